@@ -1,0 +1,82 @@
+#!/usr/bin/env bun
+// The dbm command line: parses arguments and hands over to `serve` (and, later, `agent`).
+// Usage errors exit 2 with one line on stderr.
+import { parseFlags } from './cli-args.ts'
+import { UsageError, resolveServeConfig } from './server/config.ts'
+import { serve } from './server/serve.ts'
+import { VERSION } from './version.ts'
+
+const HELP = `dbm ${VERSION}: self-hosted monitoring for PostgreSQL and ClickHouse
+
+Usage:
+  dbm serve [flags]     run the API server (and dashboard)
+  dbm version           print the version
+  dbm help              show this help
+
+Run "dbm <command> --help" for a command's flags.
+`
+
+const SERVE_HELP = `Usage: dbm serve [flags]
+
+Runs the REST API under /api/v1. Each setting is taken from its flag, else its
+environment variable, else the default.
+
+Flags:
+  --listen HOST:PORT     address to listen on        DBM_LISTEN        (0.0.0.0:8080)
+  --data-dir DIR         data directory              DBM_DATA_DIR      (./dbm-data)
+  --database-url URL     postgres:// store           DBM_DATABASE_URL  (unset: SQLite in the data dir)
+  --public-url URL       base of links in mails      DBM_PUBLIC_URL    (http://localhost:8080)
+  --log-level LEVEL      debug, info, warn, error    DBM_LOG_LEVEL     (info)
+  -h, --help             show this help
+
+Environment only:
+  DBM_JWT_SECRET         token signing secret, at least 32 characters
+                         (unset: generated once into the data dir, mode 0600)
+  DBM_SMTP_URL           smtp:// or smtps:// relay (unset: mails go to the log)
+  DBM_SMTP_FROM          sender address (dbm <dbm@localhost>)
+  DBM_TRUST_PROXY        true: take the client address from X-Forwarded-For
+  DBM_RETENTION_DAYS     telemetry retention of verified organizations (30)
+`
+
+const SERVE_FLAGS = { values: ['listen', 'data-dir', 'database-url', 'public-url', 'log-level'], switches: ['help'] } as const
+
+export async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv
+  switch (command) {
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      process.stdout.write(HELP)
+      return 0
+    case 'version':
+    case '--version':
+      parseFlags('version', rest, { values: [], switches: ['help'] })
+      process.stdout.write(`dbm ${VERSION}\n`)
+      return 0
+    case 'serve': {
+      const flags = parseFlags('serve', rest, SERVE_FLAGS)
+      if (flags.help) {
+        process.stdout.write(SERVE_HELP)
+        return 0
+      }
+      return serve(resolveServeConfig(flags, process.env))
+    }
+    default:
+      throw new UsageError(`dbm: unknown command "${command}" (see dbm help)`)
+  }
+}
+
+if (import.meta.main) {
+  main(process.argv.slice(2)).then(
+    (code) => process.exit(code),
+    (e) => {
+      if (e instanceof UsageError) {
+        process.stderr.write(`${e.message}\n`)
+        process.exit(2)
+      }
+      process.stderr.write(`dbm: ${(e as Error)?.message ?? e}\n`)
+      process.exit(1)
+    },
+  )
+}

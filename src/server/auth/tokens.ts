@@ -1,0 +1,64 @@
+// JWT access and refresh tokens (HS256 through @elysiajs/jwt). Access tokens live 15 minutes,
+// refresh tokens 7 days; each carries a `typ` so one kind is never accepted as the other, and
+// verification pins the algorithm (an alg:none or RS256 token is rejected).
+import { jwt } from '@elysiajs/jwt'
+import { tokenLifetimes } from '../limits.ts'
+
+export interface AccessClaims {
+  sub: string
+  org: string
+  typ: 'access'
+}
+
+export interface RefreshClaims {
+  sub: string
+  jti: string
+  typ: 'refresh'
+}
+
+interface Signer {
+  sign(payload: Record<string, unknown>): Promise<string>
+  verify(token?: string, options?: Record<string, unknown>): Promise<Record<string, unknown> | false>
+}
+
+export class TokenService {
+  private readonly signer: Signer
+
+  constructor(
+    secret: string,
+    private readonly clock: () => number = Date.now,
+  ) {
+    this.signer = (jwt({ secret, alg: 'HS256' }) as unknown as { decorator: { jwt: Signer } }).decorator.jwt
+  }
+
+  private expiry(seconds: number): number {
+    return Math.floor(this.clock() / 1000) + seconds
+  }
+
+  signAccess(userId: string, orgId: string): Promise<string> {
+    return this.signer.sign({ sub: userId, org: orgId, typ: 'access', exp: this.expiry(tokenLifetimes.accessSeconds) })
+  }
+
+  /** Returns the token and its expiry in epoch ms, so the store can keep the same deadline. */
+  async signRefresh(userId: string, jti: string): Promise<{ token: string; expiresAt: number }> {
+    const exp = this.expiry(tokenLifetimes.refreshSeconds)
+    return { token: await this.signer.sign({ sub: userId, jti, typ: 'refresh', exp }), expiresAt: exp * 1000 }
+  }
+
+  private async verify(token: string): Promise<Record<string, unknown> | undefined> {
+    const payload = await this.signer.verify(token, { algorithms: ['HS256'], currentDate: new Date(this.clock()) })
+    return payload || undefined
+  }
+
+  async verifyAccess(token: string): Promise<AccessClaims | undefined> {
+    const p = await this.verify(token)
+    if (!p || p.typ !== 'access' || typeof p.sub !== 'string' || typeof p.org !== 'string') return undefined
+    return { sub: p.sub, org: p.org, typ: 'access' }
+  }
+
+  async verifyRefresh(token: string): Promise<RefreshClaims | undefined> {
+    const p = await this.verify(token)
+    if (!p || p.typ !== 'refresh' || typeof p.sub !== 'string' || typeof p.jti !== 'string') return undefined
+    return { sub: p.sub, jti: p.jti, typ: 'refresh' }
+  }
+}

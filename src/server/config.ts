@@ -1,0 +1,97 @@
+// `dbm serve` settings: flag first, then environment, then default (DECISIONS.md). Bad values are
+// usage errors (exit 2) whose one-line message names the flag or variable.
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { type LogLevel, logLevels } from './log.ts'
+import { isPostgresUrl } from './store/open.ts'
+
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message)
+    this.name = 'UsageError'
+  }
+}
+
+export interface ServeConfig {
+  hostname: string
+  port: number
+  dataDir: string
+  databaseUrl?: string
+  publicUrl: string
+  jwtSecret?: string
+  smtpUrl?: string
+  smtpFrom: string
+  trustProxy: boolean
+  logLevel: LogLevel
+  retentionDays: number
+}
+
+/** Parses `host:port`, `:port` or `[v6]:port`. */
+export function parseListen(value: string, source: string): { hostname: string; port: number } {
+  const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d{1,5})$/.exec(value)
+  const port = m ? Number(m[3]) : Number.NaN
+  if (!m || !(port >= 0 && port <= 65535)) {
+    throw new UsageError(`${source}: expected host:port (for example 0.0.0.0:8080 or :8080), got "${value}"`)
+  }
+  return { hostname: m[1] ?? (m[2] || '0.0.0.0'), port }
+}
+
+function parseBool(value: string, source: string): boolean {
+  if (/^(1|true|yes|on)$/i.test(value)) return true
+  if (/^(0|false|no|off|)$/i.test(value)) return false
+  throw new UsageError(`${source}: expected true or false, got "${value}"`)
+}
+
+export function resolveServeConfig(flags: Record<string, string>, env: Record<string, string | undefined>): ServeConfig {
+  const pick = (flag: string, variable: string): [string | undefined, string] =>
+    flags[flag] !== undefined ? [flags[flag], `--${flag}`] : [env[variable] || undefined, variable]
+
+  const [listenValue, listenSource] = pick('listen', 'DBM_LISTEN')
+  const { hostname, port } = parseListen(listenValue ?? '0.0.0.0:8080', listenSource)
+
+  const [databaseUrl, urlSource] = pick('database-url', 'DBM_DATABASE_URL')
+  if (databaseUrl !== undefined && !isPostgresUrl(databaseUrl)) {
+    throw new UsageError(`${urlSource}: expected a postgres:// URL (leave it unset for embedded SQLite)`)
+  }
+
+  const [publicUrlValue, publicSource] = pick('public-url', 'DBM_PUBLIC_URL')
+  const publicUrl = (publicUrlValue ?? 'http://localhost:8080').replace(/\/+$/, '')
+  if (!/^https?:\/\/[^/]+/.test(publicUrl)) throw new UsageError(`${publicSource}: expected an http:// or https:// URL`)
+
+  const [levelValue, levelSource] = pick('log-level', 'DBM_LOG_LEVEL')
+  const logLevel = (levelValue ?? 'info') as LogLevel
+  if (!logLevels.includes(logLevel)) throw new UsageError(`${levelSource}: expected one of ${logLevels.join(', ')}`)
+
+  const jwtSecret = env.DBM_JWT_SECRET || undefined
+  if (jwtSecret !== undefined && jwtSecret.length < 32) throw new UsageError('DBM_JWT_SECRET: must be at least 32 characters')
+
+  const retention = env.DBM_RETENTION_DAYS ?? '30'
+  const retentionDays = Number(retention)
+  if (!Number.isInteger(retentionDays) || retentionDays < 1) throw new UsageError('DBM_RETENTION_DAYS: expected a whole number of days ≥ 1')
+
+  return {
+    hostname,
+    port,
+    dataDir: pick('data-dir', 'DBM_DATA_DIR')[0] ?? './dbm-data',
+    databaseUrl,
+    publicUrl,
+    jwtSecret,
+    smtpUrl: env.DBM_SMTP_URL || undefined,
+    smtpFrom: env.DBM_SMTP_FROM || 'dbm <dbm@localhost>',
+    trustProxy: parseBool(env.DBM_TRUST_PROXY ?? '', 'DBM_TRUST_PROXY'),
+    logLevel,
+    retentionDays,
+  }
+}
+
+/** DBM_JWT_SECRET when set; else the secret generated once into the data dir with mode 0600. */
+export function loadJwtSecret(config: Pick<ServeConfig, 'jwtSecret' | 'dataDir'>): string {
+  if (config.jwtSecret) return config.jwtSecret
+  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 })
+  const file = join(config.dataDir, 'jwt-secret')
+  if (existsSync(file)) return readFileSync(file, 'utf8').trim()
+  const secret = Buffer.from(crypto.getRandomValues(new Uint8Array(48))).toString('base64url')
+  writeFileSync(file, `${secret}\n`, { mode: 0o600, flag: 'wx' })
+  chmodSync(file, 0o600)
+  return secret
+}

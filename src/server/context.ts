@@ -1,0 +1,27 @@
+// What every route needs, built once by the server and passed to each route module.
+import type { TokenService } from './auth/tokens.ts'
+import type { Logger } from './log.ts'
+import type { Mailer } from './mail.ts'
+import type { Store } from './store/types.ts'
+
+export interface Deps {
+  store: Store
+  tokens: TokenService
+  mailer: Mailer
+  log: Logger
+  /** Epoch milliseconds; injectable so tests can move time. */
+  clock: () => number
+  /** Base of links in mails, without a trailing slash. */
+  publicUrl: string
+  /** Use X-Forwarded-For as the client address (only behind a trusted proxy). */
+  trustProxy: boolean
+}
+
+/** The client address used for rate limits. */
+export function clientAddress(deps: Pick<Deps, 'trustProxy'>, request: Request, server: { requestIP(r: Request): { address: string } | null } | null): string {
+  if (deps.trustProxy) {
+    const forwarded = request.headers.get('x-forwarded-for')?.split(',')[0]?.trim()
+    if (forwarded) return forwarded
+  }
+  return server?.requestIP(request)?.address ?? 'unknown'
+}

@@ -1,0 +1,58 @@
+// Every limit, lifetime and default of the server in one table, as the spec and DECISIONS.md state
+// them. Route handlers read from here instead of carrying literals.
+
+const SECOND = 1000
+const MINUTE = 60 * SECOND
+const HOUR = 60 * MINUTE
+const DAY = 24 * HOUR
+
+export const authRateLimits = {
+  signup: { limit: 5, windowMs: HOUR },
+  login: { limit: 10, windowMs: HOUR },
+  refresh: { limit: 30, windowMs: HOUR },
+  forgot_password: { limit: 5, windowMs: HOUR },
+  reset_password: { limit: 10, windowMs: HOUR },
+  resend_verification: { limit: 5, windowMs: HOUR },
+} as const
+export type RateLimitedEndpoint = keyof typeof authRateLimits
+
+/** forgot-password and resend-verification: one accepted request per account per minute. */
+export const mailCooldownMs = MINUTE
+
+export const tokenLifetimes = {
+  accessSeconds: 15 * 60,
+  refreshSeconds: 7 * 24 * 60 * 60,
+  resetMs: HOUR,
+  verifyMs: 7 * DAY,
+} as const
+
+export const passwordLength = { min: 8, max: 1024 } as const
+
+/** Body caps: account and database routes; ingest gets the larger one. */
+export const bodyLimits = { default: 1024 * 1024, ingest: 16 * 1024 * 1024 } as const
+
+export const unverifiedDatabaseLimit = 1
+
+/** API key last_used_at is written at most this often per key. */
+export const apiKeyTouchIntervalMs = MINUTE
+
+export const databaseDefaults = {
+  ports: { postgres: 5432, clickhouse: 8123 },
+  pollIntervalSeconds: 10,
+  /** A database counts as connected while a batch arrived within max(3 × poll interval, this). */
+  connectedFloorMs: MINUTE,
+} as const
+
+export const fieldLimits = {
+  name: 200,
+  host: 255,
+  email: 254,
+  tagKey: 100,
+  tagValue: 500,
+  tags: 50,
+  engineVersion: 200,
+  pollIntervalMaxSeconds: 24 * 60 * 60,
+} as const
+
+/** Housekeeping: rate-limit events older than this are swept. */
+export const rateEventRetentionMs = 2 * HOUR

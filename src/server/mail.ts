@@ -1,0 +1,53 @@
+// Outgoing mail: SMTP through nodemailer when DBM_SMTP_URL is set, otherwise one log line per mail
+// (recipient, subject, link) so a self-hoster without a relay can still verify and reset.
+// Mails are sent in the background: a request never waits for (or reveals timing of) a send.
+import nodemailer from 'nodemailer'
+import type { Logger } from './log.ts'
+
+export interface Mail {
+  to: string
+  subject: string
+  text: string
+  /** The one link the mail is about (verification, reset). */
+  link: string
+}
+
+export interface Mailer {
+  /** Queues the mail; failures are logged, never thrown. */
+  send(mail: Mail): void
+  /** Resolves when every queued mail has been handed over (tests, shutdown). */
+  idle(): Promise<void>
+  close(): void
+}
+
+export function createMailer(options: { smtpUrl?: string; from: string; log: Logger }): Mailer {
+  const { log } = options
+  const pending = new Set<Promise<void>>()
+  const transport = options.smtpUrl ? nodemailer.createTransport(options.smtpUrl) : undefined
+
+  const deliver = async (mail: Mail) => {
+    if (!transport) {
+      log.info('mail', { to: mail.to, subject: mail.subject, link: mail.link })
+      return
+    }
+    try {
+      await transport.sendMail({ from: options.from, to: mail.to, subject: mail.subject, text: mail.text })
+      log.info('mail sent', { to: mail.to, subject: mail.subject })
+    } catch (e) {
+      log.error('mail failed', { to: mail.to, subject: mail.subject, cause: (e as Error).message })
+    }
+  }
+
+  return {
+    send(mail) {
+      const p = deliver(mail).finally(() => pending.delete(p))
+      pending.add(p)
+    },
+    async idle() {
+      while (pending.size > 0) await Promise.all([...pending])
+    },
+    close() {
+      transport?.close()
+    },
+  }
+}

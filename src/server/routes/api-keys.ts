@@ -1,0 +1,45 @@
+// /api/v1/api-keys: list (active, or all with include_revoked), create (the full key is in this
+// response only), revoke (204, rejected from the next request on).
+import { Elysia, t } from 'elysia'
+import { generateApiKey } from '../auth/api-keys.ts'
+import { ACCESS_COOKIE, authenticate } from '../auth/principal.ts'
+import type { Deps } from '../context.ts'
+import { notFound } from '../http-error.ts'
+import { fieldLimits } from '../limits.ts'
+import { apiKeyView } from '../views.ts'
+import { body, boolean, requiredString } from './schema.ts'
+
+export function apiKeyRoutes(deps: Deps) {
+  const { store, clock } = deps
+  return new Elysia({ prefix: '/api/v1/api-keys' })
+    .derive(async ({ request, cookie }) => ({
+      principal: await authenticate(deps, request, cookie[ACCESS_COOKIE]?.value as string | undefined),
+    }))
+    .get(
+      '/',
+      async ({ principal, query }) => (await store.listApiKeys(principal.orgId, query.include_revoked ?? false)).map(apiKeyView),
+      { query: t.Object({ include_revoked: t.Optional(boolean('include_revoked')) }) },
+    )
+    .post(
+      '/',
+      async ({ principal, body, set }) => {
+        const generated = generateApiKey()
+        const key = await store.createApiKey({
+          id: Bun.randomUUIDv7(),
+          org_id: principal.orgId,
+          key_id: generated.keyId,
+          name: body.name.trim(),
+          secret_hash: generated.secretHash,
+          created_by: principal.kind === 'user' ? principal.userId : null,
+          created_at: clock(),
+        })
+        set.status = 201
+        return { ...apiKeyView(key), key: generated.fullKey }
+      },
+      { body: body({ name: requiredString('name', fieldLimits.name) }) },
+    )
+    .delete('/:id', async ({ principal, params, set }) => {
+      if (!(await store.revokeApiKey(principal.orgId, params.id, clock()))) throw notFound('API key')
+      set.status = 204
+    })
+}

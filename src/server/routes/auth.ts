@@ -1,0 +1,244 @@
+// Account endpoints under /api/v1/auth: signup, login, refresh (rotating, with reuse detection),
+// logout, me, e-mail verification, password reset. Rate limits are applied in app.ts by path.
+import { Elysia, t } from 'elysia'
+import { burnPasswordCheck, hashPassword, verifyPassword } from '../auth/passwords.ts'
+import { ACCESS_COOKIE, REFRESH_COOKIE, authenticate } from '../auth/principal.ts'
+import { randomToken, sha256 } from '../auth/secrets.ts'
+import type { Deps } from '../context.ts'
+import { badRequest, conflict, tooManyRequests, unauthorized } from '../http-error.ts'
+import { fieldLimits, mailCooldownMs, passwordLength, tokenLifetimes } from '../limits.ts'
+import { EmailTakenError } from '../store/sql-store.ts'
+import type { User } from '../store/types.ts'
+import { organizationView, userView } from '../views.ts'
+import { body, email, password, requiredString } from './schema.ts'
+
+type CookieJar = Record<string, { value?: unknown; set(o: Record<string, unknown>): void; remove(): void }>
+
+export function slugify(name: string): string {
+  const slug = name
+    .normalize('NFKD')
+    .replace(/[\u0300-\u036f]/g, '')
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 48)
+  return slug || 'org'
+}
+
+const normalizeEmail = (value: string) => value.trim().toLowerCase()
+
+export function authRoutes(deps: Deps) {
+  const { store, tokens, mailer, clock } = deps
+  const secure = deps.publicUrl.startsWith('https:')
+
+  const setSessionCookies = (cookie: CookieJar, access: string, refresh: string) => {
+    cookie[ACCESS_COOKIE]!.set({ value: access, httpOnly: true, sameSite: 'lax', secure, path: '/', maxAge: tokenLifetimes.accessSeconds })
+    cookie[REFRESH_COOKIE]!.set({
+      value: refresh,
+      httpOnly: true,
+      sameSite: 'lax',
+      secure,
+      path: '/api/v1/auth',
+      maxAge: tokenLifetimes.refreshSeconds,
+    })
+  }
+
+  const clearSessionCookies = (cookie: CookieJar) => {
+    cookie[ACCESS_COOKIE]!.set({ value: '', httpOnly: true, sameSite: 'lax', secure, path: '/', maxAge: 0 })
+    cookie[REFRESH_COOKIE]!.set({ value: '', httpOnly: true, sameSite: 'lax', secure, path: '/api/v1/auth', maxAge: 0 })
+  }
+
+  /** A new session (new refresh-token family) for the user. */
+  const startSession = async (user: User, cookie: CookieJar) => {
+    const jti = Bun.randomUUIDv7()
+    const refresh = await tokens.signRefresh(user.id, jti)
+    await store.createRefreshToken({ id: jti, user_id: user.id, family_id: jti, expires_at: refresh.expiresAt, now: clock() })
+    const access = await tokens.signAccess(user.id, user.org_id)
+    setSessionCookies(cookie, access, refresh.token)
+    return { access_token: access, refresh_token: refresh.token, token_type: 'Bearer', expires_in: tokenLifetimes.accessSeconds }
+  }
+
+  const sendVerification = async (user: User) => {
+    const token = randomToken()
+    const now = clock()
+    await store.createEmailToken({ tokenHash: sha256(token), userId: user.id, kind: 'verify', expiresAt: now + tokenLifetimes.verifyMs, now })
+    const link = `${deps.publicUrl}/api/v1/auth/verify-email?token=${token}`
+    mailer.send({
+      to: user.email,
+      subject: 'Verify your email address for dbm',
+      link,
+      text: `Hello ${user.name},\n\nopen this link to verify your email address for dbm:\n\n${link}\n\nThe link is valid for 7 days.\n`,
+    })
+  }
+
+  /** The user behind a Bearer or cookie access token; API keys are refused here. */
+  const requireUser = async (request: Request, cookie: CookieJar) => {
+    const principal = await authenticate(deps, request, cookie[ACCESS_COOKIE]?.value as string | undefined)
+    if (principal.kind !== 'user') throw unauthorized('this endpoint needs a user access token, not an API key')
+    const user = await store.getUser(principal.userId)
+    if (!user) throw unauthorized('invalid or expired access token')
+    return user
+  }
+
+  return new Elysia({ prefix: '/api/v1/auth' })
+    .post(
+      '/signup',
+      async ({ body, cookie, set }) => {
+        const passwordHash = await hashPassword(body.password)
+        let created
+        try {
+          created = await store.createAccount({
+            org: { name: body.org_name.trim(), slug: slugify(body.org_name), plan: 'free' },
+            user: { email: normalizeEmail(body.email), name: body.name.trim(), passwordHash, role: 'owner' },
+          })
+        } catch (e) {
+          if (e instanceof EmailTakenError) throw conflict('email is already registered')
+          throw e
+        }
+        await sendVerification(created.user)
+        const session = await startSession(created.user, cookie as CookieJar)
+        set.status = 201
+        return { user: userView(created.user), organization: organizationView(created.org), ...session }
+      },
+      {
+        body: body({
+          email: email(),
+          password: password('password', passwordLength.min, passwordLength.max),
+          name: requiredString('name', fieldLimits.name),
+          org_name: requiredString('org_name', fieldLimits.name),
+        }),
+      },
+    )
+    .post(
+      '/login',
+      async ({ body, cookie }) => {
+        const user = await store.findUserByEmail(normalizeEmail(body.email))
+        const ok = user ? await verifyPassword(body.password, user.password_hash) : await burnPasswordCheck(body.password)
+        if (!user || !ok) throw unauthorized('invalid email or password')
+        return startSession(user, cookie as CookieJar)
+      },
+      {
+        body: body({
+          email: t.String({ minLength: 1, maxLength: 254, error: 'email is required' }),
+          password: t.String({ minLength: 1, maxLength: passwordLength.max, error: 'password is required' }),
+        }),
+      },
+    )
+    .post(
+      '/refresh',
+      async ({ body, cookie }) => {
+        const presented = body?.refresh_token ?? (cookie[REFRESH_COOKIE]?.value as string | undefined)
+        if (!presented) throw badRequest('refresh_token is required')
+        const claims = await tokens.verifyRefresh(presented)
+        if (!claims) throw unauthorized('invalid or expired refresh token')
+        const jti = Bun.randomUUIDv7()
+        const next = await tokens.signRefresh(claims.sub, jti)
+        const result = await store.rotateRefreshToken(claims.jti, { id: jti, expires_at: next.expiresAt }, clock())
+        if (!result.ok) {
+          if (result.reason === 'reused') {
+            deps.log.warn('refresh token reuse detected; session family revoked', { user: claims.sub })
+            throw unauthorized('refresh token was already used; the session has been revoked, sign in again')
+          }
+          throw unauthorized('invalid or expired refresh token')
+        }
+        const user = await store.getUser(result.userId)
+        if (!user) throw unauthorized('invalid or expired refresh token')
+        const access = await tokens.signAccess(user.id, user.org_id)
+        setSessionCookies(cookie as CookieJar, access, next.token)
+        return { access_token: access, refresh_token: next.token, token_type: 'Bearer', expires_in: tokenLifetimes.accessSeconds }
+      },
+      {
+        body: t.Optional(
+          body({ refresh_token: t.Optional(t.String({ minLength: 1, maxLength: 4096, error: 'refresh_token must be a string' })) }),
+        ),
+      },
+    )
+    .post(
+      '/logout',
+      async ({ body, cookie, set }) => {
+        const presented = body?.refresh_token ?? (cookie[REFRESH_COOKIE]?.value as string | undefined)
+        const claims = presented ? await tokens.verifyRefresh(presented) : undefined
+        if (claims) await store.revokeRefreshToken(claims.jti, clock())
+        clearSessionCookies(cookie as CookieJar)
+        set.status = 204
+      },
+      {
+        body: t.Optional(
+          body({ refresh_token: t.Optional(t.String({ maxLength: 4096, error: 'refresh_token must be a string' })) }),
+        ),
+      },
+    )
+    .get('/me', async ({ request, cookie }) => {
+      const principal = await authenticate(deps, request, cookie[ACCESS_COOKIE]?.value as string | undefined)
+      const org = await store.getOrganization(principal.orgId)
+      if (!org) throw unauthorized('organization no longer exists')
+      if (principal.kind === 'api_key') {
+        const key = (await store.listApiKeys(org.id, false)).find((k) => k.id === principal.apiKeyId)
+        return { organization: organizationView(org), api_key: key ? { id: key.id, name: key.name } : null }
+      }
+      const user = await store.getUser(principal.userId)
+      if (!user) throw unauthorized('invalid or expired access token')
+      return { user: userView(user), organization: organizationView(org) }
+    })
+    .get(
+      '/verify-email',
+      async ({ query }) => {
+        const userId = await store.consumeEmailToken(sha256(query.token), 'verify', clock())
+        if (!userId) throw badRequest('invalid or expired verification token')
+        await store.markEmailVerified(userId, clock())
+        return { verified: true, message: 'email address verified' }
+      },
+      { query: t.Object({ token: t.String({ minLength: 1, maxLength: 256, error: 'token is required' }) }) },
+    )
+    .post('/resend-verification', async ({ request, cookie }) => {
+      const user = await requireUser(request, cookie as CookieJar)
+      if (user.email_verified_at !== null) throw conflict('email address is already verified')
+      const cooldown = await store.takeCooldown(`cooldown:resend:${user.id}`, mailCooldownMs, clock())
+      if (!cooldown.allowed) throw tooManyRequests(cooldown.retryAfterMs)
+      await sendVerification(user)
+      return { message: 'verification email sent' }
+    })
+    .post(
+      '/forgot-password',
+      async ({ body }) => {
+        const address = normalizeEmail(body.email)
+        // Keyed by the address as submitted, existing or not, so the 429 reveals nothing either.
+        const cooldown = await store.takeCooldown(`cooldown:forgot:${address}`, mailCooldownMs, clock())
+        if (!cooldown.allowed) throw tooManyRequests(cooldown.retryAfterMs)
+        const user = await store.findUserByEmail(address)
+        if (user) {
+          const token = randomToken()
+          const now = clock()
+          await store.createEmailToken({ tokenHash: sha256(token), userId: user.id, kind: 'reset', expiresAt: now + tokenLifetimes.resetMs, now })
+          const link = `${deps.publicUrl}/reset-password?token=${token}`
+          mailer.send({
+            to: user.email,
+            subject: 'Reset your dbm password',
+            link,
+            text:
+              `Hello ${user.name},\n\nsomeone asked to reset the password of your dbm account. Open this link within one hour to choose a new one:\n\n${link}\n\n` +
+              `Or call the API:\n\ncurl -X POST ${deps.publicUrl}/api/v1/auth/reset-password -H 'content-type: application/json' -d '{"token":"${token}","password":"<new password>"}'\n\n` +
+              'If you did not ask for this, ignore this mail: your password stays as it is.\n',
+          })
+        }
+        return { message: 'if an account exists for that email, a password reset link has been sent' }
+      },
+      { body: body({ email: email() }) },
+    )
+    .post(
+      '/reset-password',
+      async ({ body }) => {
+        const userId = await store.consumeEmailToken(sha256(body.token), 'reset', clock())
+        if (!userId) throw badRequest('invalid or expired reset token')
+        await store.setPassword(userId, await hashPassword(body.password))
+        await store.revokeUserRefreshTokens(userId, clock())
+        return { message: 'password updated; sign in with the new password' }
+      },
+      {
+        body: body({
+          token: t.String({ minLength: 1, maxLength: 256, error: 'token is required' }),
+          password: password('password', passwordLength.min, passwordLength.max),
+        }),
+      },
+    )
+}

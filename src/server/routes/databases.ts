@@ -1,0 +1,139 @@
+// /api/v1/databases: the organization's registered databases (list, create, get, patch, delete,
+// health). Unverified organizations may register one database.
+import { Elysia, t } from 'elysia'
+import { collectorsFor } from '../../shared/collectors.ts'
+import { ACCESS_COOKIE, authenticate } from '../auth/principal.ts'
+import type { Deps } from '../context.ts'
+import { badRequest, conflict, forbidden, notFound } from '../http-error.ts'
+import { databaseDefaults, fieldLimits, unverifiedDatabaseLimit } from '../limits.ts'
+import { UniqueViolation } from '../store/driver.ts'
+import type { DatabasePatch, Engine, RegisteredDatabase } from '../store/types.ts'
+import { databaseView, healthStatus, rfc3339 } from '../views.ts'
+import { body, boolean, integer, oneOf, requiredString } from './schema.ts'
+
+const engines = ['postgres', 'clickhouse'] as const
+
+const tags = t.Record(t.String({ maxLength: fieldLimits.tagKey }), t.String({ maxLength: fieldLimits.tagValue }), {
+  maxProperties: fieldLimits.tags,
+  error: `tags must be an object of at most ${fieldLimits.tags} string values`,
+})
+
+function checkCollectors(engine: Engine, names: string[] | undefined) {
+  if (!names) return
+  const known = collectorsFor(engine)
+  const unknown = names.filter((n) => !known.includes(n))
+  if (unknown.length > 0) {
+    throw badRequest(`disabled_collectors: unknown ${engine} collector "${unknown[0]}" (known: ${known.join(', ')})`)
+  }
+}
+
+function nameTaken(name: string) {
+  return conflict(`a database named "${name}" already exists in this organization`)
+}
+
+export function databaseRoutes(deps: Deps) {
+  const { store, clock } = deps
+
+  const load = async (orgId: string, id: string): Promise<RegisteredDatabase> => {
+    const db = await store.getDatabase(orgId, id)
+    if (!db) throw notFound('database')
+    return db
+  }
+
+  return new Elysia({ prefix: '/api/v1/databases' })
+    .derive(async ({ request, cookie }) => ({
+      principal: await authenticate(deps, request, cookie[ACCESS_COOKIE]?.value as string | undefined),
+    }))
+    .get('/', async ({ principal }) => {
+      const now = clock()
+      return (await store.listDatabases(principal.orgId)).map((db) => databaseView(db, now))
+    })
+    .post(
+      '/',
+      async ({ principal, body, set }) => {
+        const org = await store.getOrganization(principal.orgId)
+        const limit = org?.verified ? undefined : unverifiedDatabaseLimit
+        let created
+        try {
+          created = await store.createDatabase(
+            principal.orgId,
+            {
+              name: body.name.trim(),
+              engine: body.engine,
+              engine_version: body.engine_version ?? null,
+              host: body.host.trim(),
+              port: body.port ?? databaseDefaults.ports[body.engine],
+              tags: body.tags ?? {},
+            },
+            clock(),
+            limit,
+          )
+        } catch (e) {
+          if (e instanceof UniqueViolation) throw nameTaken(body.name.trim())
+          throw e
+        }
+        if (created === 'limit') {
+          throw forbidden(
+            `unverified organizations can register ${unverifiedDatabaseLimit} database; verify your email address to register more`,
+          )
+        }
+        set.status = 201
+        return databaseView(created, clock())
+      },
+      {
+        body: body({
+          name: requiredString('name', fieldLimits.name),
+          engine: oneOf('engine', engines),
+          host: requiredString('host', fieldLimits.host),
+          engine_version: t.Optional(t.String({ maxLength: fieldLimits.engineVersion, error: 'engine_version must be a string' })),
+          port: t.Optional(integer('port', 1, 65535)),
+          tags: t.Optional(tags),
+        }),
+      },
+    )
+    .get('/:id', async ({ principal, params }) => databaseView(await load(principal.orgId, params.id), clock()))
+    .patch(
+      '/:id',
+      async ({ principal, params, body }) => {
+        const db = await load(principal.orgId, params.id)
+        checkCollectors(db.engine, body.disabled_collectors)
+        const patch: DatabasePatch = {
+          ...body,
+          name: body.name?.trim(),
+          host: body.host?.trim(),
+          disabled_collectors: body.disabled_collectors ? [...new Set(body.disabled_collectors)] : undefined,
+        }
+        let updated
+        try {
+          updated = await store.updateDatabase(principal.orgId, db.id, patch, clock())
+        } catch (e) {
+          if (e instanceof UniqueViolation) throw nameTaken(patch.name ?? db.name)
+          throw e
+        }
+        if (!updated) throw notFound('database')
+        return databaseView(updated, clock())
+      },
+      {
+        body: body({
+          name: t.Optional(requiredString('name', fieldLimits.name)),
+          host: t.Optional(requiredString('host', fieldLimits.host)),
+          port: t.Optional(integer('port', 1, 65535)),
+          tags: t.Optional(tags),
+          poll_interval_seconds: t.Optional(integer('poll_interval_seconds', 1, fieldLimits.pollIntervalMaxSeconds)),
+          collect_explain_plans: t.Optional(boolean('collect_explain_plans')),
+          collect_replication: t.Optional(boolean('collect_replication')),
+          disabled_collectors: t.Optional(
+            t.Array(t.String({ maxLength: 64 }), { maxItems: 64, error: 'disabled_collectors must be an array of collector names' }),
+          ),
+        }),
+      },
+    )
+    .delete('/:id', async ({ principal, params, set }) => {
+      if (!(await store.deleteDatabase(principal.orgId, params.id))) throw notFound('database')
+      set.status = 204
+    })
+    .get('/:id/health', async ({ principal, params }) => {
+      const db = await load(principal.orgId, params.id)
+      return { id: db.id, status: healthStatus(db, clock()), last_seen_at: rfc3339(db.last_seen_at) }
+    })
+}

@@ -1,0 +1,22 @@
+// Field schemas whose validation messages name the field, so a 400 tells the caller what to fix.
+import { t } from 'elysia'
+
+export const requiredString = (field: string, max: number) =>
+  t.String({ minLength: 1, maxLength: max, error: `${field} is required and must be a non-empty string of at most ${max} characters` })
+
+export const email = (field = 'email') =>
+  t.String({ format: 'email', maxLength: 254, error: `${field} must be a valid email address` })
+
+export const password = (field: string, min: number, max: number) =>
+  t.String({ minLength: min, maxLength: max, error: `${field} must be a string of at least ${min} characters` })
+
+export const integer = (field: string, min: number, max: number) =>
+  t.Integer({ minimum: min, maximum: max, error: `${field} must be an integer from ${min} to ${max}` })
+
+export const boolean = (field: string) => t.Boolean({ error: `${field} must be true or false` })
+
+export const oneOf = <const T extends readonly [string, ...string[]]>(field: string, values: T) =>
+  t.UnionEnum(values, { error: `${field} must be one of: ${values.join(', ')}` })
+
+/** A JSON object whose keys are {fields}; any other key is a 400 that names it. */
+export const body = <T extends Parameters<typeof t.Object>[0]>(fields: T) => t.Object(fields, { additionalProperties: false })

@@ -1,0 +1,68 @@
+// `dbm serve`: open the store (migrating it), build the app, listen, sweep stale rate-limit rows,
+// and stop cleanly on SIGINT/SIGTERM.
+import { createApp } from './app.ts'
+import { TokenService } from './auth/tokens.ts'
+import { type ServeConfig, loadJwtSecret } from './config.ts'
+import { createLogger } from './log.ts'
+import { createMailer } from './mail.ts'
+import { rateEventRetentionMs } from './limits.ts'
+import { openStore } from './store/open.ts'
+import { VERSION } from '../version.ts'
+
+export async function serve(config: ServeConfig): Promise<number> {
+  const log = createLogger(config.logLevel)
+  let opened
+  try {
+    opened = await openStore({ databaseUrl: config.databaseUrl, dataDir: config.dataDir })
+  } catch (e) {
+    log.error('cannot open the store', { cause: (e as Error).message })
+    return 1
+  }
+  const { store } = opened
+  const mailer = createMailer({ smtpUrl: config.smtpUrl, from: config.smtpFrom, log })
+  const deps = {
+    store,
+    tokens: new TokenService(loadJwtSecret(config)),
+    mailer,
+    log,
+    clock: Date.now,
+    publicUrl: config.publicUrl,
+    trustProxy: config.trustProxy,
+  }
+  let app
+  try {
+    app = createApp(deps).listen({ hostname: config.hostname, port: config.port })
+  } catch (e) {
+    log.error('cannot listen', { address: `${config.hostname}:${config.port}`, cause: (e as Error).message })
+    await store.close()
+    return 1
+  }
+  log.info('dbm serve listening', {
+    version: VERSION,
+    address: `${app.server?.hostname}:${app.server?.port}`,
+    store: `${store.dialect} ${opened.location}`,
+    migrations_applied: opened.applied.length ? opened.applied.join(',') : 'none',
+    mail: config.smtpUrl ? 'smtp' : 'log',
+  })
+
+  const sweep = setInterval(() => {
+    store.sweepRateEvents(Date.now() - rateEventRetentionMs).catch((e) => log.warn('rate-limit sweep failed', { cause: (e as Error).message }))
+  }, 10 * 60 * 1000)
+
+  return new Promise((resolve) => {
+    let stopping = false
+    const stop = async (signal: string) => {
+      if (stopping) return
+      stopping = true
+      log.info('stopping', { signal })
+      clearInterval(sweep)
+      await app.stop()
+      await mailer.idle()
+      mailer.close()
+      await store.close()
+      resolve(0)
+    }
+    process.once('SIGINT', () => void stop('SIGINT'))
+    process.once('SIGTERM', () => void stop('SIGTERM'))
+  })
+}

@@ -1,0 +1,42 @@
+// The thin SQL driver that both store backends implement. Statements are written once with
+// PostgreSQL-style `$1` placeholders; the SQLite driver rewrites them to `?1`.
+
+export type Dialect = 'sqlite' | 'postgres'
+
+export interface SqlDriver {
+  readonly dialect: Dialect
+  /** All rows of a query. */
+  all<T = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<T[]>
+  /** The first row of a query, if any. */
+  get<T = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<T | undefined>
+  /** Runs a statement and returns the number of rows it changed. */
+  run(sql: string, params?: unknown[]): Promise<number>
+  /** Runs a script of several statements without parameters (migrations). */
+  exec(script: string): Promise<void>
+  /**
+   * Runs `fn` in one transaction that also holds an exclusive lock named by `lockKey` when given
+   * (a PostgreSQL advisory lock; SQLite transactions are exclusive already).
+   */
+  transaction<T>(fn: (tx: SqlDriver) => Promise<T>, lockKey?: string): Promise<T>
+  close(): Promise<void>
+}
+
+/** Raised by a driver when a UNIQUE constraint rejects a write, so the store can answer 409. */
+export class UniqueViolation extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = 'UniqueViolation'
+  }
+}
+
+/** A failed statement, keeping the driver's error as `cause` and the SQL text that failed. */
+export class StoreError extends Error {
+  constructor(
+    message: string,
+    readonly sql: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options)
+    this.name = 'StoreError'
+  }
+}

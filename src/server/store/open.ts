@@ -1,0 +1,58 @@
+// Opens the configured store: embedded SQLite in the data directory by default, PostgreSQL when a
+// postgres:// URL is given. Pending migrations are applied before the store is handed out.
+import { mkdirSync } from 'node:fs'
+import { join } from 'node:path'
+import type { SqlDriver } from './driver.ts'
+import { migrate } from './migrations.ts'
+import { PostgresDriver } from './postgres/driver.ts'
+import { SqliteDriver } from './sqlite/driver.ts'
+import { SqlStore } from './sql-store.ts'
+
+export interface OpenStoreOptions {
+  /** postgres:// or postgresql:// URL; absent = SQLite in `dataDir`. */
+  databaseUrl?: string
+  dataDir: string
+}
+
+export interface OpenedStore {
+  store: SqlStore
+  /** Migration versions applied by this open (empty when the schema was current). */
+  applied: number[]
+  /** Where the data lives, without credentials, for the start-up log line. */
+  location: string
+}
+
+export function isPostgresUrl(url: string): boolean {
+  return /^postgres(ql)?:\/\//i.test(url)
+}
+
+/** The URL with its password replaced, for logs. */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url)
+    if (u.password) u.password = '***'
+    return u.toString()
+  } catch {
+    return '(unparseable url)'
+  }
+}
+
+export async function openStore(options: OpenStoreOptions): Promise<OpenedStore> {
+  let driver: SqlDriver
+  let location: string
+  if (options.databaseUrl) {
+    driver = new PostgresDriver(options.databaseUrl)
+    location = redactUrl(options.databaseUrl)
+  } else {
+    mkdirSync(options.dataDir, { recursive: true, mode: 0o700 })
+    location = join(options.dataDir, 'dbm.sqlite')
+    driver = new SqliteDriver(location)
+  }
+  try {
+    const applied = await migrate(driver)
+    return { store: new SqlStore(driver), applied, location }
+  } catch (e) {
+    await driver.close().catch(() => {})
+    throw e
+  }
+}

@@ -1,0 +1,362 @@
+// The Store, written once over a SqlDriver. Dialect differences stay in the drivers (placeholders,
+// booleans, int8 parsing) and in the migrations' DDL; row mapping below evens out the rest.
+import type { SqlDriver } from './driver.ts'
+import type {
+  ApiKey,
+  DatabasePatch,
+  EmailTokenKind,
+  LimitResult,
+  NewDatabase,
+  Organization,
+  RegisteredDatabase,
+  RotateResult,
+  Store,
+  User,
+  UserWithPassword,
+} from './types.ts'
+
+/** Raised by createAccount when the e-mail address already has an account. */
+export class EmailTakenError extends Error {
+  constructor() {
+    super('email is already registered')
+    this.name = 'EmailTakenError'
+  }
+}
+
+const num = (v: unknown): number => Number(v)
+const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v))
+
+function toOrg(r: any): Organization {
+  return { id: r.id, name: r.name, slug: r.slug, plan: r.plan, verified: Boolean(r.verified), created_at: num(r.created_at) }
+}
+
+function toUser(r: any): User {
+  return {
+    id: r.id,
+    org_id: r.org_id,
+    email: r.email,
+    name: r.name,
+    role: r.role,
+    email_verified_at: numOrNull(r.email_verified_at),
+    created_at: num(r.created_at),
+  }
+}
+
+function toApiKey(r: any): ApiKey {
+  return {
+    id: r.id,
+    org_id: r.org_id,
+    key_id: r.key_id,
+    name: r.name,
+    secret_hash: r.secret_hash,
+    created_by: r.created_by ?? null,
+    created_at: num(r.created_at),
+    last_used_at: numOrNull(r.last_used_at),
+    revoked_at: numOrNull(r.revoked_at),
+  }
+}
+
+function toDatabase(r: any): RegisteredDatabase {
+  return {
+    id: r.id,
+    org_id: r.org_id,
+    name: r.name,
+    engine: r.engine,
+    engine_version: r.engine_version ?? null,
+    host: r.host,
+    port: num(r.port),
+    tags: JSON.parse(r.tags),
+    poll_interval_seconds: num(r.poll_interval_seconds),
+    collect_explain_plans: Boolean(r.collect_explain_plans),
+    collect_replication: Boolean(r.collect_replication),
+    disabled_collectors: JSON.parse(r.disabled_collectors),
+    created_at: num(r.created_at),
+    updated_at: num(r.updated_at),
+    last_seen_at: numOrNull(r.last_seen_at),
+  }
+}
+
+const USER_COLUMNS = 'id, org_id, email, name, role, email_verified_at, created_at'
+const DB_DEFAULTS = { poll_interval_seconds: 10, collect_explain_plans: true, collect_replication: true }
+
+export class SqlStore implements Store {
+  constructor(readonly driver: SqlDriver) {}
+
+  get dialect() {
+    return this.driver.dialect
+  }
+
+  // ---- accounts ----
+
+  async createAccount(input: Parameters<Store['createAccount']>[0]) {
+    const now = Date.now()
+    return this.driver.transaction(async (tx) => {
+      if (await tx.get('SELECT 1 AS x FROM users WHERE email = $1', [input.user.email])) throw new EmailTakenError()
+      const taken = new Set(
+        (
+          await tx.all<{ slug: string }>('SELECT slug FROM organizations WHERE slug = $1 OR slug LIKE $2', [
+            input.org.slug,
+            `${input.org.slug}-%`,
+          ])
+        ).map((r) => r.slug),
+      )
+      let slug = input.org.slug
+      for (let n = 2; taken.has(slug); n++) slug = `${input.org.slug}-${n}`
+      const org: Organization = { id: Bun.randomUUIDv7(), name: input.org.name, slug, plan: input.org.plan, verified: false, created_at: now }
+      await tx.run('INSERT INTO organizations (id, name, slug, plan, verified, created_at) VALUES ($1, $2, $3, $4, $5, $6)', [
+        org.id,
+        org.name,
+        org.slug,
+        org.plan,
+        false,
+        now,
+      ])
+      const user: User = {
+        id: Bun.randomUUIDv7(),
+        org_id: org.id,
+        email: input.user.email,
+        name: input.user.name,
+        role: input.user.role,
+        email_verified_at: null,
+        created_at: now,
+      }
+      await tx.run(
+        'INSERT INTO users (id, org_id, email, name, role, password_hash, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)',
+        [user.id, org.id, user.email, user.name, user.role, input.user.passwordHash, now],
+      )
+      return { org, user }
+    }, 'dbm:signup')
+  }
+
+  async findUserByEmail(email: string) {
+    const r = await this.driver.get(`SELECT ${USER_COLUMNS}, password_hash FROM users WHERE email = $1`, [email])
+    return r ? ({ ...toUser(r), password_hash: String(r.password_hash) } as UserWithPassword) : undefined
+  }
+
+  async getUser(id: string) {
+    const r = await this.driver.get(`SELECT ${USER_COLUMNS} FROM users WHERE id = $1`, [id])
+    return r ? toUser(r) : undefined
+  }
+
+  async getOrganization(id: string) {
+    const r = await this.driver.get('SELECT id, name, slug, plan, verified, created_at FROM organizations WHERE id = $1', [id])
+    return r ? toOrg(r) : undefined
+  }
+
+  async setPassword(userId: string, passwordHash: string) {
+    await this.driver.run('UPDATE users SET password_hash = $1 WHERE id = $2', [passwordHash, userId])
+  }
+
+  async markEmailVerified(userId: string, at: number) {
+    await this.driver.transaction(async (tx) => {
+      await tx.run('UPDATE users SET email_verified_at = COALESCE(email_verified_at, $1) WHERE id = $2', [at, userId])
+      await tx.run('UPDATE organizations SET verified = $1 WHERE id = (SELECT org_id FROM users WHERE id = $2)', [true, userId])
+    })
+  }
+
+  // ---- e-mail tokens ----
+
+  async createEmailToken(input: { tokenHash: string; userId: string; kind: EmailTokenKind; expiresAt: number; now: number }) {
+    await this.driver.run(
+      'INSERT INTO email_tokens (token_hash, user_id, kind, expires_at, created_at) VALUES ($1, $2, $3, $4, $5)',
+      [input.tokenHash, input.userId, input.kind, input.expiresAt, input.now],
+    )
+  }
+
+  async consumeEmailToken(tokenHash: string, kind: EmailTokenKind, now: number) {
+    const r = await this.driver.get<{ user_id: string }>(
+      `UPDATE email_tokens SET used_at = $1
+       WHERE token_hash = $2 AND kind = $3 AND used_at IS NULL AND expires_at > $1
+       RETURNING user_id`,
+      [now, tokenHash, kind],
+    )
+    return r?.user_id
+  }
+
+  // ---- refresh tokens ----
+
+  async createRefreshToken(record: { id: string; user_id: string; family_id: string; expires_at: number; now: number }) {
+    await this.driver.run(
+      'INSERT INTO refresh_tokens (id, user_id, family_id, expires_at, created_at) VALUES ($1, $2, $3, $4, $5)',
+      [record.id, record.user_id, record.family_id, record.expires_at, record.now],
+    )
+  }
+
+  async rotateRefreshToken(id: string, next: { id: string; expires_at: number }, now: number): Promise<RotateResult> {
+    return this.driver.transaction(async (tx) => {
+      const row = await tx.get<{ user_id: string; family_id: string; expires_at: number; revoked_at: number | null }>(
+        'SELECT user_id, family_id, expires_at, revoked_at FROM refresh_tokens WHERE id = $1',
+        [id],
+      )
+      if (!row) return { ok: false, reason: 'unknown' } as const
+      if (row.revoked_at !== null) {
+        // A token that was already rotated or revoked is being replayed: end the whole family.
+        await tx.run('UPDATE refresh_tokens SET revoked_at = $1 WHERE family_id = $2 AND revoked_at IS NULL', [now, row.family_id])
+        return { ok: false, reason: 'reused' } as const
+      }
+      if (num(row.expires_at) <= now) return { ok: false, reason: 'expired' } as const
+      await tx.run('UPDATE refresh_tokens SET revoked_at = $1 WHERE id = $2', [now, id])
+      await tx.run(
+        'INSERT INTO refresh_tokens (id, user_id, family_id, expires_at, created_at) VALUES ($1, $2, $3, $4, $5)',
+        [next.id, row.user_id, row.family_id, next.expires_at, now],
+      )
+      return { ok: true, userId: row.user_id } as const
+    }, `dbm:refresh:${id}`)
+  }
+
+  async revokeRefreshToken(id: string, now: number) {
+    await this.driver.run('UPDATE refresh_tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL', [now, id])
+  }
+
+  async revokeUserRefreshTokens(userId: string, now: number) {
+    await this.driver.run('UPDATE refresh_tokens SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL', [now, userId])
+  }
+
+  // ---- API keys ----
+
+  async createApiKey(input: Omit<ApiKey, 'last_used_at' | 'revoked_at'>) {
+    await this.driver.run(
+      'INSERT INTO api_keys (id, org_id, key_id, name, secret_hash, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)',
+      [input.id, input.org_id, input.key_id, input.name, input.secret_hash, input.created_by, input.created_at],
+    )
+    return { ...input, last_used_at: null, revoked_at: null }
+  }
+
+  async listApiKeys(orgId: string, includeRevoked: boolean) {
+    const rows = await this.driver.all(
+      `SELECT * FROM api_keys WHERE org_id = $1 ${includeRevoked ? '' : 'AND revoked_at IS NULL'} ORDER BY created_at, id`,
+      [orgId],
+    )
+    return rows.map(toApiKey)
+  }
+
+  async findApiKey(keyId: string) {
+    const r = await this.driver.get('SELECT * FROM api_keys WHERE key_id = $1', [keyId])
+    return r ? toApiKey(r) : undefined
+  }
+
+  async revokeApiKey(orgId: string, id: string, now: number) {
+    const changed = await this.driver.run(
+      'UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2 AND org_id = $3',
+      [now, id, orgId],
+    )
+    return changed > 0
+  }
+
+  async touchApiKey(id: string, now: number, minIntervalMs: number) {
+    await this.driver.run(
+      'UPDATE api_keys SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $3)',
+      [now, id, now - minIntervalMs],
+    )
+  }
+
+  // ---- registered databases ----
+
+  async listDatabases(orgId: string) {
+    const rows = await this.driver.all('SELECT * FROM databases WHERE org_id = $1 ORDER BY name, id', [orgId])
+    return rows.map(toDatabase)
+  }
+
+  async countDatabases(orgId: string) {
+    const r = await this.driver.get<{ n: number }>('SELECT COUNT(*) AS n FROM databases WHERE org_id = $1', [orgId])
+    return num(r?.n ?? 0)
+  }
+
+  async createDatabase(orgId: string, input: NewDatabase, now: number, limit?: number) {
+    return this.driver.transaction(async (tx) => {
+      if (limit !== undefined) {
+        const r = await tx.get<{ n: number }>('SELECT COUNT(*) AS n FROM databases WHERE org_id = $1', [orgId])
+        if (num(r?.n ?? 0) >= limit) return 'limit' as const
+      }
+      const db: RegisteredDatabase = {
+        id: Bun.randomUUIDv7(),
+        org_id: orgId,
+        ...input,
+        ...DB_DEFAULTS,
+        disabled_collectors: [],
+        created_at: now,
+        updated_at: now,
+        last_seen_at: null,
+      }
+      await tx.run(
+        `INSERT INTO databases (id, org_id, name, engine, engine_version, host, port, tags, poll_interval_seconds,
+           collect_explain_plans, collect_replication, disabled_collectors, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+        [
+          db.id,
+          orgId,
+          db.name,
+          db.engine,
+          db.engine_version,
+          db.host,
+          db.port,
+          JSON.stringify(db.tags),
+          db.poll_interval_seconds,
+          db.collect_explain_plans,
+          db.collect_replication,
+          JSON.stringify(db.disabled_collectors),
+          now,
+          now,
+        ],
+      )
+      return db
+    }, `dbm:databases:${orgId}`)
+  }
+
+  async getDatabase(orgId: string, id: string) {
+    const r = await this.driver.get('SELECT * FROM databases WHERE id = $1 AND org_id = $2', [id, orgId])
+    return r ? toDatabase(r) : undefined
+  }
+
+  async updateDatabase(orgId: string, id: string, patch: DatabasePatch, now: number) {
+    const sets: string[] = []
+    const params: unknown[] = []
+    for (const [column, value] of Object.entries(patch)) {
+      if (value === undefined) continue
+      params.push(column === 'tags' || column === 'disabled_collectors' ? JSON.stringify(value) : value)
+      sets.push(`${column} = $${params.length}`)
+    }
+    params.push(now)
+    sets.push(`updated_at = $${params.length}`)
+    params.push(id, orgId)
+    const changed = await this.driver.run(
+      `UPDATE databases SET ${sets.join(', ')} WHERE id = $${params.length - 1} AND org_id = $${params.length}`,
+      params,
+    )
+    return changed > 0 ? this.getDatabase(orgId, id) : undefined
+  }
+
+  async deleteDatabase(orgId: string, id: string) {
+    return (await this.driver.run('DELETE FROM databases WHERE id = $1 AND org_id = $2', [id, orgId])) > 0
+  }
+
+  // ---- rate limits ----
+
+  async hitRateLimit(key: string, limit: number, windowMs: number, now: number): Promise<LimitResult> {
+    return this.driver.transaction(async (tx) => {
+      await tx.run('DELETE FROM rate_events WHERE key = $1 AND at <= $2', [key, now - windowMs])
+      const r = await tx.get<{ n: number; oldest: number | null }>(
+        'SELECT COUNT(*) AS n, MIN(at) AS oldest FROM rate_events WHERE key = $1',
+        [key],
+      )
+      if (num(r?.n ?? 0) >= limit) {
+        return { allowed: false, retryAfterMs: Math.max(1, num(r?.oldest ?? now) + windowMs - now) }
+      }
+      await tx.run('INSERT INTO rate_events (key, at) VALUES ($1, $2)', [key, now])
+      return { allowed: true, retryAfterMs: 0 }
+    }, `dbm:rate:${key}`)
+  }
+
+  async takeCooldown(key: string, cooldownMs: number, now: number): Promise<LimitResult> {
+    return this.hitRateLimit(key, 1, cooldownMs, now)
+  }
+
+  /** Removes rate-limit events older than `before` (housekeeping; keys never seen again). */
+  async sweepRateEvents(before: number) {
+    return this.driver.run('DELETE FROM rate_events WHERE at < $1', [before])
+  }
+
+  close() {
+    return this.driver.close()
+  }
+}

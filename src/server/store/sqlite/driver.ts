@@ -1,0 +1,121 @@
+// SQLite driver over bun:sqlite: one connection in WAL mode. Statements run synchronously, so
+// transactions are made exclusive by queueing every other call behind the open transaction.
+import { Database } from 'bun:sqlite'
+import { type SqlDriver, StoreError, UniqueViolation } from '../driver.ts'
+
+const placeholder = /\$(\d+)/g
+
+function toSqlite(sql: string): string {
+  return sql.replace(placeholder, '?$1')
+}
+
+function bindable(params: unknown[]): any[] {
+  return params.map((p) => (typeof p === 'boolean' ? (p ? 1 : 0) : p === undefined ? null : p))
+}
+
+function wrap(error: unknown, sql: string): Error {
+  const code = (error as { code?: string }).code ?? ''
+  if (code.startsWith('SQLITE_CONSTRAINT_UNIQUE') || code.startsWith('SQLITE_CONSTRAINT_PRIMARYKEY')) {
+    return new UniqueViolation((error as Error).message, { cause: error })
+  }
+  return new StoreError(`sqlite: ${(error as Error).message}`, sql, { cause: error })
+}
+
+export class SqliteDriver implements SqlDriver {
+  readonly dialect = 'sqlite' as const
+  private readonly db: Database
+  /** Settles when the transaction in progress, if any, has finished. */
+  private txTail: Promise<unknown> = Promise.resolve()
+  private txOpen = false
+
+  constructor(path: string) {
+    this.db = new Database(path, { create: true, strict: false })
+    this.db.exec('PRAGMA journal_mode = WAL')
+    this.db.exec('PRAGMA synchronous = NORMAL')
+    this.db.exec('PRAGMA foreign_keys = ON')
+    this.db.exec('PRAGMA busy_timeout = 5000')
+  }
+
+  private direct(): SqlDriver {
+    const db = this.db
+    const self = this
+    return {
+      dialect: 'sqlite',
+      async all<T>(sql: string, params: unknown[] = []) {
+        try {
+          return db.query(toSqlite(sql)).all(...bindable(params)) as T[]
+        } catch (e) {
+          throw wrap(e, sql)
+        }
+      },
+      async get<T>(sql: string, params: unknown[] = []) {
+        try {
+          return (db.query(toSqlite(sql)).get(...bindable(params)) ?? undefined) as T | undefined
+        } catch (e) {
+          throw wrap(e, sql)
+        }
+      },
+      async run(sql: string, params: unknown[] = []) {
+        try {
+          return db.query(toSqlite(sql)).run(...bindable(params)).changes
+        } catch (e) {
+          throw wrap(e, sql)
+        }
+      },
+      async exec(script: string) {
+        try {
+          db.exec(script)
+        } catch (e) {
+          throw wrap(e, script)
+        }
+      },
+      transaction: (fn) => self.transaction(fn),
+      close: () => self.close(),
+    }
+  }
+
+  /** Waits for any open transaction, so statements from other callers never land inside it. */
+  private async outside<T>(op: (d: SqlDriver) => Promise<T>): Promise<T> {
+    while (this.txOpen) await this.txTail
+    return op(this.direct())
+  }
+
+  all<T>(sql: string, params?: unknown[]) {
+    return this.outside((d) => d.all<T>(sql, params))
+  }
+  get<T>(sql: string, params?: unknown[]) {
+    return this.outside((d) => d.get<T>(sql, params))
+  }
+  run(sql: string, params?: unknown[]) {
+    return this.outside((d) => d.run(sql, params))
+  }
+  exec(script: string) {
+    return this.outside((d) => d.exec(script))
+  }
+
+  async transaction<T>(fn: (tx: SqlDriver) => Promise<T>): Promise<T> {
+    while (this.txOpen) await this.txTail
+    this.txOpen = true
+    const inner = this.direct()
+    const work = (async () => {
+      this.db.exec('BEGIN IMMEDIATE')
+      try {
+        const result = await fn({ ...inner, transaction: (f) => f(inner) })
+        this.db.exec('COMMIT')
+        return result
+      } catch (e) {
+        this.db.exec('ROLLBACK')
+        throw e
+      }
+    })()
+    this.txTail = work.catch(() => undefined).finally(() => {
+      this.txOpen = false
+    })
+    return work
+  }
+
+  async close(): Promise<void> {
+    while (this.txOpen) await this.txTail
+    this.db.close()
+  }
+}

@@ -1,0 +1,152 @@
+// The store's records and its interface. Both backends (SQLite, PostgreSQL) implement it through
+// the same SqlStore over their own driver; the contract suite in test/store runs against both.
+
+export interface Organization {
+  id: string
+  name: string
+  slug: string
+  plan: string
+  verified: boolean
+  created_at: number
+}
+
+export interface User {
+  id: string
+  org_id: string
+  email: string
+  name: string
+  role: string
+  email_verified_at: number | null
+  created_at: number
+}
+
+export interface UserWithPassword extends User {
+  password_hash: string
+}
+
+export interface ApiKey {
+  id: string
+  org_id: string
+  key_id: string
+  name: string
+  secret_hash: string
+  created_by: string | null
+  created_at: number
+  last_used_at: number | null
+  revoked_at: number | null
+}
+
+export type Engine = 'postgres' | 'clickhouse'
+
+export interface RegisteredDatabase {
+  id: string
+  org_id: string
+  name: string
+  engine: Engine
+  engine_version: string | null
+  host: string
+  port: number
+  tags: Record<string, string>
+  poll_interval_seconds: number
+  collect_explain_plans: boolean
+  collect_replication: boolean
+  disabled_collectors: string[]
+  created_at: number
+  updated_at: number
+  last_seen_at: number | null
+}
+
+export type NewDatabase = Pick<RegisteredDatabase, 'name' | 'engine' | 'host' | 'port' | 'tags'> & {
+  engine_version: string | null
+}
+
+export type DatabasePatch = Partial<
+  Pick<
+    RegisteredDatabase,
+    | 'name'
+    | 'host'
+    | 'port'
+    | 'tags'
+    | 'poll_interval_seconds'
+    | 'collect_explain_plans'
+    | 'collect_replication'
+    | 'disabled_collectors'
+  >
+>
+
+export type EmailTokenKind = 'verify' | 'reset'
+
+export interface RefreshTokenRecord {
+  id: string
+  user_id: string
+  family_id: string
+  expires_at: number
+  revoked_at: number | null
+}
+
+/** Outcome of presenting a refresh token for rotation. */
+export type RotateResult =
+  | { ok: true; userId: string }
+  | { ok: false; reason: 'unknown' | 'expired' | 'reused' }
+
+/** Outcome of counting a request against a limit. */
+export interface LimitResult {
+  allowed: boolean
+  /** When not allowed: milliseconds until a request would be allowed again. */
+  retryAfterMs: number
+}
+
+export interface Store {
+  readonly dialect: 'sqlite' | 'postgres'
+
+  // accounts
+  createAccount(input: {
+    org: { name: string; slug: string; plan: string }
+    user: { email: string; name: string; passwordHash: string; role: string }
+  }): Promise<{ org: Organization; user: User }>
+  findUserByEmail(email: string): Promise<UserWithPassword | undefined>
+  getUser(id: string): Promise<User | undefined>
+  getOrganization(id: string): Promise<Organization | undefined>
+  setPassword(userId: string, passwordHash: string): Promise<void>
+  markEmailVerified(userId: string, at: number): Promise<void>
+
+  // single-use e-mail tokens (verification, password reset), stored as hashes
+  createEmailToken(input: { tokenHash: string; userId: string; kind: EmailTokenKind; expiresAt: number; now: number }): Promise<void>
+  /** Marks the token used and returns its user when it exists, is unused and unexpired. */
+  consumeEmailToken(tokenHash: string, kind: EmailTokenKind, now: number): Promise<string | undefined>
+
+  // refresh tokens: rotated on use, reuse revokes the family
+  createRefreshToken(record: Omit<RefreshTokenRecord, 'revoked_at'> & { now: number }): Promise<void>
+  /** Revokes `id` and records `next` in the same family when `id` is live; detects reuse. */
+  rotateRefreshToken(id: string, next: { id: string; expires_at: number }, now: number): Promise<RotateResult>
+  revokeRefreshToken(id: string, now: number): Promise<void>
+  revokeUserRefreshTokens(userId: string, now: number): Promise<void>
+
+  // API keys
+  createApiKey(input: Omit<ApiKey, 'last_used_at' | 'revoked_at'>): Promise<ApiKey>
+  listApiKeys(orgId: string, includeRevoked: boolean): Promise<ApiKey[]>
+  findApiKey(keyId: string): Promise<ApiKey | undefined>
+  /** Revokes the key (idempotent); false when the organization has no key of that id. */
+  revokeApiKey(orgId: string, id: string, now: number): Promise<boolean>
+  /** Records use; writes only when the stored time is older than `minIntervalMs`. */
+  touchApiKey(id: string, now: number, minIntervalMs: number): Promise<void>
+
+  // registered databases
+  listDatabases(orgId: string): Promise<RegisteredDatabase[]>
+  countDatabases(orgId: string): Promise<number>
+  /** Creates the database; `limit` (when given) is checked in the same transaction. */
+  createDatabase(orgId: string, input: NewDatabase, now: number, limit?: number): Promise<RegisteredDatabase | 'limit'>
+  getDatabase(orgId: string, id: string): Promise<RegisteredDatabase | undefined>
+  updateDatabase(orgId: string, id: string, patch: DatabasePatch, now: number): Promise<RegisteredDatabase | undefined>
+  deleteDatabase(orgId: string, id: string): Promise<boolean>
+
+  // rate limits and cooldowns, shared by every process on the store
+  /** Counts one request under `key`; allowed while at most `limit` fall in the trailing window. */
+  hitRateLimit(key: string, limit: number, windowMs: number, now: number): Promise<LimitResult>
+  /** Allowed when no allowed request under `key` happened in the last `cooldownMs`; records it then. */
+  takeCooldown(key: string, cooldownMs: number, now: number): Promise<LimitResult>
+  /** Housekeeping: removes rate-limit events older than `before`; returns how many. */
+  sweepRateEvents(before: number): Promise<number>
+
+  close(): Promise<void>
+}

@@ -1,0 +1,59 @@
+// How records leave the API: RFC 3339 times, no secrets, field names as the spec writes them.
+import { keyPrefix } from './auth/api-keys.ts'
+import { databaseDefaults } from './limits.ts'
+import type { ApiKey, Organization, RegisteredDatabase, User } from './store/types.ts'
+
+export const rfc3339 = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString())
+
+export function organizationView(o: Organization) {
+  return { id: o.id, name: o.name, slug: o.slug, plan: o.plan, verified: o.verified, created_at: rfc3339(o.created_at) }
+}
+
+export function userView(u: User) {
+  return {
+    id: u.id,
+    email: u.email,
+    name: u.name,
+    role: u.role,
+    email_verified: u.email_verified_at !== null,
+    created_at: rfc3339(u.created_at),
+  }
+}
+
+export function apiKeyView(k: ApiKey) {
+  return {
+    id: k.id,
+    name: k.name,
+    prefix: keyPrefix(k.key_id),
+    created_at: rfc3339(k.created_at),
+    last_used_at: rfc3339(k.last_used_at),
+    revoked_at: rfc3339(k.revoked_at),
+  }
+}
+
+/** `connected` while a batch arrived within max(3 × poll interval, 60 s). */
+export function healthStatus(db: RegisteredDatabase, now: number): 'connected' | 'disconnected' {
+  if (db.last_seen_at === null) return 'disconnected'
+  const window = Math.max(3 * db.poll_interval_seconds * 1000, databaseDefaults.connectedFloorMs)
+  return now - db.last_seen_at <= window ? 'connected' : 'disconnected'
+}
+
+export function databaseView(db: RegisteredDatabase, now: number) {
+  return {
+    id: db.id,
+    name: db.name,
+    engine: db.engine,
+    engine_version: db.engine_version,
+    host: db.host,
+    port: db.port,
+    tags: db.tags,
+    poll_interval_seconds: db.poll_interval_seconds,
+    collect_explain_plans: db.collect_explain_plans,
+    collect_replication: db.collect_replication,
+    disabled_collectors: db.disabled_collectors,
+    status: healthStatus(db, now),
+    last_seen_at: rfc3339(db.last_seen_at),
+    created_at: rfc3339(db.created_at),
+    updated_at: rfc3339(db.updated_at),
+  }
+}

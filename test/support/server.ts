@@ -1,0 +1,176 @@
+// Starts the real app (createApp, as `dbm serve` builds it) on a loopback port over a fresh store of
+// either kind, with a movable clock and captured log lines, plus small helpers for calling the API.
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { createApp } from '../../src/server/app.ts'
+import { TokenService } from '../../src/server/auth/tokens.ts'
+import type { Deps } from '../../src/server/context.ts'
+import { createLogger } from '../../src/server/log.ts'
+import { createMailer } from '../../src/server/mail.ts'
+import { openStore } from '../../src/server/store/open.ts'
+import type { SqlStore } from '../../src/server/store/sql-store.ts'
+import { sharedPostgres } from './postgres.ts'
+
+export type StoreKind = 'sqlite' | 'postgres'
+export const storeKinds: StoreKind[] = ['sqlite', 'postgres']
+
+export const TEST_JWT_SECRET = 'test-secret-that-is-long-enough-for-hs256-0123456789'
+
+/** A fresh store location of the given kind: a temp data dir, or a new database on the shared server. */
+export async function freshStoreLocation(kind: StoreKind): Promise<{ dataDir: string; databaseUrl?: string; cleanup(): void }> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'dbm-test-'))
+  const databaseUrl = kind === 'postgres' ? await (await sharedPostgres()).freshDatabase() : undefined
+  return { dataDir, databaseUrl, cleanup: () => rmSync(dataDir, { recursive: true, force: true }) }
+}
+
+export interface ApiResponse<T = any> {
+  status: number
+  body: T
+  headers: Headers
+}
+
+export interface CallOptions {
+  body?: unknown
+  rawBody?: string
+  token?: string
+  apiKey?: string
+  headers?: Record<string, string>
+  /** Client address presented through X-Forwarded-For (the test server trusts the proxy). */
+  ip?: string
+}
+
+export interface TestServer {
+  kind: StoreKind
+  base: string
+  store: SqlStore
+  deps: Deps
+  logs: string[]
+  /** Moves the server's clock forward. */
+  advance(ms: number): void
+  call<T = any>(method: string, path: string, options?: CallOptions): Promise<ApiResponse<T>>
+  /** The link of the newest logged mail to `to` with a subject matching `subject`. */
+  mailLink(to: string, subject: RegExp): string | undefined
+  stop(): Promise<void>
+}
+
+let addressCounter = 0
+/** A client address no other call in this process used, so auth rate limits do not interfere. */
+export function uniqueIp(): string {
+  addressCounter++
+  return `10.${(addressCounter >> 16) & 255}.${(addressCounter >> 8) & 255}.${addressCounter & 255}`
+}
+
+export async function startTestServer(
+  kind: StoreKind,
+  options: { trustProxy?: boolean; smtpUrl?: string; publicUrl?: string; dataDir?: string; databaseUrl?: string } = {},
+): Promise<TestServer> {
+  const location = options.dataDir ? { dataDir: options.dataDir, databaseUrl: options.databaseUrl, cleanup() {} } : await freshStoreLocation(kind)
+  const { store } = await openStore(location)
+  const logs: string[] = []
+  const log = createLogger('debug', (line) => logs.push(line))
+  let offset = 0
+  const clock = () => Date.now() + offset
+  const publicUrl = options.publicUrl ?? 'http://dbm.test:8080'
+  const deps: Deps = {
+    store,
+    tokens: new TokenService(TEST_JWT_SECRET, clock),
+    mailer: createMailer({ smtpUrl: options.smtpUrl, from: 'dbm <dbm@test>', log }),
+    log,
+    clock,
+    publicUrl,
+    trustProxy: options.trustProxy ?? true,
+  }
+  const app = createApp(deps).listen({ hostname: '127.0.0.1', port: 0 })
+  const base = `http://127.0.0.1:${app.server!.port}`
+
+  const call = async <T>(method: string, path: string, o: CallOptions = {}): Promise<ApiResponse<T>> => {
+    const headers: Record<string, string> = { ...o.headers }
+    if (o.body !== undefined) headers['content-type'] = 'application/json'
+    if (o.token) headers.authorization = `Bearer ${o.token}`
+    if (o.apiKey) headers['x-api-key'] = o.apiKey
+    if (o.ip) headers['x-forwarded-for'] = o.ip
+    const res = await fetch(base + path, {
+      method,
+      headers,
+      body: o.rawBody ?? (o.body !== undefined ? JSON.stringify(o.body) : undefined),
+    })
+    const text = await res.text()
+    let body: any = text
+    try {
+      body = text ? JSON.parse(text) : null
+    } catch {}
+    return { status: res.status, body, headers: res.headers }
+  }
+
+  return {
+    kind,
+    base,
+    store: store as SqlStore,
+    deps,
+    logs,
+    advance: (ms) => {
+      offset += ms
+    },
+    call,
+    mailLink(to, subject) {
+      for (let i = logs.length - 1; i >= 0; i--) {
+        const line = logs[i]!
+        if (!line.includes(' INFO mail ') || !line.includes(`to=${to}`)) continue
+        const s = /subject="([^"]*)"/.exec(line)?.[1] ?? ''
+        if (subject.test(s)) return /link=(\S+)/.exec(line)?.[1]?.replace(/^"|"$/g, '')
+      }
+      return undefined
+    },
+    async stop() {
+      await app.stop(true)
+      await deps.mailer.idle()
+      await store.close()
+      location.cleanup()
+    },
+  }
+}
+
+export interface Account {
+  email: string
+  password: string
+  token: string
+  refreshToken: string
+  userId: string
+  orgId: string
+}
+
+let accountCounter = 0
+/** Signs up a new account (from its own client address) and returns its tokens. */
+export async function signup(server: TestServer, overrides: { email?: string; org_name?: string } = {}): Promise<Account> {
+  const email = overrides.email ?? `user${++accountCounter}-${Math.random().toString(36).slice(2, 7)}@example.com`
+  const password = 'correct horse battery'
+  const res = await server.call('POST', '/api/v1/auth/signup', {
+    ip: uniqueIp(),
+    body: { email, password, name: 'Test User', org_name: overrides.org_name ?? 'Test Org' },
+  })
+  if (res.status !== 201) throw new Error(`signup failed: ${res.status} ${JSON.stringify(res.body)}`)
+  return {
+    email,
+    password,
+    token: res.body.access_token,
+    refreshToken: res.body.refresh_token,
+    userId: res.body.user.id,
+    orgId: res.body.organization.id,
+  }
+}
+
+/** Follows the verification mail's link, making the account's organization verified. */
+export async function verify(server: TestServer, account: Account): Promise<void> {
+  const link = server.mailLink(account.email, /verify/i)
+  if (!link) throw new Error(`no verification mail for ${account.email}`)
+  const url = new URL(link)
+  const res = await server.call('GET', url.pathname + url.search)
+  if (res.status !== 200) throw new Error(`verification failed: ${res.status} ${JSON.stringify(res.body)}`)
+}
+
+export async function createApiKey(server: TestServer, account: Account, name = 'test key'): Promise<{ id: string; key: string }> {
+  const res = await server.call('POST', '/api/v1/api-keys', { token: account.token, body: { name } })
+  if (res.status !== 201) throw new Error(`key creation failed: ${res.status} ${JSON.stringify(res.body)}`)
+  return { id: res.body.id, key: res.body.key }
+}
