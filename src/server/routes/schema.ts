@@ -1,5 +1,6 @@
 // Field schemas whose validation messages name the field, so a 400 tells the caller what to fix.
 import { t } from 'elysia'
+import type { TLiteral, TUnion } from '@sinclair/typebox'
 
 export const requiredString = (field: string, max: number) =>
   t.String({ minLength: 1, maxLength: max, error: `${field} is required and must be a non-empty string of at most ${max} characters` })
@@ -15,8 +16,12 @@ export const integer = (field: string, min: number, max: number) =>
 
 export const boolean = (field: string) => t.Boolean({ error: `${field} must be true or false` })
 
+/** One of fixed strings. (t.UnionEnum is not used: Elysia fills a missing one with its first value.) */
 export const oneOf = <const T extends readonly [string, ...string[]]>(field: string, values: T) =>
-  t.UnionEnum(values, { error: `${field} must be one of: ${values.join(', ')}` })
+  t.Union(
+    values.map((v) => t.Literal(v)),
+    { error: `${field} must be one of: ${values.join(', ')}` },
+  ) as unknown as TUnion<TLiteral<T[number]>[]>
 
 /** A JSON object whose keys are {fields}; any other key is a 400 that names it. */
 export const body = <T extends Parameters<typeof t.Object>[0]>(fields: T) => t.Object(fields, { additionalProperties: false })

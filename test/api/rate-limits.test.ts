@@ -1,0 +1,133 @@
+// Auth rate limits: the spec's table per client address, 429 with Retry-After, counted in the store
+// so they survive a restart and hold across two `serve` processes sharing one PostgreSQL store.
+import { afterAll, describe, expect, test } from 'bun:test'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { authRateLimits } from '../../src/server/limits.ts'
+import { freePort, sharedPostgres } from '../support/postgres.ts'
+import { type TestServer, freshStoreLocation, startTestServer, storeKinds } from '../support/server.ts'
+
+const spec = {
+  signup: 5,
+  login: 10,
+  refresh: 30,
+  'forgot-password': 5,
+  'reset-password': 10,
+  'resend-verification': 5,
+} as const
+
+test('the limits table is the spec\'s', () => {
+  expect(Object.fromEntries(Object.entries(authRateLimits).map(([k, v]) => [k.replaceAll('_', '-'), v.limit]))).toEqual(spec)
+  for (const v of Object.values(authRateLimits)) expect(v.windowMs).toBe(3600_000)
+})
+
+for (const kind of storeKinds) {
+  describe(`rate limits (${kind})`, () => {
+    let server: TestServer
+    afterAll(async () => {
+      await server?.stop()
+    })
+
+    test('each auth endpoint allows its hourly count per address, then 429 with Retry-After', async () => {
+      server = await startTestServer(kind)
+      for (const [endpoint, limit] of Object.entries(spec)) {
+        const ip = `192.0.2.${limit}${endpoint.length}`
+        // Invalid requests count too: the limit is on attempts, not successes.
+        for (let i = 0; i < limit; i++) {
+          const res = await server.call('POST', `/api/v1/auth/${endpoint}`, { ip, body: {} })
+          expect(res.status).not.toBe(429)
+        }
+        const over = await server.call('POST', `/api/v1/auth/${endpoint}`, { ip, body: {} })
+        expect({ endpoint, status: over.status }).toEqual({ endpoint, status: 429 })
+        expect(over.body).toEqual({ error: 'too many requests; try again in 3600 s' })
+        expect(over.headers.get('retry-after')).toBe('3600')
+        // Another address is not affected.
+        expect((await server.call('POST', `/api/v1/auth/${endpoint}`, { ip: '198.51.100.7', body: {} })).status).not.toBe(429)
+      }
+    })
+
+    test('the window slides: an attempt is forgotten one hour after it was made', async () => {
+      const ip = '203.0.113.9'
+      for (let i = 0; i < 10; i++) {
+        await server.call('POST', '/api/v1/auth/login', { ip, body: { email: 'a@b.c', password: 'x' } })
+        server.advance(60_000)
+      }
+      const over = await server.call('POST', '/api/v1/auth/login', { ip, body: { email: 'a@b.c', password: 'x' } })
+      expect(over.status).toBe(429)
+      // The oldest attempt is 600 s (plus the requests' own run time) old.
+      const retryAfter = Number(over.headers.get('retry-after'))
+      expect(retryAfter).toBeGreaterThanOrEqual(2990)
+      expect(retryAfter).toBeLessThanOrEqual(3000)
+      server.advance((3600 - 600) * 1000 + 1)
+      const again = await server.call('POST', '/api/v1/auth/login', { ip, body: { email: 'a@b.c', password: 'x' } })
+      expect(again.status).toBe(401)
+      expect((await server.call('POST', '/api/v1/auth/login', { ip, body: {} })).status).toBe(429)
+    })
+  })
+}
+
+test('X-Forwarded-For is ignored unless the proxy is trusted', async () => {
+  const server = await startTestServer('sqlite', { trustProxy: false })
+  try {
+    for (let i = 0; i < 5; i++) await server.call('POST', '/api/v1/auth/signup', { ip: `10.9.9.${i}`, body: {} })
+    const res = await server.call('POST', '/api/v1/auth/signup', { ip: '10.9.9.200', body: {} })
+    expect(res.status).toBe(429)
+  } finally {
+    await server.stop()
+  }
+})
+
+test('limits survive a restart of the server on the same SQLite data directory', async () => {
+  const location = await freshStoreLocation('sqlite')
+  let server = await startTestServer('sqlite', { dataDir: location.dataDir })
+  for (let i = 0; i < 10; i++) await server.call('POST', '/api/v1/auth/login', { ip: '192.0.2.77', body: {} })
+  await server.stop()
+  server = await startTestServer('sqlite', { dataDir: location.dataDir })
+  try {
+    expect((await server.call('POST', '/api/v1/auth/login', { ip: '192.0.2.77', body: {} })).status).toBe(429)
+  } finally {
+    await server.stop()
+    location.cleanup()
+  }
+})
+
+async function startServeProcess(databaseUrl: string, dataDir: string) {
+  const port = await freePort()
+  const proc = Bun.spawn(['bun', 'src/cli.ts', 'serve', '--listen', `127.0.0.1:${port}`, '--database-url', databaseUrl, '--data-dir', dataDir], {
+    env: { ...process.env, DBM_JWT_SECRET: 'shared-secret-of-two-processes-0123456789' },
+    stdout: 'ignore',
+    stderr: 'pipe',
+  })
+  const base = `http://127.0.0.1:${port}`
+  for (let i = 0; i < 100; i++) {
+    if (await fetch(`${base}/healthz`).then((r) => r.ok, () => false)) return { base, proc }
+    await Bun.sleep(100)
+  }
+  proc.kill()
+  throw new Error(`serve did not start: ${await new Response(proc.stderr).text()}`)
+}
+
+test('two serve processes on one PostgreSQL store share the limit', async () => {
+  const databaseUrl = await (await sharedPostgres()).freshDatabase()
+  const dirs = [mkdtempSync(join(tmpdir(), 'dbm-a-')), mkdtempSync(join(tmpdir(), 'dbm-b-'))]
+  // Start one first so the second finds the schema migrated (both would be safe: migrations lock).
+  const a = await startServeProcess(databaseUrl, dirs[0]!)
+  const b = await startServeProcess(databaseUrl, dirs[1]!)
+  try {
+    const login = (base: string) =>
+      fetch(`${base}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"email":"x@y.z","password":"nope"}' })
+    const statuses: number[] = []
+    for (let i = 0; i < 10; i++) statuses.push((await login(i % 2 ? a.base : b.base)).status)
+    expect(statuses).toEqual(Array(10).fill(401))
+    const overA = await login(a.base)
+    const overB = await login(b.base)
+    expect([overA.status, overB.status]).toEqual([429, 429])
+    expect(Number(overB.headers.get('retry-after'))).toBeGreaterThan(3590)
+  } finally {
+    for (const p of [a.proc, b.proc]) p.kill('SIGTERM')
+    expect(await a.proc.exited).toBe(0)
+    expect(await b.proc.exited).toBe(0)
+    for (const d of dirs) rmSync(d, { recursive: true, force: true })
+  }
+})
