@@ -8,6 +8,7 @@ import { type RateLimitedEndpoint, authRateLimits, bodyLimits } from './limits.t
 import { apiKeyRoutes } from './routes/api-keys.ts'
 import { authRoutes } from './routes/auth.ts'
 import { databaseRoutes } from './routes/databases.ts'
+import { resetPasswordPage } from './web/reset-password.ts'
 import { VERSION } from '../version.ts'
 
 /** Auth endpoints counted per client address (every request, answered or not). */
@@ -93,6 +94,7 @@ export function createApp(deps: Deps) {
     .use(authRoutes(deps))
     .use(apiKeyRoutes(deps))
     .use(databaseRoutes(deps))
+    .use(resetPasswordPage())
 }
 
 export type App = ReturnType<typeof createApp>

@@ -246,3 +246,22 @@ for (const kind of storeKinds) {
     })
   })
 }
+
+describe('reset-password page', () => {
+  test('the mailed link opens a form that posts to the API, without leaking the token as a referrer', async () => {
+    const server = await startTestServer('sqlite')
+    try {
+      const page = await fetch(`${server.base}/reset-password?token=abc`)
+      expect(page.status).toBe(200)
+      expect(page.headers.get('content-type')).toBe('text/html; charset=utf-8')
+      expect(page.headers.get('referrer-policy')).toBe('no-referrer')
+      const html = await page.text()
+      expect(html).toContain('<form id="form">')
+      expect(html).toContain('<script src="/reset-password.js"></script>')
+      const script = await (await fetch(`${server.base}/reset-password.js`)).text()
+      expect(script).toContain("fetch('/api/v1/auth/reset-password'")
+    } finally {
+      await server.stop()
+    }
+  })
+})
