@@ -89,7 +89,15 @@ export function loadJwtSecret(config: Pick<ServeConfig, 'jwtSecret' | 'dataDir'>
   if (config.jwtSecret) return config.jwtSecret
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 })
   const file = join(config.dataDir, 'jwt-secret')
-  if (existsSync(file)) return readFileSync(file, 'utf8').trim()
+  if (existsSync(file)) {
+    const stored = readFileSync(file, 'utf8').trim()
+    if (stored.length < 32) {
+      throw new Error(
+        `${file}: the stored JWT secret must be at least 32 characters; delete the file to generate a new one (signs everyone out) or set DBM_JWT_SECRET`,
+      )
+    }
+    return stored
+  }
   const secret = Buffer.from(crypto.getRandomValues(new Uint8Array(48))).toString('base64url')
   writeFileSync(file, `${secret}\n`, { mode: 0o600, flag: 'wx' })
   chmodSync(file, 0o600)

@@ -31,7 +31,8 @@ export async function serve(config: ServeConfig): Promise<number> {
   }
   let app
   try {
-    app = createApp(deps).listen({ hostname: config.hostname, port: config.port })
+    // reusePort off: a second dbm on a taken port must fail, not split requests between two stores.
+    app = createApp(deps).listen({ hostname: config.hostname, port: config.port, reusePort: false })
   } catch (e) {
     log.error('cannot listen', { address: `${config.hostname}:${config.port}`, cause: (e as Error).message })
     await store.close()

@@ -13,8 +13,9 @@ export interface Migration {
 /** DDL that is the same in both dialects once the column types below are substituted. */
 function both(ddl: string): { sqlite: string; postgres: string } {
   return {
-    sqlite: ddl.replaceAll('{bigint}', 'INTEGER').replaceAll('{bool}', 'INTEGER'),
-    postgres: ddl.replaceAll('{bigint}', 'BIGINT').replaceAll('{bool}', 'BOOLEAN'),
+    sqlite: ddl.replaceAll('{bigint}', 'INTEGER').replaceAll('{bool}', 'INTEGER').replaceAll('{ctext}', 'TEXT'),
+    // Names users sort by compare by code point on both stores, whatever the server's locale.
+    postgres: ddl.replaceAll('{bigint}', 'BIGINT').replaceAll('{bool}', 'BOOLEAN').replaceAll('{ctext}', 'TEXT COLLATE "C"'),
   }
 }
 
@@ -76,7 +77,7 @@ CREATE INDEX api_keys_org ON api_keys(org_id);
 CREATE TABLE databases (
   id TEXT PRIMARY KEY,
   org_id TEXT NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
-  name TEXT NOT NULL,
+  name {ctext} NOT NULL,
   engine TEXT NOT NULL,
   engine_version TEXT,
   host TEXT NOT NULL,

@@ -77,6 +77,17 @@ function toDatabase(r: any): RegisteredDatabase {
 }
 
 const USER_COLUMNS = 'id, org_id, email, name, role, email_verified_at, created_at'
+/** The only columns updateDatabase writes; the patch's keys never reach the SQL text otherwise. */
+const PATCHABLE_COLUMNS = [
+  'name',
+  'host',
+  'port',
+  'tags',
+  'poll_interval_seconds',
+  'collect_explain_plans',
+  'collect_replication',
+  'disabled_collectors',
+] as const satisfies readonly (keyof DatabasePatch)[]
 const DB_DEFAULTS = { poll_interval_seconds: 10, collect_explain_plans: true, collect_replication: true }
 
 export class SqlStore implements Store {
@@ -182,7 +193,19 @@ export class SqlStore implements Store {
     )
   }
 
+  /** The lock every write to one user's refresh tokens takes, so a revocation never misses a rotation. */
+  private refreshLock(userId: string) {
+    return `dbm:refresh:${userId}`
+  }
+
+  private async refreshTokenOwner(id: string): Promise<string | undefined> {
+    // A token's owner never changes, so reading it before taking the owner's lock is safe.
+    return (await this.driver.get<{ user_id: string }>('SELECT user_id FROM refresh_tokens WHERE id = $1', [id]))?.user_id
+  }
+
   async rotateRefreshToken(id: string, next: { id: string; expires_at: number }, now: number): Promise<RotateResult> {
+    const owner = await this.refreshTokenOwner(id)
+    if (!owner) return { ok: false, reason: 'unknown' }
     return this.driver.transaction(async (tx) => {
       const row = await tx.get<{ user_id: string; family_id: string; expires_at: number; revoked_at: number | null }>(
         'SELECT user_id, family_id, expires_at, revoked_at FROM refresh_tokens WHERE id = $1',
@@ -201,15 +224,23 @@ export class SqlStore implements Store {
         [next.id, row.user_id, row.family_id, next.expires_at, now],
       )
       return { ok: true, userId: row.user_id } as const
-    }, `dbm:refresh:${id}`)
+    }, this.refreshLock(owner))
   }
 
   async revokeRefreshToken(id: string, now: number) {
-    await this.driver.run('UPDATE refresh_tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL', [now, id])
+    const owner = await this.refreshTokenOwner(id)
+    if (!owner) return
+    await this.driver.transaction(
+      (tx) => tx.run('UPDATE refresh_tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL', [now, id]),
+      this.refreshLock(owner),
+    )
   }
 
   async revokeUserRefreshTokens(userId: string, now: number) {
-    await this.driver.run('UPDATE refresh_tokens SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL', [now, userId])
+    await this.driver.transaction(
+      (tx) => tx.run('UPDATE refresh_tokens SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL', [now, userId]),
+      this.refreshLock(userId),
+    )
   }
 
   // ---- API keys ----
@@ -311,7 +342,8 @@ export class SqlStore implements Store {
   async updateDatabase(orgId: string, id: string, patch: DatabasePatch, now: number) {
     const sets: string[] = []
     const params: unknown[] = []
-    for (const [column, value] of Object.entries(patch)) {
+    for (const column of PATCHABLE_COLUMNS) {
+      const value = patch[column]
       if (value === undefined) continue
       params.push(column === 'tags' || column === 'disabled_collectors' ? JSON.stringify(value) : value)
       sets.push(`${column} = $${params.length}`)

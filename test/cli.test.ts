@@ -1,0 +1,246 @@
+// The `dbm` command line as a user runs it (`bun src/cli.ts ...` in a real process): help and
+// version output, one-line usage errors with exit 2, refusing a store with a newer schema, the
+// generated JWT secret (mode 0600, reused across restarts) and clean shutdown on signals.
+import { Database } from 'bun:sqlite'
+import { afterAll, afterEach, describe, expect, test } from 'bun:test'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import pkg from '../package.json' with { type: 'json' }
+import { request, runCommand, startServe, stopAllServers } from './support/process.ts'
+
+const CLI = ['bun', 'src/cli.ts']
+const dbm = (args: string[], env: Record<string, string> = {}) => runCommand([...CLI, ...args], { env })
+
+const tmpRoot = mkdtempSync(join(tmpdir(), 'dbm-cli-test-'))
+let dirCounter = 0
+const freshDir = () => join(tmpRoot, `data-${++dirCounter}`)
+
+afterEach(async () => {
+  await stopAllServers()
+})
+afterAll(() => {
+  rmSync(tmpRoot, { recursive: true, force: true })
+})
+
+describe('help and version', () => {
+  test('`dbm help`, `dbm --help`, `dbm -h` and no arguments print the usage and exit 0', async () => {
+    const outputs = await Promise.all([dbm(['help']), dbm([]), dbm(['--help']), dbm(['-h'])])
+    for (const out of outputs) {
+      expect(out.exitCode).toBe(0)
+      expect(out.stderr).toBe('')
+      expect(out.stdout).toBe(outputs[0]!.stdout)
+    }
+    const usage = outputs[0]!.stdout
+    expect(usage).toStartWith(`dbm ${pkg.version}: self-hosted monitoring for PostgreSQL and ClickHouse\n`)
+    expect(usage).toContain('\nUsage:\n')
+    expect(usage).toMatch(/^ {2}dbm serve \[flags\] +run the API server/m)
+    expect(usage).toMatch(/^ {2}dbm version +print the version$/m)
+    expect(usage).toMatch(/^ {2}dbm help +show this help$/m)
+    expect(usage).toContain('Run "dbm <command> --help" for a command\'s flags.')
+  })
+
+  test('`dbm version` prints the package.json version', async () => {
+    expect(pkg.version).toBe('0.1.0')
+    const out = await dbm(['version'])
+    expect(out).toEqual({ exitCode: 0, stdout: `dbm ${pkg.version}\n`, stderr: '' })
+  })
+
+  test('`dbm serve --help` and `-h` list every flag and environment variable', async () => {
+    const [long, short] = await Promise.all([dbm(['serve', '--help']), dbm(['serve', '-h'])])
+    expect(long.exitCode).toBe(0)
+    expect(long.stderr).toBe('')
+    expect(short).toEqual(long)
+    const help = long.stdout
+    expect(help).toStartWith('Usage: dbm serve [flags]\n')
+    const rows: [string, string, string][] = [
+      ['--listen HOST:PORT', 'DBM_LISTEN', '(0.0.0.0:8080)'],
+      ['--data-dir DIR', 'DBM_DATA_DIR', '(./dbm-data)'],
+      ['--database-url URL', 'DBM_DATABASE_URL', '(unset: SQLite in the data dir)'],
+      ['--public-url URL', 'DBM_PUBLIC_URL', '(http://localhost:8080)'],
+      ['--log-level LEVEL', 'DBM_LOG_LEVEL', '(info)'],
+    ]
+    for (const [flag, variable, fallback] of rows) {
+      const line = help.split('\n').find((l) => l.trimStart().startsWith(`${flag} `))
+      expect(line).toBeDefined()
+      expect(line).toContain(` ${variable} `)
+      expect(line).toEndWith(fallback)
+    }
+    for (const variable of ['DBM_JWT_SECRET', 'DBM_SMTP_URL', 'DBM_TRUST_PROXY']) {
+      expect(help).toMatch(new RegExp(`^ {2}${variable} +\\S`, 'm'))
+    }
+  })
+})
+
+describe('usage errors exit 2 with one line naming the flag or variable', () => {
+  const secret31 = 'x'.repeat(31)
+  // [what, args after `dbm`, environment, the exact stderr line]
+  const cases: [string, string[], Record<string, string>, string][] = [
+    ['unknown command', ['frobnicate'], {}, 'dbm: unknown command "frobnicate" (see dbm help)'],
+    ['unknown flag', ['serve', '--bogus'], {}, 'dbm serve: unknown flag --bogus (see dbm serve --help)'],
+    ['unknown flag on version', ['version', '--bogus'], {}, 'dbm version: unknown flag --bogus (see dbm version --help)'],
+    ['stray argument', ['serve', 'now'], {}, 'dbm serve: unexpected argument "now" (see dbm serve --help)'],
+    ['flag missing its value at the end', ['serve', '--listen'], {}, 'dbm serve: --listen needs a value'],
+    ['flag followed by another flag', ['serve', '--data-dir', '--listen', ':8080'], {}, 'dbm serve: --data-dir needs a value'],
+    ['switch given a value', ['serve', '--help=yes'], {}, 'dbm serve: --help takes no value'],
+    [
+      '--listen without a port',
+      ['serve', '--listen', 'localhost'],
+      {},
+      '--listen: expected host:port (for example 0.0.0.0:8080 or :8080), got "localhost"',
+    ],
+    [
+      '--listen with a port out of range',
+      ['serve', '--listen=127.0.0.1:70000'],
+      {},
+      '--listen: expected host:port (for example 0.0.0.0:8080 or :8080), got "127.0.0.1:70000"',
+    ],
+    [
+      'DBM_LISTEN bad',
+      ['serve'],
+      { DBM_LISTEN: 'nowhere' },
+      'DBM_LISTEN: expected host:port (for example 0.0.0.0:8080 or :8080), got "nowhere"',
+    ],
+    ['--log-level bad', ['serve', '--log-level', 'loud'], {}, '--log-level: expected one of debug, info, warn, error'],
+    ['DBM_LOG_LEVEL bad', ['serve'], { DBM_LOG_LEVEL: 'verbose' }, 'DBM_LOG_LEVEL: expected one of debug, info, warn, error'],
+    [
+      '--database-url not postgres://',
+      ['serve', '--database-url', 'mysql://root@127.0.0.1/dbm'],
+      {},
+      '--database-url: expected a postgres:// URL (leave it unset for embedded SQLite)',
+    ],
+    [
+      'DBM_DATABASE_URL not postgres://',
+      ['serve'],
+      { DBM_DATABASE_URL: 'sqlite:///tmp/dbm.sqlite' },
+      'DBM_DATABASE_URL: expected a postgres:// URL (leave it unset for embedded SQLite)',
+    ],
+    ['--public-url not http(s)', ['serve', '--public-url', 'dbm.example.org'], {}, '--public-url: expected an http:// or https:// URL'],
+    ['DBM_JWT_SECRET shorter than 32 characters', ['serve'], { DBM_JWT_SECRET: secret31 }, 'DBM_JWT_SECRET: must be at least 32 characters'],
+    ['DBM_TRUST_PROXY not a boolean', ['serve'], { DBM_TRUST_PROXY: 'maybe' }, 'DBM_TRUST_PROXY: expected true or false, got "maybe"'],
+  ]
+
+  test.each(cases)('%s', async (_what, args, env, line) => {
+    // Were the value accepted, the server would start here (port 0, a fresh dir) and the
+    // spawn deadline would kill it; a usage error must not even create the data dir.
+    const dataDir = freshDir()
+    const out = await dbm(args, { DBM_DATA_DIR: dataDir, DBM_LISTEN: '127.0.0.1:0', ...env })
+    expect(out).toEqual({ exitCode: 2, stdout: '', stderr: `${line}\n` })
+    expect(existsSync(dataDir)).toBe(false)
+  })
+})
+
+describe('dbm serve', () => {
+  test('a store whose schema is newer than this dbm is refused with exit 1 and left untouched', async () => {
+    const dataDir = freshDir()
+    mkdirSync(dataDir, { mode: 0o700 })
+    const file = join(dataDir, 'dbm.sqlite')
+    const db = new Database(file)
+    db.run('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)')
+    db.run("INSERT INTO schema_migrations VALUES (999, 'from the future', 0)")
+    db.close()
+
+    const out = await dbm(['serve', '--listen', '127.0.0.1:0', '--data-dir', dataDir])
+    expect(out.exitCode).toBe(1)
+    expect(out.stdout).toBe('')
+    const lines = out.stderr.trimEnd().split('\n')
+    expect(lines).toHaveLength(1)
+    expect(lines[0]).toMatch(
+      /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z ERROR cannot open the store cause="the store's schema is version 999, but this dbm knows versions up to \d+: upgrade dbm \(or point it at another data directory \/ database URL\)"$/,
+    )
+
+    const after = new Database(file, { readonly: true })
+    const tables = after.query("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all()
+    const versions = after.query('SELECT version FROM schema_migrations').all()
+    after.close()
+    expect(tables).toEqual([{ name: 'schema_migrations' }])
+    expect(versions).toEqual([{ version: 999 }])
+    expect(existsSync(join(dataDir, 'jwt-secret'))).toBe(false)
+  })
+
+  test('the generated JWT secret has mode 0600 and is reused on restart, so tokens stay valid', async () => {
+    const dataDir = freshDir()
+    const first = await startServe(CLI, { dataDir })
+    const secretFile = join(dataDir, 'jwt-secret')
+    expect(statSync(secretFile).mode & 0o777).toBe(0o600)
+    expect(statSync(dataDir).mode & 0o777).toBe(0o700)
+    const secret = readFileSync(secretFile, 'utf8')
+    expect(secret).toMatch(/^[A-Za-z0-9_-]{64}\n$/)
+
+    const email = 'restart@example.com'
+    const signup = await request(first.base, 'POST', '/api/v1/auth/signup', {
+      body: { email, password: 'correct horse battery', name: 'Re Start', org_name: 'Restarts' },
+    })
+    expect(signup.status).toBe(201)
+    const token: string = signup.body.access_token
+    expect((await request(first.base, 'GET', '/api/v1/auth/me', { token })).status).toBe(200)
+    expect(await first.stop('SIGTERM')).toBe(0)
+    expect(first.stderr()).toContain(' migrations_applied=1 ')
+
+    const second = await startServe(CLI, { dataDir })
+    expect(readFileSync(secretFile, 'utf8')).toBe(secret)
+    expect(statSync(secretFile).mode & 0o777).toBe(0o600)
+    expect(second.stderr()).toContain(' migrations_applied=none ')
+    const me = await request(second.base, 'GET', '/api/v1/auth/me', { token })
+    expect(me.status).toBe(200)
+    expect(me.body.user.email).toBe(email)
+    expect(me.body.organization).toMatchObject({ id: signup.body.organization.id, name: 'Restarts', verified: false })
+    expect(await second.stop('SIGTERM')).toBe(0)
+
+    // Control: a process signing with another secret (DBM_JWT_SECRET) rejects the same token.
+    const other = await startServe(CLI, { dataDir, env: { DBM_JWT_SECRET: 'another-secret-that-is-long-enough-0123456789' } })
+    const rejected = await request(other.base, 'GET', '/api/v1/auth/me', { token })
+    expect(rejected).toEqual({ status: 401, body: { error: 'invalid or expired access token' } })
+    expect(await other.stop('SIGTERM')).toBe(0)
+    expect(readFileSync(secretFile, 'utf8')).toBe(secret)
+  })
+
+  test('a jwt-secret file shorter than 32 characters is refused with exit 1 naming the file', async () => {
+    // A truncated secret file (crash between create and write, full disk, a hand edit) must not
+    // make dbm sign tokens with a short or empty key; DBM_JWT_SECRET has the same 32-character floor.
+    for (const content of ['', 'short\n']) {
+      const dataDir = freshDir()
+      mkdirSync(dataDir, { mode: 0o700 })
+      writeFileSync(join(dataDir, 'jwt-secret'), content, { mode: 0o600 })
+      const out = await runCommand([...CLI, 'serve', '--listen', '127.0.0.1:0', '--data-dir', dataDir], { timeoutMs: 3000 })
+      expect(out.exitCode).toBe(1)
+      const lines = out.stderr.trimEnd().split('\n')
+      expect(lines).toHaveLength(1)
+      expect(lines[0]).toContain(join(dataDir, 'jwt-secret'))
+      expect(lines[0]).toContain('at least 32 characters')
+    }
+  })
+
+  test('a port held by another listener makes serve exit 1 with "cannot listen"', async () => {
+    const holder = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } })
+    try {
+      const out = await runCommand([...CLI, 'serve', '--listen', `127.0.0.1:${holder.port}`, '--data-dir', freshDir()], { timeoutMs: 5000 })
+      expect(out.exitCode).toBe(1)
+      expect(out.stderr).toMatch(
+        new RegExp(`^\\S+ ERROR cannot listen address=127\\.0\\.0\\.1:${holder.port} cause="Failed to start server\\. Is port ${holder.port} in use\\?"\n$`),
+      )
+    } finally {
+      holder.stop(true)
+    }
+  })
+
+  test('a second serve on the port of a running one exits 1 instead of sharing the port', async () => {
+    // Elysia's listen() turns SO_REUSEPORT on by default: without `reusePort: false` a second dbm
+    // (say with another data dir) binds the same port and the kernel splits requests between them.
+    const first = await startServe(CLI, { dataDir: freshDir() })
+    const port = new URL(first.base).port
+    const out = await runCommand([...CLI, 'serve', '--listen', `127.0.0.1:${port}`, '--data-dir', freshDir()], { timeoutMs: 3000 })
+    expect(out.exitCode).toBe(1)
+    expect(out.stderr).toContain(` ERROR cannot listen address=127.0.0.1:${port} `)
+    expect(await first.stop('SIGTERM')).toBe(0)
+  })
+
+  test.each(['SIGTERM', 'SIGINT'] as const)('%s stops serve with exit 0', async (signal) => {
+    const server = await startServe(CLI, { dataDir: freshDir() })
+    expect(await server.stop(signal)).toBe(0)
+    const lines = server.stderr().trimEnd().split('\n')
+    expect(lines[0]).toMatch(/ INFO dbm serve listening version=0\.1\.0 address=127\.0\.0\.1:\d+ store="sqlite \S+\/dbm\.sqlite" migrations_applied=1 mail=log$/)
+    expect(lines.at(-1)).toMatch(new RegExp(`^\\S+ INFO stopping signal=${signal}$`))
+    expect(lines).toHaveLength(2)
+  })
+})

@@ -1,0 +1,151 @@
+// End to end through the compiled binary: builds a fresh `dist/dbm`, runs `dbm serve` on a loopback
+// port over a temp data dir and drives it with fetch as a user would (signup, login, API key, database
+// registration with the key), then stops it with SIGTERM. No secret may reach the server's log.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import pkg from '../../package.json' with { type: 'json' }
+import { type ServeProcess, repoRoot, request, runCommand, startServe, stopAllServers } from '../support/process.ts'
+
+const binary = join(repoRoot, 'dist', 'dbm')
+const tmpRoot = mkdtempSync(join(tmpdir(), 'dbm-e2e-'))
+const dataDir = join(tmpRoot, 'data')
+
+let server: ServeProcess
+
+beforeAll(async () => {
+  const buildStarted = Date.now()
+  const build = await runCommand(['bun', 'run', 'build'], { timeoutMs: 60_000 })
+  if (build.exitCode !== 0) throw new Error(`bun run build failed (${build.exitCode}):\n${build.stdout}${build.stderr}`)
+  // The binary under test is the one just built, not a stale one.
+  expect(statSync(binary).mtimeMs).toBeGreaterThanOrEqual(buildStarted - 1000)
+  server = await startServe([binary], { dataDir, extraArgs: ['--log-level', 'debug'] })
+}, 60_000)
+
+afterAll(async () => {
+  await stopAllServers()
+  rmSync(tmpRoot, { recursive: true, force: true })
+})
+
+describe('dist/dbm', () => {
+  const email = 'e2e-owner@example.com'
+  const password = 'e2e correct horse battery'
+  const secrets: string[] = [password]
+  let accessToken = ''
+  let apiKey = ''
+  let orgId = ''
+  let databaseId = ''
+
+  test('`dbm version` from the binary prints the package version', async () => {
+    expect(await runCommand([binary, 'version'])).toEqual({ exitCode: 0, stdout: `dbm ${pkg.version}\n`, stderr: '' })
+  })
+
+  test('GET /healthz answers 200 with the version', async () => {
+    expect(await request(server.base, 'GET', '/healthz')).toEqual({ status: 200, body: { status: 'ok', version: pkg.version } })
+  })
+
+  test('signup creates an unverified organization and its owner', async () => {
+    const res = await request(server.base, 'POST', '/api/v1/auth/signup', {
+      body: { email, password, name: 'E2E Owner', org_name: 'End To End' },
+    })
+    expect(res.status).toBe(201)
+    expect(res.body.user).toMatchObject({ email, name: 'E2E Owner', role: 'owner', email_verified: false })
+    expect(res.body.organization).toMatchObject({ name: 'End To End', slug: 'end-to-end', plan: 'free', verified: false })
+    expect(res.body.expires_in).toBe(900)
+    orgId = res.body.organization.id
+    secrets.push(res.body.access_token, res.body.refresh_token)
+  })
+
+  test('login returns a Bearer session of 900 seconds', async () => {
+    const res = await request(server.base, 'POST', '/api/v1/auth/login', { body: { email, password } })
+    expect(res.status).toBe(200)
+    expect(Object.keys(res.body).sort()).toEqual(['access_token', 'expires_in', 'refresh_token', 'token_type'])
+    expect(res.body.expires_in).toBe(900)
+    expect(res.body.token_type).toBe('Bearer')
+    accessToken = res.body.access_token
+    secrets.push(res.body.access_token, res.body.refresh_token)
+  })
+
+  test('an API key is created once in full and listed by prefix only', async () => {
+    const res = await request(server.base, 'POST', '/api/v1/api-keys', { token: accessToken, body: { name: 'e2e agent' } })
+    expect(res.status).toBe(201)
+    apiKey = res.body.key
+    secrets.push(apiKey)
+    expect(apiKey).toMatch(/^dbm_ak_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$/)
+    const keyId = apiKey.slice('dbm_ak_'.length, 'dbm_ak_'.length + 16)
+    expect(res.body).toMatchObject({ name: 'e2e agent', prefix: `dbm_ak_${keyId}_...`, last_used_at: null, revoked_at: null })
+
+    const list = await request(server.base, 'GET', '/api/v1/api-keys', { token: accessToken })
+    expect(list.status).toBe(200)
+    expect(list.body).toHaveLength(1)
+    expect(list.body[0]).toEqual({
+      id: res.body.id,
+      name: 'e2e agent',
+      prefix: `dbm_ak_${keyId}_...`,
+      created_at: res.body.created_at,
+      last_used_at: null,
+      revoked_at: null,
+    })
+  })
+
+  test('a database registered with the API key gets the default port and is listed', async () => {
+    const res = await request(server.base, 'POST', '/api/v1/databases', {
+      apiKey,
+      body: { name: 'orders', engine: 'postgres', host: 'db.internal', tags: { env: 'e2e' } },
+    })
+    expect(res.status).toBe(201)
+    expect(res.body).toMatchObject({
+      name: 'orders',
+      engine: 'postgres',
+      engine_version: null,
+      host: 'db.internal',
+      port: 5432,
+      tags: { env: 'e2e' },
+      status: 'disconnected',
+      last_seen_at: null,
+    })
+    databaseId = res.body.id
+
+    const list = await request(server.base, 'GET', '/api/v1/databases', { apiKey })
+    expect(list.status).toBe(200)
+    expect(list.body).toEqual([res.body])
+  })
+
+  test('GET /api/v1/auth/me with the API key shows the organization and the key', async () => {
+    const me = await request(server.base, 'GET', '/api/v1/auth/me', { apiKey })
+    expect(me.status).toBe(200)
+    expect(me.body.organization).toMatchObject({ id: orgId, name: 'End To End', slug: 'end-to-end', plan: 'free', verified: false })
+    expect(me.body.api_key).toMatchObject({ name: 'e2e agent' })
+    expect(me.body.user).toBeUndefined()
+    expect(databaseId).not.toBe('')
+  })
+
+  test('with no SMTP relay the verification mail is one log line with the default public URL', async () => {
+    // The logger quotes values holding `=`, so the link is written as link="...".
+    const lines = server.stderr().split('\n').filter((l) => l.includes(' INFO mail '))
+    expect(lines).toHaveLength(1)
+    expect(lines[0]).toMatch(
+      new RegExp(
+        `^\\S+ INFO mail to=${email.replaceAll('.', '\\.')} subject="Verify your email address for dbm" ` +
+          'link="http://localhost:8080/api/v1/auth/verify-email\\?token=[A-Za-z0-9_-]{43}"$',
+      ),
+    )
+  })
+
+  test('SIGTERM stops the binary with exit 0, leaving dbm.sqlite and no secret in the log', async () => {
+    expect(await server.stop('SIGTERM')).toBe(0)
+    expect(existsSync(join(dataDir, 'dbm.sqlite'))).toBe(true)
+    const log = server.stderr()
+    expect(log).toContain(' INFO dbm serve listening ')
+    expect(log).toContain(' DEBUG request method=POST path=/api/v1/auth/login status=200')
+    expect(log.trimEnd().split('\n').at(-1)).toMatch(/^\S+ INFO stopping signal=SIGTERM$/)
+    expect(secrets).toHaveLength(6)
+    for (const secret of secrets) {
+      expect(secret.length).toBeGreaterThan(8)
+      expect(log).not.toContain(secret)
+    }
+    // The API key's secret part alone must not appear either.
+    expect(log).not.toContain(apiKey.slice(-43))
+  })
+})

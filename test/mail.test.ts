@@ -1,0 +1,257 @@
+// Outgoing mail through a real SMTP relay (an smtp-server receiver on loopback): the verification
+// mail at signup and the password-reset mail, their links followed against the server, silence for
+// unknown addresses, a relay that is down, and the log-line fallback when no SMTP URL is set.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import type { AddressInfo } from 'node:net'
+import { SMTPServer } from 'smtp-server'
+import { freePort } from './support/postgres.ts'
+import { type TestServer, signup, startTestServer, uniqueIp } from './support/server.ts'
+
+interface ReceivedMail {
+  envelopeFrom: string
+  envelopeTo: string[]
+  headers: Record<string, string>
+  text: string
+}
+
+/** Decodes a quoted-printable body (soft line breaks and =XX escapes, as UTF-8). */
+function decodeQuotedPrintable(body: string): string {
+  const bytes: number[] = []
+  const flat = body.replace(/=\r?\n/g, '')
+  for (let i = 0; i < flat.length; i++) {
+    const hex = flat[i] === '=' ? /^[0-9A-F]{2}$/i.exec(flat.slice(i + 1, i + 3))?.[0] : undefined
+    if (hex) {
+      bytes.push(Number.parseInt(hex, 16))
+      i += 2
+    } else {
+      bytes.push(...new TextEncoder().encode(flat[i]!))
+    }
+  }
+  return new TextDecoder().decode(new Uint8Array(bytes))
+}
+
+/** Splits a raw RFC 5322 message into unfolded, lower-cased headers and the decoded text body. */
+function parseMessage(raw: string): { headers: Record<string, string>; text: string } {
+  const split = raw.indexOf('\r\n\r\n')
+  const head = raw.slice(0, split).replace(/\r\n[ \t]+/g, ' ')
+  const body = raw.slice(split + 4)
+  const headers: Record<string, string> = {}
+  for (const line of head.split('\r\n')) {
+    const colon = line.indexOf(':')
+    headers[line.slice(0, colon).toLowerCase()] = line.slice(colon + 1).trim()
+  }
+  const encoding = (headers['content-transfer-encoding'] ?? '7bit').toLowerCase()
+  const text =
+    encoding === 'quoted-printable'
+      ? decodeQuotedPrintable(body)
+      : encoding === 'base64'
+        ? Buffer.from(body.replace(/\s+/g, ''), 'base64').toString('utf8')
+        : body
+  return { headers, text: text.replace(/\r\n/g, '\n') }
+}
+
+/** A real SMTP receiver on a loopback port that keeps every message it accepts. */
+async function startSmtpReceiver() {
+  const received: ReceivedMail[] = []
+  const smtp = new SMTPServer({
+    authOptional: true,
+    disabledCommands: ['STARTTLS'],
+    logger: false,
+    onData(stream, session, callback) {
+      const chunks: Buffer[] = []
+      stream.on('data', (chunk: Buffer) => chunks.push(chunk))
+      stream.on('end', () => {
+        received.push({
+          envelopeFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+          envelopeTo: session.envelope.rcptTo.map((r) => r.address),
+          ...parseMessage(Buffer.concat(chunks).toString('utf8')),
+        })
+        callback()
+      })
+    },
+  })
+  await new Promise<void>((resolve) => smtp.listen(0, '127.0.0.1', () => resolve()))
+  const port = (smtp.server.address() as AddressInfo).port
+  return {
+    url: `smtp://127.0.0.1:${port}`,
+    received,
+    /** The first mail to `to` whose subject matches, waiting for it at most `ms`. */
+    async waitFor(to: string, subject: RegExp, ms = 5000): Promise<ReceivedMail> {
+      const deadline = Date.now() + ms
+      for (;;) {
+        const mail = received.find((m) => m.envelopeTo.includes(to) && subject.test(m.headers.subject ?? ''))
+        if (mail) return mail
+        if (Date.now() > deadline) throw new Error(`no mail to ${to} matching ${subject} within ${ms} ms`)
+        await Bun.sleep(25)
+      }
+    },
+    close: () => new Promise<void>((resolve) => smtp.close(() => resolve())),
+  }
+}
+
+const linksIn = (text: string, prefix: string) => {
+  const escaped = prefix.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')
+  return [...text.matchAll(new RegExp(`${escaped}[A-Za-z0-9_-]+`, 'g'))].map((m) => m[0])
+}
+
+describe('mail through an SMTP relay', () => {
+  let smtp: Awaited<ReturnType<typeof startSmtpReceiver>>
+  let server: TestServer
+  beforeAll(async () => {
+    smtp = await startSmtpReceiver()
+    server = await startTestServer('sqlite', { smtpUrl: smtp.url, publicUrl: 'https://dbm.example.org' })
+  })
+  afterAll(async () => {
+    await server?.stop()
+    await smtp?.close()
+  })
+
+  test('signup sends a verification mail whose link verifies the organization', async () => {
+    const account = await signup(server)
+    const mail = await smtp.waitFor(account.email, /verify/i)
+    expect(mail.envelopeFrom).toBe('dbm@test')
+    expect(mail.envelopeTo).toEqual([account.email])
+    expect(mail.headers.to).toBe(account.email)
+    expect(mail.headers.from).toBe('dbm <dbm@test>')
+    expect(mail.headers.subject).toBe('Verify your email address for dbm')
+    const links = linksIn(mail.text, 'https://dbm.example.org/api/v1/auth/verify-email?token=')
+    expect(links).toHaveLength(1)
+    expect(links[0]).toMatch(/^https:\/\/dbm\.example\.org\/api\/v1\/auth\/verify-email\?token=[A-Za-z0-9_-]{43}$/)
+    expect(mail.text).toContain(`\n${links[0]}\n`)
+
+    const before = await server.call('GET', '/api/v1/auth/me', { token: account.token })
+    expect(before.body.organization.verified).toBe(false)
+
+    const link = new URL(links[0]!)
+    const verified = await server.call('GET', link.pathname + link.search)
+    expect(verified).toMatchObject({ status: 200, body: { verified: true, message: 'email address verified' } })
+    const me = await server.call('GET', '/api/v1/auth/me', { token: account.token })
+    expect(me.status).toBe(200)
+    expect(me.body.organization.verified).toBe(true)
+    expect(me.body.user.email_verified).toBe(true)
+
+    const again = await server.call('GET', link.pathname + link.search)
+    expect({ status: again.status, body: again.body }).toEqual({ status: 400, body: { error: 'invalid or expired verification token' } })
+
+    // Sent through the relay, so the log records the send without the link.
+    const logged = server.logs.filter((l) => l.includes(`to=${account.email}`))
+    expect(logged).toHaveLength(1)
+    expect(logged[0]).toMatch(new RegExp(`^\\S+ INFO mail sent to=${account.email.replaceAll('.', '\\.')} subject="Verify your email address for dbm"$`))
+    expect(server.logs.join('\n')).not.toContain(link.searchParams.get('token')!)
+  })
+
+  test('forgot-password mails a reset link whose token sets a new password', async () => {
+    const account = await signup(server)
+    const res = await server.call('POST', '/api/v1/auth/forgot-password', { ip: uniqueIp(), body: { email: account.email } })
+    expect({ status: res.status, body: res.body }).toEqual({
+      status: 200,
+      body: { message: 'if an account exists for that email, a password reset link has been sent' },
+    })
+    const mail = await smtp.waitFor(account.email, /reset/i)
+    expect(mail.envelopeTo).toEqual([account.email])
+    expect(mail.headers.subject).toBe('Reset your dbm password')
+    const links = linksIn(mail.text, 'https://dbm.example.org/reset-password?token=')
+    expect(links).toHaveLength(1)
+    const token = new URL(links[0]!).searchParams.get('token')!
+    expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/)
+
+    const newPassword = 'a brand new passphrase'
+    const reset = await server.call('POST', '/api/v1/auth/reset-password', { ip: uniqueIp(), body: { token, password: newPassword } })
+    expect({ status: reset.status, body: reset.body }).toEqual({ status: 200, body: { message: 'password updated; sign in with the new password' } })
+
+    const login = (password: string) => server.call('POST', '/api/v1/auth/login', { ip: uniqueIp(), body: { email: account.email, password } })
+    const withNew = await login(newPassword)
+    expect(withNew.status).toBe(200)
+    expect(typeof withNew.body.access_token).toBe('string')
+    const withOld = await login(account.password)
+    expect({ status: withOld.status, body: withOld.body }).toEqual({ status: 401, body: { error: 'invalid email or password' } })
+
+    const reused = await server.call('POST', '/api/v1/auth/reset-password', { ip: uniqueIp(), body: { token, password: 'yet another passphrase' } })
+    expect({ status: reused.status, body: reused.body }).toEqual({ status: 400, body: { error: 'invalid or expired reset token' } })
+  })
+
+  test('forgot-password for an unknown address sends nothing and answers exactly as for a known one', async () => {
+    const account = await signup(server)
+    const unknown = `nobody-${Date.now()}@example.com`
+    const forgot = (email: string) => server.call('POST', '/api/v1/auth/forgot-password', { ip: uniqueIp(), body: { email } })
+
+    const forUnknown = await forgot(unknown)
+    const forKnown = await forgot(account.email)
+    expect({ status: forUnknown.status, body: forUnknown.body }).toEqual({ status: forKnown.status, body: forKnown.body })
+    expect(forKnown.status).toBe(200)
+    expect(forUnknown.headers.get('content-type')).toBe(forKnown.headers.get('content-type'))
+
+    await smtp.waitFor(account.email, /reset/i)
+    await server.deps.mailer.idle()
+    expect(smtp.received.filter((m) => m.envelopeTo.includes(unknown))).toEqual([])
+    expect(server.logs.filter((l) => l.includes(unknown))).toEqual([])
+  })
+})
+
+describe('mail with a relay that is down', () => {
+  let server: TestServer
+  beforeAll(async () => {
+    server = await startTestServer('sqlite', { smtpUrl: `smtp://127.0.0.1:${await freePort()}`, publicUrl: 'https://dbm.example.org' })
+  })
+  afterAll(async () => {
+    await server?.stop()
+  })
+
+  test('signup still succeeds and the failed send is logged as one error line', async () => {
+    const account = await signup(server)
+    await server.deps.mailer.idle()
+    const lines = server.logs.filter((l) => l.includes(`to=${account.email}`))
+    expect(lines).toHaveLength(1)
+    expect(lines[0]).toMatch(
+      new RegExp(`^\\S+ ERROR mail failed to=${account.email.replaceAll('.', '\\.')} subject="Verify your email address for dbm" cause=.*ECONNREFUSED`),
+    )
+  })
+})
+
+describe('mail without an SMTP relay', () => {
+  let server: TestServer
+  beforeAll(async () => {
+    server = await startTestServer('sqlite')
+  })
+  afterAll(async () => {
+    await server?.stop()
+  })
+
+  const mailLines = (email: string) => server.logs.filter((l) => l.includes(' INFO mail ') && l.includes(`to=${email}`))
+
+  test('the verification mail is one log line with recipient, subject and link, and the link works', async () => {
+    const account = await signup(server)
+    await server.deps.mailer.idle()
+    const lines = mailLines(account.email)
+    expect(lines).toHaveLength(1)
+    const m = new RegExp(
+      `^\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z INFO mail to=${account.email.replaceAll('.', '\\.')} ` +
+        'subject="Verify your email address for dbm" link="(http://dbm\\.test:8080/api/v1/auth/verify-email\\?token=[A-Za-z0-9_-]{43})"$',
+    ).exec(lines[0]!)
+    expect(m).not.toBeNull()
+
+    const link = new URL(m![1]!)
+    expect((await server.call('GET', link.pathname + link.search)).status).toBe(200)
+    const me = await server.call('GET', '/api/v1/auth/me', { token: account.token })
+    expect(me.body.organization.verified).toBe(true)
+  })
+
+  test('the reset mail is one log line with its link; none for an unknown address', async () => {
+    const account = await signup(server)
+    const unknown = `nobody-${Date.now()}@example.com`
+    for (const email of [account.email, unknown]) {
+      const res = await server.call('POST', '/api/v1/auth/forgot-password', { ip: uniqueIp(), body: { email } })
+      expect(res.status).toBe(200)
+    }
+    await server.deps.mailer.idle()
+    const lines = mailLines(account.email).filter((l) => l.includes('subject="Reset'))
+    expect(lines).toHaveLength(1)
+    expect(lines[0]).toMatch(
+      new RegExp(
+        `^\\S+ INFO mail to=${account.email.replaceAll('.', '\\.')} subject="Reset your dbm password" ` +
+          'link="http://dbm\\.test:8080/reset-password\\?token=[A-Za-z0-9_-]{43}"$',
+      ),
+    )
+    expect(server.logs.filter((l) => l.includes(unknown))).toEqual([])
+  })
+})
