@@ -5,7 +5,8 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { authRateLimits } from '../../src/server/limits.ts'
-import { freePort, sharedPostgres } from '../support/postgres.ts'
+import { sharedPostgres } from '../support/postgres.ts'
+import { startServe } from '../support/process.ts'
 import { type TestServer, freshStoreLocation, startTestServer, storeKinds } from '../support/server.ts'
 
 const spec = {
@@ -92,28 +93,17 @@ test('limits survive a restart of the server on the same SQLite data directory',
   }
 })
 
-async function startServeProcess(databaseUrl: string, dataDir: string) {
-  const port = await freePort()
-  const proc = Bun.spawn(['bun', 'src/cli.ts', 'serve', '--listen', `127.0.0.1:${port}`, '--database-url', databaseUrl, '--data-dir', dataDir], {
-    env: { ...process.env, DBM_JWT_SECRET: 'shared-secret-of-two-processes-0123456789' },
-    stdout: 'ignore',
-    stderr: 'pipe',
-  })
-  const base = `http://127.0.0.1:${port}`
-  for (let i = 0; i < 100; i++) {
-    if (await fetch(`${base}/healthz`).then((r) => r.ok, () => false)) return { base, proc }
-    await Bun.sleep(100)
-  }
-  proc.kill()
-  throw new Error(`serve did not start: ${await new Response(proc.stderr).text()}`)
-}
-
 test('two serve processes on one PostgreSQL store share the limit', async () => {
   const databaseUrl = await (await sharedPostgres()).freshDatabase()
   const dirs = [mkdtempSync(join(tmpdir(), 'dbm-a-')), mkdtempSync(join(tmpdir(), 'dbm-b-'))]
   // Start one first so the second finds the schema migrated (both would be safe: migrations lock).
-  const a = await startServeProcess(databaseUrl, dirs[0]!)
-  const b = await startServeProcess(databaseUrl, dirs[1]!)
+  const options = (dataDir: string) => ({
+    dataDir,
+    extraArgs: ['--database-url', databaseUrl],
+    env: { DBM_JWT_SECRET: 'shared-secret-of-two-processes-0123456789' },
+  })
+  const a = await startServe(['bun', 'src/cli.ts'], options(dirs[0]!))
+  const b = await startServe(['bun', 'src/cli.ts'], options(dirs[1]!))
   try {
     const login = (base: string) =>
       fetch(`${base}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"email":"x@y.z","password":"nope"}' })
@@ -125,9 +115,8 @@ test('two serve processes on one PostgreSQL store share the limit', async () => 
     expect([overA.status, overB.status]).toEqual([429, 429])
     expect(Number(overB.headers.get('retry-after'))).toBeGreaterThan(3590)
   } finally {
-    for (const p of [a.proc, b.proc]) p.kill('SIGTERM')
-    expect(await a.proc.exited).toBe(0)
-    expect(await b.proc.exited).toBe(0)
+    expect(await a.stop()).toBe(0)
+    expect(await b.stop()).toBe(0)
     for (const d of dirs) rmSync(d, { recursive: true, force: true })
   }
 })
