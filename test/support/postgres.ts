@@ -17,8 +17,14 @@ export interface PostgresServer {
 }
 
 const packages: Record<number, () => Promise<{ default: new (o: object) => EmbeddedPostgres }>> = {
+  13: () => import('pg13') as never,
+  14: () => import('pg14') as never,
+  16: () => import('pg16') as never,
   17: () => import('pg17') as never,
 }
+
+/** The PostgreSQL majors the tests run against. */
+export const postgresMajors = [13, 14, 16, 17] as const
 
 interface EmbeddedPostgres {
   initialise(): Promise<void>
@@ -51,6 +57,8 @@ export async function startPostgres(major = 17, extraFlags: string[] = []): Prom
     persistent: false,
     createPostgresUser: true,
     authMethod: 'scram-sha-256',
+    // The PostgreSQL 13 package asks initdb for en_US.UTF-8 messages, a locale this machine lacks.
+    initdbFlags: ['--lc-messages=C'],
     postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', ...extraFlags],
     onLog: (m: string) => logs.push(m),
     onError: (m: unknown) => logs.push(String(m)),

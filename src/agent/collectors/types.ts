@@ -1,0 +1,48 @@
+// What a collector is: a plain object with its name (from src/shared/collectors.ts), engine, lowest
+// server version, default on/off, and collect(ctx) that returns its part of the batch and never sends
+// it. The runner calls each collector under a deadline and reports a failure for that collector alone.
+import type postgres from 'postgres'
+import type { IngestBatch } from '../../shared/wire.ts'
+
+/** The sections of a batch a collector may fill. */
+export type BatchSections = Omit<IngestBatch, 'batch_id' | 'collected_at' | 'interval_seconds' | 'agent_version' | 'database' | 'collector_errors'>
+
+export interface AgentLogger {
+  debug(message: string, fields?: Record<string, unknown>): void
+  info(message: string, fields?: Record<string, unknown>): void
+  warn(message: string, fields?: Record<string, unknown>): void
+  error(message: string, fields?: Record<string, unknown>): void
+}
+
+export interface PostgresContext {
+  /** A small pool to this one database; every statement runs under statement_timeout. */
+  sql: postgres.Sql
+  /** server_version_num, e.g. 170002. */
+  versionNum: number
+  /** Major version, e.g. 17. */
+  major: number
+  /** Epoch ms at the start of this cycle. */
+  now: number
+  /** Server-side settings from the last ingest response. */
+  settings: { collectExplainPlans: boolean; collectReplication: boolean }
+  /** Memory of this collector across cycles (previous samples for deltas); cleared when the server changes identity. */
+  state: Map<string, unknown>
+  /** pg_log_dir from the agent config, when set. */
+  pgLogDir?: string
+  log: AgentLogger
+}
+
+export interface Collector<Ctx> {
+  name: string
+  engine: 'postgres' | 'clickhouse'
+  /** Lowest server major the collector supports; below it the collector is skipped silently. */
+  minVersion?: number
+  /** Runs unless enabled_collectors leaves it out or the server disables it. */
+  defaultEnabled: boolean
+  collect(ctx: Ctx): Promise<Partial<BatchSections>>
+  /** Optional background work between cycles (the waits sampler); started once per connection. */
+  start?(ctx: Ctx): void
+  stop?(): void
+}
+
+export type PostgresCollector = Collector<PostgresContext>

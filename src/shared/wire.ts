@@ -1,0 +1,234 @@
+// The agent ↔ server wire contract: one ingest batch per database per cycle, as TypeBox schemas
+// the server validates against and the agent builds from. Counters of cumulative statistics travel
+// as deltas against the agent's previous sample (reset-aware); gauges travel as they are.
+// Unknown fields are ignored by the server, so a newer agent can talk to an older server.
+import { type Static, Type as T } from '@sinclair/typebox'
+
+const count = T.Number({ minimum: 0 })
+const ms = T.Number({ minimum: 0 })
+const nullableCount = T.Union([count, T.Null()])
+const nullableNumber = T.Union([T.Number(), T.Null()])
+const nullableString = T.Union([T.String(), T.Null()])
+/** Epoch milliseconds. */
+const epochMs = T.Integer({ minimum: 0 })
+const nullableEpochMs = T.Union([epochMs, T.Null()])
+
+/** One statement's activity during the cycle (pg_stat_statements / system.query_log). */
+export const QueryStatDelta = T.Object({
+  query_hash: T.String({ minLength: 1, maxLength: 64 }),
+  query_text: T.String({ maxLength: 100_000 }),
+  calls: count,
+  total_time_ms: ms,
+  rows: count,
+  shared_blks_hit: count,
+  shared_blks_read: count,
+  shared_blks_dirtied: T.Optional(count),
+  shared_blks_written: T.Optional(count),
+  temp_blks_read: T.Optional(count),
+  temp_blks_written: T.Optional(count),
+  blk_read_time_ms: T.Optional(ms),
+  blk_write_time_ms: T.Optional(ms),
+  /** ClickHouse: bytes read and peak memory summed over the calls, and the cycle's p99. */
+  read_bytes: T.Optional(count),
+  memory_bytes: T.Optional(count),
+  p99_ms: T.Optional(ms),
+  errors: T.Optional(count),
+})
+export type QueryStatDelta = Static<typeof QueryStatDelta>
+
+export const ExplainPlan = T.Object({
+  query_hash: T.String({ minLength: 1, maxLength: 64 }),
+  ts: epochMs,
+  plan_json: T.Unknown(),
+  plan_hash: T.String({ minLength: 1, maxLength: 64 }),
+  total_cost: nullableNumber,
+  actual_time_ms: nullableNumber,
+  seq_scans: count,
+  index_scans: count,
+  rows_estimated: nullableNumber,
+  rows_actual: nullableNumber,
+  source: T.Union([T.Literal('sampled'), T.Literal('auto_explain')]),
+})
+export type ExplainPlan = Static<typeof ExplainPlan>
+
+export const ActiveQuery = T.Object({
+  pid: T.Union([T.Integer(), T.String()]),
+  query_text: T.String(),
+  state: nullableString,
+  wait_event_type: nullableString,
+  wait_event: nullableString,
+  duration_ms: nullableNumber,
+  blocking_pids: T.Array(T.Integer()),
+  user: T.Optional(nullableString),
+  application_name: T.Optional(nullableString),
+  client_addr: T.Optional(nullableString),
+  database: T.Optional(nullableString),
+  backend_type: T.Optional(nullableString),
+  xact_start: T.Optional(nullableEpochMs),
+  memory_usage: T.Optional(count),
+  read_bytes: T.Optional(count),
+  written_bytes: T.Optional(count),
+  read_rows: T.Optional(count),
+})
+export type ActiveQuery = Static<typeof ActiveQuery>
+
+export const LockEntry = T.Object({
+  pid: T.Integer(),
+  lock_type: T.String(),
+  mode: T.String(),
+  relation_name: nullableString,
+  granted: T.Boolean(),
+  blocked_by_pid: T.Union([T.Integer(), T.Null()]),
+  duration_ms: nullableNumber,
+  query_text: nullableString,
+})
+export type LockEntry = Static<typeof LockEntry>
+
+/** Wait events seen by the once-a-second sampler during the cycle. */
+export const WaitSample = T.Object({
+  wait_event_type: T.String(),
+  wait_event: T.String(),
+  count: count,
+  total_duration_ms: ms,
+})
+export type WaitSample = Static<typeof WaitSample>
+
+const tableCounters = {
+  seq_scan: nullableCount,
+  seq_tup_read: nullableCount,
+  idx_scan: nullableCount,
+  idx_tup_fetch: nullableCount,
+  n_tup_ins: nullableCount,
+  n_tup_upd: nullableCount,
+  n_tup_del: nullableCount,
+  n_tup_hot_upd: nullableCount,
+}
+
+export const TableStat = T.Object({
+  schema_name: T.String(),
+  table_name: T.String(),
+  ...tableCounters,
+  n_live_tup: nullableCount,
+  n_dead_tup: nullableCount,
+  last_vacuum: nullableEpochMs,
+  last_autovacuum: nullableEpochMs,
+  last_analyze: nullableEpochMs,
+  last_autoanalyze: nullableEpochMs,
+  table_size_bytes: nullableCount,
+  index_size_bytes: nullableCount,
+  has_primary_key: T.Optional(T.Boolean()),
+  /** Counter increases since the previous sample; null on the first sample. */
+  delta: T.Union([T.Object(tableCounters), T.Null()]),
+})
+export type TableStat = Static<typeof TableStat>
+
+const indexCounters = { idx_scan: nullableCount, idx_tup_read: nullableCount, idx_tup_fetch: nullableCount }
+
+export const IndexStat = T.Object({
+  schema_name: T.String(),
+  table_name: T.String(),
+  index_name: T.String(),
+  ...indexCounters,
+  size_bytes: nullableCount,
+  index_def: T.String(),
+  is_unique: T.Boolean(),
+  is_primary: T.Boolean(),
+  is_valid: T.Boolean(),
+  delta: T.Union([T.Object(indexCounters), T.Null()]),
+})
+export type IndexStat = Static<typeof IndexStat>
+
+export const ReplicationStatus = T.Object({
+  is_replica: T.Boolean(),
+  replication_lag_bytes: nullableCount,
+  replication_lag_seconds: nullableNumber,
+  upstream_host: nullableString,
+  replicas: T.Array(
+    T.Object({
+      application_name: nullableString,
+      client_addr: nullableString,
+      state: nullableString,
+      sync_state: nullableString,
+      lag_bytes: nullableCount,
+      write_lag_ms: nullableNumber,
+      flush_lag_ms: nullableNumber,
+      replay_lag_ms: nullableNumber,
+    }),
+  ),
+  slots: T.Array(
+    T.Object({
+      slot_name: T.String(),
+      slot_type: T.String(),
+      active: T.Boolean(),
+      lag_bytes: nullableCount,
+      wal_status: nullableString,
+    }),
+  ),
+})
+export type ReplicationStatus = Static<typeof ReplicationStatus>
+
+/** Free-form counter maps for the internals collectors (bgwriter, WAL, I/O, database). */
+const counterMap = T.Record(T.String({ maxLength: 64 }), nullableNumber)
+
+export const IoStatRow = T.Object({
+  backend_type: T.String(),
+  object: T.String(),
+  context: T.String(),
+  counters: counterMap,
+})
+export type IoStatRow = Static<typeof IoStatRow>
+
+export const CollectorError = T.Object({ collector: T.String(), message: T.String({ maxLength: 2000 }) })
+
+export const IngestBatch = T.Object({
+  batch_id: T.String({ minLength: 8, maxLength: 64 }),
+  /** When the cycle ran (epoch ms). */
+  collected_at: epochMs,
+  /** The poll interval the cycle's deltas cover, in seconds. */
+  interval_seconds: T.Number({ minimum: 0 }),
+  agent_version: T.String({ maxLength: 64 }),
+  database: T.Object({
+    name: T.String({ minLength: 1, maxLength: 200 }),
+    engine: T.Union([T.Literal('postgres'), T.Literal('clickhouse')]),
+    engine_version: T.Optional(T.String({ maxLength: 200 })),
+    host: T.String({ minLength: 1, maxLength: 255 }),
+    port: T.Integer({ minimum: 1, maximum: 65535 }),
+  }),
+  query_stats: T.Optional(T.Array(QueryStatDelta, { maxItems: 20_000 })),
+  explain_plans: T.Optional(T.Array(ExplainPlan, { maxItems: 200 })),
+  activity: T.Optional(T.Array(ActiveQuery, { maxItems: 10_000 })),
+  locks: T.Optional(T.Array(LockEntry, { maxItems: 20_000 })),
+  waits: T.Optional(T.Array(WaitSample, { maxItems: 1_000 })),
+  tables: T.Optional(T.Array(TableStat, { maxItems: 50_000 })),
+  indexes: T.Optional(T.Array(IndexStat, { maxItems: 100_000 })),
+  replication: T.Optional(ReplicationStatus),
+  /** Deltas of pg_stat_bgwriter / pg_stat_checkpointer counters. */
+  bgwriter: T.Optional(counterMap),
+  /** Deltas of pg_stat_wal counters (PostgreSQL 14+). */
+  wal_stats: T.Optional(counterMap),
+  /** Deltas of pg_stat_io counters per backend, object and context (PostgreSQL 16+). */
+  io_stats: T.Optional(T.Array(IoStatRow, { maxItems: 1_000 })),
+  /** Database-wide gauges and counter deltas (pg_stat_database, settings, wraparound ages). */
+  database_stats: T.Optional(counterMap),
+  collector_errors: T.Optional(T.Array(CollectorError, { maxItems: 100 })),
+})
+export type IngestBatch = Static<typeof IngestBatch>
+
+/** Server-side settings the agent applies from its next cycle. */
+export const DatabaseSettings = T.Object({
+  poll_interval_seconds: T.Integer({ minimum: 1 }),
+  collect_explain_plans: T.Boolean(),
+  collect_replication: T.Boolean(),
+  disabled_collectors: T.Array(T.String()),
+})
+export type DatabaseSettings = Static<typeof DatabaseSettings>
+
+export const IngestResponse = T.Object({
+  database_id: T.String(),
+  /** True when this batch_id had been applied before (the replay was ignored). */
+  duplicate: T.Boolean(),
+  settings: DatabaseSettings,
+})
+export type IngestResponse = Static<typeof IngestResponse>
+
+export const INGEST_PATH = '/api/v1/ingest'
