@@ -8,6 +8,8 @@ import { type RateLimitedEndpoint, authRateLimits, bodyLimits } from './limits.t
 import { apiKeyRoutes } from './routes/api-keys.ts'
 import { authRoutes } from './routes/auth.ts'
 import { databaseRoutes } from './routes/databases.ts'
+import { ingestRoutes } from './routes/ingest.ts'
+import { queryRoutes } from './routes/queries.ts'
 import { resetPasswordPage } from './web/reset-password.ts'
 import { VERSION } from '../version.ts'
 
@@ -94,6 +96,8 @@ export function createApp(deps: Deps) {
     .use(authRoutes(deps))
     .use(apiKeyRoutes(deps))
     .use(databaseRoutes(deps))
+    .use(queryRoutes(deps))
+    .use(ingestRoutes(deps))
     .use(resetPasswordPage())
 }
 

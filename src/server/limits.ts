@@ -56,3 +56,16 @@ export const fieldLimits = {
 
 /** Housekeeping: rate-limit events older than this are swept. */
 export const rateEventRetentionMs = 2 * HOUR
+
+/** Result sizes of the list endpoints: default and maximum `limit` (over the maximum: clamped). */
+export const resultLimits = {
+  queries: { default: 25, max: 100 },
+  explain: { default: 10, max: 50 },
+  active: { default: 50, max: 200 },
+  locks: { default: 100, max: 500 },
+  tables: { default: 50, max: 500 },
+  indexes: { default: 50, max: 500 },
+} as const
+
+/** Default window of the since/until endpoints, and their default bucket. */
+export const telemetryDefaults = { windowMs: 24 * HOUR, bucketSeconds: 60 } as const

@@ -13,9 +13,13 @@ export interface Migration {
 /** DDL that is the same in both dialects once the column types below are substituted. */
 function both(ddl: string): { sqlite: string; postgres: string } {
   return {
-    sqlite: ddl.replaceAll('{bigint}', 'INTEGER').replaceAll('{bool}', 'INTEGER').replaceAll('{ctext}', 'TEXT'),
+    sqlite: ddl.replaceAll('{bigint}', 'INTEGER').replaceAll('{bool}', 'INTEGER').replaceAll('{ctext}', 'TEXT').replaceAll('{double}', 'REAL'),
     // Names users sort by compare by code point on both stores, whatever the server's locale.
-    postgres: ddl.replaceAll('{bigint}', 'BIGINT').replaceAll('{bool}', 'BOOLEAN').replaceAll('{ctext}', 'TEXT COLLATE "C"'),
+    postgres: ddl
+      .replaceAll('{bigint}', 'BIGINT')
+      .replaceAll('{bool}', 'BOOLEAN')
+      .replaceAll('{ctext}', 'TEXT COLLATE "C"')
+      .replaceAll('{double}', 'DOUBLE PRECISION'),
   }
 }
 
@@ -97,6 +101,56 @@ CREATE TABLE rate_events (
   at {bigint} NOT NULL
 );
 CREATE INDEX rate_events_key_at ON rate_events(key, at);
+`),
+  },
+  {
+    version: 2,
+    name: 'ingest batches, statement statistics in 60 s and 1 h buckets, latest snapshots',
+    ...both(`
+CREATE TABLE ingest_batches (
+  database_id TEXT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
+  batch_id TEXT NOT NULL,
+  received_at {bigint} NOT NULL,
+  PRIMARY KEY (database_id, batch_id)
+);
+CREATE INDEX ingest_batches_received ON ingest_batches(received_at);
+CREATE TABLE query_texts (
+  database_id TEXT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
+  query_hash TEXT NOT NULL,
+  query_text TEXT NOT NULL,
+  first_seen {bigint} NOT NULL,
+  last_seen {bigint} NOT NULL,
+  PRIMARY KEY (database_id, query_hash)
+);
+CREATE TABLE query_stats (
+  database_id TEXT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
+  resolution INTEGER NOT NULL,
+  bucket {bigint} NOT NULL,
+  query_hash TEXT NOT NULL,
+  calls {bigint} NOT NULL,
+  total_time_ms {double} NOT NULL,
+  rows {bigint} NOT NULL,
+  shared_blks_hit {bigint} NOT NULL,
+  shared_blks_read {bigint} NOT NULL,
+  shared_blks_dirtied {bigint} NOT NULL,
+  shared_blks_written {bigint} NOT NULL,
+  temp_blks_read {bigint} NOT NULL,
+  temp_blks_written {bigint} NOT NULL,
+  blk_read_time_ms {double} NOT NULL,
+  blk_write_time_ms {double} NOT NULL,
+  read_bytes {bigint} NOT NULL,
+  memory_bytes {bigint} NOT NULL,
+  errors {bigint} NOT NULL,
+  p99_ms {double},
+  PRIMARY KEY (database_id, resolution, bucket, query_hash)
+);
+CREATE TABLE snapshots (
+  database_id TEXT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
+  kind TEXT NOT NULL,
+  ts {bigint} NOT NULL,
+  payload TEXT NOT NULL,
+  PRIMARY KEY (database_id, kind)
+);
 `),
   },
 ]

@@ -1,10 +1,21 @@
 // The Store, written once over a SqlDriver. Dialect differences stay in the drivers (placeholders,
 // booleans, int8 parsing) and in the migrations' DDL; row mapping below evens out the rest.
+import type { IngestBatch } from '../../shared/wire.ts'
 import type { SqlDriver } from './driver.ts'
+import {
+  type QuerySort,
+  type SnapshotKind,
+  type Window,
+  applyBatch,
+  latestSnapshot,
+  listQueryStats,
+  queryDetail,
+} from './sql-telemetry.ts'
 import type {
   ApiKey,
   DatabasePatch,
   EmailTokenKind,
+  IngestResult,
   LimitResult,
   NewDatabase,
   Organization,
@@ -386,6 +397,66 @@ export class SqlStore implements Store {
   /** Removes rate-limit events older than `before` (housekeeping; keys never seen again). */
   async sweepRateEvents(before: number) {
     return this.driver.run('DELETE FROM rate_events WHERE at < $1', [before])
+  }
+
+  // ---- telemetry ----
+
+  async ingest(orgId: string, batch: IngestBatch, now: number, limit?: number): Promise<IngestResult> {
+    return this.driver.transaction(async (tx) => {
+      let row = await tx.get('SELECT * FROM databases WHERE org_id = $1 AND name = $2', [orgId, batch.database.name])
+      if (!row) {
+        if (limit !== undefined) {
+          const r = await tx.get<{ n: number }>('SELECT COUNT(*) AS n FROM databases WHERE org_id = $1', [orgId])
+          if (num(r?.n ?? 0) >= limit) return { kind: 'limit' }
+        }
+        const id = Bun.randomUUIDv7()
+        await tx.run(
+          `INSERT INTO databases (id, org_id, name, engine, engine_version, host, port, tags, poll_interval_seconds,
+             collect_explain_plans, collect_replication, disabled_collectors, created_at, updated_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, '{}', $8, $9, $10, '[]', $11, $11)`,
+          [
+            id,
+            orgId,
+            batch.database.name,
+            batch.database.engine,
+            batch.database.engine_version ?? null,
+            batch.database.host,
+            batch.database.port,
+            Math.max(1, Math.round(batch.interval_seconds)) || DB_DEFAULTS.poll_interval_seconds,
+            DB_DEFAULTS.collect_explain_plans,
+            DB_DEFAULTS.collect_replication,
+            now,
+          ],
+        )
+        row = await tx.get('SELECT * FROM databases WHERE id = $1', [id])
+      }
+      const database = toDatabase(row)
+      if (database.engine !== batch.database.engine) return { kind: 'engine_mismatch', database }
+      const fresh = await tx.run(
+        'INSERT INTO ingest_batches (database_id, batch_id, received_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING',
+        [database.id, batch.batch_id, now],
+      )
+      if (fresh === 0) return { kind: 'duplicate', database }
+      await applyBatch(tx, database.id, batch)
+      await tx.run('UPDATE databases SET last_seen_at = $1, engine_version = COALESCE($2, engine_version) WHERE id = $3', [
+        now,
+        batch.database.engine_version ?? null,
+        database.id,
+      ])
+      return { kind: 'applied', database: { ...database, last_seen_at: now, engine_version: batch.database.engine_version ?? database.engine_version } }
+    }, `dbm:ingest:${orgId}:${batch.database.name}`)
+  }
+
+  listQueryStats(databaseId: string, window: Window, sort: QuerySort, limit: number) {
+    return listQueryStats(this.driver, databaseId, window, sort, limit)
+  }
+
+  queryDetail(databaseId: string, hash: string, window: Window) {
+    return queryDetail(this.driver, databaseId, hash, window)
+  }
+
+  latestSnapshot(databaseId: string, kind: SnapshotKind) {
+    return latestSnapshot(this.driver, databaseId, kind)
   }
 
   close() {

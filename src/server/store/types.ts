@@ -1,3 +1,6 @@
+import type { IngestBatch } from '../../shared/wire.ts'
+import type { QuerySort, QueryStatsRow, SnapshotKind, Window, queryDetail } from './sql-telemetry.ts'
+
 // The store's records and its interface. Both backends (SQLite, PostgreSQL) implement it through
 // the same SqlStore over their own driver; the contract suite in test/store runs against both.
 
@@ -96,6 +99,11 @@ export interface LimitResult {
   retryAfterMs: number
 }
 
+export type IngestResult =
+  | { kind: 'applied' | 'duplicate'; database: RegisteredDatabase }
+  | { kind: 'limit' }
+  | { kind: 'engine_mismatch'; database: RegisteredDatabase }
+
 export interface Store {
   readonly dialect: 'sqlite' | 'postgres'
 
@@ -147,6 +155,16 @@ export interface Store {
   takeCooldown(key: string, cooldownMs: number, now: number): Promise<LimitResult>
   /** Housekeeping: removes rate-limit events older than `before`; returns how many. */
   sweepRateEvents(before: number): Promise<number>
+
+  // telemetry
+  /**
+   * Applies an agent's batch once: maps it to the organization's database of that name (registering
+   * it, within `limit` when given), skips a batch_id already applied, records last_seen_at.
+   */
+  ingest(orgId: string, batch: IngestBatch, now: number, limit?: number): Promise<IngestResult>
+  listQueryStats(databaseId: string, window: Window, sort: QuerySort, limit: number): Promise<QueryStatsRow[]>
+  queryDetail(databaseId: string, hash: string, window: Window): ReturnType<typeof queryDetail>
+  latestSnapshot(databaseId: string, kind: SnapshotKind): Promise<{ ts: number; payload: unknown } | undefined>
 
   close(): Promise<void>
 }

@@ -1,0 +1,68 @@
+// /api/v1/databases/{id}/queries: statement statistics over a window (sortable, limited), and one
+// statement's detail with its timeseries.
+import { Elysia, t } from 'elysia'
+import { ACCESS_COOKIE, authenticate } from '../auth/principal.ts'
+import type { Deps } from '../context.ts'
+import { notFound } from '../http-error.ts'
+import type { QueryStatsRow } from '../store/sql-telemetry.ts'
+import { rfc3339 } from '../views.ts'
+import { oneOf } from './schema.ts'
+import { clampLimit, databaseFor, limitQuery, parseWindow, windowQuery } from './telemetry-params.ts'
+
+const sorts = ['total_time', 'calls', 'mean_time', 'rows'] as const
+
+const round = (n: number | null, digits = 3) => (n === null ? null : Number(n.toFixed(digits)))
+
+function queryView(row: QueryStatsRow) {
+  return {
+    ...row,
+    total_time_ms: round(row.total_time_ms),
+    mean_time_ms: round(row.mean_time_ms),
+    blk_read_time_ms: round(row.blk_read_time_ms),
+    blk_write_time_ms: round(row.blk_write_time_ms),
+    cache_hit_ratio: round(row.cache_hit_ratio, 6),
+  }
+}
+
+export function queryRoutes(deps: Deps) {
+  const { store, clock } = deps
+  return new Elysia({ prefix: '/api/v1/databases/:id/queries' })
+    .derive(async ({ request, cookie }) => ({
+      principal: await authenticate(deps, request, cookie[ACCESS_COOKIE]?.value as string | undefined),
+    }))
+    .get(
+      '/',
+      async ({ principal, params, query }) => {
+        const db = await databaseFor(deps, principal, params.id)
+        const window = parseWindow(query, clock())
+        const rows = await store.listQueryStats(db.id, window, query.sort_by ?? 'total_time', clampLimit('queries', query.limit))
+        return rows.map(queryView)
+      },
+      { query: t.Object({ ...windowQuery, limit: limitQuery('queries'), sort_by: t.Optional(oneOf('sort_by', sorts)) }) },
+    )
+    .get(
+      '/:hash',
+      async ({ principal, params, query }) => {
+        const db = await databaseFor(deps, principal, params.id)
+        const window = parseWindow(query, clock())
+        const detail = await store.queryDetail(db.id, params.hash, window)
+        if (!detail) throw notFound('query')
+        return {
+          ...queryView(detail.stats),
+          first_seen: rfc3339(detail.first_seen),
+          last_seen: rfc3339(detail.last_seen),
+          since: rfc3339(window.since),
+          until: rfc3339(window.until),
+          resolution_seconds: detail.resolution,
+          timeseries: detail.points.map((p) => ({
+            ...p,
+            ts: rfc3339(p.ts),
+            total_time_ms: round(p.total_time_ms),
+            mean_time_ms: round(p.mean_time_ms),
+            cache_hit_ratio: round(p.cache_hit_ratio, 6),
+          })),
+        }
+      },
+      { query: t.Object(windowQuery) },
+    )
+}

@@ -1,0 +1,310 @@
+// Telemetry in the store: applying an ingest batch (once per batch_id) and reading it back.
+// Counter deltas accumulate into 60-second and 1-hour buckets at ingest; reads over a window take
+// whole hours from the hourly buckets and the partial hours at its edges from the minute buckets, so
+// a 24-hour list reads ~24 rows per statement instead of 1,440, and stays exact to the minute.
+import type { IngestBatch, QueryStatDelta } from '../../shared/wire.ts'
+import type { SqlDriver } from './driver.ts'
+
+export const MINUTE_MS = 60_000
+export const HOUR_MS = 3_600_000
+
+const floorTo = (t: number, step: number) => Math.floor(t / step) * step
+
+/** The larger of two nullable values, in the store's dialect (SQLite's MAX(a, NULL) is NULL). */
+function greatest(dialect: SqlDriver['dialect'], a: string, b: string): string {
+  const fn = dialect === 'sqlite' ? 'MAX' : 'GREATEST'
+  return `${fn}(COALESCE(${a}, ${b}), COALESCE(${b}, ${a}))`
+}
+
+/**
+ * INSERT ... ON CONFLICT DO UPDATE for many rows, in chunks that fit both stores' parameter limits.
+ * `update` maps a column to its SQL on conflict (`excluded.<col>` is the incoming value).
+ */
+export async function upsertMany(
+  tx: SqlDriver,
+  table: string,
+  columns: readonly string[],
+  rows: unknown[][],
+  conflict: readonly string[],
+  update: Record<string, string>,
+): Promise<void> {
+  const perChunk = Math.max(1, Math.floor(30_000 / columns.length))
+  const set = Object.entries(update)
+    .map(([column, expression]) => `${column} = ${expression}`)
+    .join(', ')
+  for (let start = 0; start < rows.length; start += perChunk) {
+    const chunk = rows.slice(start, start + perChunk)
+    const params: unknown[] = []
+    const tuples = chunk.map((row) => {
+      const slots = row.map((value) => {
+        params.push(value)
+        return `$${params.length}`
+      })
+      return `(${slots.join(', ')})`
+    })
+    await tx.run(
+      `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${tuples.join(', ')} ON CONFLICT (${conflict.join(', ')}) DO ${
+        set ? `UPDATE SET ${set}` : 'NOTHING'
+      }`,
+      params,
+    )
+  }
+}
+
+const QUERY_COUNTERS = [
+  'calls',
+  'total_time_ms',
+  'rows',
+  'shared_blks_hit',
+  'shared_blks_read',
+  'shared_blks_dirtied',
+  'shared_blks_written',
+  'temp_blks_read',
+  'temp_blks_written',
+  'blk_read_time_ms',
+  'blk_write_time_ms',
+  'read_bytes',
+  'memory_bytes',
+  'errors',
+] as const
+type QueryCounter = (typeof QUERY_COUNTERS)[number]
+
+/** Sums the batch's rows per statement (a batch may carry one statement more than once). */
+function mergeQueryStats(rows: QueryStatDelta[]): Map<string, { text: string; counters: Record<QueryCounter, number>; p99: number | null }> {
+  const merged = new Map<string, { text: string; counters: Record<QueryCounter, number>; p99: number | null }>()
+  for (const row of rows) {
+    let entry = merged.get(row.query_hash)
+    if (!entry) {
+      entry = { text: row.query_text, counters: Object.fromEntries(QUERY_COUNTERS.map((c) => [c, 0])) as Record<QueryCounter, number>, p99: null }
+      merged.set(row.query_hash, entry)
+    }
+    for (const c of QUERY_COUNTERS) entry.counters[c] += Number(row[c] ?? 0)
+    if (row.p99_ms !== undefined) entry.p99 = Math.max(entry.p99 ?? 0, row.p99_ms)
+  }
+  return merged
+}
+
+async function applyQueryStats(tx: SqlDriver, databaseId: string, collectedAt: number, rows: QueryStatDelta[]) {
+  const merged = mergeQueryStats(rows)
+  if (merged.size === 0) return
+  await upsertMany(
+    tx,
+    'query_texts',
+    ['database_id', 'query_hash', 'query_text', 'first_seen', 'last_seen'],
+    [...merged].map(([hash, e]) => [databaseId, hash, e.text, collectedAt, collectedAt]),
+    ['database_id', 'query_hash'],
+    { query_text: 'excluded.query_text', last_seen: greatest(tx.dialect, 'query_texts.last_seen', 'excluded.last_seen') },
+  )
+  const columns = ['database_id', 'resolution', 'bucket', 'query_hash', ...QUERY_COUNTERS, 'p99_ms']
+  const update: Record<string, string> = Object.fromEntries(QUERY_COUNTERS.map((c) => [c, `query_stats.${c} + excluded.${c}`]))
+  update.p99_ms = greatest(tx.dialect, 'query_stats.p99_ms', 'excluded.p99_ms')
+  const rowsFor = (resolution: number) =>
+    [...merged].map(([hash, e]) => [
+      databaseId,
+      resolution / 1000,
+      floorTo(collectedAt, resolution),
+      hash,
+      ...QUERY_COUNTERS.map((c) => e.counters[c]),
+      e.p99,
+    ])
+  await upsertMany(tx, 'query_stats', columns, [...rowsFor(MINUTE_MS), ...rowsFor(HOUR_MS)], ['database_id', 'resolution', 'bucket', 'query_hash'], update)
+}
+
+/** Sections kept as the latest snapshot only (replaced by each batch that carries them). */
+const SNAPSHOT_KINDS = ['activity', 'locks', 'replication', 'tables', 'indexes', 'wal_stats', 'io_stats', 'database_stats', 'bgwriter'] as const
+export type SnapshotKind = (typeof SNAPSHOT_KINDS)[number]
+
+/** Applies every section of the batch that this server version stores. */
+export async function applyBatch(tx: SqlDriver, databaseId: string, batch: IngestBatch): Promise<void> {
+  if (batch.query_stats) await applyQueryStats(tx, databaseId, batch.collected_at, batch.query_stats)
+  const snapshots = SNAPSHOT_KINDS.filter((kind) => batch[kind] !== undefined).map((kind) => [
+    databaseId,
+    kind,
+    batch.collected_at,
+    JSON.stringify(batch[kind]),
+  ])
+  if (snapshots.length > 0) {
+    await upsertMany(tx, 'snapshots', ['database_id', 'kind', 'ts', 'payload'], snapshots, ['database_id', 'kind'], {
+      ts: 'excluded.ts',
+      payload: 'excluded.payload',
+    })
+  }
+}
+
+// ---- reads ----
+
+export interface Window {
+  since: number
+  until: number
+}
+
+/**
+ * The bucket ranges that cover [since, until): whole hours from the hourly buckets, the edges
+ * from the minute buckets. Returns SQL for a WHERE clause and its parameters, numbered from `first`.
+ */
+export function windowClause(window: Window, first: number): { sql: string; params: number[] } {
+  const since = floorTo(window.since, MINUTE_MS)
+  const until = window.until
+  const hourStart = Math.ceil(since / HOUR_MS) * HOUR_MS
+  const hourEnd = floorTo(until, HOUR_MS)
+  if (hourEnd - hourStart < HOUR_MS) {
+    return { sql: `(resolution = 60 AND bucket >= $${first} AND bucket < $${first + 1})`, params: [since, until] }
+  }
+  const p = (i: number) => `$${first + i}`
+  return {
+    sql:
+      `((resolution = 3600 AND bucket >= ${p(0)} AND bucket < ${p(1)}) OR ` +
+      `(resolution = 60 AND ((bucket >= ${p(2)} AND bucket < ${p(0)}) OR (bucket >= ${p(1)} AND bucket < ${p(3)}))))`,
+    params: [hourStart, hourEnd, since, until],
+  }
+}
+
+export type QuerySort = 'total_time' | 'calls' | 'mean_time' | 'rows'
+
+const SORT_SQL: Record<QuerySort, string> = {
+  total_time: 'total_time_ms DESC',
+  calls: 'total_calls DESC',
+  mean_time: 'mean_time_ms DESC',
+  rows: 'total_rows DESC',
+}
+
+export interface QueryStatsRow {
+  query_hash: string
+  query_text: string
+  total_calls: number
+  total_time_ms: number
+  mean_time_ms: number
+  total_rows: number
+  shared_blks_hit: number
+  shared_blks_read: number
+  cache_hit_ratio: number | null
+  temp_blks_read: number
+  temp_blks_written: number
+  blk_read_time_ms: number
+  blk_write_time_ms: number
+  read_bytes: number
+  memory_bytes: number
+  errors: number
+  p99_ms: number | null
+}
+
+const SUMS = `SUM(calls) AS total_calls, SUM(total_time_ms) AS total_time_ms,
+  CASE WHEN SUM(calls) > 0 THEN SUM(total_time_ms) / SUM(calls) ELSE 0 END AS mean_time_ms,
+  SUM(rows) AS total_rows, SUM(shared_blks_hit) AS shared_blks_hit, SUM(shared_blks_read) AS shared_blks_read,
+  SUM(temp_blks_read) AS temp_blks_read, SUM(temp_blks_written) AS temp_blks_written,
+  SUM(blk_read_time_ms) AS blk_read_time_ms, SUM(blk_write_time_ms) AS blk_write_time_ms,
+  SUM(read_bytes) AS read_bytes, SUM(memory_bytes) AS memory_bytes, SUM(errors) AS errors, MAX(p99_ms) AS p99_ms`
+
+function toQueryRow(r: Record<string, unknown>): QueryStatsRow {
+  const hit = Number(r.shared_blks_hit ?? 0)
+  const read = Number(r.shared_blks_read ?? 0)
+  return {
+    query_hash: String(r.query_hash),
+    query_text: String(r.query_text ?? ''),
+    total_calls: Number(r.total_calls ?? 0),
+    total_time_ms: Number(r.total_time_ms ?? 0),
+    mean_time_ms: Number(r.mean_time_ms ?? 0),
+    total_rows: Number(r.total_rows ?? 0),
+    shared_blks_hit: hit,
+    shared_blks_read: read,
+    cache_hit_ratio: hit + read > 0 ? hit / (hit + read) : null,
+    temp_blks_read: Number(r.temp_blks_read ?? 0),
+    temp_blks_written: Number(r.temp_blks_written ?? 0),
+    blk_read_time_ms: Number(r.blk_read_time_ms ?? 0),
+    blk_write_time_ms: Number(r.blk_write_time_ms ?? 0),
+    read_bytes: Number(r.read_bytes ?? 0),
+    memory_bytes: Number(r.memory_bytes ?? 0),
+    errors: Number(r.errors ?? 0),
+    p99_ms: r.p99_ms === null || r.p99_ms === undefined ? null : Number(r.p99_ms),
+  }
+}
+
+export async function listQueryStats(
+  driver: SqlDriver,
+  databaseId: string,
+  window: Window,
+  sort: QuerySort,
+  limit: number,
+): Promise<QueryStatsRow[]> {
+  const where = windowClause(window, 2)
+  const rows = await driver.all(
+    `SELECT t.query_text, s.* FROM (
+       SELECT query_hash, ${SUMS} FROM query_stats
+       WHERE database_id = $1 AND ${where.sql}
+       GROUP BY query_hash
+     ) s JOIN query_texts t ON t.database_id = $1 AND t.query_hash = s.query_hash
+     ORDER BY ${SORT_SQL[sort]}, s.query_hash
+     LIMIT $${where.params.length + 2}`,
+    [databaseId, ...where.params, limit],
+  )
+  return rows.map(toQueryRow)
+}
+
+export interface QueryPoint {
+  ts: number
+  calls: number
+  total_time_ms: number
+  mean_time_ms: number
+  rows: number
+  shared_blks_hit: number
+  shared_blks_read: number
+  cache_hit_ratio: number | null
+  temp_blks_read: number
+  temp_blks_written: number
+  p99_ms: number | null
+}
+
+/** The detail of one statement: totals over the window and a timeseries at a resolution that fits it. */
+export async function queryDetail(
+  driver: SqlDriver,
+  databaseId: string,
+  hash: string,
+  window: Window,
+): Promise<{ stats: QueryStatsRow; first_seen: number; last_seen: number; resolution: number; points: QueryPoint[] } | undefined> {
+  const text = await driver.get<{ query_text: string; first_seen: number; last_seen: number }>(
+    'SELECT query_text, first_seen, last_seen FROM query_texts WHERE database_id = $1 AND query_hash = $2',
+    [databaseId, hash],
+  )
+  if (!text) return undefined
+  const where = windowClause(window, 3)
+  const totals = await driver.get(
+    `SELECT ${SUMS} FROM query_stats WHERE database_id = $1 AND query_hash = $2 AND ${where.sql}`,
+    [databaseId, hash, ...where.params],
+  )
+  const resolution = window.until - window.since <= 24 * HOUR_MS ? 60 : 3600
+  const points = await driver.all(
+    `SELECT bucket, calls, total_time_ms, rows, shared_blks_hit, shared_blks_read, temp_blks_read, temp_blks_written, p99_ms
+     FROM query_stats WHERE database_id = $1 AND query_hash = $2 AND resolution = $3 AND bucket >= $4 AND bucket < $5
+     ORDER BY bucket`,
+    [databaseId, hash, resolution, floorTo(window.since, resolution * 1000), window.until],
+  )
+  return {
+    stats: toQueryRow({ ...totals, query_hash: hash, query_text: text.query_text }),
+    first_seen: Number(text.first_seen),
+    last_seen: Number(text.last_seen),
+    resolution,
+    points: points.map((p) => {
+      const calls = Number(p.calls)
+      const hit = Number(p.shared_blks_hit)
+      const read = Number(p.shared_blks_read)
+      return {
+        ts: Number(p.bucket),
+        calls,
+        total_time_ms: Number(p.total_time_ms),
+        mean_time_ms: calls > 0 ? Number(p.total_time_ms) / calls : 0,
+        rows: Number(p.rows),
+        shared_blks_hit: hit,
+        shared_blks_read: read,
+        cache_hit_ratio: hit + read > 0 ? hit / (hit + read) : null,
+        temp_blks_read: Number(p.temp_blks_read),
+        temp_blks_written: Number(p.temp_blks_written),
+        p99_ms: p.p99_ms === null ? null : Number(p.p99_ms),
+      }
+    }),
+  }
+}
+
+export async function latestSnapshot(driver: SqlDriver, databaseId: string, kind: SnapshotKind): Promise<{ ts: number; payload: unknown } | undefined> {
+  const row = await driver.get<{ ts: number; payload: string }>('SELECT ts, payload FROM snapshots WHERE database_id = $1 AND kind = $2', [databaseId, kind])
+  return row ? { ts: Number(row.ts), payload: JSON.parse(row.payload) } : undefined
+}
