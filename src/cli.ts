@@ -51,7 +51,10 @@ export async function main(argv: string[]): Promise<number> {
       return 0
     case 'version':
     case '--version':
-      parseFlags('version', rest, { values: [], switches: ['help'] })
+      if (parseFlags('version', rest, { values: [], switches: ['help'] }).help) {
+        process.stdout.write('Usage: dbm version\n\nPrints the version of this dbm binary.\n')
+        return 0
+      }
       process.stdout.write(`dbm ${VERSION}\n`)
       return 0
     case 'serve': {

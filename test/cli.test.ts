@@ -249,3 +249,20 @@ describe('dbm serve', () => {
     expect(lines).toHaveLength(2)
   })
 })
+
+describe('one SQLite data directory, one server', () => {
+  test('a second serve on the same data directory exits 1 saying it is in use', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'dbm-lock-'))
+    const first = await startServe(CLI, { dataDir })
+    try {
+      const second = await runCommand([...CLI, 'serve', '--listen', '127.0.0.1:0', '--data-dir', dataDir])
+      expect(second.exitCode).toBe(1)
+      expect(second.stderr).toContain(`cannot open the store cause="${join(dataDir, 'dbm.sqlite')} is in use by another process (another dbm serve on this data directory?)"`)
+      // The first server is unaffected.
+      expect((await fetch(`${first.base}/healthz`)).status).toBe(200)
+    } finally {
+      expect(await first.stop()).toBe(0)
+      rmSync(dataDir, { recursive: true, force: true })
+    }
+  })
+})

@@ -23,6 +23,40 @@ const rateLimitedPaths: Record<string, RateLimitedEndpoint> = {
   '/api/v1/auth/resend-verification': 'resend_verification',
 }
 
+/** The path as the router matches it: repeated and trailing slashes do not make another endpoint. */
+export function canonicalPath(pathname: string): string {
+  return pathname.replace(/\/{2,}/g, '/').replace(/(.)\/+$/, '$1')
+}
+
+/** Deepest JSON nesting accepted; deeper documents are refused before parsing (they stall validation). */
+const MAX_JSON_DEPTH = 200
+
+/** Nesting depth of a JSON text, counting brackets outside strings. */
+function jsonDepth(text: string): number {
+  let depth = 0
+  let max = 0
+  let inString = false
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (inString) {
+      if (c === 92) i++ // backslash: skip the escaped character
+      else if (c === 34) inString = false
+    } else if (c === 34) inString = true
+    else if (c === 91 || c === 123) {
+      if (++depth > max) max = depth
+    } else if (c === 93 || c === 125) depth--
+  }
+  return max
+}
+
+/** True when any string (key or value) in the parsed document holds a NUL character. */
+function holdsNul(value: unknown, depth = 0): boolean {
+  if (typeof value === 'string') return value.includes('\0')
+  if (depth > MAX_JSON_DEPTH || value === null || typeof value !== 'object') return false
+  for (const [k, v] of Object.entries(value)) if (k.includes('\0') || holdsNul(v, depth + 1)) return true
+  return false
+}
+
 function bodyLimitFor(path: string): number {
   return path === '/api/v1/ingest' ? bodyLimits.ingest : bodyLimits.default
 }
@@ -43,10 +77,13 @@ function validationMessage(error: ValidationError): string {
 
 export function createApp(deps: Deps) {
   const { log } = deps
-  return new Elysia({ normalize: false, serve: { maxRequestBodySize: bodyLimits.ingest + 1024 } })
+  // Bun itself refuses bodies over maxRequestBodySize with an empty 413; ours answer in JSON below that.
+  return new Elysia({ normalize: false, serve: { maxRequestBodySize: 4 * bodyLimits.ingest } })
     .onRequest(async ({ request, server }) => {
+      const url = new URL(request.url)
+      if (/%00/.test(url.pathname + url.search)) throw new HttpError(400, 'the URL must not contain NUL characters')
       if (request.method !== 'POST') return
-      const endpoint = rateLimitedPaths[new URL(request.url).pathname]
+      const endpoint = rateLimitedPaths[canonicalPath(url.pathname)]
       if (!endpoint) return
       const { limit, windowMs } = authRateLimits[endpoint]
       const address = clientAddress(deps, request, server)
@@ -54,17 +91,24 @@ export function createApp(deps: Deps) {
       if (!result.allowed) throw tooManyRequests(result.retryAfterMs)
     })
     .onParse(async ({ request }) => {
-      const limit = bodyLimitFor(new URL(request.url).pathname)
+      const limit = bodyLimitFor(canonicalPath(new URL(request.url).pathname))
       const declared = Number(request.headers.get('content-length') ?? 0)
       if (declared > limit) throw tooLarge(limit)
       const bytes = await request.arrayBuffer()
       if (bytes.byteLength > limit) throw tooLarge(limit)
       if (bytes.byteLength === 0) return {}
+      const text = new TextDecoder().decode(bytes)
+      if (jsonDepth(text) > MAX_JSON_DEPTH) throw new HttpError(400, `request body is nested deeper than ${MAX_JSON_DEPTH} levels`)
+      let parsed: unknown
       try {
-        return JSON.parse(new TextDecoder().decode(bytes))
+        parsed = JSON.parse(text)
       } catch {
         throw new HttpError(400, 'request body must be valid JSON')
       }
+      // Every endpoint takes a JSON object; anything else is refused here with one clear message.
+      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new HttpError(400, 'request body must be a JSON object')
+      if (holdsNul(parsed)) throw new HttpError(400, 'request body strings must not contain NUL characters')
+      return parsed
     })
     .onError(({ code, error, set, request }) => {
       let failure: HttpError
@@ -90,7 +134,9 @@ export function createApp(deps: Deps) {
       return JSON.stringify({ error: failure.message })
     })
     .onAfterResponse(({ request, set }) => {
-      log.debug('request', { method: request.method, path: new URL(request.url).pathname, status: Number(set.status ?? 200) })
+      if (log.enabled('debug')) {
+        log.debug('request', { method: request.method, path: new URL(request.url).pathname, status: Number(set.status ?? 200) })
+      }
     })
     .get('/healthz', () => ({ status: 'ok', version: VERSION }))
     .use(authRoutes(deps))

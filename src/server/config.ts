@@ -42,6 +42,12 @@ function parseBool(value: string, source: string): boolean {
   throw new UsageError(`${source}: expected true or false, got "${value}"`)
 }
 
+function dataDir([value, source]: [string | undefined, string]): string {
+  if (value === undefined) return './dbm-data'
+  if (value.trim() === '') throw new UsageError(`${source}: expected a directory path`)
+  return value
+}
+
 export function resolveServeConfig(flags: Record<string, string>, env: Record<string, string | undefined>): ServeConfig {
   const pick = (flag: string, variable: string): [string | undefined, string] =>
     flags[flag] !== undefined ? [flags[flag], `--${flag}`] : [env[variable] || undefined, variable]
@@ -72,7 +78,7 @@ export function resolveServeConfig(flags: Record<string, string>, env: Record<st
   return {
     hostname,
     port,
-    dataDir: pick('data-dir', 'DBM_DATA_DIR')[0] ?? './dbm-data',
+    dataDir: dataDir(pick('data-dir', 'DBM_DATA_DIR')),
     databaseUrl,
     publicUrl,
     jwtSecret,

@@ -17,10 +17,13 @@ export interface Deps {
   trustProxy: boolean
 }
 
-/** The client address used for rate limits. */
+/**
+ * The client address used for rate limits. Behind a trusted proxy it is the last X-Forwarded-For entry:
+ * the one that proxy appended. Earlier entries are whatever the client sent and prove nothing.
+ */
 export function clientAddress(deps: Pick<Deps, 'trustProxy'>, request: Request, server: { requestIP(r: Request): { address: string } | null } | null): string {
   if (deps.trustProxy) {
-    const forwarded = request.headers.get('x-forwarded-for')?.split(',')[0]?.trim()
+    const forwarded = request.headers.get('x-forwarded-for')?.split(',').at(-1)?.trim()
     if (forwarded) return forwarded
   }
   return server?.requestIP(request)?.address ?? 'unknown'

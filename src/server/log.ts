@@ -8,6 +8,8 @@ export const logLevels = Object.keys(order) as LogLevel[]
 export type LogFields = Record<string, string | number | boolean | null | undefined>
 
 export interface Logger {
+  /** Whether lines of this level are written (to skip building fields nobody reads). */
+  enabled(level: LogLevel): boolean
   debug(message: string, fields?: LogFields): void
   info(message: string, fields?: LogFields): void
   warn(message: string, fields?: LogFields): void
@@ -26,5 +28,5 @@ export function createLogger(level: LogLevel = 'info', write: (line: string) => 
     for (const [k, v] of Object.entries(fields)) if (v !== undefined) parts.push(`${k}=${format(v)}`)
     write(parts.join(' '))
   }
-  return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') }
+  return { enabled: (lvl) => order[lvl] >= order[level], debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') }
 }

@@ -178,3 +178,85 @@ describe('internal failures', () => {
     await server.stop()
   })
 })
+
+describe('hardening', () => {
+  let server: TestServer
+  let account: Account
+  beforeAll(async () => {
+    server = await startTestServer('sqlite')
+    account = await signup(server)
+  })
+  afterAll(async () => {
+    await server.stop()
+  })
+
+  test('trailing and repeated slashes do not escape an auth rate limit', async () => {
+    const ip = '192.0.2.201'
+    const paths = ['/api/v1/auth/login/', '//api/v1/auth/login']
+    for (let i = 0; i < 10; i++) {
+      const res = await server.call('POST', paths[i % paths.length]!, { ip, body: { email: 'x@y.z', password: 'nope' } })
+      expect(res.status).toBe(401)
+    }
+    for (const path of ['/api/v1/auth/login', ...paths]) {
+      expect((await server.call('POST', path, { ip, body: { email: 'x@y.z', password: 'nope' } })).status).toBe(429)
+    }
+  })
+
+  test('behind a trusted proxy the client address is the last X-Forwarded-For entry', async () => {
+    for (let i = 0; i < 5; i++) await server.call('POST', '/api/v1/auth/signup', { headers: { 'x-forwarded-for': `10.1.1.${i}, 198.51.100.99` }, body: {} })
+    const res = await server.call('POST', '/api/v1/auth/signup', { headers: { 'x-forwarded-for': '10.1.1.77, 198.51.100.99' }, body: {} })
+    expect(res.status).toBe(429)
+  })
+
+  test('deeply nested JSON is refused at once', async () => {
+    const started = performance.now()
+    const res = await server.call('POST', '/api/v1/auth/logout', { rawBody: '['.repeat(50_000) + ']'.repeat(50_000) })
+    expect({ status: res.status, body: res.body }).toEqual({ status: 400, body: { error: 'request body is nested deeper than 200 levels' } })
+    expect(performance.now() - started).toBeLessThan(1000)
+  })
+
+  test('NUL characters are a 400, in bodies and in URLs', async () => {
+    const body = await server.call('POST', '/api/v1/api-keys', { token: account.token, body: { name: 'a\u0000b' } })
+    expect({ status: body.status, body: body.body }).toEqual({ status: 400, body: { error: 'request body strings must not contain NUL characters' } })
+    const url = await server.call('GET', '/api/v1/databases/%00', { token: account.token })
+    expect({ status: url.status, body: url.body }).toEqual({ status: 400, body: { error: 'the URL must not contain NUL characters' } })
+  })
+
+  test('blank names, non-object bodies and long tag keys are 400s that say why', async () => {
+    const blank = await server.call('POST', '/api/v1/databases', { token: account.token, body: { name: '   ', engine: 'postgres', host: 'h' } })
+    expect(blank.body).toEqual({ error: 'name is required and must be a non-empty string of at most 200 characters' })
+    for (const raw of ['[]', 'null', '"x"', '42']) {
+      const res = await server.call('POST', '/api/v1/databases', { token: account.token, rawBody: raw, headers: { 'content-type': 'application/json' } })
+      expect({ raw, status: res.status, body: res.body }).toEqual({ raw, status: 400, body: { error: 'request body must be a JSON object' } })
+    }
+    const tags = await server.call('POST', '/api/v1/databases', { token: account.token, body: { name: 'n', engine: 'postgres', host: 'h', tags: { ['k'.repeat(101)]: 'v' } } })
+    expect(tags.body).toEqual({ error: 'tags: keys must be 1 to 100 characters' })
+  })
+
+  test('unknown query parameters are ignored', async () => {
+    const res = await server.call('GET', '/api/v1/api-keys?include_revoked=false&_=12345', { token: account.token })
+    expect(res.status).toBe(200)
+  })
+
+  test('a password reset also ends the access tokens issued before it', async () => {
+    const victim = await signup(server)
+    // A second session's access token, issued in an earlier second than the reset.
+    const other = await server.call('POST', '/api/v1/auth/login', { ip: uniqueIp(), body: { email: victim.email, password: victim.password } })
+    await Bun.sleep(1100)
+    await server.call('POST', '/api/v1/auth/forgot-password', { ip: uniqueIp(), body: { email: victim.email } })
+    const token = new URL(server.mailLink(victim.email, /reset/i)!).searchParams.get('token')!
+    expect((await server.call('POST', '/api/v1/auth/reset-password', { ip: uniqueIp(), body: { token, password: 'new password 123' } })).status).toBe(200)
+    for (const t of [victim.token, other.body.access_token]) {
+      expect((await server.call('GET', '/api/v1/auth/me', { token: t })).status).toBe(401)
+    }
+    await Bun.sleep(1100)
+    const fresh = await server.call('POST', '/api/v1/auth/login', { ip: uniqueIp(), body: { email: victim.email, password: 'new password 123' } })
+    expect((await server.call('GET', '/api/v1/auth/me', { token: fresh.body.access_token })).status).toBe(200)
+  })
+
+  test('the reset page cannot be framed by another site', async () => {
+    const page = await fetch(`${server.base}/reset-password`)
+    expect(page.headers.get('content-security-policy')).toContain("frame-ancestors 'none'")
+    expect(page.headers.get('x-frame-options')).toBe('DENY')
+  })
+})

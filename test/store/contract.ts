@@ -80,6 +80,7 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
           name: 'Ada Lovelace',
           role: 'owner',
           email_verified_at: null,
+          tokens_valid_after: null,
           created_at: org.created_at,
         })
         expect(org.id).not.toBe(user.id)
@@ -203,7 +204,7 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         expect(await store.rotateRefreshToken(first, second, T0 + MINUTE)).toEqual({ ok: true, userId: user.id })
         expect(await store.rotateRefreshToken(first, replacement, T0 + 2 * MINUTE)).toEqual({ ok: false, reason: 'reused' })
         // the newest token of the family is dead too, and the replayed call created nothing
-        expect(await store.rotateRefreshToken(second.id, next(), T0 + 3 * MINUTE)).toEqual({ ok: false, reason: 'reused' })
+        expect(await store.rotateRefreshToken(second.id, next(), T0 + 3 * MINUTE)).toEqual({ ok: false, reason: 'revoked' })
         expect(await store.rotateRefreshToken(replacement.id, next(), T0 + 3 * MINUTE)).toEqual({ ok: false, reason: 'unknown' })
         // the other session is untouched
         expect(await store.rotateRefreshToken(sibling, next(), T0 + 4 * MINUTE)).toEqual({ ok: true, userId: user.id })
@@ -226,11 +227,12 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         const revoked = await refresh(user)
         const kept = await refresh(user)
         await store.revokeRefreshToken(revoked, T0 + MINUTE)
-        expect(await store.rotateRefreshToken(revoked, next(), T0 + 2 * MINUTE)).toEqual({ ok: false, reason: 'reused' })
+        // A signed-out token is refused without being treated as a replay of a rotated one.
+        expect(await store.rotateRefreshToken(revoked, next(), T0 + 2 * MINUTE)).toEqual({ ok: false, reason: 'revoked' })
         expect(await store.rotateRefreshToken(kept, next(), T0 + 2 * MINUTE)).toEqual({ ok: true, userId: user.id })
       })
 
-      test("revokeUserRefreshTokens ends every family of that user and nobody else's", async () => {
+      test("revokeUserSessions ends every family of that user and nobody else's", async () => {
         const a = await newAccount()
         const b = await newAccount()
         const a1 = await refresh(a.user)
@@ -238,9 +240,11 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         const a2next = next()
         expect(await store.rotateRefreshToken(a2, a2next, T0 + MINUTE)).toEqual({ ok: true, userId: a.user.id })
         const b1 = await refresh(b.user)
-        await store.revokeUserRefreshTokens(a.user.id, T0 + 2 * MINUTE)
-        expect(await store.rotateRefreshToken(a1, next(), T0 + 3 * MINUTE)).toEqual({ ok: false, reason: 'reused' })
-        expect(await store.rotateRefreshToken(a2next.id, next(), T0 + 3 * MINUTE)).toEqual({ ok: false, reason: 'reused' })
+        await store.revokeUserSessions(a.user.id, T0 + 2 * MINUTE)
+        expect(await store.rotateRefreshToken(a1, next(), T0 + 3 * MINUTE)).toEqual({ ok: false, reason: 'revoked' })
+        expect(await store.rotateRefreshToken(a2next.id, next(), T0 + 3 * MINUTE)).toEqual({ ok: false, reason: 'revoked' })
+        expect((await store.getUser(a.user.id))!.tokens_valid_after).toBe(T0 + 2 * MINUTE)
+        expect((await store.getUser(b.user.id))!.tokens_valid_after).toBeNull()
         expect(await store.rotateRefreshToken(b1, next(), T0 + 3 * MINUTE)).toEqual({ ok: true, userId: b.user.id })
       })
 
@@ -263,7 +267,7 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
           expect({ round, legit: legit.ok, after }).toEqual({
             round,
             legit: legit.ok,
-            after: { ok: false, reason: legit.ok ? 'reused' : 'unknown' },
+            after: { ok: false, reason: legit.ok ? 'revoked' : 'unknown' },
           })
         }
       })
@@ -276,14 +280,14 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
           const token = await refresh(user)
           const replacement = next()
           const [, rotated] = await Promise.all([
-            store.revokeUserRefreshTokens(user.id, T0 + MINUTE),
+            store.revokeUserSessions(user.id, T0 + MINUTE),
             store.rotateRefreshToken(token, replacement, T0 + MINUTE),
           ])
           const after = await store.rotateRefreshToken(replacement.id, next(), T0 + 2 * MINUTE)
           expect({ round, rotated: rotated.ok, after }).toEqual({
             round,
             rotated: rotated.ok,
-            after: { ok: false, reason: rotated.ok ? 'reused' : 'unknown' },
+            after: { ok: false, reason: rotated.ok ? 'revoked' : 'unknown' },
           })
         }
       })

@@ -15,6 +15,10 @@ export interface AgentLogger {
 }
 
 export interface PostgresContext {
+  /** The database's name in the agent config. */
+  name: string
+  /** The PostgreSQL database the DSN connects to (current_database()). */
+  database: string
   /** A small pool to this one database; every statement runs under statement_timeout. */
   sql: postgres.Sql
   /** server_version_num, e.g. 170002. */
@@ -40,9 +44,11 @@ export interface Collector<Ctx> {
   /** Runs unless enabled_collectors leaves it out or the server disables it. */
   defaultEnabled: boolean
   collect(ctx: Ctx): Promise<Partial<BatchSections>>
-  /** Optional background work between cycles (the waits sampler); started once per connection. */
-  start?(ctx: Ctx): void
-  stop?(): void
+  /**
+   * Optional background work between cycles (the waits sampler), started once per connection; returns
+   * the function that stops it. Collectors are shared by every database, so keep its state in ctx.state.
+   */
+  start?(ctx: Ctx): () => void
 }
 
 export type PostgresCollector = Collector<PostgresContext>

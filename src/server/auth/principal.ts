@@ -13,14 +13,27 @@ export type Principal =
   | { kind: 'user'; orgId: string; userId: string }
   | { kind: 'api_key'; orgId: string; apiKeyId: string }
 
+/** When this process last recorded each key's use, so the store is written at most once a minute per key. */
+const lastTouched = new WeakMap<Deps['store'], Map<string, number>>()
+
+function touch(deps: Deps, keyId: string) {
+  const now = deps.clock()
+  let touched = lastTouched.get(deps.store)
+  if (!touched) lastTouched.set(deps.store, (touched = new Map()))
+  const last = touched.get(keyId)
+  if (last !== undefined && now - last < apiKeyTouchIntervalMs && now >= last) return
+  touched.set(keyId, now)
+  deps.store
+    .touchApiKey(keyId, now, apiKeyTouchIntervalMs)
+    .catch((e) => deps.log.warn('api key last_used_at not recorded', { cause: (e as Error).message }))
+}
+
 async function fromApiKey(deps: Deps, value: string): Promise<Principal> {
   const parsed = parseApiKey(value)
   const key = parsed ? await deps.store.findApiKey(parsed.keyId) : undefined
   if (!parsed || !key || !sameHash(sha256(parsed.secret), key.secret_hash)) throw unauthorized('invalid API key')
   if (key.revoked_at !== null) throw unauthorized('API key has been revoked')
-  deps.store
-    .touchApiKey(key.id, deps.clock(), apiKeyTouchIntervalMs)
-    .catch((e) => deps.log.warn('api key last_used_at not recorded', { cause: (e as Error).message }))
+  touch(deps, key.id)
   return { kind: 'api_key', orgId: key.org_id, apiKeyId: key.id }
 }
 
@@ -29,6 +42,10 @@ async function fromAccessToken(deps: Deps, token: string): Promise<Principal> {
   if (!claims) throw unauthorized('invalid or expired access token')
   const user = await deps.store.getUser(claims.sub)
   if (!user || user.org_id !== claims.org) throw unauthorized('invalid or expired access token')
+  // Tokens issued before a password reset or a detected token replay are refused (iat has second precision).
+  if (user.tokens_valid_after !== null && claims.iat < Math.floor(user.tokens_valid_after / 1000)) {
+    throw unauthorized('invalid or expired access token')
+  }
   return { kind: 'user', orgId: user.org_id, userId: user.id }
 }
 
@@ -51,7 +68,19 @@ function checkOrigin(deps: Deps, request: Request) {
   }
 }
 
-export async function authenticate(deps: Deps, request: Request, accessCookie: string | undefined): Promise<Principal> {
+/** The dashboard's access-token cookie, read straight from the header (only when no credential header came). */
+export function accessCookie(request: Request): string | undefined {
+  const header = request.headers.get('cookie')
+  if (!header) return undefined
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=')
+    if (eq > 0 && part.slice(0, eq).trim() === ACCESS_COOKIE) return decodeURIComponent(part.slice(eq + 1).trim()) || undefined
+  }
+  return undefined
+}
+
+/** The caller of `request`: API key, Bearer token, or the dashboard's cookie, in that order. */
+export async function authenticate(deps: Deps, request: Request): Promise<Principal> {
   const apiKey = request.headers.get('x-api-key')
   if (apiKey !== null) return fromApiKey(deps, apiKey.trim())
   const authorization = request.headers.get('authorization')
@@ -61,9 +90,10 @@ export async function authenticate(deps: Deps, request: Request, accessCookie: s
     const credential = m[1]!
     return looksLikeApiKey(credential) ? fromApiKey(deps, credential) : fromAccessToken(deps, credential)
   }
-  if (accessCookie) {
+  const cookie = accessCookie(request)
+  if (cookie) {
     checkOrigin(deps, request)
-    return fromAccessToken(deps, accessCookie)
+    return fromAccessToken(deps, cookie)
   }
   throw unauthorized('authentication required: send "X-API-Key: <key>" or "Authorization: Bearer <token>"')
 }

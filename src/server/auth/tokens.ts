@@ -8,6 +8,8 @@ export interface AccessClaims {
   sub: string
   org: string
   typ: 'access'
+  /** Issued at, epoch seconds. */
+  iat: number
 }
 
 export interface RefreshClaims {
@@ -46,14 +48,18 @@ export class TokenService {
   }
 
   private async verify(token: string): Promise<Record<string, unknown> | undefined> {
-    const payload = await this.signer.verify(token, { algorithms: ['HS256'], currentDate: new Date(this.clock()) })
+    const payload = await this.signer.verify(token, {
+      algorithms: ['HS256'],
+      requiredClaims: ['exp', 'iat'],
+      currentDate: new Date(this.clock()),
+    })
     return payload || undefined
   }
 
   async verifyAccess(token: string): Promise<AccessClaims | undefined> {
     const p = await this.verify(token)
-    if (!p || p.typ !== 'access' || typeof p.sub !== 'string' || typeof p.org !== 'string') return undefined
-    return { sub: p.sub, org: p.org, typ: 'access' }
+    if (!p || p.typ !== 'access' || typeof p.sub !== 'string' || typeof p.org !== 'string' || typeof p.iat !== 'number') return undefined
+    return { sub: p.sub, org: p.org, typ: 'access', iat: p.iat }
   }
 
   async verifyRefresh(token: string): Promise<RefreshClaims | undefined> {

@@ -2,23 +2,21 @@
 // response only), revoke (204, rejected from the next request on).
 import { Elysia, t } from 'elysia'
 import { generateApiKey } from '../auth/api-keys.ts'
-import { ACCESS_COOKIE, authenticate } from '../auth/principal.ts'
+import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { notFound } from '../http-error.ts'
 import { fieldLimits } from '../limits.ts'
 import { apiKeyView } from '../views.ts'
-import { body, boolean, requiredString } from './schema.ts'
+import { body, boolean, query, requiredString } from './schema.ts'
 
 export function apiKeyRoutes(deps: Deps) {
   const { store, clock } = deps
   return new Elysia({ prefix: '/api/v1/api-keys' })
-    .derive(async ({ request, cookie }) => ({
-      principal: await authenticate(deps, request, cookie[ACCESS_COOKIE]?.value as string | undefined),
-    }))
+    .derive(async ({ request }) => ({ principal: await authenticate(deps, request) }))
     .get(
       '/',
       async ({ principal, query }) => (await store.listApiKeys(principal.orgId, query.include_revoked ?? false)).map(apiKeyView),
-      { query: t.Object({ include_revoked: t.Optional(boolean('include_revoked')) }) },
+      { query: query({ include_revoked: t.Optional(boolean('include_revoked')) }) },
     )
     .post(
       '/',

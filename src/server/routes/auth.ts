@@ -10,7 +10,7 @@ import { fieldLimits, mailCooldownMs, passwordLength, tokenLifetimes } from '../
 import { EmailTakenError } from '../store/sql-store.ts'
 import type { User } from '../store/types.ts'
 import { organizationView, userView } from '../views.ts'
-import { body, email, password, requiredString } from './schema.ts'
+import { body, email, password, query, requiredString, token } from './schema.ts'
 
 type CookieJar = Record<string, { value?: unknown; set(o: Record<string, unknown>): void; remove(): void }>
 
@@ -73,7 +73,7 @@ export function authRoutes(deps: Deps) {
 
   /** The user behind a Bearer or cookie access token; API keys are refused here. */
   const requireUser = async (request: Request, cookie: CookieJar) => {
-    const principal = await authenticate(deps, request, cookie[ACCESS_COOKIE]?.value as string | undefined)
+    const principal = await authenticate(deps, request)
     if (principal.kind !== 'user') throw unauthorized('this endpoint needs a user access token, not an API key')
     const user = await store.getUser(principal.userId)
     if (!user) throw unauthorized('invalid or expired access token')
@@ -119,7 +119,7 @@ export function authRoutes(deps: Deps) {
       },
       {
         body: body({
-          email: t.String({ minLength: 1, maxLength: 254, error: 'email is required' }),
+          email: token('email', 254),
           password: t.String({ minLength: 1, maxLength: passwordLength.max, error: 'password is required' }),
         }),
       },
@@ -169,7 +169,7 @@ export function authRoutes(deps: Deps) {
       },
     )
     .get('/me', async ({ request, cookie }) => {
-      const principal = await authenticate(deps, request, cookie[ACCESS_COOKIE]?.value as string | undefined)
+      const principal = await authenticate(deps, request)
       const org = await store.getOrganization(principal.orgId)
       if (!org) throw unauthorized('organization no longer exists')
       if (principal.kind === 'api_key') {
@@ -188,7 +188,7 @@ export function authRoutes(deps: Deps) {
         await store.markEmailVerified(userId, clock())
         return { verified: true, message: 'email address verified' }
       },
-      { query: t.Object({ token: t.String({ minLength: 1, maxLength: 256, error: 'token is required' }) }) },
+      { query: query({ token: token('token') }) },
     )
     .post('/resend-verification', async ({ request, cookie }) => {
       const user = await requireUser(request, cookie as CookieJar)
@@ -231,12 +231,12 @@ export function authRoutes(deps: Deps) {
         const userId = await store.consumeEmailToken(sha256(body.token), 'reset', clock())
         if (!userId) throw badRequest('invalid or expired reset token')
         await store.setPassword(userId, await hashPassword(body.password))
-        await store.revokeUserRefreshTokens(userId, clock())
+        await store.revokeUserSessions(userId, clock())
         return { message: 'password updated; sign in with the new password' }
       },
       {
         body: body({
-          token: t.String({ minLength: 1, maxLength: 256, error: 'token is required' }),
+          token: token('token'),
           password: password('password', passwordLength.min, passwordLength.max),
         }),
       },

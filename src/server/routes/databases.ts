@@ -2,7 +2,7 @@
 // health). Unverified organizations may register one database.
 import { Elysia, t } from 'elysia'
 import { collectorsFor } from '../../shared/collectors.ts'
-import { ACCESS_COOKIE, authenticate } from '../auth/principal.ts'
+import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { badRequest, conflict, forbidden, notFound } from '../http-error.ts'
 import { databaseDefaults, fieldLimits, unverifiedDatabaseLimit } from '../limits.ts'
@@ -13,7 +13,7 @@ import { body, boolean, integer, oneOf, requiredString } from './schema.ts'
 
 const engines = ['postgres', 'clickhouse'] as const
 
-const tags = t.Record(t.String({ maxLength: fieldLimits.tagKey }), t.String({ maxLength: fieldLimits.tagValue }), {
+const tags = t.Record(t.String({ maxLength: fieldLimits.tagKey }), t.String({ maxLength: fieldLimits.tagValue, pattern: '^[^\\u0000]*$' }), {
   maxProperties: fieldLimits.tags,
   error: `tags must be an object of at most ${fieldLimits.tags} string values`,
 })
@@ -24,6 +24,15 @@ function checkCollectors(engine: Engine, names: string[] | undefined) {
   const unknown = names.filter((n) => !known.includes(n))
   if (unknown.length > 0) {
     throw badRequest(`disabled_collectors: unknown ${engine} collector "${unknown[0]}" (known: ${known.join(', ')})`)
+  }
+}
+
+/** Tag keys: TypeBox does not apply a Record's key schema to lengths, so they are checked here. */
+function checkTags(value: Record<string, string> | undefined) {
+  for (const key of Object.keys(value ?? {})) {
+    if (key.length === 0 || key.length > fieldLimits.tagKey || key.includes('\0')) {
+      throw badRequest(`tags: keys must be 1 to ${fieldLimits.tagKey} characters`)
+    }
   }
 }
 
@@ -41,9 +50,7 @@ export function databaseRoutes(deps: Deps) {
   }
 
   return new Elysia({ prefix: '/api/v1/databases' })
-    .derive(async ({ request, cookie }) => ({
-      principal: await authenticate(deps, request, cookie[ACCESS_COOKIE]?.value as string | undefined),
-    }))
+    .derive(async ({ request }) => ({ principal: await authenticate(deps, request) }))
     .get('/', async ({ principal }) => {
       const now = clock()
       return (await store.listDatabases(principal.orgId)).map((db) => databaseView(db, now))
@@ -51,6 +58,7 @@ export function databaseRoutes(deps: Deps) {
     .post(
       '/',
       async ({ principal, body, set }) => {
+        checkTags(body.tags)
         const org = await store.getOrganization(principal.orgId)
         const limit = org?.verified ? undefined : unverifiedDatabaseLimit
         let created
@@ -97,6 +105,7 @@ export function databaseRoutes(deps: Deps) {
       async ({ principal, params, body }) => {
         const db = await load(principal.orgId, params.id)
         checkCollectors(db.engine, body.disabled_collectors)
+        checkTags(body.tags)
         const patch: DatabasePatch = {
           ...body,
           name: body.name?.trim(),

@@ -3,7 +3,7 @@
 // A batch_id already applied is acknowledged and ignored, so agent retries never double-count.
 import { Elysia } from 'elysia'
 import { IngestBatch, type IngestResponse } from '../../shared/wire.ts'
-import { ACCESS_COOKIE, authenticate } from '../auth/principal.ts'
+import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { conflict, forbidden } from '../http-error.ts'
 import { unverifiedDatabaseLimit } from '../limits.ts'
@@ -11,9 +11,7 @@ import { unverifiedDatabaseLimit } from '../limits.ts'
 export function ingestRoutes(deps: Deps) {
   const { store, clock } = deps
   return new Elysia()
-    .derive(async ({ request, cookie }) => ({
-      principal: await authenticate(deps, request, cookie[ACCESS_COOKIE]?.value as string | undefined),
-    }))
+    .derive(async ({ request }) => ({ principal: await authenticate(deps, request) }))
     .post(
       '/api/v1/ingest',
       async ({ principal, body }): Promise<IngestResponse> => {

@@ -1,12 +1,12 @@
 // /api/v1/databases/{id}/queries: statement statistics over a window (sortable, limited), and one
 // statement's detail with its timeseries.
 import { Elysia, t } from 'elysia'
-import { ACCESS_COOKIE, authenticate } from '../auth/principal.ts'
+import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { notFound } from '../http-error.ts'
 import type { QueryStatsRow } from '../store/sql-telemetry.ts'
 import { rfc3339 } from '../views.ts'
-import { oneOf } from './schema.ts'
+import { oneOf, query } from './schema.ts'
 import { clampLimit, databaseFor, limitQuery, parseWindow, windowQuery } from './telemetry-params.ts'
 
 const sorts = ['total_time', 'calls', 'mean_time', 'rows'] as const
@@ -27,9 +27,7 @@ function queryView(row: QueryStatsRow) {
 export function queryRoutes(deps: Deps) {
   const { store, clock } = deps
   return new Elysia({ prefix: '/api/v1/databases/:id/queries' })
-    .derive(async ({ request, cookie }) => ({
-      principal: await authenticate(deps, request, cookie[ACCESS_COOKIE]?.value as string | undefined),
-    }))
+    .derive(async ({ request }) => ({ principal: await authenticate(deps, request) }))
     .get(
       '/',
       async ({ principal, params, query }) => {
@@ -38,7 +36,7 @@ export function queryRoutes(deps: Deps) {
         const rows = await store.listQueryStats(db.id, window, query.sort_by ?? 'total_time', clampLimit('queries', query.limit))
         return rows.map(queryView)
       },
-      { query: t.Object({ ...windowQuery, limit: limitQuery('queries'), sort_by: t.Optional(oneOf('sort_by', sorts)) }) },
+      { query: query({ ...windowQuery, limit: limitQuery('queries'), sort_by: t.Optional(oneOf('sort_by', sorts)) }) },
     )
     .get(
       '/:hash',
@@ -63,6 +61,6 @@ export function queryRoutes(deps: Deps) {
           })),
         }
       },
-      { query: t.Object(windowQuery) },
+      { query: query(windowQuery) },
     )
 }

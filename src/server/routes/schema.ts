@@ -2,8 +2,23 @@
 import { t } from 'elysia'
 import type { TLiteral, TUnion } from '@sinclair/typebox'
 
+/** Text with at least one visible character and no NUL (PostgreSQL cannot store NUL in text). */
+const VISIBLE_TEXT = '^(?=[\\s\\S]*\\S)[^\\u0000]*$'
+
 export const requiredString = (field: string, max: number) =>
-  t.String({ minLength: 1, maxLength: max, error: `${field} is required and must be a non-empty string of at most ${max} characters` })
+  t.String({
+    minLength: 1,
+    maxLength: max,
+    pattern: VISIBLE_TEXT,
+    error: `${field} is required and must be a non-empty string of at most ${max} characters`,
+  })
+
+/** A token from a mail or a login: required, at most `max` characters. */
+export const token = (field: string, max = 256) =>
+  t.String({ minLength: 1, maxLength: max, pattern: VISIBLE_TEXT, error: `${field} is required and must be at most ${max} characters` })
+
+/** Query parameters: unknown ones (cache busters, tracking tags) are ignored, known ones validated. */
+export const query = <T extends Parameters<typeof t.Object>[0]>(fields: T) => t.Object(fields, { additionalProperties: true })
 
 export const email = (field = 'email') =>
   t.String({ format: 'email', maxLength: 254, error: `${field} must be a valid email address` })

@@ -105,8 +105,10 @@ CREATE INDEX rate_events_key_at ON rate_events(key, at);
   },
   {
     version: 2,
-    name: 'ingest batches, statement statistics in 60 s and 1 h buckets, latest snapshots',
+    name: 'access-token cut-off per user, ingest batches, statement statistics in 60 s and 1 h buckets, latest snapshots',
     ...both(`
+ALTER TABLE users ADD COLUMN tokens_valid_after {bigint};
+ALTER TABLE refresh_tokens ADD COLUMN replaced_by TEXT;
 CREATE TABLE ingest_batches (
   database_id TEXT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
   batch_id TEXT NOT NULL,

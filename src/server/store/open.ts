@@ -1,6 +1,6 @@
 // Opens the configured store: embedded SQLite in the data directory by default, PostgreSQL when a
 // postgres:// URL is given. Pending migrations are applied before the store is handed out.
-import { mkdirSync } from 'node:fs'
+import { chmodSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import type { SqlDriver } from './driver.ts'
 import { migrate } from './migrations.ts'
@@ -37,6 +37,12 @@ export function redactUrl(url: string): string {
   }
 }
 
+function inUse(location: string, cause: unknown): Error {
+  return new Error(`${location} is in use by another process (another dbm serve on this data directory?)`, { cause })
+}
+
+const isLocked = (e: unknown) => /database is locked/i.test(String((e as Error)?.message))
+
 export async function openStore(options: OpenStoreOptions): Promise<OpenedStore> {
   let driver: SqlDriver
   let location: string
@@ -46,13 +52,18 @@ export async function openStore(options: OpenStoreOptions): Promise<OpenedStore>
   } else {
     mkdirSync(options.dataDir, { recursive: true, mode: 0o700 })
     location = join(options.dataDir, 'dbm.sqlite')
-    driver = new SqliteDriver(location)
+    try {
+      driver = new SqliteDriver(location)
+    } catch (e) {
+      throw isLocked(e) ? inUse(location, e) : e
+    }
+    chmodSync(location, 0o600)
   }
   try {
     const applied = await migrate(driver)
     return { store: new SqlStore(driver), applied, location }
   } catch (e) {
     await driver.close().catch(() => {})
-    throw e
+    throw !options.databaseUrl && isLocked(e) ? inUse(location, e) : e
   }
 }

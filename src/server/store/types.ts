@@ -20,6 +20,8 @@ export interface User {
   name: string
   role: string
   email_verified_at: number | null
+  /** Access tokens issued before this time (epoch ms) are refused: set by a password reset or a replayed refresh token. */
+  tokens_valid_after: number | null
   created_at: number
 }
 
@@ -90,7 +92,7 @@ export interface RefreshTokenRecord {
 /** Outcome of presenting a refresh token for rotation. */
 export type RotateResult =
   | { ok: true; userId: string }
-  | { ok: false; reason: 'unknown' | 'expired' | 'reused' }
+  | { ok: false; reason: 'unknown' | 'expired' | 'revoked' | 'reused' }
 
 /** Outcome of counting a request against a limit. */
 export interface LimitResult {
@@ -128,7 +130,8 @@ export interface Store {
   /** Revokes `id` and records `next` in the same family when `id` is live; detects reuse. */
   rotateRefreshToken(id: string, next: { id: string; expires_at: number }, now: number): Promise<RotateResult>
   revokeRefreshToken(id: string, now: number): Promise<void>
-  revokeUserRefreshTokens(userId: string, now: number): Promise<void>
+  /** Signs the user out everywhere: revokes every refresh token and refuses access tokens issued before `now`. */
+  revokeUserSessions(userId: string, now: number): Promise<void>
 
   // API keys
   createApiKey(input: Omit<ApiKey, 'last_used_at' | 'revoked_at'>): Promise<ApiKey>

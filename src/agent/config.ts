@@ -1,0 +1,523 @@
+// The agent's YAML config parsed into a validated AgentConfig (spec "Agent configuration", DECISIONS.md
+// "Agent config additions"): defaults filled in, unknown keys rejected by name, and every problem
+// reported as one ConfigError line that starts with where it is and never shows a password or API key.
+// Also: Go duration syntax, engine detection from the DSN, the ClickHouse DSN → HTTP(S) mapping, and
+// where the config file is looked for.
+import { readFileSync, statSync } from 'node:fs'
+import { resolve } from 'node:path'
+import { isAlias, isMap, isScalar, isSeq, parseDocument, type Document } from 'yaml'
+import { collectorsFor, type EngineName } from '../shared/collectors.ts'
+
+/** A config problem; the message is the one line the agent prints. */
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message)
+    this.name = 'ConfigError'
+  }
+}
+
+export interface DatabaseConfig {
+  name: string
+  engine: EngineName
+  dsn: string
+  pollIntervalMs: number
+  /** Absent = every collector of the engine. */
+  enabledCollectors?: string[]
+  /** PostgreSQL only: directory of logs holding auto_explain JSON plans. */
+  pgLogDir?: string
+  tags: Record<string, string>
+}
+
+export interface AgentConfig {
+  api: { endpoint: string; key: string }
+  /** Empty when health.listen_addr is not set (no /healthz). */
+  health: { listenAddr?: string; hostname?: string; port?: number }
+  databases: DatabaseConfig[]
+}
+
+export interface ClickHouseTarget {
+  url: string
+  username: string
+  password: string
+  database: string
+}
+
+const DEFAULT_ENDPOINT = 'http://localhost:8080'
+const DEFAULT_POLL_INTERVAL = '10s'
+const MIN_POLL_INTERVAL_MS = 1000
+const MAX_NAME_LENGTH = 200
+/** Same shape the server issues (src/server/auth/api-keys.ts); the agent may not import the server. */
+const API_KEY_PATTERN = /^dbm_ak_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$/
+
+const TOP_LEVEL_KEYS = ['api', 'health', 'databases']
+const API_KEYS = ['endpoint', 'key']
+const HEALTH_KEYS = ['listen_addr']
+const DATABASE_KEYS = ['name', 'engine', 'dsn', 'poll_interval', 'enabled_collectors', 'pg_log_dir', 'tags']
+
+// ---------------------------------------------------------------------------------------------
+// Go durations (time.ParseDuration, same grammar, limits and error texts)
+
+const NS_PER_UNIT: Record<string, bigint> = {
+  ns: 1n,
+  us: 1_000n,
+  'µs': 1_000n, // U+00B5 micro sign
+  'μs': 1_000n, // U+03BC Greek mu
+  ms: 1_000_000n,
+  s: 1_000_000_000n,
+  m: 60_000_000_000n,
+  h: 3_600_000_000_000n,
+}
+const MAX_UINT = 1n << 63n
+
+/** Go's time-package quote: printable ASCII as is (with \" and \\), every other byte as \xNN. */
+function goQuote(text: string): string {
+  let out = '"'
+  for (const ch of text) {
+    const code = ch.codePointAt(0) ?? 0
+    if (code < 0x20 || code >= 0x80) {
+      for (const byte of new TextEncoder().encode(ch)) out += `\\x${byte.toString(16).padStart(2, '0')}`
+    } else {
+      out += ch === '"' || ch === '\\' ? `\\${ch}` : ch
+    }
+  }
+  return `${out}"`
+}
+
+const isDigit = (ch: string | undefined): boolean => ch !== undefined && ch >= '0' && ch <= '9'
+
+/** Parses a Go duration ("300ms", "1.5h", "2h45m", "-10s", "0") into milliseconds (possibly fractional). */
+export function parseGoDuration(text: string): number {
+  const invalid = () => new ConfigError(`time: invalid duration ${goQuote(text)}`)
+  let s = text
+  let negative = false
+  if (s.startsWith('-') || s.startsWith('+')) {
+    negative = s[0] === '-'
+    s = s.slice(1)
+  }
+  if (s === '0') return 0
+  if (s === '') throw invalid()
+
+  let total = 0n
+  while (s !== '') {
+    if (!(s[0] === '.' || isDigit(s[0]))) throw invalid()
+
+    let i = 0
+    let whole = 0n
+    while (isDigit(s[i])) {
+      if (whole > MAX_UINT / 10n) throw invalid()
+      whole = whole * 10n + BigInt(s.charCodeAt(i) - 48)
+      if (whole > MAX_UINT) throw invalid()
+      i++
+    }
+    const hadWhole = i > 0
+    s = s.slice(i)
+
+    let fraction = 0n
+    let scale = 1
+    let hadFraction = false
+    if (s[0] === '.') {
+      s = s.slice(1)
+      let j = 0
+      let overflow = false
+      while (isDigit(s[j])) {
+        if (!overflow) {
+          const next = fraction * 10n + BigInt(s.charCodeAt(j) - 48)
+          if (fraction > (MAX_UINT - 1n) / 10n || next > MAX_UINT) overflow = true
+          else {
+            fraction = next
+            scale *= 10
+          }
+        }
+        j++
+      }
+      hadFraction = j > 0
+      s = s.slice(j)
+    }
+    if (!hadWhole && !hadFraction) throw invalid()
+
+    let u = 0
+    while (u < s.length && s[u] !== '.' && !isDigit(s[u])) u++
+    if (u === 0) throw new ConfigError(`time: missing unit in duration ${goQuote(text)}`)
+    const unitName = s.slice(0, u)
+    s = s.slice(u)
+    const unit = NS_PER_UNIT[unitName]
+    if (unit === undefined) throw new ConfigError(`time: unknown unit ${goQuote(unitName)} in duration ${goQuote(text)}`)
+
+    if (whole > MAX_UINT / unit) throw invalid()
+    let value = whole * unit
+    if (fraction > 0n) {
+      value += BigInt(Math.trunc(Number(fraction) * (Number(unit) / scale)))
+      if (value > MAX_UINT) throw invalid()
+    }
+    total += value
+    if (total > MAX_UINT) throw invalid()
+  }
+  if (!negative && total > MAX_UINT - 1n) throw invalid()
+  const ms = Number(total) / 1e6
+  return negative ? -ms : ms
+}
+
+// ---------------------------------------------------------------------------------------------
+// DSNs
+
+const POSTGRES_SCHEMES = ['postgres', 'postgresql']
+const CLICKHOUSE_SCHEMES = ['clickhouse', 'tcp', 'http', 'https']
+
+function dsnScheme(dsn: string): string | undefined {
+  return /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(dsn)?.[1]?.toLowerCase()
+}
+
+/** postgres:// and postgresql:// are PostgreSQL; clickhouse://, tcp://, http:// and https:// are ClickHouse. */
+export function detectEngine(dsn: string): EngineName | undefined {
+  const scheme = dsnScheme(dsn)
+  if (scheme === undefined) return undefined
+  if (POSTGRES_SCHEMES.includes(scheme)) return 'postgres'
+  if (CLICKHOUSE_SCHEMES.includes(scheme)) return 'clickhouse'
+  return undefined
+}
+
+/** The DSN with its password (URL user info, or a password=/pass=/pwd= parameter) shown as ***. */
+function redactDsn(dsn: string): string {
+  let out = dsn
+  const scheme = /^[A-Za-z][A-Za-z0-9+.-]*:\/\//.exec(out)?.[0] ?? ''
+  const rest = out.slice(scheme.length)
+  const at = rest.lastIndexOf('@')
+  const colon = rest.indexOf(':')
+  if (at >= 0 && colon >= 0 && colon < at) out = `${scheme}${rest.slice(0, colon)}:***@${rest.slice(at + 1)}`
+  return out.replace(/((?:^|[?&;\s])(?:password|passwd|pass|pwd|sslpassword)=)('[^']*'|[^&;\s]*)/gi, '$1***')
+}
+
+function decode(part: string): string {
+  try {
+    return decodeURIComponent(part)
+  } catch {
+    return part
+  }
+}
+
+/** strconv.ParseBool, as clickhouse-go reads `secure`; a bare `?secure` means true. */
+function parseSecure(value: string): boolean {
+  if (['', '1', 't', 'T', 'true', 'TRUE', 'True'].includes(value)) return true
+  if (['0', 'f', 'F', 'false', 'FALSE', 'False'].includes(value)) return false
+  throw new ConfigError('secure: expected true or false')
+}
+
+/**
+ * Where the agent sends ClickHouse queries over HTTP(S) (DECISIONS.md). clickhouse:// and tcp:// keep
+ * user, password, host and database: port 9000 → 8123, 9440 → 8443 over https, no port → 8123 (8443 and
+ * https with secure=true), any other port as given. http:// and https:// are used as they are. User,
+ * password and database come from the URL, else from `username=`, `password=`, `database=` in the query;
+ * defaults are user `default`, no password and database `default`. Errors never contain the DSN.
+ */
+export function clickhouseTarget(dsn: string): ClickHouseTarget {
+  const scheme = dsnScheme(dsn)
+  if (scheme === undefined || !CLICKHOUSE_SCHEMES.includes(scheme)) {
+    throw new ConfigError('expected a clickhouse://, tcp://, http:// or https:// URL')
+  }
+  const authority = dsn.slice(scheme.length + 3).split(/[/?#]/, 1)[0] ?? ''
+  if (authority.slice(authority.lastIndexOf('@') + 1).includes(',')) {
+    throw new ConfigError('expected one host: the agent watches a single ClickHouse instance, not a cluster')
+  }
+  let url: URL
+  try {
+    url = new URL(dsn)
+  } catch {
+    throw new ConfigError(`not a valid ${scheme}:// URL`)
+  }
+  const query = url.searchParams
+  const pathSegments = url.pathname.split('/').filter((segment) => segment !== '')
+  if (pathSegments.length > 1) throw new ConfigError('expected at most one path segment (the database)')
+  const username = decode(url.username) || query.get('username') || 'default'
+  const password = decode(url.password) || query.get('password') || ''
+  const database = (pathSegments[0] !== undefined ? decode(pathSegments[0]) : '') || query.get('database') || 'default'
+
+  if (scheme === 'http' || scheme === 'https') {
+    if (url.hostname === '') throw new ConfigError(`not a valid ${scheme}:// URL`)
+    return { url: url.origin, username, password, database }
+  }
+
+  const secureParam = query.get('secure')
+  const secure = secureParam !== null && parseSecure(secureParam)
+  const host = url.hostname || 'localhost'
+  let port: string
+  let https = secure
+  if (url.port === '') port = secure ? '8443' : '8123'
+  else if (url.port === '9000') port = '8123'
+  else if (url.port === '9440') {
+    port = '8443'
+    https = true
+  } else port = url.port
+  return { url: `${https ? 'https' : 'http'}://${host}:${port}`, username, password, database }
+}
+
+// ---------------------------------------------------------------------------------------------
+// YAML → plain values. Scalars keep the text they were written as ("10" stays "10", "1.50" stays "1.50");
+// every leaf of the config is a string, so numbers and booleans are read as their text. null stays null.
+
+type Plain = string | null | Plain[] | { [key: string]: Plain }
+
+function toPlain(node: unknown, doc: Document, source: string): Plain {
+  if (node === null || node === undefined) return null
+  if (isAlias(node)) return toPlain(node.resolve(doc), doc, source)
+  if (isMap(node)) {
+    const out: Record<string, Plain> = Object.create(null)
+    for (const pair of node.items) {
+      const key = toPlain(pair.key, doc, source)
+      out[typeof key === 'string' ? key : JSON.stringify(key)] = toPlain(pair.value, doc, source)
+    }
+    return out
+  }
+  if (isSeq(node)) return node.items.map((item) => toPlain(item, doc, source))
+  if (isScalar(node)) {
+    if (node.value === null || node.value === undefined) return null
+    if (typeof node.value === 'string') return node.value
+    const range = node.range
+    return range ? source.slice(range[0], range[1]).trim() : String(node.value)
+  }
+  return null
+}
+
+function parseYaml(yamlText: string, source: string | undefined): Plain {
+  const text = yamlText.startsWith('\uFEFF') ? yamlText.slice(1) : yamlText
+  const doc = parseDocument(text, { logLevel: 'silent', uniqueKeys: true })
+  const error = doc.errors[0]
+  if (error) {
+    const firstLine = error.message.split('\n', 1)[0] ?? ''
+    const message = firstLine.replace(/ at line \d+, column \d+:?$/, '')
+    const position = error.linePos?.[0]
+    const where = position ? `line ${position.line}, column ${position.col}: ` : ''
+    throw new ConfigError(`${source ? `${source}: ` : ''}${where}${message}`)
+  }
+  return toPlain(doc.contents, doc, text)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation
+
+type PlainMap = { [key: string]: Plain }
+
+const isPlainMap = (value: Plain | undefined): value is PlainMap =>
+  value !== null && value !== undefined && typeof value === 'object' && !Array.isArray(value)
+
+function rejectUnknownKeys(map: PlainMap, known: string[], where: string): void {
+  for (const key of Object.keys(map)) {
+    if (!known.includes(key)) throw new ConfigError(`unknown key ${JSON.stringify(key)} ${where}`)
+  }
+}
+
+/** An optional string field: null, absent and "" all mean unset. */
+function optionalString(map: PlainMap, key: string, path: string): string | undefined {
+  const value = map[key]
+  if (value === null || value === undefined || value === '') return undefined
+  if (typeof value !== 'string') throw new ConfigError(`${path}: expected a string`)
+  return value
+}
+
+function parseApi(value: Plain | undefined): AgentConfig['api'] {
+  if (value === null || value === undefined) throw new ConfigError('api.key is required')
+  if (!isPlainMap(value)) throw new ConfigError('api: expected a map')
+  rejectUnknownKeys(value, API_KEYS, 'in api')
+
+  const endpointText = optionalString(value, 'endpoint', 'api.endpoint') ?? DEFAULT_ENDPOINT
+  const endpoint = endpointText.replace(/\/+$/, '')
+  let url: URL | undefined
+  try {
+    url = new URL(endpoint)
+  } catch {
+    url = undefined
+  }
+  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '' || url.search || url.hash) {
+    throw new ConfigError('api.endpoint: expected an http:// or https:// URL')
+  }
+
+  const key = optionalString(value, 'key', 'api.key')
+  if (key === undefined) throw new ConfigError('api.key is required')
+  if (!API_KEY_PATTERN.test(key)) throw new ConfigError('api.key: expected an API key of the form dbm_ak_<key_id>_<secret>')
+  return { endpoint, key }
+}
+
+function parseHealth(value: Plain | undefined): AgentConfig['health'] {
+  if (value === null || value === undefined) return {}
+  if (!isPlainMap(value)) throw new ConfigError('health: expected a map')
+  rejectUnknownKeys(value, HEALTH_KEYS, 'in health')
+  const listenAddr = optionalString(value, 'listen_addr', 'health.listen_addr')
+  if (listenAddr === undefined) return {}
+  const match = /^(?:\[([^\]]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(listenAddr)
+  const port = match ? Number(match[3]) : Number.NaN
+  if (!match || !(port >= 1 && port <= 65535)) {
+    throw new ConfigError(`health.listen_addr: expected host:port or :port, got ${JSON.stringify(listenAddr)}`)
+  }
+  return { listenAddr, hostname: match[1] ?? (match[2] || '0.0.0.0'), port }
+}
+
+function resolveEngine(entry: PlainMap, dsn: string, path: string): EngineName {
+  const engineText = optionalString(entry, 'engine', `${path}.engine`)
+  const detected = detectEngine(dsn)
+  if (engineText === undefined) {
+    if (detected !== undefined) return detected
+    throw new ConfigError(
+      `${path}.dsn: unsupported engine: cannot tell the engine from ${JSON.stringify(redactDsn(dsn))} (set engine: postgres or clickhouse)`,
+    )
+  }
+  if (engineText !== 'postgres' && engineText !== 'clickhouse') {
+    throw new ConfigError(`${path}.engine: unsupported engine ${JSON.stringify(engineText)} (use postgres or clickhouse)`)
+  }
+  if (detected === undefined) {
+    const schemes = engineText === 'postgres' ? 'a postgres:// or postgresql://' : 'a clickhouse://, tcp://, http:// or https://'
+    throw new ConfigError(`${path}.dsn: engine ${engineText} expects ${schemes} URL`)
+  }
+  if (detected !== engineText) {
+    throw new ConfigError(`${path}.engine: engine is ${engineText} but the DSN scheme ${dsnScheme(dsn)}:// is for ${detected}`)
+  }
+  return engineText
+}
+
+function parsePollInterval(entry: PlainMap, path: string): number {
+  const text = optionalString(entry, 'poll_interval', `${path}.poll_interval`) ?? DEFAULT_POLL_INTERVAL
+  let ms: number
+  try {
+    ms = parseGoDuration(text)
+  } catch (error) {
+    throw new ConfigError(`${path}.poll_interval: ${(error as Error).message}`)
+  }
+  if (ms < MIN_POLL_INTERVAL_MS) throw new ConfigError(`${path}.poll_interval: must be at least 1s, got ${text}`)
+  return ms
+}
+
+function parseCollectors(entry: PlainMap, engine: EngineName, path: string): string[] | undefined {
+  const value = entry.enabled_collectors
+  if (value === null || value === undefined) return undefined
+  const where = `${path}.enabled_collectors`
+  if (!Array.isArray(value) || value.some((item) => typeof item !== 'string')) {
+    throw new ConfigError(`${where}: expected a list of collector names`)
+  }
+  if (value.length === 0) throw new ConfigError(`${where}: name at least one collector, or leave the key out to run them all`)
+  const known = collectorsFor(engine)
+  const names: string[] = []
+  for (const item of value as string[]) {
+    if (!known.includes(item)) {
+      throw new ConfigError(`${where}: unknown ${engine} collector ${JSON.stringify(item)} (known: ${known.join(', ')})`)
+    }
+    if (!names.includes(item)) names.push(item)
+  }
+  return names
+}
+
+function parseTags(entry: PlainMap, path: string): Record<string, string> {
+  const value = entry.tags
+  if (value === null || value === undefined) return {}
+  if (!isPlainMap(value)) throw new ConfigError(`${path}.tags: expected a map of strings`)
+  const tags: Record<string, string> = {}
+  for (const [key, tag] of Object.entries(value)) {
+    if (typeof tag !== 'string') throw new ConfigError(`${path}.tags.${key}: expected a string`)
+    tags[key] = tag
+  }
+  return tags
+}
+
+function parseDatabase(value: Plain, index: number): DatabaseConfig {
+  const path = `databases[${index}]`
+  if (!isPlainMap(value)) throw new ConfigError(`${path}: expected a map`)
+  rejectUnknownKeys(value, DATABASE_KEYS, `in ${path}`)
+
+  const name = optionalString(value, 'name', `${path}.name`) ?? `db-${index}`
+  if (name.length > MAX_NAME_LENGTH) throw new ConfigError(`${path}.name: must be 1 to ${MAX_NAME_LENGTH} characters, got ${name.length}`)
+  if (/[\u0000-\u001f\u007f]/.test(name)) throw new ConfigError(`${path}.name: must not contain control characters`)
+
+  const dsn = optionalString(value, 'dsn', `${path}.dsn`)
+  if (dsn === undefined) throw new ConfigError(`${path}.dsn is required`)
+  const engine = resolveEngine(value, dsn, path)
+  if (engine === 'postgres') {
+    try {
+      new URL(dsn)
+    } catch {
+      throw new ConfigError(`${path}.dsn: not a valid ${dsnScheme(dsn)}:// URL`)
+    }
+  } else {
+    try {
+      clickhouseTarget(dsn)
+    } catch (error) {
+      throw new ConfigError(`${path}.dsn: ${(error as Error).message}`)
+    }
+  }
+
+  const pollIntervalMs = parsePollInterval(value, path)
+  const enabledCollectors = parseCollectors(value, engine, path)
+  const pgLogDir = optionalString(value, 'pg_log_dir', `${path}.pg_log_dir`)
+  if (pgLogDir !== undefined && engine !== 'postgres') throw new ConfigError(`${path}.pg_log_dir: only for postgres databases`)
+  const tags = parseTags(value, path)
+
+  const database: DatabaseConfig = { name, engine, dsn, pollIntervalMs, tags }
+  if (enabledCollectors !== undefined) database.enabledCollectors = enabledCollectors
+  if (pgLogDir !== undefined) database.pgLogDir = pgLogDir
+  return database
+}
+
+/**
+ * Parses and validates the agent config. The first problem found is thrown as a ConfigError; YAML syntax
+ * errors carry `source` (the file name) and the line and column.
+ */
+export function parseAgentConfig(yamlText: string, source?: string): AgentConfig {
+  const root = parseYaml(yamlText, source) ?? {}
+  if (!isPlainMap(root)) throw new ConfigError('top level: expected a map with api, health and databases')
+  rejectUnknownKeys(root, TOP_LEVEL_KEYS, 'at the top level')
+
+  const api = parseApi(root.api)
+  const health = parseHealth(root.health)
+
+  const list = root.databases
+  if (list !== null && list !== undefined && !Array.isArray(list)) throw new ConfigError('databases: expected a list')
+  if (!list || list.length === 0) throw new ConfigError('at least one database entry is required')
+  const databases: DatabaseConfig[] = []
+  const seen = new Set<string>()
+  list.forEach((entry, index) => {
+    const database = parseDatabase(entry, index)
+    if (seen.has(database.name)) throw new ConfigError(`databases[${index}].name: duplicate name ${JSON.stringify(database.name)}`)
+    seen.add(database.name)
+    databases.push(database)
+  })
+  return { api, health, databases }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files
+
+function isFile(path: string): boolean {
+  try {
+    return statSync(path).isFile()
+  } catch {
+    return false
+  }
+}
+
+/**
+ * The config file to use: --config, else $SERVICE_CONFIG, else <cwd>/config.yaml (an empty value counts
+ * as unset). Relative paths are resolved against cwd. A chosen file that is missing is an error; there is
+ * no falling back to the next place.
+ */
+export function findConfigPath(flagPath: string | undefined, env: Record<string, string | undefined>, cwd: string): string {
+  const chosen = flagPath || env.SERVICE_CONFIG || undefined
+  if (chosen !== undefined) {
+    const path = resolve(cwd, chosen)
+    if (!isFile(path)) throw new ConfigError(`no config file found: ${path}`)
+    return path
+  }
+  const path = resolve(cwd, 'config.yaml')
+  if (!isFile(path)) throw new ConfigError('no config file found')
+  return path
+}
+
+/** Reads and parses the config file at `path`. */
+export function loadAgentConfig(path: string): AgentConfig {
+  let text: string
+  try {
+    text = readFileSync(path, 'utf8')
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === 'ENOENT') throw new ConfigError(`no config file found: ${path}`)
+    if (code === 'EACCES') throw new ConfigError(`cannot read config file ${path}: permission denied`)
+    if (code === 'EISDIR') throw new ConfigError(`cannot read config file ${path}: it is a directory`)
+    throw new ConfigError(`cannot read config file ${path}: ${(error as Error).message}`)
+  }
+  return parseAgentConfig(text, path)
+}
