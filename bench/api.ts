@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { createApp } from '../src/server/app.ts'
 import { TokenService } from '../src/server/auth/tokens.ts'
 import type { Deps } from '../src/server/context.ts'
-import { createLogger } from '../src/server/log.ts'
+import { createLogger } from '../src/shared/log.ts'
 import { createMailer } from '../src/server/mail.ts'
 import { openStore } from '../src/server/store/open.ts'
 

@@ -4,12 +4,15 @@
 import { parseFlags } from './cli-args.ts'
 import { UsageError, resolveServeConfig } from './server/config.ts'
 import { serve } from './server/serve.ts'
+import { runAgent } from './agent/main.ts'
+import { type LogLevel, logLevels } from './shared/log.ts'
 import { VERSION } from './version.ts'
 
 const HELP = `dbm ${VERSION}: self-hosted monitoring for PostgreSQL and ClickHouse
 
 Usage:
   dbm serve [flags]     run the API server (and dashboard)
+  dbm agent [flags]     run the collectors for the databases in a config file
   dbm version           print the version
   dbm help              show this help
 
@@ -38,6 +41,24 @@ Environment only:
   DBM_RETENTION_DAYS     telemetry retention of verified organizations (30)
 `
 
+const AGENT_HELP = `Usage: dbm agent [flags]
+
+Collects telemetry from the databases in a YAML config file and pushes it to the
+dbm API. The config is --config, else $SERVICE_CONFIG, else ./config.yaml; edits
+to it are applied while running (an invalid edit keeps the running config).
+
+Flags:
+  --config PATH          config file
+  --check                validate the config, connect to every database once, print
+                         what will be collected, exit 0 only if all succeeded
+  --buffer-dir DIR       where service_buffer_<name>.db files go while the API is
+                         unreachable (DBM_AGENT_BUFFER_DIR, default: working directory)
+  --log-level LEVEL      debug, info, warn, error (DBM_LOG_LEVEL, info)
+  -h, --help             show this help
+`
+
+const AGENT_FLAGS = { values: ['config', 'buffer-dir', 'log-level'], switches: ['help', 'check'] } as const
+
 const SERVE_FLAGS = { values: ['listen', 'data-dir', 'database-url', 'public-url', 'log-level'], switches: ['help'] } as const
 
 export async function main(argv: string[]): Promise<number> {
@@ -64,6 +85,17 @@ export async function main(argv: string[]): Promise<number> {
         return 0
       }
       return serve(resolveServeConfig(flags, process.env))
+    }
+    case 'agent': {
+      const flags = parseFlags('agent', rest, AGENT_FLAGS)
+      if (flags.help) {
+        process.stdout.write(AGENT_HELP)
+        return 0
+      }
+      if (flags['log-level'] !== undefined && !logLevels.includes(flags['log-level'] as LogLevel)) {
+        throw new UsageError(`--log-level: expected one of ${logLevels.join(', ')}`)
+      }
+      return runAgent(flags, process.env, process.cwd())
     }
     default:
       throw new UsageError(`dbm: unknown command "${command}" (see dbm help)`)

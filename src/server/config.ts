@@ -2,7 +2,7 @@
 // usage errors (exit 2) whose one-line message names the flag or variable.
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { type LogLevel, logLevels } from './log.ts'
+import { type LogLevel, logLevels } from '../shared/log.ts'
 import { isPostgresUrl } from './store/open.ts'
 
 export class UsageError extends Error {

@@ -1,6 +1,6 @@
 // What every route needs, built once by the server and passed to each route module.
 import type { TokenService } from './auth/tokens.ts'
-import type { Logger } from './log.ts'
+import type { Logger } from '../shared/log.ts'
 import type { Mailer } from './mail.ts'
 import type { Store } from './store/types.ts'
 

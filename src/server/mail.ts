@@ -2,7 +2,7 @@
 // (recipient, subject, link) so a self-hoster without a relay can still verify and reset.
 // Mails are sent in the background: a request never waits for (or reveals timing of) a send.
 import nodemailer from 'nodemailer'
-import type { Logger } from './log.ts'
+import type { Logger } from '../shared/log.ts'
 
 export interface Mail {
   to: string

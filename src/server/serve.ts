@@ -3,7 +3,7 @@
 import { createApp } from './app.ts'
 import { TokenService } from './auth/tokens.ts'
 import { type ServeConfig, loadJwtSecret } from './config.ts'
-import { createLogger } from './log.ts'
+import { createLogger } from '../shared/log.ts'
 import { createMailer } from './mail.ts'
 import { rateEventRetentionMs } from './limits.ts'
 import { openStore } from './store/open.ts'

@@ -163,11 +163,57 @@ for (const kind of storeKinds) {
       expect((await server.call('GET', `/api/v1/databases/${other.body.database_id}/queries`, { apiKey: key })).status).toBe(404)
     })
 
+    test('explain plans: newest first, marked where the plan changed, limit clamped to 50', async () => {
+      const t0 = Date.now() - 10 * 60_000
+      const plan = (ts: number, planHash: string, cost: number) => ({
+        query_hash: 'qp',
+        ts,
+        plan_json: { Plan: { 'Node Type': planHash === 'aaaa' ? 'Index Scan' : 'Seq Scan', 'Total Cost': cost } },
+        plan_hash: planHash,
+        total_cost: cost,
+        actual_time_ms: null,
+        seq_scans: planHash === 'aaaa' ? 0 : 1,
+        index_scans: planHash === 'aaaa' ? 1 : 0,
+        rows_estimated: 10,
+        rows_actual: null,
+        source: 'sampled' as const,
+      })
+      const plans = [plan(t0, 'aaaa', 8.3), plan(t0 + 60_000, 'aaaa', 8.4), plan(t0 + 120_000, 'bbbb', 1900)]
+      const res = await ingest(batch('plans', t0 + 120_000, [{ hash: 'qp', calls: 1, time: 1 }], { explain_plans: plans }))
+      const id = res.body.database_id
+      const list = await server.call('GET', `/api/v1/databases/${id}/queries/qp/explain`, { apiKey: key })
+      expect(list.status).toBe(200)
+      expect(list.body.map((p: any) => [p.plan_hash, p.plan_changed, p.total_cost, p.seq_scans])).toEqual([
+        ['bbbb', true, 1900, 1],
+        ['aaaa', false, 8.4, 0],
+        ['aaaa', false, 8.3, 0],
+      ])
+      expect(list.body[0]).toEqual({
+        ts: new Date(t0 + 120_000).toISOString(),
+        plan_json: { Plan: { 'Node Type': 'Seq Scan', 'Total Cost': 1900 } },
+        plan_hash: 'bbbb',
+        total_cost: 1900,
+        actual_time_ms: null,
+        seq_scans: 1,
+        index_scans: 0,
+        rows_estimated: 10,
+        rows_actual: null,
+        source: 'sampled',
+        plan_changed: true,
+      })
+      const one = await server.call('GET', `/api/v1/databases/${id}/queries/qp/explain?limit=1`, { apiKey: key })
+      expect(one.body.map((p: any) => p.plan_hash)).toEqual(['bbbb'])
+      expect((await server.call('GET', `/api/v1/databases/${id}/queries/qp/explain?limit=9999`, { apiKey: key })).body).toHaveLength(3)
+      // The oldest plan of a narrower window still knows what came before it.
+      const narrow = await server.call('GET', `/api/v1/databases/${id}/queries/qp/explain?since=${new Date(t0 + 90_000).toISOString()}`, { apiKey: key })
+      expect(narrow.body.map((p: any) => [p.plan_hash, p.plan_changed])).toEqual([['bbbb', true]])
+    })
+
     test('deleting a database removes its telemetry', async () => {
       const res = await ingest(batch('to-delete', Date.now(), [{ hash: 'gone', calls: 1, time: 1 }]))
       const id = res.body.database_id
       expect((await server.call('DELETE', `/api/v1/databases/${id}`, { apiKey: key })).status).toBe(204)
-      for (const table of ['query_stats', 'query_texts', 'ingest_batches', 'snapshots']) {
+      for (const table of ['query_stats', 'query_texts', 'ingest_batches', 'snapshots', 'explain_plans']) {
         const row = await server.store.driver.get<{ n: number }>(`SELECT COUNT(*) AS n FROM ${table} WHERE database_id = $1`, [id])
         expect({ table, n: Number(row!.n) }).toEqual({ table, n: 0 })
       }

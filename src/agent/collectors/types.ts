@@ -2,17 +2,13 @@
 // server version, default on/off, and collect(ctx) that returns its part of the batch and never sends
 // it. The runner calls each collector under a deadline and reports a failure for that collector alone.
 import type postgres from 'postgres'
+import type { Logger } from '../../shared/log.ts'
 import type { IngestBatch } from '../../shared/wire.ts'
 
 /** The sections of a batch a collector may fill. */
 export type BatchSections = Omit<IngestBatch, 'batch_id' | 'collected_at' | 'interval_seconds' | 'agent_version' | 'database' | 'collector_errors'>
 
-export interface AgentLogger {
-  debug(message: string, fields?: Record<string, unknown>): void
-  info(message: string, fields?: Record<string, unknown>): void
-  warn(message: string, fields?: Record<string, unknown>): void
-  error(message: string, fields?: Record<string, unknown>): void
-}
+export type AgentLogger = Logger
 
 export interface PostgresContext {
   /** The database's name in the agent config. */

@@ -63,4 +63,14 @@ export function queryRoutes(deps: Deps) {
       },
       { query: query(windowQuery) },
     )
+    .get(
+      '/:hash/explain',
+      async ({ principal, params, query }) => {
+        const db = await databaseFor(deps, principal, params.id, 'postgres')
+        const window = parseWindow(query, clock())
+        const plans = await store.listPlans(db.id, params.hash, window, clampLimit('explain', query.limit))
+        return plans.map((p) => ({ ...p, ts: rfc3339(p.ts) }))
+      },
+      { query: query({ ...windowQuery, limit: limitQuery('explain') }) },
+    )
 }

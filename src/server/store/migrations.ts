@@ -112,6 +112,7 @@ ALTER TABLE refresh_tokens ADD COLUMN replaced_by TEXT;
 CREATE TABLE ingest_batches (
   database_id TEXT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
   batch_id TEXT NOT NULL,
+  collected_at {bigint} NOT NULL,
   received_at {bigint} NOT NULL,
   PRIMARY KEY (database_id, batch_id)
 );
@@ -146,6 +147,21 @@ CREATE TABLE query_stats (
   p99_ms {double},
   PRIMARY KEY (database_id, resolution, bucket, query_hash)
 );
+CREATE TABLE explain_plans (
+  database_id TEXT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
+  query_hash TEXT NOT NULL,
+  ts {bigint} NOT NULL,
+  plan_hash TEXT NOT NULL,
+  source TEXT NOT NULL,
+  total_cost {double},
+  actual_time_ms {double},
+  seq_scans INTEGER NOT NULL,
+  index_scans INTEGER NOT NULL,
+  rows_estimated {double},
+  rows_actual {double},
+  plan_json TEXT NOT NULL
+);
+CREATE INDEX explain_plans_query ON explain_plans(database_id, query_hash, ts);
 CREATE TABLE snapshots (
   database_id TEXT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
   kind TEXT NOT NULL,

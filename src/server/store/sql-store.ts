@@ -8,6 +8,7 @@ import {
   type Window,
   applyBatch,
   latestSnapshot,
+  listPlans,
   listQueryStats,
   queryDetail,
 } from './sql-telemetry.ts'
@@ -440,8 +441,8 @@ export class SqlStore implements Store {
       const database = toDatabase(row)
       if (database.engine !== batch.database.engine) return { kind: 'engine_mismatch', database }
       const fresh = await tx.run(
-        'INSERT INTO ingest_batches (database_id, batch_id, received_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING',
-        [database.id, batch.batch_id, now],
+        'INSERT INTO ingest_batches (database_id, batch_id, collected_at, received_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING',
+        [database.id, batch.batch_id, batch.collected_at, now],
       )
       if (fresh === 0) return { kind: 'duplicate', database }
       await applyBatch(tx, database.id, batch)
@@ -464,6 +465,10 @@ export class SqlStore implements Store {
 
   latestSnapshot(databaseId: string, kind: SnapshotKind) {
     return latestSnapshot(this.driver, databaseId, kind)
+  }
+
+  listPlans(databaseId: string, hash: string, window: Window, limit: number) {
+    return listPlans(this.driver, databaseId, hash, window, limit)
   }
 
   close() {

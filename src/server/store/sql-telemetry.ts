@@ -2,7 +2,7 @@
 // Counter deltas accumulate into 60-second and 1-hour buckets at ingest; reads over a window take
 // whole hours from the hourly buckets and the partial hours at its edges from the minute buckets, so
 // a 24-hour list reads ~24 rows per statement instead of 1,440, and stays exact to the minute.
-import type { IngestBatch, QueryStatDelta } from '../../shared/wire.ts'
+import type { ExplainPlan, IngestBatch, QueryStatDelta } from '../../shared/wire.ts'
 import type { SqlDriver } from './driver.ts'
 
 export const MINUTE_MS = 60_000
@@ -114,9 +114,26 @@ async function applyQueryStats(tx: SqlDriver, databaseId: string, collectedAt: n
 const SNAPSHOT_KINDS = ['activity', 'locks', 'replication', 'tables', 'indexes', 'wal_stats', 'io_stats', 'database_stats', 'bgwriter'] as const
 export type SnapshotKind = (typeof SNAPSHOT_KINDS)[number]
 
+const PLAN_COLUMNS = ['database_id', 'query_hash', 'ts', 'plan_hash', 'source', 'total_cost', 'actual_time_ms', 'seq_scans', 'index_scans', 'rows_estimated', 'rows_actual', 'plan_json'] as const
+
+async function applyExplainPlans(tx: SqlDriver, databaseId: string, plans: ExplainPlan[]) {
+  const perChunk = Math.floor(30_000 / PLAN_COLUMNS.length)
+  for (let start = 0; start < plans.length; start += perChunk) {
+    const chunk = plans.slice(start, start + perChunk)
+    const params: unknown[] = []
+    const tuples = chunk.map((p) => {
+      params.push(databaseId, p.query_hash, p.ts, p.plan_hash, p.source, p.total_cost, p.actual_time_ms, p.seq_scans, p.index_scans, p.rows_estimated, p.rows_actual, JSON.stringify(p.plan_json))
+      const base = params.length - PLAN_COLUMNS.length
+      return `(${PLAN_COLUMNS.map((_, i) => `$${base + i + 1}`).join(', ')})`
+    })
+    await tx.run(`INSERT INTO explain_plans (${PLAN_COLUMNS.join(', ')}) VALUES ${tuples.join(', ')}`, params)
+  }
+}
+
 /** Applies every section of the batch that this server version stores. */
 export async function applyBatch(tx: SqlDriver, databaseId: string, batch: IngestBatch): Promise<void> {
   if (batch.query_stats) await applyQueryStats(tx, databaseId, batch.collected_at, batch.query_stats)
+  if (batch.explain_plans?.length) await applyExplainPlans(tx, databaseId, batch.explain_plans)
   const snapshots = SNAPSHOT_KINDS.filter((kind) => batch[kind] !== undefined).map((kind) => [
     databaseId,
     kind,
@@ -307,4 +324,50 @@ export async function queryDetail(
 export async function latestSnapshot(driver: SqlDriver, databaseId: string, kind: SnapshotKind): Promise<{ ts: number; payload: unknown } | undefined> {
   const row = await driver.get<{ ts: number; payload: string }>('SELECT ts, payload FROM snapshots WHERE database_id = $1 AND kind = $2', [databaseId, kind])
   return row ? { ts: Number(row.ts), payload: JSON.parse(row.payload) } : undefined
+}
+
+export interface StoredPlan {
+  ts: number
+  plan_json: unknown
+  plan_hash: string
+  total_cost: number | null
+  actual_time_ms: number | null
+  seq_scans: number
+  index_scans: number
+  rows_estimated: number | null
+  rows_actual: number | null
+  source: string
+  /** The plan differs from the one before it for this statement. */
+  plan_changed: boolean
+}
+
+const nullableNumber = (v: unknown) => (v === null || v === undefined ? null : Number(v))
+
+/** A statement's plans in the window, newest first, each marked when its shape differs from the previous plan. */
+export async function listPlans(driver: SqlDriver, databaseId: string, hash: string, window: Window, limit: number): Promise<StoredPlan[]> {
+  const rows = await driver.all(
+    `SELECT * FROM explain_plans WHERE database_id = $1 AND query_hash = $2 AND ts >= $3 AND ts < $4 ORDER BY ts DESC LIMIT $5`,
+    [databaseId, hash, window.since, window.until, limit + 1],
+  )
+  // The plan just before the oldest returned one decides whether that one changed.
+  const before = rows.length <= limit ? await driver.get<{ plan_hash: string }>(
+    'SELECT plan_hash FROM explain_plans WHERE database_id = $1 AND query_hash = $2 AND ts < $3 ORDER BY ts DESC LIMIT 1',
+    [databaseId, hash, window.since],
+  ) : undefined
+  return rows.slice(0, limit).map((r, i) => {
+    const older = rows[i + 1]?.plan_hash ?? before?.plan_hash
+    return {
+      ts: Number(r.ts),
+      plan_json: JSON.parse(String(r.plan_json)),
+      plan_hash: String(r.plan_hash),
+      total_cost: nullableNumber(r.total_cost),
+      actual_time_ms: nullableNumber(r.actual_time_ms),
+      seq_scans: Number(r.seq_scans),
+      index_scans: Number(r.index_scans),
+      rows_estimated: nullableNumber(r.rows_estimated),
+      rows_actual: nullableNumber(r.rows_actual),
+      source: String(r.source),
+      plan_changed: older !== undefined && older !== r.plan_hash,
+    }
+  })
 }

@@ -1,5 +1,5 @@
 import type { IngestBatch } from '../../shared/wire.ts'
-import type { QuerySort, QueryStatsRow, SnapshotKind, Window, queryDetail } from './sql-telemetry.ts'
+import type { QuerySort, QueryStatsRow, SnapshotKind, StoredPlan, Window, queryDetail } from './sql-telemetry.ts'
 
 // The store's records and its interface. Both backends (SQLite, PostgreSQL) implement it through
 // the same SqlStore over their own driver; the contract suite in test/store runs against both.
@@ -168,6 +168,7 @@ export interface Store {
   listQueryStats(databaseId: string, window: Window, sort: QuerySort, limit: number): Promise<QueryStatsRow[]>
   queryDetail(databaseId: string, hash: string, window: Window): ReturnType<typeof queryDetail>
   latestSnapshot(databaseId: string, kind: SnapshotKind): Promise<{ ts: number; payload: unknown } | undefined>
+  listPlans(databaseId: string, hash: string, window: Window, limit: number): Promise<StoredPlan[]>
 
   close(): Promise<void>
 }

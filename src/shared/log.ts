@@ -1,11 +1,12 @@
-// Plain one-line logs: `<time> <LEVEL> <message> key=value ...`. Callers pass only safe fields:
-// request paths are logged without their query string, and no header, body, token or key is logged.
+// Plain one-line logs, for the server and the agent alike: `<time> <LEVEL> <message> key=value ...`.
+// Callers pass only safe fields: request paths without their query string, never a header, body,
+// token, key, or a DSN with its password.
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error'
 const order: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 }
 export const logLevels = Object.keys(order) as LogLevel[]
 
-export type LogFields = Record<string, string | number | boolean | null | undefined>
+export type LogFields = Record<string, unknown>
 
 export interface Logger {
   /** Whether lines of this level are written (to skip building fields nobody reads). */
@@ -16,8 +17,8 @@ export interface Logger {
   error(message: string, fields?: LogFields): void
 }
 
-function format(value: string | number | boolean | null | undefined): string {
-  const s = String(value)
+function format(value: unknown): string {
+  const s = typeof value === 'object' && value !== null ? JSON.stringify(value) : String(value)
   return /[\s"=]/.test(s) || s === '' ? JSON.stringify(s) : s
 }
 

@@ -1,0 +1,58 @@
+// bgwriter: checkpoint and background-writer counters as deltas since the previous sample, under one
+// key set on every version: PostgreSQL 17 moved the checkpoint counters to pg_stat_checkpointer (which
+// also counts restartpoints apart) and dropped the backend write counters (now in pg_stat_io).
+// The first sample only sets the baseline.
+import { num } from '../delta.ts'
+import type { PostgresCollector } from '../types.ts'
+import { type Counters, deltaSince, forVersion, resetStamp, type Sample } from './common.ts'
+
+const KEYS = [
+  'checkpoints_timed',
+  'checkpoints_req',
+  'checkpoint_write_time_ms',
+  'checkpoint_sync_time_ms',
+  'buffers_checkpoint',
+  'buffers_clean',
+  'maxwritten_clean',
+  'buffers_backend',
+  'buffers_backend_fsync',
+  'buffers_alloc',
+  'restartpoints_timed',
+  'restartpoints_req',
+  'restartpoints_done',
+] as const
+
+const SQL = {
+  10: `
+    SELECT checkpoints_timed, checkpoints_req,
+           checkpoint_write_time AS checkpoint_write_time_ms, checkpoint_sync_time AS checkpoint_sync_time_ms,
+           buffers_checkpoint, buffers_clean, maxwritten_clean, buffers_backend, buffers_backend_fsync, buffers_alloc,
+           NULL::bigint AS restartpoints_timed, NULL::bigint AS restartpoints_req, NULL::bigint AS restartpoints_done,
+           stats_reset::text AS stats_reset
+    FROM pg_stat_bgwriter`,
+  17: `
+    SELECT c.num_timed AS checkpoints_timed, c.num_requested AS checkpoints_req,
+           c.write_time AS checkpoint_write_time_ms, c.sync_time AS checkpoint_sync_time_ms,
+           c.buffers_written AS buffers_checkpoint, b.buffers_clean, b.maxwritten_clean,
+           NULL::bigint AS buffers_backend, NULL::bigint AS buffers_backend_fsync, b.buffers_alloc,
+           c.restartpoints_timed, c.restartpoints_req, c.restartpoints_done,
+           concat_ws(' ', c.stats_reset, b.stats_reset) AS stats_reset
+    FROM pg_stat_checkpointer c CROSS JOIN pg_stat_bgwriter b`,
+}
+
+type Row = Record<(typeof KEYS)[number], string | number | null> & { stats_reset: string | null }
+
+export const bgwriter: PostgresCollector = {
+  name: 'bgwriter',
+  engine: 'postgres',
+  defaultEnabled: true,
+  async collect(ctx) {
+    const [row] = await ctx.sql.unsafe<Row[]>(forVersion(SQL, ctx.major))
+    if (!row) return {}
+    const values = Object.fromEntries(KEYS.map((k) => [k, num(row[k])])) as Counters<(typeof KEYS)[number]>
+    const sample: Sample<(typeof KEYS)[number]> = { resetAt: resetStamp(row.stats_reset), values }
+    const delta = deltaSince(ctx.state.get('bgwriter') as typeof sample | undefined, sample)
+    ctx.state.set('bgwriter', sample)
+    return delta ? { bgwriter: delta } : {}
+  },
+}

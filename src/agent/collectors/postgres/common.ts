@@ -1,0 +1,44 @@
+// Helpers shared by the PostgreSQL collectors: picking the SQL variant for a server version
+// (pgwatch's rule: the highest minimum version at or below the server's), turning cumulative
+// counters into deltas against the previous sample kept in the collector's state, small conversions.
+// Each collector keeps its previous sample in ctx.state under its own name, since the runner may hand
+// one map to every collector of a database.
+import { deltaOf } from '../delta.ts'
+
+/** The variant keyed by the highest minimum major at or below `major`. */
+export function forVersion<T>(variants: Readonly<Record<number, T>>, major: number): T {
+  let best: number | undefined
+  for (const key of Object.keys(variants).map(Number)) {
+    if (key <= major && (best === undefined || key > best)) best = key
+  }
+  if (best === undefined) throw new Error(`no variant for PostgreSQL ${major}`)
+  return variants[best] as T
+}
+
+export type Counters<K extends string = string> = Record<K, number | null>
+
+/** One reading of a view's counters, with its stats_reset. */
+export interface Sample<K extends string = string> {
+  resetAt: string | null
+  values: Counters<K>
+}
+
+/**
+ * Deltas of `current` against `previous`; null for the first sample (no previous one). When stats_reset
+ * changed, the counters restarted from zero, so the deltas are the current values.
+ */
+export function deltaSince<K extends string>(previous: Sample<K> | undefined, current: Sample<K>): Counters<K> | null {
+  if (!previous) return null
+  return deltaOf(previous.resetAt === current.resetAt ? previous.values : ({} as Counters<K>), current.values)
+}
+
+/** The stats_reset column as a comparable string (null when never reset). */
+export function resetStamp(value: unknown): string | null {
+  if (value === null || value === undefined) return null
+  return value instanceof Date ? value.toISOString() : String(value)
+}
+
+/** Durations and lags computed from two clocks can come out slightly negative; clamp them at zero. */
+export function nonNegative(value: number | null): number | null {
+  return value === null ? null : Math.max(0, value)
+}

@@ -1,0 +1,153 @@
+// explain_plans: plans of the costliest statements, two ways.
+// 1. Sampled: every few minutes, EXPLAIN (FORMAT JSON) of the top statements of the connected
+//    database by total time. Normalised texts carry $n parameters: PostgreSQL 16+ explains them with
+//    GENERIC_PLAN; older servers PREPARE the text and EXPLAIN EXECUTE it with NULLs under
+//    plan_cache_mode = force_generic_plan. Always read-only, under a short statement_timeout, and
+//    never executed (no ANALYZE).
+// 2. auto_explain: JSON plans that auto_explain wrote to the server log, read from pg_log_dir.
+// plan_hash is computed from the plan's shape (node types, relations, indexes, join and scan
+// directions), not its costs, so a changed plan gets a new hash and a re-costed one does not.
+import { createHash } from 'node:crypto'
+import type { ExplainPlan } from '../../../shared/wire.ts'
+import type { PostgresCollector, PostgresContext } from '../types.ts'
+import { readAutoExplainPlans } from './auto-explain-log.ts'
+
+/** How often plans are sampled, and how many statements each time. */
+export const explainSampling = { intervalMs: 5 * 60_000, statements: 5, statementTimeoutMs: 2_000 }
+
+const EXPLAINABLE = /^\s*(\/\*[\s\S]*?\*\/\s*)*(select|with|insert|update|delete)\b/i
+
+interface PlanNode {
+  'Node Type'?: string
+  'Relation Name'?: string
+  'Index Name'?: string
+  'Join Type'?: string
+  'Scan Direction'?: string
+  Strategy?: string
+  'Parent Relationship'?: string
+  'Total Cost'?: number
+  'Plan Rows'?: number
+  'Actual Total Time'?: number
+  'Actual Rows'?: number
+  'Actual Loops'?: number
+  Plans?: PlanNode[]
+}
+
+function shape(node: PlanNode): unknown {
+  return [
+    node['Node Type'],
+    node['Relation Name'] ?? null,
+    node['Index Name'] ?? null,
+    node['Join Type'] ?? null,
+    node['Scan Direction'] ?? null,
+    node.Strategy ?? null,
+    node['Parent Relationship'] ?? null,
+    (node.Plans ?? []).map(shape),
+  ]
+}
+
+export function planHash(plan: PlanNode): string {
+  return createHash('sha256').update(JSON.stringify(shape(plan))).digest('hex').slice(0, 16)
+}
+
+function countNodes(node: PlanNode, types: readonly string[]): number {
+  const own = types.includes(node['Node Type'] ?? '') ? 1 : 0
+  return own + (node.Plans ?? []).reduce((sum, child) => sum + countNodes(child, types), 0)
+}
+
+/** The wire entry for one EXPLAIN result (the top element of EXPLAIN's JSON array). */
+export function planEntry(queryHash: string, ts: number, explained: { Plan: PlanNode; 'Execution Time'?: number }, source: ExplainPlan['source']): ExplainPlan {
+  const plan = explained.Plan
+  const analysed = plan['Actual Total Time'] !== undefined
+  return {
+    query_hash: queryHash,
+    ts,
+    plan_json: explained,
+    plan_hash: planHash(plan),
+    total_cost: plan['Total Cost'] ?? null,
+    actual_time_ms: explained['Execution Time'] ?? (analysed ? (plan['Actual Total Time'] ?? 0) : null),
+    seq_scans: countNodes(plan, ['Seq Scan']),
+    index_scans: countNodes(plan, ['Index Scan', 'Index Only Scan', 'Bitmap Index Scan']),
+    rows_estimated: plan['Plan Rows'] ?? null,
+    rows_actual: analysed ? (plan['Actual Rows'] ?? 0) * (plan['Actual Loops'] ?? 1) : null,
+    source,
+  }
+}
+
+/** Highest $n in a normalised statement. */
+function parameterCount(text: string): number {
+  let max = 0
+  for (const m of text.matchAll(/\$(\d+)/g)) max = Math.max(max, Number(m[1]))
+  return max
+}
+
+async function explainOne(ctx: PostgresContext, text: string): Promise<{ Plan: PlanNode } | undefined> {
+  const params = parameterCount(text)
+  return ctx.sql.begin(async (tx) => {
+    await tx.unsafe('SET TRANSACTION READ ONLY')
+    await tx.unsafe(`SET LOCAL statement_timeout = ${explainSampling.statementTimeoutMs}`)
+    if (ctx.major >= 16 || params === 0) {
+      const rows = await tx.unsafe(`EXPLAIN (${params > 0 ? 'GENERIC_PLAN, ' : ''}FORMAT JSON) ${text}`)
+      return (rows[0]?.['QUERY PLAN'] as { Plan: PlanNode }[] | undefined)?.[0]
+    }
+    await tx.unsafe('SET LOCAL plan_cache_mode = force_generic_plan')
+    await tx.unsafe(`PREPARE dbm_explain AS ${text}`)
+    try {
+      const rows = await tx.unsafe(`EXPLAIN (FORMAT JSON) EXECUTE dbm_explain(${Array(params).fill('NULL').join(', ')})`)
+      return (rows[0]?.['QUERY PLAN'] as { Plan: PlanNode }[] | undefined)?.[0]
+    } finally {
+      await tx.unsafe('DEALLOCATE dbm_explain')
+    }
+  }) as Promise<{ Plan: PlanNode } | undefined>
+}
+
+interface State {
+  lastSampledAt?: number
+  logOffsets: Map<string, number>
+}
+
+async function sample(ctx: PostgresContext): Promise<ExplainPlan[]> {
+  const installed = await ctx.sql`SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements'`
+  if (installed.length === 0) return []
+  const top = await ctx.sql`
+    SELECT queryid::text AS query_hash, query
+    FROM pg_stat_statements
+    WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND queryid IS NOT NULL
+    ORDER BY total_exec_time DESC
+    LIMIT 50`
+  const out: ExplainPlan[] = []
+  for (const row of top) {
+    if (out.length >= explainSampling.statements) break
+    const text = String(row.query ?? '')
+    if (!EXPLAINABLE.test(text) || text.includes(';') || /\bdbm_explain\b/.test(text)) continue
+    try {
+      const explained = await explainOne(ctx, text)
+      if (explained) out.push(planEntry(row.query_hash, ctx.now, explained, 'sampled'))
+    } catch (e) {
+      // Temporary tables, another search_path, a dropped object: this statement cannot be explained now.
+      ctx.log.debug('statement not explained', { database: ctx.name, query_hash: row.query_hash, cause: (e as Error).message })
+    }
+  }
+  return out
+}
+
+export const explainPlans: PostgresCollector = {
+  name: 'explain_plans',
+  engine: 'postgres',
+  defaultEnabled: true,
+
+  async collect(ctx) {
+    let state = ctx.state.get('explain_plans') as State | undefined
+    if (!state) {
+      state = { logOffsets: new Map() }
+      ctx.state.set('explain_plans', state)
+    }
+    const plans: ExplainPlan[] = []
+    if (ctx.settings.collectExplainPlans && (state.lastSampledAt === undefined || ctx.now - state.lastSampledAt >= explainSampling.intervalMs)) {
+      state.lastSampledAt = ctx.now
+      plans.push(...(await sample(ctx)))
+    }
+    if (ctx.pgLogDir) plans.push(...(await readAutoExplainPlans(ctx.pgLogDir, state.logOffsets, ctx.now, ctx.log)))
+    return plans.length > 0 ? { explain_plans: plans.slice(0, 200) } : {}
+  },
+}

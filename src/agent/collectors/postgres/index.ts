@@ -1,0 +1,29 @@
+// The PostgreSQL collectors, in the order of the name table in src/shared/collectors.ts.
+import type { PostgresCollector } from '../types.ts'
+import { activity } from './activity.ts'
+import { bgwriter } from './bgwriter.ts'
+import { databaseStats } from './database-stats.ts'
+import { explainPlans } from './explain-plans.ts'
+import { indexes } from './indexes.ts'
+import { ioStats } from './io-stats.ts'
+import { locks } from './locks.ts'
+import { queryStats } from './query-stats.ts'
+import { replication } from './replication.ts'
+import { tables } from './tables.ts'
+import { walStats } from './wal-stats.ts'
+import { waits } from './waits.ts'
+
+export const postgresCollectors: PostgresCollector[] = [
+  queryStats,
+  explainPlans,
+  activity,
+  locks,
+  waits,
+  tables,
+  indexes,
+  replication,
+  bgwriter,
+  walStats,
+  ioStats,
+  databaseStats,
+]

@@ -1,0 +1,66 @@
+// waits: what active sessions wait on, sampled once a second between polls from pg_stat_activity and
+// counted per poll: each sample in which a session waits on an event adds 1 to its count and the
+// sampling interval to its total_duration_ms.
+import type { WaitSample } from '../../../shared/wire.ts'
+import type { PostgresCollector, PostgresContext } from '../types.ts'
+
+export const WAIT_SAMPLE_INTERVAL_MS = 1000
+
+interface State {
+  counts: Map<string, WaitSample>
+}
+
+function stateOf(ctx: PostgresContext): State {
+  let state = ctx.state.get('waits') as State | undefined
+  if (!state) {
+    state = { counts: new Map() }
+    ctx.state.set('waits', state)
+  }
+  return state
+}
+
+/** One sample: adds the sessions waiting right now to the counts. */
+export async function sampleWaits(ctx: PostgresContext, intervalMs: number): Promise<void> {
+  const rows = await ctx.sql`
+    SELECT wait_event_type, wait_event, count(*)::int AS n
+    FROM pg_stat_activity
+    WHERE backend_type = 'client backend' AND state <> 'idle' AND wait_event IS NOT NULL AND pid <> pg_backend_pid()
+    GROUP BY 1, 2`
+  const { counts } = stateOf(ctx)
+  for (const r of rows) {
+    const key = `${r.wait_event_type}/${r.wait_event}`
+    const entry = counts.get(key) ?? { wait_event_type: r.wait_event_type, wait_event: r.wait_event, count: 0, total_duration_ms: 0 }
+    entry.count += r.n
+    entry.total_duration_ms += r.n * intervalMs
+    counts.set(key, entry)
+  }
+}
+
+export const waits: PostgresCollector = {
+  name: 'waits',
+  engine: 'postgres',
+  defaultEnabled: true,
+
+  start(ctx) {
+    let busy = false
+    const timer = setInterval(async () => {
+      if (busy) return
+      busy = true
+      try {
+        await sampleWaits(ctx, WAIT_SAMPLE_INTERVAL_MS)
+      } catch (e) {
+        ctx.log.debug('wait sample failed', { database: ctx.name, cause: (e as Error).message })
+      } finally {
+        busy = false
+      }
+    }, WAIT_SAMPLE_INTERVAL_MS)
+    return () => clearInterval(timer)
+  },
+
+  async collect(ctx) {
+    const state = stateOf(ctx)
+    const out = [...state.counts.values()]
+    state.counts = new Map()
+    return { waits: out }
+  },
+}

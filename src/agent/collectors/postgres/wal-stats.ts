@@ -1,0 +1,47 @@
+// wal_stats: WAL generation counters of pg_stat_wal (PostgreSQL 14+) as deltas since the previous
+// sample. PostgreSQL 18 moved the write and sync counters to pg_stat_io; there they are null.
+// The first sample only sets the baseline.
+import { num } from '../delta.ts'
+import type { PostgresCollector } from '../types.ts'
+import { type Counters, deltaSince, forVersion, resetStamp, type Sample } from './common.ts'
+
+const KEYS = [
+  'wal_records',
+  'wal_fpi',
+  'wal_bytes',
+  'wal_buffers_full',
+  'wal_write',
+  'wal_sync',
+  'wal_write_time_ms',
+  'wal_sync_time_ms',
+] as const
+
+const SQL = {
+  14: `
+    SELECT wal_records, wal_fpi, wal_bytes, wal_buffers_full, wal_write, wal_sync,
+           wal_write_time AS wal_write_time_ms, wal_sync_time AS wal_sync_time_ms, stats_reset::text AS stats_reset
+    FROM pg_stat_wal`,
+  18: `
+    SELECT wal_records, wal_fpi, wal_bytes, wal_buffers_full,
+           NULL::bigint AS wal_write, NULL::bigint AS wal_sync,
+           NULL::float8 AS wal_write_time_ms, NULL::float8 AS wal_sync_time_ms, stats_reset::text AS stats_reset
+    FROM pg_stat_wal`,
+}
+
+type Row = Record<(typeof KEYS)[number], string | number | null> & { stats_reset: string | null }
+
+export const walStats: PostgresCollector = {
+  name: 'wal_stats',
+  engine: 'postgres',
+  minVersion: 14,
+  defaultEnabled: true,
+  async collect(ctx) {
+    const [row] = await ctx.sql.unsafe<Row[]>(forVersion(SQL, ctx.major))
+    if (!row) return {}
+    const values = Object.fromEntries(KEYS.map((k) => [k, num(row[k])])) as Counters<(typeof KEYS)[number]>
+    const sample: Sample<(typeof KEYS)[number]> = { resetAt: resetStamp(row.stats_reset), values }
+    const delta = deltaSince(ctx.state.get('wal_stats') as typeof sample | undefined, sample)
+    ctx.state.set('wal_stats', sample)
+    return delta ? { wal_stats: delta } : {}
+  },
+}

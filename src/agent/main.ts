@@ -1,0 +1,56 @@
+// The `dbm agent` command: finds and validates the config, then either checks every database once
+// (--check) or runs until SIGINT/SIGTERM; SIGHUP reloads the config like an edit of the file does.
+import { createLogger, type LogLevel } from '../shared/log.ts'
+import { Agent } from './agent.ts'
+import { checkConfig } from './check.ts'
+import { ConfigError, findConfigPath, loadAgentConfig } from './config.ts'
+
+export interface AgentFlags {
+  config?: string
+  check?: string
+  'buffer-dir'?: string
+  'log-level'?: string
+}
+
+export async function runAgent(flags: AgentFlags, env: Record<string, string | undefined>, cwd: string): Promise<number> {
+  const log = createLogger((flags['log-level'] ?? env.DBM_LOG_LEVEL ?? 'info') as LogLevel)
+  let path: string
+  try {
+    path = findConfigPath(flags.config, env, cwd)
+    if (flags.check) {
+      const config = loadAgentConfig(path)
+      const lines = await checkConfig(config)
+      for (const l of lines) process.stdout.write(`${l.line}\n`)
+      return lines.every((l) => l.ok) ? 0 : 1
+    }
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      process.stderr.write(`${e.message}\n`)
+      return 1
+    }
+    throw e
+  }
+  const agent = new Agent({ configPath: path, bufferDir: flags['buffer-dir'] ?? env.DBM_AGENT_BUFFER_DIR ?? cwd, log })
+  try {
+    await agent.start()
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      process.stderr.write(`${e.message}\n`)
+      return 1
+    }
+    throw e
+  }
+  return new Promise((resolve) => {
+    let stopping = false
+    const stop = async (signal: string) => {
+      if (stopping) return
+      stopping = true
+      log.info('stopping', { signal })
+      await agent.stop()
+      resolve(0)
+    }
+    process.once('SIGINT', () => void stop('SIGINT'))
+    process.once('SIGTERM', () => void stop('SIGTERM'))
+    process.on('SIGHUP', () => void agent.reload())
+  })
+}

@@ -1,0 +1,162 @@
+// The agent as production runs it (config file, runner, shipper, buffer) against a real PostgreSQL 17
+// with pg_stat_statements preloaded and a real dbm server: a known workload gives exact statement
+// counts; an API outage is buffered to disk and every batch arrives exactly once, in order.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import postgres from 'postgres'
+import { Agent } from '../../src/agent/agent.ts'
+import { createLogger } from '../../src/shared/log.ts'
+import { type PostgresServer, freePort, startPostgres } from '../support/postgres.ts'
+import { type Account, type TestServer, createApiKey, signup, startTestServer, verify } from '../support/server.ts'
+
+async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const value = await probe()
+    if (value !== undefined) return value
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await Bun.sleep(100)
+  }
+}
+
+let pg: PostgresServer
+let dsn: string
+let workload: postgres.Sql
+const dirs: string[] = []
+
+beforeAll(async () => {
+  pg = await startPostgres(17, ['-c', 'shared_preload_libraries=pg_stat_statements', '-c', 'pg_stat_statements.track=top'])
+  dsn = await pg.freshDatabase()
+  workload = postgres(dsn, { max: 1, onnotice: () => {} })
+  await workload`CREATE EXTENSION pg_stat_statements`
+  await workload`CREATE TABLE items (id int PRIMARY KEY, label text)`
+  await workload`INSERT INTO items SELECT g, 'item ' || g FROM generate_series(1, 100) g`
+})
+
+afterAll(async () => {
+  await workload?.end()
+  await pg?.stop()
+  for (const d of dirs) rmSync(d, { recursive: true, force: true })
+})
+
+function tempDir(): string {
+  const d = mkdtempSync(join(tmpdir(), 'dbm-agent-'))
+  dirs.push(d)
+  return d
+}
+
+function writeConfig(dir: string, endpoint: string, key: string, name: string, extra = ''): string {
+  const path = join(dir, 'config.yaml')
+  writeFileSync(path, `api:\n  endpoint: ${endpoint}\n  key: ${key}\ndatabases:\n  - name: ${name}\n    dsn: ${dsn}\n    poll_interval: 1s\n${extra}`)
+  return path
+}
+
+async function queryCalls(server: TestServer, account: Account, dbId: string, marker: string): Promise<number | undefined> {
+  const res = await server.call('GET', `/api/v1/databases/${dbId}/queries?limit=100`, { token: account.token })
+  const row = (res.body as any[]).find((q) => q.query_text.includes(marker))
+  return row?.total_calls
+}
+
+describe('agent against PostgreSQL 17', () => {
+  let server: TestServer
+  let account: Account
+  let key: string
+  beforeAll(async () => {
+    server = await startTestServer('sqlite')
+    account = await signup(server)
+    await verify(server, account)
+    key = (await createApiKey(server, account, 'agent')).key
+  })
+  afterAll(async () => {
+    await server.stop()
+  })
+
+  test('N executions of a statement give total_calls N, through the real agent and API', async () => {
+    const dir = tempDir()
+    const logs: string[] = []
+    const agent = new Agent({ configPath: writeConfig(dir, server.base, key, 'orders'), bufferDir: dir, log: createLogger('debug', (l) => logs.push(l)) })
+    await agent.start()
+    try {
+      const db = await until('the database to register', async () => {
+        const list = await server.call('GET', '/api/v1/databases', { token: account.token })
+        return (list.body as any[]).find((d) => d.name === 'orders' && d.status === 'connected')
+      })
+      expect(db).toMatchObject({ engine: 'postgres', host: '127.0.0.1', port: pg.port, engine_version: expect.stringMatching(/^17\./) })
+      // The first cycle is the baseline; wait for one more so the workload lands in a delta.
+      await Bun.sleep(1200)
+      for (let i = 0; i < 37; i++) await workload`SELECT label FROM items WHERE id = ${i + 1} /* dbm-marker-1 */`
+      const calls = await until('37 calls to appear', async () => {
+        const n = await queryCalls(server, account, db.id, 'dbm-marker-1')
+        return n === 37 ? n : undefined
+      })
+      expect(calls).toBe(37)
+      // And it stays 37: later cycles add nothing for an idle statement.
+      await Bun.sleep(1500)
+      expect(await queryCalls(server, account, db.id, 'dbm-marker-1')).toBe(37)
+      const q = (await server.call('GET', `/api/v1/databases/${db.id}/queries?limit=100`, { token: account.token })).body.find((r: any) =>
+        r.query_text.includes('dbm-marker-1'),
+      )
+      expect(q.total_rows).toBe(37)
+      expect(q.query_text).toBe('SELECT label FROM items WHERE id = $1 /* dbm-marker-1 */')
+      expect(logs.join('\n')).not.toContain(key)
+    } finally {
+      await agent.stop()
+    }
+  })
+
+  test('an API outage is buffered to service_buffer_<name>.db; every batch arrives once, in order', async () => {
+    const port = await freePort()
+    const dir = tempDir()
+    const logs: string[] = []
+    const agent = new Agent({
+      configPath: writeConfig(dir, `http://127.0.0.1:${port}`, key, 'outage'),
+      bufferDir: dir,
+      log: createLogger('debug', (l) => logs.push(l)),
+      timings: { retryIntervalMs: 700 },
+    })
+    const bufferFile = join(dir, 'service_buffer_outage.db')
+    await agent.start()
+    let revived: TestServer | undefined
+    try {
+      // Nothing listens on the port: batches go to the buffer file.
+      await until('the buffer file', async () => (existsSync(bufferFile) ? true : undefined))
+      await Bun.sleep(1200) // past the baseline cycle
+      // (pg_stat_statements ignores comments and constants when it identifies a statement, so this one differs in shape.)
+      for (let i = 0; i < 23; i++) await workload`SELECT id AS dbm_marker_2, label FROM items WHERE id = ${i + 1}`
+      await Bun.sleep(2500) // several retry periods with the API down
+      expect(existsSync(bufferFile)).toBe(true)
+      const buffered = agent.runner('outage')!.status.buffered
+      expect(buffered).toBeGreaterThanOrEqual(3)
+      expect(logs.some((l) => l.includes('API unreachable; buffering batches'))).toBe(true)
+
+      // The API comes back on the same port, with the same store.
+      revived = await startTestServer('sqlite', { port })
+      const owner = await signup(revived)
+      await verify(revived, owner)
+      // The agent's key belongs to the first server's store: register the same key on the revived one.
+      const keyId = key.split('_')[2]!
+      await revived.store.driver.run(
+        `INSERT INTO api_keys (id, org_id, key_id, name, secret_hash, created_at) VALUES ($1, $2, $3, 'agent', $4, 0)`,
+        [crypto.randomUUID(), owner.orgId, keyId, (await server.store.findApiKey(keyId))!.secret_hash],
+      )
+      await until('the buffer to drain', async () => (existsSync(bufferFile) ? undefined : true), 15_000)
+      expect(logs.some((l) => l.includes('API reachable again; buffer drained'))).toBe(true)
+      const dbId = (await revived.call('GET', '/api/v1/databases', { token: owner.token })).body.find((d: any) => d.name === 'outage').id
+      expect(await queryCalls(revived, owner, dbId, 'dbm_marker_2')).toBe(23)
+      // Every batch once, in the order the agent made them.
+      const batches = await revived.store.driver.all<{ collected_at: number }>(
+        'SELECT collected_at FROM ingest_batches WHERE database_id = $1 ORDER BY received_at, collected_at',
+        [dbId],
+      )
+      expect(batches.length).toBeGreaterThanOrEqual(buffered)
+      const order = batches.map((b) => Number(b.collected_at))
+      expect(order).toEqual([...order].sort((a, b) => a - b))
+      expect(new Set(order).size).toBe(order.length)
+    } finally {
+      await agent.stop()
+      await revived?.stop()
+    }
+  })
+})

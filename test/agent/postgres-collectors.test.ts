@@ -1,0 +1,741 @@
+// The PostgreSQL collectors of src/agent/collectors/postgres/ against real PostgreSQL 13, 14, 16 and 17:
+// known workloads with exact expectations (counter deltas, blockers, flags), one key set per version,
+// every section valid against the wire contract. Statistics reach the views asynchronously (backends
+// flush them at transaction end, rate-limited, and at exit), so each workload runs in its own session,
+// which is closed, and the test waits (bounded) until the view shows the workload before collecting.
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Value } from '@sinclair/typebox/value'
+import postgres from 'postgres'
+import { activity } from '../../src/agent/collectors/postgres/activity.ts'
+import { bgwriter } from '../../src/agent/collectors/postgres/bgwriter.ts'
+import { databaseStats } from '../../src/agent/collectors/postgres/database-stats.ts'
+import { deltaSince, forVersion } from '../../src/agent/collectors/postgres/common.ts'
+import { postgresCollectors } from '../../src/agent/collectors/postgres/index.ts'
+import { indexes } from '../../src/agent/collectors/postgres/indexes.ts'
+import { ioStats } from '../../src/agent/collectors/postgres/io-stats.ts'
+import { locks } from '../../src/agent/collectors/postgres/locks.ts'
+import { replication } from '../../src/agent/collectors/postgres/replication.ts'
+import { tables } from '../../src/agent/collectors/postgres/tables.ts'
+import { walStats } from '../../src/agent/collectors/postgres/wal-stats.ts'
+import type { BatchSections, PostgresCollector, PostgresContext } from '../../src/agent/collectors/types.ts'
+import { collectorNames } from '../../src/shared/collectors.ts'
+import { createLogger } from '../../src/shared/log.ts'
+import { IngestBatch } from '../../src/shared/wire.ts'
+import { freePort, postgresMajors, sharedPostgres } from '../support/postgres.ts'
+
+// A timed-out test makes bun kill the processes it started, the shared PostgreSQL servers among them,
+// so the per-test limit is well above the waits below.
+setDefaultTimeout(30_000)
+
+const AGENT_APP = 'dbm-collector-test-agent'
+const silent = createLogger('error', () => {})
+
+/** A session as the tests open them; every one is ended in afterAll even when a test fails midway. */
+const sessions: postgres.Sql[] = []
+function connect(url: string, options: { max?: number; app?: string } = {}): postgres.Sql {
+  const sql = postgres(url, {
+    max: options.max ?? 1,
+    onnotice: () => {},
+    fetch_types: false,
+    connection: { statement_timeout: 5000, application_name: options.app ?? 'dbm-collector-test' },
+  })
+  sessions.push(sql)
+  return sql
+}
+async function end(sql: postgres.Sql) {
+  await sql.end({ timeout: 5 })
+}
+
+afterAll(async () => {
+  await Promise.all(sessions.map((s) => s.end({ timeout: 1 }).catch(() => {})))
+})
+
+beforeAll(async () => {
+  await Promise.all(postgresMajors.map((major) => sharedPostgres(major)))
+}, 60_000)
+
+interface Agent {
+  sql: postgres.Sql
+  ctx(overrides?: Partial<PostgresContext>): PostgresContext
+}
+
+async function agentFor(url: string): Promise<Agent> {
+  const sql = connect(url, { max: 2, app: AGENT_APP })
+  const [info] = await sql<{ num: number; database: string }[]>`
+    SELECT current_setting('server_version_num')::int AS num, current_database() AS database`
+  const state = new Map<string, unknown>()
+  return {
+    sql,
+    ctx: (overrides = {}) => ({
+      name: 'test-db',
+      database: info!.database,
+      sql,
+      versionNum: info!.num,
+      major: Math.floor(info!.num / 10_000),
+      now: Date.now(),
+      settings: { collectExplainPlans: false, collectReplication: true },
+      state,
+      log: silent,
+      ...overrides,
+    }),
+  }
+}
+
+/** Runs a collector and checks its sections against the wire contract. */
+async function run(collector: PostgresCollector, ctx: PostgresContext): Promise<Partial<BatchSections>> {
+  const sections = await collector.collect(ctx)
+  const batch = {
+    batch_id: 'batch-0001',
+    collected_at: Date.now(),
+    interval_seconds: 10,
+    agent_version: 'test',
+    database: { name: 'test-db', engine: 'postgres', host: '127.0.0.1', port: 5432 },
+    ...sections,
+  }
+  expect([...Value.Errors(IngestBatch, batch)].map((e) => `${e.path}: ${e.message}`)).toEqual([])
+  return sections
+}
+
+/** Polls `probe` until it returns a value, for at most `timeoutMs`. */
+async function eventually<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const value = await probe()
+    if (value !== undefined) return value
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await Bun.sleep(50)
+  }
+}
+
+/** Sums the deltas of counter maps collected one after another until `done` holds. */
+async function accumulate(
+  what: string,
+  collect: () => Promise<Record<string, number | null> | undefined>,
+  done: (sum: Record<string, number>) => boolean,
+): Promise<{ sum: Record<string, number>; last: Record<string, number | null> }> {
+  const sum: Record<string, number> = {}
+  let last: Record<string, number | null> = {}
+  await eventually(what, async () => {
+    const delta = await collect()
+    if (delta) {
+      last = delta
+      for (const [k, v] of Object.entries(delta)) sum[k] = (sum[k] ?? 0) + (v ?? 0)
+    }
+    return done(sum) ? true : undefined
+  })
+  return { sum, last }
+}
+
+/** Ends a workload session; on PostgreSQL 15+ it first asks for its statistics to be flushed. */
+async function finish(session: postgres.Sql, major: number) {
+  if (major >= 15) await session`SELECT pg_stat_force_next_flush()`
+  await end(session)
+}
+
+const sorted = (keys: readonly string[]) => [...keys].sort()
+
+describe('the PostgreSQL collector set', () => {
+  test('names, order and minimum versions follow src/shared/collectors.ts', () => {
+    const table = collectorNames.filter((c) => c.engine === 'postgres').map((c) => [c.name, c.minVersion ?? null])
+    expect(postgresCollectors.map((c) => [c.name, c.minVersion ?? null])).toEqual(table)
+    expect(postgresCollectors.every((c) => c.engine === 'postgres' && c.defaultEnabled)).toBe(true)
+    expect(walStats.minVersion).toBe(14)
+    expect(ioStats.minVersion).toBe(16)
+  })
+
+  test('the SQL variant is the one keyed by the highest minimum version at or below the server', () => {
+    const variants = { 10: 'ten', 14: 'fourteen', 17: 'seventeen' }
+    expect([13, 14, 16, 17, 18].map((major) => forVersion(variants, major))).toEqual(['ten', 'fourteen', 'fourteen', 'seventeen', 'seventeen'])
+    expect(() => forVersion(variants, 9)).toThrow('no variant for PostgreSQL 9')
+  })
+
+  test('counter deltas: none on the first sample, reset-aware after', () => {
+    const sample = (resetAt: string | null, a: number | null, b: number | null) => ({ resetAt, values: { a, b } })
+    expect(deltaSince(undefined, sample(null, 5, 1))).toBeNull()
+    expect(deltaSince(sample(null, 5, 1), sample(null, 8, null))).toEqual({ a: 3, b: null })
+    expect(deltaSince(sample(null, 5, 1), sample(null, 2, 1))).toEqual({ a: 2, b: 0 }) // went down: a reset
+    expect(deltaSince(sample('r1', 5, 1), sample('r2', 7, 4))).toEqual({ a: 7, b: 4 }) // stats_reset moved
+  })
+})
+
+for (const major of postgresMajors) {
+  describe(`PostgreSQL ${major}`, () => {
+    let url: string
+    let agent: Agent
+
+    beforeAll(async () => {
+      const server = await sharedPostgres(major)
+      url = await server.freshDatabase()
+      agent = await agentFor(url)
+    }, 60_000)
+
+    test('collectors below their minimum version are not in the set that runs', () => {
+      const runnable = postgresCollectors.filter((c) => (c.minVersion ?? 0) <= major).map((c) => c.name)
+      expect(runnable.includes('wal_stats')).toBe(major >= 14)
+      expect(runnable.includes('io_stats')).toBe(major >= 16)
+      expect(runnable.length).toBe(postgresCollectors.length - (major < 14 ? 2 : major < 16 ? 1 : 0))
+    })
+
+    test('tables: exact counter deltas of a known workload', async () => {
+      // Building the primary key scans the new table once; the baseline waits until that scan shows.
+      const setup = connect(url)
+      await setup`CREATE TABLE t_work (id serial PRIMARY KEY, v int NOT NULL) WITH (autovacuum_enabled = false)`
+      await setup`CREATE TABLE t_nokey (v int) WITH (autovacuum_enabled = false)`
+      await finish(setup, major)
+      const scans = async () => {
+        const [row] = await agent.sql`SELECT seq_scan, n_tup_upd FROM pg_stat_user_tables WHERE relname = 't_work'`
+        return { seq_scan: Number(row?.seq_scan), n_tup_upd: Number(row?.n_tup_upd) }
+      }
+      await eventually('the index build in pg_stat_user_tables', async () => ((await scans()).seq_scan === 1 ? true : undefined))
+      const ctx = agent.ctx({ state: new Map() })
+      const first = (await run(tables, ctx)).tables!
+      const before = first.find((t) => t.table_name === 't_work')!
+      expect(before).toMatchObject({ schema_name: 'public', n_tup_ins: 0, seq_scan: 1, has_primary_key: true, delta: null })
+      expect(first.find((t) => t.table_name === 't_nokey')).toMatchObject({ has_primary_key: false, idx_scan: null })
+
+      const work = connect(url)
+      await work`INSERT INTO t_work (v) SELECT g FROM generate_series(1, 100) g`
+      await work`DELETE FROM t_work WHERE v <= 10`
+      await work`ANALYZE t_work`
+      for (let i = 0; i < 3; i++) await work`SELECT count(*) FROM t_work WHERE v > 0`
+      await work`UPDATE t_work SET v = v + 1000 WHERE v = 50`
+      await finish(work, major)
+      let seen = await scans()
+      await eventually('the workload in pg_stat_user_tables', async () => {
+        seen = await scans()
+        return seen.seq_scan === 6 && seen.n_tup_upd === 1 ? true : undefined
+      }).catch((e: Error) => {
+        throw new Error(`${e.message}; last seen ${JSON.stringify(seen)}`)
+      })
+
+      const after = (await run(tables, ctx)).tables!.find((t) => t.table_name === 't_work')!
+      expect(after.delta).toEqual({
+        seq_scan: 5, // the DELETE, three counts, the UPDATE
+        seq_tup_read: 460, // 100 + 3 × 90 + 90
+        idx_scan: 0,
+        idx_tup_fetch: 0,
+        n_tup_ins: 100,
+        n_tup_upd: 1,
+        n_tup_del: 10,
+        n_tup_hot_upd: 1,
+      })
+      // n_live_tup is not asserted exactly: ANALYZE sets it, and inserts flushed after ANALYZE add to it.
+      expect(after).toMatchObject({ n_tup_ins: 100, n_tup_del: 10, last_vacuum: null, last_autovacuum: null, has_primary_key: true })
+      expect(after.n_live_tup).toBeGreaterThanOrEqual(90)
+      expect(after.n_dead_tup).toBeGreaterThanOrEqual(0)
+      expect(after.last_analyze).toBeGreaterThan(Date.now() - 60_000)
+      expect(after.table_size_bytes).toBe(8192)
+      expect(after.index_size_bytes).toBeGreaterThan(0)
+
+      const idle = (await run(tables, ctx)).tables!.find((t) => t.table_name === 't_work')!
+      expect(Object.values(idle.delta!)).toEqual([0, 0, 0, 0, 0, 0, 0, 0])
+    })
+
+    test('tables and indexes: a table under an ACCESS EXCLUSIVE lock is listed without sizes, without waiting', async () => {
+      await agent.sql`CREATE TABLE t_busy (id int PRIMARY KEY)`
+      const indexCtx = agent.ctx({ state: new Map() })
+      const busyIndex = async () => (await run(indexes, indexCtx)).indexes!.find((i) => i.index_name === 't_busy_pkey')!
+      expect(await busyIndex()).toMatchObject({ size_bytes: 8192, index_def: 'CREATE UNIQUE INDEX t_busy_pkey ON public.t_busy USING btree (id)' })
+      const holder = connect(url)
+      await holder`BEGIN`
+      await holder`LOCK TABLE t_busy IN ACCESS EXCLUSIVE MODE`
+      try {
+        const started = performance.now()
+        const table = (await run(tables, agent.ctx({ state: new Map() }))).tables!.find((t) => t.table_name === 't_busy')!
+        expect(table).toMatchObject({ table_size_bytes: null, index_size_bytes: null, has_primary_key: true })
+        // pg_get_indexdef would wait for the table's lock: the definition is the one seen before.
+        expect(await busyIndex()).toMatchObject({ size_bytes: null, index_def: 'CREATE UNIQUE INDEX t_busy_pkey ON public.t_busy USING btree (id)', is_primary: true })
+        const unseen = (await run(indexes, agent.ctx({ state: new Map() }))).indexes!.find((i) => i.index_name === 't_busy_pkey')!
+        expect(unseen).toMatchObject({ size_bytes: null, index_def: '' })
+        expect(performance.now() - started).toBeLessThan(2000)
+      } finally {
+        await holder`ROLLBACK`
+        await end(holder)
+      }
+      const table = (await run(tables, agent.ctx({ state: new Map() }))).tables!.find((t) => t.table_name === 't_busy')!
+      expect(table.table_size_bytes).toBe(0)
+    })
+
+    test('indexes: flags, definitions, an unused index over 1 MB, exact scan deltas', async () => {
+      await agent.sql`CREATE TABLE t_idx (id int PRIMARY KEY, code text NOT NULL, payload text NOT NULL) WITH (autovacuum_enabled = false)`
+      await agent.sql`INSERT INTO t_idx SELECT g, 'c' || g, md5(g::text) FROM generate_series(1, 40000) g`
+      await agent.sql`CREATE UNIQUE INDEX t_idx_code_key ON t_idx (code)`
+      await agent.sql`CREATE INDEX t_idx_payload_idx ON t_idx (payload)`
+      await agent.sql`ANALYZE t_idx`
+      const ctx = agent.ctx({ state: new Map() })
+      const byName = (list: BatchSections['indexes']) => new Map(list!.filter((i) => i.table_name === 't_idx').map((i) => [i.index_name, i]))
+
+      const first = byName((await run(indexes, ctx)).indexes)
+      expect(sorted([...first.keys()])).toEqual(['t_idx_code_key', 't_idx_payload_idx', 't_idx_pkey'])
+      expect(first.get('t_idx_payload_idx')).toMatchObject({
+        schema_name: 'public',
+        index_def: 'CREATE INDEX t_idx_payload_idx ON public.t_idx USING btree (payload)',
+        idx_scan: 0,
+        is_unique: false,
+        is_primary: false,
+        is_valid: true,
+        delta: null,
+      })
+      expect(first.get('t_idx_payload_idx')!.size_bytes).toBeGreaterThan(1024 * 1024)
+      expect(first.get('t_idx_code_key')).toMatchObject({
+        index_def: 'CREATE UNIQUE INDEX t_idx_code_key ON public.t_idx USING btree (code)',
+        is_unique: true,
+        is_primary: false,
+      })
+      expect(first.get('t_idx_pkey')).toMatchObject({
+        index_def: 'CREATE UNIQUE INDEX t_idx_pkey ON public.t_idx USING btree (id)',
+        is_unique: true,
+        is_primary: true,
+      })
+
+      const work = connect(url)
+      await work`SET enable_seqscan = off`
+      await work`SET enable_bitmapscan = off`
+      for (let i = 0; i < 2; i++) await work`SELECT payload FROM t_idx WHERE id = 7`
+      await finish(work, major)
+      await eventually('the index scans in pg_stat_user_indexes', async () => {
+        const [row] = await agent.sql`SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = 't_idx_pkey'`
+        return Number(row?.idx_scan) === 2 ? row : undefined
+      })
+
+      const after = byName((await run(indexes, ctx)).indexes)
+      expect(after.get('t_idx_pkey')!.delta).toEqual({ idx_scan: 2, idx_tup_read: 2, idx_tup_fetch: 2 })
+      expect(after.get('t_idx_payload_idx')!.delta).toEqual({ idx_scan: 0, idx_tup_read: 0, idx_tup_fetch: 0 })
+      expect(after.get('t_idx_code_key')!.delta).toEqual({ idx_scan: 0, idx_tup_read: 0, idx_tup_fetch: 0 })
+      expect(after.get('t_idx_pkey')!.index_def).toBe('CREATE UNIQUE INDEX t_idx_pkey ON public.t_idx USING btree (id)')
+
+      // Definitions are remembered between cycles; a rename makes the agent deparse them again.
+      await agent.sql`ALTER INDEX t_idx_code_key RENAME TO t_idx_code_uq`
+      await agent.sql`ALTER TABLE t_idx RENAME TO t_idx2`
+      const renamed = (await run(indexes, ctx)).indexes!.filter((i) => i.table_name === 't_idx2')
+      expect(renamed.map((i) => i.index_def).sort()).toEqual([
+        'CREATE INDEX t_idx_payload_idx ON public.t_idx2 USING btree (payload)',
+        'CREATE UNIQUE INDEX t_idx_code_uq ON public.t_idx2 USING btree (code)',
+        'CREATE UNIQUE INDEX t_idx_pkey ON public.t_idx2 USING btree (id)',
+      ])
+    })
+
+    test('activity and locks: a session waiting for a row names its blocker', async () => {
+      await agent.sql`CREATE TABLE t_lock (id int PRIMARY KEY, v int NOT NULL)`
+      await agent.sql`INSERT INTO t_lock VALUES (1, 0), (2, 0)`
+      const update = 'UPDATE t_lock SET v = v + 1 WHERE id = 1'
+      const a = connect(url)
+      const b = connect(url)
+      const idle = connect(url)
+      const pidOf = async (s: postgres.Sql) => (await s<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`)[0]!.pid
+      const [aPid, bPid, idlePid] = [await pidOf(a), await pidOf(b), await pidOf(idle)]
+      await a`BEGIN`
+      await a.unsafe(update)
+      const waiting = b.unsafe(update).execute()
+      try {
+        await eventually('B to wait for A', async () => {
+          const [row] = await idle`SELECT wait_event_type FROM pg_stat_activity WHERE pid = ${bPid}`
+          return row?.wait_event_type === 'Lock' ? row : undefined
+        })
+        const agentPids = (await idle<{ pid: number }[]>`SELECT pid FROM pg_stat_activity WHERE application_name = ${AGENT_APP}`).map((r) => r.pid)
+        const database = agent.ctx().database
+
+        const sessionList = (await run(activity, agent.ctx())).activity!
+        const mine = sessionList.filter((s) => s.database === database)
+        expect(mine.map((s) => s.pid).sort()).toEqual([aPid, bPid].sort())
+        expect(sessionList.some((s) => s.pid === idlePid || s.state === 'idle' || agentPids.includes(s.pid as number))).toBe(false)
+        const blocked = mine.find((s) => s.pid === bPid)!
+        expect(blocked).toMatchObject({
+          query_text: update,
+          state: 'active',
+          wait_event_type: 'Lock',
+          wait_event: 'transactionid',
+          blocking_pids: [aPid],
+          user: 'postgres',
+          application_name: 'dbm-collector-test',
+          client_addr: '127.0.0.1',
+          database,
+          backend_type: 'client backend',
+        })
+        expect(blocked.duration_ms).toBeGreaterThanOrEqual(0)
+        const blocker = mine.find((s) => s.pid === aPid)!
+        expect(blocker).toMatchObject({ query_text: update, state: 'idle in transaction', wait_event_type: 'Client', blocking_pids: [] })
+        expect(blocker.xact_start).toBeLessThanOrEqual(blocked.xact_start!)
+        expect(blocker.duration_ms).toBeGreaterThanOrEqual(0)
+
+        const lockList = (await run(locks, agent.ctx())).locks!
+        expect(lockList.some((l) => agentPids.includes(l.pid))).toBe(false)
+        expect(lockList.some((l) => l.lock_type === 'virtualxid')).toBe(false)
+        const ungranted = lockList.filter((l) => !l.granted)
+        expect(ungranted.length).toBe(1)
+        expect(ungranted[0]).toMatchObject({
+          pid: bPid,
+          lock_type: 'transactionid',
+          mode: 'ShareLock',
+          relation_name: 'public.t_lock',
+          granted: false,
+          blocked_by_pid: aPid,
+          query_text: update,
+        })
+        expect(ungranted[0]!.duration_ms).toBeGreaterThanOrEqual(0)
+        expect(lockList).toContainEqual(
+          expect.objectContaining({ pid: aPid, lock_type: 'relation', mode: 'RowExclusiveLock', relation_name: 'public.t_lock', granted: true, blocked_by_pid: null }),
+        )
+        expect(lockList).toContainEqual(
+          expect.objectContaining({ pid: aPid, lock_type: 'transactionid', mode: 'ExclusiveLock', relation_name: null, granted: true }),
+        )
+        expect(lockList).toContainEqual(
+          expect.objectContaining({ pid: bPid, lock_type: 'tuple', mode: 'ExclusiveLock', relation_name: 'public.t_lock', granted: true }),
+        )
+      } finally {
+        await a`ROLLBACK`
+        await waiting
+        await Promise.all([end(a), end(b), end(idle)])
+      }
+    })
+
+    test('bgwriter: a CHECKPOINT counts as requested, under one key set', async () => {
+      const ctx = agent.ctx({ state: new Map() })
+      expect(await run(bgwriter, ctx)).toEqual({})
+      await agent.sql`CHECKPOINT`
+      const { sum, last } = await accumulate(
+        'the checkpoint in the statistics',
+        async () => (await run(bgwriter, ctx)).bgwriter,
+        (s) => (s.checkpoints_req ?? 0) >= 1,
+      )
+      expect(sum.checkpoints_req).toBeGreaterThanOrEqual(1)
+      expect(sorted(Object.keys(last))).toEqual(
+        sorted([
+          'checkpoints_timed',
+          'checkpoints_req',
+          'checkpoint_write_time_ms',
+          'checkpoint_sync_time_ms',
+          'buffers_checkpoint',
+          'buffers_clean',
+          'maxwritten_clean',
+          'buffers_backend',
+          'buffers_backend_fsync',
+          'buffers_alloc',
+          'restartpoints_timed',
+          'restartpoints_req',
+          'restartpoints_done',
+        ]),
+      )
+      expect(last.buffers_backend === null).toBe(major >= 17)
+      expect(last.buffers_backend_fsync === null).toBe(major >= 17)
+      expect(last.restartpoints_timed === null).toBe(major < 17)
+      expect(typeof last.buffers_alloc).toBe('number')
+    })
+
+    if (major >= 14) {
+      test('wal_stats: WAL written by inserts shows up as deltas', async () => {
+        const ctx = agent.ctx({ state: new Map() })
+        expect(await run(walStats, ctx)).toEqual({})
+        const work = connect(url)
+        await work`CREATE TABLE t_wal (v int)`
+        await work`INSERT INTO t_wal SELECT g FROM generate_series(1, 1000) g`
+        await finish(work, major)
+        const { sum, last } = await accumulate(
+          'the inserts in pg_stat_wal',
+          async () => (await run(walStats, ctx)).wal_stats,
+          (s) => (s.wal_records ?? 0) >= 1000,
+        )
+        expect(sum.wal_bytes).toBeGreaterThan(1000 * 20)
+        expect(sorted(Object.keys(last))).toEqual(
+          sorted(['wal_records', 'wal_fpi', 'wal_bytes', 'wal_buffers_full', 'wal_write', 'wal_sync', 'wal_write_time_ms', 'wal_sync_time_ms']),
+        )
+        for (const value of Object.values(last)) expect(typeof value).toBe('number')
+      })
+    }
+
+    if (major >= 16) {
+      test('io_stats: deltas per backend, object and context, with bytes', async () => {
+        const ctx = agent.ctx({ state: new Map() })
+        expect(await run(ioStats, ctx)).toEqual({})
+        const work = connect(url)
+        await work`CREATE TABLE t_io (v int)`
+        await work`INSERT INTO t_io SELECT g FROM generate_series(1, 5000) g`
+        await work`SELECT count(*) FROM t_io`
+        await finish(work, major)
+        let rows: BatchSections['io_stats'] = []
+        await eventually('client backend I/O in pg_stat_io', async () => {
+          rows = (await run(ioStats, ctx)).io_stats!
+          return rows.some((r) => r.backend_type === 'client backend' && r.object === 'relation' && (r.counters.hits ?? 0) > 0)
+            ? rows
+            : undefined
+        })
+        expect(rows.length).toBeGreaterThan(0)
+        for (const row of rows!) {
+          expect(sorted(Object.keys(row.counters))).toEqual(
+            sorted([
+              'reads',
+              'writes',
+              'extends',
+              'hits',
+              'evictions',
+              'reuses',
+              'fsyncs',
+              'writebacks',
+              'read_time_ms',
+              'write_time_ms',
+              'extend_time_ms',
+              'fsync_time_ms',
+              'writeback_time_ms',
+              'read_bytes',
+              'write_bytes',
+              'extend_bytes',
+            ]),
+          )
+          expect(Object.values(row.counters).some((v) => v !== null && v !== 0)).toBe(true)
+          for (const op of ['read', 'write', 'extend'] as const) {
+            const ops = row.counters[`${op}s`]
+            expect(row.counters[`${op}_bytes`]).toBe(ops === null || ops === undefined ? null : ops * 8192)
+          }
+        }
+      })
+    } else {
+      test('io_stats needs PostgreSQL 16 (skipped here by its minimum version)', () => {
+        expect(ioStats.minVersion! > major).toBe(true)
+        if (major < 14) expect(walStats.minVersion! > major).toBe(true)
+      })
+    }
+
+    test('database_stats: gauges first, then exact transaction counts', async () => {
+      const server = await sharedPostgres(major)
+      const dbUrl = await server.freshDatabase()
+      const admin = connect(server.url())
+      const dbAgent = await agentFor(dbUrl)
+      const ctx = dbAgent.ctx({ state: new Map() })
+      const gauges = [
+        'numbackends',
+        'database_size_bytes',
+        'connections_total',
+        'max_connections',
+        'xid_age',
+        'mxid_age',
+        'oldest_xact_age_s',
+        'fsync_on',
+        'track_counts_on',
+        'pg_stat_statements_installed',
+      ]
+      const counters = [
+        'xact_commit',
+        'xact_rollback',
+        'blks_read',
+        'blks_hit',
+        'tup_returned',
+        'tup_fetched',
+        'tup_inserted',
+        'tup_updated',
+        'tup_deleted',
+        'conflicts',
+        'temp_files',
+        'temp_bytes',
+        'deadlocks',
+      ]
+      const first = (await run(databaseStats, ctx)).database_stats!
+      expect(sorted(Object.keys(first))).toEqual(sorted(gauges))
+      const [settings] = await admin`SELECT current_setting('max_connections')::int AS max, current_setting('fsync') AS fsync`
+      expect(first).toMatchObject({
+        max_connections: settings!.max,
+        fsync_on: settings!.fsync === 'on' ? 1 : 0,
+        track_counts_on: 1,
+        pg_stat_statements_installed: 0,
+        oldest_xact_age_s: 0,
+      })
+      expect(first.numbackends).toBeGreaterThanOrEqual(1)
+      expect(first.connections_total).toBeGreaterThanOrEqual(first.numbackends!)
+      expect(first.database_size_bytes).toBeGreaterThan(1024 * 1024)
+      expect(first.xid_age).toBeGreaterThan(0)
+      expect(first.mxid_age).toBeGreaterThanOrEqual(0)
+
+      const work = connect(dbUrl)
+      let commits = 0
+      await work`CREATE TABLE d (v int)`
+      await work`INSERT INTO d SELECT g FROM generate_series(1, 42) g`
+      commits += 2
+      for (let i = 0; i < 20; i++) await work`SELECT 1`
+      commits += 20
+      for (let i = 0; i < 3; i++) {
+        await work`BEGIN`
+        await work`SELECT 1`
+        await work`ROLLBACK`
+      }
+      await work`CREATE EXTENSION pg_stat_statements`
+      commits += 1
+      if (major >= 15) commits += 1 // finish() flushes with one more statement
+      await finish(work, major)
+      await eventually('the workload in pg_stat_database', async () => {
+        const [row] = await admin`SELECT xact_rollback FROM pg_stat_database WHERE datname = ${ctx.database}`
+        return Number(row?.xact_rollback) === 3 ? row : undefined
+      })
+
+      const second = (await run(databaseStats, ctx)).database_stats!
+      expect(sorted(Object.keys(second))).toEqual(sorted([...gauges, ...counters]))
+      expect(second.xact_rollback).toBe(3)
+      // The agent's own statements (and an autovacuum visit) commit too: at most a few more.
+      expect(second.xact_commit).toBeGreaterThanOrEqual(commits)
+      expect(second.xact_commit).toBeLessThanOrEqual(commits + 5)
+      expect(second.tup_inserted).toBeGreaterThanOrEqual(42)
+      expect(second.blks_hit).toBeGreaterThan(0)
+      expect(second.deadlocks).toBe(0)
+      expect(second.pg_stat_statements_installed).toBe(1)
+
+      const open = connect(dbUrl)
+      await open`BEGIN`
+      await open`SELECT 1`
+      await Bun.sleep(300)
+      const third = (await run(databaseStats, ctx)).database_stats!
+      expect(third.oldest_xact_age_s).toBeGreaterThanOrEqual(0.25)
+      expect(third.oldest_xact_age_s).toBeLessThan(30)
+      await open`ROLLBACK`
+
+      // pg_stat_reset() moves stats_reset: the next deltas are the counts since the reset, never negative.
+      const [{ reset: before }] = (await admin`SELECT stats_reset AS reset FROM pg_stat_database WHERE datname = ${ctx.database}`) as unknown as [{ reset: Date | null }]
+      await open`SELECT pg_stat_reset()`
+      await eventually('the statistics reset', async () => {
+        const [row] = await admin`SELECT stats_reset AS reset FROM pg_stat_database WHERE datname = ${ctx.database}`
+        return row?.reset && row.reset.getTime() !== before?.getTime() ? row : undefined
+      })
+      const afterReset = (await run(databaseStats, ctx)).database_stats!
+      expect(afterReset.xact_rollback).toBe(0)
+      expect(afterReset.xact_commit).toBeLessThan(10)
+      for (const key of counters) expect(afterReset[key]).toBeGreaterThanOrEqual(0)
+      await Promise.all([end(open), end(admin), end(dbAgent.sql)])
+    })
+
+    test('replication: a primary without replicas, then with a physical slot', async () => {
+      expect(await run(replication, agent.ctx({ settings: { collectExplainPlans: false, collectReplication: false } }))).toEqual({})
+      expect((await run(replication, agent.ctx())).replication).toEqual({
+        is_replica: false,
+        replication_lag_bytes: null,
+        replication_lag_seconds: null,
+        upstream_host: null,
+        replicas: [],
+        slots: [],
+      })
+      const slot = 'dbm_test_s1'
+      await agent.sql`SELECT pg_create_physical_replication_slot(${slot}, true)`
+      try {
+        await agent.sql`CREATE TABLE t_slot AS SELECT g FROM generate_series(1, 1000) g`
+        const status = (await run(replication, agent.ctx())).replication!
+        expect(status.slots).toEqual([
+          { slot_name: slot, slot_type: 'physical', active: false, lag_bytes: expect.any(Number), wal_status: 'reserved' },
+        ])
+        expect(status.slots[0]!.lag_bytes).toBeGreaterThan(1000)
+      } finally {
+        await agent.sql`SELECT pg_drop_replication_slot(${slot})`
+      }
+    })
+  })
+}
+
+describe('PostgreSQL 17 streaming replica', () => {
+  // A hot standby of the shared PostgreSQL 17 server, made from a copy of its data directory taken
+  // between pg_backup_start and pg_backup_stop (the embedded packages ship no pg_basebackup).
+  let replica: { stop(): Promise<void> } | undefined
+  let replicaUrl: string
+  let primary: postgres.Sql
+
+  beforeAll(async () => {
+    const server = await sharedPostgres(17)
+    primary = connect(server.url())
+    const [{ data_directory }] = (await primary`SHOW data_directory`) as unknown as [{ data_directory: string }]
+    const dir = mkdtempSync(join(tmpdir(), 'dbm-pg17-replica-'))
+    const dataDir = join(dir, 'data')
+    const backup = await primary.reserve()
+    try {
+      await backup`SELECT pg_backup_start('dbm-test', true)`
+      const copy = Bun.spawnSync(['cp', '-a', data_directory, dataDir])
+      if (copy.exitCode !== 0) throw new Error(`copying the data directory failed: ${copy.stderr}`)
+      const [{ labelfile }] = (await backup`SELECT labelfile FROM pg_backup_stop(false)`) as unknown as [{ labelfile: string }]
+      writeFileSync(join(dataDir, 'backup_label'), labelfile)
+    } finally {
+      backup.release()
+    }
+    rmSync(join(dataDir, 'postmaster.pid'), { force: true })
+    rmSync(join(dataDir, 'postmaster.opts'), { force: true })
+    // As pg_basebackup does: the primary's slots stay on the primary.
+    rmSync(join(dataDir, 'pg_replslot'), { recursive: true, force: true })
+    mkdirSync(join(dataDir, 'pg_replslot'), { mode: 0o700 })
+    writeFileSync(join(dataDir, 'standby.signal'), '')
+    appendFileSync(
+      join(dataDir, 'postgresql.auto.conf'),
+      `primary_conninfo = 'host=127.0.0.1 port=${server.port} user=postgres password=dbm-test application_name=dbm_replica'\n`,
+    )
+    Bun.spawnSync(['chown', '-R', 'postgres:postgres', dir])
+    const port = await freePort()
+    const { default: EmbeddedPostgres } = (await import('pg17')) as unknown as {
+      default: new (o: object) => { start(): Promise<void>; stop(): Promise<void> }
+    }
+    const standby = new EmbeddedPostgres({
+      databaseDir: dataDir,
+      port,
+      user: 'postgres',
+      password: 'dbm-test',
+      persistent: false,
+      createPostgresUser: true,
+      postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
+      onLog: () => {},
+      onError: () => {},
+    })
+    // start() waits for "ready to accept connections"; a standby says "read-only connections", so the
+    // test waits for the replica to stream instead.
+    standby.start().catch(() => {})
+    replica = {
+      async stop() {
+        await standby.stop()
+        rmSync(dir, { recursive: true, force: true })
+      },
+    }
+    replicaUrl = `postgres://postgres:dbm-test@127.0.0.1:${port}/postgres`
+    const probe = connect(replicaUrl)
+    await eventually(
+      'the replica to stream',
+      async () => {
+        try {
+          const [row] = await probe`SELECT status FROM pg_stat_wal_receiver`
+          return row?.status === 'streaming' ? row : undefined
+        } catch {
+          return undefined
+        }
+      },
+      15_000,
+    )
+    await end(probe)
+  }, 30_000)
+
+  afterAll(async () => {
+    await replica?.stop()
+  })
+
+  test('the primary lists the replica; the replica reports its lag and upstream', async () => {
+    const onPrimary = await agentFor((await sharedPostgres(17)).url())
+    const fromPrimary = (await run(replication, onPrimary.ctx())).replication!
+    expect(fromPrimary.is_replica).toBe(false)
+    expect(fromPrimary.replicas.length).toBe(1)
+    const [standby] = fromPrimary.replicas
+    expect(standby).toMatchObject({ application_name: 'dbm_replica', client_addr: '127.0.0.1', state: 'streaming', sync_state: 'async' })
+    expect(standby!.lag_bytes).toBeGreaterThanOrEqual(0)
+    for (const lag of [standby!.write_lag_ms, standby!.flush_lag_ms, standby!.replay_lag_ms]) {
+      if (lag !== null) expect(lag).toBeGreaterThanOrEqual(0)
+    }
+
+    const onReplica = await agentFor(replicaUrl)
+    const status = await eventually('the replica to replay the primary', async () => {
+      const s = (await run(replication, onReplica.ctx())).replication!
+      return s.replication_lag_bytes === 0 ? s : undefined
+    })
+    expect(status).toEqual({
+      is_replica: true,
+      replication_lag_bytes: 0,
+      replication_lag_seconds: 0,
+      upstream_host: '127.0.0.1',
+      replicas: [],
+      slots: [],
+    })
+    // The other collectors run on a replica too.
+    for (const collector of [activity, locks, tables, indexes, bgwriter, walStats, ioStats, databaseStats]) {
+      await run(collector, onReplica.ctx())
+    }
+    await Promise.all([end(onPrimary.sql), end(onReplica.sql)])
+  })
+})
