@@ -9,6 +9,8 @@ import { apiKeyRoutes } from './routes/api-keys.ts'
 import { authRoutes } from './routes/auth.ts'
 import { databaseRoutes } from './routes/databases.ts'
 import { ingestRoutes } from './routes/ingest.ts'
+import { internalsRoutes } from './routes/internals.ts'
+import { objectRoutes } from './routes/objects.ts'
 import { queryRoutes } from './routes/queries.ts'
 import { resetPasswordPage } from './web/reset-password.ts'
 import { VERSION } from '../version.ts'
@@ -143,6 +145,8 @@ export function createApp(deps: Deps) {
     .use(apiKeyRoutes(deps))
     .use(databaseRoutes(deps))
     .use(queryRoutes(deps))
+    .use(objectRoutes(deps))
+    .use(internalsRoutes(deps))
     .use(ingestRoutes(deps))
     .use(resetPasswordPage())
 }

@@ -2,6 +2,8 @@
 // side. They are applied in order at start-up; a store whose schema is newer than this list refuses
 // to open. Times are epoch milliseconds (INTEGER / BIGINT) in both stores.
 import type { SqlDriver } from './driver.ts'
+import { internalsMigration } from './sql-internals.ts'
+import { objectsMigration } from './sql-objects.ts'
 
 export interface Migration {
   version: number
@@ -171,6 +173,8 @@ CREATE TABLE snapshots (
 );
 `),
   },
+  { version: 3, ...objectsMigration },
+  { version: 4, ...internalsMigration },
 ]
 
 export const latestVersion = migrations.reduce((max, m) => Math.max(max, m.version), 0)

@@ -2,6 +2,8 @@
 // booleans, int8 parsing) and in the migrations' DDL; row mapping below evens out the rest.
 import type { IngestBatch } from '../../shared/wire.ts'
 import type { SqlDriver } from './driver.ts'
+import { type InternalsReader, internalsReader } from './sql-internals.ts'
+import { type ObjectsReader, objectsReader } from './sql-objects.ts'
 import {
   type QuerySort,
   type SnapshotKind,
@@ -104,7 +106,13 @@ const PATCHABLE_COLUMNS = [
 const DB_DEFAULTS = { poll_interval_seconds: 10, collect_explain_plans: true, collect_replication: true }
 
 export class SqlStore implements Store {
-  constructor(readonly driver: SqlDriver) {}
+  readonly objects: ObjectsReader
+  readonly internals: InternalsReader
+
+  constructor(readonly driver: SqlDriver) {
+    this.objects = objectsReader(driver)
+    this.internals = internalsReader(driver)
+  }
 
   get dialect() {
     return this.driver.dialect

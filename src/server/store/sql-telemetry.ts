@@ -4,6 +4,8 @@
 // a 24-hour list reads ~24 rows per statement instead of 1,440, and stays exact to the minute.
 import type { ExplainPlan, IngestBatch, QueryStatDelta } from '../../shared/wire.ts'
 import type { SqlDriver } from './driver.ts'
+import { applyInternals } from './sql-internals.ts'
+import { applyObjects } from './sql-objects.ts'
 
 export const MINUTE_MS = 60_000
 export const HOUR_MS = 3_600_000
@@ -134,6 +136,8 @@ async function applyExplainPlans(tx: SqlDriver, databaseId: string, plans: Expla
 export async function applyBatch(tx: SqlDriver, databaseId: string, batch: IngestBatch): Promise<void> {
   if (batch.query_stats) await applyQueryStats(tx, databaseId, batch.collected_at, batch.query_stats)
   if (batch.explain_plans?.length) await applyExplainPlans(tx, databaseId, batch.explain_plans)
+  await applyObjects(tx, databaseId, batch)
+  await applyInternals(tx, databaseId, batch)
   const snapshots = SNAPSHOT_KINDS.filter((kind) => batch[kind] !== undefined).map((kind) => [
     databaseId,
     kind,

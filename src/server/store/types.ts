@@ -1,4 +1,6 @@
 import type { IngestBatch } from '../../shared/wire.ts'
+import type { InternalsReader } from './sql-internals.ts'
+import type { ObjectsReader } from './sql-objects.ts'
 import type { QuerySort, QueryStatsRow, SnapshotKind, StoredPlan, Window, queryDetail } from './sql-telemetry.ts'
 
 // The store's records and its interface. Both backends (SQLite, PostgreSQL) implement it through
@@ -108,6 +110,10 @@ export type IngestResult =
 
 export interface Store {
   readonly dialect: 'sqlite' | 'postgres'
+  /** Reads of tables, indexes, active queries and locks (sql-objects.ts). */
+  readonly objects: ObjectsReader
+  /** Reads of waits, replication, bgwriter, WAL, I/O and database statistics (sql-internals.ts). */
+  readonly internals: InternalsReader
 
   // accounts
   createAccount(input: {
