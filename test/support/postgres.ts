@@ -13,6 +13,8 @@ export interface PostgresServer {
   url(database?: string): string
   /** Creates an empty database and returns its URL. */
   freshDatabase(): Promise<string>
+  /** Stops the server and starts it again on the same data and port (a database restart). */
+  restart(): Promise<void>
   stop(): Promise<void>
 }
 
@@ -70,7 +72,7 @@ export async function startPostgres(major = 17, extraFlags: string[] = []): Prom
     port,
     user: 'postgres',
     password: PASSWORD,
-    persistent: false,
+    persistent: true, // stop() removes the directory itself, so restart() can keep the data
     createPostgresUser: true,
     authMethod: 'scram-sha-256',
     // The PostgreSQL 13 package asks initdb for en_US.UTF-8 messages, a locale this machine lacks.
@@ -107,6 +109,11 @@ export async function startPostgres(major = 17, extraFlags: string[] = []): Prom
         await admin.end()
       }
       return url(name)
+    },
+    async restart() {
+      await server.stop()
+      server.start().catch(() => {})
+      await waitForConnection(url())
     },
     async stop() {
       await server.stop()

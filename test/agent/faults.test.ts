@@ -1,0 +1,131 @@
+// Faults the agent must ride out: a database restart (it reconnects, notices the new server
+// identity, restarts its baselines and keeps exact counts) and a hung database (a server that accepts
+// connections and never answers), which must not delay another database's batches.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import postgres from 'postgres'
+import { Agent } from '../../src/agent/agent.ts'
+import { createLogger } from '../../src/shared/log.ts'
+import { type PostgresServer, startPostgres } from '../support/postgres.ts'
+import { type Account, type TestServer, createApiKey, signup, startTestServer, verify } from '../support/server.ts'
+
+async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const value = await probe()
+    if (value !== undefined) return value
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await Bun.sleep(100)
+  }
+}
+
+let pg: PostgresServer
+let dsn: string
+let server: TestServer
+let account: Account
+let key: string
+const dirs: string[] = []
+
+beforeAll(async () => {
+  pg = await startPostgres(16, ['-c', 'shared_preload_libraries=pg_stat_statements'])
+  dsn = await pg.freshDatabase()
+  const setup = postgres(dsn, { max: 1, onnotice: () => {} })
+  await setup`CREATE EXTENSION pg_stat_statements`
+  await setup`CREATE TABLE t (id int PRIMARY KEY)`
+  await setup`INSERT INTO t SELECT generate_series(1, 50)`
+  await setup.end()
+  server = await startTestServer('sqlite')
+  account = await signup(server)
+  await verify(server, account)
+  key = (await createApiKey(server, account)).key
+})
+
+afterAll(async () => {
+  await server?.stop()
+  await pg?.stop()
+  for (const d of dirs) rmSync(d, { recursive: true, force: true })
+})
+
+function agentWith(databases: string, logs: string[]): Agent {
+  const dir = mkdtempSync(join(tmpdir(), 'dbm-faults-'))
+  dirs.push(dir)
+  const path = join(dir, 'config.yaml')
+  writeFileSync(path, `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n${databases}`)
+  return new Agent({
+    configPath: path,
+    bufferDir: dir,
+    log: createLogger('debug', (l) => logs.push(l)),
+    timings: { pingIntervalMs: 200, connectTimeoutS: 2, statementTimeoutMs: 1000, collectorDeadlineMs: 2000 },
+  })
+}
+
+async function calls(dbName: string, marker: string): Promise<number | undefined> {
+  const dbs = (await server.call('GET', '/api/v1/databases', { token: account.token })).body as any[]
+  const db = dbs.find((d) => d.name === dbName)
+  if (!db) return undefined
+  const rows = (await server.call('GET', `/api/v1/databases/${db.id}/queries?limit=100`, { token: account.token })).body as any[]
+  return rows.find((r) => r.query_text.includes(marker))?.total_calls
+}
+
+describe('agent faults', () => {
+  test('a database restart is survived: reconnect, new baseline, exact counts', async () => {
+    const logs: string[] = []
+    const agent = agentWith(`  - name: restarted\n    dsn: ${dsn}\n    poll_interval: 1s\n`, logs)
+    await agent.start()
+    try {
+      await until('connected', async () => (agent.runner('restarted')?.status.state === 'connected' ? true : undefined))
+      await Bun.sleep(1200)
+      let session = postgres(dsn, { max: 1, onnotice: () => {} })
+      for (let i = 0; i < 11; i++) await session`SELECT id AS restart_marker FROM t WHERE id = ${i + 1}`
+      await session.end()
+      await until('11 calls before the restart', async () => ((await calls('restarted', 'restart_marker')) === 11 ? true : undefined))
+
+      await pg.restart()
+      await until('the identity change to be noticed', async () => (logs.some((l) => l.includes('changed identity')) ? true : undefined))
+      await until('connected again', async () => (agent.runner('restarted')?.status.state === 'connected' ? true : undefined))
+      await Bun.sleep(1500) // the first cycle after the restart is a new baseline
+      session = postgres(dsn, { max: 1, onnotice: () => {} })
+      for (let i = 0; i < 6; i++) await session`SELECT id AS restart_marker FROM t WHERE id = ${i + 1}`
+      await session.end()
+      await until('11 + 6 calls', async () => ((await calls('restarted', 'restart_marker')) === 17 ? true : undefined))
+      await Bun.sleep(1500)
+      expect(await calls('restarted', 'restart_marker')).toBe(17)
+    } finally {
+      await agent.stop()
+    }
+  })
+
+  test('a hung database does not delay another database', async () => {
+    // Accepts TCP connections and never says a word: the PostgreSQL handshake hangs.
+    const blackHole = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } })
+    const logs: string[] = []
+    const agent = agentWith(
+      `  - name: hung\n    dsn: postgres://u:secret@127.0.0.1:${blackHole.port}/x\n    poll_interval: 1s\n` +
+        `  - name: healthy\n    dsn: ${dsn}\n    poll_interval: 1s\n`,
+      logs,
+    )
+    await agent.start()
+    try {
+      const healthy = await until('the healthy database to register', async () => {
+        const dbs = (await server.call('GET', '/api/v1/databases', { token: account.token })).body as any[]
+        return dbs.find((d) => d.name === 'healthy')
+      })
+      const batchesNow = async () =>
+        Number(
+          (await server.store.driver.get<{ n: number }>('SELECT COUNT(*) AS n FROM ingest_batches WHERE database_id = $1', [healthy.id]))!.n,
+        )
+      const before = await batchesNow()
+      await Bun.sleep(4200)
+      const after = await batchesNow()
+      // One batch a second keeps coming from the healthy database while the other hangs.
+      expect(after - before).toBeGreaterThanOrEqual(3)
+      expect(agent.runner('hung')!.status.state).not.toBe('connected')
+      expect(logs.join('\n')).not.toContain('secret')
+    } finally {
+      await agent.stop()
+      blackHole.stop(true)
+    }
+  })
+})
