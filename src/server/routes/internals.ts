@@ -1,8 +1,218 @@
-// /api/v1/databases/{id}: waits, replication (+ history, slot history), bgwriter, wal-stats, io-stats.
-import { Elysia } from 'elysia'
+// /api/v1/databases/{id}: waits, replication (+ history, slot history), bgwriter, wal-stats, io-stats
+// and database-stats, current and over time. The window (since/until) is cut into intervals of
+// `bucket` seconds (waits and replication history: default 60; the other timeseries: 60 up to a
+// 24-hour window, 3600 beyond); more than maxIntervals intervals is a 400 asking for a larger bucket.
+// All but waits serve PostgreSQL databases only; wal-stats and io-stats check the server version.
+import { Elysia, t } from 'elysia'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
+import { badRequest } from '../http-error.ts'
+import { telemetryDefaults } from '../limits.ts'
+import {
+  BGWRITER_KEYS,
+  DATABASE_COUNTER_KEYS,
+  DATABASE_GAUGE_KEYS,
+  IO_KEYS,
+  type Intervals,
+  type MetricPoint,
+  type MetricSource,
+  WAL_KEYS,
+  ioSubject,
+} from '../store/sql-internals.ts'
+import type { RegisteredDatabase } from '../store/types.ts'
+import { rfc3339 } from '../views.ts'
+import { query } from './schema.ts'
+import { databaseFor, parseWindow, windowQuery } from './telemetry-params.ts'
+
+/** Limits of this part (candidates for limits.ts). */
+export const internalsLimits = {
+  /** Most intervals one request may cut its window into. */
+  maxIntervals: 10_000,
+  /** Largest bucket; larger values are clamped to it. */
+  maxBucketSeconds: 31 * 24 * 3600,
+  /** Timeseries without a bucket use minute intervals up to this window, hourly beyond. */
+  minuteWindowMs: 24 * 3_600_000,
+  /** Minimum server major of the version-gated endpoints. */
+  walStatsMinVersion: 14,
+  ioStatsMinVersion: 16,
+} as const
+
+const MIN_BUCKET_SECONDS = 60
+const BUCKET_ERROR = `bucket must be a whole number of seconds, at least ${MIN_BUCKET_SECONDS}`
+const bucketQuery = t.Optional(t.Integer({ minimum: MIN_BUCKET_SECONDS, error: BUCKET_ERROR }))
+const seriesQuery = query({ ...windowQuery, bucket: bucketQuery })
+
+type SeriesQuery = { since?: string; until?: string; bucket?: number }
+
+/** The window cut into `bucket`-second intervals (or the automatic resolution), within the interval cap. */
+function intervalsFor(q: SeriesQuery, now: number, fallbackSeconds?: number): Intervals {
+  const window = parseWindow(q, now)
+  const automatic = window.until - window.since <= internalsLimits.minuteWindowMs ? 60 : 3600
+  const bucketSeconds = Math.min(q.bucket ?? fallbackSeconds ?? automatic, internalsLimits.maxBucketSeconds)
+  const spanSeconds = (window.until - window.since) / 1000
+  if (Math.ceil(spanSeconds / bucketSeconds) > internalsLimits.maxIntervals) {
+    const smallest = Math.max(MIN_BUCKET_SECONDS, Math.ceil(spanSeconds / internalsLimits.maxIntervals))
+    throw badRequest(
+      `bucket too small for this window: at most ${internalsLimits.maxIntervals} intervals per request; use a bucket of at least ${smallest} seconds`,
+    )
+  }
+  return { ...window, bucketSeconds }
+}
+
+/** The server's major version from engine_version ("16.2", "PostgreSQL 13.4 on ...", "17beta1"); null when unknown. */
+export function majorVersion(version: string | null): number | null {
+  const match = /^\s*(?:postgresql\s+)?(\d+)/i.exec(version ?? '')
+  return match ? Number(match[1]) : null
+}
+
+/** 400 when the database's known server version is below `min` (an unknown version is let through). */
+function requireVersion(db: RegisteredDatabase, min: number, endpoint: string) {
+  const major = majorVersion(db.engine_version)
+  if (major !== null && major < min) throw badRequest(`${endpoint} needs PostgreSQL ${min} or later`)
+}
+
+const round = (n: number, digits = 3) => Number(n.toFixed(digits))
+const roundOrNull = (n: number | null | undefined) => (n === null || n === undefined ? null : round(n))
+
+/** The listed keys of a value map, null where absent. */
+function pickKeys(values: Record<string, number | null | undefined>, keys: readonly string[]): Record<string, number | null> {
+  return Object.fromEntries(keys.map((k) => [k, roundOrNull(values[k])]))
+}
+
+/** `<key>_per_s` for each listed counter that is not a duration, over the cycle's interval. */
+function ratesOf(values: Record<string, number | null | undefined>, keys: readonly string[], intervalSeconds: number) {
+  return Object.fromEntries(
+    keys
+      .filter((k) => !k.endsWith('_ms'))
+      .map((k) => {
+        const v = values[k]
+        return [`${k}_per_s`, v === null || v === undefined || intervalSeconds <= 0 ? null : round(v / intervalSeconds)]
+      }),
+  )
+}
+
+const byCodePoint = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
+
+function splitSubject(subject: string) {
+  const [backend_type = '', object = '', context = ''] = subject.split('/')
+  return { backend_type, object, context }
+}
 
 export function internalsRoutes(deps: Deps) {
-  return new Elysia({ prefix: '/api/v1/databases/:id' }).derive(async ({ request }) => ({ principal: await authenticate(deps, request) }))
+  const { store, clock } = deps
+  const reader = store.internals
+  const postgres = (principal: Parameters<typeof databaseFor>[1], id: string) => databaseFor(deps, principal, id, 'postgres')
+  const series = async (id: string, source: MetricSource, q: SeriesQuery, keys: readonly string[]) => {
+    const points = await reader.metricSeries(id, source, intervalsFor(q, clock()))
+    return points.map((p: MetricPoint) => ({ ts: rfc3339(p.ts), ...pickKeys(p.values, keys) }))
+  }
+
+  return new Elysia({ prefix: '/api/v1/databases/:id' })
+    .derive(async ({ request }) => ({ principal: await authenticate(deps, request) }))
+    .get(
+      '/waits',
+      async ({ principal, params, query }) => {
+        const db = await databaseFor(deps, principal, params.id)
+        const points = await reader.waits(db.id, intervalsFor(query, clock(), telemetryDefaults.bucketSeconds))
+        return points.map((p) => ({ ...p, ts: rfc3339(p.ts), total_duration_ms: round(p.total_duration_ms) }))
+      },
+      { query: seriesQuery },
+    )
+    .get('/replication', async ({ principal, params }) => {
+      const db = await postgres(principal, params.id)
+      const latest = await reader.latestReplication(db.id)
+      const status = latest?.payload
+      return {
+        is_replica: status?.is_replica ?? null,
+        replication_lag_bytes: status?.replication_lag_bytes ?? null,
+        replication_lag_seconds: roundOrNull(status?.replication_lag_seconds),
+        upstream_host: status?.upstream_host ?? null,
+        slots: status?.slots ?? [],
+        replicas: status?.replicas ?? [],
+        ts: latest ? rfc3339(latest.ts) : null,
+      }
+    })
+    .get(
+      '/replication/history',
+      async ({ principal, params, query }) => {
+        const db = await postgres(principal, params.id)
+        const points = await reader.replicationHistory(db.id, intervalsFor(query, clock(), telemetryDefaults.bucketSeconds))
+        return points.map((p) => ({ ...p, ts: rfc3339(p.ts), replication_lag_seconds: roundOrNull(p.replication_lag_seconds) }))
+      },
+      { query: seriesQuery },
+    )
+    .get(
+      '/replication/slots/history',
+      async ({ principal, params, query }) => {
+        const db = await postgres(principal, params.id)
+        const points = await reader.slotHistory(db.id, intervalsFor(query, clock(), telemetryDefaults.bucketSeconds))
+        return points.map((p) => ({ ...p, ts: rfc3339(p.ts) }))
+      },
+      { query: seriesQuery },
+    )
+    .get(
+      '/bgwriter',
+      async ({ principal, params, query }) => series((await postgres(principal, params.id)).id, 'bgwriter', query, BGWRITER_KEYS),
+      { query: seriesQuery },
+    )
+    .get('/wal-stats', async ({ principal, params }) => {
+      const db = await postgres(principal, params.id)
+      requireVersion(db, internalsLimits.walStatsMinVersion, 'wal-stats')
+      const latest = await reader.latestCounters(db.id, 'wal_stats')
+      const values = latest?.payload ?? {}
+      return {
+        ts: latest ? rfc3339(latest.ts) : null,
+        interval_seconds: latest?.interval_seconds ?? null,
+        ...pickKeys(values, WAL_KEYS),
+        ...ratesOf(values, WAL_KEYS, latest?.interval_seconds ?? 0),
+      }
+    })
+    .get(
+      '/wal-stats/timeseries',
+      async ({ principal, params, query }) => {
+        const db = await postgres(principal, params.id)
+        requireVersion(db, internalsLimits.walStatsMinVersion, 'wal-stats')
+        return series(db.id, 'wal', query, WAL_KEYS)
+      },
+      { query: seriesQuery },
+    )
+    .get('/io-stats', async ({ principal, params }) => {
+      const db = await postgres(principal, params.id)
+      requireVersion(db, internalsLimits.ioStatsMinVersion, 'io-stats')
+      const latest = await reader.latestIo(db.id)
+      const rows = [...(latest?.payload ?? [])].sort((a, b) => byCodePoint(ioSubject(a), ioSubject(b)))
+      return {
+        ts: latest ? rfc3339(latest.ts) : null,
+        interval_seconds: latest?.interval_seconds ?? null,
+        stats: rows.map((r) => ({ backend_type: r.backend_type, object: r.object, context: r.context, ...pickKeys(r.counters, IO_KEYS) })),
+      }
+    })
+    .get(
+      '/io-stats/timeseries',
+      async ({ principal, params, query }) => {
+        const db = await postgres(principal, params.id)
+        requireVersion(db, internalsLimits.ioStatsMinVersion, 'io-stats')
+        const points = await reader.metricSeries(db.id, 'io', intervalsFor(query, clock()))
+        return points.map((p) => ({ ts: rfc3339(p.ts), ...splitSubject(p.subject), ...pickKeys(p.values, IO_KEYS) }))
+      },
+      { query: seriesQuery },
+    )
+    .get('/database-stats', async ({ principal, params }) => {
+      const db = await postgres(principal, params.id)
+      const latest = await reader.latestCounters(db.id, 'database_stats')
+      const values = latest?.payload ?? {}
+      return {
+        ts: latest ? rfc3339(latest.ts) : null,
+        interval_seconds: latest?.interval_seconds ?? null,
+        ...pickKeys(values, DATABASE_COUNTER_KEYS),
+        ...ratesOf(values, DATABASE_COUNTER_KEYS, latest?.interval_seconds ?? 0),
+        ...pickKeys(values, DATABASE_GAUGE_KEYS),
+      }
+    })
+    .get(
+      '/database-stats/timeseries',
+      async ({ principal, params, query }) =>
+        series((await postgres(principal, params.id)).id, 'database', query, [...DATABASE_COUNTER_KEYS, ...DATABASE_GAUGE_KEYS]),
+      { query: seriesQuery },
+    )
 }

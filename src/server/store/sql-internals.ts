@@ -1,21 +1,488 @@
 // Engine internals over time: wait events, replication lag and slots, bgwriter/checkpointer, WAL,
-// I/O and database-wide statistics.
-import type { IngestBatch } from '../../shared/wire.ts'
+// I/O and database-wide statistics. Like statement statistics, everything lands at ingest in
+// 60-second and 1-hour buckets: wait counts and counter deltas are summed, lags keep their maximum,
+// gauges keep the bucket's latest value. The latest section of each kind is kept whole, with the
+// cycle's interval, for the "current" endpoints. Reads re-aggregate the stored buckets into
+// intervals of any whole number of seconds (hourly rows only when every interval is whole hours).
+import type { IngestBatch, IoStatRow, ReplicationStatus, WaitSample } from '../../shared/wire.ts'
 import type { SqlDriver } from './driver.ts'
 import type { Migration } from './migrations.ts'
+import { HOUR_MS, MINUTE_MS, type Window, upsertMany, windowClause } from './sql-telemetry.ts'
+
+/** The metric keys stored per source; the agent's collectors send these (others are ignored). */
+export const BGWRITER_KEYS = [
+  'checkpoints_timed',
+  'checkpoints_req',
+  'checkpoint_write_time_ms',
+  'checkpoint_sync_time_ms',
+  'buffers_checkpoint',
+  'buffers_clean',
+  'maxwritten_clean',
+  'buffers_backend',
+  'buffers_backend_fsync',
+  'buffers_alloc',
+  'restartpoints_timed',
+  'restartpoints_req',
+  'restartpoints_done',
+] as const
+
+export const WAL_KEYS = [
+  'wal_records',
+  'wal_fpi',
+  'wal_bytes',
+  'wal_buffers_full',
+  'wal_write',
+  'wal_sync',
+  'wal_write_time_ms',
+  'wal_sync_time_ms',
+] as const
+
+export const IO_KEYS = [
+  'reads',
+  'writes',
+  'extends',
+  'hits',
+  'evictions',
+  'reuses',
+  'fsyncs',
+  'writebacks',
+  'read_time_ms',
+  'write_time_ms',
+  'extend_time_ms',
+  'fsync_time_ms',
+  'writeback_time_ms',
+  'read_bytes',
+  'write_bytes',
+  'extend_bytes',
+] as const
+
+export const DATABASE_COUNTER_KEYS = [
+  'xact_commit',
+  'xact_rollback',
+  'blks_read',
+  'blks_hit',
+  'tup_returned',
+  'tup_fetched',
+  'tup_inserted',
+  'tup_updated',
+  'tup_deleted',
+  'conflicts',
+  'temp_files',
+  'temp_bytes',
+  'deadlocks',
+] as const
+
+/** database_stats keys that are gauges (kept as the bucket's latest value), not deltas. */
+export const DATABASE_GAUGE_KEYS = [
+  'numbackends',
+  'database_size_bytes',
+  'connections_total',
+  'max_connections',
+  'xid_age',
+  'mxid_age',
+  'oldest_xact_age_s',
+  'fsync_on',
+  'track_counts_on',
+  'pg_stat_statements_installed',
+] as const
+
+/** Metric families in metric_counters / metric_gauges. I/O rows carry "backend_type/object/context" as subject. */
+export type MetricSource = 'bgwriter' | 'wal' | 'database' | 'io'
+
+/** Sections kept whole as the latest of their kind. */
+export type LatestKind = 'replication' | 'bgwriter' | 'wal_stats' | 'io_stats' | 'database_stats'
+
+const BUCKET_KEY = `database_id TEXT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
+  resolution INTEGER NOT NULL,
+  bucket {bigint} NOT NULL`
+
+const DDL = `
+CREATE TABLE wait_stats (
+  ${BUCKET_KEY},
+  wait_event_type {ctext} NOT NULL,
+  wait_event {ctext} NOT NULL,
+  count {bigint} NOT NULL,
+  total_duration_ms {double} NOT NULL,
+  PRIMARY KEY (database_id, resolution, bucket, wait_event_type, wait_event)
+);
+CREATE TABLE replication_lag (
+  ${BUCKET_KEY},
+  replication_lag_bytes {bigint},
+  replication_lag_seconds {double},
+  PRIMARY KEY (database_id, resolution, bucket)
+);
+CREATE TABLE replication_slot_lag (
+  ${BUCKET_KEY},
+  slot_name {ctext} NOT NULL,
+  lag_bytes {bigint} NOT NULL,
+  PRIMARY KEY (database_id, resolution, bucket, slot_name)
+);
+CREATE TABLE metric_counters (
+  ${BUCKET_KEY},
+  source TEXT NOT NULL,
+  subject {ctext} NOT NULL,
+  metric TEXT NOT NULL,
+  value {double} NOT NULL,
+  PRIMARY KEY (database_id, source, resolution, bucket, subject, metric)
+);
+CREATE TABLE metric_gauges (
+  ${BUCKET_KEY},
+  source TEXT NOT NULL,
+  subject {ctext} NOT NULL,
+  metric TEXT NOT NULL,
+  value {double} NOT NULL,
+  sampled_at {bigint} NOT NULL,
+  PRIMARY KEY (database_id, source, resolution, bucket, subject, metric)
+);
+CREATE TABLE internals_latest (
+  database_id TEXT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
+  kind TEXT NOT NULL,
+  ts {bigint} NOT NULL,
+  interval_seconds {double} NOT NULL,
+  payload TEXT NOT NULL,
+  PRIMARY KEY (database_id, kind)
+);
+`
+
+/** The same substitution as migrations.ts's both(), which is private to it. */
+function dialectDdl(ddl: string, dialect: SqlDriver['dialect']): string {
+  const types =
+    dialect === 'sqlite'
+      ? { bigint: 'INTEGER', ctext: 'TEXT', double: 'REAL' }
+      : { bigint: 'BIGINT', ctext: 'TEXT COLLATE "C"', double: 'DOUBLE PRECISION' }
+  return ddl.replaceAll('{bigint}', types.bigint).replaceAll('{ctext}', types.ctext).replaceAll('{double}', types.double)
+}
 
 /** Schema of this part (migration 4). */
 export const internalsMigration: Omit<Migration, 'version'> = {
   name: 'wait events, replication, bgwriter, WAL, I/O and database statistics over time',
-  sqlite: 'SELECT 1',
-  postgres: 'SELECT 1',
+  sqlite: dialectDdl(DDL, 'sqlite'),
+  postgres: dialectDdl(DDL, 'postgres'),
+}
+
+// ---- ingest ----
+
+const floorTo = (t: number, step: number) => Math.floor(t / step) * step
+const isNumber = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v)
+
+/** The larger of two nullable values, in the store's dialect (SQLite's MAX(a, NULL) is NULL). */
+function greatest(dialect: SqlDriver['dialect'], a: string, b: string): string {
+  const fn = dialect === 'sqlite' ? 'MAX' : 'GREATEST'
+  return `${fn}(COALESCE(${a}, ${b}), COALESCE(${b}, ${a}))`
+}
+
+/**
+ * The first columns of every bucketed row, once per resolution. (The resolutions are not a module
+ * constant: sql-telemetry.ts imports this module, so its constants are not ready at load time.)
+ */
+function bucketPrefixes(databaseId: string, collectedAt: number): [string, number, number][] {
+  return [MINUTE_MS, HOUR_MS].map((r) => [databaseId, r / 1000, floorTo(collectedAt, r)])
+}
+
+/** Sums the batch's samples per event (a batch may name one event twice). */
+function mergeWaits(waits: WaitSample[]): WaitSample[] {
+  const merged = new Map<string, WaitSample>()
+  for (const w of waits) {
+    const key = JSON.stringify([w.wait_event_type, w.wait_event])
+    const entry = merged.get(key) ?? { wait_event_type: w.wait_event_type, wait_event: w.wait_event, count: 0, total_duration_ms: 0 }
+    entry.count += Math.round(w.count)
+    entry.total_duration_ms += w.total_duration_ms
+    merged.set(key, entry)
+  }
+  return [...merged.values()]
+}
+
+async function applyWaits(tx: SqlDriver, databaseId: string, collectedAt: number, waits: WaitSample[]) {
+  const merged = mergeWaits(waits)
+  if (merged.length === 0) return
+  const rows = bucketPrefixes(databaseId, collectedAt).flatMap((prefix) =>
+    merged.map((w) => [...prefix, w.wait_event_type, w.wait_event, w.count, w.total_duration_ms]),
+  )
+  await upsertMany(
+    tx,
+    'wait_stats',
+    ['database_id', 'resolution', 'bucket', 'wait_event_type', 'wait_event', 'count', 'total_duration_ms'],
+    rows,
+    ['database_id', 'resolution', 'bucket', 'wait_event_type', 'wait_event'],
+    { count: 'wait_stats.count + excluded.count', total_duration_ms: 'wait_stats.total_duration_ms + excluded.total_duration_ms' },
+  )
+}
+
+async function applyReplication(tx: SqlDriver, databaseId: string, collectedAt: number, status: ReplicationStatus) {
+  const prefixes = bucketPrefixes(databaseId, collectedAt)
+  const bytes = isNumber(status.replication_lag_bytes) ? Math.round(status.replication_lag_bytes) : null
+  const seconds = isNumber(status.replication_lag_seconds) ? status.replication_lag_seconds : null
+  if (bytes !== null || seconds !== null) {
+    await upsertMany(
+      tx,
+      'replication_lag',
+      ['database_id', 'resolution', 'bucket', 'replication_lag_bytes', 'replication_lag_seconds'],
+      prefixes.map((prefix) => [...prefix, bytes, seconds]),
+      ['database_id', 'resolution', 'bucket'],
+      {
+        replication_lag_bytes: greatest(tx.dialect, 'replication_lag.replication_lag_bytes', 'excluded.replication_lag_bytes'),
+        replication_lag_seconds: greatest(tx.dialect, 'replication_lag.replication_lag_seconds', 'excluded.replication_lag_seconds'),
+      },
+    )
+  }
+  const slots = new Map<string, number>()
+  for (const s of status.slots) {
+    if (isNumber(s.lag_bytes)) slots.set(s.slot_name, Math.max(slots.get(s.slot_name) ?? 0, Math.round(s.lag_bytes)))
+  }
+  if (slots.size === 0) return
+  await upsertMany(
+    tx,
+    'replication_slot_lag',
+    ['database_id', 'resolution', 'bucket', 'slot_name', 'lag_bytes'],
+    prefixes.flatMap((prefix) => [...slots].map(([name, lag]) => [...prefix, name, lag])),
+    ['database_id', 'resolution', 'bucket', 'slot_name'],
+    { lag_bytes: greatest(tx.dialect, 'replication_slot_lag.lag_bytes', 'excluded.lag_bytes') },
+  )
+}
+
+interface MetricValue {
+  source: MetricSource
+  subject: string
+  metric: string
+  value: number
+}
+
+/** The known, non-null keys of one counter map. */
+function pick(source: MetricSource, subject: string, map: Record<string, number | null>, keys: readonly string[]): MetricValue[] {
+  return keys.filter((k) => isNumber(map[k])).map((metric) => ({ source, subject, metric, value: map[metric] as number }))
+}
+
+export const ioSubject = (row: Pick<IoStatRow, 'backend_type' | 'object' | 'context'>) => `${row.backend_type}/${row.object}/${row.context}`
+
+/** Counter deltas of the batch, summed per (source, subject, metric). */
+function batchCounters(batch: IngestBatch): MetricValue[] {
+  const values = [
+    ...pick('bgwriter', '', batch.bgwriter ?? {}, BGWRITER_KEYS),
+    ...pick('wal', '', batch.wal_stats ?? {}, WAL_KEYS),
+    ...pick('database', '', batch.database_stats ?? {}, DATABASE_COUNTER_KEYS),
+    ...(batch.io_stats ?? []).flatMap((row) => pick('io', ioSubject(row), row.counters, IO_KEYS)),
+  ]
+  const merged = new Map<string, MetricValue>()
+  for (const v of values) {
+    const key = JSON.stringify([v.source, v.subject, v.metric])
+    const entry = merged.get(key)
+    if (entry) entry.value += v.value
+    else merged.set(key, { ...v })
+  }
+  return [...merged.values()]
+}
+
+const METRIC_COLUMNS = ['database_id', 'resolution', 'bucket', 'source', 'subject', 'metric', 'value'] as const
+const METRIC_CONFLICT = ['database_id', 'source', 'resolution', 'bucket', 'subject', 'metric'] as const
+
+async function applyMetrics(tx: SqlDriver, databaseId: string, batch: IngestBatch) {
+  const prefixes = bucketPrefixes(databaseId, batch.collected_at)
+  const counters = batchCounters(batch)
+  if (counters.length > 0) {
+    await upsertMany(
+      tx,
+      'metric_counters',
+      METRIC_COLUMNS,
+      prefixes.flatMap((prefix) => counters.map((c) => [...prefix, c.source, c.subject, c.metric, c.value])),
+      METRIC_CONFLICT,
+      { value: 'metric_counters.value + excluded.value' },
+    )
+  }
+  const gauges = pick('database', '', batch.database_stats ?? {}, DATABASE_GAUGE_KEYS)
+  if (gauges.length === 0) return
+  // A batch collected before the bucket's latest one (a late replay) does not overwrite it.
+  const newer = 'excluded.sampled_at >= metric_gauges.sampled_at'
+  await upsertMany(
+    tx,
+    'metric_gauges',
+    [...METRIC_COLUMNS, 'sampled_at'],
+    prefixes.flatMap((prefix) => gauges.map((g) => [...prefix, g.source, g.subject, g.metric, g.value, batch.collected_at])),
+    METRIC_CONFLICT,
+    {
+      value: `CASE WHEN ${newer} THEN excluded.value ELSE metric_gauges.value END`,
+      sampled_at: `CASE WHEN ${newer} THEN excluded.sampled_at ELSE metric_gauges.sampled_at END`,
+    },
+  )
+}
+
+async function applyLatest(tx: SqlDriver, databaseId: string, batch: IngestBatch) {
+  const kinds: LatestKind[] = ['replication', 'bgwriter', 'wal_stats', 'io_stats', 'database_stats']
+  const rows = kinds
+    .filter((kind) => batch[kind] !== undefined)
+    .map((kind) => [databaseId, kind, batch.collected_at, batch.interval_seconds, JSON.stringify(batch[kind])])
+  if (rows.length === 0) return
+  const newer = (column: string) => `CASE WHEN excluded.ts >= internals_latest.ts THEN excluded.${column} ELSE internals_latest.${column} END`
+  await upsertMany(tx, 'internals_latest', ['database_id', 'kind', 'ts', 'interval_seconds', 'payload'], rows, ['database_id', 'kind'], {
+    ts: newer('ts'),
+    interval_seconds: newer('interval_seconds'),
+    payload: newer('payload'),
+  })
 }
 
 /** Applies the batch's waits, replication, bgwriter, wal_stats, io_stats and database_stats sections. */
-export async function applyInternals(_tx: SqlDriver, _databaseId: string, _batch: IngestBatch): Promise<void> {}
+export async function applyInternals(tx: SqlDriver, databaseId: string, batch: IngestBatch): Promise<void> {
+  if (batch.waits?.length) await applyWaits(tx, databaseId, batch.collected_at, batch.waits)
+  if (batch.replication) await applyReplication(tx, databaseId, batch.collected_at, batch.replication)
+  await applyMetrics(tx, databaseId, batch)
+  await applyLatest(tx, databaseId, batch)
+}
+
+// ---- reads ----
+
+/** A window cut into intervals of `bucketSeconds` (aligned to the epoch). */
+export interface Intervals extends Window {
+  bucketSeconds: number
+}
+
+/**
+ * The stored rows that feed the intervals: hourly rows (for the whole hours of the window) only when
+ * every interval is a whole number of hours, so re-aggregation stays exact; minute rows otherwise.
+ */
+function sourceRows(intervals: Intervals, first: number): { sql: string; params: number[] } {
+  if (intervals.bucketSeconds % 3600 === 0) return windowClause(intervals, first)
+  return {
+    sql: `(resolution = 60 AND bucket >= $${first} AND bucket < $${first + 1})`,
+    params: [floorTo(intervals.since, MINUTE_MS), intervals.until],
+  }
+}
+
+const toNumber = (v: unknown) => Number(v)
+const toNullable = (v: unknown) => (v === null || v === undefined ? null : Number(v))
+
+export interface WaitPoint {
+  ts: number
+  wait_event_type: string
+  wait_event: string
+  count: number
+  total_duration_ms: number
+}
+
+async function waits(driver: SqlDriver, databaseId: string, intervals: Intervals): Promise<WaitPoint[]> {
+  const rows = sourceRows(intervals, 3)
+  const found = await driver.all(
+    `SELECT ts, wait_event_type, wait_event, SUM(count) AS count, SUM(total_duration_ms) AS total_duration_ms FROM (
+       SELECT bucket - (bucket % $2) AS ts, wait_event_type, wait_event, count, total_duration_ms
+       FROM wait_stats WHERE database_id = $1 AND ${rows.sql}
+     ) b GROUP BY ts, wait_event_type, wait_event ORDER BY ts, wait_event_type, wait_event`,
+    [databaseId, intervals.bucketSeconds * 1000, ...rows.params],
+  )
+  return found.map((r) => ({
+    ts: toNumber(r.ts),
+    wait_event_type: String(r.wait_event_type),
+    wait_event: String(r.wait_event),
+    count: toNumber(r.count),
+    total_duration_ms: toNumber(r.total_duration_ms),
+  }))
+}
+
+export interface LagPoint {
+  ts: number
+  replication_lag_bytes: number | null
+  replication_lag_seconds: number | null
+}
+
+async function replicationHistory(driver: SqlDriver, databaseId: string, intervals: Intervals): Promise<LagPoint[]> {
+  const rows = sourceRows(intervals, 3)
+  const found = await driver.all(
+    `SELECT ts, MAX(replication_lag_bytes) AS replication_lag_bytes, MAX(replication_lag_seconds) AS replication_lag_seconds FROM (
+       SELECT bucket - (bucket % $2) AS ts, replication_lag_bytes, replication_lag_seconds
+       FROM replication_lag WHERE database_id = $1 AND ${rows.sql}
+     ) b GROUP BY ts ORDER BY ts`,
+    [databaseId, intervals.bucketSeconds * 1000, ...rows.params],
+  )
+  return found.map((r) => ({
+    ts: toNumber(r.ts),
+    replication_lag_bytes: toNullable(r.replication_lag_bytes),
+    replication_lag_seconds: toNullable(r.replication_lag_seconds),
+  }))
+}
+
+export interface SlotLagPoint {
+  ts: number
+  slot_name: string
+  lag_bytes: number
+}
+
+async function slotHistory(driver: SqlDriver, databaseId: string, intervals: Intervals): Promise<SlotLagPoint[]> {
+  const rows = sourceRows(intervals, 3)
+  const found = await driver.all(
+    `SELECT ts, slot_name, MAX(lag_bytes) AS lag_bytes FROM (
+       SELECT bucket - (bucket % $2) AS ts, slot_name, lag_bytes
+       FROM replication_slot_lag WHERE database_id = $1 AND ${rows.sql}
+     ) b GROUP BY ts, slot_name ORDER BY ts, slot_name`,
+    [databaseId, intervals.bucketSeconds * 1000, ...rows.params],
+  )
+  return found.map((r) => ({ ts: toNumber(r.ts), slot_name: String(r.slot_name), lag_bytes: toNumber(r.lag_bytes) }))
+}
+
+/** One interval of one subject: its metric values (counters summed, gauges the latest). */
+export interface MetricPoint {
+  ts: number
+  subject: string
+  values: Record<string, number>
+}
+
+/** Adds rows of (ts, subject, metric, value) to points keyed by interval and subject, in order. */
+function collectPoints(points: Map<string, MetricPoint>, rows: Record<string, unknown>[]) {
+  for (const r of rows) {
+    const ts = toNumber(r.ts)
+    const subject = String(r.subject)
+    const key = JSON.stringify([ts, subject])
+    let point = points.get(key)
+    if (!point) points.set(key, (point = { ts, subject, values: {} }))
+    point.values[String(r.metric)] = toNumber(r.value)
+  }
+}
+
+async function metricSeries(driver: SqlDriver, databaseId: string, source: MetricSource, intervals: Intervals): Promise<MetricPoint[]> {
+  const rows = sourceRows(intervals, 4)
+  const params = [databaseId, source, intervals.bucketSeconds * 1000, ...rows.params]
+  const counters = await driver.all(
+    `SELECT ts, subject, metric, SUM(value) AS value FROM (
+       SELECT bucket - (bucket % $3) AS ts, subject, metric, value
+       FROM metric_counters WHERE database_id = $1 AND source = $2 AND ${rows.sql}
+     ) b GROUP BY ts, subject, metric`,
+    params,
+  )
+  const gauges = await driver.all(
+    `SELECT ts, subject, metric, value FROM (
+       SELECT bucket - (bucket % $3) AS ts, subject, metric, value,
+              ROW_NUMBER() OVER (PARTITION BY bucket - (bucket % $3), subject, metric ORDER BY sampled_at DESC, resolution) AS latest
+       FROM metric_gauges WHERE database_id = $1 AND source = $2 AND ${rows.sql}
+     ) b WHERE latest = 1`,
+    params,
+  )
+  const points = new Map<string, MetricPoint>()
+  collectPoints(points, counters)
+  collectPoints(points, gauges)
+  return [...points.values()].sort((a, b) => a.ts - b.ts || (a.subject < b.subject ? -1 : a.subject > b.subject ? 1 : 0))
+}
+
+export interface Latest<T> {
+  ts: number
+  interval_seconds: number
+  payload: T
+}
+
+async function latest<T>(driver: SqlDriver, databaseId: string, kind: LatestKind): Promise<Latest<T> | undefined> {
+  const row = await driver.get<{ ts: number; interval_seconds: number; payload: string }>(
+    'SELECT ts, interval_seconds, payload FROM internals_latest WHERE database_id = $1 AND kind = $2',
+    [databaseId, kind],
+  )
+  return row ? { ts: toNumber(row.ts), interval_seconds: toNumber(row.interval_seconds), payload: JSON.parse(row.payload) as T } : undefined
+}
 
 /** Reads for the routes of this part. */
-export function internalsReader(_driver: SqlDriver) {
-  return {}
+export function internalsReader(driver: SqlDriver) {
+  return {
+    waits: (databaseId: string, intervals: Intervals) => waits(driver, databaseId, intervals),
+    replicationHistory: (databaseId: string, intervals: Intervals) => replicationHistory(driver, databaseId, intervals),
+    slotHistory: (databaseId: string, intervals: Intervals) => slotHistory(driver, databaseId, intervals),
+    metricSeries: (databaseId: string, source: MetricSource, intervals: Intervals) => metricSeries(driver, databaseId, source, intervals),
+    latestReplication: (databaseId: string) => latest<ReplicationStatus>(driver, databaseId, 'replication'),
+    latestCounters: (databaseId: string, kind: 'bgwriter' | 'wal_stats' | 'database_stats') =>
+      latest<Record<string, number | null>>(driver, databaseId, kind),
+    latestIo: (databaseId: string) => latest<IoStatRow[]>(driver, databaseId, 'io_stats'),
+  }
 }
 export type InternalsReader = ReturnType<typeof internalsReader>

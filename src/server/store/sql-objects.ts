@@ -1,21 +1,446 @@
-// Telemetry about a database's objects and sessions: tables and indexes (latest statistics plus
-// per-interval timeseries), active queries and locks (latest snapshot).
-import type { IngestBatch } from '../../shared/wire.ts'
+// Telemetry about a database's objects and sessions: tables and indexes (the latest statistics, and
+// per-interval timeseries in 60-second and hourly buckets), active queries and locks (the latest
+// snapshot, kept by sql-telemetry.ts in `snapshots`).
+// Buckets sum the counters' deltas (null while a bucket holds only first samples, which carry no delta)
+// and keep the gauges' last known value. The latest tables and indexes are rows of their own, replaced by
+// each newer batch that carries the section, so listing, sorting and filtering happen in SQL.
+// (sql-telemetry.ts imports this module and this one imports it back: its exports are used inside
+// functions only, never while the modules load.)
+import type { ActiveQuery, IndexStat, IngestBatch, LockEntry, TableStat } from '../../shared/wire.ts'
 import type { SqlDriver } from './driver.ts'
 import type { Migration } from './migrations.ts'
+import { HOUR_MS, MINUTE_MS, type Window, latestSnapshot, upsertMany } from './sql-telemetry.ts'
 
-/** Schema of this part (migration 3). */
-export const objectsMigration: Omit<Migration, 'version'> = {
-  name: 'table and index statistics over time',
-  sqlite: 'SELECT 1',
-  postgres: 'SELECT 1',
+/** The unused-index filter's size threshold, in bytes (the spec's "larger than 1 MB"). */
+export const UNUSED_INDEX_MIN_BYTES = 1_048_576
+
+/** Column types substituted per dialect, as in migrations.ts. */
+function both(ddl: string): { sqlite: string; postgres: string } {
+  return {
+    sqlite: ddl.replaceAll('{bigint}', 'INTEGER').replaceAll('{bool}', 'INTEGER').replaceAll('{ctext}', 'TEXT'),
+    postgres: ddl.replaceAll('{bigint}', 'BIGINT').replaceAll('{bool}', 'BOOLEAN').replaceAll('{ctext}', 'TEXT COLLATE "C"'),
+  }
 }
 
-/** Applies the batch's tables, indexes, activity and locks sections. */
-export async function applyObjects(_tx: SqlDriver, _databaseId: string, _batch: IngestBatch): Promise<void> {}
+const TABLE_COUNTERS = ['seq_scan', 'seq_tup_read', 'idx_scan', 'idx_tup_fetch', 'n_tup_ins', 'n_tup_upd', 'n_tup_del', 'n_tup_hot_upd'] as const
+const TABLE_GAUGES = ['n_live_tup', 'n_dead_tup', 'table_size_bytes', 'index_size_bytes'] as const
+const TABLE_TIMES = ['last_vacuum', 'last_autovacuum', 'last_analyze', 'last_autoanalyze'] as const
+const INDEX_COUNTERS = ['idx_scan', 'idx_tup_read', 'idx_tup_fetch'] as const
+const INDEX_GAUGES = ['size_bytes'] as const
+
+const columns = (names: readonly string[]) => names.map((n) => `  ${n} {bigint},`).join('\n')
+
+/** Schema of this part (migration 3). Bucket keys start with the object, so one object's timeseries is a range read. */
+export const objectsMigration: Omit<Migration, 'version'> = {
+  name: 'table and index statistics over time, latest tables and indexes',
+  ...both(`
+CREATE TABLE table_stats (
+  database_id TEXT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
+  schema_name {ctext} NOT NULL,
+  table_name {ctext} NOT NULL,
+  resolution INTEGER NOT NULL,
+  bucket {bigint} NOT NULL,
+  sampled_at {bigint} NOT NULL,
+${columns([...TABLE_COUNTERS, ...TABLE_GAUGES])}
+  PRIMARY KEY (database_id, schema_name, table_name, resolution, bucket)
+);
+CREATE TABLE index_stats (
+  database_id TEXT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
+  schema_name {ctext} NOT NULL,
+  index_name {ctext} NOT NULL,
+  resolution INTEGER NOT NULL,
+  bucket {bigint} NOT NULL,
+  sampled_at {bigint} NOT NULL,
+${columns([...INDEX_COUNTERS, ...INDEX_GAUGES])}
+  PRIMARY KEY (database_id, schema_name, index_name, resolution, bucket)
+);
+CREATE TABLE latest_tables (
+  database_id TEXT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
+  schema_name {ctext} NOT NULL,
+  table_name {ctext} NOT NULL,
+  ts {bigint} NOT NULL,
+${columns([...TABLE_COUNTERS, ...TABLE_GAUGES, ...TABLE_TIMES])}
+  has_primary_key {bool},
+  PRIMARY KEY (database_id, schema_name, table_name)
+);
+CREATE TABLE latest_indexes (
+  database_id TEXT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
+  schema_name {ctext} NOT NULL,
+  index_name {ctext} NOT NULL,
+  table_name {ctext} NOT NULL,
+  ts {bigint} NOT NULL,
+${columns([...INDEX_COUNTERS, ...INDEX_GAUGES])}
+  index_def TEXT NOT NULL,
+  is_unique {bool} NOT NULL,
+  is_primary {bool} NOT NULL,
+  is_valid {bool} NOT NULL,
+  PRIMARY KEY (database_id, schema_name, index_name)
+);
+`),
+}
+
+// ---- ingest ----
+
+const floorTo = (t: number, step: number) => Math.floor(t / step) * step
+/** Counts are integers in the store; a fractional one from the wire is rounded, not refused by BIGINT. */
+const int = (v: number | null | undefined): number | null => (v === null || v === undefined ? null : Math.round(v))
+
+/** A sum that stays null only while both sides are (a bucket of first samples has no delta). */
+const sumSql = (table: string, c: string) => `COALESCE(${table}.${c} + excluded.${c}, ${table}.${c}, excluded.${c})`
+/** The newer sample's value, or the other's when the newer one is unknown (e.g. a size not measured that cycle). */
+const lastSql = (table: string, c: string) =>
+  `CASE WHEN excluded.sampled_at >= ${table}.sampled_at THEN COALESCE(excluded.${c}, ${table}.${c}) ELSE COALESCE(${table}.${c}, excluded.${c}) END`
+
+interface BucketRow {
+  key: string[]
+  counters: (number | null)[]
+  gauges: (number | null)[]
+}
+
+/** One row per object: deltas summed, gauges the last non-null (a batch may repeat an object). */
+function mergeBucketRows(rows: BucketRow[]): BucketRow[] {
+  const merged = new Map<string, BucketRow>()
+  for (const row of rows) {
+    const id = JSON.stringify(row.key)
+    const seen = merged.get(id)
+    if (!seen) {
+      merged.set(id, { key: row.key, counters: [...row.counters], gauges: [...row.gauges] })
+      continue
+    }
+    seen.counters = seen.counters.map((c, i) => (c === null ? row.counters[i]! : c + (row.counters[i] ?? 0)))
+    seen.gauges = seen.gauges.map((g, i) => row.gauges[i] ?? g)
+  }
+  return [...merged.values()]
+}
+
+interface BucketTable {
+  table: 'table_stats' | 'index_stats'
+  keyColumns: readonly string[]
+  counters: readonly string[]
+  gauges: readonly string[]
+}
+
+/** Adds the rows to the minute and hour buckets of `collectedAt`. */
+async function addToBuckets(tx: SqlDriver, databaseId: string, collectedAt: number, spec: BucketTable, rows: BucketRow[]) {
+  const merged = mergeBucketRows(rows)
+  if (merged.length === 0) return
+  const update: Record<string, string> = { sampled_at: greatest(tx, spec.table) }
+  for (const c of spec.counters) update[c] = sumSql(spec.table, c)
+  for (const g of spec.gauges) update[g] = lastSql(spec.table, g)
+  const rowsFor = (resolutionMs: number) =>
+    merged.map((r) => [databaseId, ...r.key, resolutionMs / 1000, floorTo(collectedAt, resolutionMs), collectedAt, ...r.counters, ...r.gauges])
+  await upsertMany(
+    tx,
+    spec.table,
+    ['database_id', ...spec.keyColumns, 'resolution', 'bucket', 'sampled_at', ...spec.counters, ...spec.gauges],
+    [...rowsFor(MINUTE_MS), ...rowsFor(HOUR_MS)],
+    ['database_id', ...spec.keyColumns, 'resolution', 'bucket'],
+    update,
+  )
+}
+
+function greatest(tx: SqlDriver, table: string): string {
+  return `${tx.dialect === 'sqlite' ? 'MAX' : 'GREATEST'}(${table}.sampled_at, excluded.sampled_at)`
+}
+
+/** True when no newer batch has set the latest rows of `table` (a late batch only adds to the buckets). */
+async function isNewest(tx: SqlDriver, table: 'latest_tables' | 'latest_indexes', databaseId: string, collectedAt: number): Promise<boolean> {
+  const row = await tx.get<{ ts: number | null }>(`SELECT MAX(ts) AS ts FROM ${table} WHERE database_id = $1`, [databaseId])
+  return row?.ts === null || row?.ts === undefined || collectedAt >= Number(row.ts)
+}
+
+/**
+ * Replaces the latest rows with the batch's: objects no longer reported go, and a size the agent could
+ * not measure this cycle (null) keeps the last one measured.
+ */
+async function replaceLatest(
+  tx: SqlDriver,
+  table: 'latest_tables' | 'latest_indexes',
+  databaseId: string,
+  collectedAt: number,
+  cols: readonly string[],
+  keyColumns: readonly string[],
+  keep: Record<string, string>,
+  rows: unknown[][],
+) {
+  const update = Object.fromEntries(cols.filter((c) => !keyColumns.includes(c)).map((c) => [c, keep[c] ?? `excluded.${c}`]))
+  const unique = new Map(rows.map((r) => [JSON.stringify(r.slice(0, keyColumns.length)), r]))
+  await upsertMany(tx, table, ['database_id', ...cols], [...unique.values()].map((r) => [databaseId, ...r]), ['database_id', ...keyColumns], update)
+  await tx.run(`DELETE FROM ${table} WHERE database_id = $1 AND ts <> $2`, [databaseId, collectedAt])
+}
+
+const keepSize = (table: string, c: string) => `COALESCE(excluded.${c}, ${table}.${c})`
+
+const LATEST_TABLE_COLUMNS = ['schema_name', 'table_name', 'ts', ...TABLE_COUNTERS, ...TABLE_GAUGES, ...TABLE_TIMES, 'has_primary_key'] as const
+
+async function applyTables(tx: SqlDriver, databaseId: string, collectedAt: number, tables: TableStat[]) {
+  await addToBuckets(
+    tx,
+    databaseId,
+    collectedAt,
+    { table: 'table_stats', keyColumns: ['schema_name', 'table_name'], counters: TABLE_COUNTERS, gauges: TABLE_GAUGES },
+    tables.map((t) => ({
+      key: [t.schema_name, t.table_name],
+      counters: TABLE_COUNTERS.map((c) => (t.delta ? int(t.delta[c]) : null)),
+      gauges: TABLE_GAUGES.map((g) => int(t[g])),
+    })),
+  )
+  if (!(await isNewest(tx, 'latest_tables', databaseId, collectedAt))) return
+  await replaceLatest(
+    tx,
+    'latest_tables',
+    databaseId,
+    collectedAt,
+    LATEST_TABLE_COLUMNS,
+    ['schema_name', 'table_name'],
+    { table_size_bytes: keepSize('latest_tables', 'table_size_bytes'), index_size_bytes: keepSize('latest_tables', 'index_size_bytes') },
+    tables.map((t) => [
+      t.schema_name,
+      t.table_name,
+      collectedAt,
+      ...[...TABLE_COUNTERS, ...TABLE_GAUGES, ...TABLE_TIMES].map((c) => int(t[c])),
+      t.has_primary_key ?? null,
+    ]),
+  )
+}
+
+const LATEST_INDEX_COLUMNS = ['schema_name', 'index_name', 'table_name', 'ts', ...INDEX_COUNTERS, ...INDEX_GAUGES, 'index_def', 'is_unique', 'is_primary', 'is_valid'] as const
+
+async function applyIndexes(tx: SqlDriver, databaseId: string, collectedAt: number, indexes: IndexStat[]) {
+  await addToBuckets(
+    tx,
+    databaseId,
+    collectedAt,
+    { table: 'index_stats', keyColumns: ['schema_name', 'index_name'], counters: INDEX_COUNTERS, gauges: INDEX_GAUGES },
+    indexes.map((i) => ({
+      key: [i.schema_name, i.index_name],
+      counters: INDEX_COUNTERS.map((c) => (i.delta ? int(i.delta[c]) : null)),
+      gauges: [int(i.size_bytes)],
+    })),
+  )
+  if (!(await isNewest(tx, 'latest_indexes', databaseId, collectedAt))) return
+  await replaceLatest(
+    tx,
+    'latest_indexes',
+    databaseId,
+    collectedAt,
+    LATEST_INDEX_COLUMNS,
+    ['schema_name', 'index_name'],
+    {
+      size_bytes: keepSize('latest_indexes', 'size_bytes'),
+      // The agent sends an empty definition for an index it could not deparse yet (its table was locked).
+      index_def: `CASE WHEN excluded.index_def = '' THEN latest_indexes.index_def ELSE excluded.index_def END`,
+    },
+    indexes.map((i) => [
+      i.schema_name,
+      i.index_name,
+      i.table_name,
+      collectedAt,
+      ...INDEX_COUNTERS.map((c) => int(i[c])),
+      int(i.size_bytes),
+      i.index_def,
+      i.is_unique,
+      i.is_primary,
+      i.is_valid,
+    ]),
+  )
+}
+
+/** Applies the batch's tables and indexes sections (activity and locks are kept as snapshots by sql-telemetry.ts). */
+export async function applyObjects(tx: SqlDriver, databaseId: string, batch: IngestBatch): Promise<void> {
+  if (batch.tables) await applyTables(tx, databaseId, batch.collected_at, batch.tables)
+  if (batch.indexes) await applyIndexes(tx, databaseId, batch.collected_at, batch.indexes)
+}
+
+// ---- reads ----
+
+export const TABLE_SORTS = ['size', 'dead_tuples', 'seq_scans', 'live_tuples', 'index_size'] as const
+export type TableSort = (typeof TABLE_SORTS)[number]
+export const INDEX_SORTS = ['size', 'scans', 'tuples_read'] as const
+export type IndexSort = (typeof INDEX_SORTS)[number]
+
+/** Largest first; unknown values last; ties by name, so the order is stable. */
+const TABLE_ORDER: Record<TableSort, string> = {
+  size: 'table_size_bytes',
+  dead_tuples: 'n_dead_tup',
+  seq_scans: 'seq_scan',
+  live_tuples: 'n_live_tup',
+  index_size: 'index_size_bytes',
+}
+const INDEX_ORDER: Record<IndexSort, string> = { size: 'size_bytes', scans: 'idx_scan', tuples_read: 'idx_tup_read' }
+
+const orderBy = (column: string, names: string) => `ORDER BY ${column} IS NULL, ${column} DESC, ${names}`
+
+const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v))
+const boolOrNull = (v: unknown): boolean | null => (v === null || v === undefined ? null : Boolean(v))
+
+export interface TableRow {
+  schema_name: string
+  table_name: string
+  ts: number
+  seq_scan: number | null
+  seq_tup_read: number | null
+  idx_scan: number | null
+  idx_tup_fetch: number | null
+  n_tup_ins: number | null
+  n_tup_upd: number | null
+  n_tup_del: number | null
+  n_tup_hot_upd: number | null
+  n_live_tup: number | null
+  n_dead_tup: number | null
+  table_size_bytes: number | null
+  index_size_bytes: number | null
+  last_vacuum: number | null
+  last_autovacuum: number | null
+  last_analyze: number | null
+  last_autoanalyze: number | null
+  has_primary_key: boolean | null
+}
+
+function toTableRow(r: Record<string, unknown>): TableRow {
+  const numbers = Object.fromEntries([...TABLE_COUNTERS, ...TABLE_GAUGES, ...TABLE_TIMES].map((c) => [c, numOrNull(r[c])]))
+  return {
+    schema_name: String(r.schema_name),
+    table_name: String(r.table_name),
+    ts: Number(r.ts),
+    ...numbers,
+    has_primary_key: boolOrNull(r.has_primary_key),
+  } as TableRow
+}
+
+export interface IndexRow {
+  schema_name: string
+  table_name: string
+  index_name: string
+  ts: number
+  idx_scan: number | null
+  idx_tup_read: number | null
+  idx_tup_fetch: number | null
+  size_bytes: number | null
+  index_def: string
+  is_unique: boolean
+  is_primary: boolean
+  is_valid: boolean
+}
+
+function toIndexRow(r: Record<string, unknown>): IndexRow {
+  return {
+    schema_name: String(r.schema_name),
+    table_name: String(r.table_name),
+    index_name: String(r.index_name),
+    ts: Number(r.ts),
+    idx_scan: numOrNull(r.idx_scan),
+    idx_tup_read: numOrNull(r.idx_tup_read),
+    idx_tup_fetch: numOrNull(r.idx_tup_fetch),
+    size_bytes: numOrNull(r.size_bytes),
+    index_def: String(r.index_def),
+    is_unique: Boolean(r.is_unique),
+    is_primary: Boolean(r.is_primary),
+    is_valid: Boolean(r.is_valid),
+  }
+}
+
+/** One bucket of an object's timeseries: `ts` is the bucket's start; null where nothing was known. */
+export type Point<C extends string> = { ts: number } & Record<C, number | null>
+
+export interface Series<C extends string> {
+  resolution: number
+  points: Point<C>[]
+}
+
+/** The buckets of one object in the window: minute buckets up to 24 hours, hourly beyond. */
+async function series<C extends string>(
+  driver: SqlDriver,
+  table: 'table_stats' | 'index_stats',
+  nameColumn: 'table_name' | 'index_name',
+  key: { databaseId: string; schema: string; name: string },
+  values: readonly C[],
+  window: Window,
+): Promise<Series<C>> {
+  const resolution = window.until - window.since <= 24 * HOUR_MS ? 60 : 3600
+  const rows = await driver.all(
+    `SELECT bucket, ${values.join(', ')} FROM ${table}
+     WHERE database_id = $1 AND schema_name = $2 AND ${nameColumn} = $3 AND resolution = $4 AND bucket >= $5 AND bucket < $6
+     ORDER BY bucket`,
+    [key.databaseId, key.schema, key.name, resolution, floorTo(window.since, resolution * 1000), window.until],
+  )
+  return {
+    resolution,
+    points: rows.map((r) => ({ ts: Number(r.bucket), ...Object.fromEntries(values.map((v) => [v, numOrNull(r[v])])) }) as Point<C>),
+  }
+}
+
+export const TABLE_POINT_FIELDS = [...TABLE_COUNTERS, ...TABLE_GAUGES] as const
+export const INDEX_POINT_FIELDS = [...INDEX_COUNTERS, ...INDEX_GAUGES] as const
+
+export interface Snapshot<T> {
+  /** When the agent took it; null when no batch carried the section yet. */
+  ts: number | null
+  entries: T[]
+}
+
+/** Longest first; unknown durations last. */
+function byDurationDesc(a: { duration_ms: number | null }, b: { duration_ms: number | null }): number {
+  return (b.duration_ms ?? -1) - (a.duration_ms ?? -1)
+}
+
+async function snapshot<T>(driver: SqlDriver, databaseId: string, kind: 'activity' | 'locks'): Promise<Snapshot<T>> {
+  const found = await latestSnapshot(driver, databaseId, kind)
+  return found ? { ts: found.ts, entries: Array.isArray(found.payload) ? (found.payload as T[]) : [] } : { ts: null, entries: [] }
+}
 
 /** Reads for the routes of this part. */
-export function objectsReader(_driver: SqlDriver) {
-  return {}
+export function objectsReader(driver: SqlDriver) {
+  return {
+    /** The latest active sessions, longest running first. */
+    async activeQueries(databaseId: string, limit: number): Promise<Snapshot<ActiveQuery>> {
+      const found = await snapshot<ActiveQuery>(driver, databaseId, 'activity')
+      return { ts: found.ts, entries: found.entries.sort(byDurationDesc).slice(0, limit) }
+    },
+
+    /** The latest locks, the ones waited for first, then the longest held. */
+    async locks(databaseId: string, limit: number): Promise<Snapshot<LockEntry>> {
+      const found = await snapshot<LockEntry>(driver, databaseId, 'locks')
+      const order = (a: LockEntry, b: LockEntry) => Number(a.granted) - Number(b.granted) || byDurationDesc(a, b) || a.pid - b.pid
+      return { ts: found.ts, entries: found.entries.sort(order).slice(0, limit) }
+    },
+
+    async listTables(databaseId: string, sort: TableSort, limit: number): Promise<TableRow[]> {
+      const rows = await driver.all(
+        `SELECT * FROM latest_tables WHERE database_id = $1 ${orderBy(TABLE_ORDER[sort], 'schema_name, table_name')} LIMIT $2`,
+        [databaseId, limit],
+      )
+      return rows.map(toTableRow)
+    },
+
+    async table(databaseId: string, schema: string, name: string): Promise<TableRow | undefined> {
+      const row = await driver.get('SELECT * FROM latest_tables WHERE database_id = $1 AND schema_name = $2 AND table_name = $3', [databaseId, schema, name])
+      return row ? toTableRow(row) : undefined
+    },
+
+    tableSeries(databaseId: string, schema: string, name: string, window: Window) {
+      return series(driver, 'table_stats', 'table_name', { databaseId, schema, name }, TABLE_POINT_FIELDS, window)
+    },
+
+    /** Indexes by `sort`; with `unusedOnly`, only those the spec calls unused (never scanned, neither primary nor unique, over 1 MB). */
+    async listIndexes(databaseId: string, sort: IndexSort, limit: number, unusedOnly = false): Promise<IndexRow[]> {
+      const unused = 'AND idx_scan = 0 AND is_primary = $3 AND is_unique = $3 AND size_bytes > $4'
+      const rows = await driver.all(
+        `SELECT * FROM latest_indexes WHERE database_id = $1 ${unusedOnly ? unused : ''}
+         ${orderBy(INDEX_ORDER[sort], 'schema_name, index_name')} LIMIT $2`,
+        unusedOnly ? [databaseId, limit, false, UNUSED_INDEX_MIN_BYTES] : [databaseId, limit],
+      )
+      return rows.map(toIndexRow)
+    },
+
+    async index(databaseId: string, schema: string, name: string): Promise<IndexRow | undefined> {
+      const row = await driver.get('SELECT * FROM latest_indexes WHERE database_id = $1 AND schema_name = $2 AND index_name = $3', [databaseId, schema, name])
+      return row ? toIndexRow(row) : undefined
+    },
+
+    indexSeries(databaseId: string, schema: string, name: string, window: Window) {
+      return series(driver, 'index_stats', 'index_name', { databaseId, schema, name }, INDEX_POINT_FIELDS, window)
+    },
+  }
 }
 export type ObjectsReader = ReturnType<typeof objectsReader>

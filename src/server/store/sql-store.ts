@@ -108,8 +108,15 @@ const DB_DEFAULTS = { poll_interval_seconds: 10, collect_explain_plans: true, co
 export class SqlStore implements Store {
   readonly objects: ObjectsReader
   readonly internals: InternalsReader
+  /**
+   * API keys by key_id, SQLite only: the SQLite store belongs to this one process (it holds the file
+   * exclusively), so every revocation passes through revokeApiKey here and evicts the key at once.
+   * The PostgreSQL store may be shared by several processes and always reads the key.
+   */
+  private readonly keyCache: Map<string, ApiKey> | undefined
 
   constructor(readonly driver: SqlDriver) {
+    this.keyCache = driver.dialect === 'sqlite' ? new Map() : undefined
     this.objects = objectsReader(driver)
     this.internals = internalsReader(driver)
   }
@@ -287,8 +294,15 @@ export class SqlStore implements Store {
   }
 
   async findApiKey(keyId: string) {
+    const cached = this.keyCache?.get(keyId)
+    if (cached) return cached
     const r = await this.driver.get('SELECT * FROM api_keys WHERE key_id = $1', [keyId])
-    return r ? toApiKey(r) : undefined
+    const key = r ? toApiKey(r) : undefined
+    if (key && this.keyCache) {
+      if (this.keyCache.size >= 10_000) this.keyCache.clear()
+      this.keyCache.set(keyId, key)
+    }
+    return key
   }
 
   async revokeApiKey(orgId: string, id: string, now: number) {
@@ -296,14 +310,16 @@ export class SqlStore implements Store {
       'UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2 AND org_id = $3',
       [now, id, orgId],
     )
+    if (this.keyCache) for (const [keyId, key] of this.keyCache) if (key.id === id) this.keyCache.delete(keyId)
     return changed > 0
   }
 
   async touchApiKey(id: string, now: number, minIntervalMs: number) {
-    await this.driver.run(
+    const changed = await this.driver.run(
       'UPDATE api_keys SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $3)',
       [now, id, now - minIntervalMs],
     )
+    if (changed > 0 && this.keyCache) for (const key of this.keyCache.values()) if (key.id === id) key.last_used_at = now
   }
 
   // ---- registered databases ----
