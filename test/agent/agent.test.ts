@@ -106,6 +106,37 @@ describe('agent against PostgreSQL 17', () => {
     }
   })
 
+  test('a database without pg_stat_statements gives one clear warning; server-side settings apply from the next cycle', async () => {
+    const bare = await pg.freshDatabase()
+    const dir = tempDir()
+    const logs: string[] = []
+    const path = join(dir, 'config.yaml')
+    writeFileSync(path, `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: bare\n    dsn: ${bare}\n    poll_interval: 1s\n`)
+    const agent = new Agent({ configPath: path, bufferDir: dir, log: createLogger('debug', (l) => logs.push(l)) })
+    await agent.start()
+    try {
+      const db = await until('the database to register', async () => {
+        const list = await server.call('GET', '/api/v1/databases', { token: account.token })
+        return (list.body as any[]).find((d) => d.name === 'bare')
+      })
+      await Bun.sleep(3500)
+      const warnings = logs.filter((l) => l.includes('pg_stat_statements is not installed'))
+      expect(warnings).toHaveLength(1)
+      expect(warnings[0]).toContain('CREATE EXTENSION pg_stat_statements')
+      expect(agent.runner('bare')!.status.collectors.query_stats).toStartWith('ok')
+
+      // Turn the locks collector off on the server: the agent skips it from the next cycle on.
+      await server.call('PATCH', `/api/v1/databases/${db.id}`, { token: account.token, body: { disabled_collectors: ['locks'] } })
+      await until('locks to be skipped', async () =>
+        agent.runner('bare')!.status.collectors.locks === 'skipped: disabled on the server' ? true : undefined,
+      )
+      await server.call('PATCH', `/api/v1/databases/${db.id}`, { token: account.token, body: { disabled_collectors: [] } })
+      await until('locks to run again', async () => (agent.runner('bare')!.status.collectors.locks?.startsWith('ok') ? true : undefined))
+    } finally {
+      await agent.stop()
+    }
+  })
+
   test('an API outage is buffered to service_buffer_<name>.db; every batch arrives once, in order', async () => {
     const port = await freePort()
     const dir = tempDir()
