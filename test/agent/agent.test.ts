@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import { Agent } from '../../src/agent/agent.ts'
 import { createLogger } from '../../src/shared/log.ts'
-import { type PostgresServer, freePort, startPostgres } from '../support/postgres.ts'
+import { type PostgresServer, freePort, postgresMajors, sharedPostgres, startPostgres } from '../support/postgres.ts'
 import { type Account, type TestServer, createApiKey, signup, startTestServer, verify } from '../support/server.ts'
 
 async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
@@ -58,6 +58,53 @@ async function queryCalls(server: TestServer, account: Account, dbId: string, ma
   const row = (res.body as any[]).find((q) => q.query_text.includes(marker))
   return row?.total_calls
 }
+
+describe('agent against every tested PostgreSQL major', () => {
+  let server: TestServer
+  let account: Account
+  let key: string
+  beforeAll(async () => {
+    server = await startTestServer('postgres')
+    account = await signup(server)
+    await verify(server, account)
+    key = (await createApiKey(server, account, 'agent')).key
+  })
+  afterAll(async () => {
+    await server.stop()
+  })
+
+  for (const major of postgresMajors) {
+    test(`PostgreSQL ${major}: N executions give total_calls N; every collector runs or is skipped by version`, async () => {
+      const url = await (await sharedPostgres(major)).freshDatabase()
+      const session = postgres(url, { max: 1, onnotice: () => {} })
+      await session`CREATE EXTENSION pg_stat_statements`
+      await session.unsafe(`CREATE TABLE major_${major} (id int PRIMARY KEY)`)
+      await session.unsafe(`INSERT INTO major_${major} SELECT generate_series(1, 10)`)
+      const dir = tempDir()
+      const path = join(dir, 'config.yaml')
+      writeFileSync(path, `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: pg${major}\n    dsn: ${url}\n    poll_interval: 1s\n`)
+      const agent = new Agent({ configPath: path, bufferDir: dir, log: createLogger('error', () => {}) })
+      await agent.start()
+      try {
+        const db = await until('the database to register', async () => {
+          const list = await server.call('GET', '/api/v1/databases', { token: account.token })
+          return (list.body as any[]).find((d) => d.name === `pg${major}` && d.status === 'connected')
+        })
+        expect(db.engine_version).toStartWith(`${major}.`)
+        await Bun.sleep(1200)
+        for (let i = 0; i < 19; i++) await session.unsafe(`SELECT id AS major_marker FROM major_${major} WHERE id = $1`, [(i % 10) + 1])
+        expect(await until('19 calls', async () => ((await queryCalls(server, account, db.id, 'major_marker')) === 19 ? 19 : undefined))).toBe(19)
+        const skipped = agent.runner(`pg${major}`)!.status.collectors
+        expect(skipped.wal_stats).toBe(major >= 14 ? skipped.wal_stats : 'skipped: needs PostgreSQL 14+')
+        expect(skipped.io_stats).toBe(major >= 16 ? skipped.io_stats : 'skipped: needs PostgreSQL 16+')
+        for (const [name, state] of Object.entries(skipped)) expect({ name, ok: state.startsWith('ok') || state.startsWith('skipped') }).toEqual({ name, ok: true })
+      } finally {
+        await agent.stop()
+        await session.end()
+      }
+    })
+  }
+})
 
 describe('agent against PostgreSQL 17', () => {
   let server: TestServer

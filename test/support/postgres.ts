@@ -128,7 +128,8 @@ const shared = new Map<number, Promise<PostgresServer>>()
 export function sharedPostgres(major = 17): Promise<PostgresServer> {
   let server = shared.get(major)
   if (!server) {
-    server = startPostgres(major)
+    // Preloaded as production setups have it, so agent tests can use the shared servers too.
+    server = startPostgres(major, ['-c', 'shared_preload_libraries=pg_stat_statements'])
     shared.set(major, server)
   }
   return server

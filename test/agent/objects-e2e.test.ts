@@ -1,0 +1,161 @@
+// Locks, active queries, tables and indexes end to end: the real agent against a real PostgreSQL 17,
+// read back through the API. Two sessions contending for a row show the waiter blocked by the holder;
+// a table read only by sequential scans shows exactly those scans as deltas; an index over 1 MB that
+// nothing uses is listed as unused, while the primary key beside it is not.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import postgres from 'postgres'
+import { Agent } from '../../src/agent/agent.ts'
+import { createLogger } from '../../src/shared/log.ts'
+import { type PostgresServer, startPostgres } from '../support/postgres.ts'
+import { type Account, type TestServer, createApiKey, signup, startTestServer, verify } from '../support/server.ts'
+
+async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const value = await probe()
+    if (value !== undefined) return value
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await Bun.sleep(100)
+  }
+}
+
+const SEQ_SCANS = 5
+const SCANNED_ROWS = 1000
+
+let pg: PostgresServer
+let dsn: string
+let setup: postgres.Sql
+let dir: string
+
+beforeAll(async () => {
+  pg = await startPostgres(17)
+  dsn = await pg.freshDatabase()
+  setup = postgres(dsn, { max: 1, onnotice: () => {} })
+  await setup`CREATE TABLE contended (id int PRIMARY KEY, v int)`
+  await setup`INSERT INTO contended VALUES (1, 0)`
+  await setup`CREATE TABLE scanned (id int, payload text)`
+  await setup`INSERT INTO scanned SELECT g, 'row ' || g FROM generate_series(1, ${SCANNED_ROWS}) g`
+  await setup`CREATE TABLE wide (id int PRIMARY KEY, tag text)`
+  await setup`INSERT INTO wide SELECT g, 'tag-' || g FROM generate_series(1, 100000) g`
+  await setup`CREATE INDEX wide_tag_idx ON wide (tag)`
+  dir = mkdtempSync(join(tmpdir(), 'dbm-objects-e2e-'))
+})
+
+afterAll(async () => {
+  await setup?.end()
+  await pg?.stop()
+  rmSync(dir, { recursive: true, force: true })
+})
+
+describe('objects through the agent (PostgreSQL 17)', () => {
+  let server: TestServer
+  let account: Account
+  let agent: Agent
+  let dbId: string
+  const api = async (path: string) => {
+    const res = await server.call('GET', `/api/v1/databases/${dbId}${path}`, { token: account.token })
+    if (res.status !== 200) throw new Error(`${path}: ${res.status} ${JSON.stringify(res.body)}`)
+    return res.body
+  }
+
+  beforeAll(async () => {
+    server = await startTestServer('sqlite')
+    account = await signup(server)
+    await verify(server, account)
+    const key = (await createApiKey(server, account, 'agent')).key
+    const config = join(dir, 'config.yaml')
+    writeFileSync(config, `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: shop\n    dsn: ${dsn}\n    poll_interval: 1s\n`)
+    agent = new Agent({ configPath: config, bufferDir: dir, log: createLogger('error', () => {}) })
+    await agent.start()
+    dbId = await until('the database to register', async () => {
+      const list = await server.call('GET', '/api/v1/databases', { token: account.token })
+      return (list.body as any[]).find((d) => d.name === 'shop')?.id
+    })
+    // The first cycle is the baseline (no deltas); the workloads below land in later ones.
+    await until('a first tables sample', async () => ((await api('/tables')).length > 0 ? true : undefined))
+  })
+  afterAll(async () => {
+    await agent?.stop()
+    await server?.stop()
+  })
+
+  test('two sessions contending for a row: the waiter is blocked by the holder in /locks and /active', async () => {
+    const holder = postgres(dsn, { max: 1, onnotice: () => {} })
+    const waiter = postgres(dsn, { max: 1, onnotice: () => {} })
+    try {
+      const pidOf = async (sql: postgres.Sql) => (await sql<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`)[0]!.pid
+      const holderPid = await pidOf(holder)
+      const waiterPid = await pidOf(waiter)
+      await holder.unsafe('BEGIN')
+      await holder`UPDATE contended SET v = 1 WHERE id = 1`
+      const blocked = waiter`UPDATE contended SET v = 2 WHERE id = 1 /* dbm-waiter */`.execute()
+
+      const lock = await until('the waiting lock', async () =>
+        (await api('/locks')).find((l: any) => l.pid === waiterPid && !l.granted && l.blocked_by_pid === holderPid),
+      )
+      expect(lock).toMatchObject({ granted: false, blocked_by_pid: holderPid, relation_name: 'public.contended', query_text: expect.stringContaining('dbm-waiter') })
+      // Ungranted locks come first.
+      const locks = await api('/locks')
+      expect(locks[0].granted).toBe(false)
+      expect(locks.some((l: any) => l.pid === holderPid && l.granted)).toBe(true)
+
+      const session = await until('the blocked session', async () =>
+        (await api('/active')).find((a: any) => a.pid === waiterPid && a.blocking_pids.includes(holderPid)),
+      )
+      expect(session).toMatchObject({ state: 'active', wait_event_type: 'Lock', blocking_pids: [holderPid], query_text: expect.stringContaining('dbm-waiter') })
+      expect(session.duration_ms).toBeGreaterThanOrEqual(0)
+
+      await holder.unsafe('ROLLBACK')
+      await blocked
+    } finally {
+      await holder.end()
+      await waiter.end()
+    }
+  })
+
+  test('a table read only by sequential scans shows them as deltas', async () => {
+    // A session of its own: a backend reports its statistics when it exits (an idle one waits up to 10 s).
+    const reader = postgres(dsn, { max: 1, onnotice: () => {} })
+    for (let i = 0; i < SEQ_SCANS; i++) await reader`SELECT count(*) FROM scanned WHERE payload = 'none'`
+    await reader.end()
+    const detail = await until('the scans in the timeseries', async () => {
+      const d = await api('/tables/public/scanned')
+      const sum = d.timeseries.reduce((s: number, p: any) => s + (p.seq_scan ?? 0), 0)
+      return sum === SEQ_SCANS ? d : undefined
+    })
+    const points = detail.timeseries as any[]
+    expect(points.reduce((s, p) => s + (p.seq_tup_read ?? 0), 0)).toBe(SEQ_SCANS * SCANNED_ROWS)
+    expect(points.every((p) => p.idx_scan === null)).toBe(true)
+    expect(detail).toMatchObject({ schema_name: 'public', table_name: 'scanned', seq_scan: SEQ_SCANS, idx_scan: null, has_primary_key: false })
+    expect(detail.table_size_bytes).toBeGreaterThan(0)
+    const bySeqScans = await api('/tables?sort_by=seq_scans')
+    expect(bySeqScans[0].table_name).toBe('scanned')
+  })
+
+  test('an index over 1 MB that nothing scans is unused; the primary key beside it is not', async () => {
+    const unused = await until('the unused index', async () => {
+      const list = await api('/indexes/unused')
+      return list.some((i: any) => i.index_name === 'wide_tag_idx') ? list : undefined
+    })
+    expect(unused.map((i: any) => i.index_name)).toEqual(['wide_tag_idx'])
+    expect(unused[0]).toMatchObject({
+      schema_name: 'public',
+      table_name: 'wide',
+      idx_scan: 0,
+      is_unique: false,
+      is_primary: false,
+      is_valid: true,
+      index_def: 'CREATE INDEX wide_tag_idx ON public.wide USING btree (tag)',
+    })
+    expect(unused[0].size_bytes).toBeGreaterThan(1_048_576)
+    const pkey = (await api('/indexes')).find((i: any) => i.index_name === 'wide_pkey')
+    expect(pkey).toMatchObject({ is_primary: true, is_unique: true, idx_scan: 0 })
+    expect(pkey.size_bytes).toBeGreaterThan(1_048_576)
+    const detail = await api('/indexes/public/wide_tag_idx')
+    expect(detail.timeseries.length).toBeGreaterThan(0)
+    expect(detail.timeseries.every((p: any) => p.idx_scan === null || p.idx_scan === 0)).toBe(true)
+  })
+})

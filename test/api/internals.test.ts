@@ -1,0 +1,495 @@
+// Engine internals on both stores: waits, replication (current, lag and slot history), bgwriter,
+// wal-stats, io-stats and database-stats from batches with known values across minute and hour
+// boundaries, re-aggregated into other bucket sizes; version gates, bucket validation, engine and
+// organization checks, and deletion of the rows with their database.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import type { IngestBatch, ReplicationStatus } from '../../src/shared/wire.ts'
+import { type TestServer, createApiKey, signup, startTestServer, storeKinds, verify } from '../support/server.ts'
+
+const MINUTE = 60_000
+const HOUR = 3_600_000
+const iso = (ms: number) => new Date(ms).toISOString()
+/** An hour boundary three hours ago: every batch below falls inside the default 24-hour window. */
+const base = Math.floor(Date.now() / HOUR) * HOUR - 3 * HOUR
+const at = (minutes: number, seconds = 0) => base + minutes * MINUTE + seconds * 1000
+const range = (from: number, to: number) => `since=${iso(from)}&until=${iso(to)}`
+
+function pgBatch(name: string, collectedAt: number, sections: Partial<IngestBatch> = {}, engineVersion = '17.2'): IngestBatch {
+  return {
+    batch_id: crypto.randomUUID(),
+    collected_at: collectedAt,
+    interval_seconds: 10,
+    agent_version: 'test',
+    database: { name, engine: 'postgres', engine_version: engineVersion, host: 'db.internal', port: 5432 },
+    ...sections,
+  }
+}
+
+const wait = (type: string, event: string, count: number) => ({ wait_event_type: type, wait_event: event, count, total_duration_ms: count * 1000 })
+
+function replication(lagBytes: number | null, lagSeconds: number | null, slots: [string, number | null][], isReplica = true): ReplicationStatus {
+  return {
+    is_replica: isReplica,
+    replication_lag_bytes: lagBytes,
+    replication_lag_seconds: lagSeconds,
+    upstream_host: isReplica ? 'primary.internal' : null,
+    replicas: [],
+    slots: slots.map(([slot_name, lag_bytes]) => ({ slot_name, slot_type: 'physical', active: true, lag_bytes, wal_status: 'reserved' })),
+  }
+}
+
+const BGWRITER_NULLS = {
+  checkpoints_timed: null,
+  checkpoints_req: null,
+  checkpoint_write_time_ms: null,
+  checkpoint_sync_time_ms: null,
+  buffers_checkpoint: null,
+  buffers_clean: null,
+  maxwritten_clean: null,
+  buffers_backend: null,
+  buffers_backend_fsync: null,
+  buffers_alloc: null,
+  restartpoints_timed: null,
+  restartpoints_req: null,
+  restartpoints_done: null,
+}
+
+const IO_NULLS = {
+  reads: null,
+  writes: null,
+  extends: null,
+  hits: null,
+  evictions: null,
+  reuses: null,
+  fsyncs: null,
+  writebacks: null,
+  read_time_ms: null,
+  write_time_ms: null,
+  extend_time_ms: null,
+  fsync_time_ms: null,
+  writeback_time_ms: null,
+  read_bytes: null,
+  write_bytes: null,
+  extend_bytes: null,
+}
+
+const INTERNAL_TABLES = ['wait_stats', 'replication_lag', 'replication_slot_lag', 'metric_counters', 'metric_gauges', 'internals_latest']
+
+for (const kind of storeKinds) {
+  describe(`engine internals (${kind})`, () => {
+    let server: TestServer
+    let key: string
+    beforeAll(async () => {
+      server = await startTestServer(kind)
+      const account = await signup(server)
+      await verify(server, account)
+      key = (await createApiKey(server, account, 'agent')).key
+    })
+    afterAll(async () => {
+      await server.stop()
+    })
+
+    const ingest = async (b: IngestBatch): Promise<string> => {
+      const res = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: b })
+      if (res.status !== 200) throw new Error(`ingest failed: ${res.status} ${JSON.stringify(res.body)}`)
+      return res.body.database_id
+    }
+    const get = async (id: string, path: string) => {
+      const res = await server.call('GET', `/api/v1/databases/${id}${path}`, { apiKey: key })
+      return { status: res.status, body: res.body }
+    }
+    const ok = async (id: string, path: string) => {
+      const res = await get(id, path)
+      expect({ path, status: res.status }).toEqual({ path, status: 200 })
+      return res.body
+    }
+
+    test('waits are summed per event and re-bucketed into 60 s, 300 s and hourly intervals', async () => {
+      await ingest(pgBatch('waits', at(58, 10), { waits: [wait('LWLock', 'WALWrite', 2), wait('Lock', 'transactionid', 1)] }))
+      await ingest(pgBatch('waits', at(58, 40), { waits: [wait('LWLock', 'WALWrite', 3)] }))
+      await ingest(pgBatch('waits', at(59, 20), { waits: [wait('Lock', 'transactionid', 4)] }))
+      // One batch naming an event twice, in the next hour.
+      await ingest(pgBatch('waits', at(60, 30), { waits: [wait('LWLock', 'WALWrite', 5), wait('LWLock', 'WALWrite', 1)] }))
+      await ingest(pgBatch('waits', at(64), { waits: [wait('IO', 'DataFileRead', 7)] }))
+      const id = await ingest(pgBatch('waits', at(65), { waits: [wait('IO', 'DataFileRead', 1)], collector_errors: [] }))
+
+      const entry = (ts: number, type: string, event: string, count: number) => ({
+        ts: iso(ts),
+        wait_event_type: type,
+        wait_event: event,
+        count,
+        total_duration_ms: count * 1000,
+      })
+      const minutes = [
+        entry(at(58), 'LWLock', 'WALWrite', 5),
+        entry(at(58), 'Lock', 'transactionid', 1),
+        entry(at(59), 'Lock', 'transactionid', 4),
+        entry(at(60), 'LWLock', 'WALWrite', 6),
+        entry(at(64), 'IO', 'DataFileRead', 7),
+        entry(at(65), 'IO', 'DataFileRead', 1),
+      ]
+      expect(await ok(id, `/waits?${range(at(50), at(70))}&bucket=60`)).toEqual(minutes)
+      // bucket defaults to 60 s and the window to the last 24 hours.
+      expect(await ok(id, `/waits?${range(at(50), at(70))}`)).toEqual(minutes)
+      expect(await ok(id, '/waits')).toEqual(minutes)
+      // A window starting inside a minute keeps that minute's bucket; one ending before a bucket leaves it out.
+      expect(await ok(id, `/waits?${range(at(59, 30), at(64, 59))}`)).toEqual(minutes.slice(2, 5))
+
+      expect(await ok(id, `/waits?${range(at(50), at(70))}&bucket=300`)).toEqual([
+        entry(at(55), 'LWLock', 'WALWrite', 5),
+        entry(at(55), 'Lock', 'transactionid', 5),
+        entry(at(60), 'IO', 'DataFileRead', 7),
+        entry(at(60), 'LWLock', 'WALWrite', 6),
+        entry(at(65), 'IO', 'DataFileRead', 1),
+      ])
+      const hours = [
+        entry(at(0), 'LWLock', 'WALWrite', 5),
+        entry(at(0), 'Lock', 'transactionid', 5),
+        entry(at(60), 'IO', 'DataFileRead', 8),
+        entry(at(60), 'LWLock', 'WALWrite', 6),
+      ]
+      // Whole hours come from the hourly buckets, a partial first hour from the minute buckets: same sums.
+      expect(await ok(id, `/waits?${range(at(0), at(120))}&bucket=3600`)).toEqual(hours)
+      expect(await ok(id, `/waits?${range(at(30), at(120))}&bucket=3600`)).toEqual(hours)
+      expect(await ok(id, `/waits?${range(at(-24 * 60), at(180))}&bucket=7200`)).toEqual([
+        entry(at(0), 'IO', 'DataFileRead', 8),
+        entry(at(0), 'LWLock', 'WALWrite', 11),
+        entry(at(0), 'Lock', 'transactionid', 5),
+      ])
+      // A replayed batch is not counted twice.
+      const replay = pgBatch('waits', at(65, 30), { waits: [wait('IO', 'DataFileRead', 10)] })
+      await ingest(replay)
+      await ingest(replay)
+      expect((await ok(id, `/waits?${range(at(65), at(66))}`))[0]).toEqual(entry(at(65), 'IO', 'DataFileRead', 11))
+    })
+
+    test('bucket and window validation', async () => {
+      const id = await ingest(pgBatch('validation', at(10), { waits: [wait('IO', 'DataFileRead', 1)] }))
+      const message = 'bucket must be a whole number of seconds, at least 60'
+      for (const path of ['/waits', '/replication/history', '/replication/slots/history', '/bgwriter', '/wal-stats/timeseries', '/io-stats/timeseries']) {
+        for (const bucket of ['30', '0', '-60', '90.5', 'minute']) {
+          expect({ path, bucket, ...(await get(id, `${path}?bucket=${bucket}`)) }).toEqual({ path, bucket, status: 400, body: { error: message } })
+        }
+        const month = range(Date.parse('2026-01-01T00:00:00Z'), Date.parse('2026-01-31T00:00:00Z'))
+        expect({ path, ...(await get(id, `${path}?${month}&bucket=60`)) }).toEqual({
+          path,
+          status: 400,
+          body: { error: 'bucket too small for this window: at most 10000 intervals per request; use a bucket of at least 260 seconds' },
+        })
+        expect({ path, status: (await get(id, `${path}?${month}&bucket=260`)).status }).toEqual({ path, status: 200 })
+        expect({ path, ...(await get(id, `${path}?since=yesterday`)) }).toEqual({
+          path,
+          status: 400,
+          body: { error: 'since must be an RFC 3339 timestamp, like 2026-01-31T12:00:00Z' },
+        })
+      }
+      // A bucket over the maximum (31 days) is clamped to it.
+      const huge = await ok(id, `/waits?${range(at(0), at(60))}&bucket=99999999999`)
+      expect(huge).toEqual([{ ts: iso(Math.floor(at(10) / (31 * 24 * HOUR)) * 31 * 24 * HOUR), wait_event_type: 'IO', wait_event: 'DataFileRead', count: 1, total_duration_ms: 1000 }])
+      // Without a bucket, a window longer than 24 hours is cut into hours (720 for 30 days).
+      expect((await get(id, `/bgwriter?${range(at(0) - 30 * 24 * HOUR, at(0))}`)).status).toBe(200)
+    })
+
+    test('replication: latest status, lag history and slot history keep the maximum per interval', async () => {
+      const empty = await ingest(pgBatch('replication-empty', at(100)))
+      expect(await ok(empty, '/replication')).toEqual({
+        is_replica: null,
+        replication_lag_bytes: null,
+        replication_lag_seconds: null,
+        upstream_host: null,
+        slots: [],
+        replicas: [],
+        ts: null,
+      })
+      expect(await ok(empty, '/replication/history')).toEqual([])
+      expect(await ok(empty, '/replication/slots/history')).toEqual([])
+
+      const h = 120 // minutes: two hours past the base
+      await ingest(pgBatch('replication', at(h, 10), { replication: replication(100, 0.5, [['standby_1', 1000], ['logical_a', null]]) }))
+      await ingest(pgBatch('replication', at(h, 40), { replication: replication(300, 0.2, [['standby_1', 500]]) }))
+      await ingest(pgBatch('replication', at(h + 1, 5), { replication: replication(50, 2.25, [['standby_1', 700], ['logical_a', 40]]) }))
+      const primary: ReplicationStatus = {
+        ...replication(null, null, [['standby_1', 10]], false),
+        replicas: [
+          {
+            application_name: 'walreceiver',
+            client_addr: '10.0.0.2',
+            state: 'streaming',
+            sync_state: 'async',
+            lag_bytes: 10,
+            write_lag_ms: 1.5,
+            flush_lag_ms: 2,
+            replay_lag_ms: 3,
+          },
+        ],
+      }
+      const id = await ingest(pgBatch('replication', at(h + 5), { replication: primary }))
+      // A late batch (collected earlier, delivered last) counts in its bucket but is not the latest status.
+      await ingest(pgBatch('replication', at(h, 0), { replication: replication(10, 0.1, [['standby_1', 5]]) }))
+
+      expect(await ok(id, '/replication')).toEqual({
+        is_replica: false,
+        replication_lag_bytes: null,
+        replication_lag_seconds: null,
+        upstream_host: null,
+        slots: [{ slot_name: 'standby_1', slot_type: 'physical', active: true, lag_bytes: 10, wal_status: 'reserved' }],
+        replicas: primary.replicas,
+        ts: iso(at(h + 5)),
+      })
+      const window = range(at(h), at(h + 10))
+      expect(await ok(id, `/replication/history?${window}`)).toEqual([
+        { ts: iso(at(h)), replication_lag_bytes: 300, replication_lag_seconds: 0.5 },
+        { ts: iso(at(h + 1)), replication_lag_bytes: 50, replication_lag_seconds: 2.25 },
+      ])
+      expect(await ok(id, `/replication/history?${window}&bucket=300`)).toEqual([{ ts: iso(at(h)), replication_lag_bytes: 300, replication_lag_seconds: 2.25 }])
+      expect(await ok(id, `/replication/history?${range(at(0), at(h + 60))}&bucket=3600`)).toEqual([
+        { ts: iso(at(h)), replication_lag_bytes: 300, replication_lag_seconds: 2.25 },
+      ])
+      expect(await ok(id, `/replication/slots/history?${window}`)).toEqual([
+        { ts: iso(at(h)), slot_name: 'standby_1', lag_bytes: 1000 },
+        { ts: iso(at(h + 1)), slot_name: 'logical_a', lag_bytes: 40 },
+        { ts: iso(at(h + 1)), slot_name: 'standby_1', lag_bytes: 700 },
+        { ts: iso(at(h + 5)), slot_name: 'standby_1', lag_bytes: 10 },
+      ])
+      expect(await ok(id, `/replication/slots/history?${window}&bucket=300`)).toEqual([
+        { ts: iso(at(h)), slot_name: 'logical_a', lag_bytes: 40 },
+        { ts: iso(at(h)), slot_name: 'standby_1', lag_bytes: 1000 },
+        { ts: iso(at(h + 5)), slot_name: 'standby_1', lag_bytes: 10 },
+      ])
+    })
+
+    test('bgwriter: deltas summed per minute, per hour beyond a 24-hour window', async () => {
+      const pg17 = (checkpoints: number, writeMs: number, buffers: number, alloc: number) => ({
+        ...BGWRITER_NULLS,
+        checkpoints_timed: checkpoints,
+        checkpoints_req: 0,
+        checkpoint_write_time_ms: writeMs,
+        checkpoint_sync_time_ms: 0.25,
+        buffers_checkpoint: buffers,
+        buffers_clean: 0,
+        maxwritten_clean: 0,
+        buffers_alloc: alloc,
+        restartpoints_timed: 0,
+        restartpoints_req: 0,
+        restartpoints_done: 0,
+      })
+      await ingest(pgBatch('bgwriter', at(59, 10), { bgwriter: pg17(1, 12.5, 100, 40) }))
+      await ingest(pgBatch('bgwriter', at(59, 40), { bgwriter: pg17(0, 0, 0, 2) }))
+      const id = await ingest(pgBatch('bgwriter', at(60, 20), { bgwriter: { ...pg17(1, 7.25, 30, 8), checkpoints_req: 2 } }))
+
+      const point = (ts: number, checkpoints: number, req: number, writeMs: number, syncMs: number, buffers: number, alloc: number) => ({
+        ts: iso(ts),
+        ...BGWRITER_NULLS,
+        checkpoints_timed: checkpoints,
+        checkpoints_req: req,
+        checkpoint_write_time_ms: writeMs,
+        checkpoint_sync_time_ms: syncMs,
+        buffers_checkpoint: buffers,
+        buffers_clean: 0,
+        maxwritten_clean: 0,
+        buffers_alloc: alloc,
+        restartpoints_timed: 0,
+        restartpoints_req: 0,
+        restartpoints_done: 0,
+      })
+      expect(await ok(id, `/bgwriter?${range(at(50), at(70))}`)).toEqual([point(at(59), 1, 0, 12.5, 0.5, 100, 42), point(at(60), 1, 2, 7.25, 0.25, 30, 8)])
+      expect(await ok(id, '/bgwriter')).toHaveLength(2)
+      expect(await ok(id, `/bgwriter?${range(at(-48 * 60), at(150))}`)).toEqual([point(at(0), 1, 0, 12.5, 0.5, 100, 42), point(at(60), 1, 2, 7.25, 0.25, 30, 8)])
+      expect(await ok(id, `/bgwriter?${range(at(0), at(120))}&bucket=7200`)).toEqual([point(at(0), 2, 2, 19.75, 0.75, 130, 50)])
+    })
+
+    test('wal-stats: the latest deltas with rates per second, and sums over time', async () => {
+      const empty = await ingest(pgBatch('wal-empty', at(10)))
+      expect(await ok(empty, '/wal-stats')).toEqual({
+        ts: null,
+        interval_seconds: null,
+        wal_records: null,
+        wal_fpi: null,
+        wal_bytes: null,
+        wal_buffers_full: null,
+        wal_write: null,
+        wal_sync: null,
+        wal_write_time_ms: null,
+        wal_sync_time_ms: null,
+        wal_records_per_s: null,
+        wal_fpi_per_s: null,
+        wal_bytes_per_s: null,
+        wal_buffers_full_per_s: null,
+        wal_write_per_s: null,
+        wal_sync_per_s: null,
+      })
+      const wal = (records: number, bytes: number) => ({
+        wal_records: records,
+        wal_fpi: 20,
+        wal_bytes: bytes,
+        wal_buffers_full: 0,
+        wal_write: 12,
+        wal_sync: 3,
+        wal_write_time_ms: 1.5,
+        wal_sync_time_ms: null,
+      })
+      await ingest(pgBatch('wal', at(30, 5), { wal_stats: wal(100, 8192) }))
+      const id = await ingest(pgBatch('wal', at(30, 15), { wal_stats: wal(500, 1_048_576) }))
+      expect(await ok(id, '/wal-stats')).toEqual({
+        ts: iso(at(30, 15)),
+        interval_seconds: 10,
+        ...wal(500, 1_048_576),
+        wal_records_per_s: 50,
+        wal_fpi_per_s: 2,
+        wal_bytes_per_s: 104857.6,
+        wal_buffers_full_per_s: 0,
+        wal_write_per_s: 1.2,
+        wal_sync_per_s: 0.3,
+      })
+      expect(await ok(id, `/wal-stats/timeseries?${range(at(0), at(60))}`)).toEqual([
+        { ts: iso(at(30)), wal_records: 600, wal_fpi: 40, wal_bytes: 1_056_768, wal_buffers_full: 0, wal_write: 24, wal_sync: 6, wal_write_time_ms: 3, wal_sync_time_ms: null },
+      ])
+    })
+
+    test('io-stats: the latest rows by backend, object and context, and sums per interval', async () => {
+      const row = (backend_type: string, object: string, context: string, counters: Record<string, number>) => ({ backend_type, object, context, counters })
+      await ingest(
+        pgBatch('io', at(30, 5), {
+          io_stats: [
+            row('client backend', 'relation', 'normal', { reads: 10, hits: 100, read_bytes: 81920, read_time_ms: 0.5 }),
+            row('checkpointer', 'relation', 'normal', { writes: 50, write_bytes: 409600, fsyncs: 2 }),
+            row('client backend', 'relation', 'bulkread', { reads: 4, reuses: 3 }),
+          ],
+        }),
+      )
+      const id = await ingest(pgBatch('io', at(30, 15), { io_stats: [row('client backend', 'relation', 'normal', { reads: 5, hits: 50, read_bytes: 40960 })] }))
+      await ingest(pgBatch('io', at(31, 15), { io_stats: [row('autovacuum worker', 'relation', 'vacuum', { reads: 1 })] }))
+      // The latest batch is the one collected last.
+      await ingest(pgBatch('io', at(30, 45), { io_stats: [] }))
+
+      expect(await ok(id, '/io-stats')).toEqual({
+        ts: iso(at(31, 15)),
+        interval_seconds: 10,
+        stats: [{ backend_type: 'autovacuum worker', object: 'relation', context: 'vacuum', ...IO_NULLS, reads: 1 }],
+      })
+      expect(await ok(id, `/io-stats/timeseries?${range(at(0), at(60))}`)).toEqual([
+        { ts: iso(at(30)), backend_type: 'checkpointer', object: 'relation', context: 'normal', ...IO_NULLS, writes: 50, write_bytes: 409600, fsyncs: 2 },
+        { ts: iso(at(30)), backend_type: 'client backend', object: 'relation', context: 'bulkread', ...IO_NULLS, reads: 4, reuses: 3 },
+        { ts: iso(at(30)), backend_type: 'client backend', object: 'relation', context: 'normal', ...IO_NULLS, reads: 15, hits: 150, read_bytes: 122880, read_time_ms: 0.5 },
+        { ts: iso(at(31)), backend_type: 'autovacuum worker', object: 'relation', context: 'vacuum', ...IO_NULLS, reads: 1 },
+      ])
+      expect((await ok(id, `/io-stats/timeseries?${range(at(0), at(60))}&bucket=300`)).map((p: any) => [p.ts, p.backend_type, p.context, p.reads])).toEqual([
+        [iso(at(30)), 'autovacuum worker', 'vacuum', 1],
+        [iso(at(30)), 'checkpointer', 'normal', null],
+        [iso(at(30)), 'client backend', 'bulkread', 4],
+        [iso(at(30)), 'client backend', 'normal', 15],
+      ])
+    })
+
+    test('database-stats: counters summed, gauges the latest value of the interval', async () => {
+      const stats = (commits: number, backends: number, size: number) => ({ xact_commit: commits, blks_hit: 10 * commits, numbackends: backends, database_size_bytes: size, fsync_on: 1 })
+      await ingest(pgBatch('dbstats', at(30, 10), { database_stats: stats(100, 5, 1000) }))
+      const id = await ingest(pgBatch('dbstats', at(30, 40), { database_stats: stats(50, 3, 1200) }))
+      // Delivered late: its counters count, its gauges do not replace the newer ones.
+      await ingest(pgBatch('dbstats', at(30, 20), { database_stats: stats(1, 99, 1) }))
+      await ingest(pgBatch('dbstats', at(90, 0), { database_stats: { ...stats(7, 4, 1300), xact_rollback: 2 } }))
+
+      const current = await ok(id, '/database-stats')
+      expect(current).toMatchObject({
+        ts: iso(at(90)),
+        interval_seconds: 10,
+        xact_commit: 7,
+        xact_commit_per_s: 0.7,
+        xact_rollback: 2,
+        xact_rollback_per_s: 0.2,
+        blks_hit: 70,
+        blks_read: null,
+        blks_read_per_s: null,
+        numbackends: 4,
+        database_size_bytes: 1300,
+        fsync_on: 1,
+        xid_age: null,
+      })
+      const series = await ok(id, `/database-stats/timeseries?${range(at(0), at(120))}`)
+      expect(series.map((p: any) => [p.ts, p.xact_commit, p.xact_rollback, p.blks_hit, p.numbackends, p.database_size_bytes])).toEqual([
+        [iso(at(30)), 151, null, 1510, 3, 1200],
+        [iso(at(90)), 7, 2, 70, 4, 1300],
+      ])
+      const hourly = await ok(id, `/database-stats/timeseries?${range(at(0), at(120))}&bucket=3600`)
+      expect(hourly.map((p: any) => [p.ts, p.xact_commit, p.numbackends, p.database_size_bytes])).toEqual([
+        [iso(at(0)), 151, 3, 1200],
+        [iso(at(60)), 7, 4, 1300],
+      ])
+      const twoHours = await ok(id, `/database-stats/timeseries?${range(at(0), at(120))}&bucket=7200`)
+      expect(twoHours.map((p: any) => [p.ts, p.xact_commit, p.numbackends, p.database_size_bytes])).toEqual([[iso(at(0)), 158, 4, 1300]])
+    })
+
+    test('version gates: wal-stats needs PostgreSQL 14, io-stats 16', async () => {
+      const pg13 = await ingest(pgBatch('pg13', at(10), {}, '13.4'))
+      const pg15 = await ingest(pgBatch('pg15', at(10), {}, '15.2'))
+      const pg16 = await ingest(pgBatch('pg16', at(10), {}, 'PostgreSQL 16.1 on x86_64-pc-linux-gnu'))
+      const wal = { status: 400, body: { error: 'wal-stats needs PostgreSQL 14 or later' } }
+      const io = { status: 400, body: { error: 'io-stats needs PostgreSQL 16 or later' } }
+      expect(await get(pg13, '/wal-stats')).toEqual(wal)
+      expect(await get(pg13, '/wal-stats/timeseries')).toEqual(wal)
+      expect(await get(pg13, '/io-stats')).toEqual(io)
+      expect(await get(pg15, '/io-stats')).toEqual(io)
+      expect(await get(pg15, '/io-stats/timeseries')).toEqual(io)
+      expect((await get(pg15, '/wal-stats')).status).toBe(200)
+      expect((await get(pg16, '/io-stats')).body).toEqual({ ts: null, interval_seconds: null, stats: [] })
+      // A database registered without a version is not refused.
+      const res = await server.call('POST', '/api/v1/databases', { apiKey: key, body: { name: 'unknown-version', engine: 'postgres', host: 'h' } })
+      expect(res.status).toBe(201)
+      expect((await get(res.body.id, '/io-stats')).status).toBe(200)
+      expect((await get(res.body.id, '/wal-stats/timeseries')).status).toBe(200)
+    })
+
+    test('PostgreSQL-only endpoints answer 400 for ClickHouse; another organization gets 404', async () => {
+      const ch = pgBatch('ch', at(10))
+      ch.database = { name: 'ch', engine: 'clickhouse', engine_version: '24.3', host: 'ch.internal', port: 8123 }
+      const chId = await ingest(ch)
+      const postgresOnly = [
+        '/replication',
+        '/replication/history',
+        '/replication/slots/history',
+        '/bgwriter',
+        '/wal-stats',
+        '/wal-stats/timeseries',
+        '/io-stats',
+        '/io-stats/timeseries',
+        '/database-stats',
+        '/database-stats/timeseries',
+      ]
+      for (const path of postgresOnly) {
+        expect({ path, ...(await get(chId, path)) }).toEqual({
+          path,
+          status: 400,
+          body: { error: 'this endpoint serves postgres databases; "ch" is a clickhouse database' },
+        })
+      }
+      expect(await get(chId, '/waits')).toEqual({ status: 200, body: [] })
+
+      const pgId = await ingest(pgBatch('mine', at(10), { waits: [wait('IO', 'DataFileRead', 1)] }))
+      const stranger = await signup(server)
+      const strangerKey = (await createApiKey(server, stranger)).key
+      for (const path of ['/waits', ...postgresOnly]) {
+        const res = await server.call('GET', `/api/v1/databases/${pgId}${path}`, { apiKey: strangerKey })
+        expect({ path, status: res.status, body: res.body }).toEqual({ path, status: 404, body: { error: 'database not found' } })
+      }
+      expect((await server.call('GET', `/api/v1/databases/${pgId}/waits`)).status).toBe(401)
+    })
+
+    test('deleting a database removes its internals', async () => {
+      const id = await ingest(
+        pgBatch('internals-delete', at(20), {
+          waits: [wait('IO', 'DataFileRead', 1)],
+          replication: replication(5, 1, [['s', 5]]),
+          bgwriter: { buffers_alloc: 1 },
+          wal_stats: { wal_bytes: 1 },
+          io_stats: [{ backend_type: 'client backend', object: 'relation', context: 'normal', counters: { reads: 1 } }],
+          database_stats: { xact_commit: 1, numbackends: 1 },
+        }),
+      )
+      const count = async (table: string) =>
+        Number((await server.store.driver.get<{ n: number }>(`SELECT COUNT(*) AS n FROM ${table} WHERE database_id = $1`, [id]))!.n)
+      for (const table of INTERNAL_TABLES) expect({ table, stored: (await count(table)) > 0 }).toEqual({ table, stored: true })
+      expect((await server.call('DELETE', `/api/v1/databases/${id}`, { apiKey: key })).status).toBe(204)
+      for (const table of INTERNAL_TABLES) expect({ table, n: await count(table) }).toEqual({ table, n: 0 })
+    })
+  })
+}
