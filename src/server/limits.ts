@@ -69,3 +69,16 @@ export const resultLimits = {
 
 /** Default window of the since/until endpoints, and their default bucket. */
 export const telemetryDefaults = { windowMs: 24 * HOUR, bucketSeconds: 60 } as const
+
+/** Waits, replication history and internals timeseries: interval limits and version gates. */
+export const internalsLimits = {
+  /** Most intervals one request may cut its window into. */
+  maxIntervals: 10_000,
+  /** Largest bucket; larger values are clamped to it. */
+  maxBucketSeconds: 31 * 24 * 3600,
+  /** Timeseries without a bucket use minute intervals up to this window, hourly beyond. */
+  minuteWindowMs: 24 * HOUR,
+  /** Minimum server major of the version-gated endpoints. */
+  walStatsMinVersion: 14,
+  ioStatsMinVersion: 16,
+} as const

@@ -7,35 +7,14 @@ import { Elysia, t } from 'elysia'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { badRequest } from '../http-error.ts'
-import { telemetryDefaults } from '../limits.ts'
-import {
-  BGWRITER_KEYS,
-  DATABASE_COUNTER_KEYS,
-  DATABASE_GAUGE_KEYS,
-  IO_KEYS,
-  type Intervals,
-  type MetricPoint,
-  type MetricSource,
-  WAL_KEYS,
-  ioSubject,
-} from '../store/sql-internals.ts'
+import { internalsLimits, telemetryDefaults } from '../limits.ts'
+import { BGWRITER_KEYS, DATABASE_COUNTER_KEYS, DATABASE_GAUGE_KEYS, IO_KEYS, WAL_KEYS } from '../../shared/metrics.ts'
+import { type Intervals, type MetricPoint, type MetricSource, ioSubject } from '../store/sql-internals.ts'
 import type { RegisteredDatabase } from '../store/types.ts'
 import { rfc3339 } from '../views.ts'
 import { query } from './schema.ts'
 import { databaseFor, parseWindow, windowQuery } from './telemetry-params.ts'
 
-/** Limits of this part (candidates for limits.ts). */
-export const internalsLimits = {
-  /** Most intervals one request may cut its window into. */
-  maxIntervals: 10_000,
-  /** Largest bucket; larger values are clamped to it. */
-  maxBucketSeconds: 31 * 24 * 3600,
-  /** Timeseries without a bucket use minute intervals up to this window, hourly beyond. */
-  minuteWindowMs: 24 * 3_600_000,
-  /** Minimum server major of the version-gated endpoints. */
-  walStatsMinVersion: 14,
-  ioStatsMinVersion: 16,
-} as const
 
 const MIN_BUCKET_SECONDS = 60
 const BUCKET_ERROR = `bucket must be a whole number of seconds, at least ${MIN_BUCKET_SECONDS}`

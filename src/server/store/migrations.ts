@@ -1,6 +1,7 @@
 // Versioned schema migrations, one entry per version with its SQLite and PostgreSQL DDL side by
 // side. They are applied in order at start-up; a store whose schema is newer than this list refuses
 // to open. Times are epoch milliseconds (INTEGER / BIGINT) in both stores.
+import { both } from './ddl.ts'
 import type { SqlDriver } from './driver.ts'
 import { internalsMigration } from './sql-internals.ts'
 import { objectsMigration } from './sql-objects.ts'
@@ -10,19 +11,6 @@ export interface Migration {
   name: string
   sqlite: string
   postgres: string
-}
-
-/** DDL that is the same in both dialects once the column types below are substituted. */
-function both(ddl: string): { sqlite: string; postgres: string } {
-  return {
-    sqlite: ddl.replaceAll('{bigint}', 'INTEGER').replaceAll('{bool}', 'INTEGER').replaceAll('{ctext}', 'TEXT').replaceAll('{double}', 'REAL'),
-    // Names users sort by compare by code point on both stores, whatever the server's locale.
-    postgres: ddl
-      .replaceAll('{bigint}', 'BIGINT')
-      .replaceAll('{bool}', 'BOOLEAN')
-      .replaceAll('{ctext}', 'TEXT COLLATE "C"')
-      .replaceAll('{double}', 'DOUBLE PRECISION'),
-  }
 }
 
 export const migrations: Migration[] = [

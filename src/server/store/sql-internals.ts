@@ -5,86 +5,11 @@
 // cycle's interval, for the "current" endpoints. Reads re-aggregate the stored buckets into
 // intervals of any whole number of seconds (hourly rows only when every interval is whole hours).
 import type { IngestBatch, IoStatRow, ReplicationStatus, WaitSample } from '../../shared/wire.ts'
+import { BGWRITER_KEYS, DATABASE_COUNTER_KEYS, DATABASE_GAUGE_KEYS, IO_KEYS, WAL_KEYS } from '../../shared/metrics.ts'
+import { dialectDdl } from './ddl.ts'
 import type { SqlDriver } from './driver.ts'
 import type { Migration } from './migrations.ts'
 import { HOUR_MS, MINUTE_MS, type Window, upsertMany, windowClause } from './sql-telemetry.ts'
-
-/** The metric keys stored per source; the agent's collectors send these (others are ignored). */
-export const BGWRITER_KEYS = [
-  'checkpoints_timed',
-  'checkpoints_req',
-  'checkpoint_write_time_ms',
-  'checkpoint_sync_time_ms',
-  'buffers_checkpoint',
-  'buffers_clean',
-  'maxwritten_clean',
-  'buffers_backend',
-  'buffers_backend_fsync',
-  'buffers_alloc',
-  'restartpoints_timed',
-  'restartpoints_req',
-  'restartpoints_done',
-] as const
-
-export const WAL_KEYS = [
-  'wal_records',
-  'wal_fpi',
-  'wal_bytes',
-  'wal_buffers_full',
-  'wal_write',
-  'wal_sync',
-  'wal_write_time_ms',
-  'wal_sync_time_ms',
-] as const
-
-export const IO_KEYS = [
-  'reads',
-  'writes',
-  'extends',
-  'hits',
-  'evictions',
-  'reuses',
-  'fsyncs',
-  'writebacks',
-  'read_time_ms',
-  'write_time_ms',
-  'extend_time_ms',
-  'fsync_time_ms',
-  'writeback_time_ms',
-  'read_bytes',
-  'write_bytes',
-  'extend_bytes',
-] as const
-
-export const DATABASE_COUNTER_KEYS = [
-  'xact_commit',
-  'xact_rollback',
-  'blks_read',
-  'blks_hit',
-  'tup_returned',
-  'tup_fetched',
-  'tup_inserted',
-  'tup_updated',
-  'tup_deleted',
-  'conflicts',
-  'temp_files',
-  'temp_bytes',
-  'deadlocks',
-] as const
-
-/** database_stats keys that are gauges (kept as the bucket's latest value), not deltas. */
-export const DATABASE_GAUGE_KEYS = [
-  'numbackends',
-  'database_size_bytes',
-  'connections_total',
-  'max_connections',
-  'xid_age',
-  'mxid_age',
-  'oldest_xact_age_s',
-  'fsync_on',
-  'track_counts_on',
-  'pg_stat_statements_installed',
-] as const
 
 /** Metric families in metric_counters / metric_gauges. I/O rows carry "backend_type/object/context" as subject. */
 export type MetricSource = 'bgwriter' | 'wal' | 'database' | 'io'
@@ -143,15 +68,6 @@ CREATE TABLE internals_latest (
   PRIMARY KEY (database_id, kind)
 );
 `
-
-/** The same substitution as migrations.ts's both(), which is private to it. */
-function dialectDdl(ddl: string, dialect: SqlDriver['dialect']): string {
-  const types =
-    dialect === 'sqlite'
-      ? { bigint: 'INTEGER', ctext: 'TEXT', double: 'REAL' }
-      : { bigint: 'BIGINT', ctext: 'TEXT COLLATE "C"', double: 'DOUBLE PRECISION' }
-  return ddl.replaceAll('{bigint}', types.bigint).replaceAll('{ctext}', types.ctext).replaceAll('{double}', types.double)
-}
 
 /** Schema of this part (migration 4). */
 export const internalsMigration: Omit<Migration, 'version'> = {

@@ -112,8 +112,9 @@ async function applyQueryStats(tx: SqlDriver, databaseId: string, collectedAt: n
   await upsertMany(tx, 'query_stats', columns, [...rowsFor(MINUTE_MS), ...rowsFor(HOUR_MS)], ['database_id', 'resolution', 'bucket', 'query_hash'], update)
 }
 
-/** Sections kept as the latest snapshot only (replaced by each batch that carries them). */
-const SNAPSHOT_KINDS = ['activity', 'locks', 'replication', 'tables', 'indexes', 'wal_stats', 'io_stats', 'database_stats', 'bgwriter'] as const
+/** Sections kept as the latest snapshot (replaced by each batch that carries them); the internals
+ * sections keep theirs in sql-internals.ts with their interval. */
+const SNAPSHOT_KINDS = ['activity', 'locks', 'tables', 'indexes'] as const
 export type SnapshotKind = (typeof SNAPSHOT_KINDS)[number]
 
 const PLAN_COLUMNS = ['database_id', 'query_hash', 'ts', 'plan_hash', 'source', 'total_cost', 'actual_time_ms', 'seq_scans', 'index_scans', 'rows_estimated', 'rows_actual', 'plan_json'] as const

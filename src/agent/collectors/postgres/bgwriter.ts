@@ -2,25 +2,12 @@
 // key set on every version: PostgreSQL 17 moved the checkpoint counters to pg_stat_checkpointer (which
 // also counts restartpoints apart) and dropped the backend write counters (now in pg_stat_io).
 // The first sample only sets the baseline.
+import { BGWRITER_KEYS } from '../../../shared/metrics.ts'
 import { num } from '../delta.ts'
 import type { PostgresCollector } from '../types.ts'
 import { type Counters, deltaSince, forVersion, resetStamp, type Sample } from './common.ts'
 
-const KEYS = [
-  'checkpoints_timed',
-  'checkpoints_req',
-  'checkpoint_write_time_ms',
-  'checkpoint_sync_time_ms',
-  'buffers_checkpoint',
-  'buffers_clean',
-  'maxwritten_clean',
-  'buffers_backend',
-  'buffers_backend_fsync',
-  'buffers_alloc',
-  'restartpoints_timed',
-  'restartpoints_req',
-  'restartpoints_done',
-] as const
+const KEYS = BGWRITER_KEYS
 
 const SQL = {
   10: `

@@ -1,38 +1,14 @@
 // database_stats: the connected database's pg_stat_database counters as deltas since the previous
 // sample, plus gauges: backends and connections, size, wraparound ages, the oldest open transaction
 // and a few settings as 0/1. The first sample carries the gauges only.
+import { DATABASE_COUNTER_KEYS, DATABASE_GAUGE_KEYS } from '../../../shared/metrics.ts'
 import { num } from '../delta.ts'
 import type { PostgresCollector } from '../types.ts'
 import { type Counters, deltaSince, nonNegative, resetStamp, type Sample } from './common.ts'
 
-const COUNTERS = [
-  'xact_commit',
-  'xact_rollback',
-  'blks_read',
-  'blks_hit',
-  'tup_returned',
-  'tup_fetched',
-  'tup_inserted',
-  'tup_updated',
-  'tup_deleted',
-  'conflicts',
-  'temp_files',
-  'temp_bytes',
-  'deadlocks',
-] as const
+const COUNTERS = DATABASE_COUNTER_KEYS
 
-const GAUGES = [
-  'numbackends',
-  'database_size_bytes',
-  'connections_total',
-  'max_connections',
-  'xid_age',
-  'mxid_age',
-  'oldest_xact_age_s',
-  'fsync_on',
-  'track_counts_on',
-  'pg_stat_statements_installed',
-] as const
+const GAUGES = DATABASE_GAUGE_KEYS
 
 // connections_total counts client backends of the whole server, the ones max_connections limits
 // (autovacuum, background workers and WAL senders have slots of their own). oldest_xact_age_s is the

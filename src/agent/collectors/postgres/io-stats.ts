@@ -2,29 +2,13 @@
 // type, object and context; rows where nothing happened are left out. Bytes come from the
 // *_bytes columns on PostgreSQL 18 and from operations × op_bytes before. The first sample only
 // sets the baseline.
+import { IO_KEYS } from '../../../shared/metrics.ts'
 import type { IoStatRow } from '../../../shared/wire.ts'
 import { num } from '../delta.ts'
 import type { PostgresCollector } from '../types.ts'
 import { type Counters, deltaSince, forVersion, resetStamp, type Sample } from './common.ts'
 
-const KEYS = [
-  'reads',
-  'writes',
-  'extends',
-  'hits',
-  'evictions',
-  'reuses',
-  'fsyncs',
-  'writebacks',
-  'read_time_ms',
-  'write_time_ms',
-  'extend_time_ms',
-  'fsync_time_ms',
-  'writeback_time_ms',
-  'read_bytes',
-  'write_bytes',
-  'extend_bytes',
-] as const
+const KEYS = IO_KEYS
 
 const COMMON_COLUMNS = `
   backend_type, object, context, reads, writes, extends, hits, evictions, reuses, fsyncs, writebacks,

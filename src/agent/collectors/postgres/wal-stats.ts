@@ -1,20 +1,12 @@
 // wal_stats: WAL generation counters of pg_stat_wal (PostgreSQL 14+) as deltas since the previous
 // sample. PostgreSQL 18 moved the write and sync counters to pg_stat_io; there they are null.
 // The first sample only sets the baseline.
+import { WAL_KEYS } from '../../../shared/metrics.ts'
 import { num } from '../delta.ts'
 import type { PostgresCollector } from '../types.ts'
 import { type Counters, deltaSince, forVersion, resetStamp, type Sample } from './common.ts'
 
-const KEYS = [
-  'wal_records',
-  'wal_fpi',
-  'wal_bytes',
-  'wal_buffers_full',
-  'wal_write',
-  'wal_sync',
-  'wal_write_time_ms',
-  'wal_sync_time_ms',
-] as const
+const KEYS = WAL_KEYS
 
 const SQL = {
   14: `

@@ -1,0 +1,82 @@
+// The counter and gauge names of the internals sections (bgwriter, wal_stats, io_stats,
+// database_stats): what the agent's collectors send and what the server stores, in one place.
+
+/** pg_stat_bgwriter / pg_stat_checkpointer counters (deltas). */
+export const BGWRITER_KEYS = [
+  'checkpoints_timed',
+  'checkpoints_req',
+  'checkpoint_write_time_ms',
+  'checkpoint_sync_time_ms',
+  'buffers_checkpoint',
+  'buffers_clean',
+  'maxwritten_clean',
+  'buffers_backend',
+  'buffers_backend_fsync',
+  'buffers_alloc',
+  'restartpoints_timed',
+  'restartpoints_req',
+  'restartpoints_done',
+] as const
+
+/** pg_stat_wal counters (deltas, PostgreSQL 14+). */
+export const WAL_KEYS = [
+  'wal_records',
+  'wal_fpi',
+  'wal_bytes',
+  'wal_buffers_full',
+  'wal_write',
+  'wal_sync',
+  'wal_write_time_ms',
+  'wal_sync_time_ms',
+] as const
+
+/** pg_stat_io counters per backend type, object and context (deltas, PostgreSQL 16+). */
+export const IO_KEYS = [
+  'reads',
+  'writes',
+  'extends',
+  'hits',
+  'evictions',
+  'reuses',
+  'fsyncs',
+  'writebacks',
+  'read_time_ms',
+  'write_time_ms',
+  'extend_time_ms',
+  'fsync_time_ms',
+  'writeback_time_ms',
+  'read_bytes',
+  'write_bytes',
+  'extend_bytes',
+] as const
+
+/** pg_stat_database counters (deltas). */
+export const DATABASE_COUNTER_KEYS = [
+  'xact_commit',
+  'xact_rollback',
+  'blks_read',
+  'blks_hit',
+  'tup_returned',
+  'tup_fetched',
+  'tup_inserted',
+  'tup_updated',
+  'tup_deleted',
+  'conflicts',
+  'temp_files',
+  'temp_bytes',
+  'deadlocks',
+] as const
+
+/** database_stats keys that are gauges (kept as the bucket's latest value), not deltas. */
+export const DATABASE_GAUGE_KEYS = [
+  'numbackends',
+  'database_size_bytes',
+  'connections_total',
+  'max_connections',
+  'xid_age',
+  'mxid_age',
+  'oldest_xact_age_s',
+  'fsync_on',
+  'track_counts_on',
+  'pg_stat_statements_installed',
+] as const
