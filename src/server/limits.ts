@@ -82,3 +82,9 @@ export const internalsLimits = {
   walStatsMinVersion: 14,
   ioStatsMinVersion: 16,
 } as const
+
+/** The unused-index filter's size threshold: the spec's "larger than 1 MB". */
+export const unusedIndexMinBytes = 1_048_576
+
+/** The active-query WebSocket's `interval` in seconds: default, minimum, maximum (larger is clamped). */
+export const activeStreamInterval = { default: 5, min: 1, max: 60 } as const

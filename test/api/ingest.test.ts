@@ -209,6 +209,15 @@ for (const kind of storeKinds) {
       expect(narrow.body.map((p: any) => [p.plan_hash, p.plan_changed])).toEqual([['bbbb', true]])
     })
 
+    test('a batch delivered late from the agent buffer does not replace a newer activity snapshot', async () => {
+      const active = (pid: number) => ({ pid, query_text: `q${pid}`, state: 'active', wait_event_type: null, wait_event: null, duration_ms: 5, blocking_pids: [] })
+      const now = Date.now()
+      const newer = await ingest(batch('late', now, [], { activity: [active(2)] }))
+      await ingest(batch('late', now - 60_000, [], { activity: [active(1)] }))
+      const list = await server.call('GET', `/api/v1/databases/${newer.body.database_id}/active`, { apiKey: key })
+      expect(list.body.map((a: any) => a.pid)).toEqual([2])
+    })
+
     test('deleting a database removes its telemetry', async () => {
       const res = await ingest(batch('to-delete', Date.now(), [{ hash: 'gone', calls: 1, time: 1 }]))
       const id = res.body.database_id

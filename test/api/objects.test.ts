@@ -592,12 +592,13 @@ for (const kind of storeKinds) {
       expect(await stream(wsUrl(`${path}?token=bad`), 1)).toEqual({ messages: [], close: { code: 1006, reason: '' } })
 
       const interval = 'interval must be a whole number of seconds from 1 (at most 60 are used)'
-      for (const [query, reason] of [
+      const refused: [string, string][] = [
         ['interval=0', interval],
         ['interval=abc', interval],
         ['interval=1.5', interval],
         ['limit=0', 'limit must be a whole number from 1 (at most 200 are returned)'],
-      ]) {
+      ]
+      for (const [query, reason] of refused) {
         const result = await stream(wsUrl(`${path}?token=${account.token}&${query}`), 1)
         expect({ query, ...result }).toEqual({ query, messages: [], close: { code: 1008, reason } })
       }

@@ -6,7 +6,7 @@ import { looksLikeApiKey } from '../auth/api-keys.ts'
 import { type Principal, accessCookie, authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { HttpError, forbidden, notFound, unauthorized } from '../http-error.ts'
-import { resultLimits } from '../limits.ts'
+import { resultLimits, activeStreamInterval } from '../limits.ts'
 import { INDEX_SORTS, type IndexRow, type Point, TABLE_SORTS, type TableRow } from '../store/sql-objects.ts'
 import { rfc3339 } from '../views.ts'
 import { oneOf, query } from './schema.ts'
@@ -15,7 +15,6 @@ import { clampLimit, databaseFor, limitQuery, parseWindow, windowQuery } from '.
 const PREFIX = '/api/v1/databases/:id'
 
 /** The active-query stream's `interval` in seconds: default, minimum, maximum (over it: clamped). */
-export const ACTIVE_STREAM_INTERVAL = { default: 5, min: 1, max: 60 } as const
 
 const round = (n: number | null | undefined, digits = 3) => (n === null || n === undefined ? null : Number(n.toFixed(digits)))
 
@@ -103,7 +102,7 @@ function wholeNumber(value: unknown, fallback: number, min: number, max: number)
 
 /** The stream's interval and limit, or the reason they are refused. */
 function streamSettings(q: Record<string, unknown>): { intervalMs: number; limit: number } | string {
-  const { default: fallback, min, max } = ACTIVE_STREAM_INTERVAL
+  const { default: fallback, min, max } = activeStreamInterval
   const interval = wholeNumber(q.interval, fallback, min, max)
   if (interval === undefined) return `interval must be a whole number of seconds from ${min} (at most ${max} are used)`
   const limit = wholeNumber(q.limit, resultLimits.active.default, 1, resultLimits.active.max)

@@ -9,18 +9,10 @@
 import type { ActiveQuery, IndexStat, IngestBatch, LockEntry, TableStat } from '../../shared/wire.ts'
 import type { SqlDriver } from './driver.ts'
 import type { Migration } from './migrations.ts'
+import { unusedIndexMinBytes } from '../limits.ts'
+import { both } from './ddl.ts'
 import { HOUR_MS, MINUTE_MS, type Window, latestSnapshot, upsertMany } from './sql-telemetry.ts'
 
-/** The unused-index filter's size threshold, in bytes (the spec's "larger than 1 MB"). */
-export const UNUSED_INDEX_MIN_BYTES = 1_048_576
-
-/** Column types substituted per dialect, as in migrations.ts. */
-function both(ddl: string): { sqlite: string; postgres: string } {
-  return {
-    sqlite: ddl.replaceAll('{bigint}', 'INTEGER').replaceAll('{bool}', 'INTEGER').replaceAll('{ctext}', 'TEXT'),
-    postgres: ddl.replaceAll('{bigint}', 'BIGINT').replaceAll('{bool}', 'BOOLEAN').replaceAll('{ctext}', 'TEXT COLLATE "C"'),
-  }
-}
 
 const TABLE_COUNTERS = ['seq_scan', 'seq_tup_read', 'idx_scan', 'idx_tup_fetch', 'n_tup_ins', 'n_tup_upd', 'n_tup_del', 'n_tup_hot_upd'] as const
 const TABLE_GAUGES = ['n_live_tup', 'n_dead_tup', 'table_size_bytes', 'index_size_bytes'] as const
@@ -91,6 +83,11 @@ const sumSql = (table: string, c: string) => `COALESCE(${table}.${c} + excluded.
 const lastSql = (table: string, c: string) =>
   `CASE WHEN excluded.sampled_at >= ${table}.sampled_at THEN COALESCE(excluded.${c}, ${table}.${c}) ELSE COALESCE(${table}.${c}, excluded.${c}) END`
 
+/** The later of the two samples' times. */
+function greatest(tx: SqlDriver, table: string): string {
+  return `${tx.dialect === 'sqlite' ? 'MAX' : 'GREATEST'}(${table}.sampled_at, excluded.sampled_at)`
+}
+
 interface BucketRow {
   key: string[]
   counters: (number | null)[]
@@ -139,10 +136,6 @@ async function addToBuckets(tx: SqlDriver, databaseId: string, collectedAt: numb
   )
 }
 
-function greatest(tx: SqlDriver, table: string): string {
-  return `${tx.dialect === 'sqlite' ? 'MAX' : 'GREATEST'}(${table}.sampled_at, excluded.sampled_at)`
-}
-
 /** True when no newer batch has set the latest rows of `table` (a late batch only adds to the buckets). */
 async function isNewest(tx: SqlDriver, table: 'latest_tables' | 'latest_indexes', databaseId: string, collectedAt: number): Promise<boolean> {
   const row = await tx.get<{ ts: number | null }>(`SELECT MAX(ts) AS ts FROM ${table} WHERE database_id = $1`, [databaseId])
@@ -151,7 +144,7 @@ async function isNewest(tx: SqlDriver, table: 'latest_tables' | 'latest_indexes'
 
 /**
  * Replaces the latest rows with the batch's: objects no longer reported go, and a size the agent could
- * not measure this cycle (null) keeps the last one measured.
+ * not measure this cycle (null) keeps the last one measured. Each row starts with its key columns.
  */
 async function replaceLatest(
   tx: SqlDriver,
@@ -428,7 +421,7 @@ export function objectsReader(driver: SqlDriver) {
       const rows = await driver.all(
         `SELECT * FROM latest_indexes WHERE database_id = $1 ${unusedOnly ? unused : ''}
          ${orderBy(INDEX_ORDER[sort], 'schema_name, index_name')} LIMIT $2`,
-        unusedOnly ? [databaseId, limit, false, UNUSED_INDEX_MIN_BYTES] : [databaseId, limit],
+        unusedOnly ? [databaseId, limit, false, unusedIndexMinBytes] : [databaseId, limit],
       )
       return rows.map(toIndexRow)
     },

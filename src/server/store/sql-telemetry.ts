@@ -29,6 +29,8 @@ export async function upsertMany(
   rows: unknown[][],
   conflict: readonly string[],
   update: Record<string, string>,
+  /** Condition for the update on conflict (e.g. only when the incoming row is newer). */
+  onlyIf?: string,
 ): Promise<void> {
   const perChunk = Math.max(1, Math.floor(30_000 / columns.length))
   const set = Object.entries(update)
@@ -46,7 +48,7 @@ export async function upsertMany(
     })
     await tx.run(
       `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${tuples.join(', ')} ON CONFLICT (${conflict.join(', ')}) DO ${
-        set ? `UPDATE SET ${set}` : 'NOTHING'
+        set ? `UPDATE SET ${set}${onlyIf ? ` WHERE ${onlyIf}` : ''}` : 'NOTHING'
       }`,
       params,
     )
@@ -112,9 +114,9 @@ async function applyQueryStats(tx: SqlDriver, databaseId: string, collectedAt: n
   await upsertMany(tx, 'query_stats', columns, [...rowsFor(MINUTE_MS), ...rowsFor(HOUR_MS)], ['database_id', 'resolution', 'bucket', 'query_hash'], update)
 }
 
-/** Sections kept as the latest snapshot (replaced by each batch that carries them); the internals
- * sections keep theirs in sql-internals.ts with their interval. */
-const SNAPSHOT_KINDS = ['activity', 'locks', 'tables', 'indexes'] as const
+/** Sections kept as the latest snapshot only (replaced by each newer batch that carries them); tables,
+ * indexes and the internals sections keep theirs in sql-objects.ts and sql-internals.ts. */
+const SNAPSHOT_KINDS = ['activity', 'locks'] as const
 export type SnapshotKind = (typeof SNAPSHOT_KINDS)[number]
 
 const PLAN_COLUMNS = ['database_id', 'query_hash', 'ts', 'plan_hash', 'source', 'total_cost', 'actual_time_ms', 'seq_scans', 'index_scans', 'rows_estimated', 'rows_actual', 'plan_json'] as const
@@ -146,10 +148,16 @@ export async function applyBatch(tx: SqlDriver, databaseId: string, batch: Inges
     JSON.stringify(batch[kind]),
   ])
   if (snapshots.length > 0) {
-    await upsertMany(tx, 'snapshots', ['database_id', 'kind', 'ts', 'payload'], snapshots, ['database_id', 'kind'], {
-      ts: 'excluded.ts',
-      payload: 'excluded.payload',
-    })
+    // A batch delivered late (from the agent's buffer) never replaces a newer snapshot.
+    await upsertMany(
+      tx,
+      'snapshots',
+      ['database_id', 'kind', 'ts', 'payload'],
+      snapshots,
+      ['database_id', 'kind'],
+      { ts: 'excluded.ts', payload: 'excluded.payload' },
+      'excluded.ts >= snapshots.ts',
+    )
   }
 }
 
