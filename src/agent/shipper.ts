@@ -105,7 +105,7 @@ export class Shipper {
         }
         this.buffer.accept(batch.id)
         this.settle(outcome)
-        this.recovered++
+        if (outcome.kind === 'accepted') this.recovered++
       }
     }
     if (this.outage) {
