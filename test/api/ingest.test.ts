@@ -209,6 +209,15 @@ for (const kind of storeKinds) {
       expect(narrow.body.map((p: any) => [p.plan_hash, p.plan_changed])).toEqual([['bbbb', true]])
     })
 
+    test('ingest takes batches beyond the 1 MiB account cap, up to 16 MiB', async () => {
+      const big = batch('big', Date.now(), Array.from({ length: 60 }, (_, i) => ({ hash: `big${i}`, calls: 1, time: 1 })))
+      for (const q of big.query_stats!) q.query_text = 'x'.repeat(50_000) // 3 MB in all
+      expect((await ingest(big)).status).toBe(200)
+      const huge = JSON.stringify({ ...big, padding: 'y'.repeat(17 * 1024 * 1024) })
+      const res = await server.call('POST', '/api/v1/ingest', { apiKey: key, rawBody: huge, headers: { 'content-type': 'application/json' } })
+      expect({ status: res.status, body: res.body }).toEqual({ status: 413, body: { error: 'request body is larger than the 16384 KiB limit' } })
+    })
+
     test('a batch delivered late from the agent buffer does not replace a newer activity snapshot', async () => {
       const active = (pid: number) => ({ pid, query_text: `q${pid}`, state: 'active', wait_event_type: null, wait_event: null, duration_ms: 5, blocking_pids: [] })
       const now = Date.now()
