@@ -1,5 +1,23 @@
-// The counter and gauge names of the internals sections (bgwriter, wal_stats, io_stats,
+// Counter and gauge names of the batch sections (query_stats, bgwriter, wal_stats, io_stats,
 // database_stats): what the agent's collectors send and what the server stores, in one place.
+
+/** pg_stat_statements counters of a statement (deltas). */
+export const POSTGRES_QUERY_COUNTER_KEYS = [
+  'calls',
+  'total_time_ms',
+  'rows',
+  'shared_blks_hit',
+  'shared_blks_read',
+  'shared_blks_dirtied',
+  'shared_blks_written',
+  'temp_blks_read',
+  'temp_blks_written',
+  'blk_read_time_ms',
+  'blk_write_time_ms',
+] as const
+
+/** Every statement counter the server keeps: PostgreSQL's, and ClickHouse's bytes, memory and errors. */
+export const QUERY_COUNTER_KEYS = [...POSTGRES_QUERY_COUNTER_KEYS, 'read_bytes', 'memory_bytes', 'errors'] as const
 
 /** pg_stat_bgwriter / pg_stat_checkpointer counters (deltas). */
 export const BGWRITER_KEYS = [

@@ -2,6 +2,7 @@
 // Counter deltas accumulate into 60-second and 1-hour buckets at ingest; reads over a window take
 // whole hours from the hourly buckets and the partial hours at its edges from the minute buckets, so
 // a 24-hour list reads ~24 rows per statement instead of 1,440, and stays exact to the minute.
+import { QUERY_COUNTER_KEYS } from '../../shared/metrics.ts'
 import type { ExplainPlan, IngestBatch, QueryStatDelta } from '../../shared/wire.ts'
 import type { SqlDriver } from './driver.ts'
 import { applyInternals } from './sql-internals.ts'
@@ -55,22 +56,7 @@ export async function upsertMany(
   }
 }
 
-const QUERY_COUNTERS = [
-  'calls',
-  'total_time_ms',
-  'rows',
-  'shared_blks_hit',
-  'shared_blks_read',
-  'shared_blks_dirtied',
-  'shared_blks_written',
-  'temp_blks_read',
-  'temp_blks_written',
-  'blk_read_time_ms',
-  'blk_write_time_ms',
-  'read_bytes',
-  'memory_bytes',
-  'errors',
-] as const
+const QUERY_COUNTERS = QUERY_COUNTER_KEYS
 type QueryCounter = (typeof QUERY_COUNTERS)[number]
 
 /** Sums the batch's rows per statement (a batch may carry one statement more than once). */

@@ -2,6 +2,7 @@
 // (reset-aware), summed per queryid over users and databases. The first cycle only takes a baseline.
 // Counters are read without query texts; texts are fetched only for statements not seen before.
 // A missing extension is one clear warning, not an error every cycle.
+import { POSTGRES_QUERY_COUNTER_KEYS } from '../../../shared/metrics.ts'
 import type { QueryStatDelta } from '../../../shared/wire.ts'
 import { counterDelta, num } from '../delta.ts'
 import type { PostgresCollector, PostgresContext } from '../types.ts'
@@ -15,19 +16,7 @@ const COLUMNS: Record<number, string> = {
   17: `total_exec_time AS total_time_ms, shared_blk_read_time AS blk_read_time_ms, shared_blk_write_time AS blk_write_time_ms`,
 }
 
-const COUNTERS = [
-  'calls',
-  'total_time_ms',
-  'rows',
-  'shared_blks_hit',
-  'shared_blks_read',
-  'shared_blks_dirtied',
-  'shared_blks_written',
-  'temp_blks_read',
-  'temp_blks_written',
-  'blk_read_time_ms',
-  'blk_write_time_ms',
-] as const
+const COUNTERS = POSTGRES_QUERY_COUNTER_KEYS
 type Counter = (typeof COUNTERS)[number]
 type Reading = Record<Counter, number>
 
