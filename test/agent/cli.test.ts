@@ -116,6 +116,8 @@ describe('against a real PostgreSQL', () => {
 
       writeFileSync(path, config(['second']))
       await waitFor('first stopped', (h) => h.databases.map((d: any) => d.name).join() === 'second')
+      // The reload is logged once it has finished, a moment after the health state changed.
+      for (let i = 0; i < 50 && !stderr.includes('stopped=first'); i++) await Bun.sleep(100)
       expect(stderr).toContain('config reloaded started=none stopped=first restarted=none')
     } finally {
       proc.kill('SIGTERM')

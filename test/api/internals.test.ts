@@ -9,8 +9,11 @@ import { type TestServer, createApiKey, signup, startTestServer, storeKinds, ver
 const MINUTE = 60_000
 const HOUR = 3_600_000
 const iso = (ms: number) => new Date(ms).toISOString()
-/** An hour boundary three hours ago: every batch below falls inside the default 24-hour window. */
-const base = Math.floor(Date.now() / HOUR) * HOUR - 3 * HOUR
+/**
+ * A 2-hour boundary 4 to 6 hours ago: every batch below falls inside the default 24-hour window, and the
+ * 7200 s intervals (aligned to the epoch) fall the same way at any hour of the day.
+ */
+const base = Math.floor(Date.now() / (2 * HOUR)) * 2 * HOUR - 4 * HOUR
 const at = (minutes: number, seconds = 0) => base + minutes * MINUTE + seconds * 1000
 const range = (from: number, to: number) => `since=${iso(from)}&until=${iso(to)}`
 
