@@ -178,6 +178,50 @@ export const IoStatRow = T.Object({
 })
 export type IoStatRow = Static<typeof IoStatRow>
 
+/** ClickHouse: active parts of one partition (system.parts), with the table's insert thresholds when known. */
+export const PartStat = T.Object({
+  database: T.String(),
+  table: T.String(),
+  partition_id: T.String(),
+  active_parts: count,
+  rows: count,
+  bytes_on_disk: count,
+  /** The MergeTree settings that slow down / refuse inserts at this many active parts in one partition. */
+  parts_to_delay_insert: T.Optional(nullableCount),
+  parts_to_throw_insert: T.Optional(nullableCount),
+})
+export type PartStat = Static<typeof PartStat>
+
+/** ClickHouse: one merge (or mutation rewrite) running now (system.merges). */
+export const MergeEntry = T.Object({
+  database: T.String(),
+  table: T.String(),
+  elapsed_s: T.Number({ minimum: 0 }),
+  /** 0..1. */
+  progress: T.Number({ minimum: 0, maximum: 1 }),
+  num_parts: count,
+  total_size_bytes_compressed: count,
+  result_part_name: T.String(),
+  is_mutation: T.Boolean(),
+})
+export type MergeEntry = Static<typeof MergeEntry>
+
+/** ClickHouse: a mutation not done yet, or created within the last day (system.mutations). */
+export const MutationEntry = T.Object({
+  database: T.String(),
+  table: T.String(),
+  mutation_id: T.String(),
+  command: T.String({ maxLength: 100_000 }),
+  create_time: epochMs,
+  is_done: T.Boolean(),
+  parts_to_do: count,
+  latest_fail_reason: T.String(),
+  latest_fail_time: nullableEpochMs,
+  /** Not done and either failing or older than the agent's threshold. */
+  stuck: T.Boolean(),
+})
+export type MutationEntry = Static<typeof MutationEntry>
+
 export const CollectorError = T.Object({ collector: T.String(), message: T.String({ maxLength: 2000 }) })
 
 export const IngestBatch = T.Object({
@@ -210,6 +254,14 @@ export const IngestBatch = T.Object({
   io_stats: T.Optional(T.Array(IoStatRow, { maxItems: 1_000 })),
   /** Database-wide gauges and counter deltas (pg_stat_database, settings, wraparound ages). */
   database_stats: T.Optional(counterMap),
+  /** ClickHouse: active parts per table and partition. */
+  parts: T.Optional(T.Array(PartStat, { maxItems: 50_000 })),
+  /** ClickHouse: merges running at collection time. */
+  merges: T.Optional(T.Array(MergeEntry, { maxItems: 10_000 })),
+  /** ClickHouse: unfinished mutations and those of the last day. */
+  mutations: T.Optional(T.Array(MutationEntry, { maxItems: 10_000 })),
+  /** ClickHouse: server gauges (memory, limit, disks, connections, uptime) and query counter deltas. */
+  server_metrics: T.Optional(counterMap),
   collector_errors: T.Optional(T.Array(CollectorError, { maxItems: 100 })),
 })
 export type IngestBatch = Static<typeof IngestBatch>

@@ -1,6 +1,7 @@
 // What a collector is: a plain object with its name (from src/shared/collectors.ts), engine, lowest
 // server version, default on/off, and collect(ctx) that returns its part of the batch and never sends
 // it. The runner calls each collector under a deadline and reports a failure for that collector alone.
+import type { ClickHouseClient } from '@clickhouse/client'
 import type postgres from 'postgres'
 import type { Logger } from '../../shared/log.ts'
 import type { IngestBatch } from '../../shared/wire.ts'
@@ -32,6 +33,26 @@ export interface PostgresContext {
   log: AgentLogger
 }
 
+export interface ClickHouseContext {
+  /** The database's name in the agent config. */
+  name: string
+  /** An HTTP client to this one server; every query runs under max_execution_time. */
+  client: ClickHouseClient
+  /** version(), e.g. `26.7.2.1`. */
+  version: string
+  /** major * 1000 + minor, e.g. 26007. */
+  versionNum: number
+  /** Major version, e.g. 26. */
+  major: number
+  /** Epoch ms at the start of this cycle. */
+  now: number
+  /** Server-side settings from the last ingest response. */
+  settings: { collectExplainPlans: boolean; collectReplication: boolean }
+  /** Memory of this collector across cycles (watermarks, previous samples); cleared when the server changes identity. */
+  state: Map<string, unknown>
+  log: AgentLogger
+}
+
 export interface Collector<Ctx> {
   name: string
   engine: 'postgres' | 'clickhouse'
@@ -48,3 +69,5 @@ export interface Collector<Ctx> {
 }
 
 export type PostgresCollector = Collector<PostgresContext>
+
+export type ClickHouseCollector = Collector<ClickHouseContext>

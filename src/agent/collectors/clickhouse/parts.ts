@@ -1,0 +1,56 @@
+// parts: active parts per table and partition (system.parts), with the MergeTree thresholds that
+// delay and refuse inserts (system.merge_tree_settings: the server defaults; per-table SETTINGS
+// overrides are not read). Too many parts in one partition is the ClickHouse failure this watches.
+import type { PartStat } from '../../../shared/wire.ts'
+import { num } from '../delta.ts'
+import type { ClickHouseCollector } from '../types.ts'
+import { select, selectOptional } from './common.ts'
+
+const MAX_PARTITIONS = 50_000
+const THRESHOLDS = ['parts_to_delay_insert', 'parts_to_throw_insert'] as const
+
+interface Row {
+  database: string
+  table: string
+  partition_id: string
+  active_parts: number | string
+  rows: number | string
+  bytes_on_disk: number | string
+}
+
+export const parts: ClickHouseCollector = {
+  name: 'parts',
+  engine: 'clickhouse',
+  defaultEnabled: true,
+  async collect(ctx) {
+    const settings = await selectOptional<{ name: string; value: string }>(
+      ctx,
+      'SELECT name, value FROM system.merge_tree_settings WHERE name IN {names:Array(String)}',
+      { names: THRESHOLDS },
+    )
+    const threshold = (name: (typeof THRESHOLDS)[number]) => num(settings?.find((s) => s.name === name)?.value)
+    const delay = threshold('parts_to_delay_insert')
+    const refuse = threshold('parts_to_throw_insert')
+    const rows = await select<Row>(
+      ctx,
+      `SELECT database, table, partition_id, count() AS active_parts, sum(rows) AS rows, sum(bytes_on_disk) AS bytes_on_disk
+       FROM system.parts
+       WHERE active
+       GROUP BY database, table, partition_id
+       ORDER BY active_parts DESC, database, table, partition_id
+       LIMIT {limit:UInt32}`,
+      { limit: MAX_PARTITIONS },
+    )
+    const out: PartStat[] = rows.map((r) => ({
+      database: r.database,
+      table: r.table,
+      partition_id: r.partition_id,
+      active_parts: num(r.active_parts) ?? 0,
+      rows: num(r.rows) ?? 0,
+      bytes_on_disk: num(r.bytes_on_disk) ?? 0,
+      parts_to_delay_insert: delay,
+      parts_to_throw_insert: refuse,
+    }))
+    return { parts: out }
+  },
+}

@@ -1,0 +1,273 @@
+// The ClickHouse collectors against the real ClickHouse engine (test/support/clickhouse.ts), reached
+// through connectClickHouse() as the agent reaches a server. Known states give exact expectations;
+// every section a collector returns is checked against the wire schema the server validates with.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { ClickHouseLogLevel } from '@clickhouse/client'
+import { Value } from '@sinclair/typebox/value'
+import { connectClickHouse, type ClickHouseConnection } from '../../src/agent/clickhouse-connection.ts'
+import { clickhouseCollectors } from '../../src/agent/collectors/clickhouse/index.ts'
+import type { BatchSections, ClickHouseCollector, ClickHouseContext } from '../../src/agent/collectors/types.ts'
+import { collectorsFor } from '../../src/shared/collectors.ts'
+import type { Logger } from '../../src/shared/log.ts'
+import { IngestBatch, type MutationEntry } from '../../src/shared/wire.ts'
+import { startClickHouse, type ClickHouseRig } from '../support/clickhouse.ts'
+import { createSystemLogTables, dropSystemLogTables, seedAsynchronousMetrics, seedQueryLog } from '../support/clickhouse-system-tables.ts'
+
+let ch: ClickHouseRig
+let conn: ClickHouseConnection
+
+beforeAll(async () => {
+  ch = await startClickHouse({ user: 'dbm_agent', password: 'secret' })
+  conn = await connectClickHouse(ch.dsn, { requestTimeoutMs: 10_000, maxExecutionTimeS: 5 })
+})
+
+afterAll(async () => {
+  await conn?.close()
+  await ch?.stop()
+})
+
+interface LogLine {
+  level: string
+  message: string
+}
+
+function captureLog(): Logger & { lines: LogLine[] } {
+  const lines: LogLine[] = []
+  const at = (level: string) => (message: string) => void lines.push({ level, message })
+  return { lines, enabled: () => true, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') }
+}
+
+function context(log = captureLog()): ClickHouseContext {
+  return {
+    name: 'ch',
+    client: conn.client,
+    version: conn.version,
+    versionNum: conn.versionNum,
+    major: conn.major,
+    now: Date.now(),
+    settings: { collectExplainPlans: false, collectReplication: false },
+    state: new Map(),
+    log,
+  }
+}
+
+const collector = (name: string) => clickhouseCollectors.find((c) => c.name === name)!
+
+/** Runs one cycle and checks the sections against the ingest schema, as the server would. */
+async function run(c: ClickHouseCollector, ctx: ClickHouseContext): Promise<Partial<BatchSections>> {
+  ctx.now = Date.now()
+  const sections = await c.collect(ctx)
+  const batch = {
+    batch_id: 'batch-0001',
+    collected_at: ctx.now,
+    interval_seconds: 10,
+    agent_version: 'test',
+    database: { name: 'ch', engine: 'clickhouse', host: '127.0.0.1', port: ch.port },
+    ...sections,
+  }
+  if (!Value.Check(IngestBatch, batch)) throw new Error(JSON.stringify([...Value.Errors(IngestBatch, batch)].slice(0, 3)))
+  return sections
+}
+
+async function until<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 10_000): Promise<T> {
+  const started = Date.now()
+  for (;;) {
+    const value = await probe()
+    if (value !== undefined) return value
+    if (Date.now() - started > timeoutMs) throw new Error(`timed out waiting for ${what}`)
+    await Bun.sleep(50)
+  }
+}
+
+describe('connectClickHouse', () => {
+  test('reads the version and quotes 64-bit integers; ping answers', async () => {
+    expect(conn.version).toBe(ch.version)
+    expect(conn.major).toBe(26)
+    expect(conn.versionNum).toBe(26_000 + Number(ch.version.split('.')[1]))
+    const [row] = await (await conn.client.query({ query: 'SELECT toUInt64(18446744073709551615) AS big, 1 AS small', format: 'JSONEachRow' })).json()
+    expect(row).toEqual({ big: '18446744073709551615', small: 1 })
+    expect(await conn.ping()).toBe(true)
+  })
+
+  test('every query runs under max_execution_time', async () => {
+    const [row] = await (await conn.client.query({ query: "SELECT getSetting('max_execution_time') AS t", format: 'JSONEachRow' })).json()
+    expect(row).toEqual({ t: 5 })
+  })
+
+  test('the collectors are exactly the ClickHouse names of the name table', () => {
+    expect(clickhouseCollectors.map((c) => c.name)).toEqual(collectorsFor('clickhouse'))
+    expect(clickhouseCollectors.every((c) => c.engine === 'clickhouse')).toBe(true)
+  })
+})
+
+describe('query_stats', () => {
+  test('finished and failed initial queries since the baseline, grouped by normalized hash', async () => {
+    await createSystemLogTables(ch)
+    const c = collector('query_stats')
+    const ctx = context()
+    await seedQueryLog(ch, [{ query: 'SELECT * FROM t WHERE id = 0', query_duration_ms: 99_999, event_time: new Date(Date.now() - 60_000) }])
+    expect(await run(c, ctx)).toEqual({}) // the baseline
+    await Bun.sleep(5)
+    const at = new Date(Date.now() + 1)
+    const row = (id: number, query_duration_ms: number) => ({
+      event_time: at,
+      query: `SELECT * FROM t WHERE id = ${id}`,
+      query_duration_ms,
+      result_rows: 2,
+      read_bytes: 100,
+      memory_usage: 1000,
+    })
+    await seedQueryLog(ch, [
+      row(1, 10),
+      row(2, 20),
+      row(3, 30),
+      row(4, 40),
+      row(5, 1000),
+      { ...row(6, 7), type: 'ExceptionWhileProcessing', exception_code: 395, result_rows: 0 },
+      { ...row(7, 5000), type: 'ExceptionBeforeStart', exception_code: 62 }, // never ran: not counted
+      { ...row(8, 5000), type: 'QueryStart' },
+      { ...row(9, 5000), is_initial_query: 0 }, // a distributed sub-query
+      { event_time: at, query: 'INSERT INTO t VALUES', query_kind: 'Insert', query_duration_ms: 3, written_rows: 50, result_rows: 50 },
+    ])
+    const [expectedP99] = await ch.query<{ p: number }>('SELECT quantileExact(0.99)(x) AS p FROM (SELECT arrayJoin([10, 20, 30, 40, 1000, 7]) AS x)')
+    const hash = (await ch.query<{ h: string }>("SELECT toString(normalizedQueryHash('SELECT * FROM t WHERE id = 1')) AS h"))[0]!.h
+    const { query_stats } = await run(c, ctx)
+    expect(query_stats).toHaveLength(2)
+    const select = query_stats!.find((s) => s.query_hash === hash)
+    expect(select).toEqual({
+      query_hash: hash,
+      query_text: expect.stringMatching(/^SELECT \* FROM t WHERE id = [1-6]$/),
+      calls: 6,
+      total_time_ms: 10 + 20 + 30 + 40 + 1000 + 7,
+      rows: 10,
+      shared_blks_hit: 0,
+      shared_blks_read: 0,
+      read_bytes: 600,
+      memory_bytes: 6000,
+      p99_ms: expectedP99!.p,
+      errors: 1,
+    })
+    expect(select!.p99_ms).toBe(1000)
+    const insert = query_stats!.find((s) => s.query_hash !== hash)!
+    expect(insert).toMatchObject({ calls: 1, rows: 50, errors: 0, total_time_ms: 3 })
+
+    // Nothing new: an empty list; then only the newer rows count.
+    expect(await run(c, ctx)).toEqual({ query_stats: [] })
+    await seedQueryLog(ch, [{ ...row(10, 15), event_time: new Date(Date.now() + 2) }])
+    const next = await run(c, ctx)
+    expect(next.query_stats!.map((s) => [s.query_hash, s.calls, s.total_time_ms])).toEqual([[hash, 1, 15]])
+  })
+
+  test('query_log missing: one clear warning over several cycles, nothing sent; back again after it returns', async () => {
+    await dropSystemLogTables(ch)
+    const log = captureLog()
+    const ctx = context(log)
+    const c = collector('query_stats')
+    for (let i = 0; i < 3; i++) expect(await run(c, ctx)).toEqual({})
+    expect(log.lines).toEqual([{ level: 'warn', message: 'query_log is disabled: enable <query_log> in the server config' }])
+    await createSystemLogTables(ch)
+    expect(await run(c, ctx)).toEqual({}) // a new baseline
+    expect(await run(c, ctx)).toEqual({ query_stats: [] })
+    expect(log.lines.map((l) => l.level)).toEqual(['warn', 'info'])
+  })
+})
+
+describe('parts, merges, mutations', () => {
+  test('inserts with merges stopped: the partition shows exactly that many active parts', async () => {
+    await ch.command('CREATE TABLE parts_t (p UInt8, id UInt64) ENGINE = MergeTree PARTITION BY p ORDER BY id')
+    await ch.command('SYSTEM STOP MERGES parts_t')
+    for (let i = 0; i < 4; i++) await ch.insert('parts_t', [{ p: 1, id: i }, { p: 1, id: i + 100 }])
+    await ch.insert('parts_t', [{ p: 2, id: 1 }])
+    const { parts } = await run(collector('parts'), context())
+    const mine = parts!.filter((p) => p.table === 'parts_t').sort((a, b) => a.partition_id.localeCompare(b.partition_id))
+    expect(mine).toEqual([
+      { database: 'default', table: 'parts_t', partition_id: '1', active_parts: 4, rows: 8, bytes_on_disk: expect.any(Number), parts_to_delay_insert: 1000, parts_to_throw_insert: 3000 },
+      { database: 'default', table: 'parts_t', partition_id: '2', active_parts: 1, rows: 1, bytes_on_disk: expect.any(Number), parts_to_delay_insert: 1000, parts_to_throw_insert: 3000 },
+    ])
+    expect(mine[0]!.bytes_on_disk).toBeGreaterThan(mine[1]!.bytes_on_disk)
+    expect(parts![0]!.active_parts).toBe(4) // the worst partition first
+  })
+
+  test('merges: an idle server has none, and the empty section is valid', async () => {
+    expect(await run(collector('merges'), context())).toEqual({ merges: [] })
+  })
+
+  test('a failing ALTER ... UPDATE is a stuck mutation with the throwIf message; a finished one is not stuck', async () => {
+    await ch.command('CREATE TABLE mut_t (id UInt64, s String) ENGINE = MergeTree ORDER BY id')
+    await ch.insert('mut_t', [{ id: 1, s: 'a' }])
+    await ch.command("ALTER TABLE mut_t UPDATE s = 'x' WHERE id = 1", undefined, { mutations_sync: 0 })
+    await ch.command("ALTER TABLE mut_t UPDATE s = 'b' WHERE throwIf(1)", undefined, { mutations_sync: 0 })
+    const ctx = context()
+    const found = await until(async () => {
+      const { mutations } = await run(collector('mutations'), ctx)
+      const mine = mutations!.filter((m) => m.table === 'mut_t')
+      return mine.length === 2 && mine.some((m) => m.latest_fail_reason !== '') && mine.some((m) => m.is_done) ? mine : undefined
+    }, 'the failing mutation')
+    const failing = found.find((m) => m.command.includes('throwIf'))!
+    expect(failing).toMatchObject({ database: 'default', table: 'mut_t', is_done: false, parts_to_do: 1, stuck: true } satisfies Partial<MutationEntry>)
+    expect(failing.latest_fail_reason).toContain('FUNCTION_THROW_IF_VALUE_IS_NON_ZERO')
+    expect(failing.latest_fail_reason).toContain('Value passed to \'throwIf\' function is non-zero')
+    expect(failing.latest_fail_time).toBeGreaterThan(0)
+    expect(Math.abs(failing.create_time - Date.now())).toBeLessThan(60_000)
+    const done = found.find((m) => !m.command.includes('throwIf'))!
+    expect(done).toMatchObject({ is_done: true, parts_to_do: 0, stuck: false, latest_fail_reason: '', latest_fail_time: null })
+  })
+})
+
+describe('activity', () => {
+  test('a running SELECT sleep(3) is listed with its duration; the agent\'s own query is not', async () => {
+    const other = ch.createClient()
+    const long = other.query({ query: 'SELECT sleep(3) AS slept', format: 'JSONEachRow' }).then((r) => r.json())
+    const ctx = context()
+    try {
+      const { activity, all } = await until(async () => {
+        const { activity } = await run(collector('activity'), ctx)
+        const mine = activity!.filter((a) => a.query_text.startsWith('SELECT sleep(3)'))
+        return mine.length > 0 && mine[0]!.duration_ms! > 0 ? { activity: mine, all: activity! } : undefined
+      }, 'the sleeping query')
+      expect(activity).toHaveLength(1)
+      // The rig runs every request as chdb's own user, so the user is not the HTTP one here.
+      expect(activity[0]).toMatchObject({ state: 'active', user: expect.any(String), blocking_pids: [], database: 'default', memory_usage: expect.any(Number), read_bytes: expect.any(Number), read_rows: expect.any(Number) })
+      expect(typeof activity[0]!.pid).toBe('string')
+      expect(activity[0]!.duration_ms).toBeGreaterThan(0)
+      expect(all.some((a) => a.query_text.includes('system.processes'))).toBe(false)
+    } finally {
+      expect(await long).toEqual([{ slept: 0 }])
+    }
+  })
+})
+
+describe('server_metrics', () => {
+  test('uptime, memory against the limit, disks, connections; query counters as deltas after a baseline', async () => {
+    await createSystemLogTables(ch)
+    await seedAsynchronousMetrics(ch, [
+      { metric: 'MemoryResident', value: 123_456_789 },
+      { metric: 'OSMemoryTotal', value: 8e9 },
+      { metric: 'Uptime', value: 3600 },
+    ])
+    const c = collector('server_metrics')
+    const ctx = context()
+    const first = (await run(c, ctx)).server_metrics!
+    const [disk] = await ch.query<{ name: string; total_space: number }>("SELECT name, total_space FROM system.disks WHERE name = 'default'")
+    expect(first).toMatchObject({ memory_resident_bytes: 123_456_789, os_memory_total_bytes: 8e9, tcp_connections: 0, 'disk.default.total_bytes': disk!.total_space })
+    expect(first.uptime_s).toBeGreaterThan(0)
+    expect(first['disk.default.free_bytes']).toBeGreaterThan(0)
+    expect(first.memory_limit_bytes).toBeGreaterThan(0)
+    expect(first.http_connections).toBeGreaterThanOrEqual(0)
+    expect('queries_total' in first || 'queries_failed' in first).toBe(false) // the baseline
+
+    const quiet = ch.createClient({ log: { level: ClickHouseLogLevel.OFF } })
+    for (let i = 0; i < 2; i++) await quiet.query({ query: 'SELECT throwIf(1)' }).catch(() => {})
+    const second = (await run(c, ctx)).server_metrics!
+    expect(second.queries_failed).toBe(2)
+    expect(second.queries_total).toBeGreaterThanOrEqual(2)
+  })
+
+  test('without system.asynchronous_metrics its keys are left out, not an error', async () => {
+    await dropSystemLogTables(ch)
+    const metrics = (await run(collector('server_metrics'), context())).server_metrics!
+    expect('memory_resident_bytes' in metrics).toBe(false)
+    expect(metrics.uptime_s).toBeGreaterThan(0)
+    expect(Object.keys(metrics).some((k) => k.startsWith('disk.'))).toBe(true)
+  })
+})
