@@ -10,16 +10,7 @@ import { Agent } from '../../src/agent/agent.ts'
 import { createLogger } from '../../src/shared/log.ts'
 import { type PostgresServer, freePort, postgresMajors, sharedPostgres, startPostgres } from '../support/postgres.ts'
 import { type Account, type TestServer, createApiKey, signup, startTestServer, verify } from '../support/server.ts'
-
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await probe()
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await Bun.sleep(100)
-  }
-}
+import { until } from '../support/wait.ts'
 
 let pg: PostgresServer
 let dsn: string
@@ -249,7 +240,7 @@ describe('agent against PostgreSQL 17', () => {
         `INSERT INTO api_keys (id, org_id, key_id, name, secret_hash, created_at) VALUES ($1, $2, $3, 'agent', $4, 0)`,
         [crypto.randomUUID(), owner.orgId, keyId, (await server.store.findApiKey(keyId))!.secret_hash],
       )
-      await until('the buffer to drain', async () => (existsSync(bufferFile) ? undefined : true), 15_000)
+      await until('the buffer to drain', async () => (existsSync(bufferFile) ? undefined : true), { timeoutMs: 15_000 })
       expect(logs.some((l) => l.includes('API reachable again; buffer drained'))).toBe(true)
       const dbId = (await revived.call('GET', '/api/v1/databases', { token: owner.token })).body.find((d: any) => d.name === 'outage').id
       expect(await queryCalls(revived, owner, dbId, 'dbm_marker_2')).toBe(23)

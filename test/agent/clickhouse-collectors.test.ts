@@ -12,6 +12,7 @@ import type { Logger } from '../../src/shared/log.ts'
 import { IngestBatch, type MutationEntry } from '../../src/shared/wire.ts'
 import { startClickHouse, type ClickHouseRig } from '../support/clickhouse.ts'
 import { createSystemLogTables, dropSystemLogTables, seedAsynchronousMetrics, seedQueryLog } from '../support/clickhouse-system-tables.ts'
+import { until } from '../support/wait.ts'
 
 let ch: ClickHouseRig
 let conn: ClickHouseConnection
@@ -67,16 +68,6 @@ async function run(c: ClickHouseCollector, ctx: ClickHouseContext): Promise<Part
   }
   if (!Value.Check(IngestBatch, batch)) throw new Error(JSON.stringify([...Value.Errors(IngestBatch, batch)].slice(0, 3)))
   return sections
-}
-
-async function until<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 10_000): Promise<T> {
-  const started = Date.now()
-  for (;;) {
-    const value = await probe()
-    if (value !== undefined) return value
-    if (Date.now() - started > timeoutMs) throw new Error(`timed out waiting for ${what}`)
-    await Bun.sleep(50)
-  }
 }
 
 describe('connectClickHouse', () => {
@@ -198,11 +189,11 @@ describe('parts, merges, mutations', () => {
     await ch.command("ALTER TABLE mut_t UPDATE s = 'x' WHERE id = 1", undefined, { mutations_sync: 0 })
     await ch.command("ALTER TABLE mut_t UPDATE s = 'b' WHERE throwIf(1)", undefined, { mutations_sync: 0 })
     const ctx = context()
-    const found = await until(async () => {
+    const found = await until('the failing mutation', async () => {
       const { mutations } = await run(collector('mutations'), ctx)
       const mine = mutations!.filter((m) => m.table === 'mut_t')
       return mine.length === 2 && mine.some((m) => m.latest_fail_reason !== '') && mine.some((m) => m.is_done) ? mine : undefined
-    }, 'the failing mutation')
+    }, { everyMs: 50, timeoutMs: 10_000 })
     const failing = found.find((m) => m.command.includes('throwIf'))!
     expect(failing).toMatchObject({ database: 'default', table: 'mut_t', is_done: false, parts_to_do: 1, stuck: true } satisfies Partial<MutationEntry>)
     expect(failing.latest_fail_reason).toContain('FUNCTION_THROW_IF_VALUE_IS_NON_ZERO')
@@ -220,11 +211,11 @@ describe('activity', () => {
     const long = other.query({ query: 'SELECT sleep(3) AS slept', format: 'JSONEachRow' }).then((r) => r.json())
     const ctx = context()
     try {
-      const { activity, all } = await until(async () => {
+      const { activity, all } = await until('the sleeping query', async () => {
         const { activity } = await run(collector('activity'), ctx)
         const mine = activity!.filter((a) => a.query_text.startsWith('SELECT sleep(3)'))
         return mine.length > 0 && mine[0]!.duration_ms! > 0 ? { activity: mine, all: activity! } : undefined
-      }, 'the sleeping query')
+      }, { everyMs: 50, timeoutMs: 10_000 })
       expect(activity).toHaveLength(1)
       // The rig runs every request as chdb's own user, so the user is not the HTTP one here.
       expect(activity[0]).toMatchObject({ state: 'active', user: expect.any(String), blocking_pids: [], database: 'default', memory_usage: expect.any(Number), read_bytes: expect.any(Number), read_rows: expect.any(Number) })

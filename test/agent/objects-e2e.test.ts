@@ -11,16 +11,7 @@ import { Agent } from '../../src/agent/agent.ts'
 import { createLogger } from '../../src/shared/log.ts'
 import { type PostgresServer, startPostgres } from '../support/postgres.ts'
 import { type Account, type TestServer, createApiKey, signup, startTestServer, verify } from '../support/server.ts'
-
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await probe()
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await Bun.sleep(100)
-  }
-}
+import { until } from '../support/wait.ts'
 
 const SEQ_SCANS = 5
 const SCANNED_ROWS = 1000

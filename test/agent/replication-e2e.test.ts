@@ -11,16 +11,10 @@ import { Agent } from '../../src/agent/agent.ts'
 import { createLogger } from '../../src/shared/log.ts'
 import { type PostgresServer, freePort, startPostgres } from '../support/postgres.ts'
 import { type Account, type TestServer, createApiKey, signup, startTestServer, verify } from '../support/server.ts'
+import { until as waitUntil } from '../support/wait.ts'
 
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await probe().catch(() => undefined)
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await Bun.sleep(100)
-  }
-}
+/** Polls through errors: the standby refuses connections while it starts. */
+const until = <T>(what: string, probe: () => Promise<T | undefined>) => waitUntil(what, probe, { ignoreErrors: true })
 
 let primary: PostgresServer
 let primarySql: postgres.Sql
