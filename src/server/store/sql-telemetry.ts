@@ -158,21 +158,31 @@ export interface Window {
  * The bucket ranges that cover [since, until): whole hours from the hourly buckets, the edges
  * from the minute buckets. Returns SQL for a WHERE clause and its parameters, numbered from `first`.
  */
-export function windowClause(window: Window, first: number): { sql: string; params: number[] } {
+/** The bucket ranges that cover [since, until): whole hours from the hourly buckets, the edges from the minute buckets. */
+export function windowRanges(window: Window): { resolution: 60 | 3600; from: number; to: number }[] {
   const since = floorTo(window.since, MINUTE_MS)
   const until = window.until
   const hourStart = Math.ceil(since / HOUR_MS) * HOUR_MS
   const hourEnd = floorTo(until, HOUR_MS)
-  if (hourEnd - hourStart < HOUR_MS) {
-    return { sql: `(resolution = 60 AND bucket >= $${first} AND bucket < $${first + 1})`, params: [since, until] }
-  }
-  const p = (i: number) => `$${first + i}`
-  return {
-    sql:
-      `((resolution = 3600 AND bucket >= ${p(0)} AND bucket < ${p(1)}) OR ` +
-      `(resolution = 60 AND ((bucket >= ${p(2)} AND bucket < ${p(0)}) OR (bucket >= ${p(1)} AND bucket < ${p(3)}))))`,
-    params: [hourStart, hourEnd, since, until],
-  }
+  if (hourEnd - hourStart < HOUR_MS) return [{ resolution: 60, from: since, to: until }]
+  return [
+    { resolution: 3600, from: hourStart, to: hourEnd },
+    { resolution: 60, from: since, to: hourStart },
+    { resolution: 60, from: hourEnd, to: until },
+  ]
+}
+
+/**
+ * windowRanges as a WHERE clause and its parameters, numbered from `first`.
+ */
+export function windowClause(window: Window, first: number): { sql: string; params: number[] } {
+  const ranges = windowRanges(window)
+  const params: number[] = []
+  const parts = ranges.map((r) => {
+    params.push(r.from, r.to)
+    return `(resolution = ${r.resolution} AND bucket >= $${first + params.length - 2} AND bucket < $${first + params.length - 1})`
+  })
+  return { sql: `(${parts.join(' OR ')})`, params }
 }
 
 export type QuerySort = 'total_time' | 'calls' | 'mean_time' | 'rows'
@@ -242,16 +252,33 @@ export async function listQueryStats(
   sort: QuerySort,
   limit: number,
 ): Promise<QueryStatsRow[]> {
-  const where = windowClause(window, 2)
+  // SQLite cannot use the primary key for an OR of bucket ranges and reads every row of the
+  // database; one range scan per range, glued with UNION ALL, reads only the window (359 -> 137 ms
+  // in bench:queries). PostgreSQL plans the OR well (a BitmapOr) and misplans the UNION ALL.
+  let source: string
+  let params: unknown[]
+  if (driver.dialect === 'sqlite') {
+    params = [databaseId]
+    source = windowRanges(window)
+      .map((r) => {
+        params.push(r.from, r.to)
+        return `SELECT * FROM query_stats WHERE database_id = $1 AND resolution = ${r.resolution} AND bucket >= $${params.length - 1} AND bucket < $${params.length}`
+      })
+      .join(' UNION ALL ')
+  } else {
+    const where = windowClause(window, 2)
+    params = [databaseId, ...where.params]
+    source = `SELECT * FROM query_stats WHERE database_id = $1 AND ${where.sql}`
+  }
+  params.push(limit)
   const rows = await driver.all(
     `SELECT t.query_text, s.* FROM (
-       SELECT query_hash, ${SUMS} FROM query_stats
-       WHERE database_id = $1 AND ${where.sql}
+       SELECT query_hash, ${SUMS} FROM (${source}) w
        GROUP BY query_hash
      ) s JOIN query_texts t ON t.database_id = $1 AND t.query_hash = s.query_hash
      ORDER BY ${SORT_SQL[sort]}, s.query_hash
-     LIMIT $${where.params.length + 2}`,
-    [databaseId, ...where.params, limit],
+     LIMIT $${params.length}`,
+    params,
   )
   return rows.map(toQueryRow)
 }
