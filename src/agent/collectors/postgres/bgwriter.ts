@@ -3,9 +3,8 @@
 // also counts restartpoints apart) and dropped the backend write counters (now in pg_stat_io).
 // The first sample only sets the baseline.
 import { BGWRITER_KEYS } from '../../../shared/metrics.ts'
-import { num } from '../delta.ts'
 import type { PostgresCollector } from '../types.ts'
-import { type Counters, deltaSince, forVersion, resetStamp, type Sample } from './common.ts'
+import { singleRowDeltas } from './common.ts'
 
 const KEYS = BGWRITER_KEYS
 
@@ -27,19 +26,12 @@ const SQL = {
     FROM pg_stat_checkpointer c CROSS JOIN pg_stat_bgwriter b`,
 }
 
-type Row = Record<(typeof KEYS)[number], string | number | null> & { stats_reset: string | null }
-
 export const bgwriter: PostgresCollector = {
   name: 'bgwriter',
   engine: 'postgres',
   defaultEnabled: true,
   async collect(ctx) {
-    const [row] = await ctx.sql.unsafe<Row[]>(forVersion(SQL, ctx.major))
-    if (!row) return {}
-    const values = Object.fromEntries(KEYS.map((k) => [k, num(row[k])])) as Counters<(typeof KEYS)[number]>
-    const sample: Sample<(typeof KEYS)[number]> = { resetAt: resetStamp(row.stats_reset), values }
-    const delta = deltaSince(ctx.state.get('bgwriter') as typeof sample | undefined, sample)
-    ctx.state.set('bgwriter', sample)
+    const delta = await singleRowDeltas(ctx, 'bgwriter', SQL, KEYS)
     return delta ? { bgwriter: delta } : {}
   },
 }

@@ -3,7 +3,8 @@
 // counters into deltas against the previous sample kept in the collector's state, small conversions.
 // Each collector keeps its previous sample in ctx.state under its own name, since the runner may hand
 // one map to every collector of a database.
-import { deltaOf } from '../delta.ts'
+import { deltaOf, num } from '../delta.ts'
+import type { PostgresContext } from '../types.ts'
 
 /** The variant keyed by the highest minimum major at or below `major`. */
 export function forVersion<T>(variants: Readonly<Record<number, T>>, major: number): T {
@@ -41,4 +42,23 @@ export function resetStamp(value: unknown): string | null {
 /** Durations and lags computed from two clocks can come out slightly negative; clamp them at zero. */
 export function nonNegative(value: number | null): number | null {
   return value === null ? null : Math.max(0, value)
+}
+
+/**
+ * Deltas of a one-row counter view (pg_stat_bgwriter, pg_stat_wal): reads the version's SQL, keeps the
+ * sample under `stateKey`, and returns the deltas since the previous sample (undefined on the first).
+ */
+export async function singleRowDeltas<K extends string>(
+  ctx: PostgresContext,
+  stateKey: string,
+  variants: Readonly<Record<number, string>>,
+  keys: readonly K[],
+): Promise<Counters<K> | undefined> {
+  const [row] = await ctx.sql.unsafe<Record<string, unknown>[]>(forVersion(variants, ctx.major))
+  if (!row) return undefined
+  const values = Object.fromEntries(keys.map((k) => [k, num(row[k])])) as Counters<K>
+  const sample: Sample<K> = { resetAt: resetStamp(row.stats_reset), values }
+  const delta = deltaSince(ctx.state.get(stateKey) as Sample<K> | undefined, sample)
+  ctx.state.set(stateKey, sample)
+  return delta ?? undefined
 }

@@ -2,9 +2,8 @@
 // sample. PostgreSQL 18 moved the write and sync counters to pg_stat_io; there they are null.
 // The first sample only sets the baseline.
 import { WAL_KEYS } from '../../../shared/metrics.ts'
-import { num } from '../delta.ts'
 import type { PostgresCollector } from '../types.ts'
-import { type Counters, deltaSince, forVersion, resetStamp, type Sample } from './common.ts'
+import { singleRowDeltas } from './common.ts'
 
 const KEYS = WAL_KEYS
 
@@ -20,20 +19,13 @@ const SQL = {
     FROM pg_stat_wal`,
 }
 
-type Row = Record<(typeof KEYS)[number], string | number | null> & { stats_reset: string | null }
-
 export const walStats: PostgresCollector = {
   name: 'wal_stats',
   engine: 'postgres',
   minVersion: 14,
   defaultEnabled: true,
   async collect(ctx) {
-    const [row] = await ctx.sql.unsafe<Row[]>(forVersion(SQL, ctx.major))
-    if (!row) return {}
-    const values = Object.fromEntries(KEYS.map((k) => [k, num(row[k])])) as Counters<(typeof KEYS)[number]>
-    const sample: Sample<(typeof KEYS)[number]> = { resetAt: resetStamp(row.stats_reset), values }
-    const delta = deltaSince(ctx.state.get('wal_stats') as typeof sample | undefined, sample)
-    ctx.state.set('wal_stats', sample)
+    const delta = await singleRowDeltas(ctx, 'wal_stats', SQL, KEYS)
     return delta ? { wal_stats: delta } : {}
   },
 }
