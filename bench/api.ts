@@ -8,12 +8,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { createApp } from '../src/server/app.ts'
-import { TokenService } from '../src/server/auth/tokens.ts'
-import type { Deps } from '../src/server/context.ts'
-import { createLogger } from '../src/shared/log.ts'
-import { createMailer } from '../src/server/mail.ts'
-import { openStore } from '../src/server/store/open.ts'
+import { call, median, startServer } from './common.ts'
 
 const GOAL_RATIO = 0.6
 
@@ -127,44 +122,6 @@ async function runFetch(base: string, target: Target, seconds: number, o: Option
   return { rps: latencies.length / elapsedS, requests: latencies.length, errors, p50Ms: at(0.5), p99Ms: at(0.99) }
 }
 
-// ---- the server under test ----
-
-async function startServer(dataDir: string) {
-  const { store } = await openStore({ dataDir })
-  const log = createLogger('warn')
-  const deps: Deps = {
-    store,
-    tokens: new TokenService(Buffer.from(crypto.getRandomValues(new Uint8Array(48))).toString('base64url')),
-    mailer: createMailer({ from: 'dbm <dbm@bench.invalid>', log }),
-    log,
-    clock: Date.now,
-    publicUrl: 'http://127.0.0.1',
-    trustProxy: false,
-  }
-  const app = createApp(deps)
-    .get('/bench/hello', () => 'hello')
-    .listen({ hostname: '127.0.0.1', port: 0 })
-  return {
-    base: `http://127.0.0.1:${app.server!.port}`,
-    async stop() {
-      await app.stop(true)
-      await deps.mailer.idle()
-      deps.mailer.close()
-      await store.close()
-    },
-  }
-}
-
-async function call(base: string, method: string, path: string, headers: Record<string, string>, body?: unknown) {
-  const res = await fetch(base + path, {
-    method,
-    headers: body === undefined ? headers : { ...headers, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  })
-  const text = await res.text()
-  return { status: res.status, text, json: () => JSON.parse(text) }
-}
-
 /** Account, organization, API key and one registered database, all through the API. */
 async function seed(base: string): Promise<string> {
   const signup = await call(base, 'POST', '/api/v1/auth/signup', {}, {
@@ -196,12 +153,6 @@ async function checkTargets(base: string, targets: Target[]) {
 }
 
 // ---- report ----
-
-function median(values: number[]): number {
-  const s = [...values].sort((a, b) => a - b)
-  const mid = Math.floor(s.length / 2)
-  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2
-}
 
 const fmt = (n: number | undefined, digits = 0) => (n === undefined ? 'n/a' : n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }))
 
@@ -262,7 +213,7 @@ async function main(): Promise<number> {
   console.error(`load generator: ${generator === 'wrk' ? 'wrk' : `in-process fetch loop (${fallbackReason})`}`)
 
   const dataDir = mkdtempSync(join(tmpdir(), 'dbm-bench-'))
-  const server = await startServer(dataDir)
+  const server = await startServer({ dataDir, routes: (app) => app.get('/bench/hello', () => 'hello') })
   try {
     const apiKey = await seed(server.base)
     const targets: Target[] = [

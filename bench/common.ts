@@ -22,7 +22,13 @@ export interface BenchServer {
  * The app as `dbm serve` builds it, over `openStore({ dataDir, databaseUrl })`, listening on 127.0.0.1.
  * `onRequest` sees every request first (the benchmarks count ingest bytes with it).
  */
-export async function startServer(options: { dataDir: string; databaseUrl?: string; onRequest?: (request: Request) => void }): Promise<BenchServer> {
+export async function startServer(options: {
+  dataDir: string
+  databaseUrl?: string
+  onRequest?: (request: Request) => void
+  /** Extra routes added before the app listens (bench:api's bare /bench/hello). */
+  routes?: (app: ReturnType<typeof createApp>) => void
+}): Promise<BenchServer> {
   const { store } = await openStore({ dataDir: options.dataDir, databaseUrl: options.databaseUrl })
   const log = createLogger('warn')
   const deps: Deps = {
@@ -37,6 +43,7 @@ export async function startServer(options: { dataDir: string; databaseUrl?: stri
   const app = createApp(deps)
   const { onRequest } = options
   if (onRequest) app.onRequest(({ request }) => onRequest(request))
+  options.routes?.(app)
   app.listen({ hostname: '127.0.0.1', port: 0 })
   const port = app.server!.port!
   return {
