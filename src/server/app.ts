@@ -9,6 +9,7 @@ import { apiKeyRoutes } from './routes/api-keys.ts'
 import { authRoutes } from './routes/auth.ts'
 import { databaseRoutes } from './routes/databases.ts'
 import { ingestRoutes } from './routes/ingest.ts'
+import { clickhouseRoutes } from './routes/clickhouse.ts'
 import { internalsRoutes } from './routes/internals.ts'
 import { objectRoutes } from './routes/objects.ts'
 import { queryRoutes } from './routes/queries.ts'
@@ -147,6 +148,7 @@ export function createApp(deps: Deps) {
     .use(queryRoutes(deps))
     .use(objectRoutes(deps))
     .use(internalsRoutes(deps))
+    .use(clickhouseRoutes(deps))
     .use(ingestRoutes(deps))
     .use(resetPasswordPage())
 }

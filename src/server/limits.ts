@@ -65,6 +65,9 @@ export const resultLimits = {
   locks: { default: 100, max: 500 },
   tables: { default: 50, max: 500 },
   indexes: { default: 50, max: 500 },
+  parts: { default: 100, max: 1000 },
+  merges: { default: 100, max: 1000 },
+  mutations: { default: 100, max: 1000 },
 } as const
 
 /** Default window of the since/until endpoints, and their default bucket. */

@@ -3,6 +3,7 @@
 // to open. Times are epoch milliseconds (INTEGER / BIGINT) in both stores.
 import { both } from './ddl.ts'
 import type { SqlDriver } from './driver.ts'
+import { clickhouseMigration } from './sql-clickhouse.ts'
 import { internalsMigration } from './sql-internals.ts'
 import { objectsMigration } from './sql-objects.ts'
 
@@ -163,6 +164,7 @@ CREATE TABLE snapshots (
   },
   { version: 3, ...objectsMigration },
   { version: 4, ...internalsMigration },
+  { version: 5, ...clickhouseMigration },
 ]
 
 export const latestVersion = migrations.reduce((max, m) => Math.max(max, m.version), 0)

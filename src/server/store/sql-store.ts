@@ -3,6 +3,7 @@
 import type { IngestBatch } from '../../shared/wire.ts'
 import type { SqlDriver } from './driver.ts'
 import { type InternalsReader, internalsReader } from './sql-internals.ts'
+import { type ClickHouseReader, clickhouseReader } from './sql-clickhouse.ts'
 import { type ObjectsReader, objectsReader } from './sql-objects.ts'
 import {
   type QuerySort,
@@ -108,6 +109,7 @@ const DB_DEFAULTS = { poll_interval_seconds: 10, collect_explain_plans: true, co
 export class SqlStore implements Store {
   readonly objects: ObjectsReader
   readonly internals: InternalsReader
+  readonly clickhouse: ClickHouseReader
   /**
    * API keys by key_id, SQLite only: the SQLite store belongs to this one process (it holds the file
    * exclusively), so every revocation passes through revokeApiKey here and evicts the key at once.
@@ -119,6 +121,7 @@ export class SqlStore implements Store {
     this.keyCache = driver.dialect === 'sqlite' ? new Map() : undefined
     this.objects = objectsReader(driver)
     this.internals = internalsReader(driver)
+    this.clickhouse = clickhouseReader(driver)
   }
 
   get dialect() {

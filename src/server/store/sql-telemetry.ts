@@ -5,6 +5,7 @@
 import { QUERY_COUNTER_KEYS } from '../../shared/metrics.ts'
 import type { ExplainPlan, IngestBatch, QueryStatDelta } from '../../shared/wire.ts'
 import type { SqlDriver } from './driver.ts'
+import { applyClickHouse } from './sql-clickhouse.ts'
 import { applyInternals } from './sql-internals.ts'
 import { applyObjects } from './sql-objects.ts'
 
@@ -127,6 +128,7 @@ export async function applyBatch(tx: SqlDriver, databaseId: string, batch: Inges
   if (batch.explain_plans?.length) await applyExplainPlans(tx, databaseId, batch.explain_plans)
   await applyObjects(tx, databaseId, batch)
   await applyInternals(tx, databaseId, batch)
+  await applyClickHouse(tx, databaseId, batch)
   const snapshots = SNAPSHOT_KINDS.filter((kind) => batch[kind] !== undefined).map((kind) => [
     databaseId,
     kind,

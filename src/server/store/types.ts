@@ -1,4 +1,5 @@
 import type { IngestBatch } from '../../shared/wire.ts'
+import type { ClickHouseReader } from './sql-clickhouse.ts'
 import type { InternalsReader } from './sql-internals.ts'
 import type { ObjectsReader } from './sql-objects.ts'
 import type { QuerySort, QueryStatsRow, SnapshotKind, StoredPlan, Window, queryDetail } from './sql-telemetry.ts'
@@ -114,6 +115,8 @@ export interface Store {
   readonly objects: ObjectsReader
   /** Reads of waits, replication, bgwriter, WAL, I/O and database statistics (sql-internals.ts). */
   readonly internals: InternalsReader
+  /** Reads of ClickHouse parts, merges, mutations and server metrics (sql-clickhouse.ts). */
+  readonly clickhouse: ClickHouseReader
 
   // accounts
   createAccount(input: {
