@@ -1,7 +1,6 @@
-// Helpers shared by bench/ingest.ts, bench/queries.ts and bench/agent.ts: the real app (createApp) on
+// Helpers shared by the benchmarks (bench/api.ts, ingest.ts, queries.ts, agent.ts): the real app (createApp) on
 // 127.0.0.1 over a store opened with openStore, an account with a verified organization and an API key,
 // the machine description for the Markdown sections, and small statistics.
-// (bench/api.ts predates this file and keeps its own copies.)
 import { cpus, loadavg } from 'node:os'
 import { createApp } from '../src/server/app.ts'
 import { TokenService } from '../src/server/auth/tokens.ts'

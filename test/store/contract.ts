@@ -485,6 +485,34 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         expect(await store.countDatabases(other.org.id)).toBe(1)
       })
 
+      // The SQLite store keeps lists in memory between writes: a list read between every kind of write
+      // must show that write, and a caller changing a listed record must not change the next list.
+      test('listDatabases shows every write at once: create, update, ingest (last seen, version), delete', async () => {
+        const { org } = await newAccount()
+        const names = async () => (await store.listDatabases(org.id)).map((d) => [d.name, d.engine_version, d.last_seen_at])
+        expect(await names()).toEqual([])
+        const db = await store.createDatabase(org.id, pgInput('orders'), T0)
+        if (db === 'limit') throw new Error('unexpected limit')
+        expect(await names()).toEqual([['orders', '17.2', null]])
+        await store.updateDatabase(org.id, db.id, { name: 'orders-primary' }, T0 + 1)
+        expect(await names()).toEqual([['orders-primary', '17.2', null]])
+        const listed = await store.listDatabases(org.id)
+        listed[0]!.name = 'changed by a caller'
+        listed.pop()
+        expect(await names()).toEqual([['orders-primary', '17.2', null]])
+        const batch = {
+          batch_id: crypto.randomUUID(),
+          collected_at: T0 + 2,
+          interval_seconds: 10,
+          agent_version: 'test',
+          database: { name: 'orders-primary', engine: 'postgres' as const, engine_version: '17.4', host: 'db.internal', port: 5432 },
+        }
+        expect((await store.ingest(org.id, batch, T0 + 5)).kind).toBe('applied')
+        expect(await names()).toEqual([['orders-primary', '17.4', T0 + 5]])
+        expect(await store.deleteDatabase(org.id, db.id)).toBe(true)
+        expect(await names()).toEqual([])
+      })
+
       // Both backends list in the same order: by code point, as SQLite compares text (uppercase before
       // '_' before lowercase), whatever the PostgreSQL database's default collation is.
       test('listDatabases orders names by code point on every backend', async () => {

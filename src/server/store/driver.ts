@@ -18,6 +18,11 @@ export interface SqlDriver {
    * (a PostgreSQL advisory lock; SQLite transactions are exclusive already).
    */
   transaction<T>(fn: (tx: SqlDriver) => Promise<T>, lockKey?: string): Promise<T>
+  /**
+   * SQLite only: a number that changes whenever this store's data has changed (rows written since the
+   * file was opened); undefined while a transaction is open. Lets the store keep read results in memory.
+   */
+  readonly generation?: () => number | undefined
   close(): Promise<void>
 }
 

@@ -113,6 +113,15 @@ export class SqliteDriver implements SqlDriver {
     return this.outside((d) => d.exec(script))
   }
 
+  private changesStatement: Statement | undefined
+
+  /** sqlite3_total_changes(): every row inserted, updated or deleted through this (the only) connection. */
+  readonly generation = (): number | undefined => {
+    if (this.txOpen) return undefined
+    this.changesStatement ??= this.db.prepare('SELECT total_changes() AS n')
+    return (this.changesStatement.get() as { n: number }).n
+  }
+
   async transaction<T>(fn: (tx: SqlDriver) => Promise<T>): Promise<T> {
     while (this.txOpen) await this.txTail
     this.txOpen = true
@@ -138,6 +147,7 @@ export class SqliteDriver implements SqlDriver {
     while (this.txOpen) await this.txTail
     for (const statement of this.statements.values()) statement.finalize()
     this.statements.clear()
+    this.changesStatement?.finalize()
     this.db.close()
   }
 }
