@@ -4,7 +4,9 @@
 import { type StatWatcher, unwatchFile, watchFile } from 'node:fs'
 import type { Logger } from '../shared/log.ts'
 import { type AgentConfig, ConfigError, type DatabaseConfig, loadAgentConfig } from './config.ts'
-import { PostgresRunner, type RunnerStatus, type RunnerTimings, defaultTimings } from './postgres-runner.ts'
+import { ClickHouseRunner } from './clickhouse-runner.ts'
+import { PostgresRunner } from './postgres-runner.ts'
+import { type Runner, type RunnerStatus, type RunnerTimings, defaultTimings } from './runner.ts'
 import { Shipper } from './shipper.ts'
 import { VERSION } from '../version.ts'
 
@@ -36,9 +38,7 @@ export interface AgentOptions {
 
 interface Running {
   config: DatabaseConfig
-  runner?: PostgresRunner
-  /** Why the entry does not run (an engine this agent cannot collect yet). */
-  unsupported?: string
+  runner: Runner<unknown>
 }
 
 const sameEntry = (a: DatabaseConfig, b: DatabaseConfig) => JSON.stringify(a) === JSON.stringify(b)
@@ -72,13 +72,7 @@ export class Agent {
   }
 
   private startDatabase(config: AgentConfig, db: DatabaseConfig) {
-    if (db.engine !== 'postgres') {
-      const unsupported = 'ClickHouse collection is not in this version of the agent yet'
-      this.options.log.error(unsupported, { database: db.name })
-      this.running.set(db.name, { config: db, unsupported })
-      return
-    }
-    let runner: PostgresRunner | undefined = undefined
+    let runner: Runner<unknown> | undefined = undefined
     const shipper = new Shipper({
       endpoint: config.api.endpoint,
       apiKey: config.api.key,
@@ -90,7 +84,8 @@ export class Agent {
       log: this.options.log,
       onAccepted: (response) => runner?.applySettings(response.settings),
     })
-    runner = new PostgresRunner(db, shipper, this.options.log, this.timings)
+    const Engine = db.engine === 'clickhouse' ? ClickHouseRunner : PostgresRunner
+    runner = new Engine(db, shipper, this.options.log, this.timings) as Runner<unknown>
     this.running.set(db.name, { config: db, runner })
     runner.start()
   }
@@ -98,7 +93,7 @@ export class Agent {
   private async stopDatabase(name: string) {
     const entry = this.running.get(name)
     this.running.delete(name)
-    await entry?.runner?.stop()
+    await entry?.runner.stop()
   }
 
   /** Re-reads the config file and applies the difference; keeps the running config when invalid. */
@@ -151,12 +146,8 @@ export class Agent {
     log.info('config reloaded', { started: started.join(',') || 'none', stopped: stopped.join(',') || 'none', restarted: restarted.join(',') || 'none' })
   }
 
-  status(): { status: 'ok' | 'degraded'; version: string; databases: (RunnerStatus | { name: string; engine: string; state: 'unsupported'; reason: string })[] } {
-    const databases = [...this.running.values()].map((entry) =>
-      entry.runner
-        ? { ...entry.runner.status }
-        : { name: entry.config.name, engine: entry.config.engine, state: 'unsupported' as const, reason: entry.unsupported ?? '' },
-    )
+  status(): { status: 'ok' | 'degraded'; version: string; databases: RunnerStatus[] } {
+    const databases = [...this.running.values()].map((entry) => ({ ...entry.runner.status }))
     const degraded = databases.some((d) => d.state !== 'connected')
     return { status: degraded ? 'degraded' : 'ok', version: VERSION, databases }
   }
@@ -198,10 +189,10 @@ export class Agent {
 
   /** Runs one cycle of every database now (tests; --check uses its own path). */
   async cycleAll(): Promise<void> {
-    await Promise.all([...this.running.values()].map((e) => e.runner?.cycle()))
+    await Promise.all([...this.running.values()].map((e) => e.runner.cycle()))
   }
 
-  runner(name: string): PostgresRunner | undefined {
+  runner(name: string): Runner<unknown> | undefined {
     return this.running.get(name)?.runner
   }
 }

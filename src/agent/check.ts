@@ -3,7 +3,10 @@
 // Succeeds only when every database answered.
 import postgres from 'postgres'
 import type { AgentConfig, DatabaseConfig } from './config.ts'
+import { clickhouseOptions, planClickHouseCollectors } from './clickhouse-runner.ts'
+import { connectClickHouse } from './clickhouse-connection.ts'
 import { planCollectors } from './postgres-runner.ts'
+import { type CollectorPlan, defaultTimings } from './runner.ts'
 
 export interface CheckLine {
   ok: boolean
@@ -15,13 +18,7 @@ async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<Chec
   try {
     const [row] = await sql`SELECT current_setting('server_version_num')::int AS num, current_setting('server_version') AS version`
     const major = Math.floor(row!.num / 10_000)
-    const plans = planCollectors(db, major)
-    const running = plans.filter((p) => p.run).map((p) => p.collector.name)
-    const skipped = plans.filter((p) => !p.run).map((p) => `${p.collector.name} (${(p as { reason: string }).reason})`)
-    return {
-      ok: true,
-      line: `ok    ${db.name}: postgres ${row!.version}; collectors: ${running.join(', ')}${skipped.length ? `; skipped: ${skipped.join(', ')}` : ''}`,
-    }
+    return { ok: true, line: okLine(db, `postgres ${row!.version}`, planCollectors(db, major)) }
   } catch (e) {
     return { ok: false, line: `FAIL  ${db.name}: postgres: ${(e as Error).message}` }
   } finally {
@@ -29,12 +26,38 @@ async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<Chec
   }
 }
 
+/** `ok    name: engine version; collectors: …; skipped: name (reason), …` */
+function okLine(db: DatabaseConfig, server: string, plans: CollectorPlan<unknown>[]): string {
+  const running = plans.filter((p) => p.run).map((p) => p.collector.name)
+  const skipped = plans.filter((p) => !p.run).map((p) => `${p.collector.name} (${(p as { reason: string }).reason})`)
+  return `ok    ${db.name}: ${server}; collectors: ${running.join(', ')}${skipped.length ? `; skipped: ${skipped.join(', ')}` : ''}`
+}
+
+async function checkClickHouse(db: DatabaseConfig, timeoutS: number): Promise<CheckLine> {
+  try {
+    const options = clickhouseOptions({ ...defaultTimings, statementTimeoutMs: timeoutS * 1000 })
+    const conn = await connectClickHouse(db.dsn, options)
+    try {
+      const plans = planClickHouseCollectors(db, conn.major) as CollectorPlan<unknown>[]
+      const notes: string[] = []
+      try {
+        await conn.client.query({ query: 'SELECT 1 FROM system.query_log LIMIT 0' })
+      } catch {
+        notes.push('system.query_log is missing: query_stats stays empty until <query_log> is enabled')
+      }
+      return { ok: true, line: okLine(db, `clickhouse ${conn.version}`, plans) + (notes.length ? `; note: ${notes.join('; ')}` : '') }
+    } finally {
+      await conn.close().catch(() => {})
+    }
+  } catch (e) {
+    return { ok: false, line: `FAIL  ${db.name}: clickhouse: ${(e as Error).message}` }
+  }
+}
+
 export async function checkConfig(config: AgentConfig, timeoutS = 10): Promise<CheckLine[]> {
   return Promise.all(
     config.databases.map((db) =>
-      db.engine === 'postgres'
-        ? checkPostgres(db, timeoutS)
-        : Promise.resolve({ ok: false, line: `FAIL  ${db.name}: clickhouse: not supported by this version of the agent yet` }),
+      db.engine === 'postgres' ? checkPostgres(db, timeoutS) : checkClickHouse(db, timeoutS),
     ),
   )
 }

@@ -1,0 +1,143 @@
+// ClickHouse end to end: the real agent (its ClickHouse runner, over @clickhouse/client and HTTP)
+// against the real ClickHouse engine (the chdb rig), shipping to a real server, read back through the
+// API. Seeded query_log rows come back as exact calls, time and p99; a running query shows in /active
+// with its ClickHouse fields; `--check` names the server and its collectors; a collector disabled on the
+// server stops from the next cycle; a server that goes away is reported and comes back on its own.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Agent } from '../../src/agent/agent.ts'
+import { checkConfig } from '../../src/agent/check.ts'
+import { loadAgentConfig } from '../../src/agent/config.ts'
+import { createLogger } from '../../src/shared/log.ts'
+import { type ClickHouseRig, startClickHouse } from '../support/clickhouse.ts'
+import { createSystemLogTables, dropSystemLogTables, seedQueryLog } from '../support/clickhouse-system-tables.ts'
+import { type Account, type TestServer, createApiKey, signup, startTestServer, verify } from '../support/server.ts'
+import { until } from '../support/wait.ts'
+
+let ch: ClickHouseRig
+let dir: string
+
+beforeAll(async () => {
+  ch = await startClickHouse({ user: 'dbm_agent', password: 'secret' })
+  await createSystemLogTables(ch)
+  dir = mkdtempSync(join(tmpdir(), 'dbm-clickhouse-e2e-'))
+})
+
+afterAll(async () => {
+  await ch?.stop()
+  rmSync(dir, { recursive: true, force: true })
+})
+
+describe('ClickHouse through the agent', () => {
+  let server: TestServer
+  let account: Account
+  let agent: Agent
+  let dbId: string
+  const api = async (path: string) => {
+    const res = await server.call('GET', `/api/v1/databases/${dbId}${path}`, { token: account.token })
+    if (res.status !== 200) throw new Error(`${path}: ${res.status} ${JSON.stringify(res.body)}`)
+    return res.body
+  }
+
+  beforeAll(async () => {
+    server = await startTestServer('sqlite')
+    account = await signup(server)
+    await verify(server, account)
+    const key = (await createApiKey(server, account, 'agent')).key
+    const config = join(dir, 'config.yaml')
+    writeFileSync(config, `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: events\n    dsn: ${ch.dsn}\n    poll_interval: 1s\n`)
+    agent = new Agent({ configPath: config, bufferDir: dir, log: createLogger('error', () => {}), timings: { pingIntervalMs: 200 } })
+    await agent.start()
+    dbId = await until('the database to register', async () => {
+      const list = await server.call('GET', '/api/v1/databases', { token: account.token })
+      return (list.body as any[]).find((d) => d.name === 'events')?.id
+    })
+  })
+  afterAll(async () => {
+    await agent?.stop()
+    await server?.stop()
+  })
+
+  test('the database registers as ClickHouse with the server version and the HTTP port; healthz shows every collector ok', async () => {
+    const db = await api('')
+    expect(db).toMatchObject({ name: 'events', engine: 'clickhouse', engine_version: ch.version, host: '127.0.0.1', port: ch.port })
+    const status = await until('a cycle with every collector run', async () => {
+      const s = agent.status().databases[0]!
+      return Object.keys(s.collectors).length === 6 ? s : undefined
+    })
+    expect(status).toMatchObject({ name: 'events', engine: 'clickhouse', state: 'connected', server_version: ch.version, last_error: null })
+    expect(Object.keys(status.collectors)).toEqual(['query_stats', 'activity', 'parts', 'merges', 'mutations', 'server_metrics'])
+    for (const state of Object.values(status.collectors)) expect(state).toMatch(/^ok in \d+ ms$/)
+  })
+
+  test('seeded query_log rows come back through /queries with exact calls, time, rows, bytes and p99', async () => {
+    // Wait for query_stats' baseline, so that the rows below are after it.
+    await until('the query_stats baseline', async () => (agent.status().databases[0]!.collectors.query_stats?.startsWith('ok') ? true : undefined))
+    const at = new Date(Date.now() + 1000)
+    const row = (id: number, ms: number) => ({ event_time: at, query: `SELECT count() FROM hits WHERE user_id = ${id}`, query_duration_ms: ms, result_rows: 1, read_bytes: 4096, memory_usage: 1 << 20 })
+    await seedQueryLog(ch, [row(1, 12), row(2, 30), row(3, 8), row(4, 950), { ...row(5, 40), type: 'ExceptionWhileProcessing', exception_code: 241 }])
+    const hash = (await ch.query<{ hash: string }>("SELECT toString(normalizedQueryHash('SELECT count() FROM hits WHERE user_id = 1')) AS hash"))[0]!.hash
+    const p99 = (await ch.query<{ p99: number }>('SELECT quantileExact(0.99)(x) AS p99 FROM (SELECT arrayJoin([12, 30, 8, 950, 40]) AS x)'))[0]!.p99
+    const stat = await until('the statement in /queries', async () => ((await api('/queries')) as any[]).find((q) => q.query_hash === hash))
+    expect(stat).toMatchObject({ query_hash: hash, total_calls: 5, total_time_ms: 12 + 30 + 8 + 950 + 40, mean_time_ms: 208, total_rows: 5 })
+    expect(stat.query_text).toMatch(/^SELECT count\(\) FROM hits WHERE user_id = [1-5]$/)
+    const detail = await api(`/queries/${hash}`)
+    expect(detail).toMatchObject({ query_hash: hash, total_calls: 5, read_bytes: 5 * 4096, memory_bytes: 5 << 20, errors: 1, p99_ms: p99 })
+    // Later cycles add nothing: the rows are counted once.
+    await Bun.sleep(2500)
+    expect(((await api('/queries')) as any[]).find((q) => q.query_hash === hash)).toMatchObject({ total_calls: 5 })
+  })
+
+  test('a running query shows in /active with its ClickHouse fields; the agent\'s own queries do not', async () => {
+    const other = ch.createClient()
+    const long = other.query({ query: 'SELECT sleep(3) AS slept', format: 'JSONEachRow' }).then((r) => r.json())
+    try {
+      const active = await until('the sleeping query in /active', async () => {
+        const list = (await api('/active')) as any[]
+        return list.find((a) => a.query_text.startsWith('SELECT sleep(3)'))
+      }, { timeoutMs: 10_000 })
+      expect(active).toMatchObject({ state: 'active', blocking_pids: [], memory_usage: expect.any(Number), read_bytes: expect.any(Number), read_rows: expect.any(Number), written_bytes: expect.any(Number) })
+      expect(active.duration_ms).toBeGreaterThan(0)
+      expect(((await api('/active')) as any[]).some((a) => a.query_text.includes('system.processes'))).toBe(false)
+    } finally {
+      expect(await long).toEqual([{ slept: 0 }])
+      await other.close()
+    }
+  })
+
+  test('a collector disabled on the server is skipped from the next cycle, and runs again when enabled', async () => {
+    const patch = (disabled: string[]) => server.call('PATCH', `/api/v1/databases/${dbId}`, { token: account.token, body: { disabled_collectors: disabled } })
+    expect((await patch(['merges'])).status).toBe(200)
+    await until('merges skipped', async () => (agent.status().databases[0]!.collectors.merges === 'skipped: disabled on the server' ? true : undefined))
+    expect((await patch([])).status).toBe(200)
+    await until('merges back', async () => (agent.status().databases[0]!.collectors.merges?.startsWith('ok') ? true : undefined))
+  })
+
+  test('PostgreSQL-only endpoints answer 400 for this ClickHouse database', async () => {
+    const res = await server.call('GET', `/api/v1/databases/${dbId}/locks`, { token: account.token })
+    expect(res.status).toBe(400)
+    expect(res.body).toEqual({ error: 'this endpoint serves postgres databases; "events" is a clickhouse database' })
+  })
+})
+
+describe('--check with ClickHouse', () => {
+  test('names the server version and the collectors, and notes a missing query_log; an unreachable server fails', async () => {
+    const path = join(dir, 'check.yaml')
+    writeFileSync(path, `api:\n  key: dbm_ak_0123456789abcdef_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQ\ndatabases:\n  - name: events\n    dsn: ${ch.dsn}\n  - name: gone\n    dsn: clickhouse://u:hunter2@127.0.0.1:1/default\n`)
+    const lines = await checkConfig(loadAgentConfig(path), 5)
+    expect(lines[0]).toEqual({ ok: true, line: `ok    events: clickhouse ${ch.version}; collectors: query_stats, activity, parts, merges, mutations, server_metrics` })
+    expect(lines[1]!.ok).toBe(false)
+    expect(lines[1]!.line).toStartWith('FAIL  gone: clickhouse: ')
+    expect(lines[1]!.line).not.toContain('hunter2')
+
+    await dropSystemLogTables(ch)
+    try {
+      const [events] = await checkConfig(loadAgentConfig(path), 5)
+      expect(events!.line).toEndWith('; note: system.query_log is missing: query_stats stays empty until <query_log> is enabled')
+    } finally {
+      await createSystemLogTables(ch)
+    }
+  })
+})
