@@ -107,6 +107,53 @@ describe('ClickHouse through the agent', () => {
     }
   })
 
+  test('inserts with merges stopped: /parts shows exactly that many active parts in the partition', async () => {
+    await ch.command('CREATE TABLE clicks (day UInt8, id UInt64) ENGINE = MergeTree PARTITION BY day ORDER BY id')
+    await ch.command('SYSTEM STOP MERGES clicks')
+    for (let i = 0; i < 7; i++) await ch.insert('clicks', [{ day: 1, id: i }, { day: 1, id: i + 100 }])
+    await ch.insert('clicks', [{ day: 2, id: 1 }])
+    const parts = await until('the new table in /parts', async () => {
+      const body = await api('/parts?table=clicks')
+      return body.partitions?.length === 2 ? body : undefined
+    })
+    const partitions = parts.partitions.map((p: any) => [p.partition_id, p.active_parts, p.rows])
+    expect(partitions).toEqual([
+      ['1', 7, 14],
+      ['2', 1, 1],
+    ])
+    expect(parts.tables).toEqual([
+      expect.objectContaining({ database: 'default', table: 'clicks', active_parts: 8, partition_count: 2, worst_partition_id: '1', max_partition_parts: 7, parts_to_delay_insert: 1000, parts_to_throw_insert: 3000 }),
+    ])
+  })
+
+  test('a failing ALTER ... UPDATE shows as a stuck mutation in /mutations with the throwIf message', async () => {
+    await ch.command('CREATE TABLE profiles (id UInt64, s String) ENGINE = MergeTree ORDER BY id')
+    await ch.insert('profiles', [{ id: 1, s: 'a' }])
+    await ch.command("ALTER TABLE profiles UPDATE s = 'b' WHERE throwIf(1)", undefined, { mutations_sync: 0 })
+    const body = await until('the stuck mutation in /mutations', async () => {
+      const b = await api('/mutations?stuck=true')
+      return b.mutations?.some((m: any) => m.table === 'profiles' && m.latest_fail_reason) ? b : undefined
+    }, { timeoutMs: 15_000 })
+    const mutation = body.mutations.find((m: any) => m.table === 'profiles')
+    expect(mutation).toMatchObject({ database: 'default', table: 'profiles', is_done: false, parts_to_do: 1, stuck: true })
+    expect(mutation.command).toContain('throwIf(1)')
+    expect(mutation.latest_fail_reason).toContain('FUNCTION_THROW_IF_VALUE_IS_NON_ZERO')
+    expect(body.stuck_mutations).toBeGreaterThanOrEqual(1)
+    await ch.command('KILL MUTATION WHERE table = {t:String}', { t: 'profiles' })
+  })
+
+  test('/server-metrics shows the disks, memory and the query counters after the baseline cycle', async () => {
+    const [disk] = await ch.query<{ total_space: number | string }>("SELECT total_space FROM system.disks WHERE name = 'default'")
+    const metrics = await until('query counters in /server-metrics', async () => {
+      const m = await api('/server-metrics')
+      return m.queries_total !== null && m.queries_total !== undefined ? m : undefined
+    })
+    expect(metrics.disks).toContainEqual(expect.objectContaining({ name: 'default', total_bytes: Number(disk!.total_space) }))
+    expect(metrics.memory_used_bytes).toBeGreaterThan(0)
+    expect(metrics.queries_total).toBeGreaterThanOrEqual(0)
+    expect(metrics.timeseries.length).toBeGreaterThan(0)
+  })
+
   test('a collector disabled on the server is skipped from the next cycle, and runs again when enabled', async () => {
     const patch = (disabled: string[]) => server.call('PATCH', `/api/v1/databases/${dbId}`, { token: account.token, body: { disabled_collectors: disabled } })
     expect((await patch(['merges'])).status).toBe(200)
