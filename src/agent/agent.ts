@@ -4,7 +4,6 @@
 import { type StatWatcher, unwatchFile, watchFile } from 'node:fs'
 import type { Logger } from '../shared/log.ts'
 import { type AgentConfig, ConfigError, type DatabaseConfig, loadAgentConfig } from './config.ts'
-import { ClickHouseRunner } from './clickhouse-runner.ts'
 import { PostgresRunner } from './postgres-runner.ts'
 import { type Runner, type RunnerStatus, type RunnerTimings, defaultTimings } from './runner.ts'
 import { Shipper } from './shipper.ts'
@@ -64,14 +63,21 @@ export class Agent {
       databases: this.config.databases.map((d) => d.name).join(','),
       api: this.config.api.endpoint,
     })
-    for (const db of this.config.databases) this.startDatabase(this.config, db)
+    for (const db of this.config.databases) await this.startDatabase(this.config, db)
     this.startHealth(this.config)
     this.watcher = watchFile(this.options.configPath, { interval: this.timings.watchIntervalMs }, (curr, prev) => {
       if (curr.mtimeMs !== prev.mtimeMs || curr.size !== prev.size || curr.ino !== prev.ino) void this.reload()
     })
   }
 
-  private startDatabase(config: AgentConfig, db: DatabaseConfig) {
+  /** The runner class of an engine; ClickHouse's (and its HTTP client) is loaded only when a ClickHouse database is configured. */
+  private async runnerClass(db: DatabaseConfig) {
+    if (db.engine === 'clickhouse') return (await import('./clickhouse-runner.ts')).ClickHouseRunner
+    return PostgresRunner
+  }
+
+  private async startDatabase(config: AgentConfig, db: DatabaseConfig) {
+    const Engine = await this.runnerClass(db)
     let runner: Runner<unknown> | undefined = undefined
     const shipper = new Shipper({
       endpoint: config.api.endpoint,
@@ -84,7 +90,6 @@ export class Agent {
       log: this.options.log,
       onAccepted: (response) => runner?.applySettings(response.settings),
     })
-    const Engine = db.engine === 'clickhouse' ? ClickHouseRunner : PostgresRunner
     runner = new Engine(db, shipper, this.options.log, this.timings) as Runner<unknown>
     this.running.set(db.name, { config: db, runner })
     runner.start()
@@ -127,13 +132,13 @@ export class Agent {
         stopped.push(name)
       } else if (apiChanged || !sameEntry(entry.config, want)) {
         await this.stopDatabase(name)
-        this.startDatabase(next, want)
+        await this.startDatabase(next, want)
         restarted.push(name)
       }
     }
     for (const db of next.databases) {
       if (!this.running.has(db.name)) {
-        this.startDatabase(next, db)
+        await this.startDatabase(next, db)
         started.push(db.name)
       }
     }

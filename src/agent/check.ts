@@ -3,8 +3,6 @@
 // Succeeds only when every database answered.
 import postgres from 'postgres'
 import type { AgentConfig, DatabaseConfig } from './config.ts'
-import { clickhouseOptions, planClickHouseCollectors } from './clickhouse-runner.ts'
-import { connectClickHouse } from './clickhouse-connection.ts'
 import { planCollectors } from './postgres-runner.ts'
 import { type CollectorPlan, defaultTimings } from './runner.ts'
 
@@ -35,6 +33,9 @@ function okLine(db: DatabaseConfig, server: string, plans: CollectorPlan<unknown
 
 async function checkClickHouse(db: DatabaseConfig, timeoutS: number): Promise<CheckLine> {
   try {
+    // Loaded only for ClickHouse entries, like the agent's runner: a PostgreSQL-only agent never loads the HTTP client.
+    const { clickhouseOptions, planClickHouseCollectors } = await import('./clickhouse-runner.ts')
+    const { connectClickHouse } = await import('./clickhouse-connection.ts')
     const options = clickhouseOptions({ ...defaultTimings, statementTimeoutMs: timeoutS * 1000 })
     const conn = await connectClickHouse(db.dsn, options)
     try {
