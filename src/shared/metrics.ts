@@ -1,5 +1,5 @@
 // Counter and gauge names of the batch sections (query_stats, bgwriter, wal_stats, io_stats,
-// database_stats): what the agent's collectors send and what the server stores, in one place.
+// database_stats, server_metrics): what the agent's collectors send and what the server stores, in one place.
 
 /** pg_stat_statements counters of a statement (deltas). */
 export const POSTGRES_QUERY_COUNTER_KEYS = [
@@ -98,3 +98,35 @@ export const DATABASE_GAUGE_KEYS = [
   'track_counts_on',
   'pg_stat_statements_installed',
 ] as const
+
+/** ClickHouse server_metrics keys that are gauges (the server keeps each interval's latest value). */
+export const SERVER_GAUGE_KEYS = [
+  'uptime_s',
+  'memory_resident_bytes',
+  'memory_tracked_bytes',
+  'memory_limit_bytes',
+  'os_memory_total_bytes',
+  'os_memory_available_bytes',
+  'tcp_connections',
+  'http_connections',
+] as const
+export type ServerGaugeKey = (typeof SERVER_GAUGE_KEYS)[number]
+
+/** ClickHouse server_metrics keys that are deltas since the agent's previous cycle (the server sums them). */
+export const SERVER_COUNTER_KEYS = ['queries_total', 'queries_failed'] as const
+export type ServerCounterKey = (typeof SERVER_COUNTER_KEYS)[number]
+
+/** Per-disk gauges of server_metrics, sent as `disk.<name>.<key>`. */
+export const DISK_KEYS = ['free_bytes', 'total_bytes'] as const
+export type DiskKey = (typeof DISK_KEYS)[number]
+
+/** The server_metrics key of one disk's gauge. */
+export const diskMetricKey = (disk: string, key: DiskKey) => `disk.${disk}.${key}`
+
+const DISK_METRIC_KEY = new RegExp(`^disk\\.(.+)\\.(${DISK_KEYS.join('|')})$`)
+
+/** The disk and gauge a server_metrics key names; undefined for a key that is not a disk's. */
+export function parseDiskMetricKey(key: string): { disk: string; key: DiskKey } | undefined {
+  const match = DISK_METRIC_KEY.exec(key)
+  return match ? { disk: match[1]!, key: match[2] as DiskKey } : undefined
+}

@@ -4,28 +4,10 @@
 // boundaries) from crafted batches with known values; a late batch never replacing newer data; the
 // ClickHouse fields of /queries and /active; engine, organization and validation errors with exact
 // bodies; and deletion of the rows with their database.
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import type { IngestBatch, MergeEntry, MutationEntry, PartStat } from '../../src/shared/wire.ts'
-import { type TestServer, createApiKey, signup, startTestServer, storeKinds, verify } from '../support/server.ts'
-
-const MINUTE = 60_000
-const HOUR = 3_600_000
-const iso = (ms: number) => new Date(ms).toISOString()
-/** A 2-hour boundary 4 to 6 hours ago, so every batch falls inside the default 24-hour window. */
-const base = Math.floor(Date.now() / (2 * HOUR)) * 2 * HOUR - 4 * HOUR
-const at = (minutes: number, seconds = 0) => base + minutes * MINUTE + seconds * 1000
-const range = (from: number, to: number) => `since=${iso(from)}&until=${iso(to)}`
-
-function chBatch(name: string, collectedAt: number, sections: Partial<IngestBatch> = {}): IngestBatch {
-  return {
-    batch_id: crypto.randomUUID(),
-    collected_at: collectedAt,
-    interval_seconds: 10,
-    agent_version: 'test',
-    database: { name, engine: 'clickhouse', engine_version: '26.1.2.1', host: 'ch.internal', port: 8123 },
-    ...sections,
-  }
-}
+import { describe, expect, test } from 'bun:test'
+import type { MergeEntry, MutationEntry, PartStat } from '../../src/shared/wire.ts'
+import { HOUR, POSTGRES_INTERNALS_PATHS, agentSession, at, chBatch, iso, pgBatch, range } from '../support/batches.ts'
+import { storeKinds } from '../support/server.ts'
 
 function part(database: string, table: string, partition_id: string, active_parts: number, rows: number, bytes: number, thresholds = true): PartStat {
   return {
@@ -69,36 +51,29 @@ function mutation(id: string, createTime: number, fields: Partial<MutationEntry>
   }
 }
 
+/** One cycle's query_stats row of a ClickHouse statement: calls of 10 ms and one row each, twice the bytes read in memory. */
+function statementCycle(hash: string, text: string) {
+  return (calls: number, readBytes: number, p99: number, errors: number) => ({
+    query_hash: hash,
+    query_text: text,
+    calls,
+    total_time_ms: 10 * calls,
+    rows: calls,
+    shared_blks_hit: 0,
+    shared_blks_read: 0,
+    read_bytes: readBytes,
+    memory_bytes: 2 * readBytes,
+    p99_ms: p99,
+    errors,
+  })
+}
+
 const CLICKHOUSE_TABLES = ['clickhouse_latest', 'metric_gauges', 'metric_counters']
 
 for (const kind of storeKinds) {
   describe(`ClickHouse internals (${kind})`, () => {
-    let server: TestServer
-    let key: string
-    beforeAll(async () => {
-      server = await startTestServer(kind)
-      const account = await signup(server)
-      await verify(server, account)
-      key = (await createApiKey(server, account, 'agent')).key
-    })
-    afterAll(async () => {
-      await server.stop()
-    })
-
-    const ingest = async (b: IngestBatch): Promise<string> => {
-      const res = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: b })
-      if (res.status !== 200) throw new Error(`ingest failed: ${res.status} ${JSON.stringify(res.body)}`)
-      return res.body.database_id
-    }
-    const get = async (id: string, path: string) => {
-      const res = await server.call('GET', `/api/v1/databases/${id}${path}`, { apiKey: key })
-      return { status: res.status, body: res.body }
-    }
-    const ok = async (id: string, path: string) => {
-      const res = await get(id, path)
-      expect({ path, status: res.status }).toEqual({ path, status: 200 })
-      return res.body
-    }
+    const session = agentSession(kind)
+    const { ingest, get, ok } = session
 
     test('parts: partitions and tables with the worst partition and its ratios to the insert thresholds', async () => {
       const empty = await ingest(chBatch('parts-empty', at(10)))
@@ -296,9 +271,9 @@ for (const kind of storeKinds) {
 
       /** GET with the ages expected from the server's clock around the request (equal unless a second ticked). */
       const mutations = async (path: string, expected: MutationEntry[]) => {
-        const before = server.deps.clock()
+        const before = session.server.deps.clock()
         const body = await ok(id, path)
-        const after = server.deps.clock()
+        const after = session.server.deps.clock()
         const ages = body.mutations.map((m: { age_seconds: number }) => m.age_seconds)
         expected.forEach((m, i) => {
           expect(ages[i]).toBeGreaterThanOrEqual(Math.floor((before - m.create_time) / 1000))
@@ -323,12 +298,12 @@ for (const kind of storeKinds) {
       r = await mutations('/mutations?include_done=true&limit=1', [old])
       expect(r.body).toEqual(r.expected(summary))
       // Later, every age has grown with the server's clock.
-      server.advance(HOUR)
+      session.server.advance(HOUR)
       try {
         r = await mutations('/mutations', [old, failing, running, done])
         expect(r.body.mutations[0].age_seconds).toBeGreaterThanOrEqual(3 * 3600)
       } finally {
-        server.advance(-HOUR)
+        session.server.advance(-HOUR)
       }
     })
 
@@ -508,41 +483,23 @@ for (const kind of storeKinds) {
     })
 
     test('/queries, /queries/{hash} and /active carry the ClickHouse fields', async () => {
-      const stat = (calls: number, readBytes: number, p99: number, errors: number) => ({
-        query_hash: '7382740123',
-        query_text: 'SELECT count() FROM events.hits WHERE d = ?',
-        calls,
-        total_time_ms: 10 * calls,
-        rows: calls,
-        shared_blks_hit: 0,
-        shared_blks_read: 0,
-        read_bytes: readBytes,
-        memory_bytes: 2 * readBytes,
-        p99_ms: p99,
-        errors,
-      })
+      const stat = statementCycle('7382740123', 'SELECT count() FROM events.hits WHERE d = ?')
+      const running = {
+        pid: 'b7e1-4c1d',
+        query_text: 'SELECT sleep(3)',
+        state: null,
+        wait_event_type: null,
+        wait_event: null,
+        duration_ms: 1500,
+        blocking_pids: [],
+        user: 'default',
+        memory_usage: 4_194_304,
+        read_bytes: 8192,
+        written_bytes: 0,
+        read_rows: 100,
+      }
       await ingest(chBatch('ch-queries', at(30, 5), { query_stats: [stat(3, 4096, 25, 1)] }))
-      const id = await ingest(
-        chBatch('ch-queries', at(31, 5), {
-          query_stats: [stat(1, 1024, 40, 0)],
-          activity: [
-            {
-              pid: 'b7e1-4c1d',
-              query_text: 'SELECT sleep(3)',
-              state: null,
-              wait_event_type: null,
-              wait_event: null,
-              duration_ms: 1500,
-              blocking_pids: [],
-              user: 'default',
-              memory_usage: 4_194_304,
-              read_bytes: 8192,
-              written_bytes: 0,
-              read_rows: 100,
-            },
-          ],
-        }),
-      )
+      const id = await ingest(chBatch('ch-queries', at(31, 5), { query_stats: [stat(1, 1024, 40, 0)], activity: [running] }))
       const totals = {
         query_hash: '7382740123',
         query_text: 'SELECT count() FROM events.hits WHERE d = ?',
@@ -569,23 +526,49 @@ for (const kind of storeKinds) {
         [iso(at(30)), 3, 25],
         [iso(at(31)), 1, 40],
       ])
-      expect(await ok(id, '/active')).toEqual([
-        {
-          pid: 'b7e1-4c1d',
-          query_text: 'SELECT sleep(3)',
-          state: null,
-          wait_event_type: null,
-          wait_event: null,
-          duration_ms: 1500,
-          blocking_pids: [],
-          user: 'default',
-          memory_usage: 4_194_304,
-          read_bytes: 8192,
-          written_bytes: 0,
-          read_rows: 100,
-          ts: iso(at(31, 5)),
-        },
-      ])
+      expect(await ok(id, '/active')).toEqual([{ ...running, ts: iso(at(31, 5)) }])
+    })
+
+    test('/queries/{hash}: each timeseries point carries the bytes read, memory and errors of its interval', async () => {
+      const stat = statementCycle('9001', 'SELECT uniq(user_id) FROM events.hits')
+      await ingest(chBatch('ch-query-points', at(30, 5), { query_stats: [stat(3, 4096, 25, 1)] }))
+      await ingest(chBatch('ch-query-points', at(30, 35), { query_stats: [stat(2, 100, 30, 2)] }))
+      await ingest(chBatch('ch-query-points', at(31, 5), { query_stats: [stat(1, 1024, 40, 0)] }))
+      const id = await ingest(chBatch('ch-query-points', at(90, 5), { query_stats: [stat(1, 10, 5, 4)] }))
+
+      const point = (ts: number, calls: number, readBytes: number, errors: number, p99: number) => ({
+        ts: iso(ts),
+        calls,
+        total_time_ms: 10 * calls,
+        mean_time_ms: 10,
+        rows: calls,
+        shared_blks_hit: 0,
+        shared_blks_read: 0,
+        cache_hit_ratio: null,
+        temp_blks_read: 0,
+        temp_blks_written: 0,
+        p99_ms: p99,
+        read_bytes: readBytes,
+        memory_bytes: 2 * readBytes,
+        errors,
+      })
+      // Minute points: the two cycles of minute 30 summed (p99: the higher one).
+      const minutes = await ok(id, `/queries/9001?${range(at(0), at(120))}`)
+      expect(minutes).toMatchObject({ resolution_seconds: 60, read_bytes: 5230, memory_bytes: 10460, errors: 7 })
+      expect(minutes.timeseries).toEqual([point(at(30), 5, 4196, 3, 30), point(at(31), 1, 1024, 0, 40), point(at(90), 1, 10, 4, 5)])
+      // Beyond 24 hours: hourly points.
+      const hours = await ok(id, `/queries/9001?${range(at(-25 * 60), at(120))}`)
+      expect(hours.resolution_seconds).toBe(3600)
+      expect(hours.timeseries).toEqual([point(at(0), 6, 5220, 3, 40), point(at(60), 1, 10, 4, 5)])
+
+      // A PostgreSQL statement's points carry none of the three.
+      const pgId = await ingest(
+        pgBatch('pg-query-points', at(30, 5), {
+          query_stats: [{ query_hash: '9001', query_text: 'SELECT 1', calls: 1, total_time_ms: 10, rows: 1, shared_blks_hit: 0, shared_blks_read: 0 }],
+        }),
+      )
+      const { read_bytes, memory_bytes, errors, ...pgPoint } = point(at(30), 1, 0, 0, 0)
+      expect((await ok(pgId, `/queries/9001?${range(at(0), at(120))}`)).timeseries).toEqual([{ ...pgPoint, p99_ms: null }])
     })
 
     test('validation: sort, limit, booleans, bucket and window', async () => {
@@ -601,45 +584,18 @@ for (const kind of storeKinds) {
       ]
       for (const [path, error] of cases) expect({ path, ...(await get(id, path)) }).toEqual({ path, status: 400, body: { error } })
 
-      const month = range(Date.parse('2026-01-01T00:00:00Z'), Date.parse('2026-01-31T00:00:00Z'))
       for (const path of ['/server-metrics', '/parts/timeseries']) {
-        for (const bucket of ['30', '0', '-60', '90.5', 'minute']) {
-          expect({ path, bucket, ...(await get(id, `${path}?bucket=${bucket}`)) }).toEqual({
-            path,
-            bucket,
-            status: 400,
-            body: { error: 'bucket must be a whole number of seconds, at least 60' },
-          })
-        }
-        expect({ path, ...(await get(id, `${path}?${month}&bucket=60`)) }).toEqual({
-          path,
-          status: 400,
-          body: { error: 'bucket too small for this window: at most 10000 intervals per request; use a bucket of at least 260 seconds' },
-        })
-        expect({ path, status: (await get(id, `${path}?${month}&bucket=260`)).status }).toEqual({ path, status: 200 })
-        expect({ path, ...(await get(id, `${path}?since=yesterday`)) }).toEqual({
-          path,
-          status: 400,
-          body: { error: 'since must be an RFC 3339 timestamp, like 2026-01-31T12:00:00Z' },
-        })
+        await session.expectSeriesValidation(id, path)
         expect({ path, ...(await get(id, `${path}?${range(at(20), at(10))}`)) }).toEqual({ path, status: 400, body: { error: 'since must be before until' } })
       }
     })
 
     test('engine checks both ways, 404 for another organization, 401 without credentials', async () => {
       const chId = await ingest(chBatch('ch', at(10), { parts: [part('events', 'hits', 'all', 1, 1, 1)] }))
-      const pg = chBatch('pg', at(10))
-      pg.database = { name: 'pg', engine: 'postgres', engine_version: '17.2', host: 'db.internal', port: 5432 }
-      const pgId = await ingest(pg)
+      const pgId = await ingest(pgBatch('pg', at(10)))
 
       const clickhouseOnly = ['/parts', '/parts/timeseries', '/merges', '/mutations', '/server-metrics']
-      for (const path of clickhouseOnly) {
-        expect({ path, ...(await get(pgId, path)) }).toEqual({
-          path,
-          status: 400,
-          body: { error: 'this endpoint serves clickhouse databases; "pg" is a postgres database' },
-        })
-      }
+      await session.expectEach(pgId, clickhouseOnly, { status: 400, body: { error: 'this endpoint serves clickhouse databases; "pg" is a postgres database' } })
       const postgresOnly = [
         '/locks',
         '/tables',
@@ -647,34 +603,16 @@ for (const kind of storeKinds) {
         '/indexes',
         '/indexes/unused',
         '/indexes/default/hits_idx',
-        '/replication',
-        '/replication/history',
-        '/replication/slots/history',
-        '/bgwriter',
-        '/wal-stats',
-        '/wal-stats/timeseries',
-        '/io-stats',
-        '/io-stats/timeseries',
-        '/database-stats',
-        '/database-stats/timeseries',
+        ...POSTGRES_INTERNALS_PATHS,
         '/queries/7382740123/explain',
       ]
-      for (const path of postgresOnly) {
-        expect({ path, ...(await get(chId, path)) }).toEqual({
-          path,
-          status: 400,
-          body: { error: 'this endpoint serves postgres databases; "ch" is a clickhouse database' },
-        })
-      }
+      await session.expectEach(chId, postgresOnly, { status: 400, body: { error: 'this endpoint serves postgres databases; "ch" is a clickhouse database' } })
       // Both engines: statements, sessions and waits.
-      for (const path of ['/queries', '/active', '/waits']) expect({ path, ...(await get(chId, path)) }).toEqual({ path, status: 200, body: [] })
+      await session.expectEach(chId, ['/queries', '/active', '/waits'], { status: 200, body: [] })
 
-      const stranger = await signup(server)
-      const strangerKey = (await createApiKey(server, stranger)).key
+      await session.expectHiddenFromOtherOrganizations(chId, clickhouseOnly)
       for (const path of clickhouseOnly) {
-        const res = await server.call('GET', `/api/v1/databases/${chId}${path}`, { apiKey: strangerKey })
-        expect({ path, status: res.status, body: res.body }).toEqual({ path, status: 404, body: { error: 'database not found' } })
-        expect({ path, status: (await server.call('GET', `/api/v1/databases/${chId}${path}`)).status }).toEqual({ path, status: 401 })
+        expect({ path, status: (await session.server.call('GET', `/api/v1/databases/${chId}${path}`)).status }).toEqual({ path, status: 401 })
       }
       expect(await get('00000000-0000-0000-0000-000000000000', '/parts')).toEqual({ status: 404, body: { error: 'database not found' } })
     })
@@ -688,12 +626,11 @@ for (const kind of storeKinds) {
           server_metrics: { uptime_s: 10, queries_total: 5, queries_failed: 1, 'disk.default.free_bytes': 1, 'disk.default.total_bytes': 2 },
         }),
       )
-      const count = async (table: string) =>
-        Number((await server.store.driver.get<{ n: number }>(`SELECT COUNT(*) AS n FROM ${table} WHERE database_id = $1`, [id]))!.n)
-      const kinds = await server.store.driver.all<{ kind: string }>('SELECT kind FROM clickhouse_latest WHERE database_id = $1 ORDER BY kind', [id])
+      const count = (table: string) => session.rowCount(table, id)
+      const kinds = await session.server.store.driver.all<{ kind: string }>('SELECT kind FROM clickhouse_latest WHERE database_id = $1 ORDER BY kind', [id])
       expect(kinds.map((k) => k.kind)).toEqual(['merges', 'mutations', 'parts', 'server_metrics'])
       for (const table of CLICKHOUSE_TABLES) expect({ table, stored: (await count(table)) > 0 }).toEqual({ table, stored: true })
-      expect((await server.call('DELETE', `/api/v1/databases/${id}`, { apiKey: key })).status).toBe(204)
+      expect((await session.server.call('DELETE', `/api/v1/databases/${id}`, { apiKey: session.key })).status).toBe(204)
       for (const table of CLICKHOUSE_TABLES) expect({ table, n: await count(table) }).toEqual({ table, n: 0 })
       expect(await get(id, '/parts')).toEqual({ status: 404, body: { error: 'database not found' } })
     })

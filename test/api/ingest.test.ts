@@ -1,18 +1,12 @@
 // Ingest and the statement endpoints on both stores: auto-registration by name, settings in the
 // response, each batch applied once, exact sums over windows that mix hourly and minute buckets.
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { describe, expect, test } from 'bun:test'
 import type { IngestBatch } from '../../src/shared/wire.ts'
-import { type Account, type TestServer, createApiKey, signup, startTestServer, storeKinds, verify } from '../support/server.ts'
-
-const HOUR = 3_600_000
+import { HOUR, agentSession, iso, pgBatch } from '../support/batches.ts'
+import { createApiKey, signup, storeKinds } from '../support/server.ts'
 
 function batch(name: string, collectedAt: number, stats: { hash: string; calls: number; time: number; rows?: number; hit?: number; read?: number }[], extra: Partial<IngestBatch> = {}): IngestBatch {
-  return {
-    batch_id: crypto.randomUUID(),
-    collected_at: collectedAt,
-    interval_seconds: 10,
-    agent_version: 'test',
-    database: { name, engine: 'postgres', engine_version: '17.2', host: 'db.internal', port: 5432 },
+  return pgBatch(name, collectedAt, {
     query_stats: stats.map((s) => ({
       query_hash: s.hash,
       query_text: `SELECT ${s.hash}`,
@@ -23,25 +17,13 @@ function batch(name: string, collectedAt: number, stats: { hash: string; calls: 
       shared_blks_read: s.read ?? 0,
     })),
     ...extra,
-  }
+  })
 }
 
 for (const kind of storeKinds) {
   describe(`ingest and queries (${kind})`, () => {
-    let server: TestServer
-    let account: Account
-    let key: string
-    beforeAll(async () => {
-      server = await startTestServer(kind)
-      account = await signup(server)
-      await verify(server, account)
-      key = (await createApiKey(server, account, 'agent')).key
-    })
-    afterAll(async () => {
-      await server.stop()
-    })
-
-    const ingest = (b: unknown) => server.call('POST', '/api/v1/ingest', { apiKey: key, body: b })
+    const session = agentSession(kind)
+    const ingest = (b: unknown) => session.server.call('POST', '/api/v1/ingest', { apiKey: session.key, body: b })
 
     test('the first batch registers the database and the response carries its settings', async () => {
       const res = await ingest(batch('auto-registered', Date.now(), [{ hash: 'q1', calls: 1, time: 1 }]))
@@ -51,10 +33,10 @@ for (const kind of storeKinds) {
         duplicate: false,
         settings: { poll_interval_seconds: 10, collect_explain_plans: true, collect_replication: true, disabled_collectors: [] },
       })
-      const db = await server.call('GET', `/api/v1/databases/${res.body.database_id}`, { apiKey: key })
+      const db = await session.server.call('GET', `/api/v1/databases/${res.body.database_id}`, { apiKey: session.key })
       expect(db.body).toMatchObject({ name: 'auto-registered', engine: 'postgres', engine_version: '17.2', host: 'db.internal', port: 5432, status: 'connected' })
 
-      await server.call('PATCH', `/api/v1/databases/${res.body.database_id}`, { apiKey: key, body: { poll_interval_seconds: 30, disabled_collectors: ['locks'] } })
+      await session.server.call('PATCH', `/api/v1/databases/${res.body.database_id}`, { apiKey: session.key, body: { poll_interval_seconds: 30, disabled_collectors: ['locks'] } })
       const next = await ingest(batch('auto-registered', Date.now(), []))
       expect(next.body.settings).toEqual({ poll_interval_seconds: 30, collect_explain_plans: true, collect_replication: true, disabled_collectors: ['locks'] })
       expect(next.body.database_id).toBe(res.body.database_id)
@@ -65,7 +47,7 @@ for (const kind of storeKinds) {
       expect((await ingest(b)).body.duplicate).toBe(false)
       expect((await ingest(b)).body.duplicate).toBe(true)
       const id = (await ingest(batch('replay', Date.now(), []))).body.database_id
-      const list = await server.call('GET', `/api/v1/databases/${id}/queries`, { apiKey: key })
+      const list = await session.server.call('GET', `/api/v1/databases/${id}/queries`, { apiKey: session.key })
       expect(list.body.map((q: any) => [q.query_hash, q.total_calls])).toEqual([['once', 7]])
     })
 
@@ -79,8 +61,7 @@ for (const kind of storeKinds) {
         const res = await ingest(batch('window', t, [{ hash: 'q', calls: 1, time: 10 * (i + 1), rows: 2, hit: 9, read: 1 }, { hash: 'other', calls: 100, time: 1 }]))
         id = res.body.database_id
       }
-      const get = async (query: string) => (await server.call('GET', `/api/v1/databases/${id}/queries${query}`, { apiKey: key })).body
-      const iso = (ms: number) => new Date(ms).toISOString()
+      const get = async (query: string) => (await session.server.call('GET', `/api/v1/databases/${id}/queries${query}`, { apiKey: session.key })).body
       // Whole window: 6 calls, 10+20+...+60 = 210 ms.
       const all = await get(`?since=${iso(base)}&until=${iso(base + 5 * HOUR)}`)
       const q = all.find((r: any) => r.query_hash === 'q')
@@ -94,7 +75,7 @@ for (const kind of storeKinds) {
       expect(await get(`?since=${iso(base)}&limit=1`)).toHaveLength(1)
       expect(await get(`?since=${iso(base)}&limit=5000`)).toHaveLength(2)
 
-      const detail = (await server.call('GET', `/api/v1/databases/${id}/queries/q?since=${iso(base)}`, { apiKey: key })).body
+      const detail = (await session.server.call('GET', `/api/v1/databases/${id}/queries/q?since=${iso(base)}`, { apiKey: session.key })).body
       expect(detail).toMatchObject({ query_hash: 'q', query_text: 'SELECT q', total_calls: 6, total_time_ms: 210, resolution_seconds: 60 })
       expect(detail.timeseries.map((p: any) => [p.ts, p.calls, p.total_time_ms])).toEqual(times.map((t, i) => [iso(t), 1, 10 * (i + 1)]))
       expect(detail.timeseries[0]).toEqual({
@@ -110,7 +91,7 @@ for (const kind of storeKinds) {
         temp_blks_written: 0,
         p99_ms: null,
       })
-      const missing = await server.call('GET', `/api/v1/databases/${id}/queries/nope`, { apiKey: key })
+      const missing = await session.server.call('GET', `/api/v1/databases/${id}/queries/nope`, { apiKey: session.key })
       expect({ status: missing.status, body: missing.body }).toEqual({ status: 404, body: { error: 'query not found' } })
     })
 
@@ -125,7 +106,7 @@ for (const kind of storeKinds) {
         ['?since=2026-02-01T00:00:00Z&until=2026-01-01T00:00:00Z', 'since must be before until'],
       ]
       for (const [query, error] of cases) {
-        const res = await server.call('GET', `/api/v1/databases/${id}/queries${query}`, { apiKey: key })
+        const res = await session.server.call('GET', `/api/v1/databases/${id}/queries${query}`, { apiKey: session.key })
         expect({ query, status: res.status, body: res.body }).toEqual({ query, status: 400, body: { error } })
       }
     })
@@ -146,21 +127,21 @@ for (const kind of storeKinds) {
         body: { error: 'database "engine-fixed" is registered as postgres, but the agent reports clickhouse' },
       })
 
-      const fresh = await signup(server)
-      const freshKey = (await createApiKey(server, fresh)).key
-      const first = await server.call('POST', '/api/v1/ingest', { apiKey: freshKey, body: batch('one', Date.now(), []) })
+      const fresh = await signup(session.server)
+      const freshKey = (await createApiKey(session.server, fresh)).key
+      const first = await session.server.call('POST', '/api/v1/ingest', { apiKey: freshKey, body: batch('one', Date.now(), []) })
       expect(first.status).toBe(200)
-      const second = await server.call('POST', '/api/v1/ingest', { apiKey: freshKey, body: batch('two', Date.now(), []) })
+      const second = await session.server.call('POST', '/api/v1/ingest', { apiKey: freshKey, body: batch('two', Date.now(), []) })
       expect({ status: second.status, body: second.body }).toEqual({
         status: 403,
         body: { error: 'unverified organizations can register 1 database; verify your email address to register more' },
       })
       // The other organization's batches never reach this organization's database of the same name.
-      const other = await server.call('POST', '/api/v1/ingest', { apiKey: freshKey, body: batch('one', Date.now(), [{ hash: 'theirs', calls: 1, time: 1 }]) })
+      const other = await session.server.call('POST', '/api/v1/ingest', { apiKey: freshKey, body: batch('one', Date.now(), [{ hash: 'theirs', calls: 1, time: 1 }]) })
       const mine = await ingest(batch('one', Date.now(), []))
       expect(mine.body.database_id).not.toBe(other.body.database_id)
-      expect((await server.call('GET', `/api/v1/databases/${mine.body.database_id}/queries`, { apiKey: key })).body).toEqual([])
-      expect((await server.call('GET', `/api/v1/databases/${other.body.database_id}/queries`, { apiKey: key })).status).toBe(404)
+      expect((await session.server.call('GET', `/api/v1/databases/${mine.body.database_id}/queries`, { apiKey: session.key })).body).toEqual([])
+      expect((await session.server.call('GET', `/api/v1/databases/${other.body.database_id}/queries`, { apiKey: session.key })).status).toBe(404)
     })
 
     test('explain plans: newest first, marked where the plan changed, limit clamped to 50', async () => {
@@ -181,7 +162,7 @@ for (const kind of storeKinds) {
       const plans = [plan(t0, 'aaaa', 8.3), plan(t0 + 60_000, 'aaaa', 8.4), plan(t0 + 120_000, 'bbbb', 1900)]
       const res = await ingest(batch('plans', t0 + 120_000, [{ hash: 'qp', calls: 1, time: 1 }], { explain_plans: plans }))
       const id = res.body.database_id
-      const list = await server.call('GET', `/api/v1/databases/${id}/queries/qp/explain`, { apiKey: key })
+      const list = await session.server.call('GET', `/api/v1/databases/${id}/queries/qp/explain`, { apiKey: session.key })
       expect(list.status).toBe(200)
       expect(list.body.map((p: any) => [p.plan_hash, p.plan_changed, p.total_cost, p.seq_scans])).toEqual([
         ['bbbb', true, 1900, 1],
@@ -201,11 +182,11 @@ for (const kind of storeKinds) {
         source: 'sampled',
         plan_changed: true,
       })
-      const one = await server.call('GET', `/api/v1/databases/${id}/queries/qp/explain?limit=1`, { apiKey: key })
+      const one = await session.server.call('GET', `/api/v1/databases/${id}/queries/qp/explain?limit=1`, { apiKey: session.key })
       expect(one.body.map((p: any) => p.plan_hash)).toEqual(['bbbb'])
-      expect((await server.call('GET', `/api/v1/databases/${id}/queries/qp/explain?limit=9999`, { apiKey: key })).body).toHaveLength(3)
+      expect((await session.server.call('GET', `/api/v1/databases/${id}/queries/qp/explain?limit=9999`, { apiKey: session.key })).body).toHaveLength(3)
       // The oldest plan of a narrower window still knows what came before it.
-      const narrow = await server.call('GET', `/api/v1/databases/${id}/queries/qp/explain?since=${new Date(t0 + 90_000).toISOString()}`, { apiKey: key })
+      const narrow = await session.server.call('GET', `/api/v1/databases/${id}/queries/qp/explain?since=${new Date(t0 + 90_000).toISOString()}`, { apiKey: session.key })
       expect(narrow.body.map((p: any) => [p.plan_hash, p.plan_changed])).toEqual([['bbbb', true]])
     })
 
@@ -214,7 +195,7 @@ for (const kind of storeKinds) {
       for (const q of big.query_stats!) q.query_text = 'x'.repeat(50_000) // 3 MB in all
       expect((await ingest(big)).status).toBe(200)
       const huge = JSON.stringify({ ...big, padding: 'y'.repeat(17 * 1024 * 1024) })
-      const res = await server.call('POST', '/api/v1/ingest', { apiKey: key, rawBody: huge, headers: { 'content-type': 'application/json' } })
+      const res = await session.server.call('POST', '/api/v1/ingest', { apiKey: session.key, rawBody: huge, headers: { 'content-type': 'application/json' } })
       expect({ status: res.status, body: res.body }).toEqual({ status: 413, body: { error: 'request body is larger than the 16384 KiB limit' } })
     })
 
@@ -223,17 +204,16 @@ for (const kind of storeKinds) {
       const now = Date.now()
       const newer = await ingest(batch('late', now, [], { activity: [active(2)] }))
       await ingest(batch('late', now - 60_000, [], { activity: [active(1)] }))
-      const list = await server.call('GET', `/api/v1/databases/${newer.body.database_id}/active`, { apiKey: key })
+      const list = await session.server.call('GET', `/api/v1/databases/${newer.body.database_id}/active`, { apiKey: session.key })
       expect(list.body.map((a: any) => a.pid)).toEqual([2])
     })
 
     test('deleting a database removes its telemetry', async () => {
       const res = await ingest(batch('to-delete', Date.now(), [{ hash: 'gone', calls: 1, time: 1 }]))
       const id = res.body.database_id
-      expect((await server.call('DELETE', `/api/v1/databases/${id}`, { apiKey: key })).status).toBe(204)
+      expect((await session.server.call('DELETE', `/api/v1/databases/${id}`, { apiKey: session.key })).status).toBe(204)
       for (const table of ['query_stats', 'query_texts', 'ingest_batches', 'snapshots', 'explain_plans']) {
-        const row = await server.store.driver.get<{ n: number }>(`SELECT COUNT(*) AS n FROM ${table} WHERE database_id = $1`, [id])
-        expect({ table, n: Number(row!.n) }).toEqual({ table, n: 0 })
+        expect({ table, n: await session.rowCount(table, id) }).toEqual({ table, n: 0 })
       }
     })
   })

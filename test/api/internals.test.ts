@@ -2,31 +2,10 @@
 // wal-stats, io-stats and database-stats from batches with known values across minute and hour
 // boundaries, re-aggregated into other bucket sizes; version gates, bucket validation, engine and
 // organization checks, and deletion of the rows with their database.
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import type { IngestBatch, ReplicationStatus } from '../../src/shared/wire.ts'
-import { type TestServer, createApiKey, signup, startTestServer, storeKinds, verify } from '../support/server.ts'
-
-const MINUTE = 60_000
-const HOUR = 3_600_000
-const iso = (ms: number) => new Date(ms).toISOString()
-/**
- * A 2-hour boundary 4 to 6 hours ago: every batch below falls inside the default 24-hour window, and the
- * 7200 s intervals (aligned to the epoch) fall the same way at any hour of the day.
- */
-const base = Math.floor(Date.now() / (2 * HOUR)) * 2 * HOUR - 4 * HOUR
-const at = (minutes: number, seconds = 0) => base + minutes * MINUTE + seconds * 1000
-const range = (from: number, to: number) => `since=${iso(from)}&until=${iso(to)}`
-
-function pgBatch(name: string, collectedAt: number, sections: Partial<IngestBatch> = {}, engineVersion = '17.2'): IngestBatch {
-  return {
-    batch_id: crypto.randomUUID(),
-    collected_at: collectedAt,
-    interval_seconds: 10,
-    agent_version: 'test',
-    database: { name, engine: 'postgres', engine_version: engineVersion, host: 'db.internal', port: 5432 },
-    ...sections,
-  }
-}
+import { describe, expect, test } from 'bun:test'
+import type { ReplicationStatus } from '../../src/shared/wire.ts'
+import { HOUR, POSTGRES_INTERNALS_PATHS, agentSession, at, iso, pgBatch, range } from '../support/batches.ts'
+import { storeKinds } from '../support/server.ts'
 
 const wait = (type: string, event: string, count: number) => ({ wait_event_type: type, wait_event: event, count, total_duration_ms: count * 1000 })
 
@@ -80,32 +59,8 @@ const INTERNAL_TABLES = ['wait_stats', 'replication_lag', 'replication_slot_lag'
 
 for (const kind of storeKinds) {
   describe(`engine internals (${kind})`, () => {
-    let server: TestServer
-    let key: string
-    beforeAll(async () => {
-      server = await startTestServer(kind)
-      const account = await signup(server)
-      await verify(server, account)
-      key = (await createApiKey(server, account, 'agent')).key
-    })
-    afterAll(async () => {
-      await server.stop()
-    })
-
-    const ingest = async (b: IngestBatch): Promise<string> => {
-      const res = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: b })
-      if (res.status !== 200) throw new Error(`ingest failed: ${res.status} ${JSON.stringify(res.body)}`)
-      return res.body.database_id
-    }
-    const get = async (id: string, path: string) => {
-      const res = await server.call('GET', `/api/v1/databases/${id}${path}`, { apiKey: key })
-      return { status: res.status, body: res.body }
-    }
-    const ok = async (id: string, path: string) => {
-      const res = await get(id, path)
-      expect({ path, status: res.status }).toEqual({ path, status: 200 })
-      return res.body
-    }
+    const session = agentSession(kind)
+    const { ingest, get, ok } = session
 
     test('waits are summed per event and re-bucketed into 60 s, 300 s and hourly intervals', async () => {
       await ingest(pgBatch('waits', at(58, 10), { waits: [wait('LWLock', 'WALWrite', 2), wait('Lock', 'transactionid', 1)] }))
@@ -168,23 +123,8 @@ for (const kind of storeKinds) {
 
     test('bucket and window validation', async () => {
       const id = await ingest(pgBatch('validation', at(10), { waits: [wait('IO', 'DataFileRead', 1)] }))
-      const message = 'bucket must be a whole number of seconds, at least 60'
       for (const path of ['/waits', '/replication/history', '/replication/slots/history', '/bgwriter', '/wal-stats/timeseries', '/io-stats/timeseries']) {
-        for (const bucket of ['30', '0', '-60', '90.5', 'minute']) {
-          expect({ path, bucket, ...(await get(id, `${path}?bucket=${bucket}`)) }).toEqual({ path, bucket, status: 400, body: { error: message } })
-        }
-        const month = range(Date.parse('2026-01-01T00:00:00Z'), Date.parse('2026-01-31T00:00:00Z'))
-        expect({ path, ...(await get(id, `${path}?${month}&bucket=60`)) }).toEqual({
-          path,
-          status: 400,
-          body: { error: 'bucket too small for this window: at most 10000 intervals per request; use a bucket of at least 260 seconds' },
-        })
-        expect({ path, status: (await get(id, `${path}?${month}&bucket=260`)).status }).toEqual({ path, status: 200 })
-        expect({ path, ...(await get(id, `${path}?since=yesterday`)) }).toEqual({
-          path,
-          status: 400,
-          body: { error: 'since must be an RFC 3339 timestamp, like 2026-01-31T12:00:00Z' },
-        })
+        await session.expectSeriesValidation(id, path)
       }
       // A bucket over the maximum (31 days) is clamped to it.
       const huge = await ok(id, `/waits?${range(at(0), at(60))}&bucket=99999999999`)
@@ -436,7 +376,7 @@ for (const kind of storeKinds) {
       expect((await get(pg15, '/wal-stats')).status).toBe(200)
       expect((await get(pg16, '/io-stats')).body).toEqual({ ts: null, interval_seconds: null, stats: [] })
       // A database registered without a version is not refused.
-      const res = await server.call('POST', '/api/v1/databases', { apiKey: key, body: { name: 'unknown-version', engine: 'postgres', host: 'h' } })
+      const res = await session.server.call('POST', '/api/v1/databases', { apiKey: session.key, body: { name: 'unknown-version', engine: 'postgres', host: 'h' } })
       expect(res.status).toBe(201)
       expect((await get(res.body.id, '/io-stats')).status).toBe(200)
       expect((await get(res.body.id, '/wal-stats/timeseries')).status).toBe(200)
@@ -446,35 +386,13 @@ for (const kind of storeKinds) {
       const ch = pgBatch('ch', at(10))
       ch.database = { name: 'ch', engine: 'clickhouse', engine_version: '24.3', host: 'ch.internal', port: 8123 }
       const chId = await ingest(ch)
-      const postgresOnly = [
-        '/replication',
-        '/replication/history',
-        '/replication/slots/history',
-        '/bgwriter',
-        '/wal-stats',
-        '/wal-stats/timeseries',
-        '/io-stats',
-        '/io-stats/timeseries',
-        '/database-stats',
-        '/database-stats/timeseries',
-      ]
-      for (const path of postgresOnly) {
-        expect({ path, ...(await get(chId, path)) }).toEqual({
-          path,
-          status: 400,
-          body: { error: 'this endpoint serves postgres databases; "ch" is a clickhouse database' },
-        })
-      }
+      const postgresOnly = POSTGRES_INTERNALS_PATHS
+      await session.expectEach(chId, postgresOnly, { status: 400, body: { error: 'this endpoint serves postgres databases; "ch" is a clickhouse database' } })
       expect(await get(chId, '/waits')).toEqual({ status: 200, body: [] })
 
       const pgId = await ingest(pgBatch('mine', at(10), { waits: [wait('IO', 'DataFileRead', 1)] }))
-      const stranger = await signup(server)
-      const strangerKey = (await createApiKey(server, stranger)).key
-      for (const path of ['/waits', ...postgresOnly]) {
-        const res = await server.call('GET', `/api/v1/databases/${pgId}${path}`, { apiKey: strangerKey })
-        expect({ path, status: res.status, body: res.body }).toEqual({ path, status: 404, body: { error: 'database not found' } })
-      }
-      expect((await server.call('GET', `/api/v1/databases/${pgId}/waits`)).status).toBe(401)
+      await session.expectHiddenFromOtherOrganizations(pgId, ['/waits', ...postgresOnly])
+      expect((await session.server.call('GET', `/api/v1/databases/${pgId}/waits`)).status).toBe(401)
     })
 
     test('deleting a database removes its internals', async () => {
@@ -488,10 +406,9 @@ for (const kind of storeKinds) {
           database_stats: { xact_commit: 1, numbackends: 1 },
         }),
       )
-      const count = async (table: string) =>
-        Number((await server.store.driver.get<{ n: number }>(`SELECT COUNT(*) AS n FROM ${table} WHERE database_id = $1`, [id]))!.n)
+      const count = (table: string) => session.rowCount(table, id)
       for (const table of INTERNAL_TABLES) expect({ table, stored: (await count(table)) > 0 }).toEqual({ table, stored: true })
-      expect((await server.call('DELETE', `/api/v1/databases/${id}`, { apiKey: key })).status).toBe(204)
+      expect((await session.server.call('DELETE', `/api/v1/databases/${id}`, { apiKey: session.key })).status).toBe(204)
       for (const table of INTERNAL_TABLES) expect({ table, n: await count(table) }).toEqual({ table, n: 0 })
     })
   })

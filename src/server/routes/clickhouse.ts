@@ -7,33 +7,12 @@ import { Elysia, t } from 'elysia'
 import type { MergeEntry, MutationEntry, PartStat } from '../../shared/wire.ts'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
-import { badRequest } from '../http-error.ts'
-import { internalsLimits } from '../limits.ts'
-import { DISK_KEYS, PARTS_GAUGE_KEYS, SERVER_COUNTER_KEYS, SERVER_GAUGE_KEYS } from '../store/sql-clickhouse.ts'
-import type { Intervals, MetricPoint } from '../store/sql-internals.ts'
+import { DISK_KEYS, SERVER_COUNTER_KEYS, SERVER_GAUGE_KEYS, parseDiskMetricKey } from '../../shared/metrics.ts'
+import { PARTS_GAUGE_KEYS } from '../store/sql-clickhouse.ts'
+import type { MetricPoint } from '../store/sql-internals.ts'
 import { rfc3339 } from '../views.ts'
 import { boolean, oneOf, query } from './schema.ts'
-import { clampLimit, databaseFor, limitQuery, parseWindow, windowQuery } from './telemetry-params.ts'
-
-// The series parameters of the internals routes (routes/internals.ts), with the same messages.
-const MIN_BUCKET_SECONDS = 60
-const BUCKET_ERROR = `bucket must be a whole number of seconds, at least ${MIN_BUCKET_SECONDS}`
-const seriesQuery = { ...windowQuery, bucket: t.Optional(t.Integer({ minimum: MIN_BUCKET_SECONDS, error: BUCKET_ERROR })) }
-
-/** The window cut into `bucket`-second intervals (default: 60 up to a 24-hour window, 3600 beyond), within the interval cap. */
-function intervalsFor(q: { since?: string; until?: string; bucket?: number }, now: number): Intervals {
-  const window = parseWindow(q, now)
-  const automatic = window.until - window.since <= internalsLimits.minuteWindowMs ? 60 : 3600
-  const bucketSeconds = Math.min(q.bucket ?? automatic, internalsLimits.maxBucketSeconds)
-  const spanSeconds = (window.until - window.since) / 1000
-  if (Math.ceil(spanSeconds / bucketSeconds) > internalsLimits.maxIntervals) {
-    const smallest = Math.max(MIN_BUCKET_SECONDS, Math.ceil(spanSeconds / internalsLimits.maxIntervals))
-    throw badRequest(
-      `bucket too small for this window: at most ${internalsLimits.maxIntervals} intervals per request; use a bucket of at least ${smallest} seconds`,
-    )
-  }
-  return { ...window, bucketSeconds }
-}
+import { clampLimit, databaseFor, intervalsFor, limitQuery, seriesQuery } from './telemetry-params.ts'
 
 const round = (n: number, digits: number) => Number(n.toFixed(digits))
 const orNull = (v: number | null | undefined) => (v === null || v === undefined || !Number.isFinite(v) ? null : v)
@@ -170,8 +149,6 @@ const mutationOrder = (a: MutationEntry, b: MutationEntry) =>
 
 type Values = Record<string, number | null | undefined>
 
-const DISK_KEY = /^disk\.(.+)\.(free_bytes|total_bytes)$/
-
 function diskView(name: string, values: Values) {
   const free = orNull(values.free_bytes)
   const total = orNull(values.total_bytes)
@@ -219,11 +196,11 @@ function serverValues(values: Values, disks: ReturnType<typeof diskView>[], seco
 function disksOf(metrics: Values) {
   const disks = new Map<string, Values>()
   for (const [key, value] of Object.entries(metrics)) {
-    const match = DISK_KEY.exec(key)
+    const match = parseDiskMetricKey(key)
     if (!match) continue
-    const values = disks.get(match[1]!) ?? {}
-    values[match[2]!] = value
-    disks.set(match[1]!, values)
+    const values = disks.get(match.disk) ?? {}
+    values[match.key] = value
+    disks.set(match.disk, values)
   }
   return [...disks].sort(([a], [b]) => byCodePoint(a, b)).map(([name, values]) => diskView(name, values))
 }
@@ -295,7 +272,7 @@ export function clickhouseRoutes(deps: Deps) {
         const points = await reader.metricSeries(db.id, 'parts', intervalsFor(query, clock()))
         return points.map((p) => ({ ts: rfc3339(p.ts), ...Object.fromEntries(PARTS_GAUGE_KEYS.map((k) => [k, orNull(p.values[k])])) }))
       },
-      { query: query(seriesQuery) },
+      { query: seriesQuery },
     )
     .get(
       '/merges',
@@ -359,6 +336,6 @@ export function clickhouseRoutes(deps: Deps) {
           timeseries: serverSeries(server, disks, intervals.bucketSeconds),
         }
       },
-      { query: query(seriesQuery) },
+      { query: seriesQuery },
     )
 }

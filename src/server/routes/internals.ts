@@ -3,40 +3,16 @@
 // `bucket` seconds (waits and replication history: default 60; the other timeseries: 60 up to a
 // 24-hour window, 3600 beyond); more than maxIntervals intervals is a 400 asking for a larger bucket.
 // All but waits serve PostgreSQL databases only; wal-stats and io-stats check the server version.
-import { Elysia, t } from 'elysia'
+import { Elysia } from 'elysia'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { badRequest } from '../http-error.ts'
 import { internalsLimits, telemetryDefaults } from '../limits.ts'
 import { BGWRITER_KEYS, DATABASE_COUNTER_KEYS, DATABASE_GAUGE_KEYS, IO_KEYS, WAL_KEYS } from '../../shared/metrics.ts'
-import { type Intervals, type MetricPoint, type MetricSource, ioSubject } from '../store/sql-internals.ts'
+import { type MetricPoint, type MetricSource, ioSubject } from '../store/sql-internals.ts'
 import type { RegisteredDatabase } from '../store/types.ts'
 import { rfc3339 } from '../views.ts'
-import { query } from './schema.ts'
-import { databaseFor, parseWindow, windowQuery } from './telemetry-params.ts'
-
-
-const MIN_BUCKET_SECONDS = 60
-const BUCKET_ERROR = `bucket must be a whole number of seconds, at least ${MIN_BUCKET_SECONDS}`
-const bucketQuery = t.Optional(t.Integer({ minimum: MIN_BUCKET_SECONDS, error: BUCKET_ERROR }))
-const seriesQuery = query({ ...windowQuery, bucket: bucketQuery })
-
-type SeriesQuery = { since?: string; until?: string; bucket?: number }
-
-/** The window cut into `bucket`-second intervals (or the automatic resolution), within the interval cap. */
-function intervalsFor(q: SeriesQuery, now: number, fallbackSeconds?: number): Intervals {
-  const window = parseWindow(q, now)
-  const automatic = window.until - window.since <= internalsLimits.minuteWindowMs ? 60 : 3600
-  const bucketSeconds = Math.min(q.bucket ?? fallbackSeconds ?? automatic, internalsLimits.maxBucketSeconds)
-  const spanSeconds = (window.until - window.since) / 1000
-  if (Math.ceil(spanSeconds / bucketSeconds) > internalsLimits.maxIntervals) {
-    const smallest = Math.max(MIN_BUCKET_SECONDS, Math.ceil(spanSeconds / internalsLimits.maxIntervals))
-    throw badRequest(
-      `bucket too small for this window: at most ${internalsLimits.maxIntervals} intervals per request; use a bucket of at least ${smallest} seconds`,
-    )
-  }
-  return { ...window, bucketSeconds }
-}
+import { type SeriesQuery, databaseFor, intervalsFor, seriesQuery } from './telemetry-params.ts'
 
 /** The server's major version from engine_version ("16.2", "PostgreSQL 13.4 on ...", "17beta1"); null when unknown. */
 export function majorVersion(version: string | null): number | null {

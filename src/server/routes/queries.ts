@@ -1,10 +1,12 @@
 // /api/v1/databases/{id}/queries: statement statistics over a window (sortable, limited), and one
-// statement's detail with its timeseries.
+// statement's detail with its timeseries (whose points carry read_bytes, memory_bytes and errors for
+// ClickHouse statements only).
 import { Elysia, t } from 'elysia'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { notFound } from '../http-error.ts'
-import type { QueryStatsRow } from '../store/sql-telemetry.ts'
+import type { QueryPoint, QueryStatsRow } from '../store/sql-telemetry.ts'
+import type { Engine } from '../store/types.ts'
 import { rfc3339 } from '../views.ts'
 import { oneOf, query } from './schema.ts'
 import { clampLimit, databaseFor, limitQuery, parseWindow, windowQuery } from './telemetry-params.ts'
@@ -21,6 +23,17 @@ function queryView(row: QueryStatsRow) {
     blk_read_time_ms: round(row.blk_read_time_ms),
     blk_write_time_ms: round(row.blk_write_time_ms),
     cache_hit_ratio: round(row.cache_hit_ratio, 6),
+  }
+}
+
+function pointView({ read_bytes, memory_bytes, errors, ...point }: QueryPoint, engine: Engine) {
+  return {
+    ...point,
+    ts: rfc3339(point.ts),
+    total_time_ms: round(point.total_time_ms),
+    mean_time_ms: round(point.mean_time_ms),
+    cache_hit_ratio: round(point.cache_hit_ratio, 6),
+    ...(engine === 'clickhouse' ? { read_bytes, memory_bytes, errors } : {}),
   }
 }
 
@@ -52,13 +65,7 @@ export function queryRoutes(deps: Deps) {
           since: rfc3339(window.since),
           until: rfc3339(window.until),
           resolution_seconds: detail.resolution,
-          timeseries: detail.points.map((p) => ({
-            ...p,
-            ts: rfc3339(p.ts),
-            total_time_ms: round(p.total_time_ms),
-            mean_time_ms: round(p.mean_time_ms),
-            cache_hit_ratio: round(p.cache_hit_ratio, 6),
-          })),
+          timeseries: detail.points.map((p) => pointView(p, db.engine)),
         }
       },
       { query: query(windowQuery) },

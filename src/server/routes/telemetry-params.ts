@@ -1,11 +1,14 @@
 // What the telemetry routes share: the database in the caller's organization (404 otherwise, 400 when
-// the endpoint serves the other engine), the since/until window, and limits clamped to their maximum.
+// the endpoint serves the other engine), the since/until window, the window cut into `bucket`-second
+// intervals for the timeseries, and limits clamped to their maximum.
 import { t } from 'elysia'
 import type { Principal } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { badRequest, notFound } from '../http-error.ts'
-import { resultLimits, telemetryDefaults } from '../limits.ts'
+import { internalsLimits, resultLimits, telemetryDefaults } from '../limits.ts'
+import type { Intervals } from '../store/sql-internals.ts'
 import type { Engine, RegisteredDatabase } from '../store/types.ts'
+import { query } from './schema.ts'
 
 export async function databaseFor(deps: Deps, principal: Principal, id: string, engine?: Engine): Promise<RegisteredDatabase> {
   const db = await deps.store.getDatabase(principal.orgId, id)
@@ -44,4 +47,30 @@ export const limitQuery = (endpoint: keyof typeof resultLimits) =>
 export function clampLimit(endpoint: keyof typeof resultLimits, value: number | undefined): number {
   const { default: fallback, max } = resultLimits[endpoint]
   return Math.min(value ?? fallback, max)
+}
+
+const MIN_BUCKET_SECONDS = 60
+const BUCKET_ERROR = `bucket must be a whole number of seconds, at least ${MIN_BUCKET_SECONDS}`
+
+/** since, until and bucket (a whole number of seconds, at least 60) of the timeseries endpoints. */
+export const seriesQuery = query({ ...windowQuery, bucket: t.Optional(t.Integer({ minimum: MIN_BUCKET_SECONDS, error: BUCKET_ERROR })) })
+
+export type SeriesQuery = { since?: string; until?: string; bucket?: number }
+
+/**
+ * The window cut into `bucket`-second intervals (else `fallbackSeconds`, else 60 up to a 24-hour window
+ * and 3600 beyond), the bucket clamped to its maximum; more than maxIntervals intervals is a 400.
+ */
+export function intervalsFor(q: SeriesQuery, now: number, fallbackSeconds?: number): Intervals {
+  const window = parseWindow(q, now)
+  const automatic = window.until - window.since <= internalsLimits.minuteWindowMs ? 60 : 3600
+  const bucketSeconds = Math.min(q.bucket ?? fallbackSeconds ?? automatic, internalsLimits.maxBucketSeconds)
+  const spanSeconds = (window.until - window.since) / 1000
+  if (Math.ceil(spanSeconds / bucketSeconds) > internalsLimits.maxIntervals) {
+    const smallest = Math.max(MIN_BUCKET_SECONDS, Math.ceil(spanSeconds / internalsLimits.maxIntervals))
+    throw badRequest(
+      `bucket too small for this window: at most ${internalsLimits.maxIntervals} intervals per request; use a bucket of at least ${smallest} seconds`,
+    )
+  }
+  return { ...window, bucketSeconds }
 }

@@ -15,3 +15,19 @@ export function dialectDdl(ddl: string, dialect: Dialect): string {
 export function both(ddl: string): { sqlite: string; postgres: string } {
   return { sqlite: dialectDdl(ddl, 'sqlite'), postgres: dialectDdl(ddl, 'postgres') }
 }
+
+/**
+ * A table that keeps the latest section of each kind per database, whole, with its cycle's interval:
+ * internals_latest (migration 4) and clickhouse_latest (migration 5). Both migrations are fixed once
+ * released: a change to this table is a new migration, not an edit here.
+ */
+export function latestSectionsTable(table: string): string {
+  return `CREATE TABLE ${table} (
+  database_id TEXT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
+  kind TEXT NOT NULL,
+  ts {bigint} NOT NULL,
+  interval_seconds {double} NOT NULL,
+  payload TEXT NOT NULL,
+  PRIMARY KEY (database_id, kind)
+);`
+}

@@ -4,18 +4,25 @@
 // gauges keep the bucket's latest value. The latest section of each kind is kept whole, with the
 // cycle's interval, for the "current" endpoints. Reads re-aggregate the stored buckets into
 // intervals of any whole number of seconds (hourly rows only when every interval is whole hours).
+// The metric tables, their writer and reader, and the latest-section writer and reader serve the
+// ClickHouse part too (sql-clickhouse.ts).
 import type { IngestBatch, IoStatRow, ReplicationStatus, WaitSample } from '../../shared/wire.ts'
 import { BGWRITER_KEYS, DATABASE_COUNTER_KEYS, DATABASE_GAUGE_KEYS, IO_KEYS, WAL_KEYS } from '../../shared/metrics.ts'
-import { dialectDdl } from './ddl.ts'
+import { dialectDdl, latestSectionsTable } from './ddl.ts'
 import type { SqlDriver } from './driver.ts'
 import type { Migration } from './migrations.ts'
 import { HOUR_MS, MINUTE_MS, type Window, upsertMany, windowClause } from './sql-telemetry.ts'
 
-/** Metric families in metric_counters / metric_gauges. I/O rows carry "backend_type/object/context" as subject. */
-export type MetricSource = 'bgwriter' | 'wal' | 'database' | 'io'
+/**
+ * Metric families in metric_counters / metric_gauges: PostgreSQL's bgwriter, wal, database and io (I/O
+ * rows carry "backend_type/object/context" as subject), and ClickHouse's server, disk (the disk's name as
+ * subject) and parts (sql-clickhouse.ts).
+ */
+export type MetricSource = 'bgwriter' | 'wal' | 'database' | 'io' | 'server' | 'disk' | 'parts'
 
 /** Sections kept whole as the latest of their kind. */
-export type LatestKind = 'replication' | 'bgwriter' | 'wal_stats' | 'io_stats' | 'database_stats'
+const LATEST_KINDS = ['replication', 'bgwriter', 'wal_stats', 'io_stats', 'database_stats'] as const
+export type LatestKind = (typeof LATEST_KINDS)[number]
 
 const BUCKET_KEY = `database_id TEXT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
   resolution INTEGER NOT NULL,
@@ -59,14 +66,7 @@ CREATE TABLE metric_gauges (
   sampled_at {bigint} NOT NULL,
   PRIMARY KEY (database_id, source, resolution, bucket, subject, metric)
 );
-CREATE TABLE internals_latest (
-  database_id TEXT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
-  kind TEXT NOT NULL,
-  ts {bigint} NOT NULL,
-  interval_seconds {double} NOT NULL,
-  payload TEXT NOT NULL,
-  PRIMARY KEY (database_id, kind)
-);
+${latestSectionsTable('internals_latest')}
 `
 
 /** Schema of this part (migration 4). */
@@ -156,7 +156,7 @@ async function applyReplication(tx: SqlDriver, databaseId: string, collectedAt: 
   )
 }
 
-interface MetricValue {
+export interface MetricValue {
   source: MetricSource
   subject: string
   metric: string
@@ -191,9 +191,12 @@ function batchCounters(batch: IngestBatch): MetricValue[] {
 const METRIC_COLUMNS = ['database_id', 'resolution', 'bucket', 'source', 'subject', 'metric', 'value'] as const
 const METRIC_CONFLICT = ['database_id', 'source', 'resolution', 'bucket', 'subject', 'metric'] as const
 
-async function applyMetrics(tx: SqlDriver, databaseId: string, batch: IngestBatch) {
-  const prefixes = bucketPrefixes(databaseId, batch.collected_at)
-  const counters = batchCounters(batch)
+/**
+ * Adds counter deltas to their buckets and sets gauges to the bucket's latest sample, at both
+ * resolutions. Each (source, subject, metric) may appear once per list.
+ */
+export async function writeMetrics(tx: SqlDriver, databaseId: string, collectedAt: number, counters: MetricValue[], gauges: MetricValue[]) {
+  const prefixes = bucketPrefixes(databaseId, collectedAt)
   if (counters.length > 0) {
     await upsertMany(
       tx,
@@ -204,7 +207,6 @@ async function applyMetrics(tx: SqlDriver, databaseId: string, batch: IngestBatc
       { value: 'metric_counters.value + excluded.value' },
     )
   }
-  const gauges = pick('database', '', batch.database_stats ?? {}, DATABASE_GAUGE_KEYS)
   if (gauges.length === 0) return
   // A batch collected before the bucket's latest one (a late replay) does not overwrite it.
   const newer = 'excluded.sampled_at >= metric_gauges.sampled_at'
@@ -212,7 +214,7 @@ async function applyMetrics(tx: SqlDriver, databaseId: string, batch: IngestBatc
     tx,
     'metric_gauges',
     [...METRIC_COLUMNS, 'sampled_at'],
-    prefixes.flatMap((prefix) => gauges.map((g) => [...prefix, g.source, g.subject, g.metric, g.value, batch.collected_at])),
+    prefixes.flatMap((prefix) => gauges.map((g) => [...prefix, g.source, g.subject, g.metric, g.value, collectedAt])),
     METRIC_CONFLICT,
     {
       value: `CASE WHEN ${newer} THEN excluded.value ELSE metric_gauges.value END`,
@@ -221,26 +223,32 @@ async function applyMetrics(tx: SqlDriver, databaseId: string, batch: IngestBatc
   )
 }
 
-async function applyLatest(tx: SqlDriver, databaseId: string, batch: IngestBatch) {
-  const kinds: LatestKind[] = ['replication', 'bgwriter', 'wal_stats', 'io_stats', 'database_stats']
+/** Tables that keep the latest section of each kind whole: this part's and the ClickHouse part's. */
+export type LatestTable = 'internals_latest' | 'clickhouse_latest'
+
+/** Keeps the batch's sections of the given kinds as the latest ones, unless a newer batch's are stored. */
+export async function writeLatest(tx: SqlDriver, table: LatestTable, databaseId: string, batch: IngestBatch, kinds: readonly (keyof IngestBatch)[]) {
   const rows = kinds
     .filter((kind) => batch[kind] !== undefined)
     .map((kind) => [databaseId, kind, batch.collected_at, batch.interval_seconds, JSON.stringify(batch[kind])])
   if (rows.length === 0) return
-  const newer = (column: string) => `CASE WHEN excluded.ts >= internals_latest.ts THEN excluded.${column} ELSE internals_latest.${column} END`
-  await upsertMany(tx, 'internals_latest', ['database_id', 'kind', 'ts', 'interval_seconds', 'payload'], rows, ['database_id', 'kind'], {
-    ts: newer('ts'),
-    interval_seconds: newer('interval_seconds'),
-    payload: newer('payload'),
-  })
+  await upsertMany(
+    tx,
+    table,
+    ['database_id', 'kind', 'ts', 'interval_seconds', 'payload'],
+    rows,
+    ['database_id', 'kind'],
+    { ts: 'excluded.ts', interval_seconds: 'excluded.interval_seconds', payload: 'excluded.payload' },
+    `excluded.ts >= ${table}.ts`,
+  )
 }
 
 /** Applies the batch's waits, replication, bgwriter, wal_stats, io_stats and database_stats sections. */
 export async function applyInternals(tx: SqlDriver, databaseId: string, batch: IngestBatch): Promise<void> {
   if (batch.waits?.length) await applyWaits(tx, databaseId, batch.collected_at, batch.waits)
   if (batch.replication) await applyReplication(tx, databaseId, batch.collected_at, batch.replication)
-  await applyMetrics(tx, databaseId, batch)
-  await applyLatest(tx, databaseId, batch)
+  await writeMetrics(tx, databaseId, batch.collected_at, batchCounters(batch), pick('database', '', batch.database_stats ?? {}, DATABASE_GAUGE_KEYS))
+  await writeLatest(tx, 'internals_latest', databaseId, batch, LATEST_KINDS)
 }
 
 // ---- reads ----
@@ -350,7 +358,8 @@ function collectPoints(points: Map<string, MetricPoint>, rows: Record<string, un
   }
 }
 
-async function metricSeries(driver: SqlDriver, databaseId: string, source: MetricSource, intervals: Intervals): Promise<MetricPoint[]> {
+/** One source's metrics per interval and subject: counters summed, gauges the interval's latest value. */
+export async function metricSeries(driver: SqlDriver, databaseId: string, source: MetricSource, intervals: Intervals): Promise<MetricPoint[]> {
   const rows = sourceRows(intervals, 4)
   const params = [databaseId, source, intervals.bucketSeconds * 1000, ...rows.params]
   const counters = await driver.all(
@@ -380,13 +389,16 @@ export interface Latest<T> {
   payload: T
 }
 
-async function latest<T>(driver: SqlDriver, databaseId: string, kind: LatestKind): Promise<Latest<T> | undefined> {
+/** The latest section of a kind, as `writeLatest` kept it. */
+export async function readLatest<T>(driver: SqlDriver, table: LatestTable, databaseId: string, kind: string): Promise<Latest<T> | undefined> {
   const row = await driver.get<{ ts: number; interval_seconds: number; payload: string }>(
-    'SELECT ts, interval_seconds, payload FROM internals_latest WHERE database_id = $1 AND kind = $2',
+    `SELECT ts, interval_seconds, payload FROM ${table} WHERE database_id = $1 AND kind = $2`,
     [databaseId, kind],
   )
   return row ? { ts: toNumber(row.ts), interval_seconds: toNumber(row.interval_seconds), payload: JSON.parse(row.payload) as T } : undefined
 }
+
+const latest = <T>(driver: SqlDriver, databaseId: string, kind: LatestKind) => readLatest<T>(driver, 'internals_latest', databaseId, kind)
 
 /** Reads for the routes of this part. */
 export function internalsReader(driver: SqlDriver) {

@@ -297,6 +297,10 @@ export interface QueryPoint {
   temp_blks_read: number
   temp_blks_written: number
   p99_ms: number | null
+  /** ClickHouse's counters (0 for PostgreSQL statements). */
+  read_bytes: number
+  memory_bytes: number
+  errors: number
 }
 
 /** The detail of one statement: totals over the window and a timeseries at a resolution that fits it. */
@@ -318,7 +322,8 @@ export async function queryDetail(
   )
   const resolution = window.until - window.since <= 24 * HOUR_MS ? 60 : 3600
   const points = await driver.all(
-    `SELECT bucket, calls, total_time_ms, rows, shared_blks_hit, shared_blks_read, temp_blks_read, temp_blks_written, p99_ms
+    `SELECT bucket, calls, total_time_ms, rows, shared_blks_hit, shared_blks_read, temp_blks_read, temp_blks_written, p99_ms,
+            read_bytes, memory_bytes, errors
      FROM query_stats WHERE database_id = $1 AND query_hash = $2 AND resolution = $3 AND bucket >= $4 AND bucket < $5
      ORDER BY bucket`,
     [databaseId, hash, resolution, floorTo(window.since, resolution * 1000), window.until],
@@ -344,6 +349,9 @@ export async function queryDetail(
         temp_blks_read: Number(p.temp_blks_read),
         temp_blks_written: Number(p.temp_blks_written),
         p99_ms: p.p99_ms === null ? null : Number(p.p99_ms),
+        read_bytes: Number(p.read_bytes),
+        memory_bytes: Number(p.memory_bytes),
+        errors: Number(p.errors),
       }
     }),
   }

@@ -4,7 +4,9 @@
 //   (system.metrics), memory_limit_bytes (system.server_settings max_server_memory_usage, when set),
 //   disk.<name>.free_bytes / disk.<name>.total_bytes (system.disks), and queries_total /
 //   queries_failed (deltas of system.events Query / FailedQuery; the first cycle is the baseline).
-// A system table this server lacks leaves its keys out; it is not an error.
+// A system table this server lacks leaves its keys out; it is not an error. The key names are the
+// wire's (SERVER_GAUGE_KEYS, SERVER_COUNTER_KEYS and DISK_KEYS in shared/metrics.ts).
+import { type ServerCounterKey, type ServerGaugeKey, diskMetricKey } from '../../../shared/metrics.ts'
 import { counterDelta, num } from '../delta.ts'
 import type { ClickHouseCollector } from '../types.ts'
 import { select, selectOptional } from './common.ts'
@@ -12,17 +14,17 @@ import { select, selectOptional } from './common.ts'
 /** Wire keys are at most 64 characters: `disk.<name>.total_bytes` keeps the name under this. */
 const MAX_DISK_NAME = 40
 
-const ASYNCHRONOUS: Record<string, string> = {
+const ASYNCHRONOUS: Record<string, ServerGaugeKey> = {
   MemoryResident: 'memory_resident_bytes',
   OSMemoryTotal: 'os_memory_total_bytes',
   OSMemoryAvailable: 'os_memory_available_bytes',
 }
-const METRICS: Record<string, string> = {
+const METRICS: Record<string, ServerGaugeKey> = {
   MemoryTracking: 'memory_tracked_bytes',
   TCPConnection: 'tcp_connections',
   HTTPConnection: 'http_connections',
 }
-const EVENTS: Record<string, string> = { Query: 'queries_total', FailedQuery: 'queries_failed' }
+const EVENTS: Record<string, ServerCounterKey> = { Query: 'queries_total', FailedQuery: 'queries_failed' }
 
 interface State {
   /** system.events counters at the previous cycle. */
@@ -39,15 +41,18 @@ export const serverMetrics: ClickHouseCollector = {
     const state: State = (ctx.state.get('server_metrics') as State | undefined) ?? {}
     ctx.state.set('server_metrics', state)
     const out: Record<string, number | null> = {}
-    const put = (rows: Named[] | undefined, keys: Record<string, string>) => {
+    const set = (key: ServerGaugeKey | ServerCounterKey, value: number | null) => {
+      out[key] = value
+    }
+    const put = (rows: Named[] | undefined, keys: Record<string, ServerGaugeKey>) => {
       for (const r of rows ?? []) {
         const key = keys[r.name]
-        if (key) out[key] = num(r.value)
+        if (key) set(key, num(r.value))
       }
     }
 
     const [uptime] = await select<{ uptime: number | string }>(ctx, 'SELECT uptime() AS uptime')
-    out.uptime_s = num(uptime?.uptime)
+    set('uptime_s', num(uptime?.uptime))
 
     const [asynchronous, metrics, limit, disks, events] = await Promise.all([
       selectOptional<Named>(ctx, 'SELECT metric AS name, value FROM system.asynchronous_metrics WHERE metric IN {names:Array(String)}', {
@@ -64,17 +69,17 @@ export const serverMetrics: ClickHouseCollector = {
     put(asynchronous, ASYNCHRONOUS)
     put(metrics, METRICS)
     const limitBytes = num(limit?.[0]?.value)
-    if (limitBytes !== null && limitBytes > 0) out.memory_limit_bytes = limitBytes
+    if (limitBytes !== null && limitBytes > 0) set('memory_limit_bytes', limitBytes)
     for (const d of disks ?? []) {
       const name = d.name.slice(0, MAX_DISK_NAME)
-      out[`disk.${name}.free_bytes`] = num(d.free_space)
-      out[`disk.${name}.total_bytes`] = num(d.total_space)
+      out[diskMetricKey(name, 'free_bytes')] = num(d.free_space)
+      out[diskMetricKey(name, 'total_bytes')] = num(d.total_space)
     }
     if (events) {
       // system.events lists only counters that moved since the start: absent means 0.
       const current: Record<string, number> = {}
       for (const event of Object.keys(EVENTS)) current[event] = num(events.find((e) => e.name === event)?.value) ?? 0
-      if (state.events) for (const [event, key] of Object.entries(EVENTS)) out[key] = counterDelta(state.events[event], current[event])
+      if (state.events) for (const [event, key] of Object.entries(EVENTS)) set(key, counterDelta(state.events[event], current[event]))
       state.events = current
     }
     return { server_metrics: out }
