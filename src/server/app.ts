@@ -10,6 +10,7 @@ import { authRoutes } from './routes/auth.ts'
 import { databaseRoutes } from './routes/databases.ts'
 import { ingestRoutes } from './routes/ingest.ts'
 import { clickhouseRoutes } from './routes/clickhouse.ts'
+import { healthRoutes } from './routes/health.ts'
 import { internalsRoutes } from './routes/internals.ts'
 import { objectRoutes } from './routes/objects.ts'
 import { queryRoutes } from './routes/queries.ts'
@@ -149,6 +150,7 @@ export function createApp(deps: Deps) {
     .use(objectRoutes(deps))
     .use(internalsRoutes(deps))
     .use(clickhouseRoutes(deps))
+    .use(healthRoutes(deps))
     .use(ingestRoutes(deps))
     .use(resetPasswordPage())
 }

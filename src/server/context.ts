@@ -15,6 +15,8 @@ export interface Deps {
   publicUrl: string
   /** Use X-Forwarded-For as the client address (only behind a trusted proxy). */
   trustProxy: boolean
+  /** Doctor thresholds that replace a rule's own, by rule id then threshold name (tests use it to make time pass). */
+  doctorThresholds?: Record<string, Record<string, number>>
 }
 
 /**

@@ -63,7 +63,15 @@ export function uniqueIp(): string {
 
 export async function startTestServer(
   kind: StoreKind,
-  options: { trustProxy?: boolean; smtpUrl?: string; publicUrl?: string; dataDir?: string; databaseUrl?: string; port?: number } = {},
+  options: {
+    trustProxy?: boolean
+    smtpUrl?: string
+    publicUrl?: string
+    dataDir?: string
+    databaseUrl?: string
+    port?: number
+    doctorThresholds?: Deps['doctorThresholds']
+  } = {},
 ): Promise<TestServer> {
   const location = options.dataDir ? { dataDir: options.dataDir, databaseUrl: options.databaseUrl, cleanup() {} } : await freshStoreLocation(kind)
   const { store } = await openStore(location)
@@ -80,6 +88,7 @@ export async function startTestServer(
     clock,
     publicUrl,
     trustProxy: options.trustProxy ?? true,
+    doctorThresholds: options.doctorThresholds,
   }
   const app = createApp(deps).listen({ hostname: '127.0.0.1', port: options.port ?? 0 })
   const base = `http://127.0.0.1:${app.server!.port}`

@@ -1,0 +1,123 @@
+// The stored telemetry of one database as the doctor's rules read it: each part is loaded at most once
+// per diagnosis, and only when a rule asks for it, so a ClickHouse diagnosis never reads PostgreSQL
+// tables and the other way round.
+import type { ActiveQuery, LockEntry, MergeEntry, MutationEntry, PartStat, ReplicationStatus } from '../../shared/wire.ts'
+import type { Latest, MetricSource } from '../store/sql-internals.ts'
+import type { ClickHouseSource } from '../store/sql-clickhouse.ts'
+import type { IndexRow, TableRow } from '../store/sql-objects.ts'
+import type { QuerySort, QueryStatsRow, StoredPlan } from '../store/sql-telemetry.ts'
+import type { RegisteredDatabase, Store } from '../store/types.ts'
+
+/** Everything a diagnosis may read about more objects than this is cut (the largest first). */
+const MAX_OBJECTS = 100_000
+
+export interface Snapshot<T> {
+  ts: number | null
+  entries: T[]
+}
+
+/** Sums of counters and latest gauges over a trailing window, by subject then metric. */
+export type Totals = Map<string, Record<string, number>>
+
+export class DoctorContext {
+  private readonly memo = new Map<string, Promise<unknown>>()
+
+  constructor(
+    readonly store: Store,
+    readonly db: RegisteredDatabase,
+    /** Evaluation time (epoch ms). */
+    readonly now: number,
+    private readonly overrides: Record<string, Record<string, number>> = {},
+  ) {}
+
+  /** The rule's thresholds, with any configured override applied. */
+  thresholds<T extends Record<string, number>>(rule: { id: string; thresholds: T }): T {
+    const override = this.overrides[rule.id]
+    return override ? { ...rule.thresholds, ...override } : rule.thresholds
+  }
+
+  /** `load()` once per diagnosis under `key`. */
+  once<T>(key: string, load: () => Promise<T>): Promise<T> {
+    let found = this.memo.get(key) as Promise<T> | undefined
+    if (!found) {
+      found = load()
+      this.memo.set(key, found)
+    }
+    return found
+  }
+
+  activity(): Promise<Snapshot<ActiveQuery>> {
+    return this.once('activity', () => this.store.objects.activeQueries(this.db.id, MAX_OBJECTS))
+  }
+
+  locks(): Promise<Snapshot<LockEntry>> {
+    return this.once('locks', () => this.store.objects.locks(this.db.id, MAX_OBJECTS))
+  }
+
+  tables(): Promise<TableRow[]> {
+    return this.once('tables', () => this.store.objects.listTables(this.db.id, 'size', MAX_OBJECTS))
+  }
+
+  indexes(): Promise<IndexRow[]> {
+    return this.once('indexes', () => this.store.objects.listIndexes(this.db.id, 'size', MAX_OBJECTS))
+  }
+
+  replication(): Promise<Latest<ReplicationStatus> | undefined> {
+    return this.once('replication', () => this.store.internals.latestReplication(this.db.id))
+  }
+
+  /** The latest database_stats section: gauges (connections, settings, wraparound ages) and the last cycle's deltas. */
+  databaseStats(): Promise<Latest<Record<string, number | null>> | undefined> {
+    return this.once('database_stats', () => this.store.internals.latestCounters(this.db.id, 'database_stats'))
+  }
+
+  /** Statement statistics over the trailing `windowMs`. */
+  queries(windowMs: number, sort: QuerySort = 'total_time', limit = 100): Promise<QueryStatsRow[]> {
+    return this.once(`queries:${windowMs}:${sort}:${limit}`, () =>
+      this.store.listQueryStats(this.db.id, { since: this.now - windowMs, until: this.now }, sort, limit),
+    )
+  }
+
+  plans(hash: string, windowMs: number, limit = 50): Promise<StoredPlan[]> {
+    return this.once(`plans:${hash}:${windowMs}`, () => this.store.listPlans(this.db.id, hash, { since: this.now - windowMs, until: this.now }, limit))
+  }
+
+  /**
+   * Counters summed and gauges at their latest over the trailing `windowMs`, per subject, for a metric
+   * family of either engine (`bgwriter`, `database`, `wal`, `io`; ClickHouse `server`, `disk`, `parts`).
+   */
+  totals(source: MetricSource | ClickHouseSource, windowMs: number): Promise<Totals> {
+    return this.once(`totals:${source}:${windowMs}`, async () => {
+      const intervals = { since: this.now - windowMs, until: this.now, bucketSeconds: Math.ceil(windowMs / 1000) }
+      const points =
+        source === 'server' || source === 'disk' || source === 'parts'
+          ? await this.store.clickhouse.metricSeries(this.db.id, source, intervals)
+          : await this.store.internals.metricSeries(this.db.id, source as MetricSource, intervals)
+      const totals: Totals = new Map()
+      // Points come in time order: counters add up, and a later gauge value replaces an earlier one.
+      // (Which keys are gauges is the caller's knowledge; summing is right for counters only.)
+      for (const p of points) {
+        const into = totals.get(p.subject) ?? {}
+        for (const [k, v] of Object.entries(p.values)) into[k] = (into[k] ?? 0) + v
+        totals.set(p.subject, into)
+      }
+      return totals
+    })
+  }
+
+  parts(): Promise<Latest<PartStat[]> | undefined> {
+    return this.once('parts', () => this.store.clickhouse.latestParts(this.db.id))
+  }
+
+  merges(): Promise<Latest<MergeEntry[]> | undefined> {
+    return this.once('merges', () => this.store.clickhouse.latestMerges(this.db.id))
+  }
+
+  mutations(): Promise<Latest<MutationEntry[]> | undefined> {
+    return this.once('mutations', () => this.store.clickhouse.latestMutations(this.db.id))
+  }
+
+  serverMetrics(): Promise<Latest<Record<string, number | null>> | undefined> {
+    return this.once('server_metrics', () => this.store.clickhouse.latestServerMetrics(this.db.id))
+  }
+}

@@ -1,0 +1,60 @@
+// The key figures of a database, shared by the overview and the doctor's metrics_summary. PostgreSQL:
+// sessions, blocking, cache hit ratio over the last hour, dead tuples, the last autovacuum. ClickHouse:
+// merges, mutations, the query p99 of the last hour.
+import type { DoctorContext } from './context.ts'
+
+const HOUR = 3_600_000
+
+const round = (n: number | null, digits = 4) => (n === null ? null : Number(n.toFixed(digits)))
+
+export interface CommonFigures {
+  active_queries: number
+  longest_query_ms: number | null
+}
+
+export async function commonFigures(ctx: DoctorContext): Promise<CommonFigures> {
+  const { entries } = await ctx.activity()
+  const running = ctx.db.engine === 'postgres' ? entries.filter((a) => a.state === 'active') : entries
+  let longest: number | null = null
+  for (const a of running) if (a.duration_ms !== null && (longest === null || a.duration_ms > longest)) longest = a.duration_ms
+  return { active_queries: running.length, longest_query_ms: round(longest, 3) }
+}
+
+export async function postgresFigures(ctx: DoctorContext) {
+  const [{ entries }, totals, tables] = await Promise.all([ctx.activity(), ctx.totals('database', HOUR), ctx.tables()])
+  let hit = 0
+  let read = 0
+  for (const v of totals.values()) {
+    hit += v.blks_hit ?? 0
+    read += v.blks_read ?? 0
+  }
+  let live = 0
+  let dead = 0
+  let lastAutovacuum: number | null = null
+  for (const t of tables) {
+    live += t.n_live_tup ?? 0
+    dead += t.n_dead_tup ?? 0
+    if (t.last_autovacuum !== null && (lastAutovacuum === null || t.last_autovacuum > lastAutovacuum)) lastAutovacuum = t.last_autovacuum
+  }
+  return {
+    blocked_queries: entries.filter((a) => a.blocking_pids.length > 0).length,
+    cache_hit_ratio: hit + read > 0 ? round(hit / (hit + read)) : null,
+    dead_tuple_ratio: live + dead > 0 ? round(dead / (live + dead)) : null,
+    last_autovacuum: lastAutovacuum,
+  }
+}
+
+export async function clickhouseFigures(ctx: DoctorContext) {
+  const [merges, mutations, metrics, queries] = await Promise.all([ctx.merges(), ctx.mutations(), ctx.serverMetrics(), ctx.queries(HOUR, 'total_time', 1000)])
+  const running = merges?.payload ?? []
+  const pending = (mutations?.payload ?? []).filter((m) => !m.is_done)
+  const p99s = queries.map((q) => q.p99_ms).filter((p): p is number => p !== null)
+  const serverP99 = metrics?.payload.query_p99_ms
+  return {
+    active_merges: running.length,
+    merge_progress_pct: running.length > 0 ? round((100 * running.reduce((s, m) => s + m.progress, 0)) / running.length, 1) : null,
+    active_mutations: pending.length,
+    stuck_mutations: pending.filter((m) => m.stuck).length,
+    query_p99_ms: typeof serverP99 === 'number' ? serverP99 : p99s.length > 0 ? Math.max(...p99s) : null,
+  }
+}

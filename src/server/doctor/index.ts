@@ -1,0 +1,67 @@
+// The doctor: runs every rule of the database's engine over its stored telemetry and answers with the
+// status, the score (score.ts), the findings worst first, and the key figures. A rule that fails is
+// logged and left out; it never fails the diagnosis. For an organization that has not verified its
+// email, the findings keep their prose and investigation queries but not the commands that fix them.
+import type { Deps } from '../context.ts'
+import type { RegisteredDatabase } from '../store/types.ts'
+import { DoctorContext } from './context.ts'
+import { clickhouseFigures, commonFigures, postgresFigures } from './figures.ts'
+import { rules } from './rules/index.ts'
+import { type DoctorStatus, SEVERITY_ORDER, doctorStatus, healthScore } from './score.ts'
+import type { Finding, Rule } from './types.ts'
+
+export const LOCKED_FIX = 'Verify your email address to unlock the commands that fix this.'
+
+export interface Diagnosis {
+  status: DoctorStatus
+  score: number
+  evaluated_at: number
+  findings: Finding[]
+  metrics_summary: Record<string, unknown>
+}
+
+export function rulesFor(db: RegisteredDatabase): Rule[] {
+  return rules.filter((r) => r.engine === 'any' || r.engine === db.engine)
+}
+
+async function runRule(rule: Rule, ctx: DoctorContext, log: Deps['log']): Promise<Finding[]> {
+  try {
+    const drafts = await rule.check(ctx)
+    return drafts.map(({ object, objects, metrics, category, ...draft }) => ({
+      rule: rule.id,
+      key: object === undefined ? rule.id : `${rule.id}:${object}`,
+      category: category ?? rule.category,
+      ...draft,
+      objects: objects ?? (object === undefined ? [] : [object]),
+      metrics: metrics ?? {},
+    }))
+  } catch (e) {
+    log.error('doctor rule failed', { rule: rule.id, database: ctx.db.id, cause: (e as Error).message })
+    return []
+  }
+}
+
+export async function diagnose(deps: Pick<Deps, 'store' | 'log' | 'doctorThresholds'>, db: RegisteredDatabase, now: number): Promise<Diagnosis & { context: DoctorContext }> {
+  const { log } = deps
+  const ctx = new DoctorContext(deps.store, db, now, deps.doctorThresholds)
+  const ruleList = rulesFor(db)
+  const results = await Promise.all(ruleList.map((rule) => runRule(rule, ctx, log)))
+  const order = new Map(ruleList.map((r, i) => [r.id, i]))
+  const findings = results.flat().sort((a, b) => SEVERITY_ORDER[a.severity] - SEVERITY_ORDER[b.severity] || order.get(a.rule)! - order.get(b.rule)! || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
+  const figures = { ...(await commonFigures(ctx)), ...(db.engine === 'postgres' ? await postgresFigures(ctx) : await clickhouseFigures(ctx)) }
+  const counts = { critical: 0, warning: 0, info: 0 }
+  for (const f of findings) counts[f.severity]++
+  return {
+    status: doctorStatus(findings),
+    score: healthScore(findings),
+    evaluated_at: now,
+    findings,
+    metrics_summary: { ...figures, findings: counts, rules_evaluated: ruleList.length },
+    context: ctx,
+  }
+}
+
+/** A finding as the API shows it; without the fix commands for unverified organizations. */
+export function findingView(f: Finding, verified: boolean) {
+  return verified ? f : { ...f, how_to_fix: [], how_to_fix_locked: LOCKED_FIX }
+}

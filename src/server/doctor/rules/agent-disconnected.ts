@@ -1,0 +1,46 @@
+// The agent stopped sending (or never sent) data for this database: every other finding is then based
+// on old numbers, or on none.
+import { databaseDefaults } from '../../limits.ts'
+import { type Rule, duration } from '../types.ts'
+
+const defaults = {
+  /** Disconnected after max(3 × poll interval, this many seconds) without a batch: the health status rule (views.ts). */
+  min_silence_s: databaseDefaults.connectedFloorMs / 1000,
+}
+
+export const agentDisconnected: Rule<typeof defaults> = {
+  id: 'agent_disconnected',
+  engine: 'any',
+  category: 'availability',
+  thresholds: defaults,
+  async check(ctx) {
+    const { db, now } = ctx
+    if (db.last_seen_at === null) {
+      return [
+        {
+          severity: 'warning',
+          title: 'No data from the agent yet',
+          detail: `dbm has not received any telemetry for "${db.name}" since it was registered ${duration(now - db.created_at)} ago.`,
+          recommendation: 'Start dbm agent with this database in its config.yaml and an API key of this organization.',
+          how_to_investigate: ['dbm agent --check --config config.yaml', 'curl http://<agent health address>/healthz'],
+          how_to_fix: [`dbm agent --config config.yaml   # with a databases entry named "${db.name}"`],
+          metrics: { last_seen_at: null },
+        },
+      ]
+    }
+    const { min_silence_s } = ctx.thresholds(agentDisconnected)
+    const silence = now - db.last_seen_at
+    if (silence <= Math.max(3 * db.poll_interval_seconds, min_silence_s) * 1000) return []
+    return [
+      {
+        severity: 'critical',
+        title: 'The agent has stopped sending data',
+        detail: `The last batch for "${db.name}" arrived ${duration(silence)} ago (poll interval ${db.poll_interval_seconds} s); the other findings describe the database as it was then.`,
+        recommendation: 'Check that the agent is running and can reach both the database and this server; its /healthz names the failing side.',
+        how_to_investigate: ['curl http://<agent health address>/healthz', 'dbm agent --check --config config.yaml', 'journalctl -u dbm-agent --since "1 hour ago"   # or the agent pod\'s logs'],
+        how_to_fix: ['systemctl restart dbm-agent   # or: kubectl rollout restart deployment/dbm-agent'],
+        metrics: { last_seen_s_ago: Math.round(silence / 1000), poll_interval_seconds: db.poll_interval_seconds },
+      },
+    ]
+  },
+}

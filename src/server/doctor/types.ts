@@ -1,0 +1,109 @@
+// What the doctor is made of: rules, one per file under rules/, each with its thresholds in one table
+// and a check that turns the stored telemetry of one database (DoctorContext) into findings. A finding
+// carries the measured numbers and the objects involved, what to do, the queries that investigate it
+// and the commands that fix it.
+import type { Engine } from '../store/types.ts'
+import type { DoctorContext } from './context.ts'
+
+export type Severity = 'critical' | 'warning' | 'info'
+
+export type Category =
+  | 'availability'
+  | 'performance'
+  | 'maintenance'
+  | 'capacity'
+  | 'configuration'
+  | 'replication'
+  | 'schema'
+  | 'reliability'
+
+export interface Finding {
+  /** The rule that raised it, e.g. `pg_cache_hit_ratio`. */
+  rule: string
+  /** Stable identity: the rule plus the object (`pg_dead_tuples:public.orders`); recommendations and alerts are keyed by it. */
+  key: string
+  severity: Severity
+  category: Category
+  title: string
+  /** What was measured, with the numbers and the objects involved. */
+  detail: string
+  recommendation: string
+  /** Steps, mostly queries to run on the database, that show the problem for yourself. */
+  how_to_investigate: string[]
+  /** Commands that fix it (left out for unverified organizations). */
+  how_to_fix: string[]
+  /** Objects involved (`schema.table`, `pid 123`, `slot x`, ...). */
+  objects: string[]
+  /** The measured values the rule judged, by name. */
+  metrics: Record<string, number | string | null>
+}
+
+export interface Rule<T extends Record<string, number> = Record<string, number>> {
+  id: string
+  engine: Engine | 'any'
+  category: Category
+  /** The rule's thresholds, in one table (documented in the README from here). */
+  thresholds: T
+  /** Reads its thresholds through ctx.thresholds(rule), which applies configured overrides. */
+  check(ctx: DoctorContext): Promise<FindingDraft[]>
+}
+
+/** A finding as a rule writes it; the doctor adds rule, key and category. */
+export type FindingDraft = Omit<Finding, 'rule' | 'key' | 'category' | 'objects' | 'metrics'> & {
+  /** The object this finding is about, for its key; absent for a database-wide finding. */
+  object?: string
+  objects?: string[]
+  metrics?: Record<string, number | string | null>
+  category?: Category
+}
+
+/** Severity by comparing `value` against a rule's warning and critical thresholds (higher is worse). */
+export function severityAbove(value: number, warning: number, critical: number): Severity | undefined {
+  if (value >= critical) return 'critical'
+  if (value >= warning) return 'warning'
+  return undefined
+}
+
+/** Severity when lower is worse (a ratio that should stay high). */
+export function severityBelow(value: number, warning: number, critical: number): Severity | undefined {
+  if (value <= critical) return 'critical'
+  if (value <= warning) return 'warning'
+  return undefined
+}
+
+/** SQL string literal (for the text of investigate/fix commands, never run by dbm). */
+export const literal = (s: string) => `'${s.replaceAll("'", "''")}'`
+
+/** A PostgreSQL identifier, quoted only when it needs to be. */
+export function ident(s: string): string {
+  return /^[a-z_][a-z0-9_$]*$/.test(s) ? s : `"${s.replaceAll('"', '""')}"`
+}
+
+/** `schema.name` with each part quoted as needed. */
+export const qualified = (schema: string, name: string) => `${ident(schema)}.${ident(name)}`
+
+/** A ClickHouse identifier in backquotes when it needs them. */
+export function chIdent(s: string): string {
+  return /^[A-Za-z_][A-Za-z0-9_]*$/.test(s) ? s : `\`${s.replaceAll('\\', '\\\\').replaceAll('`', '\\`')}\``
+}
+
+export const pct = (ratio: number, digits = 1) => `${(ratio * 100).toFixed(digits)} %`
+
+export function bytes(n: number): string {
+  const units = ['B', 'KB', 'MB', 'GB', 'TB', 'PB']
+  let v = n
+  let u = 0
+  while (v >= 1024 && u < units.length - 1) {
+    v /= 1024
+    u++
+  }
+  return `${u === 0 ? v : v.toFixed(1)} ${units[u]}`
+}
+
+export function duration(ms: number): string {
+  const s = ms / 1000
+  if (s < 60) return `${s.toFixed(s < 10 ? 1 : 0)} s`
+  if (s < 3600) return `${(s / 60).toFixed(1)} min`
+  if (s < 86_400) return `${(s / 3600).toFixed(1)} h`
+  return `${(s / 86_400).toFixed(1)} days`
+}
