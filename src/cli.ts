@@ -3,8 +3,6 @@
 // Usage errors exit 2 with one line on stderr.
 import { parseFlags } from './cli-args.ts'
 import { UsageError, resolveServeConfig } from './server/config.ts'
-import { serve } from './server/serve.ts'
-import { runAgent } from './agent/main.ts'
 import { type LogLevel, logLevels } from './shared/log.ts'
 import { VERSION } from './version.ts'
 
@@ -84,6 +82,8 @@ export async function main(argv: string[]): Promise<number> {
         process.stdout.write(SERVE_HELP)
         return 0
       }
+      // Each job loads only its own modules: the agent process does not carry the server's (and back).
+      const { serve } = await import('./server/serve.ts')
       return serve(resolveServeConfig(flags, process.env))
     }
     case 'agent': {
@@ -95,6 +95,7 @@ export async function main(argv: string[]): Promise<number> {
       if (flags['log-level'] !== undefined && !logLevels.includes(flags['log-level'] as LogLevel)) {
         throw new UsageError(`--log-level: expected one of ${logLevels.join(', ')}`)
       }
+      const { runAgent } = await import('./agent/main.ts')
       return runAgent(flags, process.env, process.cwd())
     }
     default:

@@ -2,7 +2,8 @@
 // the disk buffer, and while anything is buffered new batches queue behind it so the server sees
 // them in order. The buffer is retried every 30 s; batches are dropped only when the server calls
 // them malformed (400/413) or they outlive the buffer (1 h), and every drop is logged with a count.
-import { INGEST_PATH, type IngestBatch, type IngestResponse } from '../shared/wire.ts'
+import { INGEST_PATH } from '../shared/ingest-path.ts'
+import type { IngestBatch, IngestResponse } from '../shared/wire.ts'
 import { DiskBuffer } from './buffer.ts'
 import type { AgentLogger } from './collectors/types.ts'
 import { VERSION } from '../version.ts'

@@ -283,4 +283,5 @@ export const IngestResponse = T.Object({
 })
 export type IngestResponse = Static<typeof IngestResponse>
 
-export const INGEST_PATH = '/api/v1/ingest'
+// In its own module so that the agent, which only builds batches, does not load TypeBox.
+export { INGEST_PATH } from './ingest-path.ts'
