@@ -63,7 +63,10 @@ export class Agent {
       databases: this.config.databases.map((d) => d.name).join(','),
       api: this.config.api.endpoint,
     })
-    for (const db of this.config.databases) await this.startDatabase(this.config, db)
+    // The databases' cycles are spread over the first 10 s (or the poll interval, when shorter), so that
+    // they do not all query, allocate and post at the same moment.
+    const count = this.config.databases.length
+    for (const [i, db] of this.config.databases.entries()) await this.startDatabase(this.config, db, (i * Math.min(db.pollIntervalMs, 10_000)) / count)
     this.startHealth(this.config)
     this.watcher = watchFile(this.options.configPath, { interval: this.timings.watchIntervalMs }, (curr, prev) => {
       if (curr.mtimeMs !== prev.mtimeMs || curr.size !== prev.size || curr.ino !== prev.ino) void this.reload()
@@ -76,7 +79,7 @@ export class Agent {
     return PostgresRunner
   }
 
-  private async startDatabase(config: AgentConfig, db: DatabaseConfig) {
+  private async startDatabase(config: AgentConfig, db: DatabaseConfig, delayMs = 0) {
     const Engine = await this.runnerClass(db)
     let runner: Runner<unknown> | undefined = undefined
     const shipper = new Shipper({
@@ -92,7 +95,7 @@ export class Agent {
     })
     runner = new Engine(db, shipper, this.options.log, this.timings) as Runner<unknown>
     this.running.set(db.name, { config: db, runner })
-    runner.start()
+    runner.start(delayMs)
   }
 
   private async stopDatabase(name: string) {
