@@ -5,6 +5,7 @@ import { Elysia, type ValidationError } from 'elysia'
 import { type Deps, clientAddress } from './context.ts'
 import { HttpError, tooManyRequests } from './http-error.ts'
 import { type RateLimitedEndpoint, authRateLimits, bodyLimits } from './limits.ts'
+import { alertRoutes } from './routes/alerts.ts'
 import { apiKeyRoutes } from './routes/api-keys.ts'
 import { authRoutes } from './routes/auth.ts'
 import { databaseRoutes } from './routes/databases.ts'
@@ -151,6 +152,7 @@ export function createApp(deps: Deps) {
     .use(internalsRoutes(deps))
     .use(clickhouseRoutes(deps))
     .use(healthRoutes(deps))
+    .use(alertRoutes(deps))
     .use(ingestRoutes(deps))
     .use(resetPasswordPage())
 }

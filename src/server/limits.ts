@@ -68,6 +68,8 @@ export const resultLimits = {
   parts: { default: 100, max: 1000 },
   merges: { default: 100, max: 1000 },
   mutations: { default: 100, max: 1000 },
+  recommendations: { default: 100, max: 500 },
+  alerts: { default: 100, max: 500 },
 } as const
 
 /** Default window of the since/until endpoints, and their default bucket. */
@@ -91,3 +93,33 @@ export const unusedIndexMinBytes = 1_048_576
 
 /** The active-query WebSocket's `interval` in seconds: default, minimum, maximum (larger is clamped). */
 export const activeStreamInterval = { default: 5, min: 1, max: 60 } as const
+
+/**
+ * Telemetry retention (DECISIONS.md: unverified 24 h, verified DBM_RETENTION_DAYS) and the compaction of
+ * minute buckets: minute rows are kept 48 h (minute timeseries serve windows up to 24 h, so a day-long
+ * window that ended up to a day ago still gets minute points); older parts of a window are read from
+ * the hourly buckets, which hold the same sums.
+ */
+export const retentionLimits = {
+  unverifiedMs: DAY,
+  minuteRowsMs: 48 * HOUR,
+  /** Applied batch ids are remembered this long (the agent gives up on a buffered batch after 1 hour). */
+  batchIdsMs: DAY,
+  /** Rows deleted per statement, so a sweep never holds the store for long. */
+  deleteBatchRows: 5000,
+} as const
+
+/** The health monitor (health-monitor.ts): how often it evaluates and sweeps, and its notifications. */
+export const healthMonitorDefaults = {
+  evaluateEveryMs: MINUTE,
+  retentionEveryMs: 10 * MINUTE,
+  /** Databases silent (or never seen) for longer are not evaluated; their open alerts stay as they are. */
+  silentDatabaseMs: 7 * DAY,
+  webhookTimeoutMs: 5 * SECOND,
+  /** An undelivered notification is retried at each evaluation for this long, then given up. */
+  notificationMaxAgeMs: DAY,
+  /** A notification being delivered is not picked up by another process before this lease ends. */
+  deliveryLeaseMs: 5 * MINUTE,
+} as const
+
+export const webhookUrlMaxLength = 2048

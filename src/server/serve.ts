@@ -1,9 +1,10 @@
-// `dbm serve`: open the store (migrating it), build the app, listen, sweep stale rate-limit rows,
-// and stop cleanly on SIGINT/SIGTERM.
+// `dbm serve`: open the store (migrating it), build the app, listen, sweep stale rate-limit rows, run
+// the health monitor (alerts, recommendations, retention), and stop cleanly on SIGINT/SIGTERM.
 import { createApp } from './app.ts'
 import { TokenService } from './auth/tokens.ts'
 import { type ServeConfig, loadJwtSecret } from './config.ts'
 import { createLogger } from '../shared/log.ts'
+import { createHealthMonitor } from './health-monitor.ts'
 import { createMailer } from './mail.ts'
 import { rateEventRetentionMs } from './limits.ts'
 import { openStore } from './store/open.ts'
@@ -49,6 +50,8 @@ export async function serve(config: ServeConfig): Promise<number> {
   const sweep = setInterval(() => {
     store.sweepRateEvents(Date.now() - rateEventRetentionMs).catch((e) => log.warn('rate-limit sweep failed', { cause: (e as Error).message }))
   }, 10 * 60 * 1000)
+  const monitor = createHealthMonitor(deps, { retentionDays: config.retentionDays })
+  monitor.start()
 
   return new Promise((resolve) => {
     let stopping = false
@@ -58,6 +61,7 @@ export async function serve(config: ServeConfig): Promise<number> {
       log.info('stopping', { signal })
       clearInterval(sweep)
       await app.stop()
+      await monitor.stop()
       await mailer.idle()
       mailer.close()
       await store.close()

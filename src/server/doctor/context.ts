@@ -1,11 +1,11 @@
 // The stored telemetry of one database as the doctor's rules read it: each part is loaded at most once
 // per diagnosis, and only when a rule asks for it, so a ClickHouse diagnosis never reads PostgreSQL
 // tables and the other way round.
-import type { ActiveQuery, LockEntry, MergeEntry, MutationEntry, PartStat, ReplicationStatus } from '../../shared/wire.ts'
+import type { ActiveQuery, LockEntry, MergeEntry, MutationEntry, PartStat, ReplicationStatus, SequenceStat } from '../../shared/wire.ts'
 import type { Latest, MetricSource } from '../store/sql-internals.ts'
 import type { ClickHouseSource } from '../store/sql-clickhouse.ts'
 import type { IndexRow, TableRow } from '../store/sql-objects.ts'
-import type { QuerySort, QueryStatsRow, StoredPlan } from '../store/sql-telemetry.ts'
+import { type QuerySort, type QueryStatsRow, type StoredPlan, minuteFloor } from '../store/sql-telemetry.ts'
 import type { RegisteredDatabase, Store } from '../store/types.ts'
 
 /** Everything a diagnosis may read about more objects than this is cut (the largest first). */
@@ -62,6 +62,14 @@ export class DoctorContext {
     return this.once('indexes', () => this.store.objects.listIndexes(this.db.id, 'size', MAX_OBJECTS))
   }
 
+  /** The latest sequences (collected by `tables`), the most used first; none from agents that do not send them. */
+  sequences(): Promise<Snapshot<SequenceStat>> {
+    return this.once('sequences', async () => {
+      const found = await this.store.latestSnapshot(this.db.id, 'sequences')
+      return { ts: found?.ts ?? null, entries: Array.isArray(found?.payload) ? (found.payload as SequenceStat[]) : [] }
+    })
+  }
+
   replication(): Promise<Latest<ReplicationStatus> | undefined> {
     return this.once('replication', () => this.store.internals.latestReplication(this.db.id))
   }
@@ -74,7 +82,7 @@ export class DoctorContext {
   /** Statement statistics over the trailing `windowMs`. */
   queries(windowMs: number, sort: QuerySort = 'total_time', limit = 100): Promise<QueryStatsRow[]> {
     return this.once(`queries:${windowMs}:${sort}:${limit}`, () =>
-      this.store.listQueryStats(this.db.id, { since: this.now - windowMs, until: this.now }, sort, limit),
+      this.store.listQueryStats(this.db.id, { since: this.now - windowMs, until: this.now, minuteFloor: minuteFloor(this.now) }, sort, limit),
     )
   }
 
@@ -88,7 +96,7 @@ export class DoctorContext {
    */
   totals(source: MetricSource | ClickHouseSource, windowMs: number): Promise<Totals> {
     return this.once(`totals:${source}:${windowMs}`, async () => {
-      const intervals = { since: this.now - windowMs, until: this.now, bucketSeconds: Math.ceil(windowMs / 1000) }
+      const intervals = { since: this.now - windowMs, until: this.now, minuteFloor: minuteFloor(this.now), bucketSeconds: Math.ceil(windowMs / 1000) }
       const points =
         source === 'server' || source === 'disk' || source === 'parts'
           ? await this.store.clickhouse.metricSeries(this.db.id, source, intervals)

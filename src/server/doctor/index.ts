@@ -17,6 +17,8 @@ export interface Diagnosis {
   score: number
   evaluated_at: number
   findings: Finding[]
+  /** Rules that failed this time (logged): their earlier findings are neither confirmed nor resolved. */
+  failed_rules: string[]
   metrics_summary: Record<string, unknown>
 }
 
@@ -24,7 +26,7 @@ export function rulesFor(db: RegisteredDatabase): Rule[] {
   return rules.filter((r) => r.engine === 'any' || r.engine === db.engine)
 }
 
-async function runRule(rule: Rule, ctx: DoctorContext, log: Deps['log']): Promise<Finding[]> {
+async function runRule(rule: Rule, ctx: DoctorContext, log: Deps['log']): Promise<Finding[] | null> {
   try {
     const drafts = await rule.check(ctx)
     return drafts.map(({ object, objects, metrics, category, ...draft }) => ({
@@ -37,7 +39,7 @@ async function runRule(rule: Rule, ctx: DoctorContext, log: Deps['log']): Promis
     }))
   } catch (e) {
     log.error('doctor rule failed', { rule: rule.id, database: ctx.db.id, cause: (e as Error).message })
-    return []
+    return null
   }
 }
 
@@ -47,7 +49,7 @@ export async function diagnose(deps: Pick<Deps, 'store' | 'log' | 'doctorThresho
   const ruleList = rulesFor(db)
   const results = await Promise.all(ruleList.map((rule) => runRule(rule, ctx, log)))
   const order = new Map(ruleList.map((r, i) => [r.id, i]))
-  const findings = results.flat().sort((a, b) => SEVERITY_ORDER[a.severity] - SEVERITY_ORDER[b.severity] || order.get(a.rule)! - order.get(b.rule)! || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
+  const findings = results.flatMap((r) => r ?? []).sort((a, b) => SEVERITY_ORDER[a.severity] - SEVERITY_ORDER[b.severity] || order.get(a.rule)! - order.get(b.rule)! || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
   const figures = { ...(await commonFigures(ctx)), ...(db.engine === 'postgres' ? await postgresFigures(ctx) : await clickhouseFigures(ctx)) }
   const counts = { critical: 0, warning: 0, info: 0 }
   for (const f of findings) counts[f.severity]++
@@ -56,6 +58,7 @@ export async function diagnose(deps: Pick<Deps, 'store' | 'log' | 'doctorThresho
     score: healthScore(findings),
     evaluated_at: now,
     findings,
+    failed_rules: ruleList.filter((_, i) => results[i] === null).map((r) => r.id),
     metrics_summary: { ...figures, findings: counts, rules_evaluated: ruleList.length },
     context: ctx,
   }

@@ -7,6 +7,7 @@ import type { Deps } from '../context.ts'
 import { badRequest, notFound } from '../http-error.ts'
 import { internalsLimits, resultLimits, telemetryDefaults } from '../limits.ts'
 import type { Intervals } from '../store/sql-internals.ts'
+import { type Window, minuteFloor } from '../store/sql-telemetry.ts'
 import type { Engine, RegisteredDatabase } from '../store/types.ts'
 import { query } from './schema.ts'
 
@@ -33,12 +34,12 @@ function parseTime(value: string | undefined, field: string): number | undefined
   return ms
 }
 
-/** since (default 24 h before until) and until (default now). */
-export function parseWindow(query: { since?: string; until?: string }, now: number): { since: number; until: number } {
+/** since (default 24 h before until) and until (default now); minute rows are read only where they are kept. */
+export function parseWindow(query: { since?: string; until?: string }, now: number): Window & { minuteFloor: number } {
   const until = parseTime(query.until, 'until') ?? now
   const since = parseTime(query.since, 'since') ?? until - telemetryDefaults.windowMs
   if (since >= until) throw badRequest('since must be before until')
-  return { since, until }
+  return { since, until, minuteFloor: minuteFloor(now) }
 }
 
 export const limitQuery = (endpoint: keyof typeof resultLimits) =>
@@ -59,11 +60,11 @@ export type SeriesQuery = { since?: string; until?: string; bucket?: number }
 
 /**
  * The window cut into `bucket`-second intervals (else `fallbackSeconds`, else 60 up to a 24-hour window
- * and 3600 beyond), the bucket clamped to its maximum; more than maxIntervals intervals is a 400.
+ * and 3600 beyond or where minute rows are no longer kept), the bucket clamped to its maximum; more than maxIntervals intervals is a 400.
  */
 export function intervalsFor(q: SeriesQuery, now: number, fallbackSeconds?: number): Intervals {
   const window = parseWindow(q, now)
-  const automatic = window.until - window.since <= internalsLimits.minuteWindowMs ? 60 : 3600
+  const automatic = window.until - window.since <= internalsLimits.minuteWindowMs && window.since >= window.minuteFloor ? 60 : 3600
   const bucketSeconds = Math.min(q.bucket ?? fallbackSeconds ?? automatic, internalsLimits.maxBucketSeconds)
   const spanSeconds = (window.until - window.since) / 1000
   if (Math.ceil(spanSeconds / bucketSeconds) > internalsLimits.maxIntervals) {

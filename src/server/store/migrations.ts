@@ -4,6 +4,7 @@
 import { both } from './ddl.ts'
 import type { SqlDriver } from './driver.ts'
 import { clickhouseMigration } from './sql-clickhouse.ts'
+import { healthMigration } from './sql-health.ts'
 import { internalsMigration } from './sql-internals.ts'
 import { objectsMigration } from './sql-objects.ts'
 
@@ -165,6 +166,7 @@ CREATE TABLE snapshots (
   { version: 3, ...objectsMigration },
   { version: 4, ...internalsMigration },
   { version: 5, ...clickhouseMigration },
+  { version: 6, ...healthMigration },
 ]
 
 export const latestVersion = migrations.reduce((max, m) => Math.max(max, m.version), 0)

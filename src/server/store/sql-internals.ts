@@ -264,6 +264,14 @@ export interface Intervals extends Window {
  */
 function sourceRows(intervals: Intervals, first: number): { sql: string; params: number[] } {
   if (intervals.bucketSeconds % 3600 === 0) return windowClause(intervals, first)
+  const floor = intervals.minuteFloor
+  if (floor !== undefined && intervals.since < floor) {
+    // Minute rows before the floor are compacted away: there each hourly row lands in the interval where its hour starts.
+    const old = `(resolution = 3600 AND bucket >= $${first} AND bucket < $${first + 1})`
+    const params = [floorTo(intervals.since, HOUR_MS), Math.min(intervals.until, floor)]
+    if (intervals.until <= floor) return { sql: old, params }
+    return { sql: `(${old} OR (resolution = 60 AND bucket >= $${first + 2} AND bucket < $${first + 3}))`, params: [...params, floor, intervals.until] }
+  }
   return {
     sql: `(resolution = 60 AND bucket >= $${first} AND bucket < $${first + 1})`,
     params: [floorTo(intervals.since, MINUTE_MS), intervals.until],

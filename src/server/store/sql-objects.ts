@@ -11,7 +11,7 @@ import type { SqlDriver } from './driver.ts'
 import type { Migration } from './migrations.ts'
 import { unusedIndexMinBytes } from '../limits.ts'
 import { both } from './ddl.ts'
-import { HOUR_MS, MINUTE_MS, type Window, latestSnapshot, upsertMany } from './sql-telemetry.ts'
+import { HOUR_MS, MINUTE_MS, type Window, latestSnapshot, seriesResolution, upsertMany } from './sql-telemetry.ts'
 
 
 const TABLE_COUNTERS = ['seq_scan', 'seq_tup_read', 'idx_scan', 'idx_tup_fetch', 'n_tup_ins', 'n_tup_upd', 'n_tup_del', 'n_tup_hot_upd'] as const
@@ -350,7 +350,7 @@ async function series<C extends string>(
   values: readonly C[],
   window: Window,
 ): Promise<Series<C>> {
-  const resolution = window.until - window.since <= 24 * HOUR_MS ? 60 : 3600
+  const resolution = seriesResolution(window)
   const rows = await driver.all(
     `SELECT bucket, ${values.join(', ')} FROM ${table}
      WHERE database_id = $1 AND schema_name = $2 AND ${nameColumn} = $3 AND resolution = $4 AND bucket >= $5 AND bucket < $6

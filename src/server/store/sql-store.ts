@@ -3,6 +3,8 @@
 import type { IngestBatch } from '../../shared/wire.ts'
 import type { SqlDriver } from './driver.ts'
 import { type ClickHouseReader, clickhouseReader } from './sql-clickhouse.ts'
+import { type HealthStore, healthStore } from './sql-health.ts'
+import { type RetentionStore, retentionStore } from './sql-retention.ts'
 import { type InternalsReader, internalsReader } from './sql-internals.ts'
 import { type ObjectsReader, objectsReader } from './sql-objects.ts'
 import {
@@ -110,6 +112,8 @@ export class SqlStore implements Store {
   readonly objects: ObjectsReader
   readonly internals: InternalsReader
   readonly clickhouse: ClickHouseReader
+  readonly health: HealthStore
+  readonly retention: RetentionStore
   /**
    * API keys by key_id, SQLite only: the SQLite store belongs to this one process (it holds the file
    * exclusively), so every revocation passes through revokeApiKey here and evicts the key at once.
@@ -127,6 +131,8 @@ export class SqlStore implements Store {
     this.objects = objectsReader(driver)
     this.internals = internalsReader(driver)
     this.clickhouse = clickhouseReader(driver)
+    this.health = healthStore(driver)
+    this.retention = retentionStore(driver)
   }
 
   get dialect() {

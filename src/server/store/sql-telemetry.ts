@@ -5,6 +5,7 @@
 import { QUERY_COUNTER_KEYS } from '../../shared/metrics.ts'
 import type { ExplainPlan, IngestBatch, QueryStatDelta } from '../../shared/wire.ts'
 import type { SqlDriver } from './driver.ts'
+import { retentionLimits } from '../limits.ts'
 import { applyClickHouse } from './sql-clickhouse.ts'
 import { applyInternals } from './sql-internals.ts'
 import { applyObjects } from './sql-objects.ts'
@@ -124,7 +125,7 @@ async function applyQueryStats(tx: SqlDriver, databaseId: string, collectedAt: n
 
 /** Sections kept as the latest snapshot only (replaced by each newer batch that carries them); tables,
  * indexes and the internals sections keep theirs in sql-objects.ts and sql-internals.ts. */
-const SNAPSHOT_KINDS = ['activity', 'locks'] as const
+const SNAPSHOT_KINDS = ['activity', 'locks', 'sequences'] as const
 export type SnapshotKind = (typeof SNAPSHOT_KINDS)[number]
 
 const PLAN_COLUMNS = ['database_id', 'query_hash', 'ts', 'plan_hash', 'source', 'total_cost', 'actual_time_ms', 'seq_scans', 'index_scans', 'rows_estimated', 'rows_actual', 'plan_json'] as const
@@ -175,6 +176,22 @@ export async function applyBatch(tx: SqlDriver, databaseId: string, batch: Inges
 export interface Window {
   since: number
   until: number
+  /**
+   * Minute buckets before this time (a whole hour) may have been compacted away (retentionLimits): the
+   * part of the window before it is read from the hourly buckets, whole hours. Absent: minute rows throughout.
+   */
+  minuteFloor?: number
+}
+
+/** The minuteFloor of reads at `now`: minute rows are kept retentionLimits.minuteRowsMs, then only hourly ones. */
+export function minuteFloor(now: number): number {
+  return floorTo(now - retentionLimits.minuteRowsMs, HOUR_MS)
+}
+
+/** A timeseries' resolution: minute points for windows up to 24 hours whose minute rows are kept, else hourly. */
+export function seriesResolution(window: Window): 60 | 3600 {
+  const minutesKept = window.minuteFloor === undefined || window.since >= window.minuteFloor
+  return window.until - window.since <= 24 * HOUR_MS && minutesKept ? 60 : 3600
 }
 
 /**
@@ -183,6 +200,12 @@ export interface Window {
  */
 /** The bucket ranges that cover [since, until): whole hours from the hourly buckets, the edges from the minute buckets. */
 export function windowRanges(window: Window): { resolution: 60 | 3600; from: number; to: number }[] {
+  const floor = window.minuteFloor
+  if (floor !== undefined && window.since < floor) {
+    // Before the floor only hourly rows are kept: the hours that overlap that part of the window.
+    const old = { resolution: 3600 as const, from: floorTo(window.since, HOUR_MS), to: Math.min(window.until, floor) }
+    return window.until > floor ? [old, ...windowRanges({ since: floor, until: window.until })] : [old]
+  }
   const since = floorTo(window.since, MINUTE_MS)
   const until = window.until
   const hourStart = Math.ceil(since / HOUR_MS) * HOUR_MS
@@ -341,7 +364,7 @@ export async function queryDetail(
     `SELECT ${SUMS} FROM query_stats WHERE database_id = $1 AND query_hash = $2 AND ${where.sql}`,
     [databaseId, hash, ...where.params],
   )
-  const resolution = window.until - window.since <= 24 * HOUR_MS ? 60 : 3600
+  const resolution = seriesResolution(window)
   const points = await driver.all(
     `SELECT bucket, calls, total_time_ms, rows, shared_blks_hit, shared_blks_read, temp_blks_read, temp_blks_written, p99_ms,
             read_bytes, memory_bytes, errors

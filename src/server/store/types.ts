@@ -1,5 +1,7 @@
 import type { IngestBatch } from '../../shared/wire.ts'
 import type { ClickHouseReader } from './sql-clickhouse.ts'
+import type { HealthStore } from './sql-health.ts'
+import type { RetentionStore } from './sql-retention.ts'
 import type { InternalsReader } from './sql-internals.ts'
 import type { ObjectsReader } from './sql-objects.ts'
 import type { QuerySort, QueryStatsRow, SnapshotKind, StoredPlan, Window, queryDetail } from './sql-telemetry.ts'
@@ -117,6 +119,10 @@ export interface Store {
   readonly internals: InternalsReader
   /** Reads of ClickHouse parts, merges, mutations and server metrics (sql-clickhouse.ts). */
   readonly clickhouse: ClickHouseReader
+  /** Recommendations, alerts, their notifications and organization webhooks (sql-health.ts). */
+  readonly health: HealthStore
+  /** Retention and minute-bucket compaction (sql-retention.ts). */
+  readonly retention: RetentionStore
 
   // accounts
   createAccount(input: {

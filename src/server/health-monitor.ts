@@ -1,0 +1,317 @@
+// The health monitor that `dbm serve` runs. Every minute it diagnoses each database that sent data (or
+// was registered) in the last 7 days, and from the findings:
+//   - recommendations (verified organizations): one per finding key, updated while the finding stays,
+//     resolved when it goes, with the finding's fix commands as remediation_sql;
+//   - alerts: one per critical finding key, opened when it appears and resolved when it goes;
+//   - notifications, once per alert state change: a mail to each of the organization's users who
+//     verified their address, and a POST of signed JSON to the organization's webhook, retried at each
+//     evaluation until the receiver answers 2xx (for up to a day).
+// Every ten minutes it applies retention and compacts minute buckets (sql-retention.ts).
+// Everything takes the time as a parameter: tests call runOnce(now) and runRetention(now) directly.
+import type { Deps } from './context.ts'
+import { diagnose } from './doctor/index.ts'
+import type { Finding } from './doctor/types.ts'
+import { healthMonitorDefaults, retentionLimits } from './limits.ts'
+import type { FindingRecord, NotificationChannel, PendingNotification, Webhook } from './store/sql-health.ts'
+import { minuteFloor } from './store/sql-telemetry.ts'
+import { VERSION } from '../version.ts'
+
+const DAY = 86_400_000
+/** Notifications delivered per evaluation at most (the rest wait for the next one). */
+const NOTIFICATIONS_PER_RUN = 500
+
+export interface HealthMonitorOptions {
+  /** Telemetry retention of verified organizations (DBM_RETENTION_DAYS). */
+  retentionDays: number
+  evaluateEveryMs?: number
+  retentionEveryMs?: number
+  webhookTimeoutMs?: number
+}
+
+export interface EvaluationSummary {
+  databases: number
+  /** Databases whose evaluation failed (logged). */
+  failed: number
+  recommendations: { opened: number; resolved: number }
+  alerts: { opened: number; resolved: number }
+  notifications: { sent: number; failed: number; given_up: number }
+}
+
+export interface RetentionSummary {
+  databases: number
+  rows_deleted: number
+  batch_ids_deleted: number
+}
+
+export interface HealthMonitor {
+  /** One evaluation of every monitored database at `now`, then the due notifications. */
+  runOnce(now?: number): Promise<EvaluationSummary>
+  /** Retention and compaction at `now`. */
+  runRetention(now?: number): Promise<RetentionSummary>
+  /** Runs both on their schedule (evaluation first, retention with the first evaluation and then every retentionEveryMs). */
+  start(): void
+  /** Stops the schedule and waits for a pass in progress. */
+  stop(): Promise<void>
+}
+
+/** `sha256=<hex HMAC-SHA256 of the body with the secret>`: the X-DBM-Signature header of a webhook POST. */
+export function webhookSignature(secret: string, body: string): string {
+  return `sha256=${new Bun.CryptoHasher('sha256', secret).update(body).digest('hex')}`
+}
+
+/** Where a webhook goes, for logs: the origin only (paths and query strings may carry tokens). */
+export function webhookTarget(url: string): string {
+  try {
+    return new URL(url).origin
+  } catch {
+    return '(invalid url)'
+  }
+}
+
+function toRecord(f: Finding): FindingRecord {
+  return {
+    key: f.key,
+    rule: f.rule,
+    severity: f.severity,
+    category: f.category,
+    title: f.title,
+    detail: f.detail,
+    recommendation: f.recommendation,
+    remediation_sql: f.how_to_fix.join('\n'),
+  }
+}
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
+/** Text for a mail header: no line breaks or other control characters. */
+const headerText = (s: string) => s.replace(/[\u0000-\u001f\u007f]+/g, ' ').slice(0, 200)
+
+/** The alerts page of the API for the database (the link of mails and webhook payloads). */
+const alertsLink = (publicUrl: string, databaseId: string) => `${publicUrl}/api/v1/databases/${databaseId}/alerts`
+
+function alertMail(n: PendingNotification, publicUrl: string) {
+  const { alert, database } = n
+  const opened = n.event === 'opened'
+  const subject = headerText(`dbm ${opened ? 'alert' : 'resolved'}: ${alert.title} on ${database.name}`)
+  const link = alertsLink(publicUrl, database.id)
+  const text = [
+    opened ? `A critical alert opened on "${database.name}" (${database.engine}, ${database.host}:${database.port}):` : `This alert on "${database.name}" (${database.engine}, ${database.host}:${database.port}) is resolved:`,
+    '',
+    alert.title,
+    alert.detail,
+    '',
+    `Opened: ${iso(alert.opened_at)}`,
+    ...(alert.resolved_at !== null ? [`Resolved: ${iso(alert.resolved_at)}`] : []),
+    '',
+    'The database\'s alerts:',
+    link,
+    '',
+  ].join('\n')
+  return { subject, text, link }
+}
+
+/** The JSON body of a webhook POST. */
+export function webhookPayload(n: PendingNotification, publicUrl: string, now: number) {
+  return {
+    event: `alert.${n.event}`,
+    delivery_id: n.id,
+    sent_at: iso(now),
+    organization_id: n.org_id,
+    database: n.database,
+    alert: { ...n.alert, opened_at: iso(n.alert.opened_at), resolved_at: iso(n.alert.resolved_at) },
+    link: alertsLink(publicUrl, n.database.id),
+  }
+}
+
+export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): HealthMonitor {
+  const { store, log } = deps
+  const health = store.health
+  const evaluateEveryMs = options.evaluateEveryMs ?? healthMonitorDefaults.evaluateEveryMs
+  const retentionEveryMs = options.retentionEveryMs ?? healthMonitorDefaults.retentionEveryMs
+  const webhookTimeoutMs = options.webhookTimeoutMs ?? healthMonitorDefaults.webhookTimeoutMs
+
+  /** A failed delivery's cause without the URL (whose path or query may carry a token). */
+  function failureCause(e: unknown, url: string): string {
+    const error = e as Error
+    if (error?.name === 'TimeoutError' || error?.name === 'AbortError') return `no answer within ${webhookTimeoutMs / 1000} s`
+    const target = webhookTarget(url)
+    return String(error?.message ?? e)
+      .replaceAll(url, target)
+      .replace(/https?:\/\/\S+/g, (found) => webhookTarget(found))
+      .slice(0, 300)
+  }
+
+  /** POSTs the notification; null on a 2xx answer, else why not. */
+  async function post(webhook: Webhook, n: PendingNotification, now: number): Promise<string | null> {
+    const body = JSON.stringify(webhookPayload(n, deps.publicUrl, now))
+    try {
+      const res = await fetch(webhook.url, {
+        method: 'POST',
+        body,
+        redirect: 'manual',
+        signal: AbortSignal.timeout(webhookTimeoutMs),
+        headers: {
+          'content-type': 'application/json',
+          'user-agent': `dbm/${VERSION}`,
+          'x-dbm-event': `alert.${n.event}`,
+          'x-dbm-delivery': n.id,
+          'x-dbm-signature': webhookSignature(webhook.secret, body),
+        },
+      })
+      await res.body?.cancel().catch(() => {})
+      if (res.status >= 200 && res.status < 300) return null
+      return res.status >= 300 && res.status < 400 ? `HTTP ${res.status} (redirects are not followed)` : `HTTP ${res.status}`
+    } catch (e) {
+      return failureCause(e, webhook.url)
+    }
+  }
+
+  async function deliver(now: number): Promise<EvaluationSummary['notifications']> {
+    const result = { sent: 0, failed: 0, given_up: 0 }
+    result.given_up = await health.giveUpNotificationsBefore(now - healthMonitorDefaults.notificationMaxAgeMs, now)
+    if (result.given_up > 0) log.warn('alert notifications given up', { count: result.given_up, after: '24h' })
+    const pending = await health.pendingNotifications(now, NOTIFICATIONS_PER_RUN)
+    /** Organizations whose webhook failed in this run: their later notifications wait, so they arrive in order. */
+    const webhookDown = new Set<string>()
+    for (const n of pending) {
+      if (n.channel === 'webhook' && webhookDown.has(n.org_id)) continue
+      if (!(await health.claimNotification(n.id, now, now + healthMonitorDefaults.deliveryLeaseMs))) continue
+      const fields = { org: n.org_id, database: n.database.id, alert: n.alert.key, event: n.event }
+      if (n.channel === 'email') {
+        const recipients = await health.alertRecipients(n.org_id)
+        const mail = alertMail(n, deps.publicUrl)
+        for (const to of recipients) deps.mailer.send({ to, ...mail })
+        await health.notificationSent(n.id, now)
+        result.sent++
+        continue
+      }
+      const webhook = await health.getWebhook(n.org_id)
+      if (!webhook) {
+        await health.giveUpNotification(n.id, 'no webhook configured', now)
+        result.given_up++
+        continue
+      }
+      const error = await post(webhook, n, now)
+      await health.recordWebhookResult(n.org_id, now, error)
+      if (error === null) {
+        await health.notificationSent(n.id, now)
+        log.info('webhook delivered', { ...fields, target: webhookTarget(webhook.url) })
+        result.sent++
+      } else {
+        // Due again at once: the next evaluation retries it.
+        await health.notificationFailed(n.id, error, now)
+        log.warn('webhook delivery failed', { ...fields, target: webhookTarget(webhook.url), attempt: n.attempts + 1, cause: error })
+        webhookDown.add(n.org_id)
+        result.failed++
+      }
+    }
+    return result
+  }
+
+  async function runOnce(now = deps.clock()): Promise<EvaluationSummary> {
+    const summary: EvaluationSummary = {
+      databases: 0,
+      failed: 0,
+      recommendations: { opened: 0, resolved: 0 },
+      alerts: { opened: 0, resolved: 0 },
+      notifications: { sent: 0, failed: 0, given_up: 0 },
+    }
+    const channelsByOrg = new Map<string, NotificationChannel[]>()
+    for (const monitored of await health.monitoredDatabases(now - healthMonitorDefaults.silentDatabaseMs)) {
+      try {
+        const db = await store.getDatabase(monitored.org_id, monitored.id)
+        if (!db) continue // deleted meanwhile
+        summary.databases++
+        const diagnosis = await diagnose(deps, db, now)
+        const records = diagnosis.findings.map(toRecord)
+        if (monitored.org_verified) {
+          const r = await health.syncRecommendations(db.id, records, diagnosis.failed_rules, now)
+          summary.recommendations.opened += r.opened
+          summary.recommendations.resolved += r.resolved
+        }
+        let channels = channelsByOrg.get(db.org_id)
+        if (!channels) {
+          // Mail goes to users who verified their address, so only verified organizations have any.
+          channels = [...(monitored.org_verified ? ['email' as const] : []), ...((await health.getWebhook(db.org_id)) ? ['webhook' as const] : [])]
+          channelsByOrg.set(db.org_id, channels)
+        }
+        const critical = records.filter((f) => f.severity === 'critical')
+        const changes = await health.syncAlerts(db.id, critical, diagnosis.failed_rules, channels, now)
+        for (const key of changes.opened) log.info('alert opened', { database: db.id, alert: key })
+        for (const key of changes.resolved) log.info('alert resolved', { database: db.id, alert: key })
+        summary.alerts.opened += changes.opened.length
+        summary.alerts.resolved += changes.resolved.length
+      } catch (e) {
+        summary.failed++
+        log.error('health evaluation failed', { database: monitored.id, cause: (e as Error).message })
+      }
+    }
+    summary.notifications = await deliver(now)
+    if (log.enabled('debug')) {
+      log.debug('health evaluation', {
+        databases: summary.databases,
+        failed: summary.failed,
+        alerts_opened: summary.alerts.opened,
+        alerts_resolved: summary.alerts.resolved,
+        notifications_sent: summary.notifications.sent,
+      })
+    }
+    return summary
+  }
+
+  async function runRetention(now = deps.clock()): Promise<RetentionSummary> {
+    const summary: RetentionSummary = { databases: 0, rows_deleted: 0, batch_ids_deleted: 0 }
+    const minutesBefore = minuteFloor(now)
+    const batch = retentionLimits.deleteBatchRows
+    for (const db of await store.retention.databases()) {
+      const keepMs = db.org_verified ? options.retentionDays * DAY : retentionLimits.unverifiedMs
+      try {
+        summary.rows_deleted += await store.retention.sweepDatabase(db.id, { before: now - keepMs, minutesBefore }, batch)
+        summary.databases++
+      } catch (e) {
+        log.error('retention failed', { database: db.id, cause: (e as Error).message })
+      }
+    }
+    summary.batch_ids_deleted = await store.retention.sweepBatchIds(now - retentionLimits.batchIdsMs, batch)
+    if (summary.rows_deleted > 0) log.info('retention', { databases: summary.databases, rows_deleted: summary.rows_deleted })
+    return summary
+  }
+
+  let timer: ReturnType<typeof setInterval> | undefined
+  let running: Promise<void> | undefined
+  let lastRetention = Number.NEGATIVE_INFINITY
+
+  const tick = async () => {
+    const now = deps.clock()
+    try {
+      await runOnce(now)
+    } catch (e) {
+      log.error('health evaluation failed', { cause: (e as Error).message })
+    }
+    if (now - lastRetention < retentionEveryMs) return
+    lastRetention = now
+    try {
+      await runRetention(now)
+    } catch (e) {
+      log.error('retention failed', { cause: (e as Error).message })
+    }
+  }
+
+  return {
+    runOnce,
+    runRetention,
+    start() {
+      if (timer) return
+      timer = setInterval(() => {
+        if (running) return // the previous pass is still going: skip this tick
+        running = tick().finally(() => {
+          running = undefined
+        })
+      }, evaluateEveryMs)
+    },
+    async stop() {
+      if (timer) clearInterval(timer)
+      timer = undefined
+      await running
+    },
+  }
+}

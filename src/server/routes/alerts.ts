@@ -1,0 +1,132 @@
+// /api/v1/databases/{id}/recommendations and /alerts (what the health monitor keeps from the doctor's
+// findings), and /api/v1/organization/webhook (where alert notifications are POSTed, signed with a
+// secret the server generates and shows once). Recommendations are for verified organizations only.
+import { Elysia, t } from 'elysia'
+import { authenticate } from '../auth/principal.ts'
+import { randomToken } from '../auth/secrets.ts'
+import type { Deps } from '../context.ts'
+import { badRequest, forbidden, notFound } from '../http-error.ts'
+import { webhookUrlMaxLength } from '../limits.ts'
+import type { Alert, NotificationChannel, NotificationEvent, Recommendation, Webhook } from '../store/sql-health.ts'
+import { rfc3339 } from '../views.ts'
+import { body, oneOf, query, requiredString } from './schema.ts'
+import { clampLimit, databaseFor, limitQuery } from './telemetry-params.ts'
+
+const statuses = ['open', 'resolved', 'all'] as const
+
+export const RECOMMENDATIONS_LOCKED = 'recommendations are available to verified organizations; verify your email address to see them'
+
+function recommendationView(r: Recommendation) {
+  return {
+    id: r.id,
+    key: r.key,
+    rule: r.rule,
+    severity: r.severity,
+    category: r.category,
+    title: r.title,
+    detail: r.detail,
+    recommendation: r.recommendation,
+    remediation_sql: r.remediation_sql,
+    first_seen_at: rfc3339(r.first_seen_at),
+    last_seen_at: rfc3339(r.last_seen_at),
+    resolved_at: rfc3339(r.resolved_at),
+  }
+}
+
+/** When each state change was notified on each channel (null: not sent, or no such channel then). */
+function notifiedView(a: Alert) {
+  const sent = (event: NotificationEvent, channel: NotificationChannel) =>
+    rfc3339(a.notifications.find((n) => n.event === event && n.channel === channel)?.sent_at ?? null)
+  return {
+    opened: { email: sent('opened', 'email'), webhook: sent('opened', 'webhook') },
+    resolved: { email: sent('resolved', 'email'), webhook: sent('resolved', 'webhook') },
+  }
+}
+
+function alertView(a: Alert) {
+  return {
+    id: a.id,
+    key: a.key,
+    rule: a.rule,
+    severity: a.severity,
+    title: a.title,
+    detail: a.detail,
+    opened_at: rfc3339(a.opened_at),
+    last_seen_at: rfc3339(a.last_seen_at),
+    resolved_at: rfc3339(a.resolved_at),
+    notified: notifiedView(a),
+  }
+}
+
+function webhookView(w: Webhook) {
+  return {
+    url: w.url,
+    created_at: rfc3339(w.created_at),
+    updated_at: rfc3339(w.updated_at),
+    last_success_at: rfc3339(w.last_success_at),
+    last_failure_at: rfc3339(w.last_failure_at),
+    last_error: w.last_error,
+  }
+}
+
+/** An http(s) URL without credentials. */
+function checkWebhookUrl(value: string): string {
+  let url: URL
+  try {
+    url = new URL(value.trim())
+  } catch {
+    throw badRequest('url must be an http:// or https:// URL')
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw badRequest('url must be an http:// or https:// URL')
+  if (url.username || url.password) throw badRequest('url must not contain a user name or password')
+  return url.toString()
+}
+
+const listQuery = (endpoint: 'recommendations' | 'alerts') => query({ status: t.Optional(oneOf('status', statuses)), limit: limitQuery(endpoint) })
+
+export function alertRoutes(deps: Deps) {
+  const { store, clock } = deps
+  const health = store.health
+  return new Elysia()
+    .derive(async ({ request }) => ({ principal: await authenticate(deps, request) }))
+    .get(
+      '/api/v1/databases/:id/recommendations',
+      async ({ principal, params, query }) => {
+        const db = await databaseFor(deps, principal, params.id)
+        const org = await store.getOrganization(principal.orgId)
+        if (!org?.verified) throw forbidden(RECOMMENDATIONS_LOCKED)
+        const rows = await health.listRecommendations(db.id, query.status ?? 'open', clampLimit('recommendations', query.limit))
+        return rows.map(recommendationView)
+      },
+      { query: listQuery('recommendations') },
+    )
+    .get(
+      '/api/v1/databases/:id/alerts',
+      async ({ principal, params, query }) => {
+        const db = await databaseFor(deps, principal, params.id)
+        const rows = await health.listAlerts(db.id, query.status ?? 'open', clampLimit('alerts', query.limit))
+        return rows.map(alertView)
+      },
+      { query: listQuery('alerts') },
+    )
+    .get('/api/v1/organization/webhook', async ({ principal }) => {
+      const webhook = await health.getWebhook(principal.orgId)
+      if (!webhook) throw notFound('webhook')
+      return webhookView(webhook)
+    })
+    .put(
+      '/api/v1/organization/webhook',
+      async ({ principal, body, set }) => {
+        const url = checkWebhookUrl(body.url)
+        const { webhook, created } = await health.putWebhook(principal.orgId, url, `dbm_whsec_${randomToken(32)}`, clock())
+        if (!created) return webhookView(webhook)
+        set.status = 201
+        return { ...webhookView(webhook), secret: webhook.secret }
+      },
+      { body: body({ url: requiredString('url', webhookUrlMaxLength) }) },
+    )
+    .delete('/api/v1/organization/webhook', async ({ principal, set }) => {
+      if (!(await health.deleteWebhook(principal.orgId))) throw notFound('webhook')
+      set.status = 204
+    })
+}

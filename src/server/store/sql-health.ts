@@ -1,0 +1,463 @@
+// Recommendations, alerts, alert notifications and each organization's webhook (migration 6), written
+// by the health monitor (health-monitor.ts) from the doctor's findings and read by routes/alerts.ts.
+// A finding's key identifies what it is about: at most one open recommendation and one open alert per
+// database and key (partial unique indexes), updated while the finding stays and resolved when it goes.
+// An alert that opens or resolves writes its notifications (one per channel) in the same transaction:
+// an outbox the monitor delivers, claims row by row (several `serve` processes may share a PostgreSQL
+// store), and retries until sent or given up.
+import { both } from './ddl.ts'
+import type { SqlDriver } from './driver.ts'
+import type { Migration } from './migrations.ts'
+
+export const healthMigration: Omit<Migration, 'version'> = {
+  name: 'recommendations, alerts and their notifications, organization webhooks, telemetry age indexes for retention',
+  ...both(`
+CREATE TABLE recommendations (
+  id TEXT PRIMARY KEY,
+  database_id TEXT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
+  key {ctext} NOT NULL,
+  rule TEXT NOT NULL,
+  severity TEXT NOT NULL,
+  category TEXT NOT NULL,
+  title TEXT NOT NULL,
+  detail TEXT NOT NULL,
+  recommendation TEXT NOT NULL,
+  remediation_sql TEXT NOT NULL,
+  first_seen_at {bigint} NOT NULL,
+  last_seen_at {bigint} NOT NULL,
+  resolved_at {bigint}
+);
+CREATE UNIQUE INDEX recommendations_open ON recommendations(database_id, key) WHERE resolved_at IS NULL;
+CREATE INDEX recommendations_database ON recommendations(database_id, resolved_at);
+CREATE TABLE alerts (
+  id TEXT PRIMARY KEY,
+  database_id TEXT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
+  key {ctext} NOT NULL,
+  rule TEXT NOT NULL,
+  severity TEXT NOT NULL,
+  title TEXT NOT NULL,
+  detail TEXT NOT NULL,
+  opened_at {bigint} NOT NULL,
+  last_seen_at {bigint} NOT NULL,
+  resolved_at {bigint}
+);
+CREATE UNIQUE INDEX alerts_open ON alerts(database_id, key) WHERE resolved_at IS NULL;
+CREATE INDEX alerts_database ON alerts(database_id, resolved_at);
+CREATE TABLE alert_notifications (
+  id TEXT PRIMARY KEY,
+  alert_id TEXT NOT NULL REFERENCES alerts(id) ON DELETE CASCADE,
+  event TEXT NOT NULL,
+  channel TEXT NOT NULL,
+  created_at {bigint} NOT NULL,
+  next_attempt_at {bigint} NOT NULL,
+  attempts INTEGER NOT NULL,
+  sent_at {bigint},
+  gave_up_at {bigint},
+  last_error TEXT,
+  UNIQUE (alert_id, event, channel)
+);
+CREATE INDEX alert_notifications_pending ON alert_notifications(next_attempt_at) WHERE sent_at IS NULL AND gave_up_at IS NULL;
+CREATE TABLE organization_webhooks (
+  org_id TEXT PRIMARY KEY REFERENCES organizations(id) ON DELETE CASCADE,
+  url TEXT NOT NULL,
+  secret TEXT NOT NULL,
+  created_at {bigint} NOT NULL,
+  updated_at {bigint} NOT NULL,
+  last_success_at {bigint},
+  last_failure_at {bigint},
+  last_error TEXT
+);
+CREATE INDEX table_stats_age ON table_stats(database_id, resolution, bucket);
+CREATE INDEX index_stats_age ON index_stats(database_id, resolution, bucket);
+`),
+}
+
+export type HealthSeverity = 'critical' | 'warning' | 'info'
+export type RecordStatus = 'open' | 'resolved' | 'all'
+export type NotificationEvent = 'opened' | 'resolved'
+export type NotificationChannel = 'email' | 'webhook'
+
+/** What is kept of a doctor finding. */
+export interface FindingRecord {
+  key: string
+  rule: string
+  severity: HealthSeverity
+  category: string
+  title: string
+  detail: string
+  recommendation: string
+  /** The finding's fix commands, one per line. */
+  remediation_sql: string
+}
+
+export interface Recommendation extends FindingRecord {
+  id: string
+  database_id: string
+  first_seen_at: number
+  last_seen_at: number
+  resolved_at: number | null
+}
+
+export interface AlertNotification {
+  event: NotificationEvent
+  channel: NotificationChannel
+  created_at: number
+  attempts: number
+  sent_at: number | null
+  gave_up_at: number | null
+  last_error: string | null
+}
+
+export interface Alert {
+  id: string
+  database_id: string
+  key: string
+  rule: string
+  severity: HealthSeverity
+  title: string
+  detail: string
+  opened_at: number
+  last_seen_at: number
+  resolved_at: number | null
+  notifications: AlertNotification[]
+}
+
+/** A notification to deliver, with what its message says. */
+export interface PendingNotification {
+  id: string
+  event: NotificationEvent
+  channel: NotificationChannel
+  attempts: number
+  created_at: number
+  org_id: string
+  alert: Omit<Alert, 'notifications' | 'database_id' | 'last_seen_at'>
+  database: { id: string; name: string; engine: string; host: string; port: number }
+}
+
+export interface Webhook {
+  org_id: string
+  url: string
+  /** The signing secret (kept as it is: it must be, to sign). */
+  secret: string
+  created_at: number
+  updated_at: number
+  last_success_at: number | null
+  last_failure_at: number | null
+  last_error: string | null
+}
+
+/** A database the monitor evaluates, with what it needs to know of the organization. */
+export interface MonitoredDatabase {
+  id: string
+  org_id: string
+  org_verified: boolean
+}
+
+const num = (v: unknown) => Number(v)
+const numOrNull = (v: unknown) => (v === null || v === undefined ? null : Number(v))
+const lockFor = (databaseId: string) => `dbm:health:${databaseId}`
+
+const STATUS_SQL: Record<RecordStatus, string> = {
+  open: 'AND resolved_at IS NULL',
+  resolved: 'AND resolved_at IS NOT NULL',
+  all: '',
+}
+/** Open first, worst first and then oldest; then resolved, the latest resolved first. */
+const ORDER_SQL = `ORDER BY CASE WHEN resolved_at IS NULL THEN 0 ELSE 1 END,
+  CASE WHEN resolved_at IS NOT NULL THEN 0 WHEN severity = 'critical' THEN 0 WHEN severity = 'warning' THEN 1 ELSE 2 END,
+  resolved_at DESC, first_seen_at, id`
+
+function toRecommendation(r: any): Recommendation {
+  return {
+    id: r.id,
+    database_id: r.database_id,
+    key: r.key,
+    rule: r.rule,
+    severity: r.severity,
+    category: r.category,
+    title: r.title,
+    detail: r.detail,
+    recommendation: r.recommendation,
+    remediation_sql: r.remediation_sql,
+    first_seen_at: num(r.first_seen_at),
+    last_seen_at: num(r.last_seen_at),
+    resolved_at: numOrNull(r.resolved_at),
+  }
+}
+
+function toNotification(r: any): AlertNotification {
+  return {
+    event: r.event,
+    channel: r.channel,
+    created_at: num(r.created_at),
+    attempts: num(r.attempts),
+    sent_at: numOrNull(r.sent_at),
+    gave_up_at: numOrNull(r.gave_up_at),
+    last_error: r.last_error ?? null,
+  }
+}
+
+function toWebhook(r: any): Webhook {
+  return {
+    org_id: r.org_id,
+    url: r.url,
+    secret: r.secret,
+    created_at: num(r.created_at),
+    updated_at: num(r.updated_at),
+    last_success_at: numOrNull(r.last_success_at),
+    last_failure_at: numOrNull(r.last_failure_at),
+    last_error: r.last_error ?? null,
+  }
+}
+
+/** Keeps the first finding of each key (findings come worst first). */
+function byKey(findings: FindingRecord[]): Map<string, FindingRecord> {
+  const found = new Map<string, FindingRecord>()
+  for (const f of findings) if (!found.has(f.key)) found.set(f.key, f)
+  return found
+}
+
+async function syncRecommendations(driver: SqlDriver, databaseId: string, findings: FindingRecord[], failedRules: string[], now: number) {
+  const current = byKey(findings)
+  return driver.transaction(async (tx) => {
+    const open = await tx.all<{ id: string; key: string; rule: string }>(
+      'SELECT id, key, rule FROM recommendations WHERE database_id = $1 AND resolved_at IS NULL',
+      [databaseId],
+    )
+    const openByKey = new Map(open.map((r) => [r.key, r]))
+    let opened = 0
+    let resolved = 0
+    for (const f of current.values()) {
+      const row = openByKey.get(f.key)
+      const values = [f.rule, f.severity, f.category, f.title, f.detail, f.recommendation, f.remediation_sql, now]
+      if (row) {
+        await tx.run(
+          `UPDATE recommendations SET rule = $1, severity = $2, category = $3, title = $4, detail = $5, recommendation = $6,
+             remediation_sql = $7, last_seen_at = $8 WHERE id = $9`,
+          [...values, row.id],
+        )
+      } else {
+        await tx.run(
+          `INSERT INTO recommendations (rule, severity, category, title, detail, recommendation, remediation_sql, last_seen_at,
+             first_seen_at, id, database_id, key) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9, $10, $11)`,
+          [...values, Bun.randomUUIDv7(), databaseId, f.key],
+        )
+        opened++
+      }
+    }
+    const failed = new Set(failedRules)
+    for (const row of open) {
+      if (current.has(row.key) || failed.has(row.rule)) continue
+      await tx.run('UPDATE recommendations SET resolved_at = $1 WHERE id = $2', [now, row.id])
+      resolved++
+    }
+    return { opened, resolved }
+  }, lockFor(databaseId))
+}
+
+async function addNotifications(tx: SqlDriver, alertId: string, event: NotificationEvent, channels: NotificationChannel[], now: number) {
+  for (const channel of channels) {
+    await tx.run(
+      `INSERT INTO alert_notifications (id, alert_id, event, channel, created_at, next_attempt_at, attempts) VALUES ($1, $2, $3, $4, $5, $5, 0)`,
+      [Bun.randomUUIDv7(), alertId, event, channel, now],
+    )
+  }
+}
+
+/** Alerts follow the critical findings: opened, kept up to date, resolved; each change queues its notifications. */
+async function syncAlerts(
+  driver: SqlDriver,
+  databaseId: string,
+  critical: FindingRecord[],
+  failedRules: string[],
+  channels: NotificationChannel[],
+  now: number,
+): Promise<{ opened: string[]; resolved: string[] }> {
+  const current = byKey(critical)
+  return driver.transaction(async (tx) => {
+    const open = await tx.all<{ id: string; key: string; rule: string }>('SELECT id, key, rule FROM alerts WHERE database_id = $1 AND resolved_at IS NULL', [
+      databaseId,
+    ])
+    const openByKey = new Map(open.map((r) => [r.key, r]))
+    const opened: string[] = []
+    const resolved: string[] = []
+    for (const f of current.values()) {
+      const row = openByKey.get(f.key)
+      if (row) {
+        await tx.run('UPDATE alerts SET rule = $1, severity = $2, title = $3, detail = $4, last_seen_at = $5 WHERE id = $6', [
+          f.rule,
+          f.severity,
+          f.title,
+          f.detail,
+          now,
+          row.id,
+        ])
+        continue
+      }
+      const id = Bun.randomUUIDv7()
+      await tx.run(
+        `INSERT INTO alerts (id, database_id, key, rule, severity, title, detail, opened_at, last_seen_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)`,
+        [id, databaseId, f.key, f.rule, f.severity, f.title, f.detail, now],
+      )
+      await addNotifications(tx, id, 'opened', channels, now)
+      opened.push(f.key)
+    }
+    const failed = new Set(failedRules)
+    for (const row of open) {
+      if (current.has(row.key) || failed.has(row.rule)) continue
+      await tx.run('UPDATE alerts SET resolved_at = $1 WHERE id = $2', [now, row.id])
+      await addNotifications(tx, row.id, 'resolved', channels, now)
+      resolved.push(row.key)
+    }
+    return { opened, resolved }
+  }, lockFor(databaseId))
+}
+
+async function listAlerts(driver: SqlDriver, databaseId: string, status: RecordStatus, limit: number): Promise<Alert[]> {
+  const rows = await driver.all(
+    `SELECT * FROM alerts WHERE database_id = $1 ${STATUS_SQL[status]} ${ORDER_SQL.replace('first_seen_at', 'opened_at')} LIMIT $2`,
+    [databaseId, limit],
+  )
+  if (rows.length === 0) return []
+  const ids = rows.map((r) => String(r.id))
+  const notes = await driver.all(
+    `SELECT * FROM alert_notifications WHERE alert_id IN (${ids.map((_, i) => `$${i + 1}`).join(', ')}) ORDER BY created_at, id`,
+    ids,
+  )
+  const byAlert = new Map<string, AlertNotification[]>()
+  for (const n of notes) {
+    const list = byAlert.get(String(n.alert_id)) ?? []
+    list.push(toNotification(n))
+    byAlert.set(String(n.alert_id), list)
+  }
+  return rows.map((r: any) => ({
+    id: r.id,
+    database_id: r.database_id,
+    key: r.key,
+    rule: r.rule,
+    severity: r.severity,
+    title: r.title,
+    detail: r.detail,
+    opened_at: num(r.opened_at),
+    last_seen_at: num(r.last_seen_at),
+    resolved_at: numOrNull(r.resolved_at),
+    notifications: byAlert.get(r.id) ?? [],
+  }))
+}
+
+async function pendingNotifications(driver: SqlDriver, now: number, limit: number): Promise<PendingNotification[]> {
+  const rows = await driver.all(
+    `SELECT n.id, n.event, n.channel, n.attempts, n.created_at, d.org_id,
+            a.id AS alert_id, a.key, a.rule, a.severity, a.title, a.detail, a.opened_at, a.resolved_at,
+            d.id AS database_id, d.name AS database_name, d.engine, d.host, d.port
+     FROM alert_notifications n JOIN alerts a ON a.id = n.alert_id JOIN databases d ON d.id = a.database_id
+     WHERE n.sent_at IS NULL AND n.gave_up_at IS NULL AND n.next_attempt_at <= $1
+     ORDER BY n.created_at, n.id LIMIT $2`,
+    [now, limit],
+  )
+  return rows.map((r: any) => ({
+    id: r.id,
+    event: r.event,
+    channel: r.channel,
+    attempts: num(r.attempts),
+    created_at: num(r.created_at),
+    org_id: r.org_id,
+    alert: {
+      id: r.alert_id,
+      key: r.key,
+      rule: r.rule,
+      severity: r.severity,
+      title: r.title,
+      detail: r.detail,
+      opened_at: num(r.opened_at),
+      resolved_at: numOrNull(r.resolved_at),
+    },
+    database: { id: r.database_id, name: r.database_name, engine: r.engine, host: r.host, port: num(r.port) },
+  }))
+}
+
+/** Reads and writes of this part, for the health monitor and the routes. */
+export function healthStore(driver: SqlDriver) {
+  return {
+    /** Databases that sent data (or were registered) since `since`, with their organization's verification. */
+    async monitoredDatabases(since: number): Promise<MonitoredDatabase[]> {
+      const rows = await driver.all<{ id: string; org_id: string; verified: unknown }>(
+        `SELECT d.id, d.org_id, o.verified FROM databases d JOIN organizations o ON o.id = d.org_id
+         WHERE COALESCE(d.last_seen_at, d.created_at) >= $1 ORDER BY d.id`,
+        [since],
+      )
+      return rows.map((r) => ({ id: r.id, org_id: r.org_id, org_verified: Boolean(r.verified) }))
+    },
+    /** Opens or updates a recommendation per finding key and resolves the open ones whose key is gone (unless their rule failed). */
+    syncRecommendations: (databaseId: string, findings: FindingRecord[], failedRules: string[], now: number) =>
+      syncRecommendations(driver, databaseId, findings, failedRules, now),
+    /** Opens, updates and resolves alerts from the critical findings; returns the keys opened and resolved. */
+    syncAlerts: (databaseId: string, critical: FindingRecord[], failedRules: string[], channels: NotificationChannel[], now: number) =>
+      syncAlerts(driver, databaseId, critical, failedRules, channels, now),
+    async listRecommendations(databaseId: string, status: RecordStatus, limit: number): Promise<Recommendation[]> {
+      const rows = await driver.all(`SELECT * FROM recommendations WHERE database_id = $1 ${STATUS_SQL[status]} ${ORDER_SQL} LIMIT $2`, [databaseId, limit])
+      return rows.map(toRecommendation)
+    },
+    listAlerts: (databaseId: string, status: RecordStatus, limit: number) => listAlerts(driver, databaseId, status, limit),
+
+    // ---- notifications ----
+    /** Notifications due at `now`, oldest first (so an alert's opening goes out before its resolution). */
+    pendingNotifications: (now: number, limit: number) => pendingNotifications(driver, now, limit),
+    /** Takes a due notification for this process until `leaseUntil`; false when another took it or it is done. */
+    async claimNotification(id: string, now: number, leaseUntil: number): Promise<boolean> {
+      const changed = await driver.run(
+        'UPDATE alert_notifications SET next_attempt_at = $1 WHERE id = $2 AND sent_at IS NULL AND gave_up_at IS NULL AND next_attempt_at <= $3',
+        [leaseUntil, id, now],
+      )
+      return changed > 0
+    },
+    async notificationSent(id: string, now: number): Promise<void> {
+      await driver.run('UPDATE alert_notifications SET sent_at = $1, attempts = attempts + 1, last_error = NULL WHERE id = $2', [now, id])
+    },
+    /** Records a failed attempt; the notification is due again from `retryAt`. */
+    async notificationFailed(id: string, error: string, retryAt: number): Promise<void> {
+      await driver.run('UPDATE alert_notifications SET attempts = attempts + 1, last_error = $1, next_attempt_at = $2 WHERE id = $3', [error, retryAt, id])
+    },
+    async giveUpNotification(id: string, reason: string, now: number): Promise<void> {
+      await driver.run('UPDATE alert_notifications SET gave_up_at = $1, last_error = COALESCE(last_error, $2) WHERE id = $3', [now, reason, id])
+    },
+    /** Gives up the undelivered notifications created before `before`; returns how many. */
+    async giveUpNotificationsBefore(before: number, now: number): Promise<number> {
+      return driver.run(
+        `UPDATE alert_notifications SET gave_up_at = $1 WHERE sent_at IS NULL AND gave_up_at IS NULL AND created_at < $2`,
+        [now, before],
+      )
+    },
+    /** The addresses alert mails go to: the organization's users who verified theirs. */
+    async alertRecipients(orgId: string): Promise<string[]> {
+      const rows = await driver.all<{ email: string }>('SELECT email FROM users WHERE org_id = $1 AND email_verified_at IS NOT NULL ORDER BY email', [orgId])
+      return rows.map((r) => r.email)
+    },
+
+    // ---- the organization's webhook ----
+    async getWebhook(orgId: string): Promise<Webhook | undefined> {
+      const r = await driver.get('SELECT * FROM organization_webhooks WHERE org_id = $1', [orgId])
+      return r ? toWebhook(r) : undefined
+    },
+    /** Sets the URL; a new webhook gets `newSecret` (`created` tells which happened). */
+    async putWebhook(orgId: string, url: string, newSecret: string, now: number): Promise<{ webhook: Webhook; created: boolean }> {
+      return driver.transaction(async (tx) => {
+        const changed = await tx.run('UPDATE organization_webhooks SET url = $1, updated_at = $2 WHERE org_id = $3', [url, now, orgId])
+        if (changed === 0) {
+          await tx.run('INSERT INTO organization_webhooks (org_id, url, secret, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)', [orgId, url, newSecret, now])
+        }
+        const row = await tx.get('SELECT * FROM organization_webhooks WHERE org_id = $1', [orgId])
+        return { webhook: toWebhook(row), created: changed === 0 }
+      }, `dbm:webhook:${orgId}`)
+    },
+    async deleteWebhook(orgId: string): Promise<boolean> {
+      return (await driver.run('DELETE FROM organization_webhooks WHERE org_id = $1', [orgId])) > 0
+    },
+    /** Records the outcome of a delivery: `error` null for a success. */
+    async recordWebhookResult(orgId: string, now: number, error: string | null): Promise<void> {
+      if (error === null) await driver.run('UPDATE organization_webhooks SET last_success_at = $1 WHERE org_id = $2', [now, orgId])
+      else await driver.run('UPDATE organization_webhooks SET last_failure_at = $1, last_error = $2 WHERE org_id = $3', [now, error, orgId])
+    },
+  }
+}
+export type HealthStore = ReturnType<typeof healthStore>

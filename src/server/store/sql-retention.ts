@@ -1,0 +1,101 @@
+// Retention: deletes each database's telemetry once it is older than its organization's retention, and
+// compacts the minute buckets (the hourly buckets hold the same sums; reads take the hours instead, see
+// windowRanges in sql-telemetry.ts). Every delete goes in batches of a bounded number of rows, each its
+// own statement, so a large store is never held for long and requests run in between.
+// A bucket row goes when its whole bucket is older than the cutoff.
+import type { SqlDriver } from './driver.ts'
+import type { MetricSource } from './sql-internals.ts'
+import { HOUR_MS, MINUTE_MS } from './sql-telemetry.ts'
+
+/** Tables of 60-second and hourly buckets whose key starts (database_id, resolution, bucket), or has an index that does. */
+const BUCKET_TABLES = ['query_stats', 'wait_stats', 'replication_lag', 'replication_slot_lag', 'table_stats', 'index_stats'] as const
+/** Bucket tables keyed (database_id, source, resolution, bucket, ...): swept source by source to use that key. */
+const METRIC_TABLES = ['metric_counters', 'metric_gauges'] as const
+/** Every metric source (a new source fails to compile until it is listed here). */
+const METRIC_SOURCES: Record<MetricSource, true> = { bgwriter: true, wal: true, database: true, io: true, server: true, disk: true, parts: true }
+/** Tables of timestamped rows and their time column: plans, and the latest sections and snapshots (gone when that old). */
+const TIMED_TABLES = {
+  explain_plans: 'ts',
+  snapshots: 'ts',
+  latest_tables: 'ts',
+  latest_indexes: 'ts',
+  internals_latest: 'ts',
+  clickhouse_latest: 'ts',
+} as const
+/** Derived from telemetry and kept as long: resolved recommendations and alerts. */
+const RESOLVED_TABLES = ['recommendations', 'alerts'] as const
+
+/** Every table with per-database rows that retention covers (the retention test checks none is missing). */
+export const RETAINED_TABLES: readonly string[] = [
+  ...BUCKET_TABLES,
+  ...METRIC_TABLES,
+  ...Object.keys(TIMED_TABLES),
+  'query_texts',
+  'ingest_batches',
+  ...RESOLVED_TABLES,
+]
+
+const floorTo = (t: number, step: number) => Math.floor(t / step) * step
+
+/** Deletes the rows of `table` matching `where`, `batch` rows per statement; returns how many went. */
+async function deleteInBatches(driver: SqlDriver, table: string, where: string, params: unknown[], batch: number): Promise<number> {
+  const pick = `SELECT ${driver.dialect === 'sqlite' ? 'rowid' : 'ctid'} FROM ${table} WHERE ${where} LIMIT ${batch}`
+  const sql = driver.dialect === 'sqlite' ? `DELETE FROM ${table} WHERE rowid IN (${pick})` : `DELETE FROM ${table} WHERE ctid = ANY(ARRAY(${pick}))`
+  let total = 0
+  for (;;) {
+    const deleted = await driver.run(sql, params)
+    total += deleted
+    if (deleted < batch) return total
+  }
+}
+
+export interface SweepCutoffs {
+  /** Telemetry older than this goes (the organization's retention). */
+  before: number
+  /** Minute buckets older than this go too (the compaction horizon; a whole hour). */
+  minutesBefore: number
+}
+
+async function sweepDatabase(driver: SqlDriver, databaseId: string, cutoffs: SweepCutoffs, batch: number): Promise<number> {
+  const hoursBefore = floorTo(cutoffs.before, HOUR_MS)
+  const minutesBefore = Math.max(floorTo(cutoffs.before, MINUTE_MS), cutoffs.minutesBefore)
+  let deleted = 0
+  for (const table of BUCKET_TABLES) {
+    deleted += await deleteInBatches(driver, table, 'database_id = $1 AND resolution = 60 AND bucket < $2', [databaseId, minutesBefore], batch)
+    deleted += await deleteInBatches(driver, table, 'database_id = $1 AND resolution = 3600 AND bucket < $2', [databaseId, hoursBefore], batch)
+  }
+  for (const table of METRIC_TABLES) {
+    for (const source of Object.keys(METRIC_SOURCES)) {
+      const where = 'database_id = $1 AND source = $2 AND resolution = $3 AND bucket < $4'
+      deleted += await deleteInBatches(driver, table, where, [databaseId, source, 60, minutesBefore], batch)
+      deleted += await deleteInBatches(driver, table, where, [databaseId, source, 3600, hoursBefore], batch)
+    }
+  }
+  for (const [table, column] of Object.entries(TIMED_TABLES)) {
+    deleted += await deleteInBatches(driver, table, `database_id = $1 AND ${column} < $2`, [databaseId, cutoffs.before], batch)
+  }
+  // A statement's text goes with its last bucket (whole hours, so no kept bucket loses its text).
+  deleted += await deleteInBatches(driver, 'query_texts', 'database_id = $1 AND last_seen < $2', [databaseId, hoursBefore], batch)
+  for (const table of RESOLVED_TABLES) {
+    deleted += await deleteInBatches(driver, table, 'database_id = $1 AND resolved_at < $2', [databaseId, cutoffs.before], batch)
+  }
+  return deleted
+}
+
+/** Reads and deletes of retention, for the health monitor. */
+export function retentionStore(driver: SqlDriver) {
+  return {
+    /** Every database with its organization's verification (which decides its retention). */
+    async databases(): Promise<{ id: string; org_verified: boolean }[]> {
+      const rows = await driver.all<{ id: string; verified: unknown }>(
+        'SELECT d.id, o.verified FROM databases d JOIN organizations o ON o.id = d.org_id ORDER BY d.id',
+      )
+      return rows.map((r) => ({ id: r.id, org_verified: Boolean(r.verified) }))
+    },
+    /** Deletes the database's telemetry past the cutoffs; returns the number of rows deleted. */
+    sweepDatabase: (databaseId: string, cutoffs: SweepCutoffs, batch: number) => sweepDatabase(driver, databaseId, cutoffs, batch),
+    /** Forgets applied batch ids received before `before`. */
+    sweepBatchIds: (before: number, batch: number) => deleteInBatches(driver, 'ingest_batches', 'received_at < $1', [before], batch),
+  }
+}
+export type RetentionStore = ReturnType<typeof retentionStore>
