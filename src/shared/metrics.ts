@@ -91,12 +91,24 @@ export const DATABASE_GAUGE_KEYS = [
   'database_size_bytes',
   'connections_total',
   'max_connections',
+  'superuser_reserved_connections',
   'xid_age',
   'mxid_age',
   'oldest_xact_age_s',
   'fsync_on',
   'track_counts_on',
   'pg_stat_statements_installed',
+  'autovacuum_freeze_max_age',
+  'autovacuum_multixact_freeze_max_age',
+  // What holds back the xmin horizon (cleanup and freezing), by kind: the oldest backend transaction
+  // or snapshot (XID age, pid, transaction age), replication slots' xmin, prepared transactions.
+  'xmin_backend_age',
+  'xmin_backend_pid',
+  'xmin_backend_xact_age_s',
+  'xmin_slot_age',
+  'prepared_xacts',
+  'xmin_prepared_age',
+  'xmin_prepared_age_s',
 ] as const
 
 /** ClickHouse server_metrics keys that are gauges (the server keeps each interval's latest value). */
@@ -109,11 +121,29 @@ export const SERVER_GAUGE_KEYS = [
   'os_memory_available_bytes',
   'tcp_connections',
   'http_connections',
+  // p99 duration of the initial queries query_log recorded since the previous cycle (the agent's own left out).
+  'query_p99_ms',
+  // system.replicas, only with Replicated tables: read-only replicas, the longest replication queue
+  // of one table, the largest absolute_delay.
+  'replicas_readonly',
+  'replication_queue_size',
+  'max_replica_delay_s',
+  // system.detached_parts: parts on disk that no table uses.
+  'detached_parts',
 ] as const
 export type ServerGaugeKey = (typeof SERVER_GAUGE_KEYS)[number]
 
 /** ClickHouse server_metrics keys that are deltas since the agent's previous cycle (the server sums them). */
-export const SERVER_COUNTER_KEYS = ['queries_total', 'queries_failed'] as const
+export const SERVER_COUNTER_KEYS = [
+  'queries_total',
+  'queries_failed',
+  // Initial queries in query_log that ended, and those of them that failed (the agent's own left out).
+  'queries_logged',
+  'queries_logged_failed',
+  // system.events DelayedInserts / RejectedInserts: INSERTs slowed down or refused for too many parts.
+  'delayed_inserts',
+  'rejected_inserts',
+] as const
 export type ServerCounterKey = (typeof SERVER_COUNTER_KEYS)[number]
 
 /** Per-disk gauges of server_metrics, sent as `disk.<name>.<key>`. */

@@ -138,6 +138,25 @@ export const IndexStat = T.Object({
 })
 export type IndexStat = Static<typeof IndexStat>
 
+/** A sequence and how much of its range is used (pg_sequences, PostgreSQL 10+). */
+export const SequenceStat = T.Object({
+  schema_name: T.String(),
+  sequence_name: T.String(),
+  /** smallint, integer or bigint. */
+  data_type: T.String(),
+  /** null until the first nextval, or without SELECT/USAGE on the sequence. */
+  last_value: nullableNumber,
+  max_value: T.Number(),
+  increment_by: T.Number(),
+  /** Share of the range used, against the owning column's type when that is narrower; null with last_value. */
+  used_ratio: nullableNumber,
+  /** The column the sequence feeds (serial, identity or OWNED BY), when there is one. */
+  owned_by: T.Optional(
+    T.Union([T.Object({ schema_name: T.String(), table_name: T.String(), column_name: T.String(), column_type: T.String() }), T.Null()]),
+  ),
+})
+export type SequenceStat = Static<typeof SequenceStat>
+
 export const ReplicationStatus = T.Object({
   is_replica: T.Boolean(),
   replication_lag_bytes: nullableCount,
@@ -245,6 +264,8 @@ export const IngestBatch = T.Object({
   waits: T.Optional(T.Array(WaitSample, { maxItems: 1_000 })),
   tables: T.Optional(T.Array(TableStat, { maxItems: 50_000 })),
   indexes: T.Optional(T.Array(IndexStat, { maxItems: 100_000 })),
+  /** Sequences, the most used first (collected by `tables`). */
+  sequences: T.Optional(T.Array(SequenceStat, { maxItems: 10_000 })),
   replication: T.Optional(ReplicationStatus),
   /** Deltas of pg_stat_bgwriter / pg_stat_checkpointer counters. */
   bgwriter: T.Optional(counterMap),

@@ -234,6 +234,46 @@ for (const major of postgresMajors) {
       expect(Object.values(idle.delta!)).toEqual([0, 0, 0, 0, 0, 0, 0, 0])
     })
 
+    test('tables: sequences with the share of their range used and the column they feed; a locked one without waiting', async () => {
+      await agent.sql`CREATE SEQUENCE s_int AS integer`
+      await agent.sql`SELECT setval('s_int', 2000000000)`
+      await agent.sql`CREATE TABLE t_seq (id serial PRIMARY KEY, legacy int)`
+      // A bigint sequence feeding an integer column runs out at the column's maximum.
+      await agent.sql`CREATE SEQUENCE s_legacy OWNED BY t_seq.legacy`
+      await agent.sql`SELECT setval('s_legacy', 1700000000)`
+      await agent.sql`CREATE SEQUENCE s_down INCREMENT BY -1`
+      await agent.sql`SELECT nextval('s_down')`
+      const collect = async () => (await run(tables, agent.ctx({ state: new Map() }))).sequences!.filter((q) => q.schema_name === 'public' && /^(s_|t_seq)/.test(q.sequence_name))
+      const found = await collect()
+      expect(found.map((q) => q.sequence_name)).toEqual(['s_int', 's_legacy', 's_down', 't_seq_id_seq'])
+      const [int, legacy, down, serial] = found
+      expect(int).toMatchObject({ data_type: 'integer', last_value: 2_000_000_000, max_value: 2_147_483_647, increment_by: 1, owned_by: null })
+      expect(int!.used_ratio).toBeCloseTo(1_999_999_999 / 2_147_483_646, 9)
+      expect(legacy).toMatchObject({
+        data_type: 'bigint',
+        last_value: 1_700_000_000,
+        max_value: 9_223_372_036_854_775_807,
+        owned_by: { schema_name: 'public', table_name: 't_seq', column_name: 'legacy', column_type: 'integer' },
+      })
+      expect(legacy!.used_ratio).toBeCloseTo(1_699_999_999 / 2_147_483_646, 9)
+      expect(down).toMatchObject({ data_type: 'bigint', last_value: -1, increment_by: -1, used_ratio: 0 })
+      // Never called: no last value yet.
+      expect(serial).toMatchObject({ data_type: 'integer', last_value: null, used_ratio: null, owned_by: { table_name: 't_seq', column_name: 'id', column_type: 'integer' } })
+
+      const holder = connect(url)
+      await holder`BEGIN`
+      await holder`ALTER SEQUENCE s_int INCREMENT BY 1`
+      try {
+        const started = performance.now()
+        const locked = (await collect()).find((q) => q.sequence_name === 's_int')
+        expect(locked).toMatchObject({ last_value: null, used_ratio: null })
+        expect(performance.now() - started).toBeLessThan(2000)
+      } finally {
+        await holder`ROLLBACK`
+        await end(holder)
+      }
+    })
+
     test('tables and indexes: a table under an ACCESS EXCLUSIVE lock is listed without sizes, without waiting', async () => {
       await agent.sql`CREATE TABLE t_busy (id int PRIMARY KEY)`
       const indexCtx = agent.ctx({ state: new Map() })
@@ -327,6 +367,11 @@ for (const major of postgresMajors) {
       const idle = connect(url)
       const pidOf = async (s: postgres.Sql) => (await s<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`)[0]!.pid
       const [aPid, bPid, idlePid] = [await pidOf(a), await pidOf(b), await pidOf(idle)]
+      // A session of another database on the same server: not this database's activity.
+      const elsewhere = connect((await sharedPostgres(major)).url('postgres'))
+      const elsewherePid = await pidOf(elsewhere)
+      await elsewhere`BEGIN`
+      await elsewhere`SELECT 1`
       await a`BEGIN`
       await a.unsafe(update)
       const waiting = b.unsafe(update).execute()
@@ -341,6 +386,8 @@ for (const major of postgresMajors) {
         const sessionList = (await run(activity, agent.ctx())).activity!
         const mine = sessionList.filter((s) => s.database === database)
         expect(mine.map((s) => s.pid).sort()).toEqual([aPid, bPid].sort())
+        expect(sessionList.map((s) => s.pid)).not.toContain(elsewherePid)
+        expect(sessionList.every((s) => s.database === database)).toBe(true)
         expect(sessionList.some((s) => s.pid === idlePid || s.state === 'idle' || agentPids.includes(s.pid as number))).toBe(false)
         const blocked = mine.find((s) => s.pid === bPid)!
         expect(blocked).toMatchObject({
@@ -387,8 +434,9 @@ for (const major of postgresMajors) {
         )
       } finally {
         await a`ROLLBACK`
+        await elsewhere`ROLLBACK`
         await waiting
-        await Promise.all([end(a), end(b), end(idle)])
+        await Promise.all([end(a), end(b), end(idle), end(elsewhere)])
       }
     })
 
@@ -509,12 +557,22 @@ for (const major of postgresMajors) {
         'database_size_bytes',
         'connections_total',
         'max_connections',
+        'superuser_reserved_connections',
         'xid_age',
         'mxid_age',
         'oldest_xact_age_s',
         'fsync_on',
         'track_counts_on',
         'pg_stat_statements_installed',
+        'autovacuum_freeze_max_age',
+        'autovacuum_multixact_freeze_max_age',
+        'xmin_backend_age',
+        'xmin_backend_pid',
+        'xmin_backend_xact_age_s',
+        'xmin_slot_age',
+        'prepared_xacts',
+        'xmin_prepared_age',
+        'xmin_prepared_age_s',
       ]
       const counters = [
         'xact_commit',
@@ -540,6 +598,14 @@ for (const major of postgresMajors) {
         track_counts_on: 1,
         pg_stat_statements_installed: 0,
         oldest_xact_age_s: 0,
+        superuser_reserved_connections: 3,
+        autovacuum_freeze_max_age: 200_000_000,
+        autovacuum_multixact_freeze_max_age: 400_000_000,
+        // No slots, no prepared transactions (max_prepared_transactions is 0 here).
+        xmin_slot_age: null,
+        prepared_xacts: 0,
+        xmin_prepared_age: null,
+        xmin_prepared_age_s: null,
       })
       expect(first.numbackends).toBeGreaterThanOrEqual(1)
       expect(first.connections_total).toBeGreaterThanOrEqual(first.numbackends!)
@@ -579,13 +645,20 @@ for (const major of postgresMajors) {
       expect(second.deadlocks).toBe(0)
       expect(second.pg_stat_statements_installed).toBe(1)
 
+      // A transaction with a transaction ID, left open while 5 more are assigned: it holds the xmin horizon.
       const open = connect(dbUrl)
       await open`BEGIN`
-      await open`SELECT 1`
+      const [{ pid: openPid }] = (await open`SELECT pg_backend_pid() AS pid, txid_current()`) as unknown as [{ pid: number }]
+      for (let i = 0; i < 5; i++) await admin`SELECT txid_current()`
       await Bun.sleep(300)
       const third = (await run(databaseStats, ctx)).database_stats!
       expect(third.oldest_xact_age_s).toBeGreaterThanOrEqual(0.25)
       expect(third.oldest_xact_age_s).toBeLessThan(30)
+      expect(third.xmin_backend_pid).toBe(openPid)
+      expect(third.xmin_backend_age).toBeGreaterThanOrEqual(6)
+      expect(third.xmin_backend_age).toBeLessThan(100)
+      expect(third.xmin_backend_xact_age_s).toBeGreaterThanOrEqual(0.25)
+      expect(third.xmin_backend_xact_age_s).toBeLessThan(30)
       await open`ROLLBACK`
 
       // pg_stat_reset() moves stats_reset: the next deltas are the counts since the reset, never negative.

@@ -1,5 +1,7 @@
-// activity: the client sessions doing something right now (pg_stat_activity), with the sessions
-// blocking each one. Idle sessions and the agent's own are left out; "idle in transaction" is kept.
+// activity: the client sessions of the connected database doing something right now
+// (pg_stat_activity), with the sessions blocking each one. Idle sessions and the agent's own are left
+// out; "idle in transaction" is kept. Sessions of the server's other databases belong to their own
+// entries in the agent config, so that each session is reported (and diagnosed) once.
 import type { ActiveQuery } from '../../../shared/wire.ts'
 import { epoch, num } from '../delta.ts'
 import type { PostgresCollector } from '../types.ts'
@@ -46,6 +48,7 @@ export const activity: PostgresCollector = {
              usename, application_name, host(client_addr) AS client_addr, datname, backend_type, xact_start
       FROM pg_stat_activity
       WHERE backend_type = 'client backend'
+        AND datname = current_database()
         AND pid <> pg_backend_pid()
         AND state <> 'idle'
       ORDER BY query_start NULLS LAST

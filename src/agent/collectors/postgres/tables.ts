@@ -1,12 +1,14 @@
 // tables: per-table statistics of the connected database (pg_stat_user_tables) with sizes and
 // whether a primary key exists, for the 5,000 largest tables; counters also as deltas since the
-// previous sample (null on a table's first sample).
-import type { TableStat } from '../../../shared/wire.ts'
+// previous sample (null on a table's first sample). Also the sequences (pg_sequences' columns) with
+// the share of their range used, the 1,000 most used.
+import type { SequenceStat, TableStat } from '../../../shared/wire.ts'
 import { deltaOf, epoch, num } from '../delta.ts'
 import type { PostgresCollector } from '../types.ts'
 import type { Counters } from './common.ts'
 
 const MAX_TABLES = 5_000
+const MAX_SEQUENCES = 1_000
 
 const COUNTERS = ['seq_scan', 'seq_tup_read', 'idx_scan', 'idx_tup_fetch', 'n_tup_ins', 'n_tup_upd', 'n_tup_del', 'n_tup_hot_upd'] as const
 type TableCounters = Counters<(typeof COUNTERS)[number]>
@@ -36,6 +38,77 @@ const SQL = `
   FROM sized
   ORDER BY table_size_bytes + index_size_bytes DESC NULLS LAST, schemaname, relname
   LIMIT $1`
+
+// pg_sequences' columns, read as that view does but skipping, rather than waiting for, a sequence
+// locked against reading its last value (ALTER SEQUENCE in an open transaction), one without
+// SELECT/USAGE for the agent, and unlogged ones on a standby. The range used is measured against
+// the owning column's type when that is narrower (a bigint sequence feeding an integer column).
+const SEQUENCES_SQL = `
+  WITH busy AS (
+    SELECT l.relation FROM pg_locks l
+    WHERE l.locktype = 'relation' AND l.mode IN ('ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock')
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  ), seqs AS (
+    SELECT c.oid, n.nspname, c.relname, s.seqtypid::regtype::text AS data_type, s.seqmin, s.seqmax, s.seqincrement,
+           CASE WHEN c.oid NOT IN (SELECT relation FROM busy) AND has_sequence_privilege(c.oid, 'SELECT,USAGE')
+                     AND (c.relpersistence = 'p' OR NOT pg_is_in_recovery())
+                THEN pg_sequence_last_value(c.oid) END AS last_value
+    FROM pg_sequence s
+    JOIN pg_class c ON c.oid = s.seqrelid
+    JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE NOT pg_is_other_temp_schema(n.oid)
+  ), owned AS (
+    SELECT d.objid, tn.nspname AS table_schema, t.relname AS table_name, a.attname AS column_name,
+           format_type(a.atttypid, a.atttypmod) AS column_type,
+           CASE a.atttypid WHEN 'int2'::regtype THEN 32767 WHEN 'int4'::regtype THEN 2147483647 END AS column_max
+    FROM pg_depend d
+    JOIN pg_class t ON t.oid = d.refobjid
+    JOIN pg_namespace tn ON tn.oid = t.relnamespace
+    JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
+    WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i') AND d.refobjsubid > 0
+  ), bounded AS (
+    SELECT s.*, o.table_schema, o.table_name, o.column_name, o.column_type,
+           least(s.seqmax, coalesce(o.column_max, s.seqmax)) AS upper,
+           greatest(s.seqmin, coalesce(-o.column_max - 1, s.seqmin)) AS lower
+    FROM seqs s LEFT JOIN owned o ON o.objid = s.oid
+  )
+  SELECT nspname, relname, data_type, last_value, seqmax AS max_value, seqincrement AS increment_by,
+         table_schema, table_name, column_name, column_type,
+         (CASE WHEN seqincrement > 0 THEN (last_value - seqmin)::numeric / nullif(upper - seqmin, 0)
+               ELSE (seqmax - last_value)::numeric / nullif(seqmax - lower, 0) END)::float8 AS used_ratio
+  FROM bounded
+  ORDER BY used_ratio DESC NULLS LAST, nspname, relname
+  LIMIT $1`
+
+type SequenceRow = {
+  nspname: string
+  relname: string
+  data_type: string
+  last_value: string | null
+  max_value: string
+  increment_by: string
+  table_schema: string | null
+  table_name: string | null
+  column_name: string | null
+  column_type: string | null
+  used_ratio: number | string | null
+}
+
+function sequenceStat(r: SequenceRow): SequenceStat {
+  return {
+    schema_name: r.nspname,
+    sequence_name: r.relname,
+    data_type: r.data_type,
+    last_value: num(r.last_value),
+    max_value: num(r.max_value) ?? 0,
+    increment_by: num(r.increment_by) ?? 1,
+    used_ratio: num(r.used_ratio),
+    owned_by:
+      r.table_schema !== null && r.table_name !== null && r.column_name !== null && r.column_type !== null
+        ? { schema_name: r.table_schema, table_name: r.table_name, column_name: r.column_name, column_type: r.column_type }
+        : null,
+  }
+}
 
 type Row = Record<(typeof COUNTERS)[number], string | null> & {
   relid: number
@@ -80,6 +153,7 @@ export const tables: PostgresCollector = {
       }
     })
     ctx.state.set('tables', current)
-    return { tables: stats }
+    const sequences = await ctx.sql.unsafe<SequenceRow[]>(SEQUENCES_SQL, [MAX_SEQUENCES])
+    return { tables: stats, sequences: sequences.map(sequenceStat) }
   },
 }

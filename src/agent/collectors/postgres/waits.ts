@@ -24,7 +24,7 @@ export async function sampleWaits(ctx: PostgresContext, intervalMs: number): Pro
   const rows = await ctx.sql`
     SELECT wait_event_type, wait_event, count(*)::int AS n
     FROM pg_stat_activity
-    WHERE backend_type = 'client backend' AND state <> 'idle' AND wait_event IS NOT NULL AND pid <> pg_backend_pid()
+    WHERE backend_type = 'client backend' AND datname = current_database() AND state <> 'idle' AND wait_event IS NOT NULL AND pid <> pg_backend_pid()
     GROUP BY 1, 2`
   const { counts } = stateOf(ctx)
   for (const r of rows) {

@@ -1,7 +1,49 @@
 // The PostgreSQL rules, one per file.
 import type { Rule } from '../../types.ts'
 import { cacheHitRatio } from './cache-hit-ratio.ts'
+import { deadTuples } from './dead-tuples.ts'
+import { unusedIndexes } from './unused-indexes.ts'
+import { duplicateIndexes } from './duplicate-indexes.ts'
+import { invalidIndexes } from './invalid-indexes.ts'
+import { sequenceExhaustion } from './sequences.ts'
+import { missingPrimaryKey } from './missing-primary-key.ts'
+import { sequentialScans } from './sequential-scans.ts'
+import { replicationLag } from './replication-lag.ts'
+import { inactiveSlots } from './inactive-slots.ts'
+import { requestedCheckpoints } from './checkpoints.ts'
+import { slowStatements } from './slow-statements.ts'
+import { planChanged } from './plan-changed.ts'
+import { longRunningQueries } from './long-running-queries.ts'
+import { idleInTransaction } from './idle-in-transaction.ts'
+import { blockedSessions } from './blocked-sessions.ts'
+import { connections } from './connections.ts'
+import { wraparound } from './wraparound.ts'
+import { xminHorizon } from './xmin-horizon.ts'
+import { riskySettings } from './risky-settings.ts'
+import { deadlocks } from './deadlocks.ts'
+import { tempFiles } from './temp-files.ts'
 
 export const postgresRules: Rule[] = [
   cacheHitRatio,
+  deadTuples,
+  unusedIndexes,
+  duplicateIndexes,
+  invalidIndexes,
+  sequenceExhaustion,
+  missingPrimaryKey,
+  sequentialScans,
+  replicationLag,
+  inactiveSlots,
+  requestedCheckpoints,
+  slowStatements,
+  planChanged,
+  longRunningQueries,
+  idleInTransaction,
+  blockedSessions,
+  connections,
+  wraparound,
+  xminHorizon,
+  riskySettings,
+  deadlocks,
+  tempFiles,
 ]

@@ -1,0 +1,99 @@
+// Tables carrying many dead rows (pg_stat_user_tables n_dead_tup against n_live_tup): autovacuum is
+// behind on them, turned off for them, or held back by an old snapshot. Autovacuum's default trigger is
+// 50 + 20 % of the live rows (autovacuum_vacuum_scale_factor 0.2), so a table past 20 % dead of all
+// its rows is past that trigger; PgHero and pganalyze flag dead rows in that 10-20 % band. Tables with
+// few dead rows are left alone whatever their ratio.
+import { type FindingDraft, type Rule, bytes, duration, literal, pct, qualified, severityAbove } from '../../types.ts'
+import type { TableRow } from '../../../store/sql-objects.ts'
+
+const defaults = {
+  /** Dead rows as a share of live + dead. */
+  warning_ratio: 0.2,
+  critical_ratio: 0.5,
+  /** Fewer dead rows than this are not worth a finding. */
+  min_dead_rows: 10_000,
+  /** Tables named one finding each, the most dead rows first; the rest are counted in one more. */
+  max_findings: 10,
+}
+
+const n = (v: number) => v.toLocaleString('en-US')
+
+export const deadTuples: Rule<typeof defaults> = {
+  id: 'pg_dead_tuples',
+  engine: 'postgres',
+  category: 'maintenance',
+  thresholds: defaults,
+  async check(ctx) {
+    const t = ctx.thresholds(deadTuples)
+    const flagged: { table: TableRow; ratio: number; severity: 'critical' | 'warning' }[] = []
+    for (const table of await ctx.tables()) {
+      const dead = table.n_dead_tup ?? 0
+      const live = table.n_live_tup ?? 0
+      if (dead < t.min_dead_rows) continue
+      const ratio = dead / (live + dead)
+      const severity = severityAbove(ratio, t.warning_ratio, t.critical_ratio)
+      if (severity === 'critical' || severity === 'warning') flagged.push({ table, ratio, severity })
+    }
+    flagged.sort((a, b) => (a.severity === b.severity ? 0 : a.severity === 'critical' ? -1 : 1) || b.table.n_dead_tup! - a.table.n_dead_tup!)
+
+    const lastVacuum = (table: TableRow) => {
+      const auto = table.last_autovacuum
+      const manual = table.last_vacuum
+      if (auto === null && manual === null) return 'it has never been vacuumed since the statistics were reset'
+      const [at, by] = (auto ?? 0) >= (manual ?? 0) ? [auto!, 'autovacuum'] : [manual!, 'a manual VACUUM']
+      return `it was last vacuumed ${duration(Math.max(0, ctx.now - at))} ago by ${by}${auto === null ? ' (autovacuum never ran on it)' : ''}`
+    }
+
+    const findings: FindingDraft[] = flagged.slice(0, t.max_findings).map(({ table, ratio, severity }) => {
+      const name = qualified(table.schema_name, table.table_name)
+      const rel = `${literal(name)}::regclass`
+      const size = table.table_size_bytes === null ? '' : ` in ${bytes(table.table_size_bytes)}`
+      return {
+        severity,
+        object: `${table.schema_name}.${table.table_name}`,
+        title: `Many dead rows in ${name}`,
+        detail: `${name} has ${n(table.n_dead_tup!)} dead rows against ${n(table.n_live_tup ?? 0)} live ones (${pct(ratio)} dead)${size}; ${lastVacuum(table)}. Dead rows bloat the table and its indexes and slow every scan of them.`,
+        recommendation:
+          'Vacuum the table now, then find why autovacuum fell behind: autovacuum turned off for the table, a long-running transaction or an abandoned replication slot holding back the cleanup horizon, or a scale factor too large for a table this size (lower autovacuum_vacuum_scale_factor for it).',
+        how_to_investigate: [
+          `SELECT n_live_tup, n_dead_tup, last_vacuum, last_autovacuum, autovacuum_count FROM pg_stat_user_tables WHERE relid = ${rel};`,
+          `SELECT reloptions FROM pg_class WHERE oid = ${rel};   -- autovacuum_enabled=false, or a large scale factor?`,
+          'SELECT pid, state, xact_start, backend_xmin, left(query, 80) AS query FROM pg_stat_activity WHERE backend_xmin IS NOT NULL ORDER BY age(backend_xmin) DESC LIMIT 5;   -- old snapshots keep dead rows alive',
+          'SELECT slot_name, active, xmin, catalog_xmin FROM pg_replication_slots ORDER BY age(xmin) DESC NULLS LAST;',
+          'SELECT * FROM pg_stat_progress_vacuum;',
+        ],
+        how_to_fix: [
+          `VACUUM (ANALYZE, VERBOSE) ${name};`,
+          `ALTER TABLE ${name} RESET (autovacuum_enabled);   -- if autovacuum was turned off for it`,
+          `ALTER TABLE ${name} SET (autovacuum_vacuum_scale_factor = 0.05);   -- vacuum after 5 % of the rows changed instead of 20 %`,
+        ],
+        metrics: {
+          n_dead_tup: table.n_dead_tup,
+          n_live_tup: table.n_live_tup,
+          dead_ratio: Number(ratio.toFixed(4)),
+          table_size_bytes: table.table_size_bytes,
+          last_vacuum: table.last_vacuum,
+          last_autovacuum: table.last_autovacuum,
+        },
+      }
+    })
+
+    const rest = flagged.slice(t.max_findings)
+    if (rest.length > 0) {
+      const dead = rest.reduce((sum, r) => sum + r.table.n_dead_tup!, 0)
+      findings.push({
+        severity: rest.some((r) => r.severity === 'critical') ? 'critical' : 'warning',
+        title: `${rest.length} more tables with many dead rows`,
+        detail: `Besides the tables named above, ${rest.length} more tables are past ${pct(t.warning_ratio, 0)} dead rows, ${n(dead)} dead rows in all.`,
+        recommendation: 'Autovacuum is behind across many tables: check for long transactions and abandoned replication slots, then consider more autovacuum workers (autovacuum_max_workers) and a higher autovacuum_vacuum_cost_limit.',
+        how_to_investigate: [
+          `SELECT relid::regclass, n_live_tup, n_dead_tup, last_autovacuum FROM pg_stat_user_tables WHERE n_dead_tup >= ${t.min_dead_rows} ORDER BY n_dead_tup DESC;`,
+        ],
+        how_to_fix: ['VACUUM (ANALYZE);   -- the whole database'],
+        objects: rest.slice(0, 100).map((r) => `${r.table.schema_name}.${r.table.table_name}`),
+        metrics: { tables: rest.length, n_dead_tup: dead },
+      })
+    }
+    return findings
+  },
+}

@@ -1,0 +1,53 @@
+// Deadlocks detected in this database (pg_stat_database.deadlocks deltas) over the last hour and the
+// last day. PostgreSQL breaks each one by aborting one of the transactions, so each is a failed
+// request, and they come from the application taking locks in inconsistent orders. Thresholds: a few
+// a day are worth fixing (info), 5 in an hour is a pattern (warning), and netdata's
+// postgres_db_deadlocks_rate alarm fires at 10 a minute (600 an hour: critical).
+import type { DoctorContext } from '../../context.ts'
+import { type Rule, severityAbove } from '../../types.ts'
+
+const defaults = {
+  warning_per_hour: 5,
+  critical_per_hour: 600,
+  info_per_day: 1,
+}
+
+const HOUR = 3_600_000
+
+async function deadlocksOver(ctx: DoctorContext, windowMs: number): Promise<number> {
+  let sum = 0
+  for (const values of (await ctx.totals('database', windowMs)).values()) sum += values.deadlocks ?? 0
+  return sum
+}
+
+export const deadlocks: Rule<typeof defaults> = {
+  id: 'pg_deadlocks',
+  engine: 'postgres',
+  category: 'reliability',
+  thresholds: defaults,
+  async check(ctx) {
+    const t = ctx.thresholds(deadlocks)
+    const [hour, day] = await Promise.all([deadlocksOver(ctx, HOUR), deadlocksOver(ctx, 24 * HOUR)])
+    const severity = severityAbove(hour, t.warning_per_hour, t.critical_per_hour) ?? (day >= t.info_per_day ? 'info' : undefined)
+    if (!severity) return []
+    return [
+      {
+        severity,
+        title: hour > 0 ? `${hour} deadlock${hour === 1 ? '' : 's'} in the last hour` : `${day} deadlock${day === 1 ? '' : 's'} in the last day`,
+        detail:
+          `PostgreSQL detected ${hour} deadlock${hour === 1 ? '' : 's'} in this database in the last hour and ${day} in the last 24 hours. ` +
+          'Each time it aborted one of the transactions involved ("deadlock detected"), so each is a failed statement the application had to retry or report.',
+        recommendation:
+          'The server log names both sides of every deadlock (the statements and the rows). Make the transactions involved lock rows and tables in one consistent order ' +
+          '(for example SELECT ... WHERE id = ANY(...) ORDER BY id FOR UPDATE before updating several rows), keep them short, and retry on SQLSTATE 40P01.',
+        how_to_investigate: [
+          "grep -A 8 'deadlock detected' \"$(psql -Atc \"SELECT current_setting('data_directory') || '/' || current_setting('log_directory')\")\"/*.log | tail -50",
+          'SELECT datname, deadlocks, stats_reset FROM pg_stat_database WHERE datname = current_database();',
+          "SELECT name, setting FROM pg_settings WHERE name IN ('deadlock_timeout', 'log_lock_waits');",
+        ],
+        how_to_fix: ['ALTER SYSTEM SET log_lock_waits = on; SELECT pg_reload_conf();   -- also logs lock waits longer than deadlock_timeout, the near misses'],
+        metrics: { deadlocks_last_hour: hour, deadlocks_last_day: day },
+      },
+    ]
+  },
+}

@@ -1,0 +1,73 @@
+// Invalid indexes (pg_index.indisvalid false), PgHero's invalid_indexes: what a failed CREATE INDEX
+// CONCURRENTLY or REINDEX CONCURRENTLY leaves behind. The planner never uses one, writes may still
+// maintain it, and an invalid unique index still rejects new duplicates. An index being built
+// concurrently right now is invalid too until its build ends, which the investigation shows.
+import { type FindingDraft, type Rule, literal, qualified } from '../../types.ts'
+import { parseIndexDef } from './duplicate-indexes.ts'
+import { concurrently } from './unused-indexes.ts'
+
+const defaults = {
+  /** Indexes named one finding each; the rest are counted in one more. */
+  max_findings: 10,
+}
+
+/** A GROUP BY that lists duplicate keys of a unique index over plain columns; undefined otherwise. */
+function duplicatesQuery(def: string, table: string): string | undefined {
+  const shape = parseIndexDef(def)
+  if (!shape || shape.predicate || !shape.columns.every((c) => /^("[^"]+"|[a-z_][a-z0-9_$]*)$/.test(c))) return undefined
+  const cols = shape.columns.join(', ')
+  return `SELECT ${cols}, count(*) FROM ${table} GROUP BY ${cols} HAVING count(*) > 1 LIMIT 20;   -- the duplicates that made the build fail`
+}
+
+export const invalidIndexes: Rule<typeof defaults> = {
+  id: 'pg_invalid_indexes',
+  engine: 'postgres',
+  category: 'schema',
+  thresholds: defaults,
+  async check(ctx) {
+    const t = ctx.thresholds(invalidIndexes)
+    const invalid = (await ctx.indexes()).filter((i) => !i.is_valid).sort((a, b) => (a.schema_name + a.index_name < b.schema_name + b.index_name ? -1 : 1))
+
+    const findings: FindingDraft[] = invalid.slice(0, t.max_findings).map((i) => {
+      const name = qualified(i.schema_name, i.index_name)
+      const table = qualified(i.schema_name, i.table_name)
+      const duplicates = i.is_unique && i.index_def ? duplicatesQuery(i.index_def, table) : undefined
+      return {
+        severity: 'warning',
+        object: `${i.schema_name}.${i.index_name}`,
+        objects: [`${i.schema_name}.${i.index_name}`, `${i.schema_name}.${i.table_name}`],
+        title: `Invalid index ${name}`,
+        detail: `${i.is_unique ? 'The unique index' : 'The index'} ${name} on ${table} is marked invalid: queries never use it${i.is_unique ? ', yet it still rejects new duplicate values' : ''}, and writes to ${table} may still maintain it. A failed CREATE INDEX CONCURRENTLY or REINDEX CONCURRENTLY leaves such an index behind.`,
+        recommendation: `Unless a concurrent build of it is running right now, rebuild it${i.is_unique ? ' once the duplicate values are resolved' : ''}, or drop it and create it again.`,
+        how_to_investigate: [
+          'SELECT pid, phase, blocks_done, blocks_total FROM pg_stat_progress_create_index;   -- a build still running?',
+          `SELECT indisvalid, indisready, pg_get_indexdef(indexrelid) FROM pg_index WHERE indexrelid = ${literal(name)}::regclass;`,
+          ...(duplicates ? [duplicates] : []),
+        ],
+        how_to_fix: [
+          `REINDEX INDEX CONCURRENTLY ${name};`,
+          `-- or: DROP INDEX CONCURRENTLY ${name};${i.index_def ? ` then ${concurrently(i.index_def)};` : ''}`,
+        ],
+        metrics: { is_unique: i.is_unique ? 1 : 0, size_bytes: i.size_bytes },
+      }
+    })
+
+    const rest = invalid.slice(t.max_findings)
+    if (rest.length > 0) {
+      findings.push({
+        severity: 'warning',
+        title: `${rest.length} more invalid indexes`,
+        detail: `Besides the indexes named above, ${rest.length} more indexes are invalid: ${rest
+          .slice(0, 20)
+          .map((i) => `${i.schema_name}.${i.index_name}`)
+          .join(', ')}${rest.length > 20 ? ', ...' : ''}.`,
+        recommendation: 'Rebuild or drop each of them.',
+        how_to_investigate: ['SELECT indexrelid::regclass, indrelid::regclass FROM pg_index WHERE NOT indisvalid;'],
+        how_to_fix: ['REINDEX INDEX CONCURRENTLY <schema>.<index>;   -- for each one'],
+        objects: rest.slice(0, 100).map((i) => `${i.schema_name}.${i.index_name}`),
+        metrics: { indexes: rest.length },
+      })
+    }
+    return findings
+  },
+}

@@ -1,0 +1,83 @@
+// Statements that are slow on average and cost the database a meaningful share of its statement time,
+// over the last hour (pg_stat_statements deltas). PgHero calls a statement slow from a 20 ms mean over
+// 100 calls; dbm names only those that also weigh (5 % of the time of the costliest statements), warns
+// from a 100 ms mean and is critical from 1 s, the usual log_min_duration_statement.
+import { type FindingDraft, type Rule, duration, pct } from '../../types.ts'
+
+const defaults = {
+  warning_mean_ms: 100,
+  critical_mean_ms: 1000,
+  /** A statement run a few times (a one-off report, a migration) is not a pattern. */
+  min_calls: 20,
+  /** Its share of the time of the statements of the window (the 100 costliest, nearly all of it). */
+  min_share: 0.05,
+  /** Statements named one finding each; the rest are counted in one more finding. */
+  max_statements: 10,
+  window_s: 3600,
+}
+
+const excerpt = (text: string, n: number) => {
+  const flat = text.replace(/\s+/g, ' ').trim()
+  return flat.length > n ? `${flat.slice(0, n)}…` : flat
+}
+
+export const slowStatements: Rule<typeof defaults> = {
+  id: 'pg_slow_statements',
+  engine: 'postgres',
+  category: 'performance',
+  thresholds: defaults,
+  async check(ctx) {
+    const t = ctx.thresholds(slowStatements)
+    const statements = await ctx.queries(t.window_s * 1000, 'total_time', 100)
+    const allMs = statements.reduce((sum, q) => sum + q.total_time_ms, 0)
+    if (allMs <= 0) return []
+    const slow: FindingDraft[] = []
+    for (const q of statements) {
+      const share = q.total_time_ms / allMs
+      if (q.total_calls < t.min_calls || share < t.min_share || q.mean_time_ms < t.warning_mean_ms) continue
+      const text = excerpt(q.query_text, 300)
+      slow.push({
+        severity: q.mean_time_ms >= t.critical_mean_ms ? 'critical' : 'warning',
+        object: q.query_hash,
+        title: `Slow statement: ${excerpt(q.query_text, 60)}`,
+        detail: `Statement ${q.query_hash} ran ${q.total_calls.toLocaleString('en-US')} times in the last ${duration(t.window_s * 1000)} with a mean of ${q.mean_time_ms.toFixed(1)} ms, ${duration(q.total_time_ms)} in all: ${pct(share)} of the statement time. ${q.total_rows.toLocaleString('en-US')} rows returned, ${q.shared_blks_read.toLocaleString('en-US')} blocks read from disk. Text: ${text}`,
+        recommendation:
+          'Look at its plan with real parameter values: a sequential scan of a large table for a few rows wants an index, a bad row estimate wants fresh statistics (ANALYZE), sorts and hashes spilling to disk want work_mem, and a statement that is slow because it does much work may want rewriting or caching.',
+        how_to_investigate: [
+          `EXPLAIN (ANALYZE, BUFFERS) ${q.query_text.trim()};   -- with typical values for the $n parameters`,
+          `GET /api/v1/databases/${ctx.db.id}/queries/${q.query_hash}   -- its calls and time over time`,
+          `GET /api/v1/databases/${ctx.db.id}/queries/${q.query_hash}/explain   -- its sampled plans`,
+          `SELECT calls, mean_exec_time, stddev_exec_time, max_exec_time, rows, shared_blks_read, temp_blks_written FROM pg_stat_statements WHERE queryid = ${q.query_hash};`,
+        ],
+        how_to_fix: [
+          'CREATE INDEX CONCURRENTLY ON <table> (<filtered or joined columns>);   -- when the plan scans a large table for few rows',
+          "SET work_mem = '64MB';   -- for the session or role running it, when the plan spills sorts or hashes to disk",
+          `SELECT pg_stat_statements_reset(0, 0, ${q.query_hash});   -- after the fix, to measure it afresh`,
+        ],
+        metrics: {
+          query_hash: q.query_hash,
+          calls: q.total_calls,
+          mean_time_ms: Number(q.mean_time_ms.toFixed(2)),
+          total_time_ms: Number(q.total_time_ms.toFixed(1)),
+          share: Number(share.toFixed(4)),
+        },
+        objects: [q.query_hash],
+      })
+    }
+    const named = slow.slice(0, t.max_statements)
+    const rest = slow.slice(t.max_statements)
+    if (rest.length > 0) {
+      named.push({
+        severity: rest.some((f) => f.severity === 'critical') ? 'critical' : 'warning',
+        title: 'More slow statements',
+        detail: `${rest.length} more statements are slow and weigh at least ${pct(t.min_share, 0)} of the statement time each: ${rest.map((f) => f.object).join(', ')}.`,
+        recommendation: 'Fix the costliest first (the findings above); the list of statements by total time shows them all.',
+        how_to_investigate: [`GET /api/v1/databases/${ctx.db.id}/queries?sort_by=total_time&since=<one hour ago>`],
+        how_to_fix: [],
+        objects: rest.map((f) => f.object!),
+        metrics: { statements: rest.length },
+      })
+    }
+    return named
+  },
+}

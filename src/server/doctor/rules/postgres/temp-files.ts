@@ -1,0 +1,73 @@
+// Temporary files written over the last hour (pg_stat_database temp_files / temp_bytes deltas): sorts
+// and hashes that outgrew work_mem spill to disk, which is slow and, in bulk, fills it. The statements
+// that spill are named from pg_stat_statements (temp_blks_written over the same hour). No tool agrees
+// on a number; dbm's scale: 100 MB an hour is worth a look (info), 1 GB an hour is the "disk climbing by
+// gigabytes per hour" spill of netdata's temp-file guide (warning), 20 GB an hour endangers the disk
+// (critical).
+import type { QueryStatsRow } from '../../../store/sql-telemetry.ts'
+import { type Rule, bytes, severityAbove } from '../../types.ts'
+
+const MB = 1024 * 1024
+
+const defaults = {
+  info_bytes: 100 * MB,
+  warning_bytes: 1024 * MB,
+  critical_bytes: 20 * 1024 * MB,
+  window_s: 3600,
+  /** Statements named in the finding. */
+  max_statements: 5,
+}
+
+const BLOCK = 8192
+const short = (text: string, max = 200) => (text.length > max ? `${text.slice(0, max)}…` : text)
+
+/** work_mem that would hold one call's spill in memory: about twice the spilled bytes, in whole MB (at least 8). */
+const workMemFor = (q: QueryStatsRow) => Math.max(8, Math.ceil((2 * q.temp_blks_written * BLOCK) / Math.max(1, q.total_calls) / MB))
+
+export const tempFiles: Rule<typeof defaults> = {
+  id: 'pg_temp_files',
+  engine: 'postgres',
+  category: 'performance',
+  thresholds: defaults,
+  async check(ctx) {
+    const t = ctx.thresholds(tempFiles)
+    const windowMs = t.window_s * 1000
+    let files = 0
+    let written = 0
+    for (const values of (await ctx.totals('database', windowMs)).values()) {
+      files += values.temp_files ?? 0
+      written += values.temp_bytes ?? 0
+    }
+    const severity = severityAbove(written, t.warning_bytes, t.critical_bytes) ?? (written >= t.info_bytes ? 'info' : undefined)
+    if (!severity) return []
+    const spilling = (await ctx.queries(windowMs, 'total_time', 1000))
+      .filter((q) => q.temp_blks_written > 0)
+      .sort((a, b) => b.temp_blks_written - a.temp_blks_written)
+      .slice(0, t.max_statements)
+    const named = spilling.map((q) => `${bytes(q.temp_blks_written * BLOCK)} of temp blocks written in ${q.total_calls} call${q.total_calls === 1 ? '' : 's'}: ${short(q.query_text)}`)
+    return [
+      {
+        severity,
+        title: `${bytes(written)} of temporary files in the last hour`,
+        detail:
+          `Statements wrote ${files.toLocaleString('en-US')} temporary file${files === 1 ? '' : 's'} totalling ${bytes(written)} in the last ${t.window_s / 60} minutes: sorts and hashes that did not fit in work_mem. ` +
+          (named.length > 0 ? `The statements that spilled most: ${named.map((s, i) => `(${i + 1}) ${s}`).join('; ')}.` : 'pg_stat_statements names no statement for them (not installed, or the statements were evicted).'),
+        recommendation:
+          'Give the statements that spill more work_mem for their own session or role rather than server-wide (work_mem is per sort or hash node, per connection), ' +
+          'or make them spill less: an index that returns rows in the needed order, fewer rows sorted, no SELECT DISTINCT over wide rows. log_temp_files shows each spill in the log.',
+        how_to_investigate: [
+          'SELECT queryid, calls, pg_size_pretty(temp_blks_written * 8192) AS temp_written, left(query, 200) FROM pg_stat_statements ORDER BY temp_blks_written DESC LIMIT 10;',
+          'SELECT temp_files, pg_size_pretty(temp_bytes), stats_reset FROM pg_stat_database WHERE datname = current_database();',
+          'EXPLAIN (ANALYZE, BUFFERS) <the statement>;   -- "Sort Method: external merge  Disk: ..." or "Batches: N" on a hash node shows the spill',
+          'SHOW work_mem;',
+        ],
+        how_to_fix: [
+          ...spilling.slice(0, 3).map((q) => `SET work_mem = '${workMemFor(q)}MB';   -- in the session that runs: ${short(q.query_text, 80)}`),
+          "ALTER ROLE <role> SET work_mem = '64MB';   -- the role that runs the reports",
+          "ALTER SYSTEM SET log_temp_files = '10MB'; SELECT pg_reload_conf();   -- log every spill over 10 MB with its statement",
+        ],
+        metrics: { temp_files: files, temp_bytes: written, statements_spilling: spilling.length },
+      },
+    ]
+  },
+}

@@ -1,0 +1,198 @@
+// The doctor's rules about sequences and tables on a real PostgreSQL 17 watched by the real agent:
+// pg_sequence_exhaustion, pg_missing_primary_key and pg_sequential_scans. Each puts a fresh database
+// into the state, reads the finding through the API with its severity, numbers and objects, then
+// applies the finding's own fix command and sees the finding go.
+import { afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import postgres from 'postgres'
+import { type PostgresDoctorRig, postgresDoctorRig } from '../support/doctor.ts'
+import { until } from '../support/wait.ts'
+
+setDefaultTimeout(60_000)
+
+let rig: PostgresDoctorRig | undefined
+afterEach(async () => {
+  await rig?.stop()
+  rig = undefined
+})
+
+/** Runs statements in a session of their own and makes it flush its statistics as it ends. */
+async function workload(dsn: string, run: (sql: postgres.Sql) => Promise<unknown>) {
+  const sql = postgres(dsn, { max: 1, onnotice: () => {} })
+  try {
+    await run(sql)
+    await sql`SELECT pg_stat_force_next_flush()`
+  } finally {
+    await sql.end({ timeout: 5 })
+  }
+}
+
+/** Waits until `query` (one row, one value) on the rig's database returns `expected`. */
+async function settled(r: PostgresDoctorRig, what: string, query: string, expected: unknown) {
+  let seen: unknown
+  await until(what, async () => {
+    const [row] = await r.sql.unsafe(query)
+    seen = row ? Object.values(row)[0] : undefined
+    return seen === expected ? true : undefined
+  }).catch((e: Error) => {
+    throw new Error(`${e.message}; last seen ${JSON.stringify(seen)}`)
+  })
+}
+
+describe('pg_sequence_exhaustion', () => {
+  test('an integer sequence at 93 % is critical, a serial at 79 % a warning with its column, a bigint one at 54 % nothing; widening cures', async () => {
+    rig = await postgresDoctorRig(17)
+    await rig.sql`CREATE SEQUENCE counter AS integer`
+    await rig.sql`SELECT setval('counter', 2000000000)`
+    await rig.sql`CREATE TABLE tickets (id serial PRIMARY KEY, subject text)`
+    await rig.sql`SELECT setval('tickets_id_seq', 1700000000)`
+    await rig.sql`CREATE SEQUENCE big`
+    await rig.sql`SELECT setval('big', 5000000000000000000)`
+    await rig.cycle()
+
+    const findings = await rig.findings('pg_sequence_exhaustion')
+    expect(findings.map((f) => [f.key, f.severity])).toEqual([
+      ['pg_sequence_exhaustion:public.counter', 'critical'],
+      ['pg_sequence_exhaustion:public.tickets_id_seq', 'warning'],
+    ])
+    const [counter, tickets] = findings
+    expect(counter).toMatchObject({
+      category: 'capacity',
+      title: 'Sequence public.counter is close to its maximum',
+      objects: ['public.counter'],
+      metrics: { used_ratio: 0.9313, last_value: 2_000_000_000, max_value: 2_147_483_647, data_type: 'integer' },
+      how_to_fix: ["ALTER SEQUENCE public.counter AS bigint;   -- raises its maximum to bigint's too when it was integer's"],
+    })
+    expect(counter.detail).toBe(
+      'public.counter (integer) is at 2,000,000,000 of 2,147,483,647: 93.1 % used, 147,483,647 values left. When it runs out, every INSERT that needs a new value fails.',
+    )
+    expect(tickets).toMatchObject({
+      objects: ['public.tickets_id_seq', 'public.tickets'],
+      metrics: { used_ratio: 0.7916, last_value: 1_700_000_000, max_value: 2_147_483_647, data_type: 'integer' },
+    })
+    expect(tickets.detail).toContain('it feeds public.tickets.id (integer)')
+    expect(tickets.how_to_fix).toEqual([
+      "ALTER SEQUENCE public.tickets_id_seq AS bigint;   -- raises its maximum to bigint's too when it was integer's",
+      'ALTER TABLE public.tickets ALTER COLUMN id TYPE bigint;   -- rewrites the table under an ACCESS EXCLUSIVE lock; on a large table migrate through a new bigint column instead',
+    ])
+    expect(tickets.how_to_investigate[1]).toBe(
+      "SELECT conrelid::regclass AS referencing_table, conname FROM pg_constraint WHERE confrelid = 'public.tickets'::regclass AND contype = 'f';   -- these columns must be widened too",
+    )
+    expect((await rig.api('/doctor')).status).toBe('unhealthy')
+
+    for (const f of findings) for (const command of f.how_to_fix) await rig.sql.unsafe(command)
+    await rig.cycle()
+    expect(await rig.findings('pg_sequence_exhaustion')).toEqual([])
+  })
+
+  test('a bigint sequence feeding an integer column is measured against the column', async () => {
+    rig = await postgresDoctorRig(17)
+    await rig.sql`CREATE TABLE legacy (id int PRIMARY KEY)`
+    await rig.sql`CREATE SEQUENCE legacy_id_seq OWNED BY legacy.id`
+    await rig.sql`ALTER TABLE legacy ALTER COLUMN id SET DEFAULT nextval('legacy_id_seq')`
+    await rig.sql`SELECT setval('legacy_id_seq', 2100000000)`
+    await rig.cycle()
+    const [finding] = await rig.findings('pg_sequence_exhaustion')
+    expect(finding).toMatchObject({ key: 'pg_sequence_exhaustion:public.legacy_id_seq', severity: 'critical', metrics: { used_ratio: 0.9779, max_value: 2_147_483_647, data_type: 'bigint' } })
+    expect(finding.how_to_fix).toEqual(['ALTER TABLE public.legacy ALTER COLUMN id TYPE bigint;   -- rewrites the table under an ACCESS EXCLUSIVE lock; on a large table migrate through a new bigint column instead'])
+    await rig.sql.unsafe(finding.how_to_fix[0])
+    await rig.cycle()
+    expect(await rig.findings('pg_sequence_exhaustion')).toEqual([])
+  })
+})
+
+describe('pg_missing_primary_key', () => {
+  test('tables without a primary key: a warning from the row threshold, a note below it, quoted names; adding the key cures', async () => {
+    rig = await postgresDoctorRig(17, { thresholds: { pg_missing_primary_key: { warning_rows: 10_000 } } })
+    await workload(rig.dsn, async (sql) => {
+      await sql`CREATE TABLE audit_log (id int NOT NULL, msg text)`
+      await sql`INSERT INTO audit_log SELECT g, 'm' || g FROM generate_series(1, 20000) g`
+      await sql`CREATE TABLE "Staging Rows" (v int)`
+      await sql`INSERT INTO "Staging Rows" SELECT generate_series(1, 10)`
+      await sql`CREATE TABLE keyed (id int PRIMARY KEY)`
+    })
+    await settled(rig, 'the inserts in pg_stat_user_tables', "SELECT sum(n_live_tup)::int FROM pg_stat_user_tables WHERE relname IN ('audit_log', 'Staging Rows')", 20_010)
+    await rig.cycle()
+
+    const findings = await rig.findings('pg_missing_primary_key')
+    expect(findings.map((f) => [f.key, f.severity])).toEqual([
+      ['pg_missing_primary_key:public.audit_log', 'warning'],
+      ['pg_missing_primary_key:public.Staging Rows', 'info'],
+    ])
+    const [audit, staging] = findings
+    expect(audit).toMatchObject({ category: 'schema', title: 'Table public.audit_log has no primary key', objects: ['public.audit_log'], metrics: { n_live_tup: 20_000 } })
+    expect(audit.metrics.table_size_bytes).toBeGreaterThan(0)
+    expect(audit.detail).toContain('public.audit_log (20,000 rows, ')
+    expect(audit.detail).toContain('logical replication cannot replicate its UPDATEs and DELETEs')
+    expect(staging.title).toBe('Table public."Staging Rows" has no primary key')
+    expect(staging.how_to_fix[2]).toBe('-- without a natural key: ALTER TABLE public."Staging Rows" ADD COLUMN id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY;   -- rewrites the table')
+
+    // The cure: audit_log gets its natural key through the two-step fix, "Staging Rows" an identity column.
+    await rig.sql.unsafe(audit.how_to_fix[0].replace('<key columns>', 'id'))
+    await rig.sql.unsafe(audit.how_to_fix[1])
+    await rig.sql.unsafe(staging.how_to_fix[2].replace('-- without a natural key: ', ''))
+    await rig.cycle()
+    expect(await rig.findings('pg_missing_primary_key')).toEqual([])
+  })
+})
+
+describe('pg_sequential_scans', () => {
+  test('large tables read by sequential scans in the last hour: a warning from the size threshold, a note below it, none for small tables; an index cures', async () => {
+    rig = await postgresDoctorRig(17, { thresholds: { pg_sequential_scans: { warning_table_bytes: 1024 * 1024 } } })
+    await workload(rig.dsn, async (sql) => {
+      await sql`CREATE TABLE orders (id int PRIMARY KEY, note text, filler text)`
+      await sql`INSERT INTO orders SELECT g, 'n' || g, repeat('x', 20) FROM generate_series(1, 30000) g`
+      await sql`CREATE TABLE lines (id int PRIMARY KEY, note text)`
+      await sql`INSERT INTO lines SELECT g, 'n' || g FROM generate_series(1, 12000) g`
+      await sql`CREATE TABLE tiny (id int PRIMARY KEY, note text)`
+      await sql`INSERT INTO tiny SELECT g, 'n' || g FROM generate_series(1, 5000) g`
+    })
+    await settled(rig, 'the inserts in pg_stat_user_tables', "SELECT sum(n_live_tup)::int FROM pg_stat_user_tables WHERE relname IN ('orders', 'lines', 'tiny')", 47_000)
+    // Analyzed once the inserts are counted (ANALYZE sets n_live_tup, and inserts counted after it add to it).
+    await rig.sql`ANALYZE orders, lines, tiny`
+    const seqScans = "SELECT string_agg(relname || '=' || seq_scan, ',' ORDER BY relname) FROM pg_stat_user_tables WHERE relname IN ('orders', 'lines', 'tiny')"
+    const [before] = await rig.sql.unsafe(seqScans)
+    // The baseline: the tables' first sample carries no deltas.
+    await rig.cycle()
+    await workload(rig.dsn, async (sql) => {
+      for (let i = 0; i < 120; i++) await sql`SELECT count(*) FROM orders WHERE note = ${`n${i}`}`
+      for (let i = 0; i < 100; i++) await sql`SELECT count(*) FROM lines WHERE note = ${`n${i}`}`
+      for (let i = 0; i < 200; i++) await sql`SELECT count(*) FROM tiny WHERE note = ${`n${i}`}`
+    })
+    const counts = Object.fromEntries(String(Object.values(before!)[0]).split(',').map((kv) => kv.split('=') as [string, string]))
+    const expected = `lines=${Number(counts.lines) + 100},orders=${Number(counts.orders) + 120},tiny=${Number(counts.tiny) + 200}`
+    await settled(rig, 'the scans in pg_stat_user_tables', seqScans, expected)
+    await rig.cycle()
+
+    const findings = await rig.findings('pg_sequential_scans')
+    expect(findings.map((f) => [f.key, f.severity])).toEqual([
+      ['pg_sequential_scans:public.orders', 'warning'],
+      ['pg_sequential_scans:public.lines', 'info'],
+    ])
+    const [orders, lines] = findings
+    expect(orders).toMatchObject({
+      category: 'performance',
+      title: 'Sequential scans on public.orders',
+      objects: ['public.orders'],
+      metrics: { seq_scan: 120, idx_scan: 0, seq_share: 1, seq_tup_read: 120 * 30_000, n_live_tup: 30_000 },
+      how_to_fix: ['CREATE INDEX CONCURRENTLY ON public.orders (<filtered columns>);'],
+    })
+    expect(orders.detail).toContain('In the last hour public.orders (30,000 rows, 1.8 MB) was read by 120 sequential scans against 0 index scans (100.0 % sequential); they read 3,600,000 rows (seq_tup_read), 30,000 per scan.')
+    expect(orders.how_to_investigate[1]).toBe(
+      "SELECT queryid, calls, rows, round(mean_exec_time::numeric, 2) AS mean_ms, query FROM pg_stat_statements WHERE query ILIKE '%orders%' ORDER BY total_exec_time DESC LIMIT 10;",
+    )
+    // The investigation's pg_stat_statements query names the scanning statement.
+    const statements = await rig.sql.unsafe(orders.how_to_investigate[1])
+    expect(statements.some((s: any) => s.query === 'SELECT count(*) FROM orders WHERE note = $1' && Number(s.calls) === 120)).toBe(true)
+    expect(lines.metrics).toMatchObject({ seq_scan: 100, seq_tup_read: 100 * 12_000 })
+
+    // The cure: the index on the filtered column, after which the same statements use it.
+    for (const f of findings) await rig.sql.unsafe(f.how_to_fix[0].replace('<filtered columns>', 'note'))
+    await workload(rig.dsn, async (sql) => {
+      for (let i = 0; i < 300; i++) await sql`SELECT count(*) FROM orders WHERE note = ${`n${i}`}`
+      for (let i = 0; i < 300; i++) await sql`SELECT count(*) FROM lines WHERE note = ${`n${i}`}`
+    })
+    await settled(rig, 'the index scans', "SELECT min(idx_scan)::int FROM pg_stat_user_tables WHERE relname IN ('orders', 'lines')", 300)
+    await rig.cycle()
+    expect(await rig.findings('pg_sequential_scans')).toEqual([])
+  })
+})

@@ -1,0 +1,219 @@
+// The doctor's rules about indexes and dead rows on a real PostgreSQL 17 watched by the real agent:
+// pg_dead_tuples, pg_unused_indexes, pg_duplicate_indexes and pg_invalid_indexes. Each puts a fresh
+// database into the state, reads the finding through the API with its severity, numbers and objects,
+// then applies the finding's own fix command and sees the finding go. (Sequences, primary keys and
+// sequential scans: postgres-objects-tables.test.ts.)
+import { afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import postgres from 'postgres'
+import { parseIndexDef } from '../../src/server/doctor/rules/postgres/duplicate-indexes.ts'
+import { type PostgresDoctorRig, postgresDoctorRig } from '../support/doctor.ts'
+import { until } from '../support/wait.ts'
+
+setDefaultTimeout(60_000)
+
+let rig: PostgresDoctorRig | undefined
+afterEach(async () => {
+  await rig?.stop()
+  rig = undefined
+})
+
+/** Runs statements in a session of their own and makes it flush its statistics as it ends. */
+async function workload(dsn: string, run: (sql: postgres.Sql) => Promise<unknown>) {
+  const sql = postgres(dsn, { max: 1, onnotice: () => {} })
+  try {
+    await run(sql)
+    await sql`SELECT pg_stat_force_next_flush()`
+  } finally {
+    await sql.end({ timeout: 5 })
+  }
+}
+
+/** Waits until `query` (one row, one value) on the rig's database returns `expected`. */
+async function settled(r: PostgresDoctorRig, what: string, query: string, expected: unknown) {
+  let seen: unknown
+  await until(what, async () => {
+    const [row] = await r.sql.unsafe(query)
+    seen = row ? Object.values(row)[0] : undefined
+    return seen === expected ? true : undefined
+  }).catch((e: Error) => {
+    throw new Error(`${e.message}; last seen ${JSON.stringify(seen)}`)
+  })
+}
+
+describe('pg_dead_tuples', () => {
+  test('tables with autovacuum off and most rows deleted: critical past 50 % dead, warning past 20 %, none under 10,000 dead rows; VACUUM cures', async () => {
+    rig = await postgresDoctorRig(17)
+    await workload(rig.dsn, async (sql) => {
+      for (const [table, rows, deleted] of [['orders', 50_000, 45_000], ['events', 50_000, 15_000], ['small', 5_000, 4_000]] as const) {
+        await sql.unsafe(`CREATE TABLE ${table} (id int PRIMARY KEY, note text) WITH (autovacuum_enabled = false)`)
+        await sql.unsafe(`INSERT INTO ${table} SELECT g, 'note ' || g FROM generate_series(1, ${rows}) g`)
+        await sql.unsafe(`DELETE FROM ${table} WHERE id <= ${deleted}`)
+      }
+    })
+    await settled(rig, 'the deletes in pg_stat_user_tables', "SELECT sum(n_dead_tup)::int FROM pg_stat_user_tables WHERE relname IN ('orders', 'events', 'small')", 64_000)
+    await rig.cycle()
+
+    const findings = await rig.findings('pg_dead_tuples')
+    expect(findings.map((f) => [f.key, f.severity])).toEqual([
+      ['pg_dead_tuples:public.orders', 'critical'],
+      ['pg_dead_tuples:public.events', 'warning'],
+    ])
+    const [orders, events] = findings
+    expect(orders).toMatchObject({
+      category: 'maintenance',
+      title: 'Many dead rows in public.orders',
+      objects: ['public.orders'],
+      metrics: { n_dead_tup: 45_000, n_live_tup: 5_000, dead_ratio: 0.9, last_vacuum: null, last_autovacuum: null },
+    })
+    expect(orders.metrics.table_size_bytes).toBeGreaterThan(1024 * 1024)
+    expect(orders.detail).toContain('public.orders has 45,000 dead rows against 5,000 live ones (90.0 % dead)')
+    expect(orders.detail).toContain('it has never been vacuumed')
+    expect(orders.how_to_fix[0]).toBe('VACUUM (ANALYZE, VERBOSE) public.orders;')
+    expect(orders.how_to_investigate[0]).toBe(
+      "SELECT n_live_tup, n_dead_tup, last_vacuum, last_autovacuum, autovacuum_count FROM pg_stat_user_tables WHERE relid = 'public.orders'::regclass;",
+    )
+    expect(events.metrics).toMatchObject({ n_dead_tup: 15_000, n_live_tup: 35_000, dead_ratio: 0.3 })
+    expect((await rig.api('/doctor')).status).toBe('unhealthy')
+
+    // The cure: the finding's own commands (the VACUUM, and autovacuum turned back on).
+    for (const f of findings) for (const command of f.how_to_fix.slice(0, 2)) await rig.sql.unsafe(command)
+    await settled(rig, 'the vacuums in pg_stat_user_tables', "SELECT sum(n_dead_tup)::int FROM pg_stat_user_tables WHERE relname IN ('orders', 'events')", 0)
+    await rig.cycle()
+    expect(await rig.findings('pg_dead_tuples')).toEqual([])
+  })
+})
+
+describe('pg_unused_indexes', () => {
+  test('never-scanned indexes over 1 MB, the largest named (warning from the size threshold) and the rest summed; drop and use cure', async () => {
+    rig = await postgresDoctorRig(17, { thresholds: { pg_unused_indexes: { warning_bytes: 2 * 1024 * 1024, max_findings: 1 } } })
+    await rig.sql`CREATE TABLE docs (id int PRIMARY KEY, code text NOT NULL, payload text NOT NULL)`
+    await rig.sql`INSERT INTO docs SELECT g, 'c' || g, md5(g::text) FROM generate_series(1, 40000) g`
+    await rig.sql`CREATE INDEX docs_payload_idx ON docs (payload)` // about 2.3 MB
+    await rig.sql`CREATE INDEX docs_id_code_idx ON docs (id, code)` // about 1.2 MB
+    await rig.sql`CREATE UNIQUE INDEX docs_code_key ON docs (code)` // unique: never "unused"
+    await rig.sql`CREATE INDEX docs_recent_idx ON docs (id) WHERE id > 39000` // under 1 MB
+    const [sizes] = await rig.sql`SELECT pg_relation_size('docs_payload_idx')::int AS payload, pg_relation_size('docs_id_code_idx')::int AS id_code`
+    await rig.cycle()
+
+    const findings = await rig.findings('pg_unused_indexes')
+    expect(findings.map((f) => [f.key, f.severity])).toEqual([
+      ['pg_unused_indexes:public.docs_payload_idx', 'warning'],
+      ['pg_unused_indexes', 'info'],
+    ])
+    const [payload, rest] = findings
+    expect(payload).toMatchObject({
+      category: 'performance',
+      title: 'Unused index public.docs_payload_idx',
+      objects: ['public.docs_payload_idx', 'public.docs'],
+      metrics: { size_bytes: sizes!.payload, idx_scan: 0 },
+      how_to_fix: ['DROP INDEX CONCURRENTLY public.docs_payload_idx;', '-- to recreate it: CREATE INDEX CONCURRENTLY docs_payload_idx ON public.docs USING btree (payload);'],
+    })
+    expect(payload.detail).toContain('public.docs_payload_idx on public.docs (2.3 MB) has not been scanned once (idx_scan 0)')
+    expect(payload.detail).toContain('since the statistics were last reset')
+    expect(payload.detail).toContain('on a replica')
+    expect(rest).toMatchObject({ title: '1 more unused indexes', objects: ['public.docs_id_code_idx'], metrics: { indexes: 1, size_bytes: sizes!.id_code } })
+    // The same indexes as the spec's /indexes/unused endpoint.
+    expect((await rig.api('/indexes/unused')).map((i: any) => i.index_name)).toEqual(['docs_payload_idx', 'docs_id_code_idx'])
+
+    // The cure: the payload index dropped with the finding's command, the other one used.
+    await rig.sql.unsafe(payload.how_to_fix[0])
+    await workload(rig.dsn, async (sql) => {
+      await sql`SET enable_seqscan = off`
+      await sql`SET enable_bitmapscan = off`
+      // Only docs_id_code_idx returns this order without a sort.
+      await sql`SELECT id, code FROM docs ORDER BY id, code LIMIT 1`
+    })
+    await settled(rig, 'the index scan', "SELECT idx_scan::int FROM pg_stat_user_indexes WHERE indexrelname = 'docs_id_code_idx'", 1)
+    await rig.cycle()
+    expect(await rig.findings('pg_unused_indexes')).toEqual([])
+  })
+})
+
+describe('pg_duplicate_indexes', () => {
+  test('index definitions parse into method, columns, INCLUDE and predicate', () => {
+    expect(parseIndexDef('CREATE INDEX "Odd, name" ON public."T" USING btree (lower((email)::text), "Col, 2" DESC NULLS LAST) INCLUDE (a, b) WHERE ((x > 0) AND (y = \'a, b\'::text))')).toEqual({
+      method: 'btree',
+      columns: ['lower((email)::text)', '"Col, 2" DESC NULLS LAST'],
+      include: ['a', 'b'],
+      predicate: "((x > 0) AND (y = 'a, b'::text))",
+    })
+    expect(parseIndexDef('CREATE UNIQUE INDEX t_pkey ON public.t USING btree (id) NULLS NOT DISTINCT WITH (fillfactor=\'90\')')).toEqual({ method: 'btree', columns: ['id'], include: [], predicate: null })
+    expect(parseIndexDef('')).toBeUndefined()
+  })
+
+  test('identical indexes, a prefix of a wider index and of the primary key are redundant; other methods and predicates are not; dropping cures', async () => {
+    rig = await postgresDoctorRig(17)
+    await rig.sql`CREATE TABLE accounts (id int PRIMARY KEY, email text, org int, created date)`
+    await rig.sql`CREATE INDEX accounts_email_a ON accounts (email)`
+    await rig.sql`CREATE INDEX accounts_email_b ON accounts (email)`
+    await rig.sql`CREATE INDEX accounts_org ON accounts (org)`
+    await rig.sql`CREATE INDEX accounts_org_created ON accounts (org, created)`
+    await rig.sql`CREATE INDEX accounts_org_partial ON accounts (org) WHERE created IS NOT NULL`
+    await rig.sql`CREATE INDEX accounts_id_idx ON accounts (id)`
+    await rig.sql`CREATE INDEX accounts_email_hash ON accounts USING hash (email)`
+    await rig.sql`CREATE INDEX accounts_created_org ON accounts (created, org)`
+    await rig.cycle()
+
+    const findings = await rig.findings('pg_duplicate_indexes')
+    expect(findings.map((f) => [f.key, f.severity, f.metrics.covering_index])).toEqual([
+      ['pg_duplicate_indexes:public.accounts_email_b', 'warning', 'public.accounts_email_a'],
+      ['pg_duplicate_indexes:public.accounts_id_idx', 'warning', 'public.accounts_pkey'],
+      ['pg_duplicate_indexes:public.accounts_org', 'warning', 'public.accounts_org_created'],
+    ])
+    const org = findings[2]
+    expect(org).toMatchObject({
+      category: 'performance',
+      title: 'Redundant index public.accounts_org',
+      objects: ['public.accounts_org', 'public.accounts_org_created', 'public.accounts'],
+      how_to_fix: ['DROP INDEX CONCURRENTLY public.accounts_org;'],
+      metrics: { size_bytes: 8192, idx_scan: 0 },
+    })
+    expect(org.detail).toBe(
+      'public.accounts_org (8.0 KB) on public.accounts is covered by public.accounts_org_created, which starts with all of its columns (btree (org) against btree (org, created)). Every write to public.accounts maintains both; queries can use public.accounts_org_created instead.',
+    )
+    expect(findings[0].detail).toContain('which indexes the same columns')
+
+    for (const f of findings) await rig.sql.unsafe(f.how_to_fix[0])
+    await rig.cycle()
+    expect(await rig.findings('pg_duplicate_indexes')).toEqual([])
+  })
+})
+
+describe('pg_invalid_indexes', () => {
+  test('a CREATE UNIQUE INDEX CONCURRENTLY that failed on duplicates leaves an invalid index; the investigation finds the duplicates; REINDEX cures', async () => {
+    rig = await postgresDoctorRig(17)
+    await rig.sql`CREATE TABLE users (id int PRIMARY KEY, email text NOT NULL)`
+    await rig.sql`INSERT INTO users VALUES (1, 'a@example.com'), (2, 'a@example.com'), (3, 'b@example.com')`
+    await expect(rig.sql`CREATE UNIQUE INDEX CONCURRENTLY users_email_key ON users (email)`.then(() => 'built')).rejects.toThrow('could not create unique index')
+    await until('the failed build to end', async () => ((await rig!.sql`SELECT count(*)::int AS n FROM pg_stat_progress_create_index`)[0]!.n === 0 ? true : undefined))
+    await rig.cycle()
+
+    const findings = await rig.findings('pg_invalid_indexes')
+    expect(findings.map((f) => [f.key, f.severity])).toEqual([['pg_invalid_indexes:public.users_email_key', 'warning']])
+    const [finding] = findings
+    expect(finding).toMatchObject({
+      category: 'schema',
+      title: 'Invalid index public.users_email_key',
+      objects: ['public.users_email_key', 'public.users'],
+      metrics: { is_unique: 1 },
+      how_to_fix: [
+        'REINDEX INDEX CONCURRENTLY public.users_email_key;',
+        '-- or: DROP INDEX CONCURRENTLY public.users_email_key; then CREATE UNIQUE INDEX CONCURRENTLY users_email_key ON public.users USING btree (email);',
+      ],
+    })
+    expect(finding.detail).toContain('The unique index public.users_email_key on public.users is marked invalid: queries never use it, yet it still rejects new duplicate values')
+    // The investigation's query finds the duplicates that failed the build.
+    const duplicates = finding.how_to_investigate.find((q: string) => q.includes('GROUP BY'))
+    expect(duplicates).toBe('SELECT email, count(*) FROM public.users GROUP BY email HAVING count(*) > 1 LIMIT 20;   -- the duplicates that made the build fail')
+    expect([...(await rig.sql.unsafe(duplicates))] as unknown[]).toEqual([{ email: 'a@example.com', count: '2' }])
+    // An invalid index is not also reported as unused or redundant.
+    expect(await rig.findings('pg_unused_indexes')).toEqual([])
+
+    await rig.sql`DELETE FROM users WHERE id = 2`
+    await rig.sql.unsafe(finding.how_to_fix[0])
+    await rig.cycle()
+    expect(await rig.findings('pg_invalid_indexes')).toEqual([])
+    const [index] = (await rig.api('/indexes')).filter((i: any) => i.index_name === 'users_email_key')
+    expect(index).toMatchObject({ is_valid: true, is_unique: true })
+  })
+})

@@ -1,0 +1,231 @@
+// The session rules on a real PostgreSQL 17 watched by the real agent: long-running statements
+// (pg_sleep), sessions idle in a transaction (BEGIN; SELECT ... left open), blocked sessions (three
+// sessions queueing for a row one transaction updated), and connections against max_connections
+// (dozens of real connections). Thresholds are lowered to seconds and to a share of the server's
+// max_connections so the tests take seconds; each finding is then cured with the finding's own fix
+// command where it is one (pg_cancel_backend, pg_terminate_backend) and seen to go.
+import { afterAll, beforeAll, expect, test } from 'bun:test'
+import postgres from 'postgres'
+import { type PostgresDoctorRig, postgresDoctorRig } from '../support/doctor.ts'
+import { until } from '../support/wait.ts'
+
+let rig: PostgresDoctorRig
+const clients: postgres.Sql[] = []
+
+beforeAll(async () => {
+  rig = await postgresDoctorRig(17, {
+    thresholds: {
+      pg_long_running_queries: { warning_s: 1, critical_s: 4, max_findings: 2 },
+      pg_idle_in_transaction: { warning_s: 1, critical_s: 4 },
+      pg_blocked_sessions: { warning_wait_s: 1, critical_wait_s: 600, critical_sessions: 3 },
+      pg_connections: { warning_ratio: 0.25, critical_ratio: 0.4 },
+    },
+  })
+})
+afterAll(async () => {
+  await Promise.all(clients.map((c) => c.end({ timeout: 1 }).catch(() => {})))
+  await rig?.stop()
+})
+
+/** A new session (one connection) to the rig's database, and its backend pid. */
+async function session(): Promise<{ sql: postgres.Sql; pid: number }> {
+  const sql = postgres(rig.dsn, { max: 1, onnotice: () => {} })
+  clients.push(sql)
+  const [row] = await sql<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`
+  return { sql, pid: row!.pid }
+}
+
+async function waitForState(pid: number, predicate: (row: { state: string; wait_event_type: string | null }) => boolean) {
+  await until(`pid ${pid} in the expected state`, async () => {
+    const [row] = await rig.sql<{ state: string; wait_event_type: string | null }[]>`SELECT state, wait_event_type FROM pg_stat_activity WHERE pid = ${pid}`
+    return row && predicate(row) ? true : undefined
+  })
+}
+
+const byKey = (findings: any[]) => Object.fromEntries(findings.map((f) => [f.key, f]))
+
+test('long-running statements: warning past 1 s, critical past 4 s, the third counted in a summary; their cancel command cures them', async () => {
+  await rig.cycle()
+  expect(await rig.findings('pg_long_running_queries')).toEqual([])
+  const sleepers = []
+  for (let i = 0; i < 3; i++) {
+    const s = await session()
+    const running = s.sql`SELECT pg_sleep(60) AS long_sleep_marker`.catch((e: Error) => e)
+    await waitForState(s.pid, (r) => r.state === 'active')
+    sleepers.push({ ...s, running, started: performance.now() })
+    if (i < 2) await Bun.sleep(1000)
+  }
+  const [first, second, third] = sleepers as [(typeof sleepers)[0], (typeof sleepers)[0], (typeof sleepers)[0]]
+  // ~3.2 s, ~2.2 s and ~1.2 s into their statements: all three past 1 s, none past 4 s.
+  await Bun.sleep(Math.max(0, 1200 - (performance.now() - third.started)))
+  await rig.cycle()
+  let findings = byKey(await rig.findings('pg_long_running_queries'))
+  expect(Object.keys(findings).sort()).toEqual(['pg_long_running_queries', `pg_long_running_queries:pid ${first.pid}`, `pg_long_running_queries:pid ${second.pid}`].sort())
+  const named = findings[`pg_long_running_queries:pid ${first.pid}`]
+  expect(named).toMatchObject({ severity: 'warning', category: 'performance', objects: [`pid ${first.pid}`], metrics: { pid: first.pid } })
+  expect(named.metrics.running_s).toBeGreaterThanOrEqual(3)
+  expect(named.metrics.running_s).toBeLessThanOrEqual(4)
+  expect(named.detail).toContain(`pid ${first.pid} (user postgres`)
+  expect(named.detail).toContain('SELECT pg_sleep(60) AS long_sleep_marker')
+  expect(named.how_to_fix[0]).toStartWith(`SELECT pg_cancel_backend(${first.pid});`)
+  expect(named.how_to_fix[1]).toStartWith("ALTER ROLE postgres SET statement_timeout = '1min';")
+  expect(findings[`pg_long_running_queries:pid ${second.pid}`]).toMatchObject({ severity: 'warning' })
+  // Over the cap of 2: the third is counted in the summary finding.
+  expect(findings.pg_long_running_queries).toMatchObject({
+    severity: 'warning',
+    title: '1 more long-running statements',
+    objects: [`pid ${third.pid}`],
+    metrics: { statements: 1 },
+  })
+
+  // Past 4 s the first is critical; the second (~3.3 s) is still a warning.
+  await Bun.sleep(Math.max(0, 4300 - (performance.now() - first.started)))
+  await rig.cycle()
+  findings = byKey(await rig.findings('pg_long_running_queries'))
+  expect(findings[`pg_long_running_queries:pid ${first.pid}`]).toMatchObject({ severity: 'critical', title: expect.stringMatching(/^Statement running for 4\.\d s$/) })
+  expect(findings[`pg_long_running_queries:pid ${second.pid}`]).toMatchObject({ severity: 'warning' })
+  expect((await rig.api('/doctor')).status).toBe('unhealthy')
+
+  // The summary's fix cancels every statement past the threshold.
+  await rig.sql.unsafe(findings.pg_long_running_queries.how_to_fix[0])
+  for (const s of sleepers) expect(String(await s.running)).toContain('canceling statement due to user request')
+  await rig.cycle()
+  expect(await rig.findings('pg_long_running_queries')).toEqual([])
+})
+
+test('idle in transaction: the session, its idle time, transaction age and locks; critical past 4 s; pg_terminate_backend cures it', async () => {
+  await rig.sql`CREATE TABLE orders (id int PRIMARY KEY)`
+  const s = await session()
+  await s.sql`BEGIN`
+  await s.sql`SELECT count(*) FROM orders`
+  const opened = performance.now()
+  await Bun.sleep(1200)
+  await rig.cycle()
+  let [finding, ...others] = await rig.findings('pg_idle_in_transaction')
+  expect(others).toEqual([])
+  expect(finding).toMatchObject({
+    key: `pg_idle_in_transaction:pid ${s.pid}`,
+    severity: 'warning',
+    category: 'reliability',
+    objects: [`pid ${s.pid}`],
+    metrics: { pid: s.pid, sessions_blocked: 0 },
+  })
+  expect(finding.metrics.idle_s).toBeGreaterThanOrEqual(1)
+  expect(finding.metrics.idle_s).toBeLessThan(4)
+  expect(finding.metrics.transaction_age_s).toBeGreaterThanOrEqual(1)
+  // The AccessShareLock on orders, held until the transaction ends.
+  expect(finding.metrics.locks_held).toBeGreaterThanOrEqual(1)
+  expect(finding.detail).toContain('has sat idle inside a transaction')
+  expect(finding.detail).toContain('Its last statement: SELECT count(*) FROM orders')
+  expect(finding.how_to_fix).toEqual([
+    `SELECT pg_terminate_backend(${s.pid});   -- rolls back its transaction and ends the session`,
+    "ALTER ROLE postgres SET idle_in_transaction_session_timeout = '1min';   -- the role's new sessions",
+    "ALTER SYSTEM SET idle_in_transaction_session_timeout = '1min'; SELECT pg_reload_conf();   -- server-wide default",
+  ])
+
+  await Bun.sleep(Math.max(0, 4300 - (performance.now() - opened)))
+  await rig.cycle()
+  ;[finding] = await rig.findings('pg_idle_in_transaction')
+  expect(finding).toMatchObject({ key: `pg_idle_in_transaction:pid ${s.pid}`, severity: 'critical' })
+
+  await rig.sql.unsafe(finding.how_to_fix[0])
+  await until('the session to end', async () => ((await rig.sql`SELECT 1 FROM pg_stat_activity WHERE pid = ${s.pid}`).length === 0 ? true : undefined))
+  await rig.cycle()
+  expect(await rig.findings('pg_idle_in_transaction')).toEqual([])
+})
+
+test('blocked sessions: the root blocker named with the sessions queued behind it; 3 queued is critical; terminating the root cures it', async () => {
+  await rig.sql`CREATE TABLE accounts (id int PRIMARY KEY, balance int)`
+  await rig.sql`INSERT INTO accounts VALUES (1, 0)`
+  const root = await session()
+  await root.sql`BEGIN`
+  await root.sql`UPDATE accounts SET balance = 1 WHERE id = 1`
+  const waiters: { pid: number; done: Promise<unknown> }[] = []
+  const queue = async (balance: number) => {
+    const s = await session()
+    const done = s.sql`UPDATE accounts SET balance = ${balance} WHERE id = 1`.catch((e: Error) => e)
+    await waitForState(s.pid, (r) => r.wait_event_type === 'Lock')
+    waiters.push({ pid: s.pid, done })
+  }
+  await queue(2)
+  await queue(3)
+  await Bun.sleep(1100)
+  await rig.cycle()
+  let findings = await rig.findings('pg_blocked_sessions')
+  expect(findings).toHaveLength(1)
+  let [finding] = findings
+  expect(finding).toMatchObject({
+    key: `pg_blocked_sessions:pid ${root.pid}`,
+    severity: 'warning',
+    title: expect.stringMatching(/^2 sessions blocked for up to \d/),
+    objects: [`pid ${root.pid}`, ...waiters.map((w) => `pid ${w.pid}`)],
+    metrics: { root_pid: root.pid, blocked_sessions: 2 },
+  })
+  expect(finding.metrics.longest_wait_s).toBeGreaterThanOrEqual(1)
+  expect(finding.detail).toContain(`pid ${root.pid} (user postgres`)
+  expect(finding.detail).toContain('idle in transaction')
+  expect(finding.detail).toContain(`blocks 2 sessions (pid ${waiters[0]!.pid}, ${waiters[1]!.pid}) waiting on public.accounts`)
+  expect(finding.how_to_fix[0]).toBe(`SELECT pg_terminate_backend(${root.pid});   -- rolls back its transaction and releases its locks`)
+  // The waiting statements are blocked, not long-running.
+  expect(await rig.findings('pg_long_running_queries')).toEqual([])
+
+  await queue(4)
+  await rig.cycle()
+  ;[finding] = await rig.findings('pg_blocked_sessions')
+  expect(finding).toMatchObject({ key: `pg_blocked_sessions:pid ${root.pid}`, severity: 'critical', metrics: { blocked_sessions: 3 } })
+
+  await rig.sql.unsafe(finding.how_to_fix[0])
+  for (const w of waiters) expect(await w.done).not.toBeInstanceOf(Error)
+  await rig.cycle()
+  expect(await rig.findings('pg_blocked_sessions')).toEqual([])
+  // The root's update was rolled back; the waiters' updates all went through, in the lock manager's order.
+  expect([2, 3, 4]).toContain((await rig.sql`SELECT balance FROM accounts`)[0]!.balance)
+})
+
+test('connections: warning and critical by the share of max_connections minus the reserved slots; closing them cures it', async () => {
+  const clientBackends = async () => Number((await rig.sql`SELECT count(*) AS n FROM pg_stat_activity WHERE backend_type = 'client backend'`)[0]!.n)
+  const [{ max, reserved }] = (await rig.sql`SELECT current_setting('max_connections')::int AS max, current_setting('superuser_reserved_connections')::int AS reserved`) as unknown as [{ max: number; reserved: number }]
+  const usable = max - reserved
+  await rig.cycle()
+  expect(await rig.findings('pg_connections')).toEqual([])
+
+  const extra: postgres.Sql[] = []
+  const openUpTo = async (target: number) => {
+    const wanted = target - (await clientBackends())
+    const opened = Array.from({ length: wanted }, () => postgres(rig.dsn, { max: 1, onnotice: () => {} }))
+    await Promise.all(opened.map((c) => c`SELECT 1`))
+    extra.push(...opened)
+    clients.push(...opened)
+  }
+  const cycleAndCount = async () => {
+    const before = await clientBackends()
+    await rig.cycle()
+    const after = await clientBackends()
+    const [finding] = await rig.findings('pg_connections')
+    expect(finding.metrics.connections_total).toBeGreaterThanOrEqual(Math.min(before, after))
+    expect(finding.metrics.connections_total).toBeLessThanOrEqual(Math.max(before, after))
+    return finding
+  }
+
+  await openUpTo(Math.ceil(usable * 0.25) + 2)
+  let finding = await cycleAndCount()
+  const total = finding.metrics.connections_total
+  expect(finding).toMatchObject({
+    key: 'pg_connections',
+    severity: 'warning',
+    category: 'capacity',
+    metrics: { max_connections: max, superuser_reserved_connections: reserved, usage_ratio: Number((total / usable).toFixed(4)) },
+  })
+  expect(finding.detail).toStartWith(`${total} client connections of the ${usable} that ordinary roles may open (max_connections ${max} minus superuser_reserved_connections ${reserved})`)
+  expect(finding.metrics.idle_connections).toBeGreaterThanOrEqual(extra.length)
+
+  await openUpTo(Math.ceil(usable * 0.4) + 2)
+  finding = await cycleAndCount()
+  expect(finding.severity).toBe('critical')
+  expect(finding.metrics.connections_total / usable).toBeGreaterThanOrEqual(0.4)
+
+  await Promise.all(extra.map((c) => c.end({ timeout: 1 })))
+  await until('the connections to close', async () => ((await clientBackends()) < usable * 0.25 ? true : undefined))
+  await rig.cycle()
+  expect(await rig.findings('pg_connections')).toEqual([])
+})
