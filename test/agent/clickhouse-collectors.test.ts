@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { ClickHouseLogLevel } from '@clickhouse/client'
 import { Value } from '@sinclair/typebox/value'
-import { connectClickHouse, type ClickHouseConnection } from '../../src/agent/clickhouse-connection.ts'
+import { AGENT_LOG_COMMENT, connectClickHouse, type ClickHouseConnection } from '../../src/agent/clickhouse-connection.ts'
 import { clickhouseCollectors } from '../../src/agent/collectors/clickhouse/index.ts'
 import type { BatchSections, ClickHouseCollector, ClickHouseContext } from '../../src/agent/collectors/types.ts'
 import { collectorsFor } from '../../src/shared/collectors.ts'
@@ -149,6 +149,18 @@ describe('query_stats', () => {
     expect(next.query_stats!.map((s) => [s.query_hash, s.calls, s.total_time_ms])).toEqual([[hash, 1, 15]])
   })
 
+  test('the watermark is exact to the microsecond: a row later in its second counts, one at it or before does not', async () => {
+    await createSystemLogTables(ch)
+    const second = Math.floor(Date.now() / 1000) - 10
+    const ctx = context()
+    ctx.state.set('query_stats', { sinceUs: String(second * 1_000_000 + 500_000) })
+    const at = (ms: number, query_duration_ms: number) => ({ event_time: new Date(second * 1000 + ms), query: 'SELECT watermark_probe FROM t', query_duration_ms })
+    await seedQueryLog(ch, [at(-100, 1), at(499, 2), at(500, 4), at(501, 8), at(1_200, 16)])
+    const { query_stats } = await run(collector('query_stats'), ctx)
+    const mine = query_stats!.find((s) => s.query_text === 'SELECT watermark_probe FROM t')
+    expect(mine).toMatchObject({ calls: 2, total_time_ms: 8 + 16 })
+  })
+
   test('query_log missing: one clear warning over several cycles, nothing sent; back again after it returns', async () => {
     await dropSystemLogTables(ch)
     const log = captureLog()
@@ -177,6 +189,20 @@ describe('parts, merges, mutations', () => {
     ])
     expect(mine[0]!.bytes_on_disk).toBeGreaterThan(mine[1]!.bytes_on_disk)
     expect(parts![0]!.active_parts).toBe(4) // the worst partition first
+  })
+
+  test("a table's own parts_to_delay_insert / parts_to_throw_insert replace the server defaults", async () => {
+    await ch.command(
+      'CREATE TABLE parts_own (id UInt64) ENGINE = MergeTree ORDER BY id SETTINGS parts_to_delay_insert = 20, parts_to_throw_insert = 40, inactive_parts_to_delay_insert = 5',
+    )
+    await ch.command('CREATE TABLE parts_altered (id UInt64) ENGINE = MergeTree ORDER BY id')
+    await ch.command('ALTER TABLE parts_altered MODIFY SETTING parts_to_throw_insert = 500')
+    for (const table of ['parts_own', 'parts_altered']) await ch.insert(table, [{ id: 1 }])
+    const { parts } = await run(collector('parts'), context())
+    const thresholds = (table: string) => parts!.filter((p) => p.table === table).map((p) => [p.parts_to_delay_insert, p.parts_to_throw_insert])
+    expect(thresholds('parts_own')).toEqual([[20, 40]])
+    expect(thresholds('parts_altered')).toEqual([[1000, 500]])
+    expect(thresholds('parts_t')).toEqual([[1000, 3000], [1000, 3000]])
   })
 
   test('merges: an idle server has none, and the empty section is valid', async () => {
@@ -254,10 +280,65 @@ describe('server_metrics', () => {
     expect(second.queries_total).toBeGreaterThanOrEqual(2)
   })
 
+  test('delayed and rejected inserts, detached parts; no replica keys without Replicated tables', async () => {
+    await ch.command('CREATE TABLE delayed_t (id UInt64) ENGINE = MergeTree ORDER BY id SETTINGS parts_to_delay_insert = 2, parts_to_throw_insert = 3')
+    await ch.command('SYSTEM STOP MERGES delayed_t')
+    const c = collector('server_metrics')
+    const ctx = context()
+    const first = (await run(c, ctx)).server_metrics!
+    expect(first.detached_parts).toBe(0)
+    expect('delayed_inserts' in first).toBe(false) // the baseline
+    // The third insert finds 2 parts (delayed: max_delay_to_insert, 1 s); the fourth finds 3 (refused).
+    for (let i = 0; i < 3; i++) await ch.insert('delayed_t', [{ id: i }])
+    const quiet = ch.createClient({ log: { level: ClickHouseLogLevel.OFF } })
+    expect(await quiet.insert({ table: 'delayed_t', values: [{ id: 9 }], format: 'JSONEachRow' }).catch((e) => e.type)).toBe('TOO_MANY_PARTS')
+    const [part] = await ch.query<{ name: string }>("SELECT name FROM system.parts WHERE table = 'delayed_t' AND active ORDER BY name LIMIT 1")
+    await ch.command(`ALTER TABLE delayed_t DETACH PART '${part!.name}'`)
+    const second = (await run(c, ctx)).server_metrics!
+    expect(second).toMatchObject({ delayed_inserts: 1, rejected_inserts: 1, detached_parts: 1 })
+    for (const key of ['replicas_readonly', 'replication_queue_size', 'max_replica_delay_s']) expect(key in second).toBe(false)
+    await ch.command('DROP TABLE delayed_t SYNC')
+    expect((await run(c, ctx)).server_metrics).toMatchObject({ delayed_inserts: 0, rejected_inserts: 0, detached_parts: 0 })
+  })
+
+  test('queries_logged, queries_logged_failed and query_p99_ms: the queries query_log recorded since the previous cycle, without the agent\'s', async () => {
+    await createSystemLogTables(ch)
+    const c = collector('server_metrics')
+    const ctx = context()
+    await seedQueryLog(ch, [{ query: 'SELECT 0', query_duration_ms: 99_999, event_time: new Date(Date.now() - 60_000) }])
+    const baseline = (await run(c, ctx)).server_metrics!
+    expect('queries_logged' in baseline || 'query_p99_ms' in baseline).toBe(false)
+    await Bun.sleep(5)
+    const at = new Date(Date.now() + 1)
+    const durations = Array.from({ length: 200 }, (_, i) => (i + 1) * 10) // 10 ms .. 2000 ms
+    const agents = { event_time: at, query: 'SELECT agent', query_duration_ms: 60_000, log_comment: AGENT_LOG_COMMENT }
+    await seedQueryLog(ch, [
+      agents,
+      ...durations.map((ms) => ({ event_time: at, query: `SELECT ${ms}`, query_duration_ms: ms })),
+      { event_time: at, query: 'SELECT 1', query_duration_ms: 1, type: 'ExceptionWhileProcessing' as const, exception_code: 395 },
+      { event_time: at, query: 'SELEC 1', query_duration_ms: 90_000, type: 'ExceptionBeforeStart' as const, exception_code: 62 }, // failed, never ran: no duration
+      { event_time: at, query: 'SELECT big', query_duration_ms: 60_000, type: 'QueryStart' as const },
+      { event_time: at, query: 'SELECT sub', query_duration_ms: 60_000, is_initial_query: 0 as const },
+    ])
+    const [expected] = await ch.query<{ p: number }>(
+      `SELECT quantileExact(0.99)(x) AS p FROM (SELECT arrayJoin([${[...durations, 1].join(',')}]) AS x)`,
+    )
+    const second = (await run(c, ctx)).server_metrics!
+    expect(second).toMatchObject({ queries_logged: 202, queries_logged_failed: 2, query_p99_ms: expected!.p })
+    expect(second.query_p99_ms).toBe(1980) // quantileExact: the value at floor(0.99 × 201) of the sorted 201
+    // Nothing new: counts of 0 and no p99.
+    const third = (await run(c, ctx)).server_metrics!
+    expect(third).toMatchObject({ queries_logged: 0, queries_logged_failed: 0 })
+    expect('query_p99_ms' in third).toBe(false)
+  })
+
   test('without system.asynchronous_metrics its keys are left out, not an error', async () => {
     await dropSystemLogTables(ch)
-    const metrics = (await run(collector('server_metrics'), context())).server_metrics!
+    const ctx = context()
+    await run(collector('server_metrics'), ctx)
+    const metrics = (await run(collector('server_metrics'), ctx)).server_metrics!
     expect('memory_resident_bytes' in metrics).toBe(false)
+    expect('queries_logged' in metrics || 'query_p99_ms' in metrics).toBe(false)
     expect(metrics.uptime_s).toBeGreaterThan(0)
     expect(Object.keys(metrics).some((k) => k.startsWith('disk.'))).toBe(true)
   })

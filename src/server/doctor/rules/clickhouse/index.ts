@@ -1,5 +1,29 @@
 // The ClickHouse rules, one per file.
 import type { Rule } from '../../types.ts'
+import { delayedInserts } from './delayed-inserts.ts'
+import { detachedParts } from './detached-parts.ts'
+import { diskSpace } from './disk-space.ts'
+import { failedQueries } from './failed-queries.ts'
+import { longMerges } from './long-merges.ts'
+import { longRunningQueries } from './long-running-queries.ts'
+import { memory } from './memory.ts'
+import { partsPerPartition } from './parts-per-partition.ts'
+import { queryP99 } from './query-p99.ts'
+import { replication } from './replication.ts'
+import { stuckMutations } from './stuck-mutations.ts'
+import { totalParts } from './total-parts.ts'
 
 export const clickhouseRules: Rule[] = [
+  partsPerPartition,
+  delayedInserts,
+  totalParts,
+  stuckMutations,
+  longMerges,
+  memory,
+  diskSpace,
+  replication,
+  detachedParts,
+  failedQueries,
+  queryP99,
+  longRunningQueries,
 ]
