@@ -1,4 +1,4 @@
-// Helpers shared by the benchmarks (bench/api.ts, ingest.ts, queries.ts, agent.ts): the real app (createApp) on
+// Helpers shared by the benchmarks (bench/api.ts, ingest.ts, queries.ts, agent.ts, clickhouse.ts): the real app (createApp) on
 // 127.0.0.1 over a store opened with openStore, an account with a verified organization and an API key,
 // the machine description for the Markdown sections, and small statistics.
 import { cpus, loadavg } from 'node:os'
