@@ -3,7 +3,7 @@
 // unknown addresses, a relay that is down, and the log-line fallback when no SMTP URL is set.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { freePort } from './support/postgres.ts'
-import { type TestServer, signup, startTestServer, uniqueIp } from './support/server.ts'
+import { type TestServer, signup, startTestServer, uniqueIp, verifyCall } from './support/server.ts'
 import { startSmtpReceiver } from './support/smtp.ts'
 
 const linksIn = (text: string, prefix: string) => {
@@ -31,30 +31,31 @@ describe('mail through an SMTP relay', () => {
     expect(mail.headers.to).toBe(account.email)
     expect(mail.headers.from).toBe('dbm <dbm@test>')
     expect(mail.headers.subject).toBe('Verify your email address for dbm')
-    const links = linksIn(mail.text, 'https://dbm.example.org/api/v1/auth/verify-email?token=')
+    const links = linksIn(mail.text, 'https://dbm.example.org/#/verify?token=')
     expect(links).toHaveLength(1)
-    expect(links[0]).toMatch(/^https:\/\/dbm\.example\.org\/api\/v1\/auth\/verify-email\?token=[A-Za-z0-9_-]{43}$/)
+    expect(links[0]).toMatch(/^https:\/\/dbm\.example\.org\/#\/verify\?token=[A-Za-z0-9_-]{43}$/)
     expect(mail.text).toContain(`\n${links[0]}\n`)
 
     const before = await server.call('GET', '/api/v1/auth/me', { token: account.token })
     expect(before.body.organization.verified).toBe(false)
 
-    const link = new URL(links[0]!)
-    const verified = await server.call('GET', link.pathname + link.search)
+    // The link opens the dashboard's verify page, which makes this call.
+    const call = verifyCall(links[0]!)
+    const verified = await server.call('GET', call)
     expect(verified).toMatchObject({ status: 200, body: { verified: true, message: 'email address verified' } })
     const me = await server.call('GET', '/api/v1/auth/me', { token: account.token })
     expect(me.status).toBe(200)
     expect(me.body.organization.verified).toBe(true)
     expect(me.body.user.email_verified).toBe(true)
 
-    const again = await server.call('GET', link.pathname + link.search)
+    const again = await server.call('GET', call)
     expect({ status: again.status, body: again.body }).toEqual({ status: 400, body: { error: 'invalid or expired verification token' } })
 
     // Sent through the relay, so the log records the send without the link.
     const logged = server.logs.filter((l) => l.includes(`to=${account.email}`))
     expect(logged).toHaveLength(1)
     expect(logged[0]).toMatch(new RegExp(`^\\S+ INFO mail sent to=${account.email.replaceAll('.', '\\.')} subject="Verify your email address for dbm"$`))
-    expect(server.logs.join('\n')).not.toContain(link.searchParams.get('token')!)
+    expect(server.logs.join('\n')).not.toContain(new URLSearchParams(call.split('?')[1]).get('token')!)
   })
 
   test('forgot-password mails a reset link whose token sets a new password', async () => {
@@ -143,12 +144,11 @@ describe('mail without an SMTP relay', () => {
     expect(lines).toHaveLength(1)
     const m = new RegExp(
       `^\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z INFO mail to=${account.email.replaceAll('.', '\\.')} ` +
-        'subject="Verify your email address for dbm" link="(http://dbm\\.test:8080/api/v1/auth/verify-email\\?token=[A-Za-z0-9_-]{43})"$',
+        'subject="Verify your email address for dbm" link="(http://dbm\\.test:8080/#/verify\\?token=[A-Za-z0-9_-]{43})"$',
     ).exec(lines[0]!)
     expect(m).not.toBeNull()
 
-    const link = new URL(m![1]!)
-    expect((await server.call('GET', link.pathname + link.search)).status).toBe(200)
+    expect((await server.call('GET', verifyCall(m![1]!))).status).toBe(200)
     const me = await server.call('GET', '/api/v1/auth/me', { token: account.token })
     expect(me.body.organization.verified).toBe(true)
   })

@@ -16,6 +16,7 @@ import { internalsRoutes } from './routes/internals.ts'
 import { objectRoutes } from './routes/objects.ts'
 import { queryRoutes } from './routes/queries.ts'
 import { resetPasswordPage } from './web/reset-password.ts'
+import dashboard from '../web/index.html'
 import { VERSION } from '../version.ts'
 
 /** Auth endpoints counted per client address (every request, answered or not). */
@@ -83,7 +84,13 @@ function validationMessage(error: ValidationError): string {
 export function createApp(deps: Deps) {
   const { log } = deps
   // Bun itself refuses bodies over maxRequestBodySize with an empty 413; ours answer in JSON below that.
-  return new Elysia({ normalize: false, serve: { maxRequestBodySize: 4 * bodyLimits.ingest } })
+  // The dashboard is Bun's HTML bundle: built into the executable by `bun build --compile` (from source,
+  // bundled at the first request), served from memory at `/`; `development: false` keeps Bun's dev
+  // server (hot reload, error overlays) out of every build.
+  return new Elysia({
+    normalize: false,
+    serve: { maxRequestBodySize: 4 * bodyLimits.ingest, development: false, routes: { '/': dashboard } },
+  })
     .onRequest(async ({ request, server }) => {
       if (request.url.includes('%00')) throw new HttpError(400, 'the URL must not contain NUL characters')
       if (request.method !== 'POST') return

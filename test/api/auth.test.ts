@@ -1,7 +1,7 @@
 // Account endpoints through HTTP on both stores: signup validation, login, refresh rotation and
 // reuse detection, logout, me, e-mail verification and password reset with their lifetimes.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { type TestServer, createApiKey, signup, startTestServer, storeKinds, uniqueIp, verify } from '../support/server.ts'
+import { type TestServer, createApiKey, signup, startTestServer, storeKinds, uniqueIp, verify, verifyCall } from '../support/server.ts'
 
 const cookieNamed = (headers: Headers, name: string) => headers.getSetCookie().find((c) => c.startsWith(`${name}=`))
 
@@ -27,7 +27,7 @@ for (const kind of storeKinds) {
       expect(res.body.token_type).toBe('Bearer')
       expect(typeof res.body.access_token).toBe('string')
       expect(typeof res.body.refresh_token).toBe('string')
-      expect(server.mailLink('ada@example.com', /verify/i)).toStartWith('http://dbm.test:8080/api/v1/auth/verify-email?token=')
+      expect(server.mailLink('ada@example.com', /verify/i)).toMatch(/^http:\/\/dbm\.test:8080\/#\/verify\?token=[A-Za-z0-9_-]{43}$/)
 
       const again = await post('signup', { email: 'ada@example.com', password: 'password2', name: 'Ada 2', org_name: 'Analytical Engines' })
       expect(again.status).toBe(409)
@@ -151,15 +151,15 @@ for (const kind of storeKinds) {
 
     test('verify-email marks the organization verified; the link works once', async () => {
       const account = await signup(server)
-      const link = new URL(server.mailLink(account.email, /verify/i)!)
-      const res = await server.call('GET', link.pathname + link.search)
+      const link = verifyCall(server.mailLink(account.email, /verify/i)!)
+      const res = await server.call('GET', link)
       expect(res.status).toBe(200)
       expect(res.body).toEqual({ verified: true, message: 'email address verified' })
       const me = await server.call('GET', '/api/v1/auth/me', { token: account.token })
       expect(me.body.organization.verified).toBe(true)
       expect(me.body.user.email_verified).toBe(true)
 
-      const again = await server.call('GET', link.pathname + link.search)
+      const again = await server.call('GET', link)
       expect(again.status).toBe(400)
       expect(again.body).toEqual({ error: 'invalid or expired verification token' })
       expect((await server.call('GET', '/api/v1/auth/verify-email')).status).toBe(400)
@@ -247,19 +247,21 @@ for (const kind of storeKinds) {
   })
 }
 
-describe('reset-password page', () => {
-  test('the mailed link opens a form that posts to the API, without leaking the token as a referrer', async () => {
+describe('reset-password link', () => {
+  test("the mailed link redirects to the dashboard's reset page with the token in the fragment", async () => {
     const server = await startTestServer('sqlite')
     try {
-      const page = await fetch(`${server.base}/reset-password?token=abc`)
-      expect(page.status).toBe(200)
-      expect(page.headers.get('content-type')).toBe('text/html; charset=utf-8')
+      const page = await fetch(`${server.base}/reset-password?token=abc_-12`, { redirect: 'manual' })
+      expect(page.status).toBe(302)
+      expect(page.headers.get('location')).toBe('/#/reset?token=abc_-12')
       expect(page.headers.get('referrer-policy')).toBe('no-referrer')
-      const html = await page.text()
-      expect(html).toContain('<form id="form">')
-      expect(html).toContain('<script src="/reset-password.js"></script>')
-      const script = await (await fetch(`${server.base}/reset-password.js`)).text()
-      expect(script).toContain("fetch('/api/v1/auth/reset-password'")
+      expect(page.headers.get('cache-control')).toBe('no-store')
+      const bare = await fetch(`${server.base}/reset-password`, { redirect: 'manual' })
+      expect(bare.headers.get('location')).toBe('/#/reset')
+      // The dashboard it lands on is served at `/`.
+      const dashboard = await fetch(`${server.base}/`)
+      expect(dashboard.status).toBe(200)
+      expect(await dashboard.text()).toContain('<div id="app"></div>')
     } finally {
       await server.stop()
     }

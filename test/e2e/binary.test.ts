@@ -128,7 +128,7 @@ describe('dist/dbm', () => {
     expect(lines[0]).toMatch(
       new RegExp(
         `^\\S+ INFO mail to=${email.replaceAll('.', '\\.')} subject="Verify your email address for dbm" ` +
-          'link="http://localhost:8080/api/v1/auth/verify-email\\?token=[A-Za-z0-9_-]{43}"$',
+          'link="http://localhost:8080/#/verify\\?token=[A-Za-z0-9_-]{43}"$',
       ),
     )
   })

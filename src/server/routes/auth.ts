@@ -62,7 +62,9 @@ export function authRoutes(deps: Deps) {
     const token = randomToken()
     const now = clock()
     await store.createEmailToken({ tokenHash: sha256(token), userId: user.id, kind: 'verify', expiresAt: now + tokenLifetimes.verifyMs, now })
-    const link = `${deps.publicUrl}/api/v1/auth/verify-email?token=${token}`
+    // The dashboard's verify page reads the token from the fragment (never sent to a server or in a
+    // Referer), calls GET /auth/verify-email and shows the result.
+    const link = `${deps.publicUrl}/#/verify?token=${token}`
     mailer.send({
       to: user.email,
       subject: 'Verify your email address for dbm',

@@ -1,0 +1,244 @@
+// A small uPlot wrapper: a time chart of one or more series that takes its container's width (a
+// ResizeObserver), follows the theme (colours from the stylesheet's variables, redrawn when the theme
+// changes), shows values with their unit in the legend, can stack its series (areas) and draws vertical
+// marks (e.g. where a statement's plan changed). The chart is destroyed on unmount. Callers pass
+// memoised arrays: a new `times`, `series` or `marks` array redraws the chart.
+import { useEffect, useRef, useState } from 'preact/hooks'
+import uPlot from 'uplot'
+import 'uplot/dist/uPlot.min.css'
+import { fmtBytes, fmtMs } from './ui.tsx'
+
+export type Unit = 'count' | 'ms' | 's' | 'bytes' | 'bytes/s' | 'pct' | 'ratio' | 'per_s'
+
+export interface ChartSeries {
+  label: string
+  values: (number | null)[]
+}
+
+export interface ChartMark {
+  /** Epoch milliseconds. */
+  ts: number
+  label: string
+}
+
+export interface ChartProps {
+  /** Goes to the wrapper's data-chart attribute. */
+  name: string
+  title: string
+  /** Epoch milliseconds, ascending, one per value of each series. */
+  times: number[]
+  series: ChartSeries[]
+  unit?: Unit
+  height?: number
+  /** Draw the series as stacked areas. */
+  stacked?: boolean
+  marks?: ChartMark[]
+  /** The interval between points in ms: a longer gap breaks the line instead of joining across it. */
+  stepMs?: number
+}
+
+const FALLBACK_COLOURS = ['#1f5fd1', '#d9731a', '#2a9d5b', '#b8327e', '#7a5cd6', '#5c6677']
+
+function compact(n: number): string {
+  const abs = Math.abs(n)
+  if (abs >= 1e9) return `${+(n / 1e9).toFixed(1)}G`
+  if (abs >= 1e6) return `${+(n / 1e6).toFixed(1)}M`
+  if (abs >= 1e3) return `${+(n / 1e3).toFixed(1)}k`
+  return `${+n.toFixed(abs < 10 ? 2 : 1)}`
+}
+
+function seconds(n: number): string {
+  if (Math.abs(n) < 60) return `${+n.toFixed(1)} s`
+  if (Math.abs(n) < 3600) return `${+(n / 60).toFixed(1)} min`
+  return `${+(n / 3600).toFixed(1)} h`
+}
+
+/** A value with its unit, short enough for an axis or a legend. */
+export function formatValue(unit: Unit, v: number | null | undefined): string {
+  if (v === null || v === undefined || !Number.isFinite(v)) return '—'
+  if (v === 0) return '0'
+  switch (unit) {
+    case 'ms':
+      return fmtMs(v)
+    case 's':
+      return seconds(v)
+    case 'bytes':
+      return fmtBytes(v)
+    case 'bytes/s':
+      return `${fmtBytes(v)}/s`
+    case 'pct':
+      return `${+v.toFixed(1)} %`
+    case 'ratio':
+      return `${+(v * 100).toFixed(1)} %`
+    case 'per_s':
+      return `${compact(v)}/s`
+    default:
+      return compact(v)
+  }
+}
+
+interface Theme {
+  muted: string
+  grid: string
+  mark: string
+  colours: string[]
+}
+
+function readTheme(): Theme {
+  const style = getComputedStyle(document.documentElement)
+  const v = (name: string, fallback: string) => style.getPropertyValue(name).trim() || fallback
+  return {
+    muted: v('--muted', '#5c6677'),
+    grid: v('--border', '#d8dde5'),
+    mark: v('--critical', '#b4232a'),
+    colours: FALLBACK_COLOURS.map((c, i) => v(`--series-${i + 1}`, c)),
+  }
+}
+
+/** The theme in use; changes when <html data-theme> does. */
+function useThemeKey(): string {
+  const [key, setKey] = useState(() => document.documentElement.dataset.theme ?? '')
+  useEffect(() => {
+    const observer = new MutationObserver(() => setKey(document.documentElement.dataset.theme ?? ''))
+    observer.observe(document.documentElement, { attributes: true, attributeFilter: ['data-theme'] })
+    return () => observer.disconnect()
+  }, [])
+  return key
+}
+
+/** `#rrggbb` with an alpha, for area fills. */
+function withAlpha(colour: string, alpha: number): string {
+  const m = /^#([0-9a-f]{6})$/i.exec(colour)
+  if (!m) return colour
+  const n = parseInt(m[1]!, 16)
+  return `rgba(${(n >> 16) & 255}, ${(n >> 8) & 255}, ${n & 255}, ${alpha})`
+}
+
+/** Times in seconds (uPlot's scale) with null points inserted where a gap is longer than 1.5 steps. */
+function withGaps(times: number[], series: ChartSeries[], stepMs: number | undefined): [number[], (number | null)[][]] {
+  const xs: number[] = []
+  const ys: (number | null)[][] = series.map(() => [])
+  for (let i = 0; i < times.length; i++) {
+    const t = times[i]!
+    if (stepMs && i > 0 && t - times[i - 1]! > 1.5 * stepMs) {
+      xs.push((times[i - 1]! + stepMs) / 1000)
+      for (const y of ys) y.push(null)
+    }
+    xs.push(t / 1000)
+    series.forEach((s, j) => ys[j]!.push(s.values[i] ?? null))
+  }
+  // A few points (or one) would get an axis of years: widen it to an hour, or 30 steps, with empty ends.
+  const least = Math.max(3600, (30 * (stepMs ?? 60_000)) / 1000)
+  const span = xs.length > 0 ? xs[xs.length - 1]! - xs[0]! : least
+  if (span < least) {
+    const pad = (least - span) / 2
+    xs.unshift(xs[0]! - pad)
+    xs.push(xs[xs.length - 1]! + pad)
+    for (const y of ys) {
+      y.unshift(null)
+      y.push(null)
+    }
+  }
+  return [xs, ys]
+}
+
+function drawMarks(marks: ChartMark[], colour: string) {
+  return (u: uPlot) => {
+    if (marks.length === 0) return
+    const { ctx, bbox } = u
+    const px = devicePixelRatio
+    ctx.save()
+    ctx.strokeStyle = colour
+    ctx.fillStyle = colour
+    ctx.lineWidth = 1.5 * px
+    ctx.setLineDash([5 * px, 4 * px])
+    ctx.font = `${11 * px}px system-ui, sans-serif`
+    ctx.textAlign = 'left'
+    ctx.textBaseline = 'alphabetic'
+    for (const m of marks) {
+      const x = u.valToPos(m.ts / 1000, 'x', true)
+      if (x < bbox.left || x > bbox.left + bbox.width) continue
+      ctx.beginPath()
+      ctx.moveTo(x, bbox.top)
+      ctx.lineTo(x, bbox.top + bbox.height)
+      ctx.stroke()
+      const width = ctx.measureText(m.label).width
+      ctx.fillText(m.label, x + width + 6 * px > bbox.left + bbox.width ? x - width - 4 * px : x + 4 * px, bbox.top + 12 * px)
+    }
+    ctx.restore()
+  }
+}
+
+/** Indexes of values with no value on either side: a line cannot show them, so they get a point. */
+function isolated(values: (number | null)[]): number[] {
+  return values.flatMap((v, i) => (v !== null && (values[i - 1] ?? null) === null && (values[i + 1] ?? null) === null ? [i] : []))
+}
+
+function buildOptions(props: ChartProps, theme: Theme, width: number, raw: (number | null)[][]): uPlot.Options {
+  const unit = props.unit ?? 'count'
+  const lonely = raw.map(isolated)
+  const axis = { stroke: theme.muted, grid: { stroke: theme.grid, width: 1 }, ticks: { stroke: theme.grid, width: 1 }, font: '11px system-ui, sans-serif' }
+  return {
+    width,
+    height: props.height ?? 200,
+    legend: { live: true },
+    cursor: { drag: { x: true, y: false } },
+    scales: { x: { time: true }, y: { range: (_u, min, max) => [Math.min(0, min), max > 0 ? max * 1.05 : 1] } },
+    axes: [
+      axis,
+      {
+        ...axis,
+        values: (_u, splits) => splits.map((v) => formatValue(unit, v)),
+        size: (_u, values) => Math.max(40, 20 + 7 * Math.max(0, ...(values ?? []).map((s) => String(s).length))),
+      },
+    ],
+    series: [
+      { label: 'Time' },
+      ...props.series.map((s, i) => {
+        const colour = theme.colours[i % theme.colours.length]!
+        return {
+          label: s.label,
+          stroke: colour,
+          width: 1.5,
+          fill: props.stacked ? withAlpha(colour, 0.35) : undefined,
+          points: { filter: (_u: uPlot, _si: number, show: boolean) => (show || lonely[i]!.length === 0 ? null : lonely[i]!) },
+          value: (_u: uPlot, _v: number | null, _si: number, di: number | null) => (di === null ? '—' : formatValue(unit, raw[i]?.[di])),
+        }
+      }),
+    ],
+    bands: props.stacked ? props.series.slice(1).map((_, i) => ({ series: [i + 2, i + 1] as [number, number] })) : undefined,
+    hooks: { draw: [drawMarks(props.marks ?? [], theme.mark)] },
+  }
+}
+
+export function Chart(props: ChartProps) {
+  const wrap = useRef<HTMLDivElement>(null)
+  const themeKey = useThemeKey()
+  useEffect(() => {
+    const el = wrap.current
+    if (!el || props.times.length === 0) return
+    const [xs, ys] = withGaps(props.times, props.series, props.stepMs)
+    let data: (number | null)[][] = ys
+    if (props.stacked) {
+      const sums = xs.map(() => 0)
+      data = ys.map((values) => values.map((v, i) => (v === null ? null : (sums[i]! += v))))
+    }
+    const width = Math.max(200, el.clientWidth || 300)
+    const plot = new uPlot(buildOptions(props, readTheme(), width, ys), [xs, ...data] as uPlot.AlignedData, el)
+    const observer = new ResizeObserver(() => {
+      const w = Math.max(200, el.clientWidth)
+      if (w !== plot.width) plot.setSize({ width: w, height: plot.height })
+    })
+    observer.observe(el)
+    return () => {
+      observer.disconnect()
+      plot.destroy()
+    }
+  }, [props.times, props.series, props.marks, props.unit, props.stacked, props.height, props.stepMs, themeKey])
+  return (
+    <figure class="chart-box" data-chart={props.name}>
+      <figcaption>{props.title}</figcaption>
+      {props.times.length === 0 ? <p class="muted small">No points in this time range.</p> : <div class="chart" ref={wrap} />}
+    </figure>
+  )
+}

@@ -1,0 +1,2 @@
+// CSS files imported from TSX for their side effect: Bun bundles them into the page's stylesheet.
+declare module '*.css'

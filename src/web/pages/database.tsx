@@ -1,0 +1,204 @@
+// One database: its header (name, engine, status, last seen, health score), the tabs of its engine and
+// the tab's page (pages/db/*). The database record and the doctor's answer are loaded here once and
+// refreshed every minute; the pages get them with the route's item and query.
+import { useCallback, useEffect } from 'preact/hooks'
+import type { FunctionComponent } from 'preact'
+import { ApiError } from '../api.ts'
+import { ErrorBox, Loading, ago, fmtTime, useApi } from '../components/ui.tsx'
+import { navigate } from '../router.ts'
+import { ActivePage } from './db/active.tsx'
+import { AlertsPage, RecommendationsPage } from './db/advice.tsx'
+import { StatusBadge, dbHref, engineName, statusClass, useEvery } from './db/common.tsx'
+import { DoctorPage } from './db/doctor.tsx'
+import { InternalsPage } from './db/internals.tsx'
+import { LocksPage } from './db/locks.tsx'
+import { MergesPage, MutationsPage } from './db/merges.tsx'
+import { IndexDetailPage, TableDetailPage } from './db/object-detail.tsx'
+import { IndexesPage, TablesPage } from './db/objects.tsx'
+import { OverviewPage } from './db/overview.tsx'
+import { PartsPage } from './db/parts.tsx'
+import { ReplicationPage } from './db/replication.tsx'
+import { ServerPage } from './db/server.tsx'
+import { SettingsPage } from './db/settings.tsx'
+import { StatementPage } from './db/statement.tsx'
+import { StatementsPage } from './db/statements.tsx'
+import type { Database, Doctor, Engine, PageProps } from './db/types.ts'
+import { WaitsPage } from './db/waits.tsx'
+import './db/pages.css'
+
+interface Tab {
+  slug: string
+  label: string
+  page: FunctionComponent<PageProps>
+  /** The page of one item of the tab (`queries/<hash>`). */
+  itemPage?: FunctionComponent<PageProps>
+}
+
+const overview: Tab = { slug: 'overview', label: 'Overview', page: OverviewPage }
+const statements: Tab = { slug: 'queries', label: 'Statements', page: StatementsPage, itemPage: StatementPage }
+const active: Tab = { slug: 'active', label: 'Active', page: ActivePage }
+const doctor: Tab = { slug: 'doctor', label: 'Doctor', page: DoctorPage }
+const recommendations: Tab = { slug: 'recommendations', label: 'Recommendations', page: RecommendationsPage }
+const alerts: Tab = { slug: 'alerts', label: 'Alerts', page: AlertsPage }
+const settings: Tab = { slug: 'settings', label: 'Settings', page: SettingsPage }
+
+const TABS: Record<Engine, Tab[]> = {
+  postgres: [
+    overview,
+    statements,
+    active,
+    { slug: 'locks', label: 'Locks', page: LocksPage },
+    { slug: 'waits', label: 'Waits', page: WaitsPage },
+    { slug: 'tables', label: 'Tables', page: TablesPage, itemPage: TableDetailPage },
+    { slug: 'indexes', label: 'Indexes', page: IndexesPage, itemPage: IndexDetailPage },
+    { slug: 'replication', label: 'Replication', page: ReplicationPage },
+    { slug: 'internals', label: 'Internals', page: InternalsPage },
+    doctor,
+    recommendations,
+    alerts,
+    settings,
+  ],
+  clickhouse: [
+    overview,
+    statements,
+    active,
+    { slug: 'parts', label: 'Parts', page: PartsPage },
+    { slug: 'merges', label: 'Merges', page: MergesPage },
+    { slug: 'mutations', label: 'Mutations', page: MutationsPage },
+    { slug: 'server', label: 'Server', page: ServerPage },
+    doctor,
+    recommendations,
+    alerts,
+    settings,
+  ],
+}
+
+function Header({ db, doctor }: { db: Database; doctor: Doctor | undefined }) {
+  return (
+    <>
+      <p class="small crumbs">
+        <a href="#/databases">Databases</a> <span aria-hidden="true">/</span>
+      </p>
+      <div class="page-head db-head">
+        <h1>{db.name}</h1>
+        <span class="badge badge-info">
+          {engineName(db.engine)}
+          {db.engine_version ? ` ${db.engine_version}` : ''}
+        </span>
+        <StatusBadge status={db.status} />
+        <span class="muted small" title={fmtTime(db.last_seen_at)}>
+          last seen {ago(db.last_seen_at)}
+        </span>
+        <span class="spacer" />
+        <a class={`health-score ${statusClass(doctor?.status)}`} href={dbHref(db, 'doctor')} title="Health score (100 is best): open the doctor">
+          <span class="label">Health</span> <strong>{doctor ? doctor.score : '…'}</strong>
+          {doctor && <span class="small"> {doctor.status}</span>}
+        </a>
+      </div>
+      <p class="muted small db-sub">
+        {db.host}:{db.port}
+        {Object.entries(db.tags).map(([k, v]) => (
+          <span key={k} class="badge badge-muted tag">
+            {k}={v}
+          </span>
+        ))}
+      </p>
+    </>
+  )
+}
+
+interface LayoutProps {
+  id: string
+  tab: string
+  item?: string
+  query: URLSearchParams
+}
+
+/** Keyed by the database id, so that nothing of one database shows while another one loads. */
+export function DatabaseLayout(props: LayoutProps) {
+  return <DatabaseView key={props.id} {...props} />
+}
+
+function DatabaseView({ id, tab, item, query }: LayoutProps) {
+  const db = useApi<Database>(`/databases/${encodeURIComponent(id)}`)
+  const diagnosis = useApi<Doctor>(db.data ? `/databases/${encodeURIComponent(id)}/doctor` : null)
+  const reloadAll = useCallback(() => {
+    db.reload()
+    diagnosis.reload()
+  }, [db.reload, diagnosis.reload])
+  useEvery(60_000, reloadAll)
+
+  const tabs = db.data ? TABS[db.data.engine] : []
+  const current = tabs.find((t) => t.slug === tab)
+  useEffect(() => {
+    // On a narrow screen the tabs scroll sideways: keep the current one in view.
+    document.querySelector('nav.tabs [aria-current="page"]')?.scrollIntoView({ block: 'nearest', inline: 'nearest' })
+  }, [tab, db.data !== undefined])
+  useEffect(() => {
+    if (db.data) document.title = `${db.data.name} · ${current?.label ?? 'Not found'} · dbm`
+  }, [db.data?.name, current])
+
+  const setQuery = useCallback(
+    (patch: Record<string, string | undefined>) => {
+      const next = new URLSearchParams(query)
+      for (const [k, v] of Object.entries(patch)) {
+        if (v === undefined || v === '') next.delete(k)
+        else next.set(k, v)
+      }
+      const search = next.toString()
+      navigate(`/databases/${encodeURIComponent(id)}/${tab}${item ? `/${encodeURIComponent(item)}` : ''}${search ? `?${search}` : ''}`)
+    },
+    [id, tab, item, query],
+  )
+
+  if (db.error) {
+    return (
+      <main>
+        {db.error instanceof ApiError && db.error.status === 404 ? (
+          <>
+            <h1>Database not found</h1>
+            <p>
+              No database of your organization has this id. <a href="#/databases">Go to your databases</a>.
+            </p>
+          </>
+        ) : (
+          <ErrorBox error={db.error} />
+        )}
+      </main>
+    )
+  }
+  if (!db.data) {
+    return (
+      <main>
+        <Loading what="Loading the database" />
+      </main>
+    )
+  }
+
+  const page = current ? (item && current.itemPage ? current.itemPage : current.page) : undefined
+  const Page = page
+  return (
+    <main class="db-page">
+      <Header db={db.data} doctor={diagnosis.data} />
+      <nav class="tabs" aria-label={`Sections of ${db.data.name}`}>
+        {tabs.map((t) => (
+          <a key={t.slug} href={dbHref(db.data!, t.slug)} aria-current={t.slug === tab ? 'page' : undefined}>
+            {t.label}
+          </a>
+        ))}
+      </nav>
+      {Page ? (
+        <Page db={db.data} item={item} query={query} setQuery={setQuery} doctor={diagnosis} reloadDb={db.reload} />
+      ) : (
+        <div class="empty">
+          <p>
+            <strong>No such section</strong>
+          </p>
+          <p>
+            {engineName(db.data.engine)} databases have no <code>{tab}</code> tab. <a href={dbHref(db.data, 'overview')}>Open the overview</a>.
+          </p>
+        </div>
+      )}
+    </main>
+  )
+}

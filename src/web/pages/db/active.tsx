@@ -1,0 +1,287 @@
+// Active: the latest sessions, live over the WebSocket /active/ws (the session cookie authenticates it;
+// when the server closes it, e.g. because the access token expired, a REST call renews the session from
+// the refresh cookie and the stream reconnects). PostgreSQL sessions show the blocking chains as a tree
+// of blocker → blocked; ClickHouse ones their memory, bytes and rows.
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks'
+import { get } from '../../api.ts'
+import { type Column, DataTable } from '../../components/data-table.tsx'
+import { Empty, Loading, ago, fmtBytes, fmtNum, fmtTime } from '../../components/ui.tsx'
+import { NoDataYet, SelectField, apiPath, fmtDuration } from './common.tsx'
+import type { Database, PageProps } from './types.ts'
+
+export interface Session {
+  pid: number | string
+  query_text: string
+  state: string | null
+  wait_event_type: string | null
+  wait_event: string | null
+  duration_ms: number | null
+  blocking_pids: number[]
+  user?: string | null
+  application_name?: string | null
+  client_addr?: string | null
+  database?: string | null
+  backend_type?: string | null
+  xact_start?: string | null
+  memory_usage?: number
+  read_bytes?: number
+  written_bytes?: number
+  read_rows?: number
+  ts: string
+}
+
+interface Stream {
+  ts: string | null
+  active: Session[] | undefined
+  state: 'connecting' | 'live' | 'paused' | 'reconnecting'
+  message?: string
+}
+
+/** The active-query stream of the database, every `interval` seconds while not paused. */
+function useActiveStream(db: Database, interval: number, paused: boolean): Stream {
+  const [stream, setStream] = useState<Stream>({ ts: null, active: undefined, state: 'connecting' })
+  const failures = useRef(0)
+  useEffect(() => {
+    if (paused) {
+      setStream((s) => ({ ...s, state: 'paused' }))
+      return
+    }
+    let socket: WebSocket | undefined
+    let timer: ReturnType<typeof setTimeout> | undefined
+    let stopped = false
+    const connect = () => {
+      const scheme = location.protocol === 'https:' ? 'wss' : 'ws'
+      socket = new WebSocket(`${scheme}://${location.host}/api/v1${apiPath(db, '/active/ws')}?interval=${interval}`)
+      socket.onmessage = (e) => {
+        failures.current = 0
+        try {
+          const msg = JSON.parse(String(e.data)) as { ts: string | null; active: Session[] }
+          setStream({ ts: msg.ts, active: msg.active, state: 'live' })
+        } catch {
+          // A message that is not JSON is ignored; the next one replaces it.
+        }
+      }
+      socket.onclose = (e) => {
+        if (stopped) return
+        failures.current++
+        const delay = Math.min(30_000, 1000 * 2 ** Math.min(failures.current, 5))
+        setStream((s) => ({ ...s, state: 'reconnecting', message: e.reason || undefined }))
+        // A refused or expired session: any REST call renews it from the refresh cookie first.
+        timer = setTimeout(() => {
+          get(apiPath(db, '/health'))
+            .catch(() => undefined)
+            .finally(() => {
+              if (!stopped) connect()
+            })
+        }, delay)
+      }
+    }
+    connect()
+    return () => {
+      stopped = true
+      clearTimeout(timer)
+      socket?.close(1000)
+    }
+  }, [db.id, interval, paused])
+  return stream
+}
+
+interface ChainNode {
+  session: Session
+  children: ChainNode[]
+}
+
+/** Trees of blocker → blocked sessions: roots are blockers that nothing in the snapshot blocks. */
+export function blockingChains(sessions: Session[]): ChainNode[] {
+  const byPid = new Map(sessions.map((s) => [String(s.pid), s]))
+  const blockedBy = new Map<string, Session[]>()
+  for (const s of sessions) {
+    for (const pid of s.blocking_pids) {
+      const list = blockedBy.get(String(pid)) ?? []
+      list.push(s)
+      blockedBy.set(String(pid), list)
+    }
+  }
+  const build = (s: Session, seen: Set<string>): ChainNode => {
+    const key = String(s.pid)
+    const next = new Set(seen).add(key)
+    return { session: s, children: (blockedBy.get(key) ?? []).filter((c) => !next.has(String(c.pid))).map((c) => build(c, next)) }
+  }
+  const roots: ChainNode[] = []
+  for (const pid of blockedBy.keys()) {
+    const s = byPid.get(pid)
+    if (s && s.blocking_pids.length > 0) continue
+    const session: Session = s ?? { pid: Number(pid), query_text: '', state: 'not in the snapshot', wait_event_type: null, wait_event: null, duration_ms: null, blocking_pids: [], ts: '' }
+    roots.push(build(session, new Set()))
+  }
+  // Sessions that block each other in a cycle (a deadlock about to be broken) have no root: start at one.
+  if (roots.length === 0 && blockedBy.size > 0) {
+    const first = byPid.get([...blockedBy.keys()][0]!)
+    if (first) roots.push(build(first, new Set()))
+  }
+  return roots
+}
+
+const waitText = (s: Session) => (s.wait_event_type ? `${s.wait_event_type}: ${s.wait_event ?? ''}` : '')
+
+function ChainTree({ nodes }: { nodes: ChainNode[] }) {
+  return (
+    <ul>
+      {nodes.map((n) => (
+        <li key={String(n.session.pid)}>
+          <div class="chain-node">
+            <span class="mono">pid {String(n.session.pid)}</span> <span class="badge badge-muted">{n.session.state ?? '—'}</span>{' '}
+            <span class="num">{fmtDuration(n.session.duration_ms)}</span> {waitText(n.session) && <span class="muted small">{waitText(n.session)}</span>}
+            {n.children.length > 0 && <span class="sev-critical small"> blocks {n.children.length}</span>}
+            <div class="mono small truncate" title={n.session.query_text}>
+              {n.session.query_text || <span class="muted">(no statement)</span>}
+            </div>
+          </div>
+          {n.children.length > 0 && <ChainTree nodes={n.children} />}
+        </li>
+      ))}
+    </ul>
+  )
+}
+
+function columns(db: Database): Column<Session>[] {
+  const pid: Column<Session> = {
+    key: 'pid',
+    label: db.engine === 'clickhouse' ? 'Query id' : 'PID',
+    render: (s) => (
+      <span class="mono small nowrap" title={String(s.pid)}>
+        {typeof s.pid === 'string' && s.pid.length > 13 ? `${s.pid.slice(0, 8)}…` : String(s.pid)}
+      </span>
+    ),
+    sort: (s) => (typeof s.pid === 'number' ? s.pid : String(s.pid)),
+  }
+  const duration: Column<Session> = { key: 'duration', label: 'Duration', num: true, render: (s) => fmtDuration(s.duration_ms), sort: (s) => s.duration_ms }
+  const text: Column<Session> = {
+    key: 'query',
+    label: 'Statement',
+    cellClass: 'stmt-cell',
+    render: (s) => (
+      <span class="mono small stmt-text" title={s.query_text}>
+        {s.query_text || <span class="muted">(none)</span>}
+      </span>
+    ),
+  }
+  const user: Column<Session> = { key: 'user', label: 'User', render: (s) => s.user ?? '—', sort: (s) => s.user ?? null }
+  const client: Column<Session> = { key: 'client', label: 'Client', render: (s) => s.client_addr ?? '—', sort: (s) => s.client_addr ?? null }
+  if (db.engine === 'clickhouse') {
+    return [
+      pid,
+      duration,
+      user,
+      { key: 'memory', label: 'Memory', num: true, render: (s) => fmtBytes(s.memory_usage), sort: (s) => s.memory_usage },
+      { key: 'read', label: 'Read', num: true, render: (s) => fmtBytes(s.read_bytes), sort: (s) => s.read_bytes },
+      { key: 'rows', label: 'Rows read', num: true, render: (s) => fmtNum(s.read_rows), sort: (s) => s.read_rows },
+      { key: 'written', label: 'Written', num: true, render: (s) => fmtBytes(s.written_bytes), sort: (s) => s.written_bytes },
+      client,
+      text,
+    ]
+  }
+  return [
+    pid,
+    { key: 'state', label: 'State', render: (s) => s.state ?? '—', sort: (s) => s.state },
+    duration,
+    { key: 'wait', label: 'Waiting on', render: (s) => waitText(s) || '—', sort: (s) => waitText(s) || null },
+    {
+      key: 'blocked',
+      label: 'Blocked by',
+      render: (s) => (s.blocking_pids.length > 0 ? <span class="sev-critical">{s.blocking_pids.join(', ')}</span> : '—'),
+      sort: (s) => s.blocking_pids.length || null,
+    },
+    user,
+    { key: 'app', label: 'Application', render: (s) => s.application_name || '—', sort: (s) => s.application_name ?? null },
+    client,
+    {
+      key: 'xact',
+      label: 'Transaction since',
+      render: (s) => (s.xact_start ? <span title={fmtTime(s.xact_start)}>{ago(s.xact_start)}</span> : '—'),
+      sort: (s) => s.xact_start ?? null,
+    },
+    text,
+  ]
+}
+
+export function ActivePage({ db }: PageProps) {
+  const [interval, setIntervalSeconds] = useState(5)
+  const [paused, setPaused] = useState(false)
+  const [hideIdle, setHideIdle] = useState(true)
+  const stream = useActiveStream(db, interval, paused || !db.last_seen_at)
+  const sessions = useMemo(
+    () => (stream.active ?? []).filter((s) => !(hideIdle && db.engine === 'postgres' && s.state === 'idle')),
+    [stream.active, hideIdle, db.engine],
+  )
+  const chains = useMemo(() => (db.engine === 'postgres' ? blockingChains(stream.active ?? []) : []), [stream.active, db.engine])
+  if (!db.last_seen_at) return <NoDataYet db={db} />
+  const status =
+    stream.state === 'live'
+      ? `Live, every ${interval} s`
+      : stream.state === 'paused'
+        ? 'Paused'
+        : stream.state === 'connecting'
+          ? 'Connecting…'
+          : `Reconnecting…${stream.message ? ` (${stream.message})` : ''}`
+  return (
+    <section>
+      <div class="toolbar">
+        <span class={`badge ${stream.state === 'live' ? 'badge-ok' : 'badge-muted'}`} role="status" aria-live="polite">
+          {status}
+        </span>
+        <button type="button" onClick={() => setPaused((p) => !p)} aria-pressed={paused}>
+          {paused ? 'Resume' : 'Pause'}
+        </button>
+        <SelectField label="Refresh every" value={String(interval)} options={[2, 5, 10, 30, 60].map((s) => [String(s), `${s} s`])} onChange={(v) => setIntervalSeconds(Number(v))} />
+        {db.engine === 'postgres' && (
+          <label class="check">
+            <input type="checkbox" checked={hideIdle} onChange={(e) => setHideIdle((e.target as HTMLInputElement).checked)} /> Hide idle sessions
+          </label>
+        )}
+        {stream.ts && (
+          <span class="muted small" title={fmtTime(stream.ts)}>
+            collected {ago(stream.ts)}
+          </span>
+        )}
+      </div>
+      {stream.active === undefined ? (
+        <Loading what="Connecting to the live stream" />
+      ) : (
+        <>
+          {chains.length > 0 && (
+            <section class="panel critical chains">
+              <h2>Blocking chains</h2>
+              <p class="muted small">Each blocker with the sessions waiting on it, and on those in turn.</p>
+              <div class="chain-tree">
+                <ChainTree nodes={chains} />
+              </div>
+            </section>
+          )}
+          <h2>
+            Sessions <span class="muted small">({sessions.length})</span>
+          </h2>
+          {sessions.length === 0 ? (
+            <Empty title="No active queries right now">
+              <p>
+                {stream.ts === null
+                  ? 'The agent has sent no session snapshot yet: the activity collector sends one every poll.'
+                  : 'Nothing was running at the latest snapshot. This page updates by itself.'}
+              </p>
+            </Empty>
+          ) : (
+            <DataTable
+              caption="Active sessions"
+              columns={columns(db)}
+              rows={sessions}
+              rowKey={(s) => String(s.pid)}
+              initialSort={{ key: 'duration' }}
+              rowClass={(s) => (s.blocking_pids.length > 0 ? 'blocked-row' : undefined)}
+              compact
+            />
+          )}
+        </>
+      )}
+    </section>
+  )
+}

@@ -1,0 +1,281 @@
+// What the per-database pages share: links inside a database, the time window kept in the route's
+// query (?range=6h, or ?range=custom&since=…&until=…) with its picker, the bucket that suits a window,
+// periodic reloads, badges, key-figure cards, a percentage meter, duration formatting, the "no data
+// yet" state and the note that verifying the email unlocks something.
+import type { ComponentChildren } from 'preact'
+import { useEffect, useId, useMemo, useState } from 'preact/hooks'
+import { ApiError, api } from '../../api.ts'
+import { Empty, ErrorBox, fmtMs } from '../../components/ui.tsx'
+import type { Database, Severity } from './types.ts'
+
+/** `#/databases/<id>/<rest>` */
+export const dbHref = (db: Pick<Database, 'id'>, rest = '') => `#/databases/${encodeURIComponent(db.id)}${rest ? `/${rest}` : ''}`
+
+/** `/databases/<id><rest>`: an API path of the database. */
+export const apiPath = (db: Pick<Database, 'id'>, rest: string) => `/databases/${encodeURIComponent(db.id)}${rest}`
+
+export const engineName = (engine: string) => (engine === 'clickhouse' ? 'ClickHouse' : 'PostgreSQL')
+
+/** A labelled select of `[value, label]` options. */
+export function SelectField({ label, value, options, onChange }: { label: string; value: string; options: [string, string][]; onChange(value: string): void }) {
+  return (
+    <Field label={label}>
+      {(id) => (
+        <select id={id} value={value} onChange={(e) => onChange((e.target as HTMLSelectElement).value)}>
+          {options.map(([v, text]) => (
+            <option key={v} value={v}>
+              {text}
+            </option>
+          ))}
+        </select>
+      )}
+    </Field>
+  )
+}
+
+/** A labelled control: `children` renders the control with the id its label points at. */
+export function Field({ label, children }: { label: string; children(id: string): ComponentChildren }) {
+  const id = useId()
+  return (
+    <div class="field">
+      <label for={id}>{label}</label>
+      {children(id)}
+    </div>
+  )
+}
+
+// ---- time windows ----
+
+export const RANGES = [
+  { key: '1h', label: 'Last hour', ms: 3_600_000 },
+  { key: '6h', label: 'Last 6 hours', ms: 6 * 3_600_000 },
+  { key: '24h', label: 'Last 24 hours', ms: 24 * 3_600_000 },
+  { key: '7d', label: 'Last 7 days', ms: 7 * 24 * 3_600_000 },
+] as const
+
+export interface TimeWindow {
+  range: string
+  since: string
+  until: string
+  spanMs: number
+  /** `since=…&until=…` */
+  params: string
+  /** A bucket in seconds that cuts the window into a few hundred intervals at most. */
+  bucket: number
+}
+
+const BUCKETS = [60, 120, 300, 600, 900, 1800, 3600, 7200, 21_600, 86_400]
+
+export function bucketFor(spanMs: number, points = 360): number {
+  return BUCKETS.find((b) => spanMs / 1000 / b <= points) ?? 86_400
+}
+
+/** The window the route's query names (default: the last `fallback`); `refresh()` moves a relative window to now. */
+export function useWindow(query: URLSearchParams, fallback = '24h'): TimeWindow & { refresh(): void } {
+  const range = query.get('range') ?? fallback
+  const since = query.get('since')
+  const until = query.get('until')
+  const [tick, setTick] = useState(0)
+  const tw = useMemo(() => {
+    let from: number
+    let to: number
+    if (range === 'custom' && since && until && !Number.isNaN(Date.parse(since)) && !Number.isNaN(Date.parse(until))) {
+      from = Date.parse(since)
+      to = Date.parse(until)
+    } else {
+      const preset = RANGES.find((r) => r.key === range) ?? RANGES.find((r) => r.key === fallback) ?? RANGES[2]
+      to = Date.now()
+      from = to - preset.ms
+    }
+    const s = new Date(from).toISOString()
+    const u = new Date(to).toISOString()
+    const spanMs = Math.max(60_000, to - from)
+    return { range, since: s, until: u, spanMs, params: `since=${encodeURIComponent(s)}&until=${encodeURIComponent(u)}`, bucket: bucketFor(spanMs) }
+  }, [range, since, until, tick])
+  return { ...tw, refresh: () => setTick((t) => t + 1) }
+}
+
+/** `YYYY-MM-DDTHH:mm` in local time, for datetime-local inputs. */
+function localInput(iso: string): string {
+  const d = new Date(iso)
+  const pad = (n: number) => String(n).padStart(2, '0')
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`
+}
+
+export function TimeRangePicker({ tw, setQuery }: { tw: TimeWindow & { refresh(): void }; setQuery(patch: Record<string, string | undefined>): void }) {
+  const [custom, setCustom] = useState(tw.range === 'custom')
+  const [from, setFrom] = useState(localInput(tw.since))
+  const [to, setTo] = useState(localInput(tw.until))
+  const [error, setError] = useState('')
+  const choose = (value: string) => {
+    if (value === 'custom') {
+      setCustom(true)
+      setFrom(localInput(tw.since))
+      setTo(localInput(tw.until))
+      return
+    }
+    setCustom(false)
+    setQuery({ range: value, since: undefined, until: undefined })
+  }
+  const apply = (e: Event) => {
+    e.preventDefault()
+    const f = Date.parse(from)
+    const t = Date.parse(to)
+    if (Number.isNaN(f) || Number.isNaN(t)) return setError('Enter both times.')
+    if (f >= t) return setError('The start must be before the end.')
+    setError('')
+    setQuery({ range: 'custom', since: new Date(f).toISOString(), until: new Date(t).toISOString() })
+  }
+  return (
+    <form class="time-range" onSubmit={apply}>
+      <SelectField label="Time range" value={custom ? 'custom' : tw.range} options={[...RANGES.map((r): [string, string] => [r.key, r.label]), ['custom', 'Custom…']]} onChange={choose} />
+      {custom && (
+        <>
+          <Field label="From">
+            {(id) => <input id={id} type="datetime-local" value={from} onInput={(e) => setFrom((e.target as HTMLInputElement).value)} required />}
+          </Field>
+          <Field label="To">
+            {(id) => <input id={id} type="datetime-local" value={to} onInput={(e) => setTo((e.target as HTMLInputElement).value)} required />}
+          </Field>
+          <button type="submit">Apply</button>
+        </>
+      )}
+      {!custom && (
+        <button type="button" class="ghost" onClick={tw.refresh} title="Move the window to now">
+          Refresh
+        </button>
+      )}
+      {error && (
+        <span class="error small" role="alert">
+          {error}
+        </span>
+      )}
+    </form>
+  )
+}
+
+// ---- small pieces ----
+
+/** Calls `fn` every `ms` while the page is shown. */
+export function useEvery(ms: number, fn: () => void): void {
+  useEffect(() => {
+    const timer = setInterval(() => {
+      if (document.visibilityState === 'visible') fn()
+    }, ms)
+    return () => clearInterval(timer)
+  }, [ms, fn])
+}
+
+export function SeverityBadge({ severity }: { severity: Severity | string }) {
+  const cls = severity === 'critical' || severity === 'warning' || severity === 'info' ? `badge-${severity}` : 'badge-muted'
+  return <span class={`badge ${cls}`}>{severity}</span>
+}
+
+export function StatusBadge({ status }: { status: string }) {
+  return <span class={`badge ${status === 'connected' ? 'badge-ok' : 'badge-muted'}`}>{status}</span>
+}
+
+/** The doctor's status as a colour class: healthy ok, degraded warning, unhealthy critical. */
+export const statusClass = (status: string | undefined) => (status === 'unhealthy' ? 'critical' : status === 'degraded' ? 'warning' : status === 'healthy' ? 'ok' : '')
+
+export function Card({ label, value, sub, tone, href }: { label: string; value: ComponentChildren; sub?: ComponentChildren; tone?: string; href?: string }) {
+  return (
+    <div class="card">
+      <div class="label">{href ? <a href={href}>{label}</a> : label}</div>
+      <div class={`value${tone ? ` ${tone}` : ''}`}>{value}</div>
+      {sub !== undefined && <div class="sub">{sub}</div>}
+    </div>
+  )
+}
+
+/** A percentage bar (0–100) coloured by thresholds in percent. */
+export function Meter({ pct, warn = 70, crit = 90, label }: { pct: number | null | undefined; warn?: number; crit?: number; label: string }) {
+  if (pct === null || pct === undefined) return <span class="muted">—</span>
+  const tone = pct >= crit ? ' critical' : pct >= warn ? ' warning' : ''
+  const shown = Math.max(0, Math.min(100, pct))
+  return (
+    <div class="meter-row">
+      <div class={`meter${tone}`} role="meter" aria-label={label} aria-valuemin={0} aria-valuemax={100} aria-valuenow={Math.round(shown)}>
+        <span style={{ width: `${shown}%` }} />
+      </div>
+      <span class="num small">{pct.toFixed(pct < 10 ? 1 : 0)} %</span>
+    </div>
+  )
+}
+
+export const fmtRatio = (r: number | null | undefined, digits = 1) => (r === null || r === undefined ? '—' : `${(r * 100).toFixed(digits)} %`)
+
+/** A duration: milliseconds below a minute, then "4 min 3 s", "2 h 5 min", "3 d 4 h". */
+export function fmtDuration(ms: number | null | undefined): string {
+  if (ms === null || ms === undefined) return '—'
+  if (ms < 60_000) return fmtMs(ms)
+  const s = Math.floor(ms / 1000)
+  const [d, h, m] = [Math.floor(s / 86_400), Math.floor((s % 86_400) / 3600), Math.floor((s % 3600) / 60)]
+  if (d > 0) return `${d} d ${h} h`
+  if (h > 0) return `${h} h ${m} min`
+  return `${m} min ${s % 60} s`
+}
+
+/** Chart series from timeseries points: `[key, label]` pairs, each value multiplied by `scale` (1/bucket for rates). */
+export function seriesFrom<P extends { ts: string }>(points: P[], keys: [string, string][], scale = 1) {
+  return {
+    times: points.map((p) => Date.parse(p.ts)),
+    series: keys.map(([key, label]) => ({
+      label,
+      values: points.map((p) => {
+        const v = (p as Record<string, unknown>)[key]
+        return typeof v === 'number' ? v * scale : null
+      }),
+    })),
+  }
+}
+
+/** The empty state of a database the agent never sent data for. */
+export function NoDataYet({ db }: { db: Database }) {
+  return (
+    <Empty title="No data yet: start the agent with this config">
+      <p>
+        dbm has not received anything for <strong>{db.name}</strong>. Run <code>dbm agent</code> with a database entry named{' '}
+        <code>{db.name}</code>; the <a href="#/settings/agent">agent setup page</a> gives you the config and an API key.
+      </p>
+    </Empty>
+  )
+}
+
+/** An error from the API; a 400 that names an engine or version limit reads as a note, not a failure. */
+export function ApiProblem({ error }: { error: Error }) {
+  if (error instanceof ApiError && error.status === 400 && /needs PostgreSQL|this endpoint serves/.test(error.message)) {
+    return <p class="muted">Not available: {error.message}.</p>
+  }
+  return <ErrorBox error={error} />
+}
+
+/** A note that verifying the email address unlocks something, with a button that sends the mail again. */
+export function VerifyNote({ message }: { message: string }) {
+  const [state, setState] = useState<{ sending?: boolean; done?: string; error?: string }>({})
+  const resend = async () => {
+    setState({ sending: true })
+    try {
+      await api('POST', '/auth/resend-verification')
+      setState({ done: 'Sent: open the link in the mail, then reload this page.' })
+    } catch (e) {
+      setState({ error: (e as Error).message })
+    }
+  }
+  return (
+    <div class="verify-note" role="note">
+      <p>{message}</p>
+      <div class="row">
+        <button type="button" onClick={resend} disabled={state.sending}>
+          {state.sending ? 'Sending…' : 'Resend the verification mail'}
+        </button>
+        {state.done && <span class="success small">{state.done}</span>}
+        {state.error && (
+          <span class="error small" role="alert">
+            {state.error}
+          </span>
+        )}
+      </div>
+    </div>
+  )
+}

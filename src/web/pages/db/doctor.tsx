@@ -1,0 +1,133 @@
+// Doctor: the database's status and score, the findings grouped by severity (title, detail,
+// recommendation, how to investigate and how to fix as copyable commands; for an unverified organization
+// the note that verifying the email unlocks the fixes) and the key figures it judged.
+import { Fragment } from 'preact'
+import { useEffect } from 'preact/hooks'
+import { Code, ErrorBox, Loading, fmtTime } from '../../components/ui.tsx'
+import { NoDataYet, SeverityBadge, VerifyNote, statusClass } from './common.tsx'
+import type { Finding, PageProps, Severity } from './types.ts'
+
+const SEVERITIES: { key: Severity; label: string }[] = [
+  { key: 'critical', label: 'Critical' },
+  { key: 'warning', label: 'Warnings' },
+  { key: 'info', label: 'Information' },
+]
+
+const label = (key: string) => key.replace(/_/g, ' ')
+
+function formatFigure(key: string, v: unknown): string {
+  if (v === null || v === undefined) return '—'
+  if (typeof v === 'number') {
+    if (key.endsWith('_ratio')) return `${(v * 100).toFixed(2)} %`
+    if (key.endsWith('_ms')) return `${v.toLocaleString()} ms`
+    if (key.endsWith('_pct')) return `${v} %`
+    return v.toLocaleString()
+  }
+  if (typeof v === 'string' && /^\d{4}-\d\d-\d\dT/.test(v)) return fmtTime(v)
+  return typeof v === 'object' ? JSON.stringify(v) : String(v)
+}
+
+function FindingPanel({ f, open }: { f: Finding; open: boolean }) {
+  return (
+    <article id={`finding-${f.key}`} class={`panel finding ${f.severity}`}>
+      <details open={open}>
+        <summary>
+          <SeverityBadge severity={f.severity} /> {f.title} <span class="muted small">{f.category}</span>
+        </summary>
+        <div class="finding-body">
+          <p>{f.detail}</p>
+          <p>
+            <strong>Recommendation.</strong> {f.recommendation}
+          </p>
+          {f.objects.length > 0 && (
+            <p class="small">
+              <span class="muted">Objects:</span>{' '}
+              {f.objects.map((o) => (
+                <Fragment key={o}>
+                  <code>{o}</code>{' '}
+                </Fragment>
+              ))}
+            </p>
+          )}
+          {f.how_to_investigate.length > 0 && (
+            <>
+              <h3>How to investigate</h3>
+              {f.how_to_investigate.map((c, i) => (
+                <Code key={i} text={c} />
+              ))}
+            </>
+          )}
+          <h3>How to fix</h3>
+          {f.how_to_fix_locked ? (
+            <VerifyNote message={f.how_to_fix_locked} />
+          ) : f.how_to_fix.length > 0 ? (
+            f.how_to_fix.map((c, i) => <Code key={i} text={c} />)
+          ) : (
+            <p class="muted small">No commands: follow the recommendation above.</p>
+          )}
+          <p class="muted small">
+            Rule <code>{f.rule}</code>
+          </p>
+        </div>
+      </details>
+    </article>
+  )
+}
+
+export function DoctorPage({ db, doctor, query }: PageProps) {
+  const wanted = query.get('finding')
+  useEffect(() => {
+    if (wanted && doctor.data) document.getElementById(`finding-${wanted}`)?.scrollIntoView({ block: 'start' })
+  }, [wanted, doctor.data])
+  if (doctor.error) return <ErrorBox error={doctor.error} />
+  if (!doctor.data) return <Loading what="Running the doctor" />
+  const d = doctor.data
+  const { findings: counts, rules_evaluated, ...figures } = d.metrics_summary
+  return (
+    <section class="stack">
+      <div class="doctor-head">
+        <div class="card doctor-score">
+          <div class="label">Health score</div>
+          <div class={`value ${statusClass(d.status)}`}>{d.score}</div>
+          <div class="sub">{d.status}</div>
+        </div>
+        <p class="muted small">
+          {rules_evaluated ?? 'All'} rules evaluated at {fmtTime(d.evaluated_at)}. The score is 100 less 30 for each rule with a critical finding,
+          10 for a warning and 2 for information.{' '}
+          <button type="button" class="link" onClick={doctor.reload} disabled={doctor.loading}>
+            {doctor.loading ? 'Running…' : 'Run again'}
+          </button>
+        </p>
+      </div>
+      {!db.last_seen_at && <NoDataYet db={db} />}
+      {d.top_issues.length === 0 && db.last_seen_at && <p class="success">No findings: every rule passed.</p>}
+      {SEVERITIES.map(({ key, label: title }) => {
+        const list = d.top_issues.filter((f) => f.severity === key)
+        if (list.length === 0) return null
+        return (
+          <section key={key}>
+            <h2 class={`sev-${key}`}>
+              {title} ({counts?.[key] ?? list.length})
+            </h2>
+            <div class="stack">
+              {list.map((f) => (
+                <FindingPanel key={f.key} f={f} open={wanted ? wanted === f.key : key === 'critical' || f.key === d.top_issues[0]?.key} />
+              ))}
+            </div>
+          </section>
+        )
+      })}
+      <section>
+        <h2>Key figures</h2>
+        <dl class="kv">
+          {Object.entries(figures).map(([k, v]) => (
+            <Fragment key={k}>
+              <dt>{label(k)}</dt>
+              <dd>{formatFigure(k, v)}</dd>
+            </Fragment>
+          ))}
+        </dl>
+      </section>
+    </section>
+  )
+}

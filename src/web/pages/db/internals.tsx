@@ -1,0 +1,196 @@
+// Internals (PostgreSQL): database counters and gauges (connections, size, wraparound ages,
+// transactions, blocks), the background writer and checkpoints, WAL (14+) and I/O by backend (16+),
+// each as the latest values and charts over the window.
+import { useMemo } from 'preact/hooks'
+import { formatValue } from '../../components/chart.tsx'
+import { type Column, DataTable } from '../../components/data-table.tsx'
+import { Async, Loading, fmtBytes, fmtMs, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
+import type { Loaded } from '../../components/ui.tsx'
+import { ApiProblem, Card, Meter, NoDataYet, TimeRangePicker, apiPath, fmtDuration, fmtRatio, useWindow } from './common.tsx'
+import { SeriesChart, type SeriesSpec } from './series-chart.tsx'
+import type { PageProps } from './types.ts'
+
+type Values = Record<string, number | null> & { ts: string | null; interval_seconds: number | null }
+type Point = { ts: string } & Record<string, number | null>
+
+interface IoRow {
+  backend_type: string
+  object: string
+  context: string
+  [counter: string]: string | number | null
+}
+
+const DATABASE_CHARTS: SeriesSpec[] = [
+  { name: 'db-transactions', title: 'Transactions per second', unit: 'per_s', rate: true, keys: [['xact_commit', 'commits'], ['xact_rollback', 'rollbacks']] },
+  { name: 'db-blocks', title: 'Blocks per second', unit: 'per_s', rate: true, keys: [['blks_hit', 'hit'], ['blks_read', 'read']] },
+  { name: 'db-connections', title: 'Connections', unit: 'count', keys: [['numbackends', 'backends'], ['max_connections', 'max']] },
+  { name: 'db-tuples', title: 'Rows per second', unit: 'per_s', rate: true, keys: [['tup_returned', 'returned'], ['tup_fetched', 'fetched'], ['tup_inserted', 'inserted'], ['tup_updated', 'updated'], ['tup_deleted', 'deleted']] },
+]
+
+const BGWRITER_CHARTS: SeriesSpec[] = [
+  { name: 'bgwriter-checkpoints', title: 'Checkpoints', unit: 'count', keys: [['checkpoints_timed', 'timed'], ['checkpoints_req', 'requested']] },
+  { name: 'bgwriter-buffers', title: 'Buffers written per second', unit: 'per_s', rate: true, keys: [['buffers_checkpoint', 'checkpointer'], ['buffers_clean', 'bgwriter'], ['buffers_backend', 'backends']] },
+  { name: 'bgwriter-checkpoint-time', title: 'Checkpoint write and sync time', unit: 'ms', keys: [['checkpoint_write_time_ms', 'write'], ['checkpoint_sync_time_ms', 'sync']] },
+]
+
+const WAL_CHARTS: SeriesSpec[] = [
+  { name: 'wal-bytes', title: 'WAL generated', unit: 'bytes/s', rate: true, keys: [['wal_bytes', 'WAL']] },
+  { name: 'wal-records', title: 'WAL records per second', unit: 'per_s', rate: true, keys: [['wal_records', 'records'], ['wal_fpi', 'full-page images']] },
+]
+
+const IO_CHART: SeriesSpec = { name: 'io-ops', title: 'I/O per second (all backends)', unit: 'per_s', rate: true, keys: [['reads', 'reads'], ['writes', 'writes'], ['extends', 'extends']] }
+
+function Charts({ loaded, specs, bucket }: { loaded: Loaded<Point[]>; specs: SeriesSpec[]; bucket: number }) {
+  if (loaded.error) return <ApiProblem error={loaded.error} />
+  if (!loaded.data) return <Loading />
+  return (
+    <div class="chart-grid">
+      {specs.map((s) => (
+        <SeriesChart key={s.name} points={loaded.data!} spec={s} bucketSeconds={bucket} />
+      ))}
+    </div>
+  )
+}
+
+function DatabaseFigures({ v }: { v: Values }) {
+  if (v.ts === null) return <p class="muted">No database statistics yet: the database_stats collector sends them every poll.</p>
+  const connections = v.numbackends ?? null
+  const max = v.max_connections ?? null
+  const hit = v.blks_hit ?? 0
+  const read = v.blks_read ?? 0
+  const freezeMax = v.autovacuum_freeze_max_age ?? 200_000_000
+  return (
+    <>
+      <div class="cards">
+        <div class="card">
+          <div class="label">Connections</div>
+          <div class="value">
+            {fmtNum(connections)}
+            <span class="small muted"> / {fmtNum(max)}</span>
+          </div>
+          <Meter pct={connections !== null && max ? (100 * connections) / max : null} warn={80} crit={95} label="Connections used" />
+        </div>
+        <Card label="Database size" value={fmtBytes(v.database_size_bytes)} />
+        <Card label="Commits" value={formatValue('per_s', v.xact_commit_per_s)} sub={`${formatValue('per_s', v.xact_rollback_per_s)} rolled back`} />
+        <Card label="Cache hits" value={fmtRatio(hit + read > 0 ? hit / (hit + read) : null, 2)} sub="latest poll" />
+        <div class="card">
+          <div class="label">Transaction ID age</div>
+          <div class="value" title={fmtNum(v.xid_age)}>
+            {formatValue('count', v.xid_age)}
+          </div>
+          <Meter pct={v.xid_age === null || v.xid_age === undefined ? null : (100 * v.xid_age) / 2_147_483_648} warn={25} crit={70} label="Share of the XID space before wraparound" />
+          <div class="sub">of 2.1G before wraparound; freeze max age {formatValue('count', freezeMax)}</div>
+        </div>
+        <Card label="Oldest transaction" value={v.oldest_xact_age_s === null || v.oldest_xact_age_s === undefined ? '—' : fmtDuration(v.oldest_xact_age_s * 1000)} />
+        <Card label="Deadlocks" value={fmtNum(v.deadlocks)} sub="latest poll" tone={(v.deadlocks ?? 0) > 0 ? 'warning' : undefined} />
+        <Card label="Temp files" value={fmtNum(v.temp_files)} sub={fmtBytes(v.temp_bytes)} />
+      </div>
+      <p class="muted small">Collected {fmtTime(v.ts)}; counters are over the latest poll ({v.interval_seconds ?? '?'} s).</p>
+    </>
+  )
+}
+
+function WalFigures({ loaded }: { loaded: Loaded<Values> }) {
+  if (loaded.error) return <ApiProblem error={loaded.error} />
+  if (!loaded.data) return <Loading />
+  const v = loaded.data
+  if (v.ts === null) return <p class="muted">No WAL statistics yet.</p>
+  return (
+    <div class="cards">
+      <Card label="WAL written" value={`${fmtBytes(v.wal_bytes_per_s)}/s`} sub={`${fmtBytes(v.wal_bytes)} in the latest poll`} />
+      <Card label="Records" value={formatValue('per_s', v.wal_records_per_s)} sub={`${formatValue('per_s', v.wal_fpi_per_s)} full-page images`} />
+      <Card label="WAL buffers full" value={fmtNum(v.wal_buffers_full)} tone={(v.wal_buffers_full ?? 0) > 0 ? 'warning' : undefined} />
+      <Card label="Sync time" value={fmtMs(v.wal_sync_time_ms)} sub={`${fmtNum(v.wal_sync)} syncs`} />
+    </div>
+  )
+}
+
+const IO_COLUMNS: Column<IoRow>[] = [
+  { key: 'backend', label: 'Backend', render: (r) => r.backend_type, sort: (r) => r.backend_type },
+  { key: 'object', label: 'Object', render: (r) => r.object, sort: (r) => r.object },
+  { key: 'context', label: 'Context', render: (r) => r.context, sort: (r) => r.context },
+  ...(['reads', 'writes', 'extends', 'hits', 'evictions', 'reuses', 'fsyncs'] as const).map(
+    (k): Column<IoRow> => ({ key: k, label: k, num: true, render: (r) => fmtNum(r[k] as number | null), sort: (r) => r[k] as number | null }),
+  ),
+  { key: 'read_time', label: 'read time', num: true, render: (r) => fmtMs(r.read_time_ms as number | null), sort: (r) => r.read_time_ms as number | null },
+  { key: 'write_time', label: 'write time', num: true, render: (r) => fmtMs(r.write_time_ms as number | null), sort: (r) => r.write_time_ms as number | null },
+]
+
+/** I/O points per subject summed per interval, for one chart of all backends. */
+function ioTotals(points: Point[] | undefined): Point[] | undefined {
+  if (!points) return undefined
+  const byTs = new Map<string, Point>()
+  for (const p of points) {
+    const sum: Point = byTs.get(p.ts) ?? ({ ts: p.ts, reads: 0, writes: 0, extends: 0 } as unknown as Point)
+    for (const k of ['reads', 'writes', 'extends']) sum[k] = (sum[k] ?? 0) + (p[k] ?? 0)
+    byTs.set(p.ts, sum)
+  }
+  return [...byTs.values()].sort((a, b) => (a.ts < b.ts ? -1 : 1))
+}
+
+export function InternalsPage({ db, query, setQuery }: PageProps) {
+  const tw = useWindow(query, '6h')
+  const on = db.last_seen_at !== null
+  const series = (path: string) => (on ? apiPath(db, `${path}?${tw.params}&bucket=${tw.bucket}`) : null)
+  const stats = useApi<Values>(on ? apiPath(db, '/database-stats') : null)
+  const statsSeries = useApi<Point[]>(series('/database-stats/timeseries'))
+  const bgwriter = useApi<Point[]>(series('/bgwriter'))
+  const wal = useApi<Values>(on ? apiPath(db, '/wal-stats') : null)
+  const walSeries = useApi<Point[]>(series('/wal-stats/timeseries'))
+  const io = useApi<{ ts: string | null; interval_seconds: number | null; stats: IoRow[] }>(on ? apiPath(db, '/io-stats') : null)
+  const ioSeries = useApi<Point[]>(series('/io-stats/timeseries'))
+  const ioPoints = useMemo(() => ioTotals(ioSeries.data), [ioSeries.data])
+  if (!on) return <NoDataYet db={db} />
+  const ioLoaded: Loaded<Point[]> = { ...ioSeries, data: ioPoints }
+  return (
+    <section>
+      <div class="toolbar">
+        <TimeRangePicker tw={tw} setQuery={setQuery} />
+        <nav class="row small" aria-label="Internals sections">
+          <button type="button" class="link" onClick={() => jump('internals-database')}>
+            Database
+          </button>
+          <button type="button" class="link" onClick={() => jump('internals-bgwriter')}>
+            Checkpoints
+          </button>
+          <button type="button" class="link" onClick={() => jump('internals-wal')}>
+            WAL
+          </button>
+          <button type="button" class="link" onClick={() => jump('internals-io')}>
+            I/O
+          </button>
+        </nav>
+      </div>
+      <h2 id="internals-database">Database</h2>
+      <Async loaded={stats}>{(v) => <DatabaseFigures v={v} />}</Async>
+      <Charts loaded={statsSeries} specs={DATABASE_CHARTS} bucket={tw.bucket} />
+      <h2 id="internals-bgwriter">Background writer and checkpoints</h2>
+      <Charts loaded={bgwriter} specs={BGWRITER_CHARTS} bucket={tw.bucket} />
+      <h2 id="internals-wal">WAL</h2>
+      <WalFigures loaded={wal} />
+      {!wal.error && <Charts loaded={walSeries} specs={WAL_CHARTS} bucket={tw.bucket} />}
+      <h2 id="internals-io">I/O by backend</h2>
+      {io.error ? (
+        <ApiProblem error={io.error} />
+      ) : !io.data ? (
+        <Loading />
+      ) : io.data.stats.length === 0 ? (
+        <p class="muted">No I/O statistics yet: the io_stats collector sends pg_stat_io (PostgreSQL 16+).</p>
+      ) : (
+        <>
+          <Charts loaded={ioLoaded} specs={[IO_CHART]} bucket={tw.bucket} />
+          <p class="muted small">Latest poll ({io.data.interval_seconds ?? '?'} s), collected {fmtTime(io.data.ts)}.</p>
+          <DataTable caption="I/O by backend type, object and context" columns={IO_COLUMNS} rows={io.data.stats} rowKey={(r) => `${r.backend_type}/${r.object}/${r.context}`} initialSort={{ key: 'reads' }} compact />
+        </>
+      )}
+    </section>
+  )
+}
+
+/** In-page links that leave the hash route alone. */
+function jump(id: string) {
+  const target = document.getElementById(id)
+  target?.scrollIntoView({ block: 'start' })
+  target?.setAttribute('tabindex', '-1')
+  target?.focus({ preventScroll: true })
+}

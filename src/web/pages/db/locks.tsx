@@ -1,0 +1,69 @@
+// Locks (PostgreSQL): the latest pg_locks snapshot, waiting locks first, with who blocks them;
+// refreshed every 15 seconds.
+import { type Column, DataTable } from '../../components/data-table.tsx'
+import { Async, Empty, useApi } from '../../components/ui.tsx'
+import { NoDataYet, apiPath, dbHref, fmtDuration, useEvery } from './common.tsx'
+import type { PageProps } from './types.ts'
+
+interface Lock {
+  pid: number
+  lock_type: string
+  mode: string
+  relation_name: string | null
+  granted: boolean
+  blocked_by_pid: number | null
+  duration_ms: number | null
+  query_text: string | null
+  ts: string
+}
+
+const COLUMNS: Column<Lock>[] = [
+  {
+    key: 'granted',
+    label: 'State',
+    render: (l) => <span class={`badge ${l.granted ? 'badge-muted' : 'badge-critical'}`}>{l.granted ? 'granted' : 'waiting'}</span>,
+    sort: (l) => (l.granted ? 1 : 0),
+  },
+  { key: 'pid', label: 'PID', num: true, render: (l) => l.pid, sort: (l) => l.pid },
+  { key: 'blocked', label: 'Blocked by', num: true, render: (l) => (l.blocked_by_pid === null ? '—' : <span class="sev-critical">{l.blocked_by_pid}</span>), sort: (l) => l.blocked_by_pid },
+  { key: 'type', label: 'Lock type', render: (l) => l.lock_type, sort: (l) => l.lock_type },
+  { key: 'mode', label: 'Mode', render: (l) => l.mode, sort: (l) => l.mode },
+  { key: 'relation', label: 'Relation', render: (l) => (l.relation_name ? <code>{l.relation_name}</code> : '—'), sort: (l) => l.relation_name },
+  { key: 'duration', label: 'Duration', num: true, render: (l) => fmtDuration(l.duration_ms), sort: (l) => l.duration_ms },
+  {
+    key: 'query',
+    label: 'Statement',
+    cellClass: 'stmt-cell',
+    render: (l) => (
+      <span class="mono small stmt-text" title={l.query_text ?? ''}>
+        {l.query_text || '—'}
+      </span>
+    ),
+  },
+]
+
+export function LocksPage({ db }: PageProps) {
+  const locks = useApi<Lock[]>(db.last_seen_at ? apiPath(db, '/locks?limit=500') : null)
+  useEvery(15_000, locks.reload)
+  if (!db.last_seen_at) return <NoDataYet db={db} />
+  return (
+    <Async loaded={locks}>
+      {(rows) => {
+        const waiting = rows.filter((l) => !l.granted).length
+        return rows.length === 0 ? (
+          <Empty title="No locks in the latest snapshot">
+            <p>The locks collector sends pg_locks every poll; nothing was held or awaited then.</p>
+          </Empty>
+        ) : (
+          <section>
+            <p class={waiting > 0 ? 'sev-warning' : 'muted'}>
+              {waiting > 0 ? `${waiting} waiting for a lock` : 'No session waits for a lock'} · {rows.length} locks · collected{' '}
+              {new Date(rows[0]!.ts).toLocaleTimeString()}. <a href={dbHref(db, 'active')}>See the blocking chains</a>
+            </p>
+            <DataTable caption="Locks" columns={COLUMNS} rows={rows} rowKey={(l, i) => `${l.pid}-${i}`} rowClass={(l) => (l.granted ? undefined : 'blocked-row')} compact />
+          </section>
+        )
+      }}
+    </Async>
+  )
+}

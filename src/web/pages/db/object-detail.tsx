@@ -1,0 +1,165 @@
+// One table or index (`tables/<schema/name>`, `indexes/<schema/name>`): its latest statistics and
+// charts over the window of sizes, rows and scans.
+import { useMemo } from 'preact/hooks'
+import { ApiError } from '../../api.ts'
+import { Chart, type ChartSeries, type Unit } from '../../components/chart.tsx'
+import { Async, Code, Empty, ago, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
+import { TimeRangePicker, apiPath, dbHref, fmtRatio, useWindow } from './common.tsx'
+import type { IndexRow, TableRow } from './objects.tsx'
+import type { PageProps } from './types.ts'
+
+type Point = { ts: string } & Record<string, number | null>
+
+interface Detail {
+  since: string
+  until: string
+  resolution_seconds: number
+  timeseries: Point[]
+}
+
+interface Spec {
+  name: string
+  title: string
+  unit: Unit
+  keys: [string, string][]
+}
+
+const TABLE_CHARTS: Spec[] = [
+  { name: 'table-size', title: 'Size', unit: 'bytes', keys: [['table_size_bytes', 'table'], ['index_size_bytes', 'indexes']] },
+  { name: 'table-rows', title: 'Live and dead rows', unit: 'count', keys: [['n_live_tup', 'live'], ['n_dead_tup', 'dead']] },
+  { name: 'table-scans', title: 'Scans', unit: 'count', keys: [['seq_scan', 'sequential'], ['idx_scan', 'index']] },
+  { name: 'table-writes', title: 'Rows written', unit: 'count', keys: [['n_tup_ins', 'inserted'], ['n_tup_upd', 'updated'], ['n_tup_del', 'deleted']] },
+]
+
+const INDEX_CHARTS: Spec[] = [
+  { name: 'index-scans', title: 'Scans', unit: 'count', keys: [['idx_scan', 'scans']] },
+  { name: 'index-tuples', title: 'Tuples', unit: 'count', keys: [['idx_tup_read', 'read'], ['idx_tup_fetch', 'fetched']] },
+  { name: 'index-size', title: 'Size', unit: 'bytes', keys: [['size_bytes', 'size']] },
+]
+
+function Charts({ detail, specs }: { detail: Detail; specs: Spec[] }) {
+  const data = useMemo(() => {
+    const times = detail.timeseries.map((p) => Date.parse(p.ts))
+    return specs.map((s) => ({ spec: s, series: s.keys.map(([k, label]): ChartSeries => ({ label, values: detail.timeseries.map((p) => p[k] ?? null) })) }))
+      .map((c) => ({ ...c, times }))
+  }, [detail, specs])
+  return (
+    <div class="chart-grid">
+      {data.map(({ spec, series, times }) => (
+        <Chart key={spec.name} name={spec.name} title={spec.title} unit={spec.unit} times={times} series={series} stepMs={detail.resolution_seconds * 1000} />
+      ))}
+    </div>
+  )
+}
+
+function splitItem(item: string | undefined): [string, string] {
+  const at = (item ?? '').indexOf('/')
+  return at === -1 ? ['public', item ?? ''] : [item!.slice(0, at), item!.slice(at + 1)]
+}
+
+function NotFound({ what, back }: { what: string; back: string }) {
+  return (
+    <Empty title={`No such ${what}`}>
+      <p>
+        The agent has not reported it. <a href={back}>Back to the list</a>.
+      </p>
+    </Empty>
+  )
+}
+
+export function TableDetailPage({ db, item, query, setQuery }: PageProps) {
+  const [schema, name] = splitItem(item)
+  const tw = useWindow(query)
+  const detail = useApi<TableRow & Detail>(apiPath(db, `/tables/${encodeURIComponent(schema)}/${encodeURIComponent(name)}?${tw.params}`))
+  if (detail.error instanceof ApiError && detail.error.status === 404) return <NotFound what="table" back={dbHref(db, 'tables')} />
+  return (
+    <section class="stack">
+      <p class="small">
+        <a href={dbHref(db, 'tables')}>← All tables</a>
+      </p>
+      <h2 class="object-title">
+        <span class="muted">{schema}.</span>
+        {name}
+      </h2>
+      <Async loaded={detail}>
+        {(t) => (
+          <>
+            <dl class="kv">
+              <dt>Size</dt>
+              <dd>
+                {fmtBytes(t.table_size_bytes)} (indexes {fmtBytes(t.index_size_bytes)})
+              </dd>
+              <dt>Rows</dt>
+              <dd>
+                {fmtNum(t.n_live_tup)} live, {fmtNum(t.n_dead_tup)} dead ({fmtRatio(t.dead_tuple_ratio)})
+              </dd>
+              <dt>Scans</dt>
+              <dd>
+                {fmtNum(t.seq_scan)} sequential ({fmtNum(t.seq_tup_read)} rows read), {fmtNum(t.idx_scan)} by index
+              </dd>
+              <dt>Vacuum</dt>
+              <dd>
+                manual {ago(t.last_vacuum)}, auto {ago(t.last_autovacuum)} <span class="muted small">{fmtTime(t.last_autovacuum)}</span>
+              </dd>
+              <dt>Analyze</dt>
+              <dd>
+                manual {ago(t.last_analyze)}, auto {ago(t.last_autoanalyze)}
+              </dd>
+              <dt>Primary key</dt>
+              <dd>{t.has_primary_key === false ? <span class="badge badge-warning">none</span> : t.has_primary_key ? 'yes' : '—'}</dd>
+            </dl>
+            <div class="toolbar">
+              <TimeRangePicker tw={tw} setQuery={setQuery} />
+            </div>
+            <Charts detail={t} specs={TABLE_CHARTS} />
+          </>
+        )}
+      </Async>
+    </section>
+  )
+}
+
+export function IndexDetailPage({ db, item, query, setQuery }: PageProps) {
+  const [schema, name] = splitItem(item)
+  const tw = useWindow(query)
+  const detail = useApi<IndexRow & Detail>(apiPath(db, `/indexes/${encodeURIComponent(schema)}/${encodeURIComponent(name)}?${tw.params}`))
+  if (detail.error instanceof ApiError && detail.error.status === 404) return <NotFound what="index" back={dbHref(db, 'indexes')} />
+  return (
+    <section class="stack">
+      <p class="small">
+        <a href={dbHref(db, 'indexes')}>← All indexes</a>
+      </p>
+      <h2 class="object-title">
+        <span class="muted">{schema}.</span>
+        {name}
+      </h2>
+      <Async loaded={detail}>
+        {(i) => (
+          <>
+            <Code text={i.index_def} />
+            <dl class="kv">
+              <dt>Table</dt>
+              <dd>
+                <a href={dbHref(db, `tables/${encodeURIComponent(`${i.schema_name}/${i.table_name}`)}`)}>{i.table_name}</a>
+              </dd>
+              <dt>Size</dt>
+              <dd>{fmtBytes(i.size_bytes)}</dd>
+              <dt>Scans</dt>
+              <dd>
+                {fmtNum(i.idx_scan)} ({fmtNum(i.idx_tup_read)} tuples read, {fmtNum(i.idx_tup_fetch)} fetched)
+              </dd>
+              <dt>Kind</dt>
+              <dd>
+                {[i.is_primary && 'primary', i.is_unique && 'unique', !i.is_valid && 'invalid'].filter(Boolean).join(', ') || 'plain'}
+              </dd>
+            </dl>
+            <div class="toolbar">
+              <TimeRangePicker tw={tw} setQuery={setQuery} />
+            </div>
+            <Charts detail={i} specs={INDEX_CHARTS} />
+          </>
+        )}
+      </Async>
+    </section>
+  )
+}

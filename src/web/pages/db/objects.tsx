@@ -1,0 +1,225 @@
+// Tables and indexes (PostgreSQL): the latest statistics, sorted by the server (sort_by) with a limit;
+// indexes also as the unused-index view (never scanned, neither primary nor unique, over 1 MB). Each
+// row links to the object's page (object-detail.tsx).
+import { type Column, DataTable } from '../../components/data-table.tsx'
+import { Async, Empty, ago, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
+import { NoDataYet, SelectField, apiPath, dbHref, fmtRatio } from './common.tsx'
+import type { Database, PageProps } from './types.ts'
+
+export interface TableRow {
+  schema_name: string
+  table_name: string
+  seq_scan: number | null
+  idx_scan: number | null
+  n_tup_ins: number | null
+  n_tup_upd: number | null
+  n_tup_del: number | null
+  n_live_tup: number | null
+  n_dead_tup: number | null
+  last_vacuum: string | null
+  last_autovacuum: string | null
+  last_analyze: string | null
+  last_autoanalyze: string | null
+  table_size_bytes: number | null
+  index_size_bytes: number | null
+  has_primary_key: boolean | null
+  dead_tuple_ratio: number | null
+  seq_tup_read: number | null
+  idx_tup_fetch: number | null
+  n_tup_hot_upd: number | null
+  ts: string
+}
+
+export interface IndexRow {
+  schema_name: string
+  table_name: string
+  index_name: string
+  idx_scan: number | null
+  idx_tup_read: number | null
+  idx_tup_fetch: number | null
+  size_bytes: number | null
+  index_def: string
+  is_unique: boolean
+  is_primary: boolean
+  is_valid: boolean
+  ts: string
+}
+
+/** The route item of a schema-qualified object: `schema/name` in one segment. */
+export const objectItem = (schema: string, name: string) => encodeURIComponent(`${schema}/${name}`)
+
+const LIMITS = ['50', '100', '500']
+
+function LimitSelect({ value, setQuery }: { value: string; setQuery: PageProps['setQuery'] }) {
+  return (
+    <SelectField label="Show" value={value} options={LIMITS.map((l) => [l, l])} onChange={(v) => setQuery({ limit: v })} />
+  )
+}
+
+const deadTone = (r: number | null) => (r === null ? undefined : r > 0.5 ? 'sev-critical' : r > 0.2 ? 'sev-warning' : undefined)
+
+function tableColumns(db: Database): Column<TableRow>[] {
+  return [
+    {
+      key: 'name',
+      label: 'Table',
+      render: (t) => (
+        <a href={dbHref(db, `tables/${objectItem(t.schema_name, t.table_name)}`)}>
+          <span class="muted">{t.schema_name}.</span>
+          {t.table_name}
+        </a>
+      ),
+    },
+    { key: 'size', label: 'Size', num: true, sortBy: 'size', render: (t) => fmtBytes(t.table_size_bytes) },
+    { key: 'index_size', label: 'Index size', num: true, sortBy: 'index_size', render: (t) => fmtBytes(t.index_size_bytes) },
+    { key: 'live', label: 'Live rows', num: true, sortBy: 'live_tuples', render: (t) => fmtNum(t.n_live_tup) },
+    {
+      key: 'dead',
+      label: 'Dead rows',
+      num: true,
+      sortBy: 'dead_tuples',
+      render: (t) => (
+        <span class={deadTone(t.dead_tuple_ratio)}>
+          {fmtNum(t.n_dead_tup)} <span class="small">({fmtRatio(t.dead_tuple_ratio)})</span>
+        </span>
+      ),
+    },
+    { key: 'seq', label: 'Seq scans', num: true, sortBy: 'seq_scans', render: (t) => fmtNum(t.seq_scan) },
+    { key: 'idx', label: 'Index scans', num: true, render: (t) => fmtNum(t.idx_scan) },
+    { key: 'vacuum', label: 'Last autovacuum', render: (t) => <span title={fmtTime(t.last_autovacuum)}>{ago(t.last_autovacuum)}</span> },
+    { key: 'analyze', label: 'Last autoanalyze', render: (t) => <span title={fmtTime(t.last_autoanalyze)}>{ago(t.last_autoanalyze)}</span> },
+    {
+      key: 'pk',
+      label: 'Primary key',
+      render: (t) => (t.has_primary_key === false ? <span class="badge badge-warning">none</span> : t.has_primary_key ? 'yes' : '—'),
+    },
+  ]
+}
+
+export function TablesPage({ db, query, setQuery }: PageProps) {
+  const sort = query.get('sort') ?? 'size'
+  const limit = LIMITS.includes(query.get('limit') ?? '') ? query.get('limit')! : '50'
+  const tables = useApi<TableRow[]>(db.last_seen_at ? apiPath(db, `/tables?sort_by=${encodeURIComponent(sort)}&limit=${limit}`) : null)
+  if (!db.last_seen_at) return <NoDataYet db={db} />
+  return (
+    <section>
+      <div class="toolbar">
+        <SelectField
+          label="Sort by"
+          value={sort}
+          options={[
+            ['size', 'Size'],
+            ['index_size', 'Index size'],
+            ['live_tuples', 'Live rows'],
+            ['dead_tuples', 'Dead rows'],
+            ['seq_scans', 'Sequential scans'],
+          ]}
+          onChange={(v) => setQuery({ sort: v })}
+        />
+        <LimitSelect value={limit} setQuery={setQuery} />
+      </div>
+      <Async loaded={tables}>
+        {(rows) =>
+          rows.length === 0 ? (
+            <Empty title="No tables yet">
+              <p>The tables collector sends pg_stat_user_tables of the connected database; check that it is not disabled in Settings.</p>
+            </Empty>
+          ) : (
+            <DataTable caption="Tables" columns={tableColumns(db)} rows={rows} rowKey={(t) => `${t.schema_name}.${t.table_name}`} serverSort={{ value: sort, onChange: (s) => setQuery({ sort: s }) }} compact />
+          )
+        }
+      </Async>
+    </section>
+  )
+}
+
+function indexColumns(db: Database): Column<IndexRow>[] {
+  return [
+    {
+      key: 'name',
+      label: 'Index',
+      render: (i) => (
+        <a href={dbHref(db, `indexes/${objectItem(i.schema_name, i.index_name)}`)}>
+          <span class="muted">{i.schema_name}.</span>
+          {i.index_name}
+        </a>
+      ),
+    },
+    { key: 'table', label: 'Table', render: (i) => i.table_name },
+    { key: 'size', label: 'Size', num: true, sortBy: 'size', render: (i) => fmtBytes(i.size_bytes) },
+    { key: 'scans', label: 'Scans', num: true, sortBy: 'scans', render: (i) => <span class={i.idx_scan === 0 ? 'sev-warning' : undefined}>{fmtNum(i.idx_scan)}</span> },
+    { key: 'read', label: 'Tuples read', num: true, sortBy: 'tuples_read', render: (i) => fmtNum(i.idx_tup_read) },
+    { key: 'fetch', label: 'Tuples fetched', num: true, render: (i) => fmtNum(i.idx_tup_fetch) },
+    {
+      key: 'kind',
+      label: 'Kind',
+      render: (i) => (
+        <span class="row">
+          {i.is_primary && <span class="badge badge-info">primary</span>}
+          {i.is_unique && !i.is_primary && <span class="badge badge-muted">unique</span>}
+          {!i.is_valid && <span class="badge badge-critical">invalid</span>}
+        </span>
+      ),
+    },
+    {
+      key: 'def',
+      label: 'Definition',
+      render: (i) => (
+        <span class="mono small stmt-text" title={i.index_def}>
+          {i.index_def}
+        </span>
+      ),
+    },
+  ]
+}
+
+export function IndexesPage({ db, query, setQuery }: PageProps) {
+  const sort = query.get('sort') ?? 'size'
+  const limit = LIMITS.includes(query.get('limit') ?? '') ? query.get('limit')! : '50'
+  const unused = query.get('view') === 'unused'
+  const indexes = useApi<IndexRow[]>(db.last_seen_at ? apiPath(db, `/indexes${unused ? '/unused' : ''}?sort_by=${encodeURIComponent(sort)}&limit=${limit}`) : null)
+  if (!db.last_seen_at) return <NoDataYet db={db} />
+  return (
+    <section>
+      <div class="toolbar">
+        <div class="segmented" role="group" aria-label="Which indexes">
+          <button type="button" aria-pressed={!unused} onClick={() => setQuery({ view: undefined })}>
+            All indexes
+          </button>
+          <button type="button" aria-pressed={unused} onClick={() => setQuery({ view: 'unused' })}>
+            Unused
+          </button>
+        </div>
+        <SelectField
+          label="Sort by"
+          value={sort}
+          options={[
+            ['size', 'Size'],
+            ['scans', 'Scans'],
+            ['tuples_read', 'Tuples read'],
+          ]}
+          onChange={(v) => setQuery({ sort: v })}
+        />
+        <LimitSelect value={limit} setQuery={setQuery} />
+      </div>
+      {unused && <p class="muted small">Never scanned since the statistics were reset, neither primary nor unique, larger than 1 MB: candidates to drop.</p>}
+      <Async loaded={indexes}>
+        {(rows) =>
+          rows.length === 0 ? (
+            unused ? (
+              <Empty title="No unused indexes">
+                <p>Every index larger than 1 MB has been scanned.</p>
+              </Empty>
+            ) : (
+              <Empty title="No indexes yet">
+                <p>The indexes collector sends pg_stat_user_indexes of the connected database; check that it is not disabled in Settings.</p>
+              </Empty>
+            )
+          ) : (
+            <DataTable caption="Indexes" columns={indexColumns(db)} rows={rows} rowKey={(i) => `${i.schema_name}.${i.index_name}`} serverSort={{ value: sort, onChange: (s) => setQuery({ sort: s }) }} compact />
+          )
+        }
+      </Async>
+    </section>
+  )
+}

@@ -1,0 +1,168 @@
+// Database settings: the server-side settings the agent applies from its next cycle (poll interval,
+// plan and replication collection, the collectors to leave off) and deleting the database, after typing
+// its name to confirm.
+import { useEffect, useState } from 'preact/hooks'
+import { api } from '../../api.ts'
+import { ErrorBox } from '../../components/ui.tsx'
+import { navigate } from '../../router.ts'
+import { collectorNames } from '../../../shared/collectors.ts'
+import { apiPath, engineName } from './common.tsx'
+import type { Database, PageProps } from './types.ts'
+
+function SettingsForm({ db, reloadDb }: { db: Database; reloadDb(): void }) {
+  const collectors = collectorNames.filter((c) => c.engine === db.engine)
+  const [interval, setPollInterval] = useState(String(db.poll_interval_seconds))
+  const [plans, setPlans] = useState(db.collect_explain_plans)
+  const [replication, setReplication] = useState(db.collect_replication)
+  const [disabled, setDisabled] = useState<string[]>(db.disabled_collectors)
+  const [state, setState] = useState<{ saving?: boolean; saved?: boolean; error?: Error }>({})
+  useEffect(() => {
+    setPollInterval(String(db.poll_interval_seconds))
+    setPlans(db.collect_explain_plans)
+    setReplication(db.collect_replication)
+    setDisabled(db.disabled_collectors)
+  }, [db.updated_at])
+
+  const seconds = Number(interval)
+  const intervalError = !Number.isInteger(seconds) || seconds < 1 ? 'A whole number of seconds, at least 1.' : ''
+  const toggle = (name: string, on: boolean) => setDisabled((d) => (on ? d.filter((n) => n !== name) : [...new Set([...d, name])]))
+  const save = async (e: Event) => {
+    e.preventDefault()
+    if (intervalError) return
+    setState({ saving: true })
+    try {
+      const body: Record<string, unknown> = { poll_interval_seconds: seconds, disabled_collectors: disabled }
+      if (db.engine === 'postgres') Object.assign(body, { collect_explain_plans: plans, collect_replication: replication })
+      await api('PATCH', apiPath(db, ''), body)
+      setState({ saved: true })
+      reloadDb()
+    } catch (error) {
+      setState({ error: error as Error })
+    }
+  }
+
+  return (
+    <form class="form settings-form" onSubmit={save} noValidate>
+      <div class="field">
+        <label for="poll-interval">Poll interval (seconds)</label>
+        <input
+          id="poll-interval"
+          type="number"
+          min={1}
+          step={1}
+          inputMode="numeric"
+          value={interval}
+          aria-invalid={intervalError ? 'true' : undefined}
+          aria-describedby="poll-interval-hint"
+          onInput={(e) => setPollInterval((e.target as HTMLInputElement).value)}
+        />
+        <span id="poll-interval-hint" class={intervalError ? 'error' : 'hint'}>
+          {intervalError || 'How often the agent collects. It answers with these settings at each ingest and applies them from its next cycle.'}
+        </span>
+      </div>
+      {db.engine === 'postgres' && (
+        <>
+          <label class="check">
+            <input type="checkbox" checked={plans} onChange={(e) => setPlans((e.target as HTMLInputElement).checked)} /> Collect explain plans of the
+            costliest statements
+          </label>
+          <label class="check">
+            <input type="checkbox" checked={replication} onChange={(e) => setReplication((e.target as HTMLInputElement).checked)} /> Collect replication
+            status
+          </label>
+        </>
+      )}
+      <fieldset class="collectors">
+        <legend>Collectors</legend>
+        <p class="hint small muted">Unchecked collectors stop running on the agent for this database.</p>
+        <div class="collector-grid">
+          {collectors.map((c) => (
+            <label key={c.name} class="check">
+              <input type="checkbox" checked={!disabled.includes(c.name)} onChange={(e) => toggle(c.name, (e.target as HTMLInputElement).checked)} />{' '}
+              <code>{c.name}</code>
+              {c.minVersion && <span class="muted small"> ({engineName(db.engine)} {c.minVersion}+)</span>}
+            </label>
+          ))}
+        </div>
+      </fieldset>
+      <div class="row">
+        <button type="submit" class="primary" disabled={state.saving}>
+          {state.saving ? 'Saving…' : 'Save settings'}
+        </button>
+        {state.saved && (
+          <span class="success" role="status">
+            Saved. The agent applies them from its next cycle.
+          </span>
+        )}
+      </div>
+      {state.error && <ErrorBox error={state.error} />}
+    </form>
+  )
+}
+
+function DeleteDatabase({ db }: { db: Database }) {
+  const [open, setOpen] = useState(false)
+  const [typed, setTyped] = useState('')
+  const [state, setState] = useState<{ deleting?: boolean; error?: Error }>({})
+  const remove = async (e: Event) => {
+    e.preventDefault()
+    if (typed !== db.name) return
+    setState({ deleting: true })
+    try {
+      await api('DELETE', apiPath(db, ''))
+      navigate('/databases')
+    } catch (error) {
+      setState({ error: error as Error })
+    }
+  }
+  return (
+    <section class="panel critical danger-zone">
+      <h2>Delete this database</h2>
+      <p>
+        Deletes <strong>{db.name}</strong> with all its telemetry, recommendations and alerts. An agent still configured with it registers it again
+        at its next batch: remove it from the agent's config first.
+      </p>
+      {!open ? (
+        <button type="button" class="danger" onClick={() => setOpen(true)}>
+          Delete database…
+        </button>
+      ) : (
+        <form class="form" onSubmit={remove}>
+          <div class="field">
+            <label for="confirm-name">
+              Type <code>{db.name}</code> to confirm
+            </label>
+            <input id="confirm-name" value={typed} autoComplete="off" onInput={(e) => setTyped((e.target as HTMLInputElement).value)} autoFocus />
+          </div>
+          <div class="row">
+            <button type="submit" class="danger" disabled={typed !== db.name || state.deleting}>
+              {state.deleting ? 'Deleting…' : `Delete ${db.name}`}
+            </button>
+            <button
+              type="button"
+              onClick={() => {
+                setOpen(false)
+                setTyped('')
+              }}
+            >
+              Cancel
+            </button>
+          </div>
+          {state.error && <ErrorBox error={state.error} />}
+        </form>
+      )}
+    </section>
+  )
+}
+
+export function SettingsPage({ db, reloadDb }: PageProps) {
+  return (
+    <div class="stack settings-page">
+      <section class="panel">
+        <h2>Collection</h2>
+        <SettingsForm db={db} reloadDb={reloadDb} />
+      </section>
+      <DeleteDatabase db={db} />
+    </div>
+  )
+}

@@ -1,0 +1,359 @@
+// The dashboard end to end in a real browser (Debian's Chromium through playwright-core) against the
+// compiled binary: `dist/dbm serve` with a real SMTP receiver, fed by `dist/dbm agent` watching a fresh
+// database on the shared PostgreSQL 17 with pg_stat_statements and a running workload. A user signs up,
+// verifies the email from the mailed link, creates an API key in the page, the agent runs with that key,
+// the database shows up connected, its statement chart is drawn, the doctor answers, revoking the key in
+// the page makes the API refuse it, and the mailed password-reset link leads to a new password. A pass at
+// phone width checks that nothing overflows. Every page visited is saved as a full-page screenshot under
+// test-artifacts/screenshots/ (git-ignored), and any console or page error fails the test.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Browser, Page } from 'playwright-core'
+import postgres from 'postgres'
+import { type BrowserPage, horizontalOverflow, launchBrowser, openPage } from '../support/browser.ts'
+import { sharedPostgres } from '../support/postgres.ts'
+import { type ServeProcess, cleanEnv, repoRoot, request, runCommand, startServe, stopAllServers } from '../support/process.ts'
+import { startSmtpReceiver } from '../support/smtp.ts'
+import { until } from '../support/wait.ts'
+
+const binary = join(repoRoot, 'dist', 'dbm')
+const tmpRoot = mkdtempSync(join(tmpdir(), 'dbm-dashboard-'))
+/** The mails' links start with this; the test opens them on the server's real address. */
+const publicUrl = 'http://dbm-dashboard.test'
+const email = 'dash-owner@example.com'
+const password = 'dashboard e2e passphrase'
+const databaseName = 'shop'
+
+let smtp: Awaited<ReturnType<typeof startSmtpReceiver>>
+let server: ServeProcess
+let browser: Browser
+let sql: postgres.Sql
+let dsn = ''
+let agent: ReturnType<typeof Bun.spawn> | undefined
+let agentLog = ''
+let workload: ReturnType<typeof setInterval> | undefined
+const open: BrowserPage[] = []
+
+/** State carried from one step of the story to the next. */
+let apiKey = ''
+let databaseId = ''
+let statementHash = ''
+
+beforeAll(async () => {
+  const buildStarted = Date.now()
+  const [build, receiver, pg, chromium] = await Promise.all([
+    runCommand(['bun', 'run', 'build'], { timeoutMs: 60_000 }),
+    startSmtpReceiver(),
+    sharedPostgres(17),
+    launchBrowser(),
+  ])
+  smtp = receiver
+  browser = chromium
+  if (build.exitCode !== 0) throw new Error(`bun run build failed (${build.exitCode}):\n${build.stdout}${build.stderr}`)
+  expect(statSync(binary).mtimeMs).toBeGreaterThanOrEqual(buildStarted - 1000)
+
+  dsn = await pg.freshDatabase()
+  sql = postgres(dsn, { max: 2, onnotice: () => {} })
+  await sql.unsafe(`
+    CREATE EXTENSION pg_stat_statements;
+    CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL, price numeric NOT NULL);
+    INSERT INTO items SELECT g, 'item ' || g, g % 100 FROM generate_series(1, 5000) g;
+    ANALYZE items;
+  `)
+
+  server = await startServe([binary], {
+    dataDir: join(tmpRoot, 'data'),
+    extraArgs: ['--public-url', publicUrl],
+    env: { DBM_SMTP_URL: smtp.url, DBM_SMTP_FROM: 'dbm <dbm@dashboard.test>' },
+  })
+}, 60_000)
+
+afterAll(async () => {
+  if (workload) clearInterval(workload)
+  for (const p of open) await p.close().catch(() => {})
+  await browser?.close()
+  if (agent) {
+    agent.kill('SIGTERM')
+    await agent.exited
+  }
+  await stopAllServers()
+  await sql?.end({ timeout: 1 })
+  await smtp?.close()
+  rmSync(tmpRoot, { recursive: true, force: true })
+})
+
+async function newPage(options: { viewport?: { width: number; height: number } } = {}): Promise<BrowserPage> {
+  const p = await openPage(browser, { baseURL: server.base, ...options })
+  open.push(p)
+  return p
+}
+
+/** Signs in through the form and waits for the databases page. */
+async function signIn(page: Page): Promise<void> {
+  await page.goto('/#/signin')
+  await page.getByLabel('Email', { exact: true }).fill(email)
+  await page.getByLabel('Password', { exact: true }).fill(password)
+  await page.getByRole('button', { name: 'Sign in' }).click()
+  await page.waitForURL(/#\/databases$/)
+  await page.getByRole('heading', { name: 'Databases' }).waitFor()
+}
+
+/** Some statements against the watched database, so every agent cycle has statement deltas to send. */
+async function runWorkload(): Promise<void> {
+  const id = 1 + Math.floor(Math.random() * 5000)
+  await sql`SELECT name, price FROM items WHERE id = ${id}`
+  await sql`SELECT count(*) FROM items WHERE price > ${id % 100}`
+  await sql`UPDATE items SET price = price + 1 WHERE id = ${id}`
+}
+
+describe('dashboard (dist/dbm in Chromium)', () => {
+  test('sign up, verify the email from the mailed link, create an API key and see it in the agent setup', async () => {
+    const b = await newPage()
+    const { page } = b
+    await page.goto('/')
+    await page.waitForURL(/#\/signin$/)
+    await page.getByRole('heading', { name: 'Sign in to dbm' }).waitFor()
+    // Keyboard focus is visible.
+    await page.keyboard.press('Tab')
+    expect(await page.evaluate(() => getComputedStyle(document.activeElement!).outlineStyle)).toBe('solid')
+    await b.screenshot('01-sign-in')
+
+    await page.getByRole('link', { name: 'Create one' }).click()
+    await page.getByRole('heading', { name: 'Create your dbm account' }).waitFor()
+    await page.getByLabel('Your name').fill('Dash Owner')
+    await page.getByLabel('Email', { exact: true }).fill(email)
+    await page.getByLabel('Password', { exact: true }).fill(password)
+    await page.getByLabel('Organization name').fill('Dashboard Inc')
+    await b.screenshot('02-sign-up')
+    await page.getByRole('button', { name: 'Create account' }).click()
+
+    await page.waitForURL(/#\/databases$/)
+    await page.getByText('No databases yet: start the agent').waitFor()
+    const banner = page.getByRole('region', { name: 'Email verification' })
+    await banner.waitFor()
+    expect(await page.getByRole('link', { name: 'Set up the agent' }).getAttribute('href')).toBe('#/settings/agent')
+    await b.screenshot('03-databases-empty-unverified')
+
+    const mail = await smtp.waitFor(email, /verify/i)
+    const link = /http:\/\/\S+/.exec(mail.text)?.[0] ?? ''
+    expect(link).toMatch(/^http:\/\/dbm-dashboard\.test\/#\/verify\?token=[A-Za-z0-9_-]{43}$/)
+    // The same link on the server's real address (the public URL is a name this machine cannot resolve).
+    await page.goto(server.base + link.slice(publicUrl.length))
+    await page.getByText('Your email address is verified.').waitFor()
+    await banner.waitFor({ state: 'detached' })
+    await b.screenshot('04-email-verified')
+    const me = await page.evaluate(() => fetch('/api/v1/auth/me').then((r) => r.json()))
+    expect(me.organization.verified).toBe(true)
+
+    // A database registered by hand shows up disconnected until an agent sends its data.
+    await page.getByRole('link', { name: 'Go to your databases' }).click()
+    await page.getByRole('button', { name: 'Add a database' }).click()
+    await page.getByLabel('Name', { exact: true }).fill('billing')
+    await page.getByLabel('Engine').selectOption('clickhouse')
+    await page.getByLabel('Host').fill('ch1.internal')
+    expect(await page.getByLabel('Port').getAttribute('placeholder')).toBe('8123')
+    await b.screenshot('05-add-database')
+    await page.getByRole('button', { name: 'Add database' }).click()
+    const billing = page.locator('tr[data-database="billing"]')
+    await billing.getByText('disconnected', { exact: true }).waitFor()
+    expect(await billing.textContent()).toContain('ch1.internal:8123')
+
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'API keys' }).click()
+    await page.getByRole('heading', { name: 'API keys' }).waitFor()
+    await page.getByText('No API keys yet').waitFor()
+    await page.getByLabel('Key name').fill('e2e agent')
+    await page.getByRole('button', { name: 'Create key' }).click()
+    apiKey = (await page.locator('#new-api-key').textContent()) ?? ''
+    expect(apiKey).toMatch(/^dbm_ak_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$/)
+    await page.getByText('Copy it now: it will not be shown again.').waitFor()
+    const row = page.locator('tr[data-key="e2e agent"]')
+    await expect(row.textContent()).resolves.toContain(`dbm_ak_${apiKey.slice(7, 23)}_...`)
+    await expect(row.textContent()).resolves.toContain('active')
+    await page.getByRole('button', { name: 'Copy to the clipboard' }).first().click()
+    await page.locator('button.copy', { hasText: 'Copied' }).first().waitFor()
+    expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(apiKey)
+    await b.screenshot('06-api-key-created')
+
+    await page.getByRole('link', { name: 'Open the agent setup with this key' }).click()
+    await page.getByRole('heading', { name: 'Agent setup' }).waitFor()
+    const config = (await page.locator('section[aria-labelledby="step-config"] .code pre').first().textContent()) ?? ''
+    expect(config).toContain(`endpoint: ${server.base}`)
+    expect(config).toContain(`key: ${apiKey}`)
+    expect(await page.locator('main').textContent()).toContain(`--set apiKey=${apiKey} --set apiEndpoint=${server.base}`)
+    await b.screenshot('07-agent-setup')
+    b.assertNoErrors()
+  }, 30_000)
+
+  test("the agent's database shows up connected; its overview, a statement with its chart, and the doctor", async () => {
+    expect(apiKey).not.toBe('')
+    const configPath = join(tmpRoot, 'config.yaml')
+    writeFileSync(
+      configPath,
+      `api:\n  endpoint: ${server.base}\n  key: ${apiKey}\ndatabases:\n  - name: ${databaseName}\n    dsn: ${dsn}\n    poll_interval: 1s\n`,
+    )
+    agent = Bun.spawn([binary, 'agent', '--config', configPath, '--buffer-dir', tmpRoot], {
+      cwd: tmpRoot,
+      env: cleanEnv(),
+      stdin: 'ignore',
+      stdout: 'ignore',
+      stderr: 'pipe',
+      timeout: 120_000,
+      killSignal: 'SIGKILL',
+    })
+    void (async () => {
+      for await (const chunk of agent.stderr as ReadableStream<Uint8Array>) agentLog += new TextDecoder().decode(chunk)
+    })()
+    await runWorkload()
+    workload = setInterval(() => void runWorkload().catch(() => {}), 300)
+
+    // The agent's first cycle is the statements' baseline; the next ones carry the workload's deltas.
+    const list = await until(
+      'the agent to register the database and send statements',
+      async () => {
+        const dbs = await request(server.base, 'GET', '/api/v1/databases', { apiKey })
+        const db = dbs.body?.find?.((d: any) => d.name === databaseName && d.status === 'connected')
+        if (!db) return undefined
+        const queries = await request(server.base, 'GET', `/api/v1/databases/${db.id}/queries`, { apiKey })
+        const stmt = queries.body?.find?.((q: any) => /FROM items WHERE id/.test(q.query_text))
+        return stmt ? { db, stmt } : undefined
+      },
+      { timeoutMs: 15_000, everyMs: 250 },
+    ).catch((e) => {
+      throw new Error(`${e.message}\nagent log:\n${agentLog}`)
+    })
+    databaseId = list.db.id
+    statementHash = list.stmt.query_hash
+
+    const b = await newPage()
+    const { page } = b
+    await signIn(page)
+    const row = page.locator(`tr[data-database="${databaseName}"]`)
+    await row.getByText('connected', { exact: true }).waitFor()
+    // The health score, from the database's overview.
+    await row.locator('td.num .badge').waitFor()
+    expect(await row.textContent()).toMatch(/PostgreSQL\s*17\./)
+    await b.screenshot('08-databases')
+
+    await row.getByRole('link', { name: databaseName }).click()
+    await page.waitForURL(new RegExp(`#/databases/${databaseId}$`))
+    await page.getByRole('heading', { name: databaseName, level: 1 }).waitFor()
+    const tabs = page.getByRole('navigation', { name: `Sections of ${databaseName}` })
+    await tabs.waitFor()
+    await page.waitForLoadState('networkidle')
+    await b.screenshot('09-overview')
+
+    await tabs.getByRole('link', { name: 'Statements' }).click()
+    const statement = page.locator(`a[href*="/queries/${encodeURIComponent(statementHash)}"]`).first()
+    await statement.waitFor()
+    await b.screenshot('10-statements')
+
+    await statement.click()
+    await page.waitForURL(new RegExp(`/queries/${statementHash}`))
+    const canvas = page.locator('.uplot canvas').first()
+    await canvas.waitFor()
+    const box = await canvas.boundingBox()
+    expect(box?.width).toBeGreaterThan(100)
+    expect(box?.height).toBeGreaterThan(50)
+    await page.waitForLoadState('networkidle')
+    await b.screenshot('11-statement')
+
+    await tabs.getByRole('link', { name: 'Doctor' }).click()
+    await page.waitForURL(/\/doctor$/)
+    await page.waitForLoadState('networkidle')
+    await expect(page.locator('main').textContent()).resolves.toMatch(/score|finding|healthy|degraded|unhealthy/i)
+    await b.screenshot('12-doctor')
+    b.assertNoErrors()
+  }, 30_000)
+
+  test('at phone width (390 × 844) the list and the statement page fit the screen', async () => {
+    expect(statementHash).not.toBe('')
+    const b = await newPage({ viewport: { width: 390, height: 844 } })
+    const { page } = b
+    await signIn(page)
+    await page.locator(`tr[data-database="${databaseName}"]`).getByText('connected', { exact: true }).waitFor()
+    expect(await horizontalOverflow(page)).toBeLessThanOrEqual(0)
+    // The navigation folds behind the menu button.
+    const nav = page.getByRole('navigation', { name: 'Main' })
+    expect(await nav.isVisible()).toBe(false)
+    await page.getByRole('button', { name: 'Menu' }).click()
+    await nav.getByRole('link', { name: 'Agent setup' }).waitFor()
+    await b.screenshot('13-phone-databases-menu')
+    await page.getByRole('button', { name: 'Menu' }).click()
+    await b.screenshot('13-phone-databases')
+
+    await page.goto(`/#/databases/${databaseId}/queries/${encodeURIComponent(statementHash)}`)
+    const canvas = page.locator('.uplot canvas').first()
+    await canvas.waitFor()
+    const box = await canvas.boundingBox()
+    expect(box?.width).toBeGreaterThan(100)
+    expect(box!.width).toBeLessThanOrEqual(390)
+    await page.waitForLoadState('networkidle')
+    expect(await horizontalOverflow(page)).toBeLessThanOrEqual(0)
+    await b.screenshot('14-phone-statement')
+    b.assertNoErrors()
+  }, 30_000)
+
+  test('revoking the key in the page makes the API refuse it; the dark theme', async () => {
+    expect((await request(server.base, 'GET', '/api/v1/databases', { apiKey })).status).toBe(200)
+    const b = await newPage()
+    const { page } = b
+    await signIn(page)
+    await page.getByRole('button', { name: 'Switch to the dark theme' }).click()
+    // The theme lands on <html> from an effect after the re-render: wait for it rather than read it at once.
+    await page.waitForFunction(() => document.documentElement.dataset.theme === 'dark', undefined, { timeout: 5000 })
+    await b.screenshot('15-databases-dark')
+
+    await page.goto('/#/settings/api-keys')
+    const row = page.locator('tr[data-key="e2e agent"]')
+    await row.getByRole('button', { name: 'Revoke the key e2e agent' }).click()
+    await row.getByText('Agents using it are refused from their next request.').waitFor()
+    await b.screenshot('16-api-key-revoke-confirm-dark')
+    await row.getByRole('button', { name: 'Revoke now' }).click()
+    await row.getByText(/^revoked /).waitFor()
+    await b.screenshot('17-api-key-revoked-dark')
+
+    const refused = await request(server.base, 'GET', '/api/v1/databases', { apiKey })
+    expect(refused).toEqual({ status: 401, body: { error: expect.any(String) } })
+    b.assertNoErrors()
+  }, 30_000)
+
+  test('forgot password: the mailed link opens the reset form, and the new password signs in', async () => {
+    const b = await newPage()
+    const { page } = b
+    await page.goto('/#/signin')
+    await page.getByRole('link', { name: 'Forgot your password?' }).click()
+    await page.getByLabel('Email', { exact: true }).fill(email)
+    await page.getByRole('button', { name: 'Mail me a reset link' }).click()
+    await page.getByText(`If an account exists for ${email}`).waitFor()
+    await b.screenshot('18-forgot-password')
+
+    const mail = await smtp.waitFor(email, /reset/i)
+    const link = /http:\/\/\S+/.exec(mail.text)?.[0] ?? ''
+    expect(link).toMatch(/^http:\/\/dbm-dashboard\.test\/reset-password\?token=[A-Za-z0-9_-]{43}$/)
+    // The mailed /reset-password link redirects into the dashboard, the token in the fragment.
+    await page.goto(server.base + link.slice(publicUrl.length))
+    await page.waitForURL(/\/#\/reset\?token=/)
+    await page.getByLabel('New password').fill('a brand new passphrase')
+    await page.getByLabel('Repeat it').fill('a different passphrase')
+    await page.getByRole('button', { name: 'Set the new password' }).click()
+    await page.getByText('the two passwords differ').waitFor()
+    await page.getByLabel('Repeat it').fill('a brand new passphrase')
+    await page.getByRole('button', { name: 'Set the new password' }).click()
+    await page.getByText('Your password is changed').waitFor()
+    await b.screenshot('19-password-reset')
+
+    await page.getByRole('link', { name: 'Sign in with the new password' }).click()
+    await page.getByLabel('Email', { exact: true }).fill(email)
+    await page.getByLabel('Password', { exact: true }).fill(password)
+    await page.getByRole('button', { name: 'Sign in' }).click()
+    await page.getByText('invalid email or password').waitFor()
+    await page.getByLabel('Password', { exact: true }).fill('a brand new passphrase')
+    await page.getByRole('button', { name: 'Sign in' }).click()
+    await page.waitForURL(/#\/databases$/)
+    // The wrong password's 401 is the one network error this test expects.
+    const unexpected = b.problems.filter((p) => !/status of 401 .*\/api\/v1\/auth\/login\)$/.test(p))
+    expect(unexpected).toEqual([])
+  }, 30_000)
+})

@@ -1,0 +1,95 @@
+// A real browser for the dashboard tests: Debian's Chromium driven by playwright-core (no browser
+// download), one fresh context per test, every console error and page error collected, and full-page
+// screenshots under test-artifacts/screenshots/ (git-ignored).
+import { existsSync, mkdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { type Browser, type BrowserContext, type ConsoleMessage, type Page, chromium } from 'playwright-core'
+import { repoRoot } from './process.ts'
+
+export const chromiumPath = '/usr/bin/chromium'
+export const screenshotDir = join(repoRoot, 'test-artifacts', 'screenshots')
+
+/** Starts headless Chromium; fails saying how to install it when it is missing. */
+export async function launchBrowser(): Promise<Browser> {
+  if (!existsSync(chromiumPath)) {
+    throw new Error(`${chromiumPath} is missing: the dashboard tests need Debian's chromium (apt-get install -y --no-install-recommends chromium)`)
+  }
+  return chromium.launch({
+    executablePath: chromiumPath,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+    timeout: 20_000,
+  })
+}
+
+/**
+ * A failed request the browser reports as a console error that is part of normal use: the session check
+ * (GET /auth/me) and the silent renewal (POST /auth/refresh) answer 401 to a signed-out visitor.
+ */
+function expectedNetworkError(message: ConsoleMessage): boolean {
+  if (!message.text().startsWith('Failed to load resource: the server responded with a status of 401')) return false
+  const path = new URL(message.location().url || 'http://x/').pathname
+  return path === '/api/v1/auth/me' || path === '/api/v1/auth/refresh'
+}
+
+export interface BrowserPage {
+  context: BrowserContext
+  page: Page
+  /** Console errors and uncaught page errors so far, each with the page URL it happened on. */
+  problems: string[]
+  /** Saves a full-page screenshot as `<name>.png` and returns its path. */
+  screenshot(name: string): Promise<string>
+  /** Fails with the collected console and page errors, if any. */
+  assertNoErrors(): void
+  close(): Promise<void>
+}
+
+export async function openPage(
+  browser: Browser,
+  options: { baseURL: string; viewport?: { width: number; height: number }; colorScheme?: 'light' | 'dark' },
+): Promise<BrowserPage> {
+  const context = await browser.newContext({
+    baseURL: options.baseURL,
+    viewport: options.viewport ?? { width: 1280, height: 900 },
+    colorScheme: options.colorScheme ?? 'light',
+    // The copy buttons use the clipboard.
+    permissions: ['clipboard-read', 'clipboard-write'],
+  })
+  context.setDefaultTimeout(10_000)
+  const page = await context.newPage()
+  const problems: string[] = []
+  page.on('console', (message) => {
+    if (message.type() === 'error' && !expectedNetworkError(message)) {
+      problems.push(`console error on ${page.url()}: ${message.text()} (${message.location().url})`)
+    }
+  })
+  page.on('pageerror', (error) => problems.push(`page error on ${page.url()}: ${error.message}`))
+  mkdirSync(screenshotDir, { recursive: true })
+  return {
+    context,
+    page,
+    problems,
+    async screenshot(name) {
+      const path = join(screenshotDir, `${name}.png`)
+      await page.screenshot({ path, fullPage: true, animations: 'disabled' })
+      return path
+    },
+    assertNoErrors() {
+      if (problems.length > 0) throw new Error(`the dashboard logged errors:\n${problems.join('\n')}`)
+    },
+    close: () => context.close(),
+  }
+}
+
+/** How far the page is wider than the viewport (0 when nothing overflows horizontally). */
+export async function horizontalOverflow(page: Page): Promise<number> {
+  return page.evaluate(() => Math.max(document.documentElement.scrollWidth, document.body.scrollWidth) - window.innerWidth)
+}
