@@ -283,6 +283,7 @@ class EngineProbe {
       now: Date.now(),
       settings: { collectExplainPlans: false, collectReplication: false },
       state: this.state,
+      notes: new Map(),
       log: createLogger('error'),
     }
     for (const c of clickhouseCollectors) {

@@ -155,8 +155,9 @@ export class Agent {
   }
 
   status(): { status: 'ok' | 'degraded'; version: string; databases: RunnerStatus[] } {
-    const databases = [...this.running.values()].map((entry) => ({ ...entry.runner.status }))
-    const degraded = databases.some((d) => d.state !== 'connected')
+    const entries = [...this.running.values()]
+    const databases = entries.map((entry) => ({ ...entry.runner.status }))
+    const degraded = databases.some((d) => d.state !== 'connected') || entries.some((e) => e.runner.apiRefused)
     return { status: degraded ? 'degraded' : 'ok', version: VERSION, databases }
   }
 

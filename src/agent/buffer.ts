@@ -3,7 +3,7 @@
 // are older than the buffer lifetime (1 h). A batch is deleted only once accepted; the file is
 // created on the first batch and removed once the buffer is drained.
 import { Database } from 'bun:sqlite'
-import { existsSync, mkdirSync, rmSync } from 'node:fs'
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 
 export interface BufferedBatch {
@@ -33,6 +33,10 @@ export class DiskBuffer {
   private open(): Database {
     if (!this.db) {
       mkdirSync(join(this.path, '..'), { recursive: true })
+      // The batches hold query texts: the file is the agent user's alone (SQLite gives its -wal and
+      // -shm files the same mode).
+      closeSync(openSync(this.path, 'a', 0o600))
+      chmodSync(this.path, 0o600)
       this.db = new Database(this.path, { create: true })
       this.db.exec('PRAGMA journal_mode = WAL')
       this.db.exec('PRAGMA synchronous = NORMAL')

@@ -1,26 +1,88 @@
-// `dbm agent --check`: validates the config, connects to every database once and prints one line
-// per database (engine, server version, the collectors that will run, and why the others will not).
-// Succeeds only when every database answered.
+// `dbm agent --check`: validates the config, asks the API whether it takes the key, connects to every
+// database once and prints one line per database (engine, server version, the collectors that will
+// run, why the others will not, and notes on what the agent's role lacks). Each database's check runs
+// under a hard deadline, and its client is destroyed when that passes. Succeeds only when the API took
+// the key and every database answered.
 import postgres from 'postgres'
 import type { AgentConfig, DatabaseConfig } from './config.ts'
-import { planCollectors } from './postgres-runner.ts'
-import { type CollectorPlan, defaultTimings } from './runner.ts'
+import { dsnEndpoint, planCollectors } from './postgres-runner.ts'
+import { type CollectorPlan, defaultTimings, withDeadline } from './runner.ts'
+import { VERSION } from '../version.ts'
 
 export interface CheckLine {
   ok: boolean
   line: string
 }
 
+/** GET /api/v1/auth/me with the key: reachable, and the key accepted. */
+export async function checkApi(config: AgentConfig, timeoutS = 10): Promise<CheckLine> {
+  const { endpoint, key } = config.api
+  let res: Response
+  try {
+    res = await fetch(`${endpoint}/api/v1/auth/me`, {
+      headers: { 'x-api-key': key, 'user-agent': `dbm-agent/${VERSION}` },
+      signal: AbortSignal.timeout(timeoutS * 1000),
+    })
+  } catch (e) {
+    const reason = (e as Error).name === 'TimeoutError' ? `no answer within ${timeoutS} s` : (e as Error).message
+    return { ok: false, line: `FAIL  api: ${endpoint} unreachable: ${reason}` }
+  }
+  const text = await res.text().catch(() => '')
+  let error = text.slice(0, 200)
+  try {
+    error = (JSON.parse(text) as { error?: string }).error ?? error
+  } catch {}
+  if (res.ok) return { ok: true, line: `ok    api: ${endpoint} accepts the key` }
+  if (res.status === 401 || res.status === 403) return { ok: false, line: `FAIL  api: ${endpoint} refused the API key (HTTP ${res.status}: ${error})` }
+  return { ok: false, line: `FAIL  api: ${endpoint} answered HTTP ${res.status}: ${error}` }
+}
+
+/** What the agent's role lacks, as notes for the check line. */
+async function postgresNotes(sql: postgres.Sql, major: number): Promise<string[]> {
+  const [p] = await sql`
+    SELECT current_user AS role,
+           r.rolsuper AS superuser,
+           pg_has_role(current_user, 'pg_monitor', 'USAGE') AS monitor,
+           (SELECT pg_has_role(current_user, x.oid, 'USAGE') FROM pg_roles x WHERE x.rolname = 'pg_read_all_data') AS read_all,
+           (SELECT count(*)::int FROM pg_stat_user_tables t WHERE NOT has_table_privilege(t.relid, 'SELECT')) AS unreadable_tables,
+           EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements') AS statements
+    FROM pg_roles r WHERE r.rolname = current_user`
+  const notes: string[] = []
+  if (!p!.statements) {
+    notes.push('pg_stat_statements is not installed in this database: query_stats will be empty (CREATE EXTENSION pg_stat_statements; with pg_stat_statements in shared_preload_libraries)')
+  }
+  if (p!.superuser) return notes
+  const role = String(p!.role)
+  if (!p!.monitor) notes.push(`role ${role} is not a member of pg_monitor: other sessions, locks and statistics are hidden (GRANT pg_monitor TO ${role};)`)
+  if (!p!.read_all && p!.unreadable_tables > 0) {
+    const fix = major >= 14 ? `GRANT pg_read_all_data TO ${role};` : `GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${role}; GRANT SELECT ON ALL SEQUENCES IN SCHEMA public TO ${role};`
+    notes.push(`role ${role} cannot read ${p!.unreadable_tables} tables: their statements are not explained and their sequences not checked (${fix})`)
+  }
+  return notes
+}
+
 async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<CheckLine> {
   const sql = postgres(db.dsn, { max: 1, connect_timeout: timeoutS, onnotice: () => {}, connection: { statement_timeout: timeoutS * 1000, application_name: 'dbm-agent-check' } })
+  const { host, port } = dsnEndpoint(db.dsn)
   try {
-    const [row] = await sql`SELECT current_setting('server_version_num')::int AS num, current_setting('server_version') AS version`
-    const major = Math.floor(row!.num / 10_000)
-    return { ok: true, line: okLine(db, `postgres ${row!.version}`, planCollectors(db, major)) }
+    // A port that answers but is not PostgreSQL (an HTTP server) never completes the handshake and
+    // connect_timeout does not cover it: the whole check has a hard deadline.
+    return await withDeadline(
+      (async () => {
+        const [row] = await sql`SELECT current_setting('server_version_num')::int AS num, current_setting('server_version') AS version`
+        const major = Math.floor(row!.num / 10_000)
+        const notes = await postgresNotes(sql, major)
+        return { ok: true, line: okLine(db, `postgres ${row!.version}`, planCollectors(db, major)) + (notes.length ? `; note: ${notes.join('; ')}` : '') }
+      })(),
+      timeoutS * 1000,
+      `no PostgreSQL answered at ${host}:${port} within ${timeoutS} s`,
+      true,
+    )
   } catch (e) {
     return { ok: false, line: `FAIL  ${db.name}: postgres: ${(e as Error).message}` }
   } finally {
-    await sql.end({ timeout: 1 }).catch(() => {})
+    // timeout 0 destroys a connection stuck in its handshake instead of waiting for it.
+    await sql.end({ timeout: 0 }).catch(() => {})
   }
 }
 
@@ -55,6 +117,7 @@ async function checkClickHouse(db: DatabaseConfig, timeoutS: number): Promise<Ch
   }
 }
 
+/** One line per database, in config order. */
 export async function checkConfig(config: AgentConfig, timeoutS = 10): Promise<CheckLine[]> {
   return Promise.all(
     config.databases.map((db) =>

@@ -7,6 +7,7 @@ import { readFileSync, statSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { isAlias, isMap, isScalar, isSeq, parseDocument, type Document } from 'yaml'
 import { collectorsFor, type EngineName } from '../shared/collectors.ts'
+import { tagLimits } from '../shared/wire.ts'
 
 /** A config problem; the message is the one line the agent prints. */
 export class ConfigError extends Error {
@@ -408,8 +409,15 @@ function parseTags(entry: PlainMap, path: string): Record<string, string> {
   if (value === null || value === undefined) return {}
   if (!isPlainMap(value)) throw new ConfigError(`${path}.tags: expected a map of strings`)
   const tags: Record<string, string> = {}
-  for (const [key, tag] of Object.entries(value)) {
+  const entries = Object.entries(value)
+  // The API's limits: a batch over them would be refused as malformed and its data dropped.
+  if (entries.length > tagLimits.count) throw new ConfigError(`${path}.tags: at most ${tagLimits.count} tags`)
+  for (const [key, tag] of entries) {
     if (typeof tag !== 'string') throw new ConfigError(`${path}.tags.${key}: expected a string`)
+    if (key.length === 0 || key.length > tagLimits.key || key.includes('\0')) {
+      throw new ConfigError(`${path}.tags: keys must be 1 to ${tagLimits.key} characters`)
+    }
+    if (tag.length > tagLimits.value || tag.includes('\0')) throw new ConfigError(`${path}.tags.${key}: at most ${tagLimits.value} characters`)
     tags[key] = tag
   }
   return tags
@@ -503,7 +511,7 @@ export function findConfigPath(flagPath: string | undefined, env: Record<string,
     return path
   }
   const path = resolve(cwd, 'config.yaml')
-  if (!isFile(path)) throw new ConfigError('no config file found')
+  if (!isFile(path)) throw new ConfigError(`no config file found (looked at --config, $SERVICE_CONFIG, ${path})`)
   return path
 }
 

@@ -56,7 +56,8 @@ export class PostgresRunner extends Runner<PostgresContext> {
         sql`SELECT current_setting('server_version_num')::int AS num, current_setting('server_version') AS version,
                    current_database() AS database, pg_postmaster_start_time()::text AS started`,
         timings.connectTimeoutS * 1000,
-        'connecting',
+        `no PostgreSQL answered at ${dsnEndpoint(config.dsn).host}:${dsnEndpoint(config.dsn).port} within ${timings.connectTimeoutS} s`,
+        true,
       )
       let systemId = '?'
       try {
@@ -94,7 +95,8 @@ export class PostgresRunner extends Runner<PostgresContext> {
         close: () => sql.end({ timeout: 2 }),
       }
     } catch (e) {
-      await sql.end({ timeout: 1 }).catch(() => {})
+      // timeout 0 destroys a connection stuck in its handshake (a port that is not PostgreSQL).
+      await sql.end({ timeout: 0 }).catch(() => {})
       throw e
     }
   }

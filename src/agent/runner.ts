@@ -72,10 +72,11 @@ export interface RunnerStatus {
   collectors: Record<string, string>
 }
 
-export function withDeadline<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+/** Rejects when `promise` takes longer than `ms`: with "<what> took longer than <ms> ms", or `what` itself when `whole`. */
+export function withDeadline<T>(promise: Promise<T>, ms: number, what: string, whole = false): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined
   const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} took longer than ${ms} ms`)), ms)
+    timer = setTimeout(() => reject(new Error(whole ? what : `${what} took longer than ${ms} ms`)), ms)
   })
   return Promise.race([promise, deadline]).finally(() => clearTimeout(timer))
 }
@@ -84,6 +85,7 @@ export function withDeadline<T>(promise: Promise<T>, ms: number, what: string): 
 export interface SessionBase {
   name: string
   state: Map<string, unknown>
+  notes: Map<string, string>
   log: AgentLogger
 }
 
@@ -115,6 +117,8 @@ export abstract class Runner<Ctx> {
   private running: Promise<void> | undefined
   /** The collectors' memory across cycles (previous samples, watermarks). */
   protected readonly state = new Map<string, unknown>()
+  /** The collectors' notes for the health status (SessionBase.notes). */
+  private readonly notes = new Map<string, string>()
   readonly status: RunnerStatus
 
   protected abstract readonly collectors: Collector<Ctx>[]
@@ -139,6 +143,11 @@ export abstract class Runner<Ctx> {
       buffered: 0,
       collectors: {},
     }
+  }
+
+  /** True while the API refuses this database's batches (a revoked or wrong key): the agent is degraded. */
+  get apiRefused(): boolean {
+    return this.shipper.refusal() !== null
   }
 
   /** Applies the server-side settings of the latest accepted batch from the next cycle on. */
@@ -178,13 +187,14 @@ export abstract class Runner<Ctx> {
   }
 
   private async connect(): Promise<void> {
-    const session = await this.open({ name: this.config.name, state: this.state, log: this.log })
+    const session = await this.open({ name: this.config.name, state: this.state, notes: this.notes, log: this.log })
     if (this.identity !== undefined && this.identity !== session.identity) {
       this.log.warn(
         'the server behind this DSN changed identity (another node, or a restart); statistics restart from a new baseline. Point the agent at one single node, not a cluster, load-balancer or proxy endpoint',
         { database: this.config.name, before: this.identity, now: session.identity },
       )
       this.state.clear()
+      this.notes.clear()
     }
     this.identity = session.identity
     this.session = session
@@ -263,7 +273,13 @@ export abstract class Runner<Ctx> {
       collected_at: now,
       interval_seconds: this.pollIntervalMs / 1000,
       agent_version: VERSION,
-      database: { name: this.config.name, engine: this.config.engine, engine_version: session.version, ...this.endpoint() },
+      database: {
+        name: this.config.name,
+        engine: this.config.engine,
+        engine_version: session.version,
+        ...this.endpoint(),
+        ...(Object.keys(this.config.tags).length > 0 ? { tags: this.config.tags } : {}),
+      },
     }
     const errors: { collector: string; message: string }[] = []
     for (const plan of this.plans(session)) {
@@ -275,7 +291,8 @@ export abstract class Runner<Ctx> {
       try {
         const sections = await withDeadline(plan.collector.collect(ctx), this.timings.collectorDeadlineMs, plan.collector.name)
         Object.assign(batch, sections)
-        this.status.collectors[plan.collector.name] = `ok in ${Math.round(performance.now() - started)} ms`
+        const note = this.notes.get(plan.collector.name)
+        this.status.collectors[plan.collector.name] = `ok in ${Math.round(performance.now() - started)} ms${note ? `; ${note}` : ''}`
       } catch (e) {
         const message = (e as Error).message
         errors.push({ collector: plan.collector.name, message: message.slice(0, 2000) })
@@ -284,9 +301,11 @@ export abstract class Runner<Ctx> {
       }
     }
     if (errors.length > 0) batch.collector_errors = errors
-    this.status.last_error = errors.length > 0 ? `${errors.length} collector(s) failed` : null
     await this.shipper.send(batch)
     this.status.buffered = this.shipper.buffered()
+    const refusal = this.shipper.refusal()
+    const failed = errors.length > 0 ? `${errors.length} collector(s) failed` : null
+    this.status.last_error = refusal && failed ? `${refusal}; ${failed}` : (refusal ?? failed)
     // A full collection after each cycle (about 10 ms) keeps the agent's memory flat: what a cycle
     // allocates (result sets, the batch's JSON) is freed before the next database's cycle starts
     // instead of piling up until the collector runs on its own (bench/RESULTS.md, Agent).

@@ -2,6 +2,9 @@
 // the disk buffer, and while anything is buffered new batches queue behind it so the server sees
 // them in order. The buffer is retried every 30 s; batches are dropped only when the server calls
 // them malformed (400/413) or they outlive the buffer (1 h), and every drop is logged with a count.
+// A refused key (401/403) is not an outage: it is logged as an error once, with the server's message,
+// and reported by refusal() for the health status; the batches are buffered all the same, so a key
+// fixed by a config reload delivers them.
 import { INGEST_PATH } from '../shared/ingest-path.ts'
 import type { IngestBatch, IngestResponse } from '../shared/wire.ts'
 import { DiskBuffer } from './buffer.ts'
@@ -23,7 +26,10 @@ export interface ShipperOptions {
   onAccepted?: (response: IngestResponse) => void
 }
 
-type Outcome = { kind: 'accepted'; response: IngestResponse } | { kind: 'rejected'; status: number; error: string } | { kind: 'retry'; reason: string }
+type Outcome =
+  | { kind: 'accepted'; response: IngestResponse }
+  | { kind: 'rejected'; status: number; error: string }
+  | { kind: 'retry'; reason: string; refused?: string }
 
 export class Shipper {
   private readonly buffer: DiskBuffer
@@ -33,6 +39,8 @@ export class Shipper {
   private outage = false
   /** Batches delivered from the buffer since the outage began (for the recovery log line). */
   private recovered = 0
+  /** Why the API refuses this agent (401/403), until it accepts a batch again. */
+  private refused: string | null = null
 
   constructor(private readonly options: ShipperOptions) {
     this.clock = options.clock ?? Date.now
@@ -49,6 +57,11 @@ export class Shipper {
 
   buffered(): number {
     return this.buffer.size()
+  }
+
+  /** The API's refusal of the key or the batches (401/403), or null while it takes them. */
+  refusal(): string | null {
+    return this.refused
   }
 
   start(): void {
@@ -72,7 +85,7 @@ export class Shipper {
     const outcome = await this.post(body)
     if (outcome.kind === 'retry') {
       this.buffer.add({ id: batch.batch_id, createdAt: this.clock(), body })
-      this.enterOutage(outcome.reason)
+      this.enterOutage(outcome)
     } else {
       this.settle(outcome)
     }
@@ -101,7 +114,7 @@ export class Shipper {
       for (const batch of next) {
         const outcome = await this.post(batch.body)
         if (outcome.kind === 'retry') {
-          this.enterOutage(outcome.reason)
+          this.enterOutage(outcome)
           return
         }
         this.buffer.accept(batch.id)
@@ -116,14 +129,25 @@ export class Shipper {
     }
   }
 
-  private enterOutage(reason: string) {
+  private enterOutage(outcome: Extract<Outcome, { kind: 'retry' }>) {
+    if (outcome.refused !== undefined) {
+      if (this.refused !== outcome.refused) {
+        this.options.log.error(outcome.refused, { database: this.options.databaseName, file: this.buffer.path })
+      }
+      this.refused = outcome.refused
+      this.outage = true
+      return
+    }
+    this.refused = null
     if (this.outage) return
     this.outage = true
-    this.options.log.warn('API unreachable; buffering batches', { database: this.options.databaseName, reason, file: this.buffer.path })
+    this.options.log.warn('API unreachable; buffering batches', { database: this.options.databaseName, reason: outcome.reason, file: this.buffer.path })
   }
 
   private settle(outcome: Exclude<Outcome, { kind: 'retry' }>) {
     if (outcome.kind === 'accepted') {
+      if (this.refused !== null) this.options.log.info('the API accepts the batches again', { database: this.options.databaseName })
+      this.refused = null
       this.options.onAccepted?.(outcome.response)
       return
     }
@@ -159,6 +183,14 @@ export class Shipper {
       return { kind: 'accepted', response }
     }
     if (res.status === 400 || res.status === 413) return { kind: 'rejected', status: res.status, error }
+    if (res.status === 401) {
+      const refused = `the API refused the API key (HTTP 401: ${error}); batches are buffered until api.key is fixed`
+      return { kind: 'retry', reason: refused, refused }
+    }
+    if (res.status === 403) {
+      const refused = `the API refused the batches (HTTP 403: ${error}); they are buffered until it takes them`
+      return { kind: 'retry', reason: refused, refused }
+    }
     return { kind: 'retry', reason: `HTTP ${res.status}: ${error}` }
   }
 }

@@ -1,5 +1,6 @@
 // Every limit, lifetime and default of the server in one table, as the spec and DECISIONS.md state
 // them. Route handlers read from here instead of carrying literals.
+import { tagLimits } from '../shared/wire.ts'
 
 const SECOND = 1000
 const MINUTE = 60 * SECOND
@@ -47,9 +48,9 @@ export const fieldLimits = {
   name: 200,
   host: 255,
   email: 254,
-  tagKey: 100,
-  tagValue: 500,
-  tags: 50,
+  tagKey: tagLimits.key,
+  tagValue: tagLimits.value,
+  tags: tagLimits.count,
   engineVersion: 200,
   pollIntervalMaxSeconds: 24 * 60 * 60,
 } as const

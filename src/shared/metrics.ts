@@ -97,6 +97,8 @@ export const DATABASE_GAUGE_KEYS = [
   'oldest_xact_age_s',
   'fsync_on',
   'track_counts_on',
+  'full_page_writes_on',
+  'autovacuum_on',
   'pg_stat_statements_installed',
   'autovacuum_freeze_max_age',
   'autovacuum_multixact_freeze_max_age',

@@ -243,6 +243,9 @@ export type MutationEntry = Static<typeof MutationEntry>
 
 export const CollectorError = T.Object({ collector: T.String(), message: T.String({ maxLength: 2000 }) })
 
+/** Limits of a database's tags, the same on the agent's config, the batch and the API. */
+export const tagLimits = { key: 100, value: 500, count: 50 } as const
+
 export const IngestBatch = T.Object({
   batch_id: T.String({ minLength: 8, maxLength: 64 }),
   /** When the cycle ran (epoch ms). */
@@ -256,6 +259,12 @@ export const IngestBatch = T.Object({
     engine_version: T.Optional(T.String({ maxLength: 200 })),
     host: T.String({ minLength: 1, maxLength: 255 }),
     port: T.Integer({ minimum: 1, maximum: 65535 }),
+    /** The config entry's tags; the server applies them when it registers the database, never later. */
+    tags: T.Optional(
+      T.Record(T.String({ minLength: 1, maxLength: tagLimits.key }), T.String({ maxLength: tagLimits.value, pattern: '^[^\\u0000]*$' }), {
+        maxProperties: tagLimits.count,
+      }),
+    ),
   }),
   query_stats: T.Optional(T.Array(QueryStatDelta, { maxItems: 20_000 })),
   explain_plans: T.Optional(T.Array(ExplainPlan, { maxItems: 200 })),

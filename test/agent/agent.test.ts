@@ -205,6 +205,50 @@ describe('agent against PostgreSQL 17', () => {
     }
   })
 
+  test('a revoked key is an error once and a degraded /healthz; a fixed key delivers the buffer, with the config tags', async () => {
+    const revoked = await createApiKey(server, account, 'revoked')
+    expect((await server.call('DELETE', `/api/v1/api-keys/${revoked.id}`, { token: account.token })).status).toBe(204)
+    const dir = tempDir()
+    const logs: string[] = []
+    const healthPort = await freePort()
+    const path = join(dir, 'config.yaml')
+    const config = (apiKey: string) =>
+      `api:\n  endpoint: ${server.base}\n  key: ${apiKey}\nhealth:\n  listen_addr: 127.0.0.1:${healthPort}\ndatabases:\n  - name: refused\n    dsn: ${dsn}\n    poll_interval: 1s\n    tags: { env: prod }\n`
+    writeFileSync(path, config(revoked.key))
+    const agent = new Agent({ configPath: path, bufferDir: dir, log: createLogger('debug', (l) => logs.push(l)), timings: { retryIntervalMs: 500, watchIntervalMs: 200 } })
+    await agent.start()
+    try {
+      await until('three refused cycles', async () => ((agent.runner('refused')?.status.buffered ?? 0) >= 3 ? true : undefined))
+      const health = (await (await fetch(`http://127.0.0.1:${healthPort}/healthz`)).json()) as any
+      expect(health.status).toBe('degraded')
+      expect(health.databases[0].state).toBe('connected')
+      expect(health.databases[0].last_error).toStartWith('the API refused the API key (HTTP 401: API key has been revoked)')
+      const errors = logs.filter((l) => l.includes('the API refused the API key'))
+      expect(errors).toHaveLength(1)
+      expect(errors[0]).toContain('ERROR')
+      expect(logs.some((l) => l.includes('API unreachable'))).toBe(false)
+
+      writeFileSync(path, config(key))
+      const db = await until('the buffered batches to arrive', async () => {
+        const list = (await server.call('GET', '/api/v1/databases', { token: account.token })).body as any[]
+        return list.find((d) => d.name === 'refused')
+      })
+      expect(db.tags).toEqual({ env: 'prod' })
+      await until('the buffer to drain', async () => (existsSync(join(dir, 'service_buffer_refused.db')) ? undefined : true), { timeoutMs: 15_000 })
+      const batches = await server.store.driver.all<{ n: number }>('SELECT COUNT(*) AS n FROM ingest_batches WHERE database_id = $1', [db.id])
+      expect(Number(batches[0]!.n)).toBeGreaterThanOrEqual(3)
+      const healthy = await until('a healthy status', async () => {
+        const h = (await (await fetch(`http://127.0.0.1:${healthPort}/healthz`)).json()) as any
+        return h.status === 'ok' && h.databases[0].last_error === null ? h : undefined
+      })
+      expect(healthy.databases[0].name).toBe('refused')
+      expect(logs.join('\n')).not.toContain(key)
+      expect(logs.join('\n')).not.toContain(revoked.key)
+    } finally {
+      await agent.stop()
+    }
+  })
+
   test('an API outage is buffered to service_buffer_<name>.db; every batch arrives once, in order', async () => {
     const port = await freePort()
     const dir = tempDir()

@@ -2,7 +2,7 @@
 // order, are deleted only once accepted, expire after the buffer lifetime with a logged count, survive
 // an agent restart, and a batch the server calls malformed is dropped with a log line.
 import { afterAll, describe, expect, test } from 'bun:test'
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { DiskBuffer, bufferFileName } from '../../src/agent/buffer.ts'
@@ -28,6 +28,8 @@ describe('DiskBuffer', () => {
     for (const id of ['b1', 'b2', 'b3']) buffer.add({ id, createdAt: 1000, body: `{"id":"${id}"}` })
     expect(buffer.path).toBe(join(dir, 'service_buffer_orders.db'))
     expect(existsSync(buffer.path)).toBe(true)
+    // The file holds query texts: readable by the agent's user alone, and so are its WAL files.
+    for (const file of [buffer.path, `${buffer.path}-wal`]) if (existsSync(file)) expect((statSync(file).mode & 0o777).toString(8)).toBe('600')
     expect(buffer.oldest(10).map((b) => b.id)).toEqual(['b1', 'b2', 'b3'])
     buffer.accept('b1')
     buffer.accept('b2')

@@ -4,11 +4,15 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import postgres from 'postgres'
+import { checkConfig } from '../../src/agent/check.ts'
+import { parseAgentConfig } from '../../src/agent/config.ts'
 import { freePort, sharedPostgres } from '../support/postgres.ts'
 import { cleanEnv, runCommand } from '../support/process.ts'
 import { createApiKey, signup, startTestServer, type TestServer, verify } from '../support/server.ts'
 
 const CLI = ['bun', 'src/cli.ts', 'agent']
+const loadAgentConfigText = (text: string) => parseAgentConfig(text, 'config.yaml')
 const KEY = `dbm_ak_0123456789abcdef_${'A'.repeat(43)}`
 const dirs: string[] = []
 const tempDir = () => {
@@ -24,7 +28,9 @@ describe('config location and errors', () => {
   test('no config anywhere: exit 1 with "no config file found"', async () => {
     const dir = tempDir()
     const res = await runCommand(['bun', join(process.cwd(), 'src/cli.ts'), 'agent'], { cwd: dir })
-    expect({ exit: res.exitCode, stderr: res.stderr }).toEqual({ exit: 1, stderr: 'no config file found\n' })
+    expect(res.exitCode).toBe(1)
+    expect(res.stderr).toStartWith('no config file found')
+    expect(res.stderr).toContain('--config, $SERVICE_CONFIG, ')
   })
 
   test('SERVICE_CONFIG is used, and an invalid config names the problem', async () => {
@@ -60,22 +66,73 @@ describe('against a real PostgreSQL', () => {
     await server.stop()
   })
 
-  test('--check prints one line per database and exits by the worst result', async () => {
+  test('--check prints the API line and one line per database, and exits by the worst result', async () => {
     const dir = tempDir()
     const path = join(dir, 'config.yaml')
-    writeFileSync(path, `api:\n  key: ${KEY}\ndatabases:\n  - name: pg13\n    dsn: ${dsn}\n`)
+    writeFileSync(path, `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: pg13\n    dsn: ${dsn}\n`)
     const ok = await runCommand([...CLI, '--check', '--config', path])
     expect(ok.exitCode).toBe(0)
-    expect(ok.stdout).toMatch(/^ok {4}pg13: postgres 13\.\d+; collectors: query_stats, .*; skipped: wal_stats \(needs PostgreSQL 14\+\), io_stats \(needs PostgreSQL 16\+\)\n$/)
+    const [api, pg13] = ok.stdout.trimEnd().split('\n')
+    expect(api).toBe(`ok    api: ${server.base} accepts the key`)
+    expect(pg13).toMatch(/^ok {4}pg13: postgres 13\.\d+; collectors: query_stats, .*; skipped: wal_stats \(needs PostgreSQL 14\+\), io_stats \(needs PostgreSQL 16\+\); note: pg_stat_statements is not installed in this database: query_stats will be empty \(CREATE EXTENSION pg_stat_statements;/)
 
     const port = await freePort()
-    writeFileSync(path, `api:\n  key: ${KEY}\ndatabases:\n  - name: pg13\n    dsn: ${dsn}\n  - name: gone\n    dsn: postgres://u:hunter2@127.0.0.1:${port}/x\n`)
+    writeFileSync(path, `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: pg13\n    dsn: ${dsn}\n  - name: gone\n    dsn: postgres://u:hunter2@127.0.0.1:${port}/x\n`)
     const bad = await runCommand([...CLI, '--check', '--config', path])
     expect(bad.exitCode).toBe(1)
     const lines = bad.stdout.trimEnd().split('\n')
-    expect(lines).toHaveLength(2)
-    expect(lines[1]).toStartWith('FAIL  gone: postgres: ')
+    expect(lines).toHaveLength(3)
+    expect(lines[2]).toStartWith('FAIL  gone: postgres: ')
     expect(bad.stdout + bad.stderr).not.toContain('hunter2')
+  })
+
+  test('--check: a refused key and an unreachable API fail; a pg_monitor-only role gets notes on what it lacks', async () => {
+    const dir = tempDir()
+    const path = join(dir, 'config.yaml')
+    const admin = postgres(dsn, { max: 1, onnotice: () => {} })
+    const role = `dbm_check_${Math.random().toString(36).slice(2, 8)}`
+    try {
+      await admin.unsafe(`CREATE ROLE ${role} LOGIN PASSWORD 'check-pw'`)
+      await admin`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`
+      await admin`CREATE TABLE IF NOT EXISTS orders (id serial PRIMARY KEY)`
+      const u = new URL(dsn)
+      u.username = role
+      u.password = 'check-pw'
+      writeFileSync(path, `api:\n  endpoint: ${server.base}\n  key: ${KEY}\ndatabases:\n  - name: pg13\n    dsn: ${u}\n`)
+      const refused = await runCommand([...CLI, '--check', '--config', path])
+      expect(refused.exitCode).toBe(1)
+      const [api, pg13] = refused.stdout.trimEnd().split('\n')
+      expect(api).toBe(`FAIL  api: ${server.base} refused the API key (HTTP 401: invalid API key)`)
+      expect(pg13).toContain(`; note: role ${role} is not a member of pg_monitor`)
+      expect(pg13).toContain(`role ${role} cannot read 1 tables: their statements are not explained and their sequences not checked (GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${role};`)
+
+      await admin.unsafe(`GRANT pg_monitor TO ${role}`)
+      await admin.unsafe(`GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${role}`)
+      const port = await freePort()
+      writeFileSync(path, `api:\n  endpoint: http://127.0.0.1:${port}\n  key: ${key}\ndatabases:\n  - name: pg13\n    dsn: ${u}\n`)
+      const unreachable = await runCommand([...CLI, '--check', '--config', path])
+      expect(unreachable.exitCode).toBe(1)
+      const [down, granted] = unreachable.stdout.trimEnd().split('\n')
+      expect(down).toStartWith(`FAIL  api: http://127.0.0.1:${port} unreachable: `)
+      expect(granted).toMatch(/^ok {4}pg13: postgres 13\.\d+; collectors: [^;]*; skipped: [^;]*\)$/)
+    } finally {
+      await admin.unsafe(`DROP OWNED BY ${role}`).catch(() => {})
+      await admin.unsafe(`DROP ROLE IF EXISTS ${role}`).catch(() => {})
+      await admin.end()
+    }
+  })
+
+  test('--check against a port that is not PostgreSQL (an HTTP server) fails within the deadline', async () => {
+    const http = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: () => new Response('not postgres') })
+    try {
+      const config = loadAgentConfigText(`api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: web\n    dsn: postgres://u:p@127.0.0.1:${http.port}/x\n`)
+      const started = Date.now()
+      const [line] = await checkConfig(config, 1)
+      expect(Date.now() - started).toBeLessThan(5_000)
+      expect(line).toEqual({ ok: false, line: `FAIL  web: postgres: no PostgreSQL answered at 127.0.0.1:${http.port} within 1 s` })
+    } finally {
+      http.stop(true)
+    }
   })
 
   test('serves /healthz, reloads a changed config, keeps running on a bad edit, stops on SIGTERM', async () => {

@@ -48,6 +48,7 @@ function context(log = captureLog()): ClickHouseContext {
     now: Date.now(),
     settings: { collectExplainPlans: false, collectReplication: false },
     state: new Map(),
+    notes: new Map(),
     log,
   }
 }

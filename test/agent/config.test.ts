@@ -340,8 +340,9 @@ describe('findConfigPath and loadAgentConfig', () => {
     expect(errorOf(() => findConfigPath(undefined, { SERVICE_CONFIG: cwd }, cwd)).message).toBe(`no config file found: ${cwd}`)
   })
 
-  test('nothing configured and no ./config.yaml: exactly "no config file found"', () => {
-    expect(errorOf(() => findConfigPath(undefined, {}, freshDir())).message).toBe('no config file found')
+  test('nothing configured and no ./config.yaml: "no config file found", naming the places looked at', () => {
+    const cwd = freshDir()
+    expect(errorOf(() => findConfigPath(undefined, {}, cwd)).message).toBe(`no config file found (looked at --config, $SERVICE_CONFIG, ${join(cwd, 'config.yaml')})`)
   })
 
   test('loadAgentConfig reads and parses a file; YAML errors carry its path and line', () => {

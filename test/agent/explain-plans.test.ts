@@ -57,6 +57,7 @@ for (const major of [13, 17]) {
         now,
         settings: { collectExplainPlans: true, collectReplication: true },
         state,
+        notes: new Map(),
         pgLogDir: logDir,
         log: createLogger('error', () => {}),
       }

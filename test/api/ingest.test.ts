@@ -42,6 +42,30 @@ for (const kind of storeKinds) {
       expect(next.body.database_id).toBe(res.body.database_id)
     })
 
+    test("the agent config's tags apply when the database registers; later API edits stay; bad tags are 400", async () => {
+      const tagged = (tags: Record<string, string>) => {
+        const b = batch('tagged', Date.now(), [])
+        return { ...b, database: { ...b.database, tags } }
+      }
+      const first = await ingest(tagged({ env: 'prod', team: 'core' }))
+      expect(first.status).toBe(200)
+      const id = first.body.database_id
+      const get = async () => (await session.server.call('GET', `/api/v1/databases/${id}`, { apiKey: session.key })).body.tags
+      expect(await get()).toEqual({ env: 'prod', team: 'core' })
+      await session.server.call('PATCH', `/api/v1/databases/${id}`, { apiKey: session.key, body: { tags: { env: 'staging' } } })
+      expect((await ingest(tagged({ env: 'prod', team: 'core' }))).status).toBe(200)
+      expect(await get()).toEqual({ env: 'staging' })
+      // Untagged batches register with no tags.
+      const plain = await ingest(batch('untagged', Date.now(), []))
+      expect((await session.server.call('GET', `/api/v1/databases/${plain.body.database_id}`, { apiKey: session.key })).body.tags).toEqual({})
+      const tooLongKey = await ingest({ ...tagged({ ['k'.repeat(101)]: 'v' }), database: { ...tagged({}).database, name: 'bad-tags', tags: { ['k'.repeat(101)]: 'v' } } })
+      expect(tooLongKey.status).toBe(400)
+      const tooMany = await ingest({ ...tagged({}), database: { ...tagged({}).database, name: 'bad-tags', tags: Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`k${i}`, 'v'])) } })
+      expect(tooMany.status).toBe(400)
+      const list = (await session.server.call('GET', '/api/v1/databases', { apiKey: session.key })).body as any[]
+      expect(list.some((d) => d.name === 'bad-tags')).toBe(false)
+    })
+
     test('a replayed batch is acknowledged as duplicate and counted once', async () => {
       const b = batch('replay', Date.now(), [{ hash: 'once', calls: 7, time: 70 }])
       expect((await ingest(b)).body.duplicate).toBe(false)

@@ -30,6 +30,11 @@ export interface PostgresContext {
   state: Map<string, unknown>
   /** pg_log_dir from the agent config, when set. */
   pgLogDir?: string
+  /**
+   * What a collector wants shown after its `ok in N ms` in the health status (statements it could not
+   * explain, sequences it cannot read), keyed by collector name; the collector sets and clears its own.
+   */
+  notes: Map<string, string>
   log: AgentLogger
 }
 
@@ -50,6 +55,11 @@ export interface ClickHouseContext {
   settings: { collectExplainPlans: boolean; collectReplication: boolean }
   /** Memory of this collector across cycles (watermarks, previous samples); cleared when the server changes identity. */
   state: Map<string, unknown>
+  /**
+   * What a collector wants shown after its `ok in N ms` in the health status (statements it could not
+   * explain, sequences it cannot read), keyed by collector name; the collector sets and clears its own.
+   */
+  notes: Map<string, string>
   log: AgentLogger
 }
 

@@ -5,8 +5,8 @@ import { Elysia } from 'elysia'
 import { IngestBatch, type IngestResponse } from '../../shared/wire.ts'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
-import { conflict, forbidden } from '../http-error.ts'
-import { unverifiedDatabaseLimit } from '../limits.ts'
+import { badRequest, conflict, forbidden } from '../http-error.ts'
+import { fieldLimits, unverifiedDatabaseLimit } from '../limits.ts'
 
 export function ingestRoutes(deps: Deps) {
   const { store, clock } = deps
@@ -15,6 +15,12 @@ export function ingestRoutes(deps: Deps) {
     .post(
       '/api/v1/ingest',
       async ({ principal, body }): Promise<IngestResponse> => {
+        // TypeBox does not apply a Record's key schema to lengths: tag keys are checked here.
+        for (const key of Object.keys(body.database.tags ?? {})) {
+          if (key.length === 0 || key.length > fieldLimits.tagKey || key.includes('\0')) {
+            throw badRequest(`database.tags: keys must be 1 to ${fieldLimits.tagKey} characters`)
+          }
+        }
         const org = await store.getOrganization(principal.orgId)
         const result = await store.ingest(principal.orgId, body, clock(), org?.verified ? undefined : unverifiedDatabaseLimit)
         if (result.kind === 'limit') {

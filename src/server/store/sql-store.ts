@@ -227,6 +227,14 @@ export class SqlStore implements Store {
     return r?.user_id
   }
 
+  async usedEmailTokenUser(tokenHash: string, kind: EmailTokenKind) {
+    const r = await this.driver.get<{ user_id: string }>(
+      'SELECT user_id FROM email_tokens WHERE token_hash = $1 AND kind = $2 AND used_at IS NOT NULL',
+      [tokenHash, kind],
+    )
+    return r?.user_id
+  }
+
   // ---- refresh tokens ----
 
   async createRefreshToken(record: { id: string; user_id: string; family_id: string; expires_at: number; now: number }) {
@@ -469,7 +477,7 @@ export class SqlStore implements Store {
         await tx.run(
           `INSERT INTO databases (id, org_id, name, engine, engine_version, host, port, tags, poll_interval_seconds,
              collect_explain_plans, collect_replication, disabled_collectors, created_at, updated_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, '{}', $8, $9, $10, '[]', $11, $11)`,
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $12, $8, $9, $10, '[]', $11, $11)`,
           [
             id,
             orgId,
@@ -482,6 +490,8 @@ export class SqlStore implements Store {
             DB_DEFAULTS.collect_explain_plans,
             DB_DEFAULTS.collect_replication,
             now,
+            // The agent config's tags apply on registration only: later edits through the API stay.
+            JSON.stringify(batch.database.tags ?? {}),
           ],
         )
         row = await tx.get('SELECT * FROM databases WHERE id = $1', [id])

@@ -5,12 +5,15 @@
 //    plan_cache_mode = force_generic_plan. Always read-only, under a short statement_timeout, and
 //    never executed (no ANALYZE).
 // 2. auto_explain: JSON plans that auto_explain wrote to the server log, read from pg_log_dir.
+// Statements the agent's role may not read (no pg_read_all_data) are a warning logged once per set of
+// statements and a note in the collector's health status, not a silent debug line.
 // plan_hash is computed from the plan's shape (node types, relations, indexes, join and scan
 // directions), not its costs, so a changed plan gets a new hash and a re-costed one does not.
 import { createHash } from 'node:crypto'
 import type { ExplainPlan } from '../../../shared/wire.ts'
 import type { PostgresCollector, PostgresContext } from '../types.ts'
 import { readAutoExplainPlans } from './auto-explain-log.ts'
+import { ownStatementsRole } from './query-stats.ts'
 
 /** How often plans are sampled, and how many statements each time. */
 export const explainSampling = { intervalMs: 5 * 60_000, statements: 5, statementTimeoutMs: 2_000 }
@@ -104,31 +107,74 @@ async function explainOne(ctx: PostgresContext, text: string): Promise<{ Plan: P
 interface State {
   lastSampledAt?: number
   logOffsets: Map<string, number>
+  /** The statements refused for lack of privileges at the last sampling, once warned about. */
+  deniedSet?: string
 }
 
-async function sample(ctx: PostgresContext): Promise<ExplainPlan[]> {
+const isPermissionDenied = (e: unknown) => (e as { code?: string }).code === '42501' || /permission denied/i.test((e as Error).message)
+
+/** What the agent's role lacks to explain application statements. */
+const grantHint = (major: number) => (major >= 14 ? 'grant pg_read_all_data' : 'grant SELECT on the tables')
+
+async function sample(ctx: PostgresContext, state: State): Promise<ExplainPlan[]> {
   const installed = await ctx.sql`SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements'`
   if (installed.length === 0) return []
+  const ownRole = await ownStatementsRole(ctx)
   const top = await ctx.sql`
     SELECT queryid::text AS query_hash, query
     FROM pg_stat_statements
     WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND queryid IS NOT NULL
+      AND userid::text IS DISTINCT FROM ${ownRole}::text
     ORDER BY total_exec_time DESC
     LIMIT 50`
   const out: ExplainPlan[] = []
+  const denied: { hash: string; cause: string }[] = []
+  let attempted = 0
   for (const row of top) {
     if (out.length >= explainSampling.statements) break
     const text = String(row.query ?? '')
     if (!EXPLAINABLE.test(text) || text.includes(';') || /\bdbm_explain\b/.test(text)) continue
+    attempted++
     try {
       const explained = await explainOne(ctx, text)
       if (explained) out.push(planEntry(row.query_hash, ctx.now, explained, 'sampled'))
     } catch (e) {
+      if (isPermissionDenied(e)) {
+        denied.push({ hash: row.query_hash, cause: (e as Error).message })
+        continue
+      }
       // Temporary tables, another search_path, a dropped object: this statement cannot be explained now.
       ctx.log.debug('statement not explained', { database: ctx.name, query_hash: row.query_hash, cause: (e as Error).message })
     }
   }
+  reportDenied(ctx, state, denied, attempted)
   return out
+}
+
+/** Privilege failures: a note in the health status each sampling, a warning when the set of statements changes. */
+function reportDenied(ctx: PostgresContext, state: State, denied: { hash: string; cause: string }[], attempted: number) {
+  if (denied.length === 0) {
+    ctx.notes.delete('explain_plans')
+    state.deniedSet = undefined
+    return
+  }
+  const note = `${denied.length} of ${attempted} statements not explained: ${denied[0]!.cause} (${grantHint(ctx.major)})`
+  ctx.notes.set('explain_plans', note)
+  const set = denied
+    .map((d) => d.hash)
+    .sort()
+    .join(',')
+  if (state.deniedSet !== set) {
+    ctx.log.warn('statements not explained: the agent role may not read their tables', {
+      database: ctx.name,
+      collector: 'explain_plans',
+      not_explained: denied.length,
+      of: attempted,
+      cause: denied[0]!.cause,
+      fix: ctx.major >= 14 ? 'GRANT pg_read_all_data TO <agent role>' : 'GRANT SELECT ON ALL TABLES IN SCHEMA <schema> TO <agent role>',
+    })
+  }
+  state.deniedSet = set
 }
 
 export const explainPlans: PostgresCollector = {
@@ -145,7 +191,7 @@ export const explainPlans: PostgresCollector = {
     const plans: ExplainPlan[] = []
     if (ctx.settings.collectExplainPlans && (state.lastSampledAt === undefined || ctx.now - state.lastSampledAt >= explainSampling.intervalMs)) {
       state.lastSampledAt = ctx.now
-      plans.push(...(await sample(ctx)))
+      plans.push(...(await sample(ctx, state)))
     }
     if (ctx.pgLogDir) plans.push(...(await readAutoExplainPlans(ctx.pgLogDir, state.logOffsets, ctx.now, ctx.log)))
     return plans.length > 0 ? { explain_plans: plans.slice(0, 200) } : {}

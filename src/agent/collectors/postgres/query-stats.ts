@@ -3,6 +3,8 @@
 // (reset-aware), summed per queryid over users. The first cycle only takes a baseline.
 // Counters are read without query texts; texts are fetched only for statements not seen before.
 // A missing extension is one clear warning, not an error every cycle.
+// The agent's own statements are left out when it connects with a role of its own (neither superuser
+// nor the database's owner): an agent running as the application's role hides nothing.
 import { POSTGRES_QUERY_COUNTER_KEYS } from '../../../shared/metrics.ts'
 import type { QueryStatDelta } from '../../../shared/wire.ts'
 import { counterDelta, num } from '../delta.ts'
@@ -42,6 +44,18 @@ async function availability(ctx: PostgresContext): Promise<string | undefined> {
   return undefined
 }
 
+/**
+ * The oid of the agent's role when its statements are to be left out: a dedicated role, neither
+ * superuser nor the owner of the database (the application's role often is). Null otherwise.
+ */
+export async function ownStatementsRole(ctx: PostgresContext): Promise<string | null> {
+  const [row] = await ctx.sql`
+    SELECT r.oid::text AS oid, r.rolsuper OR d.datdba = r.oid AS shared
+    FROM pg_roles r, pg_database d
+    WHERE r.rolname = current_user AND d.datname = current_database()`
+  return row && !row.shared ? (row.oid as string) : null
+}
+
 export const queryStats: PostgresCollector = {
   name: 'query_stats',
   engine: 'postgres',
@@ -60,12 +74,15 @@ export const queryStats: PostgresCollector = {
     if (state.unavailable) ctx.log.info('pg_stat_statements is available now', { database: ctx.name })
     state.unavailable = undefined
 
+    const ownRole = await ownStatementsRole(ctx)
     const rows = await ctx.sql.unsafe(
       `SELECT userid::text || '/' || dbid::text || '/' || queryid::text || '/' || ${ctx.major >= 14 ? 'toplevel::text' : "'t'"} AS key,
               queryid::text AS query_hash, calls, rows, shared_blks_hit, shared_blks_read, shared_blks_dirtied,
               shared_blks_written, temp_blks_read, temp_blks_written, ${forVersion(COLUMNS, ctx.major)}
        FROM pg_stat_statements(false)
-       WHERE queryid IS NOT NULL AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+       WHERE queryid IS NOT NULL AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+         AND userid::text IS DISTINCT FROM $1::text`,
+      [ownRole],
     )
     const current = new Map<string, Reading>()
     const hashOf = new Map<string, string>()

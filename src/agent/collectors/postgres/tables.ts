@@ -4,7 +4,7 @@
 // the share of their range used, the 1,000 most used.
 import type { SequenceStat, TableStat } from '../../../shared/wire.ts'
 import { deltaOf, epoch, num } from '../delta.ts'
-import type { PostgresCollector } from '../types.ts'
+import type { PostgresCollector, PostgresContext } from '../types.ts'
 import type { Counters } from './common.ts'
 
 const MAX_TABLES = 5_000
@@ -125,6 +125,35 @@ type Row = Record<(typeof COUNTERS)[number], string | null> & {
   has_primary_key: boolean
 }
 
+// Sequences the agent's role may not read (no SELECT or USAGE: pg_monitor alone) have no last value,
+// so the sequence checks cannot see them: logged once per count, and counted in the health status.
+const UNREADABLE_SEQUENCES_SQL = `
+  SELECT count(*)::int AS n FROM pg_sequence s JOIN pg_class c ON c.oid = s.seqrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+  WHERE NOT pg_is_other_temp_schema(n.oid)
+    AND CASE WHEN c.relkind = 'S' THEN NOT has_sequence_privilege(c.oid, 'SELECT,USAGE') ELSE false END`
+
+async function reportUnreadableSequences(ctx: PostgresContext): Promise<void> {
+  const [row] = await ctx.sql.unsafe<{ n: number }[]>(UNREADABLE_SEQUENCES_SQL)
+  const unreadable = row?.n ?? 0
+  const warned = ctx.state.get('tables:unreadable_sequences') as number | undefined
+  if (unreadable === 0) {
+    ctx.notes.delete('tables')
+    ctx.state.delete('tables:unreadable_sequences')
+    return
+  }
+  const fix = ctx.major >= 14 ? 'grant pg_read_all_data' : 'grant SELECT on the sequences'
+  ctx.notes.set('tables', `${unreadable} sequences unreadable (${fix})`)
+  if (warned !== unreadable) {
+    ctx.log.warn('sequences unreadable by the agent role: their use is not checked', {
+      database: ctx.name,
+      collector: 'tables',
+      unreadable,
+      fix: ctx.major >= 14 ? 'GRANT pg_read_all_data TO <agent role>' : 'GRANT SELECT ON ALL SEQUENCES IN SCHEMA <schema> TO <agent role>',
+    })
+  }
+  ctx.state.set('tables:unreadable_sequences', unreadable)
+}
+
 export const tables: PostgresCollector = {
   name: 'tables',
   engine: 'postgres',
@@ -154,6 +183,7 @@ export const tables: PostgresCollector = {
     })
     ctx.state.set('tables', current)
     const sequences = await ctx.sql.unsafe<SequenceRow[]>(SEQUENCES_SQL, [MAX_SEQUENCES])
+    await reportUnreadableSequences(ctx)
     return { tables: stats, sequences: sequences.map(sequenceStat) }
   },
 }
