@@ -125,6 +125,32 @@ describe('from crafted batches', () => {
     expect(await findings()).toEqual([])
   })
 
+  test('a failing mutation is critical at once (failing_critical_age_s 0), whatever its age', async () => {
+    const now = Date.now()
+    const id = await session.ingest(
+      chBatch('failing-young', now, {
+        mutations: [
+          {
+            database: 'db',
+            table: 'big',
+            mutation_id: 'mutation_9.txt',
+            command: 'UPDATE x = throwIf(1) WHERE 1',
+            create_time: now - 24_000,
+            is_done: false,
+            parts_to_do: 1,
+            latest_fail_reason: 'Code: 395. boom',
+            latest_fail_time: now - 1_000,
+            stuck: true,
+          },
+        ],
+      }),
+    )
+    const findings = ((await session.ok(id, '/doctor')).top_issues as any[]).filter((f) => f.rule === 'ch_stuck_mutations')
+    expect(findings.map((f) => [f.key, f.severity, f.metrics])).toEqual([['ch_stuck_mutations:db.big:mutation_9.txt', 'critical', { parts_to_do: 1, age_s: 24, failing: 1 }]])
+    const { stuckMutations } = await import('../../src/server/doctor/rules/clickhouse/stuck-mutations.ts')
+    expect(stuckMutations.thresholds).toEqual({ critical_age_s: 86_400, failing_critical_age_s: 0, max_findings: 10 })
+  })
+
   test('past ten stuck mutations, the rest are counted in one more finding', async () => {
     const now = Date.now()
     const mutations = Array.from({ length: 13 }, (_, i) => ({

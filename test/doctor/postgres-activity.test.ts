@@ -138,7 +138,8 @@ test('slow statements: named with their numbers, critical past the critical mean
   expect(warning.metrics.mean_time_ms).toBeLessThan(300)
   expect(warning.metrics.share).toBeGreaterThan(0.05)
   expect(warning.title).toBe('Slow statement: SELECT pg_sleep($1)')
-  expect(warning.detail).toContain(`Statement ${sleepy} ran 4 times in the last 1.0 h with a mean of`)
+  // A minute of data, not the hour of the window.
+  expect(warning.detail).toContain(`Statement ${sleepy} ran 4 times in the last 1.0 min (its statistics cover no more of the 1.0 h window) with a mean of`)
   expect(warning.how_to_investigate).toContain('EXPLAIN (ANALYZE, BUFFERS) SELECT pg_sleep($1);   -- with typical values for the $n parameters')
   expect(warning.how_to_investigate).toContain(`GET /api/v1/databases/${rig.dbId}/queries/${sleepy}   -- its calls and time over time`)
 

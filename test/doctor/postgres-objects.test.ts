@@ -179,13 +179,48 @@ describe('pg_duplicate_indexes', () => {
   })
 })
 
+describe('pg_duplicate_indexes with pg_unused_indexes', () => {
+  test('two identical indexes, only the second scanned: the duplicate rule drops the unscanned one, the unused rule stays silent, and following both leaves the used one', async () => {
+    rig = await postgresDoctorRig(17)
+    await rig.sql`CREATE TABLE orders (id int PRIMARY KEY, customer_id int NOT NULL, note text)`
+    await rig.sql`INSERT INTO orders SELECT g, g % 5000, md5(g::text) FROM generate_series(1, 100000) g`
+    await rig.sql`CREATE INDEX orders_customer_idx ON orders (customer_id)` // over 1 MB, never scanned
+    await rig.sql`CREATE INDEX orders_customer_idx2 ON orders (customer_id)`
+    await workload(rig.dsn, async (sql) => {
+      await sql`SET enable_seqscan = off`
+      await sql`SET enable_bitmapscan = off`
+      // Only the second copy exists while it is being used, so the scans land on it.
+      await sql`UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'orders_customer_idx'::regclass`
+      for (let i = 0; i < 3; i++) await sql`SELECT id FROM orders WHERE customer_id = ${i}`
+      await sql`UPDATE pg_index SET indisvalid = true WHERE indexrelid = 'orders_customer_idx'::regclass`
+    })
+    await settled(rig, 'the scans', "SELECT idx_scan::int FROM pg_stat_user_indexes WHERE indexrelname = 'orders_customer_idx2'", 3)
+    expect((await rig.sql`SELECT idx_scan::int AS n FROM pg_stat_user_indexes WHERE indexrelname = 'orders_customer_idx'`)[0]!.n).toBe(0)
+    await rig.cycle()
+
+    const duplicates = await rig.findings('pg_duplicate_indexes')
+    expect(duplicates.map((f) => [f.key, f.metrics.covering_index, f.how_to_fix])).toEqual([
+      ['pg_duplicate_indexes:public.orders_customer_idx', 'public.orders_customer_idx2', ['DROP INDEX CONCURRENTLY public.orders_customer_idx;']],
+    ])
+    expect(await rig.findings('pg_unused_indexes')).toEqual([])
+
+    for (const f of [...duplicates, ...(await rig.findings('pg_unused_indexes'))]) await rig.sql.unsafe(f.how_to_fix[0])
+    await rig.cycle()
+    expect((await rig.api('/indexes')).map((i: any) => i.index_name).sort()).toEqual(['orders_customer_idx2', 'orders_pkey'])
+    expect(await rig.findings('pg_duplicate_indexes')).toEqual([])
+  })
+})
+
 describe('pg_invalid_indexes', () => {
-  test('a CREATE UNIQUE INDEX CONCURRENTLY that failed on duplicates leaves an invalid index; the investigation finds the duplicates; REINDEX cures', async () => {
+  test('a CREATE UNIQUE INDEX CONCURRENTLY that failed on duplicates, then a REINDEX that failed again: one finding names the _ccnew leftover; its fix resolves, drops and re-creates', async () => {
     rig = await postgresDoctorRig(17)
     await rig.sql`CREATE TABLE users (id int PRIMARY KEY, email text NOT NULL)`
     await rig.sql`INSERT INTO users VALUES (1, 'a@example.com'), (2, 'a@example.com'), (3, 'b@example.com')`
     await expect(rig.sql`CREATE UNIQUE INDEX CONCURRENTLY users_email_key ON users (email)`.then(() => 'built')).rejects.toThrow('could not create unique index')
-    await until('the failed build to end', async () => ((await rig!.sql`SELECT count(*)::int AS n FROM pg_stat_progress_create_index`)[0]!.n === 0 ? true : undefined))
+    // What the old advice led to: a REINDEX CONCURRENTLY fails on the same duplicates and leaves a second invalid index.
+    await expect(rig.sql`REINDEX INDEX CONCURRENTLY users_email_key`.then(() => 'rebuilt')).rejects.toThrow('could not create unique index')
+    await until('the failed builds to end', async () => ((await rig!.sql`SELECT count(*)::int AS n FROM pg_stat_progress_create_index`)[0]!.n === 0 ? true : undefined))
+    expect((await rig.sql`SELECT indexrelid::regclass::text AS name FROM pg_index WHERE NOT indisvalid ORDER BY 1`).map((r) => r.name)).toEqual(['users_email_key', 'users_email_key_ccnew'])
     await rig.cycle()
 
     const findings = await rig.findings('pg_invalid_indexes')
@@ -194,14 +229,18 @@ describe('pg_invalid_indexes', () => {
     expect(finding).toMatchObject({
       category: 'schema',
       title: 'Invalid index public.users_email_key',
-      objects: ['public.users_email_key', 'public.users'],
+      objects: ['public.users_email_key', 'public.users_email_key_ccnew', 'public.users'],
       metrics: { is_unique: 1 },
       how_to_fix: [
-        'REINDEX INDEX CONCURRENTLY public.users_email_key;',
-        '-- or: DROP INDEX CONCURRENTLY public.users_email_key; then CREATE UNIQUE INDEX CONCURRENTLY users_email_key ON public.users USING btree (email);',
+        '-- first delete or change the rows with duplicate keys (the GROUP BY query above lists them): else the build fails again',
+        'DROP INDEX CONCURRENTLY public.users_email_key_ccnew;   -- left by a failed REINDEX CONCURRENTLY',
+        'DROP INDEX CONCURRENTLY public.users_email_key;',
+        'CREATE UNIQUE INDEX CONCURRENTLY users_email_key ON public.users USING btree (email);',
       ],
     })
     expect(finding.detail).toContain('The unique index public.users_email_key on public.users is marked invalid: queries never use it, yet it still rejects new duplicate values')
+    expect(finding.detail).toContain('A failed REINDEX CONCURRENTLY of it also left public.users_email_key_ccnew, invalid as well.')
+    expect(finding.recommendation).toContain('resolve the duplicate values first')
     // The investigation's query finds the duplicates that failed the build.
     const duplicates = finding.how_to_investigate.find((q: string) => q.includes('GROUP BY'))
     expect(duplicates).toBe('SELECT email, count(*) FROM public.users GROUP BY email HAVING count(*) > 1 LIMIT 20;   -- the duplicates that made the build fail')
@@ -209,11 +248,28 @@ describe('pg_invalid_indexes', () => {
     // An invalid index is not also reported as unused or redundant.
     expect(await rig.findings('pg_unused_indexes')).toEqual([])
 
+    // The cure: the duplicate resolved, then the fix's commands in order.
     await rig.sql`DELETE FROM users WHERE id = 2`
+    for (const command of finding.how_to_fix.filter((c: string) => !c.startsWith('--'))) await rig.sql.unsafe(command)
+    await rig.cycle()
+    expect(await rig.findings('pg_invalid_indexes')).toEqual([])
+    const indexes = (await rig.api('/indexes')).filter((i: any) => i.index_name.startsWith('users_email_key'))
+    expect(indexes).toMatchObject([{ index_name: 'users_email_key', is_valid: true, is_unique: true }])
+  })
+
+  test('a plain invalid index is rebuilt with REINDEX CONCURRENTLY', async () => {
+    rig = await postgresDoctorRig(17)
+    await rig.sql`CREATE TABLE notes (id int PRIMARY KEY, body text)`
+    await rig.sql`CREATE INDEX notes_body_idx ON notes (body)`
+    await rig.sql`UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'notes_body_idx'::regclass`
+    await rig.cycle()
+    const [finding] = await rig.findings('pg_invalid_indexes')
+    expect(finding.how_to_fix).toEqual([
+      'REINDEX INDEX CONCURRENTLY public.notes_body_idx;',
+      '-- or: DROP INDEX CONCURRENTLY public.notes_body_idx; then CREATE INDEX CONCURRENTLY notes_body_idx ON public.notes USING btree (body);',
+    ])
     await rig.sql.unsafe(finding.how_to_fix[0])
     await rig.cycle()
     expect(await rig.findings('pg_invalid_indexes')).toEqual([])
-    const [index] = (await rig.api('/indexes')).filter((i: any) => i.index_name === 'users_email_key')
-    expect(index).toMatchObject({ is_valid: true, is_unique: true })
   })
 })

@@ -139,7 +139,7 @@ test('deadlocks: one in the hour is a warning, two critical; an hour later info 
   }
 })
 
-test('risky settings: pg_stat_statements missing is a warning; fsync and track_counts off are critical; each goes once restored', async () => {
+test('risky settings: pg_stat_statements missing is a warning; fsync, track_counts and autovacuum off are critical, full_page_writes off a warning; each goes once restored', async () => {
   await rig.sql`DROP EXTENSION pg_stat_statements`
   await rig.cycle()
   let findings = await rig.findings('pg_risky_settings')
@@ -152,24 +152,32 @@ test('risky settings: pg_stat_statements missing is a warning; fsync and track_c
   const restore = async () => {
     await rig.sql`ALTER SYSTEM RESET fsync`
     await rig.sql`ALTER SYSTEM RESET track_counts`
+    await rig.sql`ALTER SYSTEM RESET autovacuum`
+    await rig.sql`ALTER SYSTEM RESET full_page_writes`
     await rig.sql`SELECT pg_reload_conf()`
   }
   try {
     await rig.sql`ALTER SYSTEM SET fsync = off`
     await rig.sql`ALTER SYSTEM SET track_counts = off`
+    await rig.sql`ALTER SYSTEM SET autovacuum = off`
+    await rig.sql`ALTER SYSTEM SET full_page_writes = off`
     await rig.sql`SELECT pg_reload_conf()`
     // Backends apply a reload at their next command: cycle until the agent's session has.
-    findings = await until('both settings reported off', async () => {
+    findings = await until('the four settings reported off', async () => {
       await rig.cycle()
       const found = await rig.findings('pg_risky_settings')
-      return found.length === 2 ? found : undefined
+      return found.length === 4 ? found : undefined
     })
     expect(findings.map((f) => [f.key, f.severity, f.category])).toEqual([
+      ['pg_risky_settings:autovacuum', 'critical', 'configuration'],
       ['pg_risky_settings:fsync', 'critical', 'configuration'],
       ['pg_risky_settings:track_counts', 'critical', 'configuration'],
+      ['pg_risky_settings:full_page_writes', 'warning', 'configuration'],
     ])
-    expect(findings[0]).toMatchObject({ title: 'fsync is off: a crash can corrupt the database', metrics: { fsync_on: 0 }, how_to_fix: ['ALTER SYSTEM SET fsync = on; SELECT pg_reload_conf();'] })
-    expect(findings[1]).toMatchObject({ title: 'track_counts is off: autovacuum cannot work', metrics: { track_counts_on: 0 } })
+    expect(findings[0]).toMatchObject({ title: 'autovacuum is off', metrics: { autovacuum_on: 0 } })
+    expect(findings[1]).toMatchObject({ title: 'fsync is off: a crash can corrupt the database', metrics: { fsync_on: 0 }, how_to_fix: ['ALTER SYSTEM SET fsync = on; SELECT pg_reload_conf();'] })
+    expect(findings[2]).toMatchObject({ title: 'track_counts is off: autovacuum cannot work', metrics: { track_counts_on: 0 } })
+    expect(findings[3]).toMatchObject({ title: 'full_page_writes is off: a crash can leave torn pages', how_to_fix: ['ALTER SYSTEM SET full_page_writes = on; SELECT pg_reload_conf();'] })
     expect((await rig.api('/doctor')).status).toBe('unhealthy')
   } finally {
     await restore()

@@ -159,8 +159,12 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         const hash = unique('verify-hash')
         await store.createEmailToken({ tokenHash: hash, userId: user.id, kind: 'verify', expiresAt: T0 + HOUR, now: T0 })
         expect(await store.consumeEmailToken(hash, 'reset', T0 + 1)).toBeUndefined()
+        expect(await store.usedEmailTokenUser(hash, 'verify')).toBeUndefined()
         expect(await store.consumeEmailToken(hash, 'verify', T0 + 2)).toBe(user.id)
         expect(await store.consumeEmailToken(hash, 'verify', T0 + 3)).toBeUndefined()
+        // Once used, its user is still known (a verification link opened twice), as its own kind only.
+        expect(await store.usedEmailTokenUser(hash, 'verify')).toBe(user.id)
+        expect(await store.usedEmailTokenUser(hash, 'reset')).toBeUndefined()
       })
 
       test('an expired token is refused, one just before expiry is accepted', async () => {

@@ -96,7 +96,7 @@ export function agentSession(kind: StoreKind) {
     async expectEach(id: string, paths: string[], answer: { status: number; body: unknown }) {
       for (const path of paths) expect({ path, ...(await session.get(id, path)) }).toEqual({ path, ...answer })
     },
-    /** A timeseries endpoint's 400s for a bad bucket, too many intervals and a bad since (and its 200 at the smallest bucket). */
+    /** A timeseries endpoint's 400s for a bad bucket (under a minute, not whole minutes), too many intervals and a bad since (and its 200 at the smallest bucket). */
     async expectSeriesValidation(id: string, path: string) {
       for (const bucket of ['30', '0', '-60', '90.5', 'minute']) {
         expect({ path, bucket, ...(await session.get(id, `${path}?bucket=${bucket}`)) }).toEqual({
@@ -106,13 +106,21 @@ export function agentSession(kind: StoreKind) {
           body: { error: 'bucket must be a whole number of seconds, at least 60' },
         })
       }
+      for (const [bucket, near] of [['90', '60 or 120'], ['3599', '3540 or 3600']]) {
+        expect({ path, bucket, ...(await session.get(id, `${path}?bucket=${bucket}`)) }).toEqual({
+          path,
+          bucket,
+          status: 400,
+          body: { error: `bucket must be a multiple of 60 seconds (the data are kept per minute): use ${near}` },
+        })
+      }
       const month = range(Date.parse('2026-01-01T00:00:00Z'), Date.parse('2026-01-31T00:00:00Z'))
       expect({ path, ...(await session.get(id, `${path}?${month}&bucket=60`)) }).toEqual({
         path,
         status: 400,
-        body: { error: 'bucket too small for this window: at most 10000 intervals per request; use a bucket of at least 260 seconds' },
+        body: { error: 'bucket too small for this window: at most 10000 intervals per request; use a bucket of at least 300 seconds' },
       })
-      expect({ path, status: (await session.get(id, `${path}?${month}&bucket=260`)).status }).toEqual({ path, status: 200 })
+      expect({ path, status: (await session.get(id, `${path}?${month}&bucket=300`)).status }).toEqual({ path, status: 200 })
       expect({ path, ...(await session.get(id, `${path}?since=yesterday`)) }).toEqual({
         path,
         status: 400,

@@ -185,8 +185,15 @@ export function authRoutes(deps: Deps) {
     .get(
       '/verify-email',
       async ({ query }) => {
-        const userId = await store.consumeEmailToken(sha256(query.token), 'verify', clock())
-        if (!userId) throw badRequest('invalid or expired verification token')
+        const hash = sha256(query.token)
+        const userId = await store.consumeEmailToken(hash, 'verify', clock())
+        if (!userId) {
+          // The link opened a second time (a mail scanner, a double click): no error for a verified user.
+          const usedBy = await store.usedEmailTokenUser(hash, 'verify')
+          const user = usedBy ? await store.getUser(usedBy) : undefined
+          if (user?.email_verified_at != null) return { verified: true, message: 'email already verified' }
+          throw badRequest('invalid or expired verification token')
+        }
         await store.markEmailVerified(userId, clock())
         return { verified: true, message: 'email address verified' }
       },

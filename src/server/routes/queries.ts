@@ -15,7 +15,7 @@ const sorts = ['total_time', 'calls', 'mean_time', 'rows'] as const
 
 const round = (n: number | null, digits = 3) => (n === null ? null : Number(n.toFixed(digits)))
 
-function queryView(row: QueryStatsRow) {
+function queryView({ first_bucket: _internal, ...row }: QueryStatsRow) {
   return {
     ...row,
     total_time_ms: round(row.total_time_ms),

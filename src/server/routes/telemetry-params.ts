@@ -53,22 +53,29 @@ export function clampLimit(endpoint: keyof typeof resultLimits, value: number | 
 const MIN_BUCKET_SECONDS = 60
 const BUCKET_ERROR = `bucket must be a whole number of seconds, at least ${MIN_BUCKET_SECONDS}`
 
-/** since, until and bucket (a whole number of seconds, at least 60) of the timeseries endpoints. */
+/** since, until and bucket (a whole number of seconds, at least 60, checked to be whole minutes by intervalsFor) of the timeseries endpoints. */
 export const seriesQuery = query({ ...windowQuery, bucket: t.Optional(t.Integer({ minimum: MIN_BUCKET_SECONDS, error: BUCKET_ERROR })) })
 
 export type SeriesQuery = { since?: string; until?: string; bucket?: number }
 
 /**
  * The window cut into `bucket`-second intervals (else `fallbackSeconds`, else 60 up to a 24-hour window
- * and 3600 beyond or where minute rows are no longer kept), the bucket clamped to its maximum; more than maxIntervals intervals is a 400.
+ * and 3600 beyond or where minute rows are no longer kept), the bucket clamped to its maximum; a bucket
+ * that is not whole minutes, or more than maxIntervals intervals, is a 400.
  */
 export function intervalsFor(q: SeriesQuery, now: number, fallbackSeconds?: number): Intervals {
   const window = parseWindow(q, now)
   const automatic = window.until - window.since <= internalsLimits.minuteWindowMs && window.since >= window.minuteFloor ? 60 : 3600
   const bucketSeconds = Math.min(q.bucket ?? fallbackSeconds ?? automatic, internalsLimits.maxBucketSeconds)
+  // The data are kept per minute: a bucket of 90 s would hold one minute, then two, by turns.
+  if (bucketSeconds % MIN_BUCKET_SECONDS !== 0) {
+    const below = Math.floor(bucketSeconds / MIN_BUCKET_SECONDS) * MIN_BUCKET_SECONDS
+    throw badRequest(`bucket must be a multiple of ${MIN_BUCKET_SECONDS} seconds (the data are kept per minute): use ${below} or ${below + MIN_BUCKET_SECONDS}`)
+  }
   const spanSeconds = (window.until - window.since) / 1000
   if (Math.ceil(spanSeconds / bucketSeconds) > internalsLimits.maxIntervals) {
-    const smallest = Math.max(MIN_BUCKET_SECONDS, Math.ceil(spanSeconds / internalsLimits.maxIntervals))
+    const fits = Math.ceil(spanSeconds / internalsLimits.maxIntervals)
+    const smallest = Math.max(MIN_BUCKET_SECONDS, Math.ceil(fits / MIN_BUCKET_SECONDS) * MIN_BUCKET_SECONDS)
     throw badRequest(
       `bucket too small for this window: at most ${internalsLimits.maxIntervals} intervals per request; use a bucket of at least ${smallest} seconds`,
     )

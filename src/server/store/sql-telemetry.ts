@@ -258,6 +258,8 @@ export interface QueryStatsRow {
   memory_bytes: number
   errors: number
   p99_ms: number | null
+  /** Start (epoch ms) of the statement's earliest bucket in the window: how much of it the data covers. */
+  first_bucket: number | null
 }
 
 const SUMS = `SUM(calls) AS total_calls, SUM(total_time_ms) AS total_time_ms,
@@ -288,6 +290,7 @@ function toQueryRow(r: Record<string, unknown>): QueryStatsRow {
     memory_bytes: Number(r.memory_bytes ?? 0),
     errors: Number(r.errors ?? 0),
     p99_ms: r.p99_ms === null || r.p99_ms === undefined ? null : Number(r.p99_ms),
+    first_bucket: r.first_bucket === null || r.first_bucket === undefined ? null : Number(r.first_bucket),
   }
 }
 
@@ -319,7 +322,7 @@ export async function listQueryStats(
   params.push(limit)
   const rows = await driver.all(
     `SELECT t.query_text, s.* FROM (
-       SELECT query_hash, ${SUMS} FROM (${source}) w
+       SELECT query_hash, MIN(bucket) AS first_bucket, ${SUMS} FROM (${source}) w
        GROUP BY query_hash
      ) s JOIN query_texts t ON t.database_id = $1 AND t.query_hash = s.query_hash
      ORDER BY ${SORT_SQL[sort]}, s.query_hash

@@ -139,6 +139,8 @@ export interface Store {
   createEmailToken(input: { tokenHash: string; userId: string; kind: EmailTokenKind; expiresAt: number; now: number }): Promise<void>
   /** Marks the token used and returns its user when it exists, is unused and unexpired. */
   consumeEmailToken(tokenHash: string, kind: EmailTokenKind, now: number): Promise<string | undefined>
+  /** The user of a token that has already been used (a verification link opened twice), else undefined. */
+  usedEmailTokenUser(tokenHash: string, kind: EmailTokenKind): Promise<string | undefined>
 
   // refresh tokens: rotated on use, reuse revokes the family
   createRefreshToken(record: Omit<RefreshTokenRecord, 'revoked_at'> & { now: number }): Promise<void>

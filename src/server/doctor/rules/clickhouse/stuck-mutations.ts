@@ -1,7 +1,8 @@
 // Mutations (ALTER TABLE ... UPDATE / DELETE) that do not finish: the agent marks one stuck when its
 // latest attempt failed or it has run over an hour (collectors/clickhouse/mutations.ts). A failing
 // mutation is retried forever and holds back the mutations queued after it on its table, so it is
-// critical; a slow one is a warning until it is a day old. Altinity's clickhouse-operator alerts on
+// critical as soon as it is seen (failing_critical_age_s 0); a slow one is a warning until it is a day
+// old (critical_age_s). Altinity's clickhouse-operator alerts on
 // unfinished mutations (ClickHouseTooManyMutations) and points to their errors and KILL MUTATION.
 import type { MutationEntry } from '../../../../shared/wire.ts'
 import { type FindingDraft, type Rule, type Severity, duration, literal } from '../../types.ts'
@@ -10,6 +11,8 @@ import { counted, short, tableFilter } from './common.ts'
 const defaults = {
   /** A stuck mutation that is not failing becomes critical at this age. */
   critical_age_s: 86_400,
+  /** A failing mutation (its latest attempt failed) is critical from this age: 0, at once. */
+  failing_critical_age_s: 0,
   /** Mutations named one finding each, failing and oldest first; the rest are counted in one more. */
   max_findings: 10,
 }
@@ -21,7 +24,7 @@ export const stuckMutations: Rule<typeof defaults> = {
   thresholds: defaults,
   async check(ctx) {
     const t = ctx.thresholds(stuckMutations)
-    const severityOf = (m: MutationEntry): Severity => (m.latest_fail_reason !== '' || ctx.now - m.create_time >= t.critical_age_s * 1000 ? 'critical' : 'warning')
+    const severityOf = (m: MutationEntry): Severity => (ctx.now - m.create_time >= (m.latest_fail_reason !== '' ? t.failing_critical_age_s : t.critical_age_s) * 1000 ? 'critical' : 'warning')
     const stuck = ((await ctx.mutations())?.payload ?? [])
       .filter((m) => m.stuck && !m.is_done)
       .sort((a, b) => Number(b.latest_fail_reason !== '') - Number(a.latest_fail_reason !== '') || a.create_time - b.create_time)

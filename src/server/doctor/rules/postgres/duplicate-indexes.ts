@@ -2,7 +2,9 @@
 // predicate, an index whose key columns are a leading prefix of another valid index's (btree) or the
 // same columns (any method) is redundant; the covering index serves every query the redundant one
 // would. Primary and unique indexes are never the redundant one (they enforce a constraint); of two
-// identical plain indexes the one with the greater name is. Read from the indexes' definitions.
+// identical plain indexes the one with fewer scans is (queries use the other), and of two equally
+// scanned the one with the greater name. Read from the indexes' definitions. pg_unused_indexes leaves
+// the indexes named here (either side) to this rule, so following both never drops every copy.
 import type { IndexRow } from '../../../store/sql-objects.ts'
 import { type FindingDraft, type Rule, bytes, literal, qualified } from '../../types.ts'
 
@@ -62,6 +64,7 @@ export function parseIndexDef(def: string): IndexShape | undefined {
 }
 
 const same = (a: string[], b: string[]) => a.length === b.length && a.every((c, i) => c === b[i])
+const sameSet = (a: string[], b: string[]) => same([...a].sort(), [...b].sort())
 
 /** True when `cover` serves every query `index` serves. */
 function covers(cover: IndexShape, index: IndexShape): boolean {
@@ -72,9 +75,41 @@ function covers(cover: IndexShape, index: IndexShape): boolean {
   return index.include.every((c) => coverAll.has(c))
 }
 
-interface Parsed {
+export interface Parsed {
   row: IndexRow
   shape: IndexShape
+}
+
+/** Of two identical indexes, true when `keep` is the one to keep: a constraint's, then the more scanned, then the smaller name. */
+function keptOver(keep: IndexRow, drop: IndexRow): boolean {
+  const constraint = (i: IndexRow) => Number(i.is_primary || i.is_unique)
+  if (constraint(keep) !== constraint(drop)) return constraint(keep) > constraint(drop)
+  if ((keep.idx_scan ?? 0) !== (drop.idx_scan ?? 0)) return (keep.idx_scan ?? 0) > (drop.idx_scan ?? 0)
+  return keep.index_name < drop.index_name
+}
+
+/** Each redundant valid index with the index that covers it (shared with pg_unused_indexes). */
+export function redundantIndexes(rows: IndexRow[]): { index: Parsed; cover: Parsed }[] {
+  const byTable = new Map<string, Parsed[]>()
+  for (const row of rows) {
+    const shape = row.is_valid ? parseIndexDef(row.index_def) : undefined
+    if (!shape) continue
+    const key = JSON.stringify([row.schema_name, row.table_name])
+    byTable.set(key, [...(byTable.get(key) ?? []), { row, shape }])
+  }
+  const redundant: { index: Parsed; cover: Parsed }[] = []
+  for (const list of byTable.values()) {
+    for (const index of list) {
+      if (index.row.is_primary || index.row.is_unique) continue
+      const candidates = list.filter((c) => c !== index && covers(c.shape, index.shape))
+      // Of identical indexes, keep the one keptOver() prefers; prefer the tightest cover.
+      const cover = candidates
+        .filter((c) => !same(c.shape.columns, index.shape.columns) || !sameSet(c.shape.include, index.shape.include) || keptOver(c.row, index.row))
+        .sort((a, b) => a.shape.columns.length - b.shape.columns.length || Number(b.row.is_unique) - Number(a.row.is_unique))[0]
+      if (cover) redundant.push({ index, cover })
+    }
+  }
+  return redundant
 }
 
 export const duplicateIndexes: Rule<typeof defaults> = {
@@ -84,25 +119,7 @@ export const duplicateIndexes: Rule<typeof defaults> = {
   thresholds: defaults,
   async check(ctx) {
     const t = ctx.thresholds(duplicateIndexes)
-    const byTable = new Map<string, Parsed[]>()
-    for (const row of await ctx.indexes()) {
-      const shape = row.is_valid ? parseIndexDef(row.index_def) : undefined
-      if (!shape) continue
-      const key = JSON.stringify([row.schema_name, row.table_name])
-      byTable.set(key, [...(byTable.get(key) ?? []), { row, shape }])
-    }
-    const redundant: { index: Parsed; cover: Parsed }[] = []
-    for (const list of byTable.values()) {
-      for (const index of list) {
-        if (index.row.is_primary || index.row.is_unique) continue
-        const candidates = list.filter((c) => c !== index && covers(c.shape, index.shape))
-        // Of identical plain indexes, keep the one with the smaller name; prefer the tightest cover.
-        const cover = candidates
-          .filter((c) => !same(c.shape.columns, index.shape.columns) || c.row.is_primary || c.row.is_unique || c.row.index_name < index.row.index_name)
-          .sort((a, b) => a.shape.columns.length - b.shape.columns.length || Number(b.row.is_unique) - Number(a.row.is_unique))[0]
-        if (cover) redundant.push({ index, cover })
-      }
-    }
+    const redundant = redundantIndexes(await ctx.indexes())
     redundant.sort((a, b) => (b.index.row.size_bytes ?? 0) - (a.index.row.size_bytes ?? 0))
 
     const findings: FindingDraft[] = redundant.slice(0, t.max_findings).map(({ index, cover }) => {

@@ -2,6 +2,10 @@
 // CONCURRENTLY or REINDEX CONCURRENTLY leaves behind. The planner never uses one, writes may still
 // maintain it, and an invalid unique index still rejects new duplicates. An index being built
 // concurrently right now is invalid too until its build ends, which the investigation shows.
+// A unique index whose build failed on duplicate values fails again on REINDEX CONCURRENTLY, leaving a
+// second invalid copy (`<name>_ccnew`): its fix resolves the duplicates first, drops the index (and any
+// such leftover, named in its finding rather than in one of its own) and creates it again.
+import type { IndexRow } from '../../../store/sql-objects.ts'
 import { type FindingDraft, type Rule, literal, qualified } from '../../types.ts'
 import { parseIndexDef } from './duplicate-indexes.ts'
 import { concurrently } from './unused-indexes.ts'
@@ -26,28 +30,47 @@ export const invalidIndexes: Rule<typeof defaults> = {
   thresholds: defaults,
   async check(ctx) {
     const t = ctx.thresholds(invalidIndexes)
-    const invalid = (await ctx.indexes()).filter((i) => !i.is_valid).sort((a, b) => (a.schema_name + a.index_name < b.schema_name + b.index_name ? -1 : 1))
+    const all = (await ctx.indexes()).filter((i) => !i.is_valid).sort((a, b) => (a.schema_name + a.index_name < b.schema_name + b.index_name ? -1 : 1))
+    // REINDEX CONCURRENTLY's leftovers (`<name>_ccnew`, `<name>_ccnew1`...) of an index that is also invalid.
+    const leftoversOf = (i: IndexRow) => all.filter((o) => o !== i && o.schema_name === i.schema_name && o.table_name === i.table_name && /^_ccnew\d*$/.test(o.index_name.slice(i.index_name.length)) && o.index_name.startsWith(i.index_name))
+    const leftovers = new Set(all.flatMap(leftoversOf))
+    const invalid = all.filter((i) => !leftovers.has(i))
 
     const findings: FindingDraft[] = invalid.slice(0, t.max_findings).map((i) => {
       const name = qualified(i.schema_name, i.index_name)
       const table = qualified(i.schema_name, i.table_name)
       const duplicates = i.is_unique && i.index_def ? duplicatesQuery(i.index_def, table) : undefined
+      const extra = leftoversOf(i)
+      const extraNames = extra.map((o) => qualified(o.schema_name, o.index_name))
+      const recreate = i.index_def ? [`${concurrently(i.index_def)};`] : []
       return {
         severity: 'warning',
         object: `${i.schema_name}.${i.index_name}`,
-        objects: [`${i.schema_name}.${i.index_name}`, `${i.schema_name}.${i.table_name}`],
+        objects: [`${i.schema_name}.${i.index_name}`, ...extra.map((o) => `${o.schema_name}.${o.index_name}`), `${i.schema_name}.${i.table_name}`],
         title: `Invalid index ${name}`,
-        detail: `${i.is_unique ? 'The unique index' : 'The index'} ${name} on ${table} is marked invalid: queries never use it${i.is_unique ? ', yet it still rejects new duplicate values' : ''}, and writes to ${table} may still maintain it. A failed CREATE INDEX CONCURRENTLY or REINDEX CONCURRENTLY leaves such an index behind.`,
-        recommendation: `Unless a concurrent build of it is running right now, rebuild it${i.is_unique ? ' once the duplicate values are resolved' : ''}, or drop it and create it again.`,
+        detail:
+          `${i.is_unique ? 'The unique index' : 'The index'} ${name} on ${table} is marked invalid: queries never use it${i.is_unique ? ', yet it still rejects new duplicate values' : ''}, and writes to ${table} may still maintain it. A failed CREATE INDEX CONCURRENTLY or REINDEX CONCURRENTLY leaves such an index behind.` +
+          (extra.length > 0 ? ` A failed REINDEX CONCURRENTLY of it also left ${extraNames.join(', ')}, invalid as well.` : ''),
+        recommendation: i.is_unique
+          ? `Unless a concurrent build of it is running right now, resolve the duplicate values first (a rebuild fails again on them, leaving another invalid copy), then drop it${extra.length > 0 ? ' and its leftovers' : ''} and create it again.`
+          : `Unless a concurrent build of it is running right now, rebuild it, or drop it and create it again.${extra.length > 0 ? ' Drop the leftovers of the failed rebuild too.' : ''}`,
         how_to_investigate: [
           'SELECT pid, phase, blocks_done, blocks_total FROM pg_stat_progress_create_index;   -- a build still running?',
           `SELECT indisvalid, indisready, pg_get_indexdef(indexrelid) FROM pg_index WHERE indexrelid = ${literal(name)}::regclass;`,
           ...(duplicates ? [duplicates] : []),
         ],
-        how_to_fix: [
-          `REINDEX INDEX CONCURRENTLY ${name};`,
-          `-- or: DROP INDEX CONCURRENTLY ${name};${i.index_def ? ` then ${concurrently(i.index_def)};` : ''}`,
-        ],
+        how_to_fix: i.is_unique
+          ? [
+              `-- first delete or change the rows with duplicate keys${duplicates ? ' (the GROUP BY query above lists them)' : ''}: else the build fails again`,
+              ...extraNames.map((o) => `DROP INDEX CONCURRENTLY ${o};   -- left by a failed REINDEX CONCURRENTLY`),
+              `DROP INDEX CONCURRENTLY ${name};`,
+              ...recreate,
+            ]
+          : [
+              ...extraNames.map((o) => `DROP INDEX CONCURRENTLY ${o};   -- left by a failed REINDEX CONCURRENTLY`),
+              `REINDEX INDEX CONCURRENTLY ${name};`,
+              `-- or: DROP INDEX CONCURRENTLY ${name};${i.index_def ? ` then ${concurrently(i.index_def)};` : ''}`,
+            ],
         metrics: { is_unique: i.is_unique ? 1 : 0, size_bytes: i.size_bytes },
       }
     })

@@ -1,7 +1,8 @@
 // Statements that are slow on average and cost the database a meaningful share of its statement time,
 // over the last hour (pg_stat_statements deltas). PgHero calls a statement slow from a 20 ms mean over
 // 100 calls; dbm names only those that also weigh (5 % of the time of the costliest statements), warns
-// from a 100 ms mean and is critical from 1 s, the usual log_min_duration_statement.
+// from a 100 ms mean and is critical from 1 s, the usual log_min_duration_statement. The detail names
+// the time the statement's data covers (shorter than the window on a newly watched database).
 import { type FindingDraft, type Rule, duration, pct } from '../../types.ts'
 
 const defaults = {
@@ -36,11 +37,13 @@ export const slowStatements: Rule<typeof defaults> = {
       const share = q.total_time_ms / allMs
       if (q.total_calls < t.min_calls || share < t.min_share || q.mean_time_ms < t.warning_mean_ms) continue
       const text = excerpt(q.query_text, 300)
+      // The data are minute buckets: a statement seen in one bucket covers (at least) that minute.
+      const covered = q.first_bucket === null ? t.window_s * 1000 : Math.min(t.window_s * 1000, Math.max(60_000, ctx.now - q.first_bucket))
       slow.push({
         severity: q.mean_time_ms >= t.critical_mean_ms ? 'critical' : 'warning',
         object: q.query_hash,
         title: `Slow statement: ${excerpt(q.query_text, 60)}`,
-        detail: `Statement ${q.query_hash} ran ${q.total_calls.toLocaleString('en-US')} times in the last ${duration(t.window_s * 1000)} with a mean of ${q.mean_time_ms.toFixed(1)} ms, ${duration(q.total_time_ms)} in all: ${pct(share)} of the statement time. ${q.total_rows.toLocaleString('en-US')} rows returned, ${q.shared_blks_read.toLocaleString('en-US')} blocks read from disk. Text: ${text}`,
+        detail: `Statement ${q.query_hash} ran ${q.total_calls.toLocaleString('en-US')} times in the last ${duration(covered)}${covered < t.window_s * 1000 ? ` (its statistics cover no more of the ${duration(t.window_s * 1000)} window)` : ''} with a mean of ${q.mean_time_ms.toFixed(1)} ms, ${duration(q.total_time_ms)} in all: ${pct(share)} of the statement time. ${q.total_rows.toLocaleString('en-US')} rows returned, ${q.shared_blks_read.toLocaleString('en-US')} blocks read from disk. Text: ${text}`,
         recommendation:
           'Look at its plan with real parameter values: a sequential scan of a large table for a few rows wants an index, a bad row estimate wants fresh statistics (ANALYZE), sorts and hashes spilling to disk want work_mem, and a statement that is slow because it does much work may want rewriting or caching.',
         how_to_investigate: [

@@ -2,9 +2,12 @@
 // 1 MB; the same filter as GET /indexes/unused). Such an index costs every write to its table and its
 // space, and serves no read. idx_scan counts since the last statistics reset and on this server only
 // (scans on a replica are counted there), which the finding says. PgHero lists these as unused
-// indexes; from 1 GB the wasted space and write cost make it a warning rather than a note.
+// indexes; from 1 GB the wasted space and write cost make it a warning rather than a note. An index
+// that is redundant with another, or covers a redundant one, is left to pg_duplicate_indexes, which
+// names the copy to drop: dropping every unused copy would leave the columns with no index at all.
 import { unusedIndexMinBytes } from '../../../limits.ts'
 import type { IndexRow } from '../../../store/sql-objects.ts'
+import { redundantIndexes } from './duplicate-indexes.ts'
 import { type FindingDraft, type Rule, bytes, literal, qualified } from '../../types.ts'
 
 const defaults = {
@@ -27,8 +30,10 @@ export const unusedIndexes: Rule<typeof defaults> = {
   async check(ctx) {
     const t = ctx.thresholds(unusedIndexes)
     // Invalid indexes are never scanned either: pg_invalid_indexes reports those.
-    const unused = (await ctx.indexes())
-      .filter((i) => i.idx_scan === 0 && !i.is_primary && !i.is_unique && i.is_valid && (i.size_bytes ?? 0) > t.min_bytes)
+    const indexes = await ctx.indexes()
+    const duplicated = new Set(redundantIndexes(indexes).flatMap((r) => [r.index.row, r.cover.row]))
+    const unused = indexes
+      .filter((i) => i.idx_scan === 0 && !i.is_primary && !i.is_unique && i.is_valid && (i.size_bytes ?? 0) > t.min_bytes && !duplicated.has(i))
       .sort((a, b) => b.size_bytes! - a.size_bytes!)
     const severityOf = (i: IndexRow) => (i.size_bytes! >= t.warning_bytes ? 'warning' : 'info')
     const caveat = 'Scans are counted since the statistics were last reset, and on this server only: an index used only by queries on a replica shows no scans here.'
