@@ -23,18 +23,16 @@
 // Options: --cycles N (steady cycles per scenario), --interval S, --tables N, --statements N,
 // --databases N, --tables-each N, --scenarios one,many, --agent-cmd "COMMAND" (what runs `<COMMAND> agent ...`;
 // default `bun src/cli.ts`, e.g. `dist/dbm` for the compiled binary or `bun --smol src/cli.ts`).
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
-import { type PostgresServer, freePort, startPostgres } from '../test/support/postgres.ts'
-import { type BenchServer, createAccount, fmt, loadLine, machine, median, parseArgs, startServer } from './common.ts'
+import { type PostgresServer, startPostgres } from '../test/support/postgres.ts'
+import { type BenchServer, collectorWallMs, createAccount, fmt, healthz, loadLine, machine, median, parseArgs, procStat, startAgentProcess, startServer } from './common.ts'
 
 const GOALS = { dbTimeMsPerCycle: 100, rssMbManyDatabases: 80 }
 const AGENT_ROLE = 'dbm_agent'
 const AGENT_PASSWORD = 'bench-agent-password'
-const repoRoot = join(import.meta.dir, '..')
-const CLK_TCK = 100
 
 interface Options {
   cycles: number
@@ -138,16 +136,6 @@ class Workload {
 
 // ---- measurements ----
 
-function procStat(pid: number): { cpuMs: number; rssKb: number; hwmKb: number } {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-  // Fields after the command: state is index 0, so utime (14th overall) is index 11, stime index 12.
-  const cpuMs = ((Number(fields[11]) + Number(fields[12])) * 1000) / CLK_TCK
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8')
-  const kb = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? 0)
-  return { cpuMs, rssKb: kb('VmRSS'), hwmKb: kb('VmHWM') }
-}
-
 async function agentStatements(admin: postgres.Sql) {
   const rows = await admin.unsafe<{ key: string; ms: number; calls: string; query: string }[]>(
     `SELECT dbid::text || '/' || queryid::text || '/' || toplevel::text AS key, total_exec_time + total_plan_time AS ms, calls::text AS calls, left(regexp_replace(query, '\\s+', ' ', 'g'), 120) AS query
@@ -164,11 +152,7 @@ async function agentStatements(admin: postgres.Sql) {
 async function snapshot(admin: postgres.Sql, pid: number, healthPort: number, ingestBytes: number): Promise<Snapshot> {
   const perStatement = await agentStatements(admin)
   const proc = procStat(pid)
-  let collectors: Record<string, Record<string, string>> = {}
-  try {
-    const health = (await (await fetch(`http://127.0.0.1:${healthPort}/healthz`)).json()) as { databases: { name: string; collectors: Record<string, string> }[] }
-    collectors = Object.fromEntries(health.databases.map((d) => [d.name, d.collectors]))
-  } catch {}
+  const collectors = Object.fromEntries(((await healthz(healthPort)) ?? []).map((d) => [d.name, d.collectors]))
   let dbTimeMs = 0
   let calls = 0
   for (const s of perStatement.values()) {
@@ -188,10 +172,7 @@ function delta(cycle: number, a: Snapshot, b: Snapshot): CycleDelta {
   }
   const wall: Record<string, number[]> = {}
   for (const collectors of Object.values(b.collectors)) {
-    for (const [name, text] of Object.entries(collectors)) {
-      const ms = /^ok in (\d+) ms$/.exec(text)?.[1]
-      if (ms !== undefined) (wall[name] ??= []).push(Number(ms))
-    }
+    for (const [name, ms] of Object.entries(collectorWallMs(collectors))) (wall[name] ??= []).push(ms)
   }
   return {
     cycle,
@@ -203,13 +184,6 @@ function delta(cycle: number, a: Snapshot, b: Snapshot): CycleDelta {
     wall,
     perStatement,
   }
-}
-
-/** The command that `agent --config ...` is appended to. */
-function agentCommand(o: Options): string[] {
-  if (!o.agentCmd) return [process.execPath, 'src/cli.ts']
-  const parts = o.agentCmd.split(/\s+/).filter(Boolean)
-  return parts[0] === 'bun' ? [process.execPath, ...parts.slice(1)] : parts
 }
 
 // ---- one scenario ----
@@ -231,27 +205,6 @@ async function runScenario(
   await workload.run()
   const inView = Number((await admin.unsafe(`SELECT count(*) AS n FROM pg_stat_statements WHERE userid <> '${AGENT_ROLE}'::regrole`))[0]!.n)
 
-  const dir = mkdtempSync(join(tmpdir(), 'dbm-bench-agent-'))
-  const healthPort = await freePort()
-  const configPath = join(dir, 'config.yaml')
-  writeFileSync(
-    configPath,
-    [
-      'api:',
-      `  endpoint: ${server.base}`,
-      `  key: ${apiKey}`,
-      'health:',
-      `  listen_addr: 127.0.0.1:${healthPort}`,
-      'databases:',
-      ...databases.flatMap((d) => [
-        `  - name: ${d.name}`,
-        `    dsn: postgres://${AGENT_ROLE}:${AGENT_PASSWORD}@127.0.0.1:${pg.port}/${d.name}`,
-        `    poll_interval: ${o.interval}s`,
-      ]),
-      '',
-    ].join('\n'),
-  )
-  const command = [...agentCommand(o), 'agent']
   const countBatches = async () => {
     const rows = await server.store.driver.all<{ name: string; n: number }>(
       'SELECT d.name AS name, COUNT(b.batch_id) AS n FROM databases d LEFT JOIN ingest_batches b ON b.database_id = d.id GROUP BY d.name',
@@ -260,35 +213,27 @@ async function runScenario(
     return Math.min(...databases.map((d) => by.get(d.name) ?? 0))
   }
   const before = await countBatches()
-  const agentStderr: string[] = []
-  const proc = Bun.spawn([...command, '--config', configPath, '--buffer-dir', dir, '--log-level', 'warn'], {
-    cwd: repoRoot,
-    stdout: 'ignore',
-    stderr: 'pipe',
-    env: Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('DBM_'))) as Record<string, string>,
+  const agent = await startAgentProcess({
+    agentCmd: o.agentCmd,
+    endpoint: server.base,
+    apiKey,
+    interval: o.interval,
+    databases: databases.map((d) => ({ name: d.name, dsn: `postgres://${AGENT_ROLE}:${AGENT_PASSWORD}@127.0.0.1:${pg.port}/${d.name}` })),
+    tmpPrefix: 'dbm-bench-agent-',
   })
-  void (async () => {
-    const decoder = new TextDecoder()
-    for await (const chunk of proc.stderr) agentStderr.push(decoder.decode(chunk))
-  })()
   const cycles: CycleDelta[] = []
   let startRssMb = 0
   try {
-    const s0 = await snapshot(admin, proc.pid, healthPort, server.ingestBytes())
+    const s0 = await snapshot(admin, agent.pid, agent.healthPort, server.ingestBytes())
     s0.cpuMs = 0 // everything the process used since it started counts towards the first cycle
     let previous = s0
     const total = o.cycles + 2
     for (let cycle = 1; cycle <= total; cycle++) {
       // Wait for this cycle's batch from every database, then half an interval, so the snapshot falls between cycles.
-      const deadline = Date.now() + (o.interval * 3 + 30) * 1000
-      while ((await countBatches()) - before < cycle) {
-        if (proc.exitCode !== null) throw new Error(`the agent exited with ${proc.exitCode}:\n${agentStderr.join('').slice(-2000)}`)
-        if (Date.now() > deadline) throw new Error(`cycle ${cycle}: no batch within ${o.interval * 3 + 30} s:\n${agentStderr.join('').slice(-2000)}`)
-        await Bun.sleep(200)
-      }
-      if (cycle === 1) startRssMb = procStat(proc.pid).rssKb / 1024
+      await agent.waitForCycle(cycle, async () => (await countBatches()) - before, o.interval * 3 + 30, 200)
+      if (cycle === 1) startRssMb = procStat(agent.pid).rssKb / 1024
       await Bun.sleep((o.interval * 1000) / 2)
-      const s = await snapshot(admin, proc.pid, healthPort, server.ingestBytes())
+      const s = await snapshot(admin, agent.pid, agent.healthPort, server.ingestBytes())
       const d = delta(cycle, previous, s)
       cycles.push(d)
       console.error(
@@ -298,7 +243,7 @@ async function runScenario(
       // The workload runs between cycles (half an interval before the next one).
       await workload.run()
     }
-    const hwmMb = procStat(proc.pid).hwmKb / 1024
+    const hwmMb = procStat(agent.pid).hwmKb / 1024
     const batches = (await countBatches()) - before
     return {
       name,
@@ -308,16 +253,12 @@ async function runScenario(
       cycles,
       hwmMb,
       startRssMb,
-      warnings: agentStderr.join('').split('\n').filter((l) => / (WARN|ERROR) /.test(l)),
+      warnings: agent.warnings(),
       batches,
     }
   } finally {
-    proc.kill('SIGTERM')
-    const killer = setTimeout(() => proc.kill('SIGKILL'), 10_000)
-    await proc.exited
-    clearTimeout(killer)
+    await agent.stop()
     await workload.end()
-    rmSync(dir, { recursive: true, force: true })
     for (const d of databases) await admin.unsafe(`DROP DATABASE IF EXISTS ${d.name} WITH (FORCE)`)
   }
 }

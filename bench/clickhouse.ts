@@ -39,7 +39,7 @@
 // Options: --cycles N (steady cycles), --interval S, --tables N, --parts-per-table N, --statements N,
 // --calls N, --history N, --agent-cmd "COMMAND" (what runs `<COMMAND> agent ...`; default
 // `bun src/cli.ts`, e.g. `dist/dbm` for the compiled binary).
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { type ClickHouseConnection, connectClickHouse } from '../src/agent/clickhouse-connection.ts'
@@ -48,8 +48,7 @@ import type { BatchSections, ClickHouseContext } from '../src/agent/collectors/t
 import { createLogger } from '../src/shared/log.ts'
 import { type ClickHouseRig, startClickHouse } from '../test/support/clickhouse.ts'
 import { createSystemLogTables, seedAsynchronousMetrics } from '../test/support/clickhouse-system-tables.ts'
-import { freePort } from '../test/support/postgres.ts'
-import { type BenchServer, createAccount, fmt, loadLine, machine, median, parseArgs, startServer } from './common.ts'
+import { type BenchServer, collectorWallMs, createAccount, fmt, healthz, loadLine, machine, median, parseArgs, procStat, startAgentProcess, startServer } from './common.ts'
 
 const AGENT_USER = 'dbm_agent'
 const AGENT_PASSWORD = 'bench-agent-password'
@@ -70,8 +69,6 @@ const TEMPLATES = [
   "'SELECT * FROM ', tbl, ' ORDER BY id DESC LIMIT ', toString(lit % 100 + 1)",
 ]
 const INSERT_TEMPLATE = 8
-const repoRoot = join(import.meta.dir, '..')
-const CLK_TCK = 100
 
 interface Options {
   cycles: number
@@ -216,28 +213,11 @@ async function seedQueryLogHistory(ch: ClickHouseRig, o: Options, fromUs: number
 
 // ---- measurements ----
 
-function procStat(pid: number): { cpuMs: number; rssKb: number; hwmKb: number } {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-  // Fields after the command: state is index 0, so utime (14th overall) is index 11, stime index 12.
-  const cpuMs = ((Number(fields[11]) + Number(fields[12])) * 1000) / CLK_TCK
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8')
-  const kb = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? 0)
-  return { cpuMs, rssKb: kb('VmRSS'), hwmKb: kb('VmHWM') }
-}
-
 async function snapshot(pid: number, healthPort: number, ingestBytes: number): Promise<Snapshot> {
   const proc = procStat(pid)
-  let collectors: Record<string, string> = {}
-  let lastCycleAt: number | undefined
-  try {
-    const health = (await (await fetch(`http://127.0.0.1:${healthPort}/healthz`)).json()) as {
-      databases: { collectors: Record<string, string>; last_cycle_at: string | null }[]
-    }
-    collectors = health.databases[0]?.collectors ?? {}
-    const at = health.databases[0]?.last_cycle_at
-    lastCycleAt = at ? Date.parse(at) : undefined
-  } catch {}
+  const [db] = (await healthz(healthPort)) ?? []
+  const collectors = db?.collectors ?? {}
+  const lastCycleAt = db?.last_cycle_at ? Date.parse(db.last_cycle_at) : undefined
   return { ...proc, ingestBytes, collectors, lastCycleAt }
 }
 
@@ -300,13 +280,6 @@ class EngineProbe {
   }
 }
 
-/** The command that `agent --config ...` is appended to. */
-function agentCommand(o: Options): string[] {
-  if (!o.agentCmd) return [process.execPath, 'src/cli.ts']
-  const parts = o.agentCmd.split(/\s+/).filter(Boolean)
-  return parts[0] === 'bun' ? [process.execPath, ...parts.slice(1)] : parts
-}
-
 // ---- the run ----
 
 interface RunResult {
@@ -323,24 +296,6 @@ async function runAgent(
   server: BenchServer & { ingestBytes(): number; arrivals: number[] },
   apiKey: string,
 ): Promise<RunResult> {
-  const dir = mkdtempSync(join(tmpdir(), 'dbm-bench-clickhouse-'))
-  const healthPort = await freePort()
-  const configPath = join(dir, 'config.yaml')
-  writeFileSync(
-    configPath,
-    [
-      'api:',
-      `  endpoint: ${server.base}`,
-      `  key: ${apiKey}`,
-      'health:',
-      `  listen_addr: 127.0.0.1:${healthPort}`,
-      'databases:',
-      '  - name: clickhouse',
-      `    dsn: ${ch.dsn}`,
-      `    poll_interval: ${o.interval}s`,
-      '',
-    ].join('\n'),
-  )
   const countBatches = async () => {
     const [row] = await server.store.driver.all<{ n: number }>(
       "SELECT COUNT(b.batch_id) AS n FROM databases d JOIN ingest_batches b ON b.database_id = d.id WHERE d.name = 'clickhouse'",
@@ -348,41 +303,29 @@ async function runAgent(
     return Number(row?.n ?? 0)
   }
   const probe = await EngineProbe.open(ch.dsn)
-  const agentStderr: string[] = []
-  const proc = Bun.spawn([...agentCommand(o), 'agent', '--config', configPath, '--buffer-dir', dir, '--log-level', 'warn'], {
-    cwd: repoRoot,
-    stdout: 'ignore',
-    stderr: 'pipe',
-    env: Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('DBM_'))) as Record<string, string>,
+  const agent = await startAgentProcess({
+    agentCmd: o.agentCmd,
+    endpoint: server.base,
+    apiKey,
+    interval: o.interval,
+    databases: [{ name: 'clickhouse', dsn: ch.dsn }],
+    tmpPrefix: 'dbm-bench-clickhouse-',
   })
-  void (async () => {
-    const decoder = new TextDecoder()
-    for await (const chunk of proc.stderr) agentStderr.push(decoder.decode(chunk))
-  })()
   const cycles: CycleDelta[] = []
   let startRssMb = 0
   try {
-    const s0 = await snapshot(proc.pid, healthPort, server.ingestBytes())
+    const s0 = await snapshot(agent.pid, agent.healthPort, server.ingestBytes())
     s0.cpuMs = 0 // everything the process used since it started counts towards the first cycle
     let previous = s0
     let seededUntilUs = 0
     const total = o.cycles + 1
     for (let cycle = 1; cycle <= total; cycle++) {
       // Wait for this cycle's batch, then half an interval, so the snapshot falls between cycles.
-      const deadline = Date.now() + (o.interval * 3 + 60) * 1000
-      while ((await countBatches()) < cycle) {
-        if (proc.exitCode !== null) throw new Error(`the agent exited with ${proc.exitCode}:\n${agentStderr.join('').slice(-2000)}`)
-        if (Date.now() > deadline) throw new Error(`cycle ${cycle}: no batch within ${o.interval * 3 + 60} s:\n${agentStderr.join('').slice(-2000)}`)
-        await Bun.sleep(100)
-      }
-      if (cycle === 1) startRssMb = procStat(proc.pid).rssKb / 1024
+      await agent.waitForCycle(cycle, countBatches, o.interval * 3 + 60, 100)
+      if (cycle === 1) startRssMb = procStat(agent.pid).rssKb / 1024
       await Bun.sleep((o.interval * 1000) / 2)
-      const s = await snapshot(proc.pid, healthPort, server.ingestBytes())
-      const wall: Record<string, number> = {}
-      for (const [name, text] of Object.entries(s.collectors)) {
-        const ms = /^ok in (\d+) ms$/.exec(text)?.[1]
-        if (ms !== undefined) wall[name] = Number(ms)
-      }
+      const s = await snapshot(agent.pid, agent.healthPort, server.ingestBytes())
+      const wall = collectorWallMs(s.collectors)
       const arrival = server.arrivals[cycle - 1]
       // The probe reads what the agent's cycle read (query_stats: the queries logged since its previous run).
       const probed = await probe.run()
@@ -409,21 +352,17 @@ async function runAgent(
       await ch.command(queryLogInsert(o, o.calls, fromUs, nowUs))
       seededUntilUs = nowUs
     }
-    const hwmMb = procStat(proc.pid).hwmKb / 1024
+    const hwmMb = procStat(agent.pid).hwmKb / 1024
     return {
       cycles,
       hwmMb,
       startRssMb,
-      warnings: agentStderr.join('').split('\n').filter((l) => / (WARN|ERROR) /.test(l)),
+      warnings: agent.warnings(),
       batches: await countBatches(),
     }
   } finally {
-    proc.kill('SIGTERM')
-    const killer = setTimeout(() => proc.kill('SIGKILL'), 10_000)
-    await proc.exited
-    clearTimeout(killer)
+    await agent.stop()
     await probe.close()
-    rmSync(dir, { recursive: true, force: true })
   }
 }
 

@@ -1,7 +1,10 @@
 // Helpers shared by the benchmarks (bench/api.ts, ingest.ts, queries.ts, agent.ts, clickhouse.ts): the real app (createApp) on
 // 127.0.0.1 over a store opened with openStore, an account with a verified organization and an API key,
-// the machine description for the Markdown sections, and small statistics.
-import { cpus, loadavg } from 'node:os'
+// the machine description for the Markdown sections, small statistics, and the agent in a process of its
+// own with what is measured of it (/proc, /healthz).
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { cpus, loadavg, tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { createApp } from '../src/server/app.ts'
 import { TokenService } from '../src/server/auth/tokens.ts'
 import type { Deps } from '../src/server/context.ts'
@@ -9,6 +12,7 @@ import { createMailer } from '../src/server/mail.ts'
 import { openStore } from '../src/server/store/open.ts'
 import type { SqlStore } from '../src/server/store/sql-store.ts'
 import { createLogger } from '../src/shared/log.ts'
+import { freePort } from '../test/support/postgres.ts'
 
 export interface BenchServer {
   base: string
@@ -145,4 +149,121 @@ export function parseArgs<T extends object>(argv: string[], defaults: T, ranges:
     }
   }
   return o as T
+}
+
+// ---- the agent in a process of its own (bench/agent.ts, clickhouse.ts) ----
+
+const repoRoot = join(import.meta.dir, '..')
+/** Clock ticks per second of the times in /proc/<pid>/stat (USER_HZ). */
+const CLK_TCK = 100
+
+/** CPU time used so far, resident and peak resident memory of a process, from /proc. */
+export function procStat(pid: number): { cpuMs: number; rssKb: number; hwmKb: number } {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  // Fields after the command: state is index 0, so utime (14th overall) is index 11, stime index 12.
+  const cpuMs = ((Number(fields[11]) + Number(fields[12])) * 1000) / CLK_TCK
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+  const kb = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? 0)
+  return { cpuMs, rssKb: kb('VmRSS'), hwmKb: kb('VmHWM') }
+}
+
+/** What the agent's /healthz says of each database. */
+export interface HealthDatabase {
+  name: string
+  collectors: Record<string, string>
+  last_cycle_at: string | null
+}
+
+/** The agent's /healthz databases, or undefined while it does not answer. */
+export async function healthz(port: number): Promise<HealthDatabase[] | undefined> {
+  try {
+    return ((await (await fetch(`http://127.0.0.1:${port}/healthz`)).json()) as { databases: HealthDatabase[] }).databases
+  } catch {
+    return undefined
+  }
+}
+
+/** Collector → wall ms of the collectors /healthz reports as `ok in N ms`. */
+export function collectorWallMs(collectors: Record<string, string>): Record<string, number> {
+  const wall: Record<string, number> = {}
+  for (const [name, text] of Object.entries(collectors)) {
+    const ms = /^ok in (\d+) ms$/.exec(text)?.[1]
+    if (ms !== undefined) wall[name] = Number(ms)
+  }
+  return wall
+}
+
+export interface AgentProcess {
+  pid: number
+  healthPort: number
+  /** Its stderr lines logged at WARN or ERROR so far. */
+  warnings(): string[]
+  /** Resolves once `count()` reaches `cycle`; fails when the agent exits first or `timeoutS` passes. */
+  waitForCycle(cycle: number, count: () => Promise<number>, timeoutS: number, everyMs: number): Promise<void>
+  /** SIGTERM (SIGKILL after 10 s), then its config and buffer directory removed. */
+  stop(): Promise<void>
+}
+
+/**
+ * `agentCmd agent` (or this checkout's `bun src/cli.ts agent`; a leading `bun` is this bun) in a process
+ * of its own, at log level warn, with a /healthz port, shipping `databases` to `endpoint` every `interval` seconds.
+ */
+export async function startAgentProcess(o: {
+  agentCmd: string
+  endpoint: string
+  apiKey: string
+  interval: number
+  databases: { name: string; dsn: string }[]
+  tmpPrefix: string
+}): Promise<AgentProcess> {
+  const dir = mkdtempSync(join(tmpdir(), o.tmpPrefix))
+  const healthPort = await freePort()
+  const configPath = join(dir, 'config.yaml')
+  writeFileSync(
+    configPath,
+    [
+      'api:',
+      `  endpoint: ${o.endpoint}`,
+      `  key: ${o.apiKey}`,
+      'health:',
+      `  listen_addr: 127.0.0.1:${healthPort}`,
+      'databases:',
+      ...o.databases.flatMap((d) => [`  - name: ${d.name}`, `    dsn: ${d.dsn}`, `    poll_interval: ${o.interval}s`]),
+      '',
+    ].join('\n'),
+  )
+  const parts = o.agentCmd.split(/\s+/).filter(Boolean)
+  const command = !o.agentCmd ? [process.execPath, 'src/cli.ts'] : parts[0] === 'bun' ? [process.execPath, ...parts.slice(1)] : parts
+  const stderr: string[] = []
+  const proc = Bun.spawn([...command, 'agent', '--config', configPath, '--buffer-dir', dir, '--log-level', 'warn'], {
+    cwd: repoRoot,
+    stdout: 'ignore',
+    stderr: 'pipe',
+    env: Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('DBM_'))) as Record<string, string>,
+  })
+  void (async () => {
+    const decoder = new TextDecoder()
+    for await (const chunk of proc.stderr) stderr.push(decoder.decode(chunk))
+  })()
+  return {
+    pid: proc.pid,
+    healthPort,
+    warnings: () => stderr.join('').split('\n').filter((l) => / (WARN|ERROR) /.test(l)),
+    async waitForCycle(cycle, count, timeoutS, everyMs) {
+      const deadline = Date.now() + timeoutS * 1000
+      while ((await count()) < cycle) {
+        if (proc.exitCode !== null) throw new Error(`the agent exited with ${proc.exitCode}:\n${stderr.join('').slice(-2000)}`)
+        if (Date.now() > deadline) throw new Error(`cycle ${cycle}: no batch within ${timeoutS} s:\n${stderr.join('').slice(-2000)}`)
+        await Bun.sleep(everyMs)
+      }
+    },
+    async stop() {
+      proc.kill('SIGTERM')
+      const killer = setTimeout(() => proc.kill('SIGKILL'), 10_000)
+      await proc.exited
+      clearTimeout(killer)
+      rmSync(dir, { recursive: true, force: true })
+    },
+  }
 }

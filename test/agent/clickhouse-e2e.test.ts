@@ -7,13 +7,11 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Agent } from '../../src/agent/agent.ts'
 import { checkConfig } from '../../src/agent/check.ts'
 import { loadAgentConfig } from '../../src/agent/config.ts'
-import { createLogger } from '../../src/shared/log.ts'
+import { type AgentRig, startAgentRig } from '../support/agent.ts'
 import { type ClickHouseRig, startClickHouse } from '../support/clickhouse.ts'
 import { createSystemLogTables, dropSystemLogTables, seedQueryLog } from '../support/clickhouse-system-tables.ts'
-import { type Account, type TestServer, createApiKey, signup, startTestServer, verify } from '../support/server.ts'
 import { until } from '../support/wait.ts'
 
 let ch: ClickHouseRig
@@ -31,40 +29,20 @@ afterAll(async () => {
 })
 
 describe('ClickHouse through the agent', () => {
-  let server: TestServer
-  let account: Account
-  let agent: Agent
-  let dbId: string
-  const api = async (path: string) => {
-    const res = await server.call('GET', `/api/v1/databases/${dbId}${path}`, { token: account.token })
-    if (res.status !== 200) throw new Error(`${path}: ${res.status} ${JSON.stringify(res.body)}`)
-    return res.body
-  }
+  let rig: AgentRig
 
   beforeAll(async () => {
-    server = await startTestServer('sqlite')
-    account = await signup(server)
-    await verify(server, account)
-    const key = (await createApiKey(server, account, 'agent')).key
-    const config = join(dir, 'config.yaml')
-    writeFileSync(config, `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: events\n    dsn: ${ch.dsn}\n    poll_interval: 1s\n`)
-    agent = new Agent({ configPath: config, bufferDir: dir, log: createLogger('error', () => {}), timings: { pingIntervalMs: 200 } })
-    await agent.start()
-    dbId = await until('the database to register', async () => {
-      const list = await server.call('GET', '/api/v1/databases', { token: account.token })
-      return (list.body as any[]).find((d) => d.name === 'events')?.id
-    })
+    rig = await startAgentRig(ch.dsn, 'events', dir, { pingIntervalMs: 200 })
   })
   afterAll(async () => {
-    await agent?.stop()
-    await server?.stop()
+    await rig?.stop()
   })
 
   test('the database registers as ClickHouse with the server version and the HTTP port; healthz shows every collector ok', async () => {
-    const db = await api('')
+    const db = await rig.api('')
     expect(db).toMatchObject({ name: 'events', engine: 'clickhouse', engine_version: ch.version, host: '127.0.0.1', port: ch.port })
     const status = await until('a cycle with every collector run', async () => {
-      const s = agent.status().databases[0]!
+      const s = rig.agent.status().databases[0]!
       return Object.keys(s.collectors).length === 6 ? s : undefined
     })
     expect(status).toMatchObject({ name: 'events', engine: 'clickhouse', state: 'connected', server_version: ch.version, last_error: null })
@@ -74,20 +52,20 @@ describe('ClickHouse through the agent', () => {
 
   test('seeded query_log rows come back through /queries with exact calls, time, rows, bytes and p99', async () => {
     // Wait for query_stats' baseline, so that the rows below are after it.
-    await until('the query_stats baseline', async () => (agent.status().databases[0]!.collectors.query_stats?.startsWith('ok') ? true : undefined))
+    await until('the query_stats baseline', async () => (rig.agent.status().databases[0]!.collectors.query_stats?.startsWith('ok') ? true : undefined))
     const at = new Date(Date.now() + 1000)
     const row = (id: number, ms: number) => ({ event_time: at, query: `SELECT count() FROM hits WHERE user_id = ${id}`, query_duration_ms: ms, result_rows: 1, read_bytes: 4096, memory_usage: 1 << 20 })
     await seedQueryLog(ch, [row(1, 12), row(2, 30), row(3, 8), row(4, 950), { ...row(5, 40), type: 'ExceptionWhileProcessing', exception_code: 241 }])
     const hash = (await ch.query<{ hash: string }>("SELECT toString(normalizedQueryHash('SELECT count() FROM hits WHERE user_id = 1')) AS hash"))[0]!.hash
     const p99 = (await ch.query<{ p99: number }>('SELECT quantileExact(0.99)(x) AS p99 FROM (SELECT arrayJoin([12, 30, 8, 950, 40]) AS x)'))[0]!.p99
-    const stat = await until('the statement in /queries', async () => ((await api('/queries')) as any[]).find((q) => q.query_hash === hash))
+    const stat = await until('the statement in /queries', async () => ((await rig.api('/queries')) as any[]).find((q) => q.query_hash === hash))
     expect(stat).toMatchObject({ query_hash: hash, total_calls: 5, total_time_ms: 12 + 30 + 8 + 950 + 40, mean_time_ms: 208, total_rows: 5 })
     expect(stat.query_text).toMatch(/^SELECT count\(\) FROM hits WHERE user_id = [1-5]$/)
-    const detail = await api(`/queries/${hash}`)
+    const detail = await rig.api(`/queries/${hash}`)
     expect(detail).toMatchObject({ query_hash: hash, total_calls: 5, read_bytes: 5 * 4096, memory_bytes: 5 << 20, errors: 1, p99_ms: p99 })
     // Later cycles add nothing: the rows are counted once.
     await Bun.sleep(2500)
-    expect(((await api('/queries')) as any[]).find((q) => q.query_hash === hash)).toMatchObject({ total_calls: 5 })
+    expect(((await rig.api('/queries')) as any[]).find((q) => q.query_hash === hash)).toMatchObject({ total_calls: 5 })
   })
 
   test('a running query shows in /active with its ClickHouse fields; the agent\'s own queries do not', async () => {
@@ -95,12 +73,12 @@ describe('ClickHouse through the agent', () => {
     const long = other.query({ query: 'SELECT sleep(3) AS slept', format: 'JSONEachRow' }).then((r) => r.json())
     try {
       const active = await until('the sleeping query in /active', async () => {
-        const list = (await api('/active')) as any[]
+        const list = (await rig.api('/active')) as any[]
         return list.find((a) => a.query_text.startsWith('SELECT sleep(3)'))
       }, { timeoutMs: 10_000 })
       expect(active).toMatchObject({ state: 'active', blocking_pids: [], memory_usage: expect.any(Number), read_bytes: expect.any(Number), read_rows: expect.any(Number), written_bytes: expect.any(Number) })
       expect(active.duration_ms).toBeGreaterThan(0)
-      expect(((await api('/active')) as any[]).some((a) => a.query_text.includes('system.processes'))).toBe(false)
+      expect(((await rig.api('/active')) as any[]).some((a) => a.query_text.includes('system.processes'))).toBe(false)
     } finally {
       expect(await long).toEqual([{ slept: 0 }])
       await other.close()
@@ -113,7 +91,7 @@ describe('ClickHouse through the agent', () => {
     for (let i = 0; i < 7; i++) await ch.insert('clicks', [{ day: 1, id: i }, { day: 1, id: i + 100 }])
     await ch.insert('clicks', [{ day: 2, id: 1 }])
     const parts = await until('the new table in /parts', async () => {
-      const body = await api('/parts?table=clicks')
+      const body = await rig.api('/parts?table=clicks')
       return body.partitions?.length === 2 ? body : undefined
     })
     const partitions = parts.partitions.map((p: any) => [p.partition_id, p.active_parts, p.rows])
@@ -131,7 +109,7 @@ describe('ClickHouse through the agent', () => {
     await ch.insert('profiles', [{ id: 1, s: 'a' }])
     await ch.command("ALTER TABLE profiles UPDATE s = 'b' WHERE throwIf(1)", undefined, { mutations_sync: 0 })
     const body = await until('the stuck mutation in /mutations', async () => {
-      const b = await api('/mutations?stuck=true')
+      const b = await rig.api('/mutations?stuck=true')
       return b.mutations?.some((m: any) => m.table === 'profiles' && m.latest_fail_reason) ? b : undefined
     }, { timeoutMs: 15_000 })
     const mutation = body.mutations.find((m: any) => m.table === 'profiles')
@@ -145,7 +123,7 @@ describe('ClickHouse through the agent', () => {
   test('/server-metrics shows the disks, memory and the query counters after the baseline cycle', async () => {
     const [disk] = await ch.query<{ total_space: number | string }>("SELECT total_space FROM system.disks WHERE name = 'default'")
     const metrics = await until('query counters in /server-metrics', async () => {
-      const m = await api('/server-metrics')
+      const m = await rig.api('/server-metrics')
       return m.queries_total !== null && m.queries_total !== undefined ? m : undefined
     })
     expect(metrics.disks).toContainEqual(expect.objectContaining({ name: 'default', total_bytes: Number(disk!.total_space) }))
@@ -155,15 +133,15 @@ describe('ClickHouse through the agent', () => {
   })
 
   test('a collector disabled on the server is skipped from the next cycle, and runs again when enabled', async () => {
-    const patch = (disabled: string[]) => server.call('PATCH', `/api/v1/databases/${dbId}`, { token: account.token, body: { disabled_collectors: disabled } })
+    const patch = (disabled: string[]) => rig.server.call('PATCH', `/api/v1/databases/${rig.dbId}`, { token: rig.account.token, body: { disabled_collectors: disabled } })
     expect((await patch(['merges'])).status).toBe(200)
-    await until('merges skipped', async () => (agent.status().databases[0]!.collectors.merges === 'skipped: disabled on the server' ? true : undefined))
+    await until('merges skipped', async () => (rig.agent.status().databases[0]!.collectors.merges === 'skipped: disabled on the server' ? true : undefined))
     expect((await patch([])).status).toBe(200)
-    await until('merges back', async () => (agent.status().databases[0]!.collectors.merges?.startsWith('ok') ? true : undefined))
+    await until('merges back', async () => (rig.agent.status().databases[0]!.collectors.merges?.startsWith('ok') ? true : undefined))
   })
 
   test('PostgreSQL-only endpoints answer 400 for this ClickHouse database', async () => {
-    const res = await server.call('GET', `/api/v1/databases/${dbId}/locks`, { token: account.token })
+    const res = await rig.server.call('GET', `/api/v1/databases/${rig.dbId}/locks`, { token: rig.account.token })
     expect(res.status).toBe(400)
     expect(res.body).toEqual({ error: 'this endpoint serves postgres databases; "events" is a clickhouse database' })
   })

@@ -3,14 +3,12 @@
 // a table read only by sequential scans shows exactly those scans as deltas; an index over 1 MB that
 // nothing uses is listed as unused, while the primary key beside it is not.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
-import { Agent } from '../../src/agent/agent.ts'
-import { createLogger } from '../../src/shared/log.ts'
+import { type AgentRig, startAgentRig } from '../support/agent.ts'
 import { type PostgresServer, startPostgres } from '../support/postgres.ts'
-import { type Account, type TestServer, createApiKey, signup, startTestServer, verify } from '../support/server.ts'
 import { until } from '../support/wait.ts'
 
 const SEQ_SCANS = 5
@@ -42,35 +40,15 @@ afterAll(async () => {
 })
 
 describe('objects through the agent (PostgreSQL 17)', () => {
-  let server: TestServer
-  let account: Account
-  let agent: Agent
-  let dbId: string
-  const api = async (path: string) => {
-    const res = await server.call('GET', `/api/v1/databases/${dbId}${path}`, { token: account.token })
-    if (res.status !== 200) throw new Error(`${path}: ${res.status} ${JSON.stringify(res.body)}`)
-    return res.body
-  }
+  let rig: AgentRig
 
   beforeAll(async () => {
-    server = await startTestServer('sqlite')
-    account = await signup(server)
-    await verify(server, account)
-    const key = (await createApiKey(server, account, 'agent')).key
-    const config = join(dir, 'config.yaml')
-    writeFileSync(config, `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: shop\n    dsn: ${dsn}\n    poll_interval: 1s\n`)
-    agent = new Agent({ configPath: config, bufferDir: dir, log: createLogger('error', () => {}) })
-    await agent.start()
-    dbId = await until('the database to register', async () => {
-      const list = await server.call('GET', '/api/v1/databases', { token: account.token })
-      return (list.body as any[]).find((d) => d.name === 'shop')?.id
-    })
+    rig = await startAgentRig(dsn, 'shop', dir)
     // The first cycle is the baseline (no deltas); the workloads below land in later ones.
-    await until('a first tables sample', async () => ((await api('/tables')).length > 0 ? true : undefined))
+    await until('a first tables sample', async () => ((await rig.api('/tables')).length > 0 ? true : undefined))
   })
   afterAll(async () => {
-    await agent?.stop()
-    await server?.stop()
+    await rig?.stop()
   })
 
   test('two sessions contending for a row: the waiter is blocked by the holder in /locks and /active', async () => {
@@ -85,16 +63,16 @@ describe('objects through the agent (PostgreSQL 17)', () => {
       const blocked = waiter`UPDATE contended SET v = 2 WHERE id = 1 /* dbm-waiter */`.execute()
 
       const lock = await until('the waiting lock', async () =>
-        (await api('/locks')).find((l: any) => l.pid === waiterPid && !l.granted && l.blocked_by_pid === holderPid),
+        (await rig.api('/locks')).find((l: any) => l.pid === waiterPid && !l.granted && l.blocked_by_pid === holderPid),
       )
       expect(lock).toMatchObject({ granted: false, blocked_by_pid: holderPid, relation_name: 'public.contended', query_text: expect.stringContaining('dbm-waiter') })
       // Ungranted locks come first.
-      const locks = await api('/locks')
+      const locks = await rig.api('/locks')
       expect(locks[0].granted).toBe(false)
       expect(locks.some((l: any) => l.pid === holderPid && l.granted)).toBe(true)
 
       const session = await until('the blocked session', async () =>
-        (await api('/active')).find((a: any) => a.pid === waiterPid && a.blocking_pids.includes(holderPid)),
+        (await rig.api('/active')).find((a: any) => a.pid === waiterPid && a.blocking_pids.includes(holderPid)),
       )
       expect(session).toMatchObject({ state: 'active', wait_event_type: 'Lock', blocking_pids: [holderPid], query_text: expect.stringContaining('dbm-waiter') })
       expect(session.duration_ms).toBeGreaterThanOrEqual(0)
@@ -113,7 +91,7 @@ describe('objects through the agent (PostgreSQL 17)', () => {
     for (let i = 0; i < SEQ_SCANS; i++) await reader`SELECT count(*) FROM scanned WHERE payload = 'none'`
     await reader.end()
     const detail = await until('the scans in the timeseries', async () => {
-      const d = await api('/tables/public/scanned')
+      const d = await rig.api('/tables/public/scanned')
       const sum = d.timeseries.reduce((s: number, p: any) => s + (p.seq_scan ?? 0), 0)
       return sum === SEQ_SCANS ? d : undefined
     })
@@ -122,13 +100,13 @@ describe('objects through the agent (PostgreSQL 17)', () => {
     expect(points.every((p) => p.idx_scan === null)).toBe(true)
     expect(detail).toMatchObject({ schema_name: 'public', table_name: 'scanned', seq_scan: SEQ_SCANS, idx_scan: null, has_primary_key: false })
     expect(detail.table_size_bytes).toBeGreaterThan(0)
-    const bySeqScans = await api('/tables?sort_by=seq_scans')
+    const bySeqScans = await rig.api('/tables?sort_by=seq_scans')
     expect(bySeqScans[0].table_name).toBe('scanned')
   })
 
   test('an index over 1 MB that nothing scans is unused; the primary key beside it is not', async () => {
     const unused = await until('the unused index', async () => {
-      const list = await api('/indexes/unused')
+      const list = await rig.api('/indexes/unused')
       return list.some((i: any) => i.index_name === 'wide_tag_idx') ? list : undefined
     })
     expect(unused.map((i: any) => i.index_name)).toEqual(['wide_tag_idx'])
@@ -142,10 +120,10 @@ describe('objects through the agent (PostgreSQL 17)', () => {
       index_def: 'CREATE INDEX wide_tag_idx ON public.wide USING btree (tag)',
     })
     expect(unused[0].size_bytes).toBeGreaterThan(1_048_576)
-    const pkey = (await api('/indexes')).find((i: any) => i.index_name === 'wide_pkey')
+    const pkey = (await rig.api('/indexes')).find((i: any) => i.index_name === 'wide_pkey')
     expect(pkey).toMatchObject({ is_primary: true, is_unique: true, idx_scan: 0 })
     expect(pkey.size_bytes).toBeGreaterThan(1_048_576)
-    const detail = await api('/indexes/public/wide_tag_idx')
+    const detail = await rig.api('/indexes/public/wide_tag_idx')
     expect(detail.timeseries.length).toBeGreaterThan(0)
     expect(detail.timeseries.every((p: any) => p.idx_scan === null || p.idx_scan === 0)).toBe(true)
   })

@@ -4,8 +4,6 @@
 // flush them at transaction end, rate-limited, and at exit), so each workload runs in its own session,
 // which is closed, and the test waits (bounded) until the view shows the workload before collecting.
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Value } from '@sinclair/typebox/value'
 import postgres from 'postgres'
@@ -24,7 +22,8 @@ import type { BatchSections, PostgresCollector, PostgresContext } from '../../sr
 import { collectorNames } from '../../src/shared/collectors.ts'
 import { createLogger } from '../../src/shared/log.ts'
 import { IngestBatch } from '../../src/shared/wire.ts'
-import { freePort, postgresMajors, sharedPostgres } from '../support/postgres.ts'
+import { postgresMajors, sharedPostgres } from '../support/postgres.ts'
+import { type Standby, startStandby } from '../support/replica.ts'
 
 // A timed-out test makes bun kill the processes it started, the shared PostgreSQL servers among them,
 // so the per-test limit is well above the waits below.
@@ -707,78 +706,15 @@ for (const major of postgresMajors) {
 }
 
 describe('PostgreSQL 17 streaming replica', () => {
-  // A hot standby of the shared PostgreSQL 17 server, made from a copy of its data directory taken
-  // between pg_backup_start and pg_backup_stop (the embedded packages ship no pg_basebackup).
-  let replica: { stop(): Promise<void> } | undefined
+  let replica: Standby | undefined
   let replicaUrl: string
   let primary: postgres.Sql
 
   beforeAll(async () => {
     const server = await sharedPostgres(17)
     primary = connect(server.url())
-    const [{ data_directory }] = (await primary`SHOW data_directory`) as unknown as [{ data_directory: string }]
-    const dir = mkdtempSync(join(tmpdir(), 'dbm-pg17-replica-'))
-    const dataDir = join(dir, 'data')
-    const backup = await primary.reserve()
-    try {
-      await backup`SELECT pg_backup_start('dbm-test', true)`
-      const copy = Bun.spawnSync(['cp', '-a', data_directory, dataDir])
-      if (copy.exitCode !== 0) throw new Error(`copying the data directory failed: ${copy.stderr}`)
-      const [{ labelfile }] = (await backup`SELECT labelfile FROM pg_backup_stop(false)`) as unknown as [{ labelfile: string }]
-      writeFileSync(join(dataDir, 'backup_label'), labelfile)
-    } finally {
-      backup.release()
-    }
-    rmSync(join(dataDir, 'postmaster.pid'), { force: true })
-    rmSync(join(dataDir, 'postmaster.opts'), { force: true })
-    // As pg_basebackup does: the primary's slots stay on the primary.
-    rmSync(join(dataDir, 'pg_replslot'), { recursive: true, force: true })
-    mkdirSync(join(dataDir, 'pg_replslot'), { mode: 0o700 })
-    writeFileSync(join(dataDir, 'standby.signal'), '')
-    appendFileSync(
-      join(dataDir, 'postgresql.auto.conf'),
-      `primary_conninfo = 'host=127.0.0.1 port=${server.port} user=postgres password=dbm-test application_name=dbm_replica'\n`,
-    )
-    Bun.spawnSync(['chown', '-R', 'postgres:postgres', dir])
-    const port = await freePort()
-    const { default: EmbeddedPostgres } = (await import('pg17')) as unknown as {
-      default: new (o: object) => { start(): Promise<void>; stop(): Promise<void> }
-    }
-    const standby = new EmbeddedPostgres({
-      databaseDir: dataDir,
-      port,
-      user: 'postgres',
-      password: 'dbm-test',
-      persistent: false,
-      createPostgresUser: true,
-      postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
-      onLog: () => {},
-      onError: () => {},
-    })
-    // start() waits for "ready to accept connections"; a standby says "read-only connections", so the
-    // test waits for the replica to stream instead.
-    standby.start().catch(() => {})
-    replica = {
-      async stop() {
-        await standby.stop()
-        rmSync(dir, { recursive: true, force: true })
-      },
-    }
-    replicaUrl = `postgres://postgres:dbm-test@127.0.0.1:${port}/postgres`
-    const probe = connect(replicaUrl)
-    await eventually(
-      'the replica to stream',
-      async () => {
-        try {
-          const [row] = await probe`SELECT status FROM pg_stat_wal_receiver`
-          return row?.status === 'streaming' ? row : undefined
-        } catch {
-          return undefined
-        }
-      },
-      15_000,
-    )
-    await end(probe)
+    replica = await startStandby(server, primary)
+    replicaUrl = replica.url
   }, 30_000)
 
   afterAll(async () => {

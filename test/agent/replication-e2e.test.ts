@@ -3,13 +3,14 @@
 // on the standby and a known amount of WAL written on the primary, the API shows the standby's lag
 // (current and in its history) and the WAL an unused slot holds back (current and in slot history).
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
 import { Agent } from '../../src/agent/agent.ts'
 import { createLogger } from '../../src/shared/log.ts'
-import { type PostgresServer, freePort, startPostgres } from '../support/postgres.ts'
+import { type PostgresServer, startPostgres } from '../support/postgres.ts'
+import { startStandby } from '../support/replica.ts'
 import { type Account, type TestServer, createApiKey, signup, startTestServer, verify } from '../support/server.ts'
 import { until as waitUntil } from '../support/wait.ts'
 
@@ -23,62 +24,6 @@ let replicaUrl: string
 let stopReplica: (() => Promise<void>) | undefined
 const dirs: string[] = []
 
-/**
- * A hot standby of `server` streaming through the physical slot `slot`, made from a copy of the data
- * directory taken between pg_backup_start and pg_backup_stop (the embedded packages ship no pg_basebackup).
- */
-async function startStandby(server: PostgresServer, sql: postgres.Sql, slot: string): Promise<{ url: string; stop(): Promise<void> }> {
-  const [{ data_directory }] = (await sql`SHOW data_directory`) as unknown as [{ data_directory: string }]
-  const dir = mkdtempSync(join(tmpdir(), 'dbm-e2e-replica-'))
-  const dataDir = join(dir, 'data')
-  const backup = await sql.reserve()
-  try {
-    await backup`SELECT pg_backup_start('dbm-e2e', true)`
-    const copy = Bun.spawnSync(['cp', '-a', data_directory, dataDir])
-    if (copy.exitCode !== 0) throw new Error(`copying the data directory failed: ${copy.stderr}`)
-    const [{ labelfile }] = (await backup`SELECT labelfile FROM pg_backup_stop(false)`) as unknown as [{ labelfile: string }]
-    writeFileSync(join(dataDir, 'backup_label'), labelfile)
-  } finally {
-    backup.release()
-  }
-  rmSync(join(dataDir, 'postmaster.pid'), { force: true })
-  rmSync(join(dataDir, 'postmaster.opts'), { force: true })
-  rmSync(join(dataDir, 'pg_replslot'), { recursive: true, force: true })
-  mkdirSync(join(dataDir, 'pg_replslot'), { mode: 0o700 })
-  writeFileSync(join(dataDir, 'standby.signal'), '')
-  appendFileSync(
-    join(dataDir, 'postgresql.auto.conf'),
-    `primary_conninfo = 'host=127.0.0.1 port=${server.port} user=postgres password=dbm-test application_name=dbm_replica'\n` +
-      `primary_slot_name = '${slot}'\n`,
-  )
-  Bun.spawnSync(['chown', '-R', 'postgres:postgres', dir])
-  const port = await freePort()
-  const { default: EmbeddedPostgres } = (await import('pg17')) as unknown as {
-    default: new (o: object) => { start(): Promise<void>; stop(): Promise<void> }
-  }
-  const standby = new EmbeddedPostgres({
-    databaseDir: dataDir,
-    port,
-    user: 'postgres',
-    password: 'dbm-test',
-    persistent: false,
-    createPostgresUser: true,
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
-    onLog: () => {},
-    onError: () => {},
-  })
-  // start() waits for "ready to accept connections"; a standby says "read-only connections", so the
-  // caller waits for the standby to stream instead.
-  standby.start().catch(() => {})
-  return {
-    url: `postgres://postgres:dbm-test@127.0.0.1:${port}/postgres`,
-    async stop() {
-      await standby.stop()
-      rmSync(dir, { recursive: true, force: true })
-    },
-  }
-}
-
 beforeAll(async () => {
   primary = await startPostgres(17)
   primarySql = postgres(primary.url(), { max: 2, onnotice: () => {} })
@@ -89,10 +34,6 @@ beforeAll(async () => {
   stopReplica = standby.stop
   replicaUrl = standby.url
   replicaSql = postgres(replicaUrl, { max: 1, onnotice: () => {} })
-  await until('the standby to stream', async () => {
-    const [row] = await replicaSql`SELECT status FROM pg_stat_wal_receiver`
-    return row?.status === 'streaming' ? row : undefined
-  })
 }, 60_000)
 
 afterAll(async () => {

@@ -1,18 +1,13 @@
-// pg_replication_lag on a real PostgreSQL 17 primary with a streaming hot standby (made as in
-// test/agent/replication-e2e.test.ts), each watched by the real agent pushing to its own dbm server
-// (each with its own thresholds). With replay paused on the standby and WAL written on the primary,
+// pg_replication_lag on a real PostgreSQL 17 primary with a streaming hot standby (test/support/replica.ts),
+// each watched by the real agent pushing to its own dbm server (each with its own thresholds). With replay paused on the standby and WAL written on the primary,
 // the standby reports the WAL it has not replayed and the primary the replica's replay lag; when replay
 // resumes, both findings go.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import postgres from 'postgres'
-import { Agent } from '../../src/agent/agent.ts'
 import type { Deps } from '../../src/server/context.ts'
-import { createLogger } from '../../src/shared/log.ts'
-import { type PostgresServer, freePort, startPostgres } from '../support/postgres.ts'
-import { type TestServer, createApiKey, signup, startTestServer, verify } from '../support/server.ts'
+import { type DoctorRig, watchDatabase } from '../support/doctor.ts'
+import { type PostgresServer, startPostgres } from '../support/postgres.ts'
+import { type Standby, startStandby } from '../support/replica.ts'
 import { until as waitUntil } from '../support/wait.ts'
 
 /** Polls through errors: the standby refuses connections while it starts. */
@@ -20,99 +15,15 @@ const until = <T>(what: string, probe: () => Promise<T | undefined>) => waitUnti
 
 const MB = 1024 ** 2
 
-interface Watcher {
-  server: TestServer
-  agent: Agent
-  cycle(): Promise<void>
-  findings(rule: string): Promise<any[]>
-  stop(): Promise<void>
-}
-
-/** The real agent watching `dsn` (cycles driven by the test) and pushing to a dbm server of its own. */
-async function watch(dsn: string, thresholds: Deps['doctorThresholds']): Promise<Watcher> {
-  const server = await startTestServer('sqlite', { doctorThresholds: thresholds })
-  const account = await signup(server)
-  await verify(server, account)
-  const key = (await createApiKey(server, account, 'agent')).key
-  const created = await server.call('POST', '/api/v1/databases', { token: account.token, body: { name: 'target', engine: 'postgres', host: '127.0.0.1' } })
-  await server.call('PATCH', `/api/v1/databases/${created.body.id}`, { token: account.token, body: { poll_interval_seconds: 3600 } })
-  const dir = mkdtempSync(join(tmpdir(), 'dbm-doctor-repl-'))
-  const config = join(dir, 'config.yaml')
-  writeFileSync(config, `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: target\n    dsn: ${dsn}\n    poll_interval: 1h\n    enabled_collectors: [replication]\n`)
-  const agent = new Agent({ configPath: config, bufferDir: dir, log: createLogger('error', () => {}), timings: { pingIntervalMs: 60_000 } })
-  await agent.start()
-  const doctor = async () => (await server.call('GET', `/api/v1/databases/${created.body.id}/doctor`, { apiKey: key })).body
-  await until('the first batch', async () => ((await server.call('GET', `/api/v1/databases/${created.body.id}`, { apiKey: key })).body.last_seen_at ? true : undefined))
-  return {
-    server,
-    agent,
-    cycle: () => agent.cycleAll(),
-    findings: async (rule) => ((await doctor()).top_issues as any[]).filter((f) => f.rule === rule),
-    async stop() {
-      await agent.stop()
-      await server.stop()
-      rmSync(dir, { recursive: true, force: true })
-    },
-  }
-}
-
-/**
- * A hot standby of `server` streaming through the physical slot `slot`, from a copy of the data
- * directory taken between pg_backup_start and pg_backup_stop (the embedded packages ship no pg_basebackup).
- */
-async function startStandby(server: PostgresServer, sql: postgres.Sql, slot: string): Promise<{ url: string; stop(): Promise<void> }> {
-  const [{ data_directory }] = (await sql`SHOW data_directory`) as unknown as [{ data_directory: string }]
-  const dir = mkdtempSync(join(tmpdir(), 'dbm-doctor-replica-'))
-  const dataDir = join(dir, 'data')
-  const backup = await sql.reserve()
-  try {
-    await backup`SELECT pg_backup_start('dbm-doctor', true)`
-    const copy = Bun.spawnSync(['cp', '-a', data_directory, dataDir])
-    if (copy.exitCode !== 0) throw new Error(`copying the data directory failed: ${copy.stderr}`)
-    const [{ labelfile }] = (await backup`SELECT labelfile FROM pg_backup_stop(false)`) as unknown as [{ labelfile: string }]
-    writeFileSync(join(dataDir, 'backup_label'), labelfile)
-  } finally {
-    backup.release()
-  }
-  rmSync(join(dataDir, 'postmaster.pid'), { force: true })
-  rmSync(join(dataDir, 'postmaster.opts'), { force: true })
-  rmSync(join(dataDir, 'pg_replslot'), { recursive: true, force: true })
-  mkdirSync(join(dataDir, 'pg_replslot'), { mode: 0o700 })
-  writeFileSync(join(dataDir, 'standby.signal'), '')
-  appendFileSync(
-    join(dataDir, 'postgresql.auto.conf'),
-    `primary_conninfo = 'host=127.0.0.1 port=${server.port} user=postgres password=dbm-test application_name=dbm_replica'\nprimary_slot_name = '${slot}'\n`,
-  )
-  Bun.spawnSync(['chown', '-R', 'postgres:postgres', dir])
-  const port = await freePort()
-  const { default: EmbeddedPostgres } = (await import('pg17')) as unknown as { default: new (o: object) => { start(): Promise<void>; stop(): Promise<void> } }
-  const standby = new EmbeddedPostgres({
-    databaseDir: dataDir,
-    port,
-    user: 'postgres',
-    password: 'dbm-test',
-    persistent: false,
-    createPostgresUser: true,
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
-    onLog: () => {},
-    onError: () => {},
-  })
-  // start() waits for "ready to accept connections"; a standby says "read-only connections".
-  standby.start().catch(() => {})
-  return {
-    url: `postgres://postgres:dbm-test@127.0.0.1:${port}/postgres`,
-    async stop() {
-      await standby.stop()
-      rmSync(dir, { recursive: true, force: true })
-    },
-  }
-}
+/** The real agent running only the replication collector on `dsn`, pushing to a dbm server of its own. */
+const watchReplication = (dsn: string, thresholds: Deps['doctorThresholds']) =>
+  watchDatabase(dsn, { thresholds, entry: '    enabled_collectors: [replication]\n' })
 
 let primary: PostgresServer
 let primarySql: postgres.Sql
 let replicaSql: postgres.Sql
-let standby: { url: string; stop(): Promise<void> } | undefined
-const watchers: Watcher[] = []
+let standby: Standby | undefined
+const watchers: DoctorRig[] = []
 
 beforeAll(async () => {
   // A primary of this file's own: replication slots and standbys are server-wide.
@@ -121,10 +32,6 @@ beforeAll(async () => {
   await primarySql`SELECT pg_create_physical_replication_slot('dbm_doctor_standby')`
   standby = await startStandby(primary, primarySql, 'dbm_doctor_standby')
   replicaSql = postgres(standby.url, { max: 1, onnotice: () => {} })
-  await until('the standby to stream', async () => {
-    const [row] = await replicaSql`SELECT status FROM pg_stat_wal_receiver`
-    return row?.status === 'streaming' ? row : undefined
-  })
 }, 60_000)
 
 afterAll(async () => {
@@ -137,11 +44,11 @@ afterAll(async () => {
 
 test('replay paused: the replica is critical by bytes, the primary warns by replay lag; replay resumed: both go', async () => {
   // The standby judged by bytes (critical from 1 MB), the primary by seconds (warning from 1 s).
-  const onReplica = await watch(standby!.url, {
+  const onReplica = await watchReplication(standby!.url, {
     pg_replication_lag: { warning_bytes: 64 * 1024, critical_bytes: MB, warning_seconds: 3600, critical_seconds: 7200 },
   })
   watchers.push(onReplica)
-  const onPrimary = await watch(primary.url(), {
+  const onPrimary = await watchReplication(primary.url(), {
     pg_replication_lag: { warning_seconds: 1, critical_seconds: 3600, warning_bytes: 1024 * MB, critical_bytes: 2048 * MB },
   })
   watchers.push(onPrimary)

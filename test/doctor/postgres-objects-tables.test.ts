@@ -3,9 +3,7 @@
 // into the state, reads the finding through the API with its severity, numbers and objects, then
 // applies the finding's own fix command and sees the finding go.
 import { afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import postgres from 'postgres'
-import { type PostgresDoctorRig, postgresDoctorRig } from '../support/doctor.ts'
-import { until } from '../support/wait.ts'
+import { type PostgresDoctorRig, postgresDoctorRig, settled, workload } from '../support/doctor.ts'
 
 setDefaultTimeout(60_000)
 
@@ -14,29 +12,6 @@ afterEach(async () => {
   await rig?.stop()
   rig = undefined
 })
-
-/** Runs statements in a session of their own and makes it flush its statistics as it ends. */
-async function workload(dsn: string, run: (sql: postgres.Sql) => Promise<unknown>) {
-  const sql = postgres(dsn, { max: 1, onnotice: () => {} })
-  try {
-    await run(sql)
-    await sql`SELECT pg_stat_force_next_flush()`
-  } finally {
-    await sql.end({ timeout: 5 })
-  }
-}
-
-/** Waits until `query` (one row, one value) on the rig's database returns `expected`. */
-async function settled(r: PostgresDoctorRig, what: string, query: string, expected: unknown) {
-  let seen: unknown
-  await until(what, async () => {
-    const [row] = await r.sql.unsafe(query)
-    seen = row ? Object.values(row)[0] : undefined
-    return seen === expected ? true : undefined
-  }).catch((e: Error) => {
-    throw new Error(`${e.message}; last seen ${JSON.stringify(seen)}`)
-  })
-}
 
 describe('pg_sequence_exhaustion', () => {
   test('an integer sequence at 93 % is critical, a serial at 79 % a warning with its column, a bigint one at 54 % nothing; widening cures', async () => {

@@ -4,9 +4,8 @@
 // then applies the finding's own fix command and sees the finding go. (Sequences, primary keys and
 // sequential scans: postgres-objects-tables.test.ts.)
 import { afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import postgres from 'postgres'
 import { parseIndexDef } from '../../src/server/doctor/rules/postgres/duplicate-indexes.ts'
-import { type PostgresDoctorRig, postgresDoctorRig } from '../support/doctor.ts'
+import { type PostgresDoctorRig, postgresDoctorRig, settled, workload } from '../support/doctor.ts'
 import { until } from '../support/wait.ts'
 
 setDefaultTimeout(60_000)
@@ -16,29 +15,6 @@ afterEach(async () => {
   await rig?.stop()
   rig = undefined
 })
-
-/** Runs statements in a session of their own and makes it flush its statistics as it ends. */
-async function workload(dsn: string, run: (sql: postgres.Sql) => Promise<unknown>) {
-  const sql = postgres(dsn, { max: 1, onnotice: () => {} })
-  try {
-    await run(sql)
-    await sql`SELECT pg_stat_force_next_flush()`
-  } finally {
-    await sql.end({ timeout: 5 })
-  }
-}
-
-/** Waits until `query` (one row, one value) on the rig's database returns `expected`. */
-async function settled(r: PostgresDoctorRig, what: string, query: string, expected: unknown) {
-  let seen: unknown
-  await until(what, async () => {
-    const [row] = await r.sql.unsafe(query)
-    seen = row ? Object.values(row)[0] : undefined
-    return seen === expected ? true : undefined
-  }).catch((e: Error) => {
-    throw new Error(`${e.message}; last seen ${JSON.stringify(seen)}`)
-  })
-}
 
 describe('pg_dead_tuples', () => {
   test('tables with autovacuum off and most rows deleted: critical past 50 % dead, warning past 20 %, none under 10,000 dead rows; VACUUM cures', async () => {

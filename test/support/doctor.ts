@@ -42,14 +42,16 @@ export interface ClickHouseDoctorRig extends DoctorRig {
   ch: ClickHouseRig
 }
 
-interface RigOptions {
+export interface RigOptions {
   /** Rule thresholds replaced for this server (by rule id), e.g. to make a long-running query of seconds count. */
   thresholds?: Deps['doctorThresholds']
   /** Extra lines of the agent config's database entry (e.g. `    enabled_collectors: [activity]`). */
   entry?: string
 }
 
-async function startRig(dsn: string, options: RigOptions, dir: string): Promise<Omit<DoctorRig, 'stop'> & { stopRig(): Promise<void> }> {
+/** The real agent watching `dsn` (cycles driven by the test) and pushing to a test server of its own. */
+export async function watchDatabase(dsn: string, options: RigOptions = {}): Promise<DoctorRig> {
+  const dir = mkdtempSync(join(tmpdir(), 'dbm-doctor-'))
   const server = await startTestServer('sqlite', { doctorThresholds: options.thresholds })
   const account = await signup(server)
   await verify(server, account)
@@ -84,9 +86,10 @@ async function startRig(dsn: string, options: RigOptions, dir: string): Promise<
     async findings(rule: string) {
       return ((await api('/doctor')).top_issues as any[]).filter((f) => f.rule === rule)
     },
-    async stopRig() {
+    async stop() {
       await agent.stop()
       await server.stop()
+      rmSync(dir, { recursive: true, force: true })
     },
   }
   // The agent's first cycle runs on start; wait for its batch.
@@ -100,17 +103,15 @@ export async function postgresDoctorRig(major = 17, options: RigOptions = {}): P
   const dsn = await pg.freshDatabase()
   const sql = postgres(dsn, { max: 2, onnotice: () => {} })
   await sql`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`
-  const dir = mkdtempSync(join(tmpdir(), 'dbm-doctor-'))
-  const rig = await startRig(dsn, options, dir)
+  const rig = await watchDatabase(dsn, options)
   return {
     ...rig,
     pg,
     dsn,
     sql,
     async stop() {
-      await rig.stopRig()
+      await rig.stop()
       await sql.end({ timeout: 1 })
-      rmSync(dir, { recursive: true, force: true })
     },
   }
 }
@@ -120,15 +121,36 @@ export async function clickhouseDoctorRig(options: RigOptions = {}): Promise<Cli
   const ch = await startClickHouse()
   const { createSystemLogTables } = await import('./clickhouse-system-tables.ts')
   await createSystemLogTables(ch)
-  const dir = mkdtempSync(join(tmpdir(), 'dbm-doctor-ch-'))
-  const rig = await startRig(ch.dsn, options, dir)
+  const rig = await watchDatabase(ch.dsn, options)
   return {
     ...rig,
     ch,
     async stop() {
-      await rig.stopRig()
+      await rig.stop()
       await ch.stop()
-      rmSync(dir, { recursive: true, force: true })
     },
   }
+}
+
+/** Runs statements in a session of their own and makes it flush its statistics as it ends. */
+export async function workload(dsn: string, run: (sql: postgres.Sql) => Promise<unknown>) {
+  const sql = postgres(dsn, { max: 1, onnotice: () => {} })
+  try {
+    await run(sql)
+    await sql`SELECT pg_stat_force_next_flush()`
+  } finally {
+    await sql.end({ timeout: 5 })
+  }
+}
+
+/** Waits until `query` (one row, one value) on the rig's database returns `expected`. */
+export async function settled(r: PostgresDoctorRig, what: string, query: string, expected: unknown) {
+  let seen: unknown
+  await until(what, async () => {
+    const [row] = await r.sql.unsafe(query)
+    seen = row ? Object.values(row)[0] : undefined
+    return seen === expected ? true : undefined
+  }).catch((e: Error) => {
+    throw new Error(`${e.message}; last seen ${JSON.stringify(seen)}`)
+  })
 }

@@ -1,5 +1,6 @@
 // One table or index (`tables/<schema/name>`, `indexes/<schema/name>`): its latest statistics and
 // charts over the window of sizes, rows and scans.
+import type { ComponentChildren } from 'preact'
 import { useMemo } from 'preact/hooks'
 import { ApiError } from '../../api.ts'
 import { Chart, type ChartSeries, type Unit } from '../../components/chart.tsx'
@@ -67,51 +68,30 @@ function NotFound({ what, back }: { what: string; back: string }) {
   )
 }
 
-export function TableDetailPage({ db, item, query, setQuery }: PageProps) {
+/** What a table's and an index's pages share: the way back, the title, "no such" for a 404, and the charts under the facts. */
+function ObjectDetail<T>({ db, item, query, setQuery, kind, specs, facts }: PageProps & { kind: 'table' | 'index'; specs: Spec[]; facts(row: T & Detail): ComponentChildren }) {
   const [schema, name] = splitItem(item)
   const tw = useWindow(query)
-  const detail = useApi<TableRow & Detail>(apiPath(db, `/tables/${encodeURIComponent(schema)}/${encodeURIComponent(name)}?${tw.params}`))
-  if (detail.error instanceof ApiError && detail.error.status === 404) return <NotFound what="table" back={dbHref(db, 'tables')} />
+  const list = kind === 'table' ? 'tables' : 'indexes'
+  const detail = useApi<T & Detail>(apiPath(db, `/${list}/${encodeURIComponent(schema)}/${encodeURIComponent(name)}?${tw.params}`))
+  if (detail.error instanceof ApiError && detail.error.status === 404) return <NotFound what={kind} back={dbHref(db, list)} />
   return (
     <section class="stack">
       <p class="small">
-        <a href={dbHref(db, 'tables')}>← All tables</a>
+        <a href={dbHref(db, list)}>← All {list}</a>
       </p>
       <h2 class="object-title">
         <span class="muted">{schema}.</span>
         {name}
       </h2>
       <Async loaded={detail}>
-        {(t) => (
+        {(row) => (
           <>
-            <dl class="kv">
-              <dt>Size</dt>
-              <dd>
-                {fmtBytes(t.table_size_bytes)} (indexes {fmtBytes(t.index_size_bytes)})
-              </dd>
-              <dt>Rows</dt>
-              <dd>
-                {fmtNum(t.n_live_tup)} live, {fmtNum(t.n_dead_tup)} dead ({fmtRatio(t.dead_tuple_ratio)})
-              </dd>
-              <dt>Scans</dt>
-              <dd>
-                {fmtNum(t.seq_scan)} sequential ({fmtNum(t.seq_tup_read)} rows read), {fmtNum(t.idx_scan)} by index
-              </dd>
-              <dt>Vacuum</dt>
-              <dd>
-                manual {ago(t.last_vacuum)}, auto {ago(t.last_autovacuum)} <span class="muted small">{fmtTime(t.last_autovacuum)}</span>
-              </dd>
-              <dt>Analyze</dt>
-              <dd>
-                manual {ago(t.last_analyze)}, auto {ago(t.last_autoanalyze)}
-              </dd>
-              <dt>Primary key</dt>
-              <dd>{t.has_primary_key === false ? <span class="badge badge-warning">none</span> : t.has_primary_key ? 'yes' : '—'}</dd>
-            </dl>
+            {facts(row)}
             <div class="toolbar">
               <TimeRangePicker tw={tw} setQuery={setQuery} />
             </div>
-            <Charts detail={t} specs={TABLE_CHARTS} />
+            <Charts detail={row} specs={specs} />
           </>
         )}
       </Async>
@@ -119,47 +99,70 @@ export function TableDetailPage({ db, item, query, setQuery }: PageProps) {
   )
 }
 
-export function IndexDetailPage({ db, item, query, setQuery }: PageProps) {
-  const [schema, name] = splitItem(item)
-  const tw = useWindow(query)
-  const detail = useApi<IndexRow & Detail>(apiPath(db, `/indexes/${encodeURIComponent(schema)}/${encodeURIComponent(name)}?${tw.params}`))
-  if (detail.error instanceof ApiError && detail.error.status === 404) return <NotFound what="index" back={dbHref(db, 'indexes')} />
+export function TableDetailPage(props: PageProps) {
   return (
-    <section class="stack">
-      <p class="small">
-        <a href={dbHref(db, 'indexes')}>← All indexes</a>
-      </p>
-      <h2 class="object-title">
-        <span class="muted">{schema}.</span>
-        {name}
-      </h2>
-      <Async loaded={detail}>
-        {(i) => (
-          <>
-            <Code text={i.index_def} />
-            <dl class="kv">
-              <dt>Table</dt>
-              <dd>
-                <a href={dbHref(db, `tables/${encodeURIComponent(`${i.schema_name}/${i.table_name}`)}`)}>{i.table_name}</a>
-              </dd>
-              <dt>Size</dt>
-              <dd>{fmtBytes(i.size_bytes)}</dd>
-              <dt>Scans</dt>
-              <dd>
-                {fmtNum(i.idx_scan)} ({fmtNum(i.idx_tup_read)} tuples read, {fmtNum(i.idx_tup_fetch)} fetched)
-              </dd>
-              <dt>Kind</dt>
-              <dd>
-                {[i.is_primary && 'primary', i.is_unique && 'unique', !i.is_valid && 'invalid'].filter(Boolean).join(', ') || 'plain'}
-              </dd>
-            </dl>
-            <div class="toolbar">
-              <TimeRangePicker tw={tw} setQuery={setQuery} />
-            </div>
-            <Charts detail={i} specs={INDEX_CHARTS} />
-          </>
-        )}
-      </Async>
-    </section>
+    <ObjectDetail<TableRow>
+      {...props}
+      kind="table"
+      specs={TABLE_CHARTS}
+      facts={(t) => (
+        <dl class="kv">
+          <dt>Size</dt>
+          <dd>
+            {fmtBytes(t.table_size_bytes)} (indexes {fmtBytes(t.index_size_bytes)})
+          </dd>
+          <dt>Rows</dt>
+          <dd>
+            {fmtNum(t.n_live_tup)} live, {fmtNum(t.n_dead_tup)} dead ({fmtRatio(t.dead_tuple_ratio)})
+          </dd>
+          <dt>Scans</dt>
+          <dd>
+            {fmtNum(t.seq_scan)} sequential ({fmtNum(t.seq_tup_read)} rows read), {fmtNum(t.idx_scan)} by index
+          </dd>
+          <dt>Vacuum</dt>
+          <dd>
+            manual {ago(t.last_vacuum)}, auto {ago(t.last_autovacuum)} <span class="muted small">{fmtTime(t.last_autovacuum)}</span>
+          </dd>
+          <dt>Analyze</dt>
+          <dd>
+            manual {ago(t.last_analyze)}, auto {ago(t.last_autoanalyze)}
+          </dd>
+          <dt>Primary key</dt>
+          <dd>{t.has_primary_key === false ? <span class="badge badge-warning">none</span> : t.has_primary_key ? 'yes' : '—'}</dd>
+        </dl>
+      )}
+    />
+  )
+}
+
+export function IndexDetailPage(props: PageProps) {
+  const { db } = props
+  return (
+    <ObjectDetail<IndexRow>
+      {...props}
+      kind="index"
+      specs={INDEX_CHARTS}
+      facts={(i) => (
+        <>
+          <Code text={i.index_def} />
+          <dl class="kv">
+            <dt>Table</dt>
+            <dd>
+              <a href={dbHref(db, `tables/${encodeURIComponent(`${i.schema_name}/${i.table_name}`)}`)}>{i.table_name}</a>
+            </dd>
+            <dt>Size</dt>
+            <dd>{fmtBytes(i.size_bytes)}</dd>
+            <dt>Scans</dt>
+            <dd>
+              {fmtNum(i.idx_scan)} ({fmtNum(i.idx_tup_read)} tuples read, {fmtNum(i.idx_tup_fetch)} fetched)
+            </dd>
+            <dt>Kind</dt>
+            <dd>
+              {[i.is_primary && 'primary', i.is_unique && 'unique', !i.is_valid && 'invalid'].filter(Boolean).join(', ') || 'plain'}
+            </dd>
+          </dl>
+        </>
+      )}
+    />
   )
 }

@@ -1,6 +1,7 @@
 // Tables and indexes (PostgreSQL): the latest statistics, sorted by the server (sort_by) with a limit;
 // indexes also as the unused-index view (never scanned, neither primary nor unique, over 1 MB). Each
 // row links to the object's page (object-detail.tsx).
+import type { IndexRow as StoredIndexRow } from '../../../server/store/sql-objects.ts'
 import { type Column, DataTable } from '../../components/data-table.tsx'
 import { Async, Empty, ago, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
 import { NoDataYet, SelectField, apiPath, dbHref, fmtRatio } from './common.tsx'
@@ -30,18 +31,8 @@ export interface TableRow {
   ts: string
 }
 
-export interface IndexRow {
-  schema_name: string
-  table_name: string
-  index_name: string
-  idx_scan: number | null
-  idx_tup_read: number | null
-  idx_tup_fetch: number | null
-  size_bytes: number | null
-  index_def: string
-  is_unique: boolean
-  is_primary: boolean
-  is_valid: boolean
+/** An index's latest entry as the API sends it (indexView). */
+export interface IndexRow extends Omit<StoredIndexRow, 'ts'> {
   ts: string
 }
 

@@ -3,6 +3,7 @@
 // a list with a "plan changed" badge where plan_hash changed (also a marker on the charts), and the
 // selected plan as a tree.
 import { useMemo } from 'preact/hooks'
+import type { QueryPoint, StoredPlan } from '../../../server/store/sql-telemetry.ts'
 import { ApiError } from '../../api.ts'
 import { Chart, type ChartMark, type ChartSeries, type Unit } from '../../components/chart.tsx'
 import { Async, Code, Empty, ErrorBox, Loading, fmtBytes, fmtMs, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
@@ -11,21 +12,11 @@ import { PlanTree } from './plan-tree.tsx'
 import type { StatementRow } from './statements.tsx'
 import type { Database, PageProps } from './types.ts'
 
-interface Point {
+type ClickHouseCounters = 'read_bytes' | 'memory_bytes' | 'errors'
+
+/** One bucket of the timeseries as the API sends it (pointView): ClickHouse's counters only for ClickHouse. */
+interface Point extends Omit<QueryPoint, 'ts' | ClickHouseCounters>, Partial<Pick<QueryPoint, ClickHouseCounters>> {
   ts: string
-  calls: number
-  total_time_ms: number
-  mean_time_ms: number
-  rows: number
-  shared_blks_hit: number
-  shared_blks_read: number
-  cache_hit_ratio: number | null
-  temp_blks_read: number
-  temp_blks_written: number
-  p99_ms: number | null
-  read_bytes?: number
-  memory_bytes?: number
-  errors?: number
 }
 
 interface Detail extends StatementRow {
@@ -37,18 +28,10 @@ interface Detail extends StatementRow {
   timeseries: Point[]
 }
 
-interface Plan {
+/** A stored plan as the API sends it. */
+interface Plan extends Omit<StoredPlan, 'ts' | 'source'> {
   ts: string
-  plan_json: unknown
-  plan_hash: string
-  total_cost: number | null
-  actual_time_ms: number | null
-  seq_scans: number
-  index_scans: number
-  rows_estimated: number | null
-  rows_actual: number | null
   source: 'sampled' | 'auto_explain'
-  plan_changed: boolean
 }
 
 interface ChartSpec {

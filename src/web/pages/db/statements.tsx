@@ -1,26 +1,13 @@
 // Statements: statistics per statement over a time window (pg_stat_statements / system.query_log),
 // sorted by the server (total time, calls, mean time, rows), with a limit; each links to its page.
+import type { QueryStatsRow } from '../../../server/store/sql-telemetry.ts'
 import { Async, Empty, fmtBytes, fmtMs, fmtNum, useApi } from '../../components/ui.tsx'
 import { type Column, DataTable } from '../../components/data-table.tsx'
 import { NoDataYet, SelectField, TimeRangePicker, apiPath, dbHref, fmtRatio, useWindow } from './common.tsx'
 import type { Database, PageProps } from './types.ts'
 
-export interface StatementRow {
-  query_hash: string
-  query_text: string
-  total_calls: number
-  total_time_ms: number
-  mean_time_ms: number
-  total_rows: number
-  shared_blks_hit: number
-  shared_blks_read: number
-  cache_hit_ratio: number | null
-  temp_blks_written: number
-  read_bytes: number
-  memory_bytes: number
-  errors: number
-  p99_ms: number | null
-}
+/** A statement's totals over the window, as the API sends them (queryView). */
+export type StatementRow = Omit<QueryStatsRow, 'first_bucket'>
 
 const SORTS = ['total_time', 'calls', 'mean_time', 'rows']
 const LIMITS = ['25', '50', '100']

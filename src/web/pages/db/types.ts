@@ -1,21 +1,14 @@
 // The API's answers that the per-database pages read, as the README's endpoint sections describe them.
+// Where the API sends a store type as it is (times aside), the type is the store's (types only: erased
+// from the bundle).
+import type { Engine, RegisteredDatabase } from '../../../server/store/types.ts'
 import type { Loaded } from '../../components/ui.tsx'
 
-export type Engine = 'postgres' | 'clickhouse'
+export type { Engine }
 export type Severity = 'critical' | 'warning' | 'info'
 
-export interface Database {
-  id: string
-  name: string
-  engine: Engine
-  engine_version: string | null
-  host: string
-  port: number
-  tags: Record<string, string>
-  poll_interval_seconds: number
-  collect_explain_plans: boolean
-  collect_replication: boolean
-  disabled_collectors: string[]
+/** A registered database as the API sends it (databaseView): times in RFC 3339, its status, no org. */
+export interface Database extends Omit<RegisteredDatabase, 'org_id' | 'created_at' | 'updated_at' | 'last_seen_at'> {
   status: 'connected' | 'disconnected'
   last_seen_at: string | null
   created_at: string

@@ -1,0 +1,55 @@
+// The real agent in this process watching one database (polled every second) and pushing to a test
+// server of its own with a verified account: what the agent's end-to-end tests share. The tests read
+// the results back through the API.
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { Agent, type AgentOptions } from '../../src/agent/agent.ts'
+import { createLogger } from '../../src/shared/log.ts'
+import { type Account, type TestServer, createApiKey, signup, startTestServer, verify } from './server.ts'
+import { until } from './wait.ts'
+
+export interface AgentRig {
+  server: TestServer
+  account: Account
+  agent: Agent
+  /** The database's id, once the agent has registered it. */
+  dbId: string
+  /** GET /api/v1/databases/{dbId}{path} with the account's token (200 expected). */
+  api(path: string): Promise<any>
+  /** Stops the agent, then the server. */
+  stop(): Promise<void>
+}
+
+/**
+ * Starts a server and the agent with `dsn` under `name` (config and buffer in `dir`) and waits until
+ * the database registers.
+ */
+export async function startAgentRig(dsn: string, name: string, dir: string, timings?: AgentOptions['timings']): Promise<AgentRig> {
+  const server = await startTestServer('sqlite')
+  const account = await signup(server)
+  await verify(server, account)
+  const key = (await createApiKey(server, account, 'agent')).key
+  const config = join(dir, 'config.yaml')
+  writeFileSync(config, `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: ${name}\n    dsn: ${dsn}\n    poll_interval: 1s\n`)
+  const agent = new Agent({ configPath: config, bufferDir: dir, log: createLogger('error', () => {}), timings })
+  await agent.start()
+  const dbId = await until('the database to register', async () => {
+    const list = await server.call('GET', '/api/v1/databases', { token: account.token })
+    return (list.body as any[]).find((d) => d.name === name)?.id as string | undefined
+  })
+  return {
+    server,
+    account,
+    agent,
+    dbId,
+    async api(path) {
+      const res = await server.call('GET', `/api/v1/databases/${dbId}${path}`, { token: account.token })
+      if (res.status !== 200) throw new Error(`${path}: ${res.status} ${JSON.stringify(res.body)}`)
+      return res.body
+    },
+    async stop() {
+      await agent.stop()
+      await server.stop()
+    },
+  }
+}
