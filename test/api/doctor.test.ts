@@ -96,6 +96,20 @@ for (const kind of storeKinds) {
       expect(overview).not.toHaveProperty('cache_hit_ratio')
     })
 
+    test('a diagnosis is reused for a few seconds only while nothing was written (SQLite); PostgreSQL diagnoses every time', async () => {
+      const now = Date.now()
+      const id = await session.ingest(pgBatch('reused', now - 1000, { database_stats: counters(99_000, 1_000) }))
+      const first = await session.ok(id, '/doctor')
+      await Bun.sleep(20)
+      const second = await session.ok(id, '/doctor')
+      if (kind === 'sqlite') expect(second.evaluated_at).toBe(first.evaluated_at)
+      else expect(second.evaluated_at).not.toBe(first.evaluated_at)
+      await session.ingest(pgBatch('reused', now - 500, { database_stats: counters(0, 50_000) }))
+      const third = await session.ok(id, '/doctor')
+      expect(third.evaluated_at).not.toBe(first.evaluated_at)
+      expect(third.top_issues[0]).toMatchObject({ rule: 'pg_cache_hit_ratio', severity: 'critical' })
+    })
+
     test('another organization gets 404 for overview and doctor', async () => {
       const res = await session.server.call('POST', '/api/v1/databases', { apiKey: session.key, body: { name: 'private', engine: 'postgres', host: 'h' } })
       const other = await signup(session.server)

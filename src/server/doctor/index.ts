@@ -64,6 +64,28 @@ export async function diagnose(deps: Pick<Deps, 'store' | 'log' | 'doctorThresho
   }
 }
 
+/** How long a diagnosis is reused when nothing was written to the store in between. */
+const REUSE_MS = 5_000
+const recent = new Map<string, { key: string; diagnosis: Promise<Diagnosis & { context: DoctorContext }> }>()
+
+/**
+ * diagnose(), reused for REUSE_MS while the store has not changed (SQLite's write generation): opening a
+ * database page asks the overview and the doctor at once, and the list polls every database's overview.
+ * On PostgreSQL, whose store other processes may write, every call diagnoses.
+ */
+export function diagnoseRecent(deps: Parameters<typeof diagnose>[0], db: RegisteredDatabase, now: number): Promise<Diagnosis & { context: DoctorContext }> {
+  const generation = deps.store.generation()
+  if (generation === undefined) return diagnose(deps, db, now)
+  const key = `${generation}:${Math.floor(now / REUSE_MS)}:${db.updated_at}:${db.last_seen_at}:${JSON.stringify(deps.doctorThresholds ?? null)}`
+  const found = recent.get(db.id)
+  if (found?.key === key) return found.diagnosis
+  const diagnosis = diagnose(deps, db, now)
+  if (recent.size >= 1000) recent.clear()
+  recent.set(db.id, { key, diagnosis })
+  diagnosis.catch(() => recent.delete(db.id))
+  return diagnosis
+}
+
 /** A finding as the API shows it; without the fix commands for unverified organizations. */
 export function findingView(f: Finding, verified: boolean) {
   return verified ? f : { ...f, how_to_fix: [], how_to_fix_locked: LOCKED_FIX }

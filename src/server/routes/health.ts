@@ -3,7 +3,7 @@
 import { Elysia } from 'elysia'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
-import { diagnose, findingView } from '../doctor/index.ts'
+import { diagnoseRecent, findingView } from '../doctor/index.ts'
 import { rfc3339, healthStatus } from '../views.ts'
 import { databaseFor } from './telemetry-params.ts'
 
@@ -22,7 +22,7 @@ export function healthRoutes(deps: Deps) {
     .get('/overview', async ({ principal, params }) => {
       const db = await databaseFor(deps, principal, params.id)
       const now = clock()
-      const diagnosis = await diagnose(deps, db, now)
+      const diagnosis = await diagnoseRecent(deps, db, now)
       const top = await diagnosis.context.queries(DAY, 'total_time', TOP_QUERIES)
       const { findings: _counts, rules_evaluated: _rules, last_autovacuum, ...figures } = diagnosis.metrics_summary as Record<string, unknown>
       return {
@@ -44,7 +44,7 @@ export function healthRoutes(deps: Deps) {
     .get('/doctor', async ({ principal, params }) => {
       const db = await databaseFor(deps, principal, params.id)
       const org = await store.getOrganization(principal.orgId)
-      const diagnosis = await diagnose(deps, db, clock())
+      const diagnosis = await diagnoseRecent(deps, db, clock())
       const summary = diagnosis.metrics_summary as Record<string, unknown>
       return {
         status: diagnosis.status,

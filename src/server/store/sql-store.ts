@@ -135,6 +135,10 @@ export class SqlStore implements Store {
     this.retention = retentionStore(driver)
   }
 
+  generation(): number | undefined {
+    return this.driver.generation?.()
+  }
+
   get dialect() {
     return this.driver.dialect
   }

@@ -113,6 +113,11 @@ export type IngestResult =
 
 export interface Store {
   readonly dialect: 'sqlite' | 'postgres'
+  /**
+   * SQLite only: a number that changes with every write to the store; undefined on PostgreSQL (which
+   * several processes may share) and while a transaction is open. Lets callers keep derived results.
+   */
+  generation(): number | undefined
   /** Reads of tables, indexes, active queries and locks (sql-objects.ts). */
   readonly objects: ObjectsReader
   /** Reads of waits, replication, bgwriter, WAL, I/O and database statistics (sql-internals.ts). */
