@@ -6,7 +6,7 @@ import { chmodSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
-import { explainPlans, explainSampling } from '../../src/agent/collectors/postgres/explain-plans.ts'
+import { explainPlans, explainSampling, grantHint } from '../../src/agent/collectors/postgres/explain-plans.ts'
 import type { PostgresContext } from '../../src/agent/collectors/types.ts'
 import { createLogger } from '../../src/shared/log.ts'
 import type { ExplainPlan } from '../../src/shared/wire.ts'
@@ -126,3 +126,15 @@ for (const major of [13, 17]) {
     })
   })
 }
+
+describe('the hint for a statement the agent role may not explain', () => {
+  test('reads need pg_read_all_data (SELECT grants on 13); writes need their own privilege, which pg_read_all_data does not give', () => {
+    expect(grantHint(17, 'SELECT * FROM orders WHERE id = $1')).toBe('grant pg_read_all_data')
+    expect(grantHint(13, 'SELECT * FROM orders WHERE id = $1')).toBe('grant SELECT on the tables')
+    expect(grantHint(17, 'UPDATE orders SET status = $1 WHERE id = $2')).toBe(
+      'EXPLAIN of an UPDATE needs the UPDATE privilege on its table even though it is never run; leave it unexplained or grant it',
+    )
+    expect(grantHint(16, 'WITH moved AS (SELECT id FROM q) DELETE FROM orders WHERE id IN (SELECT id FROM moved)')).toContain('the DELETE privilege')
+    expect(grantHint(16, '  insert into events values ($1)')).toContain('the INSERT privilege')
+  })
+})

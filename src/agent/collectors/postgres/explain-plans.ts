@@ -113,8 +113,15 @@ interface State {
 
 const isPermissionDenied = (e: unknown) => (e as { code?: string }).code === '42501' || /permission denied/i.test((e as Error).message)
 
-/** What the agent's role lacks to explain application statements. */
-const grantHint = (major: number) => (major >= 14 ? 'grant pg_read_all_data' : 'grant SELECT on the tables')
+/** A statement that writes: EXPLAIN of it (never run) still needs the write privilege on its table. */
+const WRITES = /^\s*(?:WITH\b[\s\S]*?\)\s*)?(INSERT|UPDATE|DELETE|MERGE)\b/i
+
+/** What the agent's role lacks to explain the refused statement. */
+export function grantHint(major: number, text: string): string {
+  const write = WRITES.exec(text)?.[1]?.toUpperCase()
+  if (write) return `EXPLAIN of an ${write} needs the ${write} privilege on its table even though it is never run; leave it unexplained or grant it`
+  return major >= 14 ? 'grant pg_read_all_data' : 'grant SELECT on the tables'
+}
 
 async function sample(ctx: PostgresContext, state: State): Promise<ExplainPlan[]> {
   const installed = await ctx.sql`SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements'`
@@ -128,7 +135,7 @@ async function sample(ctx: PostgresContext, state: State): Promise<ExplainPlan[]
     ORDER BY total_exec_time DESC
     LIMIT 50`
   const out: ExplainPlan[] = []
-  const denied: { hash: string; cause: string }[] = []
+  const denied: { hash: string; cause: string; text: string }[] = []
   let attempted = 0
   for (const row of top) {
     if (out.length >= explainSampling.statements) break
@@ -140,7 +147,7 @@ async function sample(ctx: PostgresContext, state: State): Promise<ExplainPlan[]
       if (explained) out.push(planEntry(row.query_hash, ctx.now, explained, 'sampled'))
     } catch (e) {
       if (isPermissionDenied(e)) {
-        denied.push({ hash: row.query_hash, cause: (e as Error).message })
+        denied.push({ hash: row.query_hash, cause: (e as Error).message, text })
         continue
       }
       // Temporary tables, another search_path, a dropped object: this statement cannot be explained now.
@@ -152,13 +159,13 @@ async function sample(ctx: PostgresContext, state: State): Promise<ExplainPlan[]
 }
 
 /** Privilege failures: a note in the health status each sampling, a warning when the set of statements changes. */
-function reportDenied(ctx: PostgresContext, state: State, denied: { hash: string; cause: string }[], attempted: number) {
+function reportDenied(ctx: PostgresContext, state: State, denied: { hash: string; cause: string; text: string }[], attempted: number) {
   if (denied.length === 0) {
     ctx.notes.delete('explain_plans')
     state.deniedSet = undefined
     return
   }
-  const note = `${denied.length} of ${attempted} statements not explained: ${denied[0]!.cause} (${grantHint(ctx.major)})`
+  const note = `${denied.length} of ${attempted} statements not explained: ${denied[0]!.cause} (${grantHint(ctx.major, denied[0]!.text)})`
   ctx.notes.set('explain_plans', note)
   const set = denied
     .map((d) => d.hash)
@@ -171,7 +178,11 @@ function reportDenied(ctx: PostgresContext, state: State, denied: { hash: string
       not_explained: denied.length,
       of: attempted,
       cause: denied[0]!.cause,
-      fix: ctx.major >= 14 ? 'GRANT pg_read_all_data TO <agent role>' : 'GRANT SELECT ON ALL TABLES IN SCHEMA <schema> TO <agent role>',
+      fix: WRITES.test(denied[0]!.text)
+        ? grantHint(ctx.major, denied[0]!.text)
+        : ctx.major >= 14
+          ? 'GRANT pg_read_all_data TO <agent role>'
+          : 'GRANT SELECT ON ALL TABLES IN SCHEMA <schema> TO <agent role>',
     })
   }
   state.deniedSet = set
