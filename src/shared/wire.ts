@@ -157,6 +157,21 @@ export const SequenceStat = T.Object({
 })
 export type SequenceStat = Static<typeof SequenceStat>
 
+/** A foreign key whose referencing columns lead no valid index (collected by `tables`). */
+export const UnindexedForeignKey = T.Object({
+  schema_name: T.String(),
+  table_name: T.String(),
+  constraint_name: T.String(),
+  /** The referencing columns, in key order. */
+  columns: T.Array(T.String()),
+  /** `schema.table` it references. */
+  referenced_table: T.String(),
+  /** Size of the referencing table. */
+  table_size_bytes: nullableCount,
+  n_live_tup: nullableCount,
+})
+export type UnindexedForeignKey = Static<typeof UnindexedForeignKey>
+
 export const ReplicationStatus = T.Object({
   is_replica: T.Boolean(),
   replication_lag_bytes: nullableCount,
@@ -275,6 +290,8 @@ export const IngestBatch = T.Object({
   indexes: T.Optional(T.Array(IndexStat, { maxItems: 100_000 })),
   /** Sequences, the most used first (collected by `tables`). */
   sequences: T.Optional(T.Array(SequenceStat, { maxItems: 10_000 })),
+  /** Foreign keys without an index on their referencing columns (collected by `tables`). */
+  unindexed_foreign_keys: T.Optional(T.Array(UnindexedForeignKey, { maxItems: 10_000 })),
   replication: T.Optional(ReplicationStatus),
   /** Deltas of pg_stat_bgwriter / pg_stat_checkpointer counters. */
   bgwriter: T.Optional(counterMap),

@@ -274,6 +274,18 @@ for (const major of postgresMajors) {
       }
     })
 
+    test('tables: foreign keys whose columns lead no index, until an index covers them', async () => {
+      await agent.sql`CREATE TABLE fk_parent (id int PRIMARY KEY)`
+      await agent.sql`CREATE TABLE fk_child (id int PRIMARY KEY, parent_id int REFERENCES fk_parent (id))`
+      const listed = async () =>
+        (await run(tables, agent.ctx({ state: new Map() }))).unindexed_foreign_keys!.filter((f) => f.table_name === 'fk_child')
+      expect(await listed()).toEqual([
+        { schema_name: 'public', table_name: 'fk_child', constraint_name: 'fk_child_parent_id_fkey', columns: ['parent_id'], referenced_table: 'fk_parent', table_size_bytes: 0, n_live_tup: 0 },
+      ])
+      await agent.sql`CREATE INDEX fk_child_parent_id_id ON fk_child (parent_id, id)`
+      expect(await listed()).toEqual([])
+    })
+
     test('tables and indexes: a table under an ACCESS EXCLUSIVE lock is listed without sizes, without waiting', async () => {
       await agent.sql`CREATE TABLE t_busy (id int PRIMARY KEY)`
       const indexCtx = agent.ctx({ state: new Map() })

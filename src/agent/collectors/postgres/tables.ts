@@ -154,6 +154,42 @@ async function reportUnreadableSequences(ctx: PostgresContext): Promise<void> {
   ctx.state.set('tables:unreadable_sequences', unreadable)
 }
 
+/**
+ * Foreign keys whose referencing columns are not the leading columns of any valid index: a DELETE or
+ * key UPDATE on the referenced table then scans the referencing table once per row, and joins on the
+ * key cannot use an index. The largest referencing tables first.
+ */
+const UNINDEXED_FOREIGN_KEYS_SQL = `
+  SELECT n.nspname AS schema_name, c.relname AS table_name, con.conname AS constraint_name,
+         to_json(ARRAY(SELECT a.attname::text FROM unnest(con.conkey) WITH ORDINALITY k(attnum, ord)
+               JOIN pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.attnum ORDER BY k.ord)) AS columns,
+         con.confrelid::regclass::text AS referenced_table,
+         pg_relation_size(c.oid) AS table_size_bytes,
+         s.n_live_tup
+  FROM pg_constraint con
+  JOIN pg_class c ON c.oid = con.conrelid
+  JOIN pg_namespace n ON n.oid = c.relnamespace
+  LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
+  WHERE con.contype = 'f'
+    AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'
+    AND NOT EXISTS (
+      SELECT 1 FROM pg_index i
+      WHERE i.indrelid = con.conrelid AND i.indisvalid
+        AND (i.indkey::int2[])[0:cardinality(con.conkey) - 1] @> con.conkey
+        AND (i.indkey::int2[])[0:cardinality(con.conkey) - 1] <@ con.conkey)
+  ORDER BY pg_relation_size(c.oid) DESC, n.nspname, c.relname, con.conname
+  LIMIT $1`
+
+interface ForeignKeyRow {
+  schema_name: string
+  table_name: string
+  constraint_name: string
+  columns: string[]
+  referenced_table: string
+  table_size_bytes: number | string | null
+  n_live_tup: number | string | null
+}
+
 export const tables: PostgresCollector = {
   name: 'tables',
   engine: 'postgres',
@@ -184,6 +220,19 @@ export const tables: PostgresCollector = {
     ctx.state.set('tables', current)
     const sequences = await ctx.sql.unsafe<SequenceRow[]>(SEQUENCES_SQL, [MAX_SEQUENCES])
     await reportUnreadableSequences(ctx)
-    return { tables: stats, sequences: sequences.map(sequenceStat) }
+    const foreignKeys = await ctx.sql.unsafe<ForeignKeyRow[]>(UNINDEXED_FOREIGN_KEYS_SQL, [MAX_SEQUENCES])
+    return {
+      tables: stats,
+      sequences: sequences.map(sequenceStat),
+      unindexed_foreign_keys: foreignKeys.map((f) => ({
+        schema_name: f.schema_name,
+        table_name: f.table_name,
+        constraint_name: f.constraint_name,
+        columns: f.columns,
+        referenced_table: f.referenced_table,
+        table_size_bytes: num(f.table_size_bytes),
+        n_live_tup: num(f.n_live_tup),
+      })),
+    }
   },
 }

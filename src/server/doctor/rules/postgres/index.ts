@@ -7,6 +7,7 @@ import { duplicateIndexes } from './duplicate-indexes.ts'
 import { invalidIndexes } from './invalid-indexes.ts'
 import { sequenceExhaustion } from './sequences.ts'
 import { missingPrimaryKey } from './missing-primary-key.ts'
+import { unindexedForeignKeys } from './unindexed-foreign-keys.ts'
 import { sequentialScans } from './sequential-scans.ts'
 import { replicationLag } from './replication-lag.ts'
 import { inactiveSlots } from './inactive-slots.ts'
@@ -31,6 +32,7 @@ export const postgresRules: Rule[] = [
   invalidIndexes,
   sequenceExhaustion,
   missingPrimaryKey,
+  unindexedForeignKeys,
   sequentialScans,
   replicationLag,
   inactiveSlots,
