@@ -85,8 +85,8 @@ const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOStrin
 /** Text for a mail header: no line breaks or other control characters. */
 const headerText = (s: string) => s.replace(/[\u0000-\u001f\u007f]+/g, ' ').slice(0, 200)
 
-/** The alerts page of the API for the database (the link of mails and webhook payloads). */
-const alertsLink = (publicUrl: string, databaseId: string) => `${publicUrl}/api/v1/databases/${databaseId}/alerts`
+/** The dashboard's alerts page of the database (the link of mails and webhook payloads). */
+const alertsLink = (publicUrl: string, databaseId: string) => `${publicUrl}/#/databases/${encodeURIComponent(databaseId)}/alerts`
 
 function alertMail(n: PendingNotification, publicUrl: string) {
   const { alert, database } = n

@@ -129,7 +129,7 @@ for (const kind of storeKinds) {
           organization_id: org.account.orgId,
           database: { id, name: 'billing', engine: 'postgres', host: 'db.internal', port: 5432 },
           alert: { id: alert.id, key: RULE, rule: RULE, severity: 'critical', title: TITLE, detail: alert.detail, opened_at: iso(opened), resolved_at: null },
-          link: `http://dbm.test:8080/api/v1/databases/${id}/alerts`,
+          link: `http://dbm.test:8080/#/databases/${id}/alerts`,
         })
         expect(alert).toEqual({
           id: expect.any(String),
@@ -145,7 +145,7 @@ for (const kind of storeKinds) {
         })
         await server.deps.mailer.idle()
         expect(mailLines(server, org.account.email, `dbm alert: ${TITLE} on billing`)).toHaveLength(1)
-        expect(mailLines(server, org.account.email, 'dbm alert: ')[0]).toContain(`link=http://dbm.test:8080/api/v1/databases/${id}/alerts`)
+        expect(mailLines(server, org.account.email, 'dbm alert: ')[0]).toContain(`link=http://dbm.test:8080/#/databases/${id}/alerts`)
 
         // Still critical: the alert stays open, nothing is sent again.
         await monitor.runOnce(opened + 20_000)
@@ -356,7 +356,7 @@ describe('alert mail through an SMTP relay, and the monitor on its schedule', ()
     expect(mail.headers.subject).toBe(`dbm alert: ${TITLE} on mailed`)
     expect(mail.text).toContain('A critical alert opened on "mailed" (postgres, db.internal:5432):')
     expect(mail.text).toContain('50.00 %')
-    expect(mail.text).toContain(`https://dbm.example.org/api/v1/databases/${id}/alerts`)
+    expect(mail.text).toContain(`https://dbm.example.org/#/databases/${id}/alerts`)
     await monitor.runOnce()
     await ingest(cured('mailed'))
     await monitor.runOnce(server.deps.clock() + 1000)

@@ -35,6 +35,12 @@ export interface ChartProps {
   marks?: ChartMark[]
   /** The interval between points in ms: a longer gap breaks the line instead of joining across it. */
   stepMs?: number
+  /** The window shown, epoch ms `[since, until]`: the time axis spans exactly it. Without it the axis ends
+   * at the last point or now, whichever is later, and reaches back at least an hour (or 30 steps). */
+  range?: [number, number]
+  /** Each value is a total or a rate over its bucket (of `stepMs`): the bucket still running at the end
+   * of the window (or now) is left out, its value would drop off a cliff. */
+  perBucket?: boolean
 }
 
 const FALLBACK_COLOURS = ['#1f5fd1', '#d9731a', '#2a9d5b', '#b8327e', '#7a5cd6', '#5c6677']
@@ -114,8 +120,20 @@ function withAlpha(colour: string, alpha: number): string {
   return `rgba(${(n >> 16) & 255}, ${(n >> 8) & 255}, ${n & 255}, ${alpha})`
 }
 
-/** Times in seconds (uPlot's scale) with null points inserted where a gap is longer than 1.5 steps. */
-function withGaps(times: number[], series: ChartSeries[], stepMs: number | undefined): [number[], (number | null)[][]] {
+/** The points of a per-bucket series without the last bucket when it is still running at `end` (epoch ms). */
+export function completeBuckets(times: number[], series: ChartSeries[], stepMs: number | undefined, end: number): [number[], ChartSeries[]] {
+  const last = times[times.length - 1]
+  // The only point stays: an empty chart beside a statement's non-zero totals would say less.
+  if (!stepMs || last === undefined || times.length < 2 || last + stepMs <= end + 1000) return [times, series]
+  return [times.slice(0, -1), series.map((s) => ({ ...s, values: s.values.slice(0, -1) }))]
+}
+
+/**
+ * Times in seconds (uPlot's scale) with null points inserted where a gap is longer than 1.5 steps, and
+ * empty ends so that the axis spans `range` (epoch ms) when given; otherwise it ends at the last point or
+ * now, whichever is later, and reaches back at least an hour (or 30 steps).
+ */
+export function withGaps(times: number[], series: ChartSeries[], stepMs: number | undefined, range?: [number, number], now = Date.now()): [number[], (number | null)[][]] {
   const xs: number[] = []
   const ys: (number | null)[][] = series.map(() => [])
   for (let i = 0; i < times.length; i++) {
@@ -127,17 +145,22 @@ function withGaps(times: number[], series: ChartSeries[], stepMs: number | undef
     xs.push(t / 1000)
     series.forEach((s, j) => ys[j]!.push(s.values[i] ?? null))
   }
-  // A few points (or one) would get an axis of years: widen it to an hour, or 30 steps, with empty ends.
-  const least = Math.max(3600, (30 * (stepMs ?? 60_000)) / 1000)
-  const span = xs.length > 0 ? xs[xs.length - 1]! - xs[0]! : least
-  if (span < least) {
-    const pad = (least - span) / 2
-    xs.unshift(xs[0]! - pad)
-    xs.push(xs[xs.length - 1]! + pad)
-    for (const y of ys) {
-      y.unshift(null)
-      y.push(null)
-    }
+  let from: number
+  let to: number
+  if (range) {
+    ;[from, to] = [range[0] / 1000, range[1] / 1000]
+  } else {
+    const least = Math.max(3600, (30 * (stepMs ?? 60_000)) / 1000)
+    to = Math.max(xs[xs.length - 1] ?? now / 1000, now / 1000)
+    from = Math.min(xs[0] ?? to, to - least)
+  }
+  if (xs.length === 0 || from < xs[0]!) {
+    xs.unshift(from)
+    for (const y of ys) y.unshift(null)
+  }
+  if (to > xs[xs.length - 1]!) {
+    xs.push(to)
+    for (const y of ys) y.push(null)
   }
   return [xs, ys]
 }
@@ -217,7 +240,9 @@ export function Chart(props: ChartProps) {
   useEffect(() => {
     const el = wrap.current
     if (!el || props.times.length === 0) return
-    const [xs, ys] = withGaps(props.times, props.series, props.stepMs)
+    const now = Date.now()
+    const [times, series] = props.perBucket ? completeBuckets(props.times, props.series, props.stepMs, Math.min(now, props.range?.[1] ?? now)) : [props.times, props.series]
+    const [xs, ys] = withGaps(times, series, props.stepMs, props.range, now)
     let data: (number | null)[][] = ys
     if (props.stacked) {
       const sums = xs.map(() => 0)
@@ -234,7 +259,7 @@ export function Chart(props: ChartProps) {
       observer.disconnect()
       plot.destroy()
     }
-  }, [props.times, props.series, props.marks, props.unit, props.stacked, props.height, props.stepMs, themeKey])
+  }, [props.times, props.series, props.marks, props.unit, props.stacked, props.height, props.stepMs, props.range?.[0], props.range?.[1], props.perBucket, themeKey])
   return (
     <figure class="chart-box" data-chart={props.name}>
       <figcaption>{props.title}</figcaption>

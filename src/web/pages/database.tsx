@@ -77,7 +77,7 @@ function Header({ db, doctor }: { db: Database; doctor: Doctor | undefined }) {
   return (
     <>
       <p class="small crumbs">
-        <a href="#/databases">Databases</a> <span aria-hidden="true">/</span>
+        <a href="#/databases">Databases</a> <span aria-hidden="true">/</span> <span aria-current="page">{db.name}</span>
       </p>
       <div class="page-head db-head">
         <h1>{db.name}</h1>

@@ -207,7 +207,8 @@ api:
   endpoint: ${endpoint}
   key: ${key}
 health:
-  listen_addr: ":8081"          # optional: GET /healthz with each database's state
+  listen_addr: 127.0.0.1:8081   # optional: GET /healthz with each database's state (":8081" would
+                                # bind every interface and show database names and errors to the network)
 databases:
   - name: orders                # the name the dashboard shows; unique
     dsn: postgres://dbm_monitor:secret@db1.internal:5432/orders?sslmode=require
@@ -244,7 +245,15 @@ function helmCommand(endpoint: string, key: string): string {
 const POSTGRES_GRANTS = `-- postgresql.conf: shared_preload_libraries = 'pg_stat_statements'   (restart needed)
 CREATE EXTENSION pg_stat_statements;
 CREATE ROLE dbm_monitor LOGIN PASSWORD '...';
-GRANT pg_monitor TO dbm_monitor;`
+GRANT pg_monitor TO dbm_monitor;
+-- PostgreSQL 14+: read access to tables and sequences (it reads, never writes), so that EXPLAIN of
+-- application statements works and sequences show how much of their range is used
+GRANT pg_read_all_data TO dbm_monitor;
+-- PostgreSQL 13 instead, per schema (public here), including objects created later:
+GRANT SELECT ON ALL TABLES IN SCHEMA public TO dbm_monitor;
+GRANT SELECT ON ALL SEQUENCES IN SCHEMA public TO dbm_monitor;
+ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO dbm_monitor;
+ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON SEQUENCES TO dbm_monitor;`
 
 const CLICKHOUSE_USER = `CREATE USER dbm_monitor IDENTIFIED WITH sha256_password BY '...' SETTINGS readonly = 2;
 GRANT SELECT ON system.* TO dbm_monitor;`

@@ -62,6 +62,8 @@ export interface TimeWindow {
   params: string
   /** A bucket in seconds that cuts the window into a few hundred intervals at most. */
   bucket: number
+  /** `[since, until]` in epoch ms: the span of the window's charts. */
+  bounds: [number, number]
 }
 
 const BUCKETS = [60, 120, 300, 600, 900, 1800, 3600, 7200, 21_600, 86_400]
@@ -90,7 +92,7 @@ export function useWindow(query: URLSearchParams, fallback = '24h'): TimeWindow 
     const s = new Date(from).toISOString()
     const u = new Date(to).toISOString()
     const spanMs = Math.max(60_000, to - from)
-    return { range, since: s, until: u, spanMs, params: `since=${encodeURIComponent(s)}&until=${encodeURIComponent(u)}`, bucket: bucketFor(spanMs) }
+    return { range, since: s, until: u, spanMs, params: `since=${encodeURIComponent(s)}&until=${encodeURIComponent(u)}`, bucket: bucketFor(spanMs), bounds: [from, to] as [number, number] }
   }, [range, since, until, tick])
   return { ...tw, refresh: () => setTick((t) => t + 1) }
 }
@@ -214,6 +216,14 @@ export function fmtDuration(ms: number | null | undefined): string {
   if (d > 0) return `${d} d ${h} h`
   if (h > 0) return `${h} h ${m} min`
   return `${m} min ${s % 60} s`
+}
+
+/** "per minute", "per 5 minutes", "per hour", "per day": the label of a bucket of `seconds`. */
+export function perBucket(seconds: number): string {
+  if (seconds % 86_400 === 0) return seconds === 86_400 ? 'per day' : `per ${seconds / 86_400} days`
+  if (seconds % 3600 === 0) return seconds === 3600 ? 'per hour' : `per ${seconds / 3600} hours`
+  if (seconds % 60 === 0) return seconds === 60 ? 'per minute' : `per ${seconds / 60} minutes`
+  return `per ${seconds} s`
 }
 
 /** Chart series from timeseries points: `[key, label]` pairs, each value multiplied by `scale` (1/bucket for rates). */

@@ -28,9 +28,9 @@ const DATABASE_CHARTS: SeriesSpec[] = [
 ]
 
 const BGWRITER_CHARTS: SeriesSpec[] = [
-  { name: 'bgwriter-checkpoints', title: 'Checkpoints', unit: 'count', keys: [['checkpoints_timed', 'timed'], ['checkpoints_req', 'requested']] },
+  { name: 'bgwriter-checkpoints', title: 'Checkpoints', unit: 'count', total: true, keys: [['checkpoints_timed', 'timed'], ['checkpoints_req', 'requested']] },
   { name: 'bgwriter-buffers', title: 'Buffers written per second', unit: 'per_s', rate: true, keys: [['buffers_checkpoint', 'checkpointer'], ['buffers_clean', 'bgwriter'], ['buffers_backend', 'backends']] },
-  { name: 'bgwriter-checkpoint-time', title: 'Checkpoint write and sync time', unit: 'ms', keys: [['checkpoint_write_time_ms', 'write'], ['checkpoint_sync_time_ms', 'sync']] },
+  { name: 'bgwriter-checkpoint-time', title: 'Checkpoint write and sync time', unit: 'ms', total: true, keys: [['checkpoint_write_time_ms', 'write'], ['checkpoint_sync_time_ms', 'sync']] },
 ]
 
 const WAL_CHARTS: SeriesSpec[] = [
@@ -40,13 +40,13 @@ const WAL_CHARTS: SeriesSpec[] = [
 
 const IO_CHART: SeriesSpec = { name: 'io-ops', title: 'I/O per second (all backends)', unit: 'per_s', rate: true, keys: [['reads', 'reads'], ['writes', 'writes'], ['extends', 'extends']] }
 
-function Charts({ loaded, specs, bucket }: { loaded: Loaded<Point[]>; specs: SeriesSpec[]; bucket: number }) {
+function Charts({ loaded, specs, bucket, range }: { loaded: Loaded<Point[]>; specs: SeriesSpec[]; bucket: number; range: [number, number] }) {
   if (loaded.error) return <ApiProblem error={loaded.error} />
   if (!loaded.data) return <Loading />
   return (
     <div class="chart-grid">
       {specs.map((s) => (
-        <SeriesChart key={s.name} points={loaded.data!} spec={s} bucketSeconds={bucket} />
+        <SeriesChart key={s.name} points={loaded.data!} spec={s} bucketSeconds={bucket} range={range} />
       ))}
     </div>
   )
@@ -163,12 +163,12 @@ export function InternalsPage({ db, query, setQuery }: PageProps) {
       </div>
       <h2 id="internals-database">Database</h2>
       <Async loaded={stats}>{(v) => <DatabaseFigures v={v} />}</Async>
-      <Charts loaded={statsSeries} specs={DATABASE_CHARTS} bucket={tw.bucket} />
+      <Charts loaded={statsSeries} specs={DATABASE_CHARTS} bucket={tw.bucket} range={tw.bounds} />
       <h2 id="internals-bgwriter">Background writer and checkpoints</h2>
-      <Charts loaded={bgwriter} specs={BGWRITER_CHARTS} bucket={tw.bucket} />
+      <Charts loaded={bgwriter} specs={BGWRITER_CHARTS} bucket={tw.bucket} range={tw.bounds} />
       <h2 id="internals-wal">WAL</h2>
       <WalFigures loaded={wal} />
-      {!wal.error && <Charts loaded={walSeries} specs={WAL_CHARTS} bucket={tw.bucket} />}
+      {!wal.error && <Charts loaded={walSeries} specs={WAL_CHARTS} bucket={tw.bucket} range={tw.bounds} />}
       <h2 id="internals-io">I/O by backend</h2>
       {io.error ? (
         <ApiProblem error={io.error} />
@@ -178,7 +178,7 @@ export function InternalsPage({ db, query, setQuery }: PageProps) {
         <p class="muted">No I/O statistics yet: the io_stats collector sends pg_stat_io (PostgreSQL 16+).</p>
       ) : (
         <>
-          <Charts loaded={ioLoaded} specs={[IO_CHART]} bucket={tw.bucket} />
+          <Charts loaded={ioLoaded} specs={[IO_CHART]} bucket={tw.bucket} range={tw.bounds} />
           <p class="muted small">Latest poll ({io.data.interval_seconds ?? '?'} s), collected {fmtTime(io.data.ts)}.</p>
           <DataTable caption="I/O by backend type, object and context" columns={IO_COLUMNS} rows={io.data.stats} rowKey={(r) => `${r.backend_type}/${r.object}/${r.context}`} initialSort={{ key: 'reads' }} compact />
         </>

@@ -5,7 +5,7 @@ import { useMemo } from 'preact/hooks'
 import { ApiError } from '../../api.ts'
 import { Chart, type ChartSeries, type Unit } from '../../components/chart.tsx'
 import { Async, Code, Empty, ago, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
-import { TimeRangePicker, apiPath, dbHref, fmtRatio, useWindow } from './common.tsx'
+import { TimeRangePicker, apiPath, dbHref, fmtRatio, perBucket, useWindow } from './common.tsx'
 import type { IndexRow, TableRow } from './objects.tsx'
 import type { PageProps } from './types.ts'
 
@@ -23,22 +23,24 @@ interface Spec {
   title: string
   unit: Unit
   keys: [string, string][]
+  /** Counter deltas summed per interval: the title says the interval, the running one is left out. */
+  total?: boolean
 }
 
 const TABLE_CHARTS: Spec[] = [
   { name: 'table-size', title: 'Size', unit: 'bytes', keys: [['table_size_bytes', 'table'], ['index_size_bytes', 'indexes']] },
   { name: 'table-rows', title: 'Live and dead rows', unit: 'count', keys: [['n_live_tup', 'live'], ['n_dead_tup', 'dead']] },
-  { name: 'table-scans', title: 'Scans', unit: 'count', keys: [['seq_scan', 'sequential'], ['idx_scan', 'index']] },
-  { name: 'table-writes', title: 'Rows written', unit: 'count', keys: [['n_tup_ins', 'inserted'], ['n_tup_upd', 'updated'], ['n_tup_del', 'deleted']] },
+  { name: 'table-scans', title: 'Scans', unit: 'count', total: true, keys: [['seq_scan', 'sequential'], ['idx_scan', 'index']] },
+  { name: 'table-writes', title: 'Rows written', unit: 'count', total: true, keys: [['n_tup_ins', 'inserted'], ['n_tup_upd', 'updated'], ['n_tup_del', 'deleted']] },
 ]
 
 const INDEX_CHARTS: Spec[] = [
-  { name: 'index-scans', title: 'Scans', unit: 'count', keys: [['idx_scan', 'scans']] },
-  { name: 'index-tuples', title: 'Tuples', unit: 'count', keys: [['idx_tup_read', 'read'], ['idx_tup_fetch', 'fetched']] },
+  { name: 'index-scans', title: 'Scans', unit: 'count', total: true, keys: [['idx_scan', 'scans']] },
+  { name: 'index-tuples', title: 'Tuples', unit: 'count', total: true, keys: [['idx_tup_read', 'read'], ['idx_tup_fetch', 'fetched']] },
   { name: 'index-size', title: 'Size', unit: 'bytes', keys: [['size_bytes', 'size']] },
 ]
 
-function Charts({ detail, specs }: { detail: Detail; specs: Spec[] }) {
+function Charts({ detail, specs, range }: { detail: Detail; specs: Spec[]; range: [number, number] }) {
   const data = useMemo(() => {
     const times = detail.timeseries.map((p) => Date.parse(p.ts))
     return specs.map((s) => ({ spec: s, series: s.keys.map(([k, label]): ChartSeries => ({ label, values: detail.timeseries.map((p) => p[k] ?? null) })) }))
@@ -47,7 +49,17 @@ function Charts({ detail, specs }: { detail: Detail; specs: Spec[] }) {
   return (
     <div class="chart-grid">
       {data.map(({ spec, series, times }) => (
-        <Chart key={spec.name} name={spec.name} title={spec.title} unit={spec.unit} times={times} series={series} stepMs={detail.resolution_seconds * 1000} />
+        <Chart
+          key={spec.name}
+          name={spec.name}
+          title={spec.total ? `${spec.title} ${perBucket(detail.resolution_seconds)}` : spec.title}
+          unit={spec.unit}
+          times={times}
+          series={series}
+          stepMs={detail.resolution_seconds * 1000}
+          range={range}
+          perBucket={spec.total}
+        />
       ))}
     </div>
   )
@@ -91,7 +103,7 @@ function ObjectDetail<T>({ db, item, query, setQuery, kind, specs, facts }: Page
             <div class="toolbar">
               <TimeRangePicker tw={tw} setQuery={setQuery} />
             </div>
-            <Charts detail={row} specs={specs} />
+            <Charts detail={row} specs={specs} range={tw.bounds} />
           </>
         )}
       </Async>

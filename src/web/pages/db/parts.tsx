@@ -147,7 +147,7 @@ export function PartsPage({ db, query, setQuery }: PageProps) {
       ) : (
         <div class="chart-grid">
           {specs.map((s) => (
-            <SeriesChart key={s.name} points={history.data!} spec={s} bucketSeconds={tw.bucket} />
+            <SeriesChart key={s.name} points={history.data!} spec={s} bucketSeconds={tw.bucket} range={tw.bounds} />
           ))}
         </div>
       )}

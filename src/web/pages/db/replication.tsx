@@ -67,7 +67,7 @@ const SLOTS: Column<Slot>[] = [
   { key: 'wal', label: 'WAL status', render: (s) => s.wal_status ?? '—', sort: (s) => s.wal_status },
 ]
 
-function LagCharts({ points, slots, step }: { points: LagPoint[]; slots: SlotPoint[]; step: number }) {
+function LagCharts({ points, slots, step, range }: { points: LagPoint[]; slots: SlotPoint[]; step: number; range: [number, number] }) {
   const lag = useMemo(() => {
     const withValues = points.filter((p) => p.replication_lag_bytes !== null || p.replication_lag_seconds !== null)
     if (withValues.length === 0) return undefined
@@ -90,9 +90,9 @@ function LagCharts({ points, slots, step }: { points: LagPoint[]; slots: SlotPoi
   if (!lag && !slotChart) return <p class="muted">No lag recorded in this time range.</p>
   return (
     <div class="chart-grid">
-      {lag && <Chart name="replication-lag-seconds" title="Replica lag (time)" unit="s" times={lag.times} series={lag.seconds} stepMs={step} />}
-      {lag && <Chart name="replication-lag-bytes" title="Replica lag (WAL bytes)" unit="bytes" times={lag.times} series={lag.bytes} stepMs={step} />}
-      {slotChart && <Chart name="replication-slots" title="WAL retained by each slot" unit="bytes" times={slotChart.times} series={slotChart.series} stepMs={step} />}
+      {lag && <Chart name="replication-lag-seconds" title="Replica lag (time)" unit="s" times={lag.times} series={lag.seconds} stepMs={step} range={range} />}
+      {lag && <Chart name="replication-lag-bytes" title="Replica lag (WAL bytes)" unit="bytes" times={lag.times} series={lag.bytes} stepMs={step} range={range} />}
+      {slotChart && <Chart name="replication-slots" title="WAL retained by each slot" unit="bytes" times={slotChart.times} series={slotChart.series} stepMs={step} range={range} />}
     </div>
   )
 }
@@ -152,7 +152,7 @@ export function ReplicationPage({ db, query, setQuery }: PageProps) {
       ) : !history.data || !slots.data ? (
         <Loading />
       ) : (
-        <LagCharts points={history.data} slots={slots.data} step={tw.bucket * 1000} />
+        <LagCharts points={history.data} slots={slots.data} step={tw.bucket * 1000} range={tw.bounds} />
       )}
     </section>
   )

@@ -42,12 +42,13 @@ interface ServerMetrics extends Values {
 }
 
 const CHARTS: SeriesSpec[] = [
-  { name: 'server-memory', title: 'Memory', unit: 'bytes', keys: [['memory_used_bytes', 'used'], ['memory_limit_bytes', 'limit']] },
-  { name: 'server-queries', title: 'Queries per second', unit: 'per_s', keys: [['queries_per_s', 'queries'], ['failed_queries_per_s', 'failed']] },
+  // Used against the limit as a share: bytes of used and a limit 100× larger would draw used as a flat zero line.
+  { name: 'server-memory', title: 'Memory used', unit: 'pct', keys: [['memory_used_pct', 'ClickHouse, of max_server_memory_usage'], ['os_memory_used_pct', 'machine']] },
+  { name: 'server-queries', title: 'Queries per second', unit: 'per_s', perBucket: true, keys: [['queries_per_s', 'queries'], ['failed_queries_per_s', 'failed']] },
   { name: 'server-connections', title: 'Connections', unit: 'count', keys: [['tcp_connections', 'TCP'], ['http_connections', 'HTTP']] },
 ]
 
-function DiskChart({ points, step }: { points: ServerMetrics['timeseries']; step: number }) {
+function DiskChart({ points, step, range }: { points: ServerMetrics['timeseries']; step: number; range: [number, number] }) {
   const data = useMemo(() => {
     const names = [...new Set(points.flatMap((p) => p.disks.map((d) => d.name)))].sort()
     return {
@@ -56,7 +57,7 @@ function DiskChart({ points, step }: { points: ServerMetrics['timeseries']; step
     }
   }, [points])
   if (data.series.length === 0) return null
-  return <Chart name="server-disks" title="Disk space used" unit="pct" times={data.times} series={data.series} stepMs={step} />
+  return <Chart name="server-disks" title="Disk space used" unit="pct" times={data.times} series={data.series} stepMs={step} range={range} />
 }
 
 export function ServerPage({ db, query, setQuery }: PageProps) {
@@ -114,9 +115,9 @@ export function ServerPage({ db, query, setQuery }: PageProps) {
             </div>
             <div class="chart-grid">
               {CHARTS.map((s) => (
-                <SeriesChart key={s.name} points={m.timeseries} spec={s} bucketSeconds={m.bucket_seconds} />
+                <SeriesChart key={s.name} points={m.timeseries} spec={s} bucketSeconds={m.bucket_seconds} range={tw.bounds} />
               ))}
-              <DiskChart points={m.timeseries} step={m.bucket_seconds * 1000} />
+              <DiskChart points={m.timeseries} step={m.bucket_seconds * 1000} range={tw.bounds} />
             </div>
           </section>
         )

@@ -7,7 +7,7 @@ import type { QueryPoint, StoredPlan } from '../../../server/store/sql-telemetry
 import { ApiError } from '../../api.ts'
 import { Chart, type ChartMark, type ChartSeries, type Unit } from '../../components/chart.tsx'
 import { Async, Code, Empty, ErrorBox, Loading, fmtBytes, fmtMs, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
-import { TimeRangePicker, apiPath, dbHref, fmtRatio, useWindow } from './common.tsx'
+import { TimeRangePicker, apiPath, dbHref, fmtRatio, perBucket, useWindow } from './common.tsx'
 import { PlanTree } from './plan-tree.tsx'
 import type { StatementRow } from './statements.tsx'
 import type { Database, PageProps } from './types.ts'
@@ -39,6 +39,8 @@ interface ChartSpec {
   title: string
   unit: Unit
   series: ChartSeries[]
+  /** Summed over each interval: the title says the interval, the running one is left out. */
+  total?: boolean
 }
 
 function chartSpecs(db: Database, points: Point[]): ChartSpec[] {
@@ -46,16 +48,17 @@ function chartSpecs(db: Database, points: Point[]): ChartSpec[] {
   const mean: ChartSeries[] = [{ label: 'mean', values: pick((p) => p.mean_time_ms) }]
   if (db.engine === 'clickhouse') mean.push({ label: 'p99', values: pick((p) => p.p99_ms) })
   const specs: ChartSpec[] = [
-    { name: 'statement-calls', title: 'Calls', unit: 'count', series: [{ label: 'calls', values: pick((p) => p.calls) }] },
+    { name: 'statement-calls', title: 'Calls', unit: 'count', total: true, series: [{ label: 'calls', values: pick((p) => p.calls) }] },
     { name: 'statement-mean-time', title: db.engine === 'clickhouse' ? 'Mean time and p99' : 'Mean time', unit: 'ms', series: mean },
-    { name: 'statement-total-time', title: 'Total time', unit: 'ms', series: [{ label: 'total time', values: pick((p) => p.total_time_ms) }] },
-    { name: 'statement-rows', title: 'Rows', unit: 'count', series: [{ label: 'rows', values: pick((p) => p.rows) }] },
+    { name: 'statement-total-time', title: 'Total time', unit: 'ms', total: true, series: [{ label: 'total time', values: pick((p) => p.total_time_ms) }] },
+    { name: 'statement-rows', title: 'Rows', unit: 'count', total: true, series: [{ label: 'rows', values: pick((p) => p.rows) }] },
   ]
   if (db.engine === 'postgres') {
     specs.push({
       name: 'statement-blocks',
       title: 'Block I/O (shared buffers)',
       unit: 'count',
+      total: true,
       series: [
         { label: 'hit', values: pick((p) => p.shared_blks_hit) },
         { label: 'read', values: pick((p) => p.shared_blks_read) },
@@ -63,9 +66,9 @@ function chartSpecs(db: Database, points: Point[]): ChartSpec[] {
     })
   } else {
     specs.push(
-      { name: 'statement-read-bytes', title: 'Bytes read', unit: 'bytes', series: [{ label: 'read', values: pick((p) => p.read_bytes) }] },
-      { name: 'statement-memory', title: 'Memory (summed over calls)', unit: 'bytes', series: [{ label: 'memory', values: pick((p) => p.memory_bytes) }] },
-      { name: 'statement-errors', title: 'Errors', unit: 'count', series: [{ label: 'errors', values: pick((p) => p.errors) }] },
+      { name: 'statement-read-bytes', title: 'Bytes read', unit: 'bytes', total: true, series: [{ label: 'read', values: pick((p) => p.read_bytes) }] },
+      { name: 'statement-memory', title: 'Memory (summed over calls)', unit: 'bytes', total: true, series: [{ label: 'memory', values: pick((p) => p.memory_bytes) }] },
+      { name: 'statement-errors', title: 'Errors', unit: 'count', total: true, series: [{ label: 'errors', values: pick((p) => p.errors) }] },
     )
   }
   return specs
@@ -234,7 +237,18 @@ export function StatementPage({ db, item, query, setQuery }: PageProps) {
             <Totals db={db} d={d} />
             <div class="chart-grid">
               {charts?.specs.map((s) => (
-                <Chart key={s.name} name={s.name} title={s.title} unit={s.unit} times={charts.times} series={s.series} marks={marks} stepMs={d.resolution_seconds * 1000} />
+                <Chart
+                  key={s.name}
+                  name={s.name}
+                  title={s.total ? `${s.title} ${perBucket(d.resolution_seconds)}` : s.title}
+                  unit={s.unit}
+                  times={charts.times}
+                  series={s.series}
+                  marks={marks}
+                  stepMs={d.resolution_seconds * 1000}
+                  range={tw.bounds}
+                  perBucket={s.total}
+                />
               ))}
             </div>
           </>

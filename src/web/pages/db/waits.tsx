@@ -4,7 +4,7 @@ import { useMemo } from 'preact/hooks'
 import { Chart, type ChartSeries } from '../../components/chart.tsx'
 import { type Column, DataTable } from '../../components/data-table.tsx'
 import { Async, Empty, fmtNum, useApi } from '../../components/ui.tsx'
-import { NoDataYet, TimeRangePicker, apiPath, fmtDuration, useWindow } from './common.tsx'
+import { NoDataYet, TimeRangePicker, apiPath, fmtDuration, perBucket, useWindow } from './common.tsx'
 import type { PageProps } from './types.ts'
 
 interface WaitPoint {
@@ -24,9 +24,15 @@ interface EventTotal {
 }
 
 const MAX_SERIES = 6
+/** The waits collector samples the sessions every second. */
+const SAMPLE_SECONDS = 1
 
-/** Samples per wait event type per interval: the largest types as series, the rest as "other". */
-function series(points: WaitPoint[]): { times: number[]; series: ChartSeries[] } {
+/**
+ * Average sessions waiting per wait event type per interval (samples ÷ the interval's seconds, the collector
+ * sampling every second: average active sessions waiting, whatever the bucket): the largest types as series,
+ * the rest as "other".
+ */
+function series(points: WaitPoint[], bucketSeconds: number): { times: number[]; series: ChartSeries[] } {
   const times = [...new Set(points.map((p) => Date.parse(p.ts)))].sort((a, b) => a - b)
   const index = new Map(times.map((t, i) => [t, i]))
   const byType = new Map<string, number>()
@@ -40,7 +46,7 @@ function series(points: WaitPoint[]): { times: number[]; series: ChartSeries[] }
     const row = values[at === -1 ? labels.length - 1 : at]!
     row[index.get(Date.parse(p.ts))!]! += p.count
   }
-  return { times, series: labels.map((label, i) => ({ label, values: values[i]! })) }
+  return { times, series: labels.map((label, i) => ({ label, values: values[i]!.map((n) => n / (bucketSeconds / SAMPLE_SECONDS)) })) }
 }
 
 function totals(points: WaitPoint[]): EventTotal[] {
@@ -65,7 +71,7 @@ const COLUMNS: Column<EventTotal>[] = [
 export function WaitsPage({ db, query, setQuery }: PageProps) {
   const tw = useWindow(query, '6h')
   const waits = useApi<WaitPoint[]>(db.last_seen_at ? apiPath(db, `/waits?${tw.params}&bucket=${tw.bucket}`) : null)
-  const chart = useMemo(() => (waits.data ? series(waits.data) : undefined), [waits.data])
+  const chart = useMemo(() => (waits.data ? series(waits.data, tw.bucket) : undefined), [waits.data, tw.bucket])
   const rows = useMemo(() => (waits.data ? totals(waits.data) : []), [waits.data])
   if (!db.last_seen_at) return <NoDataYet db={db} />
   return (
@@ -81,7 +87,18 @@ export function WaitsPage({ db, query, setQuery }: PageProps) {
             </Empty>
           ) : (
             <>
-              <Chart name="waits" title={`Sessions waiting, by wait event type (per ${tw.bucket / 60} min)`} times={chart!.times} series={chart!.series} stacked stepMs={tw.bucket * 1000} height={240} />
+              <Chart
+                name="waits"
+                title="Average sessions waiting, by wait event type"
+                times={chart!.times}
+                series={chart!.series}
+                stacked
+                stepMs={tw.bucket * 1000}
+                range={tw.bounds}
+                perBucket
+                height={240}
+              />
+              <p class="muted small">Average active sessions waiting in each interval ({perBucket(tw.bucket).replace('per ', '')}): the samples, one a second, divided by the interval's seconds.</p>
               <h2>Wait events</h2>
               <DataTable caption="Wait events" columns={COLUMNS} rows={rows} rowKey={(t) => t.key} initialSort={{ key: 'count' }} compact />
             </>
