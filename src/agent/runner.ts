@@ -301,6 +301,7 @@ export abstract class Runner<Ctx> {
       }
     }
     if (errors.length > 0) batch.collector_errors = errors
+    batch.collector_notes = [...this.notes].map(([collector, message]) => ({ collector, message: message.slice(0, 2000) }))
     await this.shipper.send(batch)
     this.status.buffered = this.shipper.buffered()
     const refusal = this.shipper.refusal()

@@ -310,6 +310,11 @@ export const IngestBatch = T.Object({
   /** ClickHouse: server gauges (memory, limit, disks, connections, uptime) and query counter deltas. */
   server_metrics: T.Optional(counterMap),
   collector_errors: T.Optional(T.Array(CollectorError, { maxItems: 100 })),
+  /**
+   * What the collectors that ran want the user to know (query_log disabled, statements the role may not
+   * EXPLAIN, unreadable sequences), every cycle, empty when nothing: the server keeps the latest list.
+   */
+  collector_notes: T.Optional(T.Array(CollectorError, { maxItems: 100 })),
 })
 export type IngestBatch = Static<typeof IngestBatch>
 

@@ -140,6 +140,19 @@ describe('ClickHouse through the agent', () => {
     await until('merges back', async () => (rig.agent.status().databases[0]!.collectors.merges?.startsWith('ok') ? true : undefined))
   })
 
+  test('query_log disabled: the overview carries the agent\'s note saying so, and loses it once query_log is back', async () => {
+    const note = { collector: 'query_stats', message: 'query_log is disabled: enable <query_log> in the server config' }
+    expect((await rig.api('/overview')).agent_notes).toEqual([])
+    await dropSystemLogTables(ch)
+    try {
+      await until('the note in /overview', async () => ((await rig.api('/overview')).agent_notes.length > 0 ? true : undefined))
+      expect((await rig.api('/overview')).agent_notes).toEqual([note])
+    } finally {
+      await createSystemLogTables(ch)
+    }
+    await until('the note gone', async () => ((await rig.api('/overview')).agent_notes.length === 0 ? true : undefined))
+  })
+
   test('PostgreSQL-only endpoints answer 400 for this ClickHouse database', async () => {
     const res = await rig.server.call('GET', `/api/v1/databases/${rig.dbId}/locks`, { token: rig.account.token })
     expect(res.status).toBe(400)

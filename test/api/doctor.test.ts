@@ -32,6 +32,7 @@ for (const kind of storeKinds) {
         cache_hit_ratio: null,
         dead_tuple_ratio: null,
         last_autovacuum: null,
+        agent_notes: [],
         top_queries: [],
       })
     })

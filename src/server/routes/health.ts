@@ -24,6 +24,7 @@ export function healthRoutes(deps: Deps) {
       const now = clock()
       const diagnosis = await diagnoseRecent(deps, db, now)
       const top = await diagnosis.context.queries(DAY, 'total_time', TOP_QUERIES)
+      const notes = await store.latestSnapshot(db.id, 'collector_notes')
       const { findings: _counts, rules_evaluated: _rules, last_autovacuum, ...figures } = diagnosis.metrics_summary as Record<string, unknown>
       return {
         engine: db.engine,
@@ -32,6 +33,8 @@ export function healthRoutes(deps: Deps) {
         health_score: diagnosis.score,
         ...figures,
         ...(db.engine === 'postgres' ? { last_autovacuum: rfc3339(last_autovacuum as number | null) } : {}),
+        // What the agent's collectors reported in its latest batch (e.g. query_log disabled).
+        agent_notes: Array.isArray(notes?.payload) ? notes.payload : [],
         top_queries: top.map((q) => ({
           query_hash: q.query_hash,
           query_text: q.query_text,

@@ -125,7 +125,7 @@ async function applyQueryStats(tx: SqlDriver, databaseId: string, collectedAt: n
 
 /** Sections kept as the latest snapshot only (replaced by each newer batch that carries them); tables,
  * indexes and the internals sections keep theirs in sql-objects.ts and sql-internals.ts. */
-const SNAPSHOT_KINDS = ['activity', 'locks', 'sequences', 'unindexed_foreign_keys'] as const
+const SNAPSHOT_KINDS = ['activity', 'locks', 'sequences', 'unindexed_foreign_keys', 'collector_notes'] as const
 export type SnapshotKind = (typeof SNAPSHOT_KINDS)[number]
 
 const PLAN_COLUMNS = ['database_id', 'query_hash', 'ts', 'plan_hash', 'source', 'total_cost', 'actual_time_ms', 'seq_scans', 'index_scans', 'rows_estimated', 'rows_actual', 'plan_json'] as const

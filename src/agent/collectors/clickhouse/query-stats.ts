@@ -73,6 +73,7 @@ export const queryStats: ClickHouseCollector = {
         state.sinceUs = now!.us
         if (state.unavailable) ctx.log.info('query_log is available now', { database: ctx.name, collector: 'query_stats' })
         state.unavailable = false
+        ctx.notes.delete('query_stats')
         return {}
       }
       const rows = await select<Row>(ctx, STATS_SQL, { since: state.sinceUs, max_text: MAX_TEXT, own: AGENT_LOG_COMMENT, limit: MAX_STATEMENTS })
@@ -101,6 +102,7 @@ export const queryStats: ClickHouseCollector = {
       if (!isUnknownTable(e)) throw e
       if (!state.unavailable) ctx.log.warn(DISABLED, { database: ctx.name, collector: 'query_stats' })
       state.unavailable = true
+      ctx.notes.set('query_stats', DISABLED)
       state.sinceUs = undefined
       return {}
     }

@@ -32,6 +32,25 @@ interface Overview {
   active_mutations?: number
   stuck_mutations?: number
   query_p99_ms?: number | null
+  /** What the agent's collectors reported in the latest batch: query_log disabled, statements it may not EXPLAIN… */
+  agent_notes?: { collector: string; message: string }[]
+}
+
+/** The agent's notes, shown above the figures: each says why some data is missing and what to do. */
+function AgentNotes({ notes }: { notes: { collector: string; message: string }[] }) {
+  if (notes.length === 0) return null
+  return (
+    <section class="panel warning" aria-label="Notes from the agent" data-agent-notes>
+      <h2 class="small">The agent reports</h2>
+      <ul>
+        {notes.map((n) => (
+          <li key={n.collector}>
+            <code>{n.collector}</code>: {n.message}
+          </li>
+        ))}
+      </ul>
+    </section>
+  )
 }
 
 const tone = (bad: boolean, warn: boolean) => (bad ? 'critical' : warn ? 'warning' : undefined)
@@ -126,6 +145,7 @@ export function OverviewPage(props: PageProps) {
     <Async loaded={overview}>
       {(o) => (
         <div class="stack">
+          <AgentNotes notes={o.agent_notes ?? []} />
           <Figures db={db} o={o} doctor={props.doctor.data} />
           <div class="grid-2">
             <section>
