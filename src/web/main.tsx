@@ -139,6 +139,19 @@ function App() {
   }
   return (
     <SessionContext.Provider value={{ me: me ?? null, refresh }}>
+      {/* Keyboard users jump over the header and tabs; a plain #anchor would change the hash route. */}
+      <a
+        class="skip"
+        href="#"
+        onClick={(e) => {
+          e.preventDefault()
+          const main = document.querySelector('main')
+          main?.setAttribute('tabindex', '-1')
+          main?.focus()
+        }}
+      >
+        Skip to content
+      </a>
       <Header me={me ?? null} path={route.path} theme={theme} toggleTheme={toggleTheme} signOut={signOut} />
       {me && !me.user.email_verified && route.path !== '/verify' && <VerifyBanner me={me} />}
       {me === undefined ? (

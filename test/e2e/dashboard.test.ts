@@ -115,9 +115,13 @@ describe('dashboard (dist/dbm in Chromium)', () => {
     await page.goto('/')
     await page.waitForURL(/#\/signin$/)
     await page.getByRole('heading', { name: 'Sign in to dbm' }).waitFor()
-    // Keyboard focus is visible.
+    // The first Tab reaches the skip link, visibly; it moves the focus to the page's content.
     await page.keyboard.press('Tab')
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Skip to content')
     expect(await page.evaluate(() => getComputedStyle(document.activeElement!).outlineStyle)).toBe('solid')
+    await page.keyboard.press('Enter')
+    expect(await page.evaluate(() => document.activeElement?.tagName)).toBe('MAIN')
+    await page.waitForURL(/#\/signin$/)
     await b.screenshot('01-sign-in')
 
     await page.getByRole('link', { name: 'Create one' }).click()
