@@ -121,6 +121,15 @@ export class DoctorContext {
     })
   }
 
+  /** totals() added up over every subject, by metric (the database-wide families have a single subject). */
+  async sums(source: MetricSource | ClickHouseSource, windowMs: number): Promise<Record<string, number>> {
+    const sums: Record<string, number> = {}
+    for (const values of (await this.totals(source, windowMs)).values()) {
+      for (const [metric, value] of Object.entries(values)) sums[metric] = (sums[metric] ?? 0) + value
+    }
+    return sums
+  }
+
   parts(): Promise<Latest<PartStat[]> | undefined> {
     return this.once('parts', () => this.store.clickhouse.latestParts(this.db.id))
   }

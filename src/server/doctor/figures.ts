@@ -21,13 +21,8 @@ export async function commonFigures(ctx: DoctorContext): Promise<CommonFigures> 
 }
 
 export async function postgresFigures(ctx: DoctorContext) {
-  const [{ entries }, totals, tables] = await Promise.all([ctx.activity(), ctx.totals('database', HOUR), ctx.tables()])
-  let hit = 0
-  let read = 0
-  for (const v of totals.values()) {
-    hit += v.blks_hit ?? 0
-    read += v.blks_read ?? 0
-  }
+  const [{ entries }, sums, tables] = await Promise.all([ctx.activity(), ctx.sums('database', HOUR), ctx.tables()])
+  const { blks_hit: hit = 0, blks_read: read = 0 } = sums
   let live = 0
   let dead = 0
   let lastAutovacuum: number | null = null

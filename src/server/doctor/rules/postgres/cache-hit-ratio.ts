@@ -17,13 +17,7 @@ export const cacheHitRatio: Rule<typeof defaults> = {
   thresholds: defaults,
   async check(ctx) {
     const thresholds = ctx.thresholds(cacheHitRatio)
-    const totals = await ctx.totals('database', thresholds.window_s * 1000)
-    let hit = 0
-    let read = 0
-    for (const values of totals.values()) {
-      hit += values.blks_hit ?? 0
-      read += values.blks_read ?? 0
-    }
+    const { blks_hit: hit = 0, blks_read: read = 0 } = await ctx.sums('database', thresholds.window_s * 1000)
     if (hit + read < thresholds.min_block_accesses) return []
     const ratio = hit / (hit + read)
     const severity = severityBelow(ratio, thresholds.warning_below, thresholds.critical_below)

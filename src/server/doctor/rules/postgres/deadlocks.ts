@@ -15,9 +15,7 @@ const defaults = {
 const HOUR = 3_600_000
 
 async function deadlocksOver(ctx: DoctorContext, windowMs: number): Promise<number> {
-  let sum = 0
-  for (const values of (await ctx.totals('database', windowMs)).values()) sum += values.deadlocks ?? 0
-  return sum
+  return (await ctx.sums('database', windowMs)).deadlocks ?? 0
 }
 
 export const deadlocks: Rule<typeof defaults> = {

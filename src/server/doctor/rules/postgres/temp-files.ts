@@ -32,12 +32,7 @@ export const tempFiles: Rule<typeof defaults> = {
   async check(ctx) {
     const t = ctx.thresholds(tempFiles)
     const windowMs = t.window_s * 1000
-    let files = 0
-    let written = 0
-    for (const values of (await ctx.totals('database', windowMs)).values()) {
-      files += values.temp_files ?? 0
-      written += values.temp_bytes ?? 0
-    }
+    const { temp_files: files = 0, temp_bytes: written = 0 } = await ctx.sums('database', windowMs)
     const severity = severityAbove(written, t.warning_bytes, t.critical_bytes) ?? (written >= t.info_bytes ? 'info' : undefined)
     if (!severity) return []
     const spilling = (await ctx.queries(windowMs, 'total_time', 1000))
