@@ -34,25 +34,27 @@ export function canonicalPath(pathname: string): string {
   return pathname.replace(/\/{2,}/g, '/').replace(/(.)\/+$/, '$1')
 }
 
-/** Deepest JSON nesting accepted; deeper documents are refused before parsing (they stall validation). */
+/** Deepest JSON nesting accepted; deeper documents are refused before validation (they would stall it). */
 const MAX_JSON_DEPTH = 200
 
-/** Nesting depth of a JSON text, counting brackets outside strings. */
-function jsonDepth(text: string): number {
-  let depth = 0
-  let max = 0
-  let inString = false
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i)
-    if (inString) {
-      if (c === 92) i++ // backslash: skip the escaped character
-      else if (c === 34) inString = false
-    } else if (c === 34) inString = true
-    else if (c === 91 || c === 123) {
-      if (++depth > max) max = depth
-    } else if (c === 93 || c === 125) depth--
+/**
+ * True when a parsed JSON value nests deeper than `max` levels (an object or array is one level). The
+ * walk stops at that depth, so a hostile document costs no more than a legitimate one of its size; the
+ * parse before it is linear in the text however deep (a scan of the text for brackets cost the ingest
+ * more than parsing it).
+ */
+function deeperThan(value: unknown, max: number): boolean {
+  if (value === null || typeof value !== 'object') return false
+  if (max === 0) return true
+  if (Array.isArray(value)) {
+    for (const v of value) if (v !== null && typeof v === 'object' && deeperThan(v, max - 1)) return true
+    return false
   }
-  return max
+  for (const key in value) {
+    const v = (value as Record<string, unknown>)[key]
+    if (v !== null && typeof v === 'object' && deeperThan(v, max - 1)) return true
+  }
+  return false
 }
 
 /** True when any string (key or value) in the parsed document holds a NUL character. */
@@ -109,13 +111,14 @@ export function createApp(deps: Deps) {
       if (bytes.byteLength > limit) throw tooLarge(limit)
       if (bytes.byteLength === 0) return {}
       const text = new TextDecoder().decode(bytes)
-      if (jsonDepth(text) > MAX_JSON_DEPTH) throw new HttpError(400, `request body is nested deeper than ${MAX_JSON_DEPTH} levels`)
       let parsed: unknown
       try {
         parsed = JSON.parse(text)
       } catch {
         throw new HttpError(400, 'request body must be valid JSON')
       }
+      // Refused before validation, which deep documents would stall.
+      if (deeperThan(parsed, MAX_JSON_DEPTH)) throw new HttpError(400, `request body is nested deeper than ${MAX_JSON_DEPTH} levels`)
       // Every endpoint takes a JSON object; anything else is refused here with one clear message.
       if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new HttpError(400, 'request body must be a JSON object')
       // JSON carries a NUL only as the escape \u0000, so only such bodies need the walk.

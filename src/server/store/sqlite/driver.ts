@@ -9,8 +9,17 @@ function toSqlite(sql: string): string {
   return sql.replace(placeholder, '?$1')
 }
 
+/**
+ * The parameters as bun:sqlite binds them (booleans as 0/1, undefined as NULL), copied only when one
+ * needs changing: bulk upserts bind thousands of numbers and strings per statement. They are passed as
+ * one array, which bun:sqlite binds positionally, and cheaper than spreading thousands of arguments.
+ */
 function bindable(params: unknown[]): any[] {
-  return params.map((p) => (typeof p === 'boolean' ? (p ? 1 : 0) : p === undefined ? null : p))
+  for (let i = 0; i < params.length; i++) {
+    const p = params[i]
+    if (typeof p === 'boolean' || p === undefined) return params.map((p) => (typeof p === 'boolean' ? (p ? 1 : 0) : p === undefined ? null : p))
+  }
+  return params
 }
 
 function wrap(error: unknown, sql: string): Error {
@@ -63,21 +72,21 @@ export class SqliteDriver implements SqlDriver {
       dialect: 'sqlite',
       async all<T>(sql: string, params: unknown[] = []) {
         try {
-          return prepare(sql).all(...bindable(params)) as T[]
+          return prepare(sql).all(bindable(params)) as T[]
         } catch (e) {
           throw wrap(e, sql)
         }
       },
       async get<T>(sql: string, params: unknown[] = []) {
         try {
-          return (prepare(sql).get(...bindable(params)) ?? undefined) as T | undefined
+          return (prepare(sql).get(bindable(params)) ?? undefined) as T | undefined
         } catch (e) {
           throw wrap(e, sql)
         }
       },
       async run(sql: string, params: unknown[] = []) {
         try {
-          return prepare(sql).run(...bindable(params)).changes
+          return prepare(sql).run(bindable(params)).changes
         } catch (e) {
           throw wrap(e, sql)
         }
