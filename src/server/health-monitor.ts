@@ -265,7 +265,7 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
     for (const db of await store.retention.databases()) {
       const keepMs = db.org_verified ? options.retentionDays * DAY : retentionLimits.unverifiedMs
       try {
-        summary.rows_deleted += await store.retention.sweepDatabase(db.id, { before: now - keepMs, minutesBefore }, batch)
+        summary.rows_deleted += await store.retention.sweepDatabase(db, { before: now - keepMs, minutesBefore, rollUpTo: now }, batch)
         summary.databases++
       } catch (e) {
         log.error('retention failed', { database: db.id, cause: (e as Error).message })

@@ -7,6 +7,7 @@ import { clickhouseMigration } from './sql-clickhouse.ts'
 import { healthMigration } from './sql-health.ts'
 import { internalsMigration } from './sql-internals.ts'
 import { objectsMigration } from './sql-objects.ts'
+import { rollupMigration } from './sql-rollups.ts'
 
 export interface Migration {
   version: number
@@ -167,6 +168,7 @@ CREATE TABLE snapshots (
   { version: 4, ...internalsMigration },
   { version: 5, ...clickhouseMigration },
   { version: 6, ...healthMigration },
+  { version: 7, ...rollupMigration },
 ]
 
 export const latestVersion = migrations.reduce((max, m) => Math.max(max, m.version), 0)

@@ -1,10 +1,12 @@
 // Retention: deletes each database's telemetry once it is older than its organization's retention, and
 // compacts the minute buckets (the hourly buckets hold the same sums; reads take the hours instead, see
-// windowRanges in sql-telemetry.ts). Every delete goes in batches of a bounded number of rows, each its
+// windowRanges in sql-telemetry.ts and statRanges in sql-rollups.ts). Statement statistics are rolled
+// up first, so no minute row goes before its hour holds it. Every delete goes in batches of a bounded number of rows, each its
 // own statement, so a large store is never held for long and requests run in between.
 // A bucket row goes when its whole bucket is older than the cutoff.
 import type { SqlDriver } from './driver.ts'
 import type { MetricSource } from './sql-internals.ts'
+import { ingestLockKey, readMarks, rollUp } from './sql-rollups.ts'
 import { HOUR_MS, MINUTE_MS } from './sql-telemetry.ts'
 
 /** Tables of 60-second and hourly buckets whose key starts (database_id, resolution, bucket), or has an index that does. */
@@ -35,6 +37,9 @@ export const RETAINED_TABLES: readonly string[] = [
   ...RESOLVED_TABLES,
 ]
 
+/** Per-database state that is not telemetry: one row per database, gone with it (ON DELETE CASCADE). */
+export const KEPT_WITH_DATABASE: readonly string[] = ['query_rollups']
+
 const floorTo = (t: number, step: number) => Math.floor(t / step) * step
 
 /** Deletes the rows of `table` matching `where`, `batch` rows per statement; returns how many went. */
@@ -54,14 +59,38 @@ export interface SweepCutoffs {
   before: number
   /** Minute buckets older than this go too (the compaction horizon; a whole hour). */
   minutesBefore: number
+  /** Statement statistics are rolled up to this time first (now): minute rows never go unrolled. */
+  rollUpTo: number
 }
 
-async function sweepDatabase(driver: SqlDriver, databaseId: string, cutoffs: SweepCutoffs, batch: number): Promise<number> {
+/** A database as retention sees it. */
+export interface RetainedDatabase {
+  id: string
+  org_id: string
+  name: string
+  org_verified: boolean
+}
+
+/** Rolls the database's statement statistics up to `until` under its ingest lock. */
+async function rollUpDatabase(driver: SqlDriver, db: RetainedDatabase, until: number): Promise<boolean> {
+  return driver.transaction(async (tx) => {
+    const marks = await readMarks(tx, db.id)
+    if (!marks) return false
+    return (await rollUp(tx, db.id, marks, until)) !== marks
+  }, ingestLockKey(db.org_id, db.name))
+}
+
+async function sweepDatabase(driver: SqlDriver, db: RetainedDatabase, cutoffs: SweepCutoffs, batch: number): Promise<number> {
+  const databaseId = db.id
+  await rollUpDatabase(driver, db, Math.max(cutoffs.rollUpTo, cutoffs.minutesBefore))
   const hoursBefore = floorTo(cutoffs.before, HOUR_MS)
   const minutesBefore = Math.max(floorTo(cutoffs.before, MINUTE_MS), cutoffs.minutesBefore)
   let deleted = 0
   for (const table of BUCKET_TABLES) {
-    deleted += await deleteInBatches(driver, table, 'database_id = $1 AND resolution = 60 AND bucket < $2', [databaseId, minutesBefore], batch)
+    // 10-minute buckets (statement statistics) serve only reads within the minute rows' horizon.
+    for (const resolution of table === 'query_stats' ? [60, 600] : [60]) {
+      deleted += await deleteInBatches(driver, table, 'database_id = $1 AND resolution = $2 AND bucket < $3', [databaseId, resolution, minutesBefore], batch)
+    }
     deleted += await deleteInBatches(driver, table, 'database_id = $1 AND resolution = 3600 AND bucket < $2', [databaseId, hoursBefore], batch)
   }
   for (const table of METRIC_TABLES) {
@@ -82,18 +111,27 @@ async function sweepDatabase(driver: SqlDriver, databaseId: string, cutoffs: Swe
   return deleted
 }
 
-/** Reads and deletes of retention, for the health monitor. */
-export function retentionStore(driver: SqlDriver) {
+/** Reads and deletes of retention, for the health monitor. `swept` hears of each database swept. */
+export function retentionStore(driver: SqlDriver, swept: (databaseId: string) => void = () => {}) {
   return {
     /** Every database with its organization's verification (which decides its retention). */
-    async databases(): Promise<{ id: string; org_verified: boolean }[]> {
-      const rows = await driver.all<{ id: string; verified: unknown }>(
-        'SELECT d.id, o.verified FROM databases d JOIN organizations o ON o.id = d.org_id ORDER BY d.id',
+    async databases(): Promise<RetainedDatabase[]> {
+      const rows = await driver.all<{ id: string; org_id: string; name: string; verified: unknown }>(
+        'SELECT d.id, d.org_id, d.name, o.verified FROM databases d JOIN organizations o ON o.id = d.org_id ORDER BY d.id',
       )
-      return rows.map((r) => ({ id: r.id, org_verified: Boolean(r.verified) }))
+      return rows.map((r) => ({ id: r.id, org_id: r.org_id, name: r.name, org_verified: Boolean(r.verified) }))
     },
-    /** Deletes the database's telemetry past the cutoffs; returns the number of rows deleted. */
-    sweepDatabase: (databaseId: string, cutoffs: SweepCutoffs, batch: number) => sweepDatabase(driver, databaseId, cutoffs, batch),
+    /**
+     * Rolls up the database's statement statistics, then deletes its telemetry past the cutoffs;
+     * returns the number of rows deleted.
+     */
+    async sweepDatabase(db: RetainedDatabase, cutoffs: SweepCutoffs, batch: number): Promise<number> {
+      try {
+        return await sweepDatabase(driver, db, cutoffs, batch)
+      } finally {
+        swept(db.id)
+      }
+    },
     /** Forgets applied batch ids received before `before`. */
     sweepBatchIds: (before: number, batch: number) => deleteInBatches(driver, 'ingest_batches', 'received_at < $1', [before], batch),
   }

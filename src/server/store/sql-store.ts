@@ -5,9 +5,13 @@ import type { SqlDriver } from './driver.ts'
 import { type ClickHouseReader, clickhouseReader } from './sql-clickhouse.ts'
 import { type HealthStore, healthStore } from './sql-health.ts'
 import { type RetentionStore, retentionStore } from './sql-retention.ts'
+import { ingestLockKey } from './sql-rollups.ts'
 import { type InternalsReader, internalsReader } from './sql-internals.ts'
 import { type ObjectsReader, objectsReader } from './sql-objects.ts'
 import {
+  ClosedHourSums,
+  type IngestEffects,
+  KnownTexts,
   type QuerySort,
   type SnapshotKind,
   type Window,
@@ -125,14 +129,19 @@ export class SqlStore implements Store {
    * only): any write to the store changes the generation, so a stale list is never served.
    */
   private readonly databaseLists = new Map<string, { generation: number; rows: RegisteredDatabase[] }>()
+  /** Statement texts written lately (ingest skips rewriting them within a minute); both stores. */
+  private readonly knownTexts = new KnownTexts()
+  /** Statement sums over closed hours, SQLite only (this process sees every write to the file). */
+  private readonly closedHours: ClosedHourSums | undefined
 
   constructor(readonly driver: SqlDriver) {
     this.keyCache = driver.dialect === 'sqlite' ? new Map() : undefined
+    this.closedHours = driver.dialect === 'sqlite' ? new ClosedHourSums() : undefined
     this.objects = objectsReader(driver)
     this.internals = internalsReader(driver)
     this.clickhouse = clickhouseReader(driver)
     this.health = healthStore(driver)
-    this.retention = retentionStore(driver)
+    this.retention = retentionStore(driver, (databaseId) => this.closedHours?.changed(databaseId))
   }
 
   generation(): number | undefined {
@@ -438,7 +447,12 @@ export class SqlStore implements Store {
   }
 
   async deleteDatabase(orgId: string, id: string) {
-    return (await this.driver.run('DELETE FROM databases WHERE id = $1 AND org_id = $2', [id, orgId])) > 0
+    const deleted = (await this.driver.run('DELETE FROM databases WHERE id = $1 AND org_id = $2', [id, orgId])) > 0
+    if (deleted) {
+      this.knownTexts.forget(id)
+      this.closedHours?.changed(id)
+    }
+    return deleted
   }
 
   // ---- rate limits ----
@@ -470,7 +484,8 @@ export class SqlStore implements Store {
   // ---- telemetry ----
 
   async ingest(orgId: string, batch: IngestBatch, now: number, limit?: number): Promise<IngestResult> {
-    return this.driver.transaction(async (tx) => {
+    let effects: IngestEffects | undefined
+    const result = await this.driver.transaction(async (tx): Promise<IngestResult> => {
       let row = await tx.get('SELECT * FROM databases WHERE org_id = $1 AND name = $2', [orgId, batch.database.name])
       if (!row) {
         if (limit !== undefined) {
@@ -507,18 +522,24 @@ export class SqlStore implements Store {
         [database.id, batch.batch_id, batch.collected_at, now],
       )
       if (fresh === 0) return { kind: 'duplicate', database }
-      await applyBatch(tx, database.id, batch)
+      effects = await applyBatch(tx, database.id, batch, this.knownTexts)
       await tx.run('UPDATE databases SET last_seen_at = $1, engine_version = COALESCE($2, engine_version) WHERE id = $3', [
         now,
         batch.database.engine_version ?? null,
         database.id,
       ])
       return { kind: 'applied', database: { ...database, last_seen_at: now, engine_version: batch.database.engine_version ?? database.engine_version } }
-    }, `dbm:ingest:${orgId}:${batch.database.name}`)
+    }, ingestLockKey(orgId, batch.database.name))
+    // Caches learn what the batch wrote once it is committed (a rolled-back batch wrote nothing).
+    if (effects && result.kind === 'applied') {
+      if (effects.closedHoursChanged) this.closedHours?.changed(result.database.id)
+      if (effects.texts.length > 0) this.knownTexts.remember(result.database.id, effects.texts, effects.textsAt)
+    }
+    return result
   }
 
   listQueryStats(databaseId: string, window: Window, sort: QuerySort, limit: number) {
-    return listQueryStats(this.driver, databaseId, window, sort, limit)
+    return listQueryStats(this.driver, databaseId, window, sort, limit, this.closedHours)
   }
 
   queryDetail(databaseId: string, hash: string, window: Window) {

@@ -1,0 +1,196 @@
+// Statement statistics at three resolutions. Ingest writes each statement's deltas to its 60-second
+// bucket only; 10-minute and hourly buckets are rolled up from them once their span has closed, so a
+// batch costs one row per statement instead of three (the ingest hot path), while a 24-hour list still
+// reads ~23 hourly rows, a few 10-minute rows and at most 18 minute rows per statement.
+//
+// Each database has two marks in query_rollups: `spans_until` (10-minute buckets) and `hours_until`
+// (hourly buckets). The invariant, per level: every bucket that starts before the mark holds exactly
+// the sum of the minute rows it covers, and no bucket at or after the mark exists. So:
+// - reads take a level's buckets before its mark, and finer ones after it (statRanges);
+// - a batch for a bucket before a mark (delivered late from an agent's buffer) adds to that level's
+//   bucket as well as to its minute bucket, which keeps the sums exact;
+// - a rollup computes the buckets from the mark up to a later closed boundary and moves the mark. It
+//   runs in the ingest transaction when a batch opens a new span, and from retention (which rolls up
+//   everything closed before it compacts minute rows), under the same per-database lock as ingest.
+import { QUERY_COUNTER_KEYS } from '../../shared/metrics.ts'
+import type { SqlDriver } from './driver.ts'
+import type { Migration } from './migrations.ts'
+import type { Window } from './sql-telemetry.ts'
+
+// (sql-telemetry.ts imports this module: its constants are not read here at load time.)
+const MINUTE_MS = 60_000
+const HOUR_MS = 3_600_000
+export const SPAN_MS = 10 * MINUTE_MS
+
+const floorTo = (t: number, step: number) => Math.floor(t / step) * step
+const ceilTo = (t: number, step: number) => Math.ceil(t / step) * step
+
+export interface RollupMarks {
+  /** 10-minute buckets that start before this are complete; none exist from it on. */
+  spans: number
+  /** Hourly buckets that start before this are complete; none exist from it on. */
+  hours: number
+}
+
+/** The columns summed from finer buckets into coarser ones (p99_ms takes the maximum). */
+const COUNTERS = QUERY_COUNTER_KEYS
+
+const STAT_COLUMN_LIST =
+  'database_id, resolution, bucket, query_hash, calls, total_time_ms, rows, shared_blks_hit, shared_blks_read, shared_blks_dirtied, ' +
+  'shared_blks_written, temp_blks_read, temp_blks_written, blk_read_time_ms, blk_write_time_ms, read_bytes, memory_bytes, errors, p99_ms'
+const STAT_SUMS =
+  'SUM(calls), SUM(total_time_ms), SUM(rows), SUM(shared_blks_hit), SUM(shared_blks_read), SUM(shared_blks_dirtied), ' +
+  'SUM(shared_blks_written), SUM(temp_blks_read), SUM(temp_blks_written), SUM(blk_read_time_ms), SUM(blk_write_time_ms), ' +
+  'SUM(read_bytes), SUM(memory_bytes), SUM(errors), MAX(p99_ms)'
+
+/**
+ * Migration 7: the marks, and 10-minute buckets for the minute rows already stored. Stores written by
+ * earlier versions have hourly buckets for every hour with data (ingest wrote them), so their hourly
+ * mark starts after the latest one (or, were there none, at the first minute row's hour); the 10-minute
+ * mark after the latest minute row's span, and never before the hourly mark (the spans between hold no
+ * minute rows, so they are complete as they are).
+ * Fixed once released: a change is a new migration.
+ */
+function rollupMigrationSql(dialect: 'sqlite' | 'postgres'): string {
+  const bigint = dialect === 'sqlite' ? 'INTEGER' : 'BIGINT'
+  const greatest = dialect === 'sqlite' ? 'MAX' : 'GREATEST'
+  return `
+CREATE TABLE query_rollups (
+  database_id TEXT PRIMARY KEY REFERENCES databases(id) ON DELETE CASCADE,
+  spans_until ${bigint} NOT NULL,
+  hours_until ${bigint} NOT NULL
+);
+INSERT INTO query_stats (${STAT_COLUMN_LIST})
+SELECT database_id, 600, (bucket / 600000) * 600000, query_hash, ${STAT_SUMS}
+FROM query_stats WHERE resolution = 60
+GROUP BY database_id, (bucket / 600000) * 600000, query_hash;
+INSERT INTO query_rollups (database_id, spans_until, hours_until)
+SELECT database_id, ${greatest}(COALESCE(spans, 0), COALESCE(hours, first_hour)), COALESCE(hours, first_hour)
+FROM (
+  SELECT database_id,
+         MAX(CASE WHEN resolution = 600 THEN bucket + 600000 END) AS spans,
+         MAX(CASE WHEN resolution = 3600 THEN bucket + 3600000 END) AS hours,
+         MIN(CASE WHEN resolution = 60 THEN (bucket / 3600000) * 3600000 END) AS first_hour
+  FROM query_stats GROUP BY database_id
+) marks;
+`
+}
+
+export const rollupMigration: Omit<Migration, 'version'> = {
+  name: 'statement statistics: 10-minute buckets, and 10-minute and hourly buckets rolled up from minute buckets after their span',
+  sqlite: rollupMigrationSql('sqlite'),
+  postgres: rollupMigrationSql('postgres'),
+}
+
+export async function readMarks(driver: SqlDriver, databaseId: string): Promise<RollupMarks | undefined> {
+  const row = await driver.get<{ spans_until: number; hours_until: number }>(
+    'SELECT spans_until, hours_until FROM query_rollups WHERE database_id = $1',
+    [databaseId],
+  )
+  return row ? { spans: Number(row.spans_until), hours: Number(row.hours_until) } : undefined
+}
+
+async function writeMarks(tx: SqlDriver, databaseId: string, marks: RollupMarks): Promise<void> {
+  await tx.run(
+    `INSERT INTO query_rollups (database_id, spans_until, hours_until) VALUES ($1, $2, $3)
+     ON CONFLICT (database_id) DO UPDATE SET spans_until = excluded.spans_until, hours_until = excluded.hours_until`,
+    [databaseId, marks.spans, marks.hours],
+  )
+}
+
+/** Replaces the buckets of `to` resolution in [from, until) by the sums of the `of` resolution rows they cover. */
+async function rollUpLevel(tx: SqlDriver, databaseId: string, of: 60 | 600, to: 600 | 3600, from: number, until: number): Promise<void> {
+  const ms = to * 1000
+  const set = [...COUNTERS, 'p99_ms'].map((c) => `${c} = excluded.${c}`).join(', ')
+  // The rollup is idempotent (buckets are replaced, not added to), so a rerun never double-counts.
+  await tx.run(
+    `INSERT INTO query_stats (${STAT_COLUMN_LIST})
+     SELECT CAST($1 AS TEXT), ${to}, (bucket / ${ms}) * ${ms} AS rolled, query_hash, ${STAT_SUMS}
+     FROM query_stats WHERE database_id = $1 AND resolution = ${of} AND bucket >= $2 AND bucket < $3
+     GROUP BY (bucket / ${ms}) * ${ms}, query_hash
+     ON CONFLICT (database_id, resolution, bucket, query_hash) DO UPDATE SET ${set}`,
+    [databaseId, from, until],
+  )
+}
+
+/**
+ * Rolls the database's statistics up to `until` (10-minute buckets up to its span, hourly ones up to
+ * its hour) and returns the new marks; the caller holds the database's ingest lock.
+ */
+export async function rollUp(tx: SqlDriver, databaseId: string, marks: RollupMarks, until: number): Promise<RollupMarks> {
+  const spans = floorTo(until, SPAN_MS)
+  const hours = floorTo(until, HOUR_MS)
+  const next = { spans: Math.max(marks.spans, spans), hours: Math.max(marks.hours, hours) }
+  if (next.spans === marks.spans && next.hours === marks.hours) return marks
+  if (next.spans > marks.spans) await rollUpLevel(tx, databaseId, 60, 600, marks.spans, next.spans)
+  // Every span of these hours is before the 10-minute mark now, so the 10-minute rows are complete.
+  if (next.hours > marks.hours) await rollUpLevel(tx, databaseId, 600, 3600, marks.hours, next.hours)
+  await writeMarks(tx, databaseId, next)
+  return next
+}
+
+/** The marks of a database seen for the first time at `at`: nothing before them exists yet. */
+export async function initialMarks(tx: SqlDriver, databaseId: string, at: number): Promise<RollupMarks> {
+  const marks = { spans: floorTo(at, SPAN_MS), hours: floorTo(at, HOUR_MS) }
+  await writeMarks(tx, databaseId, marks)
+  return marks
+}
+
+export interface StatRange {
+  resolution: 60 | 600 | 3600
+  from: number
+  to: number
+}
+
+const LEVELS = [
+  { resolution: 3600, ms: HOUR_MS, mark: (m: RollupMarks) => m.hours },
+  { resolution: 600, ms: SPAN_MS, mark: (m: RollupMarks) => m.spans },
+] as const
+
+/** Covers [from, to) with the coarsest complete buckets: levels[level] and finer. */
+function cover(out: StatRange[], from: number, to: number, marks: RollupMarks, level: number): void {
+  if (to <= from) return
+  const l = LEVELS[level]
+  if (!l) {
+    out.push({ resolution: 60, from, to })
+    return
+  }
+  const start = ceilTo(from, l.ms)
+  const end = Math.min(floorTo(to, l.ms), l.mark(marks))
+  if (end <= start) return cover(out, from, to, marks, level + 1)
+  cover(out, from, start, marks, level + 1)
+  out.push({ resolution: l.resolution, from: start, to: end })
+  cover(out, end, to, marks, level + 1)
+}
+
+/**
+ * The bucket ranges of statement statistics that cover [since, until) exactly to the minute: whole
+ * hours from hourly buckets, whole 10-minute spans from 10-minute buckets, the rest from minute
+ * buckets, each level only before its mark. Before window.minuteFloor only hourly buckets are kept:
+ * that part is read in whole hours. Adjacent ranges of one resolution are merged.
+ */
+export function statRanges(window: Window, marks: RollupMarks): StatRange[] {
+  const out: StatRange[] = []
+  let since = floorTo(window.since, MINUTE_MS)
+  const floor = window.minuteFloor
+  if (floor !== undefined && since < floor) {
+    out.push({ resolution: 3600, from: floorTo(since, HOUR_MS), to: Math.min(window.until, floor) })
+    since = floor
+  }
+  cover(out, since, window.until, marks, 0)
+  const merged: StatRange[] = []
+  for (const r of out) {
+    const last = merged.at(-1)
+    if (last && last.resolution === r.resolution && last.to === r.from) last.to = r.to
+    else merged.push({ ...r })
+  }
+  return merged
+}
+
+/** Marks for reads of a database without any: every bucket from minute rows (hourly before minuteFloor). */
+export const NO_MARKS: RollupMarks = { spans: Number.NEGATIVE_INFINITY, hours: Number.NEGATIVE_INFINITY }
+
+/** The lock that serializes a database's ingest and rollups (PostgreSQL advisory lock key; SQLite has one writer). */
+export function ingestLockKey(orgId: string, databaseName: string): string {
+  return `dbm:ingest:${orgId}:${databaseName}`
+}

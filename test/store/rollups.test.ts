@@ -1,0 +1,234 @@
+// Statement statistics rolled up into 10-minute and hourly buckets after their span (sql-rollups.ts),
+// on both stores: the ranges a read takes, answers that equal the sums of the batches sent over any
+// window (with late batches into spans and hours already rolled up), the closed-hour sums the SQLite
+// store keeps between requests seeing late batches and deletions, and migration 7 rolling up the
+// minute rows of a store written by an earlier version.
+import { afterEach, describe, expect, test } from 'bun:test'
+import { migrations } from '../../src/server/store/migrations.ts'
+import { openStore } from '../../src/server/store/open.ts'
+import { PostgresDriver } from '../../src/server/store/postgres/driver.ts'
+import { type RollupMarks, type StatRange, statRanges } from '../../src/server/store/sql-rollups.ts'
+import { SqliteDriver } from '../../src/server/store/sqlite/driver.ts'
+import type { SqlDriver } from '../../src/server/store/driver.ts'
+import { join } from 'node:path'
+import { HOUR, MINUTE, agentSession, iso, pgBatch, range } from '../support/batches.ts'
+import { freshStoreLocation, storeKinds } from '../support/server.ts'
+
+const T = Date.parse('2026-11-20T00:00:00Z')
+const hm = (h: number, m = 0) => T + h * HOUR + m * MINUTE
+const show = (ranges: StatRange[]) =>
+  ranges.map((r) => `${r.resolution} ${new Date(r.from).toISOString().slice(11, 16)}-${new Date(r.to).toISOString().slice(11, 16)}`)
+
+describe('statRanges', () => {
+  const marks = (spans: number, hours: number): RollupMarks => ({ spans, hours })
+
+  test('whole hours from hourly buckets, whole spans from 10-minute buckets, the rest from minutes', () => {
+    expect(show(statRanges({ since: hm(0, 7), until: hm(3, 23) }, marks(hm(3, 20), hm(3))))).toEqual([
+      '60 00:07-00:10',
+      '600 00:10-01:00',
+      '3600 01:00-03:00',
+      '600 03:00-03:20',
+      '60 03:20-03:23',
+    ])
+  })
+
+  test('a level is read only before its mark: finer buckets after it', () => {
+    expect(show(statRanges({ since: hm(0), until: hm(3, 23) }, marks(hm(2, 30), hm(2))))).toEqual([
+      '3600 00:00-02:00',
+      '600 02:00-02:30',
+      '60 02:30-03:23',
+    ])
+    // Nothing rolled up yet: minute buckets throughout.
+    expect(show(statRanges({ since: hm(0, 5), until: hm(2, 5) }, marks(hm(0), hm(0))))).toEqual(['60 00:05-02:05'])
+  })
+
+  test('before the minute floor whole hours only, merged with the hourly range after it', () => {
+    expect(show(statRanges({ since: hm(0, 30), until: hm(5, 45), minuteFloor: hm(2) }, marks(hm(5, 40), hm(5))))).toEqual([
+      '3600 00:00-05:00',
+      '600 05:00-05:40',
+      '60 05:40-05:45',
+    ])
+  })
+
+  test('a window within one span reads minutes; since is taken to its minute', () => {
+    expect(show(statRanges({ since: hm(1, 2) + 30_000, until: hm(1, 8) }, marks(hm(9), hm(9))))).toEqual(['60 01:02-01:08'])
+  })
+})
+
+/** One statement's batches as sent: time, calls and time. */
+interface Sent {
+  at: number
+  hash: string
+  calls: number
+  time: number
+}
+
+const sumOver = (sent: Sent[], hash: string, since: number, until: number) => {
+  const from = Math.floor(since / MINUTE) * MINUTE
+  const inWindow = sent.filter((s) => s.hash === hash && s.at >= from && Math.floor(s.at / MINUTE) * MINUTE < until)
+  return { calls: inWindow.reduce((a, s) => a + s.calls, 0), time: inWindow.reduce((a, s) => a + s.time, 0) }
+}
+
+for (const kind of storeKinds) {
+  describe(`statement rollups (${kind})`, () => {
+    const agent = agentSession(kind)
+    const start = Math.floor(Date.now() / HOUR) * HOUR - 27 * HOUR
+    const sent: Sent[] = []
+    let id = ''
+
+    async function send(at: number, calls: number) {
+      const rows = [
+        { hash: 'qa', calls, time: calls * 1.5 },
+        { hash: 'qb', calls: 2 * calls, time: calls * 0.25 },
+      ]
+      sent.push(...rows.map((r) => ({ at, ...r })))
+      id = await agent.ingest(
+        pgBatch('rolled', at, {
+          query_stats: rows.map((r) => ({ query_hash: r.hash, query_text: `SELECT ${r.hash}`, calls: r.calls, total_time_ms: r.time, rows: r.calls, shared_blks_hit: 1, shared_blks_read: 0 })),
+        }),
+      )
+    }
+
+    const rowsAt = async (resolution: number) =>
+      Number((await agent.server.store.driver.get<{ n: number }>('SELECT COUNT(*) AS n FROM query_stats WHERE database_id = $1 AND resolution = $2', [id, resolution]))!.n)
+
+    test('batches over 27 hours: rolled up behind them, and every window answers the sums of the batches in it', async () => {
+      // A batch every 13 minutes (not a divisor of 10 or 60: batches fall anywhere in spans and hours).
+      for (let k = 0, at = start + 20_000; at < start + 27 * HOUR; k++, at += 13 * MINUTE) await send(at, 1 + (k % 5))
+      const last = sent.at(-1)!.at
+      const marks = await agent.server.store.driver.get<{ spans_until: number; hours_until: number }>(
+        'SELECT spans_until, hours_until FROM query_rollups WHERE database_id = $1',
+        [id],
+      )
+      expect({ spans: Number(marks!.spans_until), hours: Number(marks!.hours_until) }).toEqual({
+        spans: Math.floor(last / (10 * MINUTE)) * 10 * MINUTE,
+        hours: Math.floor(last / HOUR) * HOUR,
+      })
+      // One minute row per batch and statement; 10-minute and hourly rows for the closed ones.
+      expect(await rowsAt(60)).toBe(sent.length)
+      expect(await rowsAt(3600)).toBe(2 * 27 - 2)
+
+      const windows: [number, number][] = [
+        [start, start + 27 * HOUR],
+        [start + 7 * MINUTE + 12_000, start + 26 * HOUR + 33 * MINUTE],
+        [start + 3 * HOUR + 41 * MINUTE, start + 5 * HOUR + 9 * MINUTE],
+        [start + 10 * HOUR + 10 * MINUTE, start + 10 * HOUR + 50 * MINUTE],
+        [start + 26 * HOUR + 2 * MINUTE, last + MINUTE],
+        [start + 2 * HOUR, start + 2 * HOUR + 30_000],
+      ]
+      for (const [since, until] of windows) {
+        const list = (await agent.ok(id, `/queries?${range(since, until)}&sort_by=calls`)) as { query_hash: string; total_calls: number; total_time_ms: number }[]
+        const expected = ['qb', 'qa']
+          .map((hash) => ({ hash, ...sumOver(sent, hash, since, until) }))
+          .filter((e) => e.calls > 0)
+        expect({ window: [iso(since), iso(until)], rows: list.map((q) => [q.query_hash, q.total_calls, Number(q.total_time_ms.toFixed(6))]) }).toEqual({
+          window: [iso(since), iso(until)],
+          rows: expected.map((e) => [e.hash, e.calls, Number(e.time.toFixed(6))]),
+        })
+        const detail = await agent.ok(id, `/queries/qa?${range(since, until)}`)
+        const qa = sumOver(sent, 'qa', since, until)
+        expect({ window: [iso(since), iso(until)], calls: detail.total_calls }).toEqual({ window: [iso(since), iso(until)], calls: qa.calls })
+        // Windows of 24 hours or less have minute points, which add up to the same.
+        if (until - since <= 24 * HOUR) expect(detail.timeseries.reduce((a: number, p: any) => a + p.calls, 0)).toBe(qa.calls)
+      }
+      // Over 24 hours the series is hourly: each hour's point is the sum of its batches, the last
+      // (not rolled up yet) included.
+      const detail = await agent.ok(id, `/queries/qa?${range(start, start + 27 * HOUR)}`)
+      expect(detail.resolution_seconds).toBe(3600)
+      const hourly = new Map<number, number>()
+      for (const s of sent.filter((s) => s.hash === 'qa')) hourly.set(Math.floor(s.at / HOUR) * HOUR, (hourly.get(Math.floor(s.at / HOUR) * HOUR) ?? 0) + s.calls)
+      expect(detail.timeseries.map((p: any) => [p.ts, p.calls])).toEqual([...hourly].map(([h, c]) => [iso(h), c]))
+    })
+
+    test('a late batch into spans and hours already rolled up counts in every window at once', async () => {
+      const window = range(start, start + 27 * HOUR)
+      const before = (await agent.ok(id, `/queries?${window}&sort_by=calls`)) as { query_hash: string; total_calls: number }[]
+      // The list again (the SQLite store now answers the closed hours from memory), then a batch from
+      // an agent's buffer, 20 hours back.
+      expect(await agent.ok(id, `/queries?${window}&sort_by=calls`)).toEqual(before)
+      const lateAt = start + 6 * HOUR + 34 * MINUTE + 5_000
+      const hours = await rowsAt(3600)
+      await send(lateAt, 100)
+      expect(await rowsAt(3600)).toBe(hours)
+      const after = (await agent.ok(id, `/queries?${window}&sort_by=calls`)) as { query_hash: string; total_calls: number }[]
+      expect(after.map((q) => [q.query_hash, q.total_calls])).toEqual(before.map((q) => [q.query_hash, q.total_calls + (q.query_hash === 'qa' ? 100 : 200)]))
+      // Its span and its hour: minute, 10-minute and hourly buckets agree.
+      for (const [since, until] of [[lateAt - 4 * MINUTE, lateAt + 3 * MINUTE], [start + 6 * HOUR + 30 * MINUTE, start + 6 * HOUR + 40 * MINUTE], [start + 6 * HOUR, start + 7 * HOUR]]) {
+        const list = (await agent.ok(id, `/queries?${range(since!, until!)}&sort_by=calls`)) as { query_hash: string; total_calls: number }[]
+        expect(list.map((q) => [q.query_hash, q.total_calls])).toEqual(['qb', 'qa'].map((h) => [h, sumOver(sent, h, since!, until!).calls]))
+      }
+    })
+
+    test('a deleted database takes its marks and rows with it', async () => {
+      const res = await agent.server.call('DELETE', `/api/v1/databases/${id}`, { apiKey: agent.key })
+      expect(res.status).toBe(204)
+      const left = await agent.server.store.driver.get<{ n: number }>(
+        'SELECT (SELECT COUNT(*) FROM query_rollups WHERE database_id = $1) + (SELECT COUNT(*) FROM query_stats WHERE database_id = $1) AS n',
+        [id],
+      )
+      expect(Number(left!.n)).toBe(0)
+    })
+  })
+
+  describe(`migration 7 (${kind})`, () => {
+    const cleanups: Array<() => void> = []
+    afterEach(() => {
+      for (const cleanup of cleanups.splice(0)) cleanup()
+    })
+
+    test('a store written by version 6 (minute and hourly rows at ingest) gets 10-minute rows and marks, and answers the same', async () => {
+      const where = await freshStoreLocation(kind)
+      cleanups.push(where.cleanup)
+      const driver: SqlDriver = where.databaseUrl ? new PostgresDriver(where.databaseUrl) : new SqliteDriver(join(where.dataDir, 'dbm.sqlite'))
+      const hour = Math.floor(Date.now() / HOUR) * HOUR - 3 * HOUR
+      // Minute rows at 5, 17, 18 and 75 minutes past `hour`, and their hours, as version 6 wrote them.
+      const minutes: [number, number][] = [[5, 1], [17, 2], [18, 4], [75, 8]]
+      await driver.transaction(async (tx) => {
+        await tx.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)')
+        for (const m of migrations.filter((m) => m.version <= 6)) {
+          await tx.exec(kind === 'sqlite' ? m.sqlite : m.postgres)
+          await tx.run('INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)', [m.version, m.name, 0])
+        }
+        await tx.run("INSERT INTO organizations (id, name, slug, plan, verified, created_at) VALUES ('o1', 'o', 'o', 'free', $1, 0)", [true])
+        await tx.run(
+          `INSERT INTO databases (id, org_id, name, engine, host, port, tags, poll_interval_seconds, collect_explain_plans, collect_replication, disabled_collectors, created_at, updated_at)
+           VALUES ('d1', 'o1', 'old', 'postgres', 'h', 5432, '{}', 10, $1, $1, '[]', 0, 0)`,
+          [true],
+        )
+        await tx.run("INSERT INTO query_texts (database_id, query_hash, query_text, first_seen, last_seen) VALUES ('d1', 'q1', 'SELECT 1', $1, $1)", [hour])
+        const row = (resolution: number, bucket: number, calls: number) =>
+          tx.run(
+            `INSERT INTO query_stats (database_id, resolution, bucket, query_hash, calls, total_time_ms, rows, shared_blks_hit, shared_blks_read, shared_blks_dirtied,
+               shared_blks_written, temp_blks_read, temp_blks_written, blk_read_time_ms, blk_write_time_ms, read_bytes, memory_bytes, errors, p99_ms)
+             VALUES ('d1', $1, $2, 'q1', $3, $4, $3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, $5)`,
+            [resolution, bucket, calls, calls / 2, calls * 3],
+          )
+        for (const [m, calls] of minutes) await row(60, hour + m * MINUTE, calls)
+        await row(3600, hour, 7)
+        await row(3600, hour + HOUR, 8)
+      })
+      await driver.close()
+
+      const { store, applied } = await openStore(where)
+      try {
+        expect(applied).toEqual([7])
+        const spans = await store.driver.all<{ bucket: number; calls: number; p99_ms: number }>(
+          "SELECT bucket, calls, p99_ms FROM query_stats WHERE database_id = 'd1' AND resolution = 600 ORDER BY bucket",
+        )
+        expect(spans.map((s) => [Number(s.bucket) - hour, Number(s.calls), Number(s.p99_ms)])).toEqual([
+          [0, 1, 3],
+          [10 * MINUTE, 6, 12],
+          [70 * MINUTE, 8, 24],
+        ])
+        const marks = await store.driver.get<{ spans_until: number; hours_until: number }>("SELECT spans_until, hours_until FROM query_rollups WHERE database_id = 'd1'")
+        expect({ spans: Number(marks!.spans_until) - hour, hours: Number(marks!.hours_until) - hour }).toEqual({ spans: 2 * HOUR, hours: 2 * HOUR })
+        for (const [since, until, calls] of [[hour, hour + 2 * HOUR, 15], [hour + 6 * MINUTE, hour + 18 * MINUTE, 2], [hour + 10 * MINUTE, hour + 76 * MINUTE, 14]] as const) {
+          const rows = await store.listQueryStats('d1', { since, until }, 'total_time', 25)
+          expect({ since: since - hour, calls: rows.map((r) => r.total_calls) }).toEqual({ since: since - hour, calls: [calls] })
+        }
+      } finally {
+        await store.close()
+      }
+    })
+  })
+}
