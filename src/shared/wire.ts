@@ -117,6 +117,11 @@ export const TableStat = T.Object({
   table_size_bytes: nullableCount,
   index_size_bytes: nullableCount,
   has_primary_key: T.Optional(T.Boolean()),
+  /**
+   * False when the table's storage parameters turn autovacuum off for it or for its TOAST table
+   * (autovacuum_enabled / toast.autovacuum_enabled = false); absent from agents that predate it.
+   */
+  autovacuum_enabled: T.Optional(T.Boolean()),
   /** Counter increases since the previous sample; null on the first sample. */
   delta: T.Union([T.Object(tableCounters), T.Null()]),
 })

@@ -179,6 +179,26 @@ for (const major of postgresMajors) {
       expect(runnable.length).toBe(postgresCollectors.length - (major < 14 ? 2 : major < 16 ? 1 : 0))
     })
 
+    test('tables: autovacuum_enabled from the storage parameters of the table and of its TOAST table, however spelled', async () => {
+      const setup = connect(url)
+      await setup`CREATE TABLE t_av_off (id int, note text) WITH (autovacuum_enabled = off)`
+      await setup`CREATE TABLE t_av_zero (id int) WITH (autovacuum_enabled = 0)`
+      await setup`CREATE TABLE t_av_toast (id int, note text) WITH (toast.autovacuum_enabled = 'no')`
+      await setup`CREATE TABLE t_av_on (id int, note text) WITH (autovacuum_enabled, toast.autovacuum_enabled = true, fillfactor = 90)`
+      await setup`CREATE TABLE t_av_default (id int)`
+      await setup`ALTER TABLE t_av_default SET (autovacuum_enabled = false)`
+      await setup`ALTER TABLE t_av_default RESET (autovacuum_enabled)`
+      await setup.end()
+      const found = (await run(tables, agent.ctx({ state: new Map() }))).tables!.filter((t) => t.table_name.startsWith('t_av_'))
+      expect(Object.fromEntries(found.map((t) => [t.table_name, t.autovacuum_enabled]))).toEqual({
+        t_av_off: false,
+        t_av_zero: false,
+        t_av_toast: false,
+        t_av_on: true,
+        t_av_default: true,
+      })
+    })
+
     test('tables: exact counter deltas of a known workload', async () => {
       // Building the primary key scans the new table once; the baseline waits until that scan shows.
       const setup = connect(url)

@@ -271,6 +271,8 @@ for (const kind of storeKinds) {
         table_size_bytes: 90112,
         index_size_bytes: 16384,
         has_primary_key: true,
+        // These batches are an older agent's, without the field.
+        autovacuum_enabled: null,
         dead_tuple_ratio: Number((52 / 1057).toFixed(6)),
         seq_tup_read: 1050,
         idx_tup_fetch: 570,
@@ -280,6 +282,27 @@ for (const kind of storeKinds) {
       })
       const emptyTable = (await body(`/api/v1/databases/${id}/tables`)).find((t: any) => t.table_name === 'empty')
       expect(emptyTable).toMatchObject({ table_size_bytes: null, dead_tuple_ratio: null, has_primary_key: false })
+    })
+
+    test('GET /tables: autovacuum_enabled as the latest batch sent it, null when it did not carry it (an older agent); a late batch changes nothing', async () => {
+      const now = Date.now()
+      const tables = (ledger: boolean | undefined, plain: boolean | undefined) => [
+        table('public', 'ledger', { autovacuum_enabled: ledger }),
+        table('public', 'plain', { autovacuum_enabled: plain }),
+      ]
+      const settings = await ingest(batch('settings', now - 2 * MINUTE, { tables: tables(false, true) }))
+      const seen = async () => {
+        const list = (await body(`/api/v1/databases/${settings}/tables`)) as any[]
+        const detail = await body(`/api/v1/databases/${settings}/tables/public/ledger`)
+        return { ...Object.fromEntries(list.map((t) => [t.table_name, t.autovacuum_enabled])), detail: detail.autovacuum_enabled }
+      }
+      expect(await seen()).toEqual({ ledger: false, plain: true, detail: false })
+      await ingest(batch('settings', now - 3 * MINUTE, { tables: tables(true, true) }))
+      expect(await seen()).toEqual({ ledger: false, plain: true, detail: false })
+      await ingest(batch('settings', now - MINUTE, { tables: tables(undefined, undefined) }))
+      expect(await seen()).toEqual({ ledger: null, plain: null, detail: null })
+      await ingest(batch('settings', now, { tables: tables(true, false) }))
+      expect(await seen()).toEqual({ ledger: true, plain: false, detail: true })
     })
 
     test('GET /tables/{schema}/{name}: sums per minute bucket, last gauges, hourly beyond 24 hours', async () => {

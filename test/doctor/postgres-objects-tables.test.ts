@@ -3,6 +3,7 @@
 // into the state, reads the finding through the API with its severity, numbers and objects, then
 // applies the finding's own fix command and sees the finding go.
 import { afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import { explainSampling } from '../../src/agent/collectors/postgres/explain-plans.ts'
 import { type PostgresDoctorRig, postgresDoctorRig, settled, workload } from '../support/doctor.ts'
 
 setDefaultTimeout(60_000)
@@ -169,5 +170,104 @@ describe('pg_sequential_scans', () => {
     await settled(rig, 'the index scans', "SELECT min(idx_scan)::int FROM pg_stat_user_tables WHERE relname IN ('orders', 'lines')", 300)
     await rig.cycle()
     expect(await rig.findings('pg_sequential_scans')).toEqual([])
+  })
+  test('a 100,000-row table filtered on a column no index leads, 40 % of its scans sequential: the costliest statement filters it by a Seq Scan, a warning; a lookup table, a table read whole on purpose and one read under LIMIT are not flagged; an index on the filtered column cures', async () => {
+    const interval = explainSampling.intervalMs
+    explainSampling.intervalMs = 0 // sample plans every cycle instead of every 5 minutes
+    try {
+      rig = await postgresDoctorRig(17)
+      await workload(rig.dsn, async (sql) => {
+        // Its only secondary index leads with created_at; the statements filter on customer_id.
+        await sql`CREATE TABLE orders (id int PRIMARY KEY, customer_id int NOT NULL, created_at timestamptz NOT NULL, note text)`
+        await sql`INSERT INTO orders SELECT g, g % 5000, now() - g * interval '1 minute', 'order ' || g FROM generate_series(1, 100000) g`
+        await sql`CREATE INDEX orders_created_at ON orders (created_at)`
+        await sql`CREATE TABLE countries (code text, name text)`
+        await sql`INSERT INTO countries SELECT 'c' || g, 'country ' || g FROM generate_series(1, 250) g`
+        await sql`CREATE TABLE catalog (id int PRIMARY KEY, name text, price numeric)`
+        await sql`INSERT INTO catalog SELECT g, 'item ' || g, g FROM generate_series(1, 20000) g`
+        await sql`CREATE TABLE events (id int PRIMARY KEY, kind text)`
+        await sql`INSERT INTO events SELECT g, 'kind ' || (g % 10) FROM generate_series(1, 50000) g`
+      })
+      const tables = "('orders', 'countries', 'catalog', 'events')"
+      await settled(rig, 'the inserts in pg_stat_user_tables', `SELECT sum(n_live_tup)::int FROM pg_stat_user_tables WHERE relname IN ${tables}`, 170_250)
+      await rig.sql.unsafe(`ANALYZE orders, countries, catalog, events`)
+      // The database's statements start afresh, so the workload's are the costliest ones the agent explains.
+      await rig.sql`SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)`
+      const scans = `SELECT string_agg(relname || '=' || seq_scan || '/' || coalesce(idx_scan, 0), ',' ORDER BY relname) FROM pg_stat_user_tables WHERE relname IN ${tables}`
+      const [before] = await rig.sql.unsafe(scans)
+      const counts = Object.fromEntries(
+        String(Object.values(before!)[0])
+          .split(',')
+          .map((kv) => kv.split('='))
+          .map(([name, v]) => [name!, v!.split('/').map(Number) as [number, number]]),
+      )
+      const after = (added: Record<string, [number, number]>) =>
+        Object.keys(counts)
+          .sort()
+          .map((name) => `${name}=${counts[name]![0] + (added[name]?.[0] ?? 0)}/${counts[name]![1] + (added[name]?.[1] ?? 0)}`)
+          .join(',')
+      // The baseline: the tables' first sample carries no deltas.
+      await rig.cycle()
+      await workload(rig.dsn, async (sql) => {
+        await sql`SET max_parallel_workers_per_gather = 0` // one scan per statement, not one per worker
+        for (let i = 0; i < 180; i++) await sql`SELECT * FROM orders WHERE id = ${i * 500 + 1}`
+        for (let i = 0; i < 120; i++) await sql`SELECT * FROM orders WHERE customer_id = ${i}`
+        // A lookup table too small to index, a report that reads the whole catalog, and a peek at a few events.
+        for (let i = 0; i < 300; i++) await sql`SELECT name FROM countries WHERE code = ${`c${i % 250}`}`
+        for (let i = 0; i < 150; i++) await sql`SELECT count(*), sum(price) FROM catalog`
+        for (let i = 0; i < 100; i++) await sql`SELECT name FROM catalog WHERE id = ${i + 1}`
+        for (let i = 0; i < 200; i++) await sql`SELECT id, kind FROM events LIMIT 10`
+      })
+      await settled(rig, 'the scans in pg_stat_user_tables', scans, after({ orders: [120, 180], countries: [300, 0], catalog: [150, 100], events: [200, 0] }))
+      await rig.cycle()
+
+      // The agent explained the two costliest statements: a filtered Seq Scan of orders, a whole read of catalog.
+      const statements = (await rig.api('/queries?sort_by=total_time')) as { query_hash: string; query_text: string; total_calls: number }[]
+      const byText = (text: string) => statements.find((q) => q.query_text === text)!
+      const filtering = byText('SELECT * FROM orders WHERE customer_id = $1')
+      const report = byText('SELECT count(*), sum(price) FROM catalog')
+      expect([filtering.total_calls, report.total_calls]).toEqual([120, 150])
+      expect(((await rig.api(`/queries/${filtering.query_hash}/explain`)) as { seq_scans: number }[])[0]!.seq_scans).toBe(1)
+      expect(((await rig.api(`/queries/${report.query_hash}/explain`)) as { seq_scans: number }[])[0]!.seq_scans).toBe(1)
+
+      const findings = await rig.findings('pg_sequential_scans')
+      expect(findings.map((f) => [f.key, f.severity])).toEqual([['pg_sequential_scans:public.orders', 'warning']])
+      const [orders] = findings
+      expect(orders).toMatchObject({
+        title: 'Sequential scans on public.orders',
+        objects: ['public.orders'],
+        metrics: {
+          seq_scan: 120,
+          idx_scan: 180,
+          seq_share: 0.4,
+          seq_tup_read: 120 * 100_000,
+          rows_per_scan: 100_000,
+          scan_read_share: 1,
+          n_live_tup: 100_000,
+          query_hash: filtering.query_hash,
+          filter: '(customer_id = $1)',
+        },
+      })
+      expect(orders.metrics.table_size_bytes).toBeGreaterThan(4 * 1024 * 1024)
+      expect(orders.detail).toContain('was read by 120 sequential scans against 180 index scans (40.0 % sequential); they read 12,000,000 rows (seq_tup_read), 100,000 per scan.')
+      expect(orders.detail).toContain(`Statement ${filtering.query_hash} (120 calls in the last hour`)
+      expect(orders.detail).toMatch(/reads it by a Seq Scan with Filter: \(customer_id = \$1\), estimated to keep \d+ of its 100,000 rows/)
+      expect(orders.detail).toContain('Text: SELECT * FROM orders WHERE customer_id = $1')
+      expect(orders.how_to_fix).toEqual(['CREATE INDEX CONCURRENTLY ON public.orders (<filtered columns>);   -- for Filter: (customer_id = $1)'])
+      expect(orders.how_to_investigate).toContain(`GET /api/v1/databases/${rig.dbId}/queries/${filtering.query_hash}/explain   -- its sampled plans`)
+
+      // The cure: the index on the filtered column; the statement's next plan uses it.
+      await rig.sql.unsafe(orders.how_to_fix[0].replace('<filtered columns>', 'customer_id'))
+      await workload(rig.dsn, async (sql) => {
+        for (let i = 0; i < 180; i++) await sql`SELECT * FROM orders WHERE id = ${i * 500 + 1}`
+        for (let i = 0; i < 120; i++) await sql`SELECT * FROM orders WHERE customer_id = ${i}`
+      })
+      await settled(rig, 'the index scans', `SELECT idx_scan >= ${counts.orders![1] + 480} FROM pg_stat_user_tables WHERE relname = 'orders'`, true)
+      await rig.cycle()
+      expect(((await rig.api(`/queries/${filtering.query_hash}/explain`)) as { seq_scans: number }[])[0]!.seq_scans).toBe(0)
+      expect(await rig.findings('pg_sequential_scans')).toEqual([])
+    } finally {
+      explainSampling.intervalMs = interval
+    }
   })
 })

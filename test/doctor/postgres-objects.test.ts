@@ -1,8 +1,8 @@
-// The doctor's rules about indexes and dead rows on a real PostgreSQL 17 watched by the real agent:
-// pg_dead_tuples, pg_unused_indexes, pg_duplicate_indexes and pg_invalid_indexes. Each puts a fresh
-// database into the state, reads the finding through the API with its severity, numbers and objects,
-// then applies the finding's own fix command and sees the finding go. (Sequences, primary keys and
-// sequential scans: postgres-objects-tables.test.ts.)
+// The doctor's rules about indexes, dead rows and vacuum on a real PostgreSQL 17 watched by the real
+// agent: pg_dead_tuples, pg_autovacuum_disabled, pg_unused_indexes, pg_duplicate_indexes and
+// pg_invalid_indexes. Each puts a fresh database into the state, reads the finding through the API
+// with its severity, numbers and objects, then applies the finding's own fix command and sees the
+// finding go. (Sequences, primary keys and sequential scans: postgres-objects-tables.test.ts.)
 import { afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { parseIndexDef } from '../../src/server/doctor/rules/postgres/duplicate-indexes.ts'
 import { type PostgresDoctorRig, postgresDoctorRig, settled, workload } from '../support/doctor.ts'
@@ -56,6 +56,91 @@ describe('pg_dead_tuples', () => {
     await settled(rig, 'the vacuums in pg_stat_user_tables', "SELECT sum(n_dead_tup)::int FROM pg_stat_user_tables WHERE relname IN ('orders', 'events')", 0)
     await rig.cycle()
     expect(await rig.findings('pg_dead_tuples')).toEqual([])
+  })
+})
+
+describe('pg_autovacuum_disabled with pg_dead_tuples', () => {
+  test('tables whose storage parameters turn autovacuum off show it in the tables API; the bloated one in its dead-rows finding with the RESET, the others in notes; RESET cures', async () => {
+    // One table named per finding: the second one is counted in the finding for the rest.
+    rig = await postgresDoctorRig(17, { thresholds: { pg_autovacuum_disabled: { max_findings: 1 } } })
+    await workload(rig.dsn, async (sql) => {
+      await sql`CREATE TABLE ledger (id int PRIMARY KEY, note text)`
+      await sql`ALTER TABLE ledger SET (autovacuum_enabled = false)`
+      await sql`INSERT INTO ledger SELECT g, 'entry ' || g FROM generate_series(1, 50000) g`
+      await sql`DELETE FROM ledger WHERE id <= 30000`
+      // No TOAST table (integers only), the setting spelled off.
+      await sql`CREATE TABLE "Counters" (id int PRIMARY KEY, n int)`
+      await sql`ALTER TABLE "Counters" SET (autovacuum_enabled = off)`
+      await sql`INSERT INTO "Counters" SELECT g, 0 FROM generate_series(1, 1000) g`
+      // Autovacuum off for the TOAST table only.
+      await sql`CREATE TABLE blobs (id int PRIMARY KEY, body text) WITH (toast.autovacuum_enabled = false)`
+      // Other storage parameters leave autovacuum on.
+      await sql`CREATE TABLE plain (id int PRIMARY KEY, note text) WITH (autovacuum_vacuum_scale_factor = 0.05, autovacuum_enabled = on)`
+    })
+    await settled(rig, 'the deletes in pg_stat_user_tables', "SELECT n_dead_tup::int FROM pg_stat_user_tables WHERE relname = 'ledger'", 30_000)
+    await rig.cycle()
+
+    const autovacuum = async () => Object.fromEntries(((await rig!.api('/tables')) as any[]).map((t) => [t.table_name, t.autovacuum_enabled]))
+    expect(await autovacuum()).toEqual({ ledger: false, Counters: false, blobs: false, plain: true })
+    expect(await rig.api('/tables/public/ledger')).toMatchObject({ table_name: 'ledger', n_dead_tup: 30_000, autovacuum_enabled: false })
+    expect((await rig.api('/tables/public/plain')).autovacuum_enabled).toBe(true)
+
+    const dead = await rig.findings('pg_dead_tuples')
+    expect(dead.map((f) => [f.key, f.severity])).toEqual([['pg_dead_tuples:public.ledger', 'critical']])
+    const [ledger] = dead
+    expect(ledger.detail).toContain(
+      'Autovacuum is turned off for this table (autovacuum_enabled or toast.autovacuum_enabled = false in its storage parameters), so only a manual VACUUM removes them.',
+    )
+    expect(ledger.recommendation).toStartWith('Vacuum the table now and turn autovacuum back on for it')
+    const [ledgerOptions] = await rig.sql.unsafe(ledger.how_to_investigate[1].split(';')[0])
+    expect({ ...ledgerOptions }).toEqual({ reloptions: ['autovacuum_enabled=false'], toast_reloptions: null })
+    expect(ledger.how_to_fix).toEqual([
+      'VACUUM (ANALYZE, VERBOSE) public.ledger;',
+      'ALTER TABLE public.ledger RESET (autovacuum_enabled, toast.autovacuum_enabled);   -- autovacuum is turned off for it',
+      'ALTER TABLE public.ledger SET (autovacuum_vacuum_scale_factor = 0.05);   -- vacuum after 5 % of the rows changed instead of 20 %',
+    ])
+
+    // The ledger is left to its dead-rows finding; the largest of the two others is named, the other counted.
+    const disabled = await rig.findings('pg_autovacuum_disabled')
+    expect(disabled.map((f) => [f.key, f.severity]).sort()).toEqual([
+      ['pg_autovacuum_disabled', 'info'],
+      ['pg_autovacuum_disabled:public.Counters', 'info'],
+    ])
+    const counters = disabled.find((f) => f.key === 'pg_autovacuum_disabled:public.Counters')
+    const rest = disabled.find((f) => f.key === 'pg_autovacuum_disabled')
+    expect(counters).toMatchObject({
+      category: 'maintenance',
+      title: 'Autovacuum is turned off for public."Counters"',
+      objects: ['public.Counters'],
+      metrics: { n_live_tup: 1000, n_dead_tup: 0, last_vacuum: null, last_analyze: null },
+      how_to_fix: ['ALTER TABLE public."Counters" RESET (autovacuum_enabled, toast.autovacuum_enabled);'],
+    })
+    expect(counters.detail).toContain('autovacuum neither vacuums nor analyzes it, except against transaction ID wraparound. Last vacuumed never, last analyzed never.')
+    // The investigation shows where the setting is: the table's own parameters, or its TOAST table's.
+    const [countersOptions] = await rig.sql.unsafe(counters.how_to_investigate[0])
+    expect({ ...countersOptions }).toEqual({ reloptions: ['autovacuum_enabled=off'], toast_reloptions: null })
+    expect(rest).toMatchObject({
+      title: 'Autovacuum is turned off for 1 more tables',
+      objects: ['public.blobs'],
+      metrics: { tables: 1 },
+      how_to_fix: ['ALTER TABLE public.blobs RESET (autovacuum_enabled, toast.autovacuum_enabled);'],
+    })
+    expect(rest.detail).toContain('the storage parameters of 1 more tables turn autovacuum off: public.blobs.')
+    const listed = await rig.sql.unsafe(rest.how_to_investigate[0])
+    expect(listed.map((r: any) => [String(r.table), r.reloptions, r.toast_reloptions])).toEqual([
+      ['"Counters"', ['autovacuum_enabled=off'], null],
+      ['blobs', null, ['autovacuum_enabled=false']],
+      ['ledger', ['autovacuum_enabled=false'], null],
+    ])
+
+    // The cure: the findings' own commands (the dead-rows finding's VACUUM and RESET, the notes' RESET).
+    for (const command of ledger.how_to_fix.slice(0, 2)) await rig.sql.unsafe(command)
+    for (const f of disabled) await rig.sql.unsafe(f.how_to_fix[0])
+    await settled(rig, 'the vacuum in pg_stat_user_tables', "SELECT n_dead_tup::int FROM pg_stat_user_tables WHERE relname = 'ledger'", 0)
+    await rig.cycle()
+    expect(await autovacuum()).toEqual({ ledger: true, Counters: true, blobs: true, plain: true })
+    expect(await rig.findings('pg_dead_tuples')).toEqual([])
+    expect(await rig.findings('pg_autovacuum_disabled')).toEqual([])
   })
 })
 

@@ -211,7 +211,7 @@ for (const kind of storeKinds) {
 
       const { store, applied } = await openStore(where)
       try {
-        expect(applied).toEqual([7])
+        expect(applied).toEqual([7, 8])
         const spans = await store.driver.all<{ bucket: number; calls: number; p99_ms: number }>(
           "SELECT bucket, calls, p99_ms FROM query_stats WHERE database_id = 'd1' AND resolution = 600 ORDER BY bucket",
         )

@@ -67,6 +67,7 @@ function tableView(r: TableRow) {
     table_size_bytes: r.table_size_bytes,
     index_size_bytes: r.index_size_bytes,
     has_primary_key: r.has_primary_key,
+    autovacuum_enabled: r.autovacuum_enabled,
     dead_tuple_ratio: deadTupleRatio(r.n_live_tup, r.n_dead_tup),
     seq_tup_read: r.seq_tup_read,
     idx_tup_fetch: r.idx_tup_fetch,

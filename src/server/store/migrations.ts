@@ -6,7 +6,7 @@ import type { SqlDriver } from './driver.ts'
 import { clickhouseMigration } from './sql-clickhouse.ts'
 import { healthMigration } from './sql-health.ts'
 import { internalsMigration } from './sql-internals.ts'
-import { objectsMigration } from './sql-objects.ts'
+import { objectsMigration, tableSettingsMigration } from './sql-objects.ts'
 import { rollupMigration } from './sql-rollups.ts'
 
 export interface Migration {
@@ -169,6 +169,7 @@ CREATE TABLE snapshots (
   { version: 5, ...clickhouseMigration },
   { version: 6, ...healthMigration },
   { version: 7, ...rollupMigration },
+  { version: 8, ...tableSettingsMigration },
 ]
 
 export const latestVersion = migrations.reduce((max, m) => Math.max(max, m.version), 0)

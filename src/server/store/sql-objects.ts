@@ -23,6 +23,12 @@ const INDEX_GAUGES = ['size_bytes'] as const
 const columns = (names: readonly string[]) => names.map((n) => `  ${n} {bigint},`).join('\n')
 
 /** Schema of this part (migration 3). Bucket keys start with the object, so one object's timeseries is a range read. */
+/** Migration 8: each latest table's autovacuum setting from its storage parameters (null: not reported). */
+export const tableSettingsMigration: Omit<Migration, 'version'> = {
+  name: "latest tables: autovacuum_enabled from the table's storage parameters",
+  ...both('ALTER TABLE latest_tables ADD COLUMN autovacuum_enabled {bool};'),
+}
+
 export const objectsMigration: Omit<Migration, 'version'> = {
   name: 'table and index statistics over time, latest tables and indexes',
   ...both(`
@@ -164,7 +170,7 @@ async function replaceLatest(
 
 const keepSize = (table: string, c: string) => `COALESCE(excluded.${c}, ${table}.${c})`
 
-const LATEST_TABLE_COLUMNS = ['schema_name', 'table_name', 'ts', ...TABLE_COUNTERS, ...TABLE_GAUGES, ...TABLE_TIMES, 'has_primary_key'] as const
+const LATEST_TABLE_COLUMNS = ['schema_name', 'table_name', 'ts', ...TABLE_COUNTERS, ...TABLE_GAUGES, ...TABLE_TIMES, 'has_primary_key', 'autovacuum_enabled'] as const
 
 async function applyTables(tx: SqlDriver, databaseId: string, collectedAt: number, tables: TableStat[]) {
   await addToBuckets(
@@ -193,6 +199,7 @@ async function applyTables(tx: SqlDriver, databaseId: string, collectedAt: numbe
       collectedAt,
       ...[...TABLE_COUNTERS, ...TABLE_GAUGES, ...TABLE_TIMES].map((c) => int(t[c])),
       t.has_primary_key ?? null,
+      t.autovacuum_enabled ?? null,
     ]),
   )
 }
@@ -288,6 +295,8 @@ export interface TableRow {
   last_analyze: number | null
   last_autoanalyze: number | null
   has_primary_key: boolean | null
+  /** False when autovacuum is turned off for the table (or its TOAST table); null from agents that do not send it. */
+  autovacuum_enabled: boolean | null
 }
 
 function toTableRow(r: Record<string, unknown>): TableRow {
@@ -298,6 +307,7 @@ function toTableRow(r: Record<string, unknown>): TableRow {
     ts: Number(r.ts),
     ...numbers,
     has_primary_key: boolOrNull(r.has_primary_key),
+    autovacuum_enabled: boolOrNull(r.autovacuum_enabled),
   } as TableRow
 }
 

@@ -1,7 +1,7 @@
-// tables: per-table statistics of the connected database (pg_stat_user_tables) with sizes and
-// whether a primary key exists, for the 5,000 largest tables; counters also as deltas since the
-// previous sample (null on a table's first sample). Also the sequences (pg_sequences' columns) with
-// the share of their range used, the 1,000 most used.
+// tables: per-table statistics of the connected database (pg_stat_user_tables) with sizes, whether
+// a primary key exists and whether autovacuum is on for the table, for the 5,000 largest tables;
+// counters also as deltas since the previous sample (null on a table's first sample). Also the
+// sequences (pg_sequences' columns) with the share of their range used, the 1,000 most used.
 import type { SequenceStat, TableStat } from '../../../shared/wire.ts'
 import { deltaOf, epoch, num } from '../delta.ts'
 import type { PostgresCollector, PostgresContext } from '../types.ts'
@@ -13,6 +13,9 @@ const MAX_SEQUENCES = 1_000
 const COUNTERS = ['seq_scan', 'seq_tup_read', 'idx_scan', 'idx_tup_fetch', 'n_tup_ins', 'n_tup_upd', 'n_tup_del', 'n_tup_hot_upd'] as const
 type TableCounters = Counters<(typeof COUNTERS)[number]>
 
+// autovacuum_enabled is false when the table's storage parameters turn autovacuum off for it or for its
+// TOAST table (ALTER TABLE ... SET (toast.autovacuum_enabled = false) is stored on the TOAST table);
+// the values are read as PostgreSQL reads them (off, no, 0, f ...) by the boolean cast.
 // Sizing a relation takes an ACCESS SHARE lock on it and its indexes, so a table that someone holds or
 // awaits an ACCESS EXCLUSIVE lock on (ALTER TABLE, VACUUM FULL, TRUNCATE, REINDEX of an index) is not
 // sized this cycle: its sizes are null rather than the collector waiting out its deadline.
@@ -34,7 +37,17 @@ const SQL = `
          seq_scan, seq_tup_read, idx_scan, idx_tup_fetch, n_tup_ins, n_tup_upd, n_tup_del, n_tup_hot_upd,
          n_live_tup, n_dead_tup, last_vacuum, last_autovacuum, last_analyze, last_autoanalyze,
          table_size_bytes, index_size_bytes,
-         EXISTS (SELECT 1 FROM pg_index p WHERE p.indrelid = sized.relid AND p.indisprimary) AS has_primary_key
+         EXISTS (SELECT 1 FROM pg_index p WHERE p.indrelid = sized.relid AND p.indisprimary) AS has_primary_key,
+         NOT EXISTS (
+           SELECT 1 FROM pg_class c
+           LEFT JOIN pg_class toast ON toast.oid = c.reltoastrelid
+           CROSS JOIN LATERAL (
+             SELECT option_value FROM pg_options_to_table(c.reloptions) WHERE option_name = 'autovacuum_enabled'
+             UNION ALL
+             SELECT option_value FROM pg_options_to_table(toast.reloptions) WHERE option_name = 'autovacuum_enabled'
+           ) o
+           WHERE c.oid = sized.relid AND NOT o.option_value::boolean
+         ) AS autovacuum_enabled
   FROM sized
   ORDER BY table_size_bytes + index_size_bytes DESC NULLS LAST, schemaname, relname
   LIMIT $1`
@@ -123,6 +136,7 @@ type Row = Record<(typeof COUNTERS)[number], string | null> & {
   table_size_bytes: string | null
   index_size_bytes: string | null
   has_primary_key: boolean
+  autovacuum_enabled: boolean
 }
 
 // Sequences the agent's role may not read (no SELECT or USAGE: pg_monitor alone) have no last value,
@@ -214,6 +228,7 @@ export const tables: PostgresCollector = {
         table_size_bytes: num(r.table_size_bytes),
         index_size_bytes: num(r.index_size_bytes),
         has_primary_key: r.has_primary_key,
+        autovacuum_enabled: r.autovacuum_enabled,
         delta: deltaOf(previous?.get(r.relid), counters),
       }
     })

@@ -2,8 +2,10 @@
 // behind on them, turned off for them, or held back by an old snapshot. Autovacuum's default trigger is
 // 50 + 20 % of the live rows (autovacuum_vacuum_scale_factor 0.2), so a table past 20 % dead of all
 // its rows is past that trigger; PgHero and pganalyze flag dead rows in that 10-20 % band. Tables with
-// few dead rows are left alone whatever their ratio.
-import { type FindingDraft, type Rule, bytes, duration, literal, pct, qualified, severityAbove } from '../../types.ts'
+// few dead rows are left alone whatever their ratio. When the agent reports autovacuum turned off for
+// the table, the finding says so and its fix turns it back on (pg_autovacuum_disabled then leaves the
+// table to this finding).
+import { type FindingDraft, type Rule, type Severity, bytes, duration, literal, pct, qualified, severityAbove } from '../../types.ts'
 import type { TableRow } from '../../../store/sql-objects.ts'
 
 const defaults = {
@@ -18,6 +20,19 @@ const defaults = {
 
 const n = (v: number) => v.toLocaleString('en-US')
 
+/** The severity of the table's dead rows under the thresholds, undefined below them. */
+export function deadRowsSeverity(table: TableRow, t: typeof defaults): { ratio: number; severity: Severity } | undefined {
+  const dead = table.n_dead_tup ?? 0
+  const live = table.n_live_tup ?? 0
+  if (dead < t.min_dead_rows) return undefined
+  const ratio = dead / (live + dead)
+  const severity = severityAbove(ratio, t.warning_ratio, t.critical_ratio)
+  return severity ? { ratio, severity } : undefined
+}
+
+/** Turns autovacuum back on for a table whose storage parameters turned it off (for the table or its TOAST table). */
+export const resetAutovacuum = (name: string) => `ALTER TABLE ${name} RESET (autovacuum_enabled, toast.autovacuum_enabled);`
+
 export const deadTuples: Rule<typeof defaults> = {
   id: 'pg_dead_tuples',
   engine: 'postgres',
@@ -25,14 +40,10 @@ export const deadTuples: Rule<typeof defaults> = {
   thresholds: defaults,
   async check(ctx) {
     const t = ctx.thresholds(deadTuples)
-    const flagged: { table: TableRow; ratio: number; severity: 'critical' | 'warning' }[] = []
+    const flagged: { table: TableRow; ratio: number; severity: Severity }[] = []
     for (const table of await ctx.tables()) {
-      const dead = table.n_dead_tup ?? 0
-      const live = table.n_live_tup ?? 0
-      if (dead < t.min_dead_rows) continue
-      const ratio = dead / (live + dead)
-      const severity = severityAbove(ratio, t.warning_ratio, t.critical_ratio)
-      if (severity === 'critical' || severity === 'warning') flagged.push({ table, ratio, severity })
+      const found = deadRowsSeverity(table, t)
+      if (found) flagged.push({ table, ...found })
     }
     flagged.sort((a, b) => (a.severity === b.severity ? 0 : a.severity === 'critical' ? -1 : 1) || b.table.n_dead_tup! - a.table.n_dead_tup!)
 
@@ -48,23 +59,28 @@ export const deadTuples: Rule<typeof defaults> = {
       const name = qualified(table.schema_name, table.table_name)
       const rel = `${literal(name)}::regclass`
       const size = table.table_size_bytes === null ? '' : ` in ${bytes(table.table_size_bytes)}`
+      const off = table.autovacuum_enabled === false
       return {
         severity,
         object: `${table.schema_name}.${table.table_name}`,
         title: `Many dead rows in ${name}`,
-        detail: `${name} has ${n(table.n_dead_tup!)} dead rows against ${n(table.n_live_tup ?? 0)} live ones (${pct(ratio)} dead)${size}; ${lastVacuum(table)}. Dead rows bloat the table and its indexes and slow every scan of them.`,
-        recommendation:
-          'Vacuum the table now, then find why autovacuum fell behind: autovacuum turned off for the table, a long-running transaction or an abandoned replication slot holding back the cleanup horizon, or a scale factor too large for a table this size (lower autovacuum_vacuum_scale_factor for it).',
+        detail: `${name} has ${n(table.n_dead_tup!)} dead rows against ${n(table.n_live_tup ?? 0)} live ones (${pct(ratio)} dead)${size}; ${lastVacuum(table)}.${
+          off ? ' Autovacuum is turned off for this table (autovacuum_enabled or toast.autovacuum_enabled = false in its storage parameters), so only a manual VACUUM removes them.' : ''
+        } Dead rows bloat the table and its indexes and slow every scan of them.`,
+        recommendation: off
+          ? 'Vacuum the table now and turn autovacuum back on for it (RESET falls back to the server-wide autovacuum settings); if it was turned off to keep vacuum out of bulk loads, vacuum the table after each load or on a schedule instead.'
+          : 'Vacuum the table now, then find why autovacuum fell behind: autovacuum turned off for the table, a long-running transaction or an abandoned replication slot holding back the cleanup horizon, or a scale factor too large for a table this size (lower autovacuum_vacuum_scale_factor for it).',
         how_to_investigate: [
           `SELECT n_live_tup, n_dead_tup, last_vacuum, last_autovacuum, autovacuum_count FROM pg_stat_user_tables WHERE relid = ${rel};`,
-          `SELECT reloptions FROM pg_class WHERE oid = ${rel};   -- autovacuum_enabled=false, or a large scale factor?`,
+          `SELECT c.reloptions, toast.reloptions AS toast_reloptions FROM pg_class c LEFT JOIN pg_class toast ON toast.oid = c.reltoastrelid WHERE c.oid = ${rel};   -- autovacuum_enabled=false, or a large scale factor?`,
           'SELECT pid, state, xact_start, backend_xmin, left(query, 80) AS query FROM pg_stat_activity WHERE backend_xmin IS NOT NULL ORDER BY age(backend_xmin) DESC LIMIT 5;   -- old snapshots keep dead rows alive',
           'SELECT slot_name, active, xmin, catalog_xmin FROM pg_replication_slots ORDER BY age(xmin) DESC NULLS LAST;',
           'SELECT * FROM pg_stat_progress_vacuum;',
         ],
         how_to_fix: [
           `VACUUM (ANALYZE, VERBOSE) ${name};`,
-          `ALTER TABLE ${name} RESET (autovacuum_enabled);   -- if autovacuum was turned off for it`,
+          // Known on (from the agent): nothing to turn back on; unknown (an older agent): the conditional reset.
+          ...(off ? [`${resetAutovacuum(name)}   -- autovacuum is turned off for it`] : table.autovacuum_enabled === null ? [`${resetAutovacuum(name)}   -- if autovacuum was turned off for it`] : []),
           `ALTER TABLE ${name} SET (autovacuum_vacuum_scale_factor = 0.05);   -- vacuum after 5 % of the rows changed instead of 20 %`,
         ],
         metrics: {
@@ -81,15 +97,18 @@ export const deadTuples: Rule<typeof defaults> = {
     const rest = flagged.slice(t.max_findings)
     if (rest.length > 0) {
       const dead = rest.reduce((sum, r) => sum + r.table.n_dead_tup!, 0)
+      const off = rest.filter((r) => r.table.autovacuum_enabled === false).map((r) => qualified(r.table.schema_name, r.table.table_name))
       findings.push({
         severity: rest.some((r) => r.severity === 'critical') ? 'critical' : 'warning',
         title: `${rest.length} more tables with many dead rows`,
-        detail: `Besides the tables named above, ${rest.length} more tables are past ${pct(t.warning_ratio, 0)} dead rows, ${n(dead)} dead rows in all.`,
+        detail: `Besides the tables named above, ${rest.length} more tables are past ${pct(t.warning_ratio, 0)} dead rows, ${n(dead)} dead rows in all.${
+          off.length > 0 ? ` Autovacuum is turned off for ${off.length} of them: ${off.slice(0, 20).join(', ')}${off.length > 20 ? ', ...' : ''}.` : ''
+        }`,
         recommendation: 'Autovacuum is behind across many tables: check for long transactions and abandoned replication slots, then consider more autovacuum workers (autovacuum_max_workers) and a higher autovacuum_vacuum_cost_limit.',
         how_to_investigate: [
           `SELECT relid::regclass, n_live_tup, n_dead_tup, last_autovacuum FROM pg_stat_user_tables WHERE n_dead_tup >= ${t.min_dead_rows} ORDER BY n_dead_tup DESC;`,
         ],
-        how_to_fix: ['VACUUM (ANALYZE);   -- the whole database'],
+        how_to_fix: ['VACUUM (ANALYZE);   -- the whole database', ...off.slice(0, 100).map(resetAutovacuum)],
         objects: rest.slice(0, 100).map((r) => `${r.table.schema_name}.${r.table.table_name}`),
         metrics: { tables: rest.length, n_dead_tup: dead },
       })

@@ -2,6 +2,7 @@
 import type { Rule } from '../../types.ts'
 import { cacheHitRatio } from './cache-hit-ratio.ts'
 import { deadTuples } from './dead-tuples.ts'
+import { autovacuumDisabled } from './autovacuum-disabled.ts'
 import { unusedIndexes } from './unused-indexes.ts'
 import { duplicateIndexes } from './duplicate-indexes.ts'
 import { invalidIndexes } from './invalid-indexes.ts'
@@ -27,6 +28,7 @@ import { tempFiles } from './temp-files.ts'
 export const postgresRules: Rule[] = [
   cacheHitRatio,
   deadTuples,
+  autovacuumDisabled,
   unusedIndexes,
   duplicateIndexes,
   invalidIndexes,

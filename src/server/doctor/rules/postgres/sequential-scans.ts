@@ -1,19 +1,37 @@
-// Large tables read mostly by sequential scans over the last hour (pg_stat_user_tables seq_scan,
-// idx_scan and seq_tup_read, summed from the per-cycle deltas): the mark of a filter or join without a
-// fitting index. PgHero's missing_indexes looks at tables of 10,000 rows or more; here more than half
-// of their scans sequential is a note, and a warning on tables of 100 MB or more, where each scan
-// reads that much.
+// Large tables read by frequent full sequential scans over the last hour (pg_stat_user_tables seq_scan,
+// idx_scan and seq_tup_read, summed from the per-cycle deltas), the mark of a filter or join without a
+// fitting index. PgHero's missing_indexes looks at tables of 10,000 rows or more.
+// - Scans that stop early (LIMIT, EXISTS) are cheap: the scans must read, on average, a tenth of the
+//   table's rows or more (seq_tup_read per seq_scan against n_live_tup).
+// - The newest sampled plans of the costliest statements say why a table is scanned. A Seq Scan of it
+//   with a Filter estimated to keep few of its rows is an index missing: then a share of sequential
+//   scans from 5 % (PgHero flags index use under 95 %) is a warning. Plans that read it whole (no such
+//   filter) and account for its scans mean it is read whole on purpose: no finding.
+// - Without a plan that says either, the statistics alone decide: more than half of the scans
+//   sequential is a note, and a warning on tables of 100 MB or more, where each scan reads that much.
+import type { StoredPlan } from '../../../store/sql-telemetry.ts'
 import type { TableRow } from '../../../store/sql-objects.ts'
+import type { DoctorContext } from '../../context.ts'
 import { type FindingDraft, type Rule, bytes, literal, pct, qualified } from '../../types.ts'
 
 const defaults = {
   /** Tables with fewer live rows are left out. */
   min_live_rows: 10_000,
-  /** Share of the window's scans that were sequential. */
-  min_seq_share: 0.5,
   /** Fewer sequential scans than this in the window are left out. */
   min_seq_scans: 100,
-  /** From this table size a warning, below it a note. */
+  /** Rows read per sequential scan as a share of the live rows; scans that stop earlier are left out. */
+  min_scan_read_share: 0.1,
+  /** Share of the window's scans that were sequential, from the statistics alone. */
+  min_seq_share: 0.5,
+  /** The same share when a plan filters the table by a Seq Scan (PgHero: index use under 95 %). */
+  min_seq_share_with_plan: 0.05,
+  /** A plan's Seq Scan filter estimated to keep at most this share of the rows is one an index would serve. */
+  max_filter_share: 0.1,
+  /** From this share of the sequential scans explained by plans that read the table whole, it is read whole on purpose. */
+  whole_read_share: 0.9,
+  /** The costliest statements of the window whose newest plans are read. */
+  top_statements: 20,
+  /** From this table size a warning, below it a note (unless a plan filters the table by a Seq Scan). */
   warning_table_bytes: 100 * 1024 * 1024,
   window_s: 3600,
   /** Largest tables examined. */
@@ -23,6 +41,61 @@ const defaults = {
 }
 
 const n = (v: number) => v.toLocaleString('en-US')
+const flat = (text: string, max: number) => {
+  const one = text.replace(/\s+/g, ' ').trim()
+  return one.length > max ? `${one.slice(0, max)}…` : one
+}
+
+interface PlanNode {
+  'Node Type'?: string
+  'Relation Name'?: string
+  Schema?: string
+  Filter?: string
+  'Plan Rows'?: number
+  Plans?: PlanNode[]
+}
+
+/** A Seq Scan in the newest plan of one of the costliest statements. */
+interface SeqScanNode {
+  query_hash: string
+  query_text: string
+  calls: number
+  mean_time_ms: number
+  /** EXPLAIN names the relation; the schema only under VERBOSE, so a same-named table of another schema matches too. */
+  relation: string
+  schema: string | null
+  filter: string | null
+  plan_rows: number | null
+}
+
+function seqScans(node: PlanNode | undefined, into: PlanNode[] = []): PlanNode[] {
+  if (!node) return into
+  if (node['Node Type'] === 'Seq Scan' && node['Relation Name']) into.push(node)
+  for (const child of node.Plans ?? []) seqScans(child, into)
+  return into
+}
+
+/** The Seq Scans in the newest plans (sampled or from auto_explain) of the window's costliest statements. */
+async function planScans(ctx: DoctorContext, windowMs: number, top: number): Promise<SeqScanNode[]> {
+  const found: SeqScanNode[] = []
+  for (const q of await ctx.queries(windowMs, 'total_time', top)) {
+    const [newest]: StoredPlan[] = await ctx.plans(q.query_hash, windowMs)
+    const plan = (newest?.plan_json as { Plan?: PlanNode } | null | undefined)?.Plan
+    for (const node of seqScans(plan)) {
+      found.push({
+        query_hash: q.query_hash,
+        query_text: q.query_text,
+        calls: q.total_calls,
+        mean_time_ms: q.mean_time_ms,
+        relation: node['Relation Name']!,
+        schema: node.Schema ?? null,
+        filter: node.Filter ?? null,
+        plan_rows: typeof node['Plan Rows'] === 'number' ? node['Plan Rows'] : null,
+      })
+    }
+  }
+  return found
+}
 
 interface Scanned {
   table: TableRow
@@ -30,6 +103,10 @@ interface Scanned {
   idx: number
   rows: number
   share: number
+  /** Rows read per sequential scan, as a share of the live rows. */
+  readShare: number
+  /** The costliest statement whose plan filters the table by a Seq Scan, when one does. */
+  filtered: SeqScanNode | undefined
 }
 
 export const sequentialScans: Rule<typeof defaults> = {
@@ -39,12 +116,14 @@ export const sequentialScans: Rule<typeof defaults> = {
   thresholds: defaults,
   async check(ctx) {
     const t = ctx.thresholds(sequentialScans)
-    const window = { since: ctx.now - t.window_s * 1000, until: ctx.now }
+    const windowMs = t.window_s * 1000
+    const window = { since: ctx.now - windowMs, until: ctx.now }
     // A table counts at least as many scans since the statistics reset as in the window (barring a reset
     // within it), so fewer rule it out without reading its timeseries.
     const candidates = (await ctx.tables())
       .filter((table) => (table.n_live_tup ?? 0) >= t.min_live_rows && (table.seq_scan ?? 0) >= t.min_seq_scans)
       .slice(0, t.max_tables)
+    let plans: SeqScanNode[] | undefined
     const scanned: Scanned[] = []
     for (const table of candidates) {
       const { points } = await ctx.store.objects.tableSeries(ctx.db.id, table.schema_name, table.table_name, window)
@@ -56,35 +135,61 @@ export const sequentialScans: Rule<typeof defaults> = {
         idx += p.idx_scan ?? 0
         rows += p.seq_tup_read ?? 0
       }
+      const live = table.n_live_tup ?? 0
       const share = seq + idx > 0 ? seq / (seq + idx) : 0
-      if (seq >= t.min_seq_scans && share >= t.min_seq_share) scanned.push({ table, seq, idx, rows, share })
+      const readShare = seq > 0 && live > 0 ? rows / seq / live : 0
+      if (seq < t.min_seq_scans || readShare < t.min_scan_read_share || share < Math.min(t.min_seq_share, t.min_seq_share_with_plan)) continue
+
+      plans ??= await planScans(ctx, windowMs, t.top_statements)
+      const own = plans.filter((p) => p.relation === table.table_name && (p.schema === null || p.schema === table.schema_name))
+      const selective = (p: SeqScanNode) => p.filter !== null && p.plan_rows !== null && p.plan_rows <= t.max_filter_share * live
+      // The statements are the costliest first, so the first filtering one is the one to name.
+      const filtered = own.find(selective)
+      if (filtered) {
+        if (share >= t.min_seq_share_with_plan) scanned.push({ table, seq, idx, rows, share, readShare, filtered })
+        continue
+      }
+      // One call of a statement runs each of its plan's scans of the table once (or more, inside a loop).
+      const wholeReads = own.reduce((sum, p) => sum + p.calls, 0)
+      if (wholeReads >= t.whole_read_share * seq) continue
+      if (share >= t.min_seq_share) scanned.push({ table, seq, idx, rows, share, readShare, filtered: undefined })
     }
-    const severityOf = (s: Scanned) => ((s.table.table_size_bytes ?? 0) >= t.warning_table_bytes ? 'warning' : 'info')
+    const severityOf = (s: Scanned) => (s.filtered || (s.table.table_size_bytes ?? 0) >= t.warning_table_bytes ? 'warning' : 'info')
     scanned.sort((a, b) => (severityOf(a) === severityOf(b) ? 0 : severityOf(a) === 'warning' ? -1 : 1) || b.rows - a.rows)
     const span = t.window_s % 3600 === 0 ? `${t.window_s / 3600 === 1 ? 'hour' : `${t.window_s / 3600} hours`}` : `${t.window_s} s`
 
     const findings: FindingDraft[] = scanned.slice(0, t.max_findings).map((s) => {
       const name = qualified(s.table.schema_name, s.table.table_name)
       const size = s.table.table_size_bytes === null ? '' : `, ${bytes(s.table.table_size_bytes)}`
+      const f = s.filtered
+      const evidence = f
+        ? ` Statement ${f.query_hash} (${n(f.calls)} calls in the last ${span}, ${f.mean_time_ms.toFixed(1)} ms mean), among the costliest, reads it by a Seq Scan with Filter: ${flat(f.filter!, 200)}, estimated to keep ${n(Math.round(f.plan_rows!))} of its ${n(s.table.n_live_tup ?? 0)} rows: an index on the filtered columns would read those alone. Text: ${flat(f.query_text, 300)}`
+        : ''
       return {
         severity: severityOf(s),
         object: `${s.table.schema_name}.${s.table.table_name}`,
         title: `Sequential scans on ${name}`,
-        detail: `In the last ${span} ${name} (${n(s.table.n_live_tup ?? 0)} rows${size}) was read by ${n(s.seq)} sequential scans against ${n(s.idx)} index scans (${pct(s.share)} sequential); they read ${n(s.rows)} rows (seq_tup_read), ${n(Math.round(s.rows / s.seq))} per scan.`,
-        recommendation: `Find the statements that scan ${name} in pg_stat_statements and index the columns they filter or join on; scans that need the whole table anyway (reports, exports) are expected.`,
+        detail: `In the last ${span} ${name} (${n(s.table.n_live_tup ?? 0)} rows${size}) was read by ${n(s.seq)} sequential scans against ${n(s.idx)} index scans (${pct(s.share)} sequential); they read ${n(s.rows)} rows (seq_tup_read), ${n(Math.round(s.rows / s.seq))} per scan.${evidence}`,
+        recommendation: f
+          ? `Index the columns that statement filters ${name} on (and check the other statements that scan it); build the index CONCURRENTLY so writes go on.`
+          : `Find the statements that scan ${name} in pg_stat_statements and index the columns they filter or join on; scans that need the whole table anyway (reports, exports) are expected.`,
         how_to_investigate: [
           `SELECT seq_scan, seq_tup_read, idx_scan, n_live_tup FROM pg_stat_user_tables WHERE relid = ${literal(name)}::regclass;`,
           `SELECT queryid, calls, rows, round(mean_exec_time::numeric, 2) AS mean_ms, query FROM pg_stat_statements WHERE query ILIKE ${literal(`%${s.table.table_name}%`)} ORDER BY total_exec_time DESC LIMIT 10;`,
+          ...(f ? [`GET /api/v1/databases/${ctx.db.id}/queries/${f.query_hash}/explain   -- its sampled plans`] : []),
           `EXPLAIN (ANALYZE, BUFFERS) <one of those statements>;   -- a Seq Scan on ${name} with a Filter names the columns to index`,
         ],
-        how_to_fix: [`CREATE INDEX CONCURRENTLY ON ${name} (<filtered columns>);`],
+        how_to_fix: [`CREATE INDEX CONCURRENTLY ON ${name} (<filtered columns>);${f ? `   -- for Filter: ${flat(f.filter!, 200)}` : ''}`],
         metrics: {
           seq_scan: s.seq,
           idx_scan: s.idx,
           seq_share: Number(s.share.toFixed(4)),
           seq_tup_read: s.rows,
+          rows_per_scan: Math.round(s.rows / s.seq),
+          scan_read_share: Number(s.readShare.toFixed(4)),
           n_live_tup: s.table.n_live_tup,
           table_size_bytes: s.table.table_size_bytes,
+          ...(f ? { query_hash: f.query_hash, filter: f.filter } : {}),
         },
       }
     })
@@ -93,8 +198,8 @@ export const sequentialScans: Rule<typeof defaults> = {
     if (rest.length > 0) {
       findings.push({
         severity: rest.some((s) => severityOf(s) === 'warning') ? 'warning' : 'info',
-        title: `${rest.length} more tables read mostly by sequential scans`,
-        detail: `Besides the tables named above, ${rest.length} more tables of ${n(t.min_live_rows)} rows or more were read mostly by sequential scans in the last ${span}: ${rest
+        title: `${rest.length} more tables read by frequent sequential scans`,
+        detail: `Besides the tables named above, ${rest.length} more tables of ${n(t.min_live_rows)} rows or more were read by frequent full sequential scans in the last ${span}: ${rest
           .slice(0, 20)
           .map((s) => `${s.table.schema_name}.${s.table.table_name} (${n(s.seq)} scans)`)
           .join(', ')}${rest.length > 20 ? ', ...' : ''}.`,
