@@ -1,12 +1,13 @@
 // The dashboard: one page served at `/` from assets compiled into the binary, hash routes, the session
 // from the httpOnly cookies, light and dark themes. Pages live in pages/, one module per area.
 import { render } from 'preact'
-import { useEffect, useState } from 'preact/hooks'
+import { useEffect, useRef, useState } from 'preact/hooks'
 import { api } from './api.ts'
-import { Loading } from './components/ui.tsx'
+import { Loading, useEscape } from './components/ui.tsx'
 import { ForgotPassword, ResendVerification, ResetPassword, SignIn, SignUp, VerifyEmail } from './pages/auth.tsx'
 import { DatabaseLayout } from './pages/database.tsx'
 import { DatabaseList } from './pages/databases.tsx'
+import { AccountSettings } from './pages/account.tsx'
 import { AgentSetup, ApiKeys } from './pages/settings.tsx'
 import { match, navigate, useRoute } from './router.ts'
 import { type Me, SessionContext } from './session.ts'
@@ -28,29 +29,37 @@ function useTheme(): [Theme, () => void] {
   return [theme, () => setTheme((t) => (t === 'dark' ? 'light' : 'dark'))]
 }
 
+/** The main navigation; `exact` items are current on their own path only (not on the pages under it). */
 const NAV = [
   { path: '/databases', label: 'Databases' },
   { path: '/settings/api-keys', label: 'API keys' },
   { path: '/settings/agent', label: 'Agent setup' },
+  { path: '/settings', label: 'Settings', exact: true },
 ]
 
 function Header({ me, path, theme, toggleTheme, signOut }: { me: Me | null; path: string; theme: Theme; toggleTheme(): void; signOut(): void }) {
   const [open, setOpen] = useState(false)
+  const menuButton = useRef<HTMLButtonElement>(null)
   useEffect(() => setOpen(false), [path])
+  // Esc folds the phone menu away again, back to its button.
+  useEscape(open, () => {
+    setOpen(false)
+    menuButton.current?.focus()
+  })
   return (
     <header class="top">
       <a class="brand" href={me ? '#/databases' : '#/signin'}>
         dbm
       </a>
       {me && (
-        <button type="button" class="ghost menu" aria-expanded={open} aria-controls="main-nav" onClick={() => setOpen((o) => !o)}>
+        <button type="button" ref={menuButton} class="ghost menu" aria-expanded={open} aria-controls="main-nav" onClick={() => setOpen((o) => !o)}>
           Menu
         </button>
       )}
       {me && (
         <nav id="main-nav" aria-label="Main" class={open ? 'open' : undefined}>
           {NAV.map((item) => (
-            <a key={item.path} href={`#${item.path}`} aria-current={path === item.path || path.startsWith(`${item.path}/`) ? 'page' : undefined}>
+            <a key={item.path} href={`#${item.path}`} aria-current={path === item.path || (!item.exact && path.startsWith(`${item.path}/`)) ? 'page' : undefined}>
               {item.label}
             </a>
           ))}
@@ -96,6 +105,7 @@ function Page({ path, query }: { path: string; query: URLSearchParams }) {
   if (path === '/databases') return <DatabaseList />
   if (path === '/settings/api-keys') return <ApiKeys />
   if (path === '/settings/agent') return <AgentSetup />
+  if (path === '/settings') return <AccountSettings />
   const db = match('/databases/:id', path) ?? match('/databases/:id/:tab', path) ?? match('/databases/:id/:tab/:item', path)
   if (db) return <DatabaseLayout id={db.id!} tab={db.tab ?? 'overview'} item={db.item} query={query} />
   return (

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'bun:test'
-import { completeBuckets, withGaps } from '../../src/web/components/chart.tsx'
+import { chartSummary, completeBuckets, stack, withGaps } from '../../src/web/components/chart.tsx'
 
 const MIN = 60_000
 
@@ -37,4 +37,44 @@ describe('chart time axis', () => {
 test('a per-bucket chart names its bucket', async () => {
   const { perBucket } = await import('../../src/web/pages/db/common.tsx')
   expect([60, 300, 3600, 7200, 86_400].map(perBucket)).toEqual(['per minute', 'per 5 minutes', 'per hour', 'per 2 hours', 'per day'])
+})
+
+describe('legend and text alternative', () => {
+  test('a stacked chart restacks without its hidden series; the series above starts where the hidden one did', () => {
+    const ys = [
+      [1, 2, null],
+      [10, 20, 30],
+      [100, 200, 300],
+    ]
+    expect(stack(ys, [false, false, false])).toEqual([
+      [1, 2, null],
+      [11, 22, 30],
+      [111, 222, 330],
+    ])
+    expect(stack(ys, [false, true, false])).toEqual([
+      [1, 2, null],
+      [1, 2, 0],
+      [101, 202, 300],
+    ])
+  })
+
+  test("the summary names the span and each series' latest and largest value with its unit", () => {
+    const since = Date.UTC(2026, 0, 1, 10)
+    const times = [since, since + MIN, since + 2 * MIN]
+    const text = chartSummary(
+      'Total time per minute',
+      'ms',
+      times,
+      [
+        { label: 'total time', values: [5, 2500, 40] },
+        { label: 'empty', values: [null, null, null] },
+      ],
+      [since, since + 6 * 3600_000],
+    )
+    expect(text).toStartWith('Total time per minute, ')
+    expect(text).toContain(' to ')
+    expect(text).toContain('total time: latest 40 ms, max 2.50 s')
+    expect(text).toContain('empty: no values')
+    expect(chartSummary('Calls', 'count', [], [{ label: 'calls', values: [] }])).toBe('Calls: no points in this time range.')
+  })
 })

@@ -1,10 +1,15 @@
 // The per-database pages' pure helpers: blocking chains from session snapshots (chains, several
 // blockers, blockers missing from the snapshot, cycles), plan roots and misestimates, buckets that
-// keep a window's timeseries small, and duration formatting.
+// keep a window's timeseries small, duration formatting, the one default window and the links that keep
+// it, the statements filter and share of total time, a table's last vacuum and analyze, and the doctor's
+// figures in human units.
 import { describe, expect, test } from 'bun:test'
 import { type Session, blockingChains } from '../../src/web/pages/db/active.tsx'
-import { bucketFor, fmtDuration } from '../../src/web/pages/db/common.tsx'
+import { DEFAULT_RANGE, RANGES, bucketFor, fmtDuration, windowQuery, withWindow } from '../../src/web/pages/db/common.tsx'
+import { figureLabel, formatFigure } from '../../src/web/pages/db/figures.ts'
+import { latestRun } from '../../src/web/pages/db/objects.tsx'
 import { misestimated, planRoot } from '../../src/web/pages/db/plan-tree.tsx'
+import { filterStatements, timeShare } from '../../src/web/pages/db/statements.tsx'
 
 const session = (pid: number, blocking: number[] = []): Session => ({
   pid,
@@ -85,5 +90,86 @@ describe('windows and durations', () => {
     expect(fmtDuration(95_000)).toBe('1 min 35 s')
     expect(fmtDuration(7_260_000)).toBe('2 h 1 min')
     expect(fmtDuration(90_000_000)).toBe('1 d 1 h')
+  })
+})
+
+describe('one default window, kept from tab to tab', () => {
+  test('the default is one of the picker\'s ranges: six hours', () => {
+    expect(DEFAULT_RANGE).toBe('6h')
+    expect(RANGES.map((r) => r.key)).toContain(DEFAULT_RANGE)
+  })
+
+  test('links keep range, since and until, and nothing else of the route', () => {
+    const query = new URLSearchParams('range=custom&since=2026-01-01T00:00:00.000Z&until=2026-01-02T00:00:00.000Z&sort=calls&plan=2')
+    expect(windowQuery(query)).toBe('range=custom&since=2026-01-01T00%3A00%3A00.000Z&until=2026-01-02T00%3A00%3A00.000Z')
+    expect(withWindow('#/databases/1/waits', new URLSearchParams('range=24h&limit=50'))).toBe('#/databases/1/waits?range=24h')
+    expect(withWindow('#/databases/1/waits', new URLSearchParams('sort=calls'))).toBe('#/databases/1/waits')
+  })
+})
+
+describe('statements list', () => {
+  const rows = [
+    { query_hash: 'aa11', query_text: 'SELECT * FROM Orders WHERE id = $1', total_time_ms: 300 },
+    { query_hash: 'bb22', query_text: 'UPDATE items SET price = $1', total_time_ms: 100 },
+    { query_hash: 'cc33', query_text: '', total_time_ms: 0 },
+  ]
+
+  test('the filter matches statement text ignoring case, or the hash; blank shows all', () => {
+    expect(filterStatements(rows, 'orders').map((r) => r.query_hash)).toEqual(['aa11'])
+    expect(filterStatements(rows, '  SET PRICE ').map((r) => r.query_hash)).toEqual(['bb22'])
+    expect(filterStatements(rows, 'cc3').map((r) => r.query_hash)).toEqual(['cc33'])
+    expect(filterStatements(rows, 'delete')).toEqual([])
+    expect(filterStatements(rows, '   ')).toBe(rows)
+  })
+
+  test("each statement's share is of the listed statements' total time", () => {
+    const share = timeShare(rows)
+    expect(share(300)).toBe(0.75)
+    expect(share(100)).toBe(0.25)
+    expect(share(null)).toBeNull()
+    expect(timeShare([{ total_time_ms: 0 }])(0)).toBeNull()
+  })
+})
+
+describe('tables: last vacuum and analyze', () => {
+  test('the later of the manual and the automatic run, saying which; undefined when neither ran', () => {
+    expect(latestRun('2026-01-02T00:00:00Z', '2026-01-01T00:00:00Z')).toEqual({ at: '2026-01-02T00:00:00Z', kind: 'manual' })
+    expect(latestRun('2026-01-01T00:00:00Z', '2026-01-03T00:00:00Z')).toEqual({ at: '2026-01-03T00:00:00Z', kind: 'auto' })
+    expect(latestRun(null, 1_700_000_000_000)).toEqual({ at: 1_700_000_000_000, kind: 'auto' })
+    expect(latestRun(1_700_000_000_000, null)).toEqual({ at: 1_700_000_000_000, kind: 'manual' })
+    expect(latestRun(null, null)).toBeUndefined()
+  })
+})
+
+describe("the doctor's figures in human units", () => {
+  test('bytes, durations, shares and percentages', () => {
+    expect(formatFigure('table_size_bytes', 5 * 1024 * 1024)).toBe('5.0 MB')
+    expect(formatFigure('total_size_bytes_compressed', 2048)).toBe('2.0 KB')
+    expect(formatFigure('longest_query_ms', 950)).toBe('950 ms')
+    expect(formatFigure('longest_query_ms', 7_260_000)).toBe('2 h 1 min')
+    expect(formatFigure('elapsed_s', 95)).toBe('1 min 35 s')
+    expect(formatFigure('replication_lag_seconds', 3)).toBe('3.00 s')
+    expect(formatFigure('last_seen_s_ago', 600)).toBe('10 min 0 s ago')
+    expect(formatFigure('cache_hit_ratio', 0.9912)).toBe('99.12 %')
+    expect(formatFigure('requested_share', 0.5)).toBe('50 %')
+    expect(formatFigure('merge_progress_pct', 42.5)).toBe('42.5 %')
+    expect(formatFigure('fsync_on', 0)).toBe('no')
+    expect(formatFigure('pg_stat_statements_installed', 1)).toBe('yes')
+    expect(formatFigure('active_queries', 12_345)).toBe((12_345).toLocaleString())
+    expect(formatFigure('wal_status', 'lost')).toBe('lost')
+    expect(formatFigure('query_p99_ms', null)).toBe('—')
+  })
+
+  test('times read as "ago" with the date', () => {
+    const at = new Date(Date.now() - 3 * 3_600_000).toISOString()
+    expect(formatFigure('last_autovacuum', at)).toStartWith('3 h ago (')
+  })
+
+  test('labels drop the unit their value now shows', () => {
+    expect(figureLabel('longest_query_ms')).toBe('longest query')
+    expect(figureLabel('table_size_bytes')).toBe('table size')
+    expect(figureLabel('merge_progress_pct')).toBe('merge progress')
+    expect(figureLabel('last_seen_s_ago')).toBe('last seen')
+    expect(figureLabel('cache_hit_ratio')).toBe('cache hit ratio')
   })
 })

@@ -1,12 +1,15 @@
 // A small uPlot wrapper: a time chart of one or more series that takes its container's width (a
 // ResizeObserver), follows the theme (colours from the stylesheet's variables, redrawn when the theme
-// changes), shows values with their unit in the legend, can stack its series (areas) and draws vertical
-// marks (e.g. where a statement's plan changed). The chart is destroyed on unmount. Callers pass
-// memoised arrays: a new `times`, `series` or `marks` array redraws the chart.
-import { useEffect, useRef, useState } from 'preact/hooks'
+// changes), can stack its series (areas) and draws vertical marks (e.g. where a statement's plan changed).
+// Its legend is ours, not uPlot's: one toggle button per series (aria-pressed; a stacked chart restacks
+// without the hidden ones) with the value under the cursor, else the latest one. The drawing is an image
+// whose text alternative names the range and each series' latest and largest values. The chart is
+// destroyed on unmount. Callers pass memoised arrays: a new `times` or `series` array rebuilds it, new
+// `marks` only redraw it.
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks'
 import uPlot from 'uplot'
 import 'uplot/dist/uPlot.min.css'
-import { fmtBytes, fmtMs } from './ui.tsx'
+import { fmtBytes, fmtMs, fmtTime } from './ui.tsx'
 
 export type Unit = 'count' | 'ms' | 's' | 'bytes' | 'bytes/s' | 'pct' | 'ratio' | 'per_s'
 
@@ -165,8 +168,10 @@ export function withGaps(times: number[], series: ChartSeries[], stepMs: number 
   return [xs, ys]
 }
 
-function drawMarks(marks: ChartMark[], colour: string) {
+/** Draws the marks `current()` gives at each redraw (new marks redraw the plot instead of rebuilding it). */
+function drawMarks(current: () => ChartMark[], colour: string) {
   return (u: uPlot) => {
+    const marks = current()
     if (marks.length === 0) return
     const { ctx, bbox } = u
     const px = devicePixelRatio
@@ -197,16 +202,64 @@ function isolated(values: (number | null)[]): number[] {
   return values.flatMap((v, i) => (v !== null && (values[i - 1] ?? null) === null && (values[i + 1] ?? null) === null ? [i] : []))
 }
 
-function buildOptions(props: ChartProps, theme: Theme, width: number, raw: (number | null)[][]): uPlot.Options {
+/**
+ * Stacked values: each series drawn on top of the ones before it. A hidden series adds nothing, and is
+ * given the height below it so that the band of the series above it starts there.
+ */
+export function stack(ys: (number | null)[][], hidden: boolean[]): (number | null)[][] {
+  const sums = (ys[0] ?? []).map(() => 0)
+  return ys.map((values, j) => values.map((v, i) => (v === null ? null : hidden[j] ? sums[i]! : (sums[i]! += v))))
+}
+
+/** The last value that is a number, and the largest. */
+function latestAndMax(values: (number | null)[]): { latest: number | null; max: number | null } {
+  let latest: number | null = null
+  let max: number | null = null
+  for (const v of values) {
+    if (v === null || !Number.isFinite(v)) continue
+    latest = v
+    if (max === null || v > max) max = v
+  }
+  return { latest, max }
+}
+
+const shortTime = (ms: number) => new Date(ms).toLocaleString(undefined, { dateStyle: 'short', timeStyle: 'short' })
+
+/**
+ * The chart in words, for screen readers (the drawing's aria-label): its title, the time span shown and
+ * each series' latest and largest value with the unit, e.g. "Calls per minute, 10:00 to 16:00. calls:
+ * latest 12, max 40."
+ */
+export function chartSummary(title: string, unit: Unit, times: number[], series: ChartSeries[], range?: [number, number]): string {
+  const from = range?.[0] ?? times[0]
+  const to = range?.[1] ?? times[times.length - 1]
+  const span = from === undefined || to === undefined ? '' : `, ${shortTime(from)} to ${shortTime(to)}`
+  if (times.length === 0) return `${title}${span}: no points in this time range.`
+  const parts = series.map((s) => {
+    const { latest, max } = latestAndMax(s.values)
+    return latest === null ? `${s.label}: no values` : `${s.label}: latest ${formatValue(unit, latest)}, max ${formatValue(unit, max)}`
+  })
+  return `${title}${span}. ${parts.join('; ')}.`
+}
+
+function buildOptions(
+  props: ChartProps,
+  theme: Theme,
+  width: number,
+  raw: (number | null)[][],
+  hidden: boolean[],
+  marks: () => ChartMark[],
+  onCursor: (idx: number | null) => void,
+): uPlot.Options {
   const unit = props.unit ?? 'count'
   const lonely = raw.map(isolated)
   const axis = { stroke: theme.muted, grid: { stroke: theme.grid, width: 1 }, ticks: { stroke: theme.grid, width: 1 }, font: '11px system-ui, sans-serif' }
   return {
     width,
     height: props.height ?? 200,
-    legend: { live: true },
+    legend: { show: false },
     cursor: { drag: { x: true, y: false } },
-    scales: { x: { time: true }, y: { range: (_u, min, max) => [Math.min(0, min), max > 0 ? max * 1.05 : 1] } },
+    scales: { x: { time: true }, y: { range: (_u, min, max) => [Math.min(0, min ?? 0), max > 0 ? max * 1.05 : 1] } },
     axes: [
       axis,
       {
@@ -221,35 +274,54 @@ function buildOptions(props: ChartProps, theme: Theme, width: number, raw: (numb
         const colour = theme.colours[i % theme.colours.length]!
         return {
           label: s.label,
+          show: !hidden[i],
           stroke: colour,
           width: 1.5,
           fill: props.stacked ? withAlpha(colour, 0.35) : undefined,
           points: { filter: (_u: uPlot, _si: number, show: boolean) => (show || lonely[i]!.length === 0 ? null : lonely[i]!) },
-          value: (_u: uPlot, _v: number | null, _si: number, di: number | null) => (di === null ? '—' : formatValue(unit, raw[i]?.[di])),
         }
       }),
     ],
     bands: props.stacked ? props.series.slice(1).map((_, i) => ({ series: [i + 2, i + 1] as [number, number] })) : undefined,
-    hooks: { draw: [drawMarks(props.marks ?? [], theme.mark)] },
+    hooks: { draw: [drawMarks(marks, theme.mark)], setCursor: [(u) => onCursor(u.cursor.idx ?? null)] },
   }
+}
+
+/** What the drawn chart holds: the plot, its times (s) and its series' values as given (not stacked). */
+interface Drawn {
+  plot: uPlot
+  xs: number[]
+  ys: (number | null)[][]
 }
 
 export function Chart(props: ChartProps) {
   const wrap = useRef<HTMLDivElement>(null)
+  const drawn = useRef<Drawn | undefined>(undefined)
   const themeKey = useThemeKey()
+  const unit = props.unit ?? 'count'
+  // Series hidden from the legend, by label: they stay hidden when new data redraw the chart.
+  const [hidden, setHidden] = useState<ReadonlySet<string>>(() => new Set())
+  const hiddenRef = useRef(hidden)
+  const [cursor, setCursor] = useState<number | null>(null)
+  const marks = useRef(props.marks ?? [])
+
+  // The points drawn: without the bucket still running at the window's end for per-bucket values.
+  const shown = useMemo(() => {
+    const now = Date.now()
+    const [times, series] = props.perBucket ? completeBuckets(props.times, props.series, props.stepMs, Math.min(now, props.range?.[1] ?? now)) : [props.times, props.series]
+    return { times, series, now }
+  }, [props.times, props.series, props.perBucket, props.stepMs, props.range?.[1]])
+  const summary = useMemo(() => chartSummary(props.title, unit, shown.times, shown.series, props.range), [props.title, unit, shown, props.range?.[0], props.range?.[1]])
+
   useEffect(() => {
     const el = wrap.current
     if (!el || props.times.length === 0) return
-    const now = Date.now()
-    const [times, series] = props.perBucket ? completeBuckets(props.times, props.series, props.stepMs, Math.min(now, props.range?.[1] ?? now)) : [props.times, props.series]
-    const [xs, ys] = withGaps(times, series, props.stepMs, props.range, now)
-    let data: (number | null)[][] = ys
-    if (props.stacked) {
-      const sums = xs.map(() => 0)
-      data = ys.map((values) => values.map((v, i) => (v === null ? null : (sums[i]! += v))))
-    }
+    const [xs, ys] = withGaps(shown.times, shown.series, props.stepMs, props.range, shown.now)
+    const hiddenFlags = props.series.map((s) => hiddenRef.current.has(s.label))
+    const data = props.stacked ? stack(ys, hiddenFlags) : ys
     const width = Math.max(200, el.clientWidth || 300)
-    const plot = new uPlot(buildOptions(props, readTheme(), width, ys), [xs, ...data] as uPlot.AlignedData, el)
+    const plot = new uPlot(buildOptions(props, readTheme(), width, ys, hiddenFlags, () => marks.current, setCursor), [xs, ...data] as uPlot.AlignedData, el)
+    drawn.current = { plot, xs, ys }
     const observer = new ResizeObserver(() => {
       const w = Math.max(200, el.clientWidth)
       if (w !== plot.width) plot.setSize({ width: w, height: plot.height })
@@ -258,12 +330,57 @@ export function Chart(props: ChartProps) {
     return () => {
       observer.disconnect()
       plot.destroy()
+      drawn.current = undefined
+      setCursor(null)
     }
-  }, [props.times, props.series, props.marks, props.unit, props.stacked, props.height, props.stepMs, props.range?.[0], props.range?.[1], props.perBucket, themeKey])
+  }, [shown, props.unit, props.stacked, props.height, props.stepMs, props.range?.[0], props.range?.[1], themeKey])
+
+  useEffect(() => {
+    marks.current = props.marks ?? []
+    drawn.current?.plot.redraw(false, false)
+  }, [props.marks])
+
+  const toggle = (i: number) => {
+    const label = props.series[i]!.label
+    const next = new Set(hiddenRef.current)
+    if (next.has(label)) next.delete(label)
+    else next.add(label)
+    hiddenRef.current = next
+    setHidden(next)
+    const d = drawn.current
+    if (!d) return
+    if (props.stacked) d.plot.setData([d.xs, ...stack(d.ys, props.series.map((s) => next.has(s.label)))] as uPlot.AlignedData)
+    d.plot.setSeries(i + 1, { show: !next.has(label) })
+  }
+
+  const d = drawn.current
+  const at = cursor !== null && d ? cursor : null
+  const valueOf = (i: number) => formatValue(unit, at !== null ? d!.ys[i]?.[at] : latestAndMax(shown.series[i]?.values ?? []).latest)
   return (
     <figure class="chart-box" data-chart={props.name}>
       <figcaption>{props.title}</figcaption>
-      {props.times.length === 0 ? <p class="muted small">No points in this time range.</p> : <div class="chart" ref={wrap} />}
+      {props.times.length === 0 ? (
+        <p class="muted small">No points in this time range.</p>
+      ) : (
+        <>
+          <div class="chart" ref={wrap} role="img" aria-label={summary} />
+          <ul class="chart-legend" aria-label={`Series of ${props.title}: press one to show or hide it`}>
+            <li class="legend-at muted">{at !== null ? fmtTime(d!.xs[at]! * 1000) : 'latest'}</li>
+            {props.series.map((s, i) => {
+              const on = !hidden.has(s.label)
+              return (
+                <li key={s.label}>
+                  <button type="button" class="legend-toggle" aria-pressed={on} title={`${on ? 'Hide' : 'Show'} ${s.label}`} onClick={() => toggle(i)}>
+                    <span class="swatch" aria-hidden="true" style={{ background: `var(--series-${(i % FALLBACK_COLOURS.length) + 1}, ${FALLBACK_COLOURS[i % FALLBACK_COLOURS.length]})` }} />
+                    {s.label}
+                  </button>{' '}
+                  <span class="legend-value">{on ? valueOf(i) : 'hidden'}</span>
+                </li>
+              )
+            })}
+          </ul>
+        </>
+      )}
     </figure>
   )
 }

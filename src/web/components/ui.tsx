@@ -1,7 +1,8 @@
 // Small shared pieces of the dashboard: loading, empty and error states, a copy button, time and size
-// formatting, and useApi() that loads a GET endpoint and reloads it on demand.
-import type { ComponentChildren } from 'preact'
-import { useCallback, useEffect, useState } from 'preact/hooks'
+// formatting, useApi() that loads a GET endpoint and reloads it on demand, and useEscape() that closes a
+// panel or a confirmation with the Esc key.
+import type { ComponentChildren, RefObject } from 'preact'
+import { useCallback, useEffect, useRef, useState } from 'preact/hooks'
 import { ApiError, get } from '../api.ts'
 
 export interface Loaded<T> {
@@ -102,10 +103,44 @@ export function fmtTime(value: string | number | null | undefined): string {
   return Number.isNaN(d.getTime()) ? '—' : d.toLocaleString()
 }
 
-/** "3 min ago" */
-export function ago(value: string | null | undefined): string {
-  if (!value) return 'never'
-  const s = Math.max(0, (Date.now() - new Date(value).getTime()) / 1000)
+/** Calls `onEscape` when Esc is pressed anywhere on the page while `active` (an open panel, menu or confirmation). */
+export function useEscape(active: boolean, onEscape: () => void): void {
+  const latest = useRef(onEscape)
+  latest.current = onEscape
+  useEffect(() => {
+    if (!active) return
+    const onKey = (e: KeyboardEvent) => {
+      if (e.key !== 'Escape' || e.defaultPrevented || e.isComposing) return
+      e.preventDefault()
+      latest.current()
+    }
+    document.addEventListener('keydown', onKey)
+    return () => document.removeEventListener('keydown', onKey)
+  }, [active])
+}
+
+/**
+ * Moves the focus to `inside` when `open` turns true (a confirmation or panel appears) and back to
+ * `opener` when it turns false (cancelled, or closed with Esc), so that the keyboard never lands on the
+ * page's top. Nothing happens on the first render.
+ */
+export function useFocusSwap(open: boolean, opener: RefObject<HTMLElement | null>, inside: RefObject<HTMLElement | null>): void {
+  const first = useRef(true)
+  useEffect(() => {
+    if (first.current) {
+      first.current = false
+      return
+    }
+    ;(open ? inside : opener).current?.focus()
+  }, [open])
+}
+
+/** "3 min ago"; "never" without a time. Takes RFC 3339 or epoch milliseconds. */
+export function ago(value: string | number | null | undefined): string {
+  if (value === null || value === undefined || value === '') return 'never'
+  const at = new Date(value).getTime()
+  if (Number.isNaN(at)) return '—'
+  const s = Math.max(0, (Date.now() - at) / 1000)
   if (s < 60) return `${Math.round(s)} s ago`
   if (s < 3600) return `${Math.round(s / 60)} min ago`
   if (s < 86_400) return `${Math.round(s / 3600)} h ago`

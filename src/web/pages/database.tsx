@@ -1,14 +1,15 @@
 // One database: its header (name, engine, status, last seen, health score), the tabs of its engine and
 // the tab's page (pages/db/*). The database record and the doctor's answer are loaded here once and
-// refreshed every minute; the pages get them with the route's item and query.
-import { useCallback, useEffect } from 'preact/hooks'
-import type { FunctionComponent } from 'preact'
+// refreshed every minute; the pages get them with the route's item and query. The tabs keep the chosen
+// time window (?range=…) from page to page, and fade out on the side where more of them scroll.
+import type { FunctionComponent, RefObject } from 'preact'
+import { useCallback, useEffect, useRef } from 'preact/hooks'
 import { ApiError } from '../api.ts'
 import { ErrorBox, Loading, ago, fmtTime, useApi } from '../components/ui.tsx'
 import { navigate } from '../router.ts'
 import { ActivePage } from './db/active.tsx'
 import { AlertsPage, RecommendationsPage } from './db/advice.tsx'
-import { StatusBadge, dbHref, engineName, statusClass, useEvery } from './db/common.tsx'
+import { StatusBadge, dbHref, engineName, statusClass, useEvery, withWindow } from './db/common.tsx'
 import { DoctorPage } from './db/doctor.tsx'
 import { InternalsPage } from './db/internals.tsx'
 import { LocksPage } from './db/locks.tsx'
@@ -107,6 +108,27 @@ function Header({ db, doctor }: { db: Database; doctor: Doctor | undefined }) {
   )
 }
 
+/** Sets `data-more` on a sideways-scrolling element to the sides ("left", "right") where more of it is hidden. */
+function useScrollHint(ref: RefObject<HTMLElement | null>, ready: boolean): void {
+  useEffect(() => {
+    const el = ref.current
+    if (!el) return
+    const update = () => {
+      const left = el.scrollLeft > 1
+      const right = el.scrollLeft + el.clientWidth < el.scrollWidth - 1
+      el.dataset.more = [left ? 'left' : '', right ? 'right' : ''].filter(Boolean).join(' ')
+    }
+    update()
+    el.addEventListener('scroll', update, { passive: true })
+    const observer = new ResizeObserver(update)
+    observer.observe(el)
+    return () => {
+      el.removeEventListener('scroll', update)
+      observer.disconnect()
+    }
+  }, [ready])
+}
+
 interface LayoutProps {
   id: string
   tab: string
@@ -130,6 +152,8 @@ function DatabaseView({ id, tab, item, query }: LayoutProps) {
 
   const tabs = db.data ? TABS[db.data.engine] : []
   const current = tabs.find((t) => t.slug === tab)
+  const tabStrip = useRef<HTMLElement>(null)
+  useScrollHint(tabStrip, db.data !== undefined)
   useEffect(() => {
     // On a narrow screen the tabs scroll sideways: keep the current one in view.
     document.querySelector('nav.tabs [aria-current="page"]')?.scrollIntoView({ block: 'nearest', inline: 'nearest' })
@@ -180,9 +204,9 @@ function DatabaseView({ id, tab, item, query }: LayoutProps) {
   return (
     <main class="db-page">
       <Header db={db.data} doctor={diagnosis.data} />
-      <nav class="tabs" aria-label={`Sections of ${db.data.name}`}>
+      <nav class="tabs" ref={tabStrip} aria-label={`Sections of ${db.data.name}`}>
         {tabs.map((t) => (
-          <a key={t.slug} href={dbHref(db.data!, t.slug)} aria-current={t.slug === tab ? 'page' : undefined}>
+          <a key={t.slug} href={withWindow(dbHref(db.data!, t.slug), query)} aria-current={t.slug === tab ? 'page' : undefined}>
             {t.label}
           </a>
         ))}

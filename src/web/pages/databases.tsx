@@ -1,9 +1,10 @@
 // The organization's databases: engine, status, health score (each database's overview, loaded in
 // parallel), last seen; reloaded every 10 s. A form registers a database by hand (the agent also
-// registers each database of its config on first contact).
+// registers each database of its config on first contact); it opens with the focus in its first field,
+// and Esc closes it, back to the button that opened it.
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks'
 import { api, get } from '../api.ts'
-import { Empty, ErrorBox, Loading, ago, fmtNum, fmtTime } from '../components/ui.tsx'
+import { Empty, ErrorBox, Loading, ago, fmtNum, fmtTime, useEscape } from '../components/ui.tsx'
 
 const POLL_MS = 10_000
 
@@ -48,6 +49,8 @@ function AddDatabase({ onAdded }: { onAdded(db: DatabaseSummary): void }) {
   const [busy, setBusy] = useState(false)
   const [error, setError] = useState('')
   const set = (key: keyof typeof values) => (e: Event) => setValues((v) => ({ ...v, [key]: (e.currentTarget as HTMLInputElement).value }))
+  const first = useRef<HTMLInputElement>(null)
+  useEffect(() => first.current?.focus(), [])
   const submit = async (e: Event) => {
     e.preventDefault()
     setBusy(true)
@@ -76,7 +79,7 @@ function AddDatabase({ onAdded }: { onAdded(db: DatabaseSummary): void }) {
       <div class="form-row">
         <div class="field">
           <label for="db-name">Name</label>
-          <input id="db-name" required maxLength={200} value={values.name} onInput={set('name')} placeholder="orders" />
+          <input id="db-name" ref={first} required maxLength={200} value={values.name} onInput={set('name')} placeholder="orders" />
         </div>
         <div class="field">
           <label for="db-engine">Engine</label>
@@ -124,6 +127,11 @@ export function DatabaseList() {
   const [adding, setAdding] = useState(false)
   const [added, setAdded] = useState<DatabaseSummary>()
   const live = useRef(true)
+  const addButton = useRef<HTMLButtonElement>(null)
+  useEscape(adding, () => {
+    setAdding(false)
+    addButton.current?.focus()
+  })
 
   const load = useCallback(async () => {
     try {
@@ -156,12 +164,19 @@ export function DatabaseList() {
       <div class="page-head">
         <h1>Databases</h1>
         <span class="spacer" />
-        <button type="button" class={adding ? undefined : 'primary'} aria-expanded={adding} onClick={() => setAdding((a) => !a)}>
+        <button
+          type="button"
+          ref={addButton}
+          class={adding ? undefined : 'primary'}
+          aria-expanded={adding}
+          aria-controls="add-database"
+          onClick={() => setAdding((a) => !a)}
+        >
           {adding ? 'Close' : 'Add a database'}
         </button>
       </div>
       {adding && (
-        <div style="margin-bottom:1rem">
+        <div id="add-database" style="margin-bottom:1rem">
           <AddDatabase
             onAdded={(db) => {
               setAdded(db)

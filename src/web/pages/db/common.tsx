@@ -1,7 +1,7 @@
 // What the per-database pages share: links inside a database, the time window kept in the route's
 // query (?range=6h, or ?range=custom&since=…&until=…) with its picker, the bucket that suits a window,
 // periodic reloads, badges, key-figure cards, a percentage meter, duration formatting, the "no data
-// yet" state and the note that verifying the email unlocks something.
+// yet" state, the agent's collector notes and the note that verifying the email unlocks something.
 import type { ComponentChildren } from 'preact'
 import { useEffect, useId, useMemo, useState } from 'preact/hooks'
 import { ApiError, api } from '../../api.ts'
@@ -53,6 +53,31 @@ export const RANGES = [
   { key: '7d', label: 'Last 7 days', ms: 7 * 24 * 3_600_000 },
 ] as const
 
+/**
+ * The window every per-database page with a time range starts with (statements, a statement, waits,
+ * internals, tables and indexes, replication, ClickHouse parts and server): one default, so that a range
+ * carried from tab to tab (windowQuery) and a page opened afresh agree. Six hours show the shape of the
+ * day's latest hours at minute resolution and rank statements by what they cost recently; the overview's
+ * "top statements of the last 24 hours" link to the statements with ?range=24h.
+ */
+export const DEFAULT_RANGE = '6h'
+
+/** The route's window (`range`, `since`, `until`) as a query string for links that keep it; '' when the default. */
+export function windowQuery(query: URLSearchParams): string {
+  const keep = new URLSearchParams()
+  for (const k of ['range', 'since', 'until']) {
+    const v = query.get(k)
+    if (v) keep.set(k, v)
+  }
+  return keep.toString()
+}
+
+/** `href` with the route's window appended as its query. */
+export const withWindow = (href: string, query: URLSearchParams) => {
+  const search = windowQuery(query)
+  return search ? `${href}?${search}` : href
+}
+
 export interface TimeWindow {
   range: string
   since: string
@@ -72,8 +97,8 @@ export function bucketFor(spanMs: number, points = 360): number {
   return BUCKETS.find((b) => spanMs / 1000 / b <= points) ?? 86_400
 }
 
-/** The window the route's query names (default: the last `fallback`); `refresh()` moves a relative window to now. */
-export function useWindow(query: URLSearchParams, fallback = '24h'): TimeWindow & { refresh(): void } {
+/** The window the route's query names (default: the last DEFAULT_RANGE); `refresh()` moves a relative window to now. */
+export function useWindow(query: URLSearchParams, fallback = DEFAULT_RANGE): TimeWindow & { refresh(): void } {
   const range = query.get('range') ?? fallback
   const since = query.get('since')
   const until = query.get('until')
@@ -85,7 +110,7 @@ export function useWindow(query: URLSearchParams, fallback = '24h'): TimeWindow 
       from = Date.parse(since)
       to = Date.parse(until)
     } else {
-      const preset = RANGES.find((r) => r.key === range) ?? RANGES.find((r) => r.key === fallback) ?? RANGES[2]
+      const preset = RANGES.find((r) => r.key === range) ?? RANGES.find((r) => r.key === fallback) ?? RANGES[1]
       to = Date.now()
       from = to - preset.ms
     }
@@ -249,6 +274,29 @@ export function NoDataYet({ db }: { db: Database }) {
         <code>{db.name}</code>; the <a href="#/settings/agent">agent setup page</a> gives you the config and an API key.
       </p>
     </Empty>
+  )
+}
+
+export interface AgentNote {
+  collector: string
+  message: string
+}
+
+/** The agent's notes (overview's agent_notes): each says why some data is missing and what to do. `extra` adds items of the page's own. */
+export function AgentNotes({ notes, extra, title = 'The agent reports' }: { notes: AgentNote[]; extra?: ComponentChildren; title?: string }) {
+  if (notes.length === 0 && !extra) return null
+  return (
+    <section class="panel warning" aria-label="Notes from the agent" data-agent-notes>
+      <h2 class="small">{title}</h2>
+      <ul>
+        {notes.map((n) => (
+          <li key={n.collector}>
+            <code>{n.collector}</code>: {n.message}
+          </li>
+        ))}
+        {extra}
+      </ul>
+    </section>
   )
 }
 

@@ -1,10 +1,12 @@
 // Doctor: the database's status and score, the findings grouped by severity (title, detail,
-// recommendation, how to investigate and how to fix as copyable commands; for an unverified organization
-// the note that verifying the email unlocks the fixes) and the key figures it judged.
+// recommendation, the figures it measured, how to investigate and how to fix as copyable commands; for an
+// unverified organization the note that verifying the email unlocks the fixes) and the key figures it
+// judged, each in human units (figures.ts).
 import { Fragment } from 'preact'
 import { useEffect } from 'preact/hooks'
 import { Code, ErrorBox, Loading, fmtTime } from '../../components/ui.tsx'
 import { NoDataYet, SeverityBadge, VerifyNote, statusClass } from './common.tsx'
+import { figureLabel, formatFigure } from './figures.ts'
 import type { Finding, PageProps, Severity } from './types.ts'
 
 const SEVERITIES: { key: Severity; label: string }[] = [
@@ -13,18 +15,20 @@ const SEVERITIES: { key: Severity; label: string }[] = [
   { key: 'info', label: 'Information' },
 ]
 
-const label = (key: string) => key.replace(/_/g, ' ')
-
-function formatFigure(key: string, v: unknown): string {
-  if (v === null || v === undefined) return '—'
-  if (typeof v === 'number') {
-    if (key.endsWith('_ratio')) return `${(v * 100).toFixed(2)} %`
-    if (key.endsWith('_ms')) return `${v.toLocaleString()} ms`
-    if (key.endsWith('_pct')) return `${v} %`
-    return v.toLocaleString()
-  }
-  if (typeof v === 'string' && /^\d{4}-\d\d-\d\dT/.test(v)) return fmtTime(v)
-  return typeof v === 'object' ? JSON.stringify(v) : String(v)
+/** Figures as a definition list, each labelled without its unit and shown with it. */
+function Figures({ figures }: { figures: Record<string, unknown> }) {
+  const entries = Object.entries(figures)
+  if (entries.length === 0) return null
+  return (
+    <dl class="kv">
+      {entries.map(([k, v]) => (
+        <Fragment key={k}>
+          <dt title={k}>{figureLabel(k)}</dt>
+          <dd>{formatFigure(k, v)}</dd>
+        </Fragment>
+      ))}
+    </dl>
+  )
 }
 
 function FindingPanel({ f, open }: { f: Finding; open: boolean }) {
@@ -48,6 +52,12 @@ function FindingPanel({ f, open }: { f: Finding; open: boolean }) {
                 </Fragment>
               ))}
             </p>
+          )}
+          {Object.keys(f.metrics ?? {}).length > 0 && (
+            <>
+              <h3>Measured</h3>
+              <Figures figures={f.metrics} />
+            </>
           )}
           {f.how_to_investigate.length > 0 && (
             <>
@@ -119,14 +129,7 @@ export function DoctorPage({ db, doctor, query }: PageProps) {
       })}
       <section>
         <h2>Key figures</h2>
-        <dl class="kv">
-          {Object.entries(figures).map(([k, v]) => (
-            <Fragment key={k}>
-              <dt>{label(k)}</dt>
-              <dd>{formatFigure(k, v)}</dd>
-            </Fragment>
-          ))}
-        </dl>
+        <Figures figures={figures} />
       </section>
     </section>
   )

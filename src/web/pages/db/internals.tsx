@@ -129,7 +129,7 @@ function ioTotals(points: Point[] | undefined): Point[] | undefined {
 }
 
 export function InternalsPage({ db, query, setQuery }: PageProps) {
-  const tw = useWindow(query, '6h')
+  const tw = useWindow(query)
   const on = db.last_seen_at !== null
   const series = (path: string) => (on ? apiPath(db, `${path}?${tw.params}&bucket=${tw.bucket}`) : null)
   const stats = useApi<Values>(on ? apiPath(db, '/database-stats') : null)

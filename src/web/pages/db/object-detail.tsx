@@ -5,7 +5,7 @@ import { useMemo } from 'preact/hooks'
 import { ApiError } from '../../api.ts'
 import { Chart, type ChartSeries, type Unit } from '../../components/chart.tsx'
 import { Async, Code, Empty, ago, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
-import { TimeRangePicker, apiPath, dbHref, fmtRatio, perBucket, useWindow } from './common.tsx'
+import { TimeRangePicker, apiPath, dbHref, fmtRatio, perBucket, useWindow, withWindow } from './common.tsx'
 import type { IndexRow, TableRow } from './objects.tsx'
 import type { PageProps } from './types.ts'
 
@@ -86,11 +86,12 @@ function ObjectDetail<T>({ db, item, query, setQuery, kind, specs, facts }: Page
   const tw = useWindow(query)
   const list = kind === 'table' ? 'tables' : 'indexes'
   const detail = useApi<T & Detail>(apiPath(db, `/${list}/${encodeURIComponent(schema)}/${encodeURIComponent(name)}?${tw.params}`))
-  if (detail.error instanceof ApiError && detail.error.status === 404) return <NotFound what={kind} back={dbHref(db, list)} />
+  const back = withWindow(dbHref(db, list), query)
+  if (detail.error instanceof ApiError && detail.error.status === 404) return <NotFound what={kind} back={back} />
   return (
     <section class="stack">
       <p class="small">
-        <a href={dbHref(db, list)}>← All {list}</a>
+        <a href={back}>← All {list}</a>
       </p>
       <h2 class="object-title">
         <span class="muted">{schema}.</span>
@@ -148,7 +149,7 @@ export function TableDetailPage(props: PageProps) {
 }
 
 export function IndexDetailPage(props: PageProps) {
-  const { db } = props
+  const { db, query } = props
   return (
     <ObjectDetail<IndexRow>
       {...props}
@@ -160,7 +161,7 @@ export function IndexDetailPage(props: PageProps) {
           <dl class="kv">
             <dt>Table</dt>
             <dd>
-              <a href={dbHref(db, `tables/${encodeURIComponent(`${i.schema_name}/${i.table_name}`)}`)}>{i.table_name}</a>
+              <a href={withWindow(dbHref(db, `tables/${encodeURIComponent(`${i.schema_name}/${i.table_name}`)}`), query)}>{i.table_name}</a>
             </dd>
             <dt>Size</dt>
             <dd>{fmtBytes(i.size_bytes)}</dd>

@@ -1,10 +1,11 @@
 // Tables and indexes (PostgreSQL): the latest statistics, sorted by the server (sort_by) with a limit;
 // indexes also as the unused-index view (never scanned, neither primary nor unique, over 1 MB). Each
-// row links to the object's page (object-detail.tsx).
+// row links to the object's page (object-detail.tsx), keeping the time window. A table's last vacuum and
+// analyze are the later of the manual and the automatic one, the other in the cell's title.
 import type { IndexRow as StoredIndexRow } from '../../../server/store/sql-objects.ts'
 import { type Column, DataTable } from '../../components/data-table.tsx'
 import { Async, Empty, ago, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
-import { NoDataYet, SelectField, apiPath, dbHref, fmtRatio } from './common.tsx'
+import { NoDataYet, SelectField, apiPath, dbHref, fmtRatio, withWindow } from './common.tsx'
 import type { Database, PageProps } from './types.ts'
 
 export interface TableRow {
@@ -17,13 +18,16 @@ export interface TableRow {
   n_tup_del: number | null
   n_live_tup: number | null
   n_dead_tup: number | null
-  last_vacuum: string | null
-  last_autovacuum: string | null
-  last_analyze: string | null
-  last_autoanalyze: string | null
+  /** RFC 3339 (the API's times; epoch ms also read). */
+  last_vacuum: string | number | null
+  last_autovacuum: string | number | null
+  last_analyze: string | number | null
+  last_autoanalyze: string | number | null
   table_size_bytes: number | null
   index_size_bytes: number | null
   has_primary_key: boolean | null
+  /** false: autovacuum is turned off for this table (reloptions); absent from servers that do not send it. */
+  autovacuum_enabled?: boolean | null
   dead_tuple_ratio: number | null
   seq_tup_read: number | null
   idx_tup_fetch: number | null
@@ -47,15 +51,44 @@ function LimitSelect({ value, setQuery }: { value: string; setQuery: PageProps['
   )
 }
 
+const epoch = (t: string | number | null | undefined) => (t === null || t === undefined ? null : typeof t === 'number' ? t : Date.parse(t))
+
+/** The later of a manual and an automatic run (RFC 3339 or epoch ms), saying which; undefined when neither ran. */
+export function latestRun(manual: string | number | null, auto: string | number | null): { at: string | number; kind: 'manual' | 'auto' } | undefined {
+  const m = epoch(manual)
+  const a = epoch(auto)
+  if ((m === null || Number.isNaN(m)) && (a === null || Number.isNaN(a))) return undefined
+  if (a === null || Number.isNaN(a) || (m !== null && m >= a)) return { at: manual!, kind: 'manual' }
+  return { at: auto!, kind: 'auto' }
+}
+
+/** "3 h ago (auto)", with both runs' times in the title; "never" when neither ran. */
+function LastRun({ what, manual, auto }: { what: string; manual: string | number | null; auto: string | number | null }) {
+  const last = latestRun(manual, auto)
+  const title = `manual ${what}: ${manual === null ? 'never' : fmtTime(manual)}; auto${what}: ${auto === null ? 'never' : fmtTime(auto)}`
+  if (!last) {
+    return (
+      <span class="muted" title={title}>
+        never
+      </span>
+    )
+  }
+  return (
+    <span title={title}>
+      {ago(last.at)} <span class="muted small">{last.kind}</span>
+    </span>
+  )
+}
+
 const deadTone = (r: number | null) => (r === null ? undefined : r > 0.5 ? 'sev-critical' : r > 0.2 ? 'sev-warning' : undefined)
 
-function tableColumns(db: Database): Column<TableRow>[] {
+function tableColumns(db: Database, query: URLSearchParams): Column<TableRow>[] {
   return [
     {
       key: 'name',
       label: 'Table',
       render: (t) => (
-        <a href={dbHref(db, `tables/${objectItem(t.schema_name, t.table_name)}`)}>
+        <a href={withWindow(dbHref(db, `tables/${objectItem(t.schema_name, t.table_name)}`), query)}>
           <span class="muted">{t.schema_name}.</span>
           {t.table_name}
         </a>
@@ -77,8 +110,30 @@ function tableColumns(db: Database): Column<TableRow>[] {
     },
     { key: 'seq', label: 'Seq scans', num: true, sortBy: 'seq_scans', render: (t) => fmtNum(t.seq_scan) },
     { key: 'idx', label: 'Index scans', num: true, render: (t) => fmtNum(t.idx_scan) },
-    { key: 'vacuum', label: 'Last autovacuum', render: (t) => <span title={fmtTime(t.last_autovacuum)}>{ago(t.last_autovacuum)}</span> },
-    { key: 'analyze', label: 'Last autoanalyze', render: (t) => <span title={fmtTime(t.last_autoanalyze)}>{ago(t.last_autoanalyze)}</span> },
+    {
+      key: 'vacuum',
+      label: 'Last vacuum',
+      title: 'The later of the last manual VACUUM and the last autovacuum',
+      render: (t) => (
+        <>
+          <LastRun what="vacuum" manual={t.last_vacuum} auto={t.last_autovacuum} />
+          {t.autovacuum_enabled === false && (
+            <>
+              {' '}
+              <span class="badge badge-warning" title="autovacuum_enabled = off in the table's storage parameters">
+                autovacuum off
+              </span>
+            </>
+          )}
+        </>
+      ),
+    },
+    {
+      key: 'analyze',
+      label: 'Last analyze',
+      title: 'The later of the last manual ANALYZE and the last autoanalyze',
+      render: (t) => <LastRun what="analyze" manual={t.last_analyze} auto={t.last_autoanalyze} />,
+    },
     {
       key: 'pk',
       label: 'Primary key',
@@ -116,7 +171,7 @@ export function TablesPage({ db, query, setQuery }: PageProps) {
               <p>The tables collector sends pg_stat_user_tables of the connected database; check that it is not disabled in Settings.</p>
             </Empty>
           ) : (
-            <DataTable caption="Tables" columns={tableColumns(db)} rows={rows} rowKey={(t) => `${t.schema_name}.${t.table_name}`} serverSort={{ value: sort, onChange: (s) => setQuery({ sort: s }) }} compact />
+            <DataTable caption="Tables" columns={tableColumns(db, query)} rows={rows} rowKey={(t) => `${t.schema_name}.${t.table_name}`} serverSort={{ value: sort, onChange: (s) => setQuery({ sort: s }) }} compact />
           )
         }
       </Async>
@@ -124,13 +179,13 @@ export function TablesPage({ db, query, setQuery }: PageProps) {
   )
 }
 
-function indexColumns(db: Database): Column<IndexRow>[] {
+function indexColumns(db: Database, query: URLSearchParams): Column<IndexRow>[] {
   return [
     {
       key: 'name',
       label: 'Index',
       render: (i) => (
-        <a href={dbHref(db, `indexes/${objectItem(i.schema_name, i.index_name)}`)}>
+        <a href={withWindow(dbHref(db, `indexes/${objectItem(i.schema_name, i.index_name)}`), query)}>
           <span class="muted">{i.schema_name}.</span>
           {i.index_name}
         </a>
@@ -207,7 +262,7 @@ export function IndexesPage({ db, query, setQuery }: PageProps) {
               </Empty>
             )
           ) : (
-            <DataTable caption="Indexes" columns={indexColumns(db)} rows={rows} rowKey={(i) => `${i.schema_name}.${i.index_name}`} serverSort={{ value: sort, onChange: (s) => setQuery({ sort: s }) }} compact />
+            <DataTable caption="Indexes" columns={indexColumns(db, query)} rows={rows} rowKey={(i) => `${i.schema_name}.${i.index_name}`} serverSort={{ value: sort, onChange: (s) => setQuery({ sort: s }) }} compact />
           )
         }
       </Async>

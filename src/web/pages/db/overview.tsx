@@ -1,9 +1,18 @@
 // Overview: the key figures of the database as cards (health score, sessions, and the engine's own:
-// blocking, cache hit ratio, dead tuples, autovacuum / merges, mutations, p99), its costliest statements
-// of the last 24 hours and the doctor's three worst findings; "no data yet" until the agent sends.
+// blocking, cache hit ratio, dead tuples, autovacuum / merges, mutations, p99), its activity over the last
+// 6 hours as two small charts (PostgreSQL: transactions and connections from /database-stats/timeseries;
+// ClickHouse: queries and connections from /server-metrics), its costliest statements of the last 24
+// hours and the doctor's three worst findings; "no data yet" until the agent sends.
+import { useCallback, useState } from 'preact/hooks'
 import { Async, ErrorBox, Loading, ago, fmtMs, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
-import { Card, NoDataYet, SeverityBadge, apiPath, dbHref, fmtDuration, fmtRatio, statusClass, useEvery } from './common.tsx'
+import type { Loaded } from '../../components/ui.tsx'
+import { type AgentNote, AgentNotes, ApiProblem, Card, NoDataYet, SeverityBadge, apiPath, bucketFor, dbHref, fmtDuration, fmtRatio, statusClass, useEvery } from './common.tsx'
+import { SeriesChart, type SeriesSpec } from './series-chart.tsx'
 import type { Database, Doctor, PageProps } from './types.ts'
+
+/** The overview's charts span the last 6 hours; its top statements (the API's) the last 24. */
+const ACTIVITY_MS = 6 * 3_600_000
+const TOP_RANGE = 'range=24h'
 
 interface TopQuery {
   query_hash: string
@@ -33,22 +42,71 @@ interface Overview {
   stuck_mutations?: number
   query_p99_ms?: number | null
   /** What the agent's collectors reported in the latest batch: query_log disabled, statements it may not EXPLAIN… */
-  agent_notes?: { collector: string; message: string }[]
+  agent_notes?: AgentNote[]
 }
 
-/** The agent's notes, shown above the figures: each says why some data is missing and what to do. */
-function AgentNotes({ notes }: { notes: { collector: string; message: string }[] }) {
-  if (notes.length === 0) return null
+type Point = { ts: string } & Record<string, number | null>
+
+const POSTGRES_ACTIVITY: SeriesSpec[] = [
+  { name: 'overview-transactions', title: 'Transactions per second', unit: 'per_s', rate: true, keys: [['xact_commit', 'commits'], ['xact_rollback', 'rollbacks']] },
+  { name: 'overview-connections', title: 'Connections', unit: 'count', keys: [['numbackends', 'backends']] },
+]
+
+const CLICKHOUSE_ACTIVITY: SeriesSpec[] = [
+  { name: 'overview-queries', title: 'Queries per second', unit: 'per_s', perBucket: true, keys: [['queries_per_s', 'queries'], ['failed_queries_per_s', 'failed']] },
+  { name: 'overview-connections', title: 'Connections', unit: 'count', keys: [['tcp_connections', 'TCP'], ['http_connections', 'HTTP']] },
+]
+
+/** The last 6 hours as API parameters, moved to now every minute. */
+function useActivityWindow() {
+  const [until, setUntil] = useState(() => Date.now())
+  useEvery(60_000, useCallback(() => setUntil(Date.now()), []))
+  const since = until - ACTIVITY_MS
+  const bucket = bucketFor(ACTIVITY_MS)
+  return {
+    bucket,
+    bounds: [since, until] as [number, number],
+    params: `since=${encodeURIComponent(new Date(since).toISOString())}&until=${encodeURIComponent(new Date(until).toISOString())}&bucket=${bucket}`,
+  }
+}
+
+function ActivityCharts({ loaded, specs, bucket, bounds }: { loaded: Loaded<Point[]>; specs: SeriesSpec[]; bucket: number; bounds: [number, number] }) {
+  if (loaded.error) return <ApiProblem error={loaded.error} />
+  if (!loaded.data) return <Loading what="Loading the activity" />
   return (
-    <section class="panel warning" aria-label="Notes from the agent" data-agent-notes>
-      <h2 class="small">The agent reports</h2>
-      <ul>
-        {notes.map((n) => (
-          <li key={n.collector}>
-            <code>{n.collector}</code>: {n.message}
-          </li>
-        ))}
-      </ul>
+    <div class="grid-2">
+      {specs.map((s) => (
+        <SeriesChart key={s.name} points={loaded.data!} spec={s} bucketSeconds={bucket} range={bounds} />
+      ))}
+    </div>
+  )
+}
+
+function PostgresActivity({ db }: { db: Database }) {
+  const w = useActivityWindow()
+  const points = useApi<Point[]>(apiPath(db, `/database-stats/timeseries?${w.params}`))
+  return <ActivityCharts loaded={points} specs={POSTGRES_ACTIVITY} bucket={w.bucket} bounds={w.bounds} />
+}
+
+function ClickHouseActivity({ db }: { db: Database }) {
+  const w = useActivityWindow()
+  const metrics = useApi<{ bucket_seconds: number; timeseries: Point[] }>(apiPath(db, `/server-metrics?${w.params}`))
+  const loaded: Loaded<Point[]> = { ...metrics, data: metrics.data?.timeseries }
+  return <ActivityCharts loaded={loaded} specs={CLICKHOUSE_ACTIVITY} bucket={metrics.data?.bucket_seconds ?? w.bucket} bounds={w.bounds} />
+}
+
+function Activity({ db }: { db: Database }) {
+  const more = db.engine === 'postgres' ? 'internals' : 'server'
+  return (
+    <section>
+      <div class="section-head">
+        <h2>Activity</h2>
+        <a class="small" href={`${dbHref(db, more)}?range=6h`}>
+          {db.engine === 'postgres' ? 'All internals' : 'Server metrics'}
+        </a>
+      </div>
+      <p class="muted small">The last 6 hours.</p>
+      {db.engine === 'postgres' ? <PostgresActivity db={db} /> : <ClickHouseActivity db={db} />}
     </section>
   )
 }
@@ -101,7 +159,7 @@ function TopStatements({ db, rows }: { db: Database; rows: TopQuery[] }) {
           {rows.map((q) => (
             <tr key={q.query_hash}>
               <td class="stmt-cell">
-                <a class="stmt-text mono" href={dbHref(db, `queries/${encodeURIComponent(q.query_hash)}`)} title={q.query_text}>
+                <a class="stmt-text mono" href={`${dbHref(db, `queries/${encodeURIComponent(q.query_hash)}`)}?${TOP_RANGE}`} title={q.query_text}>
                   {q.query_text || q.query_hash}
                 </a>
               </td>
@@ -147,11 +205,12 @@ export function OverviewPage(props: PageProps) {
         <div class="stack">
           <AgentNotes notes={o.agent_notes ?? []} />
           <Figures db={db} o={o} doctor={props.doctor.data} />
+          <Activity db={db} />
           <div class="grid-2">
             <section>
               <div class="section-head">
                 <h2>Top statements</h2>
-                <a class="small" href={dbHref(db, 'queries')}>
+                <a class="small" href={`${dbHref(db, 'queries')}?${TOP_RANGE}`}>
                   All statements
                 </a>
               </div>

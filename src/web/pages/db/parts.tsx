@@ -84,7 +84,7 @@ const PART_CHARTS: SeriesSpec[] = [
 
 export function PartsPage({ db, query, setQuery }: PageProps) {
   const sort = query.get('sort') ?? 'active_parts'
-  const tw = useWindow(query, '6h')
+  const tw = useWindow(query)
   const parts = useApi<Parts>(db.last_seen_at ? apiPath(db, `/parts?sort_by=${encodeURIComponent(sort)}&limit=200`) : null)
   const history = useApi<({ ts: string } & Record<string, number | null>)[]>(db.last_seen_at ? apiPath(db, `/parts/timeseries?${tw.params}&bucket=${tw.bucket}`) : null)
   const specs = useMemo(() => PART_CHARTS, [])

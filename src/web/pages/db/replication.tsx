@@ -98,7 +98,7 @@ function LagCharts({ points, slots, step, range }: { points: LagPoint[]; slots: 
 }
 
 export function ReplicationPage({ db, query, setQuery }: PageProps) {
-  const tw = useWindow(query, '6h')
+  const tw = useWindow(query)
   const status = useApi<Status>(db.last_seen_at ? apiPath(db, '/replication') : null)
   const history = useApi<LagPoint[]>(db.last_seen_at ? apiPath(db, `/replication/history?${tw.params}&bucket=${tw.bucket}`) : null)
   const slots = useApi<SlotPoint[]>(db.last_seen_at ? apiPath(db, `/replication/slots/history?${tw.params}&bucket=${tw.bucket}`) : null)

@@ -1,9 +1,9 @@
 // Database settings: the server-side settings the agent applies from its next cycle (poll interval,
 // plan and replication collection, the collectors to leave off) and deleting the database, after typing
-// its name to confirm.
-import { useEffect, useState } from 'preact/hooks'
+// its name to confirm (Esc cancels).
+import { useEffect, useRef, useState } from 'preact/hooks'
 import { api } from '../../api.ts'
-import { ErrorBox } from '../../components/ui.tsx'
+import { ErrorBox, useEscape, useFocusSwap } from '../../components/ui.tsx'
 import { navigate } from '../../router.ts'
 import { collectorNames } from '../../../shared/collectors.ts'
 import { apiPath, engineName } from './common.tsx'
@@ -104,6 +104,14 @@ function DeleteDatabase({ db }: { db: Database }) {
   const [open, setOpen] = useState(false)
   const [typed, setTyped] = useState('')
   const [state, setState] = useState<{ deleting?: boolean; error?: Error }>({})
+  const opener = useRef<HTMLButtonElement>(null)
+  const confirmField = useRef<HTMLInputElement>(null)
+  const cancel = () => {
+    setOpen(false)
+    setTyped('')
+  }
+  useEscape(open && !state.deleting, cancel)
+  useFocusSwap(open, opener, confirmField)
   const remove = async (e: Event) => {
     e.preventDefault()
     if (typed !== db.name) return
@@ -123,7 +131,7 @@ function DeleteDatabase({ db }: { db: Database }) {
         at its next batch: remove it from the agent's config first.
       </p>
       {!open ? (
-        <button type="button" class="danger" onClick={() => setOpen(true)}>
+        <button type="button" ref={opener} class="danger" onClick={() => setOpen(true)}>
           Delete database…
         </button>
       ) : (
@@ -132,19 +140,13 @@ function DeleteDatabase({ db }: { db: Database }) {
             <label for="confirm-name">
               Type <code>{db.name}</code> to confirm
             </label>
-            <input id="confirm-name" value={typed} autoComplete="off" onInput={(e) => setTyped((e.target as HTMLInputElement).value)} autoFocus />
+            <input id="confirm-name" ref={confirmField} value={typed} autoComplete="off" onInput={(e) => setTyped((e.target as HTMLInputElement).value)} />
           </div>
           <div class="row">
             <button type="submit" class="danger" disabled={typed !== db.name || state.deleting}>
               {state.deleting ? 'Deleting…' : `Delete ${db.name}`}
             </button>
-            <button
-              type="button"
-              onClick={() => {
-                setOpen(false)
-                setTyped('')
-              }}
-            >
+            <button type="button" onClick={cancel}>
               Cancel
             </button>
           </div>

@@ -7,7 +7,7 @@ import type { QueryPoint, StoredPlan } from '../../../server/store/sql-telemetry
 import { ApiError } from '../../api.ts'
 import { Chart, type ChartMark, type ChartSeries, type Unit } from '../../components/chart.tsx'
 import { Async, Code, Empty, ErrorBox, Loading, fmtBytes, fmtMs, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
-import { TimeRangePicker, apiPath, dbHref, fmtRatio, perBucket, useWindow } from './common.tsx'
+import { TimeRangePicker, apiPath, dbHref, fmtRatio, perBucket, useWindow, withWindow } from './common.tsx'
 import { PlanTree } from './plan-tree.tsx'
 import type { StatementRow } from './statements.tsx'
 import type { Database, PageProps } from './types.ts'
@@ -182,14 +182,6 @@ function Plans({ plans, selected, select }: { plans: Plan[]; selected: number; s
   )
 }
 
-/** The statements list's link, keeping the window. */
-function backLink(db: Database, query: URLSearchParams): string {
-  const keep = new URLSearchParams()
-  for (const k of ['range', 'since', 'until']) if (query.get(k)) keep.set(k, query.get(k)!)
-  const search = keep.toString()
-  return `${dbHref(db, 'queries')}${search ? `?${search}` : ''}`
-}
-
 export function StatementPage({ db, item, query, setQuery }: PageProps) {
   const tw = useWindow(query)
   const base = apiPath(db, `/queries/${encodeURIComponent(item ?? '')}`)
@@ -204,7 +196,7 @@ export function StatementPage({ db, item, query, setQuery }: PageProps) {
     if (!detail.data) return undefined
     return { times: detail.data.timeseries.map((p) => Date.parse(p.ts)), specs: chartSpecs(db, detail.data.timeseries) }
   }, [detail.data, db.engine])
-  const back = backLink(db, query)
+  const back = withWindow(dbHref(db, 'queries'), query)
 
   if (detail.error instanceof ApiError && detail.error.status === 404) {
     return (

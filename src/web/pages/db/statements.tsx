@@ -1,18 +1,54 @@
 // Statements: statistics per statement over a time window (pg_stat_statements / system.query_log),
-// sorted by the server (total time, calls, mean time, rows), with a limit; each links to its page.
+// sorted by the server (total time, calls, mean time, rows), with a limit; each links to its page. A text
+// filter narrows the loaded list, each statement's share of the listed statements' total time is a
+// column, and what the agent and the doctor say about missing statement statistics shows above it.
+import { useRef, useState } from 'preact/hooks'
 import type { QueryStatsRow } from '../../../server/store/sql-telemetry.ts'
 import { Async, Empty, fmtBytes, fmtMs, fmtNum, useApi } from '../../components/ui.tsx'
 import { type Column, DataTable } from '../../components/data-table.tsx'
-import { NoDataYet, SelectField, TimeRangePicker, apiPath, dbHref, fmtRatio, useWindow } from './common.tsx'
-import type { Database, PageProps } from './types.ts'
+import { type AgentNote, AgentNotes, Field, NoDataYet, SelectField, TimeRangePicker, apiPath, dbHref, fmtRatio, useWindow, windowQuery } from './common.tsx'
+import type { Database, Finding, PageProps } from './types.ts'
 
 /** A statement's totals over the window, as the API sends them (queryView). */
 export type StatementRow = Omit<QueryStatsRow, 'first_bucket'>
 
-const SORTS = ['total_time', 'calls', 'mean_time', 'rows']
+const SORTS: [string, string][] = [
+  ['total_time', 'Total time'],
+  ['calls', 'Calls'],
+  ['mean_time', 'Mean time'],
+  ['rows', 'Rows'],
+]
 const LIMITS = ['25', '50', '100']
+/** The collectors whose notes explain missing statements or plans. */
+const STATEMENT_COLLECTORS = ['query_stats', 'explain_plans']
 
-function columns(db: Database, query: string): Column<StatementRow>[] {
+/** The rows whose text (or hash) contains `text`, ignoring case; all of them for an empty filter. */
+export function filterStatements<R extends Pick<StatementRow, 'query_text' | 'query_hash'>>(rows: R[], text: string): R[] {
+  const needle = text.trim().toLowerCase()
+  if (!needle) return rows
+  return rows.filter((r) => (r.query_text ?? '').toLowerCase().includes(needle) || r.query_hash.toLowerCase().includes(needle))
+}
+
+/** Each statement's total time as a share (0–1) of the sum over `rows`; null when that sum is 0. */
+export function timeShare(rows: Pick<StatementRow, 'total_time_ms'>[]): (ms: number | null) => number | null {
+  const total = rows.reduce((sum, r) => sum + (r.total_time_ms ?? 0), 0)
+  return (ms) => (total > 0 && ms !== null ? ms / total : null)
+}
+
+function Share({ share }: { share: number | null }) {
+  if (share === null) return <span class="muted">—</span>
+  const pct = 100 * share
+  return (
+    <span class="share">
+      <span class="share-bar" aria-hidden="true">
+        <span style={{ width: `${Math.min(100, pct)}%` }} />
+      </span>
+      {pct.toFixed(pct < 10 ? 1 : 0)} %
+    </span>
+  )
+}
+
+function columns(db: Database, query: string, share: (ms: number | null) => number | null, listed: number): Column<StatementRow>[] {
   const link = (r: StatementRow) => `${dbHref(db, `queries/${encodeURIComponent(r.query_hash)}`)}${query ? `?${query}` : ''}`
   const common: Column<StatementRow>[] = [
     {
@@ -26,6 +62,13 @@ function columns(db: Database, query: string): Column<StatementRow>[] {
       ),
     },
     { key: 'total', label: 'Total time', num: true, sortBy: 'total_time', render: (r) => fmtMs(r.total_time_ms) },
+    {
+      key: 'share',
+      label: '% of total time',
+      num: true,
+      title: `Share of the total time of the ${listed} statements listed (in this time range, before any filter); statements beyond the list are not counted`,
+      render: (r) => <Share share={share(r.total_time_ms)} />,
+    },
     { key: 'calls', label: 'Calls', num: true, sortBy: 'calls', render: (r) => fmtNum(r.total_calls) },
     { key: 'mean', label: 'Mean', num: true, sortBy: 'mean_time', render: (r) => fmtMs(r.mean_time_ms) },
     { key: 'rows', label: 'Rows', num: true, sortBy: 'rows', render: (r) => fmtNum(r.total_rows) },
@@ -47,49 +90,108 @@ function columns(db: Database, query: string): Column<StatementRow>[] {
   ]
 }
 
-export function StatementsPage({ db, query, setQuery }: PageProps) {
+/** The agent's notes about statements and plans, and the doctor's finding that pg_stat_statements is missing. */
+function StatementNotes({ db, doctor }: { db: Database; doctor: PageProps['doctor'] }) {
+  const overview = useApi<{ agent_notes?: AgentNote[] }>(apiPath(db, '/overview'))
+  const notes = (overview.data?.agent_notes ?? []).filter((n) => STATEMENT_COLLECTORS.includes(n.collector))
+  const findings = (doctor.data?.top_issues ?? []).filter((f: Finding) => f.key.endsWith(':pg_stat_statements') || f.objects.includes('pg_stat_statements'))
+  const extra = findings.length
+    ? findings.map((f) => (
+        <li key={f.key}>
+          The doctor: {f.title}. <a href={`${dbHref(db, 'doctor')}?finding=${encodeURIComponent(f.key)}`}>How to fix it</a>
+        </li>
+      ))
+    : undefined
+  return <AgentNotes notes={notes} extra={extra} title="Why statements may be missing" />
+}
+
+export function StatementsPage({ db, query, setQuery, doctor }: PageProps) {
   const tw = useWindow(query)
-  const sort = SORTS.includes(query.get('sort') ?? '') ? query.get('sort')! : 'total_time'
+  const sort = SORTS.some(([v]) => v === query.get('sort')) ? query.get('sort')! : 'total_time'
   const limit = LIMITS.includes(query.get('limit') ?? '') ? query.get('limit')! : '25'
   const list = useApi<StatementRow[]>(db.last_seen_at ? apiPath(db, `/queries?${tw.params}&sort_by=${sort}&limit=${limit}`) : null)
+  // The filter is the page's own (not in the route): typing must not add a history entry per key.
+  const [filter, setFilter] = useState('')
+  const filterInput = useRef<HTMLInputElement>(null)
+  const clearFilter = () => {
+    setFilter('')
+    filterInput.current?.focus()
+  }
   if (!db.last_seen_at) return <NoDataYet db={db} />
-  // Statement links keep the window (a custom one as it is).
-  const keep = new URLSearchParams()
-  for (const k of ['range', 'since', 'until']) if (query.get(k)) keep.set(k, query.get(k)!)
+  const sortLabel = SORTS.find(([v]) => v === sort)![1].toLowerCase()
   return (
-    <section>
+    <section class="stack">
+      <StatementNotes db={db} doctor={doctor} />
       <div class="toolbar">
         <TimeRangePicker tw={tw} setQuery={setQuery} />
-        <SelectField
-          label="Sort by"
-          value={sort}
-          options={[
-            ['total_time', 'Total time'],
-            ['calls', 'Calls'],
-            ['mean_time', 'Mean time'],
-            ['rows', 'Rows'],
-          ]}
-          onChange={(v) => setQuery({ sort: v })}
-        />
+        <SelectField label="Sort by" value={sort} options={SORTS} onChange={(v) => setQuery({ sort: v })} />
         <SelectField label="Show" value={limit} options={LIMITS.map((l) => [l, `${l} statements`])} onChange={(v) => setQuery({ limit: v })} />
+        <div class="filter-field">
+          <Field label="Filter by text">
+            {(id) => (
+              <input
+                id={id}
+                ref={filterInput}
+                type="search"
+                value={filter}
+                placeholder="e.g. orders"
+                autoComplete="off"
+                spellcheck={false}
+                onInput={(e) => setFilter((e.target as HTMLInputElement).value)}
+                onKeyDown={(e) => {
+                  if (e.key === 'Escape' && filter) {
+                    e.preventDefault()
+                    setFilter('')
+                  }
+                }}
+              />
+            )}
+          </Field>
+        </div>
       </div>
       <Async loaded={list}>
-        {(rows) =>
-          rows.length === 0 ? (
-            <Empty title="No statements in this time range">
-              <p>Pick a longer time range. {db.engine === 'postgres' ? 'The query_stats collector needs the pg_stat_statements extension; ' : 'The query_stats collector reads system.query_log; '}
-                <code>dbm agent --check</code> tells whether it runs.</p>
-            </Empty>
-          ) : (
-            <DataTable
-              caption="Statements"
-              columns={columns(db, keep.toString())}
-              rows={rows}
-              rowKey={(r) => r.query_hash}
-              serverSort={{ value: sort, onChange: (s) => setQuery({ sort: s }) }}
-            />
+        {(rows) => {
+          if (rows.length === 0) {
+            return (
+              <Empty title="No statements in this time range">
+                <p>
+                  Pick a longer time range.{' '}
+                  {db.engine === 'postgres' ? 'The query_stats collector needs the pg_stat_statements extension; ' : 'The query_stats collector reads system.query_log; '}
+                  <code>dbm agent --check</code> tells whether it runs.
+                </p>
+              </Empty>
+            )
+          }
+          const shown = filterStatements(rows, filter)
+          return (
+            <>
+              {filter.trim() && (
+                <p class="muted small" role="status">
+                  {shown.length} of the {rows.length} statements listed match “{filter.trim()}”.
+                </p>
+              )}
+              {shown.length === 0 ? (
+                <Empty title={`No statement matches “${filter.trim()}”`}>
+                  <p>
+                    The filter searches the text of the {rows.length} statements listed (the top {limit} by {sortLabel} in this time range). Show more
+                    statements or pick a longer time range to search further.
+                  </p>
+                  <button type="button" onClick={clearFilter}>
+                    Clear the filter
+                  </button>
+                </Empty>
+              ) : (
+                <DataTable
+                  caption={`Statements; “% of total time” is each statement's share of the total time of the ${rows.length} statements listed`}
+                  columns={columns(db, windowQuery(query), timeShare(rows), rows.length)}
+                  rows={shown}
+                  rowKey={(r) => r.query_hash}
+                  serverSort={{ value: sort, onChange: (s) => setQuery({ sort: s }) }}
+                />
+              )}
+            </>
           )
-        }
+        }}
       </Async>
     </section>
   )

@@ -1,0 +1,327 @@
+// Settings (#/settings): the signed-in user and the organization as /auth/me describes them, changing
+// the password through the mailed reset link (POST /auth/forgot-password: the API has no other way), and
+// the organization's alert webhook (GET, PUT and DELETE /organization/webhook): its URL, its delivery
+// state, and its signing secret, which the API sends once, in the answer that creates the webhook.
+import { useRef, useState } from 'preact/hooks'
+import { ApiError, api } from '../api.ts'
+import { CopyButton, ErrorBox, Loading, ago, fmtTime, useApi, useEscape, useFocusSwap } from '../components/ui.tsx'
+import { useSession } from '../session.ts'
+
+interface Webhook {
+  url: string
+  created_at: string
+  updated_at: string
+  last_success_at: string | null
+  last_failure_at: string | null
+  last_error: string | null
+}
+
+/** The PUT answer: with `secret` only when it created the webhook (201). */
+type PutAnswer = Webhook & { secret?: string }
+
+/** The API's longest webhook URL (src/server/limits.ts webhookUrlMaxLength). */
+const URL_MAX = 2048
+
+function When({ at }: { at: string | null }) {
+  return at ? <span title={fmtTime(at)}>{ago(at)}</span> : <span class="muted">never</span>
+}
+
+/** The signing secret, shown once with its copy button and how a receiver checks it. */
+function NewSecret({ secret }: { secret: string }) {
+  return (
+    <div class="panel ok stack" role="status" aria-labelledby="webhook-secret-title">
+      <h3 id="webhook-secret-title" style="margin-top:0">
+        Signing secret
+      </h3>
+      <p>
+        <strong>Copy it now: it will not be shown again.</strong> Each delivery carries <code>X-DBM-Signature: sha256=&lt;hex&gt;</code>, the
+        HMAC-SHA256 of the raw body keyed with this secret: check it before trusting a delivery.
+      </p>
+      <div class="code">
+        <pre>
+          <code id="webhook-secret">{secret}</code>
+        </pre>
+        <CopyButton text={secret} />
+      </div>
+    </div>
+  )
+}
+
+function WebhookState({ webhook }: { webhook: Webhook }) {
+  const failing = webhook.last_failure_at !== null && (webhook.last_success_at === null || webhook.last_failure_at > webhook.last_success_at)
+  return (
+    <dl class="kv" data-webhook-state>
+      <dt>URL</dt>
+      <dd class="mono" data-webhook-url>
+        {webhook.url}
+      </dd>
+      <dt>Set</dt>
+      <dd>
+        <When at={webhook.created_at} />
+        {webhook.updated_at !== webhook.created_at && (
+          <>
+            , URL changed <When at={webhook.updated_at} />
+          </>
+        )}
+      </dd>
+      <dt>Last delivered</dt>
+      <dd>
+        <When at={webhook.last_success_at} />
+      </dd>
+      <dt>Last failure</dt>
+      <dd>
+        <When at={webhook.last_failure_at} />
+        {webhook.last_error && <span class={failing ? 'error' : 'muted'}> ({webhook.last_error})</span>}
+      </dd>
+    </dl>
+  )
+}
+
+function RemoveWebhook({ onRemoved }: { onRemoved(): void }) {
+  const [confirming, setConfirming] = useState(false)
+  const [busy, setBusy] = useState(false)
+  const [error, setError] = useState('')
+  useEscape(confirming && !busy, () => setConfirming(false))
+  const opener = useRef<HTMLButtonElement>(null)
+  const cancelButton = useRef<HTMLButtonElement>(null)
+  useFocusSwap(confirming, opener, cancelButton)
+  const remove = async () => {
+    setBusy(true)
+    setError('')
+    try {
+      await api('DELETE', '/organization/webhook')
+      setConfirming(false)
+      onRemoved()
+    } catch (e) {
+      // Already gone (removed elsewhere): the same outcome.
+      if (e instanceof ApiError && e.status === 404) onRemoved()
+      else setError((e as Error).message)
+    } finally {
+      setBusy(false)
+    }
+  }
+  if (!confirming) {
+    return (
+      <button type="button" ref={opener} onClick={() => setConfirming(true)}>
+        Remove the webhook
+      </button>
+    )
+  }
+  return (
+    <div class="row" role="group" aria-label="Remove the webhook?">
+      <span class="small">Alerts are then mailed only; the secret is gone for good.</span>
+      <button type="button" class="danger" disabled={busy} onClick={remove}>
+        {busy ? 'Removing…' : 'Remove now'}
+      </button>
+      <button type="button" ref={cancelButton} disabled={busy} onClick={() => setConfirming(false)}>
+        Cancel
+      </button>
+      {error && (
+        <span class="error" role="alert">
+          {error}
+        </span>
+      )}
+    </div>
+  )
+}
+
+function WebhookForm({ current, onSaved }: { current: Webhook | null; onSaved(answer: PutAnswer): void }) {
+  const [url, setUrl] = useState(current?.url ?? '')
+  const [busy, setBusy] = useState(false)
+  const [error, setError] = useState('')
+  const submit = async (e: Event) => {
+    e.preventDefault()
+    setBusy(true)
+    setError('')
+    try {
+      onSaved(await api<PutAnswer>('PUT', '/organization/webhook', { url: url.trim() }))
+    } catch (err) {
+      setError((err as Error).message)
+    } finally {
+      setBusy(false)
+    }
+  }
+  const unchanged = current !== null && url.trim() === current.url
+  return (
+    <form class="form-row" onSubmit={submit}>
+      <div class="field" style="flex:1 1 22rem">
+        <label for="webhook-url">Webhook URL</label>
+        <input
+          id="webhook-url"
+          type="url"
+          required
+          maxLength={URL_MAX}
+          value={url}
+          placeholder="https://hooks.example.com/dbm"
+          autoComplete="off"
+          spellcheck={false}
+          aria-invalid={error ? true : undefined}
+          aria-describedby={error ? 'webhook-error' : 'webhook-hint'}
+          onInput={(e) => setUrl((e.currentTarget as HTMLInputElement).value)}
+        />
+        <span class="hint" id="webhook-hint">
+          http or https, without a user name or password. Alerts are POSTed to it as JSON.
+        </span>
+      </div>
+      <button type="submit" class="primary" disabled={busy || unchanged}>
+        {busy ? 'Saving…' : current ? 'Change the URL' : 'Set the webhook'}
+      </button>
+      {error && (
+        <p class="error" id="webhook-error" role="alert" style="flex-basis:100%">
+          {error}
+        </p>
+      )}
+    </form>
+  )
+}
+
+function WebhookSettings() {
+  const loaded = useApi<Webhook>('/organization/webhook')
+  const [secret, setSecret] = useState<string>()
+  const [saved, setSaved] = useState('')
+  const none = loaded.error instanceof ApiError && loaded.error.status === 404
+  if (loaded.error && !none) return <ErrorBox error={loaded.error} />
+  if (loaded.data === undefined && !none) return <Loading what="Loading the webhook" />
+  const current = none ? null : (loaded.data ?? null)
+  return (
+    <div class="stack">
+      {current ? <WebhookState webhook={current} /> : <p data-webhook-none>No webhook is set: alerts go by mail only.</p>}
+      {/* Keyed by the URL, so that the field shows the one saved. */}
+      <WebhookForm
+        key={current?.url ?? ''}
+        current={current}
+        onSaved={(answer) => {
+          setSecret(answer.secret)
+          setSaved(answer.secret ? 'Webhook set.' : 'URL changed. The signing secret is the same as before.')
+          loaded.reload()
+        }}
+      />
+      {saved && (
+        <p class="success" role="status">
+          {saved}
+        </p>
+      )}
+      {secret && <NewSecret secret={secret} />}
+      {current && (
+        <>
+          <p class="muted small">
+            The signing secret is shown once, when the webhook is set. For a new one, remove the webhook and set it again.
+          </p>
+          <RemoveWebhook
+            onRemoved={() => {
+              setSecret(undefined)
+              setSaved('')
+              loaded.reload()
+            }}
+          />
+        </>
+      )}
+    </div>
+  )
+}
+
+/** Mails the user a link to choose a new password: the reset flow is the API's way to change it. */
+function ChangePassword({ email }: { email: string }) {
+  const [state, setState] = useState<{ sending?: boolean; sent?: boolean; error?: string }>({})
+  const send = async () => {
+    setState({ sending: true })
+    try {
+      await api('POST', '/auth/forgot-password', { email })
+      setState({ sent: true })
+    } catch (e) {
+      setState({ error: e instanceof ApiError && e.status === 429 ? `A link was sent a moment ago: ${e.message.replace(/^too many requests; /, '')}.` : (e as Error).message })
+    }
+  }
+  return (
+    <div class="stack">
+      <p class="small muted">
+        dbm mails you a link to choose a new password (valid one hour). Setting it signs out every session of yours, this one included.
+      </p>
+      <div class="row">
+        <button type="button" onClick={send} disabled={state.sending || state.sent}>
+          {state.sending ? 'Sending…' : 'Mail me a link to change my password'}
+        </button>
+        {state.sent && (
+          <span class="success" role="status">
+            Sent to {email}.
+          </span>
+        )}
+        {state.error && (
+          <span class="error" role="alert">
+            {state.error}
+          </span>
+        )}
+      </div>
+    </div>
+  )
+}
+
+export function AccountSettings() {
+  const { me } = useSession()
+  if (!me) return null
+  return (
+    <main>
+      <div class="page-head">
+        <h1>Settings</h1>
+      </div>
+      <div class="stack">
+        <section class="panel" aria-labelledby="settings-account">
+          <h2 id="settings-account" style="margin-top:0">
+            Your account
+          </h2>
+          <dl class="kv">
+            <dt>Name</dt>
+            <dd>{me.user.name}</dd>
+            <dt>Email</dt>
+            <dd>
+              {me.user.email}{' '}
+              {me.user.email_verified ? <span class="badge badge-ok">verified</span> : <span class="badge badge-warning">not verified</span>}
+            </dd>
+            {me.user.role && (
+              <>
+                <dt>Role</dt>
+                <dd>{me.user.role}</dd>
+              </>
+            )}
+          </dl>
+          <h3>Password</h3>
+          <ChangePassword email={me.user.email} />
+        </section>
+
+        <section class="panel" aria-labelledby="settings-org">
+          <h2 id="settings-org" style="margin-top:0">
+            Organization
+          </h2>
+          <dl class="kv">
+            <dt>Name</dt>
+            <dd>{me.organization.name}</dd>
+            <dt>Slug</dt>
+            <dd class="mono">{me.organization.slug}</dd>
+            <dt>Plan</dt>
+            <dd>{me.organization.plan}</dd>
+            <dt>Verified</dt>
+            <dd>
+              {me.organization.verified
+                ? 'yes: unlimited databases, recommendations and fix commands'
+                : 'not yet: one database, 24 hours of data; the link in the verification mail unlocks the rest'}
+            </dd>
+          </dl>
+          <p class="small">
+            <a href="#/settings/api-keys">API keys</a> · <a href="#/settings/agent">Agent setup</a>
+          </p>
+        </section>
+
+        <section class="panel" aria-labelledby="settings-webhook">
+          <h2 id="settings-webhook" style="margin-top:0">
+            Alert webhook
+          </h2>
+          <p class="muted small">
+            When a critical finding opens or resolves an alert, dbm mails the organization's verified users and POSTs the alert to this URL, signed
+            with a secret (see the README's webhook section). Failed deliveries are retried every minute for a day.
+          </p>
+          <WebhookSettings />
+        </section>
+      </div>
+    </main>
+  )
+}
