@@ -2,7 +2,7 @@
 // formatting, useApi() that loads a GET endpoint and reloads it on demand, and useEscape() that closes a
 // panel or a confirmation with the Esc key.
 import type { ComponentChildren, RefObject } from 'preact'
-import { useCallback, useEffect, useRef, useState } from 'preact/hooks'
+import { useCallback, useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks'
 import { ApiError, get } from '../api.ts'
 
 export interface Loaded<T> {
@@ -107,7 +107,9 @@ export function fmtTime(value: string | number | null | undefined): string {
 export function useEscape(active: boolean, onEscape: () => void): void {
   const latest = useRef(onEscape)
   latest.current = onEscape
-  useEffect(() => {
+  // A layout effect: the listener is in place before the panel is painted, so an Esc pressed as soon as
+  // it shows is never lost (a plain effect runs after the paint).
+  useLayoutEffect(() => {
     if (!active) return
     const onKey = (e: KeyboardEvent) => {
       if (e.key !== 'Escape' || e.defaultPrevented || e.isComposing) return
