@@ -159,6 +159,27 @@ for (const kind of storeKinds) {
       }
     })
 
+    test("a statement's text row is rewritten once in 10 minutes; its detail's last_seen is still the latest minute", async () => {
+      const t0 = Math.floor(Date.now() / HOUR) * HOUR - 2 * HOUR + 5_000
+      let seen = ''
+      const at = async (ms: number) => {
+        seen = await agent.ingest(
+          pgBatch('seen', ms, { query_stats: [{ query_hash: 'qs', query_text: 'SELECT seen', calls: 1, total_time_ms: 1, rows: 1, shared_blks_hit: 0, shared_blks_read: 0 }] }),
+        )
+      }
+      const stored = async () =>
+        Number((await agent.server.store.driver.get<{ last_seen: number }>('SELECT last_seen FROM query_texts WHERE database_id = $1', [seen]))!.last_seen)
+      const detail = async () => (await agent.ok(seen, `/queries/qs?${range(t0 - HOUR, t0 + HOUR)}`)) as { first_seen: string; last_seen: string; total_calls: number }
+      // Every 10 s for 7 minutes: one text write, the first.
+      for (let k = 0; k < 42; k++) await at(t0 + k * 10_000)
+      expect(await stored()).toBe(t0)
+      expect(await detail()).toMatchObject({ first_seen: iso(t0), last_seen: iso(Math.floor((t0 + 41 * 10_000) / MINUTE) * MINUTE), total_calls: 42 })
+      // 10 minutes after the write, the next batch rewrites it.
+      await at(t0 + 10 * MINUTE)
+      expect(await stored()).toBe(t0 + 10 * MINUTE)
+      expect(await detail()).toMatchObject({ first_seen: iso(t0), last_seen: iso(t0 + 10 * MINUTE), total_calls: 43 })
+    })
+
     test('a deleted database takes its marks and rows with it', async () => {
       const res = await agent.server.call('DELETE', `/api/v1/databases/${id}`, { apiKey: agent.key })
       expect(res.status).toBe(204)

@@ -114,13 +114,18 @@ function queryStatRows(databaseId: string, bucket: number, rows: QueryStatDelta[
   return merged
 }
 
+/** How often a statement's text row (and its last_seen) is rewritten while the statement keeps coming. */
+export const TEXT_REFRESH_MS = 10 * MINUTE_MS
+
 /**
  * Statements whose text row this process wrote recently, per database, with the last_seen written. A
- * batch skips the text upsert of statements written for a batch less than a minute before its own, so
- * the same 500 statements arriving every 10 s cost text writes once a minute, not every batch (they
- * were a third of the ingest's SQL time); last_seen stays within a minute of the latest batch. Filled
- * only after the ingest's transaction committed. Several processes sharing a PostgreSQL store each
- * write a statement at most once a minute.
+ * batch skips the text upsert of statements written for a batch less than TEXT_REFRESH_MS before its
+ * own, so the same 500 statements arriving every 10 s cost text writes once in 10 minutes, not every
+ * batch (rewriting the wide text rows was a third of the ingest's SQL time even once a minute). The
+ * stored last_seen is then up to 10 minutes behind; queryDetail reads the later minute buckets to
+ * answer it to the minute, and retention deletes texts by the hour. Filled only after the ingest's
+ * transaction committed. Several processes sharing a PostgreSQL store each write a statement at most
+ * once per refresh.
  */
 export class KnownTexts {
   private readonly byDatabase = new Map<string, Map<string, number>>()
@@ -129,8 +134,8 @@ export class KnownTexts {
   writerFor(databaseId: string, at: number): (hash: string) => boolean {
     const seen = this.byDatabase.get(databaseId)
     if (!seen) return () => true
-    const since = at - MINUTE_MS
-    return (hash) => !(seen.get(hash)! >= since)
+    const since = at - TEXT_REFRESH_MS
+    return (hash) => !(seen.get(hash)! > since)
   }
 
   /** After a commit: these statements' text rows have last_seen >= `atLeast`. */
@@ -584,10 +589,15 @@ export async function queryDetail(
       [databaseId, hash, ...hours.params],
     )
   }
+  // The text row's last_seen is refreshed every TEXT_REFRESH_MS: a later minute bucket is later news.
+  const later = await driver.get<{ bucket: number | null }>(
+    'SELECT MAX(bucket) AS bucket FROM query_stats WHERE database_id = $1 AND resolution = 60 AND bucket > $2 AND query_hash = $3',
+    [databaseId, Number(text.last_seen), hash],
+  )
   return {
     stats: toQueryRow({ ...totals, query_hash: hash, query_text: text.query_text }),
     first_seen: Number(text.first_seen),
-    last_seen: Number(text.last_seen),
+    last_seen: Math.max(Number(text.last_seen), Number(later?.bucket ?? 0)),
     resolution,
     points: points.map((p) => {
       const calls = Number(p.calls)
