@@ -10,8 +10,9 @@
 // - Bare insert: the same rows as query_stats rows (the table created with dbm's own DDL, the store's
 //   pragmas), one transaction per batch, one prepared multi-row INSERT per batch, in this process.
 // - Rounds alternate bare / server; the report gives the median of the rounds and their ratio.
-// Rows/s counts query_stats rows accepted (a batch of 500 statements = 500 rows), though the server
-// writes each statement to a minute and an hour bucket and upserts its text.
+// Rows/s counts query_stats rows accepted (a batch of 500 statements = 500 rows); the server adds each
+// to its minute bucket, rolls 10-minute and hourly buckets up as spans close and rewrites a statement's
+// text once in 10 minutes.
 // Options: --agents N, --rows N, --duration S, --warmup S, --rounds N.
 import { Database } from 'bun:sqlite'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -337,7 +338,7 @@ async function main(): Promise<number> {
       `- Server: the real app (createApp) over a fresh SQLite store in this process, on 127.0.0.1`,
       `- Load generator: a separate bun process emulating ${o.agents} agents, each with one request in flight, its own database name (auto-registered), one API key for all, a fresh batch_id per request and a clock advancing 10 s per batch; ${o.rows} query_stats rows (distinct statements, 11 counters, texts of 100–400 characters) per batch, ${fmt(JSON.stringify(statRows(0, o.rows)).length / 1024)} KiB of JSON`,
       `- Bare insert: the same rows into dbm's own \`query_stats\` table (same DDL, same pragmas: WAL, synchronous NORMAL, exclusive locking), one \`BEGIN IMMEDIATE\`…\`COMMIT\` per batch of ${o.rows} rows, one prepared ${o.rows}-row \`INSERT\` reused for every batch, each batch in its own bucket (no key conflicts), in the benchmark process`,
-      `- Method: ${o.duration} s per run ${o.warmup > 0 ? `after a ${o.warmup} s warm-up` : 'without warm-up'}, alternating bare / server, ${o.rounds} round${o.rounds === 1 ? '' : 's'}; median of the rounds. Rows/s = query_stats rows accepted (the server also writes each row to an hourly bucket and upserts its text)`,
+      `- Method: ${o.duration} s per run ${o.warmup > 0 ? `after a ${o.warmup} s warm-up` : 'without warm-up'}, alternating bare / server, ${o.rounds} round${o.rounds === 1 ? '' : 's'}; median of the rounds. Rows/s = query_stats rows accepted (the server adds each row to its minute bucket, rolls 10-minute and hourly buckets up as spans close, and rewrites a statement's text once in 10 minutes)`,
       `- Check after the runs: ${recorded} batches recorded for ${serverBatches} accepted, minute-bucket calls ${calls === expectedCalls ? 'equal' : 'DIFFER from'} the calls sent (${consistent ? 'nothing lost or double-counted' : 'INCONSISTENT'}); ${fmt(stored)} query_stats rows in the store`,
       ``,
       `| round | path | rows/s | batches/s | p50 ms | p99 ms | errors |`,
