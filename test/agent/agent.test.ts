@@ -9,7 +9,7 @@ import postgres from 'postgres'
 import { Agent } from '../../src/agent/agent.ts'
 import { createLogger } from '../../src/shared/log.ts'
 import { type PostgresServer, freePort, postgresMajors, sharedPostgres, startPostgres } from '../support/postgres.ts'
-import { type Account, type TestServer, createApiKey, signup, startTestServer, verify } from '../support/server.ts'
+import { type Account, type TestServer, agentAccount, createApiKey, signup, startTestServer, verify } from '../support/server.ts'
 import { until } from '../support/wait.ts'
 
 let pg: PostgresServer
@@ -56,9 +56,7 @@ describe('agent against every tested PostgreSQL major', () => {
   let key: string
   beforeAll(async () => {
     server = await startTestServer('postgres')
-    account = await signup(server)
-    await verify(server, account)
-    key = (await createApiKey(server, account, 'agent')).key
+    ;({ account, key } = await agentAccount(server))
   })
   afterAll(async () => {
     await server.stop()
@@ -103,9 +101,7 @@ describe('agent against PostgreSQL 17', () => {
   let key: string
   beforeAll(async () => {
     server = await startTestServer('sqlite')
-    account = await signup(server)
-    await verify(server, account)
-    key = (await createApiKey(server, account, 'agent')).key
+    ;({ account, key } = await agentAccount(server))
   })
   afterAll(async () => {
     await server.stop()

@@ -9,7 +9,7 @@ import { checkConfig } from '../../src/agent/check.ts'
 import { parseAgentConfig } from '../../src/agent/config.ts'
 import { freePort, sharedPostgres } from '../support/postgres.ts'
 import { cleanEnv, runCommand } from '../support/process.ts'
-import { createApiKey, signup, startTestServer, type TestServer, verify } from '../support/server.ts'
+import { type TestServer, agentAccount, startTestServer } from '../support/server.ts'
 
 const CLI = ['bun', 'src/cli.ts', 'agent']
 const loadAgentConfigText = (text: string) => parseAgentConfig(text, 'config.yaml')
@@ -58,9 +58,7 @@ describe('against a real PostgreSQL', () => {
   beforeAll(async () => {
     dsn = await (await sharedPostgres(13)).freshDatabase()
     server = await startTestServer('sqlite')
-    const account = await signup(server)
-    await verify(server, account)
-    key = (await createApiKey(server, account)).key
+    key = (await agentAccount(server)).key
   })
   afterAll(async () => {
     await server.stop()

@@ -9,7 +9,7 @@ import postgres from 'postgres'
 import { Agent } from '../../src/agent/agent.ts'
 import { createLogger } from '../../src/shared/log.ts'
 import { type PostgresServer, startPostgres } from '../support/postgres.ts'
-import { type Account, type TestServer, createApiKey, signup, startTestServer, verify } from '../support/server.ts'
+import { type Account, type TestServer, agentAccount, startTestServer } from '../support/server.ts'
 import { until } from '../support/wait.ts'
 
 let pg: PostgresServer
@@ -28,9 +28,7 @@ beforeAll(async () => {
   await setup`INSERT INTO t SELECT generate_series(1, 50)`
   await setup.end()
   server = await startTestServer('sqlite')
-  account = await signup(server)
-  await verify(server, account)
-  key = (await createApiKey(server, account)).key
+  ;({ account, key } = await agentAccount(server))
 })
 
 afterAll(async () => {

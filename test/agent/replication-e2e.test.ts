@@ -11,7 +11,7 @@ import { Agent } from '../../src/agent/agent.ts'
 import { createLogger } from '../../src/shared/log.ts'
 import { type PostgresServer, startPostgres } from '../support/postgres.ts'
 import { startStandby } from '../support/replica.ts'
-import { type Account, type TestServer, createApiKey, signup, startTestServer, verify } from '../support/server.ts'
+import { type Account, type TestServer, agentAccount, startTestServer } from '../support/server.ts'
 import { until as waitUntil } from '../support/wait.ts'
 
 /** Polls through errors: the standby refuses connections while it starts. */
@@ -50,9 +50,7 @@ describe('replication through the agent and the API', () => {
   let key: string
   beforeAll(async () => {
     server = await startTestServer('sqlite')
-    account = await signup(server)
-    await verify(server, account)
-    key = (await createApiKey(server, account, 'agent')).key
+    ;({ account, key } = await agentAccount(server))
   })
   afterAll(async () => {
     await server.stop()

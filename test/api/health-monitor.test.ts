@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { type HealthMonitor, createHealthMonitor } from '../../src/server/health-monitor.ts'
 import type { IngestBatch } from '../../src/shared/wire.ts'
 import { pgBatch } from '../support/batches.ts'
-import { type Account, type TestServer, createApiKey, signup, startTestServer, storeKinds, verify } from '../support/server.ts'
+import { type Account, type TestServer, agentAccount, createApiKey, signup, startTestServer, storeKinds, verify } from '../support/server.ts'
 import { startSmtpReceiver } from '../support/smtp.ts'
 import { until } from '../support/wait.ts'
 import { startWebhookReceiver } from '../support/webhook.ts'
@@ -23,9 +23,7 @@ const cured = (name: string) => pgBatch(name, Date.now() - 10_000, { database_st
 
 /** An organization on the server: its account (verified or not), an API key, and calls as that key. */
 async function organization(server: TestServer, verified: boolean) {
-  const account = await signup(server)
-  if (verified) await verify(server, account)
-  const key = (await createApiKey(server, account, 'agent')).key
+  const { account, key } = await agentAccount(server, { verified })
   return {
     account,
     key,

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { request as httpRequest } from 'node:http'
 import type { ActiveQuery, IndexStat, IngestBatch, LockEntry, TableStat } from '../../src/shared/wire.ts'
-import { type Account, type TestServer, createApiKey, signup, startTestServer, storeKinds, verify } from '../support/server.ts'
+import { type Account, type TestServer, agentAccount, signup, startTestServer, storeKinds } from '../support/server.ts'
 
 const MINUTE = 60_000
 const HOUR = 3_600_000
@@ -158,9 +158,7 @@ for (const kind of storeKinds) {
     let id: string
     beforeAll(async () => {
       server = await startTestServer(kind)
-      account = await signup(server)
-      await verify(server, account)
-      key = (await createApiKey(server, account, 'agent')).key
+      ;({ account, key } = await agentAccount(server))
       const activity = [
         session(41, 5),
         session(42, null, { state: 'idle in transaction' }),

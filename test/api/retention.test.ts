@@ -8,7 +8,7 @@ import { KEPT_WITH_DATABASE, RETAINED_TABLES } from '../../src/server/store/sql-
 import { type Window, windowRanges } from '../../src/server/store/sql-telemetry.ts'
 import type { IngestBatch } from '../../src/shared/wire.ts'
 import { HOUR, MINUTE, chBatch, iso, pgBatch, range } from '../support/batches.ts'
-import { type TestServer, createApiKey, signup, startTestServer, storeKinds, verify } from '../support/server.ts'
+import { type TestServer, agentAccount, startTestServer, storeKinds } from '../support/server.ts'
 
 const DAY = 24 * HOUR
 
@@ -129,9 +129,7 @@ for (const kind of storeKinds) {
     })
     async function organization(verified: boolean) {
       server = await startTestServer(kind)
-      const account = await signup(server)
-      if (verified) await verify(server, account)
-      const key = (await createApiKey(server, account, 'agent')).key
+      const { key } = await agentAccount(server, { verified })
       const s = server
       return {
         server: s,

@@ -5,7 +5,7 @@ import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Agent, type AgentOptions } from '../../src/agent/agent.ts'
 import { createLogger } from '../../src/shared/log.ts'
-import { type Account, type TestServer, createApiKey, signup, startTestServer, verify } from './server.ts'
+import { type Account, type TestServer, agentAccount, startTestServer } from './server.ts'
 import { until } from './wait.ts'
 
 export interface AgentRig {
@@ -26,9 +26,7 @@ export interface AgentRig {
  */
 export async function startAgentRig(dsn: string, name: string, dir: string, timings?: AgentOptions['timings']): Promise<AgentRig> {
   const server = await startTestServer('sqlite')
-  const account = await signup(server)
-  await verify(server, account)
-  const key = (await createApiKey(server, account, 'agent')).key
+  const { account, key } = await agentAccount(server)
   const config = join(dir, 'config.yaml')
   writeFileSync(config, `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: ${name}\n    dsn: ${dsn}\n    poll_interval: 1s\n`)
   const agent = new Agent({ configPath: config, bufferDir: dir, log: createLogger('error', () => {}), timings })

@@ -5,7 +5,7 @@
 // validation, other organizations, rows left after a deletion).
 import { afterAll, beforeAll, expect } from 'bun:test'
 import type { IngestBatch } from '../../src/shared/wire.ts'
-import { type StoreKind, type TestServer, createApiKey, signup, startTestServer, verify } from './server.ts'
+import { type StoreKind, type TestServer, agentAccount, createApiKey, signup, startTestServer } from './server.ts'
 
 export const MINUTE = 60_000
 export const HOUR = 3_600_000
@@ -59,9 +59,7 @@ export function agentSession(kind: StoreKind) {
   let key = ''
   beforeAll(async () => {
     server = await startTestServer(kind)
-    const account = await signup(server)
-    await verify(server, account)
-    key = (await createApiKey(server, account, 'agent')).key
+    key = (await agentAccount(server)).key
   })
   afterAll(async () => {
     await server?.stop()

@@ -12,7 +12,7 @@ import type { Deps } from '../../src/server/context.ts'
 import { createLogger } from '../../src/shared/log.ts'
 import { type ClickHouseRig, startClickHouse } from './clickhouse.ts'
 import { type PostgresServer, sharedPostgres } from './postgres.ts'
-import { type Account, type TestServer, createApiKey, signup, startTestServer, verify } from './server.ts'
+import { type Account, type TestServer, agentAccount, startTestServer } from './server.ts'
 import { until } from './wait.ts'
 
 export interface DoctorRig {
@@ -53,9 +53,7 @@ export interface RigOptions {
 export async function watchDatabase(dsn: string, options: RigOptions = {}): Promise<DoctorRig> {
   const dir = mkdtempSync(join(tmpdir(), 'dbm-doctor-'))
   const server = await startTestServer('sqlite', { doctorThresholds: options.thresholds })
-  const account = await signup(server)
-  await verify(server, account)
-  const key = (await createApiKey(server, account, 'agent')).key
+  const { account, key } = await agentAccount(server)
   // Registered first with an hour's poll interval, so the server's settings never schedule a cycle of their own.
   const created = await server.call('POST', '/api/v1/databases', {
     token: account.token,

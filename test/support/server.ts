@@ -188,3 +188,10 @@ export async function createApiKey(server: TestServer, account: Account, name = 
   if (res.status !== 201) throw new Error(`key creation failed: ${res.status} ${JSON.stringify(res.body)}`)
   return { id: res.body.id, key: res.body.key }
 }
+
+/** A new account on the server (verified unless told otherwise) and an API key of its organization: what an agent needs. */
+export async function agentAccount(server: TestServer, options: { verified?: boolean; keyName?: string } = {}): Promise<{ account: Account; key: string }> {
+  const account = await signup(server)
+  if (options.verified ?? true) await verify(server, account)
+  return { account, key: (await createApiKey(server, account, options.keyName ?? 'agent')).key }
+}
