@@ -59,7 +59,7 @@ export interface SweepCutoffs {
   before: number
   /** Minute buckets older than this go too (the compaction horizon; a whole hour). */
   minutesBefore: number
-  /** Statement statistics are rolled up to this time first (now): minute rows never go unrolled. */
+  /** Statement statistics are rolled up to this time first (and at least to minutesBefore: minute rows never go unrolled). */
   rollUpTo: number
 }
 
