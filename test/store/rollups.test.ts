@@ -7,7 +7,7 @@ import { afterEach, describe, expect, test } from 'bun:test'
 import { migrations } from '../../src/server/store/migrations.ts'
 import { openStore } from '../../src/server/store/open.ts'
 import { PostgresDriver } from '../../src/server/store/postgres/driver.ts'
-import { type RollupMarks, type StatRange, statRanges } from '../../src/server/store/sql-rollups.ts'
+import { type RollupMarks, type StatRange, lockRollups, statRanges } from '../../src/server/store/sql-rollups.ts'
 import { SqliteDriver } from '../../src/server/store/sqlite/driver.ts'
 import type { SqlDriver } from '../../src/server/store/driver.ts'
 import { join } from 'node:path'
@@ -191,6 +191,66 @@ for (const kind of storeKinds) {
     })
   })
 
+  describe(`statement rollups at the edges (${kind})`, () => {
+    const agent = agentSession(kind)
+    const stmt = (hash: string, calls = 1) => ({ query_hash: hash, query_text: `SELECT ${hash}`, calls, total_time_ms: calls, rows: calls, shared_blks_hit: 0, shared_blks_read: 0 })
+    const list = async (id: string, since: number, until: number) =>
+      ((await agent.ok(id, `/queries?${range(since, until)}&sort_by=calls`)) as { query_hash: string; total_calls: number }[]).map((q) => [q.query_hash, q.total_calls])
+    /** A retention pass over the database, as the health monitor runs it now, with this retention cutoff. */
+    const sweep = async (id: string, before: number) =>
+      agent.server.store.retention.sweepDatabase(
+        { id, org_verified: true },
+        { before, minutesBefore: Math.floor((Date.now() - 48 * HOUR) / HOUR) * HOUR, rollUpTo: Date.now() - HOUR },
+        1000,
+      )
+    const rows = async (id: string, resolution: number) =>
+      Number((await agent.server.store.driver.get<{ n: number }>('SELECT COUNT(*) AS n FROM query_stats WHERE database_id = $1 AND resolution = $2', [id, resolution]))!.n)
+
+    test("retention keeps a statement's text while a bucket of its is kept, though its last_seen lags its last batch", async () => {
+      const h = Math.floor(Date.now() / HOUR) * HOUR - 3 * HOUR
+      // The text is written at h - 5 min; the batch at h + 2 min is within 10 minutes and leaves it.
+      const id = await agent.ingest(pgBatch('texts', h - 5 * MINUTE, { query_stats: [stmt('qt')] }))
+      await agent.ingest(pgBatch('texts', h + 2 * MINUTE, { query_stats: [stmt('qt')] }))
+      await agent.ingest(pgBatch('texts', h + 70 * MINUTE, { query_stats: [stmt('other')] }))
+      // Retention up to h + 1 min keeps the hour from h (not wholly older) and so the statement's call in it.
+      await sweep(id, h + MINUTE)
+      expect(await list(id, h, h + HOUR)).toEqual([['qt', 1]])
+    })
+
+    test('retention keeps a 10-minute bucket that straddles a cutoff inside it, as it keeps such hours', async () => {
+      const span = Math.floor(Date.now() / HOUR) * HOUR - 4 * HOUR + 20 * MINUTE
+      const id = await agent.ingest(pgBatch('straddle', span + 2 * MINUTE, { query_stats: [stmt('qs', 1)] }))
+      await agent.ingest(pgBatch('straddle', span + 7 * MINUTE, { query_stats: [stmt('qs', 10)] }))
+      await agent.ingest(pgBatch('straddle', span + 2 * HOUR, { query_stats: [stmt('other')] }))
+      // An unverified organization's cutoff falls on any minute: here 5 minutes into the span.
+      await sweep(id, span + 5 * MINUTE)
+      // The span is read whole (the call before the cutoff with it), like the hour at a retention edge.
+      expect(await list(id, span, span + 30 * MINUTE)).toEqual([['qs', 11]])
+    })
+
+    test('a first batch older than the minute floor is read from its minute row until its hour is rolled up', async () => {
+      const at = Date.now() - 50 * HOUR
+      const id = await agent.ingest(pgBatch('old', at, { query_stats: [stmt('qo', 3)] }))
+      expect({ minutes: await rows(id, 60), hours: await rows(id, 3600) }).toEqual({ minutes: 1, hours: 0 })
+      expect(await list(id, at - 24 * HOUR, Date.now())).toEqual([['qo', 3]])
+      // Retention rolls it up before it compacts the minute row; the answer stays.
+      await sweep(id, Date.now() - 30 * 24 * HOUR)
+      expect({ minutes: await rows(id, 60), hours: await rows(id, 3600) }).toEqual({ minutes: 0, hours: 1 })
+      expect(await list(id, at - 24 * HOUR, Date.now())).toEqual([['qo', 3]])
+    })
+
+    test("a batch from the future does not roll up the present: later batches still write one row per statement", async () => {
+      const future = Date.now() + 365 * 24 * HOUR
+      const id = await agent.ingest(pgBatch('future', future, { query_stats: [stmt('qf')] }))
+      const now = Date.now()
+      await agent.ingest(pgBatch('future', now, { query_stats: [stmt('qf', 2)] }))
+      // Marks set by the future batch would make this one late: written at three resolutions.
+      expect({ minutes: await rows(id, 60), spans: await rows(id, 600), hours: await rows(id, 3600) }).toEqual({ minutes: 2, spans: 0, hours: 0 })
+      expect(await list(id, now - HOUR, now + MINUTE)).toEqual([['qf', 2]])
+      expect(await list(id, future - HOUR, future + MINUTE)).toEqual([['qf', 1]])
+    })
+  })
+
   describe(`migration 7 (${kind})`, () => {
     const cleanups: Array<() => void> = []
     afterEach(() => {
@@ -253,3 +313,31 @@ for (const kind of storeKinds) {
     })
   })
 }
+
+describe('the rollup lock (postgres)', () => {
+  const agent = agentSession('postgres')
+  const stmt = { query_hash: 'q', query_text: 'SELECT q', calls: 1, total_time_ms: 1, rows: 1, shared_blks_hit: 0, shared_blks_read: 0 }
+
+  test("is the database's, whatever its name: ingest after a rename and retention's rollup both wait for it", async () => {
+    const id = await agent.ingest(pgBatch('before', Date.now() - 3 * HOUR, { query_stats: [stmt] }))
+    const renamed = await agent.server.call('PATCH', `/api/v1/databases/${id}`, { apiKey: agent.key, body: { name: 'after' } })
+    expect(renamed.status).toBe(200)
+    const store = agent.server.store
+    let release!: () => void
+    const held = new Promise<void>((r) => (release = r))
+    let locked!: () => void
+    const isLocked = new Promise<void>((r) => (locked = r))
+    const holder = store.driver.transaction(async (tx) => {
+      await lockRollups(tx, id)
+      locked()
+      await held
+    })
+    await isLocked
+    const ingest = agent.ingest(pgBatch('after', Date.now() - 2 * HOUR, { query_stats: [stmt] })).then(() => 'ingested')
+    const sweep = store.retention.sweepDatabase({ id, org_verified: true }, { before: 0, minutesBefore: 0, rollUpTo: Date.now() }, 1000).then(() => 'swept')
+    const first = await Promise.race([ingest, sweep, Bun.sleep(1000).then(() => 'both waited')])
+    release()
+    await holder
+    expect({ first, then: [await ingest, await sweep] }).toEqual({ first: 'both waited', then: ['ingested', 'swept'] })
+  })
+})

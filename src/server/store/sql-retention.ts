@@ -6,8 +6,8 @@
 // A bucket row goes when its whole bucket is older than the cutoff.
 import type { SqlDriver } from './driver.ts'
 import type { MetricSource } from './sql-internals.ts'
-import { ingestLockKey, readMarks, rollUp } from './sql-rollups.ts'
-import { HOUR_MS, MINUTE_MS } from './sql-telemetry.ts'
+import { lockRollups, readMarks, rollUp } from './sql-rollups.ts'
+import { HOUR_MS, MINUTE_MS, TEXT_REFRESH_MS } from './sql-telemetry.ts'
 
 /** Tables of 60-second and hourly buckets whose key starts (database_id, resolution, bucket), or has an index that does. */
 const BUCKET_TABLES = ['query_stats', 'wait_stats', 'replication_lag', 'replication_slot_lag', 'table_stats', 'index_stats'] as const
@@ -66,30 +66,30 @@ export interface SweepCutoffs {
 /** A database as retention sees it. */
 export interface RetainedDatabase {
   id: string
-  org_id: string
-  name: string
   org_verified: boolean
 }
 
-/** Rolls the database's statement statistics up to `until` under its ingest lock. */
-async function rollUpDatabase(driver: SqlDriver, db: RetainedDatabase, until: number): Promise<boolean> {
-  return driver.transaction(async (tx) => {
-    const marks = await readMarks(tx, db.id)
-    if (!marks) return false
-    return (await rollUp(tx, db.id, marks, until)) !== marks
-  }, ingestLockKey(db.org_id, db.name))
+/** Rolls the database's statement statistics up to `until` under its rollup lock. */
+async function rollUpDatabase(driver: SqlDriver, databaseId: string, until: number): Promise<void> {
+  await driver.transaction(async (tx) => {
+    await lockRollups(tx, databaseId)
+    const marks = await readMarks(tx, databaseId)
+    if (marks) await rollUp(tx, databaseId, marks, until)
+  })
 }
 
 async function sweepDatabase(driver: SqlDriver, db: RetainedDatabase, cutoffs: SweepCutoffs, batch: number): Promise<number> {
   const databaseId = db.id
-  await rollUpDatabase(driver, db, Math.max(cutoffs.rollUpTo, cutoffs.minutesBefore))
+  await rollUpDatabase(driver, databaseId, Math.max(cutoffs.rollUpTo, cutoffs.minutesBefore))
   const hoursBefore = floorTo(cutoffs.before, HOUR_MS)
   const minutesBefore = Math.max(floorTo(cutoffs.before, MINUTE_MS), cutoffs.minutesBefore)
   let deleted = 0
   for (const table of BUCKET_TABLES) {
     // 10-minute buckets (statement statistics) serve only reads within the minute rows' horizon.
     for (const resolution of table === 'query_stats' ? [60, 600] : [60]) {
-      deleted += await deleteInBatches(driver, table, 'database_id = $1 AND resolution = $2 AND bucket < $3', [databaseId, resolution, minutesBefore], batch)
+      // A bucket goes when it is wholly older than the cutoff (a 10-minute bucket may straddle it).
+      const cutoff = resolution === 600 ? floorTo(minutesBefore, 600_000) : minutesBefore
+      deleted += await deleteInBatches(driver, table, 'database_id = $1 AND resolution = $2 AND bucket < $3', [databaseId, resolution, cutoff], batch)
     }
     deleted += await deleteInBatches(driver, table, 'database_id = $1 AND resolution = 3600 AND bucket < $2', [databaseId, hoursBefore], batch)
   }
@@ -103,8 +103,9 @@ async function sweepDatabase(driver: SqlDriver, db: RetainedDatabase, cutoffs: S
   for (const [table, column] of Object.entries(TIMED_TABLES)) {
     deleted += await deleteInBatches(driver, table, `database_id = $1 AND ${column} < $2`, [databaseId, cutoffs.before], batch)
   }
-  // A statement's text goes with its last bucket (whole hours, so no kept bucket loses its text).
-  deleted += await deleteInBatches(driver, 'query_texts', 'database_id = $1 AND last_seen < $2', [databaseId, hoursBefore], batch)
+  // A statement's text goes with its last bucket: its last_seen is rewritten once in TEXT_REFRESH_MS,
+  // so the statement's last batch may be that much later (and its hour kept).
+  deleted += await deleteInBatches(driver, 'query_texts', 'database_id = $1 AND last_seen < $2', [databaseId, hoursBefore - TEXT_REFRESH_MS], batch)
   for (const table of RESOLVED_TABLES) {
     deleted += await deleteInBatches(driver, table, 'database_id = $1 AND resolved_at < $2', [databaseId, cutoffs.before], batch)
   }
@@ -116,10 +117,10 @@ export function retentionStore(driver: SqlDriver, swept: (databaseId: string) =>
   return {
     /** Every database with its organization's verification (which decides its retention). */
     async databases(): Promise<RetainedDatabase[]> {
-      const rows = await driver.all<{ id: string; org_id: string; name: string; verified: unknown }>(
-        'SELECT d.id, d.org_id, d.name, o.verified FROM databases d JOIN organizations o ON o.id = d.org_id ORDER BY d.id',
+      const rows = await driver.all<{ id: string; verified: unknown }>(
+        'SELECT d.id, o.verified FROM databases d JOIN organizations o ON o.id = d.org_id ORDER BY d.id',
       )
-      return rows.map((r) => ({ id: r.id, org_id: r.org_id, name: r.name, org_verified: Boolean(r.verified) }))
+      return rows.map((r) => ({ id: r.id, org_verified: Boolean(r.verified) }))
     },
     /**
      * Rolls up the database's statement statistics, then deletes its telemetry past the cutoffs;

@@ -10,8 +10,9 @@
 // - a batch for a bucket before a mark (delivered late from an agent's buffer) adds to that level's
 //   bucket as well as to its minute bucket, which keeps the sums exact;
 // - a rollup computes the buckets from the mark up to a later closed boundary and moves the mark. It
-//   runs in the ingest transaction when a batch opens a new span, and from retention (which rolls up
-//   everything closed before it compacts minute rows), under the same per-database lock as ingest.
+//   runs in the ingest transaction when a batch opens a new span (never past the server's clock), and
+//   from retention for a database gone quiet (everything closed over an hour ago, and always before
+//   minute rows are compacted), both under the database's rollup lock (lockRollups).
 import { QUERY_COUNTER_KEYS } from '../../shared/metrics.ts'
 import type { SqlDriver } from './driver.ts'
 import type { Migration } from './migrations.ts'
@@ -115,7 +116,8 @@ async function rollUpLevel(tx: SqlDriver, databaseId: string, of: 60 | 600, to: 
 
 /**
  * Rolls the database's statistics up to `until` (10-minute buckets up to its span, hourly ones up to
- * its hour) and returns the new marks; the caller holds the database's ingest lock.
+ * its hour) and returns the marks after it (the same ones when nothing closed); the caller holds the
+ * database's rollup lock (lockRollups).
  */
 export async function rollUp(tx: SqlDriver, databaseId: string, marks: RollupMarks, until: number): Promise<RollupMarks> {
   const spans = floorTo(until, SPAN_MS)
@@ -173,9 +175,12 @@ export function statRanges(window: Window, marks: RollupMarks): StatRange[] {
   const out: StatRange[] = []
   let since = floorTo(window.since, MINUTE_MS)
   const floor = window.minuteFloor
-  if (floor !== undefined && since < floor) {
-    out.push({ resolution: 3600, from: floorTo(since, HOUR_MS), to: Math.min(window.until, floor) })
-    since = floor
+  // Hours after the hourly mark are not rolled up yet (retention rolls up before it compacts minute
+  // rows, so their minute and 10-minute rows are still there): whole hours only up to the mark.
+  const hoursTo = floor === undefined ? floor : Math.min(floor, marks.hours)
+  if (hoursTo !== undefined && since < hoursTo) {
+    out.push({ resolution: 3600, from: floorTo(since, HOUR_MS), to: Math.min(window.until, hoursTo) })
+    since = hoursTo
   }
   cover(out, since, window.until, marks, 0)
   const merged: StatRange[] = []
@@ -190,7 +195,11 @@ export function statRanges(window: Window, marks: RollupMarks): StatRange[] {
 /** Marks for reads of a database without any: every bucket from minute rows (hourly before minuteFloor). */
 export const NO_MARKS: RollupMarks = { spans: Number.NEGATIVE_INFINITY, hours: Number.NEGATIVE_INFINITY }
 
-/** The lock that serializes a database's ingest and rollups (PostgreSQL advisory lock key; SQLite has one writer). */
-export function ingestLockKey(orgId: string, databaseName: string): string {
-  return `dbm:ingest:${orgId}:${databaseName}`
+/**
+ * Takes the database's rollup lock until the end of the transaction: ingest (which reads the marks and
+ * may add a late batch to rolled-up buckets) and retention's rollup (which moves them) never interleave.
+ * Keyed by the database's id, which a rename does not change. PostgreSQL only: SQLite has one writer.
+ */
+export async function lockRollups(tx: SqlDriver, databaseId: string): Promise<void> {
+  if (tx.dialect === 'postgres') await tx.run('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`dbm:rollup:${databaseId}`])
 }

@@ -5,7 +5,6 @@ import type { SqlDriver } from './driver.ts'
 import { type ClickHouseReader, clickhouseReader } from './sql-clickhouse.ts'
 import { type HealthStore, healthStore } from './sql-health.ts'
 import { type RetentionStore, retentionStore } from './sql-retention.ts'
-import { ingestLockKey } from './sql-rollups.ts'
 import { type InternalsReader, internalsReader } from './sql-internals.ts'
 import { type ObjectsReader, objectsReader } from './sql-objects.ts'
 import {
@@ -129,7 +128,7 @@ export class SqlStore implements Store {
    * only): any write to the store changes the generation, so a stale list is never served.
    */
   private readonly databaseLists = new Map<string, { generation: number; rows: RegisteredDatabase[] }>()
-  /** Statement texts written lately (ingest skips rewriting them within a minute); both stores. */
+  /** Statement texts written lately (ingest rewrites each at most once in TEXT_REFRESH_MS); both stores. */
   private readonly knownTexts = new KnownTexts()
   /** Statement sums over closed hours, SQLite only (this process sees every write to the file). */
   private readonly closedHours: ClosedHourSums | undefined
@@ -522,14 +521,14 @@ export class SqlStore implements Store {
         [database.id, batch.batch_id, batch.collected_at, now],
       )
       if (fresh === 0) return { kind: 'duplicate', database }
-      effects = await applyBatch(tx, database.id, batch, this.knownTexts)
+      effects = await applyBatch(tx, database.id, batch, this.knownTexts, now)
       await tx.run('UPDATE databases SET last_seen_at = $1, engine_version = COALESCE($2, engine_version) WHERE id = $3', [
         now,
         batch.database.engine_version ?? null,
         database.id,
       ])
       return { kind: 'applied', database: { ...database, last_seen_at: now, engine_version: batch.database.engine_version ?? database.engine_version } }
-    }, ingestLockKey(orgId, batch.database.name))
+    }, `dbm:ingest:${orgId}:${batch.database.name}`)
     // Caches learn what the batch wrote once it is committed (a rolled-back batch wrote nothing).
     if (effects && result.kind === 'applied') {
       if (effects.closedHoursChanged) this.closedHours?.changed(result.database.id)

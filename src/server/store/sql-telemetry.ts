@@ -11,7 +11,7 @@ import { retentionLimits } from '../limits.ts'
 import { applyClickHouse } from './sql-clickhouse.ts'
 import { applyInternals } from './sql-internals.ts'
 import { applyObjects } from './sql-objects.ts'
-import { NO_MARKS, SPAN_MS, type StatRange, initialMarks, readMarks, rollUp, statRanges } from './sql-rollups.ts'
+import { NO_MARKS, SPAN_MS, type StatRange, initialMarks, lockRollups, readMarks, rollUp, statRanges } from './sql-rollups.ts'
 
 export const MINUTE_MS = 60_000
 export const HOUR_MS = 3_600_000
@@ -123,7 +123,7 @@ export const TEXT_REFRESH_MS = 10 * MINUTE_MS
  * own, so the same 500 statements arriving every 10 s cost text writes once in 10 minutes, not every
  * batch (rewriting the wide text rows was a third of the ingest's SQL time even once a minute). The
  * stored last_seen is then up to 10 minutes behind; queryDetail reads the later minute buckets to
- * answer it to the minute, and retention deletes texts by the hour. Filled only after the ingest's
+ * answer it to the minute, and retention keeps a text that much past its hour. Filled only after the ingest's
  * transaction committed. Several processes sharing a PostgreSQL store each write a statement at most
  * once per refresh.
  */
@@ -135,7 +135,10 @@ export class KnownTexts {
     const seen = this.byDatabase.get(databaseId)
     if (!seen) return () => true
     const since = at - TEXT_REFRESH_MS
-    return (hash) => !(seen.get(hash)! > since)
+    return (hash) => {
+      const written = seen.get(hash)
+      return written === undefined || written <= since
+    }
   }
 
   /** After a commit: these statements' text rows have last_seen >= `atLeast`. */
@@ -167,6 +170,7 @@ async function applyQueryStats(
   rows: QueryStatDelta[],
   known: KnownTexts | undefined,
   effects: IngestEffects,
+  now: number,
 ) {
   const merged = queryStatRows(databaseId, floorTo(collectedAt, MINUTE_MS), rows)
   if (merged.size === 0) return
@@ -190,8 +194,12 @@ async function applyQueryStats(
 
   // Spans and hours that closed before this batch are rolled up first; the batch then lands in its
   // minute bucket, and also in the coarser buckets whose level was rolled up past it (a late batch).
-  const before = (await readMarks(tx, databaseId)) ?? (await initialMarks(tx, databaseId, collectedAt))
-  const marks = await rollUp(tx, databaseId, before, collectedAt)
+  // Never past the server's clock: a batch from the future (agent clock skew) must not close spans
+  // that batches of the present then land in as "late" ones.
+  const rollTo = Math.min(collectedAt, now)
+  await lockRollups(tx, databaseId)
+  const before = (await readMarks(tx, databaseId)) ?? (await initialMarks(tx, databaseId, rollTo))
+  const marks = await rollUp(tx, databaseId, before, rollTo)
   const statRows: unknown[][] = []
   for (const e of merged.values()) statRows.push(e.row)
   for (const [resolution, mark] of [[SPAN_MS, marks.spans], [HOUR_MS, marks.hours]] as const) {
@@ -232,9 +240,9 @@ async function applyExplainPlans(tx: SqlDriver, databaseId: string, plans: Expla
 }
 
 /** Applies every section of the batch that this server version stores; returns what caches must learn after the commit. */
-export async function applyBatch(tx: SqlDriver, databaseId: string, batch: IngestBatch, known?: KnownTexts): Promise<IngestEffects> {
+export async function applyBatch(tx: SqlDriver, databaseId: string, batch: IngestBatch, known?: KnownTexts, now = Date.now()): Promise<IngestEffects> {
   const effects: IngestEffects = { closedHoursChanged: false, texts: [], textsAt: 0 }
-  if (batch.query_stats) await applyQueryStats(tx, databaseId, batch.collected_at, batch.query_stats, known, effects)
+  if (batch.query_stats) await applyQueryStats(tx, databaseId, batch.collected_at, batch.query_stats, known, effects, now)
   if (batch.explain_plans?.length) await applyExplainPlans(tx, databaseId, batch.explain_plans)
   await applyObjects(tx, databaseId, batch)
   await applyInternals(tx, databaseId, batch)
@@ -283,10 +291,6 @@ export function seriesResolution(window: Window): 60 | 3600 {
   return window.until - window.since <= 24 * HOUR_MS && minutesKept ? 60 : 3600
 }
 
-/**
- * The bucket ranges that cover [since, until): whole hours from the hourly buckets, the edges
- * from the minute buckets. Returns SQL for a WHERE clause and its parameters, numbered from `first`.
- */
 /** The bucket ranges that cover [since, until): whole hours from the hourly buckets, the edges from the minute buckets. */
 export function windowRanges(window: Window): { resolution: 60 | 3600; from: number; to: number }[] {
   const floor = window.minuteFloor
@@ -591,8 +595,9 @@ export async function queryDetail(
   }
   // The text row's last_seen is refreshed every TEXT_REFRESH_MS: a later minute bucket is later news.
   const later = await driver.get<{ bucket: number | null }>(
-    'SELECT MAX(bucket) AS bucket FROM query_stats WHERE database_id = $1 AND resolution = 60 AND bucket > $2 AND query_hash = $3',
-    [databaseId, Number(text.last_seen), hash],
+    // Bounded: a batch skips the text write only within TEXT_REFRESH_MS of one that wrote it.
+    'SELECT MAX(bucket) AS bucket FROM query_stats WHERE database_id = $1 AND resolution = 60 AND bucket > $2 AND bucket < $4 AND query_hash = $3',
+    [databaseId, Number(text.last_seen), hash, Number(text.last_seen) + TEXT_REFRESH_MS],
   )
   return {
     stats: toQueryRow({ ...totals, query_hash: hash, query_text: text.query_text }),
