@@ -1,5 +1,5 @@
 #!/usr/bin/env bun
-// The dbm command line: parses arguments and hands over to `serve` (and, later, `agent`).
+// The dbm command line: parses arguments and hands over to `serve` or `agent`.
 // Usage errors exit 2 with one line on stderr.
 import { parseFlags } from './cli-args.ts'
 import { UsageError, resolveServeConfig } from './server/config.ts'
@@ -19,8 +19,9 @@ Run "dbm <command> --help" for a command's flags.
 
 const SERVE_HELP = `Usage: dbm serve [flags]
 
-Runs the REST API under /api/v1. Each setting is taken from its flag, else its
-environment variable, else the default.
+Runs the REST API under /api/v1 and the web dashboard at /, with the health
+monitor (alerts, recommendations, retention). Each setting is taken from its
+flag, else its environment variable, else the default.
 
 Flags:
   --listen HOST:PORT     address to listen on        DBM_LISTEN        (0.0.0.0:8080)

@@ -17,6 +17,8 @@ export interface Deps {
   trustProxy: boolean
   /** Doctor thresholds that replace a rule's own, by rule id then threshold name (tests use it to make time pass). */
   doctorThresholds?: Record<string, Record<string, number>>
+  /** The open streams (active-queries WebSockets): `dbm serve` closes them with 1001 when it stops. */
+  streams?: Set<{ close(code?: number, reason?: string): void }>
 }
 
 /**

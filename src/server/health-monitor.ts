@@ -123,6 +123,50 @@ export function webhookPayload(n: PendingNotification, publicUrl: string, now: n
   }
 }
 
+/** The outcome of one POST to a webhook: `error` is null on a 2xx answer. */
+export interface WebhookAttempt {
+  status: number | null
+  error: string | null
+  duration_ms: number
+}
+
+/** A failed delivery's cause without the URL (whose path or query may carry a token). */
+function failureCause(e: unknown, url: string, timeoutMs: number): string {
+  const error = e as Error
+  if (error?.name === 'TimeoutError' || error?.name === 'AbortError') return `no answer within ${timeoutMs / 1000} s`
+  const target = webhookTarget(url)
+  return String(error?.message ?? e)
+    .replaceAll(url, target)
+    .replace(/https?:\/\/\S+/g, (found) => webhookTarget(found))
+    .slice(0, 300)
+}
+
+/** POSTs `body` to the webhook, signed with its secret, without following redirects, within `timeoutMs`. */
+export async function postWebhook(webhook: Pick<Webhook, 'url' | 'secret'>, event: string, deliveryId: string, body: string, timeoutMs: number): Promise<WebhookAttempt> {
+  const started = performance.now()
+  const done = (status: number | null, error: string | null): WebhookAttempt => ({ status, error, duration_ms: Math.round(performance.now() - started) })
+  try {
+    const res = await fetch(webhook.url, {
+      method: 'POST',
+      body,
+      redirect: 'manual',
+      signal: AbortSignal.timeout(timeoutMs),
+      headers: {
+        'content-type': 'application/json',
+        'user-agent': `dbm/${VERSION}`,
+        'x-dbm-event': event,
+        'x-dbm-delivery': deliveryId,
+        'x-dbm-signature': webhookSignature(webhook.secret, body),
+      },
+    })
+    await res.body?.cancel().catch(() => {})
+    if (res.status >= 200 && res.status < 300) return done(res.status, null)
+    return done(res.status, res.status >= 300 && res.status < 400 ? `HTTP ${res.status} (redirects are not followed)` : `HTTP ${res.status}`)
+  } catch (e) {
+    return done(null, failureCause(e, webhook.url, timeoutMs))
+  }
+}
+
 export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): HealthMonitor {
   const { store, log } = deps
   const health = store.health
@@ -130,40 +174,10 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
   const retentionEveryMs = options.retentionEveryMs ?? healthMonitorDefaults.retentionEveryMs
   const webhookTimeoutMs = options.webhookTimeoutMs ?? healthMonitorDefaults.webhookTimeoutMs
 
-  /** A failed delivery's cause without the URL (whose path or query may carry a token). */
-  function failureCause(e: unknown, url: string): string {
-    const error = e as Error
-    if (error?.name === 'TimeoutError' || error?.name === 'AbortError') return `no answer within ${webhookTimeoutMs / 1000} s`
-    const target = webhookTarget(url)
-    return String(error?.message ?? e)
-      .replaceAll(url, target)
-      .replace(/https?:\/\/\S+/g, (found) => webhookTarget(found))
-      .slice(0, 300)
-  }
-
   /** POSTs the notification; null on a 2xx answer, else why not. */
   async function post(webhook: Webhook, n: PendingNotification, now: number): Promise<string | null> {
     const body = JSON.stringify(webhookPayload(n, deps.publicUrl, now))
-    try {
-      const res = await fetch(webhook.url, {
-        method: 'POST',
-        body,
-        redirect: 'manual',
-        signal: AbortSignal.timeout(webhookTimeoutMs),
-        headers: {
-          'content-type': 'application/json',
-          'user-agent': `dbm/${VERSION}`,
-          'x-dbm-event': `alert.${n.event}`,
-          'x-dbm-delivery': n.id,
-          'x-dbm-signature': webhookSignature(webhook.secret, body),
-        },
-      })
-      await res.body?.cancel().catch(() => {})
-      if (res.status >= 200 && res.status < 300) return null
-      return res.status >= 300 && res.status < 400 ? `HTTP ${res.status} (redirects are not followed)` : `HTTP ${res.status}`
-    } catch (e) {
-      return failureCause(e, webhook.url)
-    }
+    return (await postWebhook(webhook, `alert.${n.event}`, n.id, body, webhookTimeoutMs)).error
   }
 
   async function deliver(now: number): Promise<EvaluationSummary['notifications']> {

@@ -19,6 +19,8 @@ export type RateLimitedEndpoint = keyof typeof authRateLimits
 
 /** forgot-password and resend-verification: one accepted request per account per minute. */
 export const mailCooldownMs = MINUTE
+/** Between two test deliveries to an organization's webhook. */
+export const webhookTestCooldownMs = 10 * SECOND
 
 export const tokenLifetimes = {
   accessSeconds: 15 * 60,

@@ -10,6 +10,9 @@ import { rateEventRetentionMs } from './limits.ts'
 import { openStore } from './store/open.ts'
 import { VERSION } from '../version.ts'
 
+/** How long a stopping server waits for requests in flight before it closes their connections. */
+const STOP_GRACE_MS = 5_000
+
 export async function serve(config: ServeConfig): Promise<number> {
   const log = createLogger(config.logLevel)
   let opened
@@ -29,6 +32,7 @@ export async function serve(config: ServeConfig): Promise<number> {
     clock: Date.now,
     publicUrl: config.publicUrl,
     trustProxy: config.trustProxy,
+    streams: new Set<{ close(code?: number, reason?: string): void }>(),
   }
   let app
   try {
@@ -60,7 +64,17 @@ export async function serve(config: ServeConfig): Promise<number> {
       stopping = true
       log.info('stopping', { signal })
       clearInterval(sweep)
-      await app.stop()
+      // Streams never end by themselves: they are told the server is going away (1001), and requests
+      // in flight get STOP_GRACE_MS to finish before their connections are closed.
+      for (const stream of deps.streams) stream.close(1001, 'server shutting down')
+      const server = app.server
+      if (server) {
+        const drained = server.stop(false).then(() => true)
+        if (!(await Promise.race([drained, Bun.sleep(STOP_GRACE_MS).then(() => false)]))) {
+          log.warn('closing connections still open', { after_ms: STOP_GRACE_MS })
+          await server.stop(true)
+        }
+      }
       await monitor.stop()
       await mailer.idle()
       mailer.close()

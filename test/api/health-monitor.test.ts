@@ -326,6 +326,51 @@ for (const kind of storeKinds) {
       expect(await org.call('DELETE', path)).toMatchObject({ status: 404, body: { error: 'webhook not found' } })
       expect((await server.call('PUT', path, { body: { url: 'https://hooks.example.com/x' } })).status).toBe(401)
     })
+
+    test('a test delivery: signed like an alert, its outcome answered at once, at most one per 10 s, not counted as an alert delivery', async () => {
+      const org = await organization(server, true)
+      const path = '/api/v1/organization/webhook/test'
+      expect(await org.call('POST', path)).toMatchObject({ status: 404, body: { error: 'webhook not found' } })
+      const receiver = startWebhookReceiver({ statuses: [204, 500] })
+      try {
+        const { secret } = (await org.call('PUT', '/api/v1/organization/webhook', { url: `${receiver.url}/hooks/dbm?token=t0k` })).body
+        const ok = await org.call('POST', path)
+        expect({ status: ok.status, body: ok.body }).toEqual({ status: 200, body: { delivered: true, status: 204, duration_ms: expect.any(Number) } })
+        expect(receiver.received).toHaveLength(1)
+        const hook = receiver.received[0]!
+        expect(receiver.signed(hook, secret)).toBe(true)
+        expect(hook.path).toBe('/hooks/dbm?token=t0k')
+        expect(hook.headers).toMatchObject({ 'x-dbm-event': 'test', 'x-dbm-delivery': hook.body.delivery_id })
+        expect(hook.body).toEqual({
+          event: 'test',
+          delivery_id: expect.any(String),
+          sent_at: expect.any(String),
+          organization_id: org.account.orgId,
+          message: 'A test delivery from dbm: the webhook is reachable.',
+        })
+        // Once per 10 s per organization (the cooldown outlives a restart: it is in the store).
+        const again = await org.call('POST', path)
+        expect({ status: again.status, body: again.body, retry: again.headers.get('retry-after') }).toEqual({
+          status: 429,
+          body: { error: expect.stringMatching(/^too many requests; try again in (9|10) s$/) },
+          retry: expect.stringMatching(/^(9|10)$/),
+        })
+        server.advance(10_000)
+        const failed = await org.call('POST', path)
+        expect(failed.body).toEqual({ delivered: false, status: 500, error: 'HTTP 500', duration_ms: expect.any(Number) })
+        // Refused connections say so, naming the origin only.
+        await org.call('PUT', '/api/v1/organization/webhook', { url: 'http://127.0.0.1:9/hooks/secret-path' })
+        server.advance(10_000)
+        const refused = await org.call('POST', path)
+        expect(refused.body).toMatchObject({ delivered: false, status: null })
+        expect(refused.body.error).not.toContain('secret-path')
+        // Tests are not alert deliveries: the webhook's own record is untouched.
+        expect((await org.call('GET', '/api/v1/organization/webhook')).body).toMatchObject({ last_success_at: null, last_failure_at: null, last_error: null })
+        expect((await server.call('POST', path)).status).toBe(401)
+      } finally {
+        receiver.stop()
+      }
+    })
   })
 }
 

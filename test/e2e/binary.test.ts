@@ -133,8 +133,16 @@ describe('dist/dbm', () => {
     )
   })
 
-  test('SIGTERM stops the binary with exit 0, leaving dbm.sqlite and no secret in the log', async () => {
+  test('SIGTERM stops the binary with exit 0 at once, even with an active-queries stream open (closed with 1001), leaving dbm.sqlite and no secret in the log', async () => {
+    // A dashboard's Active page keeps a WebSocket open; the server must not wait for it to go.
+    const ws = new WebSocket(`${server.base.replace(/^http/, 'ws')}/api/v1/databases/${databaseId}/active/ws?token=${accessToken}&interval=60`)
+    const firstMessage = new Promise((resolve) => ws.addEventListener('message', (e) => resolve(JSON.parse(String(e.data))), { once: true }))
+    const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.addEventListener('close', (e) => resolve({ code: e.code, reason: e.reason })))
+    expect(await firstMessage).toEqual({ ts: null, active: [] })
+    const started = performance.now()
     expect(await server.stop('SIGTERM')).toBe(0)
+    expect(performance.now() - started).toBeLessThan(4000)
+    expect(await closed).toEqual({ code: 1001, reason: 'server shutting down' })
     expect(existsSync(join(dataDir, 'dbm.sqlite'))).toBe(true)
     const log = server.stderr()
     expect(log).toContain(' INFO dbm serve listening ')

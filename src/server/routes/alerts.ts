@@ -5,8 +5,9 @@ import { Elysia, t } from 'elysia'
 import { authenticate } from '../auth/principal.ts'
 import { randomToken } from '../auth/secrets.ts'
 import type { Deps } from '../context.ts'
-import { badRequest, forbidden, notFound } from '../http-error.ts'
-import { webhookUrlMaxLength } from '../limits.ts'
+import { postWebhook } from '../health-monitor.ts'
+import { badRequest, forbidden, notFound, tooManyRequests } from '../http-error.ts'
+import { healthMonitorDefaults, webhookTestCooldownMs, webhookUrlMaxLength } from '../limits.ts'
 import type { Alert, NotificationChannel, NotificationEvent, Recommendation, Webhook } from '../store/sql-health.ts'
 import { rfc3339 } from '../views.ts'
 import { body, oneOf, query, requiredString } from './schema.ts'
@@ -125,6 +126,21 @@ export function alertRoutes(deps: Deps) {
       },
       { body: body({ url: requiredString('url', webhookUrlMaxLength) }) },
     )
+    .post('/api/v1/organization/webhook/test', async ({ principal }) => {
+      const webhook = await health.getWebhook(principal.orgId)
+      if (!webhook) throw notFound('webhook')
+      const now = clock()
+      const cooldown = await deps.store.takeCooldown(`cooldown:webhook-test:${principal.orgId}`, webhookTestCooldownMs, now)
+      if (!cooldown.allowed) throw tooManyRequests(cooldown.retryAfterMs)
+      // Signed and sent as a notification is, so the receiver's signature check is tested too; not
+      // recorded as the webhook's last success or failure, which describe alert deliveries.
+      const deliveryId = Bun.randomUUIDv7()
+      const payload = { event: 'test', delivery_id: deliveryId, sent_at: rfc3339(now), organization_id: principal.orgId, message: 'A test delivery from dbm: the webhook is reachable.' }
+      const attempt = await postWebhook(webhook, 'test', deliveryId, JSON.stringify(payload), healthMonitorDefaults.webhookTimeoutMs)
+      return attempt.error === null
+        ? { delivered: true, status: attempt.status, duration_ms: attempt.duration_ms }
+        : { delivered: false, status: attempt.status, error: attempt.error, duration_ms: attempt.duration_ms }
+    })
     .delete('/api/v1/organization/webhook', async ({ principal, set }) => {
       if (!(await health.deleteWebhook(principal.orgId))) throw notFound('webhook')
       set.status = 204

@@ -161,6 +161,7 @@ function activeStream(deps: Deps) {
         if (typeof settings === 'string') return ws.close(1008, settings)
         const state: StreamState = { closed: false }
         streams.set(ws.raw, state)
+        deps.streams?.add(ws.raw)
         const tick = async (first: boolean) => {
           try {
             // Every later tick checks the caller again: an expired or revoked token ends the stream.
@@ -180,6 +181,7 @@ function activeStream(deps: Deps) {
         void tick(true)
       },
       close(ws) {
+        deps.streams?.delete(ws.raw)
         const state = streams.get(ws.raw)
         if (!state) return
         state.closed = true
