@@ -518,6 +518,7 @@ for (const kind of storeKinds) {
         memory_bytes: 10240,
         errors: 1,
         p99_ms: 40,
+        first_bucket: iso(at(30)),
       }
       expect(await ok(id, `/queries?${range(at(0), at(60))}`)).toEqual([totals])
       const detail = await ok(id, `/queries/7382740123?${range(at(0), at(60))}`)

@@ -15,9 +15,11 @@ const sorts = ['total_time', 'calls', 'mean_time', 'rows'] as const
 
 const round = (n: number | null, digits = 3) => (n === null ? null : Number(n.toFixed(digits)))
 
-function queryView({ first_bucket: _internal, ...row }: QueryStatsRow) {
+function queryView({ first_bucket, ...row }: QueryStatsRow) {
   return {
     ...row,
+    // Where the statement's data in the window starts (the agent counts from its first cycle).
+    first_bucket: rfc3339(first_bucket),
     total_time_ms: round(row.total_time_ms),
     mean_time_ms: round(row.mean_time_ms),
     blk_read_time_ms: round(row.blk_read_time_ms),

@@ -571,7 +571,7 @@ export async function queryDetail(
   const marks = (await readMarks(driver, databaseId)) ?? NO_MARKS
   const where = rangesClause(statRanges(window, marks), 3)
   const totals = await driver.get(
-    `SELECT ${SUMS} FROM query_stats WHERE database_id = $1 AND query_hash = $2 AND ${where.sql}`,
+    `SELECT MIN(bucket) AS first_bucket, ${SUMS} FROM query_stats WHERE database_id = $1 AND query_hash = $2 AND ${where.sql}`,
     [databaseId, hash, ...where.params],
   )
   const resolution = seriesResolution(window)
