@@ -1,6 +1,10 @@
 // The dashboard's one way to call the API: same-origin fetches that carry the httpOnly session
 // cookies. An expired access token is renewed once through POST /auth/refresh (the refresh cookie)
-// and the call repeated, so a signed-in user never sees the 15-minute token lifetime.
+// and the call repeated, so a signed-in user never sees the 15-minute token lifetime. When that renewal
+// is refused (cookies gone, refresh token expired, signed out elsewhere) the session has ended: the
+// listeners of onSessionEnded() hear it once per call. A server that cannot be reached (the fetch
+// itself fails, or a proxy answers 502–504 for it) throws UnreachableError and tells the listeners of
+// onReachability(); the next answer of the server tells them it is back.
 export class ApiError extends Error {
   constructor(
     readonly status: number,
@@ -10,15 +14,53 @@ export class ApiError extends Error {
   }
 }
 
+/** The dbm server did not answer (network down, server stopped, proxy without upstream). */
+export class UnreachableError extends Error {
+  readonly unreachable = true
+  constructor(cause?: unknown) {
+    super('Cannot reach the dbm server — retrying', { cause })
+  }
+}
+
+export const isUnreachable = (e: unknown): e is UnreachableError => e instanceof UnreachableError
+
+/** The message of a call refused because the session ended. */
+export const SESSION_ENDED = 'Your session has ended: sign in again.'
+
 const BASE = '/api/v1'
 
-let refreshing: Promise<boolean> | undefined
+/** Auth calls that are about credentials themselves: their 401 is an answer, not an expired session. */
+const NO_RENEWAL = ['/auth/login', '/auth/signup', '/auth/refresh', '/auth/logout', '/auth/forgot-password', '/auth/reset-password', '/auth/verify-email']
 
-/** Renews the session from the refresh cookie; concurrent callers share one attempt. */
-function refreshSession(): Promise<boolean> {
-  refreshing ??= fetch(`${BASE}/auth/refresh`, { method: 'POST', credentials: 'same-origin', headers: { 'content-type': 'application/json' }, body: '{}' })
-    .then((r) => r.ok)
-    .catch(() => false)
+type Listener<T> = (value: T) => void
+const sessionListeners = new Set<Listener<void>>()
+const reachListeners = new Set<Listener<boolean>>()
+let reachable = true
+
+/** Calls `fn` whenever a call finds the session ended; returns the unsubscribe function. */
+export function onSessionEnded(fn: () => void): () => void {
+  sessionListeners.add(fn)
+  return () => sessionListeners.delete(fn)
+}
+
+/** Calls `fn` with false when the server stops answering and with true when it answers again. */
+export function onReachability(fn: (reachable: boolean) => void): () => void {
+  reachListeners.add(fn)
+  return () => reachListeners.delete(fn)
+}
+
+function setReachable(now: boolean): void {
+  if (now === reachable) return
+  reachable = now
+  for (const fn of reachListeners) fn(now)
+}
+
+let refreshing: Promise<'renewed' | 'refused'> | undefined
+
+/** Renews the session from the refresh cookie; concurrent callers share one attempt. Throws UnreachableError. */
+function refreshSession(): Promise<'renewed' | 'refused'> {
+  refreshing ??= send('POST', '/auth/refresh', {})
+    .then((r): 'renewed' | 'refused' => (r.ok ? 'renewed' : 'refused'))
     .finally(() => {
       refreshing = undefined
     })
@@ -26,18 +68,39 @@ function refreshSession(): Promise<boolean> {
 }
 
 async function send(method: string, path: string, body?: unknown): Promise<Response> {
-  return fetch(BASE + path, {
-    method,
-    credentials: 'same-origin',
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  })
+  let res: Response
+  try {
+    res = await fetch(BASE + path, {
+      method,
+      credentials: 'same-origin',
+      headers: body === undefined ? {} : { 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    })
+  } catch (e) {
+    setReachable(false)
+    throw new UnreachableError(e)
+  }
+  // A proxy in front of dbm answers these when dbm is down: its answers are never JSON.
+  if ((res.status === 502 || res.status === 503 || res.status === 504) && !res.headers.get('content-type')?.includes('json')) {
+    setReachable(false)
+    throw new UnreachableError(new Error(`${res.status} ${res.statusText}`))
+  }
+  setReachable(true)
+  return res
 }
 
 /** Calls `method path` under /api/v1 and returns the parsed JSON (undefined for 204); throws ApiError with the server's message. */
 export async function api<T = any>(method: string, path: string, body?: unknown): Promise<T> {
   let res = await send(method, path, body)
-  if (res.status === 401 && !path.startsWith('/auth/') && (await refreshSession())) res = await send(method, path, body)
+  const renewable = !NO_RENEWAL.some((p) => path === p || path.startsWith(`${p}?`))
+  if (res.status === 401 && renewable) {
+    if ((await refreshSession()) === 'renewed') res = await send(method, path, body)
+    // Still refused: the session is over. /auth/* calls (the start-up /auth/me) answer for themselves.
+    if (res.status === 401 && !path.startsWith('/auth/')) {
+      for (const fn of sessionListeners) fn()
+      throw new ApiError(401, SESSION_ENDED)
+    }
+  }
   if (res.status === 204) return undefined as T
   const text = await res.text()
   let parsed: any

@@ -1,33 +1,23 @@
 // The dashboard: one page served at `/` from assets compiled into the binary, hash routes, the session
-// from the httpOnly cookies, light and dark themes. Pages live in pages/, one module per area.
+// from the httpOnly cookies, System / Light / Dark themes. A session that ends while the page is open
+// (signed out elsewhere, refresh expired) leads to the sign-in page, which returns to the page afterwards;
+// a server that stops answering shows one banner while the pages keep what they showed and retry.
+// Pages live in pages/, one module per area.
 import { render } from 'preact'
 import { useEffect, useRef, useState } from 'preact/hooks'
-import { api } from './api.ts'
-import { Loading, useEscape } from './components/ui.tsx'
+import { api, isUnreachable, onReachability, onSessionEnded } from './api.ts'
+import { Loading, fmtClock, retryDelay, useEscape } from './components/ui.tsx'
 import { ForgotPassword, ResendVerification, ResetPassword, SignIn, SignUp, VerifyEmail } from './pages/auth.tsx'
 import { DatabaseLayout } from './pages/database.tsx'
 import { DatabaseList } from './pages/databases.tsx'
 import { AccountSettings } from './pages/account.tsx'
 import { AgentSetup, ApiKeys } from './pages/settings.tsx'
-import { match, navigate, useRoute } from './router.ts'
+import { PUBLIC_PATHS as PUBLIC, currentRoute, match, navigate, safeNext, signInPath, useRoute } from './router.ts'
 import { type Me, SessionContext } from './session.ts'
+import { THEME_CHOICES, type ThemeChoice, applyInitialTheme, useTheme } from './theme.ts'
 
-/** Pages anyone may see; every other page needs a session. */
-const PUBLIC = ['/signin', '/signup', '/verify', '/forgot', '/reset']
-/** Pages a signed-in user has no use for: they go to the databases instead. */
+/** Pages a signed-in user has no use for: they go to the databases (or the page a sign-in returns to) instead. */
 const SIGNED_OUT_ONLY = ['/', '/signin', '/signup', '/forgot']
-
-type Theme = 'light' | 'dark'
-
-function useTheme(): [Theme, () => void] {
-  const initial = (localStorage.getItem('dbm-theme') as Theme | null) ?? (matchMedia('(prefers-color-scheme: dark)').matches ? 'dark' : 'light')
-  const [theme, setTheme] = useState<Theme>(initial)
-  useEffect(() => {
-    document.documentElement.dataset.theme = theme
-    localStorage.setItem('dbm-theme', theme)
-  }, [theme])
-  return [theme, () => setTheme((t) => (t === 'dark' ? 'light' : 'dark'))]
-}
 
 /** The main navigation; `exact` items are current on their own path only (not on the pages under it). */
 const NAV = [
@@ -37,7 +27,19 @@ const NAV = [
   { path: '/settings', label: 'Settings', exact: true },
 ]
 
-function Header({ me, path, theme, toggleTheme, signOut }: { me: Me | null; path: string; theme: Theme; toggleTheme(): void; signOut(): void }) {
+function ThemePicker({ choice, choose }: { choice: ThemeChoice; choose(choice: ThemeChoice): void }) {
+  return (
+    <select class="theme-select ghost" aria-label="Theme" title="Theme: System follows your device" value={choice} onChange={(e) => choose((e.target as HTMLSelectElement).value as ThemeChoice)}>
+      {THEME_CHOICES.map(([value, label]) => (
+        <option key={value} value={value}>
+          {label}
+        </option>
+      ))}
+    </select>
+  )
+}
+
+function Header({ me, path, theme, chooseTheme, signOut }: { me: Me | null; path: string; theme: ThemeChoice; chooseTheme(choice: ThemeChoice): void; signOut(): void }) {
   const [open, setOpen] = useState(false)
   const menuButton = useRef<HTMLButtonElement>(null)
   useEffect(() => setOpen(false), [path])
@@ -66,9 +68,7 @@ function Header({ me, path, theme, toggleTheme, signOut }: { me: Me | null; path
         </nav>
       )}
       <span class="spacer" />
-      <button type="button" class="ghost" onClick={toggleTheme} aria-label={`Switch to the ${theme === 'dark' ? 'light' : 'dark'} theme`}>
-        {theme === 'dark' ? 'Light' : 'Dark'}
-      </button>
+      <ThemePicker choice={theme} choose={chooseTheme} />
       {me && (
         <>
           <span class="muted who" title={`${me.user.email} · ${me.organization.name}`}>
@@ -96,8 +96,35 @@ function VerifyBanner({ me }: { me: Me }) {
   )
 }
 
+/** One banner while the server does not answer; the pages keep what they showed and retry by themselves. */
+function Unreachable({ since }: { since: number }) {
+  return (
+    <div class="banner banner-warning" role="status" data-unreachable>
+      <p>
+        <strong>Cannot reach the dbm server — retrying.</strong> What the page shows is from before {fmtClock(since)}.
+      </p>
+    </div>
+  )
+}
+
+/** The time the server stopped answering, or undefined while it answers. */
+function useUnreachableSince(): number | undefined {
+  const [since, setSince] = useState<number>()
+  useEffect(() => onReachability((up) => setSince(up ? undefined : Date.now())), [])
+  return since
+}
+
+/** Moves the focus to the page's main content heading: past the header, a database's breadcrumb and its tabs. */
+function skipToContent() {
+  const target = document.querySelector<HTMLElement>('[data-main-heading]') ?? document.querySelector<HTMLElement>('main h1') ?? document.querySelector('main')
+  if (!target) return
+  target.setAttribute('tabindex', '-1')
+  target.focus()
+  target.scrollIntoView({ block: 'nearest' })
+}
+
 function Page({ path, query }: { path: string; query: URLSearchParams }) {
-  if (path === '/signin') return <SignIn />
+  if (path === '/signin') return <SignIn next={safeNext(query.get('next'))} ended={query.get('ended') === '1'} />
   if (path === '/signup') return <SignUp />
   if (path === '/verify') return <VerifyEmail token={query.get('token') ?? ''} />
   if (path === '/forgot') return <ForgotPassword />
@@ -120,15 +147,18 @@ function Page({ path, query }: { path: string; query: URLSearchParams }) {
 
 function App() {
   const route = useRoute()
-  const [theme, toggleTheme] = useTheme()
+  const [theme, chooseTheme] = useTheme()
   const [me, setMe] = useState<Me | null | undefined>(undefined)
-  const refresh = async () => {
+  const unreachableSince = useUnreachableSince()
+  const refresh = async (attempt = 0): Promise<Me | null> => {
     let next: Me | null
     try {
       next = await api<Me>('GET', '/auth/me')
       // An API key's /auth/me has no user: the dashboard needs a person's session.
       if (!next?.user) next = null
-    } catch {
+    } catch (e) {
+      // A server that does not answer says nothing about the session: ask again.
+      if (isUnreachable(e)) return new Promise((resolve) => setTimeout(() => resolve(refresh(attempt + 1)), retryDelay(attempt + 1)))
       next = null
     }
     setMe(next)
@@ -137,10 +167,22 @@ function App() {
   useEffect(() => {
     void refresh()
   }, [])
+  // A call refused for good (the refresh cookie gone or revoked): sign in again, then back to this page.
+  useEffect(
+    () =>
+      onSessionEnded(() => {
+        setMe(null)
+        const now = currentRoute()
+        if (!PUBLIC.includes(now.path)) navigate(signInPath(now, true))
+      }),
+    [],
+  )
   const isPublic = PUBLIC.includes(route.path)
   useEffect(() => {
-    if (me === null && !isPublic) navigate('/signin')
-    if (me && SIGNED_OUT_ONLY.includes(route.path)) navigate('/databases')
+    // The live route: a session-ended navigation may already be under way (its hashchange not yet seen).
+    const now = currentRoute()
+    if (me === null && !PUBLIC.includes(now.path)) navigate(signInPath(now))
+    if (me && SIGNED_OUT_ONLY.includes(route.path)) navigate((route.path === '/signin' && safeNext(route.query.get('next'))) || '/databases')
   }, [me, route.path])
   const signOut = async () => {
     await api('POST', '/auth/logout').catch(() => {})
@@ -148,21 +190,20 @@ function App() {
     navigate('/signin')
   }
   return (
-    <SessionContext.Provider value={{ me: me ?? null, refresh }}>
-      {/* Keyboard users jump over the header and tabs; a plain #anchor would change the hash route. */}
+    <SessionContext.Provider value={{ me: me ?? null, refresh: () => refresh() }}>
+      {/* Keyboard users jump over the header, breadcrumb and tabs; a plain #anchor would change the hash route. */}
       <a
         class="skip"
         href="#"
         onClick={(e) => {
           e.preventDefault()
-          const main = document.querySelector('main')
-          main?.setAttribute('tabindex', '-1')
-          main?.focus()
+          skipToContent()
         }}
       >
         Skip to content
       </a>
-      <Header me={me ?? null} path={route.path} theme={theme} toggleTheme={toggleTheme} signOut={signOut} />
+      <Header me={me ?? null} path={route.path} theme={theme} chooseTheme={chooseTheme} signOut={signOut} />
+      {unreachableSince !== undefined && <Unreachable since={unreachableSince} />}
       {me && !me.user.email_verified && route.path !== '/verify' && <VerifyBanner me={me} />}
       {me === undefined ? (
         <main>
@@ -181,5 +222,6 @@ function App() {
 if (window.top !== window.self) {
   document.body.textContent = 'dbm cannot be shown inside another page.'
 } else {
+  applyInitialTheme()
   render(<App />, document.getElementById('app')!)
 }

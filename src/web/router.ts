@@ -1,5 +1,7 @@
 // Hash routes (`#/databases/<id>/queries`): the server serves one page at `/`, and links work from a
 // bookmark or a mail. A route is a pattern with `:name` segments; the query string after `?` is parsed.
+// replaceRoute() changes the route without a history entry (a filter typed key by key), and safeNext()
+// vets the page a sign-in returns to.
 import { useEffect, useState } from 'preact/hooks'
 
 export interface Route {
@@ -13,6 +15,9 @@ function current(): Route {
   return { path: path || '/', query: new URLSearchParams(search ?? '') }
 }
 
+/** The route shown now. */
+export const currentRoute = current
+
 export function useRoute(): Route {
   const [route, setRoute] = useState(current)
   useEffect(() => {
@@ -25,6 +30,42 @@ export function useRoute(): Route {
 
 export function navigate(path: string): void {
   location.hash = path
+}
+
+/**
+ * Replaces the route by `path` (with its query) without adding a history entry, and tells useRoute():
+ * replaceState fires no hashchange, so one is dispatched.
+ */
+export function replaceRoute(path: string): void {
+  const url = `${location.pathname}${location.search}#${path}`
+  if (`#${path}` === location.hash) return
+  history.replaceState(history.state, '', url)
+  dispatchEvent(new HashChangeEvent('hashchange'))
+}
+
+/** The pages anyone may see (sign-in, sign-up, verification, password reset); every other page needs a session. */
+export const PUBLIC_PATHS = ['/signin', '/signup', '/verify', '/forgot', '/reset']
+
+/** The areas a sign-in may return to: the app's own pages, never a sign-in, a token link or another site. */
+const RETURN_AREAS = /^\/(databases|settings)(\/|\?|$)/
+
+/** `next` when it is a route of the app (e.g. "/databases/7/queries?range=24h"), else undefined. */
+export function safeNext(next: string | null | undefined): string | undefined {
+  if (!next || next.length > 2048 || !RETURN_AREAS.test(next)) return undefined
+  // A route as this page writes it has its query encoded: no backslashes, spaces or control characters.
+  if (/[\\\s\u0000-\u001f]/.test(next)) return undefined
+  return next
+}
+
+/** The sign-in page that returns to `route` afterwards (when it is a page of the app). */
+export function signInPath(route: Route, ended = false): string {
+  const search = route.query.toString()
+  const next = safeNext(search ? `${route.path}?${search}` : route.path)
+  const query = new URLSearchParams()
+  if (next) query.set('next', next)
+  if (ended) query.set('ended', '1')
+  const q = query.toString()
+  return q ? `/signin?${q}` : '/signin'
 }
 
 /** The `:name` values of `path` when it matches `pattern`, else undefined. */

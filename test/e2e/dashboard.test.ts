@@ -3,14 +3,19 @@
 // database on the shared PostgreSQL 17 with pg_stat_statements and a running workload. A user signs up,
 // verifies the email from the mailed link, creates an API key in the page, the agent runs with that key,
 // the database shows up connected, its overview charts its activity, its statements filter by text with
-// each one's share of the total time, its statement chart is drawn with a legend the keyboard toggles and
-// a text alternative, the chosen time range follows from tab to tab, tables show their last vacuum and
-// analyze, the doctor's figures read in human units, Esc closes the add-database form, the menu and the
-// confirmations, revoking the key in the page makes the API refuse it, the organization's alert webhook
-// is set (its secret shown once), changed and removed in Settings, and the mailed password-reset link
-// leads to a new password. A pass at phone width checks that nothing overflows and that the tab strip
-// shows it scrolls. Every page visited is saved as a full-page screenshot under
-// test-artifacts/screenshots/ (git-ignored), and any console or page error fails the test.
+// each one's share of the total time (the filter kept in the URL across a reload, and "counted since" said
+// for a database watched for less than the range), its statement chart is drawn with a legend the keyboard
+// toggles and a text alternative, its plans are grouped by plan with their sample counts, the chosen time
+// range follows from tab to tab, the skip link lands past the tabs, tables show their last vacuum and
+// analyze, the doctor's figures read in human units and words, Esc closes the add-database form, the menu
+// and the confirmations, a server that cannot be reached keeps the page's data under a "retrying" banner,
+// a session that ends leads to the sign-in page and back to the page afterwards, the theme follows the
+// device until the user picks one, revoking the key in the page makes the API refuse it, the
+// organization's alert webhook is set (its secret shown once), tested (the refused delivery said so),
+// changed and removed in Settings, and the mailed password-reset link leads to a new password. A pass at
+// phone width checks that nothing overflows and that the tab strip shows it scrolls. Every page visited is saved as a full-page screenshot under test-artifacts/screenshots/
+// (git-ignored), and any console or page error fails the test (but the failed requests a step causes
+// on purpose).
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -125,7 +130,9 @@ describe('dashboard (dist/dbm in Chromium)', () => {
     expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Skip to content')
     expect(await page.evaluate(() => getComputedStyle(document.activeElement!).outlineStyle)).toBe('solid')
     await page.keyboard.press('Enter')
-    expect(await page.evaluate(() => document.activeElement?.tagName)).toBe('MAIN')
+    // It lands on the page's heading; the first visit writes no theme (System until one is picked).
+    expect(await page.evaluate(() => [document.activeElement?.tagName, document.activeElement?.textContent])).toEqual(['H1', 'Sign in to dbm'])
+    expect(await page.evaluate(() => [localStorage.getItem('dbm-theme-choice'), localStorage.getItem('dbm-theme')])).toEqual([null, null])
     await page.waitForURL(/#\/signin$/)
     await b.screenshot('01-sign-in')
 
@@ -263,6 +270,12 @@ describe('dashboard (dist/dbm in Chromium)', () => {
     await transactions.locator('[role="img"]').waitFor()
     expect(await transactions.locator('[role="img"]').getAttribute('aria-label')).toMatch(/^Transactions per second, .+ to .+\. commits: (latest .+, max .+|no values); rollbacks: /)
     await page.locator('[data-chart="overview-connections"]').getByRole('button', { name: 'backends' }).waitFor()
+    // A database watched for minutes of the 6 hours drawn: the chart says since when, over the whole range.
+    expect(await page.locator('[data-chart="overview-connections"] figcaption').textContent()).toMatch(/^Connections · collecting since .*\d/)
+    // "Skip to content" lands past the header, the breadcrumb and the tabs, on the tab's heading.
+    await page.locator('a.skip').focus()
+    await page.keyboard.press('Enter')
+    expect(await page.evaluate(() => [document.activeElement?.hasAttribute('data-main-heading'), document.activeElement?.textContent])).toEqual([true, 'Overview'])
     await page.waitForLoadState('networkidle')
     await b.screenshot('09-overview')
 
@@ -274,10 +287,20 @@ describe('dashboard (dist/dbm in Chromium)', () => {
     expect(await share.getAttribute('title')).toMatch(/^Share of the total time of the \d+ statements listed/)
     expect(await page.locator('tbody tr').first().locator('td.num').nth(1).textContent()).toMatch(/^\d+(\.\d)? %$/)
     // The text filter narrows the list as one types, ignoring case; no match says so; Esc clears it.
+    // dbm counts from the agent's first cycle: the list says since when, as the range reaches further back.
+    expect(await page.locator('[data-counted-since]').textContent()).toMatch(/^Counted since .*\d.*: dbm counts statements from the agent's first cycle on/)
     const listed = await page.locator('tbody tr').count()
     const filter = page.getByLabel('Filter by text')
+    const historyLength = await page.evaluate(() => history.length)
     await filter.fill('from ITEMS where id')
     await page.getByText(/^\d+ of the \d+ statements listed match “from ITEMS where id”\.$/).waitFor()
+    await statement.waitFor()
+    // The filter is in the URL (no history entry per key) and survives a reload.
+    await page.waitForURL(/\/queries\?q=from\+ITEMS\+where\+id$/)
+    expect(await page.evaluate(() => history.length)).toBe(historyLength)
+    await page.reload()
+    await page.getByText(/^\d+ of the \d+ statements listed match “from ITEMS where id”\.$/).waitFor()
+    expect(await filter.inputValue()).toBe('from ITEMS where id')
     await statement.waitFor()
     expect(await page.locator('tbody tr').count()).toBeLessThanOrEqual(listed)
     for (const text of await page.locator('tbody .stmt-text').allTextContents()) expect(text.toLowerCase()).toContain('from items where id')
@@ -286,9 +309,39 @@ describe('dashboard (dist/dbm in Chromium)', () => {
     await b.screenshot('10-statements-no-match')
     await filter.press('Escape')
     expect(await filter.inputValue()).toBe('')
+    await page.waitForURL(/\/queries$/)
     await statement.waitFor()
     expect(await page.locator('tbody tr').count()).toBe(listed)
     await b.screenshot('10-statements')
+
+    // Plans as auto_explain logs them, one per call: index scan A three times, sequential scan B twice, then
+    // A four times again (the latest change makes it cheaper: the doctor sees no regression in it).
+    const url = new URL(dsn)
+    const now = Date.now()
+    const node = (type: string) => ({ Plan: { 'Node Type': type, 'Relation Name': 'items', 'Startup Cost': 0, 'Total Cost': type === 'Seq Scan' ? 90 : 8, 'Plan Rows': 1 } })
+    const order = ['e2e-plan-a', 'e2e-plan-a', 'e2e-plan-a', 'e2e-plan-b', 'e2e-plan-b', 'e2e-plan-a', 'e2e-plan-a', 'e2e-plan-a', 'e2e-plan-a']
+    const samples = order.map((hash, i) => ({
+      query_hash: statementHash,
+      ts: now - (order.length - i) * 5000,
+      plan_json: node(hash === 'e2e-plan-a' ? 'Index Scan' : 'Seq Scan'),
+      plan_hash: hash,
+      total_cost: hash === 'e2e-plan-a' ? 8 : 90,
+      actual_time_ms: 1 + i,
+      seq_scans: hash === 'e2e-plan-a' ? 0 : 1,
+      index_scans: hash === 'e2e-plan-a' ? 1 : 0,
+      rows_estimated: 1,
+      rows_actual: 1,
+      source: 'auto_explain',
+    }))
+    const batch = {
+      batch_id: crypto.randomUUID(),
+      collected_at: now,
+      interval_seconds: 1,
+      agent_version: 'e2e',
+      database: { name: databaseName, engine: 'postgres', host: url.hostname, port: Number(url.port || 5432) },
+      explain_plans: samples,
+    }
+    expect((await request(server.base, 'POST', '/api/v1/ingest', { apiKey, body: batch })).status).toBeLessThan(300)
 
     await statement.click()
     await page.waitForURL(new RegExp(`/queries/${statementHash}`))
@@ -308,13 +361,29 @@ describe('dashboard (dist/dbm in Chromium)', () => {
     await calls.getByText('hidden', { exact: true }).waitFor()
     await page.keyboard.press('Enter')
     expect(await callsSeries.getAttribute('aria-pressed')).toBe('true')
+    // First counted minutes ago: the totals and the charts say so.
+    expect(await page.locator('[data-counted-since]').textContent()).toContain('counted since')
+    // The plans: one row per plan with its number of samples, the one that replaced another marked.
+    const planA = page.locator('tr[data-plan="e2e-plan-a"]')
+    const planB = page.locator('tr[data-plan="e2e-plan-b"]')
+    await planA.waitFor()
+    expect(await planA.locator('[data-plan-samples]').textContent()).toBe('7')
+    expect(await planB.locator('[data-plan-samples]').textContent()).toBe('2')
+    await planB.getByText('plan changed').waitFor()
+    expect(await planB.locator('td').nth(3).textContent()).toBe('4.0 ms / 4.5 ms / 5.0 ms')
+    // Its samples are listed on demand; choosing the plan shows its latest sample's tree.
+    await planB.getByRole('button', { name: 'List samples' }).click()
+    expect(await page.locator('tr.plan-sample').count()).toBe(2)
+    await planB.getByRole('button', { name: 'e2e-plan-b' }).click()
+    await page.waitForURL(/plan=e2e-plan-b/)
+    await page.locator('.plan-tree').getByText('Seq Scan').waitFor()
     await page.waitForLoadState('networkidle')
     await b.screenshot('11-statement')
 
     // The chosen time range follows from tab to tab; every page starts from the same default (6 hours).
     expect(await page.getByLabel('Time range').inputValue()).toBe('6h')
     await page.getByLabel('Time range').selectOption('24h')
-    await page.waitForURL(/\?range=24h$/)
+    await page.waitForURL(/[?&]range=24h$/)
     await tabs.getByRole('link', { name: 'Waits' }).click()
     await page.waitForURL(/\/waits\?range=24h$/)
     expect(await page.getByLabel('Time range').inputValue()).toBe('24h')
@@ -345,6 +414,8 @@ describe('dashboard (dist/dbm in Chromium)', () => {
     expect(await figure('longest query')).toMatch(/^(—|[\d.]+ (ms|s)|\d+ min \d+ s|\d+ h \d+ min|\d+ d \d+ h)$/)
     expect(await figure('last autovacuum')).toMatch(/^(—|.+ ago \(.+\)|never)$/)
     expect(await figures.locator('dt').allTextContents()).not.toContain('longest query ms')
+    // Catalog column names read as words wherever the doctor shows what it measured.
+    for (const label of await page.locator('main dl dt').allTextContents()) expect(label).not.toMatch(/\bn (dead|live) tup\b|\bidx scan\b|\bblks\b/)
     await b.screenshot('12-doctor')
     b.assertNoErrors()
   }, 30_000)
@@ -396,12 +467,81 @@ describe('dashboard (dist/dbm in Chromium)', () => {
     b.assertNoErrors()
   }, 30_000)
 
-  test('revoking the key in the page makes the API refuse it; the dark theme', async () => {
+  test('a server that cannot be reached keeps the page under a "retrying" banner; a session that ends leads to the sign-in page and back', async () => {
+    expect(databaseId).not.toBe('')
+    const b = await newPage()
+    const { page } = b
+    await signIn(page)
+    await page.goto(`/#/databases/${databaseId}/queries?range=24h`)
+    const rows = page.locator('tbody tr')
+    await rows.first().waitFor()
+    const listed = await rows.count()
+
+    // The server goes away: a reload keeps the statements shown, one banner says so, and it comes back by itself.
+    await page.route('**/api/v1/**', (route) => route.abort('connectionrefused'))
+    await page.getByRole('button', { name: 'Refresh' }).click()
+    const banner = page.locator('[data-unreachable]')
+    await banner.waitFor()
+    expect(await banner.textContent()).toStartWith('Cannot reach the dbm server — retrying.')
+    expect(await rows.count()).toBe(listed)
+    expect(await page.locator('main').textContent()).not.toContain('Failed to fetch')
+    await b.screenshot('15-server-unreachable')
+    await page.unroute('**/api/v1/**')
+    await banner.waitFor({ state: 'detached', timeout: 15_000 })
+    expect(await rows.count()).toBeGreaterThan(0)
+
+    // The session ends (its cookies gone): the next call leads to the sign-in page, without the email in the header.
+    await b.context.clearCookies()
+    await page.getByLabel('Sort by').selectOption('calls')
+    await page.waitForURL(/#\/signin\?/)
+    const next = new URL(page.url().replace('#', '')).searchParams
+    expect(next.get('next')).toBe(`/databases/${databaseId}/queries?range=24h&sort=calls`)
+    await page.getByText('Your session has ended. Sign in again to go back to the page you were on.').waitFor()
+    expect(await page.locator('header .who').count()).toBe(0)
+    expect(await page.locator('main').textContent()).not.toContain('authentication required')
+    await b.screenshot('15-session-ended')
+    // Signing in again returns to the page.
+    await page.getByLabel('Email', { exact: true }).fill(email)
+    await page.getByLabel('Password', { exact: true }).fill(password)
+    await page.getByRole('button', { name: 'Sign in' }).click()
+    await page.waitForURL(new RegExp(`#/databases/${databaseId}/queries\\?range=24h&sort=calls$`))
+    await rows.first().waitFor()
+    expect(await page.getByLabel('Sort by').inputValue()).toBe('calls')
+    // A "next" that is not a page of the app is ignored.
+    await page.goto('/#/signin?next=%2F%2Fevil.example%2F')
+    await page.waitForURL(/#\/databases$/)
+    // The refused requests of the outage and of the ended session are the network errors this test expects.
+    const unexpected = b.problems.filter((p) => !/ERR_CONNECTION_REFUSED|ERR_FAILED|status of 401 .*\/api\/v1\/|status of 400 .*\/api\/v1\/auth\/refresh\)$/.test(p))
+    expect(unexpected).toEqual([])
+  }, 45_000)
+
+  test('revoking the key in the page makes the API refuse it; the theme follows the device until one is picked', async () => {
     expect((await request(server.base, 'GET', '/api/v1/databases', { apiKey })).status).toBe(200)
     const b = await newPage()
     const { page } = b
     await signIn(page)
-    await page.getByRole('button', { name: 'Switch to the dark theme' }).click()
+    const theme = page.getByLabel('Theme')
+    const shown = () => page.evaluate(() => document.documentElement.dataset.theme)
+    const stored = () => page.evaluate(() => localStorage.getItem('dbm-theme-choice'))
+    // System: the device's light scheme, nothing stored; the device turning dark turns the page dark.
+    expect(await theme.inputValue()).toBe('system')
+    expect(await shown()).toBe('light')
+    await page.emulateMedia({ colorScheme: 'dark' })
+    await page.waitForFunction(() => document.documentElement.dataset.theme === 'dark', undefined, { timeout: 5000 })
+    expect(await stored()).toBeNull()
+    // A choice is stored and stays, whatever the device says.
+    await theme.selectOption('light')
+    await page.waitForFunction(() => document.documentElement.dataset.theme === 'light', undefined, { timeout: 5000 })
+    expect(await stored()).toBe('light')
+    await page.reload()
+    await page.getByRole('heading', { name: 'Databases' }).waitFor()
+    expect(await shown()).toBe('light')
+    // Back to System: the stored choice goes, and the device's dark scheme applies again.
+    await theme.selectOption('system')
+    await page.waitForFunction(() => document.documentElement.dataset.theme === 'dark', undefined, { timeout: 5000 })
+    expect(await stored()).toBeNull()
+    await page.emulateMedia({ colorScheme: 'light' })
+    await theme.selectOption('dark')
     // The theme lands on <html> from an effect after the re-render: wait for it rather than read it at once.
     await page.waitForFunction(() => document.documentElement.dataset.theme === 'dark', undefined, { timeout: 5000 })
     await b.screenshot('15-databases-dark')
@@ -443,6 +583,13 @@ describe('dashboard (dist/dbm in Chromium)', () => {
     await page.getByText('Copy it now: it will not be shown again.').waitFor()
     expect(await page.locator('[data-webhook-url]').textContent()).toBe('http://127.0.0.1:9/dbm-alerts')
     await b.screenshot('18-settings-webhook-set')
+    // A test alert to a port that refuses connections: the page says it was not delivered, and why.
+    await page.getByRole('button', { name: 'Send a test alert' }).click()
+    const outcome = page.locator('[data-webhook-test]')
+    await outcome.waitFor()
+    expect(await outcome.getAttribute('data-webhook-test')).toBe('failed')
+    expect(await outcome.textContent()).toMatch(/^Not delivered: .+ \(after \d+ ms\)\.$/)
+    await b.screenshot('18-settings-webhook-test')
     const stored = await page.evaluate(() => fetch('/api/v1/organization/webhook').then((r) => r.json()))
     expect(stored.url).toBe('http://127.0.0.1:9/dbm-alerts')
     expect(stored.secret).toBeUndefined()

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'bun:test'
-import { chartSummary, completeBuckets, stack, withGaps } from '../../src/web/components/chart.tsx'
+import { chartSummary, collectingSince, completeBuckets, stack, withGaps, withoutPartialStarts } from '../../src/web/components/chart.tsx'
 
 const MIN = 60_000
 
@@ -31,6 +31,67 @@ describe('chart time axis', () => {
     expect(completeBuckets([end - 2 * MIN, end - MIN], [{ label: 'a', values: [5, 6] }], MIN, end)[0]).toHaveLength(2)
     // A single point, even unfinished, is kept: the chart would otherwise be empty beside non-zero totals.
     expect(completeBuckets([end - MIN / 2], [{ label: 'a', values: [7] }], MIN, end)[0]).toEqual([end - MIN / 2])
+  })
+})
+
+describe('partial buckets at the start', () => {
+  const t0 = 1_700_000_000_000
+  const times = [t0, t0 + MIN, t0 + 2 * MIN, t0 + 6 * MIN, t0 + 7 * MIN, t0 + 8 * MIN]
+
+  test("the first bucket of a series and the first after a gap are left out (the agent's first cycle is a baseline)", () => {
+    // 20 s of a 60 s bucket, two full ones, the agent down four minutes, 30 s, then full ones again.
+    const [s] = withoutPartialStarts(times, [{ label: 'commits', values: [4, 12, 12, 6, 12, 12] }], MIN, 'gaps')
+    expect(s!.values).toEqual([null, 12, 12, null, 12, 12])
+  })
+
+  test('a null (a counter without a delta: the first sample, a reset) starts a new run too', () => {
+    const [s] = withoutPartialStarts(times.slice(0, 4), [{ label: 'x', values: [null, 3, 9, 9] }], MIN, 'gaps')
+    expect(s!.values).toEqual([null, null, 9, null])
+  })
+
+  test("'first' leaves out the chart's first bucket only: later gaps are quiet intervals (a statement not called)", () => {
+    const series = [
+      { label: 'calls', values: [2, 10, 10, 10, 10, 10] },
+      { label: 'other', values: [null, null, 5, 5, null, 5] },
+    ]
+    const [calls, other] = withoutPartialStarts(times, series, MIN, 'first')
+    expect(calls!.values).toEqual([null, 10, 10, 10, 10, 10])
+    expect(other!.values).toEqual([null, null, 5, 5, null, 5])
+    expect(withoutPartialStarts(times, series, MIN, 'none')).toBe(series)
+  })
+
+  test('a series with no complete bucket keeps its latest value rather than show nothing', () => {
+    const [s] = withoutPartialStarts([t0, t0 + 5 * MIN], [{ label: 'x', values: [3, 4] }], MIN, 'gaps')
+    expect(s!.values).toEqual([null, 4])
+  })
+
+  test('with the running last bucket also left out, the legend and the text alternative read only full buckets', () => {
+    const end = t0 + 3 * MIN - 20_000
+    const [kept, complete] = completeBuckets(times.slice(0, 3), [{ label: 'calls', values: [7, 60, 15] }], MIN, end)
+    const shown = withoutPartialStarts(kept, complete, MIN, 'gaps')
+    expect(shown[0]!.values).toEqual([null, 60])
+    expect(chartSummary('Calls per minute', 'count', kept, shown)).toContain('calls: latest 60, max 60')
+  })
+})
+
+describe('collecting since', () => {
+  const until = 1_700_000_000_000
+  const range: [number, number] = [until - 6 * 3600_000, until]
+
+  test('data starting well inside the window: the chart says since when', () => {
+    expect(collectingSince(until - 20 * MIN, range, MIN)).toBe(until - 20 * MIN)
+  })
+
+  test('data from the start of the window (give or take a bucket or 2 % of it): nothing to say', () => {
+    expect(collectingSince(range[0] + MIN, range, MIN)).toBeUndefined()
+    expect(collectingSince(range[0] + 5 * MIN, range, MIN)).toBeUndefined()
+    expect(collectingSince(range[0] - 3600_000, range, MIN)).toBeUndefined()
+    expect(collectingSince(undefined, range, MIN)).toBeUndefined()
+    expect(collectingSince(until - MIN, undefined, MIN)).toBeUndefined()
+  })
+
+  test('the text alternative names it', () => {
+    expect(chartSummary('Calls', 'count', [until - MIN], [{ label: 'calls', values: [3] }], range, 'collecting since 14:02')).toContain('(collecting since 14:02). calls: latest 3')
   })
 })
 

@@ -2,14 +2,17 @@
 // blockers, blockers missing from the snapshot, cycles), plan roots and misestimates, buckets that
 // keep a window's timeseries small, duration formatting, the one default window and the links that keep
 // it, the statements filter and share of total time, a table's last vacuum and analyze, and the doctor's
-// figures in human units.
+// figures in human units with readable labels, plans grouped by plan, the statements notes' title and
+// "counted since", the live stream's badge and the webhook test's outcome.
 import { describe, expect, test } from 'bun:test'
-import { type Session, blockingChains } from '../../src/web/pages/db/active.tsx'
+import { describeTest } from '../../src/web/pages/account.tsx'
+import { type Session, blockingChains, reconnectDelay, staleAfterMs, streamStatus } from '../../src/web/pages/db/active.tsx'
 import { DEFAULT_RANGE, RANGES, bucketFor, fmtDuration, windowQuery, withWindow } from '../../src/web/pages/db/common.tsx'
 import { figureLabel, formatFigure } from '../../src/web/pages/db/figures.ts'
 import { latestRun } from '../../src/web/pages/db/objects.tsx'
+import { groupPlans, spread } from '../../src/web/pages/db/plan-groups.ts'
 import { misestimated, planRoot } from '../../src/web/pages/db/plan-tree.tsx'
-import { filterStatements, timeShare } from '../../src/web/pages/db/statements.tsx'
+import { countedSince, filterStatements, listQuery, notesTitle, timeShare } from '../../src/web/pages/db/statements.tsx'
 
 const session = (pid: number, blocking: number[] = []): Session => ({
   pid,
@@ -171,5 +174,134 @@ describe("the doctor's figures in human units", () => {
     expect(figureLabel('merge_progress_pct')).toBe('merge progress')
     expect(figureLabel('last_seen_s_ago')).toBe('last seen')
     expect(figureLabel('cache_hit_ratio')).toBe('cache hit ratio')
+  })
+})
+
+describe('doctor figure labels', () => {
+  test('catalog column names read as words', () => {
+    expect(figureLabel('n_dead_tup')).toBe('dead rows')
+    expect(figureLabel('n_live_tup')).toBe('live rows')
+    expect(figureLabel('idx_scan')).toBe('index scans')
+    expect(figureLabel('blks_read')).toBe('blocks read from disk')
+    expect(figureLabel('xmin_age_xids')).toBe('xmin horizon age (transactions)')
+    expect(figureLabel('table_size_bytes')).toBe('table size')
+  })
+
+  test("a merge's progress is a share of 1", () => {
+    expect(formatFigure('progress', 0.4523)).toBe('45.23 %')
+    expect(formatFigure('rows_estimated', 401.98333333333335)).toBe((402).toLocaleString())
+  })
+})
+
+describe('plans grouped by plan', () => {
+  const plan = (ts: string, hash: string, time: number | null, extra: Partial<{ cost: number; source: string; changed: boolean }> = {}) => ({
+    ts,
+    plan_hash: hash,
+    actual_time_ms: time,
+    total_cost: extra.cost ?? 100,
+    source: extra.source ?? 'auto_explain',
+    plan_changed: extra.changed ?? false,
+  })
+
+  test('one row per plan with its count, first and last seen, spread and sources; the plan seen last first', () => {
+    // Newest first, as the API sends them: plan A, then B took over, then A again.
+    const plans = [
+      plan('2026-01-01T10:05:00Z', 'A', 4),
+      plan('2026-01-01T10:04:00Z', 'A', 2),
+      plan('2026-01-01T10:03:00Z', 'B', 90, { source: 'sampled', cost: 900 }),
+      plan('2026-01-01T10:02:00Z', 'B', 70, { cost: 700 }),
+      plan('2026-01-01T10:01:00Z', 'A', 1),
+      plan('2026-01-01T10:00:00Z', 'A', 3),
+    ]
+    const groups = groupPlans(plans)
+    expect(groups.map((g) => [g.plan_hash, g.samples.length])).toEqual([
+      ['A', 4],
+      ['B', 2],
+    ])
+    const [a, b] = groups as [(typeof groups)[0], (typeof groups)[0]]
+    expect(a.latest.ts).toBe('2026-01-01T10:05:00Z')
+    expect(a.firstSeen).toBe(Date.parse('2026-01-01T10:00:00Z'))
+    expect(a.lastSeen).toBe(Date.parse('2026-01-01T10:05:00Z'))
+    expect(a.time).toEqual({ min: 1, median: 2.5, max: 4 })
+    expect(b.time).toEqual({ min: 70, median: 80, max: 90 })
+    expect(b.cost).toEqual({ min: 700, median: 800, max: 900 })
+    expect(b.sources).toEqual(['auto_explain', 'sampled'])
+    // B replaced A at 10:02, A came back at 10:04; the oldest sample has nothing before it to differ from.
+    expect(b.changedAt).toEqual([Date.parse('2026-01-01T10:02:00Z')])
+    expect(a.changedAt).toEqual([Date.parse('2026-01-01T10:04:00Z')])
+  })
+
+  test("the oldest sample keeps the server's mark (it compared it with the plan before the window)", () => {
+    const [g] = groupPlans([plan('2026-01-01T10:01:00Z', 'A', 1), plan('2026-01-01T10:00:00Z', 'A', 1, { changed: true })])
+    expect(g!.changedAt).toEqual([Date.parse('2026-01-01T10:00:00Z')])
+    expect(groupPlans([plan('2026-01-01T10:00:00Z', 'A', 1)])[0]!.changedAt).toEqual([])
+  })
+
+  test('fifty samples of one plan are one row', () => {
+    const many = Array.from({ length: 50 }, (_, i) => plan(new Date(Date.UTC(2026, 0, 1, 10, 0, 50 - i)).toISOString(), 'e203c75e8cce', 300 + i))
+    const groups = groupPlans(many)
+    expect(groups).toHaveLength(1)
+    expect(groups[0]!.samples).toHaveLength(50)
+    expect(groups[0]!.time).toEqual({ min: 300, median: 324.5, max: 349 })
+  })
+
+  test('spread: plans explained without running them have no times; then the cost tells them apart', () => {
+    expect(spread([null, null])).toBeUndefined()
+    expect(spread([5])).toEqual({ min: 5, median: 5, max: 5 })
+    expect(spread([3, null, 1, 2])).toEqual({ min: 1, median: 2, max: 3 })
+  })
+})
+
+describe('statements: notes, counting start, the filter in links', () => {
+  test('the notes box is titled by what its notes are about', () => {
+    expect(notesTitle(['explain_plans'], 0)).toBe('Notes on plans')
+    expect(notesTitle(['query_stats'], 0)).toBe('Why statements may be missing')
+    expect(notesTitle([], 1)).toBe('Why statements may be missing')
+    expect(notesTitle(['query_stats', 'explain_plans'], 0)).toBe('Notes on statements and plans')
+    expect(notesTitle(['explain_plans'], 1)).toBe('Notes on statements and plans')
+  })
+
+  test('"counted since" only when counting started inside the window', () => {
+    const since = Date.UTC(2026, 0, 1, 8)
+    expect(countedSince('2026-01-01T13:02:00Z', since)).toBe(Date.UTC(2026, 0, 1, 13, 2))
+    expect(countedSince(Date.UTC(2026, 0, 1, 13, 2), since)).toBe(Date.UTC(2026, 0, 1, 13, 2))
+    expect(countedSince('2026-01-01T08:00:30Z', since)).toBeUndefined()
+    expect(countedSince('2025-12-01T00:00:00Z', since)).toBeUndefined()
+    expect(countedSince(null, since)).toBeUndefined()
+    expect(countedSince('not a time', since)).toBeUndefined()
+  })
+
+  test("a statement's link and its way back keep the window and the filter, nothing else", () => {
+    expect(listQuery(new URLSearchParams('range=24h&q=from items&sort=calls&plan=abc'))).toBe('range=24h&q=from+items')
+    expect(listQuery(new URLSearchParams('sort=calls'))).toBe('')
+  })
+})
+
+describe('the live stream', () => {
+  test('a stream is taken for dead after twice its interval and 5 s; reconnects wait 2 s, 4 s … 30 s', () => {
+    expect(staleAfterMs(5)).toBe(15_000)
+    expect(staleAfterMs(60)).toBe(125_000)
+    expect([1, 2, 3, 4, 5, 9].map(reconnectDelay)).toEqual([2000, 4000, 8000, 16_000, 30_000, 30_000])
+  })
+
+  test('the badge says how old the last data are while reconnecting', () => {
+    const now = 1_700_000_000_000
+    const base = { ts: null, active: [] }
+    expect(streamStatus({ ...base, state: 'live', receivedAt: now }, 5, now)).toBe('Live, every 5 s')
+    expect(streamStatus({ ...base, state: 'reconnecting', receivedAt: now - 40_000 }, 5, now)).toBe('Reconnecting… (last data 40 s ago)')
+    expect(streamStatus({ ...base, state: 'reconnecting', receivedAt: now - 125_000 }, 5, now)).toBe('Reconnecting… (last data 2 min 5 s ago)')
+    expect(streamStatus({ ...base, state: 'reconnecting', message: 'session expired' }, 5, now)).toBe('Reconnecting… (session expired)')
+    expect(streamStatus({ ...base, state: 'paused' }, 5, now)).toBe('Paused')
+  })
+})
+
+describe('webhook test outcome', () => {
+  test('delivered or not, with the status, the error and the time it took', () => {
+    expect(describeTest({ delivered: true, status: 200, duration_ms: 84.4 })).toBe('Delivered: HTTP 200 in 84 ms.')
+    expect(describeTest({ delivered: false, status: null, error: 'connect ECONNREFUSED 127.0.0.1:9', duration_ms: 3 })).toBe(
+      'Not delivered: connect ECONNREFUSED 127.0.0.1:9 (after 3 ms).',
+    )
+    expect(describeTest({ delivered: false, status: 500, error: 'receiver answered 500.', duration_ms: 12 })).toBe('Not delivered: receiver answered 500, HTTP 500 (after 12 ms).')
+    expect(describeTest({ delivered: false, status: null, duration_ms: 10_000 })).toBe('Not delivered: no answer (after 10000 ms).')
   })
 })

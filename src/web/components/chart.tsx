@@ -5,11 +5,15 @@
 // without the hidden ones) with the value under the cursor, else the latest one. The drawing is an image
 // whose text alternative names the range and each series' latest and largest values. The chart is
 // destroyed on unmount. Callers pass memoised arrays: a new `times` or `series` array rebuilds it, new
-// `marks` only redraw it.
+// `marks` only redraw it. Per-bucket values (totals or rates over an interval) leave out the intervals
+// that hold only part of their time: the one still running at the end, and the first of a series and the
+// first after a gap (the agent's first cycle only takes a baseline, so those would dip for no reason).
+// When the data start well after the window does, the axis still spans the window and the caption says
+// "collecting since 14:02". Byte axes tick at whole binary units (5 KB, 10 KB, not 4.9 KB).
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks'
 import uPlot from 'uplot'
 import 'uplot/dist/uPlot.min.css'
-import { fmtBytes, fmtMs, fmtTime } from './ui.tsx'
+import { fmtBytes, fmtClock, fmtMs, fmtTime } from './ui.tsx'
 
 export type Unit = 'count' | 'ms' | 's' | 'bytes' | 'bytes/s' | 'pct' | 'ratio' | 'per_s'
 
@@ -42,9 +46,26 @@ export interface ChartProps {
    * at the last point or now, whichever is later, and reaches back at least an hour (or 30 steps). */
   range?: [number, number]
   /** Each value is a total or a rate over its bucket (of `stepMs`): the bucket still running at the end
-   * of the window (or now) is left out, its value would drop off a cliff. */
+   * of the window (or now) is left out, its value would drop off a cliff, and so are the partial buckets
+   * at the start (see `partialStarts`). */
   perBucket?: boolean
+  /**
+   * Which leading buckets of a per-bucket chart hold only part of their interval and are left out:
+   * 'gaps' (the default) the first value of each series and the first after a gap or a null (an agent
+   * restart); 'first' the first value only (series whose gaps are quiet intervals, e.g. no session
+   * waiting); 'none'.
+   */
+  partialStarts?: PartialStarts
+  /** Gaps mean nothing happened, not that nothing was collected: the first point does not tell when collection started. */
+  sparse?: boolean
+  /** When the data start (epoch ms), for the "collecting since" note; default: the first point unless `sparse`. */
+  dataSince?: number
+  /** The word before the time in that note; default "collecting since". */
+  sinceLabel?: string
 }
+
+export type PartialStarts = 'gaps' | 'first' | 'none'
+
 
 const FALLBACK_COLOURS = ['#1f5fd1', '#d9731a', '#2a9d5b', '#b8327e', '#7a5cd6', '#5c6677']
 
@@ -85,6 +106,14 @@ export function formatValue(unit: Unit, v: number | null | undefined): string {
       return compact(v)
   }
 }
+
+/** An axis tick: like formatValue, without a ".0" that whole binary units would show ("5 KB", not "5.0 KB"). */
+export function axisValue(unit: Unit, v: number): string {
+  return formatValue(unit, v).replace(/\.0(?= )/, '')
+}
+
+/** Tick steps of byte axes: 1, 2, 5, 10, 20, 50, 100, 200, 500 of each binary unit (and below a byte). */
+export const BYTE_INCRS: number[] = [0.1, 0.2, 0.5, ...[0, 1, 2, 3, 4, 5].flatMap((k) => [1, 2, 5, 10, 20, 50, 100, 200, 500].map((m) => m * 1024 ** k))]
 
 interface Theme {
   muted: string
@@ -129,6 +158,41 @@ export function completeBuckets(times: number[], series: ChartSeries[], stepMs: 
   // The only point stays: an empty chart beside a statement's non-zero totals would say less.
   if (!stepMs || last === undefined || times.length < 2 || last + stepMs <= end + 1000) return [times, series]
   return [times.slice(0, -1), series.map((s) => ({ ...s, values: s.values.slice(0, -1) }))]
+}
+
+/**
+ * The series with their partial leading buckets set to null (see ChartProps.partialStarts): with 'first'
+ * the chart's first bucket; with 'gaps' each series' first value and its first after a time gap longer
+ * than 1.5 steps or after a null. A series left with no value keeps its latest one, as completeBuckets
+ * keeps an only point.
+ */
+export function withoutPartialStarts(times: number[], series: ChartSeries[], stepMs: number | undefined, mode: PartialStarts): ChartSeries[] {
+  if (mode === 'none' || !stepMs || times.length === 0) return series
+  const present = (v: number | null | undefined): v is number => v !== null && v !== undefined
+  return series.map((s) => {
+    const values: (number | null)[] = s.values.slice()
+    if (mode === 'first') values[0] = null
+    else {
+      for (let i = 0; i < values.length; i++) {
+        if (present(s.values[i]) && (i === 0 || times[i]! - times[i - 1]! > 1.5 * stepMs || !present(s.values[i - 1]))) values[i] = null
+      }
+    }
+    if (!values.some(present)) {
+      const latest = s.values.findLastIndex(present)
+      if (latest >= 0) values[latest] = s.values[latest]!
+    }
+    return { ...s, values }
+  })
+}
+
+/**
+ * When the data start (epoch ms) if that is well inside `range` (more than two steps and 2 % of its span
+ * after its start): the chart then says "collecting since"; otherwise undefined.
+ */
+export function collectingSince(dataStart: number | undefined, range: [number, number] | undefined, stepMs = 60_000): number | undefined {
+  if (dataStart === undefined || !range) return undefined
+  const slack = Math.max(2 * stepMs, 0.02 * (range[1] - range[0]))
+  return dataStart > range[0] + slack && dataStart < range[1] ? dataStart : undefined
 }
 
 /**
@@ -230,10 +294,10 @@ const shortTime = (ms: number) => new Date(ms).toLocaleString(undefined, { dateS
  * each series' latest and largest value with the unit, e.g. "Calls per minute, 10:00 to 16:00. calls:
  * latest 12, max 40."
  */
-export function chartSummary(title: string, unit: Unit, times: number[], series: ChartSeries[], range?: [number, number]): string {
+export function chartSummary(title: string, unit: Unit, times: number[], series: ChartSeries[], range?: [number, number], since?: string): string {
   const from = range?.[0] ?? times[0]
   const to = range?.[1] ?? times[times.length - 1]
-  const span = from === undefined || to === undefined ? '' : `, ${shortTime(from)} to ${shortTime(to)}`
+  const span = (from === undefined || to === undefined ? '' : `, ${shortTime(from)} to ${shortTime(to)}`) + (since ? ` (${since})` : '')
   if (times.length === 0) return `${title}${span}: no points in this time range.`
   const parts = series.map((s) => {
     const { latest, max } = latestAndMax(s.values)
@@ -264,7 +328,8 @@ function buildOptions(
       axis,
       {
         ...axis,
-        values: (_u, splits) => splits.map((v) => formatValue(unit, v)),
+        values: (_u, splits) => splits.map((v) => axisValue(unit, v)),
+        incrs: unit === 'bytes' || unit === 'bytes/s' ? BYTE_INCRS : undefined,
         size: (_u, values) => Math.max(40, 20 + 7 * Math.max(0, ...(values ?? []).map((s) => String(s).length))),
       },
     ],
@@ -305,13 +370,21 @@ export function Chart(props: ChartProps) {
   const [cursor, setCursor] = useState<number | null>(null)
   const marks = useRef(props.marks ?? [])
 
-  // The points drawn: without the bucket still running at the window's end for per-bucket values.
+  // The points drawn: per-bucket values without the bucket still running at the window's end and without
+  // the partial buckets at the start of the data and after gaps.
+  const partialStarts = props.partialStarts ?? 'gaps'
   const shown = useMemo(() => {
     const now = Date.now()
-    const [times, series] = props.perBucket ? completeBuckets(props.times, props.series, props.stepMs, Math.min(now, props.range?.[1] ?? now)) : [props.times, props.series]
-    return { times, series, now }
-  }, [props.times, props.series, props.perBucket, props.stepMs, props.range?.[1]])
-  const summary = useMemo(() => chartSummary(props.title, unit, shown.times, shown.series, props.range), [props.title, unit, shown, props.range?.[0], props.range?.[1]])
+    if (!props.perBucket) return { times: props.times, series: props.series, now }
+    const [times, complete] = completeBuckets(props.times, props.series, props.stepMs, Math.min(now, props.range?.[1] ?? now))
+    return { times, series: withoutPartialStarts(times, complete, props.stepMs, partialStarts), now }
+  }, [props.times, props.series, props.perBucket, props.stepMs, props.range?.[1], partialStarts])
+  const since = collectingSince(props.dataSince ?? (props.sparse ? undefined : props.times[0]), props.range, props.stepMs)
+  const sinceText = since === undefined ? undefined : `${props.sinceLabel ?? 'collecting since'} ${fmtClock(since)}`
+  const summary = useMemo(
+    () => chartSummary(props.title, unit, shown.times, shown.series, props.range, sinceText),
+    [props.title, unit, shown, props.range?.[0], props.range?.[1], sinceText],
+  )
 
   useEffect(() => {
     const el = wrap.current
@@ -358,7 +431,10 @@ export function Chart(props: ChartProps) {
   const valueOf = (i: number) => formatValue(unit, at !== null ? d!.ys[i]?.[at] : latestAndMax(shown.series[i]?.values ?? []).latest)
   return (
     <figure class="chart-box" data-chart={props.name}>
-      <figcaption>{props.title}</figcaption>
+      <figcaption>
+        {props.title}
+        {sinceText && <span class="chart-since muted small"> · {sinceText}</span>}
+      </figcaption>
       {props.times.length === 0 ? (
         <p class="muted small">No points in this time range.</p>
       ) : (

@@ -1,35 +1,62 @@
 // Small shared pieces of the dashboard: loading, empty and error states, a copy button, time and size
-// formatting, useApi() that loads a GET endpoint and reloads it on demand, and useEscape() that closes a
-// panel or a confirmation with the Esc key.
+// formatting, useApi() that loads a GET endpoint and reloads it on demand (keeping what it showed while
+// the server cannot be reached, and retrying), and useEscape() that closes a panel or a confirmation with
+// the Esc key.
 import type { ComponentChildren, RefObject } from 'preact'
 import { useCallback, useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks'
-import { ApiError, get } from '../api.ts'
+import { ApiError, get, isUnreachable } from '../api.ts'
 
 export interface Loaded<T> {
   data: T | undefined
+  /** The last call's error; undefined while earlier data are kept because the server could not be reached. */
   error: ApiError | Error | undefined
   loading: boolean
+  /** The data are from an earlier call: the latest could not reach the server (it is being retried). */
+  stale: boolean
   reload(): void
 }
 
-/** GET `path` (skipped while null), again whenever `path` changes or reload() is called. */
+/** Retries of a call that could not reach the server: 5 s, 10 s, 20 s, then every 30 s. */
+export const retryDelay = (attempt: number) => Math.min(30_000, 5000 * 2 ** Math.max(0, attempt - 1))
+
+/**
+ * GET `path` (skipped while null), again whenever `path` changes or reload() is called. A call that cannot
+ * reach the server keeps the data shown (`stale`) and is retried by itself with a growing delay; other
+ * errors replace the data.
+ */
 export function useApi<T = any>(path: string | null): Loaded<T> {
-  const [state, setState] = useState<{ data?: T; error?: Error; loading: boolean }>({ loading: path !== null })
+  const [state, setState] = useState<{ data?: T; error?: Error; loading: boolean; stale?: boolean }>({ loading: path !== null })
   const [tick, setTick] = useState(0)
+  const failures = useRef(0)
   useEffect(() => {
     if (path === null) return
     let live = true
+    let retry: ReturnType<typeof setTimeout> | undefined
     setState((s) => ({ ...s, loading: true }))
     get<T>(path).then(
-      (data) => live && setState({ data, loading: false }),
-      (error: Error) => live && setState({ error, loading: false }),
+      (data) => {
+        failures.current = 0
+        if (live) setState({ data, loading: false })
+      },
+      (error: Error) => {
+        if (!live) return
+        if (isUnreachable(error)) {
+          failures.current++
+          retry = setTimeout(() => setTick((t) => t + 1), retryDelay(failures.current))
+          setState((s) => (s.data !== undefined ? { data: s.data, loading: false, stale: true } : { error, loading: false }))
+        } else {
+          failures.current = 0
+          setState({ error, loading: false })
+        }
+      },
     )
     return () => {
       live = false
+      clearTimeout(retry)
     }
   }, [path, tick])
   const reload = useCallback(() => setTick((t) => t + 1), [])
-  return { data: state.data, error: state.error as ApiError | Error | undefined, loading: state.loading, reload }
+  return { data: state.data, error: state.error as ApiError | Error | undefined, loading: state.loading, stale: state.stale ?? false, reload }
 }
 
 export function Loading({ what = 'Loading' }: { what?: string }) {
@@ -40,7 +67,15 @@ export function Loading({ what = 'Loading' }: { what?: string }) {
   )
 }
 
+/** An error in words; a server that cannot be reached reads as such (the call is being retried), not as the browser's "Failed to fetch". */
 export function ErrorBox({ error }: { error: Error }) {
+  if (isUnreachable(error)) {
+    return (
+      <p class="error unreachable" role="status">
+        {error.message}…
+      </p>
+    )
+  }
   return (
     <p class="error" role="alert">
       {error.message}
@@ -149,23 +184,49 @@ export function ago(value: string | number | null | undefined): string {
   return `${Math.round(s / 86_400)} days ago`
 }
 
+/** A number with at most `digits` decimals and no trailing zeros: 9.5, 402, 0.25. */
+const trimmed = (n: number, digits: number) => `${+n.toFixed(digits)}`
+
+/** Bytes in binary units: "402 B", "9.5 B", "4.9 KB", "1.2 GB" (one decimal from KB up). */
 export function fmtBytes(n: number | null | undefined): string {
-  if (n === null || n === undefined) return '—'
-  const units = ['B', 'KB', 'MB', 'GB', 'TB']
+  if (n === null || n === undefined || !Number.isFinite(n)) return '—'
+  const units = ['B', 'KB', 'MB', 'GB', 'TB', 'PB']
   let v = n
   let u = 0
   while (Math.abs(v) >= 1024 && u < units.length - 1) {
     v /= 1024
     u++
   }
-  return `${u === 0 ? v : v.toFixed(1)} ${units[u]}`
+  if (u === 0) {
+    const bytes = trimmed(v, Math.abs(v) < 10 ? 1 : 0)
+    // 1023.7 B rounds to 1024 B: that is 1.0 KB.
+    if (Math.abs(Number(bytes)) < 1024) return `${bytes} B`
+    v /= 1024
+    u = 1
+  }
+  return `${v.toFixed(1)} ${units[u]}`
 }
 
 export function fmtMs(n: number | null | undefined): string {
-  if (n === null || n === undefined) return '—'
-  if (n < 1) return `${n.toFixed(2)} ms`
-  if (n < 1000) return `${n.toFixed(n < 10 ? 1 : 0)} ms`
-  return `${(n / 1000).toFixed(n < 10_000 ? 2 : 1)} s`
+  if (n === null || n === undefined || !Number.isFinite(n)) return '—'
+  const abs = Math.abs(n)
+  if (abs < 1) return `${n.toFixed(2)} ms`
+  if (abs < 1000) return `${n.toFixed(abs < 10 ? 1 : 0)} ms`
+  return `${(n / 1000).toFixed(abs < 10_000 ? 2 : 1)} s`
 }
 
-export const fmtNum = (n: number | null | undefined) => (n === null || n === undefined ? '—' : n.toLocaleString())
+/** A count in the reader's locale; a fractional value (an average) keeps at most two decimals below 10, one below 100, none above. */
+export function fmtNum(n: number | null | undefined): string {
+  if (n === null || n === undefined || !Number.isFinite(n)) return '—'
+  const abs = Math.abs(n)
+  return n.toLocaleString(undefined, { maximumFractionDigits: abs < 10 ? 2 : abs < 100 ? 1 : 0 })
+}
+
+/** A time of day, "14:02"; with the date when it is not today. */
+export function fmtClock(value: string | number | null | undefined, now = Date.now()): string {
+  if (value === null || value === undefined) return '—'
+  const d = new Date(value)
+  if (Number.isNaN(d.getTime())) return '—'
+  const time = d.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' })
+  return d.toDateString() === new Date(now).toDateString() ? time : `${d.toLocaleDateString(undefined, { month: 'short', day: 'numeric' })}, ${time}`
+}

@@ -1,7 +1,8 @@
 // Settings (#/settings): the signed-in user and the organization as /auth/me describes them, changing
 // the password through the mailed reset link (POST /auth/forgot-password: the API has no other way), and
 // the organization's alert webhook (GET, PUT and DELETE /organization/webhook): its URL, its delivery
-// state, and its signing secret, which the API sends once, in the answer that creates the webhook.
+// state, and its signing secret, which the API sends once, in the answer that creates the webhook. A test
+// alert (POST /organization/webhook/test) is sent on demand and its outcome shown beside the button.
 import { useRef, useState } from 'preact/hooks'
 import { ApiError, api } from '../api.ts'
 import { CopyButton, ErrorBox, Loading, ago, fmtTime, useApi, useEscape, useFocusSwap } from '../components/ui.tsx'
@@ -18,6 +19,59 @@ interface Webhook {
 
 /** The PUT answer: with `secret` only when it created the webhook (201). */
 type PutAnswer = Webhook & { secret?: string }
+
+/** POST /organization/webhook/test: whether the receiver took the test alert. */
+export interface TestOutcome {
+  delivered: boolean
+  /** The receiver's HTTP status; null when none came (refused, timed out). */
+  status: number | null
+  error?: string
+  duration_ms: number
+}
+
+/** The outcome in words: "Delivered: HTTP 200 in 84 ms." or "Not delivered: connection refused (after 3 ms)." */
+export function describeTest(outcome: TestOutcome): string {
+  const took = `${Math.round(outcome.duration_ms)} ms`
+  if (outcome.delivered) return `Delivered: HTTP ${outcome.status ?? '?'} in ${took}.`
+  const why = [outcome.error?.trim().replace(/\.$/, ''), outcome.status === null ? '' : `HTTP ${outcome.status}`].filter(Boolean).join(', ')
+  return `Not delivered: ${why || 'no answer'} (after ${took}).`
+}
+
+/** Sends a test alert to the webhook and says beside the button whether it arrived. */
+function TestWebhook({ onGone }: { onGone(): void }) {
+  const [state, setState] = useState<{ busy?: boolean; outcome?: TestOutcome; error?: string }>({})
+  const send = async () => {
+    setState({ busy: true })
+    try {
+      const outcome = await api<TestOutcome>('POST', '/organization/webhook/test', {})
+      setState({ outcome })
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 404 && /webhook/.test(e.message)) {
+        setState({ error: 'No webhook is set any more.' })
+        onGone()
+      } else if (e instanceof ApiError && e.status === 429) {
+        setState({ error: `One test at a time: ${e.message.replace(/^too many requests; /, '')}.` })
+      } else setState({ error: e instanceof ApiError && e.status === 404 ? 'This server cannot send test alerts yet.' : (e as Error).message })
+    }
+  }
+  return (
+    <div class="row">
+      <button type="button" onClick={send} disabled={state.busy}>
+        {state.busy ? 'Sending…' : 'Send a test alert'}
+      </button>
+      {state.outcome && (
+        <span class={state.outcome.delivered ? 'success' : 'error'} role="status" data-webhook-test={state.outcome.delivered ? 'delivered' : 'failed'}>
+          {describeTest(state.outcome)}
+        </span>
+      )}
+      {state.error && (
+        <span class="error" role="alert" data-webhook-test="error">
+          {state.error}
+        </span>
+      )}
+    </div>
+  )
+}
 
 /** The API's longest webhook URL (src/server/limits.ts webhookUrlMaxLength). */
 const URL_MAX = 2048
@@ -204,6 +258,8 @@ function WebhookSettings() {
       {secret && <NewSecret secret={secret} />}
       {current && (
         <>
+          {/* Keyed by the URL: an outcome is about the URL it was sent to. */}
+          <TestWebhook key={current.url} onGone={loaded.reload} />
           <p class="muted small">
             The signing secret is shown once, when the webhook is set. For a new one, remove the webhook and set it again.
           </p>

@@ -104,7 +104,8 @@ function AuthPage({ title, children }: { title: string; children: ComponentChild
   )
 }
 
-export function SignIn() {
+/** The sign-in form; afterwards the user goes to `next` (a page of the app, vetted by safeNext) or the databases. */
+export function SignIn({ next, ended = false }: { next?: string; ended?: boolean }) {
   const { refresh } = useSession()
   const [email, setEmail] = useState('')
   const [password, setPassword] = useState('')
@@ -114,11 +115,16 @@ export function SignIn() {
     void run(async () => {
       await api('POST', '/auth/login', { email, password })
       await refresh()
-      navigate('/databases')
+      navigate(next ?? '/databases')
     })
   }
   return (
     <AuthPage title="Sign in to dbm">
+      {(ended || next) && (
+        <p class={ended ? 'notice' : 'muted small'} role="status" data-signin-reason>
+          {ended ? 'Your session has ended. Sign in again to go back to the page you were on.' : 'Sign in to open the page you asked for.'}
+        </p>
+      )}
       <form class="form" onSubmit={submit}>
         <Field id="signin-email" name="email" label="Email" type="email" autocomplete="username" form={state} value={email} onInput={setEmail} />
         <Field

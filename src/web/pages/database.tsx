@@ -1,12 +1,14 @@
 // One database: its header (name, engine, status, last seen, health score), the tabs of its engine and
 // the tab's page (pages/db/*). The database record and the doctor's answer are loaded here once and
 // refreshed every minute; the pages get them with the route's item and query. The tabs keep the chosen
-// time window (?range=…) from page to page, and fade out on the side where more of them scroll.
+// time window (?range=…) from page to page, and fade out on the side where more of them scroll. Past the
+// tabs, a heading naming the tab (read by screen readers, shown when focused) is where "Skip to content"
+// lands.
 import type { FunctionComponent, RefObject } from 'preact'
 import { useCallback, useEffect, useRef } from 'preact/hooks'
 import { ApiError } from '../api.ts'
 import { ErrorBox, Loading, ago, fmtTime, useApi } from '../components/ui.tsx'
-import { navigate } from '../router.ts'
+import { navigate, replaceRoute } from '../router.ts'
 import { ActivePage } from './db/active.tsx'
 import { AlertsPage, RecommendationsPage } from './db/advice.tsx'
 import { StatusBadge, dbHref, engineName, statusClass, useEvery, withWindow } from './db/common.tsx'
@@ -163,14 +165,16 @@ function DatabaseView({ id, tab, item, query }: LayoutProps) {
   }, [db.data?.name, current])
 
   const setQuery = useCallback(
-    (patch: Record<string, string | undefined>) => {
+    (patch: Record<string, string | undefined>, options?: { replace?: boolean }) => {
       const next = new URLSearchParams(query)
       for (const [k, v] of Object.entries(patch)) {
         if (v === undefined || v === '') next.delete(k)
         else next.set(k, v)
       }
       const search = next.toString()
-      navigate(`/databases/${encodeURIComponent(id)}/${tab}${item ? `/${encodeURIComponent(item)}` : ''}${search ? `?${search}` : ''}`)
+      const route = `/databases/${encodeURIComponent(id)}/${tab}${item ? `/${encodeURIComponent(item)}` : ''}${search ? `?${search}` : ''}`
+      if (options?.replace) replaceRoute(route)
+      else navigate(route)
     },
     [id, tab, item, query],
   )
@@ -211,6 +215,9 @@ function DatabaseView({ id, tab, item, query }: LayoutProps) {
           </a>
         ))}
       </nav>
+      <h2 class="content-heading" data-main-heading>
+        {current ? current.label : 'No such section'}
+      </h2>
       {Page ? (
         <Page db={db.data} item={item} query={query} setQuery={setQuery} doctor={diagnosis} reloadDb={db.reload} />
       ) : (

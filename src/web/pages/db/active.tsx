@@ -1,6 +1,8 @@
 // Active: the latest sessions, live over the WebSocket /active/ws (the session cookie authenticates it;
 // when the server closes it, e.g. because the access token expired, a REST call renews the session from
-// the refresh cookie and the stream reconnects). PostgreSQL sessions show the blocking chains as a tree
+// the refresh cookie and the stream reconnects). A stream that goes quiet (no message within twice the
+// interval and 5 s) is given up as dead: the badge says "Reconnecting… (last data 40 s ago)" and it
+// reconnects with a growing delay. PostgreSQL sessions show the blocking chains as a tree
 // of blocker → blocked; ClickHouse ones their memory, bytes and rows.
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks'
 import { get } from '../../api.ts'
@@ -30,11 +32,30 @@ export interface Session {
   ts: string
 }
 
-interface Stream {
+export interface Stream {
   ts: string | null
   active: Session[] | undefined
   state: 'connecting' | 'live' | 'paused' | 'reconnecting'
+  /** When the latest message arrived (epoch ms). */
+  receivedAt?: number
   message?: string
+}
+
+/** How long a live stream may stay quiet before it is taken for dead: twice its interval and 5 s. */
+export const staleAfterMs = (intervalSeconds: number) => 2 * intervalSeconds * 1000 + 5000
+
+/** The wait before reconnect attempt `failures` (1, 2, …): 2 s, 4 s, 8 s … up to 30 s. */
+export const reconnectDelay = (failures: number) => Math.min(30_000, 1000 * 2 ** Math.min(Math.max(1, failures), 5))
+
+/** The stream's badge: "Live, every 5 s", "Paused", "Connecting…", "Reconnecting… (last data 40 s ago)". */
+export function streamStatus(stream: Stream, interval: number, now = Date.now()): string {
+  if (stream.state === 'live') return `Live, every ${interval} s`
+  if (stream.state === 'paused') return 'Paused'
+  if (stream.state === 'connecting') return 'Connecting…'
+  const quiet = Math.max(0, now - (stream.receivedAt ?? now))
+  const last = stream.receivedAt === undefined ? '' : `last data ${quiet < 60_000 ? `${Math.round(quiet / 1000)} s` : fmtDuration(quiet)} ago`
+  const why = [last, stream.message].filter(Boolean).join('; ')
+  return `Reconnecting…${why ? ` (${why})` : ''}`
 }
 
 /** The active-query stream of the database, every `interval` seconds while not paused. */
@@ -47,43 +68,71 @@ function useActiveStream(db: Database, interval: number, paused: boolean): Strea
       return
     }
     let socket: WebSocket | undefined
-    let timer: ReturnType<typeof setTimeout> | undefined
+    let retry: ReturnType<typeof setTimeout> | undefined
+    let watchdog: ReturnType<typeof setTimeout> | undefined
     let stopped = false
+    /** Drops the socket (quietly: its close event may come late or never) and tries again after a delay. */
+    const reconnect = (message?: string) => {
+      clearTimeout(watchdog)
+      if (socket) {
+        socket.onmessage = socket.onclose = socket.onerror = null
+        if (socket.readyState === WebSocket.OPEN || socket.readyState === WebSocket.CONNECTING) socket.close()
+        socket = undefined
+      }
+      if (stopped) return
+      failures.current++
+      setStream((s) => ({ ...s, state: 'reconnecting', message }))
+      // A refused or expired session: any REST call renews it from the refresh cookie first (or ends it).
+      retry = setTimeout(() => {
+        get(apiPath(db, '/health'))
+          .catch(() => undefined)
+          .finally(() => {
+            if (!stopped) connect()
+          })
+      }, reconnectDelay(failures.current))
+    }
+    const watch = () => {
+      clearTimeout(watchdog)
+      watchdog = setTimeout(() => reconnect(), staleAfterMs(interval))
+    }
     const connect = () => {
       const scheme = location.protocol === 'https:' ? 'wss' : 'ws'
       socket = new WebSocket(`${scheme}://${location.host}/api/v1${apiPath(db, '/active/ws')}?interval=${interval}`)
+      watch()
       socket.onmessage = (e) => {
         failures.current = 0
+        watch()
         try {
           const msg = JSON.parse(String(e.data)) as { ts: string | null; active: Session[] }
-          setStream({ ts: msg.ts, active: msg.active, state: 'live' })
+          setStream({ ts: msg.ts, active: msg.active, state: 'live', receivedAt: Date.now() })
         } catch {
           // A message that is not JSON is ignored; the next one replaces it.
         }
       }
-      socket.onclose = (e) => {
-        if (stopped) return
-        failures.current++
-        const delay = Math.min(30_000, 1000 * 2 ** Math.min(failures.current, 5))
-        setStream((s) => ({ ...s, state: 'reconnecting', message: e.reason || undefined }))
-        // A refused or expired session: any REST call renews it from the refresh cookie first.
-        timer = setTimeout(() => {
-          get(apiPath(db, '/health'))
-            .catch(() => undefined)
-            .finally(() => {
-              if (!stopped) connect()
-            })
-        }, delay)
-      }
+      socket.onclose = (e) => reconnect(e.reason || undefined)
     }
     connect()
     return () => {
       stopped = true
-      clearTimeout(timer)
-      socket?.close(1000)
+      clearTimeout(retry)
+      clearTimeout(watchdog)
+      if (socket) {
+        socket.onmessage = socket.onclose = socket.onerror = null
+        socket.close(1000)
+      }
     }
   }, [db.id, interval, paused])
   return stream
+}
+
+/** Re-renders every second while `on`, so that "N s ago" stays true. */
+function useTicking(on: boolean): void {
+  const [, setTick] = useState(0)
+  useEffect(() => {
+    if (!on) return
+    const timer = setInterval(() => setTick((t) => t + 1), 1000)
+    return () => clearInterval(timer)
+  }, [on])
 }
 
 interface ChainNode {
@@ -215,20 +264,18 @@ export function ActivePage({ db }: PageProps) {
     [stream.active, hideIdle, db.engine],
   )
   const chains = useMemo(() => (db.engine === 'postgres' ? blockingChains(stream.active ?? []) : []), [stream.active, db.engine])
+  useTicking(stream.state === 'reconnecting')
   if (!db.last_seen_at) return <NoDataYet db={db} />
-  const status =
-    stream.state === 'live'
-      ? `Live, every ${interval} s`
-      : stream.state === 'paused'
-        ? 'Paused'
-        : stream.state === 'connecting'
-          ? 'Connecting…'
-          : `Reconnecting…${stream.message ? ` (${stream.message})` : ''}`
+  const status = streamStatus(stream, interval)
   return (
     <section>
       <div class="toolbar">
-        <span class={`badge ${stream.state === 'live' ? 'badge-ok' : 'badge-muted'}`} role="status" aria-live="polite">
+        <span class={`badge ${stream.state === 'live' ? 'badge-ok' : stream.state === 'reconnecting' ? 'badge-warning' : 'badge-muted'}`} data-stream-state={stream.state}>
           {status}
+        </span>
+        {/* Read out on each change of state, not each second of "last data N s ago". */}
+        <span class="sr-only" role="status">
+          {status.replace(/ \(.*$/, '')}
         </span>
         <button type="button" onClick={() => setPaused((p) => !p)} aria-pressed={paused}>
           {paused ? 'Resume' : 'Pause'}

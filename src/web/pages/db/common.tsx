@@ -282,20 +282,33 @@ export interface AgentNote {
   message: string
 }
 
-/** The agent's notes (overview's agent_notes): each says why some data is missing and what to do. `extra` adds items of the page's own. */
-export function AgentNotes({ notes, extra, title = 'The agent reports' }: { notes: AgentNote[]; extra?: ComponentChildren; title?: string }) {
+/** True on a phone-width screen (the stylesheet's 720 px breakpoint), read once. */
+const narrowScreen = () => typeof matchMedia === 'function' && matchMedia('(max-width: 720px)').matches
+
+/**
+ * The agent's notes (overview's agent_notes): each says why some data is missing and what to do. `extra`
+ * adds items of the page's own (`count` of them). A disclosure: open on a wide screen, folded to its
+ * title and count on a phone, where it would push the page's content down.
+ */
+export function AgentNotes({ notes, extra, count = 0, title = 'The agent reports' }: { notes: AgentNote[]; extra?: ComponentChildren; count?: number; title?: string }) {
+  const [open] = useState(() => !narrowScreen())
   if (notes.length === 0 && !extra) return null
+  const total = notes.length + count
   return (
-    <section class="panel warning" aria-label="Notes from the agent" data-agent-notes>
-      <h2 class="small">{title}</h2>
-      <ul>
-        {notes.map((n) => (
-          <li key={n.collector}>
-            <code>{n.collector}</code>: {n.message}
-          </li>
-        ))}
-        {extra}
-      </ul>
+    <section class="panel warning notes" aria-label={title} data-agent-notes>
+      <details open={open}>
+        <summary>
+          <h2 class="small">{title}</h2> <span class="muted small">({total === 1 ? '1 note' : `${total} notes`})</span>
+        </summary>
+        <ul>
+          {notes.map((n) => (
+            <li key={n.collector}>
+              <code>{n.collector}</code>: {n.message}
+            </li>
+          ))}
+          {extra}
+        </ul>
+      </details>
     </section>
   )
 }

@@ -1,16 +1,23 @@
 // One statement (`queries/<hash>`): its text and totals over the window, charts of calls, time, rows and
-// block I/O (PostgreSQL) or bytes, memory and errors (ClickHouse), and for PostgreSQL its plans over time:
-// a list with a "plan changed" badge where plan_hash changed (also a marker on the charts), and the
-// selected plan as a tree.
-import { useMemo } from 'preact/hooks'
+// block I/O (PostgreSQL) or bytes, memory and errors (ClickHouse), and for PostgreSQL its plans over time,
+// grouped by plan (auto_explain logs one per call): one row per plan with its samples, first and last
+// seen, min / median / max time or cost, sources and a "plan changed" badge where it replaced another
+// (also a marker on the charts); the selected plan's latest sample as a tree, and its samples listed when
+// the row is expanded. Where the statement was first counted inside the window, the page says so.
+import { Fragment } from 'preact'
+import { useEffect, useMemo, useState } from 'preact/hooks'
 import type { QueryPoint, StoredPlan } from '../../../server/store/sql-telemetry.ts'
-import { ApiError } from '../../api.ts'
+import { ApiError, get } from '../../api.ts'
 import { Chart, type ChartMark, type ChartSeries, type Unit } from '../../components/chart.tsx'
-import { Async, Code, Empty, ErrorBox, Loading, fmtBytes, fmtMs, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
-import { TimeRangePicker, apiPath, dbHref, fmtRatio, perBucket, useWindow, withWindow } from './common.tsx'
+import { Async, Code, Empty, ErrorBox, Loading, fmtBytes, fmtClock, fmtMs, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
+import { TimeRangePicker, apiPath, dbHref, fmtRatio, perBucket, useWindow } from './common.tsx'
+import { type PlanGroup, type Spread, groupPlans } from './plan-groups.ts'
 import { PlanTree } from './plan-tree.tsx'
-import type { StatementRow } from './statements.tsx'
+import { type StatementRow, countedSince, listQuery } from './statements.tsx'
 import type { Database, PageProps } from './types.ts'
+
+/** Plans asked for per request: the API's most (src/server/limits.ts explain.max). */
+const PLAN_PAGE = 50
 
 type ClickHouseCounters = 'read_bytes' | 'memory_bytes' | 'errors'
 
@@ -74,7 +81,7 @@ function chartSpecs(db: Database, points: Point[]): ChartSpec[] {
   return specs
 }
 
-function Totals({ db, d }: { db: Database; d: Detail }) {
+function Totals({ db, d, since }: { db: Database; d: Detail; since: number | undefined }) {
   return (
     <dl class="kv">
       <dt>Hash</dt>
@@ -84,7 +91,16 @@ function Totals({ db, d }: { db: Database; d: Detail }) {
         {fmtTime(d.first_seen)} – {fmtTime(d.last_seen)}
       </dd>
       <dt>Calls</dt>
-      <dd>{fmtNum(d.total_calls)}</dd>
+      <dd>
+        {fmtNum(d.total_calls)}
+        {since !== undefined && (
+          <span class="muted small" data-counted-since>
+            {' '}
+            counted since {fmtClock(since)}, when dbm first saw it: the totals cover less than the time range
+            {db.engine === 'postgres' ? ' (pg_stat_statements counts since its last reset)' : ''}
+          </span>
+        )}
+      </dd>
       <dt>Total time</dt>
       <dd>{fmtMs(d.total_time_ms)}</dd>
       <dt>Mean time</dt>
@@ -116,8 +132,84 @@ function Totals({ db, d }: { db: Database; d: Detail }) {
   )
 }
 
-function Plans({ plans, selected, select }: { plans: Plan[]; selected: number; select(i: number): void }) {
-  if (plans.length === 0) {
+const fmtCost = (n: number | null | undefined) => (n === null || n === undefined ? '—' : n.toFixed(2))
+
+/** "1.2 ms / 3.4 ms / 9.0 ms", or one value when they are all the same. */
+function SpreadText({ s, format }: { s: Spread | undefined; format(n: number): string }) {
+  if (!s) return <span class="muted">—</span>
+  if (s.min === s.max) return <>{format(s.min)}</>
+  return (
+    <span title="min / median / max">
+      {format(s.min)} / {format(s.median)} / {format(s.max)}
+    </span>
+  )
+}
+
+/** The plans of the statement in the window, newest first: PLAN_PAGE at a time, `loadOlder` asks for the ones before. */
+function usePlans(base: string, tw: { since: string; until: string; params: string }, on: boolean) {
+  const first = useApi<Plan[]>(on ? `${base}/explain?${tw.params}&limit=${PLAN_PAGE}` : null)
+  const [older, setOlder] = useState<{ plans: Plan[]; more: boolean; busy?: boolean; error?: string }>({ plans: [], more: true })
+  useEffect(() => setOlder({ plans: [], more: true }), [first.data])
+  const all = useMemo(() => [...(first.data ?? []), ...older.plans], [first.data, older.plans])
+  const more = (first.data?.length ?? 0) >= PLAN_PAGE && older.more
+  const loadOlder = async () => {
+    const oldest = all[all.length - 1]
+    if (!oldest) return
+    setOlder((o) => ({ ...o, busy: true, error: undefined }))
+    try {
+      const page = await get<Plan[]>(`${base}/explain?since=${encodeURIComponent(tw.since)}&until=${encodeURIComponent(oldest.ts)}&limit=${PLAN_PAGE}`)
+      setOlder((o) => ({ plans: [...o.plans, ...page], more: page.length >= PLAN_PAGE }))
+    } catch (e) {
+      setOlder((o) => ({ ...o, busy: false, error: (e as Error).message }))
+    }
+  }
+  return { loaded: first, all, more, busyOlder: older.busy ?? false, olderError: older.error, loadOlder }
+}
+
+function SampleRows({ group, selected, select }: { group: PlanGroup<Plan>; selected: Plan; select(sample: Plan): void }) {
+  return (
+    <>
+      {group.samples.map((p, i) => (
+        <tr key={`${p.ts}-${i}`} class={`plan-sample${p === selected ? ' selected' : ''}`}>
+          <td colSpan={2} class="muted small num">
+            sample {i + 1}
+          </td>
+          <td class="nowrap">
+            <button type="button" class="link" aria-pressed={p === selected} title="Show this sample's plan" onClick={() => select(p)}>
+              {fmtTime(p.ts)}
+            </button>
+          </td>
+          <td class="num">{fmtMs(p.actual_time_ms)}</td>
+          <td class="num">{fmtCost(p.total_cost)}</td>
+          <td class="small" colSpan={2}>
+            {p.source} · {p.seq_scans} seq / {p.index_scans} index scans · rows {fmtNum(p.rows_estimated)} est. / {fmtNum(p.rows_actual)}
+          </td>
+        </tr>
+      ))}
+    </>
+  )
+}
+
+function Plans({
+  plans,
+  more,
+  loadOlder,
+  busyOlder,
+  olderError,
+  query,
+  setQuery,
+}: {
+  plans: Plan[]
+  more: boolean
+  loadOlder(): void
+  busyOlder: boolean
+  olderError?: string
+  query: URLSearchParams
+  setQuery: PageProps['setQuery']
+}) {
+  const groups = useMemo(() => groupPlans(plans), [plans])
+  const [expanded, setExpanded] = useState<ReadonlySet<string>>(() => new Set())
+  if (groups.length === 0) {
     return (
       <Empty title="No plans in this time range">
         <p>
@@ -127,56 +219,117 @@ function Plans({ plans, selected, select }: { plans: Plan[]; selected: number; s
       </Empty>
     )
   }
-  const index = selected < plans.length ? selected : 0
-  const plan = plans[index]!
+  const group = groups.find((g) => g.plan_hash === query.get('plan')) ?? groups[0]!
+  const sample = group.samples.find((p) => p.ts === query.get('sample')) ?? group.latest
+  const toggle = (hash: string) =>
+    setExpanded((e) => {
+      const next = new Set(e)
+      if (next.has(hash)) next.delete(hash)
+      else next.add(hash)
+      return next
+    })
   return (
     <>
+      <p class="muted small" role="status">
+        {groups.length === 1 ? 'One plan' : `${groups.length} plans`} in the {plans.length} {plans.length === 1 ? 'sample' : 'samples'}
+        {more ? ' loaded (the latest)' : ''} of this time range.
+      </p>
       <div class="table-wrap">
-        <table class="compact">
-          <caption class="sr-only">Plans, newest first</caption>
+        <table class="compact plan-groups">
+          <caption class="sr-only">Plans of the statement, one row per plan, the one seen last first</caption>
           <thead>
             <tr>
-              <th scope="col">Time</th>
               <th scope="col">Plan</th>
+              <th class="num" scope="col">
+                Samples
+              </th>
+              <th scope="col">First – last seen</th>
+              <th class="num" scope="col" title="Actual time: min / median / max">
+                Time
+              </th>
+              <th class="num" scope="col" title="Estimated cost: min / median / max">
+                Cost
+              </th>
               <th scope="col">Source</th>
-              <th class="num" scope="col">Cost</th>
-              <th class="num" scope="col">Time</th>
-              <th class="num" scope="col">Seq / index scans</th>
-              <th class="num" scope="col">Rows est. / actual</th>
+              <th scope="col">
+                <span class="sr-only">Samples listed</span>
+              </th>
             </tr>
           </thead>
           <tbody>
-            {plans.map((p, i) => (
-              <tr key={`${p.ts}-${i}`} class={i === index ? 'selected' : undefined}>
-                <td>
-                  <button type="button" class="link" aria-pressed={i === index} onClick={() => select(i)}>
-                    {fmtTime(p.ts)}
-                  </button>
-                </td>
-                <td>
-                  <span class="mono small">{p.plan_hash.slice(0, 12)}</span> {p.plan_changed && <span class="badge badge-warning">plan changed</span>}
-                </td>
-                <td>{p.source}</td>
-                <td class="num">{p.total_cost === null ? '—' : p.total_cost.toFixed(2)}</td>
-                <td class="num">{fmtMs(p.actual_time_ms)}</td>
-                <td class="num">
-                  {p.seq_scans} / {p.index_scans}
-                </td>
-                <td class="num">
-                  {fmtNum(p.rows_estimated)} / {fmtNum(p.rows_actual)}
-                </td>
-              </tr>
-            ))}
+            {groups.map((g) => {
+              const open = expanded.has(g.plan_hash)
+              const on = g === group
+              return (
+                <Fragment key={g.plan_hash}>
+                  <tr class={on ? 'selected' : undefined} data-plan={g.plan_hash}>
+                    <td>
+                      <button
+                        type="button"
+                        class="link mono"
+                        aria-pressed={on}
+                        title="Show this plan"
+                        onClick={() => setQuery({ plan: g.plan_hash, sample: undefined }, { replace: true })}
+                      >
+                        {g.plan_hash.slice(0, 12)}
+                      </button>{' '}
+                      {g.changedAt.length > 0 && (
+                        <span class="badge badge-warning" title={`Replaced another plan at ${g.changedAt.map((t) => fmtTime(t)).join(', ')}`}>
+                          plan changed
+                        </span>
+                      )}
+                    </td>
+                    <td class="num" data-plan-samples>
+                      {fmtNum(g.samples.length)}
+                    </td>
+                    <td class="nowrap">
+                      {g.samples.length === 1 ? fmtTime(g.firstSeen) : `${fmtClock(g.firstSeen)} – ${fmtClock(g.lastSeen)}`}
+                    </td>
+                    <td class="num">
+                      <SpreadText s={g.time} format={fmtMs} />
+                    </td>
+                    <td class="num">
+                      <SpreadText s={g.cost} format={fmtCost} />
+                    </td>
+                    <td>{g.sources.join(', ')}</td>
+                    <td>
+                      <button type="button" class="link small nowrap" aria-expanded={open} onClick={() => toggle(g.plan_hash)}>
+                        {open ? 'Hide samples' : 'List samples'}
+                      </button>
+                    </td>
+                  </tr>
+                  {open && <SampleRows group={g} selected={sample} select={(p) => setQuery({ plan: g.plan_hash, sample: p.ts }, { replace: true })} />}
+                </Fragment>
+              )
+            })}
           </tbody>
         </table>
       </div>
+      {(more || olderError) && (
+        <div class="row">
+          {more && (
+            <button type="button" onClick={loadOlder} disabled={busyOlder}>
+              {busyOlder ? 'Loading…' : `Load ${PLAN_PAGE} older samples`}
+            </button>
+          )}
+          {olderError && (
+            <span class="error small" role="alert">
+              {olderError}
+            </span>
+          )}
+        </div>
+      )}
       <h3>
-        Plan of {fmtTime(plan.ts)} {plan.plan_changed && <span class="badge badge-warning">plan changed</span>}
+        Plan <span class="mono">{group.plan_hash.slice(0, 12)}</span>{' '}
+        <span class="muted small">
+          {sample === group.latest ? 'latest sample' : 'sample'}, {fmtTime(sample.ts)} · {sample.source}
+        </span>{' '}
+        {group.changedAt.length > 0 && <span class="badge badge-warning">plan changed</span>}
       </h3>
-      <PlanTree planJson={plan.plan_json} />
+      <PlanTree planJson={sample.plan_json} />
       <details class="raw-plan">
         <summary>EXPLAIN JSON</summary>
-        <Code text={JSON.stringify(plan.plan_json, null, 2)} />
+        <Code text={JSON.stringify(sample.plan_json, null, 2)} />
       </details>
     </>
   )
@@ -186,17 +339,18 @@ export function StatementPage({ db, item, query, setQuery }: PageProps) {
   const tw = useWindow(query)
   const base = apiPath(db, `/queries/${encodeURIComponent(item ?? '')}`)
   const detail = useApi<Detail>(`${base}?${tw.params}`)
-  const plans = useApi<Plan[]>(db.engine === 'postgres' ? `${base}/explain?${tw.params}&limit=50` : null)
-  const selected = Number(query.get('plan') ?? 0) || 0
+  const plans = usePlans(base, tw, db.engine === 'postgres')
   const marks = useMemo<ChartMark[]>(
-    () => (plans.data ?? []).filter((p) => p.plan_changed).map((p) => ({ ts: Date.parse(p.ts), label: 'plan changed' })),
-    [plans.data],
+    () => groupPlans(plans.all).flatMap((g) => g.changedAt.map((ts) => ({ ts, label: 'plan changed' }))),
+    [plans.all],
   )
+  // First seen inside the window: its first bucket may hold part of an interval, and the totals start there.
+  const since = detail.data ? countedSince(detail.data.first_seen, tw.bounds[0]) : undefined
   const charts = useMemo(() => {
     if (!detail.data) return undefined
     return { times: detail.data.timeseries.map((p) => Date.parse(p.ts)), specs: chartSpecs(db, detail.data.timeseries) }
   }, [detail.data, db.engine])
-  const back = withWindow(dbHref(db, 'queries'), query)
+  const back = `${dbHref(db, 'queries')}${listQuery(query) ? `?${listQuery(query)}` : ''}`
 
   if (detail.error instanceof ApiError && detail.error.status === 404) {
     return (
@@ -226,7 +380,7 @@ export function StatementPage({ db, item, query, setQuery }: PageProps) {
             <div class="stmt-code">
               <Code text={d.query_text || '(no text)'} />
             </div>
-            <Totals db={db} d={d} />
+            <Totals db={db} d={d} since={since} />
             <div class="chart-grid">
               {charts?.specs.map((s) => (
                 <Chart
@@ -240,6 +394,12 @@ export function StatementPage({ db, item, query, setQuery }: PageProps) {
                   stepMs={d.resolution_seconds * 1000}
                   range={tw.bounds}
                   perBucket={s.total}
+                  // A minute without calls has no bucket: gaps are quiet, not missing. Only a first bucket
+                  // that is the statement's first sighting holds part of its interval.
+                  partialStarts={since === undefined ? 'none' : 'first'}
+                  sparse
+                  dataSince={since}
+                  sinceLabel="counted since"
                 />
               ))}
             </div>
@@ -249,12 +409,20 @@ export function StatementPage({ db, item, query, setQuery }: PageProps) {
       {db.engine === 'postgres' && (
         <section>
           <h2>Plans</h2>
-          {plans.error ? (
-            <ErrorBox error={plans.error} />
-          ) : !plans.data ? (
+          {plans.loaded.error ? (
+            <ErrorBox error={plans.loaded.error} />
+          ) : !plans.loaded.data ? (
             <Loading what="Loading the plans" />
           ) : (
-            <Plans plans={plans.data} selected={selected} select={(i) => setQuery({ plan: String(i) })} />
+            <Plans
+              plans={plans.all}
+              more={plans.more}
+              loadOlder={plans.loadOlder}
+              busyOlder={plans.busyOlder}
+              olderError={plans.olderError}
+              query={query}
+              setQuery={setQuery}
+            />
           )}
         </section>
       )}

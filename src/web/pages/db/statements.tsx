@@ -1,16 +1,46 @@
 // Statements: statistics per statement over a time window (pg_stat_statements / system.query_log),
 // sorted by the server (total time, calls, mean time, rows), with a limit; each links to its page. A text
-// filter narrows the loaded list, each statement's share of the listed statements' total time is a
-// column, and what the agent and the doctor say about missing statement statistics shows above it.
-import { useRef, useState } from 'preact/hooks'
+// filter (kept in the route as ?q=, without a history entry per key) narrows the loaded list, each
+// statement's share of the listed statements' total time is a column, and what the agent and the doctor
+// say about missing statements or plans shows above it. dbm counts a statement's calls from the agent's
+// first cycle on, so where that is inside the window the page says "counted since 14:02" (the totals
+// then read lower than pg_stat_statements', which counts since its last reset).
+import { useEffect, useRef, useState } from 'preact/hooks'
 import type { QueryStatsRow } from '../../../server/store/sql-telemetry.ts'
-import { Async, Empty, fmtBytes, fmtMs, fmtNum, useApi } from '../../components/ui.tsx'
+import { Async, Empty, fmtBytes, fmtClock, fmtMs, fmtNum, useApi } from '../../components/ui.tsx'
 import { type Column, DataTable } from '../../components/data-table.tsx'
 import { type AgentNote, AgentNotes, Field, NoDataYet, SelectField, TimeRangePicker, apiPath, dbHref, fmtRatio, useWindow, windowQuery } from './common.tsx'
 import type { Database, Finding, PageProps } from './types.ts'
 
-/** A statement's totals over the window, as the API sends them (queryView). */
-export type StatementRow = Omit<QueryStatsRow, 'first_bucket'>
+/**
+ * A statement's totals over the window, as the API sends them (queryView). `first_bucket`, the start of
+ * its earliest bucket in the window, is read when the API sends it (epoch ms or RFC 3339).
+ */
+export type StatementRow = Omit<QueryStatsRow, 'first_bucket'> & { first_bucket?: number | string | null }
+
+/** Epoch ms of an API time (epoch ms or RFC 3339), undefined when absent or unreadable. */
+export function epochOf(value: number | string | null | undefined): number | undefined {
+  if (value === null || value === undefined || value === '') return undefined
+  const ms = typeof value === 'number' ? value : Date.parse(value)
+  return Number.isFinite(ms) ? ms : undefined
+}
+
+/**
+ * When counting started, if that is inside the window: `start` (when the agent first sent, or a
+ * statement's first bucket) later than the window's start by more than a minute; otherwise undefined.
+ */
+export function countedSince(start: number | string | null | undefined, windowSince: number): number | undefined {
+  const at = epochOf(start)
+  return at !== undefined && at > windowSince + 60_000 ? at : undefined
+}
+
+/** The route's query for a statement's link and the way back: the window and the filter. */
+export function listQuery(query: URLSearchParams): string {
+  const keep = new URLSearchParams(windowQuery(query))
+  const q = query.get('q')
+  if (q) keep.set('q', q)
+  return keep.toString()
+}
 
 const SORTS: [string, string][] = [
   ['total_time', 'Total time'],
@@ -48,7 +78,8 @@ function Share({ share }: { share: number | null }) {
   )
 }
 
-function columns(db: Database, query: string, share: (ms: number | null) => number | null, listed: number): Column<StatementRow>[] {
+/** `counted` is when the page says counting started (or the window's start): a row says its own only when later. */
+function columns(db: Database, query: string, share: (ms: number | null) => number | null, listed: number, counted: number): Column<StatementRow>[] {
   const link = (r: StatementRow) => `${dbHref(db, `queries/${encodeURIComponent(r.query_hash)}`)}${query ? `?${query}` : ''}`
   const common: Column<StatementRow>[] = [
     {
@@ -69,7 +100,23 @@ function columns(db: Database, query: string, share: (ms: number | null) => numb
       title: `Share of the total time of the ${listed} statements listed (in this time range, before any filter); statements beyond the list are not counted`,
       render: (r) => <Share share={share(r.total_time_ms)} />,
     },
-    { key: 'calls', label: 'Calls', num: true, sortBy: 'calls', render: (r) => fmtNum(r.total_calls) },
+    {
+      key: 'calls',
+      label: 'Calls',
+      num: true,
+      sortBy: 'calls',
+      render: (r) => {
+        const since = countedSince(r.first_bucket, counted)
+        return since === undefined ? (
+          fmtNum(r.total_calls)
+        ) : (
+          <span title={`Counted since ${fmtClock(since)}: dbm counts from the agent's first cycle on`}>
+            {fmtNum(r.total_calls)}
+            <span class="muted small nowrap"> since {fmtClock(since)}</span>
+          </span>
+        )
+      },
+    },
     { key: 'mean', label: 'Mean', num: true, sortBy: 'mean_time', render: (r) => fmtMs(r.mean_time_ms) },
     { key: 'rows', label: 'Rows', num: true, sortBy: 'rows', render: (r) => fmtNum(r.total_rows) },
   ]
@@ -90,6 +137,14 @@ function columns(db: Database, query: string, share: (ms: number | null) => numb
   ]
 }
 
+/** The notes box's title, by what its notes are about: missing statements, plans, or both. */
+export function notesTitle(collectors: string[], statementFindings: number): string {
+  const statements = statementFindings > 0 || collectors.includes('query_stats')
+  const plans = collectors.includes('explain_plans')
+  if (statements && plans) return 'Notes on statements and plans'
+  return plans ? 'Notes on plans' : 'Why statements may be missing'
+}
+
 /** The agent's notes about statements and plans, and the doctor's finding that pg_stat_statements is missing. */
 function StatementNotes({ db, doctor }: { db: Database; doctor: PageProps['doctor'] }) {
   const overview = useApi<{ agent_notes?: AgentNote[] }>(apiPath(db, '/overview'))
@@ -102,7 +157,27 @@ function StatementNotes({ db, doctor }: { db: Database; doctor: PageProps['docto
         </li>
       ))
     : undefined
-  return <AgentNotes notes={notes} extra={extra} title="Why statements may be missing" />
+  return (
+    <AgentNotes
+      notes={notes}
+      extra={extra}
+      count={findings.length}
+      title={notesTitle(
+        notes.map((n) => n.collector),
+        findings.length,
+      )}
+    />
+  )
+}
+
+/** "Counted since 14:02": where the window starts before dbm began counting this database's statements. */
+function CountedSince({ since, engine }: { since: number; engine: Database['engine'] }) {
+  return (
+    <p class="muted small" data-counted-since>
+      Counted since {fmtClock(since)}: dbm counts statements from the agent's first cycle on, so these totals cover less than the time range
+      {engine === 'postgres' ? ' (pg_stat_statements counts since its last reset)' : ''}.
+    </p>
+  )
 }
 
 export function StatementsPage({ db, query, setQuery, doctor }: PageProps) {
@@ -110,8 +185,20 @@ export function StatementsPage({ db, query, setQuery, doctor }: PageProps) {
   const sort = SORTS.some(([v]) => v === query.get('sort')) ? query.get('sort')! : 'total_time'
   const limit = LIMITS.includes(query.get('limit') ?? '') ? query.get('limit')! : '25'
   const list = useApi<StatementRow[]>(db.last_seen_at ? apiPath(db, `/queries?${tw.params}&sort_by=${sort}&limit=${limit}`) : null)
-  // The filter is the page's own (not in the route): typing must not add a history entry per key.
-  const [filter, setFilter] = useState('')
+  // The filter is kept in the route (?q=) by replacing it: a reload or a link keeps it, typing adds no
+  // history entry per key. The field has its own state so that typing never waits for the route.
+  const routeFilter = query.get('q') ?? ''
+  const [filter, setFilterState] = useState(routeFilter)
+  const written = useRef(routeFilter)
+  useEffect(() => {
+    // Back, forward or a link changed the route's filter (not this field): show it.
+    if (routeFilter !== written.current) setFilterState((written.current = routeFilter))
+  }, [routeFilter])
+  const setFilter = (value: string) => {
+    written.current = value
+    setFilterState(value)
+    setQuery({ q: value || undefined }, { replace: true })
+  }
   const filterInput = useRef<HTMLInputElement>(null)
   const clearFilter = () => {
     setFilter('')
@@ -163,8 +250,12 @@ export function StatementsPage({ db, query, setQuery, doctor }: PageProps) {
             )
           }
           const shown = filterStatements(rows, filter)
+          // Counting started when the agent first sent (the database's registration) or, where the API says, at the statements' first buckets.
+          const firsts = rows.map((r) => epochOf(r.first_bucket)).filter((t): t is number => t !== undefined)
+          const since = countedSince(firsts.length > 0 ? Math.min(...firsts) : db.created_at, tw.bounds[0])
           return (
             <>
+              {since !== undefined && <CountedSince since={since} engine={db.engine} />}
               {filter.trim() && (
                 <p class="muted small" role="status">
                   {shown.length} of the {rows.length} statements listed match “{filter.trim()}”.
@@ -183,7 +274,7 @@ export function StatementsPage({ db, query, setQuery, doctor }: PageProps) {
               ) : (
                 <DataTable
                   caption={`Statements; “% of total time” is each statement's share of the total time of the ${rows.length} statements listed`}
-                  columns={columns(db, windowQuery(query), timeShare(rows), rows.length)}
+                  columns={columns(db, listQuery(query), timeShare(rows), rows.length, since ?? tw.bounds[0])}
                   rows={shown}
                   rowKey={(r) => r.query_hash}
                   serverSort={{ value: sort, onChange: (s) => setQuery({ sort: s }) }}

@@ -44,8 +44,8 @@ export interface PageProps {
   /** The item segment of the route (`queries/<hash>`), when there is one. */
   item?: string
   query: URLSearchParams
-  /** Changes the route's query parameters (undefined removes one), keeping the page. */
-  setQuery(patch: Record<string, string | undefined>): void
+  /** Changes the route's query parameters (undefined removes one), keeping the page; `replace` adds no history entry. */
+  setQuery(patch: Record<string, string | undefined>, options?: { replace?: boolean }): void
   /** The doctor's answer, loaded once by the layout (its score is in the header). */
   doctor: Loaded<Doctor>
   /** Reloads the database record (after its settings changed). */

@@ -96,6 +96,10 @@ export function WaitsPage({ db, query, setQuery }: PageProps) {
                 stepMs={tw.bucket * 1000}
                 range={tw.bounds}
                 perBucket
+                // An interval without waiting sessions has no point: gaps are quiet, not missing.
+                partialStarts="first"
+                sparse
+                dataSince={Date.parse(db.created_at)}
                 height={240}
               />
               <p class="muted small">Average active sessions waiting in each interval ({perBucket(tw.bucket).replace('per ', '')}): the samples, one a second, divided by the interval's seconds.</p>
