@@ -29,7 +29,20 @@ const COLUMNS: Column<Lock>[] = [
   { key: 'type', label: 'Lock type', render: (l) => l.lock_type, sort: (l) => l.lock_type },
   { key: 'mode', label: 'Mode', render: (l) => l.mode, sort: (l) => l.mode },
   { key: 'relation', label: 'Relation', render: (l) => (l.relation_name ? <code>{l.relation_name}</code> : '—'), sort: (l) => l.relation_name },
-  { key: 'duration', label: 'Duration', num: true, render: (l) => fmtDuration(l.duration_ms), sort: (l) => l.duration_ms },
+  {
+    key: 'duration',
+    label: 'Held / waiting',
+    num: true,
+    // A granted lock is held until its transaction ends, so every lock of a session shows the
+    // transaction's age; a waiting one shows how long it has waited (since the statement began before
+    // PostgreSQL 14).
+    render: (l) => (
+      <span title={l.granted ? 'held since its transaction began' : 'waiting for this long'}>
+        {fmtDuration(l.duration_ms)} {l.granted ? <span class="muted small">held</span> : <span class="sev-critical small">waiting</span>}
+      </span>
+    ),
+    sort: (l) => l.duration_ms,
+  },
   {
     key: 'query',
     label: 'Statement',
