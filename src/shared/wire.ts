@@ -90,6 +90,11 @@ export const WaitSample = T.Object({
   wait_event: T.String(),
   count: count,
   total_duration_ms: ms,
+  /**
+   * Start of the minute the samples were taken in (a cycle's samples may straddle two minutes), so a
+   * minute holds the samples of its own 60 seconds. Absent from agents that predate it: the batch's minute.
+   */
+  minute: T.Optional(epochMs),
 })
 export type WaitSample = Static<typeof WaitSample>
 

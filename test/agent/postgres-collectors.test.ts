@@ -17,6 +17,7 @@ import { ioStats } from '../../src/agent/collectors/postgres/io-stats.ts'
 import { locks } from '../../src/agent/collectors/postgres/locks.ts'
 import { replication } from '../../src/agent/collectors/postgres/replication.ts'
 import { tables } from '../../src/agent/collectors/postgres/tables.ts'
+import { sampleWaits, waits } from '../../src/agent/collectors/postgres/waits.ts'
 import { walStats } from '../../src/agent/collectors/postgres/wal-stats.ts'
 import type { BatchSections, PostgresCollector, PostgresContext } from '../../src/agent/collectors/types.ts'
 import { collectorNames } from '../../src/shared/collectors.ts'
@@ -439,6 +440,17 @@ for (const major of postgresMajors) {
         expect(blocker).toMatchObject({ query_text: update, state: 'idle in transaction', wait_event_type: 'Client', blocking_pids: [] })
         expect(blocker.xact_start).toBeLessThanOrEqual(blocked.xact_start!)
         expect(blocker.duration_ms).toBeGreaterThanOrEqual(0)
+
+        // Wait samples count in the minute they are taken in: two samples astride a minute's end.
+        const waitCtx = agent.ctx({ state: new Map() })
+        const minute = Math.floor(Date.now() / 60_000) * 60_000
+        await sampleWaits(waitCtx, 1000, () => minute + 59_500)
+        await sampleWaits(waitCtx, 1000, () => minute + 60_500)
+        const waitList = (await run(waits, waitCtx)).waits!.filter((w) => w.wait_event === 'transactionid')
+        expect(waitList).toEqual([
+          { wait_event_type: 'Lock', wait_event: 'transactionid', count: 1, total_duration_ms: 1000, minute },
+          { wait_event_type: 'Lock', wait_event: 'transactionid', count: 1, total_duration_ms: 1000, minute: minute + 60_000 },
+        ])
 
         const lockList = (await run(locks, agent.ctx())).locks!
         expect(lockList.some((l) => agentPids.includes(l.pid))).toBe(false)

@@ -62,6 +62,33 @@ for (const kind of storeKinds) {
     const session = agentSession(kind)
     const { ingest, get, ok } = session
 
+    test("a cycle's wait samples count in the minute they were taken in; entries without one, or far from the batch, in the batch's", async () => {
+      // A batch at 00:00:05 of minute 12 carrying samples of minute 11 (its last 5 s) and of minute 12.
+      const id = await ingest(
+        pgBatch('waits-minutes', at(12, 5), {
+          waits: [
+            { ...wait('Lock', 'tuple', 5), minute: at(11) },
+            { ...wait('Lock', 'tuple', 5), minute: at(12) },
+            { ...wait('IO', 'DataFileRead', 2), minute: at(12) + 30_000 },
+            // Older agents send no minute; a minute a day away is not believed.
+            wait('Client', 'ClientRead', 1),
+            { ...wait('LWLock', 'BufferMapping', 3), minute: at(12) + 24 * HOUR },
+          ],
+        }),
+      )
+      const entries = (await ok(id, `/waits?${range(at(10), at(14))}`)) as { ts: string; wait_event: string; count: number }[]
+      expect(entries.map((e) => [e.ts, e.wait_event, e.count])).toEqual([
+        [iso(at(11)), 'tuple', 5],
+        [iso(at(12)), 'ClientRead', 1],
+        [iso(at(12)), 'DataFileRead', 2],
+        [iso(at(12)), 'BufferMapping', 3],
+        [iso(at(12)), 'tuple', 5],
+      ])
+      // Hourly, the two minutes of tuple waits add up in one row.
+      const hourly = (await ok(id, `/waits?${range(at(0), at(60))}&bucket=3600`)) as { wait_event: string; count: number }[]
+      expect(hourly.find((e) => e.wait_event === 'tuple')?.count).toBe(10)
+    })
+
     test('waits are summed per event and re-bucketed into 60 s, 300 s and hourly intervals', async () => {
       await ingest(pgBatch('waits', at(58, 10), { waits: [wait('LWLock', 'WALWrite', 2), wait('Lock', 'transactionid', 1)] }))
       await ingest(pgBatch('waits', at(58, 40), { waits: [wait('LWLock', 'WALWrite', 3)] }))

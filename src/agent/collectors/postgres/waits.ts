@@ -1,6 +1,8 @@
 // waits: what active sessions wait on, sampled once a second between polls from pg_stat_activity and
-// counted per poll: each sample in which a session waits on an event adds 1 to its count and the
-// sampling interval to its total_duration_ms.
+// counted per minute of sampling: each sample in which a session waits on an event adds 1 to its count
+// and the sampling interval to its total_duration_ms, in the entry of the minute the sample was taken
+// in (a poll's samples may straddle two minutes; the server buckets each entry by its own minute, so a
+// minute's count over 60 is the average number of sessions waiting).
 import type { WaitSample } from '../../../shared/wire.ts'
 import type { PostgresCollector, PostgresContext } from '../types.ts'
 
@@ -19,17 +21,18 @@ function stateOf(ctx: PostgresContext): State {
   return state
 }
 
-/** One sample: adds the sessions waiting right now to the counts. */
-export async function sampleWaits(ctx: PostgresContext, intervalMs: number): Promise<void> {
+/** One sample: adds the sessions waiting right now to the counts of the current minute. */
+export async function sampleWaits(ctx: PostgresContext, intervalMs: number, now: () => number = Date.now): Promise<void> {
   const rows = await ctx.sql`
     SELECT wait_event_type, wait_event, count(*)::int AS n
     FROM pg_stat_activity
     WHERE backend_type = 'client backend' AND datname = current_database() AND state <> 'idle' AND wait_event IS NOT NULL AND pid <> pg_backend_pid()
     GROUP BY 1, 2`
   const { counts } = stateOf(ctx)
+  const minute = Math.floor(now() / 60_000) * 60_000
   for (const r of rows) {
-    const key = `${r.wait_event_type}/${r.wait_event}`
-    const entry = counts.get(key) ?? { wait_event_type: r.wait_event_type, wait_event: r.wait_event, count: 0, total_duration_ms: 0 }
+    const key = `${minute}/${r.wait_event_type}/${r.wait_event}`
+    const entry = counts.get(key) ?? { wait_event_type: r.wait_event_type, wait_event: r.wait_event, count: 0, total_duration_ms: 0, minute }
     entry.count += r.n
     entry.total_duration_ms += r.n * intervalMs
     counts.set(key, entry)
