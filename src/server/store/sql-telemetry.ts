@@ -311,17 +311,20 @@ export function windowRanges(window: Window): { resolution: 60 | 3600; from: num
   ]
 }
 
-/**
- * windowRanges as a WHERE clause and its parameters, numbered from `first`.
- */
-export function windowClause(window: Window, first: number): { sql: string; params: number[] } {
-  const ranges = windowRanges(window)
+/** Bucket ranges (windowRanges, statRanges) as a WHERE clause (an OR of ranges) and its parameters, numbered from `first`. */
+function rangesClause(ranges: readonly { resolution: number; from: number; to: number }[], first: number): { sql: string; params: number[] } {
+  if (ranges.length === 0) return { sql: 'FALSE', params: [] }
   const params: number[] = []
   const parts = ranges.map((r) => {
     params.push(r.from, r.to)
     return `(resolution = ${r.resolution} AND bucket >= $${first + params.length - 2} AND bucket < $${first + params.length - 1})`
   })
   return { sql: `(${parts.join(' OR ')})`, params }
+}
+
+/** windowRanges as a WHERE clause and its parameters, numbered from `first`. */
+export function windowClause(window: Window, first: number): { sql: string; params: number[] } {
+  return rangesClause(windowRanges(window), first)
 }
 
 export type QuerySort = 'total_time' | 'calls' | 'mean_time' | 'rows'
@@ -421,17 +424,6 @@ export class ClosedHourSums {
     this.entries.set(databaseId, { epoch, from: range.from, to: range.to, sums })
     return sums
   }
-}
-
-/** statRanges as a WHERE clause (an OR of bucket ranges) and its parameters, numbered from `first`. */
-function rangesClause(ranges: StatRange[], first: number): { sql: string; params: number[] } {
-  if (ranges.length === 0) return { sql: 'FALSE', params: [] }
-  const params: number[] = []
-  const parts = ranges.map((r) => {
-    params.push(r.from, r.to)
-    return `(resolution = ${r.resolution} AND bucket >= $${first + params.length - 2} AND bucket < $${first + params.length - 1})`
-  })
-  return { sql: `(${parts.join(' OR ')})`, params }
 }
 
 /**
