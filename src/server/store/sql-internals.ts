@@ -99,39 +99,31 @@ function bucketPrefixes(databaseId: string, collectedAt: number): [string, numbe
 const WAIT_MINUTE_SLACK_MS = 3_600_000
 
 /**
- * Sums the batch's samples per minute and event (a batch may name one event twice). An entry counts in
- * its own minute; without one (older agents), or one implausibly far from the batch, in the batch's.
+ * The batch's samples as wait_stats rows of each minute and hour, summed per bucket and event (a batch
+ * may name one event twice, or one event in two minutes). An entry counts in its own minute; without
+ * one (older agents), or one implausibly far from the batch, in the batch's.
  */
-function mergeWaits(waits: WaitSample[], collectedAt: number): (WaitSample & { minute: number })[] {
-  const merged = new Map<string, WaitSample & { minute: number }>()
-  for (const w of waits) {
-    const minute = floorTo(w.minute !== undefined && Math.abs(w.minute - collectedAt) <= WAIT_MINUTE_SLACK_MS ? w.minute : collectedAt, MINUTE_MS)
-    const key = JSON.stringify([minute, w.wait_event_type, w.wait_event])
-    const entry = merged.get(key) ?? { wait_event_type: w.wait_event_type, wait_event: w.wait_event, count: 0, total_duration_ms: 0, minute }
-    entry.count += Math.round(w.count)
-    entry.total_duration_ms += w.total_duration_ms
-    merged.set(key, entry)
-  }
-  return [...merged.values()]
-}
-
-async function applyWaits(tx: SqlDriver, databaseId: string, collectedAt: number, waits: WaitSample[]) {
-  const merged = mergeWaits(waits, collectedAt)
-  if (merged.length === 0) return
-  // One row per minute and per hour; entries of two minutes of one hour add up in that hour's row.
+function waitRows(databaseId: string, collectedAt: number, waits: WaitSample[]): unknown[][] {
   const byKey = new Map<string, unknown[]>()
-  for (const w of merged) {
+  for (const w of waits) {
+    const at = w.minute !== undefined && Math.abs(w.minute - collectedAt) <= WAIT_MINUTE_SLACK_MS ? w.minute : collectedAt
+    const count = Math.round(w.count)
     for (const resolution of [MINUTE_MS, HOUR_MS]) {
-      const bucket = floorTo(w.minute, resolution)
+      const bucket = floorTo(at, resolution)
       const key = JSON.stringify([resolution, bucket, w.wait_event_type, w.wait_event])
       const row = byKey.get(key)
       if (row) {
-        row[5] = (row[5] as number) + w.count
+        row[5] = (row[5] as number) + count
         row[6] = (row[6] as number) + w.total_duration_ms
-      } else byKey.set(key, [databaseId, resolution / 1000, bucket, w.wait_event_type, w.wait_event, w.count, w.total_duration_ms])
+      } else byKey.set(key, [databaseId, resolution / 1000, bucket, w.wait_event_type, w.wait_event, count, w.total_duration_ms])
     }
   }
-  const rows = [...byKey.values()]
+  return [...byKey.values()]
+}
+
+async function applyWaits(tx: SqlDriver, databaseId: string, collectedAt: number, waits: WaitSample[]) {
+  const rows = waitRows(databaseId, collectedAt, waits)
+  if (rows.length === 0) return
   await upsertMany(
     tx,
     'wait_stats',
