@@ -282,7 +282,7 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
       try {
         // Statement statistics closed over an hour ago are rolled up (ingest rolls up an active database's
         // itself; an agent's clock or buffer up to an hour behind then never lands before the marks).
-        summary.rows_deleted += await store.retention.sweepDatabase(db, { before: now - keepMs, minutesBefore, rollUpTo: now - HOUR }, batch)
+        summary.rows_deleted += await store.retention.sweepDatabase(db.id, { before: now - keepMs, minutesBefore, rollUpTo: now - HOUR }, batch)
         summary.databases++
       } catch (e) {
         log.error('retention failed', { database: db.id, cause: (e as Error).message })

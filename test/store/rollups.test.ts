@@ -199,7 +199,7 @@ for (const kind of storeKinds) {
     /** A retention pass over the database, as the health monitor runs it now, with this retention cutoff. */
     const sweep = async (id: string, before: number) =>
       agent.server.store.retention.sweepDatabase(
-        { id, org_verified: true },
+        id,
         { before, minutesBefore: Math.floor((Date.now() - 48 * HOUR) / HOUR) * HOUR, rollUpTo: Date.now() - HOUR },
         1000,
       )
@@ -334,7 +334,7 @@ describe('the rollup lock (postgres)', () => {
     })
     await isLocked
     const ingest = agent.ingest(pgBatch('after', Date.now() - 2 * HOUR, { query_stats: [stmt] })).then(() => 'ingested')
-    const sweep = store.retention.sweepDatabase({ id, org_verified: true }, { before: 0, minutesBefore: 0, rollUpTo: Date.now() }, 1000).then(() => 'swept')
+    const sweep = store.retention.sweepDatabase(id, { before: 0, minutesBefore: 0, rollUpTo: Date.now() }, 1000).then(() => 'swept')
     const first = await Promise.race([ingest, sweep, Bun.sleep(1000).then(() => 'both waited')])
     release()
     await holder

@@ -63,12 +63,6 @@ export interface SweepCutoffs {
   rollUpTo: number
 }
 
-/** A database as retention sees it. */
-export interface RetainedDatabase {
-  id: string
-  org_verified: boolean
-}
-
 /** Rolls the database's statement statistics up to `until` under its rollup lock. */
 async function rollUpDatabase(driver: SqlDriver, databaseId: string, until: number): Promise<void> {
   await driver.transaction(async (tx) => {
@@ -78,8 +72,7 @@ async function rollUpDatabase(driver: SqlDriver, databaseId: string, until: numb
   })
 }
 
-async function sweepDatabase(driver: SqlDriver, db: RetainedDatabase, cutoffs: SweepCutoffs, batch: number): Promise<number> {
-  const databaseId = db.id
+async function sweepDatabase(driver: SqlDriver, databaseId: string, cutoffs: SweepCutoffs, batch: number): Promise<number> {
   await rollUpDatabase(driver, databaseId, Math.max(cutoffs.rollUpTo, cutoffs.minutesBefore))
   const hoursBefore = floorTo(cutoffs.before, HOUR_MS)
   const minutesBefore = Math.max(floorTo(cutoffs.before, MINUTE_MS), cutoffs.minutesBefore)
@@ -116,7 +109,7 @@ async function sweepDatabase(driver: SqlDriver, db: RetainedDatabase, cutoffs: S
 export function retentionStore(driver: SqlDriver, swept: (databaseId: string) => void = () => {}) {
   return {
     /** Every database with its organization's verification (which decides its retention). */
-    async databases(): Promise<RetainedDatabase[]> {
+    async databases(): Promise<{ id: string; org_verified: boolean }[]> {
       const rows = await driver.all<{ id: string; verified: unknown }>(
         'SELECT d.id, o.verified FROM databases d JOIN organizations o ON o.id = d.org_id ORDER BY d.id',
       )
@@ -126,11 +119,11 @@ export function retentionStore(driver: SqlDriver, swept: (databaseId: string) =>
      * Rolls up the database's statement statistics, then deletes its telemetry past the cutoffs;
      * returns the number of rows deleted.
      */
-    async sweepDatabase(db: RetainedDatabase, cutoffs: SweepCutoffs, batch: number): Promise<number> {
+    async sweepDatabase(databaseId: string, cutoffs: SweepCutoffs, batch: number): Promise<number> {
       try {
-        return await sweepDatabase(driver, db, cutoffs, batch)
+        return await sweepDatabase(driver, databaseId, cutoffs, batch)
       } finally {
-        swept(db.id)
+        swept(databaseId)
       }
     },
     /** Forgets applied batch ids received before `before`. */
