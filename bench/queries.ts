@@ -6,9 +6,9 @@
 // For the sake of time the 24 h are not ingested batch by batch: they are seeded with bulk SQL
 // straight into query_texts, query_stats and query_rollups, in the shape ingest and its rollups write
 // (checked against real ingested batches before seeding): one row per statement and minute (resolution
-// 60, the sum of the six 10 s batches of that minute), one per statement and closed 10-minute span
-// (600) and closed hour (3600), the sums of their minutes, and the marks after them, inserted in time
-// order as ingest would. The SQLite store keeps the closed hours' sums between requests, so the
+// 60, the sum of the six 10 s batches of that minute), inserted in time order as ingest would, then
+// rolled up by the store's own rollups into one row per statement and closed 10-minute span (600) and
+// closed hour (3600), with the marks after them. The SQLite store keeps the closed hours' sums between requests, so the
 // report also gives the store call computing everything from the buckets (the first request after an
 // hour closes, or after a late batch). ingest_batches and snapshots rows, which
 // GET /queries does not read, are not seeded. PostgreSQL gets VACUUM ANALYZE after seeding (what
@@ -20,6 +20,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
 import type { SqlDriver } from '../src/server/store/driver.ts'
+import { initialMarks, rollUp } from '../src/server/store/sql-rollups.ts'
 import { listQueryStats } from '../src/server/store/sql-telemetry.ts'
 import { INGEST_PATH, type IngestBatch } from '../src/shared/wire.ts'
 import { type PostgresServer, startPostgres } from '../test/support/postgres.ts'
@@ -29,7 +30,6 @@ const GOALS = { sqlite: 50, postgres: 80 } as const
 type StoreKind = keyof typeof GOALS
 const MINUTE = 60_000
 const HOUR = 3_600_000
-const SPAN = 10 * MINUTE
 const DAY = 24 * HOUR
 
 interface Options {
@@ -150,24 +150,9 @@ export async function seed(d: SqlDriver, databaseId: string, statements: number,
              ORDER BY m.j, s.query_hash) x`,
       [databaseId, firstMinute, minutes - 1],
     )
-    // 10-minute and hourly buckets: the sums of their minutes for the spans and hours closed at `end`,
-    // and the marks after them, as the rollups behind the ingest leave them (sql-rollups.ts).
-    for (const [resolution, until] of [[600, Math.floor(end / SPAN) * SPAN], [3600, Math.floor(end / HOUR) * HOUR]] as const) {
-      await tx.run(
-        `INSERT INTO query_stats (${STAT_COLUMNS.join(', ')})
-         SELECT database_id, ${resolution}, rolled, query_hash, ${COUNTERS.map((c) => `SUM(${c})`).join(', ')}, MAX(p99_ms)
-         FROM (SELECT *, (bucket / ${resolution * 1000}) * ${resolution * 1000} AS rolled FROM query_stats
-               WHERE database_id = $1 AND resolution = 60 AND bucket < $2) x
-         GROUP BY database_id, rolled, query_hash
-         ORDER BY rolled, query_hash`,
-        [databaseId, until],
-      )
-    }
-    await tx.run('INSERT INTO query_rollups (database_id, spans_until, hours_until) VALUES ($1, $2, $3)', [
-      databaseId,
-      Math.floor(end / SPAN) * SPAN,
-      Math.floor(end / HOUR) * HOUR,
-    ])
+    // 10-minute and hourly buckets of the spans and hours closed at `end`, and the marks after them:
+    // the rollups ingest runs, over the seeded minutes (sql-rollups.ts).
+    await rollUp(tx, databaseId, await initialMarks(tx, databaseId, firstMinute), end)
     await tx.run('DROP TABLE bench_seed')
   })
   const count = async (resolution: number) =>
