@@ -172,6 +172,36 @@ export function useFocusSwap(open: boolean, opener: RefObject<HTMLElement | null
   }, [open])
 }
 
+/**
+ * An action behind an inline "are you sure?" step: whether the question shows (`confirming`), Esc to
+ * cancel it, the focus moved to `cancelButton` and back to `opener`, and the action's progress. `run`
+ * keeps `busy` until `close` (the page moves on after a success) and shows a failure's message.
+ */
+export function useConfirmation() {
+  const [confirming, setConfirming] = useState(false)
+  const [busy, setBusy] = useState(false)
+  const [error, setError] = useState('')
+  const close = () => {
+    setConfirming(false)
+    setBusy(false)
+  }
+  useEscape(confirming && !busy, close)
+  const opener = useRef<HTMLButtonElement>(null)
+  const cancelButton = useRef<HTMLButtonElement>(null)
+  useFocusSwap(confirming, opener, cancelButton)
+  const run = async (action: () => Promise<void>) => {
+    setBusy(true)
+    setError('')
+    try {
+      await action()
+    } catch (e) {
+      setError((e as Error).message)
+      setBusy(false)
+    }
+  }
+  return { confirming, open: () => setConfirming(true), close, busy, error, run, opener, cancelButton }
+}
+
 /** "3 min ago"; "never" without a time. Takes RFC 3339 or epoch milliseconds. */
 export function ago(value: string | number | null | undefined): string {
   if (value === null || value === undefined || value === '') return 'never'

@@ -3,9 +3,9 @@
 // the organization's alert webhook (GET, PUT and DELETE /organization/webhook): its URL, its delivery
 // state, and its signing secret, which the API sends once, in the answer that creates the webhook. A test
 // alert (POST /organization/webhook/test) is sent on demand and its outcome shown beside the button.
-import { useRef, useState } from 'preact/hooks'
+import { useState } from 'preact/hooks'
 import { ApiError, api } from '../api.ts'
-import { CopyButton, ErrorBox, Loading, ago, fmtTime, useApi, useEscape, useFocusSwap } from '../components/ui.tsx'
+import { CopyButton, ErrorBox, Loading, ago, fmtTime, useApi, useConfirmation } from '../components/ui.tsx'
 import { useSession } from '../session.ts'
 
 interface Webhook {
@@ -132,31 +132,21 @@ function WebhookState({ webhook }: { webhook: Webhook }) {
 }
 
 function RemoveWebhook({ onRemoved }: { onRemoved(): void }) {
-  const [confirming, setConfirming] = useState(false)
-  const [busy, setBusy] = useState(false)
-  const [error, setError] = useState('')
-  useEscape(confirming && !busy, () => setConfirming(false))
-  const opener = useRef<HTMLButtonElement>(null)
-  const cancelButton = useRef<HTMLButtonElement>(null)
-  useFocusSwap(confirming, opener, cancelButton)
-  const remove = async () => {
-    setBusy(true)
-    setError('')
-    try {
-      await api('DELETE', '/organization/webhook')
-      setConfirming(false)
+  const { confirming, open, close, busy, error, run, opener, cancelButton } = useConfirmation()
+  const remove = () =>
+    run(async () => {
+      try {
+        await api('DELETE', '/organization/webhook')
+      } catch (e) {
+        // Already gone (removed elsewhere): the same outcome.
+        if (!(e instanceof ApiError && e.status === 404)) throw e
+      }
+      close()
       onRemoved()
-    } catch (e) {
-      // Already gone (removed elsewhere): the same outcome.
-      if (e instanceof ApiError && e.status === 404) onRemoved()
-      else setError((e as Error).message)
-    } finally {
-      setBusy(false)
-    }
-  }
+    })
   if (!confirming) {
     return (
-      <button type="button" ref={opener} onClick={() => setConfirming(true)}>
+      <button type="button" ref={opener} onClick={open}>
         Remove the webhook
       </button>
     )
@@ -167,7 +157,7 @@ function RemoveWebhook({ onRemoved }: { onRemoved(): void }) {
       <button type="button" class="danger" disabled={busy} onClick={remove}>
         {busy ? 'Removing…' : 'Remove now'}
       </button>
-      <button type="button" ref={cancelButton} disabled={busy} onClick={() => setConfirming(false)}>
+      <button type="button" ref={cancelButton} disabled={busy} onClick={close}>
         Cancel
       </button>
       {error && (

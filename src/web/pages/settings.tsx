@@ -1,8 +1,8 @@
 // Settings: API keys (the full key shown once at creation, revoke after a confirmation that Esc cancels)
 // and the agent setup (config.yaml and Helm values for this server, the database grants), each block with a copy button.
-import { useRef, useState } from 'preact/hooks'
+import { useState } from 'preact/hooks'
 import { api } from '../api.ts'
-import { Async, Code, CopyButton, Empty, ago, fmtTime, useApi, useEscape, useFocusSwap } from '../components/ui.tsx'
+import { Async, Code, CopyButton, Empty, ago, fmtTime, useApi, useConfirmation } from '../components/ui.tsx'
 
 interface ApiKey {
   id: string
@@ -84,23 +84,12 @@ function NewKey({ created }: { created: CreatedKey }) {
 }
 
 function KeyRow({ apiKey, onRevoked }: { apiKey: ApiKey; onRevoked(): void }) {
-  const [confirming, setConfirming] = useState(false)
-  const [busy, setBusy] = useState(false)
-  const [error, setError] = useState('')
-  useEscape(confirming && !busy, () => setConfirming(false))
-  const opener = useRef<HTMLButtonElement>(null)
-  const cancelButton = useRef<HTMLButtonElement>(null)
-  useFocusSwap(confirming, opener, cancelButton)
-  const revoke = async () => {
-    setBusy(true)
-    try {
+  const { confirming, open, close, busy, error, run, opener, cancelButton } = useConfirmation()
+  const revoke = () =>
+    run(async () => {
       await api('DELETE', `/api-keys/${encodeURIComponent(apiKey.id)}`)
       onRevoked()
-    } catch (e) {
-      setError((e as Error).message)
-      setBusy(false)
-    }
-  }
+    })
   return (
     <tr data-key={apiKey.name}>
       <td>{apiKey.name}</td>
@@ -126,12 +115,12 @@ function KeyRow({ apiKey, onRevoked }: { apiKey: ApiKey; onRevoked(): void }) {
               <button type="button" class="danger" disabled={busy} onClick={revoke}>
                 {busy ? 'Revoking…' : 'Revoke now'}
               </button>
-              <button type="button" ref={cancelButton} onClick={() => setConfirming(false)} disabled={busy}>
+              <button type="button" ref={cancelButton} onClick={close} disabled={busy}>
                 Cancel
               </button>
             </span>
           ) : (
-            <button type="button" ref={opener} onClick={() => setConfirming(true)} aria-label={`Revoke the key ${apiKey.name}`}>
+            <button type="button" ref={opener} onClick={open} aria-label={`Revoke the key ${apiKey.name}`}>
               Revoke
             </button>
           ))}
