@@ -2,11 +2,13 @@
 // A reload that fails validation keeps the running configuration; a valid one starts, stops or
 // restarts only the databases whose entry changed (all of them when `api` changed).
 import { type StatWatcher, unwatchFile, watchFile } from 'node:fs'
+import { join } from 'node:path'
 import type { Logger } from '../shared/log.ts'
 import { type AgentConfig, ConfigError, type DatabaseConfig, loadAgentConfig } from './config.ts'
 import { PostgresRunner } from './postgres-runner.ts'
 import { type Runner, type RunnerStatus, type RunnerTimings, defaultTimings } from './runner.ts'
 import { Shipper } from './shipper.ts'
+import { stateFileName } from './state.ts'
 import { VERSION } from '../version.ts'
 
 export interface AgentTimings extends RunnerTimings {
@@ -93,7 +95,7 @@ export class Agent {
       log: this.options.log,
       onAccepted: (response) => runner?.applySettings(response.settings),
     })
-    runner = new Engine(db, shipper, this.options.log, this.timings) as Runner<unknown>
+    runner = new Engine(db, shipper, this.options.log, this.timings, join(this.options.bufferDir, stateFileName(db.name))) as Runner<unknown>
     this.running.set(db.name, { config: db, runner })
     runner.start(delayMs)
   }

@@ -43,6 +43,11 @@ export class ClickHouseRunner extends Runner<ClickHouseContext> {
     return clickhouseEndpoint(this.config.dsn)
   }
 
+  protected target() {
+    const { url, username, database } = clickhouseTarget(this.config.dsn)
+    return `${url}/${database} as ${username}`
+  }
+
   protected async open(base: SessionBase): Promise<Session<ClickHouseContext>> {
     const conn = await withDeadline(
       connectClickHouse(this.config.dsn, clickhouseOptions(this.timings)),
@@ -55,6 +60,8 @@ export class ClickHouseRunner extends Runner<ClickHouseContext> {
         version: conn.version,
         major: conn.major,
         identity,
+        // Host name and server UUID survive the server's restarts.
+        lineage: identity,
         context: (now) => ({
           ...base,
           client: conn.client,

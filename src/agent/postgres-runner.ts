@@ -1,6 +1,7 @@
 // The PostgreSQL side of the runner: a small postgres.js pool per database with statement_timeout,
 // lock_timeout and application_name set; the server's identity is its system identifier plus its
-// start time, so a restart or another node behind the DSN restarts the deltas.
+// start time, and its lineage the system identifier alone: another node behind the DSN restarts the
+// deltas, a restart of the same server does not (the collectors tell a reset from the counters).
 import postgres from 'postgres'
 import type { DatabaseSettings } from '../shared/wire.ts'
 import { postgresCollectors } from './collectors/postgres/index.ts'
@@ -29,11 +30,26 @@ export function dsnEndpoint(dsn: string): { host: string; port: number } {
   }
 }
 
+/** Host, port, database and user of a postgres:// DSN (never its password), for the saved state's owner. */
+export function postgresTarget(dsn: string): string {
+  const { host, port } = dsnEndpoint(dsn)
+  try {
+    const url = new URL(dsn)
+    return `postgres://${decodeURIComponent(url.username)}@${host}:${port}/${decodeURIComponent(url.pathname.slice(1))}`
+  } catch {
+    return `postgres://${host}:${port}`
+  }
+}
+
 export class PostgresRunner extends Runner<PostgresContext> {
   protected readonly collectors: PostgresCollector[] = postgresCollectors
 
   protected endpoint() {
     return dsnEndpoint(this.config.dsn)
+  }
+
+  protected target() {
+    return postgresTarget(this.config.dsn)
   }
 
   protected async open(base: SessionBase): Promise<Session<PostgresContext>> {
@@ -72,6 +88,7 @@ export class PostgresRunner extends Runner<PostgresContext> {
         version: info!.version,
         major,
         identity: `${systemId}@${started}`,
+        lineage: systemId === '?' ? null : systemId,
         context: (now, settings) => ({
           ...base,
           database: info!.database,

@@ -1,15 +1,20 @@
 // One database's collection loop, whatever the engine: connect, run every enabled collector under a
 // deadline each poll interval, ship the batch, and watch the connection (ping every 10 s, reconnect
 // after 3 failures). A collector that fails is reported for itself; the cycle goes on. When a
-// reconnect finds another server behind the DSN (a different identity), the runner logs the
-// single-node warning and the collectors restart their deltas from a new baseline.
+// reconnect finds another server behind the DSN (a different lineage), the runner logs the
+// single-node warning and the collectors restart their deltas from a new baseline; a restart of the
+// same server keeps the baselines (the collectors tell resets from the counters themselves).
+// The collectors' state is staged per run and committed only when the run finished within its
+// deadline, and saved next to the buffer after each cycle (src/agent/state.ts).
 // The engine parts (how to connect, what identifies the server, the collectors' context) are a
 // Session opened by the engine's runner: postgres-runner.ts and clickhouse-runner.ts.
 import type { EngineName } from '../shared/collectors.ts'
 import type { DatabaseSettings, IngestBatch } from '../shared/wire.ts'
-import type { AgentLogger, Collector } from './collectors/types.ts'
+import type { AgentLogger, Collector, CollectorState } from './collectors/types.ts'
 import type { DatabaseConfig } from './config.ts'
 import type { Shipper } from './shipper.ts'
+import { batchParts } from './split.ts'
+import { type StateOwner, StagedState, loadState, saveState } from './state.ts'
 import { VERSION } from '../version.ts'
 
 export interface RunnerTimings {
@@ -84,7 +89,7 @@ export function withDeadline<T>(promise: Promise<T>, ms: number, what: string, w
 /** What the collectors of every engine get from the runner. */
 export interface SessionBase {
   name: string
-  state: Map<string, unknown>
+  state: CollectorState
   notes: Map<string, string>
   log: AgentLogger
 }
@@ -95,8 +100,10 @@ export interface Session<Ctx> {
   version: string
   /** Major version, for the collectors' minimum versions. */
   major: number
-  /** What tells this server apart from another one behind the same DSN. */
+  /** What tells this server apart from another one behind the same DSN, and from its own restart. */
   identity: string
+  /** What survives a restart of the same server (PostgreSQL's system identifier); null when it cannot be read. */
+  lineage: string | null
   context(now: number, settings: DatabaseSettings | undefined): Ctx
   /** Throws when the server does not answer. */
   ping(): Promise<void>
@@ -108,6 +115,7 @@ export interface Session<Ctx> {
 export abstract class Runner<Ctx> {
   private session: Session<Ctx> | undefined
   private identity: string | undefined
+  private lineage: string | null | undefined
   private settings: DatabaseSettings | undefined
   private stopSamplers: (() => void)[] = []
   private cycleTimer: ReturnType<typeof setTimeout> | undefined
@@ -126,12 +134,21 @@ export abstract class Runner<Ctx> {
   protected abstract open(base: SessionBase): Promise<Session<Ctx>>
   /** Host and port for the batch's database description. */
   protected abstract endpoint(): { host: string; port: number }
+  /** What the DSN points at, without its password: a saved state is used only for the same target. */
+  protected abstract target(): string
+
+  /** The saved state read at construction, applied at the first connection if it belongs to that server. */
+  private saved: ReturnType<typeof loadState> = { kind: 'none' }
+  /** The saved-state file failed to write: logged once until it works again. */
+  private saveFailing = false
 
   constructor(
     readonly config: DatabaseConfig,
     private readonly shipper: Shipper,
     protected readonly log: AgentLogger,
     protected readonly timings: RunnerTimings = defaultTimings,
+    /** Where the collectors' state is saved between runs (src/agent/state.ts); none: kept in memory only. */
+    private readonly stateFile?: string,
   ) {
     this.status = {
       name: config.name,
@@ -142,6 +159,16 @@ export abstract class Runner<Ctx> {
       last_error: null,
       buffered: 0,
       collectors: {},
+    }
+    if (stateFile) {
+      this.saved = loadState(stateFile)
+      if (this.saved.kind === 'unusable') {
+        this.log.warn('the saved collector state cannot be used; statistics start from a new baseline', {
+          database: config.name,
+          file: stateFile,
+          cause: this.saved.reason,
+        })
+      }
     }
   }
 
@@ -181,22 +208,78 @@ export abstract class Runner<Ctx> {
     clearTimeout(this.cycleTimer)
     clearInterval(this.pingTimer)
     await this.running
+    this.saveState()
     await this.disconnect()
     await this.shipper.stop()
     this.status.state = 'stopped'
   }
 
+  /** The owner of the state: the DSN's target and the server's lineage, once connected. */
+  private owner(): StateOwner | undefined {
+    if (this.lineage === undefined) return undefined
+    return { target: this.target(), lineage: this.lineage }
+  }
+
+  /** Saves the committed state next to the buffer; a failure (a full disk) is logged once per episode. */
+  private saveState(): void {
+    const owner = this.owner()
+    if (!this.stateFile || !owner) return
+    try {
+      saveState(this.stateFile, owner, this.state, Date.now())
+      if (this.saveFailing) this.log.info('the collector state is saved again', { database: this.config.name, file: this.stateFile })
+      this.saveFailing = false
+    } catch (e) {
+      if (!this.saveFailing) {
+        this.log.error('cannot save the collector state; an agent restart will start from a new baseline', {
+          database: this.config.name,
+          file: this.stateFile,
+          cause: (e as Error).message,
+        })
+      }
+      this.saveFailing = true
+    }
+  }
+
+  /** Takes over the state saved by an earlier run when it belongs to this target and this server. */
+  private adoptSaved(session: Session<Ctx>): void {
+    const saved = this.saved
+    this.saved = { kind: 'none' }
+    if (saved.kind !== 'loaded') return
+    const sameTarget = saved.owner.target === this.target()
+    const sameServer = saved.owner.lineage !== null && saved.owner.lineage === session.lineage
+    if (!sameTarget || !sameServer) {
+      this.log.info('the saved collector state belongs to another server or DSN target; statistics start from a new baseline', {
+        database: this.config.name,
+      })
+      return
+    }
+    for (const [key, value] of saved.entries) this.state.set(key, value)
+    this.log.info('statistics go on from the saved baseline', {
+      database: this.config.name,
+      saved_at: new Date(saved.savedAt).toISOString(),
+    })
+  }
+
   private async connect(): Promise<void> {
     const session = await this.open({ name: this.config.name, state: this.state, notes: this.notes, log: this.log })
-    if (this.identity !== undefined && this.identity !== session.identity) {
-      this.log.warn(
-        'the server behind this DSN changed identity (another node, or a restart); statistics restart from a new baseline. Point the agent at one single node, not a cluster, load-balancer or proxy endpoint',
-        { database: this.config.name, before: this.identity, now: session.identity },
-      )
-      this.state.clear()
-      this.notes.clear()
+    if (this.identity === undefined) {
+      this.adoptSaved(session)
+    } else if (this.identity !== session.identity) {
+      if (this.lineage !== null && this.lineage === session.lineage) {
+        // The same server restarted: its counters either survived (a clean shutdown) or start from zero,
+        // which the collectors tell from the counters and their reset times.
+        this.log.info('the server restarted; statistics go on from the last baseline', { database: this.config.name })
+      } else {
+        this.log.warn(
+          'the server behind this DSN changed identity (another node, or a restart that cannot be told apart from one); statistics restart from a new baseline. Point the agent at one single node, not a cluster, load-balancer or proxy endpoint',
+          { database: this.config.name, before: this.identity, now: session.identity },
+        )
+        this.state.clear()
+        this.notes.clear()
+      }
     }
     this.identity = session.identity
+    this.lineage = session.lineage
     this.session = session
     this.status.server_version = session.version
     this.failedPings = 0
@@ -288,8 +371,11 @@ export abstract class Runner<Ctx> {
         continue
       }
       const started = performance.now()
+      // The run's state reaches the runner's only if it finishes within the deadline.
+      const staged = new StagedState(this.state)
       try {
-        const sections = await withDeadline(plan.collector.collect(ctx), this.timings.collectorDeadlineMs, plan.collector.name)
+        const sections = await withDeadline(plan.collector.collect({ ...ctx, state: staged }), this.timings.collectorDeadlineMs, plan.collector.name)
+        staged.commit()
         Object.assign(batch, sections)
         const note = this.notes.get(plan.collector.name)
         this.status.collectors[plan.collector.name] = `ok in ${Math.round(performance.now() - started)} ms${note ? `; ${note}` : ''}`
@@ -302,7 +388,9 @@ export abstract class Runner<Ctx> {
     }
     if (errors.length > 0) batch.collector_errors = errors
     batch.collector_notes = [...this.notes].map(([collector, message]) => ({ collector, message: message.slice(0, 2000) }))
-    await this.shipper.send(batch)
+    for (const part of batchParts(batch, this.log)) await this.shipper.send(part)
+    // Saved once the batch is delivered or buffered: a restart goes on from the deltas it holds.
+    this.saveState()
     this.status.buffered = this.shipper.buffered()
     const refusal = this.shipper.refusal()
     const failed = errors.length > 0 ? `${errors.length} collector(s) failed` : null

@@ -157,7 +157,9 @@ describe('the PostgreSQL collector set', () => {
     const sample = (resetAt: string | null, a: number | null, b: number | null) => ({ resetAt, values: { a, b } })
     expect(deltaSince(undefined, sample(null, 5, 1))).toBeNull()
     expect(deltaSince(sample(null, 5, 1), sample(null, 8, null))).toEqual({ a: 3, b: null })
-    expect(deltaSince(sample(null, 5, 1), sample(null, 2, 1))).toEqual({ a: 2, b: 0 }) // went down: a reset
+    // One counter went down: the subject was reset, so every counter counts from zero, not each on its own.
+    expect(deltaSince(sample(null, 5, 1), sample(null, 2, 1))).toEqual({ a: 2, b: 1 })
+    expect(deltaSince(sample(null, 5, 1), sample(null, 6, 0))).toEqual({ a: 6, b: 0 })
     expect(deltaSince(sample('r1', 5, 1), sample('r2', 7, 4))).toEqual({ a: 7, b: 4 }) // stats_reset moved
   })
 })

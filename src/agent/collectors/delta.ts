@@ -1,5 +1,6 @@
 // Deltas of cumulative counters between two samples, reset-aware: a counter that went down was
-// reset (stats reset, server restart), so the new value is the increase since the reset.
+// reset (stats reset, server restart), so the new value is the increase since the reset; the counters
+// of one subject (a table, an index, a view's row) are judged together.
 
 export function counterDelta(previous: number | null | undefined, current: number | null | undefined): number | null {
   if (current === null || current === undefined) return null
@@ -7,14 +8,31 @@ export function counterDelta(previous: number | null | undefined, current: numbe
   return current >= previous ? current - previous : current
 }
 
-/** Deltas of every key of `current`; null for the first sample (no previous one). */
+/**
+ * True when any counter of one subject went down: the subject's counters were reset (or the subject
+ * dropped and created again) since `previous`, so all of them count from zero, not each on its own.
+ */
+export function wentDown<K extends string>(previous: Readonly<Record<K, number | null>>, current: Readonly<Record<K, number | null>>): boolean {
+  for (const key of Object.keys(current) as K[]) {
+    const before = previous[key]
+    const now = current[key]
+    if (before !== null && before !== undefined && now !== null && now !== undefined && now < before) return true
+  }
+  return false
+}
+
+/**
+ * Deltas of every key of `current`; null for the first sample (no previous one). The counters of one
+ * subject are judged together: when one went down, every delta is the current value.
+ */
 export function deltaOf<K extends string>(
   previous: Record<K, number | null> | undefined,
   current: Record<K, number | null>,
 ): Record<K, number | null> | null {
   if (!previous) return null
+  const base = wentDown(previous, current) ? ({} as Record<K, number | null>) : previous
   const out = {} as Record<K, number | null>
-  for (const key of Object.keys(current) as K[]) out[key] = counterDelta(previous[key], current[key])
+  for (const key of Object.keys(current) as K[]) out[key] = counterDelta(base[key], current[key])
   return out
 }
 

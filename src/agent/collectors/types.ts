@@ -11,6 +11,19 @@ export type BatchSections = Omit<IngestBatch, 'batch_id' | 'collected_at' | 'int
 
 export type AgentLogger = Logger
 
+/**
+ * A collector's memory across cycles, keyed by the collector's own names. Written values are kept only
+ * when the run finishes within its deadline (src/agent/state.ts), so store new objects instead of
+ * changing the ones read from it; keys starting with `cache:` (texts that can be fetched again) are
+ * kept at once, may be changed in place and are never saved to disk. A Map satisfies it.
+ */
+export interface CollectorState {
+  get(key: string): unknown
+  has(key: string): boolean
+  set(key: string, value: unknown): unknown
+  delete(key: string): boolean
+}
+
 export interface PostgresContext {
   /** The database's name in the agent config. */
   name: string
@@ -27,7 +40,7 @@ export interface PostgresContext {
   /** Server-side settings from the last ingest response. */
   settings: { collectExplainPlans: boolean; collectReplication: boolean }
   /** Memory of this collector across cycles (previous samples for deltas); cleared when the server changes identity. */
-  state: Map<string, unknown>
+  state: CollectorState
   /** pg_log_dir from the agent config, when set. */
   pgLogDir?: string
   /**
@@ -54,7 +67,7 @@ export interface ClickHouseContext {
   /** Server-side settings from the last ingest response. */
   settings: { collectExplainPlans: boolean; collectReplication: boolean }
   /** Memory of this collector across cycles (watermarks, previous samples); cleared when the server changes identity. */
-  state: Map<string, unknown>
+  state: CollectorState
   /**
    * What a collector wants shown after its `ok in N ms` in the health status (statements it could not
    * explain, sequences it cannot read), keyed by collector name; the collector sets and clears its own.

@@ -1,47 +1,86 @@
 // query_stats: statement statistics from pg_stat_statements for the connected database (each
-// configured database reports its own statements), sent as deltas since the previous cycle
-// (reset-aware), summed per queryid over users. The first cycle only takes a baseline.
+// configured database reports its own statements), sent as deltas since the previous cycle, summed
+// per queryid over users. The first cycle only takes a baseline (or goes on from a saved one).
+//
+// Resets and evictions: an entry's counters are judged together, and it counts from zero when
+// - pg_stat_statements_info.stats_reset moved (a full pg_stat_statements_reset(), extension 1.9+ on 14+);
+// - its stats_since moved (it was evicted or reset and created again; extension 1.11+ on 17+);
+// - any of its counters went down (the only rule on PostgreSQL 13).
+// An entry that appears counts whole. What no rule can see is reported, not guessed: calls an evicted
+// entry took after the previous cycle are gone with it, and before 17 an entry evicted and created again
+// whose counters passed the old ones is under-counted. Evictions (pg_stat_statements_info.dealloc, and
+// entries of the last cycle that are gone) are logged, and shown in the collector's note for an hour.
+//
 // Counters are read without query texts; texts are fetched only for statements not seen before.
-// A missing extension is one clear warning, not an error every cycle.
-// The agent's own statements are left out when it connects with a role of its own (neither superuser
-// nor the database's owner): an agent running as the application's role hides nothing.
+// A missing extension is one clear warning, not an error every cycle. The agent's own statements are
+// left out when it connects with a role of its own (neither superuser nor the database's owner).
 import { POSTGRES_QUERY_COUNTER_KEYS } from '../../../shared/metrics.ts'
 import type { QueryStatDelta } from '../../../shared/wire.ts'
-import { counterDelta, num } from '../delta.ts'
+import { epoch, num } from '../delta.ts'
 import type { PostgresCollector, PostgresContext } from '../types.ts'
-import { forVersion } from './common.ts'
 
 const MAX_TEXT = 10_000
-
-/** Column names per minimum major: PG 13 renamed total_time, PG 17 renamed the block times. */
-const COLUMNS: Record<number, string> = {
-  13: `total_exec_time AS total_time_ms, blk_read_time AS blk_read_time_ms, blk_write_time AS blk_write_time_ms`,
-  17: `total_exec_time AS total_time_ms, shared_blk_read_time AS blk_read_time_ms, shared_blk_write_time AS blk_write_time_ms`,
-}
+/** How long the collector's note tells of the latest eviction. */
+const EVICTION_NOTE_MS = 60 * 60_000
 
 const COUNTERS = POSTGRES_QUERY_COUNTER_KEYS
 type Counter = (typeof COUNTERS)[number]
 type Reading = Record<Counter, number>
 
-interface State {
-  /** Counters per (userid, dbid, queryid, toplevel) at the previous cycle. */
-  previous?: Map<string, Reading>
-  texts: Map<string, string>
-  /** The reason the extension cannot be read, once warned about. */
-  unavailable?: string
+/** One entry at one cycle: its stats_since (epoch ms, null before 1.11) and its counters in COUNTERS order. */
+type Saved = [since: number | null, ...counters: number[]]
+
+/** What the next cycle needs; a new object every cycle (the runner keeps it only when the run finished in time). */
+interface Baseline {
+  /** Per (userid, dbid, queryid, toplevel). */
+  entries: Map<string, Saved>
+  /** pg_stat_statements_info.stats_reset, when the extension has it. */
+  statsReset: string | null
+  /** pg_stat_statements_info.dealloc, when the extension has it. */
+  dealloc: number | null
 }
 
-async function availability(ctx: PostgresContext): Promise<string | undefined> {
+interface Evictions {
+  /** When the latest eviction was seen. */
+  lastAt: number
+  /** Totals since the agent started watching this database. */
+  events: number
+  gone: number
+}
+
+const STATE = 'query_stats'
+const TEXTS = 'cache:query_stats:texts'
+const UNAVAILABLE = 'query_stats:unavailable'
+const EVICTIONS = 'query_stats:evictions'
+
+/** What the installed extension offers, from its version (an upgraded server may keep an old extension). */
+interface Features {
+  /** toplevel and pg_stat_statements_info (1.9). */
+  info: boolean
+  /** stats_since (1.11); the block time columns were renamed then too. */
+  since: boolean
+}
+
+function featuresOf(version: string): Features {
+  const [major = 0, minor = 0] = version.split('.').map(Number)
+  const at = (m: number, n: number) => major > m || (major === m && minor >= n)
+  return { info: at(1, 9), since: at(1, 11) }
+}
+
+async function availability(ctx: PostgresContext): Promise<{ problem: string } | { features: Features; max: number | null }> {
   const [row] = await ctx.sql`SELECT
-      EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements') AS installed,
-      current_setting('shared_preload_libraries') AS preload`
-  if (!row?.installed) {
-    return `pg_stat_statements is not installed in database "${ctx.database}": run CREATE EXTENSION pg_stat_statements; (with pg_stat_statements in shared_preload_libraries)`
+      (SELECT extversion FROM pg_extension WHERE extname = 'pg_stat_statements') AS version,
+      current_setting('shared_preload_libraries') AS preload,
+      current_setting('pg_stat_statements.max', true) AS max`
+  if (!row?.version) {
+    return {
+      problem: `pg_stat_statements is not installed in database "${ctx.database}": run CREATE EXTENSION pg_stat_statements; (with pg_stat_statements in shared_preload_libraries)`,
+    }
   }
   if (!String(row.preload).split(',').some((l) => l.trim() === 'pg_stat_statements')) {
-    return 'pg_stat_statements is not in shared_preload_libraries: add it to postgresql.conf and restart PostgreSQL'
+    return { problem: 'pg_stat_statements is not in shared_preload_libraries: add it to postgresql.conf and restart PostgreSQL' }
   }
-  return undefined
+  return { features: featuresOf(String(row.version)), max: num(row.max) }
 }
 
 /**
@@ -56,77 +95,160 @@ export async function ownStatementsRole(ctx: PostgresContext): Promise<string | 
   return row && !row.shared ? (row.oid as string) : null
 }
 
+function readingOf(saved: Saved): Reading {
+  const out = {} as Reading
+  COUNTERS.forEach((c, i) => {
+    out[c] = saved[i + 1] as number
+  })
+  return out
+}
+
+/** True when the entry was created again since `before`: its stats_since moved, or any counter went down. */
+export function startedAnew(before: Saved, now: Saved): boolean {
+  if (before[0] !== now[0]) return true
+  for (let i = 1; i < now.length; i++) if ((now[i] as number) < (before[i] as number)) return true
+  return false
+}
+
+/** The entry's counts since `before`, all counters judged together; the whole counts when it started anew. */
+export function entryDelta(before: Saved | undefined, now: Saved, allReset: boolean): Reading {
+  if (!before || allReset || startedAnew(before, now)) return readingOf(now)
+  const out = {} as Reading
+  COUNTERS.forEach((c, i) => {
+    out[c] = (now[i + 1] as number) - (before[i + 1] as number)
+  })
+  return out
+}
+
 export const queryStats: PostgresCollector = {
   name: 'query_stats',
   engine: 'postgres',
   defaultEnabled: true,
 
   async collect(ctx) {
-    const state: State = (ctx.state.get('query_stats') as State | undefined) ?? { texts: new Map() }
-    ctx.state.set('query_stats', state)
-
-    const problem = await availability(ctx)
-    if (problem) {
-      if (state.unavailable !== problem) ctx.log.warn(problem, { database: ctx.name, collector: 'query_stats' })
-      state.unavailable = problem
+    const found = await availability(ctx)
+    const wasUnavailable = ctx.state.get(UNAVAILABLE) as string | undefined
+    if ('problem' in found) {
+      if (wasUnavailable !== found.problem) ctx.log.warn(found.problem, { database: ctx.name, collector: 'query_stats' })
+      ctx.state.set(UNAVAILABLE, found.problem)
       return {}
     }
-    if (state.unavailable) ctx.log.info('pg_stat_statements is available now', { database: ctx.name })
-    state.unavailable = undefined
+    if (wasUnavailable) {
+      ctx.log.info('pg_stat_statements is available now', { database: ctx.name })
+      ctx.state.delete(UNAVAILABLE)
+    }
+    const { features } = found
 
     const ownRole = await ownStatementsRole(ctx)
+    const [info] = features.info
+      ? await ctx.sql`SELECT dealloc::float8 AS dealloc, stats_reset::text AS stats_reset FROM pg_stat_statements_info`
+      : [undefined]
     const rows = await ctx.sql.unsafe(
-      `SELECT userid::text || '/' || dbid::text || '/' || queryid::text || '/' || ${ctx.major >= 14 ? 'toplevel::text' : "'t'"} AS key,
-              queryid::text AS query_hash, calls, rows, shared_blks_hit, shared_blks_read, shared_blks_dirtied,
-              shared_blks_written, temp_blks_read, temp_blks_written, ${forVersion(COLUMNS, ctx.major)}
+      `SELECT userid::text || '/' || dbid::text || '/' || queryid::text || '/' || ${features.info ? 'toplevel::text' : "'t'"} AS key,
+              queryid::text AS query_hash, ${features.since ? 'stats_since' : 'NULL::timestamptz AS stats_since'},
+              calls, rows, shared_blks_hit, shared_blks_read, shared_blks_dirtied, shared_blks_written, temp_blks_read, temp_blks_written,
+              total_exec_time AS total_time_ms,
+              ${features.since ? 'shared_blk_read_time AS blk_read_time_ms, shared_blk_write_time AS blk_write_time_ms' : 'blk_read_time AS blk_read_time_ms, blk_write_time AS blk_write_time_ms'}
        FROM pg_stat_statements(false)
        WHERE queryid IS NOT NULL AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
          AND userid::text IS DISTINCT FROM $1::text`,
       [ownRole],
     )
-    const current = new Map<string, Reading>()
+    const current: Baseline = { entries: new Map(), statsReset: info?.stats_reset ?? null, dealloc: num(info?.dealloc) }
     const hashOf = new Map<string, string>()
     for (const r of rows) {
-      current.set(r.key, Object.fromEntries(COUNTERS.map((c) => [c, num(r[c]) ?? 0])) as Reading)
+      current.entries.set(r.key, [epoch(r.stats_since), ...COUNTERS.map((c) => num(r[c]) ?? 0)])
       hashOf.set(r.key, r.query_hash)
     }
-    const previous = state.previous
-    state.previous = current
+    const previous = ctx.state.get(STATE) as Baseline | undefined
+    ctx.state.set(STATE, current)
     if (!previous) return {}
 
-    // Deltas per row, summed per statement.
+    // A full reset moves stats_reset; every entry then counts from zero.
+    const allReset = current.statsReset !== null && previous.statsReset !== null && current.statsReset !== previous.statsReset
     const sums = new Map<string, Reading>()
-    for (const [key, reading] of current) {
-      const before = previous.get(key)
-      const delta = Object.fromEntries(COUNTERS.map((c) => [c, counterDelta(before?.[c], reading[c]) ?? 0])) as Reading
+    let recreated = 0
+    for (const [key, now] of current.entries) {
+      const before = previous.entries.get(key)
+      if (before && !allReset && startedAnew(before, now)) recreated++
+      const delta = entryDelta(before, now, allReset)
       if (delta.calls === 0) continue
       const hash = hashOf.get(key)!
       const sum = sums.get(hash)
       if (sum) for (const c of COUNTERS) sum[c] += delta[c]
       else sums.set(hash, delta)
     }
+    reportEvictions(ctx, previous, current, allReset, recreated, found.max, features)
     if (sums.size === 0) return { query_stats: [] }
 
-    const missing = [...sums.keys()].filter((h) => !state.texts.has(h))
+    const texts = (ctx.state.get(TEXTS) as Map<string, string> | undefined) ?? new Map<string, string>()
+    ctx.state.set(TEXTS, texts)
+    const missing = [...sums.keys()].filter((h) => !texts.has(h))
     if (missing.length > 0) {
-      const texts = await ctx.sql.unsafe(
+      const found = await ctx.sql.unsafe(
         `SELECT DISTINCT ON (queryid) queryid::text AS query_hash, left(query, ${MAX_TEXT}) AS query
          FROM pg_stat_statements(true)
          WHERE queryid::text = ANY($1::text[]) AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`,
         [missing],
       )
-      for (const t of texts) state.texts.set(t.query_hash, t.query ?? '')
+      for (const t of found) texts.set(t.query_hash, t.query ?? '')
     }
     // Forget texts of statements that left pg_stat_statements.
-    if (state.texts.size > 2 * current.size + 1000) {
+    if (texts.size > 2 * current.entries.size + 1000) {
       const live = new Set(hashOf.values())
-      for (const h of state.texts.keys()) if (!live.has(h)) state.texts.delete(h)
+      for (const h of texts.keys()) if (!live.has(h)) texts.delete(h)
     }
 
     const out: QueryStatDelta[] = []
-    for (const [hash, d] of sums) {
-      out.push({ query_hash: hash, query_text: state.texts.get(hash) ?? '', ...d })
-    }
+    for (const [hash, d] of sums) out.push({ query_hash: hash, query_text: texts.get(hash) ?? '', ...d })
     return { query_stats: out }
   },
+}
+
+/**
+ * Logs evictions since the previous cycle (dealloc moved, or entries of the last cycle are gone without a
+ * full reset) and keeps the collector's note for an hour after the latest one.
+ */
+function reportEvictions(
+  ctx: PostgresContext,
+  previous: Baseline,
+  current: Baseline,
+  allReset: boolean,
+  recreated: number,
+  max: number | null,
+  features: Features,
+) {
+  const events = current.dealloc !== null && previous.dealloc !== null && current.dealloc >= previous.dealloc ? current.dealloc - previous.dealloc : 0
+  let gone = 0
+  if (!allReset) for (const key of previous.entries.keys()) if (!current.entries.has(key)) gone++
+  const before = ctx.state.get(EVICTIONS) as Evictions | undefined
+  // Entries also leave when their statement's objects are dropped or on a partial reset: without
+  // dealloc (PostgreSQL 13) only many at once is taken for an eviction.
+  const evicted = events > 0 || (current.dealloc === null && gone > 0 && max !== null && current.entries.size >= 0.9 * max)
+  if (evicted) {
+    const totals: Evictions = { lastAt: ctx.now, events: (before?.events ?? 0) + events, gone: (before?.gone ?? 0) + gone + recreated }
+    ctx.state.set(EVICTIONS, totals)
+    ctx.log.warn('pg_stat_statements evicted statements since the last cycle: their calls after the last cycle are not counted', {
+      database: ctx.name,
+      collector: 'query_stats',
+      evictions: events,
+      statements_gone: gone,
+      statements_recreated: recreated,
+      entries: current.entries.size,
+      max: max ?? 'unknown',
+    })
+  }
+  const latest = (ctx.state.get(EVICTIONS) as Evictions | undefined) ?? undefined
+  if (latest && ctx.now - latest.lastAt <= EVICTION_NOTE_MS) {
+    const precise = features.since
+    ctx.notes.set(
+      'query_stats',
+      `pg_stat_statements is full (${current.entries.size} statements, pg_stat_statements.max = ${max ?? 'unknown'}) and evicted statements ` +
+        `${latest.events > 0 ? `${latest.events} times ` : ''}(${latest.gone} evicted entries seen since the agent started, the latest at ` +
+        `${new Date(latest.lastAt).toISOString()}): calls an entry took between a cycle and its eviction are not counted` +
+        `${precise ? '' : ', and before PostgreSQL 17 a statement evicted and run again within one cycle may be under-counted'}. Raise pg_stat_statements.max.`,
+    )
+  } else if (latest) {
+    ctx.notes.delete('query_stats')
+  }
 }

@@ -1,0 +1,135 @@
+// The collectors' memory across cycles (previous samples, watermarks) and how it survives:
+// - Each collector run writes into a StagedState; the runner commits it only when the run finished
+//   within its deadline, so a late or failed run never moves a baseline past counts it did not send.
+// - The committed state is saved next to the buffer (`service_state_<name>.json`, mode 0600) after each
+//   cycle, with what identifies the server and the DSN's target, and loaded when a runner starts: an
+//   agent restart, a config edit or a key rotation goes on from the last baseline instead of a new one.
+// Keys starting with `cache:` hold what can be fetched again (statement texts): neither staged nor saved.
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import type { CollectorState } from './collectors/types.ts'
+
+export const CACHE_PREFIX = 'cache:'
+
+/** Bumped whenever a collector's state changes shape: an older file is then ignored, with a log line. */
+export const STATE_FORMAT = 2
+
+/** Writes go to a stage that reaches the committed state only on commit(); reads see the stage first. */
+export class StagedState implements CollectorState {
+  private readonly staged = new Map<string, unknown>()
+  private readonly deleted = new Set<string>()
+
+  constructor(private readonly committed: Map<string, unknown>) {}
+
+  get(key: string): unknown {
+    if (this.deleted.has(key)) return undefined
+    return this.staged.has(key) ? this.staged.get(key) : this.committed.get(key)
+  }
+
+  has(key: string): boolean {
+    return this.get(key) !== undefined
+  }
+
+  set(key: string, value: unknown): this {
+    if (key.startsWith(CACHE_PREFIX)) {
+      this.committed.set(key, value)
+      return this
+    }
+    this.deleted.delete(key)
+    this.staged.set(key, value)
+    return this
+  }
+
+  delete(key: string): boolean {
+    if (key.startsWith(CACHE_PREFIX)) return this.committed.delete(key)
+    const had = this.has(key)
+    this.staged.delete(key)
+    this.deleted.add(key)
+    return had
+  }
+
+  /** True when the run wrote anything to keep. */
+  get changed(): boolean {
+    return this.staged.size > 0 || this.deleted.size > 0
+  }
+
+  commit(): void {
+    for (const key of this.deleted) this.committed.delete(key)
+    for (const [key, value] of this.staged) this.committed.set(key, value)
+  }
+}
+
+export function stateFileName(databaseName: string): string {
+  return `service_state_${databaseName.replace(/[^A-Za-z0-9._-]/g, '_')}.json`
+}
+
+/** What a saved state belongs to. */
+export interface StateOwner {
+  /** Engine, host, port, database and user of the DSN (never its password). */
+  target: string
+  /** What survives a restart of the same server (PostgreSQL's system identifier); null when unknown. */
+  lineage: string | null
+}
+
+interface SavedState extends StateOwner {
+  format: number
+  saved_at: number
+  entries: [string, unknown][]
+}
+
+// Maps (per-statement and per-table samples) travel as tagged arrays of entries.
+const MAP_TAG = '$map'
+
+function replacer(_key: string, value: unknown): unknown {
+  if (value instanceof Map) return { [MAP_TAG]: [...value] }
+  return value
+}
+
+function reviver(_key: string, value: unknown): unknown {
+  if (value && typeof value === 'object' && !Array.isArray(value) && MAP_TAG in value) {
+    const entries = (value as Record<string, unknown>)[MAP_TAG]
+    if (Array.isArray(entries) && Object.keys(value).length === 1) return new Map(entries as [unknown, unknown][])
+  }
+  return value
+}
+
+export type LoadedState = { kind: 'none' } | { kind: 'loaded'; owner: StateOwner; savedAt: number; entries: Map<string, unknown> } | { kind: 'unusable'; reason: string }
+
+/** The saved state in `path`, if any; a file from another format or that does not parse is unusable. */
+export function loadState(path: string): LoadedState {
+  if (!existsSync(path)) return { kind: 'none' }
+  try {
+    const saved = JSON.parse(readFileSync(path, 'utf8'), reviver) as SavedState
+    if (saved?.format !== STATE_FORMAT) return { kind: 'unusable', reason: `saved by another agent version (format ${saved?.format})` }
+    if (typeof saved.target !== 'string' || !Array.isArray(saved.entries)) return { kind: 'unusable', reason: 'not a state file' }
+    return {
+      kind: 'loaded',
+      owner: { target: saved.target, lineage: saved.lineage ?? null },
+      savedAt: Number(saved.saved_at) || 0,
+      entries: new Map(saved.entries),
+    }
+  } catch (e) {
+    return { kind: 'unusable', reason: (e as Error).message }
+  }
+}
+
+/** Saves the committed state (without cache entries) atomically: a crash leaves the old file or the new one. */
+export function saveState(path: string, owner: StateOwner, state: Map<string, unknown>, now: number): void {
+  const entries = [...state].filter(([key]) => !key.startsWith(CACHE_PREFIX))
+  const body = JSON.stringify({ format: STATE_FORMAT, saved_at: now, ...owner, entries } satisfies SavedState, replacer)
+  mkdirSync(dirname(path), { recursive: true })
+  const temporary = join(dirname(path), `.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`)
+  try {
+    // The samples hold statement ids and table names: the file is the agent user's alone.
+    writeFileSync(temporary, body, { mode: 0o600 })
+    chmodSync(temporary, 0o600)
+    renameSync(temporary, path)
+  } catch (e) {
+    rmSync(temporary, { force: true })
+    throw e
+  }
+}
+
+export function removeState(path: string): void {
+  rmSync(path, { force: true })
+}
