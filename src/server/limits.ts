@@ -1,5 +1,6 @@
 // Every limit, lifetime and default of the server in one table, as the spec and DECISIONS.md state
 // them. Route handlers read from here instead of carrying literals.
+import { INGEST_BODY_LIMIT_BYTES } from '../shared/ingest-limits.ts'
 import { tagLimits } from '../shared/wire.ts'
 
 const SECOND = 1000
@@ -31,8 +32,8 @@ export const tokenLifetimes = {
 
 export const passwordLength = { min: 8, max: 1024 } as const
 
-/** Body caps: account and database routes; ingest gets the larger one. */
-export const bodyLimits = { default: 1024 * 1024, ingest: 16 * 1024 * 1024 } as const
+/** Body caps: account and database routes; ingest gets the larger one, which the agent's batch parts keep under. */
+export const bodyLimits = { default: 1024 * 1024, ingest: INGEST_BODY_LIMIT_BYTES } as const
 
 export const unverifiedDatabaseLimit = 1
 

@@ -3,6 +3,7 @@
 // as deltas against the agent's previous sample (reset-aware); gauges travel as they are.
 // Unknown fields are ignored by the server, so a newer agent can talk to an older server.
 import { type Static, Type as T } from '@sinclair/typebox'
+import { ingestMaxItems as max, ingestTextLimits as text } from './ingest-limits.ts'
 
 const count = T.Number({ minimum: 0 })
 const ms = T.Number({ minimum: 0 })
@@ -15,8 +16,8 @@ const nullableEpochMs = T.Union([epochMs, T.Null()])
 
 /** One statement's activity during the cycle (pg_stat_statements / system.query_log). */
 export const QueryStatDelta = T.Object({
-  query_hash: T.String({ minLength: 1, maxLength: 64 }),
-  query_text: T.String({ maxLength: 100_000 }),
+  query_hash: T.String({ minLength: 1, maxLength: text.id }),
+  query_text: T.String({ maxLength: text.queryText }),
   calls: count,
   total_time_ms: ms,
   rows: count,
@@ -37,10 +38,10 @@ export const QueryStatDelta = T.Object({
 export type QueryStatDelta = Static<typeof QueryStatDelta>
 
 export const ExplainPlan = T.Object({
-  query_hash: T.String({ minLength: 1, maxLength: 64 }),
+  query_hash: T.String({ minLength: 1, maxLength: text.id }),
   ts: epochMs,
   plan_json: T.Unknown(),
-  plan_hash: T.String({ minLength: 1, maxLength: 64 }),
+  plan_hash: T.String({ minLength: 1, maxLength: text.id }),
   total_cost: nullableNumber,
   actual_time_ms: nullableNumber,
   seq_scans: count,
@@ -255,7 +256,7 @@ export const MutationEntry = T.Object({
   database: T.String(),
   table: T.String(),
   mutation_id: T.String(),
-  command: T.String({ maxLength: 100_000 }),
+  command: T.String({ maxLength: text.mutationCommand }),
   create_time: epochMs,
   is_done: T.Boolean(),
   parts_to_do: count,
@@ -266,18 +267,18 @@ export const MutationEntry = T.Object({
 })
 export type MutationEntry = Static<typeof MutationEntry>
 
-export const CollectorError = T.Object({ collector: T.String(), message: T.String({ maxLength: 2000 }) })
+export const CollectorError = T.Object({ collector: T.String(), message: T.String({ maxLength: text.collectorMessage }) })
 
 /** Limits of a database's tags, the same on the agent's config, the batch and the API. */
 export const tagLimits = { key: 100, value: 500, count: 50 } as const
 
 export const IngestBatch = T.Object({
-  batch_id: T.String({ minLength: 8, maxLength: 64 }),
+  batch_id: T.String({ minLength: 8, maxLength: text.id }),
   /** When the cycle ran (epoch ms). */
   collected_at: epochMs,
   /** The poll interval the cycle's deltas cover, in seconds. */
   interval_seconds: T.Number({ minimum: 0 }),
-  agent_version: T.String({ maxLength: 64 }),
+  agent_version: T.String({ maxLength: text.id }),
   database: T.Object({
     name: T.String({ minLength: 1, maxLength: 200 }),
     engine: T.Union([T.Literal('postgres'), T.Literal('clickhouse')]),
@@ -291,40 +292,40 @@ export const IngestBatch = T.Object({
       }),
     ),
   }),
-  query_stats: T.Optional(T.Array(QueryStatDelta, { maxItems: 20_000 })),
-  explain_plans: T.Optional(T.Array(ExplainPlan, { maxItems: 200 })),
-  activity: T.Optional(T.Array(ActiveQuery, { maxItems: 10_000 })),
-  locks: T.Optional(T.Array(LockEntry, { maxItems: 20_000 })),
-  waits: T.Optional(T.Array(WaitSample, { maxItems: 1_000 })),
-  tables: T.Optional(T.Array(TableStat, { maxItems: 50_000 })),
-  indexes: T.Optional(T.Array(IndexStat, { maxItems: 100_000 })),
+  query_stats: T.Optional(T.Array(QueryStatDelta, { maxItems: max.query_stats })),
+  explain_plans: T.Optional(T.Array(ExplainPlan, { maxItems: max.explain_plans })),
+  activity: T.Optional(T.Array(ActiveQuery, { maxItems: max.activity })),
+  locks: T.Optional(T.Array(LockEntry, { maxItems: max.locks })),
+  waits: T.Optional(T.Array(WaitSample, { maxItems: max.waits })),
+  tables: T.Optional(T.Array(TableStat, { maxItems: max.tables })),
+  indexes: T.Optional(T.Array(IndexStat, { maxItems: max.indexes })),
   /** Sequences, the most used first (collected by `tables`). */
-  sequences: T.Optional(T.Array(SequenceStat, { maxItems: 10_000 })),
+  sequences: T.Optional(T.Array(SequenceStat, { maxItems: max.sequences })),
   /** Foreign keys without an index on their referencing columns (collected by `tables`). */
-  unindexed_foreign_keys: T.Optional(T.Array(UnindexedForeignKey, { maxItems: 10_000 })),
+  unindexed_foreign_keys: T.Optional(T.Array(UnindexedForeignKey, { maxItems: max.unindexed_foreign_keys })),
   replication: T.Optional(ReplicationStatus),
   /** Deltas of pg_stat_bgwriter / pg_stat_checkpointer counters. */
   bgwriter: T.Optional(counterMap),
   /** Deltas of pg_stat_wal counters (PostgreSQL 14+). */
   wal_stats: T.Optional(counterMap),
   /** Deltas of pg_stat_io counters per backend, object and context (PostgreSQL 16+). */
-  io_stats: T.Optional(T.Array(IoStatRow, { maxItems: 1_000 })),
+  io_stats: T.Optional(T.Array(IoStatRow, { maxItems: max.io_stats })),
   /** Database-wide gauges and counter deltas (pg_stat_database, settings, wraparound ages). */
   database_stats: T.Optional(counterMap),
   /** ClickHouse: active parts per table and partition. */
-  parts: T.Optional(T.Array(PartStat, { maxItems: 50_000 })),
+  parts: T.Optional(T.Array(PartStat, { maxItems: max.parts })),
   /** ClickHouse: merges running at collection time. */
-  merges: T.Optional(T.Array(MergeEntry, { maxItems: 10_000 })),
+  merges: T.Optional(T.Array(MergeEntry, { maxItems: max.merges })),
   /** ClickHouse: unfinished mutations and those of the last day. */
-  mutations: T.Optional(T.Array(MutationEntry, { maxItems: 10_000 })),
+  mutations: T.Optional(T.Array(MutationEntry, { maxItems: max.mutations })),
   /** ClickHouse: server gauges (memory, limit, disks, connections, uptime) and query counter deltas. */
   server_metrics: T.Optional(counterMap),
-  collector_errors: T.Optional(T.Array(CollectorError, { maxItems: 100 })),
+  collector_errors: T.Optional(T.Array(CollectorError, { maxItems: max.collector_errors })),
   /**
    * What the collectors that ran want the user to know (query_log disabled, statements the role may not
    * EXPLAIN, unreadable sequences), every cycle, empty when nothing: the server keeps the latest list.
    */
-  collector_notes: T.Optional(T.Array(CollectorError, { maxItems: 100 })),
+  collector_notes: T.Optional(T.Array(CollectorError, { maxItems: max.collector_notes })),
 })
 export type IngestBatch = Static<typeof IngestBatch>
 

@@ -1,0 +1,38 @@
+// The limits of one ingest request, shared by the server (which refuses a batch past them: 413 for
+// the body, 400 for a section or a text) and the agent (which splits a cycle's batch into parts within
+// them, src/agent/split.ts). Plain constants: the agent loads this module at runtime without TypeBox.
+
+/** Largest request body POST /api/v1/ingest takes, in bytes (over it: 413). */
+export const INGEST_BODY_LIMIT_BYTES = 16 * 1024 * 1024
+
+/** Most entries of each array section in one batch. */
+export const ingestMaxItems = {
+  query_stats: 20_000,
+  explain_plans: 200,
+  activity: 10_000,
+  locks: 20_000,
+  waits: 1_000,
+  tables: 50_000,
+  indexes: 100_000,
+  sequences: 10_000,
+  unindexed_foreign_keys: 10_000,
+  io_stats: 1_000,
+  parts: 50_000,
+  merges: 10_000,
+  mutations: 10_000,
+  collector_errors: 100,
+  collector_notes: 100,
+} as const
+export type IngestArraySection = keyof typeof ingestMaxItems
+
+/** Longest strings (in UTF-16 code units, as the server's validation counts them) of the fields that can grow large. */
+export const ingestTextLimits = {
+  /** QueryStatDelta.query_text. */
+  queryText: 100_000,
+  /** MutationEntry.command. */
+  mutationCommand: 100_000,
+  /** CollectorError.message (collector_errors and collector_notes). */
+  collectorMessage: 2_000,
+  /** batch_id, query_hash, plan_hash, agent_version. */
+  id: 64,
+} as const
