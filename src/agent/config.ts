@@ -34,6 +34,8 @@ export interface AgentConfig {
   /** Empty when health.listen_addr is not set (no /healthz). */
   health: { listenAddr?: string; hostname?: string; port?: number }
   databases: DatabaseConfig[]
+  /** The disk buffer of each database (service_buffer_{name}.db). */
+  buffer: { maxBytes: number }
 }
 
 export interface ClickHouseTarget {
@@ -50,9 +52,15 @@ const MAX_NAME_LENGTH = 200
 /** Same shape the server issues (src/server/auth/api-keys.ts); the agent may not import the server. */
 const API_KEY_PATTERN = /^dbm_ak_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$/
 
-const TOP_LEVEL_KEYS = ['api', 'health', 'databases']
+/** buffer.max_bytes when the config leaves it out: 256 MB. */
+export const DEFAULT_BUFFER_MAX_BYTES = 256_000_000
+/** Below this a buffer would keep hardly a batch: most likely a unit left out (`max_bytes: 256`). */
+const MIN_BUFFER_MAX_BYTES = 1_000_000
+
+const TOP_LEVEL_KEYS = ['api', 'health', 'buffer', 'databases']
 const API_KEYS = ['endpoint', 'key']
 const HEALTH_KEYS = ['listen_addr']
+const BUFFER_KEYS = ['max_bytes']
 const DATABASE_KEYS = ['name', 'engine', 'dsn', 'poll_interval', 'enabled_collectors', 'pg_log_dir', 'tags']
 
 // ---------------------------------------------------------------------------------------------
@@ -351,6 +359,35 @@ function parseHealth(value: Plain | undefined): AgentConfig['health'] {
   return { listenAddr, hostname: match[1] ?? (match[2] || '0.0.0.0'), port }
 }
 
+/** Byte units of buffer.max_bytes: SI (powers of 1000) and IEC (powers of 1024), written as shown. */
+const BYTE_UNITS: Record<string, number> = { B: 1, KB: 1e3, MB: 1e6, GB: 1e9, KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3 }
+
+/** A size: a whole number of bytes, optionally followed (with no space) by one of BYTE_UNITS: 268435456, 256MB, 1GiB. */
+export function parseByteSize(text: string): number | undefined {
+  const match = /^(\d+)([A-Za-z]*)$/.exec(text)
+  if (!match) return undefined
+  const unit = match[2] === '' ? 1 : BYTE_UNITS[match[2]!]
+  if (unit === undefined) return undefined
+  const bytes = Number(match[1]) * unit
+  return Number.isSafeInteger(bytes) ? bytes : undefined
+}
+
+function parseBuffer(value: Plain | undefined): AgentConfig['buffer'] {
+  if (value === null || value === undefined) return { maxBytes: DEFAULT_BUFFER_MAX_BYTES }
+  if (!isPlainMap(value)) throw new ConfigError('buffer: expected a map')
+  rejectUnknownKeys(value, BUFFER_KEYS, 'in buffer')
+  const text = optionalString(value, 'max_bytes', 'buffer.max_bytes')
+  if (text === undefined) return { maxBytes: DEFAULT_BUFFER_MAX_BYTES }
+  const maxBytes = parseByteSize(text)
+  if (maxBytes === undefined) {
+    throw new ConfigError(
+      `buffer.max_bytes: expected a whole number of bytes, optionally with a unit (${Object.keys(BYTE_UNITS).join(', ')}) such as 256MB or 1GiB, got ${JSON.stringify(text)}`,
+    )
+  }
+  if (maxBytes < MIN_BUFFER_MAX_BYTES) throw new ConfigError(`buffer.max_bytes: must be at least 1MB, got ${JSON.stringify(text)}`)
+  return { maxBytes }
+}
+
 function resolveEngine(entry: PlainMap, dsn: string, path: string): EngineName {
   const engineText = optionalString(entry, 'engine', `${path}.engine`)
   const detected = detectEngine(dsn)
@@ -467,11 +504,12 @@ function parseDatabase(value: Plain, index: number): DatabaseConfig {
  */
 export function parseAgentConfig(yamlText: string, source?: string): AgentConfig {
   const root = parseYaml(yamlText, source) ?? {}
-  if (!isPlainMap(root)) throw new ConfigError('top level: expected a map with api, health and databases')
+  if (!isPlainMap(root)) throw new ConfigError('top level: expected a map with api, health, buffer and databases')
   rejectUnknownKeys(root, TOP_LEVEL_KEYS, 'at the top level')
 
   const api = parseApi(root.api)
   const health = parseHealth(root.health)
+  const buffer = parseBuffer(root.buffer)
 
   const list = root.databases
   if (list !== null && list !== undefined && !Array.isArray(list)) throw new ConfigError('databases: expected a list')
@@ -484,7 +522,7 @@ export function parseAgentConfig(yamlText: string, source?: string): AgentConfig
     seen.add(database.name)
     databases.push(database)
   })
-  return { api, health, databases }
+  return { api, health, databases, buffer }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -71,6 +71,7 @@ databases:
         { name: 'db-0', engine: 'postgres', dsn: 'postgres://monitor:pw@db1:5432/app?sslmode=disable', pollIntervalMs: 10_000, tags: {} },
         { name: 'db-1', engine: 'clickhouse', dsn: 'clickhouse://monitor:pw@ch1:9000/default', pollIntervalMs: 10_000, tags: {} },
       ],
+      buffer: { maxBytes: 256_000_000 },
     })
     expect('enabledCollectors' in config.databases[0]!).toBe(false)
     expect('pgLogDir' in config.databases[0]!).toBe(false)
@@ -123,6 +124,26 @@ databases:
     for (const bad of ['8081', 'localhost', ':0', ':', 'a:b:8081', ':http']) {
       expect(errorOf(() => health(bad)).message).toBe(`health.listen_addr: expected host:port or :port, got "${bad}"`)
     }
+  })
+
+  test('buffer.max_bytes: bytes, SI units (powers of 1000) and IEC units (powers of 1024)', () => {
+    const maxBytes = (value: string) => parseAgentConfig(`api: {key: ${KEY}}\nbuffer: {max_bytes: ${value}}\ndatabases: [{dsn: "postgres://db/app"}]`).buffer.maxBytes
+    expect(maxBytes('268435456')).toBe(268_435_456)
+    expect(maxBytes('1000000B')).toBe(1_000_000)
+    expect(maxBytes('1500KB')).toBe(1_500_000)
+    expect(maxBytes('256MB')).toBe(256_000_000)
+    expect(maxBytes('2GB')).toBe(2_000_000_000)
+    expect(maxBytes('1024KiB')).toBe(1_048_576)
+    expect(maxBytes('256MiB')).toBe(268_435_456)
+    expect(maxBytes('1GiB')).toBe(1_073_741_824)
+    expect(maxBytes('""')).toBe(256_000_000)
+    const unitError = (text: string) =>
+      `buffer.max_bytes: expected a whole number of bytes, optionally with a unit (B, KB, MB, GB, KiB, MiB, GiB) such as 256MB or 1GiB, got "${text}"`
+    for (const bad of ['256mb', '1 GiB', '1.5GB', '-1MB', '1e9', '1_000_000', 'MB', '1TB', '99999999999999999GiB']) {
+      expect(errorOf(() => maxBytes(JSON.stringify(bad))).message).toBe(unitError(bad))
+    }
+    expect(errorOf(() => maxBytes('999999')).message).toBe('buffer.max_bytes: must be at least 1MB, got "999999"')
+    expect(errorOf(() => maxBytes('0')).message).toBe('buffer.max_bytes: must be at least 1MB, got "0"')
   })
 
   test('empty and null values mean unset (as a Helm template renders a missing value)', () => {
