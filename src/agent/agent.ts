@@ -7,7 +7,7 @@ import type { Logger } from '../shared/log.ts'
 import { type AgentConfig, ConfigError, type DatabaseConfig, loadAgentConfig } from './config.ts'
 import { PostgresRunner } from './postgres-runner.ts'
 import { type Runner, type RunnerStatus, type RunnerTimings, defaultTimings } from './runner.ts'
-import { Shipper } from './shipper.ts'
+import { ApiHealth, type ShippingCounters, type ShippingStatus, Shipper, newShippingCounters, redactEndpoint } from './shipper.ts'
 import { stateFileName } from './state.ts'
 import { VERSION } from '../version.ts'
 
@@ -40,6 +40,17 @@ export interface AgentOptions {
 interface Running {
   config: DatabaseConfig
   runner: Runner<unknown>
+  shipper: Shipper
+}
+
+/** GET /healthz of the agent. */
+export interface AgentStatus {
+  status: 'ok' | 'degraded'
+  /** Why the status is degraded; empty when ok. */
+  reasons: string[]
+  version: string
+  api: { endpoint: string; reachable: boolean | null; last_success_at: string | null; last_failure_at: string | null; last_error: string | null }
+  databases: (RunnerStatus & ShippingStatus)[]
 }
 
 const sameEntry = (a: DatabaseConfig, b: DatabaseConfig) => JSON.stringify(a) === JSON.stringify(b)
@@ -50,6 +61,10 @@ export class Agent {
   private health: ReturnType<typeof Bun.serve> | undefined
   private watcher: StatWatcher | undefined
   private reloading: Promise<void> = Promise.resolve()
+  /** The API's reachability, shared by the shippers of one endpoint. */
+  private apiHealth: ApiHealth | undefined
+  /** Dropped and lost batches per database, kept across restarts of its runner. */
+  private readonly shippingCounters = new Map<string, ShippingCounters>()
   readonly timings: AgentTimings
 
   constructor(private readonly options: AgentOptions) {
@@ -63,7 +78,7 @@ export class Agent {
       version: VERSION,
       config: this.options.configPath,
       databases: this.config.databases.map((d) => d.name).join(','),
-      api: this.config.api.endpoint,
+      api: redactEndpoint(this.config.api.endpoint),
     })
     // The databases' cycles are spread over the first 10 s (or the poll interval, when shorter), so that
     // they do not all query, allocate and post at the same moment.
@@ -94,9 +109,12 @@ export class Agent {
       requestTimeoutMs: this.timings.requestTimeoutMs,
       log: this.options.log,
       onAccepted: (response) => runner?.applySettings(response.settings),
+      bufferMaxBytes: () => (this.config ?? config).buffer.maxBytes,
+      api: this.apiHealthFor(config.api.endpoint),
+      counters: this.countersFor(db.name),
     })
     runner = new Engine(db, shipper, this.options.log, this.timings, join(this.options.bufferDir, stateFileName(db.name))) as Runner<unknown>
-    this.running.set(db.name, { config: db, runner })
+    this.running.set(db.name, { config: db, runner, shipper })
     runner.start(delayMs)
   }
 
@@ -156,11 +174,51 @@ export class Agent {
     log.info('config reloaded', { started: started.join(',') || 'none', stopped: stopped.join(',') || 'none', restarted: restarted.join(',') || 'none' })
   }
 
-  status(): { status: 'ok' | 'degraded'; version: string; databases: RunnerStatus[] } {
-    const entries = [...this.running.values()]
-    const databases = entries.map((entry) => ({ ...entry.runner.status }))
-    const degraded = databases.some((d) => d.state !== 'connected') || entries.some((e) => e.runner.apiRefused)
-    return { status: degraded ? 'degraded' : 'ok', version: VERSION, databases }
+  private apiHealthFor(endpoint: string): ApiHealth {
+    if (this.apiHealth?.endpoint !== endpoint) this.apiHealth = new ApiHealth(endpoint)
+    return this.apiHealth
+  }
+
+  private countersFor(name: string): ShippingCounters {
+    let counters = this.shippingCounters.get(name)
+    if (!counters) this.shippingCounters.set(name, (counters = newShippingCounters()))
+    return counters
+  }
+
+  /**
+   * The health status: degraded while a database is not connected, the API refuses the key, a buffer
+   * is failing, or the API has been unreachable (or a batch buffered) for longer than one retry interval.
+   */
+  status(): AgentStatus {
+    const now = Date.now()
+    const graceMs = this.timings.retryIntervalMs
+    const reasons: string[] = []
+    const api = this.apiHealth ?? new ApiHealth(this.config?.api.endpoint ?? '')
+    if (api.failingSince !== null && now - api.failingSince > graceMs) {
+      reasons.push(`the API has been unreachable for ${Math.round((now - api.failingSince) / 1000)} s`)
+    }
+    const databases = [...this.running.values()].map(({ runner, shipper }) => {
+      const database = { ...runner.status, ...shipper.status() }
+      if (database.state !== 'connected') reasons.push(`${database.name}: ${database.state}`)
+      if (shipper.refusal() !== null) reasons.push(`${database.name}: the API refuses the key or the batches`)
+      if (database.buffer_error !== null) reasons.push(`${database.name}: the buffer is failing`)
+      const oldest = database.oldest_buffered_at === null ? null : Date.parse(database.oldest_buffered_at)
+      if (oldest !== null && now - oldest > graceMs) reasons.push(`${database.name}: batches buffered for ${Math.round((now - oldest) / 1000)} s`)
+      return database
+    })
+    return {
+      status: reasons.length > 0 ? 'degraded' : 'ok',
+      reasons,
+      version: VERSION,
+      api: {
+        endpoint: redactEndpoint(api.endpoint),
+        reachable: api.reachable,
+        last_success_at: api.lastSuccessAt === null ? null : new Date(api.lastSuccessAt).toISOString(),
+        last_failure_at: api.lastFailureAt === null ? null : new Date(api.lastFailureAt).toISOString(),
+        last_error: api.lastError,
+      },
+      databases,
+    }
   }
 
   private startHealth(config: AgentConfig) {

@@ -1,15 +1,88 @@
 // Sends one database's batches to POST /api/v1/ingest. When the API cannot take a batch it goes to
 // the disk buffer, and while anything is buffered new batches queue behind it so the server sees
-// them in order. The buffer is retried every 30 s; batches are dropped only when the server calls
-// them malformed (400/413) or they outlive the buffer (1 h), and every drop is logged with a count.
-// A refused key (401/403) is not an outage: it is logged as an error once, with the server's message,
-// and reported by refusal() for the health status; the batches are buffered all the same, so a key
-// fixed by a config reload delivers them.
+// them in order. The buffer is drained at start and retried every 30 s.
+// What happens to a batch, by the server's answer:
+// - 2xx: delivered. 400, 413, 422 (the server calls it malformed): dropped, logged as an error with the
+//   server's message and counted (dropped_batches in /healthz).
+// - 401/403: the API refuses the key; logged as an error once and reported by refusal(); the batches
+//   stay buffered, so a key fixed by a config reload delivers them.
+// - anything else (no answer, 404, 408, 409, 429, 5xx): kept and retried.
+// A batch is lost only when the agent cannot keep it: the buffer fails (a full disk; logged once per
+// episode), buffer.max_bytes makes room (oldest first), or it outlives the buffer lifetime (1 h); each
+// loss is logged with a count and counted (lost_batches in /healthz). While the buffer fails, a batch
+// that would queue behind it is sent directly instead (out of order rather than lost).
+import { join } from 'node:path'
 import { INGEST_PATH } from '../shared/ingest-path.ts'
 import type { IngestBatch, IngestResponse } from '../shared/wire.ts'
-import { DiskBuffer } from './buffer.ts'
+import { type BufferOperation, DiskBuffer, bufferFileName } from './buffer.ts'
 import type { AgentLogger } from './collectors/types.ts'
+import { DEFAULT_BUFFER_MAX_BYTES } from './config.ts'
 import { VERSION } from '../version.ts'
+
+/** Statuses with which the server calls a batch malformed: it would refuse it again, so it is dropped. */
+const MALFORMED_STATUSES = new Set([400, 413, 422])
+
+/** The API's reachability as every database's shipper sees it, for /healthz. */
+export class ApiHealth {
+  lastSuccessAt: number | null = null
+  lastFailureAt: number | null = null
+  lastError: string | null = null
+  /** When the current run of failed requests began; null while the latest request got through. */
+  failingSince: number | null = null
+
+  constructor(readonly endpoint: string) {}
+
+  succeeded(at: number): void {
+    this.lastSuccessAt = at
+    this.failingSince = null
+  }
+
+  failed(at: number, error: string): void {
+    this.lastFailureAt = at
+    this.lastError = error
+    this.failingSince ??= at
+  }
+
+  /** Null before the first request; then whether the latest one got through. */
+  get reachable(): boolean | null {
+    if (this.lastSuccessAt === null && this.lastFailureAt === null) return null
+    return this.failingSince === null
+  }
+}
+
+/** The endpoint as it may be shown: user info (a password in the URL) replaced by ***. */
+export function redactEndpoint(endpoint: string): string {
+  return endpoint.replace(/^([A-Za-z][A-Za-z0-9+.-]*:\/\/)[^/?#]*@/, '$1***@')
+}
+
+export interface LossRecord {
+  at: number
+  reason: string
+}
+
+/** Per-database totals kept by the agent across runner restarts (a reload that restarts a database). */
+export interface ShippingCounters {
+  droppedBatches: number
+  lastDrop: LossRecord | null
+  lostBatches: number
+  lastLoss: LossRecord | null
+}
+
+export function newShippingCounters(): ShippingCounters {
+  return { droppedBatches: 0, lastDrop: null, lostBatches: 0, lastLoss: null }
+}
+
+/** One database's shipping as /healthz shows it. */
+export interface ShippingStatus {
+  buffered: number
+  oldest_buffered_at: string | null
+  dropped_batches: number
+  last_drop: { at: string; reason: string } | null
+  lost_batches: number
+  last_loss: { at: string; reason: string } | null
+  /** Why the buffer fails, while it does. */
+  buffer_error: string | null
+}
 
 export interface ShipperOptions {
   endpoint: string
@@ -19,11 +92,17 @@ export interface ShipperOptions {
   bufferDir: string
   retryIntervalMs: number
   bufferMaxAgeMs: number
+  /** buffer.max_bytes, read at each buffered batch (default 256 MB). */
+  bufferMaxBytes?: () => number
   requestTimeoutMs: number
   log: AgentLogger
   clock?: () => number
   /** Called with the server-side settings after each accepted batch. */
   onAccepted?: (response: IngestResponse) => void
+  /** Shared by the agent's shippers; one of its own otherwise. */
+  api?: ApiHealth
+  /** Kept by the agent across restarts of this database; its own otherwise. */
+  counters?: ShippingCounters
 }
 
 type Outcome =
@@ -31,9 +110,22 @@ type Outcome =
   | { kind: 'rejected'; status: number; error: string }
   | { kind: 'retry'; reason: string; refused?: string }
 
+interface BufferEpisode {
+  since: number
+  operation: BufferOperation
+  cause: string
+  /** Batches lost since the episode began. */
+  lost: number
+}
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
+
 export class Shipper {
   private readonly buffer: DiskBuffer
   private readonly clock: () => number
+  private readonly api: ApiHealth
+  private readonly counters: ShippingCounters
+  private readonly maxBytes: () => number
   private timer: ReturnType<typeof setInterval> | undefined
   private draining: Promise<void> | undefined
   private outage = false
@@ -41,13 +133,30 @@ export class Shipper {
   private recovered = 0
   /** Why the API refuses this agent (401/403), until it accepts a batch again. */
   private refused: string | null = null
+  /** The buffer is failing since then, and why; null while it works. */
+  private bufferEpisode: BufferEpisode | null = null
+  /** Batches the server settled whose delete failed: deleted before anything else is sent from the buffer. */
+  private readonly settledUndeleted = new Set<string>()
 
   constructor(private readonly options: ShipperOptions) {
     this.clock = options.clock ?? Date.now
-    this.buffer = new DiskBuffer(options.bufferDir, options.databaseName, options.bufferMaxAgeMs)
-    if (this.buffer.size() > 0) {
+    this.api = options.api ?? new ApiHealth(options.endpoint)
+    this.counters = options.counters ?? newShippingCounters()
+    this.maxBytes = options.bufferMaxBytes ?? (() => DEFAULT_BUFFER_MAX_BYTES)
+    this.buffer = new DiskBuffer(options.bufferDir, options.databaseName, {
+      maxAgeMs: options.bufferMaxAgeMs,
+      maxBytes: this.maxBytes,
+      log: options.log,
+      clock: this.clock,
+      events: {
+        fault: (operation, cause) => this.bufferFailed(operation, cause),
+        working: () => this.bufferWorks(),
+      },
+    })
+    const buffered = this.buffer.size()
+    if (buffered > 0) {
       this.outage = true
-      options.log.info('resuming buffered batches', { database: options.databaseName, buffered: this.buffer.size(), file: this.buffer.path })
+      options.log.info('resuming buffered batches', { database: options.databaseName, buffered, file: this.buffer.path })
     }
   }
 
@@ -64,8 +173,33 @@ export class Shipper {
     return this.refused
   }
 
+  /** Whether the buffer is failing (its cause), for the health status. */
+  bufferError(): string | null {
+    return this.bufferEpisode ? `${this.bufferEpisode.operation}: ${this.bufferEpisode.cause}` : null
+  }
+
+  /** When the oldest buffered batch was collected into the buffer, or null. */
+  oldestBufferedAt(): number | null {
+    return this.buffer.oldestCreatedAt()
+  }
+
+  status(): ShippingStatus {
+    const { lastDrop, lastLoss } = this.counters
+    return {
+      buffered: this.buffer.size(),
+      oldest_buffered_at: iso(this.oldestBufferedAt()),
+      dropped_batches: this.counters.droppedBatches,
+      last_drop: lastDrop && { at: iso(lastDrop.at)!, reason: lastDrop.reason },
+      lost_batches: this.counters.lostBatches,
+      last_loss: lastLoss && { at: iso(lastLoss.at)!, reason: lastLoss.reason },
+      buffer_error: this.bufferError(),
+    }
+  }
+
+  /** Starts the retry timer; a buffer left by an earlier run is drained right away. */
   start(): void {
     this.timer ??= setInterval(() => void this.retry(), this.options.retryIntervalMs)
+    if (this.buffer.size() > 0) void this.retry()
   }
 
   async stop(): Promise<void> {
@@ -78,17 +212,67 @@ export class Shipper {
   /** Ships the batch now, or buffers it behind earlier ones. Never throws. */
   async send(batch: IngestBatch): Promise<void> {
     const body = JSON.stringify(batch)
-    if (this.buffer.size() > 0 || this.draining) {
-      this.buffer.add({ id: batch.batch_id, createdAt: this.clock(), body })
+    const queued = this.buffer.size() > 0 || this.draining !== undefined
+    let notKept: string | null = null
+    if (queued) {
+      notKept = this.keep(batch.batch_id, body)
+      if (notKept === null) return
+    }
+    // Nothing waits, or the buffer cannot keep the batch: straight to the API.
+    const outcome = await this.deliver(body)
+    if (outcome.kind !== 'retry') return this.settle(outcome)
+    this.enterOutage(outcome)
+    notKept ??= this.keep(batch.batch_id, body)
+    if (notKept !== null) this.lose(1, notKept)
+  }
+
+  /** Buffers a batch; null when kept, else why not. Batches evicted to make room are counted here. */
+  private keep(id: string, body: string): string | null {
+    const result = this.buffer.add({ id, createdAt: this.clock(), body })
+    if (!result.kept) return result.reason
+    if (result.evicted > 0) {
+      this.lose(result.evicted, 'buffer.max_bytes reached: the oldest buffered batches made room')
+      this.options.log.warn('the buffer reached buffer.max_bytes; dropped the oldest batches', {
+        database: this.options.databaseName,
+        dropped: result.evicted,
+        max_bytes: this.maxBytes(),
+      })
+    }
+    return null
+  }
+
+  /** Counts batches the agent could not keep. Loss while the buffer fails is logged when the episode ends. */
+  private lose(count: number, reason: string): void {
+    this.counters.lostBatches += count
+    this.counters.lastLoss = { at: this.clock(), reason }
+    if (this.bufferEpisode) {
+      this.bufferEpisode.lost += count
       return
     }
-    const outcome = await this.post(body)
-    if (outcome.kind === 'retry') {
-      this.buffer.add({ id: batch.batch_id, createdAt: this.clock(), body })
-      this.enterOutage(outcome)
-    } else {
-      this.settle(outcome)
-    }
+    if (reason.startsWith('buffer.max_bytes')) return // logged by keep() with the count
+    this.options.log.error('a batch could not be buffered; lost', { database: this.options.databaseName, lost: count, reason })
+  }
+
+  private bufferFailed(operation: BufferOperation, cause: string): void {
+    if (this.bufferEpisode) return
+    this.bufferEpisode = { since: this.clock(), operation, cause, lost: 0 }
+    this.options.log.error('the buffer is failing; batches the API does not take now are lost until it works again', {
+      database: this.options.databaseName,
+      operation,
+      cause,
+      file: join(this.options.bufferDir, bufferFileName(this.options.databaseName)),
+    })
+  }
+
+  private bufferWorks(): void {
+    const episode = this.bufferEpisode
+    if (!episode) return
+    this.bufferEpisode = null
+    this.options.log.info('the buffer works again', {
+      database: this.options.databaseName,
+      lost: episode.lost,
+      failed_for_s: Math.round((this.clock() - episode.since) / 1000),
+    })
   }
 
   /** One retry round: drop expired batches, then deliver the buffer in order until one fails. */
@@ -100,8 +284,11 @@ export class Shipper {
   }
 
   private async drain(): Promise<void> {
+    // While the buffer fails, a test write tells when it works again (the API may be taking every batch).
+    if (this.bufferEpisode) this.buffer.probe()
     const expired = this.buffer.dropExpired(this.clock())
     if (expired > 0) {
+      this.lose(expired, `older than the buffer lifetime (${this.options.bufferMaxAgeMs / 1000} s)`)
       this.options.log.warn('dropped buffered batches older than the buffer lifetime', {
         database: this.options.databaseName,
         dropped: expired,
@@ -109,17 +296,22 @@ export class Shipper {
       })
     }
     for (;;) {
+      if (!this.deleteSettled()) return
       const next = this.buffer.oldest(20)
+      if (next === null) return // unreadable: reported as a buffer fault; tried again next round
       if (next.length === 0) break
       for (const batch of next) {
-        const outcome = await this.post(batch.body)
+        const outcome = await this.deliver(batch.body)
         if (outcome.kind === 'retry') {
           this.enterOutage(outcome)
           return
         }
-        this.buffer.accept(batch.id)
         this.settle(outcome)
         if (outcome.kind === 'accepted') this.recovered++
+        if (!this.buffer.accept(batch.id)) {
+          this.settledUndeleted.add(batch.id)
+          return
+        }
       }
     }
     if (this.outage) {
@@ -127,6 +319,15 @@ export class Shipper {
       this.options.log.info('API reachable again; buffer drained', { database: this.options.databaseName, delivered: this.recovered })
       this.recovered = 0
     }
+  }
+
+  /** Deletes the batches the server settled whose delete failed before; false while that still fails. */
+  private deleteSettled(): boolean {
+    for (const id of this.settledUndeleted) {
+      if (!this.buffer.accept(id)) return false
+      this.settledUndeleted.delete(id)
+    }
+    return true
   }
 
   private enterOutage(outcome: Extract<Outcome, { kind: 'retry' }>) {
@@ -151,12 +352,23 @@ export class Shipper {
       this.options.onAccepted?.(outcome.response)
       return
     }
+    this.counters.droppedBatches++
+    this.counters.lastDrop = { at: this.clock(), reason: `HTTP ${outcome.status}: ${outcome.error}` }
     this.options.log.error('the API refused a batch as malformed; dropped', {
       database: this.options.databaseName,
       status: outcome.status,
       error: outcome.error,
       dropped: 1,
+      dropped_total: this.counters.droppedBatches,
     })
+  }
+
+  /** Posts and records the outcome in the API's health. */
+  private async deliver(body: string): Promise<Outcome> {
+    const outcome = await this.post(body)
+    if (outcome.kind === 'retry') this.api.failed(this.clock(), outcome.reason)
+    else this.api.succeeded(this.clock())
+    return outcome
   }
 
   private async post(body: string): Promise<Outcome> {
@@ -169,7 +381,9 @@ export class Shipper {
         signal: AbortSignal.timeout(this.options.requestTimeoutMs),
       })
     } catch (e) {
-      return { kind: 'retry', reason: (e as Error).message }
+      const code = (e as { code?: unknown }).code
+      const message = (e as Error).message
+      return { kind: 'retry', reason: typeof code === 'string' && !message.includes(code) ? `${code}: ${message}` : message }
     }
     const text = await res.text().catch(() => '')
     let parsed: unknown
@@ -179,10 +393,10 @@ export class Shipper {
     const error = (parsed as { error?: string } | undefined)?.error ?? text.slice(0, 200)
     if (res.ok) {
       const response = parsed as IngestResponse
-      if (typeof response?.database_id !== 'string') return { kind: 'retry', reason: 'unexpected answer from the API' }
+      if (typeof response?.database_id !== 'string') return { kind: 'retry', reason: `HTTP ${res.status}: unexpected answer from the API` }
       return { kind: 'accepted', response }
     }
-    if (res.status === 400 || res.status === 413) return { kind: 'rejected', status: res.status, error }
+    if (MALFORMED_STATUSES.has(res.status)) return { kind: 'rejected', status: res.status, error }
     if (res.status === 401) {
       const refused = `the API refused the API key (HTTP 401: ${error}); batches are buffered until api.key is fixed`
       return { kind: 'retry', reason: refused, refused }
