@@ -1,13 +1,15 @@
 // tables: per-table statistics of the connected database (pg_stat_user_tables) with sizes, whether
-// a primary key exists and whether autovacuum is on for the table, for the 5,000 largest tables;
+// a primary key exists and whether autovacuum is on for the table, for the largest tables up to the
+// batch's cap on them (src/shared/ingest-limits.ts; the runner splits a batch that is too big to send);
 // counters also as deltas since the previous sample (null on a table's first sample). Also the
 // sequences (pg_sequences' columns) with the share of their range used, the 1,000 most used.
+import { ingestMaxItems } from '../../../shared/ingest-limits.ts'
 import type { SequenceStat, TableStat } from '../../../shared/wire.ts'
 import { deltaOf, epoch, num } from '../delta.ts'
 import type { PostgresCollector, PostgresContext } from '../types.ts'
 import type { Counters } from './common.ts'
 
-const MAX_TABLES = 5_000
+const MAX_TABLES = ingestMaxItems.tables
 const MAX_SEQUENCES = 1_000
 
 const COUNTERS = ['seq_scan', 'seq_tup_read', 'idx_scan', 'idx_tup_fetch', 'n_tup_ins', 'n_tup_upd', 'n_tup_del', 'n_tup_hot_upd'] as const
