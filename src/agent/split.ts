@@ -168,7 +168,7 @@ export function splitBatch(batch: IngestBatch, limits: SplitLimits = defaultSpli
           count(dropped, key)
           continue
         }
-        count(truncated, key)
+        if (row === original) count(truncated, key)
         row = shortened.row
         bytes = shortened.bytes
       }
