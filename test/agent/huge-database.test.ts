@@ -159,7 +159,8 @@ describe('a huge database', () => {
       expect(agent.runner('huge')!.status.buffered).toBe(0)
       console.log(
         `huge database: first cycle ${Math.round(baselineAt - started)} ms, workload ${Math.round(workloadAt - baselineAt)} ms, ` +
-          `cycle with ${expected.size} statements ${Math.round(cycleAt - workloadAt)} ms; ${split.map((l) => l.slice(l.indexOf('parts='))).join(' | ')}`,
+          `cycle with ${expected.size} statements ${Math.round(cycleAt - workloadAt)} ms; ${split.map((l) => l.slice(l.indexOf('parts='))).join(' | ')}; ` +
+          ['query_stats', 'tables', 'indexes'].map((c) => `${c} ${agent.runner('huge')!.status.collectors[c]}`).join(', '),
       )
     } finally {
       await agent.stop()
