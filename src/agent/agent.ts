@@ -148,23 +148,26 @@ export class Agent {
     const stopped: string[] = []
     const started: string[] = []
     const restarted: string[] = []
+    // Databases stop and restart side by side: a hung one costs its own stop (about the cancel grace),
+    // never another's.
+    const changes: Promise<void>[] = []
     for (const [name, entry] of [...this.running]) {
       const want = wanted.get(name)
       if (!want) {
-        await this.stopDatabase(name)
+        changes.push(this.stopDatabase(name))
         stopped.push(name)
       } else if (apiChanged || !sameEntry(entry.config, want)) {
-        await this.stopDatabase(name)
-        await this.startDatabase(next, want)
+        changes.push(this.stopDatabase(name).then(() => this.startDatabase(next, want)))
         restarted.push(name)
       }
     }
     for (const db of next.databases) {
-      if (!this.running.has(db.name)) {
-        await this.startDatabase(next, db)
+      if (!this.running.has(db.name) && !restarted.includes(db.name)) {
+        changes.push(this.startDatabase(next, db))
         started.push(db.name)
       }
     }
+    await Promise.all(changes)
     if (JSON.stringify(previous.health) !== JSON.stringify(next.health)) {
       this.health?.stop(true)
       this.health = undefined
@@ -195,7 +198,7 @@ export class Agent {
     const reasons: string[] = []
     const api = this.apiHealth ?? new ApiHealth(this.config?.api.endpoint ?? '')
     if (api.failingSince !== null && now - api.failingSince > graceMs) {
-      reasons.push(`the API has been unreachable for ${Math.round((now - api.failingSince) / 1000)} s`)
+      reasons.push(`every request to the API has failed for ${Math.round((now - api.failingSince) / 1000)} s`)
     }
     const databases = [...this.running.values()].map(({ runner, shipper }) => {
       const database = { ...runner.status, ...shipper.status() }

@@ -223,7 +223,10 @@ export class Shipper {
     if (outcome.kind !== 'retry') return this.settle(outcome)
     this.enterOutage(outcome)
     notKept ??= this.keep(batch.batch_id, body)
-    if (notKept !== null) this.lose(1, notKept)
+    if (notKept === null) return
+    this.lose(1, notKept)
+    // While the buffer fails, the loss is logged once for the episode (when it ends, with the count).
+    if (!this.bufferEpisode) this.options.log.error('a batch could not be buffered; lost', { database: this.options.databaseName, lost: 1, reason: notKept })
   }
 
   /** Buffers a batch; null when kept, else why not. Batches evicted to make room are counted here. */
@@ -241,16 +244,11 @@ export class Shipper {
     return null
   }
 
-  /** Counts batches the agent could not keep. Loss while the buffer fails is logged when the episode ends. */
+  /** Counts batches the agent could not keep (the caller logs them). */
   private lose(count: number, reason: string): void {
     this.counters.lostBatches += count
     this.counters.lastLoss = { at: this.clock(), reason }
-    if (this.bufferEpisode) {
-      this.bufferEpisode.lost += count
-      return
-    }
-    if (reason.startsWith('buffer.max_bytes')) return // logged by keep() with the count
-    this.options.log.error('a batch could not be buffered; lost', { database: this.options.databaseName, lost: count, reason })
+    if (this.bufferEpisode) this.bufferEpisode.lost += count
   }
 
   private bufferFailed(operation: BufferOperation, cause: string): void {

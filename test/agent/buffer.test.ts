@@ -229,6 +229,8 @@ describe('Shipper', () => {
       await shipper.retry()
       expect(shipper.buffered()).toBe(1)
       expect(logs.find((l) => l.includes('dropped buffered batches older than the buffer lifetime'))).toContain('dropped=1')
+      expect(shipper.status()).toMatchObject({ buffered: 1, lost_batches: 1, last_loss: { reason: 'older than the buffer lifetime (3600 s)' } })
+      expect(logs.filter((l) => l.includes(' ERROR '))).toEqual([])
     } finally {
       await shipper.stop()
     }
@@ -392,6 +394,13 @@ describe('Shipper: the buffer', () => {
       expect(warnings.map((l) => Number(/dropped=(\d+)/.exec(l)?.[1])).reduce((a, b) => a + b, 0)).toBe(status.lost_batches)
       for (const line of warnings) expect(line).toContain('max_bytes=150000')
       expect(status.dropped_batches).toBe(0)
+      // A batch larger than max_bytes by itself cannot be kept at all: an error line, counted.
+      await shipper.send({ ...batch(9), collector_notes: [{ collector: 'query_stats', message: 'z'.repeat(150_000) }] })
+      expect(shipper.status().lost_batches).toBe(status.lost_batches + 1)
+      const tooLarge = logs.filter((l) => l.includes('a batch could not be buffered; lost'))
+      expect(tooLarge).toHaveLength(1)
+      expect(tooLarge[0]).toContain(' ERROR ')
+      expect(tooLarge[0]).toContain('is larger than buffer.max_bytes (150000)')
     } finally {
       await shipper.stop()
     }
