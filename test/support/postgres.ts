@@ -15,6 +15,10 @@ export interface PostgresServer {
   freshDatabase(): Promise<string>
   /** Stops the server and starts it again on the same data and port (a database restart). */
   restart(): Promise<void>
+  /** Stops the server (a fast shutdown), keeping its data directory and port for start(). */
+  halt(): Promise<void>
+  /** Starts a halted server again on the same data and port; resolves once it accepts connections. */
+  start(): Promise<void>
   stop(): Promise<void>
 }
 
@@ -23,10 +27,11 @@ const packages: Record<number, () => Promise<{ default: new (o: object) => Embed
   14: () => import('pg14') as never,
   16: () => import('pg16') as never,
   17: () => import('pg17') as never,
+  18: () => import('pg18') as never,
 }
 
 /** The PostgreSQL majors the tests run against. */
-export const postgresMajors = [13, 14, 16, 17] as const
+export const postgresMajors = [13, 14, 16, 17, 18] as const
 
 interface EmbeddedPostgres {
   initialise(): Promise<void>
@@ -112,6 +117,15 @@ export async function startPostgres(major = 17, extraFlags: string[] = []): Prom
     },
     async restart() {
       await server.stop()
+      server.start().catch(() => {})
+      await waitForConnection(url())
+    },
+    async halt() {
+      await server.stop()
+    },
+    async start() {
+      // As in restart(): readiness is a successful connection (the start() promise of a restarted
+      // server is not relied on).
       server.start().catch(() => {})
       await waitForConnection(url())
     },
