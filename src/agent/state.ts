@@ -11,6 +11,9 @@ import type { CollectorState } from './collectors/types.ts'
 
 export const CACHE_PREFIX = 'cache:'
 
+/** A saved state older than this (the buffer's lifetime) starts a new baseline instead. */
+export const SAVED_STATE_MAX_AGE_MS = 60 * 60_000
+
 /** Bumped whenever a collector's state changes shape: an older file is then ignored, with a log line. */
 export const STATE_FORMAT = 2
 

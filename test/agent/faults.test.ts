@@ -9,7 +9,7 @@ import postgres from 'postgres'
 import { Agent } from '../../src/agent/agent.ts'
 import { createLogger } from '../../src/shared/log.ts'
 import { type PostgresServer, startPostgres } from '../support/postgres.ts'
-import { type Account, type TestServer, agentAccount, startTestServer } from '../support/server.ts'
+import { type Account, type TestServer, agentAccount, createApiKey, startTestServer } from '../support/server.ts'
 import { until } from '../support/wait.ts'
 
 let pg: PostgresServer
@@ -38,16 +38,22 @@ afterAll(async () => {
 })
 
 function agentWith(databases: string, logs: string[]): Agent {
+  return agentAt(databases, logs).agent
+}
+
+/** An agent and the path of its config file, which a test may edit and reload. */
+function agentAt(databases: string, logs: string[], apiKey = key): { agent: Agent; path: string } {
   const dir = mkdtempSync(join(tmpdir(), 'dbm-faults-'))
   dirs.push(dir)
   const path = join(dir, 'config.yaml')
-  writeFileSync(path, `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n${databases}`)
-  return new Agent({
+  writeFileSync(path, `api:\n  endpoint: ${server.base}\n  key: ${apiKey}\ndatabases:\n${databases}`)
+  const agent = new Agent({
     configPath: path,
     bufferDir: dir,
     log: createLogger('debug', (l) => logs.push(l)),
     timings: { pingIntervalMs: 200, connectTimeoutS: 2, statementTimeoutMs: 1000, collectorDeadlineMs: 2000 },
   })
+  return { agent, path }
 }
 
 async function calls(dbName: string, marker: string): Promise<number | undefined> {
@@ -98,6 +104,37 @@ describe('agent faults', () => {
       await cycles(agent, 'restarted', 2)
       expect(await calls('restarted', 'restart_marker')).toBe(17)
       expect(logs.join('\n')).not.toContain('changed identity')
+    } finally {
+      await agent.stop()
+    }
+  })
+
+  test('config edits and a key rotation restart a database without losing a call', async () => {
+    const logs: string[] = []
+    const entry = (env: string) => `  - name: edited\n    dsn: ${dsn}\n    poll_interval: 1s\n    tags: { env: ${env} }\n`
+    const { agent, path } = agentAt(entry('a'), logs)
+    const run = async (times: number) => {
+      const session = postgres(dsn, { max: 1, onnotice: () => {} })
+      for (let i = 0; i < times; i++) await session`SELECT id, 'edited' AS edited_marker FROM t WHERE id = ${i + 1}`
+      await session.end()
+    }
+    await agent.start()
+    try {
+      await until('the first batch', async () => ((await registered('edited')) ? true : undefined))
+      await run(5)
+      // An edit of the entry's tags restarts its runner, which goes on from the baseline the old one saved.
+      writeFileSync(path, `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n${entry('b')}`)
+      await agent.reload()
+      await run(4)
+      // A new API key restarts every runner the same way.
+      const rotated = (await createApiKey(server, account, 'rotated')).key
+      writeFileSync(path, `api:\n  endpoint: ${server.base}\n  key: ${rotated}\ndatabases:\n${entry('b')}`)
+      await agent.reload()
+      await run(3)
+      await until('5 + 4 + 3 calls', async () => ((await calls('edited', 'edited_marker')) === 12 ? true : undefined))
+      await cycles(agent, 'edited', 2)
+      expect(await calls('edited', 'edited_marker')).toBe(12)
+      expect(logs.filter((l) => l.includes('statistics go on from the saved baseline')).length).toBeGreaterThanOrEqual(2)
     } finally {
       await agent.stop()
     }
