@@ -2,7 +2,9 @@
 // DSN rules of clickhouseTarget(), with every query under max_execution_time, 64-bit integers quoted
 // (read them with num()), and the agent's queries tagged with log_comment so that activity and
 // query_stats can leave them out. The client opens HTTP connections per request from a keep-alive
-// pool, so a server that went away and came back needs no explicit reconnect.
+// pool, so a server that went away and came back needs no explicit reconnect. A request the agent
+// aborts (a deadline) also stops its query: the server cancels a read-only query whose client went away
+// (cancel_http_readonly_queries_on_client_close).
 import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client'
 import { clickhouseTarget } from './config.ts'
 
@@ -16,8 +18,8 @@ export interface ClickHouseConnection {
   major: number
   /** major * 1000 + minor, e.g. 26007. */
   versionNum: number
-  /** True when the server answers /ping. */
-  ping(): Promise<boolean>
+  /** True when the server answers /ping; the request is aborted with `signal`. */
+  ping(signal?: AbortSignal): Promise<boolean>
   close(): Promise<void>
 }
 
@@ -52,6 +54,7 @@ export async function connectClickHouse(dsn: string, options: ClickHouseConnectO
       max_execution_time: options.maxExecutionTimeS,
       output_format_json_quote_64bit_integers: 1,
       log_comment: AGENT_LOG_COMMENT,
+      cancel_http_readonly_queries_on_client_close: 1,
     },
   })
   try {
@@ -62,8 +65,8 @@ export async function connectClickHouse(dsn: string, options: ClickHouseConnectO
       client,
       version,
       ...parseClickHouseVersion(version),
-      async ping() {
-        return (await client.ping()).success
+      async ping(signal) {
+        return (await client.ping(signal ? { select: false, abort_signal: signal } : undefined)).success
       },
       close: () => client.close(),
     }

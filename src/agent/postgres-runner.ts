@@ -2,12 +2,14 @@
 // lock_timeout and application_name set; the server's identity is its system identifier plus its
 // start time, and its lineage the system identifier alone: another node behind the DSN restarts the
 // deltas, a restart of the same server does not (the collectors tell a reset from the counters).
+// Deadlines cancel on the server: the pool is a CancellablePool (postgres-pool.ts).
 import postgres from 'postgres'
 import type { DatabaseSettings } from '../shared/wire.ts'
 import { postgresCollectors } from './collectors/postgres/index.ts'
 import type { PostgresCollector, PostgresContext } from './collectors/types.ts'
 import type { DatabaseConfig } from './config.ts'
-import { type CollectorPlan, Runner, type Session, type SessionBase, planFor, withDeadline } from './runner.ts'
+import { CancellablePool } from './postgres-pool.ts'
+import { type CollectorPlan, Runner, type Session, type SessionBase, abortable, planFor, withDeadline } from './runner.ts'
 
 export { type RunnerStatus, type RunnerTimings, defaultTimings } from './runner.ts'
 
@@ -52,34 +54,44 @@ export class PostgresRunner extends Runner<PostgresContext> {
     return postgresTarget(this.config.dsn)
   }
 
-  protected async open(base: SessionBase): Promise<Session<PostgresContext>> {
+  protected async open(base: SessionBase, signal: AbortSignal): Promise<Session<PostgresContext>> {
     const { timings, config } = this
-    const sql = postgres(config.dsn, {
-      max: 3,
-      connect_timeout: timings.connectTimeoutS,
-      idle_timeout: 120,
-      max_lifetime: 60 * 60,
-      onnotice: () => {},
-      connection: {
-        application_name: 'dbm-agent',
-        statement_timeout: timings.statementTimeoutMs,
-        lock_timeout: Math.min(1000, timings.statementTimeoutMs),
-        idle_in_transaction_session_timeout: 10_000,
-      },
-    })
+    const pool = new CancellablePool(
+      () =>
+        postgres(config.dsn, {
+          max: 3,
+          connect_timeout: timings.connectTimeoutS,
+          idle_timeout: 120,
+          max_lifetime: 60 * 60,
+          onnotice: () => {},
+          connection: {
+            application_name: 'dbm-agent',
+            statement_timeout: timings.statementTimeoutMs,
+            lock_timeout: Math.min(1000, timings.statementTimeoutMs),
+            idle_in_transaction_session_timeout: 10_000,
+          },
+        }),
+      this.cancelGraceMs,
+      timings.collectorDeadlineMs,
+    )
+    const sql = pool.sql
     try {
-      const [info] = await withDeadline(
-        sql`SELECT current_setting('server_version_num')::int AS num, current_setting('server_version') AS version,
-                   current_database() AS database, pg_postmaster_start_time()::text AS started`,
-        timings.connectTimeoutS * 1000,
-        `no PostgreSQL answered at ${dsnEndpoint(config.dsn).host}:${dsnEndpoint(config.dsn).port} within ${timings.connectTimeoutS} s`,
-        true,
+      const [info] = await abortable(
+        withDeadline(
+          sql`SELECT current_setting('server_version_num')::int AS num, current_setting('server_version') AS version,
+                     current_database() AS database, pg_postmaster_start_time()::text AS started`,
+          timings.connectTimeoutS * 1000,
+          `no PostgreSQL answered at ${dsnEndpoint(config.dsn).host}:${dsnEndpoint(config.dsn).port} within ${timings.connectTimeoutS} s`,
+          true,
+        ),
+        signal,
       )
       let systemId = '?'
       try {
-        const [row] = await sql`SELECT system_identifier::text AS id FROM pg_control_system()`
+        const [row] = await abortable(sql`SELECT system_identifier::text AS id FROM pg_control_system()`, signal)
         systemId = row?.id ?? '?'
-      } catch {
+      } catch (e) {
+        if (signal.aborted) throw e
         // pg_control_system() needs superuser or pg_monitor-like grants; the start time still tells restarts apart.
       }
       const started: string = info!.started
@@ -89,10 +101,10 @@ export class PostgresRunner extends Runner<PostgresContext> {
         major,
         identity: `${systemId}@${started}`,
         lineage: systemId === '?' ? null : systemId,
-        context: (now, settings) => ({
+        context: (now, settings, run) => ({
           ...base,
           database: info!.database,
-          sql,
+          sql: pool.view(run),
           versionNum: info!.num,
           major,
           pgLogDir: config.pgLogDir,
@@ -102,18 +114,18 @@ export class PostgresRunner extends Runner<PostgresContext> {
             collectReplication: settings?.collect_replication ?? true,
           },
         }),
-        ping: async () => {
-          await sql`SELECT 1`
+        ping: async (run) => {
+          await pool.view(run)`SELECT 1`
         },
-        sameServer: async () => {
-          const [row] = await sql`SELECT pg_postmaster_start_time()::text AS started`
+        sameServer: async (run) => {
+          const [row] = await pool.view(run)`SELECT pg_postmaster_start_time()::text AS started`
           return row!.started === started
         },
-        close: () => sql.end({ timeout: 2 }),
+        close: () => pool.close(),
       }
     } catch (e) {
-      // timeout 0 destroys a connection stuck in its handshake (a port that is not PostgreSQL).
-      await sql.end({ timeout: 0 }).catch(() => {})
+      // Destroyed at once: a connection stuck in its handshake (a port that is not PostgreSQL, a stopped server).
+      await pool.destroy()
       throw e
     }
   }

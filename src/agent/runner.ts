@@ -6,6 +6,10 @@
 // same server keeps the baselines (the collectors tell resets from the counters themselves).
 // The collectors' state is staged per run and committed only when the run finished within its
 // deadline, and saved next to the buffer after each cycle (src/agent/state.ts).
+// Deadlines cancel: each collector run, ping and identity check gets an AbortSignal that aborts at its
+// deadline (or when the runner stops); the session then stops the run's queries on the server and
+// closes what stays stuck after a short grace, and the runner goes on without waiting for them. So a
+// hung database costs one deadline per call, never a stalled reload or stop.
 // The engine parts (how to connect, what identifies the server, the collectors' context) are a
 // Session opened by the engine's runner: postgres-runner.ts and clickhouse-runner.ts.
 import type { EngineName } from '../shared/collectors.ts'
@@ -14,7 +18,7 @@ import type { AgentLogger, Collector, CollectorState } from './collectors/types.
 import type { DatabaseConfig } from './config.ts'
 import type { Shipper } from './shipper.ts'
 import { batchParts } from './split.ts'
-import { type StateOwner, StagedState, loadState, saveState } from './state.ts'
+import { SAVED_STATE_MAX_AGE_MS, type StateOwner, StagedState, loadState, saveState } from './state.ts'
 import { VERSION } from '../version.ts'
 
 export interface RunnerTimings {
@@ -27,7 +31,11 @@ export interface RunnerTimings {
   /** Deadline of one collector's whole run. */
   collectorDeadlineMs: number
   connectTimeoutS: number
+  /** How long cancelled queries get to stop before their connections are closed (a stopped backend never answers); default 1 s. */
+  cancelGraceMs?: number
 }
+
+const DEFAULT_CANCEL_GRACE_MS = 1_000
 
 export const defaultTimings: RunnerTimings = {
   pingIntervalMs: 10_000,
@@ -35,6 +43,7 @@ export const defaultTimings: RunnerTimings = {
   statementTimeoutMs: 5_000,
   collectorDeadlineMs: 10_000,
   connectTimeoutS: 10,
+  cancelGraceMs: DEFAULT_CANCEL_GRACE_MS,
 }
 
 export type CollectorPlan<Ctx> = { collector: Collector<Ctx>; run: true } | { collector: Collector<Ctx>; run: false; reason: string }
@@ -86,6 +95,40 @@ export function withDeadline<T>(promise: Promise<T>, ms: number, what: string, w
   return Promise.race([promise, deadline]).finally(() => clearTimeout(timer))
 }
 
+/** Settles as `promise` does, or rejects with the signal's reason as soon as it aborts. */
+export function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason)
+  let onAbort: (() => void) | undefined
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(signal.reason)
+    signal.addEventListener('abort', onAbort, { once: true })
+  })
+  return Promise.race([promise, aborted]).finally(() => signal.removeEventListener('abort', onAbort!))
+}
+
+/**
+ * Runs `work` under a deadline that cancels: after `ms` (rejecting with "<what> took longer than <ms> ms"),
+ * or when `parent` aborts (with its reason), the signal handed to `work` aborts and the promise rejects at
+ * once. What `work` returns late is dropped; the engine session stops its queries on the server.
+ */
+export function cancelAfter<T>(work: (signal: AbortSignal) => Promise<T>, ms: number, what: string, parent: AbortSignal): Promise<T> {
+  const run = new AbortController()
+  const timer = setTimeout(() => run.abort(new Error(`${what} took longer than ${ms} ms`)), ms)
+  const onParent = () => run.abort(parent.reason)
+  if (parent.aborted) onParent()
+  else parent.addEventListener('abort', onParent, { once: true })
+  let result: Promise<T>
+  try {
+    result = run.signal.aborted ? Promise.reject(run.signal.reason) : work(run.signal)
+  } catch (e) {
+    result = Promise.reject(e)
+  }
+  return abortable(result, run.signal).finally(() => {
+    clearTimeout(timer)
+    parent.removeEventListener('abort', onParent)
+  })
+}
+
 /** What the collectors of every engine get from the runner. */
 export interface SessionBase {
   name: string
@@ -104,11 +147,17 @@ export interface Session<Ctx> {
   identity: string
   /** What survives a restart of the same server (PostgreSQL's system identifier); null when it cannot be read. */
   lineage: string | null
-  context(now: number, settings: DatabaseSettings | undefined): Ctx
-  /** Throws when the server does not answer. */
-  ping(): Promise<void>
+  /**
+   * The collectors' context; with a signal, its queries are the run's: once the signal aborts, the
+   * session cancels them on the server, refuses new ones, and closes connections they leave stuck
+   * after the cancel grace, so that later queries never wait behind them.
+   */
+  context(now: number, settings: DatabaseSettings | undefined, signal?: AbortSignal): Ctx
+  /** Throws when the server does not answer; cancelled like a run when the signal aborts. */
+  ping(signal: AbortSignal): Promise<void>
   /** False when the server behind the connection is no longer the one opened (a restart, a failover). */
-  sameServer(): Promise<boolean>
+  sameServer(signal: AbortSignal): Promise<boolean>
+  /** Closes the connections, waiting for none longer than the cancel grace. */
   close(): Promise<void>
 }
 
@@ -121,7 +170,13 @@ export abstract class Runner<Ctx> {
   private cycleTimer: ReturnType<typeof setTimeout> | undefined
   private pingTimer: ReturnType<typeof setInterval> | undefined
   private failedPings = 0
+  /** The failure of the last ping while it failed: the database shows disconnected with it until a ping or a cycle succeeds. */
+  private pingError: string | null = null
+  /** A ping is under way: the next one waits for it (a ping's deadline may be longer than its period). */
+  private pinging = false
   private stopped = false
+  /** Aborted by stop(): cancels the call in progress (a collector, a ping, connecting). */
+  private readonly lifetime = new AbortController()
   private running: Promise<void> | undefined
   /** The collectors' memory across cycles (previous samples, watermarks). */
   protected readonly state = new Map<string, unknown>()
@@ -130,8 +185,8 @@ export abstract class Runner<Ctx> {
   readonly status: RunnerStatus
 
   protected abstract readonly collectors: Collector<Ctx>[]
-  /** Connects; the session's context carries `base`. */
-  protected abstract open(base: SessionBase): Promise<Session<Ctx>>
+  /** Connects; the session's context carries `base`. Gives up, closing what it opened, when `signal` aborts. */
+  protected abstract open(base: SessionBase, signal: AbortSignal): Promise<Session<Ctx>>
   /** Host and port for the batch's database description. */
   protected abstract endpoint(): { host: string; port: number }
   /** What the DSN points at, without its password: a saved state is used only for the same target. */
@@ -139,6 +194,8 @@ export abstract class Runner<Ctx> {
 
   /** The saved state read at construction, applied at the first connection if it belongs to that server. */
   private saved: ReturnType<typeof loadState> = { kind: 'none' }
+  /** When the saved state this runner took over was saved, until its first cycle has run. */
+  private resumedFrom: number | undefined
   /** The saved-state file failed to write: logged once until it works again. */
   private saveFailing = false
 
@@ -182,6 +239,11 @@ export abstract class Runner<Ctx> {
     this.settings = settings
   }
 
+  /** RunnerTimings.cancelGraceMs, or its default. */
+  protected get cancelGraceMs(): number {
+    return this.timings.cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS
+  }
+
   private get pollIntervalMs(): number {
     return this.settings ? this.settings.poll_interval_seconds * 1000 : this.config.pollIntervalMs
   }
@@ -203,10 +265,16 @@ export abstract class Runner<Ctx> {
     }, delayMs)
   }
 
+  /**
+   * Stops the loop. A cycle stuck in a query or in connecting is cancelled, not waited for: the stop takes
+   * about the cancel grace on a hung database. What the cycle collected before is still shipped (its
+   * collectors' state is committed), and the state is saved.
+   */
   async stop(): Promise<void> {
     this.stopped = true
     clearTimeout(this.cycleTimer)
     clearInterval(this.pingTimer)
+    this.lifetime.abort(new Error('the agent is stopping this database'))
     await this.running
     this.saveState()
     await this.disconnect()
@@ -253,7 +321,17 @@ export abstract class Runner<Ctx> {
       })
       return
     }
+    const age = Date.now() - saved.savedAt
+    if (age > SAVED_STATE_MAX_AGE_MS || age < 0) {
+      // Hours of activity sent as one cycle's deltas would stand as a spike in one minute of the charts.
+      this.log.warn('the saved collector state is older than an hour; statistics start from a new baseline and the gap is not counted', {
+        database: this.config.name,
+        saved_at: new Date(saved.savedAt).toISOString(),
+      })
+      return
+    }
     for (const [key, value] of saved.entries) this.state.set(key, value)
+    this.resumedFrom = saved.savedAt
     this.log.info('statistics go on from the saved baseline', {
       database: this.config.name,
       saved_at: new Date(saved.savedAt).toISOString(),
@@ -261,7 +339,7 @@ export abstract class Runner<Ctx> {
   }
 
   private async connect(): Promise<void> {
-    const session = await this.open({ name: this.config.name, state: this.state, notes: this.notes, log: this.log })
+    const session = await this.open({ name: this.config.name, state: this.state, notes: this.notes, log: this.log }, this.lifetime.signal)
     if (this.identity === undefined) {
       this.adoptSaved(session)
     } else if (this.identity !== session.identity) {
@@ -283,6 +361,7 @@ export abstract class Runner<Ctx> {
     this.session = session
     this.status.server_version = session.version
     this.failedPings = 0
+    this.pingError = null
     this.startSamplers(session)
     if (this.status.state !== 'connected') this.log.info('connected', { database: this.config.name, server_version: session.version })
     this.status.state = 'connected'
@@ -308,21 +387,42 @@ export abstract class Runner<Ctx> {
     await session?.close().catch(() => {})
   }
 
-  /** Health ping; after enough consecutive failures the connection is rebuilt at the next cycle. */
+  /**
+   * Health ping. The first failure marks the database disconnected (with the failure as its last error);
+   * a successful ping or cycle marks it connected again. After enough consecutive failures the connection
+   * is rebuilt at the next cycle.
+   */
   private async ping(): Promise<void> {
     const session = this.session
-    if (!session) return
+    if (!session || this.pinging) return
+    this.pinging = true
     try {
-      await withDeadline(session.ping(), this.timings.statementTimeoutMs, 'health ping')
+      await cancelAfter((signal) => session.ping(signal), this.timings.statementTimeoutMs, 'health ping', this.lifetime.signal)
       this.failedPings = 0
+      if (this.pingError !== null && this.session === session) this.markConnected()
     } catch (e) {
+      if (this.stopped) return
       this.failedPings++
+      this.pingError = `health ping failed: ${(e as Error).message}`
+      this.status.state = 'disconnected'
+      this.status.last_error = this.pingError
       this.log.warn('health ping failed', { database: this.config.name, failures: this.failedPings, cause: (e as Error).message })
       if (this.failedPings >= this.timings.reconnectAfterFailures) {
         this.log.warn('reconnecting after consecutive failed pings', { database: this.config.name, failures: this.failedPings })
-        this.status.state = 'disconnected'
         await this.disconnect()
       }
+    } finally {
+      this.pinging = false
+    }
+  }
+
+  /** The database answered again after a failed ping. */
+  private markConnected(): void {
+    if (this.status.last_error === this.pingError) this.status.last_error = null
+    this.pingError = null
+    if (this.status.state === 'disconnected') {
+      this.status.state = 'connected'
+      this.log.info('the database answers again', { database: this.config.name })
     }
   }
 
@@ -350,11 +450,11 @@ export abstract class Runner<Ctx> {
       this.status.state = 'disconnected'
       return
     }
-    const ctx = session.context(now, this.settings)
     const batch: IngestBatch = {
       batch_id: crypto.randomUUID(),
       collected_at: now,
-      interval_seconds: this.pollIntervalMs / 1000,
+      // The first cycle after taking over a saved state covers the time since it was saved.
+      interval_seconds: this.resumedFrom !== undefined ? Math.max(0, (now - this.resumedFrom) / 1000) : this.pollIntervalMs / 1000,
       agent_version: VERSION,
       database: {
         name: this.config.name,
@@ -364,37 +464,60 @@ export abstract class Runner<Ctx> {
         ...(Object.keys(this.config.tags).length > 0 ? { tags: this.config.tags } : {}),
       },
     }
+    this.resumedFrom = undefined
     const errors: { collector: string; message: string }[] = []
+    /** The state of the runs that finished in time, committed once their batch is delivered or buffered. */
+    const stages: StagedState[] = []
+    let finished = 0
     for (const plan of this.plans(session)) {
       if (!plan.run) {
         this.status.collectors[plan.collector.name] = `skipped: ${plan.reason}`
         continue
       }
+      // Stopping, or the ping loop closed the session (the next cycle reconnects): the cycle ends here.
+      if (this.lifetime.signal.aborted || this.session !== session) break
       const started = performance.now()
-      // The run's state reaches the runner's only if it finishes within the deadline.
+      // The run's state reaches the runner's only if it finishes within the deadline; past it, the run's
+      // queries are cancelled and whatever it returns later is dropped.
       const staged = new StagedState(this.state)
       try {
-        const sections = await withDeadline(plan.collector.collect({ ...ctx, state: staged }), this.timings.collectorDeadlineMs, plan.collector.name)
-        staged.commit()
+        const sections = await cancelAfter(
+          (signal) => plan.collector.collect({ ...session.context(now, this.settings, signal), state: staged }),
+          this.timings.collectorDeadlineMs,
+          plan.collector.name,
+          this.lifetime.signal,
+        )
+        stages.push(staged)
         Object.assign(batch, sections)
+        finished++
         const note = this.notes.get(plan.collector.name)
         this.status.collectors[plan.collector.name] = `ok in ${Math.round(performance.now() - started)} ms${note ? `; ${note}` : ''}`
       } catch (e) {
+        // Stopping is not the collector's failure: the run is dropped and the cycle ends.
+        if (this.lifetime.signal.aborted) break
         const message = (e as Error).message
         errors.push({ collector: plan.collector.name, message: message.slice(0, 2000) })
         this.status.collectors[plan.collector.name] = `failed: ${message}`
         this.log.warn('collector failed', { database: this.config.name, collector: plan.collector.name, cause: message })
       }
     }
+    // Stopped before any collector finished: nothing was committed, so there is nothing to ship.
+    if (this.lifetime.signal.aborted && finished === 0 && errors.length === 0) return
     if (errors.length > 0) batch.collector_errors = errors
     batch.collector_notes = [...this.notes].map(([collector, message]) => ({ collector, message: message.slice(0, 2000) }))
     for (const part of batchParts(batch, this.log)) await this.shipper.send(part)
-    // Saved once the batch is delivered or buffered: a restart goes on from the deltas it holds.
+    // Committed and saved once the batch is delivered or buffered: a baseline never passes deltas
+    // that were not handed on, and a restart goes on from the deltas the batch holds.
+    for (const staged of stages) staged.commit()
     this.saveState()
     this.status.buffered = this.shipper.buffered()
     const refusal = this.shipper.refusal()
     const failed = errors.length > 0 ? `${errors.length} collector(s) failed` : null
     this.status.last_error = refusal && failed ? `${refusal}; ${failed}` : (refusal ?? failed)
+    if (errors.length === 0 && !this.lifetime.signal.aborted && this.session === session) {
+      this.pingError = null
+      this.status.state = 'connected'
+    }
     // A full collection after each cycle (about 10 ms) keeps the agent's memory flat: what a cycle
     // allocates (result sets, the batch's JSON) is freed before the next database's cycle starts
     // instead of piling up until the collector runs on its own (bench/RESULTS.md, Agent).
@@ -404,7 +527,7 @@ export abstract class Runner<Ctx> {
   /** Detects a restart or a different node behind the DSN between cycles. */
   private async checkIdentity(session: Session<Ctx>): Promise<void> {
     try {
-      if (!(await withDeadline(session.sameServer(), this.timings.statementTimeoutMs, 'identity check'))) {
+      if (!(await cancelAfter((signal) => session.sameServer(signal), this.timings.statementTimeoutMs, 'identity check', this.lifetime.signal))) {
         // Reconnect to read the full identity; connect() logs a change and clears the baselines.
         await this.disconnect()
         await this.connect()

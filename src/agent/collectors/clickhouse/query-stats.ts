@@ -63,7 +63,8 @@ export const queryStats: ClickHouseCollector = {
   defaultEnabled: true,
 
   async collect(ctx) {
-    const state: State = (ctx.state.get('query_stats') as State | undefined) ?? {}
+    // A copy: the committed state changes only when this run finishes within its deadline.
+    const state: State = { ...(ctx.state.get('query_stats') as State | undefined) }
     ctx.state.set('query_stats', state)
     try {
       if (state.sinceUs === undefined) {

@@ -98,7 +98,9 @@ export const serverMetrics: ClickHouseCollector = {
   engine: 'clickhouse',
   defaultEnabled: true,
   async collect(ctx) {
-    const state: State = (ctx.state.get('server_metrics') as State | undefined) ?? {}
+    // A copy (its events are replaced, never changed): the committed state changes only when this run
+    // finishes within its deadline.
+    const state: State = { ...(ctx.state.get('server_metrics') as State | undefined) }
     ctx.state.set('server_metrics', state)
     const out: Record<string, number | null> = {}
     const set = (key: ServerGaugeKey | ServerCounterKey, value: number | null) => {

@@ -7,6 +7,9 @@
 // 2. auto_explain: JSON plans that auto_explain wrote to the server log, read from pg_log_dir.
 // Statements the agent's role may not read (no pg_read_all_data) are a warning logged once per set of
 // statements and a note in the collector's health status, not a silent debug line.
+// The collector's state (log offsets, the warned set) is copied each run, so a run past its deadline
+// leaves the committed one as it was; when plans were last sampled is a `cache:` key, kept even when
+// the sampling failed, so a sampling that times out is not retried every cycle.
 // plan_hash is computed from the plan's shape (node types, relations, indexes, join and scan
 // directions), not its costs, so a changed plan gets a new hash and a re-costed one does not.
 import { createHash } from 'node:crypto'
@@ -104,8 +107,10 @@ async function explainOne(ctx: PostgresContext, text: string): Promise<{ Plan: P
   }) as Promise<{ Plan: PlanNode } | undefined>
 }
 
+/** When plans were last sampled (epoch ms): kept at once, not staged (state.ts). */
+const SAMPLED_AT = 'cache:explain_plans:sampled_at'
+
 interface State {
-  lastSampledAt?: number
   logOffsets: Map<string, number>
   /** The statements refused for lack of privileges at the last sampling, once warned about. */
   deniedSet?: string
@@ -194,14 +199,13 @@ export const explainPlans: PostgresCollector = {
   defaultEnabled: true,
 
   async collect(ctx) {
-    let state = ctx.state.get('explain_plans') as State | undefined
-    if (!state) {
-      state = { logOffsets: new Map() }
-      ctx.state.set('explain_plans', state)
-    }
+    const previous = ctx.state.get('explain_plans') as State | undefined
+    const state: State = { ...previous, logOffsets: new Map(previous?.logOffsets) }
+    ctx.state.set('explain_plans', state)
     const plans: ExplainPlan[] = []
-    if (ctx.settings.collectExplainPlans && (state.lastSampledAt === undefined || ctx.now - state.lastSampledAt >= explainSampling.intervalMs)) {
-      state.lastSampledAt = ctx.now
+    const sampledAt = ctx.state.get(SAMPLED_AT) as number | undefined
+    if (ctx.settings.collectExplainPlans && (sampledAt === undefined || ctx.now - sampledAt >= explainSampling.intervalMs)) {
+      ctx.state.set(SAMPLED_AT, ctx.now)
       plans.push(...(await sample(ctx, state)))
     }
     if (ctx.pgLogDir) plans.push(...(await readAutoExplainPlans(ctx.pgLogDir, state.logOffsets, ctx.now, ctx.log)))
