@@ -1,5 +1,6 @@
 // The thin SQL driver that both store backends implement. Statements are written once with
 // PostgreSQL-style `$1` placeholders; the SQLite driver rewrites them to `?1`.
+import type { StoreAvailability } from './availability.ts'
 
 export type Dialect = 'sqlite' | 'postgres'
 
@@ -18,6 +19,10 @@ export interface SqlDriver {
    * (a PostgreSQL advisory lock; SQLite transactions are exclusive already).
    */
   transaction<T>(fn: (tx: SqlDriver) => Promise<T>, lockKey?: string): Promise<T>
+  /** A trivial query, for health checks: resolves when the store answers it. */
+  ping(): Promise<void>
+  /** PostgreSQL only: outage episodes of the server, from the outcome of every statement. */
+  readonly availability?: StoreAvailability
   /**
    * SQLite only: a number that changes whenever this store's data has changed (rows written since the
    * file was opened); undefined while a transaction is open. Lets the store keep read results in memory.

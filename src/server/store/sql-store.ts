@@ -147,6 +147,14 @@ export class SqlStore implements Store {
     return this.driver.generation?.()
   }
 
+  ping() {
+    return this.driver.ping()
+  }
+
+  get availability() {
+    return this.driver.availability
+  }
+
   get dialect() {
     return this.driver.dialect
   }

@@ -1,4 +1,5 @@
 import type { IngestBatch } from '../../shared/wire.ts'
+import type { StoreAvailability } from './availability.ts'
 import type { ClickHouseReader } from './sql-clickhouse.ts'
 import type { HealthStore } from './sql-health.ts'
 import type { RetentionStore } from './sql-retention.ts'
@@ -118,6 +119,10 @@ export interface Store {
    * several processes may share) and while a transaction is open. Lets callers keep derived results.
    */
   generation(): number | undefined
+  /** A trivial query, for health checks: resolves when the store answers it. */
+  ping(): Promise<void>
+  /** PostgreSQL only: the store's outage episodes (the SQLite file is this process's own). */
+  readonly availability?: StoreAvailability
   /** Reads of tables, indexes, active queries and locks (sql-objects.ts). */
   readonly objects: ObjectsReader
   /** Reads of waits, replication, bgwriter, WAL, I/O and database statistics (sql-internals.ts). */

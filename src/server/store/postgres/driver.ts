@@ -1,6 +1,8 @@
 // PostgreSQL driver over postgres.js. Every statement runs under a statement_timeout, int8 values
-// come back as JS numbers (epoch milliseconds and counters stay well below 2^53).
+// come back as JS numbers (epoch milliseconds and counters stay well below 2^53). Every statement's
+// outcome feeds the store's availability: postgres.js reconnects by itself once the server is back.
 import postgres from 'postgres'
+import { StoreAvailability, isStoreUnreachable } from '../availability.ts'
 import { type SqlDriver, StoreError, UniqueViolation } from '../driver.ts'
 
 export interface PostgresDriverOptions {
@@ -19,10 +21,25 @@ function wrap(error: unknown, sql: string): Error {
 
 type Sql = postgres.Sql<Record<string, never>> | postgres.TransactionSql<Record<string, never>>
 
+/** Runs one round trip to the server, telling `availability` whether the server answered it. */
+async function observed<T>(availability: StoreAvailability, send: () => Promise<T>): Promise<T> {
+  const sentAt = performance.now()
+  try {
+    const result = await send()
+    availability.answered(sentAt)
+    return result
+  } catch (e) {
+    if (isStoreUnreachable(e)) availability.unreachable(sentAt, e)
+    else availability.answered(sentAt) // the server answered, with an error of the statement
+    throw e
+  }
+}
+
 function driverOver(sql: Sql, root: PostgresDriver): SqlDriver {
+  const { availability } = root
   const q = async <T>(text: string, params: unknown[] = []): Promise<T[]> => {
     try {
-      return (await sql.unsafe(text, params as postgres.ParameterOrJSON<never>[])) as unknown as T[]
+      return (await observed(availability, () => sql.unsafe(text, params as postgres.ParameterOrJSON<never>[]))) as unknown as T[]
     } catch (e) {
       throw wrap(e, text)
     }
@@ -33,7 +50,7 @@ function driverOver(sql: Sql, root: PostgresDriver): SqlDriver {
     get: async (text, params) => (await q(text, params))[0] as any,
     run: async (text, params = []) => {
       try {
-        const result = await sql.unsafe(text, params as postgres.ParameterOrJSON<never>[])
+        const result = await observed(availability, () => sql.unsafe(text, params as postgres.ParameterOrJSON<never>[]))
         return result.count
       } catch (e) {
         throw wrap(e, text)
@@ -41,28 +58,50 @@ function driverOver(sql: Sql, root: PostgresDriver): SqlDriver {
     },
     exec: async (script) => {
       try {
-        await sql.unsafe(script).simple()
+        await observed(availability, () => sql.unsafe(script).simple())
       } catch (e) {
         throw wrap(e, script)
       }
     },
+    ping: () => root.ping(),
     transaction: (fn, lockKey) => root.transaction(fn, lockKey),
     close: () => root.close(),
   }
 }
 
+/** How long a pool replaced after an outage may finish what it still runs before it is closed, in seconds. */
+const RETIRED_POOL_GRACE_SECONDS = 5
+
 export class PostgresDriver implements SqlDriver {
   readonly dialect = 'postgres' as const
-  private readonly sql: postgres.Sql<Record<string, never>>
-  private readonly inner: SqlDriver
+  /** Outage episodes of this server, from the outcome of every statement. */
+  readonly availability = new StoreAvailability()
+  private sql: postgres.Sql<Record<string, never>>
+  private inner: SqlDriver
+  /** Pools replaced after an outage, still closing. */
+  private readonly retiring = new Set<Promise<void>>()
 
-  constructor(url: string, options: PostgresDriverOptions = {}) {
-    this.sql = postgres(url, {
-      max: options.max ?? 10,
+  constructor(
+    private readonly url: string,
+    private readonly options: PostgresDriverOptions = {},
+  ) {
+    this.sql = this.pool()
+    this.inner = driverOver(this.sql, this)
+    // postgres.js (3.4.9) keeps state from a connection lost mid-statement: the next statement on it
+    // fails with the old backend's error (57P01), and a lost transaction leaves its connection unable
+    // to reconnect. An outage therefore starts a fresh pool; the old one is closed.
+    this.availability.onChange((change) => {
+      if (!change.available) this.replacePool()
+    })
+  }
+
+  private pool(): postgres.Sql<Record<string, never>> {
+    return postgres(this.url, {
+      max: this.options.max ?? 10,
       connect_timeout: 10,
       idle_timeout: 60,
       onnotice: () => {},
-      connection: { statement_timeout: options.statementTimeoutMs ?? 15_000, application_name: 'dbm' },
+      connection: { statement_timeout: this.options.statementTimeoutMs ?? 15_000, application_name: 'dbm' },
       types: {
         bigint: {
           to: 20,
@@ -72,7 +111,17 @@ export class PostgresDriver implements SqlDriver {
         },
       } as any,
     })
+  }
+
+  private replacePool() {
+    const retired = this.sql
+    this.sql = this.pool()
     this.inner = driverOver(this.sql, this)
+    const closing = retired
+      .end({ timeout: RETIRED_POOL_GRACE_SECONDS })
+      .catch(() => {})
+      .finally(() => this.retiring.delete(closing))
+    this.retiring.add(closing)
   }
 
   all<T>(sql: string, params?: unknown[]) {
@@ -88,15 +137,48 @@ export class PostgresDriver implements SqlDriver {
     return this.inner.exec(script)
   }
 
+  async ping(): Promise<void> {
+    await this.inner.get('SELECT 1')
+  }
+
+  /**
+   * One transaction on a connection of its own, which the server commits whole or not at all: a
+   * connection lost before COMMIT rolls the transaction back on the server. (Lost during COMMIT, the
+   * outcome is unknown to the caller; ingest is safe to retry, as a batch_id is applied once.)
+   * BEGIN, COMMIT and ROLLBACK are sent here rather than by sql.begin(), which sends its ROLLBACK on a
+   * connection already lost: postgres.js then throws outside any caller and the connection never
+   * reconnects. A lost connection gets nothing more and is not handed back; its pool is replaced.
+   */
   async transaction<T>(fn: (tx: SqlDriver) => Promise<T>, lockKey?: string): Promise<T> {
-    return (await this.sql.begin(async (tx) => {
-      const d = driverOver(tx, this)
-      if (lockKey) await d.run('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [lockKey])
-      return fn({ ...d, transaction: (f) => f(d) })
-    })) as T
+    const sentAt = performance.now()
+    let connection: postgres.ReservedSql<Record<string, never>>
+    try {
+      connection = await this.sql.reserve()
+    } catch (e) {
+      if (isStoreUnreachable(e)) this.availability.unreachable(sentAt, e)
+      throw wrap(e, 'BEGIN')
+    }
+    const tx = driverOver(connection, this)
+    try {
+      await tx.run('BEGIN')
+      if (lockKey) await tx.run('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [lockKey])
+      const result = await fn({ ...tx, transaction: (f) => f(tx) })
+      await tx.run('COMMIT')
+      connection.release()
+      return result
+    } catch (e) {
+      if (!isStoreUnreachable(e)) {
+        const rolledBack = await tx.run('ROLLBACK').then(
+          () => true,
+          () => false,
+        )
+        if (rolledBack) connection.release()
+      }
+      throw e
+    }
   }
 
   async close(): Promise<void> {
-    await this.sql.end({ timeout: 5 })
+    await Promise.all([this.sql.end({ timeout: 5 }), ...this.retiring])
   }
 }

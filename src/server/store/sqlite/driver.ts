@@ -98,8 +98,22 @@ export class SqliteDriver implements SqlDriver {
           throw wrap(e, script)
         }
       },
+      ping: () => self.ping(),
       transaction: (fn) => self.transaction(fn),
       close: () => self.close(),
+    }
+  }
+
+  /**
+   * Reads the schema through the connection. It does not wait for an open transaction (a large batch
+   * may hold one for a while): one connection and synchronous statements make that safe, and the
+   * schema is no data of the transaction.
+   */
+  async ping(): Promise<void> {
+    try {
+      this.db.query('SELECT COUNT(*) FROM sqlite_master').get()
+    } catch (e) {
+      throw wrap(e, 'SELECT COUNT(*) FROM sqlite_master')
     }
   }
 
