@@ -1,6 +1,7 @@
 // The Elysia application: body parsing with size caps, auth rate limits by path, the one error
-// handler that answers {"error": ...}, and the route modules. `dbm serve` and the tests both build
-// the app through createApp, so tests exercise exactly what runs in production.
+// handler that answers {"error": ...} (503 while the store cannot be reached), /healthz (which asks the
+// store), and the route modules. `dbm serve` and the tests both build the app through createApp, so
+// tests exercise exactly what runs in production.
 import { Elysia, type ValidationError } from 'elysia'
 import { type Deps, clientAddress } from './context.ts'
 import { HttpError, tooManyRequests } from './http-error.ts'
@@ -15,6 +16,8 @@ import { healthRoutes } from './routes/health.ts'
 import { internalsRoutes } from './routes/internals.ts'
 import { objectRoutes } from './routes/objects.ts'
 import { queryRoutes } from './routes/queries.ts'
+import { logStoreOutages, storeAnswers, storeUnavailable } from './store-health.ts'
+import { isStoreUnreachable } from './store/availability.ts'
 import { resetPasswordPage } from './web/reset-password.ts'
 import dashboard from '../web/index.html'
 import { VERSION } from '../version.ts'
@@ -85,6 +88,7 @@ function validationMessage(error: ValidationError): string {
 
 export function createApp(deps: Deps) {
   const { log } = deps
+  logStoreOutages(deps.store, log)
   // Bun itself refuses bodies over maxRequestBodySize with an empty 413; ours answer in JSON below that.
   // The dashboard is Bun's HTML bundle: built into the executable by `bun build --compile` (from source,
   // bundled at the first request), served from memory at `/`; `development: false` keeps Bun's dev
@@ -132,6 +136,8 @@ export function createApp(deps: Deps) {
       else if (code === 'PARSE') failure = new HttpError(400, 'request body must be valid JSON')
       else if (code === 'VALIDATION') failure = new HttpError(400, validationMessage(error as ValidationError))
       else if (code === 'NOT_FOUND') failure = new HttpError(404, 'not found')
+      // Logged once per outage by logStoreOutages, not here for every request.
+      else if (isStoreUnreachable(error)) failure = storeUnavailable()
       else {
         const e = error as Error
         log.error('unhandled error', {
@@ -153,7 +159,11 @@ export function createApp(deps: Deps) {
         log.debug('request', { method: request.method, path: new URL(request.url).pathname, status: Number(set.status ?? 200) })
       }
     })
-    .get('/healthz', () => ({ status: 'ok', version: VERSION }))
+    .get('/healthz', async ({ set }) => {
+      if (await storeAnswers(deps.store)) return { status: 'ok', version: VERSION, store: 'ok' }
+      set.status = 503
+      return { status: 'unavailable', version: VERSION, store: 'unavailable' }
+    })
     .use(authRoutes(deps))
     .use(apiKeyRoutes(deps))
     .use(databaseRoutes(deps))

@@ -13,6 +13,7 @@ import { diagnose } from './doctor/index.ts'
 import type { Finding } from './doctor/types.ts'
 import { healthMonitorDefaults, retentionLimits } from './limits.ts'
 import type { FindingRecord, NotificationChannel, PendingNotification, Webhook } from './store/sql-health.ts'
+import { isStoreUnreachable } from './store/availability.ts'
 import { minuteFloor } from './store/sql-telemetry.ts'
 import { VERSION } from '../version.ts'
 
@@ -174,6 +175,11 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
   const retentionEveryMs = options.retentionEveryMs ?? healthMonitorDefaults.retentionEveryMs
   const webhookTimeoutMs = options.webhookTimeoutMs ?? healthMonitorDefaults.webhookTimeoutMs
 
+  /** Logs a failed pass, unless the store could not be reached: the outage itself is logged once by the app. */
+  function failed(what: string, error: unknown, fields: Record<string, unknown> = {}) {
+    if (!isStoreUnreachable(error)) log.error(what, { ...fields, cause: (error as Error).message })
+  }
+
   /** POSTs the notification; null on a 2xx answer, else why not. */
   async function post(webhook: Webhook, n: PendingNotification, now: number): Promise<string | null> {
     const body = JSON.stringify(webhookPayload(n, deps.publicUrl, now))
@@ -257,7 +263,7 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
         summary.alerts.resolved += changes.resolved.length
       } catch (e) {
         summary.failed++
-        log.error('health evaluation failed', { database: monitored.id, cause: (e as Error).message })
+        failed('health evaluation failed', e, { database: monitored.id })
       }
     }
     summary.notifications = await deliver(now)
@@ -285,7 +291,7 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
         summary.rows_deleted += await store.retention.sweepDatabase(db.id, { before: now - keepMs, minutesBefore, rollUpTo: now - HOUR }, batch)
         summary.databases++
       } catch (e) {
-        log.error('retention failed', { database: db.id, cause: (e as Error).message })
+        failed('retention failed', e, { database: db.id })
       }
     }
     summary.batch_ids_deleted = await store.retention.sweepBatchIds(now - retentionLimits.batchIdsMs, batch)
@@ -302,14 +308,14 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
     try {
       await runOnce(now)
     } catch (e) {
-      log.error('health evaluation failed', { cause: (e as Error).message })
+      failed('health evaluation failed', e)
     }
     if (now - lastRetention < retentionEveryMs) return
     lastRetention = now
     try {
       await runRetention(now)
     } catch (e) {
-      log.error('retention failed', { cause: (e as Error).message })
+      failed('retention failed', e)
     }
   }
 

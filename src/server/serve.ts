@@ -7,6 +7,7 @@ import { createLogger } from '../shared/log.ts'
 import { createHealthMonitor } from './health-monitor.ts'
 import { createMailer } from './mail.ts'
 import { rateEventRetentionMs } from './limits.ts'
+import { isStoreUnreachable } from './store/availability.ts'
 import { openStore } from './store/open.ts'
 import { VERSION } from '../version.ts'
 
@@ -52,7 +53,9 @@ export async function serve(config: ServeConfig): Promise<number> {
   })
 
   const sweep = setInterval(() => {
-    store.sweepRateEvents(Date.now() - rateEventRetentionMs).catch((e) => log.warn('rate-limit sweep failed', { cause: (e as Error).message }))
+    store.sweepRateEvents(Date.now() - rateEventRetentionMs).catch((e) => {
+      if (!isStoreUnreachable(e)) log.warn('rate-limit sweep failed', { cause: (e as Error).message })
+    })
   }, 10 * 60 * 1000)
   const monitor = createHealthMonitor(deps, { retentionDays: config.retentionDays })
   monitor.start()

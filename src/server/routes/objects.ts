@@ -7,6 +7,7 @@ import { type Principal, accessCookie, authenticate } from '../auth/principal.ts
 import type { Deps } from '../context.ts'
 import { HttpError, forbidden, notFound, unauthorized } from '../http-error.ts'
 import { resultLimits, activeStreamInterval } from '../limits.ts'
+import { isStoreUnreachable } from '../store/availability.ts'
 import { INDEX_SORTS, type IndexRow, type Point, TABLE_SORTS, type TableRow } from '../store/sql-objects.ts'
 import { rfc3339 } from '../views.ts'
 import { oneOf, query } from './schema.ts'
@@ -173,6 +174,8 @@ function activeStream(deps: Deps) {
           } catch (e) {
             if (state.closed) return
             if (e instanceof HttpError) return ws.close(1008, e.message.slice(0, 120))
+            // 1013, try again later: the page reconnects; the outage is logged once by the app.
+            if (isStoreUnreachable(e)) return ws.close(1013, 'store unavailable')
             deps.log.error('active query stream failed', { error: (e as Error)?.name, cause: (e as Error)?.message })
             return ws.close(1011, 'internal server error')
           }
