@@ -41,8 +41,8 @@ describe('dist/dbm', () => {
     expect(await runCommand([binary, 'version'])).toEqual({ exitCode: 0, stdout: `dbm ${pkg.version}\n`, stderr: '' })
   })
 
-  test('GET /healthz answers 200 with the version', async () => {
-    expect(await request(server.base, 'GET', '/healthz')).toEqual({ status: 200, body: { status: 'ok', version: pkg.version } })
+  test('GET /healthz answers 200 with the version and the store', async () => {
+    expect(await request(server.base, 'GET', '/healthz')).toEqual({ status: 200, body: { status: 'ok', version: pkg.version, store: 'ok' } })
   })
 
   test('signup creates an unverified organization and its owner', async () => {
@@ -119,6 +119,29 @@ describe('dist/dbm', () => {
     expect(me.body.api_key).toMatchObject({ name: 'e2e agent' })
     expect(me.body.user).toBeUndefined()
     expect(databaseId).not.toBe('')
+  })
+
+  test('a batch from a newer agent, with fields this binary does not know, is accepted and the fields are named at debug level', async () => {
+    const batchId = crypto.randomUUID()
+    const res = await request(server.base, 'POST', '/api/v1/ingest', {
+      apiKey,
+      body: {
+        batch_id: batchId,
+        collected_at: Date.now(),
+        interval_seconds: 10,
+        agent_version: '99.0.0',
+        database: { name: 'orders', engine: 'postgres', engine_version: '18.1', host: 'db.internal', port: 5432, cluster_role: 'primary' },
+        query_stats: [
+          { query_hash: 'q1', query_text: 'SELECT 1', calls: 3, total_time_ms: 1.5, rows: 3, shared_blks_hit: 0, shared_blks_read: 0, jit_time_ms: 0.1 },
+        ],
+        compression: 'zstd',
+      },
+    })
+    expect({ status: res.status, body: res.body }).toMatchObject({ status: 200, body: { database_id: databaseId, duplicate: false } })
+    const queries = await request(server.base, 'GET', `/api/v1/databases/${databaseId}/queries`, { apiKey })
+    expect(queries.body.map((q: any) => [q.query_hash, q.total_calls, q.total_rows])).toEqual([['q1', 3, 3]])
+    const line = server.stderr().split('\n').find((l) => l.includes(' DEBUG ingest: unknown fields ignored ') && l.includes(batchId))
+    expect(line).toContain(' fields=database.cluster_role,query_stats[].jit_time_ms,compression')
   })
 
   test('with no SMTP relay the verification mail is one log line with the default public URL', async () => {
