@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import { Agent } from '../../src/agent/agent.ts'
 import { createLogger } from '../../src/shared/log.ts'
+import { waitForBaseline, waitForCycles } from '../support/agent.ts'
 import { type PostgresServer, freePort, postgresMajors, sharedPostgres, startPostgres } from '../support/postgres.ts'
 import { type Account, type TestServer, agentAccount, createApiKey, signup, startTestServer, verify } from '../support/server.ts'
 import { until } from '../support/wait.ts'
@@ -80,7 +81,7 @@ describe('agent against every tested PostgreSQL major', () => {
           return (list.body as any[]).find((d) => d.name === `pg${major}` && d.status === 'connected')
         })
         expect(db.engine_version).toStartWith(`${major}.`)
-        await Bun.sleep(1200)
+        await waitForBaseline(agent, `pg${major}`)
         for (let i = 0; i < 19; i++) await session.unsafe(`SELECT id AS major_marker FROM major_${major} WHERE id = $1`, [(i % 10) + 1])
         expect(await until('19 calls', async () => ((await queryCalls(server, account, db.id, 'major_marker')) === 19 ? 19 : undefined))).toBe(19)
         const skipped = agent.runner(`pg${major}`)!.status.collectors
@@ -118,8 +119,8 @@ describe('agent against PostgreSQL 17', () => {
         return (list.body as any[]).find((d) => d.name === 'orders' && d.status === 'connected')
       })
       expect(db).toMatchObject({ engine: 'postgres', host: '127.0.0.1', port: pg.port, engine_version: expect.stringMatching(/^17\./) })
-      // The first cycle is the baseline; wait for one more so the workload lands in a delta.
-      await Bun.sleep(1200)
+      // The first cycle is the baseline: the workload after it lands in a delta.
+      await waitForBaseline(agent, 'orders')
       for (let i = 0; i < 37; i++) await workload`SELECT label FROM items WHERE id = ${i + 1} /* dbm-marker-1 */`
       const calls = await until('37 calls to appear', async () => {
         const n = await queryCalls(server, account, db.id, 'dbm-marker-1')
@@ -127,7 +128,7 @@ describe('agent against PostgreSQL 17', () => {
       })
       expect(calls).toBe(37)
       // And it stays 37: later cycles add nothing for an idle statement.
-      await Bun.sleep(1500)
+      await waitForCycles(agent, 'orders', 2)
       expect(await queryCalls(server, account, db.id, 'dbm-marker-1')).toBe(37)
       const q = (await server.call('GET', `/api/v1/databases/${db.id}/queries?limit=100`, { token: account.token })).body.find((r: any) =>
         r.query_text.includes('dbm-marker-1'),
@@ -159,10 +160,12 @@ describe('agent against PostgreSQL 17', () => {
         const b = list.find((d) => d.name === 'own-b' && d.status === 'connected')
         return a && b ? { a: a.id, b: b.id } : undefined
       })
-      await Bun.sleep(1200)
+      await waitForBaseline(agent, 'own-a')
+      await waitForBaseline(agent, 'own-b')
       for (let i = 0; i < 4; i++) await workload`SELECT id AS only_in_a FROM items WHERE id = ${i + 1}`
       expect(await until('4 calls in a', async () => ((await queryCalls(server, account, ids.a, 'only_in_a')) === 4 ? 4 : undefined))).toBe(4)
-      await Bun.sleep(1200)
+      // A cycle of b that began after the workload has delivered its batch.
+      await waitForCycles(agent, 'own-b', 1)
       expect(await queryCalls(server, account, ids.b, 'only_in_a')).toBeUndefined()
     } finally {
       await agent.stop()
@@ -183,7 +186,7 @@ describe('agent against PostgreSQL 17', () => {
         const list = await server.call('GET', '/api/v1/databases', { token: account.token })
         return (list.body as any[]).find((d) => d.name === 'bare')
       })
-      await Bun.sleep(3500)
+      await waitForCycles(agent, 'bare', 3)
       const warnings = logs.filter((l) => l.includes('pg_stat_statements is not installed'))
       expect(warnings).toHaveLength(1)
       expect(warnings[0]).toContain('CREATE EXTENSION pg_stat_statements')
@@ -261,10 +264,12 @@ describe('agent against PostgreSQL 17', () => {
     try {
       // Nothing listens on the port: batches go to the buffer file.
       await until('the buffer file', async () => (existsSync(bufferFile) ? true : undefined))
-      await Bun.sleep(1200) // past the baseline cycle
+      await waitForBaseline(agent, 'outage')
       // (pg_stat_statements ignores comments and constants when it identifies a statement, so this one differs in shape.)
       for (let i = 0; i < 23; i++) await workload`SELECT id AS dbm_marker_2, label FROM items WHERE id = ${i + 1}`
-      await Bun.sleep(2500) // several retry periods with the API down
+      // A cycle after the workload has buffered its batch, and retries have failed with the API down.
+      await waitForCycles(agent, 'outage', 1)
+      await until('three buffered batches', async () => ((agent.runner('outage')?.status.buffered ?? 0) >= 3 ? true : undefined))
       expect(existsSync(bufferFile)).toBe(true)
       const buffered = agent.runner('outage')!.status.buffered
       expect(buffered).toBeGreaterThanOrEqual(3)

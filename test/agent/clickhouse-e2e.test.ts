@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { checkConfig } from '../../src/agent/check.ts'
 import { loadAgentConfig } from '../../src/agent/config.ts'
-import { type AgentRig, startAgentRig } from '../support/agent.ts'
+import { type AgentRig, startAgentRig, waitForCycles } from '../support/agent.ts'
 import { type ClickHouseRig, startClickHouse } from '../support/clickhouse.ts'
 import { createSystemLogTables, dropSystemLogTables, seedQueryLog } from '../support/clickhouse-system-tables.ts'
 import { until } from '../support/wait.ts'
@@ -64,7 +64,7 @@ describe('ClickHouse through the agent', () => {
     const detail = await rig.api(`/queries/${hash}`)
     expect(detail).toMatchObject({ query_hash: hash, total_calls: 5, read_bytes: 5 * 4096, memory_bytes: 5 << 20, errors: 1, p99_ms: p99 })
     // Later cycles add nothing: the rows are counted once.
-    await Bun.sleep(2500)
+    await waitForCycles(rig.agent, 'events', 2)
     expect(((await rig.api('/queries')) as any[]).find((q) => q.query_hash === hash)).toMatchObject({ total_calls: 5 })
   })
 

@@ -1,6 +1,6 @@
 // The real agent in this process watching one database (polled every second) and pushing to a test
 // server of its own with a verified account: what the agent's end-to-end tests share. The tests read
-// the results back through the API.
+// the results back through the API, and wait on the agent's cycles rather than on the clock.
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Agent, type AgentOptions } from '../../src/agent/agent.ts'
@@ -50,4 +50,34 @@ export async function startAgentRig(dsn: string, name: string, dir: string, timi
       await server.stop()
     },
   }
+}
+
+/**
+ * Waits until `count` cycles of the runner of `name` that began after this call have finished: their
+ * batches are delivered (or buffered, with the API down). A cycle's start is its last_cycle_at; the next
+ * start means the one before has ended, so `count` + 1 new starts are waited for. A start missed between
+ * two looks only makes the wait longer.
+ */
+export async function waitForCycles(agent: Agent, name: string, count: number, timeoutMs = 20_000): Promise<void> {
+  const before = agent.runner(name)?.status.last_cycle_at
+  const starts = new Set<string>()
+  await until(
+    `${count} more cycles of ${name}`,
+    async () => {
+      const at = agent.runner(name)?.status.last_cycle_at
+      if (at && at !== before) starts.add(at)
+      return starts.size > count ? true : undefined
+    },
+    { everyMs: 20, timeoutMs },
+  )
+}
+
+/**
+ * Waits until the runner of `name` has taken its query_stats baseline: statements run from then on are
+ * counted in a later cycle's deltas.
+ */
+export async function waitForBaseline(agent: Agent, name: string): Promise<void> {
+  await until(`the query_stats baseline of ${name}`, async () => (agent.runner(name)?.status.collectors.query_stats?.startsWith('ok') ? true : undefined), {
+    everyMs: 20,
+  })
 }
