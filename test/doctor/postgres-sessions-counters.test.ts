@@ -69,11 +69,14 @@ test('temp files: the spilling statement named; info, then warning as spills add
   const [setWorkMem] = finding.how_to_fix[0].split(';')
   expect(setWorkMem).toBe("SET work_mem = '8MB'")
 
-  // The fix's work_mem keeps the sort in memory: no new temp bytes.
+  // The fix's work_mem keeps the sort in memory: no new temp bytes, once the statement's own statistics
+  // (its scan of events, flushed with any temp bytes it had) have arrived.
+  const scans = async () => Number((await rig.sql`SELECT seq_scan FROM pg_stat_user_tables WHERE relname = 'events'`)[0]!.seq_scan)
+  const scansBefore = await scans()
   await spiller.unsafe(setWorkMem)
   await spiller`SELECT token FROM events ORDER BY token`
   await spiller`SELECT pg_stat_force_next_flush()`
-  await Bun.sleep(300)
+  await until('the sort\'s scan in pg_stat_user_tables', async () => ((await scans()) > scansBefore ? true : undefined))
   expect((await databaseCounters()).temp_bytes).toBe(counters.temp_bytes)
   await spiller`SET work_mem = '64kB'`
 

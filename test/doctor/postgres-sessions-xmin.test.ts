@@ -204,9 +204,19 @@ describe('xmin horizon held by a prepared transaction and by a replication slot 
     await twoPhase`UPDATE ledger SET v = 1 WHERE id = 1`
     await twoPhase`PREPARE TRANSACTION 'dbm_test_prepared'`
     const waiter = connect(dsn)
+    const [{ pid: waiterPid }] = (await waiter`SELECT pg_backend_pid() AS pid`) as unknown as [{ pid: number }]
     const waiting = waiter`UPDATE ledger SET v = 2 WHERE id = 1`.catch((e: Error) => e)
     await burnXids(sql, 150)
-    await Bun.sleep(1100)
+    // Wall-clock time has to pass here, not a cycle: the prepared transaction a second old (its age is
+    // reported in whole seconds) and the waiter a second in its lock wait (the blocked-sessions warning).
+    // Both ages are read from the server's clock, as the agent reads them, so the wait ends when they are
+    // reached however busy the machine is.
+    await until('the prepared transaction and the lock wait to last a second', async () => {
+      const [ages] = await sql<{ prepared_s: number | null; waited_s: number | null }[]>`
+        SELECT (SELECT extract(epoch FROM clock_timestamp() - prepared)::float8 FROM pg_prepared_xacts WHERE gid = 'dbm_test_prepared') AS prepared_s,
+               (SELECT extract(epoch FROM clock_timestamp() - waitstart)::float8 FROM pg_locks WHERE pid = ${waiterPid} AND NOT granted) AS waited_s`
+      return ages && (ages.prepared_s ?? 0) >= 1 && (ages.waited_s ?? 0) >= 1 ? true : undefined
+    }, { everyMs: 20 })
 
     const [finding, ...others] = await findings('pg_xmin_horizon')
     expect(others).toEqual([])

@@ -42,22 +42,46 @@ async function waitForState(pid: number, predicate: (row: { state: string; wait_
   })
 }
 
+/**
+ * Waits until each pid's statement (`query_start`) or idle spell in its transaction (`state_change`) is at
+ * least the given seconds old by the server's clock: the clock the agent measures durations with, read
+ * later by the agent, so the ages it reports are at least these. These waits are for wall-clock time
+ * (thresholds in seconds), not for a cycle; they end as soon as the ages are reached, and what a busy
+ * machine adds falls into the margins left below each upper bound.
+ */
+async function waitForAges(since: 'query_start' | 'state_change', ages: [pid: number, seconds: number][]) {
+  await until(`${ages.map(([pid, s]) => `pid ${pid} ${s} s past its ${since}`).join(', ')}`, async () => {
+    const rows = await rig.sql<{ pid: number; query_s: number | null; state_s: number | null }[]>`
+      SELECT pid, extract(epoch FROM clock_timestamp() - query_start)::float8 AS query_s, extract(epoch FROM clock_timestamp() - state_change)::float8 AS state_s
+      FROM pg_stat_activity WHERE pid = ANY(${ages.map(([pid]) => pid)}::int[])`
+    const age = (pid: number) => {
+      const row = rows.find((r) => r.pid === pid)
+      return (since === 'query_start' ? row?.query_s : row?.state_s) ?? 0
+    }
+    return ages.every(([pid, seconds]) => age(pid) >= seconds) ? true : undefined
+  }, { everyMs: 20 })
+}
+
 const byKey = (findings: any[]) => Object.fromEntries(findings.map((f) => [f.key, f]))
 
 test('long-running statements: warning past 1 s, critical past 4 s, the third counted in a summary; their cancel command cures them', async () => {
   await rig.cycle()
   expect(await rig.findings('pg_long_running_queries')).toEqual([])
+  // The second starts 1.4 s after the first and the third just after the second, so the first is ~2.7 s
+  // into its statement when the third passes 1 s: the first reports 3 s (2.5 s and up round to it) with
+  // ~1.3 s to spare before 4 s (critical), and later the second is ~1.4 s short of 4 s when the first
+  // passes it.
   const sleepers = []
-  for (let i = 0; i < 3; i++) {
+  for (const gap of [1.4, 0.2, 0]) {
     const s = await session()
     const running = s.sql`SELECT pg_sleep(60) AS long_sleep_marker`.catch((e: Error) => e)
     await waitForState(s.pid, (r) => r.state === 'active')
-    sleepers.push({ ...s, running, started: performance.now() })
-    if (i < 2) await Bun.sleep(1000)
+    sleepers.push({ ...s, running })
+    await waitForAges('query_start', [[s.pid, gap]])
   }
   const [first, second, third] = sleepers as [(typeof sleepers)[0], (typeof sleepers)[0], (typeof sleepers)[0]]
-  // ~3.2 s, ~2.2 s and ~1.2 s into their statements: all three past 1 s, none past 4 s.
-  await Bun.sleep(Math.max(0, 1200 - (performance.now() - third.started)))
+  // All three past 1 s, none past 4 s.
+  await waitForAges('query_start', [[third.pid, 1], [first.pid, 2.6]])
   await rig.cycle()
   let findings = byKey(await rig.findings('pg_long_running_queries'))
   expect(Object.keys(findings).sort()).toEqual(['pg_long_running_queries', `pg_long_running_queries:pid ${first.pid}`, `pg_long_running_queries:pid ${second.pid}`].sort())
@@ -78,8 +102,8 @@ test('long-running statements: warning past 1 s, critical past 4 s, the third co
     metrics: { statements: 1 },
   })
 
-  // Past 4 s the first is critical; the second (~3.3 s) is still a warning.
-  await Bun.sleep(Math.max(0, 4300 - (performance.now() - first.started)))
+  // Past 4 s the first is critical; the second (~2.6 s) is still a warning.
+  await waitForAges('query_start', [[first.pid, 4]])
   await rig.cycle()
   findings = byKey(await rig.findings('pg_long_running_queries'))
   expect(findings[`pg_long_running_queries:pid ${first.pid}`]).toMatchObject({ severity: 'critical', title: expect.stringMatching(/^Statement running for 4\.\d s$/) })
@@ -98,8 +122,8 @@ test('idle in transaction: the session, its idle time, transaction age and locks
   const s = await session()
   await s.sql`BEGIN`
   await s.sql`SELECT count(*) FROM orders`
-  const opened = performance.now()
-  await Bun.sleep(1200)
+  // Idle past 1 s (a warning); idle_s must then read under 4, leaving ~2.5 s of margin.
+  await waitForAges('state_change', [[s.pid, 1]])
   await rig.cycle()
   let [finding, ...others] = await rig.findings('pg_idle_in_transaction')
   expect(others).toEqual([])
@@ -123,7 +147,7 @@ test('idle in transaction: the session, its idle time, transaction age and locks
     "ALTER SYSTEM SET idle_in_transaction_session_timeout = '1min'; SELECT pg_reload_conf();   -- server-wide default",
   ])
 
-  await Bun.sleep(Math.max(0, 4300 - (performance.now() - opened)))
+  await waitForAges('state_change', [[s.pid, 4]])
   await rig.cycle()
   ;[finding] = await rig.findings('pg_idle_in_transaction')
   expect(finding).toMatchObject({ key: `pg_idle_in_transaction:pid ${s.pid}`, severity: 'critical' })
@@ -149,7 +173,12 @@ test('blocked sessions: the root blocker named with the sessions queued behind i
   }
   await queue(2)
   await queue(3)
-  await Bun.sleep(1100)
+  // The first waiter a second in its lock wait by the server's clock (pg_locks.waitstart, as the agent reads it).
+  await until('a lock wait of a second', async () => {
+    const [row] = await rig.sql<{ waited_s: number | null }[]>`
+      SELECT extract(epoch FROM clock_timestamp() - waitstart)::float8 AS waited_s FROM pg_locks WHERE pid = ${waiters[0]!.pid} AND NOT granted`
+    return (row?.waited_s ?? 0) >= 1 ? true : undefined
+  }, { everyMs: 20 })
   await rig.cycle()
   let findings = await rig.findings('pg_blocked_sessions')
   expect(findings).toHaveLength(1)
