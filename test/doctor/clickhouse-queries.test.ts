@@ -70,9 +70,13 @@ test('failed queries without query_log, from system.events: a warning; successfu
 })
 
 test("query p99 from the agent's server-wide gauge: warning, critical, cured; the overview shows the same p99", async () => {
-  // The store keeps one p99 a minute (the latest): the whole story fits in one minute.
-  const second = new Date().getSeconds()
-  if (second >= 50) await Bun.sleep((61 - second) * 1000)
+  // The store keeps one p99 a minute (the latest), by the minute the agent's cycle began in: the whole
+  // story's three cycles must begin in one minute. It takes about a second, so it starts only with 20 s of
+  // the minute left, else at the next minute (a wait for wall-clock time, not for a cycle); and each
+  // cycle is checked to have begun in the first one's minute, so a story that ran over would say so.
+  const left = 60_000 - (Date.now() % 60_000)
+  if (left < 20_000) await Bun.sleep(left + 200)
+  const cycleMinute = () => Math.floor(Date.parse(rig.agent.runner('target')!.status.last_cycle_at!) / 60_000)
   // 149 calls of one statement at 2 s and one of another at 60 s: the server's p99 is 2 s, while the
   // slow statement's own p99 is 60 s (what the overview would show without the server-wide gauge).
   await seed([
@@ -80,6 +84,7 @@ test("query p99 from the agent's server-wide gauge: warning, critical, cured; th
     { query: 'SELECT count() FROM hits GROUP BY user', ms: 60_000, times: 1 },
   ])
   await rig.cycle()
+  const minute = cycleMinute()
   const [warning] = await rig.findings('ch_query_p99')
   expect(warning).toMatchObject({
     key: 'ch_query_p99',
@@ -94,13 +99,15 @@ test("query p99 from the agent's server-wide gauge: warning, critical, cured; th
 
   await seed([{ query: 'SELECT * FROM hits WHERE day = today()', ms: 20_000, times: 150 }])
   await rig.cycle()
+  expect(cycleMinute()).toBe(minute)
   expect(await rig.findings('ch_query_p99')).toEqual([expect.objectContaining({ severity: 'critical', metrics: expect.objectContaining({ p99_ms: 20_000, queries: 300 }) })])
 
   await seed([{ query: 'SELECT 1', ms: 10, times: 150 }])
   await rig.cycle()
+  expect(cycleMinute()).toBe(minute)
   expect(await rig.findings('ch_query_p99')).toEqual([])
   expect((await rig.api('/overview')).query_p99_ms).toBe(10)
-})
+}, 60_000)
 
 test('failed queries from query_log: critical with the statements that failed most, then a warning, then cured', async () => {
   // Everything in this query_log was seeded: 450 finished queries by the test before, and now 150 failures.
