@@ -2,6 +2,7 @@
 // include_revoked, revoke 204 with immediate effect, both accepted headers.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { type TestServer, createApiKey, signup, startTestServer, storeKinds } from '../support/server.ts'
+import { until } from '../support/wait.ts'
 
 for (const kind of storeKinds) {
   describe(`api keys (${kind})`, () => {
@@ -38,9 +39,12 @@ for (const kind of storeKinds) {
       // A key can create further keys.
       const child = await server.call('POST', '/api/v1/api-keys', { apiKey: key, body: { name: 'made by a key' } })
       expect(child.status).toBe(201)
-      await Bun.sleep(20)
-      const list = await server.call('GET', '/api/v1/api-keys', { token: account.token })
-      const used = list.body.find((k: any) => k.name === 'test key')
+      // The use is recorded after the request is answered, without holding it up.
+      const used = await until('last_used_at to be recorded', async () => {
+        const list = await server.call('GET', '/api/v1/api-keys', { token: account.token })
+        const key = list.body.find((k: any) => k.name === 'test key')
+        return key?.last_used_at ? key : undefined
+      }, { everyMs: 20 })
       expect(Date.parse(used.last_used_at)).toBeGreaterThan(Date.now() - 60_000)
     })
 
