@@ -142,8 +142,10 @@ describe('deadlines that cancel', () => {
       bufferDir: dir,
       log: createLogger('debug', (l) => logs.push(l)),
       timings: {
-        // As in production (10 s, 5 s, 10 s), 3 failed pings take longer than a collector's deadline.
+        // As in production (3 pings 10 s apart against a 10 s deadline), the pings give up on the
+        // connection well after a collector's deadline, even when a loaded machine delays the cycle.
         pingIntervalMs: 1000,
+        reconnectAfterFailures: 8,
         connectTimeoutS: 2,
         statementTimeoutMs: 1000,
         collectorDeadlineMs: DEADLINE_MS,
