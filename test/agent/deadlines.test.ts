@@ -18,7 +18,7 @@ import { Shipper } from '../../src/agent/shipper.ts'
 import { loadState } from '../../src/agent/state.ts'
 import { createLogger } from '../../src/shared/log.ts'
 import { type ClickHouseRig, startClickHouse } from '../support/clickhouse.ts'
-import { type PostgresServer, startPostgres } from '../support/postgres.ts'
+import { type PostgresServer, startPostgres, statementsDatabase } from '../support/postgres.ts'
 import { type Account, type TestServer, agentAccount, startTestServer } from '../support/server.ts'
 import { until } from '../support/wait.ts'
 
@@ -43,15 +43,7 @@ beforeAll(async () => {
     startPostgres(17, ['-c', 'shared_preload_libraries=pg_stat_statements']),
     startPostgres(17, ['-c', 'shared_preload_libraries=pg_stat_statements']),
   ])
-  hungDsn = await hungServer.freshDatabase()
-  healthyDsn = await healthyServer.freshDatabase()
-  for (const dsn of [hungDsn, healthyDsn]) {
-    const setup = postgres(dsn, { max: 1, onnotice: () => {} })
-    await setup`CREATE EXTENSION pg_stat_statements`
-    await setup`CREATE TABLE t (id int PRIMARY KEY)`
-    await setup`INSERT INTO t SELECT generate_series(1, 50)`
-    await setup.end()
-  }
+  ;[hungDsn, healthyDsn] = await Promise.all([statementsDatabase(hungServer), statementsDatabase(healthyServer)])
   server = await startTestServer('sqlite')
   ;({ account, key } = await agentAccount(server))
 })

@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import { Agent } from '../../src/agent/agent.ts'
 import { createLogger } from '../../src/shared/log.ts'
-import { type PostgresServer, startPostgres } from '../support/postgres.ts'
+import { type PostgresServer, startPostgres, statementsDatabase } from '../support/postgres.ts'
 import { type Account, type TestServer, agentAccount, createApiKey, startTestServer } from '../support/server.ts'
 import { until } from '../support/wait.ts'
 
@@ -21,12 +21,7 @@ const dirs: string[] = []
 
 beforeAll(async () => {
   pg = await startPostgres(16, ['-c', 'shared_preload_libraries=pg_stat_statements'])
-  dsn = await pg.freshDatabase()
-  const setup = postgres(dsn, { max: 1, onnotice: () => {} })
-  await setup`CREATE EXTENSION pg_stat_statements`
-  await setup`CREATE TABLE t (id int PRIMARY KEY)`
-  await setup`INSERT INTO t SELECT generate_series(1, 50)`
-  await setup.end()
+  dsn = await statementsDatabase(pg)
   server = await startTestServer('sqlite')
   ;({ account, key } = await agentAccount(server))
 })

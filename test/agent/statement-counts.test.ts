@@ -13,7 +13,7 @@ import { PostgresRunner, defaultTimings } from '../../src/agent/postgres-runner.
 import { Shipper } from '../../src/agent/shipper.ts'
 import { stateFileName } from '../../src/agent/state.ts'
 import { createLogger } from '../../src/shared/log.ts'
-import { type PostgresServer, postgresMajors, sharedPostgres, startPostgres } from '../support/postgres.ts'
+import { type PostgresServer, postgresMajors, sharedPostgres, startPostgres, statementsDatabase } from '../support/postgres.ts'
 import { type Account, type TestServer, agentAccount, startTestServer } from '../support/server.ts'
 
 let server: TestServer
@@ -67,11 +67,8 @@ interface Target {
 }
 
 async function target(pg: PostgresServer, marker: string): Promise<Target> {
-  const dsn = await pg.freshDatabase()
+  const dsn = await statementsDatabase(pg, 100)
   const sql = postgres(dsn, { max: 1, onnotice: () => {} })
-  await sql`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`
-  await sql`CREATE TABLE t (id int PRIMARY KEY)`
-  await sql`INSERT INTO t SELECT generate_series(1, 100)`
   cleanups.push(() => sql.end({ timeout: 1 }))
   const name = `counts-${++counter}`
   const dir = mkdtempSync(join(tmpdir(), 'dbm-counts-'))

@@ -136,6 +136,23 @@ export async function startPostgres(major = 17, extraFlags: string[] = []): Prom
   }
 }
 
+/**
+ * A fresh database on `server` with pg_stat_statements and a table `t (id int PRIMARY KEY)` holding
+ * 1..rows: what the statement-counting tests run their marker statements against. Returns its URL.
+ */
+export async function statementsDatabase(server: PostgresServer, rows = 50): Promise<string> {
+  const dsn = await server.freshDatabase()
+  const setup = postgres(dsn, { max: 1, onnotice: () => {} })
+  try {
+    await setup`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`
+    await setup`CREATE TABLE t (id int PRIMARY KEY)`
+    await setup`INSERT INTO t SELECT generate_series(1, ${rows}::int)`
+  } finally {
+    await setup.end()
+  }
+  return dsn
+}
+
 const shared = new Map<number, Promise<PostgresServer>>()
 
 /** The process-wide server of that major, started on first use. */
