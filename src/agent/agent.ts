@@ -8,6 +8,7 @@ import { type AgentConfig, ConfigError, type DatabaseConfig, loadAgentConfig } f
 import { PostgresRunner } from './postgres-runner.ts'
 import { type Runner, type RunnerStatus, type RunnerTimings, defaultTimings } from './runner.ts'
 import { ApiHealth, type ShippingCounters, type ShippingStatus, Shipper, newShippingCounters, redactEndpoint } from './shipper.ts'
+import { othersMayWrite } from './own-file.ts'
 import { stateFileName } from './state.ts'
 import { VERSION } from '../version.ts'
 
@@ -80,6 +81,12 @@ export class Agent {
       databases: this.config.databases.map((d) => d.name).join(','),
       api: redactEndpoint(this.config.api.endpoint),
     })
+    if (othersMayWrite(this.options.bufferDir)) {
+      this.options.log.warn(
+        'other users may create files in the buffer directory: buffer or state files they plant there are refused, which stops buffering; give the agent a directory of its own (--buffer-dir)',
+        { buffer_dir: this.options.bufferDir },
+      )
+    }
     // The databases' cycles are spread over the first 10 s (or the poll interval, when shorter), so that
     // they do not all query, allocate and post at the same moment.
     const count = this.config.databases.length

@@ -9,6 +9,7 @@
 // `<file>.corrupt-<timestamp>` with an error log, and a fresh buffer takes its place.
 import { Database } from 'bun:sqlite'
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, renameSync, rmSync, statSync } from 'node:fs'
+import { CREATE_NO_FOLLOW, unsafeFileReason } from './own-file.ts'
 import { dirname, join } from 'node:path'
 import type { AgentLogger } from './collectors/types.ts'
 
@@ -94,8 +95,12 @@ export class DiskBuffer {
     if (this.db) return this.db
     mkdirSync(dirname(this.path), { recursive: true })
     // The batches hold query texts: the file is the agent user's alone (SQLite gives its -wal and
-    // -shm files the same mode).
-    closeSync(openSync(this.path, 'a', 0o600))
+    // -shm files the same mode), and one planted by another user is not used.
+    for (const file of [this.path, `${this.path}-wal`, `${this.path}-shm`]) {
+      const unsafe = unsafeFileReason(file)
+      if (unsafe) throw Object.assign(new Error(`${file} cannot be used for the buffer: ${unsafe}`), { code: 'EUNSAFE' })
+    }
+    closeSync(openSync(this.path, CREATE_NO_FOLLOW, 0o600))
     chmodSync(this.path, 0o600)
     const db = new Database(this.path, { create: true })
     try {

@@ -5,9 +5,10 @@
 //   cycle, with what identifies the server and the DSN's target, and loaded when a runner starts: an
 //   agent restart, a config edit or a key rotation goes on from the last baseline instead of a new one.
 // Keys starting with `cache:` hold what can be fetched again (statement texts): neither staged nor saved.
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import type { CollectorState } from './collectors/types.ts'
+import { unsafeFileReason } from './own-file.ts'
 
 export const CACHE_PREFIX = 'cache:'
 
@@ -111,19 +112,42 @@ function fromSaved(value: unknown): unknown {
   return out
 }
 
+/** A saved state larger than this is not read (50,000 statements take about 5 MB). */
+const MAX_STATE_BYTES = 256 * 1024 * 1024
+
+/** True when every number in `value` is finite and not negative. */
+function countsOnly(value: unknown): boolean {
+  if (typeof value === 'number') return Number.isFinite(value) && value >= 0
+  if (value === null || typeof value !== 'object') return true
+  if (Array.isArray(value)) return value.every(countsOnly)
+  return Object.values(value).every(countsOnly)
+}
+
 export type LoadedState = { kind: 'none' } | { kind: 'loaded'; owner: StateOwner; savedAt: number; entries: Map<string, unknown> } | { kind: 'unusable'; reason: string }
 
 /** The saved state in `path`, if any; a file from another format or that does not parse is unusable. */
 export function loadState(path: string): LoadedState {
   if (!existsSync(path)) return { kind: 'none' }
+  const unsafe = unsafeFileReason(path)
+  if (unsafe) return { kind: 'unusable', reason: unsafe }
   try {
+    if (statSync(path).size > MAX_STATE_BYTES) return { kind: 'unusable', reason: `larger than ${MAX_STATE_BYTES} bytes` }
     const saved = JSON.parse(readFileSync(path, 'utf8')) as SavedState
     if (saved?.format !== STATE_FORMAT) return { kind: 'unusable', reason: `saved by another agent version (format ${saved?.format})` }
-    if (typeof saved.target !== 'string' || !Array.isArray(saved.entries)) return { kind: 'unusable', reason: 'not a state file' }
+    const wellFormed =
+      typeof saved.target === 'string' &&
+      (saved.lineage === null || typeof saved.lineage === 'string') &&
+      typeof saved.saved_at === 'number' &&
+      Array.isArray(saved.entries) &&
+      saved.entries.every((entry) => Array.isArray(entry) && entry.length === 2 && typeof entry[0] === 'string')
+    if (!wellFormed) return { kind: 'unusable', reason: 'not a state file' }
+    // Every sample, watermark and time the collectors keep is a count or a time: a negative or endless
+    // number can only come from a damaged or planted file, and would turn into an absurd delta.
+    if (!countsOnly(saved.entries)) return { kind: 'unusable', reason: 'it holds numbers no counter can have' }
     return {
       kind: 'loaded',
-      owner: { target: saved.target, lineage: saved.lineage ?? null },
-      savedAt: Number(saved.saved_at) || 0,
+      owner: { target: saved.target, lineage: saved.lineage },
+      savedAt: saved.saved_at,
       entries: new Map(saved.entries.map(([key, value]) => [key, fromSaved(value)])),
     }
   } catch (e) {
@@ -139,7 +163,8 @@ export function saveState(path: string, owner: StateOwner, state: Map<string, un
   const temporary = join(dirname(path), `.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`)
   try {
     // The samples hold statement ids and table names: the file is the agent user's alone.
-    writeFileSync(temporary, body, { mode: 0o600 })
+    // 'wx' creates the file or fails: never writes through a link planted at the temporary name.
+    writeFileSync(temporary, body, { mode: 0o600, flag: 'wx' })
     chmodSync(temporary, 0o600)
     renameSync(temporary, path)
   } catch (e) {

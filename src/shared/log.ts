@@ -17,16 +17,27 @@ export interface Logger {
   error(message: string, fields?: LogFields): void
 }
 
-function format(value: unknown): string {
+/** What makes a value quoted: white space, quotes, `=`, backslashes, control and bidi characters. */
+const NEEDS_QUOTES = /[\s"=\\\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/
+/** Characters JSON.stringify leaves as they are that a terminal or an editor would act on. */
+const ESCAPE_TOO = /[\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g
+
+/**
+ * A field's value as one token: as it is when plain, else a JSON string in which every control and
+ * bidi character is escaped, so text from a monitored database (a statement, an error) can neither
+ * break the line, fake a field, nor send escape sequences to a terminal.
+ */
+export function formatLogValue(value: unknown): string {
   const s = typeof value === 'object' && value !== null ? JSON.stringify(value) : String(value)
-  return /[\s"=]/.test(s) || s === '' ? JSON.stringify(s) : s
+  if (s !== '' && !NEEDS_QUOTES.test(s)) return s
+  return JSON.stringify(s).replace(ESCAPE_TOO, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
 }
 
 export function createLogger(level: LogLevel = 'info', write: (line: string) => void = (l) => process.stderr.write(`${l}\n`)): Logger {
   const at = (lvl: LogLevel) => (message: string, fields: LogFields = {}) => {
     if (order[lvl] < order[level]) return
     const parts = [new Date().toISOString(), lvl.toUpperCase(), message]
-    for (const [k, v] of Object.entries(fields)) if (v !== undefined) parts.push(`${k}=${format(v)}`)
+    for (const [k, v] of Object.entries(fields)) if (v !== undefined) parts.push(`${k}=${formatLogValue(v)}`)
     write(parts.join(' '))
   }
   return { enabled: (lvl) => order[lvl] >= order[level], debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') }

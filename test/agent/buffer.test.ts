@@ -5,7 +5,7 @@
 // malformed (400, 413) is dropped, logged as an error and counted; a stub endpoint answers the statuses
 // the real server cannot be made to give on demand (404, 408, 409, 422, 429, 5xx).
 import { afterAll, describe, expect, test } from 'bun:test'
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { type BufferOperation, DiskBuffer, type DiskBufferOptions, bufferFileName } from '../../src/agent/buffer.ts'
@@ -154,6 +154,36 @@ function batch(n: number): IngestBatch {
     database: { name: 'shipped', engine: 'postgres', host: 'h', port: 5432 },
   }
 }
+
+describe('DiskBuffer: files another user planted', () => {
+  test('a symbolic link at the buffer path is refused, not followed: nothing is written where it points', () => {
+    const dir = tempDir()
+    const target = join(dir, 'elsewhere.db')
+    symlinkSync(target, join(dir, bufferFileName('planted')))
+    const faults: string[] = []
+    const buffer = new DiskBuffer(dir, 'planted', bufferOptions({ events: { fault: (operation) => faults.push(operation), working: () => {} } }))
+    const result = buffer.add({ id: 'b1', createdAt: 1, body: '{}' })
+    expect(result.kept).toBe(false)
+    if (!result.kept) expect(result.reason).toContain('it is a symbolic link')
+    expect(existsSync(target)).toBe(false)
+    expect(faults).toContain('add')
+    buffer.close()
+  })
+
+  test('a file of another user, or one others may write, is refused', () => {
+    for (const plant of [(path: string) => chownSync(path, 4242, 4242), (path: string) => chmodSync(path, 0o666)]) {
+      const dir = tempDir()
+      const path = join(dir, bufferFileName('planted'))
+      writeFileSync(path, '')
+      plant(path)
+      const buffer = new DiskBuffer(dir, 'planted', bufferOptions())
+      const result = buffer.add({ id: 'b1', createdAt: 1, body: '{}' })
+      expect(result.kept).toBe(false)
+      if (!result.kept) expect(result.reason).toMatch(/it belongs to another user \(uid 4242\)|other users may write to it/)
+      buffer.close()
+    }
+  })
+})
 
 describe('Shipper', () => {
   test('an outage buffers in order; recovery delivers each batch once, in order; malformed ones are dropped with a log line', async () => {

@@ -2,7 +2,7 @@
 // commit, cache entries are kept at once and never saved, and a saved file comes back as it was
 // (maps included) or is refused when it is from another format or does not parse.
 import { afterAll, describe, expect, test } from 'bun:test'
-import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, copyFileSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { entryDelta, startedAnew } from '../../src/agent/collectors/postgres/query-stats.ts'
@@ -80,6 +80,33 @@ describe('saved state', () => {
     const broken = join(dir, 'broken.json')
     writeFileSync(broken, '{"format": 2, "entr')
     expect(loadState(broken).kind).toBe('unusable')
+  })
+
+  test('a planted file is refused: a symbolic link, another user\'s file, one others may write', () => {
+    const real = join(dir, 'real.json')
+    saveState(real, owner, new Map([['tables', new Map([[1, { seq_scan: 1 }]])]]), Date.now())
+    const link = join(dir, 'link.json')
+    symlinkSync(real, link)
+    expect(loadState(link)).toEqual({ kind: 'unusable', reason: 'it is a symbolic link' })
+    const foreign = join(dir, 'foreign.json')
+    copyFileSync(real, foreign)
+    chownSync(foreign, 4242, 4242)
+    expect(loadState(foreign)).toEqual({ kind: 'unusable', reason: 'it belongs to another user (uid 4242)' })
+    const open = join(dir, 'open.json')
+    copyFileSync(real, open)
+    chmodSync(open, 0o622)
+    expect(loadState(open)).toEqual({ kind: 'unusable', reason: 'other users may write to it' })
+  })
+
+  test('numbers no counter can have (negative, endless) make the whole file unusable', () => {
+    const crafted = (value: string) => {
+      const path = join(dir, `crafted-${Math.random().toString(36).slice(2)}.json`)
+      writeFileSync(path, `{"format":${STATE_FORMAT},"saved_at":1,"target":"t","lineage":"l","entries":[["query_stats",{"entries":{"$map":[["k",[null,${value},0,0,0,0,0,0,0,0,0,0]]]},"statsReset":null,"dealloc":null}]]}`, { mode: 0o600 })
+      return loadState(path)
+    }
+    expect(crafted('5').kind).toBe('loaded')
+    expect(crafted('-1e15')).toEqual({ kind: 'unusable', reason: 'it holds numbers no counter can have' })
+    expect(crafted('1e400')).toEqual({ kind: 'unusable', reason: 'it holds numbers no counter can have' })
   })
 
   test('a save that cannot write throws (the runner logs it once) and leaves no temporary file', () => {

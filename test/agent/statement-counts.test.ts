@@ -4,14 +4,15 @@
 // pg_stat_statements says, and checks the total the server stores for it. Cycles are driven by hand
 // (Runner.cycle), so nothing depends on timers.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
 import type { DatabaseConfig } from '../../src/agent/config.ts'
-import { PostgresRunner, defaultTimings } from '../../src/agent/postgres-runner.ts'
+import { PostgresRunner, defaultTimings, postgresTarget } from '../../src/agent/postgres-runner.ts'
+import { queryStats } from '../../src/agent/collectors/postgres/query-stats.ts'
 import { Shipper } from '../../src/agent/shipper.ts'
-import { stateFileName } from '../../src/agent/state.ts'
+import { STATE_FORMAT, stateFileName } from '../../src/agent/state.ts'
 import { createLogger } from '../../src/shared/log.ts'
 import { type PostgresServer, postgresMajors, sharedPostgres, startPostgres, statementsDatabase } from '../support/postgres.ts'
 import { type Account, type TestServer, agentAccount, startTestServer } from '../support/server.ts'
@@ -150,6 +151,88 @@ describe.each([...postgresMajors])('PostgreSQL %d', (major) => {
   })
 })
 
+describe('a reset while the statements are read', () => {
+  test('the sample is not kept, and the next cycle counts every entry from zero: nothing twice', async () => {
+    const pg = await sharedPostgres(17)
+    const t = await target(pg, 'mid_read_marker')
+    const agentSql = postgres(t.dsn, { max: 1, onnotice: () => {} })
+    cleanups.push(() => agentSql.end({ timeout: 1 }))
+    let resetBeforeRows = false
+    // The agent's connection, except that a reset lands between the first stats_reset read and the rows.
+    const sql = new Proxy(agentSql, {
+      get(target, property, receiver) {
+        const value = Reflect.get(target, property, receiver)
+        if (property !== 'unsafe') return value
+        return async (query: string, params?: unknown[]) => {
+          if (resetBeforeRows && query.includes('FROM pg_stat_statements(false)')) {
+            resetBeforeRows = false
+            await t.sql`SELECT pg_stat_statements_reset()`
+            await t.run(6)
+          }
+          return target.unsafe(query, params as never)
+        }
+      },
+    })
+    const logs: string[] = []
+    const [{ num }] = (await agentSql`SELECT current_setting('server_version_num')::int AS num`) as unknown as [{ num: number }]
+    const ctx = {
+      name: t.name,
+      database: new URL(t.dsn).pathname.slice(1),
+      sql,
+      versionNum: num,
+      major: Math.floor(num / 10_000),
+      now: Date.now(),
+      settings: { collectExplainPlans: false, collectReplication: false },
+      state: new Map<string, unknown>(),
+      notes: new Map<string, string>(),
+      log: createLogger('debug', (l) => logs.push(l)),
+    }
+    const calls = async () => {
+      const out = await queryStats.collect(ctx)
+      return (out.query_stats ?? []).filter((q) => q.query_text.includes('AS mid_read_marker FROM')).reduce((n, q) => n + q.calls, 0)
+    }
+    expect(await calls()).toBe(0) // baseline
+    await t.run(5)
+    expect(await calls()).toBe(5)
+    await t.run(2) // gone with the reset below
+    resetBeforeRows = true
+    expect(await calls()).toBe(0)
+    expect(logs.join('\n')).toContain('pg_stat_statements was reset while it was read')
+    await t.run(1)
+    expect(await calls()).toBe(7) // the 6 after the reset and 1 more, once
+    expect(await t.truth()).toBe(7)
+  })
+})
+
+describe('a damaged or planted saved state', () => {
+  test('counters of the wrong type: the statement baseline starts anew, nothing absurd or refused is sent', async () => {
+    const pg = await sharedPostgres(17)
+    const t = await target(pg, 'planted_marker')
+    const [{ id: lineage }] = (await t.sql`SELECT system_identifier::text AS id FROM pg_control_system()`) as unknown as [{ id: string }]
+    await t.run(3)
+    const [{ key }] = (await t.sql`SELECT userid::text || '/' || dbid::text || '/' || queryid::text || '/' || toplevel::text AS key
+      FROM pg_stat_statements WHERE query LIKE '%AS planted_marker FROM%'`) as unknown as [{ key: string }]
+    // Well-formed JSON, the right owner and server, numbers all positive: only the types are wrong.
+    const counters = ['"abc"', ...Array(11).fill('0')].join(',')
+    writeFileSync(
+      join(t.dir, stateFileName(t.name)),
+      `{"format":${STATE_FORMAT},"saved_at":${Date.now()},"target":${JSON.stringify(postgresTarget(t.dsn))},"lineage":"${lineage}",` +
+        `"entries":[["query_stats",{"entries":{"$map":[["${key}",[null,${counters}]]]},"statsReset":null,"dealloc":null}]]}`,
+      { mode: 0o600 },
+    )
+    const logs: string[] = []
+    const runner = runnerFor(t.dsn, t.name, t.dir, logs)
+    cleanups.push(() => runner.stop())
+    await runner.cycle()
+    expect(logs.join('\n')).toContain('statistics go on from the saved baseline')
+    expect(logs.join('\n')).toContain('the saved statement baseline is not usable')
+    await t.run(4)
+    await runner.cycle()
+    expect(await t.stored()).toBe(4)
+    expect(logs.join('\n')).not.toContain('malformed')
+  })
+})
+
 describe('restarts and crashes of the server', () => {
   let pg: PostgresServer
   beforeAll(async () => {
@@ -256,8 +339,10 @@ describe.each([14, 17] as const)('evictions on PostgreSQL %d (pg_stat_statements
       if (major >= 17) {
         expect(await t.stored()).toBe(55)
       } else {
-        // Without stats_since the new entry (50) is taken for the old one (5): the documented loss.
-        expect(await t.stored()).toBe(50)
+        // Without stats_since the new entry (50) is taken for the old one (5), the documented loss of
+        // the old entry's calls, unless one of its counters tells (shared_blks_read: the first calls
+        // read the index from disk, the new entry's found it cached), which then counts it exactly.
+        expect([50, 55]).toContain(await t.stored())
         expect(runner.status.collectors.query_stats).toContain('before PostgreSQL 17 a statement evicted and run again within one cycle may be under-counted')
       }
     },

@@ -103,6 +103,19 @@ function readingOf(saved: Saved): Reading {
   return out
 }
 
+/** True when `value` is a baseline this collector kept: a saved one could have been damaged or planted. */
+function isBaseline(value: unknown): value is Baseline {
+  if (value === null || typeof value !== 'object') return false
+  const { entries, statsReset, dealloc } = value as Partial<Baseline>
+  if (!(entries instanceof Map) || !(statsReset === null || typeof statsReset === 'string') || !(dealloc === null || typeof dealloc === 'number')) return false
+  const width = COUNTERS.length + 1
+  for (const saved of entries.values()) {
+    if (!Array.isArray(saved) || saved.length !== width || !(saved[0] === null || typeof saved[0] === 'number')) return false
+    for (let i = 1; i < width; i++) if (typeof saved[i] !== 'number' || !((saved[i] as number) >= 0)) return false
+  }
+  return true
+}
+
 /** True when the entry was created again since `before`: its stats_since moved, or any counter went down. */
 export function startedAnew(before: Saved, now: Saved): boolean {
   if (before[0] !== now[0]) return true
@@ -140,9 +153,13 @@ export const queryStats: PostgresCollector = {
     const { features } = found
 
     const ownRole = await ownStatementsRole(ctx)
-    const [info] = features.info
-      ? await ctx.sql`SELECT dealloc::float8 AS dealloc, stats_reset::text AS stats_reset FROM pg_stat_statements_info`
-      : [undefined]
+    const readInfo = async () =>
+      features.info
+        ? ((await ctx.sql`SELECT dealloc::float8 AS dealloc, stats_reset::text AS stats_reset FROM pg_stat_statements_info`)[0] as
+            | { dealloc: unknown; stats_reset: string | null }
+            | undefined)
+        : undefined
+    const info = await readInfo()
     const rows = await ctx.sql.unsafe(
       `SELECT userid::text || '/' || dbid::text || '/' || queryid::text || '/' || ${features.info ? 'toplevel::text' : "'t'"} AS key,
               queryid::text AS query_hash, ${features.since ? 'stats_since' : 'NULL::timestamptz AS stats_since'},
@@ -154,13 +171,21 @@ export const queryStats: PostgresCollector = {
          AND userid::text IS DISTINCT FROM $1::text`,
       [ownRole],
     )
+    // A full reset while the rows were read leaves some of them from before it and some from after: the
+    // sample is not kept, and the next cycle, seeing stats_reset moved, counts every entry from zero.
+    if (features.info && (await readInfo())?.stats_reset !== info?.stats_reset) {
+      ctx.log.info('pg_stat_statements was reset while it was read; statements are counted at the next cycle', { database: ctx.name })
+      return {}
+    }
     const current: Baseline = { entries: new Map(), statsReset: info?.stats_reset ?? null, dealloc: num(info?.dealloc) }
     const hashOf = new Map<string, string>()
     for (const r of rows) {
       current.entries.set(r.key, [epoch(r.stats_since), ...COUNTERS.map((c) => num(r[c]) ?? 0)])
       hashOf.set(r.key, r.query_hash)
     }
-    const previous = ctx.state.get(STATE) as Baseline | undefined
+    const kept = ctx.state.get(STATE)
+    const previous = isBaseline(kept) ? kept : undefined
+    if (kept !== undefined && !previous) ctx.log.warn('the saved statement baseline is not usable; statements start from a new one', { database: ctx.name })
     ctx.state.set(STATE, current)
     if (!previous) return {}
 
@@ -186,9 +211,12 @@ export const queryStats: PostgresCollector = {
     const missing = [...sums.keys()].filter((h) => !texts.has(h))
     if (missing.length > 0) {
       const found = await ctx.sql.unsafe(
+        // The most-called entry's text: another role running the same statement with a comment of its
+        // choosing (comments do not change the queryid) does not name the application's statement.
         `SELECT DISTINCT ON (queryid) queryid::text AS query_hash, left(query, ${MAX_TEXT}) AS query
          FROM pg_stat_statements(true)
-         WHERE queryid::text = ANY($1::text[]) AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+         WHERE queryid::text = ANY($1::text[]) AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+         ORDER BY queryid, calls DESC, userid`,
         [missing],
       )
       for (const t of found) texts.set(t.query_hash, t.query ?? '')
