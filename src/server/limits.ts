@@ -37,6 +37,14 @@ export const bodyLimits = { default: 1024 * 1024, ingest: INGEST_BODY_LIMIT_BYTE
 
 export const unverifiedDatabaseLimit = 1
 
+/**
+ * Fields of an ingest batch this server does not know (a newer agent's): a batch may carry this many
+ * distinct unknown paths (`query_stats[].x` counts once, however many rows carry it), one more is a 400;
+ * the debug line names the first few, each cut to a length, and counts the rest. Server policy, not
+ * part of the wire contract: a newer agent adds a handful of fields per section.
+ */
+export const unknownIngestFields = { distinctPaths: 64, named: 8, namedChars: 100 } as const
+
 /** API key last_used_at is written at most this often per key. */
 export const apiKeyTouchIntervalMs = MINUTE
 

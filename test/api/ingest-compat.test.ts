@@ -2,10 +2,12 @@
 // this server does not know at every level (top, database, statement and table rows, a table's delta,
 // replication and its replicas, activity), is accepted; what the server knows is stored exactly and
 // served back, what it does not know is stored nowhere and named in one debug line. Known fields keep
-// their validation, and the account and database routes keep refusing unknown fields.
+// their validation, and the account and database routes keep refusing unknown fields. A batch is refused
+// only past a number of distinct unknown paths, however many rows carry each.
 import { describe, expect, test } from 'bun:test'
 import type { ActiveQuery, ExplainPlan, QueryStatDelta, ReplicationStatus, TableStat } from '../../src/shared/wire.ts'
 import { agentSession, at, iso, pgBatch } from '../support/batches.ts'
+import { unknownIngestFields } from '../../src/server/limits.ts'
 import { storeKinds } from '../support/server.ts'
 
 const statement = (hash: string, calls: number, rows: number): QueryStatDelta => ({
@@ -194,6 +196,44 @@ for (const kind of storeKinds) {
       const fields = /fields=(\S+)/.exec(line!)?.[1]?.split(',')
       expect(fields).toEqual(Array.from({ length: 8 }, (_, i) => `new_section_0${i}`))
       expect(line).toMatch(/ more=12$/)
+    })
+
+    test('one unknown field in every row is one unknown path: 20,000 statements carrying it are accepted', async () => {
+      const rows = Array.from({ length: 20_000 }, (_, i) => ({ ...statement(`s${i}`, 1, 1), jit_generation_time_ms: i }))
+      const batch = { ...pgBatch('every-row', at(30)), query_stats: rows }
+      const res = await post(batch)
+      expect(res.status).toBe(200)
+      const [line, ...others] = unknownFieldLines(session.server.logs, batch.batch_id)
+      expect(others).toEqual([])
+      expect(line).toContain(' fields=query_stats[].jit_generation_time_ms')
+      expect(line).not.toContain('more=')
+      const queries = await session.ok(res.body.database_id, `/queries?since=${iso(at(30))}&until=${iso(at(31))}&limit=1`)
+      expect(queries).toHaveLength(1)
+      expect(Object.keys(queries[0])).not.toContain('jit_generation_time_ms')
+    })
+
+    test(`more than ${unknownIngestFields.distinctPaths} distinct unknown paths in one batch: 400, nothing stored`, async () => {
+      const limit = unknownIngestFields.distinctPaths
+      const withTopLevelFields = (name: string, count: number) => {
+        const batch: Record<string, unknown> = pgBatch(name, at(40), { query_stats: [statement('capped', 1, 1)] })
+        for (let i = 0; i < count; i++) batch[`field_${i}`] = i
+        return batch
+      }
+      expect((await post(withTopLevelFields('at-the-cap', limit))).status).toBe(200)
+
+      const message = { error: `too many unknown fields (more than ${limit})` }
+      const over = withTopLevelFields('over-the-cap', limit + 1)
+      const refused = await post(over)
+      expect({ status: refused.status, body: refused.body }).toEqual({ status: 400, body: message })
+      // Spread over rows, each row's own field is a path of its own.
+      const rows = Array.from({ length: limit + 1 }, (_, i) => ({ ...statement(`r${i}`, 1, 1), [`field_${i}`]: i }))
+      const inRows = await post({ ...pgBatch('over-the-cap', at(40)), query_stats: rows })
+      expect({ status: inRows.status, body: inRows.body }).toEqual({ status: 400, body: message })
+      // Nothing of the refused batches was kept: the database was never registered, the batch_id never applied.
+      const databases = await session.server.call('GET', '/api/v1/databases', { apiKey: session.key })
+      expect(databases.body.map((d: { name: string }) => d.name)).not.toContain('over-the-cap')
+      const accepted = await post({ ...withTopLevelFields('over-the-cap', 0), batch_id: over.batch_id })
+      expect({ status: accepted.status, duplicate: accepted.body.duplicate }).toEqual({ status: 200, duplicate: false })
     })
 
     test('known fields are validated as before, whatever unknown fields come with them', async () => {

@@ -2,15 +2,15 @@
 // config name; the organization's database of that name receives it (registered on first sight).
 // A batch_id already applied is acknowledged and ignored, so agent retries never double-count.
 // Fields this server does not know, at any level, are ignored (a newer agent may send them): the known
-// ones are validated as always, the unknown ones removed before the store sees the batch and named in
-// one debug line.
+// ones are validated as always, the unknown ones left out before the store sees the batch and named in
+// one debug line; a batch with more distinct unknown paths than unknownIngestFields allows is a 400.
 import { Type as T } from '@sinclair/typebox'
 import { Elysia } from 'elysia'
 import { IngestBatch, type IngestResponse } from '../../shared/wire.ts'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { badRequest, conflict, forbidden } from '../http-error.ts'
-import { fieldLimits, unverifiedDatabaseLimit } from '../limits.ts'
+import { fieldLimits, unknownIngestFields, unverifiedDatabaseLimit } from '../limits.ts'
 import { stripUnknownFields } from '../unknown-fields.ts'
 
 /**
@@ -18,9 +18,6 @@ import { stripUnknownFields } from '../unknown-fields.ts'
  * every nested level (Elysia otherwise refuses them at the top level of a body).
  */
 const IngestBody = T.Object(IngestBatch.properties, { additionalProperties: true })
-/** Unknown field paths named in the debug line, at most, and the characters kept of each. */
-const UNKNOWN_FIELDS_LOGGED = 8
-const UNKNOWN_FIELD_CHARS = 100
 
 export function ingestRoutes(deps: Deps) {
   const { store, clock, log } = deps
@@ -28,19 +25,15 @@ export function ingestRoutes(deps: Deps) {
     .derive(async ({ request }) => ({ principal: await authenticate(deps, request) }))
     .post(
       '/api/v1/ingest',
-      async ({ principal, body }): Promise<IngestResponse> => {
-        const unknown = stripUnknownFields(IngestBatch, body)
-        if (unknown.size > 0 && log.enabled('debug')) {
-          const fields = [...unknown]
+      async ({ principal, body: received }): Promise<IngestResponse> => {
+        const { value: body, paths, more } = stripUnknownFields(IngestBatch, received, unknownIngestFields)
+        if (paths.length > 0 && log.enabled('debug')) {
           log.debug('ingest: unknown fields ignored', {
             batch_id: body.batch_id,
             database: body.database.name,
             agent_version: body.agent_version,
-            fields: fields
-              .slice(0, UNKNOWN_FIELDS_LOGGED)
-              .map((f) => f.slice(0, UNKNOWN_FIELD_CHARS))
-              .join(','),
-            more: fields.length > UNKNOWN_FIELDS_LOGGED ? fields.length - UNKNOWN_FIELDS_LOGGED : undefined,
+            fields: paths.map((f) => f.slice(0, unknownIngestFields.namedChars)).join(','),
+            more: more > 0 ? more : undefined,
           })
         }
         // TypeBox does not apply a Record's key schema to lengths: tag keys are checked here.
