@@ -2,6 +2,7 @@
 // handler that answers {"error": ...} (503 while the store cannot be reached), /healthz (which asks the
 // store), and the route modules. `dbm serve` and the tests both build the app through createApp, so
 // tests exercise exactly what runs in production.
+import type { ValueError } from '@sinclair/typebox/errors'
 import { Elysia, type ValidationError } from 'elysia'
 import { type Deps, clientAddress } from './context.ts'
 import { HttpError, tooManyRequests } from './http-error.ts'
@@ -76,10 +77,22 @@ function tooLarge(limit: number) {
   return new HttpError(413, `request body is larger than the ${Math.round(limit / 1024)} KiB limit`)
 }
 
+/**
+ * The error that names the field: a union's own error names the union (`tables.0.delta`), the error of
+ * its member that failed deeper (`tables.0.delta.seq_scan`) names the field within it.
+ */
+function innermost(issue: ValueError): ValueError {
+  for (const member of issue.errors ?? []) {
+    const first = member.First()
+    if (first && first.path.length > issue.path.length) return innermost(first)
+  }
+  return issue
+}
+
 /** A validation failure as one sentence naming the field. */
 function validationMessage(error: ValidationError): string {
   if (typeof error.customError === 'string') return error.customError
-  const issue = error.valueError
+  const issue = error.valueError && innermost(error.valueError)
   const field = (issue?.path ?? '').replace(/^\//, '').replaceAll('/', '.')
   if (issue?.message === 'Unexpected property') return `unknown field: ${field}`
   if (!field) return error.type === 'body' ? 'request body must be a JSON object' : `invalid ${error.type}`

@@ -5,13 +5,20 @@
 import { type Static, Type as T } from '@sinclair/typebox'
 import { ingestMaxItems as max, ingestTextLimits as text } from './ingest-limits.ts'
 
-const count = T.Number({ minimum: 0 })
-const ms = T.Number({ minimum: 0 })
+// Every number the stores keep has a maximum that their columns hold (BIGINT, DOUBLE PRECISION, and
+// INTEGER for a plan's scan counts) and that a bucket's sum of many keeps finite: past it, a 400 naming
+// the field instead of a store error (a 500 the agent would retry for an hour).
+/** Counts and byte sizes: up to 2^53 - 1, exact as JS numbers and within BIGINT. */
+const count = T.Number({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER })
+/** Durations in milliseconds: up to 1e15 (some 31,700 years). */
+const ms = T.Number({ minimum: 0, maximum: 1e15 })
 const nullableCount = T.Union([count, T.Null()])
 const nullableNumber = T.Union([T.Number(), T.Null()])
 const nullableString = T.Union([T.String(), T.Null()])
-/** Epoch milliseconds. */
-const epochMs = T.Integer({ minimum: 0 })
+/** Epoch milliseconds, up to the last millisecond of the year 9999. */
+const epochMs = T.Integer({ minimum: 0, maximum: 253_402_300_799_999 })
+/** A plan's count of scan nodes (an INTEGER column). */
+const planCount = T.Integer({ minimum: 0, maximum: 2_147_483_647 })
 const nullableEpochMs = T.Union([epochMs, T.Null()])
 
 /** One statement's activity during the cycle (pg_stat_statements / system.query_log). */
@@ -44,8 +51,8 @@ export const ExplainPlan = T.Object({
   plan_hash: T.String({ minLength: 1, maxLength: text.id }),
   total_cost: nullableNumber,
   actual_time_ms: nullableNumber,
-  seq_scans: count,
-  index_scans: count,
+  seq_scans: planCount,
+  index_scans: planCount,
   rows_estimated: nullableNumber,
   rows_actual: nullableNumber,
   source: T.Union([T.Literal('sampled'), T.Literal('auto_explain')]),
@@ -213,7 +220,10 @@ export const ReplicationStatus = T.Object({
 export type ReplicationStatus = Static<typeof ReplicationStatus>
 
 /** Free-form counter maps for the internals collectors (bgwriter, WAL, I/O, database). */
-const counterMap = T.Record(T.String({ maxLength: 64 }), nullableNumber)
+const counterMap = T.Record(
+  T.String({ maxLength: 64 }),
+  T.Union([T.Number({ minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER }), T.Null()]),
+)
 
 export const IoStatRow = T.Object({
   backend_type: T.String(),
@@ -277,7 +287,7 @@ export const IngestBatch = T.Object({
   /** When the cycle ran (epoch ms). */
   collected_at: epochMs,
   /** The poll interval the cycle's deltas cover, in seconds. */
-  interval_seconds: T.Number({ minimum: 0 }),
+  interval_seconds: T.Number({ minimum: 0, maximum: 86_400 }),
   agent_version: T.String({ maxLength: text.id }),
   database: T.Object({
     name: T.String({ minLength: 1, maxLength: 200 }),

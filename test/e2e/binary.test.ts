@@ -144,6 +144,22 @@ describe('dist/dbm', () => {
     expect(line).toContain(' fields=database.cluster_role,query_stats[].jit_time_ms,compression')
   })
 
+  test('the binary keeps the wire maxima: a count past 2^53 - 1 or a time past the year 9999 is a 400 naming the field', async () => {
+    const batch = (overrides: Record<string, unknown>, calls: number) => ({
+      batch_id: crypto.randomUUID(),
+      collected_at: Date.now(),
+      interval_seconds: 10,
+      agent_version: '99.0.0',
+      database: { name: 'orders', engine: 'postgres', engine_version: '18.1', host: 'db.internal', port: 5432 },
+      query_stats: [{ query_hash: 'q1', query_text: 'SELECT 1', calls, total_time_ms: 1.5, rows: 3, shared_blks_hit: 0, shared_blks_read: 0 }],
+      ...overrides,
+    })
+    const calls = await request(server.base, 'POST', '/api/v1/ingest', { apiKey, body: batch({}, 1e300) })
+    expect({ status: calls.status, error: String(calls.body.error).split(':')[0] }).toEqual({ status: 400, error: 'invalid query_stats.0.calls' })
+    const collectedAt = await request(server.base, 'POST', '/api/v1/ingest', { apiKey, body: batch({ collected_at: 1e300 }, 1) })
+    expect({ status: collectedAt.status, error: String(collectedAt.body.error).split(':')[0] }).toEqual({ status: 400, error: 'invalid collected_at' })
+  })
+
   test('with no SMTP relay the verification mail is one log line with the default public URL', async () => {
     // The logger quotes values holding `=`, so the link is written as link="...".
     const lines = server.stderr().split('\n').filter((l) => l.includes(' INFO mail '))

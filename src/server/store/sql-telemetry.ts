@@ -84,6 +84,12 @@ const QUERY_COUNTERS = QUERY_COUNTER_KEYS
 
 const QUERY_STAT_COLUMNS = ['database_id', 'resolution', 'bucket', 'query_hash', ...QUERY_COUNTERS, 'p99_ms']
 const QUERY_STAT_KEY = ['database_id', 'resolution', 'bucket', 'query_hash']
+/** The counters kept in BIGINT columns (the durations, `_ms`, are doubles): a fractional one from the wire is rounded. */
+const INTEGER_COUNTER = QUERY_COUNTERS.map((key) => !key.endsWith('_ms'))
+const counterOf = (delta: QueryStatDelta, i: number): number => {
+  const value = delta[QUERY_COUNTERS[i]!] ?? 0
+  return INTEGER_COUNTER[i] ? Math.round(value) : value
+}
 /** Where the counters and p99_ms sit in a row of QUERY_STAT_COLUMNS. */
 const COUNTERS_AT = 4
 const P99_AT = COUNTERS_AT + QUERY_COUNTERS.length
@@ -102,13 +108,13 @@ function queryStatRows(databaseId: string, bucket: number, rows: QueryStatDelta[
       row[1] = MINUTE_MS / 1000
       row[2] = bucket
       row[3] = delta.query_hash
-      for (let i = 0; i < QUERY_COUNTERS.length; i++) row[COUNTERS_AT + i] = delta[QUERY_COUNTERS[i]!] ?? 0
+      for (let i = 0; i < QUERY_COUNTERS.length; i++) row[COUNTERS_AT + i] = counterOf(delta, i)
       row[P99_AT] = delta.p99_ms ?? null
       merged.set(delta.query_hash, { text: delta.query_text, row })
       continue
     }
     const row = entry.row
-    for (let i = 0; i < QUERY_COUNTERS.length; i++) row[COUNTERS_AT + i] = (row[COUNTERS_AT + i] as number) + (delta[QUERY_COUNTERS[i]!] ?? 0)
+    for (let i = 0; i < QUERY_COUNTERS.length; i++) row[COUNTERS_AT + i] = (row[COUNTERS_AT + i] as number) + counterOf(delta, i)
     if (delta.p99_ms !== undefined) row[P99_AT] = Math.max((row[P99_AT] as number | null) ?? 0, delta.p99_ms)
   }
   return merged
