@@ -69,6 +69,14 @@ function driverOver(sql: Sql, root: PostgresDriver): SqlDriver {
   }
 }
 
+/**
+ * postgres.js's connection behind a reserved one, as its `onexecute` query option hands it over (the
+ * option sql.begin() uses; answering true leaves the connection's pipelining as it was).
+ */
+interface ClosableConnection {
+  terminate(): void
+}
+
 /** How long a pool replaced after an outage may finish what it still runs before it is closed, in seconds. */
 const RETIRED_POOL_GRACE_SECONDS = 5
 
@@ -148,6 +156,8 @@ export class PostgresDriver implements SqlDriver {
    * BEGIN, COMMIT and ROLLBACK are sent here rather than by sql.begin(), which sends its ROLLBACK on a
    * connection already lost: postgres.js then throws outside any caller and the connection never
    * reconnects. A lost connection gets nothing more and is not handed back; its pool is replaced.
+   * A ROLLBACK that fails otherwise (the connection left mid-COPY, say) leaves a session whose state is
+   * unknown, perhaps with its transaction open: that connection is closed, never handed back.
    */
   async transaction<T>(fn: (tx: SqlDriver) => Promise<T>, lockKey?: string): Promise<T> {
     const sentAt = performance.now()
@@ -159,8 +169,14 @@ export class PostgresDriver implements SqlDriver {
       throw wrap(e, 'BEGIN')
     }
     const tx = driverOver(connection, this)
+    let session: ClosableConnection | undefined
+    const keepSession = (c: ClosableConnection) => ((session = c), true)
     try {
-      await tx.run('BEGIN')
+      await observed(this.availability, () => connection.unsafe('BEGIN', [], { onexecute: keepSession } as postgres.UnsafeQueryOptions)).catch(
+        (e: unknown) => {
+          throw wrap(e, 'BEGIN')
+        },
+      )
       if (lockKey) await tx.run('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [lockKey])
       const result = await fn({ ...tx, transaction: (f) => f(tx) })
       await tx.run('COMMIT')
@@ -173,9 +189,20 @@ export class PostgresDriver implements SqlDriver {
           () => false,
         )
         if (rolledBack) connection.release()
+        else this.closeReserved(session)
       }
       throw e
     }
+  }
+
+  /**
+   * Closes a reserved connection whose session cannot be trusted: the server ends the session (rolling
+   * back what it had open) and the pool opens a fresh one in its place. Without a handle on it (were
+   * postgres.js to stop handing one over), the whole pool is replaced, which closes it after the grace period.
+   */
+  private closeReserved(session: ClosableConnection | undefined): void {
+    if (session) session.terminate()
+    else this.replacePool()
   }
 
   async close(): Promise<void> {
