@@ -29,11 +29,9 @@ export interface StrippedBatch<T> {
 
 /** An object schema's declared properties: a Map for lookups, arrays for the walk over them. */
 interface Declared {
-  has: Map<string, TSchema>
+  /** Each declared property's schema, or null when its values hold no fields the walk must visit. */
+  walked: Map<string, TSchema | null>
   keys: string[]
-  schemas: TSchema[]
-  /** Indexes of the properties whose values may hold fields of their own (objects, arrays of them). */
-  nested: number[]
 }
 
 /** Whether a value of `schema` may hold declared fields: what the walk has to visit. */
@@ -58,9 +56,10 @@ function propertiesOf(schema: TSchema): Declared {
   let properties = declared.get(schema)
   if (!properties) {
     const entries = Object.entries(schema.properties as Record<string, TSchema>)
-    const schemas = entries.map(([, property]) => property)
-    const nested = schemas.flatMap((property, i) => (mayHoldFields(property) ? [i] : []))
-    properties = { has: new Map(entries), keys: entries.map(([key]) => key), schemas, nested }
+    properties = {
+      walked: new Map(entries.map(([key, property]) => [key, mayHoldFields(property) ? property : null])),
+      keys: entries.map(([key]) => key),
+    }
     declared.set(schema, properties)
   }
   return properties
@@ -124,31 +123,24 @@ class Stripper {
     switch (schema[Kind]) {
       case 'Object': {
         if (Array.isArray(value)) return value
-        const { has, keys, schemas, nested } = propertiesOf(schema)
-        let hasUnknown = false
-        for (const key in value) {
-          if (has.has(key)) continue
-          hasUnknown = true
-          this.unknownKey(shape, key)
-        }
+        const { walked, keys } = propertiesOf(schema)
         const source = value as Json
-        if (!hasUnknown) {
-          for (const i of nested) {
-            const key = keys[i]!
+        let hasUnknown = false
+        for (const key in source) {
+          const property = walked.get(key)
+          if (property === undefined) {
+            hasUnknown = true
+            this.unknownKey(shape, key)
+          } else if (property !== null) {
             const child = source[key]
             if (!holdsFields(child)) continue
-            const kept = this.walk(schemas[i]!, child, shape.child(key))
+            const kept = this.walk(property, child, shape.child(key))
             if (kept !== child) source[key] = kept
           }
-          return source
         }
+        if (!hasUnknown) return source
         const rebuilt: Json = {}
-        for (let i = 0; i < keys.length; i++) {
-          const key = keys[i]!
-          const child = source[key]
-          if (child === undefined && !Object.hasOwn(source, key)) continue
-          rebuilt[key] = holdsFields(child) ? this.walk(schemas[i]!, child, shape.child(key)) : child
-        }
+        for (const key of keys) if (Object.hasOwn(source, key)) rebuilt[key] = source[key]
         return rebuilt
       }
       case 'Array': {
