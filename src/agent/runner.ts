@@ -16,7 +16,7 @@ import type { EngineName } from '../shared/collectors.ts'
 import type { DatabaseSettings, IngestBatch } from '../shared/wire.ts'
 import type { AgentLogger, Collector, CollectorState } from './collectors/types.ts'
 import type { DatabaseConfig } from './config.ts'
-import type { Shipper } from './shipper.ts'
+import type { SendOutcome, Shipper } from './shipper.ts'
 import { batchParts } from './split.ts'
 import { SAVED_STATE_MAX_AGE_MS, type StateOwner, StagedState, loadState, saveState } from './state.ts'
 import { VERSION } from '../version.ts'
@@ -194,8 +194,8 @@ export abstract class Runner<Ctx> {
 
   /** The saved state read at construction, applied at the first connection if it belongs to that server. */
   private saved: ReturnType<typeof loadState> = { kind: 'none' }
-  /** When the saved state this runner took over was saved, until its first cycle has run. */
-  private resumedFrom: number | undefined
+  /** Batches of the saved state's last cycle, resent before the first new one (see state.ts). */
+  private resend: IngestBatch[] = []
   /** The saved-state file failed to write: logged once until it works again. */
   private saveFailing = false
 
@@ -288,12 +288,12 @@ export abstract class Runner<Ctx> {
     return { target: this.target(), lineage: this.lineage }
   }
 
-  /** Saves the committed state next to the buffer; a failure (a full disk) is logged once per episode. */
-  private saveState(): void {
+  /** Saves `state` (and the batches that carry it) next to the buffer; a failure (a full disk) is logged once per episode. */
+  private saveState(state: Map<string, unknown> = this.state, pending: IngestBatch[] = []): void {
     const owner = this.owner()
     if (!this.stateFile || !owner) return
     try {
-      saveState(this.stateFile, owner, this.state, Date.now())
+      saveState(this.stateFile, owner, state, Date.now(), pending)
       if (this.saveFailing) this.log.info('the collector state is saved again', { database: this.config.name, file: this.stateFile })
       this.saveFailing = false
     } catch (e) {
@@ -331,7 +331,7 @@ export abstract class Runner<Ctx> {
       return
     }
     for (const [key, value] of saved.entries) this.state.set(key, value)
-    this.resumedFrom = saved.savedAt
+    this.resend = saved.pending
     this.log.info('statistics go on from the saved baseline', {
       database: this.config.name,
       saved_at: new Date(saved.savedAt).toISOString(),
@@ -450,11 +450,20 @@ export abstract class Runner<Ctx> {
       this.status.state = 'disconnected'
       return
     }
+    if (this.resend.length > 0) {
+      // The saved state's last cycle may have been cut short while sending: its batches go again first.
+      const resend = this.resend
+      this.resend = []
+      this.log.info('sending again the batches of the cycle before the restart (the server applies each once)', {
+        database: this.config.name,
+        batches: resend.length,
+      })
+      for (const part of resend) await this.shipper.send(part)
+    }
     const batch: IngestBatch = {
       batch_id: crypto.randomUUID(),
       collected_at: now,
-      // The first cycle after taking over a saved state covers the time since it was saved.
-      interval_seconds: this.resumedFrom !== undefined ? Math.max(0, (now - this.resumedFrom) / 1000) : this.pollIntervalMs / 1000,
+      interval_seconds: this.pollIntervalMs / 1000,
       agent_version: VERSION,
       database: {
         name: this.config.name,
@@ -464,7 +473,6 @@ export abstract class Runner<Ctx> {
         ...(Object.keys(this.config.tags).length > 0 ? { tags: this.config.tags } : {}),
       },
     }
-    this.resumedFrom = undefined
     const errors: { collector: string; message: string }[] = []
     /** The state of the runs that finished in time, committed once their batch is delivered or buffered. */
     const stages: StagedState[] = []
@@ -505,11 +513,22 @@ export abstract class Runner<Ctx> {
     if (this.lifetime.signal.aborted && finished === 0 && errors.length === 0) return
     if (errors.length > 0) batch.collector_errors = errors
     batch.collector_notes = [...this.notes].map(([collector, message]) => ({ collector, message: message.slice(0, 2000) }))
-    for (const part of batchParts(batch, this.log)) await this.shipper.send(part)
-    // Committed and saved once the batch is delivered or buffered: a baseline never passes deltas
-    // that were not handed on, and a restart goes on from the deltas the batch holds.
-    for (const staged of stages) staged.commit()
-    this.saveState()
+    const parts = batchParts(batch, this.log)
+    // The baselines this cycle moved to are saved with the parts that carry the deltas, before any part
+    // is sent: an agent killed while sending resends them all at start (the server applies each once),
+    // instead of computing those deltas again from the older baselines.
+    const after = new Map(this.state)
+    for (const staged of stages) staged.applyTo(after)
+    this.saveState(after, parts)
+    const outcomes: SendOutcome[] = []
+    for (const part of parts) outcomes.push(await this.shipper.send(part))
+    if (outcomes.every((outcome) => outcome === 'lost')) {
+      // Neither delivered nor kept (an outage with a failing buffer): the baselines stay, so the counter
+      // deltas go with the next batch; this cycle's lists and gauges are lost, as the shipper counted.
+      this.saveState()
+    } else {
+      for (const staged of stages) staged.commit()
+    }
     this.status.buffered = this.shipper.buffered()
     const refusal = this.shipper.refusal()
     const failed = errors.length > 0 ? `${errors.length} collector(s) failed` : null

@@ -105,6 +105,12 @@ export interface ShipperOptions {
   counters?: ShippingCounters
 }
 
+/**
+ * What became of a batch handed to send(): taken by the API, kept in the buffer for a retry, refused by
+ * the API as malformed, or neither delivered nor kept (the buffer failed during an outage).
+ */
+export type SendOutcome = 'delivered' | 'buffered' | 'dropped' | 'lost'
+
 type Outcome =
   | { kind: 'accepted'; response: IngestResponse }
   | { kind: 'rejected'; status: number; error: string }
@@ -210,23 +216,27 @@ export class Shipper {
   }
 
   /** Ships the batch now, or buffers it behind earlier ones. Never throws. */
-  async send(batch: IngestBatch): Promise<void> {
+  async send(batch: IngestBatch): Promise<SendOutcome> {
     const body = JSON.stringify(batch)
     const queued = this.buffer.size() > 0 || this.draining !== undefined
     let notKept: string | null = null
     if (queued) {
       notKept = this.keep(batch.batch_id, body)
-      if (notKept === null) return
+      if (notKept === null) return 'buffered'
     }
     // Nothing waits, or the buffer cannot keep the batch: straight to the API.
     const outcome = await this.deliver(body)
-    if (outcome.kind !== 'retry') return this.settle(outcome)
+    if (outcome.kind !== 'retry') {
+      this.settle(outcome)
+      return outcome.kind === 'accepted' ? 'delivered' : 'dropped'
+    }
     this.enterOutage(outcome)
     notKept ??= this.keep(batch.batch_id, body)
-    if (notKept === null) return
+    if (notKept === null) return 'buffered'
     this.lose(1, notKept)
     // While the buffer fails, the loss is logged once for the episode (when it ends, with the count).
-    if (!this.bufferEpisode) this.options.log.error('a batch could not be buffered; lost', { database: this.options.databaseName, lost: 1, reason: notKept })
+    if (!this.bufferEpisode) this.options.log.error('a batch could not be buffered; lost (its counter deltas go with the next batch)', { database: this.options.databaseName, lost: 1, reason: notKept })
+    return 'lost'
   }
 
   /** Buffers a batch; null when kept, else why not. Batches evicted to make room are counted here. */
@@ -254,7 +264,7 @@ export class Shipper {
   private bufferFailed(operation: BufferOperation, cause: string): void {
     if (this.bufferEpisode) return
     this.bufferEpisode = { since: this.clock(), operation, cause, lost: 0 }
-    this.options.log.error('the buffer is failing; batches the API does not take now are lost until it works again', {
+    this.options.log.error('the buffer is failing; batches the API does not take now are lost until it works again (their counter deltas go with the next batch it takes)', {
       database: this.options.databaseName,
       operation,
       cause,

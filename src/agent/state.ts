@@ -7,6 +7,7 @@
 // Keys starting with `cache:` hold what can be fetched again (statement texts): neither staged nor saved.
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
+import type { IngestBatch } from '../shared/wire.ts'
 import type { CollectorState } from './collectors/types.ts'
 import { unsafeFileReason } from './own-file.ts'
 
@@ -58,8 +59,13 @@ export class StagedState implements CollectorState {
   }
 
   commit(): void {
-    for (const key of this.deleted) this.committed.delete(key)
-    for (const [key, value] of this.staged) this.committed.set(key, value)
+    this.applyTo(this.committed)
+  }
+
+  /** Applies the run's writes to `target` (a copy of the committed state, to save before committing). */
+  applyTo(target: Map<string, unknown>): void {
+    for (const key of this.deleted) target.delete(key)
+    for (const [key, value] of this.staged) target.set(key, value)
   }
 }
 
@@ -79,6 +85,11 @@ interface SavedState extends StateOwner {
   format: number
   saved_at: number
   entries: [string, unknown][]
+  /**
+   * The batches of the cycle that moved the baselines to `entries`, saved with them before any was sent:
+   * an agent killed while sending them resends them at start, and the server applies each batch_id once.
+   */
+  pending?: unknown[]
 }
 
 // Maps (per-statement and per-table samples) travel as tagged arrays of entries. Both walks skip
@@ -123,7 +134,10 @@ function countsOnly(value: unknown): boolean {
   return Object.values(value).every(countsOnly)
 }
 
-export type LoadedState = { kind: 'none' } | { kind: 'loaded'; owner: StateOwner; savedAt: number; entries: Map<string, unknown> } | { kind: 'unusable'; reason: string }
+export type LoadedState =
+  | { kind: 'none' }
+  | { kind: 'loaded'; owner: StateOwner; savedAt: number; entries: Map<string, unknown>; pending: IngestBatch[] }
+  | { kind: 'unusable'; reason: string }
 
 /** The saved state in `path`, if any; a file from another format or that does not parse is unusable. */
 export function loadState(path: string): LoadedState {
@@ -139,7 +153,9 @@ export function loadState(path: string): LoadedState {
       (saved.lineage === null || typeof saved.lineage === 'string') &&
       typeof saved.saved_at === 'number' &&
       Array.isArray(saved.entries) &&
-      saved.entries.every((entry) => Array.isArray(entry) && entry.length === 2 && typeof entry[0] === 'string')
+      saved.entries.every((entry) => Array.isArray(entry) && entry.length === 2 && typeof entry[0] === 'string') &&
+      (saved.pending === undefined ||
+        (Array.isArray(saved.pending) && saved.pending.every((b) => typeof (b as Partial<IngestBatch> | null)?.batch_id === 'string')))
     if (!wellFormed) return { kind: 'unusable', reason: 'not a state file' }
     // Every sample, watermark and time the collectors keep is a count or a time: a negative or endless
     // number can only come from a damaged or planted file, and would turn into an absurd delta.
@@ -149,6 +165,7 @@ export function loadState(path: string): LoadedState {
       owner: { target: saved.target, lineage: saved.lineage },
       savedAt: saved.saved_at,
       entries: new Map(saved.entries.map(([key, value]) => [key, fromSaved(value)])),
+      pending: (saved.pending ?? []) as IngestBatch[],
     }
   } catch (e) {
     return { kind: 'unusable', reason: (e as Error).message }
@@ -156,9 +173,9 @@ export function loadState(path: string): LoadedState {
 }
 
 /** Saves the committed state (without cache entries) atomically: a crash leaves the old file or the new one. */
-export function saveState(path: string, owner: StateOwner, state: Map<string, unknown>, now: number): void {
+export function saveState(path: string, owner: StateOwner, state: Map<string, unknown>, now: number, pending: IngestBatch[] = []): void {
   const entries = [...state].filter(([key]) => !key.startsWith(CACHE_PREFIX)).map(([key, value]): [string, unknown] => [key, toSaved(value)])
-  const body = JSON.stringify({ format: STATE_FORMAT, saved_at: now, ...owner, entries } satisfies SavedState)
+  const body = JSON.stringify({ format: STATE_FORMAT, saved_at: now, ...owner, entries, ...(pending.length > 0 ? { pending } : {}) } satisfies SavedState)
   mkdirSync(dirname(path), { recursive: true })
   const temporary = join(dirname(path), `.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`)
   try {
@@ -168,7 +185,10 @@ export function saveState(path: string, owner: StateOwner, state: Map<string, un
     chmodSync(temporary, 0o600)
     renameSync(temporary, path)
   } catch (e) {
-    rmSync(temporary, { force: true })
+    // The write's own error is the one to report, not a failed cleanup (a read-only file system).
+    try {
+      rmSync(temporary, { force: true })
+    } catch {}
     throw e
   }
 }

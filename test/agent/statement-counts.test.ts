@@ -16,6 +16,7 @@ import { STATE_FORMAT, stateFileName } from '../../src/agent/state.ts'
 import { createLogger } from '../../src/shared/log.ts'
 import { type PostgresServer, postgresMajors, sharedPostgres, startPostgres, statementsDatabase } from '../support/postgres.ts'
 import { type Account, type TestServer, agentAccount, startTestServer } from '../support/server.ts'
+import { until } from '../support/wait.ts'
 
 let server: TestServer
 let account: Account
@@ -38,16 +39,16 @@ const timings = { ...defaultTimings, pingIntervalMs: 60_000, collectorDeadlineMs
 let counter = 0
 
 /** A runner of query_stats only for `dsn`, shipping to the test server, its state saved in `dir`. */
-function runnerFor(dsn: string, name: string, dir: string, logs: string[] = []) {
+function runnerFor(dsn: string, name: string, dir: string, logs: string[] = [], options: { endpoint?: string; bufferDir?: string; requestTimeoutMs?: number } = {}) {
   const log = createLogger('debug', (l) => logs.push(l))
   const shipper = new Shipper({
-    endpoint: server.base,
+    endpoint: options.endpoint ?? server.base,
     apiKey: key,
     databaseName: name,
-    bufferDir: dir,
+    bufferDir: options.bufferDir ?? dir,
     retryIntervalMs: 60_000,
     bufferMaxAgeMs: 3_600_000,
-    requestTimeoutMs: 15_000,
+    requestTimeoutMs: options.requestTimeoutMs ?? 15_000,
     log,
   })
   const config: DatabaseConfig = { name, engine: 'postgres', dsn, pollIntervalMs: 60_000, enabledCollectors: ['query_stats'], tags: {} }
@@ -148,6 +149,73 @@ describe.each([...postgresMajors])('PostgreSQL %d', (major) => {
     await second.cycle()
     expect(await t.stored()).toBe(13)
     expect(await t.truth()).toBe(13)
+  })
+})
+
+describe('an agent killed while it sends', () => {
+  test('the server applied the batch, the agent never heard back: the restarted agent resends it, counted once', async () => {
+    const pg = await sharedPostgres(17)
+    const t = await target(pg, 'killed_marker')
+    // Forwards each batch to the server, then never answers: the agent dies before it hears back.
+    const blackHole = Bun.serve({
+      hostname: '127.0.0.1',
+      port: 0,
+      async fetch(req) {
+        await fetch(server.base + new URL(req.url).pathname, { method: 'POST', headers: req.headers, body: await req.arrayBuffer() })
+        return new Promise<Response>(() => {})
+      },
+    })
+    cleanups.push(async () => blackHole.stop(true))
+    const first = runnerFor(t.dsn, t.name, t.dir)
+    await first.cycle() // baseline, shipped to the server itself
+    await first.stop()
+    await t.run(6)
+    const killed = runnerFor(t.dsn, t.name, t.dir, [], { endpoint: `http://127.0.0.1:${blackHole.port}`, bufferDir: join(t.dir, 'killed'), requestTimeoutMs: 2_000 })
+    const cutShort = killed.cycle()
+    await until('the batch to be applied', async () => ((await t.stored()) === 6 ? true : undefined))
+    // The agent is gone (as after kill -9): a new one starts from the files it left.
+    await t.run(2)
+    const logs: string[] = []
+    const restarted = runnerFor(t.dsn, t.name, t.dir, logs)
+    cleanups.push(() => restarted.stop())
+    await restarted.cycle()
+    expect(logs.join('\n')).toContain('sending again the batches of the cycle before the restart')
+    expect(await t.stored()).toBe(8)
+    expect(await t.truth()).toBe(8)
+    await cutShort
+  })
+})
+
+describe('an outage while the buffer cannot keep anything', () => {
+  test('a batch neither delivered nor kept leaves the baselines: its counts arrive with the next one', async () => {
+    const pg = await sharedPostgres(17)
+    const t = await target(pg, 'carried_marker')
+    let down = false
+    const gate = Bun.serve({
+      hostname: '127.0.0.1',
+      port: 0,
+      async fetch(req) {
+        if (down) return Response.json({ error: 'maintenance' }, { status: 503 })
+        return fetch(server.base + new URL(req.url).pathname, { method: 'POST', headers: req.headers, body: await req.arrayBuffer() })
+      },
+    })
+    cleanups.push(async () => gate.stop(true))
+    // A buffer directory that cannot exist: a regular file stands where its parent should be.
+    const blocked = join(t.dir, 'not-a-folder')
+    writeFileSync(blocked, '')
+    const logs: string[] = []
+    const runner = runnerFor(t.dsn, t.name, t.dir, logs, { endpoint: `http://127.0.0.1:${gate.port}`, bufferDir: join(blocked, 'buffer') })
+    cleanups.push(() => runner.stop())
+    await runner.cycle() // baseline
+    await t.run(4)
+    down = true
+    await runner.cycle()
+    expect(logs.join('\n')).toContain('the buffer is failing; batches the API does not take now are lost')
+    await t.run(3)
+    down = false
+    await runner.cycle()
+    expect(await t.stored()).toBe(7)
+    expect(await t.truth()).toBe(7)
   })
 })
 
