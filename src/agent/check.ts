@@ -3,9 +3,12 @@
 // run, why the others will not, and notes on what the agent's role lacks). Each database's check runs
 // under a hard deadline, and its client is destroyed when that passes. Succeeds only when the API took
 // the key and every database answered.
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import postgres from 'postgres'
 import type { AgentConfig, DatabaseConfig } from './config.ts'
 import { dsnEndpoint, planCollectors } from './postgres-runner.ts'
+import { othersMayWrite } from './own-file.ts'
 import { type CollectorPlan, defaultTimings, withDeadline } from './runner.ts'
 import { VERSION } from '../version.ts'
 
@@ -115,6 +118,23 @@ async function checkClickHouse(db: DatabaseConfig, timeoutS: number): Promise<Ch
   } catch (e) {
     return { ok: false, line: `FAIL  ${db.name}: clickhouse: ${(e as Error).message}` }
   }
+}
+
+/**
+ * The buffer directory: the agent must be able to create files there (the buffer, the saved baselines),
+ * and other users must not (they could plant them).
+ */
+export function checkBufferDir(dir: string): CheckLine {
+  const probe = join(dir, `.dbm-check-${process.pid}-${Math.random().toString(36).slice(2)}`)
+  try {
+    mkdirSync(dir, { recursive: true })
+    writeFileSync(probe, '', { mode: 0o600, flag: 'wx' })
+    rmSync(probe, { force: true })
+  } catch (e) {
+    return { ok: false, line: `FAIL  buffer: ${dir} cannot hold the buffer and the saved baselines: ${(e as Error).message}` }
+  }
+  if (othersMayWrite(dir)) return { ok: false, line: `FAIL  buffer: other users may create files in ${dir}; give the agent a directory of its own (--buffer-dir)` }
+  return { ok: true, line: `ok    buffer: ${dir}` }
 }
 
 /** One line per database, in config order. */

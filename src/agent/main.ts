@@ -2,7 +2,7 @@
 // (--check) or runs until SIGINT/SIGTERM; SIGHUP reloads the config like an edit of the file does.
 import { createLogger, type LogLevel } from '../shared/log.ts'
 import { Agent } from './agent.ts'
-import { checkApi, checkConfig } from './check.ts'
+import { checkApi, checkBufferDir, checkConfig } from './check.ts'
 import { ConfigError, findConfigPath, loadAgentConfig } from './config.ts'
 
 export interface AgentFlags {
@@ -19,7 +19,9 @@ export async function runAgent(flags: AgentFlags, env: Record<string, string | u
     path = findConfigPath(flags.config, env, cwd)
     if (flags.check) {
       const config = loadAgentConfig(path)
-      const lines = await Promise.all([checkApi(config), checkConfig(config)]).then(([api, dbs]) => [api, ...dbs])
+      const bufferDir = flags['buffer-dir'] ?? env.DBM_AGENT_BUFFER_DIR ?? cwd
+      const buffer = checkBufferDir(bufferDir)
+      const lines = await Promise.all([checkApi(config), checkConfig(config)]).then(([api, dbs]) => [api, ...dbs, ...(buffer.ok ? [] : [buffer])])
       for (const l of lines) process.stdout.write(`${l.line}\n`)
       return lines.every((l) => l.ok) ? 0 : 1
     }

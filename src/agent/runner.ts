@@ -236,6 +236,15 @@ export abstract class Runner<Ctx> {
 
   /** Applies the server-side settings of the latest accepted batch from the next cycle on. */
   applySettings(settings: DatabaseSettings): void {
+    const serverMs = settings.poll_interval_seconds * 1000
+    if (serverMs !== this.config.pollIntervalMs && serverMs !== (this.settings?.poll_interval_seconds ?? 0) * 1000) {
+      // The config's poll_interval registers a database; from then on the server's setting is the one.
+      this.log.info('the poll interval set on the server applies, not poll_interval in the config; change it on the server (PATCH /databases/{id}, or the dashboard)', {
+        database: this.config.name,
+        server_s: settings.poll_interval_seconds,
+        config_s: this.config.pollIntervalMs / 1000,
+      })
+    }
     this.settings = settings
   }
 

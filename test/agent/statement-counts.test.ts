@@ -107,7 +107,8 @@ describe.each([...postgresMajors])('PostgreSQL %d', (major) => {
 
   test(major >= 14 ? 'a full reset between two cycles: 50, reset, 80 counts 130' : 'a full reset between two cycles: 50, reset, 20 counts 70 (PostgreSQL 13 sees a reset only where a counter went down)', async () => {
     const t = await target(pg, `reset_marker_${major}`)
-    const runner = runnerFor(t.dsn, t.name, t.dir)
+    const logs: string[] = []
+    const runner = runnerFor(t.dsn, t.name, t.dir, logs)
     cleanups.push(() => runner.stop())
     await runner.cycle() // baseline
     await t.run(50)
@@ -123,6 +124,7 @@ describe.each([...postgresMajors])('PostgreSQL %d', (major) => {
     expect(await t.truth()).toBe(after)
     await runner.cycle()
     expect(await t.stored()).toBe(50 + after)
+    expect(logs.some((l) => l.includes('pg_stat_statements was reset: every statement counts from zero'))).toBe(major >= 14)
 
     await t.run(3)
     await runner.cycle()
@@ -403,7 +405,7 @@ describe.each([14, 17] as const)('evictions on PostgreSQL %d (pg_stat_statements
       await runner.cycle()
       const joined = logs.join('\n')
       expect(joined).toContain('pg_stat_statements evicted statements since the last cycle')
-      expect(runner.status.collectors.query_stats).toContain('pg_stat_statements is full')
+      expect(runner.status.collectors.query_stats).toContain('pg_stat_statements evicts statements (pg_stat_statements.max = 100 for all databases;')
       if (major >= 17) {
         expect(await t.stored()).toBe(55)
       } else {

@@ -43,6 +43,8 @@ interface Baseline {
 interface Evictions {
   /** When the latest eviction was seen. */
   lastAt: number
+  /** When the warning was last logged: once an hour while evictions go on. */
+  warnedAt: number
   /** Totals since the agent started watching this database. */
   events: number
   gone: number
@@ -191,6 +193,13 @@ export const queryStats: PostgresCollector = {
 
     // A full reset moves stats_reset; every entry then counts from zero.
     const allReset = current.statsReset !== null && previous.statsReset !== null && current.statsReset !== previous.statsReset
+    if (allReset) {
+      // A pg_stat_statements_reset() by someone, or a crash that emptied it.
+      ctx.log.info('pg_stat_statements was reset: every statement counts from zero; calls between the last cycle and the reset are not counted', {
+        database: ctx.name,
+        stats_reset: current.statsReset,
+      })
+    }
     const sums = new Map<string, Reading>()
     let recreated = 0
     for (const [key, now] of current.entries) {
@@ -254,9 +263,15 @@ function reportEvictions(
   // dealloc (PostgreSQL 13) only many at once is taken for an eviction.
   const evicted = events > 0 || (current.dealloc === null && gone > 0 && max !== null && current.entries.size >= 0.9 * max)
   if (evicted) {
-    const totals: Evictions = { lastAt: ctx.now, events: (before?.events ?? 0) + events, gone: (before?.gone ?? 0) + gone + recreated }
+    const warn = !before || !(ctx.now - before.warnedAt < EVICTION_NOTE_MS)
+    const totals: Evictions = {
+      lastAt: ctx.now,
+      warnedAt: warn ? ctx.now : before!.warnedAt,
+      events: (before?.events ?? 0) + events,
+      gone: (before?.gone ?? 0) + gone + recreated,
+    }
     ctx.state.set(EVICTIONS, totals)
-    ctx.log.warn('pg_stat_statements evicted statements since the last cycle: their calls after the last cycle are not counted', {
+    ctx.log[warn ? 'warn' : 'debug']('pg_stat_statements evicted statements since the last cycle: their calls after the last cycle are not counted', {
       database: ctx.name,
       collector: 'query_stats',
       evictions: events,
@@ -271,9 +286,9 @@ function reportEvictions(
     const precise = features.since
     ctx.notes.set(
       'query_stats',
-      `pg_stat_statements is full (${current.entries.size} statements, pg_stat_statements.max = ${max ?? 'unknown'}) and evicted statements ` +
-        `${latest.events > 0 ? `${latest.events} times ` : ''}(${latest.gone} evicted entries seen since the agent started, the latest at ` +
-        `${new Date(latest.lastAt).toISOString()}): calls an entry took between a cycle and its eviction are not counted` +
+      `pg_stat_statements evicts statements (pg_stat_statements.max = ${max ?? 'unknown'} for all databases; ${current.entries.size} entries are this database's): ` +
+        `${latest.events > 0 ? `${latest.events} evictions, ` : ''}${latest.gone} evicted entries seen since the agent started, the latest at ` +
+        `${new Date(latest.lastAt).toISOString()}. Calls an entry took between a cycle and its eviction are not counted` +
         `${precise ? '' : ', and before PostgreSQL 17 a statement evicted and run again within one cycle may be under-counted'}. Raise pg_stat_statements.max.`,
     )
   } else if (latest) {
