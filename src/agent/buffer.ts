@@ -111,6 +111,9 @@ export class DiskBuffer {
       }
       db.exec('PRAGMA journal_mode = WAL')
       db.exec('PRAGMA synchronous = NORMAL')
+      // The write-ahead log is cut back to 1 MB at each checkpoint instead of keeping its largest size,
+      // which on a small, full file system left no room for the deletes that free the buffer.
+      db.exec('PRAGMA journal_size_limit = 1048576')
       db.exec(
         'CREATE TABLE IF NOT EXISTS batches (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, created_at INTEGER NOT NULL, body TEXT NOT NULL)',
       )
@@ -261,14 +264,27 @@ export class DiskBuffer {
   accept(id: string): boolean {
     if (!this.db) return true
     try {
-      this.db.query('DELETE FROM batches WHERE id = ?1').run(id)
-      this.count = this.countRows()
-      if (this.count === 0) this.removeFiles()
+      this.deleteBatch(id)
       return true
     } catch (e) {
+      // A full disk: a checkpoint moves the log into the file and truncates it, which may make the room
+      // the delete needs.
+      if (errorCode(e)?.startsWith('SQLITE_FULL')) {
+        try {
+          this.db.exec('PRAGMA wal_checkpoint(TRUNCATE)')
+          this.deleteBatch(id)
+          return true
+        } catch {}
+      }
       this.fail('accept', e)
       return false
     }
+  }
+
+  private deleteBatch(id: string): void {
+    this.db!.query('DELETE FROM batches WHERE id = ?1').run(id)
+    this.count = this.countRows()
+    if (this.count === 0) this.removeFiles()
   }
 
   /** Drops batches older than the buffer lifetime; returns how many. */
