@@ -1,9 +1,13 @@
 // The collectors' memory across cycles (previous samples, watermarks) and how it survives:
 // - Each collector run writes into a StagedState; the runner commits it only when the run finished
 //   within its deadline, so a late or failed run never moves a baseline past counts it did not send.
-// - The committed state is saved next to the buffer (`service_state_<name>.json`, mode 0600) after each
-//   cycle, with what identifies the server and the DSN's target, and loaded when a runner starts: an
-//   agent restart, a config edit or a key rotation goes on from the last baseline instead of a new one.
+// - Each cycle saves the state it moves to next to the buffer (`service_state_<name>.json`, mode 0600),
+//   together with the batches that carry its deltas, before sending them, with what identifies the
+//   server and the DSN's target. A runner that starts loads it: an agent restart, a config edit or a key
+//   rotation goes on from the last baseline instead of a new one, and resends those batches first (the
+//   server applies each batch_id once), so an agent killed while sending counts nothing twice.
+// - A file that is a link, another user's or writable by others, or that holds negative or endless
+//   numbers, is not used.
 // Keys starting with `cache:` hold what can be fetched again (statement texts): neither staged nor saved.
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
