@@ -10,6 +10,7 @@ import { Agent } from '../../src/agent/agent.ts'
 import { createLogger } from '../../src/shared/log.ts'
 import { type PostgresServer, startPostgres, statementsDatabase } from '../support/postgres.ts'
 import { type Account, type TestServer, agentAccount, createApiKey, startTestServer } from '../support/server.ts'
+import { waitForCycles } from '../support/agent.ts'
 import { until } from '../support/wait.ts'
 
 let pg: PostgresServer
@@ -64,17 +65,6 @@ async function registered(dbName: string): Promise<boolean> {
   return dbs.some((d) => d.name === dbName)
 }
 
-/** Waits until the runner of `dbName` has finished `count` more cycles. */
-async function cycles(agent: Agent, dbName: string, count: number): Promise<void> {
-  const seen = new Set<string>()
-  const first = agent.runner(dbName)?.status.last_cycle_at
-  await until(`${count} more cycles of ${dbName}`, async () => {
-    const at = agent.runner(dbName)?.status.last_cycle_at
-    if (at && at !== first) seen.add(at)
-    return seen.size > count ? true : undefined
-  }, { everyMs: 50 })
-}
-
 describe('agent faults', () => {
   test('a database restart is survived: reconnect, the same baseline, exact counts on both sides of it', async () => {
     const logs: string[] = []
@@ -96,7 +86,7 @@ describe('agent faults', () => {
       await session.end()
       await until('the restart to be noticed', async () => (logs.some((l) => l.includes('the server restarted')) ? true : undefined))
       await until('11 + 6 calls', async () => ((await calls('restarted', 'restart_marker')) === 17 ? true : undefined))
-      await cycles(agent, 'restarted', 2)
+      await waitForCycles(agent, 'restarted', 2)
       expect(await calls('restarted', 'restart_marker')).toBe(17)
       expect(logs.join('\n')).not.toContain('changed identity')
     } finally {
@@ -120,16 +110,16 @@ describe('agent faults', () => {
       // An edit of the entry's tags restarts its runner, which goes on from the baseline the old one saved.
       writeFileSync(path, `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n${entry('b')}`)
       await agent.reload()
-      await cycles(agent, 'edited', 1)
+      await waitForCycles(agent, 'edited', 1)
       await run(4)
       // A new API key restarts every runner the same way.
       const rotated = (await createApiKey(server, account, 'rotated')).key
       writeFileSync(path, `api:\n  endpoint: ${server.base}\n  key: ${rotated}\ndatabases:\n${entry('b')}`)
       await agent.reload()
-      await cycles(agent, 'edited', 1)
+      await waitForCycles(agent, 'edited', 1)
       await run(3)
       await until('5 + 4 + 3 calls', async () => ((await calls('edited', 'edited_marker')) === 12 ? true : undefined))
-      await cycles(agent, 'edited', 2)
+      await waitForCycles(agent, 'edited', 2)
       expect(await calls('edited', 'edited_marker')).toBe(12)
       expect(logs.filter((l) => l.includes('statistics go on from the saved baseline')).length).toBe(2)
     } finally {

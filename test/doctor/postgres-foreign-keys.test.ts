@@ -3,6 +3,7 @@
 // an index (even a wider one) nothing; the finding's own CREATE INDEX cures it.
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
 import { type PostgresDoctorRig, postgresDoctorRig } from '../support/doctor.ts'
+import { until } from '../support/wait.ts'
 
 setDefaultTimeout(60_000)
 
@@ -25,6 +26,12 @@ test('unindexed foreign keys: warning for a large table, note for a small one, n
   // Covered: (customer_id, region) leads the index (customer_id, region, created).
   await rig.sql`CREATE TABLE visits (id int PRIMARY KEY, customer_id int, region int, created int, FOREIGN KEY (customer_id, region) REFERENCES customers (id, region))`
   await rig.sql`CREATE INDEX visits_customer_region_created ON visits (customer_id, region, created)`
+  // The inserting sessions report their row counts within a second or so: ANALYZE before that report
+  // arrives would see its live rows added once more when it does (40,000 on a busy machine).
+  await until('the inserts in pg_stat_user_tables', async () => {
+    const [row] = await rig.sql`SELECT n_tup_ins::int AS n FROM pg_stat_user_tables WHERE relname = 'orders'`
+    return row?.n === 20000 ? true : undefined
+  })
   await rig.sql`ANALYZE`
   await rig.cycle()
 
