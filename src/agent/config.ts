@@ -310,8 +310,34 @@ const isPlainMap = (value: Plain | undefined): value is PlainMap =>
 
 function rejectUnknownKeys(map: PlainMap, known: string[], where: string): void {
   for (const key of Object.keys(map)) {
-    if (!known.includes(key)) throw new ConfigError(`unknown key ${JSON.stringify(key)} ${where}`)
+    if (known.includes(key)) continue
+    const near = nearestKey(key, known)
+    throw new ConfigError(`unknown key ${JSON.stringify(key)} ${where}${near ? ` (did you mean ${JSON.stringify(near)}?)` : ''}`)
   }
+}
+
+/** The known key a misspelled one most likely meant: the same but for case, `_` and `-`, or at most 2 edits away. */
+function nearestKey(key: string, known: string[]): string | undefined {
+  const plain = (k: string) => k.toLowerCase().replace(/[_-]/g, '')
+  let best: { key: string; distance: number } | undefined
+  for (const candidate of known) {
+    const distance = plain(key) === plain(candidate) ? 0 : editDistance(plain(key), plain(candidate))
+    if (distance <= 2 && (!best || distance < best.distance)) best = { key: candidate, distance }
+  }
+  return best?.key
+}
+
+/** Levenshtein distance (insertions, deletions and substitutions of one character). */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j)
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i]
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1))
+    }
+    previous = current
+  }
+  return previous[b.length]!
 }
 
 /** An optional string field: null, absent and "" all mean unset. */
@@ -359,14 +385,15 @@ function parseHealth(value: Plain | undefined): AgentConfig['health'] {
   return { listenAddr, hostname: match[1] ?? (match[2] || '0.0.0.0'), port }
 }
 
-/** Byte units of buffer.max_bytes: SI (powers of 1000) and IEC (powers of 1024), written as shown. */
+/** Byte units of buffer.max_bytes: SI (powers of 1000) and IEC (powers of 1024), in any case (256mb is 256MB). */
 const BYTE_UNITS: Record<string, number> = { B: 1, KB: 1e3, MB: 1e6, GB: 1e9, KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3 }
+const UNIT_BY_LOWER_CASE = new Map(Object.entries(BYTE_UNITS).map(([unit, bytes]) => [unit.toLowerCase(), bytes]))
 
 /** A size: a whole number of bytes, optionally followed (with no space) by one of BYTE_UNITS: 268435456, 256MB, 1GiB. */
 export function parseByteSize(text: string): number | undefined {
   const match = /^(\d+)([A-Za-z]*)$/.exec(text)
   if (!match) return undefined
-  const unit = match[2] === '' ? 1 : BYTE_UNITS[match[2]!]
+  const unit = match[2] === '' ? 1 : UNIT_BY_LOWER_CASE.get(match[2]!.toLowerCase())
   if (unit === undefined) return undefined
   const bytes = Number(match[1]) * unit
   return Number.isSafeInteger(bytes) ? bytes : undefined

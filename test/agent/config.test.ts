@@ -136,10 +136,13 @@ databases:
     expect(maxBytes('1024KiB')).toBe(1_048_576)
     expect(maxBytes('256MiB')).toBe(268_435_456)
     expect(maxBytes('1GiB')).toBe(1_073_741_824)
+    // Units in any case: what people type.
+    expect(maxBytes('256mb')).toBe(256_000_000)
+    expect(maxBytes('1gib')).toBe(1_073_741_824)
     expect(maxBytes('""')).toBe(256_000_000)
     const unitError = (text: string) =>
       `buffer.max_bytes: expected a whole number of bytes, optionally with a unit (B, KB, MB, GB, KiB, MiB, GiB) such as 256MB or 1GiB, got "${text}"`
-    for (const bad of ['256mb', '1 GiB', '1.5GB', '-1MB', '1e9', '1_000_000', 'MB', '1TB', '99999999999999999GiB']) {
+    for (const bad of ['256M', '1 GiB', '1.5GB', '-1MB', '1e9', '1_000_000', 'MB', '1TB', '99999999999999999GiB']) {
       expect(errorOf(() => maxBytes(JSON.stringify(bad))).message).toBe(unitError(bad))
     }
     expect(errorOf(() => maxBytes('999999')).message).toBe('buffer.max_bytes: must be at least 1MB, got "999999"')
