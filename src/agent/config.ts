@@ -48,6 +48,8 @@ export interface ClickHouseTarget {
 const DEFAULT_ENDPOINT = 'http://localhost:8080'
 const DEFAULT_POLL_INTERVAL = '10s'
 const MIN_POLL_INTERVAL_MS = 1000
+/** The longest poll interval: a day, as on the server (longer ones overflowed the timer into a busy loop). */
+const MAX_POLL_INTERVAL_MS = 24 * 60 * 60_000
 const MAX_NAME_LENGTH = 200
 /** Same shape the server issues (src/server/auth/api-keys.ts); the agent may not import the server. */
 const API_KEY_PATTERN = /^dbm_ak_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$/
@@ -446,6 +448,7 @@ function parsePollInterval(entry: PlainMap, path: string): number {
     throw new ConfigError(`${path}.poll_interval: ${(error as Error).message}`)
   }
   if (ms < MIN_POLL_INTERVAL_MS) throw new ConfigError(`${path}.poll_interval: must be at least 1s, got ${text}`)
+  if (ms > MAX_POLL_INTERVAL_MS) throw new ConfigError(`${path}.poll_interval: must be at most 24h, got ${text}`)
   return ms
 }
 
