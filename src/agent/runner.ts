@@ -229,11 +229,6 @@ export abstract class Runner<Ctx> {
     }
   }
 
-  /** True while the API refuses this database's batches (a revoked or wrong key): the agent is degraded. */
-  get apiRefused(): boolean {
-    return this.shipper.refusal() !== null
-  }
-
   /** Applies the server-side settings of the latest accepted batch from the next cycle on. */
   applySettings(settings: DatabaseSettings): void {
     const serverMs = settings.poll_interval_seconds * 1000
