@@ -55,6 +55,11 @@ function runnerFor(dsn: string, name: string, dir: string, logs: string[] = [], 
   return new PostgresRunner(config, shipper, log, timings, join(dir, stateFileName(name)))
 }
 
+/** Passes an agent's request on to the test server: what the proxies in front of it do when they let one through. */
+async function forwardToServer(req: Request): Promise<Response> {
+  return fetch(server.base + new URL(req.url).pathname, { method: 'POST', headers: req.headers, body: await req.arrayBuffer() })
+}
+
 interface Target {
   dsn: string
   name: string
@@ -163,7 +168,7 @@ describe('an agent killed while it sends', () => {
       hostname: '127.0.0.1',
       port: 0,
       async fetch(req) {
-        await fetch(server.base + new URL(req.url).pathname, { method: 'POST', headers: req.headers, body: await req.arrayBuffer() })
+        await forwardToServer(req)
         return new Promise<Response>(() => {})
       },
     })
@@ -198,7 +203,7 @@ describe('an outage while the buffer cannot keep anything', () => {
       port: 0,
       async fetch(req) {
         if (down) return Response.json({ error: 'maintenance' }, { status: 503 })
-        return fetch(server.base + new URL(req.url).pathname, { method: 'POST', headers: req.headers, body: await req.arrayBuffer() })
+        return forwardToServer(req)
       },
     })
     cleanups.push(async () => gate.stop(true))
