@@ -293,7 +293,7 @@ export abstract class Runner<Ctx> {
   }
 
   /** Saves `state` (and the batches that carry it) next to the buffer; a failure (a full disk) is logged once per episode. */
-  private saveState(state: Map<string, unknown> = this.state, pending: IngestBatch[] = []): void {
+  private saveState(state: Map<string, unknown> = this.state, pending: string[] = []): void {
     const owner = this.owner()
     if (!this.stateFile || !owner) return
     try {
@@ -518,14 +518,15 @@ export abstract class Runner<Ctx> {
     if (errors.length > 0) batch.collector_errors = errors
     batch.collector_notes = [...this.notes].map(([collector, message]) => ({ collector, message: message.slice(0, 2000) }))
     const parts = batchParts(batch, this.log)
+    const bodies = parts.map((part) => JSON.stringify(part))
     // The baselines this cycle moved to are saved with the parts that carry the deltas, before any part
     // is sent: an agent killed while sending resends them all at start (the server applies each once),
     // instead of computing those deltas again from the older baselines.
     const after = new Map(this.state)
     for (const staged of stages) staged.applyTo(after)
-    this.saveState(after, parts)
+    this.saveState(after, bodies)
     const outcomes: SendOutcome[] = []
-    for (const part of parts) outcomes.push(await this.shipper.send(part))
+    for (const [i, part] of parts.entries()) outcomes.push(await this.shipper.send(part, bodies[i]))
     if (outcomes.every((outcome) => outcome === 'lost')) {
       // Neither delivered nor kept (an outage with a failing buffer): the baselines stay, so the counter
       // deltas go with the next batch; this cycle's lists and gauges are lost, as the shipper counted.

@@ -215,9 +215,8 @@ export class Shipper {
     this.buffer.close()
   }
 
-  /** Ships the batch now, or buffers it behind earlier ones. Never throws. */
-  async send(batch: IngestBatch): Promise<SendOutcome> {
-    const body = JSON.stringify(batch)
+  /** Ships the batch now, or buffers it behind earlier ones. Never throws. `body`: its JSON, when the caller built it already. */
+  async send(batch: IngestBatch, body = JSON.stringify(batch)): Promise<SendOutcome> {
     const queued = this.buffer.size() > 0 || this.draining !== undefined
     let notKept: string | null = null
     if (queued) {

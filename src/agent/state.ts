@@ -176,10 +176,14 @@ export function loadState(path: string): LoadedState {
   }
 }
 
-/** Saves the committed state (without cache entries) atomically: a crash leaves the old file or the new one. */
-export function saveState(path: string, owner: StateOwner, state: Map<string, unknown>, now: number, pending: IngestBatch[] = []): void {
+/**
+ * Saves the committed state (without cache entries) atomically: a crash leaves the old file or the new
+ * one. `pending` are the JSON bodies of the batches saved with it, as the shipper sends them (built once).
+ */
+export function saveState(path: string, owner: StateOwner, state: Map<string, unknown>, now: number, pending: string[] = []): void {
   const entries = [...state].filter(([key]) => !key.startsWith(CACHE_PREFIX)).map(([key, value]): [string, unknown] => [key, toSaved(value)])
-  const body = JSON.stringify({ format: STATE_FORMAT, saved_at: now, ...owner, entries, ...(pending.length > 0 ? { pending } : {}) } satisfies SavedState)
+  const head = JSON.stringify({ format: STATE_FORMAT, saved_at: now, ...owner, entries } satisfies SavedState)
+  const body = pending.length > 0 ? `${head.slice(0, -1)},"pending":[${pending.join(',')}]}` : head
   mkdirSync(dirname(path), { recursive: true })
   const temporary = join(dirname(path), `.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`)
   try {
