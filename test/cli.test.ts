@@ -70,7 +70,7 @@ describe('help and version', () => {
       expect(line).toContain(` ${variable} `)
       expect(line).toEndWith(fallback)
     }
-    for (const variable of ['DBM_JWT_SECRET', 'DBM_SMTP_URL', 'DBM_TRUST_PROXY']) {
+    for (const variable of ['DBM_JWT_SECRET', 'DBM_SMTP_URL', 'DBM_TRUST_PROXY', 'DBM_WEBHOOK_ALLOW_PRIVATE']) {
       expect(help).toMatch(new RegExp(`^ {2}${variable} +\\S`, 'm'))
     }
   })
@@ -122,6 +122,7 @@ describe('usage errors exit 2 with one line naming the flag or variable', () => 
     ['--public-url not http(s)', ['serve', '--public-url', 'dbm.example.org'], {}, '--public-url: expected an http:// or https:// URL'],
     ['DBM_JWT_SECRET shorter than 32 characters', ['serve'], { DBM_JWT_SECRET: secret31 }, 'DBM_JWT_SECRET: must be at least 32 characters'],
     ['DBM_TRUST_PROXY not a boolean', ['serve'], { DBM_TRUST_PROXY: 'maybe' }, 'DBM_TRUST_PROXY: expected true or false, got "maybe"'],
+    ['DBM_WEBHOOK_ALLOW_PRIVATE not a boolean', ['serve'], { DBM_WEBHOOK_ALLOW_PRIVATE: 'internal' }, 'DBM_WEBHOOK_ALLOW_PRIVATE: expected true or false, got "internal"'],
   ]
 
   test.each(cases)('%s', async (_what, args, env, line) => {

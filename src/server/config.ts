@@ -24,6 +24,8 @@ export interface ServeConfig {
   trustProxy: boolean
   logLevel: LogLevel
   retentionDays: number
+  /** DBM_WEBHOOK_ALLOW_PRIVATE: webhooks may go to loopback, private and other internal addresses. */
+  webhookAllowPrivate: boolean
 }
 
 /** Parses `host:port`, `:port` or `[v6]:port`. */
@@ -87,6 +89,7 @@ export function resolveServeConfig(flags: Record<string, string>, env: Record<st
     trustProxy: parseBool(env.DBM_TRUST_PROXY ?? '', 'DBM_TRUST_PROXY'),
     logLevel,
     retentionDays,
+    webhookAllowPrivate: parseBool(env.DBM_WEBHOOK_ALLOW_PRIVATE ?? '', 'DBM_WEBHOOK_ALLOW_PRIVATE'),
   }
 }
 
