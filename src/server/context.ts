@@ -3,6 +3,7 @@ import type { TokenService } from './auth/tokens.ts'
 import type { Logger } from '../shared/log.ts'
 import type { Mailer } from './mail.ts'
 import type { Store } from './store/types.ts'
+import type { WebhookPolicy } from './webhook-target.ts'
 
 export interface Deps {
   store: Store
@@ -17,6 +18,8 @@ export interface Deps {
   trustProxy: boolean
   /** Doctor thresholds that replace a rule's own, by rule id then threshold name (tests use it to make time pass). */
   doctorThresholds?: Record<string, Record<string, number>>
+  /** Where webhooks may go (DBM_WEBHOOK_ALLOW_PRIVATE); absent: internal addresses refused, system DNS. */
+  webhooks?: WebhookPolicy
   /** The open streams (active-queries WebSockets): `dbm serve` closes them with 1001 when it stops. */
   streams?: Set<{ close(code?: number, reason?: string): void }>
 }

@@ -5,7 +5,8 @@
 //   - alerts: one per critical finding key, opened when it appears and resolved when it goes;
 //   - notifications, once per alert state change: a mail to each of the organization's users who
 //     verified their address, and a POST of signed JSON to the organization's webhook, retried at each
-//     evaluation until the receiver answers 2xx (for up to a day).
+//     evaluation until the receiver answers 2xx (for up to a day). The POST goes only to addresses the
+//     server's webhook policy allows (webhook-target.ts: no internal ones unless DBM_WEBHOOK_ALLOW_PRIVATE).
 // Every ten minutes it applies retention and compacts minute buckets (sql-retention.ts).
 // Everything takes the time as a parameter: tests call runOnce(now) and runRetention(now) directly.
 import type { Deps } from './context.ts'
@@ -16,6 +17,7 @@ import type { FindingRecord, NotificationChannel, PendingNotification, Webhook }
 import { isStoreUnreachable } from './store/availability.ts'
 import { minuteFloor } from './store/sql-telemetry.ts'
 import { VERSION } from '../version.ts'
+import { type WebhookPolicy, deliveryTargets, strictPolicy } from './webhook-target.ts'
 
 const HOUR = 3_600_000
 const DAY = 24 * HOUR
@@ -132,40 +134,65 @@ export interface WebhookAttempt {
 }
 
 /** A failed delivery's cause without the URL (whose path or query may carry a token). */
-function failureCause(e: unknown, url: string, timeoutMs: number): string {
+function failureCause(e: unknown, urls: string[], timeoutMs: number): string {
   const error = e as Error
   if (error?.name === 'TimeoutError' || error?.name === 'AbortError') return `no answer within ${timeoutMs / 1000} s`
-  const target = webhookTarget(url)
-  return String(error?.message ?? e)
-    .replaceAll(url, target)
-    .replace(/https?:\/\/\S+/g, (found) => webhookTarget(found))
-    .slice(0, 300)
+  let text = String(error?.message ?? e)
+  for (const url of urls) text = text.replaceAll(url, webhookTarget(url))
+  return text.replace(/https?:\/\/[^\s"'<>]+/g, (found) => webhookTarget(found)).slice(0, 300)
 }
 
-/** POSTs `body` to the webhook, signed with its secret, without following redirects, within `timeoutMs`. */
-export async function postWebhook(webhook: Pick<Webhook, 'url' | 'secret'>, event: string, deliveryId: string, body: string, timeoutMs: number): Promise<WebhookAttempt> {
+/** Errors that mean no connection was made (nothing was sent): the next checked address may be tried. */
+const NOT_CONNECTED = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'ConnectionRefused', 'FailedToOpenSocket'])
+
+export interface WebhookSendOptions {
+  /** For the whole delivery: name resolution and the POST. */
+  timeoutMs: number
+  /** Which addresses are allowed, and how names resolve (deps.webhooks). */
+  policy?: WebhookPolicy
+}
+
+/**
+ * POSTs `body` to the webhook, signed with its secret, without following redirects, within `timeoutMs`.
+ * The URL's name is resolved once and every address checked against the policy (webhook-target.ts);
+ * the POST then goes to a checked address, in the resolver's order, the next one only when the previous
+ * refused the connection.
+ */
+export async function postWebhook(webhook: Pick<Webhook, 'url' | 'secret'>, event: string, deliveryId: string, body: string, options: WebhookSendOptions): Promise<WebhookAttempt> {
+  const { timeoutMs } = options
+  const policy = options.policy ?? strictPolicy
   const started = performance.now()
   const done = (status: number | null, error: string | null): WebhookAttempt => ({ status, error, duration_ms: Math.round(performance.now() - started) })
-  try {
-    const res = await fetch(webhook.url, {
-      method: 'POST',
-      body,
-      redirect: 'manual',
-      signal: AbortSignal.timeout(timeoutMs),
-      headers: {
-        'content-type': 'application/json',
-        'user-agent': `dbm/${VERSION}`,
-        'x-dbm-event': event,
-        'x-dbm-delivery': deliveryId,
-        'x-dbm-signature': webhookSignature(webhook.secret, body),
-      },
-    })
-    await res.body?.cancel().catch(() => {})
-    if (res.status >= 200 && res.status < 300) return done(res.status, null)
-    return done(res.status, res.status >= 300 && res.status < 400 ? `HTTP ${res.status} (redirects are not followed)` : `HTTP ${res.status}`)
-  } catch (e) {
-    return done(null, failureCause(e, webhook.url, timeoutMs))
+  const checked = await deliveryTargets(webhook.url, policy, timeoutMs)
+  if (!checked.ok) return done(null, checked.error)
+  const signal = AbortSignal.timeout(Math.max(1, timeoutMs - (performance.now() - started)))
+  for (const [i, target] of checked.targets.entries()) {
+    try {
+      const res = await fetch(target.url, {
+        method: 'POST',
+        body,
+        redirect: 'manual',
+        signal,
+        ...(target.serverName !== undefined || policy.ca !== undefined ? { tls: { serverName: target.serverName, ca: policy.ca } } : {}),
+        headers: {
+          host: target.host,
+          'content-type': 'application/json',
+          'user-agent': `dbm/${VERSION}`,
+          'x-dbm-event': event,
+          'x-dbm-delivery': deliveryId,
+          'x-dbm-signature': webhookSignature(webhook.secret, body),
+        },
+      })
+      await res.body?.cancel().catch(() => {})
+      if (res.status >= 200 && res.status < 300) return done(res.status, null)
+      return done(res.status, res.status >= 300 && res.status < 400 ? `HTTP ${res.status} (redirects are not followed)` : `HTTP ${res.status}`)
+    } catch (e) {
+      const code = (e as { code?: string })?.code
+      if (code !== undefined && NOT_CONNECTED.has(code) && i + 1 < checked.targets.length) continue
+      return done(null, failureCause(e, [webhook.url, target.url], timeoutMs))
+    }
   }
+  return done(null, 'no address to connect to')
 }
 
 export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): HealthMonitor {
@@ -183,7 +210,7 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
   /** POSTs the notification; null on a 2xx answer, else why not. */
   async function post(webhook: Webhook, n: PendingNotification, now: number): Promise<string | null> {
     const body = JSON.stringify(webhookPayload(n, deps.publicUrl, now))
-    return (await postWebhook(webhook, `alert.${n.event}`, n.id, body, webhookTimeoutMs)).error
+    return (await postWebhook(webhook, `alert.${n.event}`, n.id, body, { timeoutMs: webhookTimeoutMs, policy: deps.webhooks })).error
   }
 
   async function deliver(now: number): Promise<EvaluationSummary['notifications']> {

@@ -33,6 +33,7 @@ export async function serve(config: ServeConfig): Promise<number> {
     clock: Date.now,
     publicUrl: config.publicUrl,
     trustProxy: config.trustProxy,
+    webhooks: { allowPrivate: config.webhookAllowPrivate },
     streams: new Set<{ close(code?: number, reason?: string): void }>(),
   }
   let app
@@ -51,6 +52,7 @@ export async function serve(config: ServeConfig): Promise<number> {
     migrations_applied: opened.applied.length ? opened.applied.join(',') : 'none',
     mail: config.smtpUrl ? 'smtp' : 'log',
   })
+  if (config.webhookAllowPrivate) log.warn('webhooks may go to internal addresses (DBM_WEBHOOK_ALLOW_PRIVATE=true)')
 
   const sweep = setInterval(() => {
     store.sweepRateEvents(Date.now() - rateEventRetentionMs).catch((e) => {

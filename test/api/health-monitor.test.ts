@@ -6,6 +6,7 @@
 // database removes its rows; the organization webhook endpoints; and the monitor on its own schedule.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { type HealthMonitor, createHealthMonitor } from '../../src/server/health-monitor.ts'
+import { TEST_NOT_DELIVERED } from '../../src/server/routes/alerts.ts'
 import type { IngestBatch } from '../../src/shared/wire.ts'
 import { pgBatch } from '../support/batches.ts'
 import { type Account, type TestServer, agentAccount, createApiKey, signup, startTestServer, storeKinds, verify } from '../support/server.ts'
@@ -54,7 +55,9 @@ for (const kind of storeKinds) {
     let server: TestServer
     let monitor: HealthMonitor
     beforeAll(async () => {
-      server = await startTestServer(kind)
+      // The webhook receivers here listen on loopback: internal addresses are allowed (webhook-ssrf.test.ts
+      // tests them refused).
+      server = await startTestServer(kind, { webhooks: { allowPrivate: true } })
       monitor = createHealthMonitor(server.deps, { retentionDays: 30 })
     })
     afterAll(async () => {
@@ -335,7 +338,7 @@ for (const kind of storeKinds) {
       try {
         const { secret } = (await org.call('PUT', '/api/v1/organization/webhook', { url: `${receiver.url}/hooks/dbm?token=t0k` })).body
         const ok = await org.call('POST', path)
-        expect({ status: ok.status, body: ok.body }).toEqual({ status: 200, body: { delivered: true, status: 204, duration_ms: expect.any(Number) } })
+        expect({ status: ok.status, body: ok.body }).toEqual({ status: 200, body: { delivered: true } })
         expect(receiver.received).toHaveLength(1)
         const hook = receiver.received[0]!
         expect(receiver.signed(hook, secret)).toBe(true)
@@ -356,14 +359,19 @@ for (const kind of storeKinds) {
           retry: expect.stringMatching(/^(9|10)$/),
         })
         server.advance(10_000)
+        // Not delivered: the same answer for a 500 and a refused connection (nothing about the network
+        // behind the receiver); the cause is in the server's log, with the origin only.
         const failed = await org.call('POST', path)
-        expect(failed.body).toEqual({ delivered: false, status: 500, error: 'HTTP 500', duration_ms: expect.any(Number) })
-        // Refused connections say so, naming the origin only.
+        expect({ status: failed.status, body: failed.body }).toEqual({ status: 200, body: { delivered: false, reason: TEST_NOT_DELIVERED } })
         await org.call('PUT', '/api/v1/organization/webhook', { url: 'http://127.0.0.1:9/hooks/secret-path' })
         server.advance(10_000)
         const refused = await org.call('POST', path)
-        expect(refused.body).toMatchObject({ delivered: false, status: null })
-        expect(refused.body.error).not.toContain('secret-path')
+        expect({ status: refused.status, body: refused.body }).toEqual({ status: 200, body: { delivered: false, reason: TEST_NOT_DELIVERED } })
+        const causes = server.logs.filter((l) => l.includes(' INFO webhook test not delivered ') && l.includes(`org=${org.account.orgId} `))
+        expect(causes).toHaveLength(2)
+        expect(causes[0]).toEndWith(`target=${receiver.url} cause="HTTP 500"`)
+        expect(causes[1]).toContain('target=http://127.0.0.1:9 cause=')
+        expect(causes.join('\n')).not.toContain('secret-path')
         // Tests are not alert deliveries: the webhook's own record is untouched.
         expect((await org.call('GET', '/api/v1/organization/webhook')).body).toMatchObject({ last_success_at: null, last_failure_at: null, last_error: null })
         expect((await server.call('POST', path)).status).toBe(401)
@@ -380,7 +388,7 @@ describe('alert mail through an SMTP relay, and the monitor on its schedule', ()
   let account: Account
   beforeAll(async () => {
     smtp = await startSmtpReceiver()
-    server = await startTestServer('sqlite', { smtpUrl: smtp.url, publicUrl: 'https://dbm.example.org' })
+    server = await startTestServer('sqlite', { smtpUrl: smtp.url, publicUrl: 'https://dbm.example.org', webhooks: { allowPrivate: true } })
     account = await signup(server)
     await server.store.markEmailVerified(account.userId, Date.now())
   })

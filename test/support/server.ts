@@ -71,6 +71,8 @@ export async function startTestServer(
     databaseUrl?: string
     port?: number
     doctorThresholds?: Deps['doctorThresholds']
+    /** Where webhooks may go: tests delivering to a loopback receiver allow internal addresses. */
+    webhooks?: Deps['webhooks']
   } = {},
 ): Promise<TestServer> {
   const location = options.dataDir ? { dataDir: options.dataDir, databaseUrl: options.databaseUrl, cleanup() {} } : await freshStoreLocation(kind)
@@ -89,6 +91,7 @@ export async function startTestServer(
     publicUrl,
     trustProxy: options.trustProxy ?? true,
     doctorThresholds: options.doctorThresholds,
+    webhooks: options.webhooks,
   }
   const app = createApp(deps).listen({ hostname: '127.0.0.1', port: options.port ?? 0 })
   const base = `http://127.0.0.1:${app.server!.port}`

@@ -1,15 +1,18 @@
 // /api/v1/databases/{id}/recommendations and /alerts (what the health monitor keeps from the doctor's
 // findings), and /api/v1/organization/webhook (where alert notifications are POSTed, signed with a
 // secret the server generates and shows once). Recommendations are for verified organizations only.
+// Webhook URLs to internal addresses are refused unless the server allows them (webhook-target.ts); a
+// test delivery answers only whether it was delivered.
 import { Elysia, t } from 'elysia'
 import { authenticate } from '../auth/principal.ts'
 import { randomToken } from '../auth/secrets.ts'
 import type { Deps } from '../context.ts'
-import { postWebhook } from '../health-monitor.ts'
+import { postWebhook, webhookTarget } from '../health-monitor.ts'
 import { badRequest, forbidden, notFound, tooManyRequests } from '../http-error.ts'
 import { healthMonitorDefaults, webhookTestCooldownMs, webhookUrlMaxLength } from '../limits.ts'
 import type { Alert, NotificationChannel, NotificationEvent, Recommendation, Webhook } from '../store/sql-health.ts'
 import { rfc3339 } from '../views.ts'
+import { WebhookUrlError, checkWebhookUrl, strictPolicy } from '../webhook-target.ts'
 import { body, oneOf, query, requiredString } from './schema.ts'
 import { clampLimit, databaseFor, limitQuery } from './telemetry-params.ts'
 
@@ -70,18 +73,23 @@ function webhookView(w: Webhook) {
   }
 }
 
-/** An http(s) URL without credentials. */
-function checkWebhookUrl(value: string): string {
-  let url: URL
+/** The webhook URL as stored, or a 400 saying why not (its form, or an internal address: webhook-target.ts). */
+async function webhookUrl(deps: Deps, value: string): Promise<string> {
   try {
-    url = new URL(value.trim())
-  } catch {
-    throw badRequest('url must be an http:// or https:// URL')
+    return await checkWebhookUrl(value, deps.webhooks ?? strictPolicy)
+  } catch (e) {
+    if (e instanceof WebhookUrlError) throw badRequest(e.message)
+    throw e
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw badRequest('url must be an http:// or https:// URL')
-  if (url.username || url.password) throw badRequest('url must not contain a user name or password')
-  return url.toString()
 }
+
+/**
+ * Why a test delivery failed, as the API answers it: the same words whatever happened (refused address,
+ * no such name, closed port, timeout, non-2xx answer), so the endpoint tells nothing about the network
+ * it reached or did not reach. The cause is in the server's log.
+ */
+export const TEST_NOT_DELIVERED =
+  'the receiver did not take the delivery: it could not be reached, its address is not allowed, or it did not answer 2xx in time'
 
 const listQuery = (endpoint: 'recommendations' | 'alerts') => query({ status: t.Optional(oneOf('status', statuses)), limit: limitQuery(endpoint) })
 
@@ -118,7 +126,7 @@ export function alertRoutes(deps: Deps) {
     .put(
       '/api/v1/organization/webhook',
       async ({ principal, body, set }) => {
-        const url = checkWebhookUrl(body.url)
+        const url = await webhookUrl(deps, body.url)
         const { webhook, created } = await health.putWebhook(principal.orgId, url, `dbm_whsec_${randomToken(32)}`, clock())
         if (!created) return webhookView(webhook)
         set.status = 201
@@ -136,10 +144,13 @@ export function alertRoutes(deps: Deps) {
       // recorded as the webhook's last success or failure, which describe alert deliveries.
       const deliveryId = Bun.randomUUIDv7()
       const payload = { event: 'test', delivery_id: deliveryId, sent_at: rfc3339(now), organization_id: principal.orgId, message: 'A test delivery from dbm: the webhook is reachable.' }
-      const attempt = await postWebhook(webhook, 'test', deliveryId, JSON.stringify(payload), healthMonitorDefaults.webhookTimeoutMs)
-      return attempt.error === null
-        ? { delivered: true, status: attempt.status, duration_ms: attempt.duration_ms }
-        : { delivered: false, status: attempt.status, error: attempt.error, duration_ms: attempt.duration_ms }
+      const attempt = await postWebhook(webhook, 'test', deliveryId, JSON.stringify(payload), {
+        timeoutMs: healthMonitorDefaults.webhookTimeoutMs,
+        policy: deps.webhooks,
+      })
+      if (attempt.error === null) return { delivered: true }
+      deps.log.info('webhook test not delivered', { org: principal.orgId, target: webhookTarget(webhook.url), cause: attempt.error })
+      return { delivered: false, reason: TEST_NOT_DELIVERED }
     })
     .delete('/api/v1/organization/webhook', async ({ principal, set }) => {
       if (!(await health.deleteWebhook(principal.orgId))) throw notFound('webhook')
