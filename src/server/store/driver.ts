@@ -16,7 +16,8 @@ export interface SqlDriver {
   exec(script: string): Promise<void>
   /**
    * Runs `fn` in one transaction that also holds an exclusive lock named by `lockKey` when given
-   * (a PostgreSQL advisory lock; SQLite transactions are exclusive already).
+   * (a PostgreSQL advisory lock; SQLite transactions are exclusive already). Called on the driver of an
+   * open transaction, `fn` runs in that transaction, which then also holds `lockKey` until it ends.
    */
   transaction<T>(fn: (tx: SqlDriver) => Promise<T>, lockKey?: string): Promise<T>
   /** A trivial query, for health checks: resolves when the store answers it. */

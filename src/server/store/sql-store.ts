@@ -109,6 +109,8 @@ const PATCHABLE_COLUMNS = [
   'collect_replication',
   'disabled_collectors',
 ] as const satisfies readonly (keyof DatabasePatch)[]
+/** The lock held while an organization's set of databases changes (registration within a limit). */
+const databasesLock = (orgId: string) => `dbm:databases:${orgId}`
 const DB_DEFAULTS = { poll_interval_seconds: 10, collect_explain_plans: true, collect_replication: true }
 
 export class SqlStore implements Store {
@@ -426,7 +428,7 @@ export class SqlStore implements Store {
         ],
       )
       return db
-    }, `dbm:databases:${orgId}`)
+    }, databasesLock(orgId))
   }
 
   async getDatabase(orgId: string, id: string) {
@@ -493,35 +495,10 @@ export class SqlStore implements Store {
   async ingest(orgId: string, batch: IngestBatch, now: number, limit?: number): Promise<IngestResult> {
     let effects: IngestEffects | undefined
     const result = await this.driver.transaction(async (tx): Promise<IngestResult> => {
-      let row = await tx.get('SELECT * FROM databases WHERE org_id = $1 AND name = $2', [orgId, batch.database.name])
-      if (!row) {
-        if (limit !== undefined) {
-          const r = await tx.get<{ n: number }>('SELECT COUNT(*) AS n FROM databases WHERE org_id = $1', [orgId])
-          if (num(r?.n ?? 0) >= limit) return { kind: 'limit' }
-        }
-        const id = Bun.randomUUIDv7()
-        await tx.run(
-          `INSERT INTO databases (id, org_id, name, engine, engine_version, host, port, tags, poll_interval_seconds,
-             collect_explain_plans, collect_replication, disabled_collectors, created_at, updated_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $12, $8, $9, $10, '[]', $11, $11)`,
-          [
-            id,
-            orgId,
-            batch.database.name,
-            batch.database.engine,
-            batch.database.engine_version ?? null,
-            batch.database.host,
-            batch.database.port,
-            Math.max(1, Math.round(batch.interval_seconds)) || DB_DEFAULTS.poll_interval_seconds,
-            DB_DEFAULTS.collect_explain_plans,
-            DB_DEFAULTS.collect_replication,
-            now,
-            // The agent config's tags apply on registration only: later edits through the API stay.
-            JSON.stringify(batch.database.tags ?? {}),
-          ],
-        )
-        row = await tx.get('SELECT * FROM databases WHERE id = $1', [id])
-      }
+      const row =
+        (await tx.get('SELECT * FROM databases WHERE org_id = $1 AND name = $2', [orgId, batch.database.name])) ??
+        (await this.registerFromBatch(tx, orgId, batch, now, limit))
+      if (row === 'limit') return { kind: 'limit' }
       const database = toDatabase(row)
       if (database.engine !== batch.database.engine) return { kind: 'engine_mismatch', database }
       const fresh = await tx.run(
@@ -543,6 +520,44 @@ export class SqlStore implements Store {
       if (effects.texts.length > 0) this.knownTexts.remember(result.database.id, effects.texts, effects.textsAt)
     }
     return result
+  }
+
+  /**
+   * Registers the batch's database, or finds it registered meanwhile, under the organization's lock:
+   * the lock createDatabase takes, so concurrent registrations of different names (agents, POST
+   * /databases) count each other against `limit`, and one of the same name is found, not duplicated.
+   */
+  private registerFromBatch(tx: SqlDriver, orgId: string, batch: IngestBatch, now: number, limit: number | undefined) {
+    return tx.transaction(async (locked): Promise<Record<string, unknown> | 'limit'> => {
+      const registered = await locked.get('SELECT * FROM databases WHERE org_id = $1 AND name = $2', [orgId, batch.database.name])
+      if (registered) return registered
+      if (limit !== undefined) {
+        const r = await locked.get<{ n: number }>('SELECT COUNT(*) AS n FROM databases WHERE org_id = $1', [orgId])
+        if (num(r?.n ?? 0) >= limit) return 'limit'
+      }
+      const id = Bun.randomUUIDv7()
+      await locked.run(
+        `INSERT INTO databases (id, org_id, name, engine, engine_version, host, port, tags, poll_interval_seconds,
+           collect_explain_plans, collect_replication, disabled_collectors, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $12, $8, $9, $10, '[]', $11, $11)`,
+        [
+          id,
+          orgId,
+          batch.database.name,
+          batch.database.engine,
+          batch.database.engine_version ?? null,
+          batch.database.host,
+          batch.database.port,
+          Math.max(1, Math.round(batch.interval_seconds)) || DB_DEFAULTS.poll_interval_seconds,
+          DB_DEFAULTS.collect_explain_plans,
+          DB_DEFAULTS.collect_replication,
+          now,
+          // The agent config's tags apply on registration only: later edits through the API stay.
+          JSON.stringify(batch.database.tags ?? {}),
+        ],
+      )
+      return (await locked.get('SELECT * FROM databases WHERE id = $1', [id]))!
+    }, databasesLock(orgId))
   }
 
   listQueryStats(databaseId: string, window: Window, sort: QuerySort, limit: number) {

@@ -69,6 +69,11 @@ function driverOver(sql: Sql, root: PostgresDriver): SqlDriver {
   }
 }
 
+/** Takes the transaction-scoped advisory lock named by `key`, waiting for whoever holds it. */
+async function takeLock(tx: SqlDriver, key: string): Promise<void> {
+  await tx.run('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [key])
+}
+
 /**
  * postgres.js's connection behind a reserved one, as its `onexecute` query option hands it over (the
  * option sql.begin() uses; answering true leaves the connection's pipelining as it was).
@@ -177,8 +182,9 @@ export class PostgresDriver implements SqlDriver {
           throw wrap(e, 'BEGIN')
         },
       )
-      if (lockKey) await tx.run('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [lockKey])
-      const result = await fn({ ...tx, transaction: (f) => f(tx) })
+      if (lockKey) await takeLock(tx, lockKey)
+      // A transaction opened inside this one joins it, taking its own lock (held to this one's end).
+      const result = await fn({ ...tx, transaction: async (f, innerKey) => (innerKey ? (await takeLock(tx, innerKey), f(tx)) : f(tx)) })
       await tx.run('COMMIT')
       connection.release()
       return result
