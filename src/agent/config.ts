@@ -26,6 +26,11 @@ export interface DatabaseConfig {
   enabledCollectors?: string[]
   /** PostgreSQL only: directory of logs holding auto_explain JSON plans. */
   pgLogDir?: string
+  /**
+   * PostgreSQL only: roles besides superusers and the agent's own whose functions the planner may run with
+   * the agent's rights when plans are sampled (explain_trusted_roles); absent = none.
+   */
+  explainTrustedRoles?: string[]
   tags: Record<string, string>
 }
 
@@ -63,7 +68,7 @@ const TOP_LEVEL_KEYS = ['api', 'health', 'buffer', 'databases']
 const API_KEYS = ['endpoint', 'key']
 const HEALTH_KEYS = ['listen_addr']
 const BUFFER_KEYS = ['max_bytes']
-const DATABASE_KEYS = ['name', 'engine', 'dsn', 'poll_interval', 'enabled_collectors', 'pg_log_dir', 'tags']
+const DATABASE_KEYS = ['name', 'engine', 'dsn', 'poll_interval', 'enabled_collectors', 'pg_log_dir', 'explain_trusted_roles', 'tags']
 
 // ---------------------------------------------------------------------------------------------
 // Go durations (time.ParseDuration, same grammar, limits and error texts)
@@ -471,6 +476,18 @@ function parseCollectors(entry: PlainMap, engine: EngineName, path: string): str
   return names
 }
 
+/** PostgreSQL role names are at most 63 bytes; any characters are allowed (they are only ever compared, never spliced into SQL). */
+function parseTrustedRoles(entry: PlainMap, engine: EngineName, path: string): string[] | undefined {
+  const value = entry.explain_trusted_roles
+  if (value === null || value === undefined) return undefined
+  const where = `${path}.explain_trusted_roles`
+  if (engine !== 'postgres') throw new ConfigError(`${where}: only for postgres databases`)
+  if (!Array.isArray(value) || value.some((item) => typeof item !== 'string' || item.length === 0 || Buffer.byteLength(item) > 63)) {
+    throw new ConfigError(`${where}: expected a list of role names`)
+  }
+  return [...new Set(value as string[])]
+}
+
 function parseTags(entry: PlainMap, path: string): Record<string, string> {
   const value = entry.tags
   if (value === null || value === undefined) return {}
@@ -520,11 +537,13 @@ function parseDatabase(value: Plain, index: number): DatabaseConfig {
   const enabledCollectors = parseCollectors(value, engine, path)
   const pgLogDir = optionalString(value, 'pg_log_dir', `${path}.pg_log_dir`)
   if (pgLogDir !== undefined && engine !== 'postgres') throw new ConfigError(`${path}.pg_log_dir: only for postgres databases`)
+  const explainTrustedRoles = parseTrustedRoles(value, engine, path)
   const tags = parseTags(value, path)
 
   const database: DatabaseConfig = { name, engine, dsn, pollIntervalMs, tags }
   if (enabledCollectors !== undefined) database.enabledCollectors = enabledCollectors
   if (pgLogDir !== undefined) database.pgLogDir = pgLogDir
+  if (explainTrustedRoles !== undefined) database.explainTrustedRoles = explainTrustedRoles
   return database
 }
 

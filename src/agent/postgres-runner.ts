@@ -108,6 +108,7 @@ export class PostgresRunner extends Runner<PostgresContext> {
           versionNum: info!.num,
           major,
           pgLogDir: config.pgLogDir,
+          explainTrustedRoles: config.explainTrustedRoles,
           now,
           settings: {
             collectExplainPlans: settings?.collect_explain_plans ?? true,

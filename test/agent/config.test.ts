@@ -91,6 +91,7 @@ databases:
     poll_interval: 1m30s
     enabled_collectors: [query_stats, locks, query_stats]
     pg_log_dir: /var/log/postgresql
+    explain_trusted_roles: [app_owner, "Mixed Case", app_owner]
     tags: {env: prod, tier: 1, replica: false, ratio: 1.50}
   - name: events
     engine: clickhouse
@@ -108,10 +109,20 @@ databases:
         pollIntervalMs: 90_000,
         enabledCollectors: ['query_stats', 'locks'],
         pgLogDir: '/var/log/postgresql',
+        explainTrustedRoles: ['app_owner', 'Mixed Case'],
         tags: { env: 'prod', tier: '1', replica: 'false', ratio: '1.50' },
       },
       { name: 'events', engine: 'clickhouse', dsn: 'https://ch.example.com:8443', pollIntervalMs: 1000, enabledCollectors: ['parts', 'merges'], tags: {} },
     ])
+  })
+
+  test('explain_trusted_roles: a list of role names, PostgreSQL only', () => {
+    const parse = (extra: string, dsn = 'postgres://db/app') => () => parseAgentConfig(`api: {key: ${KEY}}\ndatabases: [{dsn: "${dsn}", ${extra}}]`)
+    expect(errorOf(parse('explain_trusted_roles: app')).message).toBe('databases[0].explain_trusted_roles: expected a list of role names')
+    expect(errorOf(parse('explain_trusted_roles: [""]')).message).toBe('databases[0].explain_trusted_roles: expected a list of role names')
+    expect(errorOf(parse(`explain_trusted_roles: [${'r'.repeat(64)}]`)).message).toBe('databases[0].explain_trusted_roles: expected a list of role names')
+    expect(errorOf(parse('explain_trusted_roles: [app]', 'clickhouse://ch/default')).message).toBe('databases[0].explain_trusted_roles: only for postgres databases')
+    expect(parse('explain_trusted_roles: ["a\'b"]')().databases[0]!.explainTrustedRoles).toEqual(["a'b"])
   })
 
   test('health.listen_addr forms', () => {

@@ -124,6 +124,88 @@ for (const major of [13, 17]) {
       // Read once: the next cycle finds nothing new.
       expect(((await explainPlans.collect(await ctx())).explain_plans ?? []).filter((p) => p.source === 'auto_explain')).toEqual([])
     })
+
+    test('a low-privilege role cannot make the planner run its function with the agent role: plans stop, the secret stays put', async () => {
+      // The agent connects as a monitor role that may read every table (pg_read_all_data; SELECT on 13).
+      // mallory may read nothing but owns an IMMUTABLE function that reads the secret and, when it can,
+      // takes an advisory lock whose key is the secret (visible to everyone in pg_locks). EXPLAIN plans
+      // `SELECT mallory.leak()` by folding the call, that is by running it with the planner's rights.
+      const SECRET = 424242
+      const database = String((await sql`SELECT current_database() AS d`)[0]!.d)
+      await sql.unsafe(`CREATE ROLE dbm_mon${major} LOGIN PASSWORD 'mon-pw'`)
+      await sql.unsafe(`GRANT pg_monitor TO dbm_mon${major}`)
+      await sql.unsafe(`CREATE ROLE mallory${major} LOGIN PASSWORD 'mallory-pw'`)
+      await sql.unsafe(`CREATE TABLE secret (v bigint)`)
+      await sql.unsafe(`INSERT INTO secret VALUES (${SECRET})`)
+      await sql.unsafe(major >= 14 ? `GRANT pg_read_all_data TO dbm_mon${major}` : `GRANT SELECT ON ALL TABLES IN SCHEMA public TO dbm_mon${major}`)
+      await sql.unsafe(`CREATE SCHEMA mallory AUTHORIZATION mallory${major}`)
+      const as = (user: string, password: string) => {
+        const u = new URL(pg.url(database))
+        u.username = user
+        u.password = password
+        return postgres(u.toString(), { max: 1, onnotice: () => {} })
+      }
+      const mallory = as(`mallory${major}`, 'mallory-pw')
+      const monitor = as(`dbm_mon${major}`, 'mon-pw')
+      try {
+        await mallory.unsafe(`
+          CREATE FUNCTION mallory.leak() RETURNS int IMMUTABLE LANGUAGE plpgsql AS $f$
+          DECLARE s bigint;
+          BEGIN
+            BEGIN
+              SELECT v INTO s FROM public.secret;
+            EXCEPTION WHEN insufficient_privilege THEN
+              RETURN 0;
+            END;
+            PERFORM pg_advisory_lock(s);
+            RAISE EXCEPTION 'permission denied for table %', s USING ERRCODE = '42501';
+          END $f$`)
+        await mallory.unsafe('GRANT USAGE ON SCHEMA mallory TO PUBLIC')
+        // mallory runs it 12 times, after a reset, so that its statement (next to no execution time: leak()
+        // runs while planning) is among the few sampled.
+        const plant = async () => {
+          await sql`SELECT pg_stat_statements_reset()`
+          for (let i = 0; i < 12; i++) expect((await mallory.unsafe('SELECT mallory.leak()'))[0]!.leak).toBe(0)
+        }
+        await plant()
+        const [stmt] = await sql`SELECT queryid::text AS id FROM pg_stat_statements WHERE query = 'SELECT mallory.leak()'`
+        expect(stmt).toBeDefined()
+
+        const leaked = async () => (await sql`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND objid = ${SECRET}`)[0]!.n as number
+        const monitorCtx = async (trusted?: string[]) => ({ ...(await ctx()), sql: monitor, notes: new Map<string, string>(), explainTrustedRoles: trusted })
+
+        // Defended: nothing is explained while mallory owns a function; the note names it and the way out.
+        now += explainSampling.intervalMs
+        const defended = await monitorCtx()
+        const result = await explainPlans.collect(defended)
+        expect((result.explain_plans ?? []).filter((p) => p.source === 'sampled')).toEqual([])
+        expect(await leaked()).toBe(0)
+        const note = defended.notes.get('explain_plans')!
+        expect(note).toStartWith('plans not sampled: 1 function of roles the agent does not trust (mallory.leak() of role mallory')
+        expect(note).toContain('explain_trusted_roles')
+        expect(note).not.toContain(String(SECRET))
+
+        // The control: trusting mallory (what the check prevents) lets the planner run leak() as the monitor,
+        // which reads the secret and publishes it in pg_locks.
+        now += explainSampling.intervalMs
+        await plant()
+        const trusting = await monitorCtx([`mallory${major}`])
+        await explainPlans.collect(trusting)
+        expect(await leaked()).toBe(1)
+        await monitor.unsafe('SELECT pg_advisory_unlock_all()')
+
+        // Once mallory's function is gone, plans are sampled again.
+        await mallory.unsafe('DROP FUNCTION mallory.leak()')
+        now += explainSampling.intervalMs
+        const clean = await monitorCtx()
+        const plans = (await explainPlans.collect(clean)).explain_plans ?? []
+        expect(plans.filter((p) => p.source === 'sampled').length).toBeGreaterThan(0)
+        expect(clean.notes.get('explain_plans')?.startsWith('plans not sampled') ?? false).toBe(false)
+      } finally {
+        await mallory.end()
+        await monitor.end()
+      }
+    })
   })
 }
 
@@ -136,5 +218,9 @@ describe('the hint for a statement the agent role may not explain', () => {
     )
     expect(grantHint(16, 'WITH moved AS (SELECT id FROM q) DELETE FROM orders WHERE id IN (SELECT id FROM moved)')).toContain('the DELETE privilege')
     expect(grantHint(16, '  insert into events values ($1)')).toContain('the INSERT privilege')
+    // A function or schema the agent may not use needs its own grant, not pg_read_all_data.
+    expect(grantHint(17, 'SELECT f($1)', 'permission denied for function f')).toBe('grant EXECUTE on that function to the agent role, or leave the statement unexplained')
+    expect(grantHint(17, 'SELECT * FROM s.t', 'permission denied for schema s')).toBe('grant USAGE on that schema to the agent role')
+    expect(grantHint(17, 'SELECT * FROM t', 'permission denied for table t')).toBe('grant pg_read_all_data')
   })
 })

@@ -43,6 +43,8 @@ export interface PostgresContext {
   state: CollectorState
   /** pg_log_dir from the agent config, when set. */
   pgLogDir?: string
+  /** explain_trusted_roles from the agent config (explain-plans.ts). */
+  explainTrustedRoles?: string[]
   /**
    * What a collector wants shown after its `ok in N ms` in the health status (statements it could not
    * explain, sequences it cannot read), keyed by collector name; the collector sets and clears its own.

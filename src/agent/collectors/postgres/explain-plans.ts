@@ -7,6 +7,14 @@
 // 2. auto_explain: JSON plans that auto_explain wrote to the server log, read from pg_log_dir.
 // Statements the agent's role may not read (no pg_read_all_data) are a warning logged once per set of
 // statements and a note in the collector's health status, not a silent debug line.
+// The planner runs functions while it plans (IMMUTABLE ones with constant arguments, STABLE ones to
+// estimate), with the rights of the role that plans: the agent's. So that no role can make the agent
+// run its code, plans are sampled only while no function in the database belongs to a role the agent
+// does not trust (superusers, the agent's own role, and the config's explain_trusted_roles), checked in
+// the EXPLAIN's own transaction just before it and again after it; when one appears mid-pass the pass's
+// plans and errors are thrown away. Trigger functions and procedures are left out: a query cannot call
+// them. SET ROLE to the statement's role would not be a boundary: code running under it can set the role
+// back to the agent's (set_config('role', ...)), as the session user is still the agent's.
 // The collector's state (log offsets, the warned set) is copied each run, so a run past its deadline
 // leaves the committed one as it was; when plans were last sampled is a `cache:` key, kept even when
 // the sampling failed, so a sampling that times out is not retried every cycle.
@@ -87,11 +95,48 @@ function parameterCount(text: string): number {
   return max
 }
 
+/** Functions a query could call that belong to roles the agent does not trust: how many, and the first few. */
+export interface UntrustedCode {
+  count: number
+  /** `function of role`, each cut to 120 characters (they are the database's text, shown in notes and logs). */
+  examples: string[]
+}
+
+/** Thrown when untrusted code appeared between the check before a pass and an EXPLAIN of it. */
+class UntrustedCodeAppeared extends Error {
+  constructor(readonly found: UntrustedCode) {
+    super('a function of an untrusted role appeared')
+  }
+}
+
+const cut = (s: string, max = 120) => (s.length > max ? `${s.slice(0, max)}…` : s)
+
+/**
+ * The functions, in this database, that the planner could run with the agent's rights although the agent
+ * does not trust their owner: any function or aggregate (not a procedure, not a trigger function) whose
+ * owner is not a superuser, not the agent's own role and not in explain_trusted_roles. Temporary functions
+ * of other sessions count too (pg_proc holds them).
+ */
+export async function untrustedCode(sql: PostgresContext['sql'], trusted: readonly string[]): Promise<UntrustedCode | undefined> {
+  const rows = await sql`
+    SELECT count(*) OVER ()::int AS total, p.oid::regprocedure::text AS function, r.rolname AS owner
+    FROM pg_proc p JOIN pg_roles r ON r.oid = p.proowner
+    WHERE p.prokind <> 'p' AND p.prorettype NOT IN ('pg_catalog.trigger'::regtype, 'pg_catalog.event_trigger'::regtype)
+      AND NOT r.rolsuper AND r.rolname <> current_user AND r.rolname <> ALL(${sql.array([...trusted])}::text[])
+    ORDER BY r.rolname, p.oid
+    LIMIT 3`
+  if (rows.length === 0) return undefined
+  return { count: rows[0]!.total as number, examples: rows.map((r) => `${cut(String(r.function))} of role ${cut(String(r.owner), 63)}`) }
+}
+
 async function explainOne(ctx: PostgresContext, text: string): Promise<{ Plan: PlanNode } | undefined> {
   const params = parameterCount(text)
   return ctx.sql.begin(async (tx) => {
     await tx.unsafe('SET TRANSACTION READ ONLY')
     await tx.unsafe(`SET LOCAL statement_timeout = ${explainSampling.statementTimeoutMs}`)
+    // Checked again right before the planner runs, in the same transaction: the pass's check may be stale.
+    const found = await untrustedCode(tx as unknown as PostgresContext['sql'], ctx.explainTrustedRoles ?? [])
+    if (found) throw new UntrustedCodeAppeared(found)
     if (ctx.major >= 16 || params === 0) {
       const rows = await tx.unsafe(`EXPLAIN (${params > 0 ? 'GENERIC_PLAN, ' : ''}FORMAT JSON) ${text}`)
       return (rows[0]?.['QUERY PLAN'] as { Plan: PlanNode }[] | undefined)?.[0]
@@ -114,6 +159,8 @@ interface State {
   logOffsets: Map<string, number>
   /** The statements refused for lack of privileges at the last sampling, once warned about. */
   deniedSet?: string
+  /** The untrusted functions that stopped the last sampling, once warned about. */
+  untrustedSet?: string
 }
 
 const isPermissionDenied = (e: unknown) => (e as { code?: string }).code === '42501' || /permission denied/i.test((e as Error).message)
@@ -121,8 +168,13 @@ const isPermissionDenied = (e: unknown) => (e as { code?: string }).code === '42
 /** A statement that writes: EXPLAIN of it (never run) still needs the write privilege on its table. */
 const WRITES = /^\s*(?:WITH\b[\s\S]*?\)\s*)?(INSERT|UPDATE|DELETE|MERGE)\b/i
 
-/** What the agent's role lacks to explain the refused statement. */
-export function grantHint(major: number, text: string): string {
+/** What the agent's role lacks to explain the refused statement (`cause`: PostgreSQL's error message). */
+export function grantHint(major: number, text: string, cause = ''): string {
+  const object = /permission denied for (function|procedure|schema|type|language|large object|foreign table|foreign server)\b/i.exec(cause)?.[1]?.toLowerCase()
+  if (object === 'function' || object === 'procedure') return `grant EXECUTE on that ${object} to the agent role, or leave the statement unexplained`
+  if (object === 'schema') return 'grant USAGE on that schema to the agent role'
+  if (object === 'foreign table' || object === 'foreign server') return 'EXPLAIN of a foreign table needs a user mapping for the agent role; leave it unexplained'
+  if (object) return `grant USAGE on that ${object} to the agent role`
   const write = WRITES.exec(text)?.[1]?.toUpperCase()
   if (write) return `EXPLAIN of an ${write} needs the ${write} privilege on its table even though it is never run; leave it unexplained or grant it`
   return major >= 14 ? 'grant pg_read_all_data' : 'grant SELECT on the tables'
@@ -139,6 +191,9 @@ async function sample(ctx: PostgresContext, state: State): Promise<ExplainPlan[]
       AND userid::text IS DISTINCT FROM ${ownRole}::text
     ORDER BY total_exec_time DESC
     LIMIT 50`
+  const trusted = ctx.explainTrustedRoles ?? []
+  const before = await untrustedCode(ctx.sql, trusted)
+  if (before) return reportUntrusted(ctx, state, before)
   const out: ExplainPlan[] = []
   const denied: { hash: string; cause: string; text: string }[] = []
   let attempted = 0
@@ -147,20 +202,54 @@ async function sample(ctx: PostgresContext, state: State): Promise<ExplainPlan[]
     const text = String(row.query ?? '')
     if (!EXPLAINABLE.test(text) || text.includes(';') || /\bdbm_explain\b/.test(text)) continue
     attempted++
+    let explained: { Plan: PlanNode } | undefined
+    let failure: unknown
     try {
-      const explained = await explainOne(ctx, text)
-      if (explained) out.push(planEntry(row.query_hash, ctx.now, explained, 'sampled'))
+      explained = await explainOne(ctx, text)
     } catch (e) {
-      if (isPermissionDenied(e)) {
-        denied.push({ hash: row.query_hash, cause: (e as Error).message, text })
-        continue
-      }
-      // Temporary tables, another search_path, a dropped object: this statement cannot be explained now.
-      ctx.log.debug('statement not explained', { database: ctx.name, query_hash: row.query_hash, cause: (e as Error).message })
+      if (e instanceof UntrustedCodeAppeared) return reportUntrusted(ctx, state, e.found)
+      failure = e
     }
+    // A function created just before the EXPLAIN and dropped after it escapes both checks only if it is
+    // gone by now; one still there means the planner may have run it: nothing of this pass is kept.
+    const after = await untrustedCode(ctx.sql, trusted)
+    if (after) return reportUntrusted(ctx, state, after)
+    if (explained) out.push(planEntry(row.query_hash, ctx.now, explained, 'sampled'))
+    if (failure === undefined) continue
+    if (isPermissionDenied(failure)) {
+      denied.push({ hash: row.query_hash, cause: (failure as Error).message, text })
+      continue
+    }
+    // Temporary tables, another search_path, a dropped object: this statement cannot be explained now.
+    ctx.log.debug('statement not explained', { database: ctx.name, query_hash: row.query_hash, cause: (failure as Error).message })
   }
+  state.untrustedSet = undefined
   reportDenied(ctx, state, denied, attempted)
   return out
+}
+
+/** Sampling stopped by untrusted functions: a note each time, a warning when the set changes; no plans. */
+function reportUntrusted(ctx: PostgresContext, state: State, found: UntrustedCode): ExplainPlan[] {
+  const others = found.count - found.examples.length
+  const named = `${found.examples.join(', ')}${others > 0 ? ` and ${others} more` : ''}`
+  ctx.notes.set(
+    'explain_plans',
+    `plans not sampled: ${found.count} function${found.count === 1 ? '' : 's'} of roles the agent does not trust (${named}) could run with its rights while planning; ` +
+      'list their owner under explain_trusted_roles if its code may, or use auto_explain (pg_log_dir)',
+  )
+  state.deniedSet = undefined
+  const set = `${found.count}:${found.examples.join(',')}`
+  if (state.untrustedSet !== set) {
+    ctx.log.warn('plans not sampled: functions of untrusted roles could run with the agent role while planning', {
+      database: ctx.name,
+      collector: 'explain_plans',
+      untrusted_functions: found.count,
+      examples: found.examples.join(', '),
+      fix: 'list the owner under explain_trusted_roles if its code may run with the agent role, or read plans from auto_explain (pg_log_dir)',
+    })
+  }
+  state.untrustedSet = set
+  return []
 }
 
 /** Privilege failures: a note in the health status each sampling, a warning when the set of statements changes. */
@@ -170,7 +259,7 @@ function reportDenied(ctx: PostgresContext, state: State, denied: { hash: string
     state.deniedSet = undefined
     return
   }
-  const note = `${denied.length} of ${attempted} statements not explained: ${denied[0]!.cause} (${grantHint(ctx.major, denied[0]!.text)})`
+  const note = `${denied.length} of ${attempted} statements not explained: ${denied[0]!.cause} (${grantHint(ctx.major, denied[0]!.text, denied[0]!.cause)})`
   ctx.notes.set('explain_plans', note)
   const set = denied
     .map((d) => d.hash)
@@ -183,9 +272,10 @@ function reportDenied(ctx: PostgresContext, state: State, denied: { hash: string
       not_explained: denied.length,
       of: attempted,
       cause: denied[0]!.cause,
-      fix: WRITES.test(denied[0]!.text)
-        ? grantHint(ctx.major, denied[0]!.text)
-        : ctx.major >= 14
+      fix:
+        WRITES.test(denied[0]!.text) || !/permission denied for (table|relation|view|materialized view|sequence)\b/i.test(denied[0]!.cause)
+          ? grantHint(ctx.major, denied[0]!.text, denied[0]!.cause)
+          : ctx.major >= 14
           ? 'GRANT pg_read_all_data TO <agent role>'
           : 'GRANT SELECT ON ALL TABLES IN SCHEMA <schema> TO <agent role>',
     })
