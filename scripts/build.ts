@@ -1,13 +1,30 @@
 // Builds the single dbm executable: `bun run build` for this machine (dist/dbm), `bun run build:all`
-// for linux-x64, linux-arm64 and darwin-arm64 (dist/dbm-<target>). Release flags per DECISIONS.md.
+// for linux-x64, linux-arm64 and darwin-arm64 (dist/dbm-<target>). Release flags per DECISIONS.md, but
+// for one: `--production` is spelled out as its parts without identifier minification.
+//
+// Why: `--production` means `--minify` (whitespace, syntax and identifiers) plus NODE_ENV=production.
+// Renamed identifiers break Elysia, which compares class names at run time: its generated validator runs
+// TypeBox's Decode in `try {...} catch (e) { if (e.constructor.name === 'TransformDecodeError') throw ... }`
+// and swallows any other error. Minified, TypeBox's class is called something else, so every check that
+// lives in a Decode (the minimum of `t.Integer` query parameters and body fields given as strings) was
+// silently skipped: `?limit=-1` reached the store as the string "-1" (SQLite: no limit at all; PostgreSQL:
+// a 500), `?bucket=-60` was a 200 and a body's `"port": "0"` was stored as a string. Bun 1.4's
+// `--keep-names` does not restore the names (it keeps the minified one). Measured against the full
+// `--production` build: the binary is 0.5 % larger (117.1 -> 117.7 MB), the dashboard's JavaScript 213 ->
+// 274 KB (73 -> 82 KB gzipped), startup and request throughput unchanged within noise. The compiled
+// binary runs the API conformance tests (test/api/conformance.test.ts) so that a build difference
+// shows up as a failing test.
 import { $ } from 'bun'
 
 const targets = ['bun-linux-x64', 'bun-linux-arm64', 'bun-darwin-arm64'] as const
 const all = process.argv.includes('--all')
 
+/** `--production` minus `--minify-identifiers` (see above); bytecode needs the ESM format to stay fast. */
+const releaseFlags = ['--minify-syntax', '--minify-whitespace', '--define', 'process.env.NODE_ENV="production"', '--bytecode', '--format=esm']
+
 async function build(outfile: string, target?: string) {
   const started = performance.now()
-  const args = ['build', '--compile', '--production', '--bytecode', '--format=esm', 'src/cli.ts', '--outfile', outfile]
+  const args = ['build', '--compile', ...releaseFlags, 'src/cli.ts', '--outfile', outfile]
   if (target) args.push(`--target=${target}`)
   await $`bun ${args}`.quiet()
   console.log(`built ${outfile}${target ? ` (${target})` : ''} in ${Math.round(performance.now() - started)} ms`)
