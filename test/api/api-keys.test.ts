@@ -68,11 +68,12 @@ for (const kind of storeKinds) {
       const explicitFalse = await server.call('GET', '/api/v1/api-keys?include_revoked=false', { token: account.token })
       expect(explicitFalse.body).toEqual([])
 
-      // Revoking again is harmless; an unknown id is 404.
+      // Revoking again is harmless; an unknown id is 404, one that is not a UUID a 400.
       expect((await server.call('DELETE', `/api/v1/api-keys/${id}`, { token: account.token })).status).toBe(204)
-      const unknown = await server.call('DELETE', '/api/v1/api-keys/nope', { token: account.token })
-      expect(unknown.status).toBe(404)
-      expect(unknown.body).toEqual({ error: 'API key not found' })
+      const unknown = await server.call('DELETE', '/api/v1/api-keys/00000000-0000-7000-8000-000000000000', { token: account.token })
+      expect({ status: unknown.status, body: unknown.body }).toEqual({ status: 404, body: { error: 'API key not found' } })
+      const malformed = await server.call('DELETE', '/api/v1/api-keys/nope', { token: account.token })
+      expect({ status: malformed.status, body: malformed.body }).toEqual({ status: 400, body: { error: 'id must be an API key id (a UUID)' } })
     })
 
     test('validation: name required, unknown fields and bad include_revoked refused', async () => {

@@ -125,7 +125,10 @@ for (const kind of storeKinds) {
       await create({ name: 'taken', engine: 'postgres', host: 'h' })
       const clash = await patch({ name: 'taken' })
       expect(clash.status).toBe(409)
-      expect((await server.call('PATCH', '/api/v1/databases/missing', { token: account.token, body: { port: 1 } })).status).toBe(404)
+      const unknown = await server.call('PATCH', '/api/v1/databases/00000000-0000-7000-8000-000000000000', { token: account.token, body: { port: 1 } })
+      expect({ status: unknown.status, body: unknown.body }).toEqual({ status: 404, body: { error: 'database not found' } })
+      const malformed = await server.call('PATCH', '/api/v1/databases/missing', { token: account.token, body: { port: 1 } })
+      expect({ status: malformed.status, body: malformed.body }).toEqual({ status: 400, body: { error: 'id must be a database id (a UUID)' } })
     })
 
     test('delete answers 204, then the database is gone', async () => {

@@ -604,7 +604,11 @@ for (const kind of storeKinds) {
       expect(await upgrade(`${url}?token=${key}`)).toEqual({ status: 401, body: { error: 'invalid or expired access token' } })
       const other = await signup(server)
       expect(await upgrade(`${url}?token=${other.token}`)).toEqual({ status: 404, body: { error: 'database not found' } })
-      expect(await upgrade(`${server.base}/api/v1/databases/nope/active/ws?token=${account.token}`)).toEqual({ status: 404, body: { error: 'database not found' } })
+      expect(await upgrade(`${server.base}/api/v1/databases/00000000-0000-7000-8000-000000000000/active/ws?token=${account.token}`)).toEqual({
+        status: 404,
+        body: { error: 'database not found' },
+      })
+      expect(await upgrade(`${server.base}/api/v1/databases/nope/active/ws?token=${account.token}`)).toEqual({ status: 400, body: { error: 'id must be a database id (a UUID)' } })
       // The dashboard cookie is taken only from this site.
       const cookie = { cookie: `dbm_access=${account.token}` }
       expect(await upgrade(url, { ...cookie, origin: 'https://evil.example' })).toEqual({ status: 403, body: { error: 'cross-site request refused' } })

@@ -7,7 +7,7 @@ import type { Deps } from '../context.ts'
 import { notFound } from '../http-error.ts'
 import { fieldLimits } from '../limits.ts'
 import { apiKeyView } from '../views.ts'
-import { body, boolean, query, requiredString } from './schema.ts'
+import { body, boolean, pathId, query, requiredString } from './schema.ts'
 
 export function apiKeyRoutes(deps: Deps) {
   const { store, clock } = deps
@@ -37,7 +37,7 @@ export function apiKeyRoutes(deps: Deps) {
       { body: body({ name: requiredString('name', fieldLimits.name) }) },
     )
     .delete('/:id', async ({ principal, params, set }) => {
-      if (!(await store.revokeApiKey(principal.orgId, params.id, clock()))) throw notFound('API key')
+      if (!(await store.revokeApiKey(principal.orgId, pathId(params.id, 'API key'), clock()))) throw notFound('API key')
       set.status = 204
     })
 }

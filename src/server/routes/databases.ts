@@ -9,7 +9,7 @@ import { databaseDefaults, fieldLimits, unverifiedDatabaseLimit } from '../limit
 import { UniqueViolation } from '../store/driver.ts'
 import type { DatabasePatch, Engine, RegisteredDatabase } from '../store/types.ts'
 import { databaseView, healthStatus, rfc3339 } from '../views.ts'
-import { body, boolean, integer, oneOf, requiredString } from './schema.ts'
+import { body, boolean, integer, oneOf, pathId, requiredString } from './schema.ts'
 
 const engines = ['postgres', 'clickhouse'] as const
 
@@ -44,7 +44,7 @@ export function databaseRoutes(deps: Deps) {
   const { store, clock } = deps
 
   const load = async (orgId: string, id: string): Promise<RegisteredDatabase> => {
-    const db = await store.getDatabase(orgId, id)
+    const db = await store.getDatabase(orgId, pathId(id, 'database'))
     if (!db) throw notFound('database')
     return db
   }
@@ -138,7 +138,7 @@ export function databaseRoutes(deps: Deps) {
       },
     )
     .delete('/:id', async ({ principal, params, set }) => {
-      if (!(await store.deleteDatabase(principal.orgId, params.id))) throw notFound('database')
+      if (!(await store.deleteDatabase(principal.orgId, pathId(params.id, 'database')))) throw notFound('database')
       set.status = 204
     })
     .get('/:id/health', async ({ principal, params }) => {

@@ -1,6 +1,7 @@
 // Field schemas whose validation messages name the field, so a 400 tells the caller what to fix.
 import { t } from 'elysia'
 import type { TLiteral, TUnion } from '@sinclair/typebox'
+import { badRequest } from '../http-error.ts'
 
 /** Text with at least one visible character and no NUL (PostgreSQL cannot store NUL in text). */
 const VISIBLE_TEXT = '^(?=[\\s\\S]*\\S)[^\\u0000]*$'
@@ -40,3 +41,14 @@ export const oneOf = <const T extends readonly [string, ...string[]]>(field: str
 
 /** A JSON object whose keys are {fields}; any other key is a 400 that names it. */
 export const body = <T extends Parameters<typeof t.Object>[0]>(fields: T) => t.Object(fields, { additionalProperties: false })
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+
+/**
+ * An `{id}` path parameter: the server's ids are UUIDs, so anything else is a 400 naming the parameter
+ * (it cannot name a resource of anyone's, so the 400 reveals nothing a 404 would not).
+ */
+export function pathId(value: string, kind: 'database' | 'API key'): string {
+  if (!UUID.test(value)) throw badRequest(`id must be ${kind === 'API key' ? 'an' : 'a'} ${kind} id (a UUID)`)
+  return value
+}

@@ -1,6 +1,6 @@
-// What the telemetry routes share: the database in the caller's organization (404 otherwise, 400 when
-// the endpoint serves the other engine), the since/until window, the window cut into `bucket`-second
-// intervals for the timeseries, and limits clamped to their maximum.
+// What the telemetry routes share: the database in the caller's organization (400 for an id that is not
+// a UUID, 404 when it is not theirs, 400 when the endpoint serves the other engine), the since/until
+// window, the window cut into `bucket`-second intervals for the timeseries, and limits clamped to their maximum.
 import { t } from 'elysia'
 import type { Principal } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
@@ -9,10 +9,10 @@ import { internalsLimits, resultLimits, telemetryDefaults } from '../limits.ts'
 import type { Intervals } from '../store/sql-internals.ts'
 import { type Window, minuteFloor } from '../store/sql-telemetry.ts'
 import type { Engine, RegisteredDatabase } from '../store/types.ts'
-import { query } from './schema.ts'
+import { pathId, query } from './schema.ts'
 
 export async function databaseFor(deps: Deps, principal: Principal, id: string, engine?: Engine): Promise<RegisteredDatabase> {
-  const db = await deps.store.getDatabase(principal.orgId, id)
+  const db = await deps.store.getDatabase(principal.orgId, pathId(id, 'database'))
   if (!db) throw notFound('database')
   if (engine && db.engine !== engine) {
     throw badRequest(`this endpoint serves ${engine} databases; "${db.name}" is a ${db.engine} database`)
