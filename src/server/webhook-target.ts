@@ -148,8 +148,12 @@ function hostOf(url: URL): { host: string; literal: boolean } {
   return { host, literal: isIPv4(host) || isIPv6(host) }
 }
 
+/**
+ * Why an address is refused. A name's message leaves out the address it resolved to (and an embedded
+ * IPv4 address): the server's resolver may know internal names that the organization should not learn.
+ */
 function refusal(host: string, literal: boolean, address: string, kind: string): string {
-  return literal ? `address ${address} is ${kind}` : `${host} resolves to ${address}, which is ${kind}`
+  return literal ? `address ${address} is ${kind}` : `${host} resolves to an internal address (${kind.replace(/ \(IPv4 [^)]*\)$/, '')})`
 }
 
 /** Resolves within `timeoutMs` (getaddrinfo itself has no deadline). */
