@@ -88,8 +88,7 @@ async function webhookUrl(deps: Deps, value: string): Promise<string> {
  * no such name, closed port, timeout, non-2xx answer), so the endpoint tells nothing about the network
  * it reached or did not reach. The cause is in the server's log.
  */
-export const TEST_NOT_DELIVERED =
-  'the receiver did not take the delivery: it could not be reached, its address is not allowed, or it did not answer 2xx in time'
+export const TEST_NOT_DELIVERED = 'the receiver could not be reached, its address is not allowed, or it did not answer with a 2xx status in time'
 
 const listQuery = (endpoint: 'recommendations' | 'alerts') => query({ status: t.Optional(oneOf('status', statuses)), limit: limitQuery(endpoint) })
 
