@@ -38,6 +38,8 @@ Environment only:
   DBM_SMTP_FROM          sender address (dbm <dbm@localhost>)
   DBM_TRUST_PROXY        true: take the client address from X-Forwarded-For
   DBM_RETENTION_DAYS     telemetry retention of verified organizations (30)
+  DBM_SIGNUP             open: anyone may sign up (default); closed: only the
+                         first account, on an empty store
   DBM_WEBHOOK_ALLOW_PRIVATE true: webhooks may go to loopback, private and
                          other internal addresses (unset: refused)
 `

@@ -70,7 +70,7 @@ describe('help and version', () => {
       expect(line).toContain(` ${variable} `)
       expect(line).toEndWith(fallback)
     }
-    for (const variable of ['DBM_JWT_SECRET', 'DBM_SMTP_URL', 'DBM_TRUST_PROXY', 'DBM_WEBHOOK_ALLOW_PRIVATE']) {
+    for (const variable of ['DBM_JWT_SECRET', 'DBM_SMTP_URL', 'DBM_TRUST_PROXY', 'DBM_WEBHOOK_ALLOW_PRIVATE', 'DBM_SIGNUP']) {
       expect(help).toMatch(new RegExp(`^ {2}${variable} +\\S`, 'm'))
     }
   })
@@ -122,6 +122,8 @@ describe('usage errors exit 2 with one line naming the flag or variable', () => 
     ['--public-url not http(s)', ['serve', '--public-url', 'dbm.example.org'], {}, '--public-url: expected an http:// or https:// URL'],
     ['DBM_JWT_SECRET shorter than 32 characters', ['serve'], { DBM_JWT_SECRET: secret31 }, 'DBM_JWT_SECRET: must be at least 32 characters'],
     ['DBM_TRUST_PROXY not a boolean', ['serve'], { DBM_TRUST_PROXY: 'maybe' }, 'DBM_TRUST_PROXY: expected true or false, got "maybe"'],
+    ['DBM_SIGNUP not open or closed', ['serve'], { DBM_SIGNUP: 'invite-only' }, 'DBM_SIGNUP: expected open or closed, got "invite-only"'],
+    ['DBM_SIGNUP in capitals', ['serve'], { DBM_SIGNUP: 'CLOSED' }, 'DBM_SIGNUP: expected open or closed, got "CLOSED"'],
     ['DBM_WEBHOOK_ALLOW_PRIVATE not a boolean', ['serve'], { DBM_WEBHOOK_ALLOW_PRIVATE: 'internal' }, 'DBM_WEBHOOK_ALLOW_PRIVATE: expected true or false, got "internal"'],
   ]
 
@@ -161,6 +163,17 @@ describe('dbm serve', () => {
     expect(tables).toEqual([{ name: 'schema_migrations' }])
     expect(versions).toEqual([{ version: 999 }])
     expect(existsSync(join(dataDir, 'jwt-secret'))).toBe(false)
+  })
+
+  test('DBM_SIGNUP=closed: the first signup sets up the fresh server, later ones are refused', async () => {
+    const server = await startServe(CLI, { dataDir: freshDir(), env: { DBM_SIGNUP: 'closed' } })
+    const body = (n: number) => ({ email: `closed-${n}@example.com`, password: 'correct horse battery', name: 'Admin', org_name: `Closed ${n}` })
+    expect((await request(server.base, 'POST', '/api/v1/auth/signup', { body: body(1) })).status).toBe(201)
+    expect(await request(server.base, 'POST', '/api/v1/auth/signup', { body: body(2) })).toEqual({
+      status: 403,
+      body: { error: 'signup is closed on this server' },
+    })
+    expect(await server.stop('SIGTERM')).toBe(0)
   })
 
   test('the generated JWT secret has mode 0600 and is reused on restart, so tokens stay valid', async () => {

@@ -12,6 +12,9 @@ export class UsageError extends Error {
   }
 }
 
+export const signupModes = ['open', 'closed'] as const
+export type SignupMode = (typeof signupModes)[number]
+
 export interface ServeConfig {
   hostname: string
   port: number
@@ -24,6 +27,8 @@ export interface ServeConfig {
   trustProxy: boolean
   logLevel: LogLevel
   retentionDays: number
+  /** DBM_SIGNUP: open (anyone may sign up) or closed (only the first account, on an empty store). */
+  signup: SignupMode
   /** DBM_WEBHOOK_ALLOW_PRIVATE: webhooks may go to loopback, private and other internal addresses. */
   webhookAllowPrivate: boolean
 }
@@ -77,6 +82,9 @@ export function resolveServeConfig(flags: Record<string, string>, env: Record<st
   const retentionDays = Number(retention)
   if (!Number.isInteger(retentionDays) || retentionDays < 1) throw new UsageError('DBM_RETENTION_DAYS: expected a whole number of days ≥ 1')
 
+  const signup = (env.DBM_SIGNUP || 'open') as SignupMode
+  if (!signupModes.includes(signup)) throw new UsageError(`DBM_SIGNUP: expected open or closed, got "${env.DBM_SIGNUP}"`)
+
   return {
     hostname,
     port,
@@ -89,6 +97,7 @@ export function resolveServeConfig(flags: Record<string, string>, env: Record<st
     trustProxy: parseBool(env.DBM_TRUST_PROXY ?? '', 'DBM_TRUST_PROXY'),
     logLevel,
     retentionDays,
+    signup,
     webhookAllowPrivate: parseBool(env.DBM_WEBHOOK_ALLOW_PRIVATE ?? '', 'DBM_WEBHOOK_ALLOW_PRIVATE'),
   }
 }

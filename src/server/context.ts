@@ -2,6 +2,7 @@
 import type { TokenService } from './auth/tokens.ts'
 import type { Logger } from '../shared/log.ts'
 import type { Mailer } from './mail.ts'
+import type { SignupMode } from './config.ts'
 import type { Store } from './store/types.ts'
 import type { WebhookPolicy } from './webhook-target.ts'
 
@@ -16,6 +17,8 @@ export interface Deps {
   publicUrl: string
   /** Use X-Forwarded-For as the client address (only behind a trusted proxy). */
   trustProxy: boolean
+  /** DBM_SIGNUP: `closed` refuses signups once the store has an organization; absent means `open`. */
+  signup?: SignupMode
   /** Doctor thresholds that replace a rule's own, by rule id then threshold name (tests use it to make time pass). */
   doctorThresholds?: Record<string, Record<string, number>>
   /** Where webhooks may go (DBM_WEBHOOK_ALLOW_PRIVATE); absent: internal addresses refused, system DNS. */

@@ -33,6 +33,7 @@ export async function serve(config: ServeConfig): Promise<number> {
     clock: Date.now,
     publicUrl: config.publicUrl,
     trustProxy: config.trustProxy,
+    signup: config.signup,
     webhooks: { allowPrivate: config.webhookAllowPrivate },
     streams: new Set<{ close(code?: number, reason?: string): void }>(),
   }

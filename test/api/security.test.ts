@@ -238,18 +238,15 @@ describe('hardening', () => {
     expect(res.status).toBe(200)
   })
 
-  test('a password reset also ends the access tokens issued before it', async () => {
+  test('a password reset also ends the access tokens issued before it, and not those issued after', async () => {
     const victim = await signup(server)
-    // A second session's access token, issued in an earlier second than the reset.
     const other = await server.call('POST', '/api/v1/auth/login', { ip: uniqueIp(), body: { email: victim.email, password: victim.password } })
-    await Bun.sleep(1100)
     await server.call('POST', '/api/v1/auth/forgot-password', { ip: uniqueIp(), body: { email: victim.email } })
     const token = new URL(server.mailLink(victim.email, /reset/i)!).searchParams.get('token')!
     expect((await server.call('POST', '/api/v1/auth/reset-password', { ip: uniqueIp(), body: { token, password: 'new password 123' } })).status).toBe(200)
     for (const t of [victim.token, other.body.access_token]) {
       expect((await server.call('GET', '/api/v1/auth/me', { token: t })).status).toBe(401)
     }
-    await Bun.sleep(1100)
     const fresh = await server.call('POST', '/api/v1/auth/login', { ip: uniqueIp(), body: { email: victim.email, password: 'new password 123' } })
     expect((await server.call('GET', '/api/v1/auth/me', { token: fresh.body.access_token })).status).toBe(200)
   })

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { UniqueViolation } from '../../src/server/store/driver.ts'
 import { openStore } from '../../src/server/store/open.ts'
 import { EmailTakenError, type SqlStore } from '../../src/server/store/sql-store.ts'
-import type { NewDatabase, Organization, User } from '../../src/server/store/types.ts'
+import type { NewDatabase, Organization, RotateResult, User } from '../../src/server/store/types.ts'
 import { type StoreKind, freshStoreLocation } from '../support/server.ts'
 
 /** A fixed point in time (2026-11-01T00:00:00Z) that the tests move from explicitly. */
@@ -80,7 +80,6 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
           name: 'Ada Lovelace',
           role: 'owner',
           email_verified_at: null,
-          tokens_valid_after: null,
           created_at: org.created_at,
         })
         expect(org.id).not.toBe(user.id)
@@ -183,11 +182,13 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
     })
 
     describe('refresh tokens', () => {
+      /** A new session's first token; its id names the family (the session), as a sign-in makes it. */
       const refresh = async (user: User, expiresAt = T0 + 7 * 24 * HOUR) => {
         const id = unique('rt')
-        await store.createRefreshToken({ id, user_id: user.id, family_id: unique('family'), expires_at: expiresAt, now: T0 })
+        await store.createRefreshToken({ id, user_id: user.id, family_id: id, expires_at: expiresAt, now: T0 })
         return id
       }
+      const rotated = (user: User, session: string): Extract<RotateResult, { ok: true }> => ({ ok: true, userId: user.id, sessionId: session })
       const next = (expiresAt = T0 + 8 * 24 * HOUR) => ({ id: unique('rt'), expires_at: expiresAt })
 
       test('rotation succeeds and the new token rotates in turn', async () => {
@@ -195,8 +196,8 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         const first = await refresh(user)
         const second = next()
         const third = next()
-        expect(await store.rotateRefreshToken(first, second, T0 + MINUTE)).toEqual({ ok: true, userId: user.id })
-        expect(await store.rotateRefreshToken(second.id, third, T0 + 2 * MINUTE)).toEqual({ ok: true, userId: user.id })
+        expect(await store.rotateRefreshToken(first, second, T0 + MINUTE)).toEqual(rotated(user, first))
+        expect(await store.rotateRefreshToken(second.id, third, T0 + 2 * MINUTE)).toEqual(rotated(user, first))
       })
 
       test('presenting a rotated token again is reuse and revokes the whole family', async () => {
@@ -205,13 +206,13 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         const sibling = await refresh(user) // another session of the same user, another family
         const second = next()
         const replacement = next()
-        expect(await store.rotateRefreshToken(first, second, T0 + MINUTE)).toEqual({ ok: true, userId: user.id })
+        expect(await store.rotateRefreshToken(first, second, T0 + MINUTE)).toEqual(rotated(user, first))
         expect(await store.rotateRefreshToken(first, replacement, T0 + 2 * MINUTE)).toEqual({ ok: false, reason: 'reused' })
         // the newest token of the family is dead too, and the replayed call created nothing
         expect(await store.rotateRefreshToken(second.id, next(), T0 + 3 * MINUTE)).toEqual({ ok: false, reason: 'revoked' })
         expect(await store.rotateRefreshToken(replacement.id, next(), T0 + 3 * MINUTE)).toEqual({ ok: false, reason: 'unknown' })
         // the other session is untouched
-        expect(await store.rotateRefreshToken(sibling, next(), T0 + 4 * MINUTE)).toEqual({ ok: true, userId: user.id })
+        expect(await store.rotateRefreshToken(sibling, next(), T0 + 4 * MINUTE)).toEqual(rotated(user, sibling))
       })
 
       test('an expired token gives expired, one just before its expiry rotates', async () => {
@@ -219,7 +220,7 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         const expired = await refresh(user, T0 + HOUR)
         const live = await refresh(user, T0 + HOUR)
         expect(await store.rotateRefreshToken(expired, next(), T0 + HOUR)).toEqual({ ok: false, reason: 'expired' })
-        expect(await store.rotateRefreshToken(live, next(), T0 + HOUR - 1)).toEqual({ ok: true, userId: user.id })
+        expect(await store.rotateRefreshToken(live, next(), T0 + HOUR - 1)).toEqual(rotated(user, live))
       })
 
       test('an unknown token gives unknown', async () => {
@@ -233,7 +234,41 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         await store.revokeRefreshToken(revoked, T0 + MINUTE)
         // A signed-out token is refused without being treated as a replay of a rotated one.
         expect(await store.rotateRefreshToken(revoked, next(), T0 + 2 * MINUTE)).toEqual({ ok: false, reason: 'revoked' })
-        expect(await store.rotateRefreshToken(kept, next(), T0 + 2 * MINUTE)).toEqual({ ok: true, userId: user.id })
+        expect(await store.rotateRefreshToken(kept, next(), T0 + 2 * MINUTE)).toEqual(rotated(user, kept))
+      })
+
+      test('a session is live while its family holds an unrevoked token: through rotations, until revokeSession or a revocation of its newest token', async () => {
+        const { user } = await newAccount()
+        const other = await newAccount()
+        const session = await refresh(user)
+        const kept = await refresh(user)
+        expect(await store.getSessionUser(user.id, session)).toEqual(user)
+        // Another user's id with this session, and an unknown session, are no session.
+        expect(await store.getSessionUser(other.user.id, session)).toBeUndefined()
+        expect(await store.getSessionUser(user.id, 'no-such-session')).toBeUndefined()
+        const second = next()
+        expect(await store.rotateRefreshToken(session, second, T0 + MINUTE)).toEqual(rotated(user, session))
+        expect(await store.getSessionUser(user.id, session)).toEqual(user)
+        // revokeSession of another user's session changes nothing.
+        await store.revokeSession(other.user.id, session, T0 + 2 * MINUTE)
+        expect(await store.getSessionUser(user.id, session)).toEqual(user)
+        await store.revokeSession(user.id, session, T0 + 2 * MINUTE)
+        expect(await store.getSessionUser(user.id, session)).toBeUndefined()
+        expect(await store.rotateRefreshToken(second.id, next(), T0 + 3 * MINUTE)).toEqual({ ok: false, reason: 'revoked' })
+        // The user's other session goes on, until its newest token is revoked (a logout).
+        expect(await store.getSessionUser(user.id, kept)).toEqual(user)
+        await store.revokeRefreshToken(kept, T0 + 3 * MINUTE)
+        expect(await store.getSessionUser(user.id, kept)).toBeUndefined()
+      })
+
+      test('a replayed token ends its session only', async () => {
+        const { user } = await newAccount()
+        const stolen = await refresh(user)
+        const sibling = await refresh(user)
+        expect(await store.rotateRefreshToken(stolen, next(), T0 + MINUTE)).toEqual(rotated(user, stolen))
+        expect(await store.rotateRefreshToken(stolen, next(), T0 + 2 * MINUTE)).toEqual({ ok: false, reason: 'reused' })
+        expect(await store.getSessionUser(user.id, stolen)).toBeUndefined()
+        expect(await store.getSessionUser(user.id, sibling)).toEqual(user)
       })
 
       test("revokeUserSessions ends every family of that user and nobody else's", async () => {
@@ -242,14 +277,15 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         const a1 = await refresh(a.user)
         const a2 = await refresh(a.user)
         const a2next = next()
-        expect(await store.rotateRefreshToken(a2, a2next, T0 + MINUTE)).toEqual({ ok: true, userId: a.user.id })
+        expect(await store.rotateRefreshToken(a2, a2next, T0 + MINUTE)).toEqual(rotated(a.user, a2))
         const b1 = await refresh(b.user)
         await store.revokeUserSessions(a.user.id, T0 + 2 * MINUTE)
         expect(await store.rotateRefreshToken(a1, next(), T0 + 3 * MINUTE)).toEqual({ ok: false, reason: 'revoked' })
         expect(await store.rotateRefreshToken(a2next.id, next(), T0 + 3 * MINUTE)).toEqual({ ok: false, reason: 'revoked' })
-        expect((await store.getUser(a.user.id))!.tokens_valid_after).toBe(T0 + 2 * MINUTE)
-        expect((await store.getUser(b.user.id))!.tokens_valid_after).toBeNull()
-        expect(await store.rotateRefreshToken(b1, next(), T0 + 3 * MINUTE)).toEqual({ ok: true, userId: b.user.id })
+        expect(await store.getSessionUser(a.user.id, a1)).toBeUndefined()
+        expect(await store.getSessionUser(a.user.id, a2)).toBeUndefined()
+        expect(await store.getSessionUser(b.user.id, b1)).toEqual(b.user)
+        expect(await store.rotateRefreshToken(b1, next(), T0 + 3 * MINUTE)).toEqual(rotated(b.user, b1))
       })
 
       // A replayed token and the legitimate rotation of the newest one arriving together: in any serial
@@ -260,7 +296,7 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         for (let round = 0; round < 20; round++) {
           const stolen = await refresh(user)
           const newest = next()
-          expect(await store.rotateRefreshToken(stolen, newest, T0 + MINUTE)).toEqual({ ok: true, userId: user.id })
+          expect(await store.rotateRefreshToken(stolen, newest, T0 + MINUTE)).toEqual(rotated(user, stolen))
           const replacement = next()
           const [replay, legit] = await Promise.all([
             store.rotateRefreshToken(stolen, next(), T0 + 2 * MINUTE),
@@ -300,7 +336,7 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         const { user } = await newAccount()
         const token = await refresh(user)
         const results = await Promise.all(Array.from({ length: 8 }, () => store.rotateRefreshToken(token, next(), T0 + MINUTE)))
-        expect(results.filter((r) => r.ok)).toEqual([{ ok: true, userId: user.id }])
+        expect(results.filter((r) => r.ok)).toEqual([rotated(user, token)])
         expect(results.filter((r) => !r.ok)).toEqual(Array(7).fill({ ok: false, reason: 'reused' }))
       })
     })

@@ -48,6 +48,8 @@ export interface TestServer {
   logs: string[]
   /** Moves the server's clock forward. */
   advance(ms: number): void
+  /** Stops the server's clock where it is (advance still moves it), or lets it run again from there. */
+  freeze(frozen: boolean): void
   call<T = any>(method: string, path: string, options?: CallOptions): Promise<ApiResponse<T>>
   /** The link of the newest logged mail to `to` with a subject matching `subject`. */
   mailLink(to: string, subject: RegExp): string | undefined
@@ -73,6 +75,8 @@ export async function startTestServer(
     doctorThresholds?: Deps['doctorThresholds']
     /** Where webhooks may go: tests delivering to a loopback receiver allow internal addresses. */
     webhooks?: Deps['webhooks']
+    /** DBM_SIGNUP; absent: open. */
+    signup?: Deps['signup']
   } = {},
 ): Promise<TestServer> {
   const location = options.dataDir ? { dataDir: options.dataDir, databaseUrl: options.databaseUrl, cleanup() {} } : await freshStoreLocation(kind)
@@ -80,7 +84,8 @@ export async function startTestServer(
   const logs: string[] = []
   const log = createLogger('debug', (line) => logs.push(line))
   let offset = 0
-  const clock = () => Date.now() + offset
+  let frozenAt: number | undefined
+  const clock = () => (frozenAt ?? Date.now()) + offset
   const publicUrl = options.publicUrl ?? 'http://dbm.test:8080'
   const deps: Deps = {
     store,
@@ -92,6 +97,7 @@ export async function startTestServer(
     trustProxy: options.trustProxy ?? true,
     doctorThresholds: options.doctorThresholds,
     webhooks: options.webhooks,
+    signup: options.signup,
   }
   const app = createApp(deps).listen({ hostname: '127.0.0.1', port: options.port ?? 0 })
   const base = `http://127.0.0.1:${app.server!.port}`
@@ -123,6 +129,13 @@ export async function startTestServer(
     logs,
     advance: (ms) => {
       offset += ms
+    },
+    freeze: (frozen) => {
+      if (frozen) frozenAt ??= Date.now()
+      else if (frozenAt !== undefined) {
+        offset += frozenAt - Date.now()
+        frozenAt = undefined
+      }
     },
     call,
     mailLink(to, subject) {

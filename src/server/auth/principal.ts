@@ -40,12 +40,9 @@ async function fromApiKey(deps: Deps, value: string): Promise<Principal> {
 async function fromAccessToken(deps: Deps, token: string): Promise<Principal> {
   const claims = await deps.tokens.verifyAccess(token)
   if (!claims) throw unauthorized('invalid or expired access token')
-  const user = await deps.store.getUser(claims.sub)
+  // Only while its session is live: logout, a password reset or a replayed refresh token ends it.
+  const user = await deps.store.getSessionUser(claims.sub, claims.sid)
   if (!user || user.org_id !== claims.org) throw unauthorized('invalid or expired access token')
-  // Tokens issued before a password reset or a detected token replay are refused (iat has second precision).
-  if (user.tokens_valid_after !== null && claims.iat < Math.floor(user.tokens_valid_after / 1000)) {
-    throw unauthorized('invalid or expired access token')
-  }
   return { kind: 'user', orgId: user.org_id, userId: user.id }
 }
 
@@ -68,15 +65,41 @@ function checkOrigin(deps: Deps, request: Request) {
   }
 }
 
-/** The dashboard's access-token cookie, read straight from the header (only when no credential header came). */
-export function accessCookie(request: Request): string | undefined {
+/**
+ * The value of cookie `name`, read straight from the header; undefined when absent or empty. Never
+ * throws: a value that is not valid percent-encoding is returned as sent, and then fails verification
+ * like any other bad token (a 401, not a 500).
+ */
+export function readCookie(request: Request, name: string): string | undefined {
   const header = request.headers.get('cookie')
   if (!header) return undefined
   for (const part of header.split(';')) {
     const eq = part.indexOf('=')
-    if (eq > 0 && part.slice(0, eq).trim() === ACCESS_COOKIE) return decodeURIComponent(part.slice(eq + 1).trim()) || undefined
+    if (eq <= 0 || part.slice(0, eq).trim() !== name) continue
+    const raw = part.slice(eq + 1).trim()
+    try {
+      return decodeURIComponent(raw) || undefined
+    } catch {
+      return raw
+    }
   }
   return undefined
+}
+
+/** The dashboard's access-token cookie (used only when no credential header came). */
+export function accessCookie(request: Request): string | undefined {
+  return readCookie(request, ACCESS_COOKIE)
+}
+
+/** The user access token a request presents (Bearer header, else the cookie), if any; API keys are not. */
+export function presentedAccessToken(request: Request): string | undefined {
+  if (request.headers.get('x-api-key') !== null) return undefined
+  const authorization = request.headers.get('authorization')
+  if (authorization !== null) {
+    const credential = /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1]
+    return credential && !looksLikeApiKey(credential) ? credential : undefined
+  }
+  return accessCookie(request)
 }
 
 /** The caller of `request`: API key, Bearer token, or the dashboard's cookie, in that order. */

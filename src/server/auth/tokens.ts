@@ -1,6 +1,8 @@
 // JWT access and refresh tokens (HS256 through @elysiajs/jwt). Access tokens live 15 minutes,
 // refresh tokens 7 days; each carries a `typ` so one kind is never accepted as the other, and
-// verification pins the algorithm (an alg:none or RS256 token is rejected).
+// verification pins the algorithm (an alg:none or RS256 token is rejected). An access token names
+// its session (`sid`, the refresh-token family it came from): it is honoured only while that session
+// is live, so ending a session ends its access tokens at once, whatever second they were issued in.
 import { jwt } from '@elysiajs/jwt'
 import { tokenLifetimes } from '../limits.ts'
 
@@ -8,6 +10,8 @@ export interface AccessClaims {
   sub: string
   org: string
   typ: 'access'
+  /** The session: the id of the refresh-token family the token was issued for. */
+  sid: string
   /** Issued at, epoch seconds. */
   iat: number
 }
@@ -37,8 +41,8 @@ export class TokenService {
     return Math.floor(this.clock() / 1000) + seconds
   }
 
-  signAccess(userId: string, orgId: string): Promise<string> {
-    return this.signer.sign({ sub: userId, org: orgId, typ: 'access', exp: this.expiry(tokenLifetimes.accessSeconds) })
+  signAccess(userId: string, orgId: string, sessionId: string): Promise<string> {
+    return this.signer.sign({ sub: userId, org: orgId, sid: sessionId, typ: 'access', exp: this.expiry(tokenLifetimes.accessSeconds) })
   }
 
   /** Returns the token and its expiry in epoch ms, so the store can keep the same deadline. */
@@ -58,8 +62,10 @@ export class TokenService {
 
   async verifyAccess(token: string): Promise<AccessClaims | undefined> {
     const p = await this.verify(token)
-    if (!p || p.typ !== 'access' || typeof p.sub !== 'string' || typeof p.org !== 'string' || typeof p.iat !== 'number') return undefined
-    return { sub: p.sub, org: p.org, typ: 'access', iat: p.iat }
+    if (!p || p.typ !== 'access' || typeof p.sub !== 'string' || typeof p.org !== 'string' || typeof p.sid !== 'string' || typeof p.iat !== 'number') {
+      return undefined
+    }
+    return { sub: p.sub, org: p.org, sid: p.sid, typ: 'access', iat: p.iat }
   }
 
   async verifyRefresh(token: string): Promise<RefreshClaims | undefined> {

@@ -2,12 +2,12 @@
 // logout, me, e-mail verification, password reset. Rate limits are applied in app.ts by path.
 import { Elysia, t } from 'elysia'
 import { burnPasswordCheck, hashPassword, verifyPassword } from '../auth/passwords.ts'
-import { ACCESS_COOKIE, REFRESH_COOKIE, authenticate } from '../auth/principal.ts'
+import { ACCESS_COOKIE, REFRESH_COOKIE, authenticate, presentedAccessToken, readCookie } from '../auth/principal.ts'
 import { randomToken, sha256 } from '../auth/secrets.ts'
 import type { Deps } from '../context.ts'
-import { badRequest, conflict, tooManyRequests, unauthorized } from '../http-error.ts'
+import { badRequest, conflict, forbidden, tooManyRequests, unauthorized } from '../http-error.ts'
 import { fieldLimits, mailCooldownMs, passwordLength, tokenLifetimes } from '../limits.ts'
-import { EmailTakenError } from '../store/sql-store.ts'
+import { EmailTakenError, SignupClosedError } from '../store/sql-store.ts'
 import type { User } from '../store/types.ts'
 import { organizationView, userView } from '../views.ts'
 import { body, email, password, query, requiredString, token } from './schema.ts'
@@ -53,7 +53,7 @@ export function authRoutes(deps: Deps) {
     const jti = Bun.randomUUIDv7()
     const refresh = await tokens.signRefresh(user.id, jti)
     await store.createRefreshToken({ id: jti, user_id: user.id, family_id: jti, expires_at: refresh.expiresAt, now: clock() })
-    const access = await tokens.signAccess(user.id, user.org_id)
+    const access = await tokens.signAccess(user.id, user.org_id, jti)
     setSessionCookies(cookie, access, refresh.token)
     return { access_token: access, refresh_token: refresh.token, token_type: 'Bearer', expires_in: tokenLifetimes.accessSeconds }
   }
@@ -92,8 +92,11 @@ export function authRoutes(deps: Deps) {
           created = await store.createAccount({
             org: { name: body.org_name.trim(), slug: slugify(body.org_name), plan: 'free' },
             user: { email: normalizeEmail(body.email), name: body.name.trim(), passwordHash, role: 'owner' },
+            // DBM_SIGNUP=closed: only the first account, which sets up a fresh server.
+            onlyFirst: deps.signup === 'closed',
           })
         } catch (e) {
+          if (e instanceof SignupClosedError) throw forbidden(e.message)
           if (e instanceof EmailTakenError) throw conflict('email is already registered')
           throw e
         }
@@ -128,8 +131,8 @@ export function authRoutes(deps: Deps) {
     )
     .post(
       '/refresh',
-      async ({ body, cookie }) => {
-        const presented = body?.refresh_token ?? (cookie[REFRESH_COOKIE]?.value as string | undefined)
+      async ({ body, cookie, request }) => {
+        const presented = body?.refresh_token ?? readCookie(request, REFRESH_COOKIE)
         if (!presented) throw badRequest('refresh_token is required')
         const claims = await tokens.verifyRefresh(presented)
         if (!claims) throw unauthorized('invalid or expired refresh token')
@@ -145,7 +148,7 @@ export function authRoutes(deps: Deps) {
         }
         const user = await store.getUser(result.userId)
         if (!user) throw unauthorized('invalid or expired refresh token')
-        const access = await tokens.signAccess(user.id, user.org_id)
+        const access = await tokens.signAccess(user.id, user.org_id, result.sessionId)
         setSessionCookies(cookie as CookieJar, access, next.token)
         return { access_token: access, refresh_token: next.token, token_type: 'Bearer', expires_in: tokenLifetimes.accessSeconds }
       },
@@ -157,10 +160,15 @@ export function authRoutes(deps: Deps) {
     )
     .post(
       '/logout',
-      async ({ body, cookie, set }) => {
-        const presented = body?.refresh_token ?? (cookie[REFRESH_COOKIE]?.value as string | undefined)
+      async ({ body, cookie, request, set }) => {
+        // Ends the session of the refresh token and that of the access token presented (cookies or
+        // body and Bearer header): both, with the access tokens issued to them, are refused from now on.
+        const presented = body?.refresh_token ?? readCookie(request, REFRESH_COOKIE)
         const claims = presented ? await tokens.verifyRefresh(presented) : undefined
         if (claims) await store.revokeRefreshToken(claims.jti, clock())
+        const access = presentedAccessToken(request)
+        const accessClaims = access ? await tokens.verifyAccess(access) : undefined
+        if (accessClaims) await store.revokeSession(accessClaims.sub, accessClaims.sid, clock())
         clearSessionCookies(cookie as CookieJar)
         set.status = 204
       },

@@ -43,6 +43,14 @@ export class EmailTakenError extends Error {
   }
 }
 
+/** Raised by createAccount with `onlyFirst` when the store already has an organization. */
+export class SignupClosedError extends Error {
+  constructor() {
+    super('signup is closed on this server')
+    this.name = 'SignupClosedError'
+  }
+}
+
 const num = (v: unknown): number => Number(v)
 const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v))
 
@@ -58,7 +66,6 @@ function toUser(r: any): User {
     name: r.name,
     role: r.role,
     email_verified_at: numOrNull(r.email_verified_at),
-    tokens_valid_after: numOrNull(r.tokens_valid_after),
     created_at: num(r.created_at),
   }
 }
@@ -97,7 +104,9 @@ function toDatabase(r: any): RegisteredDatabase {
   }
 }
 
-const USER_COLUMNS = 'id, org_id, email, name, role, email_verified_at, tokens_valid_after, created_at'
+// users.tokens_valid_after (schema version 2) is no longer read or written: access tokens name their
+// session (refresh-token family) instead, which revokes them without a clock's precision.
+const USER_COLUMNS = 'id, org_id, email, name, role, email_verified_at, created_at'
 /** The only columns updateDatabase writes; the patch's keys never reach the SQL text otherwise. */
 const PATCHABLE_COLUMNS = [
   'name',
@@ -109,6 +118,14 @@ const PATCHABLE_COLUMNS = [
   'collect_replication',
   'disabled_collectors',
 ] as const satisfies readonly (keyof DatabasePatch)[]
+/** The lock held while a user's e-mail tokens are replaced. */
+const emailTokensLock = (userId: string) => `dbm:email-tokens:${userId}`
+
+/** Removes the user's reset tokens that were never used (a newer one replaces them, or one was used). */
+function dropUnusedResetTokens(tx: SqlDriver, userId: string) {
+  return tx.run("DELETE FROM email_tokens WHERE user_id = $1 AND kind = 'reset' AND used_at IS NULL", [userId])
+}
+
 /** The lock held while an organization's set of databases changes (registration within a limit). */
 const databasesLock = (orgId: string) => `dbm:databases:${orgId}`
 const DB_DEFAULTS = { poll_interval_seconds: 10, collect_explain_plans: true, collect_replication: true }
@@ -166,6 +183,7 @@ export class SqlStore implements Store {
   async createAccount(input: Parameters<Store['createAccount']>[0]) {
     const now = Date.now()
     return this.driver.transaction(async (tx) => {
+      if (input.onlyFirst && (await tx.get('SELECT 1 AS x FROM organizations LIMIT 1'))) throw new SignupClosedError()
       if (await tx.get('SELECT 1 AS x FROM users WHERE email = $1', [input.user.email])) throw new EmailTakenError()
       const taken = new Set(
         (
@@ -193,7 +211,6 @@ export class SqlStore implements Store {
         name: input.user.name,
         role: input.user.role,
         email_verified_at: null,
-        tokens_valid_after: null,
         created_at: now,
       }
       await tx.run(
@@ -211,6 +228,17 @@ export class SqlStore implements Store {
 
   async getUser(id: string) {
     const r = await this.driver.get(`SELECT ${USER_COLUMNS} FROM users WHERE id = $1`, [id])
+    return r ? toUser(r) : undefined
+  }
+
+  async getSessionUser(userId: string, sessionId: string) {
+    // Rotation revokes a family's newest token and inserts its successor in one transaction, so a live
+    // session always shows exactly one unrevoked token to any reader.
+    const r = await this.driver.get(
+      `SELECT ${USER_COLUMNS} FROM users WHERE users.id = $1
+         AND EXISTS (SELECT 1 FROM refresh_tokens WHERE family_id = $2 AND user_id = $1 AND revoked_at IS NULL)`,
+      [userId, sessionId],
+    )
     return r ? toUser(r) : undefined
   }
 
@@ -233,20 +261,34 @@ export class SqlStore implements Store {
   // ---- e-mail tokens ----
 
   async createEmailToken(input: { tokenHash: string; userId: string; kind: EmailTokenKind; expiresAt: number; now: number }) {
-    await this.driver.run(
-      'INSERT INTO email_tokens (token_hash, user_id, kind, expires_at, created_at) VALUES ($1, $2, $3, $4, $5)',
-      [input.tokenHash, input.userId, input.kind, input.expiresAt, input.now],
-    )
+    await this.driver.transaction(async (tx) => {
+      // Only the newest reset link works: the older unused ones are removed.
+      if (input.kind === 'reset') await dropUnusedResetTokens(tx, input.userId)
+      await tx.run('INSERT INTO email_tokens (token_hash, user_id, kind, expires_at, created_at) VALUES ($1, $2, $3, $4, $5)', [
+        input.tokenHash,
+        input.userId,
+        input.kind,
+        input.expiresAt,
+        input.now,
+      ])
+    }, emailTokensLock(input.userId))
   }
 
   async consumeEmailToken(tokenHash: string, kind: EmailTokenKind, now: number) {
-    const r = await this.driver.get<{ user_id: string }>(
-      `UPDATE email_tokens SET used_at = $1
-       WHERE token_hash = $2 AND kind = $3 AND used_at IS NULL AND expires_at > $1
-       RETURNING user_id`,
-      [now, tokenHash, kind],
-    )
-    return r?.user_id
+    const consume = (d: SqlDriver) =>
+      d.get<{ user_id: string }>(
+        `UPDATE email_tokens SET used_at = $1
+         WHERE token_hash = $2 AND kind = $3 AND used_at IS NULL AND expires_at > $1
+         RETURNING user_id`,
+        [now, tokenHash, kind],
+      )
+    if (kind !== 'reset') return (await consume(this.driver))?.user_id
+    return this.driver.transaction(async (tx) => {
+      const r = await consume(tx)
+      // A used reset link ends every other one of that user (links issued before this rule, say).
+      if (r) await dropUnusedResetTokens(tx, r.user_id)
+      return r?.user_id
+    })
   }
 
   async usedEmailTokenUser(tokenHash: string, kind: EmailTokenKind) {
@@ -288,9 +330,8 @@ export class SqlStore implements Store {
       if (row.revoked_at !== null && row.replaced_by === null) return { ok: false, reason: 'revoked' } as const
       if (row.revoked_at !== null) {
         // A token that was already rotated is being replayed, perhaps by whoever stole it: end its
-        // session, and refuse every access token issued so far (other sessions refresh silently).
+        // session, with every access token issued to it (the user's other sessions go on).
         await tx.run('UPDATE refresh_tokens SET revoked_at = $1 WHERE family_id = $2 AND revoked_at IS NULL', [now, row.family_id])
-        await tx.run('UPDATE users SET tokens_valid_after = $1 WHERE id = $2', [now, row.user_id])
         return { ok: false, reason: 'reused' } as const
       }
       if (num(row.expires_at) <= now) return { ok: false, reason: 'expired' } as const
@@ -299,7 +340,7 @@ export class SqlStore implements Store {
         'INSERT INTO refresh_tokens (id, user_id, family_id, expires_at, created_at) VALUES ($1, $2, $3, $4, $5)',
         [next.id, row.user_id, row.family_id, next.expires_at, now],
       )
-      return { ok: true, userId: row.user_id } as const
+      return { ok: true, userId: row.user_id, sessionId: row.family_id } as const
     }, this.refreshLock(owner))
   }
 
@@ -312,11 +353,18 @@ export class SqlStore implements Store {
     )
   }
 
+  async revokeSession(userId: string, sessionId: string, now: number) {
+    await this.driver.transaction(
+      (tx) => tx.run('UPDATE refresh_tokens SET revoked_at = $1 WHERE family_id = $2 AND user_id = $3 AND revoked_at IS NULL', [now, sessionId, userId]),
+      this.refreshLock(userId),
+    )
+  }
+
   async revokeUserSessions(userId: string, now: number) {
-    await this.driver.transaction(async (tx) => {
-      await tx.run('UPDATE refresh_tokens SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL', [now, userId])
-      await tx.run('UPDATE users SET tokens_valid_after = $1 WHERE id = $2', [now, userId])
-    }, this.refreshLock(userId))
+    await this.driver.transaction(
+      (tx) => tx.run('UPDATE refresh_tokens SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL', [now, userId]),
+      this.refreshLock(userId),
+    )
   }
 
   // ---- API keys ----

@@ -26,8 +26,6 @@ export interface User {
   name: string
   role: string
   email_verified_at: number | null
-  /** Access tokens issued before this time (epoch ms) are refused: set by a password reset or a replayed refresh token. */
-  tokens_valid_after: number | null
   created_at: number
 }
 
@@ -95,9 +93,9 @@ export interface RefreshTokenRecord {
   revoked_at: number | null
 }
 
-/** Outcome of presenting a refresh token for rotation. */
+/** Outcome of presenting a refresh token for rotation; `sessionId` is the token's family. */
 export type RotateResult =
-  | { ok: true; userId: string }
+  | { ok: true; userId: string; sessionId: string }
   | { ok: false; reason: 'unknown' | 'expired' | 'revoked' | 'reused' }
 
 /** Outcome of counting a request against a limit. */
@@ -135,9 +133,14 @@ export interface Store {
   readonly retention: RetentionStore
 
   // accounts
+  /**
+   * Creates an organization and its owner; EmailTakenError when the address has an account. With
+   * `onlyFirst`, SignupClosedError when any organization exists (checked in the same transaction).
+   */
   createAccount(input: {
     org: { name: string; slug: string; plan: string }
     user: { email: string; name: string; passwordHash: string; role: string }
+    onlyFirst?: boolean
   }): Promise<{ org: Organization; user: User }>
   findUserByEmail(email: string): Promise<UserWithPassword | undefined>
   getUser(id: string): Promise<User | undefined>
@@ -145,20 +148,26 @@ export interface Store {
   setPassword(userId: string, passwordHash: string): Promise<void>
   markEmailVerified(userId: string, at: number): Promise<void>
 
-  // single-use e-mail tokens (verification, password reset), stored as hashes
+  // single-use e-mail tokens (verification, password reset), stored as hashes. A user has at most one
+  // live reset token: issuing one ends the older ones, and consuming one ends any other.
   createEmailToken(input: { tokenHash: string; userId: string; kind: EmailTokenKind; expiresAt: number; now: number }): Promise<void>
   /** Marks the token used and returns its user when it exists, is unused and unexpired. */
   consumeEmailToken(tokenHash: string, kind: EmailTokenKind, now: number): Promise<string | undefined>
   /** The user of a token that has already been used (a verification link opened twice), else undefined. */
   usedEmailTokenUser(tokenHash: string, kind: EmailTokenKind): Promise<string | undefined>
 
-  // refresh tokens: rotated on use, reuse revokes the family
+  // refresh tokens: rotated on use, reuse revokes the family. A family is one session (one sign-in),
+  // live while it holds an unrevoked token; access tokens name their session and die with it.
   createRefreshToken(record: Omit<RefreshTokenRecord, 'revoked_at'> & { now: number }): Promise<void>
   /** Revokes `id` and records `next` in the same family when `id` is live; detects reuse. */
   rotateRefreshToken(id: string, next: { id: string; expires_at: number }, now: number): Promise<RotateResult>
   revokeRefreshToken(id: string, now: number): Promise<void>
-  /** Signs the user out everywhere: revokes every refresh token and refuses access tokens issued before `now`. */
+  /** Ends the user's session `sessionId` (a family): its refresh and access tokens are refused from now on. */
+  revokeSession(userId: string, sessionId: string, now: number): Promise<void>
+  /** Signs the user out everywhere: ends every session of the user. */
   revokeUserSessions(userId: string, now: number): Promise<void>
+  /** The user when `sessionId` is one of their live sessions, else undefined. */
+  getSessionUser(userId: string, sessionId: string): Promise<User | undefined>
 
   // API keys
   createApiKey(input: Omit<ApiKey, 'last_used_at' | 'revoked_at'>): Promise<ApiKey>
