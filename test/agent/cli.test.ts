@@ -114,7 +114,20 @@ describe('against a real PostgreSQL', () => {
       const [down, granted] = unreachable.stdout.trimEnd().split('\n')
       expect(down).toStartWith(`FAIL  api: http://127.0.0.1:${port} unreachable: `)
       expect(granted).toMatch(/^ok {4}pg13: postgres 13\.\d+; collectors: [^;]*; skipped: [^;]*\)$/)
+
+      // A function of another non-superuser role stops plan sampling: --check says so, naming it, unless the role is trusted.
+      await admin.unsafe(`CREATE ROLE ${role}_app`)
+      await admin.unsafe(`CREATE FUNCTION public.slug(t text) RETURNS text IMMUTABLE LANGUAGE sql AS $$ SELECT lower(t) $$`)
+      await admin.unsafe(`ALTER FUNCTION public.slug(text) OWNER TO ${role}_app`)
+      const untrusted = (await runCommand([...CLI, '--check', '--config', path])).stdout.trimEnd().split('\n')[1]
+      expect(untrusted).toContain(
+        `; note: plans will not be sampled: 1 function of roles the agent does not trust (slug(text) of role ${role}_app) could run with its rights while planning`,
+      )
+      writeFileSync(path, `api:\n  endpoint: http://127.0.0.1:${port}\n  key: ${key}\ndatabases:\n  - name: pg13\n    dsn: ${u}\n    explain_trusted_roles: [${role}_app]\n`)
+      expect((await runCommand([...CLI, '--check', '--config', path])).stdout).not.toContain('plans will not be sampled')
     } finally {
+      await admin.unsafe(`DROP FUNCTION IF EXISTS public.slug(text)`).catch(() => {})
+      await admin.unsafe(`DROP ROLE IF EXISTS ${role}_app`).catch(() => {})
       await admin.unsafe(`DROP OWNED BY ${role}`).catch(() => {})
       await admin.unsafe(`DROP ROLE IF EXISTS ${role}`).catch(() => {})
       await admin.end()
