@@ -207,6 +207,11 @@ for (const kind of storeKinds) {
             expect({ name, cookie, status: out.status }).toEqual({ name, cookie, status: 204 })
           }
         }
+        // In the body, a token over the 4096-character cap is a 400 that says so.
+        const long = await post('refresh', { refresh_token: 'x'.repeat(4097) })
+        expect({ status: long.status, body: long.body }).toEqual({ status: 400, body: { error: 'refresh_token must be a non-empty string of at most 4096 characters' } })
+        const longOut = await post('logout', { refresh_token: 'x'.repeat(4097) })
+        expect({ status: longOut.status, body: longOut.body }).toEqual({ status: 400, body: { error: 'refresh_token must be a string of at most 4096 characters' } })
         // The account's real session survived all of that.
         expect(await me(account.token)).toEqual({ status: 200, body: { id: account.userId } })
         expect(server.logs.filter((l) => l.includes('unhandled error'))).toEqual([])

@@ -154,7 +154,7 @@ export function authRoutes(deps: Deps) {
       },
       {
         body: t.Optional(
-          body({ refresh_token: t.Optional(t.String({ minLength: 1, maxLength: 4096, error: 'refresh_token must be a string' })) }),
+          body({ refresh_token: t.Optional(t.String({ minLength: 1, maxLength: 4096, error: 'refresh_token must be a non-empty string of at most 4096 characters' })) }),
         ),
       },
     )
@@ -174,7 +174,7 @@ export function authRoutes(deps: Deps) {
       },
       {
         body: t.Optional(
-          body({ refresh_token: t.Optional(t.String({ maxLength: 4096, error: 'refresh_token must be a string' })) }),
+          body({ refresh_token: t.Optional(t.String({ maxLength: 4096, error: 'refresh_token must be a string of at most 4096 characters' })) }),
         ),
       },
     )
