@@ -1,25 +1,22 @@
-// End to end through the compiled binary: builds a fresh `dist/dbm`, runs `dbm serve` on a loopback
-// port over a temp data dir and drives it with fetch as a user would (signup, login, API key, database
-// registration with the key), then stops it with SIGTERM. No secret may reach the server's log.
+// End to end through the compiled binary: a fresh `dist/dbm` (built once per test run) runs `dbm serve`
+// on a loopback port over a temp data dir, driven with fetch as a user would (signup, login, API key,
+// database registration with the key), then stopped with SIGTERM. No secret may reach the server's log.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pkg from '../../package.json' with { type: 'json' }
-import { type ServeProcess, repoRoot, request, runCommand, startServe, stopAllServers } from '../support/process.ts'
+import { binaryPath as binary, builtBinary } from '../support/binary.ts'
+import { type ServeProcess, request, runCommand, startServe, stopAllServers } from '../support/process.ts'
 
-const binary = join(repoRoot, 'dist', 'dbm')
 const tmpRoot = mkdtempSync(join(tmpdir(), 'dbm-e2e-'))
 const dataDir = join(tmpRoot, 'data')
 
 let server: ServeProcess
 
 beforeAll(async () => {
-  const buildStarted = Date.now()
-  const build = await runCommand(['bun', 'run', 'build'], { timeoutMs: 60_000 })
-  if (build.exitCode !== 0) throw new Error(`bun run build failed (${build.exitCode}):\n${build.stdout}${build.stderr}`)
-  // The binary under test is the one just built, not a stale one.
-  expect(statSync(binary).mtimeMs).toBeGreaterThanOrEqual(buildStarted - 1000)
+  // Built once for the whole test run (test/support/binary.ts), whichever file asks first.
+  await builtBinary()
   server = await startServe([binary], { dataDir, extraArgs: ['--log-level', 'debug'] })
 }, 60_000)
 

@@ -42,21 +42,28 @@ export function parseWindow(query: { since?: string; until?: string }, now: numb
   return { since, until, minuteFloor: minuteFloor(now) }
 }
 
-export const limitQuery = (endpoint: keyof typeof resultLimits) =>
-  t.Optional(t.Integer({ minimum: 1, error: `limit must be a whole number from 1 (at most ${resultLimits[endpoint].max} are returned)` }))
+/**
+ * A positive whole number in decimal digits, as query text. Checked by the schema's pattern rather than
+ * by Elysia's numeric coercion, which reads `0x10` as 16 and `1e2` as 100 and does its range checks in a
+ * TypeBox Decode step that a minified build skipped (scripts/build.ts); over 20 digits it is refused.
+ */
+const positiveDigits = (error: string) => t.String({ pattern: '^0*[1-9][0-9]{0,19}$', error })
 
-export function clampLimit(endpoint: keyof typeof resultLimits, value: number | undefined): number {
+export const limitQuery = (endpoint: keyof typeof resultLimits) =>
+  t.Optional(positiveDigits(`limit must be a whole number from 1 (at most ${resultLimits[endpoint].max} are returned)`))
+
+export function clampLimit(endpoint: keyof typeof resultLimits, value: string | undefined): number {
   const { default: fallback, max } = resultLimits[endpoint]
-  return Math.min(value ?? fallback, max)
+  return Math.min(value === undefined ? fallback : Number(value), max)
 }
 
 const MIN_BUCKET_SECONDS = 60
 const BUCKET_ERROR = `bucket must be a whole number of seconds, at least ${MIN_BUCKET_SECONDS}`
 
 /** since, until and bucket (a whole number of seconds, at least 60, checked to be whole minutes by intervalsFor) of the timeseries endpoints. */
-export const seriesQuery = query({ ...windowQuery, bucket: t.Optional(t.Integer({ minimum: MIN_BUCKET_SECONDS, error: BUCKET_ERROR })) })
+export const seriesQuery = query({ ...windowQuery, bucket: t.Optional(positiveDigits(BUCKET_ERROR)) })
 
-export type SeriesQuery = { since?: string; until?: string; bucket?: number }
+export type SeriesQuery = { since?: string; until?: string; bucket?: string }
 
 /**
  * The window cut into `bucket`-second intervals (else `fallbackSeconds`, else 60 up to a 24-hour window
@@ -64,9 +71,11 @@ export type SeriesQuery = { since?: string; until?: string; bucket?: number }
  * that is not whole minutes, or more than maxIntervals intervals, is a 400.
  */
 export function intervalsFor(q: SeriesQuery, now: number, fallbackSeconds?: number): Intervals {
+  const requested = q.bucket === undefined ? undefined : Number(q.bucket)
+  if (requested !== undefined && requested < MIN_BUCKET_SECONDS) throw badRequest(BUCKET_ERROR)
   const window = parseWindow(q, now)
   const automatic = window.until - window.since <= internalsLimits.minuteWindowMs && window.since >= window.minuteFloor ? 60 : 3600
-  const bucketSeconds = Math.min(q.bucket ?? fallbackSeconds ?? automatic, internalsLimits.maxBucketSeconds)
+  const bucketSeconds = Math.min(requested ?? fallbackSeconds ?? automatic, internalsLimits.maxBucketSeconds)
   // The data are kept per minute: a bucket of 90 s would hold one minute, then two, by turns.
   if (bucketSeconds % MIN_BUCKET_SECONDS !== 0) {
     const below = Math.floor(bucketSeconds / MIN_BUCKET_SECONDS) * MIN_BUCKET_SECONDS
