@@ -17,18 +17,18 @@
 // (git-ignored), and any console or page error fails the test (but the failed requests a step causes
 // on purpose).
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Browser, Page } from 'playwright-core'
 import postgres from 'postgres'
+import { binaryPath as binary, builtBinary } from '../support/binary.ts'
 import { type BrowserPage, horizontalOverflow, launchBrowser, openPage } from '../support/browser.ts'
 import { sharedPostgres } from '../support/postgres.ts'
-import { type ServeProcess, cleanEnv, repoRoot, request, runCommand, startServe, stopAllServers } from '../support/process.ts'
+import { type ServeProcess, cleanEnv, request, startServe, stopAllServers } from '../support/process.ts'
 import { startSmtpReceiver } from '../support/smtp.ts'
 import { until } from '../support/wait.ts'
 
-const binary = join(repoRoot, 'dist', 'dbm')
 const tmpRoot = mkdtempSync(join(tmpdir(), 'dbm-dashboard-'))
 /** The mails' links start with this; the test opens them on the server's real address. */
 const publicUrl = 'http://dbm-dashboard.test'
@@ -52,17 +52,10 @@ let databaseId = ''
 let statementHash = ''
 
 beforeAll(async () => {
-  const buildStarted = Date.now()
-  const [build, receiver, pg, chromium] = await Promise.all([
-    runCommand(['bun', 'run', 'build'], { timeoutMs: 60_000 }),
-    startSmtpReceiver(),
-    sharedPostgres(17),
-    launchBrowser(),
-  ])
+  // dist/dbm is built once for the whole test run (test/support/binary.ts), whichever file asks first.
+  const [, receiver, pg, chromium] = await Promise.all([builtBinary(), startSmtpReceiver(), sharedPostgres(17), launchBrowser()])
   smtp = receiver
   browser = chromium
-  if (build.exitCode !== 0) throw new Error(`bun run build failed (${build.exitCode}):\n${build.stdout}${build.stderr}`)
-  expect(statSync(binary).mtimeMs).toBeGreaterThanOrEqual(buildStarted - 1000)
 
   dsn = await pg.freshDatabase()
   sql = postgres(dsn, { max: 2, onnotice: () => {} })
