@@ -155,7 +155,8 @@ export type DiskKey = (typeof DISK_KEYS)[number]
 /** The server_metrics key of one disk's gauge. */
 export const diskMetricKey = (disk: string, key: DiskKey) => `disk.${disk}.${key}`
 
-const DISK_METRIC_KEY = new RegExp(`^disk\\.(.+)\\.(${DISK_KEYS.join('|')})$`)
+/** `s`: a disk's name may hold any character, line breaks included. */
+const DISK_METRIC_KEY = new RegExp(`^disk\\.(.+)\\.(${DISK_KEYS.join('|')})$`, 's')
 
 /** The disk and gauge a server_metrics key names; undefined for a key that is not a disk's. */
 export function parseDiskMetricKey(key: string): { disk: string; key: DiskKey } | undefined {

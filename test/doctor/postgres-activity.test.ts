@@ -140,7 +140,8 @@ test('slow statements: named with their numbers, critical past the critical mean
   expect(warning.title).toBe('Slow statement: SELECT pg_sleep($1)')
   // A minute of data, not the hour of the window.
   expect(warning.detail).toContain(`Statement ${sleepy} ran 4 times in the last 1.0 min (its statistics cover no more of the 1.0 h window) with a mean of`)
-  expect(warning.how_to_investigate).toContain('EXPLAIN (ANALYZE, BUFFERS) SELECT pg_sleep($1);   -- with typical values for the $n parameters')
+  // The statement's text stays in the detail; the command fetches it by its queryid.
+  expect(warning.how_to_investigate).toContain(`SELECT query FROM pg_stat_statements WHERE queryid = ${sleepy};   -- its text, to run under EXPLAIN (ANALYZE, BUFFERS) with typical values for the $n parameters`)
   expect(warning.how_to_investigate).toContain(`GET /api/v1/databases/${rig.dbId}/queries/${sleepy}   -- its calls and time over time`)
 
   // An hour later the statement is fast (the fix): it is in the window, and not slow.

@@ -71,22 +71,6 @@ export function severityBelow(value: number, warning: number, critical: number):
   return undefined
 }
 
-/** SQL string literal (for the text of investigate/fix commands, never run by dbm). */
-export const literal = (s: string) => `'${s.replaceAll("'", "''")}'`
-
-/** A PostgreSQL identifier, quoted only when it needs to be. */
-export function ident(s: string): string {
-  return /^[a-z_][a-z0-9_$]*$/.test(s) ? s : `"${s.replaceAll('"', '""')}"`
-}
-
-/** `schema.name` with each part quoted as needed. */
-export const qualified = (schema: string, name: string) => `${ident(schema)}.${ident(name)}`
-
-/** A ClickHouse identifier in backquotes when it needs them. */
-export function chIdent(s: string): string {
-  return /^[A-Za-z_][A-Za-z0-9_]*$/.test(s) ? s : `\`${s.replaceAll('\\', '\\\\').replaceAll('`', '\\`')}\``
-}
-
 export const pct = (ratio: number, digits = 1) => `${(ratio * 100).toFixed(digits)} %`
 
 export function bytes(n: number): string {

@@ -1,6 +1,7 @@
 // The agent stopped sending (or never sent) data for this database: every other finding is then based
 // on old numbers, or on none.
 import { databaseDefaults } from '../../limits.ts'
+import { commentText } from '../sql-text.ts'
 import { type Rule, duration } from '../types.ts'
 
 const defaults = {
@@ -23,7 +24,7 @@ export const agentDisconnected: Rule<typeof defaults> = {
           detail: `dbm has not received any telemetry for "${db.name}" since it was registered ${duration(now - db.created_at)} ago.`,
           recommendation: 'Start dbm agent with this database in its config.yaml and an API key of this organization.',
           how_to_investigate: ['dbm agent --check --config config.yaml', 'curl http://<agent health address>/healthz'],
-          how_to_fix: [`dbm agent --config config.yaml   # with a databases entry named "${db.name}"`],
+          how_to_fix: [`dbm agent --config config.yaml   # with a databases entry named "${commentText(db.name, 200)}"`],
           metrics: { last_seen_at: null },
         },
       ]

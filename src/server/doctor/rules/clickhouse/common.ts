@@ -1,12 +1,12 @@
 // What the ClickHouse rules share: a table's name as SQL text and as a finding's object, and numbers
 // written the way the findings write them.
-import { chIdent, literal } from '../../types.ts'
+import { chString, chTable } from '../../sql-text.ts'
 
 /** `db.table`, each part quoted as ClickHouse needs, for commands. */
-export const tableSql = (database: string, table: string) => `${chIdent(database)}.${chIdent(table)}`
+export const tableSql = chTable
 
 /** `database = 'db' AND table = 't'`, the filter of the system tables on one table. */
-export const tableFilter = (database: string, table: string) => `database = ${literal(database)} AND table = ${literal(table)}`
+export const tableFilter = (database: string, table: string) => `database = ${chString(database)} AND table = ${chString(table)}`
 
 /** A number with thousands separators. */
 export const count = (n: number) => n.toLocaleString('en-US')

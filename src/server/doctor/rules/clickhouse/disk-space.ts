@@ -3,7 +3,8 @@
 // postponed, so parts pile up. Altinity's clickhouse-operator alerts at 80 % used
 // (ClickHouseDiskUsage): warning below 20 % free; critical below 10 %, where big merges already stall.
 import { parseDiskMetricKey } from '../../../../shared/metrics.ts'
-import { type FindingDraft, type Rule, bytes, literal, pct, severityBelow } from '../../types.ts'
+import { chString } from '../../sql-text.ts'
+import { type FindingDraft, type Rule, bytes, pct, severityBelow } from '../../types.ts'
 
 const defaults = {
   warning_free_below: 0.2,
@@ -42,9 +43,9 @@ export const diskSpace: Rule<typeof defaults> = {
           'Find the biggest tables and partitions on this disk and drop or expire (TTL) data that is no longer needed; remove detached parts you will not attach again; check the system log tables (query_log, trace_log, ...) have a TTL. Otherwise add space, or a second disk in a storage policy.',
         how_to_investigate: [
           'SELECT name, path, formatReadableSize(free_space) AS free, formatReadableSize(total_space) AS total, formatReadableSize(keep_free_space) AS keep_free FROM system.disks;',
-          `SELECT database, table, formatReadableSize(sum(bytes_on_disk)) AS size, count() AS parts FROM system.parts WHERE active AND disk_name = ${literal(name)} GROUP BY database, table ORDER BY sum(bytes_on_disk) DESC LIMIT 10;`,
-          `SELECT database, table, count() AS parts, formatReadableSize(sum(bytes_on_disk)) AS size FROM system.detached_parts WHERE disk = ${literal(name)} GROUP BY database, table ORDER BY sum(bytes_on_disk) DESC;`,
-          `SELECT database, table, partition_id, formatReadableSize(sum(bytes_on_disk)) AS size FROM system.parts WHERE active AND disk_name = ${literal(name)} GROUP BY database, table, partition_id ORDER BY sum(bytes_on_disk) DESC LIMIT 10;`,
+          `SELECT database, table, formatReadableSize(sum(bytes_on_disk)) AS size, count() AS parts FROM system.parts WHERE active AND disk_name = ${chString(name)} GROUP BY database, table ORDER BY sum(bytes_on_disk) DESC LIMIT 10;`,
+          `SELECT database, table, count() AS parts, formatReadableSize(sum(bytes_on_disk)) AS size FROM system.detached_parts WHERE disk = ${chString(name)} GROUP BY database, table ORDER BY sum(bytes_on_disk) DESC;`,
+          `SELECT database, table, partition_id, formatReadableSize(sum(bytes_on_disk)) AS size FROM system.parts WHERE active AND disk_name = ${chString(name)} GROUP BY database, table, partition_id ORDER BY sum(bytes_on_disk) DESC LIMIT 10;`,
         ],
         how_to_fix: [
           "ALTER TABLE <database>.<table> DROP PARTITION ID '<partition_id>';   -- old data you no longer need",

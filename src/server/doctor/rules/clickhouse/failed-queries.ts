@@ -4,6 +4,7 @@
 // also count the agent's queries and every statement of a multi-statement request). No published
 // threshold exists for this: a healthy workload fails well under 1 %, so dbm warns from 5 % (a broken
 // client, timeouts, memory limits) and calls 20 % critical; fewer than 100 queries in the hour say nothing.
+import { chNumber } from '../../sql-text.ts'
 import { type Rule, pct, severityAbove } from '../../types.ts'
 import { count, short } from './common.ts'
 
@@ -51,7 +52,7 @@ export const failedQueries: Rule<typeof defaults> = {
           'SELECT name, code, value, last_error_time, last_error_message FROM system.errors ORDER BY last_error_time DESC LIMIT 10;',
           ...failing
             .slice(0, 1)
-            .map((q) => `SELECT event_time, user, exception FROM system.query_log WHERE normalized_query_hash = ${q.query_hash} AND exception_code != 0 AND event_time > now() - INTERVAL 1 HOUR ORDER BY event_time DESC LIMIT 10;`),
+            .map((q) => `SELECT event_time, user, exception FROM system.query_log WHERE normalized_query_hash = ${chNumber(q.query_hash)} AND exception_code != 0 AND event_time > now() - INTERVAL 1 HOUR ORDER BY event_time DESC LIMIT 10;`),
         ],
         how_to_fix: [
           '-- depends on the error; for MEMORY_LIMIT_EXCEEDED, let big GROUP BY and ORDER BY spill to disk:',

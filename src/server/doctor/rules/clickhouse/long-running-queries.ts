@@ -2,7 +2,8 @@
 // memory, threads and the parts it reads until it ends. Altinity's clickhouse-operator alerts from
 // 600 s (ClickHouseLongestRunningQuery): a warning here; an hour is critical.
 import type { ActiveQuery } from '../../../../shared/wire.ts'
-import { type FindingDraft, type Rule, bytes, chIdent, duration, literal, severityAbove } from '../../types.ts'
+import { chIdent, chString } from '../../sql-text.ts'
+import { type FindingDraft, type Rule, bytes, duration, severityAbove } from '../../types.ts'
 import { counted, short } from './common.ts'
 
 const defaults = {
@@ -36,11 +37,11 @@ export const longRunningQueries: Rule<typeof defaults> = {
         recommendation:
           'Find out whether it is expected to run this long (a backfill, an INSERT ... SELECT, a big report). If not, kill it; a max_execution_time for the user or profile that runs it stops the next runaway query by itself.',
         how_to_investigate: [
-          `SELECT query_id, user, address, elapsed, formatReadableSize(memory_usage) AS memory, read_rows, formatReadableSize(read_bytes) AS read, total_rows_approx, query FROM system.processes WHERE query_id = ${literal(id)};`,
+          `SELECT query_id, user, address, elapsed, formatReadableSize(memory_usage) AS memory, read_rows, formatReadableSize(read_bytes) AS read, total_rows_approx, query FROM system.processes WHERE query_id = ${chString(id)};`,
           `EXPLAIN indexes = 1 <the query above>;   -- whether the primary key narrows what it reads`,
         ],
         how_to_fix: [
-          `KILL QUERY WHERE query_id = ${literal(id)} ASYNC;`,
+          `KILL QUERY WHERE query_id = ${chString(id)} ASYNC;`,
           `ALTER USER ${a.user ? chIdent(a.user) : '<user>'} SETTINGS max_execution_time = ${t.warning_s};   -- applies to the user's new queries`,
         ],
         metrics: { elapsed_s: Math.round(a.duration_ms! / 1000), memory_bytes: a.memory_usage ?? null, read_rows: a.read_rows ?? null },

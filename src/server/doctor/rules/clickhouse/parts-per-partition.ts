@@ -6,7 +6,8 @@
 // delayed. (Altinity's clickhouse-operator alerts at 100 parts in a partition, a fixed number from the
 // time the delay started at 150.)
 import type { PartStat } from '../../../../shared/wire.ts'
-import { type FindingDraft, type Rule, bytes, literal, pct, severityAbove } from '../../types.ts'
+import { chString } from '../../sql-text.ts'
+import { type FindingDraft, type Rule, bytes, pct, severityAbove } from '../../types.ts'
 import { count, counted, tableFilter, tableSql } from './common.ts'
 
 const defaults = {
@@ -57,13 +58,13 @@ export const partsPerPartition: Rule<typeof defaults> = {
         how_to_investigate: [
           `SELECT partition_id, count() AS parts, sum(rows) AS rows, formatReadableSize(sum(bytes_on_disk)) AS size FROM system.parts WHERE active AND ${tableFilter(p.database, p.table)} GROUP BY partition_id ORDER BY parts DESC LIMIT 10;`,
           `SELECT toStartOfMinute(event_time) AS minute, countIf(event_type = 'NewPart') AS new_parts, countIf(event_type = 'MergeParts') AS merges FROM system.part_log WHERE ${tableFilter(p.database, p.table)} AND event_time > now() - INTERVAL 1 HOUR GROUP BY minute ORDER BY minute;`,
-          `SELECT count() AS inserts, avg(written_rows) AS rows_per_insert FROM system.query_log WHERE type = 'QueryFinish' AND query_kind = 'Insert' AND has(tables, ${literal(`${p.database}.${p.table}`)}) AND event_time > now() - INTERVAL 1 HOUR;`,
+          `SELECT count() AS inserts, avg(written_rows) AS rows_per_insert FROM system.query_log WHERE type = 'QueryFinish' AND query_kind = 'Insert' AND has(tables, ${chString(`${p.database}.${p.table}`)}) AND event_time > now() - INTERVAL 1 HOUR;`,
           `SELECT elapsed, progress, num_parts, result_part_name FROM system.merges WHERE ${tableFilter(p.database, p.table)};`,
         ],
         how_to_fix: [
           `SYSTEM START MERGES ${table};   -- in case merges of the table were stopped`,
           `INSERT INTO ${table} SETTINGS async_insert = 1, wait_for_async_insert = 1 VALUES ...;   -- or ALTER USER <inserting user> SETTINGS async_insert = 1: the server batches small inserts`,
-          `OPTIMIZE TABLE ${table} PARTITION ID ${literal(p.partition_id)} FINAL;   -- merges the partition now: rewrites it whole (heavy I/O, needs free disk for a copy), so off-peak and only once inserts are batched`,
+          `OPTIMIZE TABLE ${table} PARTITION ID ${chString(p.partition_id)} FINAL;   -- merges the partition now: rewrites it whole (heavy I/O, needs free disk for a copy), so off-peak and only once inserts are batched`,
         ],
         metrics: {
           active_parts: p.active_parts,

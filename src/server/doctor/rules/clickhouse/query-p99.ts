@@ -5,6 +5,7 @@
 // number exists for an analytics server: dashboards expect answers within a second, so dbm warns from
 // 1 s and calls 10 s critical; fewer than 100 queries or 10 minutes with queries say nothing.
 import type { MetricPoint } from '../../../store/sql-internals.ts'
+import { commentText } from '../../sql-text.ts'
 import { type Rule, duration, severityAbove } from '../../types.ts'
 import { count, counted, short } from './common.ts'
 
@@ -63,7 +64,7 @@ export const queryP99: Rule<typeof defaults> = {
           "SELECT normalized_query_hash, any(left(query, 200)) AS example, count() AS calls, quantile(0.99)(query_duration_ms) AS p99_ms, sum(read_rows) AS read_rows, sum(result_rows) AS result_rows FROM system.query_log WHERE type = 'QueryFinish' AND is_initial_query AND event_time > now() - INTERVAL 1 HOUR GROUP BY normalized_query_hash ORDER BY p99_ms DESC LIMIT 10;",
           "SELECT toStartOfMinute(event_time) AS minute, count() AS queries, quantile(0.99)(query_duration_ms) AS p99_ms FROM system.query_log WHERE type = 'QueryFinish' AND is_initial_query AND event_time > now() - INTERVAL 1 HOUR GROUP BY minute ORDER BY minute;",
           "SELECT metric, value FROM system.metrics WHERE metric IN ('Query', 'BackgroundMergesAndMutationsPoolTask');",
-          ...statements.slice(0, 1).map((q) => `EXPLAIN indexes = 1 <the query of statement ${q.query_hash}, from the first query>;   -- how many parts and granules the primary key leaves`),
+          ...statements.slice(0, 1).map((q) => `EXPLAIN indexes = 1 <its query, from the first query>;   -- statement ${commentText(q.query_hash, 64)}: how many parts and granules the primary key leaves`),
         ],
         how_to_fix: [
           'ALTER TABLE <database>.<table> ADD PROJECTION <name> (SELECT * ORDER BY <filter column>); ALTER TABLE <database>.<table> MATERIALIZE PROJECTION <name>;   -- a second sort order for queries that filter on another column',

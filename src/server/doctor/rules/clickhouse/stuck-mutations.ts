@@ -5,7 +5,8 @@
 // old (critical_age_s). Altinity's clickhouse-operator alerts on
 // unfinished mutations (ClickHouseTooManyMutations) and points to their errors and KILL MUTATION.
 import type { MutationEntry } from '../../../../shared/wire.ts'
-import { type FindingDraft, type Rule, type Severity, duration, literal } from '../../types.ts'
+import { chString } from '../../sql-text.ts'
+import { type FindingDraft, type Rule, type Severity, duration } from '../../types.ts'
 import { counted, short, tableFilter } from './common.ts'
 
 const defaults = {
@@ -30,7 +31,7 @@ export const stuckMutations: Rule<typeof defaults> = {
       .sort((a, b) => Number(b.latest_fail_reason !== '') - Number(a.latest_fail_reason !== '') || a.create_time - b.create_time)
 
     const findings: FindingDraft[] = stuck.slice(0, t.max_findings).map((m) => {
-      const filter = `${tableFilter(m.database, m.table)} AND mutation_id = ${literal(m.mutation_id)}`
+      const filter = `${tableFilter(m.database, m.table)} AND mutation_id = ${chString(m.mutation_id)}`
       const age = Math.max(0, ctx.now - m.create_time)
       const failing = m.latest_fail_reason !== ''
       return {

@@ -7,7 +7,8 @@
 // finding, which names the setting and gives the same fix. The server-wide autovacuum setting is
 // pg_risky_settings'.
 import type { TableRow } from '../../../store/sql-objects.ts'
-import { type FindingDraft, type Rule, bytes, duration, literal, qualified } from '../../types.ts'
+import { type FindingDraft, type Rule, bytes, duration } from '../../types.ts'
+import { pgQualified, pgRegclass } from '../../sql-text.ts'
 import { deadRowsSeverity, deadTuples, resetAutovacuum } from './dead-tuples.ts'
 
 const defaults = {
@@ -31,7 +32,8 @@ export const autovacuumDisabled: Rule<typeof defaults> = {
     const ago = (at: number | null) => (at === null ? 'never' : `${duration(Math.max(0, ctx.now - at))} ago`)
     const latest = (a: number | null, b: number | null) => (a === null ? b : b === null ? a : Math.max(a, b))
     const findings: FindingDraft[] = off.slice(0, t.max_findings).map((table: TableRow) => {
-      const name = qualified(table.schema_name, table.table_name)
+      const name = pgQualified(table.schema_name, table.table_name)
+      const rel = pgRegclass(table.schema_name, table.table_name)
       const size = table.table_size_bytes === null ? '' : `, ${bytes(table.table_size_bytes)}`
       return {
         severity: 'info',
@@ -41,8 +43,8 @@ export const autovacuumDisabled: Rule<typeof defaults> = {
         recommendation:
           'Turn autovacuum back on for the table (RESET falls back to the server-wide autovacuum settings). If it was turned off on purpose, to keep vacuum out of bulk loads, make sure a job vacuums and analyzes the table after each load; if autovacuum was too eager on it, tune its per-table thresholds instead of turning it off.',
         how_to_investigate: [
-          `SELECT c.reloptions, toast.reloptions AS toast_reloptions FROM pg_class c LEFT JOIN pg_class toast ON toast.oid = c.reltoastrelid WHERE c.oid = ${literal(name)}::regclass;`,
-          `SELECT n_live_tup, n_dead_tup, n_mod_since_analyze, last_vacuum, last_autovacuum, last_analyze, last_autoanalyze FROM pg_stat_user_tables WHERE relid = ${literal(name)}::regclass;`,
+          `SELECT c.reloptions, toast.reloptions AS toast_reloptions FROM pg_class c LEFT JOIN pg_class toast ON toast.oid = c.reltoastrelid WHERE c.oid = ${rel};`,
+          `SELECT n_live_tup, n_dead_tup, n_mod_since_analyze, last_vacuum, last_autovacuum, last_analyze, last_autoanalyze FROM pg_stat_user_tables WHERE relid = ${rel};`,
         ],
         how_to_fix: [resetAutovacuum(name)],
         metrics: {
@@ -57,7 +59,7 @@ export const autovacuumDisabled: Rule<typeof defaults> = {
 
     const rest = off.slice(t.max_findings)
     if (rest.length > 0) {
-      const names = rest.map((table) => qualified(table.schema_name, table.table_name))
+      const names = rest.map((table) => pgQualified(table.schema_name, table.table_name))
       findings.push({
         severity: 'info',
         title: `Autovacuum is turned off for ${rest.length} more tables`,

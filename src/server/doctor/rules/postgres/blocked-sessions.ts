@@ -7,6 +7,7 @@
 // eats the connection slots).
 import type { ActiveQuery } from '../../../../shared/wire.ts'
 import { type FindingDraft, type Rule, duration, severityAbove } from '../../types.ts'
+import { pgNumber } from '../../sql-text.ts'
 
 const defaults = {
   warning_wait_s: 30,
@@ -79,7 +80,7 @@ export const blockedSessions: Rule<typeof defaults> = {
         how_to_investigate: [
           'SELECT pid, pg_blocking_pids(pid) AS blocked_by, wait_event_type, wait_event, now() - query_start AS waiting_for, left(query, 200) FROM pg_stat_activity WHERE cardinality(pg_blocking_pids(pid)) > 0;',
           `SELECT pid, usename, application_name, state, now() - xact_start AS transaction_age, now() - state_change AS in_state_for, query FROM pg_stat_activity WHERE pid = ${g.root};`,
-          `SELECT pid, locktype, relation::regclass, mode, granted FROM pg_locks WHERE pid IN (${[g.root, ...pids].join(', ')}) ORDER BY granted DESC, pid;`,
+          `SELECT pid, locktype, relation::regclass, mode, granted FROM pg_locks WHERE pid IN (${[g.root, ...pids].map(pgNumber).join(', ')}) ORDER BY granted DESC, pid;`,
         ],
         how_to_fix: [...fix, "SET lock_timeout = '5s';   -- in migrations and DDL sessions, so they give up instead of queueing everyone behind them"],
         objects: [g.root === 0 ? 'prepared transaction' : `pid ${g.root}`, ...pids.map((p) => `pid ${p}`)],

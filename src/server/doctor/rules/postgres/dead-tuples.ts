@@ -5,7 +5,8 @@
 // few dead rows are left alone whatever their ratio. When the agent reports autovacuum turned off for
 // the table, the finding says so and its fix turns it back on (pg_autovacuum_disabled then leaves the
 // table to this finding).
-import { type FindingDraft, type Rule, type Severity, bytes, duration, literal, pct, qualified, severityAbove } from '../../types.ts'
+import { type FindingDraft, type Rule, type Severity, bytes, duration, pct, severityAbove } from '../../types.ts'
+import { pgQualified, pgRegclass } from '../../sql-text.ts'
 import type { TableRow } from '../../../store/sql-objects.ts'
 
 const defaults = {
@@ -56,8 +57,8 @@ export const deadTuples: Rule<typeof defaults> = {
     }
 
     const findings: FindingDraft[] = flagged.slice(0, t.max_findings).map(({ table, ratio, severity }) => {
-      const name = qualified(table.schema_name, table.table_name)
-      const rel = `${literal(name)}::regclass`
+      const name = pgQualified(table.schema_name, table.table_name)
+      const rel = pgRegclass(table.schema_name, table.table_name)
       const size = table.table_size_bytes === null ? '' : ` in ${bytes(table.table_size_bytes)}`
       const off = table.autovacuum_enabled === false
       return {
@@ -97,7 +98,7 @@ export const deadTuples: Rule<typeof defaults> = {
     const rest = flagged.slice(t.max_findings)
     if (rest.length > 0) {
       const dead = rest.reduce((sum, r) => sum + r.table.n_dead_tup!, 0)
-      const off = rest.filter((r) => r.table.autovacuum_enabled === false).map((r) => qualified(r.table.schema_name, r.table.table_name))
+      const off = rest.filter((r) => r.table.autovacuum_enabled === false).map((r) => pgQualified(r.table.schema_name, r.table.table_name))
       findings.push({
         severity: rest.some((r) => r.severity === 'critical') ? 'critical' : 'warning',
         title: `${rest.length} more tables with many dead rows`,

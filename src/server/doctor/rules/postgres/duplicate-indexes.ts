@@ -6,7 +6,8 @@
 // scanned the one with the greater name. Read from the indexes' definitions. pg_unused_indexes leaves
 // the indexes named here (either side) to this rule, so following both never drops every copy.
 import type { IndexRow } from '../../../store/sql-objects.ts'
-import { type FindingDraft, type Rule, bytes, literal, qualified } from '../../types.ts'
+import { type FindingDraft, type Rule, bytes } from '../../types.ts'
+import { pgQualified, pgRegclass } from '../../sql-text.ts'
 
 const defaults = {
   /** Redundant indexes named one finding each, the largest first; the rest are counted in one more. */
@@ -47,7 +48,7 @@ function readList(s: string, start: number): { items: string[]; end: number } | 
 
 /** Method, columns, INCLUDE columns and predicate of a pg_get_indexdef text; undefined if it does not parse. */
 export function parseIndexDef(def: string): IndexShape | undefined {
-  const head = /^CREATE (?:UNIQUE )?INDEX .+? USING (\w+) \(/.exec(def)
+  const head = /^CREATE (?:UNIQUE )?INDEX [\s\S]+? USING (\w+) \(/.exec(def)
   if (!head) return undefined
   const keys = readList(def, head[0].length)
   if (!keys) return undefined
@@ -124,9 +125,9 @@ export const duplicateIndexes: Rule<typeof defaults> = {
 
     const findings: FindingDraft[] = redundant.slice(0, t.max_findings).map(({ index, cover }) => {
       const i = index.row
-      const name = qualified(i.schema_name, i.index_name)
-      const coverName = qualified(cover.row.schema_name, cover.row.index_name)
-      const table = qualified(i.schema_name, i.table_name)
+      const name = pgQualified(i.schema_name, i.index_name)
+      const coverName = pgQualified(cover.row.schema_name, cover.row.index_name)
+      const table = pgQualified(i.schema_name, i.table_name)
       const how = same(index.shape.columns, cover.shape.columns) ? 'indexes the same columns' : 'starts with all of its columns'
       const size = i.size_bytes === null ? '' : ` (${bytes(i.size_bytes)})`
       return {
@@ -137,8 +138,8 @@ export const duplicateIndexes: Rule<typeof defaults> = {
         detail: `${name}${size} on ${table} is covered by ${coverName}, which ${how} (${index.shape.method} (${index.shape.columns.join(', ')}) against ${cover.shape.method} (${cover.shape.columns.join(', ')})${index.shape.predicate ? `, both WHERE ${index.shape.predicate}` : ''}). Every write to ${table} maintains both; queries can use ${coverName} instead.`,
         recommendation: `Drop ${name}; ${coverName} serves the same lookups.`,
         how_to_investigate: [
-          `SELECT indexrelid::regclass AS index, idx_scan, pg_size_pretty(pg_relation_size(indexrelid)) AS size, pg_get_indexdef(indexrelid) FROM pg_stat_user_indexes WHERE relid = ${literal(table)}::regclass ORDER BY 1;`,
-          `SELECT conname FROM pg_constraint WHERE conindid = ${literal(name)}::regclass;   -- an index backing a constraint is dropped with the constraint`,
+          `SELECT indexrelid::regclass AS index, idx_scan, pg_size_pretty(pg_relation_size(indexrelid)) AS size, pg_get_indexdef(indexrelid) FROM pg_stat_user_indexes WHERE relid = ${pgRegclass(i.schema_name, i.table_name)} ORDER BY 1;`,
+          `SELECT conname FROM pg_constraint WHERE conindid = ${pgRegclass(i.schema_name, i.index_name)};   -- an index backing a constraint is dropped with the constraint`,
         ],
         how_to_fix: [`DROP INDEX CONCURRENTLY ${name};`],
         metrics: { size_bytes: i.size_bytes, idx_scan: i.idx_scan, covering_index: `${cover.row.schema_name}.${cover.row.index_name}` },

@@ -4,7 +4,8 @@
 // transaction's own age comes from xact_start. Thresholds: salsify's postgres-vacuum-monitor reports
 // transactions open over 5 minutes (warning); postgres-checkup (G002) calls over an hour P1 (critical).
 import type { ActiveQuery } from '../../../../shared/wire.ts'
-import { type FindingDraft, type Rule, duration, ident, severityAbove } from '../../types.ts'
+import { type FindingDraft, type Rule, duration, severityAbove } from '../../types.ts'
+import { pgIdent } from '../../sql-text.ts'
 
 const defaults = {
   warning_s: 300,
@@ -33,7 +34,7 @@ export const idleInTransaction: Rule<typeof defaults> = {
       const held = locks.entries.filter((l) => l.pid === pid && l.granted).length
       const blocked = entries.filter((b) => b.blocking_pids.includes(pid)).map((b) => b.pid)
       const aborted = a.state === 'idle in transaction (aborted)'
-      const role = a.user ? ident(a.user) : '<role>'
+      const role = a.user ? pgIdent(a.user) : '<role>'
       return {
         severity: severityOf(a),
         object: `pid ${pid}`,

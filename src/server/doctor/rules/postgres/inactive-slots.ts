@@ -4,7 +4,8 @@
 // until one retains 1 GB (64 WAL segments of 16 MB) and is critical at 10 GB, or as soon as PostgreSQL
 // says the slot's WAL is no longer safe (wal_status 'unreserved': past max_slot_wal_keep_size, removed
 // at the next checkpoint) or already gone ('lost': the consumer cannot resume).
-import { type FindingDraft, type Rule, type Severity, bytes, literal, severityAbove } from '../../types.ts'
+import { type FindingDraft, type Rule, type Severity, bytes, severityAbove } from '../../types.ts'
+import { pgString } from '../../sql-text.ts'
 
 const GB = 1024 ** 3
 
@@ -33,7 +34,7 @@ export const inactiveSlots: Rule<typeof defaults> = {
       const broken = slot.wal_status !== null && BROKEN.includes(slot.wal_status)
       const severity: Severity | undefined = broken ? 'critical' : severityAbove(retained, t.warning_bytes, t.critical_bytes)
       if (!severity) continue
-      const name = literal(slot.slot_name)
+      const name = pgString(slot.slot_name)
       found.push({
         retained,
         severity,
@@ -69,7 +70,7 @@ export const inactiveSlots: Rule<typeof defaults> = {
         detail: `${rest.length} more inactive slots hold back ${bytes(total)} of WAL between them: ${rest.map((f) => f.object).join(', ')}.`,
         recommendation: 'Drop the slots whose consumers are gone.',
         how_to_investigate: named[0]!.how_to_investigate,
-        how_to_fix: rest.map((f) => `SELECT pg_drop_replication_slot(${literal(f.object!)});`),
+        how_to_fix: rest.map((f) => `SELECT pg_drop_replication_slot(${pgString(f.object!)});`),
         objects: rest.map((f) => f.object!),
         metrics: { slots: rest.length, retained_bytes: total },
       })

@@ -6,9 +6,9 @@
 // second invalid copy (`<name>_ccnew`): its fix resolves the duplicates first, drops the index (and any
 // such leftover, named in its finding rather than in one of its own) and creates it again.
 import type { IndexRow } from '../../../store/sql-objects.ts'
-import { type FindingDraft, type Rule, literal, qualified } from '../../types.ts'
+import { type FindingDraft, type Rule } from '../../types.ts'
+import { pgIdent, pgIndexDefinition, pgQualified, pgRegclass } from '../../sql-text.ts'
 import { parseIndexDef } from './duplicate-indexes.ts'
-import { concurrently } from './unused-indexes.ts'
 
 const defaults = {
   /** Indexes named one finding each; the rest are counted in one more. */
@@ -18,8 +18,11 @@ const defaults = {
 /** A GROUP BY that lists duplicate keys of a unique index over plain columns; undefined otherwise. */
 function duplicatesQuery(def: string, table: string): string | undefined {
   const shape = parseIndexDef(def)
-  if (!shape || shape.predicate || !shape.columns.every((c) => /^("[^"]+"|[a-z_][a-z0-9_$]*)$/.test(c))) return undefined
-  const cols = shape.columns.join(', ')
+  if (!shape || shape.predicate) return undefined
+  // Each key a plain column, bare or quoted as pg_get_indexdef writes it, written again through pgIdent.
+  const columns = shape.columns.map((c) => /^"((?:[^"]|"")+)"$/.exec(c)?.[1]?.replaceAll('""', '"') ?? (/^[a-z_][a-z0-9_$]*$/.test(c) ? c : undefined))
+  if (columns.some((c) => c === undefined)) return undefined
+  const cols = columns.map((c) => pgIdent(c!)).join(', ')
   return `SELECT ${cols}, count(*) FROM ${table} GROUP BY ${cols} HAVING count(*) > 1 LIMIT 20;   -- the duplicates that made the build fail`
 }
 
@@ -37,12 +40,13 @@ export const invalidIndexes: Rule<typeof defaults> = {
     const invalid = all.filter((i) => !leftovers.has(i))
 
     const findings: FindingDraft[] = invalid.slice(0, t.max_findings).map((i) => {
-      const name = qualified(i.schema_name, i.index_name)
-      const table = qualified(i.schema_name, i.table_name)
+      const name = pgQualified(i.schema_name, i.index_name)
+      const table = pgQualified(i.schema_name, i.table_name)
       const duplicates = i.is_unique && i.index_def ? duplicatesQuery(i.index_def, table) : undefined
       const extra = leftoversOf(i)
-      const extraNames = extra.map((o) => qualified(o.schema_name, o.index_name))
-      const recreate = i.index_def ? [`${concurrently(i.index_def)};`] : []
+      const extraNames = extra.map((o) => pgQualified(o.schema_name, o.index_name))
+      const definition = pgIndexDefinition(i.index_def, { concurrently: true })
+      const recreate = definition ? [`${definition};`] : []
       return {
         severity: 'warning',
         object: `${i.schema_name}.${i.index_name}`,
@@ -56,7 +60,7 @@ export const invalidIndexes: Rule<typeof defaults> = {
           : `Unless a concurrent build of it is running right now, rebuild it, or drop it and create it again.${extra.length > 0 ? ' Drop the leftovers of the failed rebuild too.' : ''}`,
         how_to_investigate: [
           'SELECT pid, phase, blocks_done, blocks_total FROM pg_stat_progress_create_index;   -- a build still running?',
-          `SELECT indisvalid, indisready, pg_get_indexdef(indexrelid) FROM pg_index WHERE indexrelid = ${literal(name)}::regclass;`,
+          `SELECT indisvalid, indisready, pg_get_indexdef(indexrelid) FROM pg_index WHERE indexrelid = ${pgRegclass(i.schema_name, i.index_name)};`,
           ...(duplicates ? [duplicates] : []),
         ],
         how_to_fix: i.is_unique
@@ -69,7 +73,7 @@ export const invalidIndexes: Rule<typeof defaults> = {
           : [
               ...extraNames.map((o) => `DROP INDEX CONCURRENTLY ${o};   -- left by a failed REINDEX CONCURRENTLY`),
               `REINDEX INDEX CONCURRENTLY ${name};`,
-              `-- or: DROP INDEX CONCURRENTLY ${name};${i.index_def ? ` then ${concurrently(i.index_def)};` : ''}`,
+              `-- or: DROP INDEX CONCURRENTLY ${name};${definition ? ` then ${definition};` : ''}`,
             ],
         metrics: { is_unique: i.is_unique ? 1 : 0, size_bytes: i.size_bytes },
       }

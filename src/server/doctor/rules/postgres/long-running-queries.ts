@@ -4,7 +4,8 @@
 // postgres-checkup (G002) treats anything open over an hour as a P1 problem (critical). A statement
 // waiting for a lock is left to pg_blocked_sessions, which names what it waits for.
 import type { ActiveQuery } from '../../../../shared/wire.ts'
-import { type FindingDraft, type Rule, duration, ident, severityAbove } from '../../types.ts'
+import { type FindingDraft, type Rule, duration, severityAbove } from '../../types.ts'
+import { pgIdent, pgNumber } from '../../sql-text.ts'
 
 const defaults = {
   warning_s: 300,
@@ -34,7 +35,8 @@ export const longRunningQueries: Rule<typeof defaults> = {
     const severityOf = (a: ActiveQuery) => severityAbove(a.duration_ms! / 1000, t.warning_s, t.critical_s)!
     const findings: FindingDraft[] = long.slice(0, t.max_findings).map((a) => {
       const xactAge = a.xact_start ? ctx.now - a.xact_start : null
-      const role = a.user ? ident(a.user) : '<role>'
+      const role = a.user ? pgIdent(a.user) : '<role>'
+      const pid = pgNumber(a.pid)
       return {
         severity: severityOf(a),
         object: `pid ${a.pid}`,
@@ -47,12 +49,12 @@ export const longRunningQueries: Rule<typeof defaults> = {
           'Find out whether this statement is expected to run this long (a report, a migration, a batch job). If not, cancel it; ' +
           'a statement_timeout for the role or application that runs it stops the next runaway statement by itself.',
         how_to_investigate: [
-          `SELECT pid, usename, application_name, client_addr, now() - query_start AS running_for, now() - xact_start AS transaction_age, wait_event_type, wait_event, query FROM pg_stat_activity WHERE pid = ${a.pid};`,
-          `SELECT locktype, relation::regclass, mode, granted FROM pg_locks WHERE pid = ${a.pid};`,
-          `SELECT pid, now() - query_start AS waiting_for, query FROM pg_stat_activity WHERE ${a.pid} = ANY(pg_blocking_pids(pid));`,
+          `SELECT pid, usename, application_name, client_addr, now() - query_start AS running_for, now() - xact_start AS transaction_age, wait_event_type, wait_event, query FROM pg_stat_activity WHERE pid = ${pid};`,
+          `SELECT locktype, relation::regclass, mode, granted FROM pg_locks WHERE pid = ${pid};`,
+          `SELECT pid, now() - query_start AS waiting_for, query FROM pg_stat_activity WHERE ${pid} = ANY(pg_blocking_pids(pid));`,
         ],
         how_to_fix: [
-          `SELECT pg_cancel_backend(${a.pid});   -- cancels the statement; pg_terminate_backend(${a.pid}) also ends the session`,
+          `SELECT pg_cancel_backend(${pid});   -- cancels the statement; pg_terminate_backend(${pid}) also ends the session`,
           `ALTER ROLE ${role} SET statement_timeout = '${Math.max(1, Math.round(t.warning_s / 60))}min';   -- applies to the role's new sessions`,
         ],
         metrics: { pid: Number(a.pid), running_s: Math.round(a.duration_ms! / 1000), transaction_age_s: xactAge === null ? null : Math.round(xactAge / 1000) },

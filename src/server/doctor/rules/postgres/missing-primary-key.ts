@@ -5,7 +5,8 @@
 // long build and, without a natural key, a table rewrite (the pganalyze and PgHero schema checks list
 // such tables without a size cut-off).
 import type { TableRow } from '../../../store/sql-objects.ts'
-import { type FindingDraft, type Rule, bytes, ident, literal, qualified } from '../../types.ts'
+import { type FindingDraft, type Rule, bytes } from '../../types.ts'
+import { pgIdent, pgQualified, pgRegclass, pgString } from '../../sql-text.ts'
 
 const defaults = {
   /** Tables with fewer live rows are left out (0: every table). */
@@ -31,9 +32,9 @@ export const missingPrimaryKey: Rule<typeof defaults> = {
     keyless.sort((a, b) => (severityOf(a) === severityOf(b) ? 0 : severityOf(a) === 'warning' ? -1 : 1))
 
     const findings: FindingDraft[] = keyless.slice(0, t.max_findings).map((table) => {
-      const name = qualified(table.schema_name, table.table_name)
+      const name = pgQualified(table.schema_name, table.table_name)
       const size = table.table_size_bytes === null ? '' : `, ${bytes(table.table_size_bytes)}`
-      const key = ident(`${table.table_name}_pkey`)
+      const key = pgIdent(`${table.table_name}_pkey`)
       return {
         severity: severityOf(table),
         object: `${table.schema_name}.${table.table_name}`,
@@ -41,9 +42,9 @@ export const missingPrimaryKey: Rule<typeof defaults> = {
         detail: `${name} (${n(table.n_live_tup ?? 0)} rows${size}) has no primary key: logical replication cannot replicate its UPDATEs and DELETEs without one (REPLICA IDENTITY FULL makes the subscriber scan the table for each row), tools such as pg_repack and most ORMs need one, and nothing prevents duplicate rows.`,
         recommendation: 'Make its natural key (unique, NOT NULL columns) the primary key, building the index concurrently first; without a natural key, add an identity column as the key.',
         how_to_investigate: [
-          `SELECT conname, contype, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = ${literal(name)}::regclass;`,
-          `SELECT indexrelid::regclass, indisunique, pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = ${literal(name)}::regclass;   -- a unique index on NOT NULL columns can become the key`,
-          `SELECT pubname FROM pg_publication_tables WHERE schemaname = ${literal(table.schema_name)} AND tablename = ${literal(table.table_name)};`,
+          `SELECT conname, contype, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = ${pgRegclass(table.schema_name, table.table_name)};`,
+          `SELECT indexrelid::regclass, indisunique, pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = ${pgRegclass(table.schema_name, table.table_name)};   -- a unique index on NOT NULL columns can become the key`,
+          `SELECT pubname FROM pg_publication_tables WHERE schemaname = ${pgString(table.schema_name)} AND tablename = ${pgString(table.table_name)};`,
         ],
         how_to_fix: [
           `CREATE UNIQUE INDEX CONCURRENTLY ${key} ON ${name} (<key columns>);`,

@@ -5,7 +5,8 @@
 // pg_store_plans exist to catch them); dbm warns when the new plan is estimated at twice the old cost
 // and is critical at ten times.
 import type { StoredPlan } from '../../../store/sql-telemetry.ts'
-import { type FindingDraft, type Rule, ident, literal, severityAbove } from '../../types.ts'
+import { type FindingDraft, type Rule, severityAbove } from '../../types.ts'
+import { pgIdent, pgNumber, pgRegclass, pgString, urlSegment } from '../../sql-text.ts'
 
 const defaults = {
   warning_cost_ratio: 2,
@@ -73,14 +74,14 @@ export const planChanged: Rule<typeof defaults> = {
         recommendation:
           'Find what changed for the tables involved: an index dropped or left invalid, statistics gone stale after a large load or delete (ANALYZE them), a changed setting. Compare the two plans; if the old plan was right, restore what it relied on.',
         how_to_investigate: [
-          `GET /api/v1/databases/${ctx.db.id}/queries/${q.query_hash}/explain   -- the plans before and after`,
-          `EXPLAIN (ANALYZE, BUFFERS) ${q.query_text.trim()};   -- with typical values for the $n parameters`,
+          `GET /api/v1/databases/${ctx.db.id}/queries/${urlSegment(q.query_hash)}/explain   -- the plans before and after`,
+          `SELECT query FROM pg_stat_statements WHERE queryid = ${pgNumber(q.query_hash)};   -- its text, to run under EXPLAIN (ANALYZE, BUFFERS) with typical values for the $n parameters`,
           ...tables.map(
-            (r) => `SELECT relname, last_analyze, last_autoanalyze, n_mod_since_analyze, n_live_tup FROM pg_stat_user_tables WHERE relname = ${literal(r)};`,
+            (r) => `SELECT relname, last_analyze, last_autoanalyze, n_mod_since_analyze, n_live_tup FROM pg_stat_user_tables WHERE relname = ${pgString(r)};`,
           ),
-          ...tables.map((r) => `SELECT indexrelid::regclass AS index, indisvalid FROM pg_index WHERE indrelid = ${literal(ident(r))}::regclass;`),
+          ...tables.map((r) => `SELECT indexrelid::regclass AS index, indisvalid FROM pg_index WHERE indrelid = ${pgRegclass(null, r)};`),
         ],
-        how_to_fix: tables.length > 0 ? tables.map((r) => `ANALYZE ${ident(r)};`) : ['ANALYZE;'],
+        how_to_fix: tables.length > 0 ? tables.map((r) => `ANALYZE ${pgIdent(r)};`) : ['ANALYZE;'],
         objects: [q.query_hash, ...tables],
         metrics: {
           query_hash: q.query_hash,

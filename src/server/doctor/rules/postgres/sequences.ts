@@ -4,7 +4,8 @@
 // the agent's used ratio accounts for. PgHero's sequence_danger flags 90 % used (critical here); 75 %
 // is the early warning that leaves time for the migration to bigint.
 import type { SequenceStat } from '../../../../shared/wire.ts'
-import { type FindingDraft, type Rule, ident, literal, pct, qualified, severityAbove } from '../../types.ts'
+import { type FindingDraft, type Rule, pct, severityAbove } from '../../types.ts'
+import { commentText, pgIdent, pgQualified, pgRegclass, pgString } from '../../sql-text.ts'
 
 const defaults = {
   warning_ratio: 0.75,
@@ -35,10 +36,10 @@ export const sequenceExhaustion: Rule<typeof defaults> = {
     const severityOf = (s: SequenceStat) => severityAbove(s.used_ratio!, t.warning_ratio, t.critical_ratio) ?? 'warning'
 
     const findings: FindingDraft[] = flagged.slice(0, t.max_findings).map((s) => {
-      const name = qualified(s.schema_name, s.sequence_name)
+      const name = pgQualified(s.schema_name, s.sequence_name)
       const owner = s.owned_by
-      const table = owner ? qualified(owner.schema_name, owner.table_name) : undefined
-      const column = owner ? ident(owner.column_name) : undefined
+      const table = owner ? pgQualified(owner.schema_name, owner.table_name) : undefined
+      const column = owner ? pgIdent(owner.column_name) : undefined
       const narrowColumn = owner !== null && owner !== undefined && owner.column_type !== 'bigint' && owner.column_type in TYPE_MAX
       const limit = upperLimit(s)
       const position =
@@ -46,7 +47,7 @@ export const sequenceExhaustion: Rule<typeof defaults> = {
           ? `is at ${n(s.last_value!)} of ${n(limit)}: ${pct(s.used_ratio!)} used, ${n(Math.max(0, limit - s.last_value!))} values left`
           : `is at ${n(s.last_value!)}, counting down: ${pct(s.used_ratio!)} of its range used`
       const fix: string[] = []
-      if (s.data_type !== 'bigint') fix.push(`ALTER SEQUENCE ${name} AS bigint;   -- raises its maximum to bigint's too when it was ${s.data_type}'s`)
+      if (s.data_type !== 'bigint') fix.push(`ALTER SEQUENCE ${name} AS bigint;   -- raises its maximum to bigint's too when it was ${commentText(s.data_type, 40)}'s`)
       if (narrowColumn) fix.push(`ALTER TABLE ${table} ALTER COLUMN ${column} TYPE bigint;   -- rewrites the table under an ACCESS EXCLUSIVE lock; on a large table migrate through a new bigint column instead`)
       if (s.data_type === 'bigint' && !narrowColumn) fix.push(`ALTER SEQUENCE ${name} NO MAXVALUE;   -- its maximum was set below bigint's`)
       return {
@@ -60,9 +61,9 @@ export const sequenceExhaustion: Rule<typeof defaults> = {
             ? 'Raise the maximum the sequence was given, before it runs out.'
             : `Widen ${[s.data_type !== 'bigint' ? 'the sequence' : '', narrowColumn ? 'the column it feeds' : ''].filter(Boolean).join(' and ')} to bigint before it runs out${narrowColumn ? ', together with every column that references it through a foreign key' : ''}.`,
         how_to_investigate: [
-          `SELECT * FROM pg_sequences WHERE schemaname = ${literal(s.schema_name)} AND sequencename = ${literal(s.sequence_name)};`,
+          `SELECT * FROM pg_sequences WHERE schemaname = ${pgString(s.schema_name)} AND sequencename = ${pgString(s.sequence_name)};`,
           ...(table
-            ? [`SELECT conrelid::regclass AS referencing_table, conname FROM pg_constraint WHERE confrelid = ${literal(table)}::regclass AND contype = 'f';   -- these columns must be widened too`]
+            ? [`SELECT conrelid::regclass AS referencing_table, conname FROM pg_constraint WHERE confrelid = ${pgRegclass(owner!.schema_name, owner!.table_name)} AND contype = 'f';   -- these columns must be widened too`]
             : []),
         ],
         how_to_fix: fix,

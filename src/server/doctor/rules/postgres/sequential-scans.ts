@@ -12,7 +12,8 @@
 import type { StoredPlan } from '../../../store/sql-telemetry.ts'
 import type { TableRow } from '../../../store/sql-objects.ts'
 import type { DoctorContext } from '../../context.ts'
-import { type FindingDraft, type Rule, bytes, literal, pct, qualified } from '../../types.ts'
+import { type FindingDraft, type Rule, bytes, pct } from '../../types.ts'
+import { commentText, pgQualified, pgRegclass, pgString, urlSegment } from '../../sql-text.ts'
 
 const defaults = {
   /** Tables with fewer live rows are left out. */
@@ -159,7 +160,7 @@ export const sequentialScans: Rule<typeof defaults> = {
     const span = t.window_s % 3600 === 0 ? `${t.window_s / 3600 === 1 ? 'hour' : `${t.window_s / 3600} hours`}` : `${t.window_s} s`
 
     const findings: FindingDraft[] = scanned.slice(0, t.max_findings).map((s) => {
-      const name = qualified(s.table.schema_name, s.table.table_name)
+      const name = pgQualified(s.table.schema_name, s.table.table_name)
       const size = s.table.table_size_bytes === null ? '' : `, ${bytes(s.table.table_size_bytes)}`
       const f = s.filtered
       const evidence = f
@@ -174,12 +175,12 @@ export const sequentialScans: Rule<typeof defaults> = {
           ? `Index the columns that statement filters ${name} on (and check the other statements that scan it); build the index CONCURRENTLY so writes go on.`
           : `Find the statements that scan ${name} in pg_stat_statements and index the columns they filter or join on; scans that need the whole table anyway (reports, exports) are expected.`,
         how_to_investigate: [
-          `SELECT seq_scan, seq_tup_read, idx_scan, n_live_tup FROM pg_stat_user_tables WHERE relid = ${literal(name)}::regclass;`,
-          `SELECT queryid, calls, rows, round(mean_exec_time::numeric, 2) AS mean_ms, query FROM pg_stat_statements WHERE query ILIKE ${literal(`%${s.table.table_name}%`)} ORDER BY total_exec_time DESC LIMIT 10;`,
-          ...(f ? [`GET /api/v1/databases/${ctx.db.id}/queries/${f.query_hash}/explain   -- its sampled plans`] : []),
+          `SELECT seq_scan, seq_tup_read, idx_scan, n_live_tup FROM pg_stat_user_tables WHERE relid = ${pgRegclass(s.table.schema_name, s.table.table_name)};`,
+          `SELECT queryid, calls, rows, round(mean_exec_time::numeric, 2) AS mean_ms, query FROM pg_stat_statements WHERE query ILIKE ${pgString(`%${s.table.table_name}%`)} ORDER BY total_exec_time DESC LIMIT 10;`,
+          ...(f ? [`GET /api/v1/databases/${ctx.db.id}/queries/${urlSegment(f.query_hash)}/explain   -- its sampled plans`] : []),
           `EXPLAIN (ANALYZE, BUFFERS) <one of those statements>;   -- a Seq Scan on ${name} with a Filter names the columns to index`,
         ],
-        how_to_fix: [`CREATE INDEX CONCURRENTLY ON ${name} (<filtered columns>);${f ? `   -- for Filter: ${flat(f.filter!, 200)}` : ''}`],
+        how_to_fix: [`CREATE INDEX CONCURRENTLY ON ${name} (<filtered columns>);${f ? `   -- the columns of the Filter of statement ${commentText(f.query_hash, 64)}, named in the detail` : ''}`],
         metrics: {
           seq_scan: s.seq,
           idx_scan: s.idx,

@@ -4,6 +4,7 @@
 // from a 100 ms mean and is critical from 1 s, the usual log_min_duration_statement. The detail names
 // the time the statement's data covers (shorter than the window on a newly watched database).
 import { type FindingDraft, type Rule, duration, pct } from '../../types.ts'
+import { pgNumber, urlSegment } from '../../sql-text.ts'
 
 const defaults = {
   warning_mean_ms: 100,
@@ -47,15 +48,15 @@ export const slowStatements: Rule<typeof defaults> = {
         recommendation:
           'Look at its plan with real parameter values: a sequential scan of a large table for a few rows wants an index, a bad row estimate wants fresh statistics (ANALYZE), sorts and hashes spilling to disk want work_mem, and a statement that is slow because it does much work may want rewriting or caching.',
         how_to_investigate: [
-          `EXPLAIN (ANALYZE, BUFFERS) ${q.query_text.trim()};   -- with typical values for the $n parameters`,
-          `GET /api/v1/databases/${ctx.db.id}/queries/${q.query_hash}   -- its calls and time over time`,
-          `GET /api/v1/databases/${ctx.db.id}/queries/${q.query_hash}/explain   -- its sampled plans`,
-          `SELECT calls, mean_exec_time, stddev_exec_time, max_exec_time, rows, shared_blks_read, temp_blks_written FROM pg_stat_statements WHERE queryid = ${q.query_hash};`,
+          `SELECT query FROM pg_stat_statements WHERE queryid = ${pgNumber(q.query_hash)};   -- its text, to run under EXPLAIN (ANALYZE, BUFFERS) with typical values for the $n parameters`,
+          `GET /api/v1/databases/${ctx.db.id}/queries/${urlSegment(q.query_hash)}   -- its calls and time over time`,
+          `GET /api/v1/databases/${ctx.db.id}/queries/${urlSegment(q.query_hash)}/explain   -- its sampled plans`,
+          `SELECT calls, mean_exec_time, stddev_exec_time, max_exec_time, rows, shared_blks_read, temp_blks_written FROM pg_stat_statements WHERE queryid = ${pgNumber(q.query_hash)};`,
         ],
         how_to_fix: [
           'CREATE INDEX CONCURRENTLY ON <table> (<filtered or joined columns>);   -- when the plan scans a large table for few rows',
           "SET work_mem = '64MB';   -- for the session or role running it, when the plan spills sorts or hashes to disk",
-          `SELECT pg_stat_statements_reset(0, 0, ${q.query_hash});   -- after the fix, to measure it afresh`,
+          `SELECT pg_stat_statements_reset(0, 0, ${pgNumber(q.query_hash)});   -- after the fix, to measure it afresh`,
         ],
         metrics: {
           query_hash: q.query_hash,

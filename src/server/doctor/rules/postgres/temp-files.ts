@@ -6,6 +6,7 @@
 // (critical).
 import type { QueryStatsRow } from '../../../store/sql-telemetry.ts'
 import { type Rule, bytes, severityAbove } from '../../types.ts'
+import { commentText, pgNumber } from '../../sql-text.ts'
 
 const MB = 1024 * 1024
 
@@ -39,7 +40,7 @@ export const tempFiles: Rule<typeof defaults> = {
       .filter((q) => q.temp_blks_written > 0)
       .sort((a, b) => b.temp_blks_written - a.temp_blks_written)
       .slice(0, t.max_statements)
-    const named = spilling.map((q) => `${bytes(q.temp_blks_written * BLOCK)} of temp blocks written in ${q.total_calls} call${q.total_calls === 1 ? '' : 's'}: ${short(q.query_text)}`)
+    const named = spilling.map((q) => `statement ${q.query_hash}, ${bytes(q.temp_blks_written * BLOCK)} of temp blocks written in ${q.total_calls} call${q.total_calls === 1 ? '' : 's'}: ${short(q.query_text)}`)
     return [
       {
         severity,
@@ -55,9 +56,10 @@ export const tempFiles: Rule<typeof defaults> = {
           'SELECT temp_files, pg_size_pretty(temp_bytes), stats_reset FROM pg_stat_database WHERE datname = current_database();',
           'EXPLAIN (ANALYZE, BUFFERS) <the statement>;   -- "Sort Method: external merge  Disk: ..." or "Batches: N" on a hash node shows the spill',
           'SHOW work_mem;',
+          ...spilling.slice(0, 3).map((q) => `SELECT query FROM pg_stat_statements WHERE queryid = ${pgNumber(q.query_hash)};   -- the text of statement ${commentText(q.query_hash, 64)}`),
         ],
         how_to_fix: [
-          ...spilling.slice(0, 3).map((q) => `SET work_mem = '${workMemFor(q)}MB';   -- in the session that runs: ${short(q.query_text, 80)}`),
+          ...spilling.slice(0, 3).map((q) => `SET work_mem = '${workMemFor(q)}MB';   -- in the session that runs statement ${commentText(q.query_hash, 64)} (named in the detail)`),
           "ALTER ROLE <role> SET work_mem = '64MB';   -- the role that runs the reports",
           "ALTER SYSTEM SET log_temp_files = '10MB'; SELECT pg_reload_conf();   -- log every spill over 10 MB with its statement",
         ],

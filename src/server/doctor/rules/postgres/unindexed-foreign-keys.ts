@@ -4,7 +4,8 @@
 // cannot use an index either. pganalyze's schema check and postgres-checkup (H003) list them; a note
 // for a small referencing table, a warning from 10,000 rows or 10 MB, where those scans start to hurt.
 import type { UnindexedForeignKey } from '../../../../shared/wire.ts'
-import { type FindingDraft, type Rule, bytes, ident, literal, qualified } from '../../types.ts'
+import { type FindingDraft, type Rule, bytes } from '../../types.ts'
+import { pgIdent, pgQualified, pgRegclass, pgString } from '../../sql-text.ts'
 
 const defaults = {
   /** From this many live rows in the referencing table a warning, below it a note. */
@@ -30,21 +31,21 @@ export const unindexedForeignKeys: Rule<typeof defaults> = {
     const keys = [...entries].sort((a, b) => (severityOf(a) === severityOf(b) ? 0 : severityOf(a) === 'warning' ? -1 : 1))
 
     const findings: FindingDraft[] = keys.slice(0, t.max_findings).map((f) => {
-      const table = qualified(f.schema_name, f.table_name)
-      const columns = f.columns.map(ident).join(', ')
-      const index = ident(`${f.table_name}_${f.columns.join('_')}_idx`.slice(0, 63))
+      const table = pgQualified(f.schema_name, f.table_name)
+      const columns = f.columns.map((c) => pgIdent(c)).join(', ')
+      const index = pgIdent(`${f.table_name}_${f.columns.join('_')}_idx`.slice(0, 63))
       return {
         severity: severityOf(f),
         object: `${f.schema_name}.${f.table_name}.${f.constraint_name}`,
-        title: `Foreign key ${ident(f.constraint_name)} on ${table} has no index`,
+        title: `Foreign key ${pgIdent(f.constraint_name)} on ${table} has no index`,
         detail:
           `${table} (${n(f.n_live_tup ?? 0)} rows${f.table_size_bytes === null ? '' : `, ${bytes(f.table_size_bytes)}`}) references ${f.referenced_table} through (${columns}), ` +
           `and no index starts with those columns: every DELETE or key UPDATE on ${f.referenced_table} scans ${table} for referencing rows, and joins on the key cannot use an index.`,
         recommendation: `Index the referencing columns, building the index concurrently so that writes go on meanwhile.`,
         how_to_investigate: [
-          `SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = ${literal(table)}::regclass AND contype = 'f';`,
-          `SELECT indexrelid::regclass, pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = ${literal(table)}::regclass;`,
-          `SELECT query, calls, mean_exec_time FROM pg_stat_statements WHERE query ILIKE ${literal(`%${f.table_name}%`)} ORDER BY total_exec_time DESC LIMIT 10;`,
+          `SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = ${pgRegclass(f.schema_name, f.table_name)} AND contype = 'f';`,
+          `SELECT indexrelid::regclass, pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = ${pgRegclass(f.schema_name, f.table_name)};`,
+          `SELECT query, calls, mean_exec_time FROM pg_stat_statements WHERE query ILIKE ${pgString(`%${f.table_name}%`)} ORDER BY total_exec_time DESC LIMIT 10;`,
         ],
         how_to_fix: [`CREATE INDEX CONCURRENTLY ${index} ON ${table} (${columns});`],
         metrics: { n_live_tup: f.n_live_tup, table_size_bytes: f.table_size_bytes, columns: f.columns.join(','), referenced_table: f.referenced_table },

@@ -8,7 +8,8 @@
 import { unusedIndexMinBytes } from '../../../limits.ts'
 import type { IndexRow } from '../../../store/sql-objects.ts'
 import { redundantIndexes } from './duplicate-indexes.ts'
-import { type FindingDraft, type Rule, bytes, literal, qualified } from '../../types.ts'
+import { type FindingDraft, type Rule, bytes } from '../../types.ts'
+import { pgIndexDefinition, pgQualified, pgRegclass } from '../../sql-text.ts'
 
 const defaults = {
   /** Larger than this (the spec's 1 MB). */
@@ -18,9 +19,6 @@ const defaults = {
   /** Indexes named one finding each, the largest first; the rest are counted in one more. */
   max_findings: 10,
 }
-
-/** The index's definition as a command that builds it without blocking writes. */
-export const concurrently = (def: string) => def.replace(/^CREATE (UNIQUE )?INDEX /, 'CREATE $1INDEX CONCURRENTLY ')
 
 export const unusedIndexes: Rule<typeof defaults> = {
   id: 'pg_unused_indexes',
@@ -39,8 +37,9 @@ export const unusedIndexes: Rule<typeof defaults> = {
     const caveat = 'Scans are counted since the statistics were last reset, and on this server only: an index used only by queries on a replica shows no scans here.'
 
     const findings: FindingDraft[] = unused.slice(0, t.max_findings).map((i) => {
-      const name = qualified(i.schema_name, i.index_name)
-      const table = qualified(i.schema_name, i.table_name)
+      const name = pgQualified(i.schema_name, i.index_name)
+      const table = pgQualified(i.schema_name, i.table_name)
+      const recreate = pgIndexDefinition(i.index_def, { concurrently: true })
       return {
         severity: severityOf(i),
         object: `${i.schema_name}.${i.index_name}`,
@@ -50,10 +49,11 @@ export const unusedIndexes: Rule<typeof defaults> = {
         recommendation: 'Check that no replica uses it and that the statistics cover a full business cycle (month-end jobs included), then drop it; keep its definition to recreate it if needed.',
         how_to_investigate: [
           'SELECT stats_reset FROM pg_stat_database WHERE datname = current_database();   -- scans are counted since then',
-          `SELECT idx_scan, pg_size_pretty(pg_relation_size(indexrelid)) FROM pg_stat_user_indexes WHERE indexrelid = ${literal(name)}::regclass;   -- on the primary and on each replica`,
-          `SELECT conname FROM pg_constraint WHERE conindid = ${literal(name)}::regclass;   -- an index backing a constraint is dropped with the constraint`,
+          `SELECT idx_scan, pg_size_pretty(pg_relation_size(indexrelid)) FROM pg_stat_user_indexes WHERE indexrelid = ${pgRegclass(i.schema_name, i.index_name)};   -- on the primary and on each replica`,
+          `SELECT conname FROM pg_constraint WHERE conindid = ${pgRegclass(i.schema_name, i.index_name)};   -- an index backing a constraint is dropped with the constraint`,
+          `SELECT pg_get_indexdef(${pgRegclass(i.schema_name, i.index_name)});   -- its definition: keep it to recreate the index`,
         ],
-        how_to_fix: [`DROP INDEX CONCURRENTLY ${name};`, ...(i.index_def ? [`-- to recreate it: ${concurrently(i.index_def)};`] : [])],
+        how_to_fix: [`DROP INDEX CONCURRENTLY ${name};`, ...(recreate ? [`-- to recreate it: ${recreate};`] : [])],
         metrics: { size_bytes: i.size_bytes, idx_scan: i.idx_scan },
       }
     })

@@ -7,7 +7,8 @@
 // (a fifth of vacuum_freeze_min_age's 50 million default) → warning, and 100 million, half of
 // autovacuum_freeze_max_age's default, where freezing starts to fail → critical.
 import type { FindingDraft, Rule, Severity } from '../../types.ts'
-import { duration, literal, severityAbove } from '../../types.ts'
+import { duration, severityAbove } from '../../types.ts'
+import { pgString } from '../../sql-text.ts'
 
 const defaults = {
   warning_xids: 10_000_000,
@@ -93,7 +94,7 @@ export const xminHorizon: Rule<typeof defaults> = {
         how_to_investigate: [
           'SELECT slot_name, slot_type, database, active, active_pid, xmin, age(xmin) AS xmin_age, catalog_xmin, age(catalog_xmin) AS catalog_xmin_age FROM pg_replication_slots ORDER BY greatest(age(xmin), age(catalog_xmin)) DESC NULLS LAST;',
         ],
-        how_to_fix: names.map((name) => `SELECT pg_drop_replication_slot(${literal(name)});   -- only once its consumer is gone for good`),
+        how_to_fix: names.map((name) => `SELECT pg_drop_replication_slot(${pgString(name)});   -- only once its consumer is gone for good`),
         metrics: { xmin_age_xids: slotAge, slots: slots.length, inactive_slots: inactive.length },
       })
     }

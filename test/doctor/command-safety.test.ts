@@ -1,0 +1,711 @@
+// The doctor's commands stay the statements each rule meant whatever the monitored database calls its
+// objects or runs: every rule of both engines (taken from the rule registries, so a new rule is covered
+// without a change here) is made to fire on stored telemetry whose names and texts are harmless, then
+// again with names and texts carrying newlines, CR, comment markers, quotes, backslashes, semicolons,
+// dollar quotes, unicode separators and bidirectional marks, NUL (ClickHouse), keywords and 10,000
+// characters. Each command is parsed by the engine's own parser (PostgreSQL's through libpg-query;
+// ClickHouse's through EXPLAIN AST on the chdb engine, after a strict lexer split it on top-level `;`)
+// and must be exactly as many statements of the same kinds, with the same tokens around the names, as
+// the harmless run's; the hostile text appears only inside string constants, identifiers and comments.
+// Commands are parsed, never run.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { loadModule, parseSync, scanSync } from 'libpg-query'
+import postgres from 'postgres'
+import { diagnose } from '../../src/server/doctor/index.ts'
+import { clickhouseRules } from '../../src/server/doctor/rules/clickhouse/index.ts'
+import { rules } from '../../src/server/doctor/rules/index.ts'
+import { postgresRules } from '../../src/server/doctor/rules/postgres/index.ts'
+import { chIdent, chString, pgIdent, pgIndexDefinition, pgString } from '../../src/server/doctor/sql-text.ts'
+import type { Finding } from '../../src/server/doctor/types.ts'
+import type { IngestBatch } from '../../src/shared/wire.ts'
+import { createLogger } from '../../src/shared/log.ts'
+import { chBatch, pgBatch } from '../support/batches.ts'
+import { type ClickHouseRig, startClickHouse } from '../support/clickhouse.ts'
+import { sharedPostgres } from '../support/postgres.ts'
+import { type Account, type TestServer, agentAccount, startTestServer } from '../support/server.ts'
+
+/** Every hostile value carries this, so the checks can find where it went. */
+const MARK = 'zqx'
+
+/** Hostile payloads by name; each monitored text of a run is `<role><payload>`. */
+const PAYLOADS: Record<string, string> = {
+  newline: `${MARK}\nDROP TABLE public.victim; --`,
+  cr: `${MARK}\rDROP TABLE public.victim; --`,
+  comment_end: `${MARK} */ DROP TABLE public.victim; /* `,
+  statement_in_comment: `SELECT v FROM big ORDER BY v || id /*\nDROP TABLE public.victim; --*/ ${MARK}`,
+  single_quote: `${MARK}'; DROP TABLE public.victim; --`,
+  double_quote: `${MARK}"; DROP TABLE public.victim; --`,
+  backquote: `${MARK}\`; DROP TABLE default.victim; --`,
+  backslash_quote: `${MARK}\\'; DROP TABLE default.victim; --`,
+  backslash_end: `${MARK}\\`,
+  dollar: `${MARK}$$; DROP TABLE public.victim; $$`,
+  unicode: `${MARK}\u2028DROP TABLE victim;\u2029\u0085\u202e\u200f\u061c ünïcødé 表 🐘 \u000b\u000c`,
+  long: `${MARK}${"x'\n;--*/\\".repeat(1000)}`,
+}
+
+/** Payloads only ClickHouse can hold (PostgreSQL names and texts have no NUL). */
+const CLICKHOUSE_PAYLOADS: Record<string, string> = {
+  nul: `${MARK}\u0000'; DROP TABLE default.victim; --`,
+}
+
+/** A run: how each monitored text is made, and the schema and role names. */
+interface Variant {
+  name: string
+  text(role: string, max?: number): string
+  schema: string
+  user: string
+}
+
+const harmless: Variant = { name: 'harmless', text: (role) => role, schema: 'app', user: 'app_user' }
+
+function hostile(name: string, payload: string): Variant {
+  const text = (role: string, max = Infinity) => `${role}${payload}`.slice(0, max)
+  return { name, text, schema: text('s'), user: text('u') }
+}
+
+/** Names that are keywords: bare they would fail to parse or name something else (`current_user`). */
+const keywords: Variant = { name: 'keywords', text: (role) => `${role}_select`, schema: 'user', user: 'current_user' }
+const clickhouseKeywords: Variant = { name: 'keywords', text: (role) => `${role}_select`, schema: 'select', user: 'default' }
+
+/** PostgreSQL's quote_ident(), as pg_get_indexdef() writes names: never U&"...". */
+const quoteIdent = (s: string) => (pgIdent(s) === s ? s : `"${s.replaceAll('"', '""')}"`)
+
+const MINUTE = 60_000
+const GB = 1024 ** 3
+
+/** The PostgreSQL telemetry that makes every PostgreSQL rule fire, with the variant's names. */
+function postgresBatches(v: Variant, now: number): IngestBatch[] {
+  const t = (role: string) => v.text(role)
+  const s = v.schema
+  const table = (role: string, extra: Record<string, unknown>) => ({
+    schema_name: s,
+    table_name: t(role),
+    seq_scan: 10,
+    seq_tup_read: 10,
+    idx_scan: 10,
+    idx_tup_fetch: 10,
+    n_tup_ins: 0,
+    n_tup_upd: 0,
+    n_tup_del: 0,
+    n_tup_hot_upd: 0,
+    n_live_tup: 1000,
+    n_dead_tup: 0,
+    last_vacuum: null,
+    last_autovacuum: null,
+    last_analyze: null,
+    last_autoanalyze: null,
+    table_size_bytes: 8 * 1024 * 1024,
+    index_size_bytes: 0,
+    has_primary_key: true,
+    autovacuum_enabled: true,
+    delta: null,
+    ...extra,
+  })
+  const seqDelta = { seq_scan: 1000, seq_tup_read: 50_000_000, idx_scan: 0, idx_tup_fetch: 0, n_tup_ins: 0, n_tup_upd: 0, n_tup_del: 0, n_tup_hot_upd: 0 }
+  const index = (name: string, tableRole: string, columns: string[], extra: Record<string, unknown> = {}) => {
+    const unique = extra.is_unique === true
+    return {
+      schema_name: s,
+      table_name: t(tableRole),
+      index_name: name,
+      idx_scan: 5,
+      idx_tup_read: 5,
+      idx_tup_fetch: 5,
+      size_bytes: 2 * 1024 * 1024,
+      index_def: `CREATE ${unique ? 'UNIQUE ' : ''}INDEX ${quoteIdent(name)} ON ${quoteIdent(s)}.${quoteIdent(t(tableRole))} USING btree (${columns.map((c) => quoteIdent(t(c))).join(', ')})`,
+      is_unique: false,
+      is_primary: false,
+      is_valid: true,
+      delta: null,
+      ...extra,
+    }
+  }
+  const active = (pid: number, state: string, seconds: number, blocking: number[] = []) => ({
+    pid,
+    query_text: t(`query${pid}`),
+    state,
+    wait_event_type: blocking.length > 0 ? 'Lock' : null,
+    wait_event: blocking.length > 0 ? 'relation' : null,
+    duration_ms: seconds * 1000,
+    blocking_pids: blocking,
+    user: v.user,
+    application_name: t('app'),
+    client_addr: t('addr'),
+    database: t('db'),
+    backend_type: 'client backend',
+    xact_start: now - seconds * 1000,
+  })
+  const lock = (pid: number, granted: boolean) => ({
+    pid,
+    lock_type: 'relation',
+    mode: 'AccessExclusiveLock',
+    relation_name: t('locked'),
+    granted,
+    blocked_by_pid: null,
+    duration_ms: 60_000,
+    query_text: t(`query${pid}`),
+  })
+  const statement = (role: string, calls: number, totalMs: number, tempBlocks: number) => ({
+    query_hash: t(role).slice(0, 64),
+    query_text: t(`text_${role}`),
+    calls,
+    total_time_ms: totalMs,
+    rows: calls,
+    shared_blks_hit: 10,
+    shared_blks_read: 10,
+    temp_blks_written: tempBlocks,
+  })
+  const seqScan = (relation: string, filter: string | null) => ({ 'Node Type': 'Seq Scan', 'Relation Name': relation, ...(filter ? { Filter: filter } : {}), 'Plan Rows': 10 })
+  const plan = (hash: string, ts: number, cost: number, node: Record<string, unknown>) => ({
+    query_hash: t('stmt1').slice(0, 64),
+    ts,
+    plan_json: { Plan: node },
+    plan_hash: t(hash).slice(0, 64),
+    total_cost: cost,
+    actual_time_ms: null,
+    seq_scans: node['Node Type'] === 'Seq Scan' ? 1 : 0,
+    index_scans: node['Node Type'] === 'Seq Scan' ? 0 : 1,
+    rows_estimated: 10,
+    rows_actual: null,
+    source: 'sampled' as const,
+  })
+  const sequence = (role: string, used: number) => ({
+    schema_name: s,
+    sequence_name: t(role),
+    data_type: t('integer'),
+    last_value: Math.round(2_147_483_647 * used),
+    max_value: 2_147_483_647,
+    increment_by: 1,
+    used_ratio: used,
+    owned_by: { schema_name: s, table_name: t(`${role}_owner`), column_name: t(`${role}_id`), column_type: 'integer' },
+  })
+  const foreignKey = (role: string) => ({
+    schema_name: s,
+    table_name: t(`${role}_child`),
+    constraint_name: t(`${role}_fkey`),
+    columns: [t(`${role}_parent_id`)],
+    referenced_table: t(`${role}_parent`),
+    table_size_bytes: 20 * 1024 * 1024,
+    n_live_tup: 20_000,
+  })
+  const replica = (role: string) => ({
+    application_name: t(role),
+    client_addr: t(`${role}_addr`),
+    state: 'streaming',
+    sync_state: 'async',
+    lag_bytes: 500 * 1024 * 1024,
+    write_lag_ms: 1000,
+    flush_lag_ms: 1000,
+    replay_lag_ms: 600_000,
+  })
+  const slot = (role: string, lag: number) => ({ slot_name: t(role), slot_type: t('physical'), active: false, lag_bytes: lag, wal_status: 'extended' })
+  return [
+    pgBatch(t('database'), now - 5 * MINUTE, {
+      database_stats: {
+        blks_hit: 50_000,
+        blks_read: 50_000,
+        temp_files: 40,
+        temp_bytes: 2 * GB,
+        deadlocks: 10,
+        connections_total: 95,
+        max_connections: 100,
+        superuser_reserved_connections: 3,
+        xid_age: 1_600_000_000,
+        mxid_age: 600_000_000,
+        autovacuum_freeze_max_age: 200_000_000,
+        autovacuum_multixact_freeze_max_age: 400_000_000,
+        xmin_backend_age: 20_000_000,
+        xmin_backend_pid: 4242,
+        xmin_backend_xact_age_s: 7200,
+        xmin_slot_age: 20_000_000,
+        prepared_xacts: 2,
+        xmin_prepared_age: 10_000_000,
+        xmin_prepared_age_s: 7200,
+        fsync_on: 0,
+        track_counts_on: 0,
+        autovacuum_on: 0,
+        full_page_writes_on: 0,
+        pg_stat_statements_installed: 0,
+      },
+      bgwriter: { checkpoints_timed: 1, checkpoints_req: 9, checkpoint_write_time_ms: 1000 },
+      query_stats: [statement('stmt1', 100, 200_000, 100_000), statement('stmt2', 100, 150_000, 50_000)],
+      explain_plans: [
+        plan('plan_old', now - 40 * MINUTE, 100, { 'Node Type': 'Index Scan', 'Relation Name': t('seq1'), 'Plan Rows': 10 }),
+        plan('plan_new', now - 10 * MINUTE, 1000, seqScan(t('seq1'), `(${quoteIdent(t('customer_id'))} = ${pgString(t('value'))})`)),
+      ],
+      activity: [
+        active(101, 'active', 400),
+        active(102, 'active', 500),
+        active(201, 'idle in transaction', 400),
+        active(202, 'idle in transaction', 500),
+        active(301, 'active', 100),
+        active(302, 'active', 60, [301]),
+        active(401, 'idle in transaction', 100),
+        active(402, 'active', 90, [401]),
+        active(502, 'active', 120, [0]),
+        active(4242, 'idle in transaction', 10),
+      ],
+      locks: [lock(302, false), lock(402, false), lock(502, false), lock(301, true)],
+      tables: [
+        table('dead1', { n_dead_tup: 60_000, n_live_tup: 10_000, autovacuum_enabled: true }),
+        table('dead2', { n_dead_tup: 50_000, n_live_tup: 10_000, autovacuum_enabled: false }),
+        table('av1', { autovacuum_enabled: false, table_size_bytes: 9 * 1024 * 1024 }),
+        table('av2', { autovacuum_enabled: false }),
+        table('nopk1', { has_primary_key: false, table_size_bytes: 9 * 1024 * 1024 }),
+        table('nopk2', { has_primary_key: false }),
+        table('seq1', { n_live_tup: 50_000, seq_scan: 1000, table_size_bytes: 300 * 1024 * 1024, delta: seqDelta }),
+        table('seq2', { n_live_tup: 50_000, seq_scan: 1000, table_size_bytes: 200 * 1024 * 1024, delta: seqDelta }),
+      ],
+      indexes: [
+        index(t('unused1'), 'av1', ['a'], { idx_scan: 0, size_bytes: 3 * 1024 * 1024 }),
+        index(t('unused2'), 'av1', ['b'], { idx_scan: 0, size_bytes: 2 * 1024 * 1024 }),
+        index(t('dupa'), 'dup', ['a']),
+        index(t('dupab'), 'dup', ['a', 'b']),
+        index(t('dupc'), 'dup', ['c'], { size_bytes: 1024 * 1024 }),
+        index(t('dupcd'), 'dup', ['c', 'd']),
+        index(t('inv1'), 'nopk1', ['k'], { is_unique: true, is_valid: false }),
+        index(`${t('inv1')}_ccnew`, 'nopk1', ['k'], { is_unique: true, is_valid: false }),
+        index(t('inv2'), 'nopk1', ['l'], { is_valid: false }),
+      ],
+      sequences: [sequence('seqa', 0.95), sequence('seqb', 0.8)],
+      unindexed_foreign_keys: [foreignKey('fk1'), foreignKey('fk2')],
+      replication: {
+        is_replica: false,
+        replication_lag_bytes: null,
+        replication_lag_seconds: null,
+        upstream_host: null,
+        replicas: [replica('replica1'), replica('replica2')],
+        slots: [slot('slot1', 3 * GB), slot('slot2', 2 * GB)],
+      },
+    }),
+  ]
+}
+
+/** The ClickHouse telemetry that makes every ClickHouse rule fire: ten cycles a minute apart (query_p99 wants ten minutes). */
+function clickhouseBatches(v: Variant, now: number): IngestBatch[] {
+  const t = (role: string, max?: number) => v.text(role, max)
+  const db = v.schema
+  const part = (role: string, active: number, delay: number) => ({
+    database: db,
+    table: t(role),
+    partition_id: t(`${role}_partition`),
+    active_parts: active,
+    rows: active * 10,
+    bytes_on_disk: active * 1024,
+    parts_to_delay_insert: delay,
+    parts_to_throw_insert: delay * 3,
+  })
+  const merge = (role: string, mutation: boolean) => ({
+    database: db,
+    table: t(role),
+    elapsed_s: 7200,
+    progress: 0.5,
+    num_parts: 10,
+    total_size_bytes_compressed: GB,
+    result_part_name: t(`${role}_part`),
+    is_mutation: mutation,
+  })
+  const mutation = (role: string, failing: boolean) => ({
+    database: db,
+    table: t(role),
+    mutation_id: t(`${role}_id`),
+    command: t(`${role}_command`),
+    create_time: now - 2 * 3600_000,
+    is_done: false,
+    parts_to_do: 3,
+    latest_fail_reason: failing ? t(`${role}_reason`) : '',
+    latest_fail_time: failing ? now - 60_000 : null,
+    stuck: true,
+  })
+  const query = (role: string, seconds: number) => ({
+    pid: t(role),
+    query_text: t(`${role}_text`),
+    state: null,
+    wait_event_type: null,
+    wait_event: null,
+    duration_ms: seconds * 1000,
+    blocking_pids: [],
+    user: v.user,
+    client_addr: t('addr'),
+    application_name: t('client'),
+    memory_usage: 1024,
+    read_rows: 10,
+    read_bytes: 1024,
+  })
+  const disk = t('disk', 40)
+  return Array.from({ length: 10 }, (_, k) =>
+    chBatch(t('server'), now - (k + 1) * MINUTE - 30_000, {
+      parts: [part('parts1', 1200, 1000), part('parts2', 600, 1000), part('many', 9000, 100_000)],
+      merges: [merge('merge1', false), merge('merge2', true)],
+      mutations: [mutation('mutation1', true), mutation('mutation2', false)],
+      activity: [query('query1', 4000), query('query2', 3000)],
+      query_stats: [
+        {
+          query_hash: t('hash1', 64),
+          query_text: t('statement1'),
+          calls: 50,
+          total_time_ms: 50_000,
+          rows: 50,
+          shared_blks_hit: 0,
+          shared_blks_read: 0,
+          errors: 20,
+          p99_ms: 5000,
+        },
+      ],
+      server_metrics: {
+        memory_tracked_bytes: 95 * GB,
+        memory_limit_bytes: 100 * GB,
+        [`disk.${disk}.free_bytes`]: 5 * GB,
+        [`disk.${disk}.total_bytes`]: 100 * GB,
+        replicas_readonly: 1,
+        replication_queue_size: 2000,
+        max_replica_delay_s: 4000,
+        detached_parts: 5,
+        queries_logged: 100,
+        queries_logged_failed: 30,
+        query_p99_ms: 20_000,
+        delayed_inserts: 5,
+        rejected_inserts: 0,
+      },
+    }),
+  )
+}
+
+/** Thresholds that make each rule with a per-object limit name one object and count the rest in one more finding. */
+const ONE_EACH: Record<string, Record<string, number>> = Object.fromEntries(
+  rules.map((rule) => [
+    rule.id,
+    Object.fromEntries(Object.keys(rule.thresholds).filter((k) => ['max_findings', 'max_slots', 'max_replicas', 'max_statements'].includes(k)).map((k) => [k, 1])),
+  ]),
+)
+
+let server: TestServer
+let account: Account
+let key: string
+let clickhouse: ClickHouseRig
+const silent = createLogger('error', () => {})
+
+/** Ingests the batches (one database) and diagnoses it; plus a database registered under a variant's name that never sent anything. */
+async function findingsOf(v: Variant, engine: 'postgres' | 'clickhouse'): Promise<Finding[]> {
+  const now = Date.now()
+  const batches = engine === 'postgres' ? postgresBatches(v, now) : clickhouseBatches(v, now)
+  let id = ''
+  const name = `${engine} ${v.name} ${crypto.randomUUID()}`
+  for (const batch of batches) {
+    batch.database.name = name
+    if (JSON.stringify(batch).includes('\\u0000')) {
+      // The API refuses NUL in any request body (400): stored the way ingest stores a batch, to see what the rules make of it.
+      const result = await server.store.ingest(account.orgId, batch, now)
+      if (result.kind !== 'applied') throw new Error(`${v.name}: ingest ${result.kind}`)
+      id = result.database.id
+      continue
+    }
+    const res = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: batch })
+    if (res.status !== 200) throw new Error(`${v.name}: ingest ${res.status} ${JSON.stringify(res.body).slice(0, 300)}`)
+    id = res.body.database_id
+  }
+  const deps = { store: server.store, log: silent, doctorThresholds: ONE_EACH }
+  const db = (await server.store.getDatabase(account.orgId, id))!
+  const diagnosis = await diagnose(deps, db, Date.now())
+  expect({ variant: v.name, failed_rules: diagnosis.failed_rules }).toEqual({ variant: v.name, failed_rules: [] })
+  // A database that never sent a batch, under a hostile name of at most 200 characters (the name's limit).
+  const silentDb = await server.store.createDatabase(
+    account.orgId,
+    { name: `${engine} ${v.text('never')}`.slice(0, 200), engine, host: 'db.internal', port: 5432, tags: {}, engine_version: null },
+    now,
+  )
+  if (silentDb === 'limit') throw new Error('database limit')
+  const never = await diagnose(deps, silentDb, Date.now())
+  return [...diagnosis.findings, ...never.findings]
+}
+
+// ---- commands ----
+
+/** Commands that are not SQL: shell commands and API calls, recognised by their first word. */
+const NOT_SQL = ['GET', 'curl', 'dbm', 'journalctl', 'systemctl', 'vacuumdb', 'grep', 'kubectl']
+const isSql = (command: string) => !NOT_SQL.includes(command.split(' ')[0]!)
+
+/** Characters a command never carries: line breaks, controls, bidirectional marks (sql-text.ts's UNSAFE). */
+const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]/
+
+/** The command with each `<placeholder>` filled in: a statement where it names one, else an identifier. */
+const filled = (command: string) => command.replace(/<[A-Za-z][^<>'"`\n]*>/g, (p) => (/statement|query/.test(p) ? 'SELECT 1' : 'x'))
+
+interface Parsed {
+  /** The statements' kinds, in order. */
+  kinds: string[]
+  /** The tokens, with constants, identifiers and comments reduced to their class. */
+  shape: string[]
+}
+
+/** PostgreSQL's token numbers (gram.y; the scanner names only some): IDENT and UIDENT; FCONST, SCONST, USCONST, BCONST, XCONST and ICONST; SQL_COMMENT and C_COMMENT. */
+const PG_IDENTIFIER = [258, 259]
+const PG_CONSTANT = [260, 261, 262, 263, 264, 266]
+const PG_COMMENT = [275, 276]
+
+/** libpg-query's scanner, failing with the text it could not scan. */
+function scanned(sql: string) {
+  try {
+    return scanSync(sql)
+  } catch (e) {
+    throw new Error(`scan failed (${(e as Error).message}): ${JSON.stringify(sql.slice(0, 500))}`)
+  }
+}
+
+function parsePostgres(command: string): Parsed {
+  // psql's \gexec runs what the query returns: the query before it is the SQL.
+  const sql = filled(command.split(' \\gexec')[0]!)
+  const { tokens } = scanned(sql)
+  // A comment alone is no statement (the parser refuses an empty query).
+  const { stmts } = tokens.every((t) => t.tokenName.endsWith('COMMENT')) ? { stmts: [] } : parseSync(sql)
+  const shape = tokens.map((token) => {
+    if (PG_IDENTIFIER.includes(token.tokenType)) return 'identifier'
+    if (PG_CONSTANT.includes(token.tokenType)) return 'constant'
+    if (PG_COMMENT.includes(token.tokenType)) {
+      // A comment never ends early: it is one token reaching to the end of the line, or a closed block.
+      return 'comment'
+    }
+    // Anything else (keywords, operators, punctuation) is the rule's own text: never the monitored text.
+    expect({ command, token: token.text, marked: token.text.toLowerCase().includes(MARK) || token.text.includes('victim') }).toEqual({ command, token: token.text, marked: false })
+    return token.text.toUpperCase()
+  })
+  // Every constant the scanner saw means the same with standard_conforming_strings off: no backslash outside the E'' form.
+  for (const token of tokens) {
+    if (token.tokenType === 261 && !/^[eE]'/.test(token.text)) expect({ command, constant: token.text, backslash: token.text.includes('\\') }).toEqual({ command, constant: token.text, backslash: false })
+  }
+  return { kinds: (stmts ?? []).map((s) => Object.keys(s.stmt ?? {})[0]!), shape }
+}
+
+interface Lexed {
+  statements: string[]
+  shape: string[]
+}
+
+/**
+ * A strict ClickHouse lexer: string literals ('...' with backslash escapes and doubled quotes),
+ * quoted identifiers (`...` and "..."), comments (-- to the end of the line, nested /* *\/), words,
+ * numbers and operators; statements split on `;` outside all of them. Throws on an unterminated one.
+ */
+function lexClickHouse(sql: string, names: Set<string>): Lexed {
+  const statements: string[] = []
+  const shape: string[] = []
+  let start = 0
+  let i = 0
+  const quoted = (quote: string) => {
+    let j = i + 1
+    for (;;) {
+      if (j >= sql.length) throw new Error(`unterminated ${quote} in ${JSON.stringify(sql.slice(0, 200))}`)
+      if (sql[j] === '\\') j += 2
+      else if (sql[j] === quote && sql[j + 1] === quote) j += 2
+      else if (sql[j] === quote) return j + 1
+      else j++
+    }
+  }
+  while (i < sql.length) {
+    const c = sql[i]!
+    if (/\s/.test(c)) i++
+    else if (c === "'") {
+      i = quoted("'")
+      shape.push('constant')
+    } else if (c === '`' || c === '"') {
+      i = quoted(c)
+      shape.push('identifier')
+    } else if (sql.startsWith('--', i)) {
+      const end = sql.indexOf('\n', i)
+      i = end < 0 ? sql.length : end
+      shape.push('comment')
+    } else if (sql.startsWith('/*', i)) {
+      let depth = 0
+      do {
+        if (sql.startsWith('/*', i)) (depth++, (i += 2))
+        else if (sql.startsWith('*/', i)) (depth--, (i += 2))
+        else if (i >= sql.length) throw new Error('unterminated comment')
+        else i++
+      } while (depth > 0)
+      shape.push('comment')
+    } else if (c === ';') {
+      statements.push(sql.slice(start, i + 1))
+      start = ++i
+      shape.push(';')
+    } else {
+      const token = /^(?:[A-Za-z_][A-Za-z0-9_]*|[0-9][0-9.eE]*|[^\sA-Za-z0-9_'"`;])/.exec(sql.slice(i))![0]
+      i += token.length
+      if (names.has(token)) shape.push('identifier')
+      else if (/^[0-9]/.test(token)) shape.push('constant')
+      else {
+        expect({ sql, token, marked: token.toLowerCase().includes(MARK) || token.includes('victim') }).toEqual({ sql, token, marked: false })
+        shape.push(token.toUpperCase())
+      }
+    }
+  }
+  if (sql.slice(start).replace(/--[^\n]*/g, '').trim() !== '') statements.push(sql.slice(start))
+  return { statements: statements.filter((s) => s.replace(/--[^\n]*/g, '').replace(/;\s*$/, '').trim() !== ''), shape }
+}
+
+/** The kind of a statement as ClickHouse's parser reads it (the root of EXPLAIN AST), or the parser's error. */
+async function clickhouseKind(statement: string): Promise<string> {
+  // Over plain HTTP: the client appends a FORMAT clause, which a statement such as SYSTEM START MERGES would read as a table.
+  const res = await fetch(`${clickhouse.url}/?default_format=TabSeparatedRaw`, {
+    method: 'POST',
+    body: `EXPLAIN AST ${statement.replace(/;\s*$/, '')}\n`,
+    headers: { 'X-ClickHouse-User': clickhouse.user },
+  })
+  const text = await res.text()
+  return res.status === 200 ? text.split(/\s/)[0]! : `error: ${text.slice(0, 200)}`
+}
+
+interface CommandReport {
+  rule: string
+  field: 'how_to_investigate' | 'how_to_fix'
+  index: number
+  sql: boolean
+  kinds: string[]
+  shape: string[]
+}
+
+/** Parses every command of every finding; checks what holds for any run; returns them by finding. */
+async function commandsOf(findings: Finding[], engine: 'postgres' | 'clickhouse', names: Set<string>): Promise<Map<string, CommandReport[][]>> {
+  const byRule = new Map<string, CommandReport[][]>()
+  for (const f of findings) {
+    const reports: CommandReport[] = []
+    for (const field of ['how_to_investigate', 'how_to_fix'] as const) {
+      for (const [index, command] of f[field].entries()) {
+        // One line, no control or bidirectional character: what is shown is what is pasted.
+        expect({ rule: f.rule, command, unsafe: UNSAFE.test(command) }).toEqual({ rule: f.rule, command, unsafe: false })
+        if (!isSql(command) || f.rule === 'agent_disconnected') {
+          // Shell and API commands: monitored text only after a shell comment, and URLs percent-encoded.
+          let [code] = command.split(/\s+#\s|\s{3}--\s/)
+          if (command.startsWith('GET ')) {
+            const path = code!.split(' ')[1]!
+            expect({ rule: f.rule, path, encoded: /^[A-Za-z0-9\-._~%/?=&<>]+$/.test(path) }).toEqual({ rule: f.rule, path, encoded: true })
+            code = code!.replace(/\/databases\/[^/\s]+/, '/databases/<db>').replace(/\/queries\/[^/\s?]+/, '/queries/<id>')
+          }
+          expect({ rule: f.rule, code, marked: code!.toLowerCase().includes(MARK) }).toEqual({ rule: f.rule, code, marked: false })
+          reports.push({ rule: f.rule, field, index, sql: false, kinds: [], shape: [code!] })
+          continue
+        }
+        if (engine === 'postgres') {
+          let parsed: Parsed
+          try {
+            parsed = parsePostgres(command)
+          } catch (e) {
+            throw new Error(`${f.rule} ${field}[${index}] does not parse: ${(e as Error).message}\n${command.slice(0, 500)}`)
+          }
+          reports.push({ rule: f.rule, field, index, sql: true, ...parsed })
+        } else {
+          const lexed = lexClickHouse(filled(command), names)
+          const kinds = await Promise.all(lexed.statements.map(clickhouseKind))
+          expect({ rule: f.rule, command: command.slice(0, 300), errors: kinds.filter((k) => k.startsWith('error')) }).toEqual({ rule: f.rule, command: command.slice(0, 300), errors: [] })
+          reports.push({ rule: f.rule, field, index, sql: true, kinds, shape: lexed.shape })
+        }
+      }
+    }
+    // remediation_sql is the fix commands one per line: parsed together they are the same statements.
+    if (engine === 'postgres' && f.how_to_fix.length > 0 && f.how_to_fix.every((c) => isSql(c) && !c.includes('\\gexec')) && f.rule !== 'agent_disconnected') {
+      const together = parsePostgres(f.how_to_fix.join('\n'))
+      expect({ rule: f.rule, kinds: together.kinds }).toEqual({ rule: f.rule, kinds: reports.filter((r) => r.field === 'how_to_fix').flatMap((r) => r.kinds) })
+    }
+    byRule.set(f.rule, [...(byRule.get(f.rule) ?? []), reports])
+  }
+  return byRule
+}
+
+/** What a run must show: every rule of the engine (and the engine-independent ones) fired. */
+function expectEveryRuleFired(byRule: Map<string, unknown>, engine: 'postgres' | 'clickhouse', variant: string) {
+  const expected = [...rules.filter((r) => r.engine === 'any'), ...(engine === 'postgres' ? postgresRules : clickhouseRules)].map((r) => r.id).sort()
+  expect({ variant, fired: [...byRule.keys()].sort() }).toEqual({ variant, fired: expected })
+}
+
+beforeAll(async () => {
+  await loadModule()
+  ;[server, clickhouse] = await Promise.all([startTestServer('sqlite'), startClickHouse()])
+  ;({ account, key } = await agentAccount(server))
+})
+
+afterAll(async () => {
+  await Promise.all([server?.stop(), clickhouse?.stop()])
+})
+
+/** Every monitored text a run used, for the ClickHouse lexer to tell its bare names from keywords. */
+function namesOf(findings: Finding[], v: Variant): Set<string> {
+  const names = new Set([v.schema, v.user])
+  for (const f of findings) for (const o of f.objects) for (const part of o.split(/[.:]/)) names.add(part)
+  for (const role of ['parts1', 'parts2', 'many', 'merge1', 'merge2', 'mutation1', 'mutation2', 'parts1_partition', 'mutation1_id']) names.add(v.text(role))
+  return names
+}
+
+for (const engine of ['postgres', 'clickhouse'] as const) {
+  describe(`${engine}: every rule's commands`, () => {
+    let meant: Map<string, CommandReport[][]>
+    const variants = [
+      ...Object.entries(PAYLOADS).map(([name, payload]) => hostile(name, payload)),
+      ...(engine === 'clickhouse' ? Object.entries(CLICKHOUSE_PAYLOADS).map(([name, payload]) => hostile(name, payload)) : []),
+      engine === 'postgres' ? keywords : clickhouseKeywords,
+    ]
+
+    test('with harmless names every rule fires, and each command parses', async () => {
+      const findings = await findingsOf(harmless, engine)
+      meant = await commandsOf(findings, engine, namesOf(findings, harmless))
+      expectEveryRuleFired(meant, engine, 'harmless')
+    }, 120_000)
+
+    for (const v of variants) {
+      test(`hostile names and texts (${v.name}): the same statements, the text only inside constants, identifiers and comments`, async () => {
+        expect(meant).toBeDefined()
+        const findings = await findingsOf(v, engine)
+        const got = await commandsOf(findings, engine, namesOf(findings, v))
+        expectEveryRuleFired(got, engine, v.name)
+        for (const [rule, findingsOfRule] of meant) {
+          const strip = (list: CommandReport[][]) => list.map((reports) => reports.map(({ field, index, sql, kinds, shape }) => ({ field, index, sql, kinds, shape })))
+          expect({ variant: v.name, rule, commands: strip(got.get(rule)!) }).toEqual({ variant: v.name, rule, commands: strip(findingsOfRule) })
+        }
+      }, 120_000)
+    }
+  })
+}
+
+describe('the quoting functions against the engines themselves', () => {
+  const values = [...Object.values(PAYLOADS).map((p) => `name${p}`.slice(0, 300)), 'user', 'current_user', 'Mixed', 'plain_name']
+
+  test('PostgreSQL reads back every string constant, with standard_conforming_strings on and off, and every identifier', async () => {
+    const pg = await sharedPostgres(17)
+    const sql = postgres(pg.url(), { max: 1, onnotice: () => {} })
+    try {
+      for (const conforming of ['on', 'off']) {
+        await sql.unsafe(`SET standard_conforming_strings = ${conforming}`)
+        for (const value of values) {
+          const [row] = await sql.unsafe(`SELECT ${pgString(value)} AS v`)
+          expect({ conforming, value, read: row!.v }).toEqual({ conforming, value, read: value })
+        }
+      }
+      for (const value of values) {
+        // PostgreSQL keeps the first 63 bytes of a name.
+        const name = value.slice(0, 20)
+        const [row] = await sql.unsafe(`SELECT 1 AS ${pgIdent(name)}`)
+        expect({ name, columns: Object.keys(row!) }).toEqual({ name, columns: [name] })
+      }
+    } finally {
+      await sql.end({ timeout: 1 })
+    }
+  }, 60_000)
+
+  test('ClickHouse reads back every string literal and identifier', async () => {
+    for (const value of [...values, ...Object.values(CLICKHOUSE_PAYLOADS)]) {
+      const [row] = await clickhouse.query<Record<string, string>>(`SELECT ${chString(value)} AS ${chIdent(`c${value}`)}`)
+      expect({ value, row }).toEqual({ value, row: { [`c${value}`]: value } })
+    }
+  }, 60_000)
+
+  test('an index definition that is not what pg_get_indexdef writes is left out of the commands', () => {
+    expect(pgIndexDefinition('CREATE INDEX i ON public.t USING btree (a); DROP TABLE public.victim')).toBeUndefined()
+    expect(pgIndexDefinition('CREATE INDEX i ON public.t USING btree (a) -- x')).toBeUndefined()
+    expect(pgIndexDefinition("CREATE INDEX i ON public.t USING btree ((a || E'\\''))")).toBeUndefined()
+    expect(pgIndexDefinition('CREATE INDEX i ON public.t USING btree ((a || $$x$$))')).toBeUndefined()
+    expect(pgIndexDefinition('CREATE INDEX i ON public.t USING btree (a\n)')).toBeUndefined()
+    expect(pgIndexDefinition('CREATE INDEX i ON public.t USING btree ((a)')).toBeUndefined()
+    expect(pgIndexDefinition('DROP TABLE public.victim')).toBeUndefined()
+    expect(pgIndexDefinition('CREATE INDEX "i\n" ON public."t\'" USING btree (a) WHERE (b = \'x\\\')', { concurrently: true })).toBe(
+      `CREATE INDEX CONCURRENTLY U&"i\\000A" ON public."t'" USING btree (a) WHERE (b = E'x\\\\')`,
+    )
+  })
+})
