@@ -65,7 +65,10 @@ test('temp files: the spilling statement named; info, then warning as spills add
     metrics: { temp_files: counters.temp_files, temp_bytes: counters.temp_bytes, statements_spilling: 1 },
   })
   expect(finding.detail).toContain('The statements that spilled most: (1) ')
-  expect(finding.detail).toMatch(/\(1\) [\d.]+ MB of temp blocks written in 1 call: SELECT token FROM events ORDER BY token\.$/)
+  // Named by its queryid, which the fix commands use (the text stays out of them).
+  expect(finding.detail).toMatch(/\(1\) statement -?\d+, [\d.]+ MB of temp blocks written in 1 call: SELECT token FROM events ORDER BY token\.$/)
+  const queryid = /\(1\) statement (-?\d+),/.exec(finding.detail)![1]
+  expect(finding.how_to_investigate).toContain(`SELECT query FROM pg_stat_statements WHERE queryid = ${queryid};   -- the text of statement ${queryid}`)
   const [setWorkMem] = finding.how_to_fix[0].split(';')
   expect(setWorkMem).toBe("SET work_mem = '8MB'")
 
