@@ -517,10 +517,11 @@ function lexClickHouse(sql: string, names: Set<string>): Lexed {
     } else if (sql.startsWith('/*', i)) {
       let depth = 0
       do {
-        if (sql.startsWith('/*', i)) (depth++, (i += 2))
-        else if (sql.startsWith('*/', i)) (depth--, (i += 2))
-        else if (i >= sql.length) throw new Error('unterminated comment')
-        else i++
+        if (i >= sql.length) throw new Error('unterminated comment')
+        if (sql.startsWith('/*', i) || sql.startsWith('*/', i)) {
+          depth += sql[i] === '/' ? 1 : -1
+          i += 2
+        } else i++
       } while (depth > 0)
       shape.push('comment')
     } else if (c === ';') {
