@@ -1,12 +1,14 @@
-// The Elysia application: body parsing with size caps, auth rate limits by path, the one error
-// handler that answers {"error": ...} (503 while the store cannot be reached), /healthz (which asks the
-// store), and the route modules. `dbm serve` and the tests both build the app through createApp, so
-// tests exercise exactly what runs in production.
+// The Elysia application: body parsing with size caps, a cap on the request's headers, auth rate limits
+// by path, the one error handler that answers {"error": ...} (503 while the store cannot be reached),
+// the security headers on every response, /healthz (which asks the store), the dashboard's files, and
+// the route modules. `dbm serve` and the tests both build the app through createApp, so tests exercise
+// exactly what runs in production.
+import http from 'node:http'
 import type { ValueError } from '@sinclair/typebox/errors'
 import { Elysia, type ValidationError } from 'elysia'
 import { type Deps, clientAddress } from './context.ts'
 import { HttpError, tooManyRequests } from './http-error.ts'
-import { type RateLimitedEndpoint, authRateLimits, bodyLimits } from './limits.ts'
+import { type RateLimitedEndpoint, authRateLimits, bodyLimits, headerLimits } from './limits.ts'
 import { alertRoutes } from './routes/alerts.ts'
 import { apiKeyRoutes } from './routes/api-keys.ts'
 import { authRoutes } from './routes/auth.ts'
@@ -19,7 +21,9 @@ import { objectRoutes } from './routes/objects.ts'
 import { queryRoutes } from './routes/queries.ts'
 import { logStoreOutages, storeAnswers, storeUnavailable } from './store-health.ts'
 import { isStoreUnreachable } from './store/availability.ts'
+import { dashboardRoutes } from './web/dashboard.ts'
 import { resetPasswordPage } from './web/reset-password.ts'
+import { withSecurityHeaders } from './web/security-headers.ts'
 import dashboard from '../web/index.html'
 import { VERSION } from '../version.ts'
 
@@ -78,6 +82,39 @@ function tooLarge(limit: number) {
 }
 
 /**
+ * The body's bytes, refused with a 413 past `limit`. A declared length over it is refused before a byte
+ * is read (Bun holds a body to its declared length); a chunked body is read chunk by chunk and refused
+ * at the first chunk that takes it over, so no more than the limit is ever held.
+ */
+async function readBody(request: Request, limit: number): Promise<Uint8Array> {
+  const declared = request.headers.get('content-length')
+  if (declared !== null) {
+    if (Number(declared) > limit) throw tooLarge(limit)
+    return new Uint8Array(await request.arrayBuffer())
+  }
+  if (!request.body) return new Uint8Array(0)
+  const chunks: Uint8Array[] = []
+  let size = 0
+  for await (const chunk of request.body) {
+    size += chunk.byteLength
+    if (size > limit) throw tooLarge(limit)
+    chunks.push(chunk)
+  }
+  return Buffer.concat(chunks)
+}
+
+/** The request line and headers as sent, in bytes (near enough: repeated headers arrive joined). */
+function headSize(request: Request): number {
+  const url = request.url
+  const path = url.indexOf('/', url.indexOf('://') + 3)
+  let size = request.method.length + (path < 0 ? 1 : url.length - path) + ' HTTP/1.1\r\n'.length
+  request.headers.forEach((value, name) => {
+    size += name.length + value.length + 4
+  })
+  return size
+}
+
+/**
  * The error that names the field: a union's own error names the union (`tables.0.delta`), the error of
  * its member that failed deeper (`tables.0.delta.seq_scan`) names the field within it.
  */
@@ -102,15 +139,22 @@ function validationMessage(error: ValidationError): string {
 export function createApp(deps: Deps) {
   const { log } = deps
   logStoreOutages(deps.store, log)
-  // Bun itself refuses bodies over maxRequestBodySize with an empty 413; ours answer in JSON below that.
-  // The dashboard is Bun's HTML bundle: built into the executable by `bun build --compile` (from source,
-  // bundled at the first request), served from memory at `/`; `development: false` keeps Bun's dev
-  // server (hot reload, error overlays) out of every build.
+  // Bun answers requests past its own limits before the app sees them, with an empty body and no hook
+  // to give it one: a body over maxRequestBodySize (413), and a request line and headers over Node's
+  // http.maxHeaderSize, which Bun.serve reads (431). So every body reaches the app, which refuses one
+  // over its route's cap in readBody (an unread body is not buffered: Bun stops reading the socket), and
+  // Bun's header limit is raised above the app's, which headSize checks. The setting is process-wide.
+  ;(http as { maxHeaderSize: number }).maxHeaderSize = headerLimits.parser
+  // `development: false` keeps Bun's dev server (hot reload, error overlays) out of every build.
   return new Elysia({
     normalize: false,
-    serve: { maxRequestBodySize: 4 * bodyLimits.ingest, development: false, routes: { '/': dashboard } },
+    serve: { maxRequestBodySize: Number.MAX_SAFE_INTEGER, development: false },
   })
-    .onRequest(async ({ request, server }) => {
+    .onRequest(async ({ request, server, set }) => {
+      withSecurityHeaders(set.headers)
+      if (headSize(request) > headerLimits.bytes) {
+        throw new HttpError(431, `the request line and headers are larger than the ${headerLimits.bytes / 1024} KiB limit`)
+      }
       if (request.url.includes('%00')) throw new HttpError(400, 'the URL must not contain NUL characters')
       if (request.method !== 'POST') return
       const endpoint = rateLimitedPaths[canonicalPath(new URL(request.url).pathname)]
@@ -121,11 +165,7 @@ export function createApp(deps: Deps) {
       if (!result.allowed) throw tooManyRequests(result.retryAfterMs)
     })
     .onParse(async ({ request }) => {
-      const limit = bodyLimitFor(canonicalPath(new URL(request.url).pathname))
-      const declared = Number(request.headers.get('content-length') ?? 0)
-      if (declared > limit) throw tooLarge(limit)
-      const bytes = await request.arrayBuffer()
-      if (bytes.byteLength > limit) throw tooLarge(limit)
+      const bytes = await readBody(request, bodyLimitFor(canonicalPath(new URL(request.url).pathname)))
       if (bytes.byteLength === 0) return {}
       const text = new TextDecoder().decode(bytes)
       let parsed: unknown
@@ -188,6 +228,7 @@ export function createApp(deps: Deps) {
     .use(alertRoutes(deps))
     .use(ingestRoutes(deps))
     .use(resetPasswordPage())
+    .use(dashboardRoutes(dashboard))
 }
 
 export type App = ReturnType<typeof createApp>

@@ -35,6 +35,14 @@ export const passwordLength = { min: 8, max: 1024 } as const
 /** Body caps: account and database routes; ingest gets the larger one, which the agent's batch parts keep under. */
 export const bodyLimits = { default: 1024 * 1024, ingest: INGEST_BODY_LIMIT_BYTES } as const
 
+/**
+ * The request line and headers: over `bytes`, a 431 with the error body. Bun's HTTP parser refuses
+ * larger ones itself, with an empty 431 and no hook to give it a body, so its limit is raised to
+ * `parser` and the smaller one applied in the app; only a head past `parser` still gets Bun's empty
+ * answer. (`bytes` is Bun's own default limit, so clients see the same line drawn as before.)
+ */
+export const headerLimits = { bytes: 16 * 1024, parser: 64 * 1024 } as const
+
 export const unverifiedDatabaseLimit = 1
 
 /**

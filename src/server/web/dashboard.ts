@@ -1,0 +1,95 @@
+// The dashboard's files, served by the app so that every one carries the security headers (Bun's own
+// serving of an HTML import sets no headers of ours). In the compiled binary the page, its script and
+// its stylesheet were bundled by `bun build --compile` and are read from the executable once, at start;
+// run from source (`bun src/cli.ts serve`, the tests), the same page is bundled with Bun.build at the
+// first request for it. The page is at `/` (revalidated by its ETag on every load); the files it loads
+// have content hashes in their names and are cached for good.
+import type { HTMLBundle } from 'bun'
+import { readFileSync } from 'node:fs'
+import { basename } from 'node:path'
+import { Elysia } from 'elysia'
+import { HttpError } from '../http-error.ts'
+import { securityHeaders } from './security-headers.ts'
+
+interface Asset {
+  body: Uint8Array<ArrayBuffer>
+  contentType: string
+  etag: string
+  cacheControl: string
+}
+
+/** The dashboard's files by URL path. */
+type Assets = ReadonlyMap<string, Asset>
+
+const PAGE_CACHE = 'no-cache'
+const HASHED_CACHE = 'public, max-age=31536000, immutable'
+
+const quoted = (tag: string) => (tag.startsWith('"') || tag.startsWith('W/"') ? tag : `"${tag}"`)
+
+function asset(body: Uint8Array<ArrayBuffer>, contentType: string, etag: string, page: boolean): Asset {
+  return { body, contentType, etag: quoted(etag), cacheControl: page ? PAGE_CACHE : HASHED_CACHE }
+}
+
+/** The files `bun build --compile` embedded, as the import describes them. */
+function compiledAssets(bundle: HTMLBundle & { files: NonNullable<HTMLBundle['files']> }): Assets {
+  const assets = new Map<string, Asset>()
+  for (const file of bundle.files) {
+    const page = file.path === bundle.index
+    const body = new Uint8Array(readFileSync(file.path))
+    const etag = file.headers.etag || Bun.hash(body).toString(36)
+    assets.set(page ? '/' : `/${basename(file.path)}`, asset(body, file.headers['content-type'], etag, page))
+  }
+  return assets
+}
+
+/** The page at `index` bundled for the browser, as the release build bundles it. */
+async function builtAssets(index: string): Promise<Assets> {
+  const result = await Bun.build({
+    entrypoints: [index],
+    target: 'browser',
+    minify: true,
+    define: { 'process.env.NODE_ENV': '"production"' },
+  })
+  if (!result.success) throw new Error(`the dashboard does not build: ${result.logs.map((l) => l.message).join('; ')}`)
+  const assets = new Map<string, Asset>()
+  for (const output of result.outputs) {
+    const page = output.path.endsWith('.html')
+    const body = new Uint8Array(await output.arrayBuffer())
+    assets.set(page ? '/' : `/${basename(output.path)}`, asset(body, output.type, output.hash ?? Bun.hash(body).toString(36), page))
+  }
+  return assets
+}
+
+/** True when the request's If-None-Match names `etag` (or `*`). */
+function notModified(request: Request, etag: string): boolean {
+  const header = request.headers.get('if-none-match')
+  if (!header) return false
+  return header.split(',').some((tag) => {
+    const t = tag.trim()
+    return t === '*' || t === etag || t === `W/${etag}`
+  })
+}
+
+/** GET and HEAD of `/` and of the files the page loads; any other single-segment path is the API's 404. */
+export function dashboardRoutes(bundle: HTMLBundle) {
+  let loading: Promise<Assets> | undefined = bundle.files ? Promise.resolve(compiledAssets(bundle as never)) : undefined
+  const assets = () => {
+    loading ??= builtAssets(bundle.index).catch((e) => {
+      loading = undefined
+      throw e
+    })
+    return loading
+  }
+  const serve = async (request: Request, path: string) => {
+    const file = (await assets()).get(path)
+    if (!file) throw new HttpError(404, 'not found')
+    const headers = { ...securityHeaders, 'content-type': file.contentType, etag: file.etag, 'cache-control': file.cacheControl }
+    if (notModified(request, file.etag)) return new Response(null, { status: 304, headers })
+    return new Response(request.method === 'HEAD' ? null : file.body, { headers: { ...headers, 'content-length': String(file.body.byteLength) } })
+  }
+  return new Elysia()
+    .get('/', ({ request }) => serve(request, '/'))
+    .head('/', ({ request }) => serve(request, '/'))
+    .get('/:file', ({ request, params }) => serve(request, `/${params.file}`))
+    .head('/:file', ({ request, params }) => serve(request, `/${params.file}`))
+}
