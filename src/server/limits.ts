@@ -53,6 +53,13 @@ export const unverifiedDatabaseLimit = 1
  */
 export const unknownIngestFields = { distinctPaths: 64, named: 8, namedChars: 100 } as const
 
+/**
+ * How far a batch's collected_at may be ahead of the server's clock (agent clocks drift a little; one
+ * further ahead would sit in the future of every window and stay the "latest" sample until then): past
+ * it, the batch is a 400 naming collected_at.
+ */
+export const ingestClockSkewMs = 10 * MINUTE
+
 /** API key last_used_at is written at most this often per key. */
 export const apiKeyTouchIntervalMs = MINUTE
 

@@ -241,7 +241,10 @@ for (const kind of storeKinds) {
 
     test("a batch from the future does not roll up the present: later batches still write one row per statement", async () => {
       const future = Date.now() + 365 * 24 * HOUR
-      const id = await agent.ingest(pgBatch('future', future, { query_stats: [stmt('qf')] }))
+      // The API refuses such a batch now (more than 10 minutes ahead); one stored before it did is applied here.
+      const id = await agent.ingest(pgBatch('future', Date.now()))
+      const owner = await agent.server.store.driver.get<{ org_id: string }>('SELECT org_id FROM databases WHERE id = $1', [id])
+      await agent.server.store.ingest(owner!.org_id, pgBatch('future', future, { query_stats: [stmt('qf')] }), Date.now())
       const now = Date.now()
       await agent.ingest(pgBatch('future', now, { query_stats: [stmt('qf', 2)] }))
       // Marks set by the future batch would make this one late: written at three resolutions.

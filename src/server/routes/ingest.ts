@@ -4,13 +4,15 @@
 // Fields this server does not know, at any level, are ignored (a newer agent may send them): the known
 // ones are validated as always, the unknown ones left out before the store sees the batch and named in
 // one debug line; a batch with more distinct unknown paths than unknownIngestFields allows is a 400.
+// A batch collected further ahead of the server's clock than ingestClockSkewMs is a 400 (the reads would
+// otherwise show it as the latest sample until the clock caught up).
 import { Type as T } from '@sinclair/typebox'
 import { Elysia } from 'elysia'
 import { IngestBatch, type IngestResponse } from '../../shared/wire.ts'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { badRequest, conflict, forbidden } from '../http-error.ts'
-import { fieldLimits, unknownIngestFields, unverifiedDatabaseLimit } from '../limits.ts'
+import { fieldLimits, ingestClockSkewMs, unknownIngestFields, unverifiedDatabaseLimit } from '../limits.ts'
 import { stripUnknownFields } from '../unknown-fields.ts'
 
 /**
@@ -35,6 +37,13 @@ export function ingestRoutes(deps: Deps) {
             fields: paths.map((f) => f.slice(0, unknownIngestFields.namedChars)).join(','),
             more: more > 0 ? more : undefined,
           })
+        }
+        const ahead = body.collected_at - clock()
+        if (ahead > ingestClockSkewMs) {
+          const by = ahead < 48 * 3_600_000 ? `${Math.ceil(ahead / 60_000)} min` : `${Math.floor(ahead / 86_400_000)} days`
+          throw badRequest(
+            `invalid collected_at: ${new Date(body.collected_at).toISOString()} is ${by} ahead of the server's clock (at most ${ingestClockSkewMs / 60_000} min allowed); check the clock of the agent's host`,
+          )
         }
         // TypeBox does not apply a Record's key schema to lengths: tag keys are checked here.
         for (const key of Object.keys(body.database.tags ?? {})) {
