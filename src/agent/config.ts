@@ -56,6 +56,16 @@ const MIN_POLL_INTERVAL_MS = 1000
 /** The longest poll interval: a day, as on the server (longer ones overflowed the timer into a busy loop). */
 const MAX_POLL_INTERVAL_MS = 24 * 60 * 60_000
 const MAX_NAME_LENGTH = 200
+
+/**
+ * The poll interval the server sets for a database (ingest answers' settings), held to the bounds of
+ * the config's: 1 s to 24 h. The server refuses others, but an older one stored any number, and a timer
+ * past 2^31 - 1 ms fires at once, cycling in a busy loop. Not a finite number: `fallbackMs`.
+ */
+export function serverPollIntervalMs(seconds: number, fallbackMs: number): number {
+  if (typeof seconds !== 'number' || !Number.isFinite(seconds)) return fallbackMs
+  return Math.min(Math.max(seconds * 1000, MIN_POLL_INTERVAL_MS), MAX_POLL_INTERVAL_MS)
+}
 /** Same shape the server issues (src/server/auth/api-keys.ts); the agent may not import the server. */
 const API_KEY_PATTERN = /^dbm_ak_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$/
 

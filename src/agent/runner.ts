@@ -15,7 +15,7 @@
 import type { EngineName } from '../shared/collectors.ts'
 import type { DatabaseSettings, IngestBatch } from '../shared/wire.ts'
 import type { AgentLogger, Collector, CollectorState } from './collectors/types.ts'
-import type { DatabaseConfig } from './config.ts'
+import { type DatabaseConfig, serverPollIntervalMs } from './config.ts'
 import type { SendOutcome, Shipper } from './shipper.ts'
 import { batchParts } from './split.ts'
 import { SAVED_STATE_MAX_AGE_MS, type StateOwner, StagedState, loadState, saveState } from './state.ts'
@@ -249,7 +249,7 @@ export abstract class Runner<Ctx> {
   }
 
   private get pollIntervalMs(): number {
-    return this.settings ? this.settings.poll_interval_seconds * 1000 : this.config.pollIntervalMs
+    return this.settings ? serverPollIntervalMs(this.settings.poll_interval_seconds, this.config.pollIntervalMs) : this.config.pollIntervalMs
   }
 
   /** Starts the loop; the first cycle runs after `delayMs` (the agent spreads its databases' cycles). */

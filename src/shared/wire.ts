@@ -341,7 +341,7 @@ export type IngestBatch = Static<typeof IngestBatch>
 
 /** Server-side settings the agent applies from its next cycle. */
 export const DatabaseSettings = T.Object({
-  poll_interval_seconds: T.Integer({ minimum: 1 }),
+  poll_interval_seconds: T.Integer({ minimum: 1, maximum: 86_400 }),
   collect_explain_plans: T.Boolean(),
   collect_replication: T.Boolean(),
   disabled_collectors: T.Array(T.String()),

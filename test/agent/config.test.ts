@@ -14,6 +14,7 @@ import {
   loadAgentConfig,
   parseAgentConfig,
   parseGoDuration,
+  serverPollIntervalMs,
 } from '../../src/agent/config.ts'
 
 const KEY = 'dbm_ak_0123456789abcdef_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQ'
@@ -459,5 +460,12 @@ describe('secrets never appear in messages', () => {
   test('the DSN shown for an unknown engine keeps everything but the password', () => {
     const message = errorOf(() => parseAgentConfig(`api: {key: ${KEY}}\ndatabases: [{dsn: "mysql://root:${PASSWORD}@db:3306/app?tls=true"}]`)).message
     expect(message).toContain('"mysql://root:***@db:3306/app?tls=true"')
+  })
+})
+
+describe('the poll interval the server sets', () => {
+  test("is held to 1 s to 24 h (an older server stored any number), and one that is no finite number leaves the config's", () => {
+    const seconds = [1e308, 86_401, 86_400, 10, 0.2, 0, -5, Number.NaN, Number.POSITIVE_INFINITY, '30' as unknown as number]
+    expect(seconds.map((s) => serverPollIntervalMs(s, 7000))).toEqual([86_400_000, 86_400_000, 86_400_000, 10_000, 1000, 1000, 1000, 7000, 7000, 7000])
   })
 })
