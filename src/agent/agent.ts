@@ -7,7 +7,8 @@ import type { Logger } from '../shared/log.ts'
 import { type AgentConfig, ConfigError, type DatabaseConfig, loadAgentConfig } from './config.ts'
 import { PostgresRunner } from './postgres-runner.ts'
 import { type Runner, type RunnerStatus, type RunnerTimings, defaultTimings } from './runner.ts'
-import { ApiHealth, type ShippingCounters, type ShippingStatus, Shipper, newShippingCounters, redactEndpoint } from './shipper.ts'
+import { redactSecrets } from '../shared/redact.ts'
+import { ApiHealth, type ShippingCounters, type ShippingStatus, Shipper, newShippingCounters } from './shipper.ts'
 import { othersMayWrite } from './own-file.ts'
 import { stateFileName } from './state.ts'
 import { VERSION } from '../version.ts'
@@ -79,7 +80,7 @@ export class Agent {
       version: VERSION,
       config: this.options.configPath,
       databases: this.config.databases.map((d) => d.name).join(','),
-      api: redactEndpoint(this.config.api.endpoint),
+      api: redactSecrets(this.config.api.endpoint),
     })
     if (othersMayWrite(this.options.bufferDir)) {
       this.options.log.warn(
@@ -221,7 +222,7 @@ export class Agent {
       reasons,
       version: VERSION,
       api: {
-        endpoint: redactEndpoint(api.endpoint),
+        endpoint: redactSecrets(api.endpoint),
         reachable: api.reachable,
         last_success_at: api.lastSuccessAt === null ? null : new Date(api.lastSuccessAt).toISOString(),
         last_failure_at: api.lastFailureAt === null ? null : new Date(api.lastFailureAt).toISOString(),
@@ -241,7 +242,9 @@ export class Agent {
         reusePort: false,
         fetch: (req) => {
           const path = new URL(req.url).pathname
-          if (path === '/healthz') return Response.json(this.status())
+          // Every text in it (errors of drivers and of the API among them) without a password.
+          const text = (value: unknown) => (typeof value === 'string' ? redactSecrets(value) : value)
+          if (path === '/healthz') return new Response(JSON.stringify(this.status(), (_, v) => text(v)), { headers: { 'content-type': 'application/json' } })
           return Response.json({ error: 'not found' }, { status: 404 })
         },
       })

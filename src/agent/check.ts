@@ -11,6 +11,7 @@ import { untrustedCode } from './collectors/postgres/explain-plans.ts'
 import { dsnEndpoint, planCollectors } from './postgres-runner.ts'
 import { othersMayWrite } from './own-file.ts'
 import { type CollectorPlan, defaultTimings, withDeadline } from './runner.ts'
+import { redactSecrets } from '../shared/redact.ts'
 import { VERSION } from '../version.ts'
 
 export interface CheckLine {
@@ -20,10 +21,11 @@ export interface CheckLine {
 
 /** GET /api/v1/auth/me with the key: reachable, and the key accepted. */
 export async function checkApi(config: AgentConfig, timeoutS = 10): Promise<CheckLine> {
-  const { endpoint, key } = config.api
+  const { key } = config.api
+  const endpoint = redactSecrets(config.api.endpoint)
   let res: Response
   try {
-    res = await fetch(`${endpoint}/api/v1/auth/me`, {
+    res = await fetch(`${config.api.endpoint}/api/v1/auth/me`, {
       headers: { 'x-api-key': key, 'user-agent': `dbm-agent/${VERSION}` },
       signal: AbortSignal.timeout(timeoutS * 1000),
     })

@@ -7,6 +7,7 @@ import { readFileSync, statSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { isAlias, isMap, isScalar, isSeq, parseDocument, type Document } from 'yaml'
 import { collectorsFor, type EngineName } from '../shared/collectors.ts'
+import { redactSecrets } from '../shared/redact.ts'
 import { tagLimits } from '../shared/wire.ts'
 
 /** A config problem; the message is the one line the agent prints. */
@@ -200,17 +201,6 @@ export function detectEngine(dsn: string): EngineName | undefined {
   if (POSTGRES_SCHEMES.includes(scheme)) return 'postgres'
   if (CLICKHOUSE_SCHEMES.includes(scheme)) return 'clickhouse'
   return undefined
-}
-
-/** The DSN with its password (URL user info, or a password=/pass=/pwd= parameter) shown as ***. */
-function redactDsn(dsn: string): string {
-  let out = dsn
-  const scheme = /^[A-Za-z][A-Za-z0-9+.-]*:\/\//.exec(out)?.[0] ?? ''
-  const rest = out.slice(scheme.length)
-  const at = rest.lastIndexOf('@')
-  const colon = rest.indexOf(':')
-  if (at >= 0 && colon >= 0 && colon < at) out = `${scheme}${rest.slice(0, colon)}:***@${rest.slice(at + 1)}`
-  return out.replace(/((?:^|[?&;\s])(?:password|passwd|pass|pwd|sslpassword)=)('[^']*'|[^&;\s]*)/gi, '$1***')
 }
 
 function decode(part: string): string {
@@ -438,7 +428,7 @@ function resolveEngine(entry: PlainMap, dsn: string, path: string): EngineName {
   if (engineText === undefined) {
     if (detected !== undefined) return detected
     throw new ConfigError(
-      `${path}.dsn: unsupported engine: cannot tell the engine from ${JSON.stringify(redactDsn(dsn))} (set engine: postgres or clickhouse)`,
+      `${path}.dsn: unsupported engine: cannot tell the engine from ${JSON.stringify(redactSecrets(dsn))} (set engine: postgres or clickhouse)`,
     )
   }
   if (engineText !== 'postgres' && engineText !== 'clickhouse') {

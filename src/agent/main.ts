@@ -1,6 +1,7 @@
 // The `dbm agent` command: finds and validates the config, then either checks every database once
 // (--check) or runs until SIGINT/SIGTERM; SIGHUP reloads the config like an edit of the file does.
 import { createLogger, type LogLevel } from '../shared/log.ts'
+import { redactSecrets } from '../shared/redact.ts'
 import { Agent } from './agent.ts'
 import { checkApi, checkBufferDir, checkConfig } from './check.ts'
 import { ConfigError, findConfigPath, loadAgentConfig } from './config.ts'
@@ -22,12 +23,12 @@ export async function runAgent(flags: AgentFlags, env: Record<string, string | u
       const bufferDir = flags['buffer-dir'] ?? env.DBM_AGENT_BUFFER_DIR ?? cwd
       const buffer = checkBufferDir(bufferDir)
       const lines = await Promise.all([checkApi(config), checkConfig(config)]).then(([api, dbs]) => [api, ...dbs, ...(buffer.ok ? [] : [buffer])])
-      for (const l of lines) process.stdout.write(`${l.line}\n`)
+      for (const l of lines) process.stdout.write(`${redactSecrets(l.line)}\n`)
       return lines.every((l) => l.ok) ? 0 : 1
     }
   } catch (e) {
     if (e instanceof ConfigError) {
-      process.stderr.write(`${e.message}\n`)
+      process.stderr.write(`${redactSecrets(e.message)}\n`)
       return 1
     }
     throw e
@@ -37,7 +38,7 @@ export async function runAgent(flags: AgentFlags, env: Record<string, string | u
     await agent.start()
   } catch (e) {
     if (e instanceof ConfigError) {
-      process.stderr.write(`${e.message}\n`)
+      process.stderr.write(`${redactSecrets(e.message)}\n`)
       return 1
     }
     throw e

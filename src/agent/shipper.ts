@@ -50,11 +50,6 @@ export class ApiHealth {
   }
 }
 
-/** The endpoint as it may be shown: user info (a password in the URL) replaced by ***. */
-export function redactEndpoint(endpoint: string): string {
-  return endpoint.replace(/^([A-Za-z][A-Za-z0-9+.-]*:\/\/)[^/?#]*@/, '$1***@')
-}
-
 export interface LossRecord {
   at: number
   reason: string

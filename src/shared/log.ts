@@ -1,6 +1,8 @@
 // Plain one-line logs, for the server and the agent alike: `<time> <LEVEL> <message> key=value ...`.
 // Callers pass only safe fields: request paths without their query string, never a header, body,
-// token, key, or a DSN with its password.
+// token, key, or a DSN with its password. As a last guard, a URL's password or a password= parameter
+// in any value (a driver's error quoting its connection string, say) is written as ***.
+import { redactSecrets } from './redact.ts'
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error'
 const order: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 }
@@ -28,7 +30,7 @@ const ESCAPE_TOO = /[\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g
  * break the line, fake a field, nor send escape sequences to a terminal.
  */
 export function formatLogValue(value: unknown): string {
-  const s = typeof value === 'object' && value !== null ? JSON.stringify(value) : String(value)
+  const s = redactSecrets(typeof value === 'object' && value !== null ? JSON.stringify(value) : String(value))
   if (s !== '' && !NEEDS_QUOTES.test(s)) return s
   return JSON.stringify(s).replace(ESCAPE_TOO, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
 }

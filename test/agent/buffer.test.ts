@@ -9,7 +9,8 @@ import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, 
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { type BufferOperation, DiskBuffer, type DiskBufferOptions, bufferFileName } from '../../src/agent/buffer.ts'
-import { Shipper, type ShipperOptions, redactEndpoint } from '../../src/agent/shipper.ts'
+import { Shipper, type ShipperOptions } from '../../src/agent/shipper.ts'
+import { redactSecrets } from '../../src/shared/redact.ts'
 import { createLogger } from '../../src/shared/log.ts'
 import type { IngestBatch } from '../../src/shared/wire.ts'
 import { agentAccount, startTestServer } from '../support/server.ts'
@@ -483,7 +484,7 @@ describe('Shipper: the buffer', () => {
   })
 
   test('the endpoint is shown without user info', () => {
-    expect(redactEndpoint('https://agent:s3cret@dbm.example.com:8443/base')).toBe('https://***@dbm.example.com:8443/base')
-    expect(redactEndpoint('http://dbm.internal:8080')).toBe('http://dbm.internal:8080')
+    expect(redactSecrets('https://agent:s3cret@dbm.example.com:8443/base')).toBe('https://***@dbm.example.com:8443/base')
+    expect(redactSecrets('http://dbm.internal:8080')).toBe('http://dbm.internal:8080')
   })
 })

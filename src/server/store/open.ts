@@ -2,6 +2,7 @@
 // postgres:// URL is given. Pending migrations are applied before the store is handed out.
 import { chmodSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
+import { redactSecrets } from '../../shared/redact.ts'
 import type { SqlDriver } from './driver.ts'
 import { migrate } from './migrations.ts'
 import { PostgresDriver } from './postgres/driver.ts'
@@ -26,17 +27,6 @@ export function isPostgresUrl(url: string): boolean {
   return /^postgres(ql)?:\/\//i.test(url)
 }
 
-/** The URL with its password replaced, for logs. */
-export function redactUrl(url: string): string {
-  try {
-    const u = new URL(url)
-    if (u.password) u.password = '***'
-    return u.toString()
-  } catch {
-    return '(unparseable url)'
-  }
-}
-
 function inUse(location: string, cause: unknown): Error {
   return new Error(`${location} is in use by another process (another dbm serve on this data directory?)`, { cause })
 }
@@ -48,7 +38,7 @@ export async function openStore(options: OpenStoreOptions): Promise<OpenedStore>
   let location: string
   if (options.databaseUrl) {
     driver = new PostgresDriver(options.databaseUrl)
-    location = redactUrl(options.databaseUrl)
+    location = redactSecrets(options.databaseUrl)
   } else {
     mkdirSync(options.dataDir, { recursive: true, mode: 0o700 })
     location = join(options.dataDir, 'dbm.sqlite')
