@@ -28,6 +28,7 @@ import { sharedPostgres } from '../support/postgres.ts'
 import { type ServeProcess, cleanEnv, request, startServe, stopAllServers } from '../support/process.ts'
 import { startSmtpReceiver } from '../support/smtp.ts'
 import { until } from '../support/wait.ts'
+import { contentSecurityPolicy } from '../../src/server/web/security-headers.ts'
 
 const tmpRoot = mkdtempSync(join(tmpdir(), 'dbm-dashboard-'))
 /** The mails' links start with this; the test opens them on the server's real address. */
@@ -115,7 +116,9 @@ describe('dashboard (dist/dbm in Chromium)', () => {
   test('sign up, verify the email from the mailed link, create an API key and see it in the agent setup', async () => {
     const b = await newPage()
     const { page } = b
-    await page.goto('/')
+    // The page is served under the strict policy (the browser reports any violation of it as a problem).
+    const loaded = await page.goto('/')
+    expect(loaded?.headers()['content-security-policy']).toBe(contentSecurityPolicy)
     await page.waitForURL(/#\/signin$/)
     await page.getByRole('heading', { name: 'Sign in to dbm' }).waitFor()
     // The first Tab reaches the skip link, visibly; it moves the focus to the page's content.
@@ -410,6 +413,10 @@ describe('dashboard (dist/dbm in Chromium)', () => {
     // Catalog column names read as words wherever the doctor shows what it measured.
     for (const label of await page.locator('main dl dt').allTextContents()) expect(label).not.toMatch(/\bn (dead|live) tup\b|\bidx scan\b|\bblks\b/)
     await b.screenshot('12-doctor')
+
+    // The active sessions arrive over the WebSocket, on the same origin: the policy's connect-src 'self' lets it through.
+    await tabs.getByRole('link', { name: 'Active' }).click()
+    await page.locator('[data-stream-state="live"]').waitFor()
     b.assertNoErrors()
   }, 30_000)
 

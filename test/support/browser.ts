@@ -1,6 +1,6 @@
 // A real browser for the dashboard tests: Debian's Chromium driven by playwright-core (no browser
-// download), one fresh context per test, every console error and page error collected, and full-page
-// screenshots under test-artifacts/screenshots/ (git-ignored).
+// download), one fresh context per test, every console error, page error and Content-Security-Policy
+// violation collected, and full-page screenshots under test-artifacts/screenshots/ (git-ignored).
 import { existsSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { type Browser, type BrowserContext, type ConsoleMessage, type Page, chromium } from 'playwright-core'
@@ -69,8 +69,19 @@ export async function openPage(
     permissions: ['clipboard-read', 'clipboard-write'],
   })
   context.setDefaultTimeout(10_000)
-  const page = await context.newPage()
+  // Every CSP violation (a blocked script, style, image, connection or frame) is reported as a problem,
+  // whatever the console says about it.
   const problems: string[] = []
+  await context.exposeBinding('__dbmCspViolation', ({ page: from }, text: string) => {
+    problems.push(`CSP violation on ${from.url()}: ${text}`)
+  })
+  await context.addInitScript(() => {
+    document.addEventListener('securitypolicyviolation', (e) => {
+      const report = (window as unknown as { __dbmCspViolation(text: string): void }).__dbmCspViolation
+      report(`${e.effectiveDirective} blocked ${e.blockedURI || '(inline)'} at ${e.sourceFile}:${e.lineNumber}`)
+    })
+  })
+  const page = await context.newPage()
   page.on('console', (message) => {
     if (message.type() === 'error' && !expectedNetworkError(message)) {
       problems.push(`console error on ${page.url()}: ${message.text()} (${message.location().url})`)
