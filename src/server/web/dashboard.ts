@@ -70,16 +70,24 @@ function notModified(request: Request, etag: string): boolean {
   })
 }
 
+/** Pages bundled from source in this process, by path: the apps of one test process share one build. */
+const built = new Map<string, Promise<Assets>>()
+
+function sourceAssets(index: string): Promise<Assets> {
+  let loading = built.get(index)
+  if (!loading) {
+    loading = builtAssets(index)
+    // A failed build is tried again at the next request.
+    loading.catch(() => built.delete(index))
+    built.set(index, loading)
+  }
+  return loading
+}
+
 /** GET and HEAD of `/` and of the files the page loads; any other single-segment path is the API's 404. */
 export function dashboardRoutes(bundle: HTMLBundle) {
-  let loading: Promise<Assets> | undefined = bundle.files ? Promise.resolve(compiledAssets(bundle as never)) : undefined
-  const assets = () => {
-    loading ??= builtAssets(bundle.index).catch((e) => {
-      loading = undefined
-      throw e
-    })
-    return loading
-  }
+  const compiled = bundle.files ? Promise.resolve(compiledAssets(bundle as never)) : undefined
+  const assets = () => compiled ?? sourceAssets(bundle.index)
   const serve = async (request: Request, path: string) => {
     const file = (await assets()).get(path)
     if (!file) throw new HttpError(404, 'not found')
