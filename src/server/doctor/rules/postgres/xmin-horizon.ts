@@ -112,10 +112,10 @@ export const xminHorizon: Rule<typeof defaults> = {
             `${count} prepared transaction${count === 1 ? '' : 's'} (PREPARE TRANSACTION, two-phase commit) ${count === 1 ? 'is' : 'are'} pending in this database; the oldest is ${n(preparedAge)} transactions old` +
             `${preparedFor !== null ? `, prepared ${duration(preparedFor * 1000)} ago` : ''}. It survives restarts and keeps its locks. ${CLEANUP}`,
           recommendation:
-            'A prepared transaction waits for its transaction manager to COMMIT PREPARED or ROLLBACK PREPARED it. If that manager has forgotten it, decide with its owner which of the two to run.',
+            'A prepared transaction waits for its transaction manager to COMMIT PREPARED or ROLLBACK PREPARED it. If that manager has forgotten it, decide with its owner which of the two to run (the command below rolls the oldest back; write COMMIT PREPARED in it to commit instead).',
           how_to_investigate: ['SELECT gid, prepared, owner, database, age(transaction) AS xid_age FROM pg_prepared_xacts ORDER BY prepared;'],
           how_to_fix: [
-            "SELECT format('ROLLBACK PREPARED %L;', gid) FROM pg_prepared_xacts WHERE database = current_database() ORDER BY prepared LIMIT 1 \\gexec   -- or COMMIT PREPARED, as its owner decides",
+            "SELECT format('ROLLBACK PREPARED %L;', gid) FROM pg_prepared_xacts WHERE database = current_database() ORDER BY prepared LIMIT 1 \\gexec",
           ],
           metrics: { prepared_transactions: count, xmin_age_xids: preparedAge, prepared_age_s: preparedFor === null ? null : Math.round(preparedFor) },
         })
