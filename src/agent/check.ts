@@ -7,7 +7,7 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import postgres from 'postgres'
 import type { AgentConfig, DatabaseConfig } from './config.ts'
-import { untrustedCode } from './collectors/postgres/explain-plans.ts'
+import { untrustedAdvice, untrustedCode } from './collectors/postgres/explain-plans.ts'
 import { dsnEndpoint, planCollectors } from './postgres-runner.ts'
 import { othersMayWrite } from './own-file.ts'
 import { type CollectorPlan, defaultTimings, withDeadline } from './runner.ts'
@@ -44,7 +44,7 @@ export async function checkApi(config: AgentConfig, timeoutS = 10): Promise<Chec
 }
 
 /** What the agent's role lacks, as notes for the check line. */
-async function postgresNotes(sql: postgres.Sql, major: number, trusted: readonly string[] | undefined): Promise<string[]> {
+async function postgresNotes(sql: postgres.Sql, major: number, database: string, trusted: readonly string[] | undefined): Promise<string[]> {
   const [p] = await sql`
     SELECT current_user AS role,
            r.rolsuper AS superuser,
@@ -58,11 +58,11 @@ async function postgresNotes(sql: postgres.Sql, major: number, trusted: readonly
     notes.push('pg_stat_statements is not installed in this database: query_stats will be empty (CREATE EXTENSION pg_stat_statements; with pg_stat_statements in shared_preload_libraries)')
   }
   const untrusted = trusted && (await untrustedCode(sql, trusted))
-  if (untrusted) {
-    notes.push(
-      `plans will not be sampled: ${untrusted.count} function${untrusted.count === 1 ? '' : 's'} of roles the agent does not trust (${untrusted.examples.join(', ')}) ` +
-        'could run with its rights while planning (list their owner under explain_trusted_roles if its code may, or use auto_explain with pg_log_dir)',
-    )
+  if (untrusted) notes.push(`plans will not be sampled: ${untrustedAdvice(untrusted, database)}`)
+  if (trusted && trusted.length > 0) {
+    const known = new Set((await sql`SELECT rolname::text AS name FROM pg_roles WHERE rolname = ANY(${sql.array([...trusted])}::text[])`).map((r) => String(r.name)))
+    const unknown = trusted.filter((name) => !known.has(name))
+    if (unknown.length > 0) notes.push(`explain_trusted_roles names no role ${unknown.map((n) => JSON.stringify(n)).join(', ')} (role names are case-sensitive)`)
   }
   if (p!.superuser) return notes
   const role = String(p!.role)
@@ -87,7 +87,7 @@ async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<Chec
         const plans = planCollectors(db, major)
         // Untrusted functions matter only where plans are sampled (the server may still turn sampling off).
         const explaining = plans.some((p) => p.run && p.collector.name === 'explain_plans')
-        const notes = await postgresNotes(sql, major, explaining ? (db.explainTrustedRoles ?? []) : undefined)
+        const notes = await postgresNotes(sql, major, db.name, explaining ? (db.explainTrustedRoles ?? []) : undefined)
         return { ok: true, line: okLine(db, `postgres ${row!.version}`, plans) + (notes.length ? `; note: ${notes.join('; ')}` : '') }
       })(),
       timeoutS * 1000,

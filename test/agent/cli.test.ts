@@ -121,10 +121,14 @@ describe('against a real PostgreSQL', () => {
       await admin.unsafe(`ALTER FUNCTION public.slug(text) OWNER TO ${role}_app`)
       const untrusted = (await runCommand([...CLI, '--check', '--config', path])).stdout.trimEnd().split('\n')[1]
       expect(untrusted).toContain(
-        `; note: plans will not be sampled: 1 function of roles the agent does not trust (slug(text) of role ${role}_app) could run with its rights while planning`,
+        `; note: plans will not be sampled: public.slug(t text) (owned by ${role}_app) would run with the agent's rights while planning. ` +
+          `If you trust ${role}_app, add to database "pg13" in the agent config: explain_trusted_roles: ["${role}_app"]; otherwise use auto_explain with pg_log_dir`,
       )
-      writeFileSync(path, `api:\n  endpoint: http://127.0.0.1:${port}\n  key: ${key}\ndatabases:\n  - name: pg13\n    dsn: ${u}\n    explain_trusted_roles: [${role}_app]\n`)
-      expect((await runCommand([...CLI, '--check', '--config', path])).stdout).not.toContain('plans will not be sampled')
+      // Trusted: no such note; a name that is no role (case matters) is pointed out.
+      writeFileSync(path, `api:\n  endpoint: http://127.0.0.1:${port}\n  key: ${key}\ndatabases:\n  - name: pg13\n    dsn: ${u}\n    explain_trusted_roles: [${role}_app, ${role.toUpperCase()}_APP]\n`)
+      const trusted = (await runCommand([...CLI, '--check', '--config', path])).stdout
+      expect(trusted).not.toContain('plans will not be sampled')
+      expect(trusted).toContain(`; note: explain_trusted_roles names no role "${role.toUpperCase()}_APP" (role names are case-sensitive)`)
     } finally {
       await admin.unsafe(`DROP FUNCTION IF EXISTS public.slug(text)`).catch(() => {})
       await admin.unsafe(`DROP ROLE IF EXISTS ${role}_app`).catch(() => {})

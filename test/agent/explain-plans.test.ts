@@ -181,8 +181,10 @@ for (const major of [13, 17]) {
         expect((result.explain_plans ?? []).filter((p) => p.source === 'sampled')).toEqual([])
         expect(await leaked()).toBe(0)
         const note = defended.notes.get('explain_plans')!
-        expect(note).toStartWith('plans not sampled: 1 function of roles the agent does not trust (mallory.leak() of role mallory')
-        expect(note).toContain('explain_trusted_roles')
+        expect(note).toBe(
+          `plans not sampled: mallory.leak() (owned by mallory${major}) would run with the agent's rights while planning. ` +
+            `If you trust mallory${major}, add to database "pg${major}" in the agent config: explain_trusted_roles: ["mallory${major}"]; otherwise use auto_explain with pg_log_dir`,
+        )
         expect(note).not.toContain(String(SECRET))
 
         // The control: trusting mallory (what the check prevents) lets the planner run leak() as the monitor,
@@ -194,13 +196,16 @@ for (const major of [13, 17]) {
         expect(await leaked()).toBe(1)
         await monitor.unsafe('SELECT pg_advisory_unlock_all()')
 
-        // Once mallory's function is gone, plans are sampled again.
+        // Once mallory's function is gone, plans are sampled again. A write the read-only monitor may not
+        // explain (EXPLAIN UPDATE needs UPDATE) is expected, not a note.
         await mallory.unsafe('DROP FUNCTION mallory.leak()')
+        for (let i = 0; i < 20; i++) await sql`/* app */ UPDATE accounts SET balance = balance WHERE id = ${i}`
         now += explainSampling.intervalMs
         const clean = await monitorCtx()
         const plans = (await explainPlans.collect(clean)).explain_plans ?? []
         expect(plans.filter((p) => p.source === 'sampled').length).toBeGreaterThan(0)
         expect(clean.notes.get('explain_plans')?.startsWith('plans not sampled') ?? false).toBe(false)
+        expect(clean.notes.get('explain_plans') ?? '').not.toContain('UPDATE')
       } finally {
         await mallory.end()
         await monitor.end()

@@ -95,11 +95,13 @@ function parameterCount(text: string): number {
   return max
 }
 
-/** Functions a query could call that belong to roles the agent does not trust: how many, and the first few. */
+/** Functions a query could call that belong to roles the agent does not trust: how many, the first few, and their owners. */
 export interface UntrustedCode {
   count: number
-  /** `function of role`, each cut to 120 characters (they are the database's text, shown in notes and logs). */
+  /** `schema.name(args) (owned by role)`, each part cut to 120 characters (the database's text, shown in notes and logs). */
   examples: string[]
+  /** The owners of those functions (the first 5 by name). */
+  owners: string[]
 }
 
 /** Thrown when untrusted code appeared between the check before a pass and an EXPLAIN of it. */
@@ -119,14 +121,34 @@ const cut = (s: string, max = 120) => (s.length > max ? `${s.slice(0, max)}…` 
  */
 export async function untrustedCode(sql: PostgresContext['sql'], trusted: readonly string[]): Promise<UntrustedCode | undefined> {
   const rows = await sql`
-    SELECT count(*) OVER ()::int AS total, p.oid::regprocedure::text AS function, r.rolname AS owner
-    FROM pg_proc p JOIN pg_roles r ON r.oid = p.proowner
-    WHERE p.prokind <> 'p' AND p.prorettype NOT IN ('pg_catalog.trigger'::regtype, 'pg_catalog.event_trigger'::regtype)
-      AND NOT r.rolsuper AND r.rolname <> current_user AND r.rolname <> ALL(${sql.array([...trusted])}::text[])
-    ORDER BY r.rolname, p.oid
+    WITH untrusted AS (
+      SELECT p.oid, quote_ident(n.nspname) || '.' || quote_ident(p.proname) || '(' || pg_get_function_identity_arguments(p.oid) || ')' AS function, r.rolname AS owner
+      FROM pg_proc p JOIN pg_roles r ON r.oid = p.proowner JOIN pg_namespace n ON n.oid = p.pronamespace
+      WHERE p.prokind <> 'p' AND p.prorettype NOT IN ('pg_catalog.trigger'::regtype, 'pg_catalog.event_trigger'::regtype)
+        AND NOT r.rolsuper AND r.rolname <> current_user AND r.rolname <> ALL(${sql.array([...trusted])}::text[]))
+    SELECT function, owner,
+           (SELECT count(*)::int FROM untrusted) AS total,
+           ARRAY(SELECT DISTINCT owner::text FROM untrusted ORDER BY 1 LIMIT 5) AS owners
+    FROM untrusted
+    ORDER BY owner, oid
     LIMIT 3`
   if (rows.length === 0) return undefined
-  return { count: rows[0]!.total as number, examples: rows.map((r) => `${cut(String(r.function))} of role ${cut(String(r.owner), 63)}`) }
+  return {
+    count: rows[0]!.total as number,
+    examples: rows.map((r) => `${cut(String(r.function))} (owned by ${cut(String(r.owner), 63)})`),
+    owners: (rows[0]!.owners as string[]).map((o) => cut(String(o), 63)),
+  }
+}
+
+/** What to do about untrusted functions, for notes, warnings and --check. */
+export function untrustedAdvice(found: UntrustedCode, database: string): string {
+  const others = found.count - found.examples.length
+  const named = `${found.examples.join(', ')}${others > 0 ? ` and ${others} more function${others === 1 ? '' : 's'}` : ''}`
+  const whom = found.owners.length === 1 ? found.owners[0] : 'their owners'
+  return (
+    `${named} would run with the agent's rights while planning. If you trust ${whom}, add to database ${JSON.stringify(database)} in the agent config: ` +
+    `explain_trusted_roles: ${JSON.stringify(found.owners)}; otherwise use auto_explain with pg_log_dir`
+  )
 }
 
 async function explainOne(ctx: PostgresContext, text: string): Promise<{ Plan: PlanNode } | undefined> {
@@ -166,7 +188,7 @@ interface State {
 const isPermissionDenied = (e: unknown) => (e as { code?: string }).code === '42501' || /permission denied/i.test((e as Error).message)
 
 /** A statement that writes: EXPLAIN of it (never run) still needs the write privilege on its table. */
-const WRITES = /^\s*(?:WITH\b[\s\S]*?\)\s*)?(INSERT|UPDATE|DELETE|MERGE)\b/i
+const WRITES = /^\s*(?:\/\*[\s\S]*?\*\/\s*)*(?:WITH\b[\s\S]*?\)\s*)?(INSERT|UPDATE|DELETE|MERGE)\b/i
 
 /** What the agent's role lacks to explain the refused statement (`cause`: PostgreSQL's error message). */
 export function grantHint(major: number, text: string, cause = ''): string {
@@ -217,7 +239,10 @@ async function sample(ctx: PostgresContext, state: State): Promise<ExplainPlan[]
     if (explained) out.push(planEntry(row.query_hash, ctx.now, explained, 'sampled'))
     if (failure === undefined) continue
     if (isPermissionDenied(failure)) {
-      denied.push({ hash: row.query_hash, cause: (failure as Error).message, text })
+      // EXPLAIN of a write needs the write privilege although nothing runs; the read-only role the README
+      // sets up never has it, so that is expected, not something to fix: a debug line, no note.
+      if (WRITES.test(text)) ctx.log.debug('write statement not explained: the agent role may not write', { database: ctx.name, query_hash: row.query_hash })
+      else denied.push({ hash: row.query_hash, cause: (failure as Error).message, text })
       continue
     }
     // Temporary tables, another search_path, a dropped object: this statement cannot be explained now.
@@ -230,22 +255,16 @@ async function sample(ctx: PostgresContext, state: State): Promise<ExplainPlan[]
 
 /** Sampling stopped by untrusted functions: a note each time, a warning when the set changes; no plans. */
 function reportUntrusted(ctx: PostgresContext, state: State, found: UntrustedCode): ExplainPlan[] {
-  const others = found.count - found.examples.length
-  const named = `${found.examples.join(', ')}${others > 0 ? ` and ${others} more` : ''}`
-  ctx.notes.set(
-    'explain_plans',
-    `plans not sampled: ${found.count} function${found.count === 1 ? '' : 's'} of roles the agent does not trust (${named}) could run with its rights while planning; ` +
-      'list their owner under explain_trusted_roles if its code may, or use auto_explain (pg_log_dir)',
-  )
+  const advice = untrustedAdvice(found, ctx.name)
+  ctx.notes.set('explain_plans', `plans not sampled: ${advice}`)
   state.deniedSet = undefined
   const set = `${found.count}:${found.examples.join(',')}`
   if (state.untrustedSet !== set) {
-    ctx.log.warn('plans not sampled: functions of untrusted roles could run with the agent role while planning', {
+    ctx.log.warn('plans not sampled: functions of roles the agent does not trust could run with its rights while planning', {
       database: ctx.name,
       collector: 'explain_plans',
       untrusted_functions: found.count,
-      examples: found.examples.join(', '),
-      fix: 'list the owner under explain_trusted_roles if its code may run with the agent role, or read plans from auto_explain (pg_log_dir)',
+      detail: advice,
     })
   }
   state.untrustedSet = set
