@@ -139,6 +139,13 @@ function validationMessage(error: ValidationError): string {
 export function createApp(deps: Deps) {
   const { log } = deps
   logStoreOutages(deps.store, log)
+  // Whether signups are refused: DBM_SIGNUP=closed once an organization exists (which, once true, stays).
+  let organizationSeen = false
+  const signupClosed = async () => {
+    if (deps.signup !== 'closed') return false
+    organizationSeen ||= await deps.store.hasOrganization()
+    return organizationSeen
+  }
   // Bun answers requests past its own limits before the app sees them, with an empty body and no hook
   // to give it one: a body over maxRequestBodySize (413), and a request line and headers over Node's
   // http.maxHeaderSize, which Bun.serve reads (431). So every body reaches the app, which refuses one
@@ -159,6 +166,10 @@ export function createApp(deps: Deps) {
       if (request.method !== 'POST') return
       const endpoint = rateLimitedPaths[canonicalPath(new URL(request.url).pathname)]
       if (!endpoint) return
+      // A closed signup is refused before the rate limit and the body's validation: the answer is the same
+      // for everyone, and a visitor is not sent to wait an hour for it. (The signup's own transaction checks
+      // again, for the first account's race.)
+      if (endpoint === 'signup' && (await signupClosed())) throw new HttpError(403, 'signup is closed on this server')
       const { limit, windowMs } = authRateLimits[endpoint]
       const address = clientAddress(deps, request, server)
       const result = await deps.store.hitRateLimit(`rate:${endpoint}:${address}`, limit, windowMs, deps.clock())
@@ -213,7 +224,8 @@ export function createApp(deps: Deps) {
       }
     })
     .get('/healthz', async ({ set }) => {
-      if (await storeAnswers(deps.store)) return { status: 'ok', version: VERSION, store: 'ok' }
+      // `signup` tells the dashboard whether to offer a signup form (DBM_SIGNUP).
+      if (await storeAnswers(deps.store)) return { status: 'ok', version: VERSION, store: 'ok', signup: (await signupClosed()) ? 'closed' : 'open' }
       set.status = 503
       return { status: 'unavailable', version: VERSION, store: 'unavailable' }
     })

@@ -67,7 +67,7 @@ describe('serve with its PostgreSQL store stopped and started again', () => {
   }
 
   test('while the store answers, /healthz is 200 and says so', async () => {
-    expect(await healthz()).toEqual({ status: 200, body: { status: 'ok', version: pkg.version, store: 'ok' } })
+    expect(await healthz()).toEqual({ status: 200, body: { status: 'ok', version: pkg.version, store: 'ok', signup: 'open' } })
     expect(await totalCalls()).toEqual([['q1', 10]])
   })
 
@@ -113,7 +113,7 @@ describe('serve with its PostgreSQL store stopped and started again', () => {
     await pg.start()
     expect(await until('/healthz to answer 200', async () => ((await healthz()).status === 200 ? await healthz() : undefined))).toEqual({
       status: 200,
-      body: { status: 'ok', version: pkg.version, store: 'ok' },
+      body: { status: 'ok', version: pkg.version, store: 'ok', signup: 'open' },
     })
     expect(server.logs.filter((line) => / INFO store available again unavailable_for_ms=\d+$/.test(line))).toHaveLength(1)
 
@@ -150,7 +150,7 @@ describe('serve on its SQLite store', () => {
   test('/healthz asks the store: 200 while it answers, 503 once it cannot', async () => {
     expect(await server.call('GET', '/healthz').then((r) => ({ status: r.status, body: r.body }))).toEqual({
       status: 200,
-      body: { status: 'ok', version: pkg.version, store: 'ok' },
+      body: { status: 'ok', version: pkg.version, store: 'ok', signup: 'open' },
     })
     await server.store.close()
     expect(await server.call('GET', '/healthz').then((r) => ({ status: r.status, body: r.body }))).toEqual({

@@ -39,7 +39,7 @@ describe('dist/dbm', () => {
   })
 
   test('GET /healthz answers 200 with the version and the store', async () => {
-    expect(await request(server.base, 'GET', '/healthz')).toEqual({ status: 200, body: { status: 'ok', version: pkg.version, store: 'ok' } })
+    expect(await request(server.base, 'GET', '/healthz')).toEqual({ status: 200, body: { status: 'ok', version: pkg.version, store: 'ok', signup: 'open' } })
   })
 
   test('signup creates an unverified organization and its owner', async () => {

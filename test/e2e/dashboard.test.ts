@@ -665,4 +665,30 @@ describe('dashboard (dist/dbm in Chromium)', () => {
     const unexpected = b.problems.filter((p) => !/status of 401 .*\/api\/v1\/auth\/login\)$/.test(p))
     expect(unexpected).toEqual([])
   }, 30_000)
+
+  test('DBM_SIGNUP=closed: the first account signs up; afterwards the pages say sign-up is closed instead of offering a form', async () => {
+    const closed = await startServe([binary], { dataDir: join(tmpRoot, 'closed'), env: { DBM_SIGNUP: 'closed' } })
+    const b = await openPage(browser, { baseURL: closed.base })
+    open.push(b)
+    const { page } = b
+    // A fresh server still takes its first account, through the form.
+    await page.goto('/#/signup')
+    await page.getByLabel('Your name').fill('First Admin')
+    await page.getByLabel('Email', { exact: true }).fill('first@example.com')
+    await page.getByLabel('Password', { exact: true }).fill('first admin passphrase')
+    await page.getByLabel('Organization name').fill('Closed Co')
+    await page.getByRole('button', { name: 'Create account' }).click()
+    await page.waitForURL(/#\/databases$/)
+
+    const visitor = await openPage(browser, { baseURL: closed.base })
+    open.push(visitor)
+    await visitor.page.goto('/#/signin')
+    await visitor.page.getByText('Sign-up is closed on this server: ask its administrator for an account.').waitFor()
+    expect(await visitor.page.getByRole('link', { name: 'Create one' }).count()).toBe(0)
+    await visitor.page.goto('/#/signup')
+    await visitor.page.getByText('Sign-up is closed on this server: ask its administrator for an account.').waitFor()
+    expect(await visitor.page.getByRole('button', { name: 'Create account' }).count()).toBe(0)
+    await visitor.screenshot('21-signup-closed')
+    expect([...b.problems, ...visitor.problems]).toEqual([])
+  }, 30_000)
 })

@@ -242,6 +242,10 @@ export class SqlStore implements Store {
     return r ? toUser(r) : undefined
   }
 
+  async hasOrganization() {
+    return (await this.driver.get('SELECT 1 AS x FROM organizations LIMIT 1', [])) !== undefined
+  }
+
   async getOrganization(id: string) {
     const r = await this.driver.get('SELECT id, name, slug, plan, verified, created_at FROM organizations WHERE id = $1', [id])
     return r ? toOrg(r) : undefined

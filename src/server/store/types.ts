@@ -142,6 +142,8 @@ export interface Store {
     user: { email: string; name: string; passwordHash: string; role: string }
     onlyFirst?: boolean
   }): Promise<{ org: Organization; user: User }>
+  /** True once any organization exists (DBM_SIGNUP=closed then refuses signups). */
+  hasOrganization(): Promise<boolean>
   findUserByEmail(email: string): Promise<UserWithPassword | undefined>
   getUser(id: string): Promise<User | undefined>
   getOrganization(id: string): Promise<Organization | undefined>

@@ -104,9 +104,31 @@ function AuthPage({ title, children }: { title: string; children: ComponentChild
   )
 }
 
+/**
+ * Whether this server takes signups now: `GET /healthz` says `signup: closed` when DBM_SIGNUP=closed and
+ * an account exists. Undefined until it answers (the page then offers signup, as the API decides anyway).
+ */
+function useSignupOpen(): boolean | undefined {
+  const [open, setOpen] = useState<boolean>()
+  useEffect(() => {
+    let live = true
+    fetch('/healthz')
+      .then((res) => res.json() as Promise<{ signup?: string }>)
+      .then((body) => live && setOpen(body.signup !== 'closed'))
+      .catch(() => {})
+    return () => {
+      live = false
+    }
+  }, [])
+  return open
+}
+
+const SIGNUP_CLOSED = 'Sign-up is closed on this server: ask its administrator for an account.'
+
 /** The sign-in form; afterwards the user goes to `next` (a page of the app, vetted by safeNext) or the databases. */
 export function SignIn({ next, ended = false }: { next?: string; ended?: boolean }) {
   const { refresh } = useSession()
+  const signupOpen = useSignupOpen()
   const [email, setEmail] = useState('')
   const [password, setPassword] = useState('')
   const { state, run } = useForm(['email', 'password'])
@@ -143,7 +165,14 @@ export function SignIn({ next, ended = false }: { next?: string; ended?: boolean
         </button>
       </form>
       <p class="small">
-        <a href="#/forgot">Forgot your password?</a> · No account yet? <a href="#/signup">Create one</a>
+        <a href="#/forgot">Forgot your password?</a> ·{' '}
+        {signupOpen === false ? (
+          <span data-signup-closed>{SIGNUP_CLOSED}</span>
+        ) : (
+          <>
+            No account yet? <a href="#/signup">Create one</a>
+          </>
+        )}
       </p>
     </AuthPage>
   )
@@ -151,6 +180,7 @@ export function SignIn({ next, ended = false }: { next?: string; ended?: boolean
 
 export function SignUp() {
   const { refresh } = useSession()
+  const signupOpen = useSignupOpen()
   const [values, setValues] = useState({ name: '', email: '', password: '', org_name: '' })
   const set = (key: keyof typeof values) => (value: string) => setValues((v) => ({ ...v, [key]: value }))
   const { state, run } = useForm(['name', 'email', 'password', 'org_name'])
@@ -161,6 +191,18 @@ export function SignUp() {
       await refresh()
       navigate('/databases')
     })
+  }
+  if (signupOpen === false) {
+    return (
+      <AuthPage title="Create your dbm account">
+        <p class="notice" role="status" data-signup-closed>
+          {SIGNUP_CLOSED}
+        </p>
+        <p class="small">
+          Already have an account? <a href="#/signin">Sign in</a>
+        </p>
+      </AuthPage>
+    )
   }
   return (
     <AuthPage title="Create your dbm account">
