@@ -28,8 +28,8 @@ export interface DatabaseConfig {
   /** PostgreSQL only: directory of logs holding auto_explain JSON plans. */
   pgLogDir?: string
   /**
-   * PostgreSQL only: roles besides superusers and the agent's own whose functions the planner may run with
-   * the agent's rights when plans are sampled (explain_trusted_roles); absent = none.
+   * PostgreSQL only: roles besides superusers and the agent's own whose tables, views, types and functions
+   * may run code with the agent's rights when plans are sampled (explain_trusted_roles); absent = none.
    */
   explainTrustedRoles?: string[]
   tags: Record<string, string>

@@ -125,7 +125,7 @@ for (const major of [13, 17]) {
       expect(((await explainPlans.collect(await ctx())).explain_plans ?? []).filter((p) => p.source === 'auto_explain')).toEqual([])
     })
 
-    test('a low-privilege role cannot make the planner run its function with the agent role: plans stop, the secret stays put', async () => {
+    test('a low-privilege role cannot make the planner run its code with the agent role (a function, a view and a policy, a race): the secret stays put', async () => {
       // The agent connects as a monitor role that may read every table (pg_read_all_data; SELECT on 13).
       // mallory may read nothing but owns an IMMUTABLE function that reads the secret and, when it can,
       // takes an advisory lock whose key is the secret (visible to everyone in pg_locks). EXPLAIN plans
@@ -206,6 +206,88 @@ for (const major of [13, 17]) {
         expect(plans.filter((p) => p.source === 'sampled').length).toBeGreaterThan(0)
         expect(clean.notes.get('explain_plans')?.startsWith('plans not sampled') ?? false).toBe(false)
         expect(clean.notes.get('explain_plans') ?? '').not.toContain('UPDATE')
+
+        // No function of her own: a view whose WHERE compares with a built-in that reads a table
+        // (table_to_xml, STABLE), and that table's row security policy reads the secret. Estimating the
+        // comparison's selectivity evaluates it, as the monitor, policy included; for mallory herself the
+        // CASE never gets there. The statement reaches mallory's view and table, so it is not planned;
+        // trusted, it is, and the secret comes out again (the control).
+        await mallory.unsafe('CREATE TABLE mallory.t (x int)')
+        await mallory.unsafe('INSERT INTO mallory.t VALUES (1)')
+        await mallory.unsafe('CREATE TABLE mallory.t2 (y int)')
+        await mallory.unsafe('INSERT INTO mallory.t2 VALUES (1)')
+        await mallory.unsafe('ALTER TABLE mallory.t2 ENABLE ROW LEVEL SECURITY')
+        await mallory.unsafe('CREATE POLICY p ON mallory.t2 USING (pg_try_advisory_lock((SELECT v FROM public.secret)))')
+        await mallory.unsafe('GRANT SELECT ON mallory.t2 TO PUBLIC')
+        await mallory.unsafe(`
+          CREATE VIEW mallory.v AS SELECT x FROM mallory.t
+          WHERE x = CASE WHEN current_user = 'mallory${major}' THEN 1
+                         ELSE length(table_to_xml('mallory.t2'::regclass, true, false, '')::text) END`)
+        await mallory.unsafe('GRANT SELECT ON mallory.v, mallory.t TO PUBLIC')
+        const plantView = async () => {
+          await sql`SELECT pg_stat_statements_reset()`
+          for (let i = 0; i < 12; i++) expect((await mallory.unsafe('SELECT x FROM mallory.v'))[0]!.x).toBe(1)
+        }
+        await plantView()
+        now += explainSampling.intervalMs
+        const viewDefended = await monitorCtx()
+        await explainPlans.collect(viewDefended)
+        expect(await leaked()).toBe(0)
+        expect(viewDefended.notes.get('explain_plans')).toStartWith(
+          `1 of 3 statements not explained: they reach mallory.t (owned by mallory${major}), mallory.v (owned by mallory${major}), ` +
+            `whose code would run with the agent's rights while planning. If you trust mallory${major}, add to database "pg${major}" in the agent config: explain_trusted_roles: ["mallory${major}"]`,
+        )
+
+        await plantView()
+        now += explainSampling.intervalMs
+        await explainPlans.collect(await monitorCtx([`mallory${major}`]))
+        expect(await leaked()).toBe(1)
+        await monitor.unsafe('SELECT pg_advisory_unlock_all()')
+        await mallory.unsafe('DROP VIEW mallory.v')
+
+        // The race: a function that exists for mallory's statement, is gone when the pass checks, and comes
+        // back while the agent waits for a lock she holds on the statement's (trusted) table. The statement
+        // is parsed only once the lock is free, so the function is in it, and the check after the PREPARE
+        // finds it: nothing is planned.
+        await sql.unsafe(`GRANT SELECT, UPDATE ON accounts TO mallory${major}`)
+        const leakBody = `CREATE FUNCTION mallory.leak2() RETURNS int IMMUTABLE LANGUAGE plpgsql AS $f$
+          DECLARE s bigint;
+          BEGIN
+            BEGIN SELECT v INTO s FROM public.secret; EXCEPTION WHEN insufficient_privilege THEN RETURN 0; END;
+            PERFORM pg_advisory_lock(s);
+            RETURN 1;
+          END $f$`
+        await mallory.unsafe(leakBody)
+        await sql`SELECT pg_stat_statements_reset()`
+        for (let i = 0; i < 12; i++) await mallory.unsafe('SELECT mallory.leak2() FROM accounts WHERE id = 1')
+        await mallory.unsafe('DROP FUNCTION mallory.leak2()')
+        const lockTimeout = explainSampling.lockTimeoutMs
+        explainSampling.lockTimeoutMs = 20_000
+        try {
+          const racer = as(`mallory${major}`, 'mallory-pw')
+          try {
+            await racer.unsafe('BEGIN')
+            await racer.unsafe('LOCK TABLE accounts IN ACCESS EXCLUSIVE MODE')
+            now += explainSampling.intervalMs
+            const raced = await monitorCtx()
+            const collecting = explainPlans.collect(raced)
+            // Once the agent waits on her lock, the function comes back and the lock goes.
+            for (;;) {
+              const [w] = await sql`SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE NOT l.granted AND a.usename = ${`dbm_mon${major}`}`
+              if (w!.n > 0) break
+              await Bun.sleep(5)
+            }
+            await racer.unsafe(leakBody)
+            await racer.unsafe('COMMIT')
+            await collecting
+            expect(await leaked()).toBe(0)
+            expect(raced.notes.get('explain_plans')).toStartWith(`plans not sampled: mallory.leak2() (owned by mallory${major})`)
+          } finally {
+            await racer.end()
+          }
+        } finally {
+          explainSampling.lockTimeoutMs = lockTimeout
+        }
       } finally {
         await mallory.end()
         await monitor.end()

@@ -1,20 +1,28 @@
 // explain_plans: plans of the costliest statements, two ways.
 // 1. Sampled: every few minutes, EXPLAIN (FORMAT JSON) of the top statements of the connected
-//    database by total time. Normalised texts carry $n parameters: PostgreSQL 16+ explains them with
-//    GENERIC_PLAN; older servers PREPARE the text and EXPLAIN EXECUTE it with NULLs under
-//    plan_cache_mode = force_generic_plan. Always read-only, under a short statement_timeout, and
-//    never executed (no ANALYZE).
+//    database by total time. Normalised texts carry $n parameters: each is PREPAREd and explained with
+//    EXPLAIN EXECUTE and NULLs under plan_cache_mode = force_generic_plan (a generic plan, as
+//    GENERIC_PLAN gives on 16+). Always read-only, under a short statement_timeout and lock_timeout,
+//    and never executed (no ANALYZE).
 // 2. auto_explain: JSON plans that auto_explain wrote to the server log, read from pg_log_dir.
 // Statements the agent's role may not read (no pg_read_all_data) are a warning logged once per set of
 // statements and a note in the collector's health status, not a silent debug line.
-// The planner runs functions while it plans (IMMUTABLE ones with constant arguments, STABLE ones to
-// estimate), with the rights of the role that plans: the agent's. So that no role can make the agent
-// run its code, plans are sampled only while no function in the database belongs to a role the agent
-// does not trust (superusers, the agent's own role, and the config's explain_trusted_roles), checked in
-// the EXPLAIN's own transaction just before it and again after it; when one appears mid-pass the pass's
-// plans and errors are thrown away. Trigger functions and procedures are left out: a query cannot call
-// them. SET ROLE to the statement's role would not be a boundary: code running under it can set the role
-// back to the agent's (set_config('role', ...)), as the session user is still the agent's.
+// Planning runs code with the rights of the role that plans, the agent's: functions (IMMUTABLE ones with
+// constant arguments, STABLE ones to estimate selectivity), and through them whatever a view, a row
+// security policy, an index expression or a domain of the statement's objects calls, including the
+// built-ins that run any query (query_to_xml, table_to_xml). So that no database user can make the
+// agent run their code, a statement is planned only when nothing it can reach was written by a role
+// the agent does not trust (trusted: superusers, the agent's own role, the config's
+// explain_trusted_roles). The order makes the check hold: PREPARE first, which parses and rewrites
+// (expanding views and policies) without running anything, fixes which functions the statement calls
+// and locks every relation it reads; then, inside the same transaction, every relation this session
+// holds a lock on and every parameter type must belong to a trusted role, and no function or aggregate
+// in the database may belong to an untrusted one; only then EXPLAIN EXECUTE. A relation cannot change
+// owner, definition or policies while it is locked, and a function created after the PREPARE is not in
+// the statement. A statement that fails is skipped with a note naming the objects and owners; an
+// untrusted function stops the whole pass. Trigger functions and procedures are left out: a query cannot
+// call them. SET ROLE to the statement's role would not be a boundary: code running under it can set the
+// role back to the agent's (set_config('role', ...)), as the session user is still the agent's.
 // The collector's state (log offsets, the warned set) is copied each run, so a run past its deadline
 // leaves the committed one as it was; when plans were last sampled is a `cache:` key, kept even when
 // the sampling failed, so a sampling that times out is not retried every cycle.
@@ -27,7 +35,7 @@ import { readAutoExplainPlans } from './auto-explain-log.ts'
 import { ownStatementsRole } from './query-stats.ts'
 
 /** How often plans are sampled, and how many statements each time. */
-export const explainSampling = { intervalMs: 5 * 60_000, statements: 5, statementTimeoutMs: 2_000 }
+export const explainSampling = { intervalMs: 5 * 60_000, statements: 5, statementTimeoutMs: 2_000, lockTimeoutMs: 500 }
 
 const EXPLAINABLE = /^\s*(\/\*[\s\S]*?\*\/\s*)*(select|with|insert|update|delete)\b/i
 
@@ -111,6 +119,36 @@ class UntrustedCodeAppeared extends Error {
   }
 }
 
+/** Thrown when a prepared statement reads relations, or takes parameter types, of roles the agent does not trust. */
+class UntrustedObjects extends Error {
+  constructor(readonly objects: { name: string; owner: string }[]) {
+    super('the statement reaches objects of untrusted roles')
+  }
+}
+
+/**
+ * What the statement just PREPAREd in this transaction reaches that an untrusted role owns: the relations
+ * this session holds a lock on (the statement's tables, its views and what they read, taken by the
+ * PREPARE and kept to the end of the transaction) and the types of its parameters (a domain's CHECK runs
+ * when EXECUTE coerces a NULL to it).
+ */
+async function untrustedObjects(sql: PostgresContext['sql'], trusted: readonly string[]): Promise<{ name: string; owner: string }[]> {
+  const roles = sql.array([...trusted])
+  const rows = await sql`
+    SELECT c.oid::regclass::text AS name, r.rolname::text AS owner
+    FROM (SELECT DISTINCT relation FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'relation') l
+    JOIN pg_class c ON c.oid = l.relation JOIN pg_roles r ON r.oid = c.relowner
+    WHERE NOT r.rolsuper AND r.rolname <> current_user AND r.rolname <> ALL(${roles}::text[])
+    UNION ALL
+    SELECT t.oid::regtype::text, r.rolname::text
+    FROM pg_prepared_statements ps CROSS JOIN LATERAL unnest(ps.parameter_types) AS p(type)
+    JOIN pg_type t ON t.oid = p.type JOIN pg_roles r ON r.oid = t.typowner
+    WHERE ps.name = 'dbm_explain' AND NOT r.rolsuper AND r.rolname <> current_user AND r.rolname <> ALL(${roles}::text[])
+    ORDER BY 2, 1
+    LIMIT 5`
+  return rows.map((r) => ({ name: cut(String(r.name)), owner: cut(String(r.owner), 63) }))
+}
+
 const cut = (s: string, max = 120) => (s.length > max ? `${s.slice(0, max)}…` : s)
 
 /**
@@ -153,21 +191,29 @@ export function untrustedAdvice(found: UntrustedCode, database: string): string 
 
 async function explainOne(ctx: PostgresContext, text: string): Promise<{ Plan: PlanNode } | undefined> {
   const params = parameterCount(text)
+  const trusted = ctx.explainTrustedRoles ?? []
   return ctx.sql.begin(async (tx) => {
     await tx.unsafe('SET TRANSACTION READ ONLY')
     await tx.unsafe(`SET LOCAL statement_timeout = ${explainSampling.statementTimeoutMs}`)
-    // Checked again right before the planner runs, in the same transaction: the pass's check may be stale.
-    const found = await untrustedCode(tx as unknown as PostgresContext['sql'], ctx.explainTrustedRoles ?? [])
-    if (found) throw new UntrustedCodeAppeared(found)
-    if (ctx.major >= 16 || params === 0) {
-      const rows = await tx.unsafe(`EXPLAIN (${params > 0 ? 'GENERIC_PLAN, ' : ''}FORMAT JSON) ${text}`)
-      return (rows[0]?.['QUERY PLAN'] as { Plan: PlanNode }[] | undefined)?.[0]
-    }
+    // A statement whose table someone holds locked is skipped rather than waited for.
+    await tx.unsafe(`SET LOCAL lock_timeout = ${explainSampling.lockTimeoutMs}`)
     await tx.unsafe('SET LOCAL plan_cache_mode = force_generic_plan')
+    // A prepared statement outlives the transaction that made it (PREPARE is not undone by a rollback):
+    // one left by a run that was cut off goes first.
+    if ((await tx`SELECT 1 FROM pg_prepared_statements WHERE name = 'dbm_explain'`).length > 0) await tx.unsafe('DEALLOCATE dbm_explain')
+    // Parse and rewrite only: nothing runs yet, the functions the statement calls are fixed, and every
+    // relation it reads is locked until the end of this transaction.
     await tx.unsafe(`PREPARE dbm_explain AS ${text}`)
     try {
-      const rows = await tx.unsafe(`EXPLAIN (FORMAT JSON) EXECUTE dbm_explain(${Array(params).fill('NULL').join(', ')})`)
-      return (rows[0]?.['QUERY PLAN'] as { Plan: PlanNode }[] | undefined)?.[0]
+      // In a savepoint, so that after a failure the transaction can still DEALLOCATE.
+      return (await tx.savepoint(async (sp) => {
+        const objects = await untrustedObjects(sp as unknown as PostgresContext['sql'], trusted)
+        if (objects.length > 0) throw new UntrustedObjects(objects)
+        const found = await untrustedCode(sp as unknown as PostgresContext['sql'], trusted)
+        if (found) throw new UntrustedCodeAppeared(found)
+        const rows = await sp.unsafe(`EXPLAIN (FORMAT JSON) EXECUTE dbm_explain${params > 0 ? `(${Array(params).fill('NULL').join(', ')})` : ''}`)
+        return (rows[0]?.['QUERY PLAN'] as { Plan: PlanNode }[] | undefined)?.[0]
+      })) as { Plan: PlanNode } | undefined
     } finally {
       await tx.unsafe('DEALLOCATE dbm_explain')
     }
@@ -217,7 +263,8 @@ async function sample(ctx: PostgresContext, state: State): Promise<ExplainPlan[]
   const before = await untrustedCode(ctx.sql, trusted)
   if (before) return reportUntrusted(ctx, state, before)
   const out: ExplainPlan[] = []
-  const denied: { hash: string; cause: string; text: string }[] = []
+  const denied: Denied[] = []
+  const untrusted: Untrusted[] = []
   let attempted = 0
   for (const row of top) {
     if (out.length >= explainSampling.statements) break
@@ -232,12 +279,12 @@ async function sample(ctx: PostgresContext, state: State): Promise<ExplainPlan[]
       if (e instanceof UntrustedCodeAppeared) return reportUntrusted(ctx, state, e.found)
       failure = e
     }
-    // A function created just before the EXPLAIN and dropped after it escapes both checks only if it is
-    // gone by now; one still there means the planner may have run it: nothing of this pass is kept.
-    const after = await untrustedCode(ctx.sql, trusted)
-    if (after) return reportUntrusted(ctx, state, after)
     if (explained) out.push(planEntry(row.query_hash, ctx.now, explained, 'sampled'))
     if (failure === undefined) continue
+    if (failure instanceof UntrustedObjects) {
+      untrusted.push({ hash: row.query_hash, objects: failure.objects })
+      continue
+    }
     if (isPermissionDenied(failure)) {
       // EXPLAIN of a write needs the write privilege although nothing runs; the read-only role the README
       // sets up never has it, so that is expected, not something to fix: a debug line, no note.
@@ -249,7 +296,7 @@ async function sample(ctx: PostgresContext, state: State): Promise<ExplainPlan[]
     ctx.log.debug('statement not explained', { database: ctx.name, query_hash: row.query_hash, cause: (failure as Error).message })
   }
   state.untrustedSet = undefined
-  reportDenied(ctx, state, denied, attempted)
+  reportSkipped(ctx, state, denied, untrusted, attempted)
   return out
 }
 
@@ -271,33 +318,68 @@ function reportUntrusted(ctx: PostgresContext, state: State, found: UntrustedCod
   return []
 }
 
-/** Privilege failures: a note in the health status each sampling, a warning when the set of statements changes. */
-function reportDenied(ctx: PostgresContext, state: State, denied: { hash: string; cause: string; text: string }[], attempted: number) {
-  if (denied.length === 0) {
+interface Denied {
+  hash: string
+  cause: string
+  text: string
+}
+
+interface Untrusted {
+  hash: string
+  objects: { name: string; owner: string }[]
+}
+
+/**
+ * Statements left unexplained, for lack of privileges or because they reach objects of untrusted roles:
+ * a note in the health status each sampling, a warning when the set of statements changes.
+ */
+function reportSkipped(ctx: PostgresContext, state: State, denied: Denied[], untrusted: Untrusted[], attempted: number) {
+  const parts: string[] = []
+  if (untrusted.length > 0) {
+    const objects = new Map<string, string>()
+    for (const u of untrusted) for (const o of u.objects) if (objects.size < 3) objects.set(o.name, o.owner)
+    const owners = [...new Set(untrusted.flatMap((u) => u.objects.map((o) => o.owner)))].sort().slice(0, 5)
+    const named = [...objects].map(([name, owner]) => `${name} (owned by ${owner})`).join(', ')
+    parts.push(
+      `${untrusted.length} of ${attempted} statements not explained: they reach ${named}, whose code would run with the agent's rights while planning. ` +
+        `If you trust ${owners.length === 1 ? owners[0] : 'their owners'}, add to database ${JSON.stringify(ctx.name)} in the agent config: explain_trusted_roles: ${JSON.stringify(owners)}`,
+    )
+  }
+  if (denied.length > 0) {
+    parts.push(`${denied.length} of ${attempted} statements not explained: ${denied[0]!.cause} (${grantHint(ctx.major, denied[0]!.text, denied[0]!.cause)})`)
+  }
+  if (parts.length === 0) {
     ctx.notes.delete('explain_plans')
     state.deniedSet = undefined
     return
   }
-  const note = `${denied.length} of ${attempted} statements not explained: ${denied[0]!.cause} (${grantHint(ctx.major, denied[0]!.text, denied[0]!.cause)})`
-  ctx.notes.set('explain_plans', note)
-  const set = denied
-    .map((d) => d.hash)
-    .sort()
-    .join(',')
+  ctx.notes.set('explain_plans', parts.join('; '))
+  const set = [...denied.map((d) => `denied:${d.hash}`), ...untrusted.map((u) => `untrusted:${u.hash}`)].sort().join(',')
   if (state.deniedSet !== set) {
-    ctx.log.warn('statements not explained: the agent role may not read their tables', {
-      database: ctx.name,
-      collector: 'explain_plans',
-      not_explained: denied.length,
-      of: attempted,
-      cause: denied[0]!.cause,
-      fix:
-        WRITES.test(denied[0]!.text) || !/permission denied for (table|relation|view|materialized view|sequence)\b/i.test(denied[0]!.cause)
-          ? grantHint(ctx.major, denied[0]!.text, denied[0]!.cause)
-          : ctx.major >= 14
-          ? 'GRANT pg_read_all_data TO <agent role>'
-          : 'GRANT SELECT ON ALL TABLES IN SCHEMA <schema> TO <agent role>',
-    })
+    if (untrusted.length > 0) {
+      ctx.log.warn('statements not explained: they reach objects of roles the agent does not trust', {
+        database: ctx.name,
+        collector: 'explain_plans',
+        not_explained: untrusted.length,
+        of: attempted,
+        detail: parts[0],
+      })
+    }
+    if (denied.length > 0) {
+      ctx.log.warn('statements not explained: the agent role may not read their tables', {
+        database: ctx.name,
+        collector: 'explain_plans',
+        not_explained: denied.length,
+        of: attempted,
+        cause: denied[0]!.cause,
+        fix:
+          WRITES.test(denied[0]!.text) || !/permission denied for (table|relation|view|materialized view|sequence)\b/i.test(denied[0]!.cause)
+            ? grantHint(ctx.major, denied[0]!.text, denied[0]!.cause)
+            : ctx.major >= 14
+              ? 'GRANT pg_read_all_data TO <agent role>'
+              : 'GRANT SELECT ON ALL TABLES IN SCHEMA <schema> TO <agent role>',
+      })
+    }
   }
   state.deniedSet = set
 }
