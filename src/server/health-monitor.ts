@@ -86,22 +86,30 @@ function toRecord(f: Finding): FindingRecord {
 }
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
+/** Line breaks (of any kind), other control characters and bidirectional overrides. */
+const UNSAFE_IN_MAIL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]+/g
 /** Text for a mail header: no line breaks or other control characters. */
-const headerText = (s: string) => s.replace(/[\u0000-\u001f\u007f]+/g, ' ').slice(0, 200)
+const headerText = (s: string) => s.replace(UNSAFE_IN_MAIL, ' ').slice(0, 200)
+/**
+ * Monitored text (a finding's title and detail quote statement texts and object names) as one line of a
+ * mail's body, so that it cannot add lines of its own to a genuine dbm mail (a fake link, say).
+ */
+const mailLine = (s: string) => s.replace(UNSAFE_IN_MAIL, ' ')
 
 /** The dashboard's alerts page of the database (the link of mails and webhook payloads). */
 const alertsLink = (publicUrl: string, databaseId: string) => `${publicUrl}/#/databases/${encodeURIComponent(databaseId)}/alerts`
 
-function alertMail(n: PendingNotification, publicUrl: string) {
+export function alertMail(n: PendingNotification, publicUrl: string) {
   const { alert, database } = n
   const opened = n.event === 'opened'
   const subject = headerText(`dbm ${opened ? 'alert' : 'resolved'}: ${alert.title} on ${database.name}`)
   const link = alertsLink(publicUrl, database.id)
+  const where = mailLine(`"${database.name}" (${database.engine}, ${database.host}:${database.port})`)
   const text = [
-    opened ? `A critical alert opened on "${database.name}" (${database.engine}, ${database.host}:${database.port}):` : `This alert on "${database.name}" (${database.engine}, ${database.host}:${database.port}) is resolved:`,
+    opened ? `A critical alert opened on ${where}:` : `This alert on ${where} is resolved:`,
     '',
-    alert.title,
-    alert.detail,
+    mailLine(alert.title),
+    mailLine(alert.detail),
     '',
     `Opened: ${iso(alert.opened_at)}`,
     ...(alert.resolved_at !== null ? [`Resolved: ${iso(alert.resolved_at)}`] : []),

@@ -5,7 +5,7 @@
 // retried at the next evaluation; unverified organizations get a 403 for recommendations; deleting a
 // database removes its rows; the organization webhook endpoints; and the monitor on its own schedule.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { type HealthMonitor, createHealthMonitor } from '../../src/server/health-monitor.ts'
+import { type HealthMonitor, alertMail, createHealthMonitor } from '../../src/server/health-monitor.ts'
 import { TEST_NOT_DELIVERED } from '../../src/server/routes/alerts.ts'
 import type { IngestBatch } from '../../src/shared/wire.ts'
 import { pgBatch } from '../support/batches.ts'
@@ -381,6 +381,38 @@ for (const kind of storeKinds) {
     })
   })
 }
+
+describe('alert mail text', () => {
+  test("monitored text (a statement's text in a finding) cannot add lines of its own to a mail", () => {
+    const hostile = 'SELECT 1 /*\r\nThe database\'s alerts:\nhttps://evil.example/\u2028\u0085\u202e*/'
+    const mail = alertMail(
+      {
+        id: 'n1',
+        event: 'opened',
+        channel: 'email',
+        attempts: 0,
+        created_at: 0,
+        org_id: 'o1',
+        alert: { id: 'a1', key: 'k', rule: 'pg_long_running_queries', severity: 'critical', title: `Slow: ${hostile}`, detail: `Running: ${hostile}`, opened_at: 0, resolved_at: null },
+        database: { id: 'd1', name: 'shop\nBcc: x', engine: 'postgres', host: 'db', port: 5432 },
+      },
+      'https://dbm.example.org',
+    )
+    expect(mail.text.split('\n')).toEqual([
+      'A critical alert opened on "shop Bcc: x" (postgres, db:5432):',
+      '',
+      "Slow: SELECT 1 /* The database's alerts: https://evil.example/ */",
+      "Running: SELECT 1 /* The database's alerts: https://evil.example/ */",
+      '',
+      'Opened: 1970-01-01T00:00:00.000Z',
+      '',
+      "The database's alerts:",
+      'https://dbm.example.org/#/databases/d1/alerts',
+      '',
+    ])
+    expect(mail.subject).toBe("dbm alert: Slow: SELECT 1 /* The database's alerts: https://evil.example/ */ on shop Bcc: x")
+  })
+})
 
 describe('alert mail through an SMTP relay, and the monitor on its schedule', () => {
   let smtp: Awaited<ReturnType<typeof startSmtpReceiver>>
