@@ -22,6 +22,8 @@ export type RateLimitedEndpoint = keyof typeof authRateLimits
 export const mailCooldownMs = MINUTE
 /** Between two test deliveries to an organization's webhook. */
 export const webhookTestCooldownMs = 10 * SECOND
+/** Webhook URL changes (PUT /organization/webhook) per organization per hour, refused ones included. */
+export const webhookPutLimit = { limit: 30, windowMs: 60 * MINUTE }
 
 export const tokenLifetimes = {
   accessSeconds: 15 * 60,

@@ -186,6 +186,20 @@ for (const kind of storeKinds) {
       expect(statuses).toEqual([201, 200, 200, 200])
     })
 
+    test('an organization may set a URL with a host name 30 times an hour, refused ones included; IP addresses are not counted', async () => {
+      const org = await organization(strict)
+      for (let i = 0; i < 30; i++) {
+        const res = await org.put(i % 2 === 0 ? `https://internal.example.test/${i}` : `https://nothing-${i}.dbm.invalid/hook`)
+        expect({ i, status: res.status }).toEqual({ i, status: i % 2 === 0 ? 400 : i === 1 ? 201 : 200 })
+      }
+      const limited = await org.put('https://public.example.test/hook')
+      expect(limited.status).toBe(429)
+      expect(limited.body.error).toMatch(/^too many requests; try again in \d+ s$/)
+      // An address needs no resolving, so tells nothing: still judged.
+      expect((await org.put('http://10.9.9.9/')).body).toEqual({ error: 'url: address 10.9.9.9 is private; set DBM_WEBHOOK_ALLOW_PRIVATE=true on the server to allow internal receivers' })
+      expect((await org.put(`http://${PUBLIC}/hook`)).status).toBe(200)
+    })
+
     test('a webhook kept from when internal receivers were allowed is refused at delivery without the setting, and delivered with it', async () => {
       const location = await freshStoreLocation(kind)
       const receiver = startWebhookReceiver()

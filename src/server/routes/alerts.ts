@@ -3,13 +3,14 @@
 // secret the server generates and shows once). Recommendations are for verified organizations only.
 // Webhook URLs to internal addresses are refused unless the server allows them (webhook-target.ts); a
 // test delivery answers only whether it was delivered.
+import { isIP } from 'node:net'
 import { Elysia, t } from 'elysia'
 import { authenticate } from '../auth/principal.ts'
 import { randomToken } from '../auth/secrets.ts'
 import type { Deps } from '../context.ts'
 import { postWebhook, webhookTarget } from '../health-monitor.ts'
 import { badRequest, forbidden, notFound, tooManyRequests } from '../http-error.ts'
-import { healthMonitorDefaults, webhookTestCooldownMs, webhookUrlMaxLength } from '../limits.ts'
+import { healthMonitorDefaults, webhookPutLimit, webhookTestCooldownMs, webhookUrlMaxLength } from '../limits.ts'
 import type { Alert, NotificationChannel, NotificationEvent, Recommendation, Webhook } from '../store/sql-health.ts'
 import { rfc3339 } from '../views.ts'
 import { WebhookUrlError, checkWebhookUrl, strictPolicy } from '../webhook-target.ts'
@@ -60,6 +61,17 @@ function alertView(a: Alert) {
     resolved_at: rfc3339(a.resolved_at),
     notified: notifiedView(a),
   }
+}
+
+/** True when the URL's host is a name the server would resolve (not an IP address, nor a URL that does not parse). */
+function namesAHost(text: string): boolean {
+  let host: string
+  try {
+    host = new URL(text).hostname
+  } catch {
+    return false
+  }
+  return isIP(host.replace(/^\[|\]$/g, '')) === 0
 }
 
 function webhookView(w: Webhook) {
@@ -125,6 +137,12 @@ export function alertRoutes(deps: Deps) {
     .put(
       '/api/v1/organization/webhook',
       async ({ principal, body, set }) => {
+        // A URL with a host name is counted before it is judged: whether the name resolves to an internal
+        // address is all a refusal tells, and this keeps an organization from asking it of many names.
+        if (namesAHost(body.url)) {
+          const hit = await deps.store.hitRateLimit(`rate:webhook_put:${principal.orgId}`, webhookPutLimit.limit, webhookPutLimit.windowMs, clock())
+          if (!hit.allowed) throw tooManyRequests(hit.retryAfterMs)
+        }
         const url = await webhookUrl(deps, body.url)
         const { webhook, created } = await health.putWebhook(principal.orgId, url, `dbm_whsec_${randomToken(32)}`, clock())
         if (!created) return webhookView(webhook)
