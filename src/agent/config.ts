@@ -520,10 +520,15 @@ function parseDatabase(value: Plain, index: number): DatabaseConfig {
   if (dsn === undefined) throw new ConfigError(`${path}.dsn is required`)
   const engine = resolveEngine(value, dsn, path)
   if (engine === 'postgres') {
+    let url: URL
     try {
-      new URL(dsn)
+      url = new URL(dsn)
     } catch {
       throw new ConfigError(`${path}.dsn: not a valid ${dsnScheme(dsn)}:// URL`)
+    }
+    // postgres.js reads `[::1]` as a host named `[` (getaddrinfo ENOTFOUND [) and a bare ::1 as localhost.
+    if (url.hostname.startsWith('[')) {
+      throw new ConfigError(`${path}.dsn: IPv6 address literals are not supported in PostgreSQL DSNs; use a host name that resolves to ${url.hostname}`)
     }
   } else {
     try {

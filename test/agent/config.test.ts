@@ -126,6 +126,11 @@ databases:
     expect(parse('explain_trusted_roles: ["a\'b"]')().databases[0]!.explainTrustedRoles).toEqual(["a'b"])
   })
 
+  test('a PostgreSQL DSN with an IPv6 address literal is a config error naming the way out (postgres.js cannot connect to one)', () => {
+    const error = errorOf(() => parseAgentConfig(`api: {key: ${KEY}}\ndatabases: [{name: v6, dsn: "postgres://u:secret@[::1]:5432/app"}]`))
+    expect(error.message).toBe('databases[0].dsn: IPv6 address literals are not supported in PostgreSQL DSNs; use a host name that resolves to [::1]')
+  })
+
   test('health.listen_addr forms', () => {
     const health = (addr: string) =>
       parseAgentConfig(`api: {key: ${KEY}}\nhealth: {listen_addr: "${addr}"}\ndatabases: [{dsn: "postgres://db/app"}]`).health
