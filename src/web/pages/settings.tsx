@@ -206,6 +206,8 @@ databases:
   - name: orders                # the name the dashboard shows; unique
     dsn: postgres://dbm_monitor:secret@db1.internal:5432/orders?sslmode=require
     poll_interval: 10s
+    # explain_trusted_roles: [app]  # the role owning your tables and functions, if you trust its code to
+                                    # run with the agent's rights while plans are sampled (README: PostgreSQL setup)
     tags: { env: prod }
   - name: events
     dsn: clickhouse://dbm_monitor:secret@ch1.internal:8123/default
