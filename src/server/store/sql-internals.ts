@@ -11,6 +11,7 @@ import { BGWRITER_KEYS, DATABASE_COUNTER_KEYS, DATABASE_GAUGE_KEYS, IO_KEYS, WAL
 import { dialectDdl, latestSectionsTable } from './ddl.ts'
 import type { SqlDriver } from './driver.ts'
 import type { Migration } from './migrations.ts'
+import { int64Counter, readSum, saturatingAdd } from './sql-sums.ts'
 import { HOUR_MS, MINUTE_MS, type Window, upsertMany, windowClause } from './sql-telemetry.ts'
 
 /**
@@ -118,6 +119,8 @@ function waitRows(databaseId: string, collectedAt: number, waits: WaitSample[]):
       } else byKey.set(key, [databaseId, resolution / 1000, bucket, w.wait_event_type, w.wait_event, count, w.total_duration_ms])
     }
   }
+  // An event named ~1,000 times at the wire's maximum sums past BIGINT in JS: bound as its maximum.
+  for (const row of byKey.values()) row[5] = int64Counter(row[5] as number)
   return [...byKey.values()]
 }
 
@@ -130,7 +133,7 @@ async function applyWaits(tx: SqlDriver, databaseId: string, collectedAt: number
     ['database_id', 'resolution', 'bucket', 'wait_event_type', 'wait_event', 'count', 'total_duration_ms'],
     rows,
     ['database_id', 'resolution', 'bucket', 'wait_event_type', 'wait_event'],
-    { count: 'wait_stats.count + excluded.count', total_duration_ms: 'wait_stats.total_duration_ms + excluded.total_duration_ms' },
+    { count: saturatingAdd('wait_stats.count', 'excluded.count'), total_duration_ms: 'wait_stats.total_duration_ms + excluded.total_duration_ms' },
   )
 }
 
@@ -302,7 +305,7 @@ export interface WaitPoint {
 async function waits(driver: SqlDriver, databaseId: string, intervals: Intervals): Promise<WaitPoint[]> {
   const rows = sourceRows(intervals, 3)
   const found = await driver.all(
-    `SELECT ts, wait_event_type, wait_event, SUM(count) AS count, SUM(total_duration_ms) AS total_duration_ms FROM (
+    `SELECT ts, wait_event_type, wait_event, ${readSum(driver.dialect, 'count')} AS count, SUM(total_duration_ms) AS total_duration_ms FROM (
        SELECT bucket - (bucket % $2) AS ts, wait_event_type, wait_event, count, total_duration_ms
        FROM wait_stats WHERE database_id = $1 AND ${rows.sql}
      ) b GROUP BY ts, wait_event_type, wait_event ORDER BY ts, wait_event_type, wait_event`,

@@ -11,6 +11,7 @@ import type { SqlDriver } from './driver.ts'
 import type { Migration } from './migrations.ts'
 import { unusedIndexMinBytes } from '../limits.ts'
 import { both } from './ddl.ts'
+import { int64Counter, saturatingAdd } from './sql-sums.ts'
 import { HOUR_MS, MINUTE_MS, type Window, latestSnapshot, seriesResolution, upsertMany } from './sql-telemetry.ts'
 
 
@@ -83,8 +84,8 @@ const floorTo = (t: number, step: number) => Math.floor(t / step) * step
 /** Counts are integers in the store; a fractional one from the wire is rounded, not refused by BIGINT. */
 const int = (v: number | null | undefined): number | null => (v === null || v === undefined ? null : Math.round(v))
 
-/** A sum that stays null only while both sides are (a bucket of first samples has no delta). */
-const sumSql = (table: string, c: string) => `COALESCE(${table}.${c} + excluded.${c}, ${table}.${c}, excluded.${c})`
+/** A sum that stays null only while both sides are (a bucket of first samples has no delta), saturating at BIGINT's maximum (sql-sums.ts). */
+const sumSql = (table: string, c: string) => `COALESCE(${saturatingAdd(`${table}.${c}`, `excluded.${c}`)}, ${table}.${c}, excluded.${c})`
 /** The newer sample's value, or the other's when the newer one is unknown (e.g. a size not measured that cycle). */
 const lastSql = (table: string, c: string) =>
   `CASE WHEN excluded.sampled_at >= ${table}.sampled_at THEN COALESCE(excluded.${c}, ${table}.${c}) ELSE COALESCE(${table}.${c}, excluded.${c}) END`
@@ -101,8 +102,9 @@ interface BucketRow {
 }
 
 /** One row per object: deltas summed, gauges the last non-null (a batch may repeat an object). */
-function mergeBucketRows(rows: BucketRow[]): BucketRow[] {
+function mergeBucketRows(rows: BucketRow[]): (Omit<BucketRow, 'counters'> & { counters: (number | bigint | null)[] })[] {
   const merged = new Map<string, BucketRow>()
+  const repeated = new Set<BucketRow>()
   for (const row of rows) {
     const id = JSON.stringify(row.key)
     const seen = merged.get(id)
@@ -111,9 +113,11 @@ function mergeBucketRows(rows: BucketRow[]): BucketRow[] {
       continue
     }
     seen.counters = seen.counters.map((c, i) => (c === null ? row.counters[i]! : c + (row.counters[i] ?? 0)))
+    repeated.add(seen)
     seen.gauges = seen.gauges.map((g, i) => row.gauges[i] ?? g)
   }
-  return [...merged.values()]
+  // An object named ~1,000 times at the wire's maximum sums past BIGINT in JS: bound as its maximum.
+  return [...merged.values()].map((row) => (repeated.has(row) ? { ...row, counters: row.counters.map((c) => (c === null ? c : int64Counter(c))) } : row))
 }
 
 interface BucketTable {

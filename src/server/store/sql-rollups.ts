@@ -16,6 +16,7 @@
 import { QUERY_COUNTER_KEYS } from '../../shared/metrics.ts'
 import type { SqlDriver } from './driver.ts'
 import type { Migration } from './migrations.ts'
+import { saturatingSum } from './sql-sums.ts'
 import type { Window } from './sql-telemetry.ts'
 
 // (sql-telemetry.ts imports this module: its constants are not read here at load time.)
@@ -43,6 +44,17 @@ const STAT_SUMS =
   'SUM(calls), SUM(total_time_ms), SUM(rows), SUM(shared_blks_hit), SUM(shared_blks_read), SUM(shared_blks_dirtied), ' +
   'SUM(shared_blks_written), SUM(temp_blks_read), SUM(temp_blks_written), SUM(blk_read_time_ms), SUM(blk_write_time_ms), ' +
   'SUM(read_bytes), SUM(memory_bytes), SUM(errors), MAX(p99_ms)'
+
+/**
+ * The sums of STAT_COLUMN_LIST's counters for a rollup: BIGINT ones saturating (sql-sums.ts), so that
+ * minute rows pinned at BIGINT's maximum roll up instead of failing the rollup (and the ingest or
+ * retention pass running it). Migration 7 keeps STAT_SUMS as released.
+ */
+function rollupSums(dialect: SqlDriver['dialect']): string {
+  const sums = COUNTERS.map((c) => (c.endsWith('_ms') ? `SUM(${c})` : saturatingSum(dialect, c)))
+  return [...sums, 'MAX(p99_ms)'].join(', ')
+}
+const ROLLUP_SUMS: Record<SqlDriver['dialect'], string> = { sqlite: rollupSums('sqlite'), postgres: rollupSums('postgres') }
 
 /**
  * Migration 7: the marks, and 10-minute buckets for the minute rows already stored. Stores written by
@@ -106,7 +118,7 @@ async function rollUpLevel(tx: SqlDriver, databaseId: string, of: 60 | 600, to: 
   // The rollup is idempotent (buckets are replaced, not added to), so a rerun never double-counts.
   await tx.run(
     `INSERT INTO query_stats (${STAT_COLUMN_LIST})
-     SELECT CAST($1 AS TEXT), ${to}, (bucket / ${ms}) * ${ms} AS rolled, query_hash, ${STAT_SUMS}
+     SELECT CAST($1 AS TEXT), ${to}, (bucket / ${ms}) * ${ms} AS rolled, query_hash, ${ROLLUP_SUMS[tx.dialect]}
      FROM query_stats WHERE database_id = $1 AND resolution = ${of} AND bucket >= $2 AND bucket < $3
      GROUP BY (bucket / ${ms}) * ${ms}, query_hash
      ON CONFLICT (database_id, resolution, bucket, query_hash) DO UPDATE SET ${set}`,

@@ -12,6 +12,7 @@ import { applyClickHouse } from './sql-clickhouse.ts'
 import { applyInternals } from './sql-internals.ts'
 import { applyObjects } from './sql-objects.ts'
 import { NO_MARKS, SPAN_MS, type StatRange, initialMarks, lockRollups, readMarks, rollUp, statRanges } from './sql-rollups.ts'
+import { int64Counter, readSum, saturatingAdd } from './sql-sums.ts'
 
 export const MINUTE_MS = 60_000
 export const HOUR_MS = 3_600_000
@@ -100,6 +101,7 @@ const P99_AT = COUNTERS_AT + QUERY_COUNTERS.length
  */
 function queryStatRows(databaseId: string, bucket: number, rows: QueryStatDelta[]): Map<string, { text: string; row: unknown[] }> {
   const merged = new Map<string, { text: string; row: unknown[] }>()
+  const repeated = new Set<{ text: string; row: unknown[] }>()
   for (const delta of rows) {
     const entry = merged.get(delta.query_hash)
     if (!entry) {
@@ -116,6 +118,11 @@ function queryStatRows(databaseId: string, bucket: number, rows: QueryStatDelta[
     const row = entry.row
     for (let i = 0; i < QUERY_COUNTERS.length; i++) row[COUNTERS_AT + i] = (row[COUNTERS_AT + i] as number) + counterOf(delta, i)
     if (delta.p99_ms !== undefined) row[P99_AT] = Math.max((row[P99_AT] as number | null) ?? 0, delta.p99_ms)
+    repeated.add(entry)
+  }
+  // A statement named ~1,000 times at the wire's maximum sums past BIGINT in JS: bound as its maximum.
+  for (const { row } of repeated) {
+    for (let i = 0; i < QUERY_COUNTERS.length; i++) if (INTEGER_COUNTER[i]) row[COUNTERS_AT + i] = int64Counter(row[COUNTERS_AT + i] as number)
   }
   return merged
 }
@@ -217,9 +224,11 @@ async function applyQueryStats(
   await upsertMany(tx, 'query_stats', QUERY_STAT_COLUMNS, statRows, QUERY_STAT_KEY, QUERY_STAT_UPDATE[tx.dialect])
 }
 
-/** The upsert's update of query_stats: counters add up, p99_ms keeps the larger. */
+/** The upsert's update of query_stats: counters add up (BIGINT ones saturating, sql-sums.ts), p99_ms keeps the larger. */
 const queryStatUpdate = (dialect: SqlDriver['dialect']): Record<string, string> => ({
-  ...Object.fromEntries(QUERY_COUNTERS.map((c) => [c, `query_stats.${c} + excluded.${c}`])),
+  ...Object.fromEntries(
+    QUERY_COUNTERS.map((c, i) => [c, INTEGER_COUNTER[i] ? saturatingAdd(`query_stats.${c}`, `excluded.${c}`) : `query_stats.${c} + excluded.${c}`]),
+  ),
   p99_ms: greatest(dialect, 'query_stats.p99_ms', 'excluded.p99_ms'),
 })
 const QUERY_STAT_UPDATE: Record<SqlDriver['dialect'], Record<string, string>> = { sqlite: queryStatUpdate('sqlite'), postgres: queryStatUpdate('postgres') }
@@ -364,12 +373,17 @@ export interface QueryStatsRow {
   first_bucket: number | null
 }
 
-const SUMS = `SUM(calls) AS total_calls, SUM(total_time_ms) AS total_time_ms,
-  CASE WHEN SUM(calls) > 0 THEN SUM(total_time_ms) / SUM(calls) ELSE 0 END AS mean_time_ms,
-  SUM(rows) AS total_rows, SUM(shared_blks_hit) AS shared_blks_hit, SUM(shared_blks_read) AS shared_blks_read,
-  SUM(temp_blks_read) AS temp_blks_read, SUM(temp_blks_written) AS temp_blks_written,
-  SUM(blk_read_time_ms) AS blk_read_time_ms, SUM(blk_write_time_ms) AS blk_write_time_ms,
-  SUM(read_bytes) AS read_bytes, SUM(memory_bytes) AS memory_bytes, SUM(errors) AS errors, MAX(p99_ms) AS p99_ms`
+/** Each statement's sums over its rows (readSum: never failing however large the counters). */
+function sumsSql(dialect: SqlDriver['dialect']): string {
+  const sum = (c: string) => readSum(dialect, c)
+  return `${sum('calls')} AS total_calls, ${sum('total_time_ms')} AS total_time_ms,
+  CASE WHEN ${sum('calls')} > 0 THEN ${sum('total_time_ms')} / ${sum('calls')} ELSE 0 END AS mean_time_ms,
+  ${sum('rows')} AS total_rows, ${sum('shared_blks_hit')} AS shared_blks_hit, ${sum('shared_blks_read')} AS shared_blks_read,
+  ${sum('temp_blks_read')} AS temp_blks_read, ${sum('temp_blks_written')} AS temp_blks_written,
+  ${sum('blk_read_time_ms')} AS blk_read_time_ms, ${sum('blk_write_time_ms')} AS blk_write_time_ms,
+  ${sum('read_bytes')} AS read_bytes, ${sum('memory_bytes')} AS memory_bytes, ${sum('errors')} AS errors, MAX(p99_ms) AS p99_ms`
+}
+const SUMS: Record<SqlDriver['dialect'], string> = { sqlite: sumsSql('sqlite'), postgres: sumsSql('postgres') }
 
 function toQueryRow(r: Record<string, unknown>): QueryStatsRow {
   const hit = Number(r.shared_blks_hit ?? 0)
@@ -448,7 +462,7 @@ async function sumRanges(driver: SqlDriver, databaseId: string, ranges: StatRang
     })
     .join(' UNION ALL ')
   const rows = await driver.all<Record<string, number | string | null>>(
-    `SELECT query_hash, ${SUM_COLUMNS.map((c) => `SUM(${c}) AS ${c}`).join(', ')}, MAX(p99_ms) AS p99_ms, MIN(bucket) AS first_bucket
+    `SELECT query_hash, ${SUM_COLUMNS.map((c) => `${readSum(driver.dialect, c)} AS ${c}`).join(', ')}, MAX(p99_ms) AS p99_ms, MIN(bucket) AS first_bucket
      FROM (${source}) w GROUP BY query_hash`,
     params,
   )
@@ -502,7 +516,7 @@ export async function listQueryStats(
     const params = [databaseId, ...where.params, limit]
     const rows = await driver.all(
       `SELECT t.query_text, s.* FROM (
-         SELECT query_hash, MIN(bucket) AS first_bucket, ${SUMS} FROM query_stats WHERE database_id = $1 AND ${where.sql}
+         SELECT query_hash, MIN(bucket) AS first_bucket, ${SUMS.postgres} FROM query_stats WHERE database_id = $1 AND ${where.sql}
          GROUP BY query_hash
        ) s JOIN query_texts t ON t.database_id = $1 AND t.query_hash = s.query_hash
        ORDER BY ${SORT_SQL[sort]}, s.query_hash
@@ -569,7 +583,7 @@ export async function queryDetail(
   const marks = (await readMarks(driver, databaseId)) ?? NO_MARKS
   const where = rangesClause(statRanges(window, marks), 3)
   const totals = await driver.get(
-    `SELECT MIN(bucket) AS first_bucket, ${SUMS} FROM query_stats WHERE database_id = $1 AND query_hash = $2 AND ${where.sql}`,
+    `SELECT MIN(bucket) AS first_bucket, ${SUMS[driver.dialect]} FROM query_stats WHERE database_id = $1 AND query_hash = $2 AND ${where.sql}`,
     [databaseId, hash, ...where.params],
   )
   const resolution = seriesResolution(window)
@@ -585,7 +599,7 @@ export async function queryDetail(
     // Hourly points: hourly buckets where they are rolled up, the hours after from finer buckets.
     const hours = rangesClause(statRanges({ ...window, since: floorTo(window.since, HOUR_MS) }, marks), 3)
     points = await driver.all(
-      `SELECT (bucket / ${HOUR_MS}) * ${HOUR_MS} AS bucket, ${columns.split(', ').map((c) => (c === 'p99_ms' ? 'MAX(p99_ms) AS p99_ms' : `SUM(${c}) AS ${c}`)).join(', ')}
+      `SELECT (bucket / ${HOUR_MS}) * ${HOUR_MS} AS bucket, ${columns.split(', ').map((c) => (c === 'p99_ms' ? 'MAX(p99_ms) AS p99_ms' : `${readSum(driver.dialect, c)} AS ${c}`)).join(', ')}
        FROM query_stats WHERE database_id = $1 AND query_hash = $2 AND ${hours.sql}
        GROUP BY (bucket / ${HOUR_MS}) * ${HOUR_MS} ORDER BY 1`,
       [databaseId, hash, ...hours.params],
