@@ -125,7 +125,7 @@ for (const major of [13, 17]) {
       expect(((await explainPlans.collect(await ctx())).explain_plans ?? []).filter((p) => p.source === 'auto_explain')).toEqual([])
     })
 
-    test('a low-privilege role cannot make the planner run its code with the agent role (a function, a view and a policy, a race): the secret stays put', async () => {
+    test('a low-privilege role cannot make the planner run its code with the agent role (a function, a domain, a view and a policy, a race): the secret stays put', async () => {
       // The agent connects as a monitor role that may read every table (pg_read_all_data; SELECT on 13).
       // mallory may read nothing but owns an IMMUTABLE function that reads the secret and, when it can,
       // takes an advisory lock whose key is the secret (visible to everyone in pg_locks). EXPLAIN plans
@@ -207,11 +207,34 @@ for (const major of [13, 17]) {
         expect(clean.notes.get('explain_plans')?.startsWith('plans not sampled') ?? false).toBe(false)
         expect(clean.notes.get('explain_plans') ?? '').not.toContain('UPDATE')
 
-        // No function of her own: a view whose WHERE compares with a built-in that reads a table
-        // (table_to_xml, STABLE), and that table's row security policy reads the secret. Estimating the
-        // comparison's selectivity evaluates it, as the monitor, policy included; for mallory herself the
-        // CASE never gets there. The statement reaches mallory's view and table, so it is not planned;
-        // trusted, it is, and the secret comes out again (the control).
+        // Her statements are never planned: only what a trusted role ran is. Her text reaches the planner in
+        // more ways than a check can list: here an array literal's input (array_in, STABLE, evaluated to
+        // estimate the comparison) runs her domain's CHECK, which reads the secret with a built-in that runs
+        // any query. No table, view or function of hers is involved. Trusted, it leaks (the control).
+        await sql.unsafe(`GRANT SELECT ON accounts TO mallory${major}`)
+        await mallory.unsafe(`
+          CREATE DOMAIN mallory.d AS text CHECK (CASE WHEN current_user IN ('mallory${major}', 'postgres') THEN true
+            ELSE query_to_xml('SELECT pg_advisory_lock(v) FROM public.secret', true, false, '') IS NOT NULL END)`)
+        const plantDomain = async () => {
+          await sql`SELECT pg_stat_statements_reset()`
+          for (let i = 0; i < 12; i++) await mallory.unsafe('SELECT id FROM accounts WHERE owner = ANY (ARRAY[current_user::text]::text::mallory.d[])')
+        }
+        await plantDomain()
+        now += explainSampling.intervalMs
+        const [domainStatement] = await sql`SELECT queryid::text AS id FROM pg_stat_statements WHERE query LIKE '%mallory.d[]%'`
+        const domainPlans = (await explainPlans.collect(await monitorCtx())).explain_plans ?? []
+        expect(await leaked()).toBe(0)
+        expect(domainPlans.filter((p) => p.query_hash === domainStatement!.id)).toEqual([])
+        await plantDomain()
+        now += explainSampling.intervalMs
+        await explainPlans.collect(await monitorCtx([`mallory${major}`]))
+        expect(await leaked()).toBe(1)
+        await monitor.unsafe('SELECT pg_advisory_unlock_all()')
+
+        // A trusted role's statement that reads her view: the view's WHERE compares with a built-in that
+        // reads a table (table_to_xml), and that table's row security policy reads the secret. Estimating
+        // the comparison evaluates it, as the monitor, policy included. The PREPARE locks her view and
+        // table, so the statement is not planned; trusted, it is, and the secret comes out (the control).
         await mallory.unsafe('CREATE TABLE mallory.t (x int)')
         await mallory.unsafe('INSERT INTO mallory.t VALUES (1)')
         await mallory.unsafe('CREATE TABLE mallory.t2 (y int)')
@@ -221,23 +244,23 @@ for (const major of [13, 17]) {
         await mallory.unsafe('GRANT SELECT ON mallory.t2 TO PUBLIC')
         await mallory.unsafe(`
           CREATE VIEW mallory.v AS SELECT x FROM mallory.t
-          WHERE x = CASE WHEN current_user = 'mallory${major}' THEN 1
+          WHERE x = CASE WHEN current_user IN ('mallory${major}', 'postgres') THEN 1
                          ELSE length(table_to_xml('mallory.t2'::regclass, true, false, '')::text) END`)
         await mallory.unsafe('GRANT SELECT ON mallory.v, mallory.t TO PUBLIC')
         const plantView = async () => {
           await sql`SELECT pg_stat_statements_reset()`
-          for (let i = 0; i < 12; i++) expect((await mallory.unsafe('SELECT x FROM mallory.v'))[0]!.x).toBe(1)
+          for (let i = 0; i < 12; i++) expect((await sql.unsafe('SELECT x FROM mallory.v'))[0]!.x).toBe(1)
         }
         await plantView()
         now += explainSampling.intervalMs
         const viewDefended = await monitorCtx()
         await explainPlans.collect(viewDefended)
         expect(await leaked()).toBe(0)
-        expect(viewDefended.notes.get('explain_plans')).toStartWith(
-          `1 of 3 statements not explained: they reach mallory.t (owned by mallory${major}), mallory.v (owned by mallory${major}), ` +
+        expect(viewDefended.notes.get('explain_plans')).toMatch(/^1 of \d+ statements not explained: they reach /)
+        expect(viewDefended.notes.get('explain_plans')).toContain(
+          `statements not explained: they reach mallory.t (owned by mallory${major}), mallory.v (owned by mallory${major}), ` +
             `whose code would run with the agent's rights while planning. If you trust mallory${major}, add to database "pg${major}" in the agent config: explain_trusted_roles: ["mallory${major}"]`,
         )
-
         await plantView()
         now += explainSampling.intervalMs
         await explainPlans.collect(await monitorCtx([`mallory${major}`]))
@@ -245,21 +268,23 @@ for (const major of [13, 17]) {
         await monitor.unsafe('SELECT pg_advisory_unlock_all()')
         await mallory.unsafe('DROP VIEW mallory.v')
 
-        // The race: a function that exists for mallory's statement, is gone when the pass checks, and comes
-        // back while the agent waits for a lock she holds on the statement's (trusted) table. The statement
-        // is parsed only once the lock is free, so the function is in it, and the check after the PREPARE
-        // finds it: nothing is planned.
-        await sql.unsafe(`GRANT SELECT, UPDATE ON accounts TO mallory${major}`)
+        // The race: a trusted role's statement calls her function, which is gone when the pass checks and
+        // comes back while the agent waits for a lock she holds on the statement's (trusted) table. The
+        // statement is parsed only once the lock is free, so the function is in it, and the check after
+        // the PREPARE finds it: nothing is planned.
+        await sql.unsafe(`GRANT UPDATE ON accounts TO mallory${major}`)
         const leakBody = `CREATE FUNCTION mallory.leak2() RETURNS int IMMUTABLE LANGUAGE plpgsql AS $f$
           DECLARE s bigint;
           BEGIN
-            BEGIN SELECT v INTO s FROM public.secret; EXCEPTION WHEN insufficient_privilege THEN RETURN 0; END;
+            IF current_user IN ('mallory${major}', 'postgres') THEN RETURN 0; END IF;
+            SELECT v INTO s FROM public.secret;
             PERFORM pg_advisory_lock(s);
             RETURN 1;
           END $f$`
         await mallory.unsafe(leakBody)
+        await mallory.unsafe('GRANT EXECUTE ON FUNCTION mallory.leak2() TO PUBLIC')
         await sql`SELECT pg_stat_statements_reset()`
-        for (let i = 0; i < 12; i++) await mallory.unsafe('SELECT mallory.leak2() FROM accounts WHERE id = 1')
+        for (let i = 0; i < 12; i++) await sql.unsafe('SELECT mallory.leak2() FROM accounts WHERE id = 1')
         await mallory.unsafe('DROP FUNCTION mallory.leak2()')
         const lockTimeout = explainSampling.lockTimeoutMs
         explainSampling.lockTimeoutMs = 20_000

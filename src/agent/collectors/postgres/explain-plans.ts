@@ -9,20 +9,23 @@
 // statements and a note in the collector's health status, not a silent debug line.
 // Planning runs code with the rights of the role that plans, the agent's: functions (IMMUTABLE ones with
 // constant arguments, STABLE ones to estimate selectivity), and through them whatever a view, a row
-// security policy, an index expression or a domain of the statement's objects calls, including the
-// built-ins that run any query (query_to_xml, table_to_xml). So that no database user can make the
-// agent run their code, a statement is planned only when nothing it can reach was written by a role
-// the agent does not trust (trusted: superusers, the agent's own role, the config's
-// explain_trusted_roles). The order makes the check hold: PREPARE first, which parses and rewrites
-// (expanding views and policies) without running anything, fixes which functions the statement calls
-// and locks every relation it reads; then, inside the same transaction, every relation this session
-// holds a lock on and every parameter type must belong to a trusted role, and no function or aggregate
-// in the database may belong to an untrusted one; only then EXPLAIN EXECUTE. A relation cannot change
-// owner, definition or policies while it is locked, and a function created after the PREPARE is not in
-// the statement. A statement that fails is skipped with a note naming the objects and owners; an
-// untrusted function stops the whole pass. Trigger functions and procedures are left out: a query cannot
-// call them. SET ROLE to the statement's role would not be a boundary: code running under it can set the
-// role back to the agent's (set_config('role', ...)), as the session user is still the agent's.
+// security policy, an index expression, a domain or a type's input function of the statement calls,
+// including the built-ins that run any query (query_to_xml, table_to_xml). So that no database user can
+// make the agent run their code, three things must hold for a statement to be planned:
+// - a role the agent trusts ran it (superusers, the agent's own role, the config's explain_trusted_roles):
+//   the text is its author's, and it reaches the planner in more ways than a check can list (an array
+//   literal's input runs a domain's CHECK, say);
+// - everything it reads belongs to a trusted role: PREPARE first, which parses and rewrites (expanding
+//   views and policies) without running anything, fixes which functions the statement calls and locks
+//   every relation it reads; then, inside the same transaction, every relation this session holds a lock
+//   on and every parameter type must belong to a trusted role (a locked relation cannot change owner,
+//   definition or policies meanwhile);
+// - no function or aggregate in the database belongs to an untrusted role (trigger functions and
+//   procedures aside, which a query cannot call), checked after the PREPARE, so that one created while
+//   the agent waited for a lock is found: it is in the statement.
+// Only then EXPLAIN EXECUTE. SET ROLE to the statement's role would not be a boundary: code running
+// under it can set the role back to the agent's (set_config('role', ...)), as the session user is still
+// the agent's.
 // The collector's state (log offsets, the warned set) is copied each run, so a run past its deadline
 // leaves the committed one as it was; when plans were last sampled is a `cache:` key, kept even when
 // the sampling failed, so a sampling that times out is not retried every cycle.
@@ -231,7 +234,8 @@ interface State {
   untrustedSet?: string
 }
 
-const isPermissionDenied = (e: unknown) => (e as { code?: string }).code === '42501' || /permission denied/i.test((e as Error).message)
+/** By SQLSTATE only: a message that merely says "permission denied" may be anyone's text. */
+const isPermissionDenied = (e: unknown) => (e as { code?: string }).code === '42501'
 
 /** A statement that writes: EXPLAIN of it (never run) still needs the write privilege on its table. */
 const WRITES = /^\s*(?:\/\*[\s\S]*?\*\/\s*)*(?:WITH\b[\s\S]*?\)\s*)?(INSERT|UPDATE|DELETE|MERGE)\b/i
@@ -252,24 +256,33 @@ async function sample(ctx: PostgresContext, state: State): Promise<ExplainPlan[]
   const installed = await ctx.sql`SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements'`
   if (installed.length === 0) return []
   const ownRole = await ownStatementsRole(ctx)
-  const top = await ctx.sql`
-    SELECT queryid::text AS query_hash, query
-    FROM pg_stat_statements
-    WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND queryid IS NOT NULL
-      AND userid::text IS DISTINCT FROM ${ownRole}::text
-    ORDER BY total_exec_time DESC
-    LIMIT 50`
   const trusted = ctx.explainTrustedRoles ?? []
+  const top = await ctx.sql`
+    SELECT s.queryid::text AS query_hash, s.query, r.rolname::text AS runner,
+           COALESCE(r.rolsuper OR r.rolname = current_user OR r.rolname = ANY(${ctx.sql.array([...trusted])}::text[]), false) AS trusted
+    FROM pg_stat_statements s LEFT JOIN pg_roles r ON r.oid = s.userid
+    WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND s.queryid IS NOT NULL
+      AND s.userid::text IS DISTINCT FROM ${ownRole}::text
+    ORDER BY s.total_exec_time DESC
+    LIMIT 50`
   const before = await untrustedCode(ctx.sql, trusted)
   if (before) return reportUntrusted(ctx, state, before)
   const out: ExplainPlan[] = []
   const denied: Denied[] = []
   const untrusted: Untrusted[] = []
+  const runners = new Map<string, number>()
   let attempted = 0
   for (const row of top) {
     if (out.length >= explainSampling.statements) break
     const text = String(row.query ?? '')
     if (!EXPLAINABLE.test(text) || text.includes(';') || /\bdbm_explain\b/.test(text)) continue
+    // Only what a trusted role ran: a statement's text is its author's, and more of the planner's inputs
+    // than any check can list (a domain inside an array literal's input, say) come from the text.
+    if (!row.trusted) {
+      const runner = cut(String(row.runner ?? 'a dropped role'), 63)
+      runners.set(runner, (runners.get(runner) ?? 0) + 1)
+      continue
+    }
     attempted++
     let explained: { Plan: PlanNode } | undefined
     let failure: unknown
@@ -296,7 +309,7 @@ async function sample(ctx: PostgresContext, state: State): Promise<ExplainPlan[]
     ctx.log.debug('statement not explained', { database: ctx.name, query_hash: row.query_hash, cause: (failure as Error).message })
   }
   state.untrustedSet = undefined
-  reportSkipped(ctx, state, denied, untrusted, attempted)
+  reportSkipped(ctx, state, denied, untrusted, attempted, out.length === 0 ? runners : new Map())
   return out
 }
 
@@ -333,8 +346,18 @@ interface Untrusted {
  * Statements left unexplained, for lack of privileges or because they reach objects of untrusted roles:
  * a note in the health status each sampling, a warning when the set of statements changes.
  */
-function reportSkipped(ctx: PostgresContext, state: State, denied: Denied[], untrusted: Untrusted[], attempted: number) {
+function reportSkipped(ctx: PostgresContext, state: State, denied: Denied[], untrusted: Untrusted[], attempted: number, runners: Map<string, number>) {
   const parts: string[] = []
+  // Statements of untrusted roles are a note only when they left no plan at all: then they are why the
+  // plans page stays empty. Alongside plans of trusted roles' statements they are the configuration.
+  if (runners.size > 0) {
+    const skipped = [...runners.values()].reduce((a, b) => a + b, 0)
+    const names = [...runners.keys()].sort().slice(0, 5)
+    parts.push(
+      `no plans sampled: the ${skipped} costliest statement${skipped === 1 ? ' was' : 's were'} run by ${names.length === 1 ? 'a role' : 'roles'} the agent does not trust (${names.join(', ')}), ` +
+        `and it explains only statements of roles it trusts. If you trust ${names.length === 1 ? names[0] : 'them'}, add to database ${JSON.stringify(ctx.name)} in the agent config: explain_trusted_roles: ${JSON.stringify(names)}`,
+    )
+  }
   if (untrusted.length > 0) {
     const objects = new Map<string, string>()
     for (const u of untrusted) for (const o of u.objects) if (objects.size < 3) objects.set(o.name, o.owner)
@@ -354,15 +377,18 @@ function reportSkipped(ctx: PostgresContext, state: State, denied: Denied[], unt
     return
   }
   ctx.notes.set('explain_plans', parts.join('; '))
-  const set = [...denied.map((d) => `denied:${d.hash}`), ...untrusted.map((u) => `untrusted:${u.hash}`)].sort().join(',')
+  const set = [...denied.map((d) => `denied:${d.hash}`), ...untrusted.map((u) => `untrusted:${u.hash}`), ...[...runners.keys()].map((r) => `runner:${r}`)].sort().join(',')
   if (state.deniedSet !== set) {
+    if (runners.size > 0) {
+      ctx.log.warn('no plans sampled: the costliest statements were run by roles the agent does not trust', { database: ctx.name, collector: 'explain_plans', detail: parts[0] })
+    }
     if (untrusted.length > 0) {
       ctx.log.warn('statements not explained: they reach objects of roles the agent does not trust', {
         database: ctx.name,
         collector: 'explain_plans',
         not_explained: untrusted.length,
         of: attempted,
-        detail: parts[0],
+        detail: parts.find((p) => p.includes('they reach')),
       })
     }
     if (denied.length > 0) {
