@@ -313,6 +313,16 @@ for (const major of [13, 17]) {
         } finally {
           explainSampling.lockTimeoutMs = lockTimeout
         }
+        await mallory.unsafe('DROP FUNCTION mallory.leak2()')
+
+        // An operator of hers stops the pass too, although its function is a built-in: in a schema on the
+        // search_path an exact match takes over a trusted statement's operator.
+        await mallory.unsafe('CREATE OPERATOR mallory.=== (LEFTARG = int, RIGHTARG = int, FUNCTION = int4eq)')
+        now += explainSampling.intervalMs
+        const withOperator = await monitorCtx()
+        await explainPlans.collect(withOperator)
+        expect(withOperator.notes.get('explain_plans')).toStartWith(`plans not sampled: operator mallory.===(integer,integer) (owned by mallory${major})`)
+        await mallory.unsafe('DROP OPERATOR mallory.=== (int, int)')
       } finally {
         await mallory.end()
         await monitor.end()

@@ -166,7 +166,13 @@ export async function untrustedCode(sql: PostgresContext['sql'], trusted: readon
       SELECT p.oid, quote_ident(n.nspname) || '.' || quote_ident(p.proname) || '(' || pg_get_function_identity_arguments(p.oid) || ')' AS function, r.rolname AS owner
       FROM pg_proc p JOIN pg_roles r ON r.oid = p.proowner JOIN pg_namespace n ON n.oid = p.pronamespace
       WHERE p.prokind <> 'p' AND p.prorettype NOT IN ('pg_catalog.trigger'::regtype, 'pg_catalog.event_trigger'::regtype)
-        AND NOT r.rolsuper AND r.rolname <> current_user AND r.rolname <> ALL(${sql.array([...trusted])}::text[]))
+        AND NOT r.rolsuper AND r.rolname <> current_user AND r.rolname <> ALL(${sql.array([...trusted])}::text[])
+      UNION ALL
+      -- An operator of an untrusted role can take over a trusted statement's operator (an exact match in a
+      -- schema on the search_path wins) even when its function is a built-in.
+      SELECT o.oid, 'operator ' || o.oid::regoperator::text, r.rolname
+      FROM pg_operator o JOIN pg_roles r ON r.oid = o.oprowner
+      WHERE NOT r.rolsuper AND r.rolname <> current_user AND r.rolname <> ALL(${sql.array([...trusted])}::text[]))
     SELECT function, owner,
            (SELECT count(*)::int FROM untrusted) AS total,
            ARRAY(SELECT DISTINCT owner::text FROM untrusted ORDER BY 1 LIMIT 5) AS owners
