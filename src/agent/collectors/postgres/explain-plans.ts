@@ -187,15 +187,16 @@ export async function untrustedCode(sql: PostgresContext['sql'], trusted: readon
   }
 }
 
+/** The sentence that says how to trust `roles` for `database` (`whom` names them when there are several). */
+function trustLine(roles: string[], database: string, whom: string): string {
+  return `If you trust ${roles.length === 1 ? roles[0] : whom}, add to database ${JSON.stringify(database)} in the agent config: explain_trusted_roles: ${JSON.stringify(roles)}`
+}
+
 /** What to do about untrusted functions, for notes, warnings and --check. */
 export function untrustedAdvice(found: UntrustedCode, database: string): string {
   const others = found.count - found.examples.length
   const named = `${found.examples.join(', ')}${others > 0 ? ` and ${others} more function${others === 1 ? '' : 's'}` : ''}`
-  const whom = found.owners.length === 1 ? found.owners[0] : 'their owners'
-  return (
-    `${named} would run with the agent's rights while planning. If you trust ${whom}, add to database ${JSON.stringify(database)} in the agent config: ` +
-    `explain_trusted_roles: ${JSON.stringify(found.owners)}; otherwise use auto_explain with pg_log_dir`
-  )
+  return `${named} would run with the agent's rights while planning. ${trustLine(found.owners, database, 'their owners')}; otherwise use auto_explain with pg_log_dir`
 }
 
 async function explainOne(ctx: PostgresContext, text: string): Promise<{ Plan: PlanNode } | undefined> {
@@ -353,30 +354,29 @@ interface Untrusted {
  * a note in the health status each sampling, a warning when the set of statements changes.
  */
 function reportSkipped(ctx: PostgresContext, state: State, denied: Denied[], untrusted: Untrusted[], attempted: number, runners: Map<string, number>) {
-  const parts: string[] = []
   // Statements of untrusted roles are a note only when they left no plan at all: then they are why the
   // plans page stays empty. Alongside plans of trusted roles' statements they are the configuration.
+  let runnersNote: string | undefined
   if (runners.size > 0) {
     const skipped = [...runners.values()].reduce((a, b) => a + b, 0)
     const names = [...runners.keys()].sort().slice(0, 5)
-    parts.push(
+    runnersNote =
       `no plans sampled: the ${skipped} costliest statement${skipped === 1 ? ' was' : 's were'} run by ${names.length === 1 ? 'a role' : 'roles'} the agent does not trust (${names.join(', ')}), ` +
-        `and it explains only statements of roles it trusts. If you trust ${names.length === 1 ? names[0] : 'them'}, add to database ${JSON.stringify(ctx.name)} in the agent config: explain_trusted_roles: ${JSON.stringify(names)}`,
-    )
+      `and it explains only statements of roles it trusts. ${trustLine(names, ctx.name, 'them')}`
   }
+  let untrustedNote: string | undefined
   if (untrusted.length > 0) {
     const objects = new Map<string, string>()
     for (const u of untrusted) for (const o of u.objects) if (objects.size < 3) objects.set(o.name, o.owner)
     const owners = [...new Set(untrusted.flatMap((u) => u.objects.map((o) => o.owner)))].sort().slice(0, 5)
     const named = [...objects].map(([name, owner]) => `${name} (owned by ${owner})`).join(', ')
-    parts.push(
+    untrustedNote =
       `${untrusted.length} of ${attempted} statements not explained: they reach ${named}, whose code would run with the agent's rights while planning. ` +
-        `If you trust ${owners.length === 1 ? owners[0] : 'their owners'}, add to database ${JSON.stringify(ctx.name)} in the agent config: explain_trusted_roles: ${JSON.stringify(owners)}`,
-    )
+      trustLine(owners, ctx.name, 'their owners')
   }
-  if (denied.length > 0) {
-    parts.push(`${denied.length} of ${attempted} statements not explained: ${denied[0]!.cause} (${grantHint(ctx.major, denied[0]!.text, denied[0]!.cause)})`)
-  }
+  const deniedNote =
+    denied.length > 0 ? `${denied.length} of ${attempted} statements not explained: ${denied[0]!.cause} (${grantHint(ctx.major, denied[0]!.text, denied[0]!.cause)})` : undefined
+  const parts = [runnersNote, untrustedNote, deniedNote].filter((p): p is string => p !== undefined)
   if (parts.length === 0) {
     ctx.notes.delete('explain_plans')
     state.deniedSet = undefined
@@ -385,16 +385,16 @@ function reportSkipped(ctx: PostgresContext, state: State, denied: Denied[], unt
   ctx.notes.set('explain_plans', parts.join('; '))
   const set = [...denied.map((d) => `denied:${d.hash}`), ...untrusted.map((u) => `untrusted:${u.hash}`), ...[...runners.keys()].map((r) => `runner:${r}`)].sort().join(',')
   if (state.deniedSet !== set) {
-    if (runners.size > 0) {
-      ctx.log.warn('no plans sampled: the costliest statements were run by roles the agent does not trust', { database: ctx.name, collector: 'explain_plans', detail: parts[0] })
+    if (runnersNote) {
+      ctx.log.warn('no plans sampled: the costliest statements were run by roles the agent does not trust', { database: ctx.name, collector: 'explain_plans', detail: runnersNote })
     }
-    if (untrusted.length > 0) {
+    if (untrustedNote) {
       ctx.log.warn('statements not explained: they reach objects of roles the agent does not trust', {
         database: ctx.name,
         collector: 'explain_plans',
         not_explained: untrusted.length,
         of: attempted,
-        detail: parts.find((p) => p.includes('they reach')),
+        detail: untrustedNote,
       })
     }
     if (denied.length > 0) {
