@@ -216,6 +216,10 @@ function Plans({
           The agent explains the costliest statements every 5 minutes (the <code>explain_plans</code> collector, while plan collection is on in
           Settings), and reads <code>auto_explain</code> plans from <code>pg_log_dir</code>.
         </p>
+        <p>
+          It explains only statements run by roles it trusts, reading objects of roles it trusts (<code>explain_trusted_roles</code> in its
+          config): the Statements page shows its notes on what it left out, with the line to add.
+        </p>
       </Empty>
     )
   }
