@@ -7,7 +7,7 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import postgres from 'postgres'
 import type { AgentConfig, DatabaseConfig } from './config.ts'
-import { untrustedAdvice, untrustedCode } from './collectors/postgres/explain-plans.ts'
+import { untrustedAdvice, untrustedCode, writableAdvice, writableSearchPath } from './collectors/postgres/explain-plans.ts'
 import { dsnEndpoint, planCollectors } from './postgres-runner.ts'
 import { othersMayWrite } from './own-file.ts'
 import { type CollectorPlan, defaultTimings, withDeadline } from './runner.ts'
@@ -57,6 +57,8 @@ async function postgresNotes(sql: postgres.Sql, major: number, database: string,
   if (!p!.statements) {
     notes.push('pg_stat_statements is not installed in this database: query_stats will be empty (CREATE EXTENSION pg_stat_statements; with pg_stat_statements in shared_preload_libraries)')
   }
+  const writable = trusted ? await writableSearchPath(sql, trusted) : []
+  if (writable.length > 0) notes.push(`plans will not be sampled: ${writableAdvice(writable)}`)
   const untrusted = trusted && (await untrustedCode(sql, trusted))
   if (untrusted) notes.push(`plans will not be sampled: ${untrustedAdvice(untrusted, database)}`)
   if (trusted && trusted.length > 0) {

@@ -39,6 +39,8 @@ for (const major of [13, 17]) {
       await sql`INSERT INTO accounts SELECT g, 'owner ' || (g % 50), g FROM generate_series(1, 20000) g`
       await sql`CREATE INDEX accounts_owner ON accounts (owner)`
       await sql`ANALYZE accounts`
+      // As the README asks (and as PostgreSQL 15+ does): plans are not sampled while others may create in a schema on the path.
+      await sql`REVOKE CREATE ON SCHEMA public FROM PUBLIC`
     })
     afterAll(async () => {
       await sql?.end()
@@ -125,7 +127,7 @@ for (const major of [13, 17]) {
       expect(((await explainPlans.collect(await ctx())).explain_plans ?? []).filter((p) => p.source === 'auto_explain')).toEqual([])
     })
 
-    test('a low-privilege role cannot make the planner run its code with the agent role (a function, a domain, a view and a policy, a race): the secret stays put', async () => {
+    test('a low-privilege role cannot make the planner run its code with the agent role (a function, a name on the search_path, a domain, a view and a policy, a race): the secret stays put', async () => {
       // The agent connects as a monitor role that may read every table (pg_read_all_data; SELECT on 13).
       // mallory may read nothing but owns an IMMUTABLE function that reads the secret and, when it can,
       // takes an advisory lock whose key is the secret (visible to everyone in pg_locks). EXPLAIN plans
@@ -206,6 +208,41 @@ for (const major of [13, 17]) {
         expect(plans.filter((p) => p.source === 'sampled').length).toBeGreaterThan(0)
         expect(clean.notes.get('explain_plans')?.startsWith('plans not sampled') ?? false).toBe(false)
         expect(clean.notes.get('explain_plans') ?? '').not.toContain('UPDATE')
+
+        // A name a trusted function's body resolves only while the agent plans (nothing the PREPARE locks):
+        // given CREATE on public, mallory puts a view there under that name, and estimating the STABLE
+        // function's result runs it. Nothing is sampled while a schema on the agent's search_path is
+        // writable by, or holds objects of, a role it does not trust; trusted, it leaks (the control).
+        await sql.unsafe(`GRANT CREATE ON SCHEMA public TO mallory${major}`)
+        await sql.unsafe(`CREATE FUNCTION public.current_tenant() RETURNS int STABLE LANGUAGE plpgsql AS $f$
+          DECLARE r int; BEGIN SELECT id INTO r FROM tenants WHERE name = 'acme'; RETURN r; END $f$`)
+        await mallory.unsafe(`
+          CREATE VIEW public.tenants AS SELECT 1 AS id, 'acme'::text AS name
+          WHERE CASE WHEN current_user IN ('mallory${major}', 'postgres') THEN true
+                     ELSE query_to_xml('SELECT pg_advisory_lock(v) FROM public.secret', true, false, '') IS NOT NULL END`)
+        await mallory.unsafe('GRANT SELECT ON public.tenants TO PUBLIC')
+        const plantTenant = async () => {
+          await sql`SELECT pg_stat_statements_reset()`
+          for (let i = 0; i < 12; i++) await sql`SELECT balance FROM accounts WHERE id = public.current_tenant()`
+        }
+        await plantTenant()
+        now += explainSampling.intervalMs
+        const pathDefended = await monitorCtx()
+        expect((await explainPlans.collect(pathDefended)).explain_plans ?? []).toEqual([])
+        expect(await leaked()).toBe(0)
+        expect(pathDefended.notes.get('explain_plans')).toBe(
+          'plans not sampled: roles the agent does not trust own objects in, or may create them in, schema public on its search_path, where they could stand in for ' +
+            'the names statements and functions use while the agent plans them. Revoke CREATE (REVOKE CREATE ON SCHEMA public FROM PUBLIC, the default since PostgreSQL 15) ' +
+            'and move their objects out, or give the agent role a search_path of schemas only trusted roles write (ALTER ROLE <agent role> SET search_path = ...)',
+        )
+        await plantTenant()
+        now += explainSampling.intervalMs
+        await explainPlans.collect(await monitorCtx([`mallory${major}`]))
+        expect(await leaked()).toBe(1)
+        await monitor.unsafe('SELECT pg_advisory_unlock_all()')
+        await mallory.unsafe('DROP VIEW public.tenants')
+        await sql.unsafe(`REVOKE CREATE ON SCHEMA public FROM mallory${major}`)
+
 
         // Her statements are never planned: only what a trusted role ran is. Her text reaches the planner in
         // more ways than a check can list: here an array literal's input (array_in, STABLE, evaluated to

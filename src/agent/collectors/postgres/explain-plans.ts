@@ -187,6 +187,47 @@ export async function untrustedCode(sql: PostgresContext['sql'], trusted: readon
   }
 }
 
+/**
+ * The schemas on the agent's search_path (pg_catalog and its own temporary schema aside) that a role it
+ * does not trust owns, may create objects in (PUBLIC included, as on PostgreSQL 14 and older for
+ * `public`), or has a table, view or type in. There such a role's object could stand under a name that a
+ * trusted statement, or the body of a trusted function, resolves only when the agent plans it (after the
+ * checks, and without the PREPARE locking it). Functions and operators are checked database-wide.
+ */
+export async function writableSearchPath(sql: PostgresContext['sql'], trusted: readonly string[]): Promise<string[]> {
+  const roles = sql.array([...trusted])
+  // pg_database_owner (14+; owner of `public` from 15) stands for the database's owner: trusted as it is.
+  const rows = await sql`
+    WITH trusted AS (
+      SELECT r.oid FROM pg_roles r WHERE r.rolsuper OR r.rolname = current_user OR r.rolname = ANY(${roles}::text[])
+      UNION
+      SELECT r.oid FROM pg_roles r, pg_database d JOIN pg_roles o ON o.oid = d.datdba
+      WHERE r.rolname = 'pg_database_owner' AND d.datname = current_database()
+        AND (o.rolsuper OR o.rolname = current_user OR o.rolname = ANY(${roles}::text[])))
+    SELECT DISTINCT n.nspname::text AS schema
+    FROM unnest(current_schemas(false)) AS p(name)
+    JOIN pg_namespace n ON n.nspname = p.name
+    WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.oid <> pg_my_temp_schema()
+      AND (n.nspowner NOT IN (SELECT oid FROM trusted)
+        OR EXISTS (SELECT 1 FROM pg_class c WHERE c.relnamespace = n.oid AND c.relowner NOT IN (SELECT oid FROM trusted))
+        OR EXISTS (SELECT 1 FROM pg_type t WHERE t.typnamespace = n.oid AND t.typowner NOT IN (SELECT oid FROM trusted))
+        OR EXISTS (
+          SELECT 1 FROM aclexplode(COALESCE(n.nspacl, acldefault('n', n.nspowner))) a
+          WHERE a.privilege_type = 'CREATE' AND (a.grantee = 0 OR a.grantee NOT IN (SELECT oid FROM trusted))))
+    ORDER BY 1`
+  return rows.map((r) => cut(String(r.schema), 63))
+}
+
+/** What to do about writable schemas on the search_path, for notes, warnings and --check. */
+export function writableAdvice(schemas: string[]): string {
+  const list = schemas.join(', ')
+  return (
+    `roles the agent does not trust own objects in, or may create them in, ${schemas.length === 1 ? 'schema' : 'schemas'} ${list} on its search_path, where they could stand in for ` +
+    `the names statements and functions use while the agent plans them. Revoke CREATE (REVOKE CREATE ON SCHEMA ${schemas[0]} FROM PUBLIC, the default since PostgreSQL 15) ` +
+    'and move their objects out, or give the agent role a search_path of schemas only trusted roles write (ALTER ROLE <agent role> SET search_path = ...)'
+  )
+}
+
 /** The sentence that says how to trust `roles` for `database` (`whom` names them when there are several). */
 function trustLine(roles: string[], database: string, whom: string): string {
   return `If you trust ${roles.length === 1 ? roles[0] : whom}, add to database ${JSON.stringify(database)} in the agent config: explain_trusted_roles: ${JSON.stringify(roles)}`
@@ -272,6 +313,8 @@ async function sample(ctx: PostgresContext, state: State): Promise<ExplainPlan[]
       AND s.userid::text IS DISTINCT FROM ${ownRole}::text
     ORDER BY s.total_exec_time DESC
     LIMIT 50`
+  const writable = await writableSearchPath(ctx.sql, trusted)
+  if (writable.length > 0) return reportBlocked(ctx, state, `plans not sampled: ${writableAdvice(writable)}`, `writable:${writable.join(',')}`)
   const before = await untrustedCode(ctx.sql, trusted)
   if (before) return reportUntrusted(ctx, state, before)
   const out: ExplainPlan[] = []
@@ -322,18 +365,14 @@ async function sample(ctx: PostgresContext, state: State): Promise<ExplainPlan[]
 
 /** Sampling stopped by untrusted functions: a note each time, a warning when the set changes; no plans. */
 function reportUntrusted(ctx: PostgresContext, state: State, found: UntrustedCode): ExplainPlan[] {
-  const advice = untrustedAdvice(found, ctx.name)
-  ctx.notes.set('explain_plans', `plans not sampled: ${advice}`)
+  return reportBlocked(ctx, state, `plans not sampled: ${untrustedAdvice(found, ctx.name)}`, `${found.count}:${found.examples.join(',')}`)
+}
+
+/** A pass stopped before any EXPLAIN: `note` each time, a warning when `set` (what stopped it) changes; no plans. */
+function reportBlocked(ctx: PostgresContext, state: State, note: string, set: string): ExplainPlan[] {
+  ctx.notes.set('explain_plans', note)
   state.deniedSet = undefined
-  const set = `${found.count}:${found.examples.join(',')}`
-  if (state.untrustedSet !== set) {
-    ctx.log.warn('plans not sampled: functions of roles the agent does not trust could run with its rights while planning', {
-      database: ctx.name,
-      collector: 'explain_plans',
-      untrusted_functions: found.count,
-      detail: advice,
-    })
-  }
+  if (state.untrustedSet !== set) ctx.log.warn('plans not sampled: code of roles the agent does not trust could run with its rights while planning', { database: ctx.name, collector: 'explain_plans', detail: note })
   state.untrustedSet = set
   return []
 }
