@@ -7,7 +7,7 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import postgres from 'postgres'
 import type { AgentConfig, DatabaseConfig } from './config.ts'
-import { untrustedAdvice, untrustedCode, writableAdvice, writableSearchPath } from './collectors/postgres/explain-plans.ts'
+import { NO_TOPLEVEL, untrustedAdvice, untrustedCode, writableAdvice, writableSearchPath } from './collectors/postgres/explain-plans.ts'
 import { dsnEndpoint, planCollectors } from './postgres-runner.ts'
 import { othersMayWrite } from './own-file.ts'
 import { type CollectorPlan, defaultTimings, withDeadline } from './runner.ts'
@@ -56,6 +56,10 @@ async function postgresNotes(sql: postgres.Sql, major: number, database: string,
   const notes: string[] = []
   if (!p!.statements) {
     notes.push('pg_stat_statements is not installed in this database: query_stats will be empty (CREATE EXTENSION pg_stat_statements; with pg_stat_statements in shared_preload_libraries)')
+  }
+  if (trusted && p!.statements) {
+    const [shape] = await sql`SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('pg_stat_statements') AND attname = 'toplevel' AND NOT attisdropped) AS toplevel`
+    if (!shape?.toplevel) notes.push(`plans will not be sampled: ${NO_TOPLEVEL}`)
   }
   const writable = trusted ? await writableSearchPath(sql, trusted) : []
   if (writable.length > 0) notes.push(`plans will not be sampled: ${writableAdvice(writable)}`)

@@ -1,4 +1,4 @@
-// explain_plans against real PostgreSQL 13 (PREPARE + generic plan) and 17 (GENERIC_PLAN): the
+// explain_plans against real PostgreSQL 16 and 17 (PREPARE + EXPLAIN EXECUTE, a generic plan), and 13: the
 // costliest statement is explained without running it, its plan_hash follows the plan's shape, and
 // auto_explain plans are read from the server's log directory (pg_log_dir).
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
@@ -6,13 +6,13 @@ import { chmodSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
-import { explainPlans, explainSampling, grantHint } from '../../src/agent/collectors/postgres/explain-plans.ts'
+import { NO_TOPLEVEL, explainPlans, explainSampling, grantHint } from '../../src/agent/collectors/postgres/explain-plans.ts'
 import type { PostgresContext } from '../../src/agent/collectors/types.ts'
 import { createLogger } from '../../src/shared/log.ts'
 import type { ExplainPlan } from '../../src/shared/wire.ts'
 import { type PostgresServer, startPostgres } from '../support/postgres.ts'
 
-for (const major of [13, 17]) {
+for (const major of [16, 17]) {
   describe(`explain_plans on PostgreSQL ${major}`, () => {
     let pg: PostgresServer
     let sql: postgres.Sql
@@ -268,6 +268,27 @@ for (const major of [13, 17]) {
         expect(await leaked()).toBe(1)
         await monitor.unsafe('SELECT pg_advisory_unlock_all()')
 
+        // Her text under a trusted role's name: with pg_stat_statements.track = all, the statement inside
+        // her function, run by a trusted session reading her view, is recorded under that session's role.
+        // It is not a top-level statement, so it is not sampled (the function and view are gone by then).
+        await mallory.unsafe(`CREATE FUNCTION mallory.fn() RETURNS int LANGUAGE plpgsql AS $f$
+          BEGIN PERFORM id FROM public.accounts WHERE owner = ANY (ARRAY[current_user::text]::text::mallory.d[]); RETURN 1; END $f$`)
+        await mallory.unsafe('CREATE VIEW mallory.vn AS SELECT mallory.fn() AS x')
+        await mallory.unsafe('GRANT SELECT ON mallory.vn TO PUBLIC')
+        await sql`SELECT pg_stat_statements_reset()`
+        await sql.begin(async (tx) => {
+          await tx`SET LOCAL pg_stat_statements.track = 'all'`
+          for (let i = 0; i < 12; i++) await tx`SELECT x FROM mallory.vn`
+        })
+        await mallory.unsafe('DROP VIEW mallory.vn')
+        await mallory.unsafe('DROP FUNCTION mallory.fn()')
+        const [nested] = await sql`SELECT queryid::text AS id, userid::regrole::text AS runner, toplevel FROM pg_stat_statements WHERE query LIKE 'SELECT id FROM public.accounts WHERE owner = ANY%'`
+        expect({ runner: nested!.runner, toplevel: nested!.toplevel }).toEqual({ runner: 'postgres', toplevel: false })
+        now += explainSampling.intervalMs
+        const nestedPlans = (await explainPlans.collect(await monitorCtx())).explain_plans ?? []
+        expect(await leaked()).toBe(0)
+        expect(nestedPlans.filter((p) => p.query_hash === nested!.id)).toEqual([])
+
         // A trusted role's statement that reads her view: the view's WHERE compares with a built-in that
         // reads a table (table_to_xml), and that table's row security policy reads the secret. Estimating
         // the comparison evaluates it, as the monitor, policy included. The PREPARE locks her view and
@@ -367,6 +388,37 @@ for (const major of [13, 17]) {
     })
   })
 }
+
+describe('explain_plans on PostgreSQL 13', () => {
+  test('its pg_stat_statements (1.8) does not say which statements ran at top level: nothing is sampled, and the note says why', async () => {
+    const pg = await startPostgres(13, ['-c', 'shared_preload_libraries=pg_stat_statements'])
+    const sql = postgres(await pg.freshDatabase(), { max: 1, onnotice: () => {} })
+    try {
+      await sql`CREATE EXTENSION pg_stat_statements`
+      await sql`CREATE TABLE t (id int PRIMARY KEY)`
+      for (let i = 0; i < 20; i++) await sql`SELECT id FROM t WHERE id = ${i}`
+      const [info] = await sql`SELECT current_setting('server_version_num')::int AS num, current_database() AS db`
+      const notes = new Map<string, string>()
+      const result = await explainPlans.collect({
+        name: 'pg13',
+        database: info!.db,
+        sql,
+        versionNum: info!.num,
+        major: 13,
+        now: Date.now(),
+        settings: { collectExplainPlans: true, collectReplication: true },
+        state: new Map(),
+        notes,
+        log: createLogger('error', () => {}),
+      })
+      expect(result.explain_plans ?? []).toEqual([])
+      expect(notes.get('explain_plans')).toBe(`plans not sampled: ${NO_TOPLEVEL}`)
+    } finally {
+      await sql.end()
+      await pg.stop()
+    }
+  })
+})
 
 describe('the hint for a statement the agent role may not explain', () => {
   test('reads need pg_read_all_data (SELECT grants on 13); writes need their own privilege, which pg_read_all_data does not give', () => {

@@ -228,6 +228,11 @@ export function writableAdvice(schemas: string[]): string {
   )
 }
 
+/** Why plans are not sampled from a pg_stat_statements older than 1.9 (PostgreSQL 13), for notes and --check. */
+export const NO_TOPLEVEL =
+  'this pg_stat_statements (before 1.9, PostgreSQL 13) does not say which statements ran at top level, and a statement run inside a function or trigger ' +
+  "is recorded under the role running it with its author's text; update the extension (PostgreSQL 14+), or use auto_explain with pg_log_dir"
+
 /** The sentence that says how to trust `roles` for `database` (`whom` names them when there are several). */
 function trustLine(roles: string[], database: string, whom: string): string {
   return `If you trust ${roles.length === 1 ? roles[0] : whom}, add to database ${JSON.stringify(database)} in the agent config: explain_trusted_roles: ${JSON.stringify(roles)}`
@@ -305,12 +310,19 @@ async function sample(ctx: PostgresContext, state: State): Promise<ExplainPlan[]
   if (installed.length === 0) return []
   const ownRole = await ownStatementsRole(ctx)
   const trusted = ctx.explainTrustedRoles ?? []
+  // A statement run inside a function or trigger (pg_stat_statements.track = all, which a superuser may
+  // also set for one session) is recorded under the role running it but with its author's text: only
+  // top-level entries say who wrote them, and only pg_stat_statements 1.9+ (PostgreSQL 14+) tells which
+  // entries are top-level. Without that, nothing is sampled.
+  const [shape] = await ctx.sql`
+    SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('pg_stat_statements') AND attname = 'toplevel' AND NOT attisdropped) AS toplevel`
+  if (!shape?.toplevel) return reportBlocked(ctx, state, `plans not sampled: ${NO_TOPLEVEL}`, 'no-toplevel')
   const top = await ctx.sql`
     SELECT s.queryid::text AS query_hash, s.query, r.rolname::text AS runner,
            COALESCE(r.rolsuper OR r.rolname = current_user OR r.rolname = ANY(${ctx.sql.array([...trusted])}::text[]), false) AS trusted
     FROM pg_stat_statements s LEFT JOIN pg_roles r ON r.oid = s.userid
     WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND s.queryid IS NOT NULL
-      AND s.userid::text IS DISTINCT FROM ${ownRole}::text
+      AND s.userid::text IS DISTINCT FROM ${ownRole}::text AND s.toplevel
     ORDER BY s.total_exec_time DESC
     LIMIT 50`
   const writable = await writableSearchPath(ctx.sql, trusted)
