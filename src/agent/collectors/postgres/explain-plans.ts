@@ -11,16 +11,20 @@
 // constant arguments, STABLE ones to estimate selectivity), and through them whatever a view, a row
 // security policy, an index expression, a domain or a type's input function of the statement calls,
 // including the built-ins that run any query (query_to_xml, table_to_xml). So that no database user can
-// make the agent run their code, three things must hold for a statement to be planned:
-// - a role the agent trusts ran it (superusers, the agent's own role, the config's explain_trusted_roles):
-//   the text is its author's, and it reaches the planner in more ways than a check can list (an array
-//   literal's input runs a domain's CHECK, say);
+// make the agent run their code, four things must hold for a statement to be planned:
+// - no role the agent does not trust owns, may create in, or has relations or types in a schema on the
+//   agent's search_path: names only the planning resolves (in a trusted function's body) go through it;
+// - a role the agent trusts ran it, at top level (superusers, the agent's own role, the config's
+//   explain_trusted_roles): the text is its author's, and it reaches the planner in more ways than a check
+//   can list (an array literal's input runs a domain's CHECK, say); a statement inside a function or
+//   trigger is recorded under the role running it but with its author's text, and only
+//   pg_stat_statements 1.9+ says which ran at top level, so without that nothing is sampled;
 // - everything it reads belongs to a trusted role: PREPARE first, which parses and rewrites (expanding
 //   views and policies) without running anything, fixes which functions the statement calls and locks
 //   every relation it reads; then, inside the same transaction, every relation this session holds a lock
 //   on and every parameter type must belong to a trusted role (a locked relation cannot change owner,
 //   definition or policies meanwhile);
-// - no function or aggregate in the database belongs to an untrusted role (trigger functions and
+// - no function, aggregate or operator in the database belongs to an untrusted role (trigger functions and
 //   procedures aside, which a query cannot call), checked after the PREPARE, so that one created while
 //   the agent waited for a lock is found: it is in the statement.
 // Only then EXPLAIN EXECUTE. SET ROLE to the statement's role would not be a boundary: code running
