@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import type { AgentConfig, DatabaseConfig } from './config.ts'
 import { NO_TOPLEVEL, untrustedAdvice, untrustedCode, writableAdvice, writableSearchPath } from './collectors/postgres/explain-plans.ts'
+import { featuresOf } from './collectors/postgres/query-stats.ts'
 import { dsnEndpoint, planCollectors } from './postgres-runner.ts'
 import { othersMayWrite } from './own-file.ts'
 import { type CollectorPlan, defaultTimings, withDeadline } from './runner.ts'
@@ -51,16 +52,13 @@ async function postgresNotes(sql: postgres.Sql, major: number, database: string,
            pg_has_role(current_user, 'pg_monitor', 'USAGE') AS monitor,
            (SELECT pg_has_role(current_user, x.oid, 'USAGE') FROM pg_roles x WHERE x.rolname = 'pg_read_all_data') AS read_all,
            (SELECT count(*)::int FROM pg_stat_user_tables t WHERE NOT has_table_privilege(t.relid, 'SELECT')) AS unreadable_tables,
-           EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements') AS statements
+           (SELECT extversion FROM pg_extension WHERE extname = 'pg_stat_statements') AS statements
     FROM pg_roles r WHERE r.rolname = current_user`
   const notes: string[] = []
   if (!p!.statements) {
     notes.push('pg_stat_statements is not installed in this database: query_stats will be empty (CREATE EXTENSION pg_stat_statements; with pg_stat_statements in shared_preload_libraries)')
   }
-  if (trusted && p!.statements) {
-    const [shape] = await sql`SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('pg_stat_statements') AND attname = 'toplevel' AND NOT attisdropped) AS toplevel`
-    if (!shape?.toplevel) notes.push(`plans will not be sampled: ${NO_TOPLEVEL}`)
-  }
+  if (trusted && p!.statements && !featuresOf(String(p!.statements)).info) notes.push(`plans will not be sampled: ${NO_TOPLEVEL}`)
   const writable = trusted ? await writableSearchPath(sql, trusted) : []
   if (writable.length > 0) notes.push(`plans will not be sampled: ${writableAdvice(writable)}`)
   const untrusted = trusted && (await untrustedCode(sql, trusted))

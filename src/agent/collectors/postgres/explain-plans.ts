@@ -39,7 +39,7 @@ import { createHash } from 'node:crypto'
 import type { ExplainPlan } from '../../../shared/wire.ts'
 import type { PostgresCollector, PostgresContext } from '../types.ts'
 import { readAutoExplainPlans } from './auto-explain-log.ts'
-import { ownStatementsRole } from './query-stats.ts'
+import { featuresOf, ownStatementsRole } from './query-stats.ts'
 
 /** How often plans are sampled, and how many statements each time. */
 export const explainSampling = { intervalMs: 5 * 60_000, statements: 5, statementTimeoutMs: 2_000, lockTimeoutMs: 500 }
@@ -310,17 +310,15 @@ export function grantHint(major: number, text: string, cause = ''): string {
 }
 
 async function sample(ctx: PostgresContext, state: State): Promise<ExplainPlan[]> {
-  const installed = await ctx.sql`SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements'`
-  if (installed.length === 0) return []
+  const [extension] = await ctx.sql`SELECT extversion FROM pg_extension WHERE extname = 'pg_stat_statements'`
+  if (!extension) return []
   const ownRole = await ownStatementsRole(ctx)
   const trusted = ctx.explainTrustedRoles ?? []
   // A statement run inside a function or trigger (pg_stat_statements.track = all, which a superuser may
   // also set for one session) is recorded under the role running it but with its author's text: only
   // top-level entries say who wrote them, and only pg_stat_statements 1.9+ (PostgreSQL 14+) tells which
   // entries are top-level. Without that, nothing is sampled.
-  const [shape] = await ctx.sql`
-    SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('pg_stat_statements') AND attname = 'toplevel' AND NOT attisdropped) AS toplevel`
-  if (!shape?.toplevel) return reportBlocked(ctx, state, `plans not sampled: ${NO_TOPLEVEL}`, 'no-toplevel')
+  if (!featuresOf(String(extension.extversion)).info) return reportBlocked(ctx, state, `plans not sampled: ${NO_TOPLEVEL}`, 'no-toplevel')
   const top = await ctx.sql`
     SELECT s.queryid::text AS query_hash, s.query, r.rolname::text AS runner,
            COALESCE(r.rolsuper OR r.rolname = current_user OR r.rolname = ANY(${ctx.sql.array([...trusted])}::text[]), false) AS trusted

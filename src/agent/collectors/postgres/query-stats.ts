@@ -56,14 +56,14 @@ const UNAVAILABLE = 'query_stats:unavailable'
 const EVICTIONS = 'query_stats:evictions'
 
 /** What the installed extension offers, from its version (an upgraded server may keep an old extension). */
-interface Features {
+export interface Features {
   /** toplevel and pg_stat_statements_info (1.9). */
   info: boolean
   /** stats_since (1.11); the block time columns were renamed then too. */
   since: boolean
 }
 
-function featuresOf(version: string): Features {
+export function featuresOf(version: string): Features {
   const [major = 0, minor = 0] = version.split('.').map(Number)
   const at = (m: number, n: number) => major > m || (major === m && minor >= n)
   return { info: at(1, 9), since: at(1, 11) }
