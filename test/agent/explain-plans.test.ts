@@ -175,6 +175,14 @@ for (const major of [16, 17]) {
 
         const leaked = async () => (await sql`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND objid = ${SECRET}`)[0]!.n as number
         const monitorCtx = async (trusted?: string[]) => ({ ...(await ctx()), sql: monitor, notes: new Map<string, string>(), explainTrustedRoles: trusted })
+        /** The control of each vehicle: with mallory trusted, what `plant` sets up does reach the secret. */
+        const leaksWhenTrusted = async (plant: () => Promise<void>) => {
+          await plant()
+          now += explainSampling.intervalMs
+          await explainPlans.collect(await monitorCtx([`mallory${major}`]))
+          expect(await leaked()).toBe(1)
+          await monitor.unsafe('SELECT pg_advisory_unlock_all()')
+        }
 
         // Defended: nothing is explained while mallory owns a function; the note names it and the way out.
         now += explainSampling.intervalMs
@@ -191,12 +199,7 @@ for (const major of [16, 17]) {
 
         // The control: trusting mallory (what the check prevents) lets the planner run leak() as the monitor,
         // which reads the secret and publishes it in pg_locks.
-        now += explainSampling.intervalMs
-        await plant()
-        const trusting = await monitorCtx([`mallory${major}`])
-        await explainPlans.collect(trusting)
-        expect(await leaked()).toBe(1)
-        await monitor.unsafe('SELECT pg_advisory_unlock_all()')
+        await leaksWhenTrusted(plant)
 
         // Once mallory's function is gone, plans are sampled again. A write the read-only monitor may not
         // explain (EXPLAIN UPDATE needs UPDATE) is expected, not a note.
@@ -235,11 +238,7 @@ for (const major of [16, 17]) {
             'the names statements and functions use while the agent plans them. Revoke CREATE (REVOKE CREATE ON SCHEMA public FROM PUBLIC, the default since PostgreSQL 15) ' +
             'and move their objects out, or give the agent role a search_path of schemas only trusted roles write (ALTER ROLE <agent role> SET search_path = ...)',
         )
-        await plantTenant()
-        now += explainSampling.intervalMs
-        await explainPlans.collect(await monitorCtx([`mallory${major}`]))
-        expect(await leaked()).toBe(1)
-        await monitor.unsafe('SELECT pg_advisory_unlock_all()')
+        await leaksWhenTrusted(plantTenant)
         await mallory.unsafe('DROP VIEW public.tenants')
         await sql.unsafe(`REVOKE CREATE ON SCHEMA public FROM mallory${major}`)
 
@@ -262,11 +261,7 @@ for (const major of [16, 17]) {
         const domainPlans = (await explainPlans.collect(await monitorCtx())).explain_plans ?? []
         expect(await leaked()).toBe(0)
         expect(domainPlans.filter((p) => p.query_hash === domainStatement!.id)).toEqual([])
-        await plantDomain()
-        now += explainSampling.intervalMs
-        await explainPlans.collect(await monitorCtx([`mallory${major}`]))
-        expect(await leaked()).toBe(1)
-        await monitor.unsafe('SELECT pg_advisory_unlock_all()')
+        await leaksWhenTrusted(plantDomain)
 
         // Her text under a trusted role's name: with pg_stat_statements.track = all, the statement inside
         // her function, run by a trusted session reading her view, is recorded under that session's role.
@@ -319,11 +314,7 @@ for (const major of [16, 17]) {
           `statements not explained: they reach mallory.t (owned by mallory${major}), mallory.v (owned by mallory${major}), ` +
             `whose code would run with the agent's rights while planning. If you trust mallory${major}, add to database "pg${major}" in the agent config: explain_trusted_roles: ["mallory${major}"]`,
         )
-        await plantView()
-        now += explainSampling.intervalMs
-        await explainPlans.collect(await monitorCtx([`mallory${major}`]))
-        expect(await leaked()).toBe(1)
-        await monitor.unsafe('SELECT pg_advisory_unlock_all()')
+        await leaksWhenTrusted(plantView)
         await mallory.unsafe('DROP VIEW mallory.v')
 
         // The race: a trusted role's statement calls her function, which is gone when the pass checks and
