@@ -148,6 +148,17 @@ function hostOf(url: URL): { host: string; literal: boolean } {
   return { host, literal: isIPv4(host) || isIPv6(host) }
 }
 
+/** True when a URL's host is a name the server would resolve (not an IP address, nor a URL that does not parse). */
+export function namesAHost(value: string): boolean {
+  let url: URL
+  try {
+    url = new URL(value)
+  } catch {
+    return false
+  }
+  return !hostOf(url).literal
+}
+
 /**
  * Why an address is refused. A name's message leaves out the address it resolved to (and an embedded
  * IPv4 address): the server's resolver may know internal names that the organization should not learn.

@@ -3,7 +3,6 @@
 // secret the server generates and shows once). Recommendations are for verified organizations only.
 // Webhook URLs to internal addresses are refused unless the server allows them (webhook-target.ts); a
 // test delivery answers only whether it was delivered.
-import { isIP } from 'node:net'
 import { Elysia, t } from 'elysia'
 import { authenticate } from '../auth/principal.ts'
 import { randomToken } from '../auth/secrets.ts'
@@ -13,7 +12,7 @@ import { badRequest, forbidden, notFound, tooManyRequests } from '../http-error.
 import { healthMonitorDefaults, webhookPutLimit, webhookTestCooldownMs, webhookUrlMaxLength } from '../limits.ts'
 import type { Alert, NotificationChannel, NotificationEvent, Recommendation, Webhook } from '../store/sql-health.ts'
 import { rfc3339 } from '../views.ts'
-import { WebhookUrlError, checkWebhookUrl, strictPolicy } from '../webhook-target.ts'
+import { WebhookUrlError, checkWebhookUrl, namesAHost, strictPolicy } from '../webhook-target.ts'
 import { body, oneOf, query, requiredString } from './schema.ts'
 import { clampLimit, databaseFor, limitQuery } from './telemetry-params.ts'
 
@@ -61,17 +60,6 @@ function alertView(a: Alert) {
     resolved_at: rfc3339(a.resolved_at),
     notified: notifiedView(a),
   }
-}
-
-/** True when the URL's host is a name the server would resolve (not an IP address, nor a URL that does not parse). */
-function namesAHost(text: string): boolean {
-  let host: string
-  try {
-    host = new URL(text).hostname
-  } catch {
-    return false
-  }
-  return isIP(host.replace(/^\[|\]$/g, '')) === 0
 }
 
 function webhookView(w: Webhook) {
