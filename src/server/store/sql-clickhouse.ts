@@ -10,9 +10,7 @@
 // back: their exports are used inside functions only, never while the modules load.)
 import { SERVER_COUNTER_KEYS, SERVER_GAUGE_KEYS, parseDiskMetricKey } from '../../shared/metrics.ts'
 import type { IngestBatch, MergeEntry, MutationEntry, PartStat } from '../../shared/wire.ts'
-import { dialectDdl, latestSectionsTable } from './ddl.ts'
 import type { SqlDriver } from './driver.ts'
-import type { Migration } from './migrations.ts'
 import { type Intervals, type MetricSource, type MetricValue, metricSeries, readLatest, writeLatest, writeMetrics } from './sql-internals.ts'
 
 /** Gauges derived from each parts section. */
@@ -24,17 +22,6 @@ export type ClickHouseSource = Extract<MetricSource, 'server' | 'disk' | 'parts'
 /** Sections kept whole as the latest of their kind. */
 const LATEST_KINDS = ['parts', 'merges', 'mutations', 'server_metrics'] as const
 type LatestKind = (typeof LATEST_KINDS)[number]
-
-const DDL = `
-${latestSectionsTable('clickhouse_latest')}
-`
-
-/** Schema of this part (migration 5); its history lives in migration 4's metric tables. */
-export const clickhouseMigration: Omit<Migration, 'version'> = {
-  name: 'latest ClickHouse parts, merges, mutations and server metrics',
-  sqlite: dialectDdl(DDL, 'sqlite'),
-  postgres: dialectDdl(DDL, 'postgres'),
-}
 
 // ---- ingest ----
 

@@ -5,72 +5,7 @@
 // An alert that opens or resolves writes its notifications (one per channel) in the same transaction:
 // an outbox the monitor delivers, claims row by row (several `serve` processes may share a PostgreSQL
 // store), and retries until sent or given up.
-import { both } from './ddl.ts'
 import type { SqlDriver } from './driver.ts'
-import type { Migration } from './migrations.ts'
-
-export const healthMigration: Omit<Migration, 'version'> = {
-  name: 'recommendations, alerts and their notifications, organization webhooks, telemetry age indexes for retention',
-  ...both(`
-CREATE TABLE recommendations (
-  id TEXT PRIMARY KEY,
-  database_id TEXT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
-  key {ctext} NOT NULL,
-  rule TEXT NOT NULL,
-  severity TEXT NOT NULL,
-  category TEXT NOT NULL,
-  title TEXT NOT NULL,
-  detail TEXT NOT NULL,
-  recommendation TEXT NOT NULL,
-  remediation_sql TEXT NOT NULL,
-  first_seen_at {bigint} NOT NULL,
-  last_seen_at {bigint} NOT NULL,
-  resolved_at {bigint}
-);
-CREATE UNIQUE INDEX recommendations_open ON recommendations(database_id, key) WHERE resolved_at IS NULL;
-CREATE INDEX recommendations_database ON recommendations(database_id, resolved_at);
-CREATE TABLE alerts (
-  id TEXT PRIMARY KEY,
-  database_id TEXT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
-  key {ctext} NOT NULL,
-  rule TEXT NOT NULL,
-  severity TEXT NOT NULL,
-  title TEXT NOT NULL,
-  detail TEXT NOT NULL,
-  opened_at {bigint} NOT NULL,
-  last_seen_at {bigint} NOT NULL,
-  resolved_at {bigint}
-);
-CREATE UNIQUE INDEX alerts_open ON alerts(database_id, key) WHERE resolved_at IS NULL;
-CREATE INDEX alerts_database ON alerts(database_id, resolved_at);
-CREATE TABLE alert_notifications (
-  id TEXT PRIMARY KEY,
-  alert_id TEXT NOT NULL REFERENCES alerts(id) ON DELETE CASCADE,
-  event TEXT NOT NULL,
-  channel TEXT NOT NULL,
-  created_at {bigint} NOT NULL,
-  next_attempt_at {bigint} NOT NULL,
-  attempts INTEGER NOT NULL,
-  sent_at {bigint},
-  gave_up_at {bigint},
-  last_error TEXT,
-  UNIQUE (alert_id, event, channel)
-);
-CREATE INDEX alert_notifications_pending ON alert_notifications(next_attempt_at) WHERE sent_at IS NULL AND gave_up_at IS NULL;
-CREATE TABLE organization_webhooks (
-  org_id TEXT PRIMARY KEY REFERENCES organizations(id) ON DELETE CASCADE,
-  url TEXT NOT NULL,
-  secret TEXT NOT NULL,
-  created_at {bigint} NOT NULL,
-  updated_at {bigint} NOT NULL,
-  last_success_at {bigint},
-  last_failure_at {bigint},
-  last_error TEXT
-);
-CREATE INDEX table_stats_age ON table_stats(database_id, resolution, bucket);
-CREATE INDEX index_stats_age ON index_stats(database_id, resolution, bucket);
-`),
-}
 
 export type HealthSeverity = 'critical' | 'warning' | 'info'
 export type RecordStatus = 'open' | 'resolved' | 'all'

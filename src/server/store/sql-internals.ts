@@ -8,9 +8,7 @@
 // ClickHouse part too (sql-clickhouse.ts).
 import type { IngestBatch, IoStatRow, ReplicationStatus, WaitSample } from '../../shared/wire.ts'
 import { BGWRITER_KEYS, DATABASE_COUNTER_KEYS, DATABASE_GAUGE_KEYS, IO_KEYS, WAL_KEYS } from '../../shared/metrics.ts'
-import { dialectDdl, latestSectionsTable } from './ddl.ts'
 import type { SqlDriver } from './driver.ts'
-import type { Migration } from './migrations.ts'
 import { int64Counter, readSum, saturatingAdd } from './sql-sums.ts'
 import { HOUR_MS, MINUTE_MS, type Window, upsertMany, windowClause } from './sql-telemetry.ts'
 
@@ -24,58 +22,6 @@ export type MetricSource = 'bgwriter' | 'wal' | 'database' | 'io' | 'server' | '
 /** Sections kept whole as the latest of their kind. */
 const LATEST_KINDS = ['replication', 'bgwriter', 'wal_stats', 'io_stats', 'database_stats'] as const
 export type LatestKind = (typeof LATEST_KINDS)[number]
-
-const BUCKET_KEY = `database_id TEXT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
-  resolution INTEGER NOT NULL,
-  bucket {bigint} NOT NULL`
-
-const DDL = `
-CREATE TABLE wait_stats (
-  ${BUCKET_KEY},
-  wait_event_type {ctext} NOT NULL,
-  wait_event {ctext} NOT NULL,
-  count {bigint} NOT NULL,
-  total_duration_ms {double} NOT NULL,
-  PRIMARY KEY (database_id, resolution, bucket, wait_event_type, wait_event)
-);
-CREATE TABLE replication_lag (
-  ${BUCKET_KEY},
-  replication_lag_bytes {bigint},
-  replication_lag_seconds {double},
-  PRIMARY KEY (database_id, resolution, bucket)
-);
-CREATE TABLE replication_slot_lag (
-  ${BUCKET_KEY},
-  slot_name {ctext} NOT NULL,
-  lag_bytes {bigint} NOT NULL,
-  PRIMARY KEY (database_id, resolution, bucket, slot_name)
-);
-CREATE TABLE metric_counters (
-  ${BUCKET_KEY},
-  source TEXT NOT NULL,
-  subject {ctext} NOT NULL,
-  metric TEXT NOT NULL,
-  value {double} NOT NULL,
-  PRIMARY KEY (database_id, source, resolution, bucket, subject, metric)
-);
-CREATE TABLE metric_gauges (
-  ${BUCKET_KEY},
-  source TEXT NOT NULL,
-  subject {ctext} NOT NULL,
-  metric TEXT NOT NULL,
-  value {double} NOT NULL,
-  sampled_at {bigint} NOT NULL,
-  PRIMARY KEY (database_id, source, resolution, bucket, subject, metric)
-);
-${latestSectionsTable('internals_latest')}
-`
-
-/** Schema of this part (migration 4). */
-export const internalsMigration: Omit<Migration, 'version'> = {
-  name: 'wait events, replication, bgwriter, WAL, I/O and database statistics over time',
-  sqlite: dialectDdl(DDL, 'sqlite'),
-  postgres: dialectDdl(DDL, 'postgres'),
-}
 
 // ---- ingest ----
 

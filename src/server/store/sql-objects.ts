@@ -8,9 +8,7 @@
 // functions only, never while the modules load.)
 import type { ActiveQuery, IndexStat, IngestBatch, LockEntry, TableStat } from '../../shared/wire.ts'
 import type { SqlDriver } from './driver.ts'
-import type { Migration } from './migrations.ts'
 import { unusedIndexMinBytes } from '../limits.ts'
-import { both } from './ddl.ts'
 import { int64Counter, saturatingAdd } from './sql-sums.ts'
 import { HOUR_MS, MINUTE_MS, type Window, latestSnapshot, seriesResolution, upsertMany } from './sql-telemetry.ts'
 
@@ -20,63 +18,6 @@ const TABLE_GAUGES = ['n_live_tup', 'n_dead_tup', 'table_size_bytes', 'index_siz
 const TABLE_TIMES = ['last_vacuum', 'last_autovacuum', 'last_analyze', 'last_autoanalyze'] as const
 const INDEX_COUNTERS = ['idx_scan', 'idx_tup_read', 'idx_tup_fetch'] as const
 const INDEX_GAUGES = ['size_bytes'] as const
-
-const columns = (names: readonly string[]) => names.map((n) => `  ${n} {bigint},`).join('\n')
-
-/** Schema of this part (migration 3). Bucket keys start with the object, so one object's timeseries is a range read. */
-/** Migration 8: each latest table's autovacuum setting from its storage parameters (null: not reported). */
-export const tableSettingsMigration: Omit<Migration, 'version'> = {
-  name: "latest tables: autovacuum_enabled from the table's storage parameters",
-  ...both('ALTER TABLE latest_tables ADD COLUMN autovacuum_enabled {bool};'),
-}
-
-export const objectsMigration: Omit<Migration, 'version'> = {
-  name: 'table and index statistics over time, latest tables and indexes',
-  ...both(`
-CREATE TABLE table_stats (
-  database_id TEXT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
-  schema_name {ctext} NOT NULL,
-  table_name {ctext} NOT NULL,
-  resolution INTEGER NOT NULL,
-  bucket {bigint} NOT NULL,
-  sampled_at {bigint} NOT NULL,
-${columns([...TABLE_COUNTERS, ...TABLE_GAUGES])}
-  PRIMARY KEY (database_id, schema_name, table_name, resolution, bucket)
-);
-CREATE TABLE index_stats (
-  database_id TEXT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
-  schema_name {ctext} NOT NULL,
-  index_name {ctext} NOT NULL,
-  resolution INTEGER NOT NULL,
-  bucket {bigint} NOT NULL,
-  sampled_at {bigint} NOT NULL,
-${columns([...INDEX_COUNTERS, ...INDEX_GAUGES])}
-  PRIMARY KEY (database_id, schema_name, index_name, resolution, bucket)
-);
-CREATE TABLE latest_tables (
-  database_id TEXT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
-  schema_name {ctext} NOT NULL,
-  table_name {ctext} NOT NULL,
-  ts {bigint} NOT NULL,
-${columns([...TABLE_COUNTERS, ...TABLE_GAUGES, ...TABLE_TIMES])}
-  has_primary_key {bool},
-  PRIMARY KEY (database_id, schema_name, table_name)
-);
-CREATE TABLE latest_indexes (
-  database_id TEXT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
-  schema_name {ctext} NOT NULL,
-  index_name {ctext} NOT NULL,
-  table_name {ctext} NOT NULL,
-  ts {bigint} NOT NULL,
-${columns([...INDEX_COUNTERS, ...INDEX_GAUGES])}
-  index_def TEXT NOT NULL,
-  is_unique {bool} NOT NULL,
-  is_primary {bool} NOT NULL,
-  is_valid {bool} NOT NULL,
-  PRIMARY KEY (database_id, schema_name, index_name)
-);
-`),
-}
 
 // ---- ingest ----
 

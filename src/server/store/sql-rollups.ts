@@ -15,7 +15,6 @@
 //   minute rows are compacted), both under the database's rollup lock (lockRollups).
 import { QUERY_COUNTER_KEYS } from '../../shared/metrics.ts'
 import type { SqlDriver } from './driver.ts'
-import type { Migration } from './migrations.ts'
 import { saturatingSum } from './sql-sums.ts'
 import type { Window } from './sql-telemetry.ts'
 
@@ -40,60 +39,17 @@ const COUNTERS = QUERY_COUNTER_KEYS
 const STAT_COLUMN_LIST =
   'database_id, resolution, bucket, query_hash, calls, total_time_ms, rows, shared_blks_hit, shared_blks_read, shared_blks_dirtied, ' +
   'shared_blks_written, temp_blks_read, temp_blks_written, blk_read_time_ms, blk_write_time_ms, read_bytes, memory_bytes, errors, p99_ms'
-const STAT_SUMS =
-  'SUM(calls), SUM(total_time_ms), SUM(rows), SUM(shared_blks_hit), SUM(shared_blks_read), SUM(shared_blks_dirtied), ' +
-  'SUM(shared_blks_written), SUM(temp_blks_read), SUM(temp_blks_written), SUM(blk_read_time_ms), SUM(blk_write_time_ms), ' +
-  'SUM(read_bytes), SUM(memory_bytes), SUM(errors), MAX(p99_ms)'
 
 /**
  * The sums of STAT_COLUMN_LIST's counters for a rollup: BIGINT ones saturating (sql-sums.ts), so that
  * minute rows pinned at BIGINT's maximum roll up instead of failing the rollup (and the ingest or
- * retention pass running it). Migration 7 keeps STAT_SUMS as released.
+ * retention pass running it).
  */
 function rollupSums(dialect: SqlDriver['dialect']): string {
   const sums = COUNTERS.map((c) => (c.endsWith('_ms') ? `SUM(${c})` : saturatingSum(dialect, c)))
   return [...sums, 'MAX(p99_ms)'].join(', ')
 }
 const ROLLUP_SUMS: Record<SqlDriver['dialect'], string> = { sqlite: rollupSums('sqlite'), postgres: rollupSums('postgres') }
-
-/**
- * Migration 7: the marks, and 10-minute buckets for the minute rows already stored. Stores written by
- * earlier versions have hourly buckets for every hour with data (ingest wrote them), so their hourly
- * mark starts after the latest one (or, were there none, at the first minute row's hour); the 10-minute
- * mark after the latest minute row's span, and never before the hourly mark (the spans between hold no
- * minute rows, so they are complete as they are).
- * Fixed once released: a change is a new migration.
- */
-function rollupMigrationSql(dialect: 'sqlite' | 'postgres'): string {
-  const bigint = dialect === 'sqlite' ? 'INTEGER' : 'BIGINT'
-  const greatest = dialect === 'sqlite' ? 'MAX' : 'GREATEST'
-  return `
-CREATE TABLE query_rollups (
-  database_id TEXT PRIMARY KEY REFERENCES databases(id) ON DELETE CASCADE,
-  spans_until ${bigint} NOT NULL,
-  hours_until ${bigint} NOT NULL
-);
-INSERT INTO query_stats (${STAT_COLUMN_LIST})
-SELECT database_id, 600, (bucket / 600000) * 600000, query_hash, ${STAT_SUMS}
-FROM query_stats WHERE resolution = 60
-GROUP BY database_id, (bucket / 600000) * 600000, query_hash;
-INSERT INTO query_rollups (database_id, spans_until, hours_until)
-SELECT database_id, ${greatest}(COALESCE(spans, 0), COALESCE(hours, first_hour)), COALESCE(hours, first_hour)
-FROM (
-  SELECT database_id,
-         MAX(CASE WHEN resolution = 600 THEN bucket + 600000 END) AS spans,
-         MAX(CASE WHEN resolution = 3600 THEN bucket + 3600000 END) AS hours,
-         MIN(CASE WHEN resolution = 60 THEN (bucket / 3600000) * 3600000 END) AS first_hour
-  FROM query_stats GROUP BY database_id
-) marks;
-`
-}
-
-export const rollupMigration: Omit<Migration, 'version'> = {
-  name: 'statement statistics: 10-minute buckets, and 10-minute and hourly buckets rolled up from minute buckets after their span',
-  sqlite: rollupMigrationSql('sqlite'),
-  postgres: rollupMigrationSql('postgres'),
-}
 
 export async function readMarks(driver: SqlDriver, databaseId: string): Promise<RollupMarks | undefined> {
   const row = await driver.get<{ spans_until: number; hours_until: number }>(
