@@ -225,9 +225,11 @@ export function createApp(deps: Deps) {
     })
     .get('/healthz', async ({ set }) => {
       // `signup` tells the dashboard whether to offer a signup form (DBM_SIGNUP).
-      if (await storeAnswers(deps.store)) return { status: 'ok', version: VERSION, store: 'ok', signup: (await signupClosed()) ? 'closed' : 'open' }
+      // `event_loop`: how late the server's event loop ran over the last minute (loop-lag.ts).
+      const loop = deps.loopLag ? { event_loop: deps.loopLag.figures() } : {}
+      if (await storeAnswers(deps.store)) return { status: 'ok', version: VERSION, store: 'ok', signup: (await signupClosed()) ? 'closed' : 'open', ...loop }
       set.status = 503
-      return { status: 'unavailable', version: VERSION, store: 'unavailable' }
+      return { status: 'unavailable', version: VERSION, store: 'unavailable', ...loop }
     })
     .use(authRoutes(deps))
     .use(apiKeyRoutes(deps))

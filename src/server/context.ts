@@ -5,6 +5,7 @@ import type { Mailer } from './mail.ts'
 import type { SignupMode } from './config.ts'
 import type { Store } from './store/types.ts'
 import type { WebhookPolicy } from './webhook-target.ts'
+import type { LoopLag } from './loop-lag.ts'
 
 export interface Deps {
   store: Store
@@ -25,6 +26,8 @@ export interface Deps {
   webhooks?: WebhookPolicy
   /** The open streams (active-queries WebSockets): `dbm serve` closes them with 1001 when it stops. */
   streams?: Set<{ close(code?: number, reason?: string): void }>
+  /** The event loop's lag (`dbm serve` samples it; /healthz reports it). */
+  loopLag?: LoopLag
 }
 
 /**

@@ -9,6 +9,7 @@ import { createMailer } from './mail.ts'
 import { rateEventRetentionMs } from './limits.ts'
 import { isStoreUnreachable } from './store/availability.ts'
 import { openStore } from './store/open.ts'
+import { startLoopLag } from './loop-lag.ts'
 import { VERSION } from '../version.ts'
 
 /** How long a stopping server waits for requests in flight before it closes their connections. */
@@ -36,6 +37,7 @@ export async function serve(config: ServeConfig): Promise<number> {
     signup: config.signup,
     webhooks: { allowPrivate: config.webhookAllowPrivate },
     streams: new Set<{ close(code?: number, reason?: string): void }>(),
+    loopLag: startLoopLag(),
   }
   let app
   try {
@@ -84,6 +86,7 @@ export async function serve(config: ServeConfig): Promise<number> {
       await monitor.stop()
       await mailer.idle()
       mailer.close()
+      deps.loopLag.stop()
       await store.close()
       resolve(0)
     }

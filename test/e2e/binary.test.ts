@@ -39,7 +39,14 @@ describe('dist/dbm', () => {
   })
 
   test('GET /healthz answers 200 with the version and the store', async () => {
-    expect(await request(server.base, 'GET', '/healthz')).toEqual({ status: 200, body: { status: 'ok', version: pkg.version, store: 'ok', signup: 'open' } })
+    const res = await request(server.base, 'GET', '/healthz')
+    const { event_loop: loop, ...rest } = res.body
+    expect({ status: res.status, body: rest }).toEqual({ status: 200, body: { status: 'ok', version: pkg.version, store: 'ok', signup: 'open' } })
+    // How late the server's event loop ran over the last minute (src/server/loop-lag.ts).
+    expect(Object.keys(loop).sort()).toEqual(['lag_max_ms', 'lag_p50_ms', 'lag_p99_ms', 'samples', 'window_s'])
+    expect(loop.window_s).toBe(60)
+    expect(loop.lag_p50_ms).toBeLessThanOrEqual(loop.lag_p99_ms)
+    expect(loop.lag_p99_ms).toBeLessThanOrEqual(loop.lag_max_ms)
   })
 
   test('signup creates an unverified organization and its owner', async () => {
