@@ -1,13 +1,78 @@
 // Schema migrations on both stores: the first open applies every version, a reopen applies none, a
 // schema newer than this dbm refuses to open with SchemaTooNewError; the SQLite file runs in WAL mode.
+// Released migrations are frozen: each one's checksum is recorded here, each file holds literal text,
+// and migrations 1 to 8 build exactly the schema recorded in fixtures/schema-v8.<store>.json (read from
+// stores built before the migrations became frozen files). For every version, a store built at it and
+// filled in every table migrates to the latest with its rows intact, opens as the server opens it, and
+// ingests and reads back a batch with every field of the wire set (so a column the ingest writes that
+// an upgraded store lacks fails here, as n_mod_since_analyze once failed every ingest).
 import { Database } from 'bun:sqlite'
 import { afterEach, describe, expect, test } from 'bun:test'
+import { Value } from '@sinclair/typebox/value'
+import { createHash } from 'node:crypto'
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import postgres from 'postgres'
-import { SchemaTooNewError, latestVersion, migrations } from '../../src/server/store/migrations.ts'
+import type { SqlDriver } from '../../src/server/store/driver.ts'
+import { type Migration, SchemaTooNewError, latestVersion, migrate, migrations } from '../../src/server/store/migrations.ts'
 import { openStore } from '../../src/server/store/open.ts'
+import { PostgresDriver } from '../../src/server/store/postgres/driver.ts'
+import { SqliteDriver } from '../../src/server/store/sqlite/driver.ts'
+import { type IngestBatch, IngestBatch as IngestBatchSchema } from '../../src/shared/wire.ts'
+import { fullBatch } from '../support/full-batch.ts'
 import { freshStoreLocation, storeKinds } from '../support/server.ts'
+import { type ColumnInfo, columnsOf, schemaOf, tableNames } from '../support/store-schema.ts'
 import type { StoreLocation } from './contract.ts'
+
+const MINUTE = 60_000
+const HOUR = 60 * MINUTE
+
+/**
+ * sha256 of each released migration (JSON of [version, name, sqlite, postgres]). A migration that stores
+ * have applied is never edited: if this test fails, undo the edit and add a new migration instead. A new
+ * migration records its checksum here when it is added.
+ */
+const RELEASED: Record<number, string> = {
+  1: '7b1458109a7c179434c3f22b34b0a73ee60df484e25432ad5245f1965c9e73f8',
+  2: '5bcc5f9a40aad2274ac54bcaddea3e966528be9a8d4d1ce5317015f4920d536b',
+  3: '0a268ce3415869361018b04caa81575f2371f3c3c573735c77c7285dc49c63f3',
+  4: '3b0968efff904b86e802a62661637fc83c795c3c00228d003d57db81009345b1',
+  5: 'a5c50a558520b7e4e97915deb1e6eb13feaa687015eff756d87c4348771eb0eb',
+  6: '84c0defcd59a57bcd64cf1a24639a12c80990027158762572830a2627912010e',
+  7: '61574eaf421874a4c5e82460bca211494ae2f17bff940bb4e00a486d692f544f',
+  8: 'd612654051b5cb153b5e046e888c9bb12cade8fb083a7183925b10ddd8c1d512',
+}
+
+const checksum = (m: Migration) => createHash('sha256').update(JSON.stringify([m.version, m.name, m.sqlite, m.postgres])).digest('hex')
+
+const MIGRATIONS_DIR = join(import.meta.dir, '../../src/server/store/migrations')
+
+describe('released migrations', () => {
+  test('every migration is as released: its sha256 is the one recorded', () => {
+    expect(Object.fromEntries(migrations.map((m) => [m.version, checksum(m)]))).toEqual(RELEASED)
+  })
+
+  test('each NNNN-*.ts file of src/server/store/migrations holds migration NNNN as literal text, and the list has them all in order', async () => {
+    const files = readdirSync(MIGRATIONS_DIR)
+      .filter((f) => /^\d{4}-.+\.ts$/.test(f))
+      .sort()
+    const versions: number[] = []
+    for (const file of files) {
+      const source = readFileSync(join(MIGRATIONS_DIR, file), 'utf8')
+      // nothing interpolated and nothing imported but the type: the text cannot follow live constants
+      expect({ file, imports: source.match(/^import .*$/gm), interpolates: source.includes('${') }).toEqual({
+        file,
+        imports: ["import type { Migration } from './migration.ts'"],
+        interpolates: false,
+      })
+      const { migration } = (await import(join(MIGRATIONS_DIR, file))) as { migration: Migration }
+      expect({ file, version: migration.version }).toEqual({ file, version: Number(file.slice(0, 4)) })
+      expect(migrations[migration.version - 1]).toBe(migration)
+      versions.push(migration.version)
+    }
+    expect(versions).toEqual(migrations.map((m) => m.version))
+  })
+})
 
 /** Runs one statement on the store's database over a connection of its own, outside dbm. */
 async function rawQuery(location: StoreLocation, sql: string): Promise<Record<string, unknown>[]> {
@@ -26,6 +91,110 @@ async function rawQuery(location: StoreLocation, sql: string): Promise<Record<st
     db.close()
   }
 }
+
+/** A driver on the store's database, as openStore makes it, without migrating. */
+function driverFor(location: StoreLocation): SqlDriver {
+  if (location.databaseUrl) return new PostgresDriver(location.databaseUrl)
+  mkdirSync(location.dataDir, { recursive: true })
+  return new SqliteDriver(join(location.dataDir, 'dbm.sqlite'))
+}
+
+/** Rows of the filler in each table. */
+const FILLER_ROWS = 2
+/** An hour six hours back, where the filler's times start. */
+const FILLER_T0 = Math.floor(Date.now() / HOUR) * HOUR - 6 * HOUR
+/** Columns holding JSON that the store parses when it reads them. */
+const JSON_COLUMNS: Record<string, string> = { tags: '{"env":"prod"}', disabled_collectors: '[]', payload: '[]', plan_json: '{}' }
+/** Integer columns holding epoch milliseconds. */
+const TIME_COLUMN = /(^at|_at|^ts|bucket|first_seen|last_seen|_after|_until|^last_(auto)?(vacuum|analyze))$/
+
+/** The filler's value of a column in its `i`th row; a foreign key takes the referenced row's value. */
+function fillerValue(column: ColumnInfo, i: number, filled: Map<string, Record<string, unknown>[]>): unknown {
+  if (column.references) return filled.get(column.references.table)![i]![column.references.column]
+  const name = column.name
+  if (name in JSON_COLUMNS) return JSON_COLUMNS[name]
+  if (name === 'engine') return 'postgres'
+  if (name === 'resolution') return 60
+  switch (column.kind) {
+    case 'text':
+      return `${name}-${i}`
+    case 'boolean':
+      return i === 0
+    case 'double':
+      return i + 0.5
+    case 'integer':
+      return TIME_COLUMN.test(name) ? FILLER_T0 + i * MINUTE : i + 1
+  }
+}
+
+/** Fills every table of the store (referenced tables first) with FILLER_ROWS rows; returns them by table. */
+async function fillEveryTable(driver: SqlDriver): Promise<Map<string, Record<string, unknown>[]>> {
+  const columns = new Map<string, ColumnInfo[]>()
+  for (const table of await tableNames(driver)) if (table !== 'schema_migrations') columns.set(table, await columnsOf(driver, table))
+  const filled = new Map<string, Record<string, unknown>[]>()
+  while (filled.size < columns.size) {
+    const ready = [...columns].filter(
+      ([table, cols]) => !filled.has(table) && cols.every((c) => !c.references || c.references.table === table || filled.has(c.references.table)),
+    )
+    if (ready.length === 0) throw new Error('the tables reference each other in a cycle')
+    for (const [table, cols] of ready) {
+      const rows: Record<string, unknown>[] = []
+      for (let i = 0; i < FILLER_ROWS; i++) {
+        const row = Object.fromEntries(cols.map((c) => [c.name, fillerValue(c, i, filled)]))
+        await driver.run(
+          `INSERT INTO "${table}" (${cols.map((c) => `"${c.name}"`).join(', ')}) VALUES (${cols.map((_, n) => `$${n + 1}`).join(', ')})`,
+          Object.values(row),
+        )
+        rows.push(row)
+      }
+      filled.set(table, rows)
+    }
+  }
+  return filled
+}
+
+/**
+ * The rows a filled table holds after migrating from `from` to the latest: the filler's, plus what a
+ * migration derives from them (migration 7 rolls each statement minute row up into its 10-minute bucket).
+ */
+function rowsAfterMigrating(table: string, rows: Record<string, unknown>[], from: number): Record<string, unknown>[] {
+  if (table === 'query_stats' && from < 7) {
+    return [...rows, ...rows.map((r) => ({ ...r, resolution: 600, bucket: Math.floor(Number(r.bucket) / 600_000) * 600_000 }))]
+  }
+  return rows
+}
+
+const sortedRows = (rows: Record<string, unknown>[]) =>
+  rows.map((r) => ({ ...r })).sort((a, b) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : JSON.stringify(a) > JSON.stringify(b) ? 1 : 0))
+
+/** What listQueryStats answers for one statement of a batch that was its only one in the window. */
+function queryRowOf(q: NonNullable<IngestBatch['query_stats']>[number], minute: number) {
+  const hit = q.shared_blks_hit
+  const read = q.shared_blks_read
+  return {
+    query_hash: q.query_hash,
+    query_text: q.query_text,
+    total_calls: q.calls,
+    total_time_ms: q.total_time_ms,
+    mean_time_ms: q.total_time_ms / q.calls,
+    total_rows: q.rows,
+    shared_blks_hit: hit,
+    shared_blks_read: read,
+    cache_hit_ratio: hit / (hit + read),
+    temp_blks_read: q.temp_blks_read,
+    temp_blks_written: q.temp_blks_written,
+    blk_read_time_ms: q.blk_read_time_ms,
+    blk_write_time_ms: q.blk_write_time_ms,
+    read_bytes: q.read_bytes,
+    memory_bytes: q.memory_bytes,
+    errors: q.errors,
+    p99_ms: q.p99_ms,
+    first_bucket: minute,
+  }
+}
+
+const byName = <T extends { schema_name: string }>(name: (row: T) => string) => (a: T, b: T) =>
+  `${a.schema_name}.${name(a)}` < `${b.schema_name}.${name(b)}` ? -1 : 1
 
 for (const kind of storeKinds) {
   describe(`migrations (${kind})`, () => {
@@ -112,5 +281,72 @@ for (const kind of storeKinds) {
       // WAL is a property of the file: a connection of its own sees it too
       expect(await rawQuery(where, 'PRAGMA journal_mode')).toEqual([{ journal_mode: 'wal' }])
     })
+
+    test('migrations 1 to 8 build the schema recorded in fixtures/schema-v8 (the DDL stores got before the migrations were frozen)', async () => {
+      const driver = driverFor(await location())
+      try {
+        expect(await migrate(driver, Date.now, 8)).toEqual([1, 2, 3, 4, 5, 6, 7, 8])
+        const fixture = JSON.parse(readFileSync(join(import.meta.dir, `fixtures/schema-v8.${kind}.json`), 'utf8'))
+        expect(await schemaOf(driver)).toEqual(fixture)
+      } finally {
+        await driver.close()
+      }
+    })
+
+    for (let from = 1; from <= latestVersion; from++) {
+      test(`a store at version ${from}, filled in every table, migrates keeping its rows, then ingests and reads back a batch with every wire field set`, async () => {
+        const where = await location()
+        const driver = driverFor(where)
+        let filled: Map<string, Record<string, unknown>[]>
+        try {
+          expect(await migrate(driver, () => FILLER_T0, from)).toEqual(Array.from({ length: from }, (_, i) => i + 1))
+          filled = await fillEveryTable(driver)
+        } finally {
+          await driver.close()
+        }
+
+        const { store, applied } = await openStore(where)
+        try {
+          expect(applied).toEqual(migrations.filter((m) => m.version > from).map((m) => m.version))
+          // every row of every table is still there, as written (and migration 7's rollups of them)
+          for (const [table, rows] of filled) {
+            const found = await store.driver.all(`SELECT ${Object.keys(rows[0]!).map((c) => `"${c}"`).join(', ')} FROM "${table}"`)
+            expect({ table, rows: sortedRows(found) }).toEqual({ table, rows: sortedRows(rowsAfterMigrating(table, rows, from)) })
+          }
+          expect((await store.listDatabases('id-0')).map((d) => d.name)).toEqual(['name-0'])
+
+          // a batch with every field of the wire set, into the old database: every column ingest writes exists
+          const collectedAt = Math.floor(Date.now() / MINUTE) * MINUTE - 2 * MINUTE + 5_000
+          const minute = collectedAt - 5_000
+          const batch = fullBatch('name-0', collectedAt)
+          expect([...Value.Errors(IngestBatchSchema, batch)].map((e) => `${e.path}: ${e.message}`)).toEqual([])
+          expect((await store.ingest('id-0', batch, collectedAt + 1_000)).kind).toBe('applied')
+
+          const window = { since: minute - HOUR, until: minute + MINUTE }
+          const queries = batch.query_stats!.map((q) => queryRowOf(q, minute)).sort((a, b) => b.total_calls - a.total_calls)
+          expect((await store.listQueryStats('id-0', window, 'calls', 100)) as unknown).toEqual(queries)
+
+          const tables = await store.objects.listTables('id-0', 'size', 100)
+          const sentTables = batch.tables!.map(({ delta: _, ...t }) => ({ ...t, ts: collectedAt }))
+          expect(tables.sort(byName((t) => t.table_name)) as unknown).toEqual(sentTables.sort(byName((t) => t.table_name)))
+          const indexes = await store.objects.listIndexes('id-0', 'size', 100)
+          const sentIndexes = batch.indexes!.map(({ delta: _, ...i }) => ({ ...i, ts: collectedAt }))
+          expect(indexes.sort(byName((i) => i.index_name)) as unknown).toEqual(sentIndexes.sort(byName((i) => i.index_name)))
+
+          // the minute row holds the deltas and the gauges
+          const table = batch.tables![0]!
+          const series = await store.objects.tableSeries('id-0', table.schema_name, table.table_name, window)
+          const point = series.points[0]! as Record<string, number | null>
+          expect(Object.keys(point)).toEqual(expect.arrayContaining(Object.keys(table.delta!)))
+          const sent = { ...table, ...table.delta } as Record<string, unknown>
+          expect(series as unknown).toEqual({
+            resolution: 60,
+            points: [Object.fromEntries(Object.keys(point).map((k) => [k, k === 'ts' ? minute : sent[k]]))],
+          })
+        } finally {
+          await store.close()
+        }
+      })
+    }
   })
 }
