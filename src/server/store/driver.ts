@@ -4,6 +4,18 @@ import type { StoreAvailability } from './availability.ts'
 
 export type Dialect = 'sqlite' | 'postgres'
 
+/** What a statement of runAll answered: the rows it changed, and those it returned. */
+export interface RunResult {
+  changed: number
+  rows: Record<string, unknown>[]
+}
+
+/** A statement and its parameters; a JS array parameter is bound as a PostgreSQL array (`$1::bigint[]`). */
+export interface SqlStatement {
+  sql: string
+  params?: unknown[]
+}
+
 export interface SqlDriver {
   readonly dialect: Dialect
   /** All rows of a query. */
@@ -12,6 +24,13 @@ export interface SqlDriver {
   get<T = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<T | undefined>
   /** Runs a statement and returns the number of rows it changed. */
   run(sql: string, params?: unknown[]): Promise<number>
+  /**
+   * Runs the statements in order and returns what each answered. PostgreSQL sends them in one
+   * exchange, each prepared on its connection, so their texts must be few and fixed (values only as
+   * parameters, no text whose length follows the data). A failure fails the rest: use it inside a
+   * transaction.
+   */
+  runAll(statements: readonly SqlStatement[]): Promise<RunResult[]>
   /** Runs a script of several statements without parameters (migrations). */
   exec(script: string): Promise<void>
   /**

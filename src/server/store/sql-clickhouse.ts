@@ -12,6 +12,7 @@ import { SERVER_COUNTER_KEYS, SERVER_GAUGE_KEYS, parseDiskMetricKey } from '../.
 import type { IngestBatch, MergeEntry, MutationEntry, PartStat } from '../../shared/wire.ts'
 import type { SqlDriver } from './driver.ts'
 import { type Intervals, type MetricSource, type MetricValue, metricSeries, readLatest, writeLatest, writeMetrics } from './sql-internals.ts'
+import type { Writes } from './sql-writes.ts'
 
 /** Gauges derived from each parts section. */
 export const PARTS_GAUGE_KEYS = ['active_parts', 'partition_count', 'max_partition_parts'] as const
@@ -64,10 +65,10 @@ function batchCounters(batch: IngestBatch): MetricValue[] {
 }
 
 /** Applies the batch's parts, merges, mutations and server_metrics sections. */
-export async function applyClickHouse(tx: SqlDriver, databaseId: string, batch: IngestBatch): Promise<void> {
+export function applyClickHouse(writes: Writes, databaseId: string, batch: IngestBatch): void {
   if (batch.parts === undefined && batch.merges === undefined && batch.mutations === undefined && batch.server_metrics === undefined) return
-  await writeMetrics(tx, databaseId, batch.collected_at, batchCounters(batch), batchGauges(batch))
-  await writeLatest(tx, 'clickhouse_latest', databaseId, batch, LATEST_KINDS)
+  writeMetrics(writes, databaseId, batch.collected_at, batchCounters(batch), batchGauges(batch))
+  writeLatest(writes, 'clickhouse_latest', databaseId, batch, LATEST_KINDS)
 }
 
 // ---- reads ----

@@ -10,7 +10,8 @@ import type { IngestBatch, IoStatRow, ReplicationStatus, WaitSample } from '../.
 import { BGWRITER_KEYS, DATABASE_COUNTER_KEYS, DATABASE_GAUGE_KEYS, IO_KEYS, WAL_KEYS } from '../../shared/metrics.ts'
 import type { SqlDriver } from './driver.ts'
 import { int64Counter, readSum, saturatingAdd } from './sql-sums.ts'
-import { HOUR_MS, MINUTE_MS, type Window, upsertMany, windowClause } from './sql-telemetry.ts'
+import { HOUR_MS, MINUTE_MS, type Window, windowClause } from './sql-telemetry.ts'
+import type { Writes } from './sql-writes.ts'
 
 /**
  * Metric families in metric_counters / metric_gauges: PostgreSQL's bgwriter, wal, database and io (I/O
@@ -70,33 +71,33 @@ function waitRows(databaseId: string, collectedAt: number, waits: WaitSample[]):
   return [...byKey.values()]
 }
 
-async function applyWaits(tx: SqlDriver, databaseId: string, collectedAt: number, waits: WaitSample[]) {
-  const rows = waitRows(databaseId, collectedAt, waits)
-  if (rows.length === 0) return
-  await upsertMany(
-    tx,
+function applyWaits(writes: Writes, databaseId: string, collectedAt: number, waits: WaitSample[]) {
+  writes.upsert(
     'wait_stats',
     ['database_id', 'resolution', 'bucket', 'wait_event_type', 'wait_event', 'count', 'total_duration_ms'],
-    rows,
-    ['database_id', 'resolution', 'bucket', 'wait_event_type', 'wait_event'],
-    { count: saturatingAdd('wait_stats.count', 'excluded.count'), total_duration_ms: 'wait_stats.total_duration_ms + excluded.total_duration_ms' },
+    waitRows(databaseId, collectedAt, waits),
+    {
+      key: ['database_id', 'resolution', 'bucket', 'wait_event_type', 'wait_event'],
+      update: { count: saturatingAdd('wait_stats.count', 'excluded.count'), total_duration_ms: 'wait_stats.total_duration_ms + excluded.total_duration_ms' },
+    },
   )
 }
 
-async function applyReplication(tx: SqlDriver, databaseId: string, collectedAt: number, status: ReplicationStatus) {
+function applyReplication(writes: Writes, databaseId: string, collectedAt: number, status: ReplicationStatus) {
   const prefixes = bucketPrefixes(databaseId, collectedAt)
   const bytes = isNumber(status.replication_lag_bytes) ? Math.round(status.replication_lag_bytes) : null
   const seconds = isNumber(status.replication_lag_seconds) ? status.replication_lag_seconds : null
   if (bytes !== null || seconds !== null) {
-    await upsertMany(
-      tx,
+    writes.upsert(
       'replication_lag',
       ['database_id', 'resolution', 'bucket', 'replication_lag_bytes', 'replication_lag_seconds'],
       prefixes.map((prefix) => [...prefix, bytes, seconds]),
-      ['database_id', 'resolution', 'bucket'],
       {
-        replication_lag_bytes: greatest(tx.dialect, 'replication_lag.replication_lag_bytes', 'excluded.replication_lag_bytes'),
-        replication_lag_seconds: greatest(tx.dialect, 'replication_lag.replication_lag_seconds', 'excluded.replication_lag_seconds'),
+        key: ['database_id', 'resolution', 'bucket'],
+        update: {
+          replication_lag_bytes: greatest(writes.dialect, 'replication_lag.replication_lag_bytes', 'excluded.replication_lag_bytes'),
+          replication_lag_seconds: greatest(writes.dialect, 'replication_lag.replication_lag_seconds', 'excluded.replication_lag_seconds'),
+        },
       },
     )
   }
@@ -104,14 +105,11 @@ async function applyReplication(tx: SqlDriver, databaseId: string, collectedAt: 
   for (const s of status.slots) {
     if (isNumber(s.lag_bytes)) slots.set(s.slot_name, Math.max(slots.get(s.slot_name) ?? 0, Math.round(s.lag_bytes)))
   }
-  if (slots.size === 0) return
-  await upsertMany(
-    tx,
+  writes.upsert(
     'replication_slot_lag',
     ['database_id', 'resolution', 'bucket', 'slot_name', 'lag_bytes'],
     prefixes.flatMap((prefix) => [...slots].map(([name, lag]) => [...prefix, name, lag])),
-    ['database_id', 'resolution', 'bucket', 'slot_name'],
-    { lag_bytes: greatest(tx.dialect, 'replication_slot_lag.lag_bytes', 'excluded.lag_bytes') },
+    { key: ['database_id', 'resolution', 'bucket', 'slot_name'], update: { lag_bytes: greatest(writes.dialect, 'replication_slot_lag.lag_bytes', 'excluded.lag_bytes') } },
   )
 }
 
@@ -154,30 +152,26 @@ const METRIC_CONFLICT = ['database_id', 'source', 'resolution', 'bucket', 'subje
  * Adds counter deltas to their buckets and sets gauges to the bucket's latest sample, at both
  * resolutions. Each (source, subject, metric) may appear once per list.
  */
-export async function writeMetrics(tx: SqlDriver, databaseId: string, collectedAt: number, counters: MetricValue[], gauges: MetricValue[]) {
+export function writeMetrics(writes: Writes, databaseId: string, collectedAt: number, counters: MetricValue[], gauges: MetricValue[]) {
   const prefixes = bucketPrefixes(databaseId, collectedAt)
-  if (counters.length > 0) {
-    await upsertMany(
-      tx,
-      'metric_counters',
-      METRIC_COLUMNS,
-      prefixes.flatMap((prefix) => counters.map((c) => [...prefix, c.source, c.subject, c.metric, c.value])),
-      METRIC_CONFLICT,
-      { value: 'metric_counters.value + excluded.value' },
-    )
-  }
-  if (gauges.length === 0) return
+  writes.upsert(
+    'metric_counters',
+    METRIC_COLUMNS,
+    prefixes.flatMap((prefix) => counters.map((c) => [...prefix, c.source, c.subject, c.metric, c.value])),
+    { key: METRIC_CONFLICT, update: { value: 'metric_counters.value + excluded.value' } },
+  )
   // A batch collected before the bucket's latest one (a late replay) does not overwrite it.
   const newer = 'excluded.sampled_at >= metric_gauges.sampled_at'
-  await upsertMany(
-    tx,
+  writes.upsert(
     'metric_gauges',
     [...METRIC_COLUMNS, 'sampled_at'],
     prefixes.flatMap((prefix) => gauges.map((g) => [...prefix, g.source, g.subject, g.metric, g.value, collectedAt])),
-    METRIC_CONFLICT,
     {
-      value: `CASE WHEN ${newer} THEN excluded.value ELSE metric_gauges.value END`,
-      sampled_at: `CASE WHEN ${newer} THEN excluded.sampled_at ELSE metric_gauges.sampled_at END`,
+      key: METRIC_CONFLICT,
+      update: {
+        value: `CASE WHEN ${newer} THEN excluded.value ELSE metric_gauges.value END`,
+        sampled_at: `CASE WHEN ${newer} THEN excluded.sampled_at ELSE metric_gauges.sampled_at END`,
+      },
     },
   )
 }
@@ -186,28 +180,25 @@ export async function writeMetrics(tx: SqlDriver, databaseId: string, collectedA
 export type LatestTable = 'internals_latest' | 'clickhouse_latest'
 
 /** Keeps the batch's sections of the given kinds as the latest ones, unless a newer batch's are stored. */
-export async function writeLatest(tx: SqlDriver, table: LatestTable, databaseId: string, batch: IngestBatch, kinds: readonly (keyof IngestBatch)[]) {
-  const rows = kinds
-    .filter((kind) => batch[kind] !== undefined)
-    .map((kind) => [databaseId, kind, batch.collected_at, batch.interval_seconds, JSON.stringify(batch[kind])])
-  if (rows.length === 0) return
-  await upsertMany(
-    tx,
+export function writeLatest(writes: Writes, table: LatestTable, databaseId: string, batch: IngestBatch, kinds: readonly (keyof IngestBatch)[]) {
+  writes.upsert(
     table,
     ['database_id', 'kind', 'ts', 'interval_seconds', 'payload'],
-    rows,
-    ['database_id', 'kind'],
-    { ts: 'excluded.ts', interval_seconds: 'excluded.interval_seconds', payload: 'excluded.payload' },
-    `excluded.ts >= ${table}.ts`,
+    kinds.filter((kind) => batch[kind] !== undefined).map((kind) => [databaseId, kind, batch.collected_at, batch.interval_seconds, JSON.stringify(batch[kind])]),
+    {
+      key: ['database_id', 'kind'],
+      update: { ts: 'excluded.ts', interval_seconds: 'excluded.interval_seconds', payload: 'excluded.payload' },
+      onlyIf: `excluded.ts >= ${table}.ts`,
+    },
   )
 }
 
 /** Applies the batch's waits, replication, bgwriter, wal_stats, io_stats and database_stats sections. */
-export async function applyInternals(tx: SqlDriver, databaseId: string, batch: IngestBatch): Promise<void> {
-  if (batch.waits?.length) await applyWaits(tx, databaseId, batch.collected_at, batch.waits)
-  if (batch.replication) await applyReplication(tx, databaseId, batch.collected_at, batch.replication)
-  await writeMetrics(tx, databaseId, batch.collected_at, batchCounters(batch), pick('database', '', batch.database_stats ?? {}, DATABASE_GAUGE_KEYS))
-  await writeLatest(tx, 'internals_latest', databaseId, batch, LATEST_KINDS)
+export function applyInternals(writes: Writes, databaseId: string, batch: IngestBatch): void {
+  if (batch.waits?.length) applyWaits(writes, databaseId, batch.collected_at, batch.waits)
+  if (batch.replication) applyReplication(writes, databaseId, batch.collected_at, batch.replication)
+  writeMetrics(writes, databaseId, batch.collected_at, batchCounters(batch), pick('database', '', batch.database_stats ?? {}, DATABASE_GAUGE_KEYS))
+  writeLatest(writes, 'internals_latest', databaseId, batch, LATEST_KINDS)
 }
 
 // ---- reads ----

@@ -7,10 +7,11 @@
 // (sql-telemetry.ts imports this module and this one imports it back: its exports are used inside
 // functions only, never while the modules load.)
 import type { ActiveQuery, IndexStat, IngestBatch, LockEntry, TableStat } from '../../shared/wire.ts'
-import type { SqlDriver } from './driver.ts'
+import type { Dialect, SqlDriver } from './driver.ts'
 import { unusedIndexMinBytes } from '../limits.ts'
 import { int64Counter, saturatingAdd } from './sql-sums.ts'
-import { HOUR_MS, MINUTE_MS, type Window, latestSnapshot, seriesResolution, upsertMany } from './sql-telemetry.ts'
+import { HOUR_MS, MINUTE_MS, type Window, latestSnapshot, seriesResolution } from './sql-telemetry.ts'
+import type { Reads, Writes } from './sql-writes.ts'
 
 
 const TABLE_COUNTERS = ['seq_scan', 'seq_tup_read', 'idx_scan', 'idx_tup_fetch', 'n_tup_ins', 'n_tup_upd', 'n_tup_del', 'n_tup_hot_upd'] as const
@@ -32,8 +33,8 @@ const lastSql = (table: string, c: string) =>
   `CASE WHEN excluded.sampled_at >= ${table}.sampled_at THEN COALESCE(excluded.${c}, ${table}.${c}) ELSE COALESCE(${table}.${c}, excluded.${c}) END`
 
 /** The later of the two samples' times. */
-function greatest(tx: SqlDriver, table: string): string {
-  return `${tx.dialect === 'sqlite' ? 'MAX' : 'GREATEST'}(${table}.sampled_at, excluded.sampled_at)`
+function greatest(dialect: Dialect, table: string): string {
+  return `${dialect === 'sqlite' ? 'MAX' : 'GREATEST'}(${table}.sampled_at, excluded.sampled_at)`
 }
 
 interface BucketRow {
@@ -69,36 +70,39 @@ interface BucketTable {
 }
 
 /** Adds the rows to the minute and hour buckets of `collectedAt`. */
-async function addToBuckets(tx: SqlDriver, databaseId: string, collectedAt: number, spec: BucketTable, rows: BucketRow[]) {
+function addToBuckets(writes: Writes, databaseId: string, collectedAt: number, spec: BucketTable, rows: BucketRow[]) {
   const merged = mergeBucketRows(rows)
-  if (merged.length === 0) return
-  const update: Record<string, string> = { sampled_at: greatest(tx, spec.table) }
+  const update: Record<string, string> = { sampled_at: greatest(writes.dialect, spec.table) }
   for (const c of spec.counters) update[c] = sumSql(spec.table, c)
   for (const g of spec.gauges) update[g] = lastSql(spec.table, g)
   const rowsFor = (resolutionMs: number) =>
     merged.map((r) => [databaseId, ...r.key, resolutionMs / 1000, floorTo(collectedAt, resolutionMs), collectedAt, ...r.counters, ...r.gauges])
-  await upsertMany(
-    tx,
+  writes.upsert(
     spec.table,
     ['database_id', ...spec.keyColumns, 'resolution', 'bucket', 'sampled_at', ...spec.counters, ...spec.gauges],
     [...rowsFor(MINUTE_MS), ...rowsFor(HOUR_MS)],
-    ['database_id', ...spec.keyColumns, 'resolution', 'bucket'],
-    update,
+    { key: ['database_id', ...spec.keyColumns, 'resolution', 'bucket'], update },
   )
 }
 
-/** True when no newer batch has set the latest rows of `table` (a late batch only adds to the buckets). */
-async function isNewest(tx: SqlDriver, table: 'latest_tables' | 'latest_indexes', databaseId: string, collectedAt: number): Promise<boolean> {
-  const row = await tx.get<{ ts: number | null }>(`SELECT MAX(ts) AS ts FROM ${table} WHERE database_id = $1`, [databaseId])
-  return row?.ts === null || row?.ts === undefined || collectedAt >= Number(row.ts)
+/**
+ * Registers the read of whether no newer batch has set the latest rows of `table`; the returned
+ * function answers it once the reads are sent (a late batch only adds to the buckets).
+ */
+function isNewest(reads: Reads, table: 'latest_tables' | 'latest_indexes', databaseId: string, collectedAt: number): () => boolean {
+  const rows = reads.add({ sql: `SELECT MAX(ts) AS ts FROM ${table} WHERE database_id = $1`, params: [databaseId] })
+  return () => {
+    const ts = rows()[0]?.ts
+    return ts === null || ts === undefined || collectedAt >= Number(ts)
+  }
 }
 
 /**
  * Replaces the latest rows with the batch's: objects no longer reported go, and a size the agent could
  * not measure this cycle (null) keeps the last one measured. Each row starts with its key columns.
  */
-async function replaceLatest(
-  tx: SqlDriver,
+function replaceLatest(
+  writes: Writes,
   table: 'latest_tables' | 'latest_indexes',
   databaseId: string,
   collectedAt: number,
@@ -109,92 +113,105 @@ async function replaceLatest(
 ) {
   const update = Object.fromEntries(cols.filter((c) => !keyColumns.includes(c)).map((c) => [c, keep[c] ?? `excluded.${c}`]))
   const unique = new Map(rows.map((r) => [JSON.stringify(r.slice(0, keyColumns.length)), r]))
-  await upsertMany(tx, table, ['database_id', ...cols], [...unique.values()].map((r) => [databaseId, ...r]), ['database_id', ...keyColumns], update)
-  await tx.run(`DELETE FROM ${table} WHERE database_id = $1 AND ts <> $2`, [databaseId, collectedAt])
+  writes.upsert(table, ['database_id', ...cols], [...unique.values()].map((r) => [databaseId, ...r]), { key: ['database_id', ...keyColumns], update })
+  writes.add(`DELETE FROM ${table} WHERE database_id = $1 AND ts <> $2`, [databaseId, collectedAt])
 }
 
 const keepSize = (table: string, c: string) => `COALESCE(excluded.${c}, ${table}.${c})`
 
 const LATEST_TABLE_COLUMNS = ['schema_name', 'table_name', 'ts', ...TABLE_COUNTERS, ...TABLE_GAUGES, ...TABLE_TIMES, 'has_primary_key', 'autovacuum_enabled'] as const
 
-async function applyTables(tx: SqlDriver, databaseId: string, collectedAt: number, tables: TableStat[]) {
-  await addToBuckets(
-    tx,
-    databaseId,
-    collectedAt,
-    { table: 'table_stats', keyColumns: ['schema_name', 'table_name'], counters: TABLE_COUNTERS, gauges: TABLE_GAUGES },
-    tables.map((t) => ({
-      key: [t.schema_name, t.table_name],
-      counters: TABLE_COUNTERS.map((c) => (t.delta ? int(t.delta[c]) : null)),
-      gauges: TABLE_GAUGES.map((g) => int(t[g])),
-    })),
-  )
-  if (!(await isNewest(tx, 'latest_tables', databaseId, collectedAt))) return
-  await replaceLatest(
-    tx,
-    'latest_tables',
-    databaseId,
-    collectedAt,
-    LATEST_TABLE_COLUMNS,
-    ['schema_name', 'table_name'],
-    { table_size_bytes: keepSize('latest_tables', 'table_size_bytes'), index_size_bytes: keepSize('latest_tables', 'index_size_bytes') },
-    tables.map((t) => [
-      t.schema_name,
-      t.table_name,
+function applyTables(reads: Reads, databaseId: string, collectedAt: number, tables: TableStat[]): (writes: Writes) => void {
+  const newest = isNewest(reads, 'latest_tables', databaseId, collectedAt)
+  return (writes) => {
+    addToBuckets(
+      writes,
+      databaseId,
       collectedAt,
-      ...[...TABLE_COUNTERS, ...TABLE_GAUGES, ...TABLE_TIMES].map((c) => int(t[c])),
-      t.has_primary_key ?? null,
-      t.autovacuum_enabled ?? null,
-    ]),
-  )
+      { table: 'table_stats', keyColumns: ['schema_name', 'table_name'], counters: TABLE_COUNTERS, gauges: TABLE_GAUGES },
+      tables.map((t) => ({
+        key: [t.schema_name, t.table_name],
+        counters: TABLE_COUNTERS.map((c) => (t.delta ? int(t.delta[c]) : null)),
+        gauges: TABLE_GAUGES.map((g) => int(t[g])),
+      })),
+    )
+    if (!newest()) return
+    replaceLatest(
+      writes,
+      'latest_tables',
+      databaseId,
+      collectedAt,
+      LATEST_TABLE_COLUMNS,
+      ['schema_name', 'table_name'],
+      { table_size_bytes: keepSize('latest_tables', 'table_size_bytes'), index_size_bytes: keepSize('latest_tables', 'index_size_bytes') },
+      tables.map((t) => [
+        t.schema_name,
+        t.table_name,
+        collectedAt,
+        ...[...TABLE_COUNTERS, ...TABLE_GAUGES, ...TABLE_TIMES].map((c) => int(t[c])),
+        t.has_primary_key ?? null,
+        t.autovacuum_enabled ?? null,
+      ]),
+    )
+  }
 }
 
 const LATEST_INDEX_COLUMNS = ['schema_name', 'index_name', 'table_name', 'ts', ...INDEX_COUNTERS, ...INDEX_GAUGES, 'index_def', 'is_unique', 'is_primary', 'is_valid'] as const
 
-async function applyIndexes(tx: SqlDriver, databaseId: string, collectedAt: number, indexes: IndexStat[]) {
-  await addToBuckets(
-    tx,
-    databaseId,
-    collectedAt,
-    { table: 'index_stats', keyColumns: ['schema_name', 'index_name'], counters: INDEX_COUNTERS, gauges: INDEX_GAUGES },
-    indexes.map((i) => ({
-      key: [i.schema_name, i.index_name],
-      counters: INDEX_COUNTERS.map((c) => (i.delta ? int(i.delta[c]) : null)),
-      gauges: [int(i.size_bytes)],
-    })),
-  )
-  if (!(await isNewest(tx, 'latest_indexes', databaseId, collectedAt))) return
-  await replaceLatest(
-    tx,
-    'latest_indexes',
-    databaseId,
-    collectedAt,
-    LATEST_INDEX_COLUMNS,
-    ['schema_name', 'index_name'],
-    {
-      size_bytes: keepSize('latest_indexes', 'size_bytes'),
-      // The agent sends an empty definition for an index it could not deparse yet (its table was locked).
-      index_def: `CASE WHEN excluded.index_def = '' THEN latest_indexes.index_def ELSE excluded.index_def END`,
-    },
-    indexes.map((i) => [
-      i.schema_name,
-      i.index_name,
-      i.table_name,
+function applyIndexes(reads: Reads, databaseId: string, collectedAt: number, indexes: IndexStat[]): (writes: Writes) => void {
+  const newest = isNewest(reads, 'latest_indexes', databaseId, collectedAt)
+  return (writes) => {
+    addToBuckets(
+      writes,
+      databaseId,
       collectedAt,
-      ...INDEX_COUNTERS.map((c) => int(i[c])),
-      int(i.size_bytes),
-      i.index_def,
-      i.is_unique,
-      i.is_primary,
-      i.is_valid,
-    ]),
-  )
+      { table: 'index_stats', keyColumns: ['schema_name', 'index_name'], counters: INDEX_COUNTERS, gauges: INDEX_GAUGES },
+      indexes.map((i) => ({
+        key: [i.schema_name, i.index_name],
+        counters: INDEX_COUNTERS.map((c) => (i.delta ? int(i.delta[c]) : null)),
+        gauges: [int(i.size_bytes)],
+      })),
+    )
+    if (!newest()) return
+    replaceLatest(
+      writes,
+      'latest_indexes',
+      databaseId,
+      collectedAt,
+      LATEST_INDEX_COLUMNS,
+      ['schema_name', 'index_name'],
+      {
+        size_bytes: keepSize('latest_indexes', 'size_bytes'),
+        // The agent sends an empty definition for an index it could not deparse yet (its table was locked).
+        index_def: `CASE WHEN excluded.index_def = '' THEN latest_indexes.index_def ELSE excluded.index_def END`,
+      },
+      indexes.map((i) => [
+        i.schema_name,
+        i.index_name,
+        i.table_name,
+        collectedAt,
+        ...INDEX_COUNTERS.map((c) => int(i[c])),
+        int(i.size_bytes),
+        i.index_def,
+        i.is_unique,
+        i.is_primary,
+        i.is_valid,
+      ]),
+    )
+  }
 }
 
-/** Applies the batch's tables and indexes sections (activity and locks are kept as snapshots by sql-telemetry.ts). */
-export async function applyObjects(tx: SqlDriver, databaseId: string, batch: IngestBatch): Promise<void> {
-  if (batch.tables) await applyTables(tx, databaseId, batch.collected_at, batch.tables)
-  if (batch.indexes) await applyIndexes(tx, databaseId, batch.collected_at, batch.indexes)
+/**
+ * The batch's tables and indexes sections (activity and locks are kept as snapshots by sql-telemetry.ts):
+ * registers the reads they depend on and returns the function that adds their writes once those are sent.
+ */
+export function applyObjects(reads: Reads, databaseId: string, batch: IngestBatch): (writes: Writes) => void {
+  const writeTables = batch.tables ? applyTables(reads, databaseId, batch.collected_at, batch.tables) : undefined
+  const writeIndexes = batch.indexes ? applyIndexes(reads, databaseId, batch.collected_at, batch.indexes) : undefined
+  return (writes) => {
+    writeTables?.(writes)
+    writeIndexes?.(writes)
+  }
 }
 
 // ---- reads ----

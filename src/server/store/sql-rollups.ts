@@ -14,7 +14,7 @@
 //   from retention for a database gone quiet (everything closed over an hour ago, and always before
 //   minute rows are compacted), both under the database's rollup lock (lockRollups).
 import { QUERY_COUNTER_KEYS } from '../../shared/metrics.ts'
-import type { SqlDriver } from './driver.ts'
+import type { Dialect, SqlDriver, SqlStatement } from './driver.ts'
 import { saturatingSum } from './sql-sums.ts'
 import type { Window } from './sql-telemetry.ts'
 
@@ -51,59 +51,80 @@ function rollupSums(dialect: SqlDriver['dialect']): string {
 }
 const ROLLUP_SUMS: Record<SqlDriver['dialect'], string> = { sqlite: rollupSums('sqlite'), postgres: rollupSums('postgres') }
 
-export async function readMarks(driver: SqlDriver, databaseId: string): Promise<RollupMarks | undefined> {
-  const row = await driver.get<{ spans_until: number; hours_until: number }>(
-    'SELECT spans_until, hours_until FROM query_rollups WHERE database_id = $1',
-    [databaseId],
-  )
+const READ_MARKS_SQL = 'SELECT spans_until, hours_until FROM query_rollups WHERE database_id = $1'
+
+/** The statement that reads a database's marks (ingest sends it with its other reads, sql-writes.ts). */
+export const readMarksStatement = (databaseId: string): SqlStatement => ({ sql: READ_MARKS_SQL, params: [databaseId] })
+
+/** The marks in the rows readMarksStatement answered; undefined for a database without any yet. */
+export function marksOf(rows: Record<string, unknown>[]): RollupMarks | undefined {
+  const row = rows[0]
   return row ? { spans: Number(row.spans_until), hours: Number(row.hours_until) } : undefined
 }
 
-async function writeMarks(tx: SqlDriver, databaseId: string, marks: RollupMarks): Promise<void> {
-  await tx.run(
-    `INSERT INTO query_rollups (database_id, spans_until, hours_until) VALUES ($1, $2, $3)
+export async function readMarks(driver: SqlDriver, databaseId: string): Promise<RollupMarks | undefined> {
+  return marksOf(await driver.all(READ_MARKS_SQL, [databaseId]))
+}
+
+function writeMarks(databaseId: string, marks: RollupMarks): SqlStatement {
+  return {
+    sql: `INSERT INTO query_rollups (database_id, spans_until, hours_until) VALUES ($1, $2, $3)
      ON CONFLICT (database_id) DO UPDATE SET spans_until = excluded.spans_until, hours_until = excluded.hours_until`,
-    [databaseId, marks.spans, marks.hours],
-  )
+    params: [databaseId, marks.spans, marks.hours],
+  }
 }
 
 /** Replaces the buckets of `to` resolution in [from, until) by the sums of the `of` resolution rows they cover. */
-async function rollUpLevel(tx: SqlDriver, databaseId: string, of: 60 | 600, to: 600 | 3600, from: number, until: number): Promise<void> {
+function rollUpLevel(dialect: Dialect, databaseId: string, of: 60 | 600, to: 600 | 3600, from: number, until: number): SqlStatement {
   const ms = to * 1000
   const set = [...COUNTERS, 'p99_ms'].map((c) => `${c} = excluded.${c}`).join(', ')
   // The rollup is idempotent (buckets are replaced, not added to), so a rerun never double-counts.
-  await tx.run(
-    `INSERT INTO query_stats (${STAT_COLUMN_LIST})
-     SELECT CAST($1 AS TEXT), ${to}, (bucket / ${ms}) * ${ms} AS rolled, query_hash, ${ROLLUP_SUMS[tx.dialect]}
+  return {
+    sql: `INSERT INTO query_stats (${STAT_COLUMN_LIST})
+     SELECT CAST($1 AS TEXT), ${to}, (bucket / ${ms}) * ${ms} AS rolled, query_hash, ${ROLLUP_SUMS[dialect]}
      FROM query_stats WHERE database_id = $1 AND resolution = ${of} AND bucket >= $2 AND bucket < $3
      GROUP BY (bucket / ${ms}) * ${ms}, query_hash
      ON CONFLICT (database_id, resolution, bucket, query_hash) DO UPDATE SET ${set}`,
-    [databaseId, from, until],
-  )
+    params: [databaseId, from, until],
+  }
 }
 
 /**
- * Rolls the database's statistics up to `until` (10-minute buckets up to its span, hourly ones up to
- * its hour) and returns the marks after it (the same ones when nothing closed); the caller holds the
- * database's rollup lock (lockRollups).
+ * The statements that roll the database's statistics up to `until` (10-minute buckets up to its span,
+ * hourly ones up to its hour), and the marks after them (the same ones, and no statements, when nothing
+ * closed); they run under the database's rollup lock (lockRollups).
  */
-export async function rollUp(tx: SqlDriver, databaseId: string, marks: RollupMarks, until: number): Promise<RollupMarks> {
+export function rollUpStatements(dialect: Dialect, databaseId: string, marks: RollupMarks, until: number): { marks: RollupMarks; statements: SqlStatement[] } {
   const spans = floorTo(until, SPAN_MS)
   const hours = floorTo(until, HOUR_MS)
   const next = { spans: Math.max(marks.spans, spans), hours: Math.max(marks.hours, hours) }
-  if (next.spans === marks.spans && next.hours === marks.hours) return marks
-  if (next.spans > marks.spans) await rollUpLevel(tx, databaseId, 60, 600, marks.spans, next.spans)
+  if (next.spans === marks.spans && next.hours === marks.hours) return { marks, statements: [] }
+  const statements: SqlStatement[] = []
+  if (next.spans > marks.spans) statements.push(rollUpLevel(dialect, databaseId, 60, 600, marks.spans, next.spans))
   // Every span of these hours is before the 10-minute mark now, so the 10-minute rows are complete.
-  if (next.hours > marks.hours) await rollUpLevel(tx, databaseId, 600, 3600, marks.hours, next.hours)
-  await writeMarks(tx, databaseId, next)
-  return next
+  if (next.hours > marks.hours) statements.push(rollUpLevel(dialect, databaseId, 600, 3600, marks.hours, next.hours))
+  statements.push(writeMarks(databaseId, next))
+  return { marks: next, statements }
 }
 
-/** The marks of a database seen for the first time at `at`: nothing before them exists yet. */
-export async function initialMarks(tx: SqlDriver, databaseId: string, at: number): Promise<RollupMarks> {
+/** Rolls the database's statistics up to `until` (rollUpStatements) and returns the marks after it. */
+export async function rollUp(tx: SqlDriver, databaseId: string, marks: RollupMarks, until: number): Promise<RollupMarks> {
+  const rollup = rollUpStatements(tx.dialect, databaseId, marks, until)
+  await tx.runAll(rollup.statements)
+  return rollup.marks
+}
+
+/** The marks of a database seen for the first time at `at` (nothing before them exists yet), and the statement that stores them. */
+export function initialMarksStatement(databaseId: string, at: number): { marks: RollupMarks; statement: SqlStatement } {
   const marks = { spans: floorTo(at, SPAN_MS), hours: floorTo(at, HOUR_MS) }
-  await writeMarks(tx, databaseId, marks)
-  return marks
+  return { marks, statement: writeMarks(databaseId, marks) }
+}
+
+/** Stores the initial marks of a database seen for the first time at `at` (initialMarksStatement). */
+export async function initialMarks(tx: SqlDriver, databaseId: string, at: number): Promise<RollupMarks> {
+  const initial = initialMarksStatement(databaseId, at)
+  await tx.runAll([initial.statement])
+  return initial.marks
 }
 
 export interface StatRange {
@@ -169,5 +190,11 @@ export const NO_MARKS: RollupMarks = { spans: Number.NEGATIVE_INFINITY, hours: N
  * Keyed by the database's id, which a rename does not change. PostgreSQL only: SQLite has one writer.
  */
 export async function lockRollups(tx: SqlDriver, databaseId: string): Promise<void> {
-  if (tx.dialect === 'postgres') await tx.run('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`dbm:rollup:${databaseId}`])
+  const lock = lockRollupsStatement(tx.dialect, databaseId)
+  if (lock) await tx.runAll([lock])
+}
+
+/** The statement of lockRollups (undefined on SQLite), for ingest to send with its other reads. */
+export function lockRollupsStatement(dialect: Dialect, databaseId: string): SqlStatement | undefined {
+  return dialect === 'postgres' ? { sql: 'SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', params: [`dbm:rollup:${databaseId}`] } : undefined
 }

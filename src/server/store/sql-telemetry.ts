@@ -6,12 +6,24 @@
 // exact to the minute.
 import { QUERY_COUNTER_KEYS } from '../../shared/metrics.ts'
 import type { ExplainPlan, IngestBatch, QueryStatDelta } from '../../shared/wire.ts'
-import type { SqlDriver } from './driver.ts'
+import type { Dialect, SqlDriver, SqlStatement } from './driver.ts'
 import { retentionLimits } from '../limits.ts'
 import { applyClickHouse } from './sql-clickhouse.ts'
 import { applyInternals } from './sql-internals.ts'
 import { applyObjects } from './sql-objects.ts'
-import { NO_MARKS, SPAN_MS, type StatRange, initialMarks, lockRollups, readMarks, rollUp, statRanges } from './sql-rollups.ts'
+import {
+  NO_MARKS,
+  SPAN_MS,
+  type StatRange,
+  initialMarksStatement,
+  lockRollupsStatement,
+  marksOf,
+  readMarks,
+  readMarksStatement,
+  rollUpStatements,
+  statRanges,
+} from './sql-rollups.ts'
+import { Reads, Writes } from './sql-writes.ts'
 import { int64Counter, readSum, saturatingAdd } from './sql-sums.ts'
 
 export const MINUTE_MS = 60_000
@@ -23,62 +35,6 @@ const floorTo = (t: number, step: number) => Math.floor(t / step) * step
 function greatest(dialect: SqlDriver['dialect'], a: string, b: string): string {
   const fn = dialect === 'sqlite' ? 'MAX' : 'GREATEST'
   return `${fn}(COALESCE(${a}, ${b}), COALESCE(${b}, ${a}))`
-}
-
-/**
- * Rows per statement of upsertMany, largest first. Batches are cut into these sizes so that only a few
- * statement texts exist per table: each is built once and prepared once (the drivers keep prepared
- * statements by text), instead of one text of a new length for every batch.
- */
-const CHUNK_SIZES = [256, 64, 16, 4, 1] as const
-
-/** Statement texts of upsertMany by their shape. */
-const upsertTexts = new Map<string, string>()
-
-function upsertText(shape: string, table: string, columns: readonly string[], rows: number, conflict: readonly string[], update: Record<string, string>, onlyIf?: string): string {
-  const key = `${rows} ${shape}`
-  let text = upsertTexts.get(key)
-  if (text === undefined) {
-    const set = Object.entries(update)
-      .map(([column, expression]) => `${column} = ${expression}`)
-      .join(', ')
-    const tuples: string[] = []
-    for (let r = 0; r < rows; r++) tuples.push(`(${columns.map((_, c) => `$${r * columns.length + c + 1}`).join(', ')})`)
-    text = `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${tuples.join(', ')} ON CONFLICT (${conflict.join(', ')}) DO ${
-      set ? `UPDATE SET ${set}${onlyIf ? ` WHERE ${onlyIf}` : ''}` : 'NOTHING'
-    }`
-    if (upsertTexts.size < 1000) upsertTexts.set(key, text)
-  }
-  return text
-}
-
-/**
- * INSERT ... ON CONFLICT DO UPDATE for many rows, in chunks of CHUNK_SIZES rows (within both stores'
- * parameter limits). `update` maps a column to its SQL on conflict (`excluded.<col>` is the incoming value).
- */
-export async function upsertMany(
-  tx: SqlDriver,
-  table: string,
-  columns: readonly string[],
-  rows: unknown[][],
-  conflict: readonly string[],
-  update: Record<string, string>,
-  /** Condition for the update on conflict (e.g. only when the incoming row is newer). */
-  onlyIf?: string,
-): Promise<void> {
-  const maxRows = Math.max(1, Math.floor(30_000 / columns.length))
-  const shape = JSON.stringify([table, columns, conflict, update, onlyIf])
-  let start = 0
-  for (const size of CHUNK_SIZES) {
-    if (size > maxRows) continue
-    while (rows.length - start >= size) {
-      const params = new Array<unknown>(size * columns.length)
-      let i = 0
-      for (let r = start; r < start + size; r++) for (const value of rows[r]!) params[i++] = value
-      await tx.run(upsertText(shape, table, columns, size, conflict, update, onlyIf), params)
-      start += size
-    }
-  }
 }
 
 const QUERY_COUNTERS = QUERY_COUNTER_KEYS
@@ -176,52 +132,65 @@ export interface IngestEffects {
   textsAt: number
 }
 
-async function applyQueryStats(
-  tx: SqlDriver,
+/**
+ * Adds the batch's statements to `writes` once the reads it registers on `reads` (the rollup lock and
+ * marks) are sent: texts, the spans and hours that closed before this batch rolled up, then the batch's
+ * minute rows (and those of the coarser buckets already rolled up past it, for a late batch).
+ */
+function applyQueryStats(
+  reads: Reads,
+  dialect: Dialect,
   databaseId: string,
   collectedAt: number,
   rows: QueryStatDelta[],
   known: KnownTexts | undefined,
   effects: IngestEffects,
   now: number,
-) {
+): ((writes: Writes) => void) | undefined {
   const merged = queryStatRows(databaseId, floorTo(collectedAt, MINUTE_MS), rows)
-  if (merged.size === 0) return
-  const textRows: unknown[][] = []
-  const needsWrite = known?.writerFor(databaseId, collectedAt)
-  for (const [hash, e] of merged) {
-    if (!needsWrite || needsWrite(hash)) textRows.push([databaseId, hash, e.text, collectedAt, collectedAt])
-  }
-  if (textRows.length > 0) {
-    await upsertMany(
-      tx,
-      'query_texts',
-      ['database_id', 'query_hash', 'query_text', 'first_seen', 'last_seen'],
-      textRows,
-      ['database_id', 'query_hash'],
-      { query_text: 'excluded.query_text', last_seen: greatest(tx.dialect, 'query_texts.last_seen', 'excluded.last_seen') },
-    )
-    effects.texts = textRows.map((r) => r[1] as string)
-    effects.textsAt = collectedAt
-  }
+  if (merged.size === 0) return undefined
+  const lock = lockRollupsStatement(dialect, databaseId)
+  if (lock) reads.add(lock)
+  const storedMarks = reads.add(readMarksStatement(databaseId))
+  return (writes) => {
+    const textRows: unknown[][] = []
+    const needsWrite = known?.writerFor(databaseId, collectedAt)
+    for (const [hash, e] of merged) {
+      if (!needsWrite || needsWrite(hash)) textRows.push([databaseId, hash, e.text, collectedAt, collectedAt])
+    }
+    if (textRows.length > 0) {
+      writes.upsert('query_texts', ['database_id', 'query_hash', 'query_text', 'first_seen', 'last_seen'], textRows, {
+        key: ['database_id', 'query_hash'],
+        update: { query_text: 'excluded.query_text', last_seen: greatest(dialect, 'query_texts.last_seen', 'excluded.last_seen') },
+      })
+      effects.texts = textRows.map((r) => r[1] as string)
+      effects.textsAt = collectedAt
+    }
 
-  // Spans and hours that closed before this batch are rolled up first; the batch then lands in its
-  // minute bucket, and also in the coarser buckets whose level was rolled up past it (a late batch).
-  // Never past the server's clock: a batch from the future (agent clock skew) must not close spans
-  // that batches of the present then land in as "late" ones.
-  const rollTo = Math.min(collectedAt, now)
-  await lockRollups(tx, databaseId)
-  const before = (await readMarks(tx, databaseId)) ?? (await initialMarks(tx, databaseId, rollTo))
-  const marks = await rollUp(tx, databaseId, before, rollTo)
-  const statRows: unknown[][] = []
-  for (const e of merged.values()) statRows.push(e.row)
-  for (const [resolution, mark] of [[SPAN_MS, marks.spans], [HOUR_MS, marks.hours]] as const) {
-    if (floorTo(collectedAt, resolution) >= mark) continue
-    for (const e of merged.values()) statRows.push([databaseId, resolution / 1000, floorTo(collectedAt, resolution), ...e.row.slice(3)])
-    if (resolution === HOUR_MS) effects.closedHoursChanged = true
+    // Spans and hours that closed before this batch are rolled up first; the batch then lands in its
+    // minute bucket, and also in the coarser buckets whose level was rolled up past it (a late batch).
+    // Never past the server's clock: a batch from the future (agent clock skew) must not close spans
+    // that batches of the present then land in as "late" ones.
+    const rollTo = Math.min(collectedAt, now)
+    let before = marksOf(storedMarks())
+    if (!before) {
+      const initial = initialMarksStatement(databaseId, rollTo)
+      writes.statements.push(initial.statement)
+      before = initial.marks
+    }
+    const rollup = rollUpStatements(dialect, databaseId, before, rollTo)
+    writes.statements.push(...rollup.statements)
+    const marks = rollup.marks
+    const statRows: unknown[][] = []
+    for (const e of merged.values()) statRows.push(e.row)
+    for (const [resolution, mark] of [[SPAN_MS, marks.spans], [HOUR_MS, marks.hours]] as const) {
+      if (floorTo(collectedAt, resolution) >= mark) continue
+      for (const e of merged.values()) statRows.push([databaseId, resolution / 1000, floorTo(collectedAt, resolution), ...e.row.slice(3)])
+      if (resolution === HOUR_MS) effects.closedHoursChanged = true
+    }
+    if (marks.hours !== before.hours) effects.closedHoursChanged = true
+    writes.upsert('query_stats', QUERY_STAT_COLUMNS, statRows, { key: QUERY_STAT_KEY, update: QUERY_STAT_UPDATE[dialect] })
   }
-  if (marks.hours !== before.hours) effects.closedHoursChanged = true
-  await upsertMany(tx, 'query_stats', QUERY_STAT_COLUMNS, statRows, QUERY_STAT_KEY, QUERY_STAT_UPDATE[tx.dialect])
 }
 
 /** The upsert's update of query_stats: counters add up (BIGINT ones saturating, sql-sums.ts), p99_ms keeps the larger. */
@@ -240,46 +209,49 @@ export type SnapshotKind = (typeof SNAPSHOT_KINDS)[number]
 
 const PLAN_COLUMNS = ['database_id', 'query_hash', 'ts', 'plan_hash', 'source', 'total_cost', 'actual_time_ms', 'seq_scans', 'index_scans', 'rows_estimated', 'rows_actual', 'plan_json'] as const
 
-async function applyExplainPlans(tx: SqlDriver, databaseId: string, plans: ExplainPlan[]) {
-  const perChunk = Math.floor(30_000 / PLAN_COLUMNS.length)
-  for (let start = 0; start < plans.length; start += perChunk) {
-    const chunk = plans.slice(start, start + perChunk)
-    const params: unknown[] = []
-    const tuples = chunk.map((p) => {
-      params.push(databaseId, p.query_hash, p.ts, p.plan_hash, p.source, p.total_cost, p.actual_time_ms, p.seq_scans, p.index_scans, p.rows_estimated, p.rows_actual, JSON.stringify(p.plan_json))
-      const base = params.length - PLAN_COLUMNS.length
-      return `(${PLAN_COLUMNS.map((_, i) => `$${base + i + 1}`).join(', ')})`
-    })
-    await tx.run(`INSERT INTO explain_plans (${PLAN_COLUMNS.join(', ')}) VALUES ${tuples.join(', ')}`, params)
-  }
+function applyExplainPlans(writes: Writes, databaseId: string, plans: ExplainPlan[]) {
+  writes.upsert(
+    'explain_plans',
+    PLAN_COLUMNS,
+    plans.map((p) => [databaseId, p.query_hash, p.ts, p.plan_hash, p.source, p.total_cost, p.actual_time_ms, p.seq_scans, p.index_scans, p.rows_estimated, p.rows_actual, JSON.stringify(p.plan_json)]),
+  )
 }
 
-/** Applies every section of the batch that this server version stores; returns what caches must learn after the commit. */
-export async function applyBatch(tx: SqlDriver, databaseId: string, batch: IngestBatch, known?: KnownTexts, now = Date.now()): Promise<IngestEffects> {
+/**
+ * Applies every section of the batch that this server version stores, then `also` (statements of the
+ * caller's that belong to the same transaction); returns what caches must learn after the commit.
+ * Two exchanges with a PostgreSQL store whatever the batch holds (sql-writes.ts): the reads the writes
+ * depend on, then every write.
+ */
+export async function applyBatch(
+  tx: SqlDriver,
+  databaseId: string,
+  batch: IngestBatch,
+  known?: KnownTexts,
+  now = Date.now(),
+  also: readonly SqlStatement[] = [],
+): Promise<IngestEffects> {
   const effects: IngestEffects = { closedHoursChanged: false, texts: [], textsAt: 0 }
-  if (batch.query_stats) await applyQueryStats(tx, databaseId, batch.collected_at, batch.query_stats, known, effects, now)
-  if (batch.explain_plans?.length) await applyExplainPlans(tx, databaseId, batch.explain_plans)
-  await applyObjects(tx, databaseId, batch)
-  await applyInternals(tx, databaseId, batch)
-  await applyClickHouse(tx, databaseId, batch)
-  const snapshots = SNAPSHOT_KINDS.filter((kind) => batch[kind] !== undefined).map((kind) => [
-    databaseId,
-    kind,
-    batch.collected_at,
-    JSON.stringify(batch[kind]),
-  ])
-  if (snapshots.length > 0) {
-    // A batch delivered late (from the agent's buffer) never replaces a newer snapshot.
-    await upsertMany(
-      tx,
-      'snapshots',
-      ['database_id', 'kind', 'ts', 'payload'],
-      snapshots,
-      ['database_id', 'kind'],
-      { ts: 'excluded.ts', payload: 'excluded.payload' },
-      'excluded.ts >= snapshots.ts',
-    )
-  }
+  const reads = new Reads()
+  const writeQueryStats = batch.query_stats ? applyQueryStats(reads, tx.dialect, databaseId, batch.collected_at, batch.query_stats, known, effects, now) : undefined
+  const writeObjects = applyObjects(reads, databaseId, batch)
+  await reads.send(tx)
+
+  const writes = new Writes(tx.dialect)
+  writeQueryStats?.(writes)
+  if (batch.explain_plans?.length) applyExplainPlans(writes, databaseId, batch.explain_plans)
+  writeObjects(writes)
+  applyInternals(writes, databaseId, batch)
+  applyClickHouse(writes, databaseId, batch)
+  // A batch delivered late (from the agent's buffer) never replaces a newer snapshot.
+  writes.upsert(
+    'snapshots',
+    ['database_id', 'kind', 'ts', 'payload'],
+    SNAPSHOT_KINDS.filter((kind) => batch[kind] !== undefined).map((kind) => [databaseId, kind, batch.collected_at, JSON.stringify(batch[kind])]),
+    { key: ['database_id', 'kind'], update: { ts: 'excluded.ts', payload: 'excluded.payload' }, onlyIf: 'excluded.ts >= snapshots.ts' },
+  )
+  writes.statements.push(...also)
+  await tx.runAll(writes.statements)
   return effects
 }
 

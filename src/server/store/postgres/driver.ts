@@ -4,7 +4,7 @@
 // outcome feeds the store's availability: postgres.js reconnects by itself once the server is back.
 import postgres from 'postgres'
 import { StoreAvailability, isStoreUnreachable } from '../availability.ts'
-import { type SqlDriver, StoreError, UniqueViolation } from '../driver.ts'
+import { type RunResult, type SqlDriver, type SqlStatement, StoreError, UniqueViolation } from '../driver.ts'
 
 export interface PostgresDriverOptions {
   /** Deadline for each statement, in milliseconds. */
@@ -22,8 +22,18 @@ function wrap(error: unknown, sql: string): Error {
 
 type Sql = postgres.Sql<Record<string, never>> | postgres.TransactionSql<Record<string, never>>
 
-/** Runs one round trip to the server, telling `availability` whether the server answered it. */
-async function observed<T>(availability: StoreAvailability, send: () => Promise<T>): Promise<T> {
+/** Statements sent and the exchanges they took (a pipelined group of statements is one exchange). */
+export interface SentCounts {
+  statements: number
+  exchanges: number
+}
+
+/** Runs one exchange with the server, telling `availability` whether the server answered it. */
+async function observed<T>(availability: StoreAvailability, send: () => Promise<T>, sent?: SentCounts, statements = 1): Promise<T> {
+  if (sent) {
+    sent.statements += statements
+    sent.exchanges++
+  }
   const sentAt = performance.now()
   try {
     const result = await send()
@@ -36,11 +46,36 @@ async function observed<T>(availability: StoreAvailability, send: () => Promise<
   }
 }
 
+/** An element of a PostgreSQL array literal: NULL, or the value double-quoted with `"` and `\\` escaped. */
+function arrayElement(value: unknown): string {
+  if (value === null || value === undefined) return 'NULL'
+  if (typeof value === 'boolean') return value ? 't' : 'f'
+  if (typeof value === 'number' || typeof value === 'bigint') return String(value)
+  return `"${String(value).replace(/[\\"]/g, (c) => `\\${c}`)}"`
+}
+
+/**
+ * The parameters as postgres.js sends them, a JS array as the text of a PostgreSQL array (`{1,NULL,"a"}`),
+ * which the statement casts (`$1::bigint[]`). postgres.js would type an array after its first element
+ * (a bigint's type for an int8[] that starts with one, none for one that starts with a number), so one
+ * statement could be prepared under several signatures, one of them wrong; a text is always untyped.
+ */
+function parameters(params: unknown[]): postgres.ParameterOrJSON<never>[] {
+  let converted: unknown[] | undefined
+  for (let i = 0; i < params.length; i++) {
+    const p = params[i]
+    if (!Array.isArray(p)) continue
+    converted ??= params.slice()
+    converted[i] = `{${p.map(arrayElement).join(',')}}`
+  }
+  return (converted ?? params) as postgres.ParameterOrJSON<never>[]
+}
+
 function driverOver(sql: Sql, root: PostgresDriver): SqlDriver {
-  const { availability } = root
+  const { availability, sent } = root
   const q = async <T>(text: string, params: unknown[] = []): Promise<T[]> => {
     try {
-      return (await observed(availability, () => sql.unsafe(text, params as postgres.ParameterOrJSON<never>[]))) as unknown as T[]
+      return (await observed(availability, () => sql.unsafe(text, parameters(params)), sent)) as unknown as T[]
     } catch (e) {
       throw wrap(e, text)
     }
@@ -51,15 +86,47 @@ function driverOver(sql: Sql, root: PostgresDriver): SqlDriver {
     get: async (text, params) => (await q(text, params))[0] as any,
     run: async (text, params = []) => {
       try {
-        const result = await observed(availability, () => sql.unsafe(text, params as postgres.ParameterOrJSON<never>[]))
+        const result = await observed(availability, () => sql.unsafe(text, parameters(params)), sent)
         return result.count
       } catch (e) {
         throw wrap(e, text)
       }
     },
+    /**
+     * Issued without waiting for one another, postgres.js pipelines the statements on the connection: one
+     * exchange for all. Prepared (named, per connection): a prepared statement is sent as Bind/Execute
+     * only, where an unnamed one with parameters costs a Parse/Describe exchange before its Bind/Execute
+     * (postgres.js learns the parameters' types first) and holds the pipeline until its answer. A
+     * statement that fails aborts the transaction, so those after it fail too; the first failure is thrown.
+     */
+    runAll: async (statements) => {
+      if (statements.length === 0) return []
+      let failed: string | undefined
+      try {
+        return await observed(
+          availability,
+          () =>
+            Promise.all(
+              statements.map((s) =>
+                sql.unsafe(s.sql, parameters(s.params ?? []), { prepare: true }).then(
+                  (result): RunResult => ({ changed: result.count, rows: result as unknown as Record<string, unknown>[] }),
+                  (e: unknown) => {
+                    failed ??= s.sql
+                    throw e
+                  },
+                ),
+              ),
+            ),
+          sent,
+          statements.length,
+        )
+      } catch (e) {
+        throw wrap(e, failed ?? statements[0]!.sql)
+      }
+    },
     exec: async (script) => {
       try {
-        await observed(availability, () => sql.unsafe(script).simple())
+        await observed(availability, () => sql.unsafe(script).simple(), sent)
       } catch (e) {
         throw wrap(e, script)
       }
@@ -72,8 +139,10 @@ function driverOver(sql: Sql, root: PostgresDriver): SqlDriver {
 
 /** Takes the transaction-scoped advisory lock named by `key`, waiting for whoever holds it. */
 async function takeLock(tx: SqlDriver, key: string): Promise<void> {
-  await tx.run('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [key])
+  await tx.runAll([{ sql: LOCK_SQL, params: [key] }])
 }
+
+const LOCK_SQL = 'SELECT pg_advisory_xact_lock(hashtextextended($1, 0))'
 
 /**
  * postgres.js's connection behind a reserved one, as its `onexecute` query option hands it over (the
@@ -90,6 +159,8 @@ export class PostgresDriver implements SqlDriver {
   readonly dialect = 'postgres' as const
   /** Outage episodes of this server, from the outcome of every statement. */
   readonly availability = new StoreAvailability()
+  /** Statements sent through this driver and the exchanges they took, for tests and benchmarks. */
+  readonly sent: SentCounts = { statements: 0, exchanges: 0 }
   private sql: postgres.Sql<Record<string, never>>
   private inner: SqlDriver
   /** Pools replaced after an outage, still closing. */
@@ -150,6 +221,9 @@ export class PostgresDriver implements SqlDriver {
   exec(script: string) {
     return this.inner.exec(script)
   }
+  runAll(statements: readonly SqlStatement[]) {
+    return this.inner.runAll(statements)
+  }
 
   async ping(): Promise<void> {
     await this.inner.get('SELECT 1')
@@ -178,12 +252,18 @@ export class PostgresDriver implements SqlDriver {
     let session: ClosableConnection | undefined
     const keepSession = (c: ClosableConnection) => ((session = c), true)
     try {
-      await observed(this.availability, () => connection.unsafe('BEGIN', [], { onexecute: keepSession } as postgres.UnsafeQueryOptions)).catch(
-        (e: unknown) => {
-          throw wrap(e, 'BEGIN')
-        },
-      )
-      if (lockKey) await takeLock(tx, lockKey)
+      // BEGIN and the lock go in one exchange (postgres.js pipelines them; the lock is a prepared statement).
+      let failed: string | undefined
+      const send = (text: string, query: Promise<unknown>) =>
+        query.catch((e: unknown) => {
+          failed ??= text
+          throw e
+        })
+      const begin = send('BEGIN', connection.unsafe('BEGIN', [], { onexecute: keepSession } as postgres.UnsafeQueryOptions))
+      const lock = lockKey ? send(LOCK_SQL, connection.unsafe(LOCK_SQL, [lockKey], { prepare: true })) : undefined
+      await observed(this.availability, () => Promise.all([begin, lock]), this.sent, lock ? 2 : 1).catch((e: unknown) => {
+        throw wrap(e, failed ?? 'BEGIN')
+      })
       // A transaction opened inside this one joins it, taking its own lock (held to this one's end).
       const result = await fn({ ...tx, transaction: async (f, innerKey) => (innerKey ? (await takeLock(tx, innerKey), f(tx)) : f(tx)) })
       await tx.run('COMMIT')

@@ -1,7 +1,7 @@
 // SQLite driver over bun:sqlite: one connection in WAL mode. Statements run synchronously, so
 // transactions are made exclusive by queueing every other call behind the open transaction.
 import { Database, type Statement } from 'bun:sqlite'
-import { type SqlDriver, StoreError, UniqueViolation } from '../driver.ts'
+import { type RunResult, type SqlDriver, type SqlStatement, StoreError, UniqueViolation } from '../driver.ts'
 
 const placeholder = /\$(\d+)/g
 
@@ -91,6 +91,23 @@ export class SqliteDriver implements SqlDriver {
           throw wrap(e, sql)
         }
       },
+      async runAll(statements: readonly SqlStatement[]) {
+        const results: RunResult[] = []
+        for (const s of statements) {
+          try {
+            const statement = prepare(s.sql)
+            const params = bindable(s.params ?? [])
+            results.push(
+              statement.columnNames.length > 0
+                ? { changed: 0, rows: statement.all(params) as Record<string, unknown>[] }
+                : { changed: statement.run(params).changes, rows: [] },
+            )
+          } catch (e) {
+            throw wrap(e, s.sql)
+          }
+        }
+        return results
+      },
       async exec(script: string) {
         try {
           db.exec(script)
@@ -134,6 +151,9 @@ export class SqliteDriver implements SqlDriver {
   }
   exec(script: string) {
     return this.outside((d) => d.exec(script))
+  }
+  runAll(statements: readonly SqlStatement[]) {
+    return this.outside((d) => d.runAll(statements))
   }
 
   private changesStatement: Statement | undefined

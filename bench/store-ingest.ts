@@ -1,0 +1,104 @@
+// Store ingest cost (`bun bench/store-ingest.ts`): the time SqlStore.ingest takes for a real-shaped
+// batch (test/support/agent-batch.ts: ~220 KB, 200 statements, 100 tables, 150 indexes, sessions, locks,
+// waits, internals) on each store, with nothing else running: no HTTP, no validation, the store alone.
+// One database, batches 10 s apart on the simulated clock (so spans close and roll up as in real
+// traffic: a rollup every 10 minutes, a text refresh every 10 minutes), after warm-up batches. On
+// PostgreSQL (the embedded server of the tests, on loopback) it also counts, at the driver, the
+// statements each batch sends and the exchanges they take (a pipelined group is one exchange).
+// Options: --batches N (measured), --warmup N, --moved PERCENT (tables whose counters move per cycle),
+// --store sqlite|postgres|both.
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { openStore } from '../src/server/store/open.ts'
+import type { PostgresDriver } from '../src/server/store/postgres/driver.ts'
+import type { SqlStore } from '../src/server/store/sql-store.ts'
+import { REAL_SHAPE, agentBatch } from '../test/support/agent-batch.ts'
+import { sharedPostgres, stopSharedPostgres } from '../test/support/postgres.ts'
+import { fmt, machine, median, parseArgs, percentile } from './common.ts'
+
+interface Options {
+  batches: number
+  warmup: number
+  moved: number
+  store: string
+}
+
+interface Result {
+  store: string
+  msPerBatch: number[]
+  statements: number[]
+  exchanges: number[]
+  bytes: number
+}
+
+async function measure(kind: 'sqlite' | 'postgres', o: Options): Promise<Result> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'dbm-bench-store-ingest-'))
+  const databaseUrl = kind === 'postgres' ? await (await sharedPostgres()).freshDatabase() : undefined
+  let store: SqlStore | undefined
+  try {
+    store = (await openStore({ dataDir, databaseUrl })).store
+    const { org } = await store.createAccount({
+      org: { name: 'Bench', slug: `bench-${Date.now()}`, plan: 'free' },
+      user: { email: `bench-${Date.now()}@example.com`, name: 'Bench', passwordHash: 'hash', role: 'owner' },
+    })
+    const sent = kind === 'postgres' ? (store.driver as PostgresDriver).sent : undefined
+    const start = Math.floor(Date.now() / 3_600_000) * 3_600_000 - 6 * 3_600_000
+    const shape = { ...REAL_SHAPE, moved: (i: number) => (i * 37) % 100 < o.moved }
+    const result: Result = { store: kind, msPerBatch: [], statements: [], exchanges: [], bytes: 0 }
+    for (let k = 0; k < o.warmup + o.batches; k++) {
+      const collectedAt = start + k * 10_000
+      const batch = agentBatch('bench', collectedAt, k, shape)
+      if (k === 0) result.bytes = JSON.stringify(batch).length
+      const before = sent ? { ...sent } : undefined
+      const t0 = performance.now()
+      const outcome = await store.ingest(org.id, batch, collectedAt + 1_000)
+      const ms = performance.now() - t0
+      if (outcome.kind !== 'applied') throw new Error(`batch ${k}: ${outcome.kind}`)
+      if (k < o.warmup) continue
+      result.msPerBatch.push(ms)
+      if (sent && before) {
+        result.statements.push(sent.statements - before.statements)
+        result.exchanges.push(sent.exchanges - before.exchanges)
+      }
+    }
+    return result
+  } finally {
+    await store?.close()
+    rmSync(dataDir, { recursive: true, force: true })
+  }
+}
+
+async function main(): Promise<void> {
+  const o = parseArgs<Options>(process.argv.slice(2), { batches: 300, warmup: 30, moved: 100, store: 'both' }, {
+    batches: [1, 100_000],
+    warmup: [0, 10_000],
+    moved: [0, 100],
+    store: ['sqlite', 'postgres', 'both'],
+  })
+  const kinds = o.store === 'both' ? (['sqlite', 'postgres'] as const) : ([o.store] as ['sqlite' | 'postgres'])
+  const results: Result[] = []
+  try {
+    for (const kind of kinds) results.push(await measure(kind, o))
+  } finally {
+    await stopSharedPostgres()
+  }
+  const m = await machine()
+  const counts = (xs: number[]) => (xs.length === 0 ? 'n/a' : `${fmt(median(xs))} (min ${fmt(Math.min(...xs))}, max ${fmt(Math.max(...xs))})`)
+  console.log(
+    [
+      `- Command: \`${['bun bench/store-ingest.ts', ...process.argv.slice(2)].join(' ')}\``,
+      `- Commit: ${m.commit}; machine: ${m.line}`,
+      `- Batch: ${fmt(results[0]!.bytes / 1024)} KiB of JSON, ${o.moved}% of tables moved per cycle; ${o.warmup} warm-up batches, ${o.batches} measured, 10 s apart`,
+      ``,
+      `| store | median ms | p90 ms | p99 ms | statements per batch | exchanges per batch |`,
+      `|---|---:|---:|---:|---:|---:|`,
+      ...results.map(
+        (r) =>
+          `| ${r.store} | ${fmt(median(r.msPerBatch), 2)} | ${fmt(percentile(r.msPerBatch, 0.9), 2)} | ${fmt(percentile(r.msPerBatch, 0.99), 2)} | ${counts(r.statements)} | ${counts(r.exchanges)} |`,
+      ),
+    ].join('\n'),
+  )
+}
+
+if (import.meta.main) await main()

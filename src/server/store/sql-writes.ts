@@ -1,0 +1,202 @@
+// The writes of one ingest batch: the apply* functions (sql-telemetry, sql-objects, sql-internals,
+// sql-clickhouse) add their statements here instead of running them, and the batch sends them all at
+// once with tx.runAll, one exchange with a PostgreSQL store instead of one per statement.
+// An insert or upsert of many rows is one statement on PostgreSQL, whatever the number of rows: each
+// column travels as one array parameter (`INSERT ... SELECT * FROM unnest($1::text[], $2::bigint[], ...)`),
+// so a table has one statement text, prepared once per connection, where multi-row VALUES needed a text
+// per row count (cut into 256/64/16/4/1-row chunks: up to six statements per section, each parsed and
+// planned with thousands of parameters). SQLite runs in the process, where a statement costs no round
+// trip: it keeps its multi-row VALUES in those chunks, as before.
+import type { Dialect, RunResult, SqlDriver, SqlStatement } from './driver.ts'
+
+/**
+ * PostgreSQL types of the columns ingest writes, by name: a name has one type in every table (the
+ * casts of the unnest arrays; text also serves the `TEXT COLLATE "C"` columns). Checked against the
+ * schema by test/store/ingest-round-trips.test.ts.
+ */
+export const INGEST_COLUMN_TYPES: Readonly<Record<string, 'text' | 'integer' | 'bigint' | 'double precision' | 'boolean'>> = {
+  database_id: 'text',
+  resolution: 'integer',
+  bucket: 'bigint',
+  sampled_at: 'bigint',
+  ts: 'bigint',
+  kind: 'text',
+  payload: 'text',
+  interval_seconds: 'double precision',
+  // query_texts, query_stats, explain_plans
+  query_hash: 'text',
+  query_text: 'text',
+  first_seen: 'bigint',
+  last_seen: 'bigint',
+  calls: 'bigint',
+  total_time_ms: 'double precision',
+  rows: 'bigint',
+  shared_blks_hit: 'bigint',
+  shared_blks_read: 'bigint',
+  shared_blks_dirtied: 'bigint',
+  shared_blks_written: 'bigint',
+  temp_blks_read: 'bigint',
+  temp_blks_written: 'bigint',
+  blk_read_time_ms: 'double precision',
+  blk_write_time_ms: 'double precision',
+  read_bytes: 'bigint',
+  memory_bytes: 'bigint',
+  errors: 'bigint',
+  p99_ms: 'double precision',
+  plan_hash: 'text',
+  source: 'text',
+  total_cost: 'double precision',
+  actual_time_ms: 'double precision',
+  seq_scans: 'integer',
+  index_scans: 'integer',
+  rows_estimated: 'double precision',
+  rows_actual: 'double precision',
+  plan_json: 'text',
+  // table_stats, index_stats, latest_tables, latest_indexes
+  schema_name: 'text',
+  table_name: 'text',
+  index_name: 'text',
+  seq_scan: 'bigint',
+  seq_tup_read: 'bigint',
+  idx_scan: 'bigint',
+  idx_tup_fetch: 'bigint',
+  idx_tup_read: 'bigint',
+  n_tup_ins: 'bigint',
+  n_tup_upd: 'bigint',
+  n_tup_del: 'bigint',
+  n_tup_hot_upd: 'bigint',
+  n_live_tup: 'bigint',
+  n_dead_tup: 'bigint',
+  table_size_bytes: 'bigint',
+  index_size_bytes: 'bigint',
+  size_bytes: 'bigint',
+  last_vacuum: 'bigint',
+  last_autovacuum: 'bigint',
+  last_analyze: 'bigint',
+  last_autoanalyze: 'bigint',
+  has_primary_key: 'boolean',
+  autovacuum_enabled: 'boolean',
+  index_def: 'text',
+  is_unique: 'boolean',
+  is_primary: 'boolean',
+  is_valid: 'boolean',
+  // wait_stats, replication_lag, replication_slot_lag, metric_counters, metric_gauges
+  wait_event_type: 'text',
+  wait_event: 'text',
+  count: 'bigint',
+  total_duration_ms: 'double precision',
+  replication_lag_bytes: 'bigint',
+  replication_lag_seconds: 'double precision',
+  slot_name: 'text',
+  lag_bytes: 'bigint',
+  subject: 'text',
+  metric: 'text',
+  value: 'double precision',
+}
+
+/** What an upsert does with a row whose key exists; absent: a plain INSERT. */
+export interface OnConflict {
+  key: readonly string[]
+  /** Column → its SQL on conflict (`excluded.<col>` is the incoming value); empty: DO NOTHING. */
+  update: Record<string, string>
+  /** Condition for the update (e.g. only when the incoming row is newer). */
+  onlyIf?: string
+}
+
+/** Rows per SQLite statement, largest first: only a few statement texts exist per table, each prepared once. */
+const CHUNK_SIZES = [256, 64, 16, 4, 1] as const
+
+/** Statement texts by shape (and, on SQLite, row count). Bounded: the shapes are fixed by the code. */
+const texts = new Map<string, string>()
+
+function conflictClause(conflict: OnConflict | undefined): string {
+  if (!conflict) return ''
+  const set = Object.entries(conflict.update)
+    .map(([column, expression]) => `${column} = ${expression}`)
+    .join(', ')
+  return ` ON CONFLICT (${conflict.key.join(', ')}) DO ${set ? `UPDATE SET ${set}${conflict.onlyIf ? ` WHERE ${conflict.onlyIf}` : ''}` : 'NOTHING'}`
+}
+
+function cached(key: string, build: () => string): string {
+  let text = texts.get(key)
+  if (text === undefined) {
+    text = build()
+    if (texts.size < 1000) texts.set(key, text)
+  }
+  return text
+}
+
+function pgType(column: string): string {
+  const type = INGEST_COLUMN_TYPES[column]
+  if (!type) throw new Error(`no PostgreSQL type known for ingest column ${column} (add it to INGEST_COLUMN_TYPES)`)
+  return type
+}
+
+/**
+ * What a batch's writes depend on (the rollup lock and marks, whether the stored latest tables are
+ * older), sent in one exchange before them: `add` returns the way to the statement's rows once sent.
+ */
+export class Reads {
+  private readonly statements: SqlStatement[] = []
+  private results: RunResult[] | undefined
+
+  add(statement: SqlStatement): () => Record<string, unknown>[] {
+    const i = this.statements.push(statement) - 1
+    return () => {
+      if (!this.results) throw new Error('the reads of the batch are not sent yet')
+      return this.results[i]!.rows
+    }
+  }
+
+  async send(tx: SqlDriver): Promise<void> {
+    this.results = await tx.runAll(this.statements)
+  }
+}
+
+/** The statements of one batch, in the order they were added. */
+export class Writes {
+  readonly statements: SqlStatement[] = []
+
+  constructor(readonly dialect: Dialect) {}
+
+  add(sql: string, params: unknown[] = []): void {
+    this.statements.push({ sql, params })
+  }
+
+  /**
+   * INSERT of many rows, with ON CONFLICT when `conflict` is given. A key may appear once among the
+   * rows (an upsert cannot update one row twice in one statement).
+   */
+  upsert(table: string, columns: readonly string[], rows: readonly unknown[][], conflict?: OnConflict): void {
+    if (rows.length === 0) return
+    const shape = JSON.stringify([table, columns, conflict ?? null])
+    if (this.dialect === 'postgres') {
+      const sql = cached(shape, () => {
+        const arrays = columns.map((c, i) => `$${i + 1}::${pgType(c)}[]`).join(', ')
+        return `INSERT INTO ${table} (${columns.join(', ')}) SELECT * FROM unnest(${arrays})${conflictClause(conflict)}`
+      })
+      this.add(
+        sql,
+        columns.map((_, c) => rows.map((row) => row[c])),
+      )
+      return
+    }
+    const maxRows = Math.max(1, Math.floor(30_000 / columns.length))
+    let start = 0
+    for (const size of CHUNK_SIZES) {
+      if (size > maxRows) continue
+      while (rows.length - start >= size) {
+        const sql = cached(`${size} ${shape}`, () => {
+          const tuples: string[] = []
+          for (let r = 0; r < size; r++) tuples.push(`(${columns.map((_, c) => `$${r * columns.length + c + 1}`).join(', ')})`)
+          return `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${tuples.join(', ')}${conflictClause(conflict)}`
+        })
+        const params = new Array<unknown>(size * columns.length)
+        let i = 0
+        for (let r = start; r < start + size; r++) for (const value of rows[r]!) params[i++] = value
+        this.add(sql, params)
+        start += size
+      }
+    }
+  }
+}
