@@ -1,5 +1,5 @@
-// The health monitor that `dbm serve` runs. Every minute it diagnoses each database that sent data (or
-// was registered) in the last 7 days, and from the findings:
+// The health monitor that `dbm serve` runs. Each database that sent data (or was registered) in the last
+// 7 days is diagnosed about once a minute, and from the findings:
 //   - recommendations (verified organizations): one per finding key, updated while the finding stays,
 //     resolved when it goes, with the finding's fix commands as remediation_sql;
 //   - alerts: one per critical finding key, opened when it appears and resolved when it goes;
@@ -7,13 +7,23 @@
 //     verified their address, and a POST of signed JSON to the organization's webhook, retried at each
 //     evaluation until the receiver answers 2xx (for up to a day). The POST goes only to addresses the
 //     server's webhook policy allows (webhook-target.ts: no internal ones unless DBM_WEBHOOK_ALLOW_PRIVATE).
+//   - the diagnosis's summary (status, score, findings by severity) in database_health, which the
+//     database list reads for every database at once.
 // Every ten minutes it applies retention and compacts minute buckets (sql-retention.ts).
+//
+// It shares the event loop with the API, so no part of it holds the loop for long: it wakes every few
+// seconds (TICK_MS) and diagnoses the databases that are due (last diagnosed a minute ago or more),
+// least recently diagnosed first, one at a time, letting the loop serve requests between databases and
+// between the rules of one diagnosis; retention does the same between databases. Each database's
+// evaluation is leased in database_health, so several `dbm serve` processes on one PostgreSQL store
+// share the work instead of each doing all of it. Once a minute it logs what it did (`health monitor`:
+// databases diagnosed, time spent, and the oldest diagnosis, which says whether it keeps up).
 // Everything takes the time as a parameter: tests call runOnce(now) and runRetention(now) directly.
 import type { Deps } from './context.ts'
 import { diagnose } from './doctor/index.ts'
 import type { Finding } from './doctor/types.ts'
 import { healthMonitorDefaults, retentionLimits } from './limits.ts'
-import type { FindingRecord, NotificationChannel, PendingNotification, Webhook } from './store/sql-health.ts'
+import type { DiagnosisSummary, FindingRecord, MonitoredDatabase, NotificationChannel, PendingNotification, Webhook } from './store/sql-health.ts'
 import { isStoreUnreachable } from './store/availability.ts'
 import { minuteFloor } from './store/sql-telemetry.ts'
 import { VERSION } from '../version.ts'
@@ -23,17 +33,29 @@ const HOUR = 3_600_000
 const DAY = 24 * HOUR
 /** Notifications delivered per evaluation at most (the rest wait for the next one). */
 const NOTIFICATIONS_PER_RUN = 500
+/** How often the scheduled monitor wakes to diagnose the databases that are due (at most evaluateEveryMs). */
+const TICK_MS = 5_000
+/** A process diagnosing a database holds it this long at most; another process may take it after. */
+const EVALUATION_LEASE_MS = 60_000
+
+/** Lets the event loop run whatever is waiting (requests) before the caller goes on. */
+export const breathe = () => new Promise<void>((resolve) => setImmediate(resolve))
 
 export interface HealthMonitorOptions {
   /** Telemetry retention of verified organizations (DBM_RETENTION_DAYS). */
   retentionDays: number
   evaluateEveryMs?: number
+  /** How often the schedule wakes to diagnose the databases due (default TICK_MS, at most evaluateEveryMs). */
+  tickMs?: number
   retentionEveryMs?: number
   webhookTimeoutMs?: number
 }
 
 export interface EvaluationSummary {
+  /** Databases diagnosed. */
   databases: number
+  /** Milliseconds spent diagnosing them (the pass's duration, from its first database to its last). */
+  duration_ms: number
   /** Databases whose evaluation failed (logged). */
   failed: number
   recommendations: { opened: number; resolved: number }
@@ -50,6 +72,8 @@ export interface RetentionSummary {
 export interface HealthMonitor {
   /** One evaluation of every monitored database at `now`, then the due notifications. */
   runOnce(now?: number): Promise<EvaluationSummary>
+  /** One evaluation of the monitored databases last diagnosed before `dueBefore` (what a scheduled tick does). */
+  runDue(now: number, dueBefore: number): Promise<EvaluationSummary>
   /** Retention and compaction at `now`. */
   runRetention(now?: number): Promise<RetentionSummary>
   /** Runs both on their schedule (evaluation first, retention with the first evaluation and then every retentionEveryMs). */
@@ -263,48 +287,80 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
     return result
   }
 
-  async function runOnce(now = deps.clock()): Promise<EvaluationSummary> {
+  /** This monitor's name in database_health's leases. */
+  const instance = Bun.randomUUIDv7()
+  /** How old the least recently diagnosed database's diagnosis was at the latest pass. */
+  let oldestDiagnosisMs = 0
+
+  /** Diagnoses one database (leased to this monitor) and applies what it found. */
+  async function evaluate(monitored: MonitoredDatabase, now: number, summary: EvaluationSummary, channelsByOrg: Map<string, NotificationChannel[]>) {
+    const db = await store.getDatabase(monitored.org_id, monitored.id)
+    if (!db) return // deleted meanwhile
+    summary.databases++
+    const diagnosis = await diagnose(deps, db, now, { between: breathe })
+    const records = diagnosis.findings.map(toRecord)
+    if (monitored.org_verified) {
+      const r = await health.syncRecommendations(db.id, records, diagnosis.failed_rules, now)
+      summary.recommendations.opened += r.opened
+      summary.recommendations.resolved += r.resolved
+    }
+    let channels = channelsByOrg.get(db.org_id)
+    if (!channels) {
+      // Mail goes to users who verified their address, so only verified organizations have any.
+      channels = [...(monitored.org_verified ? ['email' as const] : []), ...((await health.getWebhook(db.org_id)) ? ['webhook' as const] : [])]
+      channelsByOrg.set(db.org_id, channels)
+    }
+    const critical = records.filter((f) => f.severity === 'critical')
+    const changes = await health.syncAlerts(db.id, critical, diagnosis.failed_rules, channels, now)
+    for (const key of changes.opened) log.info('alert opened', { database: db.id, alert: key })
+    for (const key of changes.resolved) log.info('alert resolved', { database: db.id, alert: key })
+    summary.alerts.opened += changes.opened.length
+    summary.alerts.resolved += changes.resolved.length
+    const counts = diagnosis.metrics_summary.findings as DiagnosisSummary['findings']
+    const active = diagnosis.metrics_summary.active_queries
+    await health.recordDiagnosis(db.id, instance, { status: diagnosis.status, score: diagnosis.score, findings: counts, active_queries: typeof active === 'number' ? active : null }, now)
+  }
+
+  /**
+   * Diagnoses the monitored databases this process can lease, least recently diagnosed first, with the
+   * event loop free between them; with `dueBefore`, only those last diagnosed before it. Then delivers
+   * the notifications that are due.
+   */
+  async function evaluateDatabases(now: number, dueBefore?: number): Promise<EvaluationSummary> {
     const summary: EvaluationSummary = {
       databases: 0,
+      duration_ms: 0,
       failed: 0,
       recommendations: { opened: 0, resolved: 0 },
       alerts: { opened: 0, resolved: 0 },
       notifications: { sent: 0, failed: 0, given_up: 0 },
     }
+    const started = performance.now()
     const channelsByOrg = new Map<string, NotificationChannel[]>()
-    for (const monitored of await health.monitoredDatabases(now - healthMonitorDefaults.silentDatabaseMs)) {
+    const monitored = await health.monitoredDatabases(now - healthMonitorDefaults.silentDatabaseMs)
+    // The list is least recently diagnosed first: the first one's age is the oldest diagnosis's.
+    const oldest = monitored[0]?.evaluated_at
+    oldestDiagnosisMs = oldest === null || oldest === undefined ? 0 : Math.max(0, now - oldest)
+    for (const m of monitored) {
+      if (dueBefore !== undefined && m.evaluated_at !== null && m.evaluated_at >= dueBefore) continue
+      let claimed = false
       try {
-        const db = await store.getDatabase(monitored.org_id, monitored.id)
-        if (!db) continue // deleted meanwhile
-        summary.databases++
-        const diagnosis = await diagnose(deps, db, now)
-        const records = diagnosis.findings.map(toRecord)
-        if (monitored.org_verified) {
-          const r = await health.syncRecommendations(db.id, records, diagnosis.failed_rules, now)
-          summary.recommendations.opened += r.opened
-          summary.recommendations.resolved += r.resolved
-        }
-        let channels = channelsByOrg.get(db.org_id)
-        if (!channels) {
-          // Mail goes to users who verified their address, so only verified organizations have any.
-          channels = [...(monitored.org_verified ? ['email' as const] : []), ...((await health.getWebhook(db.org_id)) ? ['webhook' as const] : [])]
-          channelsByOrg.set(db.org_id, channels)
-        }
-        const critical = records.filter((f) => f.severity === 'critical')
-        const changes = await health.syncAlerts(db.id, critical, diagnosis.failed_rules, channels, now)
-        for (const key of changes.opened) log.info('alert opened', { database: db.id, alert: key })
-        for (const key of changes.resolved) log.info('alert resolved', { database: db.id, alert: key })
-        summary.alerts.opened += changes.opened.length
-        summary.alerts.resolved += changes.resolved.length
+        claimed = await health.claimEvaluation(m.id, instance, now, now + EVALUATION_LEASE_MS, dueBefore)
+        if (claimed) await evaluate(m, now, summary, channelsByOrg)
       } catch (e) {
         summary.failed++
-        failed('health evaluation failed', e, { database: monitored.id })
+        failed('health evaluation failed', e, { database: m.id })
+        // Another process (or the next pass) may try it at once.
+        if (claimed) await health.releaseEvaluation(m.id, instance).catch(() => {})
       }
+      if (claimed) await breathe()
     }
+    summary.duration_ms = Math.round(performance.now() - started)
     summary.notifications = await deliver(now)
     if (log.enabled('debug')) {
       log.debug('health evaluation', {
         databases: summary.databases,
+        duration_ms: summary.duration_ms,
         failed: summary.failed,
         alerts_opened: summary.alerts.opened,
         alerts_resolved: summary.alerts.resolved,
@@ -312,6 +368,11 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
       })
     }
     return summary
+  }
+
+  /** Diagnoses every monitored database at `now` (but those another process holds), then delivers due notifications. */
+  function runOnce(now = deps.clock()): Promise<EvaluationSummary> {
+    return evaluateDatabases(now)
   }
 
   async function runRetention(now = deps.clock()): Promise<RetentionSummary> {
@@ -328,6 +389,7 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
       } catch (e) {
         failed('retention failed', e, { database: db.id })
       }
+      await breathe()
     }
     summary.batch_ids_deleted = await store.retention.sweepBatchIds(now - retentionLimits.batchIdsMs, batch)
     if (summary.rows_deleted > 0) log.info('retention', { databases: summary.databases, rows_deleted: summary.rows_deleted })
@@ -337,13 +399,28 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
   let timer: ReturnType<typeof setInterval> | undefined
   let running: Promise<void> | undefined
   let lastRetention = Number.NEGATIVE_INFINITY
+  const tickMs = Math.min(options.tickMs ?? TICK_MS, evaluateEveryMs)
+  /** What the scheduled ticks did since the last `health monitor` log line. */
+  let period = { since: deps.clock(), databases: 0, busy_ms: 0, failed: 0, oldest_ms: 0 }
 
   const tick = async () => {
     const now = deps.clock()
     try {
-      await runOnce(now)
+      // Due: last diagnosed at least a minute ago, less one tick (so each is diagnosed every 55 to 60 s).
+      const done = await evaluateDatabases(now, now - evaluateEveryMs + tickMs)
+      period.oldest_ms = Math.max(period.oldest_ms, oldestDiagnosisMs)
+      period.databases += done.databases
+      period.busy_ms += done.duration_ms
+      period.failed += done.failed
     } catch (e) {
       failed('health evaluation failed', e)
+    }
+    if (now - period.since >= evaluateEveryMs) {
+      // The oldest diagnosis seen at a tick: above evaluateEveryMs + a tick, the monitor is falling behind.
+      if (period.databases > 0) {
+        log.info('health monitor', { databases: period.databases, busy_ms: period.busy_ms, failed: period.failed, oldest_diagnosis_s: Math.round(period.oldest_ms / 1000) })
+      }
+      period = { since: now, databases: 0, busy_ms: 0, failed: 0, oldest_ms: 0 }
     }
     if (now - lastRetention < retentionEveryMs) return
     lastRetention = now
@@ -356,15 +433,16 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
 
   return {
     runOnce,
+    runDue: evaluateDatabases,
     runRetention,
     start() {
       if (timer) return
       timer = setInterval(() => {
-        if (running) return // the previous pass is still going: skip this tick
+        if (running) return // the previous tick is still going: this one is skipped
         running = tick().finally(() => {
           running = undefined
         })
-      }, evaluateEveryMs)
+      }, tickMs)
     },
     async stop() {
       if (timer) clearInterval(timer)

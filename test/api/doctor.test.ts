@@ -97,18 +97,37 @@ for (const kind of storeKinds) {
       expect(overview).not.toHaveProperty('cache_hit_ratio')
     })
 
-    test('a diagnosis is reused for a few seconds only while nothing was written (SQLite); PostgreSQL diagnoses every time', async () => {
-      const now = Date.now()
-      const id = await session.ingest(pgBatch('reused', now - 1000, { database_stats: counters(99_000, 1_000) }))
-      const first = await session.ok(id, '/doctor')
-      await Bun.sleep(20)
-      const second = await session.ok(id, '/doctor')
-      if (kind === 'sqlite') expect(second.evaluated_at).toBe(first.evaluated_at)
-      else expect(second.evaluated_at).not.toBe(first.evaluated_at)
-      await session.ingest(pgBatch('reused', now - 500, { database_stats: counters(0, 50_000) }))
-      const third = await session.ok(id, '/doctor')
-      expect(third.evaluated_at).not.toBe(first.evaluated_at)
-      expect(third.top_issues[0]).toMatchObject({ rule: 'pg_cache_hit_ratio', severity: 'critical' })
+    test("a diagnosis is reused for a few seconds until the database's next batch; another database's batch does not invalidate it", async () => {
+      // Times on a 5-second boundary with room to spare, so the reuse window cannot end between the reads.
+      const clock = session.server.deps.clock
+      const now = Math.floor(Date.now() / 5_000) * 5_000 + 1_000
+      session.server.deps.clock = () => now
+      // Each diagnosis reads the database's active queries once: the count of diagnoses made.
+      const objects = session.server.store.objects
+      const activeQueries = objects.activeQueries
+      const diagnosed = new Map<string, number>()
+      objects.activeQueries = (databaseId, limit) => {
+        diagnosed.set(databaseId, (diagnosed.get(databaseId) ?? 0) + 1)
+        return activeQueries.call(objects, databaseId, limit)
+      }
+      try {
+        const id = await session.ingest(pgBatch('reused', now - 1000, { database_stats: counters(99_000, 1_000) }))
+        const first = await session.ok(id, '/doctor')
+        await session.ok(id, '/overview')
+        expect(diagnosed.get(id)).toBe(1)
+        // A batch of another database, in the same organization.
+        await session.ingest(pgBatch('reused-other', now - 900, { database_stats: counters(0, 50_000) }))
+        expect(await session.ok(id, '/doctor')).toEqual(first)
+        expect(diagnosed.get(id)).toBe(1)
+        // The database's own batch (at the same clock time, so last_seen_at does not move).
+        await session.ingest(pgBatch('reused', now - 500, { database_stats: counters(0, 50_000) }))
+        const third = await session.ok(id, '/doctor')
+        expect(diagnosed.get(id)).toBe(2)
+        expect(third.top_issues[0]).toMatchObject({ rule: 'pg_cache_hit_ratio', severity: 'critical' })
+      } finally {
+        session.server.deps.clock = clock
+        objects.activeQueries = activeQueries
+      }
     })
 
     test('another organization gets 404 for overview and doctor', async () => {

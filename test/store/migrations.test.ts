@@ -41,6 +41,7 @@ const RELEASED: Record<number, string> = {
   6: '84c0defcd59a57bcd64cf1a24639a12c80990027158762572830a2627912010e',
   7: '61574eaf421874a4c5e82460bca211494ae2f17bff940bb4e00a486d692f544f',
   8: 'd612654051b5cb153b5e046e888c9bb12cade8fb083a7183925b10ddd8c1d512',
+  9: '4a24e6de9c6a3273570a74c7c2eb09fc0816b43a1504b3709f076102f5c71e09',
 }
 
 const checksum = (m: Migration) => createHash('sha256').update(JSON.stringify([m.version, m.name, m.sqlite, m.postgres])).digest('hex')

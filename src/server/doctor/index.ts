@@ -43,11 +43,34 @@ async function runRule(rule: Rule, ctx: DoctorContext, log: Deps['log']): Promis
   }
 }
 
-export async function diagnose(deps: Pick<Deps, 'store' | 'log' | 'doctorThresholds'>, db: RegisteredDatabase, now: number): Promise<Diagnosis & { context: DoctorContext }> {
+export interface DiagnoseOptions {
+  /**
+   * Awaited between rules, which then run one after the other: the health monitor passes a yield to
+   * the event loop, so a diagnosis never holds it for more than one rule's reads. Without it the rules
+   * run concurrently (their reads overlap on the PostgreSQL store).
+   */
+  between?: () => Promise<void>
+}
+
+export async function diagnose(
+  deps: Pick<Deps, 'store' | 'log' | 'doctorThresholds'>,
+  db: RegisteredDatabase,
+  now: number,
+  options: DiagnoseOptions = {},
+): Promise<Diagnosis & { context: DoctorContext }> {
   const { log } = deps
   const ctx = new DoctorContext(deps.store, db, now, deps.doctorThresholds)
   const ruleList = rulesFor(db)
-  const results = await Promise.all(ruleList.map((rule) => runRule(rule, ctx, log)))
+  let results: (Finding[] | null)[]
+  if (options.between) {
+    results = []
+    for (const rule of ruleList) {
+      results.push(await runRule(rule, ctx, log))
+      await options.between()
+    }
+  } else {
+    results = await Promise.all(ruleList.map((rule) => runRule(rule, ctx, log)))
+  }
   const order = new Map(ruleList.map((r, i) => [r.id, i]))
   const findings = results.flatMap((r) => r ?? []).sort((a, b) => SEVERITY_ORDER[a.severity] - SEVERITY_ORDER[b.severity] || order.get(a.rule)! - order.get(b.rule)! || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
   const figures = { ...(await commonFigures(ctx)), ...(db.engine === 'postgres' ? await postgresFigures(ctx) : await clickhouseFigures(ctx)) }
@@ -64,22 +87,24 @@ export async function diagnose(deps: Pick<Deps, 'store' | 'log' | 'doctorThresho
   }
 }
 
-/** How long a diagnosis is reused when nothing was written to the store in between. */
+/** How long a diagnosis is reused while the database has received no batch. */
 const REUSE_MS = 5_000
 const recent = new Map<string, { key: string; diagnosis: Promise<Diagnosis & { context: DoctorContext }> }>()
+/** Lets the event loop serve other requests between rules (SQLite reads are synchronous). */
+const breathe = () => new Promise<void>((resolve) => setImmediate(resolve))
 
 /**
- * diagnose(), reused for REUSE_MS while the store has not changed (SQLite's write generation): opening a
- * database page asks the overview and the doctor at once, and the list polls every database's overview.
- * On PostgreSQL, whose store other processes may write, every call diagnoses.
+ * diagnose(), reused for REUSE_MS while the database has received no batch (its telemetryVersion in this
+ * process, and last_seen_at, which a batch landing in another process moves) and its settings are unchanged: opening a database
+ * page asks the overview and the doctor at once, and a page polls them. A batch of another database
+ * does not invalidate it, so the cost is at most one diagnosis per viewed database per batch or REUSE_MS.
+ * On SQLite the rules run one after the other with the event loop free between them.
  */
 export function diagnoseRecent(deps: Parameters<typeof diagnose>[0], db: RegisteredDatabase, now: number): Promise<Diagnosis & { context: DoctorContext }> {
-  const generation = deps.store.generation()
-  if (generation === undefined) return diagnose(deps, db, now)
-  const key = `${generation}:${Math.floor(now / REUSE_MS)}:${db.updated_at}:${db.last_seen_at}:${JSON.stringify(deps.doctorThresholds ?? null)}`
+  const key = `${Math.floor(now / REUSE_MS)}:${db.updated_at}:${db.last_seen_at}:${deps.store.telemetryVersion(db.id)}:${JSON.stringify(deps.doctorThresholds ?? null)}`
   const found = recent.get(db.id)
   if (found?.key === key) return found.diagnosis
-  const diagnosis = diagnose(deps, db, now)
+  const diagnosis = diagnose(deps, db, now, deps.store.dialect === 'sqlite' ? { between: breathe } : {})
   if (recent.size >= 1000) recent.clear()
   recent.set(db.id, { key, diagnosis })
   diagnosis.catch(() => recent.delete(db.id))

@@ -1,5 +1,5 @@
 // /api/v1/databases: the organization's registered databases (list, create, get, patch, delete,
-// health). Unverified organizations may register one database.
+// health, and every database's health with its latest diagnosis at once). Unverified organizations may register one database.
 import { Elysia, t } from 'elysia'
 import { collectorsFor } from '../../shared/collectors.ts'
 import { authenticate } from '../auth/principal.ts'
@@ -99,6 +99,27 @@ export function databaseRoutes(deps: Deps) {
         }),
       },
     )
+    // Every database's connection status and latest diagnosis in one answer (the database list polls it):
+    // the health monitor records each diagnosis (about once a minute), so this reads instead of diagnosing.
+    .get('/health', async ({ principal }) => {
+      const now = clock()
+      const [databases, diagnoses] = await Promise.all([store.listDatabases(principal.orgId), store.health.databaseHealth(principal.orgId)])
+      const byId = new Map(diagnoses.map((d) => [d.database_id, d]))
+      return databases.map((db) => {
+        const d = byId.get(db.id)
+        return {
+          id: db.id,
+          name: db.name,
+          status: healthStatus(db, now),
+          last_seen_at: rfc3339(db.last_seen_at),
+          health_score: d?.score ?? null,
+          doctor_status: d?.status ?? null,
+          findings: d?.findings ?? null,
+          active_queries: d?.active_queries ?? null,
+          evaluated_at: rfc3339(d?.evaluated_at ?? null),
+        }
+      })
+    })
     .get('/:id', async ({ principal, params }) => databaseView(await load(principal.orgId, params.id), clock()))
     .patch(
       '/:id',

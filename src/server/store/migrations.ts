@@ -16,6 +16,7 @@ import { migration as clickhouse } from './migrations/0005-clickhouse.ts'
 import { migration as health } from './migrations/0006-health.ts'
 import { migration as statementRollups } from './migrations/0007-statement-rollups.ts'
 import { migration as tableAutovacuum } from './migrations/0008-table-autovacuum.ts'
+import { migration as databaseHealth } from './migrations/0009-database-health.ts'
 import type { Migration } from './migrations/migration.ts'
 
 export type { Migration }
@@ -29,6 +30,7 @@ export const migrations: Migration[] = [
   health,
   statementRollups,
   tableAutovacuum,
+  databaseHealth,
 ]
 
 export const latestVersion = migrations.reduce((max, m) => Math.max(max, m.version), 0)

@@ -86,6 +86,27 @@ export interface MonitoredDatabase {
   id: string
   org_id: string
   org_verified: boolean
+  /** When the health monitor last diagnosed it (null: never). */
+  evaluated_at: number | null
+}
+
+/** A database's latest diagnosis as the health monitor recorded it (database_health). */
+export interface DatabaseHealth {
+  database_id: string
+  /** null: not diagnosed yet (a database registered since the monitor's last look). */
+  evaluated_at: number | null
+  status: string | null
+  score: number | null
+  findings: { critical: number; warning: number; info: number } | null
+  active_queries: number | null
+}
+
+/** What the health monitor records of one diagnosis. */
+export interface DiagnosisSummary {
+  status: string
+  score: number
+  findings: { critical: number; warning: number; info: number }
+  active_queries: number | null
 }
 
 const num = (v: unknown) => Number(v)
@@ -316,12 +337,61 @@ export function healthStore(driver: SqlDriver) {
   return {
     /** Databases that sent data (or were registered) since `since`, with their organization's verification. */
     async monitoredDatabases(since: number): Promise<MonitoredDatabase[]> {
-      const rows = await driver.all<{ id: string; org_id: string; verified: unknown }>(
-        `SELECT d.id, d.org_id, o.verified FROM databases d JOIN organizations o ON o.id = d.org_id
-         WHERE COALESCE(d.last_seen_at, d.created_at) >= $1 ORDER BY d.id`,
+      // Least recently diagnosed first: a pass cut short by time leaves the freshest ones for later.
+      const rows = await driver.all<{ id: string; org_id: string; verified: unknown; evaluated_at: unknown }>(
+        `SELECT d.id, d.org_id, o.verified, h.evaluated_at FROM databases d JOIN organizations o ON o.id = d.org_id
+         LEFT JOIN database_health h ON h.database_id = d.id
+         WHERE COALESCE(d.last_seen_at, d.created_at) >= $1 ORDER BY COALESCE(h.evaluated_at, 0), d.id`,
         [since],
       )
-      return rows.map((r) => ({ id: r.id, org_id: r.org_id, org_verified: Boolean(r.verified) }))
+      return rows.map((r) => ({ id: r.id, org_id: r.org_id, org_verified: Boolean(r.verified), evaluated_at: numOrNull(r.evaluated_at) }))
+    },
+    /**
+     * Takes the database's evaluation for `by` until `leaseUntil`, unless another process holds it
+     * (claimed_until after `now`), and, when `dueBefore` is given, only if its latest diagnosis is older
+     * than that. False when not taken, or when the database was deleted meanwhile. Several `dbm serve`
+     * processes on one store so split the monitor's work instead of each doing all of it.
+     */
+    async claimEvaluation(databaseId: string, by: string, now: number, leaseUntil: number, dueBefore?: number): Promise<boolean> {
+      const due = dueBefore === undefined ? '' : ' AND (database_health.evaluated_at IS NULL OR database_health.evaluated_at < $5)'
+      const changed = await driver.run(
+        `INSERT INTO database_health (database_id, claimed_by, claimed_until) SELECT $1, $2, $3 WHERE EXISTS (SELECT 1 FROM databases WHERE id = $1)
+         ON CONFLICT (database_id) DO UPDATE SET claimed_by = excluded.claimed_by, claimed_until = excluded.claimed_until
+         WHERE (database_health.claimed_until <= $4 OR database_health.claimed_by = $2)${due}`,
+        dueBefore === undefined ? [databaseId, by, leaseUntil, now] : [databaseId, by, leaseUntil, now, dueBefore],
+      )
+      return changed > 0
+    },
+    /** Records the diagnosis of a database evaluated by `by` and gives up its lease. */
+    async recordDiagnosis(databaseId: string, by: string, summary: DiagnosisSummary, now: number): Promise<void> {
+      await driver.run(
+        `UPDATE database_health SET evaluated_at = $3, status = $4, score = $5, critical = $6, warning = $7, info = $8, active_queries = $9, claimed_until = 0
+         WHERE database_id = $1 AND claimed_by = $2`,
+        [databaseId, by, now, summary.status, summary.score, summary.findings.critical, summary.findings.warning, summary.findings.info, summary.active_queries],
+      )
+    },
+    /** Gives up `by`'s lease on the database's evaluation without a diagnosis (it failed). */
+    async releaseEvaluation(databaseId: string, by: string): Promise<void> {
+      await driver.run('UPDATE database_health SET claimed_until = 0 WHERE database_id = $1 AND claimed_by = $2', [databaseId, by])
+    },
+    /** Every database of the organization with its latest recorded diagnosis, in one query. */
+    async databaseHealth(orgId: string): Promise<DatabaseHealth[]> {
+      const rows = await driver.all<Record<string, unknown>>(
+        `SELECT d.id, h.evaluated_at, h.status, h.score, h.critical, h.warning, h.info, h.active_queries
+         FROM databases d LEFT JOIN database_health h ON h.database_id = d.id WHERE d.org_id = $1 ORDER BY d.name, d.id`,
+        [orgId],
+      )
+      return rows.map((r) => {
+        const evaluated = r.evaluated_at !== null && r.evaluated_at !== undefined
+        return {
+          database_id: String(r.id),
+          evaluated_at: evaluated ? num(r.evaluated_at) : null,
+          status: evaluated ? String(r.status) : null,
+          score: evaluated ? num(r.score) : null,
+          findings: evaluated ? { critical: num(r.critical), warning: num(r.warning), info: num(r.info) } : null,
+          active_queries: evaluated ? numOrNull(r.active_queries) : null,
+        }
+      })
     },
     /** Opens or updates a recommendation per finding key and resolves the open ones whose key is gone (unless their rule failed). */
     syncRecommendations: (databaseId: string, findings: FindingRecord[], failedRules: string[], now: number) =>

@@ -38,7 +38,7 @@ export const RETAINED_TABLES: readonly string[] = [
 ]
 
 /** Per-database state that is not telemetry: one row per database, gone with it (ON DELETE CASCADE). */
-export const KEPT_WITH_DATABASE: readonly string[] = ['query_rollups']
+export const KEPT_WITH_DATABASE: readonly string[] = ['query_rollups', 'database_health']
 
 const floorTo = (t: number, step: number) => Math.floor(t / step) * step
 

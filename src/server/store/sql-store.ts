@@ -159,7 +159,26 @@ export class SqlStore implements Store {
     this.internals = internalsReader(driver)
     this.clickhouse = clickhouseReader(driver)
     this.health = healthStore(driver)
-    this.retention = retentionStore(driver, (databaseId) => this.closedHours?.changed(databaseId))
+    this.retention = retentionStore(driver, (databaseId) => {
+      this.closedHours?.changed(databaseId)
+      this.telemetryChanged(databaseId)
+    })
+  }
+
+  /** telemetryVersion's counts, by database (bounded: cleared past 100,000 databases, which only moves them). */
+  private readonly telemetryVersions = new Map<string, number>()
+  private telemetryVersionBase = 0
+
+  private telemetryChanged(databaseId: string): void {
+    if (this.telemetryVersions.size >= 100_000) {
+      this.telemetryVersionBase += 1_000_000_000
+      this.telemetryVersions.clear()
+    }
+    this.telemetryVersions.set(databaseId, (this.telemetryVersions.get(databaseId) ?? 0) + 1)
+  }
+
+  telemetryVersion(databaseId: string): number {
+    return this.telemetryVersionBase + (this.telemetryVersions.get(databaseId) ?? 0)
   }
 
   generation(): number | undefined {
@@ -568,6 +587,7 @@ export class SqlStore implements Store {
     }, `dbm:ingest:${orgId}:${batch.database.name}`)
     // Caches learn what the batch wrote once it is committed (a rolled-back batch wrote nothing).
     if (effects && result.kind === 'applied') {
+      this.telemetryChanged(result.database.id)
       if (effects.closedHoursChanged) this.closedHours?.changed(result.database.id)
       if (effects.texts.length > 0) this.knownTexts.remember(result.database.id, effects.texts, effects.textsAt)
     }

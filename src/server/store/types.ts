@@ -117,6 +117,12 @@ export interface Store {
    * several processes may share) and while a transaction is open. Lets callers keep derived results.
    */
   generation(): number | undefined
+  /**
+   * A number that moves whenever this process applies a batch of the database or retention changes its
+   * telemetry (with last_seen_at, which batches landing in other processes move, it tells whether a
+   * result derived from the database's telemetry may be reused).
+   */
+  telemetryVersion(databaseId: string): number
   /** A trivial query, for health checks: resolves when the store answers it. */
   ping(): Promise<void>
   /** PostgreSQL only: the store's outage episodes (the SQLite file is this process's own). */

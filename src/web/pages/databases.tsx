@@ -1,5 +1,5 @@
-// The organization's databases: engine, status, health score (each database's overview, loaded in
-// parallel), last seen; reloaded every 10 s. A form registers a database by hand (the agent also
+// The organization's databases: engine, status, health score and active queries (every database's
+// latest diagnosis from one GET /databases/health), last seen; reloaded every 10 s. A form registers a database by hand (the agent also
 // registers each database of its config on first contact); it opens with the focus in its first field,
 // and Esc closes it, back to the button that opened it.
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks'
@@ -21,9 +21,11 @@ export interface DatabaseSummary {
   created_at: string
 }
 
-interface Overview {
-  health_score: number
-  active_queries?: number | null
+/** One database's entry of GET /databases/health: the health monitor's latest diagnosis (null before the first). */
+interface DatabaseHealth {
+  id: string
+  health_score: number | null
+  active_queries: number | null
   status: 'connected' | 'disconnected'
 }
 
@@ -122,7 +124,7 @@ function AddDatabase({ onAdded }: { onAdded(db: DatabaseSummary): void }) {
 
 export function DatabaseList() {
   const [databases, setDatabases] = useState<DatabaseSummary[]>()
-  const [overviews, setOverviews] = useState<Record<string, Overview | Error>>({})
+  const [overviews, setOverviews] = useState<Record<string, DatabaseHealth | Error>>({})
   const [error, setError] = useState<Error>()
   const [adding, setAdding] = useState(false)
   const [added, setAdded] = useState<DatabaseSummary>()
@@ -139,9 +141,14 @@ export function DatabaseList() {
       if (!live.current) return
       setDatabases(list)
       setError(undefined)
-      const results = await Promise.allSettled(list.map((db) => get<Overview>(`/databases/${encodeURIComponent(db.id)}/overview`)))
-      if (!live.current) return
-      setOverviews(Object.fromEntries(list.map((db, i) => [db.id, results[i]!.status === 'fulfilled' ? results[i]!.value : results[i]!.reason])))
+      try {
+        const health = await get<DatabaseHealth[]>('/databases/health')
+        if (!live.current) return
+        setOverviews(Object.fromEntries(health.map((h) => [h.id, h])))
+      } catch (e) {
+        if (!live.current) return
+        setOverviews(Object.fromEntries(list.map((db) => [db.id, e as Error])))
+      }
     } catch (e) {
       if (live.current) setError(e as Error)
     }
