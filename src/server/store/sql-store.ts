@@ -577,12 +577,12 @@ export class SqlStore implements Store {
         [database.id, batch.batch_id, batch.collected_at, now],
       )
       if (fresh === 0) return { kind: 'duplicate', database }
-      effects = await applyBatch(tx, database.id, batch, this.knownTexts, now)
-      await tx.run('UPDATE databases SET last_seen_at = $1, engine_version = COALESCE($2, engine_version) WHERE id = $3', [
-        now,
-        batch.database.engine_version ?? null,
-        database.id,
-      ])
+      // The database's last_seen_at goes with the batch's writes (one exchange on PostgreSQL).
+      const seen = {
+        sql: 'UPDATE databases SET last_seen_at = $1, engine_version = COALESCE($2, engine_version) WHERE id = $3',
+        params: [now, batch.database.engine_version ?? null, database.id],
+      }
+      effects = await applyBatch(tx, database.id, batch, this.knownTexts, now, [seen])
       return { kind: 'applied', database: { ...database, last_seen_at: now, engine_version: batch.database.engine_version ?? database.engine_version } }
     }, `dbm:ingest:${orgId}:${batch.database.name}`)
     // Caches learn what the batch wrote once it is committed (a rolled-back batch wrote nothing).
