@@ -202,6 +202,8 @@ export class SimulatedDatabase {
   private readonly head: string
   private cycle = 0
   private seqValues: number[]
+  /** Base of the vacuum and analyze times, which stay put from batch to batch as they do in a quiet database. */
+  private born = 0
 
   constructor(readonly index: number, private readonly moving: number, private readonly runId: string) {
     this.hashes = Array.from({ length: STATEMENTS }, (_, s) => queryHash(index, s))
@@ -233,6 +235,7 @@ export class SimulatedDatabase {
   /** The next batch, collected at `now`, as the JSON text the agent posts. */
   next(now: number): string {
     const k = this.cycle++
+    if (k === 0) this.born = now
     const statements = this.movingStatements(k)
     const movedTables = new Set<number>()
     const qs: string[] = []
@@ -269,7 +272,7 @@ export class SimulatedDatabase {
       const live = this.tableTotals[at + 4]! - this.tableTotals[at + 6]!
       tables.push(
         `{"schema_name":"public","table_name":"${def.name}",${totals},"n_live_tup":${Math.max(0, live)},"n_dead_tup":${this.tableTotals[at + 5]! % 5000},` +
-          `"last_vacuum":null,"last_autovacuum":${now - 3_600_000 - t * 60_000},"last_analyze":null,"last_autoanalyze":${now - 1_800_000 - t * 60_000},` +
+          `"last_vacuum":null,"last_autovacuum":${this.born - 3_600_000 - t * 60_000},"last_analyze":null,"last_autoanalyze":${this.born - 1_800_000 - t * 60_000},` +
           `"table_size_bytes":${def.tableBytes},"index_size_bytes":${def.indexBytes},"has_primary_key":${def.indexes.length > 0},"autovacuum_enabled":true,"delta":{${deltas}}}`,
       )
     }
