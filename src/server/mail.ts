@@ -1,7 +1,8 @@
 // Outgoing mail: SMTP through nodemailer when DBM_SMTP_URL is set, otherwise one log line per mail
 // (recipient, subject, link) so a self-hoster without a relay can still verify and reset.
 // Mails are sent in the background: a request never waits for (or reveals timing of) a send.
-import nodemailer from 'nodemailer'
+// nodemailer is loaded only when SMTP is configured, in the background (it weighs on `dbm serve`'s start).
+import type { Transporter } from 'nodemailer'
 import type { Logger } from '../shared/log.ts'
 
 export interface Mail {
@@ -23,7 +24,10 @@ export interface Mailer {
 export function createMailer(options: { smtpUrl?: string; from: string; log: Logger }): Mailer {
   const { log } = options
   const pending = new Set<Promise<void>>()
-  const transport = options.smtpUrl ? nodemailer.createTransport(options.smtpUrl) : undefined
+  const { smtpUrl } = options
+  const transport: Promise<Transporter> | undefined = smtpUrl ? import('nodemailer').then((m) => m.default.createTransport(smtpUrl)) : undefined
+  // A bad URL fails at the first send (logged there); never as an unhandled rejection.
+  transport?.catch(() => {})
 
   const deliver = async (mail: Mail) => {
     if (!transport) {
@@ -31,7 +35,7 @@ export function createMailer(options: { smtpUrl?: string; from: string; log: Log
       return
     }
     try {
-      await transport.sendMail({ from: options.from, to: mail.to, subject: mail.subject, text: mail.text })
+      await (await transport).sendMail({ from: options.from, to: mail.to, subject: mail.subject, text: mail.text })
       log.info('mail sent', { to: mail.to, subject: mail.subject })
     } catch (e) {
       log.error('mail failed', { to: mail.to, subject: mail.subject, cause: (e as Error).message })
@@ -47,7 +51,7 @@ export function createMailer(options: { smtpUrl?: string; from: string; log: Log
       while (pending.size > 0) await Promise.all([...pending])
     },
     close() {
-      transport?.close()
+      void transport?.then((t) => t.close()).catch(() => {})
     },
   }
 }

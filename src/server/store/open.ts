@@ -5,7 +5,6 @@ import { join } from 'node:path'
 import { redactSecrets } from '../../shared/redact.ts'
 import type { SqlDriver } from './driver.ts'
 import { migrate } from './migrations.ts'
-import { PostgresDriver } from './postgres/driver.ts'
 import { SqliteDriver } from './sqlite/driver.ts'
 import { SqlStore } from './sql-store.ts'
 
@@ -37,6 +36,8 @@ export async function openStore(options: OpenStoreOptions): Promise<OpenedStore>
   let driver: SqlDriver
   let location: string
   if (options.databaseUrl) {
+    // Loaded only for a PostgreSQL store: postgres.js is a good part of the start-up of a SQLite one otherwise.
+    const { PostgresDriver } = await import('./postgres/driver.ts')
     driver = new PostgresDriver(options.databaseUrl)
     location = redactSecrets(options.databaseUrl)
   } else {

@@ -1,0 +1,77 @@
+// Start-up benchmark (`bun bench/startup.ts`): the time from spawning `dbm serve` to its first 200 on
+// GET /healthz, on a fresh data directory (the store created and migrated) and on an existing one (the
+// schema current), alternating, `--runs` times each; reports the median and the spread. The server
+// listens on a loopback port the OS assigned (probed once per run); /healthz is asked every millisecond
+// from the spawn on, so the figure includes the process's own start (the binary's runtime, the
+// imports), opening the store and the first request. Goal (issue 13): median at most 50 ms with dist/dbm.
+// Options: --runs N (default 15), --serve-cmd "COMMAND" (default dist/dbm when built, else `bun src/cli.ts`).
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { freePort } from '../test/support/postgres.ts'
+import { fmt, loadLine, machine, median, parseArgs } from './common.ts'
+
+const GOAL_MS = 50
+
+const argv = process.argv.slice(2)
+const commandAt = argv.indexOf('--serve-cmd')
+const serveCmd = commandAt >= 0 ? argv.splice(commandAt, 2)[1]!.split(' ') : existsSync('dist/dbm') ? ['dist/dbm'] : ['bun', 'src/cli.ts']
+const options = parseArgs(argv, { runs: 15 }, { runs: [1, 200] })
+
+async function startOnce(dataDir: string): Promise<number> {
+  const port = await freePort()
+  const started = performance.now()
+  const proc = Bun.spawn([...serveCmd, 'serve', '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir], {
+    stdin: 'ignore',
+    stdout: 'ignore',
+    stderr: 'ignore',
+    env: { ...process.env, DBM_LOG_LEVEL: 'warn' },
+  })
+  try {
+    const deadline = started + 10_000
+    for (;;) {
+      const ok = await fetch(`http://127.0.0.1:${port}/healthz`).then(
+        async (r) => (await r.arrayBuffer(), r.status === 200),
+        () => false,
+      )
+      if (ok) return performance.now() - started
+      if (performance.now() > deadline) throw new Error(`dbm serve did not answer /healthz within 10 s (${serveCmd.join(' ')})`)
+      if (proc.exitCode !== null) throw new Error(`dbm serve exited with ${proc.exitCode}`)
+      await Bun.sleep(1)
+    }
+  } finally {
+    proc.kill('SIGTERM')
+    await proc.exited
+  }
+}
+
+const root = mkdtempSync(join(tmpdir(), 'dbm-bench-startup-'))
+const cleanup = () => rmSync(root, { recursive: true, force: true })
+process.once('SIGINT', () => {
+  cleanup()
+  process.exit(130)
+})
+try {
+  const existing = join(root, 'existing')
+  await startOnce(existing) // creates and migrates it; also warms the page cache for the binary
+  const fresh: number[] = []
+  const again: number[] = []
+  for (let i = 0; i < options.runs; i++) {
+    fresh.push(await startOnce(join(root, `fresh-${i}`)))
+    again.push(await startOnce(existing))
+  }
+  const { commit, line } = await machine()
+  const row = (name: string, v: number[]) => `| ${name} | ${fmt(median(v), 1)} | ${fmt(Math.min(...v), 1)} | ${fmt(Math.max(...v), 1)} |`
+  console.log(`### ${new Date().toISOString().slice(0, 10)}: dbm serve start-up\n`)
+  console.log(`- Command: \`bun run bench:startup\` (serve command: \`${serveCmd.join(' ')}\`)`)
+  console.log(`- Commit: ${commit}`)
+  console.log(`- Machine: ${line}; load average before: ${loadLine()}`)
+  console.log(`- Method: spawn to the first 200 on GET /healthz (asked every 1 ms), ${options.runs} runs each, alternating\n`)
+  console.log('| data directory | median ms | min ms | max ms |\n|---|---:|---:|---:|')
+  console.log(row('fresh (store created and migrated)', fresh))
+  console.log(row('existing (schema current)', again))
+  const worst = Math.max(median(fresh), median(again))
+  console.log(`\nResult: median ${fmt(worst, 1)} ms at most (goal ≤ ${GOAL_MS} ms: ${worst <= GOAL_MS ? 'met' : 'missed'}).`)
+} finally {
+  cleanup()
+}
