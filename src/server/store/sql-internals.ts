@@ -15,10 +15,11 @@ import type { Writes } from './sql-writes.ts'
 
 /**
  * Metric families in metric_counters / metric_gauges: PostgreSQL's bgwriter, wal, database and io (I/O
- * rows carry "backend_type/object/context" as subject), and ClickHouse's server, disk (the disk's name as
- * subject) and parts (sql-clickhouse.ts).
+ * rows carry "backend_type/object/context" as subject), ClickHouse's server, disk (the disk's name as
+ * subject) and parts (sql-clickhouse.ts), and the store's own ingest: which minutes and hours a batch
+ * carrying the tables or indexes section was sampled in (sql-objects.ts).
  */
-export type MetricSource = 'bgwriter' | 'wal' | 'database' | 'io' | 'server' | 'disk' | 'parts'
+export type MetricSource = 'bgwriter' | 'wal' | 'database' | 'io' | 'server' | 'disk' | 'parts' | 'ingest'
 
 /** Sections kept whole as the latest of their kind. */
 const LATEST_KINDS = ['replication', 'bgwriter', 'wal_stats', 'io_stats', 'database_stats'] as const

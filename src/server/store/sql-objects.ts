@@ -4,6 +4,31 @@
 // Buckets sum the counters' deltas (null while a bucket holds only first samples, which carry no delta)
 // and keep the gauges' last known value. The latest tables and indexes are rows of their own, replaced by
 // each newer batch that carries the section, so listing, sorting and filtering happen in SQL.
+//
+// Only objects that moved get bucket rows: a table or index whose deltas are all zero and whose gauges
+// are those of its latest row (or unmeasured, null) adds nothing to its buckets, unless it is its first
+// report of the hour. So an idle database's batch writes no table or index bucket rows but once an hour
+// (it wrote two per object per batch: ~500 rows for 100 tables and 150 indexes, 360 times an hour).
+// Reads stay exact because each section also records, per minute and hour, that a batch carried it
+// (metric_gauges rows of source 'ingest', subject '', metric 'tables' or 'indexes', value 1, sampled_at
+// the latest such batch's time: one row per database-minute and section, upserted by every
+// batch that carries the section, swept with the other bucket rows):
+// a sampled minute without an object's row reads as zero deltas with the gauges carried forward from
+// the object's latest earlier row of the same hour, and a minute no batch sampled (the agent down) stays
+// a gap. Why those rows: ingest_batches (one row per batch) is kept a day only, not the 48 hours of
+// minute rows; no table written by every batch has a row per minute (query_rollups has one per
+// database); metric_gauges is keyed (database_id, source, resolution, bucket, ...), so a window's
+// sampled minutes are one range of its key, its sampled_at tells a late batch whether a later sample of
+// its bucket exists, and no new table (no migration) is needed.
+// Each object's first report of an hour (its latest row is from an earlier hour) writes its minute and
+// hourly rows whether it moved or not: hourly series keep a row per object for every hour it was
+// reported, as before, and the gauges a minute reads are never carried across an hour, so an object no
+// longer reported (dropped) reads as zero deltas for the rest of that hour at most (and has no latest
+// row: its series is not served), and an object idle for longer than retention keeps rows still has
+// its gauges.
+// A late batch (collected before the stored latest rows) cannot be compared with them: it writes all its
+// rows, with its gauges only in buckets where no later batch was sampled (skipped samples left the
+// bucket's gauges as they are), and pins the gauges of the next sampled minute of its hour (pinLaterMinute).
 // (sql-telemetry.ts imports this module and this one imports it back: its exports are used inside
 // functions only, never while the modules load.)
 import type { ActiveQuery, IndexStat, IngestBatch, LockEntry, TableStat } from '../../shared/wire.ts'
@@ -11,6 +36,7 @@ import type { Dialect, SqlDriver } from './driver.ts'
 import { unusedIndexMinBytes } from '../limits.ts'
 import { int64Counter, saturatingAdd } from './sql-sums.ts'
 import { HOUR_MS, MINUTE_MS, type Window, latestSnapshot, seriesResolution } from './sql-telemetry.ts'
+import type { MetricSource } from './sql-internals.ts'
 import type { Reads, Writes } from './sql-writes.ts'
 
 
@@ -62,21 +88,109 @@ function mergeBucketRows(rows: BucketRow[]): (Omit<BucketRow, 'counters'> & { co
   return [...merged.values()].map((row) => (repeated.has(row) ? { ...row, counters: row.counters.map((c) => (c === null ? c : int64Counter(c))) } : row))
 }
 
+type ObjectSection = 'tables' | 'indexes'
+
 interface BucketTable {
+  section: ObjectSection
   table: 'table_stats' | 'index_stats'
+  latest: 'latest_tables' | 'latest_indexes'
   keyColumns: readonly string[]
   counters: readonly string[]
   gauges: readonly string[]
 }
 
-/** Adds the rows to the minute and hour buckets of `collectedAt`. */
-function addToBuckets(writes: Writes, databaseId: string, collectedAt: number, spec: BucketTable, rows: BucketRow[]) {
+const TABLE_BUCKETS: BucketTable = {
+  section: 'tables',
+  table: 'table_stats',
+  latest: 'latest_tables',
+  keyColumns: ['schema_name', 'table_name'],
+  counters: TABLE_COUNTERS,
+  gauges: TABLE_GAUGES,
+}
+const INDEX_BUCKETS: BucketTable = {
+  section: 'indexes',
+  table: 'index_stats',
+  latest: 'latest_indexes',
+  keyColumns: ['schema_name', 'index_name'],
+  counters: INDEX_COUNTERS,
+  gauges: INDEX_GAUGES,
+}
+
+/** metric_gauges rows of this source record, per bucket, that a batch carried an object section (see the header). */
+export const SAMPLED_SOURCE: MetricSource = 'ingest'
+
+/** What a batch's section is compared with before its bucket rows are written. */
+interface StoredState {
+  /** No newer batch has set the latest rows (a late batch only adds to the buckets). */
+  newest: boolean
+  /** The latest rows' times and gauges, by object key. */
+  latest: Map<string, { ts: number; gauges: (number | null)[] }>
+  /** The latest time a batch carrying the section was collected in the batch's minute and hour, by resolution in seconds. */
+  lastSampled: Map<number, number>
+}
+
+/**
+ * Registers the reads the section's writes depend on (the latest rows' times and gauges, when its
+ * minute and hour were last sampled); the returned function answers them once the reads are sent.
+ */
+function storedState(reads: Reads, spec: BucketTable, databaseId: string, collectedAt: number): () => StoredState {
+  const rows = reads.add({
+    sql: `SELECT ${spec.keyColumns.join(', ')}, ts, ${spec.gauges.join(', ')} FROM ${spec.latest} WHERE database_id = $1`,
+    params: [databaseId],
+  })
+  const sampled = reads.add({
+    sql: `SELECT resolution, sampled_at FROM metric_gauges
+     WHERE database_id = $1 AND source = $2 AND ((resolution = 60 AND bucket = $3) OR (resolution = 3600 AND bucket = $4)) AND subject = '' AND metric = $5`,
+    params: [databaseId, SAMPLED_SOURCE, floorTo(collectedAt, MINUTE_MS), floorTo(collectedAt, HOUR_MS), spec.section],
+  })
+  return () => {
+    let newestTs = Number.NEGATIVE_INFINITY
+    const latest = new Map<string, { ts: number; gauges: (number | null)[] }>()
+    for (const r of rows()) {
+      const ts = Number(r.ts)
+      newestTs = Math.max(newestTs, ts)
+      latest.set(JSON.stringify(spec.keyColumns.map((c) => String(r[c]))), { ts, gauges: spec.gauges.map((g) => numOrNull(r[g])) })
+    }
+    const lastSampled = new Map(sampled().map((r) => [Number(r.resolution), Number(r.sampled_at)]))
+    return { newest: collectedAt >= newestTs, latest, lastSampled }
+  }
+}
+
+/**
+ * Whether an object's rows are written: it is new or first reported this hour, or it moved since its
+ * latest row: a delta that is not zero (a first sample's unknown one included), or a measured gauge that
+ * differs from the latest row's (an unmeasured one, null, is not news).
+ */
+function isNews(row: { key: string[]; counters: (number | bigint | null)[]; gauges: (number | null)[] }, stored: StoredState, collectedAt: number): boolean {
+  const before = stored.latest.get(JSON.stringify(row.key))
+  if (!before || floorTo(before.ts, HOUR_MS) < floorTo(collectedAt, HOUR_MS)) return true
+  return row.counters.some((c) => c !== 0) || row.gauges.some((g, i) => g !== null && g !== before.gauges[i])
+}
+
+/**
+ * Adds the rows to the minute and hour buckets of `collectedAt`: only the objects that are news
+ * (isNews), or every object of a late batch (it cannot be compared).
+ */
+function addToBuckets(writes: Writes, databaseId: string, collectedAt: number, spec: BucketTable, stored: StoredState, rows: BucketRow[]) {
   const merged = mergeBucketRows(rows)
+  if (!stored.newest) pinLaterMinute(writes, databaseId, collectedAt, spec)
+  const written = stored.newest ? merged.filter((r) => isNews(r, stored, collectedAt)) : merged
   const update: Record<string, string> = { sampled_at: greatest(writes.dialect, spec.table) }
   for (const c of spec.counters) update[c] = sumSql(spec.table, c)
   for (const g of spec.gauges) update[g] = lastSql(spec.table, g)
-  const rowsFor = (resolutionMs: number) =>
-    merged.map((r) => [databaseId, ...r.key, resolutionMs / 1000, floorTo(collectedAt, resolutionMs), collectedAt, ...r.counters, ...r.gauges])
+  const rowsFor = (resolutionMs: number) => {
+    // A late batch's gauges are not news in a bucket sampled after it (nulls keep the bucket's).
+    const keepGauges = (stored.lastSampled.get(resolutionMs / 1000) ?? Number.NEGATIVE_INFINITY) > collectedAt
+    return written.map((r) => [
+      databaseId,
+      ...r.key,
+      resolutionMs / 1000,
+      floorTo(collectedAt, resolutionMs),
+      collectedAt,
+      ...r.counters,
+      ...(keepGauges ? r.gauges.map(() => null) : r.gauges),
+    ])
+  }
   writes.upsert(
     spec.table,
     ['database_id', ...spec.keyColumns, 'resolution', 'bucket', 'sampled_at', ...spec.counters, ...spec.gauges],
@@ -86,15 +200,52 @@ function addToBuckets(writes: Writes, databaseId: string, collectedAt: number, s
 }
 
 /**
- * Registers the read of whether no newer batch has set the latest rows of `table`; the returned
- * function answers it once the reads are sent (a late batch only adds to the buckets).
+ * Before a late batch's rows land in their minute: the next minute of that hour a batch sampled read
+ * each object's gauges from its latest row before it, which the late row would now replace. Each such
+ * object gets, in that next minute, a row of zero deltas and those gauges (unless it has a row there),
+ * so the minutes after keep reading what they did.
  */
-function isNewest(reads: Reads, table: 'latest_tables' | 'latest_indexes', databaseId: string, collectedAt: number): () => boolean {
-  const rows = reads.add({ sql: `SELECT MAX(ts) AS ts FROM ${table} WHERE database_id = $1`, params: [databaseId] })
-  return () => {
-    const ts = rows()[0]?.ts
-    return ts === null || ts === undefined || collectedAt >= Number(ts)
-  }
+function pinLaterMinute(writes: Writes, databaseId: string, collectedAt: number, spec: BucketTable) {
+  const [, name] = spec.keyColumns
+  const minute = floorTo(collectedAt, MINUTE_MS)
+  const hour = floorTo(collectedAt, HOUR_MS)
+  const columns = ['database_id', 'schema_name', name, 'resolution', 'bucket', 'sampled_at', ...spec.counters, ...spec.gauges]
+  writes.add(
+    `INSERT INTO ${spec.table} (${columns.join(', ')})
+     SELECT t.database_id, t.schema_name, t.${name}, 60, n.bucket, t.sampled_at, ${spec.counters.map(() => '0').join(', ')}, ${spec.gauges.map((g) => `t.${g}`).join(', ')}
+     FROM ${spec.table} t, (
+       SELECT MIN(bucket) AS bucket FROM metric_gauges
+       WHERE database_id = $1 AND source = $2 AND resolution = 60 AND bucket > $4 AND bucket < $5 AND subject = '' AND metric = $6
+     ) n
+     WHERE n.bucket IS NOT NULL AND t.database_id = $1 AND t.resolution = 60 AND t.bucket >= $3 AND t.bucket <= $4
+       AND t.bucket = (SELECT MAX(l.bucket) FROM ${spec.table} l WHERE l.database_id = $1 AND l.schema_name = t.schema_name
+                       AND l.${name} = t.${name} AND l.resolution = 60 AND l.bucket >= $3 AND l.bucket <= $4)
+     ON CONFLICT (database_id, schema_name, ${name}, resolution, bucket) DO NOTHING`,
+    [databaseId, SAMPLED_SOURCE, hour, minute, hour + HOUR_MS, spec.section],
+  )
+}
+
+/**
+ * Records, in the minute and hour of the batch, each object section it carried (see the header): value 1
+ * (a batch split into parts writes the same rows as the whole one), sampled_at the latest batch's time.
+ */
+function markSampled(writes: Writes, databaseId: string, batch: IngestBatch) {
+  const newer = 'excluded.sampled_at >= metric_gauges.sampled_at'
+  const sections = (['tables', 'indexes'] as const).filter((section) => batch[section] !== undefined)
+  writes.upsert(
+    'metric_gauges',
+    ['database_id', 'resolution', 'bucket', 'source', 'subject', 'metric', 'value', 'sampled_at'],
+    sections.flatMap((section) =>
+      [MINUTE_MS, HOUR_MS].map((r) => [databaseId, r / 1000, floorTo(batch.collected_at, r), SAMPLED_SOURCE, '', section, 1, batch.collected_at]),
+    ),
+    {
+      key: ['database_id', 'source', 'resolution', 'bucket', 'subject', 'metric'],
+      update: {
+        value: `CASE WHEN ${newer} THEN excluded.value ELSE metric_gauges.value END`,
+        sampled_at: `CASE WHEN ${newer} THEN excluded.sampled_at ELSE metric_gauges.sampled_at END`,
+      },
+    },
+  )
 }
 
 /**
@@ -122,20 +273,22 @@ const keepSize = (table: string, c: string) => `COALESCE(excluded.${c}, ${table}
 const LATEST_TABLE_COLUMNS = ['schema_name', 'table_name', 'ts', ...TABLE_COUNTERS, ...TABLE_GAUGES, ...TABLE_TIMES, 'has_primary_key', 'autovacuum_enabled'] as const
 
 function applyTables(reads: Reads, databaseId: string, collectedAt: number, tables: TableStat[]): (writes: Writes) => void {
-  const newest = isNewest(reads, 'latest_tables', databaseId, collectedAt)
+  const state = storedState(reads, TABLE_BUCKETS, databaseId, collectedAt)
   return (writes) => {
+    const stored = state()
     addToBuckets(
       writes,
       databaseId,
       collectedAt,
-      { table: 'table_stats', keyColumns: ['schema_name', 'table_name'], counters: TABLE_COUNTERS, gauges: TABLE_GAUGES },
+      TABLE_BUCKETS,
+      stored,
       tables.map((t) => ({
         key: [t.schema_name, t.table_name],
         counters: TABLE_COUNTERS.map((c) => (t.delta ? int(t.delta[c]) : null)),
         gauges: TABLE_GAUGES.map((g) => int(t[g])),
       })),
     )
-    if (!newest()) return
+    if (!stored.newest) return
     replaceLatest(
       writes,
       'latest_tables',
@@ -159,20 +312,22 @@ function applyTables(reads: Reads, databaseId: string, collectedAt: number, tabl
 const LATEST_INDEX_COLUMNS = ['schema_name', 'index_name', 'table_name', 'ts', ...INDEX_COUNTERS, ...INDEX_GAUGES, 'index_def', 'is_unique', 'is_primary', 'is_valid'] as const
 
 function applyIndexes(reads: Reads, databaseId: string, collectedAt: number, indexes: IndexStat[]): (writes: Writes) => void {
-  const newest = isNewest(reads, 'latest_indexes', databaseId, collectedAt)
+  const state = storedState(reads, INDEX_BUCKETS, databaseId, collectedAt)
   return (writes) => {
+    const stored = state()
     addToBuckets(
       writes,
       databaseId,
       collectedAt,
-      { table: 'index_stats', keyColumns: ['schema_name', 'index_name'], counters: INDEX_COUNTERS, gauges: INDEX_GAUGES },
+      INDEX_BUCKETS,
+      stored,
       indexes.map((i) => ({
         key: [i.schema_name, i.index_name],
         counters: INDEX_COUNTERS.map((c) => (i.delta ? int(i.delta[c]) : null)),
         gauges: [int(i.size_bytes)],
       })),
     )
-    if (!newest()) return
+    if (!stored.newest) return
     replaceLatest(
       writes,
       'latest_indexes',
@@ -211,6 +366,7 @@ export function applyObjects(reads: Reads, databaseId: string, batch: IngestBatc
   return (writes) => {
     writeTables?.(writes)
     writeIndexes?.(writes)
+    markSampled(writes, databaseId, batch)
   }
 }
 
@@ -313,26 +469,64 @@ export interface Series<C extends string> {
   points: Point<C>[]
 }
 
-/** The buckets of one object in the window: minute buckets up to 24 hours, hourly beyond. */
+/**
+ * The buckets of one object in the window: minute buckets up to 24 hours, hourly beyond. Hourly rows
+ * exist for every hour the object was reported; a sampled minute without the object's row (it did not
+ * move) reads as zero deltas with the gauges carried forward from its latest earlier row of that hour
+ * (see the header).
+ */
 async function series<C extends string>(
   driver: SqlDriver,
-  table: 'table_stats' | 'index_stats',
-  nameColumn: 'table_name' | 'index_name',
+  spec: BucketTable,
   key: { databaseId: string; schema: string; name: string },
   values: readonly C[],
   window: Window,
 ): Promise<Series<C>> {
   const resolution = seriesResolution(window)
+  const from = floorTo(window.since, resolution * 1000)
+  const object = `database_id = $1 AND schema_name = $2 AND ${spec.keyColumns[1]} = $3`
   const rows = await driver.all(
-    `SELECT bucket, ${values.join(', ')} FROM ${table}
-     WHERE database_id = $1 AND schema_name = $2 AND ${nameColumn} = $3 AND resolution = $4 AND bucket >= $5 AND bucket < $6
+    `SELECT bucket, ${values.join(', ')} FROM ${spec.table}
+     WHERE ${object} AND resolution = $4 AND bucket >= $5 AND bucket < $6
      ORDER BY bucket`,
-    [key.databaseId, key.schema, key.name, resolution, floorTo(window.since, resolution * 1000), window.until],
+    [key.databaseId, key.schema, key.name, resolution, from, window.until],
   )
-  return {
-    resolution,
-    points: rows.map((r) => ({ ts: Number(r.bucket), ...Object.fromEntries(values.map((v) => [v, numOrNull(r[v])])) }) as Point<C>),
+  const pointOf = (r: Record<string, unknown>) => ({ ts: Number(r.bucket), ...Object.fromEntries(values.map((v) => [v, numOrNull(r[v])])) }) as Point<C>
+  if (resolution === 3600) return { resolution, points: rows.map(pointOf) }
+
+  const sampled = await driver.all<{ bucket: unknown }>(
+    `SELECT bucket FROM metric_gauges
+     WHERE database_id = $1 AND source = $2 AND resolution = 60 AND bucket >= $3 AND bucket < $4 AND subject = '' AND metric = $5`,
+    [key.databaseId, SAMPLED_SOURCE, from, window.until, spec.section],
+  )
+  const carried = await driver.get(
+    `SELECT ${spec.gauges.join(', ')} FROM ${spec.table} WHERE ${object} AND resolution = 60 AND bucket >= $4 AND bucket < $5 ORDER BY bucket DESC LIMIT 1`,
+    [key.databaseId, key.schema, key.name, floorTo(from, HOUR_MS), from],
+  )
+  // The gauges as of the bucket being read; undefined while no row of the object is known in its hour.
+  let gauges: (number | null)[] | undefined = carried ? spec.gauges.map((g) => numOrNull(carried[g])) : undefined
+  const byBucket = new Map(rows.map((r) => [Number(r.bucket), r]))
+  const buckets = [...new Set([...byBucket.keys(), ...sampled.map((r) => Number(r.bucket))])].sort((a, b) => a - b)
+  const points: Point<C>[] = []
+  let hour = floorTo(from, HOUR_MS)
+  for (const bucket of buckets) {
+    if (floorTo(bucket, HOUR_MS) !== hour) {
+      hour = floorTo(bucket, HOUR_MS)
+      gauges = undefined
+    }
+    const row = byBucket.get(bucket)
+    if (row) {
+      const point = pointOf(row)
+      gauges = spec.gauges.map((g, i) => numOrNull(row[g]) ?? gauges?.[i] ?? null)
+      points.push(point)
+    } else if (gauges) {
+      const point: Record<string, number | null> = { ts: bucket }
+      for (const c of spec.counters) point[c] = 0
+      spec.gauges.forEach((g, i) => (point[g] = gauges![i]!))
+      points.push(point as Point<C>)
+    }
   }
+  return { resolution, points }
 }
 
 export const TABLE_POINT_FIELDS = [...TABLE_COUNTERS, ...TABLE_GAUGES] as const
@@ -384,7 +578,7 @@ export function objectsReader(driver: SqlDriver) {
     },
 
     tableSeries(databaseId: string, schema: string, name: string, window: Window) {
-      return series(driver, 'table_stats', 'table_name', { databaseId, schema, name }, TABLE_POINT_FIELDS, window)
+      return series(driver, TABLE_BUCKETS, { databaseId, schema, name }, TABLE_POINT_FIELDS, window)
     },
 
     /** Indexes by `sort`; with `unusedOnly`, only those the spec calls unused (never scanned, neither primary nor unique, over 1 MB). */
@@ -404,7 +598,7 @@ export function objectsReader(driver: SqlDriver) {
     },
 
     indexSeries(databaseId: string, schema: string, name: string, window: Window) {
-      return series(driver, 'index_stats', 'index_name', { databaseId, schema, name }, INDEX_POINT_FIELDS, window)
+      return series(driver, INDEX_BUCKETS, { databaseId, schema, name }, INDEX_POINT_FIELDS, window)
     },
   }
 }
