@@ -789,7 +789,12 @@ async function main(): Promise<number> {
   const cpuPct = procs.map((_, i) => ((cpuEnd[i]!.cpuMs - cpuStart[i]!.cpuMs) / wallMs) * 100)
   const childPct = ((childCpuEnd.cpuMs - childCpuStart.cpuMs) / wallMs) * 100
   const p = (t: Timed | undefined, q: number) => (t ? percentile(t.latenciesMs, q) : Number.NaN)
-  const non200 = (t: Timed | undefined) => (t ? Object.entries(t.statuses).filter(([s]) => s !== '200').reduce((a, [, n]) => a + n, 0) : 0)
+  /** How many answers were not 200, with their statuses ('error' = no answer within 60 s or a broken connection). */
+  const non200 = (t: Timed | undefined) => {
+    const other = t ? Object.entries(t.statuses).filter(([s]) => s !== '200') : []
+    const n = other.reduce((a, [, c]) => a + c, 0)
+    return n === 0 ? '0' : `${n}: ${other.map(([s, c]) => `${c} × ${s}`).join(', ')}`
+  }
   const ingestP99 = percentile(lat, 0.99)
   const readP99 = Math.max(p(queries, 0.99), p(overview, 0.99))
   const command = ['bun bench/fleet.ts', ...process.argv.slice(2)].join(' ')
