@@ -4,7 +4,7 @@
 // while the answers over such windows stay exactly what they were, read from the hourly buckets.
 import { afterEach, describe, expect, test } from 'bun:test'
 import { createHealthMonitor } from '../../src/server/health-monitor.ts'
-import { KEPT_WITH_DATABASE, RETAINED_TABLES } from '../../src/server/store/sql-retention.ts'
+import { KEPT_WITH_DATABASE, RETAINED_TABLES, WITHOUT_ROWID_KEYS, batchDeleteSql } from '../../src/server/store/sql-retention.ts'
 import { type Window, windowRanges } from '../../src/server/store/sql-telemetry.ts'
 import type { IngestBatch } from '../../src/shared/wire.ts'
 import { HOUR, MINUTE, chBatch, iso, pgBatch, range } from '../support/batches.ts'
@@ -193,6 +193,24 @@ for (const kind of storeKinds) {
       expect(await counts(org.server, ch, CH_TABLES)).toEqual(each(CH_TABLES, 0))
     })
 
+    test('deletes in batches of a few rows until none is left, in every table (on SQLite by key in the WITHOUT ROWID ones)', async () => {
+      const org = await organization(true)
+      const now = org.server.deps.clock()
+      let id = ''
+      for (const hours of [30, 29, 28]) id = await org.ingest(pgFull('orders', now - hours * HOUR, 1))
+      // roll the statement statistics up first, so the sweep below only deletes what was counted
+      await org.monitor.runRetention(now)
+      const tables = [...PG_TABLES, 'ingest_batches']
+      const before = await counts(org.server, id, tables)
+      expect(positive(before)).toEqual([])
+      const total = Object.values(before).reduce((a, b) => a + b, 0) - before.ingest_batches!
+      const retention = org.server.store.retention
+      const cutoff = now + DAY
+      expect(await retention.sweepDatabase(id, { before: cutoff, minutesBefore: cutoff, rollUpTo: now }, 2)).toBe(total)
+      expect(await retention.sweepBatchIds(cutoff, 2)).toBe(3)
+      expect(await counts(org.server, id, tables)).toEqual(each(tables, 0))
+    })
+
     test('compaction: minute buckets older than 48 hours go, and the answers over those windows stay exact from the hourly ones', async () => {
       const org = await organization(true)
       const now = org.server.deps.clock()
@@ -265,6 +283,44 @@ describe('retention coverage and window ranges', () => {
       }
       expect(withDatabase.filter((t) => !RETAINED_TABLES.includes(t) && !KEPT_WITH_DATABASE.includes(t))).toEqual([])
       expect(withDatabase.length).toBeGreaterThan(15)
+    } finally {
+      await server.stop()
+    }
+  })
+
+  test('on SQLite, retention picks rows by primary key in the WITHOUT ROWID tables (their keys as listed) and by rowid in the others, each through its key', async () => {
+    const server = await startTestServer('sqlite')
+    try {
+      const driver = server.store.driver
+      const withoutRowid: Record<string, string[]> = {}
+      const found: Record<string, string[]> = {}
+      for (const table of RETAINED_TABLES) {
+        const listed = await driver.get<{ wr: number }>('SELECT wr FROM pragma_table_list WHERE name = $1', [table])
+        if (listed?.wr === 1) {
+          const key = await driver.all<{ name: string }>('SELECT name FROM pragma_table_info($1) WHERE pk > 0 ORDER BY pk', [table])
+          withoutRowid[table] = key.map((c) => c.name)
+        }
+        // the batch delete's outer search (by the whole key, or by rowid), and whether its pick searches an index
+        const plan = await driver.all<{ parent: number; detail: string }>(
+          `EXPLAIN QUERY PLAN ${batchDeleteSql('sqlite', table, 'database_id = $1', 100)}`,
+          ['d'],
+        )
+        const pick = plan.find((p) => p.parent !== 0)!.detail
+        found[table] = [plan.find((p) => p.parent === 0)!.detail, pick.startsWith(`SEARCH ${table} USING `) ? 'the pick searches an index' : pick]
+      }
+      expect(withoutRowid).toEqual(
+        Object.fromEntries(RETAINED_TABLES.filter((t) => t in WITHOUT_ROWID_KEYS).map((t) => [t, [...WITHOUT_ROWID_KEYS[t]!]])),
+      )
+      expect(Object.keys(withoutRowid).sort()).toEqual(Object.keys(WITHOUT_ROWID_KEYS).sort())
+      expect(found).toEqual(
+        Object.fromEntries(
+          RETAINED_TABLES.map((t) => {
+            const key = WITHOUT_ROWID_KEYS[t]
+            const outer = key ? `SEARCH ${t} USING PRIMARY KEY (${key.map((k) => `${k}=?`).join(' AND ')})` : `SEARCH ${t} USING INTEGER PRIMARY KEY (rowid=?)`
+            return [t, [outer, 'the pick searches an index']]
+          }),
+        ),
+      )
     } finally {
       await server.stop()
     }

@@ -2,10 +2,12 @@
 // schema newer than this dbm refuses to open with SchemaTooNewError; the SQLite file runs in WAL mode.
 // Released migrations are frozen: each one's checksum is recorded here, each file holds literal text,
 // and migrations 1 to 8 build exactly the schema recorded in fixtures/schema-v8.<store>.json (read from
-// stores built before the migrations became frozen files). For every version, a store built at it and
-// filled in every table migrates to the latest with its rows intact, opens as the server opens it, and
-// ingests and reads back a batch with every field of the wire set (so a column the ingest writes that
-// an upgraded store lacks fails here, as n_mod_since_analyze once failed every ingest).
+// stores built before the migrations became frozen files); migration 10 rebuilds the SQLite tables their
+// primary key is WITHOUT ROWID with the same columns, key, foreign key, indexes and rows (and changes no
+// PostgreSQL table). For every version, a store built at it and filled in every table migrates to the
+// latest with its rows intact, opens as the server opens it, and ingests and reads back a batch with
+// every field of the wire set (so a column the ingest writes that an upgraded store lacks fails here, as
+// n_mod_since_analyze once failed every ingest).
 import { Database } from 'bun:sqlite'
 import { afterEach, describe, expect, test } from 'bun:test'
 import { Value } from '@sinclair/typebox/value'
@@ -18,6 +20,7 @@ import { type Migration, SchemaTooNewError, latestVersion, migrate, migrations }
 import { openStore } from '../../src/server/store/open.ts'
 import { PostgresDriver } from '../../src/server/store/postgres/driver.ts'
 import { SqliteDriver } from '../../src/server/store/sqlite/driver.ts'
+import { SqlStore } from '../../src/server/store/sql-store.ts'
 import { type IngestBatch, IngestBatch as IngestBatchSchema } from '../../src/shared/wire.ts'
 import { fullBatch } from '../support/full-batch.ts'
 import { freshStoreLocation, storeKinds } from '../support/server.ts'
@@ -42,6 +45,7 @@ const RELEASED: Record<number, string> = {
   7: '61574eaf421874a4c5e82460bca211494ae2f17bff940bb4e00a486d692f544f',
   8: 'd612654051b5cb153b5e046e888c9bb12cade8fb083a7183925b10ddd8c1d512',
   9: '4a24e6de9c6a3273570a74c7c2eb09fc0816b43a1504b3709f076102f5c71e09',
+  10: '0dfa1879258f5c580a9cc864f476f556985600ff844f68f67b026d8a7fd38c67',
 }
 
 const checksum = (m: Migration) => createHash('sha256').update(JSON.stringify([m.version, m.name, m.sqlite, m.postgres])).digest('hex')
@@ -194,6 +198,49 @@ function queryRowOf(q: NonNullable<IngestBatch['query_stats']>[number], minute: 
   }
 }
 
+/** The tables migration 10 rebuilds WITHOUT ROWID on SQLite. */
+const WITHOUT_ROWID_SINCE_10 = [
+  'index_stats',
+  'ingest_batches',
+  'latest_tables',
+  'metric_counters',
+  'metric_gauges',
+  'query_rollups',
+  'query_stats',
+  'replication_lag',
+  'replication_slot_lag',
+  'table_stats',
+  'wait_stats',
+]
+
+/**
+ * Every row of every table, each value as the store holds it (on SQLite through quote(), which keeps
+ * the storage class: 1, 1.0 and '1' differ), sorted by all columns.
+ */
+async function dumpEveryTable(driver: SqlDriver): Promise<Record<string, unknown[]>> {
+  const dump: Record<string, unknown[]> = {}
+  for (const table of await tableNames(driver)) {
+    if (table === 'schema_migrations') continue
+    const columns = (await columnsOf(driver, table)).map((c) => `"${c.name}"`)
+    const values = driver.dialect === 'sqlite' ? columns.map((c) => `quote(${c}) AS ${c}`) : columns
+    dump[table] = await driver.all(`SELECT ${values.join(', ')} FROM "${table}" ORDER BY ${columns.map((_, i) => i + 1).join(', ')}`)
+  }
+  return dump
+}
+
+/** What SQLite says of each table: its columns (table_xinfo), foreign keys, and whether it is WITHOUT ROWID. */
+async function sqliteTables(driver: SqlDriver): Promise<Record<string, { columns: unknown[]; foreignKeys: unknown[]; withoutRowid: boolean }>> {
+  const found: Record<string, { columns: unknown[]; foreignKeys: unknown[]; withoutRowid: boolean }> = {}
+  for (const table of await tableNames(driver)) {
+    found[table] = {
+      columns: await driver.all('SELECT * FROM pragma_table_xinfo($1) ORDER BY cid', [table]),
+      foreignKeys: await driver.all('SELECT * FROM pragma_foreign_key_list($1) ORDER BY id, seq', [table]),
+      withoutRowid: (await driver.get<{ wr: number }>('SELECT wr FROM pragma_table_list WHERE name = $1', [table]))!.wr === 1,
+    }
+  }
+  return found
+}
+
 const byName = <T extends { schema_name: string }>(name: (row: T) => string) => (a: T, b: T) =>
   `${a.schema_name}.${name(a)}` < `${b.schema_name}.${name(b)}` ? -1 : 1
 
@@ -289,6 +336,57 @@ for (const kind of storeKinds) {
         expect(await migrate(driver, Date.now, 8)).toEqual([1, 2, 3, 4, 5, 6, 7, 8])
         const fixture = JSON.parse(readFileSync(join(import.meta.dir, `fixtures/schema-v8.${kind}.json`), 'utf8'))
         expect(await schemaOf(driver)).toEqual(fixture)
+      } finally {
+        await driver.close()
+      }
+    })
+
+    test(`migration 10 rebuilds WITHOUT ROWID (SQLite only) the tables their primary key is, with the same columns, key, foreign key, indexes and rows; the PostgreSQL schema is unchanged`, async () => {
+      const driver = driverFor(await location())
+      try {
+        expect(await migrate(driver, () => FILLER_T0, 9)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9])
+        await fillEveryTable(driver)
+        // and rows as ingest writes them (NULLs, fractions, large counters) into every rebuilt table that a batch fills
+        const collectedAt = Math.floor(Date.now() / MINUTE) * MINUTE - 2 * MINUTE + 5_000
+        expect((await new SqlStore(driver).ingest('id-0', fullBatch('name-0', collectedAt), collectedAt + 1_000)).kind).toBe('applied')
+        const before = { schema: await schemaOf(driver), rows: await dumpEveryTable(driver) }
+        const tablesBefore = driver.dialect === 'sqlite' ? await sqliteTables(driver) : {}
+        for (const table of WITHOUT_ROWID_SINCE_10) expect({ table, rows: before.rows[table]!.length > 0 }).toEqual({ table, rows: true })
+
+        expect(await migrate(driver)).toEqual([10])
+
+        expect(await dumpEveryTable(driver)).toEqual(before.rows)
+        if (before.schema.dialect === 'postgres') {
+          expect(await schemaOf(driver)).toEqual(before.schema)
+          return
+        }
+        // The same DDL but for WITHOUT ROWID and the name SQLite's rename quotes (whitespace aside: the
+        // column migration 8 added sits on a line of its own now); the indexes exactly as they were.
+        const spaced = (sql: string | null) => sql && sql.replace(/\s+/g, ' ')
+        const expected = before.schema.objects.map((o) =>
+          WITHOUT_ROWID_SINCE_10.includes(o.name)
+            ? { ...o, sql: `${spaced(o.sql)!.replace(`CREATE TABLE ${o.name} (`, `CREATE TABLE "${o.name}" (`)} WITHOUT ROWID` }
+            : o,
+        )
+        const after = await schemaOf(driver)
+        expect(after.dialect === 'sqlite' && after.objects.map((o) => ({ ...o, sql: spaced(o.sql) }))).toEqual(
+          expected.map((o) => ({ ...o, sql: spaced(o.sql) })),
+        )
+        const tablesAfter = await sqliteTables(driver)
+        expect(Object.keys(tablesAfter).filter((t) => tablesAfter[t]!.withoutRowid)).toEqual([...WITHOUT_ROWID_SINCE_10, 'database_health'].sort())
+        // Each table's columns and foreign keys as they were, but that a WITHOUT ROWID table's key is NOT NULL:
+        // query_rollups' single-column key was not (a SQLite quirk; PostgreSQL's primary keys always are).
+        const keyNotNull = (c: Record<string, unknown>) => (c.pk === 0 ? c : { ...c, notnull: 1 })
+        expect(tablesAfter).toEqual(
+          Object.fromEntries(
+            Object.entries(tablesBefore).map(([t, info]) => [
+              t,
+              WITHOUT_ROWID_SINCE_10.includes(t)
+                ? { ...info, columns: (info.columns as Record<string, unknown>[]).map(keyNotNull), withoutRowid: true }
+                : info,
+            ]),
+          ),
+        )
       } finally {
         await driver.close()
       }

@@ -17,6 +17,7 @@ import { migration as health } from './migrations/0006-health.ts'
 import { migration as statementRollups } from './migrations/0007-statement-rollups.ts'
 import { migration as tableAutovacuum } from './migrations/0008-table-autovacuum.ts'
 import { migration as databaseHealth } from './migrations/0009-database-health.ts'
+import { migration as withoutRowid } from './migrations/0010-without-rowid.ts'
 import type { Migration } from './migrations/migration.ts'
 
 export type { Migration }
@@ -31,6 +32,7 @@ export const migrations: Migration[] = [
   statementRollups,
   tableAutovacuum,
   databaseHealth,
+  withoutRowid,
 ]
 
 export const latestVersion = migrations.reduce((max, m) => Math.max(max, m.version), 0)

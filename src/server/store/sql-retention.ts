@@ -2,7 +2,9 @@
 // compacts the minute buckets (the hourly buckets hold the same sums; reads take the hours instead, see
 // windowRanges in sql-telemetry.ts and statRanges in sql-rollups.ts). Statement statistics are rolled
 // up first, so no minute row goes before its hour holds it. Every delete goes in batches of a bounded number of rows, each its
-// own statement, so a large store is never held for long and requests run in between.
+// own statement, so a large store is never held for long and requests run in between. A batch is picked
+// by row identity: the ctid on PostgreSQL, the rowid on SQLite, or on SQLite's WITHOUT ROWID tables
+// (migration 10) the primary key.
 // A bucket row goes when its whole bucket is older than the cutoff.
 import type { SqlDriver } from './driver.ts'
 import type { MetricSource } from './sql-internals.ts'
@@ -40,12 +42,40 @@ export const RETAINED_TABLES: readonly string[] = [
 /** Per-database state that is not telemetry: one row per database, gone with it (ON DELETE CASCADE). */
 export const KEPT_WITH_DATABASE: readonly string[] = ['query_rollups', 'database_health']
 
+/**
+ * The primary key of each table retention deletes from that SQLite stores WITHOUT ROWID (migration 10):
+ * such a table has no rowid, so its rows are picked by key. The retention test checks this against the
+ * store's own tables.
+ */
+export const WITHOUT_ROWID_KEYS: Readonly<Record<string, readonly string[]>> = {
+  query_stats: ['database_id', 'resolution', 'bucket', 'query_hash'],
+  wait_stats: ['database_id', 'resolution', 'bucket', 'wait_event_type', 'wait_event'],
+  replication_lag: ['database_id', 'resolution', 'bucket'],
+  replication_slot_lag: ['database_id', 'resolution', 'bucket', 'slot_name'],
+  table_stats: ['database_id', 'schema_name', 'table_name', 'resolution', 'bucket'],
+  index_stats: ['database_id', 'schema_name', 'index_name', 'resolution', 'bucket'],
+  metric_counters: ['database_id', 'source', 'resolution', 'bucket', 'subject', 'metric'],
+  metric_gauges: ['database_id', 'source', 'resolution', 'bucket', 'subject', 'metric'],
+  latest_tables: ['database_id', 'schema_name', 'table_name'],
+  ingest_batches: ['database_id', 'batch_id'],
+}
+
 const floorTo = (t: number, step: number) => Math.floor(t / step) * step
+
+/**
+ * The statement deleting up to `batch` rows of `table` matching `where`: the rows are picked by ctid on
+ * PostgreSQL, and on SQLite by rowid or, in a WITHOUT ROWID table, by primary key (both searches use the key).
+ */
+export function batchDeleteSql(dialect: SqlDriver['dialect'], table: string, where: string, batch: number): string {
+  if (dialect === 'postgres') return `DELETE FROM ${table} WHERE ctid = ANY(ARRAY(SELECT ctid FROM ${table} WHERE ${where} LIMIT ${batch}))`
+  const key = WITHOUT_ROWID_KEYS[table]?.join(', ')
+  if (key === undefined) return `DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} WHERE ${where} LIMIT ${batch})`
+  return `DELETE FROM ${table} WHERE (${key}) IN (SELECT ${key} FROM ${table} WHERE ${where} LIMIT ${batch})`
+}
 
 /** Deletes the rows of `table` matching `where`, `batch` rows per statement; returns how many went. */
 async function deleteInBatches(driver: SqlDriver, table: string, where: string, params: unknown[], batch: number): Promise<number> {
-  const pick = `SELECT ${driver.dialect === 'sqlite' ? 'rowid' : 'ctid'} FROM ${table} WHERE ${where} LIMIT ${batch}`
-  const sql = driver.dialect === 'sqlite' ? `DELETE FROM ${table} WHERE rowid IN (${pick})` : `DELETE FROM ${table} WHERE ctid = ANY(ARRAY(${pick}))`
+  const sql = batchDeleteSql(driver.dialect, table, where, batch)
   let total = 0
   for (;;) {
     const deleted = await driver.run(sql, params)
