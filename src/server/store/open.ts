@@ -49,6 +49,7 @@ export async function openStore(options: OpenStoreOptions): Promise<OpenedStore>
       throw isLocked(e) ? inUse(location, e) : e
     }
     chmodSync(location, 0o600)
+    chmodSync(`${location}.lock`, 0o600)
   }
   try {
     const applied = await migrate(driver)

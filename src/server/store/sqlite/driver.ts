@@ -1,7 +1,9 @@
-// SQLite driver over bun:sqlite: one connection in WAL mode. Statements run synchronously, so
-// transactions are made exclusive by queueing every other call behind the open transaction.
+// SQLite driver over bun:sqlite: one connection in WAL mode, plus a worker thread's that only checkpoints
+// (checkpointer.ts). Statements run synchronously, so transactions are made exclusive by queueing every
+// other call behind the open transaction.
 import { Database, type Statement } from 'bun:sqlite'
 import { type RunResult, type SqlDriver, type SqlStatement, StoreError, UniqueViolation } from '../driver.ts'
+import { type CheckpointResult, type Checkpointer, startCheckpointer } from './checkpointer.ts'
 
 const placeholder = /\$(\d+)/g
 
@@ -30,6 +32,11 @@ function wrap(error: unknown, sql: string): Error {
   return new StoreError(`sqlite: ${(error as Error).message}`, sql, { cause: error })
 }
 
+/** WAL frames (pages) past which the store's connection helps the worker's checkpoint finish: 16 MB of 4 KB pages. */
+const WAL_RESTART_FRAMES = 4096
+/** The most frames that connection copies itself (about 2 MB): a few milliseconds at most. */
+const FINISH_FRAMES = 512
+
 export class SqliteDriver implements SqlDriver {
   readonly dialect = 'sqlite' as const
   private readonly db: Database
@@ -38,17 +45,62 @@ export class SqliteDriver implements SqlDriver {
   private txOpen = false
   private readonly directDriver: SqlDriver
 
+  /** `<store>.lock`, held with an exclusive lock while the store is open: one process per store file. */
+  private readonly lock: Database
+  /** The checkpoint worker (checkpointer.ts); undefined until it started, or when it could not start. */
+  private checkpointer: Checkpointer | undefined
+  private readonly checkpointerStarting: Promise<void>
+
   constructor(path: string) {
+    // One process owns the store: a second `dbm serve` on the same data directory is refused ("database
+    // is locked") instead of sharing it. The lock is a file of its own, locked for as long as the store is
+    // open (the operating system releases it when the process ends, however it ends), so that the store's
+    // own file can have a second connection: the checkpoint worker's.
+    this.lock = new Database(`${path}.lock`, { create: true, strict: false })
+    try {
+      this.lock.exec('PRAGMA locking_mode = EXCLUSIVE')
+      this.lock.exec('BEGIN EXCLUSIVE')
+    } catch (e) {
+      this.lock.close()
+      throw e
+    }
     this.db = new Database(path, { create: true, strict: false })
-    // One process owns the file: exclusive locking keeps the WAL index in memory and spares every
-    // statement its file-lock system calls (about half the cost of a point read), and a second
-    // process on the same data directory is refused instead of sharing it.
-    this.db.exec('PRAGMA locking_mode = EXCLUSIVE')
     this.db.exec('PRAGMA journal_mode = WAL')
     this.db.exec('PRAGMA synchronous = NORMAL')
     this.db.exec('PRAGMA foreign_keys = ON')
     this.db.exec('PRAGMA busy_timeout = 5000')
+    // Checkpoints run in a worker thread (checkpointer.ts), not inside the commits of this connection.
+    this.db.exec('PRAGMA wal_autocheckpoint = 0')
+    this.checkpointerStarting = startCheckpointer(path, { onCheckpoint: (r) => this.finishCheckpoint(r) }).then(
+      (c) => {
+        this.checkpointer = c
+      },
+      () => {
+        // No worker thread: the commits checkpoint, as SQLite does by default.
+        this.db.exec('PRAGMA wal_autocheckpoint = 1000')
+      },
+    )
     this.directDriver = this.direct()
+  }
+
+  /**
+   * After the worker's checkpoint: when the WAL has grown past WAL_RESTART_FRAMES and the worker copied all
+   * but a few frames, this connection copies the rest (at most FINISH_FRAMES) so that the next commit
+   * starts the WAL over instead of growing it for as long as writes keep coming.
+   */
+  private finishCheckpoint(r: CheckpointResult): void {
+    if (this.txOpen || r.log < WAL_RESTART_FRAMES || r.log - r.checkpointed > FINISH_FRAMES) return
+    try {
+      this.db.exec('PRAGMA wal_checkpoint(PASSIVE)')
+    } catch {
+      // The worker's next checkpoint tries again.
+    }
+  }
+
+  /** A checkpoint now (tests, benchmarks); null when the worker is not running. */
+  async checkpoint(): Promise<CheckpointResult | null> {
+    await this.checkpointerStarting
+    return this.checkpointer ? this.checkpointer.checkpoint() : null
   }
 
   /** Prepared statements by their `$n` text; the rewrite to `?n` and the prepare happen once. */
@@ -188,9 +240,14 @@ export class SqliteDriver implements SqlDriver {
 
   async close(): Promise<void> {
     while (this.txOpen) await this.txTail
+    await this.checkpointerStarting
+    await this.checkpointer?.close()
+    this.checkpointer = undefined
     for (const statement of this.statements.values()) statement.finalize()
     this.statements.clear()
     this.changesStatement?.finalize()
+    // The last connection to close checkpoints the WAL into the file and removes it.
     this.db.close()
+    this.lock.close()
   }
 }
