@@ -6,13 +6,19 @@
 // PostgreSQL (the embedded server of the tests, on loopback) it also counts, at the driver, the
 // statements each batch sends and the exchanges they take (a pipelined group is one exchange).
 // Options: --batches N (measured), --warmup N, --moved PERCENT (tables whose counters move per cycle),
-// --store sqlite|postgres|both.
+// --store sqlite|postgres|both, --shape issue|fleet. `issue` is the batch of issue 13 (all 200 statements
+// moving, 20 I/O rows, 20 sequences); `fleet` is what the real agent sends for an idle-ish pgbench
+// database (bench/fleet.ts's header): only the 30 statements that moved, 2 I/O rows, 96 sequences, and
+// tables' vacuum and analyze times that stay put (with --moved 20: 20 tables and ~30 indexes move).
+// Rows written per batch are counted on SQLite (total_changes(): rows inserted, updated or deleted); the
+// PostgreSQL store runs the same statements.
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { openStore } from '../src/server/store/open.ts'
 import type { PostgresDriver } from '../src/server/store/postgres/driver.ts'
 import type { SqlStore } from '../src/server/store/sql-store.ts'
+import type { IngestBatch } from '../src/shared/wire.ts'
 import { REAL_SHAPE, agentBatch } from '../test/support/agent-batch.ts'
 import { sharedPostgres, stopSharedPostgres } from '../test/support/postgres.ts'
 import { fmt, machine, median, parseArgs, percentile } from './common.ts'
@@ -22,6 +28,7 @@ interface Options {
   warmup: number
   moved: number
   store: string
+  shape: string
 }
 
 interface Result {
@@ -29,7 +36,20 @@ interface Result {
   msPerBatch: number[]
   statements: number[]
   exchanges: number[]
+  rows: number[]
   bytes: number
+}
+
+/** The `fleet` shape (see the header) made from the issue's batch. */
+function fleetShaped(batch: IngestBatch, start: number): IngestBatch {
+  const sequences = batch.sequences ?? []
+  return {
+    ...batch,
+    query_stats: batch.query_stats?.slice(0, 30),
+    io_stats: batch.io_stats?.slice(0, 2),
+    sequences: Array.from({ length: 96 }, (_, i) => ({ ...sequences[i % sequences.length]!, sequence_name: `app_t${i}_id_seq` })),
+    tables: batch.tables?.map((t, i) => ({ ...t, last_autovacuum: start - (i + 1) * 3_600_000, last_autoanalyze: start - (i + 1) * 1_800_000 })),
+  }
 }
 
 async function measure(kind: 'sqlite' | 'postgres', o: Options): Promise<Result> {
@@ -45,18 +65,23 @@ async function measure(kind: 'sqlite' | 'postgres', o: Options): Promise<Result>
     const sent = kind === 'postgres' ? (store.driver as PostgresDriver).sent : undefined
     const start = Math.floor(Date.now() / 3_600_000) * 3_600_000 - 6 * 3_600_000
     const shape = { ...REAL_SHAPE, moved: (i: number) => (i * 37) % 100 < o.moved }
-    const result: Result = { store: kind, msPerBatch: [], statements: [], exchanges: [], bytes: 0 }
+    const result: Result = { store: kind, msPerBatch: [], statements: [], exchanges: [], rows: [], bytes: 0 }
+    const changes = store.driver.generation
     for (let k = 0; k < o.warmup + o.batches; k++) {
       const collectedAt = start + k * 10_000
-      const batch = agentBatch('bench', collectedAt, k, shape)
+      const issueBatch = agentBatch('bench', collectedAt, k, shape)
+      const batch = o.shape === 'fleet' ? fleetShaped(issueBatch, start) : issueBatch
       if (k === 0) result.bytes = JSON.stringify(batch).length
       const before = sent ? { ...sent } : undefined
+      const changedBefore = changes?.()
       const t0 = performance.now()
       const outcome = await store.ingest(org.id, batch, collectedAt + 1_000)
       const ms = performance.now() - t0
       if (outcome.kind !== 'applied') throw new Error(`batch ${k}: ${outcome.kind}`)
       if (k < o.warmup) continue
       result.msPerBatch.push(ms)
+      const changedAfter = changes?.()
+      if (changedBefore !== undefined && changedAfter !== undefined) result.rows.push(changedAfter - changedBefore)
       if (sent && before) {
         result.statements.push(sent.statements - before.statements)
         result.exchanges.push(sent.exchanges - before.exchanges)
@@ -70,11 +95,12 @@ async function measure(kind: 'sqlite' | 'postgres', o: Options): Promise<Result>
 }
 
 async function main(): Promise<void> {
-  const o = parseArgs<Options>(process.argv.slice(2), { batches: 300, warmup: 30, moved: 100, store: 'both' }, {
+  const o = parseArgs<Options>(process.argv.slice(2), { batches: 300, warmup: 30, moved: 100, store: 'both', shape: 'issue' }, {
     batches: [1, 100_000],
     warmup: [0, 10_000],
     moved: [0, 100],
     store: ['sqlite', 'postgres', 'both'],
+    shape: ['issue', 'fleet'],
   })
   const kinds = o.store === 'both' ? (['sqlite', 'postgres'] as const) : ([o.store] as ['sqlite' | 'postgres'])
   const results: Result[] = []
@@ -89,7 +115,8 @@ async function main(): Promise<void> {
     [
       `- Command: \`${['bun bench/store-ingest.ts', ...process.argv.slice(2)].join(' ')}\``,
       `- Commit: ${m.commit}; machine: ${m.line}`,
-      `- Batch: ${fmt(results[0]!.bytes / 1024)} KiB of JSON, ${o.moved}% of tables moved per cycle; ${o.warmup} warm-up batches, ${o.batches} measured, 10 s apart`,
+      `- Batch: ${o.shape} shape, ${fmt(results[0]!.bytes / 1024)} KiB of JSON, ${o.moved}% of tables moved per cycle; ${o.warmup} warm-up batches, ${o.batches} measured, 10 s apart`,
+      ...results.filter((r) => r.rows.length > 0).map((r) => `- Rows written per batch (${r.store}, total_changes()): median ${counts(r.rows)}, mean ${fmt(r.rows.reduce((a, b) => a + b, 0) / r.rows.length, 1)}`),
       ``,
       `| store | median ms | p90 ms | p99 ms | statements per batch | exchanges per batch |`,
       `|---|---:|---:|---:|---:|---:|`,
