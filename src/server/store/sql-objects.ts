@@ -2,8 +2,11 @@
 // per-interval timeseries in 60-second and hourly buckets), active queries and locks (the latest
 // snapshot, kept by sql-telemetry.ts in `snapshots`).
 // Buckets sum the counters' deltas (null while a bucket holds only first samples, which carry no delta)
-// and keep the gauges' last known value. The latest tables and indexes are rows of their own, replaced by
-// each newer batch that carries the section, so listing, sorting and filtering happen in SQL.
+// and keep the gauges' last known value. The latest tables and indexes are rows of their own, brought up
+// to each newer batch that carries the section, so listing, sorting and filtering happen in SQL: only
+// the rows of objects that are new, changed or moved are written (and every one once an hour), objects
+// the batch no longer names are deleted by key, and reads give every row the section's last sampled
+// time as its "as of" time (updateLatest and latestRowsSql say why that is right).
 //
 // Only objects that moved get bucket rows: a table or index whose deltas are all zero and whose gauges
 // are those of its latest row (or unmeasured, null) adds nothing to its buckets, unless it is its first
@@ -37,7 +40,7 @@ import { unusedIndexMinBytes } from '../limits.ts'
 import { int64Counter, saturatingAdd } from './sql-sums.ts'
 import { HOUR_MS, MINUTE_MS, type Window, latestSnapshot, seriesResolution } from './sql-telemetry.ts'
 import type { MetricSource } from './sql-internals.ts'
-import type { Reads, Writes } from './sql-writes.ts'
+import { INGEST_COLUMN_TYPES, type Reads, type Writes } from './sql-writes.ts'
 
 
 const TABLE_COUNTERS = ['seq_scan', 'seq_tup_read', 'idx_scan', 'idx_tup_fetch', 'n_tup_ins', 'n_tup_upd', 'n_tup_del', 'n_tup_hot_upd'] as const
@@ -97,7 +100,17 @@ interface BucketTable {
   keyColumns: readonly string[]
   counters: readonly string[]
   gauges: readonly string[]
+  /** The latest row's columns after its key and ts, in the order replaceLatest's values come. */
+  latestColumns: readonly string[]
+  /**
+   * Latest columns whose stored value an incoming one does not replace when it says nothing (a size
+   * not measured this cycle: null; an index definition not deparsed yet: ''), with the SQL that keeps it.
+   */
+  keep: Readonly<Record<string, { unknown: (v: unknown) => boolean; sql: string }>>
 }
+
+const isNull = (v: unknown) => v === null
+const keepSize = (table: string, c: string) => ({ unknown: isNull, sql: `COALESCE(excluded.${c}, ${table}.${c})` })
 
 const TABLE_BUCKETS: BucketTable = {
   section: 'tables',
@@ -106,6 +119,8 @@ const TABLE_BUCKETS: BucketTable = {
   keyColumns: ['schema_name', 'table_name'],
   counters: TABLE_COUNTERS,
   gauges: TABLE_GAUGES,
+  latestColumns: [...TABLE_COUNTERS, ...TABLE_GAUGES, ...TABLE_TIMES, 'has_primary_key', 'autovacuum_enabled'],
+  keep: { table_size_bytes: keepSize('latest_tables', 'table_size_bytes'), index_size_bytes: keepSize('latest_tables', 'index_size_bytes') },
 }
 const INDEX_BUCKETS: BucketTable = {
   section: 'indexes',
@@ -114,6 +129,19 @@ const INDEX_BUCKETS: BucketTable = {
   keyColumns: ['schema_name', 'index_name'],
   counters: INDEX_COUNTERS,
   gauges: INDEX_GAUGES,
+  latestColumns: ['table_name', ...INDEX_COUNTERS, ...INDEX_GAUGES, 'index_def', 'is_unique', 'is_primary', 'is_valid'],
+  keep: {
+    size_bytes: keepSize('latest_indexes', 'size_bytes'),
+    // The agent sends an empty definition for an index it could not deparse yet (its table was locked).
+    index_def: { unknown: (v) => v === '', sql: `CASE WHEN excluded.index_def = '' THEN latest_indexes.index_def ELSE excluded.index_def END` },
+  },
+}
+
+/** A latest column's value as the store gives it back (SQLite's booleans are 0 and 1), for comparing. */
+function normalized(column: string, v: unknown): unknown {
+  if (v === null || v === undefined) return null
+  const type = INGEST_COLUMN_TYPES[column]
+  return type === 'boolean' ? Boolean(v) : type === 'text' ? String(v) : Number(v)
 }
 
 /** metric_gauges rows of this source record, per bucket, that a batch carried an object section (see the header). */
@@ -123,36 +151,53 @@ export const SAMPLED_SOURCE: MetricSource = 'ingest'
 interface StoredState {
   /** No newer batch has set the latest rows (a late batch only adds to the buckets). */
   newest: boolean
-  /** The latest rows' times and gauges, by object key. */
-  latest: Map<string, { ts: number; gauges: (number | null)[] }>
+  /**
+   * The batch is newer than every one that carried the section (not a later part of a split cycle):
+   * the stored objects it does not name are gone.
+   */
+  newCycle: boolean
+  /** The latest rows by object key: their key, when they were written, their gauges and all their other columns (normalized). */
+  latest: Map<string, { key: string[]; ts: number; gauges: (number | null)[]; values: unknown[] }>
   /** The latest time a batch carrying the section was collected in the batch's minute and hour, by resolution in seconds. */
   lastSampled: Map<number, number>
 }
 
 /**
- * Registers the reads the section's writes depend on (the latest rows' times and gauges, when its
- * minute and hour were last sampled); the returned function answers them once the reads are sent.
+ * Registers the reads the section's writes depend on (the latest rows, when its minute and hour and
+ * the hours after were last sampled); the returned function answers them once the reads are sent.
+ * The section was last carried at the latest of those hours' sampled_at (the rows' ts, written only
+ * when an object changed or once an hour, may be older; a store from before the sampled rows has only them).
  */
 function storedState(reads: Reads, spec: BucketTable, databaseId: string, collectedAt: number): () => StoredState {
   const rows = reads.add({
-    sql: `SELECT ${spec.keyColumns.join(', ')}, ts, ${spec.gauges.join(', ')} FROM ${spec.latest} WHERE database_id = $1`,
+    sql: `SELECT ${spec.keyColumns.join(', ')}, ts, ${spec.latestColumns.join(', ')} FROM ${spec.latest} WHERE database_id = $1`,
     params: [databaseId],
   })
+  const minute = floorTo(collectedAt, MINUTE_MS)
+  const hour = floorTo(collectedAt, HOUR_MS)
   const sampled = reads.add({
-    sql: `SELECT resolution, sampled_at FROM metric_gauges
-     WHERE database_id = $1 AND source = $2 AND ((resolution = 60 AND bucket = $3) OR (resolution = 3600 AND bucket = $4)) AND subject = '' AND metric = $5`,
-    params: [databaseId, SAMPLED_SOURCE, floorTo(collectedAt, MINUTE_MS), floorTo(collectedAt, HOUR_MS), spec.section],
+    sql: `SELECT resolution, bucket, sampled_at FROM metric_gauges
+     WHERE database_id = $1 AND source = $2 AND ((resolution = 60 AND bucket = $3) OR (resolution = 3600 AND bucket >= $4)) AND subject = '' AND metric = $5`,
+    params: [databaseId, SAMPLED_SOURCE, minute, hour, spec.section],
   })
+  const gaugeAt = spec.gauges.map((g) => spec.latestColumns.indexOf(g))
   return () => {
-    let newestTs = Number.NEGATIVE_INFINITY
-    const latest = new Map<string, { ts: number; gauges: (number | null)[] }>()
+    let lastCarried = Number.NEGATIVE_INFINITY
+    const latest: StoredState['latest'] = new Map()
     for (const r of rows()) {
       const ts = Number(r.ts)
-      newestTs = Math.max(newestTs, ts)
-      latest.set(JSON.stringify(spec.keyColumns.map((c) => String(r[c]))), { ts, gauges: spec.gauges.map((g) => numOrNull(r[g])) })
+      lastCarried = Math.max(lastCarried, ts)
+      const key = spec.keyColumns.map((c) => String(r[c]))
+      const values = spec.latestColumns.map((c) => normalized(c, r[c]))
+      latest.set(JSON.stringify(key), { key, ts, gauges: gaugeAt.map((i) => values[i] as number | null), values })
     }
-    const lastSampled = new Map(sampled().map((r) => [Number(r.resolution), Number(r.sampled_at)]))
-    return { newest: collectedAt >= newestTs, latest, lastSampled }
+    const lastSampled = new Map<number, number>()
+    for (const r of sampled()) {
+      const [resolution, bucket, sampledAt] = [Number(r.resolution), Number(r.bucket), Number(r.sampled_at)]
+      if (resolution === 3600) lastCarried = Math.max(lastCarried, sampledAt)
+      if (bucket === (resolution === 60 ? minute : hour)) lastSampled.set(resolution, sampledAt)
+    }
+    return { newest: collectedAt >= lastCarried, newCycle: collectedAt > lastCarried, latest, lastSampled }
   }
 }
 
@@ -171,7 +216,7 @@ function isNews(row: { key: string[]; counters: (number | bigint | null)[]; gaug
  * Adds the rows to the minute and hour buckets of `collectedAt`: only the objects that are news
  * (isNews), or every object of a late batch (it cannot be compared).
  */
-function addToBuckets(writes: Writes, databaseId: string, collectedAt: number, spec: BucketTable, stored: StoredState, rows: BucketRow[]) {
+function addToBuckets(writes: Writes, databaseId: string, collectedAt: number, spec: BucketTable, stored: StoredState, rows: BucketRow[]): Set<string> {
   const merged = mergeBucketRows(rows)
   if (!stored.newest) pinLaterMinute(writes, databaseId, collectedAt, spec)
   const written = stored.newest ? merged.filter((r) => isNews(r, stored, collectedAt)) : merged
@@ -197,6 +242,7 @@ function addToBuckets(writes: Writes, databaseId: string, collectedAt: number, s
     [...rowsFor(MINUTE_MS), ...rowsFor(HOUR_MS)],
     { key: ['database_id', ...spec.keyColumns, 'resolution', 'bucket'], update },
   )
+  return new Set(written.map((r) => JSON.stringify(r.key)))
 }
 
 /**
@@ -248,35 +294,70 @@ function markSampled(writes: Writes, databaseId: string, batch: IngestBatch) {
   )
 }
 
-/**
- * Replaces the latest rows with the batch's: objects no longer reported go, and a size the agent could
- * not measure this cycle (null) keeps the last one measured. Each row starts with its key columns.
- */
-function replaceLatest(
-  writes: Writes,
-  table: 'latest_tables' | 'latest_indexes',
-  databaseId: string,
-  collectedAt: number,
-  cols: readonly string[],
-  keyColumns: readonly string[],
-  keep: Record<string, string>,
-  rows: unknown[][],
-) {
-  const update = Object.fromEntries(cols.filter((c) => !keyColumns.includes(c)).map((c) => [c, keep[c] ?? `excluded.${c}`]))
-  const unique = new Map(rows.map((r) => [JSON.stringify(r.slice(0, keyColumns.length)), r]))
-  writes.upsert(table, ['database_id', ...cols], [...unique.values()].map((r) => [databaseId, ...r]), { key: ['database_id', ...keyColumns], update })
-  writes.add(`DELETE FROM ${table} WHERE database_id = $1 AND ts <> $2`, [databaseId, collectedAt])
+/** An object's latest row as the batch has it: its key, and its values in the order of spec.latestColumns. */
+interface LatestEntry {
+  key: string[]
+  values: unknown[]
 }
 
-const keepSize = (table: string, c: string) => `COALESCE(excluded.${c}, ${table}.${c})`
+/** Whether the entry says something its stored latest row does not (an unknown size or definition keeps the stored one). */
+function latestChanged(spec: BucketTable, entry: LatestEntry, before: { values: unknown[] }): boolean {
+  return spec.latestColumns.some((c, i) => {
+    const incoming = normalized(c, entry.values[i])
+    return incoming !== before.values[i] && !spec.keep[c]?.unknown(incoming)
+  })
+}
 
-const LATEST_TABLE_COLUMNS = ['schema_name', 'table_name', 'ts', ...TABLE_COUNTERS, ...TABLE_GAUGES, ...TABLE_TIMES, 'has_primary_key', 'autovacuum_enabled'] as const
+/**
+ * Brings the latest rows up to the batch (a batch no older than the stored ones): an object's row is
+ * written, with ts = collected_at, when it is new, changed (latestChanged), or got bucket rows
+ * (`bucketed`: it moved, or its first report of the hour); the rows of unchanged objects stay as they
+ * are, so an idle database's batch writes none of its ~250. A row's ts is therefore when it was last
+ * written, within the hour of the object's latest report: retention (which deletes latest rows older
+ * than its cutoff) never reaches a reported object, and reads show the section's last sampled time as
+ * each row's "as of" (readers below). The first batch of a newer cycle removes, by key, the stored
+ * objects it does not name; later parts of a split cycle (the same collected_at) remove nothing.
+ */
+function updateLatest(writes: Writes, spec: BucketTable, databaseId: string, collectedAt: number, stored: StoredState, bucketed: Set<string>, entries: LatestEntry[]) {
+  const unique = new Map(entries.map((e) => [JSON.stringify(e.key), e]))
+  const written: unknown[][] = []
+  for (const [id, entry] of unique) {
+    const before = stored.latest.get(id)
+    if (!before || bucketed.has(id) || latestChanged(spec, entry, before)) written.push([databaseId, ...entry.key, collectedAt, ...entry.values])
+  }
+  const update = Object.fromEntries(['ts', ...spec.latestColumns].map((c) => [c, spec.keep[c]?.sql ?? `excluded.${c}`]))
+  const key = ['database_id', ...spec.keyColumns]
+  writes.upsert(spec.latest, [...key, 'ts', ...spec.latestColumns], written, { key, update })
+  if (!stored.newCycle) return
+  const gone = [...stored.latest].filter(([id]) => !unique.has(id)).map(([, before]) => before.key)
+  if (gone.length > 0) removeLatest(writes, spec, databaseId, gone)
+}
+
+/**
+ * Deletes the latest rows of the given objects, in one statement whatever their number: the keys travel
+ * as arrays (PostgreSQL) or one JSON array of [schema, name] pairs (SQLite).
+ */
+function removeLatest(writes: Writes, spec: BucketTable, databaseId: string, keys: string[][]) {
+  const [schema, name] = spec.keyColumns
+  if (writes.dialect === 'postgres') {
+    writes.add(`DELETE FROM ${spec.latest} WHERE database_id = $1 AND (${schema}, ${name}) IN (SELECT * FROM unnest($2::text[], $3::text[]))`, [
+      databaseId,
+      keys.map((k) => k[0]),
+      keys.map((k) => k[1]),
+    ])
+    return
+  }
+  writes.add(
+    `DELETE FROM ${spec.latest} WHERE database_id = $1 AND (${schema}, ${name}) IN (SELECT value ->> 0, value ->> 1 FROM json_each($2))`,
+    [databaseId, JSON.stringify(keys)],
+  )
+}
 
 function applyTables(reads: Reads, databaseId: string, collectedAt: number, tables: TableStat[]): (writes: Writes) => void {
   const state = storedState(reads, TABLE_BUCKETS, databaseId, collectedAt)
   return (writes) => {
     const stored = state()
-    addToBuckets(
+    const bucketed = addToBuckets(
       writes,
       databaseId,
       collectedAt,
@@ -289,33 +370,26 @@ function applyTables(reads: Reads, databaseId: string, collectedAt: number, tabl
       })),
     )
     if (!stored.newest) return
-    replaceLatest(
+    updateLatest(
       writes,
-      'latest_tables',
+      TABLE_BUCKETS,
       databaseId,
       collectedAt,
-      LATEST_TABLE_COLUMNS,
-      ['schema_name', 'table_name'],
-      { table_size_bytes: keepSize('latest_tables', 'table_size_bytes'), index_size_bytes: keepSize('latest_tables', 'index_size_bytes') },
-      tables.map((t) => [
-        t.schema_name,
-        t.table_name,
-        collectedAt,
-        ...[...TABLE_COUNTERS, ...TABLE_GAUGES, ...TABLE_TIMES].map((c) => int(t[c])),
-        t.has_primary_key ?? null,
-        t.autovacuum_enabled ?? null,
-      ]),
+      stored,
+      bucketed,
+      tables.map((t) => ({
+        key: [t.schema_name, t.table_name],
+        values: [...[...TABLE_COUNTERS, ...TABLE_GAUGES, ...TABLE_TIMES].map((c) => int(t[c])), t.has_primary_key ?? null, t.autovacuum_enabled ?? null],
+      })),
     )
   }
 }
-
-const LATEST_INDEX_COLUMNS = ['schema_name', 'index_name', 'table_name', 'ts', ...INDEX_COUNTERS, ...INDEX_GAUGES, 'index_def', 'is_unique', 'is_primary', 'is_valid'] as const
 
 function applyIndexes(reads: Reads, databaseId: string, collectedAt: number, indexes: IndexStat[]): (writes: Writes) => void {
   const state = storedState(reads, INDEX_BUCKETS, databaseId, collectedAt)
   return (writes) => {
     const stored = state()
-    addToBuckets(
+    const bucketed = addToBuckets(
       writes,
       databaseId,
       collectedAt,
@@ -328,30 +402,17 @@ function applyIndexes(reads: Reads, databaseId: string, collectedAt: number, ind
       })),
     )
     if (!stored.newest) return
-    replaceLatest(
+    updateLatest(
       writes,
-      'latest_indexes',
+      INDEX_BUCKETS,
       databaseId,
       collectedAt,
-      LATEST_INDEX_COLUMNS,
-      ['schema_name', 'index_name'],
-      {
-        size_bytes: keepSize('latest_indexes', 'size_bytes'),
-        // The agent sends an empty definition for an index it could not deparse yet (its table was locked).
-        index_def: `CASE WHEN excluded.index_def = '' THEN latest_indexes.index_def ELSE excluded.index_def END`,
-      },
-      indexes.map((i) => [
-        i.schema_name,
-        i.index_name,
-        i.table_name,
-        collectedAt,
-        ...INDEX_COUNTERS.map((c) => int(i[c])),
-        int(i.size_bytes),
-        i.index_def,
-        i.is_unique,
-        i.is_primary,
-        i.is_valid,
-      ]),
+      stored,
+      bucketed,
+      indexes.map((i) => ({
+        key: [i.schema_name, i.index_name],
+        values: [i.table_name, ...INDEX_COUNTERS.map((c) => int(i[c])), int(i.size_bytes), i.index_def, i.is_unique, i.is_primary, i.is_valid],
+      })),
     )
   }
 }
@@ -417,12 +478,29 @@ export interface TableRow {
   autovacuum_enabled: boolean | null
 }
 
+/**
+ * The latest rows of a section with the time the section was last carried (`carried_at`), which is
+ * every row's "as of" time: each stored row was named by that batch (the first batch of a cycle removes
+ * the others), whereas its own ts says when it was last written (an unchanged object's row is not).
+ * From the latest hour's sampled row (kept as long as the latest rows, see the header).
+ */
+function latestRowsSql(spec: BucketTable): string {
+  return `${spec.latest} LEFT JOIN (
+       SELECT sampled_at AS carried_at FROM metric_gauges
+       WHERE database_id = $1 AND source = '${SAMPLED_SOURCE}' AND resolution = 3600 AND subject = '' AND metric = '${spec.section}'
+       ORDER BY bucket DESC LIMIT 1
+     ) carried ON 1 = 1`
+}
+
+/** A latest row's "as of" time (see latestRowsSql). */
+const asOf = (r: Record<string, unknown>) => Math.max(Number(r.ts), numOrNull(r.carried_at) ?? Number.NEGATIVE_INFINITY)
+
 function toTableRow(r: Record<string, unknown>): TableRow {
   const numbers = Object.fromEntries([...TABLE_COUNTERS, ...TABLE_GAUGES, ...TABLE_TIMES].map((c) => [c, numOrNull(r[c])]))
   return {
     schema_name: String(r.schema_name),
     table_name: String(r.table_name),
-    ts: Number(r.ts),
+    ts: asOf(r),
     ...numbers,
     has_primary_key: boolOrNull(r.has_primary_key),
     autovacuum_enabled: boolOrNull(r.autovacuum_enabled),
@@ -449,7 +527,7 @@ function toIndexRow(r: Record<string, unknown>): IndexRow {
     schema_name: String(r.schema_name),
     table_name: String(r.table_name),
     index_name: String(r.index_name),
-    ts: Number(r.ts),
+    ts: asOf(r),
     idx_scan: numOrNull(r.idx_scan),
     idx_tup_read: numOrNull(r.idx_tup_read),
     idx_tup_fetch: numOrNull(r.idx_tup_fetch),
@@ -566,14 +644,18 @@ export function objectsReader(driver: SqlDriver) {
 
     async listTables(databaseId: string, sort: TableSort, limit: number): Promise<TableRow[]> {
       const rows = await driver.all(
-        `SELECT * FROM latest_tables WHERE database_id = $1 ${orderBy(TABLE_ORDER[sort], 'schema_name, table_name')} LIMIT $2`,
+        `SELECT * FROM ${latestRowsSql(TABLE_BUCKETS)} WHERE database_id = $1 ${orderBy(TABLE_ORDER[sort], 'schema_name, table_name')} LIMIT $2`,
         [databaseId, limit],
       )
       return rows.map(toTableRow)
     },
 
     async table(databaseId: string, schema: string, name: string): Promise<TableRow | undefined> {
-      const row = await driver.get('SELECT * FROM latest_tables WHERE database_id = $1 AND schema_name = $2 AND table_name = $3', [databaseId, schema, name])
+      const row = await driver.get(`SELECT * FROM ${latestRowsSql(TABLE_BUCKETS)} WHERE database_id = $1 AND schema_name = $2 AND table_name = $3`, [
+        databaseId,
+        schema,
+        name,
+      ])
       return row ? toTableRow(row) : undefined
     },
 
@@ -585,7 +667,7 @@ export function objectsReader(driver: SqlDriver) {
     async listIndexes(databaseId: string, sort: IndexSort, limit: number, unusedOnly = false): Promise<IndexRow[]> {
       const unused = 'AND idx_scan = 0 AND is_primary = $3 AND is_unique = $3 AND size_bytes > $4'
       const rows = await driver.all(
-        `SELECT * FROM latest_indexes WHERE database_id = $1 ${unusedOnly ? unused : ''}
+        `SELECT * FROM ${latestRowsSql(INDEX_BUCKETS)} WHERE database_id = $1 ${unusedOnly ? unused : ''}
          ${orderBy(INDEX_ORDER[sort], 'schema_name, index_name')} LIMIT $2`,
         unusedOnly ? [databaseId, limit, false, unusedIndexMinBytes] : [databaseId, limit],
       )
@@ -593,7 +675,11 @@ export function objectsReader(driver: SqlDriver) {
     },
 
     async index(databaseId: string, schema: string, name: string): Promise<IndexRow | undefined> {
-      const row = await driver.get('SELECT * FROM latest_indexes WHERE database_id = $1 AND schema_name = $2 AND index_name = $3', [databaseId, schema, name])
+      const row = await driver.get(`SELECT * FROM ${latestRowsSql(INDEX_BUCKETS)} WHERE database_id = $1 AND schema_name = $2 AND index_name = $3`, [
+        databaseId,
+        schema,
+        name,
+      ])
       return row ? toIndexRow(row) : undefined
     },
 
