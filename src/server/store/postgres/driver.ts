@@ -51,7 +51,7 @@ function arrayElement(value: unknown): string {
   if (value === null || value === undefined) return 'NULL'
   if (typeof value === 'boolean') return value ? 't' : 'f'
   if (typeof value === 'number' || typeof value === 'bigint') return String(value)
-  return `"${String(value).replace(/[\\"]/g, (c) => `\\${c}`)}"`
+  return `"${String(value).replace(/[\\"]/g, '\\$&')}"`
 }
 
 /**
