@@ -24,7 +24,8 @@ const releaseFlags = ['--minify-syntax', '--minify-whitespace', '--define', 'pro
 
 async function build(outfile: string, target?: string) {
   const started = performance.now()
-  const args = ['build', '--compile', ...releaseFlags, 'src/cli.ts', '--outfile', outfile]
+  // The diagnosis worker (src/server/doctor/worker.ts) is an entry point of its own: `new Worker(new URL(...))` finds it in the binary.
+  const args = ['build', '--compile', ...releaseFlags, 'src/cli.ts', 'src/server/doctor/worker.ts', '--outfile', outfile]
   if (target) args.push(`--target=${target}`)
   await $`bun ${args}`.quiet()
   console.log(`built ${outfile}${target ? ` (${target})` : ''} in ${Math.round(performance.now() - started)} ms`)

@@ -6,6 +6,7 @@ import type { SignupMode } from './config.ts'
 import type { Store } from './store/types.ts'
 import type { WebhookPolicy } from './webhook-target.ts'
 import type { LoopLag } from './loop-lag.ts'
+import type { Diagnoser } from './doctor/diagnosis-worker.ts'
 
 export interface Deps {
   store: Store
@@ -28,6 +29,8 @@ export interface Deps {
   streams?: Set<{ close(code?: number, reason?: string): void }>
   /** The event loop's lag (`dbm serve` samples it; /healthz reports it). */
   loopLag?: LoopLag
+  /** The diagnosis worker (`dbm serve` starts one): the health monitor's diagnoses run there. */
+  diagnoser?: Diagnoser
 }
 
 /**

@@ -297,7 +297,8 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
     const db = await store.getDatabase(monitored.org_id, monitored.id)
     if (!db) return // deleted meanwhile
     summary.databases++
-    const diagnosis = await diagnose(deps, db, now, { between: breathe })
+    // In the diagnosis worker when `dbm serve` runs one (another core), else here between turns of the loop.
+    const diagnosis = deps.diagnoser?.running ? await deps.diagnoser.diagnose(db, now) : await diagnose(deps, db, now, { between: breathe })
     const records = diagnosis.findings.map(toRecord)
     if (monitored.org_verified) {
       const r = await health.syncRecommendations(db.id, records, diagnosis.failed_rules, now)

@@ -5,6 +5,7 @@ import { TokenService } from './auth/tokens.ts'
 import { type ServeConfig, loadJwtSecret } from './config.ts'
 import { createLogger } from '../shared/log.ts'
 import { createHealthMonitor } from './health-monitor.ts'
+import { startDiagnosisWorker } from './doctor/diagnosis-worker.ts'
 import { createMailer } from './mail.ts'
 import { rateEventRetentionMs } from './limits.ts'
 import { isStoreUnreachable } from './store/availability.ts'
@@ -62,6 +63,18 @@ export async function serve(config: ServeConfig): Promise<number> {
       if (!isStoreUnreachable(e)) log.warn('rate-limit sweep failed', { cause: (e as Error).message })
     })
   }, 10 * 60 * 1000)
+  // The doctor's work for the health monitor runs in a thread of its own (doctor/worker.ts) once it has
+  // started (in the background: the server answers, and handles signals, meanwhile).
+  const diagnoser = startDiagnosisWorker({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, logLevel: config.logLevel, log }).then(
+    (started) => {
+      Object.assign(deps, { diagnoser: started })
+      return started
+    },
+    (e) => {
+      log.warn('no diagnosis worker; the health monitor diagnoses on the main thread', { cause: (e as Error).message })
+      return undefined
+    },
+  )
   const monitor = createHealthMonitor(deps, { retentionDays: config.retentionDays })
   monitor.start()
 
@@ -84,6 +97,7 @@ export async function serve(config: ServeConfig): Promise<number> {
         }
       }
       await monitor.stop()
+      await (await diagnoser)?.close()
       await mailer.idle()
       mailer.close()
       deps.loopLag.stop()

@@ -152,9 +152,17 @@ export class SqlStore implements Store {
   /** Statement sums over closed hours, SQLite only (this process sees every write to the file). */
   private readonly closedHours: ClosedHourSums | undefined
 
-  constructor(readonly driver: SqlDriver) {
-    this.keyCache = driver.dialect === 'sqlite' ? new Map() : undefined
-    this.closedHours = driver.dialect === 'sqlite' ? new ClosedHourSums() : undefined
+  /**
+   * `options.reader`: a second connection that only reads (the diagnosis worker's), which cannot see
+   * this process's writes happen: it keeps none of the caches that rely on seeing every write.
+   */
+  constructor(
+    readonly driver: SqlDriver,
+    options: { reader?: boolean } = {},
+  ) {
+    const ownsFile = driver.dialect === 'sqlite' && !options.reader
+    this.keyCache = ownsFile ? new Map() : undefined
+    this.closedHours = ownsFile ? new ClosedHourSums() : undefined
     this.objects = objectsReader(driver)
     this.internals = internalsReader(driver)
     this.clickhouse = clickhouseReader(driver)

@@ -46,12 +46,26 @@ export class SqliteDriver implements SqlDriver {
   private readonly directDriver: SqlDriver
 
   /** `<store>.lock`, held with an exclusive lock while the store is open: one process per store file. */
-  private readonly lock: Database
+  private readonly lock: Database | undefined
   /** The checkpoint worker (checkpointer.ts); undefined until it started, or when it could not start. */
   private checkpointer: Checkpointer | undefined
   private readonly checkpointerStarting: Promise<void>
 
-  constructor(path: string) {
+  /**
+   * `options.reader`: a second connection to a store another connection of this process owns (the
+   * diagnosis worker's): no lock, no checkpoints, no writes (query_only), and no generation.
+   */
+  constructor(path: string, options: { reader?: boolean } = {}) {
+    if (options.reader) {
+      this.lock = undefined
+      this.db = new Database(path, { create: false, strict: false })
+      this.db.exec('PRAGMA query_only = ON')
+      this.db.exec('PRAGMA busy_timeout = 5000')
+      this.checkpointerStarting = Promise.resolve()
+      this.generation = () => undefined
+      this.directDriver = this.direct()
+      return
+    }
     // One process owns the store: a second `dbm serve` on the same data directory is refused ("database
     // is locked") instead of sharing it. The lock is a file of its own, locked for as long as the store is
     // open (the operating system releases it when the process ends, however it ends), so that the store's
@@ -210,8 +224,8 @@ export class SqliteDriver implements SqlDriver {
 
   private changesStatement: Statement | undefined
 
-  /** sqlite3_total_changes(): every row inserted, updated or deleted through this (the only) connection. */
-  readonly generation = (): number | undefined => {
+  /** sqlite3_total_changes(): every row inserted, updated or deleted through this (the only writing) connection. */
+  readonly generation: () => number | undefined = () => {
     if (this.txOpen) return undefined
     this.changesStatement ??= this.db.prepare('SELECT total_changes() AS n')
     return (this.changesStatement.get() as { n: number }).n
@@ -248,6 +262,6 @@ export class SqliteDriver implements SqlDriver {
     this.changesStatement?.finalize()
     // The last connection to close checkpoints the WAL into the file and removes it.
     this.db.close()
-    this.lock.close()
+    this.lock?.close()
   }
 }

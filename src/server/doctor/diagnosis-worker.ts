@@ -1,0 +1,116 @@
+// The main thread's side of the diagnosis worker (worker.ts): `dbm serve` starts one and the health
+// monitor sends it each database to diagnose, one at a time, so the doctor's reads and rules run on
+// another core while the event loop serves the API and ingest. A diagnosis that takes longer than
+// DIAGNOSIS_TIMEOUT_MS is given up (the monitor logs it and tries the database at its next pass). When
+// the worker cannot start, or stops, the monitor diagnoses on the main thread as before (logged once).
+import type { LogLevel, Logger } from '../../shared/log.ts'
+import type { RegisteredDatabase } from '../store/types.ts'
+import type { Diagnosis } from './index.ts'
+import type { WorkerRequest } from './worker.ts'
+
+export const DIAGNOSIS_TIMEOUT_MS = 60_000
+
+export interface Diagnoser {
+  diagnose(db: RegisteredDatabase, now: number): Promise<Diagnosis>
+  /** False once the worker stopped: callers diagnose on their own thread. */
+  readonly running: boolean
+  close(): Promise<void>
+}
+
+/**
+ * Where worker.ts is. From source, next to this file. In the compiled binary it is an entry point of its
+ * own (scripts/build.ts), embedded under the entry points' common root (src/) beside the binary's own
+ * module, whose import.meta.url is `file:///$bunfs/root/<binary name>`.
+ */
+function workerUrl(): string {
+  const compiled = import.meta.url.includes('/$bunfs/')
+  return new URL(compiled ? './server/doctor/worker.ts' : './worker.ts', import.meta.url).href
+}
+
+export async function startDiagnosisWorker(options: {
+  dataDir: string
+  databaseUrl?: string
+  logLevel: LogLevel
+  thresholds?: Record<string, Record<string, number>>
+  log: Logger
+}): Promise<Diagnoser> {
+  const worker = new Worker(workerUrl())
+  const handle = worker as unknown as { ref(): void; unref(): void }
+  let running = true
+  let nextId = 1
+  const pending = new Map<number, { resolve(d: Diagnosis): void; reject(e: Error): void; timer: ReturnType<typeof setTimeout> }>()
+  let opened: ((m: { error?: string }) => void) | undefined
+  let closed: (() => void) | undefined
+
+  const stopped = (why: string) => {
+    if (!running) return
+    running = false
+    options.log.error('diagnosis worker stopped; diagnosing on the main thread', { cause: why })
+    for (const [, p] of pending) {
+      clearTimeout(p.timer)
+      p.reject(new Error(`diagnosis worker stopped: ${why}`))
+    }
+    pending.clear()
+    opened?.({ error: why })
+  }
+  worker.onmessage = (event: MessageEvent) => {
+    const m = event.data
+    if (m.kind === 'opened') opened?.(m)
+    else if (m.kind === 'closed') closed?.()
+    else if (m.kind === 'diagnosis') {
+      const p = pending.get(m.id)
+      if (!p) return // given up already
+      pending.delete(m.id)
+      clearTimeout(p.timer)
+      if (pending.size === 0) handle.unref()
+      if (m.error !== undefined) p.reject(Object.assign(new Error(m.error), m.unreachable ? { code: m.unreachable } : {}))
+      else p.resolve(m.diagnosis as Diagnosis)
+    }
+  }
+  worker.onerror = (event) => stopped((event as ErrorEvent).message ?? 'error')
+  worker.addEventListener('close', () => stopped('exited'))
+
+  const send = (m: WorkerRequest) => worker.postMessage(m)
+  const answer = await new Promise<{ error?: string }>((resolve) => {
+    opened = resolve
+    send({ kind: 'open', dataDir: options.dataDir, databaseUrl: options.databaseUrl, logLevel: options.logLevel, thresholds: options.thresholds })
+  })
+  opened = undefined
+  if (answer.error !== undefined) {
+    running = false
+    worker.terminate()
+    throw new Error(`the diagnosis worker cannot open the store: ${answer.error}`)
+  }
+  handle.unref()
+
+  return {
+    get running() {
+      return running
+    },
+    diagnose(db, now) {
+      if (!running) return Promise.reject(new Error('diagnosis worker stopped'))
+      const id = nextId++
+      return new Promise<Diagnosis>((resolve, reject) => {
+        const timer = setTimeout(() => {
+          pending.delete(id)
+          if (pending.size === 0) handle.unref()
+          reject(new Error(`no diagnosis within ${DIAGNOSIS_TIMEOUT_MS / 1000} s`))
+        }, DIAGNOSIS_TIMEOUT_MS)
+        ;(timer as { unref?: () => void }).unref?.()
+        pending.set(id, { resolve, reject, timer })
+        handle.ref()
+        send({ kind: 'diagnose', id, db, now })
+      })
+    },
+    async close() {
+      if (!running) return
+      handle.ref()
+      await Promise.race([new Promise<void>((resolve) => {
+        closed = resolve
+        send({ kind: 'close' })
+      }), Bun.sleep(5_000)])
+      running = false
+      worker.terminate()
+    },
+  }
+}

@@ -1,0 +1,66 @@
+// The diagnosis worker: a thread of `dbm serve` that runs the doctor for the health monitor, so that the
+// rules' reads and work use the machine's second core instead of the event loop that serves the API and
+// ingest. It opens its own connection to the store (SQLite: a query-only second connection to the
+// file; PostgreSQL: a small pool of its own) and answers each `diagnose` message with the diagnosis.
+// The monitor applies what was found (recommendations, alerts, notifications) on the main thread.
+// Started by diagnosis-worker.ts; an entry point of the build of its own (scripts/build.ts).
+import { join } from 'node:path'
+import { createLogger, type LogLevel } from '../../shared/log.ts'
+import type { RegisteredDatabase } from '../store/types.ts'
+import { SqlStore } from '../store/sql-store.ts'
+import { SqliteDriver } from '../store/sqlite/driver.ts'
+import { diagnose } from './index.ts'
+
+export interface WorkerOpen {
+  kind: 'open'
+  dataDir: string
+  databaseUrl?: string
+  logLevel: LogLevel
+  thresholds?: Record<string, Record<string, number>>
+}
+export interface WorkerDiagnose {
+  kind: 'diagnose'
+  id: number
+  db: RegisteredDatabase
+  now: number
+}
+export interface WorkerClose {
+  kind: 'close'
+}
+export type WorkerRequest = WorkerOpen | WorkerDiagnose | WorkerClose
+
+declare const self: Worker
+
+let deps: Parameters<typeof diagnose>[0] | undefined
+let store: SqlStore | undefined
+
+async function open(m: WorkerOpen) {
+  const driver = m.databaseUrl
+    ? new (await import('../store/postgres/driver.ts')).PostgresDriver(m.databaseUrl, { max: 4 })
+    : new SqliteDriver(join(m.dataDir, 'dbm.sqlite'), { reader: true })
+  store = new SqlStore(driver, { reader: true })
+  deps = { store, log: createLogger(m.logLevel), doctorThresholds: m.thresholds }
+}
+
+self.onmessage = async (event: MessageEvent<WorkerRequest>) => {
+  const m = event.data
+  if (m.kind === 'open') {
+    try {
+      await open(m)
+      postMessage({ kind: 'opened' })
+    } catch (e) {
+      postMessage({ kind: 'opened', error: String((e as Error)?.message ?? e) })
+    }
+  } else if (m.kind === 'diagnose') {
+    try {
+      if (!deps) throw new Error('the diagnosis worker has no store')
+      const { context: _context, ...diagnosis } = await diagnose(deps, m.db, m.now)
+      postMessage({ kind: 'diagnosis', id: m.id, diagnosis })
+    } catch (e) {
+      postMessage({ kind: 'diagnosis', id: m.id, error: String((e as Error)?.message ?? e), unreachable: (e as { code?: string })?.code })
+    }
+  } else if (m.kind === 'close') {
+    await store?.close().catch(() => {})
+    postMessage({ kind: 'closed' })
+  }
+}

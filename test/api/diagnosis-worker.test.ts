@@ -1,0 +1,79 @@
+// The diagnosis worker (src/server/doctor/worker.ts) that `dbm serve` runs the health monitor's diagnoses
+// in, on both stores: over its own connection to the store it finds exactly what the main thread finds
+// (findings, score, status, key figures) for a database with a critical finding and for a healthy one,
+// including data written by the main thread just before; a health monitor given the worker records the
+// same diagnosis; and once the worker is closed the monitor diagnoses on its own thread.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { type Diagnoser, startDiagnosisWorker } from '../../src/server/doctor/diagnosis-worker.ts'
+import { diagnose } from '../../src/server/doctor/index.ts'
+import { createHealthMonitor } from '../../src/server/health-monitor.ts'
+import { createLogger } from '../../src/shared/log.ts'
+import { pgBatch } from '../support/batches.ts'
+import { type TestServer, agentAccount, freshStoreLocation, startTestServer, storeKinds } from '../support/server.ts'
+
+const critical = (name: string, at: number) => pgBatch(name, at, { database_stats: { blks_hit: 50_000, blks_read: 50_000 } })
+const healthy = (name: string, at: number) => pgBatch(name, at, { database_stats: { blks_hit: 100_000, blks_read: 0 } })
+
+for (const kind of storeKinds) {
+  describe(`diagnosis worker (${kind})`, () => {
+    let server: TestServer
+    let worker: Diagnoser
+    let cleanup = () => {}
+    let key = ''
+    beforeAll(async () => {
+      const location = await freshStoreLocation(kind)
+      cleanup = location.cleanup
+      server = await startTestServer(kind, { dataDir: location.dataDir, databaseUrl: location.databaseUrl })
+      key = (await agentAccount(server, { verified: true })).key
+      worker = await startDiagnosisWorker({ dataDir: location.dataDir, databaseUrl: location.databaseUrl, logLevel: 'warn', log: createLogger('warn') })
+    })
+    afterAll(async () => {
+      await worker?.close()
+      await server?.stop()
+      cleanup()
+    })
+
+    const ingest = async (batch: ReturnType<typeof pgBatch>) => {
+      const res = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: batch })
+      expect(res.status).toBe(200)
+      return res.body.database_id as string
+    }
+
+    test('finds exactly what the main thread finds, including what was written just before', async () => {
+      const now = server.deps.clock()
+      for (const [name, batch] of [['w-critical', critical], ['w-healthy', healthy]] as const) {
+        const id = await ingest(batch(name, now - 20_000))
+        const org = (await server.store.health.monitoredDatabases(0)).find((d) => d.id === id)!.org_id
+        const db = (await server.store.getDatabase(org, id))!
+        const { context: _context, ...here } = await diagnose(server.deps, db, now)
+        const there = await worker.diagnose(db, now)
+        expect(there).toEqual(here)
+        expect(there.score).toBe(name === 'w-critical' ? 70 : 100)
+        // A batch written now is seen by the worker's next diagnosis.
+        await ingest(batch === critical ? healthy(name, now - 5_000) : critical(name, now - 5_000))
+        const { context: _c2, ...hereAfter } = await diagnose(server.deps, db, now)
+        expect(await worker.diagnose(db, now)).toEqual(hereAfter)
+      }
+    })
+
+    test('a health monitor given the worker records its diagnoses; closed, the monitor diagnoses on its own thread', async () => {
+      const now = server.deps.clock() + 60_000
+      const deps = { ...server.deps, diagnoser: worker }
+      const summary = await createHealthMonitor(deps, { retentionDays: 30 }).runOnce(now)
+      expect(summary).toMatchObject({ databases: 2, failed: 0 })
+      // What the main thread's own diagnosis at `now` gives, database by database.
+      const expected = []
+      for (const m of await server.store.health.monitoredDatabases(0)) {
+        const db = (await server.store.getDatabase(m.org_id, m.id))!
+        const d = await diagnose(server.deps, db, now)
+        expected.push([m.id, d.score, d.status, now])
+      }
+      const health = await server.store.driver.all<{ database_id: string; score: number; status: string; evaluated_at: number }>('SELECT * FROM database_health')
+      expect(health.map((r) => [r.database_id, Number(r.score), r.status, Number(r.evaluated_at)]).sort()).toEqual(expected.sort() as any)
+      await worker.close()
+      expect(worker.running).toBe(false)
+      const after = await createHealthMonitor(deps, { retentionDays: 30 }).runOnce(now + 60_000)
+      expect(after).toMatchObject({ databases: 2, failed: 0 })
+    })
+  })
+}
