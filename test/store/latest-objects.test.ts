@@ -22,6 +22,7 @@ interface TableSample {
   liveTuples?: number
   sizeBytes?: number | null
   lastAutovacuum?: number | null
+  autovacuumEnabled?: boolean
 }
 
 function table(s: TableSample): TableStat {
@@ -40,7 +41,7 @@ function table(s: TableSample): TableStat {
     table_size_bytes: s.sizeBytes === undefined ? 81_920 : s.sizeBytes,
     index_size_bytes: 16_384,
     has_primary_key: true,
-    autovacuum_enabled: true,
+    autovacuum_enabled: s.autovacuumEnabled ?? true,
     delta: { seq_scan: scans, seq_tup_read: 0, idx_scan: 0, idx_tup_fetch: 0, n_tup_ins: 0, n_tup_upd: 0, n_tup_del: 0, n_tup_hot_upd: 0 },
   }
 }
@@ -115,16 +116,18 @@ describe.each(storeKinds)('latest tables and indexes (%s store)', (kind: StoreKi
     await ingest(batch('keep', at(1), [table({ name: 'a' }), table({ name: 'b' }), table({ name: 'c' })], [index('a'), index('b')]))
     await ingest(batch('keep', at(2), [table({ name: 'a' }), table({ name: 'b', scans: 2, liveTuples: 510 }), table({ name: 'c' })], [index('a'), index('b')]))
     await ingest(batch('keep', at(3), [table({ name: 'a' }), table({ name: 'b', totalScans: 2, liveTuples: 510 }), table({ name: 'c', lastAutovacuum: at(2, 50) })], [index('a'), index('b')]))
-    // Minute 4: sizes not measured (null) and b's index definition not deparsed (''): both keep the stored ones.
-    await ingest(batch('keep', at(4), [table({ name: 'a', sizeBytes: null }), table({ name: 'b', totalScans: 2, liveTuples: 510 }), table({ name: 'c', lastAutovacuum: at(2, 50) })], [index('a'), index('b', '')]))
+    // Minute 4: sizes not measured (null) and b's index definition not deparsed (''): both keep the stored
+    // ones. Autovacuum is turned off for c.
+    const c4 = table({ name: 'c', lastAutovacuum: at(2, 50), autovacuumEnabled: false })
+    await ingest(batch('keep', at(4), [table({ name: 'a', sizeBytes: null }), table({ name: 'b', totalScans: 2, liveTuples: 510 }), c4], [index('a'), index('b', '')]))
 
-    expect(await writtenAt(id, 'latest_tables')).toEqual({ a: at(0) - T0, b: at(2) - T0, c: at(3) - T0 })
+    expect(await writtenAt(id, 'latest_tables')).toEqual({ a: at(0) - T0, b: at(2) - T0, c: at(4) - T0 })
     expect(await writtenAt(id, 'latest_indexes')).toEqual({ a_pkey: at(0) - T0, b_pkey: at(0) - T0 })
     const tables = await store.objects.listTables(id, 'size', 10)
-    expect(tables.map((t) => [t.table_name, t.ts - T0, t.seq_scan, t.n_live_tup, t.table_size_bytes, t.last_autovacuum])).toEqual([
-      ['a', at(4) - T0, 100, 500, 81_920, null],
-      ['b', at(4) - T0, 102, 510, 81_920, null],
-      ['c', at(4) - T0, 100, 500, 81_920, at(2, 50)],
+    expect(tables.map((t) => [t.table_name, t.ts - T0, t.seq_scan, t.n_live_tup, t.table_size_bytes, t.last_autovacuum, t.autovacuum_enabled])).toEqual([
+      ['a', at(4) - T0, 100, 500, 81_920, null, true],
+      ['b', at(4) - T0, 102, 510, 81_920, null, true],
+      ['c', at(4) - T0, 100, 500, 81_920, at(2, 50), false],
     ])
     expect((await store.objects.table(id, 'public', 'a'))!.ts).toBe(at(4))
     const b = await store.objects.index(id, 'public', 'b_pkey')
@@ -135,14 +138,14 @@ describe.each(storeKinds)('latest tables and indexes (%s store)', (kind: StoreKi
     ])
 
     // Minute 5: b and its index are dropped; a and c unchanged. They go from the lists at once.
-    await ingest(batch('keep', at(5), [table({ name: 'a' }), table({ name: 'c', lastAutovacuum: at(2, 50) })], [index('a')]))
+    await ingest(batch('keep', at(5), [table({ name: 'a' }), c4], [index('a')]))
     expect((await store.objects.listTables(id, 'size', 10)).map((t) => [t.table_name, t.ts])).toEqual([
       ['a', at(5)],
       ['c', at(5)],
     ])
     expect(await store.objects.table(id, 'public', 'b')).toBeUndefined()
     expect((await store.objects.listIndexes(id, 'size', 10)).map((i) => [i.index_name, i.ts])).toEqual([['a_pkey', at(5)]])
-    expect(await writtenAt(id, 'latest_tables')).toEqual({ a: at(0) - T0, c: at(3) - T0 })
+    expect(await writtenAt(id, 'latest_tables')).toEqual({ a: at(0) - T0, c: at(4) - T0 })
 
     // A late batch (minute 4, again b) changes no latest row and brings nothing back.
     await ingest(batch('keep', at(4, 30), [table({ name: 'a' }), table({ name: 'b', scans: 5 })], [index('a'), index('b')]), at(6))
