@@ -1,7 +1,8 @@
 // Engine internals over time: wait events, replication lag and slots, bgwriter/checkpointer, WAL,
 // I/O and database-wide statistics. Like statement statistics, everything lands at ingest in
-// 60-second and 1-hour buckets: wait counts and counter deltas are summed, lags keep their maximum,
-// gauges keep the bucket's latest value. The latest section of each kind is kept whole, with the
+// 60-second and 1-hour buckets: wait counts and counter deltas are summed (a zero delta of this part's
+// counters adds a row only where reads need one, see writeMetrics), lags keep their maximum, gauges
+// keep the bucket's latest value. The latest section of each kind is kept whole, with the
 // cycle's interval, for the "current" endpoints. Reads re-aggregate the stored buckets into
 // intervals of any whole number of seconds (hourly rows only when every interval is whole hours).
 // The metric tables, their writer and reader, and the latest-section writer and reader serve the
@@ -11,7 +12,7 @@ import { BGWRITER_KEYS, DATABASE_COUNTER_KEYS, DATABASE_GAUGE_KEYS, IO_KEYS, WAL
 import type { SqlDriver } from './driver.ts'
 import { int64Counter, readSum, saturatingAdd } from './sql-sums.ts'
 import { HOUR_MS, MINUTE_MS, type Window, windowClause } from './sql-telemetry.ts'
-import type { Writes } from './sql-writes.ts'
+import type { Reads, Writes } from './sql-writes.ts'
 
 /**
  * Metric families in metric_counters / metric_gauges: PostgreSQL's bgwriter, wal, database and io (I/O
@@ -150,15 +151,47 @@ const METRIC_COLUMNS = ['database_id', 'resolution', 'bucket', 'source', 'subjec
 const METRIC_CONFLICT = ['database_id', 'source', 'resolution', 'bucket', 'subject', 'metric'] as const
 
 /**
+ * Which counter families (source and subject) of a batch already have rows in its hour, so that its
+ * zero deltas need no rows (see writeMetrics); undefined: write every delta.
+ */
+export type HourCounted = (source: MetricSource, subject: string) => boolean
+
+const familyOf = (c: MetricValue) => JSON.stringify([c.source, c.subject])
+
+/**
+ * The counter rows of one resolution: every delta, or with `skipZeros` only those that moved plus the
+ * first of each family (source and subject), so the family's bucket has a row whichever moved.
+ */
+function counterRows(prefix: unknown[], counters: MetricValue[], skipZeros: (c: MetricValue) => boolean): unknown[][] {
+  const marked = new Set<string>()
+  const rows: unknown[][] = []
+  for (const c of counters) {
+    const family = familyOf(c)
+    const first = !marked.has(family)
+    marked.add(family)
+    if (c.value !== 0 || first || !skipZeros(c)) rows.push([...prefix, c.source, c.subject, c.metric, c.value])
+  }
+  return rows
+}
+
+/**
  * Adds counter deltas to their buckets and sets gauges to the bucket's latest sample, at both
  * resolutions. Each (source, subject, metric) may appear once per list.
+ * With `hourCounted` (PostgreSQL's internals), a zero delta adds no row, but for the first counter of
+ * each family and in an hour where the family has no row yet: so every bucket a batch landed in has a
+ * row of each of its families, and each hour's rows name every counter the family reported in it
+ * (zeros included), which reads take as the counters a sampled minute without their row reads 0 for
+ * (metricSeries). An idle database's batch has about two thirds of its counters at zero (bgwriter,
+ * I/O), rows it wrote twice (minute, hour) every batch.
  */
-export function writeMetrics(writes: Writes, databaseId: string, collectedAt: number, counters: MetricValue[], gauges: MetricValue[]) {
+export function writeMetrics(writes: Writes, databaseId: string, collectedAt: number, counters: MetricValue[], gauges: MetricValue[], hourCounted?: HourCounted) {
   const prefixes = bucketPrefixes(databaseId, collectedAt)
+  const [minute, hour] = prefixes
+  const skip = hourCounted !== undefined
   writes.upsert(
     'metric_counters',
     METRIC_COLUMNS,
-    prefixes.flatMap((prefix) => counters.map((c) => [...prefix, c.source, c.subject, c.metric, c.value])),
+    [...counterRows(minute!, counters, () => skip), ...counterRows(hour!, counters, (c) => skip && hourCounted(c.source, c.subject))],
     { key: METRIC_CONFLICT, update: { value: 'metric_counters.value + excluded.value' } },
   )
   // A batch collected before the bucket's latest one (a late replay) does not overwrite it.
@@ -194,12 +227,33 @@ export function writeLatest(writes: Writes, table: LatestTable, databaseId: stri
   )
 }
 
-/** Applies the batch's waits, replication, bgwriter, wal_stats, io_stats and database_stats sections. */
-export function applyInternals(writes: Writes, databaseId: string, batch: IngestBatch): void {
-  if (batch.waits?.length) applyWaits(writes, databaseId, batch.collected_at, batch.waits)
-  if (batch.replication) applyReplication(writes, databaseId, batch.collected_at, batch.replication)
-  writeMetrics(writes, databaseId, batch.collected_at, batchCounters(batch), pick('database', '', batch.database_stats ?? {}, DATABASE_GAUGE_KEYS))
-  writeLatest(writes, 'internals_latest', databaseId, batch, LATEST_KINDS)
+/** The sources of this part's counters, whose zero deltas writeMetrics skips (and metricSeries fills). */
+const COUNTER_SOURCES = ['bgwriter', 'wal', 'database', 'io'] as const
+const QUIET_SKIPPED: ReadonlySet<MetricSource> = new Set(COUNTER_SOURCES)
+
+/**
+ * The batch's waits, replication, bgwriter, wal_stats, io_stats and database_stats sections: registers
+ * the read its counters depend on (which families have rows in the batch's hour, see writeMetrics) and
+ * returns the function that adds the writes once it is sent.
+ */
+export function applyInternals(reads: Reads, databaseId: string, batch: IngestBatch): (writes: Writes) => void {
+  const counters = batchCounters(batch)
+  const counted =
+    counters.length > 0
+      ? reads.add({
+          sql: `SELECT DISTINCT source, subject FROM metric_counters
+           WHERE database_id = $1 AND source IN (${COUNTER_SOURCES.map((s) => `'${s}'`).join(', ')}) AND resolution = 3600 AND bucket = $2`,
+          params: [databaseId, floorTo(batch.collected_at, HOUR_MS)],
+        })
+      : undefined
+  return (writes) => {
+    if (batch.waits?.length) applyWaits(writes, databaseId, batch.collected_at, batch.waits)
+    if (batch.replication) applyReplication(writes, databaseId, batch.collected_at, batch.replication)
+    const families = new Set((counted?.() ?? []).map((r) => JSON.stringify([String(r.source), String(r.subject)])))
+    const hourCounted: HourCounted = (source, subject) => families.has(JSON.stringify([source, subject]))
+    writeMetrics(writes, databaseId, batch.collected_at, counters, pick('database', '', batch.database_stats ?? {}, DATABASE_GAUGE_KEYS), hourCounted)
+    writeLatest(writes, 'internals_latest', databaseId, batch, LATEST_KINDS)
+  }
 }
 
 // ---- reads ----
@@ -317,6 +371,32 @@ function collectPoints(points: Map<string, MetricPoint>, rows: Record<string, un
   }
 }
 
+/**
+ * Counters a family reported in an hour but whose delta was zero have no minute row (writeMetrics): an
+ * interval read from minute rows gets 0 for every counter its hours' rows name for the subject (the
+ * hourly rows name every counter reported in the hour, zeros included).
+ */
+async function fillQuietCounters(driver: SqlDriver, databaseId: string, source: MetricSource, intervals: Intervals, points: Map<string, MetricPoint>) {
+  if (points.size === 0) return
+  const named = await driver.all<{ bucket: unknown; subject: unknown; metric: unknown }>(
+    `SELECT bucket, subject, metric FROM metric_counters WHERE database_id = $1 AND source = $2 AND resolution = 3600 AND bucket >= $3 AND bucket < $4`,
+    [databaseId, source, floorTo(intervals.since, HOUR_MS), intervals.until],
+  )
+  const byHour = new Map<string, string[]>()
+  for (const r of named) {
+    const key = JSON.stringify([Number(r.bucket), String(r.subject)])
+    const metrics = byHour.get(key)
+    if (metrics) metrics.push(String(r.metric))
+    else byHour.set(key, [String(r.metric)])
+  }
+  const span = intervals.bucketSeconds * 1000
+  for (const point of points.values()) {
+    for (let hour = floorTo(point.ts, HOUR_MS); hour < point.ts + span; hour += HOUR_MS) {
+      for (const metric of byHour.get(JSON.stringify([hour, point.subject])) ?? []) point.values[metric] ??= 0
+    }
+  }
+}
+
 /** One source's metrics per interval and subject: counters summed, gauges the interval's latest value. */
 export async function metricSeries(driver: SqlDriver, databaseId: string, source: MetricSource, intervals: Intervals): Promise<MetricPoint[]> {
   const rows = sourceRows(intervals, 4)
@@ -338,6 +418,7 @@ export async function metricSeries(driver: SqlDriver, databaseId: string, source
   )
   const points = new Map<string, MetricPoint>()
   collectPoints(points, counters)
+  if (intervals.bucketSeconds % 3600 !== 0 && QUIET_SKIPPED.has(source)) await fillQuietCounters(driver, databaseId, source, intervals, points)
   collectPoints(points, gauges)
   return [...points.values()].sort((a, b) => a.ts - b.ts || (a.subject < b.subject ? -1 : a.subject > b.subject ? 1 : 0))
 }

@@ -235,13 +235,14 @@ export async function applyBatch(
   const reads = new Reads()
   const writeQueryStats = batch.query_stats ? applyQueryStats(reads, tx.dialect, databaseId, batch.collected_at, batch.query_stats, known, effects, now) : undefined
   const writeObjects = applyObjects(reads, databaseId, batch)
+  const writeInternals = applyInternals(reads, databaseId, batch)
   await reads.send(tx)
 
   const writes = new Writes(tx.dialect)
   writeQueryStats?.(writes)
   if (batch.explain_plans?.length) applyExplainPlans(writes, databaseId, batch.explain_plans)
   writeObjects(writes)
-  applyInternals(writes, databaseId, batch)
+  writeInternals(writes)
   applyClickHouse(writes, databaseId, batch)
   // A batch delivered late (from the agent's buffer) never replaces a newer snapshot.
   writes.upsert(
