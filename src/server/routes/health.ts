@@ -5,6 +5,7 @@ import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { diagnoseRecent, findingView } from '../doctor/index.ts'
 import { rfc3339, healthStatus } from '../views.ts'
+import { minuteFloor } from '../store/sql-telemetry.ts'
 import { databaseFor } from './telemetry-params.ts'
 
 const DAY = 86_400_000
@@ -22,8 +23,10 @@ export function healthRoutes(deps: Deps) {
     .get('/overview', async ({ principal, params }) => {
       const db = await databaseFor(deps, principal, params.id)
       const now = clock()
-      const diagnosis = await diagnoseRecent(deps, db, now)
-      const top = await diagnosis.context.queries(DAY, 'total_time', TOP_QUERIES)
+      const [diagnosis, top] = await Promise.all([
+        diagnoseRecent(deps, db, now),
+        store.listQueryStats(db.id, { since: now - DAY, until: now, minuteFloor: minuteFloor(now) }, 'total_time', TOP_QUERIES),
+      ])
       const notes = await store.latestSnapshot(db.id, 'collector_notes')
       const { findings: _counts, rules_evaluated: _rules, last_autovacuum, ...figures } = diagnosis.metrics_summary as Record<string, unknown>
       return {
