@@ -4,14 +4,14 @@
 // ingest is exact: statement sums, the latest tables and indexes, their minute and hourly series,
 // waits and metric series, with a batch that repeats a statement, a table and an index, a batch where
 // only some tables moved, and a late batch that adds to the buckets but leaves the latest rows alone.
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { openStore } from '../../src/server/store/open.ts'
+import { beforeAll, describe, expect, test } from 'bun:test'
 import type { PostgresDriver } from '../../src/server/store/postgres/driver.ts'
 import type { SqlStore } from '../../src/server/store/sql-store.ts'
 import { INGEST_COLUMN_TYPES } from '../../src/server/store/sql-writes.ts'
 import type { IndexStat, IngestBatch, TableStat } from '../../src/shared/wire.ts'
 import { REAL_SHAPE, agentBatch } from '../support/agent-batch.ts'
-import { type StoreKind, freshStoreLocation, storeKinds } from '../support/server.ts'
+import { type StoreKind, storeKinds } from '../support/server.ts'
+import { storeAccount } from '../support/store-account.ts'
 
 const MINUTE = 60_000
 const HOUR = 3_600_000
@@ -87,31 +87,13 @@ const stat = (hash: string, calls: number, rows: number) => ({
 })
 
 describe.each(storeKinds)('ingest in a few round trips (%s store)', (kind: StoreKind) => {
+  const account = storeAccount(kind, 'Trips Inc')
   let store: SqlStore
-  let cleanup = () => {}
-  let orgId = ''
-
-  beforeAll(async () => {
-    const location = await freshStoreLocation(kind)
-    cleanup = location.cleanup
-    store = (await openStore(location)).store
-    const stamp = `${kind}-${Date.now()}`
-    const { org } = await store.createAccount({
-      org: { name: 'Trips Inc', slug: `trips-${stamp}`, plan: 'free' },
-      user: { email: `trips-${stamp}@example.com`, name: 'Ada', passwordHash: 'hash', role: 'owner' },
-    })
-    orgId = org.id
-  })
-  afterAll(async () => {
-    await store?.close()
-    cleanup()
+  beforeAll(() => {
+    store = account.store
   })
 
-  async function ingest(b: IngestBatch, now = b.collected_at + 1_000): Promise<string> {
-    const result = await store.ingest(orgId, b, now)
-    if (result.kind !== 'applied') throw new Error(`ingest: ${result.kind}`)
-    return result.database.id
-  }
+  const ingest = (b: IngestBatch, now?: number): Promise<string> => account.ingest(b, now)
 
   test('reads after ingest are exact: repeated objects, tables that did not move, a late batch', async () => {
     // First cycle (the agent's first sample: deltas null), then two cycles in the next minute where only

@@ -3,11 +3,11 @@
 // and still reads as of the latest batch; an object no longer reported goes at the next batch, by key;
 // and retention never deletes the row of an object that is still reported, however long it stays
 // unchanged. Both stores.
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { openStore } from '../../src/server/store/open.ts'
+import { beforeAll, describe, expect, test } from 'bun:test'
 import type { SqlStore } from '../../src/server/store/sql-store.ts'
 import type { IndexStat, IngestBatch, TableStat } from '../../src/shared/wire.ts'
-import { type StoreKind, freshStoreLocation, storeKinds } from '../support/server.ts'
+import { type StoreKind, storeKinds } from '../support/server.ts'
+import { storeAccount } from '../support/store-account.ts'
 
 const MINUTE = 60_000
 const HOUR = 3_600_000
@@ -76,31 +76,13 @@ function batch(name: string, collectedAt: number, tables: TableStat[], indexes: 
 }
 
 describe.each(storeKinds)('latest tables and indexes (%s store)', (kind: StoreKind) => {
+  const account = storeAccount(kind, 'Latest Inc')
   let store: SqlStore
-  let cleanup = () => {}
-  let orgId = ''
-
-  beforeAll(async () => {
-    const location = await freshStoreLocation(kind)
-    cleanup = location.cleanup
-    store = (await openStore(location)).store
-    const stamp = `${kind}-${Date.now()}`
-    const { org } = await store.createAccount({
-      org: { name: 'Latest Inc', slug: `latest-${stamp}`, plan: 'free' },
-      user: { email: `latest-${stamp}@example.com`, name: 'Ada', passwordHash: 'hash', role: 'owner' },
-    })
-    orgId = org.id
-  })
-  afterAll(async () => {
-    await store?.close()
-    cleanup()
+  beforeAll(() => {
+    store = account.store
   })
 
-  async function ingest(b: IngestBatch, now = b.collected_at + 1_000): Promise<string> {
-    const result = await store.ingest(orgId, b, now)
-    if (result.kind !== 'applied') throw new Error(`ingest: ${result.kind}`)
-    return result.database.id
-  }
+  const ingest = (b: IngestBatch, now?: number): Promise<string> => account.ingest(b, now)
 
   /** The stored latest rows' own times (when each was last written), by name. */
   async function writtenAt(databaseId: string, latest: 'latest_tables' | 'latest_indexes'): Promise<Record<string, number>> {

@@ -2,11 +2,11 @@
 // counter of each family and in the family's first batch of an hour, and reads stay what they were when
 // every delta had its rows: a quiet counter reads 0 in every sampled minute, a counter never reported
 // (null) stays absent, a minute without a batch stays a gap, hours hold the sums. Both stores.
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { openStore } from '../../src/server/store/open.ts'
+import { beforeAll, describe, expect, test } from 'bun:test'
 import type { SqlStore } from '../../src/server/store/sql-store.ts'
 import type { IngestBatch } from '../../src/shared/wire.ts'
-import { type StoreKind, freshStoreLocation, storeKinds } from '../support/server.ts'
+import { type StoreKind, storeKinds } from '../support/server.ts'
+import { storeAccount } from '../support/store-account.ts'
 
 const MINUTE = 60_000
 const HOUR = 3_600_000
@@ -28,31 +28,15 @@ function batch(collectedAt: number, c: { alloc: number; checkpoints: number; rea
 }
 
 describe.each(storeKinds)('quiet counters (%s store)', (kind: StoreKind) => {
+  const account = storeAccount(kind, 'Quiet Inc')
   let store: SqlStore
-  let cleanup = () => {}
-  let orgId = ''
   let id = ''
-
-  beforeAll(async () => {
-    const location = await freshStoreLocation(kind)
-    cleanup = location.cleanup
-    store = (await openStore(location)).store
-    const stamp = `${kind}-${Date.now()}`
-    const { org } = await store.createAccount({
-      org: { name: 'Quiet Inc', slug: `quiet-${stamp}`, plan: 'free' },
-      user: { email: `quiet-${stamp}@example.com`, name: 'Ada', passwordHash: 'hash', role: 'owner' },
-    })
-    orgId = org.id
-  })
-  afterAll(async () => {
-    await store?.close()
-    cleanup()
+  beforeAll(() => {
+    store = account.store
   })
 
-  async function ingest(b: IngestBatch, now = b.collected_at + 1_000): Promise<void> {
-    const result = await store.ingest(orgId, b, now)
-    if (result.kind !== 'applied') throw new Error(`ingest: ${result.kind}`)
-    id = result.database.id
+  async function ingest(b: IngestBatch, now?: number): Promise<void> {
+    id = await account.ingest(b, now)
   }
 
   const counterRows = async () =>

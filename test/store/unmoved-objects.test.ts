@@ -2,11 +2,11 @@
 // exactly what they read when every batch wrote every object: a sampled minute without the object's row
 // is zero deltas with the gauges of its latest earlier row, a minute without batches is a gap, hourly
 // buckets hold the hour's sums, and a late batch changes its own minute only. Both stores.
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { openStore } from '../../src/server/store/open.ts'
+import { beforeAll, describe, expect, test } from 'bun:test'
 import type { SqlStore } from '../../src/server/store/sql-store.ts'
 import type { IndexStat, IngestBatch, TableStat } from '../../src/shared/wire.ts'
-import { type StoreKind, freshStoreLocation, storeKinds } from '../support/server.ts'
+import { type StoreKind, storeKinds } from '../support/server.ts'
+import { storeAccount } from '../support/store-account.ts'
 
 const MINUTE = 60_000
 const HOUR = 3_600_000
@@ -71,31 +71,15 @@ function batch(collectedAt: number, tables: TableStat[], indexes: IndexStat[] = 
 }
 
 describe.each(storeKinds)('unmoved tables and indexes (%s store)', (kind: StoreKind) => {
+  const account = storeAccount(kind, 'Idle Inc')
   let store: SqlStore
-  let cleanup = () => {}
-  let orgId = ''
   let id = ''
-
-  beforeAll(async () => {
-    const location = await freshStoreLocation(kind)
-    cleanup = location.cleanup
-    store = (await openStore(location)).store
-    const stamp = `${kind}-${Date.now()}`
-    const { org } = await store.createAccount({
-      org: { name: 'Idle Inc', slug: `idle-${stamp}`, plan: 'free' },
-      user: { email: `idle-${stamp}@example.com`, name: 'Ada', passwordHash: 'hash', role: 'owner' },
-    })
-    orgId = org.id
-  })
-  afterAll(async () => {
-    await store?.close()
-    cleanup()
+  beforeAll(() => {
+    store = account.store
   })
 
-  async function ingest(b: IngestBatch, now = b.collected_at + 1_000): Promise<void> {
-    const result = await store.ingest(orgId, b, now)
-    if (result.kind !== 'applied') throw new Error(`ingest: ${result.kind}`)
-    id = result.database.id
+  async function ingest(b: IngestBatch, now?: number): Promise<void> {
+    id = await account.ingest(b, now)
   }
 
   const tableRows = async () =>
