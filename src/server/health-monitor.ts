@@ -20,7 +20,7 @@
 // databases diagnosed, time spent, and the oldest diagnosis, which says whether it keeps up).
 // Everything takes the time as a parameter: tests call runOnce(now) and runRetention(now) directly.
 import type { Deps } from './context.ts'
-import { diagnose } from './doctor/index.ts'
+import { breathe, diagnose } from './doctor/index.ts'
 import type { Finding } from './doctor/types.ts'
 import { healthMonitorDefaults, retentionLimits } from './limits.ts'
 import type { DiagnosisSummary, FindingRecord, MonitoredDatabase, NotificationChannel, PendingNotification, Webhook } from './store/sql-health.ts'
@@ -37,9 +37,6 @@ const NOTIFICATIONS_PER_RUN = 500
 const TICK_MS = 5_000
 /** A process diagnosing a database holds it this long at most; another process may take it after. */
 const EVALUATION_LEASE_MS = 60_000
-
-/** Lets the event loop run whatever is waiting (requests) before the caller goes on. */
-export const breathe = () => new Promise<void>((resolve) => setImmediate(resolve))
 
 export interface HealthMonitorOptions {
   /** Telemetry retention of verified organizations (DBM_RETENTION_DAYS). */

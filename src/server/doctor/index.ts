@@ -90,8 +90,8 @@ export async function diagnose(
 /** How long a diagnosis is reused while the database has received no batch. */
 const REUSE_MS = 5_000
 const recent = new Map<string, { key: string; diagnosis: Promise<Diagnosis> }>()
-/** Lets the event loop serve other requests between rules (SQLite reads are synchronous). */
-const breathe = () => new Promise<void>((resolve) => setImmediate(resolve))
+/** Lets the event loop run whatever waits (requests) before the caller goes on: SQLite reads are synchronous. */
+export const breathe = () => new Promise<void>((resolve) => setImmediate(resolve))
 
 /**
  * diagnose(), reused for REUSE_MS while the database has received no batch (its telemetryVersion in this
