@@ -20,7 +20,14 @@ export async function serve(config: ServeConfig): Promise<number> {
   const log = createLogger(config.logLevel)
   let opened
   try {
-    opened = await openStore({ databaseUrl: config.databaseUrl, dataDir: config.dataDir })
+    opened = await openStore({
+      databaseUrl: config.databaseUrl,
+      dataDir: config.dataDir,
+      // Before each migration: some rebuild tables (10: about 15 to 30 s per GB of SQLite store), and the
+      // server answers nothing until they are done.
+      applying: (m, storeBytes) =>
+        log.info('applying migration', { version: m.version, name: m.name, ...(storeBytes !== null ? { store_mb: Math.round(storeBytes / 1e6) } : {}) }),
+    })
   } catch (e) {
     log.error('cannot open the store', { cause: (e as Error).message })
     return 1

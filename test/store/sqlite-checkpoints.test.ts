@@ -1,11 +1,14 @@
 // The SQLite store's checkpoints run in a worker thread (src/server/store/sqlite/checkpointer.ts), not in
 // the commits of the store's connection: commits never checkpoint (wal_autocheckpoint 0); the worker's
 // checkpoint copies the WAL into the database file while the store stays open and usable; the WAL is then
-// reused from its beginning instead of growing; and the store file is locked for one owner (its .lock file).
+// reused from its beginning instead of growing; the store file is locked for one owner (its .lock file);
+// and an upgrade names its migrations before they run and leaves no large log behind.
 import { afterEach, expect, test } from 'bun:test'
-import { mkdtempSync, rmSync, statSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
+import { migrate, migrations } from '../../src/server/store/migrations.ts'
+import { openStore } from '../../src/server/store/open.ts'
 import { SqliteDriver } from '../../src/server/store/sqlite/driver.ts'
 
 const dirs: string[] = []
@@ -70,4 +73,33 @@ test('a store open in this process cannot be opened a second time until it is cl
   }
   const again = new SqliteDriver(path)
   await again.close()
+})
+
+test('an upgrade names each migration before it runs and leaves no write-ahead log as large as the rebuild', async () => {
+  const path = freshPath()
+  const old = new SqliteDriver(path)
+  await migrate(old, Date.now, 8)
+  await old.exec(`INSERT INTO organizations VALUES ('o', 'o', 'o', 'free', 1, 0);
+    INSERT INTO databases (id, org_id, name, engine, host, port, tags, poll_interval_seconds, collect_explain_plans, collect_replication, disabled_collectors, created_at, updated_at)
+    VALUES ('d', 'o', 'n', 'postgres', 'h', 1, '{}', 10, 1, 1, '[]', 0, 0);
+    WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 50000)
+    INSERT INTO query_stats SELECT 'd', 60, x * 60000, 'q' || (x % 50), 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, NULL FROM c;`)
+  await old.close()
+  const bytes = statSync(path).size
+  const told: [number, number | null][] = []
+  const { store, applied } = await openStore({ dataDir: dirname(path), applying: (m, storeBytes) => told.push([m.version, storeBytes]) })
+  try {
+    expect(applied).toEqual(migrations.filter((m) => m.version > 8).map((m) => m.version))
+    expect(told).toEqual(applied.map((v) => [v, bytes]))
+    // Migration 10 rebuilt query_stats (50,000 rows) through the log; it is folded into the file and cut back.
+    expect(existsSync(`${path}-wal`) ? statSync(`${path}-wal`).size : 0).toBe(0)
+    expect(await store.driver.get<{ n: number }>('SELECT COUNT(*) AS n FROM query_stats')).toEqual({ n: 50000 })
+  } finally {
+    await store.close()
+  }
+  // A new store is not an upgrade: nothing to tell.
+  const fresh: number[] = []
+  const created = await openStore({ dataDir: dirname(freshPath()), applying: (m) => fresh.push(m.version) })
+  await created.store.close()
+  expect(fresh).toEqual([])
 })

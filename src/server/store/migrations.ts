@@ -52,7 +52,13 @@ export class SchemaTooNewError extends Error {
  * Applies every pending migration up to `target` (default: all of them); returns the versions applied
  * (empty when up to date). A target below the latest version builds an older schema (for tests).
  */
-export async function migrate(driver: SqlDriver, now: () => number = Date.now, target = latestVersion): Promise<number[]> {
+export async function migrate(
+  driver: SqlDriver,
+  now: () => number = Date.now,
+  target = latestVersion,
+  /** Told each migration before it is applied, and the version the store had (0: a new store). */
+  applying: (m: Migration, from: number) => void = () => {},
+): Promise<number[]> {
   return driver.transaction(async (tx) => {
     await tx.exec(
       `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at ${
@@ -65,6 +71,7 @@ export async function migrate(driver: SqlDriver, now: () => number = Date.now, t
     const applied: number[] = []
     for (const m of migrations) {
       if (m.version <= current || m.version > target) continue
+      applying(m, current)
       await tx.exec(tx.dialect === 'sqlite' ? m.sqlite : m.postgres)
       await tx.run('INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)', [
         m.version,

@@ -1,10 +1,10 @@
 // Opens the configured store: embedded SQLite in the data directory by default, PostgreSQL when a
 // postgres:// URL is given. Pending migrations are applied before the store is handed out.
-import { chmodSync, mkdirSync } from 'node:fs'
+import { chmodSync, mkdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { redactSecrets } from '../../shared/redact.ts'
 import type { SqlDriver } from './driver.ts'
-import { migrate } from './migrations.ts'
+import { type Migration, migrate } from './migrations.ts'
 import { SqliteDriver } from './sqlite/driver.ts'
 import { SqlStore } from './sql-store.ts'
 
@@ -12,6 +12,8 @@ export interface OpenStoreOptions {
   /** postgres:// or postgresql:// URL; absent = SQLite in `dataDir`. */
   databaseUrl?: string
   dataDir: string
+  /** Told each migration applied to an existing store (not a new one) before it runs, with the store file's size (SQLite). */
+  applying?: (m: Migration, storeBytes: number | null) => void
 }
 
 export interface OpenedStore {
@@ -52,7 +54,13 @@ export async function openStore(options: OpenStoreOptions): Promise<OpenedStore>
     chmodSync(`${location}.lock`, 0o600)
   }
   try {
-    const applied = await migrate(driver)
+    const storeBytes = options.databaseUrl ? null : statSync(location).size
+    const applied = await migrate(driver, Date.now, undefined, (m, from) => {
+      if (from > 0) options.applying?.(m, storeBytes)
+    })
+    // A migration that rebuilt tables leaves a write-ahead log as large as what it wrote: copy it into the
+    // file and truncate it now, instead of keeping it for as long as the server runs.
+    if (applied.length > 0 && driver instanceof SqliteDriver) await driver.exec('PRAGMA wal_checkpoint(TRUNCATE)')
     return { store: new SqlStore(driver), applied, location }
   } catch (e) {
     await driver.close().catch(() => {})

@@ -25,6 +25,8 @@ export interface DatabaseSummary {
 interface DatabaseHealth {
   id: string
   health_score: number | null
+  /** When the health monitor diagnosed it (about once a minute); the database's own page is newer. */
+  evaluated_at: string | null
   active_queries: number | null
   status: 'connected' | 'disconnected'
 }
@@ -250,7 +252,15 @@ export function DatabaseList() {
                       <StatusBadge status={db.status} />
                     </td>
                     <td class="num">
-                      {overview instanceof Error ? <span class="error" title={overview.message}>error</span> : <ScoreBadge score={ok?.health_score} />}
+                      {overview instanceof Error ? (
+                        <span class="error" title={overview.message}>
+                          error
+                        </span>
+                      ) : (
+                        <span title={ok?.evaluated_at ? `diagnosed ${fmtTime(ok.evaluated_at)} (about once a minute)` : 'not diagnosed yet'}>
+                          <ScoreBadge score={ok?.health_score} />
+                        </span>
+                      )}
                     </td>
                     <td class="nowrap">
                       {ENGINES[db.engine]?.label ?? db.engine}

@@ -85,6 +85,8 @@ export class SqliteDriver implements SqlDriver {
     this.db.exec('PRAGMA busy_timeout = 5000')
     // Checkpoints run in a worker thread (checkpointer.ts), not inside the commits of this connection.
     this.db.exec('PRAGMA wal_autocheckpoint = 0')
+    // When the log starts over, a file grown past 64 MB (by a burst, a migration) is cut back to that.
+    this.db.exec('PRAGMA journal_size_limit = 67108864')
     this.checkpointerStarting = startCheckpointer(path, { onCheckpoint: (r) => this.finishCheckpoint(r) }).then(
       (c) => {
         this.checkpointer = c
