@@ -4,7 +4,7 @@
 // including data written by the main thread just before, also for the overview and the doctor (diagnoseRecent); a health monitor given the worker records the
 // same diagnosis; and once the worker is closed the monitor diagnoses on its own thread.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { type Diagnoser, startDiagnosisWorker } from '../../src/server/doctor/diagnosis-worker.ts'
+import { type Diagnoser, DiagnosisBusy, startDiagnosisWorker } from '../../src/server/doctor/diagnosis-worker.ts'
 import { diagnose, diagnoseRecent } from '../../src/server/doctor/index.ts'
 import { createHealthMonitor } from '../../src/server/health-monitor.ts'
 import { createLogger } from '../../src/shared/log.ts'
@@ -58,11 +58,38 @@ for (const kind of storeKinds) {
       }
     })
 
+    test("an organization may have 2 API diagnoses waiting; more are refused (a 503 for the route), other organizations' and the monitor's go on", async () => {
+      const now = server.deps.clock()
+      const id = await ingest(healthy('w-busy', now - 20_000))
+      const org = (await server.store.health.monitoredDatabases(0)).find((d) => d.id === id)!.org_id
+      const db = (await server.store.getDatabase(org, id))!
+      const other = { ...db, org_id: 'another-organization' }
+      const asked = [1, 2, 3, 4, 5].map(() => worker.diagnose(db, now, 'api').then(() => 'done', (e: Error) => e.name))
+      const theirs = worker.diagnose(other, now, 'api').then(() => 'done', (e: Error) => e.name)
+      const monitors = [1, 2, 3].map(() => worker.diagnose(db, now, 'monitor').then(() => 'done', (e: Error) => e.name))
+      expect(await Promise.all(asked)).toEqual(['done', 'done', 'DiagnosisBusy', 'DiagnosisBusy', 'DiagnosisBusy'])
+      expect(await theirs).toBe('done')
+      expect(await Promise.all(monitors)).toEqual(['done', 'done', 'done'])
+      // Answered, the organization may ask again.
+      expect(await worker.diagnose(db, now, 'api').then(() => 'done')).toBe('done')
+      // The route answers a refusal 503 with Retry-After, not a 500.
+      server.deps.diagnoser = { running: true, diagnose: () => Promise.reject(new DiagnosisBusy('the doctor is busy')), close: async () => {} }
+      try {
+        for (const path of ['doctor', 'overview']) {
+          const res = await server.call('GET', `/api/v1/databases/${db.id}/${path}`, { apiKey: key })
+          expect({ status: res.status, body: res.body, retry: res.headers.get('retry-after') }).toEqual({ status: 503, body: { error: 'the doctor is busy' }, retry: '5' })
+        }
+      } finally {
+        server.deps.diagnoser = undefined
+      }
+    })
+
     test('a health monitor given the worker records its diagnoses; closed, the monitor diagnoses on its own thread', async () => {
       const now = server.deps.clock() + 60_000
       const deps = { ...server.deps, diagnoser: worker }
+      const monitored = (await server.store.health.monitoredDatabases(0)).length
       const summary = await createHealthMonitor(deps, { retentionDays: 30 }).runOnce(now)
-      expect(summary).toMatchObject({ databases: 2, failed: 0 })
+      expect(summary).toMatchObject({ databases: monitored, failed: 0 })
       // What the main thread's own diagnosis at `now` gives, database by database.
       const expected = []
       for (const m of await server.store.health.monitoredDatabases(0)) {
@@ -75,7 +102,7 @@ for (const kind of storeKinds) {
       await worker.close()
       expect(worker.running).toBe(false)
       const after = await createHealthMonitor(deps, { retentionDays: 30 }).runOnce(now + 60_000)
-      expect(after).toMatchObject({ databases: 2, failed: 0 })
+      expect(after).toMatchObject({ databases: monitored, failed: 0 })
     })
   })
 }

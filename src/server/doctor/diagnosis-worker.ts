@@ -1,8 +1,11 @@
 // The main thread's side of the diagnosis worker (worker.ts): `dbm serve` starts one and the health
 // monitor sends it each database to diagnose, one at a time, so the doctor's reads and rules run on
-// another core while the event loop serves the API and ingest. A diagnosis that takes longer than
-// DIAGNOSIS_TIMEOUT_MS is given up (the monitor logs it and tries the database at its next pass). When
-// the worker cannot start, or stops, the monitor diagnoses on the main thread as before (logged once).
+// another core while the event loop serves the API and ingest. The worker runs one diagnosis at a time,
+// the monitor's before the API's; an organization may have API_DIAGNOSES_PER_ORGANIZATION of the API's
+// waiting (more are answered 503), so no tenant's polling can hold back another's alerts or pages. A
+// diagnosis that takes longer than DIAGNOSIS_TIMEOUT_MS is given up (and dropped by the worker if it had
+// not started; the monitor logs it and tries the database at its next pass). When the worker cannot
+// start, or stops, the monitor diagnoses on the main thread as before (logged once).
 import type { LogLevel, Logger } from '../../shared/log.ts'
 import type { RegisteredDatabase } from '../store/types.ts'
 import type { Diagnosis } from './index.ts'
@@ -10,8 +13,23 @@ import type { WorkerRequest } from './worker.ts'
 
 export const DIAGNOSIS_TIMEOUT_MS = 60_000
 
+/** API diagnoses one organization may have waiting in the worker at once; more are refused (DiagnosisBusy). */
+export const API_DIAGNOSES_PER_ORGANIZATION = 2
+
+/** The worker holds as many of the organization's API diagnoses as it takes: the route answers 503. */
+export class DiagnosisBusy extends Error {
+  constructor(message: string) {
+    super(message)
+    this.name = 'DiagnosisBusy'
+  }
+}
+
 export interface Diagnoser {
-  diagnose(db: RegisteredDatabase, now: number): Promise<Diagnosis>
+  /**
+   * `priority` `monitor` goes first; `api` (the overview and doctor routes) is limited to
+   * API_DIAGNOSES_PER_ORGANIZATION waiting per organization and rejects with DiagnosisBusy beyond that.
+   */
+  diagnose(db: RegisteredDatabase, now: number, priority?: 'monitor' | 'api'): Promise<Diagnosis>
   /** False once the worker stopped: callers diagnose on their own thread. */
   readonly running: boolean
   close(): Promise<void>
@@ -38,6 +56,8 @@ export async function startDiagnosisWorker(options: {
   const handle = worker as unknown as { ref(): void; unref(): void }
   let running = true
   let nextId = 1
+  /** API diagnoses waiting in the worker, by organization. */
+  const apiWaiting = new Map<string, number>()
   const pending = new Map<number, { resolve(d: Diagnosis): void; reject(e: Error): void; timer: ReturnType<typeof setTimeout> }>()
   let opened: ((m: { error?: string }) => void) | undefined
   let closed: (() => void) | undefined
@@ -87,19 +107,35 @@ export async function startDiagnosisWorker(options: {
     get running() {
       return running
     },
-    diagnose(db, now) {
+    diagnose(db, now, priority = 'monitor') {
       if (!running) return Promise.reject(new Error('diagnosis worker stopped'))
+      if (priority === 'api') {
+        const waiting = apiWaiting.get(db.org_id) ?? 0
+        if (waiting >= API_DIAGNOSES_PER_ORGANIZATION) {
+          return Promise.reject(new DiagnosisBusy(`the doctor is busy with this organization's requests; try again in a few seconds`))
+        }
+        apiWaiting.set(db.org_id, waiting + 1)
+      }
       const id = nextId++
+      const deadline = Date.now() + DIAGNOSIS_TIMEOUT_MS
+      const settled = <T>(f: (v: T) => void) => (v: T) => {
+        if (priority === 'api') {
+          const left = (apiWaiting.get(db.org_id) ?? 1) - 1
+          if (left > 0) apiWaiting.set(db.org_id, left)
+          else apiWaiting.delete(db.org_id)
+        }
+        f(v)
+      }
       return new Promise<Diagnosis>((resolve, reject) => {
         const timer = setTimeout(() => {
           pending.delete(id)
           if (pending.size === 0) handle.unref()
-          reject(new Error(`no diagnosis within ${DIAGNOSIS_TIMEOUT_MS / 1000} s`))
+          settled(reject)(new DiagnosisBusy(`no diagnosis within ${DIAGNOSIS_TIMEOUT_MS / 1000} s`))
         }, DIAGNOSIS_TIMEOUT_MS)
         ;(timer as { unref?: () => void }).unref?.()
-        pending.set(id, { resolve, reject, timer })
+        pending.set(id, { resolve: settled(resolve), reject: settled(reject), timer })
         handle.ref()
-        send({ kind: 'diagnose', id, db, now })
+        send({ kind: 'diagnose', id, db, now, priority, deadline })
       })
     },
     async close() {

@@ -107,7 +107,7 @@ export function diagnoseRecent(deps: Parameters<typeof diagnose>[0] & Pick<Deps,
   if (found?.key === key) return found.diagnosis
   // In the diagnosis worker when `dbm serve` runs one (another core; its thresholds are the server's).
   const diagnosis: Promise<Diagnosis> = deps.diagnoser?.running && deps.doctorThresholds === undefined
-    ? deps.diagnoser.diagnose(db, now)
+    ? deps.diagnoser.diagnose(db, now, 'api')
     : diagnose(deps, db, now, deps.store.dialect === 'sqlite' ? { between: breathe } : {})
   if (recent.size >= 1000) recent.clear()
   recent.set(db.id, { key, diagnosis })

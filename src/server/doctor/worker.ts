@@ -23,6 +23,10 @@ export interface WorkerDiagnose {
   id: number
   db: RegisteredDatabase
   now: number
+  /** The health monitor's diagnoses go before those the API asks for. */
+  priority: 'monitor' | 'api'
+  /** Epoch ms after which nobody waits for the answer: a request still queued then is dropped. */
+  deadline: number
 }
 export interface WorkerClose {
   kind: 'close'
@@ -42,6 +46,33 @@ async function open(m: WorkerOpen) {
   deps = { store, log: createLogger(m.logLevel), doctorThresholds: m.thresholds }
 }
 
+/**
+ * Diagnoses one at a time, the health monitor's first: a flood of API requests (a tenant polling its own
+ * database's doctor) waits behind the monitor's work instead of delaying every organization's alerts, and
+ * a request whose caller gave up before it started is dropped, not run.
+ */
+const queues: Record<WorkerDiagnose['priority'], WorkerDiagnose[]> = { monitor: [], api: [] }
+let draining = false
+
+async function drain() {
+  if (draining) return
+  draining = true
+  try {
+    for (let m = queues.monitor.shift() ?? queues.api.shift(); m; m = queues.monitor.shift() ?? queues.api.shift()) {
+      if (Date.now() > m.deadline) continue // its caller stopped waiting
+      try {
+        if (!deps) throw new Error('the diagnosis worker has no store')
+        const { context: _context, ...diagnosis } = await diagnose(deps, m.db, m.now)
+        postMessage({ kind: 'diagnosis', id: m.id, diagnosis })
+      } catch (e) {
+        postMessage({ kind: 'diagnosis', id: m.id, error: String((e as Error)?.message ?? e), unreachable: (e as { code?: string })?.code })
+      }
+    }
+  } finally {
+    draining = false
+  }
+}
+
 self.onmessage = async (event: MessageEvent<WorkerRequest>) => {
   const m = event.data
   if (m.kind === 'open') {
@@ -52,13 +83,8 @@ self.onmessage = async (event: MessageEvent<WorkerRequest>) => {
       postMessage({ kind: 'opened', error: String((e as Error)?.message ?? e) })
     }
   } else if (m.kind === 'diagnose') {
-    try {
-      if (!deps) throw new Error('the diagnosis worker has no store')
-      const { context: _context, ...diagnosis } = await diagnose(deps, m.db, m.now)
-      postMessage({ kind: 'diagnosis', id: m.id, diagnosis })
-    } catch (e) {
-      postMessage({ kind: 'diagnosis', id: m.id, error: String((e as Error)?.message ?? e), unreachable: (e as { code?: string })?.code })
-    }
+    queues[m.priority].push(m)
+    void drain()
   } else if (m.kind === 'close') {
     await store?.close().catch(() => {})
     postMessage({ kind: 'closed' })

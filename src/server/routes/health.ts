@@ -3,7 +3,9 @@
 import { Elysia } from 'elysia'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
+import { DiagnosisBusy } from '../doctor/diagnosis-worker.ts'
 import { diagnoseRecent, findingView } from '../doctor/index.ts'
+import { HttpError } from '../http-error.ts'
 import { rfc3339, healthStatus } from '../views.ts'
 import { minuteFloor } from '../store/sql-telemetry.ts'
 import { databaseFor } from './telemetry-params.ts'
@@ -16,6 +18,16 @@ const MAX_ISSUES = 100
 
 const round = (n: number, digits = 3) => Number(n.toFixed(digits))
 
+/** diagnoseRecent, with a busy diagnosis worker answered 503 (Retry-After 5) instead of a 500. */
+async function diagnosisFor(deps: Deps, db: Parameters<typeof diagnoseRecent>[1], now: number) {
+  try {
+    return await diagnoseRecent(deps, db, now)
+  } catch (e) {
+    if (e instanceof DiagnosisBusy) throw new HttpError(503, e.message, { 'retry-after': '5' })
+    throw e
+  }
+}
+
 export function healthRoutes(deps: Deps) {
   const { store, clock } = deps
   return new Elysia({ prefix: '/api/v1/databases/:id' })
@@ -24,7 +36,7 @@ export function healthRoutes(deps: Deps) {
       const db = await databaseFor(deps, principal, params.id)
       const now = clock()
       const [diagnosis, top] = await Promise.all([
-        diagnoseRecent(deps, db, now),
+        diagnosisFor(deps, db, now),
         store.listQueryStats(db.id, { since: now - DAY, until: now, minuteFloor: minuteFloor(now) }, 'total_time', TOP_QUERIES),
       ])
       const notes = await store.latestSnapshot(db.id, 'collector_notes')
@@ -50,7 +62,7 @@ export function healthRoutes(deps: Deps) {
     .get('/doctor', async ({ principal, params }) => {
       const db = await databaseFor(deps, principal, params.id)
       const org = await store.getOrganization(principal.orgId)
-      const diagnosis = await diagnoseRecent(deps, db, clock())
+      const diagnosis = await diagnosisFor(deps, db, clock())
       const summary = diagnosis.metrics_summary as Record<string, unknown>
       return {
         status: diagnosis.status,
