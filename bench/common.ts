@@ -14,6 +14,20 @@ import type { SqlStore } from '../src/server/store/sql-store.ts'
 import { createLogger } from '../src/shared/log.ts'
 import { freePort } from '../test/support/postgres.ts'
 
+/** What the app and the health monitor need, as `dbm serve` builds it, over `store` (warnings logged only, mail to the log). */
+export function benchDeps(store: SqlStore): Deps {
+  const log = createLogger('warn')
+  return {
+    store,
+    tokens: new TokenService(Buffer.from(crypto.getRandomValues(new Uint8Array(48))).toString('base64url')),
+    mailer: createMailer({ from: 'dbm <dbm@bench.invalid>', log }),
+    log,
+    clock: Date.now,
+    publicUrl: 'http://127.0.0.1',
+    trustProxy: false,
+  }
+}
+
 export interface BenchServer {
   base: string
   port: number
@@ -33,16 +47,7 @@ export async function startServer(options: {
   routes?: (app: ReturnType<typeof createApp>) => void
 }): Promise<BenchServer> {
   const { store } = await openStore({ dataDir: options.dataDir, databaseUrl: options.databaseUrl })
-  const log = createLogger('warn')
-  const deps: Deps = {
-    store,
-    tokens: new TokenService(Buffer.from(crypto.getRandomValues(new Uint8Array(48))).toString('base64url')),
-    mailer: createMailer({ from: 'dbm <dbm@bench.invalid>', log }),
-    log,
-    clock: Date.now,
-    publicUrl: 'http://127.0.0.1',
-    trustProxy: false,
-  }
+  const deps = benchDeps(store)
   const app = createApp(deps)
   const { onRequest } = options
   if (onRequest) app.onRequest(({ request }) => onRequest(request))

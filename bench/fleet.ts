@@ -63,15 +63,11 @@ import { Value } from '@sinclair/typebox/value'
 import postgres from 'postgres'
 import type { Subprocess } from 'bun'
 import { createHealthMonitor } from '../src/server/health-monitor.ts'
-import { createMailer } from '../src/server/mail.ts'
-import { TokenService } from '../src/server/auth/tokens.ts'
-import type { Deps } from '../src/server/context.ts'
 import { openStore } from '../src/server/store/open.ts'
 import type { SqlStore } from '../src/server/store/sql-store.ts'
-import { createLogger } from '../src/shared/log.ts'
 import { INGEST_PATH, IngestBatch } from '../src/shared/wire.ts'
 import { type PostgresServer, startPostgres } from '../test/support/postgres.ts'
-import { fmt, loadLine, machine, median, parseArgs, percentile, procStat } from './common.ts'
+import { benchDeps, fmt, loadLine, machine, median, parseArgs, percentile, procStat } from './common.ts'
 
 const GOALS = { ingestP99Ms: 250, readP99Ms: 300, startMs: 50 } as const
 const INTERVAL_MS = 10_000
@@ -605,21 +601,12 @@ async function storeSize(store: SqlStore): Promise<Omit<GrowthDay, 'day'>> {
 async function growthPhase(o: Options, databaseUrl: string | undefined, dir: string): Promise<{ days: GrowthDay[]; ingestMsMedian: number; batchKb: number }> {
   const { store } = await openStore({ dataDir: join(dir, 'growth'), databaseUrl })
   try {
-    const log = createLogger('warn')
     const { user, org } = await store.createAccount({
       org: { name: 'Growth', slug: 'growth', plan: 'free' },
       user: { email: 'growth@bench.invalid', name: 'Growth', passwordHash: 'not a hash', role: 'owner' },
     })
     await store.markEmailVerified(user.id, Date.now())
-    const deps: Deps = {
-      store,
-      tokens: new TokenService(Buffer.from(crypto.getRandomValues(new Uint8Array(48))).toString('base64url')),
-      mailer: createMailer({ from: 'dbm <dbm@bench.invalid>', log }),
-      log,
-      clock: Date.now,
-      publicUrl: 'http://127.0.0.1',
-      trustProxy: false,
-    }
+    const deps = benchDeps(store)
     const monitor = createHealthMonitor(deps, { retentionDays: 30 })
     const sims = Array.from({ length: o.growthDatabases }, (_, i) => new SimulatedDatabase(i, o.movingStatements, 'growth'))
     // Days start at midnight UTC, ending well before now.
