@@ -27,6 +27,7 @@ export async function serve(config: ServeConfig): Promise<number> {
       // server answers nothing until they are done.
       applying: (m, storeBytes) =>
         log.info('applying migration', { version: m.version, name: m.name, ...(storeBytes !== null ? { store_mb: Math.round(storeBytes / 1e6) } : {}) }),
+      columnAdded: (c) => log.info('store column added for a counter', { table: c.table, column: c.column, definition: c.definition }),
     })
   } catch (e) {
     log.error('cannot open the store', { cause: (e as Error).message })

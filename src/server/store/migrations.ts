@@ -7,7 +7,12 @@
 // and PostgreSQL text, with no interpolation of constants the live code uses (those change later), and
 // its entry in the list below. test/store/migrations.test.ts records a checksum of every migration,
 // builds a store at every past version, fills it, migrates it and ingests into it.
+//
+// Counter families (src/shared/families.ts) are the exception: a field added to a family reaches
+// existing stores through the family step (family-columns.ts), run after the migrations on every start,
+// which adds the columns the family lists and the tables lack. No migration for that.
 import type { SqlDriver } from './driver.ts'
+import { type AddedColumn, addFamilyColumns } from './family-columns.ts'
 import { migration as accounts } from './migrations/0001-accounts.ts'
 import { migration as statements } from './migrations/0002-statements.ts'
 import { migration as objects } from './migrations/0003-objects.ts'
@@ -58,6 +63,8 @@ export async function migrate(
   target = latestVersion,
   /** Told each migration before it is applied, and the version the store had (0: a new store). */
   applying: (m: Migration, from: number) => void = () => {},
+  /** Told each column the family step added (only when migrating to the latest version). */
+  columnAdded: (column: AddedColumn) => void = () => {},
 ): Promise<number[]> {
   return driver.transaction(async (tx) => {
     await tx.exec(
@@ -80,6 +87,7 @@ export async function migrate(
       ])
       applied.push(m.version)
     }
+    if (target === latestVersion) for (const column of await addFamilyColumns(tx)) columnAdded(column)
     return applied
   }, 'dbm:migrate')
 }

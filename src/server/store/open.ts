@@ -4,6 +4,7 @@ import { chmodSync, mkdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { redactSecrets } from '../../shared/redact.ts'
 import type { SqlDriver } from './driver.ts'
+import type { AddedColumn } from './family-columns.ts'
 import { type Migration, migrate } from './migrations.ts'
 import { SqliteDriver } from './sqlite/driver.ts'
 import { SqlStore } from './sql-store.ts'
@@ -14,6 +15,8 @@ export interface OpenStoreOptions {
   dataDir: string
   /** Told each migration applied to an existing store (not a new one) before it runs, with the store file's size (SQLite). */
   applying?: (m: Migration, storeBytes: number | null) => void
+  /** Told each column the family step added (a counter a family gained, src/shared/families.ts). */
+  columnAdded?: (column: AddedColumn) => void
 }
 
 export interface OpenedStore {
@@ -57,7 +60,7 @@ export async function openStore(options: OpenStoreOptions): Promise<OpenedStore>
     const storeBytes = options.databaseUrl ? null : statSync(location).size
     const applied = await migrate(driver, Date.now, undefined, (m, from) => {
       if (from > 0) options.applying?.(m, storeBytes)
-    })
+    }, options.columnAdded)
     // A migration that rebuilt tables leaves a write-ahead log as large as what it wrote: copy it into the
     // file and truncate it now, instead of keeping it for as long as the server runs.
     if (applied.length > 0 && driver instanceof SqliteDriver) await driver.exec('PRAGMA wal_checkpoint(TRUNCATE)')

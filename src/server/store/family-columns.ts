@@ -1,0 +1,68 @@
+// The family step: after the frozen migrations (migrations.ts), each counter family's tables get a
+// column for every field the family gained since (src/shared/families.ts). A migration is frozen text
+// that later code never edits, so a field added to a family cannot reach existing stores through one;
+// this step derives the missing columns from the family lists instead, on every start, in the
+// migrations' transaction. It only adds columns: a field taken out of a family keeps its column, which
+// ingest then leaves at its default.
+//
+// Adding a column is cheap in both stores whatever the table's size: SQLite and PostgreSQL 11+ record a
+// nullable column or one with a constant default in the catalog without rewriting rows.
+// A later migration that rebuilds a family table (as 0010 did) must list the columns this step added, or
+// they are dropped with the old table and this step adds them again, empty.
+import { FAMILY_TABLES, type FamilyTable, type Field, columnType } from '../../shared/families.ts'
+import type { SqlDriver } from './driver.ts'
+
+/** The DDL type of a field's column: statement sums NOT NULL DEFAULT 0, object rows nullable. */
+function columnDefinition(dialect: SqlDriver['dialect'], family: FamilyTable, field: Field): string {
+  const double = columnType(field) === 'double precision'
+  const type = dialect === 'sqlite' ? (double ? 'REAL' : 'INTEGER') : double ? 'DOUBLE PRECISION' : 'BIGINT'
+  return family.notNullZero ? `${type} NOT NULL DEFAULT 0` : type
+}
+
+/** The columns each table has now, by table. */
+async function existingColumns(tx: SqlDriver, tables: readonly string[]): Promise<Map<string, Set<string>>> {
+  const found = new Map<string, Set<string>>(tables.map((t) => [t, new Set<string>()]))
+  if (tx.dialect === 'sqlite') {
+    for (const table of tables) {
+      // pragma_table_info is a table-valued function: the table name is a bound value, not SQL text.
+      for (const row of await tx.all<{ name: string }>('SELECT name FROM pragma_table_info($1)', [table])) found.get(table)!.add(row.name)
+    }
+  } else {
+    const rows = await tx.all<{ table_name: string; column_name: string }>(
+      `SELECT table_name, column_name FROM information_schema.columns
+       WHERE table_schema = current_schema() AND table_name = ANY($1::text[])`,
+      [[...tables]],
+    )
+    for (const row of rows) found.get(row.table_name)?.add(row.column_name)
+  }
+  return found
+}
+
+export interface AddedColumn {
+  table: string
+  column: string
+  definition: string
+}
+
+/**
+ * Adds the columns the families' fields have and their tables lack; returns what it added (empty when
+ * the schema is current). Run inside the migrations' transaction (which holds their lock).
+ */
+export async function addFamilyColumns(tx: SqlDriver, families: readonly FamilyTable[] = FAMILY_TABLES): Promise<AddedColumn[]> {
+  const existing = await existingColumns(tx, families.map((f) => f.table))
+  const added: AddedColumn[] = []
+  for (const family of families) {
+    const columns = existing.get(family.table)!
+    // A table the migrations did not create is not the family step's to make.
+    if (columns.size === 0) throw new Error(`the store has no table ${family.table} for the family step`)
+    for (const field of family.fields) {
+      if (columns.has(field.key)) continue
+      if (!/^[a-z][a-z0-9_]*$/.test(field.key)) throw new Error(`a family field's name must be a plain identifier: ${JSON.stringify(field.key)}`)
+      const definition = columnDefinition(tx.dialect, family, field)
+      await tx.exec(`ALTER TABLE ${family.table} ADD COLUMN ${field.key} ${definition}`)
+      columns.add(field.key)
+      added.push({ table: family.table, column: field.key, definition })
+    }
+  }
+  return added
+}
