@@ -1,23 +1,13 @@
 // Counter and gauge names of the batch sections (query_stats, bgwriter, wal_stats, io_stats,
 // database_stats, server_metrics): what the agent's collectors send and what the server stores, in one place.
+// Statements', tables' and indexes' fields have store columns of their own: they are defined in families.ts.
+import { POSTGRES_STATEMENT_COUNTERS, STATEMENT_COUNTERS } from './families.ts'
 
-/** pg_stat_statements counters of a statement (deltas). */
-export const POSTGRES_QUERY_COUNTER_KEYS = [
-  'calls',
-  'total_time_ms',
-  'rows',
-  'shared_blks_hit',
-  'shared_blks_read',
-  'shared_blks_dirtied',
-  'shared_blks_written',
-  'temp_blks_read',
-  'temp_blks_written',
-  'blk_read_time_ms',
-  'blk_write_time_ms',
-] as const
+/** pg_stat_statements counters of a statement (deltas): the statement family's (src/shared/families.ts). */
+export const POSTGRES_QUERY_COUNTER_KEYS = POSTGRES_STATEMENT_COUNTERS
 
 /** Every statement counter the server keeps: PostgreSQL's, and ClickHouse's bytes, memory and errors. */
-export const QUERY_COUNTER_KEYS = [...POSTGRES_QUERY_COUNTER_KEYS, 'read_bytes', 'memory_bytes', 'errors'] as const
+export const QUERY_COUNTER_KEYS = STATEMENT_COUNTERS
 
 /** pg_stat_bgwriter / pg_stat_checkpointer counters (deltas). */
 export const BGWRITER_KEYS = [

@@ -2,7 +2,8 @@
 // the server validates against and the agent builds from. Counters of cumulative statistics travel
 // as deltas against the agent's previous sample (reset-aware); gauges travel as they are.
 // Unknown fields are ignored by the server, so a newer agent can talk to an older server.
-import { type Static, Type as T } from '@sinclair/typebox'
+import { type Static, type TNull, type TNumber, type TOptional, type TSchema, type TUnion, Type as T } from '@sinclair/typebox'
+import { type Field, INDEX_FIELDS, STATEMENT_FIELDS, TABLE_FIELDS } from './families.ts'
 import { ingestMaxItems as max, ingestTextLimits as text } from './ingest-limits.ts'
 
 // Every number the stores keep has a maximum that their columns hold (BIGINT, DOUBLE PRECISION, and
@@ -21,26 +22,35 @@ const epochMs = T.Integer({ minimum: 0, maximum: 253_402_300_799_999 })
 const planCount = T.Integer({ minimum: 0, maximum: 2_147_483_647 })
 const nullableEpochMs = T.Union([epochMs, T.Null()])
 
+// A counter family's fields as wire properties (src/shared/families.ts): a number bounded by its unit
+// (milliseconds or a count), optional unless every agent sends it; nullable for table and index fields
+// (null: not known this sample).
+type Required<F extends Field> = Extract<F, { required: true }>['key']
+type Properties<F extends Field, S extends TSchema> = { [K in Required<F>]: S } & { [K in Exclude<F['key'], Required<F>>]: TOptional<S> }
+const bounded = (field: Field) => (field.unit === 'ms' ? ms : count)
+
+function familyProperties<F extends Field>(fields: readonly F[]): Properties<F, TNumber> {
+  return Object.fromEntries(fields.map((f) => [f.key, f.required ? bounded(f) : T.Optional(bounded(f))])) as Properties<F, TNumber>
+}
+
+function nullableFamilyProperties<F extends Field>(fields: readonly F[]): Properties<F, TUnion<[TNumber, TNull]>> {
+  const nullable = (f: Field) => T.Union([bounded(f), T.Null()])
+  return Object.fromEntries(fields.map((f) => [f.key, f.required ? nullable(f) : T.Optional(nullable(f))])) as Properties<F, TUnion<[TNumber, TNull]>>
+}
+
+type CountersOf<F extends Field> = Extract<F, { kind: 'counter' }>
+type GaugesOf<F extends Field> = Extract<F, { kind: 'gauge' }>
+const countersOf = <F extends Field>(fields: readonly F[]) => fields.filter((f): f is CountersOf<F> => f.kind === 'counter')
+const gaugesOf = <F extends Field>(fields: readonly F[]) => fields.filter((f): f is GaugesOf<F> => f.kind === 'gauge')
+
 /** One statement's activity during the cycle (pg_stat_statements / system.query_log). */
 export const QueryStatDelta = T.Object({
   query_hash: T.String({ minLength: 1, maxLength: text.id }),
   query_text: T.String({ maxLength: text.queryText }),
-  calls: count,
-  total_time_ms: ms,
-  rows: count,
-  shared_blks_hit: count,
-  shared_blks_read: count,
-  shared_blks_dirtied: T.Optional(count),
-  shared_blks_written: T.Optional(count),
-  temp_blks_read: T.Optional(count),
-  temp_blks_written: T.Optional(count),
-  blk_read_time_ms: T.Optional(ms),
-  blk_write_time_ms: T.Optional(ms),
-  /** ClickHouse: bytes read and peak memory summed over the calls, and the cycle's p99. */
-  read_bytes: T.Optional(count),
-  memory_bytes: T.Optional(count),
+  /** The statement family's counters (src/shared/families.ts). */
+  ...familyProperties(STATEMENT_FIELDS),
+  /** ClickHouse: the cycle's p99 duration. */
   p99_ms: T.Optional(ms),
-  errors: T.Optional(count),
 })
 export type QueryStatDelta = Static<typeof QueryStatDelta>
 
@@ -106,29 +116,18 @@ export const WaitSample = T.Object({
 })
 export type WaitSample = Static<typeof WaitSample>
 
-const tableCounters = {
-  seq_scan: nullableCount,
-  seq_tup_read: nullableCount,
-  idx_scan: nullableCount,
-  idx_tup_fetch: nullableCount,
-  n_tup_ins: nullableCount,
-  n_tup_upd: nullableCount,
-  n_tup_del: nullableCount,
-  n_tup_hot_upd: nullableCount,
-}
+/** The table family's counters and gauges (src/shared/families.ts). */
+const tableCounters = nullableFamilyProperties(countersOf(TABLE_FIELDS))
 
 export const TableStat = T.Object({
   schema_name: T.String(),
   table_name: T.String(),
   ...tableCounters,
-  n_live_tup: nullableCount,
-  n_dead_tup: nullableCount,
+  ...nullableFamilyProperties(gaugesOf(TABLE_FIELDS)),
   last_vacuum: nullableEpochMs,
   last_autovacuum: nullableEpochMs,
   last_analyze: nullableEpochMs,
   last_autoanalyze: nullableEpochMs,
-  table_size_bytes: nullableCount,
-  index_size_bytes: nullableCount,
   has_primary_key: T.Optional(T.Boolean()),
   /**
    * False when the table's storage parameters turn autovacuum off for it or for its TOAST table
@@ -140,14 +139,15 @@ export const TableStat = T.Object({
 })
 export type TableStat = Static<typeof TableStat>
 
-const indexCounters = { idx_scan: nullableCount, idx_tup_read: nullableCount, idx_tup_fetch: nullableCount }
+/** The index family's counters and gauges (src/shared/families.ts). */
+const indexCounters = nullableFamilyProperties(countersOf(INDEX_FIELDS))
 
 export const IndexStat = T.Object({
   schema_name: T.String(),
   table_name: T.String(),
   index_name: T.String(),
   ...indexCounters,
-  size_bytes: nullableCount,
+  ...nullableFamilyProperties(gaugesOf(INDEX_FIELDS)),
   index_def: T.String(),
   is_unique: T.Boolean(),
   is_primary: T.Boolean(),

@@ -2,6 +2,7 @@
 // definition and size) for the 10,000 largest indexes; counters also as deltas since the previous
 // sample (null on an index's first sample). Definitions are remembered between cycles: deparsing them
 // is most of this collector's cost, and they change only through renames.
+import { INDEX_COUNTERS, INDEX_FIELDS, INDEX_GAUGES, pgSelectList } from '../../../shared/families.ts'
 import type { IndexStat } from '../../../shared/wire.ts'
 import { deltaOf, num } from '../delta.ts'
 import type { PostgresCollector } from '../types.ts'
@@ -11,14 +12,15 @@ const MAX_INDEXES = 10_000
 /** Every this many cycles all definitions are deparsed again (a renamed column shows up then). */
 const DEFINITION_REFRESH_CYCLES = 30
 
-const COUNTERS = ['idx_scan', 'idx_tup_read', 'idx_tup_fetch'] as const
+const COUNTERS = INDEX_COUNTERS
 type IndexCounters = Counters<(typeof COUNTERS)[number]>
 
 // Sizing an index waits for an ACCESS EXCLUSIVE lock on it (REINDEX, DROP INDEX), and pg_get_indexdef
 // for one on its table (ALTER TABLE, VACUUM FULL, TRUNCATE, LOCK TABLE). An index whose table or itself
 // is so locked, held or awaited, is reported without a size this cycle and with the definition seen in
 // an earlier cycle (empty if none), rather than the collector waiting out its deadline.
-const STATS_SQL = `
+// The counters and gauges are the index family's (src/shared/families.ts), as this server version has them.
+const statsSqlFor = (major: number) => `
   WITH busy AS (
     SELECT l.relation FROM pg_locks l
     WHERE l.locktype = 'relation' AND l.mode = 'AccessExclusiveLock'
@@ -30,8 +32,8 @@ const STATS_SQL = `
     SELECT c.*, CASE WHEN NOT c.busy THEN pg_relation_size(c.indexrelid) END AS size_bytes
     FROM checked c
   )
-  SELECT s.indexrelid, s.schemaname, s.relname, s.indexrelname, s.idx_scan, s.idx_tup_read, s.idx_tup_fetch,
-         s.size_bytes, s.busy, i.indisunique, i.indisprimary, i.indisvalid
+  SELECT s.indexrelid, s.schemaname, s.relname, s.indexrelname, ${pgSelectList(INDEX_FIELDS, major, 's.')},
+         s.busy, i.indisunique, i.indisprimary, i.indisvalid
   FROM sized s
   JOIN pg_index i ON i.indexrelid = s.indexrelid
   ORDER BY s.size_bytes DESC NULLS LAST, s.schemaname, s.indexrelname
@@ -54,12 +56,11 @@ interface State {
   indexes: Map<number, Known>
 }
 
-type Row = Record<(typeof COUNTERS)[number], string | null> & {
+type Row = Record<(typeof COUNTERS)[number] | (typeof INDEX_GAUGES)[number], string | null> & {
   indexrelid: number
   schemaname: string
   relname: string
   indexrelname: string
-  size_bytes: string | null
   busy: boolean
   indisunique: boolean
   indisprimary: boolean
@@ -73,7 +74,7 @@ export const indexes: PostgresCollector = {
   async collect(ctx) {
     const state = (ctx.state.get('indexes') as State | undefined) ?? { cycle: 0, indexes: new Map<number, Known>() }
     const refresh = state.cycle % DEFINITION_REFRESH_CYCLES === 0
-    const rows = await ctx.sql.unsafe<Row[]>(STATS_SQL, [MAX_INDEXES])
+    const rows = await ctx.sql.unsafe<Row[]>(statsSqlFor(ctx.major), [MAX_INDEXES])
     const keyOf = (r: Row) => `${r.indexrelid}/${r.schemaname}/${r.relname}/${r.indexrelname}`
     // Deparsed again: indexes not seen before, renamed ones (index, table or schema), all of them now and then.
     const stale = rows.filter((r) => !r.busy && (refresh || state.indexes.get(r.indexrelid)?.defKey !== keyOf(r)))
@@ -96,7 +97,7 @@ export const indexes: PostgresCollector = {
         table_name: r.relname,
         index_name: r.indexrelname,
         ...counters,
-        size_bytes: num(r.size_bytes),
+        ...(Object.fromEntries(INDEX_GAUGES.map((k) => [k, num(r[k])])) as Counters<(typeof INDEX_GAUGES)[number]>),
         index_def: indexDef,
         is_unique: r.indisunique,
         is_primary: r.indisprimary,

@@ -14,7 +14,7 @@
 // Counters are read without query texts; texts are fetched only for statements not seen before.
 // A missing extension is one clear warning, not an error every cycle. The agent's own statements are
 // left out when it connects with a role of its own (neither superuser nor the database's owner).
-import { POSTGRES_QUERY_COUNTER_KEYS } from '../../../shared/metrics.ts'
+import { POSTGRES_STATEMENT_COUNTERS, STATEMENT_FIELDS, pgSelectList } from '../../../shared/families.ts'
 import type { QueryStatDelta } from '../../../shared/wire.ts'
 import { epoch, num } from '../delta.ts'
 import type { PostgresCollector, PostgresContext } from '../types.ts'
@@ -23,7 +23,7 @@ const MAX_TEXT = 10_000
 /** How long the collector's note tells of the latest eviction. */
 const EVICTION_NOTE_MS = 60 * 60_000
 
-const COUNTERS = POSTGRES_QUERY_COUNTER_KEYS
+const COUNTERS = POSTGRES_STATEMENT_COUNTERS
 type Counter = (typeof COUNTERS)[number]
 type Reading = Record<Counter, number>
 
@@ -61,12 +61,14 @@ export interface Features {
   info: boolean
   /** stats_since (1.11); the block time columns were renamed then too. */
   since: boolean
+  /** The version as families.ts's PostgreSQL sources of statement counters name it: major × 100 + minor (1.11: 111). */
+  level: number
 }
 
 export function featuresOf(version: string): Features {
   const [major = 0, minor = 0] = version.split('.').map(Number)
   const at = (m: number, n: number) => major > m || (major === m && minor >= n)
-  return { info: at(1, 9), since: at(1, 11) }
+  return { info: at(1, 9), since: at(1, 11), level: major * 100 + minor }
 }
 
 async function availability(ctx: PostgresContext): Promise<{ problem: string } | { features: Features; max: number | null }> {
@@ -165,9 +167,7 @@ export const queryStats: PostgresCollector = {
     const rows = await ctx.sql.unsafe(
       `SELECT userid::text || '/' || dbid::text || '/' || queryid::text || '/' || ${features.info ? 'toplevel::text' : "'t'"} AS key,
               queryid::text AS query_hash, ${features.since ? 'stats_since' : 'NULL::timestamptz AS stats_since'},
-              calls, rows, shared_blks_hit, shared_blks_read, shared_blks_dirtied, shared_blks_written, temp_blks_read, temp_blks_written,
-              total_exec_time AS total_time_ms,
-              ${features.since ? 'shared_blk_read_time AS blk_read_time_ms, shared_blk_write_time AS blk_write_time_ms' : 'blk_read_time AS blk_read_time_ms, blk_write_time AS blk_write_time_ms'}
+              ${pgSelectList(STATEMENT_FIELDS, features.level)}
        FROM pg_stat_statements(false)
        WHERE queryid IS NOT NULL AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
          AND userid::text IS DISTINCT FROM $1::text`,

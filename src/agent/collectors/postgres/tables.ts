@@ -3,6 +3,7 @@
 // batch's cap on them (src/shared/ingest-limits.ts; the runner splits a batch that is too big to send);
 // counters also as deltas since the previous sample (null on a table's first sample). Also the
 // sequences (pg_sequences' columns) with the share of their range used, the 1,000 most used.
+import { TABLE_COUNTERS, TABLE_FIELDS, TABLE_GAUGES, pgSelectList } from '../../../shared/families.ts'
 import { ingestMaxItems } from '../../../shared/ingest-limits.ts'
 import type { SequenceStat, TableStat } from '../../../shared/wire.ts'
 import { deltaOf, epoch, num } from '../delta.ts'
@@ -12,7 +13,7 @@ import type { Counters } from './common.ts'
 const MAX_TABLES = ingestMaxItems.tables
 const MAX_SEQUENCES = 1_000
 
-const COUNTERS = ['seq_scan', 'seq_tup_read', 'idx_scan', 'idx_tup_fetch', 'n_tup_ins', 'n_tup_upd', 'n_tup_del', 'n_tup_hot_upd'] as const
+const COUNTERS = TABLE_COUNTERS
 type TableCounters = Counters<(typeof COUNTERS)[number]>
 
 // autovacuum_enabled is false when the table's storage parameters turn autovacuum off for it or for its
@@ -21,7 +22,8 @@ type TableCounters = Counters<(typeof COUNTERS)[number]>
 // Sizing a relation takes an ACCESS SHARE lock on it and its indexes, so a table that someone holds or
 // awaits an ACCESS EXCLUSIVE lock on (ALTER TABLE, VACUUM FULL, TRUNCATE, REINDEX of an index) is not
 // sized this cycle: its sizes are null rather than the collector waiting out its deadline.
-const SQL = `
+// The counters and gauges are the table family's (src/shared/families.ts), as this server version has them.
+const sqlFor = (major: number) => `
   WITH busy AS (
     SELECT coalesce(i.indrelid, t.oid, l.relation) AS relid
     FROM pg_locks l
@@ -36,9 +38,8 @@ const SQL = `
     FROM pg_stat_user_tables s
   )
   SELECT relid, schemaname, relname,
-         seq_scan, seq_tup_read, idx_scan, idx_tup_fetch, n_tup_ins, n_tup_upd, n_tup_del, n_tup_hot_upd,
-         n_live_tup, n_dead_tup, last_vacuum, last_autovacuum, last_analyze, last_autoanalyze,
-         table_size_bytes, index_size_bytes,
+         ${pgSelectList(TABLE_FIELDS, major)},
+         last_vacuum, last_autovacuum, last_analyze, last_autoanalyze,
          EXISTS (SELECT 1 FROM pg_index p WHERE p.indrelid = sized.relid AND p.indisprimary) AS has_primary_key,
          NOT EXISTS (
            SELECT 1 FROM pg_class c
@@ -125,18 +126,14 @@ function sequenceStat(r: SequenceRow): SequenceStat {
   }
 }
 
-type Row = Record<(typeof COUNTERS)[number], string | null> & {
+type Row = Record<(typeof COUNTERS)[number] | (typeof TABLE_GAUGES)[number], string | null> & {
   relid: number
   schemaname: string
   relname: string
-  n_live_tup: string | null
-  n_dead_tup: string | null
   last_vacuum: Date | null
   last_autovacuum: Date | null
   last_analyze: Date | null
   last_autoanalyze: Date | null
-  table_size_bytes: string | null
-  index_size_bytes: string | null
   has_primary_key: boolean
   autovacuum_enabled: boolean
 }
@@ -211,7 +208,7 @@ export const tables: PostgresCollector = {
   engine: 'postgres',
   defaultEnabled: true,
   async collect(ctx) {
-    const rows = await ctx.sql.unsafe<Row[]>(SQL, [MAX_TABLES])
+    const rows = await ctx.sql.unsafe<Row[]>(sqlFor(ctx.major), [MAX_TABLES])
     const previous = ctx.state.get('tables') as Map<number, TableCounters> | undefined
     const current = new Map<number, TableCounters>()
     const stats: TableStat[] = rows.map((r) => {
@@ -221,14 +218,11 @@ export const tables: PostgresCollector = {
         schema_name: r.schemaname,
         table_name: r.relname,
         ...counters,
-        n_live_tup: num(r.n_live_tup),
-        n_dead_tup: num(r.n_dead_tup),
+        ...(Object.fromEntries(TABLE_GAUGES.map((k) => [k, num(r[k])])) as Counters<(typeof TABLE_GAUGES)[number]>),
         last_vacuum: epoch(r.last_vacuum),
         last_autovacuum: epoch(r.last_autovacuum),
         last_analyze: epoch(r.last_analyze),
         last_autoanalyze: epoch(r.last_autoanalyze),
-        table_size_bytes: num(r.table_size_bytes),
-        index_size_bytes: num(r.index_size_bytes),
         has_primary_key: r.has_primary_key,
         autovacuum_enabled: r.autovacuum_enabled,
         delta: deltaOf(previous?.get(r.relid), counters),
