@@ -1,6 +1,7 @@
 // /api/v1/databases/{id}: active queries (and their WebSocket stream), locks, tables and indexes.
 // Active queries serve both engines; locks, tables and indexes are PostgreSQL's.
 import { Elysia, t } from 'elysia'
+import { TABLE_COUNTERS, TABLE_GAUGES } from '../../shared/families.ts'
 import { ActiveQuery, type LockEntry } from '../../shared/wire.ts'
 import { looksLikeApiKey } from '../auth/api-keys.ts'
 import { type Principal, accessCookie, authenticate } from '../auth/principal.ts'
@@ -18,6 +19,8 @@ const PREFIX = '/api/v1/databases/:id'
 /** The active-query stream's `interval` in seconds: default, minimum, maximum (over it: clamped). */
 
 const round = (n: number | null | undefined, digits = 3) => (n === null || n === undefined ? null : Number(n.toFixed(digits)))
+
+const TABLE_FIELD_KEYS = [...TABLE_COUNTERS, ...TABLE_GAUGES]
 
 const ACTIVE_FIELDS = Object.keys(ActiveQuery.properties) as (keyof ActiveQuery)[]
 
@@ -51,29 +54,19 @@ function deadTupleRatio(live: number | null, dead: number | null): number | null
   return round(dead / (live + dead), 6)
 }
 
+/** A table's entry: every counter and gauge of the table family (src/shared/families.ts), times in RFC 3339. */
 function tableView(r: TableRow) {
   return {
     schema_name: r.schema_name,
     table_name: r.table_name,
-    seq_scan: r.seq_scan,
-    idx_scan: r.idx_scan,
-    n_tup_ins: r.n_tup_ins,
-    n_tup_upd: r.n_tup_upd,
-    n_tup_del: r.n_tup_del,
-    n_live_tup: r.n_live_tup,
-    n_dead_tup: r.n_dead_tup,
+    ...(Object.fromEntries(TABLE_FIELD_KEYS.map((k) => [k, r[k]])) as Pick<TableRow, (typeof TABLE_FIELD_KEYS)[number]>),
     last_vacuum: rfc3339(r.last_vacuum),
     last_autovacuum: rfc3339(r.last_autovacuum),
     last_analyze: rfc3339(r.last_analyze),
-    table_size_bytes: r.table_size_bytes,
-    index_size_bytes: r.index_size_bytes,
+    last_autoanalyze: rfc3339(r.last_autoanalyze),
     has_primary_key: r.has_primary_key,
     autovacuum_enabled: r.autovacuum_enabled,
     dead_tuple_ratio: deadTupleRatio(r.n_live_tup, r.n_dead_tup),
-    seq_tup_read: r.seq_tup_read,
-    idx_tup_fetch: r.idx_tup_fetch,
-    n_tup_hot_upd: r.n_tup_hot_upd,
-    last_autoanalyze: rfc3339(r.last_autoanalyze),
     ts: rfc3339(r.ts),
   }
 }

@@ -34,6 +34,16 @@
 // bucket's gauges as they are), and pins the gauges of the next sampled minute of its hour (pinLaterMinute).
 // (sql-telemetry.ts imports this module and this one imports it back: its exports are used inside
 // functions only, never while the modules load.)
+import {
+  INDEX_COUNTERS,
+  INDEX_GAUGES,
+  type IndexCounter,
+  type IndexGauge,
+  TABLE_COUNTERS,
+  TABLE_GAUGES,
+  type TableCounter,
+  type TableGauge,
+} from '../../shared/families.ts'
 import type { ActiveQuery, IndexStat, IngestBatch, LockEntry, TableStat } from '../../shared/wire.ts'
 import type { Dialect, SqlDriver } from './driver.ts'
 import { unusedIndexMinBytes } from '../limits.ts'
@@ -43,11 +53,8 @@ import type { MetricSource } from './sql-internals.ts'
 import { INGEST_COLUMN_TYPES, type Reads, type Writes } from './sql-writes.ts'
 
 
-const TABLE_COUNTERS = ['seq_scan', 'seq_tup_read', 'idx_scan', 'idx_tup_fetch', 'n_tup_ins', 'n_tup_upd', 'n_tup_del', 'n_tup_hot_upd'] as const
-const TABLE_GAUGES = ['n_live_tup', 'n_dead_tup', 'table_size_bytes', 'index_size_bytes'] as const
+// The counters and gauges are the table and index families' (src/shared/families.ts).
 const TABLE_TIMES = ['last_vacuum', 'last_autovacuum', 'last_analyze', 'last_autoanalyze'] as const
-const INDEX_COUNTERS = ['idx_scan', 'idx_tup_read', 'idx_tup_fetch'] as const
-const INDEX_GAUGES = ['size_bytes'] as const
 
 // ---- ingest ----
 
@@ -453,22 +460,11 @@ const orderBy = (column: string, names: string) => `ORDER BY ${column} IS NULL, 
 const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v))
 const boolOrNull = (v: unknown): boolean | null => (v === null || v === undefined ? null : Boolean(v))
 
-export interface TableRow {
+/** A table's latest row: the table family's counters and gauges (src/shared/families.ts), its times and flags. */
+export type TableRow = Record<TableCounter | TableGauge, number | null> & {
   schema_name: string
   table_name: string
   ts: number
-  seq_scan: number | null
-  seq_tup_read: number | null
-  idx_scan: number | null
-  idx_tup_fetch: number | null
-  n_tup_ins: number | null
-  n_tup_upd: number | null
-  n_tup_del: number | null
-  n_tup_hot_upd: number | null
-  n_live_tup: number | null
-  n_dead_tup: number | null
-  table_size_bytes: number | null
-  index_size_bytes: number | null
   last_vacuum: number | null
   last_autovacuum: number | null
   last_analyze: number | null
@@ -507,15 +503,12 @@ function toTableRow(r: Record<string, unknown>): TableRow {
   } as TableRow
 }
 
-export interface IndexRow {
+/** An index's latest row: the index family's counters and gauges (src/shared/families.ts), its definition and flags. */
+export type IndexRow = Record<IndexCounter | IndexGauge, number | null> & {
   schema_name: string
   table_name: string
   index_name: string
   ts: number
-  idx_scan: number | null
-  idx_tup_read: number | null
-  idx_tup_fetch: number | null
-  size_bytes: number | null
   index_def: string
   is_unique: boolean
   is_primary: boolean
@@ -528,15 +521,12 @@ function toIndexRow(r: Record<string, unknown>): IndexRow {
     table_name: String(r.table_name),
     index_name: String(r.index_name),
     ts: asOf(r),
-    idx_scan: numOrNull(r.idx_scan),
-    idx_tup_read: numOrNull(r.idx_tup_read),
-    idx_tup_fetch: numOrNull(r.idx_tup_fetch),
-    size_bytes: numOrNull(r.size_bytes),
+    ...Object.fromEntries([...INDEX_COUNTERS, ...INDEX_GAUGES].map((c) => [c, numOrNull(r[c])])),
     index_def: String(r.index_def),
     is_unique: Boolean(r.is_unique),
     is_primary: Boolean(r.is_primary),
     is_valid: Boolean(r.is_valid),
-  }
+  } as IndexRow
 }
 
 /** One bucket of an object's timeseries: `ts` is the bucket's start; null where nothing was known. */

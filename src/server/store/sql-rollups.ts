@@ -36,9 +36,7 @@ export interface RollupMarks {
 /** The columns summed from finer buckets into coarser ones (p99_ms takes the maximum). */
 const COUNTERS = QUERY_COUNTER_KEYS
 
-const STAT_COLUMN_LIST =
-  'database_id, resolution, bucket, query_hash, calls, total_time_ms, rows, shared_blks_hit, shared_blks_read, shared_blks_dirtied, ' +
-  'shared_blks_written, temp_blks_read, temp_blks_written, blk_read_time_ms, blk_write_time_ms, read_bytes, memory_bytes, errors, p99_ms'
+const STAT_COLUMN_LIST = ['database_id', 'resolution', 'bucket', 'query_hash', ...COUNTERS, 'p99_ms'].join(', ')
 
 /**
  * The sums of STAT_COLUMN_LIST's counters for a rollup: BIGINT ones saturating (sql-sums.ts), so that

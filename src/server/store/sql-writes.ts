@@ -7,7 +7,10 @@
 // per row count (cut into 256/64/16/4/1-row chunks: up to six statements per section, each parsed and
 // planned with thousands of parameters). SQLite runs in the process, where a statement costs no round
 // trip: it keeps its multi-row VALUES in those chunks, as before.
+import { INDEX_FIELDS, STATEMENT_FIELDS, TABLE_FIELDS, columnType } from '../../shared/families.ts'
 import type { Dialect, RunResult, SqlDriver, SqlStatement } from './driver.ts'
+
+const FAMILY_COLUMN_TYPES = Object.fromEntries([...STATEMENT_FIELDS, ...TABLE_FIELDS, ...INDEX_FIELDS].map((f) => [f.key, columnType(f)]))
 
 /**
  * PostgreSQL types of the columns ingest writes, by name: a name has one type in every table (the
@@ -15,6 +18,8 @@ import type { Dialect, RunResult, SqlDriver, SqlStatement } from './driver.ts'
  * schema by test/store/ingest-round-trips.test.ts.
  */
 export const INGEST_COLUMN_TYPES: Readonly<Record<string, 'text' | 'integer' | 'bigint' | 'double precision' | 'boolean'>> = {
+  // every counter and gauge of the statement, table and index families (src/shared/families.ts)
+  ...FAMILY_COLUMN_TYPES,
   database_id: 'text',
   resolution: 'integer',
   bucket: 'bigint',
@@ -23,25 +28,11 @@ export const INGEST_COLUMN_TYPES: Readonly<Record<string, 'text' | 'integer' | '
   kind: 'text',
   payload: 'text',
   interval_seconds: 'double precision',
-  // query_texts, query_stats, explain_plans
+  // query_texts, explain_plans
   query_hash: 'text',
   query_text: 'text',
   first_seen: 'bigint',
   last_seen: 'bigint',
-  calls: 'bigint',
-  total_time_ms: 'double precision',
-  rows: 'bigint',
-  shared_blks_hit: 'bigint',
-  shared_blks_read: 'bigint',
-  shared_blks_dirtied: 'bigint',
-  shared_blks_written: 'bigint',
-  temp_blks_read: 'bigint',
-  temp_blks_written: 'bigint',
-  blk_read_time_ms: 'double precision',
-  blk_write_time_ms: 'double precision',
-  read_bytes: 'bigint',
-  memory_bytes: 'bigint',
-  errors: 'bigint',
   p99_ms: 'double precision',
   plan_hash: 'text',
   source: 'text',
@@ -52,24 +43,10 @@ export const INGEST_COLUMN_TYPES: Readonly<Record<string, 'text' | 'integer' | '
   rows_estimated: 'double precision',
   rows_actual: 'double precision',
   plan_json: 'text',
-  // table_stats, index_stats, latest_tables, latest_indexes
+  // latest_tables, latest_indexes
   schema_name: 'text',
   table_name: 'text',
   index_name: 'text',
-  seq_scan: 'bigint',
-  seq_tup_read: 'bigint',
-  idx_scan: 'bigint',
-  idx_tup_fetch: 'bigint',
-  idx_tup_read: 'bigint',
-  n_tup_ins: 'bigint',
-  n_tup_upd: 'bigint',
-  n_tup_del: 'bigint',
-  n_tup_hot_upd: 'bigint',
-  n_live_tup: 'bigint',
-  n_dead_tup: 'bigint',
-  table_size_bytes: 'bigint',
-  index_size_bytes: 'bigint',
-  size_bytes: 'bigint',
   last_vacuum: 'bigint',
   last_autovacuum: 'bigint',
   last_analyze: 'bigint',
