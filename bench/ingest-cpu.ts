@@ -1,0 +1,234 @@
+// Ingest CPU benchmark (`bun bench/ingest-cpu.ts`): the event loop's time per fleet-shaped ingest batch
+// in `dbm serve`'s app, and where it goes. At 1,000 databases bench:fleet's serve is at the knee (its one
+// event loop nearly full), so each millisecond of main-thread work per batch is the fleet's capacity.
+//
+// Method
+// - In this process: the real app (createApp over benchDeps, as bench/common.ts builds it) over a fresh
+//   SQLite store (openStore), driven with app.handle(Request): no sockets, so the time measured is the
+//   app's own (Bun's HTTP parsing of the request is not in it). SQLite is synchronous, so a request's
+//   wall time here is main-thread time (the store's checkpoint worker runs on its own thread).
+// - Batches: bench/fleet.ts's SimulatedDatabase (the real agent's batch for a pgbench-shaped PostgreSQL,
+//   about 146 KB: 30 of 200 statements moving, 100 tables, 150 indexes, 96 sequences, internals), for
+//   `--databases` databases registered by their first batch. A simulated clock (the app's) advances 10 s
+//   per cycle, the databases' batches spread over it, so minute buckets, hourly rows and 10-minute
+//   rollups happen as in a real fleet. Requests one at a time, every response checked (200).
+// - Timed phase: `--warmup` cycles, then `--cycles` cycles measured: each request's app.handle until its
+//   body is read (performance.now), and store.ingest's own time (the method wrapped on the store object).
+// - Profiled phase (after it, `--profile-cycles` cycles): JavaScriptCore's sampling profiler (bun:jsc
+//   profile, a sample every `--sample-us` µs) over the same requests; each sample is put in the first
+//   part whose code is on its stack, in this order: store.ingest (the store's `ingest`), validation and
+//   unknown-field strip (src/server/ingest-check.ts, when the route has it, or unknown-fields.ts and the
+//   TypeBox checker Elysia compiles for the route: functions without a source named check*), body read
+//   and parse (src/server/json-body.ts), and the rest (Elysia's request handling, authentication, the
+//   route's own checks, the response, timers). A part's ms per batch = its share of samples × the timed
+//   phase's mean per batch (the profiler's own overhead is spread evenly).
+// - Comparing two versions: run this file in both checkouts alternately (A, B, A, B...) and compare the
+//   medians; numbers from one run of each are noise-prone on a shared machine.
+// Options: --databases N (default 60), --cycles N (default 10), --warmup N (default 3), --profile-cycles N
+// (default 4; 0 skips the profile), --sample-us N (default 200), --moving-statements N (default 30), --rest-top N
+// (default 12: the rest's most sampled stacks, by their innermost three frames, to say what it is).
+// Printed: Markdown for bench/RESULTS.md's Ingest section.
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { profile } from 'bun:jsc'
+import { createApp } from '../src/server/app.ts'
+import { openStore } from '../src/server/store/open.ts'
+import { INGEST_PATH } from '../src/shared/wire.ts'
+import { benchDeps, fmt, loadLine, machine, median, parseArgs, percentile } from './common.ts'
+import { SimulatedDatabase } from './fleet.ts'
+
+interface Options {
+  databases: number
+  cycles: number
+  warmup: number
+  profileCycles: number
+  sampleUs: number
+  movingStatements: number
+  restTop: number
+}
+
+const INTERVAL_MS = 10_000
+const PARTS = ['body read and parse', 'validation', 'unknown-field strip', 'validation and strip (one pass)', 'store (every call)', 'the rest'] as const
+type Part = (typeof PARTS)[number]
+
+interface Frame {
+  name: string
+  sourceURL?: string
+}
+
+/**
+ * The part a sample belongs to, from its stack (innermost frame first): the first frame of a source file
+ * decides, or before it a function without a source named check* (TypeBox's compiled checker). Undefined
+ * for an idle loop and for the benchmark's own work (building the Request it hands to the app).
+ */
+function partOf(frames: Frame[]): Part | undefined {
+  for (const frame of frames) {
+    const file = frame.sourceURL ?? ''
+    if (!file.startsWith('/')) {
+      if (!file && frame.name.startsWith('check')) return 'validation'
+      continue
+    }
+    if (file.includes('/bench/')) return undefined
+    if (file.endsWith('/src/server/json-body.ts')) return 'body read and parse'
+    if (file.endsWith('/src/server/unknown-fields.ts')) return 'unknown-field strip'
+    if (file.endsWith('/src/server/ingest-check.ts')) return 'validation and strip (one pass)'
+    if (file.includes('/src/server/store/')) return 'store (every call)'
+    return 'the rest'
+  }
+  return frames.length === 0 ? undefined : 'the rest'
+}
+
+async function main() {
+  const o = parseArgs<Options>(
+    process.argv.slice(2),
+    { databases: 60, cycles: 10, warmup: 3, profileCycles: 4, sampleUs: 200, movingStatements: 30, restTop: 12 },
+    { databases: [1, 2000], cycles: [1, 1000], warmup: [0, 100], profileCycles: [0, 100], sampleUs: [50, 10_000], movingStatements: [7, 200], restTop: [0, 100] },
+  )
+  const { commit, line } = await machine()
+  const loadStart = loadLine()
+  const dataDir = mkdtempSync(join(tmpdir(), 'dbm-bench-ingest-cpu-'))
+  const { store } = await openStore({ dataDir })
+  try {
+    const deps = benchDeps(store)
+    let now = Math.floor(Date.now() / 3_600_000) * 3_600_000 - 3_600_000
+    deps.clock = () => now
+    const app = createApp(deps)
+    const handle = async (method: string, path: string, headers: Record<string, string>, body?: string) => {
+      const res = await app.handle(
+        new Request(`http://127.0.0.1${path}`, {
+          method,
+          // As an agent's fetch sends it: the body's length declared.
+          headers: body === undefined ? headers : { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) },
+          body,
+        }),
+      )
+      return { status: res.status, text: await res.text() }
+    }
+    const signup = await handle('POST', '/api/v1/auth/signup', {}, JSON.stringify({ email: 'bench@example.com', password: 'bench password 0123', name: 'Bench', org_name: 'Bench Org' }))
+    if (signup.status !== 201) throw new Error(`signup: ${signup.status} ${signup.text}`)
+    const account = JSON.parse(signup.text)
+    await store.markEmailVerified(account.user.id, now)
+    const key = await handle('POST', '/api/v1/api-keys', { authorization: `Bearer ${account.access_token}` }, JSON.stringify({ name: 'bench' }))
+    if (key.status !== 201) throw new Error(`api key: ${key.status} ${key.text}`)
+    const headers = { 'x-api-key': JSON.parse(key.text).key as string }
+
+    // store.ingest's own time, in the app.
+    let ingestMs = 0
+    const ingest = store.ingest.bind(store)
+    store.ingest = async (...args) => {
+      const t0 = performance.now()
+      try {
+        return await ingest(...args)
+      } finally {
+        ingestMs += performance.now() - t0
+      }
+    }
+
+    const databases = Array.from({ length: o.databases }, (_, i) => new SimulatedDatabase(i, o.movingStatements, `cpu-${Date.now().toString(36)}`))
+    const start = now
+    let cycle = 0
+    let bytes = 0
+    const requestMs: number[] = []
+    const storeMs: number[] = []
+    /** One cycle: every database's batch, one request at a time, at its place in the 10 s. */
+    const runCycle = async (measure: boolean) => {
+      const at = (db: SimulatedDatabase) => start + cycle * INTERVAL_MS + Math.floor((db.index * INTERVAL_MS) / databases.length)
+      const texts = databases.map((db) => db.next(at(db)))
+      for (const db of databases) {
+        now = at(db)
+        const text = texts[db.index]!
+        bytes = text.length
+        ingestMs = 0
+        const t0 = performance.now()
+        const res = await handle('POST', INGEST_PATH, headers, text)
+        const ms = performance.now() - t0
+        if (res.status !== 200) throw new Error(`ingest of ${db.name}: ${res.status} ${res.text}`)
+        if (measure) {
+          requestMs.push(ms)
+          storeMs.push(ingestMs)
+        }
+      }
+      cycle++
+    }
+    for (let k = 0; k < o.warmup; k++) await runCycle(false)
+    const cpu0 = process.cpuUsage()
+    const wall0 = performance.now()
+    for (let k = 0; k < o.cycles; k++) await runCycle(true)
+    const wallMs = performance.now() - wall0
+    const cpu = process.cpuUsage(cpu0)
+    const batches = requestMs.length
+    const meanMs = requestMs.reduce((a, b) => a + b, 0) / batches
+    const meanStoreMs = storeMs.reduce((a, b) => a + b, 0) / batches
+
+    const samples = new Map<Part, number>(PARTS.map((p) => [p, 0]))
+    let sampled = 0
+    /** The rest's samples by their innermost three frames. */
+    const restStacks = new Map<string, number>()
+    if (o.profileCycles > 0) {
+      const result = await profile(async () => {
+        for (let k = 0; k < o.profileCycles; k++) await runCycle(false)
+      }, o.sampleUs)
+      for (const trace of result.stackTraces.traces as { frames: Frame[] }[]) {
+        const part = partOf(trace.frames)
+        if (!part) continue
+        samples.set(part, samples.get(part)! + 1)
+        sampled++
+        if (part === 'the rest') {
+          const where = trace.frames.slice(0, 3).map((f) => `${f.name || '(anonymous)'}${f.sourceURL?.startsWith('/') ? ` (${f.sourceURL.replace(/^.*\/(src|node_modules)\//, '$1/')})` : ''}`).join(' < ')
+          restStacks.set(where, (restStacks.get(where) ?? 0) + 1)
+        }
+      }
+    }
+    const loadEnd = loadLine()
+
+    const out: string[] = []
+    out.push(`### ${new Date().toISOString().slice(0, 10)}: main-thread time per fleet-shaped ingest batch (SQLite store, in-process)`)
+    out.push('')
+    out.push(`- Command: \`bun bench/ingest-cpu.ts${process.argv.length > 2 ? ` ${process.argv.slice(2).join(' ')}` : ''}\``)
+    out.push(`- Commit: ${commit}`)
+    out.push(`- Machine: ${line}`)
+    out.push(`- Load average (1/5/15 min) at start: ${loadStart}; at end: ${loadEnd}`)
+    out.push(
+      `- ${o.databases} databases, ${fmt(bytes / 1024)} KiB batches (bench/fleet.ts's, ${o.movingStatements} statements moving), ${o.warmup} warm-up cycles, ${o.cycles} measured (${batches} batches), ${o.profileCycles} profiled (a sample every ${o.sampleUs} µs)`,
+    )
+    out.push('')
+    out.push('| per batch | mean ms | p50 ms | p90 ms | p99 ms |')
+    out.push('|---|---:|---:|---:|---:|')
+    out.push(`| request (app.handle, body read) | ${fmt(meanMs, 2)} | ${fmt(median(requestMs), 2)} | ${fmt(percentile(requestMs, 0.9), 2)} | ${fmt(percentile(requestMs, 0.99), 2)} |`)
+    out.push(`| ↳ store.ingest | ${fmt(meanStoreMs, 2)} | ${fmt(median(storeMs), 2)} | ${fmt(percentile(storeMs, 0.9), 2)} | ${fmt(percentile(storeMs, 0.99), 2)} |`)
+    const outside = requestMs.map((ms, i) => ms - storeMs[i]!)
+    out.push(`| ↳ everything but store.ingest | ${fmt(meanMs - meanStoreMs, 2)} | ${fmt(median(outside), 2)} | ${fmt(percentile(outside, 0.9), 2)} | ${fmt(percentile(outside, 0.99), 2)} |`)
+    out.push('')
+    out.push(
+      `Process CPU (all threads: the checkpoint worker too) over the measured cycles: ${fmt((cpu.user + cpu.system) / 1000 / batches, 2)} ms per batch; wall ${fmt(wallMs / batches, 2)} ms per batch.`,
+    )
+    if (sampled > 0) {
+      out.push('')
+      out.push(`Where the time goes (profiled cycles, ${fmt(sampled)} samples; ms = share × the measured mean ${fmt(meanMs, 2)} ms):`)
+      out.push('')
+      out.push('| part | samples | share | ms per batch |')
+      out.push('|---|---:|---:|---:|')
+      for (const part of PARTS) {
+        const n = samples.get(part)!
+        if (n === 0 && (part === 'validation and strip (one pass)' || part === 'unknown-field strip' || part === 'validation')) continue
+        out.push(`| ${part} | ${fmt(n)} | ${fmt((100 * n) / sampled, 1)} % | ${fmt((meanMs * n) / sampled, 2)} |`)
+      }
+      const top = [...restStacks].sort((a, b) => b[1] - a[1]).slice(0, o.restTop)
+      if (top.length > 0) {
+        out.push('')
+        out.push(`The rest's most sampled stacks (innermost three frames; ${fmt(samples.get('the rest')!)} samples):`)
+        out.push('')
+        out.push('| stack | samples |')
+        out.push('|---|---:|')
+        for (const [where, n] of top) out.push(`| ${where.replaceAll('|', '\\|')} | ${fmt(n)} |`)
+      }
+    }
+    console.log(out.join('\n'))
+  } finally {
+    await store.close()
+    rmSync(dataDir, { recursive: true, force: true })
+  }
+}
+
+if (import.meta.main) await main()
