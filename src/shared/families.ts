@@ -64,6 +64,7 @@ export const TABLE_FIELDS = [
   { key: 'n_tup_upd', kind: 'counter', unit: 'tuples', required: true, pg: 'n_tup_upd' },
   { key: 'n_tup_del', kind: 'counter', unit: 'tuples', required: true, pg: 'n_tup_del' },
   { key: 'n_tup_hot_upd', kind: 'counter', unit: 'tuples', required: true, pg: 'n_tup_hot_upd' },
+  { key: 'n_tup_newpage_upd', kind: 'counter', unit: 'tuples', pg: [[16, 'n_tup_newpage_upd']] },
   { key: 'n_live_tup', kind: 'gauge', unit: 'tuples', required: true, pg: 'n_live_tup' },
   { key: 'n_dead_tup', kind: 'gauge', unit: 'tuples', required: true, pg: 'n_dead_tup' },
   { key: 'table_size_bytes', kind: 'gauge', unit: 'bytes', required: true, pg: 'table_size_bytes' },

@@ -1,18 +1,21 @@
 // Locks, active queries, tables and indexes end to end: the real agent against a real PostgreSQL 17,
 // read back through the API. Two sessions contending for a row show the waiter blocked by the holder;
 // a table read only by sequential scans shows exactly those scans as deltas; an index over 1 MB that
-// nothing uses is listed as unused, while the primary key beside it is not.
+// nothing uses is listed as unused, while the primary key beside it is not. Every counter of the table
+// family (src/shared/families.ts) is checked against pg_stat_user_tables.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
+import { TABLE_COUNTERS } from '../../src/shared/families.ts'
 import { type AgentRig, startAgentRig } from '../support/agent.ts'
 import { type PostgresServer, startPostgres } from '../support/postgres.ts'
 import { until } from '../support/wait.ts'
 
 const SEQ_SCANS = 5
 const SCANNED_ROWS = 1000
+const MOVED_ROWS = 2000
 
 let pg: PostgresServer
 let dsn: string
@@ -126,5 +129,50 @@ describe('objects through the agent (PostgreSQL 17)', () => {
     const detail = await rig.api('/indexes/public/wide_tag_idx')
     expect(detail.timeseries.length).toBeGreaterThan(0)
     expect(detail.timeseries.every((p: any) => p.idx_scan === null || p.idx_scan === 0)).toBe(true)
+  })
+
+  test("every counter of the table family is PostgreSQL's own (n_tup_newpage_upd, added to the family in one line, included)", async () => {
+    // Sessions of their own, ended: a backend's statistics are flushed when it exits.
+    const session = async (work: (sql: postgres.Sql) => Promise<unknown>) => {
+      const sql = postgres(dsn, { max: 1, onnotice: () => {} })
+      try {
+        return await work(sql)
+      } finally {
+        await sql.end()
+      }
+    }
+    await session(async (sql) => {
+      await sql`CREATE TABLE moved (id int PRIMARY KEY, pad text) WITH (fillfactor = 100)`
+      await sql`INSERT INTO moved SELECT g, 'x' FROM generate_series(1, ${MOVED_ROWS}) g`
+    })
+    // The agent's first sample of the table is its baseline; the updates land in later samples as deltas.
+    await until('a first sample of moved', async () => ((await rig.api('/tables')).some((t: any) => t.table_name === 'moved') ? true : undefined))
+    // Full pages and longer rows: updates cannot stay on their page, so they move to a new one (not HOT).
+    await session((sql) => sql`UPDATE moved SET pad = repeat('y', 200)`)
+    const counters = TABLE_COUNTERS.join(', ')
+    const truth = await until('the updates in pg_stat_user_tables', async () => {
+      const [row] = (await session((sql) => sql.unsafe(`SELECT ${counters} FROM pg_stat_user_tables WHERE relname = 'moved'`))) as Record<string, unknown>[]
+      return Number(row!.n_tup_upd) === MOVED_ROWS ? row! : undefined
+    })
+    const expected = Object.fromEntries(TABLE_COUNTERS.map((c) => [c, truth[c] === null ? null : Number(truth[c])])) as Record<string, number>
+    expect(expected.n_tup_newpage_upd).toBeGreaterThan(0)
+    expect(expected.n_tup_newpage_upd! + expected.n_tup_hot_upd!).toBeLessThanOrEqual(MOVED_ROWS)
+
+    // the latest row: PostgreSQL's cumulative counters, every one of the family
+    const latest = await until('the updates in /tables', async () => {
+      const t = (await rig.api('/tables')).find((x: any) => x.table_name === 'moved')
+      return t?.n_tup_upd === MOVED_ROWS ? t : undefined
+    })
+    expect(Object.fromEntries(TABLE_COUNTERS.map((c) => [c, latest[c]]))).toEqual(expected)
+    // the timeseries: the updates as deltas after the baseline, newpage ones included
+    const detail = await until('the updates in the timeseries', async () => {
+      const d = await rig.api('/tables/public/moved')
+      return d.timeseries.reduce((sum: number, p: any) => sum + (p.n_tup_upd ?? 0), 0) === MOVED_ROWS ? d : undefined
+    })
+    const summed = (c: string) => detail.timeseries.reduce((sum: number, p: any) => sum + (p[c] ?? 0), 0)
+    expect({ n_tup_newpage_upd: summed('n_tup_newpage_upd'), n_tup_hot_upd: summed('n_tup_hot_upd') }).toEqual({
+      n_tup_newpage_upd: expected.n_tup_newpage_upd,
+      n_tup_hot_upd: expected.n_tup_hot_upd,
+    })
   })
 })

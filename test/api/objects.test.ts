@@ -275,6 +275,7 @@ for (const kind of storeKinds) {
         seq_tup_read: 1050,
         idx_tup_fetch: 570,
         n_tup_hot_upd: 3,
+        n_tup_newpage_upd: null, // a counter these batches do not send (agents before it): null
         last_autoanalyze: iso(T_BASE - 10 * MINUTE),
         ts: iso(T3),
       })
@@ -318,6 +319,7 @@ for (const kind of storeKinds) {
           n_tup_upd: null,
           n_tup_del: null,
           n_tup_hot_upd: null,
+          n_tup_newpage_upd: null, // a counter these batches do not send (agents before it): null
           n_live_tup: 1000,
           n_dead_tup: 50,
           table_size_bytes: 81920,
@@ -334,6 +336,7 @@ for (const kind of storeKinds) {
           n_tup_upd: 2,
           n_tup_del: 1,
           n_tup_hot_upd: 1,
+          n_tup_newpage_upd: null, // a counter these batches do not send (agents before it): null
           n_live_tup: 1005,
           n_dead_tup: 52,
           table_size_bytes: 90112,
@@ -353,6 +356,7 @@ for (const kind of storeKinds) {
           n_tup_upd: 2,
           n_tup_del: 1,
           n_tup_hot_upd: 1,
+          n_tup_newpage_upd: null, // a counter these batches do not send (agents before it): null
           n_live_tup: 1005,
           n_dead_tup: 52,
           table_size_bytes: 90112,

@@ -55,7 +55,9 @@ describe.each(storeKinds)('family step on the %s store', (kind) => {
     try {
       const added: string[] = []
       await migrate(driver, Date.now, latestVersion, undefined, (c) => added.push(`${c.table}.${c.column}`))
-      expect(added).toEqual([])
+      // what a new store got from the family step: fields added to families since the frozen migrations
+      const familyFields = new Set(FAMILY_TABLES.flatMap((f) => f.fields.map((field) => `${f.table}.${field.key}`)))
+      for (const column of added) expect({ column, family: familyFields.has(column) }).toEqual({ column, family: true })
       // A database with one statement minute and one table minute, written before the fields exist.
       await driver.run(`INSERT INTO organizations (id, name, slug, plan, verified, created_at) VALUES ('o1', 'org', 'org', 'free', $1, 0)`, [true])
       await driver.run(

@@ -16,6 +16,7 @@ import { mkdirSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import postgres from 'postgres'
 import type { SqlDriver } from '../../src/server/store/driver.ts'
+import { addFamilyColumns } from '../../src/server/store/family-columns.ts'
 import { type Migration, SchemaTooNewError, latestVersion, migrate, migrations } from '../../src/server/store/migrations.ts'
 import { openStore } from '../../src/server/store/open.ts'
 import { PostgresDriver } from '../../src/server/store/postgres/driver.ts'
@@ -347,13 +348,18 @@ for (const kind of storeKinds) {
         expect(await migrate(driver, () => FILLER_T0, 9)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9])
         await fillEveryTable(driver)
         // and rows as ingest writes them (NULLs, fractions, large counters) into every rebuilt table that a batch fills
+        // (today's ingest writes the columns the family step adds for counters added after migration 10: they
+        // are added for the ingest and dropped again, since no version-9 store had them)
         const collectedAt = Math.floor(Date.now() / MINUTE) * MINUTE - 2 * MINUTE + 5_000
+        const familyColumns = await driver.transaction((tx) => addFamilyColumns(tx))
         expect((await new SqlStore(driver).ingest('id-0', fullBatch('name-0', collectedAt), collectedAt + 1_000)).kind).toBe('applied')
+        for (const c of familyColumns) await driver.exec(`ALTER TABLE ${c.table} DROP COLUMN ${c.column}`)
         const before = { schema: await schemaOf(driver), rows: await dumpEveryTable(driver) }
         const tablesBefore = driver.dialect === 'sqlite' ? await sqliteTables(driver) : {}
         for (const table of WITHOUT_ROWID_SINCE_10) expect({ table, rows: before.rows[table]!.length > 0 }).toEqual({ table, rows: true })
 
-        expect(await migrate(driver)).toEqual([10])
+        // the frozen migration alone: the family step's columns (counters added since) are not its doing
+        expect(await migrate(driver, Date.now, latestVersion, undefined, false)).toEqual([10])
 
         expect(await dumpEveryTable(driver)).toEqual(before.rows)
         if (before.schema.dialect === 'postgres') {

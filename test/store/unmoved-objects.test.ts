@@ -176,4 +176,32 @@ describe.each(storeKinds)('unmoved tables and indexes (%s store)', (kind: StoreK
     // The latest table is still the newest batch's.
     expect((await store.objects.table(id, 'public', 'a'))!.ts).toBe(T0 + HOUR + MINUTE + 5_000)
   })
+
+  test('an unknown counter (a table without indexes: idx_scan null; a counter the agent does not send) is not news, and reads null in idle minutes', async () => {
+    // Table `b` has no index (PostgreSQL's idx_scan and idx_tup_fetch are null) and the agent predates
+    // n_tup_newpage_upd (absent). Minute 0: first sample; minute 1: b moves; minutes 2-4: idle.
+    const noIndex = (scans: number | null): TableStat => {
+      const { n_tup_newpage_upd: _, ...sample } = { ...table(scans, 50), table_name: 'b', idx_scan: null, idx_tup_fetch: null }
+      const { n_tup_newpage_upd: __, ...delta } = sample.delta ? { ...sample.delta, idx_scan: null, idx_tup_fetch: null } : { n_tup_newpage_upd: null }
+      return { ...sample, delta: sample.delta ? (delta as TableStat['delta']) : null }
+    }
+    const b = (m: number, scans: number | null) => batch(T0 + 3 * HOUR + m * MINUTE + 5_000, [noIndex(scans)], [])
+    const rowsOfB = async () =>
+      Number((await store.driver.get<{ n: unknown }>(`SELECT COUNT(*) AS n FROM table_stats WHERE database_id = $1 AND table_name = 'b'`, [id]))!.n)
+    await ingest(b(0, null))
+    await ingest(b(1, 2))
+    const afterMove = await rowsOfB()
+    for (let m = 2; m <= 4; m++) await ingest(b(m, 0))
+    // Three idle batches wrote no row of b.
+    expect(await rowsOfB()).toBe(afterMove)
+    const series = await store.objects.tableSeries(id, 'public', 'b', { since: T0 + 3 * HOUR, until: T0 + 4 * HOUR })
+    const pick = (p: { seq_scan: number | null; idx_scan: number | null; n_tup_newpage_upd: number | null }) => [p.seq_scan, p.idx_scan, p.n_tup_newpage_upd]
+    expect(series.points.map((p) => [(p.ts - T0 - 3 * HOUR) / MINUTE, ...pick(p)])).toEqual([
+      [0, null, null, null],
+      [1, 2, null, null],
+      [2, 0, null, null],
+      [3, 0, null, null],
+      [4, 0, null, null],
+    ])
+  })
 })

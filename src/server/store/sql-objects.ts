@@ -75,6 +75,9 @@ function greatest(dialect: Dialect, table: string): string {
 
 interface BucketRow {
   key: string[]
+  /** The object's first sample (no delta at all): news, whatever its counters. */
+  first: boolean
+  /** Deltas; null in a delta: a counter not known (e.g. idx_scan of a table without indexes, a field the server has and the agent or its PostgreSQL not). */
   counters: (number | null)[]
   gauges: (number | null)[]
 }
@@ -87,9 +90,10 @@ function mergeBucketRows(rows: BucketRow[]): (Omit<BucketRow, 'counters'> & { co
     const id = JSON.stringify(row.key)
     const seen = merged.get(id)
     if (!seen) {
-      merged.set(id, { key: row.key, counters: [...row.counters], gauges: [...row.gauges] })
+      merged.set(id, { key: row.key, first: row.first, counters: [...row.counters], gauges: [...row.gauges] })
       continue
     }
+    seen.first ||= row.first
     seen.counters = seen.counters.map((c, i) => (c === null ? row.counters[i]! : c + (row.counters[i] ?? 0)))
     repeated.add(seen)
     seen.gauges = seen.gauges.map((g, i) => row.gauges[i] ?? g)
@@ -213,10 +217,12 @@ function storedState(reads: Reads, spec: BucketTable, databaseId: string, collec
  * latest row: a delta that is not zero (a first sample's unknown one included), or a measured gauge that
  * differs from the latest row's (an unmeasured one, null, is not news).
  */
-function isNews(row: { key: string[]; counters: (number | bigint | null)[]; gauges: (number | null)[] }, stored: StoredState, collectedAt: number): boolean {
+function isNews(row: { key: string[]; first: boolean; counters: (number | bigint | null)[]; gauges: (number | null)[] }, stored: StoredState, collectedAt: number): boolean {
   const before = stored.latest.get(JSON.stringify(row.key))
   if (!before || floorTo(before.ts, HOUR_MS) < floorTo(collectedAt, HOUR_MS)) return true
-  return row.counters.some((c) => c !== 0) || row.gauges.some((g, i) => g !== null && g !== before.gauges[i])
+  // An unknown counter (null) is not news, or a table without indexes (idx_scan null) or a counter its
+  // PostgreSQL lacks would be written every batch.
+  return row.first || row.counters.some((c) => c !== null && c !== 0) || row.gauges.some((g, i) => g !== null && g !== before.gauges[i])
 }
 
 /**
@@ -372,6 +378,7 @@ function applyTables(reads: Reads, databaseId: string, collectedAt: number, tabl
       stored,
       tables.map((t) => ({
         key: [t.schema_name, t.table_name],
+        first: !t.delta,
         counters: TABLE_COUNTERS.map((c) => (t.delta ? int(t.delta[c]) : null)),
         gauges: TABLE_GAUGES.map((g) => int(t[g])),
       })),
@@ -404,8 +411,9 @@ function applyIndexes(reads: Reads, databaseId: string, collectedAt: number, ind
       stored,
       indexes.map((i) => ({
         key: [i.schema_name, i.index_name],
+        first: !i.delta,
         counters: INDEX_COUNTERS.map((c) => (i.delta ? int(i.delta[c]) : null)),
-        gauges: [int(i.size_bytes)],
+        gauges: INDEX_GAUGES.map((g) => int(i[g])),
       })),
     )
     if (!stored.newest) return
@@ -568,11 +576,19 @@ async function series<C extends string>(
     [key.databaseId, SAMPLED_SOURCE, from, window.until, spec.section],
   )
   const carried = await driver.get(
-    `SELECT ${spec.gauges.join(', ')} FROM ${spec.table} WHERE ${object} AND resolution = 60 AND bucket >= $4 AND bucket < $5 ORDER BY bucket DESC LIMIT 1`,
+    `SELECT ${[...spec.counters, ...spec.gauges].join(', ')} FROM ${spec.table} WHERE ${object} AND resolution = 60 AND bucket >= $4 AND bucket < $5 ORDER BY bucket DESC LIMIT 1`,
     [key.databaseId, key.schema, key.name, floorTo(from, HOUR_MS), from],
   )
   // The gauges as of the bucket being read; undefined while no row of the object is known in its hour.
   let gauges: (number | null)[] | undefined = carried ? spec.gauges.map((g) => numOrNull(carried[g])) : undefined
+  // Which counters the latest row knows: a null one (idx_scan of a table without indexes, a counter the
+  // object's PostgreSQL lacks) stays null in an idle minute, a known one reads 0. A row of all nulls is a
+  // first sample (no deltas yet) and says nothing of which are known.
+  const knownIn = (r: Record<string, unknown>, before: boolean[]) => {
+    const known = spec.counters.map((c) => r[c] !== null && r[c] !== undefined)
+    return known.some(Boolean) ? known : before
+  }
+  let known: boolean[] = knownIn(carried ?? {}, spec.counters.map(() => true))
   const byBucket = new Map(rows.map((r) => [Number(r.bucket), r]))
   const buckets = [...new Set([...byBucket.keys(), ...sampled.map((r) => Number(r.bucket))])].sort((a, b) => a - b)
   const points: Point<C>[] = []
@@ -586,10 +602,11 @@ async function series<C extends string>(
     if (row) {
       const point = pointOf(row)
       gauges = spec.gauges.map((g, i) => numOrNull(row[g]) ?? gauges?.[i] ?? null)
+      known = knownIn(row, known)
       points.push(point)
     } else if (gauges) {
       const point: Record<string, number | null> = { ts: bucket }
-      for (const c of spec.counters) point[c] = 0
+      spec.counters.forEach((c, i) => (point[c] = known[i] ? 0 : null))
       spec.gauges.forEach((g, i) => (point[g] = gauges![i]!))
       points.push(point as Point<C>)
     }
