@@ -32,6 +32,14 @@ const TABLE_CHARTS: Spec[] = [
   { name: 'table-rows', title: 'Live and dead rows', unit: 'count', keys: [['n_live_tup', 'live'], ['n_dead_tup', 'dead']] },
   { name: 'table-scans', title: 'Scans', unit: 'count', total: true, keys: [['seq_scan', 'sequential'], ['idx_scan', 'index']] },
   { name: 'table-writes', title: 'Rows written', unit: 'count', total: true, keys: [['n_tup_ins', 'inserted'], ['n_tup_upd', 'updated'], ['n_tup_del', 'deleted']] },
+  // HOT updates stay on their page; those that moved to a new page (PostgreSQL 16+) need index entries and bloat.
+  {
+    name: 'table-updates',
+    title: 'Updates: in place (HOT) and to a new page',
+    unit: 'count',
+    total: true,
+    keys: [['n_tup_upd', 'all'], ['n_tup_hot_upd', 'HOT'], ['n_tup_newpage_upd', 'to a new page']],
+  },
 ]
 
 const INDEX_CHARTS: Spec[] = [
