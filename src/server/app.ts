@@ -3,10 +3,10 @@
 // the security headers on every response, /healthz (which asks the store), the dashboard's files, and
 // the route modules. `dbm serve` and the tests both build the app through createApp, so tests exercise
 // exactly what runs in production.
-import http from 'node:http'
 import type { ValueError } from '@sinclair/typebox/errors'
 import { Elysia, type ValidationError } from 'elysia'
 import { type Deps, clientAddress } from './context.ts'
+import { healthz, signupGate } from './healthz.ts'
 import { HttpError, tooManyRequests } from './http-error.ts'
 import { parseJsonBody } from './json-body.ts'
 import { type RateLimitedEndpoint, authRateLimits, bodyLimits, headerLimits } from './limits.ts'
@@ -20,13 +20,13 @@ import { healthRoutes } from './routes/health.ts'
 import { internalsRoutes } from './routes/internals.ts'
 import { objectRoutes } from './routes/objects.ts'
 import { queryRoutes } from './routes/queries.ts'
-import { logStoreOutages, storeAnswers, storeUnavailable } from './store-health.ts'
+import { serverOptions } from './server-options.ts'
+import { logStoreOutages, storeUnavailable } from './store-health.ts'
 import { isStoreUnreachable } from './store/availability.ts'
 import { dashboardRoutes } from './web/dashboard.ts'
 import { resetPasswordPage } from './web/reset-password.ts'
 import { withSecurityHeaders } from './web/security-headers.ts'
 import dashboard from '../web/index.html'
-import { VERSION } from '../version.ts'
 
 /** Auth endpoints counted per client address (every request, answered or not). */
 const rateLimitedPaths: Record<string, RateLimitedEndpoint> = {
@@ -80,27 +80,31 @@ function validationMessage(error: ValidationError): string {
   return `invalid ${field}: ${issue?.message ?? 'unexpected value'}`
 }
 
+/**
+ * Raises Bun's own limit on a request's line and headers above the app's. The release binary starts
+ * with `--max-http-header-size` (scripts/build.ts), which sets the same process-wide limit without
+ * loading node:http (about 20 ms of start-up); run from source (tests, `bun src/cli.ts`), it is set here.
+ */
+function raiseHeaderParserLimit(): void {
+  const flag = process.execArgv.find((a) => a.startsWith('--max-http-header-size='))
+  if (flag && Number(flag.slice(flag.indexOf('=') + 1)) >= headerLimits.parser) return
+  ;(require('node:http') as { maxHeaderSize: number }).maxHeaderSize = headerLimits.parser
+}
+
 export function createApp(deps: Deps) {
   const { log } = deps
   logStoreOutages(deps.store, log)
-  // Whether signups are refused: DBM_SIGNUP=closed once an organization exists (which, once true, stays).
-  let organizationSeen = false
-  const signupClosed = async () => {
-    if (deps.signup !== 'closed') return false
-    organizationSeen ||= await deps.store.hasOrganization()
-    return organizationSeen
-  }
+  const signupClosed = signupGate(deps)
   // Bun answers requests past its own limits before the app sees them, with an empty body and no hook
   // to give it one: a body over maxRequestBodySize (413), and a request line and headers over Node's
   // http.maxHeaderSize, which Bun.serve reads (431). So every body reaches the app, which refuses one
   // over its route's cap in readBody (an unread body is not buffered: Bun stops reading the socket), and
-  // Bun's header limit is raised above the app's, which headSize checks. The setting is process-wide.
-  ;(http as { maxHeaderSize: number }).maxHeaderSize = headerLimits.parser
-  // `development: false` keeps Bun's dev server (hot reload, error overlays) out of every build.
-  return new Elysia({
-    normalize: false,
-    serve: { maxRequestBodySize: Number.MAX_SAFE_INTEGER, development: false },
-  })
+  // Bun's header limit is raised above the app's, which headSize checks.
+  raiseHeaderParserLimit()
+  // `standardHostname: false`: the path is found after `http://`, not 11 characters in, which assumed a
+  // host of at least 4 characters (`Host: x` routed `/api/v1/x` as `/v1/x`). Elysia's own listen routes
+  // with Bun's router, which parses the path itself; `dbm serve` hands requests to the app's fetch (serve.ts).
+  return new Elysia({ normalize: false, serve: { ...serverOptions }, handler: { standardHostname: false } })
     .onRequest(async ({ request, server, set }) => {
       withSecurityHeaders(set.headers)
       if (headSize(request) > headerLimits.bytes) {
@@ -153,12 +157,9 @@ export function createApp(deps: Deps) {
       }
     })
     .get('/healthz', async ({ set }) => {
-      // `signup` tells the dashboard whether to offer a signup form (DBM_SIGNUP).
-      // `event_loop`: how late the server's event loop ran over the last minute (loop-lag.ts).
-      const loop = deps.loopLag ? { event_loop: deps.loopLag.figures() } : {}
-      if (await storeAnswers(deps.store)) return { status: 'ok', version: VERSION, store: 'ok', signup: (await signupClosed()) ? 'closed' : 'open', ...loop }
-      set.status = 503
-      return { status: 'unavailable', version: VERSION, store: 'unavailable', ...loop }
+      const answer = await healthz(deps, signupClosed)
+      set.status = answer.status
+      return answer.body
     })
     .use(authRoutes(deps))
     .use(apiKeyRoutes(deps))

@@ -3,7 +3,6 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { type LogLevel, logLevels } from '../shared/log.ts'
-import { isPostgresUrl } from './store/open.ts'
 
 export class UsageError extends Error {
   constructor(message: string) {
@@ -53,6 +52,11 @@ function dataDir([value, source]: [string | undefined, string]): string {
   if (value === undefined) return './dbm-data'
   if (value.trim() === '') throw new UsageError(`${source}: expected a directory path`)
   return value
+}
+
+/** True for a postgres:// or postgresql:// URL (the PostgreSQL store). */
+export function isPostgresUrl(url: string): boolean {
+  return /^postgres(ql)?:\/\//i.test(url)
 }
 
 export function resolveServeConfig(flags: Record<string, string>, env: Record<string, string | undefined>): ServeConfig {

@@ -1,20 +1,34 @@
-// `dbm serve`: open the store (migrating it), build the app, listen, sweep stale rate-limit rows, run
+// `dbm serve`: open the store (migrating it), listen, build the API, sweep stale rate-limit rows, run
 // the health monitor (alerts, recommendations, retention), and stop cleanly on SIGINT/SIGTERM.
-import { createApp } from './app.ts'
-import { TokenService } from './auth/tokens.ts'
+//
+// Start-up order (issue 13: from the start to the first 200 on /healthz in at most 50 ms). The listener
+// opens as soon as the store is open, and answers a plain GET /healthz itself (healthz.ts: the app's own
+// answer, 200 only when the store answers) while the API is built: Elysia, the routes and their schemas,
+// the token service and the mailer are loaded and set up after listen (about 40-60 ms in the binary).
+// Any other request that arrives meanwhile waits for the API and is then handled by it. Once built, the
+// API takes the listener over (server.reload): from then on every request, /healthz included, goes
+// through the app alone. The health monitor and the diagnosis worker start after that.
+import type { Server } from 'bun'
 import { type ServeConfig, loadJwtSecret } from './config.ts'
+import type { Deps } from './context.ts'
 import { createLogger } from '../shared/log.ts'
-import { createHealthMonitor } from './health-monitor.ts'
-import { startDiagnosisWorker } from './doctor/diagnosis-worker.ts'
-import { createMailer } from './mail.ts'
-import { rateEventRetentionMs } from './limits.ts'
-import { isStoreUnreachable } from './store/availability.ts'
-import { openStore } from './store/open.ts'
+import { healthz, signupGate } from './healthz.ts'
 import { startLoopLag } from './loop-lag.ts'
+import { serverOptions } from './server-options.ts'
+import { openStore } from './store/open.ts'
+import { securityHeaders } from './web/security-headers.ts'
 import { VERSION } from '../version.ts'
 
 /** How long a stopping server waits for requests in flight before it closes their connections. */
 const STOP_GRACE_MS = 5_000
+
+/** Every 10 minutes: rate-limit rows older than their window are deleted. */
+const RATE_SWEEP_MS = 10 * 60 * 1000
+
+/** Settles after the event loop has had a turn (I/O included). */
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve))
+
+type Fetch = (request: Request, server: Server<unknown>) => Response | Promise<Response> | undefined | Promise<Response | undefined>
 
 export async function serve(config: ServeConfig): Promise<number> {
   const log = createLogger(config.logLevel)
@@ -27,39 +41,49 @@ export async function serve(config: ServeConfig): Promise<number> {
       // server answers nothing until they are done.
       applying: (m, storeBytes) =>
         log.info('applying migration', { version: m.version, name: m.name, ...(storeBytes !== null ? { store_mb: Math.round(storeBytes / 1e6) } : {}) }),
-      columnAdded: (c) => log.info('store column added for a counter', { table: c.table, column: c.column, definition: c.definition }),
     })
   } catch (e) {
     log.error('cannot open the store', { cause: (e as Error).message })
     return 1
   }
   const { store } = opened
-  const mailer = createMailer({ smtpUrl: config.smtpUrl, from: config.smtpFrom, log })
-  const deps = {
-    store,
-    tokens: new TokenService(loadJwtSecret(config)),
-    mailer,
-    log,
-    clock: Date.now,
-    publicUrl: config.publicUrl,
-    trustProxy: config.trustProxy,
-    signup: config.signup,
-    webhooks: { allowPrivate: config.webhookAllowPrivate },
-    streams: new Set<{ close(code?: number, reason?: string): void }>(),
-    loopLag: startLoopLag(),
+  let jwtSecret: string
+  try {
+    // Read (or generated) before listening, as before: a bad secret file stops the start with its message.
+    jwtSecret = loadJwtSecret(config)
+  } catch (e) {
+    await store.close()
+    throw e
   }
-  let app
+  const loopLag = startLoopLag()
+  const early = { store, signup: config.signup, loopLag }
+  const signupClosed = signupGate(early)
+
+  // Until the API is built: a plain GET /healthz is answered here, anything else waits for the API. (A
+  // query string, another method or a trailing slash goes to the app, which answers it as it always does.)
+  let api: Promise<Fetch> | undefined
+  const starting: Fetch = async (request, server) => {
+    const url = new URL(request.url)
+    if (request.method === 'GET' && url.pathname === '/healthz' && url.search === '') {
+      const answer = await healthz(early, signupClosed)
+      return Response.json(answer.body, { status: answer.status, headers: securityHeaders })
+    }
+    return (await api!)(request, server)
+  }
+  let server: Server<unknown>
   try {
     // reusePort off: a second dbm on a taken port must fail, not split requests between two stores.
-    app = createApp(deps).listen({ hostname: config.hostname, port: config.port, reusePort: false })
+    // idleTimeout 30 s as Elysia's own listen has it.
+    server = Bun.serve({ ...serverOptions, hostname: config.hostname, port: config.port, reusePort: false, idleTimeout: 30, fetch: starting as never })
   } catch (e) {
     log.error('cannot listen', { address: `${config.hostname}:${config.port}`, cause: (e as Error).message })
+    loopLag.stop()
     await store.close()
     return 1
   }
   log.info('dbm serve listening', {
     version: VERSION,
-    address: `${app.server?.hostname}:${app.server?.port}`,
+    address: `${server.hostname}:${server.port}`,
     store: `${store.dialect} ${opened.location}`,
     migrations_applied: opened.applied.length ? opened.applied.join(',') : 'none',
     mail: config.smtpUrl ? 'smtp' : 'log',
@@ -67,51 +91,92 @@ export async function serve(config: ServeConfig): Promise<number> {
   if (config.webhookAllowPrivate) log.warn('webhooks may go to internal addresses (DBM_WEBHOOK_ALLOW_PRIVATE=true)')
 
   const sweep = setInterval(() => {
-    store.sweepRateEvents(Date.now() - rateEventRetentionMs).catch((e) => {
-      if (!isStoreUnreachable(e)) log.warn('rate-limit sweep failed', { cause: (e as Error).message })
-    })
-  }, 10 * 60 * 1000)
-  // The doctor's work for the health monitor runs in a thread of its own (doctor/worker.ts) once it has
-  // started (in the background: the server answers, and handles signals, meanwhile).
-  const diagnoser = startDiagnosisWorker({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, logLevel: config.logLevel, log }).then(
-    (started) => {
-      Object.assign(deps, { diagnoser: started })
-      return started
-    },
-    (e) => {
-      log.warn('no diagnosis worker; the health monitor diagnoses on the main thread', { cause: (e as Error).message })
-      return undefined
-    },
-  )
-  const monitor = createHealthMonitor(deps, { retentionDays: config.retentionDays })
-  monitor.start()
+    import('./limits.ts').then(({ rateEventRetentionMs }) =>
+      store.sweepRateEvents(Date.now() - rateEventRetentionMs).catch(async (e) => {
+        const { isStoreUnreachable } = await import('./store/availability.ts')
+        if (!isStoreUnreachable(e)) log.warn('rate-limit sweep failed', { cause: (e as Error).message })
+      }),
+    )
+  }, RATE_SWEEP_MS)
+
+  // The API, built after listen; then the health monitor and, in a thread of its own (doctor/worker.ts),
+  // the doctor's work for it (started in the background: the server answers, and handles signals, meanwhile).
+  const started = (async () => {
+    // In steps, with a turn of the event loop before each, so that a /healthz that arrived meanwhile is
+    // answered after the step in progress (each a few milliseconds) rather than after the whole build.
+    await nextTurn()
+    const { createApp } = await import('./app.ts')
+    await nextTurn()
+    const [{ TokenService }, { createMailer }, { websocket }] = await Promise.all([import('./auth/tokens.ts'), import('./mail.ts'), import('elysia/ws')])
+    await nextTurn()
+    const mailer = createMailer({ smtpUrl: config.smtpUrl, from: config.smtpFrom, log })
+    const deps: Deps = {
+      store,
+      tokens: new TokenService(jwtSecret),
+      mailer,
+      log,
+      clock: Date.now,
+      publicUrl: config.publicUrl,
+      trustProxy: config.trustProxy,
+      signup: config.signup,
+      webhooks: { allowPrivate: config.webhookAllowPrivate },
+      streams: new Set<{ close(code?: number, reason?: string): void }>(),
+      loopLag,
+    }
+    const app = createApp(deps)
+    // The app's handlers ask it for the server (the client's address, the WebSocket upgrade).
+    app.server = server
+    const fetch = app.fetch as Fetch
+    server.reload({ fetch: fetch as never, websocket: websocket as never })
+    await nextTurn()
+    const [{ createHealthMonitor }, { startDiagnosisWorker }] = await Promise.all([import('./health-monitor.ts'), import('./doctor/diagnosis-worker.ts')])
+    await nextTurn()
+    const diagnoser = startDiagnosisWorker({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, logLevel: config.logLevel, log }).then(
+      (worker) => {
+        Object.assign(deps, { diagnoser: worker })
+        return worker
+      },
+      (e) => {
+        log.warn('no diagnosis worker; the health monitor diagnoses on the main thread', { cause: (e as Error).message })
+        return undefined
+      },
+    )
+    const monitor = createHealthMonitor(deps, { retentionDays: config.retentionDays })
+    monitor.start()
+    return { fetch, deps, mailer, monitor, diagnoser }
+  })()
+  api = started.then((s) => s.fetch)
 
   return new Promise((resolve) => {
     let stopping = false
-    const stop = async (signal: string) => {
+    const stop = async (signal: string, code = 0) => {
       if (stopping) return
       stopping = true
       log.info('stopping', { signal })
       clearInterval(sweep)
+      const parts = await started.catch(() => undefined)
       // Streams never end by themselves: they are told the server is going away (1001), and requests
       // in flight get STOP_GRACE_MS to finish before their connections are closed.
-      for (const stream of deps.streams) stream.close(1001, 'server shutting down')
-      const server = app.server
-      if (server) {
-        const drained = server.stop(false).then(() => true)
-        if (!(await Promise.race([drained, Bun.sleep(STOP_GRACE_MS).then(() => false)]))) {
-          log.warn('closing connections still open', { after_ms: STOP_GRACE_MS })
-          await server.stop(true)
-        }
+      for (const stream of parts?.deps.streams ?? []) stream.close(1001, 'server shutting down')
+      const drained = server.stop(false).then(() => true)
+      if (!(await Promise.race([drained, Bun.sleep(STOP_GRACE_MS).then(() => false)]))) {
+        log.warn('closing connections still open', { after_ms: STOP_GRACE_MS })
+        await server.stop(true)
       }
-      await monitor.stop()
-      await (await diagnoser)?.close()
-      await mailer.idle()
-      mailer.close()
-      deps.loopLag.stop()
+      if (parts) {
+        await parts.monitor.stop()
+        await (await parts.diagnoser)?.close()
+        await parts.mailer.idle()
+        parts.mailer.close()
+      }
+      loopLag.stop()
       await store.close()
-      resolve(0)
+      resolve(code)
     }
+    started.catch((e) => {
+      log.error('cannot build the API', { cause: (e as Error).message })
+      void stop('none', 1)
+    })
     process.once('SIGINT', () => void stop('SIGINT'))
     process.once('SIGTERM', () => void stop('SIGTERM'))
   })

@@ -27,10 +27,6 @@ export interface OpenedStore {
   location: string
 }
 
-export function isPostgresUrl(url: string): boolean {
-  return /^postgres(ql)?:\/\//i.test(url)
-}
-
 function inUse(location: string, cause: unknown): Error {
   return new Error(`${location} is in use by another process (another dbm serve on this data directory?)`, { cause })
 }

@@ -1,8 +1,8 @@
 // The dashboard's files, served by the app so that every one carries the security headers (Bun's own
 // serving of an HTML import sets no headers of ours). In the compiled binary the page, its script and
-// its stylesheet were bundled by `bun build --compile` and are read from the executable once, at start;
-// run from source (`bun src/cli.ts serve`, the tests), the same page is bundled with Bun.build at the
-// first request for it. The page is at `/` (revalidated by its ETag on every load); the files it loads
+// its stylesheet were bundled by `bun build --compile` and are read from the executable once, at the
+// first request for one of them; run from source (`bun src/cli.ts serve`, the tests), the same page is
+// bundled with Bun.build at the first request for it. The page is at `/` (revalidated by its ETag on every load); the files it loads
 // have content hashes in their names and are cached for good.
 import type { HTMLBundle } from 'bun'
 import { readFileSync } from 'node:fs'
@@ -86,8 +86,9 @@ function sourceAssets(index: string): Promise<Assets> {
 
 /** GET and HEAD of `/` and of the files the page loads; any other single-segment path is the API's 404. */
 export function dashboardRoutes(bundle: HTMLBundle) {
-  const compiled = bundle.files ? Promise.resolve(compiledAssets(bundle as never)) : undefined
-  const assets = () => compiled ?? sourceAssets(bundle.index)
+  // Read from the executable at the first request for one of them, not at start (a few milliseconds).
+  let compiled: Promise<Assets> | undefined
+  const assets = () => (bundle.files ? (compiled ??= Promise.resolve().then(() => compiledAssets(bundle as never))) : sourceAssets(bundle.index))
   const serve = async (request: Request, path: string) => {
     const file = (await assets()).get(path)
     if (!file) throw new HttpError(404, 'not found')
