@@ -39,17 +39,20 @@ function tooLarge(limit: number) {
 }
 
 /**
- * The body's bytes, refused with a 413 past `limit`. A declared length over it is refused before a byte
- * is read (Bun holds a body to its declared length); a chunked body is read chunk by chunk and refused
- * at the first chunk that takes it over, so no more than the limit is ever held.
+ * The body as text, undefined when it has no bytes (UTF-8, a leading BOM dropped, invalid sequences replaced: TextDecoder's defaults),
+ * refused with a 413 past `limit`. A declared length over it is refused before a byte is read (Bun holds
+ * a body to its declared length), and a body within it is decoded by Bun from its bytes in one step
+ * (arrayBuffer then TextDecoder cost a 146 KB ingest batch twice as much); a chunked body is read chunk
+ * by chunk and refused at the first chunk that takes it over, so no more than the limit is ever held.
  */
-async function readBody(request: Request, limit: number): Promise<Uint8Array> {
+async function readText(request: Request, limit: number): Promise<string | undefined> {
   const declared = request.headers.get('content-length')
   if (declared !== null) {
-    if (Number(declared) > limit) throw tooLarge(limit)
-    return new Uint8Array(await request.arrayBuffer())
+    const length = Number(declared)
+    if (length > limit) throw tooLarge(limit)
+    return length === 0 ? undefined : request.text()
   }
-  if (!request.body) return new Uint8Array(0)
+  if (!request.body) return undefined
   const chunks: Uint8Array[] = []
   let size = 0
   for await (const chunk of request.body) {
@@ -57,14 +60,13 @@ async function readBody(request: Request, limit: number): Promise<Uint8Array> {
     if (size > limit) throw tooLarge(limit)
     chunks.push(chunk)
   }
-  return Buffer.concat(chunks)
+  return size === 0 ? undefined : new TextDecoder().decode(Buffer.concat(chunks))
 }
 
 /** The request's JSON object body (`{}` when it has none), read under `limit` bytes; an HttpError when refused. */
 export async function parseJsonBody(request: Request, limit: number): Promise<object> {
-  const bytes = await readBody(request, limit)
-  if (bytes.byteLength === 0) return {}
-  const text = new TextDecoder().decode(bytes)
+  const text = await readText(request, limit)
+  if (text === undefined) return {}
   let parsed: unknown
   try {
     parsed = JSON.parse(text)
