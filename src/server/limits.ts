@@ -1,7 +1,6 @@
 // Every limit, lifetime and default of the server in one table, as the spec and DECISIONS.md state
 // them. Route handlers read from here instead of carrying literals.
-import { INGEST_BODY_LIMIT_BYTES } from '../shared/ingest-limits.ts'
-import { tagLimits } from '../shared/wire.ts'
+import { INGEST_BODY_LIMIT_BYTES, tagLimits } from '../shared/ingest-limits.ts'
 
 const SECOND = 1000
 const MINUTE = 60 * SECOND

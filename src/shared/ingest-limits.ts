@@ -36,3 +36,10 @@ export const ingestTextLimits = {
   /** batch_id, query_hash, plan_hash, agent_version. */
   id: 64,
 } as const
+
+/**
+ * Limits of a database's tags, the same on the agent's config, the batch and the API. Here rather than
+ * in wire.ts so that the server's limits (and with them the store) do not load TypeBox and the wire
+ * schemas before `dbm serve` listens.
+ */
+export const tagLimits = { key: 100, value: 500, count: 50 } as const

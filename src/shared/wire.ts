@@ -4,7 +4,7 @@
 // Unknown fields are ignored by the server, so a newer agent can talk to an older server.
 import { type Static, type TNull, type TNumber, type TOptional, type TSchema, type TUnion, Type as T } from '@sinclair/typebox'
 import { type Field, INDEX_FIELDS, STATEMENT_FIELDS, TABLE_FIELDS } from './families.ts'
-import { ingestMaxItems as max, ingestTextLimits as text } from './ingest-limits.ts'
+import { ingestMaxItems as max, tagLimits, ingestTextLimits as text } from './ingest-limits.ts'
 
 // Every number the stores keep has a maximum that their columns hold (BIGINT, DOUBLE PRECISION, and
 // INTEGER for a plan's scan counts) and that a bucket's sum of many keeps finite: past it, a 400 naming
@@ -279,8 +279,7 @@ export type MutationEntry = Static<typeof MutationEntry>
 
 export const CollectorError = T.Object({ collector: T.String(), message: T.String({ maxLength: text.collectorMessage }) })
 
-/** Limits of a database's tags, the same on the agent's config, the batch and the API. */
-export const tagLimits = { key: 100, value: 500, count: 50 } as const
+export { tagLimits }
 
 export const IngestBatch = T.Object({
   batch_id: T.String({ minLength: 8, maxLength: text.id }),
