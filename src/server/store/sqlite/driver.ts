@@ -87,15 +87,19 @@ export class SqliteDriver implements SqlDriver {
     this.db.exec('PRAGMA wal_autocheckpoint = 0')
     // When the log starts over, a file grown past 64 MB (by a burst, a migration) is cut back to that.
     this.db.exec('PRAGMA journal_size_limit = 67108864')
-    this.checkpointerStarting = startCheckpointer(path, { onCheckpoint: (r) => this.finishCheckpoint(r) }).then(
-      (c) => {
-        this.checkpointer = c
-      },
-      () => {
-        // No worker thread: the commits checkpoint, as SQLite does by default.
-        this.db.exec('PRAGMA wal_autocheckpoint = 1000')
-      },
-    )
+    // Started after this turn of the event loop (its Worker costs the main thread about 3 ms, which `dbm
+    // serve` spends after it listens, not before).
+    this.checkpointerStarting = new Promise<void>((resolve) => setImmediate(resolve))
+      .then(() => startCheckpointer(path, { onCheckpoint: (r) => this.finishCheckpoint(r) }))
+      .then(
+        (c) => {
+          this.checkpointer = c
+        },
+        () => {
+          // No worker thread: the commits checkpoint, as SQLite does by default.
+          this.db.exec('PRAGMA wal_autocheckpoint = 1000')
+        },
+      )
     this.directDriver = this.direct()
   }
 
