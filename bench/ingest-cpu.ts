@@ -29,12 +29,16 @@
 //   medians; numbers from one run of each are noise-prone on a shared machine.
 // Options: --databases N (default 60), --cycles N (default 10), --warmup N (default 3), --profile-cycles N
 // (default 4; 0 skips the profile), --sample-us N (default 200), --moving-statements N (default 30), --rest-top N
-// (default 12: the rest's most sampled stacks, by their innermost three frames, to say what it is).
+// (default 12: the rest's and the store's most sampled stacks, by their innermost three frames, to say what it is),
+// --sql-cycles N (default 2; 0 skips it) and --sql-top N (default 15): a last phase times every SQLite call
+// (each prepared statement's run/all/get/values, Database exec/run) by its SQL text, to say which
+// statements store.ingest's time goes to.
 // Printed: Markdown for bench/RESULTS.md's Ingest section.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { profile } from 'bun:jsc'
+import { Database, Statement } from 'bun:sqlite'
 import { createApp } from '../src/server/app.ts'
 import { openStore } from '../src/server/store/open.ts'
 import { INGEST_PATH } from '../src/shared/wire.ts'
@@ -49,11 +53,70 @@ interface Options {
   sampleUs: number
   movingStatements: number
   restTop: number
+  sqlCycles: number
+  sqlTop: number
 }
 
 const INTERVAL_MS = 10_000
 const PARTS = ['body read and parse', 'validation', 'unknown-field strip', 'validation and strip (one pass)', 'store (every call)', 'the rest'] as const
 type Part = (typeof PARTS)[number]
+
+/** Every statement prepared, with its SQL (recorded from the start, so statements the store caches are named). */
+const prepared = new Map<Statement, string>()
+/** While statements are timed: wraps a statement's methods (bun:sqlite keeps them on each statement). */
+let onPrepared: ((statement: Statement) => void) | undefined
+const prepare = Database.prototype.prepare
+Database.prototype.prepare = function (this: Database, sql: string, ...rest: unknown[]) {
+  const statement = (prepare as (sql: string, ...rest: unknown[]) => Statement).call(this, sql, ...rest)
+  prepared.set(statement, sql)
+  onPrepared?.(statement)
+  return statement
+} as typeof prepare
+
+/** While `fn` runs, each SQLite call's time, by its SQL (whitespace folded): calls and ms. */
+async function timeStatements(fn: () => Promise<void>): Promise<Map<string, { calls: number; ms: number }>> {
+  const bySql = new Map<string, { calls: number; ms: number }>()
+  const add = (sql: string, ms: number) => {
+    const key = sql.replace(/\s+/g, ' ').trim()
+    const entry = bySql.get(key) ?? { calls: 0, ms: 0 }
+    entry.calls++
+    entry.ms += ms
+    bySql.set(key, entry)
+  }
+  const restores: (() => void)[] = []
+  const wrap = (target: object, name: string, sql: (args: unknown[]) => string) => {
+    const slots = target as Record<string, unknown>
+    const own = Object.hasOwn(target, name)
+    const original = slots[name] as (...args: unknown[]) => unknown
+    slots[name] = function (this: unknown, ...args: unknown[]) {
+      const t0 = performance.now()
+      try {
+        return original.apply(this, args)
+      } finally {
+        add(sql(args), performance.now() - t0)
+      }
+    }
+    restores.push(() => {
+      if (own) slots[name] = original
+      else delete slots[name]
+    })
+  }
+  const wrapStatement = (statement: Statement) => {
+    const sql = prepared.get(statement)!
+    for (const name of ['run', 'all', 'get', 'values']) wrap(statement, name, () => sql)
+  }
+  for (const statement of prepared.keys()) wrapStatement(statement)
+  onPrepared = wrapStatement
+  wrap(Database.prototype, 'exec', (args) => String(args[0]))
+  wrap(Database.prototype, 'run', (args) => String(args[0]))
+  try {
+    await fn()
+  } finally {
+    onPrepared = undefined
+    for (const restore of restores.reverse()) restore()
+  }
+  return bySql
+}
 
 /** CPU time (user + system, ms) of this process's main thread so far, from /proc (10 ms ticks). */
 function mainThreadCpuMs(): number {
@@ -92,8 +155,8 @@ function partOf(frames: Frame[]): Part | undefined {
 async function main() {
   const o = parseArgs<Options>(
     process.argv.slice(2),
-    { databases: 60, cycles: 10, warmup: 3, profileCycles: 4, sampleUs: 200, movingStatements: 30, restTop: 12 },
-    { databases: [1, 2000], cycles: [1, 1000], warmup: [0, 100], profileCycles: [0, 100], sampleUs: [50, 10_000], movingStatements: [7, 200], restTop: [0, 100] },
+    { databases: 60, cycles: 10, warmup: 3, profileCycles: 4, sampleUs: 200, movingStatements: 30, restTop: 12, sqlCycles: 2, sqlTop: 15 },
+    { databases: [1, 2000], cycles: [1, 1000], warmup: [0, 100], profileCycles: [0, 100], sampleUs: [50, 10_000], movingStatements: [7, 200], restTop: [0, 100], sqlCycles: [0, 100], sqlTop: [1, 200] },
   )
   const { commit, line } = await machine()
   const loadStart = loadLine()
@@ -142,7 +205,9 @@ async function main() {
     const requestMs: number[] = []
     const storeMs: number[] = []
     /** One cycle: every database's batch, one request at a time, at its place in the 10 s. */
-    const runCycle = async (measure: boolean) => {
+    /** One cycle; returns store.ingest's total ms in it. */
+    const runCycle = async (measure: boolean): Promise<number> => {
+      let cycleIngestMs = 0
       const at = (db: SimulatedDatabase) => start + cycle * INTERVAL_MS + Math.floor((db.index * INTERVAL_MS) / databases.length)
       const texts = databases.map((db) => db.next(at(db)))
       for (const db of databases) {
@@ -154,12 +219,14 @@ async function main() {
         const res = await handle('POST', INGEST_PATH, headers, text)
         const ms = performance.now() - t0
         if (res.status !== 200) throw new Error(`ingest of ${db.name}: ${res.status} ${res.text}`)
+        cycleIngestMs += ingestMs
         if (measure) {
           requestMs.push(ms)
           storeMs.push(ingestMs)
         }
       }
       cycle++
+      return cycleIngestMs
     }
     for (let k = 0; k < o.warmup; k++) await runCycle(false)
     const cpu0 = process.cpuUsage()
@@ -177,6 +244,8 @@ async function main() {
     let sampled = 0
     /** The rest's samples by their innermost three frames. */
     const restStacks = new Map<string, number>()
+    /** The store's samples by their innermost three frames. */
+    const storeStacks = new Map<string, number>()
     if (o.profileCycles > 0) {
       const result = await profile(async () => {
         for (let k = 0; k < o.profileCycles; k++) await runCycle(false)
@@ -186,12 +255,18 @@ async function main() {
         if (!part) continue
         samples.set(part, samples.get(part)! + 1)
         sampled++
-        if (part === 'the rest') {
+        if (part === 'the rest' || part === 'store (every call)') {
+          const stacks = part === 'the rest' ? restStacks : storeStacks
           const where = trace.frames.slice(0, 3).map((f) => `${f.name || '(anonymous)'}${f.sourceURL?.startsWith('/') ? ` (${f.sourceURL.replace(/^.*\/(src|node_modules)\//, '$1/')})` : ''}`).join(' < ')
-          restStacks.set(where, (restStacks.get(where) ?? 0) + 1)
+          stacks.set(where, (stacks.get(where) ?? 0) + 1)
         }
       }
     }
+    const sqlBatches = o.sqlCycles * databases.length
+    let sqlIngestMs = 0
+    const bySql = await timeStatements(async () => {
+      for (let k = 0; k < o.sqlCycles; k++) sqlIngestMs += await runCycle(false)
+    })
     const loadEnd = loadLine()
 
     const out: string[] = []
@@ -226,14 +301,30 @@ async function main() {
         if (n === 0 && (part === 'validation and strip (one pass)' || part === 'unknown-field strip' || part === 'validation')) continue
         out.push(`| ${part} | ${fmt(n)} | ${fmt((100 * n) / sampled, 1)} % | ${fmt((threadMs * n) / sampled, 2)} |`)
       }
-      const top = [...restStacks].sort((a, b) => b[1] - a[1]).slice(0, o.restTop)
-      if (top.length > 0) {
+      for (const [part, stacks] of [['the rest', restStacks], ['store (every call)', storeStacks]] as const) {
+        const top = [...stacks].sort((a, b) => b[1] - a[1]).slice(0, o.restTop)
+        if (top.length === 0) continue
         out.push('')
-        out.push(`The rest's most sampled stacks (innermost three frames; ${fmt(samples.get('the rest')!)} samples):`)
+        out.push(`${part}: the most sampled stacks (innermost three frames; ${fmt(samples.get(part)!)} samples):`)
         out.push('')
         out.push('| stack | samples |')
         out.push('|---|---:|')
         for (const [where, n] of top) out.push(`| ${where.replaceAll('|', '\\|')} | ${fmt(n)} |`)
+      }
+    }
+    if (sqlBatches > 0) {
+      const rows = [...bySql].sort((a, b) => b[1].ms - a[1].ms)
+      const sqlMs = rows.reduce((sum, [, e]) => sum + e.ms, 0)
+      out.push('')
+      out.push(
+        `SQLite calls (${o.sqlCycles} cycles, ${sqlBatches} batches, each call timed, the API key's and organization's reads included): ${fmt(sqlMs / sqlBatches, 2)} ms per batch, against store.ingest's ${fmt(sqlIngestMs / sqlBatches, 2)} ms in the same cycles (wall; the rest of store.ingest is JavaScript). The ${Math.min(o.sqlTop, rows.length)} costliest:`,
+      )
+      out.push('')
+      out.push('| statement | calls per batch | ms per batch | µs per call |')
+      out.push('|---|---:|---:|---:|')
+      for (const [sql, e] of rows.slice(0, o.sqlTop)) {
+        const text = sql.length > 110 ? `${sql.slice(0, 110)}…` : sql
+        out.push(`| \`${text.replaceAll('|', '\\|').replaceAll('`', "'")}\` | ${fmt(e.calls / sqlBatches, 2)} | ${fmt(e.ms / sqlBatches, 3)} | ${fmt((1000 * e.ms) / e.calls, 0)} |`)
       }
     }
     console.log(out.join('\n'))
