@@ -104,6 +104,11 @@ export async function serve(config: ServeConfig): Promise<number> {
   const started = (async () => {
     // In steps, with a turn of the event loop before each, so that a /healthz that arrived meanwhile is
     // answered after the step in progress (each a few milliseconds) rather than after the whole build.
+    // Its modules a part at a time (each import evaluates only what the ones before did not).
+    for (const part of [() => import('elysia'), () => import('../shared/wire.ts'), () => import('./doctor/index.ts')]) {
+      await nextTurn()
+      await part()
+    }
     await nextTurn()
     const { createApp } = await import('./app.ts')
     await nextTurn()
