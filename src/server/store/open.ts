@@ -54,12 +54,18 @@ export async function openStore(options: OpenStoreOptions): Promise<OpenedStore>
   }
   try {
     const storeBytes = options.databaseUrl ? null : statSync(location).size
+    let upgraded = false
     const applied = await migrate(driver, Date.now, undefined, (m, from) => {
-      if (from > 0) options.applying?.(m, storeBytes)
+      if (from > 0) {
+        upgraded = true
+        options.applying?.(m, storeBytes)
+      }
     }, options.columnAdded)
-    // A migration that rebuilt tables leaves a write-ahead log as large as what it wrote: copy it into the
-    // file and truncate it now, instead of keeping it for as long as the server runs.
-    if (applied.length > 0 && driver instanceof SqliteDriver) await driver.exec('PRAGMA wal_checkpoint(TRUNCATE)')
+    // A migration that rebuilt tables of an existing store leaves a write-ahead log as large as what it
+    // wrote: copy it into the file and truncate it now, instead of keeping it for as long as the server
+    // runs. A new store's log holds only its empty tables, which the checkpoint worker copies; truncating
+    // it here cost `dbm serve`'s first start 7-30 ms of fsyncs before it could listen.
+    if (upgraded && driver instanceof SqliteDriver) await driver.exec('PRAGMA wal_checkpoint(TRUNCATE)')
     return { store: new SqlStore(driver), applied, location }
   } catch (e) {
     await driver.close().catch(() => {})
