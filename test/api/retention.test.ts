@@ -5,7 +5,7 @@
 import { afterEach, describe, expect, test } from 'bun:test'
 import { createHealthMonitor } from '../../src/server/health-monitor.ts'
 import { KEPT_WITH_DATABASE, RETAINED_TABLES, WITHOUT_ROWID_KEYS, batchDeleteSql } from '../../src/server/store/sql-retention.ts'
-import { type Window, windowRanges } from '../../src/server/store/sql-telemetry.ts'
+import { type Window, windowRanges } from '../../src/server/store/window.ts'
 import type { IngestBatch } from '../../src/shared/wire.ts'
 import { HOUR, MINUTE, chBatch, iso, pgBatch, range } from '../support/batches.ts'
 import { type TestServer, agentAccount, startTestServer, storeKinds } from '../support/server.ts'

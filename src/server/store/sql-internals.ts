@@ -11,7 +11,7 @@ import type { IngestBatch, IoStatRow, ReplicationStatus, WaitSample } from '../.
 import { BGWRITER_KEYS, DATABASE_COUNTER_KEYS, DATABASE_GAUGE_KEYS, IO_KEYS, WAL_KEYS } from '../../shared/metrics.ts'
 import type { SqlDriver } from './driver.ts'
 import { int64Counter, readSum, saturatingAdd } from './sql-sums.ts'
-import { HOUR_MS, MINUTE_MS, type Window, windowClause } from './sql-telemetry.ts'
+import { HOUR_MS, MINUTE_MS, type Window, floorTo, windowClause } from './window.ts'
 import type { Reads, Writes } from './sql-writes.ts'
 
 /**
@@ -28,7 +28,6 @@ export type LatestKind = (typeof LATEST_KINDS)[number]
 
 // ---- ingest ----
 
-const floorTo = (t: number, step: number) => Math.floor(t / step) * step
 const isNumber = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v)
 
 /** The larger of two nullable values, in the store's dialect (SQLite's MAX(a, NULL) is NULL). */
@@ -37,16 +36,13 @@ function greatest(dialect: SqlDriver['dialect'], a: string, b: string): string {
   return `${fn}(COALESCE(${a}, ${b}), COALESCE(${b}, ${a}))`
 }
 
-/**
- * The first columns of every bucketed row, once per resolution. (The resolutions are not a module
- * constant: sql-telemetry.ts imports this module, so its constants are not ready at load time.)
- */
+/** The first columns of every bucketed row, once per resolution. */
 function bucketPrefixes(databaseId: string, collectedAt: number): [string, number, number][] {
   return [MINUTE_MS, HOUR_MS].map((r) => [databaseId, r / 1000, floorTo(collectedAt, r)])
 }
 
-/** How far a wait entry's minute may be from its batch's time: an hour (a literal: see bucketPrefixes). */
-const WAIT_MINUTE_SLACK_MS = 3_600_000
+/** How far a wait entry's minute may be from its batch's time: an hour. */
+const WAIT_MINUTE_SLACK_MS = HOUR_MS
 
 /**
  * The batch's samples as wait_stats rows of each minute and hour, summed per bucket and event (a batch

@@ -32,13 +32,12 @@
 // A late batch (collected before the stored latest rows) cannot be compared with them: it writes all its
 // rows, with its gauges only in buckets where no later batch was sampled (skipped samples left the
 // bucket's gauges as they are), and pins the gauges of the next sampled minute of its hour (pinLaterMinute).
-// (sql-telemetry.ts imports this module and this one imports it back: its exports are used inside
-// functions only, never while the modules load.)
 import type { ActiveQuery, IndexStat, IngestBatch, LockEntry, TableStat } from '../../shared/wire.ts'
 import type { Dialect, SqlDriver } from './driver.ts'
 import { unusedIndexMinBytes } from '../limits.ts'
 import { int64Counter, saturatingAdd } from './sql-sums.ts'
-import { HOUR_MS, MINUTE_MS, type Window, latestSnapshot, seriesResolution } from './sql-telemetry.ts'
+import { latestSnapshot } from './sql-snapshots.ts'
+import { HOUR_MS, MINUTE_MS, type Window, floorTo, seriesResolution } from './window.ts'
 import type { MetricSource } from './sql-internals.ts'
 import { INGEST_COLUMN_TYPES, type Reads, type Writes } from './sql-writes.ts'
 
@@ -51,7 +50,6 @@ const INDEX_GAUGES = ['size_bytes'] as const
 
 // ---- ingest ----
 
-const floorTo = (t: number, step: number) => Math.floor(t / step) * step
 /** Counts are integers in the store; a fractional one from the wire is rounded, not refused by BIGINT. */
 const int = (v: number | null | undefined): number | null => (v === null || v === undefined ? null : Math.round(v))
 

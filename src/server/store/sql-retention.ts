@@ -1,6 +1,6 @@
 // Retention: deletes each database's telemetry once it is older than its organization's retention, and
 // compacts the minute buckets (the hourly buckets hold the same sums; reads take the hours instead, see
-// windowRanges in sql-telemetry.ts and statRanges in sql-rollups.ts). Statement statistics are rolled
+// windowRanges in window.ts and statRanges in sql-rollups.ts). Statement statistics are rolled
 // up first, so no minute row goes before its hour holds it. Every delete goes in batches of a bounded number of rows, each its
 // own statement, so a large store is never held for long and requests run in between. A batch is picked
 // by row identity: the ctid on PostgreSQL, the rowid on SQLite, or on SQLite's WITHOUT ROWID tables
@@ -9,7 +9,8 @@
 import type { SqlDriver } from './driver.ts'
 import type { MetricSource } from './sql-internals.ts'
 import { lockRollups, readMarks, rollUp } from './sql-rollups.ts'
-import { HOUR_MS, MINUTE_MS, TEXT_REFRESH_MS } from './sql-telemetry.ts'
+import { TEXT_REFRESH_MS } from './sql-telemetry.ts'
+import { HOUR_MS, MINUTE_MS, floorTo } from './window.ts'
 
 /** Tables of 60-second and hourly buckets whose key starts (database_id, resolution, bucket), or has an index that does. */
 const BUCKET_TABLES = ['query_stats', 'wait_stats', 'replication_lag', 'replication_slot_lag', 'table_stats', 'index_stats'] as const
@@ -60,7 +61,6 @@ export const WITHOUT_ROWID_KEYS: Readonly<Record<string, readonly string[]>> = {
   ingest_batches: ['database_id', 'batch_id'],
 }
 
-const floorTo = (t: number, step: number) => Math.floor(t / step) * step
 
 /**
  * The statement deleting up to `batch` rows of `table` matching `where`: the rows are picked by ctid on

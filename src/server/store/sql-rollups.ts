@@ -16,14 +16,10 @@
 import { QUERY_COUNTER_KEYS } from '../../shared/metrics.ts'
 import type { Dialect, SqlDriver, SqlStatement } from './driver.ts'
 import { saturatingSum } from './sql-sums.ts'
-import type { Window } from './sql-telemetry.ts'
+import { HOUR_MS, MINUTE_MS, type Window, floorTo } from './window.ts'
 
-// (sql-telemetry.ts imports this module: its constants are not read here at load time.)
-const MINUTE_MS = 60_000
-const HOUR_MS = 3_600_000
 export const SPAN_MS = 10 * MINUTE_MS
 
-const floorTo = (t: number, step: number) => Math.floor(t / step) * step
 const ceilTo = (t: number, step: number) => Math.ceil(t / step) * step
 
 export interface RollupMarks {

@@ -12,14 +12,13 @@ import {
   type IngestEffects,
   KnownTexts,
   type QuerySort,
-  type SnapshotKind,
-  type Window,
   applyBatch,
-  latestSnapshot,
   listPlans,
   listQueryStats,
   queryDetail,
 } from './sql-telemetry.ts'
+import { type SnapshotKind, latestSnapshot } from './sql-snapshots.ts'
+import type { Window } from './window.ts'
 import type {
   ApiKey,
   DatabasePatch,

@@ -25,11 +25,8 @@ import {
 } from './sql-rollups.ts'
 import { Reads, Writes } from './sql-writes.ts'
 import { int64Counter, readSum, saturatingAdd } from './sql-sums.ts'
-
-export const MINUTE_MS = 60_000
-export const HOUR_MS = 3_600_000
-
-const floorTo = (t: number, step: number) => Math.floor(t / step) * step
+import { applySnapshots } from './sql-snapshots.ts'
+import { HOUR_MS, MINUTE_MS, type Window, floorTo, rangesClause, seriesResolution } from './window.ts'
 
 /** The larger of two nullable values, in the store's dialect (SQLite's MAX(a, NULL) is NULL). */
 function greatest(dialect: SqlDriver['dialect'], a: string, b: string): string {
@@ -202,10 +199,6 @@ const queryStatUpdate = (dialect: SqlDriver['dialect']): Record<string, string> 
 })
 const QUERY_STAT_UPDATE: Record<SqlDriver['dialect'], Record<string, string>> = { sqlite: queryStatUpdate('sqlite'), postgres: queryStatUpdate('postgres') }
 
-/** Sections kept as the latest snapshot only (replaced by each newer batch that carries them); tables,
- * indexes and the internals sections keep theirs in sql-objects.ts and sql-internals.ts. */
-const SNAPSHOT_KINDS = ['activity', 'locks', 'sequences', 'unindexed_foreign_keys', 'collector_notes'] as const
-export type SnapshotKind = (typeof SNAPSHOT_KINDS)[number]
 
 const PLAN_COLUMNS = ['database_id', 'query_hash', 'ts', 'plan_hash', 'source', 'total_cost', 'actual_time_ms', 'seq_scans', 'index_scans', 'rows_estimated', 'rows_actual', 'plan_json'] as const
 
@@ -244,76 +237,13 @@ export async function applyBatch(
   writeObjects(writes)
   writeInternals(writes)
   applyClickHouse(writes, databaseId, batch)
-  // A batch delivered late (from the agent's buffer) never replaces a newer snapshot.
-  writes.upsert(
-    'snapshots',
-    ['database_id', 'kind', 'ts', 'payload'],
-    SNAPSHOT_KINDS.filter((kind) => batch[kind] !== undefined).map((kind) => [databaseId, kind, batch.collected_at, JSON.stringify(batch[kind])]),
-    { key: ['database_id', 'kind'], update: { ts: 'excluded.ts', payload: 'excluded.payload' }, onlyIf: 'excluded.ts >= snapshots.ts' },
-  )
+  applySnapshots(writes, databaseId, batch)
   writes.statements.push(...also)
   await tx.runAll(writes.statements)
   return effects
 }
 
 // ---- reads ----
-
-export interface Window {
-  since: number
-  until: number
-  /**
-   * Minute buckets before this time (a whole hour) may have been compacted away (retentionLimits): the
-   * part of the window before it is read from the hourly buckets, whole hours. Absent: minute rows throughout.
-   */
-  minuteFloor?: number
-}
-
-/** The minuteFloor of reads at `now`: minute rows are kept retentionLimits.minuteRowsMs, then only hourly ones. */
-export function minuteFloor(now: number): number {
-  return floorTo(now - retentionLimits.minuteRowsMs, HOUR_MS)
-}
-
-/** A timeseries' resolution: minute points for windows up to 24 hours whose minute rows are kept, else hourly. */
-export function seriesResolution(window: Window): 60 | 3600 {
-  const minutesKept = window.minuteFloor === undefined || window.since >= window.minuteFloor
-  return window.until - window.since <= 24 * HOUR_MS && minutesKept ? 60 : 3600
-}
-
-/** The bucket ranges that cover [since, until): whole hours from the hourly buckets, the edges from the minute buckets. */
-export function windowRanges(window: Window): { resolution: 60 | 3600; from: number; to: number }[] {
-  const floor = window.minuteFloor
-  if (floor !== undefined && window.since < floor) {
-    // Before the floor only hourly rows are kept: the hours that overlap that part of the window.
-    const old = { resolution: 3600 as const, from: floorTo(window.since, HOUR_MS), to: Math.min(window.until, floor) }
-    return window.until > floor ? [old, ...windowRanges({ since: floor, until: window.until })] : [old]
-  }
-  const since = floorTo(window.since, MINUTE_MS)
-  const until = window.until
-  const hourStart = Math.ceil(since / HOUR_MS) * HOUR_MS
-  const hourEnd = floorTo(until, HOUR_MS)
-  if (hourEnd - hourStart < HOUR_MS) return [{ resolution: 60, from: since, to: until }]
-  return [
-    { resolution: 3600, from: hourStart, to: hourEnd },
-    { resolution: 60, from: since, to: hourStart },
-    { resolution: 60, from: hourEnd, to: until },
-  ]
-}
-
-/** Bucket ranges (windowRanges, statRanges) as a WHERE clause (an OR of ranges) and its parameters, numbered from `first`. */
-function rangesClause(ranges: readonly { resolution: number; from: number; to: number }[], first: number): { sql: string; params: number[] } {
-  if (ranges.length === 0) return { sql: 'FALSE', params: [] }
-  const params: number[] = []
-  const parts = ranges.map((r) => {
-    params.push(r.from, r.to)
-    return `(resolution = ${r.resolution} AND bucket >= $${first + params.length - 2} AND bucket < $${first + params.length - 1})`
-  })
-  return { sql: `(${parts.join(' OR ')})`, params }
-}
-
-/** windowRanges as a WHERE clause and its parameters, numbered from `first`. */
-export function windowClause(window: Window, first: number): { sql: string; params: number[] } {
-  return rangesClause(windowRanges(window), first)
-}
 
 export type QuerySort = 'total_time' | 'calls' | 'mean_time' | 'rows'
 
@@ -613,10 +543,6 @@ export async function queryDetail(
   }
 }
 
-export async function latestSnapshot(driver: SqlDriver, databaseId: string, kind: SnapshotKind): Promise<{ ts: number; payload: unknown } | undefined> {
-  const row = await driver.get<{ ts: number; payload: string }>('SELECT ts, payload FROM snapshots WHERE database_id = $1 AND kind = $2', [databaseId, kind])
-  return row ? { ts: Number(row.ts), payload: JSON.parse(row.payload) } : undefined
-}
 
 export interface StoredPlan {
   ts: number
