@@ -1,6 +1,6 @@
 // Telemetry about a database's objects and sessions: tables and indexes (the latest statistics, and
 // per-interval timeseries in 60-second and hourly buckets), active queries and locks (the latest
-// snapshot, kept by sql-telemetry.ts in `snapshots`).
+// snapshot, kept by sql-snapshots.ts in `snapshots`).
 // Buckets sum the counters' deltas (null while a bucket holds only first samples, which carry no delta)
 // and keep the gauges' last known value. The latest tables and indexes are rows of their own, brought up
 // to each newer batch that carries the section, so listing, sorting and filtering happen in SQL: only
@@ -416,7 +416,7 @@ function applyIndexes(reads: Reads, databaseId: string, collectedAt: number, ind
 }
 
 /**
- * The batch's tables and indexes sections (activity and locks are kept as snapshots by sql-telemetry.ts):
+ * The batch's tables and indexes sections (activity and locks are kept as snapshots by sql-snapshots.ts):
  * registers the reads they depend on and returns the function that adds their writes once those are sent.
  */
 export function applyObjects(reads: Reads, databaseId: string, batch: IngestBatch): (writes: Writes) => void {

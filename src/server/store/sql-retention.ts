@@ -9,7 +9,7 @@
 import type { SqlDriver } from './driver.ts'
 import type { MetricSource } from './sql-internals.ts'
 import { lockRollups, readMarks, rollUp } from './sql-rollups.ts'
-import { TEXT_REFRESH_MS } from './sql-telemetry.ts'
+import { TEXT_REFRESH_MS } from './sql-statement-ingest.ts'
 import { HOUR_MS, MINUTE_MS, floorTo } from './window.ts'
 
 /** Tables of 60-second and hourly buckets whose key starts (database_id, resolution, bucket), or has an index that does. */

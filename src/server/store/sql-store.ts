@@ -7,16 +7,10 @@ import { type HealthStore, healthStore } from './sql-health.ts'
 import { type RetentionStore, retentionStore } from './sql-retention.ts'
 import { type InternalsReader, internalsReader } from './sql-internals.ts'
 import { type ObjectsReader, objectsReader } from './sql-objects.ts'
-import {
-  ClosedHourSums,
-  type IngestEffects,
-  KnownTexts,
-  type QuerySort,
-  applyBatch,
-  listPlans,
-  listQueryStats,
-  queryDetail,
-} from './sql-telemetry.ts'
+import { applyBatch } from './sql-ingest.ts'
+import { listPlans } from './sql-plans.ts'
+import { type IngestEffects, KnownTexts } from './sql-statement-ingest.ts'
+import { ClosedHourSums, type QuerySort, listQueryStats, queryDetail } from './sql-statement-reads.ts'
 import { type SnapshotKind, latestSnapshot } from './sql-snapshots.ts'
 import type { Window } from './window.ts'
 import type {

@@ -1,4 +1,4 @@
-// The writes of one ingest batch: the apply* functions (sql-telemetry, sql-objects, sql-internals,
+// The writes of one ingest batch: the apply* functions (sql-ingest, sql-objects, sql-internals,
 // sql-clickhouse) add their statements here instead of running them, and the batch sends them all at
 // once with tx.runAll, one exchange with a PostgreSQL store instead of one per statement.
 // An insert or upsert of many rows is one statement on PostgreSQL, whatever the number of rows: each

@@ -6,7 +6,8 @@ import type { RetentionStore } from './sql-retention.ts'
 import type { InternalsReader } from './sql-internals.ts'
 import type { ObjectsReader } from './sql-objects.ts'
 import type { SnapshotKind } from './sql-snapshots.ts'
-import type { QuerySort, QueryStatsRow, StoredPlan, queryDetail } from './sql-telemetry.ts'
+import type { StoredPlan } from './sql-plans.ts'
+import type { QuerySort, QueryStatsRow, queryDetail } from './sql-statement-reads.ts'
 import type { Window } from './window.ts'
 
 // The store's records and its interface. Both backends (SQLite, PostgreSQL) implement it through
