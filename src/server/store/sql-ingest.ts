@@ -30,12 +30,12 @@ export async function applyBatch(
 ): Promise<IngestEffects> {
   const effects: IngestEffects = { closedHoursChanged: false, texts: [], textsAt: 0 }
   const reads = new Reads()
-  const writeQueryStats = batch.query_stats ? applyQueryStats(reads, tx.dialect, databaseId, batch.collected_at, batch.query_stats, known, effects, now) : undefined
+  const writeQueryStats = batch.query_stats ? applyQueryStats(reads, tx.sqlDialect, databaseId, batch.collected_at, batch.query_stats, known, effects, now) : undefined
   const writeObjects = applyObjects(reads, databaseId, batch)
   const writeInternals = applyInternals(reads, databaseId, batch)
   await reads.send(tx)
 
-  const writes = new Writes(tx.dialect)
+  const writes = new Writes(tx.sqlDialect)
   writeQueryStats?.(writes)
   applyExplainPlans(writes, databaseId, batch)
   writeObjects(writes)

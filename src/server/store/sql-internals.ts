@@ -10,7 +10,7 @@
 import type { IngestBatch, IoStatRow, ReplicationStatus, WaitSample } from '../../shared/wire.ts'
 import { BGWRITER_KEYS, DATABASE_COUNTER_KEYS, DATABASE_GAUGE_KEYS, IO_KEYS, WAL_KEYS } from '../../shared/metrics.ts'
 import type { SqlDriver } from './driver.ts'
-import { int64Counter, readSum, saturatingAdd } from './sql-sums.ts'
+import { int64Counter, saturatingAdd } from './sql-sums.ts'
 import { HOUR_MS, MINUTE_MS, type Window, floorTo, windowClause } from './window.ts'
 import type { Reads, Writes } from './sql-writes.ts'
 
@@ -29,12 +29,6 @@ export type LatestKind = (typeof LATEST_KINDS)[number]
 // ---- ingest ----
 
 const isNumber = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v)
-
-/** The larger of two nullable values, in the store's dialect (SQLite's MAX(a, NULL) is NULL). */
-function greatest(dialect: SqlDriver['dialect'], a: string, b: string): string {
-  const fn = dialect === 'sqlite' ? 'MAX' : 'GREATEST'
-  return `${fn}(COALESCE(${a}, ${b}), COALESCE(${b}, ${a}))`
-}
 
 /** The first columns of every bucketed row, once per resolution. */
 function bucketPrefixes(databaseId: string, collectedAt: number): [string, number, number][] {
@@ -93,8 +87,8 @@ function applyReplication(writes: Writes, databaseId: string, collectedAt: numbe
       {
         key: ['database_id', 'resolution', 'bucket'],
         update: {
-          replication_lag_bytes: greatest(writes.dialect, 'replication_lag.replication_lag_bytes', 'excluded.replication_lag_bytes'),
-          replication_lag_seconds: greatest(writes.dialect, 'replication_lag.replication_lag_seconds', 'excluded.replication_lag_seconds'),
+          replication_lag_bytes: writes.sqlDialect.greatest('replication_lag.replication_lag_bytes', 'excluded.replication_lag_bytes'),
+          replication_lag_seconds: writes.sqlDialect.greatest('replication_lag.replication_lag_seconds', 'excluded.replication_lag_seconds'),
         },
       },
     )
@@ -107,7 +101,7 @@ function applyReplication(writes: Writes, databaseId: string, collectedAt: numbe
     'replication_slot_lag',
     ['database_id', 'resolution', 'bucket', 'slot_name', 'lag_bytes'],
     prefixes.flatMap((prefix) => [...slots].map(([name, lag]) => [...prefix, name, lag])),
-    { key: ['database_id', 'resolution', 'bucket', 'slot_name'], update: { lag_bytes: greatest(writes.dialect, 'replication_slot_lag.lag_bytes', 'excluded.lag_bytes') } },
+    { key: ['database_id', 'resolution', 'bucket', 'slot_name'], update: { lag_bytes: writes.sqlDialect.greatest('replication_slot_lag.lag_bytes', 'excluded.lag_bytes') } },
   )
 }
 
@@ -293,7 +287,7 @@ export interface WaitPoint {
 async function waits(driver: SqlDriver, databaseId: string, intervals: Intervals): Promise<WaitPoint[]> {
   const rows = sourceRows(intervals, 3)
   const found = await driver.all(
-    `SELECT ts, wait_event_type, wait_event, ${readSum(driver.dialect, 'count')} AS count, SUM(total_duration_ms) AS total_duration_ms FROM (
+    `SELECT ts, wait_event_type, wait_event, ${driver.sqlDialect.readSum('count')} AS count, SUM(total_duration_ms) AS total_duration_ms FROM (
        SELECT bucket - (bucket % $2) AS ts, wait_event_type, wait_event, count, total_duration_ms
        FROM wait_stats WHERE database_id = $1 AND ${rows.sql}
      ) b GROUP BY ts, wait_event_type, wait_event ORDER BY ts, wait_event_type, wait_event`,

@@ -33,7 +33,7 @@
 // rows, with its gauges only in buckets where no later batch was sampled (skipped samples left the
 // bucket's gauges as they are), and pins the gauges of the next sampled minute of its hour (pinLaterMinute).
 import type { ActiveQuery, IndexStat, IngestBatch, LockEntry, TableStat } from '../../shared/wire.ts'
-import type { Dialect, SqlDriver } from './driver.ts'
+import type { SqlDriver } from './driver.ts'
 import { unusedIndexMinBytes } from '../limits.ts'
 import { int64Counter, saturatingAdd } from './sql-sums.ts'
 import { latestSnapshot } from './sql-snapshots.ts'
@@ -58,11 +58,6 @@ const sumSql = (table: string, c: string) => `COALESCE(${saturatingAdd(`${table}
 /** The newer sample's value, or the other's when the newer one is unknown (e.g. a size not measured that cycle). */
 const lastSql = (table: string, c: string) =>
   `CASE WHEN excluded.sampled_at >= ${table}.sampled_at THEN COALESCE(excluded.${c}, ${table}.${c}) ELSE COALESCE(${table}.${c}, excluded.${c}) END`
-
-/** The later of the two samples' times. */
-function greatest(dialect: Dialect, table: string): string {
-  return `${dialect === 'sqlite' ? 'MAX' : 'GREATEST'}(${table}.sampled_at, excluded.sampled_at)`
-}
 
 interface BucketRow {
   key: string[]
@@ -95,7 +90,7 @@ interface BucketTable {
   section: ObjectSection
   table: 'table_stats' | 'index_stats'
   latest: 'latest_tables' | 'latest_indexes'
-  keyColumns: readonly string[]
+  keyColumns: readonly [string, string]
   counters: readonly string[]
   gauges: readonly string[]
   /** The latest row's columns after its key and ts, in the order replaceLatest's values come. */
@@ -218,7 +213,7 @@ function addToBuckets(writes: Writes, databaseId: string, collectedAt: number, s
   const merged = mergeBucketRows(rows)
   if (!stored.newest) pinLaterMinute(writes, databaseId, collectedAt, spec)
   const written = stored.newest ? merged.filter((r) => isNews(r, stored, collectedAt)) : merged
-  const update: Record<string, string> = { sampled_at: greatest(writes.dialect, spec.table) }
+  const update: Record<string, string> = { sampled_at: writes.sqlDialect.greatest(`${spec.table}.sampled_at`, 'excluded.sampled_at') }
   for (const c of spec.counters) update[c] = sumSql(spec.table, c)
   for (const g of spec.gauges) update[g] = lastSql(spec.table, g)
   const rowsFor = (resolutionMs: number) => {
@@ -332,23 +327,13 @@ function updateLatest(writes: Writes, spec: BucketTable, databaseId: string, col
 }
 
 /**
- * Deletes the latest rows of the given objects, in one statement whatever their number: the keys travel
- * as arrays (PostgreSQL) or one JSON array of [schema, name] pairs (SQLite).
+ * Deletes the latest rows of the given objects, in one statement whatever their number (the keys travel
+ * as the dialect's pairsIn parameters).
  */
 function removeLatest(writes: Writes, spec: BucketTable, databaseId: string, keys: string[][]) {
   const [schema, name] = spec.keyColumns
-  if (writes.dialect === 'postgres') {
-    writes.add(`DELETE FROM ${spec.latest} WHERE database_id = $1 AND (${schema}, ${name}) IN (SELECT * FROM unnest($2::text[], $3::text[]))`, [
-      databaseId,
-      keys.map((k) => k[0]),
-      keys.map((k) => k[1]),
-    ])
-    return
-  }
-  writes.add(
-    `DELETE FROM ${spec.latest} WHERE database_id = $1 AND (${schema}, ${name}) IN (SELECT value ->> 0, value ->> 1 FROM json_each($2))`,
-    [databaseId, JSON.stringify(keys)],
-  )
+  const dialect = writes.sqlDialect
+  writes.add(`DELETE FROM ${spec.latest} WHERE database_id = $1 AND ${dialect.pairsIn(schema, name, 2)}`, [databaseId, ...dialect.pairParams(keys)])
 }
 
 function applyTables(reads: Reads, databaseId: string, collectedAt: number, tables: TableStat[]): (writes: Writes) => void {

@@ -6,6 +6,7 @@
 // by row identity: the ctid on PostgreSQL, the rowid on SQLite, or on SQLite's WITHOUT ROWID tables
 // (migration 10) the primary key.
 // A bucket row goes when its whole bucket is older than the cutoff.
+import type { SqlDialect } from './dialect.ts'
 import type { SqlDriver } from './driver.ts'
 import type { MetricSource } from './sql-internals.ts'
 import { lockRollups, readMarks, rollUp } from './sql-rollups.ts'
@@ -63,19 +64,16 @@ export const WITHOUT_ROWID_KEYS: Readonly<Record<string, readonly string[]>> = {
 
 
 /**
- * The statement deleting up to `batch` rows of `table` matching `where`: the rows are picked by ctid on
- * PostgreSQL, and on SQLite by rowid or, in a WITHOUT ROWID table, by primary key (both searches use the key).
+ * The statement deleting up to `batch` rows of `table` matching `where` (the dialect's deleteSome: by
+ * ctid on PostgreSQL, on SQLite by rowid or, in a WITHOUT ROWID table, by primary key).
  */
-export function batchDeleteSql(dialect: SqlDriver['dialect'], table: string, where: string, batch: number): string {
-  if (dialect === 'postgres') return `DELETE FROM ${table} WHERE ctid = ANY(ARRAY(SELECT ctid FROM ${table} WHERE ${where} LIMIT ${batch}))`
-  const key = WITHOUT_ROWID_KEYS[table]?.join(', ')
-  if (key === undefined) return `DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} WHERE ${where} LIMIT ${batch})`
-  return `DELETE FROM ${table} WHERE (${key}) IN (SELECT ${key} FROM ${table} WHERE ${where} LIMIT ${batch})`
+export function batchDeleteSql(dialect: SqlDialect, table: string, where: string, batch: number): string {
+  return dialect.deleteSome(table, where, batch, WITHOUT_ROWID_KEYS[table])
 }
 
 /** Deletes the rows of `table` matching `where`, `batch` rows per statement; returns how many went. */
 async function deleteInBatches(driver: SqlDriver, table: string, where: string, params: unknown[], batch: number): Promise<number> {
-  const sql = batchDeleteSql(driver.dialect, table, where, batch)
+  const sql = batchDeleteSql(driver.sqlDialect, table, where, batch)
   let total = 0
   for (;;) {
     const deleted = await driver.run(sql, params)

@@ -4,17 +4,11 @@
 // that the batch's time closes (sql-rollups.ts), all in the ingest's transaction.
 import { QUERY_COUNTER_KEYS } from '../../shared/metrics.ts'
 import type { QueryStatDelta } from '../../shared/wire.ts'
-import type { Dialect, SqlDriver } from './driver.ts'
+import { type SqlDialect, perDialect } from './dialect.ts'
 import { SPAN_MS, initialMarksStatement, lockRollupsStatement, marksOf, readMarksStatement, rollUpStatements } from './sql-rollups.ts'
 import { int64Counter, saturatingAdd } from './sql-sums.ts'
 import type { Reads, Writes } from './sql-writes.ts'
 import { HOUR_MS, MINUTE_MS, floorTo } from './window.ts'
-
-/** The larger of two nullable values, in the store's dialect (SQLite's MAX(a, NULL) is NULL). */
-function greatest(dialect: SqlDriver['dialect'], a: string, b: string): string {
-  const fn = dialect === 'sqlite' ? 'MAX' : 'GREATEST'
-  return `${fn}(COALESCE(${a}, ${b}), COALESCE(${b}, ${a}))`
-}
 
 const QUERY_COUNTERS = QUERY_COUNTER_KEYS
 
@@ -118,7 +112,7 @@ export interface IngestEffects {
  */
 export function applyQueryStats(
   reads: Reads,
-  dialect: Dialect,
+  dialect: SqlDialect,
   databaseId: string,
   collectedAt: number,
   rows: QueryStatDelta[],
@@ -140,7 +134,7 @@ export function applyQueryStats(
     if (textRows.length > 0) {
       writes.upsert('query_texts', ['database_id', 'query_hash', 'query_text', 'first_seen', 'last_seen'], textRows, {
         key: ['database_id', 'query_hash'],
-        update: { query_text: 'excluded.query_text', last_seen: greatest(dialect, 'query_texts.last_seen', 'excluded.last_seen') },
+        update: { query_text: 'excluded.query_text', last_seen: dialect.greatest('query_texts.last_seen', 'excluded.last_seen') },
       })
       effects.texts = textRows.map((r) => r[1] as string)
       effects.textsAt = collectedAt
@@ -168,15 +162,14 @@ export function applyQueryStats(
       if (resolution === HOUR_MS) effects.closedHoursChanged = true
     }
     if (marks.hours !== before.hours) effects.closedHoursChanged = true
-    writes.upsert('query_stats', QUERY_STAT_COLUMNS, statRows, { key: QUERY_STAT_KEY, update: QUERY_STAT_UPDATE[dialect] })
+    writes.upsert('query_stats', QUERY_STAT_COLUMNS, statRows, { key: QUERY_STAT_KEY, update: queryStatUpdate(dialect) })
   }
 }
 
 /** The upsert's update of query_stats: counters add up (BIGINT ones saturating, sql-sums.ts), p99_ms keeps the larger. */
-const queryStatUpdate = (dialect: SqlDriver['dialect']): Record<string, string> => ({
+const queryStatUpdate = perDialect((dialect): Record<string, string> => ({
   ...Object.fromEntries(
     QUERY_COUNTERS.map((c, i) => [c, INTEGER_COUNTER[i] ? saturatingAdd(`query_stats.${c}`, `excluded.${c}`) : `query_stats.${c} + excluded.${c}`]),
   ),
-  p99_ms: greatest(dialect, 'query_stats.p99_ms', 'excluded.p99_ms'),
-})
-const QUERY_STAT_UPDATE: Record<SqlDriver['dialect'], Record<string, string>> = { sqlite: queryStatUpdate('sqlite'), postgres: queryStatUpdate('postgres') }
+  p99_ms: dialect.greatest('query_stats.p99_ms', 'excluded.p99_ms'),
+}))

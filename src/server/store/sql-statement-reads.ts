@@ -2,10 +2,10 @@
 // statement's totals and timeseries (queryDetail). Reads over a window take whole hours from hourly
 // buckets and the edges from finer ones (statRanges, sql-rollups.ts), so a 24-hour list reads ~40 rows
 // per statement instead of 1,440, and stays exact to the minute.
+import { perDialect } from './dialect.ts'
 import type { SqlDriver } from './driver.ts'
 import { NO_MARKS, type StatRange, readMarks, statRanges } from './sql-rollups.ts'
 import { TEXT_REFRESH_MS } from './sql-statement-ingest.ts'
-import { readSum } from './sql-sums.ts'
 import { HOUR_MS, MINUTE_MS, type Window, floorTo, rangesClause, seriesResolution } from './window.ts'
 
 export type QuerySort = 'total_time' | 'calls' | 'mean_time' | 'rows'
@@ -40,16 +40,15 @@ export interface QueryStatsRow {
 }
 
 /** Each statement's sums over its rows (readSum: never failing however large the counters). */
-function sumsSql(dialect: SqlDriver['dialect']): string {
-  const sum = (c: string) => readSum(dialect, c)
+const sumsSql = perDialect((dialect): string => {
+  const sum = (c: string) => dialect.readSum(c)
   return `${sum('calls')} AS total_calls, ${sum('total_time_ms')} AS total_time_ms,
   CASE WHEN ${sum('calls')} > 0 THEN ${sum('total_time_ms')} / ${sum('calls')} ELSE 0 END AS mean_time_ms,
   ${sum('rows')} AS total_rows, ${sum('shared_blks_hit')} AS shared_blks_hit, ${sum('shared_blks_read')} AS shared_blks_read,
   ${sum('temp_blks_read')} AS temp_blks_read, ${sum('temp_blks_written')} AS temp_blks_written,
   ${sum('blk_read_time_ms')} AS blk_read_time_ms, ${sum('blk_write_time_ms')} AS blk_write_time_ms,
   ${sum('read_bytes')} AS read_bytes, ${sum('memory_bytes')} AS memory_bytes, ${sum('errors')} AS errors, MAX(p99_ms) AS p99_ms`
-}
-const SUMS: Record<SqlDriver['dialect'], string> = { sqlite: sumsSql('sqlite'), postgres: sumsSql('postgres') }
+})
 
 function toQueryRow(r: Record<string, unknown>): QueryStatsRow {
   const hit = Number(r.shared_blks_hit ?? 0)
@@ -128,7 +127,7 @@ async function sumRanges(driver: SqlDriver, databaseId: string, ranges: StatRang
     })
     .join(' UNION ALL ')
   const rows = await driver.all<Record<string, number | string | null>>(
-    `SELECT query_hash, ${SUM_COLUMNS.map((c) => `${readSum(driver.dialect, c)} AS ${c}`).join(', ')}, MAX(p99_ms) AS p99_ms, MIN(bucket) AS first_bucket
+    `SELECT query_hash, ${SUM_COLUMNS.map((c) => `${driver.sqlDialect.readSum(c)} AS ${c}`).join(', ')}, MAX(p99_ms) AS p99_ms, MIN(bucket) AS first_bucket
      FROM (${source}) w GROUP BY query_hash`,
     params,
   )
@@ -176,13 +175,13 @@ export async function listQueryStats(
   closedHours?: ClosedHourSums,
 ): Promise<QueryStatsRow[]> {
   const ranges = statRanges(window, (await readMarks(driver, databaseId)) ?? NO_MARKS)
-  if (driver.dialect === 'postgres') {
+  if (driver.sqlDialect.rangesByIndex) {
     // PostgreSQL plans the OR of ranges well (a BitmapOr) and sorts and joins in one statement.
     const where = rangesClause(ranges, 2)
     const params = [databaseId, ...where.params, limit]
     const rows = await driver.all(
       `SELECT t.query_text, s.* FROM (
-         SELECT query_hash, MIN(bucket) AS first_bucket, ${SUMS.postgres} FROM query_stats WHERE database_id = $1 AND ${where.sql}
+         SELECT query_hash, MIN(bucket) AS first_bucket, ${sumsSql(driver.sqlDialect)} FROM query_stats WHERE database_id = $1 AND ${where.sql}
          GROUP BY query_hash
        ) s JOIN query_texts t ON t.database_id = $1 AND t.query_hash = s.query_hash
        ORDER BY ${SORT_SQL[sort]}, s.query_hash
@@ -249,7 +248,7 @@ export async function queryDetail(
   const marks = (await readMarks(driver, databaseId)) ?? NO_MARKS
   const where = rangesClause(statRanges(window, marks), 3)
   const totals = await driver.get(
-    `SELECT MIN(bucket) AS first_bucket, ${SUMS[driver.dialect]} FROM query_stats WHERE database_id = $1 AND query_hash = $2 AND ${where.sql}`,
+    `SELECT MIN(bucket) AS first_bucket, ${sumsSql(driver.sqlDialect)} FROM query_stats WHERE database_id = $1 AND query_hash = $2 AND ${where.sql}`,
     [databaseId, hash, ...where.params],
   )
   const resolution = seriesResolution(window)
@@ -265,7 +264,7 @@ export async function queryDetail(
     // Hourly points: hourly buckets where they are rolled up, the hours after from finer buckets.
     const hours = rangesClause(statRanges({ ...window, since: floorTo(window.since, HOUR_MS) }, marks), 3)
     points = await driver.all(
-      `SELECT (bucket / ${HOUR_MS}) * ${HOUR_MS} AS bucket, ${columns.split(', ').map((c) => (c === 'p99_ms' ? 'MAX(p99_ms) AS p99_ms' : `${readSum(driver.dialect, c)} AS ${c}`)).join(', ')}
+      `SELECT (bucket / ${HOUR_MS}) * ${HOUR_MS} AS bucket, ${columns.split(', ').map((c) => (c === 'p99_ms' ? 'MAX(p99_ms) AS p99_ms' : `${driver.sqlDialect.readSum(c)} AS ${c}`)).join(', ')}
        FROM query_stats WHERE database_id = $1 AND query_hash = $2 AND ${hours.sql}
        GROUP BY (bucket / ${HOUR_MS}) * ${HOUR_MS} ORDER BY 1`,
       [databaseId, hash, ...hours.params],

@@ -153,7 +153,7 @@ export class SqlStore implements Store {
     readonly driver: SqlDriver,
     options: { reader?: boolean } = {},
   ) {
-    const ownsFile = driver.dialect === 'sqlite' && !options.reader
+    const ownsFile = driver.sqlDialect.soleWriter && !options.reader
     this.keyCache = ownsFile ? new Map() : undefined
     this.closedHours = ownsFile ? new ClosedHourSums() : undefined
     this.objects = objectsReader(driver)

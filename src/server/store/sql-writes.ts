@@ -6,8 +6,10 @@
 // so a table has one statement text, prepared once per connection, where multi-row VALUES needed a text
 // per row count (cut into 256/64/16/4/1-row chunks: up to six statements per section, each parsed and
 // planned with thousands of parameters). SQLite runs in the process, where a statement costs no round
-// trip: it keeps its multi-row VALUES in those chunks, as before.
-import type { Dialect, RunResult, SqlDriver, SqlStatement } from './driver.ts'
+// trip: it keeps its multi-row VALUES in those chunks, as before. Both ways are the dialects'
+// insertMany (dialect.ts).
+import type { SqlDialect } from './dialect.ts'
+import type { RunResult, SqlDriver, SqlStatement } from './driver.ts'
 
 /**
  * PostgreSQL types of the columns ingest writes, by name: a name has one type in every table (the
@@ -103,27 +105,12 @@ export interface OnConflict {
   onlyIf?: string
 }
 
-/** Rows per SQLite statement, largest first: only a few statement texts exist per table, each prepared once. */
-const CHUNK_SIZES = [256, 64, 16, 4, 1] as const
-
-/** Statement texts by shape (and, on SQLite, row count). Bounded: the shapes are fixed by the code. */
-const texts = new Map<string, string>()
-
 function conflictClause(conflict: OnConflict | undefined): string {
   if (!conflict) return ''
   const set = Object.entries(conflict.update)
     .map(([column, expression]) => `${column} = ${expression}`)
     .join(', ')
   return ` ON CONFLICT (${conflict.key.join(', ')}) DO ${set ? `UPDATE SET ${set}${conflict.onlyIf ? ` WHERE ${conflict.onlyIf}` : ''}` : 'NOTHING'}`
-}
-
-function cached(key: string, build: () => string): string {
-  let text = texts.get(key)
-  if (text === undefined) {
-    text = build()
-    if (texts.size < 1000) texts.set(key, text)
-  }
-  return text
 }
 
 function pgType(column: string): string {
@@ -157,7 +144,7 @@ export class Reads {
 export class Writes {
   readonly statements: SqlStatement[] = []
 
-  constructor(readonly dialect: Dialect) {}
+  constructor(readonly sqlDialect: SqlDialect) {}
 
   add(sql: string, params: unknown[] = []): void {
     this.statements.push({ sql, params })
@@ -170,33 +157,6 @@ export class Writes {
   upsert(table: string, columns: readonly string[], rows: readonly unknown[][], conflict?: OnConflict): void {
     if (rows.length === 0) return
     const shape = JSON.stringify([table, columns, conflict ?? null])
-    if (this.dialect === 'postgres') {
-      const sql = cached(shape, () => {
-        const arrays = columns.map((c, i) => `$${i + 1}::${pgType(c)}[]`).join(', ')
-        return `INSERT INTO ${table} (${columns.join(', ')}) SELECT * FROM unnest(${arrays})${conflictClause(conflict)}`
-      })
-      this.add(
-        sql,
-        columns.map((_, c) => rows.map((row) => row[c])),
-      )
-      return
-    }
-    const maxRows = Math.max(1, Math.floor(30_000 / columns.length))
-    let start = 0
-    for (const size of CHUNK_SIZES) {
-      if (size > maxRows) continue
-      while (rows.length - start >= size) {
-        const sql = cached(`${size} ${shape}`, () => {
-          const tuples: string[] = []
-          for (let r = 0; r < size; r++) tuples.push(`(${columns.map((_, c) => `$${r * columns.length + c + 1}`).join(', ')})`)
-          return `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${tuples.join(', ')}${conflictClause(conflict)}`
-        })
-        const params = new Array<unknown>(size * columns.length)
-        let i = 0
-        for (let r = start; r < start + size; r++) for (const value of rows[r]!) params[i++] = value
-        this.add(sql, params)
-        start += size
-      }
-    }
+    this.statements.push(...this.sqlDialect.insertMany(shape, table, columns, rows, () => conflictClause(conflict), pgType))
   }
 }
