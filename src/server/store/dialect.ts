@@ -4,6 +4,7 @@
 // drivers keep what belongs to the connection (placeholders `$1` -> `?1`, booleans, int8 parsing,
 // transactions), the migrations their own DDL per store.
 import type { Dialect, SqlStatement } from './driver.ts'
+import { type Fragment, ident, join, param, sql } from './sql.ts'
 import { INT64_MAX_SQL } from './sql-sums.ts'
 
 export interface SqlDialect {
@@ -16,7 +17,7 @@ export interface SqlDialect {
    */
   saturatingSum(column: string): string
   /** SUM(column) for a read, which JS takes as a number: never fails however large the counters. */
-  readSum(column: string): string
+  readSum(column: Fragment): Fragment
   /**
    * The statement deleting up to `limit` rows of `table` matching `where` (one statement, repeated until
    * fewer go). `primaryKey`: the table's key when it has no rowid (SQLite's WITHOUT ROWID tables).
@@ -28,11 +29,10 @@ export interface SqlDialect {
    */
   readonly lockSql: string | undefined
   /**
-   * `(a, b) IN (...)` of a list of pairs bound as parameters `$first`, ...: the pairs travel as two
-   * arrays (PostgreSQL) or one JSON array of [a, b] pairs (SQLite). `pairParams` gives those parameters.
+   * `(a, b) IN (...)` of a list of pairs, in one text whatever their number: the pairs travel as two
+   * array parameters (PostgreSQL) or one JSON array of [a, b] pairs (SQLite).
    */
-  pairsIn(a: string, b: string, first: number): string
-  pairParams(pairs: readonly (readonly string[])[]): unknown[]
+  pairsIn(a: Fragment, b: Fragment, pairs: readonly (readonly string[])[]): Fragment
   /**
    * Whether the planner reads an OR of key ranges through the primary key (PostgreSQL's BitmapOr), so
    * one statement can sum, sort and join a window; SQLite would read every row of the database and gets
@@ -73,6 +73,9 @@ function textCache(): (key: string, build: () => string) => string {
   }
 }
 
+/** The PostgreSQL types of ingest's array parameters (sql-writes.ts INGEST_COLUMN_TYPES). */
+const COLUMN_TYPES = ['text', 'integer', 'bigint', 'double precision', 'boolean'] as const
+
 /** Rows per SQLite statement, largest first: only a few statement texts exist per table, each prepared once. */
 const CHUNK_SIZES = [256, 64, 16, 4, 1] as const
 const sqliteInserts = textCache()
@@ -85,7 +88,7 @@ export const sqliteDialect: SqlDialect = {
   // SUM() of integers fails on overflow, whatever the expression around it: sums doubles (exact while the
   // sum is below 2^53, within a double's precision past it) and casts back to an integer.
   saturatingSum: (column) => `CAST(MIN(SUM(CAST(${column} AS REAL)), ${INT64_MAX_SQL}) AS INTEGER)`,
-  readSum: (column) => `SUM(CAST(${column} AS REAL))`,
+  readSum: (column) => sql`SUM(CAST(${column} AS REAL))`,
   // By rowid or, in a WITHOUT ROWID table, by primary key (both searches use the key).
   deleteSome(table, where, limit, primaryKey) {
     const key = primaryKey?.join(', ')
@@ -93,8 +96,7 @@ export const sqliteDialect: SqlDialect = {
     return `DELETE FROM ${table} WHERE (${key}) IN (SELECT ${key} FROM ${table} WHERE ${where} LIMIT ${limit})`
   },
   lockSql: undefined,
-  pairsIn: (a, b, first) => `(${a}, ${b}) IN (SELECT value ->> 0, value ->> 1 FROM json_each($${first}))`,
-  pairParams: (pairs) => [JSON.stringify(pairs)],
+  pairsIn: (a, b, pairs) => sql`(${a}, ${b}) IN (SELECT value ->> 0, value ->> 1 FROM json_each(${JSON.stringify(pairs)}))`,
   rangesByIndex: false,
   soleWriter: true,
   insertMany(shape, table, columns, rows, tail) {
@@ -104,15 +106,15 @@ export const sqliteDialect: SqlDialect = {
     for (const size of CHUNK_SIZES) {
       if (size > maxRows) continue
       while (rows.length - start >= size) {
-        const sql = sqliteInserts(`${size} ${shape}`, () => {
-          const tuples: string[] = []
-          for (let r = 0; r < size; r++) tuples.push(`(${columns.map((_, c) => `$${r * columns.length + c + 1}`).join(', ')})`)
-          return `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${tuples.join(', ')}${tail()}`
+        const text = sqliteInserts(`${size} ${shape}`, () => {
+          // Numbered by the template (placeholder values: the loop below binds the rows in the same order).
+          const tuple = sql`(${join(columns.map(() => sql`${null}`))})`
+          return `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${join(new Array<Fragment>(size).fill(tuple)).sql}${tail()}`
         })
         const params = new Array<unknown>(size * columns.length)
         let i = 0
         for (let r = start; r < start + size; r++) for (const value of rows[r]!) params[i++] = value
-        statements.push({ sql, params })
+        statements.push({ sql: text, params })
         start += size
       }
     }
@@ -126,20 +128,20 @@ export const postgresDialect: SqlDialect = {
   // SUM of BIGINT is NUMERIC: exact, compared with the maximum.
   saturatingSum: (column) => `CASE WHEN SUM(${column}) > ${INT64_MAX_SQL} THEN ${INT64_MAX_SQL} ELSE SUM(${column}) END`,
   // NUMERIC, read as a string and converted.
-  readSum: (column) => `SUM(${column})`,
+  readSum: (column) => sql`SUM(${column})`,
   // By ctid; `primaryKey` is not needed.
   deleteSome: (table, where, limit) => `DELETE FROM ${table} WHERE ctid = ANY(ARRAY(SELECT ctid FROM ${table} WHERE ${where} LIMIT ${limit}))`,
   lockSql: 'SELECT pg_advisory_xact_lock(hashtextextended($1, 0))',
-  pairsIn: (a, b, first) => `(${a}, ${b}) IN (SELECT * FROM unnest($${first}::text[], $${first + 1}::text[]))`,
-  pairParams: (pairs) => [pairs.map((p) => p[0]), pairs.map((p) => p[1])],
+  pairsIn: (a, b, pairs) => sql`(${a}, ${b}) IN (SELECT * FROM unnest(${param(pairs.map((p) => p[0]))}::text[], ${param(pairs.map((p) => p[1]))}::text[]))`,
   rangesByIndex: true,
   soleWriter: false,
   insertMany(shape, table, columns, rows, tail, columnType) {
-    const sql = postgresInserts(shape, () => {
-      const arrays = columns.map((c, i) => `$${i + 1}::${columnType(c)}[]`).join(', ')
-      return `INSERT INTO ${table} (${columns.join(', ')}) SELECT * FROM unnest(${arrays})${tail()}`
+    const text = postgresInserts(shape, () => {
+      // Numbered by the template (placeholder values: the arrays below are bound in the same order).
+      const arrays = join(columns.map((c) => sql`${param(null)}::${ident(columnType(c), COLUMN_TYPES)}[]`))
+      return `INSERT INTO ${table} (${columns.join(', ')}) SELECT * FROM unnest(${arrays.sql})${tail()}`
     })
-    return [{ sql, params: columns.map((_, c) => rows.map((row) => row[c])) }]
+    return [{ sql: text, params: columns.map((_, c) => rows.map((row) => row[c])) }]
   },
 }
 

@@ -37,6 +37,7 @@ import type { SqlDriver } from './driver.ts'
 import { unusedIndexMinBytes } from '../limits.ts'
 import { int64Counter, saturatingAdd } from './sql-sums.ts'
 import { latestSnapshot } from './sql-snapshots.ts'
+import { ident, sql } from './sql.ts'
 import { HOUR_MS, MINUTE_MS, type Window, floorTo, seriesResolution } from './window.ts'
 import type { MetricSource } from './sql-internals.ts'
 import { INGEST_COLUMN_TYPES, type Reads, type Writes } from './sql-writes.ts'
@@ -86,11 +87,15 @@ function mergeBucketRows(rows: BucketRow[]): (Omit<BucketRow, 'counters'> & { co
 
 type ObjectSection = 'tables' | 'indexes'
 
+/** The tables of objects' latest statistics, and the columns naming an object in them. */
+const LATEST_TABLES = ['latest_tables', 'latest_indexes'] as const
+const KEY_COLUMNS = ['schema_name', 'table_name', 'index_name'] as const
+
 interface BucketTable {
   section: ObjectSection
   table: 'table_stats' | 'index_stats'
-  latest: 'latest_tables' | 'latest_indexes'
-  keyColumns: readonly [string, string]
+  latest: (typeof LATEST_TABLES)[number]
+  keyColumns: readonly [(typeof KEY_COLUMNS)[number], (typeof KEY_COLUMNS)[number]]
   counters: readonly string[]
   gauges: readonly string[]
   /** The latest row's columns after its key and ts, in the order replaceLatest's values come. */
@@ -331,9 +336,9 @@ function updateLatest(writes: Writes, spec: BucketTable, databaseId: string, col
  * as the dialect's pairsIn parameters).
  */
 function removeLatest(writes: Writes, spec: BucketTable, databaseId: string, keys: string[][]) {
-  const [schema, name] = spec.keyColumns
-  const dialect = writes.sqlDialect
-  writes.add(`DELETE FROM ${spec.latest} WHERE database_id = $1 AND ${dialect.pairsIn(schema, name, 2)}`, [databaseId, ...dialect.pairParams(keys)])
+  const [schema, name] = spec.keyColumns.map((c) => ident(c, KEY_COLUMNS))
+  const q = sql`DELETE FROM ${ident(spec.latest, LATEST_TABLES)} WHERE database_id = ${databaseId} AND ${writes.sqlDialect.pairsIn(schema!, name!, keys)}`
+  writes.add(q.sql, q.params)
 }
 
 function applyTables(reads: Reads, databaseId: string, collectedAt: number, tables: TableStat[]): (writes: Writes) => void {

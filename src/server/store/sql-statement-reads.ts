@@ -6,15 +6,16 @@ import { perDialect } from './dialect.ts'
 import type { SqlDriver } from './driver.ts'
 import { NO_MARKS, type StatRange, readMarks, statRanges } from './sql-rollups.ts'
 import { TEXT_REFRESH_MS } from './sql-statement-ingest.ts'
-import { HOUR_MS, MINUTE_MS, type Window, floorTo, rangesClause, seriesResolution } from './window.ts'
+import { type Fragment, ident, join, sql } from './sql.ts'
+import { HOUR_MS, MINUTE_MS, type Window, floorTo, rangeCondition, rangesClause, seriesResolution } from './window.ts'
 
 export type QuerySort = 'total_time' | 'calls' | 'mean_time' | 'rows'
 
-const SORT_SQL: Record<QuerySort, string> = {
-  total_time: 'total_time_ms DESC',
-  calls: 'total_calls DESC',
-  mean_time: 'mean_time_ms DESC',
-  rows: 'total_rows DESC',
+const SORT_SQL: Record<QuerySort, Fragment> = {
+  total_time: sql`total_time_ms DESC`,
+  calls: sql`total_calls DESC`,
+  mean_time: sql`mean_time_ms DESC`,
+  rows: sql`total_rows DESC`,
 }
 
 export interface QueryStatsRow {
@@ -40,9 +41,9 @@ export interface QueryStatsRow {
 }
 
 /** Each statement's sums over its rows (readSum: never failing however large the counters). */
-const sumsSql = perDialect((dialect): string => {
-  const sum = (c: string) => dialect.readSum(c)
-  return `${sum('calls')} AS total_calls, ${sum('total_time_ms')} AS total_time_ms,
+const sumsSql = perDialect((dialect): Fragment => {
+  const sum = (c: (typeof SUM_COLUMNS)[number]) => dialect.readSum(ident(c, SUM_COLUMNS))
+  return sql`${sum('calls')} AS total_calls, ${sum('total_time_ms')} AS total_time_ms,
   CASE WHEN ${sum('calls')} > 0 THEN ${sum('total_time_ms')} / ${sum('calls')} ELSE 0 END AS mean_time_ms,
   ${sum('rows')} AS total_rows, ${sum('shared_blks_hit')} AS shared_blks_hit, ${sum('shared_blks_read')} AS shared_blks_read,
   ${sum('temp_blks_read')} AS temp_blks_read, ${sum('temp_blks_written')} AS temp_blks_written,
@@ -119,18 +120,14 @@ export class ClosedHourSums {
 async function sumRanges(driver: SqlDriver, databaseId: string, ranges: StatRange[]): Promise<Map<string, StatementSums>> {
   const sums = new Map<string, StatementSums>()
   if (ranges.length === 0) return sums
-  const params: unknown[] = [databaseId]
-  const source = ranges
-    .map((r) => {
-      params.push(r.from, r.to)
-      return `SELECT * FROM query_stats WHERE database_id = $1 AND resolution = ${r.resolution} AND bucket >= $${params.length - 1} AND bucket < $${params.length}`
-    })
-    .join(' UNION ALL ')
-  const rows = await driver.all<Record<string, number | string | null>>(
-    `SELECT query_hash, ${SUM_COLUMNS.map((c) => `${driver.sqlDialect.readSum(c)} AS ${c}`).join(', ')}, MAX(p99_ms) AS p99_ms, MIN(bucket) AS first_bucket
-     FROM (${source}) w GROUP BY query_hash`,
-    params,
+  const source = join(
+    ranges.map((r) => sql`SELECT * FROM query_stats WHERE database_id = ${databaseId} AND ${rangeCondition(r)}`),
+    sql` UNION ALL `,
   )
+  const columns = join(SUM_COLUMNS.map((c) => sql`${driver.sqlDialect.readSum(ident(c, SUM_COLUMNS))} AS ${ident(c, SUM_COLUMNS)}`))
+  const q = sql`SELECT query_hash, ${columns}, MAX(p99_ms) AS p99_ms, MIN(bucket) AS first_bucket
+     FROM (${source}) w GROUP BY query_hash`
+  const rows = await driver.all<Record<string, number | string | null>>(q.sql, q.params)
   for (const r of rows) {
     const v: StatementSums = SUM_COLUMNS.map((c) => Number(r[c] ?? 0))
     v.push(r.p99_ms === null ? Number.NaN : Number(r.p99_ms), Number(r.first_bucket))
@@ -177,17 +174,13 @@ export async function listQueryStats(
   const ranges = statRanges(window, (await readMarks(driver, databaseId)) ?? NO_MARKS)
   if (driver.sqlDialect.rangesByIndex) {
     // PostgreSQL plans the OR of ranges well (a BitmapOr) and sorts and joins in one statement.
-    const where = rangesClause(ranges, 2)
-    const params = [databaseId, ...where.params, limit]
-    const rows = await driver.all(
-      `SELECT t.query_text, s.* FROM (
-         SELECT query_hash, MIN(bucket) AS first_bucket, ${sumsSql(driver.sqlDialect)} FROM query_stats WHERE database_id = $1 AND ${where.sql}
+    const q = sql`SELECT t.query_text, s.* FROM (
+         SELECT query_hash, MIN(bucket) AS first_bucket, ${sumsSql(driver.sqlDialect)} FROM query_stats WHERE database_id = ${databaseId} AND ${rangesClause(ranges)}
          GROUP BY query_hash
-       ) s JOIN query_texts t ON t.database_id = $1 AND t.query_hash = s.query_hash
+       ) s JOIN query_texts t ON t.database_id = ${databaseId} AND t.query_hash = s.query_hash
        ORDER BY ${SORT_SQL[sort]}, s.query_hash
-       LIMIT $${params.length}`,
-      params,
-    )
+       LIMIT ${limit}`
+    const rows = await driver.all(q.sql, q.params)
     return rows.map(toQueryRow)
   }
   // SQLite: the closed hours' sums (kept between requests) plus the edges' (10-minute and minute
@@ -203,14 +196,8 @@ export async function listQueryStats(
   const ranked = [...sums].sort((a, b) => key(b[1]) - key(a[1]) || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
   const page = ranked.slice(0, limit)
   if (page.length === 0) return []
-  const texts = new Map(
-    (
-      await driver.all<{ query_hash: string; query_text: string }>(
-        `SELECT query_hash, query_text FROM query_texts WHERE database_id = $1 AND query_hash IN (${page.map((_, i) => `$${i + 2}`).join(', ')})`,
-        [databaseId, ...page.map(([hash]) => hash)],
-      )
-    ).map((t) => [t.query_hash, t.query_text]),
-  )
+  const q = sql`SELECT query_hash, query_text FROM query_texts WHERE database_id = ${databaseId} AND query_hash IN ${page.map(([hash]) => hash)}`
+  const texts = new Map((await driver.all<{ query_hash: string; query_text: string }>(q.sql, q.params)).map((t) => [t.query_hash, t.query_text]))
   // A statement without its text (never the case for rows ingest wrote) is left out, as a join would.
   return page.filter(([hash]) => texts.has(hash)).map(([hash, v]) => sumsRow(hash, texts.get(hash)!, v))
 }
@@ -233,6 +220,9 @@ export interface QueryPoint {
   errors: number
 }
 
+/** The columns of a statement's timeseries points. */
+const POINT_COLUMNS = ['calls', 'total_time_ms', 'rows', 'shared_blks_hit', 'shared_blks_read', 'temp_blks_read', 'temp_blks_written', 'p99_ms', 'read_bytes', 'memory_bytes', 'errors'] as const
+
 /** The detail of one statement: totals over the window and a timeseries at a resolution that fits it. */
 export async function queryDetail(
   driver: SqlDriver,
@@ -246,30 +236,24 @@ export async function queryDetail(
   )
   if (!text) return undefined
   const marks = (await readMarks(driver, databaseId)) ?? NO_MARKS
-  const where = rangesClause(statRanges(window, marks), 3)
-  const totals = await driver.get(
-    `SELECT MIN(bucket) AS first_bucket, ${sumsSql(driver.sqlDialect)} FROM query_stats WHERE database_id = $1 AND query_hash = $2 AND ${where.sql}`,
-    [databaseId, hash, ...where.params],
-  )
+  const totalsQuery = sql`SELECT MIN(bucket) AS first_bucket, ${sumsSql(driver.sqlDialect)} FROM query_stats
+     WHERE database_id = ${databaseId} AND query_hash = ${hash} AND ${rangesClause(statRanges(window, marks))}`
+  const totals = await driver.get(totalsQuery.sql, totalsQuery.params)
   const resolution = seriesResolution(window)
-  const columns = 'calls, total_time_ms, rows, shared_blks_hit, shared_blks_read, temp_blks_read, temp_blks_written, p99_ms, read_bytes, memory_bytes, errors'
-  let points: Record<string, unknown>[]
+  const column = (c: (typeof POINT_COLUMNS)[number]) => ident(c, POINT_COLUMNS)
+  let pointsQuery: Fragment
   if (resolution === 60) {
-    points = await driver.all(
-      `SELECT bucket, ${columns} FROM query_stats
-       WHERE database_id = $1 AND query_hash = $2 AND resolution = 60 AND bucket >= $3 AND bucket < $4 ORDER BY bucket`,
-      [databaseId, hash, floorTo(window.since, MINUTE_MS), window.until],
-    )
+    pointsQuery = sql`SELECT bucket, ${join(POINT_COLUMNS.map(column))} FROM query_stats
+       WHERE database_id = ${databaseId} AND query_hash = ${hash} AND resolution = 60 AND bucket >= ${floorTo(window.since, MINUTE_MS)} AND bucket < ${window.until} ORDER BY bucket`
   } else {
-    // Hourly points: hourly buckets where they are rolled up, the hours after from finer buckets.
-    const hours = rangesClause(statRanges({ ...window, since: floorTo(window.since, HOUR_MS) }, marks), 3)
-    points = await driver.all(
-      `SELECT (bucket / ${HOUR_MS}) * ${HOUR_MS} AS bucket, ${columns.split(', ').map((c) => (c === 'p99_ms' ? 'MAX(p99_ms) AS p99_ms' : `${driver.sqlDialect.readSum(c)} AS ${c}`)).join(', ')}
-       FROM query_stats WHERE database_id = $1 AND query_hash = $2 AND ${hours.sql}
-       GROUP BY (bucket / ${HOUR_MS}) * ${HOUR_MS} ORDER BY 1`,
-      [databaseId, hash, ...hours.params],
-    )
+    // Hourly points: hourly buckets where they are rolled up, the hours after from finer buckets (3600000: HOUR_MS).
+    const hours = rangesClause(statRanges({ ...window, since: floorTo(window.since, HOUR_MS) }, marks))
+    const sums = POINT_COLUMNS.map((c) => (c === 'p99_ms' ? sql`MAX(p99_ms) AS p99_ms` : sql`${driver.sqlDialect.readSum(column(c))} AS ${column(c)}`))
+    pointsQuery = sql`SELECT (bucket / 3600000) * 3600000 AS bucket, ${join(sums)}
+       FROM query_stats WHERE database_id = ${databaseId} AND query_hash = ${hash} AND ${hours}
+       GROUP BY (bucket / 3600000) * 3600000 ORDER BY 1`
   }
+  const points = await driver.all(pointsQuery.sql, pointsQuery.params)
   // The text row's last_seen is refreshed every TEXT_REFRESH_MS: a later minute bucket is later news.
   const later = await driver.get<{ bucket: number | null }>(
     // Bounded: a batch skips the text write only within TEXT_REFRESH_MS of one that wrote it.

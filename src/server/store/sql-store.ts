@@ -12,6 +12,7 @@ import { listPlans } from './sql-plans.ts'
 import { type IngestEffects, KnownTexts } from './sql-statement-ingest.ts'
 import { ClosedHourSums, type QuerySort, listQueryStats, queryDetail } from './sql-statement-reads.ts'
 import { type SnapshotKind, latestSnapshot } from './sql-snapshots.ts'
+import { type Fragment, ident, join, sql } from './sql.ts'
 import type { Window } from './window.ts'
 import type {
   ApiKey,
@@ -509,21 +510,15 @@ export class SqlStore implements Store {
   }
 
   async updateDatabase(orgId: string, id: string, patch: DatabasePatch, now: number) {
-    const sets: string[] = []
-    const params: unknown[] = []
+    const sets: Fragment[] = []
     for (const column of PATCHABLE_COLUMNS) {
       const value = patch[column]
       if (value === undefined) continue
-      params.push(column === 'tags' || column === 'disabled_collectors' ? JSON.stringify(value) : value)
-      sets.push(`${column} = $${params.length}`)
+      sets.push(sql`${ident(column, PATCHABLE_COLUMNS)} = ${column === 'tags' || column === 'disabled_collectors' ? JSON.stringify(value) : value}`)
     }
-    params.push(now)
-    sets.push(`updated_at = $${params.length}`)
-    params.push(id, orgId)
-    const changed = await this.driver.run(
-      `UPDATE databases SET ${sets.join(', ')} WHERE id = $${params.length - 1} AND org_id = $${params.length}`,
-      params,
-    )
+    sets.push(sql`updated_at = ${now}`)
+    const q = sql`UPDATE databases SET ${join(sets)} WHERE id = ${id} AND org_id = ${orgId}`
+    const changed = await this.driver.run(q.sql, q.params)
     return changed > 0 ? this.getDatabase(orgId, id) : undefined
   }
 

@@ -3,6 +3,7 @@
 // bucket ranges (whole hours from hourly buckets, the edges from minute ones) as a WHERE clause. A leaf
 // module: every sql-*.ts file may import it without an import cycle.
 import { retentionLimits } from '../limits.ts'
+import { type Fragment, ident, join, sql } from './sql.ts'
 
 export const MINUTE_MS = 60_000
 export const HOUR_MS = 3_600_000
@@ -50,18 +51,21 @@ export function windowRanges(window: Window): { resolution: 60 | 3600; from: num
   ]
 }
 
-/** Bucket ranges (windowRanges, statRanges) as a WHERE clause (an OR of ranges) and its parameters, numbered from `first`. */
-export function rangesClause(ranges: readonly { resolution: number; from: number; to: number }[], first: number): { sql: string; params: number[] } {
-  if (ranges.length === 0) return { sql: 'FALSE', params: [] }
-  const params: number[] = []
-  const parts = ranges.map((r) => {
-    params.push(r.from, r.to)
-    return `(resolution = ${r.resolution} AND bucket >= $${first + params.length - 2} AND bucket < $${first + params.length - 1})`
-  })
-  return { sql: `(${parts.join(' OR ')})`, params }
+/** The bucket sizes of bucketed rows, in seconds: written into the text (a range's resolution is part of its shape). */
+export const RESOLUTIONS = [60, 600, 3600] as const
+
+/** One bucket range as a condition: the resolution in the text, the bounds as parameters. */
+export function rangeCondition(r: { resolution: number; from: number; to: number }): Fragment {
+  return sql`(resolution = ${ident(r.resolution, RESOLUTIONS)} AND bucket >= ${r.from} AND bucket < ${r.to})`
 }
 
-/** windowRanges as a WHERE clause and its parameters, numbered from `first`. */
-export function windowClause(window: Window, first: number): { sql: string; params: number[] } {
-  return rangesClause(windowRanges(window), first)
+/** Bucket ranges (windowRanges, statRanges) as a WHERE condition: an OR of ranges (FALSE for none). */
+export function rangesClause(ranges: readonly { resolution: number; from: number; to: number }[]): Fragment {
+  if (ranges.length === 0) return sql`FALSE`
+  return sql`(${join(ranges.map(rangeCondition), sql` OR `)})`
+}
+
+/** windowRanges as a WHERE condition. */
+export function windowClause(window: Window): Fragment {
+  return rangesClause(windowRanges(window))
 }
