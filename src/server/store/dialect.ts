@@ -2,7 +2,9 @@
 // its driver as `driver.sqlDialect` (and from a batch's writes as `writes.sqlDialect`). The sql-*.ts
 // modules build their statements from these pieces instead of branching on the store's name. The
 // drivers keep what belongs to the connection (placeholders `$1` -> `?1`, booleans, int8 parsing,
-// transactions), the migrations their own DDL per store.
+// transactions), the migrations their own DDL per store. Pieces that end up in parameterised queries
+// built with the sql`` template (sql.ts) are Fragments; those spliced into texts without parameters of
+// their own (upsert updates, rollups, retention deletes) are strings.
 import type { Dialect, SqlStatement } from './driver.ts'
 import { type Fragment, ident, join, param, sql } from './sql.ts'
 import { INT64_MAX_SQL } from './sql-sums.ts'

@@ -1,5 +1,6 @@
 // The Store, written once over a SqlDriver. Dialect differences stay in the drivers (placeholders,
-// booleans, int8 parsing) and in the migrations' DDL; row mapping below evens out the rest.
+// booleans, int8 parsing), in the dialect object (dialect.ts: SQL that differs) and in the migrations'
+// DDL; row mapping below evens out the rest.
 import type { IngestBatch } from '../../shared/wire.ts'
 import type { SqlDriver } from './driver.ts'
 import { type ClickHouseReader, clickhouseReader } from './sql-clickhouse.ts'

@@ -13,9 +13,11 @@
 // - the ingest path sends prepared, fixed texts in one pipelined exchange (runAll); a builder compiles
 //   a query object on every call and hides which text reaches the server, where this keeps the text in
 //   the source, readable and greppable;
-// - `dbm` is one compiled binary that should start in milliseconds: this is ~80 lines with no
-//   dependency, where Kysely adds its core and two dialect adapters (over a hundred modules) to the
-//   bundle and to start-up, for placeholder numbering, which is all the store needed from it.
+// - `dbm` is one compiled binary that should start in milliseconds, and placeholder numbering is all
+//   the store needed from a builder. Measured once (2026-11, a file building one grouped, sorted query,
+//   `bun build --minify --target=bun`): with Kysely 0.29.9 and its PostgreSQL and SQLite dialects the
+//   bundle is 165 KB (32 KB gzipped) and loading it plus compiling the query took 41 ms; with this
+//   module 1.4 KB and 8 ms (medians of 11 runs on a busy 2-core machine).
 
 /** Only this module makes Fragments, so their text comes from templates, ident and join alone. */
 const MADE_HERE = Symbol('sql fragment')
