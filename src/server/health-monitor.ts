@@ -25,7 +25,7 @@ import type { Finding } from './doctor/types.ts'
 import { healthMonitorDefaults, retentionLimits } from './limits.ts'
 import type { DiagnosisSummary, FindingRecord, MonitoredDatabase, NotificationChannel, PendingNotification, Webhook } from './store/sql-health.ts'
 import { isStoreUnreachable } from './store/availability.ts'
-import { minuteFloor } from './store/sql-telemetry.ts'
+import { minuteFloor } from './store/window.ts'
 import { VERSION } from '../version.ts'
 import { type WebhookPolicy, deliveryTargets, strictPolicy } from './webhook-target.ts'
 

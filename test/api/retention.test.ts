@@ -5,7 +5,8 @@
 import { afterEach, describe, expect, test } from 'bun:test'
 import { createHealthMonitor } from '../../src/server/health-monitor.ts'
 import { KEPT_WITH_DATABASE, RETAINED_TABLES, WITHOUT_ROWID_KEYS, batchDeleteSql } from '../../src/server/store/sql-retention.ts'
-import { type Window, windowRanges } from '../../src/server/store/sql-telemetry.ts'
+import { type Window, windowRanges } from '../../src/server/store/window.ts'
+import { sqliteDialect } from '../../src/server/store/dialect.ts'
 import type { IngestBatch } from '../../src/shared/wire.ts'
 import { HOUR, MINUTE, chBatch, iso, pgBatch, range } from '../support/batches.ts'
 import { type TestServer, agentAccount, startTestServer, storeKinds } from '../support/server.ts'
@@ -302,7 +303,7 @@ describe('retention coverage and window ranges', () => {
         }
         // the batch delete's outer search (by the whole key, or by rowid), and whether its pick searches an index
         const plan = await driver.all<{ parent: number; detail: string }>(
-          `EXPLAIN QUERY PLAN ${batchDeleteSql('sqlite', table, 'database_id = $1', 100)}`,
+          `EXPLAIN QUERY PLAN ${batchDeleteSql(sqliteDialect, table, 'database_id = $1', 100)}`,
           ['d'],
         )
         const pick = plan.find((p) => p.parent !== 0)!.detail

@@ -5,7 +5,9 @@ import type { ActiveQuery, LockEntry, MergeEntry, MutationEntry, PartStat, Repli
 import type { Latest, MetricSource } from '../store/sql-internals.ts'
 import type { ClickHouseSource } from '../store/sql-clickhouse.ts'
 import type { IndexRow, TableRow } from '../store/sql-objects.ts'
-import { type QuerySort, type QueryStatsRow, type StoredPlan, minuteFloor } from '../store/sql-telemetry.ts'
+import type { StoredPlan } from '../store/sql-plans.ts'
+import type { QuerySort, QueryStatsRow } from '../store/sql-statement-reads.ts'
+import { minuteFloor } from '../store/window.ts'
 import type { RegisteredDatabase, Store } from '../store/types.ts'
 
 /** Everything a diagnosis may read about more objects than this is cut (the largest first). */

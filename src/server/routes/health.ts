@@ -7,7 +7,7 @@ import { DiagnosisBusy } from '../doctor/diagnosis-worker.ts'
 import { diagnoseRecent, findingView } from '../doctor/index.ts'
 import { HttpError } from '../http-error.ts'
 import { rfc3339, healthStatus } from '../views.ts'
-import { minuteFloor } from '../store/sql-telemetry.ts'
+import { minuteFloor } from '../store/window.ts'
 import { databaseFor } from './telemetry-params.ts'
 
 const DAY = 86_400_000

@@ -7,7 +7,7 @@ import type { Deps } from '../context.ts'
 import { badRequest, notFound } from '../http-error.ts'
 import { internalsLimits, resultLimits, telemetryDefaults } from '../limits.ts'
 import type { Intervals } from '../store/sql-internals.ts'
-import { type Window, minuteFloor } from '../store/sql-telemetry.ts'
+import { type Window, minuteFloor } from '../store/window.ts'
 import type { Engine, RegisteredDatabase } from '../store/types.ts'
 import { pathId, query } from './schema.ts'
 

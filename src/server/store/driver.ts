@@ -1,6 +1,7 @@
 // The thin SQL driver that both store backends implement. Statements are written once with
 // PostgreSQL-style `$1` placeholders; the SQLite driver rewrites them to `?1`.
 import type { StoreAvailability } from './availability.ts'
+import type { SqlDialect } from './dialect.ts'
 
 export type Dialect = 'sqlite' | 'postgres'
 
@@ -18,6 +19,8 @@ export interface SqlStatement {
 
 export interface SqlDriver {
   readonly dialect: Dialect
+  /** What differs in this store's SQL (dialect.ts). */
+  readonly sqlDialect: SqlDialect
   /** All rows of a query. */
   all<T = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<T[]>
   /** The first row of a query, if any. */

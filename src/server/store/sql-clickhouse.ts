@@ -6,8 +6,6 @@
 // total bytes (source 'disk', the disk's name as subject), the query counters' deltas (source 'server')
 // and, from each parts section, the total of active parts, the partitions and the largest partition's
 // part count (source 'parts'), so a chart or the doctor can see parts pile up.
-// (sql-telemetry.ts imports this module, which imports sql-internals.ts, which imports sql-telemetry.ts
-// back: their exports are used inside functions only, never while the modules load.)
 import { SERVER_COUNTER_KEYS, SERVER_GAUGE_KEYS, parseDiskMetricKey } from '../../shared/metrics.ts'
 import type { IngestBatch, MergeEntry, MutationEntry, PartStat } from '../../shared/wire.ts'
 import type { SqlDriver } from './driver.ts'

@@ -6,6 +6,7 @@
 // an outbox the monitor delivers, claims row by row (several `serve` processes may share a PostgreSQL
 // store), and retries until sent or given up.
 import type { SqlDriver } from './driver.ts'
+import { sql } from './sql.ts'
 
 export type HealthSeverity = 'critical' | 'warning' | 'info'
 export type RecordStatus = 'open' | 'resolved' | 'all'
@@ -276,10 +277,8 @@ async function listAlerts(driver: SqlDriver, databaseId: string, status: RecordS
   )
   if (rows.length === 0) return []
   const ids = rows.map((r) => String(r.id))
-  const notes = await driver.all(
-    `SELECT * FROM alert_notifications WHERE alert_id IN (${ids.map((_, i) => `$${i + 1}`).join(', ')}) ORDER BY created_at, id`,
-    ids,
-  )
+  const q = sql`SELECT * FROM alert_notifications WHERE alert_id IN ${ids} ORDER BY created_at, id`
+  const notes = await driver.all(q.sql, q.params)
   const byAlert = new Map<string, AlertNotification[]>()
   for (const n of notes) {
     const list = byAlert.get(String(n.alert_id)) ?? []

@@ -10,8 +10,9 @@
 import type { IngestBatch, IoStatRow, ReplicationStatus, WaitSample } from '../../shared/wire.ts'
 import { BGWRITER_KEYS, DATABASE_COUNTER_KEYS, DATABASE_GAUGE_KEYS, IO_KEYS, WAL_KEYS } from '../../shared/metrics.ts'
 import type { SqlDriver } from './driver.ts'
-import { int64Counter, readSum, saturatingAdd } from './sql-sums.ts'
-import { HOUR_MS, MINUTE_MS, type Window, windowClause } from './sql-telemetry.ts'
+import { int64Counter, saturatingAdd } from './sql-sums.ts'
+import { type Fragment, sql } from './sql.ts'
+import { HOUR_MS, MINUTE_MS, type Window, floorTo, windowClause } from './window.ts'
 import type { Reads, Writes } from './sql-writes.ts'
 
 /**
@@ -28,25 +29,15 @@ export type LatestKind = (typeof LATEST_KINDS)[number]
 
 // ---- ingest ----
 
-const floorTo = (t: number, step: number) => Math.floor(t / step) * step
 const isNumber = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v)
 
-/** The larger of two nullable values, in the store's dialect (SQLite's MAX(a, NULL) is NULL). */
-function greatest(dialect: SqlDriver['dialect'], a: string, b: string): string {
-  const fn = dialect === 'sqlite' ? 'MAX' : 'GREATEST'
-  return `${fn}(COALESCE(${a}, ${b}), COALESCE(${b}, ${a}))`
-}
-
-/**
- * The first columns of every bucketed row, once per resolution. (The resolutions are not a module
- * constant: sql-telemetry.ts imports this module, so its constants are not ready at load time.)
- */
+/** The first columns of every bucketed row, once per resolution. */
 function bucketPrefixes(databaseId: string, collectedAt: number): [string, number, number][] {
   return [MINUTE_MS, HOUR_MS].map((r) => [databaseId, r / 1000, floorTo(collectedAt, r)])
 }
 
-/** How far a wait entry's minute may be from its batch's time: an hour (a literal: see bucketPrefixes). */
-const WAIT_MINUTE_SLACK_MS = 3_600_000
+/** How far a wait entry's minute may be from its batch's time: an hour. */
+const WAIT_MINUTE_SLACK_MS = HOUR_MS
 
 /**
  * The batch's samples as wait_stats rows of each minute and hour, summed per bucket and event (a batch
@@ -97,8 +88,8 @@ function applyReplication(writes: Writes, databaseId: string, collectedAt: numbe
       {
         key: ['database_id', 'resolution', 'bucket'],
         update: {
-          replication_lag_bytes: greatest(writes.dialect, 'replication_lag.replication_lag_bytes', 'excluded.replication_lag_bytes'),
-          replication_lag_seconds: greatest(writes.dialect, 'replication_lag.replication_lag_seconds', 'excluded.replication_lag_seconds'),
+          replication_lag_bytes: writes.sqlDialect.greatest('replication_lag.replication_lag_bytes', 'excluded.replication_lag_bytes'),
+          replication_lag_seconds: writes.sqlDialect.greatest('replication_lag.replication_lag_seconds', 'excluded.replication_lag_seconds'),
         },
       },
     )
@@ -111,7 +102,7 @@ function applyReplication(writes: Writes, databaseId: string, collectedAt: numbe
     'replication_slot_lag',
     ['database_id', 'resolution', 'bucket', 'slot_name', 'lag_bytes'],
     prefixes.flatMap((prefix) => [...slots].map(([name, lag]) => [...prefix, name, lag])),
-    { key: ['database_id', 'resolution', 'bucket', 'slot_name'], update: { lag_bytes: greatest(writes.dialect, 'replication_slot_lag.lag_bytes', 'excluded.lag_bytes') } },
+    { key: ['database_id', 'resolution', 'bucket', 'slot_name'], update: { lag_bytes: writes.sqlDialect.greatest('replication_slot_lag.lag_bytes', 'excluded.lag_bytes') } },
   )
 }
 
@@ -267,20 +258,16 @@ export interface Intervals extends Window {
  * The stored rows that feed the intervals: hourly rows (for the whole hours of the window) only when
  * every interval is a whole number of hours, so re-aggregation stays exact; minute rows otherwise.
  */
-function sourceRows(intervals: Intervals, first: number): { sql: string; params: number[] } {
-  if (intervals.bucketSeconds % 3600 === 0) return windowClause(intervals, first)
+function sourceRows(intervals: Intervals): Fragment {
+  if (intervals.bucketSeconds % 3600 === 0) return windowClause(intervals)
   const floor = intervals.minuteFloor
   if (floor !== undefined && intervals.since < floor) {
     // Minute rows before the floor are compacted away: there each hourly row lands in the interval where its hour starts.
-    const old = `(resolution = 3600 AND bucket >= $${first} AND bucket < $${first + 1})`
-    const params = [floorTo(intervals.since, HOUR_MS), Math.min(intervals.until, floor)]
-    if (intervals.until <= floor) return { sql: old, params }
-    return { sql: `(${old} OR (resolution = 60 AND bucket >= $${first + 2} AND bucket < $${first + 3}))`, params: [...params, floor, intervals.until] }
+    const old = sql`(resolution = 3600 AND bucket >= ${floorTo(intervals.since, HOUR_MS)} AND bucket < ${Math.min(intervals.until, floor)})`
+    if (intervals.until <= floor) return old
+    return sql`(${old} OR (resolution = 60 AND bucket >= ${floor} AND bucket < ${intervals.until}))`
   }
-  return {
-    sql: `(resolution = 60 AND bucket >= $${first} AND bucket < $${first + 1})`,
-    params: [floorTo(intervals.since, MINUTE_MS), intervals.until],
-  }
+  return sql`(resolution = 60 AND bucket >= ${floorTo(intervals.since, MINUTE_MS)} AND bucket < ${intervals.until})`
 }
 
 const toNumber = (v: unknown) => Number(v)
@@ -295,14 +282,11 @@ export interface WaitPoint {
 }
 
 async function waits(driver: SqlDriver, databaseId: string, intervals: Intervals): Promise<WaitPoint[]> {
-  const rows = sourceRows(intervals, 3)
-  const found = await driver.all(
-    `SELECT ts, wait_event_type, wait_event, ${readSum(driver.dialect, 'count')} AS count, SUM(total_duration_ms) AS total_duration_ms FROM (
-       SELECT bucket - (bucket % $2) AS ts, wait_event_type, wait_event, count, total_duration_ms
-       FROM wait_stats WHERE database_id = $1 AND ${rows.sql}
-     ) b GROUP BY ts, wait_event_type, wait_event ORDER BY ts, wait_event_type, wait_event`,
-    [databaseId, intervals.bucketSeconds * 1000, ...rows.params],
-  )
+  const q = sql`SELECT ts, wait_event_type, wait_event, ${driver.sqlDialect.readSum(sql`count`)} AS count, SUM(total_duration_ms) AS total_duration_ms FROM (
+       SELECT bucket - (bucket % ${intervals.bucketSeconds * 1000}) AS ts, wait_event_type, wait_event, count, total_duration_ms
+       FROM wait_stats WHERE database_id = ${databaseId} AND ${sourceRows(intervals)}
+     ) b GROUP BY ts, wait_event_type, wait_event ORDER BY ts, wait_event_type, wait_event`
+  const found = await driver.all(q.sql, q.params)
   return found.map((r) => ({
     ts: toNumber(r.ts),
     wait_event_type: String(r.wait_event_type),
@@ -319,14 +303,11 @@ export interface LagPoint {
 }
 
 async function replicationHistory(driver: SqlDriver, databaseId: string, intervals: Intervals): Promise<LagPoint[]> {
-  const rows = sourceRows(intervals, 3)
-  const found = await driver.all(
-    `SELECT ts, MAX(replication_lag_bytes) AS replication_lag_bytes, MAX(replication_lag_seconds) AS replication_lag_seconds FROM (
-       SELECT bucket - (bucket % $2) AS ts, replication_lag_bytes, replication_lag_seconds
-       FROM replication_lag WHERE database_id = $1 AND ${rows.sql}
-     ) b GROUP BY ts ORDER BY ts`,
-    [databaseId, intervals.bucketSeconds * 1000, ...rows.params],
-  )
+  const q = sql`SELECT ts, MAX(replication_lag_bytes) AS replication_lag_bytes, MAX(replication_lag_seconds) AS replication_lag_seconds FROM (
+       SELECT bucket - (bucket % ${intervals.bucketSeconds * 1000}) AS ts, replication_lag_bytes, replication_lag_seconds
+       FROM replication_lag WHERE database_id = ${databaseId} AND ${sourceRows(intervals)}
+     ) b GROUP BY ts ORDER BY ts`
+  const found = await driver.all(q.sql, q.params)
   return found.map((r) => ({
     ts: toNumber(r.ts),
     replication_lag_bytes: toNullable(r.replication_lag_bytes),
@@ -341,14 +322,11 @@ export interface SlotLagPoint {
 }
 
 async function slotHistory(driver: SqlDriver, databaseId: string, intervals: Intervals): Promise<SlotLagPoint[]> {
-  const rows = sourceRows(intervals, 3)
-  const found = await driver.all(
-    `SELECT ts, slot_name, MAX(lag_bytes) AS lag_bytes FROM (
-       SELECT bucket - (bucket % $2) AS ts, slot_name, lag_bytes
-       FROM replication_slot_lag WHERE database_id = $1 AND ${rows.sql}
-     ) b GROUP BY ts, slot_name ORDER BY ts, slot_name`,
-    [databaseId, intervals.bucketSeconds * 1000, ...rows.params],
-  )
+  const q = sql`SELECT ts, slot_name, MAX(lag_bytes) AS lag_bytes FROM (
+       SELECT bucket - (bucket % ${intervals.bucketSeconds * 1000}) AS ts, slot_name, lag_bytes
+       FROM replication_slot_lag WHERE database_id = ${databaseId} AND ${sourceRows(intervals)}
+     ) b GROUP BY ts, slot_name ORDER BY ts, slot_name`
+  const found = await driver.all(q.sql, q.params)
   return found.map((r) => ({ ts: toNumber(r.ts), slot_name: String(r.slot_name), lag_bytes: toNumber(r.lag_bytes) }))
 }
 
@@ -399,23 +377,19 @@ async function fillQuietCounters(driver: SqlDriver, databaseId: string, source: 
 
 /** One source's metrics per interval and subject: counters summed, gauges the interval's latest value. */
 export async function metricSeries(driver: SqlDriver, databaseId: string, source: MetricSource, intervals: Intervals): Promise<MetricPoint[]> {
-  const rows = sourceRows(intervals, 4)
-  const params = [databaseId, source, intervals.bucketSeconds * 1000, ...rows.params]
-  const counters = await driver.all(
-    `SELECT ts, subject, metric, SUM(value) AS value FROM (
-       SELECT bucket - (bucket % $3) AS ts, subject, metric, value
-       FROM metric_counters WHERE database_id = $1 AND source = $2 AND ${rows.sql}
-     ) b GROUP BY ts, subject, metric`,
-    params,
-  )
-  const gauges = await driver.all(
-    `SELECT ts, subject, metric, value FROM (
-       SELECT bucket - (bucket % $3) AS ts, subject, metric, value,
-              ROW_NUMBER() OVER (PARTITION BY bucket - (bucket % $3), subject, metric ORDER BY sampled_at DESC, resolution) AS latest
-       FROM metric_gauges WHERE database_id = $1 AND source = $2 AND ${rows.sql}
-     ) b WHERE latest = 1`,
-    params,
-  )
+  const rows = sourceRows(intervals)
+  const span = intervals.bucketSeconds * 1000
+  const countersQuery = sql`SELECT ts, subject, metric, SUM(value) AS value FROM (
+       SELECT bucket - (bucket % ${span}) AS ts, subject, metric, value
+       FROM metric_counters WHERE database_id = ${databaseId} AND source = ${source} AND ${rows}
+     ) b GROUP BY ts, subject, metric`
+  const counters = await driver.all(countersQuery.sql, countersQuery.params)
+  const gaugesQuery = sql`SELECT ts, subject, metric, value FROM (
+       SELECT bucket - (bucket % ${span}) AS ts, subject, metric, value,
+              ROW_NUMBER() OVER (PARTITION BY bucket - (bucket % ${span}), subject, metric ORDER BY sampled_at DESC, resolution) AS latest
+       FROM metric_gauges WHERE database_id = ${databaseId} AND source = ${source} AND ${rows}
+     ) b WHERE latest = 1`
+  const gauges = await driver.all(gaugesQuery.sql, gaugesQuery.params)
   const points = new Map<string, MetricPoint>()
   collectPoints(points, counters)
   if (intervals.bucketSeconds % 3600 !== 0 && QUIET_SKIPPED.has(source)) await fillQuietCounters(driver, databaseId, source, intervals, points)

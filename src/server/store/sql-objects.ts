@@ -1,6 +1,6 @@
 // Telemetry about a database's objects and sessions: tables and indexes (the latest statistics, and
 // per-interval timeseries in 60-second and hourly buckets), active queries and locks (the latest
-// snapshot, kept by sql-telemetry.ts in `snapshots`).
+// snapshot, kept by sql-snapshots.ts in `snapshots`).
 // Buckets sum the counters' deltas (null while a bucket holds only first samples, which carry no delta)
 // and keep the gauges' last known value. The latest tables and indexes are rows of their own, brought up
 // to each newer batch that carries the section, so listing, sorting and filtering happen in SQL: only
@@ -32,8 +32,6 @@
 // A late batch (collected before the stored latest rows) cannot be compared with them: it writes all its
 // rows, with its gauges only in buckets where no later batch was sampled (skipped samples left the
 // bucket's gauges as they are), and pins the gauges of the next sampled minute of its hour (pinLaterMinute).
-// (sql-telemetry.ts imports this module and this one imports it back: its exports are used inside
-// functions only, never while the modules load.)
 import {
   INDEX_COUNTERS,
   INDEX_GAUGES,
@@ -45,10 +43,12 @@ import {
   type TableGauge,
 } from '../../shared/families.ts'
 import type { ActiveQuery, IndexStat, IngestBatch, LockEntry, TableStat } from '../../shared/wire.ts'
-import type { Dialect, SqlDriver } from './driver.ts'
+import type { SqlDriver } from './driver.ts'
 import { unusedIndexMinBytes } from '../limits.ts'
 import { int64Counter, saturatingAdd } from './sql-sums.ts'
-import { HOUR_MS, MINUTE_MS, type Window, latestSnapshot, seriesResolution } from './sql-telemetry.ts'
+import { latestSnapshot } from './sql-snapshots.ts'
+import { ident, sql } from './sql.ts'
+import { HOUR_MS, MINUTE_MS, type Window, floorTo, seriesResolution } from './window.ts'
 import type { MetricSource } from './sql-internals.ts'
 import { INGEST_COLUMN_TYPES, type Reads, type Writes } from './sql-writes.ts'
 
@@ -58,7 +58,6 @@ const TABLE_TIMES = ['last_vacuum', 'last_autovacuum', 'last_analyze', 'last_aut
 
 // ---- ingest ----
 
-const floorTo = (t: number, step: number) => Math.floor(t / step) * step
 /** Counts are integers in the store; a fractional one from the wire is rounded, not refused by BIGINT. */
 const int = (v: number | null | undefined): number | null => (v === null || v === undefined ? null : Math.round(v))
 
@@ -67,11 +66,6 @@ const sumSql = (table: string, c: string) => `COALESCE(${saturatingAdd(`${table}
 /** The newer sample's value, or the other's when the newer one is unknown (e.g. a size not measured that cycle). */
 const lastSql = (table: string, c: string) =>
   `CASE WHEN excluded.sampled_at >= ${table}.sampled_at THEN COALESCE(excluded.${c}, ${table}.${c}) ELSE COALESCE(${table}.${c}, excluded.${c}) END`
-
-/** The later of the two samples' times. */
-function greatest(dialect: Dialect, table: string): string {
-  return `${dialect === 'sqlite' ? 'MAX' : 'GREATEST'}(${table}.sampled_at, excluded.sampled_at)`
-}
 
 interface BucketRow {
   key: string[]
@@ -104,11 +98,15 @@ function mergeBucketRows(rows: BucketRow[]): (Omit<BucketRow, 'counters'> & { co
 
 type ObjectSection = 'tables' | 'indexes'
 
+/** The tables of objects' latest statistics, and the columns naming an object in them. */
+const LATEST_TABLES = ['latest_tables', 'latest_indexes'] as const
+const KEY_COLUMNS = ['schema_name', 'table_name', 'index_name'] as const
+
 interface BucketTable {
   section: ObjectSection
   table: 'table_stats' | 'index_stats'
-  latest: 'latest_tables' | 'latest_indexes'
-  keyColumns: readonly string[]
+  latest: (typeof LATEST_TABLES)[number]
+  keyColumns: readonly [(typeof KEY_COLUMNS)[number], (typeof KEY_COLUMNS)[number]]
   counters: readonly string[]
   gauges: readonly string[]
   /** The latest row's columns after its key and ts, in the order replaceLatest's values come. */
@@ -233,7 +231,7 @@ function addToBuckets(writes: Writes, databaseId: string, collectedAt: number, s
   const merged = mergeBucketRows(rows)
   if (!stored.newest) pinLaterMinute(writes, databaseId, collectedAt, spec)
   const written = stored.newest ? merged.filter((r) => isNews(r, stored, collectedAt)) : merged
-  const update: Record<string, string> = { sampled_at: greatest(writes.dialect, spec.table) }
+  const update: Record<string, string> = { sampled_at: writes.sqlDialect.greatest(`${spec.table}.sampled_at`, 'excluded.sampled_at') }
   for (const c of spec.counters) update[c] = sumSql(spec.table, c)
   for (const g of spec.gauges) update[g] = lastSql(spec.table, g)
   const rowsFor = (resolutionMs: number) => {
@@ -347,23 +345,13 @@ function updateLatest(writes: Writes, spec: BucketTable, databaseId: string, col
 }
 
 /**
- * Deletes the latest rows of the given objects, in one statement whatever their number: the keys travel
- * as arrays (PostgreSQL) or one JSON array of [schema, name] pairs (SQLite).
+ * Deletes the latest rows of the given objects, in one statement whatever their number (the keys travel
+ * as the dialect's pairsIn parameters).
  */
 function removeLatest(writes: Writes, spec: BucketTable, databaseId: string, keys: string[][]) {
-  const [schema, name] = spec.keyColumns
-  if (writes.dialect === 'postgres') {
-    writes.add(`DELETE FROM ${spec.latest} WHERE database_id = $1 AND (${schema}, ${name}) IN (SELECT * FROM unnest($2::text[], $3::text[]))`, [
-      databaseId,
-      keys.map((k) => k[0]),
-      keys.map((k) => k[1]),
-    ])
-    return
-  }
-  writes.add(
-    `DELETE FROM ${spec.latest} WHERE database_id = $1 AND (${schema}, ${name}) IN (SELECT value ->> 0, value ->> 1 FROM json_each($2))`,
-    [databaseId, JSON.stringify(keys)],
-  )
+  const [schema, name] = spec.keyColumns.map((c) => ident(c, KEY_COLUMNS))
+  const q = sql`DELETE FROM ${ident(spec.latest, LATEST_TABLES)} WHERE database_id = ${databaseId} AND ${writes.sqlDialect.pairsIn(schema!, name!, keys)}`
+  writes.add(q.sql, q.params)
 }
 
 function applyTables(reads: Reads, databaseId: string, collectedAt: number, tables: TableStat[]): (writes: Writes) => void {
@@ -433,7 +421,7 @@ function applyIndexes(reads: Reads, databaseId: string, collectedAt: number, ind
 }
 
 /**
- * The batch's tables and indexes sections (activity and locks are kept as snapshots by sql-telemetry.ts):
+ * The batch's tables and indexes sections (activity and locks are kept as snapshots by sql-snapshots.ts):
  * registers the reads they depend on and returns the function that adds their writes once those are sent.
  */
 export function applyObjects(reads: Reads, databaseId: string, batch: IngestBatch): (writes: Writes) => void {

@@ -1,15 +1,17 @@
 // Retention: deletes each database's telemetry once it is older than its organization's retention, and
 // compacts the minute buckets (the hourly buckets hold the same sums; reads take the hours instead, see
-// windowRanges in sql-telemetry.ts and statRanges in sql-rollups.ts). Statement statistics are rolled
+// windowRanges in window.ts and statRanges in sql-rollups.ts). Statement statistics are rolled
 // up first, so no minute row goes before its hour holds it. Every delete goes in batches of a bounded number of rows, each its
 // own statement, so a large store is never held for long and requests run in between. A batch is picked
 // by row identity: the ctid on PostgreSQL, the rowid on SQLite, or on SQLite's WITHOUT ROWID tables
 // (migration 10) the primary key.
 // A bucket row goes when its whole bucket is older than the cutoff.
+import type { SqlDialect } from './dialect.ts'
 import type { SqlDriver } from './driver.ts'
 import type { MetricSource } from './sql-internals.ts'
 import { lockRollups, readMarks, rollUp } from './sql-rollups.ts'
-import { HOUR_MS, MINUTE_MS, TEXT_REFRESH_MS } from './sql-telemetry.ts'
+import { TEXT_REFRESH_MS } from './sql-statement-ingest.ts'
+import { HOUR_MS, MINUTE_MS, floorTo } from './window.ts'
 
 /** Tables of 60-second and hourly buckets whose key starts (database_id, resolution, bucket), or has an index that does. */
 const BUCKET_TABLES = ['query_stats', 'wait_stats', 'replication_lag', 'replication_slot_lag', 'table_stats', 'index_stats'] as const
@@ -60,22 +62,18 @@ export const WITHOUT_ROWID_KEYS: Readonly<Record<string, readonly string[]>> = {
   ingest_batches: ['database_id', 'batch_id'],
 }
 
-const floorTo = (t: number, step: number) => Math.floor(t / step) * step
 
 /**
- * The statement deleting up to `batch` rows of `table` matching `where`: the rows are picked by ctid on
- * PostgreSQL, and on SQLite by rowid or, in a WITHOUT ROWID table, by primary key (both searches use the key).
+ * The statement deleting up to `batch` rows of `table` matching `where` (the dialect's deleteSome: by
+ * ctid on PostgreSQL, on SQLite by rowid or, in a WITHOUT ROWID table, by primary key).
  */
-export function batchDeleteSql(dialect: SqlDriver['dialect'], table: string, where: string, batch: number): string {
-  if (dialect === 'postgres') return `DELETE FROM ${table} WHERE ctid = ANY(ARRAY(SELECT ctid FROM ${table} WHERE ${where} LIMIT ${batch}))`
-  const key = WITHOUT_ROWID_KEYS[table]?.join(', ')
-  if (key === undefined) return `DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} WHERE ${where} LIMIT ${batch})`
-  return `DELETE FROM ${table} WHERE (${key}) IN (SELECT ${key} FROM ${table} WHERE ${where} LIMIT ${batch})`
+export function batchDeleteSql(dialect: SqlDialect, table: string, where: string, batch: number): string {
+  return dialect.deleteSome(table, where, batch, WITHOUT_ROWID_KEYS[table])
 }
 
 /** Deletes the rows of `table` matching `where`, `batch` rows per statement; returns how many went. */
 async function deleteInBatches(driver: SqlDriver, table: string, where: string, params: unknown[], batch: number): Promise<number> {
-  const sql = batchDeleteSql(driver.dialect, table, where, batch)
+  const sql = batchDeleteSql(driver.sqlDialect, table, where, batch)
   let total = 0
   for (;;) {
     const deleted = await driver.run(sql, params)

@@ -14,16 +14,12 @@
 //   from retention for a database gone quiet (everything closed over an hour ago, and always before
 //   minute rows are compacted), both under the database's rollup lock (lockRollups).
 import { QUERY_COUNTER_KEYS } from '../../shared/metrics.ts'
-import type { Dialect, SqlDriver, SqlStatement } from './driver.ts'
-import { saturatingSum } from './sql-sums.ts'
-import type { Window } from './sql-telemetry.ts'
+import { type SqlDialect, lockStatement, perDialect } from './dialect.ts'
+import type { SqlDriver, SqlStatement } from './driver.ts'
+import { HOUR_MS, MINUTE_MS, type Window, floorTo } from './window.ts'
 
-// (sql-telemetry.ts imports this module: its constants are not read here at load time.)
-const MINUTE_MS = 60_000
-const HOUR_MS = 3_600_000
 export const SPAN_MS = 10 * MINUTE_MS
 
-const floorTo = (t: number, step: number) => Math.floor(t / step) * step
 const ceilTo = (t: number, step: number) => Math.ceil(t / step) * step
 
 export interface RollupMarks {
@@ -43,11 +39,10 @@ const STAT_COLUMN_LIST = ['database_id', 'resolution', 'bucket', 'query_hash', .
  * minute rows pinned at BIGINT's maximum roll up instead of failing the rollup (and the ingest or
  * retention pass running it).
  */
-function rollupSums(dialect: SqlDriver['dialect']): string {
-  const sums = COUNTERS.map((c) => (c.endsWith('_ms') ? `SUM(${c})` : saturatingSum(dialect, c)))
+const rollupSums = perDialect((dialect): string => {
+  const sums = COUNTERS.map((c) => (c.endsWith('_ms') ? `SUM(${c})` : dialect.saturatingSum(c)))
   return [...sums, 'MAX(p99_ms)'].join(', ')
-}
-const ROLLUP_SUMS: Record<SqlDriver['dialect'], string> = { sqlite: rollupSums('sqlite'), postgres: rollupSums('postgres') }
+})
 
 const READ_MARKS_SQL = 'SELECT spans_until, hours_until FROM query_rollups WHERE database_id = $1'
 
@@ -73,13 +68,13 @@ function writeMarks(databaseId: string, marks: RollupMarks): SqlStatement {
 }
 
 /** Replaces the buckets of `to` resolution in [from, until) by the sums of the `of` resolution rows they cover. */
-function rollUpLevel(dialect: Dialect, databaseId: string, of: 60 | 600, to: 600 | 3600, from: number, until: number): SqlStatement {
+function rollUpLevel(dialect: SqlDialect, databaseId: string, of: 60 | 600, to: 600 | 3600, from: number, until: number): SqlStatement {
   const ms = to * 1000
   const set = [...COUNTERS, 'p99_ms'].map((c) => `${c} = excluded.${c}`).join(', ')
   // The rollup is idempotent (buckets are replaced, not added to), so a rerun never double-counts.
   return {
     sql: `INSERT INTO query_stats (${STAT_COLUMN_LIST})
-     SELECT CAST($1 AS TEXT), ${to}, (bucket / ${ms}) * ${ms} AS rolled, query_hash, ${ROLLUP_SUMS[dialect]}
+     SELECT CAST($1 AS TEXT), ${to}, (bucket / ${ms}) * ${ms} AS rolled, query_hash, ${rollupSums(dialect)}
      FROM query_stats WHERE database_id = $1 AND resolution = ${of} AND bucket >= $2 AND bucket < $3
      GROUP BY (bucket / ${ms}) * ${ms}, query_hash
      ON CONFLICT (database_id, resolution, bucket, query_hash) DO UPDATE SET ${set}`,
@@ -92,7 +87,7 @@ function rollUpLevel(dialect: Dialect, databaseId: string, of: 60 | 600, to: 600
  * hourly ones up to its hour), and the marks after them (the same ones, and no statements, when nothing
  * closed); they run under the database's rollup lock (lockRollups).
  */
-export function rollUpStatements(dialect: Dialect, databaseId: string, marks: RollupMarks, until: number): { marks: RollupMarks; statements: SqlStatement[] } {
+export function rollUpStatements(dialect: SqlDialect, databaseId: string, marks: RollupMarks, until: number): { marks: RollupMarks; statements: SqlStatement[] } {
   const spans = floorTo(until, SPAN_MS)
   const hours = floorTo(until, HOUR_MS)
   const next = { spans: Math.max(marks.spans, spans), hours: Math.max(marks.hours, hours) }
@@ -107,7 +102,7 @@ export function rollUpStatements(dialect: Dialect, databaseId: string, marks: Ro
 
 /** Rolls the database's statistics up to `until` (rollUpStatements) and returns the marks after it. */
 export async function rollUp(tx: SqlDriver, databaseId: string, marks: RollupMarks, until: number): Promise<RollupMarks> {
-  const rollup = rollUpStatements(tx.dialect, databaseId, marks, until)
+  const rollup = rollUpStatements(tx.sqlDialect, databaseId, marks, until)
   await tx.runAll(rollup.statements)
   return rollup.marks
 }
@@ -188,11 +183,11 @@ export const NO_MARKS: RollupMarks = { spans: Number.NEGATIVE_INFINITY, hours: N
  * Keyed by the database's id, which a rename does not change. PostgreSQL only: SQLite has one writer.
  */
 export async function lockRollups(tx: SqlDriver, databaseId: string): Promise<void> {
-  const lock = lockRollupsStatement(tx.dialect, databaseId)
+  const lock = lockRollupsStatement(tx.sqlDialect, databaseId)
   if (lock) await tx.runAll([lock])
 }
 
 /** The statement of lockRollups (undefined on SQLite), for ingest to send with its other reads. */
-export function lockRollupsStatement(dialect: Dialect, databaseId: string): SqlStatement | undefined {
-  return dialect === 'postgres' ? { sql: 'SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', params: [`dbm:rollup:${databaseId}`] } : undefined
+export function lockRollupsStatement(dialect: SqlDialect, databaseId: string): SqlStatement | undefined {
+  return lockStatement(dialect, `dbm:rollup:${databaseId}`)
 }

@@ -1,5 +1,6 @@
 // The Store, written once over a SqlDriver. Dialect differences stay in the drivers (placeholders,
-// booleans, int8 parsing) and in the migrations' DDL; row mapping below evens out the rest.
+// booleans, int8 parsing), in the dialect object (dialect.ts: SQL that differs) and in the migrations'
+// DDL; row mapping below evens out the rest.
 import type { IngestBatch } from '../../shared/wire.ts'
 import type { SqlDriver } from './driver.ts'
 import { type ClickHouseReader, clickhouseReader } from './sql-clickhouse.ts'
@@ -7,19 +8,13 @@ import { type HealthStore, healthStore } from './sql-health.ts'
 import { type RetentionStore, retentionStore } from './sql-retention.ts'
 import { type InternalsReader, internalsReader } from './sql-internals.ts'
 import { type ObjectsReader, objectsReader } from './sql-objects.ts'
-import {
-  ClosedHourSums,
-  type IngestEffects,
-  KnownTexts,
-  type QuerySort,
-  type SnapshotKind,
-  type Window,
-  applyBatch,
-  latestSnapshot,
-  listPlans,
-  listQueryStats,
-  queryDetail,
-} from './sql-telemetry.ts'
+import { applyBatch } from './sql-ingest.ts'
+import { listPlans } from './sql-plans.ts'
+import { type IngestEffects, KnownTexts } from './sql-statement-ingest.ts'
+import { ClosedHourSums, type QuerySort, listQueryStats, queryDetail } from './sql-statement-reads.ts'
+import { type SnapshotKind, latestSnapshot } from './sql-snapshots.ts'
+import { type Fragment, ident, join, sql } from './sql.ts'
+import type { Window } from './window.ts'
 import type {
   ApiKey,
   DatabasePatch,
@@ -160,7 +155,7 @@ export class SqlStore implements Store {
     readonly driver: SqlDriver,
     options: { reader?: boolean } = {},
   ) {
-    const ownsFile = driver.dialect === 'sqlite' && !options.reader
+    const ownsFile = driver.sqlDialect.soleWriter && !options.reader
     this.keyCache = ownsFile ? new Map() : undefined
     this.closedHours = ownsFile ? new ClosedHourSums() : undefined
     this.objects = objectsReader(driver)
@@ -516,21 +511,15 @@ export class SqlStore implements Store {
   }
 
   async updateDatabase(orgId: string, id: string, patch: DatabasePatch, now: number) {
-    const sets: string[] = []
-    const params: unknown[] = []
+    const sets: Fragment[] = []
     for (const column of PATCHABLE_COLUMNS) {
       const value = patch[column]
       if (value === undefined) continue
-      params.push(column === 'tags' || column === 'disabled_collectors' ? JSON.stringify(value) : value)
-      sets.push(`${column} = $${params.length}`)
+      sets.push(sql`${ident(column, PATCHABLE_COLUMNS)} = ${column === 'tags' || column === 'disabled_collectors' ? JSON.stringify(value) : value}`)
     }
-    params.push(now)
-    sets.push(`updated_at = $${params.length}`)
-    params.push(id, orgId)
-    const changed = await this.driver.run(
-      `UPDATE databases SET ${sets.join(', ')} WHERE id = $${params.length - 1} AND org_id = $${params.length}`,
-      params,
-    )
+    sets.push(sql`updated_at = ${now}`)
+    const q = sql`UPDATE databases SET ${join(sets)} WHERE id = ${id} AND org_id = ${orgId}`
+    const changed = await this.driver.run(q.sql, q.params)
     return changed > 0 ? this.getDatabase(orgId, id) : undefined
   }
 

@@ -1,4 +1,4 @@
-// The writes of one ingest batch: the apply* functions (sql-telemetry, sql-objects, sql-internals,
+// The writes of one ingest batch: the apply* functions (sql-ingest, sql-objects, sql-internals,
 // sql-clickhouse) add their statements here instead of running them, and the batch sends them all at
 // once with tx.runAll, one exchange with a PostgreSQL store instead of one per statement.
 // An insert or upsert of many rows is one statement on PostgreSQL, whatever the number of rows: each
@@ -6,9 +6,11 @@
 // so a table has one statement text, prepared once per connection, where multi-row VALUES needed a text
 // per row count (cut into 256/64/16/4/1-row chunks: up to six statements per section, each parsed and
 // planned with thousands of parameters). SQLite runs in the process, where a statement costs no round
-// trip: it keeps its multi-row VALUES in those chunks, as before.
+// trip: it keeps its multi-row VALUES in those chunks, as before. Both ways are the dialects'
+// insertMany (dialect.ts).
 import { INDEX_FIELDS, STATEMENT_FIELDS, TABLE_FIELDS, columnType } from '../../shared/families.ts'
-import type { Dialect, RunResult, SqlDriver, SqlStatement } from './driver.ts'
+import type { SqlDialect } from './dialect.ts'
+import type { RunResult, SqlDriver, SqlStatement } from './driver.ts'
 
 const FAMILY_COLUMN_TYPES = Object.fromEntries([...STATEMENT_FIELDS, ...TABLE_FIELDS, ...INDEX_FIELDS].map((f) => [f.key, columnType(f)]))
 
@@ -80,27 +82,12 @@ export interface OnConflict {
   onlyIf?: string
 }
 
-/** Rows per SQLite statement, largest first: only a few statement texts exist per table, each prepared once. */
-const CHUNK_SIZES = [256, 64, 16, 4, 1] as const
-
-/** Statement texts by shape (and, on SQLite, row count). Bounded: the shapes are fixed by the code. */
-const texts = new Map<string, string>()
-
 function conflictClause(conflict: OnConflict | undefined): string {
   if (!conflict) return ''
   const set = Object.entries(conflict.update)
     .map(([column, expression]) => `${column} = ${expression}`)
     .join(', ')
   return ` ON CONFLICT (${conflict.key.join(', ')}) DO ${set ? `UPDATE SET ${set}${conflict.onlyIf ? ` WHERE ${conflict.onlyIf}` : ''}` : 'NOTHING'}`
-}
-
-function cached(key: string, build: () => string): string {
-  let text = texts.get(key)
-  if (text === undefined) {
-    text = build()
-    if (texts.size < 1000) texts.set(key, text)
-  }
-  return text
 }
 
 function pgType(column: string): string {
@@ -134,7 +121,7 @@ export class Reads {
 export class Writes {
   readonly statements: SqlStatement[] = []
 
-  constructor(readonly dialect: Dialect) {}
+  constructor(readonly sqlDialect: SqlDialect) {}
 
   add(sql: string, params: unknown[] = []): void {
     this.statements.push({ sql, params })
@@ -147,33 +134,6 @@ export class Writes {
   upsert(table: string, columns: readonly string[], rows: readonly unknown[][], conflict?: OnConflict): void {
     if (rows.length === 0) return
     const shape = JSON.stringify([table, columns, conflict ?? null])
-    if (this.dialect === 'postgres') {
-      const sql = cached(shape, () => {
-        const arrays = columns.map((c, i) => `$${i + 1}::${pgType(c)}[]`).join(', ')
-        return `INSERT INTO ${table} (${columns.join(', ')}) SELECT * FROM unnest(${arrays})${conflictClause(conflict)}`
-      })
-      this.add(
-        sql,
-        columns.map((_, c) => rows.map((row) => row[c])),
-      )
-      return
-    }
-    const maxRows = Math.max(1, Math.floor(30_000 / columns.length))
-    let start = 0
-    for (const size of CHUNK_SIZES) {
-      if (size > maxRows) continue
-      while (rows.length - start >= size) {
-        const sql = cached(`${size} ${shape}`, () => {
-          const tuples: string[] = []
-          for (let r = 0; r < size; r++) tuples.push(`(${columns.map((_, c) => `$${r * columns.length + c + 1}`).join(', ')})`)
-          return `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${tuples.join(', ')}${conflictClause(conflict)}`
-        })
-        const params = new Array<unknown>(size * columns.length)
-        let i = 0
-        for (let r = start; r < start + size; r++) for (const value of rows[r]!) params[i++] = value
-        this.add(sql, params)
-        start += size
-      }
-    }
+    this.statements.push(...this.sqlDialect.insertMany(shape, table, columns, rows, () => conflictClause(conflict), pgType))
   }
 }

@@ -5,7 +5,10 @@ import type { HealthStore } from './sql-health.ts'
 import type { RetentionStore } from './sql-retention.ts'
 import type { InternalsReader } from './sql-internals.ts'
 import type { ObjectsReader } from './sql-objects.ts'
-import type { QuerySort, QueryStatsRow, SnapshotKind, StoredPlan, Window, queryDetail } from './sql-telemetry.ts'
+import type { SnapshotKind } from './sql-snapshots.ts'
+import type { StoredPlan } from './sql-plans.ts'
+import type { QuerySort, QueryStatsRow, queryDetail } from './sql-statement-reads.ts'
+import type { Window } from './window.ts'
 
 // The store's records and its interface. Both backends (SQLite, PostgreSQL) implement it through
 // the same SqlStore over their own driver; the contract suite in test/store runs against both.

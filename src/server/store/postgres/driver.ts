@@ -4,6 +4,7 @@
 // outcome feeds the store's availability: postgres.js reconnects by itself once the server is back.
 import postgres from 'postgres'
 import { StoreAvailability, isStoreUnreachable } from '../availability.ts'
+import { postgresDialect } from '../dialect.ts'
 import { type RunResult, type SqlDriver, type SqlStatement, StoreError, UniqueViolation } from '../driver.ts'
 
 export interface PostgresDriverOptions {
@@ -82,6 +83,7 @@ function driverOver(sql: Sql, root: PostgresDriver): SqlDriver {
   }
   return {
     dialect: 'postgres',
+    sqlDialect: postgresDialect,
     all: q,
     get: async (text, params) => (await q(text, params))[0] as any,
     run: async (text, params = []) => {
@@ -142,7 +144,7 @@ async function takeLock(tx: SqlDriver, key: string): Promise<void> {
   await tx.runAll([{ sql: LOCK_SQL, params: [key] }])
 }
 
-const LOCK_SQL = 'SELECT pg_advisory_xact_lock(hashtextextended($1, 0))'
+const LOCK_SQL = postgresDialect.lockSql!
 
 /**
  * postgres.js's connection behind a reserved one, as its `onexecute` query option hands it over (the
@@ -157,6 +159,7 @@ const RETIRED_POOL_GRACE_SECONDS = 5
 
 export class PostgresDriver implements SqlDriver {
   readonly dialect = 'postgres' as const
+  readonly sqlDialect = postgresDialect
   /** Outage episodes of this server, from the outcome of every statement. */
   readonly availability = new StoreAvailability()
   /** Statements sent through this driver and the exchanges they took, for tests and benchmarks. */

@@ -2,6 +2,7 @@
 // (checkpointer.ts). Statements run synchronously, so transactions are made exclusive by queueing every
 // other call behind the open transaction.
 import { Database, type Statement } from 'bun:sqlite'
+import { sqliteDialect } from '../dialect.ts'
 import { type RunResult, type SqlDriver, type SqlStatement, StoreError, UniqueViolation } from '../driver.ts'
 import { type CheckpointResult, type Checkpointer, startCheckpointer } from './checkpointer.ts'
 
@@ -39,6 +40,7 @@ const FINISH_FRAMES = 512
 
 export class SqliteDriver implements SqlDriver {
   readonly dialect = 'sqlite' as const
+  readonly sqlDialect = sqliteDialect
   private readonly db: Database
   /** Settles when the transaction in progress, if any, has finished. */
   private txTail: Promise<unknown> = Promise.resolve()
@@ -142,6 +144,7 @@ export class SqliteDriver implements SqlDriver {
     const prepare = (sql: string) => this.prepare(sql)
     return {
       dialect: 'sqlite',
+      sqlDialect: sqliteDialect,
       async all<T>(sql: string, params: unknown[] = []) {
         try {
           return prepare(sql).all(bindable(params)) as T[]

@@ -6,7 +6,8 @@
 // the row is expanded. Where the statement was first counted inside the window, the page says so.
 import { Fragment } from 'preact'
 import { useEffect, useMemo, useState } from 'preact/hooks'
-import type { QueryPoint, StoredPlan } from '../../../server/store/sql-telemetry.ts'
+import type { StoredPlan } from '../../../server/store/sql-plans.ts'
+import type { QueryPoint } from '../../../server/store/sql-statement-reads.ts'
 import { ApiError, get } from '../../api.ts'
 import { Chart, type ChartMark, type ChartSeries, type Unit } from '../../components/chart.tsx'
 import { Async, Code, Empty, ErrorBox, Loading, fmtBytes, fmtClock, fmtMs, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'

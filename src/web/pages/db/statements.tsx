@@ -6,7 +6,7 @@
 // first cycle on, so where that is inside the window the page says "counted since 14:02" (the totals
 // then read lower than pg_stat_statements', which counts since its last reset).
 import { useEffect, useRef, useState } from 'preact/hooks'
-import type { QueryStatsRow } from '../../../server/store/sql-telemetry.ts'
+import type { QueryStatsRow } from '../../../server/store/sql-statement-reads.ts'
 import { Async, Empty, fmtBytes, fmtClock, fmtMs, fmtNum, useApi } from '../../components/ui.tsx'
 import { type Column, DataTable } from '../../components/data-table.tsx'
 import { type AgentNote, AgentNotes, Field, NoDataYet, SelectField, TimeRangePicker, apiPath, dbHref, fmtRatio, useWindow, windowQuery } from './common.tsx'

@@ -9,7 +9,7 @@
 //   filter) and account for its scans mean it is read whole on purpose: no finding.
 // - Without a plan that says either, the statistics alone decide: more than half of the scans
 //   sequential is a note, and a warning on tables of 100 MB or more, where each scan reads that much.
-import type { StoredPlan } from '../../../store/sql-telemetry.ts'
+import type { StoredPlan } from '../../../store/sql-plans.ts'
 import type { TableRow } from '../../../store/sql-objects.ts'
 import type { DoctorContext } from '../../context.ts'
 import { type FindingDraft, type Rule, bytes, pct } from '../../types.ts'

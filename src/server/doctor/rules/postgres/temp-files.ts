@@ -4,7 +4,7 @@
 // on a number; dbm's scale: 100 MB an hour is worth a look (info), 1 GB an hour is the "disk climbing by
 // gigabytes per hour" spill of netdata's temp-file guide (warning), 20 GB an hour endangers the disk
 // (critical).
-import type { QueryStatsRow } from '../../../store/sql-telemetry.ts'
+import type { QueryStatsRow } from '../../../store/sql-statement-reads.ts'
 import { type Rule, bytes, severityAbove } from '../../types.ts'
 import { commentText, pgNumber } from '../../sql-text.ts'
 

@@ -1,0 +1,48 @@
+// Applying an ingest batch to the store (once per batch_id, in the caller's transaction): each section
+// goes to the module that keeps it. Counter deltas accumulate into buckets at ingest. Statement
+// statistics go to 60-second buckets, rolled up into 10-minute and hourly ones after their span
+// (sql-statement-ingest.ts, sql-rollups.ts); the other bucketed sections (sql-objects.ts,
+// sql-internals.ts, sql-clickhouse.ts) go to 60-second and 1-hour buckets at once; plans to
+// sql-plans.ts; the latest-only sections to sql-snapshots.ts.
+import type { IngestBatch } from '../../shared/wire.ts'
+import type { SqlDriver, SqlStatement } from './driver.ts'
+import { applyClickHouse } from './sql-clickhouse.ts'
+import { applyInternals } from './sql-internals.ts'
+import { applyObjects } from './sql-objects.ts'
+import { applyExplainPlans } from './sql-plans.ts'
+import { applySnapshots } from './sql-snapshots.ts'
+import { type IngestEffects, type KnownTexts, applyQueryStats } from './sql-statement-ingest.ts'
+import { Reads, Writes } from './sql-writes.ts'
+
+/**
+ * Applies every section of the batch that this server version stores, then `also` (statements of the
+ * caller's that belong to the same transaction); returns what caches must learn after the commit.
+ * Two exchanges with a PostgreSQL store whatever the batch holds (sql-writes.ts): the reads the writes
+ * depend on, then every write.
+ */
+export async function applyBatch(
+  tx: SqlDriver,
+  databaseId: string,
+  batch: IngestBatch,
+  known?: KnownTexts,
+  now = Date.now(),
+  also: readonly SqlStatement[] = [],
+): Promise<IngestEffects> {
+  const effects: IngestEffects = { closedHoursChanged: false, texts: [], textsAt: 0 }
+  const reads = new Reads()
+  const writeQueryStats = batch.query_stats ? applyQueryStats(reads, tx.sqlDialect, databaseId, batch.collected_at, batch.query_stats, known, effects, now) : undefined
+  const writeObjects = applyObjects(reads, databaseId, batch)
+  const writeInternals = applyInternals(reads, databaseId, batch)
+  await reads.send(tx)
+
+  const writes = new Writes(tx.sqlDialect)
+  writeQueryStats?.(writes)
+  applyExplainPlans(writes, databaseId, batch)
+  writeObjects(writes)
+  writeInternals(writes)
+  applyClickHouse(writes, databaseId, batch)
+  applySnapshots(writes, databaseId, batch)
+  writes.statements.push(...also)
+  await tx.runAll(writes.statements)
+  return effects
+}

@@ -1,0 +1,290 @@
+// Statement statistics read back: the list of statements over a window (listQueryStats) and one
+// statement's totals and timeseries (queryDetail). Reads over a window take whole hours from hourly
+// buckets and the edges from finer ones (statRanges, sql-rollups.ts), so a 24-hour list reads ~40 rows
+// per statement instead of 1,440, and stays exact to the minute.
+import { perDialect } from './dialect.ts'
+import type { SqlDriver } from './driver.ts'
+import { NO_MARKS, type StatRange, readMarks, statRanges } from './sql-rollups.ts'
+import { TEXT_REFRESH_MS } from './sql-statement-ingest.ts'
+import { type Fragment, ident, join, sql } from './sql.ts'
+import { HOUR_MS, MINUTE_MS, type Window, floorTo, rangeCondition, rangesClause, seriesResolution } from './window.ts'
+
+export type QuerySort = 'total_time' | 'calls' | 'mean_time' | 'rows'
+
+const SORT_SQL: Record<QuerySort, Fragment> = {
+  total_time: sql`total_time_ms DESC`,
+  calls: sql`total_calls DESC`,
+  mean_time: sql`mean_time_ms DESC`,
+  rows: sql`total_rows DESC`,
+}
+
+export interface QueryStatsRow {
+  query_hash: string
+  query_text: string
+  total_calls: number
+  total_time_ms: number
+  mean_time_ms: number
+  total_rows: number
+  shared_blks_hit: number
+  shared_blks_read: number
+  cache_hit_ratio: number | null
+  temp_blks_read: number
+  temp_blks_written: number
+  blk_read_time_ms: number
+  blk_write_time_ms: number
+  read_bytes: number
+  memory_bytes: number
+  errors: number
+  p99_ms: number | null
+  /** Start (epoch ms) of the statement's earliest bucket in the window: how much of it the data covers. */
+  first_bucket: number | null
+}
+
+/** Each statement's sums over its rows (readSum: never failing however large the counters). */
+const sumsSql = perDialect((dialect): Fragment => {
+  const sum = (c: (typeof SUM_COLUMNS)[number]) => dialect.readSum(ident(c, SUM_COLUMNS))
+  return sql`${sum('calls')} AS total_calls, ${sum('total_time_ms')} AS total_time_ms,
+  CASE WHEN ${sum('calls')} > 0 THEN ${sum('total_time_ms')} / ${sum('calls')} ELSE 0 END AS mean_time_ms,
+  ${sum('rows')} AS total_rows, ${sum('shared_blks_hit')} AS shared_blks_hit, ${sum('shared_blks_read')} AS shared_blks_read,
+  ${sum('temp_blks_read')} AS temp_blks_read, ${sum('temp_blks_written')} AS temp_blks_written,
+  ${sum('blk_read_time_ms')} AS blk_read_time_ms, ${sum('blk_write_time_ms')} AS blk_write_time_ms,
+  ${sum('read_bytes')} AS read_bytes, ${sum('memory_bytes')} AS memory_bytes, ${sum('errors')} AS errors, MAX(p99_ms) AS p99_ms`
+})
+
+function toQueryRow(r: Record<string, unknown>): QueryStatsRow {
+  const hit = Number(r.shared_blks_hit ?? 0)
+  const read = Number(r.shared_blks_read ?? 0)
+  return {
+    query_hash: String(r.query_hash),
+    query_text: String(r.query_text ?? ''),
+    total_calls: Number(r.total_calls ?? 0),
+    total_time_ms: Number(r.total_time_ms ?? 0),
+    mean_time_ms: Number(r.mean_time_ms ?? 0),
+    total_rows: Number(r.total_rows ?? 0),
+    shared_blks_hit: hit,
+    shared_blks_read: read,
+    cache_hit_ratio: hit + read > 0 ? hit / (hit + read) : null,
+    temp_blks_read: Number(r.temp_blks_read ?? 0),
+    temp_blks_written: Number(r.temp_blks_written ?? 0),
+    blk_read_time_ms: Number(r.blk_read_time_ms ?? 0),
+    blk_write_time_ms: Number(r.blk_write_time_ms ?? 0),
+    read_bytes: Number(r.read_bytes ?? 0),
+    memory_bytes: Number(r.memory_bytes ?? 0),
+    errors: Number(r.errors ?? 0),
+    p99_ms: r.p99_ms === null || r.p99_ms === undefined ? null : Number(r.p99_ms),
+    first_bucket: r.first_bucket === null || r.first_bucket === undefined ? null : Number(r.first_bucket),
+  }
+}
+
+/** Per-statement sums in the order of SUM_COLUMNS, then the maximum p99 (NaN: none), then the first bucket. */
+type StatementSums = number[]
+
+const SUM_COLUMNS = ['calls', 'total_time_ms', 'rows', 'shared_blks_hit', 'shared_blks_read', 'temp_blks_read', 'temp_blks_written',
+  'blk_read_time_ms', 'blk_write_time_ms', 'read_bytes', 'memory_bytes', 'errors'] as const
+const P99 = SUM_COLUMNS.length
+const FIRST = P99 + 1
+
+/**
+ * Per-statement sums over a database's closed hours, kept between requests (SQLite store only, where
+ * this process owns the file and sees every write): a dashboard asks for the same 24 hours again and
+ * again, and the hourly buckets of a window change only when a rollup or a late batch writes them or
+ * retention removes them, each of which calls `changed`. One entry per database, the latest range asked.
+ */
+export class ClosedHourSums {
+  private readonly epochs = new Map<string, number>()
+  private readonly entries = new Map<string, { epoch: number; from: number; to: number; sums: Map<string, StatementSums> }>()
+
+  changed(databaseId: string): void {
+    this.epochs.set(databaseId, (this.epochs.get(databaseId) ?? 0) + 1)
+    this.entries.delete(databaseId)
+  }
+
+  /** The sums over [range.from, range.to), from the cache or `load` (whose result is kept). */
+  async sums(databaseId: string, range: StatRange, load: () => Promise<Map<string, StatementSums>>): Promise<Map<string, StatementSums>> {
+    const epoch = this.epochs.get(databaseId) ?? 0
+    const entry = this.entries.get(databaseId)
+    if (entry && entry.epoch === epoch && entry.from === range.from && entry.to === range.to) return entry.sums
+    // The epoch is read before the load: a write that lands meanwhile bumps it, and the entry is not used.
+    const sums = await load()
+    if (this.entries.size >= 256) this.entries.delete(this.entries.keys().next().value!)
+    this.entries.set(databaseId, { epoch, from: range.from, to: range.to, sums })
+    return sums
+  }
+}
+
+/**
+ * Each statement's sums over the ranges. SQLite cannot use the primary key for an OR of bucket ranges
+ * and would read every row of the database: one range scan per range, glued with UNION ALL, reads only
+ * the window.
+ */
+async function sumRanges(driver: SqlDriver, databaseId: string, ranges: StatRange[]): Promise<Map<string, StatementSums>> {
+  const sums = new Map<string, StatementSums>()
+  if (ranges.length === 0) return sums
+  const source = join(
+    ranges.map((r) => sql`SELECT * FROM query_stats WHERE database_id = ${databaseId} AND ${rangeCondition(r)}`),
+    sql` UNION ALL `,
+  )
+  const columns = join(SUM_COLUMNS.map((c) => sql`${driver.sqlDialect.readSum(ident(c, SUM_COLUMNS))} AS ${ident(c, SUM_COLUMNS)}`))
+  const q = sql`SELECT query_hash, ${columns}, MAX(p99_ms) AS p99_ms, MIN(bucket) AS first_bucket
+     FROM (${source}) w GROUP BY query_hash`
+  const rows = await driver.all<Record<string, number | string | null>>(q.sql, q.params)
+  for (const r of rows) {
+    const v: StatementSums = SUM_COLUMNS.map((c) => Number(r[c] ?? 0))
+    v.push(r.p99_ms === null ? Number.NaN : Number(r.p99_ms), Number(r.first_bucket))
+    sums.set(String(r.query_hash), v)
+  }
+  return sums
+}
+
+/** Adds `more` into `into` (a fresh copy where `into` has none: cached sums are never changed). */
+function addSums(into: Map<string, StatementSums>, more: Map<string, StatementSums>): void {
+  for (const [hash, v] of more) {
+    const have = into.get(hash)
+    if (!have) {
+      into.set(hash, v.slice())
+      continue
+    }
+    for (let i = 0; i < P99; i++) have[i]! += v[i]!
+    if (Number.isNaN(have[P99]!) || v[P99]! > have[P99]!) have[P99] = v[P99]!
+    have[FIRST] = Math.min(have[FIRST]!, v[FIRST]!)
+  }
+}
+
+const SORT_KEY: Record<QuerySort, (v: StatementSums) => number> = {
+  total_time: (v) => v[1]!,
+  calls: (v) => v[0]!,
+  mean_time: (v) => (v[0]! > 0 ? v[1]! / v[0]! : 0),
+  rows: (v) => v[2]!,
+}
+
+function sumsRow(hash: string, text: string, v: StatementSums): QueryStatsRow {
+  const row: Record<string, unknown> = { query_hash: hash, query_text: text, first_bucket: v[FIRST], p99_ms: Number.isNaN(v[P99]!) ? null : v[P99] }
+  SUM_COLUMNS.forEach((c, i) => (row[c] = v[i]))
+  return toQueryRow({ ...row, total_calls: v[0], total_rows: v[2], mean_time_ms: SORT_KEY.mean_time(v) })
+}
+
+export async function listQueryStats(
+  driver: SqlDriver,
+  databaseId: string,
+  window: Window,
+  sort: QuerySort,
+  limit: number,
+  closedHours?: ClosedHourSums,
+): Promise<QueryStatsRow[]> {
+  const ranges = statRanges(window, (await readMarks(driver, databaseId)) ?? NO_MARKS)
+  if (driver.sqlDialect.rangesByIndex) {
+    // PostgreSQL plans the OR of ranges well (a BitmapOr) and sorts and joins in one statement.
+    const q = sql`SELECT t.query_text, s.* FROM (
+         SELECT query_hash, MIN(bucket) AS first_bucket, ${sumsSql(driver.sqlDialect)} FROM query_stats WHERE database_id = ${databaseId} AND ${rangesClause(ranges)}
+         GROUP BY query_hash
+       ) s JOIN query_texts t ON t.database_id = ${databaseId} AND t.query_hash = s.query_hash
+       ORDER BY ${SORT_SQL[sort]}, s.query_hash
+       LIMIT ${limit}`
+    const rows = await driver.all(q.sql, q.params)
+    return rows.map(toQueryRow)
+  }
+  // SQLite: the closed hours' sums (kept between requests) plus the edges' (10-minute and minute
+  // buckets), added here; the statements' texts are read for the page of rows returned only.
+  const hours = ranges.filter((r) => r.resolution === 3600)
+  const edges = ranges.filter((r) => r.resolution !== 3600)
+  const sums = new Map<string, StatementSums>()
+  for (const range of hours) {
+    addSums(sums, closedHours ? await closedHours.sums(databaseId, range, () => sumRanges(driver, databaseId, [range])) : await sumRanges(driver, databaseId, [range]))
+  }
+  addSums(sums, await sumRanges(driver, databaseId, edges))
+  const key = SORT_KEY[sort]
+  const ranked = [...sums].sort((a, b) => key(b[1]) - key(a[1]) || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
+  const page = ranked.slice(0, limit)
+  if (page.length === 0) return []
+  const q = sql`SELECT query_hash, query_text FROM query_texts WHERE database_id = ${databaseId} AND query_hash IN ${page.map(([hash]) => hash)}`
+  const texts = new Map((await driver.all<{ query_hash: string; query_text: string }>(q.sql, q.params)).map((t) => [t.query_hash, t.query_text]))
+  // A statement without its text (never the case for rows ingest wrote) is left out, as a join would.
+  return page.filter(([hash]) => texts.has(hash)).map(([hash, v]) => sumsRow(hash, texts.get(hash)!, v))
+}
+
+export interface QueryPoint {
+  ts: number
+  calls: number
+  total_time_ms: number
+  mean_time_ms: number
+  rows: number
+  shared_blks_hit: number
+  shared_blks_read: number
+  cache_hit_ratio: number | null
+  temp_blks_read: number
+  temp_blks_written: number
+  p99_ms: number | null
+  /** ClickHouse's counters (0 for PostgreSQL statements). */
+  read_bytes: number
+  memory_bytes: number
+  errors: number
+}
+
+/** The columns of a statement's timeseries points. */
+const POINT_COLUMNS = ['calls', 'total_time_ms', 'rows', 'shared_blks_hit', 'shared_blks_read', 'temp_blks_read', 'temp_blks_written', 'p99_ms', 'read_bytes', 'memory_bytes', 'errors'] as const
+
+/** The detail of one statement: totals over the window and a timeseries at a resolution that fits it. */
+export async function queryDetail(
+  driver: SqlDriver,
+  databaseId: string,
+  hash: string,
+  window: Window,
+): Promise<{ stats: QueryStatsRow; first_seen: number; last_seen: number; resolution: number; points: QueryPoint[] } | undefined> {
+  const text = await driver.get<{ query_text: string; first_seen: number; last_seen: number }>(
+    'SELECT query_text, first_seen, last_seen FROM query_texts WHERE database_id = $1 AND query_hash = $2',
+    [databaseId, hash],
+  )
+  if (!text) return undefined
+  const marks = (await readMarks(driver, databaseId)) ?? NO_MARKS
+  const totalsQuery = sql`SELECT MIN(bucket) AS first_bucket, ${sumsSql(driver.sqlDialect)} FROM query_stats
+     WHERE database_id = ${databaseId} AND query_hash = ${hash} AND ${rangesClause(statRanges(window, marks))}`
+  const totals = await driver.get(totalsQuery.sql, totalsQuery.params)
+  const resolution = seriesResolution(window)
+  const column = (c: (typeof POINT_COLUMNS)[number]) => ident(c, POINT_COLUMNS)
+  let pointsQuery: Fragment
+  if (resolution === 60) {
+    pointsQuery = sql`SELECT bucket, ${join(POINT_COLUMNS.map(column))} FROM query_stats
+       WHERE database_id = ${databaseId} AND query_hash = ${hash} AND resolution = 60 AND bucket >= ${floorTo(window.since, MINUTE_MS)} AND bucket < ${window.until} ORDER BY bucket`
+  } else {
+    // Hourly points: hourly buckets where they are rolled up, the hours after from finer buckets (3600000: HOUR_MS).
+    const hours = rangesClause(statRanges({ ...window, since: floorTo(window.since, HOUR_MS) }, marks))
+    const sums = POINT_COLUMNS.map((c) => (c === 'p99_ms' ? sql`MAX(p99_ms) AS p99_ms` : sql`${driver.sqlDialect.readSum(column(c))} AS ${column(c)}`))
+    pointsQuery = sql`SELECT (bucket / 3600000) * 3600000 AS bucket, ${join(sums)}
+       FROM query_stats WHERE database_id = ${databaseId} AND query_hash = ${hash} AND ${hours}
+       GROUP BY (bucket / 3600000) * 3600000 ORDER BY 1`
+  }
+  const points = await driver.all(pointsQuery.sql, pointsQuery.params)
+  // The text row's last_seen is refreshed every TEXT_REFRESH_MS: a later minute bucket is later news.
+  const later = await driver.get<{ bucket: number | null }>(
+    // Bounded: a batch skips the text write only within TEXT_REFRESH_MS of one that wrote it.
+    'SELECT MAX(bucket) AS bucket FROM query_stats WHERE database_id = $1 AND resolution = 60 AND bucket > $2 AND bucket < $4 AND query_hash = $3',
+    [databaseId, Number(text.last_seen), hash, Number(text.last_seen) + TEXT_REFRESH_MS],
+  )
+  return {
+    stats: toQueryRow({ ...totals, query_hash: hash, query_text: text.query_text }),
+    first_seen: Number(text.first_seen),
+    last_seen: Math.max(Number(text.last_seen), Number(later?.bucket ?? 0)),
+    resolution,
+    points: points.map((p) => {
+      const calls = Number(p.calls)
+      const hit = Number(p.shared_blks_hit)
+      const read = Number(p.shared_blks_read)
+      return {
+        ts: Number(p.bucket),
+        calls,
+        total_time_ms: Number(p.total_time_ms),
+        mean_time_ms: calls > 0 ? Number(p.total_time_ms) / calls : 0,
+        rows: Number(p.rows),
+        shared_blks_hit: hit,
+        shared_blks_read: read,
+        cache_hit_ratio: hit + read > 0 ? hit / (hit + read) : null,
+        temp_blks_read: Number(p.temp_blks_read),
+        temp_blks_written: Number(p.temp_blks_written),
+        p99_ms: p.p99_ms === null ? null : Number(p.p99_ms),
+        read_bytes: Number(p.read_bytes),
+        memory_bytes: Number(p.memory_bytes),
+        errors: Number(p.errors),
+      }
+    }),
+  }
+}
