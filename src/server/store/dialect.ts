@@ -60,6 +60,10 @@ export interface SqlDialect {
     tail: () => string,
     columnType: (column: string) => string,
   ): SqlStatement[]
+  /** The DDL type of a 64-bit integer and of a double column (the family step's ADD COLUMN). */
+  readonly columnTypes: { readonly bigint: string; readonly 'double precision': string }
+  /** One query answering (table_name, column_name) for every column of `tables` (the names bound, never in the text). */
+  columnsOf(tables: readonly string[]): SqlStatement
 }
 
 /** Statement texts by key, built once. Bounded: the shapes are fixed by the code. */
@@ -85,6 +89,12 @@ const postgresInserts = textCache()
 
 export const sqliteDialect: SqlDialect = {
   name: 'sqlite',
+  columnTypes: { bigint: 'INTEGER', 'double precision': 'REAL' },
+  // pragma_table_info as a table-valued function: the table names are a bound JSON array, not SQL text.
+  columnsOf: (tables) => ({
+    sql: 'SELECT t.value AS table_name, c.name AS column_name FROM json_each($1) t, pragma_table_info(t.value) c',
+    params: [JSON.stringify(tables)],
+  }),
   // SQLite's two-argument MAX(a, NULL) is NULL.
   greatest: (a, b) => `MAX(COALESCE(${a}, ${b}), COALESCE(${b}, ${a}))`,
   // SUM() of integers fails on overflow, whatever the expression around it: sums doubles (exact while the
@@ -126,6 +136,11 @@ export const sqliteDialect: SqlDialect = {
 
 export const postgresDialect: SqlDialect = {
   name: 'postgres',
+  columnTypes: { bigint: 'BIGINT', 'double precision': 'DOUBLE PRECISION' },
+  columnsOf: (tables) => ({
+    sql: 'SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ANY($1::text[])',
+    params: [[...tables]],
+  }),
   greatest: (a, b) => `GREATEST(COALESCE(${a}, ${b}), COALESCE(${b}, ${a}))`,
   // SUM of BIGINT is NUMERIC: exact, compared with the maximum.
   saturatingSum: (column) => `CASE WHEN SUM(${column}) > ${INT64_MAX_SQL} THEN ${INT64_MAX_SQL} ELSE SUM(${column}) END`,

@@ -10,31 +10,20 @@
 // A later migration that rebuilds a family table (as 0010 did) must list the columns this step added, or
 // they are dropped with the old table and this step adds them again, empty.
 import { FAMILY_TABLES, type FamilyTable, type Field, columnType } from '../../shared/families.ts'
+import type { SqlDialect } from './dialect.ts'
 import type { SqlDriver } from './driver.ts'
 
 /** The DDL type of a field's column: statement sums NOT NULL DEFAULT 0, object rows nullable. */
-function columnDefinition(dialect: SqlDriver['dialect'], family: FamilyTable, field: Field): string {
-  const double = columnType(field) === 'double precision'
-  const type = dialect === 'sqlite' ? (double ? 'REAL' : 'INTEGER') : double ? 'DOUBLE PRECISION' : 'BIGINT'
+function columnDefinition(dialect: SqlDialect, family: FamilyTable, field: Field): string {
+  const type = dialect.columnTypes[columnType(field)]
   return family.notNullZero ? `${type} NOT NULL DEFAULT 0` : type
 }
 
 /** The columns each table has now, by table. */
 async function existingColumns(tx: SqlDriver, tables: readonly string[]): Promise<Map<string, Set<string>>> {
   const found = new Map<string, Set<string>>(tables.map((t) => [t, new Set<string>()]))
-  if (tx.dialect === 'sqlite') {
-    for (const table of tables) {
-      // pragma_table_info is a table-valued function: the table name is a bound value, not SQL text.
-      for (const row of await tx.all<{ name: string }>('SELECT name FROM pragma_table_info($1)', [table])) found.get(table)!.add(row.name)
-    }
-  } else {
-    const rows = await tx.all<{ table_name: string; column_name: string }>(
-      `SELECT table_name, column_name FROM information_schema.columns
-       WHERE table_schema = current_schema() AND table_name = ANY($1::text[])`,
-      [[...tables]],
-    )
-    for (const row of rows) found.get(row.table_name)?.add(row.column_name)
-  }
+  const { sql, params } = tx.sqlDialect.columnsOf(tables)
+  for (const row of await tx.all<{ table_name: string; column_name: string }>(sql, params)) found.get(row.table_name)?.add(row.column_name)
   return found
 }
 
@@ -58,7 +47,7 @@ export async function addFamilyColumns(tx: SqlDriver, families: readonly FamilyT
     for (const field of family.fields) {
       if (columns.has(field.key)) continue
       if (!/^[a-z][a-z0-9_]*$/.test(field.key)) throw new Error(`a family field's name must be a plain identifier: ${JSON.stringify(field.key)}`)
-      const definition = columnDefinition(tx.dialect, family, field)
+      const definition = columnDefinition(tx.sqlDialect, family, field)
       await tx.exec(`ALTER TABLE ${family.table} ADD COLUMN ${field.key} ${definition}`)
       columns.add(field.key)
       added.push({ table: family.table, column: field.key, definition })
