@@ -19,7 +19,7 @@ import { stripUnknownFields } from '../unknown-fields.ts'
  * The batch as the route validates it: unknown top-level fields allowed, as TypeBox allows them at
  * every nested level (Elysia otherwise refuses them at the top level of a body).
  */
-const IngestBody = T.Object(IngestBatch.properties, { additionalProperties: true })
+export const IngestBody = T.Object(IngestBatch.properties, { additionalProperties: true })
 
 export function ingestRoutes(deps: Deps) {
   const { store, clock, log } = deps
