@@ -29,7 +29,8 @@
 //   medians; numbers from one run of each are noise-prone on a shared machine.
 // Options: --databases N (default 60), --cycles N (default 10), --warmup N (default 3), --profile-cycles N
 // (default 4; 0 skips the profile), --sample-us N (default 200), --moving-statements N (default 30), --rest-top N
-// (default 12: the rest's and the store's most sampled stacks, by their innermost three frames, to say what it is),
+// (default 12: the rest's most sampled stacks, by their innermost three frames, and the store's samples by its
+// innermost function, to say what they are),
 // --sql-cycles N (default 2; 0 skips it) and --sql-top N (default 15): a last phase times every SQLite call
 // (each prepared statement's run/all/get/values, Database exec/run) by its SQL text, to say which
 // statements store.ingest's time goes to.
@@ -128,6 +129,7 @@ function mainThreadCpuMs(): number {
 interface Frame {
   name: string
   sourceURL?: string
+  line?: number
 }
 
 /**
@@ -244,7 +246,7 @@ async function main() {
     let sampled = 0
     /** The rest's samples by their innermost three frames. */
     const restStacks = new Map<string, number>()
-    /** The store's samples by their innermost three frames. */
+    /** The store's samples by the innermost function of the store's code (and the built-in it was in, if any). */
     const storeStacks = new Map<string, number>()
     if (o.profileCycles > 0) {
       const result = await profile(async () => {
@@ -255,10 +257,16 @@ async function main() {
         if (!part) continue
         samples.set(part, samples.get(part)! + 1)
         sampled++
-        if (part === 'the rest' || part === 'store (every call)') {
-          const stacks = part === 'the rest' ? restStacks : storeStacks
+        if (part === 'the rest') {
           const where = trace.frames.slice(0, 3).map((f) => `${f.name || '(anonymous)'}${f.sourceURL?.startsWith('/') ? ` (${f.sourceURL.replace(/^.*\/(src|node_modules)\//, '$1/')})` : ''}`).join(' < ')
-          stacks.set(where, (stacks.get(where) ?? 0) + 1)
+          restStacks.set(where, (restStacks.get(where) ?? 0) + 1)
+        }
+        if (part === 'store (every call)') {
+          const at = trace.frames.findIndex((f) => f.sourceURL?.includes('/src/server/store/'))
+          const own = trace.frames[at]!
+          const builtIn = trace.frames.slice(0, at).find((f) => !f.sourceURL?.startsWith('/') && f.name && !f.name.startsWith('#'))
+          const where = `${builtIn ? `${builtIn.name} in ` : ''}${own.name || '(anonymous)'} (${own.sourceURL!.replace(/^.*\/src\/server\/store\//, '')}:${own.line ?? '?'})`
+          storeStacks.set(where, (storeStacks.get(where) ?? 0) + 1)
         }
       }
     }
@@ -301,15 +309,19 @@ async function main() {
         if (n === 0 && (part === 'validation and strip (one pass)' || part === 'unknown-field strip' || part === 'validation')) continue
         out.push(`| ${part} | ${fmt(n)} | ${fmt((100 * n) / sampled, 1)} % | ${fmt((threadMs * n) / sampled, 2)} |`)
       }
-      for (const [part, stacks] of [['the rest', restStacks], ['store (every call)', storeStacks]] as const) {
+      const tables = [
+        ['the rest', restStacks, 'the most sampled stacks (innermost three frames)', 'stack'],
+        ['store (every call)', storeStacks, "by the store's innermost function (file:line), and the built-in it was in (run, all: SQLite executing a statement)", 'where'],
+      ] as const
+      for (const [part, stacks, what, column] of tables) {
         const top = [...stacks].sort((a, b) => b[1] - a[1]).slice(0, o.restTop)
         if (top.length === 0) continue
         out.push('')
-        out.push(`${part}: the most sampled stacks (innermost three frames; ${fmt(samples.get(part)!)} samples):`)
+        out.push(`${part}: ${what}; ${fmt(samples.get(part)!)} samples:`)
         out.push('')
-        out.push('| stack | samples |')
-        out.push('|---|---:|')
-        for (const [where, n] of top) out.push(`| ${where.replaceAll('|', '\\|')} | ${fmt(n)} |`)
+        out.push(`| ${column} | samples | ms per batch |`)
+        out.push('|---|---:|---:|')
+        for (const [where, n] of top) out.push(`| ${where.replaceAll('|', '\\|')} | ${fmt(n)} | ${fmt((threadMs * n) / sampled, 2)} |`)
       }
     }
     if (sqlBatches > 0) {
