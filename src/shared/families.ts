@@ -104,6 +104,9 @@ export type IndexGauge = KindKeys<typeof INDEX_FIELDS, 'gauge'>
 export const INDEX_COUNTERS: readonly IndexCounter[] = keysOf(INDEX_FIELDS, 'counter')
 export const INDEX_GAUGES: readonly IndexGauge[] = keysOf(INDEX_FIELDS, 'gauge')
 
+/** The statement counters kept as doubles (durations); the others are 64-bit integers. */
+export const STATEMENT_DURATIONS: ReadonlySet<string> = new Set(STATEMENT_FIELDS.filter((f) => f.unit === 'ms').map((f) => f.key))
+
 /** A field's column type in the PostgreSQL store (SQLite: INTEGER or REAL). */
 export const columnType = (field: Field): 'bigint' | 'double precision' => (field.unit === 'ms' ? 'double precision' : 'bigint')
 

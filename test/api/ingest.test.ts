@@ -110,9 +110,13 @@ for (const kind of storeKinds) {
         rows: 2,
         shared_blks_hit: 9,
         shared_blks_read: 1,
+        shared_blks_dirtied: 0,
+        shared_blks_written: 0,
         cache_hit_ratio: 0.9,
         temp_blks_read: 0,
         temp_blks_written: 0,
+        blk_read_time_ms: 0,
+        blk_write_time_ms: 0,
         p99_ms: null,
       })
       const missing = await session.server.call('GET', `/api/v1/databases/${id}/queries/nope`, { apiKey: session.key })

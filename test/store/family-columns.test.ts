@@ -28,6 +28,16 @@ async function freshDriver(kind: (typeof storeKinds)[number]): Promise<SqlDriver
 const probeCounter = { key: 'probe_counter', kind: 'counter', unit: 'tuples' } as const satisfies Field
 const probeMs = { key: 'probe_time_ms', kind: 'counter', unit: 'ms' } as const satisfies Field
 
+test('every family field is a plain identifier, and its unit is ms exactly when its name ends in _ms (the API rounds durations by unit)', () => {
+  for (const field of [...STATEMENT_FIELDS, ...TABLE_FIELDS, ...INDEX_FIELDS] as readonly Field[]) {
+    expect({ key: field.key, plain: /^[a-z][a-z0-9_]*$/.test(field.key), ms: field.key.endsWith('_ms') }).toEqual({
+      key: field.key,
+      plain: true,
+      ms: field.unit === 'ms',
+    })
+  }
+})
+
 describe.each(storeKinds)('family step on the %s store', (kind) => {
   test('after migrating, every field of every family has a column in each of its tables, of its type', async () => {
     const driver = await freshDriver(kind)

@@ -186,6 +186,8 @@ function queryRowOf(q: NonNullable<IngestBatch['query_stats']>[number], minute: 
     total_rows: q.rows,
     shared_blks_hit: hit,
     shared_blks_read: read,
+    shared_blks_dirtied: q.shared_blks_dirtied,
+    shared_blks_written: q.shared_blks_written,
     cache_hit_ratio: hit / (hit + read),
     temp_blks_read: q.temp_blks_read,
     temp_blks_written: q.temp_blks_written,

@@ -2,6 +2,7 @@
 // statement's detail with its timeseries (whose points carry read_bytes, memory_bytes and errors for
 // ClickHouse statements only).
 import { Elysia, t } from 'elysia'
+import { STATEMENT_FIELDS } from '../../shared/families.ts'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { notFound } from '../http-error.ts'
@@ -15,28 +16,34 @@ const sorts = ['total_time', 'calls', 'mean_time', 'rows'] as const
 
 const round = (n: number | null, digits = 3) => (n === null ? null : Number(n.toFixed(digits)))
 
+/** The statement family's durations (unit ms), answered to the microsecond. */
+const DURATIONS = STATEMENT_FIELDS.filter((f) => f.unit === 'ms').map((f) => f.key)
+/** Counters PostgreSQL has no source for (ClickHouse's): left out of a PostgreSQL statement's points. */
+const CLICKHOUSE_ONLY: readonly string[] = STATEMENT_FIELDS.filter((f) => !('pg' in f)).map((f) => f.key)
+
+const roundedDurations = (row: object) => Object.fromEntries(DURATIONS.map((k) => [k, round((row as Record<string, number | null>)[k] ?? null)]))
+
 function queryView({ first_bucket, ...row }: QueryStatsRow) {
   return {
     ...row,
     // Where the statement's data in the window starts (the agent counts from its first cycle).
     first_bucket: rfc3339(first_bucket),
-    total_time_ms: round(row.total_time_ms),
+    ...roundedDurations(row),
     mean_time_ms: round(row.mean_time_ms),
-    blk_read_time_ms: round(row.blk_read_time_ms),
-    blk_write_time_ms: round(row.blk_write_time_ms),
     cache_hit_ratio: round(row.cache_hit_ratio, 6),
   }
 }
 
-function pointView({ read_bytes, memory_bytes, errors, ...point }: QueryPoint, engine: Engine) {
-  return {
+function pointView(point: QueryPoint, engine: Engine) {
+  const view: Record<string, unknown> = {
     ...point,
     ts: rfc3339(point.ts),
-    total_time_ms: round(point.total_time_ms),
+    ...roundedDurations(point),
     mean_time_ms: round(point.mean_time_ms),
     cache_hit_ratio: round(point.cache_hit_ratio, 6),
-    ...(engine === 'clickhouse' ? { read_bytes, memory_bytes, errors } : {}),
   }
+  if (engine !== 'clickhouse') for (const key of CLICKHOUSE_ONLY) delete view[key]
+  return view
 }
 
 export function queryRoutes(deps: Deps) {

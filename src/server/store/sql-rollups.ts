@@ -13,7 +13,7 @@
 //   runs in the ingest transaction when a batch opens a new span (never past the server's clock), and
 //   from retention for a database gone quiet (everything closed over an hour ago, and always before
 //   minute rows are compacted), both under the database's rollup lock (lockRollups).
-import { QUERY_COUNTER_KEYS } from '../../shared/metrics.ts'
+import { STATEMENT_COUNTERS as QUERY_COUNTER_KEYS, STATEMENT_DURATIONS } from '../../shared/families.ts'
 import { type SqlDialect, lockStatement, perDialect } from './dialect.ts'
 import type { SqlDriver, SqlStatement } from './driver.ts'
 import { HOUR_MS, MINUTE_MS, type Window, floorTo } from './window.ts'
@@ -40,7 +40,7 @@ const STAT_COLUMN_LIST = ['database_id', 'resolution', 'bucket', 'query_hash', .
  * retention pass running it).
  */
 const rollupSums = perDialect((dialect): string => {
-  const sums = COUNTERS.map((c) => (c.endsWith('_ms') ? `SUM(${c})` : dialect.saturatingSum(c)))
+  const sums = COUNTERS.map((c) => (STATEMENT_DURATIONS.has(c) ? `SUM(${c})` : dialect.saturatingSum(c)))
   return [...sums, 'MAX(p99_ms)'].join(', ')
 })
 

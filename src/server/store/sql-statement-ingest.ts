@@ -2,7 +2,7 @@
 // bucket of query_stats (and the coarser buckets already rolled up past it, for a late batch), the
 // statements' texts in query_texts (rewritten once per TEXT_REFRESH_MS, KnownTexts), and the rollups
 // that the batch's time closes (sql-rollups.ts), all in the ingest's transaction.
-import { QUERY_COUNTER_KEYS } from '../../shared/metrics.ts'
+import { STATEMENT_COUNTERS as QUERY_COUNTER_KEYS, STATEMENT_DURATIONS } from '../../shared/families.ts'
 import type { QueryStatDelta } from '../../shared/wire.ts'
 import { type SqlDialect, perDialect } from './dialect.ts'
 import { SPAN_MS, initialMarksStatement, lockRollupsStatement, marksOf, readMarksStatement, rollUpStatements } from './sql-rollups.ts'
@@ -15,7 +15,7 @@ const QUERY_COUNTERS = QUERY_COUNTER_KEYS
 const QUERY_STAT_COLUMNS = ['database_id', 'resolution', 'bucket', 'query_hash', ...QUERY_COUNTERS, 'p99_ms']
 const QUERY_STAT_KEY = ['database_id', 'resolution', 'bucket', 'query_hash']
 /** The counters kept in BIGINT columns (the durations, `_ms`, are doubles): a fractional one from the wire is rounded. */
-const INTEGER_COUNTER = QUERY_COUNTERS.map((key) => !key.endsWith('_ms'))
+const INTEGER_COUNTER = QUERY_COUNTERS.map((key) => !STATEMENT_DURATIONS.has(key))
 const counterOf = (delta: QueryStatDelta, i: number): number => {
   const value = delta[QUERY_COUNTERS[i]!] ?? 0
   return INTEGER_COUNTER[i] ? Math.round(value) : value

@@ -2,6 +2,7 @@
 // statement's totals and timeseries (queryDetail). Reads over a window take whole hours from hourly
 // buckets and the edges from finer ones (statRanges, sql-rollups.ts), so a 24-hour list reads ~40 rows
 // per statement instead of 1,440, and stays exact to the minute.
+import { STATEMENT_COUNTERS, type StatementCounter } from '../../shared/families.ts'
 import { perDialect } from './dialect.ts'
 import type { SqlDriver } from './driver.ts'
 import { NO_MARKS, type StatRange, readMarks, statRanges } from './sql-rollups.ts'
@@ -18,37 +19,27 @@ const SORT_SQL: Record<QuerySort, Fragment> = {
   rows: sql`total_rows DESC`,
 }
 
-export interface QueryStatsRow {
+/** A statement's sums over a window: every counter of the statement family (src/shared/families.ts), calls and rows as total_calls and total_rows. */
+export type QueryStatsRow = Record<Exclude<StatementCounter, 'calls' | 'rows'>, number> & {
   query_hash: string
   query_text: string
   total_calls: number
-  total_time_ms: number
-  mean_time_ms: number
   total_rows: number
-  shared_blks_hit: number
-  shared_blks_read: number
+  mean_time_ms: number
   cache_hit_ratio: number | null
-  temp_blks_read: number
-  temp_blks_written: number
-  blk_read_time_ms: number
-  blk_write_time_ms: number
-  read_bytes: number
-  memory_bytes: number
-  errors: number
   p99_ms: number | null
   /** Start (epoch ms) of the statement's earliest bucket in the window: how much of it the data covers. */
   first_bucket: number | null
 }
 
+/** A counter's name in a statement's sums: calls and rows are total_calls and total_rows. */
+const SUM_NAMES: readonly string[] = STATEMENT_COUNTERS.map((c) => (c === 'calls' ? 'total_calls' : c === 'rows' ? 'total_rows' : c))
+
 /** Each statement's sums over its rows (readSum: never failing however large the counters). */
 const sumsSql = perDialect((dialect): Fragment => {
-  const sum = (c: (typeof SUM_COLUMNS)[number]) => dialect.readSum(ident(c, SUM_COLUMNS))
-  return sql`${sum('calls')} AS total_calls, ${sum('total_time_ms')} AS total_time_ms,
-  CASE WHEN ${sum('calls')} > 0 THEN ${sum('total_time_ms')} / ${sum('calls')} ELSE 0 END AS mean_time_ms,
-  ${sum('rows')} AS total_rows, ${sum('shared_blks_hit')} AS shared_blks_hit, ${sum('shared_blks_read')} AS shared_blks_read,
-  ${sum('temp_blks_read')} AS temp_blks_read, ${sum('temp_blks_written')} AS temp_blks_written,
-  ${sum('blk_read_time_ms')} AS blk_read_time_ms, ${sum('blk_write_time_ms')} AS blk_write_time_ms,
-  ${sum('read_bytes')} AS read_bytes, ${sum('memory_bytes')} AS memory_bytes, ${sum('errors')} AS errors, MAX(p99_ms) AS p99_ms`
+  const sum = (c: StatementCounter) => dialect.readSum(ident(c, SUM_COLUMNS))
+  const sums = SUM_COLUMNS.map((c, i) => sql`${sum(c)} AS ${ident(SUM_NAMES[i]!, SUM_NAMES)}`)
+  return sql`${join(sums)}, CASE WHEN ${sum('calls')} > 0 THEN ${sum('total_time_ms')} / ${sum('calls')} ELSE 0 END AS mean_time_ms, MAX(p99_ms) AS p99_ms`
 })
 
 function toQueryRow(r: Record<string, unknown>): QueryStatsRow {
@@ -57,30 +48,24 @@ function toQueryRow(r: Record<string, unknown>): QueryStatsRow {
   return {
     query_hash: String(r.query_hash),
     query_text: String(r.query_text ?? ''),
-    total_calls: Number(r.total_calls ?? 0),
-    total_time_ms: Number(r.total_time_ms ?? 0),
+    ...Object.fromEntries(SUM_NAMES.map((name) => [name, Number(r[name] ?? 0)])),
     mean_time_ms: Number(r.mean_time_ms ?? 0),
-    total_rows: Number(r.total_rows ?? 0),
-    shared_blks_hit: hit,
-    shared_blks_read: read,
     cache_hit_ratio: hit + read > 0 ? hit / (hit + read) : null,
-    temp_blks_read: Number(r.temp_blks_read ?? 0),
-    temp_blks_written: Number(r.temp_blks_written ?? 0),
-    blk_read_time_ms: Number(r.blk_read_time_ms ?? 0),
-    blk_write_time_ms: Number(r.blk_write_time_ms ?? 0),
-    read_bytes: Number(r.read_bytes ?? 0),
-    memory_bytes: Number(r.memory_bytes ?? 0),
-    errors: Number(r.errors ?? 0),
     p99_ms: r.p99_ms === null || r.p99_ms === undefined ? null : Number(r.p99_ms),
     first_bucket: r.first_bucket === null || r.first_bucket === undefined ? null : Number(r.first_bucket),
-  }
+  } as QueryStatsRow
 }
 
 /** Per-statement sums in the order of SUM_COLUMNS, then the maximum p99 (NaN: none), then the first bucket. */
 type StatementSums = number[]
 
-const SUM_COLUMNS = ['calls', 'total_time_ms', 'rows', 'shared_blks_hit', 'shared_blks_read', 'temp_blks_read', 'temp_blks_written',
-  'blk_read_time_ms', 'blk_write_time_ms', 'read_bytes', 'memory_bytes', 'errors'] as const
+/** The statement family's counters (src/shared/families.ts), summed. */
+const SUM_COLUMNS: readonly StatementCounter[] = STATEMENT_COUNTERS
+const AT: Record<'calls' | 'total_time_ms' | 'rows', number> = {
+  calls: SUM_COLUMNS.indexOf('calls'),
+  total_time_ms: SUM_COLUMNS.indexOf('total_time_ms'),
+  rows: SUM_COLUMNS.indexOf('rows'),
+}
 const P99 = SUM_COLUMNS.length
 const FIRST = P99 + 1
 
@@ -151,16 +136,16 @@ function addSums(into: Map<string, StatementSums>, more: Map<string, StatementSu
 }
 
 const SORT_KEY: Record<QuerySort, (v: StatementSums) => number> = {
-  total_time: (v) => v[1]!,
-  calls: (v) => v[0]!,
-  mean_time: (v) => (v[0]! > 0 ? v[1]! / v[0]! : 0),
-  rows: (v) => v[2]!,
+  total_time: (v) => v[AT.total_time_ms]!,
+  calls: (v) => v[AT.calls]!,
+  mean_time: (v) => (v[AT.calls]! > 0 ? v[AT.total_time_ms]! / v[AT.calls]! : 0),
+  rows: (v) => v[AT.rows]!,
 }
 
 function sumsRow(hash: string, text: string, v: StatementSums): QueryStatsRow {
   const row: Record<string, unknown> = { query_hash: hash, query_text: text, first_bucket: v[FIRST], p99_ms: Number.isNaN(v[P99]!) ? null : v[P99] }
-  SUM_COLUMNS.forEach((c, i) => (row[c] = v[i]))
-  return toQueryRow({ ...row, total_calls: v[0], total_rows: v[2], mean_time_ms: SORT_KEY.mean_time(v) })
+  SUM_NAMES.forEach((name, i) => (row[name] = v[i]))
+  return toQueryRow({ ...row, mean_time_ms: SORT_KEY.mean_time(v) })
 }
 
 export async function listQueryStats(
@@ -202,26 +187,16 @@ export async function listQueryStats(
   return page.filter(([hash]) => texts.has(hash)).map(([hash, v]) => sumsRow(hash, texts.get(hash)!, v))
 }
 
-export interface QueryPoint {
+/** One bucket of a statement's timeseries: every counter of the statement family (ClickHouse's are 0 for PostgreSQL statements). */
+export type QueryPoint = Record<StatementCounter, number> & {
   ts: number
-  calls: number
-  total_time_ms: number
   mean_time_ms: number
-  rows: number
-  shared_blks_hit: number
-  shared_blks_read: number
   cache_hit_ratio: number | null
-  temp_blks_read: number
-  temp_blks_written: number
   p99_ms: number | null
-  /** ClickHouse's counters (0 for PostgreSQL statements). */
-  read_bytes: number
-  memory_bytes: number
-  errors: number
 }
 
 /** The columns of a statement's timeseries points. */
-const POINT_COLUMNS = ['calls', 'total_time_ms', 'rows', 'shared_blks_hit', 'shared_blks_read', 'temp_blks_read', 'temp_blks_written', 'p99_ms', 'read_bytes', 'memory_bytes', 'errors'] as const
+const POINT_COLUMNS: readonly (StatementCounter | 'p99_ms')[] = [...STATEMENT_COUNTERS, 'p99_ms']
 
 /** The detail of one statement: totals over the window and a timeseries at a resolution that fits it. */
 export async function queryDetail(
@@ -271,20 +246,11 @@ export async function queryDetail(
       const read = Number(p.shared_blks_read)
       return {
         ts: Number(p.bucket),
-        calls,
-        total_time_ms: Number(p.total_time_ms),
+        ...Object.fromEntries(STATEMENT_COUNTERS.map((c) => [c, Number(p[c] ?? 0)])),
         mean_time_ms: calls > 0 ? Number(p.total_time_ms) / calls : 0,
-        rows: Number(p.rows),
-        shared_blks_hit: hit,
-        shared_blks_read: read,
         cache_hit_ratio: hit + read > 0 ? hit / (hit + read) : null,
-        temp_blks_read: Number(p.temp_blks_read),
-        temp_blks_written: Number(p.temp_blks_written),
         p99_ms: p.p99_ms === null ? null : Number(p.p99_ms),
-        read_bytes: Number(p.read_bytes),
-        memory_bytes: Number(p.memory_bytes),
-        errors: Number(p.errors),
-      }
+      } as QueryPoint
     }),
   }
 }
