@@ -14,14 +14,16 @@
 //   rollups happen as in a real fleet. Requests one at a time, every response checked (200).
 // - Timed phase: `--warmup` cycles, then `--cycles` cycles measured: each request's app.handle until its
 //   body is read (performance.now), and store.ingest's own time (the method wrapped on the store object).
-// - Profiled phase (after it, `--profile-cycles` cycles): JavaScriptCore's sampling profiler (bun:jsc
-//   profile, a sample every `--sample-us` µs) over the same requests; each sample is put in the first
-//   part whose code is on its stack, in this order: store.ingest (the store's `ingest`), validation and
-//   unknown-field strip (src/server/ingest-check.ts, when the route has it, or unknown-fields.ts and the
-//   TypeBox checker Elysia compiles for the route: functions without a source named check*), body read
-//   and parse (src/server/json-body.ts), and the rest (Elysia's request handling, authentication, the
-//   route's own checks, the response, timers). A part's ms per batch = its share of samples × the timed
-//   phase's main-thread CPU per batch (the profiler's own overhead is spread evenly).
+// - Profiled phase (`--profile-cycles` cycles, last): JavaScriptCore's sampling profiler (bun:jsc
+//   profile, a sample every `--sample-us` µs) over the same requests; the innermost frame of a source
+//   file decides a sample's part (a function without a source named check*, TypeBox's compiled checker
+//   that Elysia runs for the route, before it: validation): src/server/json-body.ts: body read and parse;
+//   unknown-fields.ts: unknown-field strip; src/server/store/**: the store (store.ingest and the API key's
+//   and organization's reads); anything else: the rest (Elysia's request handling, authentication, the
+//   route's own checks, the response); the benchmark's own frames are left out. A part's ms per batch =
+//   its share of samples × the timed phase's main-thread CPU per batch (the profiler's overhead is spread
+//   evenly). The store's samples are also grouped by the store's innermost function and the built-in it
+//   was in (run/all: SQLite executing a statement).
 // - Main-thread CPU per batch: the main thread's user + system time (/proc/self/task/<pid>/stat, 10 ms
 //   ticks) over the measured cycles ÷ batches: the figure to compare, since wall times include waiting
 //   for a core when other processes run (the per-request times are wall times).
@@ -31,7 +33,8 @@
 // (default 4; 0 skips the profile), --sample-us N (default 200), --moving-statements N (default 30), --rest-top N
 // (default 12: the rest's most sampled stacks, by their innermost three frames, and the store's samples by its
 // innermost function, to say what they are),
-// --sql-cycles N (default 2; 0 skips it) and --sql-top N (default 15): a last phase times every SQLite call
+// --sql-cycles N (default 2; 0 skips it) and --sql-top N (default 15): a phase between the timed and the
+// profiled ones times every SQLite call
 // (each prepared statement's run/all/get/values, Database exec/run) by its SQL text, to say which
 // statements store.ingest's time goes to.
 // Printed: Markdown for bench/RESULTS.md's Ingest section.
@@ -59,7 +62,7 @@ interface Options {
 }
 
 const INTERVAL_MS = 10_000
-const PARTS = ['body read and parse', 'validation', 'unknown-field strip', 'validation and strip (one pass)', 'store (every call)', 'the rest'] as const
+const PARTS = ['body read and parse', 'validation', 'unknown-field strip', 'store (every call)', 'the rest'] as const
 type Part = (typeof PARTS)[number]
 
 /** Every statement prepared, with its SQL (recorded from the start, so statements the store caches are named). */
@@ -147,7 +150,6 @@ function partOf(frames: Frame[]): Part | undefined {
     if (file.includes('/bench/')) return undefined
     if (file.endsWith('/src/server/json-body.ts')) return 'body read and parse'
     if (file.endsWith('/src/server/unknown-fields.ts')) return 'unknown-field strip'
-    if (file.endsWith('/src/server/ingest-check.ts')) return 'validation and strip (one pass)'
     if (file.includes('/src/server/store/')) return 'store (every call)'
     return 'the rest'
   }
@@ -242,6 +244,13 @@ async function main() {
     const meanMs = requestMs.reduce((a, b) => a + b, 0) / batches
     const meanStoreMs = storeMs.reduce((a, b) => a + b, 0) / batches
 
+    // Before the profile: code run after JavaScriptCore's profiler was on ran several times slower here.
+    const sqlBatches = o.sqlCycles * databases.length
+    let sqlIngestMs = 0
+    const bySql = await timeStatements(async () => {
+      for (let k = 0; k < o.sqlCycles; k++) sqlIngestMs += await runCycle(false)
+    })
+
     const samples = new Map<Part, number>(PARTS.map((p) => [p, 0]))
     let sampled = 0
     /** The rest's samples by their innermost three frames. */
@@ -270,11 +279,6 @@ async function main() {
         }
       }
     }
-    const sqlBatches = o.sqlCycles * databases.length
-    let sqlIngestMs = 0
-    const bySql = await timeStatements(async () => {
-      for (let k = 0; k < o.sqlCycles; k++) sqlIngestMs += await runCycle(false)
-    })
     const loadEnd = loadLine()
 
     const out: string[] = []
@@ -306,7 +310,6 @@ async function main() {
       out.push('|---|---:|---:|---:|')
       for (const part of PARTS) {
         const n = samples.get(part)!
-        if (n === 0 && (part === 'validation and strip (one pass)' || part === 'unknown-field strip' || part === 'validation')) continue
         out.push(`| ${part} | ${fmt(n)} | ${fmt((100 * n) / sampled, 1)} % | ${fmt((threadMs * n) / sampled, 2)} |`)
       }
       const tables = [
