@@ -354,68 +354,38 @@ function removeLatest(writes: Writes, spec: BucketTable, databaseId: string, key
   writes.add(q.sql, q.params)
 }
 
-function applyTables(reads: Reads, databaseId: string, collectedAt: number, tables: TableStat[]): (writes: Writes) => void {
-  const state = storedState(reads, TABLE_BUCKETS, databaseId, collectedAt)
-  return (writes) => {
-    const stored = state()
-    const bucketed = addToBuckets(
-      writes,
-      databaseId,
-      collectedAt,
-      TABLE_BUCKETS,
-      stored,
-      tables.map((t) => ({
-        key: [t.schema_name, t.table_name],
-        first: !t.delta,
-        counters: TABLE_COUNTERS.map((c) => (t.delta ? int(t.delta[c]) : null)),
-        gauges: TABLE_GAUGES.map((g) => int(t[g])),
-      })),
-    )
-    if (!stored.newest) return
-    updateLatest(
-      writes,
-      TABLE_BUCKETS,
-      databaseId,
-      collectedAt,
-      stored,
-      bucketed,
-      tables.map((t) => ({
-        key: [t.schema_name, t.table_name],
-        values: [...[...TABLE_COUNTERS, ...TABLE_GAUGES, ...TABLE_TIMES].map((c) => int(t[c])), t.has_primary_key ?? null, t.autovacuum_enabled ?? null],
-      })),
-    )
-  }
-}
+/** A table's or an index's sample, as the section's BucketTable reads it by column name. */
+type ObjectSample = (TableStat | IndexStat) & Record<string, unknown>
 
-function applyIndexes(reads: Reads, databaseId: string, collectedAt: number, indexes: IndexStat[]): (writes: Writes) => void {
-  const state = storedState(reads, INDEX_BUCKETS, databaseId, collectedAt)
+/** The integer columns of the latest rows (counters, gauges, times); the others are kept as sent (text, booleans). */
+const INTEGER_COLUMNS: ReadonlySet<string> = new Set([...TABLE_COUNTERS, ...TABLE_GAUGES, ...TABLE_TIMES, ...INDEX_COUNTERS, ...INDEX_GAUGES])
+
+/** One section (tables or indexes): its bucket rows for the objects that moved, then its latest rows. */
+function applySection(reads: Reads, spec: BucketTable, databaseId: string, collectedAt: number, objects: readonly ObjectSample[]): (writes: Writes) => void {
+  const state = storedState(reads, spec, databaseId, collectedAt)
+  const keyOf = (o: ObjectSample) => spec.keyColumns.map((c) => String(o[c]))
   return (writes) => {
     const stored = state()
     const bucketed = addToBuckets(
       writes,
       databaseId,
       collectedAt,
-      INDEX_BUCKETS,
+      spec,
       stored,
-      indexes.map((i) => ({
-        key: [i.schema_name, i.index_name],
-        first: !i.delta,
-        counters: INDEX_COUNTERS.map((c) => (i.delta ? int(i.delta[c]) : null)),
-        gauges: INDEX_GAUGES.map((g) => int(i[g])),
-      })),
+      objects.map((o) => {
+        const delta = o.delta as Record<string, number | null | undefined> | null
+        return { key: keyOf(o), first: !delta, counters: spec.counters.map((c) => (delta ? int(delta[c]) : null)), gauges: spec.gauges.map((g) => int(o[g] as number | null)) }
+      }),
     )
     if (!stored.newest) return
     updateLatest(
       writes,
-      INDEX_BUCKETS,
+      spec,
       databaseId,
       collectedAt,
       stored,
       bucketed,
-      indexes.map((i) => ({
-        key: [i.schema_name, i.index_name],
-        values: [i.table_name, ...INDEX_COUNTERS.map((c) => int(i[c])), int(i.size_bytes), i.index_def, i.is_unique, i.is_primary, i.is_valid],
-      })),
+      objects.map((o) => ({ key: keyOf(o), values: spec.latestColumns.map((c) => (INTEGER_COLUMNS.has(c) ? int(o[c] as number | null) : (o[c] ?? null))) })),
     )
   }
 }
@@ -425,8 +395,8 @@ function applyIndexes(reads: Reads, databaseId: string, collectedAt: number, ind
  * registers the reads they depend on and returns the function that adds their writes once those are sent.
  */
 export function applyObjects(reads: Reads, databaseId: string, batch: IngestBatch): (writes: Writes) => void {
-  const writeTables = batch.tables ? applyTables(reads, databaseId, batch.collected_at, batch.tables) : undefined
-  const writeIndexes = batch.indexes ? applyIndexes(reads, databaseId, batch.collected_at, batch.indexes) : undefined
+  const writeTables = batch.tables ? applySection(reads, TABLE_BUCKETS, databaseId, batch.collected_at, batch.tables as ObjectSample[]) : undefined
+  const writeIndexes = batch.indexes ? applySection(reads, INDEX_BUCKETS, databaseId, batch.collected_at, batch.indexes as ObjectSample[]) : undefined
   return (writes) => {
     writeTables?.(writes)
     writeIndexes?.(writes)
