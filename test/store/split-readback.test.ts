@@ -2,13 +2,13 @@
 // whole batch does, on both stores: the same rows in every telemetry table (statement buckets and texts,
 // table and index buckets, the latest tables and indexes, snapshots, internals, waits, plans), after an
 // earlier cycle whose latest lists the new one replaces.
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { describe, expect, test } from 'bun:test'
 import { type SplitLimits, splitBatch } from '../../src/agent/split.ts'
-import { openStore } from '../../src/server/store/open.ts'
 import type { SqlStore } from '../../src/server/store/sql-store.ts'
 import { ingestMaxItems } from '../../src/shared/ingest-limits.ts'
 import type { IndexStat, IngestBatch, TableStat } from '../../src/shared/wire.ts'
-import { type StoreKind, freshStoreLocation, storeKinds } from '../support/server.ts'
+import { type StoreKind, storeKinds } from '../support/server.ts'
+import { storeAccount } from '../support/store-account.ts'
 
 const T0 = Math.floor(Date.now() / 60_000) * 60_000 - 30 * 60_000
 
@@ -127,34 +127,16 @@ async function contents(store: SqlStore, databaseId: string): Promise<Record<str
 }
 
 describe.each(storeKinds)('a split cycle reads back as the whole one (%s store)', (kind: StoreKind) => {
-  let store: SqlStore
-  let cleanup = () => {}
-  let orgId = ''
-
-  beforeAll(async () => {
-    const location = await freshStoreLocation(kind)
-    cleanup = location.cleanup
-    store = (await openStore(location)).store
-    const { org } = await store.createAccount({
-      org: { name: 'Split Inc', slug: `split-${kind}-${Date.now()}`, plan: 'free' },
-      user: { email: `split-${kind}-${Date.now()}@example.com`, name: 'Ada', passwordHash: 'hash', role: 'owner' },
-    })
-    orgId = org.id
-  })
-  afterAll(async () => {
-    await store?.close()
-    cleanup()
-  })
+  const account = storeAccount(kind, 'Split Inc')
 
   test('same rows in every telemetry table, with the latest lists of the previous cycle replaced', async () => {
     const limits: SplitLimits = { maxBodyBytes: 8_000, maxItems: { ...ingestMaxItems, tables: 9, indexes: 11, query_stats: 25 } }
     const ids: Record<string, string> = {}
     for (const name of ['whole', 'split']) {
       // The earlier cycle had t30..t34 too, which the new one no longer reports.
-      const earlier = await store.ingest(orgId, cycle(name, T0 - 60_000, [...Array(35).keys()]), T0)
-      if (earlier.kind !== 'applied') throw new Error(earlier.kind)
-      ids[name] = earlier.database.id
+      ids[name] = await account.ingest(cycle(name, T0 - 60_000, [...Array(35).keys()]), T0)
     }
+    const { store, orgId } = account
     const current = (name: string) => cycle(name, T0, [...Array(30).keys()])
     expect((await store.ingest(orgId, current('whole'), T0 + 1000)).kind).toBe('applied')
     const split = splitBatch(current('split'), limits)
