@@ -4,17 +4,21 @@
 // Start-up order (issue 13: from the start to the first 200 on /healthz in at most 50 ms). The listener
 // opens as soon as the store is open, and answers a plain GET /healthz itself (healthz.ts: the app's own
 // answer, 200 only when the store answers) while the API is built: Elysia, the routes and their schemas,
-// the token service and the mailer are loaded and set up after listen (about 40-60 ms in the binary).
-// Any other request that arrives meanwhile waits for the API and is then handled by it. Once built, the
-// API takes the listener over (server.reload): from then on every request, /healthz included, goes
-// through the app alone. The health monitor and the diagnosis worker start after that.
+// the token service and the mailer are loaded and set up after listen (some tens of milliseconds in the
+// binary; bench/RESULTS.md, Start-up). Any other request that arrives meanwhile waits for the API and is
+// then handled by it. Once built, the API takes the listener over (server.reload): from then on every
+// request, /healthz included, goes through the app alone. The health monitor and the diagnosis worker
+// start after that. (The one difference in that window: the listener does not apply the app's header
+// size limit, so a /healthz with more than 16 KiB of headers gets its 200 rather than the app's 431.)
 import type { Server } from 'bun'
 import { type ServeConfig, loadJwtSecret } from './config.ts'
 import type { Deps } from './context.ts'
 import { createLogger } from '../shared/log.ts'
 import { healthz, signupGate } from './healthz.ts'
+import { rateEventRetentionMs } from './limits.ts'
 import { startLoopLag } from './loop-lag.ts'
 import { serverOptions } from './server-options.ts'
+import { isStoreUnreachable } from './store/availability.ts'
 import { openStore } from './store/open.ts'
 import { securityHeaders } from './web/security-headers.ts'
 import { VERSION } from '../version.ts'
@@ -49,7 +53,7 @@ export async function serve(config: ServeConfig): Promise<number> {
   const { store } = opened
   let jwtSecret: string
   try {
-    // Read (or generated) before listening, as before: a bad secret file stops the start with its message.
+    // Read (or generated) before listening: a bad secret file stops the start with its message.
     jwtSecret = loadJwtSecret(config)
   } catch (e) {
     await store.close()
@@ -91,20 +95,17 @@ export async function serve(config: ServeConfig): Promise<number> {
   if (config.webhookAllowPrivate) log.warn('webhooks may go to internal addresses (DBM_WEBHOOK_ALLOW_PRIVATE=true)')
 
   const sweep = setInterval(() => {
-    import('./limits.ts').then(({ rateEventRetentionMs }) =>
-      store.sweepRateEvents(Date.now() - rateEventRetentionMs).catch(async (e) => {
-        const { isStoreUnreachable } = await import('./store/availability.ts')
-        if (!isStoreUnreachable(e)) log.warn('rate-limit sweep failed', { cause: (e as Error).message })
-      }),
-    )
+    store.sweepRateEvents(Date.now() - rateEventRetentionMs).catch((e) => {
+      if (!isStoreUnreachable(e)) log.warn('rate-limit sweep failed', { cause: (e as Error).message })
+    })
   }, RATE_SWEEP_MS)
 
   // The API, built after listen; then the health monitor and, in a thread of its own (doctor/worker.ts),
   // the doctor's work for it (started in the background: the server answers, and handles signals, meanwhile).
   const started = (async () => {
     // In steps, with a turn of the event loop before each, so that a /healthz that arrived meanwhile is
-    // answered after the step in progress (each a few milliseconds) rather than after the whole build.
-    // Its modules a part at a time (each import evaluates only what the ones before did not).
+    // answered after the step in progress rather than after the whole build; the modules a part at a
+    // time (each import evaluates only what the ones before did not).
     for (const part of [() => import('elysia'), () => import('../shared/wire.ts'), () => import('./doctor/index.ts')]) {
       await nextTurn()
       await part()
