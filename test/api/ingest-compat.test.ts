@@ -97,7 +97,7 @@ function newerAgentBatch(name: string): Record<string, unknown> {
     compression: 'zstd',
     database: { ...known.database, cluster_role: 'primary' },
     query_stats: known.query_stats!.map((s) => ({ ...s, jit_generation_time_ms: 0.25 })),
-    tables: [{ ...ordersTable, toast_size_bytes: 8192, delta: { ...counters, n_tup_newpage_upd: 3 } }],
+    tables: [{ ...ordersTable, toast_size_bytes: 8192, delta: { ...counters, n_tup_future_counter: 3 } }],
     replication: {
       ...replication,
       synchronous_standby_names: 'standby1',
@@ -114,7 +114,7 @@ const UNKNOWN_PATHS = [
   'query_stats[].jit_generation_time_ms',
   'replication.replicas[].reply_time',
   'replication.synchronous_standby_names',
-  'tables[].delta.n_tup_newpage_upd',
+  'tables[].delta.n_tup_future_counter',
   'tables[].toast_size_bytes',
 ]
 
