@@ -29,8 +29,13 @@ const STOP_GRACE_MS = 5_000
 /** Every 10 minutes: rate-limit rows older than their window are deleted. */
 const RATE_SWEEP_MS = 10 * 60 * 1000
 
-/** Settles after the event loop has had a turn (I/O included). */
-const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve))
+/**
+ * Settles after the event loop has had a turn, its I/O included. A timer rather than setImmediate: Bun
+ * runs the immediates queued before a turn in one go (the checkpoint worker's start, then the next part
+ * of the API), so a /healthz that had arrived waited for both; after a timer it is answered first
+ * (measured with timestamps in the binary: listen to that answer ~10 ms instead of ~19 at load 5).
+ */
+const nextTurn = () => new Promise<void>((resolve) => setTimeout(resolve, 0))
 
 type Fetch = (request: Request, server: Server<unknown>) => Response | Promise<Response> | undefined | Promise<Response | undefined>
 
