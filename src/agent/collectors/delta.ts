@@ -21,18 +21,27 @@ export function wentDown<K extends string>(previous: Readonly<Record<K, number |
   return false
 }
 
+/** A previous sample of zeros for `current`'s keys: what counts every counter whole (from a reset, or a subject new since). */
+export function zerosOf<K extends string>(current: Record<K, number | null>): Record<K, number | null> {
+  const out = {} as Record<K, number | null>
+  for (const key of Object.keys(current) as K[]) out[key] = 0
+  return out
+}
+
 /**
  * Deltas of every key of `current`; null for the first sample (no previous one). The counters of one
- * subject are judged together: when one went down, every delta is the current value.
+ * subject are judged together: when one went down, every delta is the current value. A key the previous
+ * sample does not have at all (a counter an upgraded agent reads for the first time, its state saved by
+ * the older one) has no delta yet: null, not its whole value since the table was created.
  */
 export function deltaOf<K extends string>(
   previous: Record<K, number | null> | undefined,
   current: Record<K, number | null>,
 ): Record<K, number | null> | null {
   if (!previous) return null
-  const base = wentDown(previous, current) ? ({} as Record<K, number | null>) : previous
+  const base = wentDown(previous, current) ? zerosOf(current) : previous
   const out = {} as Record<K, number | null>
-  for (const key of Object.keys(current) as K[]) out[key] = counterDelta(base[key], current[key])
+  for (const key of Object.keys(current) as K[]) out[key] = key in base ? counterDelta(base[key], current[key]) : null
   return out
 }
 

@@ -3,7 +3,7 @@
 // counters into deltas against the previous sample kept in the collector's state, small conversions.
 // Each collector keeps its previous sample in ctx.state under its own name, since the runner may hand
 // one map to every collector of a database.
-import { deltaOf, num } from '../delta.ts'
+import { deltaOf, num, zerosOf } from '../delta.ts'
 import type { PostgresContext } from '../types.ts'
 
 /** The variant keyed by the highest minimum major at or below `major`. */
@@ -30,7 +30,7 @@ export interface Sample<K extends string = string> {
  */
 export function deltaSince<K extends string>(previous: Sample<K> | undefined, current: Sample<K>): Counters<K> | null {
   if (!previous) return null
-  return deltaOf(previous.resetAt === current.resetAt ? previous.values : ({} as Counters<K>), current.values)
+  return deltaOf(previous.resetAt === current.resetAt ? previous.values : zerosOf(current.values), current.values)
 }
 
 /** The stats_reset column as a comparable string (null when never reset). */

@@ -4,7 +4,7 @@
 // sets the baseline.
 import { IO_KEYS } from '../../../shared/metrics.ts'
 import type { IoStatRow } from '../../../shared/wire.ts'
-import { num } from '../delta.ts'
+import { num, zerosOf } from '../delta.ts'
 import type { PostgresCollector } from '../types.ts'
 import { type Counters, deltaSince, forVersion, resetStamp, type Sample } from './common.ts'
 
@@ -52,7 +52,7 @@ export const ioStats: PostgresCollector = {
       current.set(key, sample)
       if (!previous) continue
       // A row new since the previous sample (none on a given version so far) counts from zero.
-      const delta = deltaSince(previous.get(key) ?? { resetAt: sample.resetAt, values: {} as Counters<IoKey> }, sample)
+      const delta = deltaSince(previous.get(key) ?? { resetAt: sample.resetAt, values: zerosOf(values) }, sample)
       if (delta && Object.values(delta).some((v) => v !== null && v !== 0)) {
         out.push({ backend_type: row.backend_type, object: row.object, context: row.context, counters: delta })
       }
