@@ -50,6 +50,10 @@ export async function serve(config: ServeConfig): Promise<number> {
       // server answers nothing until they are done.
       applying: (m, storeBytes) =>
         log.info('applying migration', { version: m.version, name: m.name, ...(storeBytes !== null ? { store_mb: Math.round(storeBytes / 1e6) } : {}) }),
+      // A counter a family gained (src/shared/families.ts) becomes a column of the existing store.
+      columnAdded: (c) => log.info('store column added for a counter', { table: c.table, column: c.column, definition: c.definition }),
+      retrying: (attempt, cause) =>
+        log.warn('store busy: adding counter columns waits for other serves ingesting; trying again', { attempt, cause: (cause as Error).message }),
     })
   } catch (e) {
     log.error('cannot open the store', { cause: (e as Error).message })

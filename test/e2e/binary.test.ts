@@ -1,6 +1,7 @@
 // End to end through the compiled binary: a fresh `dist/dbm` (built once per test run) runs `dbm serve`
 // on a loopback port over a temp data dir, driven with fetch as a user would (signup, login, API key,
 // database registration with the key), then stopped with SIGTERM. No secret may reach the server's log.
+import { Database } from 'bun:sqlite'
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -203,5 +204,36 @@ describe('dist/dbm', () => {
     }
     // The API key's secret part alone must not appear either.
     expect(log).not.toContain(apiKey.slice(-43))
+  })
+})
+
+describe('dist/dbm on an existing store', () => {
+  test('a column a counter family has and the store lacks is added at start and logged (the family step)', async () => {
+    // The store of the tests above, as a dbm from before n_tup_newpage_upd left it.
+    const db = new Database(join(dataDir, 'dbm.sqlite'))
+    try {
+      for (const table of ['table_stats', 'latest_tables']) db.exec(`ALTER TABLE ${table} DROP COLUMN n_tup_newpage_upd`)
+    } finally {
+      db.close()
+    }
+    const again = await startServe([binary], { dataDir })
+    expect(await again.stop('SIGTERM')).toBe(0)
+    const added = again
+      .stderr()
+      .split('\n')
+      .filter((l) => l.includes(' INFO store column added for a counter '))
+      .map((l) => l.replace(/^\S+ /, ''))
+    expect(added).toEqual([
+      'INFO store column added for a counter table=table_stats column=n_tup_newpage_upd definition=INTEGER',
+      'INFO store column added for a counter table=latest_tables column=n_tup_newpage_upd definition=INTEGER',
+    ])
+    const check = new Database(join(dataDir, 'dbm.sqlite'))
+    try {
+      const columns = (table: string) => (check.query(`SELECT name FROM pragma_table_info('${table}')`).all() as { name: string }[]).map((c) => c.name)
+      expect(columns('table_stats')).toContain('n_tup_newpage_upd')
+      expect(columns('latest_tables')).toContain('n_tup_newpage_upd')
+    } finally {
+      check.close()
+    }
   })
 })

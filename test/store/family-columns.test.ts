@@ -4,6 +4,7 @@
 // a field name that is not a plain identifier is refused rather than put into DDL.
 import { afterAll, describe, expect, test } from 'bun:test'
 import { mkdirSync } from 'node:fs'
+import postgres from 'postgres'
 import { join } from 'node:path'
 import type { SqlDriver } from '../../src/server/store/driver.ts'
 import { addFamilyColumns } from '../../src/server/store/family-columns.ts'
@@ -120,6 +121,52 @@ describe.each(storeKinds)('family step on the %s store', (kind) => {
       expect(names).not.toContain('probe_counter')
       expect((await columnsOf(driver, 'databases')).length).toBeGreaterThan(0)
     } finally {
+      await driver.close()
+    }
+  })
+})
+
+describe('family step on a PostgreSQL store in use', () => {
+  test('a reader holding a family table: the step waits at most its lock timeout, gives way, and is tried again until it gets the table', async () => {
+    const where = await freshStoreLocation('postgres')
+    cleanups.push(where.cleanup)
+    const driver = new PostgresDriver(where.databaseUrl!)
+    const holder = postgres(where.databaseUrl!, { max: 1, onnotice: () => {} })
+    let release = () => {}
+    try {
+      await migrate(driver)
+      await driver.exec('ALTER TABLE latest_tables DROP COLUMN n_tup_newpage_upd; ALTER TABLE table_stats DROP COLUMN n_tup_newpage_upd')
+      // Another serve's ingest (or a dashboard read) in a transaction on latest_tables.
+      const released = new Promise<void>((resolve) => (release = resolve))
+      let locked!: () => void
+      const holds = new Promise<void>((resolve) => (locked = resolve))
+      const holding = holder.begin(async (tx) => {
+        await tx`SELECT count(*) FROM latest_tables`
+        locked()
+        await released
+      })
+      await holds
+      const retries: string[] = []
+      const added: string[] = []
+      const migrated = migrate(
+        driver,
+        Date.now,
+        latestVersion,
+        undefined,
+        (c) => added.push(`${c.table}.${c.column}`),
+        (attempt, cause) => {
+          retries.push(`${attempt}: ${(cause as Error).message}`)
+          // Given way once: the reader ends, and the next try gets the tables.
+          if (attempt === 1) release()
+        },
+      )
+      expect(await migrated).toEqual([])
+      await holding
+      expect(retries).toEqual([expect.stringMatching(/^1: .*lock timeout/)])
+      expect(added.sort()).toEqual(['latest_tables.n_tup_newpage_upd', 'table_stats.n_tup_newpage_upd'])
+    } finally {
+      release()
+      await holder.end()
       await driver.close()
     }
   })

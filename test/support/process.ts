@@ -66,7 +66,8 @@ export async function startServe(
     stdin: 'ignore',
     stdout: 'ignore',
     stderr: 'pipe',
-    timeout: 60_000,
+    // A safety net for a test that forgets its server; a busy machine's slow test runs past a minute.
+    timeout: 600_000,
     killSignal: 'SIGKILL',
   })
   running.add(proc)

@@ -62,6 +62,11 @@ export interface SqlDialect {
   ): SqlStatement[]
   /** The DDL type of a 64-bit integer and of a double column (the family step's ADD COLUMN). */
   readonly columnTypes: { readonly bigint: string; readonly 'double precision': string }
+  /**
+   * Statements that lock `tables` (names from the code, in this order) before the family step alters
+   * them, waiting at most a short while: none where the transaction is exclusive already (SQLite).
+   */
+  alterLock(tables: readonly string[]): string[]
   /** One query answering (table_name, column_name) for every column of `tables` (the names bound, never in the text). */
   columnsOf(tables: readonly string[]): SqlStatement
 }
@@ -90,6 +95,7 @@ const postgresInserts = textCache()
 export const sqliteDialect: SqlDialect = {
   name: 'sqlite',
   columnTypes: { bigint: 'INTEGER', 'double precision': 'REAL' },
+  alterLock: () => [],
   // pragma_table_info as a table-valued function: the table names are a bound JSON array, not SQL text.
   columnsOf: (tables) => ({
     sql: 'SELECT t.value AS table_name, c.name AS column_name FROM json_each($1) t, pragma_table_info(t.value) c',
@@ -137,6 +143,7 @@ export const sqliteDialect: SqlDialect = {
 export const postgresDialect: SqlDialect = {
   name: 'postgres',
   columnTypes: { bigint: 'BIGINT', 'double precision': 'DOUBLE PRECISION' },
+  alterLock: (tables) => ["SET LOCAL lock_timeout = '2s'", `LOCK TABLE ${tables.join(', ')} IN ACCESS EXCLUSIVE MODE`],
   columnsOf: (tables) => ({
     sql: 'SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ANY($1::text[])',
     params: [[...tables]],

@@ -34,24 +34,60 @@ export interface AddedColumn {
 }
 
 /**
- * Adds the columns the families' fields have and their tables lack; returns what it added (empty when
- * the schema is current). Run inside the migrations' transaction (which holds their lock).
+ * The family tables in the order an ingest takes its locks on them (it reads the latest rows first, then
+ * writes the buckets): the family step locks them in this order too, so it waits for an ingest instead of
+ * deadlocking with one (PostgreSQL).
  */
-export async function addFamilyColumns(tx: SqlDriver, families: readonly FamilyTable[] = FAMILY_TABLES): Promise<AddedColumn[]> {
+const LOCK_ORDER = ['latest_tables', 'latest_indexes', 'query_stats', 'table_stats', 'index_stats']
+const lockRank = (table: string) => (LOCK_ORDER.includes(table) ? LOCK_ORDER.indexOf(table) : LOCK_ORDER.length)
+
+/**
+ * Adds the columns the families' fields have and their tables lack; returns what it added (empty when
+ * the schema is current). Run inside the migrations' transaction (which holds their lock). On
+ * PostgreSQL, where other serve processes may be ingesting, the tables that gain columns are locked
+ * first, in ingest's order and with a short lock timeout (dialect.ts alterLock): a timeout fails the
+ * transaction, which the caller retries (migrations.ts), rather than queueing every ingest behind a wait.
+ * `missingTables: 'skip'` leaves out tables the store does not have yet (before the migrations that
+ * create them).
+ */
+export async function addFamilyColumns(
+  tx: SqlDriver,
+  families: readonly FamilyTable[] = FAMILY_TABLES,
+  missingTables: 'skip' | 'fail' = 'fail',
+): Promise<AddedColumn[]> {
   const existing = await existingColumns(tx, families.map((f) => f.table))
-  const added: AddedColumn[] = []
+  const wanted: { family: FamilyTable; field: Field }[] = []
   for (const family of families) {
     const columns = existing.get(family.table)!
-    // A table the migrations did not create is not the family step's to make.
-    if (columns.size === 0) throw new Error(`the store has no table ${family.table} for the family step`)
+    if (columns.size === 0) {
+      // A table the migrations did not create (yet) is not the family step's to make.
+      if (missingTables === 'skip') continue
+      throw new Error(`the store has no table ${family.table} for the family step`)
+    }
     for (const field of family.fields) {
       if (columns.has(field.key)) continue
       if (!/^[a-z][a-z0-9_]*$/.test(field.key)) throw new Error(`a family field's name must be a plain identifier: ${JSON.stringify(field.key)}`)
-      const definition = columnDefinition(tx.sqlDialect, family, field)
-      await tx.exec(`ALTER TABLE ${family.table} ADD COLUMN ${field.key} ${definition}`)
       columns.add(field.key)
-      added.push({ table: family.table, column: field.key, definition })
+      wanted.push({ family, field })
     }
   }
+  if (wanted.length === 0) return []
+  const tables = [...new Set(wanted.map((w) => w.family.table))].sort((a, b) => lockRank(a) - lockRank(b))
+  for (const statement of tx.sqlDialect.alterLock(tables)) await tx.exec(statement)
+  const added: AddedColumn[] = []
+  for (const { family, field } of wanted) {
+    const definition = columnDefinition(tx.sqlDialect, family, field)
+    await tx.exec(`ALTER TABLE ${family.table} ADD COLUMN ${field.key} ${definition}`)
+    added.push({ table: family.table, column: field.key, definition })
+  }
   return added
+}
+
+/** PostgreSQL's answer when the family step's lock timed out or lost a deadlock: worth another try. */
+export function isLockContention(error: unknown): boolean {
+  for (let e: unknown = error; e; e = (e as { cause?: unknown }).cause) {
+    const code = (e as { code?: unknown }).code
+    if (code === '55P03' || code === '40P01') return true
+  }
+  return false
 }

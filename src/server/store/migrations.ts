@@ -12,7 +12,8 @@
 // existing stores through the family step (family-columns.ts), run after the migrations on every start,
 // which adds the columns the family lists and the tables lack. No migration for that.
 import type { SqlDriver } from './driver.ts'
-import { type AddedColumn, addFamilyColumns } from './family-columns.ts'
+import { FAMILY_TABLES } from '../../shared/families.ts'
+import { type AddedColumn, addFamilyColumns, isLockContention } from './family-columns.ts'
 import { migration as accounts } from './migrations/0001-accounts.ts'
 import { migration as statements } from './migrations/0002-statements.ts'
 import { migration as objects } from './migrations/0003-objects.ts'
@@ -56,6 +57,11 @@ export class SchemaTooNewError extends Error {
 /**
  * Applies every pending migration up to `target` (default: all of them); returns the versions applied
  * (empty when up to date). A target below the latest version builds an older schema (for tests).
+ * Migrating to the latest version also runs the family step (family-columns.ts) before the pending
+ * migrations (so a migration that rebuilds a family table finds every column the families had when it was
+ * written, and lists them) and after them (what the migrations dropped or did not make). On PostgreSQL
+ * the step's lock may time out or lose a deadlock against serves ingesting meanwhile: the whole
+ * transaction is tried again, up to about two minutes, `retrying` told each time.
  */
 export async function migrate(
   driver: SqlDriver,
@@ -68,8 +74,32 @@ export async function migrate(
    * family step (a test of the frozen migrations alone).
    */
   columnAdded: ((column: AddedColumn) => void) | false = () => {},
+  retrying: (attempt: number, cause: unknown) => void = () => {},
 ): Promise<number[]> {
-  return driver.transaction(async (tx) => {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await migrateOnce(driver, now, target, applying, columnAdded)
+    } catch (e) {
+      if (!isLockContention(e) || attempt >= MIGRATE_ATTEMPTS) throw e
+      retrying(attempt, e)
+      await Bun.sleep(Math.min(500 * attempt, 5_000) * (0.5 + Math.random()))
+    }
+  }
+}
+
+/** Tries of migrate() against lock contention: with its waits, about two minutes. */
+const MIGRATE_ATTEMPTS = 30
+
+async function migrateOnce(
+  driver: SqlDriver,
+  now: () => number,
+  target: number,
+  applying: (m: Migration, from: number) => void,
+  columnAdded: ((column: AddedColumn) => void) | false,
+): Promise<number[]> {
+  // Columns are told once the transaction committed (a retried one would tell them twice).
+  const added: AddedColumn[] = []
+  const applied = await driver.transaction(async (tx) => {
     await tx.exec(
       `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at ${
         tx.dialect === 'sqlite' ? 'INTEGER' : 'BIGINT'
@@ -78,9 +108,11 @@ export async function migrate(
     const row = await tx.get<{ v: number | null }>('SELECT MAX(version) AS v FROM schema_migrations')
     const current = Number(row?.v ?? 0)
     if (current > latestVersion) throw new SchemaTooNewError(current, latestVersion)
-    const applied: number[] = []
-    for (const m of migrations) {
-      if (m.version <= current || m.version > target) continue
+    const familyStep = target === latestVersion && columnAdded !== false
+    const pending = migrations.filter((m) => m.version > current && m.version <= target)
+    if (familyStep && pending.length > 0 && current > 0) added.push(...(await addFamilyColumns(tx, FAMILY_TABLES, 'skip')))
+    const versions: number[] = []
+    for (const m of pending) {
       applying(m, current)
       await tx.exec(tx.dialect === 'sqlite' ? m.sqlite : m.postgres)
       await tx.run('INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)', [
@@ -88,9 +120,15 @@ export async function migrate(
         m.name,
         now(),
       ])
-      applied.push(m.version)
+      versions.push(m.version)
     }
-    if (target === latestVersion && columnAdded) for (const column of await addFamilyColumns(tx)) columnAdded(column)
-    return applied
+    if (familyStep) added.push(...(await addFamilyColumns(tx)))
+    return versions
   }, 'dbm:migrate')
+  if (columnAdded) {
+    // A column the step before the migrations added and one of them rebuilt away is added again after: told once.
+    const told = new Set<string>()
+    for (const column of added) if (!told.has(`${column.table}.${column.column}`)) told.add(`${column.table}.${column.column}`), columnAdded(column)
+  }
+  return applied
 }

@@ -17,6 +17,8 @@ export interface OpenStoreOptions {
   applying?: (m: Migration, storeBytes: number | null) => void
   /** Told each column the family step added (a counter a family gained, src/shared/families.ts). */
   columnAdded?: (column: AddedColumn) => void
+  /** Told each time the migrations are tried again after a lock timeout or deadlock (PostgreSQL; migrations.ts). */
+  retrying?: (attempt: number, cause: unknown) => void
 }
 
 export interface OpenedStore {
@@ -60,7 +62,7 @@ export async function openStore(options: OpenStoreOptions): Promise<OpenedStore>
         upgraded = true
         options.applying?.(m, storeBytes)
       }
-    }, options.columnAdded)
+    }, options.columnAdded, options.retrying)
     // A migration that rebuilt tables of an existing store leaves a write-ahead log as large as what it
     // wrote: copy it into the file and truncate it now, instead of keeping it for as long as the server
     // runs. A new store's log holds only its empty tables, which the checkpoint worker copies; truncating
