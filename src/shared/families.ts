@@ -113,14 +113,21 @@ export const columnType = (field: Field): 'bigint' | 'double precision' => (fiel
 /**
  * The SELECT list that reads `fields` from PostgreSQL at `version` (see PgSource): `expression AS key`,
  * or `NULL AS key` where the version has none. Fields without a PostgreSQL source are left out.
- * `prefix` qualifies plain column names (`s.` for `s.idx_scan`).
+ * `prefix` qualifies plain column names (`s.` for `s.idx_scan`); an expression is used as written, so
+ * it qualifies its own columns (the indexes collector reads from `s`, pg_stat_user_indexes with sizes).
  */
 export function pgSelectList(fields: readonly Field[], version: number, prefix = ''): string {
   const out: string[] = []
   for (const field of fields) {
     if (field.pg === undefined) continue
     const expression = typeof field.pg === 'string' ? field.pg : field.pg.find(([since]) => version >= since)?.[1]
-    out.push(expression === undefined ? `NULL AS ${field.key}` : expression === field.key ? `${prefix}${expression}` : `${prefix}${expression} AS ${field.key}`)
+    if (expression === undefined) {
+      out.push(`NULL AS ${field.key}`)
+      continue
+    }
+    // The prefix qualifies a plain column name only; an expression names its columns itself.
+    const source = /^[a-z_][a-z0-9_]*$/.test(expression) ? `${prefix}${expression}` : expression
+    out.push(source === `${prefix}${field.key}` ? source : `${source} AS ${field.key}`)
   }
   return out.join(', ')
 }

@@ -11,7 +11,7 @@ import { addFamilyColumns } from '../../src/server/store/family-columns.ts'
 import { latestVersion, migrate } from '../../src/server/store/migrations.ts'
 import { PostgresDriver } from '../../src/server/store/postgres/driver.ts'
 import { SqliteDriver } from '../../src/server/store/sqlite/driver.ts'
-import { FAMILY_TABLES, type FamilyTable, type Field, INDEX_FIELDS, STATEMENT_FIELDS, TABLE_FIELDS } from '../../src/shared/families.ts'
+import { FAMILY_TABLES, type FamilyTable, type Field, INDEX_FIELDS, STATEMENT_FIELDS, TABLE_FIELDS, pgSelectList } from '../../src/shared/families.ts'
 import { freshStoreLocation, storeKinds } from '../support/server.ts'
 import { columnsOf } from '../support/store-schema.ts'
 
@@ -170,4 +170,18 @@ describe('family step on a PostgreSQL store in use', () => {
       await driver.close()
     }
   })
+})
+
+test('pgSelectList: a plain column by the version that has it (prefixed), an expression as written, NULL where the version has none', () => {
+  const fields = [
+    { key: 'idx_scan', kind: 'counter', unit: 'scans', pg: 'idx_scan' },
+    { key: 'blks_read', kind: 'counter', unit: 'blocks', pg: 'pg_stat_get_blocks_fetched(s.indexrelid) - pg_stat_get_blocks_hit(s.indexrelid)' },
+    { key: 'newer', kind: 'counter', unit: 'count', pg: [[16, 'newer_col'], [14, 'older_col']] },
+    { key: 'clickhouse_only', kind: 'counter', unit: 'bytes' },
+  ] as const satisfies readonly Field[]
+  expect(pgSelectList(fields, 17, 's.')).toBe(
+    's.idx_scan, pg_stat_get_blocks_fetched(s.indexrelid) - pg_stat_get_blocks_hit(s.indexrelid) AS blks_read, s.newer_col AS newer',
+  )
+  expect(pgSelectList(fields, 14)).toBe('idx_scan, pg_stat_get_blocks_fetched(s.indexrelid) - pg_stat_get_blocks_hit(s.indexrelid) AS blks_read, older_col AS newer')
+  expect(pgSelectList(fields, 13)).toContain('NULL AS newer')
 })
