@@ -22,7 +22,7 @@
 //   latency stands for them (labelled as such).
 // - Measured: latency of every POST started during the measured phase (p50/p99/max, non-2xx answers),
 //   server CPU (utime + stime from /proc, % of one core) and RSS, the load generator's CPU, the health
-//   monitor's once-a-minute `health monitor databases=N busy_ms=N oldest_diagnosis_s=N` line (a run
+//   monitor's once-a-minute `health monitor diagnoses=N busy_ms=N oldest_diagnosis_s=N` line (a run
 //   shorter than a minute after the ramp has none), and the time from spawning each serve to its first
 //   200 on /healthz.
 // - Store growth (a phase of its own, in this process, serves stopped): the real store code (openStore,
@@ -761,7 +761,7 @@ async function main(): Promise<number> {
   // The scheduled monitor's line once a minute: databases diagnosed, time spent, the oldest diagnosis seen.
   const minutes = serveLines
     .filter((l) => / health monitor /.test(l))
-    .map((l) => ({ databases: Number(/databases=(\d+)/.exec(l)?.[1]), busy: Number(/busy_ms=([\d.]+)/.exec(l)?.[1]), oldest: Number(/oldest_diagnosis_s=(\d+)/.exec(l)?.[1]) }))
+    .map((l) => ({ databases: Number(/diagnoses=(\d+)/.exec(l)?.[1]), busy: Number(/busy_ms=([\d.]+)/.exec(l)?.[1]), oldest: Number(/oldest_diagnosis_s=(\d+)/.exec(l)?.[1]) }))
     .filter((x) => !Number.isNaN(x.busy))
   const problems = serveLines.filter((l) => / (WARN|ERROR) /.test(l))
 
@@ -814,7 +814,7 @@ async function main(): Promise<number> {
     ...(loops.some(Boolean) ? procs.map((_, i) => `| serve ${i + 1}: \`/healthz\` latency every 100 ms, p50 / p99 (ms) | ${fmt(p(healthz[i], 0.5), 1)} / ${fmt(p(healthz[i], 0.99))} | |`) : []),
     ...procs.map((_, i) => `| serve ${i + 1}: CPU (% of one core) / RSS median, max / VmHWM (MB) | ${fmt(cpuPct[i])} % / ${fmt(median(rss[i]!) / 1024)}, ${fmt(Math.max(...rss[i]!) / 1024)} / ${fmt(hwm[i]! / 1024)} | |`),
     `| load generator CPU (% of one core) | ${fmt(childPct)} % | |`,
-    `| health monitor minutes logged (\`health monitor\`: databases diagnosed, busy_ms, oldest_diagnosis_s), all serves | ${minutes.length ? `${minutes.length}: ${fmt(median(minutes.map((x) => x.databases)))} databases and ${fmt(median(minutes.map((x) => x.busy)))} ms busy a minute (median); oldest diagnosis at most ${fmt(Math.max(...minutes.map((x) => x.oldest)))} s` : 'none logged (the server logs it once a minute: the run was shorter)'} | oldest ≤ 60 s + a tick |`,
+    `| health monitor minutes logged (\`health monitor\`: diagnoses, busy_ms, oldest_diagnosis_s), all serves | ${minutes.length ? `${minutes.length}: ${fmt(median(minutes.map((x) => x.databases)))} diagnoses and ${fmt(median(minutes.map((x) => x.busy)))} ms busy a minute (median); oldest diagnosis at most ${fmt(Math.max(...minutes.map((x) => x.oldest)))} s` : 'none logged (the server logs it once a minute: the run was shorter)'} | oldest ≤ 60 s + a tick |`,
     `| \`serve\` start to the first 200 on /healthz (ms) | ${procs.map((x) => fmt(x.startMs)).join(', ')} | ≤ ${GOALS.startMs} ms: ${procs.every((x) => x.startMs <= GOALS.startMs) ? 'met' : 'not met'} (measured here from spawn, with the port read from the log; \`bench:startup\` measures it alone) |`,
     ...(sqliteBytes !== undefined ? [`| SQLite store files at the end (MB) | ${fmt(sqliteBytes / 1e6, 1)} | |`] : []),
     `| WARN/ERROR lines logged by the serves | ${problems.length}${problems.length ? ` (first: \`${problems[0]!.slice(0, 160).replaceAll('|', '\\|')}\`)` : ''} | |`,

@@ -416,7 +416,7 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
     if (now - period.since >= evaluateEveryMs) {
       // The oldest diagnosis seen at a tick: above evaluateEveryMs + a tick, the monitor is falling behind.
       if (period.databases > 0) {
-        log.info('health monitor', { databases: period.databases, busy_ms: period.busy_ms, failed: period.failed, oldest_diagnosis_s: Math.round(period.oldest_ms / 1000) })
+        log.info('health monitor', { diagnoses: period.databases, busy_ms: period.busy_ms, failed: period.failed, oldest_diagnosis_s: Math.round(period.oldest_ms / 1000) })
       }
       period = { since: now, databases: 0, busy_ms: 0, failed: 0, oldest_ms: 0 }
     }

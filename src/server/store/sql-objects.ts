@@ -109,7 +109,7 @@ interface BucketTable {
   keyColumns: readonly [(typeof KEY_COLUMNS)[number], (typeof KEY_COLUMNS)[number]]
   counters: readonly string[]
   gauges: readonly string[]
-  /** The latest row's columns after its key and ts, in the order replaceLatest's values come. */
+  /** The latest row's columns after its key and ts, in the order updateLatest's values come. */
   latestColumns: readonly string[]
   /**
    * Latest columns whose stored value an incoming one does not replace when it says nothing (a size

@@ -1,5 +1,6 @@
-// The writes of one ingest batch: the apply* functions (sql-ingest, sql-objects, sql-internals,
-// sql-clickhouse) add their statements here instead of running them, and the batch sends them all at
+// The writes of one ingest batch: the apply* functions that applyBatch (sql-ingest.ts) calls for each
+// section (sql-statement-ingest, sql-objects, sql-internals, sql-clickhouse, sql-snapshots, sql-plans)
+// add their statements here instead of running them, and the batch sends them all at
 // once with tx.runAll, one exchange with a PostgreSQL store instead of one per statement.
 // An insert or upsert of many rows is one statement on PostgreSQL, whatever the number of rows: each
 // column travels as one array parameter (`INSERT ... SELECT * FROM unnest($1::text[], $2::bigint[], ...)`),
