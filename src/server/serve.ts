@@ -192,7 +192,10 @@ export async function serve(config: ServeConfig): Promise<number> {
       log.error('cannot build the API', { cause: (e as Error).message })
       void stop('none', 1)
     })
-    process.once('SIGINT', () => void stop('SIGINT'))
-    process.once('SIGTERM', () => void stop('SIGTERM'))
+    // Handlers stay for repeats: Ctrl-C on `bun run serve` reaches the server twice (from the terminal to
+    // the process group, and forwarded by `bun run`), and a second signal without a handler would kill it
+    // mid-stop, leaving the SQLite write-ahead log and lock journal behind. A repeat is ignored by stop().
+    process.on('SIGINT', () => void stop('SIGINT'))
+    process.on('SIGTERM', () => void stop('SIGTERM'))
   })
 }

@@ -122,7 +122,11 @@ async function migrateOnce(
       ])
       versions.push(m.version)
     }
-    if (familyStep) added.push(...(await addFamilyColumns(tx)))
+    if (familyStep) {
+      const columns = await addFamilyColumns(tx)
+      // A new store's columns are not news: told only for a store that existed.
+      if (current > 0) added.push(...columns)
+    }
     return versions
   }, 'dbm:migrate')
   if (columnAdded) {
