@@ -265,7 +265,7 @@ describe('dbm serve', () => {
     expect(lines).toHaveLength(2)
   })
 
-  test('Ctrl-C on `bun run serve` (SIGINT to the process group: the server gets it from the terminal and from bun run) stops cleanly: exit 0, the write-ahead log folded in', async () => {
+  test('Ctrl-C on `bun run serve` (SIGINT to the process group: the server gets it from the terminal and from bun run) stops cleanly: "stopping" logged last, the write-ahead log folded in', async () => {
     // Three starts: a second SIGINT with no handler left killed the server mid-stop in about one of three.
     for (let run = 0; run < 3; run++) {
       const dataDir = freshDir()
@@ -277,11 +277,12 @@ describe('dbm serve', () => {
       })
       let stderr = ''
       child.stderr!.on('data', (d) => (stderr += d))
-      const exited = new Promise<[number | null, string | null]>((resolve) => child.on('exit', (code, signal) => resolve([code, signal])))
+      // The server's stderr ends when the server itself has exited (bun run may die of the SIGINT first).
+      const ended = new Promise<void>((resolve) => child.stderr!.on('close', () => resolve()))
       await until('serve listening', async () => (stderr.includes(' INFO dbm serve listening ') ? true : undefined))
       process.kill(-child.pid!, 'SIGINT')
-      expect({ run, exit: await exited }).toEqual({ run, exit: [0, null] })
-      expect(stderr.trimEnd().split('\n').at(-1)).toMatch(/ INFO stopping signal=SIGINT$/)
+      await ended
+      expect({ run, last: stderr.trimEnd().split('\n').at(-1)?.replace(/^\S+ /, '') }).toEqual({ run, last: 'INFO stopping signal=SIGINT' })
       expect(readdirSync(dataDir).filter((f) => f.startsWith('dbm.sqlite-'))).toEqual([])
     }
   })
