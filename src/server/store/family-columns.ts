@@ -33,6 +33,12 @@ export interface AddedColumn {
   definition: string
 }
 
+/** Whether a family table of the store lacks a column its family has (a read, outside any transaction). */
+export async function familyColumnsMissing(driver: SqlDriver, families: readonly FamilyTable[] = FAMILY_TABLES): Promise<boolean> {
+  const existing = await existingColumns(driver, families.map((f) => f.table))
+  return families.some((family) => family.fields.some((field) => !existing.get(family.table)!.has(field.key)))
+}
+
 /**
  * The family tables in the order an ingest takes its locks on them (it reads the latest rows first, then
  * writes the buckets): the family step locks them in this order too, so it waits for an ingest instead of

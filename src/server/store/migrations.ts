@@ -13,7 +13,7 @@
 // which adds the columns the family lists and the tables lack. No migration for that.
 import type { SqlDriver } from './driver.ts'
 import { FAMILY_TABLES } from '../../shared/families.ts'
-import { type AddedColumn, addFamilyColumns, isLockContention } from './family-columns.ts'
+import { type AddedColumn, addFamilyColumns, familyColumnsMissing, isLockContention } from './family-columns.ts'
 import { migration as accounts } from './migrations/0001-accounts.ts'
 import { migration as statements } from './migrations/0002-statements.ts'
 import { migration as objects } from './migrations/0003-objects.ts'
@@ -76,6 +76,8 @@ export async function migrate(
   columnAdded: ((column: AddedColumn) => void) | false = () => {},
   retrying: (attempt: number, cause: unknown) => void = () => {},
 ): Promise<number[]> {
+  // The common case, a start on a current store, in two reads and no write transaction (start-up time).
+  if (target === latestVersion && columnAdded !== false && (await isCurrent(driver))) return []
   for (let attempt = 1; ; attempt++) {
     try {
       return await migrateOnce(driver, now, target, applying, columnAdded)
@@ -85,6 +87,13 @@ export async function migrate(
       await Bun.sleep(Math.min(500 * attempt, 5_000) * (0.5 + Math.random()))
     }
   }
+}
+
+/** Whether the store is at the latest version with every family column: nothing for migrate() to do. */
+async function isCurrent(driver: SqlDriver): Promise<boolean> {
+  const row = await driver.get<{ v: number | null }>('SELECT MAX(version) AS v FROM schema_migrations').catch(() => undefined)
+  if (Number(row?.v ?? 0) !== latestVersion) return false
+  return !(await familyColumnsMissing(driver))
 }
 
 /** Tries of migrate() against lock contention: with its waits, about two minutes. */
