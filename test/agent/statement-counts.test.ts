@@ -4,7 +4,7 @@
 // pg_stat_statements says, and checks the total the server stores for it. Cycles are driven by hand
 // (Runner.cycle), so nothing depends on timers.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
@@ -156,6 +156,35 @@ describe.each([...postgresMajors])('PostgreSQL %d', (major) => {
     await second.cycle()
     expect(await t.stored()).toBe(13)
     expect(await t.truth()).toBe(13)
+  })
+  test('an upgraded agent that reads a statement counter more than the one that saved the baseline goes on from it: the calls made while it was stopped count', async () => {
+    const t = await target(pg, `upgrade_agent_marker_${major}`)
+    const first = runnerFor(t.dsn, t.name, t.dir)
+    await first.cycle() // baseline
+    await t.run(7)
+    await first.cycle()
+    expect(await t.stored()).toBe(7)
+    await first.stop()
+
+    // The saved baseline as an agent without blk_write_time_ms would have left it: that counter's name and values gone.
+    const path = join(t.dir, stateFileName(t.name))
+    const saved = JSON.parse(readFileSync(path, 'utf8'))
+    const baseline = saved.entries.find(([name]: [string]) => name === 'query_stats')[1]
+    const dropped = baseline.counters.indexOf('blk_write_time_ms')
+    expect(dropped).toBeGreaterThan(0)
+    baseline.counters.splice(dropped, 1)
+    for (const [, entry] of baseline.entries.$map) entry.splice(dropped + 1, 1)
+    writeFileSync(path, JSON.stringify(saved), { mode: 0o600 })
+
+    await t.run(4) // while no agent runs
+    const logs: string[] = []
+    const second = runnerFor(t.dsn, t.name, t.dir, logs)
+    cleanups.push(() => second.stop())
+    await second.cycle()
+    expect(logs.join('\n')).toContain('statistics go on from the saved baseline')
+    expect(logs.join('\n')).not.toContain('the saved statement baseline is not usable')
+    expect(await t.stored()).toBe(11)
+    expect(await t.truth()).toBe(11)
   })
 })
 

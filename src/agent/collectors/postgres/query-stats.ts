@@ -38,6 +38,12 @@ interface Baseline {
   statsReset: string | null
   /** pg_stat_statements_info.dealloc, when the extension has it. */
   dealloc: number | null
+  /**
+   * The counters of each entry, in order (absent from baselines saved before it: COUNTERS of the agent
+   * that saved it, which was this one's when the width matches). An agent that reads a counter more than
+   * the one that saved the baseline still uses it (readBaseline).
+   */
+  counters?: string[]
 }
 
 interface Evictions {
@@ -107,12 +113,30 @@ function readingOf(saved: Saved): Reading {
   return out
 }
 
+/**
+ * A kept baseline in this agent's counter order. A counter the saved one lacks (an agent upgraded to read
+ * one more) takes the entry's current value, so its first delta is 0 while the others count as always;
+ * a counter it has and this agent no longer reads is dropped.
+ */
+function readBaseline(kept: Baseline, current: Baseline): Baseline {
+  const names = kept.counters
+  if (!names || (names.length === COUNTERS.length && names.every((c, i) => c === COUNTERS[i]))) return kept
+  const at = COUNTERS.map((c) => names.indexOf(c))
+  const entries = new Map<string, Saved>()
+  for (const [key, saved] of kept.entries) {
+    const now = current.entries.get(key)
+    entries.set(key, [saved[0], ...at.map((i, c) => (i >= 0 ? saved[i + 1]! : ((now?.[c + 1] as number | undefined) ?? 0)))])
+  }
+  return { ...kept, entries, counters: [...COUNTERS] }
+}
+
 /** True when `value` is a baseline this collector kept: a saved one could have been damaged or planted. */
 function isBaseline(value: unknown): value is Baseline {
   if (value === null || typeof value !== 'object') return false
-  const { entries, statsReset, dealloc } = value as Partial<Baseline>
+  const { entries, statsReset, dealloc, counters } = value as Partial<Baseline>
   if (!(entries instanceof Map) || !(statsReset === null || typeof statsReset === 'string') || !(dealloc === null || typeof dealloc === 'number')) return false
-  const width = COUNTERS.length + 1
+  if (counters !== undefined && !(Array.isArray(counters) && counters.every((c) => typeof c === 'string') && new Set(counters).size === counters.length)) return false
+  const width = (counters?.length ?? COUNTERS.length) + 1
   for (const saved of entries.values()) {
     if (!Array.isArray(saved) || saved.length !== width || !(saved[0] === null || typeof saved[0] === 'number')) return false
     for (let i = 1; i < width; i++) if (typeof saved[i] !== 'number' || !((saved[i] as number) >= 0)) return false
@@ -179,14 +203,14 @@ export const queryStats: PostgresCollector = {
       ctx.log.info('pg_stat_statements was reset while it was read; statements are counted at the next cycle', { database: ctx.name })
       return {}
     }
-    const current: Baseline = { entries: new Map(), statsReset: info?.stats_reset ?? null, dealloc: num(info?.dealloc) }
+    const current: Baseline = { entries: new Map(), statsReset: info?.stats_reset ?? null, dealloc: num(info?.dealloc), counters: [...COUNTERS] }
     const hashOf = new Map<string, string>()
     for (const r of rows) {
       current.entries.set(r.key, [epoch(r.stats_since), ...COUNTERS.map((c) => num(r[c]) ?? 0)])
       hashOf.set(r.key, r.query_hash)
     }
     const kept = ctx.state.get(STATE)
-    const previous = isBaseline(kept) ? kept : undefined
+    const previous = isBaseline(kept) ? readBaseline(kept, current) : undefined
     if (kept !== undefined && !previous) ctx.log.warn('the saved statement baseline is not usable; statements start from a new one', { database: ctx.name })
     ctx.state.set(STATE, current)
     if (!previous) return {}
