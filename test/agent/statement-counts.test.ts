@@ -136,8 +136,11 @@ describe.each([...postgresMajors])('PostgreSQL %d', (major) => {
     expect(await t.stored()).toBe(53 + after)
   })
 
-  test('an agent restart goes on from the saved baseline: the calls made while it was stopped count', async () => {
-    const t = await target(pg, `restart_agent_marker_${major}`)
+  /**
+   * An agent that counted 7 calls of the marker and stopped; `meanwhile` runs while it is stopped (after
+   * 4 more calls); then a new agent on the same saved state runs one cycle. Answers its runner and log.
+   */
+  async function restarted(t: Target, meanwhile: () => void | Promise<void> = () => {}) {
     const first = runnerFor(t.dsn, t.name, t.dir)
     await first.cycle() // baseline
     await t.run(7)
@@ -146,10 +149,17 @@ describe.each([...postgresMajors])('PostgreSQL %d', (major) => {
     await first.stop()
 
     await t.run(4) // while no agent runs
+    await meanwhile()
     const logs: string[] = []
     const second = runnerFor(t.dsn, t.name, t.dir, logs)
     cleanups.push(() => second.stop())
     await second.cycle()
+    return { second, logs }
+  }
+
+  test('an agent restart goes on from the saved baseline: the calls made while it was stopped count', async () => {
+    const t = await target(pg, `restart_agent_marker_${major}`)
+    const { second, logs } = await restarted(t)
     expect(logs.join('\n')).toContain('statistics go on from the saved baseline')
     expect(await t.stored()).toBe(11)
     await t.run(2)
@@ -159,28 +169,17 @@ describe.each([...postgresMajors])('PostgreSQL %d', (major) => {
   })
   test('an upgraded agent that reads a statement counter more than the one that saved the baseline goes on from it: the calls made while it was stopped count', async () => {
     const t = await target(pg, `upgrade_agent_marker_${major}`)
-    const first = runnerFor(t.dsn, t.name, t.dir)
-    await first.cycle() // baseline
-    await t.run(7)
-    await first.cycle()
-    expect(await t.stored()).toBe(7)
-    await first.stop()
-
-    // The saved baseline as an agent without blk_write_time_ms would have left it: that counter's name and values gone.
-    const path = join(t.dir, stateFileName(t.name))
-    const saved = JSON.parse(readFileSync(path, 'utf8'))
-    const baseline = saved.entries.find(([name]: [string]) => name === 'query_stats')[1]
-    const dropped = baseline.counters.indexOf('blk_write_time_ms')
-    expect(dropped).toBeGreaterThan(0)
-    baseline.counters.splice(dropped, 1)
-    for (const [, entry] of baseline.entries.$map) entry.splice(dropped + 1, 1)
-    writeFileSync(path, JSON.stringify(saved), { mode: 0o600 })
-
-    await t.run(4) // while no agent runs
-    const logs: string[] = []
-    const second = runnerFor(t.dsn, t.name, t.dir, logs)
-    cleanups.push(() => second.stop())
-    await second.cycle()
+    const { logs } = await restarted(t, () => {
+      // The saved baseline as an agent without blk_write_time_ms would have left it: that counter's name and values gone.
+      const path = join(t.dir, stateFileName(t.name))
+      const saved = JSON.parse(readFileSync(path, 'utf8'))
+      const baseline = saved.entries.find(([name]: [string]) => name === 'query_stats')[1]
+      const dropped = baseline.counters.indexOf('blk_write_time_ms')
+      expect(dropped).toBeGreaterThan(0)
+      baseline.counters.splice(dropped, 1)
+      for (const [, entry] of baseline.entries.$map) entry.splice(dropped + 1, 1)
+      writeFileSync(path, JSON.stringify(saved), { mode: 0o600 })
+    })
     expect(logs.join('\n')).toContain('statistics go on from the saved baseline')
     expect(logs.join('\n')).not.toContain('the saved statement baseline is not usable')
     expect(await t.stored()).toBe(11)
