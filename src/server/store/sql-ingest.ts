@@ -19,8 +19,11 @@ import { Reads, Writes } from './sql-writes.ts'
 export interface PlannedBatch {
   /** Sent by the caller (Reads.send), alone or after statements of its own in the same exchange. */
   reads: Reads
-  /** Adds and runs every write, then `also` (the caller's statements of the same transaction), in one exchange. */
-  write(tx: SqlDriver, also?: readonly SqlStatement[]): Promise<IngestEffects>
+  /**
+   * Adds and runs every write, then `also` (the caller's statements of the same transaction), in one
+   * exchange; with `last`, the transaction's last statements, its COMMIT in that exchange (runLast) where the driver can.
+   */
+  write(tx: SqlDriver, also?: readonly SqlStatement[], last?: boolean): Promise<IngestEffects>
 }
 
 /**
@@ -35,7 +38,7 @@ export function planBatch(sqlDialect: SqlDialect, databaseId: string, batch: Ing
   const writeInternals = applyInternals(reads, databaseId, batch)
   return {
     reads,
-    async write(tx, also = []) {
+    async write(tx, also = [], last = false) {
       const writes = new Writes(tx.sqlDialect)
       writeQueryStats?.(writes)
       applyExplainPlans(writes, databaseId, batch)
@@ -44,7 +47,7 @@ export function planBatch(sqlDialect: SqlDialect, databaseId: string, batch: Ing
       applyClickHouse(writes, databaseId, batch)
       applySnapshots(writes, databaseId, batch)
       writes.statements.push(...also)
-      await tx.runAll(writes.statements)
+      await (last && tx.runLast ? tx.runLast(writes.statements) : tx.runAll(writes.statements))
       return effects
     },
   }

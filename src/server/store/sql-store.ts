@@ -610,12 +610,13 @@ export class SqlStore implements Store {
         plan = planBatch(tx.sqlDialect, database.id, batch, this.knownTexts, now)
         await plan.reads.send(tx)
       }
-      // The database's last_seen_at goes with the batch's writes (one exchange on PostgreSQL).
+      // The database's last_seen_at goes with the batch's writes, the transaction's last statements (one
+      // exchange with COMMIT on PostgreSQL).
       const seen = {
         sql: 'UPDATE databases SET last_seen_at = $1, engine_version = COALESCE($2, engine_version) WHERE id = $3',
         params: [now, batch.database.engine_version ?? null, database.id],
       }
-      effects = await plan.write(tx, [seen])
+      effects = await plan.write(tx, [seen], true)
       return { kind: 'applied', database: { ...database, last_seen_at: now, engine_version: batch.database.engine_version ?? database.engine_version } }
     }, `dbm:ingest:${orgId}:${batch.database.name}`)
     // Caches learn what the batch wrote once it is committed (a rolled-back batch wrote nothing).
