@@ -226,17 +226,43 @@ describe.each(storeKinds)('ingest in a few round trips (%s store)', (kind: Store
     // The first batch of the next span rolls the span up first (its 10-minute rows and the marks).
     const rolling = await counted(agentBatch('real', start + 10 * MINUTE, 3, REAL_SHAPE))
     if (kind === 'sqlite') return
-    // BEGIN and the ingest lock; the database; the batch_id; the reads (rollup lock and marks, the latest
-    // tables and indexes, their sections' sampled minute and hours, the counter families of the hour); the writes (query_texts when due,
-    // query_stats, table_stats, latest_tables, index_stats, latest_indexes, the minute's count of the
-    // tables and indexes sections, wait_stats, metric_counters, metric_gauges, internals_latest,
-    // snapshots, and the database's last_seen_at); COMMIT.
-    expect(steady).toEqual({ statements: 24, exchanges: 6 })
+    // Two exchanges. BEGIN and the ingest lock with the database, the batch_id and the reads (rollup lock
+    // and marks, the latest tables and indexes, their sections' sampled minute and hours, the counter
+    // families of the hour), planned for the database's id of the batch before; the writes (query_texts
+    // when due, query_stats, table_stats, latest_tables, index_stats, latest_indexes, the minute's count
+    // of the tables and indexes sections, wait_stats, metric_counters, metric_gauges, internals_latest,
+    // snapshots, and the database's last_seen_at) with COMMIT.
+    expect(steady).toEqual({ statements: 24, exchanges: 2 })
     // + the texts of its 1,800 statements not seen before: one statement, as for 200.
-    expect(large).toEqual({ statements: 25, exchanges: 6 })
+    expect(large).toEqual({ statements: 25, exchanges: 2 })
     // + the texts (10 minutes on) + the 10-minute rollup and the marks, in the same exchange; + one DELETE
     // each for the 900 tables and 1,400 indexes it no longer reports.
-    expect(rolling).toEqual({ statements: 29, exchanges: 6 })
+    expect(rolling).toEqual({ statements: 29, exchanges: 2 })
+  })
+
+  test('a database deleted and registered again under its name gets the next batch under its new id', async () => {
+    const sent = kind === 'postgres' ? (store.driver as PostgresDriver).sent : undefined
+    const named = (collectedAt: number, tableName: string): IngestBatch => ({
+      ...batch(collectedAt, { tables: [table(tableName, 5, null)] }),
+      database: { name: 'again', engine: 'postgres', engine_version: '17.6', host: 'db.internal', port: 5432 },
+    })
+    const first = await ingest(named(T0 + 10_000, 'old'))
+    expect(await store.deleteDatabase(account.orgId, first)).toBe(true)
+    const created = await store.createDatabase(account.orgId, { name: 'again', engine: 'postgres', engine_version: '17.6', host: 'db.internal', port: 5432, tags: {} }, T0 + 15_000)
+    if (created === 'limit') throw new Error('limit')
+    expect(created.id).not.toBe(first)
+    const before = sent ? { ...sent } : undefined
+    // The store last ingested 'again' under the first id: the reads planned for it are not used.
+    expect(await ingest(named(T0 + 20_000, 'new'))).toBe(created.id)
+    // BEGIN and the lock with the database, the batch_id and the reads planned for the old id; the reads
+    // again for the new one; the writes with COMMIT.
+    if (sent && before) expect(sent.exchanges - before.exchanges).toBe(3)
+    expect((await store.objects.listTables(created.id, 'size', 10)).map((t) => [t.table_name, t.n_live_tup, t.ts])).toEqual([['new', 5, T0 + 20_000]])
+    expect(await store.objects.listTables(first, 'size', 10)).toEqual([])
+    // And the batch after it is planned for the new id at once.
+    const next = sent ? { ...sent } : undefined
+    expect(await ingest(named(T0 + 30_000, 'new'))).toBe(created.id)
+    if (sent && next) expect(sent.exchanges - next.exchanges).toBe(2)
   })
 
   test.skipIf(kind !== 'postgres')('the unnest casts are the columns\' types in the PostgreSQL schema', async () => {

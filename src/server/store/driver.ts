@@ -34,6 +34,11 @@ export interface SqlDriver {
    * transaction.
    */
   runAll(statements: readonly SqlStatement[]): Promise<RunResult[]>
+  /**
+   * In a PostgreSQL transaction only: runAll of the transaction's last statements with its COMMIT in the
+   * same exchange; resolves once committed. Nothing may be sent after it. Elsewhere absent: use runAll.
+   */
+  runLast?(statements: readonly SqlStatement[]): Promise<RunResult[]>
   /** Runs a script of several statements without parameters (migrations). */
   exec(script: string): Promise<void>
   /**

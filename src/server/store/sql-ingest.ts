@@ -5,6 +5,7 @@
 // sql-internals.ts, sql-clickhouse.ts) go to 60-second and 1-hour buckets at once; plans to
 // sql-plans.ts; the latest-only sections to sql-snapshots.ts.
 import type { IngestBatch } from '../../shared/wire.ts'
+import type { SqlDialect } from './dialect.ts'
 import type { SqlDriver, SqlStatement } from './driver.ts'
 import { applyClickHouse } from './sql-clickhouse.ts'
 import { applyInternals } from './sql-internals.ts'
@@ -14,35 +15,40 @@ import { applySnapshots } from './sql-snapshots.ts'
 import { type IngestEffects, type KnownTexts, applyQueryStats } from './sql-statement-ingest.ts'
 import { Reads, Writes } from './sql-writes.ts'
 
+/** A batch's statements for one database: the reads its writes depend on, then the writes once those are sent. */
+export interface PlannedBatch {
+  /** Sent by the caller (Reads.send), alone or after statements of its own in the same exchange. */
+  reads: Reads
+  /**
+   * Adds and runs every write, then `also` (the caller's statements of the same transaction), in one
+   * exchange; with `last`, the transaction's last statements, its COMMIT in that exchange (runLast) where the driver can.
+   */
+  write(tx: SqlDriver, also?: readonly SqlStatement[], last?: boolean): Promise<IngestEffects>
+}
+
 /**
- * Applies every section of the batch that this server version stores, then `also` (statements of the
- * caller's that belong to the same transaction); returns what caches must learn after the commit.
- * Two exchanges with a PostgreSQL store whatever the batch holds (sql-writes.ts): the reads the writes
- * depend on, then every write.
+ * Plans every section of the batch that this server version stores, for the database `databaseId`:
+ * registers the reads (nothing is sent; a plan whose reads are never sent is simply dropped).
  */
-export async function applyBatch(
-  tx: SqlDriver,
-  databaseId: string,
-  batch: IngestBatch,
-  known?: KnownTexts,
-  now = Date.now(),
-  also: readonly SqlStatement[] = [],
-): Promise<IngestEffects> {
+export function planBatch(sqlDialect: SqlDialect, databaseId: string, batch: IngestBatch, known?: KnownTexts, now = Date.now()): PlannedBatch {
   const effects: IngestEffects = { closedHoursChanged: false, texts: [], textsAt: 0 }
   const reads = new Reads()
-  const writeQueryStats = batch.query_stats ? applyQueryStats(reads, tx.sqlDialect, databaseId, batch.collected_at, batch.query_stats, known, effects, now) : undefined
+  const writeQueryStats = batch.query_stats ? applyQueryStats(reads, sqlDialect, databaseId, batch.collected_at, batch.query_stats, known, effects, now) : undefined
   const writeObjects = applyObjects(reads, databaseId, batch)
   const writeInternals = applyInternals(reads, databaseId, batch)
-  await reads.send(tx)
-
-  const writes = new Writes(tx.sqlDialect)
-  writeQueryStats?.(writes)
-  applyExplainPlans(writes, databaseId, batch)
-  writeObjects(writes)
-  writeInternals(writes)
-  applyClickHouse(writes, databaseId, batch)
-  applySnapshots(writes, databaseId, batch)
-  writes.statements.push(...also)
-  await tx.runAll(writes.statements)
-  return effects
+  return {
+    reads,
+    async write(tx, also = [], last = false) {
+      const writes = new Writes(tx.sqlDialect)
+      writeQueryStats?.(writes)
+      applyExplainPlans(writes, databaseId, batch)
+      writeObjects(writes)
+      writeInternals(writes)
+      applyClickHouse(writes, databaseId, batch)
+      applySnapshots(writes, databaseId, batch)
+      writes.statements.push(...also)
+      await (last && tx.runLast ? tx.runLast(writes.statements) : tx.runAll(writes.statements))
+      return effects
+    },
+  }
 }

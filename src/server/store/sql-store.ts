@@ -8,7 +8,7 @@ import { type HealthStore, healthStore } from './sql-health.ts'
 import { type RetentionStore, retentionStore } from './sql-retention.ts'
 import { type InternalsReader, internalsReader } from './sql-internals.ts'
 import { type ObjectsReader, objectsReader } from './sql-objects.ts'
-import { applyBatch } from './sql-ingest.ts'
+import { planBatch } from './sql-ingest.ts'
 import { listPlans } from './sql-plans.ts'
 import { type IngestEffects, KnownTexts } from './sql-statement-ingest.ts'
 import { ClosedHourSums, type QuerySort, listQueryStats, queryDetail } from './sql-statement-reads.ts'
@@ -29,6 +29,9 @@ import type {
   User,
   UserWithPassword,
 } from './types.ts'
+
+/** Bound of SqlStore's ingestIds (cleared when reached): far more names than one server ingests for. */
+const MAX_INGEST_IDS = 100_000
 
 /** Raised by createAccount when the e-mail address already has an account. */
 export class EmailTakenError extends Error {
@@ -144,6 +147,11 @@ export class SqlStore implements Store {
   private readonly databaseLists = new Map<string, { generation: number; rows: RegisteredDatabase[] }>()
   /** Statement texts written lately (ingest rewrites each at most once in TEXT_REFRESH_MS); both stores. */
   private readonly knownTexts = new KnownTexts()
+  /**
+   * The database id each (organization, database name) had at its latest ingest here: the id ingest plans
+   * its reads for before the database's row is read (SqlStore.ingest checks it against the row).
+   */
+  private readonly ingestIds = new Map<string, string>()
   /** Statement sums over closed hours, SQLite only (this process sees every write to the file). */
   private readonly closedHours: ClosedHourSums | undefined
 
@@ -562,24 +570,53 @@ export class SqlStore implements Store {
 
   async ingest(orgId: string, batch: IngestBatch, now: number, limit?: number): Promise<IngestResult> {
     let effects: IngestEffects | undefined
+    const named = `${orgId}\n${batch.database.name}`
     const result = await this.driver.transaction(async (tx): Promise<IngestResult> => {
-      const row =
-        (await tx.get('SELECT * FROM databases WHERE org_id = $1 AND name = $2', [orgId, batch.database.name])) ??
-        (await this.registerFromBatch(tx, orgId, batch, now, limit))
+      // One exchange (PostgreSQL) for the database's row, the batch's record and the reads its writes
+      // depend on, planned for the database id this name had last time (ingestIds): the reads are only
+      // used when the row found has that id, else planned and sent again. The record is inserted only for
+      // a registered database of the batch's engine; one not registered yet is recorded after registering.
+      const guess = this.ingestIds.get(named)
+      const guessed = guess === undefined ? undefined : planBatch(tx.sqlDialect, guess, batch, this.knownTexts, now)
+      const first = [
+        { sql: 'SELECT * FROM databases WHERE org_id = $1 AND name = $2', params: [orgId, batch.database.name] },
+        {
+          sql: `INSERT INTO ingest_batches (database_id, batch_id, collected_at, received_at)
+                SELECT id, $3, $4, $5 FROM databases WHERE org_id = $1 AND name = $2 AND engine = $6 ON CONFLICT DO NOTHING`,
+          params: [orgId, batch.database.name, batch.batch_id, batch.collected_at, now, batch.database.engine],
+        },
+      ]
+      const [found, recorded] = guessed ? await guessed.reads.send(tx, first) : await tx.runAll(first)
+      const row = found!.rows[0] ?? (await this.registerFromBatch(tx, orgId, batch, now, limit))
       if (row === 'limit') return { kind: 'limit' }
       const database = toDatabase(row)
       if (database.engine !== batch.database.engine) return { kind: 'engine_mismatch', database }
-      const fresh = await tx.run(
-        'INSERT INTO ingest_batches (database_id, batch_id, collected_at, received_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING',
-        [database.id, batch.batch_id, batch.collected_at, now],
-      )
+      // Registered just now (by this batch or, between the two statements above, by another): recorded here
+      // unless the insert above already found it.
+      const fresh =
+        recorded!.changed > 0
+          ? recorded!.changed
+          : found!.rows[0]
+            ? 0
+            : await tx.run(
+                'INSERT INTO ingest_batches (database_id, batch_id, collected_at, received_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING',
+                [database.id, batch.batch_id, batch.collected_at, now],
+              )
       if (fresh === 0) return { kind: 'duplicate', database }
-      // The database's last_seen_at goes with the batch's writes (one exchange on PostgreSQL).
+      if (this.ingestIds.size >= MAX_INGEST_IDS) this.ingestIds.clear()
+      this.ingestIds.set(named, database.id)
+      let plan = guess === database.id ? guessed : undefined
+      if (!plan) {
+        plan = planBatch(tx.sqlDialect, database.id, batch, this.knownTexts, now)
+        await plan.reads.send(tx)
+      }
+      // The database's last_seen_at goes with the batch's writes, the transaction's last statements (one
+      // exchange with COMMIT on PostgreSQL).
       const seen = {
         sql: 'UPDATE databases SET last_seen_at = $1, engine_version = COALESCE($2, engine_version) WHERE id = $3',
         params: [now, batch.database.engine_version ?? null, database.id],
       }
-      effects = await applyBatch(tx, database.id, batch, this.knownTexts, now, [seen])
+      effects = await plan.write(tx, [seen], true)
       return { kind: 'applied', database: { ...database, last_seen_at: now, engine_version: batch.database.engine_version ?? database.engine_version } }
     }, `dbm:ingest:${orgId}:${batch.database.name}`)
     // Caches learn what the batch wrote once it is committed (a rolled-back batch wrote nothing).

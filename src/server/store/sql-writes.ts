@@ -1,4 +1,4 @@
-// The writes of one ingest batch: the apply* functions that applyBatch (sql-ingest.ts) calls for each
+// The writes of one ingest batch: the apply* functions that planBatch (sql-ingest.ts) calls for each
 // section (sql-statement-ingest, sql-objects, sql-internals, sql-clickhouse, sql-snapshots, sql-plans)
 // add their statements here instead of running them, and the batch sends them all at
 // once with tx.runAll, one exchange with a PostgreSQL store instead of one per statement.
@@ -113,8 +113,11 @@ export class Reads {
     }
   }
 
-  async send(tx: SqlDriver): Promise<void> {
-    this.results = await tx.runAll(this.statements)
+  /** Sends the reads, after `first` (statements of the caller's, in the same exchange), and gives back the results of `first`. */
+  async send(tx: SqlDriver, first: readonly SqlStatement[] = []): Promise<RunResult[]> {
+    const results = await tx.runAll(first.length === 0 ? this.statements : [...first, ...this.statements])
+    this.results = results.slice(first.length)
+    return results.slice(0, first.length)
   }
 }
 

@@ -30,10 +30,10 @@ export interface SentCounts {
 }
 
 /** Runs one exchange with the server, telling `availability` whether the server answered it. */
-async function observed<T>(availability: StoreAvailability, send: () => Promise<T>, sent?: SentCounts, statements = 1): Promise<T> {
+async function observed<T>(availability: StoreAvailability, send: () => Promise<T>, sent?: SentCounts, statements = 1, exchanges = 1): Promise<T> {
   if (sent) {
     sent.statements += statements
-    sent.exchanges++
+    sent.exchanges += exchanges
   }
   const sentAt = performance.now()
   try {
@@ -255,7 +255,10 @@ export class PostgresDriver implements SqlDriver {
     let session: ClosableConnection | undefined
     const keepSession = (c: ClosableConnection) => ((session = c), true)
     try {
-      // BEGIN and the lock go in one exchange (postgres.js pipelines them; the lock is a prepared statement).
+      // BEGIN and the lock are not waited for: postgres.js pipelines them with fn's first statements (the
+      // lock is a prepared statement), which the server runs after them, in one exchange (counted there).
+      // Should the lock fail (a statement timeout), the transaction is aborted, so fn's statements fail
+      // too; its error is the one thrown.
       let failed: string | undefined
       const send = (text: string, query: Promise<unknown>) =>
         query.catch((e: unknown) => {
@@ -264,12 +267,31 @@ export class PostgresDriver implements SqlDriver {
         })
       const begin = send('BEGIN', connection.unsafe('BEGIN', [], { onexecute: keepSession } as postgres.UnsafeQueryOptions))
       const lock = lockKey ? send(LOCK_SQL, connection.unsafe(LOCK_SQL, [lockKey], { prepare: true })) : undefined
-      await observed(this.availability, () => Promise.all([begin, lock]), this.sent, lock ? 2 : 1).catch((e: unknown) => {
+      const opened = observed(this.availability, () => Promise.all([begin, lock]), this.sent, lock ? 2 : 1, 0).catch((e: unknown) => {
         throw wrap(e, failed ?? 'BEGIN')
       })
+      opened.catch(() => {}) // thrown below, where fn's outcome is known
+      // COMMIT sent behind fn's last statements (runLast), in their exchange: a statement that fails aborts
+      // the transaction, and the server answers that COMMIT with a rollback (no error of its own).
+      let committed = false
+      const runLast = async (statements: readonly SqlStatement[]): Promise<RunResult[]> => {
+        const results = tx.runAll(statements)
+        const commit = observed(this.availability, () => connection.unsafe('COMMIT'), this.sent, 1, 0)
+        commit.catch(() => {}) // thrown below, after the statements' own failure if any
+        committed = true
+        const answered = await results
+        await commit.catch((e: unknown) => {
+          throw wrap(e, 'COMMIT')
+        })
+        return answered
+      }
       // A transaction opened inside this one joins it, taking its own lock (held to this one's end).
-      const result = await fn({ ...tx, transaction: async (f, innerKey) => (innerKey ? (await takeLock(tx, innerKey), f(tx)) : f(tx)) })
-      await tx.run('COMMIT')
+      const result = await fn({ ...tx, runLast, transaction: async (f, innerKey) => (innerKey ? (await takeLock(tx, innerKey), f(tx)) : f(tx)) }).catch(async (e: unknown) => {
+        await opened
+        throw e
+      })
+      await opened
+      if (!committed) await tx.run('COMMIT')
       connection.release()
       return result
     } catch (e) {
