@@ -1,14 +1,14 @@
-// The family step: after the frozen migrations (migrations.ts), each counter family's tables get a
-// column for every field the family gained since (src/shared/families.ts). A migration is frozen text
-// that later code never edits, so a field added to a family cannot reach existing stores through one;
-// this step derives the missing columns from the family lists instead, on every start, in the
-// migrations' transaction. It only adds columns: a field taken out of a family keeps its column, which
-// ingest then leaves at its default.
+// The family step: each counter family's tables get a column for every field the family gained since
+// the frozen migrations (src/shared/families.ts). A migration is frozen text that later code never edits,
+// so a field added to a family cannot reach existing stores through one; this step derives the missing
+// columns from the family lists instead, in the migrations' transaction, before pending migrations and
+// after them (migrations.ts migrate()). It only adds columns: never take a field out of a family (its
+// column stays, and a frozen migration may name it).
 //
 // Adding a column is cheap in both stores whatever the table's size: SQLite and PostgreSQL 11+ record a
 // nullable column or one with a constant default in the catalog without rewriting rows.
-// A later migration that rebuilds a family table (as 0010 did) must list the columns this step added, or
-// they are dropped with the old table and this step adds them again, empty.
+// A later migration that rebuilds a family table (as 0010 did) lists every family column of its day: the
+// step before the migrations has added them, so its INSERT ... SELECT finds them.
 import { FAMILY_TABLES, type FamilyTable, type Field, columnType } from '../../shared/families.ts'
 import type { SqlDialect } from './dialect.ts'
 import type { SqlDriver } from './driver.ts'

@@ -9,8 +9,9 @@
 // builds a store at every past version, fills it, migrates it and ingests into it.
 //
 // Counter families (src/shared/families.ts) are the exception: a field added to a family reaches
-// existing stores through the family step (family-columns.ts), run after the migrations on every start,
-// which adds the columns the family lists and the tables lack. No migration for that.
+// existing stores through the family step (family-columns.ts), which adds the columns a family lists and
+// its tables lack, on every start (before pending migrations and after them; see migrate()). No migration
+// for that.
 import type { SqlDriver } from './driver.ts'
 import { FAMILY_TABLES } from '../../shared/families.ts'
 import { type AddedColumn, addFamilyColumns, familyColumnsMissing, isLockContention } from './family-columns.ts'
@@ -141,7 +142,12 @@ async function migrateOnce(
   if (columnAdded) {
     // A column the step before the migrations added and one of them rebuilt away is added again after: told once.
     const told = new Set<string>()
-    for (const column of added) if (!told.has(`${column.table}.${column.column}`)) told.add(`${column.table}.${column.column}`), columnAdded(column)
+    for (const column of added) {
+      const name = `${column.table}.${column.column}`
+      if (told.has(name)) continue
+      told.add(name)
+      columnAdded(column)
+    }
   }
   return applied
 }
