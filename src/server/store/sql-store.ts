@@ -591,12 +591,15 @@ export class SqlStore implements Store {
       if (row === 'limit') return { kind: 'limit' }
       const database = toDatabase(row)
       if (database.engine !== batch.database.engine) return { kind: 'engine_mismatch', database }
-      // Registered just now (by this batch or, between the two statements above, by another): recorded here
-      // unless the insert above already found it.
+      // Not recorded by the insert above: a duplicate, or a database registered just now (by this batch or,
+      // between the two statements, by another), or one deleted or renamed between them (each statement
+      // sees the data as of its own start on PostgreSQL). Only a batch_id already recorded for this id is a
+      // duplicate; otherwise it is recorded here (a deleted database's id fails its foreign key: an error the
+      // agent retries, never a batch dropped as a duplicate).
       const fresh =
         recorded!.changed > 0
           ? recorded!.changed
-          : found!.rows[0]
+          : found!.rows[0] && (await tx.get('SELECT 1 AS seen FROM ingest_batches WHERE database_id = $1 AND batch_id = $2', [database.id, batch.batch_id]))
             ? 0
             : await tx.run(
                 'INSERT INTO ingest_batches (database_id, batch_id, collected_at, received_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING',
