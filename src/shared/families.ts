@@ -82,8 +82,10 @@ export const INDEX_FIELDS = [
 type Keys<F extends readonly Field[]> = F[number]['key']
 type KindKeys<F extends readonly Field[], K extends Field['kind']> = Extract<F[number], { kind: K }>['key']
 
-const keysOf = <F extends readonly Field[], K extends Field['kind']>(fields: F, kind: K) =>
-  fields.filter((f) => f.kind === kind).map((f) => f.key) as KindKeys<F, K>[]
+/** The fields of one kind (counters or gauges), typed as such. */
+export const ofKind = <F extends Field, K extends Field['kind']>(fields: readonly F[], kind: K) => fields.filter((f): f is Extract<F, { kind: K }> => f.kind === kind)
+
+const keysOf = <F extends readonly Field[], K extends Field['kind']>(fields: F, kind: K) => ofKind(fields, kind).map((f) => f.key) as KindKeys<F, K>[]
 
 export type StatementCounter = Keys<typeof STATEMENT_FIELDS>
 /** Every statement counter the store keeps, in the order of query_stats' columns. */
@@ -104,11 +106,11 @@ export type IndexGauge = KindKeys<typeof INDEX_FIELDS, 'gauge'>
 export const INDEX_COUNTERS: readonly IndexCounter[] = keysOf(INDEX_FIELDS, 'counter')
 export const INDEX_GAUGES: readonly IndexGauge[] = keysOf(INDEX_FIELDS, 'gauge')
 
-/** The statement counters kept as doubles (durations); the others are 64-bit integers. */
-export const STATEMENT_DURATIONS: ReadonlySet<string> = new Set(STATEMENT_FIELDS.filter((f) => f.unit === 'ms').map((f) => f.key))
-
-/** A field's column type in the PostgreSQL store (SQLite: INTEGER or REAL). */
+/** A field's column type in the PostgreSQL store (SQLite: INTEGER or REAL): durations are doubles, the rest 64-bit integers. */
 export const columnType = (field: Field): 'bigint' | 'double precision' => (field.unit === 'ms' ? 'double precision' : 'bigint')
+
+/** The statement counters kept as doubles (durations); the others are 64-bit integers. */
+export const STATEMENT_DURATIONS: ReadonlySet<string> = new Set(STATEMENT_FIELDS.filter((f) => columnType(f) === 'double precision').map((f) => f.key))
 
 /**
  * The SELECT list that reads `fields` from PostgreSQL at `version` (see PgSource): `expression AS key`,

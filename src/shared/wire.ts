@@ -3,7 +3,7 @@
 // as deltas against the agent's previous sample (reset-aware); gauges travel as they are.
 // Unknown fields are ignored by the server, so a newer agent can talk to an older server.
 import { type Static, type TNull, type TNumber, type TOptional, type TSchema, type TUnion, Type as T } from '@sinclair/typebox'
-import { type Field, INDEX_FIELDS, STATEMENT_FIELDS, TABLE_FIELDS } from './families.ts'
+import { type Field, INDEX_FIELDS, STATEMENT_FIELDS, TABLE_FIELDS, columnType, ofKind } from './families.ts'
 import { ingestMaxItems as max, tagLimits, ingestTextLimits as text } from './ingest-limits.ts'
 
 // Every number the stores keep has a maximum that their columns hold (BIGINT, DOUBLE PRECISION, and
@@ -27,7 +27,8 @@ const nullableEpochMs = T.Union([epochMs, T.Null()])
 // (null: not known this sample).
 type Required<F extends Field> = Extract<F, { required: true }>['key']
 type Properties<F extends Field, S extends TSchema> = { [K in Required<F>]: S } & { [K in Exclude<F['key'], Required<F>>]: TOptional<S> }
-const bounded = (field: Field) => (field.unit === 'ms' ? ms : count)
+/** A double column (a duration) holds up to 1e15 ms, a BIGINT one a count up to 2^53 - 1. */
+const bounded = (field: Field) => (columnType(field) === 'double precision' ? ms : count)
 
 function familyProperties<F extends Field>(fields: readonly F[]): Properties<F, TNumber> {
   return Object.fromEntries(fields.map((f) => [f.key, f.required ? bounded(f) : T.Optional(bounded(f))])) as Properties<F, TNumber>
@@ -38,10 +39,6 @@ function nullableFamilyProperties<F extends Field>(fields: readonly F[]): Proper
   return Object.fromEntries(fields.map((f) => [f.key, f.required ? nullable(f) : T.Optional(nullable(f))])) as Properties<F, TUnion<[TNumber, TNull]>>
 }
 
-type CountersOf<F extends Field> = Extract<F, { kind: 'counter' }>
-type GaugesOf<F extends Field> = Extract<F, { kind: 'gauge' }>
-const countersOf = <F extends Field>(fields: readonly F[]) => fields.filter((f): f is CountersOf<F> => f.kind === 'counter')
-const gaugesOf = <F extends Field>(fields: readonly F[]) => fields.filter((f): f is GaugesOf<F> => f.kind === 'gauge')
 
 /** One statement's activity during the cycle (pg_stat_statements / system.query_log). */
 export const QueryStatDelta = T.Object({
@@ -117,13 +114,13 @@ export const WaitSample = T.Object({
 export type WaitSample = Static<typeof WaitSample>
 
 /** The table family's counters and gauges (src/shared/families.ts). */
-const tableCounters = nullableFamilyProperties(countersOf(TABLE_FIELDS))
+const tableCounters = nullableFamilyProperties(ofKind(TABLE_FIELDS, 'counter'))
 
 export const TableStat = T.Object({
   schema_name: T.String(),
   table_name: T.String(),
   ...tableCounters,
-  ...nullableFamilyProperties(gaugesOf(TABLE_FIELDS)),
+  ...nullableFamilyProperties(ofKind(TABLE_FIELDS, 'gauge')),
   last_vacuum: nullableEpochMs,
   last_autovacuum: nullableEpochMs,
   last_analyze: nullableEpochMs,
@@ -140,14 +137,14 @@ export const TableStat = T.Object({
 export type TableStat = Static<typeof TableStat>
 
 /** The index family's counters and gauges (src/shared/families.ts). */
-const indexCounters = nullableFamilyProperties(countersOf(INDEX_FIELDS))
+const indexCounters = nullableFamilyProperties(ofKind(INDEX_FIELDS, 'counter'))
 
 export const IndexStat = T.Object({
   schema_name: T.String(),
   table_name: T.String(),
   index_name: T.String(),
   ...indexCounters,
-  ...nullableFamilyProperties(gaugesOf(INDEX_FIELDS)),
+  ...nullableFamilyProperties(ofKind(INDEX_FIELDS, 'gauge')),
   index_def: T.String(),
   is_unique: T.Boolean(),
   is_primary: T.Boolean(),

@@ -2,7 +2,7 @@
 // statement's detail with its timeseries (whose points carry read_bytes, memory_bytes and errors for
 // ClickHouse statements only).
 import { Elysia, t } from 'elysia'
-import { STATEMENT_FIELDS } from '../../shared/families.ts'
+import { POSTGRES_STATEMENT_COUNTERS, STATEMENT_COUNTERS, STATEMENT_DURATIONS } from '../../shared/families.ts'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { notFound } from '../http-error.ts'
@@ -16,12 +16,11 @@ const sorts = ['total_time', 'calls', 'mean_time', 'rows'] as const
 
 const round = (n: number | null, digits = 3) => (n === null ? null : Number(n.toFixed(digits)))
 
-/** The statement family's durations (unit ms), answered to the microsecond. */
-const DURATIONS = STATEMENT_FIELDS.filter((f) => f.unit === 'ms').map((f) => f.key)
 /** Counters PostgreSQL has no source for (ClickHouse's): left out of a PostgreSQL statement's points. */
-const CLICKHOUSE_ONLY: readonly string[] = STATEMENT_FIELDS.filter((f) => !('pg' in f)).map((f) => f.key)
+const CLICKHOUSE_ONLY = STATEMENT_COUNTERS.filter((c) => !(POSTGRES_STATEMENT_COUNTERS as readonly string[]).includes(c))
 
-const roundedDurations = (row: object) => Object.fromEntries(DURATIONS.map((k) => [k, round((row as Record<string, number | null>)[k] ?? null)]))
+/** The statement family's durations, answered to the microsecond. */
+const roundedDurations = (row: object) => Object.fromEntries([...STATEMENT_DURATIONS].map((k) => [k, round((row as Record<string, number | null>)[k] ?? null)]))
 
 function queryView({ first_bucket, ...row }: QueryStatsRow) {
   return {

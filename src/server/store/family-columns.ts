@@ -33,10 +33,31 @@ export interface AddedColumn {
   definition: string
 }
 
-/** Whether a family table of the store lacks a column its family has (a read, outside any transaction). */
+/**
+ * The fields whose column a family table lacks, by table. A table with no columns at all is one the
+ * migrations did not create (yet): left out with 'skip', an error with 'fail'.
+ */
+function missingFields(existing: Map<string, Set<string>>, families: readonly FamilyTable[], missingTables: 'skip' | 'fail'): { family: FamilyTable; field: Field }[] {
+  const missing: { family: FamilyTable; field: Field }[] = []
+  for (const family of families) {
+    const columns = existing.get(family.table)!
+    if (columns.size === 0) {
+      if (missingTables === 'skip') continue
+      throw new Error(`the store has no table ${family.table} for the family step`)
+    }
+    for (const field of family.fields) {
+      if (columns.has(field.key)) continue
+      columns.add(field.key)
+      missing.push({ family, field })
+    }
+  }
+  return missing
+}
+
+/** Whether a family table of the store lacks a column its family has, or is missing (a read, outside any transaction). */
 export async function familyColumnsMissing(driver: SqlDriver, families: readonly FamilyTable[] = FAMILY_TABLES): Promise<boolean> {
   const existing = await existingColumns(driver, families.map((f) => f.table))
-  return families.some((family) => family.fields.some((field) => !existing.get(family.table)!.has(field.key)))
+  return families.some((f) => existing.get(f.table)!.size === 0) || missingFields(existing, families, 'fail').length > 0
 }
 
 /**
@@ -61,23 +82,12 @@ export async function addFamilyColumns(
   families: readonly FamilyTable[] = FAMILY_TABLES,
   missingTables: 'skip' | 'fail' = 'fail',
 ): Promise<AddedColumn[]> {
-  const existing = await existingColumns(tx, families.map((f) => f.table))
-  const wanted: { family: FamilyTable; field: Field }[] = []
-  for (const family of families) {
-    const columns = existing.get(family.table)!
-    if (columns.size === 0) {
-      // A table the migrations did not create (yet) is not the family step's to make.
-      if (missingTables === 'skip') continue
-      throw new Error(`the store has no table ${family.table} for the family step`)
-    }
-    for (const field of family.fields) {
-      if (columns.has(field.key)) continue
-      if (!/^[a-z][a-z0-9_]*$/.test(field.key)) throw new Error(`a family field's name must be a plain identifier: ${JSON.stringify(field.key)}`)
-      columns.add(field.key)
-      wanted.push({ family, field })
-    }
-  }
+  const wanted = missingFields(await existingColumns(tx, families.map((f) => f.table)), families, missingTables)
   if (wanted.length === 0) return []
+  // Names go into DDL text: only plain identifiers (they come from families.ts, never from outside).
+  for (const { field } of wanted) {
+    if (!/^[a-z][a-z0-9_]*$/.test(field.key)) throw new Error(`a family field's name must be a plain identifier: ${JSON.stringify(field.key)}`)
+  }
   const tables = [...new Set(wanted.map((w) => w.family.table))].sort((a, b) => lockRank(a) - lockRank(b))
   for (const statement of tx.sqlDialect.alterLock(tables)) await tx.exec(statement)
   const added: AddedColumn[] = []
