@@ -68,6 +68,17 @@ export async function serve(config: ServeConfig): Promise<number> {
     await store.close()
     throw e
   }
+  // Signal handlers from here on, before listening: a SIGINT that arrives as soon as the listening line is
+  // out (a quick Ctrl-C) would otherwise find no handler and end the process without closing the store.
+  // One that comes before stop() exists is kept and acted on then. Handlers stay for repeats: Ctrl-C on
+  // `bun run serve` reaches the server twice (from the terminal to the process group, and forwarded by
+  // `bun run`), and a second signal without a handler would kill it mid-stop, leaving the SQLite
+  // write-ahead log and lock journal behind. A repeat is ignored by stop().
+  let stopOn: ((signal: string) => void) | undefined
+  let signalled: string | undefined
+  const onSignal = (signal: string) => (stopOn ? stopOn(signal) : (signalled ??= signal))
+  process.on('SIGINT', () => onSignal('SIGINT'))
+  process.on('SIGTERM', () => onSignal('SIGTERM'))
   const loopLag = startLoopLag()
   const early = { store, signup: config.signup, loopLag }
   const signupClosed = signupGate(early)
@@ -192,10 +203,7 @@ export async function serve(config: ServeConfig): Promise<number> {
       log.error('cannot build the API', { cause: (e as Error).message })
       void stop('none', 1)
     })
-    // Handlers stay for repeats: Ctrl-C on `bun run serve` reaches the server twice (from the terminal to
-    // the process group, and forwarded by `bun run`), and a second signal without a handler would kill it
-    // mid-stop, leaving the SQLite write-ahead log and lock journal behind. A repeat is ignored by stop().
-    process.on('SIGINT', () => void stop('SIGINT'))
-    process.on('SIGTERM', () => void stop('SIGTERM'))
+    stopOn = (signal) => void stop(signal)
+    if (signalled) stopOn(signalled)
   })
 }
