@@ -163,9 +163,9 @@ export const SequenceStat = T.Object({
   last_value: nullableNumber,
   max_value: T.Number(),
   increment_by: T.Number(),
-  /** Share of the range used, against the owning column's type when that is narrower; null with last_value. */
+  /** Share of the range used, against the fed column's type when that is narrower; null with last_value. */
   used_ratio: nullableNumber,
-  /** The column the sequence feeds (serial, identity or OWNED BY), when there is one. */
+  /** The column the sequence feeds (serial, identity, OWNED BY, or a DEFAULT calling nextval() of it; the narrowest when several), when there is one. */
   owned_by: T.Optional(
     T.Union([T.Object({ schema_name: T.String(), table_name: T.String(), column_name: T.String(), column_type: T.String() }), T.Null()]),
   ),

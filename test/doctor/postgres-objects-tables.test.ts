@@ -74,6 +74,41 @@ describe('pg_sequence_exhaustion', () => {
     await rig.cycle()
     expect(await rig.findings('pg_sequence_exhaustion')).toEqual([])
   })
+
+  for (const major of [13, 18]) {
+    test(`PostgreSQL ${major}: a bigint sequence that feeds an integer column only through its DEFAULT nextval() (no OWNED BY), at 93 % of the column's range, is critical`, async () => {
+      rig = await postgresDoctorRig(major)
+      await rig.sql`CREATE SEQUENCE order_numbers`
+      await rig.sql`CREATE TABLE orders (id int PRIMARY KEY DEFAULT nextval('order_numbers'), note text)`
+      // A second, wider column fed by the same sequence: the narrower one runs out first.
+      await rig.sql`CREATE TABLE order_archive (id bigint DEFAULT nextval('order_numbers'))`
+      await rig.sql`SELECT setval('order_numbers', 1999999999)`
+      await rig.sql`INSERT INTO orders (note) VALUES ('one')`
+      // PostgreSQL's own view of it: no owner, a bigint far from its own maximum.
+      const [own] = await rig.sql`
+        SELECT s.last_value, s.max_value, d.deptype
+        FROM pg_sequences s LEFT JOIN pg_depend d ON d.objid = 'order_numbers'::regclass AND d.classid = 'pg_class'::regclass AND d.refobjsubid > 0
+        WHERE s.sequencename = 'order_numbers'`
+      expect(own).toEqual({ last_value: '2000000000', max_value: '9223372036854775807', deptype: null })
+      await rig.cycle()
+
+      const findings = await rig.findings('pg_sequence_exhaustion')
+      expect(findings.map((f) => [f.key, f.severity])).toEqual([['pg_sequence_exhaustion:public.order_numbers', 'critical']])
+      const [finding] = findings
+      expect(finding).toMatchObject({
+        objects: ['public.order_numbers', 'public.orders'],
+        metrics: { used_ratio: 0.9313, last_value: 2_000_000_000, max_value: 2_147_483_647, data_type: 'bigint' },
+      })
+      expect(finding.detail).toBe(
+        'public.order_numbers (bigint) is at 2,000,000,000 of 2,147,483,647: 93.1 % used, 147,483,647 values left; it feeds public.orders.id (integer). When it runs out, every INSERT that needs a new value fails.',
+      )
+      expect(finding.how_to_fix).toEqual(['ALTER TABLE public.orders ALTER COLUMN id TYPE bigint;   -- rewrites the table under an ACCESS EXCLUSIVE lock; on a large table migrate through a new bigint column instead'])
+
+      await rig.sql.unsafe(finding.how_to_fix[0])
+      await rig.cycle()
+      expect(await rig.findings('pg_sequence_exhaustion')).toEqual([])
+    })
+  }
 })
 
 describe('pg_missing_primary_key', () => {
