@@ -21,6 +21,24 @@ export interface Snapshot<T> {
 /** Sums of counters and latest gauges over a trailing window, by subject then metric. */
 export type Totals = Map<string, Record<string, number>>
 
+/**
+ * When the data read was collected: a snapshot's or latest section's `ts`, the latest `ts` of rows that
+ * carry one (tables, indexes); null for data without a time of its own (and for nothing read: an empty
+ * snapshot's null ts, no latest section).
+ */
+function collectedAt(value: unknown): number | null {
+  const tsOf = (v: unknown) => (v !== null && typeof v === 'object' && typeof (v as { ts?: unknown }).ts === 'number' ? (v as { ts: number }).ts : null)
+  if (Array.isArray(value)) {
+    let latest: number | null = null
+    for (const row of value) {
+      const ts = tsOf(row)
+      if (ts !== null && (latest === null || ts > latest)) latest = ts
+    }
+    return latest
+  }
+  return tsOf(value)
+}
+
 export class DoctorContext {
   private readonly memo = new Map<string, Promise<unknown>>()
 
@@ -36,6 +54,33 @@ export class DoctorContext {
   thresholds<T extends Record<string, number>>(rule: { id: string; thresholds: T }): T {
     const override = this.overrides[rule.id]
     return override ? { ...rule.thresholds, ...override } : rule.thresholds
+  }
+
+  /**
+   * This context as one rule (or the figures) reads it: the same memoised data, and `asOf()`, the
+   * collected_at of the latest data it read (a snapshot's or latest section's time, a table's or
+   * index's latest row); for data that has no time of its own (statement windows, summed counters),
+   * the time of the database's latest batch. Null when it read nothing and no batch has arrived.
+   */
+  forRule(): DoctorContext & { asOf(): number | null } {
+    const view = Object.create(this) as DoctorContext & { asOf(): number | null }
+    let latest: number | null = null
+    let untimed = false
+    const note = (ts: number | null) => {
+      if (ts === null) untimed = true
+      else if (latest === null || ts > latest) latest = ts
+    }
+    view.once = <T>(key: string, load: () => Promise<T>) =>
+      this.once(key, load).then((value) => {
+        note(collectedAt(value))
+        return value
+      })
+    view.asOf = () => {
+      const lastBatch = this.db.last_seen_at === null ? null : Math.min(this.db.last_seen_at, this.now)
+      if (latest === null) return lastBatch
+      return untimed && lastBatch !== null && lastBatch > latest ? lastBatch : latest
+    }
+    return view
   }
 
   /** `load()` once per diagnosis under `key`. */
