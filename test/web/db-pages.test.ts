@@ -169,6 +169,18 @@ describe("the doctor's figures in human units", () => {
     expect(formatFigure('last_autovacuum', at)).toStartWith('3 h ago (')
   })
 
+  test("the catalog's time columns sent as epoch milliseconds read as times, never as counts", () => {
+    // The doctor's dead-row finding sends pg_stat_user_tables' last_vacuum and last_autovacuum so.
+    const at = Date.now() - 11_000
+    for (const key of ['last_vacuum', 'last_autovacuum', 'last_analyze', 'last_autoanalyze', 'stats_reset', 'xact_start', 'as_of', 'opened_at']) {
+      const text = formatFigure(key, at)
+      expect(text).toBe(`11 s ago (${new Date(at).toLocaleString()})`)
+      expect(text).not.toContain((at).toLocaleString())
+    }
+    // A sequence's last_value stays a count.
+    expect(formatFigure('last_value', 1_795_644_671_436)).toBe((1_795_644_671_436).toLocaleString())
+  })
+
   test('labels drop the unit their value now shows', () => {
     expect(figureLabel('longest_query_ms')).toBe('longest query')
     expect(figureLabel('table_size_bytes')).toBe('table size')
