@@ -1,8 +1,15 @@
 // Large tables read by frequent full sequential scans over the last hour (pg_stat_user_tables seq_scan,
 // idx_scan and seq_tup_read, summed from the per-cycle deltas), the mark of a filter or join without a
 // fitting index. PgHero's missing_indexes looks at tables of 10,000 rows or more.
-// - Scans that stop early (LIMIT, EXISTS) are cheap: the scans must read, on average, a tenth of the
-//   table's rows or more (seq_tup_read per seq_scan against n_live_tup).
+// - How often a table was read whole is seq_tup_read / n_live_tup, the full reads, not seq_scan:
+//   PostgreSQL counts a scan in every process that begins one (heapam.c initscan), so a parallel scan
+//   counts once for the leader and once for each worker launched, while seq_tup_read counts each row
+//   once, whichever process read it. 150 runs of a query with 2 workers are 450 seq_scan of a third of
+//   the table each; counting those, the rows per scan fell with every worker added and a table scanned
+//   by enough workers looked like one read under LIMIT. The full reads are exact for whole-table scans,
+//   parallel or not, as exact as n_live_tup; scans that stop early (LIMIT, EXISTS) add only the rows they
+//   read, so peeks at a few rows count for little. PostgreSQL's seq_scan is kept in the
+//   metrics, and the detail says when it counted more scans than full reads, and why.
 // - The newest sampled plans of the costliest statements say why a table is scanned. A Seq Scan of it
 //   with a Filter estimated to keep few of its rows is an index missing: then a share of sequential
 //   scans from 5 % (PgHero flags index use under 95 %) is a warning. Plans that read it whole (no such
@@ -18,17 +25,15 @@ import { commentText, pgQualified, pgRegclass, pgString, urlSegment } from '../.
 const defaults = {
   /** Tables with fewer live rows are left out. */
   min_live_rows: 10_000,
-  /** Fewer sequential scans than this in the window are left out. */
+  /** Fewer full reads (rows read by sequential scans / live rows) than this in the window are left out. */
   min_seq_scans: 100,
-  /** Rows read per sequential scan as a share of the live rows; scans that stop earlier are left out. */
-  min_scan_read_share: 0.1,
-  /** Share of the window's scans that were sequential, from the statistics alone. */
+  /** Share of the window's scans that were sequential (full reads against index scans), from the statistics alone. */
   min_seq_share: 0.5,
   /** The same share when a plan filters the table by a Seq Scan (PgHero: index use under 95 %). */
   min_seq_share_with_plan: 0.05,
   /** A plan's Seq Scan filter estimated to keep at most this share of the rows is one an index would serve. */
   max_filter_share: 0.1,
-  /** From this share of the sequential scans explained by plans that read the table whole, it is read whole on purpose. */
+  /** From this share of the full reads explained by plans that read the table whole, it is read whole on purpose. */
   whole_read_share: 0.9,
   /** The costliest statements of the window whose newest plans are read. */
   top_statements: 20,
@@ -100,12 +105,14 @@ async function planScans(ctx: DoctorContext, windowMs: number, top: number): Pro
 
 interface Scanned {
   table: TableRow
+  /** PostgreSQL's seq_scan: one per process taking part in a scan. */
   seq: number
+  /** seq_tup_read / n_live_tup: how many times the table's rows were read by sequential scans. */
+  fullReads: number
   idx: number
   rows: number
+  /** Full reads against index scans. */
   share: number
-  /** Rows read per sequential scan, as a share of the live rows. */
-  readShare: number
   /** The costliest statement whose plan filters the table by a Seq Scan, when one does. */
   filtered: SeqScanNode | undefined
 }
@@ -120,7 +127,7 @@ export const sequentialScans: Rule<typeof defaults> = {
     const windowMs = t.window_s * 1000
     const window = { since: ctx.now - windowMs, until: ctx.now }
     // A table counts at least as many scans since the statistics reset as in the window (barring a reset
-    // within it), so fewer rule it out without reading its timeseries.
+    // within it), and at least one per full read, so fewer rule it out without reading its timeseries.
     const candidates = (await ctx.tables())
       .filter((table) => (table.n_live_tup ?? 0) >= t.min_live_rows && (table.seq_scan ?? 0) >= t.min_seq_scans)
       .slice(0, t.max_tables)
@@ -137,9 +144,9 @@ export const sequentialScans: Rule<typeof defaults> = {
         rows += p.seq_tup_read ?? 0
       }
       const live = table.n_live_tup ?? 0
-      const share = seq + idx > 0 ? seq / (seq + idx) : 0
-      const readShare = seq > 0 && live > 0 ? rows / seq / live : 0
-      if (seq < t.min_seq_scans || readShare < t.min_scan_read_share || share < Math.min(t.min_seq_share, t.min_seq_share_with_plan)) continue
+      const fullReads = live > 0 ? rows / live : 0
+      const share = fullReads + idx > 0 ? fullReads / (fullReads + idx) : 0
+      if (fullReads < t.min_seq_scans || share < Math.min(t.min_seq_share, t.min_seq_share_with_plan)) continue
 
       plans ??= await planScans(ctx, windowMs, t.top_statements)
       const own = plans.filter((p) => p.relation === table.table_name && (p.schema === null || p.schema === table.schema_name))
@@ -147,13 +154,14 @@ export const sequentialScans: Rule<typeof defaults> = {
       // The statements are the costliest first, so the first filtering one is the one to name.
       const filtered = own.find(selective)
       if (filtered) {
-        if (share >= t.min_seq_share_with_plan) scanned.push({ table, seq, idx, rows, share, readShare, filtered })
+        if (share >= t.min_seq_share_with_plan) scanned.push({ table, seq, fullReads, idx, rows, share, filtered })
         continue
       }
-      // One call of a statement runs each of its plan's scans of the table once (or more, inside a loop).
+      // One call of a statement reads the table once for each of its plan's scans of it (or more, inside a
+      // loop), however many processes share a parallel scan.
       const wholeReads = own.reduce((sum, p) => sum + p.calls, 0)
-      if (wholeReads >= t.whole_read_share * seq) continue
-      if (share >= t.min_seq_share) scanned.push({ table, seq, idx, rows, share, readShare, filtered: undefined })
+      if (wholeReads >= t.whole_read_share * fullReads) continue
+      if (share >= t.min_seq_share) scanned.push({ table, seq, fullReads, idx, rows, share, filtered: undefined })
     }
     const severityOf = (s: Scanned) => (s.filtered || (s.table.table_size_bytes ?? 0) >= t.warning_table_bytes ? 'warning' : 'info')
     scanned.sort((a, b) => (severityOf(a) === severityOf(b) ? 0 : severityOf(a) === 'warning' ? -1 : 1) || b.rows - a.rows)
@@ -163,6 +171,13 @@ export const sequentialScans: Rule<typeof defaults> = {
       const name = pgQualified(s.table.schema_name, s.table.table_name)
       const size = s.table.table_size_bytes === null ? '' : `, ${bytes(s.table.table_size_bytes)}`
       const f = s.filtered
+      const reads = Math.round(s.fullReads)
+      const times = `${Math.abs(s.fullReads - reads) < 0.01 ? '' : 'about '}${n(reads)} ${reads === 1 ? 'time' : 'times'}`
+      // PostgreSQL's count differs from the full reads by more than n_live_tup's rounding: say whose is whose.
+      const counted =
+        s.seq > s.fullReads * 1.05 + 1
+          ? ` PostgreSQL counted ${n(s.seq)} sequential scans (seq_scan): each process of a parallel scan counts one, and a scan that stops early counts one too.`
+          : ''
       const evidence = f
         ? ` Statement ${f.query_hash} (${n(f.calls)} calls in the last ${span}, ${f.mean_time_ms.toFixed(1)} ms mean), among the costliest, reads it by a Seq Scan with Filter: ${flat(f.filter!, 200)}, estimated to keep ${n(Math.round(f.plan_rows!))} of its ${n(s.table.n_live_tup ?? 0)} rows: an index on the filtered columns would read those alone. Text: ${flat(f.query_text, 300)}`
         : ''
@@ -170,7 +185,7 @@ export const sequentialScans: Rule<typeof defaults> = {
         severity: severityOf(s),
         object: `${s.table.schema_name}.${s.table.table_name}`,
         title: `Sequential scans on ${name}`,
-        detail: `In the last ${span} ${name} (${n(s.table.n_live_tup ?? 0)} rows${size}) was read by ${n(s.seq)} sequential scans against ${n(s.idx)} index scans (${pct(s.share)} sequential); they read ${n(s.rows)} rows (seq_tup_read), ${n(Math.round(s.rows / s.seq))} per scan.${evidence}`,
+        detail: `In the last ${span} ${name} (${n(s.table.n_live_tup ?? 0)} rows${size}) was read whole ${times} by sequential scans (${n(s.rows)} rows, seq_tup_read, over its ${n(s.table.n_live_tup ?? 0)} live rows) against ${n(s.idx)} index scans (${pct(s.share)} sequential).${counted}${evidence}`,
         recommendation: f
           ? `Index the columns that statement filters ${name} on (and check the other statements that scan it); build the index CONCURRENTLY so writes go on.`
           : `Find the statements that scan ${name} in pg_stat_statements and index the columns they filter or join on; scans that need the whole table anyway (reports, exports) are expected.`,
@@ -182,12 +197,11 @@ export const sequentialScans: Rule<typeof defaults> = {
         ],
         how_to_fix: [`CREATE INDEX CONCURRENTLY ON ${name} (<filtered columns>);${f ? `   -- the columns of the Filter of statement ${commentText(f.query_hash, 64)}, named in the detail` : ''}`],
         metrics: {
+          full_reads: Number(s.fullReads.toFixed(2)),
           seq_scan: s.seq,
           idx_scan: s.idx,
           seq_share: Number(s.share.toFixed(4)),
           seq_tup_read: s.rows,
-          rows_per_scan: Math.round(s.rows / s.seq),
-          scan_read_share: Number(s.readShare.toFixed(4)),
           n_live_tup: s.table.n_live_tup,
           table_size_bytes: s.table.table_size_bytes,
           ...(f ? { query_hash: f.query_hash, filter: f.filter } : {}),
@@ -202,7 +216,7 @@ export const sequentialScans: Rule<typeof defaults> = {
         title: `${rest.length} more tables read by frequent sequential scans`,
         detail: `Besides the tables named above, ${rest.length} more tables of ${n(t.min_live_rows)} rows or more were read by frequent full sequential scans in the last ${span}: ${rest
           .slice(0, 20)
-          .map((s) => `${s.table.schema_name}.${s.table.table_name} (${n(s.seq)} scans)`)
+          .map((s) => `${s.table.schema_name}.${s.table.table_name} (read whole ${n(Math.round(s.fullReads))} times)`)
           .join(', ')}${rest.length > 20 ? ', ...' : ''}.`,
         recommendation: 'Index the columns their statements filter on, the busiest first.',
         how_to_investigate: [
