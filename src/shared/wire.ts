@@ -310,7 +310,16 @@ export const MutationEntry = T.Object({
 })
 export type MutationEntry = Static<typeof MutationEntry>
 
-export const CollectorError = T.Object({ collector: T.String(), message: T.String({ maxLength: text.collectorMessage }) })
+export const CollectorError = T.Object({
+  collector: T.String(),
+  message: T.String({ maxLength: text.collectorMessage }),
+  /**
+   * A collector note's level: 'info' for what the agent leaves out by design (write statements its
+   * read-only role may not explain), shown on the page it concerns rather than as a warning on every
+   * page; absent for a note to act on. Optional: older agents never send it, older servers drop it.
+   */
+  level: T.Optional(T.Literal('info')),
+})
 
 export { tagLimits }
 
