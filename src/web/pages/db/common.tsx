@@ -280,7 +280,12 @@ export function NoDataYet({ db }: { db: Database }) {
 export interface AgentNote {
   collector: string
   message: string
+  /** 'info': what the agent leaves out by design (writes its read-only role may not explain), shown on the page it concerns, not on the overview. */
+  level?: 'info'
 }
+
+/** The notes to act on, shown on the overview: info notes stay on the page they concern (statements). */
+export const warningNotes = (notes: AgentNote[]) => notes.filter((n) => n.level !== 'info')
 
 /** True on a phone-width screen (the stylesheet's 720 px breakpoint), read once. */
 const narrowScreen = () => typeof matchMedia === 'function' && matchMedia('(max-width: 720px)').matches
@@ -302,7 +307,7 @@ export function AgentNotes({ notes, extra, count = 0, title = 'The agent reports
         </summary>
         <ul>
           {notes.map((n) => (
-            <li key={n.collector}>
+            <li key={`${n.collector}:${n.level ?? ''}`}>
               <code>{n.collector}</code>: {n.message}
             </li>
           ))}

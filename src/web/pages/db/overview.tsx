@@ -6,7 +6,7 @@
 import { useCallback, useState } from 'preact/hooks'
 import { Async, ErrorBox, Loading, ago, fmtMs, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
 import type { Loaded } from '../../components/ui.tsx'
-import { type AgentNote, AgentNotes, ApiProblem, Card, NoDataYet, SeverityBadge, apiPath, bucketFor, dbHref, fmtDuration, fmtRatio, statusClass, useEvery } from './common.tsx'
+import { type AgentNote, AgentNotes, ApiProblem, Card, NoDataYet, SeverityBadge, apiPath, bucketFor, dbHref, fmtDuration, fmtRatio, statusClass, useEvery, warningNotes } from './common.tsx'
 import { SeriesChart, type SeriesSpec } from './series-chart.tsx'
 import type { Database, Doctor, PageProps } from './types.ts'
 
@@ -203,7 +203,7 @@ export function OverviewPage(props: PageProps) {
     <Async loaded={overview}>
       {(o) => (
         <div class="stack">
-          <AgentNotes notes={o.agent_notes ?? []} />
+          <AgentNotes notes={warningNotes(o.agent_notes ?? [])} />
           <Figures db={db} o={o} doctor={props.doctor.data} />
           <Activity db={db} />
           <div class="grid-2">
