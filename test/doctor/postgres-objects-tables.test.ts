@@ -342,12 +342,21 @@ describe('pg_sequential_scans', () => {
       expect(orders.detail).toContain(`Statement ${filtering.query_hash} (120 calls in the last hour`)
       expect(orders.detail).toMatch(/reads it by a Seq Scan with Filter: \(customer_id = \$1\), estimated to keep \d+ of its 100,000 rows/)
       expect(orders.detail).toContain('Text: SELECT * FROM orders WHERE customer_id = $1')
-      // The Filter's text is in the detail (above): the command names the statement.
-      expect(orders.how_to_fix).toEqual([`CREATE INDEX CONCURRENTLY ON public.orders (<filtered columns>);   -- the columns of the Filter of statement ${filtering.query_hash}, named in the detail`])
+      // The index from the plan's Filter: its column, the statement it serves and that statement's share of
+      // the statement time (its total over the 100 costliest statements' total, as /queries says); the
+      // existing index leads with created_at, not customer_id, so it is not named.
+      expect(orders.detail).toContain('an index on (customer_id) would read those alone.')
+      const top = (await rig.api('/queries?sort_by=total_time&limit=100')) as { query_hash: string; total_time_ms: number }[]
+      const all = top.reduce((sum, q) => sum + q.total_time_ms, 0)
+      const share = top.find((q) => q.query_hash === filtering.query_hash)!.total_time_ms / all
+      expect(orders.metrics).toMatchObject({ index_columns: 'customer_id', statements_served: 1, existing_index: null })
+      expect(orders.metrics.statement_time_share).toBeCloseTo(share, 3)
+      expect(orders.detail).toContain(`An index leading with customer_id serves that statement: ${(share * 100).toFixed(1)} % of the statement time in the last hour.`)
+      expect(orders.how_to_fix).toEqual([`CREATE INDEX CONCURRENTLY ON public.orders (customer_id);   -- for statement ${filtering.query_hash}`])
       expect(orders.how_to_investigate).toContain(`GET /api/v1/databases/${rig.dbId}/queries/${filtering.query_hash}/explain   -- its sampled plans`)
 
-      // The cure: the index on the filtered column; the statement's next plan uses it.
-      await rig.sql.unsafe(orders.how_to_fix[0].replace('<filtered columns>', 'customer_id'))
+      // The cure: the advised index, as it is; the statement's next plan uses it.
+      await rig.sql.unsafe(orders.how_to_fix[0])
       await workload(rig.dsn, async (sql) => {
         for (let i = 0; i < 180; i++) await sql`SELECT * FROM orders WHERE id = ${i * 500 + 1}`
         for (let i = 0; i < 120; i++) await sql`SELECT * FROM orders WHERE customer_id = ${i}`

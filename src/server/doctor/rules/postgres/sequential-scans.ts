@@ -14,13 +14,19 @@
 //   with a Filter estimated to keep few of its rows is an index missing: then a share of sequential
 //   scans from 5 % (PgHero flags index use under 95 %) is a warning. Plans that read it whole (no such
 //   filter) and account for its scans mean it is read whole on purpose: no finding.
+// - The index to create is read from the plans too (index-advice.ts): the columns the Seq Scan's Filter
+//   and the joins above it compare, equality first, then one range; with the statements whose plans an
+//   index leading with those columns would serve and their share of the statement time, and the
+//   existing index that already leads with them, if any (then the planner chose the Seq Scan anyway:
+//   stale statistics, a type mismatch or too little selectivity, and no new index is proposed).
 // - Without a plan that says either, the statistics alone decide: more than half of the scans
 //   sequential is a note, and a warning on tables of 100 MB or more, where each scan reads that much.
 import type { StoredPlan } from '../../../store/sql-plans.ts'
-import type { TableRow } from '../../../store/sql-objects.ts'
+import type { IndexRow, TableRow } from '../../../store/sql-objects.ts'
 import type { DoctorContext } from '../../context.ts'
+import { type ColumnCondition, type IndexAdvice, type PlanNode, adviseIndex, indexShape, scanConditions } from '../../index-advice.ts'
 import { type FindingDraft, type Rule, bytes, pct } from '../../types.ts'
-import { commentText, pgQualified, pgRegclass, pgString, urlSegment } from '../../sql-text.ts'
+import { commentText, pgIdent, pgQualified, pgRegclass, pgString, urlSegment } from '../../sql-text.ts'
 
 const defaults = {
   /** Tables with fewer live rows are left out. */
@@ -52,14 +58,7 @@ const flat = (text: string, max: number) => {
   return one.length > max ? `${one.slice(0, max)}…` : one
 }
 
-interface PlanNode {
-  'Node Type'?: string
-  'Relation Name'?: string
-  Schema?: string
-  Filter?: string
-  'Plan Rows'?: number
-  Plans?: PlanNode[]
-}
+type ScanNode = PlanNode & { Schema?: string; 'Plan Rows'?: number }
 
 /** A Seq Scan in the newest plan of one of the costliest statements. */
 interface SeqScanNode {
@@ -67,6 +66,9 @@ interface SeqScanNode {
   query_text: string
   calls: number
   mean_time_ms: number
+  total_time_ms: number
+  /** The conditions on the scanned relation: its Filter's and those of the joins above it. */
+  conditions: ColumnCondition[]
   /** EXPLAIN names the relation; the schema only under VERBOSE, so a same-named table of another schema matches too. */
   relation: string
   schema: string | null
@@ -74,7 +76,7 @@ interface SeqScanNode {
   plan_rows: number | null
 }
 
-function seqScans(node: PlanNode | undefined, into: PlanNode[] = []): PlanNode[] {
+function seqScans(node: ScanNode | undefined, into: ScanNode[] = []): ScanNode[] {
   if (!node) return into
   if (node['Node Type'] === 'Seq Scan' && node['Relation Name']) into.push(node)
   for (const child of node.Plans ?? []) seqScans(child, into)
@@ -86,13 +88,15 @@ async function planScans(ctx: DoctorContext, windowMs: number, top: number): Pro
   const found: SeqScanNode[] = []
   for (const q of await ctx.queries(windowMs, 'total_time', top)) {
     const [newest]: StoredPlan[] = await ctx.plans(q.query_hash, windowMs)
-    const plan = (newest?.plan_json as { Plan?: PlanNode } | null | undefined)?.Plan
+    const plan = (newest?.plan_json as { Plan?: ScanNode } | null | undefined)?.Plan
     for (const node of seqScans(plan)) {
       found.push({
         query_hash: q.query_hash,
         query_text: q.query_text,
         calls: q.total_calls,
         mean_time_ms: q.mean_time_ms,
+        total_time_ms: q.total_time_ms,
+        conditions: scanConditions(plan!, node),
         relation: node['Relation Name']!,
         schema: node.Schema ?? null,
         filter: node.Filter ?? null,
@@ -115,6 +119,24 @@ interface Scanned {
   share: number
   /** The costliest statement whose plan filters the table by a Seq Scan, when one does. */
   filtered: SeqScanNode | undefined
+  /** The index those plans ask for, when their conditions name columns. */
+  advice?: Advice
+}
+
+interface Advice extends IndexAdvice {
+  /** The statements whose plans filter the table by a Seq Scan that an index leading with advice's first column serves, costliest first. */
+  statements: SeqScanNode[]
+}
+
+/** The index for the table from the filtering scans' conditions: the costliest statement's, and every statement it serves. */
+function advise(table: TableRow, filtering: SeqScanNode[], indexes: IndexRow[]): Advice | undefined {
+  const shape = indexShape(filtering[0]!.conditions)
+  if (shape.columns.length === 0) return undefined
+  const own = indexes.filter((i) => i.schema_name === table.schema_name && i.table_name === table.table_name)
+  const advice = adviseIndex(table.schema_name, table.table_name, shape.columns, own, shape.whereNull)
+  const served = filtering.filter((f) => indexShape(f.conditions).columns[0] === shape.columns[0])
+  const statements = [...new Map(served.map((f) => [f.query_hash, f])).values()]
+  return { ...advice, statements }
 }
 
 export const sequentialScans: Rule<typeof defaults> = {
@@ -152,9 +174,10 @@ export const sequentialScans: Rule<typeof defaults> = {
       const own = plans.filter((p) => p.relation === table.table_name && (p.schema === null || p.schema === table.schema_name))
       const selective = (p: SeqScanNode) => p.filter !== null && p.plan_rows !== null && p.plan_rows <= t.max_filter_share * live
       // The statements are the costliest first, so the first filtering one is the one to name.
-      const filtered = own.find(selective)
+      const filtering = own.filter(selective)
+      const filtered = filtering[0]
       if (filtered) {
-        if (share >= t.min_seq_share_with_plan) scanned.push({ table, seq, fullReads, idx, rows, share, filtered })
+        if (share >= t.min_seq_share_with_plan) scanned.push({ table, seq, fullReads, idx, rows, share, filtered, advice: advise(table, filtering, await ctx.indexes()) })
         continue
       }
       // One call of a statement reads the table once for each of its plan's scans of it (or more, inside a
@@ -166,6 +189,10 @@ export const sequentialScans: Rule<typeof defaults> = {
     const severityOf = (s: Scanned) => (s.filtered || (s.table.table_size_bytes ?? 0) >= t.warning_table_bytes ? 'warning' : 'info')
     scanned.sort((a, b) => (severityOf(a) === severityOf(b) ? 0 : severityOf(a) === 'warning' ? -1 : 1) || b.rows - a.rows)
     const span = t.window_s % 3600 === 0 ? `${t.window_s / 3600 === 1 ? 'hour' : `${t.window_s / 3600} hours`}` : `${t.window_s} s`
+    // The statement time of the window, for each advised index's share (the 100 costliest, as pg_slow_statements counts it).
+    const allMs = scanned.some((s) => s.advice)
+      ? (await ctx.queries(windowMs, 'total_time', 100)).reduce((sum, q) => sum + q.total_time_ms, 0)
+      : 0
 
     const findings: FindingDraft[] = scanned.slice(0, t.max_findings).map((s) => {
       const name = pgQualified(s.table.schema_name, s.table.table_name)
@@ -178,15 +205,33 @@ export const sequentialScans: Rule<typeof defaults> = {
         s.seq > s.fullReads * 1.05 + 1
           ? ` PostgreSQL counted ${n(s.seq)} sequential scans (seq_scan): each process of a parallel scan counts one, and a scan that stops early counts one too.`
           : ''
+      const a = s.advice
+      const columns = a ? `(${a.columns.map((c) => pgIdent(c)).join(', ')})` : ''
       const evidence = f
-        ? ` Statement ${f.query_hash} (${n(f.calls)} calls in the last ${span}, ${f.mean_time_ms.toFixed(1)} ms mean), among the costliest, reads it by a Seq Scan with Filter: ${flat(f.filter!, 200)}, estimated to keep ${n(Math.round(f.plan_rows!))} of its ${n(s.table.n_live_tup ?? 0)} rows: an index on the filtered columns would read those alone. Text: ${flat(f.query_text, 300)}`
+        ? ` Statement ${f.query_hash} (${n(f.calls)} calls in the last ${span}, ${f.mean_time_ms.toFixed(1)} ms mean), among the costliest, reads it by a Seq Scan with Filter: ${flat(f.filter!, 200)}, estimated to keep ${n(Math.round(f.plan_rows!))} of its ${n(s.table.n_live_tup ?? 0)} rows: ${a ? `an index on ${columns} would read those alone` : 'an index on the filtered columns would read those alone'}. Text: ${flat(f.query_text, 300)}`
+        : ''
+      const timeMs = a ? a.statements.reduce((sum, q) => sum + q.total_time_ms, 0) : 0
+      const benefit = a
+        ? ` An index leading with ${pgIdent(a.columns[0]!)} serves ${a.statements.length === 1 ? 'that statement' : `${a.statements.length} of the costliest statements (${a.statements
+            .slice(0, 5)
+            .map((q) => q.query_hash)
+            .join(', ')}${a.statements.length > 5 ? ', …' : ''})`}: ${allMs > 0 ? `${pct(timeMs / allMs)} of the statement time in the last ${span}` : 'their time'}.`
+        : ''
+      const existing = a?.existing
+        ? a.existing.complete
+          ? ` Index ${pgIdent(a.existing.index_name)} already leads with ${columns}, yet the planner chose the Seq Scan: its statistics may be stale (ANALYZE), the statement may compare the column with another type (a cast on the column side defeats the index), or the planner may think the filter keeps too many rows.`
+          : ` Index ${pgIdent(a.existing.index_name)} starts with some of these columns but not all of ${columns}: extend it or create the one below.`
         : ''
       return {
         severity: severityOf(s),
         object: `${s.table.schema_name}.${s.table.table_name}`,
         title: `Sequential scans on ${name}`,
-        detail: `In the last ${span} ${name} (${n(s.table.n_live_tup ?? 0)} rows${size}) was read whole ${times} by sequential scans (${n(s.rows)} rows, seq_tup_read, over its ${n(s.table.n_live_tup ?? 0)} live rows) against ${n(s.idx)} index scans (${pct(s.share)} sequential).${counted}${evidence}`,
-        recommendation: f
+        detail: `In the last ${span} ${name} (${n(s.table.n_live_tup ?? 0)} rows${size}) was read whole ${times} by sequential scans (${n(s.rows)} rows, seq_tup_read, over its ${n(s.table.n_live_tup ?? 0)} live rows) against ${n(s.idx)} index scans (${pct(s.share)} sequential).${counted}${evidence}${benefit}${existing}`,
+        recommendation: a?.existing?.complete
+          ? `Refresh ${name}'s statistics and look at the statement's plan with its real parameters before adding another index.`
+          : a
+            ? `Create the index on ${columns} below (built CONCURRENTLY, so writes go on), then check the statements' next plans.`
+            : f
           ? `Index the columns that statement filters ${name} on (and check the other statements that scan it); build the index CONCURRENTLY so writes go on.`
           : `Find the statements that scan ${name} in pg_stat_statements and index the columns they filter or join on; scans that need the whole table anyway (reports, exports) are expected.`,
         how_to_investigate: [
@@ -195,7 +240,11 @@ export const sequentialScans: Rule<typeof defaults> = {
           ...(f ? [`GET /api/v1/databases/${ctx.db.id}/queries/${urlSegment(f.query_hash)}/explain   -- its sampled plans`] : []),
           `EXPLAIN (ANALYZE, BUFFERS) <one of those statements>;   -- a Seq Scan on ${name} with a Filter names the columns to index`,
         ],
-        how_to_fix: [`CREATE INDEX CONCURRENTLY ON ${name} (<filtered columns>);${f ? `   -- the columns of the Filter of statement ${commentText(f.query_hash, 64)}, named in the detail` : ''}`],
+        how_to_fix: a?.existing?.complete
+          ? [`ANALYZE ${name};   -- then compare the statement's plan: EXPLAIN (ANALYZE, BUFFERS) with its real parameters`]
+          : a
+            ? [`${a.create}   -- for statement ${commentText(f!.query_hash, 64)}${a.statements.length > 1 ? ` and ${a.statements.length - 1} more` : ''}`]
+            : [`CREATE INDEX CONCURRENTLY ON ${name} (<filtered columns>);${f ? `   -- the columns of the Filter of statement ${commentText(f.query_hash, 64)}, named in the detail` : ''}`],
         metrics: {
           full_reads: Number(s.fullReads.toFixed(2)),
           seq_scan: s.seq,
@@ -205,6 +254,14 @@ export const sequentialScans: Rule<typeof defaults> = {
           n_live_tup: s.table.n_live_tup,
           table_size_bytes: s.table.table_size_bytes,
           ...(f ? { query_hash: f.query_hash, filter: f.filter } : {}),
+          ...(a
+            ? {
+                index_columns: a.columns.map((c) => pgIdent(c)).join(', '),
+                statements_served: a.statements.length,
+                statement_time_share: allMs > 0 ? Number((timeMs / allMs).toFixed(4)) : null,
+                existing_index: a.existing?.index_name ?? null,
+              }
+            : {}),
         },
       }
     })
