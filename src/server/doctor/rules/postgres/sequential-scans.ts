@@ -239,6 +239,11 @@ export const sequentialScans: Rule<typeof defaults> = {
           `SELECT queryid, calls, rows, round(mean_exec_time::numeric, 2) AS mean_ms, query FROM pg_stat_statements WHERE query ILIKE ${pgString(`%${s.table.table_name}%`)} ORDER BY total_exec_time DESC LIMIT 10;`,
           ...(f ? [`GET /api/v1/databases/${ctx.db.id}/queries/${urlSegment(f.query_hash)}/explain   -- its sampled plans`] : []),
           `EXPLAIN (ANALYZE, BUFFERS) <one of those statements>;   -- a Seq Scan on ${name} with a Filter names the columns to index`,
+          ...(a && a.columns.length > 1
+            ? [
+                `SELECT attname, n_distinct, null_frac, correlation FROM pg_stats WHERE schemaname = ${pgString(s.table.schema_name)} AND tablename = ${pgString(s.table.table_name)} AND attname IN (${a.columns.map(pgString).join(', ')});   -- of the equality columns, the most distinct first narrows the index best`,
+              ]
+            : []),
         ],
         how_to_fix: a?.existing?.complete
           ? [`ANALYZE ${name};   -- then compare the statement's plan: EXPLAIN (ANALYZE, BUFFERS) with its real parameters`]
