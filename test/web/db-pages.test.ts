@@ -172,7 +172,7 @@ describe("the doctor's figures in human units", () => {
   test("the catalog's time columns sent as epoch milliseconds read as times, never as counts", () => {
     // The doctor's dead-row finding sends pg_stat_user_tables' last_vacuum and last_autovacuum so.
     const at = Date.now() - 11_000
-    for (const key of ['last_vacuum', 'last_autovacuum', 'last_analyze', 'last_autoanalyze', 'stats_reset', 'xact_start', 'as_of', 'opened_at']) {
+    for (const key of ['last_vacuum', 'last_autovacuum', 'last_analyze', 'last_autoanalyze', 'stats_reset', 'xact_start', 'as_of', 'opened_at', 'holder_since']) {
       const text = formatFigure(key, at)
       expect(text).toBe(`11 s ago (${new Date(at).toLocaleString()})`)
       expect(text).not.toContain((at).toLocaleString())

@@ -1,7 +1,7 @@
 // The doctor's figures (its metrics_summary and each finding's metrics) in human units. The API names
 // each figure's unit in its key, as the server's README says (sizes are bytes, durations milliseconds):
 // `_bytes` sizes, `_ms` and `_s` / `_seconds` durations, `_s_ago` a time since, `_ratio` / `_share`
-// shares of 1, `_pct` percentages, `_at` and RFC 3339 strings points in time (and the catalog's time
+// shares of 1, `_pct` percentages, `_at`, `_since` and RFC 3339 strings points in time (and the catalog's time
 // columns, last_vacuum, xact_start…, which the doctor sends as epoch milliseconds), `_on` / `_installed` /
 // `is_…` flags of 0 and 1. The label drops the unit the value now shows; figures named after a catalog
 // column (n_dead_tup, idx_scan, blks_read…) or too terse to read (age, progress) have labels of their own.
@@ -67,8 +67,8 @@ const LABELS: Record<string, string> = {
  */
 const TIMES = new Set(['last_vacuum', 'last_autovacuum', 'last_analyze', 'last_autoanalyze', 'stats_reset', 'xact_start', 'query_start', 'backend_start', 'state_change', 'as_of'])
 
-/** True when `key` names a point in time (`_at`, or a catalog time column). */
-export const isTimeKey = (key: string) => /_at$/.test(key) || TIMES.has(key)
+/** True when `key` names a point in time (`_at`, `_since` as in holder_since, or a catalog time column). */
+export const isTimeKey = (key: string) => /_(at|since)$/.test(key) || TIMES.has(key)
 
 /** Figures whose key does not name their unit: `progress` is a share of 1. */
 const SHARES = new Set(['progress'])
