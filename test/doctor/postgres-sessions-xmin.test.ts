@@ -166,6 +166,36 @@ describe('xmin horizon held by an open transaction', () => {
   })
 })
 
+describe('wraparound held back by a transaction', () => {
+  test('a transaction older than the warning age: the wraparound finding names it, VACUUM (FREEZE) cannot cure it; ending it (the fix) and freezing does', async () => {
+    const holder = connect(rig.dsn)
+    const pid = (await holder<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`)[0]!.pid
+    await holder`BEGIN`
+    await holder`SELECT txid_current() AS wraparound_holder`
+    await burnXids(rig.sql, startXid + 400)
+    // Frozen as far as the horizon lets it: the database's age is now the holder's.
+    await rig.sql`VACUUM (FREEZE)`
+    const { before, after, findings } = await measured('pg_wraparound')
+    const finding = findings.find((f) => f.key === 'pg_wraparound:xid')
+    expect(finding).toMatchObject({ severity: 'warning', objects: ['xid', `pid ${pid}`], metrics: { held_by: `pid ${pid}`, holder_kind: 'backend' } })
+    expect(finding.metrics.age).toBeGreaterThanOrEqual(Math.max(before.xid, startXid + 400))
+    expect(finding.metrics.age).toBeLessThanOrEqual(after.xid)
+    expect(finding.metrics.holder_xmin_age).toBeGreaterThanOrEqual(startXid + 400)
+    expect(finding.detail).toContain(
+      `VACUUM (FREEZE) cannot freeze past the xmin horizon, which pid ${pid} (user postgres, application "postgres.js", from 127.0.0.1, idle in transaction; transaction open for `,
+    )
+    expect(finding.detail).toContain('last statement: SELECT txid_current() AS wraparound_holder)')
+    expect(finding.how_to_fix[0]).toStartWith(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = ${pid} AND usename = 'postgres' AND application_name = 'postgres.js' AND `)
+
+    expect(await rig.sql.unsafe(finding.how_to_fix[0])).toEqual([{ pg_terminate_backend: true }])
+    await until('the holder to end', async () => ((await rig.sql`SELECT 1 FROM pg_stat_activity WHERE pid = ${pid}`).length === 0 ? true : undefined))
+    await rig.sql`VACUUM (FREEZE)`
+    expect((await ageOf(rig.sql)).xid).toBeLessThan(startXid + 300)
+    await rig.cycle()
+    expect((await rig.findings('pg_wraparound')).filter((f) => f.key === 'pg_wraparound:xid')).toEqual([])
+  })
+})
+
 describe('xmin horizon held by a prepared transaction and by a replication slot (a server of their own)', () => {
   let own: PostgresServer
   let dsn: string
