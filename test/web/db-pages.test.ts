@@ -13,7 +13,7 @@ import { figureLabel, formatFigure } from '../../src/web/pages/db/figures.ts'
 import { latestRun } from '../../src/web/pages/db/objects.tsx'
 import { groupPlans, spread } from '../../src/web/pages/db/plan-groups.ts'
 import { misestimated, planRoot } from '../../src/web/pages/db/plan-tree.tsx'
-import { countedSince, filterStatements, listQuery, notesTitle, timeShare } from '../../src/web/pages/db/statements.tsx'
+import { countedSince, filterStatements, ioTime, ioTimingOff, listQuery, notesTitle, timeShare } from '../../src/web/pages/db/statements.tsx'
 
 const session = (pid: number, blocking: number[] = []): Session => ({
   pid,
@@ -314,5 +314,22 @@ describe('webhook test outcome', () => {
     expect(describeTest({ delivered: false, reason: TEST_NOT_DELIVERED })).toBe(`Not delivered: ${TEST_NOT_DELIVERED} (the server's log has the cause).`)
     expect(describeTest({ delivered: false, reason: 'no route.' })).toBe("Not delivered: no route (the server's log has the cause).")
     expect(describeTest({ delivered: false })).toBe("Not delivered: no answer (the server's log has the cause).")
+  })
+})
+
+describe('statement I/O time', () => {
+  const row = (read: number, write: number, blocks: number) => ({ blk_read_time_ms: read, blk_write_time_ms: write, shared_blks_read: blocks })
+
+  test('read plus write time', () => {
+    expect(ioTime(row(1.5, 2.25, 0))).toBe(3.75)
+  })
+
+  test('"track_io_timing is off" only when every statement has 0 although blocks were read', () => {
+    expect(ioTimingOff([row(0, 0, 10), row(0, 0, 0)], 0)).toBe('off')
+    expect(ioTimingOff([row(0, 0, 10)], undefined)).toBe('probably off')
+    expect(ioTimingOff([row(0, 0, 10)], 1)).toBeUndefined()
+    expect(ioTimingOff([row(0, 0, 10), row(0.2, 0, 3)], 0)).toBeUndefined()
+    expect(ioTimingOff([row(0, 0, 0)], 0)).toBeUndefined()
+    expect(ioTimingOff([], 0)).toBeUndefined()
   })
 })
