@@ -1,7 +1,8 @@
 // The doctor names the cause of dead rows VACUUM cannot remove, on real PostgreSQL 17 watched by the
 // real agent: the issue's case (a session idle in a REPEATABLE READ transaction while another deletes
 // nearly every row of a table and VACUUM runs), then a prepared transaction and a standby's
-// hot_standby_feedback through a physical replication slot on a server of this file's own. Each time
+// hot_standby_feedback, through a physical replication slot and through a WAL sender without one, on a
+// server of this file's own. Each time
 // the dead-row finding names the holder as PostgreSQL itself reports it (pg_stat_activity,
 // pg_prepared_xacts, pg_replication_slots), its fix ends exactly that holder when run as written
 // (hostile user and application names, statement text and gid included, through sql-text.ts), and the
@@ -139,7 +140,7 @@ describe("the issue's case: a session idle in a REPEATABLE READ transaction hold
   })
 })
 
-describe('a prepared transaction and a standby behind a replication slot hold back VACUUM (a server of their own)', () => {
+describe("a prepared transaction and a standby's feedback (through a slot, through a WAL sender) hold back VACUUM (a server of their own)", () => {
   let own: PostgresServer
   let dsn: string
   let sql: postgres.Sql
@@ -256,6 +257,49 @@ describe('a prepared transaction and a standby behind a replication slot hold ba
     expect(finding.how_to_fix[0]).toBe("SELECT pg_drop_replication_slot('dbm_standby');   -- only once its consumer is gone for good: a standby or subscriber using it must then be rebuilt")
     await sql.unsafe(finding.how_to_fix[0])
     await sql`VACUUM events`
+    expect(await findings('pg_dead_tuples')).toEqual([])
+    expect(await findings('pg_xmin_horizon')).toEqual([])
+  }, 120_000)
+
+  test("a standby's query held by hot_standby_feedback without a slot: the WAL sender's backend_xmin, the standby named; the standby gone, VACUUM cleans", async () => {
+    await createTable(dsn, 'feeds')
+    standby = await startStandby(own, sql, undefined, ['-c', 'max_prepared_transactions=2', '-c', 'hot_standby_feedback=on', '-c', 'wal_receiver_status_interval=1'])
+    const dbName = new URL(dsn).pathname.slice(1)
+    const reader = connect(standby.url.replace(/\/postgres$/, `/${dbName}`))
+    await until('the table on the standby', async () => ((await reader`SELECT count(*)::int AS n FROM feeds`)[0]!.n === 20000 ? true : undefined), { ignoreErrors: true })
+    await reader`BEGIN ISOLATION LEVEL REPEATABLE READ`
+    await reader`SELECT count(*) FROM feeds`
+    const [{ xmin }] = (await reader`SELECT backend_xmin::text AS xmin FROM pg_stat_activity WHERE pid = pg_backend_pid()`) as unknown as [{ xmin: string }]
+    let sender: { pid: number; application_name: string; client_addr: string } | undefined
+    await until("the WAL sender to hold the standby query's xmin", async () => {
+      const [row] = await sql<{ pid: number; application_name: string; client_addr: string; xmin: string }[]>`
+        SELECT pid, application_name, host(client_addr) AS client_addr, backend_xmin::text AS xmin FROM pg_stat_replication`
+      if (row?.xmin !== xmin) return undefined
+      sender = row
+      return true
+    })
+    await agent.cycleAll()
+    const stats = await deleteAndVacuum(dsn, sql, 'feeds')
+    expect(stats).toMatchObject({ n_live_tup: 10, n_dead_tup: 19_990 })
+
+    const [finding] = await findings('pg_dead_tuples')
+    expect(finding).toMatchObject({
+      key: 'pg_dead_tuples:public.feeds',
+      title: `Vacuum cannot clean public.feeds until the standby behind WAL sender pid ${sender!.pid} finishes its oldest query`,
+      metrics: { n_dead_tup: 19_990, held_by: `pid ${sender!.pid}`, holder_kind: 'walsender' },
+    })
+    expect(finding.detail).toContain(
+      `The holder: WAL sender pid ${sender!.pid} (application "${sender!.application_name}" from ${sender!.client_addr}), relaying the hot_standby_feedback of a standby`,
+    )
+    expect(finding.how_to_fix[0]).toStartWith('SELECT pid, now() - xact_start AS transaction_age')
+    const [cause] = await findings('pg_xmin_horizon')
+    expect(cause).toMatchObject({ key: `pg_xmin_horizon:pid ${sender!.pid}`, severity: 'critical', title: expect.stringMatching(/^A standby's feedback holds back cleanup: /) })
+
+    await reader.end({ timeout: 1 }).catch(() => {})
+    await standby.stop()
+    standby = undefined
+    await until('the WAL sender to end', async () => ((await sql`SELECT 1 FROM pg_stat_replication`).length === 0 ? true : undefined))
+    await sql`VACUUM feeds`
     expect(await findings('pg_dead_tuples')).toEqual([])
     expect(await findings('pg_xmin_horizon')).toEqual([])
   }, 120_000)
