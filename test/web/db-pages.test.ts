@@ -10,6 +10,7 @@ import { describeTest } from '../../src/web/pages/account.tsx'
 import { type Session, blockingChains, reconnectDelay, staleAfterMs, streamStatus } from '../../src/web/pages/db/active.tsx'
 import { DEFAULT_RANGE, RANGES, bucketFor, fmtDuration, windowQuery, withWindow } from '../../src/web/pages/db/common.tsx'
 import { figureLabel, formatFigure } from '../../src/web/pages/db/figures.ts'
+import { spreadCheckpoints } from '../../src/web/pages/db/internals.tsx'
 import { latestRun } from '../../src/web/pages/db/objects.tsx'
 import { groupPlans, spread } from '../../src/web/pages/db/plan-groups.ts'
 import { misestimated, planRoot } from '../../src/web/pages/db/plan-tree.tsx'
@@ -331,5 +332,46 @@ describe('statement I/O time', () => {
     expect(ioTimingOff([row(0, 0, 10), row(0.2, 0, 3)], 0)).toBeUndefined()
     expect(ioTimingOff([row(0, 0, 0)], 0)).toBeUndefined()
     expect(ioTimingOff([], 0)).toBeUndefined()
+  })
+})
+
+describe('checkpoints spread over the minutes they ran', () => {
+  const t0 = Date.UTC(2026, 0, 1, 10, 0)
+  type Point = Parameters<typeof spreadCheckpoints>[0][number]
+  const point = (minute: number, write: number, sync: number, buffers: number, timed = 0) =>
+    ({
+      ts: new Date(t0 + minute * 60_000).toISOString(),
+      checkpoint_write_time_ms: write,
+      checkpoint_sync_time_ms: sync,
+      buffers_checkpoint: buffers,
+      checkpoints_timed: timed,
+    }) as unknown as Point
+
+  test("a timed checkpoint written over 4.5 minutes (checkpoint_timeout 5 min × 0.9) is shared among them, totals kept", () => {
+    // PostgreSQL counted it all in the minute it ended (10:05): 270 s of writes, 5,400 buffers.
+    const points = [0, 1, 2, 3, 4].map((m) => point(m, 0, 0, 0)).concat([point(5, 270_000, 0, 5400, 1)])
+    const spread = spreadCheckpoints(points, 60_000)
+    expect(spread.map((p) => p.checkpoint_write_time_ms)).toEqual([0, 30_000, 60_000, 60_000, 60_000, 60_000])
+    expect(spread.map((p) => p.buffers_checkpoint)).toEqual([0, 600, 1200, 1200, 1200, 1200])
+    // The count stays where the checkpoint ended.
+    expect(spread.map((p) => p.checkpoints_timed)).toEqual([0, 0, 0, 0, 0, 1])
+  })
+
+  test('the sync comes after the writes; buckets before the first point get points of their own', () => {
+    const spread = spreadCheckpoints([point(0, 0, 0, 0), point(1, 90_000, 30_000, 300)], 60_000)
+    // Ends 10:02: sync 10:01:30–10:02, writes 10:00:00–10:01:30.
+    expect(spread.map((p) => [p.ts.slice(11, 16), p.checkpoint_write_time_ms, p.checkpoint_sync_time_ms, p.buffers_checkpoint])).toEqual([
+      ['10:00', 60_000, 0, 200],
+      ['10:01', 30_000, 30_000, 100],
+    ])
+    const earlier = spreadCheckpoints([point(1, 120_000, 0, 40)], 60_000)
+    expect(earlier.map((p) => [p.ts.slice(11, 16), p.checkpoint_write_time_ms, p.buffers_checkpoint])).toEqual([
+      ['10:00', 60_000, 20],
+      ['10:01', 60_000, 20],
+    ])
+  })
+
+  test('an immediate CHECKPOINT (no time counted) stays where it was', () => {
+    expect(spreadCheckpoints([point(0, 0, 0, 70, 0)], 60_000)).toEqual([point(0, 0, 0, 70, 0)])
   })
 })
