@@ -68,7 +68,7 @@ for (const major of [17, 18]) {
       u.password = 'mon-pw'
       const monitor = open(u.toString())
       let now = Date.now()
-      const collect = async () => {
+      const collect = async (settings = { collectExplainPlans: true, collectReplication: false }, infos = new Map<string, string>()) => {
         const [info] = await monitor`SELECT current_setting('server_version_num')::int AS num, current_database() AS db`
         const ctx: PostgresContext = {
           name: 'orders',
@@ -77,10 +77,10 @@ for (const major of [17, 18]) {
           versionNum: info!.num,
           major,
           now: (now += explainSampling.intervalMs),
-          settings: { collectExplainPlans: true, collectReplication: false },
+          settings,
           state: new Map(),
           notes: new Map(),
-          infos: new Map(),
+          infos,
           log: createLogger('error', () => {}),
         }
         const plans = (await explainPlans.collect(ctx)).explain_plans ?? []
@@ -101,6 +101,10 @@ for (const major of [17, 18]) {
         ),
       )
       expect(await contents()).toEqual(before)
+      // Sampling turned off server-side (collect_explain_plans): the note goes with it.
+      const off = await collect({ collectExplainPlans: false, collectReplication: false }, readOnly.ctx.infos)
+      expect(off.plans).toEqual([])
+      expect(off.ctx.infos?.has('explain_plans')).toBe(false)
 
       // Granted the write privileges, the agent explains the writes too, without running them.
       await app.unsafe(`GRANT INSERT, UPDATE, DELETE ON orders, order_log TO ${role}`)

@@ -515,6 +515,10 @@ export const explainPlans: PostgresCollector = {
     if (ctx.settings.collectExplainPlans && (sampledAt === undefined || ctx.now - sampledAt >= explainSampling.intervalMs)) {
       ctx.state.set(SAMPLED_AT, ctx.now)
       plans.push(...(await sample(ctx, state)))
+    } else if (!ctx.settings.collectExplainPlans) {
+      // Sampling turned off (collect_explain_plans): what the last sampling left unexplained no longer applies.
+      ctx.notes.delete('explain_plans')
+      ctx.infos?.delete('explain_plans')
     }
     if (ctx.pgLogDir) plans.push(...(await readAutoExplainPlans(ctx.pgLogDir, state.logOffsets, ctx.now, ctx.log)))
     return plans.length > 0 ? { explain_plans: plans.slice(0, 200) } : {}
