@@ -11,6 +11,7 @@ import { type Session, blockingChains, reconnectDelay, staleAfterMs, streamStatu
 import { DEFAULT_RANGE, RANGES, bucketFor, fmtDuration, windowQuery, withWindow } from '../../src/web/pages/db/common.tsx'
 import { figureLabel, formatFigure } from '../../src/web/pages/db/figures.ts'
 import { spreadCheckpoints } from '../../src/web/pages/db/internals.tsx'
+import { healthPollMs } from '../../src/web/pages/database.tsx'
 import { latestRun } from '../../src/web/pages/db/objects.tsx'
 import { groupPlans, spread } from '../../src/web/pages/db/plan-groups.ts'
 import { misestimated, planRoot } from '../../src/web/pages/db/plan-tree.tsx'
@@ -373,5 +374,11 @@ describe('checkpoints spread over the minutes they ran', () => {
 
   test('an immediate CHECKPOINT (no time counted) stays where it was', () => {
     expect(spreadCheckpoints([point(0, 0, 0, 70, 0)], 60_000)).toEqual([point(0, 0, 0, 70, 0)])
+  })
+})
+
+describe('the header follows the agent', () => {
+  test('it asks for the status at the poll interval, from 1 s to 30 s', () => {
+    expect([healthPollMs(1), healthPollMs(10), healthPollMs(300), healthPollMs(0)]).toEqual([1000, 10_000, 30_000, 10_000])
   })
 })

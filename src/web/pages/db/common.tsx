@@ -3,7 +3,7 @@
 // periodic reloads, badges, key-figure cards, a percentage meter, duration formatting, the "no data
 // yet" state, the agent's collector notes and the note that verifying the email unlocks something.
 import type { ComponentChildren } from 'preact'
-import { useEffect, useId, useMemo, useState } from 'preact/hooks'
+import { useEffect, useId, useMemo, useRef, useState } from 'preact/hooks'
 import { ApiError, api } from '../../api.ts'
 import { Empty, ErrorBox, fmtMs } from '../../components/ui.tsx'
 import type { Database, Severity } from './types.ts'
@@ -183,14 +183,16 @@ export function TimeRangePicker({ tw, setQuery }: { tw: TimeWindow & { refresh()
 
 // ---- small pieces ----
 
-/** Calls `fn` every `ms` while the page is shown. */
+/** Calls `fn` (the latest one given) every `ms` while the page is shown; a new `fn` does not restart the timer. */
 export function useEvery(ms: number, fn: () => void): void {
+  const latest = useRef(fn)
+  latest.current = fn
   useEffect(() => {
     const timer = setInterval(() => {
-      if (document.visibilityState === 'visible') fn()
+      if (document.visibilityState === 'visible') latest.current()
     }, ms)
     return () => clearInterval(timer)
-  }, [ms, fn])
+  }, [ms])
 }
 
 export function SeverityBadge({ severity }: { severity: Severity | string }) {
