@@ -159,7 +159,7 @@ describe('xmin horizon held by an open transaction', () => {
     expect(finding.how_to_fix[0]).toMatch(
       new RegExp(`^SELECT pg_terminate_backend\\(pid\\) FROM pg_stat_activity WHERE pid = ${pid} AND usename = 'postgres' AND application_name = 'postgres\\.js' AND abs\\(extract\\(epoch FROM xact_start\\) \\* 1000 - \\d+\\) < 1;   -- ends that session`),
     )
-    expect(await rig.sql.unsafe(finding.how_to_fix[0])).toEqual([{ pg_terminate_backend: true }])
+    expect(Array.from(await rig.sql.unsafe(finding.how_to_fix[0])) as unknown[]).toEqual([{ pg_terminate_backend: true }])
     await until('the holder to end', async () => ((await rig.sql`SELECT 1 FROM pg_stat_activity WHERE pid = ${pid}`).length === 0 ? true : undefined))
     await rig.cycle()
     expect(await rig.findings('pg_xmin_horizon')).toEqual([])
@@ -187,7 +187,7 @@ describe('wraparound held back by a transaction', () => {
     expect(finding.detail).toContain('last statement: SELECT txid_current() AS wraparound_holder)')
     expect(finding.how_to_fix[0]).toStartWith(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = ${pid} AND usename = 'postgres' AND application_name = 'postgres.js' AND `)
 
-    expect(await rig.sql.unsafe(finding.how_to_fix[0])).toEqual([{ pg_terminate_backend: true }])
+    expect(Array.from(await rig.sql.unsafe(finding.how_to_fix[0])) as unknown[]).toEqual([{ pg_terminate_backend: true }])
     await until('the holder to end', async () => ((await rig.sql`SELECT 1 FROM pg_stat_activity WHERE pid = ${pid}`).length === 0 ? true : undefined))
     await rig.sql`VACUUM (FREEZE)`
     expect((await ageOf(rig.sql)).xid).toBeLessThan(startXid + 300)

@@ -247,7 +247,12 @@ export function xminHolders(ctx: DoctorContext): Promise<Holder[]> {
  * every row deleted since). Undefined when nothing holds it, or when no VACUUM has run since.
  */
 export async function heldBy(ctx: DoctorContext, lastVacuum: number | null): Promise<Holder | undefined> {
-  const oldest = (await xminHolders(ctx)).filter((h) => h.dataAge !== null).sort((a, b) => b.dataAge! - a.dataAge!)[0]
+  const oldest = await oldestDataHolder(ctx)
   if (!oldest || oldest.since === null || lastVacuum === null) return undefined
   return lastVacuum >= oldest.since ? oldest : undefined
+}
+
+/** The oldest holder of the tables' horizon (catalog-only holders left out), if any. */
+export async function oldestDataHolder(ctx: DoctorContext): Promise<Holder | undefined> {
+  return (await xminHolders(ctx)).filter((h) => h.dataAge !== null).sort((a, b) => b.dataAge! - a.dataAge!)[0]
 }

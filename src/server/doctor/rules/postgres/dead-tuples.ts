@@ -13,7 +13,7 @@
 import { type FindingDraft, type Rule, type Severity, bytes, duration, pct, severityAbove } from '../../types.ts'
 import { pgQualified, pgRegclass } from '../../sql-text.ts'
 import type { TableRow } from '../../../store/sql-objects.ts'
-import { type Holder, heldBy } from '../../xmin-holders.ts'
+import { type Holder, heldBy, oldestDataHolder } from '../../xmin-holders.ts'
 
 const defaults = {
   /** Dead rows as a share of live + dead. */
@@ -63,6 +63,13 @@ export const deadTuples: Rule<typeof defaults> = {
   async check(ctx) {
     const t = ctx.thresholds(deadTuples)
     const flagged = await flaggedTables(ctx, t)
+    // A holder of the horizon that no VACUUM of the table has run into yet: named as a likely cause (the
+    // rows deleted after it began are beyond VACUUM's reach), with its commands among the investigation.
+    const standing = await oldestDataHolder(ctx)
+    const mayHold = (table: TableRow) =>
+      standing && standing.since !== null && (lastVacuumAt(table) ?? Number.NEGATIVE_INFINITY) < standing.since
+        ? ` ${standing.about} has held back the xmin horizon since ${duration(Math.max(0, ctx.now - standing.since))} ago: no VACUUM can remove the rows deleted or updated after that until ${standing.ends}.`
+        : ''
 
     const lastVacuum = (table: TableRow) => {
       const auto = table.last_autovacuum
@@ -112,7 +119,7 @@ export const deadTuples: Rule<typeof defaults> = {
         title: `Many dead rows in ${name}`,
         detail: `${name} has ${n(table.n_dead_tup!)} dead rows against ${n(table.n_live_tup ?? 0)} live ones (${pct(ratio)} dead)${size}; ${lastVacuum(table)}.${
           off ? ' Autovacuum is turned off for this table (autovacuum_enabled or toast.autovacuum_enabled = false in its storage parameters), so only a manual VACUUM removes them.' : ''
-        } Dead rows bloat the table and its indexes and slow every scan of them.`,
+        } Dead rows bloat the table and its indexes and slow every scan of them.${mayHold(table)}`,
         recommendation: off
           ? 'Vacuum the table now and turn autovacuum back on for it (RESET falls back to the server-wide autovacuum settings); if it was turned off to keep vacuum out of bulk loads, vacuum the table after each load or on a schedule instead.'
           : 'Vacuum the table now, then find why autovacuum fell behind: autovacuum turned off for the table, a long-running transaction or an abandoned replication slot holding back the cleanup horizon, or a scale factor too large for a table this size (lower autovacuum_vacuum_scale_factor for it).',
@@ -122,6 +129,7 @@ export const deadTuples: Rule<typeof defaults> = {
           'SELECT pid, state, xact_start, backend_xmin, left(query, 80) AS query FROM pg_stat_activity WHERE backend_xmin IS NOT NULL ORDER BY age(backend_xmin) DESC LIMIT 5;   -- old snapshots keep dead rows alive',
           'SELECT slot_name, active, xmin, catalog_xmin FROM pg_replication_slots ORDER BY age(xmin) DESC NULLS LAST;',
           'SELECT * FROM pg_stat_progress_vacuum;',
+          ...(mayHold(table) ? standing!.investigate.slice(0, 1) : []),
         ],
         how_to_fix: [
           `VACUUM (ANALYZE, VERBOSE) ${name};`,
