@@ -173,7 +173,14 @@ export const databaseStats: PostgresCollector = {
     gauges.oldest_xact_age_s = nonNegative(gauges.oldest_xact_age_s)
     gauges.xmin_backend_xact_age_s = nonNegative(gauges.xmin_backend_xact_age_s)
     gauges.xmin_prepared_age_s = nonNegative(gauges.xmin_prepared_age_s)
-    const holderRows = await ctx.sql.unsafe<HolderRow[]>(HOLDERS_SQL)
+    // The named holders are extra: if their query fails, the gauges above still go (the server then names what they say).
+    let holderRows: HolderRow[]
+    try {
+      holderRows = await ctx.sql.unsafe<HolderRow[]>(HOLDERS_SQL)
+    } catch (e) {
+      ctx.log.warn('database_stats: the holders of the xmin horizon could not be read', { database: ctx.name, cause: (e as Error).message })
+      return { database_stats: { ...delta, ...gauges } }
+    }
     const seen: FirstSeen = {}
     const xminHolders = holdersOf(holderRows, (ctx.state.get('xmin_holders') as FirstSeen | undefined) ?? {}, seen)
     ctx.state.set('xmin_holders', seen)
