@@ -1,8 +1,9 @@
 // The xmin horizon held back: VACUUM can neither remove the rows deleted or updated after the oldest
 // transaction still needing them nor freeze past it, so tables bloat and wraparound creeps closer.
-// Three kinds of holders, from the database_stats gauges: a backend's transaction or snapshot (named
-// by pid, with the session from the activity snapshot), replication slots' xmin/catalog_xmin (an
-// abandoned slot or hot_standby_feedback), and prepared transactions. Thresholds: a transaction open
+// The kinds of holders (xmin-holders.ts, from the agent's xmin_holders section or, from older agents,
+// the database_stats gauges): a backend's transaction or snapshot, or a WAL sender relaying a standby's
+// hot_standby_feedback (named by pid), replication slots' xmin/catalog_xmin (an abandoned slot or
+// hot_standby_feedback), and prepared transactions. Thresholds: a transaction open
 // over an hour is postgres-checkup's P1 (G002) → warning, a day → critical; in XIDs, 10 million
 // (a fifth of vacuum_freeze_min_age's 50 million default) → warning, and 100 million, half of
 // autovacuum_freeze_max_age's default, where freezing starts to fail → critical.
@@ -22,7 +23,6 @@ const defaults = {
 }
 
 const n = (v: number) => v.toLocaleString('en-US')
-const short = (text: string, max = 200) => (text.length > max ? `${text.slice(0, max)}…` : text)
 
 const RANK: Record<Severity, number> = { critical: 2, warning: 1, info: 0 }
 function worst(...severities: (Severity | undefined)[]): Severity | undefined {
