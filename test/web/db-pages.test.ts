@@ -11,6 +11,7 @@ import { type Session, blockingChains, reconnectDelay, staleAfterMs, streamStatu
 import { DEFAULT_RANGE, RANGES, bucketFor, fmtDuration, windowQuery, withWindow } from '../../src/web/pages/db/common.tsx'
 import { figureLabel, formatFigure } from '../../src/web/pages/db/figures.ts'
 import { spreadCheckpoints } from '../../src/web/pages/db/internals.tsx'
+import { CARD_RULES, doctorVerdict, rangeWords, worseTone } from '../../src/web/pages/db/overview.tsx'
 import { healthPollMs } from '../../src/web/pages/database.tsx'
 import { latestRun } from '../../src/web/pages/db/objects.tsx'
 import { groupPlans, spread } from '../../src/web/pages/db/plan-groups.ts'
@@ -374,6 +375,30 @@ describe('checkpoints spread over the minutes they ran', () => {
 
   test('an immediate CHECKPOINT (no time counted) stays where it was', () => {
     expect(spreadCheckpoints([point(0, 0, 0, 70, 0)], 60_000)).toEqual([point(0, 0, 0, 70, 0)])
+  })
+})
+
+describe('overview cards take the doctor’s word', () => {
+  const f = (rule: string, severity: 'critical' | 'warning' | 'info') => ({ rule, severity })
+
+  test('the worst finding on the card’s subject, counted; information leaves the card alone', () => {
+    const findings = [f('pg_dead_tuples', 'critical'), f('pg_dead_tuples', 'critical'), f('pg_dead_tuples', 'warning'), f('pg_unused_indexes', 'critical')]
+    expect(doctorVerdict(findings, CARD_RULES.dead!)).toEqual({ tone: 'critical', note: '2 critical findings' })
+    expect(doctorVerdict([f('pg_blocked_sessions', 'warning')], CARD_RULES.blocked!)).toEqual({ tone: 'warning', note: '1 warning finding' })
+    expect(doctorVerdict([f('pg_cache_hit_ratio', 'info')], CARD_RULES.hit!)).toEqual({ tone: undefined })
+    expect(doctorVerdict(undefined, CARD_RULES.dead!)).toEqual({ tone: undefined })
+  })
+
+  test('a card is as bad as the worse of its own thresholds and the doctor', () => {
+    expect(worseTone(undefined, 'critical')).toBe('critical')
+    expect(worseTone('warning', undefined)).toBe('warning')
+    expect(worseTone('warning', 'critical')).toBe('critical')
+    expect(worseTone(undefined, undefined)).toBeUndefined()
+  })
+
+  test('the range in words', () => {
+    expect(rangeWords({ range: '6h', bounds: [0, 1] })).toBe('the last 6 hours')
+    expect(rangeWords({ range: '1h', bounds: [0, 1] })).toBe('the last hour')
   })
 })
 

@@ -1,19 +1,20 @@
 // One database: its header (name, engine, status, last seen, health score), the tabs of its engine and
 // the tab's page (pages/db/*). The database record and the doctor's answer are loaded here once and
 // refreshed every minute; its status and last batch (/health, one row read) at the agent's own poll
-// interval, so that "last seen" moves with each batch and counts the seconds in between. The pages get
-// the database with its latest status, the route's item and query. The tabs keep the chosen
+// interval, so that "last seen" moves with each batch and counts the seconds in between. A database
+// whose agent stopped sending gets a red "data from HH:MM" banner above every page. The pages get the
+// database with its latest status, the route's item and query. The tabs keep the chosen
 // time window (?range=…) from page to page, and fade out on the side where more of them scroll. Past the
 // tabs, a heading naming the tab (read by screen readers, shown when focused) is where "Skip to content"
 // lands.
 import type { FunctionComponent, RefObject } from 'preact'
 import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks'
 import { ApiError } from '../api.ts'
-import { ErrorBox, Loading, ago, fmtTime, useApi } from '../components/ui.tsx'
+import { ErrorBox, Loading, ago, fmtClock, fmtTime, useApi } from '../components/ui.tsx'
 import { navigate, replaceRoute } from '../router.ts'
 import { ActivePage } from './db/active.tsx'
 import { AlertsPage, RecommendationsPage } from './db/advice.tsx'
-import { StatusBadge, dbHref, engineName, statusClass, useEvery, withWindow } from './db/common.tsx'
+import { StatusBadge, dbHref, engineName, isStale, statusClass, useEvery, withWindow } from './db/common.tsx'
 import { DoctorPage } from './db/doctor.tsx'
 import { InternalsPage } from './db/internals.tsx'
 import { LocksPage } from './db/locks.tsx'
@@ -95,6 +96,19 @@ function useLiveHealth(db: Database | undefined): Pick<Database, 'status' | 'las
   return health.data
 }
 
+/** The notice over the pages of a database whose agent stopped sending: what they show is from then. */
+function StaleBanner({ db }: { db: Database }) {
+  return (
+    <div class="banner banner-critical" role="status" data-stale>
+      <p>
+        <strong>Data from {fmtClock(db.last_seen_at)}</strong>: the agent's last batch came <LiveAgo at={db.last_seen_at} />, and it reports every{' '}
+        {db.poll_interval_seconds} s. These pages show the database as it was then, not now; check that <code>dbm agent</code> is running and can
+        reach the database and this server.
+      </p>
+    </div>
+  )
+}
+
 function Header({ db, doctor }: { db: Database; doctor: Doctor | undefined }) {
   return (
     <>
@@ -107,7 +121,7 @@ function Header({ db, doctor }: { db: Database; doctor: Doctor | undefined }) {
           {engineName(db.engine)}
           {db.engine_version ? ` ${db.engine_version}` : ''}
         </span>
-        <StatusBadge status={db.status} />
+        <StatusBadge status={db.status} stale={isStale(db)} />
         <span class="muted small" title={fmtTime(db.last_seen_at)} data-last-seen>
           last seen <LiveAgo at={db.last_seen_at} />
         </span>
@@ -232,6 +246,7 @@ function DatabaseView({ id, tab, item, query }: LayoutProps) {
   return (
     <main class="db-page">
       <Header db={live} doctor={diagnosis.data} />
+      {isStale(live) && <StaleBanner db={live} />}
       <nav class="tabs" ref={tabStrip} aria-label={`Sections of ${db.data.name}`}>
         {tabs.map((t) => (
           <a key={t.slug} href={withWindow(dbHref(db.data!, t.slug), query)} aria-current={t.slug === tab ? 'page' : undefined}>

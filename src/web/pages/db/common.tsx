@@ -195,21 +195,28 @@ export function useEvery(ms: number, fn: () => void): void {
   }, [ms])
 }
 
+/**
+ * The agent stopped sending: the database had data and is disconnected now (no batch within
+ * max(3 × poll interval, 60 s), the server's rule). Its pages then show data from that time, not now.
+ */
+export const isStale = (db: Pick<Database, 'status' | 'last_seen_at'>) => db.status === 'disconnected' && db.last_seen_at !== null
+
 export function SeverityBadge({ severity }: { severity: Severity | string }) {
   const cls = severity === 'critical' || severity === 'warning' || severity === 'info' ? `badge-${severity}` : 'badge-muted'
   return <span class={`badge ${cls}`}>{severity}</span>
 }
 
-export function StatusBadge({ status }: { status: string }) {
-  return <span class={`badge ${status === 'connected' ? 'badge-ok' : 'badge-muted'}`}>{status}</span>
+/** Connected, or disconnected: red when `stale` (the agent sent data and stopped), grey when it never sent any. */
+export function StatusBadge({ status, stale = false }: { status: string; stale?: boolean }) {
+  return <span class={`badge ${status === 'connected' ? 'badge-ok' : stale ? 'badge-critical' : 'badge-muted'}`}>{status}</span>
 }
 
 /** The doctor's status as a colour class: healthy ok, degraded warning, unhealthy critical. */
 export const statusClass = (status: string | undefined) => (status === 'unhealthy' ? 'critical' : status === 'degraded' ? 'warning' : status === 'healthy' ? 'ok' : '')
 
-export function Card({ label, value, sub, tone, href }: { label: string; value: ComponentChildren; sub?: ComponentChildren; tone?: string; href?: string }) {
+export function Card({ label, value, sub, tone, href, name }: { label: string; value: ComponentChildren; sub?: ComponentChildren; tone?: string; href?: string; name?: string }) {
   return (
-    <div class="card">
+    <div class="card" data-card={name}>
       <div class="label">{href ? <a href={href}>{label}</a> : label}</div>
       <div class={`value${tone ? ` ${tone}` : ''}`}>{value}</div>
       {sub !== undefined && <div class="sub">{sub}</div>}
