@@ -40,6 +40,7 @@ const SQL = `
          (current_setting('track_counts') = 'on')::int AS track_counts_on,
          (current_setting('full_page_writes') = 'on')::int AS full_page_writes_on,
          (current_setting('autovacuum') = 'on')::int AS autovacuum_on,
+         (current_setting('track_io_timing') = 'on')::int AS track_io_timing_on,
          EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements')::int AS pg_stat_statements_installed,
          current_setting('autovacuum_freeze_max_age')::bigint AS autovacuum_freeze_max_age,
          current_setting('autovacuum_multixact_freeze_max_age')::bigint AS autovacuum_multixact_freeze_max_age,
