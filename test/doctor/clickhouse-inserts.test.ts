@@ -3,6 +3,7 @@
 // many INSERTs of few rows each (query_log is the rig's seeded one: chdb logs no queries itself).
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { insertTarget } from '../../src/server/doctor/rules/clickhouse/inserts.ts'
+import { chTable } from '../../src/server/doctor/sql-text.ts'
 import { seedQueryLog } from '../support/clickhouse-system-tables.ts'
 import { type ClickHouseDoctorRig, clickhouseDoctorRig } from '../support/doctor.ts'
 
@@ -34,6 +35,11 @@ test('the target of an INSERT statement, in the forms ClickHouse accepts', () =>
   expect(insertTarget('SELECT 1 -- INSERT INTO t')).toBeUndefined()
   expect(insertTarget('INSERTINTO t')).toBeUndefined()
   expect(insertTarget('INSERT INTO `unterminated')).toBeUndefined()
+  // Every name as chTable writes it (the findings' own quoting) reads back exact: escapes and UTF-8 bytes.
+  for (const name of ['plain', 'with space', 'new\nline\ttab', 'back\\slash`tick\'quote', '*/ ünï 𝄞', 'nul\u0000bidi\u202e', '']) {
+    const text = `INSERT INTO ${chTable('db', name || 'x')} VALUES`
+    expect(insertTarget(text)).toEqual({ database: 'db', table: name || 'x' })
+  }
 })
 
 test("a partition's parts name the INSERT that writes them; small INSERTs are a finding of their own", async () => {

@@ -15,7 +15,7 @@ import { diagnose } from '../../src/server/doctor/index.ts'
 import { clickhouseRules } from '../../src/server/doctor/rules/clickhouse/index.ts'
 import { rules } from '../../src/server/doctor/rules/index.ts'
 import { postgresRules } from '../../src/server/doctor/rules/postgres/index.ts'
-import { chIdent, chString, pgIdent, pgIndexDefinition, pgString } from '../../src/server/doctor/sql-text.ts'
+import { chIdent, chString, chTable, pgIdent, pgIndexDefinition, pgString } from '../../src/server/doctor/sql-text.ts'
 import type { Finding } from '../../src/server/doctor/types.ts'
 import type { IngestBatch } from '../../src/shared/wire.ts'
 import { createLogger } from '../../src/shared/log.ts'
@@ -372,6 +372,18 @@ function clickhouseBatches(v: Variant, now: number): IngestBatch[] {
           shared_blks_read: 0,
           errors: 20,
           p99_ms: 5000,
+        },
+        // Single-row INSERTs into a parts table, 100 a second (ch_small_inserts; ch_parts_per_partition names it).
+        {
+          query_hash: t('hash2', 64),
+          query_text: `INSERT INTO ${chTable(db, t('parts1'))} FORMAT JSONEachRow`,
+          calls: 6000,
+          total_time_ms: 6000,
+          rows: 6000,
+          shared_blks_hit: 0,
+          shared_blks_read: 0,
+          errors: 0,
+          p99_ms: 2,
         },
       ],
       server_metrics: {

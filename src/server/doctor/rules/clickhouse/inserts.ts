@@ -19,24 +19,43 @@ export interface InsertTarget {
   table: string
 }
 
-/** One identifier at `text[i]`: its name and the index after it, or undefined. */
+const ESCAPES: Record<string, string> = { b: '\b', f: '\f', r: '\r', n: '\n', t: '\t', '0': '\0', a: '\x07', v: '\v', e: '\x1b' }
+
+/**
+ * One identifier at `text[i]`: its name and the index after it, or undefined. A quoted one takes
+ * ClickHouse's escapes (as in string literals: `\n`, `\t`, `\xHH` bytes of UTF-8, `\` before any other
+ * character for that character) and a doubled quote.
+ */
 function identifierAt(text: string, i: number): { name: string; end: number } | undefined {
   const quote = text[i]
   if (quote === '`' || quote === '"') {
-    let name = ''
+    const bytes: number[] = []
+    const encoder = new TextEncoder()
+    const add = (s: string) => bytes.push(...encoder.encode(s))
     for (let j = i + 1; j < text.length; j++) {
       const c = text[j]!
       if (c === '\\' && j + 1 < text.length) {
-        name += text[++j]
+        const next = text[++j]!
+        const hex = next === 'x' ? /^[0-9A-Fa-f]{2}/.exec(text.slice(j + 1, j + 3)) : null
+        if (hex) {
+          bytes.push(parseInt(hex[0], 16))
+          j += 2
+        } else {
+          add(ESCAPES[next] ?? next)
+        }
       } else if (c === quote) {
         if (text[j + 1] === quote) {
-          name += quote
+          add(quote)
           j++
         } else {
+          const name = new TextDecoder().decode(new Uint8Array(bytes))
           return name ? { name, end: j + 1 } : undefined
         }
       } else {
-        name += c
+        // A surrogate pair stays whole.
+        const cp = text.codePointAt(j)!
+        add(String.fromCodePoint(cp))
+        if (cp > 0xffff) j++
       }
     }
     return undefined
