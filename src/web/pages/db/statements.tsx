@@ -295,7 +295,8 @@ export function StatementsPage({ db, query, setQuery, doctor }: PageProps) {
           // Counting started when the agent first sent (the database's registration) or, where the API says, at the statements' first buckets.
           const firsts = rows.map((r) => epochOf(r.first_bucket)).filter((t): t is number => t !== undefined)
           const since = countedSince(firsts.length > 0 ? Math.min(...firsts) : db.created_at, tw.bounds[0])
-          const timing = db.engine === 'postgres' ? ioTimingOff(rows, stats.data?.track_io_timing_on) : undefined
+          // Once the setting is read (or known not to be reported): no "probably" while it loads.
+          const timing = db.engine === 'postgres' && (stats.data || stats.error) ? ioTimingOff(rows, stats.data?.track_io_timing_on) : undefined
           return (
             <>
               {since !== undefined && <CountedSince since={since} engine={db.engine} />}
