@@ -20,7 +20,7 @@ import type { Browser, Page } from 'playwright-core'
 import postgres from 'postgres'
 import { fmtMs } from '../../src/web/components/ui.tsx'
 import { type AgentRig, startAgentRig, waitForBaseline, waitForCycles } from '../support/agent.ts'
-import { type BrowserPage, launchBrowser, openPage } from '../support/browser.ts'
+import { type BrowserPage, horizontalOverflow, launchBrowser, openPage } from '../support/browser.ts'
 import { sharedPostgres } from '../support/postgres.ts'
 import { until } from '../support/wait.ts'
 
@@ -261,6 +261,11 @@ describe('issue 14: the dashboard (Chromium)', () => {
     await expect(page.locator('[data-card="hit"] .sub').textContent()).resolves.toStartWith('over the last hour')
     expect(await page.getByRole('link', { name: 'All statements' }).getAttribute('href')).toBe(`#/databases/${shop.dbId}/queries?range=1h`)
     await b.screenshot('issue14-overview-1h')
+    // At phone width the range picker and the cards' longer notes overflow nothing.
+    await page.setViewportSize({ width: 390, height: 844 })
+    await page.locator('[data-card="dead"]').waitFor()
+    expect(await horizontalOverflow(page)).toBe(0)
+    await b.screenshot('issue14-overview-phone')
     b.assertNoErrors()
   }, TEST_MS)
 
