@@ -284,3 +284,35 @@ for (const major of [13, 17, 18] as const) {
     )
   })
 }
+
+test('as the README monitoring role (pg_monitor) on PostgreSQL 17: every parity collector runs; bloat leaves out the tables whose pg_stats the role may not read until pg_read_all_data', async () => {
+  const url = await (await sharedPostgres(17)).freshDatabase()
+  const admin = connect(url, 'dbm-parity-admin')
+  const role = `dbm_parity_monitor_${Math.random().toString(36).slice(2, 8)}`
+  await admin.unsafe(`CREATE ROLE ${role} LOGIN PASSWORD 'monitor-pass' IN ROLE pg_monitor`)
+  let monitor: postgres.Sql | undefined
+  try {
+    await admin.unsafe(`CREATE TABLE hidden (id int, note text)`)
+    await admin.unsafe(`INSERT INTO hidden SELECT g, 'n' || g FROM generate_series(1, 5000) g`)
+    await admin.unsafe(`ALTER TABLE hidden ADD CONSTRAINT hidden_ck CHECK (id > 0) NOT VALID`)
+    await admin.unsafe(`ANALYZE hidden`)
+    const parsed = new URL(url)
+    parsed.username = role
+    parsed.password = 'monitor-pass'
+    monitor = connect(parsed.toString(), 'dbm-parity-monitor', 2)
+    const ctx = contextFor(monitor, 17)
+    expect((await run(constraints, ctx)).invalid_constraints!.map((c) => c.constraint_name)).toEqual(['hidden_ck'])
+    // pg_monitor reads every session's state (pg_read_all_stats).
+    const groups = (await run(connections, ctx)).connections!
+    expect(groups.find((g) => g.application_name === 'dbm-parity-admin')?.state).toBe('idle')
+    expect((await run(progress, ctx)).progress).toEqual([])
+    expect((await run(bloat, ctx)).bloat!.filter((b) => b.table_name === 'hidden')).toEqual([])
+    await admin.unsafe(`GRANT pg_read_all_data TO ${role}`)
+    const estimated = (await run(bloat, contextFor(monitor, 17))).bloat!.filter((b) => b.table_name === 'hidden')
+    expect(estimated.map((b) => [b.kind, b.live_rows])).toEqual([['table', 5000]])
+  } finally {
+    // The role's sessions end before it is dropped.
+    await monitor?.end({ timeout: 1 })
+    await admin.unsafe(`DROP OWNED BY ${role}; DROP ROLE ${role}`)
+  }
+})

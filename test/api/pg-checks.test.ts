@@ -1,7 +1,8 @@
 // The PgHero-parity endpoints (/constraints/invalid, /bloat, /connections, /progress) on both stores:
 // what the latest batch carrying each section said, with hostile names passed through as data and the
 // VALIDATE command quoted; empty with collected_at null for an agent that predates the sections (and
-// a later batch without a section keeps the last one); bad parameters are 400s naming the field,
+// a later batch without a section keeps the last one; a newer agent's unknown fields are left out); bad
+// parameters are 400s naming the field,
 // ClickHouse databases 400, other organizations 404.
 import { describe, expect, test } from 'bun:test'
 import type { BloatEstimate, ConnectionGroup, InvalidConstraint, ProgressEntry } from '../../src/shared/wire.ts'
@@ -138,6 +139,14 @@ for (const kind of storeKinds) {
       await session.ingest(pgBatch('checked', at(9), { invalid_constraints: [] }))
       expect((await session.ok(id, '/progress')).operations).toEqual([])
       expect((await session.ok(id, '/constraints/invalid')).constraints.length).toBe(1)
+    })
+
+    test('a newer agent: a field of these sections this server does not know is left out, the rest stored', async () => {
+      const id = await session.ingest({
+        ...pgBatch('newer-agent', at(10), { progress: [{ ...running, ...({ delay_time_ms: 12 } as object) }] }),
+        ...({ future_section: [{ a: 1 }] } as object),
+      } as ReturnType<typeof pgBatch>)
+      expect(await session.ok(id, '/progress')).toEqual({ collected_at: iso(at(10)), operations: [{ ...running, started_at: iso(at(9)) }] })
     })
 
     test('bad parameters are 400s naming the field; ClickHouse is refused; other organizations get 404', async () => {
