@@ -1,9 +1,8 @@
 // The PgHero-parity endpoints (/constraints/invalid, /bloat, /connections, /progress) on both stores:
 // what the latest batch carrying each section said, with hostile names passed through as data and the
-// VALIDATE command quoted; empty with collected_at null for an agent that predates the sections (and
-// a later batch without a section keeps the last one; a newer agent's unknown fields are left out); bad
-// parameters are 400s naming the field,
-// ClickHouse databases 400, other organizations 404.
+// VALIDATE command quoted; empty with collected_at null for an agent that predates the sections; a
+// later batch without a section keeps the last one; a newer agent's unknown fields are left out; bad
+// parameters are 400s naming the field, ClickHouse databases 400, other organizations 404.
 import { describe, expect, test } from 'bun:test'
 import type { BloatEstimate, ConnectionGroup, InvalidConstraint, ProgressEntry } from '../../src/shared/wire.ts'
 import { agentSession, at, iso, pgBatch } from '../support/batches.ts'
