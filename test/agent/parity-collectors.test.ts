@@ -1,7 +1,8 @@
 // The PgHero-parity collectors (constraints, connections, progress, bloat) against real PostgreSQL 13
 // to 18, with schema, table, constraint and application names carrying quotes, newlines, comment ends
 // and unicode. Each expectation is what PostgreSQL itself says: pg_constraint, pg_stat_activity,
-// pg_stat_progress_create_index, and for bloat the space a rewrite (VACUUM FULL) gives back and
+// pg_stat_progress_create_index and _vacuum (a CREATE INDEX CONCURRENTLY and a VACUUM held in a phase by
+// a lock, never by timing), and for bloat the space a rewrite (VACUUM FULL) gives back and
 // pgstattuple's free space.
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { Value } from '@sinclair/typebox/value'
@@ -214,6 +215,48 @@ for (const major of postgresMajors) {
         await building
       }
       expect((await run(progress, contextFor(agent, major))).progress).toEqual([])
+    })
+
+    test('progress: VACUUM (FREEZE) held in "scanning heap" by a cursor pinning a page, with the view\'s block counts', async () => {
+      const table = `${quoteIdent(SCHEMA)}.${quoteIdent('vac "t"\n*/ é')}`
+      await admin.unsafe(`CREATE TABLE ${table} (id int, pad text)`)
+      await admin.unsafe(`INSERT INTO ${table} SELECT g, repeat('v', 100) FROM generate_series(1, 20000) g`)
+      // An open cursor keeps a pin on the page it stands on; an aggressive VACUUM must freeze that page's rows and waits for the pin to go.
+      const holder = connect(url, 'dbm-parity-pin')
+      await holder.unsafe('BEGIN')
+      await holder.unsafe(`DECLARE pin CURSOR FOR SELECT * FROM ${table}`)
+      await holder.unsafe('FETCH 1 FROM pin')
+      const vacuumer = connect(url, 'dbm-parity-vacuum')
+      const vacuuming = vacuumer.unsafe(`VACUUM (FREEZE) ${table}`).then(() => undefined)
+      try {
+        const view = await until('the vacuum to wait for the pin', async () => {
+          const [row] = await admin`
+            SELECT p.pid, p.phase, p.heap_blks_scanned::int AS scanned, p.heap_blks_total::int AS total, a.wait_event
+            FROM pg_stat_progress_vacuum p JOIN pg_stat_activity a USING (pid) WHERE p.datname = current_database()`
+          return row?.wait_event === 'BufferPin' ? row : undefined
+        })
+        const found = (await run(progress, contextFor(agent, major))).progress!
+        expect(found.map((e) => ({ ...e, started_at: null }))).toEqual([
+          {
+            pid: view.pid,
+            command: 'VACUUM',
+            phase: 'scanning heap',
+            schema_name: SCHEMA,
+            table_name: 'vac "t"\n*/ é',
+            index_name: null,
+            unit: 'heap blocks scanned',
+            done: view.scanned,
+            total: view.total,
+            percent: percentOf(view.scanned, view.total),
+            started_at: null,
+          },
+        ])
+        expect(view.phase).toBe('scanning heap')
+        expect(view.total).toBeGreaterThan(100)
+      } finally {
+        await holder.unsafe('COMMIT')
+        await vacuuming
+      }
     })
   })
 }
