@@ -134,6 +134,7 @@ export interface SessionBase {
   name: string
   state: CollectorState
   notes: Map<string, string>
+  infos: Map<string, string>
   log: AgentLogger
 }
 
@@ -182,6 +183,8 @@ export abstract class Runner<Ctx> {
   protected readonly state = new Map<string, unknown>()
   /** The collectors' notes for the health status (SessionBase.notes). */
   private readonly notes = new Map<string, string>()
+  /** The collectors' info notes (SessionBase.infos): sent with level 'info', not in the health status. */
+  private readonly infos = new Map<string, string>()
   readonly status: RunnerStatus
 
   protected abstract readonly collectors: Collector<Ctx>[]
@@ -343,7 +346,7 @@ export abstract class Runner<Ctx> {
   }
 
   private async connect(): Promise<void> {
-    const session = await this.open({ name: this.config.name, state: this.state, notes: this.notes, log: this.log }, this.lifetime.signal)
+    const session = await this.open({ name: this.config.name, state: this.state, notes: this.notes, infos: this.infos, log: this.log }, this.lifetime.signal)
     if (this.identity === undefined) {
       this.adoptSaved(session)
     } else if (this.identity !== session.identity) {
@@ -358,6 +361,7 @@ export abstract class Runner<Ctx> {
         )
         this.state.clear()
         this.notes.clear()
+        this.infos.clear()
       }
     }
     this.identity = session.identity
@@ -516,7 +520,10 @@ export abstract class Runner<Ctx> {
     // Stopped before any collector finished: nothing was committed, so there is nothing to ship.
     if (this.lifetime.signal.aborted && finished === 0 && errors.length === 0) return
     if (errors.length > 0) batch.collector_errors = errors
-    batch.collector_notes = [...this.notes].map(([collector, message]) => ({ collector, message: message.slice(0, 2000) }))
+    batch.collector_notes = [
+      ...[...this.notes].map(([collector, message]) => ({ collector, message: message.slice(0, 2000) })),
+      ...[...this.infos].map(([collector, message]) => ({ collector, message: message.slice(0, 2000), level: 'info' as const })),
+    ]
     const parts = batchParts(batch, this.log)
     const bodies = parts.map((part) => JSON.stringify(part))
     // The baselines this cycle moved to are saved with the parts that carry the deltas, before any part

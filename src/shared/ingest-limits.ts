@@ -26,6 +26,7 @@ export const ingestMaxItems = {
   mutations: 10_000,
   collector_errors: 100,
   collector_notes: 100,
+  xmin_holders: 100,
 } as const
 export type IngestArraySection = keyof typeof ingestMaxItems
 
@@ -37,6 +38,8 @@ export const ingestTextLimits = {
   mutationCommand: 100_000,
   /** CollectorError.message (collector_errors and collector_notes). */
   collectorMessage: 2_000,
+  /** XminHolder.query_text (the holding session's statement; the activity section carries it whole). */
+  holderQueryText: 2_000,
   /** batch_id, query_hash, plan_hash, agent_version. */
   id: 64,
 } as const

@@ -89,6 +89,8 @@ export const DATABASE_GAUGE_KEYS = [
   'track_counts_on',
   'full_page_writes_on',
   'autovacuum_on',
+  // Whether statements' blk_read_time / blk_write_time are counted at all (the dashboard says so when they are all 0).
+  'track_io_timing_on',
   'pg_stat_statements_installed',
   'autovacuum_freeze_max_age',
   'autovacuum_multixact_freeze_max_age',

@@ -163,9 +163,9 @@ export const SequenceStat = T.Object({
   last_value: nullableNumber,
   max_value: T.Number(),
   increment_by: T.Number(),
-  /** Share of the range used, against the owning column's type when that is narrower; null with last_value. */
+  /** Share of the range used, against the fed column's type when that is narrower; null with last_value. */
   used_ratio: nullableNumber,
-  /** The column the sequence feeds (serial, identity or OWNED BY), when there is one. */
+  /** The column the sequence feeds (serial, identity, OWNED BY, or a DEFAULT calling nextval() of it; the narrowest when several), when there is one. */
   owned_by: T.Optional(
     T.Union([T.Object({ schema_name: T.String(), table_name: T.String(), column_name: T.String(), column_type: T.String() }), T.Null()]),
   ),
@@ -288,6 +288,42 @@ export const ReplicationStatus = T.Object({
 })
 export type ReplicationStatus = Static<typeof ReplicationStatus>
 
+/**
+ * One of the things holding back the database's xmin horizon, so that VACUUM can neither remove the rows
+ * deleted or updated after it nor freeze past it (collected by database_stats, the oldest first within
+ * each kind): a `backend` (a session's transaction or snapshot), a `walsender` (a standby's
+ * hot_standby_feedback without a slot), a replication `slot` (xmin: a standby's feedback through it;
+ * catalog_xmin: logical decoding, which holds back the system catalogs only) or a `prepared`
+ * transaction. Fields that do not apply to the kind are absent. `since`: the latest time by which this
+ * holder held its present xmin (a session's last state change, a prepared transaction's PREPARE, or the
+ * first cycle the agent saw that xmin), so a VACUUM that finished after it could not remove what it holds.
+ */
+export const XminHolder = T.Object({
+  kind: T.String({ minLength: 1, maxLength: 32 }),
+  /** Its age in transaction IDs: a backend's greatest(age(backend_xid), age(backend_xmin)), a slot's age(xmin), a prepared transaction's age(transaction). */
+  xmin_age: nullableCount,
+  since: T.Optional(nullableEpochMs),
+  pid: T.Optional(T.Union([T.Integer(), T.Null()])),
+  backend_type: T.Optional(nullableString),
+  user: T.Optional(nullableString),
+  application_name: T.Optional(nullableString),
+  client_addr: T.Optional(nullableString),
+  state: T.Optional(nullableString),
+  xact_start: T.Optional(nullableEpochMs),
+  state_change: T.Optional(nullableEpochMs),
+  query_text: T.Optional(T.Union([T.String({ maxLength: text.holderQueryText }), T.Null()])),
+  slot_name: T.Optional(nullableString),
+  slot_type: T.Optional(nullableString),
+  active: T.Optional(T.Union([T.Boolean(), T.Null()])),
+  /** A slot's age(catalog_xmin). */
+  catalog_xmin_age: T.Optional(nullableCount),
+  database: T.Optional(nullableString),
+  gid: T.Optional(nullableString),
+  owner: T.Optional(nullableString),
+  prepared_at: T.Optional(nullableEpochMs),
+})
+export type XminHolder = Static<typeof XminHolder>
+
 /** Free-form counter maps for the internals collectors (bgwriter, WAL, I/O, database). */
 const counterMap = T.Record(
   T.String({ maxLength: 64 }),
@@ -346,7 +382,16 @@ export const MutationEntry = T.Object({
 })
 export type MutationEntry = Static<typeof MutationEntry>
 
-export const CollectorError = T.Object({ collector: T.String(), message: T.String({ maxLength: text.collectorMessage }) })
+export const CollectorError = T.Object({
+  collector: T.String(),
+  message: T.String({ maxLength: text.collectorMessage }),
+  /**
+   * A collector note's level: 'info' for what the agent leaves out by design (write statements its
+   * read-only role may not explain), shown on the page it concerns rather than as a warning on every
+   * page; absent for a note to act on. Optional: older agents never send it, older servers drop it.
+   */
+  level: T.Optional(T.Literal('info')),
+})
 
 export { tagLimits }
 
@@ -398,6 +443,8 @@ export const IngestBatch = T.Object({
   io_stats: T.Optional(T.Array(IoStatRow, { maxItems: max.io_stats })),
   /** Database-wide gauges and counter deltas (pg_stat_database, settings, wraparound ages). */
   database_stats: T.Optional(counterMap),
+  /** What holds back the xmin horizon, named (collected by database_stats; absent from older agents). */
+  xmin_holders: T.Optional(T.Array(XminHolder, { maxItems: max.xmin_holders })),
   /** ClickHouse: active parts per table and partition. */
   parts: T.Optional(T.Array(PartStat, { maxItems: max.parts })),
   /** ClickHouse: merges running at collection time. */

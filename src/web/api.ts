@@ -4,7 +4,9 @@
 // is refused (cookies gone, refresh token expired, signed out elsewhere) the session has ended: the
 // listeners of onSessionEnded() hear it once per call. A server that cannot be reached (the fetch
 // itself fails, or a proxy answers 502–504 for it) throws UnreachableError and tells the listeners of
-// onReachability(); the next answer of the server tells them it is back.
+// onReachability(); the next answer of the server tells them it is back. Without the session hint
+// cookie (dbm_session, set and cleared by the server with the httpOnly session cookies) there is no
+// session to renew: a 401 then ends the session without asking /auth/refresh, which could only fail.
 export class ApiError extends Error {
   constructor(
     readonly status: number,
@@ -55,12 +57,30 @@ function setReachable(now: boolean): void {
   for (const fn of reachListeners) fn(now)
 }
 
+const SESSION_HINT = 'dbm_session'
+
+/** True while the server's session hint cookie is there: a session may exist (its cookies are httpOnly, out of the page's sight). */
+export function mayHaveSession(): boolean {
+  if (typeof document === 'undefined') return true
+  return document.cookie.split(';').some((c) => c.trim().startsWith(`${SESSION_HINT}=`))
+}
+
+/** Drops the hint once the session is known to be over (the renewal refused), so that the next visit asks nothing. */
+function forgetSession(): void {
+  if (typeof document !== 'undefined') document.cookie = `${SESSION_HINT}=; Max-Age=0; Path=/; SameSite=Lax`
+}
+
 let refreshing: Promise<'renewed' | 'refused'> | undefined
 
 /** Renews the session from the refresh cookie; concurrent callers share one attempt. Throws UnreachableError. */
 function refreshSession(): Promise<'renewed' | 'refused'> {
+  if (!mayHaveSession()) return Promise.resolve('refused')
   refreshing ??= send('POST', '/auth/refresh', {})
-    .then((r): 'renewed' | 'refused' => (r.ok ? 'renewed' : 'refused'))
+    .then((r): 'renewed' | 'refused' => {
+      if (r.ok) return 'renewed'
+      forgetSession()
+      return 'refused'
+    })
     .finally(() => {
       refreshing = undefined
     })

@@ -5,7 +5,7 @@
 // Pages live in pages/, one module per area.
 import { render } from 'preact'
 import { useEffect, useRef, useState } from 'preact/hooks'
-import { api, isUnreachable, onReachability, onSessionEnded } from './api.ts'
+import { api, isUnreachable, mayHaveSession, onReachability, onSessionEnded } from './api.ts'
 import { Loading, fmtClock, retryDelay, useEscape } from './components/ui.tsx'
 import { ForgotPassword, ResendVerification, ResetPassword, SignIn, SignUp, VerifyEmail } from './pages/auth.tsx'
 import { DatabaseLayout } from './pages/database.tsx'
@@ -152,6 +152,11 @@ function App() {
   const unreachableSince = useUnreachableSince()
   const refresh = async (attempt = 0): Promise<Me | null> => {
     let next: Me | null
+    // Signed out (no session hint cookie): nothing to ask, so no request that must fail.
+    if (!mayHaveSession()) {
+      setMe(null)
+      return null
+    }
     try {
       next = await api<Me>('GET', '/auth/me')
       // An API key's /auth/me has no user: the dashboard needs a person's session.

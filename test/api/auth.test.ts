@@ -61,6 +61,8 @@ for (const kind of storeKinds) {
       expect(access).toContain('Max-Age=900')
       expect(access).not.toContain('Secure') // public URL is http:// in this test
       expect(cookieNamed(res.headers, 'dbm_refresh')).toContain('Path=/api/v1/auth')
+      // The page's hint that a session may exist: readable by its script, holding no secret, as long-lived as the refresh token.
+      expect(cookieNamed(res.headers, 'dbm_session')).toBe('dbm_session=1; Max-Age=604800; Path=/; SameSite=Lax')
 
       const wrong = await post('login', { email: account.email, password: 'wrong password' })
       const nobody = await post('login', { email: 'nobody@example.com', password: 'wrong password' })
@@ -115,6 +117,7 @@ for (const kind of storeKinds) {
       const viaCookie = await server.call('POST', '/api/v1/auth/refresh', { ip: uniqueIp(), headers: { cookie: `dbm_refresh=${account.refreshToken}` } })
       expect(viaCookie.status).toBe(200)
       expect(cookieNamed(viaCookie.headers, 'dbm_access')).toContain('HttpOnly')
+      expect(cookieNamed(viaCookie.headers, 'dbm_session')).toStartWith('dbm_session=1;')
 
       expect((await post('refresh', {})).body).toEqual({ error: 'refresh_token is required' })
       const garbage = await post('refresh', { refresh_token: 'not-a-token' })
@@ -137,12 +140,13 @@ for (const kind of storeKinds) {
       server.advance(-(7 * 24 * 3600 * 1000 + 15 * 60 * 1000 + 1000))
     })
 
-    test('logout answers 204, clears both cookies and revokes the refresh token', async () => {
+    test('logout answers 204, clears the cookies and revokes the refresh token', async () => {
       const account = await signup(server)
       const res = await post('logout', { refresh_token: account.refreshToken })
       expect(res.status).toBe(204)
       expect(cookieNamed(res.headers, 'dbm_access')).toContain('Max-Age=0')
       expect(cookieNamed(res.headers, 'dbm_refresh')).toContain('Max-Age=0')
+      expect(cookieNamed(res.headers, 'dbm_session')).toContain('Max-Age=0')
       const refresh = await post('refresh', { refresh_token: account.refreshToken })
       expect(refresh.status).toBe(401)
       // Logout without any session is still 204.

@@ -32,9 +32,26 @@ for (const kind of storeKinds) {
         cache_hit_ratio: null,
         dead_tuple_ratio: null,
         last_autovacuum: null,
+        as_of: null,
         agent_notes: [],
         top_queries: [],
       })
+      expect(doctor.top_issues[0].as_of).toBeNull()
+    })
+
+    test('findings and figures carry as_of: when the data they were drawn from was collected', async () => {
+      const now = Date.now()
+      const running = { pid: 7, query_text: 'SELECT pg_sleep(1000)', state: 'active', wait_event_type: 'Timeout', wait_event: 'PgSleep', duration_ms: 400_000, blocking_pids: [] }
+      const id = await session.ingest(pgBatch('dated', now - 90_000, { activity: [running], database_stats: counters(50_000, 0) }))
+      // A later batch without the activity section: the long-running query's finding is of the earlier one.
+      await session.ingest(pgBatch('dated', now - 30_000, { database_stats: counters(50_000, 0) }))
+      const doctor = await session.ok(id, '/doctor')
+      const overview = await session.ok(id, '/overview')
+      const [long] = doctor.top_issues.filter((f: { rule: string }) => f.rule === 'pg_long_running_queries')
+      expect(long).toMatchObject({ key: 'pg_long_running_queries:pid 7', as_of: now - 90_000 })
+      // The figures read the activity snapshot and the last hour's counters, which run to the latest batch (its arrival).
+      expect(doctor.metrics_summary.as_of).toBe(Date.parse(overview.last_seen_at))
+      expect(overview.as_of).toBe(doctor.metrics_summary.as_of)
     })
 
     test('a low cache hit ratio is a finding with its numbers; score and status follow the formula', async () => {
@@ -57,6 +74,8 @@ for (const kind of storeKinds) {
       expect(finding.how_to_investigate.length).toBeGreaterThan(0)
       expect(finding.how_to_fix.length).toBeGreaterThan(0)
       expect(doctor.metrics_summary).toMatchObject({ cache_hit_ratio: 0.94, findings: { critical: 0, warning: 1, info: 0 } })
+      // Summed counters of the last hour: as of the latest batch, the time it arrived.
+      expect(finding.as_of).toBe(Date.parse((await session.ok(id, '/overview')).last_seen_at))
 
       await session.ingest(pgBatch('cold', now - 20_000, { database_stats: counters(0, 30_000) }))
       const worse = await session.ok(id, '/doctor')

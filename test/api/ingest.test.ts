@@ -126,7 +126,7 @@ for (const kind of storeKinds) {
     test('query parameters: clamped limits, 400 for bad values', async () => {
       const id = (await ingest(batch('params', Date.now(), []))).body.database_id
       const cases: [string, string][] = [
-        ['?sort_by=speed', 'sort_by must be one of: total_time, calls, mean_time, rows'],
+        ['?sort_by=speed', 'sort_by must be one of: total_time, calls, mean_time, rows, io_time'],
         ['?limit=0', 'limit must be a whole number from 1 (at most 100 are returned)'],
         ['?limit=ten', 'limit must be a whole number from 1 (at most 100 are returned)'],
         ['?since=yesterday', 'since must be an RFC 3339 timestamp, like 2026-01-31T12:00:00Z'],

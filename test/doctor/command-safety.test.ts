@@ -15,7 +15,7 @@ import { diagnose } from '../../src/server/doctor/index.ts'
 import { clickhouseRules } from '../../src/server/doctor/rules/clickhouse/index.ts'
 import { rules } from '../../src/server/doctor/rules/index.ts'
 import { postgresRules } from '../../src/server/doctor/rules/postgres/index.ts'
-import { chIdent, chString, pgIdent, pgIndexDefinition, pgString } from '../../src/server/doctor/sql-text.ts'
+import { chIdent, chString, chTable, pgIdent, pgIndexDefinition, pgString } from '../../src/server/doctor/sql-text.ts'
 import type { Finding } from '../../src/server/doctor/types.ts'
 import type { IngestBatch } from '../../src/shared/wire.ts'
 import { createLogger } from '../../src/shared/log.ts'
@@ -265,8 +265,9 @@ function postgresBatches(v: Variant, now: number): IngestBatch[] {
       ],
       locks: [lock(302, false), lock(402, false), lock(502, false), lock(301, true)],
       tables: [
-        table('dead1', { n_dead_tup: 60_000, n_live_tup: 10_000, autovacuum_enabled: true }),
-        table('dead2', { n_dead_tup: 50_000, n_live_tup: 10_000, autovacuum_enabled: false }),
+        // Vacuumed after the holders began: VACUUM could not clean them (the holders below are named).
+        table('dead1', { n_dead_tup: 60_000, n_live_tup: 10_000, autovacuum_enabled: true, last_autovacuum: now - 6 * MINUTE }),
+        table('dead2', { n_dead_tup: 50_000, n_live_tup: 10_000, autovacuum_enabled: false, last_vacuum: now - 6 * MINUTE }),
         table('av1', { autovacuum_enabled: false, table_size_bytes: 9 * 1024 * 1024 }),
         table('av2', { autovacuum_enabled: false }),
         table('nopk1', { has_primary_key: false, table_size_bytes: 9 * 1024 * 1024 }),
@@ -284,6 +285,27 @@ function postgresBatches(v: Variant, now: number): IngestBatch[] {
         index(t('inv1'), 'nopk1', ['k'], { is_unique: true, is_valid: false }),
         index(`${t('inv1')}_ccnew`, 'nopk1', ['k'], { is_unique: true, is_valid: false }),
         index(t('inv2'), 'nopk1', ['l'], { is_valid: false }),
+      ],
+      // The named holders of the xmin horizon: the session (past the wraparound warning age, so that
+      // pg_wraparound names it too), a slot and a prepared transaction, with hostile names and texts.
+      xmin_holders: [
+        {
+          kind: 'backend',
+          xmin_age: 600_000_000,
+          since: now - 30 * MINUTE,
+          pid: 4242,
+          backend_type: 'client backend',
+          user: v.user,
+          application_name: t('holder_app'),
+          client_addr: t('holder_addr'),
+          state: 'idle in transaction',
+          xact_start: now - 40 * MINUTE,
+          state_change: now - 30 * MINUTE,
+          query_text: v.text('holder_query', 1000),
+          database: t('db'),
+        },
+        { kind: 'slot', xmin_age: 20_000_000, catalog_xmin_age: null, since: now - 30 * MINUTE, slot_name: t('slot1'), slot_type: 'physical', active: false, pid: null, database: null },
+        { kind: 'prepared', xmin_age: 10_000_000, since: now - 30 * MINUTE, gid: t('gid'), owner: v.user, database: t('db'), prepared_at: now - 120 * MINUTE },
       ],
       sequences: [sequence('seqa', 0.95), sequence('seqb', 0.8)],
       unindexed_foreign_keys: [foreignKey('fk1'), foreignKey('fk2')],
@@ -370,6 +392,18 @@ function clickhouseBatches(v: Variant, now: number): IngestBatch[] {
           shared_blks_read: 0,
           errors: 20,
           p99_ms: 5000,
+        },
+        // Single-row INSERTs into a parts table, 100 a second (ch_small_inserts; ch_parts_per_partition names it).
+        {
+          query_hash: t('hash2', 64),
+          query_text: `INSERT INTO ${chTable(db, t('parts1'))} FORMAT JSONEachRow`,
+          calls: 6000,
+          total_time_ms: 6000,
+          rows: 6000,
+          shared_blks_hit: 0,
+          shared_blks_read: 0,
+          errors: 0,
+          p99_ms: 2,
         },
       ],
       server_metrics: {

@@ -8,6 +8,8 @@ import { type PostgresDoctorRig, postgresDoctorRig, settled, workload } from '..
 
 setDefaultTimeout(60_000)
 
+const n = (v: number) => v.toLocaleString('en-US')
+
 let rig: PostgresDoctorRig | undefined
 afterEach(async () => {
   await rig?.stop()
@@ -74,6 +76,41 @@ describe('pg_sequence_exhaustion', () => {
     await rig.cycle()
     expect(await rig.findings('pg_sequence_exhaustion')).toEqual([])
   })
+
+  for (const major of [13, 18]) {
+    test(`PostgreSQL ${major}: a bigint sequence that feeds an integer column only through its DEFAULT nextval() (no OWNED BY), at 93 % of the column's range, is critical`, async () => {
+      rig = await postgresDoctorRig(major)
+      await rig.sql`CREATE SEQUENCE order_numbers`
+      await rig.sql`CREATE TABLE orders (id int PRIMARY KEY DEFAULT nextval('order_numbers'), note text)`
+      // A second, wider column fed by the same sequence: the narrower one runs out first.
+      await rig.sql`CREATE TABLE order_archive (id bigint DEFAULT nextval('order_numbers'))`
+      await rig.sql`SELECT setval('order_numbers', 1999999999)`
+      await rig.sql`INSERT INTO orders (note) VALUES ('one')`
+      // PostgreSQL's own view of it: no owner, a bigint far from its own maximum.
+      const [own] = await rig.sql`
+        SELECT s.last_value, s.max_value, d.deptype
+        FROM pg_sequences s LEFT JOIN pg_depend d ON d.objid = 'order_numbers'::regclass AND d.classid = 'pg_class'::regclass AND d.refobjsubid > 0
+        WHERE s.sequencename = 'order_numbers'`
+      expect(own).toEqual({ last_value: '2000000000', max_value: '9223372036854775807', deptype: null })
+      await rig.cycle()
+
+      const findings = await rig.findings('pg_sequence_exhaustion')
+      expect(findings.map((f) => [f.key, f.severity])).toEqual([['pg_sequence_exhaustion:public.order_numbers', 'critical']])
+      const [finding] = findings
+      expect(finding).toMatchObject({
+        objects: ['public.order_numbers', 'public.orders'],
+        metrics: { used_ratio: 0.9313, last_value: 2_000_000_000, max_value: 2_147_483_647, data_type: 'bigint' },
+      })
+      expect(finding.detail).toBe(
+        'public.order_numbers (bigint) is at 2,000,000,000 of 2,147,483,647: 93.1 % used, 147,483,647 values left; it feeds public.orders.id (integer). When it runs out, every INSERT that needs a new value fails.',
+      )
+      expect(finding.how_to_fix).toEqual(['ALTER TABLE public.orders ALTER COLUMN id TYPE bigint;   -- rewrites the table under an ACCESS EXCLUSIVE lock; on a large table migrate through a new bigint column instead'])
+
+      await rig.sql.unsafe(finding.how_to_fix[0])
+      await rig.cycle()
+      expect(await rig.findings('pg_sequence_exhaustion')).toEqual([])
+    })
+  }
 })
 
 describe('pg_missing_primary_key', () => {
@@ -149,17 +186,21 @@ describe('pg_sequential_scans', () => {
       category: 'performance',
       title: 'Sequential scans on public.orders',
       objects: ['public.orders'],
-      metrics: { seq_scan: 120, idx_scan: 0, seq_share: 1, seq_tup_read: 120 * 30_000, n_live_tup: 30_000 },
+      metrics: { full_reads: 120, seq_scan: 120, idx_scan: 0, seq_share: 1, seq_tup_read: 120 * 30_000, n_live_tup: 30_000 },
       how_to_fix: ['CREATE INDEX CONCURRENTLY ON public.orders (<filtered columns>);'],
     })
-    expect(orders.detail).toContain('In the last hour public.orders (30,000 rows, 1.8 MB) was read by 120 sequential scans against 0 index scans (100.0 % sequential); they read 3,600,000 rows (seq_tup_read), 30,000 per scan.')
+    expect(orders.detail).toContain(
+      'In the last hour public.orders (30,000 rows, 1.8 MB) was read whole 120 times by sequential scans (3,600,000 rows, seq_tup_read, over its 30,000 live rows) against 0 index scans (100.0 % sequential).',
+    )
+    // Scans of one process each: PostgreSQL's count is the full reads', nothing to explain.
+    expect(orders.detail).not.toContain('PostgreSQL counted')
     expect(orders.how_to_investigate[1]).toBe(
       "SELECT queryid, calls, rows, round(mean_exec_time::numeric, 2) AS mean_ms, query FROM pg_stat_statements WHERE query ILIKE '%orders%' ORDER BY total_exec_time DESC LIMIT 10;",
     )
     // The investigation's pg_stat_statements query names the scanning statement.
     const statements = await rig.sql.unsafe(orders.how_to_investigate[1])
     expect(statements.some((s: any) => s.query === 'SELECT count(*) FROM orders WHERE note = $1' && Number(s.calls) === 120)).toBe(true)
-    expect(lines.metrics).toMatchObject({ seq_scan: 100, seq_tup_read: 100 * 12_000 })
+    expect(lines.metrics).toMatchObject({ full_reads: 100, seq_scan: 100, seq_tup_read: 100 * 12_000 })
 
     // The cure: the index on the filtered column, after which the same statements use it.
     for (const f of findings) await rig.sql.unsafe(f.how_to_fix[0].replace('<filtered columns>', 'note'))
@@ -171,6 +212,53 @@ describe('pg_sequential_scans', () => {
     await rig.cycle()
     expect(await rig.findings('pg_sequential_scans')).toEqual([])
   })
+  test('PostgreSQL 18: 150 runs of a query scanning a 30,000-row table with 2 parallel workers read as 150 scans of the whole table, not one per process', async () => {
+    rig = await postgresDoctorRig(18, { thresholds: { pg_sequential_scans: { warning_table_bytes: 1024 * 1024 } } })
+    await workload(rig.dsn, async (sql) => {
+      await sql`CREATE TABLE orders (id int PRIMARY KEY, note text, filler text)`
+      await sql`INSERT INTO orders SELECT g, 'n' || g, repeat('x', 20) FROM generate_series(1, 30000) g`
+    })
+    await settled(rig, 'the inserts in pg_stat_user_tables', "SELECT n_live_tup::int FROM pg_stat_user_tables WHERE relname = 'orders'", 30_000)
+    await rig.sql`ANALYZE orders`
+    await rig.sql`SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)`
+    const counters = "SELECT seq_scan::int || '/' || seq_tup_read::int FROM pg_stat_user_tables WHERE relname = 'orders'"
+    const [before] = await rig.sql.unsafe(counters)
+    const [scansBefore, rowsBefore] = String(Object.values(before!)[0]).split('/').map(Number) as [number, number]
+    await rig.cycle() // the baseline: the table's first sample carries no deltas
+    const parallel = 'SELECT count(*) FROM orders WHERE note = $1'
+    let plan = ''
+    await workload(rig.dsn, async (sql) => {
+      // Force a parallel plan with two workers whatever the table's size.
+      for (const setting of ['parallel_setup_cost = 0', 'parallel_tuple_cost = 0', 'min_parallel_table_scan_size = 0', 'max_parallel_workers_per_gather = 2']) {
+        await sql.unsafe(`SET ${setting}`)
+      }
+      plan = (await sql.unsafe(`EXPLAIN (COSTS OFF) ${parallel.replace('$1', "'n1'")}`)).map((r: any) => r['QUERY PLAN']).join('\n')
+      for (let i = 0; i < 150; i++) await sql.unsafe(parallel, [`n${i}`])
+    })
+    expect(plan).toContain('Workers Planned: 2')
+    expect(plan).toContain('Parallel Seq Scan on orders')
+    await settled(rig, 'the scans in pg_stat_user_tables', `SELECT seq_tup_read::int FROM pg_stat_user_tables WHERE relname = 'orders'`, rowsBefore + 150 * 30_000)
+    // PostgreSQL's own count: one scan per process taking part, the leader and each worker launched.
+    const [launched] = await rig.sql`SELECT calls::int, parallel_workers_launched::int AS workers FROM pg_stat_statements WHERE query = ${parallel}`
+    expect(launched!.calls).toBe(150)
+    expect(launched!.workers).toBeGreaterThan(0)
+    await settled(rig, 'the workers’ scans in pg_stat_user_tables', `SELECT seq_scan::int FROM pg_stat_user_tables WHERE relname = 'orders'`, scansBefore + 150 + launched!.workers)
+    await rig.cycle()
+
+    const [finding] = await rig.findings('pg_sequential_scans')
+    expect(finding).toMatchObject({
+      key: 'pg_sequential_scans:public.orders',
+      severity: 'warning',
+      metrics: { full_reads: 150, seq_scan: 150 + launched!.workers, idx_scan: 0, seq_share: 1, seq_tup_read: 150 * 30_000, n_live_tup: 30_000 },
+    })
+    expect(finding.detail).toContain(
+      `In the last hour public.orders (30,000 rows, 1.8 MB) was read whole 150 times by sequential scans (4,500,000 rows, seq_tup_read, over its 30,000 live rows) against 0 index scans (100.0 % sequential).`,
+    )
+    expect(finding.detail).toContain(
+      `PostgreSQL counted ${n(150 + launched!.workers)} sequential scans (seq_scan): each process of a parallel scan counts one, and a scan that stops early counts one too.`,
+    )
+  })
+
   test('a 100,000-row table filtered on a column no index leads, 40 % of its scans sequential: the costliest statement filters it by a Seq Scan, a warning; a lookup table, a table read whole on purpose and one read under LIMIT are not flagged; an index on the filtered column cures', async () => {
     const interval = explainSampling.intervalMs
     explainSampling.intervalMs = 0 // sample plans every cycle instead of every 5 minutes
@@ -237,28 +325,38 @@ describe('pg_sequential_scans', () => {
         title: 'Sequential scans on public.orders',
         objects: ['public.orders'],
         metrics: {
+          full_reads: 120,
           seq_scan: 120,
           idx_scan: 180,
           seq_share: 0.4,
           seq_tup_read: 120 * 100_000,
-          rows_per_scan: 100_000,
-          scan_read_share: 1,
           n_live_tup: 100_000,
           query_hash: filtering.query_hash,
           filter: '(customer_id = $1)',
         },
       })
       expect(orders.metrics.table_size_bytes).toBeGreaterThan(4 * 1024 * 1024)
-      expect(orders.detail).toContain('was read by 120 sequential scans against 180 index scans (40.0 % sequential); they read 12,000,000 rows (seq_tup_read), 100,000 per scan.')
+      expect(orders.detail).toContain(
+        'was read whole 120 times by sequential scans (12,000,000 rows, seq_tup_read, over its 100,000 live rows) against 180 index scans (40.0 % sequential).',
+      )
       expect(orders.detail).toContain(`Statement ${filtering.query_hash} (120 calls in the last hour`)
       expect(orders.detail).toMatch(/reads it by a Seq Scan with Filter: \(customer_id = \$1\), estimated to keep \d+ of its 100,000 rows/)
       expect(orders.detail).toContain('Text: SELECT * FROM orders WHERE customer_id = $1')
-      // The Filter's text is in the detail (above): the command names the statement.
-      expect(orders.how_to_fix).toEqual([`CREATE INDEX CONCURRENTLY ON public.orders (<filtered columns>);   -- the columns of the Filter of statement ${filtering.query_hash}, named in the detail`])
+      // The index from the plan's Filter: its column, the statement it serves and that statement's share of
+      // the statement time (its total over the 100 costliest statements' total, as /queries says); the
+      // existing index leads with created_at, not customer_id, so it is not named.
+      expect(orders.detail).toContain('an index on (customer_id) would read those alone.')
+      const top = (await rig.api('/queries?sort_by=total_time&limit=100')) as { query_hash: string; total_time_ms: number }[]
+      const all = top.reduce((sum, q) => sum + q.total_time_ms, 0)
+      const share = top.find((q) => q.query_hash === filtering.query_hash)!.total_time_ms / all
+      expect(orders.metrics).toMatchObject({ index_columns: 'customer_id', statements_served: 1, existing_index: null })
+      expect(orders.metrics.statement_time_share).toBeCloseTo(share, 3)
+      expect(orders.detail).toContain(`An index leading with customer_id serves that statement: ${(share * 100).toFixed(1)} % of the statement time in the last hour.`)
+      expect(orders.how_to_fix).toEqual([`CREATE INDEX CONCURRENTLY ON public.orders (customer_id);   -- for statement ${filtering.query_hash}`])
       expect(orders.how_to_investigate).toContain(`GET /api/v1/databases/${rig.dbId}/queries/${filtering.query_hash}/explain   -- its sampled plans`)
 
-      // The cure: the index on the filtered column; the statement's next plan uses it.
-      await rig.sql.unsafe(orders.how_to_fix[0].replace('<filtered columns>', 'customer_id'))
+      // The cure: the advised index, as it is; the statement's next plan uses it.
+      await rig.sql.unsafe(orders.how_to_fix[0])
       await workload(rig.dsn, async (sql) => {
         for (let i = 0; i < 180; i++) await sql`SELECT * FROM orders WHERE id = ${i * 500 + 1}`
         for (let i = 0; i < 120; i++) await sql`SELECT * FROM orders WHERE customer_id = ${i}`

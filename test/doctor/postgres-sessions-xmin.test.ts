@@ -143,7 +143,9 @@ describe('xmin horizon held by an open transaction', () => {
     expect(finding.metrics.xmin_age_xids).toBeGreaterThanOrEqual(151)
     expect(finding.metrics.xmin_age_xids).toBeLessThan(2000)
     expect(finding.metrics.transaction_age_s).toBeGreaterThanOrEqual(0)
-    expect(finding.detail).toContain(`belongs to pid ${pid} (user postgres, application "postgres.js", idle in transaction; last statement: SELECT txid_current() AS holding_marker)`)
+    expect(finding.detail).toMatch(
+      new RegExp(`belongs to pid ${pid} \\(user postgres, application "postgres\\.js", from 127\\.0\\.0\\.1, idle in transaction; transaction open for [0-9.]+ s; last statement: SELECT txid_current\\(\\) AS holding_marker\\)`),
+    )
     expect(finding.detail).toContain(`${finding.metrics.xmin_age_xids.toLocaleString('en-US')} transactions old`)
 
     await burnXids(rig.sql, 2000)
@@ -152,11 +154,45 @@ describe('xmin horizon held by an open transaction', () => {
     expect(finding).toMatchObject({ key: `pg_xmin_horizon:pid ${pid}`, severity: 'critical' })
     expect(finding.metrics.xmin_age_xids).toBeGreaterThanOrEqual(2151)
 
-    expect(finding.how_to_fix).toEqual([`SELECT pg_terminate_backend(${pid});   -- rolls back its transaction; the horizon moves on at once`])
-    await rig.sql.unsafe(finding.how_to_fix[0])
+    // The session is ended only while it is the one named (pid, user, application, transaction start).
+    expect(finding.how_to_fix).toHaveLength(1)
+    expect(finding.how_to_fix[0]).toMatch(
+      new RegExp(`^SELECT pg_terminate_backend\\(pid\\) FROM pg_stat_activity WHERE pid = ${pid} AND usename = 'postgres' AND application_name = 'postgres\\.js' AND abs\\(extract\\(epoch FROM xact_start\\) \\* 1000 - \\d+\\) < 1;   -- ends that session`),
+    )
+    expect(Array.from(await rig.sql.unsafe(finding.how_to_fix[0])) as unknown[]).toEqual([{ pg_terminate_backend: true }])
     await until('the holder to end', async () => ((await rig.sql`SELECT 1 FROM pg_stat_activity WHERE pid = ${pid}`).length === 0 ? true : undefined))
     await rig.cycle()
     expect(await rig.findings('pg_xmin_horizon')).toEqual([])
+  })
+})
+
+describe('wraparound held back by a transaction', () => {
+  test('a transaction older than the warning age: the wraparound finding names it, VACUUM (FREEZE) cannot cure it; ending it (the fix) and freezing does', async () => {
+    const holder = connect(rig.dsn)
+    const pid = (await holder<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`)[0]!.pid
+    await holder`BEGIN`
+    await holder`SELECT txid_current() AS wraparound_holder`
+    await burnXids(rig.sql, startXid + 400)
+    // Frozen as far as the horizon lets it: the database's age is now the holder's.
+    await rig.sql`VACUUM (FREEZE)`
+    const { before, after, findings } = await measured('pg_wraparound')
+    const finding = findings.find((f) => f.key === 'pg_wraparound:xid')
+    expect(finding).toMatchObject({ severity: 'warning', objects: ['xid', `pid ${pid}`], metrics: { held_by: `pid ${pid}`, holder_kind: 'backend' } })
+    expect(finding.metrics.age).toBeGreaterThanOrEqual(Math.max(before.xid, startXid + 400))
+    expect(finding.metrics.age).toBeLessThanOrEqual(after.xid)
+    expect(finding.metrics.holder_xmin_age).toBeGreaterThanOrEqual(startXid + 400)
+    expect(finding.detail).toContain(
+      `VACUUM (FREEZE) cannot freeze past the xmin horizon, which pid ${pid} (user postgres, application "postgres.js", from 127.0.0.1, idle in transaction; transaction open for `,
+    )
+    expect(finding.detail).toContain('last statement: SELECT txid_current() AS wraparound_holder)')
+    expect(finding.how_to_fix[0]).toStartWith(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = ${pid} AND usename = 'postgres' AND application_name = 'postgres.js' AND `)
+
+    expect(Array.from(await rig.sql.unsafe(finding.how_to_fix[0])) as unknown[]).toEqual([{ pg_terminate_backend: true }])
+    await until('the holder to end', async () => ((await rig.sql`SELECT 1 FROM pg_stat_activity WHERE pid = ${pid}`).length === 0 ? true : undefined))
+    await rig.sql`VACUUM (FREEZE)`
+    expect((await ageOf(rig.sql)).xid).toBeLessThan(startXid + 300)
+    await rig.cycle()
+    expect((await rig.findings('pg_wraparound')).filter((f) => f.key === 'pg_wraparound:xid')).toEqual([])
   })
 })
 
@@ -228,13 +264,14 @@ describe('xmin horizon held by a prepared transaction and by a replication slot 
     })
     expect(finding.metrics.xmin_age_xids).toBeGreaterThanOrEqual(151)
     expect(finding.metrics.prepared_age_s).toBeGreaterThanOrEqual(1)
-    expect(finding.detail).toContain('1 prepared transaction (PREPARE TRANSACTION, two-phase commit) is pending in this database')
+    expect(finding.detail).toContain('1 prepared transaction (PREPARE TRANSACTION, two-phase commit) is pending in this database; the oldest is prepared transaction "dbm_test_prepared" (PREPARE TRANSACTION, two-phase commit, owner postgres, prepared ')
 
     const [blocked] = await findings('pg_blocked_sessions')
     expect(blocked).toMatchObject({ key: 'pg_blocked_sessions:prepared transaction', severity: 'warning', metrics: { root_pid: 0, blocked_sessions: 1 } })
     expect(blocked.detail).toStartWith('a prepared transaction (pid 0: two-phase commit left pending) blocks 1 session')
 
-    expect(await gexec(sql, finding.how_to_fix[0])).toEqual(["ROLLBACK PREPARED 'dbm_test_prepared';"])
+    expect(finding.how_to_fix).toEqual(["ROLLBACK PREPARED 'dbm_test_prepared';   -- in this database; write COMMIT PREPARED instead to keep its changes"])
+    await sql.unsafe(finding.how_to_fix[0])
     expect(await waiting).not.toBeInstanceOf(Error)
     expect(await findings('pg_xmin_horizon')).toEqual([])
     expect(await findings('pg_blocked_sessions')).toEqual([])
@@ -252,8 +289,9 @@ describe('xmin horizon held by a prepared transaction and by a replication slot 
       metrics: { slots: 1, inactive_slots: 1 },
     })
     expect(finding.metrics.xmin_age_xids).toBeGreaterThanOrEqual(150)
-    expect(finding.detail).toContain('the slots: dbm_test_slot (logical, inactive)')
-    expect(finding.how_to_fix).toEqual(["SELECT pg_drop_replication_slot('dbm_test_slot');   -- only once its consumer is gone for good"])
+    const [{ datname }] = (await sql`SELECT current_database() AS datname`) as unknown as [{ datname: string }]
+    expect(finding.detail).toContain(`the slots: logical slot "dbm_test_slot" (inactive, database ${datname}; catalog_xmin ${finding.metrics.xmin_age_xids} transactions old (the system catalogs only))`)
+    expect(finding.how_to_fix).toEqual(["SELECT pg_drop_replication_slot('dbm_test_slot');   -- only once its consumer is gone for good: a standby or subscriber using it must then be rebuilt"])
     await sql.unsafe(finding.how_to_fix[0])
     expect(await findings('pg_xmin_horizon')).toEqual([])
   })

@@ -193,6 +193,10 @@ test('blocked sessions: the root blocker named with the sessions queued behind i
   expect(finding.metrics.longest_wait_s).toBeGreaterThanOrEqual(1)
   expect(finding.detail).toContain(`pid ${root.pid} (user postgres`)
   expect(finding.detail).toContain('idle in transaction')
+  // The root blocker's statement, as pg_stat_activity has it.
+  const [rootActivity] = await rig.sql<{ query: string }[]>`SELECT query FROM pg_stat_activity WHERE pid = ${root.pid}`
+  expect(rootActivity!.query).toBe('UPDATE accounts SET balance = 1 WHERE id = 1')
+  expect(finding.detail).toContain(`; last statement: ${rootActivity!.query}) blocks 2 sessions`)
   expect(finding.detail).toContain(`blocks 2 sessions (pid ${waiters[0]!.pid}, ${waiters[1]!.pid}) waiting on public.accounts`)
   expect(finding.how_to_fix[0]).toBe(`SELECT pg_terminate_backend(${root.pid});   -- rolls back its transaction and releases its locks`)
   // The waiting statements are blocked, not long-running.

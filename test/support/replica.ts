@@ -17,9 +17,10 @@ export interface Standby {
 
 /**
  * Starts a hot standby of `server` (reached through `sql`, a superuser connection to it) that streams
- * as application_name dbm_replica, through the physical slot `slot` when given; resolves once it streams.
+ * as application_name dbm_replica, through the physical slot `slot` when given, with `flags` added to
+ * its server flags (e.g. `-c hot_standby_feedback=on`); resolves once it streams.
  */
-export async function startStandby(server: PostgresServer, sql: postgres.Sql, slot?: string): Promise<Standby> {
+export async function startStandby(server: PostgresServer, sql: postgres.Sql, slot?: string, flags: string[] = []): Promise<Standby> {
   const [{ data_directory }] = (await sql`SHOW data_directory`) as unknown as [{ data_directory: string }]
   const dir = mkdtempSync(join(tmpdir(), 'dbm-replica-'))
   const dataDir = join(dir, 'data')
@@ -56,7 +57,7 @@ export async function startStandby(server: PostgresServer, sql: postgres.Sql, sl
     password: 'dbm-test',
     persistent: false,
     createPostgresUser: true,
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', ...flags],
     onLog: () => {},
     onError: () => {},
   })

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'bun:test'
-import { chartSummary, collectingSince, completeBuckets, stack, withGaps, withoutPartialStarts } from '../../src/web/components/chart.tsx'
+import { chartSummary, collectingSince, completeBuckets, shownRange, spanWords, stack, withGaps, withoutPartialStarts } from '../../src/web/components/chart.tsx'
 
 const MIN = 60_000
 
@@ -137,5 +137,29 @@ describe('legend and text alternative', () => {
     expect(text).toContain('total time: latest 40 ms, max 2.50 s')
     expect(text).toContain('empty: no values')
     expect(chartSummary('Calls', 'count', [], [{ label: 'calls', values: [] }])).toBe('Calls: no points in this time range.')
+  })
+})
+
+describe('a range longer than the data', () => {
+  const until = 1_700_000_000_000
+  const range: [number, number] = [until - 6 * 3600_000, until]
+
+  test('the axis starts a step before the data when they start well inside the range, and ends with it', () => {
+    const since = collectingSince(until - 20 * MIN, range, MIN)
+    expect(shownRange(range, since, MIN)).toEqual([until - 21 * MIN, until])
+    // Twenty minutes of a six-hour range fill the chart instead of its last 6 %.
+    const [xs] = withGaps([until - 20 * MIN, until - 19 * MIN], [{ label: 'a', values: [1, 2] }], MIN, shownRange(range, since, MIN))
+    expect(xs[0]).toBe((until - 21 * MIN) / 1000)
+    expect(xs[xs.length - 1]).toBe(until / 1000)
+  })
+
+  test('at least ten steps are shown, never more than the range; data from the start keep the whole range', () => {
+    expect(shownRange(range, until - 2 * MIN, MIN)).toEqual([until - 10 * MIN, until])
+    expect(shownRange(range, undefined, MIN)).toEqual(range)
+    expect(shownRange(undefined, until - MIN, MIN)).toBeUndefined()
+  })
+
+  test('the caption states the range asked for', () => {
+    expect([spanWords(6 * 3600_000), spanWords(7 * 86_400_000), spanWords(90 * MIN)]).toEqual(['6 h', '7 d', '90 min'])
   })
 })

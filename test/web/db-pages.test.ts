@@ -10,10 +10,13 @@ import { describeTest } from '../../src/web/pages/account.tsx'
 import { type Session, blockingChains, reconnectDelay, staleAfterMs, streamStatus } from '../../src/web/pages/db/active.tsx'
 import { DEFAULT_RANGE, RANGES, bucketFor, fmtDuration, windowQuery, withWindow } from '../../src/web/pages/db/common.tsx'
 import { figureLabel, formatFigure } from '../../src/web/pages/db/figures.ts'
+import { spreadCheckpoints } from '../../src/web/pages/db/internals.tsx'
+import { CARD_RULES, doctorVerdict, rangeWords, worseTone } from '../../src/web/pages/db/overview.tsx'
+import { healthPollMs } from '../../src/web/pages/database.tsx'
 import { latestRun } from '../../src/web/pages/db/objects.tsx'
 import { groupPlans, spread } from '../../src/web/pages/db/plan-groups.ts'
 import { misestimated, planRoot } from '../../src/web/pages/db/plan-tree.tsx'
-import { countedSince, filterStatements, listQuery, notesTitle, timeShare } from '../../src/web/pages/db/statements.tsx'
+import { countedSince, filterStatements, ioTime, ioTimingOff, listQuery, notesTitle, timeShare } from '../../src/web/pages/db/statements.tsx'
 
 const session = (pid: number, blocking: number[] = []): Session => ({
   pid,
@@ -169,6 +172,18 @@ describe("the doctor's figures in human units", () => {
     expect(formatFigure('last_autovacuum', at)).toStartWith('3 h ago (')
   })
 
+  test("the catalog's time columns sent as epoch milliseconds read as times, never as counts", () => {
+    // The doctor's dead-row finding sends pg_stat_user_tables' last_vacuum and last_autovacuum so.
+    const at = Date.now() - 11_000
+    for (const key of ['last_vacuum', 'last_autovacuum', 'last_analyze', 'last_autoanalyze', 'stats_reset', 'xact_start', 'as_of', 'opened_at', 'holder_since']) {
+      const text = formatFigure(key, at)
+      expect(text).toBe(`11 s ago (${new Date(at).toLocaleString()})`)
+      expect(text).not.toContain((at).toLocaleString())
+    }
+    // A sequence's last_value stays a count.
+    expect(formatFigure('last_value', 1_795_644_671_436)).toBe((1_795_644_671_436).toLocaleString())
+  })
+
   test('labels drop the unit their value now shows', () => {
     expect(figureLabel('longest_query_ms')).toBe('longest query')
     expect(figureLabel('table_size_bytes')).toBe('table size')
@@ -302,5 +317,93 @@ describe('webhook test outcome', () => {
     expect(describeTest({ delivered: false, reason: TEST_NOT_DELIVERED })).toBe(`Not delivered: ${TEST_NOT_DELIVERED} (the server's log has the cause).`)
     expect(describeTest({ delivered: false, reason: 'no route.' })).toBe("Not delivered: no route (the server's log has the cause).")
     expect(describeTest({ delivered: false })).toBe("Not delivered: no answer (the server's log has the cause).")
+  })
+})
+
+describe('statement I/O time', () => {
+  const row = (read: number, write: number, blocks: number) => ({ blk_read_time_ms: read, blk_write_time_ms: write, shared_blks_read: blocks })
+
+  test('read plus write time', () => {
+    expect(ioTime(row(1.5, 2.25, 0))).toBe(3.75)
+  })
+
+  test('"track_io_timing is off" only when every statement has 0 although blocks were read', () => {
+    expect(ioTimingOff([row(0, 0, 10), row(0, 0, 0)], 0)).toBe('off')
+    expect(ioTimingOff([row(0, 0, 10)], undefined)).toBe('probably off')
+    expect(ioTimingOff([row(0, 0, 10)], 1)).toBeUndefined()
+    expect(ioTimingOff([row(0, 0, 10), row(0.2, 0, 3)], 0)).toBeUndefined()
+    expect(ioTimingOff([row(0, 0, 0)], 0)).toBeUndefined()
+    expect(ioTimingOff([], 0)).toBeUndefined()
+  })
+})
+
+describe('checkpoints spread over the minutes they ran', () => {
+  const t0 = Date.UTC(2026, 0, 1, 10, 0)
+  type Point = Parameters<typeof spreadCheckpoints>[0][number]
+  const point = (minute: number, write: number, sync: number, buffers: number, timed = 0) =>
+    ({
+      ts: new Date(t0 + minute * 60_000).toISOString(),
+      checkpoint_write_time_ms: write,
+      checkpoint_sync_time_ms: sync,
+      buffers_checkpoint: buffers,
+      checkpoints_timed: timed,
+    }) as unknown as Point
+
+  test("a timed checkpoint written over 4.5 minutes (checkpoint_timeout 5 min × 0.9) is shared among them, totals kept", () => {
+    // PostgreSQL counted it all in the minute it ended (10:05): 270 s of writes, 5,400 buffers.
+    const points = [0, 1, 2, 3, 4].map((m) => point(m, 0, 0, 0)).concat([point(5, 270_000, 0, 5400, 1)])
+    const spread = spreadCheckpoints(points, 60_000)
+    expect(spread.map((p) => p.checkpoint_write_time_ms)).toEqual([0, 30_000, 60_000, 60_000, 60_000, 60_000])
+    expect(spread.map((p) => p.buffers_checkpoint)).toEqual([0, 600, 1200, 1200, 1200, 1200])
+    // The count stays where the checkpoint ended.
+    expect(spread.map((p) => p.checkpoints_timed)).toEqual([0, 0, 0, 0, 0, 1])
+  })
+
+  test('the sync comes after the writes; buckets before the first point get points of their own', () => {
+    const spread = spreadCheckpoints([point(0, 0, 0, 0), point(1, 90_000, 30_000, 300)], 60_000)
+    // Ends 10:02: sync 10:01:30–10:02, writes 10:00:00–10:01:30.
+    expect(spread.map((p) => [p.ts.slice(11, 16), p.checkpoint_write_time_ms, p.checkpoint_sync_time_ms, p.buffers_checkpoint])).toEqual([
+      ['10:00', 60_000, 0, 200],
+      ['10:01', 30_000, 30_000, 100],
+    ])
+    const earlier = spreadCheckpoints([point(1, 120_000, 0, 40)], 60_000)
+    expect(earlier.map((p) => [p.ts.slice(11, 16), p.checkpoint_write_time_ms, p.buffers_checkpoint])).toEqual([
+      ['10:00', 60_000, 20],
+      ['10:01', 60_000, 20],
+    ])
+  })
+
+  test('an immediate CHECKPOINT (no time counted) stays where it was', () => {
+    expect(spreadCheckpoints([point(0, 0, 0, 70, 0)], 60_000)).toEqual([point(0, 0, 0, 70, 0)])
+  })
+})
+
+describe('overview cards take the doctor’s word', () => {
+  const f = (rule: string, severity: 'critical' | 'warning' | 'info') => ({ rule, severity })
+
+  test('the worst finding on the card’s subject, counted; information leaves the card alone', () => {
+    const findings = [f('pg_dead_tuples', 'critical'), f('pg_dead_tuples', 'critical'), f('pg_dead_tuples', 'warning'), f('pg_unused_indexes', 'critical')]
+    expect(doctorVerdict(findings, CARD_RULES.dead!)).toEqual({ tone: 'critical', note: '2 critical findings' })
+    expect(doctorVerdict([f('pg_blocked_sessions', 'warning')], CARD_RULES.blocked!)).toEqual({ tone: 'warning', note: '1 warning finding' })
+    expect(doctorVerdict([f('pg_cache_hit_ratio', 'info')], CARD_RULES.hit!)).toEqual({ tone: undefined })
+    expect(doctorVerdict(undefined, CARD_RULES.dead!)).toEqual({ tone: undefined })
+  })
+
+  test('a card is as bad as the worse of its own thresholds and the doctor', () => {
+    expect(worseTone(undefined, 'critical')).toBe('critical')
+    expect(worseTone('warning', undefined)).toBe('warning')
+    expect(worseTone('warning', 'critical')).toBe('critical')
+    expect(worseTone(undefined, undefined)).toBeUndefined()
+  })
+
+  test('the range in words', () => {
+    expect(rangeWords({ range: '6h', bounds: [0, 1] })).toBe('the last 6 hours')
+    expect(rangeWords({ range: '1h', bounds: [0, 1] })).toBe('the last hour')
+  })
+})
+
+describe('the header follows the agent', () => {
+  test('it asks for the status at the poll interval, from 1 s to 30 s', () => {
+    expect([healthPollMs(1), healthPollMs(10), healthPollMs(300), healthPollMs(0)]).toEqual([1000, 10_000, 30_000, 10_000])
   })
 })

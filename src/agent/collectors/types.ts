@@ -50,6 +50,12 @@ export interface PostgresContext {
    * explain, sequences it cannot read), keyed by collector name; the collector sets and clears its own.
    */
   notes: Map<string, string>
+  /**
+   * Notes of what the agent leaves out by design rather than for something to fix (write statements the
+   * read-only role may not explain), keyed by collector name: sent with level 'info', shown on the page
+   * they concern and not as a warning on every page. Set and cleared by the collector as its notes are.
+   */
+  infos?: Map<string, string>
   log: AgentLogger
 }
 

@@ -8,6 +8,12 @@ import { sameHash, sha256 } from './secrets.ts'
 
 export const ACCESS_COOKIE = 'dbm_access'
 export const REFRESH_COOKIE = 'dbm_refresh'
+/**
+ * Set beside the session cookies and cleared with them, readable by the page (not httpOnly) and holding
+ * no secret ("1"): it tells the dashboard that a session may exist, so that a signed-out visit asks
+ * nothing that must fail (GET /auth/me answering 401, POST /auth/refresh 400).
+ */
+export const SESSION_HINT_COOKIE = 'dbm_session'
 
 export type Principal =
   | { kind: 'user'; orgId: string; userId: string }

@@ -1,7 +1,7 @@
 // The stored telemetry of one database as the doctor's rules read it: each part is loaded at most once
 // per diagnosis, and only when a rule asks for it, so a ClickHouse diagnosis never reads PostgreSQL
 // tables and the other way round.
-import type { ActiveQuery, LockEntry, MergeEntry, MutationEntry, PartStat, ReplicationStatus, SequenceStat, UnindexedForeignKey } from '../../shared/wire.ts'
+import type { ActiveQuery, LockEntry, MergeEntry, MutationEntry, PartStat, ReplicationStatus, SequenceStat, UnindexedForeignKey, XminHolder } from '../../shared/wire.ts'
 import type { Latest, MetricSource } from '../store/sql-internals.ts'
 import type { ClickHouseSource } from '../store/sql-clickhouse.ts'
 import type { IndexRow, TableRow } from '../store/sql-objects.ts'
@@ -21,6 +21,24 @@ export interface Snapshot<T> {
 /** Sums of counters and latest gauges over a trailing window, by subject then metric. */
 export type Totals = Map<string, Record<string, number>>
 
+/**
+ * When the data read was collected: a snapshot's or latest section's `ts`, the latest `ts` of rows that
+ * carry one (tables, indexes); null for data without a time of its own (and for nothing read: an empty
+ * snapshot's null ts, no latest section).
+ */
+function collectedAt(value: unknown): number | null {
+  const tsOf = (v: unknown) => (v !== null && typeof v === 'object' && typeof (v as { ts?: unknown }).ts === 'number' ? (v as { ts: number }).ts : null)
+  if (Array.isArray(value)) {
+    let latest: number | null = null
+    for (const row of value) {
+      const ts = tsOf(row)
+      if (ts !== null && (latest === null || ts > latest)) latest = ts
+    }
+    return latest
+  }
+  return tsOf(value)
+}
+
 export class DoctorContext {
   private readonly memo = new Map<string, Promise<unknown>>()
 
@@ -36,6 +54,33 @@ export class DoctorContext {
   thresholds<T extends Record<string, number>>(rule: { id: string; thresholds: T }): T {
     const override = this.overrides[rule.id]
     return override ? { ...rule.thresholds, ...override } : rule.thresholds
+  }
+
+  /**
+   * This context as one rule (or the figures) reads it: the same memoised data, and `asOf()`, the
+   * collected_at of the latest data it read (a snapshot's or latest section's time, a table's or
+   * index's latest row); for data that has no time of its own (statement windows, summed counters),
+   * the time of the database's latest batch. Null when it read nothing and no batch has arrived.
+   */
+  forRule(): DoctorContext & { asOf(): number | null } {
+    const view = Object.create(this) as DoctorContext & { asOf(): number | null }
+    let latest: number | null = null
+    let untimed = false
+    const note = (ts: number | null) => {
+      if (ts === null) untimed = true
+      else if (latest === null || ts > latest) latest = ts
+    }
+    view.once = <T>(key: string, load: () => Promise<T>) =>
+      this.once(key, load).then((value) => {
+        note(collectedAt(value))
+        return value
+      })
+    view.asOf = () => {
+      const lastBatch = this.db.last_seen_at === null ? null : Math.min(this.db.last_seen_at, this.now)
+      if (latest === null) return lastBatch
+      return untimed && lastBatch !== null && lastBatch > latest ? lastBatch : latest
+    }
+    return view
   }
 
   /** `load()` once per diagnosis under `key`. */
@@ -77,6 +122,14 @@ export class DoctorContext {
     return this.once('unindexed_foreign_keys', async () => {
       const found = await this.store.latestSnapshot(this.db.id, 'unindexed_foreign_keys')
       return { ts: found?.ts ?? null, entries: Array.isArray(found?.payload) ? (found.payload as UnindexedForeignKey[]) : [] }
+    })
+  }
+
+  /** The latest named holders of the xmin horizon (collected by database_stats); null from agents that do not send them. */
+  xminHolders(): Promise<{ ts: number; entries: XminHolder[] } | null> {
+    return this.once('xmin_holders', async () => {
+      const found = await this.store.latestSnapshot(this.db.id, 'xmin_holders')
+      return found && Array.isArray(found.payload) ? { ts: found.ts, entries: found.payload as XminHolder[] } : null
     })
   }
 

@@ -28,14 +28,17 @@ export function rulesFor(db: RegisteredDatabase): Rule[] {
 
 async function runRule(rule: Rule, ctx: DoctorContext, log: Deps['log']): Promise<Finding[] | null> {
   try {
-    const drafts = await rule.check(ctx)
-    return drafts.map(({ object, objects, metrics, category, ...draft }) => ({
+    const reads = ctx.forRule()
+    const drafts = await rule.check(reads)
+    const asOf = reads.asOf()
+    return drafts.map(({ object, objects, metrics, category, as_of, ...draft }) => ({
       rule: rule.id,
       key: object === undefined ? rule.id : `${rule.id}:${object}`,
       category: category ?? rule.category,
       ...draft,
       objects: objects ?? (object === undefined ? [] : [object]),
       metrics: metrics ?? {},
+      as_of: as_of === undefined ? asOf : as_of,
     }))
   } catch (e) {
     log.error('doctor rule failed', { rule: rule.id, database: ctx.db.id, cause: (e as Error).message })
@@ -73,7 +76,8 @@ export async function diagnose(
   }
   const order = new Map(ruleList.map((r, i) => [r.id, i]))
   const findings = results.flatMap((r) => r ?? []).sort((a, b) => SEVERITY_ORDER[a.severity] - SEVERITY_ORDER[b.severity] || order.get(a.rule)! - order.get(b.rule)! || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
-  const figures = { ...(await commonFigures(ctx)), ...(db.engine === 'postgres' ? await postgresFigures(ctx) : await clickhouseFigures(ctx)) }
+  const figuresRead = ctx.forRule()
+  const figures = { ...(await commonFigures(figuresRead)), ...(db.engine === 'postgres' ? await postgresFigures(figuresRead) : await clickhouseFigures(figuresRead)) }
   const counts = { critical: 0, warning: 0, info: 0 }
   for (const f of findings) counts[f.severity]++
   return {
@@ -82,7 +86,8 @@ export async function diagnose(
     evaluated_at: now,
     findings,
     failed_rules: ruleList.filter((_, i) => results[i] === null).map((r) => r.id),
-    metrics_summary: { ...figures, findings: counts, rules_evaluated: ruleList.length },
+    // as_of: when the figures' data was collected (epoch ms), the overview's too.
+    metrics_summary: { ...figures, as_of: figuresRead.asOf(), findings: counts, rules_evaluated: ruleList.length },
     context: ctx,
   }
 }

@@ -36,6 +36,12 @@ export interface Finding {
   objects: string[]
   /** The measured values the rule judged, by name. */
   metrics: Record<string, number | string | null>
+  /**
+   * When the data the finding was drawn from was collected (epoch ms): the collected_at of the latest
+   * batch the rule read (see DoctorContext.forRule), or of the object's own data when the rule says.
+   * Null only when nothing has arrived yet.
+   */
+  as_of: number | null
 }
 
 export interface Rule<T extends Record<string, number> = Record<string, number>> {
@@ -49,7 +55,9 @@ export interface Rule<T extends Record<string, number> = Record<string, number>>
 }
 
 /** A finding as a rule writes it; the doctor adds rule, key and category. */
-export type FindingDraft = Omit<Finding, 'rule' | 'key' | 'category' | 'objects' | 'metrics'> & {
+export type FindingDraft = Omit<Finding, 'rule' | 'key' | 'category' | 'objects' | 'metrics' | 'as_of'> & {
+  /** When its data was collected, if not the latest batch the rule read. */
+  as_of?: number | null
   /** The object this finding is about, for its key; absent for a database-wide finding. */
   object?: string
   objects?: string[]

@@ -2,7 +2,7 @@
 // logout, me, e-mail verification, password reset. Rate limits are applied in app.ts by path.
 import { Elysia, t } from 'elysia'
 import { burnPasswordCheck, hashPassword, verifyPassword } from '../auth/passwords.ts'
-import { ACCESS_COOKIE, REFRESH_COOKIE, authenticate, presentedAccessToken, readCookie } from '../auth/principal.ts'
+import { ACCESS_COOKIE, REFRESH_COOKIE, SESSION_HINT_COOKIE, authenticate, presentedAccessToken, readCookie } from '../auth/principal.ts'
 import { randomToken, sha256 } from '../auth/secrets.ts'
 import type { Deps } from '../context.ts'
 import { badRequest, conflict, forbidden, tooManyRequests, unauthorized } from '../http-error.ts'
@@ -41,11 +41,14 @@ export function authRoutes(deps: Deps) {
       path: '/api/v1/auth',
       maxAge: tokenLifetimes.refreshSeconds,
     })
+    // No secret: "a session may exist" for the page's script, which cannot see the two above.
+    cookie[SESSION_HINT_COOKIE]!.set({ value: '1', httpOnly: false, sameSite: 'lax', secure, path: '/', maxAge: tokenLifetimes.refreshSeconds })
   }
 
   const clearSessionCookies = (cookie: CookieJar) => {
     cookie[ACCESS_COOKIE]!.set({ value: '', httpOnly: true, sameSite: 'lax', secure, path: '/', maxAge: 0 })
     cookie[REFRESH_COOKIE]!.set({ value: '', httpOnly: true, sameSite: 'lax', secure, path: '/api/v1/auth', maxAge: 0 })
+    cookie[SESSION_HINT_COOKIE]!.set({ value: '', httpOnly: false, sameSite: 'lax', secure, path: '/', maxAge: 0 })
   }
 
   /** A new session (new refresh-token family) for the user. */

@@ -1,5 +1,8 @@
 // /api/v1/databases/{id}/overview and /doctor: the database's key figures with its health score, and
-// the doctor's diagnosis (status, score, findings worst first, metrics_summary). Both engines.
+// the doctor's diagnosis (status, score, findings worst first, metrics_summary). Both engines. The
+// overview takes the dashboard's time range as since/until (both optional, as the telemetry routes take
+// them): its top statements and the PostgreSQL cache hit ratio are then of that window; without them they
+// are of the last 24 hours and the last hour. The other figures are the latest state either way.
 import { Elysia } from 'elysia'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
@@ -7,8 +10,9 @@ import { DiagnosisBusy } from '../doctor/diagnosis-worker.ts'
 import { diagnoseRecent, findingView } from '../doctor/index.ts'
 import { HttpError } from '../http-error.ts'
 import { rfc3339, healthStatus } from '../views.ts'
-import { minuteFloor } from '../store/window.ts'
-import { databaseFor } from './telemetry-params.ts'
+import { type Window, minuteFloor } from '../store/window.ts'
+import { query } from './schema.ts'
+import { databaseFor, parseWindow, windowQuery } from './telemetry-params.ts'
 
 const DAY = 86_400_000
 /** Statements in the overview: the costliest of the last 24 hours by total time. */
@@ -28,37 +32,60 @@ async function diagnosisFor(deps: Deps, db: Parameters<typeof diagnoseRecent>[1]
   }
 }
 
+/** The share of block reads found in shared buffers over `window`, from the database family's counters; null without reads. */
+async function cacheHitRatio(deps: Deps, databaseId: string, window: Window & { minuteFloor: number }): Promise<number | null> {
+  const bucketSeconds = Math.ceil((window.until - window.since) / 1000)
+  const points = await deps.store.internals.metricSeries(databaseId, 'database', { ...window, bucketSeconds })
+  let hit = 0
+  let read = 0
+  for (const p of points) {
+    hit += p.values.blks_hit ?? 0
+    read += p.values.blks_read ?? 0
+  }
+  return hit + read > 0 ? round(hit / (hit + read), 4) : null
+}
+
 export function healthRoutes(deps: Deps) {
   const { store, clock } = deps
   return new Elysia({ prefix: '/api/v1/databases/:id' })
     .derive(async ({ request }) => ({ principal: await authenticate(deps, request) }))
-    .get('/overview', async ({ principal, params }) => {
-      const db = await databaseFor(deps, principal, params.id)
-      const now = clock()
-      const [diagnosis, top] = await Promise.all([
-        diagnosisFor(deps, db, now),
-        store.listQueryStats(db.id, { since: now - DAY, until: now, minuteFloor: minuteFloor(now) }, 'total_time', TOP_QUERIES),
-      ])
-      const notes = await store.latestSnapshot(db.id, 'collector_notes')
-      const { findings: _counts, rules_evaluated: _rules, last_autovacuum, ...figures } = diagnosis.metrics_summary as Record<string, unknown>
-      return {
-        engine: db.engine,
-        status: healthStatus(db, now),
-        last_seen_at: rfc3339(db.last_seen_at),
-        health_score: diagnosis.score,
-        ...figures,
-        ...(db.engine === 'postgres' ? { last_autovacuum: rfc3339(last_autovacuum as number | null) } : {}),
-        // What the agent's collectors reported in its latest batch (e.g. query_log disabled).
-        agent_notes: Array.isArray(notes?.payload) ? notes.payload : [],
-        top_queries: top.map((q) => ({
-          query_hash: q.query_hash,
-          query_text: q.query_text,
-          total_calls: q.total_calls,
-          total_time_ms: round(q.total_time_ms),
-          mean_time_ms: round(q.mean_time_ms),
-        })),
-      }
-    })
+    .get(
+      '/overview',
+      async ({ principal, params, query }) => {
+        const db = await databaseFor(deps, principal, params.id)
+        const now = clock()
+        const ranged = query.since !== undefined || query.until !== undefined
+        const window = ranged ? parseWindow(query, now) : { since: now - DAY, until: now, minuteFloor: minuteFloor(now) }
+        const [diagnosis, top, hitRatio] = await Promise.all([
+          diagnosisFor(deps, db, now),
+          store.listQueryStats(db.id, window, 'total_time', TOP_QUERIES),
+          ranged && db.engine === 'postgres' ? cacheHitRatio(deps, db.id, window) : undefined,
+        ])
+        const notes = await store.latestSnapshot(db.id, 'collector_notes')
+        const { findings: _counts, rules_evaluated: _rules, last_autovacuum, ...figures } = diagnosis.metrics_summary as Record<string, unknown>
+        return {
+          engine: db.engine,
+          status: healthStatus(db, now),
+          last_seen_at: rfc3339(db.last_seen_at),
+          health_score: diagnosis.score,
+          ...figures,
+          ...(hitRatio !== undefined ? { cache_hit_ratio: hitRatio } : {}),
+          ...(db.engine === 'postgres' ? { last_autovacuum: rfc3339(last_autovacuum as number | null) } : {}),
+          // What the agent's collectors reported in its latest batch (e.g. query_log disabled).
+          agent_notes: Array.isArray(notes?.payload) ? notes.payload : [],
+          top_queries: top.map((q) => ({
+            query_hash: q.query_hash,
+            query_text: q.query_text,
+            total_calls: q.total_calls,
+            total_time_ms: round(q.total_time_ms),
+            mean_time_ms: round(q.mean_time_ms),
+          })),
+          // The window asked for, as read (top_queries and cache_hit_ratio are of it).
+          ...(ranged ? { since: rfc3339(window.since), until: rfc3339(window.until) } : {}),
+        }
+      },
+      { query: query(windowQuery) },
+    )
     .get('/doctor', async ({ principal, params }) => {
       const db = await databaseFor(deps, principal, params.id)
       const org = await store.getOrganization(principal.orgId)

@@ -12,6 +12,7 @@ const SNAPSHOT_KINDS = [
   'sequences',
   'unindexed_foreign_keys',
   'collector_notes',
+  'xmin_holders',
   'invalid_constraints',
   'bloat',
   'connections',

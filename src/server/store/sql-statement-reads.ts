@@ -10,13 +10,15 @@ import { TEXT_REFRESH_MS } from './sql-statement-ingest.ts'
 import { type Fragment, ident, join, sql } from './sql.ts'
 import { HOUR_MS, MINUTE_MS, type Window, floorTo, rangeCondition, rangesClause, seriesResolution } from './window.ts'
 
-export type QuerySort = 'total_time' | 'calls' | 'mean_time' | 'rows'
+/** io_time: the time spent reading and writing blocks (blk_read_time_ms + blk_write_time_ms, 0 unless track_io_timing is on). */
+export type QuerySort = 'total_time' | 'calls' | 'mean_time' | 'rows' | 'io_time'
 
 const SORT_SQL: Record<QuerySort, Fragment> = {
   total_time: sql`total_time_ms DESC`,
   calls: sql`total_calls DESC`,
   mean_time: sql`mean_time_ms DESC`,
   rows: sql`total_rows DESC`,
+  io_time: sql`blk_read_time_ms + blk_write_time_ms DESC`,
 }
 
 /** A statement's sums over a window: every counter of the statement family (src/shared/families.ts), calls and rows as total_calls and total_rows. */
@@ -61,10 +63,12 @@ type StatementSums = number[]
 
 /** The statement family's counters (src/shared/families.ts), summed. */
 const SUM_COLUMNS: readonly StatementCounter[] = STATEMENT_COUNTERS
-const AT: Record<'calls' | 'total_time_ms' | 'rows', number> = {
+const AT: Record<'calls' | 'total_time_ms' | 'rows' | 'blk_read_time_ms' | 'blk_write_time_ms', number> = {
   calls: SUM_COLUMNS.indexOf('calls'),
   total_time_ms: SUM_COLUMNS.indexOf('total_time_ms'),
   rows: SUM_COLUMNS.indexOf('rows'),
+  blk_read_time_ms: SUM_COLUMNS.indexOf('blk_read_time_ms'),
+  blk_write_time_ms: SUM_COLUMNS.indexOf('blk_write_time_ms'),
 }
 const P99 = SUM_COLUMNS.length
 const FIRST = P99 + 1
@@ -140,6 +144,7 @@ const SORT_KEY: Record<QuerySort, (v: StatementSums) => number> = {
   calls: (v) => v[AT.calls]!,
   mean_time: (v) => (v[AT.calls]! > 0 ? v[AT.total_time_ms]! / v[AT.calls]! : 0),
   rows: (v) => v[AT.rows]!,
+  io_time: (v) => v[AT.blk_read_time_ms]! + v[AT.blk_write_time_ms]!,
 }
 
 function sumsRow(hash: string, text: string, v: StatementSums): QueryStatsRow {

@@ -8,8 +8,11 @@
 // `marks` only redraw it. Per-bucket values (totals or rates over an interval) leave out the intervals
 // that hold only part of their time: the one still running at the end, and the first of a series and the
 // first after a gap (the agent's first cycle only takes a baseline, so those would dip for no reason).
-// When the data start well after the window does, the axis still spans the window and the caption says
-// "collecting since 14:02". Byte axes tick at whole binary units (5 KB, 10 KB, not 4.9 KB).
+// When the data start well after the window does (a database watched for 20 minutes, a 6-hour range),
+// the axis starts where the data do, as tools that scale to their data (PgHero's charts) do, instead of
+// squeezing them into a sliver at the right edge, and the caption says "collecting since 14:02" and the
+// range asked for; the axis still ends at the window's end. Byte axes tick at whole binary units (5 KB,
+// 10 KB, not 4.9 KB).
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks'
 import uPlot from 'uplot'
 import 'uplot/dist/uPlot.min.css'
@@ -193,6 +196,27 @@ export function collectingSince(dataStart: number | undefined, range: [number, n
   if (dataStart === undefined || !range) return undefined
   const slack = Math.max(2 * stepMs, 0.02 * (range[1] - range[0]))
   return dataStart > range[0] + slack && dataStart < range[1] ? dataStart : undefined
+}
+
+/** The axis' minimum span, in steps, when it starts at the data: one or two points still read as a line's start. */
+const LEAST_STEPS_SHOWN = 10
+
+/**
+ * The span the time axis shows: `range`, or, when the data start well inside it (`since`, as
+ * collectingSince says), from one step before the data (at least LEAST_STEPS_SHOWN steps before the
+ * range's end, never before the range) to the range's end.
+ */
+export function shownRange(range: [number, number] | undefined, since: number | undefined, stepMs = 60_000): [number, number] | undefined {
+  if (!range || since === undefined) return range
+  return [Math.max(range[0], Math.min(since - stepMs, range[1] - LEAST_STEPS_SHOWN * stepMs)), range[1]]
+}
+
+/** A range's length in words for the caption: "6 h", "7 d", "90 min". */
+export function spanWords(ms: number): string {
+  const min = Math.round(ms / 60_000)
+  if (min % 1440 === 0) return `${min / 1440} d`
+  if (min % 60 === 0) return `${min / 60} h`
+  return `${min} min`
 }
 
 /**
@@ -380,16 +404,19 @@ export function Chart(props: ChartProps) {
     return { times, series: withoutPartialStarts(times, complete, props.stepMs, partialStarts), now }
   }, [props.times, props.series, props.perBucket, props.stepMs, props.range?.[1], partialStarts])
   const since = collectingSince(props.dataSince ?? (props.sparse ? undefined : props.times[0]), props.range, props.stepMs)
-  const sinceText = since === undefined ? undefined : `${props.sinceLabel ?? 'collecting since'} ${fmtClock(since)}`
+  const sinceText =
+    since === undefined || !props.range ? undefined : `${props.sinceLabel ?? 'collecting since'} ${fmtClock(since)} (of a ${spanWords(props.range[1] - props.range[0])} range)`
+  // The axis: the window, or from the data's start when they start well inside it.
+  const axis = shownRange(props.range, since, props.stepMs)
   const summary = useMemo(
-    () => chartSummary(props.title, unit, shown.times, shown.series, props.range, sinceText),
-    [props.title, unit, shown, props.range?.[0], props.range?.[1], sinceText],
+    () => chartSummary(props.title, unit, shown.times, shown.series, axis, sinceText),
+    [props.title, unit, shown, axis?.[0], axis?.[1], sinceText],
   )
 
   useEffect(() => {
     const el = wrap.current
     if (!el || props.times.length === 0) return
-    const [xs, ys] = withGaps(shown.times, shown.series, props.stepMs, props.range, shown.now)
+    const [xs, ys] = withGaps(shown.times, shown.series, props.stepMs, axis, shown.now)
     const hiddenFlags = props.series.map((s) => hiddenRef.current.has(s.label))
     const data = props.stacked ? stack(ys, hiddenFlags) : ys
     const width = Math.max(200, el.clientWidth || 300)
@@ -406,7 +433,7 @@ export function Chart(props: ChartProps) {
       drawn.current = undefined
       setCursor(null)
     }
-  }, [shown, props.unit, props.stacked, props.height, props.stepMs, props.range?.[0], props.range?.[1], themeKey])
+  }, [shown, props.unit, props.stacked, props.height, props.stepMs, axis?.[0], axis?.[1], themeKey])
 
   useEffect(() => {
     marks.current = props.marks ?? []

@@ -1,17 +1,20 @@
 // One database: its header (name, engine, status, last seen, health score), the tabs of its engine and
 // the tab's page (pages/db/*). The database record and the doctor's answer are loaded here once and
-// refreshed every minute; the pages get them with the route's item and query. The tabs keep the chosen
+// refreshed every minute; its status and last batch (/health, one row read) at the agent's own poll
+// interval, so that "last seen" moves with each batch and counts the seconds in between. A database
+// whose agent stopped sending gets a red "data from HH:MM" banner above every page. The pages get the
+// database with its latest status, the route's item and query. The tabs keep the chosen
 // time window (?range=…) from page to page, and fade out on the side where more of them scroll. Past the
 // tabs, a heading naming the tab (read by screen readers, shown when focused) is where "Skip to content"
 // lands.
 import type { FunctionComponent, RefObject } from 'preact'
-import { useCallback, useEffect, useRef } from 'preact/hooks'
+import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks'
 import { ApiError } from '../api.ts'
-import { ErrorBox, Loading, ago, fmtTime, useApi } from '../components/ui.tsx'
+import { ErrorBox, Loading, ago, fmtClock, fmtTime, useApi } from '../components/ui.tsx'
 import { navigate, replaceRoute } from '../router.ts'
 import { ActivePage } from './db/active.tsx'
 import { AlertsPage, RecommendationsPage } from './db/advice.tsx'
-import { StatusBadge, dbHref, engineName, statusClass, useEvery, withWindow } from './db/common.tsx'
+import { StatusBadge, dbHref, engineName, isStale, statusClass, useEvery, withWindow } from './db/common.tsx'
 import { ConnectionsPage } from './db/connections.tsx'
 import { DoctorPage } from './db/doctor.tsx'
 import { InternalsPage } from './db/internals.tsx'
@@ -80,6 +83,36 @@ const TABS: Record<Engine, Tab[]> = {
   ],
 }
 
+/** "12 s ago", counted again every second. */
+function LiveAgo({ at }: { at: string | null }) {
+  const [, setTick] = useState(0)
+  useEvery(1000, useCallback(() => setTick((t) => t + 1), []))
+  return <>{ago(at)}</>
+}
+
+/** How often the header asks for the database's status: at the agent's poll interval, from 1 s to 30 s. */
+export const healthPollMs = (pollIntervalSeconds: number) => 1000 * Math.min(30, Math.max(1, pollIntervalSeconds || 10))
+
+/** The database's status and last batch, read every poll interval (one row read on the server). */
+function useLiveHealth(db: Database | undefined): Pick<Database, 'status' | 'last_seen_at'> | undefined {
+  const health = useApi<Pick<Database, 'status' | 'last_seen_at'>>(db ? `/databases/${encodeURIComponent(db.id)}/health` : null)
+  useEvery(healthPollMs(db?.poll_interval_seconds ?? 10), health.reload)
+  return health.data
+}
+
+/** The notice over the pages of a database whose agent stopped sending: what they show is from then. */
+function StaleBanner({ db }: { db: Database }) {
+  return (
+    <div class="banner banner-critical" role="status" data-stale>
+      <p>
+        <strong>Data from {fmtClock(db.last_seen_at)}</strong>: the agent's last batch came <LiveAgo at={db.last_seen_at} />, and it reports every{' '}
+        {db.poll_interval_seconds} s. These pages show the database as it was then, not now; check that <code>dbm agent</code> is running and can
+        reach the database and this server.
+      </p>
+    </div>
+  )
+}
+
 function Header({ db, doctor }: { db: Database; doctor: Doctor | undefined }) {
   return (
     <>
@@ -92,9 +125,9 @@ function Header({ db, doctor }: { db: Database; doctor: Doctor | undefined }) {
           {engineName(db.engine)}
           {db.engine_version ? ` ${db.engine_version}` : ''}
         </span>
-        <StatusBadge status={db.status} />
-        <span class="muted small" title={fmtTime(db.last_seen_at)}>
-          last seen {ago(db.last_seen_at)}
+        <StatusBadge status={db.status} stale={isStale(db)} />
+        <span class="muted small" title={fmtTime(db.last_seen_at)} data-last-seen>
+          last seen <LiveAgo at={db.last_seen_at} />
         </span>
         <span class="spacer" />
         <a class={`health-score ${statusClass(doctor?.status)}`} href={dbHref(db, 'doctor')} title="Health score (100 is best): open the doctor">
@@ -155,6 +188,10 @@ function DatabaseView({ id, tab, item, query }: LayoutProps) {
     diagnosis.reload()
   }, [db.reload, diagnosis.reload])
   useEvery(60_000, reloadAll)
+  const health = useLiveHealth(db.data)
+  // The record with the status and last batch read last (the record's own are up to a minute old).
+  const record = db.data
+  const shown = useMemo(() => (record && health ? { ...record, ...health } : record), [record, health?.status, health?.last_seen_at])
 
   const tabs = db.data ? TABS[db.data.engine] : []
   const current = tabs.find((t) => t.slug === tab)
@@ -209,9 +246,11 @@ function DatabaseView({ id, tab, item, query }: LayoutProps) {
 
   const page = current ? (item && current.itemPage ? current.itemPage : current.page) : undefined
   const Page = page
+  const live = shown ?? db.data
   return (
     <main class="db-page">
-      <Header db={db.data} doctor={diagnosis.data} />
+      <Header db={live} doctor={diagnosis.data} />
+      {isStale(live) && <StaleBanner db={live} />}
       <nav class="tabs" ref={tabStrip} aria-label={`Sections of ${db.data.name}`}>
         {tabs.map((t) => (
           <a key={t.slug} href={withWindow(dbHref(db.data!, t.slug), query)} aria-current={t.slug === tab ? 'page' : undefined}>
@@ -223,7 +262,7 @@ function DatabaseView({ id, tab, item, query }: LayoutProps) {
         {current ? current.label : 'No such section'}
       </h2>
       {Page ? (
-        <Page db={db.data} item={item} query={query} setQuery={setQuery} doctor={diagnosis} reloadDb={db.reload} />
+        <Page db={live} item={item} query={query} setQuery={setQuery} doctor={diagnosis} reloadDb={db.reload} />
       ) : (
         <div class="empty">
           <p>

@@ -7,6 +7,12 @@
 // 2. auto_explain: JSON plans that auto_explain wrote to the server log, read from pg_log_dir.
 // Statements the agent's role may not read (no pg_read_all_data) are a warning logged once per set of
 // statements and a note in the collector's health status, not a silent debug line.
+// Writes (INSERT, UPDATE, DELETE, MERGE) are explained like reads: PREPARE, then EXPLAIN EXECUTE without
+// ANALYZE in a READ ONLY transaction, so they are planned and never run (no ANALYZE is ever issued, for
+// any statement: there is no setting for it). EXPLAIN checks the write privilege on the statement's
+// table although nothing runs, and the README's read-only role has none: those statements are left
+// unexplained, with an info note (ctx.infos: level 'info', shown on the statements page, not a warning
+// on every page) saying which grant would explain them; with the grant they are explained.
 // Planning runs code with the rights of the role that plans, the agent's: functions (IMMUTABLE ones with
 // constant arguments, STABLE ones to estimate selectivity), and through them whatever a view, a row
 // security policy, an index expression, a domain or a type's input function of the statement calls,
@@ -333,6 +339,7 @@ async function sample(ctx: PostgresContext, state: State): Promise<ExplainPlan[]
   if (before) return reportUntrusted(ctx, state, before)
   const out: ExplainPlan[] = []
   const denied: Denied[] = []
+  const writes: Denied[] = []
   const untrusted: Untrusted[] = []
   const runners = new Map<string, number>()
   let attempted = 0
@@ -364,9 +371,11 @@ async function sample(ctx: PostgresContext, state: State): Promise<ExplainPlan[]
     }
     if (isPermissionDenied(failure)) {
       // EXPLAIN of a write needs the write privilege although nothing runs; the read-only role the README
-      // sets up never has it, so that is expected, not something to fix: a debug line, no note.
-      if (WRITES.test(text)) ctx.log.debug('write statement not explained: the agent role may not write', { database: ctx.name, query_hash: row.query_hash })
-      else denied.push({ hash: row.query_hash, cause: (failure as Error).message, text })
+      // sets up never has it, so that is expected, not something to fix: an info note, not a warning.
+      if (WRITES.test(text)) {
+        ctx.log.debug('write statement not explained: the agent role may not write', { database: ctx.name, query_hash: row.query_hash })
+        writes.push({ hash: row.query_hash, cause: (failure as Error).message, text })
+      } else denied.push({ hash: row.query_hash, cause: (failure as Error).message, text })
       continue
     }
     // Temporary tables, another search_path, a dropped object: this statement cannot be explained now.
@@ -374,7 +383,29 @@ async function sample(ctx: PostgresContext, state: State): Promise<ExplainPlan[]
   }
   state.untrustedSet = undefined
   reportSkipped(ctx, state, denied, untrusted, attempted, out.length === 0 ? runners : new Map())
+  reportWrites(ctx, writes)
   return out
+}
+
+/** The order write kinds are named in. */
+const WRITE_KINDS = ['INSERT', 'UPDATE', 'DELETE', 'MERGE']
+
+/**
+ * Write statements left unexplained because the agent's role lacks the write privilege: an info note
+ * (not a warning: the README's role is read-only on purpose) naming the grant that would explain them.
+ */
+function reportWrites(ctx: PostgresContext, writes: Denied[]) {
+  if (writes.length === 0) {
+    ctx.infos?.delete('explain_plans')
+    return
+  }
+  const kinds = WRITE_KINDS.filter((k) => writes.some((w) => WRITES.exec(w.text)?.[1]?.toUpperCase() === k))
+  ctx.infos?.set(
+    'explain_plans',
+    `${writes.length} write ${writes.length === 1 ? 'statement' : 'statements'} (${kinds.join(', ')}) not explained: EXPLAIN of a write needs the write privilege on its table ` +
+      `even though it is never run (${cut(writes[0]!.cause, 200)}). To see their plans, grant it to the agent role (GRANT ${kinds.join(', ')} ON <table> TO <agent role>): ` +
+      'the agent plans them and never runs them',
+  )
 }
 
 /** Sampling stopped by untrusted functions: a note each time, a warning when the set changes; no plans. */
@@ -385,6 +416,7 @@ function reportUntrusted(ctx: PostgresContext, state: State, found: UntrustedCod
 /** A pass stopped before any EXPLAIN: `note` each time, a warning when `set` (what stopped it) changes; no plans. */
 function reportBlocked(ctx: PostgresContext, state: State, note: string, set: string): ExplainPlan[] {
   ctx.notes.set('explain_plans', note)
+  ctx.infos?.delete('explain_plans')
   state.deniedSet = undefined
   if (state.untrustedSet !== set) ctx.log.warn('plans not sampled: code of roles the agent does not trust could run with its rights while planning', { database: ctx.name, collector: 'explain_plans', detail: note })
   state.untrustedSet = set
@@ -483,6 +515,10 @@ export const explainPlans: PostgresCollector = {
     if (ctx.settings.collectExplainPlans && (sampledAt === undefined || ctx.now - sampledAt >= explainSampling.intervalMs)) {
       ctx.state.set(SAMPLED_AT, ctx.now)
       plans.push(...(await sample(ctx, state)))
+    } else if (!ctx.settings.collectExplainPlans) {
+      // Sampling turned off (collect_explain_plans): what the last sampling left unexplained no longer applies.
+      ctx.notes.delete('explain_plans')
+      ctx.infos?.delete('explain_plans')
     }
     if (ctx.pgLogDir) plans.push(...(await readAutoExplainPlans(ctx.pgLogDir, state.logOffsets, ctx.now, ctx.log)))
     return plans.length > 0 ? { explain_plans: plans.slice(0, 200) } : {}

@@ -58,7 +58,8 @@ const sqlFor = (major: number) => `
 // pg_sequences' columns, read as that view does but skipping, rather than waiting for, a sequence
 // locked against reading its last value (ALTER SEQUENCE in an open transaction), one without
 // SELECT/USAGE for the agent, and unlogged ones on a standby. The range used is measured against
-// the owning column's type when that is narrower (a bigint sequence feeding an integer column).
+// the type of the column it feeds when that is narrower (a bigint sequence feeding an integer column),
+// whether the column owns it or only calls it in its DEFAULT.
 const SEQUENCES_SQL = `
   WITH busy AS (
     SELECT l.relation FROM pg_locks l
@@ -73,15 +74,29 @@ const SEQUENCES_SQL = `
     JOIN pg_class c ON c.oid = s.seqrelid
     JOIN pg_namespace n ON n.oid = c.relnamespace
     WHERE NOT pg_is_other_temp_schema(n.oid)
+  ), fed AS (
+    -- The columns a sequence feeds: by ownership (serial, identity, OWNED BY: the sequence depends on
+    -- the column) and by a column DEFAULT that calls it (nextval('s'): the default's expression depends
+    -- on the sequence), with or without OWNED BY.
+    SELECT d.objid AS seqid, d.refobjid AS relid, d.refobjsubid AS attnum, 0 AS by_default
+    FROM pg_depend d
+    WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i') AND d.refobjsubid > 0
+    UNION ALL
+    SELECT d.refobjid, ad.adrelid, ad.adnum, 1
+    FROM pg_depend d
+    JOIN pg_attrdef ad ON ad.oid = d.objid
+    WHERE d.classid = 'pg_attrdef'::regclass AND d.refclassid = 'pg_class'::regclass AND d.deptype = 'n'
   ), owned AS (
-    SELECT d.objid, tn.nspname AS table_schema, t.relname AS table_name, a.attname AS column_name,
+    -- One column per sequence: the narrowest, which runs out first; an owning one before a default's.
+    SELECT DISTINCT ON (f.seqid) f.seqid AS objid, tn.nspname AS table_schema, t.relname AS table_name, a.attname AS column_name,
            format_type(a.atttypid, a.atttypmod) AS column_type,
            CASE a.atttypid WHEN 'int2'::regtype THEN 32767 WHEN 'int4'::regtype THEN 2147483647 END AS column_max
-    FROM pg_depend d
-    JOIN pg_class t ON t.oid = d.refobjid
+    FROM fed f
+    JOIN pg_class t ON t.oid = f.relid
     JOIN pg_namespace tn ON tn.oid = t.relnamespace
-    JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
-    WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i') AND d.refobjsubid > 0
+    JOIN pg_attribute a ON a.attrelid = f.relid AND a.attnum = f.attnum AND NOT a.attisdropped
+    WHERE f.seqid IN (SELECT oid FROM seqs)
+    ORDER BY f.seqid, column_max NULLS LAST, f.by_default, tn.nspname, t.relname, a.attname
   ), bounded AS (
     SELECT s.*, o.table_schema, o.table_name, o.column_name, o.column_type,
            least(s.seqmax, coalesce(o.column_max, s.seqmax)) AS upper,

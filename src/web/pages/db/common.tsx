@@ -3,7 +3,7 @@
 // periodic reloads, badges, key-figure cards, a percentage meter, duration formatting, the "no data
 // yet" state, the agent's collector notes and the note that verifying the email unlocks something.
 import type { ComponentChildren } from 'preact'
-import { useEffect, useId, useMemo, useState } from 'preact/hooks'
+import { useEffect, useId, useMemo, useRef, useState } from 'preact/hooks'
 import { ApiError, api } from '../../api.ts'
 import { Empty, ErrorBox, fmtMs } from '../../components/ui.tsx'
 import type { Database, Severity } from './types.ts'
@@ -183,31 +183,40 @@ export function TimeRangePicker({ tw, setQuery }: { tw: TimeWindow & { refresh()
 
 // ---- small pieces ----
 
-/** Calls `fn` every `ms` while the page is shown. */
+/** Calls `fn` (the latest one given) every `ms` while the page is shown; a new `fn` does not restart the timer. */
 export function useEvery(ms: number, fn: () => void): void {
+  const latest = useRef(fn)
+  latest.current = fn
   useEffect(() => {
     const timer = setInterval(() => {
-      if (document.visibilityState === 'visible') fn()
+      if (document.visibilityState === 'visible') latest.current()
     }, ms)
     return () => clearInterval(timer)
-  }, [ms, fn])
+  }, [ms])
 }
+
+/**
+ * The agent stopped sending: the database had data and is disconnected now (no batch within
+ * max(3 × poll interval, 60 s), the server's rule). Its pages then show data from that time, not now.
+ */
+export const isStale = (db: Pick<Database, 'status' | 'last_seen_at'>) => db.status === 'disconnected' && db.last_seen_at !== null
 
 export function SeverityBadge({ severity }: { severity: Severity | string }) {
   const cls = severity === 'critical' || severity === 'warning' || severity === 'info' ? `badge-${severity}` : 'badge-muted'
   return <span class={`badge ${cls}`}>{severity}</span>
 }
 
-export function StatusBadge({ status }: { status: string }) {
-  return <span class={`badge ${status === 'connected' ? 'badge-ok' : 'badge-muted'}`}>{status}</span>
+/** Connected, or disconnected: red when `stale` (the agent sent data and stopped), grey when it never sent any. */
+export function StatusBadge({ status, stale = false }: { status: string; stale?: boolean }) {
+  return <span class={`badge ${status === 'connected' ? 'badge-ok' : stale ? 'badge-critical' : 'badge-muted'}`}>{status}</span>
 }
 
 /** The doctor's status as a colour class: healthy ok, degraded warning, unhealthy critical. */
 export const statusClass = (status: string | undefined) => (status === 'unhealthy' ? 'critical' : status === 'degraded' ? 'warning' : status === 'healthy' ? 'ok' : '')
 
-export function Card({ label, value, sub, tone, href }: { label: string; value: ComponentChildren; sub?: ComponentChildren; tone?: string; href?: string }) {
+export function Card({ label, value, sub, tone, href, name }: { label: string; value: ComponentChildren; sub?: ComponentChildren; tone?: string; href?: string; name?: string }) {
   return (
-    <div class="card">
+    <div class="card" data-card={name}>
       <div class="label">{href ? <a href={href}>{label}</a> : label}</div>
       <div class={`value${tone ? ` ${tone}` : ''}`}>{value}</div>
       {sub !== undefined && <div class="sub">{sub}</div>}
@@ -280,7 +289,12 @@ export function NoDataYet({ db }: { db: Database }) {
 export interface AgentNote {
   collector: string
   message: string
+  /** 'info': what the agent leaves out by design (writes its read-only role may not explain), shown on the page it concerns, not on the overview. */
+  level?: 'info'
 }
+
+/** The notes to act on, shown on the overview: info notes stay on the page they concern (statements). */
+export const warningNotes = (notes: AgentNote[]) => notes.filter((n) => n.level !== 'info')
 
 /** True on a phone-width screen (the stylesheet's 720 px breakpoint), read once. */
 const narrowScreen = () => typeof matchMedia === 'function' && matchMedia('(max-width: 720px)').matches
@@ -302,7 +316,7 @@ export function AgentNotes({ notes, extra, count = 0, title = 'The agent reports
         </summary>
         <ul>
           {notes.map((n) => (
-            <li key={n.collector}>
+            <li key={`${n.collector}:${n.level ?? ''}`}>
               <code>{n.collector}</code>: {n.message}
             </li>
           ))}

@@ -1,11 +1,12 @@
 // Doctor: the database's status and score, the findings grouped by severity (title, detail,
 // recommendation, the figures it measured, how to investigate and how to fix as copyable commands; for an
 // unverified organization the note that verifying the email unlocks the fixes) and the key figures it
-// judged, each in human units (figures.ts).
+// judged, each in human units (figures.ts). Each finding says when the data it was drawn from was
+// collected (its as_of), in red when that is not recent (the agent stopped sending).
 import { Fragment } from 'preact'
 import { useEffect } from 'preact/hooks'
-import { Code, ErrorBox, Loading, fmtTime } from '../../components/ui.tsx'
-import { NoDataYet, SeverityBadge, VerifyNote, statusClass } from './common.tsx'
+import { Code, ErrorBox, Loading, ago, fmtClock, fmtTime } from '../../components/ui.tsx'
+import { NoDataYet, SeverityBadge, VerifyNote, isStale, statusClass } from './common.tsx'
 import { figureLabel, formatFigure } from './figures.ts'
 import type { Finding, PageProps, Severity } from './types.ts'
 
@@ -31,12 +32,22 @@ function Figures({ figures }: { figures: Record<string, unknown> }) {
   )
 }
 
-function FindingPanel({ f, open }: { f: Finding; open: boolean }) {
+/** "as of 14:02 (3 min ago)": when a finding's data was collected; red when the database's data are stale. */
+export function AsOf({ at, stale }: { at: number | string | null | undefined; stale: boolean }) {
+  if (at === null || at === undefined) return null
+  return (
+    <span class={`small as-of ${stale ? 'sev-critical' : 'muted'}`} title={fmtTime(at)} data-as-of>
+      as of {fmtClock(at)} ({ago(at)})
+    </span>
+  )
+}
+
+function FindingPanel({ f, open, stale }: { f: Finding; open: boolean; stale: boolean }) {
   return (
     <article id={`finding-${f.key}`} class={`panel finding ${f.severity}`}>
       <details open={open}>
         <summary>
-          <SeverityBadge severity={f.severity} /> {f.title} <span class="muted small">{f.category}</span>
+          <SeverityBadge severity={f.severity} /> {f.title} <span class="muted small">{f.category}</span> <AsOf at={f.as_of} stale={stale} />
         </summary>
         <div class="finding-body">
           <p>{f.detail}</p>
@@ -121,7 +132,7 @@ export function DoctorPage({ db, doctor, query }: PageProps) {
             </h2>
             <div class="stack">
               {list.map((f) => (
-                <FindingPanel key={f.key} f={f} open={wanted ? wanted === f.key : key === 'critical' || f.key === d.top_issues[0]?.key} />
+                <FindingPanel key={f.key} f={f} stale={isStale(db)} open={wanted ? wanted === f.key : key === 'critical' || f.key === d.top_issues[0]?.key} />
               ))}
             </div>
           </section>

@@ -1,7 +1,8 @@
 // The doctor's figures (its metrics_summary and each finding's metrics) in human units. The API names
 // each figure's unit in its key, as the server's README says (sizes are bytes, durations milliseconds):
 // `_bytes` sizes, `_ms` and `_s` / `_seconds` durations, `_s_ago` a time since, `_ratio` / `_share`
-// shares of 1, `_pct` percentages, `_at` and RFC 3339 strings points in time, `_on` / `_installed` /
+// shares of 1, `_pct` percentages, `_at`, `_since` and RFC 3339 strings points in time (and the catalog's time
+// columns, last_vacuum, xact_start…, which the doctor sends as epoch milliseconds), `_on` / `_installed` /
 // `is_…` flags of 0 and 1. The label drops the unit the value now shows; figures named after a catalog
 // column (n_dead_tup, idx_scan, blks_read…) or too terse to read (age, progress) have labels of their own.
 import { ago, fmtBytes, fmtNum, fmtTime } from '../../components/ui.tsx'
@@ -60,6 +61,15 @@ const LABELS: Record<string, string> = {
   poll_interval_seconds: 'poll interval',
 }
 
+/**
+ * Points in time named after a catalog column rather than with `_at`: a number under one of these keys is
+ * epoch milliseconds (the doctor's metrics carry pg_stat_user_tables' times so), never a count.
+ */
+const TIMES = new Set(['last_vacuum', 'last_autovacuum', 'last_analyze', 'last_autoanalyze', 'stats_reset', 'xact_start', 'query_start', 'backend_start', 'state_change', 'as_of'])
+
+/** True when `key` names a point in time (`_at`, `_since` as in holder_since, or a catalog time column). */
+export const isTimeKey = (key: string) => /_(at|since)$/.test(key) || TIMES.has(key)
+
 /** Figures whose key does not name their unit: `progress` is a share of 1. */
 const SHARES = new Set(['progress'])
 
@@ -84,7 +94,7 @@ export function formatFigure(key: string, v: unknown): string {
   if (typeof v === 'boolean') return v ? 'yes' : 'no'
   if (typeof v !== 'number' || !Number.isFinite(v)) return typeof v === 'object' ? JSON.stringify(v) : String(v)
   if (/_s_ago$/.test(key)) return `${fmtDuration(v * 1000)} ago`
-  if (/_at$/.test(key)) return `${ago(v)} (${fmtTime(v)})`
+  if (isTimeKey(key)) return `${ago(v)} (${fmtTime(v)})`
   if (/_(ratio|share)$/.test(key) || SHARES.has(key)) return percent(v * 100, 2)
   if (/_pct$/.test(key)) return percent(v, 1)
   if (/_bytes($|_)/.test(key)) return fmtBytes(v)

@@ -1,6 +1,10 @@
 // Internals (PostgreSQL): database counters and gauges (connections, size, wraparound ages,
 // transactions, blocks), the background writer and checkpoints, WAL (14+) and I/O by backend (16+),
-// each as the latest values and charts over the window.
+// each as the latest values and charts over the window. PostgreSQL counts a checkpoint's write and sync
+// time and its buffers when it ends, so the agent's delta puts a spread checkpoint (written over
+// checkpoint_timeout × checkpoint_completion_target, 4.5 minutes by default) into its last minute; the
+// charts spread them back over the minutes it ran, which its own write and sync times measure (the
+// write time includes the pauses that spread it), ending with the bucket it was seen in.
 import { useMemo } from 'preact/hooks'
 import { formatValue } from '../../components/chart.tsx'
 import { type Column, DataTable } from '../../components/data-table.tsx'
@@ -30,8 +34,64 @@ const DATABASE_CHARTS: SeriesSpec[] = [
 const BGWRITER_CHARTS: SeriesSpec[] = [
   { name: 'bgwriter-checkpoints', title: 'Checkpoints', unit: 'count', total: true, keys: [['checkpoints_timed', 'timed'], ['checkpoints_req', 'requested']] },
   { name: 'bgwriter-buffers', title: 'Buffers written per second', unit: 'per_s', rate: true, keys: [['buffers_checkpoint', 'checkpointer'], ['buffers_clean', 'bgwriter'], ['buffers_backend', 'backends']] },
-  { name: 'bgwriter-checkpoint-time', title: 'Checkpoint write and sync time', unit: 'ms', total: true, keys: [['checkpoint_write_time_ms', 'write'], ['checkpoint_sync_time_ms', 'sync']] },
+  {
+    name: 'bgwriter-checkpoint-time',
+    title: 'Checkpoint write and sync time (spread over the minutes each checkpoint ran)',
+    unit: 'ms',
+    total: true,
+    keys: [['checkpoint_write_time_ms', 'write'], ['checkpoint_sync_time_ms', 'sync']],
+  },
 ]
+
+/**
+ * Checkpoint time and buffers spread over the buckets each checkpoint ran in: a bucket's
+ * checkpoint_write_time_ms and checkpoint_sync_time_ms (PostgreSQL adds them when a checkpoint ends)
+ * are taken to end with the bucket, the sync after the writes, and are shared among the buckets that
+ * time overlaps in proportion; buffers_checkpoint goes with the write time. The checkpoint counts stay
+ * where the checkpoints ended. Buckets the spread reaches without a point get one (the other fields
+ * null). Totals are kept exactly; `points` are ascending by ts, `stepMs` their bucket.
+ */
+export function spreadCheckpoints(points: Point[], stepMs: number): Point[] {
+  const SPREAD = ['checkpoint_write_time_ms', 'checkpoint_sync_time_ms', 'buffers_checkpoint'] as const
+  const out = new Map<number, Point>()
+  for (const p of points) {
+    const copy: Point = { ...p }
+    for (const k of SPREAD) if (typeof p[k] === 'number') copy[k] = 0
+    out.set(Date.parse(p.ts), copy)
+  }
+  const add = (bucket: number, key: (typeof SPREAD)[number], value: number) => {
+    let at = out.get(bucket)
+    if (!at) {
+      at = { ts: new Date(bucket).toISOString(), [key]: 0 } as Point
+      out.set(bucket, at)
+    }
+    at[key] = (at[key] ?? 0) + value
+  }
+  /** `total` shared over [from, to) by overlap with each bucket. */
+  const share = (key: (typeof SPREAD)[number], total: number, from: number, to: number) => {
+    if (to <= from) return
+    for (let b = Math.floor(from / stepMs) * stepMs; b < to; b += stepMs) {
+      const overlap = Math.min(to, b + stepMs) - Math.max(from, b)
+      if (overlap > 0) add(b, key, (total * overlap) / (to - from))
+    }
+  }
+  for (const p of points) {
+    const write = p.checkpoint_write_time_ms ?? 0
+    const sync = p.checkpoint_sync_time_ms ?? 0
+    const buffers = p.buffers_checkpoint ?? 0
+    const end = Date.parse(p.ts) + stepMs
+    if (write + sync <= 0) {
+      // No time to spread it over (the PostgreSQL settings do not say when a checkpoint started): as counted.
+      if (typeof p.buffers_checkpoint === 'number') add(Date.parse(p.ts), 'buffers_checkpoint', buffers)
+      continue
+    }
+    share('checkpoint_sync_time_ms', sync, end - sync, end)
+    share('checkpoint_write_time_ms', write, end - sync - write, end - sync)
+    if (write > 0) share('buffers_checkpoint', buffers, end - sync - write, end - sync)
+    else add(Date.parse(p.ts), 'buffers_checkpoint', buffers)
+  }
+  return [...out.entries()].sort((a, b) => a[0] - b[0]).map(([, p]) => p)
+}
 
 const WAL_CHARTS: SeriesSpec[] = [
   { name: 'wal-bytes', title: 'WAL generated', unit: 'bytes/s', rate: true, keys: [['wal_bytes', 'WAL']] },
@@ -134,7 +194,9 @@ export function InternalsPage({ db, query, setQuery }: PageProps) {
   const series = (path: string) => (on ? apiPath(db, `${path}?${tw.params}&bucket=${tw.bucket}`) : null)
   const stats = useApi<Values>(on ? apiPath(db, '/database-stats') : null)
   const statsSeries = useApi<Point[]>(series('/database-stats/timeseries'))
-  const bgwriter = useApi<Point[]>(series('/bgwriter'))
+  const bgwriterRaw = useApi<Point[]>(series('/bgwriter'))
+  const bgwriterSpread = useMemo(() => (bgwriterRaw.data ? spreadCheckpoints(bgwriterRaw.data, tw.bucket * 1000) : undefined), [bgwriterRaw.data, tw.bucket])
+  const bgwriter: Loaded<Point[]> = { ...bgwriterRaw, data: bgwriterSpread }
   const wal = useApi<Values>(on ? apiPath(db, '/wal-stats') : null)
   const walSeries = useApi<Point[]>(series('/wal-stats/timeseries'))
   const io = useApi<{ ts: string | null; interval_seconds: number | null; stats: IoRow[] }>(on ? apiPath(db, '/io-stats') : null)

@@ -6,7 +6,7 @@ import { ApiError } from '../../api.ts'
 import { Chart, type ChartSeries, type Unit } from '../../components/chart.tsx'
 import { Async, Code, Empty, ago, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
 import { TimeRangePicker, apiPath, dbHref, fmtRatio, perBucket, useWindow, withWindow } from './common.tsx'
-import type { IndexRow, TableRow } from './objects.tsx'
+import { type IndexRow, SEQ_SCAN_TITLE, type TableRow, fullReads } from './objects.tsx'
 import type { PageProps } from './types.ts'
 
 type Point = { ts: string } & Record<string, number | null>
@@ -138,7 +138,8 @@ export function TableDetailPage(props: PageProps) {
           </dd>
           <dt>Scans</dt>
           <dd>
-            {fmtNum(t.seq_scan)} sequential ({fmtNum(t.seq_tup_read)} rows read), {fmtNum(t.idx_scan)} by index
+            <span title={SEQ_SCAN_TITLE}>{fmtNum(t.seq_scan)} sequential</span> ({fmtNum(t.seq_tup_read)} rows read
+            {fullReads(t) === null ? '' : `, the table's rows about ${fmtNum(fullReads(t))} times over`}), {fmtNum(t.idx_scan)} by index
           </dd>
           <dt>Vacuum</dt>
           <dd>

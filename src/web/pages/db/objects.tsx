@@ -8,6 +8,14 @@ import { Async, Empty, ago, fmtBytes, fmtNum, fmtTime, useApi } from '../../comp
 import { NoDataYet, SelectField, apiPath, dbHref, fmtRatio, withWindow } from './common.tsx'
 import type { Database, PageProps } from './types.ts'
 
+/** What pg_stat_user_tables.seq_scan counts, for the tables list and a table's page. */
+export const SEQ_SCAN_TITLE =
+  'pg_stat_user_tables.seq_scan: PostgreSQL counts a scan in each process that begins one, so a parallel scan counts once for the leader and once per worker'
+
+/** How many times the table's rows were read by sequential scans (seq_tup_read / n_live_tup), parallel or not; null without live rows. */
+export const fullReads = (t: Pick<TableRow, 'seq_tup_read' | 'n_live_tup'>) =>
+  t.seq_tup_read !== null && t.n_live_tup !== null && t.n_live_tup > 0 ? Math.round(t.seq_tup_read / t.n_live_tup) : null
+
 export interface TableRow {
   schema_name: string
   table_name: string
@@ -108,7 +116,7 @@ function tableColumns(db: Database, query: URLSearchParams): Column<TableRow>[] 
         </span>
       ),
     },
-    { key: 'seq', label: 'Seq scans', num: true, sortBy: 'seq_scans', render: (t) => fmtNum(t.seq_scan) },
+    { key: 'seq', label: 'Seq scans', num: true, sortBy: 'seq_scans', title: SEQ_SCAN_TITLE, render: (t) => fmtNum(t.seq_scan) },
     { key: 'idx', label: 'Index scans', num: true, render: (t) => fmtNum(t.idx_scan) },
     {
       key: 'vacuum',

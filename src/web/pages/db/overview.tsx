@@ -1,18 +1,38 @@
 // Overview: the key figures of the database as cards (health score, sessions, and the engine's own:
-// blocking, cache hit ratio, dead tuples, autovacuum / merges, mutations, p99), its activity over the last
-// 6 hours as two small charts (PostgreSQL: transactions and connections from /database-stats/timeseries;
-// ClickHouse: queries and connections from /server-metrics), its costliest statements of the last 24
-// hours and the doctor's three worst findings; "no data yet" until the agent sends.
-import { useCallback, useState } from 'preact/hooks'
-import { Async, ErrorBox, Loading, ago, fmtMs, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
+// blocking, cache hit ratio, dead tuples, autovacuum / merges, mutations, p99), its activity over the
+// chosen time range (?range=, default 6 hours) as two small charts (PostgreSQL: transactions and
+// connections from /database-stats/timeseries; ClickHouse: queries and connections from /server-metrics),
+// its costliest statements of that range and the doctor's three worst findings; "no data yet" until the
+// agent sends. A card takes the colour of the doctor's worst finding on its subject when that is worse
+// than its own thresholds (two critical dead-row findings make the dead tuples card critical). When the
+// agent stopped sending, the figures of the moment (sessions, blocking, the cache hit ratio) show "—"
+// with the time of the last data, and the state figures say "as of" that time.
+import { Async, ErrorBox, Loading, ago, fmtClock, fmtMs, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
 import type { Loaded } from '../../components/ui.tsx'
-import { type AgentNote, AgentNotes, ApiProblem, Card, NoDataYet, SeverityBadge, apiPath, bucketFor, dbHref, fmtDuration, fmtRatio, statusClass, useEvery } from './common.tsx'
+import {
+  type AgentNote,
+  AgentNotes,
+  ApiProblem,
+  Card,
+  NoDataYet,
+  RANGES,
+  SeverityBadge,
+  TimeRangePicker,
+  type TimeWindow,
+  apiPath,
+  dbHref,
+  fmtDuration,
+  fmtRatio,
+  isStale,
+  statusClass,
+  useEvery,
+  useWindow,
+  warningNotes,
+  windowQuery,
+} from './common.tsx'
+import { AsOf } from './doctor.tsx'
 import { SeriesChart, type SeriesSpec } from './series-chart.tsx'
-import type { Database, Doctor, PageProps } from './types.ts'
-
-/** The overview's charts span the last 6 hours; its top statements (the API's) the last 24. */
-const ACTIVITY_MS = 6 * 3_600_000
-const TOP_RANGE = 'range=24h'
+import type { Database, Doctor, Finding, PageProps } from './types.ts'
 
 interface TopQuery {
   query_hash: string
@@ -57,17 +77,10 @@ const CLICKHOUSE_ACTIVITY: SeriesSpec[] = [
   { name: 'overview-connections', title: 'Connections', unit: 'count', keys: [['tcp_connections', 'TCP'], ['http_connections', 'HTTP']] },
 ]
 
-/** The last 6 hours as API parameters, moved to now every minute. */
-function useActivityWindow() {
-  const [until, setUntil] = useState(() => Date.now())
-  useEvery(60_000, useCallback(() => setUntil(Date.now()), []))
-  const since = until - ACTIVITY_MS
-  const bucket = bucketFor(ACTIVITY_MS)
-  return {
-    bucket,
-    bounds: [since, until] as [number, number],
-    params: `since=${encodeURIComponent(new Date(since).toISOString())}&until=${encodeURIComponent(new Date(until).toISOString())}&bucket=${bucket}`,
-  }
+/** The window in words: "the last 6 hours", or "14:00 to 18:00" for a custom one. */
+export function rangeWords(tw: Pick<TimeWindow, 'range' | 'bounds'>): string {
+  const preset = RANGES.find((r) => r.key === tw.range)
+  return preset ? preset.label.replace(/^Last/, 'the last') : `${fmtClock(tw.bounds[0])} to ${fmtClock(tw.bounds[1])}`
 }
 
 function ActivityCharts({ loaded, specs, bucket, bounds }: { loaded: Loaded<Point[]>; specs: SeriesSpec[]; bucket: number; bounds: [number, number] }) {
@@ -82,67 +95,123 @@ function ActivityCharts({ loaded, specs, bucket, bounds }: { loaded: Loaded<Poin
   )
 }
 
-function PostgresActivity({ db }: { db: Database }) {
-  const w = useActivityWindow()
-  const points = useApi<Point[]>(apiPath(db, `/database-stats/timeseries?${w.params}`))
-  return <ActivityCharts loaded={points} specs={POSTGRES_ACTIVITY} bucket={w.bucket} bounds={w.bounds} />
+function PostgresActivity({ db, tw }: { db: Database; tw: TimeWindow }) {
+  const points = useApi<Point[]>(apiPath(db, `/database-stats/timeseries?${tw.params}&bucket=${tw.bucket}`))
+  return <ActivityCharts loaded={points} specs={POSTGRES_ACTIVITY} bucket={tw.bucket} bounds={tw.bounds} />
 }
 
-function ClickHouseActivity({ db }: { db: Database }) {
-  const w = useActivityWindow()
-  const metrics = useApi<{ bucket_seconds: number; timeseries: Point[] }>(apiPath(db, `/server-metrics?${w.params}`))
+function ClickHouseActivity({ db, tw }: { db: Database; tw: TimeWindow }) {
+  const metrics = useApi<{ bucket_seconds: number; timeseries: Point[] }>(apiPath(db, `/server-metrics?${tw.params}&bucket=${tw.bucket}`))
   const loaded: Loaded<Point[]> = { ...metrics, data: metrics.data?.timeseries }
-  return <ActivityCharts loaded={loaded} specs={CLICKHOUSE_ACTIVITY} bucket={metrics.data?.bucket_seconds ?? w.bucket} bounds={w.bounds} />
+  return <ActivityCharts loaded={loaded} specs={CLICKHOUSE_ACTIVITY} bucket={metrics.data?.bucket_seconds ?? tw.bucket} bounds={tw.bounds} />
 }
 
-function Activity({ db }: { db: Database }) {
+function Activity({ db, tw, query }: { db: Database; tw: TimeWindow; query: URLSearchParams }) {
   const more = db.engine === 'postgres' ? 'internals' : 'server'
+  const keep = windowQuery(query)
   return (
     <section>
       <div class="section-head">
         <h2>Activity</h2>
-        <a class="small" href={`${dbHref(db, more)}?range=6h`}>
+        <a class="small" href={`${dbHref(db, more)}${keep ? `?${keep}` : ''}`}>
           {db.engine === 'postgres' ? 'All internals' : 'Server metrics'}
         </a>
       </div>
-      <p class="muted small">The last 6 hours.</p>
-      {db.engine === 'postgres' ? <PostgresActivity db={db} /> : <ClickHouseActivity db={db} />}
+      <p class="muted small">Over {rangeWords(tw)}.</p>
+      {db.engine === 'postgres' ? <PostgresActivity db={db} tw={tw} /> : <ClickHouseActivity db={db} tw={tw} />}
     </section>
   )
 }
 
-const tone = (bad: boolean, warn: boolean) => (bad ? 'critical' : warn ? 'warning' : undefined)
+type Tone = 'critical' | 'warning' | undefined
 
-function Figures({ db, o, doctor }: { db: Database; o: Overview; doctor: Doctor | undefined }) {
+const tone = (bad: boolean, warn: boolean): Tone => (bad ? 'critical' : warn ? 'warning' : undefined)
+
+/** The doctor's rules behind each card: the card is as bad as their worst finding. */
+export const CARD_RULES: Record<string, string[]> = {
+  active: ['pg_connections'],
+  longest: ['pg_long_running_queries', 'ch_long_running_queries'],
+  blocked: ['pg_blocked_sessions'],
+  hit: ['pg_cache_hit_ratio'],
+  dead: ['pg_dead_tuples'],
+  vacuum: ['pg_autovacuum_disabled', 'pg_wraparound'],
+  merges: ['ch_long_merges'],
+  mutations: ['ch_stuck_mutations'],
+  stuck: ['ch_stuck_mutations'],
+  p99: ['ch_query_p99'],
+}
+
+/**
+ * The doctor's word on a card: its worst severity among the findings of `rules` (critical or warning;
+ * information leaves a card alone) and how many findings of that severity, e.g. "2 critical findings".
+ */
+export function doctorVerdict(findings: Pick<Finding, 'rule' | 'severity'>[] | undefined, rules: string[]): { tone: Tone; note?: string } {
+  const mine = (findings ?? []).filter((f) => rules.includes(f.rule))
+  for (const severity of ['critical', 'warning'] as const) {
+    const count = mine.filter((f) => f.severity === severity).length
+    if (count > 0) return { tone: severity, note: `${count} ${severity} finding${count === 1 ? '' : 's'}` }
+  }
+  return { tone: undefined }
+}
+
+/** The worse of two tones. */
+export const worseTone = (a: Tone, b: Tone): Tone => (a === 'critical' || b === 'critical' ? 'critical' : a ?? b)
+
+interface FigureCard {
+  key: string
+  label: string
+  value: string | number
+  sub?: string
+  tone?: Tone
+  href?: string
+  /** A figure of the moment (sessions, blocking, a recent rate): "—" once the data are stale. */
+  live?: boolean
+}
+
+function Figures({ db, o, doctor, tw }: { db: Database; o: Overview; doctor: Doctor | undefined; tw: TimeWindow }) {
   const longest = o.longest_query_ms ?? 0
-  const cards = [
-    <Card key="score" label="Health score" value={o.health_score} sub={doctor?.status ?? ''} tone={statusClass(doctor?.status)} href={dbHref(db, 'doctor')} />,
-    <Card key="active" label="Active queries" value={fmtNum(o.active_queries)} href={dbHref(db, 'active')} />,
-    <Card key="longest" label="Longest query" value={fmtDuration(o.longest_query_ms)} tone={tone(longest > 3_600_000, longest > 300_000)} />,
+  const cards: FigureCard[] = [
+    { key: 'active', label: 'Active queries', value: fmtNum(o.active_queries), href: dbHref(db, 'active'), live: true },
+    { key: 'longest', label: 'Longest query', value: fmtDuration(o.longest_query_ms), tone: tone(longest > 3_600_000, longest > 300_000), live: true },
   ]
   if (db.engine === 'postgres') {
     const hit = o.cache_hit_ratio ?? null
     const dead = o.dead_tuple_ratio ?? null
     cards.push(
-      <Card key="blocked" label="Blocked queries" value={fmtNum(o.blocked_queries)} tone={tone(false, (o.blocked_queries ?? 0) > 0)} href={dbHref(db, 'locks')} />,
-      <Card key="hit" label="Cache hit ratio" value={fmtRatio(hit, 2)} sub="last hour" tone={hit === null ? undefined : tone(hit < 0.9, hit < 0.99)} />,
-      <Card key="dead" label="Dead tuples" value={fmtRatio(dead)} sub="of all rows" tone={dead === null ? undefined : tone(dead > 0.5, dead > 0.2)} href={dbHref(db, 'tables')} />,
-      <Card key="vacuum" label="Last autovacuum" value={ago(o.last_autovacuum ?? null)} sub={fmtTime(o.last_autovacuum ?? null)} />,
+      { key: 'blocked', label: 'Blocked queries', value: fmtNum(o.blocked_queries), tone: tone(false, (o.blocked_queries ?? 0) > 0), href: dbHref(db, 'locks'), live: true },
+      { key: 'hit', label: 'Cache hit ratio', value: fmtRatio(hit, 2), sub: `over ${rangeWords(tw)}`, tone: hit === null ? undefined : tone(hit < 0.9, hit < 0.99), live: true },
+      { key: 'dead', label: 'Dead tuples', value: fmtRatio(dead), sub: 'of all rows', tone: dead === null ? undefined : tone(dead > 0.5, dead > 0.2), href: dbHref(db, 'tables') },
+      { key: 'vacuum', label: 'Last autovacuum', value: ago(o.last_autovacuum ?? null), sub: fmtTime(o.last_autovacuum ?? null) },
     )
   } else {
     const progress = o.merge_progress_pct
     cards.push(
-      <Card key="merges" label="Active merges" value={fmtNum(o.active_merges)} sub={progress === null || progress === undefined ? 'none running' : `${progress} % done on average`} href={dbHref(db, 'merges')} />,
-      <Card key="mutations" label="Mutations" value={fmtNum(o.active_mutations)} sub="not done" href={dbHref(db, 'mutations')} />,
-      <Card key="stuck" label="Stuck mutations" value={fmtNum(o.stuck_mutations)} tone={tone((o.stuck_mutations ?? 0) > 0, false)} href={dbHref(db, 'mutations')} />,
-      <Card key="p99" label="Query p99" value={fmtMs(o.query_p99_ms ?? null)} sub="last hour" tone={tone((o.query_p99_ms ?? 0) > 10_000, (o.query_p99_ms ?? 0) > 1000)} />,
+      { key: 'merges', label: 'Active merges', value: fmtNum(o.active_merges), sub: progress === null || progress === undefined ? 'none running' : `${progress} % done on average`, href: dbHref(db, 'merges'), live: true },
+      { key: 'mutations', label: 'Mutations', value: fmtNum(o.active_mutations), sub: 'not done', href: dbHref(db, 'mutations') },
+      { key: 'stuck', label: 'Stuck mutations', value: fmtNum(o.stuck_mutations), tone: tone((o.stuck_mutations ?? 0) > 0, false), href: dbHref(db, 'mutations') },
+      { key: 'p99', label: 'Query p99', value: fmtMs(o.query_p99_ms ?? null), sub: 'last hour', tone: tone((o.query_p99_ms ?? 0) > 10_000, (o.query_p99_ms ?? 0) > 1000), live: true },
     )
   }
-  return <div class="cards">{cards}</div>
+  const stale = isStale(db)
+  const asOf = stale ? fmtClock(db.last_seen_at) : ''
+  return (
+    <div class="cards">
+      <Card key="score" name="score" label="Health score" value={o.health_score} sub={doctor?.status ?? ''} tone={statusClass(doctor?.status)} href={dbHref(db, 'doctor')} />
+      {cards.map((c) => {
+        const verdict = doctorVerdict(doctor?.top_issues, CARD_RULES[c.key] ?? [])
+        const sub = [stale ? (c.live ? `no data since ${asOf}` : `as of ${asOf}`) : c.sub, verdict.note].filter(Boolean).join(' · ')
+        const value = stale && c.live ? '—' : c.value
+        return (
+          <Card key={c.key} name={c.key} label={c.label} value={value} sub={sub || undefined} tone={stale && c.live ? undefined : worseTone(c.tone, verdict.tone)} href={verdict.note ? dbHref(db, 'doctor') : c.href} />
+        )
+      })}
+    </div>
+  )
 }
 
-function TopStatements({ db, rows }: { db: Database; rows: TopQuery[] }) {
-  if (rows.length === 0) return <p class="muted">No statements in the last 24 hours.</p>
+function TopStatements({ db, rows, tw, query }: { db: Database; rows: TopQuery[]; tw: TimeWindow; query: URLSearchParams }) {
+  const keep = windowQuery(query)
+  if (rows.length === 0) return <p class="muted">No statements over {rangeWords(tw)}.</p>
   return (
     <div class="table-wrap">
       <table class="compact">
@@ -159,7 +228,7 @@ function TopStatements({ db, rows }: { db: Database; rows: TopQuery[] }) {
           {rows.map((q) => (
             <tr key={q.query_hash}>
               <td class="stmt-cell">
-                <a class="stmt-text mono" href={`${dbHref(db, `queries/${encodeURIComponent(q.query_hash)}`)}?${TOP_RANGE}`} title={q.query_text}>
+                <a class="stmt-text mono" href={`${dbHref(db, `queries/${encodeURIComponent(q.query_hash)}`)}${keep ? `?${keep}` : ''}`} title={q.query_text}>
                   {q.query_text || q.query_hash}
                 </a>
               </td>
@@ -186,6 +255,7 @@ function TopIssues({ db, doctor }: PageProps) {
           <div class="row">
             <SeverityBadge severity={f.severity} />
             <a href={`${dbHref(db, 'doctor')}?finding=${encodeURIComponent(f.key)}`}>{f.title}</a>
+            <AsOf at={f.as_of} stale={isStale(db)} />
           </div>
           <p class="small muted clamp">{f.detail}</p>
         </li>
@@ -195,40 +265,48 @@ function TopIssues({ db, doctor }: PageProps) {
 }
 
 export function OverviewPage(props: PageProps) {
-  const { db } = props
-  const overview = useApi<Overview>(db.last_seen_at ? apiPath(db, '/overview') : null)
-  useEvery(30_000, overview.reload)
+  const { db, query, setQuery } = props
+  const tw = useWindow(query)
+  const overview = useApi<Overview>(db.last_seen_at ? apiPath(db, `/overview?${tw.params}`) : null)
+  // A relative range moves to now with each reload; a custom one stays where it is.
+  useEvery(30_000, tw.range === 'custom' ? overview.reload : tw.refresh)
   if (!db.last_seen_at) return <NoDataYet db={db} />
+  const keep = windowQuery(query)
   return (
-    <Async loaded={overview}>
-      {(o) => (
-        <div class="stack">
-          <AgentNotes notes={o.agent_notes ?? []} />
-          <Figures db={db} o={o} doctor={props.doctor.data} />
-          <Activity db={db} />
-          <div class="grid-2">
-            <section>
-              <div class="section-head">
-                <h2>Top statements</h2>
-                <a class="small" href={`${dbHref(db, 'queries')}?${TOP_RANGE}`}>
-                  All statements
-                </a>
-              </div>
-              <p class="muted small">The costliest of the last 24 hours by total time.</p>
-              <TopStatements db={db} rows={o.top_queries} />
-            </section>
-            <section>
-              <div class="section-head">
-                <h2>Top issues</h2>
-                <a class="small" href={dbHref(db, 'doctor')}>
-                  Open the doctor
-                </a>
-              </div>
-              <TopIssues {...props} />
-            </section>
+    <div class="stack">
+      <div class="toolbar">
+        <TimeRangePicker tw={tw} setQuery={setQuery} />
+      </div>
+      <Async loaded={overview}>
+        {(o) => (
+          <div class="stack">
+            <AgentNotes notes={warningNotes(o.agent_notes ?? [])} />
+            <Figures db={db} o={o} doctor={props.doctor.data} tw={tw} />
+            <Activity db={db} tw={tw} query={query} />
+            <div class="grid-2">
+              <section>
+                <div class="section-head">
+                  <h2>Top statements</h2>
+                  <a class="small" href={`${dbHref(db, 'queries')}${keep ? `?${keep}` : ''}`}>
+                    All statements
+                  </a>
+                </div>
+                <p class="muted small">The costliest over {rangeWords(tw)} by total time.</p>
+                <TopStatements db={db} rows={o.top_queries} tw={tw} query={query} />
+              </section>
+              <section>
+                <div class="section-head">
+                  <h2>Top issues</h2>
+                  <a class="small" href={dbHref(db, 'doctor')}>
+                    Open the doctor
+                  </a>
+                </div>
+                <TopIssues {...props} />
+              </section>
+            </div>
           </div>
-        </div>
-      )}
-    </Async>
+        )}
+      </Async>
+    </div>
   )
 }

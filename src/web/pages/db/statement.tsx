@@ -1,5 +1,5 @@
 // One statement (`queries/<hash>`): its text and totals over the window, charts of calls, time, rows and
-// block I/O (PostgreSQL) or bytes, memory and errors (ClickHouse), and for PostgreSQL its plans over time,
+// block I/O and the time spent on it (PostgreSQL) or bytes, memory and errors (ClickHouse), and for PostgreSQL its plans over time,
 // grouped by plan (auto_explain logs one per call): one row per plan with its samples, first and last
 // seen, min / median / max time or cost, sources and a "plan changed" badge where it replaced another
 // (also a marker on the charts); the selected plan's latest sample as a tree, and its samples listed when
@@ -14,7 +14,7 @@ import { Async, Code, Empty, ErrorBox, Loading, fmtBytes, fmtClock, fmtMs, fmtNu
 import { TimeRangePicker, apiPath, dbHref, fmtRatio, perBucket, useWindow } from './common.tsx'
 import { type PlanGroup, type Spread, groupPlans } from './plan-groups.ts'
 import { PlanTree } from './plan-tree.tsx'
-import { type StatementRow, countedSince, listQuery } from './statements.tsx'
+import { type StatementRow, countedSince, ioTime, listQuery } from './statements.tsx'
 import type { Database, PageProps } from './types.ts'
 
 /** Plans asked for per request: the API's most (src/server/limits.ts explain.max). */
@@ -72,6 +72,16 @@ function chartSpecs(db: Database, points: Point[]): ChartSpec[] {
         { label: 'read', values: pick((p) => p.shared_blks_read) },
       ],
     })
+    specs.push({
+      name: 'statement-io-time',
+      title: 'I/O time (block reads and writes)',
+      unit: 'ms',
+      total: true,
+      series: [
+        { label: 'read', values: pick((p) => p.blk_read_time_ms) },
+        { label: 'write', values: pick((p) => p.blk_write_time_ms) },
+      ],
+    })
   } else {
     specs.push(
       { name: 'statement-read-bytes', title: 'Bytes read', unit: 'bytes', total: true, series: [{ label: 'read', values: pick((p) => p.read_bytes) }] },
@@ -113,6 +123,11 @@ function Totals({ db, d, since }: { db: Database; d: Detail; since: number | und
           <dt>Cache hits</dt>
           <dd>
             {fmtRatio(d.cache_hit_ratio, 2)} ({fmtNum(d.shared_blks_hit)} hit, {fmtNum(d.shared_blks_read)} read)
+          </dd>
+          <dt>I/O time</dt>
+          <dd>
+            {fmtMs(ioTime(d))} ({fmtMs(d.blk_read_time_ms)} reading, {fmtMs(d.blk_write_time_ms)} writing blocks)
+            {ioTime(d) === 0 && (d.shared_blks_read ?? 0) > 0 && <span class="muted small"> · 0 although blocks were read: track_io_timing is probably off</span>}
           </dd>
           <dt>Temp blocks written</dt>
           <dd>{fmtNum(d.temp_blks_written)}</dd>

@@ -4,7 +4,10 @@
 // statement's share of the listed statements' total time is a column, and what the agent and the doctor
 // say about missing statements or plans shows above it. dbm counts a statement's calls from the agent's
 // first cycle on, so where that is inside the window the page says "counted since 14:02" (the totals
-// then read lower than pg_stat_statements', which counts since its last reset).
+// then read lower than pg_stat_statements', which counts since its last reset). PostgreSQL statements
+// have an I/O time column (blk_read_time + blk_write_time, sortable by the server as io_time); when it is
+// 0 for every statement although blocks were read, the page says track_io_timing is off (or probably
+// off, where the agent does not report the setting).
 import { useEffect, useRef, useState } from 'preact/hooks'
 import type { QueryStatsRow } from '../../../server/store/sql-statement-reads.ts'
 import { Async, Empty, fmtBytes, fmtClock, fmtMs, fmtNum, useApi } from '../../components/ui.tsx'
@@ -47,7 +50,35 @@ const SORTS: [string, string][] = [
   ['calls', 'Calls'],
   ['mean_time', 'Mean time'],
   ['rows', 'Rows'],
+  ['io_time', 'I/O time'],
 ]
+/** The sorts of an engine: I/O time is PostgreSQL's (ClickHouse statements have none). */
+const sortsOf = (engine: Database['engine']) => (engine === 'postgres' ? SORTS : SORTS.filter(([v]) => v !== 'io_time'))
+
+/** A statement's time reading and writing blocks (pg_stat_statements' blk_read_time + blk_write_time). */
+export const ioTime = (r: Pick<StatementRow, 'blk_read_time_ms' | 'blk_write_time_ms'>) => (r.blk_read_time_ms ?? 0) + (r.blk_write_time_ms ?? 0)
+
+/**
+ * Why every statement's I/O time is 0, when that needs saying: blocks were read from outside shared
+ * buffers yet no time was counted. 'off': the agent reports track_io_timing off; 'probably off': the
+ * setting is not reported; undefined: some I/O time was counted, nothing was read, or the setting is on.
+ */
+export function ioTimingOff(rows: Pick<StatementRow, 'blk_read_time_ms' | 'blk_write_time_ms' | 'shared_blks_read'>[], setting: number | null | undefined): 'off' | 'probably off' | undefined {
+  if (rows.length === 0 || rows.some((r) => ioTime(r) > 0) || !rows.some((r) => (r.shared_blks_read ?? 0) > 0)) return undefined
+  if (setting === 1) return undefined
+  return setting === 0 ? 'off' : 'probably off'
+}
+
+function IoTimingNote({ state }: { state: 'off' | 'probably off' }) {
+  return (
+    <p class="muted small" data-io-timing>
+      I/O time is 0 for every statement although they read blocks from disk:{' '}
+      {state === 'off' ? 'track_io_timing is off on this server' : 'track_io_timing is probably off (SHOW track_io_timing tells)'}, so PostgreSQL does
+      not time reads and writes. Turn it on to see how long statements wait for them: <code>ALTER SYSTEM SET track_io_timing = on;</code> then{' '}
+      <code>SELECT pg_reload_conf();</code> (pg_test_timing measures its cost, small on most systems).
+    </p>
+  )
+}
 const LIMITS = ['25', '50', '100']
 /** The collectors whose notes explain missing statements or plans. */
 const STATEMENT_COLLECTORS = ['query_stats', 'explain_plans']
@@ -123,6 +154,14 @@ function columns(db: Database, query: string, share: (ms: number | null) => numb
   if (db.engine === 'postgres') {
     return [
       ...common,
+      {
+        key: 'io',
+        label: 'I/O time',
+        num: true,
+        sortBy: 'io_time',
+        title: 'Time spent reading and writing blocks: blk_read_time + blk_write_time (counted only with track_io_timing on)',
+        render: (r) => fmtMs(ioTime(r)),
+      },
       { key: 'hit', label: 'Cache hits', num: true, render: (r) => fmtRatio(r.cache_hit_ratio), title: 'shared_blks_hit / (hit + read)' },
       { key: 'read', label: 'Blocks read', num: true, render: (r) => fmtNum(r.shared_blks_read) },
       { key: 'temp', label: 'Temp written', num: true, render: (r) => fmtNum(r.temp_blks_written), title: 'temp_blks_written' },
@@ -182,9 +221,12 @@ function CountedSince({ since, engine }: { since: number; engine: Database['engi
 
 export function StatementsPage({ db, query, setQuery, doctor }: PageProps) {
   const tw = useWindow(query)
-  const sort = SORTS.some(([v]) => v === query.get('sort')) ? query.get('sort')! : 'total_time'
+  const sorts = sortsOf(db.engine)
+  const sort = sorts.some(([v]) => v === query.get('sort')) ? query.get('sort')! : 'total_time'
   const limit = LIMITS.includes(query.get('limit') ?? '') ? query.get('limit')! : '25'
   const list = useApi<StatementRow[]>(db.last_seen_at ? apiPath(db, `/queries?${tw.params}&sort_by=${sort}&limit=${limit}`) : null)
+  // track_io_timing, where the agent reports it (database_stats' track_io_timing_on gauge).
+  const stats = useApi<{ track_io_timing_on?: number | null }>(db.last_seen_at && db.engine === 'postgres' ? apiPath(db, '/database-stats') : null)
   // The filter is kept in the route (?q=) by replacing it: a reload or a link keeps it, typing adds no
   // history entry per key. The field has its own state so that typing never waits for the route.
   const routeFilter = query.get('q') ?? ''
@@ -205,13 +247,13 @@ export function StatementsPage({ db, query, setQuery, doctor }: PageProps) {
     filterInput.current?.focus()
   }
   if (!db.last_seen_at) return <NoDataYet db={db} />
-  const sortLabel = SORTS.find(([v]) => v === sort)![1].toLowerCase()
+  const sortLabel = sorts.find(([v]) => v === sort)![1].toLowerCase()
   return (
     <section class="stack">
       <StatementNotes db={db} doctor={doctor} />
       <div class="toolbar">
         <TimeRangePicker tw={tw} setQuery={setQuery} />
-        <SelectField label="Sort by" value={sort} options={SORTS} onChange={(v) => setQuery({ sort: v })} />
+        <SelectField label="Sort by" value={sort} options={sorts} onChange={(v) => setQuery({ sort: v })} />
         <SelectField label="Show" value={limit} options={LIMITS.map((l) => [l, `${l} statements`])} onChange={(v) => setQuery({ limit: v })} />
         <div class="filter-field">
           <Field label="Filter by text">
@@ -253,9 +295,12 @@ export function StatementsPage({ db, query, setQuery, doctor }: PageProps) {
           // Counting started when the agent first sent (the database's registration) or, where the API says, at the statements' first buckets.
           const firsts = rows.map((r) => epochOf(r.first_bucket)).filter((t): t is number => t !== undefined)
           const since = countedSince(firsts.length > 0 ? Math.min(...firsts) : db.created_at, tw.bounds[0])
+          // Once the setting is read (or known not to be reported): no "probably" while it loads.
+          const timing = db.engine === 'postgres' && (stats.data || stats.error) ? ioTimingOff(rows, stats.data?.track_io_timing_on) : undefined
           return (
             <>
               {since !== undefined && <CountedSince since={since} engine={db.engine} />}
+              {timing && <IoTimingNote state={timing} />}
               {filter.trim() && (
                 <p class="muted small" role="status">
                   {shown.length} of the {rows.length} statements listed match “{filter.trim()}”.

@@ -28,6 +28,8 @@ export interface Finding {
   how_to_fix_locked?: string
   objects: string[]
   metrics: Record<string, number | string | null>
+  /** When the data the finding was drawn from was collected (epoch ms as the doctor sends it; RFC 3339 also read). */
+  as_of?: number | string | null
 }
 
 export interface Doctor {

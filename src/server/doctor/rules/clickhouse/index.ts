@@ -10,11 +10,13 @@ import { memory } from './memory.ts'
 import { partsPerPartition } from './parts-per-partition.ts'
 import { queryP99 } from './query-p99.ts'
 import { replication } from './replication.ts'
+import { smallInserts } from './small-inserts.ts'
 import { stuckMutations } from './stuck-mutations.ts'
 import { totalParts } from './total-parts.ts'
 
 export const clickhouseRules: Rule[] = [
   partsPerPartition,
+  smallInserts,
   delayedInserts,
   totalParts,
   stuckMutations,

@@ -6,9 +6,10 @@
 // delayed. (Altinity's clickhouse-operator alerts at 100 parts in a partition, a fixed number from the
 // time the delay started at 150.)
 import type { PartStat } from '../../../../shared/wire.ts'
-import { chString } from '../../sql-text.ts'
+import { chNumber, chString } from '../../sql-text.ts'
 import { type FindingDraft, type Rule, bytes, pct, severityAbove } from '../../types.ts'
-import { count, counted, tableFilter, tableSql } from './common.ts'
+import { count, counted, short, tableFilter, tableSql } from './common.ts'
+import { describeInsert, insertStatements, rowsPerInsert, writesTo } from './inserts.ts'
 
 const defaults = {
   /** Share of parts_to_delay_insert. */
@@ -34,6 +35,8 @@ export const partsPerPartition: Rule<typeof defaults> = {
     const full = ((await ctx.parts())?.payload ?? [])
       .filter((p) => severityOf(p) !== undefined)
       .sort((a, b) => b.active_parts / delayOf(b) - a.active_parts / delayOf(a) || b.active_parts - a.active_parts)
+    // The statements that wrote to each table in the last hour, the most frequent first: the likely cause.
+    const inserts = full.length > 0 ? await insertStatements(ctx) : []
 
     const findings: FindingDraft[] = full.slice(0, t.max_findings).map((p) => {
       const table = tableSql(p.database, p.table)
@@ -45,12 +48,17 @@ export const partsPerPartition: Rule<typeof defaults> = {
           : p.active_parts >= delay
             ? `it is past parts_to_delay_insert (${count(delay)}), so every INSERT into it is slowed down, and at parts_to_throw_insert (${count(refuse)}) they will fail with "Too many parts"`
             : `${pct(p.active_parts / delay, 0)} of parts_to_delay_insert (${count(delay)}), from which ClickHouse slows every INSERT into it down; at parts_to_throw_insert (${count(refuse)}) they fail with "Too many parts"`
+      const writers = inserts.filter((s) => writesTo(s, p.database, p.table))
+      const top = writers[0]
+      const written = top
+        ? ` Written by ${writers.length === 1 ? '' : `${writers.length} statements, the most frequent `}${describeInsert(top, short)}.`
+        : ' No INSERT into it was seen in the last hour (query_log): the parts come from an earlier writer, or from merges that cannot keep up.'
       return {
         severity: severityOf(p)!,
         object: `${p.database}.${p.table}:${p.partition_id}`,
         objects: [`${p.database}.${p.table}`, `${p.database}.${p.table}:${p.partition_id}`],
         title: `Too many parts in partition ${p.partition_id} of ${p.database}.${p.table}`,
-        detail: `Partition ${p.partition_id} of ${table} has ${counted(p.active_parts, 'active part')} (${counted(p.rows, 'row')}, ${bytes(p.bytes_on_disk)}): ${state}.`,
+        detail: `Partition ${p.partition_id} of ${table} has ${counted(p.active_parts, 'active part')} (${counted(p.rows, 'row')}, ${bytes(p.bytes_on_disk)}): ${state}.${written}`,
         recommendation:
           'Every INSERT writes at least one part per partition it touches, and background merges must keep up. Insert fewer, bigger batches (at least a thousand rows each, ' +
           'about one INSERT per second per table), or let the server batch small ones with async_insert; keep the partition key coarse (a month or a day, not an hour or a customer); ' +
@@ -60,6 +68,11 @@ export const partsPerPartition: Rule<typeof defaults> = {
           `SELECT toStartOfMinute(event_time) AS minute, countIf(event_type = 'NewPart') AS new_parts, countIf(event_type = 'MergeParts') AS merges FROM system.part_log WHERE ${tableFilter(p.database, p.table)} AND event_time > now() - INTERVAL 1 HOUR GROUP BY minute ORDER BY minute;`,
           `SELECT count() AS inserts, avg(written_rows) AS rows_per_insert FROM system.query_log WHERE type = 'QueryFinish' AND query_kind = 'Insert' AND has(tables, ${chString(`${p.database}.${p.table}`)}) AND event_time > now() - INTERVAL 1 HOUR;`,
           `SELECT elapsed, progress, num_parts, result_part_name FROM system.merges WHERE ${tableFilter(p.database, p.table)};`,
+          ...(top
+            ? [
+                `SELECT user, client_hostname, http_user_agent, count() AS inserts, avg(written_rows) AS rows_per_insert, countIf(Settings['async_insert'] = '1') AS async FROM system.query_log WHERE normalized_query_hash = ${chNumber(top.query_hash)} AND type = 'QueryFinish' AND event_time > now() - INTERVAL 1 HOUR GROUP BY user, client_hostname, http_user_agent ORDER BY inserts DESC LIMIT 10;   -- who sends the most frequent INSERT`,
+              ]
+            : []),
         ],
         how_to_fix: [
           `SYSTEM START MERGES ${table};   -- in case merges of the table were stopped`,
@@ -73,6 +86,8 @@ export const partsPerPartition: Rule<typeof defaults> = {
           delay_ratio: Number((p.active_parts / delay).toFixed(4)),
           rows: p.rows,
           bytes_on_disk: p.bytes_on_disk,
+          inserting_statements: writers.length,
+          ...(top ? { top_insert_hash: top.query_hash, top_inserts_last_hour: top.inserts, top_rows_per_insert: Number(rowsPerInsert(top).toFixed(2)) } : {}),
         },
       }
     })

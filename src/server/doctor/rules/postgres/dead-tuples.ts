@@ -4,10 +4,16 @@
 // its rows is past that trigger; PgHero and pganalyze flag dead rows in that 10-20 % band. Tables with
 // few dead rows are left alone whatever their ratio. When the agent reports autovacuum turned off for
 // the table, the finding says so and its fix turns it back on (pg_autovacuum_disabled then leaves the
-// table to this finding).
+// table to this finding). When the table's last VACUUM finished while something already held the xmin
+// horizon (a session's transaction or snapshot, a replication slot, a prepared transaction, a standby's
+// feedback: xmin-holders.ts), that VACUUM could not remove the rows deleted since, and no VACUUM will
+// until the holder goes: the finding then names the holder and leads with what ends it instead of
+// "vacuum the table". Its severity stays that of the dead rows (the harm, which grows while the holder
+// stays); pg_xmin_horizon raises the holder itself to the same severity.
 import { type FindingDraft, type Rule, type Severity, bytes, duration, pct, severityAbove } from '../../types.ts'
 import { pgQualified, pgRegclass } from '../../sql-text.ts'
 import type { TableRow } from '../../../store/sql-objects.ts'
+import { type Holder, heldBy, oldestDataHolder } from '../../xmin-holders.ts'
 
 const defaults = {
   /** Dead rows as a share of live + dead. */
@@ -31,6 +37,21 @@ export function deadRowsSeverity(table: TableRow, t: typeof defaults): { ratio: 
   return severity ? { ratio, severity } : undefined
 }
 
+/** The latest VACUUM of the table (manual or autovacuum), null when none is known. */
+export const lastVacuumAt = (table: TableRow) => (table.last_vacuum === null && table.last_autovacuum === null ? null : Math.max(table.last_vacuum ?? 0, table.last_autovacuum ?? 0))
+
+/** The tables past the thresholds, each with the holder that keeps VACUUM from cleaning it (if any), the worst first. */
+export function flaggedTables(ctx: Parameters<Rule['check']>[0], t: typeof defaults) {
+  return ctx.once(`dead_tuples:flagged:${JSON.stringify(t)}`, async () => {
+    const flagged: { table: TableRow; ratio: number; severity: Severity; holder: Holder | undefined }[] = []
+    for (const table of await ctx.tables()) {
+      const found = deadRowsSeverity(table, t)
+      if (found) flagged.push({ table, ...found, holder: await heldBy(ctx, lastVacuumAt(table)) })
+    }
+    return flagged.sort((a, b) => (a.severity === b.severity ? 0 : a.severity === 'critical' ? -1 : 1) || b.table.n_dead_tup! - a.table.n_dead_tup!)
+  })
+}
+
 /** Turns autovacuum back on for a table whose storage parameters turned it off (for the table or its TOAST table). */
 export const resetAutovacuum = (name: string) => `ALTER TABLE ${name} RESET (autovacuum_enabled, toast.autovacuum_enabled);`
 
@@ -41,12 +62,14 @@ export const deadTuples: Rule<typeof defaults> = {
   thresholds: defaults,
   async check(ctx) {
     const t = ctx.thresholds(deadTuples)
-    const flagged: { table: TableRow; ratio: number; severity: Severity }[] = []
-    for (const table of await ctx.tables()) {
-      const found = deadRowsSeverity(table, t)
-      if (found) flagged.push({ table, ...found })
-    }
-    flagged.sort((a, b) => (a.severity === b.severity ? 0 : a.severity === 'critical' ? -1 : 1) || b.table.n_dead_tup! - a.table.n_dead_tup!)
+    const flagged = await flaggedTables(ctx, t)
+    // A holder of the horizon that no VACUUM of the table has run into yet: named as a likely cause (the
+    // rows deleted after it began are beyond VACUUM's reach), with its commands among the investigation.
+    const standing = await oldestDataHolder(ctx)
+    const mayHold = (table: TableRow) =>
+      standing && standing.since !== null && (lastVacuumAt(table) ?? Number.NEGATIVE_INFINITY) < standing.since
+        ? ` ${standing.about} has held back the xmin horizon since ${duration(Math.max(0, ctx.now - standing.since))} ago: no VACUUM can remove the rows deleted or updated after that until ${standing.ends}.`
+        : ''
 
     const lastVacuum = (table: TableRow) => {
       const auto = table.last_autovacuum
@@ -56,18 +79,47 @@ export const deadTuples: Rule<typeof defaults> = {
       return `it was last vacuumed ${duration(Math.max(0, ctx.now - at))} ago by ${by}${auto === null ? ' (autovacuum never ran on it)' : ''}`
     }
 
-    const findings: FindingDraft[] = flagged.slice(0, t.max_findings).map(({ table, ratio, severity }) => {
+    const findings: FindingDraft[] = flagged.slice(0, t.max_findings).map(({ table, ratio, severity, holder }) => {
       const name = pgQualified(table.schema_name, table.table_name)
       const rel = pgRegclass(table.schema_name, table.table_name)
       const size = table.table_size_bytes === null ? '' : ` in ${bytes(table.table_size_bytes)}`
       const off = table.autovacuum_enabled === false
+      const metrics = {
+        n_dead_tup: table.n_dead_tup,
+        n_live_tup: table.n_live_tup,
+        dead_ratio: Number(ratio.toFixed(4)),
+        table_size_bytes: table.table_size_bytes,
+        last_vacuum: table.last_vacuum,
+        last_autovacuum: table.last_autovacuum,
+      }
+      const object = `${table.schema_name}.${table.table_name}`
+      if (holder) {
+        return {
+          severity,
+          object,
+          objects: [object, holder.object],
+          title: `Vacuum cannot clean ${name} until ${holder.ends}`,
+          detail:
+            `${name} has ${n(table.n_dead_tup!)} dead rows against ${n(table.n_live_tup ?? 0)} live ones (${pct(ratio)} dead)${size}; ${lastVacuum(table)}, ` +
+            `when ${holder.name} already held back the xmin horizon, so that VACUUM could not remove them and none will until ${holder.ends}. ` +
+            `The holder: ${holder.about}. Meanwhile every update and delete adds dead rows that stay, and the table and its indexes grow.`,
+          recommendation: `${holder.advice} Then let autovacuum clean the table (or VACUUM it): vacuuming it before then only repeats the work.`,
+          how_to_investigate: [
+            `SELECT n_live_tup, n_dead_tup, last_vacuum, last_autovacuum, autovacuum_count FROM pg_stat_user_tables WHERE relid = ${rel};`,
+            ...holder.investigate,
+            `VACUUM (VERBOSE) ${name};   -- its output says how many dead row versions "cannot be removed yet" and the oldest xmin`,
+          ],
+          how_to_fix: [...holder.fix, `VACUUM (ANALYZE, VERBOSE) ${name};   -- once the holder has gone`],
+          metrics: { ...metrics, ...holder.metrics },
+        }
+      }
       return {
         severity,
-        object: `${table.schema_name}.${table.table_name}`,
+        object,
         title: `Many dead rows in ${name}`,
         detail: `${name} has ${n(table.n_dead_tup!)} dead rows against ${n(table.n_live_tup ?? 0)} live ones (${pct(ratio)} dead)${size}; ${lastVacuum(table)}.${
           off ? ' Autovacuum is turned off for this table (autovacuum_enabled or toast.autovacuum_enabled = false in its storage parameters), so only a manual VACUUM removes them.' : ''
-        } Dead rows bloat the table and its indexes and slow every scan of them.`,
+        } Dead rows bloat the table and its indexes and slow every scan of them.${mayHold(table)}`,
         recommendation: off
           ? 'Vacuum the table now and turn autovacuum back on for it (RESET falls back to the server-wide autovacuum settings); if it was turned off to keep vacuum out of bulk loads, vacuum the table after each load or on a schedule instead.'
           : 'Vacuum the table now, then find why autovacuum fell behind: autovacuum turned off for the table, a long-running transaction or an abandoned replication slot holding back the cleanup horizon, or a scale factor too large for a table this size (lower autovacuum_vacuum_scale_factor for it).',
@@ -77,6 +129,7 @@ export const deadTuples: Rule<typeof defaults> = {
           'SELECT pid, state, xact_start, backend_xmin, left(query, 80) AS query FROM pg_stat_activity WHERE backend_xmin IS NOT NULL ORDER BY age(backend_xmin) DESC LIMIT 5;   -- old snapshots keep dead rows alive',
           'SELECT slot_name, active, xmin, catalog_xmin FROM pg_replication_slots ORDER BY age(xmin) DESC NULLS LAST;',
           'SELECT * FROM pg_stat_progress_vacuum;',
+          ...(mayHold(table) ? standing!.investigate.slice(0, 1) : []),
         ],
         how_to_fix: [
           `VACUUM (ANALYZE, VERBOSE) ${name};`,
@@ -84,14 +137,7 @@ export const deadTuples: Rule<typeof defaults> = {
           ...(off ? [`${resetAutovacuum(name)}   -- autovacuum is turned off for it`] : table.autovacuum_enabled === null ? [`${resetAutovacuum(name)}   -- if autovacuum was turned off for it`] : []),
           `ALTER TABLE ${name} SET (autovacuum_vacuum_scale_factor = 0.05);   -- vacuum after 5 % of the rows changed instead of 20 %`,
         ],
-        metrics: {
-          n_dead_tup: table.n_dead_tup,
-          n_live_tup: table.n_live_tup,
-          dead_ratio: Number(ratio.toFixed(4)),
-          table_size_bytes: table.table_size_bytes,
-          last_vacuum: table.last_vacuum,
-          last_autovacuum: table.last_autovacuum,
-        },
+        metrics,
       }
     })
 
@@ -99,19 +145,21 @@ export const deadTuples: Rule<typeof defaults> = {
     if (rest.length > 0) {
       const dead = rest.reduce((sum, r) => sum + r.table.n_dead_tup!, 0)
       const off = rest.filter((r) => r.table.autovacuum_enabled === false).map((r) => pgQualified(r.table.schema_name, r.table.table_name))
+      const held = rest.filter((r) => r.holder)
+      const holder = held[0]?.holder
       findings.push({
         severity: rest.some((r) => r.severity === 'critical') ? 'critical' : 'warning',
         title: `${rest.length} more tables with many dead rows`,
         detail: `Besides the tables named above, ${rest.length} more tables are past ${pct(t.warning_ratio, 0)} dead rows, ${n(dead)} dead rows in all.${
           off.length > 0 ? ` Autovacuum is turned off for ${off.length} of them: ${off.slice(0, 20).join(', ')}${off.length > 20 ? ', ...' : ''}.` : ''
-        }`,
+        }${holder ? ` VACUUM cannot clean ${held.length} of them until ${holder.ends}: ${holder.about}.` : ''}`,
         recommendation: 'Autovacuum is behind across many tables: check for long transactions and abandoned replication slots, then consider more autovacuum workers (autovacuum_max_workers) and a higher autovacuum_vacuum_cost_limit.',
         how_to_investigate: [
           `SELECT relid::regclass, n_live_tup, n_dead_tup, last_autovacuum FROM pg_stat_user_tables WHERE n_dead_tup >= ${t.min_dead_rows} ORDER BY n_dead_tup DESC;`,
         ],
-        how_to_fix: ['VACUUM (ANALYZE);   -- the whole database', ...off.slice(0, 100).map(resetAutovacuum)],
-        objects: rest.slice(0, 100).map((r) => `${r.table.schema_name}.${r.table.table_name}`),
-        metrics: { tables: rest.length, n_dead_tup: dead },
+        how_to_fix: [...(holder?.fix ?? []), 'VACUUM (ANALYZE);   -- the whole database', ...off.slice(0, 100).map(resetAutovacuum)],
+        objects: [...rest.slice(0, 100).map((r) => `${r.table.schema_name}.${r.table.table_name}`), ...(holder ? [holder.object] : [])],
+        metrics: { tables: rest.length, n_dead_tup: dead, ...(holder ? { held_tables: held.length, ...holder.metrics } : {}) },
       })
     }
     return findings

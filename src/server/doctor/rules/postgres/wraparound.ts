@@ -6,7 +6,11 @@
 // warning at 500 million (PgHero's transaction_id_danger default, as the Aiven and Timescale notes
 // describe it), critical at 1.5 billion (AWS's early-warning guidance for RDS escalates between 1 and
 // 1.5 billion, leaving ~600 million to freeze in).
+// VACUUM (FREEZE) cannot freeze past the xmin horizon: when what holds it (xmin-holders.ts) is itself
+// past the warning age, freezing cannot bring the database below it, so the finding names the holder
+// and puts ending it first.
 import { type FindingDraft, type Rule, pct, severityAbove } from '../../types.ts'
+import { xminHolders } from '../../xmin-holders.ts'
 
 const defaults = {
   warning_age: 500_000_000,
@@ -57,6 +61,12 @@ export const wraparound: Rule<typeof defaults> = {
       if (typeof k.age !== 'number') continue
       const severity = severityAbove(k.age, k.warning, k.critical)
       if (!severity) continue
+      // Transaction IDs only: what holds multixacts back is not reported.
+      const oldestHolder = k.object === 'xid' ? (await xminHolders(ctx))[0] : undefined
+      const holder = oldestHolder && oldestHolder.freezeAge >= k.warning ? oldestHolder : undefined
+      const held = holder
+        ? ` VACUUM (FREEZE) cannot freeze past the xmin horizon, which ${holder.about} holds ${n(holder.freezeAge)} transaction IDs back: until ${holder.ends}, no VACUUM can bring the age below that.`
+        : ''
       const freeze =
         typeof k.freezeMaxAge === 'number'
           ? ` ${k.setting} is ${n(k.freezeMaxAge)}: ${k.age > k.freezeMaxAge ? `anti-wraparound autovacuum should have frozen the oldest tables ${n(k.age - k.freezeMaxAge)} ${k.what}s ago, so it is failing, too slow, or held back by an old transaction, replication slot or prepared transaction` : 'anti-wraparound autovacuum has not started yet'}.`
@@ -68,8 +78,9 @@ export const wraparound: Rule<typeof defaults> = {
         title: `${k.what[0]!.toUpperCase()}${k.what.slice(1)} wraparound: ${pct(k.age / LIMIT, 0)} of the ID space used`,
         detail:
           `The oldest unfrozen ${k.what} in this database is ${n(k.age)} ${k.what}s old, ${pct(k.age / LIMIT)} of the 2^31 (${n(LIMIT)}) ` +
-          `PostgreSQL can tell apart; ${n(Math.max(0, LIMIT - 3_000_000 - k.age))} remain before it stops assigning new ones and the database goes read-only.${freeze}`,
+          `PostgreSQL can tell apart; ${n(Math.max(0, LIMIT - 3_000_000 - k.age))} remain before it stops assigning new ones and the database goes read-only.${freeze}${held}`,
         recommendation:
+          (holder ? `First end what holds the horizon: ${holder.advice} ` : '') +
           'Freeze the oldest tables now with a manual VACUUM (FREEZE), largest age first, and watch it progress. First end whatever holds back the xmin horizon ' +
           '(see the pg_xmin_horizon finding: long transactions, stale replication slots, forgotten prepared transactions), or VACUUM cannot freeze past it. ' +
           'Then make autovacuum keep up: more autovacuum_max_workers, a higher autovacuum_vacuum_cost_limit.',
@@ -78,12 +89,15 @@ export const wraparound: Rule<typeof defaults> = {
           oldest,
           'SELECT p.pid, p.datname, p.relid::regclass, p.phase, p.heap_blks_scanned, p.heap_blks_total, a.query FROM pg_stat_progress_vacuum p JOIN pg_stat_activity a USING (pid);',
           `SHOW ${k.setting};`,
+          ...(holder?.investigate ?? []),
         ],
         how_to_fix: [
+          ...(holder?.fix ?? []),
           `SELECT format('VACUUM (FREEZE, VERBOSE) %s;', c.oid::regclass) FROM pg_class c LEFT JOIN pg_class t ON t.oid = c.reltoastrelid WHERE c.relkind IN ('r', 'm') ORDER BY ${k.ageOf} DESC LIMIT 10 \\gexec`,
           `${k.vacuumdb}   # every database, the tables past ${n(k.warning)}`,
         ],
-        metrics: { age: k.age, used_ratio: Number((k.age / LIMIT).toFixed(4)), [k.setting]: typeof k.freezeMaxAge === 'number' ? k.freezeMaxAge : null },
+        ...(holder ? { objects: [k.object, holder.object] } : {}),
+        metrics: { age: k.age, used_ratio: Number((k.age / LIMIT).toFixed(4)), [k.setting]: typeof k.freezeMaxAge === 'number' ? k.freezeMaxAge : null, ...(holder?.metrics ?? {}) },
       })
     }
     return findings

@@ -1,14 +1,19 @@
 // The xmin horizon held back: VACUUM can neither remove the rows deleted or updated after the oldest
 // transaction still needing them nor freeze past it, so tables bloat and wraparound creeps closer.
-// Three kinds of holders, from the database_stats gauges: a backend's transaction or snapshot (named
-// by pid, with the session from the activity snapshot), replication slots' xmin/catalog_xmin (an
-// abandoned slot or hot_standby_feedback), and prepared transactions. Thresholds: a transaction open
+// The kinds of holders (xmin-holders.ts, from the agent's xmin_holders section or, from older agents,
+// the database_stats gauges): a backend's transaction or snapshot, or a WAL sender relaying a standby's
+// hot_standby_feedback (named by pid), replication slots' xmin/catalog_xmin (an abandoned slot or
+// hot_standby_feedback), and prepared transactions. Thresholds: a transaction open
 // over an hour is postgres-checkup's P1 (G002) → warning, a day → critical; in XIDs, 10 million
 // (a fifth of vacuum_freeze_min_age's 50 million default) → warning, and 100 million, half of
 // autovacuum_freeze_max_age's default, where freezing starts to fail → critical.
+// A holder is also raised as soon as it keeps VACUUM from removing the dead rows of a table
+// pg_dead_tuples flags (that VACUUM finished after the holder began), at that table's severity however
+// young the holder is: the dead rows are its doing, and it is the thing to end.
 import type { FindingDraft, Rule, Severity } from '../../types.ts'
 import { duration, severityAbove } from '../../types.ts'
-import { pgString } from '../../sql-text.ts'
+import { type Holder, xminHolders } from '../../xmin-holders.ts'
+import { deadTuples, flaggedTables } from './dead-tuples.ts'
 
 const defaults = {
   warning_xids: 10_000_000,
@@ -18,7 +23,6 @@ const defaults = {
 }
 
 const n = (v: number) => v.toLocaleString('en-US')
-const short = (text: string, max = 200) => (text.length > max ? `${text.slice(0, max)}…` : text)
 
 const RANK: Record<Severity, number> = { critical: 2, warning: 1, info: 0 }
 function worst(...severities: (Severity | undefined)[]): Severity | undefined {
@@ -36,88 +40,93 @@ export const xminHorizon: Rule<typeof defaults> = {
   async check(ctx) {
     const t = ctx.thresholds(xminHorizon)
     const s = (await ctx.databaseStats())?.payload
-    if (!s) return []
+    const holders = await xminHolders(ctx)
+    if (holders.length === 0) return []
     const num = (v: number | null | undefined) => (typeof v === 'number' ? v : null)
     const byXids = (age: number) => severityAbove(age, t.warning_xids, t.critical_xids)
     const byTime = (seconds: number | null) => (seconds === null ? undefined : severityAbove(seconds, t.warning_s, t.critical_s))
+    // The tables whose dead rows each holder keeps VACUUM from removing (pg_dead_tuples' own judgement).
+    const held = new Map<Holder, { name: string; dead: number; severity: Severity }[]>()
+    for (const f of await flaggedTables(ctx, ctx.thresholds(deadTuples))) {
+      if (f.holder) held.set(f.holder, [...(held.get(f.holder) ?? []), { name: `${f.table.schema_name}.${f.table.table_name}`, dead: f.table.n_dead_tup ?? 0, severity: f.severity }])
+    }
+    const heldText = (tables: { name: string; dead: number }[]) =>
+      tables.length === 0
+        ? ''
+        : ` It keeps VACUUM from removing ${n(tables.reduce((sum, x) => sum + x.dead, 0))} dead rows in ${tables.length === 1 ? '' : `${tables.length} tables: `}${tables.slice(0, 10).map((x) => x.name).join(', ')}${tables.length > 10 ? ', …' : ''}.`
+    const heldSeverity = (tables: { severity: Severity }[]) => worst(...tables.map((x) => x.severity))
+    const heldMetrics = (tables: { dead: number }[]) => ({ held_tables: tables.length, held_dead_rows: tables.reduce((sum, x) => sum + x.dead, 0) })
     const findings: FindingDraft[] = []
 
-    const backendAge = num(s.xmin_backend_age)
-    const pid = num(s.xmin_backend_pid)
-    const preparedAge = num(s.xmin_prepared_age)
-    // A snapshot taken while a prepared transaction is pending has its XID as xmin: a backend no older
-    // than the oldest prepared transaction is its bystander, not a holder of its own.
-    if (backendAge !== null && pid !== null && (preparedAge === null || backendAge > preparedAge)) {
-      const xactAge = num(s.xmin_backend_xact_age_s)
-      const severity = worst(byXids(backendAge), byTime(xactAge))
+    // The oldest session (or WAL sender): the one whose end moves the horizon.
+    const backend = holders.find((h) => h.kind === 'backend' || h.kind === 'walsender')
+    if (backend) {
+      const age = backend.freezeAge
+      const pid = Number(backend.object.slice('pid '.length))
+      const xactAge = backend.ageS
+      const tables = held.get(backend) ?? []
+      const severity = worst(byXids(age), byTime(xactAge), heldSeverity(tables))
       if (severity) {
-        const session = (await ctx.activity()).entries.find((a) => Number(a.pid) === pid)
-        const about = session
-          ? `pid ${pid} (${[session.user && `user ${session.user}`, session.application_name && `application "${session.application_name}"`].filter(Boolean).join(', ') || 'unknown session'}, ${session.state}; ${session.state === 'active' ? 'running' : 'last statement'}: ${short(session.query_text)})`
-          : `pid ${pid} (not a client session: a WAL sender relaying a standby's hot_standby_feedback, or a background worker)`
         findings.push({
           severity,
-          object: `pid ${pid}`,
-          title: `A transaction holds back cleanup: ${n(backendAge)} transactions${xactAge !== null ? `, ${duration(xactAge * 1000)}` : ''}`,
-          detail: `The oldest transaction or snapshot of this database belongs to ${about}: ${n(backendAge)} transactions old${xactAge !== null ? `, open for ${duration(xactAge * 1000)}` : ''}. ${CLEANUP}`,
-          recommendation:
-            'Finish or end that transaction. If it is a report or an export, run it on a replica; if it is a standby\'s feedback, look at the standby\'s long queries. ' +
-            'idle_in_transaction_session_timeout and statement_timeout stop the next one.',
-          how_to_investigate: [
-            `SELECT pid, datname, usename, application_name, backend_type, state, now() - xact_start AS transaction_age, age(backend_xid) AS xid_age, age(backend_xmin) AS xmin_age, query FROM pg_stat_activity WHERE backend_xid IS NOT NULL OR backend_xmin IS NOT NULL ORDER BY greatest(age(backend_xid), age(backend_xmin)) DESC LIMIT 10;`,
-            'SELECT pid, application_name, client_addr, backend_xmin, age(backend_xmin) FROM pg_stat_replication;',
-          ],
-          how_to_fix: [`SELECT pg_terminate_backend(${pid});   -- rolls back its transaction; the horizon moves on at once`],
-          metrics: { pid, xmin_age_xids: backendAge, transaction_age_s: xactAge === null ? null : Math.round(xactAge) },
+          object: backend.object,
+          title: `${backend.kind === 'walsender' ? 'A standby\'s feedback' : 'A transaction'} holds back cleanup: ${n(age)} transactions${xactAge !== null ? `, ${duration(xactAge * 1000)}` : ''}`,
+          detail: `The oldest transaction or snapshot of this database belongs to ${backend.about}: ${n(age)} transactions old. ${CLEANUP}${heldText(tables)}`,
+          recommendation: backend.advice,
+          how_to_investigate: backend.investigate,
+          how_to_fix: backend.fix,
+          metrics: { pid, xmin_age_xids: age, transaction_age_s: xactAge === null ? null : Math.round(xactAge), ...heldMetrics(tables) },
         })
       }
     }
 
-    const slotAge = num(s.xmin_slot_age)
-    const slotSeverity = slotAge === null ? undefined : byXids(slotAge)
-    if (slotAge !== null && slotSeverity) {
-      const slots = (await ctx.replication())?.payload.slots ?? []
-      const inactive = slots.filter((sl) => !sl.active)
-      const names = (inactive.length > 0 ? inactive : slots).map((sl) => sl.slot_name)
-      const listed = slots.map((sl) => `${sl.slot_name} (${sl.slot_type}, ${sl.active ? 'active' : 'inactive'})`).join(', ')
-      findings.push({
-        severity: slotSeverity,
-        object: 'replication slots',
-        objects: names.map((name) => `slot ${name}`),
-        title: `A replication slot holds back cleanup: ${n(slotAge)} transactions`,
-        detail:
-          `The oldest xmin or catalog_xmin of the server's replication slots is ${n(slotAge)} transactions old` +
-          `${listed ? `; the slots: ${listed}${inactive.length > 0 ? ` — an inactive slot is the usual holder` : ''}` : ''}. ${CLEANUP}`,
-        recommendation:
-          'A slot whose consumer is gone (a decommissioned replica, a stopped CDC connector) holds the horizon forever: drop it, or bring its consumer back. ' +
-          'A physical slot of a standby with hot_standby_feedback holds it for the standby\'s longest query.',
-        how_to_investigate: [
-          'SELECT slot_name, slot_type, database, active, active_pid, xmin, age(xmin) AS xmin_age, catalog_xmin, age(catalog_xmin) AS catalog_xmin_age FROM pg_replication_slots ORDER BY greatest(age(xmin), age(catalog_xmin)) DESC NULLS LAST;',
-        ],
-        how_to_fix: names.map((name) => `SELECT pg_drop_replication_slot(${pgString(name)});   -- only once its consumer is gone for good`),
-        metrics: { xmin_age_xids: slotAge, slots: slots.length, inactive_slots: inactive.length },
-      })
+    const slots = holders.filter((h) => h.kind === 'slot')
+    if (slots.length > 0) {
+      const slotAge = Math.max(...slots.map((h) => h.freezeAge))
+      const tables = slots.flatMap((h) => held.get(h) ?? [])
+      const slotSeverity = worst(byXids(slotAge), heldSeverity(tables))
+      const replication = (await ctx.replication())?.payload.slots ?? []
+      const inactive = slots.filter((h) => h.fix.some((f) => f.startsWith('SELECT pg_drop_replication_slot')))
+      if (slotSeverity) {
+        findings.push({
+          severity: slotSeverity,
+          object: 'replication slots',
+          objects: slots.map((h) => h.object),
+          title: `A replication slot holds back cleanup: ${n(slotAge)} transactions`,
+          detail:
+            `The oldest xmin or catalog_xmin of the server's replication slots is ${n(slotAge)} transactions old; the slots: ${slots.map((h) => h.about).join(', ')}` +
+            `${inactive.length > 0 ? ' — an inactive slot is the usual holder' : ''}. ${CLEANUP}${heldText(tables)}`,
+          recommendation:
+            'A slot whose consumer is gone (a decommissioned replica, a stopped CDC connector) holds the horizon forever: drop it, or bring its consumer back. ' +
+            "A physical slot of a standby with hot_standby_feedback holds it for the standby's longest query.",
+          how_to_investigate: slots[0]!.investigate,
+          how_to_fix: [...new Set(slots.flatMap((h) => h.fix))],
+          metrics: { xmin_age_xids: slotAge, slots: Math.max(replication.length, slots.length), inactive_slots: inactive.length, ...heldMetrics(tables) },
+        })
+      }
     }
 
-    if (preparedAge !== null) {
-      const preparedFor = num(s.xmin_prepared_age_s)
-      const severity = worst(byXids(preparedAge), byTime(preparedFor))
-      const count = num(s.prepared_xacts) ?? 1
+    const prepared = holders.filter((h) => h.kind === 'prepared')
+    if (prepared.length > 0) {
+      const oldest = prepared[0]!
+      const preparedAge = oldest.freezeAge
+      const preparedFor = oldest.ageS
+      const tables = prepared.flatMap((h) => held.get(h) ?? [])
+      const severity = worst(byXids(preparedAge), byTime(preparedFor), heldSeverity(tables))
+      const count = num(s?.prepared_xacts) ?? prepared.length
       if (severity) {
         findings.push({
           severity,
           object: 'prepared transactions',
+          objects: prepared.map((h) => h.object),
           title: `A prepared transaction holds back cleanup: ${n(preparedAge)} transactions${preparedFor !== null ? `, ${duration(preparedFor * 1000)}` : ''}`,
           detail:
-            `${count} prepared transaction${count === 1 ? '' : 's'} (PREPARE TRANSACTION, two-phase commit) ${count === 1 ? 'is' : 'are'} pending in this database; the oldest is ${n(preparedAge)} transactions old` +
-            `${preparedFor !== null ? `, prepared ${duration(preparedFor * 1000)} ago` : ''}. It survives restarts and keeps its locks. ${CLEANUP}`,
-          recommendation:
-            'A prepared transaction waits for its transaction manager to COMMIT PREPARED or ROLLBACK PREPARED it. If that manager has forgotten it, decide with its owner which of the two to run (the command below rolls the oldest back; write COMMIT PREPARED in it to commit instead).',
-          how_to_investigate: ['SELECT gid, prepared, owner, database, age(transaction) AS xid_age FROM pg_prepared_xacts ORDER BY prepared;'],
-          how_to_fix: [
-            "SELECT format('ROLLBACK PREPARED %L;', gid) FROM pg_prepared_xacts WHERE database = current_database() ORDER BY prepared LIMIT 1 \\gexec",
-          ],
-          metrics: { prepared_transactions: count, xmin_age_xids: preparedAge, prepared_age_s: preparedFor === null ? null : Math.round(preparedFor) },
+            `${count} prepared transaction${count === 1 ? '' : 's'} (PREPARE TRANSACTION, two-phase commit) ${count === 1 ? 'is' : 'are'} pending in this database; the oldest is ${oldest.about}. ` +
+            `It survives restarts and keeps its locks. ${CLEANUP}${heldText(tables)}`,
+          recommendation: `${oldest.advice} The command below rolls the oldest back; write COMMIT PREPARED in it to commit instead.`,
+          how_to_investigate: oldest.investigate,
+          how_to_fix: oldest.fix,
+          metrics: { prepared_transactions: count, xmin_age_xids: preparedAge, prepared_age_s: preparedFor === null ? null : Math.round(preparedFor), ...heldMetrics(tables) },
         })
       }
     }

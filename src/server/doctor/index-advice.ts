@@ -1,0 +1,250 @@
+// Which columns an index needs, read from a plan: the conditions of a Seq Scan's Filter and of the joins
+// above it that use its relation (Join Filter, Hash Cond, Merge Cond), as EXPLAIN deparses them, e.g.
+// `((customer_id = $1) AND (created_at > (now() - '1 day'::interval)))` or `(c.id = o.customer_id)`.
+// A B-tree serves equality on its leading columns and then one range, so the advice is the columns the
+// filter compares by equality (=, = ANY (...)), in the order the plan has them, then those a join
+// compares by equality, then the first column compared by a range (<, <=, >, >=); `col IS NULL` (a
+// soft-delete marker, typically) becomes the partial index's WHERE rather than a key. Conditions under
+// OR, on expressions or by other operators (LIKE, <>) are left out: an index on the rest still narrows
+// the scan. Column statistics are not collected, so the order of the equality columns is the plan's
+// (PostgreSQL orders a filter's conditions by their cost, not their selectivity). Names come out quoted
+// the way PostgreSQL needs them, so the CREATE INDEX built from them is safe to run.
+import { parseIndexDef } from './rules/postgres/duplicate-indexes.ts'
+import { pgIdent, pgQualified } from './sql-text.ts'
+
+export type ConditionKind = 'equality' | 'range' | 'null'
+
+export interface ColumnCondition {
+  /** The column's name as PostgreSQL stores it (unquoted). */
+  column: string
+  kind: ConditionKind
+  /** True when compared with a column of another relation (a join condition). */
+  join: boolean
+}
+
+/** Splits `text` at top level (outside quotes and parentheses) on `separator` (case-insensitive). */
+function splitTop(text: string, separator: string): string[] {
+  const parts: string[] = []
+  const upper = text.toUpperCase()
+  let depth = 0
+  let quote: string | null = null
+  let from = 0
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]!
+    if (quote) {
+      if (c === quote) {
+        if (text[i + 1] === quote) i++
+        else quote = null
+      }
+    } else if (c === "'" || c === '"') quote = c
+    else if (c === '(' || c === '[') depth++
+    else if (c === ')' || c === ']') depth--
+    else if (depth === 0 && upper.startsWith(separator, i)) {
+      parts.push(text.slice(from, i))
+      i += separator.length - 1
+      from = i + 1
+    }
+  }
+  parts.push(text.slice(from))
+  return parts.map((p) => p.trim())
+}
+
+/** Whether the parentheses opening `text` close at its very end. */
+function wrapped(text: string): boolean {
+  if (!text.startsWith('(') || !text.endsWith(')')) return false
+  let depth = 0
+  let quote: string | null = null
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]!
+    if (quote) {
+      if (c === quote) quote = text[i + 1] === quote ? (i++, quote) : null
+    } else if (c === "'" || c === '"') quote = c
+    else if (c === '(') depth++
+    else if (c === ')' && --depth === 0) return i === text.length - 1
+  }
+  return false
+}
+
+const unwrap = (text: string): string => {
+  let t = text.trim()
+  while (wrapped(t)) t = t.slice(1, -1).trim()
+  return t
+}
+
+/** One identifier (bare or "quoted") at the start of `text`: its name and the rest. */
+function identifier(text: string): { name: string; rest: string } | undefined {
+  if (text.startsWith('"')) {
+    let name = ''
+    for (let i = 1; i < text.length; i++) {
+      if (text[i] === '"') {
+        if (text[i + 1] === '"') {
+          name += '"'
+          i++
+        } else {
+          return { name, rest: text.slice(i + 1) }
+        }
+      } else {
+        name += text[i]
+      }
+    }
+    return undefined
+  }
+  const bare = /^[A-Za-z_\u0080-\uffff][A-Za-z0-9_$\u0080-\uffff]*/.exec(text)
+  return bare ? { name: bare[0], rest: text.slice(bare[0].length) } : undefined
+}
+
+/** A column reference: `col`, `alias.col`, `(col)::type` or `(alias.col)::type`; undefined for anything else. */
+function columnRef(operand: string): { qualifier: string | null; column: string } | undefined {
+  let t = unwrap(operand)
+  const cast = /^\(([\s\S]*)\)::[\w\s."[\]]+$/.exec(t)
+  if (cast) t = unwrap(cast[1]!)
+  const first = identifier(t)
+  if (!first) return undefined
+  if (first.rest === '') return /^(true|false|null)$/i.test(t) ? undefined : { qualifier: null, column: first.name }
+  if (!first.rest.startsWith('.')) return undefined
+  const second = identifier(first.rest.slice(1))
+  return second && second.rest === '' ? { qualifier: first.name, column: second.name } : undefined
+}
+
+const RANGE = ['<=', '>=', '<', '>']
+
+/** The comparison at the top level of one condition: operator and both sides. */
+function comparison(condition: string): { op: string; left: string; right: string } | undefined {
+  for (const op of ['= ANY ', ' = ', ...RANGE.map((o) => ` ${o} `)]) {
+    const parts = splitTop(condition, op)
+    if (parts.length === 2) return { op: op.trim(), left: parts[0]!, right: parts[1]! }
+  }
+  return undefined
+}
+
+/**
+ * The columns of the scanned relation that `filter` compares in a way a B-tree serves. `names` are
+ * the names a column of the scanned relation may be qualified with (its alias and its table name); an
+ * unqualified column is the scanned relation's (EXPLAIN qualifies columns only when several relations
+ * are in the query).
+ */
+export function filterConditions(filter: string, names: string[], unqualifiedIsOwn = true): ColumnCondition[] {
+  const own = (ref: { qualifier: string | null } | undefined) =>
+    ref !== undefined && (ref.qualifier === null ? unqualifiedIsOwn : names.includes(ref.qualifier))
+  const found: ColumnCondition[] = []
+  for (const part of splitTop(unwrap(filter), ' AND ')) {
+    const condition = unwrap(part)
+    if (splitTop(condition, ' OR ').length > 1) continue
+    const isNull = /^([\s\S]+) IS NULL$/i.exec(condition)
+    if (isNull) {
+      const ref = columnRef(isNull[1]!)
+      if (own(ref)) found.push({ column: ref!.column, kind: 'null', join: false })
+      continue
+    }
+    const cmp = comparison(condition)
+    if (!cmp) continue
+    const left = columnRef(cmp.left)
+    const right = cmp.op === '= ANY' ? undefined : columnRef(cmp.right)
+    // The scanned relation's column on one side, and on the other a value or another relation's column.
+    const [ref, other, flipped] = own(left) && !own(right) ? [left!, right, false] : own(right) && !own(left) ? [right!, left, true] : [undefined, undefined, false]
+    if (!ref) continue
+    if (cmp.op === '= ANY' && flipped) continue
+    const kind: ConditionKind = cmp.op === '=' || cmp.op === '= ANY' ? 'equality' : 'range'
+    found.push({ column: ref.column, kind, join: other !== undefined })
+  }
+  return found
+}
+
+/** A plan node as EXPLAIN (FORMAT JSON) writes it, the fields read here. */
+export interface PlanNode {
+  'Node Type'?: string
+  'Relation Name'?: string
+  Alias?: string
+  Filter?: string
+  'Join Filter'?: string
+  'Hash Cond'?: string
+  'Merge Cond'?: string
+  Plans?: PlanNode[]
+}
+
+/** The path from `root` down to `target` (both included), or undefined when it is not in the tree. */
+function pathTo(root: PlanNode, target: PlanNode): PlanNode[] | undefined {
+  if (root === target) return [root]
+  for (const child of root.Plans ?? []) {
+    const path = pathTo(child, target)
+    if (path) return [root, ...path]
+  }
+  return undefined
+}
+
+/** The conditions on `scan`'s relation: its Filter's, then those of the joins above it that name its alias. */
+export function scanConditions(root: PlanNode, scan: PlanNode): ColumnCondition[] {
+  const relation = scan['Relation Name']
+  if (!relation) return []
+  const names = [scan.Alias ?? relation, relation]
+  const found = scan.Filter ? filterConditions(scan.Filter, names) : []
+  for (const node of (pathTo(root, scan) ?? []).slice(0, -1).reverse()) {
+    for (const cond of [node['Join Filter'], node['Hash Cond'], node['Merge Cond']]) {
+      if (cond) found.push(...filterConditions(cond, names, false).filter((c) => c.join))
+    }
+  }
+  return found
+}
+
+export interface IndexShapeAdvice {
+  /** Key columns, unquoted, in index order. */
+  columns: string[]
+  /** Columns the scan wants NULL: the partial index's predicate. */
+  whereNull: string[]
+}
+
+/** The index for these conditions: filter equality, then join equality, then one range column; IS NULL as the predicate. */
+export function indexShape(conditions: ColumnCondition[]): IndexShapeAdvice {
+  const columns: string[] = []
+  const add = (c: ColumnCondition | undefined) => c && !columns.includes(c.column) && columns.push(c.column)
+  for (const c of conditions) if (c.kind === 'equality' && !c.join) add(c)
+  for (const c of conditions) if (c.kind === 'equality' && c.join) add(c)
+  add(conditions.find((c) => c.kind === 'range' && !columns.includes(c.column)))
+  const whereNull = [...new Set(conditions.filter((c) => c.kind === 'null' && !columns.includes(c.column)).map((c) => c.column))]
+  // Only IS NULL conditions: the column itself is the key (a B-tree finds NULLs).
+  if (columns.length === 0 && whereNull.length > 0) return { columns: [whereNull[0]!], whereNull: [] }
+  return { columns, whereNull }
+}
+
+/** The key columns alone (indexShape's). */
+export const indexColumns = (conditions: ColumnCondition[]): string[] => indexShape(conditions).columns
+
+export interface ExistingIndex {
+  index_name: string
+  index_def: string
+  is_valid: boolean
+}
+
+export interface IndexAdvice {
+  /** Unquoted column names, in index order. */
+  columns: string[]
+  /** `CREATE INDEX CONCURRENTLY ON schema.table (a, b) [WHERE c IS NULL];` with every name quoted as needed. */
+  create: string
+  /** A valid B-tree index of the table whose leading key columns are these (in any order for the equality ones). */
+  existing?: { index_name: string; index_def: string; /** The index holds every advised column in its leading keys. */ complete: boolean }
+}
+
+/** The index for `columns` on the table, and any existing index that already leads with them. */
+export function adviseIndex(schema: string, table: string, columns: string[], indexes: ExistingIndex[], whereNull: string[] = []): IndexAdvice {
+  const where = whereNull.length > 0 ? ` WHERE ${whereNull.map((c) => `${pgIdent(c)} IS NULL`).join(' AND ')}` : ''
+  const advice: IndexAdvice = { columns, create: `CREATE INDEX CONCURRENTLY ON ${pgQualified(schema, table)} (${columns.map((c) => pgIdent(c)).join(', ')})${where};` }
+  let best: IndexAdvice['existing'] & { leading: number; first: boolean }
+  for (const index of indexes) {
+    if (!index.is_valid) continue
+    const shape = parseIndexDef(index.index_def)
+    if (!shape || shape.method !== 'btree' || shape.predicate !== null) continue
+    // Key columns as pg_get_indexdef writes them (quoted when needed, maybe followed by a collation, an
+    // opclass or an ordering) by name; an expression key is none.
+    const keys = shape.columns.map((k) => {
+      const id = identifier(k.trim())
+      return id && (id.rest === '' || /^\s/.test(id.rest)) ? id.name : null
+    })
+    let leading = 0
+    while (leading < columns.length && leading < keys.length && keys[leading] !== null && columns.includes(keys[leading]!)) leading++
+    if (leading === 0) continue
+    // More leading columns wins; of as many, the one that starts with the first advised column.
+    if (!best! || leading > best.leading || (leading === best.leading && keys[0] === columns[0] && !best.first)) best = { index_name: index.index_name, index_def: index.index_def, complete: leading === columns.length, leading, first: keys[0] === columns[0] }
+  }
+  if (best!) advice.existing = { index_name: best.index_name, index_def: best.index_def, complete: best.complete }
+  return advice
+}
