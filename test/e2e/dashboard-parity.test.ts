@@ -5,7 +5,7 @@
 // test-artifacts/screenshots/; any console or page error fails the test.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import type { Browser } from 'playwright-core'
-import { ACCESS_COOKIE } from '../../src/server/auth/principal.ts'
+import { ACCESS_COOKIE, SESSION_HINT_COOKIE } from '../../src/server/auth/principal.ts'
 import type { BloatEstimate, ConnectionGroup, InvalidConstraint, ProgressEntry } from '../../src/shared/wire.ts'
 import { pgBatch } from '../support/batches.ts'
 import { type BrowserPage, launchBrowser, openPage } from '../support/browser.ts'
@@ -67,7 +67,11 @@ afterAll(async () => {
 
 test('Connections: counts by state, user, application and client, the hostile application name as text', async () => {
   page = await openPage(browser, { baseURL: server.base })
-  await page.context.addCookies([{ name: ACCESS_COOKIE, value: token, url: server.base }])
+  // Signed in as the dashboard's sign-in leaves it: the access cookie and the hint that a session exists.
+  await page.context.addCookies([
+    { name: ACCESS_COOKIE, value: token, url: server.base },
+    { name: SESSION_HINT_COOKIE, value: '1', url: server.base },
+  ])
   const p = page.page
   await p.goto(`/#/databases/${id}/connections`)
   const byApp = p.getByRole('table', { name: 'Connections by application' })
