@@ -19,6 +19,7 @@ import { clickhouseRoutes } from './routes/clickhouse.ts'
 import { healthRoutes } from './routes/health.ts'
 import { internalsRoutes } from './routes/internals.ts'
 import { objectRoutes } from './routes/objects.ts'
+import { pgCheckRoutes } from './routes/pg-checks.ts'
 import { queryRoutes } from './routes/queries.ts'
 import { serverOptions } from './server-options.ts'
 import { logStoreOutages, storeUnavailable } from './store-health.ts'
@@ -167,6 +168,7 @@ export function createApp(deps: Deps) {
     .use(queryRoutes(deps))
     .use(objectRoutes(deps))
     .use(internalsRoutes(deps))
+    .use(pgCheckRoutes(deps))
     .use(clickhouseRoutes(deps))
     .use(healthRoutes(deps))
     .use(alertRoutes(deps))

@@ -98,6 +98,10 @@ export const resultLimits = {
   mutations: { default: 100, max: 1000 },
   recommendations: { default: 100, max: 500 },
   alerts: { default: 100, max: 500 },
+  invalid_constraints: { default: 100, max: 1000 },
+  bloat: { default: 50, max: 500 },
+  connections: { default: 100, max: 1000 },
+  progress: { default: 100, max: 1000 },
 } as const
 
 /** Default window of the since/until endpoints, and their default bucket. */

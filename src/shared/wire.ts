@@ -187,6 +187,78 @@ export const UnindexedForeignKey = T.Object({
 })
 export type UnindexedForeignKey = Static<typeof UnindexedForeignKey>
 
+/** A CHECK, FOREIGN KEY (or, 18+, NOT NULL) constraint added NOT VALID and not validated since (collected by `constraints`). */
+export const InvalidConstraint = T.Object({
+  schema_name: T.String(),
+  table_name: T.String(),
+  constraint_name: T.String(),
+  /** `check`, `foreign key`, `not null` (pg_constraint.contype spelled out). */
+  constraint_type: T.String(),
+  /** pg_get_constraintdef(), e.g. `CHECK ((qty > 0)) NOT VALID`. */
+  definition: T.String(),
+})
+export type InvalidConstraint = Static<typeof InvalidConstraint>
+
+/**
+ * An estimate of a table's or a btree index's bloat from planner statistics (collected by `bloat`):
+ * the size the relation's live rows would take packed at its fillfactor, against its size on disk.
+ * An estimate, not a measurement (pgstattuple reads every page to measure).
+ */
+export const BloatEstimate = T.Object({
+  kind: T.Union([T.Literal('table'), T.Literal('index')]),
+  schema_name: T.String(),
+  table_name: T.String(),
+  /** The index's name; null for a table. */
+  index_name: nullableString,
+  /** The main fork's size at the last VACUUM, ANALYZE or index build (pg_class.relpages), as the estimate's row count is. */
+  size_bytes: count,
+  /** What the live rows would take packed at the fillfactor. */
+  expected_bytes: count,
+  /** size_bytes - expected_bytes, never below 0. */
+  bloat_bytes: count,
+  fillfactor: T.Number({ minimum: 10, maximum: 100 }),
+  /** pg_class.reltuples the estimate is built on. */
+  live_rows: count,
+})
+export type BloatEstimate = Static<typeof BloatEstimate>
+
+/** Client connections with the same user, application, client address and state (collected by `connections`). */
+export const ConnectionGroup = T.Object({
+  /** The database connected to (pg_stat_activity.datname). */
+  database: nullableString,
+  user: nullableString,
+  application_name: nullableString,
+  client_addr: nullableString,
+  /** pg_stat_activity.state: active, idle, idle in transaction, ...; null when unknown to the agent's role. */
+  state: nullableString,
+  count: count,
+})
+export type ConnectionGroup = Static<typeof ConnectionGroup>
+
+/** A maintenance command running now, from pg_stat_progress_* (collected by `progress`). */
+export const ProgressEntry = T.Object({
+  pid: T.Integer(),
+  /**
+   * VACUUM, ANALYZE (`autovacuum: VACUUM` and `autovacuum: ANALYZE` when autovacuum runs them), VACUUM FULL, CLUSTER,
+   * CREATE INDEX [CONCURRENTLY], REINDEX [CONCURRENTLY].
+   */
+  command: T.String(),
+  phase: T.String(),
+  schema_name: nullableString,
+  table_name: nullableString,
+  /** CREATE INDEX / REINDEX: the index built. */
+  index_name: nullableString,
+  /** The counter pair of the phase that the percentage comes from, e.g. `heap blocks scanned`. */
+  unit: nullableString,
+  done: nullableCount,
+  total: nullableCount,
+  /** done / total * 100, null when the phase has no counter. */
+  percent: T.Union([T.Number({ minimum: 0, maximum: 100 }), T.Null()]),
+  /** When the command's statement started (pg_stat_activity.query_start). */
+  started_at: nullableEpochMs,
+})
+export type ProgressEntry = Static<typeof ProgressEntry>
+
 export const ReplicationStatus = T.Object({
   is_replica: T.Boolean(),
   replication_lag_bytes: nullableCount,
@@ -354,6 +426,14 @@ export const IngestBatch = T.Object({
   sequences: T.Optional(T.Array(SequenceStat, { maxItems: max.sequences })),
   /** Foreign keys without an index on their referencing columns (collected by `tables`). */
   unindexed_foreign_keys: T.Optional(T.Array(UnindexedForeignKey, { maxItems: max.unindexed_foreign_keys })),
+  /** Constraints added NOT VALID and not validated since. */
+  invalid_constraints: T.Optional(T.Array(InvalidConstraint, { maxItems: max.invalid_constraints })),
+  /** Estimated bloat of tables and btree indexes, the most bloated first. */
+  bloat: T.Optional(T.Array(BloatEstimate, { maxItems: max.bloat })),
+  /** Client connections counted by user, application, client address and state. */
+  connections: T.Optional(T.Array(ConnectionGroup, { maxItems: max.connections })),
+  /** VACUUM, ANALYZE, CREATE INDEX and CLUSTER commands running at collection time, with their progress. */
+  progress: T.Optional(T.Array(ProgressEntry, { maxItems: max.progress })),
   replication: T.Optional(ReplicationStatus),
   /** Deltas of pg_stat_bgwriter / pg_stat_checkpointer counters. */
   bgwriter: T.Optional(counterMap),

@@ -198,6 +198,24 @@ function postgresBatches(v: Variant, now: number): IngestBatch[] {
     flush_lag_ms: 1000,
     replay_lag_ms: 600_000,
   })
+  const invalidConstraint = (role: string) => ({
+    schema_name: s,
+    table_name: t(`${role}_table`),
+    constraint_name: t(role),
+    constraint_type: 'check',
+    definition: t(`CHECK ((${role} > 0)) NOT VALID`),
+  })
+  const bloated = (role: string, index: string | null) => ({
+    kind: index === null ? ('table' as const) : ('index' as const),
+    schema_name: s,
+    table_name: t(role),
+    index_name: index === null ? null : t(index),
+    size_bytes: GB,
+    expected_bytes: 0.1 * GB,
+    bloat_bytes: 0.9 * GB,
+    fillfactor: 100,
+    live_rows: 1000,
+  })
   const slot = (role: string, lag: number) => ({ slot_name: t(role), slot_type: t('physical'), active: false, lag_bytes: lag, wal_status: 'extended' })
   return [
     pgBatch(t('database'), now - 5 * MINUTE, {
@@ -291,6 +309,8 @@ function postgresBatches(v: Variant, now: number): IngestBatch[] {
       ],
       sequences: [sequence('seqa', 0.95), sequence('seqb', 0.8)],
       unindexed_foreign_keys: [foreignKey('fk1'), foreignKey('fk2')],
+      invalid_constraints: [invalidConstraint('ck1'), invalidConstraint('ck2')],
+      bloat: [bloated('bloat1', null), bloated('bloat2', 'bloat2_idx')],
       replication: {
         is_replica: false,
         replication_lag_bytes: null,

@@ -6,7 +6,18 @@ import type { Writes } from './sql-writes.ts'
 
 /** Sections kept as the latest snapshot only (replaced by each newer batch that carries them); tables,
  * indexes and the internals sections keep theirs in sql-objects.ts and sql-internals.ts. */
-const SNAPSHOT_KINDS = ['activity', 'locks', 'sequences', 'unindexed_foreign_keys', 'collector_notes', 'xmin_holders'] as const
+const SNAPSHOT_KINDS = [
+  'activity',
+  'locks',
+  'sequences',
+  'unindexed_foreign_keys',
+  'collector_notes',
+  'xmin_holders',
+  'invalid_constraints',
+  'bloat',
+  'connections',
+  'progress',
+] as const
 export type SnapshotKind = (typeof SNAPSHOT_KINDS)[number]
 
 export async function latestSnapshot(driver: SqlDriver, databaseId: string, kind: SnapshotKind): Promise<{ ts: number; payload: unknown } | undefined> {

@@ -15,9 +15,11 @@ import { navigate, replaceRoute } from '../router.ts'
 import { ActivePage } from './db/active.tsx'
 import { AlertsPage, RecommendationsPage } from './db/advice.tsx'
 import { StatusBadge, dbHref, engineName, isStale, statusClass, useEvery, withWindow } from './db/common.tsx'
+import { ConnectionsPage } from './db/connections.tsx'
 import { DoctorPage } from './db/doctor.tsx'
 import { InternalsPage } from './db/internals.tsx'
 import { LocksPage } from './db/locks.tsx'
+import { MaintenancePage } from './db/maintenance.tsx'
 import { MergesPage, MutationsPage } from './db/merges.tsx'
 import { IndexDetailPage, TableDetailPage } from './db/object-detail.tsx'
 import { IndexesPage, TablesPage } from './db/objects.tsx'
@@ -53,12 +55,14 @@ const TABS: Record<Engine, Tab[]> = {
     overview,
     statements,
     active,
+    { slug: 'connections', label: 'Connections', page: ConnectionsPage },
     { slug: 'locks', label: 'Locks', page: LocksPage },
     { slug: 'waits', label: 'Waits', page: WaitsPage },
     { slug: 'tables', label: 'Tables', page: TablesPage, itemPage: TableDetailPage },
     { slug: 'indexes', label: 'Indexes', page: IndexesPage, itemPage: IndexDetailPage },
     { slug: 'replication', label: 'Replication', page: ReplicationPage },
     { slug: 'internals', label: 'Internals', page: InternalsPage },
+    { slug: 'maintenance', label: 'Maintenance', page: MaintenancePage },
     doctor,
     recommendations,
     alerts,

@@ -2,11 +2,15 @@
 import type { PostgresCollector } from '../types.ts'
 import { activity } from './activity.ts'
 import { bgwriter } from './bgwriter.ts'
+import { bloat } from './bloat.ts'
+import { connections } from './connections.ts'
+import { constraints } from './constraints.ts'
 import { databaseStats } from './database-stats.ts'
 import { explainPlans } from './explain-plans.ts'
 import { indexes } from './indexes.ts'
 import { ioStats } from './io-stats.ts'
 import { locks } from './locks.ts'
+import { progress } from './progress.ts'
 import { queryStats } from './query-stats.ts'
 import { replication } from './replication.ts'
 import { tables } from './tables.ts'
@@ -26,4 +30,8 @@ export const postgresCollectors: PostgresCollector[] = [
   walStats,
   ioStats,
   databaseStats,
+  constraints,
+  bloat,
+  connections,
+  progress,
 ]

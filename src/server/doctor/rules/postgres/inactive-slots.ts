@@ -1,16 +1,21 @@
 // Replication slots nobody consumes: an inactive slot keeps every WAL segment written since its
 // restart_lsn (and a logical slot also holds back vacuum), until the disk fills. Runbooks that alert on
-// slots (Crunchy pgMonitor, qonto's database-monitoring-framework) flag any inactive slot; dbm waits
-// until one retains 1 GB (64 WAL segments of 16 MB) and is critical at 10 GB, or as soon as PostgreSQL
-// says the slot's WAL is no longer safe (wal_status 'unreserved': past max_slot_wal_keep_size, removed
-// at the next checkpoint) or already gone ('lost': the consumer cannot resume).
+// slots (Crunchy pgMonitor, qonto's database-monitoring-framework) and PgHero flag any inactive slot.
+// dbm warns once one retains more than 80 MB: PostgreSQL keeps min_wal_size (80 MB, five 16 MB segments,
+// by default) of WAL files for recycling whatever the slots do, so below that a slot costs no disk;
+// past it every byte is held for the slot alone, and a slot that its consumer has left grows without
+// bound. Critical at 10 GB, or as soon as PostgreSQL says the slot's WAL is no longer safe (wal_status
+// 'unreserved': past max_slot_wal_keep_size, removed at the next checkpoint) or already gone ('lost':
+// the consumer cannot resume).
 import { type FindingDraft, type Rule, type Severity, bytes, severityAbove } from '../../types.ts'
 import { pgString } from '../../sql-text.ts'
 
+const MB = 1024 ** 2
 const GB = 1024 ** 3
 
 const defaults = {
-  warning_bytes: 1 * GB,
+  /** min_wal_size's default: WAL PostgreSQL keeps for recycling anyway. */
+  warning_bytes: 80 * MB,
   critical_bytes: 10 * GB,
   /** Slots named one finding each; the rest are counted in one more finding. */
   max_slots: 10,

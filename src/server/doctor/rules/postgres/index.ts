@@ -24,6 +24,8 @@ import { xminHorizon } from './xmin-horizon.ts'
 import { riskySettings } from './risky-settings.ts'
 import { deadlocks } from './deadlocks.ts'
 import { tempFiles } from './temp-files.ts'
+import { invalidConstraints } from './invalid-constraints.ts'
+import { bloatEstimates } from './bloat.ts'
 
 export const postgresRules: Rule[] = [
   cacheHitRatio,
@@ -50,4 +52,6 @@ export const postgresRules: Rule[] = [
   riskySettings,
   deadlocks,
   tempFiles,
+  invalidConstraints,
+  bloatEstimates,
 ]

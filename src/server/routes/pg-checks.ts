@@ -1,0 +1,111 @@
+// /api/v1/databases/{id}: PostgreSQL checks PgHero also has, each served from the latest snapshot of
+// its section (src/server/store/sql-snapshots.ts) with the time it was collected (null before any):
+//   /constraints/invalid   NOT VALID constraints, each with the command that validates it
+//   /bloat                 estimated bloat of tables and btree indexes (kind, min_bytes, limit)
+//   /connections           client connections by database, user, application, client address, state
+//   /progress              VACUUM, ANALYZE, CREATE INDEX and CLUSTER running now, with their phase
+// Agents that predate a section never send it: the answer is then empty with collected_at null.
+import { Elysia, t } from 'elysia'
+import type { BloatEstimate, ConnectionGroup, InvalidConstraint, ProgressEntry } from '../../shared/wire.ts'
+import { authenticate } from '../auth/principal.ts'
+import type { Deps } from '../context.ts'
+import { pgIdent, pgQualified } from '../doctor/sql-text.ts'
+import type { SnapshotKind } from '../store/sql-snapshots.ts'
+import { rfc3339 } from '../views.ts'
+import { oneOf, query } from './schema.ts'
+import { clampLimit, databaseFor, limitQuery } from './telemetry-params.ts'
+
+/** What the bloat answer says of its numbers, so that no reader takes them for a measurement. */
+export const BLOAT_METHOD =
+  'Estimated from planner statistics (pg_class row and page counts, pg_stats average widths, row and page overheads, fillfactor) as of the last ANALYZE or VACUUM; measure with pgstattuple before acting.'
+
+/** `ALTER TABLE ... VALIDATE CONSTRAINT ...` for a NOT VALID constraint, its names quoted. */
+export const validateCommand = (c: Pick<InvalidConstraint, 'schema_name' | 'table_name' | 'constraint_name'>) =>
+  `ALTER TABLE ${pgQualified(c.schema_name, c.table_name)} VALIDATE CONSTRAINT ${pgIdent(c.constraint_name)};`
+
+/** The share of a relation the estimate finds bloated, 0..1 to three decimals. */
+export const bloatRatio = (b: Pick<BloatEstimate, 'bloat_bytes' | 'size_bytes'>) => (b.size_bytes > 0 ? Number((b.bloat_bytes / b.size_bytes).toFixed(3)) : 0)
+
+/** Counts of the groups by one dimension, the largest first (ties by value; null last). */
+function countsBy(groups: ConnectionGroup[], key: keyof Omit<ConnectionGroup, 'count'>) {
+  const counts = new Map<string | null, number>()
+  for (const g of groups) counts.set(g[key], (counts.get(g[key]) ?? 0) + g.count)
+  return [...counts]
+    .map(([value, count]) => ({ value, count }))
+    .sort((a, b) => b.count - a.count || (a.value === null ? 1 : b.value === null ? -1 : a.value < b.value ? -1 : a.value > b.value ? 1 : 0))
+}
+
+const BLOAT_KINDS = ['table', 'index'] as const
+
+export function pgCheckRoutes(deps: Deps) {
+  const { store } = deps
+  const latest = async <T>(databaseId: string, kind: SnapshotKind): Promise<{ collected_at: string | null; entries: T[] }> => {
+    const found = await store.latestSnapshot(databaseId, kind)
+    return { collected_at: found ? rfc3339(found.ts) : null, entries: Array.isArray(found?.payload) ? (found.payload as T[]) : [] }
+  }
+
+  return new Elysia({ prefix: '/api/v1/databases/:id' })
+    .derive(async ({ request }) => ({ principal: await authenticate(deps, request) }))
+    .get(
+      '/constraints/invalid',
+      async ({ principal, params, query }) => {
+        const db = await databaseFor(deps, principal, params.id, 'postgres')
+        const { collected_at, entries } = await latest<InvalidConstraint>(db.id, 'invalid_constraints')
+        return {
+          collected_at,
+          constraints: entries.slice(0, clampLimit('invalid_constraints', query.limit)).map((c) => ({ ...c, validate_sql: validateCommand(c) })),
+        }
+      },
+      { query: query({ limit: limitQuery('invalid_constraints') }) },
+    )
+    .get(
+      '/bloat',
+      async ({ principal, params, query }) => {
+        const db = await databaseFor(deps, principal, params.id, 'postgres')
+        const { collected_at, entries } = await latest<BloatEstimate>(db.id, 'bloat')
+        const minBytes = query.min_bytes === undefined ? 0 : Number(query.min_bytes)
+        const kept = entries
+          .filter((b) => (query.kind === undefined || b.kind === query.kind) && b.bloat_bytes >= minBytes)
+          .sort((a, b) => b.bloat_bytes - a.bloat_bytes || b.size_bytes - a.size_bytes)
+          .slice(0, clampLimit('bloat', query.limit))
+        return { estimated_at: collected_at, estimate: true, method: BLOAT_METHOD, entries: kept.map((b) => ({ ...b, bloat_ratio: bloatRatio(b) })) }
+      },
+      {
+        query: query({
+          kind: t.Optional(oneOf('kind', BLOAT_KINDS)),
+          min_bytes: t.Optional(t.String({ pattern: '^[0-9]{1,15}$', error: 'min_bytes must be a whole number of bytes' })),
+          limit: limitQuery('bloat'),
+        }),
+      },
+    )
+    .get(
+      '/connections',
+      async ({ principal, params, query }) => {
+        const db = await databaseFor(deps, principal, params.id, 'postgres')
+        const { collected_at, entries } = await latest<ConnectionGroup>(db.id, 'connections')
+        return {
+          collected_at,
+          total: entries.reduce((sum, g) => sum + g.count, 0),
+          by_state: countsBy(entries, 'state'),
+          by_user: countsBy(entries, 'user'),
+          by_application: countsBy(entries, 'application_name'),
+          by_client: countsBy(entries, 'client_addr'),
+          by_database: countsBy(entries, 'database'),
+          groups: entries.slice(0, clampLimit('connections', query.limit)),
+        }
+      },
+      { query: query({ limit: limitQuery('connections') }) },
+    )
+    .get(
+      '/progress',
+      async ({ principal, params, query }) => {
+        const db = await databaseFor(deps, principal, params.id, 'postgres')
+        const { collected_at, entries } = await latest<ProgressEntry>(db.id, 'progress')
+        return {
+          collected_at,
+          operations: entries.slice(0, clampLimit('progress', query.limit)).map((p) => ({ ...p, started_at: p.started_at === null ? null : rfc3339(p.started_at) })),
+        }
+      },
+      { query: query({ limit: limitQuery('progress') }) },
+    )
+}

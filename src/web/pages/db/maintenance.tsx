@@ -1,0 +1,169 @@
+// Maintenance (PostgreSQL): what runs now (VACUUM, ANALYZE, CREATE INDEX, CLUSTER with their phase and
+// progress, /progress), the estimated bloat of tables and indexes (/bloat: a statistics-based estimate,
+// said so on the page), and constraints added NOT VALID with the command that validates each
+// (/constraints/invalid). Progress is reloaded every 15 s.
+import { useCallback } from 'preact/hooks'
+import { type Column, DataTable } from '../../components/data-table.tsx'
+import { Async, Code, Empty, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
+import { Meter, NoDataYet, apiPath, fmtDuration, fmtRatio, useEvery } from './common.tsx'
+import type { PageProps } from './types.ts'
+
+interface Operation {
+  pid: number
+  command: string
+  phase: string
+  schema_name: string | null
+  table_name: string | null
+  index_name: string | null
+  unit: string | null
+  done: number | null
+  total: number | null
+  percent: number | null
+  started_at: string | null
+}
+
+interface Estimate {
+  kind: 'table' | 'index'
+  schema_name: string
+  table_name: string
+  index_name: string | null
+  size_bytes: number
+  expected_bytes: number
+  bloat_bytes: number
+  bloat_ratio: number
+  fillfactor: number
+  live_rows: number
+}
+
+interface InvalidConstraint {
+  schema_name: string
+  table_name: string
+  constraint_name: string
+  constraint_type: string
+  definition: string
+  validate_sql: string
+}
+
+const qualified = (schema: string | null, name: string | null) => (name === null ? '—' : schema === null ? name : `${schema}.${name}`)
+
+const OPERATIONS: Column<Operation>[] = [
+  { key: 'pid', label: 'PID', num: true, render: (o) => o.pid, sort: (o) => o.pid },
+  { key: 'command', label: 'Command', render: (o) => o.command, sort: (o) => o.command },
+  { key: 'table', label: 'Table', render: (o) => qualified(o.schema_name, o.table_name), sort: (o) => o.table_name },
+  { key: 'index', label: 'Index', render: (o) => o.index_name ?? '—', sort: (o) => o.index_name },
+  { key: 'phase', label: 'Phase', render: (o) => o.phase, sort: (o) => o.phase },
+  {
+    key: 'progress',
+    label: 'Progress',
+    render: (o) =>
+      o.percent === null ? (
+        <span class="muted">no counter in this phase</span>
+      ) : (
+        <>
+          <Meter pct={o.percent} warn={101} crit={101} label={`${o.command} progress`} />
+          <span class="muted small">
+            {fmtNum(o.done)} of {fmtNum(o.total)} {o.unit}
+          </span>
+        </>
+      ),
+    sort: (o) => o.percent,
+  },
+  { key: 'running', label: 'Running for', num: true, render: (o) => (o.started_at ? fmtDuration(Date.now() - Date.parse(o.started_at)) : '—'), sort: (o) => o.started_at },
+]
+
+const BLOAT: Column<Estimate>[] = [
+  { key: 'name', label: 'Relation', render: (b) => qualified(b.schema_name, b.index_name ?? b.table_name), sort: (b) => b.index_name ?? b.table_name },
+  { key: 'kind', label: 'Kind', render: (b) => (b.kind === 'index' ? `index on ${b.table_name}` : 'table'), sort: (b) => b.kind },
+  { key: 'size', label: 'Size', num: true, render: (b) => fmtBytes(b.size_bytes), sort: (b) => b.size_bytes },
+  { key: 'bloat', label: 'Estimated bloat', num: true, render: (b) => fmtBytes(b.bloat_bytes), sort: (b) => b.bloat_bytes },
+  { key: 'ratio', label: 'Share', num: true, render: (b) => fmtRatio(b.bloat_ratio, 0), sort: (b) => b.bloat_ratio },
+  { key: 'rows', label: 'Live rows', num: true, render: (b) => fmtNum(b.live_rows), sort: (b) => b.live_rows },
+  { key: 'ff', label: 'Fillfactor', num: true, render: (b) => b.fillfactor, sort: (b) => b.fillfactor },
+]
+
+function Progress({ db }: { db: PageProps['db'] }) {
+  const found = useApi<{ collected_at: string | null; operations: Operation[] }>(apiPath(db, '/progress'))
+  const reload = useCallback(() => found.reload(), [found.reload])
+  useEvery(15_000, reload)
+  return (
+    <Async loaded={found}>
+      {(p) =>
+        p.operations.length === 0 ? (
+          <p class="muted">{p.collected_at === null ? 'No progress reported yet (an agent older than this server does not send it).' : `Nothing running at ${fmtTime(p.collected_at)}.`}</p>
+        ) : (
+          <>
+            <DataTable caption="Maintenance running now" columns={OPERATIONS} rows={p.operations} rowKey={(o) => `${o.pid}-${o.command}`} compact />
+            <p class="muted small">From pg_stat_progress_* at {fmtTime(p.collected_at)}.</p>
+          </>
+        )
+      }
+    </Async>
+  )
+}
+
+function Bloat({ db }: { db: PageProps['db'] }) {
+  const found = useApi<{ estimated_at: string | null; method: string; entries: Estimate[] }>(apiPath(db, '/bloat?limit=100'))
+  return (
+    <Async loaded={found}>
+      {(b) => (
+        <>
+          <p class="muted small">
+            <span class="badge badge-muted">estimate</span> {b.method}
+            {b.estimated_at ? ` Estimated ${fmtTime(b.estimated_at)}.` : ''}
+          </p>
+          {b.entries.length === 0 ? (
+            <p class="muted">{b.estimated_at === null ? 'No estimate yet (an agent older than this server does not send it).' : 'No table or index with estimated bloat.'}</p>
+          ) : (
+            <DataTable
+              caption="Estimated bloat of tables and indexes"
+              columns={BLOAT}
+              rows={b.entries}
+              rowKey={(e) => `${e.kind}|${e.schema_name}|${e.table_name}|${e.index_name}`}
+              initialSort={{ key: 'bloat' }}
+              rowClass={(e) => (e.bloat_ratio >= 0.5 && e.bloat_bytes >= 100 * 1024 ** 2 ? 'warn-row' : undefined)}
+              compact
+            />
+          )}
+        </>
+      )}
+    </Async>
+  )
+}
+
+function Constraints({ db }: { db: PageProps['db'] }) {
+  const found = useApi<{ collected_at: string | null; constraints: InvalidConstraint[] }>(apiPath(db, '/constraints/invalid'))
+  return (
+    <Async loaded={found}>
+      {(c) =>
+        c.constraints.length === 0 ? (
+          <p class="muted">{c.collected_at === null ? 'Not checked yet (an agent older than this server does not send it).' : 'Every constraint is validated.'}</p>
+        ) : (
+          <ul class="issue-list">
+            {c.constraints.map((x) => (
+              <li key={`${x.schema_name}|${x.table_name}|${x.constraint_name}`}>
+                <p>
+                  <strong>{x.constraint_name}</strong> ({x.constraint_type}) on {qualified(x.schema_name, x.table_name)}: <code>{x.definition}</code>
+                </p>
+                <Code text={x.validate_sql} />
+              </li>
+            ))}
+          </ul>
+        )
+      }
+    </Async>
+  )
+}
+
+export function MaintenancePage({ db }: PageProps) {
+  if (!db.last_seen_at) return <NoDataYet db={db} />
+  return (
+    <section>
+      <h2>Running now</h2>
+      <Progress db={db} />
+      <h2>Bloat (estimate)</h2>
+      <Bloat db={db} />
+      <h2>NOT VALID constraints</h2>
+      <Constraints db={db} />
+    </section>
+  )
+}
