@@ -98,6 +98,7 @@ export const resultLimits = {
   mutations: { default: 100, max: 1000 },
   recommendations: { default: 100, max: 500 },
   alerts: { default: 100, max: 500 },
+  events: { default: 500, max: 2000 },
 } as const
 
 /** Default window of the since/until endpoints, and their default bucket. */
