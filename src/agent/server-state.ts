@@ -46,7 +46,7 @@ export class SettingsTracker {
   }
 }
 
-const epochMs = (v: unknown): number | null => (v === null || v === undefined ? null : Math.round(Number(v)))
+const epochMs = (v: unknown): number | null => (v === null || v === undefined ? null : Math.floor(Number(v)))
 
 /**
  * PostgreSQL: settings set by the agent's own session (its startup options: application_name and the
@@ -54,9 +54,12 @@ const epochMs = (v: unknown): number | null => (v === null || v === undefined ? 
  */
 const SETTINGS_SQL = `SELECT name, current_setting(name, true) AS value FROM pg_settings WHERE source NOT IN ('client', 'session') ORDER BY name`
 
-/** The reset times of the statistics views this server version has, as epoch ms. */
+/**
+ * The reset times of the statistics views this server version has, as epoch ms (truncated to the
+ * millisecond; extract() is exact numeric from PostgreSQL 14 on).
+ */
 function resetsSql(major: number): string {
-  const at = (expression: string) => `(extract(epoch FROM ${expression}) * 1000)::float8`
+  const at = (expression: string) => `floor(extract(epoch FROM ${expression}) * 1000)::int8`
   const views = [
     `${at("(SELECT stats_reset FROM pg_stat_database WHERE datname = current_database())")} AS pg_stat_database`,
     `${at('(SELECT stats_reset FROM pg_stat_bgwriter)')} AS pg_stat_bgwriter`,
@@ -80,7 +83,7 @@ export async function postgresFacts(sql: postgres.Sql, major: number): Promise<S
   const [extMajor = 0, extMinor = 0] = String(row?.pgss_version ?? '0.0').split('.').map(Number)
   if (extMajor > 1 || (extMajor === 1 && extMinor >= 9)) {
     try {
-      const [info] = await sql.unsafe(`SELECT (extract(epoch FROM stats_reset) * 1000)::float8 AS at FROM pg_stat_statements_info`)
+      const [info] = await sql.unsafe(`SELECT floor(extract(epoch FROM stats_reset) * 1000)::int8 AS at FROM pg_stat_statements_info`)
       resets.pg_stat_statements = epochMs(info?.at)
     } catch {
       // Installed in a schema off the search_path, or not loaded: no reset time for it.
