@@ -8,8 +8,10 @@
 // Derivation rules: a batch older than the baseline (delivered late from the agent's buffer) derives
 // nothing and leaves the baseline as it is; the later parts of a split cycle (same collected_at) derive
 // no gap; object events come only from a batch that is not a part of a split cycle (a part names only
-// some of the objects), and only for a section the database has carried before (a collector turned on
-// later does not make every object "appear"). Everything from the monitored database (names, values) is
+// some of the objects, and the first part of a cycle replaces the latest rows: sql-objects.ts), so a
+// database whose cycles are split (batches past ~15 MB: tens of thousands of objects) gets no table or
+// index events; and only for a section the database has carried before (a collector turned on later
+// does not make every object "appear"). Everything from the monitored database (names, values) is
 // stored as text and given back as JSON strings; nothing of it reaches SQL but as a parameter.
 import type { IngestBatch } from '../../shared/wire.ts'
 import type { SqlDriver } from './driver.ts'
@@ -69,6 +71,8 @@ interface Baseline {
   settings: Record<string, string> | null
   stats_resets: Record<string, number | null> | null
   carried: string[]
+  /** ClickHouse: the `database.table` names with active parts in the latest parts section. */
+  clickhouse_tables: string[] | null
 }
 
 const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v))
@@ -93,6 +97,7 @@ function toBaseline(r: Record<string, unknown> | undefined): Baseline | undefine
     settings: json(r.settings),
     stats_resets: json(r.stats_resets),
     carried: json<string[]>(r.carried) ?? [],
+    clickhouse_tables: json<string[]>(r.clickhouse_tables),
   }
 }
 
@@ -167,9 +172,12 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
     const uptime = batch.server_metrics?.uptime_s
     const startedAt =
       state?.started_at ?? (database.engine === 'clickhouse' && typeof uptime === 'number' ? Math.round(batch.collected_at - uptime * 1000) : undefined)
+    // The start kept: the first one known, replaced only by a restart (ClickHouse's computed start jitters).
+    let start = before?.started_at ?? startedAt ?? null
     if (startedAt !== undefined && before?.started_at !== null && before?.started_at !== undefined) {
       const tolerance = database.engine === 'clickhouse' ? CLICKHOUSE_START_TOLERANCE_MS : 0
       if (startedAt > before.started_at + tolerance) {
+        start = startedAt
         add({
           ts: startedAt,
           kind: 'restart',
@@ -264,6 +272,27 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
         objectEvents.push(objectEvent(at, 'index_dropped', `Index dropped: ${schema}.${name}`, `on ${schema}.${String(r.table_name)}`, schema, name, null))
       }
     }
+    // ClickHouse tables: those with active parts (a table appears with its first part, goes with its last);
+    // the parts section is never cut (src/agent/split.ts), so a part of a split cycle carries it whole.
+    let clickhouseTables = before?.clickhouse_tables ?? null
+    if (database.engine === 'clickhouse' && batch.parts) {
+      const now = [...new Set(batch.parts.map((p) => JSON.stringify([p.database, p.table])))]
+      if (clickhouseTables) {
+        const known = new Set(clickhouseTables)
+        const named = new Set(now)
+        for (const key of now) {
+          if (known.has(key)) continue
+          const [schema, name] = JSON.parse(key) as [string, string]
+          objectEvents.push(objectEvent(at, 'table_created', `Table created: ${schema}.${name}`, 'its first active parts', schema, name, dbLink(databaseId, 'parts')))
+        }
+        for (const key of known) {
+          if (named.has(key)) continue
+          const [schema, name] = JSON.parse(key) as [string, string]
+          objectEvents.push(objectEvent(at, 'table_dropped', `Table gone: ${schema}.${name}`, 'no active parts any more (dropped, truncated or emptied)', schema, name, null))
+        }
+      }
+      clickhouseTables = now.sort()
+    }
     events.push(...objectEvents.slice(0, MAX_OBJECT_EVENTS))
     if (objectEvents.length > MAX_OBJECT_EVENTS) {
       add({ ts: at, kind: objectEvents[MAX_OBJECT_EVENTS]!.kind, severity: 'info', title: `${objectEvents.length - MAX_OBJECT_EVENTS} more object changes`, object: '' })
@@ -281,16 +310,16 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
     const next = {
       collected_at: Math.max(batch.collected_at, before?.collected_at ?? 0),
       interval_seconds: batch.interval_seconds,
-      started_at: startedAt ?? before?.started_at ?? null,
+      started_at: start,
       agent_started_at: state?.agent_started_at ?? before?.agent_started_at ?? null,
       settings_hash: state?.settings_hash ?? before?.settings_hash ?? null,
     }
     writes.add(
-      `INSERT INTO event_baselines (database_id, collected_at, interval_seconds, started_at, agent_started_at, settings_hash, settings, stats_resets, carried)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+      `INSERT INTO event_baselines (database_id, collected_at, interval_seconds, started_at, agent_started_at, settings_hash, settings, stats_resets, carried, clickhouse_tables)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
        ON CONFLICT (database_id) DO UPDATE SET collected_at = excluded.collected_at, interval_seconds = excluded.interval_seconds,
          started_at = excluded.started_at, agent_started_at = excluded.agent_started_at, settings_hash = excluded.settings_hash,
-         settings = excluded.settings, stats_resets = excluded.stats_resets, carried = excluded.carried`,
+         settings = excluded.settings, stats_resets = excluded.stats_resets, carried = excluded.carried, clickhouse_tables = excluded.clickhouse_tables`,
       [
         databaseId,
         next.collected_at,
@@ -301,6 +330,7 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
         settings ? JSON.stringify(settings) : null,
         JSON.stringify(resets),
         JSON.stringify([...carried].sort()),
+        clickhouseTables ? JSON.stringify(clickhouseTables) : null,
       ],
     )
   }
@@ -334,7 +364,7 @@ const clip = (text: string, max: number) => (text.length <= max ? text : `${text
 export async function listEvents(driver: SqlDriver, db: RegisteredDatabase, window: Window, limit: number, now: number): Promise<DbEvent[]> {
   const [derived, alerts, plans] = await Promise.all([
     driver.all(
-      `SELECT ts, kind, object, severity, title, detail, link FROM events WHERE database_id = $1 AND ts >= $2 AND ts < $3 ORDER BY ts DESC, kind LIMIT $4`,
+      `SELECT ts, kind, object, severity, title, detail, link FROM events WHERE database_id = $1 AND ts >= $2 AND ts < $3 ORDER BY ts DESC, kind, object LIMIT $4`,
       [db.id, window.since, window.until, limit],
     ),
     driver.all(
@@ -398,6 +428,7 @@ export async function listEvents(driver: SqlDriver, db: RegisteredDatabase, wind
       link: null,
     })
   }
-  const order = (a: DbEvent, b: DbEvent) => b.ts - a.ts || (a.kind < b.kind ? -1 : a.kind > b.kind ? 1 : 0)
+  const byText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
+  const order = (a: DbEvent, b: DbEvent) => b.ts - a.ts || byText(a.kind, b.kind) || byText(a.object ?? '', b.object ?? '')
   return events.sort(order).slice(0, limit)
 }

