@@ -13,6 +13,7 @@ import { ActivePage } from './db/active.tsx'
 import { AlertsPage, RecommendationsPage } from './db/advice.tsx'
 import { StatusBadge, dbHref, engineName, statusClass, useEvery, withWindow } from './db/common.tsx'
 import { DoctorPage } from './db/doctor.tsx'
+import { EventsPage } from './db/events.tsx'
 import { InternalsPage } from './db/internals.tsx'
 import { LocksPage } from './db/locks.tsx'
 import { MergesPage, MutationsPage } from './db/merges.tsx'
@@ -38,6 +39,7 @@ interface Tab {
 }
 
 const overview: Tab = { slug: 'overview', label: 'Overview', page: OverviewPage }
+const events: Tab = { slug: 'events', label: 'Events', page: EventsPage }
 const statements: Tab = { slug: 'queries', label: 'Statements', page: StatementsPage, itemPage: StatementPage }
 const active: Tab = { slug: 'active', label: 'Active', page: ActivePage }
 const doctor: Tab = { slug: 'doctor', label: 'Doctor', page: DoctorPage }
@@ -48,6 +50,7 @@ const settings: Tab = { slug: 'settings', label: 'Settings', page: SettingsPage 
 const TABS: Record<Engine, Tab[]> = {
   postgres: [
     overview,
+    events,
     statements,
     active,
     { slug: 'locks', label: 'Locks', page: LocksPage },
@@ -63,6 +66,7 @@ const TABS: Record<Engine, Tab[]> = {
   ],
   clickhouse: [
     overview,
+    events,
     statements,
     active,
     { slug: 'parts', label: 'Parts', page: PartsPage },

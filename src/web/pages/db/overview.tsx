@@ -7,6 +7,7 @@ import { useCallback, useState } from 'preact/hooks'
 import { Async, ErrorBox, Loading, ago, fmtMs, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
 import type { Loaded } from '../../components/ui.tsx'
 import { type AgentNote, AgentNotes, ApiProblem, Card, NoDataYet, SeverityBadge, apiPath, bucketFor, dbHref, fmtDuration, fmtRatio, statusClass, useEvery } from './common.tsx'
+import { useEventMarks } from './events.tsx'
 import { SeriesChart, type SeriesSpec } from './series-chart.tsx'
 import type { Database, Doctor, PageProps } from './types.ts'
 
@@ -70,13 +71,14 @@ function useActivityWindow() {
   }
 }
 
-function ActivityCharts({ loaded, specs, bucket, bounds }: { loaded: Loaded<Point[]>; specs: SeriesSpec[]; bucket: number; bounds: [number, number] }) {
+function ActivityCharts({ db, loaded, specs, bucket, bounds }: { db: Database; loaded: Loaded<Point[]>; specs: SeriesSpec[]; bucket: number; bounds: [number, number] }) {
+  const marks = useEventMarks(db, bounds)
   if (loaded.error) return <ApiProblem error={loaded.error} />
   if (!loaded.data) return <Loading what="Loading the activity" />
   return (
     <div class="grid-2">
       {specs.map((s) => (
-        <SeriesChart key={s.name} points={loaded.data!} spec={s} bucketSeconds={bucket} range={bounds} />
+        <SeriesChart key={s.name} points={loaded.data!} spec={s} bucketSeconds={bucket} range={bounds} marks={marks} />
       ))}
     </div>
   )
@@ -85,14 +87,14 @@ function ActivityCharts({ loaded, specs, bucket, bounds }: { loaded: Loaded<Poin
 function PostgresActivity({ db }: { db: Database }) {
   const w = useActivityWindow()
   const points = useApi<Point[]>(apiPath(db, `/database-stats/timeseries?${w.params}`))
-  return <ActivityCharts loaded={points} specs={POSTGRES_ACTIVITY} bucket={w.bucket} bounds={w.bounds} />
+  return <ActivityCharts db={db} loaded={points} specs={POSTGRES_ACTIVITY} bucket={w.bucket} bounds={w.bounds} />
 }
 
 function ClickHouseActivity({ db }: { db: Database }) {
   const w = useActivityWindow()
   const metrics = useApi<{ bucket_seconds: number; timeseries: Point[] }>(apiPath(db, `/server-metrics?${w.params}`))
   const loaded: Loaded<Point[]> = { ...metrics, data: metrics.data?.timeseries }
-  return <ActivityCharts loaded={loaded} specs={CLICKHOUSE_ACTIVITY} bucket={metrics.data?.bucket_seconds ?? w.bucket} bounds={w.bounds} />
+  return <ActivityCharts db={db} loaded={loaded} specs={CLICKHOUSE_ACTIVITY} bucket={metrics.data?.bucket_seconds ?? w.bucket} bounds={w.bounds} />
 }
 
 function Activity({ db }: { db: Database }) {
