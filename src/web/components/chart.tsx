@@ -253,7 +253,9 @@ function drawMarks(current: () => ChartMark[], colour: string) {
     ctx.font = `${11 * px}px system-ui, sans-serif`
     ctx.textAlign = 'left'
     ctx.textBaseline = 'alphabetic'
-    for (const m of marks) {
+    // A label that would overlap the one drawn before it is left out (its mark's tooltip still names it).
+    let labelledUpTo = Number.NEGATIVE_INFINITY
+    for (const m of [...marks].sort((a, b) => a.ts - b.ts)) {
       const x = u.valToPos(m.ts / 1000, 'x', true)
       if (x < bbox.left || x > bbox.left + bbox.width) continue
       ctx.beginPath()
@@ -261,7 +263,10 @@ function drawMarks(current: () => ChartMark[], colour: string) {
       ctx.lineTo(x, bbox.top + bbox.height)
       ctx.stroke()
       const width = ctx.measureText(m.label).width
-      ctx.fillText(m.label, x + width + 6 * px > bbox.left + bbox.width ? x - width - 4 * px : x + 4 * px, bbox.top + 12 * px)
+      const textX = x + width + 6 * px > bbox.left + bbox.width ? x - width - 4 * px : x + 4 * px
+      if (textX < labelledUpTo) continue
+      ctx.fillText(m.label, textX, bbox.top + 12 * px)
+      labelledUpTo = textX + width + 4 * px
     }
     ctx.restore()
   }
