@@ -300,13 +300,12 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
     if (whole && batch.tables) carried.add('tables')
     if (whole && batch.indexes) carried.add('indexes')
 
-    for (const e of events) {
-      writes.add(
-        `INSERT INTO events (database_id, ts, kind, object, severity, title, detail, link) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-         ON CONFLICT (database_id, ts, kind, object) DO NOTHING`,
-        [databaseId, e.ts, e.kind, e.object ?? '', e.severity, e.title, e.detail, e.link],
-      )
-    }
+    // One statement for all of them; an event already stored (the same time, kind and object) is kept.
+    const rows = new Map(events.map((e) => [JSON.stringify([e.ts, e.kind, e.object ?? '']), [databaseId, e.ts, e.kind, e.object ?? '', e.severity, e.title, e.detail, e.link]]))
+    writes.upsert('events', ['database_id', 'ts', 'kind', 'object', 'severity', 'title', 'detail', 'link'], [...rows.values()], {
+      key: ['database_id', 'ts', 'kind', 'object'],
+      update: {},
+    })
     const next = {
       collected_at: Math.max(batch.collected_at, before?.collected_at ?? 0),
       interval_seconds: batch.interval_seconds,
