@@ -3,7 +3,8 @@
 // split cycle derives no object events; a section not carried before does not make every object appear;
 // settings diffed against the last values received; a flood of setting changes in one event), a
 // ClickHouse restart and tables from the uptime and parts of agents without server_state, a version
-// change, alerts and plan changes read at query time, and the window, limit and error answers.
+// change, alerts and plan changes read at query time, the open disconnection while the agent is away,
+// and the window, limit and error answers.
 import { describe, expect, test } from 'bun:test'
 import { INDEX_COUNTERS, INDEX_GAUGES, TABLE_COUNTERS, TABLE_GAUGES } from '../../src/shared/families.ts'
 import type { ExplainPlan, IndexStat, PartStat, TableStat } from '../../src/shared/wire.ts'
@@ -256,6 +257,21 @@ for (const kind of storeKinds) {
       expect((await list(id, range(at(3), at(3, 30)))).map((e) => e.kind)).toEqual(['alert_opened'])
       // limit
       expect((await list(id, `${window}&limit=1`)).map((e) => e.kind)).toEqual(['alert_resolved'])
+    })
+
+    test('while the agent is away: an open "agent stopped sending" since its last batch, read at query time', async () => {
+      const id = await s.ingest(pgBatch(`away-${kind}`, Date.now() - 1_000))
+      const last = Date.parse((await s.ok(id, '')).last_seen_at)
+      expect((await s.ok(id, '/events')).filter((e: Event) => e.kind === 'agent_disconnected')).toEqual([])
+      // past max(3 × the 10 s poll interval, 60 s): disconnected (DECISIONS.md)
+      s.server.advance(2 * 60_000)
+      expect((await s.ok(id, '/events'))[0]).toEqual({
+        ts: iso(last),
+        kind: 'agent_disconnected',
+        severity: 'warning',
+        title: 'Agent stopped sending',
+        detail: `no batch since ${iso(last)} (2 min ago)`,
+      })
     })
 
     test('errors: a bad window or limit is a 400, another organization gets 404', async () => {
