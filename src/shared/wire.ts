@@ -274,6 +274,11 @@ export const MutationEntry = T.Object({
 })
 export type MutationEntry = Static<typeof MutationEntry>
 
+/** Text a PostgreSQL store can hold (no NUL). */
+const NO_NUL = '^[^\\u0000]*$'
+/** A setting's or a statistics view's name: 1 to settingsLimits.name characters, no NUL (a map key's pattern). */
+const NAME_PATTERN = `^[^\\u0000]{1,${settingsLimits.name}}$`
+
 /**
  * What the server compares from one batch to the next to derive events (routes: /events): the server's
  * start, the agent's start, the server's settings and the statistics' reset times. Every field is
@@ -292,10 +297,13 @@ export const ServerState = T.Object({
    * agent's own session set; ClickHouse: system.settings' changed ones.
    */
   settings: T.Optional(
-    T.Record(T.String({ minLength: 1, maxLength: settingsLimits.name }), T.String({ maxLength: settingsLimits.value }), { maxProperties: settingsLimits.count }),
+    T.Record(T.String({ pattern: NAME_PATTERN }), T.String({ maxLength: settingsLimits.value, pattern: NO_NUL }), {
+      maxProperties: settingsLimits.count,
+      additionalProperties: false,
+    }),
   ),
   /** When each statistics view was last reset (pg_stat_statements_info, pg_stat_database, ...); null: never. */
-  stats_resets: T.Optional(T.Record(T.String({ minLength: 1, maxLength: 64 }), nullableEpochMs, { maxProperties: 32 })),
+  stats_resets: T.Optional(T.Record(T.String({ pattern: NAME_PATTERN }), nullableEpochMs, { maxProperties: 32, additionalProperties: false })),
 })
 export type ServerState = Static<typeof ServerState>
 

@@ -281,6 +281,14 @@ for (const kind of storeKinds) {
       expect((await s.get(id, '/events?limit=0')).status).toBe(400)
       expect((await s.get(id, '/events?limit=99999')).status).toBe(200)
       await s.expectHiddenFromOtherOrganizations(id, ['/events'])
+      // a NUL in a setting's name or value (a PostgreSQL store cannot hold it) is refused, not a store error;
+      // so is a name past its length
+      for (const settings of [{ 'a\u0000': 'x' }, { work_mem: 'x\u0000' }]) {
+        const res = await s.server.call('POST', '/api/v1/ingest', { apiKey: s.key, body: pgBatch(`errors-${kind}`, at(1), { server_state: { settings } }) })
+        expect({ status: res.status, body: res.body }).toEqual({ status: 400, body: { error: 'request body strings must not contain NUL characters' } })
+      }
+      const long = await s.server.call('POST', '/api/v1/ingest', { apiKey: s.key, body: pgBatch(`errors-${kind}`, at(1), { server_state: { settings: { ['x'.repeat(257)]: 'on' } } }) })
+      expect({ status: long.status, named: String(long.body.error).includes('server_state.settings') }).toEqual({ status: 400, named: true })
     })
   })
 }
