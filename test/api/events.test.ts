@@ -283,7 +283,7 @@ for (const kind of storeKinds) {
       await s.expectHiddenFromOtherOrganizations(id, ['/events'])
       // a NUL in a setting's name or value (a PostgreSQL store cannot hold it) is refused, not a store error;
       // so is a name past its length
-      for (const settings of [{ 'a\u0000': 'x' }, { work_mem: 'x\u0000' }]) {
+      for (const settings of [{ 'a\u0000': 'x' }, { work_mem: 'x\u0000' }] as Record<string, string>[]) {
         const res = await s.server.call('POST', '/api/v1/ingest', { apiKey: s.key, body: pgBatch(`errors-${kind}`, at(1), { server_state: { settings } }) })
         expect({ status: res.status, body: res.body }).toEqual({ status: 400, body: { error: 'request body strings must not contain NUL characters' } })
       }
