@@ -209,7 +209,6 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
               title: `${name} changed`,
               detail: `${shown(settings[name])} → ${shown(state.settings[name])}`,
               object: name,
-              link: dbLink(databaseId, 'events'),
             })
           }
         }
