@@ -127,7 +127,14 @@ const shown = (v: string | undefined) => (v === undefined ? '(not set)' : v === 
  * baseline to the batch's writes once they are sent; that is told the database's row as it was before the batch.
  */
 export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch): (writes: Writes, database: RegisteredDatabase) => void {
-  const baselineRows = reads.add({ sql: 'SELECT * FROM event_baselines WHERE database_id = $1', params: [databaseId] })
+  // The settings (~10 KB on PostgreSQL) and the ClickHouse tables are read only for a batch that carries
+  // what they are compared with.
+  const baselineRows = reads.add({
+    sql: `SELECT collected_at, interval_seconds, started_at, agent_started_at, settings_hash, stats_resets, carried,
+            ${batch.server_state?.settings ? 'settings' : 'NULL AS settings'}, ${batch.parts ? 'clickhouse_tables' : 'NULL AS clickhouse_tables'}
+          FROM event_baselines WHERE database_id = $1`,
+    params: [databaseId],
+  })
   const whole = !isPart(batch.batch_id)
   const tableRows = whole && batch.tables ? reads.add({ sql: 'SELECT schema_name, table_name FROM latest_tables WHERE database_id = $1', params: [databaseId] }) : undefined
   const indexRows =
@@ -192,8 +199,9 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
       add({ ts: at, kind: 'version_change', severity: 'info', title: `${engine} version changed`, detail: `${database.engine_version} → ${version}`, object: version })
     }
 
-    // Settings: compared with the last values received.
-    let settings = before?.settings ?? null
+    // Settings: compared with the last values received; written only when they changed.
+    const settings = before?.settings ?? null
+    let settingsWritten: Record<string, string> | null = null
     if (state?.settings) {
       if (settings) {
         const names = [...new Set([...Object.keys(settings), ...Object.keys(state.settings)])].sort()
@@ -213,7 +221,7 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
           }
         }
       }
-      settings = state.settings
+      if (!settings || JSON.stringify(settings) !== JSON.stringify(state.settings)) settingsWritten = state.settings
     }
 
     // Statistics resets: a reset time that moved.
@@ -273,7 +281,8 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
     }
     // ClickHouse tables: those with active parts (a table appears with its first part, goes with its last);
     // the parts section is never cut (src/agent/split.ts), so a part of a split cycle carries it whole.
-    let clickhouseTables = before?.clickhouse_tables ?? null
+    const clickhouseTables = before?.clickhouse_tables ?? null
+    let clickhouseTablesWritten: string[] | null = null
     if (database.engine === 'clickhouse' && batch.parts) {
       const now = [...new Set(batch.parts.map((p) => JSON.stringify([p.database, p.table])))]
       if (clickhouseTables) {
@@ -290,7 +299,8 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
           objectEvents.push(objectEvent(at, 'table_dropped', `Table gone: ${schema}.${name}`, 'no active parts any more (dropped, truncated or emptied)', schema, name, null))
         }
       }
-      clickhouseTables = now.sort()
+      const sorted = now.sort()
+      if (!clickhouseTables || JSON.stringify(clickhouseTables) !== JSON.stringify(sorted)) clickhouseTablesWritten = sorted
     }
     events.push(...objectEvents.slice(0, MAX_OBJECT_EVENTS))
     if (objectEvents.length > MAX_OBJECT_EVENTS) {
@@ -317,7 +327,8 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
        ON CONFLICT (database_id) DO UPDATE SET collected_at = excluded.collected_at, interval_seconds = excluded.interval_seconds,
          started_at = excluded.started_at, agent_started_at = excluded.agent_started_at, settings_hash = excluded.settings_hash,
-         settings = excluded.settings, stats_resets = excluded.stats_resets, carried = excluded.carried, clickhouse_tables = excluded.clickhouse_tables`,
+         settings = COALESCE(excluded.settings, event_baselines.settings), stats_resets = excluded.stats_resets, carried = excluded.carried,
+         clickhouse_tables = COALESCE(excluded.clickhouse_tables, event_baselines.clickhouse_tables)`,
       [
         databaseId,
         next.collected_at,
@@ -325,10 +336,11 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
         next.started_at,
         next.agent_started_at,
         next.settings_hash,
-        settings ? JSON.stringify(settings) : null,
+        // null: unchanged (kept by the COALESCE)
+        settingsWritten ? JSON.stringify(settingsWritten) : null,
         JSON.stringify(resets),
         JSON.stringify([...carried].sort()),
-        clickhouseTables ? JSON.stringify(clickhouseTables) : null,
+        clickhouseTablesWritten ? JSON.stringify(clickhouseTablesWritten) : null,
       ],
     )
   }
