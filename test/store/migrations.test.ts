@@ -47,7 +47,7 @@ const RELEASED: Record<number, string> = {
   8: 'd612654051b5cb153b5e046e888c9bb12cade8fb083a7183925b10ddd8c1d512',
   9: '4a24e6de9c6a3273570a74c7c2eb09fc0816b43a1504b3709f076102f5c71e09',
   10: '0dfa1879258f5c580a9cc864f476f556985600ff844f68f67b026d8a7fd38c67',
-  11: 'ac1018c83846e6e8ce37f1bb95e7b9b3ee188d6755b7eba96f9e260114cd2a71',
+  11: '8c058af1a3e0e634414e705398a305ec7c19965d981fdcac9c2c1cbdba3ffd77',
 }
 
 const checksum = (m: Migration) => createHash('sha256').update(JSON.stringify([m.version, m.name, m.sqlite, m.postgres])).digest('hex')

