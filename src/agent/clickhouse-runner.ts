@@ -11,6 +11,7 @@ import { type ClickHouseConnection, connectClickHouse } from './clickhouse-conne
 import { clickhouseCollectors } from './collectors/clickhouse/index.ts'
 import type { ClickHouseCollector, ClickHouseContext } from './collectors/types.ts'
 import { clickhouseTarget } from './config.ts'
+import { clickhouseFacts } from './server-state.ts'
 import type { AgentLogger } from './collectors/types.ts'
 import { Runner, type RunnerTimings, type Session, type SessionBase, abortable, planFor, withDeadline } from './runner.ts'
 import type { DatabaseConfig } from './config.ts'
@@ -122,6 +123,7 @@ export class ClickHouseRunner extends Runner<ClickHouseContext> {
           if (!(await conn.ping(run))) throw new Error('ClickHouse did not answer /ping')
         },
         sameServer: async (run) => (await serverIdentity(runClient(run))) === identity,
+        facts: (run) => clickhouseFacts(runClient(run)),
         close: () => conn.close(),
       }
     } catch (e) {

@@ -9,6 +9,7 @@ import { postgresCollectors } from './collectors/postgres/index.ts'
 import type { PostgresCollector, PostgresContext } from './collectors/types.ts'
 import type { DatabaseConfig } from './config.ts'
 import { CancellablePool } from './postgres-pool.ts'
+import { postgresFacts } from './server-state.ts'
 import { type CollectorPlan, Runner, type Session, type SessionBase, abortable, planFor, withDeadline } from './runner.ts'
 
 export { type RunnerStatus, type RunnerTimings, defaultTimings } from './runner.ts'
@@ -122,6 +123,7 @@ export class PostgresRunner extends Runner<PostgresContext> {
           const [row] = await pool.view(run)`SELECT pg_postmaster_start_time()::text AS started`
           return row!.started === started
         },
+        facts: (run) => postgresFacts(pool.view(run), major),
         close: () => pool.close(),
       }
     } catch (e) {

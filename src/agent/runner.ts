@@ -17,6 +17,7 @@ import type { DatabaseSettings, IngestBatch } from '../shared/wire.ts'
 import type { AgentLogger, Collector, CollectorState } from './collectors/types.ts'
 import { type DatabaseConfig, serverPollIntervalMs } from './config.ts'
 import type { SendOutcome, Shipper } from './shipper.ts'
+import { type ServerFacts, SettingsTracker } from './server-state.ts'
 import { batchParts } from './split.ts'
 import { SAVED_STATE_MAX_AGE_MS, type StateOwner, StagedState, loadState, saveState } from './state.ts'
 import { VERSION } from '../version.ts'
@@ -158,6 +159,8 @@ export interface Session<Ctx> {
   ping(signal: AbortSignal): Promise<void>
   /** False when the server behind the connection is no longer the one opened (a restart, a failover). */
   sameServer(signal: AbortSignal): Promise<boolean>
+  /** The server's start, settings and reset times for the batch's server_state (server-state.ts). */
+  facts?(signal: AbortSignal): Promise<ServerFacts>
   /** Closes the connections, waiting for none longer than the cancel grace. */
   close(): Promise<void>
 }
@@ -185,6 +188,10 @@ export abstract class Runner<Ctx> {
   private readonly notes = new Map<string, string>()
   /** The collectors' info notes (SessionBase.infos): sent with level 'info', not in the health status. */
   private readonly infos = new Map<string, string>()
+  /** When this run for the database started: the server tells an agent (re)start by a new value. */
+  private readonly startedAt = Date.now()
+  /** Which settings digest went out last (the settings travel only when it changes). */
+  private readonly settingsSent = new SettingsTracker()
   readonly status: RunnerStatus
 
   protected abstract readonly collectors: Collector<Ctx>[]
@@ -519,6 +526,7 @@ export abstract class Runner<Ctx> {
     }
     // Stopped before any collector finished: nothing was committed, so there is nothing to ship.
     if (this.lifetime.signal.aborted && finished === 0 && errors.length === 0) return
+    batch.server_state = await this.serverState(session)
     if (errors.length > 0) batch.collector_errors = errors
     batch.collector_notes = [
       ...[...this.notes].map(([collector, message]) => ({ collector, message: message.slice(0, 2000) })),
@@ -538,6 +546,7 @@ export abstract class Runner<Ctx> {
       // Neither delivered nor kept (an outage with a failing buffer): the baselines stay, so the counter
       // deltas go with the next batch; this cycle's lists and gauges are lost, as the shipper counted.
       this.saveState()
+      this.settingsSent.lost()
     } else {
       for (const staged of stages) staged.commit()
     }
@@ -553,6 +562,22 @@ export abstract class Runner<Ctx> {
     // allocates (result sets, the batch's JSON) is freed before the next database's cycle starts
     // instead of piling up until the collector runs on its own (bench/RESULTS.md, Agent).
     Bun.gc(true)
+  }
+
+  /**
+   * The batch's server_state: the agent's start always, the server's facts when they could be read within
+   * a collector's deadline (a failure leaves them out for this cycle, logged at debug level).
+   */
+  private async serverState(session: Session<Ctx>): Promise<IngestBatch['server_state']> {
+    const facts = session.facts
+    if (!facts || this.lifetime.signal.aborted || this.session !== session) return { agent_started_at: this.startedAt }
+    try {
+      const read = await cancelAfter((signal) => facts.call(session, signal), this.timings.collectorDeadlineMs, 'server state', this.lifetime.signal)
+      return this.settingsSent.section(read, this.startedAt)
+    } catch (e) {
+      this.log.debug('server state not read this cycle', { database: this.config.name, cause: (e as Error).message })
+      return { agent_started_at: this.startedAt }
+    }
   }
 
   /** Detects a restart or a different node behind the DSN between cycles. */

@@ -14,6 +14,7 @@ import { alertRoutes } from './routes/alerts.ts'
 import { apiKeyRoutes } from './routes/api-keys.ts'
 import { authRoutes } from './routes/auth.ts'
 import { databaseRoutes } from './routes/databases.ts'
+import { eventRoutes } from './routes/events.ts'
 import { ingestRoutes } from './routes/ingest.ts'
 import { clickhouseRoutes } from './routes/clickhouse.ts'
 import { healthRoutes } from './routes/health.ts'
@@ -172,6 +173,7 @@ export function createApp(deps: Deps) {
     .use(clickhouseRoutes(deps))
     .use(healthRoutes(deps))
     .use(alertRoutes(deps))
+    .use(eventRoutes(deps))
     .use(ingestRoutes(deps))
     .use(resetPasswordPage())
     .use(dashboardRoutes(dashboard))

@@ -102,6 +102,7 @@ export const resultLimits = {
   bloat: { default: 50, max: 500 },
   connections: { default: 100, max: 1000 },
   progress: { default: 100, max: 1000 },
+  events: { default: 500, max: 2000 },
 } as const
 
 /** Default window of the since/until endpoints, and their default bucket. */

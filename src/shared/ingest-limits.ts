@@ -45,6 +45,12 @@ export const ingestTextLimits = {
 } as const
 
 /**
+ * Limits of a batch's server_state.settings (name → value): PostgreSQL has ~350 settings and ClickHouse
+ * ~1,500 (only the changed ones are sent); a value (search_path, shared_preload_libraries) stays short.
+ */
+export const settingsLimits = { count: 5_000, name: 256, value: 10_000 } as const
+
+/**
  * Limits of a database's tags, the same on the agent's config, the batch and the API. Here rather than
  * in wire.ts so that the server's limits (and with them the store) do not load TypeBox and the wire
  * schemas before `dbm serve` listens.

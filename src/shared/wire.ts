@@ -4,7 +4,7 @@
 // Unknown fields are ignored by the server, so a newer agent can talk to an older server.
 import { type Static, type TNull, type TNumber, type TOptional, type TSchema, type TUnion, Type as T } from '@sinclair/typebox'
 import { type Field, INDEX_FIELDS, STATEMENT_FIELDS, TABLE_FIELDS, columnType, ofKind } from './families.ts'
-import { ingestMaxItems as max, tagLimits, ingestTextLimits as text } from './ingest-limits.ts'
+import { ingestMaxItems as max, settingsLimits, tagLimits, ingestTextLimits as text } from './ingest-limits.ts'
 
 // Every number the stores keep has a maximum that their columns hold (BIGINT, DOUBLE PRECISION, and
 // INTEGER for a plan's scan counts) and that a bucket's sum of many keeps finite: past it, a 400 naming
@@ -382,6 +382,39 @@ export const MutationEntry = T.Object({
 })
 export type MutationEntry = Static<typeof MutationEntry>
 
+/** Text a PostgreSQL store can hold (no NUL). */
+const NO_NUL = '^[^\\u0000]*$'
+/** A setting's or a statistics view's name: 1 to settingsLimits.name characters, no NUL (a map key's pattern). */
+const NAME_PATTERN = `^[^\\u0000]{1,${settingsLimits.name}}$`
+
+/**
+ * What the server compares from one batch to the next to derive events (routes: /events): the server's
+ * start, the agent's start, the server's settings and the statistics' reset times. Every field is
+ * optional (agents before it send none, and the server derives what it can without).
+ */
+export const ServerState = T.Object({
+  /** When the database server started (PostgreSQL: pg_postmaster_start_time()). */
+  started_at: T.Optional(epochMs),
+  /** When the agent's run for this database started: a value the server has not seen is an agent (re)start. */
+  agent_started_at: T.Optional(epochMs),
+  /** A digest of the server's settings (every name and value), sent every cycle. */
+  settings_hash: T.Optional(T.String({ maxLength: text.id })),
+  /**
+   * The settings themselves, name → value as SHOW prints it: sent when settings_hash differs from the one
+   * the agent last sent (its first cycle included). PostgreSQL: every setting of pg_settings but those the
+   * agent's own session set; ClickHouse: system.settings' changed ones.
+   */
+  settings: T.Optional(
+    T.Record(T.String({ pattern: NAME_PATTERN }), T.String({ maxLength: settingsLimits.value, pattern: NO_NUL }), {
+      maxProperties: settingsLimits.count,
+      additionalProperties: false,
+    }),
+  ),
+  /** When each statistics view was last reset (pg_stat_statements_info, pg_stat_database, ...); null: never. */
+  stats_resets: T.Optional(T.Record(T.String({ pattern: NAME_PATTERN }), nullableEpochMs, { maxProperties: 32, additionalProperties: false })),
+})
+export type ServerState = Static<typeof ServerState>
+
 export const CollectorError = T.Object({
   collector: T.String(),
   message: T.String({ maxLength: text.collectorMessage }),
@@ -453,6 +486,8 @@ export const IngestBatch = T.Object({
   mutations: T.Optional(T.Array(MutationEntry, { maxItems: max.mutations })),
   /** ClickHouse: server gauges (memory, limit, disks, connections, uptime) and query counter deltas. */
   server_metrics: T.Optional(counterMap),
+  /** What events are derived from (restarts, settings, resets, agent starts); absent from agents before it. */
+  server_state: T.Optional(ServerState),
   collector_errors: T.Optional(T.Array(CollectorError, { maxItems: max.collector_errors })),
   /**
    * What the collectors that ran want the user to know (query_log disabled, statements the role may not

@@ -105,8 +105,9 @@ const PG_TABLES = [
   'metric_counters',
   'metric_gauges',
   'internals_latest',
+  'events',
 ]
-const CH_TABLES = ['query_stats', 'query_texts', 'snapshots', 'metric_counters', 'metric_gauges', 'clickhouse_latest']
+const CH_TABLES = ['query_stats', 'query_texts', 'snapshots', 'metric_counters', 'metric_gauges', 'clickhouse_latest', 'events']
 const BUCKET_TABLES = ['query_stats', 'wait_stats', 'table_stats', 'index_stats', 'replication_lag', 'replication_slot_lag', 'metric_counters', 'metric_gauges']
 
 async function counts(server: TestServer, id: string, tables: string[], where = ''): Promise<Record<string, number>> {

@@ -3,17 +3,19 @@
 // statistics go to 60-second buckets, rolled up into 10-minute and hourly ones after their span
 // (sql-statement-ingest.ts, sql-rollups.ts); the other bucketed sections (sql-objects.ts,
 // sql-internals.ts, sql-clickhouse.ts) go to 60-second and 1-hour buckets at once; plans to
-// sql-plans.ts; the latest-only sections to sql-snapshots.ts.
+// sql-plans.ts; the latest-only sections to sql-snapshots.ts; the events it makes to sql-events.ts.
 import type { IngestBatch } from '../../shared/wire.ts'
 import type { SqlDialect } from './dialect.ts'
 import type { SqlDriver, SqlStatement } from './driver.ts'
 import { applyClickHouse } from './sql-clickhouse.ts'
+import { applyEvents } from './sql-events.ts'
 import { applyInternals } from './sql-internals.ts'
 import { applyObjects } from './sql-objects.ts'
 import { applyExplainPlans } from './sql-plans.ts'
 import { applySnapshots } from './sql-snapshots.ts'
 import { type IngestEffects, type KnownTexts, applyQueryStats } from './sql-statement-ingest.ts'
 import { Reads, Writes } from './sql-writes.ts'
+import type { RegisteredDatabase } from './types.ts'
 
 /** A batch's statements for one database: the reads its writes depend on, then the writes once those are sent. */
 export interface PlannedBatch {
@@ -22,8 +24,9 @@ export interface PlannedBatch {
   /**
    * Adds and runs every write, then `also` (the caller's statements of the same transaction), in one
    * exchange; with `last`, the transaction's last statements, its COMMIT in that exchange (runLast) where the driver can.
+   * `database`: the database's row as it was before the batch (the events compare the batch with it).
    */
-  write(tx: SqlDriver, also?: readonly SqlStatement[], last?: boolean): Promise<IngestEffects>
+  write(tx: SqlDriver, database: RegisteredDatabase, also?: readonly SqlStatement[], last?: boolean): Promise<IngestEffects>
 }
 
 /**
@@ -36,9 +39,10 @@ export function planBatch(sqlDialect: SqlDialect, databaseId: string, batch: Ing
   const writeQueryStats = batch.query_stats ? applyQueryStats(reads, sqlDialect, databaseId, batch.collected_at, batch.query_stats, known, effects, now) : undefined
   const writeObjects = applyObjects(reads, databaseId, batch)
   const writeInternals = applyInternals(reads, databaseId, batch)
+  const writeEvents = applyEvents(reads, databaseId, batch)
   return {
     reads,
-    async write(tx, also = [], last = false) {
+    async write(tx, database, also = [], last = false) {
       const writes = new Writes(tx.sqlDialect)
       writeQueryStats?.(writes)
       applyExplainPlans(writes, databaseId, batch)
@@ -46,6 +50,7 @@ export function planBatch(sqlDialect: SqlDialect, databaseId: string, batch: Ing
       writeInternals(writes)
       applyClickHouse(writes, databaseId, batch)
       applySnapshots(writes, databaseId, batch)
+      writeEvents(writes, database)
       writes.statements.push(...also)
       await (last && tx.runLast ? tx.runLast(writes.statements) : tx.runAll(writes.statements))
       return effects

@@ -27,6 +27,8 @@ const TIMED_TABLES = {
   latest_indexes: 'ts',
   internals_latest: 'ts',
   clickhouse_latest: 'ts',
+  // the events timeline's derived events (sql-events.ts)
+  events: 'ts',
 } as const
 /** Derived from telemetry and kept as long: resolved recommendations and alerts. */
 const RESOLVED_TABLES = ['recommendations', 'alerts'] as const
@@ -42,7 +44,7 @@ export const RETAINED_TABLES: readonly string[] = [
 ]
 
 /** Per-database state that is not telemetry: one row per database, gone with it (ON DELETE CASCADE). */
-export const KEPT_WITH_DATABASE: readonly string[] = ['query_rollups', 'database_health']
+export const KEPT_WITH_DATABASE: readonly string[] = ['query_rollups', 'database_health', 'event_baselines']
 
 /**
  * The primary key of each table retention deletes from that SQLite stores WITHOUT ROWID (migration 10):

@@ -8,6 +8,7 @@ import { type HealthStore, healthStore } from './sql-health.ts'
 import { type RetentionStore, retentionStore } from './sql-retention.ts'
 import { type InternalsReader, internalsReader } from './sql-internals.ts'
 import { type ObjectsReader, objectsReader } from './sql-objects.ts'
+import { listEvents } from './sql-events.ts'
 import { planBatch } from './sql-ingest.ts'
 import { listPlans } from './sql-plans.ts'
 import { type IngestEffects, KnownTexts } from './sql-statement-ingest.ts'
@@ -619,7 +620,7 @@ export class SqlStore implements Store {
         sql: 'UPDATE databases SET last_seen_at = $1, engine_version = COALESCE($2, engine_version) WHERE id = $3',
         params: [now, batch.database.engine_version ?? null, database.id],
       }
-      effects = await plan.write(tx, [seen], true)
+      effects = await plan.write(tx, database, [seen], true)
       return { kind: 'applied', database: { ...database, last_seen_at: now, engine_version: batch.database.engine_version ?? database.engine_version } }
     }, `dbm:ingest:${orgId}:${batch.database.name}`)
     // Caches learn what the batch wrote once it is committed (a rolled-back batch wrote nothing).
@@ -683,6 +684,10 @@ export class SqlStore implements Store {
 
   listPlans(databaseId: string, hash: string, window: Window, limit: number) {
     return listPlans(this.driver, databaseId, hash, window, limit)
+  }
+
+  listEvents(db: RegisteredDatabase, window: Window, limit: number, now: number) {
+    return listEvents(this.driver, db, window, limit, now)
   }
 
   close() {

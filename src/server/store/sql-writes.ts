@@ -72,6 +72,12 @@ export const INGEST_COLUMN_TYPES: Readonly<Record<string, 'text' | 'integer' | '
   subject: 'text',
   metric: 'text',
   value: 'double precision',
+  // events (sql-events.ts)
+  object: 'text',
+  severity: 'text',
+  title: 'text',
+  detail: 'text',
+  link: 'text',
 }
 
 /** What an upsert does with a row whose key exists; absent: a plain INSERT. */

@@ -6,6 +6,7 @@ import type { RetentionStore } from './sql-retention.ts'
 import type { InternalsReader } from './sql-internals.ts'
 import type { ObjectsReader } from './sql-objects.ts'
 import type { SnapshotKind } from './sql-snapshots.ts'
+import type { DbEvent } from './sql-events.ts'
 import type { StoredPlan } from './sql-plans.ts'
 import type { QuerySort, QueryStatsRow, queryDetail } from './sql-statement-reads.ts'
 import type { Window } from './window.ts'
@@ -216,6 +217,8 @@ export interface Store {
   queryDetail(databaseId: string, hash: string, window: Window): ReturnType<typeof queryDetail>
   latestSnapshot(databaseId: string, kind: SnapshotKind): Promise<{ ts: number; payload: unknown } | undefined>
   listPlans(databaseId: string, hash: string, window: Window, limit: number): Promise<StoredPlan[]>
+  /** The database's events timeline in the window, newest first (sql-events.ts). */
+  listEvents(db: RegisteredDatabase, window: Window, limit: number, now: number): Promise<DbEvent[]>
 
   close(): Promise<void>
 }

@@ -1,6 +1,7 @@
 // A small uPlot wrapper: a time chart of one or more series that takes its container's width (a
 // ResizeObserver), follows the theme (colours from the stylesheet's variables, redrawn when the theme
-// changes), can stack its series (areas) and draws vertical marks (e.g. where a statement's plan changed).
+// changes), can stack its series (areas) and draws vertical marks (e.g. where a statement's plan changed,
+// the database's events) with a tooltip naming each when the pointer is on it.
 // Its legend is ours, not uPlot's: one toggle button per series (aria-pressed; a stacked chart restacks
 // without the hidden ones) with the value under the cursor, else the latest one. The drawing is an image
 // whose text alternative names the range and each series' latest and largest values. The chart is
@@ -29,7 +30,12 @@ export interface ChartMark {
   /** Epoch milliseconds. */
   ts: number
   label: string
+  /** Shown in a tooltip when the pointer is on the mark (as text). */
+  detail?: string
 }
+
+/** How near the pointer must come to a mark (CSS pixels) for its tooltip. */
+const MARK_HOVER_PX = 6
 
 export interface ChartProps {
   /** Goes to the wrapper's data-chart attribute. */
@@ -271,7 +277,9 @@ function drawMarks(current: () => ChartMark[], colour: string) {
     ctx.font = `${11 * px}px system-ui, sans-serif`
     ctx.textAlign = 'left'
     ctx.textBaseline = 'alphabetic'
-    for (const m of marks) {
+    // A label that would overlap the one drawn before it is left out (its mark's tooltip still names it).
+    let labelledUpTo = Number.NEGATIVE_INFINITY
+    for (const m of [...marks].sort((a, b) => a.ts - b.ts)) {
       const x = u.valToPos(m.ts / 1000, 'x', true)
       if (x < bbox.left || x > bbox.left + bbox.width) continue
       ctx.beginPath()
@@ -279,7 +287,10 @@ function drawMarks(current: () => ChartMark[], colour: string) {
       ctx.lineTo(x, bbox.top + bbox.height)
       ctx.stroke()
       const width = ctx.measureText(m.label).width
-      ctx.fillText(m.label, x + width + 6 * px > bbox.left + bbox.width ? x - width - 4 * px : x + 4 * px, bbox.top + 12 * px)
+      const textX = x + width + 6 * px > bbox.left + bbox.width ? x - width - 4 * px : x + 4 * px
+      if (textX < labelledUpTo) continue
+      ctx.fillText(m.label, textX, bbox.top + 12 * px)
+      labelledUpTo = textX + width + 4 * px
     }
     ctx.restore()
   }
@@ -337,7 +348,7 @@ function buildOptions(
   raw: (number | null)[][],
   hidden: boolean[],
   marks: () => ChartMark[],
-  onCursor: (idx: number | null) => void,
+  onCursor: (idx: number | null, u: uPlot) => void,
 ): uPlot.Options {
   const unit = props.unit ?? 'count'
   const lonely = raw.map(isolated)
@@ -372,7 +383,7 @@ function buildOptions(
       }),
     ],
     bands: props.stacked ? props.series.slice(1).map((_, i) => ({ series: [i + 2, i + 1] as [number, number] })) : undefined,
-    hooks: { draw: [drawMarks(marks, theme.mark)], setCursor: [(u) => onCursor(u.cursor.idx ?? null)] },
+    hooks: { draw: [drawMarks(marks, theme.mark)], setCursor: [(u) => onCursor(u.cursor.idx ?? null, u)] },
   }
 }
 
@@ -393,6 +404,16 @@ export function Chart(props: ChartProps) {
   const hiddenRef = useRef(hidden)
   const [cursor, setCursor] = useState<number | null>(null)
   const marks = useRef(props.marks ?? [])
+  /** The marks under the pointer and where (CSS pixels from the chart's left), for the tooltip. */
+  const [hovered, setHovered] = useState<{ left: number; flip: boolean; marks: ChartMark[] } | null>(null)
+  const onCursor = (idx: number | null, u: uPlot) => {
+    setCursor(idx)
+    const left = u.cursor.left
+    if (left === undefined || left < 0 || marks.current.length === 0) return setHovered(null)
+    const near = marks.current.filter((m) => Math.abs(u.valToPos(m.ts / 1000, 'x') - left) <= MARK_HOVER_PX)
+    const x = left + u.bbox.left / devicePixelRatio
+    setHovered(near.length === 0 ? null : { left: x, flip: x > u.width / 2, marks: near })
+  }
 
   // The points drawn: per-bucket values without the bucket still running at the window's end and without
   // the partial buckets at the start of the data and after gaps.
@@ -408,10 +429,11 @@ export function Chart(props: ChartProps) {
     since === undefined || !props.range ? undefined : `${props.sinceLabel ?? 'collecting since'} ${fmtClock(since)} (of a ${spanWords(props.range[1] - props.range[0])} range)`
   // The axis: the window, or from the data's start when they start well inside it.
   const axis = shownRange(props.range, since, props.stepMs)
-  const summary = useMemo(
-    () => chartSummary(props.title, unit, shown.times, shown.series, axis, sinceText),
-    [props.title, unit, shown, axis?.[0], axis?.[1], sinceText],
-  )
+  const summary = useMemo(() => {
+    const text = chartSummary(props.title, unit, shown.times, shown.series, axis, sinceText)
+    const marked = (props.marks ?? []).filter((m) => !axis || (m.ts >= axis[0] && m.ts <= axis[1]))
+    return marked.length === 0 ? text : `${text} Marked: ${marked.map((m) => `${m.label} at ${fmtClock(m.ts)}`).join('; ')}.`
+  }, [props.title, unit, shown, axis?.[0], axis?.[1], sinceText, props.marks])
 
   useEffect(() => {
     const el = wrap.current
@@ -420,7 +442,7 @@ export function Chart(props: ChartProps) {
     const hiddenFlags = props.series.map((s) => hiddenRef.current.has(s.label))
     const data = props.stacked ? stack(ys, hiddenFlags) : ys
     const width = Math.max(200, el.clientWidth || 300)
-    const plot = new uPlot(buildOptions(props, readTheme(), width, ys, hiddenFlags, () => marks.current, setCursor), [xs, ...data] as uPlot.AlignedData, el)
+    const plot = new uPlot(buildOptions(props, readTheme(), width, ys, hiddenFlags, () => marks.current, onCursor), [xs, ...data] as uPlot.AlignedData, el)
     drawn.current = { plot, xs, ys }
     const observer = new ResizeObserver(() => {
       const w = Math.max(200, el.clientWidth)
@@ -432,6 +454,7 @@ export function Chart(props: ChartProps) {
       plot.destroy()
       drawn.current = undefined
       setCursor(null)
+      setHovered(null)
     }
   }, [shown, props.unit, props.stacked, props.height, props.stepMs, axis?.[0], axis?.[1], themeKey])
 
@@ -466,7 +489,19 @@ export function Chart(props: ChartProps) {
         <p class="muted small">No points in this time range.</p>
       ) : (
         <>
-          <div class="chart" ref={wrap} role="img" aria-label={summary} />
+          <div class="chart-area">
+            <div class="chart" ref={wrap} role="img" aria-label={summary} />
+            {hovered && (
+              <div class={`chart-mark-tip${hovered.flip ? ' flip' : ''}`} role="tooltip" style={{ left: `${hovered.left}px` }}>
+                {hovered.marks.map((m, i) => (
+                  <div key={i}>
+                    <strong>{m.label}</strong> <span class="muted">{fmtTime(m.ts)}</span>
+                    {m.detail && <div>{m.detail}</div>}
+                  </div>
+                ))}
+              </div>
+            )}
+          </div>
           <ul class="chart-legend" aria-label={`Series of ${props.title}: press one to show or hide it`}>
             <li class="legend-at muted">{at !== null ? fmtTime(d!.xs[at]! * 1000) : 'latest'}</li>
             {props.series.map((s, i) => {

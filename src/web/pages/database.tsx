@@ -17,6 +17,7 @@ import { AlertsPage, RecommendationsPage } from './db/advice.tsx'
 import { StatusBadge, dbHref, engineName, isStale, statusClass, useEvery, withWindow } from './db/common.tsx'
 import { ConnectionsPage } from './db/connections.tsx'
 import { DoctorPage } from './db/doctor.tsx'
+import { EventsPage } from './db/events.tsx'
 import { InternalsPage } from './db/internals.tsx'
 import { LocksPage } from './db/locks.tsx'
 import { MaintenancePage } from './db/maintenance.tsx'
@@ -43,6 +44,7 @@ interface Tab {
 }
 
 const overview: Tab = { slug: 'overview', label: 'Overview', page: OverviewPage }
+const events: Tab = { slug: 'events', label: 'Events', page: EventsPage }
 const statements: Tab = { slug: 'queries', label: 'Statements', page: StatementsPage, itemPage: StatementPage }
 const active: Tab = { slug: 'active', label: 'Active', page: ActivePage }
 const doctor: Tab = { slug: 'doctor', label: 'Doctor', page: DoctorPage }
@@ -53,6 +55,7 @@ const settings: Tab = { slug: 'settings', label: 'Settings', page: SettingsPage 
 const TABS: Record<Engine, Tab[]> = {
   postgres: [
     overview,
+    events,
     statements,
     active,
     { slug: 'connections', label: 'Connections', page: ConnectionsPage },
@@ -70,6 +73,7 @@ const TABS: Record<Engine, Tab[]> = {
   ],
   clickhouse: [
     overview,
+    events,
     statements,
     active,
     { slug: 'parts', label: 'Parts', page: PartsPage },

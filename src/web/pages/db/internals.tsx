@@ -10,6 +10,8 @@ import { formatValue } from '../../components/chart.tsx'
 import { type Column, DataTable } from '../../components/data-table.tsx'
 import { Async, Loading, fmtBytes, fmtMs, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
 import type { Loaded } from '../../components/ui.tsx'
+import type { ChartMark } from '../../components/chart.tsx'
+import { useEventMarks } from './events.tsx'
 import { ApiProblem, Card, Meter, NoDataYet, TimeRangePicker, apiPath, fmtDuration, fmtRatio, useWindow } from './common.tsx'
 import { SeriesChart, type SeriesSpec } from './series-chart.tsx'
 import type { PageProps } from './types.ts'
@@ -100,13 +102,13 @@ const WAL_CHARTS: SeriesSpec[] = [
 
 const IO_CHART: SeriesSpec = { name: 'io-ops', title: 'I/O per second (all backends)', unit: 'per_s', rate: true, keys: [['reads', 'reads'], ['writes', 'writes'], ['extends', 'extends']] }
 
-function Charts({ loaded, specs, bucket, range }: { loaded: Loaded<Point[]>; specs: SeriesSpec[]; bucket: number; range: [number, number] }) {
+function Charts({ loaded, specs, bucket, range, marks }: { loaded: Loaded<Point[]>; specs: SeriesSpec[]; bucket: number; range: [number, number]; marks: ChartMark[] }) {
   if (loaded.error) return <ApiProblem error={loaded.error} />
   if (!loaded.data) return <Loading />
   return (
     <div class="chart-grid">
       {specs.map((s) => (
-        <SeriesChart key={s.name} points={loaded.data!} spec={s} bucketSeconds={bucket} range={range} />
+        <SeriesChart key={s.name} points={loaded.data!} spec={s} bucketSeconds={bucket} range={range} marks={marks} />
       ))}
     </div>
   )
@@ -190,6 +192,7 @@ function ioTotals(points: Point[] | undefined): Point[] | undefined {
 
 export function InternalsPage({ db, query, setQuery }: PageProps) {
   const tw = useWindow(query)
+  const marks = useEventMarks(db, tw.bounds)
   const on = db.last_seen_at !== null
   const series = (path: string) => (on ? apiPath(db, `${path}?${tw.params}&bucket=${tw.bucket}`) : null)
   const stats = useApi<Values>(on ? apiPath(db, '/database-stats') : null)
@@ -225,12 +228,12 @@ export function InternalsPage({ db, query, setQuery }: PageProps) {
       </div>
       <h2 id="internals-database">Database</h2>
       <Async loaded={stats}>{(v) => <DatabaseFigures v={v} />}</Async>
-      <Charts loaded={statsSeries} specs={DATABASE_CHARTS} bucket={tw.bucket} range={tw.bounds} />
+      <Charts loaded={statsSeries} specs={DATABASE_CHARTS} bucket={tw.bucket} range={tw.bounds} marks={marks} />
       <h2 id="internals-bgwriter">Background writer and checkpoints</h2>
-      <Charts loaded={bgwriter} specs={BGWRITER_CHARTS} bucket={tw.bucket} range={tw.bounds} />
+      <Charts loaded={bgwriter} specs={BGWRITER_CHARTS} bucket={tw.bucket} range={tw.bounds} marks={marks} />
       <h2 id="internals-wal">WAL</h2>
       <WalFigures loaded={wal} />
-      {!wal.error && <Charts loaded={walSeries} specs={WAL_CHARTS} bucket={tw.bucket} range={tw.bounds} />}
+      {!wal.error && <Charts loaded={walSeries} specs={WAL_CHARTS} bucket={tw.bucket} range={tw.bounds} marks={marks} />}
       <h2 id="internals-io">I/O by backend</h2>
       {io.error ? (
         <ApiProblem error={io.error} />
@@ -240,7 +243,7 @@ export function InternalsPage({ db, query, setQuery }: PageProps) {
         <p class="muted">No I/O statistics yet: the io_stats collector sends pg_stat_io (PostgreSQL 16+).</p>
       ) : (
         <>
-          <Charts loaded={ioLoaded} specs={[IO_CHART]} bucket={tw.bucket} range={tw.bounds} />
+          <Charts loaded={ioLoaded} specs={[IO_CHART]} bucket={tw.bucket} range={tw.bounds} marks={marks} />
           <p class="muted small">Latest poll ({io.data.interval_seconds ?? '?'} s), collected {fmtTime(io.data.ts)}.</p>
           <DataTable caption="I/O by backend type, object and context" columns={IO_COLUMNS} rows={io.data.stats} rowKey={(r) => `${r.backend_type}/${r.object}/${r.context}`} initialSort={{ key: 'reads' }} compact />
         </>

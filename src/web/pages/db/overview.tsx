@@ -31,6 +31,7 @@ import {
   windowQuery,
 } from './common.tsx'
 import { AsOf } from './doctor.tsx'
+import { useEventMarks } from './events.tsx'
 import { SeriesChart, type SeriesSpec } from './series-chart.tsx'
 import type { Database, Doctor, Finding, PageProps } from './types.ts'
 
@@ -83,13 +84,14 @@ export function rangeWords(tw: Pick<TimeWindow, 'range' | 'bounds'>): string {
   return preset ? preset.label.replace(/^Last/, 'the last') : `${fmtClock(tw.bounds[0])} to ${fmtClock(tw.bounds[1])}`
 }
 
-function ActivityCharts({ loaded, specs, bucket, bounds }: { loaded: Loaded<Point[]>; specs: SeriesSpec[]; bucket: number; bounds: [number, number] }) {
+function ActivityCharts({ db, loaded, specs, bucket, bounds }: { db: Database; loaded: Loaded<Point[]>; specs: SeriesSpec[]; bucket: number; bounds: [number, number] }) {
+  const marks = useEventMarks(db, bounds)
   if (loaded.error) return <ApiProblem error={loaded.error} />
   if (!loaded.data) return <Loading what="Loading the activity" />
   return (
     <div class="grid-2">
       {specs.map((s) => (
-        <SeriesChart key={s.name} points={loaded.data!} spec={s} bucketSeconds={bucket} range={bounds} />
+        <SeriesChart key={s.name} points={loaded.data!} spec={s} bucketSeconds={bucket} range={bounds} marks={marks} />
       ))}
     </div>
   )
@@ -97,13 +99,13 @@ function ActivityCharts({ loaded, specs, bucket, bounds }: { loaded: Loaded<Poin
 
 function PostgresActivity({ db, tw }: { db: Database; tw: TimeWindow }) {
   const points = useApi<Point[]>(apiPath(db, `/database-stats/timeseries?${tw.params}&bucket=${tw.bucket}`))
-  return <ActivityCharts loaded={points} specs={POSTGRES_ACTIVITY} bucket={tw.bucket} bounds={tw.bounds} />
+  return <ActivityCharts db={db} loaded={points} specs={POSTGRES_ACTIVITY} bucket={tw.bucket} bounds={tw.bounds} />
 }
 
 function ClickHouseActivity({ db, tw }: { db: Database; tw: TimeWindow }) {
   const metrics = useApi<{ bucket_seconds: number; timeseries: Point[] }>(apiPath(db, `/server-metrics?${tw.params}&bucket=${tw.bucket}`))
   const loaded: Loaded<Point[]> = { ...metrics, data: metrics.data?.timeseries }
-  return <ActivityCharts loaded={loaded} specs={CLICKHOUSE_ACTIVITY} bucket={metrics.data?.bucket_seconds ?? tw.bucket} bounds={tw.bounds} />
+  return <ActivityCharts db={db} loaded={loaded} specs={CLICKHOUSE_ACTIVITY} bucket={metrics.data?.bucket_seconds ?? tw.bucket} bounds={tw.bounds} />
 }
 
 function Activity({ db, tw, query }: { db: Database; tw: TimeWindow; query: URLSearchParams }) {

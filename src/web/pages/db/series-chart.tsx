@@ -2,7 +2,7 @@
 // rates per second over the bucket when `rate` is set, totals per bucket say their bucket ("per hour"),
 // gauges are drawn as they are. The bucket still running at the window's end is left out of rates and totals.
 import { useMemo } from 'preact/hooks'
-import { Chart, type Unit } from '../../components/chart.tsx'
+import { Chart, type ChartMark, type Unit } from '../../components/chart.tsx'
 import { perBucket, seriesFrom } from './common.tsx'
 
 export interface SeriesSpec {
@@ -19,10 +19,23 @@ export interface SeriesSpec {
   stacked?: boolean
 }
 
-export function SeriesChart<P extends { ts: string }>({ points, spec, bucketSeconds, range }: { points: P[]; spec: SeriesSpec; bucketSeconds: number; range?: [number, number] }) {
+export function SeriesChart<P extends { ts: string }>({
+  points,
+  spec,
+  bucketSeconds,
+  range,
+  marks,
+}: {
+  points: P[]
+  spec: SeriesSpec
+  bucketSeconds: number
+  range?: [number, number]
+  /** The database's events to mark (pages/db/events.tsx useEventMarks). */
+  marks?: ChartMark[]
+}) {
   const data = useMemo(() => seriesFrom(points, spec.keys, spec.rate ? 1 / bucketSeconds : 1), [points, spec, bucketSeconds])
   const title = spec.total ? `${spec.title} ${perBucket(bucketSeconds)}` : spec.title
   return (
-    <Chart name={spec.name} title={title} unit={spec.unit} times={data.times} series={data.series} stacked={spec.stacked} stepMs={bucketSeconds * 1000} range={range} perBucket={spec.rate || spec.total || spec.perBucket} />
+    <Chart name={spec.name} title={title} unit={spec.unit} times={data.times} series={data.series} stacked={spec.stacked} stepMs={bucketSeconds * 1000} range={range} perBucket={spec.rate || spec.total || spec.perBucket} marks={marks} />
   )
 }

@@ -1,0 +1,47 @@
+// The agent's server_state (src/agent/server-state.ts): on each tested PostgreSQL major, the server's start
+// as PostgreSQL prints pg_postmaster_start_time(), the settings as SHOW prints them without the ones the
+// session set, and the reset times of the statistics views that version has; the settings travel with
+// the first cycle and when their digest changes, and again after a lost batch.
+import { afterAll, describe, expect, test } from 'bun:test'
+import postgres from 'postgres'
+import { SettingsTracker, postgresFacts, settingsHash } from '../../src/agent/server-state.ts'
+import { postgresMajors, sharedPostgres } from '../support/postgres.ts'
+
+const open: postgres.Sql[] = []
+afterAll(async () => {
+  for (const sql of open) await sql.end()
+})
+
+describe('SettingsTracker', () => {
+  test('the settings go with the first cycle and when they change; the digest always; again after a lost batch', () => {
+    const tracker = new SettingsTracker()
+    const a = { work_mem: '4MB', jit: 'on' }
+    const b = { work_mem: '8MB', jit: 'on' }
+    expect(tracker.section({ started_at: 5, settings: a }, 1)).toEqual({ agent_started_at: 1, started_at: 5, settings_hash: settingsHash(a), settings: a })
+    expect(tracker.section({ started_at: 5, settings: { jit: 'on', work_mem: '4MB' } }, 1)).toEqual({ agent_started_at: 1, started_at: 5, settings_hash: settingsHash(a) })
+    expect(tracker.section({ settings: b }, 1)).toEqual({ agent_started_at: 1, settings_hash: settingsHash(b), settings: b })
+    tracker.lost()
+    expect(tracker.section({ settings: b }, 1).settings).toEqual(b)
+    expect(settingsHash(a)).not.toBe(settingsHash(b))
+  })
+})
+
+for (const major of postgresMajors) {
+  test(`PostgreSQL ${major}: start, settings and reset times as PostgreSQL reports them`, async () => {
+    const pg = await sharedPostgres(major)
+    const sql = postgres(await pg.freshDatabase(), { max: 1, onnotice: () => {}, connection: { application_name: 'probe', statement_timeout: 4321 } })
+    open.push(sql)
+    const facts = await postgresFacts(sql, major)
+    const [truth] = await sql`SELECT to_char(pg_postmaster_start_time() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS started, current_setting('work_mem') AS work_mem`
+    expect(new Date(facts.started_at!).toISOString()).toBe(truth!.started)
+    expect(facts.settings.work_mem).toBe(truth!.work_mem)
+    // set by the session's startup options: not the server's
+    expect(facts.settings.application_name).toBeUndefined()
+    expect(facts.settings.statement_timeout).toBeUndefined()
+    const views = ['pg_stat_bgwriter', 'pg_stat_database', ...(major >= 14 ? ['pg_stat_wal'] : []), ...(major >= 17 ? ['pg_stat_checkpointer'] : [])]
+    expect(Object.keys(facts.stats_resets!).sort()).toEqual(views.sort())
+    const [reset] = await sql`SELECT to_char(stats_reset AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS at FROM pg_stat_bgwriter`
+    const got = facts.stats_resets!.pg_stat_bgwriter ?? null
+    expect(got === null ? null : new Date(got).toISOString()).toBe(reset!.at)
+  }, 120_000)
+}
