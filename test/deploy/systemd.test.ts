@@ -24,7 +24,7 @@ const tempDir = (prefix: string) => {
   return dir
 }
 afterAll(() => {
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
+  if (!process.env.KEEP_SYSTEMD_TMP) for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
 })
 
 /** A unit file as sections of key=value lines; a key set several times keeps every value in order. */
@@ -183,7 +183,7 @@ describe('deploy/systemd with systemd tools', () => {
     }
   }, 60_000)
 
-  test.skipIf(!has('systemd-sysusers') || !has('systemd-tmpfiles'))('systemd-sysusers and systemd-tmpfiles (need both) create the dbm user with no shell and /etc/dbm root:dbm 0750 in an empty root', async () => {
+  test.skipIf(!has('systemd-sysusers') || !has('systemd-tmpfiles') || process.getuid?.() !== 0)('systemd-sysusers and systemd-tmpfiles (need both, and root to set owners) create the dbm user with no shell and /etc/dbm root:dbm 0750 in an empty root', async () => {
     const root = tempDir('dbm-systemd-root-')
     mkdirSync(join(root, 'etc'))
     mkdirSync(join(root, 'usr/lib/sysusers.d'), { recursive: true })
@@ -204,10 +204,8 @@ describe('deploy/systemd with systemd tools', () => {
       const s = statSync(join(root, path))
       return { mode: (s.mode & 0o7777).toString(8), uid: s.uid, gid: s.gid }
     }
-    if (process.getuid?.() === 0) {
-      expect(mode('etc/dbm')).toEqual({ mode: '750', uid: 0, gid: Number(passwd[3]) })
-      expect(mode('etc/dbm/agent.yaml')).toEqual({ mode: '640', uid: 0, gid: Number(passwd[3]) })
-    }
+    expect(mode('etc/dbm')).toEqual({ mode: '750', uid: 0, gid: Number(passwd[3]) })
+    expect(mode('etc/dbm/agent.yaml')).toEqual({ mode: '640', uid: 0, gid: Number(passwd[3]) })
   }, 30_000)
 })
 
@@ -236,6 +234,8 @@ async function syscallGroups(): Promise<Map<string, Set<string>>> {
 interface Traced {
   /** System call name -> how many times it was made. */
   calls: Map<string, number>
+  /** The first line of each kind of call, to show in a failure. */
+  firstLine: Map<string, string>
   /** Paths opened for writing, created, removed, renamed or re-moded (absolute). */
   writes: Set<string>
   socketFamilies: Set<string>
@@ -248,7 +248,7 @@ const writingCalls = new Set(['mkdir', 'mkdirat', 'unlink', 'unlinkat', 'rmdir',
 
 /** Reads an `strace -f -y -s 0` log. Relative paths are resolved against `cwd` (the test checks there was no chdir). */
 function readTrace(text: string, cwd: string): Traced {
-  const traced: Traced = { calls: new Map(), writes: new Set(), socketFamilies: new Set(), writableExecutableMappings: 0, namespaceOrPersonality: [] }
+  const traced: Traced = { calls: new Map(), firstLine: new Map(), writes: new Set(), socketFamilies: new Set(), writableExecutableMappings: 0, namespaceOrPersonality: [] }
   const resolve = (dirfd: string | undefined, path: string) => {
     if (path.startsWith('/')) return path
     // -y shows a dirfd's path, AT_FDCWD's too (AT_FDCWD</var/lib/dbm>); calls without one use the cwd.
@@ -261,6 +261,7 @@ function readTrace(text: string, cwd: string): Traced {
     if (call[2]) continue // counted at its start
     const name = call[1]!
     traced.calls.set(name, (traced.calls.get(name) ?? 0) + 1)
+    if (!traced.firstLine.has(name)) traced.firstLine.set(name, line)
     const args = line.slice(line.indexOf('(') + 1)
     if (name === 'open' || name === 'openat' || name === 'openat2' || name === 'creat') {
       const open = name === 'open' || name === 'creat' ? /^()"([^"]*)",\s*([\w|]+)/.exec(args) : /^([^,]+),\s*"([^"]*)",\s*(?:\{flags=)?([\w|]+)/.exec(args)
@@ -323,12 +324,13 @@ describe('the strace reader (no tools needed)', () => {
   })
 })
 
-const canStrace = has('strace') && has('systemd-analyze') && process.platform === 'linux'
+/** strace present and allowed to trace here (a container may forbid ptrace). */
+const canStrace = has('strace') && has('systemd-analyze') && Bun.spawnSync(['strace', '-o', '/dev/null', 'true']).exitCode === 0
 const asRoot = process.getuid?.() === 0
 
 describe('dist/dbm under strace', () => {
   test.skipIf(!canStrace)(
-    'serve and agent (need strace and systemd-analyze) make only @system-service calls outside @privileged and write only in their state directory and /tmp, through signup, batches, a hot reload, an outage and SIGTERM',
+    'serve and agent (need strace, allowed to trace, and systemd-analyze) make only @system-service calls outside @privileged and write only in their state directory and /tmp, through signup, batches, a hot reload, an outage and SIGTERM',
     async () => {
       const started = Date.now()
       const binary = await builtBinary()
@@ -425,6 +427,9 @@ describe('dist/dbm under strace', () => {
         await batchesOf('orders', 3)
         const health = await fetch(`http://127.0.0.1:${healthPort}/healthz`)
         expect(health.status).toBe(200)
+        // The dashboard's reads, the doctor's diagnosis worker among them.
+        const orders = (await request(base, 'GET', '/api/v1/databases', { apiKey })).body.find((d: { name: string }) => d.name === 'orders')
+        for (const path of ['overview', 'doctor', 'queries']) expect({ path, status: (await request(base, 'GET', `/api/v1/databases/${orders.id}/${path}`, { apiKey })).status }).toEqual({ path, status: 200 })
 
         // Hot reload: a second database in the file, then SIGHUP as `systemctl reload` sends it.
         writeFileSync(config, yaml([['orders', dsn], ['billing', dsn2]]))
@@ -451,7 +456,13 @@ describe('dist/dbm under strace', () => {
             `wrote ${[...trace.writes].map((p) => p.replace(ownState, '<state>')).sort().join(' ')}; sockets ${[...trace.socketFamilies].join(' ')}; W+X mappings ${trace.writableExecutableMappings}`,
         )
         expect({ process: t.name, chdir: trace.calls.get('chdir') ?? 0, fchdir: trace.calls.get('fchdir') ?? 0 }).toEqual({ process: t.name, chdir: 0, fchdir: 0 })
-        expect({ process: t.name, outsideFilter: [...trace.calls.keys()].filter((c) => !allowed.has(c)).sort() }).toEqual({ process: t.name, outsideFilter: [] })
+        // strace names a number no system call has as syscall_0x<number>; one such call (syscall_0x590b, the
+        // result not kept) was seen once in eleven runs, never again. The kernel answers ENOSYS to a number it
+        // does not have (x86_64 stops below 0x200; x32's have bit 30 set, refused by SystemCallArchitectures=)
+        // and the filter EPERM, so the units change nothing for it but the error number: logged, not failed.
+        const unknown = [...trace.calls.keys()].filter((c) => /^syscall_0x[0-9a-f]+$/.test(c) && Number.parseInt(c.slice(10), 16) >= 0x400)
+        if (unknown.length > 0) console.log(`${t.name}: numbers no system call has: ${unknown.map((c) => trace.firstLine.get(c)).join(' | ')}`)
+        expect({ process: t.name, outsideFilter: [...trace.calls.keys()].filter((c) => !allowed.has(c) && !unknown.includes(c)).sort().map((c) => trace.firstLine.get(c)) }).toEqual({ process: t.name, outsideFilter: [] })
         expect({ process: t.name, writesOutside: outsideAllowed(trace.writes, ownState, root) }).toEqual({ process: t.name, writesOutside: [] })
         // It did write its state there (the store, or the buffer and the baselines).
         const names = [...trace.writes].filter((p) => p.startsWith(`${ownState}/`)).map((p) => p.slice(ownState.length + 1))
