@@ -5,6 +5,7 @@
 // The settings travel whole only when their digest changed since the runner last sent them.
 import type { ClickHouseClient } from '@clickhouse/client'
 import type postgres from 'postgres'
+import { maskSecretSettings } from '../shared/secret-settings.ts'
 import type { ServerState } from '../shared/wire.ts'
 
 /** What a session reads each cycle; the runner adds agent_started_at and decides whether the settings go. */
@@ -36,7 +37,8 @@ export class SettingsTracker {
     const state: ServerState = { agent_started_at: agentStartedAt, settings_hash: hash }
     if (facts.started_at !== undefined) state.started_at = facts.started_at
     if (facts.stats_resets) state.stats_resets = facts.stats_resets
-    if (hash !== this.sent) state.settings = facts.settings
+    // The digest covers the real values (a secret's change still sends the map); the map has them masked.
+    if (hash !== this.sent) state.settings = maskSecretSettings(facts.settings)
     this.sent = hash
     return state
   }

@@ -133,6 +133,26 @@ describe('events timeline (PostgreSQL 17)', () => {
     expect(change).toMatchObject({ title: 'work_mem changed', detail: `${before} → ${after}`, severity: 'info' })
   })
 
+  test('settings that may hold a secret never leave the database host: a conninfo password and a custom api_key', async () => {
+    await setup`ALTER SYSTEM SET primary_conninfo = 'host=replica user=rep password=hunter2-conninfo'`
+    await setup.unsafe(`ALTER SYSTEM SET "dbmtest.api_key" = 'sk-hunter2-custom'`)
+    await setup`ALTER SYSTEM SET work_mem = '9MB'`
+    await setup`SELECT pg_reload_conf()`
+    // work_mem's change is in the same batch as the secrets': once it is listed, that batch was applied.
+    const change = await eventually('work_mem changed to 9MB', (e) => e.kind === 'setting_change' && e.object === 'work_mem' && String(e.detail).endsWith('→ 9MB'))
+    expect(change.title).toBe('work_mem changed')
+    const res = await fetch(`${rig.server.base}/api/v1/databases/${rig.dbId}/events`, { headers: { authorization: `Bearer ${rig.account.token}` } })
+    const text = await res.text()
+    expect(text).not.toContain('hunter2')
+    // Hidden before and after: no change is reported for them (the custom setting is new: it appears hidden).
+    const list = JSON.parse(text) as { object?: string; detail?: string }[]
+    expect(list.filter((e) => e.object === 'primary_conninfo')).toEqual([])
+    for (const e of list.filter((e) => e.object === 'dbmtest.api_key')) expect(e.detail).not.toContain('sk-')
+    await setup`ALTER SYSTEM RESET primary_conninfo`
+    await setup.unsafe('ALTER SYSTEM RESET "dbmtest.api_key"')
+    await setup`SELECT pg_reload_conf()`
+  })
+
   test('pg_stat_statements_reset(): a reset event at its stats_reset time', async () => {
     await setup`SELECT pg_stat_statements_reset()`
     const at = await msOf('(SELECT stats_reset FROM pg_stat_statements_info)')

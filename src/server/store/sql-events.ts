@@ -13,6 +13,7 @@
 // index events; and only for a section the database has carried before (a collector turned on later
 // does not make every object "appear"). Everything from the monitored database (names, values) is
 // stored as text and given back as JSON strings; nothing of it reaches SQL but as a parameter.
+import { maskSecretSettings } from '../../shared/secret-settings.ts'
 import type { IngestBatch } from '../../shared/wire.ts'
 import type { SqlDriver } from './driver.ts'
 import type { RegisteredDatabase } from './types.ts'
@@ -232,11 +233,13 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
 
     // Settings: compared with the last values received; written only when they changed.
     const settings = before?.settings ?? null
+    // Masked here too: an agent that predates the masking must not make dbm keep a server's passwords.
+    const incoming = state?.settings ? maskSecretSettings(state.settings) : undefined
     let settingsWritten: Record<string, string> | null = null
-    if (state?.settings) {
+    if (incoming) {
       if (settings) {
-        const names = [...new Set([...Object.keys(settings), ...Object.keys(state.settings)])].sort()
-        const changed = names.filter((n) => settings![n] !== state.settings![n])
+        const names = [...new Set([...Object.keys(settings), ...Object.keys(incoming)])].sort()
+        const changed = names.filter((n) => settings![n] !== incoming![n])
         if (changed.length > MAX_SETTING_EVENTS) {
           add({ ts: at, kind: 'setting_change', severity: 'info', title: `${changed.length} settings changed`, detail: changed.join(', '), object: '' })
         } else {
@@ -246,13 +249,13 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
               kind: 'setting_change',
               severity: 'info',
               title: `${name} changed`,
-              detail: `${shown(settings[name])} → ${shown(state.settings[name])}`,
+              detail: `${shown(settings[name])} → ${shown(incoming[name])}`,
               object: name,
             })
           }
         }
       }
-      if (!settings || JSON.stringify(settings) !== JSON.stringify(state.settings)) settingsWritten = state.settings
+      if (!settings || JSON.stringify(settings) !== JSON.stringify(incoming)) settingsWritten = incoming
     }
 
     // Statistics resets: a reset time that moved.
