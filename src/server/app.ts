@@ -19,6 +19,7 @@ import { clickhouseRoutes } from './routes/clickhouse.ts'
 import { healthRoutes } from './routes/health.ts'
 import { internalsRoutes } from './routes/internals.ts'
 import { objectRoutes } from './routes/objects.ts'
+import { sessionHistoryRoutes } from './routes/session-history.ts'
 import { queryRoutes } from './routes/queries.ts'
 import { serverOptions } from './server-options.ts'
 import { logStoreOutages, storeUnavailable } from './store-health.ts'
@@ -166,6 +167,7 @@ export function createApp(deps: Deps) {
     .use(databaseRoutes(deps))
     .use(queryRoutes(deps))
     .use(objectRoutes(deps))
+    .use(sessionHistoryRoutes(deps))
     .use(internalsRoutes(deps))
     .use(clickhouseRoutes(deps))
     .use(healthRoutes(deps))

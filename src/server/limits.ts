@@ -98,6 +98,10 @@ export const resultLimits = {
   mutations: { default: 100, max: 1000 },
   recommendations: { default: 100, max: 500 },
   alerts: { default: 100, max: 500 },
+  /** GET /active/history: snapshot times of a window (a day of 10-second polls is 8,640). */
+  snapshots: { default: 2000, max: 10_000 },
+  /** GET /locks/chains. */
+  lock_chains: { default: 100, max: 500 },
 } as const
 
 /** Default window of the since/until endpoints, and their default bucket. */
@@ -135,6 +139,17 @@ export const retentionLimits = {
   batchIdsMs: DAY,
   /** Rows deleted per statement, so a sweep never holds the store for long. */
   deleteBatchRows: 5000,
+} as const
+
+/** Session and lock history (store/sql-session-history.ts): how retention compacts the snapshots. */
+export const sessionHistoryLimits = {
+  /** Every snapshot is kept this long (the time slider steps through each poll). */
+  everyPollMs: DAY,
+  /**
+   * Past everyPollMs, a snapshot stays (up to the retention) when a session waited for a lock, or a
+   * statement ran or a transaction was open this long: the doctor's long-running warning (5 minutes).
+   */
+  longMs: 5 * MINUTE,
 } as const
 
 /** The health monitor (health-monitor.ts): how often it evaluates and sweeps, and its notifications. */

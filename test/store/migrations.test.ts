@@ -47,6 +47,7 @@ const RELEASED: Record<number, string> = {
   8: 'd612654051b5cb153b5e046e888c9bb12cade8fb083a7183925b10ddd8c1d512',
   9: '4a24e6de9c6a3273570a74c7c2eb09fc0816b43a1504b3709f076102f5c71e09',
   10: '0dfa1879258f5c580a9cc864f476f556985600ff844f68f67b026d8a7fd38c67',
+  12: 'b1f0bedb02c35ee49dbfe9b255406c90edd2debd06d563205ed6c72039e2d736',
 }
 
 const checksum = (m: Migration) => createHash('sha256').update(JSON.stringify([m.version, m.name, m.sqlite, m.postgres])).digest('hex')
@@ -354,14 +355,16 @@ for (const kind of storeKinds) {
         // are added for the ingest and dropped again, since no version-9 store had them)
         const collectedAt = Math.floor(Date.now() / MINUTE) * MINUTE - 2 * MINUTE + 5_000
         const familyColumns = await driver.transaction((tx) => addFamilyColumns(tx))
-        expect((await new SqlStore(driver).ingest('id-0', fullBatch('name-0', collectedAt), collectedAt + 1_000)).kind).toBe('applied')
+        // (activity and locks left out: today's ingest also keeps them in migration 12's history tables)
+        const batch = { ...fullBatch('name-0', collectedAt), activity: undefined, locks: undefined }
+        expect((await new SqlStore(driver).ingest('id-0', batch, collectedAt + 1_000)).kind).toBe('applied')
         for (const c of familyColumns) await driver.exec(`ALTER TABLE ${c.table} DROP COLUMN ${c.column}`)
         const before = { schema: await schemaOf(driver), rows: await dumpEveryTable(driver) }
         const tablesBefore = driver.dialect === 'sqlite' ? await sqliteTables(driver) : {}
         for (const table of WITHOUT_ROWID_SINCE_10) expect({ table, rows: before.rows[table]!.length > 0 }).toEqual({ table, rows: true })
 
         // the frozen migration alone: the family step's columns (counters added since) are not its doing
-        expect(await migrate(driver, Date.now, latestVersion, undefined, false)).toEqual([10])
+        expect(await migrate(driver, Date.now, 10, undefined, false)).toEqual([10])
 
         expect(await dumpEveryTable(driver)).toEqual(before.rows)
         if (before.schema.dialect === 'postgres') {

@@ -25,6 +25,7 @@ import { migration as statementRollups } from './migrations/0007-statement-rollu
 import { migration as tableAutovacuum } from './migrations/0008-table-autovacuum.ts'
 import { migration as databaseHealth } from './migrations/0009-database-health.ts'
 import { migration as withoutRowid } from './migrations/0010-without-rowid.ts'
+import { migration as sessionHistory } from './migrations/0012-session-history.ts'
 import type { Migration } from './migrations/migration.ts'
 
 export type { Migration }
@@ -40,6 +41,7 @@ export const migrations: Migration[] = [
   tableAutovacuum,
   databaseHealth,
   withoutRowid,
+  sessionHistory,
 ]
 
 export const latestVersion = migrations.reduce((max, m) => Math.max(max, m.version), 0)
