@@ -50,8 +50,8 @@ const lock = (pid: number, extra: Partial<LockEntry>): LockEntry => ({
 /**
  * A chain as a poll at `ts` sees it: pid 100 idle in its transaction (since ts0 - 60 s) holds a row of
  * public.accounts; 200 waits for it (since ts0 - 5 s); 300 waits for both 100 and 200 (pg_blocking_pids
- * names both); 400 runs a query of its own. 100 also reads another table, and 400 holds a lock nobody
- * wants: neither is kept.
+ * names both); 400 runs a query of its own. 100 also reads another table, 200's own transaction id lock
+ * is waited for by nobody (300 waits for the table), and 400 holds a lock nobody wants: none is kept.
  */
 function chainSnapshot(ts: number, ts0: number) {
   const activity: ActiveQuery[] = [
@@ -66,6 +66,7 @@ function chainSnapshot(ts: number, ts0: number) {
     lock(100, { relation_name: 'public.other', duration_ms: ts - ts0 + 60_000, query_text: activity[0]!.query_text }),
     lock(200, { lock_type: 'transactionid', mode: 'ShareLock', granted: false, blocked_by_pid: 100, duration_ms: ts - ts0 + 5_000, query_text: activity[1]!.query_text }),
     lock(200, { mode: 'RowExclusiveLock', duration_ms: ts - ts0 + 5_000, query_text: activity[1]!.query_text }),
+    lock(200, { lock_type: 'transactionid', mode: 'ExclusiveLock', relation_name: null, duration_ms: ts - ts0 + 5_000, query_text: activity[1]!.query_text }),
     lock(300, { mode: 'AccessExclusiveLock', granted: false, blocked_by_pid: 100, duration_ms: ts - ts0 + 2_000, query_text: activity[2]!.query_text }),
     lock(400, { relation_name: 'public.orders', duration_ms: 1_500, query_text: activity[3]!.query_text }),
   ]
@@ -94,7 +95,7 @@ describe('lock chains and compact locks of one snapshot', () => {
     ])
   })
 
-  test('kept locks: the waiting ones and the blockers\' locks of what is waited for; 100\'s read of public.other and 400\'s lock go', () => {
+  test('kept locks: the waiting ones and the blockers\' locks of what is waited for; 100\'s read of public.other, 200\'s transaction id lock and 400\'s lock go', () => {
     expect(compactLocks(activity, locks).map((l) => [l.pid, l.lock_type, l.mode, l.relation_name, l.granted])).toEqual([
       [100, 'transactionid', 'ExclusiveLock', null, true],
       [100, 'relation', 'RowExclusiveLock', 'public.accounts', true],

@@ -30,25 +30,19 @@ export function waitsFor(activity: readonly ActiveQuery[], locks: readonly LockE
 }
 
 /**
- * The locks history keeps: every waiting lock, and the granted locks of blocking sessions that a waiting
- * lock is for (the same lock type and relation; a transaction id or virtual transaction id lock whatever
- * its relation, since a row waiter names the row's table and the holder's transaction lock names none).
- * The other granted locks (every running statement's AccessShareLock) tell nothing about contention.
+ * The locks history keeps: every waiting lock, and each lock a blocker of a waiting session holds on what
+ * that session waits for (the same lock type and relation; for a transaction id or virtual transaction id
+ * the same type whatever the relation, since a row waiter names the row's table and the holder's
+ * transaction lock names none). The other granted locks (every running statement's AccessShareLock, a
+ * blocker's locks on other tables) tell nothing about contention.
  */
 export function compactLocks(activity: readonly ActiveQuery[], locks: readonly LockEntry[]): LockEntry[] {
   const edges = waitsFor(activity, locks)
-  const blockers = new Set<number>()
-  for (const list of edges.values()) for (const pid of list) blockers.add(pid)
-  const wanted = new Set(locks.filter((l) => !l.granted).map((l) => `${l.lock_type}\u0000${l.relation_name ?? ''}`))
-  const wantedTypes = new Set(locks.filter((l) => !l.granted).map((l) => l.lock_type))
-  return locks
-    .filter((l) => {
-      if (!l.granted) return true
-      if (!blockers.has(l.pid)) return false
-      if (l.lock_type === 'transactionid' || l.lock_type === 'virtualxid') return wantedTypes.has(l.lock_type)
-      return wanted.has(`${l.lock_type}\u0000${l.relation_name ?? ''}`)
-    })
-    .map((l) => ({ ...l, query_text: clip(l.query_text) }))
+  const isXid = (type: string) => type === 'transactionid' || type === 'virtualxid'
+  const target = (pid: number, l: LockEntry) => (isXid(l.lock_type) ? `${pid}\u0000${l.lock_type}` : `${pid}\u0000${l.lock_type}\u0000${l.relation_name ?? ''}`)
+  const wanted = new Set<string>()
+  for (const l of locks) if (!l.granted) for (const blocker of edges.get(l.pid) ?? []) wanted.add(target(blocker, l))
+  return locks.filter((l) => !l.granted || wanted.has(target(l.pid, l))).map((l) => ({ ...l, query_text: clip(l.query_text) }))
 }
 
 export interface ChainMember {
