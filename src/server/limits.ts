@@ -146,9 +146,12 @@ export const sessionHistoryLimits = {
   /** Every snapshot is kept this long (the time slider steps through each poll). */
   everyPollMs: DAY,
   /**
-   * Past everyPollMs, a snapshot stays (up to the retention) when a session waited for a lock, or a
-   * statement ran or a transaction was open this long: the doctor's long-running warning (5 minutes).
+   * Past everyPollMs, a snapshot stays (up to the retention) when a session had waited for a lock this
+   * long (the doctor's blocked-session warning), and a lock chain when it lasted this long. The waits of
+   * a busy OLTP load (pgbench's: milliseconds on its branch rows, caught by most polls) go after a day.
    */
+  longWaitMs: 30 * SECOND,
+  /** Past everyPollMs, a snapshot also stays when a statement ran or a transaction was open this long: the doctor's long-running warning. */
   longMs: 5 * MINUTE,
 } as const
 

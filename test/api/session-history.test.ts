@@ -2,9 +2,9 @@
 // every poll's snapshot is kept and /active and /locks answer the one at or before `at` (its locks only
 // those that wait or block); /active/history lists the kept times; /locks/chains names each chain's
 // root, members (a session blocked by two pids once, with both blockers), first and last seen and
-// duration after it ended; retention keeps every poll for a day, then only snapshots with a blocked
-// session or a long statement or transaction, then nothing past the retention, chains with it; another
-// organization gets 404, a bad `at` a 400. The lock-chain derivation and the lock compaction are also
+// duration after it ended; retention keeps every poll and chain for a day, then only snapshots with a lock
+// wait of 30 s or a statement or transaction of 5 minutes and chains of 30 s, then nothing past the
+// retention; another organization gets 404, a bad `at` a 400. The lock-chain derivation and the lock compaction are also
 // checked alone (store/lock-chains.ts).
 import { describe, expect, test } from 'bun:test'
 import { createHealthMonitor } from '../../src/server/health-monitor.ts'
@@ -129,7 +129,13 @@ for (const kind of storeKinds) {
       expect(history).toEqual({
         since: iso(t(0)),
         until: iso(t(5)),
-        snapshots: [0, 1, 2, 3, 4, 5].map((i) => ({ ts: iso(t(i)), at: t(i), blocked: i <= 3 ? 2 : 0, longest_ms: i <= 3 ? t(i) - ts0 + 60_000 : 10 * i })),
+        snapshots: [0, 1, 2, 3, 4, 5].map((i) => ({
+          ts: iso(t(i)),
+          at: t(i),
+          blocked: i <= 3 ? 2 : 0,
+          longest_wait_ms: i <= 3 ? t(i) - ts0 + 5_000 : null,
+          longest_ms: i <= 3 ? t(i) - ts0 + 60_000 : 10 * i,
+        })),
         earlier_left_out: false,
       })
       const limited = await api.ok(id, `/active/history?since=${iso(t(0))}&until=${iso(t(5))}&limit=2`)
@@ -235,7 +241,7 @@ for (const kind of storeKinds) {
       await api.expectHiddenFromOtherOrganizations(id, [`/active?at=${t(2)}`, `/locks?at=${t(2)}`, '/active/history', '/locks/chains'])
     })
 
-    test('retention: every poll for a day, then only snapshots with a blocked session or a long statement or transaction, then nothing past the retention; chains go with it', async () => {
+    test('retention: every poll for a day, then only snapshots with a lock wait of 30 s or a statement or transaction of 5 min, and chains of 30 s; nothing past the retention', async () => {
       const server = api.server
       const monitor = createHealthMonitor(server.deps, { retentionDays: 30 })
       const old = now - 2 * DAY
@@ -244,19 +250,27 @@ for (const kind of storeKinds) {
       const openTransaction = { activity: [session(400, { duration_ms: 10, state: 'idle in transaction', xact_start: old - sessionHistoryLimits.longMs - 1 })], locks: [] }
       const db = await api.ingest(pgBatch('retained', old, quiet))
       await api.ingest(pgBatch('retained', old + 10 * SECOND, long))
-      await api.ingest(pgBatch('retained', old + 20 * SECOND, chainSnapshot(old + 20 * SECOND, old + 20 * SECOND)))
+      // a chain whose first waiter has waited 55 s (since old - 35 s), then one of a busy OLTP load: 5 s
+      await api.ingest(pgBatch('retained', old + 20 * SECOND, chainSnapshot(old + 20 * SECOND, old - 30 * SECOND)))
       await api.ingest(pgBatch('retained', old + 30 * SECOND, openTransaction))
       await api.ingest(pgBatch('retained', old + 40 * SECOND, { ...quiet, locks: [lock(400, {})] }))
+      await api.ingest(pgBatch('retained', old + 50 * SECOND, chainSnapshot(old + 50 * SECOND, old + 50 * SECOND)))
       const recent = now - DAY + HOUR
       await api.ingest(pgBatch('retained', recent, quiet))
       const times = async () => (await api.ok(db, `/active/history?since=${iso(old - HOUR)}&until=${iso(now)}`)).snapshots.map((s: any) => s.at)
-      expect(await times()).toEqual([old, old + 10_000, old + 20_000, old + 30_000, old + 40_000, recent])
+      const chainsWindow = `/locks/chains?since=${iso(old - HOUR)}&until=${iso(now)}`
+      const chains = async () => (await api.ok(db, chainsWindow)).map((c: any) => [c.root.xact_start, c.duration_ms, c.members.map((m: any) => m.pid)])
+      expect(await times()).toEqual([old, old + 10_000, old + 20_000, old + 30_000, old + 40_000, old + 50_000, recent])
+      expect(await chains()).toEqual([
+        [iso(old + 50_000 - 60_000), 5_000, [200, 300]],
+        [iso(old - 30_000 - 60_000), 55_000, [200, 300]],
+      ])
 
       await monitor.runRetention(now)
       expect(await times()).toEqual([old + 10_000, old + 20_000, old + 30_000, recent])
       expect((await api.ok(db, `/active?at=${old + 15_000}`)).map((s: any) => s.ts)).toEqual([iso(old + 10_000)])
-      const chainsWindow = `/locks/chains?since=${iso(old - HOUR)}&until=${iso(now)}`
-      expect((await api.ok(db, chainsWindow)).map((c: any) => [c.root.pid, c.members.map((m: any) => m.pid)])).toEqual([[100, [200, 300]]])
+      expect(await chains()).toEqual([[iso(old - 30_000 - 60_000), 55_000, [200, 300]]])
+      expect(await api.rowCount('lock_chain_members', db)).toBe(2)
 
       // 30 days on: gone (and the recent quiet one compacted), chains and their members with them
       await monitor.runRetention(old + 30 * DAY + HOUR)

@@ -57,7 +57,13 @@ export function sessionHistoryRoutes(deps: Deps) {
         return {
           since: rfc3339(window.since),
           until: rfc3339(window.until),
-          snapshots: times.map((s) => ({ ts: rfc3339(s.ts), at: s.ts, blocked: s.blocked, longest_ms: s.longest_ms === null ? null : Math.round(s.longest_ms) })),
+          snapshots: times.map((s) => ({
+            ts: rfc3339(s.ts),
+            at: s.ts,
+            blocked: s.blocked,
+            longest_wait_ms: s.longest_wait_ms === null ? null : Math.round(s.longest_wait_ms),
+            longest_ms: s.longest_ms === null ? null : Math.round(s.longest_ms),
+          })),
           earlier_left_out: more,
         }
       },

@@ -7,10 +7,10 @@
 // so the same transaction holding others up over many polls is one chain; each batch that sees it moves
 // its first and last seen (earliest and latest, so a late batch from the agent's buffer fits in), counts
 // a sample, and adds or moves its members. Nothing is read at ingest: every write is an upsert.
-// Retention (compactSessionHistory, called by sql-retention.ts): every snapshot is kept for
-// sessionHistoryLimits.everyPollMs, then only those with a blocked session or a statement or transaction
-// older than sessionHistoryLimits.longMs, then none past the organization's retention; chains go with the
-// retention, their members with them.
+// Retention (compactSessionHistory, called by sql-retention.ts): every snapshot and chain is kept for
+// sessionHistoryLimits.everyPollMs; then only the snapshots where a session had waited for a lock
+// longWaitMs or a statement or transaction had run longMs, and the chains that lasted longWaitMs; none
+// past the organization's retention. Members go with their chain. docs/session-history.md says why.
 import type { ActiveQuery, IngestBatch, LockEntry } from '../../shared/wire.ts'
 import { sessionHistoryLimits } from '../limits.ts'
 import type { SqlDriver } from './driver.ts'
@@ -37,17 +37,21 @@ export function applySessionHistory(writes: Writes, databaseId: string, batch: I
   const activity = batch.activity ?? []
   const locks = batch.locks ?? []
   const chains = batch.activity !== undefined || batch.locks !== undefined ? lockChains(ts, activity, locks) : []
-  const blocked = new Set(chains.flatMap((c) => c.members.map((m) => m.pid))).size
+  const members = chains.flatMap((c) => c.members)
+  const blocked = new Set(members.map((m) => m.pid)).size
+  const longestWait = members.length === 0 ? null : Math.max(...members.map((m) => ts - m.wait_started))
   const kept = {
     activity: batch.activity === undefined ? null : JSON.stringify(batch.activity.map((s) => ({ ...s, query_text: clip(s.query_text) ?? '' }))),
     locks: batch.locks === undefined ? null : JSON.stringify(compactLocks(activity, locks)),
   }
   const { greatest, least } = writes.sqlDialect
   // A batch split into parts carries activity and locks in the same part or in two of one collected_at.
-  writes.upsert('session_snapshots', ['database_id', 'ts', 'blocked', 'longest_ms', 'activity', 'locks'], [[databaseId, ts, blocked, longest(ts, activity), kept.activity, kept.locks]], {
+  const columns = ['database_id', 'ts', 'blocked', 'longest_wait_ms', 'longest_ms', 'activity', 'locks']
+  writes.upsert('session_snapshots', columns, [[databaseId, ts, blocked, longestWait, longest(ts, activity), kept.activity, kept.locks]], {
     key: ['database_id', 'ts'],
     update: {
       blocked: greatest('session_snapshots.blocked', 'excluded.blocked'),
+      longest_wait_ms: greatest('session_snapshots.longest_wait_ms', 'excluded.longest_wait_ms'),
       longest_ms: greatest('session_snapshots.longest_ms', 'excluded.longest_ms'),
       activity: 'COALESCE(excluded.activity, session_snapshots.activity)',
       locks: 'COALESCE(excluded.locks, session_snapshots.locks)',
@@ -101,6 +105,8 @@ export interface SnapshotTime {
   ts: number
   /** Sessions waiting for a lock. */
   blocked: number
+  /** The longest of their waits, ms (null: none waited). */
+  longest_wait_ms: number | null
   /** The longest statement or open transaction, ms. */
   longest_ms: number | null
 }
@@ -172,8 +178,8 @@ export function sessionHistoryReader(driver: SqlDriver) {
 
     /** The kept snapshots' times in [since, until], the latest `limit` of them, oldest first; `more` when some earlier ones were left out. */
     async times(databaseId: string, since: number, until: number, limit: number): Promise<{ times: SnapshotTime[]; more: boolean }> {
-      const rows = await driver.all<{ ts: number; blocked: number; longest_ms: number | null }>(
-        'SELECT ts, blocked, longest_ms FROM session_snapshots WHERE database_id = $1 AND ts >= $2 AND ts <= $3 ORDER BY ts DESC LIMIT $4',
+      const rows = await driver.all<{ ts: number; blocked: number; longest_wait_ms: number | null; longest_ms: number | null }>(
+        'SELECT ts, blocked, longest_wait_ms, longest_ms FROM session_snapshots WHERE database_id = $1 AND ts >= $2 AND ts <= $3 ORDER BY ts DESC LIMIT $4',
         [databaseId, since, until, limit + 1],
       )
       const more = rows.length > limit
@@ -181,7 +187,12 @@ export function sessionHistoryReader(driver: SqlDriver) {
         times: rows
           .slice(0, limit)
           .reverse()
-          .map((r) => ({ ts: num(r.ts), blocked: num(r.blocked), longest_ms: r.longest_ms === null ? null : num(r.longest_ms) })),
+          .map((r) => ({
+            ts: num(r.ts),
+            blocked: num(r.blocked),
+            longest_wait_ms: r.longest_wait_ms === null ? null : num(r.longest_wait_ms),
+            longest_ms: r.longest_ms === null ? null : num(r.longest_ms),
+          })),
         more,
       }
     },
@@ -248,32 +259,37 @@ export const SESSION_HISTORY_TABLES = ['session_snapshots', 'lock_chains', 'lock
 export interface SessionHistoryCutoffs {
   /** Everything older goes (the organization's retention). */
   before: number
-  /** Older snapshots go unless a session was blocked or a statement or transaction was long (sessionHistoryLimits). */
+  /** Older snapshots and chains are compacted (sessionHistoryLimits): only the long waits and long statements stay. */
   everyPollBefore: number
 }
 
 /**
  * Compacts and expires the database's session history; `deleteSome(table, where, params)` deletes the
- * matching rows in batches and answers how many went.
+ * matching rows in batches and answers how many went. Past everyPollBefore a snapshot stays only when a
+ * session had waited for a lock longWaitMs or a statement or transaction had run longMs, and a chain only
+ * when it lasted longWaitMs; past `before`, nothing stays. A chain's members go with it.
  */
 export async function compactSessionHistory(
   databaseId: string,
   cutoffs: SessionHistoryCutoffs,
   deleteSome: (table: string, where: string, params: unknown[]) => Promise<number>,
 ): Promise<number> {
+  const compactBefore = Math.max(cutoffs.before, cutoffs.everyPollBefore)
+  const { longWaitMs, longMs } = sessionHistoryLimits
   let deleted = await deleteSome('session_snapshots', 'database_id = $1 AND ts < $2', [databaseId, cutoffs.before])
-  deleted += await deleteSome('session_snapshots', 'database_id = $1 AND ts < $2 AND blocked = 0 AND (longest_ms IS NULL OR longest_ms < $3)', [
-    databaseId,
-    Math.max(cutoffs.before, cutoffs.everyPollBefore),
-    sessionHistoryLimits.longMs,
-  ])
+  deleted += await deleteSome(
+    'session_snapshots',
+    'database_id = $1 AND ts < $2 AND (longest_wait_ms IS NULL OR longest_wait_ms < $3) AND (longest_ms IS NULL OR longest_ms < $4)',
+    [databaseId, compactBefore, longWaitMs, longMs],
+  )
   deleted += await deleteSome('lock_chains', 'database_id = $1 AND last_seen < $2', [databaseId, cutoffs.before])
+  deleted += await deleteSome('lock_chains', 'database_id = $1 AND last_seen < $2 AND last_seen - started_at < $3', [databaseId, compactBefore, longWaitMs])
   // A member goes with its chain (one that left a chain early is kept as long as the chain).
   deleted += await deleteSome(
     'lock_chain_members',
     `database_id = $1 AND last_seen < $2 AND NOT EXISTS (SELECT 1 FROM lock_chains c WHERE c.database_id = lock_chain_members.database_id
        AND c.root_pid = lock_chain_members.root_pid AND c.root_xact_start = lock_chain_members.root_xact_start)`,
-    [databaseId, cutoffs.before],
+    [databaseId, compactBefore],
   )
   return deleted
 }

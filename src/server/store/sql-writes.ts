@@ -74,6 +74,7 @@ export const INGEST_COLUMN_TYPES: Readonly<Record<string, 'text' | 'integer' | '
   value: 'double precision',
   // session_snapshots, lock_chains, lock_chain_members (sql-session-history.ts)
   blocked: 'integer',
+  longest_wait_ms: 'double precision',
   longest_ms: 'double precision',
   activity: 'text',
   locks: 'text',

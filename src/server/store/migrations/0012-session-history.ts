@@ -1,7 +1,7 @@
 // Migration 12: session and lock history. Every batch's activity and lock snapshot is kept (compactly:
 // the sessions the agent sends, which are the non-idle ones and those idle in a transaction, and only
 // the locks that wait or block), one row per database and collection time, with the figures retention
-// compacts by (blocked sessions, the longest statement or transaction); and each lock chain (a root
+// compacts by (blocked sessions, the longest lock wait, the longest statement or transaction); and each lock chain (a root
 // blocker's transaction and the sessions it held up, directly or through others) with its members, first
 // and last seen, so a chain stays readable after it ended and after its snapshots were compacted.
 // Rowid tables on SQLite (migration 10's rule): their rows hold JSON and statement texts.
@@ -17,6 +17,7 @@ CREATE TABLE session_snapshots (
   database_id TEXT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
   ts INTEGER NOT NULL,
   blocked INTEGER NOT NULL,
+  longest_wait_ms REAL,
   longest_ms REAL,
   activity TEXT,
   locks TEXT,
@@ -58,6 +59,7 @@ CREATE TABLE session_snapshots (
   database_id TEXT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
   ts BIGINT NOT NULL,
   blocked INTEGER NOT NULL,
+  longest_wait_ms DOUBLE PRECISION,
   longest_ms DOUBLE PRECISION,
   activity TEXT,
   locks TEXT,
