@@ -3,7 +3,7 @@
 // migration 12). The latest snapshot stays in `snapshots` (sql-snapshots.ts) for the live pages.
 // What a row keeps: the sessions as the agent sent them (it sends the non-idle ones and those idle in a
 // transaction), and of the locks only those that wait or block (lock-chains.ts compactLocks); statement
-// texts cut at the agent's own bound. A chain is keyed by its root blocker's pid and transaction start,
+// texts cut at the agent's own bound; each list as deflated JSON (pack). A chain is keyed by its root blocker's pid and transaction start,
 // so the same transaction holding others up over many polls is one chain; each batch that sees it moves
 // its first and last seen (earliest and latest, so a late batch from the agent's buffer fits in), counts
 // a sample, and adds or moves its members. Nothing is read at ingest: every write is an upsert.
@@ -17,6 +17,21 @@ import type { SqlDriver } from './driver.ts'
 import { type ChainSample, clip, compactLocks, lockChains } from './lock-chains.ts'
 import type { Writes } from './sql-writes.ts'
 
+
+/**
+ * A snapshot's sessions or locks as stored: their JSON deflated, in base64 (TEXT in both stores). A
+ * pgbench-like snapshot's 3.4 KB of JSON is 0.9 KB so (its field names and values repeat session after
+ * session); PostgreSQL's TOAST compresses only values past about 2 KB, SQLite not at all, and the rows are
+ * kept every poll for a day (docs/session-history.md). Deflating one takes about 0.15 ms.
+ */
+function pack(value: unknown): string {
+  return Buffer.from(Bun.deflateSync(Buffer.from(JSON.stringify(value)))).toString('base64')
+}
+
+/** The JSON text of a packed snapshot (a plain JSON array is read as it is). */
+function unpack(text: string): string {
+  return Buffer.from(Bun.inflateSync(Buffer.from(text, 'base64'))).toString('utf8')
+}
 
 /** The longest statement or open transaction of the snapshot, in ms (null: no session). */
 function longest(ts: number, activity: readonly ActiveQuery[]): number | null {
@@ -41,8 +56,8 @@ export function applySessionHistory(writes: Writes, databaseId: string, batch: I
   const blocked = new Set(members.map((m) => m.pid)).size
   const longestWait = members.length === 0 ? null : Math.max(...members.map((m) => ts - m.wait_started))
   const kept = {
-    activity: batch.activity === undefined ? null : JSON.stringify(batch.activity.map((s) => ({ ...s, query_text: clip(s.query_text) ?? '' }))),
-    locks: batch.locks === undefined ? null : JSON.stringify(compactLocks(activity, locks)),
+    activity: batch.activity === undefined ? null : pack(batch.activity.map((s) => ({ ...s, query_text: clip(s.query_text) ?? '' }))),
+    locks: batch.locks === undefined ? null : pack(compactLocks(activity, locks)),
   }
   const { greatest, least } = writes.sqlDialect
   // A batch split into parts carries activity and locks in the same part or in two of one collected_at.
@@ -147,7 +162,7 @@ function byDurationDesc(a: { duration_ms: number | null }, b: { duration_ms: num
 function parseArray<T>(text: unknown): T[] {
   if (typeof text !== 'string') return []
   try {
-    const value = JSON.parse(text)
+    const value = JSON.parse(text.startsWith('[') ? text : unpack(text))
     return Array.isArray(value) ? (value as T[]) : []
   } catch {
     return []
