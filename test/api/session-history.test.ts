@@ -11,7 +11,7 @@ import { createHealthMonitor } from '../../src/server/health-monitor.ts'
 import { sessionHistoryLimits } from '../../src/server/limits.ts'
 import { compactLocks, lockChains } from '../../src/server/store/lock-chains.ts'
 import type { ActiveQuery, LockEntry } from '../../src/shared/wire.ts'
-import { agentSession, iso, pgBatch } from '../support/batches.ts'
+import { agentSession, chBatch, iso, pgBatch } from '../support/batches.ts'
 import { storeKinds } from '../support/server.ts'
 
 const SECOND = 1000
@@ -239,6 +239,21 @@ for (const kind of storeKinds) {
       }
       expect((await api.get(id, '/locks/chains?since=soon')).status).toBe(400)
       await api.expectHiddenFromOtherOrganizations(id, [`/active?at=${t(2)}`, `/locks?at=${t(2)}`, '/active/history', '/locks/chains'])
+    })
+
+    test('statement texts are kept as the agent bounds them (10,000 characters); a ClickHouse database\'s sessions are kept too, with no chains', async () => {
+      const long = `SELECT '${'x'.repeat(20_000)}'`
+      const db = await api.ingest(pgBatch('texts', t(0), { activity: [session(500, { query_text: long, blocking_pids: [501] })], locks: [lock(500, { granted: false, blocked_by_pid: 501, query_text: long })] }))
+      const [stored] = await api.ok(db, `/active?at=${t(0)}`)
+      expect([stored.query_text.length, stored.query_text]).toEqual([10_000, long.slice(0, 10_000)])
+      expect((await api.ok(db, `/locks?at=${t(0)}`))[0].query_text).toBe(long.slice(0, 10_000))
+      const [chain] = await api.ok(db, `/locks/chains?since=${iso(t(0) - HOUR)}`)
+      expect([chain.root.pid, chain.root.statement, chain.members[0].statement.length]).toEqual([501, null, 10_000])
+
+      const ch = await api.ingest(chBatch('events', t(1), { activity: [session(0, { pid: 'query-1', query_text: 'SELECT 1', blocking_pids: [] }) as any] }))
+      expect((await api.ok(ch, `/active?at=${t(1)}`)).map((s: any) => [s.pid, s.ts])).toEqual([['query-1', iso(t(1))]])
+      expect((await api.ok(ch, `/active/history?since=${iso(t(0))}`)).snapshots.map((x: any) => [x.at, x.blocked])).toEqual([[t(1), 0]])
+      expect(await api.get(ch, '/locks/chains')).toEqual({ status: 400, body: { error: 'this endpoint serves postgres databases; "events" is a clickhouse database' } })
     })
 
     test('retention: every poll for a day, then only snapshots with a lock wait of 30 s or a statement or transaction of 5 min, and chains of 30 s; nothing past the retention', async () => {
