@@ -21,6 +21,7 @@ import { healthRoutes } from './routes/health.ts'
 import { internalsRoutes } from './routes/internals.ts'
 import { objectRoutes } from './routes/objects.ts'
 import { pgCheckRoutes } from './routes/pg-checks.ts'
+import { sessionHistoryRoutes } from './routes/session-history.ts'
 import { queryRoutes } from './routes/queries.ts'
 import { serverOptions } from './server-options.ts'
 import { logStoreOutages, storeUnavailable } from './store-health.ts'
@@ -168,6 +169,7 @@ export function createApp(deps: Deps) {
     .use(databaseRoutes(deps))
     .use(queryRoutes(deps))
     .use(objectRoutes(deps))
+    .use(sessionHistoryRoutes(deps))
     .use(internalsRoutes(deps))
     .use(pgCheckRoutes(deps))
     .use(clickhouseRoutes(deps))

@@ -22,7 +22,7 @@
 import type { Deps } from './context.ts'
 import { breathe, diagnose } from './doctor/index.ts'
 import type { Finding } from './doctor/types.ts'
-import { healthMonitorDefaults, retentionLimits } from './limits.ts'
+import { healthMonitorDefaults, retentionLimits, sessionHistoryLimits } from './limits.ts'
 import type { DiagnosisSummary, FindingRecord, MonitoredDatabase, NotificationChannel, PendingNotification, Webhook } from './store/sql-health.ts'
 import { isStoreUnreachable } from './store/availability.ts'
 import { minuteFloor } from './store/window.ts'
@@ -382,7 +382,7 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
       try {
         // Statement statistics closed over an hour ago are rolled up (ingest rolls up an active database's
         // itself; an agent's clock or buffer up to an hour behind then never lands before the marks).
-        summary.rows_deleted += await store.retention.sweepDatabase(db.id, { before: now - keepMs, minutesBefore, rollUpTo: now - HOUR }, batch)
+        summary.rows_deleted += await store.retention.sweepDatabase(db.id, { before: now - keepMs, minutesBefore, rollUpTo: now - HOUR, everyPollBefore: now - sessionHistoryLimits.everyPollMs }, batch)
         summary.databases++
       } catch (e) {
         failed('retention failed', e, { database: db.id })

@@ -103,6 +103,10 @@ export const resultLimits = {
   connections: { default: 100, max: 1000 },
   progress: { default: 100, max: 1000 },
   events: { default: 500, max: 2000 },
+  /** GET /active/history: snapshot times of a window (a day of 10-second polls is 8,640). */
+  snapshots: { default: 2000, max: 10_000 },
+  /** GET /locks/chains. */
+  lock_chains: { default: 100, max: 500 },
 } as const
 
 /** Default window of the since/until endpoints, and their default bucket. */
@@ -140,6 +144,20 @@ export const retentionLimits = {
   batchIdsMs: DAY,
   /** Rows deleted per statement, so a sweep never holds the store for long. */
   deleteBatchRows: 5000,
+} as const
+
+/** Session and lock history (store/sql-session-history.ts): how retention compacts the snapshots. */
+export const sessionHistoryLimits = {
+  /** Every snapshot is kept this long (the time slider steps through each poll). */
+  everyPollMs: DAY,
+  /**
+   * Past everyPollMs, a snapshot stays (up to the retention) when a session had waited for a lock this
+   * long (the doctor's blocked-session warning), and a lock chain when it lasted this long. The waits of
+   * a busy OLTP load (pgbench's: milliseconds on its branch rows, caught by most polls) go after a day.
+   */
+  longWaitMs: 30 * SECOND,
+  /** Past everyPollMs, a snapshot also stays when a statement ran or a transaction was open this long: the doctor's long-running warning. */
+  longMs: 5 * MINUTE,
 } as const
 
 /** The health monitor (health-monitor.ts): how often it evaluates and sweeps, and its notifications. */

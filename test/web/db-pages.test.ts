@@ -39,11 +39,20 @@ describe('blockingChains', () => {
     expect(shape(chains)).toEqual([[1, [[2, [[3, []], [4, []]]]]]])
   })
 
-  test('a session blocked by two sessions appears under each', () => {
-    expect(shape(blockingChains([session(1), session(2), session(3, [1, 2])]))).toEqual([
+  test('a session blocked by two sessions appears once, under the first, "also blocked by" the other; both blockers count it', () => {
+    const chains = blockingChains([session(1), session(2), session(3, [1, 2])])
+    expect(shape(chains)).toEqual([
       [1, [[3, []]]],
-      [2, [[3, []]]],
+      [2, []],
     ])
+    expect(chains.map((c) => [c.session.pid, c.blocks, c.children.map((n) => [n.session.pid, n.alsoBlockedBy])])).toEqual([
+      [1, 1, [[3, [2]]]],
+      [2, 1, []],
+    ])
+    // blocked by the root and by a session the root blocks: once, under the first pid named
+    const nested = blockingChains([session(1), session(2, [1]), session(3, [2, 1])])
+    expect(shape(nested)).toEqual([[1, [[2, [[3, []]]]]]])
+    expect(nested[0]!.children[0]!.children[0]!.alsoBlockedBy).toEqual([1])
   })
 
   test('a blocker missing from the snapshot is still a root', () => {

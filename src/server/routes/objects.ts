@@ -1,5 +1,7 @@
 // /api/v1/databases/{id}: active queries (and their WebSocket stream), locks, tables and indexes.
-// Active queries serve both engines; locks, tables and indexes are PostgreSQL's.
+// Active queries serve both engines; locks, tables and indexes are PostgreSQL's. /active and /locks
+// answer the latest snapshot, or with `at` the kept snapshot at or before that time (session history,
+// routes/session-history.ts and store/sql-session-history.ts; its locks are those that wait or block).
 import { Elysia, t } from 'elysia'
 import { TABLE_COUNTERS, TABLE_GAUGES } from '../../shared/families.ts'
 import { ActiveQuery, type LockEntry } from '../../shared/wire.ts'
@@ -12,7 +14,7 @@ import { isStoreUnreachable } from '../store/availability.ts'
 import { INDEX_SORTS, type IndexRow, type Point, TABLE_SORTS, type TableRow } from '../store/sql-objects.ts'
 import { rfc3339 } from '../views.ts'
 import { oneOf, query } from './schema.ts'
-import { clampLimit, databaseFor, limitQuery, parseWindow, windowQuery } from './telemetry-params.ts'
+import { atQuery, clampLimit, databaseFor, limitQuery, parseAt, parseWindow, windowQuery } from './telemetry-params.ts'
 
 const PREFIX = '/api/v1/databases/:id'
 
@@ -196,19 +198,23 @@ function restRoutes(deps: Deps) {
       '/active',
       async ({ principal, params, query }) => {
         const db = await databaseFor(deps, principal, params.id)
-        const { ts, entries } = await store.objects.activeQueries(db.id, clampLimit('active', query.limit))
+        const at = parseAt(query.at)
+        const limit = clampLimit('active', query.limit)
+        const { ts, entries } = at === undefined ? await store.objects.activeQueries(db.id, limit) : await store.history.activityAt(db.id, at, limit)
         return ts === null ? [] : entries.map((e) => activeView(e, ts))
       },
-      { query: query({ limit: limitQuery('active') }) },
+      { query: query({ limit: limitQuery('active'), at: atQuery }) },
     )
     .get(
       '/locks',
       async ({ principal, params, query }) => {
         const db = await databaseFor(deps, principal, params.id, 'postgres')
-        const { ts, entries } = await store.objects.locks(db.id, clampLimit('locks', query.limit))
+        const at = parseAt(query.at)
+        const limit = clampLimit('locks', query.limit)
+        const { ts, entries } = at === undefined ? await store.objects.locks(db.id, limit) : await store.history.locksAt(db.id, at, limit)
         return ts === null ? [] : entries.map((l) => lockView(l, ts))
       },
-      { query: query({ limit: limitQuery('locks') }) },
+      { query: query({ limit: limitQuery('locks'), at: atQuery }) },
     )
     .get(
       '/tables',

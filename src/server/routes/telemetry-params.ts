@@ -34,6 +34,19 @@ function parseTime(value: string | undefined, field: string): number | undefined
   return ms
 }
 
+const AT_ERROR = 'at must be a time in epoch milliseconds (like 1795644671436) or RFC 3339 (like 2026-01-31T12:00:00Z)'
+
+/** `at` of the history reads: a time as epoch milliseconds or RFC 3339. */
+export const atQuery = t.Optional(t.String({ maxLength: 64, error: AT_ERROR }))
+
+/** The time `at` names, undefined when absent; a 400 when it is neither form (or past the year 9999). */
+export function parseAt(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined
+  const ms = /^\d{1,15}$/.test(value) ? Number(value) : RFC3339.test(value) ? Date.parse(value) : Number.NaN
+  if (!Number.isFinite(ms) || ms > 253_402_300_799_999) throw badRequest(AT_ERROR)
+  return ms
+}
+
 /** since (default 24 h before until) and until (default now); minute rows are read only where they are kept. */
 export function parseWindow(query: { since?: string; until?: string }, now: number): Window & { minuteFloor: number } {
   const until = parseTime(query.until, 'until') ?? now

@@ -13,6 +13,8 @@ export interface SqlDialect {
   readonly name: Dialect
   /** The larger of two nullable values (NULL only when both are). */
   greatest(a: string, b: string): string
+  /** The smaller of two nullable values (NULL only when both are). */
+  least(a: string, b: string): string
   /**
    * SUM(column) of a BIGINT counter to be written into a BIGINT column, pinned at the maximum
    * (sql-sums.ts); NULL when every value is.
@@ -103,6 +105,7 @@ export const sqliteDialect: SqlDialect = {
   }),
   // SQLite's two-argument MAX(a, NULL) is NULL.
   greatest: (a, b) => `MAX(COALESCE(${a}, ${b}), COALESCE(${b}, ${a}))`,
+  least: (a, b) => `MIN(COALESCE(${a}, ${b}), COALESCE(${b}, ${a}))`,
   // SUM() of integers fails on overflow, whatever the expression around it: sums doubles (exact while the
   // sum is below 2^53, within a double's precision past it) and casts back to an integer.
   saturatingSum: (column) => `CAST(MIN(SUM(CAST(${column} AS REAL)), ${INT64_MAX_SQL}) AS INTEGER)`,
@@ -149,6 +152,7 @@ export const postgresDialect: SqlDialect = {
     params: [[...tables]],
   }),
   greatest: (a, b) => `GREATEST(COALESCE(${a}, ${b}), COALESCE(${b}, ${a}))`,
+  least: (a, b) => `LEAST(COALESCE(${a}, ${b}), COALESCE(${b}, ${a}))`,
   // SUM of BIGINT is NUMERIC: exact, compared with the maximum.
   saturatingSum: (column) => `CASE WHEN SUM(${column}) > ${INT64_MAX_SQL} THEN ${INT64_MAX_SQL} ELSE SUM(${column}) END`,
   // NUMERIC, read as a string and converted.

@@ -26,6 +26,7 @@ import { migration as tableAutovacuum } from './migrations/0008-table-autovacuum
 import { migration as databaseHealth } from './migrations/0009-database-health.ts'
 import { migration as withoutRowid } from './migrations/0010-without-rowid.ts'
 import { migration as events } from './migrations/0011-events.ts'
+import { migration as sessionHistory } from './migrations/0012-session-history.ts'
 import type { Migration } from './migrations/migration.ts'
 
 export type { Migration }
@@ -42,6 +43,7 @@ export const migrations: Migration[] = [
   databaseHealth,
   withoutRowid,
   events,
+  sessionHistory,
 ]
 
 export const latestVersion = migrations.reduce((max, m) => Math.max(max, m.version), 0)

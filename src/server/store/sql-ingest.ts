@@ -3,7 +3,8 @@
 // statistics go to 60-second buckets, rolled up into 10-minute and hourly ones after their span
 // (sql-statement-ingest.ts, sql-rollups.ts); the other bucketed sections (sql-objects.ts,
 // sql-internals.ts, sql-clickhouse.ts) go to 60-second and 1-hour buckets at once; plans to
-// sql-plans.ts; the latest-only sections to sql-snapshots.ts; the events it makes to sql-events.ts.
+// sql-plans.ts; the latest-only sections to sql-snapshots.ts, and activity and locks also to their
+// history (sql-session-history.ts); the events it makes to sql-events.ts.
 import type { IngestBatch } from '../../shared/wire.ts'
 import type { SqlDialect } from './dialect.ts'
 import type { SqlDriver, SqlStatement } from './driver.ts'
@@ -12,6 +13,7 @@ import { applyEvents } from './sql-events.ts'
 import { applyInternals } from './sql-internals.ts'
 import { applyObjects } from './sql-objects.ts'
 import { applyExplainPlans } from './sql-plans.ts'
+import { applySessionHistory } from './sql-session-history.ts'
 import { applySnapshots } from './sql-snapshots.ts'
 import { type IngestEffects, type KnownTexts, applyQueryStats } from './sql-statement-ingest.ts'
 import { Reads, Writes } from './sql-writes.ts'
@@ -51,6 +53,7 @@ export function planBatch(sqlDialect: SqlDialect, databaseId: string, batch: Ing
       applyClickHouse(writes, databaseId, batch)
       applySnapshots(writes, databaseId, batch)
       writeEvents(writes, database)
+      applySessionHistory(writes, databaseId, batch)
       writes.statements.push(...also)
       await (last && tx.runLast ? tx.runLast(writes.statements) : tx.runAll(writes.statements))
       return effects

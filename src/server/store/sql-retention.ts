@@ -10,6 +10,7 @@ import type { SqlDialect } from './dialect.ts'
 import type { SqlDriver } from './driver.ts'
 import type { MetricSource } from './sql-internals.ts'
 import { lockRollups, readMarks, rollUp } from './sql-rollups.ts'
+import { SESSION_HISTORY_TABLES, compactSessionHistory } from './sql-session-history.ts'
 import { TEXT_REFRESH_MS } from './sql-statement-ingest.ts'
 import { HOUR_MS, MINUTE_MS, floorTo } from './window.ts'
 
@@ -41,6 +42,7 @@ export const RETAINED_TABLES: readonly string[] = [
   'query_texts',
   'ingest_batches',
   ...RESOLVED_TABLES,
+  ...SESSION_HISTORY_TABLES,
 ]
 
 /** Per-database state that is not telemetry: one row per database, gone with it (ON DELETE CASCADE). */
@@ -91,6 +93,8 @@ export interface SweepCutoffs {
   minutesBefore: number
   /** Statement statistics are rolled up to this time first (and at least to minutesBefore: minute rows never go unrolled). */
   rollUpTo: number
+  /** Session snapshots older than this are compacted (sql-session-history.ts); absent: only the retention applies. */
+  everyPollBefore?: number
 }
 
 /** Rolls the database's statement statistics up to `until` under its rollup lock. */
@@ -132,6 +136,9 @@ async function sweepDatabase(driver: SqlDriver, databaseId: string, cutoffs: Swe
   for (const table of RESOLVED_TABLES) {
     deleted += await deleteInBatches(driver, table, 'database_id = $1 AND resolved_at < $2', [databaseId, cutoffs.before], batch)
   }
+  deleted += await compactSessionHistory(databaseId, { before: cutoffs.before, everyPollBefore: cutoffs.everyPollBefore ?? cutoffs.before }, (table, where, params) =>
+    deleteInBatches(driver, table, where, params, batch),
+  )
   return deleted
 }
 

@@ -9,6 +9,7 @@ import { type RetentionStore, retentionStore } from './sql-retention.ts'
 import { type InternalsReader, internalsReader } from './sql-internals.ts'
 import { type ObjectsReader, objectsReader } from './sql-objects.ts'
 import { listEvents } from './sql-events.ts'
+import { type SessionHistoryReader, sessionHistoryReader } from './sql-session-history.ts'
 import { planBatch } from './sql-ingest.ts'
 import { listPlans } from './sql-plans.ts'
 import { type IngestEffects, KnownTexts } from './sql-statement-ingest.ts'
@@ -131,6 +132,7 @@ const DB_DEFAULTS = { poll_interval_seconds: 10, collect_explain_plans: true, co
 
 export class SqlStore implements Store {
   readonly objects: ObjectsReader
+  readonly history: SessionHistoryReader
   readonly internals: InternalsReader
   readonly clickhouse: ClickHouseReader
   readonly health: HealthStore
@@ -168,6 +170,7 @@ export class SqlStore implements Store {
     this.keyCache = ownsFile ? new Map() : undefined
     this.closedHours = ownsFile ? new ClosedHourSums() : undefined
     this.objects = objectsReader(driver)
+    this.history = sessionHistoryReader(driver)
     this.internals = internalsReader(driver)
     this.clickhouse = clickhouseReader(driver)
     this.health = healthStore(driver)

@@ -78,6 +78,27 @@ export const INGEST_COLUMN_TYPES: Readonly<Record<string, 'text' | 'integer' | '
   title: 'text',
   detail: 'text',
   link: 'text',
+  // session_snapshots, lock_chains, lock_chain_members (sql-session-history.ts)
+  blocked: 'integer',
+  longest_wait_ms: 'double precision',
+  longest_ms: 'double precision',
+  activity: 'text',
+  locks: 'text',
+  root_pid: 'integer',
+  root_xact_start: 'bigint',
+  started_at: 'bigint',
+  samples: 'integer',
+  max_blocked: 'integer',
+  root_user: 'text',
+  root_application: 'text',
+  root_state: 'text',
+  root_statement: 'text',
+  pid: 'integer',
+  wait_started: 'bigint',
+  blocked_by: 'text',
+  user_name: 'text',
+  application: 'text',
+  statement: 'text',
 }
 
 /** What an upsert does with a row whose key exists; absent: a plain INSERT. */

@@ -5,6 +5,7 @@ import type { HealthStore } from './sql-health.ts'
 import type { RetentionStore } from './sql-retention.ts'
 import type { InternalsReader } from './sql-internals.ts'
 import type { ObjectsReader } from './sql-objects.ts'
+import type { SessionHistoryReader } from './sql-session-history.ts'
 import type { SnapshotKind } from './sql-snapshots.ts'
 import type { DbEvent } from './sql-events.ts'
 import type { StoredPlan } from './sql-plans.ts'
@@ -133,6 +134,8 @@ export interface Store {
   readonly availability?: StoreAvailability
   /** Reads of tables, indexes, active queries and locks (sql-objects.ts). */
   readonly objects: ObjectsReader
+  /** Session and lock history: snapshots at a time, their times, lock chains (sql-session-history.ts). */
+  readonly history: SessionHistoryReader
   /** Reads of waits, replication, bgwriter, WAL, I/O and database statistics (sql-internals.ts). */
   readonly internals: InternalsReader
   /** Reads of ClickHouse parts, merges, mutations and server metrics (sql-clickhouse.ts). */

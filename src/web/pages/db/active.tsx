@@ -3,12 +3,14 @@
 // the refresh cookie and the stream reconnects). A stream that goes quiet (no message within twice the
 // interval and 5 s) is given up as dead: the badge says "Reconnecting… (last data 40 s ago)" and it
 // reconnects with a growing delay. PostgreSQL sessions show the blocking chains as a tree
-// of blocker → blocked; ClickHouse ones their memory, bytes and rows.
+// of blocker → blocked; ClickHouse ones their memory, bytes and rows. The time slider (history.tsx)
+// shows a kept snapshot instead (?at=, GET /active?at=), with the stream paused until "Live".
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks'
 import { get } from '../../api.ts'
 import { type Column, DataTable } from '../../components/data-table.tsx'
-import { Empty, Loading, ago, fmtBytes, fmtNum, fmtTime } from '../../components/ui.tsx'
-import { NoDataYet, SelectField, apiPath, fmtDuration } from './common.tsx'
+import { Empty, Loading, ago, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
+import { ApiProblem, NoDataYet, SelectField, apiPath, fmtDuration } from './common.tsx'
+import { TimeSlider, atOf } from './history.tsx'
 import type { Database, PageProps } from './types.ts'
 
 export interface Session {
@@ -135,53 +137,81 @@ function useTicking(on: boolean): void {
   }, [on])
 }
 
-interface ChainNode {
+export interface ChainNode {
   session: Session
   children: ChainNode[]
+  /** The other sessions it waits for, besides the one it is drawn under (a root in a cycle: all of them). */
+  alsoBlockedBy: number[]
+  /** How many sessions wait for it directly, wherever they are drawn. */
+  blocks: number
 }
 
-/** Trees of blocker → blocked sessions: roots are blockers that nothing in the snapshot blocks. */
+/**
+ * Trees of blocker → blocked sessions: roots are blockers that nothing in the snapshot blocks. Each session
+ * is drawn once, under the first pid it waits for (pg_blocking_pids' order), and names the other ones as
+ * "also blocked by": drawn under each, a session blocked by two pids read as two sessions waiting and
+ * counted twice in "blocks N". Sessions that wait for each other in a cycle (a deadlock about to be broken)
+ * have no root: the first blocker of the cycle seen starts it.
+ */
 export function blockingChains(sessions: Session[]): ChainNode[] {
   const byPid = new Map(sessions.map((s) => [String(s.pid), s]))
-  const blockedBy = new Map<string, Session[]>()
+  const blockersOf = (s: Session) => [...new Set(s.blocking_pids.map(String))].filter((p) => p !== String(s.pid))
+  const drawnUnder = new Map<string, Session[]>()
+  const waitingFor = new Map<string, number>()
   for (const s of sessions) {
-    for (const pid of s.blocking_pids) {
-      const list = blockedBy.get(String(pid)) ?? []
-      list.push(s)
-      blockedBy.set(String(pid), list)
+    const blockers = blockersOf(s)
+    if (blockers.length === 0) continue
+    for (const pid of blockers) waitingFor.set(pid, (waitingFor.get(pid) ?? 0) + 1)
+    const list = drawnUnder.get(blockers[0]!) ?? []
+    list.push(s)
+    drawnUnder.set(blockers[0]!, list)
+  }
+  const drawn = new Set<string>()
+  const build = (s: Session, parent: string | undefined): ChainNode => {
+    const key = String(s.pid)
+    drawn.add(key)
+    const children = (drawnUnder.get(key) ?? []).filter((c) => !drawn.has(String(c.pid)))
+    for (const c of children) drawn.add(String(c.pid))
+    return {
+      session: s,
+      alsoBlockedBy: blockersOf(s)
+        .filter((p) => p !== parent)
+        .map(Number),
+      blocks: waitingFor.get(key) ?? 0,
+      children: children.map((c) => build(c, key)),
     }
   }
-  const build = (s: Session, seen: Set<string>): ChainNode => {
-    const key = String(s.pid)
-    const next = new Set(seen).add(key)
-    return { session: s, children: (blockedBy.get(key) ?? []).filter((c) => !next.has(String(c.pid))).map((c) => build(c, next)) }
-  }
   const roots: ChainNode[] = []
-  for (const pid of blockedBy.keys()) {
+  for (const pid of waitingFor.keys()) {
     const s = byPid.get(pid)
-    if (s && s.blocking_pids.length > 0) continue
+    if (s && blockersOf(s).length > 0) continue
     const session: Session = s ?? { pid: Number(pid), query_text: '', state: 'not in the snapshot', wait_event_type: null, wait_event: null, duration_ms: null, blocking_pids: [], ts: '' }
-    roots.push(build(session, new Set()))
+    roots.push(build(session, undefined))
   }
-  // Sessions that block each other in a cycle (a deadlock about to be broken) have no root: start at one.
-  if (roots.length === 0 && blockedBy.size > 0) {
-    const first = byPid.get([...blockedBy.keys()][0]!)
-    if (first) roots.push(build(first, new Set()))
+  // Waiters no root reaches (a cycle): start at the first blocker of the cycle seen.
+  for (const pid of waitingFor.keys()) {
+    const s = byPid.get(pid)
+    if (s && !drawn.has(pid)) roots.push(build(s, undefined))
   }
   return roots
 }
 
 const waitText = (s: Session) => (s.wait_event_type ? `${s.wait_event_type}: ${s.wait_event ?? ''}` : '')
 
-function ChainTree({ nodes }: { nodes: ChainNode[] }) {
+export function ChainTree({ nodes }: { nodes: ChainNode[] }) {
   return (
     <ul>
       {nodes.map((n) => (
-        <li key={String(n.session.pid)}>
+        <li key={String(n.session.pid)} data-pid={String(n.session.pid)}>
           <div class="chain-node">
             <span class="mono">pid {String(n.session.pid)}</span> <span class="badge badge-muted">{n.session.state ?? '—'}</span>{' '}
             <span class="num">{fmtDuration(n.session.duration_ms)}</span> {waitText(n.session) && <span class="muted small">{waitText(n.session)}</span>}
-            {n.children.length > 0 && <span class="sev-critical small"> blocks {n.children.length}</span>}
+            {n.blocks > 0 && <span class="sev-critical small"> blocks {n.blocks}</span>}
+            {n.alsoBlockedBy.length > 0 && (
+              <span class="badge badge-warning small also-blocked" title="This session waits for several sessions; it is drawn once, under the first.">
+                also blocked by {n.alsoBlockedBy.map((p) => `pid ${p}`).join(', ')}
+              </span>
+            )}
             <div class="mono small truncate" title={n.session.query_text}>
               {n.session.query_text || <span class="muted">(no statement)</span>}
             </div>
@@ -254,52 +284,76 @@ function columns(db: Database): Column<Session>[] {
   ]
 }
 
-export function ActivePage({ db }: PageProps) {
+export function ActivePage({ db, query, setQuery }: PageProps) {
   const [interval, setIntervalSeconds] = useState(5)
   const [paused, setPaused] = useState(false)
   const [hideIdle, setHideIdle] = useState(true)
-  const stream = useActiveStream(db, interval, paused || !db.last_seen_at)
+  // A past snapshot (?at=, from the time slider) instead of the live stream.
+  const at = atOf(query)
+  const setAt = (value: number | undefined) => setQuery({ at: value === undefined ? undefined : String(value) }, { replace: true })
+  const stream = useActiveStream(db, interval, paused || !db.last_seen_at || at !== undefined)
+  const past = useApi<Session[]>(at !== undefined && db.last_seen_at ? apiPath(db, `/active?at=${at}&limit=200`) : null)
+  const shown = at === undefined ? stream.active : past.data
   const sessions = useMemo(
-    () => (stream.active ?? []).filter((s) => !(hideIdle && db.engine === 'postgres' && s.state === 'idle')),
-    [stream.active, hideIdle, db.engine],
+    () => (shown ?? []).filter((s) => !(hideIdle && db.engine === 'postgres' && s.state === 'idle')),
+    [shown, hideIdle, db.engine],
   )
-  const chains = useMemo(() => (db.engine === 'postgres' ? blockingChains(stream.active ?? []) : []), [stream.active, db.engine])
+  const chains = useMemo(() => (db.engine === 'postgres' ? blockingChains(shown ?? []) : []), [shown, db.engine])
   useTicking(stream.state === 'reconnecting')
   if (!db.last_seen_at) return <NoDataYet db={db} />
   const status = streamStatus(stream, interval)
+  const snapshotTs = at === undefined ? stream.ts : shown?.[0]?.ts ?? null
   return (
     <section>
-      <div class="toolbar">
-        <span class={`badge ${stream.state === 'live' ? 'badge-ok' : stream.state === 'reconnecting' ? 'badge-warning' : 'badge-muted'}`} data-stream-state={stream.state}>
-          {status}
-        </span>
-        {/* Read out on each change of state, not each second of "last data N s ago". */}
-        <span class="sr-only" role="status">
-          {status.replace(/ \(.*$/, '')}
-        </span>
-        <button type="button" onClick={() => setPaused((p) => !p)} aria-pressed={paused}>
-          {paused ? 'Resume' : 'Pause'}
-        </button>
-        <SelectField label="Refresh every" value={String(interval)} options={[2, 5, 10, 30, 60].map((s) => [String(s), `${s} s`])} onChange={(v) => setIntervalSeconds(Number(v))} />
-        {db.engine === 'postgres' && (
-          <label class="check">
-            <input type="checkbox" checked={hideIdle} onChange={(e) => setHideIdle((e.target as HTMLInputElement).checked)} /> Hide idle sessions
-          </label>
-        )}
-        {stream.ts && (
-          <span class="muted small" title={fmtTime(stream.ts)}>
-            collected {ago(stream.ts)}
+      <TimeSlider db={db} at={at} onChange={setAt} />
+      {at === undefined ? (
+        <div class="toolbar">
+          <span class={`badge ${stream.state === 'live' ? 'badge-ok' : stream.state === 'reconnecting' ? 'badge-warning' : 'badge-muted'}`} data-stream-state={stream.state}>
+            {status}
           </span>
-        )}
-      </div>
-      {stream.active === undefined ? (
-        <Loading what="Connecting to the live stream" />
+          {/* Read out on each change of state, not each second of "last data N s ago". */}
+          <span class="sr-only" role="status">
+            {status.replace(/ \(.*$/, '')}
+          </span>
+          <button type="button" onClick={() => setPaused((p) => !p)} aria-pressed={paused}>
+            {paused ? 'Resume' : 'Pause'}
+          </button>
+          <SelectField label="Refresh every" value={String(interval)} options={[2, 5, 10, 30, 60].map((s) => [String(s), `${s} s`])} onChange={(v) => setIntervalSeconds(Number(v))} />
+          {db.engine === 'postgres' && (
+            <label class="check">
+              <input type="checkbox" checked={hideIdle} onChange={(e) => setHideIdle((e.target as HTMLInputElement).checked)} /> Hide idle sessions
+            </label>
+          )}
+          {snapshotTs && (
+            <span class="muted small" title={fmtTime(snapshotTs)}>
+              collected {ago(snapshotTs)}
+            </span>
+          )}
+        </div>
+      ) : (
+        <div class="toolbar">
+          <span class="badge badge-muted" data-stream-state="history">
+            History: the snapshot the agent took {snapshotTs ? `at ${fmtTime(snapshotTs)}` : 'then'}
+          </span>
+        </div>
+      )}
+      {shown === undefined ? (
+        at === undefined ? (
+          <Loading what="Connecting to the live stream" />
+        ) : past.error ? (
+          <ApiProblem error={past.error} />
+        ) : (
+          <Loading what="Loading the snapshot" />
+        )
       ) : (
         <>
           {chains.length > 0 && (
             <section class="panel critical chains">
               <h2>Blocking chains</h2>
-              <p class="muted small">Each blocker with the sessions waiting on it, and on those in turn.</p>
+              <p class="muted small">
+                Each blocker with the sessions waiting on it, and on those in turn. A session waiting for several is drawn once, under the first, and names the
+                others.
+              </p>
               <div class="chain-tree">
                 <ChainTree nodes={chains} />
               </div>
@@ -309,11 +363,13 @@ export function ActivePage({ db }: PageProps) {
             Sessions <span class="muted small">({sessions.length})</span>
           </h2>
           {sessions.length === 0 ? (
-            <Empty title="No active queries right now">
+            <Empty title={at === undefined ? 'No active queries right now' : 'No active queries in this snapshot'}>
               <p>
-                {stream.ts === null
-                  ? 'The agent has sent no session snapshot yet: the activity collector sends one every poll.'
-                  : 'Nothing was running at the latest snapshot. This page updates by itself.'}
+                {at !== undefined
+                  ? 'Nothing was running when the agent took this snapshot (or none is kept at that time).'
+                  : stream.ts === null
+                    ? 'The agent has sent no session snapshot yet: the activity collector sends one every poll.'
+                    : 'Nothing was running at the latest snapshot. This page updates by itself.'}
               </p>
             </Empty>
           ) : (

@@ -1,8 +1,11 @@
 // Locks (PostgreSQL): the latest pg_locks snapshot, waiting locks first, with who blocks them;
-// refreshed every 15 seconds.
+// refreshed every 15 seconds. The time slider (history.tsx) shows a kept snapshot instead (?at=), whose
+// locks are those that waited or blocked; below, the lock chains of the last 24 hours, ended ones included.
+import { useCallback } from 'preact/hooks'
 import { type Column, DataTable } from '../../components/data-table.tsx'
 import { Async, Empty, useApi } from '../../components/ui.tsx'
 import { NoDataYet, apiPath, dbHref, fmtDuration, useEvery } from './common.tsx'
+import { PastLockChains, TimeSlider, atOf } from './history.tsx'
 import type { PageProps } from './types.ts'
 
 interface Lock {
@@ -55,28 +58,43 @@ const COLUMNS: Column<Lock>[] = [
   },
 ]
 
-export function LocksPage({ db }: PageProps) {
-  const locks = useApi<Lock[]>(db.last_seen_at ? apiPath(db, '/locks?limit=500') : null)
-  useEvery(15_000, locks.reload)
+export function LocksPage({ db, query, setQuery }: PageProps) {
+  // A past snapshot (?at=, from the time slider): its locks are those that waited or blocked.
+  const at = atOf(query)
+  const setAt = (value: number | undefined) => setQuery({ at: value === undefined ? undefined : String(value) }, { replace: true })
+  const locks = useApi<Lock[]>(db.last_seen_at ? apiPath(db, at === undefined ? '/locks?limit=500' : `/locks?at=${at}&limit=500`) : null)
+  const reloadLive = useCallback(() => {
+    if (at === undefined) locks.reload()
+  }, [at, locks.reload])
+  useEvery(15_000, reloadLive)
   if (!db.last_seen_at) return <NoDataYet db={db} />
   return (
-    <Async loaded={locks}>
-      {(rows) => {
-        const waiting = rows.filter((l) => !l.granted).length
-        return rows.length === 0 ? (
-          <Empty title="No locks in the latest snapshot">
-            <p>The locks collector sends pg_locks every poll; nothing was held or awaited then.</p>
-          </Empty>
-        ) : (
-          <section>
-            <p class={waiting > 0 ? 'sev-warning' : 'muted'}>
-              {waiting > 0 ? `${waiting} waiting for a lock` : 'No session waits for a lock'} · {rows.length} locks · collected{' '}
-              {new Date(rows[0]!.ts).toLocaleTimeString()}. <a href={dbHref(db, 'active')}>See the blocking chains</a>
-            </p>
-            <DataTable caption="Locks" columns={COLUMNS} rows={rows} rowKey={(l, i) => `${l.pid}-${i}`} rowClass={(l) => (l.granted ? undefined : 'blocked-row')} compact />
-          </section>
-        )
-      }}
-    </Async>
+    <>
+      <TimeSlider db={db} at={at} onChange={setAt} />
+      <Async loaded={locks}>
+        {(rows) => {
+          const waiting = rows.filter((l) => !l.granted).length
+          return rows.length === 0 ? (
+            <Empty title={at === undefined ? 'No locks in the latest snapshot' : 'No session waited for a lock in this snapshot'}>
+              <p>
+                {at === undefined
+                  ? 'The locks collector sends pg_locks every poll; nothing was held or awaited then.'
+                  : 'History keeps the locks that waited or blocked others; there were none when the agent took this snapshot.'}
+              </p>
+            </Empty>
+          ) : (
+            <section>
+              <p class={waiting > 0 ? 'sev-warning' : 'muted'}>
+                {waiting > 0 ? `${waiting} waiting for a lock` : 'No session waits for a lock'} · {rows.length} locks
+                {at === undefined ? '' : ' that waited or blocked'} · collected {new Date(rows[0]!.ts).toLocaleTimeString()}.{' '}
+                <a href={dbHref(db, 'active') + (at === undefined ? '' : `?at=${at}`)}>See the blocking chains</a>
+              </p>
+              <DataTable caption="Locks" columns={COLUMNS} rows={rows} rowKey={(l, i) => `${l.pid}-${i}`} rowClass={(l) => (l.granted ? undefined : 'blocked-row')} compact />
+            </section>
+          )
+        }}
+      </Async>
+      <PastLockChains db={db} onShow={setAt} />
+    </>
   )
 }
