@@ -8,6 +8,9 @@ import { pgBatch } from '../support/batches.ts'
 import type { ActiveQuery } from '../../src/shared/wire.ts'
 import { type Scrape, checkConventions, histogram, histogramCount, parseScrape, value } from '../support/prometheus.ts'
 import { type StoreKind, type TestServer, agentAccount, signup, startTestServer, storeKinds, uniqueIp } from '../support/server.ts'
+import { until } from '../support/wait.ts'
+import { startWebhookReceiver } from '../support/webhook.ts'
+import { createHealthMonitor } from '../../src/server/health-monitor.ts'
 
 async function scrape(server: TestServer, headers: Record<string, string>): Promise<Scrape> {
   const res = await fetch(`${server.base}/metrics`, { headers })
@@ -147,5 +150,55 @@ describe.each(storeKinds)('GET /metrics (%s store)', (kind: StoreKind) => {
     const after = await scrape(server, { 'x-api-key': key })
     expect(value(after, 'dbm_rate_limit_refusals_total') - value(before, 'dbm_rate_limit_refusals_total')).toBe(2)
     expect(value(after, 'dbm_mail_deliveries_total', { outcome: 'logged' }) - value(before, 'dbm_mail_deliveries_total', { outcome: 'logged' })).toBe(1)
+  })
+})
+
+describe('GET /metrics: the health monitor, retention, webhooks and streams', () => {
+  let server: TestServer
+  let key = ''
+  let token = ''
+  let receiver: ReturnType<typeof startWebhookReceiver>
+  beforeAll(async () => {
+    server = await startTestServer('sqlite', { webhooks: { allowPrivate: true } })
+    const agent = await agentAccount(server)
+    key = agent.key
+    token = agent.account.token
+    receiver = startWebhookReceiver({ statuses: [200, 500] })
+  })
+  afterAll(async () => {
+    receiver?.stop()
+    await server?.stop()
+  })
+
+  test('a monitor pass, a retention sweep, webhook deliveries and an open stream move their series', async () => {
+    const id = (await server.call('POST', '/api/v1/ingest', { apiKey: key, body: pgBatch('watched', Date.now() - 60_000, { activity: [{ pid: 7, query_text: 'SELECT 1', state: 'active', wait_event_type: null, wait_event: null, duration_ms: 5, blocking_pids: [] }] }) })).body.database_id as string
+    const before = await scrape(server, { 'x-api-key': key })
+    const monitor = createHealthMonitor(server.deps, { retentionDays: 30 })
+    const pass = await monitor.runOnce()
+    expect(pass.databases).toBe(1)
+    // 40 days on, the batch is past the verified organization's 30 days (and its batch id past a day).
+    const sweep = await monitor.runRetention(Date.now() + 40 * 24 * 3_600_000)
+    expect(sweep.rows_deleted).toBeGreaterThan(0)
+    expect(sweep.batch_ids_deleted).toBe(1)
+    expect((await server.call('PUT', '/api/v1/organization/webhook', { token, body: { url: `${receiver.url}/hook` } })).status).toBe(201)
+    expect((await server.call('POST', '/api/v1/organization/webhook/test', { token })).body).toEqual({ delivered: true })
+    server.advance(60_000)
+    expect((await server.call('POST', '/api/v1/organization/webhook/test', { token })).body.delivered).toBe(false)
+    expect(receiver.received.length).toBe(2)
+    const ws = new WebSocket(`${server.base.replace('http', 'ws')}/api/v1/databases/${id}/active/ws?token=${token}`)
+    await new Promise((resolve) => (ws.onmessage = resolve))
+    const after = await scrape(server, { 'x-api-key': key })
+    ws.close(1000)
+    const diff = (name: string, labels: Record<string, string> = {}) => value(after, name, labels) - value(before, name, labels)
+    expect(diff('dbm_health_monitor_diagnoses_total', { outcome: 'ok' })).toBe(1)
+    expect(diff('dbm_health_monitor_diagnoses_total', { outcome: 'failed' })).toBe(0)
+    expect(histogramCount(after, 'dbm_health_monitor_run_duration_seconds') - histogramCount(before, 'dbm_health_monitor_run_duration_seconds')).toBe(1)
+    expect(diff('dbm_retention_deleted_rows_total', { kind: 'telemetry' })).toBe(sweep.rows_deleted)
+    expect(diff('dbm_retention_deleted_rows_total', { kind: 'batch_ids' })).toBe(1)
+    expect(diff('dbm_webhook_deliveries_total', { outcome: 'delivered' })).toBe(1)
+    expect(diff('dbm_webhook_deliveries_total', { outcome: 'failed' })).toBe(1)
+    expect(value(after, 'dbm_websocket_clients')).toBe(1)
+    await until('the stream to close', async () => (server.deps.streams!.size === 0 ? true : undefined))
+    expect(value(await scrape(server, { 'x-api-key': key }), 'dbm_websocket_clients')).toBe(0)
   })
 })
