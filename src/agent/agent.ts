@@ -73,7 +73,12 @@ export class Agent {
   readonly timings: AgentTimings
   /** GET /metrics: the series of every database this agent ran (counters kept across restarts of one). */
   readonly metrics = new AgentMetrics(() =>
-    [...this.running].map(([database, { shipper }]) => ({ database, batches: () => shipper.buffered(), bytes: () => shipper.bufferBytes() })),
+    [...this.running].map(([database, { runner, shipper }]) => ({
+      database,
+      batches: () => shipper.buffered(),
+      bytes: () => shipper.bufferBytes(),
+      connected: () => runner.status.state === 'connected',
+    })),
   )
 
   constructor(private readonly options: AgentOptions) {
@@ -130,7 +135,7 @@ export class Agent {
       metrics: this.metrics.shipper(db.name),
     })
     runner = new Engine(db, shipper, this.options.log, this.timings, join(this.options.bufferDir, stateFileName(db.name))) as Runner<unknown>
-    runner.metrics = this.metrics.runner(db.name)
+    runner.metrics = this.metrics.runner(db.name, db.exporter ? db.engine : undefined)
     this.running.set(db.name, { config: db, runner, shipper })
     runner.start(delayMs)
   }

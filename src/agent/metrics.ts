@@ -1,8 +1,12 @@
 // `dbm agent`'s own metrics, exposed at GET /metrics on health.listen_addr beside /healthz (agent.ts):
 // each collector's run time and failures per database, the batches sent, buffered, dropped and lost,
-// the buffer's batches and bytes, and the time of each POST to the API by its answer. One set per Agent
+// the buffer's batches and bytes, whether each database is connected, the time of each POST to the API
+// by its answer, and for databases with enabled_exporter the database's own figures (exporter.ts). One set per Agent
 // (tests run several in one process). The labels name the agent's own databases, from its config file.
+import type { EngineName } from '../shared/collectors.ts'
 import { DURATION_BUCKETS, type CounterChild, type HistogramChild, Registry, registerProcessMetrics } from '../shared/prometheus.ts'
+import type { IngestBatch } from '../shared/wire.ts'
+import { Exporter } from './exporter.ts'
 
 /** A collector's children of one database, resolved once per collector. */
 export interface CollectorMetrics {
@@ -10,9 +14,10 @@ export interface CollectorMetrics {
   failures: CounterChild
 }
 
-/** What a database's runner records: its collectors' runs. */
+/** What a database's runner records: its collectors' runs, and with enabled_exporter each cycle's figures. */
 export interface RunnerMetrics {
   collector(name: string): CollectorMetrics
+  exported?: (batch: IngestBatch) => void
 }
 
 /** What a database's shipper records: its batches and its requests to the API. */
@@ -25,11 +30,13 @@ export interface ShipperMetrics {
   request(status: number, startMs: number): void
 }
 
-/** Where the buffer gauges are read at each scrape. */
-export interface BufferSource {
+/** Where the gauges of a database are read at each scrape. */
+export interface DatabaseSource {
   database: string
   batches(): number
   bytes(): number
+  /** Whether the database is connected (its runner's state); absent: not reported. */
+  connected?(): boolean
 }
 
 export class AgentMetrics {
@@ -81,23 +88,33 @@ export class AgentMetrics {
     labelNames: ['status'],
     buckets: DURATION_BUCKETS,
   })
+  private readonly databaseUp = this.registry.gauge({
+    name: 'dbm_agent_database_up',
+    help: 'Whether the agent is connected to the database (1) or not (0).',
+    labelNames: ['database'],
+  })
   private readonly apiByStatus = new Map<number, HistogramChild>()
+  private readonly exporter = new Exporter(this.registry)
 
-  constructor(buffers: () => Iterable<BufferSource>) {
+  constructor(databases: () => Iterable<DatabaseSource>) {
     registerProcessMetrics(this.registry)
     this.registry.onCollect(() => {
       this.bufferedBatches.reset()
       this.bufferBytes.reset()
-      for (const buffer of buffers()) {
-        this.bufferedBatches.labels(buffer.database).set(buffer.batches())
-        this.bufferBytes.labels(buffer.database).set(buffer.bytes())
+      this.databaseUp.reset()
+      for (const source of databases()) {
+        this.bufferedBatches.labels(source.database).set(source.batches())
+        this.bufferBytes.labels(source.database).set(source.bytes())
+        if (source.connected) this.databaseUp.labels(source.database).set(source.connected() ? 1 : 0)
       }
     })
   }
 
-  runner(database: string): RunnerMetrics {
+  /** The runner's series of `database`; `exporter`: its engine, when enabled_exporter is on. */
+  runner(database: string, exporter?: EngineName): RunnerMetrics {
     const collectors = new Map<string, CollectorMetrics>()
     return {
+      exported: exporter ? this.exporter.recorder(database, exporter) : undefined,
       collector: (name) => {
         let found = collectors.get(name)
         if (!found) {

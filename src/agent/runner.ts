@@ -527,6 +527,7 @@ export abstract class Runner<Ctx> {
     // Stopped before any collector finished: nothing was committed, so there is nothing to ship.
     if (this.lifetime.signal.aborted && finished === 0 && errors.length === 0) return
     if (errors.length > 0) batch.collector_errors = errors
+    this.metrics?.exported?.(batch)
     batch.collector_notes = [
       ...[...this.notes].map(([collector, message]) => ({ collector, message: message.slice(0, 2000) })),
       ...[...this.infos].map(([collector, message]) => ({ collector, message: message.slice(0, 2000), level: 'info' as const })),

@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import { Agent } from '../../src/agent/agent.ts'
 import type { PostgresCollector } from '../../src/agent/collectors/types.ts'
-import type { DatabaseConfig } from '../../src/agent/config.ts'
+import { type DatabaseConfig, ConfigError, parseAgentConfig } from '../../src/agent/config.ts'
 import { AgentMetrics } from '../../src/agent/metrics.ts'
 import { PostgresRunner } from '../../src/agent/postgres-runner.ts'
 import { defaultTimings } from '../../src/agent/runner.ts'
@@ -92,6 +92,7 @@ describe('dbm agent GET /metrics', () => {
         dbm_agent_buffered_batches: 'GAUGE',
         dbm_agent_buffer_bytes: 'GAUGE',
         dbm_agent_api_request_duration_seconds: 'HISTOGRAM',
+        dbm_agent_database_up: 'GAUGE',
       })
       for (const name of ['alpha', 'beta']) {
         const collectors = agent.runner(name)!.status.collectors
@@ -109,6 +110,7 @@ describe('dbm agent GET /metrics', () => {
         expect(value(scrape, 'dbm_agent_buffered_batches', { database: name })).toBe(0)
         expect(value(scrape, 'dbm_agent_buffer_bytes', { database: name })).toBe(0)
         expect(value(scrape, 'dbm_agent_batches_buffered_total', { database: name })).toBe(0)
+        expect(value(scrape, 'dbm_agent_database_up', { database: name })).toBe(1)
       }
       const sent = value(scrape, 'dbm_agent_batches_sent_total', { database: 'alpha' }) + value(scrape, 'dbm_agent_batches_sent_total', { database: 'beta' })
       expect(histogramCount(scrape, 'dbm_agent_api_request_duration_seconds', { status: '200' })).toBe(sent)
@@ -215,5 +217,65 @@ describe('dbm agent GET /metrics', () => {
     } finally {
       for (const { shipper } of shippers) await shipper.stop()
     }
+  })
+
+  test('enabled_exporter: the database\'s own figures as series, against what PostgreSQL says; none for a database without it', async () => {
+    const dsn = await statementsDatabase(pg)
+    const quiet = await statementsDatabase(pg)
+    const dir = tempDir()
+    const healthPort = await freePort()
+    const config = join(dir, 'config.yaml')
+    writeFileSync(
+      config,
+      `api:\n  endpoint: ${server.base}\n  key: ${key}\nhealth:\n  listen_addr: 127.0.0.1:${healthPort}\ndatabases:\n  - name: gamma\n    dsn: ${dsn}\n    poll_interval: 1h\n    enabled_exporter: true\n  - name: quiet\n    dsn: ${quiet}\n    poll_interval: 1h\n`,
+    )
+    const sql = postgres(dsn, { max: 1, onnotice: () => {} })
+    const agent = new Agent({ configPath: config, bufferDir: dir, log })
+    await agent.start()
+    const scrape = async () => parseScrape(await (await fetch(`http://127.0.0.1:${healthPort}/metrics`)).text())
+    try {
+      for (const name of ['gamma', 'quiet']) {
+        await until(`the first cycle of ${name}`, async () => (agent.runner(name)?.status.state === 'connected' ? true : undefined))
+      }
+      // After the baseline cycle: 1,000 rows, which pg_stat_database counts once the session's statistics are flushed.
+      await sql`INSERT INTO t SELECT generate_series(51, 1050)`
+      const inserted = await until('the insert in the exported counter', async () => {
+        await agent.cycleAll()
+        const n = value(await scrape(), 'dbm_pg_tuples_inserted_total', { database: 'gamma' })
+        return n >= 1000 ? n : undefined
+      })
+      expect(inserted).toBe(1000)
+      await agent.cycleAll()
+      const s = await scrape()
+      checkConventions(s, 'dbm_')
+      expect(value(s, 'dbm_pg_tuples_inserted_total', { database: 'gamma' })).toBe(1000)
+      const [settings] = await sql<{ max_connections: string }[]>`SELECT current_setting('max_connections') AS max_connections`
+      expect(value(s, 'dbm_pg_max_connections', { database: 'gamma' })).toBe(Number(settings!.max_connections))
+      // The size PostgreSQL reports now is the one the last cycle read (nothing writes to the database meanwhile).
+      const [size] = await sql<{ bytes: string }[]>`SELECT pg_database_size(current_database())::text AS bytes`
+      expect(value(s, 'dbm_pg_database_size_bytes', { database: 'gamma' })).toBe(Number(size!.bytes))
+      expect(value(s, 'dbm_pg_xact_commit_total', { database: 'gamma' })).toBeGreaterThan(0)
+      expect(s.get('dbm_pg_backends')?.type).toBe('GAUGE')
+      expect(s.get('dbm_pg_xact_commit_total')?.type).toBe('COUNTER')
+      expect(value(s, 'dbm_agent_database_up', { database: 'gamma' })).toBe(1)
+      expect(value(s, 'dbm_agent_database_up', { database: 'quiet' })).toBe(1)
+      // Only gamma's figures, and no ClickHouse families for an agent without a ClickHouse exporter.
+      for (const family of s.values()) {
+        if (!family.name.startsWith('dbm_pg_')) continue
+        expect({ name: family.name, databases: family.metrics.map((m) => m.labels?.database) }).toEqual({ name: family.name, databases: ['gamma'] })
+      }
+      expect([...s.keys()].filter((name) => name.startsWith('dbm_clickhouse_'))).toEqual([])
+    } finally {
+      await agent.stop()
+      await sql.end()
+    }
+  })
+
+  test('enabled_exporter in the config: true or false, anything else named', () => {
+    const yaml = (v: string) => `api:\n  key: dbm_ak_0123456789abcdef_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQ\ndatabases:\n  - name: a\n    dsn: postgres://u@h/db\n${v}`
+    expect(parseAgentConfig(yaml('    enabled_exporter: true\n')).databases[0]!.exporter).toBe(true)
+    expect(parseAgentConfig(yaml('    enabled_exporter: false\n')).databases[0]!.exporter).toBeUndefined()
+    expect(parseAgentConfig(yaml('')).databases[0]!.exporter).toBeUndefined()
+    expect(() => parseAgentConfig(yaml('    enabled_exporter: yes\n'))).toThrow(new ConfigError('databases[0].enabled_exporter: expected true or false, got "yes"'))
   })
 })
