@@ -1,4 +1,5 @@
-// `dbm agent`: one runner per configured database, the optional /healthz server, and hot reload.
+// `dbm agent`: one runner per configured database, the optional /healthz and /metrics server (health.
+// listen_addr; /metrics in the Prometheus text format, metrics.ts), and hot reload.
 // A reload that fails validation keeps the running configuration; a valid one starts, stops or
 // restarts only the databases whose entry changed (all of them when `api` changed).
 import { type StatWatcher, unwatchFile, watchFile } from 'node:fs'
@@ -9,7 +10,9 @@ import { PostgresRunner } from './postgres-runner.ts'
 import { type Runner, type RunnerStatus, type RunnerTimings, defaultTimings } from './runner.ts'
 import { redactSecrets } from '../shared/redact.ts'
 import { ApiHealth, type ShippingCounters, type ShippingStatus, Shipper, newShippingCounters } from './shipper.ts'
+import { AgentMetrics } from './metrics.ts'
 import { othersMayWrite } from './own-file.ts'
+import { EXPOSITION_CONTENT_TYPE } from '../shared/prometheus.ts'
 import { stateFileName } from './state.ts'
 import { VERSION } from '../version.ts'
 
@@ -68,6 +71,15 @@ export class Agent {
   /** Dropped and lost batches per database, kept across restarts of its runner. */
   private readonly shippingCounters = new Map<string, ShippingCounters>()
   readonly timings: AgentTimings
+  /** GET /metrics: the series of every database this agent ran (counters kept across restarts of one). */
+  readonly metrics = new AgentMetrics(() =>
+    [...this.running].map(([database, { runner, shipper }]) => ({
+      database,
+      batches: () => shipper.buffered(),
+      bytes: () => shipper.bufferBytes(),
+      connected: () => runner.status.state === 'connected',
+    })),
+  )
 
   constructor(private readonly options: AgentOptions) {
     this.timings = { ...defaultAgentTimings, ...options.timings }
@@ -120,8 +132,10 @@ export class Agent {
       bufferMaxBytes: () => (this.config ?? config).buffer.maxBytes,
       api: this.apiHealthFor(config.api.endpoint),
       counters: this.countersFor(db.name),
+      metrics: this.metrics.shipper(db.name),
     })
     runner = new Engine(db, shipper, this.options.log, this.timings, join(this.options.bufferDir, stateFileName(db.name))) as Runner<unknown>
+    runner.metrics = this.metrics.runner(db.name, db.exporter ? db.engine : undefined)
     this.running.set(db.name, { config: db, runner, shipper })
     runner.start(delayMs)
   }
@@ -245,6 +259,7 @@ export class Agent {
           // Every text in it (errors of drivers and of the API among them) without a password.
           const text = (value: unknown) => (typeof value === 'string' ? redactSecrets(value) : value)
           if (path === '/healthz') return new Response(JSON.stringify(this.status(), (_, v) => text(v)), { headers: { 'content-type': 'application/json' } })
+          if (path === '/metrics') return new Response(this.metrics.registry.expose(), { headers: { 'content-type': EXPOSITION_CONTENT_TYPE } })
           return Response.json({ error: 'not found' }, { status: 404 })
         },
       })

@@ -184,6 +184,16 @@ export class DiskBuffer {
     return this.count
   }
 
+  /** Bytes of the waiting batches' bodies (0 while none waits or the file cannot be read). */
+  bytes(): number {
+    if (!this.db) return 0
+    try {
+      return Number((this.db.query('SELECT COALESCE(SUM(LENGTH(CAST(body AS BLOB))), 0) AS n FROM batches').get() as { n: number }).n)
+    } catch {
+      return 0
+    }
+  }
+
   /** When the oldest waiting batch was added, or null when none waits (or the file cannot be read). */
   oldestCreatedAt(): number | null {
     if (!this.db) return null

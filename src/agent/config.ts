@@ -32,6 +32,8 @@ export interface DatabaseConfig {
    * may run code with the agent's rights when plans are sampled (explain_trusted_roles); absent = none.
    */
   explainTrustedRoles?: string[]
+  /** enabled_exporter: the database's own figures as series on the agent's GET /metrics (exporter.ts). */
+  exporter?: boolean
   tags: Record<string, string>
 }
 
@@ -79,7 +81,7 @@ const TOP_LEVEL_KEYS = ['api', 'health', 'buffer', 'databases']
 const API_KEYS = ['endpoint', 'key']
 const HEALTH_KEYS = ['listen_addr']
 const BUFFER_KEYS = ['max_bytes']
-const DATABASE_KEYS = ['name', 'engine', 'dsn', 'poll_interval', 'enabled_collectors', 'pg_log_dir', 'explain_trusted_roles', 'tags']
+const DATABASE_KEYS = ['name', 'engine', 'dsn', 'poll_interval', 'enabled_collectors', 'pg_log_dir', 'explain_trusted_roles', 'enabled_exporter', 'tags']
 
 // ---------------------------------------------------------------------------------------------
 // Go durations (time.ParseDuration, same grammar, limits and error texts)
@@ -544,8 +546,13 @@ function parseDatabase(value: Plain, index: number): DatabaseConfig {
   if (pgLogDir !== undefined && engine !== 'postgres') throw new ConfigError(`${path}.pg_log_dir: only for postgres databases`)
   const explainTrustedRoles = parseTrustedRoles(value, engine, path)
   const tags = parseTags(value, path)
+  const exporter = optionalString(value, 'enabled_exporter', `${path}.enabled_exporter`)
+  if (exporter !== undefined && exporter !== 'true' && exporter !== 'false') {
+    throw new ConfigError(`${path}.enabled_exporter: expected true or false, got ${JSON.stringify(exporter)}`)
+  }
 
   const database: DatabaseConfig = { name, engine, dsn, pollIntervalMs, tags }
+  if (exporter === 'true') database.exporter = true
   if (enabledCollectors !== undefined) database.enabledCollectors = enabledCollectors
   if (pgLogDir !== undefined) database.pgLogDir = pgLogDir
   if (explainTrustedRoles !== undefined) database.explainTrustedRoles = explainTrustedRoles

@@ -16,6 +16,7 @@ import type { EngineName } from '../shared/collectors.ts'
 import type { DatabaseSettings, IngestBatch } from '../shared/wire.ts'
 import type { AgentLogger, Collector, CollectorState } from './collectors/types.ts'
 import { type DatabaseConfig, serverPollIntervalMs } from './config.ts'
+import type { RunnerMetrics } from './metrics.ts'
 import type { SendOutcome, Shipper } from './shipper.ts'
 import { type ServerFacts, SettingsTracker } from './server-state.ts'
 import { batchParts } from './split.ts'
@@ -193,6 +194,8 @@ export abstract class Runner<Ctx> {
   /** Which settings digest went out last (the settings travel only when it changes). */
   private readonly settingsSent = new SettingsTracker()
   readonly status: RunnerStatus
+  /** The agent's /metrics series of this database's collectors (metrics.ts); none: not recorded. */
+  metrics: RunnerMetrics | undefined
 
   protected abstract readonly collectors: Collector<Ctx>[]
   /** Connects; the session's context carries `base`. Gives up, closing what it opened, when `signal` aborts. */
@@ -513,12 +516,16 @@ export abstract class Runner<Ctx> {
         stages.push(staged)
         Object.assign(batch, sections)
         finished++
+        this.metrics?.collector(plan.collector.name).duration.since(started)
         const note = this.notes.get(plan.collector.name)
         this.status.collectors[plan.collector.name] = `ok in ${Math.round(performance.now() - started)} ms${note ? `; ${note}` : ''}`
       } catch (e) {
         // Stopping is not the collector's failure: the run is dropped and the cycle ends.
         if (this.lifetime.signal.aborted) break
         const message = (e as Error).message
+        const observed = this.metrics?.collector(plan.collector.name)
+        observed?.duration.since(started)
+        observed?.failures.inc()
         errors.push({ collector: plan.collector.name, message: message.slice(0, 2000) })
         this.status.collectors[plan.collector.name] = `failed: ${message}`
         this.log.warn('collector failed', { database: this.config.name, collector: plan.collector.name, cause: message })
@@ -528,6 +535,7 @@ export abstract class Runner<Ctx> {
     if (this.lifetime.signal.aborted && finished === 0 && errors.length === 0) return
     batch.server_state = await this.serverState(session)
     if (errors.length > 0) batch.collector_errors = errors
+    this.metrics?.exported?.(batch)
     batch.collector_notes = [
       ...[...this.notes].map(([collector, message]) => ({ collector, message: message.slice(0, 2000) })),
       ...[...this.infos].map(([collector, message]) => ({ collector, message: message.slice(0, 2000), level: 'info' as const })),

@@ -17,6 +17,7 @@ import type { IngestBatch, IngestResponse } from '../shared/wire.ts'
 import { type BufferOperation, DiskBuffer, bufferFileName } from './buffer.ts'
 import type { AgentLogger } from './collectors/types.ts'
 import { DEFAULT_BUFFER_MAX_BYTES } from './config.ts'
+import type { ShipperMetrics } from './metrics.ts'
 import { VERSION } from '../version.ts'
 
 /** Statuses with which the server calls a batch malformed: it would refuse it again, so it is dropped. */
@@ -98,6 +99,8 @@ export interface ShipperOptions {
   api?: ApiHealth
   /** Kept by the agent across restarts of this database; its own otherwise. */
   counters?: ShippingCounters
+  /** The agent's /metrics series of this database (metrics.ts). */
+  metrics?: ShipperMetrics
 }
 
 /**
@@ -169,6 +172,11 @@ export class Shipper {
     return this.buffer.size()
   }
 
+  /** Bytes of the batches waiting in the buffer. */
+  bufferBytes(): number {
+    return this.buffer.bytes()
+  }
+
   /** The API's refusal of the key or the batches (401/403), or null while it takes them. */
   refusal(): string | null {
     return this.refused
@@ -237,6 +245,7 @@ export class Shipper {
   private keep(id: string, body: string): string | null {
     const result = this.buffer.add({ id, createdAt: this.clock(), body })
     if (!result.kept) return result.reason
+    this.options.metrics?.buffered.inc()
     if (result.evicted > 0) {
       this.lose(result.evicted, 'buffer.max_bytes reached: the oldest buffered batches made room')
       this.options.log.warn('the buffer reached buffer.max_bytes; dropped the oldest batches', {
@@ -251,6 +260,7 @@ export class Shipper {
   /** Counts batches the agent could not keep (the caller logs them). */
   private lose(count: number, reason: string): void {
     this.counters.lostBatches += count
+    this.options.metrics?.lost.inc(count)
     this.counters.lastLoss = { at: this.clock(), reason }
     if (this.bufferEpisode) this.bufferEpisode.lost += count
   }
@@ -351,10 +361,12 @@ export class Shipper {
     if (outcome.kind === 'accepted') {
       if (this.refused !== null) this.options.log.info('the API accepts the batches again', { database: this.options.databaseName })
       this.refused = null
+      this.options.metrics?.sent.inc()
       this.options.onAccepted?.(outcome.response)
       return
     }
     this.counters.droppedBatches++
+    this.options.metrics?.dropped.inc()
     this.counters.lastDrop = { at: this.clock(), reason: `HTTP ${outcome.status}: ${outcome.error}` }
     this.options.log.error('the API refused a batch as malformed; dropped', {
       database: this.options.databaseName,
@@ -375,6 +387,7 @@ export class Shipper {
 
   private async post(body: string): Promise<Outcome> {
     let res: Response
+    const started = performance.now()
     try {
       res = await fetch(this.options.endpoint + INGEST_PATH, {
         method: 'POST',
@@ -385,9 +398,11 @@ export class Shipper {
     } catch (e) {
       const code = (e as { code?: unknown }).code
       const message = (e as Error).message
+      this.options.metrics?.request(0, started)
       return { kind: 'retry', reason: typeof code === 'string' && !message.includes(code) ? `${code}: ${message}` : message }
     }
     const text = await res.text().catch(() => '')
+    this.options.metrics?.request(res.status, started)
     let parsed: unknown
     try {
       parsed = JSON.parse(text)

@@ -1,8 +1,8 @@
 // The Elysia application: body parsing with size caps, a cap on the request's headers, auth rate limits
 // by path, the one error handler that answers {"error": ...} (503 while the store cannot be reached),
-// the security headers on every response, /healthz (which asks the store), the dashboard's files, and
-// the route modules. `dbm serve` and the tests both build the app through createApp, so tests exercise
-// exactly what runs in production.
+// the security headers on every response, /healthz (which asks the store), GET /metrics (Prometheus, for
+// any organization's API key), the dashboard's files, and the route modules. `dbm serve` and the tests
+// both build the app through createApp, so tests exercise exactly what runs in production.
 import type { ValueError } from '@sinclair/typebox/errors'
 import { Elysia, type ValidationError } from 'elysia'
 import { type Deps, clientAddress } from './context.ts'
@@ -25,6 +25,8 @@ import { sessionHistoryRoutes } from './routes/session-history.ts'
 import { queryRoutes } from './routes/queries.ts'
 import { serverOptions } from './server-options.ts'
 import { logStoreOutages, storeUnavailable } from './store-health.ts'
+import { observeIngest, serverMetrics } from './metrics.ts'
+import { metricsRoute } from './routes/metrics.ts'
 import { isStoreUnreachable } from './store/availability.ts'
 import { dashboardRoutes } from './web/dashboard.ts'
 import { resetPasswordPage } from './web/reset-password.ts'
@@ -96,6 +98,10 @@ function raiseHeaderParserLimit(): void {
 
 export function createApp(deps: Deps) {
   const { log } = deps
+  // The open WebSocket streams, counted by GET /metrics (`dbm serve` passes its own set, which it closes at stop).
+  deps.streams ??= new Set()
+  /** When each ingest request arrived (performance.now()), for its status and time in the metrics. */
+  const ingestStarts = new WeakMap<Request, number>()
   logStoreOutages(deps.store, log)
   const signupClosed = signupGate(deps)
   // Bun answers requests past its own limits before the app sees them, with an empty body and no hook
@@ -115,7 +121,12 @@ export function createApp(deps: Deps) {
       }
       if (request.url.includes('%00')) throw new HttpError(400, 'the URL must not contain NUL characters')
       if (request.method !== 'POST') return
-      const endpoint = rateLimitedPaths[canonicalPath(new URL(request.url).pathname)]
+      const path = canonicalPath(new URL(request.url).pathname)
+      if (path === '/api/v1/ingest') {
+        ingestStarts.set(request, performance.now())
+        return
+      }
+      const endpoint = rateLimitedPaths[path]
       if (!endpoint) return
       // A closed signup is refused before the rate limit and the body's validation: the answer is the same
       // for everyone, and a visitor is not sent to wait an hour for it. (The signup's own transaction checks
@@ -149,12 +160,15 @@ export function createApp(deps: Deps) {
         })
         failure = new HttpError(500, 'internal server error')
       }
+      if (failure.status === 429) serverMetrics.rateLimitRefusals.inc()
       set.status = failure.status
       Object.assign(set.headers, failure.headers)
       set.headers['content-type'] = 'application/json; charset=utf-8'
       return JSON.stringify({ error: failure.message })
     })
     .onAfterResponse(({ request, set }) => {
+      const ingestStart = ingestStarts.get(request)
+      if (ingestStart !== undefined) observeIngest(Number(set.status ?? 200), ingestStart)
       if (log.enabled('debug')) {
         log.debug('request', { method: request.method, path: new URL(request.url).pathname, status: Number(set.status ?? 200) })
       }
@@ -164,6 +178,7 @@ export function createApp(deps: Deps) {
       set.status = answer.status
       return answer.body
     })
+    .use(metricsRoute(deps))
     .use(authRoutes(deps))
     .use(apiKeyRoutes(deps))
     .use(databaseRoutes(deps))

@@ -23,6 +23,7 @@ import type { Deps } from './context.ts'
 import { breathe, diagnose } from './doctor/index.ts'
 import type { Finding } from './doctor/types.ts'
 import { healthMonitorDefaults, retentionLimits, sessionHistoryLimits } from './limits.ts'
+import { serverMetrics } from './metrics.ts'
 import type { DiagnosisSummary, FindingRecord, MonitoredDatabase, NotificationChannel, PendingNotification, Webhook } from './store/sql-health.ts'
 import { isStoreUnreachable } from './store/availability.ts'
 import { minuteFloor } from './store/window.ts'
@@ -31,6 +32,10 @@ import { type WebhookPolicy, deliveryTargets, strictPolicy } from './webhook-tar
 
 const HOUR = 3_600_000
 const DAY = 24 * HOUR
+const webhookOutcomes = { delivered: serverMetrics.webhookDeliveries.labels('delivered'), failed: serverMetrics.webhookDeliveries.labels('failed') }
+const diagnosisOutcomes = { ok: serverMetrics.healthMonitorDiagnoses.labels('ok'), failed: serverMetrics.healthMonitorDiagnoses.labels('failed') }
+const retentionKinds = { telemetry: serverMetrics.retentionDeletedRows.labels('telemetry'), batch_ids: serverMetrics.retentionDeletedRows.labels('batch_ids') }
+
 /** Notifications delivered per evaluation at most (the rest wait for the next one). */
 const NOTIFICATIONS_PER_RUN = 500
 /** How often the scheduled monitor wakes to diagnose the databases that are due (at most evaluateEveryMs). */
@@ -191,7 +196,10 @@ export async function postWebhook(webhook: Pick<Webhook, 'url' | 'secret'>, even
   const { timeoutMs } = options
   const policy = options.policy ?? strictPolicy
   const started = performance.now()
-  const done = (status: number | null, error: string | null): WebhookAttempt => ({ status, error, duration_ms: Math.round(performance.now() - started) })
+  const done = (status: number | null, error: string | null): WebhookAttempt => {
+    webhookOutcomes[error === null ? 'delivered' : 'failed'].inc()
+    return { status, error, duration_ms: Math.round(performance.now() - started) }
+  }
   const checked = await deliveryTargets(webhook.url, policy, timeoutMs)
   if (!checked.ok) return done(null, checked.error)
   const signal = AbortSignal.timeout(Math.max(1, timeoutMs - (performance.now() - started)))
@@ -344,9 +352,13 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
       let claimed = false
       try {
         claimed = await health.claimEvaluation(m.id, instance, now, now + EVALUATION_LEASE_MS, dueBefore)
-        if (claimed) await evaluate(m, now, summary, channelsByOrg)
+        if (claimed) {
+          await evaluate(m, now, summary, channelsByOrg)
+          diagnosisOutcomes.ok.inc()
+        }
       } catch (e) {
         summary.failed++
+        diagnosisOutcomes.failed.inc()
         failed('health evaluation failed', e, { database: m.id })
         // Another process (or the next pass) may try it at once.
         if (claimed) await health.releaseEvaluation(m.id, instance).catch(() => {})
@@ -355,6 +367,7 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
     }
     summary.duration_ms = Math.round(performance.now() - started)
     summary.notifications = await deliver(now)
+    serverMetrics.healthMonitorRunDuration.labels().since(started)
     if (log.enabled('debug')) {
       log.debug('health evaluation', {
         databases: summary.databases,
@@ -382,7 +395,13 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
       try {
         // Statement statistics closed over an hour ago are rolled up (ingest rolls up an active database's
         // itself; an agent's clock or buffer up to an hour behind then never lands before the marks).
-        summary.rows_deleted += await store.retention.sweepDatabase(db.id, { before: now - keepMs, minutesBefore, rollUpTo: now - HOUR, everyPollBefore: now - sessionHistoryLimits.everyPollMs }, batch)
+        const deleted = await store.retention.sweepDatabase(
+          db.id,
+          { before: now - keepMs, minutesBefore, rollUpTo: now - HOUR, everyPollBefore: now - sessionHistoryLimits.everyPollMs },
+          batch,
+        )
+        summary.rows_deleted += deleted
+        retentionKinds.telemetry.inc(deleted)
         summary.databases++
       } catch (e) {
         failed('retention failed', e, { database: db.id })
@@ -390,6 +409,7 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
       await breathe()
     }
     summary.batch_ids_deleted = await store.retention.sweepBatchIds(now - retentionLimits.batchIdsMs, batch)
+    retentionKinds.batch_ids.inc(summary.batch_ids_deleted)
     if (summary.rows_deleted > 0) log.info('retention', { databases: summary.databases, rows_deleted: summary.rows_deleted })
     return summary
   }

@@ -4,6 +4,13 @@
 // nodemailer is loaded only when SMTP is configured, in the background (it weighs on `dbm serve`'s start).
 import type { Transporter } from 'nodemailer'
 import type { Logger } from '../shared/log.ts'
+import { serverMetrics } from './metrics.ts'
+
+const mailOutcomes = {
+  sent: serverMetrics.mailDeliveries.labels('sent'),
+  failed: serverMetrics.mailDeliveries.labels('failed'),
+  logged: serverMetrics.mailDeliveries.labels('logged'),
+}
 
 export interface Mail {
   to: string
@@ -32,12 +39,15 @@ export function createMailer(options: { smtpUrl?: string; from: string; log: Log
   const deliver = async (mail: Mail) => {
     if (!transport) {
       log.info('mail', { to: mail.to, subject: mail.subject, link: mail.link })
+      mailOutcomes.logged.inc()
       return
     }
     try {
       await (await transport).sendMail({ from: options.from, to: mail.to, subject: mail.subject, text: mail.text })
+      mailOutcomes.sent.inc()
       log.info('mail sent', { to: mail.to, subject: mail.subject })
     } catch (e) {
+      mailOutcomes.failed.inc()
       log.error('mail failed', { to: mail.to, subject: mail.subject, cause: (e as Error).message })
     }
   }

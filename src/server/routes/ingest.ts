@@ -12,6 +12,7 @@ import { IngestBatch, type IngestResponse } from '../../shared/wire.ts'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { badRequest, conflict, forbidden } from '../http-error.ts'
+import { ingestBatchResults, serverMetrics } from '../metrics.ts'
 import { fieldLimits, ingestClockSkewMs, unknownIngestFields, unverifiedDatabaseLimit } from '../limits.ts'
 import { stripUnknownFields } from '../unknown-fields.ts'
 
@@ -20,6 +21,15 @@ import { stripUnknownFields } from '../unknown-fields.ts'
  * every nested level (Elysia otherwise refuses them at the top level of a body).
  */
 export const IngestBody = T.Object(IngestBatch.properties, { additionalProperties: true })
+
+/** The entries of a batch's lists (statements, tables, activity...), its collector errors and notes left out. */
+export function batchRows(batch: IngestBatch): number {
+  let rows = 0
+  for (const [key, value] of Object.entries(batch)) {
+    if (Array.isArray(value) && key !== 'collector_errors' && key !== 'collector_notes') rows += value.length
+  }
+  return rows
+}
 
 export function ingestRoutes(deps: Deps) {
   const { store, clock, log } = deps
@@ -62,6 +72,8 @@ export function ingestRoutes(deps: Deps) {
           throw conflict(`database "${result.database.name}" is registered as ${result.database.engine}, but the agent reports ${body.database.engine}`)
         }
         const db = result.database
+        ingestBatchResults[result.kind].inc()
+        if (result.kind === 'applied') serverMetrics.ingestRows.inc(batchRows(body))
         return {
           database_id: db.id,
           duplicate: result.kind === 'duplicate',

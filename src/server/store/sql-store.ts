@@ -2,6 +2,7 @@
 // booleans, int8 parsing), in the dialect object (dialect.ts: SQL that differs) and in the migrations'
 // DDL; row mapping below evens out the rest.
 import type { IngestBatch } from '../../shared/wire.ts'
+import { timeStoreDriver } from '../metrics.ts'
 import type { SqlDriver } from './driver.ts'
 import { type ClickHouseReader, clickhouseReader } from './sql-clickhouse.ts'
 import { type HealthStore, healthStore } from './sql-health.ts'
@@ -166,6 +167,8 @@ export class SqlStore implements Store {
     readonly driver: SqlDriver,
     options: { reader?: boolean } = {},
   ) {
+    // Every call's time into dbm_store_query_duration_seconds (GET /metrics).
+    timeStoreDriver(driver)
     const ownsFile = driver.sqlDialect.soleWriter && !options.reader
     this.keyCache = ownsFile ? new Map() : undefined
     this.closedHours = ownsFile ? new ClosedHourSums() : undefined
