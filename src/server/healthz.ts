@@ -10,7 +10,8 @@ import type { Store } from './store/types.ts'
 import { VERSION } from '../version.ts'
 
 export interface HealthzDeps {
-  store: Store
+  /** The store, or (serve's listener, before the store's code is loaded) what of it /healthz asks. */
+  store: Pick<Store, 'ping' | 'hasOrganization'>
   signup?: SignupMode
   loopLag?: LoopLag
 }

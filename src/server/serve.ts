@@ -5,11 +5,14 @@
 // opens as soon as the store is open, and answers a plain GET /healthz itself (healthz.ts: the app's own
 // answer, 200 only when the store answers) while the API is built: Elysia, the routes and their schemas,
 // the token service and the mailer are loaded and set up after listen (some tens of milliseconds in the
-// binary; bench/RESULTS.md, Start-up). Any other request that arrives meanwhile waits for the API and is
-// then handled by it. Once built, the API takes the listener over (server.reload): from then on every
-// request, /healthz included, goes through the app alone. The health monitor and the diagnosis worker
-// start after that. (The one difference in that window: the listener does not apply the app's header
-// size limit, so a /healthz with more than 16 KiB of headers gets its 200 rather than the app's 431.)
+// binary; bench/RESULTS.md, Start-up), and so is the store's own code (sql-store.ts and its queries):
+// before listen only the driver is opened and migrated. Any other request that arrives meanwhile waits
+// for the API and is then handled by it. Once built, the API takes the listener over (server.reload):
+// from then on every request, /healthz included, goes through the app alone. The health monitor, the
+// diagnosis worker and the SQLite store's checkpoint worker start after that (nothing checkpoints the
+// WAL until then: what the first requests write waits in it for some tens of milliseconds). (The one
+// difference in that window: the listener does not apply the app's header size limit, so a /healthz
+// with more than 16 KiB of headers gets its 200 rather than the app's 431.)
 import type { Server } from 'bun'
 import { type ServeConfig, loadJwtSecret } from './config.ts'
 import type { Deps } from './context.ts'
@@ -19,7 +22,8 @@ import { rateEventRetentionMs } from './limits.ts'
 import { startLoopLag } from './loop-lag.ts'
 import { serverOptions } from './server-options.ts'
 import { isStoreUnreachable } from './store/availability.ts'
-import { openStore } from './store/open.ts'
+import { openDriver } from './store/open.ts'
+import type { SqlStore } from './store/sql-store.ts'
 import { securityHeaders } from './web/security-headers.ts'
 import { VERSION } from '../version.ts'
 
@@ -43,7 +47,7 @@ export async function serve(config: ServeConfig): Promise<number> {
   const log = createLogger(config.logLevel)
   let opened
   try {
-    opened = await openStore({
+    opened = await openDriver({
       databaseUrl: config.databaseUrl,
       dataDir: config.dataDir,
       // Before each migration: some rebuild tables (10: about 15 to 30 s per GB of SQLite store), and the
@@ -54,18 +58,20 @@ export async function serve(config: ServeConfig): Promise<number> {
       columnAdded: (c) => log.info('store column added for a counter', { table: c.table, column: c.column, definition: c.definition }),
       retrying: (attempt, cause) =>
         log.warn('store busy: adding counter columns waits for other serves ingesting; trying again', { attempt, cause: (cause as Error).message }),
+      // Started with the health monitor, after the API is built (below).
+      checkpointsWhenTold: true,
     })
   } catch (e) {
     log.error('cannot open the store', { cause: (e as Error).message })
     return 1
   }
-  const { store } = opened
+  const { driver } = opened
   let jwtSecret: string
   try {
     // Read (or generated) before listening: a bad secret file stops the start with its message.
     jwtSecret = loadJwtSecret(config)
   } catch (e) {
-    await store.close()
+    await driver.close()
     throw e
   }
   // Signal handlers from here on, before listening: a SIGINT that arrives as soon as the listening line is
@@ -80,7 +86,15 @@ export async function serve(config: ServeConfig): Promise<number> {
   process.on('SIGINT', () => onSignal('SIGINT'))
   process.on('SIGTERM', () => onSignal('SIGTERM'))
   const loopLag = startLoopLag()
-  const early = { store, signup: config.signup, loopLag }
+  // The store's code (the SqlStore and its queries, some milliseconds of module loading) is loaded after
+  // listen, as the API's first part; the listener's /healthz needs the driver alone (and, with
+  // DBM_SIGNUP=closed, the store, which it waits for).
+  let loadStore: Promise<SqlStore> | undefined
+  const early = {
+    store: { ping: () => driver.ping(), hasOrganization: async () => (await loadStore!).hasOrganization() },
+    signup: config.signup,
+    loopLag,
+  }
   const signupClosed = signupGate(early)
 
   // Until the API is built: a plain GET /healthz is answered here, anything else waits for the API. (A
@@ -102,20 +116,25 @@ export async function serve(config: ServeConfig): Promise<number> {
   } catch (e) {
     log.error('cannot listen', { address: `${config.hostname}:${config.port}`, cause: (e as Error).message })
     loopLag.stop()
-    await store.close()
+    await driver.close()
     return 1
   }
   log.info('dbm serve listening', {
     version: VERSION,
     address: `${server.hostname}:${server.port}`,
-    store: `${store.dialect} ${opened.location}`,
+    store: `${driver.dialect} ${opened.location}`,
     migrations_applied: opened.applied.length ? opened.applied.join(',') : 'none',
     mail: config.smtpUrl ? 'smtp' : 'log',
   })
   if (config.webhookAllowPrivate) log.warn('webhooks may go to internal addresses (DBM_WEBHOOK_ALLOW_PRIVATE=true)')
 
+  loadStore = (async () => {
+    await nextTurn()
+    const { SqlStore } = await import('./store/sql-store.ts')
+    return new SqlStore(driver)
+  })()
   const sweep = setInterval(() => {
-    store.sweepRateEvents(Date.now() - rateEventRetentionMs).catch((e) => {
+    loadStore!.then((store) => store.sweepRateEvents(Date.now() - rateEventRetentionMs)).catch((e) => {
       if (!isStoreUnreachable(e)) log.warn('rate-limit sweep failed', { cause: (e as Error).message })
     })
   }, RATE_SWEEP_MS)
@@ -123,10 +142,20 @@ export async function serve(config: ServeConfig): Promise<number> {
   // The API, built after listen; then the health monitor and, in a thread of its own (doctor/worker.ts),
   // the doctor's work for it (started in the background: the server answers, and handles signals, meanwhile).
   const started = (async () => {
+    const store = await loadStore!
     // In steps, with a turn of the event loop before each, so that a /healthz that arrived meanwhile is
     // answered after the step in progress rather than after the whole build; the modules a part at a
-    // time (each import evaluates only what the ones before did not).
-    for (const part of [() => import('elysia'), () => import('../shared/wire.ts'), () => import('./doctor/index.ts')]) {
+    // time (each import evaluates only what the ones before did not). TypeBox's parts come before
+    // Elysia, which imports them: Elysia's import alone was the largest step before createApp (about 7 ms
+    // of the main thread at load 15, now at most about 3 per step; bench/RESULTS.md, Start-up).
+    for (const part of [
+      () => import('@sinclair/typebox'),
+      () => import('@sinclair/typebox/value'),
+      () => import('@sinclair/typebox/compiler'),
+      () => import('elysia'),
+      () => import('../shared/wire.ts'),
+      () => import('./doctor/index.ts'),
+    ]) {
       await nextTurn()
       await part()
     }
@@ -169,6 +198,7 @@ export async function serve(config: ServeConfig): Promise<number> {
     )
     const monitor = createHealthMonitor(deps, { retentionDays: config.retentionDays })
     monitor.start()
+    opened.startCheckpoints()
     return { fetch, deps, mailer, monitor, diagnoser }
   })()
   api = started.then((s) => s.fetch)
@@ -196,7 +226,7 @@ export async function serve(config: ServeConfig): Promise<number> {
         parts.mailer.close()
       }
       loopLag.stop()
-      await store.close()
+      await driver.close()
       resolve(code)
     }
     started.catch((e) => {

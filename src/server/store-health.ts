@@ -36,7 +36,7 @@ export function logStoreOutages(store: Store, log: Logger): () => void {
 }
 
 /** True when the store answers a trivial query within `deadlineMs`. */
-export async function storeAnswers(store: Store, deadlineMs = STORE_HEALTH_DEADLINE_MS): Promise<boolean> {
+export async function storeAnswers(store: Pick<Store, 'ping'>, deadlineMs = STORE_HEALTH_DEADLINE_MS): Promise<boolean> {
   let timer: ReturnType<typeof setTimeout> | undefined
   const deadline = new Promise<false>((resolve) => {
     timer = setTimeout(() => resolve(false), deadlineMs)

@@ -4,7 +4,8 @@
 // and migrations 1 to 8 build exactly the schema recorded in fixtures/schema-v8.<store>.json (read from
 // stores built before the migrations became frozen files); migration 10 rebuilds the SQLite tables their
 // primary key is WITHOUT ROWID with the same columns, key, foreign key, indexes and rows (and changes no
-// PostgreSQL table). For every version, a store built at it and filled in every table migrates to the
+// PostgreSQL table); a new store gets versions 1 to 10 from one frozen script (migrations/baseline-0010.ts)
+// with exactly the schema the ten give one by one. For every version, a store built at it and filled in every table migrates to the
 // latest with its rows intact, opens as the server opens it, and ingests and reads back a batch with
 // every field of the wire set (so a column the ingest writes that an upgraded store lacks fails here, as
 // n_mod_since_analyze once failed every ingest).
@@ -416,6 +417,28 @@ for (const kind of storeKinds) {
         )
       } finally {
         await driver.close()
+      }
+    })
+
+    test('a new store gets versions 1 to 10 from the frozen baseline (migrations/baseline-0010.ts): exactly the schema and schema_migrations rows of the ten migrations applied one by one', async () => {
+      const oneByOne = driverFor(await location())
+      const fromBaseline = driverFor(await location())
+      try {
+        const upTo10 = Array.from({ length: 10 }, (_, i) => i + 1)
+        // A store that is not new never takes the baseline: to 9, then 10 (no family step: the frozen text alone).
+        expect(await migrate(oneByOne, () => FILLER_T0, 9)).toEqual(upTo10.slice(0, 9))
+        expect(await migrate(oneByOne, () => FILLER_T0, 10, undefined, false)).toEqual([10])
+        const told: number[][] = []
+        expect(await migrate(fromBaseline, () => FILLER_T0, 10, (m, from) => told.push([m.version, from]), false)).toEqual(upTo10)
+        expect(told).toEqual(upTo10.map((v) => [v, 0]))
+
+        expect(await schemaOf(fromBaseline)).toEqual(await schemaOf(oneByOne))
+        if (kind === 'sqlite') expect(await sqliteTables(fromBaseline)).toEqual(await sqliteTables(oneByOne))
+        const recorded = (d: SqlDriver) => d.all('SELECT version, name, applied_at FROM schema_migrations ORDER BY version')
+        expect(await recorded(fromBaseline)).toEqual(await recorded(oneByOne))
+      } finally {
+        await oneByOne.close()
+        await fromBaseline.close()
       }
     })
 

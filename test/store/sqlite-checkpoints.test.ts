@@ -2,7 +2,8 @@
 // the commits of the store's connection: commits never checkpoint (wal_autocheckpoint 0); the worker's
 // checkpoint copies the WAL into the database file while the store stays open and usable; the WAL is then
 // reused from its beginning instead of growing; the store file is locked for one owner (its .lock file);
-// and an upgrade names its migrations before they run and leaves no large log behind.
+// an upgrade names its migrations before they run and leaves no large log behind; and a store opened for
+// dbm serve (checkpointsWhenTold) starts its worker only when told.
 import { afterEach, expect, test } from 'bun:test'
 import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -102,4 +103,37 @@ test('an upgrade names each migration before it runs and leaves no write-ahead l
   const created = await openStore({ dataDir: dirname(freshPath()), applying: (m) => fresh.push(m.version) })
   await created.store.close()
   expect(fresh).toEqual([])
+})
+
+test("with checkpointsWhenTold (dbm serve) no worker runs until startCheckpoints(): and a store closed before it was told starts none and leaves no WAL", async () => {
+  const path = freshPath()
+  const opened = await openStore({ dataDir: dirname(path), checkpointsWhenTold: true })
+  const driver = opened.store.driver as SqliteDriver
+  try {
+    await driver.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, round INTEGER NOT NULL, payload TEXT NOT NULL)')
+    await write(driver, 1)
+    // a turn of the event loop and more: a worker started by itself would have started by now
+    await Bun.sleep(50)
+    expect(await driver.checkpoint()).toBeNull()
+    opened.startCheckpoints()
+    const result = await driver.checkpoint()
+    expect(result).not.toBeNull()
+    expect(result!.checkpointed).toBe(result!.log)
+    expect(result!.log).toBeGreaterThan(900)
+  } finally {
+    await opened.store.close()
+  }
+  expect(existsSync(`${path}-wal`)).toBe(false)
+
+  // closed before it was told: no worker starts, and the close leaves no WAL behind
+  const again = await openStore({ dataDir: dirname(path), checkpointsWhenTold: true })
+  await again.store.close()
+  again.startCheckpoints()
+  expect(existsSync(`${path}-wal`)).toBe(false)
+  const reopened = new SqliteDriver(path)
+  try {
+    expect(await reopened.get<{ n: number }>('SELECT COUNT(*) AS n FROM t')).toEqual({ n: 4000 })
+  } finally {
+    await reopened.close()
+  }
 })

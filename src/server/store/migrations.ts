@@ -8,6 +8,9 @@
 // its entry in the list below. test/store/migrations.test.ts records a checksum of every migration,
 // builds a store at every past version, fills it, migrates it and ingests into it.
 //
+// A new store is built to version 10 by one frozen script (migrations/baseline-0010.ts: exactly the schema
+// the first ten build, as test/store/migrations.test.ts checks), then the later migrations as usual.
+//
 // Counter families (src/shared/families.ts) are the exception: a field added to a family reaches
 // existing stores through the family step (family-columns.ts), which adds the columns a family lists and
 // its tables lack, on every start (before pending migrations and after them; see migrate()). No migration
@@ -27,7 +30,9 @@ import { migration as databaseHealth } from './migrations/0009-database-health.t
 import { migration as withoutRowid } from './migrations/0010-without-rowid.ts'
 import { migration as events } from './migrations/0011-events.ts'
 import { migration as sessionHistory } from './migrations/0012-session-history.ts'
+import { baseline } from './migrations/baseline-0010.ts'
 import type { Migration } from './migrations/migration.ts'
+import { join, sql } from './sql.ts'
 
 export type { Migration }
 
@@ -126,7 +131,19 @@ async function migrateOnce(
     const pending = migrations.filter((m) => m.version > current && m.version <= target)
     if (familyStep && pending.length > 0 && current > 0) added.push(...(await addFamilyColumns(tx, FAMILY_TABLES, 'skip')))
     const versions: number[] = []
+    // A new store built to the baseline's version or past it: the baseline's one script stands for the
+    // migrations up to that version (baseline-0010.ts), each of which is recorded as applied.
+    if (current === 0 && target >= baseline.version) {
+      const covered = pending.filter((m) => m.version <= baseline.version)
+      for (const m of covered) applying(m, current)
+      await tx.exec(tx.dialect === 'sqlite' ? baseline.sqlite : baseline.postgres)
+      const at = now()
+      const insert = sql`INSERT INTO schema_migrations (version, name, applied_at) VALUES ${join(covered.map((m) => sql`(${m.version}, ${m.name}, ${at})`))}`
+      await tx.run(insert.sql, insert.params)
+      versions.push(...covered.map((m) => m.version))
+    }
     for (const m of pending) {
+      if (versions.includes(m.version)) continue
       applying(m, current)
       await tx.exec(tx.dialect === 'sqlite' ? m.sqlite : m.postgres)
       await tx.run('INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)', [

@@ -1,5 +1,7 @@
 // Opens the configured store: embedded SQLite in the data directory by default, PostgreSQL when a
-// postgres:// URL is given. Pending migrations are applied before the store is handed out.
+// postgres:// URL is given. Pending migrations are applied before the store is handed out. openDriver
+// stops at the migrated driver, without loading the store's code (sql-store.ts and its queries): `dbm
+// serve` listens with the driver alone and loads that code after (bench/RESULTS.md, Start-up).
 import { chmodSync, mkdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { redactSecrets } from '../../shared/redact.ts'
@@ -7,7 +9,7 @@ import type { SqlDriver } from './driver.ts'
 import type { AddedColumn } from './family-columns.ts'
 import { type Migration, migrate } from './migrations.ts'
 import { SqliteDriver } from './sqlite/driver.ts'
-import { SqlStore } from './sql-store.ts'
+import type { SqlStore } from './sql-store.ts'
 
 export interface OpenStoreOptions {
   /** postgres:// or postgresql:// URL; absent = SQLite in `dataDir`. */
@@ -19,14 +21,27 @@ export interface OpenStoreOptions {
   columnAdded?: (column: AddedColumn) => void
   /** Told each time the migrations are tried again after a lock timeout or deadlock (PostgreSQL; migrations.ts). */
   retrying?: (attempt: number, cause: unknown) => void
+  /**
+   * SQLite: the checkpoint worker starts at OpenedStore.startCheckpoints() instead of right after the
+   * open (`dbm serve` listens and builds its API first: the worker's start is a few milliseconds of the
+   * main thread, and a thread of its own starting on a 2-core machine, that no first request needs).
+   */
+  checkpointsWhenTold?: boolean
 }
 
-export interface OpenedStore {
+export interface OpenedStore extends OpenedDriver {
   store: SqlStore
+}
+
+export interface OpenedDriver {
+  /** The migrated driver (a SqlStore over it is the store). */
+  driver: SqlDriver
   /** Migration versions applied by this open (empty when the schema was current). */
   applied: number[]
   /** Where the data lives, without credentials, for the start-up log line. */
   location: string
+  /** Starts the SQLite store's checkpoint worker if it waits to be told (`checkpointsWhenTold`); else nothing. */
+  startCheckpoints(): void
 }
 
 function inUse(location: string, cause: unknown): Error {
@@ -36,6 +51,13 @@ function inUse(location: string, cause: unknown): Error {
 const isLocked = (e: unknown) => /database is locked/i.test(String((e as Error)?.message))
 
 export async function openStore(options: OpenStoreOptions): Promise<OpenedStore> {
+  const opened = await openDriver(options)
+  const { SqlStore } = await import('./sql-store.ts')
+  return { ...opened, store: new SqlStore(opened.driver) }
+}
+
+/** Opens and migrates the store's driver (openStore without the SqlStore). */
+export async function openDriver(options: OpenStoreOptions): Promise<OpenedDriver> {
   let driver: SqlDriver
   let location: string
   if (options.databaseUrl) {
@@ -47,7 +69,7 @@ export async function openStore(options: OpenStoreOptions): Promise<OpenedStore>
     mkdirSync(options.dataDir, { recursive: true, mode: 0o700 })
     location = join(options.dataDir, 'dbm.sqlite')
     try {
-      driver = new SqliteDriver(location)
+      driver = new SqliteDriver(location, { checkpointsWhenTold: options.checkpointsWhenTold })
     } catch (e) {
       throw isLocked(e) ? inUse(location, e) : e
     }
@@ -68,7 +90,8 @@ export async function openStore(options: OpenStoreOptions): Promise<OpenedStore>
     // runs. A new store's log holds only its empty tables, which the checkpoint worker copies; truncating
     // it here cost `dbm serve`'s first start 7-30 ms of fsyncs before it could listen.
     if (upgraded && driver instanceof SqliteDriver) await driver.exec('PRAGMA wal_checkpoint(TRUNCATE)')
-    return { store: new SqlStore(driver), applied, location }
+    const startCheckpoints = driver instanceof SqliteDriver ? () => driver.startCheckpoints() : () => {}
+    return { driver, applied, location, startCheckpoints }
   } catch (e) {
     await driver.close().catch(() => {})
     throw !options.databaseUrl && isLocked(e) ? inUse(location, e) : e

@@ -51,19 +51,25 @@ export class SqliteDriver implements SqlDriver {
   private readonly lock: Database | undefined
   /** The checkpoint worker (checkpointer.ts); undefined until it started, or when it could not start. */
   private checkpointer: Checkpointer | undefined
-  private readonly checkpointerStarting: Promise<void>
+  /** Settles after the turn the checkpoint worker is started in by itself (at once when it is started when told). */
+  private checkpointerStarting: Promise<void> = Promise.resolve()
+  /** Settles once the checkpoint worker started or could not start (at once when it was not asked to). */
+  private workerStarted: Promise<void> = Promise.resolve()
+  /** Starts the checkpoint worker, once; undefined when it was started (or this connection has none). */
+  private startWorker: (() => void) | undefined
 
   /**
    * `options.reader`: a second connection to a store another connection of this process owns (the
    * diagnosis worker's): no lock, no checkpoints, no writes (query_only), and no generation.
+   * `options.checkpointsWhenTold`: the checkpoint worker starts at startCheckpoints() rather than after
+   * this turn of the event loop (`dbm serve` starts it once it has listened and built the API).
    */
-  constructor(path: string, options: { reader?: boolean } = {}) {
+  constructor(path: string, options: { reader?: boolean; checkpointsWhenTold?: boolean } = {}) {
     if (options.reader) {
       this.lock = undefined
       this.db = new Database(path, { create: false, strict: false })
       this.db.exec('PRAGMA query_only = ON')
       this.db.exec('PRAGMA busy_timeout = 5000')
-      this.checkpointerStarting = Promise.resolve()
       this.generation = () => undefined
       this.directDriver = this.direct()
       return
@@ -89,11 +95,10 @@ export class SqliteDriver implements SqlDriver {
     this.db.exec('PRAGMA wal_autocheckpoint = 0')
     // When the log starts over, a file grown past 64 MB (by a burst, a migration) is cut back to that.
     this.db.exec('PRAGMA journal_size_limit = 67108864')
-    // Started after this turn of the event loop (its Worker costs the main thread about 3 ms, which `dbm
-    // serve` spends after it listens, not before).
-    this.checkpointerStarting = new Promise<void>((resolve) => setImmediate(resolve))
-      .then(() => startCheckpointer(path, { onCheckpoint: (r) => this.finishCheckpoint(r) }))
-      .then(
+    // Until the worker runs nothing checkpoints: the WAL only grows, by what is written meanwhile.
+    this.startWorker = () => {
+      this.startWorker = undefined
+      this.workerStarted = startCheckpointer(path, { onCheckpoint: (r) => this.finishCheckpoint(r) }).then(
         (c) => {
           this.checkpointer = c
         },
@@ -102,7 +107,21 @@ export class SqliteDriver implements SqlDriver {
           this.db.exec('PRAGMA wal_autocheckpoint = 1000')
         },
       )
+    }
+    // Started after this turn of the event loop (its Worker costs the main thread about 3 ms), or when told.
+    if (!options.checkpointsWhenTold) this.checkpointerStarting = new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.startCheckpoints())
     this.directDriver = this.direct()
+  }
+
+  /** Set by close(): no worker starts from then on. */
+  private closing = false
+
+  /**
+   * Starts the checkpoint worker (checkpointer.ts) if it has not started yet: for a driver made with
+   * `checkpointsWhenTold`; otherwise it starts by itself.
+   */
+  startCheckpoints(): void {
+    if (!this.closing) this.startWorker?.()
   }
 
   /**
@@ -122,6 +141,7 @@ export class SqliteDriver implements SqlDriver {
   /** A checkpoint now (tests, benchmarks); null when the worker is not running. */
   async checkpoint(): Promise<CheckpointResult | null> {
     await this.checkpointerStarting
+    await this.workerStarted
     return this.checkpointer ? this.checkpointer.checkpoint() : null
   }
 
@@ -263,7 +283,9 @@ export class SqliteDriver implements SqlDriver {
 
   async close(): Promise<void> {
     while (this.txOpen) await this.txTail
+    this.closing = true
     await this.checkpointerStarting
+    await this.workerStarted
     await this.checkpointer?.close()
     this.checkpointer = undefined
     for (const statement of this.statements.values()) statement.finalize()
