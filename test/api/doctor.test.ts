@@ -48,9 +48,10 @@ for (const kind of storeKinds) {
       const doctor = await session.ok(id, '/doctor')
       const overview = await session.ok(id, '/overview')
       const [long] = doctor.top_issues.filter((f: { rule: string }) => f.rule === 'pg_long_running_queries')
-      expect(long).toMatchObject({ key: 'pg_long_running_queries:pid 7', as_of: now - 90_000 })
+      // RFC 3339, as every time the API writes.
+      expect(long).toMatchObject({ key: 'pg_long_running_queries:pid 7', as_of: new Date(now - 90_000).toISOString() })
       // The figures read the activity snapshot and the last hour's counters, which run to the latest batch (its arrival).
-      expect(doctor.metrics_summary.as_of).toBe(Date.parse(overview.last_seen_at))
+      expect(doctor.metrics_summary.as_of).toBe(overview.last_seen_at)
       expect(overview.as_of).toBe(doctor.metrics_summary.as_of)
     })
 
@@ -75,7 +76,7 @@ for (const kind of storeKinds) {
       expect(finding.how_to_fix.length).toBeGreaterThan(0)
       expect(doctor.metrics_summary).toMatchObject({ cache_hit_ratio: 0.94, findings: { critical: 0, warning: 1, info: 0 } })
       // Summed counters of the last hour: as of the latest batch, the time it arrived.
-      expect(finding.as_of).toBe(Date.parse((await session.ok(id, '/overview')).last_seen_at))
+      expect(finding.as_of).toBe((await session.ok(id, '/overview')).last_seen_at)
 
       await session.ingest(pgBatch('cold', now - 20_000, { database_stats: counters(0, 30_000) }))
       const worse = await session.ok(id, '/doctor')

@@ -118,7 +118,7 @@ describe("the issue's case: a session idle in a REPEATABLE READ transaction hold
       severity: 'critical',
       title: `Vacuum cannot clean public.orders until pid ${pid} ends its transaction`,
       objects: ['public.orders', `pid ${pid}`],
-      metrics: { n_dead_tup: 19_990, n_live_tup: 10, last_vacuum: stats.last_vacuum.getTime(), held_by: `pid ${pid}`, holder_kind: 'backend' },
+      metrics: { n_dead_tup: 19_990, n_live_tup: 10, last_vacuum: stats.last_vacuum.toISOString(), held_by: `pid ${pid}`, holder_kind: 'backend' },
     })
     expect(finding.detail).toStartWith(`public.orders has 19,990 dead rows against 10 live ones (${((19_990 / 20_000) * 100).toFixed(1)} % dead)`)
     expect(finding.detail).toContain(`by a manual VACUUM (autovacuum never ran on it), when pid ${pid} already held back the xmin horizon, so that VACUUM could not remove them`)
@@ -126,7 +126,7 @@ describe("the issue's case: a session idle in a REPEATABLE READ transaction hold
       `The holder: pid ${pid} (user ${session.usename}, application "${session.application_name}", from ${session.client_addr}, ${session.state}; transaction open for `,
     )
     expect(finding.detail).toContain(`; last statement: ${short(session.query)})`)
-    expect(finding.as_of).toBeGreaterThanOrEqual(stats.last_vacuum.getTime())
+    expect(Date.parse(finding.as_of)).toBeGreaterThanOrEqual(stats.last_vacuum.getTime())
 
     // The fix: one line per command, the names as string constants, ending exactly that session.
     const terminate = finding.how_to_fix[0] as string

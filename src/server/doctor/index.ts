@@ -2,6 +2,7 @@
 // status, the score (score.ts), the findings worst first, and the key figures. A rule that fails is
 // logged and left out; it never fails the diagnosis. For an organization that has not verified its
 // email, the findings keep their prose and investigation queries but not the commands that fix them.
+import { rfc3339 } from '../views.ts'
 import type { Deps } from '../context.ts'
 import type { RegisteredDatabase } from '../store/types.ts'
 import { DoctorContext } from './context.ts'
@@ -121,6 +122,24 @@ export function diagnoseRecent(deps: Parameters<typeof diagnose>[0] & Pick<Deps,
 }
 
 /** A finding as the API shows it; without the fix commands for unverified organizations. */
+/**
+ * Metrics that are points in time (named after a catalog column, or ending in _at or _since: the doctor
+ * keeps them as epoch ms) as the API writes every time: RFC 3339 (the spec's "all timestamps").
+ */
+const TIME_METRICS = new Set(['last_vacuum', 'last_autovacuum', 'last_analyze', 'last_autoanalyze', 'stats_reset', 'xact_start', 'query_start', 'backend_start', 'state_change', 'as_of'])
+const isTimeMetric = (key: string) => /_(at|since)$/.test(key) || TIME_METRICS.has(key)
+
+/** A metrics map with its points in time in RFC 3339. */
+export function timesAsRfc3339<T extends Record<string, unknown>>(metrics: T): T {
+  const out: Record<string, unknown> = { ...metrics }
+  for (const [key, value] of Object.entries(metrics)) {
+    if (typeof value === 'number' && Number.isFinite(value) && isTimeMetric(key)) out[key] = rfc3339(value)
+  }
+  return out as T
+}
+
+/** A finding as the API answers it: times in RFC 3339, and without its fix commands for an unverified organization. */
 export function findingView(f: Finding, verified: boolean) {
-  return verified ? f : { ...f, how_to_fix: [], how_to_fix_locked: LOCKED_FIX }
+  const view = { ...f, as_of: f.as_of === null ? null : rfc3339(f.as_of), metrics: timesAsRfc3339(f.metrics) }
+  return verified ? view : { ...view, how_to_fix: [], how_to_fix_locked: LOCKED_FIX }
 }

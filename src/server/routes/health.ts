@@ -7,7 +7,7 @@ import { Elysia } from 'elysia'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { DiagnosisBusy } from '../doctor/diagnosis-worker.ts'
-import { diagnoseRecent, findingView } from '../doctor/index.ts'
+import { diagnoseRecent, findingView, timesAsRfc3339 } from '../doctor/index.ts'
 import { HttpError } from '../http-error.ts'
 import { rfc3339, healthStatus } from '../views.ts'
 import { type Window, minuteFloor } from '../store/window.ts'
@@ -62,7 +62,7 @@ export function healthRoutes(deps: Deps) {
           ranged && db.engine === 'postgres' ? cacheHitRatio(deps, db.id, window) : undefined,
         ])
         const notes = await store.latestSnapshot(db.id, 'collector_notes')
-        const { findings: _counts, rules_evaluated: _rules, last_autovacuum, ...figures } = diagnosis.metrics_summary as Record<string, unknown>
+        const { findings: _counts, rules_evaluated: _rules, ...figures } = timesAsRfc3339(diagnosis.metrics_summary as Record<string, unknown>)
         return {
           engine: db.engine,
           status: healthStatus(db, now),
@@ -70,7 +70,6 @@ export function healthRoutes(deps: Deps) {
           health_score: diagnosis.score,
           ...figures,
           ...(hitRatio !== undefined ? { cache_hit_ratio: hitRatio } : {}),
-          ...(db.engine === 'postgres' ? { last_autovacuum: rfc3339(last_autovacuum as number | null) } : {}),
           // What the agent's collectors reported in its latest batch (e.g. query_log disabled).
           agent_notes: Array.isArray(notes?.payload) ? notes.payload : [],
           top_queries: top.map((q) => ({
@@ -96,7 +95,7 @@ export function healthRoutes(deps: Deps) {
         score: diagnosis.score,
         evaluated_at: rfc3339(diagnosis.evaluated_at),
         top_issues: diagnosis.findings.slice(0, MAX_ISSUES).map((f) => findingView(f, org?.verified ?? false)),
-        metrics_summary: db.engine === 'postgres' ? { ...summary, last_autovacuum: rfc3339(summary.last_autovacuum as number | null) } : summary,
+        metrics_summary: timesAsRfc3339(summary),
       }
     })
 }
