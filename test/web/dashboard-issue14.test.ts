@@ -294,7 +294,8 @@ describe('issue 14: the dashboard (Chromium)', () => {
     const { page } = b
     await signIn(shop, page)
     await page.goto(`/#/databases/${shop.dbId}/queries`)
-    await page.locator('tbody tr').first().waitFor()
+    // The statements' table (not the databases list the sign-in left on screen).
+    await page.getByRole('columnheader', { name: 'I/O time' }).waitFor()
     const sorted = page.waitForRequest((r) => r.url().includes('sort_by=io_time'))
     await page.getByRole('button', { name: 'I/O time' }).click()
     await sorted
