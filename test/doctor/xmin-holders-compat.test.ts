@@ -5,7 +5,7 @@
 // section, when current, is what names the holder. Real PostgreSQL behaviour is tested in
 // postgres-xmin-causes.test.ts and postgres-sessions-xmin.test.ts.
 import { describe, expect, test } from 'bun:test'
-import type { ActiveQuery, TableStat, XminHolder } from '../../src/shared/wire.ts'
+import type { ActiveQuery, BloatEstimate, TableStat, XminHolder } from '../../src/shared/wire.ts'
 import { agentSession, pgBatch } from '../support/batches.ts'
 import { storeKinds } from '../support/server.ts'
 
@@ -70,6 +70,24 @@ for (const kind of storeKinds) {
       expect(dead.how_to_fix[0]).toStartWith("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = 3161 AND usename = 'report' AND application_name = 'psql' AND abs(extract(epoch FROM xact_start) * 1000 - ")
       const cause = doctor.top_issues.find((f: { rule: string }) => f.rule === 'pg_xmin_horizon')
       expect(cause).toMatchObject({ key: 'pg_xmin_horizon:pid 3161', severity: 'critical', metrics: { pid: 3161, transaction_age_s: 1380, held_tables: 1, held_dead_rows: 50_000 } })
+    })
+
+    test('a bloated table while a session has held the horizon for 23 minutes: the bloat finding names it and ends it first; without a holder it does not', async () => {
+      const now = Date.now()
+      const bloat: BloatEstimate = { kind: 'table', schema_name: 'public', table_name: 'orders', index_name: null, size_bytes: 400 * 1024 ** 2, expected_bytes: 100 * 1024 ** 2, bloat_bytes: 300 * 1024 ** 2, fillfactor: 100, live_rows: 1_000_000 }
+      const held = await s.ingest(pgBatch('bloat-held', now - 5_000, { activity: [session(now - 5_000)], database_stats: gauges, bloat: [bloat] } as never))
+      const [finding] = (await s.ok(held, '/doctor')).top_issues.filter((f: { rule: string }) => f.rule === 'pg_bloat')
+      expect(finding).toMatchObject({ key: 'pg_bloat:public.orders', severity: 'warning', objects: ['public.orders', 'pid 3161'], metrics: { bloat_bytes: 300 * 1024 ** 2, held_by: 'pid 3161' } })
+      expect(finding.detail).toContain('pid 3161 (user report, application "psql", from 10.0.0.9, idle in transaction;')
+      expect(finding.detail).toContain('a rewrite keeps every row version it may still see, and the bloat comes back.')
+      expect(finding.how_to_fix[0]).toStartWith('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = 3161 AND')
+      expect(finding.how_to_fix.at(-1)).toBe('VACUUM (FULL, ANALYZE) public.orders;')
+
+      const free = await s.ingest(pgBatch('bloat-free', now - 5_000, { bloat: [bloat] } as never))
+      const [plain] = (await s.ok(free, '/doctor')).top_issues.filter((f: { rule: string }) => f.rule === 'pg_bloat')
+      expect(plain.objects).toEqual(['public.orders'])
+      expect(plain.how_to_fix).toEqual(['VACUUM (FULL, ANALYZE) public.orders;'])
+      expect(plain.metrics.held_by).toBeUndefined()
     })
 
     test('a table vacuumed before the holder began is not said to be held back by it', async () => {

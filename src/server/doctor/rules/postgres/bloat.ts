@@ -7,11 +7,17 @@
 // lock and I/O, and a small relation's share swings with a page or two (the size floor keeps tiny
 // tables from alarming). Critical from 80 % and 10 GB: most of a large relation is dead space that
 // every sequential scan and backup reads. The fix names VACUUM FULL (an ACCESS EXCLUSIVE lock for the
-// rewrite: pg_repack does it online) and, for an index, REINDEX CONCURRENTLY.
+// rewrite: pg_repack does it online) and, for an index, REINDEX CONCURRENTLY. While something has held
+// the xmin horizon back for more than 5 minutes (xmin-holders.ts), the finding names it first: a rewrite
+// keeps every row version it may still see, and the bloat comes back until it ends.
 import type { BloatEstimate } from '../../../../shared/wire.ts'
 import type { Snapshot } from '../../context.ts'
 import { type FindingDraft, type Rule, type Severity, bytes, pct } from '../../types.ts'
 import { pgQualified, pgRegclass } from '../../sql-text.ts'
+import { oldestDataHolder } from '../../xmin-holders.ts'
+
+/** A holder of the horizon is named from this long on (shorter ones are ordinary transactions). */
+const HOLDER_AFTER_MS = 5 * 60_000
 
 const MB = 1024 ** 2
 const GB = 1024 ** 3
@@ -48,6 +54,8 @@ export const bloatEstimates: Rule<typeof defaults> = {
       .map((b) => ({ b, severity: severityOf(b) }))
       .filter((f): f is { b: BloatEstimate; severity: Severity } => f.severity !== undefined)
       .sort((x, y) => y.b.bloat_bytes - x.b.bloat_bytes)
+    const oldest = flagged.length > 0 ? await oldestDataHolder(ctx) : undefined
+    const holder = oldest && oldest.since !== null && ctx.now - oldest.since >= HOLDER_AFTER_MS ? oldest : undefined
     const findings: FindingDraft[] = flagged.slice(0, t.max_findings).map(({ b, severity }) => {
       const ratio = b.bloat_bytes / b.size_bytes
       const table = pgQualified(b.schema_name, b.table_name)
@@ -61,18 +69,31 @@ export const bloatEstimates: Rule<typeof defaults> = {
         detail:
           `By the statistics-based estimate (an estimate, not a measurement), ${relation} takes ${bytes(b.size_bytes)} where its ` +
           `${b.live_rows.toLocaleString('en-US')} live rows would need about ${bytes(b.expected_bytes)} at fillfactor ${b.fillfactor}: ` +
-          `some ${bytes(b.bloat_bytes)} of dead space that scans, caches and backups carry.`,
-        recommendation: isIndex
+          `some ${bytes(b.bloat_bytes)} of dead space that scans, caches and backups carry.` +
+          (holder
+            ? ` ${holder.about} has held back the xmin horizon since ${new Date(holder.since!).toISOString()}: until ${holder.ends}, VACUUM cannot remove the rows deleted or updated after that, a rewrite keeps every row version it may still see, and the bloat comes back.`
+            : ''),
+        recommendation: (holder ? `${holder.advice} Then: ` : '') + (isIndex
           ? 'Measure it with pgstatindex first; if confirmed, rebuild the index concurrently (writes go on). Long-running transactions during heavy updates and deletes are the usual cause.'
-          : 'Measure it with pgstattuple first; if confirmed, rewrite the table: VACUUM FULL locks it for the whole rewrite, pg_repack does it online. Then find why vacuum fell behind (long transactions, autovacuum settings).',
+          : 'Measure it with pgstattuple first; if confirmed, rewrite the table: VACUUM FULL locks it for the whole rewrite, pg_repack does it online. Then find why vacuum fell behind (long transactions, autovacuum settings).'),
+        ...(holder ? { objects: [nameOf(b), holder.object] } : {}),
         how_to_investigate: [
+          ...(holder ? holder.investigate : []),
           'CREATE EXTENSION IF NOT EXISTS pgstattuple;',
           isIndex
             ? `SELECT index_size, avg_leaf_density, leaf_fragmentation FROM pgstatindex(${regclass});`
             : `SELECT table_len, tuple_percent, dead_tuple_percent, free_percent FROM pgstattuple_approx(${regclass});`,
         ],
-        how_to_fix: isIndex ? [`REINDEX INDEX CONCURRENTLY ${relation};`] : [`VACUUM (FULL, ANALYZE) ${table};`],
-        metrics: { size_bytes: b.size_bytes, expected_bytes: b.expected_bytes, bloat_bytes: b.bloat_bytes, bloat_ratio: Number(ratio.toFixed(3)), kind: b.kind, estimate: 'statistics' },
+        how_to_fix: [...(holder ? holder.fix : []), isIndex ? `REINDEX INDEX CONCURRENTLY ${relation};` : `VACUUM (FULL, ANALYZE) ${table};`],
+        metrics: {
+          size_bytes: b.size_bytes,
+          expected_bytes: b.expected_bytes,
+          bloat_bytes: b.bloat_bytes,
+          bloat_ratio: Number(ratio.toFixed(3)),
+          kind: b.kind,
+          estimate: 'statistics',
+          ...(holder ? holder.metrics : {}),
+        },
       }
     })
     const rest = flagged.slice(t.max_findings)
