@@ -348,7 +348,7 @@ describe('dashboard (dist/dbm in Chromium)', () => {
     expect(box?.height).toBeGreaterThan(50)
     // The chart is an image with a text alternative; its legend's series are buttons the keyboard toggles.
     const calls = page.locator('[data-chart="statement-calls"]')
-    expect(await calls.locator('[role="img"]').getAttribute('aria-label')).toMatch(/^Calls per minute, .+\. calls: latest \S+, max \S+\.$/)
+    expect(await calls.locator('[role="img"]').getAttribute('aria-label')).toMatch(/^Calls per minute, .+\. calls: latest \S+, max \S+\.( Marked: .+\.)?$/)
     const callsSeries = calls.getByRole('button', { name: 'calls' })
     expect(await callsSeries.getAttribute('aria-pressed')).toBe('true')
     await callsSeries.focus()
