@@ -32,22 +32,25 @@ export const OBJECT_HOURS = [TABLE_HOURS, INDEX_HOURS] as const
 /**
  * The hourly rows of the minute rows in [$2, $3) of database $1 (whole hours), one per object and
  * hour, as (database_id, schema_name, <name>, resolution, bucket, sampled_at, counters..., gauges...);
- * `object` (with $4 and $5) narrows it to one object. Each gauge's value is the first of its hour's
- * minute rows ordered measured first, latest first (a window function: SQLite 3.25+, any PostgreSQL).
+ * `object` (with $4 and $5) narrows it to one object. The objects and hours present come from the
+ * (database_id, resolution, bucket) index alone; each one's minute rows are then one range of the
+ * primary key, summed, and each gauge is its latest non-null value in that range (a descending key
+ * search that stops at the first). On SQLite this is about 5 times faster than window functions over
+ * the hour's rows (their sorts), which matters: SQLite runs it on the event loop.
  */
 export function hourlyRowsSql(dialect: SqlDialect, spec: ObjectHours, object = false): string {
-  const hour = `(bucket / ${HOUR_MS}) * ${HOUR_MS}`
-  const partition = `PARTITION BY schema_name, ${spec.name}, ${hour}`
-  const lastOf = spec.gauges.map((g) => `FIRST_VALUE(${g}) OVER (${partition} ORDER BY ${g} IS NULL, bucket DESC) AS ${g}`)
-  const sums = spec.counters.map((c) => `${spec.doubles.has(c) ? `SUM(${c})` : dialect.saturatingSum(c)} AS ${c}`)
-  return `SELECT CAST($1 AS TEXT) AS database_id, schema_name, ${spec.name}, 3600 AS resolution, hour AS bucket, MAX(sampled_at) AS sampled_at,
-       ${[...sums, ...spec.gauges.map((g) => `MAX(${g}) AS ${g}`)].join(', ')}
+  const inHour = (t: string) =>
+    `${t}.database_id = $1 AND ${t}.schema_name = o.schema_name AND ${t}.${spec.name} = o.${spec.name} AND ${t}.resolution = 60 AND ${t}.bucket >= o.hour AND ${t}.bucket < o.hour + ${HOUR_MS}`
+  const sums = spec.counters.map((c) => `${spec.doubles.has(c) ? `SUM(t.${c})` : dialect.saturatingSum(`t.${c}`)} AS ${c}`)
+  const gauges = spec.gauges.map((g) => `(SELECT x.${g} FROM ${spec.table} x WHERE ${inHour('x')} AND x.${g} IS NOT NULL ORDER BY x.bucket DESC LIMIT 1) AS ${g}`)
+  return `SELECT CAST($1 AS TEXT) AS database_id, o.schema_name, o.${spec.name}, 3600 AS resolution, o.hour AS bucket, MAX(t.sampled_at) AS sampled_at,
+       ${[...sums, ...gauges].join(', ')}
      FROM (
-       SELECT schema_name, ${spec.name}, ${hour} AS hour, sampled_at, ${[...spec.counters, ...lastOf].join(', ')}
-       FROM ${spec.table}
-       WHERE database_id = $1 AND resolution = 60 AND bucket >= $2 AND bucket < $3${object ? ` AND schema_name = $4 AND ${spec.name} = $5` : ''}
-     ) m
-     GROUP BY schema_name, ${spec.name}, hour`
+       SELECT DISTINCT schema_name, ${spec.name}, (bucket / ${HOUR_MS}) * ${HOUR_MS} AS hour FROM ${spec.table}
+       WHERE database_id = $1${object ? ` AND schema_name = $4 AND ${spec.name} = $5` : ''} AND resolution = 60 AND bucket >= $2 AND bucket < $3
+     ) o
+     JOIN ${spec.table} t ON ${inHour('t')}
+     GROUP BY o.schema_name, o.${spec.name}, o.hour`
 }
 
 /**
