@@ -176,9 +176,10 @@ for (const kind of storeKinds) {
       expect(positive(before.pg)).toEqual([])
       expect(positive(before.ch)).toEqual([])
       // 30 hours old is past the unverified retention, not the verified one. Retention rolls the
-      // statement statistics up first: the minute row gains its 10-minute and hourly buckets.
+      // statement statistics, tables and indexes up first: a statement's minute row gains its 10-minute
+      // and hourly buckets, a table's and an index's their hourly one.
       await org.monitor.runRetention(now)
-      const rolled = { pg: { ...before.pg, query_stats: 3 }, ch: { ...before.ch, query_stats: 3 } }
+      const rolled = { pg: { ...before.pg, query_stats: 3, table_stats: 2, index_stats: 2 }, ch: { ...before.ch, query_stats: 3 } }
       expect({ pg: await counts(org.server, pg, PG_TABLES), ch: await counts(org.server, ch, CH_TABLES) }).toEqual(rolled)
 
       // 28 days later (29.25 days old): minute rows compacted, hourly rows and latest sections kept.

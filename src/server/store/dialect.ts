@@ -23,6 +23,13 @@ export interface SqlDialect {
   /** SUM(column) for a read, which JS takes as a number: never fails however large the counters. */
   readSum(column: Fragment): Fragment
   /**
+   * The aggregate of `column`'s value in the group's row with the largest `order` among those where it
+   * is not NULL (NULL when it is NULL in every row): a gauge as of its latest measurement, in one pass
+   * over the group's rows. Undefined where aggregates take no ORDER BY: SQLite before 3.44, which is
+   * what Bun uses on macOS (the system's SQLite, 3.43 on macOS 14 and 15).
+   */
+  readonly lastNonNull: ((column: string, order: string) => string) | undefined
+  /**
    * The statement deleting up to `limit` rows of `table` matching `where` (one statement, repeated until
    * fewer go). `primaryKey`: the table's key when it has no rowid (SQLite's WITHOUT ROWID tables).
    */
@@ -110,6 +117,7 @@ export const sqliteDialect: SqlDialect = {
   // sum is below 2^53, within a double's precision past it) and casts back to an integer.
   saturatingSum: (column) => `CAST(MIN(SUM(CAST(${column} AS REAL)), ${INT64_MAX_SQL}) AS INTEGER)`,
   readSum: (column) => sql`SUM(CAST(${column} AS REAL))`,
+  lastNonNull: undefined,
   // By rowid or, in a WITHOUT ROWID table, by primary key (both searches use the key).
   deleteSome(table, where, limit, primaryKey) {
     const key = primaryKey?.join(', ')
@@ -157,6 +165,7 @@ export const postgresDialect: SqlDialect = {
   saturatingSum: (column) => `CASE WHEN SUM(${column}) > ${INT64_MAX_SQL} THEN ${INT64_MAX_SQL} ELSE SUM(${column}) END`,
   // NUMERIC, read as a string and converted.
   readSum: (column) => sql`SUM(${column})`,
+  lastNonNull: (column, order) => `(array_agg(${column} ORDER BY ${order} DESC) FILTER (WHERE ${column} IS NOT NULL))[1]`,
   // By ctid; `primaryKey` is not needed.
   deleteSome: (table, where, limit) => `DELETE FROM ${table} WHERE ctid = ANY(ARRAY(SELECT ctid FROM ${table} WHERE ${where} LIMIT ${limit}))`,
   lockSql: 'SELECT pg_advisory_xact_lock(hashtextextended($1, 0))',

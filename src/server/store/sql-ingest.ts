@@ -1,10 +1,10 @@
 // Applying an ingest batch to the store (once per batch_id, in the caller's transaction): each section
 // goes to the module that keeps it. Counter deltas accumulate into buckets at ingest. Statement
-// statistics go to 60-second buckets, rolled up into 10-minute and hourly ones after their span
-// (sql-statement-ingest.ts, sql-rollups.ts); the other bucketed sections (sql-objects.ts,
-// sql-internals.ts, sql-clickhouse.ts) go to 60-second and 1-hour buckets at once; plans to
-// sql-plans.ts; the latest-only sections to sql-snapshots.ts, and activity and locks also to their
-// history (sql-session-history.ts); the events it makes to sql-events.ts.
+// statistics and tables and indexes go to 60-second buckets, rolled up into coarser ones after their
+// span (sql-statement-ingest.ts, sql-objects.ts, sql-rollups.ts: the rollup runs first among the
+// batch's writes); the other bucketed sections (sql-internals.ts, sql-clickhouse.ts) go to 60-second
+// and 1-hour buckets at once; plans to sql-plans.ts; the latest-only sections to sql-snapshots.ts, and
+// activity and locks also to their history (sql-session-history.ts); the events it makes to sql-events.ts.
 import type { IngestBatch } from '../../shared/wire.ts'
 import type { SqlDialect } from './dialect.ts'
 import type { SqlDriver, SqlStatement } from './driver.ts'
@@ -14,6 +14,7 @@ import { applyInternals } from './sql-internals.ts'
 import { applyObjects } from './sql-objects.ts'
 import { applyExplainPlans } from './sql-plans.ts'
 import { applySessionHistory } from './sql-session-history.ts'
+import { planRollup } from './sql-rollups.ts'
 import { applySnapshots } from './sql-snapshots.ts'
 import { type IngestEffects, type KnownTexts, applyQueryStats } from './sql-statement-ingest.ts'
 import { Reads, Writes } from './sql-writes.ts'
@@ -38,7 +39,10 @@ export interface PlannedBatch {
 export function planBatch(sqlDialect: SqlDialect, databaseId: string, batch: IngestBatch, known?: KnownTexts, now = Date.now()): PlannedBatch {
   const effects: IngestEffects = { closedHoursChanged: false, texts: [], textsAt: 0 }
   const reads = new Reads()
-  const writeQueryStats = batch.query_stats ? applyQueryStats(reads, sqlDialect, databaseId, batch.collected_at, batch.query_stats, known, effects, now) : undefined
+  const writeQueryStats = batch.query_stats ? applyQueryStats(sqlDialect, databaseId, batch.collected_at, batch.query_stats, known, effects) : undefined
+  // Rolled up by the batches that carry statements, tables or indexes (before the reads of the sections).
+  const rolls = writeQueryStats !== undefined || batch.tables !== undefined || batch.indexes !== undefined
+  const rollup = rolls ? planRollup(reads, sqlDialect, databaseId, batch.collected_at, now) : undefined
   const writeObjects = applyObjects(reads, databaseId, batch)
   const writeInternals = applyInternals(reads, databaseId, batch)
   const writeEvents = applyEvents(reads, databaseId, batch)
@@ -46,9 +50,12 @@ export function planBatch(sqlDialect: SqlDialect, databaseId: string, batch: Ing
     reads,
     async write(tx, database, also = [], last = false) {
       const writes = new Writes(tx.sqlDialect)
-      writeQueryStats?.(writes)
+      const rolled = rollup?.(writes)
+      // Hourly statement buckets were written: cached closed-hour sums are stale.
+      if (rolled && rolled.marks.hours !== rolled.before.hours) effects.closedHoursChanged = true
+      if (rolled) writeQueryStats?.(writes, rolled)
       applyExplainPlans(writes, databaseId, batch)
-      writeObjects(writes)
+      writeObjects(writes, rolled?.marks)
       writeInternals(writes)
       applyClickHouse(writes, databaseId, batch)
       applySnapshots(writes, databaseId, batch)

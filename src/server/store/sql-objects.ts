@@ -1,5 +1,5 @@
 // Telemetry about a database's objects and sessions: tables and indexes (the latest statistics, and
-// per-interval timeseries in 60-second and hourly buckets), active queries and locks (the latest
+// per-interval timeseries in 60-second buckets, rolled up into hourly ones), active queries and locks (the latest
 // snapshot, kept by sql-snapshots.ts in `snapshots`).
 // Buckets sum the counters' deltas (null while a bucket holds only first samples, which carry no delta)
 // and keep the gauges' last known value. The latest tables and indexes are rows of their own, brought up
@@ -8,7 +8,11 @@
 // the batch no longer names are deleted by key, and reads give every row the section's last sampled
 // time as its "as of" time (updateLatest and latestRowsSql say why that is right).
 //
-// Only objects that moved get bucket rows: a table or index whose deltas are all zero and whose gauges
+// Ingest writes minute rows only; the hourly rows are rolled up from them once their hour closed, by the
+// statements' rollup (sql-rollups.ts, sql-object-hours.ts), and reads compute the hours not rolled up
+// yet from the minute rows. So a batch where every one of 100 tables and 150 indexes moved writes 250
+// bucket rows, not 500 (the hourly row was upserted again by every batch).
+// Only objects that moved get minute rows: a table or index whose deltas are all zero and whose gauges
 // are those of its latest row (or unmeasured, null) adds nothing to its buckets, unless it is its first
 // report of the hour. So an idle database's batch writes no table or index bucket rows but once an hour
 // (it wrote two per object per batch: ~500 rows for 100 tables and 150 indexes, 360 times an hour).
@@ -23,15 +27,17 @@
 // database); metric_gauges is keyed (database_id, source, resolution, bucket, ...), so a window's
 // sampled minutes are one range of its key, its sampled_at tells a late batch whether a later sample of
 // its bucket exists, and no new table (no migration) is needed.
-// Each object's first report of an hour (its latest row is from an earlier hour) writes its minute and
-// hourly rows whether it moved or not: hourly series keep a row per object for every hour it was
-// reported, as before, and the gauges a minute reads are never carried across an hour, so an object no
+// Each object's first report of an hour (its latest row is from an earlier hour) writes its minute row
+// whether it moved or not: the hour's rollup gives every object reported in the hour its hourly row, as
+// before, and the gauges a minute reads are never carried across an hour, so an object no
 // longer reported (dropped) reads as zero deltas for the rest of that hour at most (and has no latest
 // row: its series is not served), and an object idle for longer than retention keeps rows still has
 // its gauges.
 // A late batch (collected before the stored latest rows) cannot be compared with them: it writes all its
 // rows, with its gauges only in buckets where no later batch was sampled (skipped samples left the
-// bucket's gauges as they are), and pins the gauges of the next sampled minute of its hour (pinLaterMinute).
+// bucket's gauges as they are), and pins the gauges of the next sampled minute of its hour (pinLaterMinute),
+// so the hour's rollup (its last minute row's gauges) reads what it read before the late batch. A late
+// batch into an hour rolled up already adds to its hourly row too (addToBuckets).
 import {
   INDEX_COUNTERS,
   INDEX_GAUGES,
@@ -47,6 +53,8 @@ import type { SqlDriver } from './driver.ts'
 import { unusedIndexMinBytes } from '../limits.ts'
 import { int64Counter, saturatingAdd } from './sql-sums.ts'
 import { latestSnapshot } from './sql-snapshots.ts'
+import { INDEX_HOURS, type ObjectHours, TABLE_HOURS, hourlyRowsSql } from './sql-object-hours.ts'
+import { type RollupMarks, readMarks } from './sql-rollups.ts'
 import { ident, sql } from './sql.ts'
 import { HOUR_MS, MINUTE_MS, type Window, floorTo, seriesResolution } from './window.ts'
 import type { MetricSource } from './sql-internals.ts'
@@ -105,6 +113,8 @@ const KEY_COLUMNS = ['schema_name', 'table_name', 'index_name'] as const
 interface BucketTable {
   section: ObjectSection
   table: 'table_stats' | 'index_stats'
+  /** How its hourly rows are rolled up from its minute rows. */
+  hours: ObjectHours
   latest: (typeof LATEST_TABLES)[number]
   keyColumns: readonly [(typeof KEY_COLUMNS)[number], (typeof KEY_COLUMNS)[number]]
   counters: readonly string[]
@@ -124,6 +134,7 @@ const keepSize = (table: string, c: string) => ({ unknown: isNull, sql: `COALESC
 const TABLE_BUCKETS: BucketTable = {
   section: 'tables',
   table: 'table_stats',
+  hours: TABLE_HOURS,
   latest: 'latest_tables',
   keyColumns: ['schema_name', 'table_name'],
   counters: TABLE_COUNTERS,
@@ -134,6 +145,7 @@ const TABLE_BUCKETS: BucketTable = {
 const INDEX_BUCKETS: BucketTable = {
   section: 'indexes',
   table: 'index_stats',
+  hours: INDEX_HOURS,
   latest: 'latest_indexes',
   keyColumns: ['schema_name', 'index_name'],
   counters: INDEX_COUNTERS,
@@ -224,10 +236,21 @@ function isNews(row: { key: string[]; first: boolean; counters: (number | bigint
 }
 
 /**
- * Adds the rows to the minute and hour buckets of `collectedAt`: only the objects that are news
- * (isNews), or every object of a late batch (it cannot be compared).
+ * Adds the rows to the minute bucket of `collectedAt`: only the objects that are news (isNews), or
+ * every object of a late batch (it cannot be compared). The hourly bucket is rolled up from the minute
+ * rows once the hour closed (sql-rollups.ts); a batch into an hour rolled up already (`hoursUntil` past
+ * it: delivered late from an agent's buffer, or after retention rolled a quiet database up) adds to the
+ * hourly row as well, as it always did, so the hour's sums stay exact.
  */
-function addToBuckets(writes: Writes, databaseId: string, collectedAt: number, spec: BucketTable, stored: StoredState, rows: BucketRow[]): Set<string> {
+function addToBuckets(
+  writes: Writes,
+  databaseId: string,
+  collectedAt: number,
+  spec: BucketTable,
+  stored: StoredState,
+  rows: BucketRow[],
+  hoursUntil: number,
+): Set<string> {
   const merged = mergeBucketRows(rows)
   if (!stored.newest) pinLaterMinute(writes, databaseId, collectedAt, spec)
   const written = stored.newest ? merged.filter((r) => isNews(r, stored, collectedAt)) : merged
@@ -250,7 +273,7 @@ function addToBuckets(writes: Writes, databaseId: string, collectedAt: number, s
   writes.upsert(
     spec.table,
     ['database_id', ...spec.keyColumns, 'resolution', 'bucket', 'sampled_at', ...spec.counters, ...spec.gauges],
-    [...rowsFor(MINUTE_MS), ...rowsFor(HOUR_MS)],
+    floorTo(collectedAt, HOUR_MS) < hoursUntil ? [...rowsFor(MINUTE_MS), ...rowsFor(HOUR_MS)] : rowsFor(MINUTE_MS),
     { key: ['database_id', ...spec.keyColumns, 'resolution', 'bucket'], update },
   )
   return new Set(written.map((r) => JSON.stringify(r.key)))
@@ -361,10 +384,16 @@ type ObjectSample = (TableStat | IndexStat) & Record<string, unknown>
 const INTEGER_COLUMNS: ReadonlySet<string> = new Set([...TABLE_COUNTERS, ...TABLE_GAUGES, ...TABLE_TIMES, ...INDEX_COUNTERS, ...INDEX_GAUGES])
 
 /** One section (tables or indexes): its bucket rows for the objects that moved, then its latest rows. */
-function applySection(reads: Reads, spec: BucketTable, databaseId: string, collectedAt: number, objects: readonly ObjectSample[]): (writes: Writes) => void {
+function applySection(
+  reads: Reads,
+  spec: BucketTable,
+  databaseId: string,
+  collectedAt: number,
+  objects: readonly ObjectSample[],
+): (writes: Writes, hoursUntil: number) => void {
   const state = storedState(reads, spec, databaseId, collectedAt)
   const keyOf = (o: ObjectSample) => spec.keyColumns.map((c) => String(o[c]))
-  return (writes) => {
+  return (writes, hoursUntil) => {
     const stored = state()
     const bucketed = addToBuckets(
       writes,
@@ -376,6 +405,7 @@ function applySection(reads: Reads, spec: BucketTable, databaseId: string, colle
         const delta = o.delta as Record<string, number | null | undefined> | null
         return { key: keyOf(o), first: !delta, counters: spec.counters.map((c) => (delta ? int(delta[c]) : null)), gauges: spec.gauges.map((g) => int(o[g] as number | null)) }
       }),
+      hoursUntil,
     )
     if (!stored.newest) return
     updateLatest(
@@ -392,14 +422,18 @@ function applySection(reads: Reads, spec: BucketTable, databaseId: string, colle
 
 /**
  * The batch's tables and indexes sections (activity and locks are kept as snapshots by sql-snapshots.ts):
- * registers the reads they depend on and returns the function that adds their writes once those are sent.
+ * registers the reads they depend on and returns the function that adds their writes once those are
+ * sent, after the batch's rollup (planRollup, which runs for every batch carrying either section) with
+ * the marks it left.
  */
-export function applyObjects(reads: Reads, databaseId: string, batch: IngestBatch): (writes: Writes) => void {
+export function applyObjects(reads: Reads, databaseId: string, batch: IngestBatch): (writes: Writes, marks: RollupMarks | undefined) => void {
   const writeTables = batch.tables ? applySection(reads, TABLE_BUCKETS, databaseId, batch.collected_at, batch.tables as ObjectSample[]) : undefined
   const writeIndexes = batch.indexes ? applySection(reads, INDEX_BUCKETS, databaseId, batch.collected_at, batch.indexes as ObjectSample[]) : undefined
-  return (writes) => {
-    writeTables?.(writes)
-    writeIndexes?.(writes)
+  return (writes, marks) => {
+    // Without marks (no section to write) no hour is rolled up.
+    const hoursUntil = marks?.hours ?? Number.NEGATIVE_INFINITY
+    writeTables?.(writes, hoursUntil)
+    writeIndexes?.(writes, hoursUntil)
     markSampled(writes, databaseId, batch)
   }
 }
@@ -504,10 +538,12 @@ export interface Series<C extends string> {
 }
 
 /**
- * The buckets of one object in the window: minute buckets up to 24 hours, hourly beyond. Hourly rows
- * exist for every hour the object was reported; a sampled minute without the object's row (it did not
- * move) reads as zero deltas with the gauges carried forward from its latest earlier row of that hour
- * (see the header).
+ * The buckets of one object in the window: minute buckets up to 24 hours, hourly beyond. Hourly points
+ * exist for every hour the object was reported: the rolled-up rows of the hours before the database's
+ * hourly mark, and the hours from it on (the current one, or closed ones not rolled up yet) computed
+ * from the minute rows the same way (sql-object-hours.ts), so an hour reads the same before and after
+ * its rollup. A sampled minute without the object's row (it did not move) reads as zero deltas with the
+ * gauges carried forward from its latest earlier row of that hour (see the header).
  */
 async function series<C extends string>(
   driver: SqlDriver,
@@ -519,14 +555,32 @@ async function series<C extends string>(
   const resolution = seriesResolution(window)
   const from = floorTo(window.since, resolution * 1000)
   const object = `database_id = $1 AND schema_name = $2 AND ${spec.keyColumns[1]} = $3`
-  const rows = await driver.all(
-    `SELECT bucket, ${values.join(', ')} FROM ${spec.table}
-     WHERE ${object} AND resolution = $4 AND bucket >= $5 AND bucket < $6
-     ORDER BY bucket`,
-    [key.databaseId, key.schema, key.name, resolution, from, window.until],
-  )
   const pointOf = (r: Record<string, unknown>) => ({ ts: Number(r.bucket), ...Object.fromEntries(values.map((v) => [v, numOrNull(r[v])])) }) as Point<C>
-  if (resolution === 3600) return { resolution, points: rows.map(pointOf) }
+  const bucketRows = (until: number) =>
+    driver.all(
+      `SELECT bucket, ${values.join(', ')} FROM ${spec.table}
+       WHERE ${object} AND resolution = $4 AND bucket >= $5 AND bucket < $6
+       ORDER BY bucket`,
+      [key.databaseId, key.schema, key.name, resolution, from, until],
+    )
+  if (resolution === 3600) {
+    // A database without marks wrote no table or index rows since hourly rows are rolled up: its
+    // hourly rows are all complete (sql-rollups.ts).
+    const marks = await readMarks(driver, key.databaseId)
+    const rolledUntil = marks ? Math.min(Math.max(marks.hours, from), window.until) : window.until
+    const rolled = rolledUntil > from ? await bucketRows(rolledUntil) : []
+    if (rolledUntil >= window.until) return { resolution, points: rolled.map(pointOf) }
+    // The window's last hour whole, as its hourly row would hold it.
+    const computed = await driver.all(`SELECT bucket, ${values.join(', ')} FROM (${hourlyRowsSql(driver.sqlDialect, spec.hours, true)}) h ORDER BY bucket`, [
+      key.databaseId,
+      rolledUntil,
+      Math.ceil(window.until / HOUR_MS) * HOUR_MS,
+      key.schema,
+      key.name,
+    ])
+    return { resolution, points: [...rolled, ...computed].map(pointOf) }
+  }
+  const rows = await bucketRows(window.until)
 
   const sampled = await driver.all<{ bucket: unknown }>(
     `SELECT bucket FROM metric_gauges

@@ -1,7 +1,7 @@
 // Retention: deletes each database's telemetry once it is older than its organization's retention, and
 // compacts the minute buckets (the hourly buckets hold the same sums; reads take the hours instead, see
-// windowRanges in window.ts and statRanges in sql-rollups.ts). Statement statistics are rolled
-// up first, so no minute row goes before its hour holds it. Every delete goes in batches of a bounded number of rows, each its
+// windowRanges in window.ts and statRanges in sql-rollups.ts). Statement statistics, tables and
+// indexes are rolled up first (sql-rollups.ts), so no minute row goes before its hour holds it. Every delete goes in batches of a bounded number of rows, each its
 // own statement, so a large store is never held for long and requests run in between. A batch is picked
 // by row identity: the ctid on PostgreSQL, the rowid on SQLite, or on SQLite's WITHOUT ROWID tables
 // (migration 10) the primary key.
@@ -91,13 +91,13 @@ export interface SweepCutoffs {
   before: number
   /** Minute buckets older than this go too (the compaction horizon; a whole hour). */
   minutesBefore: number
-  /** Statement statistics are rolled up to this time first (and at least to minutesBefore: minute rows never go unrolled). */
+  /** Statements, tables and indexes are rolled up to this time first (and at least to minutesBefore: minute rows never go unrolled). */
   rollUpTo: number
   /** Session snapshots older than this are compacted (sql-session-history.ts); absent: only the retention applies. */
   everyPollBefore?: number
 }
 
-/** Rolls the database's statement statistics up to `until` under its rollup lock. */
+/** Rolls the database's statement statistics, tables and indexes up to `until` under its rollup lock. */
 async function rollUpDatabase(driver: SqlDriver, databaseId: string, until: number): Promise<void> {
   await driver.transaction(async (tx) => {
     await lockRollups(tx, databaseId)
@@ -153,7 +153,7 @@ export function retentionStore(driver: SqlDriver, swept: (databaseId: string) =>
       return rows.map((r) => ({ id: r.id, org_verified: Boolean(r.verified) }))
     },
     /**
-     * Rolls up the database's statement statistics, then deletes its telemetry past the cutoffs;
+     * Rolls up the database's statement statistics, tables and indexes, then deletes its telemetry past the cutoffs;
      * returns the number of rows deleted.
      */
     async sweepDatabase(databaseId: string, cutoffs: SweepCutoffs, batch: number): Promise<number> {

@@ -1,21 +1,34 @@
-// Statement statistics at three resolutions. Ingest writes each statement's deltas to its 60-second
-// bucket only; 10-minute and hourly buckets are rolled up from them once their span has closed, so a
-// batch costs one row per statement instead of three (the ingest hot path), while a 24-hour list still
-// reads ~23 hourly rows, a few 10-minute rows and at most 18 minute rows per statement.
+// Statement statistics at three resolutions, and the hourly buckets of tables and indexes. Ingest writes
+// each statement's deltas to its 60-second bucket only; 10-minute and hourly buckets are rolled up from
+// them once their span has closed, so a batch costs one row per statement instead of three (the ingest
+// hot path), while a 24-hour list still reads ~23 hourly rows, a few 10-minute rows and at most 18
+// minute rows per statement. Tables and indexes likewise: ingest writes their minute rows only (those
+// of the objects that moved, sql-objects.ts), and the hourly rows are rolled up from those minute rows
+// by the same rollup, against the same hourly mark (sql-object-hours.ts), one row per object instead
+// of two per batch.
 //
 // Each database has two marks in query_rollups: `spans_until` (10-minute buckets) and `hours_until`
-// (hourly buckets). The invariant, per level: every bucket that starts before the mark holds exactly
-// the sum of the minute rows it covers, and no bucket at or after the mark exists. So:
-// - reads take a level's buckets before its mark, and finer ones after it (statRanges);
+// (hourly buckets, of statements, tables and indexes alike). The invariant, per level: every bucket that
+// starts before the mark holds exactly the sum of the minute rows it covers, and no bucket at or after
+// the mark is read (none is written; a store written before table and index rollups existed still has
+// their hourly rows there, which reads ignore and the rollup replaces). So:
+// - reads take a level's buckets before its mark, and finer ones after it (statRanges; sql-objects.ts
+//   computes a table's or index's hours after the mark from its minute rows);
 // - a batch for a bucket before a mark (delivered late from an agent's buffer) adds to that level's
 //   bucket as well as to its minute bucket, which keeps the sums exact;
 // - a rollup computes the buckets from the mark up to a later closed boundary and moves the mark. It
-//   runs in the ingest transaction when a batch opens a new span (never past the server's clock), and
-//   from retention for a database gone quiet (everything closed over an hour ago, and always before
-//   minute rows are compacted), both under the database's rollup lock (lockRollups).
+//   runs in the ingest transaction when a batch (carrying statements, tables or indexes) opens a new
+//   span (never past the server's clock), and from retention for a database gone quiet (everything
+//   closed over an hour ago, and always before minute rows are compacted), both under the database's
+//   rollup lock (lockRollups).
+// A database gets its marks with the first batch that carries any of those sections; a database without
+// marks has written no table or index rows since rollups of them exist (every hourly row it has is
+// complete).
 import { STATEMENT_COUNTERS as QUERY_COUNTER_KEYS, STATEMENT_DURATIONS } from '../../shared/families.ts'
 import { type SqlDialect, lockStatement, perDialect } from './dialect.ts'
 import type { SqlDriver, SqlStatement } from './driver.ts'
+import { OBJECT_HOURS, rollUpObjectHours } from './sql-object-hours.ts'
+import type { Reads, Writes } from './sql-writes.ts'
 import { HOUR_MS, MINUTE_MS, type Window, floorTo } from './window.ts'
 
 export const SPAN_MS = 10 * MINUTE_MS
@@ -84,7 +97,7 @@ function rollUpLevel(dialect: SqlDialect, databaseId: string, of: 60 | 600, to: 
 
 /**
  * The statements that roll the database's statistics up to `until` (10-minute buckets up to its span,
- * hourly ones up to its hour), and the marks after them (the same ones, and no statements, when nothing
+ * hourly ones, of statements, tables and indexes, up to its hour), and the marks after them (the same ones, and no statements, when nothing
  * closed); they run under the database's rollup lock (lockRollups).
  */
 export function rollUpStatements(dialect: SqlDialect, databaseId: string, marks: RollupMarks, until: number): { marks: RollupMarks; statements: SqlStatement[] } {
@@ -95,7 +108,10 @@ export function rollUpStatements(dialect: SqlDialect, databaseId: string, marks:
   const statements: SqlStatement[] = []
   if (next.spans > marks.spans) statements.push(rollUpLevel(dialect, databaseId, 60, 600, marks.spans, next.spans))
   // Every span of these hours is before the 10-minute mark now, so the 10-minute rows are complete.
-  if (next.hours > marks.hours) statements.push(rollUpLevel(dialect, databaseId, 600, 3600, marks.hours, next.hours))
+  if (next.hours > marks.hours) {
+    statements.push(rollUpLevel(dialect, databaseId, 600, 3600, marks.hours, next.hours))
+    for (const spec of OBJECT_HOURS) statements.push(rollUpObjectHours(dialect, spec, databaseId, marks.hours, next.hours))
+  }
   statements.push(writeMarks(databaseId, next))
   return { marks: next, statements }
 }
@@ -118,6 +134,37 @@ export async function initialMarks(tx: SqlDriver, databaseId: string, at: number
   const initial = initialMarksStatement(databaseId, at)
   await tx.runAll([initial.statement])
   return initial.marks
+}
+
+/** The marks a batch's writes go by: those it found, and those after the rollup it ran. */
+export interface BatchRollup {
+  before: RollupMarks
+  marks: RollupMarks
+}
+
+/**
+ * A batch's rollup, in its ingest transaction: registers the rollup lock and the marks' read on
+ * `reads`; the returned function adds the statements that store a new database's marks and roll up
+ * what closed before the batch (never past `now`, the server's clock: a batch from the future, agent
+ * clock skew, must not close spans that batches of the present would then land in as late ones),
+ * first among the batch's writes, and answers the marks.
+ */
+export function planRollup(reads: Reads, dialect: SqlDialect, databaseId: string, collectedAt: number, now: number): (writes: Writes) => BatchRollup {
+  const lock = lockRollupsStatement(dialect, databaseId)
+  if (lock) reads.add(lock)
+  const stored = reads.add(readMarksStatement(databaseId))
+  return (writes) => {
+    const rollTo = Math.min(collectedAt, now)
+    let before = marksOf(stored())
+    if (!before) {
+      const initial = initialMarksStatement(databaseId, rollTo)
+      writes.statements.push(initial.statement)
+      before = initial.marks
+    }
+    const rollup = rollUpStatements(dialect, databaseId, before, rollTo)
+    writes.statements.push(...rollup.statements)
+    return { before, marks: rollup.marks }
+  }
 }
 
 export interface StatRange {

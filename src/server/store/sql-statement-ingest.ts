@@ -1,13 +1,13 @@
 // Statement statistics at ingest: a batch's query_stats deltas summed per statement into its minute
 // bucket of query_stats (and the coarser buckets already rolled up past it, for a late batch), the
-// statements' texts in query_texts (rewritten once per TEXT_REFRESH_MS, KnownTexts), and the rollups
-// that the batch's time closes (sql-rollups.ts), all in the ingest's transaction.
+// statements' texts in query_texts (rewritten once per TEXT_REFRESH_MS, KnownTexts), all in the
+// ingest's transaction, after the rollups that the batch's time closes (planRollup, sql-rollups.ts).
 import { STATEMENT_COUNTERS as QUERY_COUNTER_KEYS, STATEMENT_DURATIONS } from '../../shared/families.ts'
 import type { QueryStatDelta } from '../../shared/wire.ts'
 import { type SqlDialect, perDialect } from './dialect.ts'
-import { SPAN_MS, initialMarksStatement, lockRollupsStatement, marksOf, readMarksStatement, rollUpStatements } from './sql-rollups.ts'
+import { type BatchRollup, SPAN_MS } from './sql-rollups.ts'
 import { int64Counter, saturatingAdd } from './sql-sums.ts'
-import type { Reads, Writes } from './sql-writes.ts'
+import type { Writes } from './sql-writes.ts'
 import { HOUR_MS, MINUTE_MS, floorTo } from './window.ts'
 
 const QUERY_COUNTERS = QUERY_COUNTER_KEYS
@@ -106,26 +106,20 @@ export interface IngestEffects {
 }
 
 /**
- * Adds the batch's statements to `writes` once the reads it registers on `reads` (the rollup lock and
- * marks) are sent: texts, the spans and hours that closed before this batch rolled up, then the batch's
+ * Adds the batch's statements to `writes`, after its rollup (planRollup): texts, then the batch's
  * minute rows (and those of the coarser buckets already rolled up past it, for a late batch).
  */
 export function applyQueryStats(
-  reads: Reads,
   dialect: SqlDialect,
   databaseId: string,
   collectedAt: number,
   rows: QueryStatDelta[],
   known: KnownTexts | undefined,
   effects: IngestEffects,
-  now: number,
-): ((writes: Writes) => void) | undefined {
+): ((writes: Writes, rollup: BatchRollup) => void) | undefined {
   const merged = queryStatRows(databaseId, floorTo(collectedAt, MINUTE_MS), rows)
   if (merged.size === 0) return undefined
-  const lock = lockRollupsStatement(dialect, databaseId)
-  if (lock) reads.add(lock)
-  const storedMarks = reads.add(readMarksStatement(databaseId))
-  return (writes) => {
+  return (writes, { marks }) => {
     const textRows: unknown[][] = []
     const needsWrite = known?.writerFor(databaseId, collectedAt)
     for (const [hash, e] of merged) {
@@ -140,20 +134,8 @@ export function applyQueryStats(
       effects.textsAt = collectedAt
     }
 
-    // Spans and hours that closed before this batch are rolled up first; the batch then lands in its
-    // minute bucket, and also in the coarser buckets whose level was rolled up past it (a late batch).
-    // Never past the server's clock: a batch from the future (agent clock skew) must not close spans
-    // that batches of the present then land in as "late" ones.
-    const rollTo = Math.min(collectedAt, now)
-    let before = marksOf(storedMarks())
-    if (!before) {
-      const initial = initialMarksStatement(databaseId, rollTo)
-      writes.statements.push(initial.statement)
-      before = initial.marks
-    }
-    const rollup = rollUpStatements(dialect, databaseId, before, rollTo)
-    writes.statements.push(...rollup.statements)
-    const marks = rollup.marks
+    // The spans and hours that closed before this batch are rolled up already (planRollup): the batch
+    // lands in its minute bucket, and also in the coarser buckets whose level was rolled up past it (a late batch).
     const statRows: unknown[][] = []
     for (const e of merged.values()) statRows.push(e.row)
     for (const [resolution, mark] of [[SPAN_MS, marks.spans], [HOUR_MS, marks.hours]] as const) {
@@ -161,7 +143,6 @@ export function applyQueryStats(
       for (const e of merged.values()) statRows.push([databaseId, resolution / 1000, floorTo(collectedAt, resolution), ...e.row.slice(3)])
       if (resolution === HOUR_MS) effects.closedHoursChanged = true
     }
-    if (marks.hours !== before.hours) effects.closedHoursChanged = true
     writes.upsert('query_stats', QUERY_STAT_COLUMNS, statRows, { key: QUERY_STAT_KEY, update: queryStatUpdate(dialect) })
   }
 }
