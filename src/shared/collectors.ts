@@ -27,6 +27,7 @@ export const collectorNames: readonly CollectorName[] = [
   { engine: 'postgres', name: 'bloat' },
   { engine: 'postgres', name: 'connections' },
   { engine: 'postgres', name: 'progress' },
+  { engine: 'postgres', name: 'column_stats' },
   { engine: 'clickhouse', name: 'query_stats' },
   { engine: 'clickhouse', name: 'activity' },
   { engine: 'clickhouse', name: 'parts' },

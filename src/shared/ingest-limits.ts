@@ -18,6 +18,7 @@ export const ingestMaxItems = {
   unindexed_foreign_keys: 10_000,
   invalid_constraints: 10_000,
   bloat: 20_000,
+  column_stats: 5_000,
   connections: 10_000,
   progress: 1_000,
   io_stats: 1_000,

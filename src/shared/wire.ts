@@ -222,6 +222,25 @@ export const BloatEstimate = T.Object({
 })
 export type BloatEstimate = Static<typeof BloatEstimate>
 
+/**
+ * Planner statistics of one column (pg_stats, collected by `column_stats`) of a table the sequential-scan
+ * advice may concern, with its table's row count: what orders an index's equality columns.
+ */
+export const ColumnStat = T.Object({
+  schema_name: T.String(),
+  table_name: T.String(),
+  column_name: T.String(),
+  /** pg_stats.n_distinct: distinct values, or when negative minus their share of the rows (-1: all distinct). */
+  n_distinct: T.Number({ minimum: -1 }),
+  /** pg_stats.null_frac: the share of the rows that are null. */
+  null_frac: T.Number({ minimum: 0, maximum: 1 }),
+  /** pg_stats.correlation: physical against logical order, -1..1; null when not computed. */
+  correlation: T.Union([T.Number({ minimum: -1, maximum: 1 }), T.Null()]),
+  /** pg_class.reltuples of the table when the statistics were read (-1: never vacuumed nor analyzed). */
+  reltuples: T.Number({ minimum: -1 }),
+})
+export type ColumnStat = Static<typeof ColumnStat>
+
 /** Client connections with the same user, application, client address and state (collected by `connections`). */
 export const ConnectionGroup = T.Object({
   /** The database connected to (pg_stat_activity.datname). */
@@ -463,6 +482,11 @@ export const IngestBatch = T.Object({
   invalid_constraints: T.Optional(T.Array(InvalidConstraint, { maxItems: max.invalid_constraints })),
   /** Estimated bloat of tables and btree indexes, the most bloated first. */
   bloat: T.Optional(T.Array(BloatEstimate, { maxItems: max.bloat })),
+  /**
+   * Column statistics of the tables most read by sequential scans: sent when their statistics changed (or
+   * hourly), absent in between; absent from agents before it, dropped by servers before it.
+   */
+  column_stats: T.Optional(T.Array(ColumnStat, { maxItems: max.column_stats })),
   /** Client connections counted by user, application, client address and state. */
   connections: T.Optional(T.Array(ConnectionGroup, { maxItems: max.connections })),
   /** VACUUM, ANALYZE, CREATE INDEX and CLUSTER commands running at collection time, with their progress. */

@@ -1,7 +1,7 @@
 // The stored telemetry of one database as the doctor's rules read it: each part is loaded at most once
 // per diagnosis, and only when a rule asks for it, so a ClickHouse diagnosis never reads PostgreSQL
 // tables and the other way round.
-import type { ActiveQuery, LockEntry, MergeEntry, MutationEntry, PartStat, ReplicationStatus, SequenceStat, UnindexedForeignKey, XminHolder } from '../../shared/wire.ts'
+import type { ActiveQuery, ColumnStat, LockEntry, MergeEntry, MutationEntry, PartStat, ReplicationStatus, SequenceStat, UnindexedForeignKey, XminHolder } from '../../shared/wire.ts'
 import type { Latest, MetricSource } from '../store/sql-internals.ts'
 import type { ClickHouseSource } from '../store/sql-clickhouse.ts'
 import type { IndexRow, TableRow } from '../store/sql-objects.ts'
@@ -122,6 +122,14 @@ export class DoctorContext {
     return this.once('unindexed_foreign_keys', async () => {
       const found = await this.store.latestSnapshot(this.db.id, 'unindexed_foreign_keys')
       return { ts: found?.ts ?? null, entries: Array.isArray(found?.payload) ? (found.payload as UnindexedForeignKey[]) : [] }
+    })
+  }
+
+  /** The latest column statistics (collected by `column_stats`: the tables most read by sequential scans); none from agents that do not send them. */
+  columnStats(): Promise<Snapshot<ColumnStat>> {
+    return this.once('column_stats', async () => {
+      const found = await this.store.latestSnapshot(this.db.id, 'column_stats')
+      return { ts: found?.ts ?? null, entries: Array.isArray(found?.payload) ? (found.payload as ColumnStat[]) : [] }
     })
   }
 

@@ -15,6 +15,7 @@ const SNAPSHOT_KINDS = [
   'xmin_holders',
   'invalid_constraints',
   'bloat',
+  'column_stats',
   'connections',
   'progress',
 ] as const

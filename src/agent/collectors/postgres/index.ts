@@ -3,6 +3,7 @@ import type { PostgresCollector } from '../types.ts'
 import { activity } from './activity.ts'
 import { bgwriter } from './bgwriter.ts'
 import { bloat } from './bloat.ts'
+import { columnStats } from './column-stats.ts'
 import { connections } from './connections.ts'
 import { constraints } from './constraints.ts'
 import { databaseStats } from './database-stats.ts'
@@ -34,4 +35,5 @@ export const postgresCollectors: PostgresCollector[] = [
   bloat,
   connections,
   progress,
+  columnStats,
 ]
