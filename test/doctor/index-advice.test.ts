@@ -57,7 +57,7 @@ for (const major of [13, 18]) {
       expect(await columnsOf('SELECT * FROM orders WHERE total >= 10 AND total < 20')).toEqual(['total'])
       const { plan, scan } = await scanOf('SELECT * FROM orders WHERE customer_id IN (1, 2, 3) AND deleted_at IS NULL')
       const shape = indexShape(scanConditions(plan, scan))
-      expect(shape).toEqual({ columns: ['customer_id'], whereNull: ['deleted_at'] })
+      expect(shape).toEqual({ columns: ['customer_id'], whereNull: ['deleted_at'], order: 'plan' })
       expect(adviseIndex('public', 'orders', shape.columns, [], shape.whereNull).create).toBe('CREATE INDEX CONCURRENTLY ON public.orders (customer_id) WHERE deleted_at IS NULL;')
       expect(await columnsOf('SELECT * FROM orders WHERE deleted_at IS NULL')).toEqual(['deleted_at'])
       expect(await columnsOf('SELECT * FROM orders WHERE 42 = customer_id')).toEqual(['customer_id'])
@@ -108,3 +108,50 @@ for (const major of [13, 18]) {
     })
   })
 }
+
+describe('equality columns ordered by column statistics', () => {
+  const cond = (column: string, kind: 'equality' | 'range' | 'null' = 'equality', join = false) => ({ column, kind, join })
+  const stat = (column_name: string, n_distinct: number, null_frac = 0, reltuples = 100_000) => ({ column_name, n_distinct, null_frac, reltuples })
+
+  test('the most distinct first, a negative n_distinct read as a share of reltuples; joins and the range stay after', () => {
+    const conditions = [cond('status'), cond('customer_id'), cond('created_at', 'range'), cond('account_id', 'equality', true), cond('deleted_at', 'null')]
+    expect(indexShape(conditions, [stat('status', 3), stat('customer_id', 5000)])).toEqual({
+      columns: ['customer_id', 'status', 'account_id', 'created_at'],
+      whereNull: ['deleted_at'],
+      order: 'n_distinct',
+      reason: 'customer_id first: about 5,000 distinct values against 3 for status',
+    })
+    // -0.2 of 100,000 rows is 20,000 values: more than 5,000.
+    expect(indexShape([cond('customer_id'), cond('email')], [stat('customer_id', 5000), stat('email', -0.2)])).toMatchObject({
+      columns: ['email', 'customer_id'],
+      reason: 'email first: about 20,000 distinct values against 5,000 for customer_id',
+    })
+  })
+
+  test('nulls: a value finds only the non-null rows, so a mostly null column of few values may come first', () => {
+    // 100 values over 5 % of the rows find 0.05 % each; 1,000 values over all rows find 0.1 % each.
+    expect(indexShape([cond('b'), cond('a')], [stat('a', 1000), stat('b', 100, 0.95)])).toMatchObject({
+      columns: ['b', 'a'],
+      reason: 'b first: about 100 (95.0 % null) distinct values against 1,000 for a',
+    })
+  })
+
+  test("ties, a column without statistics, an unknown n_distinct or a single column keep the plan's order", () => {
+    expect(indexShape([cond('x'), cond('y')], [stat('x', 50), stat('y', 50)])).toMatchObject({ columns: ['x', 'y'], order: 'n_distinct' })
+    expect(indexShape([cond('status'), cond('customer_id')], [stat('customer_id', 5000)])).toEqual({ columns: ['status', 'customer_id'], whereNull: [], order: 'plan' })
+    expect(indexShape([cond('status'), cond('customer_id')], [stat('status', 3), stat('customer_id', 0)])).toMatchObject({ columns: ['status', 'customer_id'], order: 'plan' })
+    expect(indexShape([cond('status'), cond('customer_id')], [stat('status', 3), stat('customer_id', -0.5, 0, -1)])).toMatchObject({ order: 'plan' })
+    expect(indexShape([cond('status'), cond('customer_id')])).toMatchObject({ columns: ['status', 'customer_id'], order: 'plan' })
+    expect(indexShape([cond('status')], [stat('status', 3)])).toEqual({ columns: ['status'], whereNull: [], order: 'plan' })
+  })
+
+  test('hostile names are matched exactly and quoted in the reason', () => {
+    const a = 'cu"st\nomer ü'
+    const b = "sta'tus 🐘"
+    expect(indexShape([cond(b), cond(a)], [stat(b, 3), stat(a, 5000)])).toMatchObject({
+      columns: [a, b],
+      // A newline is written as a Unicode escape (U&"...\000A..."), so the name stays on one line.
+      reason: `U&"cu""st\\000Aomer ü" first: about 5,000 distinct values against 3 for "sta'tus 🐘"`,
+    })
+  })
+})

@@ -15,16 +15,19 @@
 //   scans from 5 % (PgHero flags index use under 95 %) is a warning. Plans that read it whole (no such
 //   filter) and account for its scans mean it is read whole on purpose: no finding.
 // - The index to create is read from the plans too (index-advice.ts): the columns the Seq Scan's Filter
-//   and the joins above it compare, equality first, then one range; with the statements whose plans an
-//   index leading with those columns would serve and their share of the statement time, and the
-//   existing index that already leads with them, if any (then the planner chose the Seq Scan anyway:
-//   stale statistics, a type mismatch or too little selectivity, and no new index is proposed).
+//   and the joins above it compare, equality first (the most selective first by the table's column
+//   statistics, from the column_stats collector; in the plan's order without them), then one range;
+//   with the statements whose plans an index leading with those columns would serve and their share of
+//   the statement time, and the existing index that already leads with them, if any (then the planner
+//   chose the Seq Scan anyway: stale statistics, a type mismatch or too little selectivity, and no new
+//   index is proposed).
 // - Without a plan that says either, the statistics alone decide: more than half of the scans
 //   sequential is a note, and a warning on tables of 100 MB or more, where each scan reads that much.
 import type { StoredPlan } from '../../../store/sql-plans.ts'
 import type { IndexRow, TableRow } from '../../../store/sql-objects.ts'
+import type { ColumnStat } from '../../../../shared/wire.ts'
 import type { DoctorContext } from '../../context.ts'
-import { type ColumnCondition, type IndexAdvice, type PlanNode, adviseIndex, indexShape, scanConditions } from '../../index-advice.ts'
+import { type ColumnCondition, type IndexAdvice, type IndexShapeAdvice, type PlanNode, adviseIndex, indexShape, scanConditions } from '../../index-advice.ts'
 import { type FindingDraft, type Rule, bytes, pct } from '../../types.ts'
 import { commentText, pgIdent, pgQualified, pgRegclass, pgString, urlSegment } from '../../sql-text.ts'
 
@@ -124,19 +127,26 @@ interface Scanned {
 }
 
 interface Advice extends IndexAdvice {
+  /** What ordered the equality columns, and why (indexShape's). */
+  order: IndexShapeAdvice['order']
+  reason?: string
+  /** The filter's distinct equality columns: two or more make their order a choice. */
+  equalityColumns: number
   /** The statements whose plans filter the table by a Seq Scan that an index leading with advice's first column serves, costliest first. */
   statements: SeqScanNode[]
 }
 
 /** The index for the table from the filtering scans' conditions: the costliest statement's, and every statement it serves. */
-function advise(table: TableRow, filtering: SeqScanNode[], indexes: IndexRow[]): Advice | undefined {
-  const shape = indexShape(filtering[0]!.conditions)
+function advise(table: TableRow, filtering: SeqScanNode[], indexes: IndexRow[], columnStats: ColumnStat[]): Advice | undefined {
+  const stats = columnStats.filter((c) => c.schema_name === table.schema_name && c.table_name === table.table_name)
+  const shape = indexShape(filtering[0]!.conditions, stats)
   if (shape.columns.length === 0) return undefined
   const own = indexes.filter((i) => i.schema_name === table.schema_name && i.table_name === table.table_name)
   const advice = adviseIndex(table.schema_name, table.table_name, shape.columns, own, shape.whereNull)
-  const served = filtering.filter((f) => indexShape(f.conditions).columns[0] === shape.columns[0])
+  const served = filtering.filter((f) => indexShape(f.conditions, stats).columns[0] === shape.columns[0])
   const statements = [...new Map(served.map((f) => [f.query_hash, f])).values()]
-  return { ...advice, statements }
+  const equalityColumns = new Set(filtering[0]!.conditions.filter((c) => c.kind === 'equality' && !c.join).map((c) => c.column)).size
+  return { ...advice, order: shape.order, ...(shape.reason ? { reason: shape.reason } : {}), equalityColumns, statements }
 }
 
 export const sequentialScans: Rule<typeof defaults> = {
@@ -177,7 +187,7 @@ export const sequentialScans: Rule<typeof defaults> = {
       const filtering = own.filter(selective)
       const filtered = filtering[0]
       if (filtered) {
-        if (share >= t.min_seq_share_with_plan) scanned.push({ table, seq, fullReads, idx, rows, share, filtered, advice: advise(table, filtering, await ctx.indexes()) })
+        if (share >= t.min_seq_share_with_plan) scanned.push({ table, seq, fullReads, idx, rows, share, filtered, advice: advise(table, filtering, await ctx.indexes(), (await ctx.columnStats()).entries) })
         continue
       }
       // One call of a statement reads the table once for each of its plan's scans of it (or more, inside a
@@ -207,8 +217,15 @@ export const sequentialScans: Rule<typeof defaults> = {
           : ''
       const a = s.advice
       const columns = a ? `(${a.columns.map((c) => pgIdent(c)).join(', ')})` : ''
+      // Why the equality columns come in this order, when there was a choice.
+      const order =
+        a && a.equalityColumns > 1
+          ? a.order === 'n_distinct'
+            ? ` Equality columns ordered by their statistics (pg_stats), the most selective first: ${a.reason}.`
+            : ` Equality columns in the plan's order: no column statistics of ${name} for each of them (the agent's column_stats collector reads them for the tables most read by sequential scans, where its role may: pg_read_all_data or SELECT on the table).`
+          : ''
       const evidence = f
-        ? ` Statement ${f.query_hash} (${n(f.calls)} calls in the last ${span}, ${f.mean_time_ms.toFixed(1)} ms mean), among the costliest, reads it by a Seq Scan with Filter: ${flat(f.filter!, 200)}, estimated to keep ${n(Math.round(f.plan_rows!))} of its ${n(s.table.n_live_tup ?? 0)} rows: ${a ? `an index on ${columns} would read those alone` : 'an index on the filtered columns would read those alone'}. Text: ${flat(f.query_text, 300)}`
+        ? ` Statement ${f.query_hash} (${n(f.calls)} calls in the last ${span}, ${f.mean_time_ms.toFixed(1)} ms mean), among the costliest, reads it by a Seq Scan with Filter: ${flat(f.filter!, 200)}, estimated to keep ${n(Math.round(f.plan_rows!))} of its ${n(s.table.n_live_tup ?? 0)} rows: ${a ? `an index on ${columns} would read those alone` : 'an index on the filtered columns would read those alone'}.${order} Text: ${flat(f.query_text, 300)}`
         : ''
       const timeMs = a ? a.statements.reduce((sum, q) => sum + q.total_time_ms, 0) : 0
       const benefit = a
@@ -262,6 +279,7 @@ export const sequentialScans: Rule<typeof defaults> = {
           ...(a
             ? {
                 index_columns: a.columns.map((c) => pgIdent(c)).join(', '),
+                column_order: a.order,
                 statements_served: a.statements.length,
                 statement_time_share: allMs > 0 ? Number((timeMs / allMs).toFixed(4)) : null,
                 existing_index: a.existing?.index_name ?? null,
