@@ -241,6 +241,29 @@ for (const kind of storeKinds) {
       await api.expectHiddenFromOtherOrganizations(id, [`/active?at=${t(2)}`, `/locks?at=${t(2)}`, '/active/history', '/locks/chains'])
     })
 
+    test('a hostile snapshot cannot make history grow with its square: 32 blockers per waiter, 100 chains, 100 members each', async () => {
+      // One waiter naming 20,000 blockers (none of them a session), and 300 waiters behind one root.
+      const many = Array.from({ length: 20_000 }, (_, i) => 100_000 + i)
+      const text = `SELECT '${'y'.repeat(9_000)}'`
+      const waiters = Array.from({ length: 300 }, (_, i) => session(1_000 + i, { query_text: text, blocking_pids: [999] }))
+      const started = Date.now()
+      const db = await api.ingest(pgBatch('hostile-chains', t(0), { activity: [session(10, { query_text: text, blocking_pids: many }), session(999, { blocking_pids: [] }), ...waiters] }))
+      expect(Date.now() - started).toBeLessThan(20_000) // it took 70 s and wrote 3 GB before the caps
+      const chains = await api.ok(db, `/locks/chains?since=${iso(t(0) - HOUR)}&limit=500`)
+      expect(chains.length).toBe(33)
+      // The largest chain first: the root 999 with its first 100 waiters by pid; then the 32 blockers of pid 10 counted.
+      expect([chains[0].root.pid, chains[0].members.length, chains[0].members[0].pid, chains[0].members.at(-1).pid]).toEqual([999, 100, 1_000, 1_099])
+      expect(chains[0].members[0].statement).toBe(text.slice(0, 2_000))
+      const fake = chains.filter((c: any) => c.root.pid >= 100_000)
+      expect(fake.length).toBe(32)
+      for (const c of fake) expect(c.members.map((m: any) => [m.pid, m.blocked_by.length])).toEqual([[10, 32]])
+      const direct = lockChains(t(0), [session(10, { blocking_pids: many })], [])
+      expect([direct.length, direct[0]!.members[0]!.blocked_by]).toEqual([32, many.slice(0, 32)])
+      // 150 separate chains: the 100 largest are kept (all of one member here: the smallest roots).
+      const pairs = lockChains(t(0), Array.from({ length: 150 }, (_, i) => session(6_000 + i, { blocking_pids: [5_000 + i] })), [])
+      expect([pairs.length, pairs[0]!.root_pid, pairs.at(-1)!.root_pid]).toEqual([100, 5_000, 5_099])
+    })
+
     test('statement texts are kept as the agent bounds them (10,000 characters); a ClickHouse database\'s sessions are kept too, with no chains', async () => {
       const long = `SELECT '${'x'.repeat(20_000)}'`
       const db = await api.ingest(pgBatch('texts', t(0), { activity: [session(500, { query_text: long, blocking_pids: [501] })], locks: [lock(500, { granted: false, blocked_by_pid: 501, query_text: long })] }))
@@ -248,7 +271,8 @@ for (const kind of storeKinds) {
       expect([stored.query_text.length, stored.query_text]).toEqual([10_000, long.slice(0, 10_000)])
       expect((await api.ok(db, `/locks?at=${t(0)}`))[0].query_text).toBe(long.slice(0, 10_000))
       const [chain] = await api.ok(db, `/locks/chains?since=${iso(t(0) - HOUR)}`)
-      expect([chain.root.pid, chain.root.statement, chain.members[0].statement.length]).toEqual([501, null, 10_000])
+      // A member's statement is cut at 2,000 characters (a chain repeats one for each member).
+      expect([chain.root.pid, chain.root.statement, chain.members[0].statement]).toEqual([501, null, long.slice(0, 2_000)])
 
       const ch = await api.ingest(chBatch('events', t(1), { activity: [session(0, { pid: 'query-1', query_text: 'SELECT 1', blocking_pids: [] }) as any] }))
       expect((await api.ok(ch, `/active?at=${t(1)}`)).map((s: any) => [s.pid, s.ts])).toEqual([['query-1', iso(t(1))]])

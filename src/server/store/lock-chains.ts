@@ -6,14 +6,27 @@
 // server is about to break) have no such root: the smallest pid of the cycle stands for it.
 // Only whole numbers in PostgreSQL's pid range count as pids (ClickHouse query ids and a hostile
 // agent's numbers are left out), so every pid fits the store's INTEGER columns.
+// What one snapshot can make is bounded, so that what history stores grows with the batch, never with
+// its square (a hostile review: one waiter naming 20,000 blocking pids made 20,000 chains, each member
+// row repeating the 20,000 pids and the 10,000-character statement: 3 GB from a 140 KB batch): a
+// waiter's first 32 blockers count, a snapshot keeps its 100 largest chains, a chain its first 100
+// members by pid, and a member's statement its first 2,000 characters (the root's keeps 10,000).
 import type { ActiveQuery, LockEntry } from '../../shared/wire.ts'
 
 /** Longest statement text kept in history: what the agent's activity and locks collectors send at most. */
 export const HISTORY_TEXT_MAX = 10_000
+/** A chain member's statement is cut shorter: a chain repeats a statement for each member. */
+export const MEMBER_TEXT_MAX = 2_000
+/** Blockers counted per waiting session (pg_blocking_pids names one per lock holder ahead of it). */
+export const MAX_BLOCKERS = 32
+/** Chains kept per snapshot, the most members first. */
+export const MAX_CHAINS = 100
+/** Members kept per chain, by pid. */
+export const MAX_MEMBERS = 100
 
 const isPid = (pid: unknown): pid is number => typeof pid === 'number' && Number.isInteger(pid) && pid > 0 && pid <= 2_147_483_647
 
-export const clip = (text: string | null | undefined): string | null => (text == null ? null : text.length > HISTORY_TEXT_MAX ? text.slice(0, HISTORY_TEXT_MAX) : text)
+export const clip = (text: string | null | undefined, max = HISTORY_TEXT_MAX): string | null => (text == null ? null : text.length > max ? text.slice(0, max) : text)
 
 /** Each waiting pid with the pids it waits for, in the order the agent named them. */
 export function waitsFor(activity: readonly ActiveQuery[], locks: readonly LockEntry[]): Map<number, number[]> {
@@ -21,7 +34,7 @@ export function waitsFor(activity: readonly ActiveQuery[], locks: readonly LockE
   const add = (waiter: unknown, blocker: unknown) => {
     if (!isPid(waiter) || !isPid(blocker) || waiter === blocker) return
     const list = edges.get(waiter) ?? []
-    if (!list.includes(blocker)) list.push(blocker)
+    if (list.length < MAX_BLOCKERS && !list.includes(blocker)) list.push(blocker)
     edges.set(waiter, list)
   }
   for (const s of activity) for (const b of Array.isArray(s.blocking_pids) ? s.blocking_pids : []) add(s.pid, b)
@@ -114,7 +127,10 @@ export function lockChains(ts: number, activity: readonly ActiveQuery[], locks: 
     for (const m of members) covered.add(m)
     chains.push([waiter, members])
   }
-  return chains.map(([root, members]) => {
+  // The largest chains first (then by root pid), at most MAX_CHAINS, each with its first MAX_MEMBERS members.
+  chains.sort((a, b) => b[1].length - a[1].length || a[0] - b[0])
+  return chains.slice(0, MAX_CHAINS).map(([root, all]) => {
+    const members = all.slice(0, MAX_MEMBERS)
     const s = sessions.get(root)
     const xact = typeof s?.xact_start === 'number' ? s.xact_start : 0
     const memberList = members.map((pid): ChainMember => {
@@ -125,7 +141,7 @@ export function lockChains(ts: number, activity: readonly ActiveQuery[], locks: 
         blocked_by: edges.get(pid) ?? [],
         user: m?.user ?? null,
         application: m?.application_name ?? null,
-        statement: clip(m?.query_text ?? lockText.get(pid) ?? null),
+        statement: clip(m?.query_text ?? lockText.get(pid) ?? null, MEMBER_TEXT_MAX),
         wait_started: Math.min(ts, waitStart.get(pid) ?? statementStart),
       }
     })
