@@ -54,7 +54,11 @@ const epochMs = (v: unknown): number | null => (v === null || v === undefined ? 
  * PostgreSQL: settings set by the agent's own session (its startup options: application_name and the
  * timeouts; SET) are left out, they say nothing about the server. Values as SHOW prints them.
  */
-const SETTINGS_SQL = `SELECT name, current_setting(name, true) AS value FROM pg_settings WHERE source NOT IN ('client', 'session') ORDER BY name`
+// transaction_isolation, transaction_read_only and transaction_deferrable describe the reading
+// transaction itself (the agent's, read-only or not by turns), not the server: they made events flap.
+const SETTINGS_SQL = `SELECT name, current_setting(name, true) AS value FROM pg_settings
+  WHERE source NOT IN ('client', 'session') AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable')
+  ORDER BY name`
 
 /**
  * The reset times of the statistics views this server version has, as epoch ms (truncated to the

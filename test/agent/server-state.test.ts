@@ -38,6 +38,9 @@ for (const major of postgresMajors) {
     // set by the session's startup options: not the server's
     expect(facts.settings.application_name).toBeUndefined()
     expect(facts.settings.statement_timeout).toBeUndefined()
+    // the reading transaction's own state, not the server's: it made events flap (off, then not set)
+    for (const own of ['transaction_isolation', 'transaction_read_only', 'transaction_deferrable']) expect(facts.settings[own]).toBeUndefined()
+    expect(facts.settings.default_transaction_read_only).toBe('off')
     const views = ['pg_stat_bgwriter', 'pg_stat_database', ...(major >= 14 ? ['pg_stat_wal'] : []), ...(major >= 17 ? ['pg_stat_checkpointer'] : [])]
     expect(Object.keys(facts.stats_resets!).sort()).toEqual(views.sort())
     const [reset] = await sql`SELECT to_char(stats_reset AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS at FROM pg_stat_bgwriter`

@@ -140,10 +140,31 @@ for (const kind of storeKinds) {
       await s.ingest(pgBatch(name, at(0, 30), state(many)))
       const events = (await list(id)).filter((e) => e.kind === 'setting_change')
       expect(events.map(({ title, detail, object }) => ({ title, detail, object }))).toEqual([
-        { title: '63 settings changed', detail: ['jit', ...Object.keys(many), 'search_path', 'work_mem'].sort().join(', '), object: undefined },
+        { title: '63 settings changed', detail: `${['jit', ...Object.keys(many), 'search_path', 'work_mem'].sort().slice(0, 50).join(', ')}, … and 13 more`, object: undefined },
         { title: 'jit changed', detail: '(not set) → off', object: 'jit' },
         { title: 'work_mem changed', detail: '4MB → 8MB', object: 'work_mem' },
       ])
+    })
+
+    test('hostile server_state: times past the batch are not believed, a flood of long names makes a bounded event', async () => {
+      const name = `hostile-state-${kind}`
+      const future = Date.parse('9999-12-31T23:59:58.999Z')
+      const id = await s.ingest(pgBatch(name, at(0), { server_state: { started_at: at(-60), stats_resets: { pg_stat_database: at(-90) } } }))
+      // A start and a reset in year 9999: no event, and the start kept is still the real one.
+      await s.ingest(pgBatch(name, at(0, 10), { server_state: { started_at: future, stats_resets: { pg_stat_database: future } } }))
+      // So a real restart after it is still seen.
+      await s.ingest(pgBatch(name, at(0, 20), { server_state: { started_at: at(0, 15) } }))
+      // 5,000 settings of 256-character names, changed: one event with a bounded detail.
+      const flood = (value: string) => Object.fromEntries(Array.from({ length: 5_000 }, (_, i) => [`${String(i).padStart(5, '0')}${'n'.repeat(251)}`, value]))
+      await s.ingest(pgBatch(name, at(0, 30), { server_state: { settings_hash: 'a', settings: flood('on') } }))
+      await s.ingest(pgBatch(name, at(0, 40), { server_state: { settings_hash: 'b', settings: flood('off') } }))
+      const events = (await list(id)).filter((e) => e.ts !== iso(at(0)))
+      expect(events.some((e) => e.ts.startsWith('9999'))).toBe(false)
+      expect(events.filter((e) => e.kind === 'restart').map((e) => [e.ts, e.detail])).toEqual([[iso(at(0, 15)), `started at ${iso(at(0, 15))} (previous start ${iso(at(-60))})`]])
+      const [many] = events.filter((e) => e.kind === 'setting_change')
+      expect(many!.title).toBe('5000 settings changed')
+      expect(many!.detail!.length).toBeLessThanOrEqual(2_000)
+      expect(many!.detail).toEndWith('…')
     })
 
     test('PostgreSQL: restart, statistics reset, agent restart and version change from server_state', async () => {

@@ -32,6 +32,8 @@ test('the target of an INSERT statement, in the forms ClickHouse accepts', () =>
   expect(insertTarget('INSERT INTO "d\\"q" . "t\\\\x" SELECT 1')).toEqual({ database: 'd"q', table: 't\\x' })
   expect(insertTarget('INSERT INTO `*/ünï\ncode` VALUES')).toEqual({ table: '*/ünï\ncode' })
   expect(insertTarget("INSERT INTO FUNCTION s3('x') SELECT 1")).toBeUndefined()
+  expect(insertTarget("INSERT INTO TABLE FUNCTION s3('x') SELECT 1")).toBeUndefined()
+  expect(insertTarget('INSERT INTO TABLE function_log VALUES')).toEqual({ table: 'function_log' })
   expect(insertTarget('SELECT 1 -- INSERT INTO t')).toBeUndefined()
   expect(insertTarget('INSERTINTO t')).toBeUndefined()
   expect(insertTarget('INSERT INTO `unterminated')).toBeUndefined()

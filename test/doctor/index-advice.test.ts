@@ -88,6 +88,9 @@ for (const major of [13, 18]) {
       expect(await columnsOf(query, 'customers')).toEqual(['region', 'id'])
       // A condition naming two columns of the scanned relation serves no index lookup.
       expect(filterConditions('(o.a = o.b)', ['o', 'orders'])).toEqual([])
+      // A crafted filter of 40,000 nested parentheses is not read (it took seconds to unwrap).
+      expect(filterConditions(`${'('.repeat(40_000)}customer_id = $1${')'.repeat(40_000)}`, ['orders'])).toEqual([])
+      expect(filterConditions(`${'('.repeat(1_000)}customer_id = $1${')'.repeat(1_000)}`, ['orders'])).toEqual([{ column: 'customer_id', kind: 'equality', join: false }])
     })
 
     test('an existing index that leads with the columns is named, from pg_get_indexdef', async () => {

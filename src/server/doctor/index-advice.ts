@@ -126,7 +126,15 @@ function comparison(condition: string): { op: string; left: string; right: strin
  * unqualified column is the scanned relation's (EXPLAIN qualifies columns only when several relations
  * are in the query).
  */
+/**
+ * Filters longer than this are not read (a plan's text comes from the monitored server, and a crafted
+ * one of 40,000 nested parentheses took seconds to unwrap: a hostile review); no real index-worthy filter
+ * comes near it.
+ */
+export const MAX_FILTER_LENGTH = 4_000
+
 export function filterConditions(filter: string, names: string[], unqualifiedIsOwn = true): ColumnCondition[] {
+  if (filter.length > MAX_FILTER_LENGTH) return []
   const own = (ref: { qualifier: string | null } | undefined) =>
     ref !== undefined && (ref.qualifier === null ? unqualifiedIsOwn : names.includes(ref.qualifier))
   const found: ColumnCondition[] = []

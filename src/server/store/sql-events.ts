@@ -53,6 +53,17 @@ export interface DbEvent {
 
 /** Object events one batch may add; past it, one summary event says how many more there were. */
 export const MAX_OBJECT_EVENTS = 200
+/** An event's title and detail are cut to these lengths (a hostile batch's 5,000 settings of 256 characters made one 1.3 MB detail). */
+const MAX_TITLE = 500
+const MAX_DETAIL = 2_000
+const cut = (text: string | null, max: number) => (text !== null && text.length > max ? `${text.slice(0, max - 1)}…` : text)
+/**
+ * A time the agent reports for the server (its start, a statistics reset) later than the batch's own
+ * time by more than this is not believed: an event dated in year 9999 would outlive every retention,
+ * and a start in the future would hide every real restart after it.
+ */
+const FUTURE_SKEW_MS = 5 * 60_000
+
 /** Setting changes one batch may list one by one; past it, one event names them all in its detail. */
 export const MAX_SETTING_EVENTS = 50
 /** A gap longer than this many poll intervals between two batches is an agent disconnection. */
@@ -209,8 +220,9 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
 
     // The database server's start and version.
     const uptime = batch.server_metrics?.uptime_s
-    const startedAt =
+    const reported =
       state?.started_at ?? (database.engine === 'clickhouse' && typeof uptime === 'number' ? Math.round(batch.collected_at - uptime * 1000) : undefined)
+    const startedAt = reported !== undefined && reported <= at + FUTURE_SKEW_MS ? reported : undefined
     // The start kept: the first one known, replaced only by a restart (ClickHouse's computed start jitters).
     let start = before?.started_at ?? startedAt ?? null
     if (startedAt !== undefined && before?.started_at !== null && before?.started_at !== undefined) {
@@ -241,7 +253,8 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
         const names = [...new Set([...Object.keys(settings), ...Object.keys(incoming)])].sort()
         const changed = names.filter((n) => settings![n] !== incoming![n])
         if (changed.length > MAX_SETTING_EVENTS) {
-          add({ ts: at, kind: 'setting_change', severity: 'info', title: `${changed.length} settings changed`, detail: changed.join(', '), object: '' })
+          const named = changed.slice(0, MAX_SETTING_EVENTS)
+          add({ ts: at, kind: 'setting_change', severity: 'info', title: `${changed.length} settings changed`, detail: `${named.join(', ')}, … and ${changed.length - named.length} more`, object: '' })
         } else {
           for (const name of changed) {
             add({
@@ -262,6 +275,7 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
     const resets = { ...(before?.stats_resets ?? {}) }
     for (const [view, reset] of Object.entries(state?.stats_resets ?? {})) {
       const known = before?.stats_resets && view in before.stats_resets
+      if (reset !== null && reset > at + FUTURE_SKEW_MS) continue
       if (known && reset !== null && reset !== before!.stats_resets![view]) {
         add({ ts: reset, kind: 'stats_reset', severity: 'info', title: `Statistics reset: ${view}`, detail: `${view} counts from zero since ${iso(reset)}`, object: view })
       }
@@ -344,7 +358,7 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
     if (whole && batch.indexes) carried.add('indexes')
 
     // One statement for all of them; an event already stored (the same time, kind and object) is kept.
-    const rows = new Map(events.map((e) => [JSON.stringify([e.ts, e.kind, e.object ?? '']), [databaseId, e.ts, e.kind, e.object ?? '', e.severity, e.title, e.detail, e.link]]))
+    const rows = new Map(events.map((e) => [JSON.stringify([e.ts, e.kind, e.object ?? '']), [databaseId, e.ts, e.kind, e.object ?? '', e.severity, cut(e.title, MAX_TITLE), cut(e.detail, MAX_DETAIL), e.link]]))
     writes.upsert('events', ['database_id', 'ts', 'kind', 'object', 'severity', 'title', 'detail', 'link'], [...rows.values()], {
       key: ['database_id', 'ts', 'kind', 'object'],
       update: {},

@@ -93,7 +93,8 @@ export function insertTarget(text: string): InsertTarget | undefined {
   }
   if (!keyword('INSERT') || !keyword('INTO')) return undefined
   if (keyword('FUNCTION')) return undefined
-  keyword('TABLE')
+  // INSERT INTO TABLE FUNCTION s3(...) writes to a function too.
+  if (keyword('TABLE') && keyword('FUNCTION')) return undefined
   i = skipBlank(text, i)
   const first = identifierAt(text, i)
   if (!first) return undefined
