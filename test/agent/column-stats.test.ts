@@ -1,8 +1,9 @@
 // The column_stats collector against real PostgreSQL 13 and 17: the statistics of the columns of the
 // tables most read by sequential scans, equal to what pg_stats and pg_class say, with schema, table and
 // column names carrying quotes, newlines and unicode; read again only when an ANALYZE changed them;
-// 64 columns a table; and a role that may not read a table's pg_stats (pg_monitor alone) leaves the
-// table out with an info note until it is granted pg_read_all_data (17) or SELECT on it (13).
+// 64 columns a table, the 50 tables most read; and a role that may not read a table's pg_stats
+// (pg_monitor alone) leaves the table out with an info note until it is granted pg_read_all_data (17)
+// or SELECT on it (13).
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
 import { Value } from '@sinclair/typebox/value'
 import postgres from 'postgres'
@@ -192,3 +193,27 @@ for (const major of [13, 17] as const) {
     }
   })
 }
+
+test('PostgreSQL 17: the 50 tables most read by sequential scans (seq_tup_read), the most read first', async () => {
+  const url = await (await sharedPostgres(17)).freshDatabase()
+  const sql = connect(url, 'dbm-column-stats-top', 2)
+  // Table i holds i + 10 rows and is read whole once: seq_tup_read i + 10.
+  for (let i = 1; i <= 52; i++) {
+    await sql.unsafe(`CREATE TABLE top_${i} (id int, kind int)`)
+    await sql.unsafe(`INSERT INTO top_${i} SELECT g, g % 2 FROM generate_series(1, ${i + 10}) g`)
+  }
+  await sql.unsafe(`ANALYZE ${Array.from({ length: 52 }, (_, i) => `top_${i + 1}`).join(', ')}`)
+  for (let i = 1; i <= 52; i++) await sql.unsafe(`SELECT count(*) FROM top_${i}`)
+  await sql`SELECT pg_stat_force_next_flush()`
+  await until('the reads in pg_stat_user_tables', async () => {
+    const [row] = await sql.unsafe(`SELECT count(*)::int AS n FROM pg_stat_user_tables WHERE relname LIKE 'top\\_%' AND seq_tup_read > 0`)
+    return row!.n === 52 ? true : undefined
+  })
+  const rows = (await run(contextFor(sql, 17))).column_stats!
+  const tables = [...new Set(rows.map((r) => r.table_name))]
+  expect(tables).toEqual(Array.from({ length: 50 }, (_, i) => `top_${52 - i}`))
+  expect(rows.filter((r) => r.table_name === 'top_52').map((r) => [r.column_name, r.n_distinct, r.reltuples])).toEqual([
+    ['id', -1, 62],
+    ['kind', 2, 62],
+  ])
+})

@@ -23,34 +23,25 @@ const RECOMPUTE_MS = 3600_000
 
 // The tables, with what says their statistics changed: the last (auto)analyze and whether the role may read them.
 const TOP_TABLES_SQL = `
-  SELECT s.relid::int8::text AS relid, s.schemaname, s.relname,
+  SELECT s.relid::int8::text AS relid, s.schemaname::text AS schemaname, s.relname::text AS relname,
          coalesce(greatest(s.last_analyze, s.last_autoanalyze)::text, '') AS analyzed,
-         has_any_column_privilege(s.relid, 'SELECT') AS readable
-  FROM pg_stat_user_tables s
+         has_any_column_privilege(s.relid, 'SELECT') AS readable, c.reltuples::float8 AS reltuples
+  FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
   WHERE s.seq_tup_read > 0
   ORDER BY s.seq_tup_read DESC, s.schemaname, s.relname
   LIMIT $1`
 
-// The columns' statistics, the table's own (not those of its inheritance tree) when it has both.
+// One table's column statistics, its own (not those of its inheritance tree) when it has both. Asked
+// table by table with the names as parameters, so that pg_stats is read through the catalogs' name
+// index: joined with a list of tables, the planner may compute every column's privilege check in the
+// database first (130 ms for 16,000 columns, measured on PostgreSQL 17).
 const STATS_SQL = `
-  WITH top AS (
-    SELECT t.relid::oid AS relid, t.rank FROM unnest($1::text[]) WITH ORDINALITY t(relid, rank)
-  ), cols AS (
-    SELECT DISTINCT ON (c.oid, a.attnum) top.rank, a.attnum, n.nspname, c.relname, a.attname, c.reltuples,
-           s.n_distinct, s.null_frac, s.correlation
-    FROM top
-    JOIN pg_class c ON c.oid = top.relid
-    JOIN pg_namespace n ON n.oid = c.relnamespace
-    JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-    JOIN pg_stats s ON s.schemaname = n.nspname AND s.tablename = c.relname AND s.attname = a.attname
-    ORDER BY c.oid, a.attnum, s.inherited
-  ), numbered AS (
-    SELECT cols.*, row_number() OVER (PARTITION BY rank ORDER BY attnum) AS nth FROM cols
-  )
-  SELECT nspname::text AS schema_name, relname::text AS table_name, attname::text AS column_name,
-         n_distinct, null_frac, correlation, reltuples::float8 AS reltuples
-  FROM numbered WHERE nth <= $2
-  ORDER BY rank, attnum`
+  SELECT DISTINCT ON (a.attnum) s.attname::text AS column_name, s.n_distinct, s.null_frac, s.correlation
+  FROM pg_stats s
+  JOIN pg_attribute a ON a.attrelid = $1::text::oid AND a.attname = s.attname AND a.attnum > 0 AND NOT a.attisdropped
+  WHERE s.schemaname = $2 AND s.tablename = $3
+  ORDER BY a.attnum, s.inherited
+  LIMIT $4`
 
 interface TopRow {
   relid: string
@@ -58,16 +49,14 @@ interface TopRow {
   relname: string
   analyzed: string
   readable: boolean
+  reltuples: number | string | null
 }
 
 interface StatRow {
-  schema_name: string
-  table_name: string
   column_name: string
   n_distinct: number | string | null
   null_frac: number | string | null
   correlation: number | string | null
-  reltuples: number | string | null
 }
 
 const clamp = (v: number, min: number, max: number) => Math.min(max, Math.max(min, v))
@@ -110,20 +99,24 @@ export const columnStats: PostgresCollector = {
       .join(',')
     const last = ctx.state.get('column_stats') as { fingerprint: string; at: number } | undefined
     if (last && last.fingerprint === fingerprint && ctx.now - last.at < RECOMPUTE_MS) return {}
-    // The oids (digits, from the server) as an array literal: the pool does not fetch array types.
-    const rows = readable.length === 0 ? [] : await ctx.sql.unsafe<StatRow[]>(STATS_SQL, [`{${readable.map((t) => t.relid).join(',')}}`, MAX_COLUMNS])
+    // Sent together: postgres.js pipelines them on the pool's connections.
+    const perTable = await Promise.all(readable.map((t) => ctx.sql.unsafe<StatRow[]>(STATS_SQL, [t.relid, t.schemaname, t.relname, MAX_COLUMNS])))
+    const stats: ColumnStat[] = []
+    for (const [i, t] of readable.entries()) {
+      const reltuples = Math.max(-1, num(t.reltuples) ?? -1)
+      for (const r of perTable[i]!) {
+        stats.push({
+          schema_name: t.schemaname,
+          table_name: t.relname,
+          column_name: r.column_name,
+          n_distinct: Math.max(-1, num(r.n_distinct) ?? 0),
+          null_frac: clamp(num(r.null_frac) ?? 0, 0, 1),
+          correlation: r.correlation === null ? null : clamp(num(r.correlation) ?? 0, -1, 1),
+          reltuples,
+        })
+      }
+    }
     ctx.state.set('column_stats', { fingerprint, at: ctx.now })
-    const stats = rows.map(
-      (r): ColumnStat => ({
-        schema_name: r.schema_name,
-        table_name: r.table_name,
-        column_name: r.column_name,
-        n_distinct: Math.max(-1, num(r.n_distinct) ?? 0),
-        null_frac: clamp(num(r.null_frac) ?? 0, 0, 1),
-        correlation: r.correlation === null ? null : clamp(num(r.correlation) ?? 0, -1, 1),
-        reltuples: Math.max(-1, num(r.reltuples) ?? -1),
-      }),
-    )
     return { column_stats: stats.slice(0, ingestMaxItems.column_stats) }
   },
 }
