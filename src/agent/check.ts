@@ -73,7 +73,7 @@ async function postgresNotes(sql: postgres.Sql, major: number, database: string,
   if (!p!.monitor) notes.push(`role ${role} is not a member of pg_monitor: other sessions, locks and statistics are hidden (GRANT pg_monitor TO ${role};)`)
   if (!p!.read_all && p!.unreadable_tables > 0) {
     const fix = major >= 14 ? `GRANT pg_read_all_data TO ${role};` : `GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${role}; GRANT SELECT ON ALL SEQUENCES IN SCHEMA public TO ${role};`
-    notes.push(`role ${role} cannot read ${p!.unreadable_tables} tables: their statements are not explained and their sequences not checked (${fix})`)
+    notes.push(`role ${role} cannot read ${p!.unreadable_tables} tables: their statements are not explained, their sequences not checked and their column statistics not read (${fix})`)
   }
   return notes
 }

@@ -105,7 +105,7 @@ describe('against a real PostgreSQL', () => {
       // PostgreSQL 13 lets everyone create in public: plans would not be sampled, and --check says why.
       expect(pg13).toContain('; plans will not be sampled: roles the agent does not trust own objects in, or may create them in, schema public on its search_path')
       expect(pg13).toContain(`; role ${role} is not a member of pg_monitor`)
-      expect(pg13).toContain(`role ${role} cannot read 1 tables: their statements are not explained and their sequences not checked (GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${role};`)
+      expect(pg13).toContain(`role ${role} cannot read 1 tables: their statements are not explained, their sequences not checked and their column statistics not read (GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${role};`)
 
       await admin.unsafe('REVOKE CREATE ON SCHEMA public FROM PUBLIC')
       await admin.unsafe(`GRANT pg_monitor TO ${role}`)
