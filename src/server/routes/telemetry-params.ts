@@ -25,11 +25,26 @@ export const windowQuery = {
   until: t.Optional(t.String({ maxLength: 64, error: 'until must be an RFC 3339 timestamp' })),
 }
 
-const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([Zz]|[+-]\d{2}:?\d{2})$/
+const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2})(?::(\d{2})(\.\d+)?)?(?:[Zz]|[+-](\d{2}):?(\d{2}))$/
+
+/**
+ * The epoch ms of an RFC 3339 time, NaN when it is not one: a date that does not exist (Date.parse reads
+ * 2026-02-30 as 2 March and 24:00 as the next day) or one before 1970 (the API writes none, and years
+ * before 0001 have no RFC 3339 form).
+ */
+function rfc3339Ms(value: string): number {
+  const m = RFC3339.exec(value)
+  if (!m) return Number.NaN
+  const [year, month, day, hour, minute, second, , offHour, offMinute] = [1, 2, 3, 4, 5, 6, 7, 8, 9].map((i) => (m[i] === undefined ? 0 : Number(m[i])))
+  const days = new Date(Date.UTC(year!, month!, 0)).getUTCDate()
+  if (month! < 1 || month! > 12 || day! < 1 || day! > days || hour! > 23 || minute! > 59 || second! > 59 || offHour! > 23 || offMinute! > 59) return Number.NaN
+  const ms = Date.parse(value)
+  return ms >= 0 ? ms : Number.NaN
+}
 
 function parseTime(value: string | undefined, field: string): number | undefined {
   if (value === undefined) return undefined
-  const ms = RFC3339.test(value) ? Date.parse(value) : Number.NaN
+  const ms = rfc3339Ms(value)
   if (!Number.isFinite(ms)) throw badRequest(`${field} must be an RFC 3339 timestamp, like 2026-01-31T12:00:00Z`)
   return ms
 }
@@ -42,7 +57,7 @@ export const atQuery = t.Optional(t.String({ maxLength: 64, error: AT_ERROR }))
 /** The time `at` names, undefined when absent; a 400 when it is neither form (or past the year 9999). */
 export function parseAt(value: string | undefined): number | undefined {
   if (value === undefined) return undefined
-  const ms = /^\d{1,15}$/.test(value) ? Number(value) : RFC3339.test(value) ? Date.parse(value) : Number.NaN
+  const ms = /^\d{1,15}$/.test(value) ? Number(value) : rfc3339Ms(value)
   if (!Number.isFinite(ms) || ms > 253_402_300_799_999) throw badRequest(AT_ERROR)
   return ms
 }
