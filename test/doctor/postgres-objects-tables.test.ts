@@ -263,7 +263,8 @@ describe('pg_sequential_scans', () => {
     const interval = explainSampling.intervalMs
     explainSampling.intervalMs = 0 // sample plans every cycle instead of every 5 minutes
     try {
-      rig = await postgresDoctorRig(17)
+      // pg_slow_statements at any mean time: its advice must name the same index as pg_sequential_scans'.
+      rig = await postgresDoctorRig(17, { thresholds: { pg_slow_statements: { warning_mean_ms: 0.001, critical_mean_ms: 1e9 } } })
       await workload(rig.dsn, async (sql) => {
         // Its only secondary index leads with created_at; the statements filter on customer_id.
         await sql`CREATE TABLE orders (id int PRIMARY KEY, customer_id int NOT NULL, created_at timestamptz NOT NULL, note text)`
@@ -354,6 +355,10 @@ describe('pg_sequential_scans', () => {
       expect(orders.detail).toContain(`An index leading with customer_id serves that statement: ${(share * 100).toFixed(1)} % of the statement time in the last hour.`)
       expect(orders.how_to_fix).toEqual([`CREATE INDEX CONCURRENTLY ON public.orders (customer_id);   -- for statement ${filtering.query_hash}`])
       expect(orders.how_to_investigate).toContain(`GET /api/v1/databases/${rig.dbId}/queries/${filtering.query_hash}/explain   -- its sampled plans`)
+
+      // The statement's own finding advises the same index, from the same plan.
+      const [slow] = (await rig.findings('pg_slow_statements')).filter((f: any) => f.metrics.query_hash === filtering.query_hash)
+      expect(slow.how_to_fix[0]).toBe('CREATE INDEX CONCURRENTLY ON public.orders (customer_id);   -- its plan reads public.orders by a Seq Scan with Filter: (customer_id = $1)')
 
       // The cure: the advised index, as it is; the statement's next plan uses it.
       await rig.sql.unsafe(orders.how_to_fix[0])

@@ -4,7 +4,8 @@
 // from a 100 ms mean and is critical from 1 s, the usual log_min_duration_statement. The detail names
 // the time the statement's data covers (shorter than the window on a newly watched database).
 import { type FindingDraft, type Rule, duration, pct } from '../../types.ts'
-import { pgNumber, urlSegment } from '../../sql-text.ts'
+import { commentText, pgIdent, pgNumber, urlSegment } from '../../sql-text.ts'
+import { planIndexAdvice } from '../../plan-advice.ts'
 
 const defaults = {
   warning_mean_ms: 100,
@@ -40,6 +41,13 @@ export const slowStatements: Rule<typeof defaults> = {
       const text = excerpt(q.query_text, 300)
       // The data are minute buckets: a statement seen in one bucket covers (at least) that minute.
       const covered = q.first_bucket === null ? t.window_s * 1000 : Math.min(t.window_s * 1000, Math.max(60_000, ctx.now - q.first_bucket))
+      // The index its newest sampled plan asks for, as pg_sequential_scans reads one (plan-advice.ts).
+      const advice = await planIndexAdvice(ctx, q.query_hash, t.window_s * 1000)
+      const index = advice
+        ? advice.existing?.complete
+          ? [`ANALYZE ${advice.table};   -- index ${pgIdent(advice.existing.index_name)} already leads with (${advice.columns.map((c) => pgIdent(c)).join(', ')}), yet its plan scans ${advice.table} whole: fresh statistics first, then its plan with real values`]
+          : [`${advice.create}   -- its plan reads ${advice.table} by a Seq Scan with ${commentText(`Filter: ${advice.filter}`, 120)}`]
+        : ['CREATE INDEX CONCURRENTLY ON <table> (<filtered or joined columns>);   -- when its plan scans a large table for few rows (no sampled plan of it says which yet)']
       slow.push({
         severity: q.mean_time_ms >= t.critical_mean_ms ? 'critical' : 'warning',
         object: q.query_hash,
@@ -54,7 +62,7 @@ export const slowStatements: Rule<typeof defaults> = {
           `SELECT calls, mean_exec_time, stddev_exec_time, max_exec_time, rows, shared_blks_read, temp_blks_written FROM pg_stat_statements WHERE queryid = ${pgNumber(q.query_hash)};`,
         ],
         how_to_fix: [
-          'CREATE INDEX CONCURRENTLY ON <table> (<filtered or joined columns>);   -- when the plan scans a large table for few rows',
+          ...index,
           "SET work_mem = '64MB';   -- for the session or role running it, when the plan spills sorts or hashes to disk",
           `SELECT pg_stat_statements_reset(0, 0, ${pgNumber(q.query_hash)});   -- after the fix, to measure it afresh`,
         ],
