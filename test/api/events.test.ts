@@ -3,7 +3,8 @@
 // split cycle derives no object events; a section not carried before does not make every object appear;
 // settings diffed against the last values received; a flood of setting changes in one event), a
 // ClickHouse restart and tables from the uptime and parts of agents without server_state, a version
-// change, alerts and plan changes read at query time, the open disconnection while the agent is away,
+// change, alert events stored with the text of their moment (alerts opened before that and plan
+// changes read at query time), the open disconnection while the agent is away,
 // and the window, limit and error answers.
 import { describe, expect, test } from 'bun:test'
 import { INDEX_COUNTERS, INDEX_GAUGES, TABLE_COUNTERS, TABLE_GAUGES } from '../../src/shared/families.ts'
@@ -231,7 +232,7 @@ for (const kind of storeKinds) {
       ])
     })
 
-    test('alerts opened and resolved and plan changes, read from their own tables', async () => {
+    test('alerts opened before alert events were stored, and plan changes, read from their own tables', async () => {
       const name = `read-${kind}`
       const id = await s.ingest(
         pgBatch(name, at(0), {
@@ -241,8 +242,8 @@ for (const kind of storeKinds) {
       )
       const driver = s.server.store.driver
       await driver.run(
-        `INSERT INTO alerts (id, database_id, key, rule, severity, title, detail, opened_at, last_seen_at, resolved_at) VALUES ($1, $2, 'k', 'blocked_sessions', 'critical', 'Sessions blocked', 'pid 7 waits', $3, $3, $4)`,
-        [crypto.randomUUID(), id, at(3), at(4)],
+        `INSERT INTO alerts (id, database_id, key, rule, severity, title, detail, opened_at, last_seen_at, resolved_at) VALUES ($1, $2, 'blocked_sessions', 'blocked_sessions', 'critical', 'Sessions blocked', 'pid 7 waits', $3, $5, $4)`,
+        [crypto.randomUUID(), id, at(3), at(4), at(3, 30)],
       )
       const events = (await list(id)).filter((e) => e.kind !== 'agent_connected')
       expect(events).toEqual([
@@ -251,7 +252,7 @@ for (const kind of storeKinds) {
           kind: 'alert_resolved',
           severity: 'info',
           title: 'Alert resolved: Sessions blocked',
-          detail: 'pid 7 waits',
+          detail: `pid 7 waits (as of ${iso(at(3, 30))}, its last evaluation while open)`,
           object: 'blocked_sessions',
           link: `#/databases/${id}/alerts`,
         },
@@ -260,7 +261,7 @@ for (const kind of storeKinds) {
           kind: 'alert_opened',
           severity: 'critical',
           title: 'Alert opened: Sessions blocked',
-          detail: 'pid 7 waits',
+          detail: `pid 7 waits (as of ${iso(at(3, 30))}, its last evaluation while open)`,
           object: 'blocked_sessions',
           link: `#/databases/${id}/alerts`,
         },
@@ -278,6 +279,85 @@ for (const kind of storeKinds) {
       expect((await list(id, range(at(3), at(3, 30)))).map((e) => e.kind)).toEqual(['alert_opened'])
       // limit
       expect((await list(id, `${window}&limit=1`)).map((e) => e.kind)).toEqual(['alert_resolved'])
+    })
+
+    test('alert events keep the text of their moment: the opening the text at opening, the resolution that of the last evaluation', async () => {
+      const id = await s.ingest(pgBatch(`alert-text-${kind}`, at(0)))
+      const health = s.server.store.health
+      const finding = (detail: string) => ({
+        key: 'pg_xmin_horizon:pid 10434',
+        rule: 'pg_xmin_horizon',
+        severity: 'critical' as const,
+        category: 'maintenance',
+        title: `A transaction holds back cleanup: ${detail}`,
+        detail: `pid 10434 has held its snapshot for ${detail}; last vacuumed 1.4 min ago`,
+        recommendation: 'End it.',
+        remediation_sql: 'SELECT pg_terminate_backend(10434);',
+      })
+      // opened, then evaluated again with the rule's text changing, then resolved
+      expect(await health.syncAlerts(id, [finding('28 s')], [], [], at(3))).toEqual({ opened: ['pg_xmin_horizon:pid 10434'], resolved: [] })
+      await health.syncAlerts(id, [finding('5.0 min')], [], [], at(8))
+      await health.syncAlerts(id, [finding('13.2 min')], [], [], at(16, 12))
+      expect(await health.syncAlerts(id, [], [], [], at(17))).toEqual({ opened: [], resolved: ['pg_xmin_horizon:pid 10434'] })
+      // the alert itself has its latest text
+      const [alert] = await health.listAlerts(id, 'all', 10)
+      expect({ title: alert!.title, resolved_at: alert!.resolved_at }).toEqual({ title: 'A transaction holds back cleanup: 13.2 min', resolved_at: at(17) })
+      const alertsLink = `#/databases/${id}/alerts`
+      expect((await list(id)).filter((e) => e.kind.startsWith('alert_'))).toEqual([
+        {
+          ts: iso(at(17)),
+          kind: 'alert_resolved',
+          severity: 'info',
+          title: 'Alert resolved: A transaction holds back cleanup: 13.2 min',
+          detail: `pid 10434 has held its snapshot for 13.2 min; last vacuumed 1.4 min ago (as of ${iso(at(16, 12))}, its last evaluation while open)`,
+          object: 'pg_xmin_horizon:pid 10434',
+          link: alertsLink,
+        },
+        {
+          ts: iso(at(3)),
+          kind: 'alert_opened',
+          severity: 'critical',
+          title: 'Alert opened: A transaction holds back cleanup: 28 s',
+          detail: 'pid 10434 has held its snapshot for 28 s; last vacuumed 1.4 min ago',
+          object: 'pg_xmin_horizon:pid 10434',
+          link: alertsLink,
+        },
+      ])
+      // the rows are stored, not derived: the events table holds exactly these two
+      const stored = await s.server.store.driver.all(`SELECT kind, ts FROM events WHERE database_id = $1 AND kind LIKE 'alert%' ORDER BY ts`, [id])
+      expect(stored.map((r) => [r.kind, Number(r.ts)])).toEqual([
+        ['alert_opened', at(3)],
+        ['alert_resolved', at(17)],
+      ])
+      // two alerts of one rule opening in one evaluation are two events; a reopened key is a new opening
+      const other = { ...finding('1 s'), key: 'pg_xmin_horizon:pid 99' }
+      await health.syncAlerts(id, [finding('2 s'), other], [], [], at(20))
+      expect((await list(id, range(at(20), at(21)))).map((e) => `${e.kind} ${e.object} ${e.title}`)).toEqual([
+        'alert_opened pg_xmin_horizon:pid 10434 Alert opened: A transaction holds back cleanup: 2 s',
+        'alert_opened pg_xmin_horizon:pid 99 Alert opened: A transaction holds back cleanup: 1 s',
+      ])
+    })
+
+    test('several serve processes evaluating one database at once open the alert and write its events once', async () => {
+      const id = await s.ingest(pgBatch(`alert-race-${kind}`, at(0)))
+      const health = s.server.store.health
+      const f = {
+        key: 'pg_blocked_sessions',
+        rule: 'pg_blocked_sessions',
+        severity: 'critical' as const,
+        category: 'locks',
+        title: 'Sessions blocked',
+        detail: 'pid 7 waits',
+        recommendation: '',
+        remediation_sql: '',
+      }
+      // at slightly different times, as two processes' clocks would be: the events' key alone would not make them one
+      const opens = await Promise.all([1, 2, 3, 4].map((ms) => health.syncAlerts(id, [f], [], [], at(5) + ms)))
+      expect(opens.flatMap((o) => o.opened)).toEqual(['pg_blocked_sessions'])
+      const resolves = await Promise.all([1, 2, 3, 4].map((ms) => health.syncAlerts(id, [], [], [], at(6) + ms)))
+      expect(resolves.flatMap((o) => o.resolved)).toEqual(['pg_blocked_sessions'])
+      const events = (await list(id)).filter((e) => e.kind.startsWith('alert_'))
+      expect(events.map((e) => e.kind)).toEqual(['alert_resolved', 'alert_opened'])
     })
 
     test('while the agent is away: an open "agent stopped sending" since its last batch, read at query time', async () => {

@@ -4,7 +4,13 @@
 //   tables and indexes appeared, disappeared or became valid, settings changed, statistics were reset, the
 //   agent connected (its first batch, a restart, or a batch after a gap) and had been away. Kept in
 //   `events` (migration 11), swept by retention like other telemetry;
-// - alerts opened and resolved and plan changes, read from their own tables at query time (not copied).
+// - alerts opened and resolved, written by the health monitor in the transaction that opens or resolves
+//   the alert (sql-health.ts through insertEvents and alertEvent), with the title and detail the alert
+//   had at that moment: an opening keeps the rule's text at opening, a resolution the text of the alert's
+//   last evaluation while open. Alerts opened before this version have no such rows: for them (and only
+//   for them, per kind) the events are still derived from the alerts table at query time, with the text
+//   the alert has now;
+// - plan changes, read from their own table at query time (not copied).
 // Derivation rules: a batch older than the baseline (delivered late from the agent's buffer) derives
 // nothing and leaves the baseline as it is; the later parts of a split cycle (same collected_at) derive
 // no gap; object events come only from a batch that is not a part of a split cycle (a part names only
@@ -410,6 +416,44 @@ function objectEvent(
   return { ts, kind, severity, title, detail, object: `${schema}.${name}`, link }
 }
 
+// ---- alert events (written by the health monitor) ----
+
+/** An alert's event; `object` is the alert's key (its rule and object), so two alerts of one rule opening together are two events. */
+export function alertEvent(
+  databaseId: string,
+  kind: 'alert_opened' | 'alert_resolved',
+  alert: { key: string; severity: string; title: string; detail: string },
+  ts: number,
+  /** When the text was written, if not at `ts`: a resolution's (and an opening derived at query time's) last evaluation while open. */
+  textAsOf?: number,
+): DbEvent {
+  const opened = kind === 'alert_opened'
+  return {
+    ts,
+    kind,
+    severity: opened ? (alert.severity as DbEvent['severity']) : 'info',
+    title: `${opened ? 'Alert opened' : 'Alert resolved'}: ${alert.title}`,
+    // Text of another time than the event's says which: its relative phrases ("1.4 min ago") are of that time.
+    detail: textAsOf === undefined || textAsOf === ts ? alert.detail : `${alert.detail} (as of ${iso(textAsOf)}, its last evaluation while open)`,
+    object: alert.key,
+    link: dbLink(databaseId, 'alerts'),
+  }
+}
+
+/**
+ * Stores events written outside ingest (the health monitor's alert events) in the rows' shape of the
+ * derived ones; an event already stored (the same time, kind and object) is kept as it is.
+ */
+export async function insertEvents(driver: SqlDriver, databaseId: string, events: DbEvent[]): Promise<void> {
+  for (const e of events) {
+    await driver.run(
+      `INSERT INTO events (database_id, ts, kind, object, severity, title, detail, link) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+       ON CONFLICT (database_id, ts, kind, object) DO NOTHING`,
+      [databaseId, e.ts, e.kind, e.object ?? '', e.severity, cut(e.title, MAX_TITLE), cut(e.detail, MAX_DETAIL), e.link],
+    )
+  }
+}
+
 // ---- reads ----
 
 /** The organization's rule for "disconnected" (DECISIONS.md): no batch within max(3 × poll interval, 60 s). */
@@ -418,8 +462,9 @@ const disconnectedAfterMs = (db: RegisteredDatabase) => Math.max(3 * db.poll_int
 const clip = (text: string, max: number) => (text.length <= max ? text : `${text.slice(0, max - 1)}…`)
 
 /**
- * The database's events in the window, newest first, at most `limit`: the derived ones, alert openings
- * and resolutions, plan changes (a statement's plan whose hash differs from its previous plan's), and,
+ * The database's events in the window, newest first, at most `limit`: the stored ones (derived at ingest,
+ * and alert openings and resolutions), those of alerts opened before alert events were stored, plan
+ * changes (a statement's plan whose hash differs from its previous plan's), and,
  * while the agent is away, the open "agent stopped sending" since its last batch.
  */
 export async function listEvents(driver: SqlDriver, db: RegisteredDatabase, window: Window, limit: number, now: number): Promise<DbEvent[]> {
@@ -428,10 +473,15 @@ export async function listEvents(driver: SqlDriver, db: RegisteredDatabase, wind
       `SELECT ts, kind, object, severity, title, detail, link FROM events WHERE database_id = $1 AND ts >= $2 AND ts < $3 ORDER BY ts DESC, kind, object LIMIT $4`,
       [db.id, window.since, window.until, limit],
     ),
+    // Alerts whose opening or resolution has no stored event (opened before the monitor wrote them).
     driver.all(
-      `SELECT id, rule, severity, title, detail, opened_at, resolved_at FROM alerts
-       WHERE database_id = $1 AND ((opened_at >= $2 AND opened_at < $3) OR (resolved_at >= $2 AND resolved_at < $3))
-       ORDER BY opened_at DESC LIMIT $4`,
+      `SELECT a.key, a.severity, a.title, a.detail, a.opened_at, a.last_seen_at, a.resolved_at, a.opened_stored, a.resolved_stored FROM (
+         SELECT key, severity, title, detail, opened_at, last_seen_at, resolved_at,
+           EXISTS (SELECT 1 FROM events e WHERE e.database_id = $1 AND e.ts = alerts.opened_at AND e.kind = 'alert_opened' AND e.object = alerts.key) AS opened_stored,
+           (resolved_at IS NULL OR EXISTS (SELECT 1 FROM events e WHERE e.database_id = $1 AND e.ts = alerts.resolved_at AND e.kind = 'alert_resolved' AND e.object = alerts.key)) AS resolved_stored
+         FROM alerts WHERE database_id = $1 AND ((opened_at >= $2 AND opened_at < $3) OR (resolved_at >= $2 AND resolved_at < $3))
+       ) a WHERE NOT (a.opened_stored AND a.resolved_stored)
+       ORDER BY a.opened_at DESC LIMIT $4`,
       [db.id, window.since, window.until, limit],
     ),
     driver.all(
@@ -456,13 +506,15 @@ export async function listEvents(driver: SqlDriver, db: RegisteredDatabase, wind
     link: r.link ? String(r.link) : null,
   }))
   const inWindow = (ts: number) => ts >= window.since && ts < window.until
+  // SQLite answers 0/1, PostgreSQL false/true.
+  const yes = (v: unknown) => v === true || Number(v) === 1
+  // Their text is the alert's latest (the text at opening was not kept then), and says so.
   for (const a of alerts) {
-    const link = dbLink(db.id, 'alerts')
+    const alert = { key: String(a.key), severity: String(a.severity), title: String(a.title), detail: String(a.detail) }
     const opened = Number(a.opened_at)
     const resolved = numOrNull(a.resolved_at)
-    const common = { object: String(a.rule), link, detail: String(a.detail) }
-    if (inWindow(opened)) events.push({ ts: opened, kind: 'alert_opened', severity: a.severity as DbEvent['severity'], title: `Alert opened: ${a.title}`, ...common })
-    if (resolved !== null && inWindow(resolved)) events.push({ ts: resolved, kind: 'alert_resolved', severity: 'info', title: `Alert resolved: ${a.title}`, ...common })
+    if (!yes(a.opened_stored) && inWindow(opened)) events.push(alertEvent(db.id, 'alert_opened', alert, opened, Number(a.last_seen_at)))
+    if (!yes(a.resolved_stored) && resolved !== null && inWindow(resolved)) events.push(alertEvent(db.id, 'alert_resolved', alert, resolved, Number(a.last_seen_at)))
   }
   for (const p of plans) {
     const cost = (v: unknown) => (v === null || v === undefined ? '?' : String(Math.round(Number(v) * 100) / 100))

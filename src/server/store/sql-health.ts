@@ -4,8 +4,12 @@
 // database and key (partial unique indexes), updated while the finding stays and resolved when it goes.
 // An alert that opens or resolves writes its notifications (one per channel) in the same transaction:
 // an outbox the monitor delivers, claims row by row (several `serve` processes may share a PostgreSQL
-// store), and retries until sent or given up.
+// store), and retries until sent or given up. It also writes the alert's event for the events timeline
+// (sql-events.ts), with the alert's text at that moment. The transaction holds the database's lock
+// (an advisory lock on PostgreSQL) and alerts_open allows one open alert per key, so of several `serve`
+// processes one opens (and one resolves) an alert and writes its event once.
 import type { SqlDriver } from './driver.ts'
+import { alertEvent, insertEvents } from './sql-events.ts'
 import { sql } from './sql.ts'
 
 export type HealthSeverity = 'critical' | 'warning' | 'info'
@@ -232,9 +236,10 @@ async function syncAlerts(
 ): Promise<{ opened: string[]; resolved: string[] }> {
   const current = byKey(critical)
   return driver.transaction(async (tx) => {
-    const open = await tx.all<{ id: string; key: string; rule: string }>('SELECT id, key, rule FROM alerts WHERE database_id = $1 AND resolved_at IS NULL', [
-      databaseId,
-    ])
+    const open = await tx.all<{ id: string; key: string; rule: string; severity: string; title: string; detail: string; last_seen_at: unknown }>(
+      'SELECT id, key, rule, severity, title, detail, last_seen_at FROM alerts WHERE database_id = $1 AND resolved_at IS NULL',
+      [databaseId],
+    )
     const openByKey = new Map(open.map((r) => [r.key, r]))
     const opened: string[] = []
     const resolved: string[] = []
@@ -257,6 +262,7 @@ async function syncAlerts(
         [id, databaseId, f.key, f.rule, f.severity, f.title, f.detail, now],
       )
       await addNotifications(tx, id, 'opened', channels, now)
+      await insertEvents(tx, databaseId, [alertEvent(databaseId, 'alert_opened', f, now)])
       opened.push(f.key)
     }
     const failed = new Set(failedRules)
@@ -264,6 +270,8 @@ async function syncAlerts(
       if (current.has(row.key) || failed.has(row.rule)) continue
       await tx.run('UPDATE alerts SET resolved_at = $1 WHERE id = $2', [now, row.id])
       await addNotifications(tx, row.id, 'resolved', channels, now)
+      // The text of its last evaluation while open (the one before this).
+      await insertEvents(tx, databaseId, [alertEvent(databaseId, 'alert_resolved', row, now, num(row.last_seen_at))])
       resolved.push(row.key)
     }
     return { opened, resolved }
