@@ -421,7 +421,10 @@ describe('the hint for a statement the agent role may not explain', () => {
     expect(grantHint(16, 'WITH moved AS (SELECT id FROM q) DELETE FROM orders WHERE id IN (SELECT id FROM moved)')).toContain('the DELETE privilege')
     expect(grantHint(16, '  insert into events values ($1)')).toContain('the INSERT privilege')
     // A function or schema the agent may not use needs its own grant, not pg_read_all_data.
-    expect(grantHint(17, 'SELECT f($1)', 'permission denied for function f')).toBe('grant EXECUTE on that function to the agent role, or leave the statement unexplained')
+    // Never a grant of EXECUTE: the monitoring role could then run it (pg_stat_statements_reset() wipes the statistics).
+    expect(grantHint(17, 'SELECT pg_stat_statements_reset()', 'permission denied for function pg_stat_statements_reset')).toBe(
+      'it calls a function the agent role may not run; it stays unexplained (do not grant EXECUTE for this: the monitoring role could then run it)',
+    )
     expect(grantHint(17, 'SELECT * FROM s.t', 'permission denied for schema s')).toBe('grant USAGE on that schema to the agent role')
     expect(grantHint(17, 'SELECT * FROM t', 'permission denied for table t')).toBe('grant pg_read_all_data')
   })

@@ -306,7 +306,10 @@ const WRITES = /^\s*(?:\/\*[\s\S]*?\*\/\s*)*(?:WITH\b[\s\S]*?\)\s*)?(INSERT|UPDA
 /** What the agent's role lacks to explain the refused statement (`cause`: PostgreSQL's error message). */
 export function grantHint(major: number, text: string, cause = ''): string {
   const object = /permission denied for (function|procedure|schema|type|language|large object|foreign table|foreign server)\b/i.exec(cause)?.[1]?.toLowerCase()
-  if (object === 'function' || object === 'procedure') return `grant EXECUTE on that ${object} to the agent role, or leave the statement unexplained`
+  // No grant proposed: EXECUTE would let the monitoring role run it (pg_stat_statements_reset() wipes the
+  // statistics dbm reads), and a plan is not worth that.
+  if (object === 'function' || object === 'procedure')
+    return `it calls a ${object} the agent role may not run; it stays unexplained (do not grant EXECUTE for this: the monitoring role could then run it)`
   if (object === 'schema') return 'grant USAGE on that schema to the agent role'
   if (object === 'foreign table' || object === 'foreign server') return 'EXPLAIN of a foreign table needs a user mapping for the agent role; leave it unexplained'
   if (object) return `grant USAGE on that ${object} to the agent role`
@@ -483,7 +486,7 @@ function reportSkipped(ctx: PostgresContext, state: State, denied: Denied[], unt
       })
     }
     if (denied.length > 0) {
-      ctx.log.warn('statements not explained: the agent role may not read their tables', {
+      ctx.log.warn('statements not explained: the agent role lacks a privilege they need', {
         database: ctx.name,
         collector: 'explain_plans',
         not_explained: denied.length,
