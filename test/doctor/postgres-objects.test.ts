@@ -4,6 +4,7 @@
 // with its severity, numbers and objects, then applies the finding's own fix command and sees the
 // finding go. (Sequences, primary keys and sequential scans: postgres-objects-tables.test.ts.)
 import { afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import postgres from 'postgres'
 import { parseIndexDef } from '../../src/server/doctor/rules/postgres/duplicate-indexes.ts'
 import { type PostgresDoctorRig, postgresDoctorRig, settled, workload } from '../support/doctor.ts'
 import { until } from '../support/wait.ts'
@@ -316,6 +317,40 @@ describe('pg_invalid_indexes', () => {
     expect(await rig.findings('pg_invalid_indexes')).toEqual([])
     const indexes = (await rig.api('/indexes')).filter((i: any) => i.index_name.startsWith('users_email_key'))
     expect(indexes).toMatchObject([{ index_name: 'users_email_key', is_valid: true, is_unique: true }])
+  })
+
+  test('an index still being built (CREATE INDEX CONCURRENTLY waiting for an old snapshot) is a note naming the build, with no command; valid once it ends', async () => {
+    rig = await postgresDoctorRig(17)
+    await rig.sql`CREATE TABLE events (id int, pad text)`
+    await rig.sql`INSERT INTO events SELECT g, repeat('p', 50) FROM generate_series(1, 20000) g`
+    const holder = postgres(rig.dsn, { max: 1, onnotice: () => {} })
+    const builder = postgres(rig.dsn, { max: 1, onnotice: () => {} })
+    try {
+      await holder.unsafe('BEGIN ISOLATION LEVEL REPEATABLE READ')
+      await holder.unsafe('SELECT 1')
+      const building = builder.unsafe('CREATE INDEX CONCURRENTLY events_id_idx ON events (id)').then(() => undefined)
+      const [view] = await until('the build to wait for old snapshots', async () => {
+        const rows = await rig!.sql`SELECT pid, phase FROM pg_stat_progress_create_index WHERE datname = current_database()`
+        return rows[0]?.phase === 'waiting for old snapshots' ? rows : undefined
+      })
+      await rig.cycle()
+      const [finding] = await rig.findings('pg_invalid_indexes')
+      expect(finding).toMatchObject({
+        key: 'pg_invalid_indexes:public.events_id_idx',
+        severity: 'info',
+        title: 'Index public.events_id_idx is being built',
+        how_to_fix: [],
+        metrics: { build_pid: view!.pid, build_phase: 'waiting for old snapshots' },
+      })
+      expect(finding.detail).toContain(`is invalid because CREATE INDEX CONCURRENTLY (pid ${view!.pid}) is still building it: phase "waiting for old snapshots"`)
+      await holder.unsafe('COMMIT')
+      await building
+      await rig.cycle()
+      expect(await rig.findings('pg_invalid_indexes')).toEqual([])
+    } finally {
+      await holder.end({ timeout: 5 })
+      await builder.end({ timeout: 5 })
+    }
   })
 
   test('a plain invalid index is rebuilt with REINDEX CONCURRENTLY', async () => {

@@ -1,10 +1,13 @@
 // Invalid indexes (pg_index.indisvalid false), PgHero's invalid_indexes: what a failed CREATE INDEX
 // CONCURRENTLY or REINDEX CONCURRENTLY leaves behind. The planner never uses one, writes may still
 // maintain it, and an invalid unique index still rejects new duplicates. An index being built
-// concurrently right now is invalid too until its build ends, which the investigation shows.
+// concurrently right now is invalid too until its build ends: when the agent's `progress` section (the
+// latest snapshot, no older than the activity the doctor reads) shows its CREATE INDEX or REINDEX running,
+// the finding is a note saying so, with the build's phase, and no command that would undo it.
 // A unique index whose build failed on duplicate values fails again on REINDEX CONCURRENTLY, leaving a
 // second invalid copy (`<name>_ccnew`): its fix resolves the duplicates first, drops the index (and any
 // such leftover, named in its finding rather than in one of its own) and creates it again.
+import type { ProgressEntry } from '../../../../shared/wire.ts'
 import type { IndexRow } from '../../../store/sql-objects.ts'
 import { type FindingDraft, type Rule } from '../../types.ts'
 import { pgIdent, pgIndexDefinition, pgQualified, pgRegclass } from '../../sql-text.ts'
@@ -38,6 +41,12 @@ export const invalidIndexes: Rule<typeof defaults> = {
     const leftoversOf = (i: IndexRow) => all.filter((o) => o !== i && o.schema_name === i.schema_name && o.table_name === i.table_name && /^_ccnew\d*$/.test(o.index_name.slice(i.index_name.length)) && o.index_name.startsWith(i.index_name))
     const leftovers = new Set(all.flatMap(leftoversOf))
     const invalid = all.filter((i) => !leftovers.has(i))
+    // Builds running at the latest snapshot of the progress views, by the index they build.
+    const progress = invalid.length > 0 ? await ctx.store.latestSnapshot(ctx.db.id, 'progress') : undefined
+    const builds = (Array.isArray(progress?.payload) ? (progress.payload as ProgressEntry[]) : []).filter(
+      (p) => p.index_name !== null && /^(CREATE INDEX|REINDEX)/.test(p.command),
+    )
+    const buildOf = (i: IndexRow) => builds.find((p) => p.index_name === i.index_name && (p.schema_name === null || p.schema_name === i.schema_name))
 
     const findings: FindingDraft[] = invalid.slice(0, t.max_findings).map((i) => {
       const name = pgQualified(i.schema_name, i.index_name)
@@ -47,7 +56,26 @@ export const invalidIndexes: Rule<typeof defaults> = {
       const extraNames = extra.map((o) => pgQualified(o.schema_name, o.index_name))
       const definition = pgIndexDefinition(i.index_def, { concurrently: true })
       const recreate = definition ? [`${definition};`] : []
-      return {
+      const build = buildOf(i)
+      if (build) {
+        const done = build.percent === null ? '' : `, ${build.percent.toFixed(1)} % of its ${build.unit ?? 'work'}`
+        const note: FindingDraft = {
+          severity: 'info',
+          object: `${i.schema_name}.${i.index_name}`,
+          objects: [`${i.schema_name}.${i.index_name}`, `${i.schema_name}.${i.table_name}`],
+          title: `Index ${name} is being built`,
+          detail: `${name} on ${table} is invalid because ${build.command} (pid ${build.pid}) is still building it: phase "${build.phase}"${done}. It becomes valid when the build ends; a build waiting in "waiting for old snapshots" or "waiting for writers" waits for the transactions named in the progress view.`,
+          recommendation: 'Let the build finish. If it waits long, end what it waits for (see the xmin horizon and lock chains); if it fails, this turns into an invalid index to rebuild.',
+          how_to_investigate: [
+            `SELECT pid, phase, lockers_total, lockers_done, current_locker_pid, blocks_done, blocks_total FROM pg_stat_progress_create_index WHERE pid = ${build.pid};`,
+            `GET /api/v1/databases/${ctx.db.id}/progress   -- the builds the agent saw`,
+          ],
+          how_to_fix: [],
+          metrics: { is_unique: i.is_unique ? 1 : 0, size_bytes: i.size_bytes, build_pid: build.pid, build_phase: build.phase, build_percent: build.percent },
+        }
+        return note
+      }
+      const finding: FindingDraft = {
         severity: 'warning',
         object: `${i.schema_name}.${i.index_name}`,
         objects: [`${i.schema_name}.${i.index_name}`, ...extra.map((o) => `${o.schema_name}.${o.index_name}`), `${i.schema_name}.${i.table_name}`],
@@ -77,6 +105,7 @@ export const invalidIndexes: Rule<typeof defaults> = {
             ],
         metrics: { is_unique: i.is_unique ? 1 : 0, size_bytes: i.size_bytes },
       }
+      return finding
     })
 
     const rest = invalid.slice(t.max_findings)
