@@ -11,7 +11,8 @@
 // vacuum reads as a time equal to pg_stat_user_tables'; statements have a sortable I/O time column, a
 // statement an I/O time chart, and "track_io_timing" is explained where every I/O time is 0; the header's
 // "last seen" follows each batch; an agent that stopped leaves a red "data from HH:MM" banner and no
-// live-looking figures. Screenshots go to test-artifacts/screenshots/issue14-*.png.
+// live-looking figures: the overview's cards and the doctor's key figures of the moment read "—", the
+// rest "as of HH:MM". Screenshots go to test-artifacts/screenshots/issue14-*.png.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -19,6 +20,7 @@ import { join } from 'node:path'
 import type { Browser, Page } from 'playwright-core'
 import postgres from 'postgres'
 import { fmtMs } from '../../src/web/components/ui.tsx'
+import { formatFigure } from '../../src/web/pages/db/figures.ts'
 import { type AgentRig, startAgentRig, waitForBaseline, waitForCycles } from '../support/agent.ts'
 import { type BrowserPage, horizontalOverflow, launchBrowser, openPage } from '../support/browser.ts'
 import { sharedPostgres } from '../support/postgres.ts'
@@ -375,8 +377,27 @@ describe('issue 14: the dashboard (Chromium)', () => {
     await expect(page.locator('[data-card="dead"] .sub').textContent()).resolves.toStartWith(`as of ${hhmm}`)
     await b.screenshot('issue14-stale-overview')
     // Every page of the database carries the banner.
-    await page.getByRole('navigation', { name: /^Sections of/ }).getByRole('link', { name: 'Tables', exact: true }).click()
+    const tab = (name: string) => page.getByRole('navigation', { name: /^Sections of/ }).getByRole('link', { name, exact: true })
+    await tab('Tables').click()
     await page.locator('[data-stale]').waitFor()
+
+    // The doctor's key figures: as of the last data, in red; those of the moment "—", the others as measured.
+    const summary = (await call(cold, '/doctor')).body.metrics_summary
+    const asOf = `as of ${await clockIn(page, Date.parse(summary.as_of))} (`
+    await tab('Doctor').click()
+    const keyFigures = page.locator('[data-key-figures]')
+    await keyFigures.waitFor()
+    // The diagnosis the layout loaded may predate the stop by a batch: run it again and wait for the last data's.
+    await page.getByRole('button', { name: 'Run again' }).click()
+    await until('the key figures as of the last data', async () => ((await keyFigures.locator('[data-as-of]').textContent())?.startsWith(asOf) ? true : undefined))
+    await expect(keyFigures.locator('[data-as-of]').textContent()).resolves.toMatch(/\(\d+ (s|min) ago\)$/)
+    expect(await keyFigures.locator('[data-as-of]').getAttribute('class')).toContain('sev-critical')
+    for (const key of ['active_queries', 'blocked_queries', 'longest_query_ms']) {
+      await expect(keyFigures.locator(`dt[title="${key}"] + dd`).textContent()).resolves.toBe('—')
+    }
+    expect(summary.cache_hit_ratio).toBeGreaterThan(0)
+    await expect(keyFigures.locator('dt[title="cache_hit_ratio"] + dd').textContent()).resolves.toBe(formatFigure('cache_hit_ratio', summary.cache_hit_ratio))
+    await b.screenshot('issue14-stale-doctor')
     b.assertNoErrors()
   }, TEST_MS)
 })

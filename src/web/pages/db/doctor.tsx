@@ -1,8 +1,9 @@
 // Doctor: the database's status and score, the findings grouped by severity (title, detail,
 // recommendation, the figures it measured, how to investigate and how to fix as copyable commands; for an
 // unverified organization the note that verifying the email unlocks the fixes) and the key figures it
-// judged, each in human units (figures.ts). Each finding says when the data it was drawn from was
-// collected (its as_of), in red when that is not recent (the agent stopped sending).
+// judged, each in human units (figures.ts). Each finding and the key figures say when the data they were
+// drawn from was collected (as_of), in red when that is not recent (the agent stopped sending); the figures
+// of the moment (sessions, blocking, merges) then read "—", as the overview's cards do.
 import { Fragment } from 'preact'
 import { useEffect } from 'preact/hooks'
 import { Code, ErrorBox, Loading, ago, fmtClock, fmtTime } from '../../components/ui.tsx'
@@ -16,8 +17,14 @@ const SEVERITIES: { key: Severity; label: string }[] = [
   { key: 'info', label: 'Information' },
 ]
 
-/** Figures as a definition list, each labelled without its unit and shown with it. */
-function Figures({ figures }: { figures: Record<string, unknown> }) {
+/**
+ * The key figures that describe the moment they were read (sessions running, blocked, the longest one,
+ * merges in progress): once the agent stopped sending they are no longer true, and read "—".
+ */
+export const MOMENT_FIGURES: ReadonlySet<string> = new Set(['active_queries', 'blocked_queries', 'longest_query_ms', 'active_merges', 'merge_progress_pct'])
+
+/** Figures as a definition list, each labelled without its unit and shown with it; `hidden` ones as "—". */
+function Figures({ figures, hidden }: { figures: Record<string, unknown>; hidden?: ReadonlySet<string> }) {
   const entries = Object.entries(figures)
   if (entries.length === 0) return null
   return (
@@ -25,7 +32,7 @@ function Figures({ figures }: { figures: Record<string, unknown> }) {
       {entries.map(([k, v]) => (
         <Fragment key={k}>
           <dt title={k}>{figureLabel(k)}</dt>
-          <dd>{formatFigure(k, v)}</dd>
+          <dd>{hidden?.has(k) ? <span title="The agent stopped sending: this figure of the moment is not known now.">—</span> : formatFigure(k, v)}</dd>
         </Fragment>
       ))}
     </dl>
@@ -103,7 +110,8 @@ export function DoctorPage({ db, doctor, query }: PageProps) {
   if (doctor.error) return <ErrorBox error={doctor.error} />
   if (!doctor.data) return <Loading what="Running the doctor" />
   const d = doctor.data
-  const { findings: counts, rules_evaluated, ...figures } = d.metrics_summary
+  const { findings: counts, rules_evaluated, as_of: figuresAsOf, ...figures } = d.metrics_summary
+  const stale = isStale(db)
   return (
     <section class="stack">
       <div class="doctor-head">
@@ -132,15 +140,17 @@ export function DoctorPage({ db, doctor, query }: PageProps) {
             </h2>
             <div class="stack">
               {list.map((f) => (
-                <FindingPanel key={f.key} f={f} stale={isStale(db)} open={wanted ? wanted === f.key : key === 'critical' || f.key === d.top_issues[0]?.key} />
+                <FindingPanel key={f.key} f={f} stale={stale} open={wanted ? wanted === f.key : key === 'critical' || f.key === d.top_issues[0]?.key} />
               ))}
             </div>
           </section>
         )
       })}
-      <section>
-        <h2>Key figures</h2>
-        <Figures figures={figures} />
+      <section data-key-figures>
+        <h2>
+          Key figures <AsOf at={figuresAsOf as number | string | null | undefined} stale={stale} />
+        </h2>
+        <Figures figures={figures} hidden={stale ? MOMENT_FIGURES : undefined} />
       </section>
     </section>
   )
