@@ -12,14 +12,16 @@
 // statement an I/O time chart, and "track_io_timing" is explained where every I/O time is 0; the header's
 // "last seen" follows each batch; an agent that stopped leaves a red "data from HH:MM" banner and no
 // live-looking figures: the overview's cards and the doctor's key figures of the moment read "—", the
-// rest "as of HH:MM". Screenshots go to test-artifacts/screenshots/issue14-*.png.
+// rest "as of HH:MM", and the Active page says its data are from HH:MM, not live, with a transaction's
+// age frozen at the snapshot's (the browser's clock moved on as the server's did). Screenshots go to
+// test-artifacts/screenshots/issue14-*.png.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Browser, Page } from 'playwright-core'
 import postgres from 'postgres'
-import { fmtMs } from '../../src/web/components/ui.tsx'
+import { ago, fmtMs } from '../../src/web/components/ui.tsx'
 import { formatFigure } from '../../src/web/pages/db/figures.ts'
 import { type AgentRig, startAgentRig, waitForBaseline, waitForCycles } from '../support/agent.ts'
 import { type BrowserPage, horizontalOverflow, launchBrowser, openPage } from '../support/browser.ts'
@@ -36,6 +38,7 @@ let shop: AgentRig
 let cold: AgentRig
 let shopSql: postgres.Sql
 let coldSql: postgres.Sql
+let coldDsn: string
 let holder: postgres.ReservedSql | undefined
 let holderPool: postgres.Sql
 const dirs: string[] = []
@@ -48,7 +51,8 @@ async function bigTable(sql: postgres.Sql, rows: number) {
 
 beforeAll(async () => {
   const pg = await sharedPostgres(17)
-  const [shopDsn, coldDsn] = await Promise.all([pg.freshDatabase(), pg.freshDatabase()])
+  const [shopDsn, coldUrl] = await Promise.all([pg.freshDatabase(), pg.freshDatabase()])
+  coldDsn = coldUrl
   shopSql = postgres(shopDsn, { max: 2, onnotice: () => {} })
   coldSql = postgres(coldDsn, { max: 2, onnotice: () => {} })
   const { db } = (await shopSql<{ db: string }[]>`SELECT current_database() AS db`)[0]!
@@ -352,52 +356,107 @@ describe('issue 14: the dashboard (Chromium)', () => {
   }, TEST_MS)
 
   test('an agent that stopped: a red "data from HH:MM" banner, and no live-looking figures', async () => {
-    const b = await newPage(cold)
-    const { page } = b
-    await signIn(cold, page)
-    await page.goto(`/#/databases/${cold.dbId}/overview`)
-    await page.locator('[data-card="active"] .value').waitFor()
-    expect(await page.locator('[data-stale]').count()).toBe(0)
-
-    await cold.agent.stop()
-    const last = Date.parse((await call(cold, '/health')).body.last_seen_at)
-    // Two minutes later by the server's clock: past max(3 × 1 s, 60 s) without a batch.
-    cold.server.advance(120_000)
-    expect((await call(cold, '/health')).body.status).toBe('disconnected')
-    const hhmm = await clockIn(page, last)
-    const banner = page.locator('[data-stale]')
-    await banner.waitFor({ timeout: 15_000 })
-    expect(await banner.locator('strong').textContent()).toBe(`Data from ${hhmm}`)
-    expect(await banner.getAttribute('class')).toBe('banner banner-critical')
-    await expect(page.locator('.db-head .badge-critical').textContent()).resolves.toBe('disconnected')
-    for (const card of ['active', 'blocked', 'longest', 'hit']) {
-      await expect(page.locator(`[data-card="${card}"] .value`).textContent()).resolves.toBe('—')
-      await expect(page.locator(`[data-card="${card}"] .sub`).textContent()).resolves.toStartWith(`no data since ${hhmm}`)
+    // A session idle in a transaction, in the agent's snapshots when it stops.
+    const txPool = postgres(coldDsn, { max: 1, onnotice: () => {} })
+    const tx = await txPool.reserve()
+    try {
+      await tx.unsafe('BEGIN')
+      const { pid } = (await tx<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`)[0]!
+      await until('the open transaction in /active', async () => ((await cold.api('/active')) as any[]).find((s) => s.pid === pid && s.xact_start && s.state === 'idle in transaction'))
+      await stoppedAgent(pid)
+    } finally {
+      await tx.unsafe('ROLLBACK').catch(() => {})
+      tx.release()
+      await txPool.end({ timeout: 1 })
     }
-    await expect(page.locator('[data-card="dead"] .sub').textContent()).resolves.toStartWith(`as of ${hhmm}`)
-    await b.screenshot('issue14-stale-overview')
-    // Every page of the database carries the banner.
-    const tab = (name: string) => page.getByRole('navigation', { name: /^Sections of/ }).getByRole('link', { name, exact: true })
-    await tab('Tables').click()
-    await page.locator('[data-stale]').waitFor()
-
-    // The doctor's key figures: as of the last data, in red; those of the moment "—", the others as measured.
-    const summary = (await call(cold, '/doctor')).body.metrics_summary
-    const asOf = `as of ${await clockIn(page, Date.parse(summary.as_of))} (`
-    await tab('Doctor').click()
-    const keyFigures = page.locator('[data-key-figures]')
-    await keyFigures.waitFor()
-    // The diagnosis the layout loaded may predate the stop by a batch: run it again and wait for the last data's.
-    await page.getByRole('button', { name: 'Run again' }).click()
-    await until('the key figures as of the last data', async () => ((await keyFigures.locator('[data-as-of]').textContent())?.startsWith(asOf) ? true : undefined))
-    await expect(keyFigures.locator('[data-as-of]').textContent()).resolves.toMatch(/\(\d+ (s|min) ago\)$/)
-    expect(await keyFigures.locator('[data-as-of]').getAttribute('class')).toContain('sev-critical')
-    for (const key of ['active_queries', 'blocked_queries', 'longest_query_ms']) {
-      await expect(keyFigures.locator(`dt[title="${key}"] + dd`).textContent()).resolves.toBe('—')
-    }
-    expect(summary.cache_hit_ratio).toBeGreaterThan(0)
-    await expect(keyFigures.locator('dt[title="cache_hit_ratio"] + dd').textContent()).resolves.toBe(formatFigure('cache_hit_ratio', summary.cache_hit_ratio))
-    await b.screenshot('issue14-stale-doctor')
-    b.assertNoErrors()
   }, TEST_MS)
 })
+
+/** The "agent that stopped" test's pages, with `pid` a session idle in a transaction in the agent's last snapshot. */
+async function stoppedAgent(pid: number) {
+  const b = await newPage(cold)
+  const { page } = b
+  await signIn(cold, page)
+  await page.goto(`/#/databases/${cold.dbId}/overview`)
+  await page.locator('[data-card="active"] .value').waitFor()
+  expect(await page.locator('[data-stale]').count()).toBe(0)
+  // The browser's clock, moved on below as the server's is. Installed once the overview shows: installed
+  // before the sign-in, the page stayed on the databases list after goto(overview) in one run of three.
+  await page.clock.install()
+
+  await cold.agent.stop()
+  const last = Date.parse((await call(cold, '/health')).body.last_seen_at)
+  // Two minutes later by the server's clock (and the browser's): past max(3 × 1 s, 60 s) without a batch.
+  cold.server.advance(120_000)
+  await page.clock.fastForward(120_000)
+  expect((await call(cold, '/health')).body.status).toBe('disconnected')
+  const hhmm = await clockIn(page, last)
+  const banner = page.locator('[data-stale]')
+  await banner.waitFor({ timeout: 15_000 })
+  expect(await banner.locator('strong').textContent()).toBe(`Data from ${hhmm}`)
+  expect(await banner.getAttribute('class')).toBe('banner banner-critical')
+  await expect(page.locator('.db-head .badge-critical').textContent()).resolves.toBe('disconnected')
+  for (const card of ['active', 'blocked', 'longest', 'hit']) {
+    await expect(page.locator(`[data-card="${card}"] .value`).textContent()).resolves.toBe('—')
+    await expect(page.locator(`[data-card="${card}"] .sub`).textContent()).resolves.toStartWith(`no data since ${hhmm}`)
+  }
+  await expect(page.locator('[data-card="dead"] .sub').textContent()).resolves.toStartWith(`as of ${hhmm}`)
+  await b.screenshot('issue14-stale-overview')
+  // Every page of the database carries the banner.
+  const tab = (name: string) => page.getByRole('navigation', { name: /^Sections of/ }).getByRole('link', { name, exact: true })
+  await tab('Tables').click()
+  await page.locator('[data-stale]').waitFor()
+
+  // The doctor's key figures: as of the last data, in red; those of the moment "—", the others as measured.
+  const summary = (await call(cold, '/doctor')).body.metrics_summary
+  const asOf = `as of ${await clockIn(page, Date.parse(summary.as_of))} (`
+  await tab('Doctor').click()
+  const keyFigures = page.locator('[data-key-figures]')
+  await keyFigures.waitFor()
+  // The diagnosis the layout loaded may predate the stop by a batch: run it again and wait for the last data's.
+  await page.getByRole('button', { name: 'Run again' }).click()
+  await until('the key figures as of the last data', async () => ((await keyFigures.locator('[data-as-of]').textContent())?.startsWith(asOf) ? true : undefined))
+  await expect(keyFigures.locator('[data-as-of]').textContent()).resolves.toMatch(/\([2-9] min ago\)$/)
+  expect(await keyFigures.locator('[data-as-of]').getAttribute('class')).toContain('sev-critical')
+  for (const key of ['active_queries', 'blocked_queries', 'longest_query_ms']) {
+    await expect(keyFigures.locator(`dt[title="${key}"] + dd`).textContent()).resolves.toBe('—')
+  }
+  expect(summary.cache_hit_ratio).toBeGreaterThan(0)
+  await expect(keyFigures.locator('dt[title="cache_hit_ratio"] + dd').textContent()).resolves.toBe(formatFigure('cache_hit_ratio', summary.cache_hit_ratio))
+  await b.screenshot('issue14-stale-doctor')
+
+  // The Active page: the last snapshot, said to be from its time and not live, in the stale colour.
+  const sessions = (await cold.api('/active')) as any[]
+  const session = sessions.find((s) => s.pid === pid)
+  expect(session).toBeDefined()
+  const snapshotClock = await clockIn(page, Date.parse(session.ts))
+  await tab('Active').click()
+  const badge = page.locator('[data-stream-state="stale"]')
+  await badge.waitFor({ timeout: 20_000 })
+  expect(await badge.textContent()).toBe(`Data from ${snapshotClock}, not live`)
+  expect(await badge.getAttribute('class')).toBe('badge badge-critical')
+  const slider = page.locator('[data-slider-state="stale"]')
+  expect(await slider.textContent()).toBe(`Latest data, from ${hhmm}: not live`)
+  expect(await slider.getAttribute('class')).toBe('sev-critical')
+  expect(await page.locator('main').textContent()).not.toMatch(/\bLive\b/)
+  // The transaction's age is the one it had at the snapshot (seconds), not counted on to now (2 minutes).
+  const headers = await page.locator('thead th').allTextContents()
+  const column = headers.findIndex((h) => h.startsWith('Transaction since')) + 1
+  expect(column).toBeGreaterThan(0)
+  const row = page.locator('tbody tr').filter({ has: page.locator('td:first-child', { hasText: new RegExp(`^${pid}$`) }) })
+  const since = row.locator(`td:nth-child(${column})`)
+  const frozen = ago(session.xact_start, session.ts)
+  // (Counted to now, two minutes on, it would read otherwise.)
+  expect(ago(session.xact_start, Date.parse(session.ts) + 120_000)).not.toBe(frozen)
+  await expect(since.textContent()).resolves.toBe(frozen)
+  await b.screenshot('issue14-stale-active')
+  // A minute more: the page re-renders with the stream's next message ("collected 2 min ago" becomes
+  // "3 min ago"), the transaction's age stays.
+  const collected = page.getByText(/^collected \d+ min ago$/)
+  const before = await collected.textContent()
+  await page.clock.fastForward(60_000)
+  await until("the page to count the snapshot's age a minute on", async () => ((await collected.textContent()) !== before ? true : undefined), { timeoutMs: 20_000 })
+  await expect(since.textContent()).resolves.toBe(frozen)
+  await expect(badge.textContent()).resolves.toBe(`Data from ${snapshotClock}, not live`)
+  b.assertNoErrors()
+}

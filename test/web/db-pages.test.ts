@@ -6,6 +6,7 @@
 // "counted since", the live stream's badge and the webhook test's outcome.
 import { describe, expect, test } from 'bun:test'
 import { TEST_NOT_DELIVERED } from '../../src/server/routes/alerts.ts'
+import { fmtClock } from '../../src/web/components/ui.tsx'
 import { describeTest } from '../../src/web/pages/account.tsx'
 import { type Session, blockingChains, reconnectDelay, staleAfterMs, streamStatus } from '../../src/web/pages/db/active.tsx'
 import { DEFAULT_RANGE, RANGES, bucketFor, fmtDuration, windowQuery, withWindow } from '../../src/web/pages/db/common.tsx'
@@ -317,6 +318,18 @@ describe('the live stream', () => {
     expect(streamStatus({ ...base, state: 'reconnecting', receivedAt: now - 125_000 }, 5, now)).toBe('Reconnecting… (last data 2 min 5 s ago)')
     expect(streamStatus({ ...base, state: 'reconnecting', message: 'session expired' }, 5, now)).toBe('Reconnecting… (session expired)')
     expect(streamStatus({ ...base, state: 'paused' }, 5, now)).toBe('Paused')
+  })
+
+  test('once the agent stopped sending, the badge says from when the data are instead of "Live"', () => {
+    const now = 1_700_000_000_000
+    const from = new Date(now - 180_000).toISOString()
+    const base = { ts: from, active: [] }
+    const expected = `Data from ${fmtClock(from, now)}, not live`
+    expect(streamStatus({ ...base, state: 'live', receivedAt: now }, 5, now, from)).toBe(expected)
+    expect(streamStatus({ ...base, state: 'reconnecting', receivedAt: now - 40_000 }, 5, now, from)).toBe(expected)
+    expect(streamStatus({ ...base, state: 'paused' }, 5, now, from)).toBe('Paused')
+    expect(streamStatus({ ...base, state: 'connecting' }, 5, now, from)).toBe('Connecting…')
+    expect(streamStatus({ ...base, state: 'live', receivedAt: now }, 5, now, null)).toBe('Live, every 5 s')
   })
 })
 

@@ -3,7 +3,7 @@
 // byte axes tick at whole binary units.
 import { describe, expect, test } from 'bun:test'
 import { BYTE_INCRS, axisValue, formatValue } from '../../src/web/components/chart.tsx'
-import { fmtBytes, fmtClock, fmtMs, fmtNum, retryDelay } from '../../src/web/components/ui.tsx'
+import { ago, fmtBytes, fmtClock, fmtMs, fmtNum, retryDelay } from '../../src/web/components/ui.tsx'
 
 describe('fmtBytes', () => {
   test('below a kilobyte: whole bytes, one decimal under 10', () => {
@@ -34,6 +34,17 @@ describe('fmtBytes', () => {
 })
 
 describe('other formatters', () => {
+  test("ago: counted to now, or to a given moment (a stale snapshot's time) whatever the clock says", () => {
+    const at = '2026-01-31T12:00:00.000Z'
+    expect(ago(at, '2026-01-31T12:00:42.000Z')).toBe('42 s ago')
+    expect(ago(at, Date.parse(at) + 9 * 60_000)).toBe('9 min ago')
+    expect(ago(at, Date.parse(at) - 5000)).toBe('0 s ago')
+    expect(ago(new Date(Date.now() - 3 * 3_600_000).toISOString())).toBe('3 h ago')
+    // A moment that is no time falls back to now.
+    expect(ago(new Date(Date.now() - 120_000).toISOString(), 'not a time')).toBe('2 min ago')
+    expect(ago(null, at)).toBe('never')
+  })
+
   test('fmtNum: counts as they are, averages with at most two decimals', () => {
     expect(fmtNum(12_345)).toBe((12_345).toLocaleString())
     expect(fmtNum(401.98333333333335)).toBe((402).toLocaleString())

@@ -202,12 +202,16 @@ export function useConfirmation() {
   return { confirming, open: () => setConfirming(true), close, busy, error, run, opener, cancelButton }
 }
 
-/** "3 min ago"; "never" without a time. Takes RFC 3339 or epoch milliseconds. */
-export function ago(value: string | number | null | undefined): string {
+/**
+ * "3 min ago"; "never" without a time. Takes RFC 3339 or epoch milliseconds. `now` is the moment the age
+ * is counted to: a stale snapshot's own time, so that its ages stay those it had when it was taken.
+ */
+export function ago(value: string | number | null | undefined, now: string | number = Date.now()): string {
   if (value === null || value === undefined || value === '') return 'never'
   const at = new Date(value).getTime()
   if (Number.isNaN(at)) return '—'
-  const s = Math.max(0, (Date.now() - at) / 1000)
+  const to = new Date(now).getTime()
+  const s = Math.max(0, ((Number.isNaN(to) ? Date.now() : to) - at) / 1000)
   if (s < 60) return `${Math.round(s)} s ago`
   if (s < 3600) return `${Math.round(s / 60)} min ago`
   if (s < 86_400) return `${Math.round(s / 3600)} h ago`

@@ -4,12 +4,15 @@
 // interval and 5 s) is given up as dead: the badge says "Reconnecting… (last data 40 s ago)" and it
 // reconnects with a growing delay. PostgreSQL sessions show the blocking chains as a tree
 // of blocker → blocked; ClickHouse ones their memory, bytes and rows. The time slider (history.tsx)
-// shows a kept snapshot instead (?at=, GET /active?at=), with the stream paused until "Live".
+// shows a kept snapshot instead (?at=, GET /active?at=), with the stream paused until "Live". Once the
+// agent stopped sending (isStale), the stream still delivers its last snapshot: the badge then says the
+// data are from HH:MM, not live, and ages ("transaction since") are counted to the snapshot's time, as
+// for a past snapshot, so that they stay those it had instead of growing while its durations do not.
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks'
 import { get } from '../../api.ts'
 import { type Column, DataTable } from '../../components/data-table.tsx'
-import { Empty, Loading, ago, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
-import { ApiProblem, NoDataYet, SelectField, apiPath, fmtDuration } from './common.tsx'
+import { Empty, Loading, ago, fmtBytes, fmtClock, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
+import { ApiProblem, NoDataYet, SelectField, apiPath, fmtDuration, isStale } from './common.tsx'
 import { TimeSlider, atOf } from './history.tsx'
 import type { Database, PageProps } from './types.ts'
 
@@ -49,8 +52,13 @@ export const staleAfterMs = (intervalSeconds: number) => 2 * intervalSeconds * 1
 /** The wait before reconnect attempt `failures` (1, 2, …): 2 s, 4 s, 8 s … up to 30 s. */
 export const reconnectDelay = (failures: number) => Math.min(30_000, 1000 * 2 ** Math.min(Math.max(1, failures), 5))
 
-/** The stream's badge: "Live, every 5 s", "Paused", "Connecting…", "Reconnecting… (last data 40 s ago)". */
-export function streamStatus(stream: Stream, interval: number, now = Date.now()): string {
+/**
+ * The stream's badge: "Live, every 5 s", "Paused", "Connecting…", "Reconnecting… (last data 40 s ago)";
+ * with `staleFrom` (the time of the data shown when the agent stopped sending), "Data from 14:02, not live"
+ * instead of live or reconnecting: the stream may be up, the data it carries are not.
+ */
+export function streamStatus(stream: Stream, interval: number, now = Date.now(), staleFrom?: string | number | null): string {
+  if (staleFrom !== undefined && staleFrom !== null && (stream.state === 'live' || stream.state === 'reconnecting')) return `Data from ${fmtClock(staleFrom, now)}, not live`
   if (stream.state === 'live') return `Live, every ${interval} s`
   if (stream.state === 'paused') return 'Paused'
   if (stream.state === 'connecting') return 'Connecting…'
@@ -223,7 +231,11 @@ export function ChainTree({ nodes }: { nodes: ChainNode[] }) {
   )
 }
 
-function columns(db: Database): Column<Session>[] {
+/**
+ * The table's columns. `agesAtSnapshot` (a stale or past snapshot): ages are counted to the snapshot's
+ * own time (each session's ts) instead of now.
+ */
+function columns(db: Database, agesAtSnapshot = false): Column<Session>[] {
   const pid: Column<Session> = {
     key: 'pid',
     label: db.engine === 'clickhouse' ? 'Query id' : 'PID',
@@ -277,7 +289,16 @@ function columns(db: Database): Column<Session>[] {
     {
       key: 'xact',
       label: 'Transaction since',
-      render: (s) => (s.xact_start ? <span title={fmtTime(s.xact_start)}>{ago(s.xact_start)}</span> : '—'),
+      render: (s) =>
+        s.xact_start ? (
+          agesAtSnapshot && s.ts ? (
+            <span title={`${fmtTime(s.xact_start)}: the age it had at the snapshot of ${fmtTime(s.ts)}`}>{ago(s.xact_start, s.ts)}</span>
+          ) : (
+            <span title={fmtTime(s.xact_start)}>{ago(s.xact_start)}</span>
+          )
+        ) : (
+          '—'
+        ),
       sort: (s) => s.xact_start ?? null,
     },
     text,
@@ -301,14 +322,19 @@ export function ActivePage({ db, query, setQuery }: PageProps) {
   const chains = useMemo(() => (db.engine === 'postgres' ? blockingChains(shown ?? []) : []), [shown, db.engine])
   useTicking(stream.state === 'reconnecting')
   if (!db.last_seen_at) return <NoDataYet db={db} />
-  const status = streamStatus(stream, interval)
+  const stale = isStale(db)
   const snapshotTs = at === undefined ? stream.ts : shown?.[0]?.ts ?? null
+  const status = streamStatus(stream, interval, Date.now(), stale ? (stream.ts ?? db.last_seen_at) : undefined)
+  const notLive = stale && (stream.state === 'live' || stream.state === 'reconnecting')
   return (
     <section>
       <TimeSlider db={db} at={at} onChange={setAt} />
       {at === undefined ? (
         <div class="toolbar">
-          <span class={`badge ${stream.state === 'live' ? 'badge-ok' : stream.state === 'reconnecting' ? 'badge-warning' : 'badge-muted'}`} data-stream-state={stream.state}>
+          <span
+            class={`badge ${notLive ? 'badge-critical' : stream.state === 'live' ? 'badge-ok' : stream.state === 'reconnecting' ? 'badge-warning' : 'badge-muted'}`}
+            data-stream-state={notLive ? 'stale' : stream.state}
+          >
             {status}
           </span>
           {/* Read out on each change of state, not each second of "last data N s ago". */}
@@ -375,7 +401,7 @@ export function ActivePage({ db, query, setQuery }: PageProps) {
           ) : (
             <DataTable
               caption="Active sessions"
-              columns={columns(db)}
+              columns={columns(db, stale || at !== undefined)}
               rows={sessions}
               rowKey={(s) => String(s.pid)}
               initialSort={{ key: 'duration' }}

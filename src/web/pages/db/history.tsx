@@ -4,8 +4,8 @@
 // start, end and duration. Every poll is kept for a day, then only the snapshots with a blocked session
 // or a long statement (the README's Session history), so older windows have gaps.
 import { useEffect, useMemo, useState } from 'preact/hooks'
-import { Async, Empty, fmtTime, useApi } from '../../components/ui.tsx'
-import { SelectField, apiPath, fmtDuration } from './common.tsx'
+import { Async, Empty, fmtClock, fmtTime, useApi } from '../../components/ui.tsx'
+import { SelectField, apiPath, fmtDuration, isStale } from './common.tsx'
 import type { Database } from './types.ts'
 
 export interface SnapshotTime {
@@ -47,6 +47,7 @@ export function snapshotIndex(times: readonly { at: number }[], at: number): num
 /**
  * The slider: live, or one of the kept snapshots of the chosen span. `onChange(undefined)` goes back to
  * live. Snapshots with a blocked session are marked on the strip above it, and can be stepped through.
+ * Once the agent stopped sending, "live" is the latest data, and says from when (the page's red banner).
  */
 export function TimeSlider({ db, at, onChange }: { db: Database; at: number | undefined; onChange(at: number | undefined): void }) {
   const [span, setSpan] = useState('3600000')
@@ -69,10 +70,14 @@ export function TimeSlider({ db, at, onChange }: { db: Database; at: number | un
   const previousBlocked = [...blockedMarks].reverse().find(([, i]) => i < index)?.[1]
   const nextBlocked = blockedMarks.find(([, i]) => i > index)?.[1]
   const current = at === undefined ? undefined : times[index]
+  const stale = isStale(db)
+  const latest = stale ? `Latest data, from ${fmtClock(db.last_seen_at)}: not live` : 'Live'
   return (
     <section class="panel time-slider" aria-label="Session history">
       <div class="toolbar">
-        <strong>{at === undefined ? 'Live' : current ? `Snapshot of ${fmtTime(current.ts)}` : 'No snapshot kept at that time'}</strong>
+        <strong class={at === undefined && stale ? 'sev-critical' : undefined} data-slider-state={at === undefined ? (stale ? 'stale' : 'live') : 'snapshot'}>
+          {at === undefined ? latest : current ? `Snapshot of ${fmtTime(current.ts)}` : 'No snapshot kept at that time'}
+        </strong>
         {current && (
           <span class={current.blocked > 0 ? 'sev-critical small' : 'muted small'}>
             {current.blocked > 0 ? `${current.blocked} waiting for a lock` : 'nobody waiting for a lock'}
@@ -92,7 +97,7 @@ export function TimeSlider({ db, at, onChange }: { db: Database; at: number | un
           Next with a blocked session
         </button>
         <button type="button" onClick={() => onChange(undefined)} disabled={at === undefined} aria-pressed={at === undefined}>
-          Live
+          {stale ? 'Latest' : 'Live'}
         </button>
       </div>
       {times.length > 0 ? (
@@ -109,7 +114,7 @@ export function TimeSlider({ db, at, onChange }: { db: Database; at: number | un
             step={1}
             value={Math.max(0, index)}
             aria-label="Snapshot time"
-            aria-valuetext={current ? fmtTime(current.ts) : 'live'}
+            aria-valuetext={current ? fmtTime(current.ts) : stale ? 'latest' : 'live'}
             onInput={(e) => go(Number((e.target as HTMLInputElement).value))}
           />
           <div class="slider-ends muted small">
