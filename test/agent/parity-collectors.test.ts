@@ -214,7 +214,8 @@ for (const major of postgresMajors) {
         await holder.unsafe('COMMIT')
         await building
       }
-      expect((await run(progress, contextFor(agent, major))).progress).toEqual([])
+      // (An autovacuum of the table may be running by now: only the build must be gone.)
+      expect((await run(progress, contextFor(agent, major))).progress!.filter((e) => !e.command.startsWith('autovacuum'))).toEqual([])
     })
 
     test('progress: VACUUM (FREEZE) held in "scanning heap" by a cursor pinning a page, with the view\'s block counts', async () => {
@@ -232,10 +233,11 @@ for (const major of postgresMajors) {
         const view = await until('the vacuum to wait for the pin', async () => {
           const [row] = await admin`
             SELECT p.pid, p.phase, p.heap_blks_scanned::int AS scanned, p.heap_blks_total::int AS total, a.wait_event
-            FROM pg_stat_progress_vacuum p JOIN pg_stat_activity a USING (pid) WHERE p.datname = current_database()`
+            FROM pg_stat_progress_vacuum p JOIN pg_stat_activity a USING (pid) WHERE p.datname = current_database() AND p.relid = to_regclass(${table})`
           return row?.wait_event === 'BufferPin' ? row : undefined
         })
-        const found = (await run(progress, contextFor(agent, major))).progress!
+        // This table's: an autovacuum of an earlier test's table may be running too (seen in CI on 13).
+        const found = (await run(progress, contextFor(agent, major))).progress!.filter((e) => e.table_name === 'vac "t"\n*/ é')
         expect(found.map((e) => ({ ...e, started_at: null }))).toEqual([
           {
             pid: view.pid,

@@ -83,7 +83,7 @@ describe('events page', () => {
     try {
       const { page } = p
       await page.goto(`/#/databases/${dbId}/events?range=1h`)
-      await page.locator('tr[data-kind="index_created"]').waitFor()
+      await page.locator('tr[data-kind="index_created"]').waitFor({ timeout: 30_000 }) // the first page load of the file, on a loaded machine
       const rows = await page.locator('tbody tr').evaluateAll((trs) => trs.map((tr) => [tr.getAttribute('data-kind'), tr.querySelector('.event-title')?.textContent]))
       expect(rows).toEqual([
         ['index_created', `Index created: public.${HOSTILE_INDEX}`],
@@ -117,7 +117,7 @@ describe('events page', () => {
       const { page } = p
       await page.goto(`/#/databases/${dbId}/overview`)
       const chart = page.locator('[data-chart="overview-connections"] .chart[role="img"]')
-      await chart.waitFor()
+      await chart.waitFor({ timeout: 30_000 })
       await page.waitForFunction(() => document.querySelector('[data-chart="overview-connections"] .chart')?.getAttribute('aria-label')?.includes('Marked:'))
       const label = (await chart.getAttribute('aria-label'))!
       expect(label).toContain('Marked: ')
