@@ -184,10 +184,12 @@ function App() {
   )
   const isPublic = PUBLIC.includes(route.path)
   useEffect(() => {
-    // The live route: a session-ended navigation may already be under way (its hashchange not yet seen).
+    // The live route, not this render's: a session-ended navigation may already be under way (its
+    // hashchange not yet seen), and an effect run late (Preact runs it after paint, or before the next
+    // render) must not send a signed-in user who already went on from /signin back to the list.
     const now = currentRoute()
     if (me === null && !PUBLIC.includes(now.path)) navigate(signInPath(now))
-    if (me && SIGNED_OUT_ONLY.includes(route.path)) navigate((route.path === '/signin' && safeNext(route.query.get('next'))) || '/databases')
+    if (me && SIGNED_OUT_ONLY.includes(now.path)) navigate((now.path === '/signin' && safeNext(now.query.get('next'))) || '/databases')
   }, [me, route.path])
   const signOut = async () => {
     await api('POST', '/auth/logout').catch(() => {})
