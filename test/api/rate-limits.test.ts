@@ -50,15 +50,16 @@ for (const kind of storeKinds) {
 
     test('the window slides: an attempt is forgotten one hour after it was made', async () => {
       const ip = '203.0.113.9'
+      const started = Date.now()
       for (let i = 0; i < 10; i++) {
         await server.call('POST', '/api/v1/auth/login', { ip, body: { email: 'a@b.c', password: 'x' } })
         server.advance(60_000)
       }
       const over = await server.call('POST', '/api/v1/auth/login', { ip, body: { email: 'a@b.c', password: 'x' } })
       expect(over.status).toBe(429)
-      // The oldest attempt is 600 s (plus the requests' own run time) old.
+      // The oldest attempt is 600 s plus the requests' own run time old (measured: 14 s on a loaded CI machine).
       const retryAfter = Number(over.headers.get('retry-after'))
-      expect(retryAfter).toBeGreaterThanOrEqual(2990)
+      expect(retryAfter).toBeGreaterThanOrEqual(3000 - Math.ceil((Date.now() - started) / 1000) - 1)
       expect(retryAfter).toBeLessThanOrEqual(3000)
       server.advance((3600 - 600) * 1000 + 1)
       const again = await server.call('POST', '/api/v1/auth/login', { ip, body: { email: 'a@b.c', password: 'x' } })
