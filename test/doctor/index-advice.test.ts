@@ -3,7 +3,7 @@
 // leads with them, from pg_get_indexdef.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import postgres from 'postgres'
-import { type PlanNode, adviseIndex, filterConditions, indexColumns, indexShape, scanConditions } from '../../src/server/doctor/index-advice.ts'
+import { type PlanNode, adviseIndex, filterConditions, indexColumns, indexShape, scanConditions, seqScanNodes } from '../../src/server/doctor/index-advice.ts'
 import { sharedPostgres, stopSharedPostgres } from '../support/postgres.ts'
 
 afterAll(() => stopSharedPostgres())
@@ -163,4 +163,13 @@ describe('equality columns ordered by column statistics', () => {
       reason: `U&"cu""st\\000Aomer ü" first: about 5,000 distinct values against 3 for "sta'tus 🐘"`,
     })
   })
+})
+
+test('a plan from a batch is walked only through arrays of children, and no deeper than 200 levels', () => {
+  const scan = (name: string): PlanNode => ({ 'Node Type': 'Seq Scan', 'Relation Name': name })
+  expect(seqScanNodes({ 'Node Type': 'Nested Loop', Plans: [scan('a'), { 'Node Type': 'Hash', Plans: [scan('b')] }] }).map((n) => n['Relation Name'])).toEqual(['a', 'b'])
+  expect(seqScanNodes({ 'Node Type': 'Seq Scan', 'Relation Name': 'a', Plans: 'not an array' as never })).toHaveLength(1)
+  let deep: PlanNode = scan('bottom')
+  for (let i = 0; i < 100_000; i++) deep = { 'Node Type': 'Seq Scan', 'Relation Name': `n${i}`, Plans: [deep] }
+  expect(seqScanNodes(deep)).toHaveLength(201)
 })

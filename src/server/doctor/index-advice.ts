@@ -186,6 +186,17 @@ export interface PlanNode {
   Plans?: PlanNode[]
 }
 
+/**
+ * The Seq Scans of a plan that name their relation, depth first. A plan comes from the monitored server
+ * (or whoever holds an agent key): only arrays are walked as children, and no deeper than 200 levels.
+ */
+export function seqScanNodes<N extends PlanNode>(node: N | undefined, into: N[] = [], depth = 0): N[] {
+  if (!node || typeof node !== 'object' || depth > 200) return into
+  if (node['Node Type'] === 'Seq Scan' && node['Relation Name']) into.push(node)
+  if (Array.isArray(node.Plans)) for (const child of node.Plans) seqScanNodes(child as N, into, depth + 1)
+  return into
+}
+
 /** The path from `root` down to `target` (both included), or undefined when it is not in the tree. */
 function pathTo(root: PlanNode, target: PlanNode): PlanNode[] | undefined {
   if (root === target) return [root]

@@ -5,7 +5,7 @@
 // For rules about one statement (pg_slow_statements), so that the doctor names the same index wherever
 // it advises one.
 import type { DoctorContext } from './context.ts'
-import { type IndexAdvice, type PlanNode, adviseIndex, indexShape, scanConditions } from './index-advice.ts'
+import { type IndexAdvice, type PlanNode, adviseIndex, indexShape, scanConditions, seqScanNodes } from './index-advice.ts'
 import { pgQualified } from './sql-text.ts'
 
 const MIN_LIVE_ROWS = 10_000
@@ -13,12 +13,6 @@ const MAX_FILTER_SHARE = 0.1
 
 type ScanNode = PlanNode & { Schema?: string; 'Plan Rows'?: number }
 
-function seqScans(node: ScanNode | undefined, into: ScanNode[] = [], depth = 0): ScanNode[] {
-  if (!node || depth > 200) return into
-  if (node['Node Type'] === 'Seq Scan' && node['Relation Name'] && node.Filter) into.push(node)
-  for (const child of node.Plans ?? []) seqScans(child, into, depth + 1)
-  return into
-}
 
 export interface PlanIndexAdvice extends IndexAdvice {
   /** `schema.table` as SQL. */
@@ -32,7 +26,8 @@ export async function planIndexAdvice(ctx: DoctorContext, queryHash: string, win
   const plan = (newest?.plan_json as { Plan?: ScanNode } | null | undefined)?.Plan
   if (!plan) return undefined
   const tables = await ctx.tables()
-  const candidates = seqScans(plan)
+  const candidates = seqScanNodes(plan)
+    .filter((node) => node.Filter)
     .map((node) => {
       const table = tables.find((t) => t.table_name === node['Relation Name'] && (node.Schema === undefined || node.Schema === t.schema_name))
       return { node, table }

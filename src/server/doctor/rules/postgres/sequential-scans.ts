@@ -27,7 +27,7 @@ import type { StoredPlan } from '../../../store/sql-plans.ts'
 import type { IndexRow, TableRow } from '../../../store/sql-objects.ts'
 import type { ColumnStat } from '../../../../shared/wire.ts'
 import type { DoctorContext } from '../../context.ts'
-import { type ColumnCondition, type IndexAdvice, type IndexShapeAdvice, type PlanNode, adviseIndex, indexShape, scanConditions } from '../../index-advice.ts'
+import { type ColumnCondition, type IndexAdvice, type IndexShapeAdvice, type PlanNode, adviseIndex, indexShape, scanConditions, seqScanNodes } from '../../index-advice.ts'
 import { type FindingDraft, type Rule, bytes, pct } from '../../types.ts'
 import { commentText, pgIdent, pgQualified, pgRegclass, pgString, urlSegment } from '../../sql-text.ts'
 
@@ -79,12 +79,6 @@ interface SeqScanNode {
   plan_rows: number | null
 }
 
-function seqScans(node: ScanNode | undefined, into: ScanNode[] = []): ScanNode[] {
-  if (!node) return into
-  if (node['Node Type'] === 'Seq Scan' && node['Relation Name']) into.push(node)
-  for (const child of node.Plans ?? []) seqScans(child, into)
-  return into
-}
 
 /** The Seq Scans in the newest plans (sampled or from auto_explain) of the window's costliest statements. */
 async function planScans(ctx: DoctorContext, windowMs: number, top: number): Promise<SeqScanNode[]> {
@@ -92,7 +86,7 @@ async function planScans(ctx: DoctorContext, windowMs: number, top: number): Pro
   for (const q of await ctx.queries(windowMs, 'total_time', top)) {
     const [newest]: StoredPlan[] = await ctx.plans(q.query_hash, windowMs)
     const plan = (newest?.plan_json as { Plan?: ScanNode } | null | undefined)?.Plan
-    for (const node of seqScans(plan)) {
+    for (const node of seqScanNodes(plan)) {
       found.push({
         query_hash: q.query_hash,
         query_text: q.query_text,
