@@ -167,7 +167,7 @@ describe('equality columns ordered by column statistics', () => {
 
 test('a plan from a batch is walked only through arrays of children, and no deeper than 200 levels', () => {
   const scan = (name: string): PlanNode => ({ 'Node Type': 'Seq Scan', 'Relation Name': name })
-  expect(seqScanNodes({ 'Node Type': 'Nested Loop', Plans: [scan('a'), { 'Node Type': 'Hash', Plans: [scan('b')] }] }).map((n) => n['Relation Name'])).toEqual(['a', 'b'])
+  expect(seqScanNodes<PlanNode>({ 'Node Type': 'Nested Loop', Plans: [scan('a'), { 'Node Type': 'Hash', Plans: [scan('b')] }] }).map((n) => n['Relation Name'])).toEqual(['a', 'b'])
   expect(seqScanNodes({ 'Node Type': 'Seq Scan', 'Relation Name': 'a', Plans: 'not an array' as never })).toHaveLength(1)
   let deep: PlanNode = scan('bottom')
   for (let i = 0; i < 100_000; i++) deep = { 'Node Type': 'Seq Scan', 'Relation Name': `n${i}`, Plans: [deep] }
