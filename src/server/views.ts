@@ -3,7 +3,11 @@ import { keyPrefix } from './auth/api-keys.ts'
 import { databaseDefaults } from './limits.ts'
 import type { ApiKey, Organization, RegisteredDatabase, User } from './store/types.ts'
 
-export const rfc3339 = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString())
+export function rfc3339(ms: number): string
+export function rfc3339(ms: number | null): string | null
+export function rfc3339(ms: number | null): string | null {
+  return ms === null ? null : new Date(ms).toISOString()
+}
 
 export function organizationView(o: Organization) {
   return { id: o.id, name: o.name, slug: o.slug, plan: o.plan, verified: o.verified, created_at: rfc3339(o.created_at) }

@@ -7,6 +7,8 @@ import type { Deps } from '../context.ts'
 import { notFound } from '../http-error.ts'
 import { fieldLimits } from '../limits.ts'
 import { apiKeyView } from '../views.ts'
+import { ApiKey, CreatedApiKey } from '../../shared/api/api-keys.ts'
+import { NoContent } from '../../shared/api/common.ts'
 import { body, boolean, pathId, query, requiredString } from './schema.ts'
 
 export function apiKeyRoutes(deps: Deps) {
@@ -16,7 +18,7 @@ export function apiKeyRoutes(deps: Deps) {
     .get(
       '/',
       async ({ principal, query }) => (await store.listApiKeys(principal.orgId, query.include_revoked ?? false)).map(apiKeyView),
-      { query: query({ include_revoked: t.Optional(boolean('include_revoked')) }) },
+      { query: query({ include_revoked: t.Optional(boolean('include_revoked')) }), response: { 200: t.Array(ApiKey) } },
     )
     .post(
       '/',
@@ -34,10 +36,10 @@ export function apiKeyRoutes(deps: Deps) {
         set.status = 201
         return { ...apiKeyView(key), key: generated.fullKey }
       },
-      { body: body({ name: requiredString('name', fieldLimits.name) }) },
+      { body: body({ name: requiredString('name', fieldLimits.name) }), response: { 201: CreatedApiKey } },
     )
     .delete('/:id', async ({ principal, params, set }) => {
       if (!(await store.revokeApiKey(principal.orgId, pathId(params.id, 'API key'), clock()))) throw notFound('API key')
       set.status = 204
-    })
+    }, { response: { 204: NoContent } })
 }
