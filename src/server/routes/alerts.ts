@@ -15,6 +15,7 @@ import { rfc3339 } from '../views.ts'
 import { WebhookUrlError, checkWebhookUrl, namesAHost, strictPolicy } from '../webhook-target.ts'
 import { Alert as AlertSchema, CreatedWebhook, Recommendation as RecommendationSchema, Webhook as WebhookSchema, WebhookTestResult } from '../../shared/api/alerts.ts'
 import { NoContent } from '../../shared/api/common.ts'
+import { errorAnswers } from '../openapi.ts'
 import { body, oneOf, query, requiredString } from './schema.ts'
 import { clampLimit, databaseFor, limitQuery } from './telemetry-params.ts'
 
@@ -111,7 +112,7 @@ export function alertRoutes(deps: Deps) {
       {
         query: listQuery('recommendations'),
         response: { 200: t.Array(RecommendationSchema) },
-        detail: { summary: "A database's recommendations with their fix commands (verified organizations only)" },
+        detail: { summary: "A database's recommendations with their fix commands (verified organizations only)", responses: errorAnswers({ 403: 'the organization is not verified' }) },
       },
     )
     .get(
@@ -148,9 +149,9 @@ export function alertRoutes(deps: Deps) {
         return { ...webhookView(webhook), secret: webhook.secret }
       },
       {
-        body: body({ url: requiredString('url', webhookUrlMaxLength) }),
+        body: body({ url: requiredString('url', webhookUrlMaxLength) }, { examples: [{ url: 'https://hooks.example.com/dbm' }] }),
         response: { 200: WebhookSchema, 201: CreatedWebhook },
-        detail: { summary: 'Set the alert webhook URL: 201 with the signing secret when created, 200 when its URL changed' },
+        detail: { summary: 'Set the alert webhook URL: 201 with the signing secret when created, 200 when its URL changed', responses: errorAnswers({ 429: 'too many URLs with a host name set this hour' }) },
       },
     )
     .post('/api/v1/organization/webhook/test', async ({ principal }) => {
@@ -170,7 +171,7 @@ export function alertRoutes(deps: Deps) {
       if (attempt.error === null) return { delivered: true }
       deps.log.info('webhook test not delivered', { org: principal.orgId, target: webhookTarget(webhook.url), cause: attempt.error })
       return { delivered: false, reason: TEST_NOT_DELIVERED }
-    }, { response: { 200: WebhookTestResult }, detail: { summary: 'Send a signed test delivery to the webhook' } })
+    }, { response: { 200: WebhookTestResult }, detail: { summary: 'Send a signed test delivery to the webhook', responses: errorAnswers({ 429: 'a test was sent within the cooldown (see Retry-After)' }) } })
     .delete('/api/v1/organization/webhook', async ({ principal, set }) => {
       if (!(await health.deleteWebhook(principal.orgId))) throw notFound('webhook')
       set.status = 204

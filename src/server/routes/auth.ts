@@ -12,6 +12,7 @@ import type { User } from '../store/types.ts'
 import { organizationView, userView } from '../views.ts'
 import { Me, Message, Session, SignupResult, Verified } from '../../shared/api/auth.ts'
 import { NoContent } from '../../shared/api/common.ts'
+import { errorAnswers } from '../openapi.ts'
 import { body, email, password, query, requiredString, token } from './schema.ts'
 
 type CookieJar = Record<string, { value?: unknown; set(o: Record<string, unknown>): void; remove(): void }>
@@ -116,9 +117,9 @@ export function authRoutes(deps: Deps) {
           password: password('password', passwordLength.min, passwordLength.max),
           name: requiredString('name', fieldLimits.name),
           org_name: requiredString('org_name', fieldLimits.name),
-        }),
+        }, { examples: [{ email: 'ada@example.com', password: 'correct horse battery staple', name: 'Ada', org_name: 'Analytical Engines' }] }),
         response: { 201: SignupResult },
-        detail: { summary: 'Create an account: an organization and its first user (owner); mails a verification link', security: [] },
+        detail: { summary: 'Create an account: an organization and its first user (owner); mails a verification link', security: [], responses: errorAnswers({ 403: 'signup is closed on this server (DBM_SIGNUP=closed)', 409: 'the email address is registered already' }) },
       },
     )
     .post(
@@ -133,9 +134,9 @@ export function authRoutes(deps: Deps) {
         body: body({
           email: token('email', 254),
           password: t.String({ minLength: 1, maxLength: passwordLength.max, error: 'password is required' }),
-        }),
+        }, { examples: [{ email: 'ada@example.com', password: 'correct horse battery staple' }] }),
         response: { 200: Session },
-        detail: { summary: 'Sign in with email and password', security: [] },
+        detail: { summary: 'Sign in with email and password', security: [], responses: errorAnswers({ 401: 'invalid email or password' }) },
       },
     )
     .post(
@@ -166,7 +167,7 @@ export function authRoutes(deps: Deps) {
           body({ refresh_token: t.Optional(t.String({ minLength: 1, maxLength: 4096, error: 'refresh_token must be a non-empty string of at most 4096 characters' })) }),
         ),
         response: { 200: Session },
-        detail: { summary: 'Exchange a refresh token (body or cookie) for new tokens; a reused one revokes its session', security: [] },
+        detail: { summary: 'Exchange a refresh token (body or cookie) for new tokens; a reused one revokes its session', security: [], responses: errorAnswers({ 401: 'invalid, expired or reused refresh token' }) },
       },
     )
     .post(
@@ -231,7 +232,7 @@ export function authRoutes(deps: Deps) {
       if (!cooldown.allowed) throw tooManyRequests(cooldown.retryAfterMs)
       await sendVerification(user)
       return { message: 'verification email sent' }
-    }, { response: { 200: Message }, detail: { summary: 'Send the verification mail again (a user access token only; once per cooldown)', security: [{ bearer: [] }, { cookie: [] }] } })
+    }, { response: { 200: Message }, detail: { summary: 'Send the verification mail again (a user access token only; once per cooldown)', security: [{ bearer: [] }, { cookie: [] }], responses: errorAnswers({ 409: 'the address is verified already', 429: 'asked again within the cooldown (see Retry-After)' }) } })
     .post(
       '/forgot-password',
       async ({ body }) => {
@@ -258,9 +259,9 @@ export function authRoutes(deps: Deps) {
         return { message: 'if an account exists for that email, a password reset link has been sent' }
       },
       {
-        body: body({ email: email() }),
+        body: body({ email: email() }, { examples: [{ email: 'ada@example.com' }] }),
         response: { 200: Message },
-        detail: { summary: 'Mail a password reset link, if an account has that address (the answer is the same either way)', security: [] },
+        detail: { summary: 'Mail a password reset link, if an account has that address (the answer is the same either way)', security: [], responses: errorAnswers({ 429: 'asked again for that address within the cooldown (see Retry-After)' }) },
       },
     )
     .post(

@@ -10,6 +10,7 @@ import { UniqueViolation } from '../store/driver.ts'
 import type { DatabasePatch, Engine, RegisteredDatabase } from '../store/types.ts'
 import { databaseView, healthStatus, rfc3339 } from '../views.ts'
 import { NoContent } from '../../shared/api/common.ts'
+import { errorAnswers } from '../openapi.ts'
 import { Database, DatabaseHealth, DatabaseStatus } from '../../shared/api/databases.ts'
 import { body, boolean, integer, oneOf, pathId, requiredString } from './schema.ts'
 
@@ -100,7 +101,10 @@ export function databaseRoutes(deps: Deps) {
           tags: t.Optional(tags),
         }),
         response: { 201: Database },
-        detail: { summary: 'Register a database (the agent also registers one by its first batch)' },
+        detail: {
+          summary: 'Register a database (the agent also registers one by its first batch)',
+          responses: errorAnswers({ 403: 'an unverified organization has its one database already', 409: 'the name is taken in the organization' }),
+        },
       },
     )
     // Every database's connection status and latest diagnosis in one answer (the database list polls it):
@@ -164,7 +168,7 @@ export function databaseRoutes(deps: Deps) {
           ),
         }),
         response: { 200: Database },
-        detail: { summary: "Change a database's name, address, tags or collection settings (the agent applies them from its next batch)" },
+        detail: { summary: "Change a database's name, address, tags or collection settings (the agent applies them from its next batch)", responses: errorAnswers({ 409: 'the name is taken in the organization' }) },
       },
     )
     .delete('/:id', async ({ principal, params, set }) => {
