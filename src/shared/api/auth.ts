@@ -39,20 +39,19 @@ export const Session = t.Object(tokenFields, { title: 'Session' })
 
 export const SignupResult = t.Object({ user: User, organization: Organization, ...tokenFields }, { title: 'SignupResult' })
 
-/** GET /auth/me: a user's access token names the user; an API key names itself (null once revoked). */
-export const Me = t.Union(
-  [
-    t.Object({ user: User, organization: Organization }, { title: 'UserPrincipal' }),
-    t.Object(
-      {
-        organization: Organization,
-        api_key: t.Union([t.Object({ id: Uuid(), name: t.String() }), t.Null()], { description: 'the key the request was made with' }),
-      },
-      { title: 'ApiKeyPrincipal' },
-    ),
-  ],
-  { title: 'Me' },
+/** GET /auth/me with a user's access token (or the dashboard's cookie). */
+export const UserPrincipal = t.Object({ user: User, organization: Organization }, { title: 'UserPrincipal' })
+
+/** GET /auth/me with an API key: the key names itself (null once revoked). */
+export const ApiKeyPrincipal = t.Object(
+  {
+    organization: Organization,
+    api_key: t.Union([t.Object({ id: Uuid(), name: t.String() }), t.Null()], { description: 'the key the request was made with' }),
+  },
+  { title: 'ApiKeyPrincipal' },
 )
+
+export const Me = t.Union([UserPrincipal, ApiKeyPrincipal], { title: 'Me' })
 
 export const Verified = t.Object({ verified: t.Literal(true), message: t.String() }, { title: 'Verified' })
 
