@@ -333,7 +333,7 @@ describe('GET /api/v1/docs', () => {
       if (op.summary) expect(html).toContain(escapeHtml(op.summary))
     }
     // Field lists of a response, with types and descriptions.
-    expect(html).toContain('<code>last_seen_at</code> <span class="type">string (date-time) | null</span>')
+    expect(html).toContain('<code>last_seen_at</code> <span class="type">string (date-time) | null</span> — when the last batch arrived')
     expect(html).toContain(`<code>status</code> <span class="type">&#34;connected&#34; | &#34;disconnected&#34;</span> — ${escapeHtml('connected while a batch arrived within max(3 × poll interval, 60 s)')}`)
   })
 

@@ -57,6 +57,15 @@ class Renderer {
     return typeof target.format === 'string' ? `${type} (${target.format})` : type
   }
 
+  /** A field's description: its own, or (a nullable field) that of the value it may hold. */
+  private descriptionOf(schema: unknown): string | undefined {
+    if (!isNode(schema)) return undefined
+    if (typeof schema.description === 'string') return schema.description
+    const union = schema.anyOf ?? schema.oneOf
+    if (!Array.isArray(union) || union.some((s) => isNode(s) && typeof s.$ref === 'string')) return undefined
+    return union.map((s) => this.descriptionOf(s)).find((d) => d !== undefined)
+  }
+
   /** A schema's fields as a nested list; a named schema once, by name. */
   fields(schema: unknown, depth = 0, seen = new Set<string>()): string {
     if (!isNode(schema) || depth > 6) return ''
@@ -79,7 +88,8 @@ class Renderer {
     if (!isNode(target.properties)) return ''
     const required = new Set(Array.isArray(target.required) ? target.required : [])
     const items = Object.entries(target.properties).map(([field, sub]) => {
-      const description = isNode(sub) && typeof sub.description === 'string' ? ` — ${escapeHtml(sub.description)}` : ''
+      const text = this.descriptionOf(sub)
+      const description = text ? ` — ${escapeHtml(text)}` : ''
       const mark = required.has(field) ? '' : ' <span class="opt">(optional)</span>'
       return `<li><code>${escapeHtml(field)}</code> <span class="type">${escapeHtml(this.typeOf(sub))}</span>${mark}${description}${this.fields(sub, depth + 1, seen)}</li>`
     })
@@ -100,7 +110,7 @@ class Renderer {
       const rows = parameters.map(
         (p) =>
           `<tr><td><code>${escapeHtml(p.name)}</code></td><td>${escapeHtml(p.in)}</td><td class="type">${escapeHtml(this.typeOf(p.schema))}</td>` +
-          `<td>${p.required ? '<span class="req">required</span>' : 'optional'}</td><td>${escapeHtml(p.description ?? (isNode(p.schema) ? (p.schema.description ?? '') : ''))}</td></tr>`,
+          `<td>${p.required ? '<span class="req">required</span>' : 'optional'}</td><td>${escapeHtml(p.description ?? this.descriptionOf(p.schema) ?? '')}</td></tr>`,
       )
       parts.push(`<h4>Parameters</h4><table><tr><th>name</th><th>in</th><th>type</th><th></th><th>description</th></tr>${rows.join('')}</table>`)
     }
