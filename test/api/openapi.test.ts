@@ -161,6 +161,9 @@ describe('the OpenAPI document', () => {
       { name: 'status', in: 'query', required: false, schema: { anyOf: [{ const: 'open', type: 'string' }, { const: 'resolved', type: 'string' }, { const: 'all', type: 'string' }] } },
       { name: 'limit', in: 'query', required: false, schema: expect.objectContaining({ type: 'string' }) },
     ])
+    // Each operation's id is its own (clients name their methods by it).
+    const operationIds = operations().map(([, , o]) => o.operationId)
+    expect(new Set(operationIds).size).toBe(operationIds.length)
     const ws = op('get', '/api/v1/databases/{id}/active/ws')
     expect(ws.responses['101'].description).toContain('WebSocket')
     // Titled schemas are components, referenced; no custom `error` keyword or TypeBox internals remain.
