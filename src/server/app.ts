@@ -31,10 +31,12 @@ import { isStoreUnreachable } from './store/availability.ts'
 import { dashboardRoutes } from './web/dashboard.ts'
 import { resetPasswordPage } from './web/reset-password.ts'
 import { withSecurityHeaders } from './web/security-headers.ts'
+import { apiDocsRoutes } from './web/api-docs.ts'
+import { Healthz, HealthzUnavailable } from '../shared/api/health.ts'
 import dashboard from '../web/index.html'
 
 /** Auth endpoints counted per client address (every request, answered or not). */
-const rateLimitedPaths: Record<string, RateLimitedEndpoint> = {
+export const rateLimitedPaths: Record<string, RateLimitedEndpoint> = {
   '/api/v1/auth/signup': 'signup',
   '/api/v1/auth/login': 'login',
   '/api/v1/auth/refresh': 'refresh',
@@ -113,7 +115,9 @@ export function createApp(deps: Deps) {
   // `standardHostname: false`: the path is found after `http://`, not 11 characters in, which assumed a
   // host of at least 4 characters (`Host: x` routed `/api/v1/x` as `/v1/x`). Elysia's own listen routes
   // with Bun's router, which parses the path itself; `dbm serve` hands requests to the app's fetch (serve.ts).
-  return new Elysia({ normalize: false, serve: { ...serverOptions }, handler: { standardHostname: false } })
+  // The app as built, for the OpenAPI document of its routes (read on the first request).
+  const built: { app?: { routes: readonly unknown[] } } = {}
+  const app = new Elysia({ normalize: false, serve: { ...serverOptions }, handler: { standardHostname: false } })
     .onRequest(async ({ request, server, set }) => {
       withSecurityHeaders(set.headers)
       if (headSize(request) > headerLimits.bytes) {
@@ -184,11 +188,18 @@ export function createApp(deps: Deps) {
         log.debug('request', { method: request.method, path: new URL(request.url).pathname, status: Number(set.status ?? 200) })
       }
     })
-    .get('/healthz', async ({ set }) => {
-      const answer = await healthz(deps, signupClosed)
-      set.status = answer.status
-      return answer.body
-    })
+    .get(
+      '/healthz',
+      async ({ set }) => {
+        const answer = await healthz(deps, signupClosed)
+        set.status = answer.status
+        return answer.body
+      },
+      {
+        response: { 200: Healthz, 503: HealthzUnavailable },
+        detail: { summary: "The server's health: 200 while its store answers, else 503", tags: ['health'], security: [] },
+      },
+    )
     .use(metricsRoute(deps))
     .use(authRoutes(deps))
     .use(apiKeyRoutes(deps))
@@ -204,7 +215,10 @@ export function createApp(deps: Deps) {
     .use(eventRoutes(deps))
     .use(ingestRoutes(deps))
     .use(resetPasswordPage())
+    .use(apiDocsRoutes(() => built.app!, { rateLimitedPaths: Object.keys(rateLimitedPaths) }))
     .use(dashboardRoutes(dashboard))
+  built.app = app
+  return app
 }
 
 export type App = ReturnType<typeof createApp>

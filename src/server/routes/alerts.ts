@@ -13,6 +13,9 @@ import { healthMonitorDefaults, webhookPutLimit, webhookTestCooldownMs, webhookU
 import type { Alert, NotificationChannel, NotificationEvent, Recommendation, Webhook } from '../store/sql-health.ts'
 import { rfc3339 } from '../views.ts'
 import { WebhookUrlError, checkWebhookUrl, namesAHost, strictPolicy } from '../webhook-target.ts'
+import { Alert as AlertSchema, CreatedWebhook, Recommendation as RecommendationSchema, Webhook as WebhookSchema, WebhookTestResult } from '../../shared/api/alerts.ts'
+import { NoContent } from '../../shared/api/common.ts'
+import { errorAnswers } from '../openapi.ts'
 import { body, oneOf, query, requiredString } from './schema.ts'
 import { clampLimit, databaseFor, limitQuery } from './telemetry-params.ts'
 
@@ -106,7 +109,11 @@ export function alertRoutes(deps: Deps) {
         const rows = await health.listRecommendations(db.id, query.status ?? 'open', clampLimit('recommendations', query.limit))
         return rows.map(recommendationView)
       },
-      { query: listQuery('recommendations') },
+      {
+        query: listQuery('recommendations'),
+        response: { 200: t.Array(RecommendationSchema) },
+        detail: { summary: "A database's recommendations with their fix commands (verified organizations only)", responses: errorAnswers({ 403: 'the organization is not verified' }) },
+      },
     )
     .get(
       '/api/v1/databases/:id/alerts',
@@ -115,13 +122,17 @@ export function alertRoutes(deps: Deps) {
         const rows = await health.listAlerts(db.id, query.status ?? 'open', clampLimit('alerts', query.limit))
         return rows.map(alertView)
       },
-      { query: listQuery('alerts') },
+      {
+        query: listQuery('alerts'),
+        response: { 200: t.Array(AlertSchema) },
+        detail: { summary: "A database's alerts (critical findings) and when each was notified" },
+      },
     )
     .get('/api/v1/organization/webhook', async ({ principal }) => {
       const webhook = await health.getWebhook(principal.orgId)
       if (!webhook) throw notFound('webhook')
       return webhookView(webhook)
-    })
+    }, { response: { 200: WebhookSchema }, detail: { summary: "The organization's alert webhook" } })
     .put(
       '/api/v1/organization/webhook',
       async ({ principal, body, set }) => {
@@ -137,7 +148,11 @@ export function alertRoutes(deps: Deps) {
         set.status = 201
         return { ...webhookView(webhook), secret: webhook.secret }
       },
-      { body: body({ url: requiredString('url', webhookUrlMaxLength) }) },
+      {
+        body: body({ url: requiredString('url', webhookUrlMaxLength) }, { examples: [{ url: 'https://hooks.example.com/dbm' }] }),
+        response: { 200: WebhookSchema, 201: CreatedWebhook },
+        detail: { summary: 'Set the alert webhook URL: 201 with the signing secret when created, 200 when its URL changed', responses: errorAnswers({ 429: 'too many URLs with a host name set this hour' }) },
+      },
     )
     .post('/api/v1/organization/webhook/test', async ({ principal }) => {
       const webhook = await health.getWebhook(principal.orgId)
@@ -156,9 +171,9 @@ export function alertRoutes(deps: Deps) {
       if (attempt.error === null) return { delivered: true }
       deps.log.info('webhook test not delivered', { org: principal.orgId, target: webhookTarget(webhook.url), cause: attempt.error })
       return { delivered: false, reason: TEST_NOT_DELIVERED }
-    })
+    }, { response: { 200: WebhookTestResult }, detail: { summary: 'Send a signed test delivery to the webhook', responses: errorAnswers({ 429: 'a test was sent within the cooldown (see Retry-After)' }) } })
     .delete('/api/v1/organization/webhook', async ({ principal, set }) => {
       if (!(await health.deleteWebhook(principal.orgId))) throw notFound('webhook')
       set.status = 204
-    })
+    }, { response: { 204: NoContent }, detail: { summary: 'Remove the alert webhook' } })
 }

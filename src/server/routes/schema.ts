@@ -40,7 +40,8 @@ export const oneOf = <const T extends readonly [string, ...string[]]>(field: str
   ) as unknown as TUnion<TLiteral<T[number]>[]>
 
 /** A JSON object whose keys are {fields}; any other key is a 400 that names it. */
-export const body = <T extends Parameters<typeof t.Object>[0]>(fields: T) => t.Object(fields, { additionalProperties: false })
+export const body = <T extends Parameters<typeof t.Object>[0]>(fields: T, options: { examples?: unknown[] } = {}) =>
+  t.Object(fields, { ...options, additionalProperties: false })
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 

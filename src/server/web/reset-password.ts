@@ -11,5 +11,5 @@ export function resetPasswordPage() {
     set.status = 302
     withSecurityHeaders(set.headers)
     Object.assign(set.headers, { 'cache-control': 'no-store', location: token ? `/#/reset?token=${encodeURIComponent(token)}` : '/#/reset' })
-  })
+  }, { detail: { hide: true } })
 }

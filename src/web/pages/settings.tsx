@@ -3,19 +3,12 @@
 import { useState } from 'preact/hooks'
 import { api } from '../api.ts'
 import { Async, Code, CopyButton, Empty, ago, fmtTime, useApi, useConfirmation } from '../components/ui.tsx'
+import type { Static } from '@sinclair/typebox'
+import type { ApiKey as ApiKeySchema, CreatedApiKey } from '../../shared/api/api-keys.ts'
 
-interface ApiKey {
-  id: string
-  name: string
-  prefix: string
-  created_at: string
-  last_used_at: string | null
-  revoked_at: string | null
-}
+type ApiKey = Static<typeof ApiKeySchema>
 
-interface CreatedKey extends ApiKey {
-  key: string
-}
+type CreatedKey = Static<typeof CreatedApiKey>
 
 /** The key created last in this tab, kept in memory only (never stored): the agent setup fills it in. */
 let lastCreated: CreatedKey | undefined

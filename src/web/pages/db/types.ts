@@ -1,19 +1,15 @@
 // The API's answers that the per-database pages read, as the README's endpoint sections describe them.
 // Where the API sends a store type as it is (times aside), the type is the store's (types only: erased
 // from the bundle).
-import type { Engine, RegisteredDatabase } from '../../../server/store/types.ts'
+import type { Static } from '@sinclair/typebox'
+import type { Database as DatabaseSchema, Engine as EngineSchema } from '../../../shared/api/databases.ts'
 import type { Loaded } from '../../components/ui.tsx'
 
-export type { Engine }
+export type Engine = Static<typeof EngineSchema>
 export type Severity = 'critical' | 'warning' | 'info'
 
-/** A registered database as the API sends it (databaseView): times in RFC 3339, its status, no org. */
-export interface Database extends Omit<RegisteredDatabase, 'org_id' | 'created_at' | 'updated_at' | 'last_seen_at'> {
-  status: 'connected' | 'disconnected'
-  last_seen_at: string | null
-  created_at: string
-  updated_at: string
-}
+/** A registered database as the API sends it (src/shared/api/databases.ts). */
+export type Database = Static<typeof DatabaseSchema>
 
 export interface Finding {
   rule: string
