@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
 import type { Subprocess } from 'bun'
+import { builtBinary } from '../support/binary.ts'
 import { launchBrowser, openPage } from '../support/browser.ts'
 import { type PostgresServer, sharedPostgres, statementsDatabase } from '../support/postgres.ts'
 import { cleanEnv, repoRoot, runCommand } from '../support/process.ts'
@@ -26,8 +27,9 @@ interface LocalProcess {
 
 const children = new Set<Subprocess>()
 
-function startLocal(args: string[], env: Record<string, string>): LocalProcess {
-  const proc = Bun.spawn(['bun', 'src/cli.ts', 'local', ...args], {
+/** `<command> local ...args`; the command is `bun src/cli.ts` unless given (the compiled binary). */
+function startLocal(args: string[], env: Record<string, string>, command = ['bun', 'src/cli.ts']): LocalProcess {
+  const proc = Bun.spawn([...command, 'local', ...args], {
     cwd: repoRoot,
     env: cleanEnv(env),
     stdin: 'ignore',
@@ -93,7 +95,12 @@ const dataDir = join(xdgDataHome, 'dbm')
 const opened = join(home, 'opened')
 const outputs: string[] = []
 
+// The release binary runs the second run: built meanwhile (once per test process, shared with the other files that need it).
+let binary: Promise<string>
+
 beforeAll(async () => {
+  binary = builtBinary()
+  binary.catch(() => {})
   pg = await sharedPostgres(17)
   const admin = pg.url()
   const url = new URL(await statementsDatabase(pg))
@@ -222,32 +229,54 @@ test('first run: link, first data, statements with their exact calls, one instan
   outputs.push(local.stdout(), local.stderr(), second.stdout, second.stderr)
 }, 60_000)
 
-test('second run: same database id, the statements kept, a new link; Chromium shows the statement; SIGTERM', async () => {
-  const local = startLocal(['--data-dir', dataDir, dsn], { HOME: home })
-  const [, base] = await local.printed(/^Dashboard: (http:\/\/127\.0\.0\.1:\d+)\/$/m)
-  const [, link] = await local.printed(/^Sign in: +(http:\S+)$/m)
-  expect(link).not.toBe(firstLink.replace(/:\d+\//, `:${new URL(base!).port}/`))
-  // The first run's link died with it.
-  expect((await fetch(`${base}${new URL(firstLink).pathname}${new URL(firstLink).search}`, { redirect: 'manual' })).status).toBe(404)
-
-  const browser = await launchBrowser()
+test('second run, of dist/dbm: same database id, the statements kept, a new link; a database that comes up later shows up; Chromium shows the statement; SIGTERM', async () => {
+  const browserStarting = launchBrowser()
+  const dbm = await binary
+  const help = await runCommand([dbm, 'local', '--help'])
+  expect([help.exitCode, help.stdout.split('\n', 1)[0]]).toEqual([0, 'Usage: dbm local <dsn> [<dsn>...] [flags]'])
+  // A second database that does not exist yet: reported by the check, retried by the agent.
+  const later = `later_${Math.random().toString(36).slice(2, 8)}`
+  const laterDsn = dsn.replace(/\/[^/]+$/, `/${later}`)
+  const laterName = `127.0.0.1:${pg.port}/${later}`
+  const local = startLocal(['--data-dir', dataDir, dsn, laterDsn], { HOME: home }, [dbm])
   try {
-    const view = await openPage(browser, { baseURL: base! })
-    await view.page.goto(link!)
-    await view.page.waitForURL(/#\/databases$/)
-    const cookie = (await view.context.cookies()).map((c) => `${c.name}=${c.value}`).join('; ')
-    const list = await api<{ id: string; name: string }[]>(base!, '/api/v1/databases', cookie)
-    expect(list.body.map((d) => d.id)).toEqual([databaseId])
-    const q = await api<{ query_text: string; total_calls: number }[]>(base!, `/api/v1/databases/${databaseId}/queries?sort_by=calls&limit=100`, cookie)
-    expect(q.body.find((s) => s.query_text.startsWith('SELECT count(*) AS local_marker'))?.total_calls).toBe(expectedCalls)
-    await view.page.goto(`${base}/#/databases/${databaseId}/queries?sort=calls&q=local_marker`)
-    await view.page.getByText('SELECT count(*) AS local_marker', { exact: false }).first().waitFor({ timeout: 20_000 })
-    view.assertNoErrors()
-    await view.close()
+    const [, base] = await local.printed(/^Dashboard: (http:\/\/127\.0\.0\.1:\d+)\/$/m)
+    const [, link] = await local.printed(/^Sign in: +(http:\S+)$/m)
+    expect(new URL(link!).search).not.toBe(new URL(firstLink).search)
+    // The first run's link died with it.
+    expect((await fetch(`${base}${new URL(firstLink).pathname}${new URL(firstLink).search}`, { redirect: 'manual' })).status).toBe(404)
+    await local.printed(new RegExp(`^FAIL  ${laterName.replace(/[./]/g, '\\$&')}: postgres: database "${later}" does not exist$`, 'm'))
+    await local.printed(/^The agent keeps trying the databases that failed; they show up once they answer\.$/m)
+    const admin = postgres(pg.url(), { max: 1, onnotice: () => {} })
+    await admin.unsafe(`CREATE DATABASE ${later}`)
+    await admin.end()
+
+    const browser = await browserStarting
+    try {
+      const view = await openPage(browser, { baseURL: base! })
+      await view.page.goto(link!)
+      await view.page.waitForURL(/#\/databases$/)
+      const cookie = (await view.context.cookies()).map((c) => `${c.name}=${c.value}`).join('; ')
+      const list = await api<{ id: string; name: string }[]>(base!, '/api/v1/databases', cookie)
+      expect(list.body.find((d) => d.name === `127.0.0.1:${pg.port}/${dbPath.slice(1)}`)?.id).toBe(databaseId)
+      const q = await api<{ query_text: string; total_calls: number }[]>(base!, `/api/v1/databases/${databaseId}/queries?sort_by=calls&limit=100`, cookie)
+      expect(q.body.find((s) => s.query_text.startsWith('SELECT count(*) AS local_marker'))?.total_calls).toBe(expectedCalls)
+      await view.page.goto(`${base}/#/databases/${databaseId}/queries?sort=calls&q=local_marker`)
+      await view.page.getByText('SELECT count(*) AS local_marker', { exact: false }).first().waitFor({ timeout: 20_000 })
+      view.assertNoErrors()
+      await view.close()
+      // The database created after the start is registered by the agent's next attempt.
+      await until(
+        'the later database to be listed',
+        async () => (await api<{ name: string; last_seen_at: string | null }[]>(base!, '/api/v1/databases', cookie)).body.find((d) => d.name === laterName && d.last_seen_at !== null),
+        { timeoutMs: 25_000 },
+      )
+    } finally {
+      await browser.close()
+    }
   } finally {
-    await browser.close()
+    expect(await local.stop('SIGTERM')).toBe(0)
   }
-  expect(await local.stop('SIGTERM')).toBe(0)
   outputs.push(local.stdout(), local.stderr())
 
   // The password: in no output, and in no file of the data directory (store, write-ahead log, buffers, state).
