@@ -1,8 +1,10 @@
 // `dbm local <dsn>` end to end, as a user runs it: `bun src/cli.ts local` against real PostgreSQL 17,
 // driven through its printed address and one-time link. One run is followed from start to Ctrl-C
 // (first data, statements with pg_stat_statements' own calls count, the link used once, a second
-// instance refused, --open), then a second run on the same data directory keeps the history (same
-// database id, the statements still there) and Chromium follows its new link to the statements page.
+// instance refused, --open), then a second run, of the release binary, on the same data directory keeps
+// the history (same database id, the statements still there), adds a ClickHouse DSN and one whose
+// database is created only after the start (reported by the check, then shown), and Chromium follows
+// its new link to the statements page.
 // The DSN's password is looked for in every output and every file of the data directory.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
@@ -12,6 +14,7 @@ import postgres from 'postgres'
 import type { Subprocess } from 'bun'
 import { builtBinary } from '../support/binary.ts'
 import { launchBrowser, openPage } from '../support/browser.ts'
+import { type ClickHouseRig, startClickHouse } from '../support/clickhouse.ts'
 import { type PostgresServer, sharedPostgres, statementsDatabase } from '../support/postgres.ts'
 import { cleanEnv, repoRoot, runCommand } from '../support/process.ts'
 import { until } from '../support/wait.ts'
@@ -97,16 +100,20 @@ const outputs: string[] = []
 
 // The release binary runs the second run: built meanwhile (once per test process, shared with the other files that need it).
 let binary: Promise<string>
+/** A ClickHouse for the second run, started meanwhile (with the same password, looked for too). */
+let clickhouse: Promise<ClickHouseRig>
 
 beforeAll(async () => {
   binary = builtBinary()
   binary.catch(() => {})
+  // A role of its own with a password found nowhere else, to look for in every output and file.
+  password = `pw-${crypto.randomUUID()}`
+  clickhouse = startClickHouse({ password })
+  clickhouse.catch(() => {})
   pg = await sharedPostgres(17)
   const admin = pg.url()
   const url = new URL(await statementsDatabase(pg))
   dbPath = url.pathname
-  // A role of its own with a password found nowhere else, to look for in every output and file.
-  password = `pw-${crypto.randomUUID()}`
   const role = `local_${Math.random().toString(36).slice(2, 8)}`
   const sql = postgres(admin, { max: 1, onnotice: () => {} })
   await sql.unsafe(`CREATE ROLE ${role} LOGIN SUPERUSER PASSWORD '${password}'`)
@@ -122,6 +129,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const proc of children) proc.kill('SIGKILL')
+  await (await clickhouse.catch(() => undefined))?.stop()
   await statementSql?.end()
   rmSync(home, { recursive: true, force: true })
 })
@@ -238,7 +246,9 @@ test('second run, of dist/dbm: same database id, the statements kept, a new link
   const later = `later_${Math.random().toString(36).slice(2, 8)}`
   const laterDsn = dsn.replace(/\/[^/]+$/, `/${later}`)
   const laterName = `127.0.0.1:${pg.port}/${later}`
-  const local = startLocal(['--data-dir', dataDir, dsn, laterDsn], { HOME: home }, [dbm])
+  const ch = await clickhouse
+  const chName = `127.0.0.1:${ch.port}/default`
+  const local = startLocal(['--data-dir', dataDir, dsn, laterDsn, ch.dsn], { HOME: home }, [dbm])
   try {
     const [, base] = await local.printed(/^Dashboard: (http:\/\/127\.0\.0\.1:\d+)\/$/m)
     const [, link] = await local.printed(/^Sign in: +(http:\S+)$/m)
@@ -246,6 +256,7 @@ test('second run, of dist/dbm: same database id, the statements kept, a new link
     // The first run's link died with it.
     expect((await fetch(`${base}${new URL(firstLink).pathname}${new URL(firstLink).search}`, { redirect: 'manual' })).status).toBe(404)
     await local.printed(new RegExp(`^FAIL  ${laterName.replace(/[./]/g, '\\$&')}: postgres: database "${later}" does not exist$`, 'm'))
+    await local.printed(new RegExp(`^ok {4}${chName.replace(/[./]/g, '\\$&')}: clickhouse 2\\d\\.`, 'm'))
     await local.printed(/^The agent keeps trying the databases that failed; they show up once they answer\.$/m)
     const admin = postgres(pg.url(), { max: 1, onnotice: () => {} })
     await admin.unsafe(`CREATE DATABASE ${later}`)
@@ -265,7 +276,12 @@ test('second run, of dist/dbm: same database id, the statements kept, a new link
       await view.page.getByText('SELECT count(*) AS local_marker', { exact: false }).first().waitFor({ timeout: 20_000 })
       view.assertNoErrors()
       await view.close()
-      // The database created after the start is registered by the agent's next attempt.
+      // The ClickHouse database is registered by its first cycle; the one created after the start by the agent's next attempt.
+      await until('the ClickHouse database to be listed', async () =>
+        (await api<{ name: string; engine: string; last_seen_at: string | null }[]>(base!, '/api/v1/databases', cookie)).body.find(
+          (d) => d.name === chName && d.engine === 'clickhouse' && d.last_seen_at !== null,
+        ),
+      )
       await until(
         'the later database to be listed',
         async () => (await api<{ name: string; last_seen_at: string | null }[]>(base!, '/api/v1/databases', cookie)).body.find((d) => d.name === laterName && d.last_seen_at !== null),
