@@ -125,7 +125,7 @@ beforeAll(async () => {
   require('node:fs').mkdirSync(bin)
   writeFileSync(join(bin, 'xdg-open'), `#!/bin/sh\nprintf '%s' "$1" > '${opened}'\n`)
   chmodSync(join(bin, 'xdg-open'), 0o755)
-})
+}, 60_000)
 
 afterAll(async () => {
   for (const proc of children) proc.kill('SIGKILL')
@@ -186,7 +186,9 @@ test('first run: link, first data, statements with their exact calls, one instan
   expect(again.status).toBe(410)
   expect(await again.text()).toContain('Sign-in link already used')
   expect((await fetch(`${base}/local-sign-in?token=nope`, { redirect: 'manual' })).status).toBe(404)
-  expect((await api(base!, '/api/v1/auth/me', cookie)).body.user.email).toBe('local@localhost')
+  // The local user and organization, verified without a mail (no unverified organization's limits).
+  const me = (await api(base!, '/api/v1/auth/me', cookie)).body
+  expect([me.user.email, me.user.email_verified, me.organization.name, me.organization.verified]).toEqual(['local@localhost', true, 'Local', true])
   // No signup on this server.
   const signup = await fetch(`${base}/api/v1/auth/signup`, {
     method: 'POST',
