@@ -4,7 +4,7 @@
 // any organization's API key), the dashboard's files, and the route modules. `dbm serve` and the tests
 // both build the app through createApp, so tests exercise exactly what runs in production.
 import type { ValueError } from '@sinclair/typebox/errors'
-import { Elysia, type ValidationError } from 'elysia'
+import { type AnyElysia, Elysia, type ValidationError } from 'elysia'
 import { type Deps, clientAddress } from './context.ts'
 import { healthz, signupGate } from './healthz.ts'
 import { HttpError, tooManyRequests } from './http-error.ts'
@@ -98,7 +98,8 @@ function raiseHeaderParserLimit(): void {
   ;(require('node:http') as { maxHeaderSize: number }).maxHeaderSize = headerLimits.parser
 }
 
-export function createApp(deps: Deps) {
+/** `routes`: more routes, of `dbm local` (its one-time sign-in link); `dbm serve` and the tests pass none. */
+export function createApp(deps: Deps, routes?: AnyElysia) {
   const { log } = deps
   // The open WebSocket streams, counted by GET /metrics (`dbm serve` passes its own set, which it closes at stop).
   deps.streams ??= new Set()
@@ -214,6 +215,7 @@ export function createApp(deps: Deps) {
     .use(alertRoutes(deps))
     .use(eventRoutes(deps))
     .use(ingestRoutes(deps))
+    .use(routes ?? new Elysia())
     .use(resetPasswordPage())
     .use(apiDocsRoutes(() => built.app!, { rateLimitedPaths: Object.keys(rateLimitedPaths) }))
     .use(dashboardRoutes(dashboard))

@@ -2,7 +2,8 @@
 // logout, me, e-mail verification, password reset. Rate limits are applied in app.ts by path.
 import { Elysia, t } from 'elysia'
 import { burnPasswordCheck, hashPassword, verifyPassword } from '../auth/passwords.ts'
-import { ACCESS_COOKIE, REFRESH_COOKIE, SESSION_HINT_COOKIE, authenticate, presentedAccessToken, readCookie } from '../auth/principal.ts'
+import { REFRESH_COOKIE, authenticate, presentedAccessToken, readCookie } from '../auth/principal.ts'
+import { type CookieJar, sessionCookies } from '../auth/session.ts'
 import { randomToken, sha256 } from '../auth/secrets.ts'
 import type { Deps } from '../context.ts'
 import { badRequest, conflict, forbidden, tooManyRequests, unauthorized } from '../http-error.ts'
@@ -14,8 +15,6 @@ import { Me, Message, Session, SignupResult, Verified } from '../../shared/api/a
 import { NoContent } from '../../shared/api/common.ts'
 import { errorAnswers } from '../openapi.ts'
 import { body, email, password, query, requiredString, token } from './schema.ts'
-
-type CookieJar = Record<string, { value?: unknown; set(o: Record<string, unknown>): void; remove(): void }>
 
 export function slugify(name: string): string {
   const slug = name
@@ -32,37 +31,7 @@ const normalizeEmail = (value: string) => value.trim().toLowerCase()
 
 export function authRoutes(deps: Deps) {
   const { store, tokens, mailer, clock } = deps
-  const secure = deps.publicUrl.startsWith('https:')
-
-  const setSessionCookies = (cookie: CookieJar, access: string, refresh: string) => {
-    cookie[ACCESS_COOKIE]!.set({ value: access, httpOnly: true, sameSite: 'lax', secure, path: '/', maxAge: tokenLifetimes.accessSeconds })
-    cookie[REFRESH_COOKIE]!.set({
-      value: refresh,
-      httpOnly: true,
-      sameSite: 'lax',
-      secure,
-      path: '/api/v1/auth',
-      maxAge: tokenLifetimes.refreshSeconds,
-    })
-    // No secret: "a session may exist" for the page's script, which cannot see the two above.
-    cookie[SESSION_HINT_COOKIE]!.set({ value: '1', httpOnly: false, sameSite: 'lax', secure, path: '/', maxAge: tokenLifetimes.refreshSeconds })
-  }
-
-  const clearSessionCookies = (cookie: CookieJar) => {
-    cookie[ACCESS_COOKIE]!.set({ value: '', httpOnly: true, sameSite: 'lax', secure, path: '/', maxAge: 0 })
-    cookie[REFRESH_COOKIE]!.set({ value: '', httpOnly: true, sameSite: 'lax', secure, path: '/api/v1/auth', maxAge: 0 })
-    cookie[SESSION_HINT_COOKIE]!.set({ value: '', httpOnly: false, sameSite: 'lax', secure, path: '/', maxAge: 0 })
-  }
-
-  /** A new session (new refresh-token family) for the user. */
-  const startSession = async (user: User, cookie: CookieJar) => {
-    const jti = Bun.randomUUIDv7()
-    const refresh = await tokens.signRefresh(user.id, jti)
-    await store.createRefreshToken({ id: jti, user_id: user.id, family_id: jti, expires_at: refresh.expiresAt, now: clock() })
-    const access = await tokens.signAccess(user.id, user.org_id, jti)
-    setSessionCookies(cookie, access, refresh.token)
-    return { access_token: access, refresh_token: refresh.token, token_type: 'Bearer' as const, expires_in: tokenLifetimes.accessSeconds }
-  }
+  const { setSessionCookies, clearSessionCookies, startSession } = sessionCookies(deps)
 
   const sendVerification = async (user: User) => {
     const token = randomToken()
