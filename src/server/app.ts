@@ -20,6 +20,7 @@ import { clickhouseRoutes } from './routes/clickhouse.ts'
 import { healthRoutes } from './routes/health.ts'
 import { internalsRoutes } from './routes/internals.ts'
 import { objectRoutes } from './routes/objects.ts'
+import { organizationRoutes } from './routes/organization.ts'
 import { pgCheckRoutes } from './routes/pg-checks.ts'
 import { sessionHistoryRoutes } from './routes/session-history.ts'
 import { queryRoutes } from './routes/queries.ts'
@@ -29,7 +30,7 @@ import { observeIngest, serverMetrics } from './metrics.ts'
 import { metricsRoute } from './routes/metrics.ts'
 import { isStoreUnreachable } from './store/availability.ts'
 import { dashboardRoutes } from './web/dashboard.ts'
-import { resetPasswordPage } from './web/reset-password.ts'
+import { acceptInvitePage, resetPasswordPage } from './web/reset-password.ts'
 import { withSecurityHeaders } from './web/security-headers.ts'
 import dashboard from '../web/index.html'
 
@@ -41,6 +42,7 @@ const rateLimitedPaths: Record<string, RateLimitedEndpoint> = {
   '/api/v1/auth/forgot-password': 'forgot_password',
   '/api/v1/auth/reset-password': 'reset_password',
   '/api/v1/auth/resend-verification': 'resend_verification',
+  '/api/v1/auth/accept-invite': 'accept_invite',
 }
 
 /** The path as the router matches it: repeated and trailing slashes do not make another endpoint. */
@@ -201,9 +203,11 @@ export function createApp(deps: Deps) {
     .use(clickhouseRoutes(deps))
     .use(healthRoutes(deps))
     .use(alertRoutes(deps))
+    .use(organizationRoutes(deps))
     .use(eventRoutes(deps))
     .use(ingestRoutes(deps))
     .use(resetPasswordPage())
+    .use(acceptInvitePage())
     .use(dashboardRoutes(dashboard))
 }
 

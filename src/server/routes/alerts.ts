@@ -4,7 +4,7 @@
 // Webhook URLs to internal addresses are refused unless the server allows them (webhook-target.ts); a
 // test delivery answers only whether it was delivered.
 import { Elysia, t } from 'elysia'
-import { authenticate } from '../auth/principal.ts'
+import { authenticate, requireOwner } from '../auth/principal.ts'
 import { randomToken } from '../auth/secrets.ts'
 import type { Deps } from '../context.ts'
 import { postWebhook, webhookTarget } from '../health-monitor.ts'
@@ -118,6 +118,7 @@ export function alertRoutes(deps: Deps) {
       { query: listQuery('alerts') },
     )
     .get('/api/v1/organization/webhook', async ({ principal }) => {
+      requireOwner(principal, 'manage the webhook')
       const webhook = await health.getWebhook(principal.orgId)
       if (!webhook) throw notFound('webhook')
       return webhookView(webhook)
@@ -125,6 +126,7 @@ export function alertRoutes(deps: Deps) {
     .put(
       '/api/v1/organization/webhook',
       async ({ principal, body, set }) => {
+        requireOwner(principal, 'manage the webhook')
         // A URL with a host name is counted before it is judged: whether the name resolves to an internal
         // address is all a refusal tells, and this keeps an organization from asking it of many names.
         if (namesAHost(body.url)) {
@@ -140,6 +142,7 @@ export function alertRoutes(deps: Deps) {
       { body: body({ url: requiredString('url', webhookUrlMaxLength) }) },
     )
     .post('/api/v1/organization/webhook/test', async ({ principal }) => {
+      requireOwner(principal, 'manage the webhook')
       const webhook = await health.getWebhook(principal.orgId)
       if (!webhook) throw notFound('webhook')
       const now = clock()
@@ -158,6 +161,7 @@ export function alertRoutes(deps: Deps) {
       return { delivered: false, reason: TEST_NOT_DELIVERED }
     })
     .delete('/api/v1/organization/webhook', async ({ principal, set }) => {
+      requireOwner(principal, 'manage the webhook')
       if (!(await health.deleteWebhook(principal.orgId))) throw notFound('webhook')
       set.status = 204
     })

@@ -2,7 +2,7 @@
 // response only), revoke (204, rejected from the next request on).
 import { Elysia, t } from 'elysia'
 import { generateApiKey } from '../auth/api-keys.ts'
-import { authenticate } from '../auth/principal.ts'
+import { authenticate, requireOwner } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { notFound } from '../http-error.ts'
 import { fieldLimits } from '../limits.ts'
@@ -14,7 +14,7 @@ import { body, boolean, pathId, query, requiredString } from './schema.ts'
 export function apiKeyRoutes(deps: Deps) {
   const { store, clock } = deps
   return new Elysia({ prefix: '/api/v1/api-keys' })
-    .derive(async ({ request }) => ({ principal: await authenticate(deps, request) }))
+    .derive(async ({ request }) => ({ principal: requireOwner(await authenticate(deps, request), 'manage API keys') }))
     .get(
       '/',
       async ({ principal, query }) => (await store.listApiKeys(principal.orgId, query.include_revoked ?? false)).map(apiKeyView),

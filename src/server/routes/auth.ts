@@ -2,7 +2,8 @@
 // logout, me, e-mail verification, password reset. Rate limits are applied in app.ts by path.
 import { Elysia, t } from 'elysia'
 import { burnPasswordCheck, hashPassword, verifyPassword } from '../auth/passwords.ts'
-import { ACCESS_COOKIE, REFRESH_COOKIE, SESSION_HINT_COOKIE, authenticate, presentedAccessToken, readCookie } from '../auth/principal.ts'
+import { REFRESH_COOKIE, authenticate, presentedAccessToken, readCookie } from '../auth/principal.ts'
+import { type CookieJar, sessionCookies, startSession as startUserSession } from '../auth/session.ts'
 import { randomToken, sha256 } from '../auth/secrets.ts'
 import type { Deps } from '../context.ts'
 import { badRequest, conflict, forbidden, tooManyRequests, unauthorized } from '../http-error.ts'
@@ -11,8 +12,6 @@ import { EmailTakenError, SignupClosedError } from '../store/sql-store.ts'
 import type { User } from '../store/types.ts'
 import { organizationView, userView } from '../views.ts'
 import { body, email, password, query, requiredString, token } from './schema.ts'
-
-type CookieJar = Record<string, { value?: unknown; set(o: Record<string, unknown>): void; remove(): void }>
 
 export function slugify(name: string): string {
   const slug = name
@@ -25,41 +24,15 @@ export function slugify(name: string): string {
   return slug || 'org'
 }
 
-const normalizeEmail = (value: string) => value.trim().toLowerCase()
+export const normalizeEmail = (value: string) => value.trim().toLowerCase()
 
 export function authRoutes(deps: Deps) {
   const { store, tokens, mailer, clock } = deps
-  const secure = deps.publicUrl.startsWith('https:')
-
-  const setSessionCookies = (cookie: CookieJar, access: string, refresh: string) => {
-    cookie[ACCESS_COOKIE]!.set({ value: access, httpOnly: true, sameSite: 'lax', secure, path: '/', maxAge: tokenLifetimes.accessSeconds })
-    cookie[REFRESH_COOKIE]!.set({
-      value: refresh,
-      httpOnly: true,
-      sameSite: 'lax',
-      secure,
-      path: '/api/v1/auth',
-      maxAge: tokenLifetimes.refreshSeconds,
-    })
-    // No secret: "a session may exist" for the page's script, which cannot see the two above.
-    cookie[SESSION_HINT_COOKIE]!.set({ value: '1', httpOnly: false, sameSite: 'lax', secure, path: '/', maxAge: tokenLifetimes.refreshSeconds })
-  }
-
-  const clearSessionCookies = (cookie: CookieJar) => {
-    cookie[ACCESS_COOKIE]!.set({ value: '', httpOnly: true, sameSite: 'lax', secure, path: '/', maxAge: 0 })
-    cookie[REFRESH_COOKIE]!.set({ value: '', httpOnly: true, sameSite: 'lax', secure, path: '/api/v1/auth', maxAge: 0 })
-    cookie[SESSION_HINT_COOKIE]!.set({ value: '', httpOnly: false, sameSite: 'lax', secure, path: '/', maxAge: 0 })
-  }
-
+  const cookies = sessionCookies(deps)
+  const setSessionCookies = cookies.set
+  const clearSessionCookies = cookies.clear
   /** A new session (new refresh-token family) for the user. */
-  const startSession = async (user: User, cookie: CookieJar) => {
-    const jti = Bun.randomUUIDv7()
-    const refresh = await tokens.signRefresh(user.id, jti)
-    await store.createRefreshToken({ id: jti, user_id: user.id, family_id: jti, expires_at: refresh.expiresAt, now: clock() })
-    const access = await tokens.signAccess(user.id, user.org_id, jti)
-    setSessionCookies(cookie, access, refresh.token)
-    return { access_token: access, refresh_token: refresh.token, token_type: 'Bearer', expires_in: tokenLifetimes.accessSeconds }
-  }
+  const startSession = (user: User, cookie: CookieJar) => startUserSession(deps, user, cookie)
 
   const sendVerification = async (user: User) => {
     const token = randomToken()
