@@ -7,6 +7,7 @@ import { useState } from 'preact/hooks'
 import { ApiError, api } from '../api.ts'
 import { CopyButton, ErrorBox, Loading, ago, fmtTime, useApi, useConfirmation } from '../components/ui.tsx'
 import { useSession } from '../session.ts'
+import { MembersSection, OwnersOnly, isOwner } from './members.tsx'
 
 interface Webhook {
   url: string
@@ -364,7 +365,14 @@ export function AccountSettings() {
             When a critical finding opens or resolves an alert, dbm mails the organization's verified users and POSTs the alert to this URL, signed
             with a secret (see the README's webhook section). Failed deliveries are retried every minute for a day.
           </p>
-          <WebhookSettings />
+          {isOwner(me.user.role) ? <WebhookSettings /> : <OwnersOnly what="the webhook" />}
+        </section>
+
+        <section class="panel" aria-labelledby="settings-members">
+          <h2 id="settings-members" style="margin-top:0">
+            Members
+          </h2>
+          <MembersSection />
         </section>
       </div>
     </main>
