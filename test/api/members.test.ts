@@ -217,6 +217,28 @@ for (const kind of storeKinds) {
       expect([bad.status, bad.body]).toEqual([400, { error: 'role must be one of: owner, member' }])
     })
 
+    test('two owners removing or demoting each other at once leave one owner', async () => {
+      for (const change of ['DELETE', 'PATCH'] as const) {
+        const a = await newOrganization()
+        const b = await join(server, a, 'owner')
+        const answers = await Promise.all(
+          [
+            [a, b],
+            [b, a],
+          ].map(([by, target]) =>
+            server.call(change, `/api/v1/organization/members/${target!.userId}`, { token: by!.token, body: change === 'PATCH' ? { role: 'member' } : undefined }),
+          ),
+        )
+        const statuses = answers.map((r) => r.status).sort()
+        // One wins. The other finds its target the last owner (409), or finds itself already removed (401)
+        // or demoted (403) when its request comes in.
+        expect(statuses[0]).toBe(change === 'DELETE' ? 204 : 200)
+        expect(change === 'DELETE' ? [401, 409] : [403, 409]).toContain(statuses[1]!)
+        const owners = (await server.store.members.listMembers(a.orgId)).filter((m) => m.role === 'owner')
+        expect(owners).toHaveLength(1)
+      }
+    })
+
     test("a removed member's access and refresh tokens are refused at once; the invites they sent are revoked", async () => {
       const owner = await newOrganization()
       const coOwner = await join(server, owner, 'owner')
