@@ -5,7 +5,7 @@
 // A used, expired or unknown token gets a short page saying so (4xx); the log says only that a link was used.
 import { Elysia } from 'elysia'
 import { randomToken, sha256 } from '../server/auth/secrets.ts'
-import { type CookieJar, sessionCookies } from '../server/auth/session.ts'
+import { type CookieJar, startSession } from '../server/auth/session.ts'
 import type { Deps } from '../server/context.ts'
 import { withSecurityHeaders } from '../server/web/security-headers.ts'
 
@@ -41,7 +41,6 @@ const page = (title: string, text: string) =>
   `<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>dbm: ${title}</title></head><body><h1>${title}</h1><p>${text}</p></body></html>\n`
 
 export function localSignInRoutes(deps: Deps, links: SignInLinks) {
-  const { startSession } = sessionCookies(deps)
   return new Elysia().get(SIGN_IN_PATH, async ({ request, cookie, set }) => {
     withSecurityHeaders(set.headers)
     set.headers['cache-control'] = 'no-store'
@@ -54,7 +53,7 @@ export function localSignInRoutes(deps: Deps, links: SignInLinks) {
       set.headers['content-type'] = 'text/html; charset=utf-8'
       return page(title, text)
     }
-    await startSession(user, cookie as CookieJar)
+    await startSession(deps, user, cookie as CookieJar)
     deps.log.info('sign-in link used')
     set.status = 302
     set.headers.location = '/#/databases'

@@ -20,6 +20,7 @@ import { clickhouseRoutes } from './routes/clickhouse.ts'
 import { healthRoutes } from './routes/health.ts'
 import { internalsRoutes } from './routes/internals.ts'
 import { objectRoutes } from './routes/objects.ts'
+import { organizationRoutes } from './routes/organization.ts'
 import { pgCheckRoutes } from './routes/pg-checks.ts'
 import { sessionHistoryRoutes } from './routes/session-history.ts'
 import { queryRoutes } from './routes/queries.ts'
@@ -29,7 +30,7 @@ import { observeIngest, serverMetrics } from './metrics.ts'
 import { metricsRoute } from './routes/metrics.ts'
 import { isStoreUnreachable } from './store/availability.ts'
 import { dashboardRoutes } from './web/dashboard.ts'
-import { resetPasswordPage } from './web/reset-password.ts'
+import { acceptInvitePage, resetPasswordPage } from './web/reset-password.ts'
 import { withSecurityHeaders } from './web/security-headers.ts'
 import { apiDocsRoutes } from './web/api-docs.ts'
 import { Healthz, HealthzUnavailable } from '../shared/api/health.ts'
@@ -43,6 +44,7 @@ export const rateLimitedPaths: Record<string, RateLimitedEndpoint> = {
   '/api/v1/auth/forgot-password': 'forgot_password',
   '/api/v1/auth/reset-password': 'reset_password',
   '/api/v1/auth/resend-verification': 'resend_verification',
+  '/api/v1/auth/accept-invite': 'accept_invite',
 }
 
 /** The path as the router matches it: repeated and trailing slashes do not make another endpoint. */
@@ -213,11 +215,13 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
     .use(clickhouseRoutes(deps))
     .use(healthRoutes(deps))
     .use(alertRoutes(deps))
+    .use(organizationRoutes(deps))
     .use(eventRoutes(deps))
     .use(ingestRoutes(deps))
     .use(routes ?? new Elysia())
     .use(resetPasswordPage())
     .use(apiDocsRoutes(() => built.app!, { rateLimitedPaths: Object.keys(rateLimitedPaths) }))
+    .use(acceptInvitePage())
     .use(dashboardRoutes(dashboard))
   built.app = app
   return app

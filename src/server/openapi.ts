@@ -328,3 +328,9 @@ export function errorAnswers(answers: Record<number, string>): Record<string, { 
     Object.entries(answers).map(([status, description]) => [status, { description, content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } }]),
   )
 }
+
+/** A route for a signed-in user only (an access token as Bearer, or the dashboard's cookie): never an API key. */
+export const userSession: Record<string, string[]>[] = [{ bearer: [] }, { cookie: [] }]
+
+/** The 403 of a route that members may not use (requireOwner in auth/principal.ts). */
+export const ownersOnly = (what: string) => errorAnswers({ 403: `the caller is a member: only an owner can ${what}` })

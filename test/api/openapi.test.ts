@@ -18,7 +18,7 @@ import { type Account, type TestServer, agentAccount, createApiKey, startTestSer
 type Node = Record<string, any>
 
 /** The app's routes that are not API operations: the dashboard's page and files, the reset link's redirect, the docs page's stylesheet. */
-const notOperations = ['GET /', 'HEAD /', 'GET /:file', 'HEAD /:file', 'GET /reset-password', 'GET /api/v1/docs.css']
+const notOperations = ['GET /', 'HEAD /', 'GET /:file', 'HEAD /:file', 'GET /reset-password', 'GET /accept-invite', 'GET /api/v1/docs.css']
 
 /**
  * Routes without a response schema on this branch yet (other parts add theirs; emptied at merge). The
@@ -69,6 +69,8 @@ const pendingRoutes = new Set([
 const expectedRefusals: Record<string, [number, string]> = {
   'GET /api/v1/auth/verify-email': [400, 'the token comes from a mail, not from the document'],
   'POST /api/v1/auth/reset-password': [400, 'the token comes from a mail, not from the document'],
+  'POST /api/v1/auth/accept-invite': [400, 'the token comes from a mail, not from the document'],
+  'DELETE /api/v1/organization/members/{id}': [409, 'the seeded account is its organization\'s only owner'],
   'POST /api/v1/auth/resend-verification': [409, "the seeded account's address is verified already"],
 }
 
@@ -76,13 +78,16 @@ let server: TestServer
 let account: Account
 let apiKey: string
 let document: Node
-const ids = { postgres: '', clickhouse: '', spareKey: '' }
+const ids = { postgres: '', clickhouse: '', spareKey: '', invite: '' }
 const batch = fullBatch('orders-pg', Date.now() - 30_000)
 
 beforeAll(async () => {
   server = await startTestServer('sqlite')
   ;({ account, key: apiKey } = await agentAccount(server))
   ids.spareKey = (await createApiKey(server, account, 'to revoke')).id
+  const invite = await server.call('POST', '/api/v1/organization/invites', { token: account.token, body: { email: 'to-revoke@example.com', role: 'member' } })
+  expect(invite.status).toBe(201)
+  ids.invite = invite.body.id
   for (const [engine, b] of [
     ['postgres', batch],
     ['clickhouse', fullBatch('events-ch', Date.now() - 30_000, 'clickhouse')],
@@ -152,7 +157,7 @@ describe('the OpenAPI document', () => {
     expect(statuses('get', '/api/v1/databases/{id}')).toEqual(['200', '400', '401', '404', '503'])
     expect(op('get', '/api/v1/databases/{id}').security).toEqual([{ apiKey: [] }, { bearer: [] }, { cookie: [] }])
     expect(op('get', '/api/v1/databases/{id}').operationId).toBe('getDatabasesById')
-    expect(statuses('delete', '/api/v1/api-keys/{id}')).toEqual(['204', '400', '401', '404', '503'])
+    expect(statuses('delete', '/api/v1/api-keys/{id}')).toEqual(['204', '400', '401', '403', '404', '503'])
     expect(op('delete', '/api/v1/api-keys/{id}').responses['204'].content).toBeUndefined()
     expect(op('get', '/metrics').responses['200'].content).toEqual({ 'text/plain': { schema: { type: 'string', description: 'the Prometheus text exposition format' } } })
     expect(op('get', '/metrics').security).toEqual([{ apiKey: [] }, { bearer: [] }])
@@ -212,6 +217,8 @@ function sample(schema: Node): unknown {
 /** Values the client learns from the seeded data, not from the document: ids and names it has. */
 function pathValue(path: string, name: string, engine: 'postgres' | 'clickhouse'): string {
   const before = path.split('/').at(path.split('/').indexOf(`{${name}}`) - 1)
+  if (name === 'id' && path.startsWith('/api/v1/organization/members')) return account.userId
+  if (name === 'id' && path.startsWith('/api/v1/organization/invites')) return ids.invite
   if (name === 'id') return path.startsWith('/api/v1/api-keys') ? ids.spareKey : ids[engine]
   if (name === 'hash') return batch.query_stats![0]!.query_hash
   if (before === '{schema}' || name === 'name') return before === 'indexes' || path.includes('/indexes/') ? batch.indexes![0]!.index_name : batch.tables![0]!.table_name
@@ -296,7 +303,7 @@ describe('a client built from the document alone', () => {
           answer = { status: res.status, contentType, body: contentType === 'application/json' ? JSON.parse(text) : text }
         }
         // A route of the other engine's database answers 404 or 400 for this one: try the other.
-        if (!path.includes('{id}') || path.startsWith('/api/v1/api-keys') || ![400, 404].includes(answer.status)) break
+        if (!path.startsWith('/api/v1/databases/{id}') || ![400, 404].includes(answer.status)) break
       }
       const { status, contentType, body } = answer!
       const documented = op.responses[String(status)]
@@ -314,7 +321,13 @@ describe('a client built from the document alone', () => {
     // Each operation once; the deletions last, on the spare key and the seeded databases.
     expect(results.length).toBe(calls.length)
     if (process.env.OPENAPI_TEST_LOG) console.log(results.join('\n'))
-    expect(results.filter((r) => r.startsWith('DELETE'))).toEqual(['DELETE /api/v1/api-keys/{id} 204', 'DELETE /api/v1/databases/{id} 204', 'DELETE /api/v1/organization/webhook 204'])
+    expect(results.filter((r) => r.startsWith('DELETE'))).toEqual([
+      'DELETE /api/v1/api-keys/{id} 204',
+      'DELETE /api/v1/databases/{id} 204',
+      'DELETE /api/v1/organization/invites/{id} 204',
+      'DELETE /api/v1/organization/members/{id} 409',
+      'DELETE /api/v1/organization/webhook 204',
+    ])
   }, 60_000)
 })
 

@@ -3,7 +3,7 @@
 import { Elysia, t } from 'elysia'
 import { burnPasswordCheck, hashPassword, verifyPassword } from '../auth/passwords.ts'
 import { REFRESH_COOKIE, authenticate, presentedAccessToken, readCookie } from '../auth/principal.ts'
-import { type CookieJar, sessionCookies } from '../auth/session.ts'
+import { type CookieJar, sessionCookies, startSession as startUserSession } from '../auth/session.ts'
 import { randomToken, sha256 } from '../auth/secrets.ts'
 import type { Deps } from '../context.ts'
 import { badRequest, conflict, forbidden, tooManyRequests, unauthorized } from '../http-error.ts'
@@ -27,11 +27,15 @@ export function slugify(name: string): string {
   return slug || 'org'
 }
 
-const normalizeEmail = (value: string) => value.trim().toLowerCase()
+export const normalizeEmail = (value: string) => value.trim().toLowerCase()
 
 export function authRoutes(deps: Deps) {
   const { store, tokens, mailer, clock } = deps
-  const { setSessionCookies, clearSessionCookies, startSession } = sessionCookies(deps)
+  const cookies = sessionCookies(deps)
+  const setSessionCookies = cookies.set
+  const clearSessionCookies = cookies.clear
+  /** A new session (new refresh-token family) for the user. */
+  const startSession = (user: User, cookie: CookieJar) => startUserSession(deps, user, cookie)
 
   const sendVerification = async (user: User) => {
     const token = randomToken()

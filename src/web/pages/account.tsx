@@ -9,6 +9,7 @@ import { CopyButton, ErrorBox, Loading, ago, fmtTime, useApi, useConfirmation } 
 import { useSession } from '../session.ts'
 import type { Static } from '@sinclair/typebox'
 import type { CreatedWebhook, Webhook as WebhookSchema, WebhookTestResult } from '../../shared/api/alerts.ts'
+import { MembersSection, OwnersOnly, isOwner } from './members.tsx'
 
 type Webhook = Static<typeof WebhookSchema>
 
@@ -356,7 +357,14 @@ export function AccountSettings() {
             When a critical finding opens or resolves an alert, dbm mails the organization's verified users and POSTs the alert to this URL, signed
             with a secret (see the README's webhook section). Failed deliveries are retried every minute for a day.
           </p>
-          <WebhookSettings />
+          {isOwner(me.user.role) ? <WebhookSettings /> : <OwnersOnly what="the webhook" />}
+        </section>
+
+        <section class="panel" aria-labelledby="settings-members">
+          <h2 id="settings-members" style="margin-top:0">
+            Members
+          </h2>
+          <MembersSection />
         </section>
       </div>
     </main>

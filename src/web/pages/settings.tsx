@@ -5,6 +5,8 @@ import { api } from '../api.ts'
 import { Async, Code, CopyButton, Empty, ago, fmtTime, useApi, useConfirmation } from '../components/ui.tsx'
 import type { Static } from '@sinclair/typebox'
 import type { ApiKey as ApiKeySchema, CreatedApiKey } from '../../shared/api/api-keys.ts'
+import { useSession } from '../session.ts'
+import { OwnersOnly, isOwner } from './members.tsx'
 
 type ApiKey = Static<typeof ApiKeySchema>
 
@@ -248,6 +250,7 @@ GRANT SELECT ON system.* TO dbm_monitor;`
 
 export function AgentSetup() {
   const [created, setCreated] = useState<CreatedKey | undefined>(lastCreated)
+  const { me } = useSession()
   const endpoint = location.origin
   const key = created?.key ?? KEY_PLACEHOLDER
   return (
@@ -274,7 +277,7 @@ export function AgentSetup() {
                 The examples show <code>{KEY_PLACEHOLDER}</code>: create a key here to have it filled in, or use one from{' '}
                 <a href="#/settings/api-keys">API keys</a>.
               </p>
-              <CreateKeyForm onCreated={setCreated} defaultName="agent" />
+              {isOwner(me?.user.role) ? <CreateKeyForm onCreated={setCreated} defaultName="agent" /> : <OwnersOnly what="API keys" />}
             </>
           )}
         </section>
