@@ -6,7 +6,7 @@ import { Timestamp, Uuid } from './common.ts'
 export const User = t.Object(
   {
     id: Uuid(),
-    email: t.String({ format: 'email' }),
+    email: t.String({ description: 'the address as signed up with (lower case)' }),
     name: t.String(),
     role: t.String({ description: 'owner or member' }),
     email_verified: t.Boolean(),

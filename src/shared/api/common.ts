@@ -8,6 +8,8 @@
 // instance in the compiled binary does not validate (see app.ts). A response object is exact: Elysia
 // refuses a field its schema does not name, so every field the API sends is documented. A top-level
 // response object is given a `title`, which names it under components/schemas in the document.
+// Formats are checked on answers too: only ones the server writes itself (date-time, uuid), never one
+// of a value a user typed under older rules (an address such as `local@localhost` is no `email` format).
 import { t } from 'elysia'
 import type { TSchema } from '@sinclair/typebox'
 

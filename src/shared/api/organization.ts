@@ -9,7 +9,7 @@ export const Role = t.Union([t.Literal('owner'), t.Literal('member')], {
 export const Member = t.Object(
   {
     id: Uuid(),
-    email: t.String({ format: 'email' }),
+    email: t.String({ description: 'the address as signed up with (lower case)' }),
     name: t.String(),
     role: Role,
     email_verified: t.Boolean(),
@@ -21,7 +21,7 @@ export const Member = t.Object(
 export const Invite = t.Object(
   {
     id: Uuid(),
-    email: t.String({ format: 'email', description: 'the address the link was mailed to; only it can join with the link' }),
+    email: t.String({ description: 'the address the link was mailed to; only it can join with the link' }),
     role: Role,
     invited_by: Nullable(t.Object({ id: Uuid(), name: t.String() }, { description: 'the owner who sent it; null once that user was removed' })),
     created_at: Timestamp(),
