@@ -4,7 +4,7 @@
 import { t } from 'elysia'
 import { INDEX_FIELDS, TABLE_FIELDS } from '../families.ts'
 import { Nullable, Timestamp } from './common.ts'
-import { nullableProperties } from './families.ts'
+import { nullableProperties } from './family-fields.ts'
 
 const text = (description: string) => Nullable(t.String({ description }))
 

@@ -5,7 +5,7 @@ import { t } from 'elysia'
 import type { TNumber } from '@sinclair/typebox'
 import { POSTGRES_STATEMENT_COUNTERS, STATEMENT_FIELDS, type StatementCounter } from '../families.ts'
 import { Nullable, Timestamp } from './common.ts'
-import { numberProperties } from './families.ts'
+import { numberProperties } from './family-fields.ts'
 
 type Renamed<K extends string> = K extends 'calls' ? 'total_calls' : K extends 'rows' ? 'total_rows' : K
 const renamed = (key: string) => (key === 'calls' ? 'total_calls' : key === 'rows' ? 'total_rows' : key)

@@ -15,7 +15,7 @@ export const SnapshotTime = t.Object(
   { title: 'SnapshotTime' },
 )
 
-/** GET /active/history: the kept snapshots' times in the window, newest first. */
+/** GET /active/history: the kept snapshots' times in the window, oldest first (the latest `limit` of them). */
 export const SnapshotTimes = t.Object(
   {
     since: Timestamp(),
