@@ -1,8 +1,8 @@
 // A counter family's fields (src/shared/families.ts) as response properties, typed per field: the
 // statement, table and index responses name each family field once, as the families list them.
 import { t } from 'elysia'
-import type { TNull, TNumber, TUnion } from '@sinclair/typebox'
-import type { Field, Unit } from '../families.ts'
+import type { TInteger, TNull, TNumber, TUnion } from '@sinclair/typebox'
+import { type Field, type Unit, columnType } from '../families.ts'
 
 const UNIT_TEXT: Record<Unit, string> = {
   calls: 'calls',
@@ -15,18 +15,21 @@ const UNIT_TEXT: Record<Unit, string> = {
   count: 'count',
 }
 
-/**
- * A field's number: a duration in ms, or a count. Counts are not declared integers: the agent's wire
- * schema accepts any non-negative number for them (src/shared/wire.ts), so a store may hold a fraction.
- */
-export const familyNumber = (f: Field, how: string) => t.Number({ description: `${UNIT_TEXT[f.unit]}, ${how}` })
+/** A duration (ms) is a number; every other field is a whole number (the stores round a fractional one from the wire at ingest, into BIGINT columns). */
+type FieldSchema<F extends Field> = F['unit'] extends 'ms' ? TNumber : TInteger
 
-/** The fields as numbers, `how` saying what the number is (summed over the window, the latest value...). */
-export function numberProperties<F extends Field>(fields: readonly F[], how: (f: F) => string): { [K in F['key']]: TNumber } {
-  return Object.fromEntries(fields.map((f) => [f.key, familyNumber(f, how(f))])) as { [K in F['key']]: TNumber }
+/** A field's schema, `how` saying what its value is (summed over the window, the latest value...). */
+export function familyNumber<F extends Field>(f: F, how: string): FieldSchema<F> {
+  const description = `${UNIT_TEXT[f.unit]}, ${how}`
+  return (columnType(f) === 'double precision' ? t.Number({ description }) : t.Integer({ description })) as FieldSchema<F>
+}
+
+/** The fields as numbers. */
+export function numberProperties<F extends Field>(fields: readonly F[], how: (f: F) => string): { [P in F as P['key']]: FieldSchema<P> } {
+  return Object.fromEntries(fields.map((f) => [f.key, familyNumber(f, how(f))])) as { [P in F as P['key']]: FieldSchema<P> }
 }
 
 /** The fields as numbers or null (not known). */
-export function nullableProperties<F extends Field>(fields: readonly F[], how: (f: F) => string): { [K in F['key']]: TUnion<[TNumber, TNull]> } {
-  return Object.fromEntries(fields.map((f) => [f.key, t.Union([familyNumber(f, how(f)), t.Null()])])) as { [K in F['key']]: TUnion<[TNumber, TNull]> }
+export function nullableProperties<F extends Field>(fields: readonly F[], how: (f: F) => string): { [P in F as P['key']]: TUnion<[FieldSchema<P>, TNull]> } {
+  return Object.fromEntries(fields.map((f) => [f.key, t.Union([familyNumber(f, how(f)), t.Null()])])) as { [P in F as P['key']]: TUnion<[FieldSchema<P>, TNull]> }
 }

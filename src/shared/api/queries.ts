@@ -2,7 +2,7 @@
 // detail with its timeseries (ClickHouse's points carry read_bytes, memory_bytes and errors, PostgreSQL's
 // do not), and a statement's sampled execution plans.
 import { t } from 'elysia'
-import type { TNumber } from '@sinclair/typebox'
+import type { TInteger, TNumber } from '@sinclair/typebox'
 import { POSTGRES_STATEMENT_COUNTERS, STATEMENT_FIELDS, type StatementCounter } from '../families.ts'
 import { Nullable, Timestamp } from './common.ts'
 import { numberProperties } from './family-fields.ts'
@@ -15,7 +15,7 @@ const sums = Object.fromEntries(
   Object.entries(numberProperties(STATEMENT_FIELDS, (f) => (f.unit === 'ms' ? 'summed over the window, to the microsecond' : 'summed over the window'))).map(
     ([key, schema]) => [renamed(key), schema],
   ),
-) as { [K in StatementCounter as Renamed<K>]: TNumber }
+) as { [K in StatementCounter as Renamed<K>]: K extends `${string}_ms` ? TNumber : TInteger }
 
 const statementProperties = {
   query_hash: t.String({ description: "the statement's identity (pg_stat_statements' queryid, ClickHouse's normalized_query_hash)" }),
@@ -37,9 +37,10 @@ const pointCommon = {
   p99_ms: Nullable(t.Number({ description: "ClickHouse: the bucket's highest p99 duration, ms" })),
 }
 const allCounters = numberProperties(STATEMENT_FIELDS, () => "in the bucket")
-const postgresCounters = Object.fromEntries(POSTGRES_STATEMENT_COUNTERS.map((k) => [k, allCounters[k]])) as {
-  [K in (typeof POSTGRES_STATEMENT_COUNTERS)[number]]: TNumber
-}
+const postgresCounters = Object.fromEntries(POSTGRES_STATEMENT_COUNTERS.map((k) => [k, allCounters[k]])) as Pick<
+  typeof allCounters,
+  (typeof POSTGRES_STATEMENT_COUNTERS)[number]
+>
 
 /** A bucket of a PostgreSQL statement's timeseries: the counters pg_stat_statements has. */
 export const PostgresQueryPoint = t.Object({ ...pointCommon, ...postgresCounters }, { title: 'PostgresQueryPoint' })
