@@ -220,7 +220,7 @@ describe('doctor figure labels', () => {
 })
 
 describe('plans grouped by plan', () => {
-  const plan = (ts: string, hash: string, time: number | null, extra: Partial<{ cost: number; source: string; changed: boolean }> = {}) => ({
+  const plan = (ts: string, hash: string, time: number | null, extra: Partial<{ cost: number; source: 'sampled' | 'auto_explain'; changed: boolean }> = {}) => ({
     ts,
     plan_hash: hash,
     actual_time_ms: time,

@@ -5,11 +5,12 @@
 // moment; read from the alerts table only for alerts opened before that) and plan changes (read from
 // their own table). Each event is
 // {ts, kind, severity?, title, detail?, object?, link?}; the optional fields are left out when empty.
-import { Elysia } from 'elysia'
+import { Elysia, t } from 'elysia'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import type { DbEvent } from '../store/sql-events.ts'
 import { rfc3339 } from '../views.ts'
+import { DbEvent as DbEventSchema } from '../../shared/api/events.ts'
 import { query } from './schema.ts'
 import { clampLimit, databaseFor, limitQuery, parseWindow, windowQuery } from './telemetry-params.ts'
 
@@ -37,6 +38,10 @@ export function eventRoutes(deps: Deps) {
         const events = await store.listEvents(db, parseWindow(query, now), clampLimit('events', query.limit), now)
         return events.map(eventView)
       },
-      { query: query({ ...windowQuery, limit: limitQuery('events') }) },
+      {
+        query: query({ ...windowQuery, limit: limitQuery('events') }),
+        response: { 200: t.Array(DbEventSchema) },
+        detail: { summary: 'What changed on the database in a window, newest first' },
+      },
     )
 }

@@ -3,6 +3,7 @@
 // answer the latest snapshot, or with `at` the kept snapshot at or before that time (session history,
 // routes/session-history.ts and store/sql-session-history.ts; its locks are those that wait or block).
 import { Elysia, t } from 'elysia'
+import type { Static } from '@sinclair/typebox'
 import { TABLE_COUNTERS, TABLE_GAUGES } from '../../shared/families.ts'
 import { ActiveQuery, type LockEntry } from '../../shared/wire.ts'
 import { looksLikeApiKey } from '../auth/api-keys.ts'
@@ -13,6 +14,7 @@ import { resultLimits, activeStreamInterval } from '../limits.ts'
 import { isStoreUnreachable } from '../store/availability.ts'
 import { INDEX_SORTS, type IndexRow, type Point, TABLE_SORTS, type TableRow } from '../store/sql-objects.ts'
 import { rfc3339 } from '../views.ts'
+import { ActiveSession, IndexDetail, IndexEntry, Lock, TableDetail, TableEntry } from '../../shared/api/objects.ts'
 import { oneOf, query } from './schema.ts'
 import { atQuery, clampLimit, databaseFor, limitQuery, parseAt, parseWindow, windowQuery } from './telemetry-params.ts'
 
@@ -27,13 +29,13 @@ const TABLE_FIELD_KEYS = [...TABLE_COUNTERS, ...TABLE_GAUGES]
 const ACTIVE_FIELDS = Object.keys(ActiveQuery.properties) as (keyof ActiveQuery)[]
 
 /** An active query entry: the wire's known fields (optional ones when sent), times in RFC 3339, the snapshot's ts. */
-function activeView(entry: ActiveQuery, ts: number) {
+function activeView(entry: ActiveQuery, ts: number): Static<typeof ActiveSession> {
   const view: Record<string, unknown> = {}
   for (const field of ACTIVE_FIELDS) if (entry[field] !== undefined) view[field] = entry[field]
   view.duration_ms = round(entry.duration_ms)
   if (typeof entry.xact_start === 'number') view.xact_start = rfc3339(entry.xact_start)
   view.ts = rfc3339(ts)
-  return view
+  return view as Static<typeof ActiveSession>
 }
 
 function lockView(l: LockEntry, ts: number) {
@@ -203,7 +205,11 @@ function restRoutes(deps: Deps) {
         const { ts, entries } = at === undefined ? await store.objects.activeQueries(db.id, limit) : await store.history.activityAt(db.id, at, limit)
         return ts === null ? [] : entries.map((e) => activeView(e, ts))
       },
-      { query: query({ limit: limitQuery('active'), at: atQuery }) },
+      {
+        query: query({ limit: limitQuery('active'), at: atQuery }),
+        response: { 200: t.Array(ActiveSession) },
+        detail: { summary: 'Active sessions of the latest snapshot, or of the kept one at or before `at`, longest running first' },
+      },
     )
     .get(
       '/locks',
@@ -214,7 +220,11 @@ function restRoutes(deps: Deps) {
         const { ts, entries } = at === undefined ? await store.objects.locks(db.id, limit) : await store.history.locksAt(db.id, at, limit)
         return ts === null ? [] : entries.map((l) => lockView(l, ts))
       },
-      { query: query({ limit: limitQuery('locks'), at: atQuery }) },
+      {
+        query: query({ limit: limitQuery('locks'), at: atQuery }),
+        response: { 200: t.Array(Lock) },
+        detail: { summary: 'Locks of the latest snapshot, or the waiting and blocking ones of the kept snapshot at or before `at` (PostgreSQL)' },
+      },
     )
     .get(
       '/tables',
@@ -223,7 +233,11 @@ function restRoutes(deps: Deps) {
         const rows = await store.objects.listTables(db.id, query.sort_by ?? 'size', clampLimit('tables', query.limit))
         return rows.map(tableView)
       },
-      { query: query({ sort_by: t.Optional(oneOf('sort_by', TABLE_SORTS)), limit: limitQuery('tables') }) },
+      {
+        query: query({ sort_by: t.Optional(oneOf('sort_by', TABLE_SORTS)), limit: limitQuery('tables') }),
+        response: { 200: t.Array(TableEntry) },
+        detail: { summary: "Tables' latest statistics and sizes, sorted and limited (PostgreSQL)" },
+      },
     )
     .get(
       '/tables/:schema/:name',
@@ -234,7 +248,11 @@ function restRoutes(deps: Deps) {
         if (!table) throw notFound('table')
         return detailView(tableView(table), window, await store.objects.tableSeries(db.id, params.schema, params.name, window))
       },
-      { query: query(windowQuery) },
+      {
+        query: query(windowQuery),
+        response: { 200: TableDetail },
+        detail: { summary: "A table's latest statistics and its timeseries over a window (PostgreSQL)" },
+      },
     )
     .get(
       '/indexes',
@@ -243,7 +261,11 @@ function restRoutes(deps: Deps) {
         const rows = await store.objects.listIndexes(db.id, query.sort_by ?? 'size', clampLimit('indexes', query.limit))
         return rows.map(indexView)
       },
-      { query: query({ sort_by: t.Optional(oneOf('sort_by', INDEX_SORTS)), limit: limitQuery('indexes') }) },
+      {
+        query: query({ sort_by: t.Optional(oneOf('sort_by', INDEX_SORTS)), limit: limitQuery('indexes') }),
+        response: { 200: t.Array(IndexEntry) },
+        detail: { summary: "Indexes' latest statistics and sizes, sorted and limited (PostgreSQL)" },
+      },
     )
     .get(
       '/indexes/unused',
@@ -252,7 +274,11 @@ function restRoutes(deps: Deps) {
         const rows = await store.objects.listIndexes(db.id, query.sort_by ?? 'size', clampLimit('indexes', query.limit), true)
         return rows.map(indexView)
       },
-      { query: query({ sort_by: t.Optional(oneOf('sort_by', INDEX_SORTS)), limit: limitQuery('indexes') }) },
+      {
+        query: query({ sort_by: t.Optional(oneOf('sort_by', INDEX_SORTS)), limit: limitQuery('indexes') }),
+        response: { 200: t.Array(IndexEntry) },
+        detail: { summary: 'Unused indexes: never scanned, neither primary nor unique, over 1 MB (PostgreSQL)' },
+      },
     )
     .get(
       '/indexes/:schema/:name',
@@ -263,7 +289,11 @@ function restRoutes(deps: Deps) {
         if (!index) throw notFound('index')
         return detailView(indexView(index), window, await store.objects.indexSeries(db.id, params.schema, params.name, window))
       },
-      { query: query(windowQuery) },
+      {
+        query: query(windowQuery),
+        response: { 200: IndexDetail },
+        detail: { summary: "An index's latest statistics and its timeseries over a window (PostgreSQL)" },
+      },
     )
 }
 

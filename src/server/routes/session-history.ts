@@ -3,11 +3,12 @@
 // with `at`), and the lock chains seen in a window, each with its root blocker, members, first and last
 // seen and duration, readable after the chain ended. Windows are since/until as elsewhere (RFC 3339,
 // default the 24 hours before now).
-import { Elysia } from 'elysia'
+import { Elysia, t } from 'elysia'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import type { StoredChain } from '../store/sql-session-history.ts'
 import { rfc3339 } from '../views.ts'
+import { LockChain, SnapshotTimes } from '../../shared/api/session-history.ts'
 import { query } from './schema.ts'
 import { clampLimit, databaseFor, limitQuery, parseWindow, windowQuery } from './telemetry-params.ts'
 
@@ -67,7 +68,11 @@ export function sessionHistoryRoutes(deps: Deps) {
           earlier_left_out: more,
         }
       },
-      { query: query({ ...windowQuery, limit: limitQuery('snapshots') }) },
+      {
+        query: query({ ...windowQuery, limit: limitQuery('snapshots') }),
+        response: { 200: SnapshotTimes },
+        detail: { summary: 'The times of the kept session snapshots in a window, for /active and /locks with `at`' },
+      },
     )
     .get(
       '/locks/chains',
@@ -80,6 +85,10 @@ export function sessionHistoryRoutes(deps: Deps) {
         ])
         return chains.map((c) => chainView(c, latest))
       },
-      { query: query({ ...windowQuery, limit: limitQuery('lock_chains') }) },
+      {
+        query: query({ ...windowQuery, limit: limitQuery('lock_chains') }),
+        response: { 200: t.Array(LockChain) },
+        detail: { summary: 'Lock chains seen in a window, latest started first (PostgreSQL)' },
+      },
     )
 }

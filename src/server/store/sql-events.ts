@@ -26,23 +26,8 @@ import type { RegisteredDatabase } from './types.ts'
 import type { Window } from './window.ts'
 import type { Reads, Writes } from './sql-writes.ts'
 
-export const EVENT_KINDS = [
-  'restart',
-  'version_change',
-  'table_created',
-  'table_dropped',
-  'index_created',
-  'index_valid',
-  'index_invalid',
-  'index_dropped',
-  'setting_change',
-  'stats_reset',
-  'agent_connected',
-  'agent_disconnected',
-  'alert_opened',
-  'alert_resolved',
-  'plan_change',
-] as const
+import { EVENT_KINDS } from '../../shared/api/events.ts'
+export { EVENT_KINDS }
 export type EventKind = (typeof EVENT_KINDS)[number]
 
 export interface DbEvent {

@@ -1,6 +1,6 @@
 // Statements' execution plans in explain_plans: written from each batch's explain_plans section, read
 // back per statement over a window with each plan marked where its shape changed.
-import type { IngestBatch } from '../../shared/wire.ts'
+import type { ExplainPlan, IngestBatch } from '../../shared/wire.ts'
 import type { SqlDriver } from './driver.ts'
 import type { Writes } from './sql-writes.ts'
 import type { Window } from './window.ts'
@@ -28,7 +28,7 @@ export interface StoredPlan {
   index_scans: number
   rows_estimated: number | null
   rows_actual: number | null
-  source: string
+  source: ExplainPlan['source']
   /** The plan differs from the one before it for this statement. */
   plan_changed: boolean
 }
@@ -58,7 +58,7 @@ export async function listPlans(driver: SqlDriver, databaseId: string, hash: str
       index_scans: Number(r.index_scans),
       rows_estimated: nullableNumber(r.rows_estimated),
       rows_actual: nullableNumber(r.rows_actual),
-      source: String(r.source),
+      source: String(r.source) as ExplainPlan['source'],
       plan_changed: older !== undefined && older !== r.plan_hash,
     }
   })

@@ -8,7 +8,9 @@
 // agent stopped sending (isStale), the stream still delivers its last snapshot: the badge then says the
 // data are from HH:MM, not live, and ages ("transaction since") are counted to the snapshot's time, as
 // for a past snapshot, so that they stay those it had instead of growing while its durations do not.
+import type { Static } from '@sinclair/typebox'
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks'
+import type { ActiveSession, ActiveStreamMessage } from '../../../shared/api/objects.ts'
 import { get } from '../../api.ts'
 import { type Column, DataTable } from '../../components/data-table.tsx'
 import { Empty, Loading, ago, fmtBytes, fmtClock, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
@@ -16,29 +18,11 @@ import { ApiProblem, NoDataYet, SelectField, apiPath, fmtDuration, isStale } fro
 import { TimeSlider, atOf } from './history.tsx'
 import type { Database, PageProps } from './types.ts'
 
-export interface Session {
-  pid: number | string
-  query_text: string
-  state: string | null
-  wait_event_type: string | null
-  wait_event: string | null
-  duration_ms: number | null
-  blocking_pids: number[]
-  user?: string | null
-  application_name?: string | null
-  client_addr?: string | null
-  database?: string | null
-  backend_type?: string | null
-  xact_start?: string | null
-  memory_usage?: number
-  read_bytes?: number
-  written_bytes?: number
-  read_rows?: number
-  ts: string
-}
+/** A session as GET /active and the stream send it. */
+export type Session = Static<typeof ActiveSession>
 
 export interface Stream {
-  ts: string | null
+  ts: Static<typeof ActiveStreamMessage>['ts']
   active: Session[] | undefined
   state: 'connecting' | 'live' | 'paused' | 'reconnecting'
   /** When the latest message arrived (epoch ms). */
@@ -113,7 +97,7 @@ function useActiveStream(db: Database, interval: number, paused: boolean): Strea
         failures.current = 0
         watch()
         try {
-          const msg = JSON.parse(String(e.data)) as { ts: string | null; active: Session[] }
+          const msg = JSON.parse(String(e.data)) as Static<typeof ActiveStreamMessage>
           setStream({ ts: msg.ts, active: msg.active, state: 'live', receivedAt: Date.now() })
         } catch {
           // A message that is not JSON is ignored; the next one replaces it.

@@ -3,21 +3,15 @@
 // statistics resets, the agent connecting and going away, alerts opened and resolved, plan changes;
 // filtered by kind of change. useEventMarks gives the time charts their marks (restarts, setting
 // changes, index DDL and alert openings). Everything from the database (names, values) is shown as text.
+import type { Static } from '@sinclair/typebox'
 import { useCallback, useMemo } from 'preact/hooks'
+import type { DbEvent as DbEventSchema } from '../../../shared/api/events.ts'
 import type { ChartMark } from '../../components/chart.tsx'
 import { Async, Empty, fmtTime, useApi } from '../../components/ui.tsx'
 import { SelectField, SeverityBadge, TimeRangePicker, apiPath, useEvery, useWindow } from './common.tsx'
 import type { Database, PageProps } from './types.ts'
 
-export interface DbEvent {
-  ts: string
-  kind: string
-  severity?: string
-  title: string
-  detail?: string
-  object?: string
-  link?: string
-}
+export type DbEvent = Static<typeof DbEventSchema>
 
 /** Each kind's short name, in the list and on the charts' marks. */
 const KIND_LABELS: Record<string, string> = {

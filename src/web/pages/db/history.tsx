@@ -3,24 +3,15 @@
 // live), and the list of past lock chains (GET /locks/chains) with each chain's root blocker, members,
 // start, end and duration. Every poll is kept for a day, then only the snapshots with a blocked session
 // or a long statement (the README's Session history), so older windows have gaps.
+import type { Static } from '@sinclair/typebox'
 import { useEffect, useMemo, useState } from 'preact/hooks'
+import type { LockChain, SnapshotTime as SnapshotTimeSchema, SnapshotTimes as SnapshotTimesSchema } from '../../../shared/api/session-history.ts'
 import { Async, Empty, fmtClock, fmtTime, useApi } from '../../components/ui.tsx'
 import { SelectField, apiPath, fmtDuration, isStale } from './common.tsx'
 import type { Database } from './types.ts'
 
-export interface SnapshotTime {
-  ts: string
-  at: number
-  blocked: number
-  longest_ms: number | null
-}
-
-interface SnapshotTimes {
-  since: string
-  until: string
-  snapshots: SnapshotTime[]
-  earlier_left_out: boolean
-}
+export type SnapshotTime = Static<typeof SnapshotTimeSchema>
+type SnapshotTimes = Static<typeof SnapshotTimesSchema>
 
 const SPANS: [string, string][] = [
   ['3600000', 'Last hour'],
@@ -132,28 +123,7 @@ export function TimeSlider({ db, at, onChange }: { db: Database; at: number | un
   )
 }
 
-interface ChainMember {
-  pid: number
-  blocked_by: number[]
-  user: string | null
-  application: string | null
-  statement: string | null
-  waiting_since: string
-  first_seen: string
-  last_seen: string
-}
-
-export interface PastChain {
-  root: { pid: number; user: string | null; application: string | null; state: string | null; statement: string | null; xact_start: string | null }
-  members: ChainMember[]
-  started_at: string
-  first_seen: string
-  last_seen: string
-  duration_ms: number
-  samples: number
-  max_blocked: number
-  ongoing: boolean
-}
+export type PastChain = Static<typeof LockChain>
 
 const who = (user: string | null, application: string | null) => [user, application && `“${application}”`].filter(Boolean).join(' · ') || '—'
 

@@ -1,24 +1,16 @@
 // Locks (PostgreSQL): the latest pg_locks snapshot, waiting locks first, with who blocks them;
 // refreshed every 15 seconds. The time slider (history.tsx) shows a kept snapshot instead (?at=), whose
 // locks are those that waited or blocked; below, the lock chains of the last 24 hours, ended ones included.
+import type { Static } from '@sinclair/typebox'
 import { useCallback } from 'preact/hooks'
+import type { Lock as LockSchema } from '../../../shared/api/objects.ts'
 import { type Column, DataTable } from '../../components/data-table.tsx'
 import { Async, Empty, useApi } from '../../components/ui.tsx'
 import { NoDataYet, apiPath, dbHref, fmtDuration, useEvery } from './common.tsx'
 import { PastLockChains, TimeSlider, atOf } from './history.tsx'
 import type { PageProps } from './types.ts'
 
-interface Lock {
-  pid: number
-  lock_type: string
-  mode: string
-  relation_name: string | null
-  granted: boolean
-  blocked_by_pid: number | null
-  duration_ms: number | null
-  query_text: string | null
-  ts: string
-}
+type Lock = Static<typeof LockSchema>
 
 const COLUMNS: Column<Lock>[] = [
   {

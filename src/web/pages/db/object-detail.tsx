@@ -1,33 +1,30 @@
 // One table or index (`tables/<schema/name>`, `indexes/<schema/name>`): its latest statistics and
 // charts over the window of sizes, rows and scans.
+import type { Static } from '@sinclair/typebox'
 import type { ComponentChildren } from 'preact'
 import { useMemo } from 'preact/hooks'
 import { ApiError } from '../../api.ts'
 import { Chart, type ChartSeries, type Unit } from '../../components/chart.tsx'
 import { Async, Code, Empty, ago, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
 import { TimeRangePicker, apiPath, dbHref, fmtRatio, perBucket, useWindow, withWindow } from './common.tsx'
-import { type IndexRow, SEQ_SCAN_TITLE, type TableRow, fullReads } from './objects.tsx'
+import type { IndexDetail, TableDetail } from '../../../shared/api/objects.ts'
+import { SEQ_SCAN_TITLE, fullReads } from './objects.tsx'
 import type { PageProps } from './types.ts'
 
-type Point = { ts: string } & Record<string, number | null>
+type Detail = Static<typeof TableDetail> | Static<typeof IndexDetail>
+type PointOf<D extends Detail> = D['timeseries'][number]
 
-interface Detail {
-  since: string
-  until: string
-  resolution_seconds: number
-  timeseries: Point[]
-}
-
-interface Spec {
+interface Spec<D extends Detail> {
   name: string
   title: string
   unit: Unit
-  keys: [string, string][]
+  /** The point's fields charted, with their labels. */
+  keys: [Exclude<keyof PointOf<D>, 'ts'>, string][]
   /** Counter deltas summed per interval: the title says the interval, the running one is left out. */
   total?: boolean
 }
 
-const TABLE_CHARTS: Spec[] = [
+const TABLE_CHARTS: Spec<Static<typeof TableDetail>>[] = [
   { name: 'table-size', title: 'Size', unit: 'bytes', keys: [['table_size_bytes', 'table'], ['index_size_bytes', 'indexes']] },
   { name: 'table-rows', title: 'Live and dead rows', unit: 'count', keys: [['n_live_tup', 'live'], ['n_dead_tup', 'dead']] },
   { name: 'table-scans', title: 'Scans', unit: 'count', total: true, keys: [['seq_scan', 'sequential'], ['idx_scan', 'index']] },
@@ -42,16 +39,17 @@ const TABLE_CHARTS: Spec[] = [
   },
 ]
 
-const INDEX_CHARTS: Spec[] = [
+const INDEX_CHARTS: Spec<Static<typeof IndexDetail>>[] = [
   { name: 'index-scans', title: 'Scans', unit: 'count', total: true, keys: [['idx_scan', 'scans']] },
   { name: 'index-tuples', title: 'Tuples', unit: 'count', total: true, keys: [['idx_tup_read', 'read'], ['idx_tup_fetch', 'fetched']] },
   { name: 'index-size', title: 'Size', unit: 'bytes', keys: [['size_bytes', 'size']] },
 ]
 
-function Charts({ detail, specs, range }: { detail: Detail; specs: Spec[]; range: [number, number] }) {
+function Charts<D extends Detail>({ detail, specs, range }: { detail: D; specs: Spec<D>[]; range: [number, number] }) {
   const data = useMemo(() => {
-    const times = detail.timeseries.map((p) => Date.parse(p.ts))
-    return specs.map((s) => ({ spec: s, series: s.keys.map(([k, label]): ChartSeries => ({ label, values: detail.timeseries.map((p) => p[k] ?? null) })) }))
+    const points = detail.timeseries as PointOf<D>[]
+    const times = points.map((p) => Date.parse(p.ts))
+    return specs.map((s) => ({ spec: s, series: s.keys.map(([k, label]): ChartSeries => ({ label, values: points.map((p) => (p[k] as number | null) ?? null) })) }))
       .map((c) => ({ ...c, times }))
   }, [detail, specs])
   return (
@@ -89,11 +87,11 @@ function NotFound({ what, back }: { what: string; back: string }) {
 }
 
 /** What a table's and an index's pages share: the way back, the title, "no such" for a 404, and the charts under the facts. */
-function ObjectDetail<T>({ db, item, query, setQuery, kind, specs, facts }: PageProps & { kind: 'table' | 'index'; specs: Spec[]; facts(row: T & Detail): ComponentChildren }) {
+function ObjectDetail<D extends Detail>({ db, item, query, setQuery, kind, specs, facts }: PageProps & { kind: 'table' | 'index'; specs: Spec<D>[]; facts(row: D): ComponentChildren }) {
   const [schema, name] = splitItem(item)
   const tw = useWindow(query)
   const list = kind === 'table' ? 'tables' : 'indexes'
-  const detail = useApi<T & Detail>(apiPath(db, `/${list}/${encodeURIComponent(schema)}/${encodeURIComponent(name)}?${tw.params}`))
+  const detail = useApi<D>(apiPath(db, `/${list}/${encodeURIComponent(schema)}/${encodeURIComponent(name)}?${tw.params}`))
   const back = withWindow(dbHref(db, list), query)
   if (detail.error instanceof ApiError && detail.error.status === 404) return <NotFound what={kind} back={back} />
   return (
@@ -122,7 +120,7 @@ function ObjectDetail<T>({ db, item, query, setQuery, kind, specs, facts }: Page
 
 export function TableDetailPage(props: PageProps) {
   return (
-    <ObjectDetail<TableRow>
+    <ObjectDetail<Static<typeof TableDetail>>
       {...props}
       kind="table"
       specs={TABLE_CHARTS}
@@ -160,7 +158,7 @@ export function TableDetailPage(props: PageProps) {
 export function IndexDetailPage(props: PageProps) {
   const { db, query } = props
   return (
-    <ObjectDetail<IndexRow>
+    <ObjectDetail<Static<typeof IndexDetail>>
       {...props}
       kind="index"
       specs={INDEX_CHARTS}

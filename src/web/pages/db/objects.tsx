@@ -2,7 +2,8 @@
 // indexes also as the unused-index view (never scanned, neither primary nor unique, over 1 MB). Each
 // row links to the object's page (object-detail.tsx), keeping the time window. A table's last vacuum and
 // analyze are the later of the manual and the automatic one, the other in the cell's title.
-import type { IndexRow as StoredIndexRow } from '../../../server/store/sql-objects.ts'
+import type { Static } from '@sinclair/typebox'
+import type { IndexEntry, TableEntry } from '../../../shared/api/objects.ts'
 import { type Column, DataTable } from '../../components/data-table.tsx'
 import { Async, Empty, ago, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
 import { NoDataYet, SelectField, apiPath, dbHref, fmtRatio, withWindow } from './common.tsx'
@@ -16,37 +17,11 @@ export const SEQ_SCAN_TITLE =
 export const fullReads = (t: Pick<TableRow, 'seq_tup_read' | 'n_live_tup'>) =>
   t.seq_tup_read !== null && t.n_live_tup !== null && t.n_live_tup > 0 ? Math.round(t.seq_tup_read / t.n_live_tup) : null
 
-export interface TableRow {
-  schema_name: string
-  table_name: string
-  seq_scan: number | null
-  idx_scan: number | null
-  n_tup_ins: number | null
-  n_tup_upd: number | null
-  n_tup_del: number | null
-  n_live_tup: number | null
-  n_dead_tup: number | null
-  /** RFC 3339 (the API's times; epoch ms also read). */
-  last_vacuum: string | number | null
-  last_autovacuum: string | number | null
-  last_analyze: string | number | null
-  last_autoanalyze: string | number | null
-  table_size_bytes: number | null
-  index_size_bytes: number | null
-  has_primary_key: boolean | null
-  /** false: autovacuum is turned off for this table (reloptions); absent from servers that do not send it. */
-  autovacuum_enabled?: boolean | null
-  dead_tuple_ratio: number | null
-  seq_tup_read: number | null
-  idx_tup_fetch: number | null
-  n_tup_hot_upd: number | null
-  ts: string
-}
+/** A table's latest entry as GET /tables answers it. */
+export type TableRow = Static<typeof TableEntry>
 
-/** An index's latest entry as the API sends it (indexView). */
-export interface IndexRow extends Omit<StoredIndexRow, 'ts'> {
-  ts: string
-}
+/** An index's latest entry as GET /indexes answers it. */
+export type IndexRow = Static<typeof IndexEntry>
 
 /** The route item of a schema-qualified object: `schema/name` in one segment. */
 export const objectItem = (schema: string, name: string) => encodeURIComponent(`${schema}/${name}`)

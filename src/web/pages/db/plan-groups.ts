@@ -2,16 +2,11 @@
 // plan comes back dozens of times. Each group is one plan with its samples (newest first), how many,
 // when first and last seen, the min / median / max of the actual time (or of the cost, for plans
 // explained without running them), the sources, and the times it took over from another plan.
-export interface PlanSample {
-  /** RFC 3339. */
-  ts: string
-  plan_hash: string
-  total_cost: number | null
-  actual_time_ms: number | null
-  source: string
-  /** The server's mark: this sample's plan differs from the one logged before it. */
-  plan_changed: boolean
-}
+import type { Static } from '@sinclair/typebox'
+import type { QueryPlan } from '../../../shared/api/queries.ts'
+
+/** What grouping reads of a plan as GET /queries/{hash}/explain sends it (QueryPlan). */
+export type PlanSample = Pick<Static<typeof QueryPlan>, 'ts' | 'plan_hash' | 'total_cost' | 'actual_time_ms' | 'source' | 'plan_changed'>
 
 export interface Spread {
   min: number

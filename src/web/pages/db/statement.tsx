@@ -6,8 +6,8 @@
 // the row is expanded. Where the statement was first counted inside the window, the page says so.
 import { Fragment } from 'preact'
 import { useEffect, useMemo, useState } from 'preact/hooks'
-import type { StoredPlan } from '../../../server/store/sql-plans.ts'
-import type { QueryPoint } from '../../../server/store/sql-statement-reads.ts'
+import type { Static } from '@sinclair/typebox'
+import type { ClickHouseQueryPoint, PostgresQueryDetail, PostgresQueryPoint, QueryPlan } from '../../../shared/api/queries.ts'
 import { ApiError, get } from '../../api.ts'
 import { Chart, type ChartMark, type ChartSeries, type Unit } from '../../components/chart.tsx'
 import { Async, Code, Empty, ErrorBox, Loading, fmtBytes, fmtClock, fmtMs, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
@@ -22,25 +22,13 @@ const PLAN_PAGE = 50
 
 type ClickHouseCounters = 'read_bytes' | 'memory_bytes' | 'errors'
 
-/** One bucket of the timeseries as the API sends it (pointView): ClickHouse's counters only for ClickHouse. */
-interface Point extends Omit<QueryPoint, 'ts' | ClickHouseCounters>, Partial<Pick<QueryPoint, ClickHouseCounters>> {
-  ts: string
-}
+/** One bucket of the timeseries as the API sends it: ClickHouse's counters only for ClickHouse. */
+type Point = Static<typeof PostgresQueryPoint> & Partial<Pick<Static<typeof ClickHouseQueryPoint>, ClickHouseCounters>>
 
-interface Detail extends StatementRow {
-  first_seen: string
-  last_seen: string
-  since: string
-  until: string
-  resolution_seconds: number
-  timeseries: Point[]
-}
+/** GET /queries/{hash}, of either engine (QueryDetail). */
+type Detail = Omit<Static<typeof PostgresQueryDetail>, 'timeseries'> & { timeseries: Point[] }
 
-/** A stored plan as the API sends it. */
-interface Plan extends Omit<StoredPlan, 'ts' | 'source'> {
-  ts: string
-  source: 'sampled' | 'auto_explain'
-}
+type Plan = Static<typeof QueryPlan>
 
 interface ChartSpec {
   name: string

@@ -9,7 +9,8 @@
 // 0 for every statement although blocks were read, the page says track_io_timing is off (or probably
 // off, where the agent does not report the setting).
 import { useEffect, useRef, useState } from 'preact/hooks'
-import type { QueryStatsRow } from '../../../server/store/sql-statement-reads.ts'
+import type { Static } from '@sinclair/typebox'
+import type { QueryStats } from '../../../shared/api/queries.ts'
 import { Async, Empty, fmtBytes, fmtClock, fmtMs, fmtNum, useApi } from '../../components/ui.tsx'
 import { type Column, DataTable } from '../../components/data-table.tsx'
 import { type AgentNote, AgentNotes, Field, NoDataYet, SelectField, TimeRangePicker, apiPath, dbHref, fmtRatio, useWindow, windowQuery } from './common.tsx'
@@ -19,7 +20,8 @@ import type { Database, Finding, PageProps } from './types.ts'
  * A statement's totals over the window, as the API sends them (queryView). `first_bucket`, the start of
  * its earliest bucket in the window, is read when the API sends it (epoch ms or RFC 3339).
  */
-export type StatementRow = Omit<QueryStatsRow, 'first_bucket'> & { first_bucket?: number | string | null }
+/** A statement's sums over the window, as GET /queries answers them. */
+export type StatementRow = Static<typeof QueryStats>
 
 /** Epoch ms of an API time (epoch ms or RFC 3339), undefined when absent or unreadable. */
 export function epochOf(value: number | string | null | undefined): number | undefined {

@@ -1,0 +1,36 @@
+// Responses of /api/v1/databases/{id}/events: what changed, newest first.
+import { t } from 'elysia'
+import { Timestamp } from './common.ts'
+
+/** The kinds of events, as the store derives and keeps them (src/server/store/sql-events.ts). */
+export const EVENT_KINDS = [
+  'restart',
+  'version_change',
+  'table_created',
+  'table_dropped',
+  'index_created',
+  'index_valid',
+  'index_invalid',
+  'index_dropped',
+  'setting_change',
+  'stats_reset',
+  'agent_connected',
+  'agent_disconnected',
+  'alert_opened',
+  'alert_resolved',
+  'plan_change',
+] as const
+
+/** An event; the optional fields are left out when empty. */
+export const DbEvent = t.Object(
+  {
+    ts: Timestamp('when it happened (as the agent or the server saw it)'),
+    kind: t.UnionEnum(EVENT_KINDS),
+    severity: t.Optional(t.UnionEnum(['critical', 'warning', 'info'])),
+    title: t.String({ description: 'one line, at most 500 characters' }),
+    detail: t.Optional(t.String({ description: 'at most 2,000 characters' })),
+    object: t.Optional(t.String({ description: "what it is about: a table's or index's schema.name, a setting's name, a statement's hash" })),
+    link: t.Optional(t.String({ description: "the dashboard's page about it (a hash route, #/...)" })),
+  },
+  { title: 'DbEvent' },
+)
