@@ -237,8 +237,10 @@ describe('dbm agent GET /metrics', () => {
       for (const name of ['gamma', 'quiet']) {
         await until(`the first cycle of ${name}`, async () => (agent.runner(name)?.status.state === 'connected' ? true : undefined))
       }
-      // After the baseline cycle: 1,000 rows, which pg_stat_database counts once the session's statistics are flushed.
+      // After the baseline cycle: 1,000 rows, which pg_stat_database counts once the session's statistics are
+      // flushed: at its next idle moment when asked to (otherwise up to 10 s later).
       await sql`INSERT INTO t SELECT generate_series(51, 1050)`
+      await sql`SELECT pg_stat_force_next_flush()`
       const inserted = await until('the insert in the exported counter', async () => {
         await agent.cycleAll()
         const n = value(await scrape(), 'dbm_pg_tuples_inserted_total', { database: 'gamma' })

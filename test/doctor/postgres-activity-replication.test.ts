@@ -30,7 +30,9 @@ beforeAll(async () => {
   primary = await startPostgres(17)
   primarySql = postgres(primary.url(), { max: 2, onnotice: () => {} })
   await primarySql`SELECT pg_create_physical_replication_slot('dbm_doctor_standby')`
-  standby = await startStandby(primary, primarySql, 'dbm_doctor_standby')
+  // Replies to the primary every second (10 s by default): the primary sees the replay lag grow while replay
+  // is paused, and its end once replay resumes, a second after the standby has them.
+  standby = await startStandby(primary, primarySql, 'dbm_doctor_standby', ['-c', 'wal_receiver_status_interval=1'])
   replicaSql = postgres(standby.url, { max: 1, onnotice: () => {} })
 }, 60_000)
 

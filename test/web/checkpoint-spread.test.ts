@@ -1,10 +1,12 @@
 // The checkpoint chart's spread on a real checkpoint: PostgreSQL 17 with checkpoint_timeout = 30 s runs a
-// timed checkpoint paced over about 27 s (checkpoint_completion_target 0.9) and counts its write time
-// and buffers in pg_stat_checkpointer only when it ends, as one cycle's delta. spreadCheckpoints shares
+// paced checkpoint over about 27 s (checkpoint_completion_target 0.9) and counts its write time and
+// buffers in pg_stat_checkpointer only when it ends, as one cycle's delta. spreadCheckpoints shares
 // them among the minutes the checkpoint ran (ending with the bucket it was seen in), keeping the totals
 // exactly, never more than a bucket's length of writing in a bucket. The dashboard's buckets are a minute
 // or more; 10-second buckets here let a 27-second checkpoint (the shortest checkpoint_timeout is 30 s)
-// cross several of them.
+// cross several of them. The checkpoint is the one WAL volume requests (max_wal_size lowered to its
+// minimum, then a WAL segment switched), paced exactly as a timed one is, by the same settings: it starts
+// once the table is written instead of a whole checkpoint_timeout later.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import postgres from 'postgres'
 import { spreadCheckpoints } from '../../src/web/pages/db/internals.tsx'
@@ -26,7 +28,7 @@ afterAll(async () => {
 })
 
 interface Checkpointer {
-  timed: number
+  requested: number
   write: number
   sync: number
   buffers: number
@@ -34,22 +36,29 @@ interface Checkpointer {
 
 const read = async (): Promise<Checkpointer> =>
   (
-    await sql<Checkpointer[]>`SELECT num_timed::int AS timed, write_time::float8 AS write, sync_time::float8 AS sync, buffers_written::float8 AS buffers FROM pg_stat_checkpointer`
+    await sql<Checkpointer[]>`SELECT num_requested::int AS requested, write_time::float8 AS write, sync_time::float8 AS sync, buffers_written::float8 AS buffers FROM pg_stat_checkpointer`
   )[0]!
 
-test('a timed checkpoint written over about 27 s is spread over the buckets it ran in, its totals kept', async () => {
+test('a paced checkpoint written over about 27 s is spread over the buckets it ran in, its totals kept', async () => {
   await sql.unsafe('CHECKPOINT')
   const before = await read()
   // About 600 dirty buffers: enough for the checkpointer to pace its writes over the completion target.
   // An INSERT (not CREATE TABLE AS, which writes through a small ring) leaves the pages dirty in shared buffers.
   await sql.unsafe('CREATE TABLE filler (id int, pad text)')
   await sql.unsafe("INSERT INTO filler SELECT g, repeat('x', 40) FROM generate_series(1, 100000) g")
-  // The first timed checkpoint may have begun before the table was written: wait for one that paced its writes.
+  // With max_wal_size at its minimum (two segments), every finished WAL segment requests a checkpoint,
+  // which is not an immediate one: it paces its writes by checkpoint_timeout × checkpoint_completion_target.
+  await sql.unsafe("ALTER SYSTEM SET max_wal_size = '32MB'")
+  await sql.unsafe('SELECT pg_reload_conf()')
+  await until('this session to read the lowered max_wal_size', async () =>
+    (await sql<{ v: string }[]>`SELECT current_setting('max_wal_size') AS v`)[0]!.v === '32MB' ? true : undefined,
+  )
+  await sql.unsafe('SELECT pg_switch_wal()')
   const after = await until(
-    'a timed checkpoint that wrote the table at its pace',
+    'a requested checkpoint that wrote the table at its pace',
     async () => {
       const now = await read()
-      return now.timed > before.timed && now.write - before.write > 10_000 ? now : undefined
+      return now.requested > before.requested && now.write - before.write > 10_000 ? now : undefined
     },
     { timeoutMs: 120_000, everyMs: 500 },
   )
