@@ -6,7 +6,7 @@ import { expect, test } from 'bun:test'
 import { TypeCompiler } from '@sinclair/typebox/compiler'
 import { LOCKED_FIX, findingView } from '../../src/server/doctor/index.ts'
 import type { Finding } from '../../src/server/doctor/types.ts'
-import { Finding as FindingSchema } from '../../src/shared/api/health.ts'
+import { Finding as FindingSchema } from '../../src/shared/api/doctor.ts'
 
 const finding: Finding = {
   rule: 'pg_dead_tuples',

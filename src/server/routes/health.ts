@@ -12,7 +12,7 @@ import { HttpError } from '../http-error.ts'
 import { rfc3339, healthStatus } from '../views.ts'
 import { type Window, minuteFloor } from '../store/window.ts'
 import { query } from './schema.ts'
-import { Doctor, type MetricsSummary, Overview } from '../../shared/api/health.ts'
+import { Doctor, type MetricsSummary, Overview } from '../../shared/api/doctor.ts'
 import type { Static } from '@sinclair/typebox'
 import { databaseFor, parseWindow, windowQuery } from './telemetry-params.ts'
 

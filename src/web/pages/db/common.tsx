@@ -8,7 +8,7 @@ import { ApiError, api } from '../../api.ts'
 import { Empty, ErrorBox, fmtMs } from '../../components/ui.tsx'
 import type { Database, Severity } from './types.ts'
 import type { Static } from '@sinclair/typebox'
-import type { AgentNote as AgentNoteSchema } from '../../../shared/api/health.ts'
+import type { AgentNote as AgentNoteSchema } from '../../../shared/api/doctor.ts'
 
 /** `#/databases/<id>/<rest>` */
 export const dbHref = (db: Pick<Database, 'id'>, rest = '') => `#/databases/${encodeURIComponent(db.id)}${rest ? `/${rest}` : ''}`

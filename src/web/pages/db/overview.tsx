@@ -34,7 +34,7 @@ import { useEventMarks } from './events.tsx'
 import { SeriesChart, type SeriesSpec } from './series-chart.tsx'
 import type { Database, Doctor, Finding, PageProps } from './types.ts'
 import type { Static } from '@sinclair/typebox'
-import type { Overview as OverviewSchema, TopQuery as TopQuerySchema } from '../../../shared/api/health.ts'
+import type { Overview as OverviewSchema, TopQuery as TopQuerySchema } from '../../../shared/api/doctor.ts'
 import type { DatabaseStatsPoint } from '../../../shared/api/internals.ts'
 import type { ServerMetrics } from '../../../shared/api/clickhouse.ts'
 

@@ -4,7 +4,7 @@
 import type { Static } from '@sinclair/typebox'
 import type { Loaded } from '../../components/ui.tsx'
 import type { Database as DatabaseSchema, Engine as EngineSchema } from '../../../shared/api/databases.ts'
-import type { Doctor as DoctorSchema, Finding as FindingSchema, Severity as SeveritySchema } from '../../../shared/api/health.ts'
+import type { Doctor as DoctorSchema, Finding as FindingSchema, Severity as SeveritySchema } from '../../../shared/api/doctor.ts'
 
 export type Engine = Static<typeof EngineSchema>
 export type Severity = Static<typeof SeveritySchema>
