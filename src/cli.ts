@@ -9,6 +9,7 @@ import { VERSION } from './version.ts'
 const HELP = `dbm ${VERSION}: self-hosted monitoring for PostgreSQL and ClickHouse
 
 Usage:
+  dbm local <dsn>...    watch databases on this machine: dashboard and agent in one process
   dbm serve [flags]     run the API server (and dashboard)
   dbm agent [flags]     run the collectors for the databases in a config file
   dbm version           print the version
@@ -60,9 +61,48 @@ Flags:
   -h, --help             show this help
 `
 
+const LOCAL_HELP = `Usage: dbm local <dsn> [<dsn>...] [flags]
+
+Watches the given PostgreSQL (postgres://, postgresql://) and ClickHouse
+(clickhouse://, tcp://, http://, https://) databases from one process: the API
+and dashboard on embedded SQLite, plus the agent, with no signup and no mail.
+Prints the dashboard's address and a sign-in link that works once, within 15
+minutes; each DSN is checked as "dbm agent --check" does. A database that does
+not answer yet is retried. Ctrl-C stops both; a later run keeps the history.
+
+Flags:
+  --listen HOST:PORT     loopback address of the dashboard: 127.0.0.1, ::1 or
+                         localhost (127.0.0.1 and a free port)
+  --open                 open the sign-in link in the desktop's browser
+  --data-dir DIR         store, secrets and agent buffers (Linux: $XDG_DATA_HOME/dbm
+                         or ~/.local/share/dbm; macOS: ~/Library/Application
+                         Support/dbm; Windows: %LOCALAPPDATA%\\dbm)
+  --log-level LEVEL      debug, info, warn, error (DBM_LOG_LEVEL, info)
+  -h, --help             show this help
+`
+
+const LOCAL_FLAGS = { values: ['listen', 'data-dir', 'log-level'], switches: ['help', 'open'] } as const
+
 const AGENT_FLAGS = { values: ['config', 'buffer-dir', 'log-level'], switches: ['help', 'check'] } as const
 
 const SERVE_FLAGS = { values: ['listen', 'data-dir', 'database-url', 'public-url', 'log-level'], switches: ['help'] } as const
+
+/** `dbm local`'s DSNs (its arguments that are neither a flag nor a flag's value) apart from its flags. */
+function splitDsns(argv: readonly string[], valueFlags: readonly string[]): { dsns: string[]; flagArgs: string[] } {
+  const dsns: string[] = []
+  const flagArgs: string[] = []
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!
+    if (!arg.startsWith('-')) {
+      dsns.push(arg)
+      continue
+    }
+    flagArgs.push(arg)
+    const name = /^--([a-z][a-z0-9-]*)$/.exec(arg)?.[1]
+    if (name && valueFlags.includes(name) && i + 1 < argv.length) flagArgs.push(argv[++i]!)
+  }
+  return { dsns, flagArgs }
+}
 
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv
@@ -90,6 +130,16 @@ export async function main(argv: string[]): Promise<number> {
       // Each job loads only its own modules: the agent process does not carry the server's (and back).
       const { serve } = await import('./server/serve.ts')
       return serve(resolveServeConfig(flags, process.env))
+    }
+    case 'local': {
+      const { dsns, flagArgs } = splitDsns(rest, LOCAL_FLAGS.values)
+      const flags = parseFlags('local', flagArgs, LOCAL_FLAGS)
+      if (flags.help) {
+        process.stdout.write(LOCAL_HELP)
+        return 0
+      }
+      const { runLocal } = await import('./local/main.ts')
+      return runLocal(flags, dsns, process.env)
     }
     case 'agent': {
       const flags = parseFlags('agent', rest, AGENT_FLAGS)

@@ -36,6 +36,11 @@ export const defaultAgentTimings: AgentTimings = {
 
 export interface AgentOptions {
   configPath: string
+  /**
+   * The config itself, built in memory (`dbm local`): used instead of reading configPath (which then
+   * only names it in the log), and never reloaded.
+   */
+  config?: AgentConfig
   /** Where service_buffer_{name}.db files live. */
   bufferDir: string
   log: Logger
@@ -87,7 +92,7 @@ export class Agent {
 
   /** Loads the config (throwing ConfigError when invalid), starts every database and the health server. */
   async start(): Promise<void> {
-    this.config = loadAgentConfig(this.options.configPath)
+    this.config = this.options.config ?? loadAgentConfig(this.options.configPath)
     this.options.log.info('dbm agent starting', {
       version: VERSION,
       config: this.options.configPath,
@@ -105,6 +110,7 @@ export class Agent {
     const count = this.config.databases.length
     for (const [i, db] of this.config.databases.entries()) await this.startDatabase(this.config, db, (i * Math.min(db.pollIntervalMs, 10_000)) / count)
     this.startHealth(this.config)
+    if (this.options.config) return
     this.watcher = watchFile(this.options.configPath, { interval: this.timings.watchIntervalMs }, (curr, prev) => {
       if (curr.mtimeMs !== prev.mtimeMs || curr.size !== prev.size || curr.ino !== prev.ino) void this.reload()
     })
@@ -148,6 +154,7 @@ export class Agent {
 
   /** Re-reads the config file and applies the difference; keeps the running config when invalid. */
   reload(): Promise<void> {
+    if (this.options.config) return this.reloading
     this.reloading = this.reloading.then(() => this.applyReload())
     return this.reloading
   }

@@ -4,7 +4,7 @@
 // any organization's API key), the dashboard's files, and the route modules. `dbm serve` and the tests
 // both build the app through createApp, so tests exercise exactly what runs in production.
 import type { ValueError } from '@sinclair/typebox/errors'
-import { Elysia, type ValidationError } from 'elysia'
+import { type AnyElysia, Elysia, type ValidationError } from 'elysia'
 import { type Deps, clientAddress } from './context.ts'
 import { healthz, signupGate } from './healthz.ts'
 import { HttpError, tooManyRequests } from './http-error.ts'
@@ -20,6 +20,7 @@ import { clickhouseRoutes } from './routes/clickhouse.ts'
 import { healthRoutes } from './routes/health.ts'
 import { internalsRoutes } from './routes/internals.ts'
 import { objectRoutes } from './routes/objects.ts'
+import { organizationRoutes } from './routes/organization.ts'
 import { pgCheckRoutes } from './routes/pg-checks.ts'
 import { sessionHistoryRoutes } from './routes/session-history.ts'
 import { queryRoutes } from './routes/queries.ts'
@@ -29,18 +30,21 @@ import { observeIngest, serverMetrics } from './metrics.ts'
 import { metricsRoute } from './routes/metrics.ts'
 import { isStoreUnreachable } from './store/availability.ts'
 import { dashboardRoutes } from './web/dashboard.ts'
-import { resetPasswordPage } from './web/reset-password.ts'
+import { acceptInvitePage, resetPasswordPage } from './web/reset-password.ts'
 import { withSecurityHeaders } from './web/security-headers.ts'
+import { apiDocsRoutes } from './web/api-docs.ts'
+import { Healthz, HealthzUnavailable } from '../shared/api/health.ts'
 import dashboard from '../web/index.html'
 
 /** Auth endpoints counted per client address (every request, answered or not). */
-const rateLimitedPaths: Record<string, RateLimitedEndpoint> = {
+export const rateLimitedPaths: Record<string, RateLimitedEndpoint> = {
   '/api/v1/auth/signup': 'signup',
   '/api/v1/auth/login': 'login',
   '/api/v1/auth/refresh': 'refresh',
   '/api/v1/auth/forgot-password': 'forgot_password',
   '/api/v1/auth/reset-password': 'reset_password',
   '/api/v1/auth/resend-verification': 'resend_verification',
+  '/api/v1/auth/accept-invite': 'accept_invite',
 }
 
 /** The path as the router matches it: repeated and trailing slashes do not make another endpoint. */
@@ -96,7 +100,8 @@ function raiseHeaderParserLimit(): void {
   ;(require('node:http') as { maxHeaderSize: number }).maxHeaderSize = headerLimits.parser
 }
 
-export function createApp(deps: Deps) {
+/** `routes`: more routes, of `dbm local` (its one-time sign-in link); `dbm serve` and the tests pass none. */
+export function createApp(deps: Deps, routes?: AnyElysia) {
   const { log } = deps
   // The open WebSocket streams, counted by GET /metrics (`dbm serve` passes its own set, which it closes at stop).
   deps.streams ??= new Set()
@@ -113,7 +118,9 @@ export function createApp(deps: Deps) {
   // `standardHostname: false`: the path is found after `http://`, not 11 characters in, which assumed a
   // host of at least 4 characters (`Host: x` routed `/api/v1/x` as `/v1/x`). Elysia's own listen routes
   // with Bun's router, which parses the path itself; `dbm serve` hands requests to the app's fetch (serve.ts).
-  return new Elysia({ normalize: false, serve: { ...serverOptions }, handler: { standardHostname: false } })
+  // The app as built, for the OpenAPI document of its routes (read on the first request).
+  const built: { app?: { routes: readonly unknown[] } } = {}
+  const app = new Elysia({ normalize: false, serve: { ...serverOptions }, handler: { standardHostname: false } })
     .onRequest(async ({ request, server, set }) => {
       withSecurityHeaders(set.headers)
       if (headSize(request) > headerLimits.bytes) {
@@ -184,11 +191,18 @@ export function createApp(deps: Deps) {
         log.debug('request', { method: request.method, path: new URL(request.url).pathname, status: Number(set.status ?? 200) })
       }
     })
-    .get('/healthz', async ({ set }) => {
-      const answer = await healthz(deps, signupClosed)
-      set.status = answer.status
-      return answer.body
-    })
+    .get(
+      '/healthz',
+      async ({ set }) => {
+        const answer = await healthz(deps, signupClosed)
+        set.status = answer.status
+        return answer.body
+      },
+      {
+        response: { 200: Healthz, 503: HealthzUnavailable },
+        detail: { summary: "The server's health: 200 while its store answers, else 503", tags: ['health'], security: [] },
+      },
+    )
     .use(metricsRoute(deps))
     .use(authRoutes(deps))
     .use(apiKeyRoutes(deps))
@@ -201,10 +215,16 @@ export function createApp(deps: Deps) {
     .use(clickhouseRoutes(deps))
     .use(healthRoutes(deps))
     .use(alertRoutes(deps))
+    .use(organizationRoutes(deps))
     .use(eventRoutes(deps))
     .use(ingestRoutes(deps))
+    .use(routes ?? new Elysia())
     .use(resetPasswordPage())
+    .use(apiDocsRoutes(() => built.app!, { rateLimitedPaths: Object.keys(rateLimitedPaths) }))
+    .use(acceptInvitePage())
     .use(dashboardRoutes(dashboard))
+  built.app = app
+  return app
 }
 
 export type App = ReturnType<typeof createApp>

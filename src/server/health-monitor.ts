@@ -23,6 +23,7 @@ import type { Deps } from './context.ts'
 import { breathe, diagnose } from './doctor/index.ts'
 import type { Finding } from './doctor/types.ts'
 import { healthMonitorDefaults, retentionLimits, sessionHistoryLimits } from './limits.ts'
+import { headerText, mailLine } from './mail.ts'
 import { serverMetrics } from './metrics.ts'
 import type { DiagnosisSummary, FindingRecord, MonitoredDatabase, NotificationChannel, PendingNotification, Webhook } from './store/sql-health.ts'
 import { isStoreUnreachable } from './store/availability.ts'
@@ -112,16 +113,6 @@ function toRecord(f: Finding): FindingRecord {
 }
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
-/** Line breaks (of any kind), other control characters and bidirectional overrides. */
-const UNSAFE_IN_MAIL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]+/g
-/** Text for a mail header: no line breaks or other control characters. */
-const headerText = (s: string) => s.replace(UNSAFE_IN_MAIL, ' ').slice(0, 200)
-/**
- * Monitored text (a finding's title and detail quote statement texts and object names) as one line of a
- * mail's body, so that it cannot add lines of its own to a genuine dbm mail (a fake link, say).
- */
-const mailLine = (s: string) => s.replace(UNSAFE_IN_MAIL, ' ')
-
 /** The dashboard's alerts page of the database (the link of mails and webhook payloads). */
 const alertsLink = (publicUrl: string, databaseId: string) => `${publicUrl}/#/databases/${encodeURIComponent(databaseId)}/alerts`
 

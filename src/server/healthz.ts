@@ -3,6 +3,8 @@
 // answers a trivial query; `signup` tells the dashboard whether to offer a signup form (DBM_SIGNUP);
 // `event_loop` is how late the event loop ran over the last minute (loop-lag.ts). This module stays
 // small on purpose: it is on the path from `dbm serve`'s start to its first answer.
+import type { Static } from '@sinclair/typebox'
+import type { Healthz, HealthzUnavailable } from '../shared/api/health.ts'
 import type { SignupMode } from './config.ts'
 import type { LoopLag } from './loop-lag.ts'
 import { storeAnswers } from './store-health.ts'
@@ -29,10 +31,7 @@ export function signupGate(deps: Pick<HealthzDeps, 'store' | 'signup'>): () => P
   }
 }
 
-export interface HealthzAnswer {
-  status: 200 | 503
-  body: Record<string, unknown>
-}
+export type HealthzAnswer = { status: 200; body: Static<typeof Healthz> } | { status: 503; body: Static<typeof HealthzUnavailable> }
 
 /** The status and JSON body of GET /healthz. */
 export async function healthz(deps: HealthzDeps, signupClosed: () => Promise<boolean>): Promise<HealthzAnswer> {

@@ -14,6 +14,7 @@ export const authRateLimits = {
   forgot_password: { limit: 5, windowMs: HOUR },
   reset_password: { limit: 10, windowMs: HOUR },
   resend_verification: { limit: 5, windowMs: HOUR },
+  accept_invite: { limit: 10, windowMs: HOUR },
 } as const
 export type RateLimitedEndpoint = keyof typeof authRateLimits
 
@@ -21,6 +22,8 @@ export type RateLimitedEndpoint = keyof typeof authRateLimits
 export const mailCooldownMs = MINUTE
 /** Between two test deliveries to an organization's webhook. */
 export const webhookTestCooldownMs = 10 * SECOND
+/** Invites sent (POST /organization/invites) per organization per hour, refused ones included: each one mails someone. */
+export const inviteLimit = { limit: 30, windowMs: HOUR }
 /** Webhook URL changes (PUT /organization/webhook) per organization per hour, refused ones included. */
 export const webhookPutLimit = { limit: 30, windowMs: 60 * MINUTE }
 
@@ -29,6 +32,7 @@ export const tokenLifetimes = {
   refreshSeconds: 7 * 24 * 60 * 60,
   resetMs: HOUR,
   verifyMs: 7 * DAY,
+  inviteMs: 7 * DAY,
 } as const
 
 export const passwordLength = { min: 8, max: 1024 } as const

@@ -12,6 +12,17 @@ const mailOutcomes = {
   logged: serverMetrics.mailDeliveries.labels('logged'),
 }
 
+/** Line breaks (of any kind), other control characters and bidirectional overrides. */
+const UNSAFE_IN_MAIL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]+/g
+/** Text for a mail header: no line breaks or other control characters. */
+export const headerText = (s: string) => s.replace(UNSAFE_IN_MAIL, ' ').slice(0, 200)
+/**
+ * Text someone else wrote (a finding's title and detail quote statement texts and object names; an
+ * invite names its inviter and organization as their users typed them) as one line of a mail's body, so
+ * that it cannot add lines of its own to a genuine dbm mail (a fake link, say).
+ */
+export const mailLine = (s: string) => s.replace(UNSAFE_IN_MAIL, ' ')
+
 export interface Mail {
   to: string
   subject: string

@@ -14,6 +14,7 @@
 // difference in that window: the listener does not apply the app's header size limit, so a /healthz
 // with more than 16 KiB of headers gets its 200 rather than the app's 431.)
 import type { Server } from 'bun'
+import type { AnyElysia } from 'elysia'
 import { type ServeConfig, loadJwtSecret } from './config.ts'
 import type { Deps } from './context.ts'
 import { createLogger } from '../shared/log.ts'
@@ -41,9 +42,23 @@ const RATE_SWEEP_MS = 10 * 60 * 1000
  */
 const nextTurn = () => new Promise<void>((resolve) => setTimeout(resolve, 0))
 
+/**
+ * What `dbm local` (src/local/) adds to a serve; `dbm serve` passes none of it.
+ */
+export interface ServeHooks {
+  /** Routes of its own, registered with the app's (the one-time sign-in link). */
+  routes?: (deps: Deps) => AnyElysia
+  /** The base of links (the public URL) once the port is known (a port the OS assigned). */
+  publicUrlFor?: (address: { hostname: string; port: number }) => string
+  /** Awaited once the API is built, before it answers anything but /healthz; a throw stops the serve (exit 1). */
+  ready?: (deps: Deps) => Promise<void>
+  /** Settles with a signal's name when the serve should stop: the caller, not serve, then handles SIGINT and SIGTERM. */
+  stop?: Promise<string>
+}
+
 type Fetch = (request: Request, server: Server<unknown>) => Response | Promise<Response> | undefined | Promise<Response | undefined>
 
-export async function serve(config: ServeConfig): Promise<number> {
+export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promise<number> {
   const log = createLogger(config.logLevel)
   let opened
   try {
@@ -83,8 +98,11 @@ export async function serve(config: ServeConfig): Promise<number> {
   let stopOn: ((signal: string) => void) | undefined
   let signalled: string | undefined
   const onSignal = (signal: string) => (stopOn ? stopOn(signal) : (signalled ??= signal))
-  process.on('SIGINT', () => onSignal('SIGINT'))
-  process.on('SIGTERM', () => onSignal('SIGTERM'))
+  if (hooks.stop) void hooks.stop.then(onSignal)
+  else {
+    process.on('SIGINT', () => onSignal('SIGINT'))
+    process.on('SIGTERM', () => onSignal('SIGTERM'))
+  }
   const loopLag = startLoopLag()
   // The store's code (the SqlStore and its queries, some milliseconds of module loading) is loaded after
   // listen, as the API's first part; the listener's /healthz needs the driver alone (and, with
@@ -164,14 +182,15 @@ export async function serve(config: ServeConfig): Promise<number> {
       mailer,
       log,
       clock: Date.now,
-      publicUrl: config.publicUrl,
+      publicUrl: hooks.publicUrlFor?.({ hostname: server.hostname ?? config.hostname, port: server.port ?? config.port }) ?? config.publicUrl,
       trustProxy: config.trustProxy,
       signup: config.signup,
       webhooks: { allowPrivate: config.webhookAllowPrivate },
       streams: new Set<{ close(code?: number, reason?: string): void }>(),
       loopLag,
     }
-    const app = createApp(deps)
+    const app = createApp(deps, hooks.routes?.(deps))
+    await hooks.ready?.(deps)
     // The app's handlers ask it for the server (the client's address, the WebSocket upgrade).
     app.server = server
     const fetch = app.fetch as Fetch

@@ -12,8 +12,9 @@ import { DatabaseLayout } from './pages/database.tsx'
 import { DatabaseList } from './pages/databases.tsx'
 import { AccountSettings } from './pages/account.tsx'
 import { AgentSetup, ApiKeys } from './pages/settings.tsx'
+import { AcceptInvite, OwnersOnly, isOwner } from './pages/members.tsx'
 import { PUBLIC_PATHS as PUBLIC, currentRoute, match, navigate, safeNext, signInPath, useRoute } from './router.ts'
-import { type Me, SessionContext } from './session.ts'
+import { type Me, SessionContext, useSession } from './session.ts'
 import { THEME_CHOICES, type ThemeChoice, applyInitialTheme, useTheme } from './theme.ts'
 
 /** Pages a signed-in user has no use for: they go to the databases (or the page a sign-in returns to) instead. */
@@ -88,8 +89,10 @@ function VerifyBanner({ me }: { me: Me }) {
   return (
     <div class="banner banner-warning" role="region" aria-label="Email verification">
       <p>
-        <strong>Verify your email address</strong> with the link we mailed to {me.user.email}. Until then your organization can register one
-        database, keeps 24 hours of data, and the doctor shows no fix commands.
+        <strong>Verify your email address</strong> with the link we mailed to {me.user.email}.{' '}
+        {me.organization.verified
+          ? 'Until then alert mails are not sent to you.'
+          : 'Until then your organization can register one database, keeps 24 hours of data, and the doctor shows no fix commands.'}
       </p>
       <ResendVerification email={me.user.email} />
     </div>
@@ -123,14 +126,28 @@ function skipToContent() {
   target.scrollIntoView({ block: 'nearest' })
 }
 
+/** The API keys page of a member: only owners manage keys. */
+function MembersApiKeys() {
+  return (
+    <main>
+      <div class="page-head">
+        <h1>API keys</h1>
+      </div>
+      <OwnersOnly what="API keys" />
+    </main>
+  )
+}
+
 function Page({ path, query }: { path: string; query: URLSearchParams }) {
+  const { me } = useSession()
   if (path === '/signin') return <SignIn next={safeNext(query.get('next'))} ended={query.get('ended') === '1'} />
   if (path === '/signup') return <SignUp />
   if (path === '/verify') return <VerifyEmail token={query.get('token') ?? ''} />
   if (path === '/forgot') return <ForgotPassword />
   if (path === '/reset') return <ResetPassword token={query.get('token') ?? ''} />
+  if (path === '/accept-invite') return <AcceptInvite token={query.get('token') ?? ''} />
   if (path === '/databases') return <DatabaseList />
-  if (path === '/settings/api-keys') return <ApiKeys />
+  if (path === '/settings/api-keys') return isOwner(me?.user.role) ? <ApiKeys /> : <MembersApiKeys />
   if (path === '/settings/agent') return <AgentSetup />
   if (path === '/settings') return <AccountSettings />
   const db = match('/databases/:id', path) ?? match('/databases/:id/:tab', path) ?? match('/databases/:id/:tab/:item', path)

@@ -43,8 +43,8 @@ export function replaceRoute(path: string): void {
   dispatchEvent(new HashChangeEvent('hashchange'))
 }
 
-/** The pages anyone may see (sign-in, sign-up, verification, password reset); every other page needs a session. */
-export const PUBLIC_PATHS = ['/signin', '/signup', '/verify', '/forgot', '/reset']
+/** The pages anyone may see (sign-in, sign-up, verification, password reset, an invitation); every other page needs a session. */
+export const PUBLIC_PATHS = ['/signin', '/signup', '/verify', '/forgot', '/reset', '/accept-invite']
 
 /** The areas a sign-in may return to: the app's own pages, never a sign-in, a token link or another site. */
 const RETURN_AREAS = /^\/(databases|settings)(\/|\?|$)/

@@ -2,11 +2,11 @@
 // sign-up, verification and sign-out set. Components read it with useSession().
 import { createContext } from 'preact'
 import { useContext } from 'preact/hooks'
+import type { Static } from '@sinclair/typebox'
+import type { UserPrincipal } from '../shared/api/auth.ts'
 
-export interface Me {
-  user: { id: string; email: string; name: string; role?: string; email_verified: boolean } & Record<string, unknown>
-  organization: { id: string; name: string; slug: string; plan: string; verified: boolean }
-}
+/** GET /auth/me as the dashboard (signed in as a user) reads it. */
+export type Me = Static<typeof UserPrincipal>
 
 export interface Session {
   me: Me | null

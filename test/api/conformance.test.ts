@@ -381,6 +381,9 @@ afterAll(async () => {
   await stopAllServers()
 })
 
+/** GET /api/v1/openapi.json as the source answers it: each binary must answer the same document. */
+let sourceDocument: any
+
 for (const [name, start] of targets) {
   describe(`API conformance: ${name}`, () => {
     let target: Target | undefined
@@ -429,5 +432,18 @@ for (const [name, start] of targets) {
       }
       expect(wrong).toEqual([])
     }, 60_000)
+
+    test("GET /api/v1/openapi.json is the source's document; a route checked against its response schema answers in full", async () => {
+      const res = await send(target!.base, 'GET', '/api/v1/openapi.json', {})
+      expect(res.status).toBe(200)
+      if (name.startsWith('source')) sourceDocument ??= res.body
+      expect(sourceDocument).toBeDefined()
+      expect(res.body).toEqual(sourceDocument)
+      // Elysia checks this answer against the Database schema: every field the document names, no other.
+      const db = await send(target!.base, 'GET', `/api/v1/databases/${ids.pg}`, auth)
+      expect(db.status).toBe(200)
+      expect(Object.keys(db.body).sort()).toEqual(Object.keys(sourceDocument.components.schemas.Database.properties).sort())
+      expect(db.body).toMatchObject({ id: ids.pg, engine: 'postgres', status: 'connected' })
+    })
   })
 }

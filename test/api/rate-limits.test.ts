@@ -16,6 +16,7 @@ const spec = {
   'forgot-password': 5,
   'reset-password': 10,
   'resend-verification': 5,
+  'accept-invite': 10,
 } as const
 
 test('the limits table is the spec\'s', () => {

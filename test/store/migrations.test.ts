@@ -50,6 +50,7 @@ const RELEASED: Record<number, string> = {
   10: '0dfa1879258f5c580a9cc864f476f556985600ff844f68f67b026d8a7fd38c67',
   11: '8c058af1a3e0e634414e705398a305ec7c19965d981fdcac9c2c1cbdba3ffd77',
   12: 'b91fc111edd41a5c28301ca995db3a467170f21390237cbad20c43230fbb6352',
+  13: 'ec2ea55032ddaed2ee0150c87d0f4b925395d1f145eb8e6e8c79f0d7d05620cd',
 }
 
 const checksum = (m: Migration) => createHash('sha256').update(JSON.stringify([m.version, m.name, m.sqlite, m.postgres])).digest('hex')

@@ -1,7 +1,7 @@
 // Who is calling: an API key (X-API-Key, or Authorization: Bearer dbm_ak_...) or a user's access
 // JWT (Authorization: Bearer, or the dashboard's httpOnly cookie). Every failure is a 401.
 import type { Deps } from '../context.ts'
-import { HttpError, unauthorized } from '../http-error.ts'
+import { HttpError, forbidden, unauthorized } from '../http-error.ts'
 import { apiKeyTouchIntervalMs } from '../limits.ts'
 import { looksLikeApiKey, parseApiKey } from './api-keys.ts'
 import { sameHash, sha256 } from './secrets.ts'
@@ -16,8 +16,27 @@ export const REFRESH_COOKIE = 'dbm_refresh'
 export const SESSION_HINT_COOKIE = 'dbm_session'
 
 export type Principal =
-  | { kind: 'user'; orgId: string; userId: string }
+  // role: as stored when the request came (a role change applies from the caller's next request).
+  | { kind: 'user'; orgId: string; userId: string; role: string }
   | { kind: 'api_key'; orgId: string; apiKeyId: string }
+
+export type UserPrincipal = Extract<Principal, { kind: 'user' }>
+
+/**
+ * Refuses (403) a caller who may not do `action` (e.g. 'manage API keys'): a user who is not an owner of
+ * the organization. API keys may do what the spec gives them (their own keys, the webhook) unless
+ * `apiKeys: false`: invites and members, so that a leaked agent key cannot let anyone in.
+ */
+export function requireOwner(principal: Principal, action: string): Principal
+export function requireOwner(principal: Principal, action: string, options: { apiKeys: false }): UserPrincipal
+export function requireOwner(principal: Principal, action: string, options: { apiKeys?: boolean } = {}): Principal {
+  if (principal.kind === 'api_key') {
+    if (options.apiKeys === false) throw forbidden(`only an owner can ${action}: sign in as one (API keys cannot)`)
+    return principal
+  }
+  if (principal.role !== 'owner') throw forbidden(`only an owner can ${action}`)
+  return principal
+}
 
 /** When this process last recorded each key's use, so the store is written at most once a minute per key. */
 const lastTouched = new WeakMap<Deps['store'], Map<string, number>>()
@@ -49,7 +68,7 @@ async function fromAccessToken(deps: Deps, token: string): Promise<Principal> {
   // Only while its session is live: logout, a password reset or a replayed refresh token ends it.
   const user = await deps.store.getSessionUser(claims.sub, claims.sid)
   if (!user || user.org_id !== claims.org) throw unauthorized('invalid or expired access token')
-  return { kind: 'user', orgId: user.org_id, userId: user.id }
+  return { kind: 'user', orgId: user.org_id, userId: user.id, role: user.role }
 }
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS'])

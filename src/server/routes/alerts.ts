@@ -4,7 +4,7 @@
 // Webhook URLs to internal addresses are refused unless the server allows them (webhook-target.ts); a
 // test delivery answers only whether it was delivered.
 import { Elysia, t } from 'elysia'
-import { authenticate } from '../auth/principal.ts'
+import { authenticate, requireOwner } from '../auth/principal.ts'
 import { randomToken } from '../auth/secrets.ts'
 import type { Deps } from '../context.ts'
 import { postWebhook, webhookTarget } from '../health-monitor.ts'
@@ -13,6 +13,11 @@ import { healthMonitorDefaults, webhookPutLimit, webhookTestCooldownMs, webhookU
 import type { Alert, NotificationChannel, NotificationEvent, Recommendation, Webhook } from '../store/sql-health.ts'
 import { rfc3339 } from '../views.ts'
 import { WebhookUrlError, checkWebhookUrl, namesAHost, strictPolicy } from '../webhook-target.ts'
+import { Alert as AlertSchema, CreatedWebhook, Recommendation as RecommendationSchema, Webhook as WebhookSchema, WebhookTestResult } from '../../shared/api/alerts.ts'
+import { NoContent } from '../../shared/api/common.ts'
+import { errorAnswers, ownersOnly } from '../openapi.ts'
+
+const WEBHOOK_OWNERS = ownersOnly('manage the webhook')
 import { body, oneOf, query, requiredString } from './schema.ts'
 import { clampLimit, databaseFor, limitQuery } from './telemetry-params.ts'
 
@@ -106,7 +111,11 @@ export function alertRoutes(deps: Deps) {
         const rows = await health.listRecommendations(db.id, query.status ?? 'open', clampLimit('recommendations', query.limit))
         return rows.map(recommendationView)
       },
-      { query: listQuery('recommendations') },
+      {
+        query: listQuery('recommendations'),
+        response: { 200: t.Array(RecommendationSchema) },
+        detail: { summary: "A database's recommendations with their fix commands (verified organizations only)", responses: errorAnswers({ 403: 'the organization is not verified' }) },
+      },
     )
     .get(
       '/api/v1/databases/:id/alerts',
@@ -115,16 +124,22 @@ export function alertRoutes(deps: Deps) {
         const rows = await health.listAlerts(db.id, query.status ?? 'open', clampLimit('alerts', query.limit))
         return rows.map(alertView)
       },
-      { query: listQuery('alerts') },
+      {
+        query: listQuery('alerts'),
+        response: { 200: t.Array(AlertSchema) },
+        detail: { summary: "A database's alerts (critical findings) and when each was notified" },
+      },
     )
     .get('/api/v1/organization/webhook', async ({ principal }) => {
+      requireOwner(principal, 'manage the webhook')
       const webhook = await health.getWebhook(principal.orgId)
       if (!webhook) throw notFound('webhook')
       return webhookView(webhook)
-    })
+    }, { response: { 200: WebhookSchema }, detail: { summary: "The organization's alert webhook", responses: WEBHOOK_OWNERS } })
     .put(
       '/api/v1/organization/webhook',
       async ({ principal, body, set }) => {
+        requireOwner(principal, 'manage the webhook')
         // A URL with a host name is counted before it is judged: whether the name resolves to an internal
         // address is all a refusal tells, and this keeps an organization from asking it of many names.
         if (namesAHost(body.url)) {
@@ -137,9 +152,14 @@ export function alertRoutes(deps: Deps) {
         set.status = 201
         return { ...webhookView(webhook), secret: webhook.secret }
       },
-      { body: body({ url: requiredString('url', webhookUrlMaxLength) }) },
+      {
+        body: body({ url: requiredString('url', webhookUrlMaxLength) }, { examples: [{ url: 'https://hooks.example.com/dbm' }] }),
+        response: { 200: WebhookSchema, 201: CreatedWebhook },
+        detail: { summary: 'Set the alert webhook URL: 201 with the signing secret when created, 200 when its URL changed', responses: { ...WEBHOOK_OWNERS, ...errorAnswers({ 429: 'too many URLs with a host name set this hour' }) } },
+      },
     )
     .post('/api/v1/organization/webhook/test', async ({ principal }) => {
+      requireOwner(principal, 'manage the webhook')
       const webhook = await health.getWebhook(principal.orgId)
       if (!webhook) throw notFound('webhook')
       const now = clock()
@@ -156,9 +176,10 @@ export function alertRoutes(deps: Deps) {
       if (attempt.error === null) return { delivered: true }
       deps.log.info('webhook test not delivered', { org: principal.orgId, target: webhookTarget(webhook.url), cause: attempt.error })
       return { delivered: false, reason: TEST_NOT_DELIVERED }
-    })
+    }, { response: { 200: WebhookTestResult }, detail: { summary: 'Send a signed test delivery to the webhook', responses: { ...WEBHOOK_OWNERS, ...errorAnswers({ 429: 'a test was sent within the cooldown (see Retry-After)' }) } } })
     .delete('/api/v1/organization/webhook', async ({ principal, set }) => {
+      requireOwner(principal, 'manage the webhook')
       if (!(await health.deleteWebhook(principal.orgId))) throw notFound('webhook')
       set.status = 204
-    })
+    }, { response: { 204: NoContent }, detail: { summary: 'Remove the alert webhook', responses: WEBHOOK_OWNERS } })
 }

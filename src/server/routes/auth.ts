@@ -2,7 +2,8 @@
 // logout, me, e-mail verification, password reset. Rate limits are applied in app.ts by path.
 import { Elysia, t } from 'elysia'
 import { burnPasswordCheck, hashPassword, verifyPassword } from '../auth/passwords.ts'
-import { ACCESS_COOKIE, REFRESH_COOKIE, SESSION_HINT_COOKIE, authenticate, presentedAccessToken, readCookie } from '../auth/principal.ts'
+import { REFRESH_COOKIE, authenticate, presentedAccessToken, readCookie } from '../auth/principal.ts'
+import { type CookieJar, sessionCookies, startSession as startUserSession } from '../auth/session.ts'
 import { randomToken, sha256 } from '../auth/secrets.ts'
 import type { Deps } from '../context.ts'
 import { badRequest, conflict, forbidden, tooManyRequests, unauthorized } from '../http-error.ts'
@@ -10,9 +11,10 @@ import { fieldLimits, mailCooldownMs, passwordLength, tokenLifetimes } from '../
 import { EmailTakenError, SignupClosedError } from '../store/sql-store.ts'
 import type { User } from '../store/types.ts'
 import { organizationView, userView } from '../views.ts'
+import { Me, Message, Session, SignupResult, Verified } from '../../shared/api/auth.ts'
+import { NoContent } from '../../shared/api/common.ts'
+import { errorAnswers } from '../openapi.ts'
 import { body, email, password, query, requiredString, token } from './schema.ts'
-
-type CookieJar = Record<string, { value?: unknown; set(o: Record<string, unknown>): void; remove(): void }>
 
 export function slugify(name: string): string {
   const slug = name
@@ -25,41 +27,15 @@ export function slugify(name: string): string {
   return slug || 'org'
 }
 
-const normalizeEmail = (value: string) => value.trim().toLowerCase()
+export const normalizeEmail = (value: string) => value.trim().toLowerCase()
 
 export function authRoutes(deps: Deps) {
   const { store, tokens, mailer, clock } = deps
-  const secure = deps.publicUrl.startsWith('https:')
-
-  const setSessionCookies = (cookie: CookieJar, access: string, refresh: string) => {
-    cookie[ACCESS_COOKIE]!.set({ value: access, httpOnly: true, sameSite: 'lax', secure, path: '/', maxAge: tokenLifetimes.accessSeconds })
-    cookie[REFRESH_COOKIE]!.set({
-      value: refresh,
-      httpOnly: true,
-      sameSite: 'lax',
-      secure,
-      path: '/api/v1/auth',
-      maxAge: tokenLifetimes.refreshSeconds,
-    })
-    // No secret: "a session may exist" for the page's script, which cannot see the two above.
-    cookie[SESSION_HINT_COOKIE]!.set({ value: '1', httpOnly: false, sameSite: 'lax', secure, path: '/', maxAge: tokenLifetimes.refreshSeconds })
-  }
-
-  const clearSessionCookies = (cookie: CookieJar) => {
-    cookie[ACCESS_COOKIE]!.set({ value: '', httpOnly: true, sameSite: 'lax', secure, path: '/', maxAge: 0 })
-    cookie[REFRESH_COOKIE]!.set({ value: '', httpOnly: true, sameSite: 'lax', secure, path: '/api/v1/auth', maxAge: 0 })
-    cookie[SESSION_HINT_COOKIE]!.set({ value: '', httpOnly: false, sameSite: 'lax', secure, path: '/', maxAge: 0 })
-  }
-
+  const cookies = sessionCookies(deps)
+  const setSessionCookies = cookies.set
+  const clearSessionCookies = cookies.clear
   /** A new session (new refresh-token family) for the user. */
-  const startSession = async (user: User, cookie: CookieJar) => {
-    const jti = Bun.randomUUIDv7()
-    const refresh = await tokens.signRefresh(user.id, jti)
-    await store.createRefreshToken({ id: jti, user_id: user.id, family_id: jti, expires_at: refresh.expiresAt, now: clock() })
-    const access = await tokens.signAccess(user.id, user.org_id, jti)
-    setSessionCookies(cookie, access, refresh.token)
-    return { access_token: access, refresh_token: refresh.token, token_type: 'Bearer', expires_in: tokenLifetimes.accessSeconds }
-  }
+  const startSession = (user: User, cookie: CookieJar) => startUserSession(deps, user, cookie)
 
   const sendVerification = async (user: User) => {
     const token = randomToken()
@@ -114,7 +90,9 @@ export function authRoutes(deps: Deps) {
           password: password('password', passwordLength.min, passwordLength.max),
           name: requiredString('name', fieldLimits.name),
           org_name: requiredString('org_name', fieldLimits.name),
-        }),
+        }, { examples: [{ email: 'ada@example.com', password: 'correct horse battery staple', name: 'Ada', org_name: 'Analytical Engines' }] }),
+        response: { 201: SignupResult },
+        detail: { summary: 'Create an account: an organization and its first user (owner); mails a verification link', security: [], responses: errorAnswers({ 403: 'signup is closed on this server (DBM_SIGNUP=closed)', 409: 'the email address is registered already' }) },
       },
     )
     .post(
@@ -129,7 +107,9 @@ export function authRoutes(deps: Deps) {
         body: body({
           email: token('email', 254),
           password: t.String({ minLength: 1, maxLength: passwordLength.max, error: 'password is required' }),
-        }),
+        }, { examples: [{ email: 'ada@example.com', password: 'correct horse battery staple' }] }),
+        response: { 200: Session },
+        detail: { summary: 'Sign in with email and password', security: [], responses: errorAnswers({ 401: 'invalid email or password' }) },
       },
     )
     .post(
@@ -153,12 +133,14 @@ export function authRoutes(deps: Deps) {
         if (!user) throw unauthorized('invalid or expired refresh token')
         const access = await tokens.signAccess(user.id, user.org_id, result.sessionId)
         setSessionCookies(cookie as CookieJar, access, next.token)
-        return { access_token: access, refresh_token: next.token, token_type: 'Bearer', expires_in: tokenLifetimes.accessSeconds }
+        return { access_token: access, refresh_token: next.token, token_type: 'Bearer' as const, expires_in: tokenLifetimes.accessSeconds }
       },
       {
         body: t.Optional(
           body({ refresh_token: t.Optional(t.String({ minLength: 1, maxLength: 4096, error: 'refresh_token must be a non-empty string of at most 4096 characters' })) }),
         ),
+        response: { 200: Session },
+        detail: { summary: 'Exchange a refresh token (body or cookie) for new tokens; a reused one revokes its session', security: [], responses: errorAnswers({ 401: 'invalid, expired or reused refresh token' }) },
       },
     )
     .post(
@@ -179,6 +161,8 @@ export function authRoutes(deps: Deps) {
         body: t.Optional(
           body({ refresh_token: t.Optional(t.String({ maxLength: 4096, error: 'refresh_token must be a string of at most 4096 characters' })) }),
         ),
+        response: { 204: NoContent },
+        detail: { summary: 'Sign out: ends the session of the refresh token and of the access token presented', security: [] },
       },
     )
     .get('/me', async ({ request, cookie }) => {
@@ -192,7 +176,7 @@ export function authRoutes(deps: Deps) {
       const user = await store.getUser(principal.userId)
       if (!user) throw unauthorized('invalid or expired access token')
       return { user: userView(user), organization: organizationView(org) }
-    })
+    }, { response: { 200: Me }, detail: { summary: 'Who the request is made as: the user, or the API key, and the organization' } })
     .get(
       '/verify-email',
       async ({ query }) => {
@@ -208,7 +192,11 @@ export function authRoutes(deps: Deps) {
         await store.markEmailVerified(userId, clock())
         return { verified: true, message: 'email address verified' }
       },
-      { query: query({ token: token('token') }) },
+      {
+        query: query({ token: token('token') }),
+        response: { 200: Verified },
+        detail: { summary: "Verify the account's email address with the mailed token", security: [] },
+      },
     )
     .post('/resend-verification', async ({ request, cookie }) => {
       const user = await requireUser(request, cookie as CookieJar)
@@ -217,7 +205,7 @@ export function authRoutes(deps: Deps) {
       if (!cooldown.allowed) throw tooManyRequests(cooldown.retryAfterMs)
       await sendVerification(user)
       return { message: 'verification email sent' }
-    })
+    }, { response: { 200: Message }, detail: { summary: 'Send the verification mail again (a user access token only; once per cooldown)', security: [{ bearer: [] }, { cookie: [] }], responses: errorAnswers({ 409: 'the address is verified already', 429: 'asked again within the cooldown (see Retry-After)' }) } })
     .post(
       '/forgot-password',
       async ({ body }) => {
@@ -243,7 +231,11 @@ export function authRoutes(deps: Deps) {
         }
         return { message: 'if an account exists for that email, a password reset link has been sent' }
       },
-      { body: body({ email: email() }) },
+      {
+        body: body({ email: email() }, { examples: [{ email: 'ada@example.com' }] }),
+        response: { 200: Message },
+        detail: { summary: 'Mail a password reset link, if an account has that address (the answer is the same either way)', security: [], responses: errorAnswers({ 429: 'asked again for that address within the cooldown (see Retry-After)' }) },
+      },
     )
     .post(
       '/reset-password',
@@ -259,6 +251,8 @@ export function authRoutes(deps: Deps) {
           token: token('token'),
           password: password('password', passwordLength.min, passwordLength.max),
         }),
+        response: { 200: Message },
+        detail: { summary: 'Set a new password with the mailed reset token; ends every session of the user', security: [] },
       },
     )
 }

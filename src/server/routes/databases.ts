@@ -9,6 +9,9 @@ import { databaseDefaults, fieldLimits, unverifiedDatabaseLimit } from '../limit
 import { UniqueViolation } from '../store/driver.ts'
 import type { DatabasePatch, Engine, RegisteredDatabase } from '../store/types.ts'
 import { databaseView, healthStatus, rfc3339 } from '../views.ts'
+import { NoContent } from '../../shared/api/common.ts'
+import { errorAnswers } from '../openapi.ts'
+import { Database, DatabaseHealth, DatabaseStatus } from '../../shared/api/databases.ts'
 import { body, boolean, integer, oneOf, pathId, requiredString } from './schema.ts'
 
 const engines = ['postgres', 'clickhouse'] as const
@@ -54,7 +57,7 @@ export function databaseRoutes(deps: Deps) {
     .get('/', async ({ principal }) => {
       const now = clock()
       return (await store.listDatabases(principal.orgId)).map((db) => databaseView(db, now))
-    })
+    }, { response: { 200: t.Array(Database) }, detail: { summary: "The organization's registered databases" } })
     .post(
       '/',
       async ({ principal, body, set }) => {
@@ -97,6 +100,11 @@ export function databaseRoutes(deps: Deps) {
           port: t.Optional(integer('port', 1, 65535)),
           tags: t.Optional(tags),
         }),
+        response: { 201: Database },
+        detail: {
+          summary: 'Register a database (the agent also registers one by its first batch)',
+          responses: errorAnswers({ 403: 'an unverified organization has its one database already', 409: 'the name is taken in the organization' }),
+        },
       },
     )
     // Every database's connection status and latest diagnosis in one answer (the database list polls it):
@@ -119,8 +127,11 @@ export function databaseRoutes(deps: Deps) {
           evaluated_at: rfc3339(d?.evaluated_at ?? null),
         }
       })
+    }, { response: { 200: t.Array(DatabaseHealth) }, detail: { summary: "Every database's connection status and latest diagnosis" } })
+    .get('/:id', async ({ principal, params }) => databaseView(await load(principal.orgId, params.id), clock()), {
+      response: { 200: Database },
+      detail: { summary: 'One database' },
     })
-    .get('/:id', async ({ principal, params }) => databaseView(await load(principal.orgId, params.id), clock()))
     .patch(
       '/:id',
       async ({ principal, params, body }) => {
@@ -156,14 +167,16 @@ export function databaseRoutes(deps: Deps) {
             t.Array(t.String({ maxLength: 64 }), { maxItems: 64, error: 'disabled_collectors must be an array of collector names' }),
           ),
         }),
+        response: { 200: Database },
+        detail: { summary: "Change a database's name, address, tags or collection settings (the agent applies them from its next batch)", responses: errorAnswers({ 409: 'the name is taken in the organization' }) },
       },
     )
     .delete('/:id', async ({ principal, params, set }) => {
       if (!(await store.deleteDatabase(principal.orgId, pathId(params.id, 'database')))) throw notFound('database')
       set.status = 204
-    })
+    }, { response: { 204: NoContent }, detail: { summary: 'Delete a database and all its data' } })
     .get('/:id/health', async ({ principal, params }) => {
       const db = await load(principal.orgId, params.id)
       return { id: db.id, status: healthStatus(db, clock()), last_seen_at: rfc3339(db.last_seen_at) }
-    })
+    }, { response: { 200: DatabaseStatus }, detail: { summary: "A database's connection status" } })
 }

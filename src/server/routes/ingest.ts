@@ -15,6 +15,8 @@ import { badRequest, conflict, forbidden } from '../http-error.ts'
 import { ingestBatchResults, serverMetrics } from '../metrics.ts'
 import { fieldLimits, ingestClockSkewMs, unknownIngestFields, unverifiedDatabaseLimit } from '../limits.ts'
 import { stripUnknownFields } from '../unknown-fields.ts'
+import { IngestResult } from '../../shared/api/ingest.ts'
+import { errorAnswers } from '../openapi.ts'
 
 /**
  * The batch as the route validates it: unknown top-level fields allowed, as TypeBox allows them at
@@ -85,6 +87,13 @@ export function ingestRoutes(deps: Deps) {
           },
         }
       },
-      { body: IngestBody },
+      {
+        body: IngestBody,
+        response: { 200: IngestResult },
+        detail: {
+          summary: "An agent's batch for one database and cycle (an API key); registers the database on first sight",
+          responses: errorAnswers({ 403: 'an unverified organization has its one database already', 409: "the batch's engine is not the registered database's" }),
+        },
+      },
     )
 }

@@ -2,7 +2,7 @@
 // /api/v1 like /healthz. Only to a valid API key of any organization, sent as X-API-Key or as
 // `Authorization: Bearer <key>` (what Prometheus's `authorization` setting sends); anything else is a 401.
 // The figures are the server's as a whole, never an organization's or a database's (metrics.ts).
-import { Elysia } from 'elysia'
+import { Elysia, t } from 'elysia'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { unauthorized } from '../http-error.ts'
@@ -16,5 +16,8 @@ export function metricsRoute(deps: Deps) {
     serverMetrics.websocketClients.set(deps.streams?.size ?? 0)
     set.headers['content-type'] = EXPOSITION_CONTENT_TYPE
     return serverRegistry.expose()
+  }, {
+    response: { 200: t.String({ description: 'the Prometheus text exposition format', contentMediaType: EXPOSITION_CONTENT_TYPE }) },
+    detail: { summary: "The server's own metrics for Prometheus (any organization's API key)", tags: ['metrics'], security: [{ apiKey: [] }, { bearer: [] }] },
   })
 }

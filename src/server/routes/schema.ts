@@ -40,7 +40,8 @@ export const oneOf = <const T extends readonly [string, ...string[]]>(field: str
   ) as unknown as TUnion<TLiteral<T[number]>[]>
 
 /** A JSON object whose keys are {fields}; any other key is a 400 that names it. */
-export const body = <T extends Parameters<typeof t.Object>[0]>(fields: T) => t.Object(fields, { additionalProperties: false })
+export const body = <T extends Parameters<typeof t.Object>[0]>(fields: T, options: { examples?: unknown[] } = {}) =>
+  t.Object(fields, { ...options, additionalProperties: false })
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
@@ -48,7 +49,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
  * An `{id}` path parameter: the server's ids are UUIDs, so anything else is a 400 naming the parameter
  * (it cannot name a resource of anyone's, so the 400 reveals nothing a 404 would not).
  */
-export function pathId(value: string, kind: 'database' | 'API key'): string {
-  if (!UUID.test(value)) throw badRequest(`id must be ${kind === 'API key' ? 'an' : 'a'} ${kind} id (a UUID)`)
+export function pathId(value: string, kind: 'database' | 'API key' | 'invite' | 'member'): string {
+  if (!UUID.test(value)) throw badRequest(`id must be ${/^[aeiou]/i.test(kind) ? 'an' : 'a'} ${kind} id (a UUID)`)
   return value
 }

@@ -30,6 +30,7 @@ import { migration as databaseHealth } from './migrations/0009-database-health.t
 import { migration as withoutRowid } from './migrations/0010-without-rowid.ts'
 import { migration as events } from './migrations/0011-events.ts'
 import { migration as sessionHistory } from './migrations/0012-session-history.ts'
+import { migration as invites } from './migrations/0013-invites.ts'
 import { baseline } from './migrations/baseline-0010.ts'
 import type { Migration } from './migrations/migration.ts'
 import { join, sql } from './sql.ts'
@@ -49,6 +50,7 @@ export const migrations: Migration[] = [
   withoutRowid,
   events,
   sessionHistory,
+  invites,
 ]
 
 export const latestVersion = migrations.reduce((max, m) => Math.max(max, m.version), 0)

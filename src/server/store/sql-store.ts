@@ -6,6 +6,7 @@ import { timeStoreDriver } from '../metrics.ts'
 import type { SqlDriver } from './driver.ts'
 import { type ClickHouseReader, clickhouseReader } from './sql-clickhouse.ts'
 import { type HealthStore, healthStore } from './sql-health.ts'
+import { type MembersStore, membersStore } from './sql-members.ts'
 import { type RetentionStore, retentionStore } from './sql-retention.ts'
 import { type InternalsReader, internalsReader } from './sql-internals.ts'
 import { type ObjectsReader, objectsReader } from './sql-objects.ts'
@@ -137,6 +138,7 @@ export class SqlStore implements Store {
   readonly internals: InternalsReader
   readonly clickhouse: ClickHouseReader
   readonly health: HealthStore
+  readonly members: MembersStore
   readonly retention: RetentionStore
   /**
    * API keys by key_id, SQLite only: the SQLite store belongs to this one process (it holds the file
@@ -177,6 +179,7 @@ export class SqlStore implements Store {
     this.internals = internalsReader(driver)
     this.clickhouse = clickhouseReader(driver)
     this.health = healthStore(driver)
+    this.members = membersStore(driver)
     this.retention = retentionStore(driver, (databaseId) => {
       this.closedHours?.changed(databaseId)
       this.telemetryChanged(databaseId)

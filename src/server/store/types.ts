@@ -2,6 +2,7 @@ import type { IngestBatch } from '../../shared/wire.ts'
 import type { StoreAvailability } from './availability.ts'
 import type { ClickHouseReader } from './sql-clickhouse.ts'
 import type { HealthStore } from './sql-health.ts'
+import type { MembersStore } from './sql-members.ts'
 import type { RetentionStore } from './sql-retention.ts'
 import type { InternalsReader } from './sql-internals.ts'
 import type { ObjectsReader } from './sql-objects.ts'
@@ -142,6 +143,8 @@ export interface Store {
   readonly clickhouse: ClickHouseReader
   /** Recommendations, alerts, their notifications and organization webhooks (sql-health.ts). */
   readonly health: HealthStore
+  /** An organization's members, their roles, and its invites (sql-members.ts). */
+  readonly members: MembersStore
   /** Retention and minute-bucket compaction (sql-retention.ts). */
   readonly retention: RetentionStore
 

@@ -96,9 +96,11 @@ export function dashboardRoutes(bundle: HTMLBundle) {
     if (notModified(request, file.etag)) return new Response(null, { status: 304, headers })
     return new Response(request.method === 'HEAD' ? null : file.body, { headers: { ...headers, 'content-length': String(file.body.byteLength) } })
   }
+  // The dashboard's files are not API operations: left out of the OpenAPI document (src/server/openapi.ts).
+  const hidden = { detail: { hide: true } }
   return new Elysia()
-    .get('/', ({ request }) => serve(request, '/'))
-    .head('/', ({ request }) => serve(request, '/'))
-    .get('/:file', ({ request, params }) => serve(request, `/${params.file}`))
-    .head('/:file', ({ request, params }) => serve(request, `/${params.file}`))
+    .get('/', ({ request }) => serve(request, '/'), hidden)
+    .head('/', ({ request }) => serve(request, '/'), hidden)
+    .get('/:file', ({ request, params }) => serve(request, `/${params.file}`), hidden)
+    .head('/:file', ({ request, params }) => serve(request, `/${params.file}`), hidden)
 }

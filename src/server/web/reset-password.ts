@@ -1,15 +1,20 @@
-// The link of the password-reset mail, `/reset-password?token=…`: a redirect to the dashboard's reset
-// page, `/#/reset?token=…`, which posts the token and the new password to POST /api/v1/auth/reset-password.
-// In the fragment the token is never sent to a server again, nor in a Referer (the security headers,
-// no-referrer among them, are on this answer as on every other).
+// The links of mails that carry a token: `/reset-password?token=…` (password reset) and
+// `/accept-invite?token=…` (an invitation to an organization), each a redirect to its dashboard page,
+// `/#/reset?token=…` and `/#/accept-invite?token=…`, which posts the token (with the new password, or the
+// new member's name and password) to the API. In the fragment the token is never sent to a server again,
+// nor in a Referer (the security headers, no-referrer among them, are on this answer as on every other).
 import { Elysia } from 'elysia'
 import { withSecurityHeaders } from './security-headers.ts'
 
-export function resetPasswordPage() {
-  return new Elysia().get('/reset-password', ({ request, set }) => {
+function tokenLinkPage(path: string, route: string) {
+  return new Elysia().get(path, ({ request, set }) => {
     const token = new URL(request.url).searchParams.get('token') ?? ''
     set.status = 302
     withSecurityHeaders(set.headers)
-    Object.assign(set.headers, { 'cache-control': 'no-store', location: token ? `/#/reset?token=${encodeURIComponent(token)}` : '/#/reset' })
-  })
+    Object.assign(set.headers, { 'cache-control': 'no-store', location: token ? `/#${route}?token=${encodeURIComponent(token)}` : `/#${route}` })
+  }, { detail: { hide: true } })
 }
+
+export const resetPasswordPage = () => tokenLinkPage('/reset-password', '/reset')
+
+export const acceptInvitePage = () => tokenLinkPage('/accept-invite', '/accept-invite')

@@ -26,3 +26,25 @@ export const Database = t.Object(
   },
   { title: 'Database' },
 )
+
+/** GET /databases/{id}/health. */
+export const DatabaseStatus = t.Object(
+  { id: Uuid(), status: Database.properties.status, last_seen_at: Database.properties.last_seen_at },
+  { title: 'DatabaseStatus' },
+)
+
+/** One entry of GET /databases/health: connection status and the health monitor's latest diagnosis. */
+export const DatabaseHealth = t.Object(
+  {
+    id: Uuid(),
+    name: t.String(),
+    status: Database.properties.status,
+    last_seen_at: Database.properties.last_seen_at,
+    health_score: Nullable(t.Number({ description: '0 to 100; null until the health monitor diagnosed the database' })),
+    doctor_status: Nullable(t.String({ description: 'healthy, degraded or unhealthy; null until diagnosed' })),
+    findings: Nullable(t.Object({ critical: t.Integer(), warning: t.Integer(), info: t.Integer() }, { description: 'counts by severity' })),
+    active_queries: Nullable(t.Integer()),
+    evaluated_at: Nullable(Timestamp('when the latest diagnosis was made (about once a minute)')),
+  },
+  { title: 'DatabaseHealth' },
+)

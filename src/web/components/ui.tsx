@@ -5,6 +5,7 @@
 import type { ComponentChildren, RefObject } from 'preact'
 import { useCallback, useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks'
 import { ApiError, get, isUnreachable } from '../api.ts'
+import { hasInvisible, revealInvisible } from './invisible.tsx'
 
 export interface Loaded<T> {
   data: T | undefined
@@ -120,14 +121,23 @@ export function CopyButton({ text, label = 'Copy' }: { text: string; label?: str
   )
 }
 
-/** A command or query with its copy button. */
+/**
+ * A command or query with its copy button. Invisible and bidirectional control characters are shown as
+ * marked ⟨U+XXXX⟩ with a note; the copy button copies the text as it is.
+ */
 export function Code({ text }: { text: string }) {
+  const marked = hasInvisible(text)
   return (
     <div class="code">
       <pre>
-        <code>{text}</code>
+        <code>{revealInvisible(text)}</code>
       </pre>
       <CopyButton text={text} />
+      {marked && (
+        <p class="invisible-note small">
+          This text holds invisible or direction-changing characters, shown as ⟨U+…⟩. Copy copies it as it is.
+        </p>
+      )}
     </div>
   )
 }

@@ -7,28 +7,21 @@ import { useState } from 'preact/hooks'
 import { ApiError, api } from '../api.ts'
 import { CopyButton, ErrorBox, Loading, ago, fmtTime, useApi, useConfirmation } from '../components/ui.tsx'
 import { useSession } from '../session.ts'
+import type { Static } from '@sinclair/typebox'
+import type { CreatedWebhook, Webhook as WebhookSchema, WebhookTestResult } from '../../shared/api/alerts.ts'
+import { MembersSection, OwnersOnly, isOwner } from './members.tsx'
 
-interface Webhook {
-  url: string
-  created_at: string
-  updated_at: string
-  last_success_at: string | null
-  last_failure_at: string | null
-  last_error: string | null
-}
+type Webhook = Static<typeof WebhookSchema>
 
 /** The PUT answer: with `secret` only when it created the webhook (201). */
-type PutAnswer = Webhook & { secret?: string }
+type PutAnswer = Webhook & Partial<Pick<Static<typeof CreatedWebhook>, 'secret'>>
 
 /**
  * POST /organization/webhook/test: whether the receiver took the test alert. A failure's reason is the
  * same generic text whatever happened (the API tells nothing about the network it tried); the server's
  * log has the cause.
  */
-export interface TestOutcome {
-  delivered: boolean
-  reason?: string
-}
+export type TestOutcome = Static<typeof WebhookTestResult>
 
 /** The outcome in words: "Delivered: the receiver answered 2xx." or "Not delivered: <reason> (the server's log has the cause)." */
 export function describeTest(outcome: TestOutcome): string {
@@ -364,7 +357,14 @@ export function AccountSettings() {
             When a critical finding opens or resolves an alert, dbm mails the organization's verified users and POSTs the alert to this URL, signed
             with a secret (see the README's webhook section). Failed deliveries are retried every minute for a day.
           </p>
-          <WebhookSettings />
+          {isOwner(me.user.role) ? <WebhookSettings /> : <OwnersOnly what="the webhook" />}
+        </section>
+
+        <section class="panel" aria-labelledby="settings-members">
+          <h2 id="settings-members" style="margin-top:0">
+            Members
+          </h2>
+          <MembersSection />
         </section>
       </div>
     </main>

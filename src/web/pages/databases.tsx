@@ -5,31 +5,16 @@
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks'
 import { api, get } from '../api.ts'
 import { Empty, ErrorBox, Loading, ago, fmtNum, fmtTime, useEscape } from '../components/ui.tsx'
+import type { Static } from '@sinclair/typebox'
+import type { Database, DatabaseHealth as DatabaseHealthSchema } from '../../shared/api/databases.ts'
 
 const POLL_MS = 10_000
 
-export interface DatabaseSummary {
-  id: string
-  name: string
-  engine: 'postgres' | 'clickhouse'
-  engine_version: string | null
-  host: string
-  port: number
-  tags: Record<string, string>
-  status: 'connected' | 'disconnected'
-  last_seen_at: string | null
-  created_at: string
-}
+/** A registered database as GET /databases lists it. */
+export type DatabaseSummary = Static<typeof Database>
 
 /** One database's entry of GET /databases/health: the health monitor's latest diagnosis (null before the first). */
-interface DatabaseHealth {
-  id: string
-  health_score: number | null
-  /** When the health monitor diagnosed it (about once a minute); the database's own page is newer. */
-  evaluated_at: string | null
-  active_queries: number | null
-  status: 'connected' | 'disconnected'
-}
+type DatabaseHealth = Static<typeof DatabaseHealthSchema>
 
 const ENGINES = { postgres: { label: 'PostgreSQL', port: 5432 }, clickhouse: { label: 'ClickHouse', port: 8123 } } as const
 

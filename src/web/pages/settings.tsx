@@ -3,19 +3,14 @@
 import { useState } from 'preact/hooks'
 import { api } from '../api.ts'
 import { Async, Code, CopyButton, Empty, ago, fmtTime, useApi, useConfirmation } from '../components/ui.tsx'
+import type { Static } from '@sinclair/typebox'
+import type { ApiKey as ApiKeySchema, CreatedApiKey } from '../../shared/api/api-keys.ts'
+import { useSession } from '../session.ts'
+import { OwnersOnly, isOwner } from './members.tsx'
 
-interface ApiKey {
-  id: string
-  name: string
-  prefix: string
-  created_at: string
-  last_used_at: string | null
-  revoked_at: string | null
-}
+type ApiKey = Static<typeof ApiKeySchema>
 
-interface CreatedKey extends ApiKey {
-  key: string
-}
+type CreatedKey = Static<typeof CreatedApiKey>
 
 /** The key created last in this tab, kept in memory only (never stored): the agent setup fills it in. */
 let lastCreated: CreatedKey | undefined
@@ -255,6 +250,7 @@ GRANT SELECT ON system.* TO dbm_monitor;`
 
 export function AgentSetup() {
   const [created, setCreated] = useState<CreatedKey | undefined>(lastCreated)
+  const { me } = useSession()
   const endpoint = location.origin
   const key = created?.key ?? KEY_PLACEHOLDER
   return (
@@ -281,7 +277,7 @@ export function AgentSetup() {
                 The examples show <code>{KEY_PLACEHOLDER}</code>: create a key here to have it filled in, or use one from{' '}
                 <a href="#/settings/api-keys">API keys</a>.
               </p>
-              <CreateKeyForm onCreated={setCreated} defaultName="agent" />
+              {isOwner(me?.user.role) ? <CreateKeyForm onCreated={setCreated} defaultName="agent" /> : <OwnersOnly what="API keys" />}
             </>
           )}
         </section>

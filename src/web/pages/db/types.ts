@@ -9,7 +9,7 @@ import type { Doctor as DoctorSchema, Finding as FindingSchema, Severity as Seve
 export type Engine = Static<typeof EngineSchema>
 export type Severity = Static<typeof SeveritySchema>
 
-/** A registered database as the API sends it. */
+/** A registered database as the API sends it (src/shared/api/databases.ts). */
 export type Database = Static<typeof DatabaseSchema>
 
 export type Finding = Static<typeof FindingSchema>

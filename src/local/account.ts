@@ -1,0 +1,52 @@
+// The local organization and user of `dbm local`, created on the first run: verified (no signup, no
+// mail), with a password nobody knows (the hash of random bytes that are thrown away), so the one-time
+// link is the only way in. Each run gives the agent a new API key of that organization, kept in memory,
+// and revokes the previous run's.
+import { generateApiKey } from '../server/auth/api-keys.ts'
+import { hashPassword } from '../server/auth/passwords.ts'
+import { randomToken } from '../server/auth/secrets.ts'
+import type { Deps } from '../server/context.ts'
+import type { User } from '../server/store/types.ts'
+
+export const LOCAL_EMAIL = 'local@localhost'
+export const AGENT_KEY_NAME = 'dbm local agent'
+
+export class ForeignStoreError extends Error {}
+
+/** The local user, created (and its organization) on the first run. */
+export async function localUser(deps: Pick<Deps, 'store' | 'clock'>): Promise<User> {
+  const { store } = deps
+  let user: User | undefined = await store.findUserByEmail(LOCAL_EMAIL)
+  if (!user) {
+    if (await store.hasOrganization()) {
+      throw new ForeignStoreError('the data directory holds the store of a dbm serve (it has accounts but no local one); give dbm local a data directory of its own (--data-dir)')
+    }
+    const created = await store.createAccount({
+      org: { name: 'Local', slug: 'local', plan: 'free' },
+      user: { email: LOCAL_EMAIL, name: 'Local user', passwordHash: await hashPassword(randomToken(32)), role: 'owner' },
+      onlyFirst: true,
+    })
+    user = created.user
+  }
+  if (user.email_verified_at === null) await store.markEmailVerified(user.id, deps.clock())
+  return user
+}
+
+/** A new API key of the user's organization for this run's agent; the previous runs' keys are revoked. */
+export async function agentKey(deps: Pick<Deps, 'store' | 'clock'>, user: User): Promise<string> {
+  const { store } = deps
+  for (const key of await store.listApiKeys(user.org_id, false)) {
+    if (key.name === AGENT_KEY_NAME) await store.revokeApiKey(user.org_id, key.id, deps.clock())
+  }
+  const generated = generateApiKey()
+  await store.createApiKey({
+    id: Bun.randomUUIDv7(),
+    org_id: user.org_id,
+    key_id: generated.keyId,
+    name: AGENT_KEY_NAME,
+    secret_hash: generated.secretHash,
+    created_by: user.id,
+    created_at: deps.clock(),
+  })
+  return generated.fullKey
+}

@@ -1,0 +1,126 @@
+// `dbm local <dsn>…`: one process running `serve` on embedded SQLite in a per-user data directory and
+// the agent for the given databases, as production runs them (serve.ts and agent.ts, not copies): the
+// agent posts to the serve over loopback HTTP with an API key of the local organization. No signup and
+// no mail: the first run creates a verified local organization and user, signup is closed, mail goes to
+// the log; a one-time link printed at start signs the browser in. Each DSN is checked at start with the
+// messages of `dbm agent --check`; a database that does not answer is reported and retried by the agent.
+// SIGINT and SIGTERM stop the agent first (what it collected goes to the serve or its buffer), then the
+// serve; a second `dbm local` on the same data directory is refused.
+import { Agent } from '../agent/agent.ts'
+import { checkConfig } from '../agent/check.ts'
+import { type ServeConfig, UsageError, parseListen, resolveServeConfig } from '../server/config.ts'
+import { createLogger, type LogLevel } from '../shared/log.ts'
+import { redactSecrets } from '../shared/redact.ts'
+import { VERSION } from '../version.ts'
+import { agentKey, localUser } from './account.ts'
+import { defaultDataDir, prepareDataDir } from './data-dir.ts'
+import { localAgentConfig } from './databases.ts'
+import { lockDataDir } from './lock.ts'
+import { openBrowser } from './open-browser.ts'
+import { SIGN_IN_PATH, SignInLinks, localSignInRoutes } from './sign-in.ts'
+
+export interface LocalFlags {
+  listen?: string
+  'data-dir'?: string
+  'log-level'?: string
+  open?: string
+}
+
+/** Loopback names --listen accepts: 127.0.0.0/8, ::1 and localhost. */
+export function isLoopback(hostname: string): boolean {
+  return hostname === 'localhost' || hostname === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(hostname)
+}
+
+function baseUrl(hostname: string, port: number): string {
+  return `http://${hostname.includes(':') ? `[${hostname}]` : hostname}:${port}`
+}
+
+/** The serve's settings: only those of the environment that make sense on one's own machine. */
+function serveConfig(flags: LocalFlags, dataDir: string, env: Record<string, string | undefined>): ServeConfig {
+  const listen = flags.listen ?? '127.0.0.1:0'
+  const { hostname } = parseListen(listen, '--listen')
+  if (!isLoopback(hostname)) throw new UsageError(`dbm local: --listen must name a loopback address (127.0.0.1, ::1 or localhost), got "${listen}"`)
+  const kept: Record<string, string | undefined> = {
+    DBM_SIGNUP: 'closed',
+    DBM_LOG_LEVEL: env.DBM_LOG_LEVEL,
+    DBM_RETENTION_DAYS: env.DBM_RETENTION_DAYS,
+    DBM_JWT_SECRET: env.DBM_JWT_SECRET,
+  }
+  const flagsOut: Record<string, string> = { listen, 'data-dir': dataDir }
+  if (flags['log-level'] !== undefined) flagsOut['log-level'] = flags['log-level']
+  // No DBM_SMTP_URL (mail goes to the log), no store URL (SQLite), no proxy.
+  return resolveServeConfig(flagsOut, kept)
+}
+
+export async function runLocal(flags: LocalFlags, dsns: readonly string[], env: Record<string, string | undefined>): Promise<number> {
+  if (dsns.length === 0) throw new UsageError('dbm local: name at least one database DSN, e.g. dbm local postgres://user:password@localhost:5432/app (see dbm local --help)')
+  const agentConfig = localAgentConfig(dsns, env)
+  const config = serveConfig(flags, flags['data-dir'] ?? defaultDataDir(process.platform, env), env)
+  const log = createLogger(config.logLevel as LogLevel)
+
+  let dataDir: string
+  try {
+    dataDir = prepareDataDir(config.dataDir)
+  } catch (e) {
+    process.stderr.write(`dbm local: cannot use the data directory ${config.dataDir}: ${(e as Error).message}\n`)
+    return 1
+  }
+  config.dataDir = dataDir
+  const lock = lockDataDir(dataDir)
+  if (!('release' in lock)) {
+    process.stderr.write(`dbm local: another dbm local${lock.holder ? ` (pid ${lock.holder})` : ''} is running on ${dataDir}; stop it first, or give this one another --data-dir\n`)
+    return 1
+  }
+
+  let agent: Agent | undefined
+  let agentStarted: Promise<void> | undefined
+  let stopping = false
+  let stopServe!: (signal: string) => void
+  const stop = new Promise<string>((resolve) => (stopServe = resolve))
+  const onSignal = async (signal: string) => {
+    if (stopping) return
+    stopping = true
+    // The agent first: its last batches reach the serve, or its buffer in the data directory.
+    await agentStarted?.catch(() => {})
+    await agent?.stop()
+    stopServe(signal)
+  }
+  // Kept for repeats: a second Ctrl-C during the stop is ignored rather than killing the process mid-way.
+  process.on('SIGINT', () => void onSignal('SIGINT'))
+  process.on('SIGTERM', () => void onSignal('SIGTERM'))
+
+  const links = new SignInLinks()
+  let base = ''
+  const out = (line: string) => process.stdout.write(`${line}\n`)
+  try {
+    return await (await import('../server/serve.ts')).serve(config, {
+      routes: (deps) => localSignInRoutes(deps, links),
+      publicUrlFor: ({ port }) => (base = baseUrl(config.hostname, port)),
+      stop,
+      ready: async (deps) => {
+        const user = await localUser(deps)
+        const key = await agentKey(deps, user)
+        const link = `${base}${SIGN_IN_PATH}?token=${links.issue(user.id, deps.clock())}`
+        out(`dbm local ${VERSION}: monitoring ${agentConfig.databases.map((d) => d.name).join(', ')}`)
+        out(`Data:      ${dataDir}`)
+        out(`Dashboard: ${base}/`)
+        out(`Sign in:   ${link}`)
+        out('           (the link works once, within 15 minutes; a new run prints a new one)')
+        if (flags.open) openBrowser(link, log)
+        if (stopping) return
+        agentConfig.api = { endpoint: base, key }
+        agent = new Agent({ configPath: 'dbm local (in memory)', config: agentConfig, bufferDir: dataDir, log })
+        agentStarted = agent.start()
+        await agentStarted
+        // As `dbm agent --check` says it; a database that does not answer is retried by the agent meanwhile.
+        void checkConfig(agentConfig).then((lines) => {
+          for (const l of lines) out(redactSecrets(l.line))
+          if (lines.some((l) => !l.ok)) out('The agent keeps trying the databases that failed; they show up once they answer.')
+          out('Stop with Ctrl-C.')
+        })
+      },
+    })
+  } finally {
+    lock.release()
+  }
+}

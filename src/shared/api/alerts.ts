@@ -1,0 +1,68 @@
+// Responses of /api/v1/databases/{id}/recommendations and /alerts (what the health monitor keeps of the
+// doctor's findings) and of /api/v1/organization/webhook.
+import { t } from 'elysia'
+import { Nullable, Timestamp, Uuid } from './common.ts'
+
+export const Severity = t.Union([t.Literal('critical'), t.Literal('warning'), t.Literal('info')])
+
+const findingFields = {
+  id: Uuid(),
+  key: t.String({ description: 'what the finding is about (rule and object): one open record per key' }),
+  rule: t.String({ description: 'the doctor rule that found it' }),
+  severity: Severity,
+}
+
+export const Recommendation = t.Object(
+  {
+    ...findingFields,
+    category: t.String(),
+    title: t.String(),
+    detail: t.String(),
+    recommendation: t.String(),
+    remediation_sql: t.String({ description: 'the fix commands, one per line (empty when there are none)' }),
+    first_seen_at: Timestamp(),
+    last_seen_at: Timestamp(),
+    resolved_at: Nullable(Timestamp()),
+  },
+  { title: 'Recommendation' },
+)
+
+const sentAt = Nullable(Timestamp('when the notification was sent; null: not sent, or no such channel then'))
+const channels = t.Object({ email: sentAt, webhook: sentAt })
+
+export const Alert = t.Object(
+  {
+    ...findingFields,
+    title: t.String(),
+    detail: t.String(),
+    opened_at: Timestamp(),
+    last_seen_at: Timestamp(),
+    resolved_at: Nullable(Timestamp()),
+    notified: t.Object({ opened: channels, resolved: channels }),
+  },
+  { title: 'Alert' },
+)
+
+const webhookFields = {
+  url: t.String(),
+  created_at: Timestamp(),
+  updated_at: Timestamp(),
+  last_success_at: Nullable(Timestamp('the last alert notification delivered')),
+  last_failure_at: Nullable(Timestamp('the last alert notification not delivered')),
+  last_error: Nullable(t.String()),
+}
+
+export const Webhook = t.Object(webhookFields, { title: 'Webhook' })
+
+export const CreatedWebhook = t.Object(
+  { ...webhookFields, secret: t.String({ description: 'signs every delivery (HMAC-SHA256); shown in this response only' }) },
+  { title: 'CreatedWebhook' },
+)
+
+export const WebhookTestResult = t.Object(
+  {
+    delivered: t.Boolean(),
+    reason: t.Optional(t.String({ description: 'why not, when not delivered (the same words whatever happened)' })),
+  },
+  { title: 'WebhookTestResult' },
+)

@@ -1,0 +1,59 @@
+// Text from a monitored database shown as it is, except the characters that change how the rest of it
+// reads without being seen: bidirectional embeddings, overrides, isolates and marks, zero-width and
+// other invisible format characters, and controls other than tab and newline. Each is shown as a
+// marked ⟨U+202E⟩, so a statement or name cannot display as something other than what it is (the
+// "Trojan Source" trick). The text itself is untouched: copying copies it as it is.
+import type { ComponentChildren } from 'preact'
+
+/** Characters shown as markers (tab and newline are layout, and stay). */
+export const INVISIBLE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]/
+
+const INVISIBLE_RUNS = new RegExp(`${INVISIBLE.source}+`, 'g')
+
+const NAMES: Record<number, string> = {
+  0x200b: 'zero width space',
+  0x200c: 'zero width non-joiner',
+  0x200d: 'zero width joiner',
+  0x200e: 'left-to-right mark',
+  0x200f: 'right-to-left mark',
+  0x2028: 'line separator',
+  0x2029: 'paragraph separator',
+  0x202a: 'left-to-right embedding',
+  0x202b: 'right-to-left embedding',
+  0x202c: 'pop directional formatting',
+  0x202d: 'left-to-right override',
+  0x202e: 'right-to-left override',
+  0x2066: 'left-to-right isolate',
+  0x2067: 'right-to-left isolate',
+  0x2068: 'first strong isolate',
+  0x2069: 'pop directional isolate',
+  0x061c: 'arabic letter mark',
+  0xfeff: 'byte order mark',
+}
+
+/** `U+202E` for one character. */
+export const codePoint = (c: string) => `U+${c.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}`
+
+/** Whether `text` holds a character that revealInvisible marks. */
+export const hasInvisible = (text: string) => INVISIBLE.test(text)
+
+/** `text` as nodes: plain runs as text, each invisible character as a marked ⟨U+XXXX⟩. */
+export function revealInvisible(text: string): ComponentChildren {
+  if (!INVISIBLE.test(text)) return text
+  const out: ComponentChildren[] = []
+  let at = 0
+  for (const match of text.matchAll(INVISIBLE_RUNS)) {
+    if (match.index > at) out.push(text.slice(at, match.index))
+    for (const c of match[0]) {
+      const name = NAMES[c.codePointAt(0)!] ?? 'invisible character'
+      out.push(
+        <span class="invisible-char" title={`${codePoint(c)} ${name}`}>
+          ⟨{codePoint(c)}⟩
+        </span>,
+      )
+    }
+    at = match.index + match[0].length
+  }
+  if (at < text.length) out.push(text.slice(at))
+  return out
+}

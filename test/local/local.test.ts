@@ -1,0 +1,305 @@
+// `dbm local <dsn>` end to end, as a user runs it: `bun src/cli.ts local` against real PostgreSQL 17,
+// driven through its printed address and one-time link. One run is followed from start to Ctrl-C
+// (first data, statements with pg_stat_statements' own calls count, the link used once, a second
+// instance refused, --open), then a second run, of the release binary, on the same data directory keeps
+// the history (same database id, the statements still there), adds a ClickHouse DSN and one whose
+// database is created only after the start (reported by the check, then shown), and Chromium follows
+// its new link to the statements page.
+// The DSN's password is looked for in every output and every file of the data directory.
+import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import postgres from 'postgres'
+import type { Subprocess } from 'bun'
+import { builtBinary } from '../support/binary.ts'
+import { launchBrowser, openPage } from '../support/browser.ts'
+import { type ClickHouseRig, startClickHouse } from '../support/clickhouse.ts'
+import { type PostgresServer, sharedPostgres, statementsDatabase } from '../support/postgres.ts'
+import { cleanEnv, repoRoot, runCommand } from '../support/process.ts'
+import { until } from '../support/wait.ts'
+
+interface LocalProcess {
+  proc: Subprocess<'ignore', 'pipe', 'pipe'>
+  stdout(): string
+  stderr(): string
+  /** Resolves with the first match of `pattern` in stdout (fails if the process exits first). */
+  printed(pattern: RegExp, timeoutMs?: number): Promise<RegExpMatchArray>
+  stop(signal: 'SIGINT' | 'SIGTERM'): Promise<number | null>
+}
+
+const children = new Set<Subprocess>()
+
+/** `<command> local ...args`; the command is `bun src/cli.ts` unless given (the compiled binary). */
+function startLocal(args: string[], env: Record<string, string>, command = ['bun', 'src/cli.ts']): LocalProcess {
+  const proc = Bun.spawn([...command, 'local', ...args], {
+    cwd: repoRoot,
+    env: cleanEnv(env),
+    stdin: 'ignore',
+    stdout: 'pipe',
+    stderr: 'pipe',
+    timeout: 120_000,
+    killSignal: 'SIGKILL',
+  })
+  children.add(proc)
+  let out = ''
+  let err = ''
+  const read = async (stream: ReadableStream<Uint8Array>, add: (s: string) => void) => {
+    const decoder = new TextDecoder()
+    for await (const chunk of stream) add(decoder.decode(chunk, { stream: true }))
+  }
+  const drained = Promise.all([read(proc.stdout, (s) => (out += s)), read(proc.stderr, (s) => (err += s))])
+  let exited = false
+  void proc.exited.then(() => (exited = true))
+  return {
+    proc,
+    stdout: () => out,
+    stderr: () => err,
+    async printed(pattern, timeoutMs = 20_000) {
+      return until(`stdout to show ${pattern}`, async () => {
+        const m = out.match(pattern)
+        if (m) return m
+        if (exited) throw new Error(`dbm local exited (${proc.exitCode}) before printing ${pattern}:\n${out}\n${err}`)
+        return undefined
+      }, { timeoutMs, everyMs: 25 })
+    },
+    async stop(signal) {
+      proc.kill(signal)
+      await proc.exited
+      await drained
+      children.delete(proc)
+      return proc.exitCode
+    },
+  }
+}
+
+/** The session cookies a response sets, as one Cookie header. */
+function cookiesOf(res: Response): string {
+  return res.headers
+    .getSetCookie()
+    .map((c) => c.split(';', 1)[0]!)
+    .filter((c) => !c.endsWith('='))
+    .join('; ')
+}
+
+async function api<T = any>(base: string, path: string, cookie: string): Promise<{ status: number; body: T }> {
+  const res = await fetch(base + path, { headers: { cookie } })
+  return { status: res.status, body: (await res.json()) as T }
+}
+
+let pg: PostgresServer
+let dsn: string
+let password: string
+let dbPath: string
+let statementSql: postgres.Sql
+const home = mkdtempSync(join(tmpdir(), 'dbm-local-home-'))
+const xdgDataHome = join(home, 'xdg')
+const dataDir = join(xdgDataHome, 'dbm')
+const opened = join(home, 'opened')
+const outputs: string[] = []
+
+// The release binary runs the second run: built meanwhile (once per test process, shared with the other files that need it).
+let binary: Promise<string>
+/** A ClickHouse for the second run, started meanwhile (with the same password, looked for too). */
+let clickhouse: Promise<ClickHouseRig>
+
+beforeAll(async () => {
+  binary = builtBinary()
+  binary.catch(() => {})
+  // A role of its own with a password found nowhere else, to look for in every output and file.
+  password = `pw-${crypto.randomUUID()}`
+  clickhouse = startClickHouse({ password })
+  clickhouse.catch(() => {})
+  pg = await sharedPostgres(17)
+  const admin = pg.url()
+  const url = new URL(await statementsDatabase(pg))
+  dbPath = url.pathname
+  const role = `local_${Math.random().toString(36).slice(2, 8)}`
+  const sql = postgres(admin, { max: 1, onnotice: () => {} })
+  await sql.unsafe(`CREATE ROLE ${role} LOGIN SUPERUSER PASSWORD '${password}'`)
+  await sql.end()
+  dsn = `postgres://${role}:${password}@127.0.0.1:${pg.port}${dbPath}`
+  statementSql = postgres(dsn, { max: 1, onnotice: () => {} })
+  // --open's browser: a fake xdg-open that writes down what it was asked to open.
+  const bin = join(home, 'bin')
+  require('node:fs').mkdirSync(bin)
+  writeFileSync(join(bin, 'xdg-open'), `#!/bin/sh\nprintf '%s' "$1" > '${opened}'\n`)
+  chmodSync(join(bin, 'xdg-open'), 0o755)
+}, 60_000)
+
+afterAll(async () => {
+  for (const proc of children) proc.kill('SIGKILL')
+  await (await clickhouse.catch(() => undefined))?.stop()
+  await statementSql?.end()
+  rmSync(home, { recursive: true, force: true })
+})
+
+const env = () => ({ HOME: home, XDG_DATA_HOME: xdgDataHome, PATH: `${join(home, 'bin')}:${process.env.PATH}`, DISPLAY: ':0' })
+
+test('usage errors exit 2 with one line, and the DSN password is not echoed', async () => {
+  const [wide, badDsn, unknownScheme, none, help] = await Promise.all([
+    runCommand(['bun', 'src/cli.ts', 'local', '--listen', '0.0.0.0:0', 'postgres://localhost/x'], { env: env() }),
+    runCommand(['bun', 'src/cli.ts', 'local', 'postgres://u:s3cret-pw@127.0.0.1:notaport/db'], { env: env() }),
+    runCommand(['bun', 'src/cli.ts', 'local', 'mysql://u:s3cret-pw@127.0.0.1/db'], { env: env() }),
+    runCommand(['bun', 'src/cli.ts', 'local'], { env: env() }),
+    runCommand(['bun', 'src/cli.ts', 'local', '--help'], { env: env() }),
+  ])
+  expect([wide.exitCode, wide.stderr]).toEqual([2, 'dbm local: --listen must name a loopback address (127.0.0.1, ::1 or localhost), got "0.0.0.0:0"\n'])
+  // The agent's own message for the DSN (`databases[0].dsn: not a valid postgres:// URL` in a config file).
+  expect([badDsn.exitCode, badDsn.stderr]).toEqual([2, 'dbm local: DSN 1 (postgres://u:***@127.0.0.1:notaport/db): not a valid postgres:// URL\n'])
+  expect([unknownScheme.exitCode, unknownScheme.stderr]).toEqual([
+    2,
+    'dbm local: DSN 1 (mysql://u:***@127.0.0.1/db): expected a postgres://, postgresql://, clickhouse://, tcp://, http:// or https:// URL\n',
+  ])
+  expect(none.exitCode).toBe(2)
+  expect(none.stderr).toStartWith('dbm local: name at least one database DSN')
+  expect(help.exitCode).toBe(0)
+  expect(help.stdout).toStartWith('Usage: dbm local <dsn> [<dsn>...] [flags]\n')
+  // Nothing was created by a refused start.
+  expect(() => statSync(dataDir)).toThrow()
+})
+
+let databaseId: string
+let expectedCalls: number
+let firstLink: string
+
+test('first run: link, first data, statements with their exact calls, one instance, Ctrl-C', async () => {
+  const started = Date.now()
+  const local = startLocal([dsn, '--open'], env())
+  const [, base] = await local.printed(/^Dashboard: (http:\/\/127\.0\.0\.1:\d+)\/$/m)
+  const [, link] = await local.printed(/^Sign in: +(http:\S+)$/m)
+  firstLink = link!
+  expect(link).toStartWith(`${base}/local-sign-in?token=`)
+  // The per-user data directory, created for the owner alone.
+  expect(statSync(dataDir).mode & 0o777).toBe(0o700)
+  expect(local.stdout()).toContain(`Data:      ${dataDir}\n`)
+  const name = `127.0.0.1:${pg.port}/${dbPath.slice(1)}`
+  expect(local.stdout()).toContain(`monitoring ${name}\n`)
+
+  // The link signs in once: the session cookies and a redirect to the dashboard; the second use is refused.
+  const first = await fetch(link!, { redirect: 'manual' })
+  expect(first.status).toBe(302)
+  expect(first.headers.get('location')).toBe('/#/databases')
+  const cookie = cookiesOf(first)
+  expect(cookie).toMatch(/dbm_access=.+; dbm_refresh=.+; dbm_session=1/)
+  const again = await fetch(link!, { redirect: 'manual' })
+  expect(again.status).toBe(410)
+  expect(await again.text()).toContain('Sign-in link already used')
+  expect((await fetch(`${base}/local-sign-in?token=nope`, { redirect: 'manual' })).status).toBe(404)
+  // The local user and organization, verified without a mail (no unverified organization's limits).
+  const me = (await api(base!, '/api/v1/auth/me', cookie)).body
+  expect([me.user.email, me.user.email_verified, me.organization.name, me.organization.verified]).toEqual(['local@localhost', true, 'Local', true])
+  // No signup on this server.
+  const signup = await fetch(`${base}/api/v1/auth/signup`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', origin: base! },
+    body: JSON.stringify({ email: 'x@example.com', password: 'long enough password', name: 'x', org_name: 'x' }),
+  })
+  expect(signup.status).toBe(403)
+
+  // The check's line, as `dbm agent --check` prints it.
+  await local.printed(new RegExp(`^ok {4}${name.replace(/[./]/g, '\\$&')}: postgres 17\\.\\d+; collectors: query_stats`, 'm'))
+  // --open handed the printed link to the desktop's browser.
+  await until('xdg-open to be run', async () => (statSync(opened, { throwIfNoEntry: false }) ? true : undefined))
+  expect(readFileSync(opened, 'utf8')).toBe(link!)
+
+  // The database is registered by the agent's first cycle, at start.
+  const database = await until('the database to be listed', async () => {
+    const list = await api<{ id: string; name: string; last_seen_at: string | null }[]>(base!, '/api/v1/databases', cookie)
+    return list.body.find((d) => d.name === name && d.last_seen_at !== null)
+  })
+  const firstDataMs = Date.now() - started
+  console.log(`first data ${firstDataMs} ms after the start`)
+  expect(firstDataMs).toBeLessThan(15_000)
+  databaseId = database.id
+
+  for (let i = 1; i <= 7; i++) await statementSql`SELECT count(*) AS local_marker FROM t WHERE id <= ${i}`
+  const [row] = await statementSql`SELECT sum(calls)::int AS calls FROM pg_stat_statements WHERE query LIKE 'SELECT count(*) AS local_marker%'`
+  expectedCalls = row!.calls
+  expect(expectedCalls).toBe(7)
+  const seen = await until(
+    'the statement with its calls',
+    async () => {
+      const q = await api<{ query_text: string; total_calls: number }[]>(base!, `/api/v1/databases/${databaseId}/queries?sort_by=calls&limit=100`, cookie)
+      return q.body.find((s) => s.query_text.startsWith('SELECT count(*) AS local_marker') && s.total_calls === expectedCalls)
+    },
+    { timeoutMs: 25_000 },
+  )
+  expect(seen.total_calls).toBe(7)
+
+  // A second dbm local on the same data directory is refused, and the first goes on.
+  const second = await runCommand(['bun', 'src/cli.ts', 'local', dsn], { env: env() })
+  expect(second.exitCode).toBe(1)
+  expect(second.stderr).toBe(`dbm local: another dbm local (pid ${local.proc.pid}) is running on ${dataDir}; stop it first, or give this one another --data-dir\n`)
+  expect((await api(base!, '/api/v1/auth/me', cookie)).status).toBe(200)
+
+  expect(await local.stop('SIGINT')).toBe(0)
+  expect(local.stderr()).toContain('sign-in link used')
+  expect(local.stderr()).not.toContain(link!.split('token=')[1]!)
+  outputs.push(local.stdout(), local.stderr(), second.stdout, second.stderr)
+}, 60_000)
+
+test('second run, of dist/dbm: same database id, the statements kept, a new link; a database that comes up later shows up; Chromium shows the statement; SIGTERM', async () => {
+  const browserStarting = launchBrowser()
+  const dbm = await binary
+  const help = await runCommand([dbm, 'local', '--help'])
+  expect([help.exitCode, help.stdout.split('\n', 1)[0]]).toEqual([0, 'Usage: dbm local <dsn> [<dsn>...] [flags]'])
+  // A second database that does not exist yet: reported by the check, retried by the agent.
+  const later = `later_${Math.random().toString(36).slice(2, 8)}`
+  const laterDsn = dsn.replace(/\/[^/]+$/, `/${later}`)
+  const laterName = `127.0.0.1:${pg.port}/${later}`
+  const ch = await clickhouse
+  const chName = `127.0.0.1:${ch.port}/default`
+  const local = startLocal(['--data-dir', dataDir, dsn, laterDsn, ch.dsn], { HOME: home }, [dbm])
+  try {
+    const [, base] = await local.printed(/^Dashboard: (http:\/\/127\.0\.0\.1:\d+)\/$/m)
+    const [, link] = await local.printed(/^Sign in: +(http:\S+)$/m)
+    expect(new URL(link!).search).not.toBe(new URL(firstLink).search)
+    // The first run's link died with it.
+    expect((await fetch(`${base}${new URL(firstLink).pathname}${new URL(firstLink).search}`, { redirect: 'manual' })).status).toBe(404)
+    await local.printed(new RegExp(`^FAIL  ${laterName.replace(/[./]/g, '\\$&')}: postgres: database "${later}" does not exist$`, 'm'))
+    await local.printed(new RegExp(`^ok {4}${chName.replace(/[./]/g, '\\$&')}: clickhouse 2\\d\\.`, 'm'))
+    await local.printed(/^The agent keeps trying the databases that failed; they show up once they answer\.$/m)
+    const admin = postgres(pg.url(), { max: 1, onnotice: () => {} })
+    await admin.unsafe(`CREATE DATABASE ${later}`)
+    await admin.end()
+
+    const browser = await browserStarting
+    try {
+      const view = await openPage(browser, { baseURL: base! })
+      await view.page.goto(link!)
+      await view.page.waitForURL(/#\/databases$/)
+      const cookie = (await view.context.cookies()).map((c) => `${c.name}=${c.value}`).join('; ')
+      const list = await api<{ id: string; name: string }[]>(base!, '/api/v1/databases', cookie)
+      expect(list.body.find((d) => d.name === `127.0.0.1:${pg.port}/${dbPath.slice(1)}`)?.id).toBe(databaseId)
+      const q = await api<{ query_text: string; total_calls: number }[]>(base!, `/api/v1/databases/${databaseId}/queries?sort_by=calls&limit=100`, cookie)
+      expect(q.body.find((s) => s.query_text.startsWith('SELECT count(*) AS local_marker'))?.total_calls).toBe(expectedCalls)
+      await view.page.goto(`${base}/#/databases/${databaseId}/queries?sort=calls&q=local_marker`)
+      await view.page.getByText('SELECT count(*) AS local_marker', { exact: false }).first().waitFor({ timeout: 20_000 })
+      view.assertNoErrors()
+      await view.close()
+      // The ClickHouse database is registered by its first cycle; the one created after the start by the agent's next attempt.
+      await until('the ClickHouse database to be listed', async () =>
+        (await api<{ name: string; engine: string; last_seen_at: string | null }[]>(base!, '/api/v1/databases', cookie)).body.find(
+          (d) => d.name === chName && d.engine === 'clickhouse' && d.last_seen_at !== null,
+        ),
+      )
+      await until(
+        'the later database to be listed',
+        async () => (await api<{ name: string; last_seen_at: string | null }[]>(base!, '/api/v1/databases', cookie)).body.find((d) => d.name === laterName && d.last_seen_at !== null),
+        { timeoutMs: 25_000 },
+      )
+    } finally {
+      await browser.close()
+    }
+  } finally {
+    expect(await local.stop('SIGTERM')).toBe(0)
+  }
+  outputs.push(local.stdout(), local.stderr())
+
+  // The password: in no output, and in no file of the data directory (store, write-ahead log, buffers, state).
+  for (const text of outputs) expect(text).not.toContain(password)
+  const files = readdirSync(dataDir, { recursive: true, withFileTypes: true }).filter((f) => f.isFile())
+  expect(files.length).toBeGreaterThan(2)
+  for (const f of files) expect(readFileSync(join(f.parentPath, f.name)).includes(password)).toBe(false)
+}, 60_000)

@@ -1,0 +1,49 @@
+// Invisible and direction-changing characters in text from a monitored database are shown as marked
+// ⟨U+XXXX⟩ (a statement cannot read as something it is not), and the text itself is left as it is.
+import { describe, expect, test } from 'bun:test'
+import type { VNode } from 'preact'
+import { hasInvisible, revealInvisible } from '../../src/web/components/invisible.tsx'
+
+/** The nodes as the text a reader sees, and the markers' titles. */
+function shown(text: string): { text: string; titles: string[] } {
+  const nodes = revealInvisible(text)
+  const list = Array.isArray(nodes) ? nodes : [nodes]
+  const titles: string[] = []
+  const parts = list.map((n) => {
+    if (typeof n === 'string') return n
+    const v = n as VNode<{ title: string; class: string; children: unknown }>
+    expect(v.props.class).toBe('invisible-char')
+    titles.push(v.props.title)
+    return ([] as unknown[]).concat(v.props.children).join('')
+  })
+  return { text: parts.join(''), titles }
+}
+
+describe('revealInvisible', () => {
+  test('text without such characters is returned as it is (tabs, newlines, quotes, unicode)', () => {
+    const plain = "SELECT 'a\\b' /* */ FROM \"t\"\n\twhere x = 'ünïcødé 表 🐘'"
+    expect(hasInvisible(plain)).toBe(false)
+    expect(revealInvisible(plain)).toBe(plain)
+  })
+
+  test('the Trojan Source override is shown, in place, with its name', () => {
+    // Reads as `if (is_admin)` with the override applied; shown, it cannot.
+    const text = 'SELECT 1 /*\u202e } \u2066if (is_admin)\u2069 \u2066 begin admins only */'
+    expect(hasInvisible(text)).toBe(true)
+    const s = shown(text)
+    expect(s.text).toBe('SELECT 1 /*⟨U+202E⟩ } ⟨U+2066⟩if (is_admin)⟨U+2069⟩ ⟨U+2066⟩ begin admins only */')
+    expect(s.titles).toEqual([
+      'U+202E right-to-left override',
+      'U+2066 left-to-right isolate',
+      'U+2069 pop directional isolate',
+      'U+2066 left-to-right isolate',
+    ])
+  })
+
+  test('runs of marks, zero-width characters, separators, controls and the BOM each get a marker', () => {
+    const s = shown('a\u200b\u200f\u2028b\u0000\u001b[31m\ufeff\u00ad')
+    expect(s.text).toBe('a⟨U+200B⟩⟨U+200F⟩⟨U+2028⟩b⟨U+0000⟩⟨U+001B⟩[31m⟨U+FEFF⟩⟨U+00AD⟩')
+    expect(s.titles[0]).toBe('U+200B zero width space')
+    expect(s.titles[3]).toBe('U+0000 invisible character')
+  })
+})
