@@ -129,11 +129,16 @@ export function diagnoseRecent(deps: Parameters<typeof diagnose>[0] & Pick<Deps,
 const TIME_METRICS = new Set(['last_vacuum', 'last_autovacuum', 'last_analyze', 'last_autoanalyze', 'stats_reset', 'xact_start', 'query_start', 'backend_start', 'state_change', 'as_of'])
 const isTimeMetric = (key: string) => /_(at|since)$/.test(key) || TIME_METRICS.has(key)
 
-/** A metrics map with its points in time in RFC 3339. */
+/**
+ * A metrics map with its points in time in RFC 3339, and a number that is not finite (a rule's division
+ * by zero) as null: what JSON would write for it, and what the response schemas allow.
+ */
 export function timesAsRfc3339<T extends Record<string, unknown>>(metrics: T): T {
   const out: Record<string, unknown> = { ...metrics }
   for (const [key, value] of Object.entries(metrics)) {
-    if (typeof value === 'number' && Number.isFinite(value) && isTimeMetric(key)) out[key] = rfc3339(value)
+    if (typeof value !== 'number') continue
+    if (!Number.isFinite(value)) out[key] = null
+    else if (isTimeMetric(key)) out[key] = rfc3339(value)
   }
   return out as T
 }

@@ -11,6 +11,7 @@ import { DISK_KEYS, SERVER_COUNTER_KEYS, SERVER_GAUGE_KEYS, parseDiskMetricKey }
 import { PARTS_GAUGE_KEYS } from '../store/sql-clickhouse.ts'
 import type { MetricPoint } from '../store/sql-internals.ts'
 import { rfc3339 } from '../views.ts'
+import { Merges, Mutations, Parts, PartsPoint, ServerMetrics } from '../../shared/api/clickhouse.ts'
 import { boolean, oneOf, query } from './schema.ts'
 import { clampLimit, databaseFor, intervalsFor, limitQuery, seriesQuery } from './telemetry-params.ts'
 
@@ -263,6 +264,8 @@ export function clickhouseRoutes(deps: Deps) {
           database: t.Optional(t.String({ maxLength: 1000, error: 'database must be a string' })),
           table: t.Optional(t.String({ maxLength: 1000, error: 'table must be a string' })),
         }),
+        response: { 200: Parts },
+        detail: { summary: "Active parts per table and partition against the tables' insert thresholds" },
       },
     )
     .get(
@@ -270,9 +273,12 @@ export function clickhouseRoutes(deps: Deps) {
       async ({ principal, params, query }) => {
         const db = await clickhouse(principal, params.id)
         const points = await reader.metricSeries(db.id, 'parts', intervalsFor(query, clock()))
-        return points.map((p) => ({ ts: rfc3339(p.ts), ...Object.fromEntries(PARTS_GAUGE_KEYS.map((k) => [k, orNull(p.values[k])])) }))
+        return points.map((p) => ({
+          ts: rfc3339(p.ts),
+          ...(Object.fromEntries(PARTS_GAUGE_KEYS.map((k) => [k, orNull(p.values[k])])) as Record<(typeof PARTS_GAUGE_KEYS)[number], number | null>),
+        }))
       },
-      { query: seriesQuery },
+      { query: seriesQuery, response: { 200: t.Array(PartsPoint) }, detail: { summary: 'Active parts, partitions and the fullest partition per interval' } },
     )
     .get(
       '/merges',
@@ -292,7 +298,11 @@ export function clickhouseRoutes(deps: Deps) {
           merges: merges.slice(0, clampLimit('merges', query.limit)).map(mergeView),
         }
       },
-      { query: query({ limit: limitQuery('merges') }) },
+      {
+        query: query({ limit: limitQuery('merges') }),
+        response: { 200: Merges },
+        detail: { summary: 'Merges (and mutation rewrites) running now, with their progress' },
+      },
     )
     .get(
       '/mutations',
@@ -315,6 +325,8 @@ export function clickhouseRoutes(deps: Deps) {
           include_done: t.Optional(boolean('include_done')),
           limit: limitQuery('mutations'),
         }),
+        response: { 200: Mutations },
+        detail: { summary: 'Mutations not done or created within the last day; stuck ones first' },
       },
     )
     .get(
@@ -336,6 +348,10 @@ export function clickhouseRoutes(deps: Deps) {
           timeseries: serverSeries(server, disks, intervals.bucketSeconds),
         }
       },
-      { query: seriesQuery },
+      {
+        query: seriesQuery,
+        response: { 200: ServerMetrics },
+        detail: { summary: "The server's memory, connections, query rates and disks: the latest cycle and per interval" },
+      },
     )
 }

@@ -12,6 +12,8 @@ import { HttpError } from '../http-error.ts'
 import { rfc3339, healthStatus } from '../views.ts'
 import { type Window, minuteFloor } from '../store/window.ts'
 import { query } from './schema.ts'
+import { Doctor, type MetricsSummary, Overview } from '../../shared/api/doctor.ts'
+import type { Static } from '@sinclair/typebox'
 import { databaseFor, parseWindow, windowQuery } from './telemetry-params.ts'
 
 const DAY = 86_400_000
@@ -45,6 +47,12 @@ async function cacheHitRatio(deps: Deps, databaseId: string, window: Window & { 
   return hit + read > 0 ? round(hit / (hit + read), 4) : null
 }
 
+/**
+ * The doctor's key figures as the API answers them, times in RFC 3339. The doctor keeps them as a loose
+ * map (engine-specific figures, times as epoch ms); the route's response schema checks the result.
+ */
+const summaryView = (summary: Record<string, unknown>) => timesAsRfc3339(summary) as Static<typeof MetricsSummary>
+
 export function healthRoutes(deps: Deps) {
   const { store, clock } = deps
   return new Elysia({ prefix: '/api/v1/databases/:id' })
@@ -62,7 +70,7 @@ export function healthRoutes(deps: Deps) {
           ranged && db.engine === 'postgres' ? cacheHitRatio(deps, db.id, window) : undefined,
         ])
         const notes = await store.latestSnapshot(db.id, 'collector_notes')
-        const { findings: _counts, rules_evaluated: _rules, ...figures } = timesAsRfc3339(diagnosis.metrics_summary as Record<string, unknown>)
+        const { findings: _counts, rules_evaluated: _rules, ...figures } = summaryView(diagnosis.metrics_summary)
         return {
           engine: db.engine,
           status: healthStatus(db, now),
@@ -83,7 +91,11 @@ export function healthRoutes(deps: Deps) {
           ...(ranged ? { since: rfc3339(window.since), until: rfc3339(window.until) } : {}),
         }
       },
-      { query: query(windowQuery) },
+      {
+        query: query(windowQuery),
+        response: { 200: Overview },
+        detail: { summary: "The database's key figures, health score, agent notes and costliest statements" },
+      },
     )
     .get('/doctor', async ({ principal, params }) => {
       const db = await databaseFor(deps, principal, params.id)
@@ -95,7 +107,7 @@ export function healthRoutes(deps: Deps) {
         score: diagnosis.score,
         evaluated_at: rfc3339(diagnosis.evaluated_at),
         top_issues: diagnosis.findings.slice(0, MAX_ISSUES).map((f) => findingView(f, org?.verified ?? false)),
-        metrics_summary: timesAsRfc3339(summary),
+        metrics_summary: summaryView(summary),
       }
-    })
+    }, { response: { 200: Doctor }, detail: { summary: "The doctor's diagnosis: status, score, findings worst first and the key figures" } })
 }

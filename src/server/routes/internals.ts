@@ -3,7 +3,7 @@
 // `bucket` seconds (waits and replication history: default 60; the other timeseries: 60 up to a
 // 24-hour window, 3600 beyond); more than maxIntervals intervals is a 400 asking for a larger bucket.
 // All but waits serve PostgreSQL databases only; wal-stats and io-stats check the server version.
-import { Elysia } from 'elysia'
+import { Elysia, t } from 'elysia'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { badRequest } from '../http-error.ts'
@@ -12,6 +12,20 @@ import { BGWRITER_KEYS, DATABASE_COUNTER_KEYS, DATABASE_GAUGE_KEYS, IO_KEYS, WAL
 import { type MetricPoint, type MetricSource, ioSubject } from '../store/sql-internals.ts'
 import type { RegisteredDatabase } from '../store/types.ts'
 import { rfc3339 } from '../views.ts'
+import {
+  BgwriterPoint,
+  DatabaseStats,
+  DatabaseStatsPoint,
+  IoPoint,
+  IoStats,
+  type RateKey,
+  Replication,
+  ReplicationLagPoint,
+  SlotLagPoint,
+  WaitPoint,
+  WalPoint,
+  WalStats,
+} from '../../shared/api/internals.ts'
 import { type SeriesQuery, databaseFor, intervalsFor, seriesQuery } from './telemetry-params.ts'
 
 /** The server's major version from engine_version ("16.2", "PostgreSQL 13.4 on ...", "17beta1"); null when unknown. */
@@ -30,12 +44,12 @@ const round = (n: number, digits = 3) => Number(n.toFixed(digits))
 const roundOrNull = (n: number | null | undefined) => (n === null || n === undefined ? null : round(n))
 
 /** The listed keys of a value map, null where absent. */
-function pickKeys(values: Record<string, number | null | undefined>, keys: readonly string[]): Record<string, number | null> {
-  return Object.fromEntries(keys.map((k) => [k, roundOrNull(values[k])]))
+function pickKeys<K extends string>(values: Record<string, number | null | undefined>, keys: readonly K[]): Record<K, number | null> {
+  return Object.fromEntries(keys.map((k) => [k, roundOrNull(values[k])])) as Record<K, number | null>
 }
 
 /** `<key>_per_s` for each listed counter that is not a duration, over the cycle's interval. */
-function ratesOf(values: Record<string, number | null | undefined>, keys: readonly string[], intervalSeconds: number) {
+function ratesOf<K extends string>(values: Record<string, number | null | undefined>, keys: readonly K[], intervalSeconds: number) {
   return Object.fromEntries(
     keys
       .filter((k) => !k.endsWith('_ms'))
@@ -43,7 +57,7 @@ function ratesOf(values: Record<string, number | null | undefined>, keys: readon
         const v = values[k]
         return [`${k}_per_s`, v === null || v === undefined || intervalSeconds <= 0 ? null : round(v / intervalSeconds)]
       }),
-  )
+  ) as Record<RateKey<K>, number | null>
 }
 
 const byCodePoint = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
@@ -57,7 +71,7 @@ export function internalsRoutes(deps: Deps) {
   const { store, clock } = deps
   const reader = store.internals
   const postgres = (principal: Parameters<typeof databaseFor>[1], id: string) => databaseFor(deps, principal, id, 'postgres')
-  const series = async (id: string, source: MetricSource, q: SeriesQuery, keys: readonly string[]) => {
+  const series = async <K extends string>(id: string, source: MetricSource, q: SeriesQuery, keys: readonly K[]) => {
     const points = await reader.metricSeries(id, source, intervalsFor(q, clock()))
     return points.map((p: MetricPoint) => ({ ts: rfc3339(p.ts), ...pickKeys(p.values, keys) }))
   }
@@ -71,7 +85,11 @@ export function internalsRoutes(deps: Deps) {
         const points = await reader.waits(db.id, intervalsFor(query, clock(), telemetryDefaults.bucketSeconds))
         return points.map((p) => ({ ...p, ts: rfc3339(p.ts), total_duration_ms: round(p.total_duration_ms) }))
       },
-      { query: seriesQuery },
+      {
+        query: seriesQuery,
+        response: { 200: t.Array(WaitPoint) },
+        detail: { summary: 'Wait events sampled once a second, per interval and event' },
+      },
     )
     .get('/replication', async ({ principal, params }) => {
       const db = await postgres(principal, params.id)
@@ -86,7 +104,7 @@ export function internalsRoutes(deps: Deps) {
         replicas: status?.replicas ?? [],
         ts: latest ? rfc3339(latest.ts) : null,
       }
-    })
+    }, { response: { 200: Replication }, detail: { summary: "The latest replication state: the server's role, its lag, standbys and slots" } })
     .get(
       '/replication/history',
       async ({ principal, params, query }) => {
@@ -94,7 +112,7 @@ export function internalsRoutes(deps: Deps) {
         const points = await reader.replicationHistory(db.id, intervalsFor(query, clock(), telemetryDefaults.bucketSeconds))
         return points.map((p) => ({ ...p, ts: rfc3339(p.ts), replication_lag_seconds: roundOrNull(p.replication_lag_seconds) }))
       },
-      { query: seriesQuery },
+      { query: seriesQuery, response: { 200: t.Array(ReplicationLagPoint) }, detail: { summary: 'Replication lag per interval' } },
     )
     .get(
       '/replication/slots/history',
@@ -103,12 +121,12 @@ export function internalsRoutes(deps: Deps) {
         const points = await reader.slotHistory(db.id, intervalsFor(query, clock(), telemetryDefaults.bucketSeconds))
         return points.map((p) => ({ ...p, ts: rfc3339(p.ts) }))
       },
-      { query: seriesQuery },
+      { query: seriesQuery, response: { 200: t.Array(SlotLagPoint) }, detail: { summary: "Replication slots' retained WAL per interval" } },
     )
     .get(
       '/bgwriter',
       async ({ principal, params, query }) => series((await postgres(principal, params.id)).id, 'bgwriter', query, BGWRITER_KEYS),
-      { query: seriesQuery },
+      { query: seriesQuery, response: { 200: t.Array(BgwriterPoint) }, detail: { summary: 'Background writer and checkpointer counters per interval' } },
     )
     .get('/wal-stats', async ({ principal, params }) => {
       const db = await postgres(principal, params.id)
@@ -121,7 +139,7 @@ export function internalsRoutes(deps: Deps) {
         ...pickKeys(values, WAL_KEYS),
         ...ratesOf(values, WAL_KEYS, latest?.interval_seconds ?? 0),
       }
-    })
+    }, { response: { 200: WalStats }, detail: { summary: "WAL statistics of the latest cycle, with per-second rates (PostgreSQL 14+)" } })
     .get(
       '/wal-stats/timeseries',
       async ({ principal, params, query }) => {
@@ -129,7 +147,7 @@ export function internalsRoutes(deps: Deps) {
         requireVersion(db, internalsLimits.walStatsMinVersion, 'wal-stats')
         return series(db.id, 'wal', query, WAL_KEYS)
       },
-      { query: seriesQuery },
+      { query: seriesQuery, response: { 200: t.Array(WalPoint) }, detail: { summary: 'WAL statistics per interval (PostgreSQL 14+)' } },
     )
     .get('/io-stats', async ({ principal, params }) => {
       const db = await postgres(principal, params.id)
@@ -141,7 +159,7 @@ export function internalsRoutes(deps: Deps) {
         interval_seconds: latest?.interval_seconds ?? null,
         stats: rows.map((r) => ({ backend_type: r.backend_type, object: r.object, context: r.context, ...pickKeys(r.counters, IO_KEYS) })),
       }
-    })
+    }, { response: { 200: IoStats }, detail: { summary: 'I/O statistics of the latest cycle by backend type, object and context (PostgreSQL 16+)' } })
     .get(
       '/io-stats/timeseries',
       async ({ principal, params, query }) => {
@@ -150,7 +168,7 @@ export function internalsRoutes(deps: Deps) {
         const points = await reader.metricSeries(db.id, 'io', intervalsFor(query, clock()))
         return points.map((p) => ({ ts: rfc3339(p.ts), ...splitSubject(p.subject), ...pickKeys(p.values, IO_KEYS) }))
       },
-      { query: seriesQuery },
+      { query: seriesQuery, response: { 200: t.Array(IoPoint) }, detail: { summary: 'I/O statistics per interval, backend type, object and context (PostgreSQL 16+)' } },
     )
     .get('/database-stats', async ({ principal, params }) => {
       const db = await postgres(principal, params.id)
@@ -163,11 +181,11 @@ export function internalsRoutes(deps: Deps) {
         ...ratesOf(values, DATABASE_COUNTER_KEYS, latest?.interval_seconds ?? 0),
         ...pickKeys(values, DATABASE_GAUGE_KEYS),
       }
-    })
+    }, { response: { 200: DatabaseStats }, detail: { summary: 'Database-wide statistics and settings of the latest cycle, with per-second rates' } })
     .get(
       '/database-stats/timeseries',
       async ({ principal, params, query }) =>
         series((await postgres(principal, params.id)).id, 'database', query, [...DATABASE_COUNTER_KEYS, ...DATABASE_GAUGE_KEYS]),
-      { query: seriesQuery },
+      { query: seriesQuery, response: { 200: t.Array(DatabaseStatsPoint) }, detail: { summary: 'Database-wide statistics per interval' } },
     )
 }

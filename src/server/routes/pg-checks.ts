@@ -12,6 +12,7 @@ import type { Deps } from '../context.ts'
 import { pgIdent, pgQualified } from '../doctor/sql-text.ts'
 import type { SnapshotKind } from '../store/sql-snapshots.ts'
 import { rfc3339 } from '../views.ts'
+import { Bloat, Connections, InvalidConstraints, Progress } from '../../shared/api/pg-checks.ts'
 import { oneOf, query } from './schema.ts'
 import { clampLimit, databaseFor, limitQuery } from './telemetry-params.ts'
 
@@ -56,7 +57,11 @@ export function pgCheckRoutes(deps: Deps) {
           constraints: entries.slice(0, clampLimit('invalid_constraints', query.limit)).map((c) => ({ ...c, validate_sql: validateCommand(c) })),
         }
       },
-      { query: query({ limit: limitQuery('invalid_constraints') }) },
+      {
+        query: query({ limit: limitQuery('invalid_constraints') }),
+        response: { 200: InvalidConstraints },
+        detail: { summary: 'Constraints added NOT VALID and never validated, each with the command that validates it' },
+      },
     )
     .get(
       '/bloat',
@@ -76,6 +81,8 @@ export function pgCheckRoutes(deps: Deps) {
           min_bytes: t.Optional(t.String({ pattern: '^[0-9]{1,15}$', error: 'min_bytes must be a whole number of bytes' })),
           limit: limitQuery('bloat'),
         }),
+        response: { 200: Bloat },
+        detail: { summary: 'Estimated bloat of tables and btree indexes, from planner statistics' },
       },
     )
     .get(
@@ -94,7 +101,11 @@ export function pgCheckRoutes(deps: Deps) {
           groups: entries.slice(0, clampLimit('connections', query.limit)),
         }
       },
-      { query: query({ limit: limitQuery('connections') }) },
+      {
+        query: query({ limit: limitQuery('connections') }),
+        response: { 200: Connections },
+        detail: { summary: 'Client connections by state, user, application, client address and database' },
+      },
     )
     .get(
       '/progress',
@@ -106,6 +117,10 @@ export function pgCheckRoutes(deps: Deps) {
           operations: entries.slice(0, clampLimit('progress', query.limit)).map((p) => ({ ...p, started_at: p.started_at === null ? null : rfc3339(p.started_at) })),
         }
       },
-      { query: query({ limit: limitQuery('progress') }) },
+      {
+        query: query({ limit: limitQuery('progress') }),
+        response: { 200: Progress },
+        detail: { summary: 'VACUUM, ANALYZE, CREATE INDEX, REINDEX and CLUSTER running now, with their phase and progress' },
+      },
     )
 }

@@ -7,6 +7,8 @@ import { useEffect, useId, useMemo, useRef, useState } from 'preact/hooks'
 import { ApiError, api } from '../../api.ts'
 import { Empty, ErrorBox, fmtMs } from '../../components/ui.tsx'
 import type { Database, Severity } from './types.ts'
+import type { Static } from '@sinclair/typebox'
+import type { AgentNote as AgentNoteSchema } from '../../../shared/api/doctor.ts'
 
 /** `#/databases/<id>/<rest>` */
 export const dbHref = (db: Pick<Database, 'id'>, rest = '') => `#/databases/${encodeURIComponent(db.id)}${rest ? `/${rest}` : ''}`
@@ -286,12 +288,8 @@ export function NoDataYet({ db }: { db: Database }) {
   )
 }
 
-export interface AgentNote {
-  collector: string
-  message: string
-  /** 'info': what the agent leaves out by design (writes its read-only role may not explain), shown on the page it concerns, not on the overview. */
-  level?: 'info'
-}
+/** A note of the agent's collectors ('info': left out by design, shown on the page it concerns, not on the overview). */
+export type AgentNote = Static<typeof AgentNoteSchema>
 
 /** The notes to act on, shown on the overview: info notes stay on the page they concern (statements). */
 export const warningNotes = (notes: AgentNote[]) => notes.filter((n) => n.level !== 'info')

@@ -6,31 +6,12 @@ import { type Column, DataTable } from '../../components/data-table.tsx'
 import { Async, Empty, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
 import { Card, NoDataYet, apiPath, useEvery } from './common.tsx'
 import type { PageProps } from './types.ts'
+import type { Static } from '@sinclair/typebox'
+import type { Connections as ConnectionsSchema } from '../../../shared/api/pg-checks.ts'
 
-interface Count {
-  value: string | null
-  count: number
-}
-
-interface Group {
-  database: string | null
-  user: string | null
-  application_name: string | null
-  client_addr: string | null
-  state: string | null
-  count: number
-}
-
-export interface Connections {
-  collected_at: string | null
-  total: number
-  by_state: Count[]
-  by_user: Count[]
-  by_application: Count[]
-  by_client: Count[]
-  by_database: Count[]
-  groups: Group[]
-}
+export type Connections = Static<typeof ConnectionsSchema>
+type Count = Connections['by_state'][number]
+type Group = Connections['groups'][number]
 
 const show = (value: string | null, none: string) => (value === null ? <span class="muted">{none}</span> : value === '' ? <span class="muted">(empty)</span> : value)
 

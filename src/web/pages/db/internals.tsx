@@ -15,16 +15,27 @@ import { useEventMarks } from './events.tsx'
 import { ApiProblem, Card, Meter, NoDataYet, TimeRangePicker, apiPath, fmtDuration, fmtRatio, useWindow } from './common.tsx'
 import { SeriesChart, type SeriesSpec } from './series-chart.tsx'
 import type { PageProps } from './types.ts'
+import type { Static } from '@sinclair/typebox'
+import type {
+  BgwriterPoint as BgwriterPointSchema,
+  DatabaseStats as DatabaseStatsSchema,
+  DatabaseStatsPoint,
+  IoPoint as IoPointSchema,
+  IoStats as IoStatsSchema,
+  WalPoint,
+  WalStats as WalStatsSchema,
+} from '../../../shared/api/internals.ts'
 
-type Values = Record<string, number | null> & { ts: string | null; interval_seconds: number | null }
-type Point = { ts: string } & Record<string, number | null>
-
-interface IoRow {
-  backend_type: string
-  object: string
-  context: string
-  [counter: string]: string | number | null
-}
+type DatabaseStats = Static<typeof DatabaseStatsSchema>
+type WalStats = Static<typeof WalStatsSchema>
+type IoStats = Static<typeof IoStatsSchema>
+type IoRow = IoStats['stats'][number]
+type IoPoint = Static<typeof IoPointSchema>
+type BgwriterPoint = Static<typeof BgwriterPointSchema>
+/** A point of one chart: its time and the numbers drawn. */
+type ChartPoint = { ts: string }
+/** The I/O of all backends in one interval. */
+type IoTotal = { ts: string; reads: number; writes: number; extends: number }
 
 const DATABASE_CHARTS: SeriesSpec[] = [
   { name: 'db-transactions', title: 'Transactions per second', unit: 'per_s', rate: true, keys: [['xact_commit', 'commits'], ['xact_rollback', 'rollbacks']] },
@@ -53,18 +64,19 @@ const BGWRITER_CHARTS: SeriesSpec[] = [
  * where the checkpoints ended. Buckets the spread reaches without a point get one (the other fields
  * null). Totals are kept exactly; `points` are ascending by ts, `stepMs` their bucket.
  */
-export function spreadCheckpoints(points: Point[], stepMs: number): Point[] {
+export function spreadCheckpoints(points: BgwriterPoint[], stepMs: number): BgwriterPoint[] {
   const SPREAD = ['checkpoint_write_time_ms', 'checkpoint_sync_time_ms', 'buffers_checkpoint'] as const
-  const out = new Map<number, Point>()
+  const out = new Map<number, BgwriterPoint>()
   for (const p of points) {
-    const copy: Point = { ...p }
+    const copy: BgwriterPoint = { ...p }
     for (const k of SPREAD) if (typeof p[k] === 'number') copy[k] = 0
     out.set(Date.parse(p.ts), copy)
   }
   const add = (bucket: number, key: (typeof SPREAD)[number], value: number) => {
     let at = out.get(bucket)
     if (!at) {
-      at = { ts: new Date(bucket).toISOString(), [key]: 0 } as Point
+      // Only the spread key: the chart reads the absent fields as no value.
+      at = { ts: new Date(bucket).toISOString(), [key]: 0 } as unknown as BgwriterPoint
       out.set(bucket, at)
     }
     at[key] = (at[key] ?? 0) + value
@@ -102,7 +114,7 @@ const WAL_CHARTS: SeriesSpec[] = [
 
 const IO_CHART: SeriesSpec = { name: 'io-ops', title: 'I/O per second (all backends)', unit: 'per_s', rate: true, keys: [['reads', 'reads'], ['writes', 'writes'], ['extends', 'extends']] }
 
-function Charts({ loaded, specs, bucket, range, marks }: { loaded: Loaded<Point[]>; specs: SeriesSpec[]; bucket: number; range: [number, number]; marks: ChartMark[] }) {
+function Charts({ loaded, specs, bucket, range, marks }: { loaded: Loaded<ChartPoint[]>; specs: SeriesSpec[]; bucket: number; range: [number, number]; marks: ChartMark[] }) {
   if (loaded.error) return <ApiProblem error={loaded.error} />
   if (!loaded.data) return <Loading />
   return (
@@ -114,7 +126,7 @@ function Charts({ loaded, specs, bucket, range, marks }: { loaded: Loaded<Point[
   )
 }
 
-function DatabaseFigures({ v }: { v: Values }) {
+function DatabaseFigures({ v }: { v: DatabaseStats }) {
   if (v.ts === null) return <p class="muted">No database statistics yet: the database_stats collector sends them every poll.</p>
   const connections = v.numbackends ?? null
   const max = v.max_connections ?? null
@@ -152,7 +164,7 @@ function DatabaseFigures({ v }: { v: Values }) {
   )
 }
 
-function WalFigures({ loaded }: { loaded: Loaded<Values> }) {
+function WalFigures({ loaded }: { loaded: Loaded<WalStats> }) {
   if (loaded.error) return <ApiProblem error={loaded.error} />
   if (!loaded.data) return <Loading />
   const v = loaded.data
@@ -172,19 +184,19 @@ const IO_COLUMNS: Column<IoRow>[] = [
   { key: 'object', label: 'Object', render: (r) => r.object, sort: (r) => r.object },
   { key: 'context', label: 'Context', render: (r) => r.context, sort: (r) => r.context },
   ...(['reads', 'writes', 'extends', 'hits', 'evictions', 'reuses', 'fsyncs'] as const).map(
-    (k): Column<IoRow> => ({ key: k, label: k, num: true, render: (r) => fmtNum(r[k] as number | null), sort: (r) => r[k] as number | null }),
+    (k): Column<IoRow> => ({ key: k, label: k, num: true, render: (r) => fmtNum(r[k]), sort: (r) => r[k] }),
   ),
-  { key: 'read_time', label: 'read time', num: true, render: (r) => fmtMs(r.read_time_ms as number | null), sort: (r) => r.read_time_ms as number | null },
-  { key: 'write_time', label: 'write time', num: true, render: (r) => fmtMs(r.write_time_ms as number | null), sort: (r) => r.write_time_ms as number | null },
+  { key: 'read_time', label: 'read time', num: true, render: (r) => fmtMs(r.read_time_ms), sort: (r) => r.read_time_ms },
+  { key: 'write_time', label: 'write time', num: true, render: (r) => fmtMs(r.write_time_ms), sort: (r) => r.write_time_ms },
 ]
 
 /** I/O points per subject summed per interval, for one chart of all backends. */
-function ioTotals(points: Point[] | undefined): Point[] | undefined {
+function ioTotals(points: IoPoint[] | undefined): IoTotal[] | undefined {
   if (!points) return undefined
-  const byTs = new Map<string, Point>()
+  const byTs = new Map<string, IoTotal>()
   for (const p of points) {
-    const sum: Point = byTs.get(p.ts) ?? ({ ts: p.ts, reads: 0, writes: 0, extends: 0 } as unknown as Point)
-    for (const k of ['reads', 'writes', 'extends']) sum[k] = (sum[k] ?? 0) + (p[k] ?? 0)
+    const sum: IoTotal = byTs.get(p.ts) ?? { ts: p.ts, reads: 0, writes: 0, extends: 0 }
+    for (const k of ['reads', 'writes', 'extends'] as const) sum[k] += p[k] ?? 0
     byTs.set(p.ts, sum)
   }
   return [...byTs.values()].sort((a, b) => (a.ts < b.ts ? -1 : 1))
@@ -195,18 +207,18 @@ export function InternalsPage({ db, query, setQuery }: PageProps) {
   const marks = useEventMarks(db, tw.bounds)
   const on = db.last_seen_at !== null
   const series = (path: string) => (on ? apiPath(db, `${path}?${tw.params}&bucket=${tw.bucket}`) : null)
-  const stats = useApi<Values>(on ? apiPath(db, '/database-stats') : null)
-  const statsSeries = useApi<Point[]>(series('/database-stats/timeseries'))
-  const bgwriterRaw = useApi<Point[]>(series('/bgwriter'))
+  const stats = useApi<DatabaseStats>(on ? apiPath(db, '/database-stats') : null)
+  const statsSeries = useApi<Static<typeof DatabaseStatsPoint>[]>(series('/database-stats/timeseries'))
+  const bgwriterRaw = useApi<BgwriterPoint[]>(series('/bgwriter'))
   const bgwriterSpread = useMemo(() => (bgwriterRaw.data ? spreadCheckpoints(bgwriterRaw.data, tw.bucket * 1000) : undefined), [bgwriterRaw.data, tw.bucket])
-  const bgwriter: Loaded<Point[]> = { ...bgwriterRaw, data: bgwriterSpread }
-  const wal = useApi<Values>(on ? apiPath(db, '/wal-stats') : null)
-  const walSeries = useApi<Point[]>(series('/wal-stats/timeseries'))
-  const io = useApi<{ ts: string | null; interval_seconds: number | null; stats: IoRow[] }>(on ? apiPath(db, '/io-stats') : null)
-  const ioSeries = useApi<Point[]>(series('/io-stats/timeseries'))
+  const bgwriter: Loaded<BgwriterPoint[]> = { ...bgwriterRaw, data: bgwriterSpread }
+  const wal = useApi<WalStats>(on ? apiPath(db, '/wal-stats') : null)
+  const walSeries = useApi<Static<typeof WalPoint>[]>(series('/wal-stats/timeseries'))
+  const io = useApi<IoStats>(on ? apiPath(db, '/io-stats') : null)
+  const ioSeries = useApi<IoPoint[]>(series('/io-stats/timeseries'))
   const ioPoints = useMemo(() => ioTotals(ioSeries.data), [ioSeries.data])
   if (!on) return <NoDataYet db={db} />
-  const ioLoaded: Loaded<Point[]> = { ...ioSeries, data: ioPoints }
+  const ioLoaded: Loaded<IoTotal[]> = { ...ioSeries, data: ioPoints }
   return (
     <section>
       <div class="toolbar">

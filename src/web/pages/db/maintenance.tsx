@@ -7,42 +7,15 @@ import { type Column, DataTable } from '../../components/data-table.tsx'
 import { Async, Code, Empty, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
 import { Meter, NoDataYet, apiPath, fmtDuration, fmtRatio, useEvery } from './common.tsx'
 import type { PageProps } from './types.ts'
+import type { Static } from '@sinclair/typebox'
+import type { Bloat as BloatSchema, InvalidConstraints as InvalidConstraintsSchema, Progress as ProgressSchema } from '../../../shared/api/pg-checks.ts'
 
-interface Operation {
-  pid: number
-  command: string
-  phase: string
-  schema_name: string | null
-  table_name: string | null
-  index_name: string | null
-  unit: string | null
-  done: number | null
-  total: number | null
-  percent: number | null
-  started_at: string | null
-}
-
-interface Estimate {
-  kind: 'table' | 'index'
-  schema_name: string
-  table_name: string
-  index_name: string | null
-  size_bytes: number
-  expected_bytes: number
-  bloat_bytes: number
-  bloat_ratio: number
-  fillfactor: number
-  live_rows: number
-}
-
-interface InvalidConstraint {
-  schema_name: string
-  table_name: string
-  constraint_name: string
-  constraint_type: string
-  definition: string
-  validate_sql: string
-}
+type Progress = Static<typeof ProgressSchema>
+type Operation = Progress['operations'][number]
+type Bloat = Static<typeof BloatSchema>
+type Estimate = Bloat['entries'][number]
+type InvalidConstraints = Static<typeof InvalidConstraintsSchema>
+type InvalidConstraint = InvalidConstraints['constraints'][number]
 
 const qualified = (schema: string | null, name: string | null) => (name === null ? '—' : schema === null ? name : `${schema}.${name}`)
 
@@ -82,7 +55,7 @@ const BLOAT: Column<Estimate>[] = [
 ]
 
 function Progress({ db }: { db: PageProps['db'] }) {
-  const found = useApi<{ collected_at: string | null; operations: Operation[] }>(apiPath(db, '/progress'))
+  const found = useApi<Progress>(apiPath(db, '/progress'))
   const reload = useCallback(() => found.reload(), [found.reload])
   useEvery(15_000, reload)
   return (
@@ -102,7 +75,7 @@ function Progress({ db }: { db: PageProps['db'] }) {
 }
 
 function Bloat({ db }: { db: PageProps['db'] }) {
-  const found = useApi<{ estimated_at: string | null; method: string; entries: Estimate[] }>(apiPath(db, '/bloat?limit=100'))
+  const found = useApi<Bloat>(apiPath(db, '/bloat?limit=100'))
   return (
     <Async loaded={found}>
       {(b) => (
@@ -131,7 +104,7 @@ function Bloat({ db }: { db: PageProps['db'] }) {
 }
 
 function Constraints({ db }: { db: PageProps['db'] }) {
-  const found = useApi<{ collected_at: string | null; constraints: InvalidConstraint[] }>(apiPath(db, '/constraints/invalid'))
+  const found = useApi<InvalidConstraints>(apiPath(db, '/constraints/invalid'))
   return (
     <Async loaded={found}>
       {(c) =>

@@ -5,46 +5,13 @@ import { type Column, DataTable } from '../../components/data-table.tsx'
 import { Async, Empty, ago, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
 import { Card, NoDataYet, apiPath, fmtDuration, useEvery } from './common.tsx'
 import type { PageProps } from './types.ts'
+import type { Static } from '@sinclair/typebox'
+import type { Merges as MergesSchema, Mutations as MutationsSchema } from '../../../shared/api/clickhouse.ts'
 
-interface Merge {
-  database: string
-  table: string
-  elapsed_s: number
-  progress: number
-  progress_pct: number
-  num_parts: number
-  total_size_bytes_compressed: number
-  result_part_name: string
-  is_mutation: boolean
-}
-
-interface Merges {
-  ts: string | null
-  active_merges: number | null
-  merge_progress_pct: number | null
-  merges: Merge[]
-}
-
-interface Mutation {
-  database: string
-  table: string
-  mutation_id: string
-  command: string
-  create_time: string
-  age_seconds: number
-  is_done: boolean
-  parts_to_do: number
-  latest_fail_reason: string | null
-  latest_fail_time: string | null
-  stuck: boolean
-}
-
-interface Mutations {
-  ts: string | null
-  active_mutations: number | null
-  stuck_mutations: number | null
-  mutations: Mutation[]
-}
+type Merges = Static<typeof MergesSchema>
+type Merge = Merges['merges'][number]
+type Mutations = Static<typeof MutationsSchema>
+type Mutation = Mutations['mutations'][number]
 
 function Progress({ pct, label }: { pct: number; label: string }) {
   return (

@@ -10,7 +10,6 @@
 import { Async, ErrorBox, Loading, ago, fmtClock, fmtMs, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
 import type { Loaded } from '../../components/ui.tsx'
 import {
-  type AgentNote,
   AgentNotes,
   ApiProblem,
   Card,
@@ -34,39 +33,14 @@ import { AsOf } from './doctor.tsx'
 import { useEventMarks } from './events.tsx'
 import { SeriesChart, type SeriesSpec } from './series-chart.tsx'
 import type { Database, Doctor, Finding, PageProps } from './types.ts'
+import type { Static } from '@sinclair/typebox'
+import type { Overview as OverviewSchema, TopQuery as TopQuerySchema } from '../../../shared/api/doctor.ts'
+import type { DatabaseStatsPoint } from '../../../shared/api/internals.ts'
+import type { ServerMetrics } from '../../../shared/api/clickhouse.ts'
 
-interface TopQuery {
-  query_hash: string
-  query_text: string
-  total_calls: number
-  total_time_ms: number
-  mean_time_ms: number
-}
-
-interface Overview {
-  engine: string
-  status: string
-  last_seen_at: string | null
-  health_score: number
-  active_queries: number
-  longest_query_ms: number | null
-  top_queries: TopQuery[]
-  // PostgreSQL
-  blocked_queries?: number
-  cache_hit_ratio?: number | null
-  dead_tuple_ratio?: number | null
-  last_autovacuum?: string | null
-  // ClickHouse
-  active_merges?: number
-  merge_progress_pct?: number | null
-  active_mutations?: number
-  stuck_mutations?: number
-  query_p99_ms?: number | null
-  /** What the agent's collectors reported in the latest batch: query_log disabled, statements it may not EXPLAIN… */
-  agent_notes?: AgentNote[]
-}
-
-type Point = { ts: string } & Record<string, number | null>
+type TopQuery = Static<typeof TopQuerySchema>
+type Overview = Static<typeof OverviewSchema>
+type Point = { ts: string }
 
 const POSTGRES_ACTIVITY: SeriesSpec[] = [
   { name: 'overview-transactions', title: 'Transactions per second', unit: 'per_s', rate: true, keys: [['xact_commit', 'commits'], ['xact_rollback', 'rollbacks']] },
@@ -98,12 +72,12 @@ function ActivityCharts({ db, loaded, specs, bucket, bounds }: { db: Database; l
 }
 
 function PostgresActivity({ db, tw }: { db: Database; tw: TimeWindow }) {
-  const points = useApi<Point[]>(apiPath(db, `/database-stats/timeseries?${tw.params}&bucket=${tw.bucket}`))
+  const points = useApi<Static<typeof DatabaseStatsPoint>[]>(apiPath(db, `/database-stats/timeseries?${tw.params}&bucket=${tw.bucket}`))
   return <ActivityCharts db={db} loaded={points} specs={POSTGRES_ACTIVITY} bucket={tw.bucket} bounds={tw.bounds} />
 }
 
 function ClickHouseActivity({ db, tw }: { db: Database; tw: TimeWindow }) {
-  const metrics = useApi<{ bucket_seconds: number; timeseries: Point[] }>(apiPath(db, `/server-metrics?${tw.params}&bucket=${tw.bucket}`))
+  const metrics = useApi<Static<typeof ServerMetrics>>(apiPath(db, `/server-metrics?${tw.params}&bucket=${tw.bucket}`))
   const loaded: Loaded<Point[]> = { ...metrics, data: metrics.data?.timeseries }
   return <ActivityCharts db={db} loaded={loaded} specs={CLICKHOUSE_ACTIVITY} bucket={metrics.data?.bucket_seconds ?? tw.bucket} bounds={tw.bounds} />
 }
@@ -282,7 +256,7 @@ export function OverviewPage(props: PageProps) {
       <Async loaded={overview}>
         {(o) => (
           <div class="stack">
-            <AgentNotes notes={warningNotes(o.agent_notes ?? [])} />
+            <AgentNotes notes={warningNotes(o.agent_notes)} />
             <Figures db={db} o={o} doctor={props.doctor.data} tw={tw} />
             <Activity db={db} tw={tw} query={query} />
             <div class="grid-2">

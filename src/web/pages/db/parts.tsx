@@ -7,42 +7,14 @@ import { Async, Empty, ErrorBox, Loading, fmtBytes, fmtNum, fmtTime, useApi } fr
 import { Card, Meter, NoDataYet, SelectField, TimeRangePicker, apiPath, useWindow } from './common.tsx'
 import { SeriesChart, type SeriesSpec } from './series-chart.tsx'
 import type { PageProps } from './types.ts'
+import type { Static } from '@sinclair/typebox'
+import type { Parts as PartsSchema, PartsPoint } from '../../../shared/api/clickhouse.ts'
 
-interface Thresholds {
-  active_parts: number
-  rows: number
-  bytes_on_disk: number
-  parts_to_delay_insert: number | null
-  parts_to_throw_insert: number | null
-  delay_insert_ratio: number | null
-  throw_insert_ratio: number | null
-}
-
-interface TableParts extends Thresholds {
-  database: string
-  table: string
-  partition_count: number
-  worst_partition_id: string
-  max_partition_parts: number
-}
-
-interface Partition extends Thresholds {
-  database: string
-  table: string
-  partition_id: string
-}
-
-interface Parts {
-  ts: string | null
-  active_parts: number | null
-  partition_count: number | null
-  table_count: number | null
-  max_partition_parts: number | null
-  max_delay_insert_ratio: number | null
-  max_throw_insert_ratio: number | null
-  tables: TableParts[]
-  partitions: Partition[]
-}
+type Parts = Static<typeof PartsSchema>
+type TableParts = Parts['tables'][number]
+type Partition = Parts['partitions'][number]
+/** What a table and a partition both say of the insert thresholds. */
+type Thresholds = Pick<Partition, 'parts_to_delay_insert' | 'parts_to_throw_insert' | 'delay_insert_ratio' | 'throw_insert_ratio'>
 
 const ratioTone = (r: number | null | undefined) => (r === null || r === undefined ? undefined : r >= 1 ? 'critical' : r >= 0.5 ? 'warning' : undefined)
 
@@ -86,7 +58,7 @@ export function PartsPage({ db, query, setQuery }: PageProps) {
   const sort = query.get('sort') ?? 'active_parts'
   const tw = useWindow(query)
   const parts = useApi<Parts>(db.last_seen_at ? apiPath(db, `/parts?sort_by=${encodeURIComponent(sort)}&limit=200`) : null)
-  const history = useApi<({ ts: string } & Record<string, number | null>)[]>(db.last_seen_at ? apiPath(db, `/parts/timeseries?${tw.params}&bucket=${tw.bucket}`) : null)
+  const history = useApi<Static<typeof PartsPoint>[]>(db.last_seen_at ? apiPath(db, `/parts/timeseries?${tw.params}&bucket=${tw.bucket}`) : null)
   const specs = useMemo(() => PART_CHARTS, [])
   if (!db.last_seen_at) return <NoDataYet db={db} />
   return (

@@ -6,47 +6,14 @@ import { type Column, DataTable } from '../../components/data-table.tsx'
 import { Async, Empty, ErrorBox, Loading, fmtBytes, fmtMs, fmtTime, useApi } from '../../components/ui.tsx'
 import { Card, NoDataYet, TimeRangePicker, apiPath, useWindow } from './common.tsx'
 import type { PageProps } from './types.ts'
+import type { Static } from '@sinclair/typebox'
+import type { Replication, ReplicationLagPoint, SlotLagPoint } from '../../../shared/api/internals.ts'
 
-interface Replica {
-  application_name: string | null
-  client_addr: string | null
-  state: string | null
-  sync_state: string | null
-  lag_bytes: number | null
-  write_lag_ms: number | null
-  flush_lag_ms: number | null
-  replay_lag_ms: number | null
-}
-
-interface Slot {
-  slot_name: string
-  slot_type: string
-  active: boolean
-  lag_bytes: number | null
-  wal_status: string | null
-}
-
-interface Status {
-  is_replica: boolean | null
-  replication_lag_bytes: number | null
-  replication_lag_seconds: number | null
-  upstream_host: string | null
-  slots: Slot[]
-  replicas: Replica[]
-  ts: string | null
-}
-
-interface LagPoint {
-  ts: string
-  replication_lag_bytes: number | null
-  replication_lag_seconds: number | null
-}
-
-interface SlotPoint {
-  ts: string
-  slot_name: string
-  lag_bytes: number
-}
+type Status = Static<typeof Replication>
+type Replica = Status['replicas'][number]
+type Slot = Status['slots'][number]
+type LagPoint = Static<typeof ReplicationLagPoint>
+type SlotPoint = Static<typeof SlotLagPoint>
 
 const REPLICAS: Column<Replica>[] = [
   { key: 'name', label: 'Application', render: (r) => r.application_name || '—', sort: (r) => r.application_name },

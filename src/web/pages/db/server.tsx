@@ -6,40 +6,10 @@ import { Async, Empty, fmtBytes, fmtNum, fmtTime, useApi } from '../../component
 import { Card, Meter, NoDataYet, TimeRangePicker, apiPath, fmtDuration, fmtRatio, useWindow } from './common.tsx'
 import { SeriesChart, type SeriesSpec } from './series-chart.tsx'
 import type { PageProps } from './types.ts'
+import type { Static } from '@sinclair/typebox'
+import type { ServerMetrics as ServerMetricsSchema } from '../../../shared/api/clickhouse.ts'
 
-interface Disk {
-  name: string
-  free_bytes: number | null
-  total_bytes: number | null
-  used_bytes: number | null
-  used_pct: number | null
-}
-
-interface Values {
-  uptime_s: number | null
-  memory_used_bytes: number | null
-  memory_limit_bytes: number | null
-  memory_used_pct: number | null
-  os_memory_total_bytes: number | null
-  os_memory_available_bytes: number | null
-  os_memory_used_pct: number | null
-  tcp_connections: number | null
-  http_connections: number | null
-  connections: number | null
-  queries_total: number | null
-  queries_failed: number | null
-  queries_per_s: number | null
-  failed_queries_per_s: number | null
-  failed_query_ratio: number | null
-  disks: Disk[]
-}
-
-interface ServerMetrics extends Values {
-  ts: string | null
-  interval_seconds: number | null
-  bucket_seconds: number
-  timeseries: (Values & { ts: string })[]
-}
+type ServerMetrics = Static<typeof ServerMetricsSchema>
 
 const CHARTS: SeriesSpec[] = [
   // Used against the limit as a share: bytes of used and a limit 100× larger would draw used as a flat zero line.

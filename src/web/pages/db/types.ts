@@ -1,40 +1,20 @@
-// The API's answers that the per-database pages read, as the README's endpoint sections describe them.
-// Where the API sends a store type as it is (times aside), the type is the store's (types only: erased
-// from the bundle).
+// The types the per-database pages share: the database, the doctor's answer and a page's props. The
+// API's answers are typed from their response schemas (src/shared/api), imported as types only so
+// that no schema code reaches the bundle.
 import type { Static } from '@sinclair/typebox'
-import type { Database as DatabaseSchema, Engine as EngineSchema } from '../../../shared/api/databases.ts'
 import type { Loaded } from '../../components/ui.tsx'
+import type { Database as DatabaseSchema, Engine as EngineSchema } from '../../../shared/api/databases.ts'
+import type { Doctor as DoctorSchema, Finding as FindingSchema, Severity as SeveritySchema } from '../../../shared/api/doctor.ts'
 
 export type Engine = Static<typeof EngineSchema>
-export type Severity = 'critical' | 'warning' | 'info'
+export type Severity = Static<typeof SeveritySchema>
 
 /** A registered database as the API sends it (src/shared/api/databases.ts). */
 export type Database = Static<typeof DatabaseSchema>
 
-export interface Finding {
-  rule: string
-  key: string
-  severity: Severity
-  category: string
-  title: string
-  detail: string
-  recommendation: string
-  how_to_investigate: string[]
-  how_to_fix: string[]
-  how_to_fix_locked?: string
-  objects: string[]
-  metrics: Record<string, number | string | null>
-  /** When the data the finding was drawn from was collected (epoch ms as the doctor sends it; RFC 3339 also read). */
-  as_of?: number | string | null
-}
+export type Finding = Static<typeof FindingSchema>
 
-export interface Doctor {
-  status: 'healthy' | 'degraded' | 'unhealthy'
-  score: number
-  evaluated_at: string
-  top_issues: Finding[]
-  metrics_summary: Record<string, unknown> & { findings?: Record<Severity, number>; rules_evaluated?: number }
-}
+export type Doctor = Static<typeof DoctorSchema>
 
 /** What every tab's page is given by the database layout. */
 export interface PageProps {

@@ -6,14 +6,10 @@ import { type Column, DataTable } from '../../components/data-table.tsx'
 import { Async, Empty, fmtNum, useApi } from '../../components/ui.tsx'
 import { NoDataYet, TimeRangePicker, apiPath, fmtDuration, perBucket, useWindow } from './common.tsx'
 import type { PageProps } from './types.ts'
+import type { Static } from '@sinclair/typebox'
+import type { WaitPoint as WaitPointSchema } from '../../../shared/api/internals.ts'
 
-interface WaitPoint {
-  ts: string
-  wait_event_type: string
-  wait_event: string
-  count: number
-  total_duration_ms: number
-}
+type WaitPoint = Static<typeof WaitPointSchema>
 
 interface EventTotal {
   key: string

@@ -1,0 +1,114 @@
+// Responses of /databases/{id}/overview and /doctor (src/server/routes/health.ts): the doctor's findings,
+// its key figures of the database (metrics_summary, also spread into the overview) and the overview's
+// statements and agent notes. A finding's `metrics` vary by rule: a map of number, string (a time in
+// RFC 3339, a name) or null; everything else about a finding is fixed.
+import { t } from 'elysia'
+import { Nullable, Timestamp } from './common.ts'
+import { Engine } from './databases.ts'
+
+export const Severity = t.Union([t.Literal('critical'), t.Literal('warning'), t.Literal('info')])
+
+export const Category = t.Union([
+  t.Literal('availability'),
+  t.Literal('performance'),
+  t.Literal('maintenance'),
+  t.Literal('capacity'),
+  t.Literal('configuration'),
+  t.Literal('replication'),
+  t.Literal('schema'),
+  t.Literal('reliability'),
+])
+
+export const Finding = t.Object(
+  {
+    rule: t.String({ description: 'the rule that raised it, e.g. pg_cache_hit_ratio' }),
+    key: t.String({ description: 'stable identity: the rule plus the object (pg_dead_tuples:public.orders); recommendations and alerts are keyed by it' }),
+    severity: Severity,
+    category: Category,
+    title: t.String(),
+    detail: t.String({ description: 'what was measured, with the numbers and the objects involved' }),
+    recommendation: t.String(),
+    how_to_investigate: t.Array(t.String(), { description: 'steps, mostly queries to run on the database, that show the problem' }),
+    how_to_fix: t.Array(t.String(), { description: 'commands that fix it; empty for an organization that has not verified its email' }),
+    how_to_fix_locked: t.Optional(t.String({ description: 'present (and how_to_fix empty) while the organization has not verified its email' })),
+    objects: t.Array(t.String(), { description: 'objects involved: schema.table, pid 123, slot x, ...' }),
+    metrics: t.Record(t.String(), Nullable(t.Union([t.Number(), t.String()])), {
+      description: "the measured values the rule judged, by name; they vary by rule (units in the name: _ms, _bytes, _s); points in time (names ending in _at or _since, and catalog times such as last_autovacuum) are RFC 3339",
+    }),
+    as_of: Nullable(Timestamp('when the data the finding was drawn from was collected; null only before any data')),
+  },
+  { title: 'Finding' },
+)
+
+const PG = 'PostgreSQL only'
+const CH = 'ClickHouse only'
+
+/** The database's key figures, shared by the doctor's metrics_summary and the overview. */
+const figures = {
+  active_queries: t.Integer({ description: 'queries running now (PostgreSQL: sessions in state active)' }),
+  longest_query_ms: Nullable(t.Number({ description: 'ms: the longest running of them; null when none' })),
+  blocked_queries: t.Optional(t.Integer({ description: `${PG}: sessions waiting on another's lock` })),
+  cache_hit_ratio: t.Optional(Nullable(t.Number({ description: `${PG}: share of block reads found in shared buffers over the last hour, 0-1; null without reads` }))),
+  dead_tuple_ratio: t.Optional(Nullable(t.Number({ description: `${PG}: dead / (live + dead) tuples of all tables, 0-1` }))),
+  last_autovacuum: t.Optional(Nullable(Timestamp(`${PG}: the latest autovacuum of any table`))),
+  active_merges: t.Optional(t.Integer({ description: CH })),
+  merge_progress_pct: t.Optional(Nullable(t.Number({ description: `${CH}: the running merges' mean progress, percent 0-100; null without merges` }))),
+  active_mutations: t.Optional(t.Integer({ description: `${CH}: mutations not done` })),
+  stuck_mutations: t.Optional(t.Integer({ description: CH })),
+  query_p99_ms: t.Optional(Nullable(t.Number({ description: `${CH}: ms, p99 duration of the queries of the last hour` }))),
+  as_of: Nullable(Timestamp('when the data of these figures was collected; null before any')),
+}
+
+export const MetricsSummary = t.Object(
+  {
+    ...figures,
+    findings: t.Object({ critical: t.Integer(), warning: t.Integer(), info: t.Integer() }, { description: 'findings by severity' }),
+    rules_evaluated: t.Integer(),
+  },
+  { title: 'MetricsSummary' },
+)
+
+export const Doctor = t.Object(
+  {
+    status: t.Union([t.Literal('healthy'), t.Literal('degraded'), t.Literal('unhealthy')], {
+      description: 'unhealthy with a critical finding, degraded with a warning, else healthy',
+    }),
+    score: t.Integer({ description: '0-100: 100 less a penalty per rule by its worst finding' }),
+    evaluated_at: Timestamp(),
+    top_issues: t.Array(Finding, { description: 'the worst first, at most 100' }),
+    metrics_summary: MetricsSummary,
+  },
+  { title: 'Doctor' },
+)
+
+export const AgentNote = t.Object({
+  collector: t.String(),
+  message: t.String(),
+  level: t.Optional(t.Literal('info', { description: 'left out by design, not to act on; absent for a note to act on' })),
+})
+
+export const TopQuery = t.Object({
+  query_hash: t.String(),
+  query_text: t.String(),
+  total_calls: t.Number(),
+  total_time_ms: t.Number({ description: 'ms' }),
+  mean_time_ms: t.Number({ description: 'ms' }),
+})
+
+export const Overview = t.Object(
+  {
+    engine: Engine,
+    status: t.Union([t.Literal('connected'), t.Literal('disconnected')]),
+    last_seen_at: Nullable(Timestamp('when the last batch arrived')),
+    health_score: t.Integer({ description: "the doctor's score, 0-100" }),
+    ...figures,
+    cache_hit_ratio: t.Optional(
+      Nullable(t.Number({ description: `${PG}: share of block reads found in shared buffers, 0-1, over the window asked for (else the last hour); null without reads` })),
+    ),
+    agent_notes: t.Array(AgentNote, { description: "what the agent's collectors reported in its latest batch (e.g. query_log disabled)" }),
+    top_queries: t.Array(TopQuery, { description: 'the costliest statements by total time, of the window asked for (else the last 24 hours)' }),
+    since: t.Optional(Timestamp('the window asked for, as read; only when since or until was given')),
+    until: t.Optional(Timestamp()),
+  },
+  { title: 'Overview' },
+)
