@@ -5,37 +5,16 @@ import { ApiError } from '../../api.ts'
 import { useSession } from '../../session.ts'
 import { Async, Code, Empty, ago, fmtTime, useApi } from '../../components/ui.tsx'
 import { SeverityBadge, VerifyNote, apiPath, dbHref } from './common.tsx'
-import type { PageProps, Severity } from './types.ts'
+import type { PageProps } from './types.ts'
+import type { Static } from '@sinclair/typebox'
+import type { Alert as AlertSchema, Recommendation as RecommendationSchema } from '../../../shared/api/alerts.ts'
 
-interface Recommendation {
-  id: string
-  key: string
-  rule: string
-  severity: Severity
-  category: string
-  title: string
-  detail: string
-  recommendation: string
-  remediation_sql: string
-  first_seen_at: string
-  last_seen_at: string
-  resolved_at: string | null
-}
+type Recommendation = Static<typeof RecommendationSchema>
 
-type Sent = { email: string | null; webhook: string | null }
+type Alert = Static<typeof AlertSchema>
 
-interface Alert {
-  id: string
-  key: string
-  rule: string
-  severity: Severity
-  title: string
-  detail: string
-  opened_at: string
-  last_seen_at: string
-  resolved_at: string | null
-  notified: { opened: Sent; resolved: Sent }
-}
+/** When an alert's opening or resolution went out, by channel. */
+type Sent = Alert['notified']['opened']
 
 const STATUSES = [
   { key: 'open', label: 'Open' },
