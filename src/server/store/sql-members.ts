@@ -5,6 +5,7 @@
 // an address has at most one pending invite per organization. An accepted invite creates the user with
 // the invite's role and its address verified (an invited owner's verifies the organization); a removed user's row is deleted, which ends their sessions
 // (refresh tokens cascade, access tokens need a live session) and revokes the invites they sent.
+import { num, toOrg, toUser } from './account-rows.ts'
 import { type SqlDriver, UniqueViolation } from './driver.ts'
 import type { Organization, User } from './types.ts'
 
@@ -26,8 +27,6 @@ export interface Invite {
 /** Why a member change was refused. */
 export type MemberRefusal = 'not_found' | 'last_owner'
 
-const num = (v: unknown): number => Number(v)
-const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v))
 
 const membersLock = (orgId: string) => `dbm:members:${orgId}`
 /** The lock routes of the user's refresh tokens take (sql-store.ts refreshLock), so no rotation outlives a removal. */
@@ -47,18 +46,6 @@ function toInvite(r: any): Invite {
     invited_by_name: r.invited_by_name ?? null,
     created_at: num(r.created_at),
     expires_at: num(r.expires_at),
-  }
-}
-
-function toUser(r: any): User {
-  return {
-    id: r.id,
-    org_id: r.org_id,
-    email: r.email,
-    name: r.name,
-    role: r.role,
-    email_verified_at: numOrNull(r.email_verified_at),
-    created_at: num(r.created_at),
   }
 }
 
@@ -169,7 +156,7 @@ export function membersStore(driver: SqlDriver) {
           if (invite.role === 'owner') await tx.run('UPDATE organizations SET verified = $1 WHERE id = $2', [true, invite.org_id])
           const org = await tx.get<any>('SELECT id, name, slug, plan, verified, created_at FROM organizations WHERE id = $1', [invite.org_id])
           return {
-            org: { id: org.id, name: org.name, slug: org.slug, plan: org.plan, verified: Boolean(org.verified), created_at: num(org.created_at) },
+            org: toOrg(org),
             user,
           }
         }, membersLock(found.org_id))

@@ -3,6 +3,7 @@
 // DDL; row mapping below evens out the rest.
 import type { IngestBatch } from '../../shared/wire.ts'
 import { timeStoreDriver } from '../metrics.ts'
+import { num, numOrNull, toOrg, toUser } from './account-rows.ts'
 import type { SqlDriver } from './driver.ts'
 import { type ClickHouseReader, clickhouseReader } from './sql-clickhouse.ts'
 import { type HealthStore, healthStore } from './sql-health.ts'
@@ -50,25 +51,6 @@ export class SignupClosedError extends Error {
   constructor() {
     super('signup is closed on this server')
     this.name = 'SignupClosedError'
-  }
-}
-
-const num = (v: unknown): number => Number(v)
-const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v))
-
-function toOrg(r: any): Organization {
-  return { id: r.id, name: r.name, slug: r.slug, plan: r.plan, verified: Boolean(r.verified), created_at: num(r.created_at) }
-}
-
-function toUser(r: any): User {
-  return {
-    id: r.id,
-    org_id: r.org_id,
-    email: r.email,
-    name: r.name,
-    role: r.role,
-    email_verified_at: numOrNull(r.email_verified_at),
-    created_at: num(r.created_at),
   }
 }
 
