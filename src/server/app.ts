@@ -162,6 +162,7 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
           field: (issue?.path ?? '').replace(/^\//, '').replaceAll('/', '.'),
           cause: issue?.message,
         })
+        serverMetrics.responseSchemaErrors.inc()
         failure = new HttpError(500, 'internal server error')
       } else if (code === 'VALIDATION') failure = new HttpError(400, validationMessage(error as ValidationError))
       else if (code === 'NOT_FOUND') failure = new HttpError(404, 'not found')

@@ -53,6 +53,10 @@ export const serverMetrics = {
     name: 'dbm_websocket_clients',
     help: 'Open WebSocket streams (active queries).',
   }),
+  responseSchemaErrors: serverRegistry.counter({
+    name: 'dbm_response_schema_errors_total',
+    help: 'Answers that did not match their route response schema (answered 500 and logged): a bug to report.',
+  }),
   rateLimitRefusals: serverRegistry.counter({
     name: 'dbm_rate_limit_refusals_total',
     help: 'Requests refused with 429 Too Many Requests.',

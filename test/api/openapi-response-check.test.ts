@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { t } from 'elysia'
 import { createApp } from '../../src/server/app.ts'
+import { serverMetrics } from '../../src/server/metrics.ts'
 import { Database } from '../../src/shared/api/databases.ts'
 import { type TestServer, startTestServer } from '../support/server.ts'
 
@@ -44,8 +45,11 @@ describe('an answer that does not match its response schema', () => {
   ] as const) {
     test(`${path}: 500 with the plain error body, and an error line naming ${field}`, async () => {
       const before = errorLines().length
+      const counted = serverMetrics.responseSchemaErrors.value
       const res = await fetch(base + path)
       expect(res.status).toBe(500)
+      // Counted for GET /metrics (dbm_response_schema_errors_total), once per answer.
+      expect(serverMetrics.responseSchemaErrors.value).toBe(counted + 1)
       expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8')
       expect(await res.json()).toEqual({ error: 'internal server error' })
       const lines = errorLines().slice(before)
