@@ -77,6 +77,7 @@ describe.each(storeKinds)('GET /metrics (%s store)', (kind: StoreKind) => {
       dbm_retention_deleted_rows_total: 'COUNTER',
       dbm_websocket_clients: 'GAUGE',
       dbm_rate_limit_refusals_total: 'COUNTER',
+      dbm_response_schema_errors_total: 'COUNTER',
       dbm_mail_deliveries_total: 'COUNTER',
       dbm_webhook_deliveries_total: 'COUNTER',
     })
