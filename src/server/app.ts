@@ -5,6 +5,7 @@
 // both build the app through createApp, so tests exercise exactly what runs in production.
 import type { ValueError } from '@sinclair/typebox/errors'
 import { type AnyElysia, Elysia, type ValidationError } from 'elysia'
+import { checkOrigin } from './auth/principal.ts'
 import { type Deps, clientAddress } from './context.ts'
 import { healthz, signupGate } from './healthz.ts'
 import { HttpError, tooManyRequests } from './http-error.ts'
@@ -133,6 +134,7 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
         ingestStarts.set(request, performance.now())
         return
       }
+      if (path.startsWith('/api/v1/auth/')) checkOrigin(deps, request)
       const endpoint = rateLimitedPaths[path]
       if (!endpoint) return
       // A closed signup is refused before the rate limit and the body's validation: the answer is the same

@@ -132,6 +132,33 @@ for (const kind of storeKinds) {
       expect(same.status).toBe(201)
     })
 
+    test('sign-in forms posted from another site are refused (login CSRF): login, signup, accept-invite', async () => {
+      // A text/plain form carries JSON (the "=" hidden in a value): the body parser reads it, so the Origin decides.
+      const form = (body: Record<string, string>) => {
+        const json = JSON.stringify(body)
+        return { rawBody: json, headers: { 'content-type': 'text/plain', origin: 'https://evil.example' } }
+      }
+      const cases = [
+        ['/api/v1/auth/login', { email: alice.email, password: alice.password }],
+        ['/api/v1/auth/signup', { email: `csrf-${Date.now()}@example.com`, password: 'a long password', name: 'x', org_name: 'x' }],
+        ['/api/v1/auth/accept-invite', { token: 'x'.repeat(43), name: 'x', password: 'a long password' }],
+        ['/api/v1/auth/refresh', { refresh_token: alice.refreshToken }],
+      ] as const
+      for (const [path, body] of cases) {
+        const res = await server.call('POST', path, { ip: uniqueIp(), ...form(body) })
+        expect({ path, status: res.status, body: res.body }).toEqual({ path, status: 403, body: { error: 'cross-site request refused' } })
+        expect(res.headers.get('set-cookie')).toBeNull()
+      }
+      // An Origin of "null" (a sandboxed frame, a file) is another site too.
+      const opaque = await server.call('POST', '/api/v1/auth/login', { ip: uniqueIp(), body: { email: alice.email, password: alice.password }, headers: { origin: 'null' } })
+      expect(opaque.status).toBe(403)
+      // The dashboard's own form (same origin) and clients that send no Origin sign in.
+      const same = await server.call('POST', '/api/v1/auth/login', { ip: uniqueIp(), body: { email: alice.email, password: alice.password }, headers: { origin: 'http://dbm.test:8080' } })
+      expect(same.status).toBe(200)
+      const none = await server.call('POST', '/api/v1/auth/login', { ip: uniqueIp(), body: { email: alice.email, password: alice.password } })
+      expect(none.status).toBe(200)
+    })
+
     test('error contract: malformed JSON 400, oversize 413, unknown route 404, all as {"error"}', async () => {
       const auth = { apiKey: aliceKey.key }
       const malformed = await server.call('POST', '/api/v1/databases', { ...auth, rawBody: '{"name": "x",', headers: { 'content-type': 'application/json' } })

@@ -73,8 +73,12 @@ async function fromAccessToken(deps: Deps, token: string): Promise<Principal> {
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS'])
 
-/** Cookie-authenticated writes must come from this site (SameSite=Lax plus an Origin check). */
-function checkOrigin(deps: Deps, request: Request) {
+/**
+ * Writes from a browser must come from this site: cookie-authenticated writes (SameSite=Lax plus this
+ * check), and every POST under /api/v1/auth (app.ts), whose forms another site could otherwise submit
+ * (a text/plain form carries JSON) to sign a visitor in to an account of its choosing.
+ */
+export function checkOrigin(deps: Deps, request: Request) {
   if (SAFE_METHODS.has(request.method)) return
   const origin = request.headers.get('origin')
   if (!origin) return
