@@ -2,13 +2,15 @@
 // the server's log and from a real SMTP relay; links single use, expiring after 7 days, revoked,
 // replaced; 409s for registered addresses and the last owner; a removed member's tokens refused at once;
 // members refused (403) on API keys, the webhook, invites and member changes; API keys refused on invites
-// and members; another organization's ids are 404s; DBM_SIGNUP=closed still lets an invitee in; hostile
-// inviter and organization names stay on their line in the mail and the log.
+// and members; another organization's ids are 404s; DBM_SIGNUP=closed still lets an invitee in; an
+// unverified organization cannot invite (403); a demoted owner's invites are revoked, and an invite whose
+// inviter is not an owner is refused at acceptance; the mail's subject is fixed text, and hostile inviter
+// and organization names stay quoted on their lines in the body.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { type CookieJar, startSession } from '../../src/server/auth/session.ts'
-import { headerText } from '../../src/server/mail.ts'
-import { INVALID_INVITE, LAST_OWNER } from '../../src/server/routes/organization.ts'
-import { type Account, type TestServer, createApiKey, signup, startTestServer, storeKinds, uniqueIp } from '../support/server.ts'
+import { sha256 } from '../../src/server/auth/secrets.ts'
+import { INVALID_INVITE, INVITES_LOCKED, INVITE_SUBJECT, LAST_OWNER } from '../../src/server/routes/organization.ts'
+import { type Account, type TestServer, createApiKey, signup, startTestServer, storeKinds, uniqueIp, verify } from '../support/server.ts'
 import { startSmtpReceiver } from '../support/smtp.ts'
 import type { User } from '../../src/server/store/types.ts'
 
@@ -28,7 +30,7 @@ async function invite(server: TestServer, owner: { token: string }, email: strin
   const res = await server.call('POST', '/api/v1/organization/invites', { token: owner.token, body: { email, role } })
   if (res.status !== 201) throw new Error(`invite failed: ${res.status} ${JSON.stringify(res.body)}`)
   await server.deps.mailer.idle()
-  const link = server.mailLink(email, /invited you/)
+  const link = server.mailLink(email, /^You are invited to join an organization on dbm$/)
   if (!link) throw new Error(`no invite mail to ${email} in the log`)
   return { id: res.body.id as string, link, token: tokenOf(link) }
 }
@@ -56,14 +58,23 @@ for (const kind of storeKinds) {
       await server?.stop()
     })
 
-    /** An organization of its own: through signup for the first, through the store afterwards (signup is closed). */
+    /**
+     * An organization of its own, verified (only verified organizations invite): through signup and the
+     * verification link for the first, through the store afterwards (signup is closed).
+     */
     let firstOwner: Account | undefined
-    async function newOrganization(name = 'Acme'): Promise<Account> {
-      if (!firstOwner) return (firstOwner = await signup(server, { org_name: name }))
+    async function newOrganization(name = 'Acme', verified = true): Promise<Account> {
+      if (!firstOwner) {
+        firstOwner = await signup(server, { org_name: name })
+        await server.deps.mailer.idle()
+        await verify(server, firstOwner)
+        return firstOwner
+      }
       const { user } = await server.store.createAccount({
         org: { name, slug: `org-${Math.random().toString(36).slice(2, 9)}`, plan: 'free' },
         user: { email: newAddress('owner'), name: 'Other Owner', passwordHash: firstOwnerHash, role: 'owner' },
       })
+      if (verified) await server.store.markEmailVerified(user.id, Date.now())
       return sessionOf(user, firstOwner.password)
     }
 
@@ -92,8 +103,8 @@ for (const kind of storeKinds) {
       await server.deps.mailer.idle()
       const line = server.logs.filter((l) => l.includes(' INFO mail ') && l.includes(`to=${email}`))
       expect(line).toHaveLength(1)
-      expect(line[0]).toMatch(/ subject="Test User invited you to Acme on dbm" link="http:\/\/dbm\.test:8080\/accept-invite\?token=[A-Za-z0-9_-]{43}"$/)
-      const link = server.mailLink(email, /invited you/)!
+      expect(line[0]).toMatch(/ subject="You are invited to join an organization on dbm" link="http:\/\/dbm\.test:8080\/accept-invite\?token=[A-Za-z0-9_-]{43}"$/)
+      const link = server.mailLink(email, /^You are invited/)!
       const token = tokenOf(link)
       expect(JSON.stringify(created.body)).not.toContain(token)
 
@@ -108,8 +119,7 @@ for (const kind of storeKinds) {
       const accepted = await accept(server, token, '  Ann Member ')
       expect(accepted.status).toBe(201)
       expect(accepted.body.user).toMatchObject({ email, name: 'Ann Member', role: 'member', email_verified: true })
-      // A member's verified address does not verify the organization: an owner's does (below).
-      expect(accepted.body.organization).toMatchObject({ id: owner.orgId, name: 'Acme', verified: false })
+      expect(accepted.body.organization).toMatchObject({ id: owner.orgId, name: 'Acme', verified: true })
       expect(accepted.body).toMatchObject({ token_type: 'Bearer', expires_in: 900 })
       const cookies = accepted.headers.getSetCookie().map((c) => c.split('=')[0])
       expect(cookies.sort()).toEqual(['dbm_access', 'dbm_refresh', 'dbm_session'])
@@ -168,6 +178,65 @@ for (const kind of storeKinds) {
       expect(joined.status).toBe(201)
       expect(joined.body.user).toMatchObject({ role: 'owner', email_verified: true })
       expect(joined.body.organization).toMatchObject({ id: owner.orgId, verified: true })
+    })
+
+    test('an unverified organization cannot invite (403, nothing recorded or mailed); verified, it can', async () => {
+      const owner = await newOrganization('Unverified', false)
+      const email = newAddress()
+      const refused = await server.call('POST', '/api/v1/organization/invites', { token: owner.token, body: { email, role: 'member' } })
+      expect([refused.status, refused.body]).toEqual([403, { error: INVITES_LOCKED }])
+      await server.deps.mailer.idle()
+      expect(server.logs.some((l) => l.includes(`to=${email}`))).toBe(false)
+      expect((await server.call('GET', '/api/v1/organization/invites', { token: owner.token })).body).toEqual([])
+      await server.store.markEmailVerified(owner.userId, Date.now())
+      expect((await invite(server, owner, email)).token).toHaveLength(43)
+    })
+
+    test('demoting an owner revokes the invites they sent: their own second address cannot make them owner again', async () => {
+      const a = await newOrganization()
+      const b = await join(server, a, 'owner')
+      const secondAddress = newAddress('b-again')
+      const pending = await invite(server, b, secondAddress, 'owner')
+      const byA = await invite(server, a, newAddress())
+      const demoted = await server.call('PATCH', `/api/v1/organization/members/${b.userId}`, { token: a.token, body: { role: 'member' } })
+      expect([demoted.status, demoted.body.role]).toEqual([200, 'member'])
+      // B's invite is gone from the pending ones, A's stays.
+      expect((await server.call('GET', '/api/v1/organization/invites', { token: a.token })).body.map((i: { id: string }) => i.id)).toEqual([byA.id])
+      expect(await accept(server, pending.token).then((r) => [r.status, r.body])).toEqual([400, { error: INVALID_INVITE }])
+      const owners = (await server.store.members.listMembers(a.orgId)).filter((m) => m.role === 'owner').map((m) => m.id)
+      expect(owners).toEqual([a.userId])
+      expect(await server.store.findUserByEmail(secondAddress)).toBeFalsy()
+      // Keeping an owner's role revokes nothing.
+      const kept = await invite(server, a, newAddress())
+      expect((await server.call('PATCH', `/api/v1/organization/members/${a.userId}`, { token: a.token, body: { role: 'owner' } })).status).toBe(200)
+      expect((await accept(server, kept.token)).status).toBe(201)
+      expect((await accept(server, byA.token)).status).toBe(201)
+    })
+
+    test('an invite whose inviter is not an owner of the organization is refused at acceptance, however it was recorded', async () => {
+      const owner = await newOrganization()
+      const member = await join(server, owner)
+      const elsewhere = await newOrganization('Elsewhere')
+      const now = Date.now()
+      // Invites the routes never record (a member's, another organization's owner's), as a demotion
+      // racing an older server's invite could leave: written to the store directly; then an owner's.
+      for (const invitedBy of [member.userId, elsewhere.userId, owner.userId]) {
+        const secret = `secret-${Math.random().toString(36).slice(2)}`
+        const recorded = await server.store.members.createInvite({
+          orgId: owner.orgId,
+          email: newAddress(),
+          role: 'owner',
+          tokenHash: sha256(secret),
+          invitedBy,
+          now,
+          expiresAt: now + WEEK_MS,
+        })
+        expect(recorded).not.toBe('registered')
+        const res = await accept(server, secret)
+        if (invitedBy === owner.userId) expect(res.status).toBe(201)
+        else expect([res.status, res.body]).toEqual([400, { error: INVALID_INVITE }])
+      }
+      expect((await server.store.members.listMembers(owner.orgId)).map((m) => m.role).sort()).toEqual(['member', 'owner', 'owner'])
     })
 
     /** A new session of the account, at the server's clock as it is now. */
@@ -384,30 +453,33 @@ describe('invite mails through an SMTP relay with hostile names', () => {
   const hostileName = 'Eve "Boss" */ DROP\r\nBcc: victim@evil.test\n<script>alert(1)</script> Ünïcødé 🎉\u202e'
   const hostileOrg = "Org' */\n\nOpen https://evil.test/phish instead:\r\n<b>x</b>\u2028"
 
+  /** A verified owner with hostile names (verified: only verified organizations invite). */
   async function hostileOwner(server: TestServer) {
     const email = newAddress('eve')
     const res = await server.call('POST', '/api/v1/auth/signup', { ip: uniqueIp(), body: { email, password: PASSWORD, name: hostileName, org_name: hostileOrg } })
     expect(res.status).toBe(201)
+    await server.store.markEmailVerified(res.body.user.id, Date.now())
     return { token: res.body.access_token as string, email }
   }
 
-  test('the mail: one-line subject, the names on the invitation line, the link alone on its line; it works', async () => {
+  test('the mail: a fixed subject, the names quoted on lines of their own as what the inviter typed, the link alone on its line; it works', async () => {
     const { token, email: ownerEmail } = await hostileOwner(relayed)
     const email = newAddress()
     expect((await relayed.call('POST', '/api/v1/organization/invites', { token, body: { email, role: 'member' } })).status).toBe(201)
     // The address is this test's own: its one mail.
     const mail = await smtp.waitFor(email, /./)
-    const subject = decodeEncodedWords(mail.headers.subject!)
-    expect(subject).toBe(headerText(`${hostileName} invited you to ${hostileOrg.trim()} on dbm`))
-    expect(subject).not.toMatch(/[\r\n\u2028\u202e]/)
+    // Nothing the inviter typed is in the subject.
+    expect(decodeEncodedWords(mail.headers.subject!)).toBe(INVITE_SUBJECT)
     expect(mail.headers.bcc).toBeUndefined()
     const lines = mail.text.split('\n')
+    expect(lines).toContain(`A user of this dbm server, <${ownerEmail}>, invited you to join their organization as a member.`)
+    expect(lines).toContain("The names below are what the inviter's side typed; dbm does not check them:")
+    // Each name quoted whole on its line: its own quotes escaped, its line breaks and controls spaces.
+    expect(lines).toContain(`  Inviter's name: "Eve \\"Boss\\" */ DROP Bcc: victim@evil.test <script>alert(1)</script> Ünïcødé 🎉 "`)
     const links = lines.filter((l) => l.includes('https://'))
-    // The organization's fake link stays inside the invitation sentence, the real one is alone on its line.
+    // The organization's fake link stays inside its quoted name, the real one is alone on its line.
     expect(links).toHaveLength(2)
-    expect(links[0]).toBe(
-      `Eve "Boss" */ DROP Bcc: victim@evil.test <script>alert(1)</script> Ünïcødé 🎉  <${ownerEmail}> invited you to join the organization "Org' */ Open https://evil.test/phish instead: <b>x</b>" on dbm as a member.`,
-    )
+    expect(links[0]).toBe(`  Organization's name: "Org' */ Open https://evil.test/phish instead: <b>x</b>"`)
     expect(links[1]).toMatch(/^https:\/\/dbm\.example\.org\/accept-invite\?token=[A-Za-z0-9_-]{43}$/)
     expect(mail.text).not.toMatch(/[\r\u2028\u202e]/)
     const accepted = await accept(relayed, tokenOf(links[1]!))
@@ -428,9 +500,8 @@ describe('invite mails through an SMTP relay with hostile names', () => {
     expect(lines).toHaveLength(1)
     const line = lines[0]!
     expect(line).not.toMatch(/[\r\n\u2028\u202e]/)
-    // Signup trims the names (the organization's trailing U+2028 with them).
-    const subject = JSON.stringify(headerText(`${hostileName} invited you to ${hostileOrg.trim()} on dbm`))
-    expect(line).toContain(` subject=${subject} link="http://dbm.test:8080/accept-invite?token=`)
+    expect(line).toContain(` subject=${JSON.stringify(INVITE_SUBJECT)} link="http://dbm.test:8080/accept-invite?token=`)
+    expect(line).not.toContain('Eve')
     const link = /link="(\S+)"$/.exec(line)![1]!
     expect((await accept(logged, tokenOf(link))).body.user.role).toBe('owner')
   })

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import type { Browser } from 'playwright-core'
 import { type BrowserPage, launchBrowser, openPage } from '../support/browser.ts'
-import { type Account, type TestServer, signup, startTestServer } from '../support/server.ts'
+import { type Account, type TestServer, signup, startTestServer, verify } from '../support/server.ts'
 
 let server: TestServer
 let browser: Browser
@@ -16,6 +16,9 @@ const pages: BrowserPage[] = []
 beforeAll(async () => {
   ;[server, browser] = await Promise.all([startTestServer('sqlite'), launchBrowser()])
   owner = await signup(server, { org_name: 'Acme' })
+  // Only verified organizations invite.
+  await server.deps.mailer.idle()
+  await verify(server, owner)
   const db = await server.call('POST', '/api/v1/databases', { token: owner.token, body: { name: 'orders', engine: 'postgres', host: 'db1.internal' } })
   expect(db.status).toBe(201)
 })
@@ -49,7 +52,7 @@ test('an owner invites, the invitee joins from the link and sees the databases; 
   ownerPage.assertNoErrors()
 
   await server.deps.mailer.idle()
-  const link = server.mailLink(invitee, /invited you to Acme/)!
+  const link = server.mailLink(invitee, /^You are invited to join an organization on dbm$/)!
   expect(link).toMatch(/^http:\/\/dbm\.test:8080\/accept-invite\?token=[A-Za-z0-9_-]{43}$/)
 
   // The invitee, in a browser of their own, opens the link (on this server) and joins.

@@ -5,7 +5,11 @@
 // counts as verified) and signs them in as signup does; it works with DBM_SIGNUP=closed, since the
 // owner's invite is the consent. Only owners manage invites and members (403 for members, and for API
 // keys, which agents carry in config files: a leaked one must not let anyone in); every user of the
-// organization may list its members. Never the last owner is removed or demoted (409).
+// organization may list its members. Never the last owner is removed or demoted (409). Only a verified
+// organization invites (403 otherwise): an invite mails any address from the server's genuine sender, so
+// a fresh signup must not be able to; and the mail's subject is fixed text, its body quotes the names
+// the inviter's side typed as such. Demoting an owner revokes the invites they sent, and an invite whose
+// inviter is no longer an owner is refused at acceptance (sql-members.ts).
 import { Elysia, t } from 'elysia'
 import { hashPassword } from '../auth/passwords.ts'
 import { type Principal, authenticate, requireOwner } from '../auth/principal.ts'
@@ -14,7 +18,7 @@ import { type CookieJar, startSession } from '../auth/session.ts'
 import type { Deps } from '../context.ts'
 import { badRequest, conflict, forbidden, notFound, tooManyRequests } from '../http-error.ts'
 import { fieldLimits, inviteLimit, passwordLength, tokenLifetimes } from '../limits.ts'
-import { headerText, mailLine } from '../mail.ts'
+import { mailLine } from '../mail.ts'
 import { MEMBER_ROLES, type Invite as InviteRecord } from '../store/sql-members.ts'
 import { organizationView, rfc3339, userView } from '../views.ts'
 import { NoContent } from '../../shared/api/common.ts'
@@ -26,6 +30,9 @@ import { body, email, oneOf, password, pathId, requiredString, token } from './s
 const MANAGE = 'manage invites and members'
 export const LAST_OWNER = 'the organization must keep at least one owner: make another member an owner first'
 export const INVALID_INVITE = 'invalid, used, revoked or expired invite token'
+export const INVITES_LOCKED = 'invitations are available to verified organizations; verify your email address to invite people'
+/** The invitation mail's subject: fixed text, nothing a user typed (their names are quoted in the body). */
+export const INVITE_SUBJECT = 'You are invited to join an organization on dbm'
 
 function inviteView(i: InviteRecord) {
   return {
@@ -49,14 +56,24 @@ function userOnly(principal: Principal) {
 
 const memberView = (u: Parameters<typeof userView>[0]) => ({ ...userView(u), role: u.role === 'owner' ? ('owner' as const) : ('member' as const) })
 
-/** The invitation mail: the inviter's and organization's names as their users typed them, each kept to one line. */
+/** A name someone typed, as one quoted line: its own quotes and backslashes escaped, so the quote cannot end early. */
+const quoted = (s: string) => JSON.stringify(mailLine(s))
+
+/**
+ * The invitation mail. The subject is fixed text; the inviter's and organization's names, which their
+ * users typed, are only in the body, each quoted on its own line and introduced as what the inviter
+ * typed, so they read as claims, not as dbm's words.
+ */
 function inviteMail(to: string, inviter: { name: string; email: string }, orgName: string, role: string, link: string) {
   return {
     to,
-    subject: headerText(`${inviter.name} invited you to ${orgName} on dbm`),
+    subject: INVITE_SUBJECT,
     link,
     text:
-      `Hello,\n\n${mailLine(`${inviter.name} <${inviter.email}>`)} invited you to join the organization "${mailLine(orgName)}" on dbm as ${role === 'owner' ? 'an owner' : 'a member'}.\n\n` +
+      `Hello,\n\nA user of this dbm server, ${mailLine(`<${inviter.email}>`)}, invited you to join their organization as ${role === 'owner' ? 'an owner' : 'a member'}.\n\n` +
+      `The names below are what the inviter's side typed; dbm does not check them:\n` +
+      `  Inviter's name: ${quoted(inviter.name)}\n` +
+      `  Organization's name: ${quoted(orgName)}\n\n` +
       `Open this link within 7 days to choose your name and password:\n\n${link}\n\n` +
       'The link works once. If you did not expect this mail, ignore it: nothing happens without the link.\n',
   }
@@ -72,6 +89,9 @@ export function organizationRoutes(deps: Deps) {
     .post(
       '/invites',
       async ({ principal, body, set }) => {
+        // Each invite mails any address from the server's sender: verified organizations only.
+        const [inviter, org] = await Promise.all([store.getUser(principal.userId), store.getOrganization(principal.orgId)])
+        if (!org?.verified) throw forbidden(INVITES_LOCKED)
         // Each invite mails someone: counted per organization, refused ones too.
         const hit = await store.hitRateLimit(`rate:invite:${principal.orgId}`, inviteLimit.limit, inviteLimit.windowMs, clock())
         if (!hit.allowed) throw tooManyRequests(hit.retryAfterMs)
@@ -88,15 +108,14 @@ export function organizationRoutes(deps: Deps) {
           expiresAt: now + tokenLifetimes.inviteMs,
         })
         if (invite === 'registered') throw conflict('that email address already has an account on this server')
-        const [inviter, org] = await Promise.all([store.getUser(principal.userId), store.getOrganization(principal.orgId)])
-        deps.mailer.send(inviteMail(address, { name: inviter?.name ?? '', email: inviter?.email ?? '' }, org?.name ?? '', body.role, `${deps.publicUrl}/accept-invite?token=${secret}`))
+        deps.mailer.send(inviteMail(address, { name: inviter?.name ?? '', email: inviter?.email ?? '' }, org.name, body.role, `${deps.publicUrl}/accept-invite?token=${secret}`))
         set.status = 201
         return inviteView(invite)
       },
       {
         body: body({ email: email(), role: oneOf('role', MEMBER_ROLES) }),
         response: { 201: Invite },
-        detail: { summary: 'Invite an address to the organization (owners): the link is mailed, valid 7 days; a pending invite of that address is replaced', security: userSession, responses: { ...OWNERS_ONLY, ...errorAnswers({ 409: 'the address has an account on this server already', 429: 'over the invites an organization may send in an hour (see Retry-After)' }) } },
+        detail: { summary: 'Invite an address to the organization (owners): the link is mailed, valid 7 days; a pending invite of that address is replaced', security: userSession, responses: errorAnswers({ 403: 'a member, or an API key (only an owner signed in can manage invites and members); or the organization is not verified (only verified organizations invite)', 409: 'the address has an account on this server already', 429: 'over the invites an organization may send in an hour (see Retry-After)' }) },
       },
     )
     .get('/invites', async ({ principal }) => (await members.listInvites(principal.orgId, clock())).map(inviteView), {
@@ -116,7 +135,7 @@ export function organizationRoutes(deps: Deps) {
     .patch(
       '/members/:id',
       async ({ principal, params, body }) => {
-        const outcome = await members.setMemberRole(principal.orgId, pathId(params.id, 'member'), body.role)
+        const outcome = await members.setMemberRole(principal.orgId, pathId(params.id, 'member'), body.role, clock())
         if (outcome === 'not_found') throw notFound('member')
         if (outcome === 'last_owner') throw conflict(LAST_OWNER)
         return memberView(outcome)
@@ -124,7 +143,7 @@ export function organizationRoutes(deps: Deps) {
       {
         body: body({ role: oneOf('role', MEMBER_ROLES) }),
         response: { 200: Member },
-        detail: { summary: "Change a member's role (owners); never the last owner's", security: userSession, responses: { ...OWNERS_ONLY, ...errorAnswers({ 409: 'the organization would have no owner left' }) } },
+        detail: { summary: "Change a member's role (owners); never the last owner's. Demoting an owner revokes the invites they sent", security: userSession, responses: { ...OWNERS_ONLY, ...errorAnswers({ 409: 'the organization would have no owner left' }) } },
       },
     )
     .delete(

@@ -4,7 +4,10 @@
 // two owners demoting or removing each other at once never leave the organization without an owner, and
 // an address has at most one pending invite per organization. An accepted invite creates the user with
 // the invite's role and its address verified (an invited owner's verifies the organization); a removed user's row is deleted, which ends their sessions
-// (refresh tokens cascade, access tokens need a live session) and revokes the invites they sent.
+// (refresh tokens cascade, access tokens need a live session) and revokes the invites they sent. A
+// demoted owner's pending invites are revoked too, and an invite is accepted only while its inviter is
+// still an owner of the organization: a demoted owner cannot make themselves owner again through an
+// invite they sent before (to a second address of their own, say).
 import { num, toOrg, toUser } from './account-rows.ts'
 import { type SqlDriver, UniqueViolation } from './driver.ts'
 import type { Organization, User } from './types.ts'
@@ -119,7 +122,8 @@ export function membersStore(driver: SqlDriver) {
      * Uses the invite whose token hashes to `tokenHash`: creates its user (the invite's role, the address
      * verified; an owner's verifies the organization too, as an owner's verification mail does) and marks
      * it accepted, once.
-     * 'invalid' when no pending, unexpired invite has that token; 'registered' when its address got an
+     * 'invalid' when no pending, unexpired invite has that token, or its inviter is no longer an owner of
+     * the organization; 'registered' when its address got an
      * account meanwhile (the invite stays unused).
      */
     async acceptInvite(input: {
@@ -132,11 +136,17 @@ export function membersStore(driver: SqlDriver) {
       if (!found) return 'invalid'
       try {
         return await driver.transaction(async (tx) => {
-          const invite = await tx.get<{ id: string; org_id: string; email: string; role: string }>(
-            'SELECT id, org_id, email, role FROM invites WHERE token_hash = $1 AND accepted_at IS NULL AND revoked_at IS NULL AND expires_at > $2',
+          const invite = await tx.get<{ id: string; org_id: string; email: string; role: string; invited_by: string | null }>(
+            'SELECT id, org_id, email, role, invited_by FROM invites WHERE token_hash = $1 AND accepted_at IS NULL AND revoked_at IS NULL AND expires_at > $2',
             [input.tokenHash, input.now],
           )
           if (!invite) return 'invalid' as const
+          // Only an owner's invite lets anyone in: its inviter must still be an owner of the organization
+          // (a demotion or removal revokes their invites as well; this holds whatever revoked them or not).
+          const inviterOwns =
+            invite.invited_by !== null &&
+            (await tx.get("SELECT 1 AS x FROM users WHERE id = $1 AND org_id = $2 AND role = 'owner'", [invite.invited_by, invite.org_id]))
+          if (!inviterOwns) return 'invalid' as const
           if (await tx.get('SELECT 1 AS x FROM users WHERE email = $1', [invite.email])) return 'registered' as const
           const user: User = {
             id: Bun.randomUUIDv7(),
@@ -183,13 +193,20 @@ export function membersStore(driver: SqlDriver) {
       }, membersLock(orgId))
     },
 
-    /** Gives the organization's user `userId` the role; never demotes the last owner. */
-    async setMemberRole(orgId: string, userId: string, role: MemberRole): Promise<User | MemberRefusal> {
+    /**
+     * Gives the organization's user `userId` the role; never demotes the last owner. A demoted owner's
+     * pending invites are revoked with the demotion: only owners invite.
+     */
+    async setMemberRole(orgId: string, userId: string, role: MemberRole, now: number): Promise<User | MemberRefusal> {
       return driver.transaction(async (tx) => {
         const user = await tx.get(`SELECT ${USER_COLUMNS} FROM users WHERE id = $1 AND org_id = $2`, [userId, orgId])
         if (!user) return 'not_found'
-        if (user.role === 'owner' && role !== 'owner' && (await otherOwners(tx, orgId, userId)) === 0) return 'last_owner'
+        const demoted = user.role === 'owner' && role !== 'owner'
+        if (demoted && (await otherOwners(tx, orgId, userId)) === 0) return 'last_owner'
         if (user.role !== role) await tx.run('UPDATE users SET role = $1 WHERE id = $2', [role, userId])
+        if (demoted) {
+          await tx.run('UPDATE invites SET revoked_at = $1 WHERE org_id = $2 AND invited_by = $3 AND accepted_at IS NULL AND revoked_at IS NULL', [now, orgId, userId])
+        }
         return toUser({ ...user, role })
       }, membersLock(orgId))
     },
