@@ -14,6 +14,7 @@ const count = T.Number({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER })
 /** Durations in milliseconds: up to 1e15 (some 31,700 years). */
 const ms = T.Number({ minimum: 0, maximum: 1e15 })
 const nullableCount = T.Union([count, T.Null()])
+const nullableMs = T.Union([ms, T.Null()])
 const nullableNumber = T.Union([T.Number(), T.Null()])
 const nullableString = T.Union([T.String(), T.Null()])
 /** Epoch milliseconds, up to the last millisecond of the year 9999. */
@@ -72,7 +73,8 @@ export const ActiveQuery = T.Object({
   state: nullableString,
   wait_event_type: nullableString,
   wait_event: nullableString,
-  duration_ms: nullableNumber,
+  /** How long the session has been in its state (the statement or the idle transaction), up to 1e15 ms. */
+  duration_ms: nullableMs,
   blocking_pids: T.Array(T.Integer()),
   user: T.Optional(nullableString),
   application_name: T.Optional(nullableString),
@@ -94,7 +96,8 @@ export const LockEntry = T.Object({
   relation_name: nullableString,
   granted: T.Boolean(),
   blocked_by_pid: T.Union([T.Integer(), T.Null()]),
-  duration_ms: nullableNumber,
+  /** How long the lock has been waited for or held, up to 1e15 ms (the chains' wait starts come from it). */
+  duration_ms: nullableMs,
   query_text: nullableString,
 })
 export type LockEntry = Static<typeof LockEntry>

@@ -1,5 +1,5 @@
 // The numbers of an ingest batch against what the stores hold, on both stores: every number past its
-// maximum (counts and sizes past 2^53 - 1, durations past 1e15 ms, times past the year 9999, an interval
+// maximum (counts and sizes past 2^53 - 1, durations past 1e15 ms (a session's and a lock's included), times past the year 9999, an interval
 // past a day, a plan's scan counts past INTEGER) is a 400 naming the field, never a store error (a 500
 // the agent would retry for an hour); the largest values allowed are stored and read back exactly.
 import { describe, expect, test } from 'bun:test'
@@ -121,6 +121,16 @@ const overflows: [string, (b: any) => void][] = [
   ['explain_plans.0.ts', (b) => (b.explain_plans[0].ts = 1e300)],
   ['explain_plans.0.seq_scans', (b) => (b.explain_plans[0].seq_scans = MAX_PLAN_COUNT + 1)],
   ['activity.0.xact_start', (b) => (b.activity[0].xact_start = 1e300)],
+  ['activity.0.duration_ms', (b) => (b.activity[0].duration_ms = 1e16)],
+  ['activity.0.duration_ms', (b) => (b.activity[0].duration_ms = MAX_MS * 2)],
+  [
+    'locks.0.duration_ms',
+    (b) => (b.locks = [{ pid: 2, lock_type: 'relation', mode: 'AccessExclusiveLock', relation_name: 't', granted: false, blocked_by_pid: 1, duration_ms: 1e21, query_text: null }]),
+  ],
+  [
+    'locks.0.duration_ms',
+    (b) => (b.locks = [{ pid: 2, lock_type: 'relation', mode: 'AccessExclusiveLock', relation_name: 't', granted: false, blocked_by_pid: 1, duration_ms: MAX_MS + 1, query_text: null }]),
+  ],
   ['waits.0.count', (b) => (b.waits[0].count = 1e300)],
   ['waits.0.total_duration_ms', (b) => (b.waits[0].total_duration_ms = 1e300)],
   ['waits.0.minute', (b) => (b.waits[0].minute = 1e300)],

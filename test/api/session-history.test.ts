@@ -264,6 +264,33 @@ for (const kind of storeKinds) {
       expect([pairs.length, pairs[0]!.root_pid, pairs.at(-1)!.root_pid]).toEqual([100, 5_000, 5_099])
     })
 
+    test('a lock or session duration at the wire\'s bound (1e15 ms) leaves /locks/chains answering, its wait start at the epoch; past it, a 400 naming the field', async () => {
+      // A hostile review: duration_ms 1e16 made a wait start the API could not write as a time (a 500 for
+      // good, the upsert keeping the smallest), and on PostgreSQL 1e21 overflowed the BIGINT column.
+      const MAX_MS = 1e15
+      const snapshot = (duration: number) => ({
+        activity: [session(1), session(2, { blocking_pids: [1], duration_ms: duration }), session(3, { blocking_pids: [1], duration_ms: duration })],
+        locks: [lock(2, { mode: 'AccessExclusiveLock', granted: false, blocked_by_pid: 1, duration_ms: duration })],
+      })
+      const db = await api.ingest(pgBatch('huge-waits', t(0), snapshot(MAX_MS)))
+      await api.ingest(pgBatch('huge-waits', t(1), snapshot(5)))
+      const chains = await api.ok(db, `/locks/chains?since=${iso(t(0) - HOUR)}`)
+      expect(chains.map((c: any) => [c.root.pid, c.started_at, c.members.map((m: any) => [m.pid, m.waiting_since])])).toEqual([
+        [1, iso(0), [[2, iso(0)], [3, iso(0)]]],
+      ])
+      for (const [field, duration] of [['locks.0.duration_ms', 1e21], ['activity.1.duration_ms', 1e16]] as const) {
+        const batch = pgBatch('huge-waits', t(2), snapshot(5)) as any
+        if (field.startsWith('locks')) batch.locks[0].duration_ms = duration
+        else batch.activity[1].duration_ms = duration
+        const res = await api.server.call('POST', '/api/v1/ingest', { apiKey: api.key, body: batch })
+        expect([res.status, String(res.body.error).startsWith(`invalid ${field}`)]).toEqual([400, true])
+      }
+      expect((await api.get(db, `/locks/chains?since=${iso(t(0) - HOUR)}`)).status).toBe(200)
+      // The chain code alone: a start never before the epoch nor after the snapshot.
+      const [direct] = lockChains(t(0), snapshot(MAX_MS).activity, snapshot(MAX_MS).locks)
+      expect([direct!.started_at, direct!.members.map((m) => m.wait_started)]).toEqual([0, [0, 0]])
+    })
+
     test('statement texts are kept as the agent bounds them (10,000 characters); a ClickHouse database\'s sessions are kept too, with no chains', async () => {
       const long = `SELECT '${'x'.repeat(20_000)}'`
       const db = await api.ingest(pgBatch('texts', t(0), { activity: [session(500, { query_text: long, blocking_pids: [501] })], locks: [lock(500, { granted: false, blocked_by_pid: 501, query_text: long })] }))

@@ -26,6 +26,13 @@ export const MAX_MEMBERS = 100
 
 const isPid = (pid: unknown): pid is number => typeof pid === 'number' && Number.isInteger(pid) && pid > 0 && pid <= 2_147_483_647
 
+/**
+ * When something that has lasted `duration` ms by `ts` began: never before the epoch nor after `ts`
+ * (the wire bounds a duration to 1e15 ms, more than the years since 1970; a stored wait start before
+ * the epoch would stay the smallest, so the answer's times would be out of range for good).
+ */
+export const startedBefore = (ts: number, duration: number): number => Math.min(ts, Math.max(0, Math.round(ts - Math.max(0, duration))))
+
 export const clip = (text: string | null | undefined, max = HISTORY_TEXT_MAX): string | null => (text == null ? null : text.length > max ? text.slice(0, max) : text)
 
 /** Each waiting pid with the pids it waits for, in the order the agent named them. */
@@ -93,7 +100,7 @@ export function lockChains(ts: number, activity: readonly ActiveQuery[], locks: 
   for (const l of locks) {
     if (!lockText.has(l.pid) && l.query_text) lockText.set(l.pid, l.query_text)
     if (!l.granted && typeof l.duration_ms === 'number' && Number.isFinite(l.duration_ms)) {
-      const at = Math.round(ts - Math.max(0, l.duration_ms))
+      const at = startedBefore(ts, l.duration_ms)
       waitStart.set(l.pid, Math.min(waitStart.get(l.pid) ?? at, at))
     }
   }
@@ -135,7 +142,7 @@ export function lockChains(ts: number, activity: readonly ActiveQuery[], locks: 
     const xact = typeof s?.xact_start === 'number' ? s.xact_start : 0
     const memberList = members.map((pid): ChainMember => {
       const m = sessions.get(pid)
-      const statementStart = typeof m?.duration_ms === 'number' && Number.isFinite(m.duration_ms) ? Math.round(ts - Math.max(0, m.duration_ms)) : ts
+      const statementStart = typeof m?.duration_ms === 'number' && Number.isFinite(m.duration_ms) ? startedBefore(ts, m.duration_ms) : ts
       return {
         pid,
         blocked_by: edges.get(pid) ?? [],

@@ -153,6 +153,8 @@ export interface StoredChain {
 }
 
 const num = (v: unknown) => Number(v)
+/** A stored start time, never before the epoch (rows written before the wire bounded durations may hold one). */
+const startTime = (v: unknown) => Math.max(0, Number(v))
 
 /** Longest first; unknown durations last. */
 function byDurationDesc(a: { duration_ms: number | null }, b: { duration_ms: number | null }): number {
@@ -245,7 +247,7 @@ export function sessionHistoryReader(driver: SqlDriver) {
           statement: (m.statement as string | null) ?? null,
           first_seen: num(m.first_seen),
           last_seen: num(m.last_seen),
-          wait_started: num(m.wait_started),
+          wait_started: startTime(m.wait_started),
         })
         byChain.set(key, list)
       }
@@ -258,7 +260,7 @@ export function sessionHistoryReader(driver: SqlDriver) {
         root_statement: (r.root_statement as string | null) ?? null,
         first_seen: num(r.first_seen),
         last_seen: num(r.last_seen),
-        started_at: num(r.started_at),
+        started_at: startTime(r.started_at),
         samples: num(r.samples),
         max_blocked: num(r.max_blocked),
         members: byChain.get(`${num(r.root_pid)}:${num(r.root_xact_start)}`) ?? [],
