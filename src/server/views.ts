@@ -9,6 +9,17 @@ export function rfc3339(ms: number | null): string | null {
   return ms === null ? null : new Date(ms).toISOString()
 }
 
+/**
+ * `n` per second over `seconds`, rounded to `digits` decimals; null when either is unknown, the interval is
+ * not positive, or the rate is not a finite number (a wire-valid but tiny interval_seconds such as 5e-324
+ * divides a count into Infinity, which no answer's schema admits).
+ */
+export function perSecond(n: number | null | undefined, seconds: number | null | undefined, digits = 3): number | null {
+  if (n === null || n === undefined || seconds === null || seconds === undefined || !(seconds > 0)) return null
+  const rate = Number((n / seconds).toFixed(digits))
+  return Number.isFinite(rate) ? rate : null
+}
+
 export function organizationView(o: Organization) {
   return { id: o.id, name: o.name, slug: o.slug, plan: o.plan, verified: o.verified, created_at: rfc3339(o.created_at) }
 }

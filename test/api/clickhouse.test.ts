@@ -450,6 +450,33 @@ for (const kind of storeKinds) {
       expect((await ok(id, `/server-metrics?${range(at(-48 * 60), at(120))}`)).bucket_seconds).toBe(3600)
     })
 
+    test('wire-valid but tiny divisors (an interval of 5e-324 s, a limit, disk or insert threshold of 5e-324) give null rates and shares, never a 500', async () => {
+      // A hostile review: a count over 5e-324 is Infinity, which the answers' schemas refuse.
+      const id = await ingest({
+        ...chBatch('tiny-divisors', at(30), {
+          server_metrics: {
+            queries_total: 100,
+            queries_failed: 1,
+            memory_tracked_bytes: 1024,
+            memory_limit_bytes: 5e-324,
+            // (a negative free size: the wire's maps take any number within ±2^53)
+            'disk.default.free_bytes': -1024,
+            'disk.default.total_bytes': 5e-324,
+          },
+          parts: [{ database: 'd', table: 't', partition_id: 'all', active_parts: 9, rows: 1, bytes_on_disk: 1, parts_to_delay_insert: 5e-324, parts_to_throw_insert: 1e-300 }],
+        }),
+        interval_seconds: 5e-324,
+      })
+      const metrics = await get(id, '/server-metrics')
+      expect(metrics.status).toBe(200)
+      expect(metrics.body).toMatchObject({ queries_total: 100, queries_per_s: null, failed_queries_per_s: null, failed_query_ratio: 0.01, memory_used_pct: null })
+      expect(metrics.body.disks).toEqual([{ name: 'default', free_bytes: -1024, total_bytes: 5e-324, used_bytes: 1024, used_pct: null }])
+      const parts = await get(id, '/parts')
+      expect(parts.status).toBe(200)
+      // (9 parts over a threshold of 1e-300 is absurd but finite, so it stays)
+      expect([parts.body.max_delay_insert_ratio, parts.body.max_throw_insert_ratio, parts.body.partitions[0].delay_insert_ratio]).toEqual([null, 9e300, null])
+    })
+
     test('a late batch never replaces newer parts, merges, mutations or server metrics', async () => {
       const newer = {
         parts: [part('events', 'hits', 'all', 10, 10, 10)],

@@ -389,6 +389,18 @@ for (const kind of storeKinds) {
       expect(twoHours.map((p: any) => [p.ts, p.xact_commit, p.numbackends, p.database_size_bytes])).toEqual([[iso(at(0)), 158, 4, 1300]])
     })
 
+    test('a tiny interval_seconds (5e-324, which the wire allows) makes no rate Infinity: the rates are null, the answers 200', async () => {
+      // A hostile review: a count over 5e-324 s is Infinity, which the answers' schemas refuse (a 500).
+      const id = await ingest({ ...pgBatch('tiny-interval', at(30)), interval_seconds: 5e-324, wal_stats: { wal_records: 100, wal_bytes: 8192 }, database_stats: { xact_commit: 7, numbackends: 2 } })
+      const wal = await get(id, '/wal-stats')
+      expect([wal.status, wal.body.wal_records, wal.body.wal_records_per_s, wal.body.wal_bytes_per_s]).toEqual([200, 100, null, null])
+      const stats = await get(id, '/database-stats')
+      expect([stats.status, stats.body.xact_commit, stats.body.xact_commit_per_s, stats.body.numbackends]).toEqual([200, 7, null, 2])
+      // A first sample's interval of 0 is allowed too: no rate either.
+      const zero = await ingest({ ...pgBatch('zero-interval', at(30)), interval_seconds: 0, database_stats: { xact_commit: 7 } })
+      expect((await ok(zero, '/database-stats')).xact_commit_per_s).toBeNull()
+    })
+
     test('version gates: wal-stats needs PostgreSQL 14, io-stats 16', async () => {
       const pg13 = await ingest(pgBatch('pg13', at(10), {}, '13.4'))
       const pg15 = await ingest(pgBatch('pg15', at(10), {}, '15.2'))

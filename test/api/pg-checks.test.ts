@@ -56,6 +56,20 @@ for (const kind of storeKinds) {
   describe(`${kind} store`, () => {
     const session = agentSession(kind)
 
+    test('a wire-valid but inconsistent bloat estimate (more bloat than size, a size of 5e-324) answers a ratio of at most 1, never a 500', async () => {
+      const odd = [
+        { ...estimate('table', null, 5e-324, Number.MAX_SAFE_INTEGER), expected_bytes: 0 },
+        { ...estimate('index', 'twice', 100, 200), expected_bytes: 0 },
+      ]
+      const id = await session.ingest(pgBatch('odd-bloat', at(10), { bloat: odd }))
+      const res = await session.get(id, '/bloat')
+      expect(res.status).toBe(200)
+      expect(res.body.entries.map((e: { index_name: string | null; bloat_ratio: number }) => [e.index_name, e.bloat_ratio])).toEqual([
+        [null, 1],
+        ['twice', 1],
+      ])
+    })
+
     test('an agent without the sections: every endpoint is empty with collected_at null', async () => {
       const id = await session.ingest(pgBatch('old-agent', at(10), { tables: [] }))
       expect(await session.ok(id, '/constraints/invalid')).toEqual({ collected_at: null, constraints: [] })

@@ -10,18 +10,23 @@ import type { Deps } from '../context.ts'
 import { DISK_KEYS, SERVER_COUNTER_KEYS, SERVER_GAUGE_KEYS, parseDiskMetricKey } from '../../shared/metrics.ts'
 import { PARTS_GAUGE_KEYS } from '../store/sql-clickhouse.ts'
 import type { MetricPoint } from '../store/sql-internals.ts'
-import { rfc3339 } from '../views.ts'
+import { perSecond, rfc3339 } from '../views.ts'
 import { Merges, Mutations, Parts, PartsPoint, ServerMetrics } from '../../shared/api/clickhouse.ts'
 import { boolean, oneOf, query } from './schema.ts'
 import { clampLimit, databaseFor, intervalsFor, limitQuery, seriesQuery } from './telemetry-params.ts'
 
 const round = (n: number, digits: number) => Number(n.toFixed(digits))
 const orNull = (v: number | null | undefined) => (v === null || v === undefined || !Number.isFinite(v) ? null : v)
-/** part / whole, null when either is unknown or the whole is not positive. */
-const ratio = (part: number | null, whole: number | null, digits = 4) => (part === null || whole === null || whole <= 0 ? null : round(part / whole, digits))
+/** `n` when finite, else null (the answers' schemas refuse Infinity). */
+const finite = (n: number) => (Number.isFinite(n) ? n : null)
+/**
+ * part / whole, null when either is unknown, the whole is not positive, or the quotient is not finite (a
+ * wire-valid whole of 5e-324 bytes or parts divides into Infinity).
+ */
+const ratio = (part: number | null, whole: number | null, digits = 4) => (part === null || whole === null || whole <= 0 ? null : finite(round(part / whole, digits)))
 const pct = (part: number | null, whole: number | null) => {
   const r = ratio(part, whole, 8)
-  return r === null ? null : round(r * 100, 2)
+  return r === null ? null : finite(round(r * 100, 2))
 }
 const byCodePoint = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
 const maxOrNull = (values: (number | null)[]) => values.reduce<number | null>((max, v) => (v === null ? max : max === null ? v : Math.max(max, v)), null)
@@ -170,7 +175,6 @@ function serverValues(values: Values, disks: ReturnType<typeof diskView>[], seco
   const http = v('http_connections')
   const total = v('queries_total')
   const failed = v('queries_failed')
-  const perSecond = (n: number | null) => (n === null || seconds === null || seconds <= 0 ? null : round(n / seconds, 3))
   return {
     uptime_s: v('uptime_s'),
     memory_used_bytes: used,
@@ -186,8 +190,8 @@ function serverValues(values: Values, disks: ReturnType<typeof diskView>[], seco
     connections: tcp === null && http === null ? null : (tcp ?? 0) + (http ?? 0),
     queries_total: total,
     queries_failed: failed,
-    queries_per_s: perSecond(total),
-    failed_queries_per_s: perSecond(failed),
+    queries_per_s: perSecond(total, seconds),
+    failed_queries_per_s: perSecond(failed, seconds),
     failed_query_ratio: ratio(failed, total, 6),
     disks,
   }

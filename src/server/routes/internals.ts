@@ -11,7 +11,7 @@ import { internalsLimits, telemetryDefaults } from '../limits.ts'
 import { BGWRITER_KEYS, DATABASE_COUNTER_KEYS, DATABASE_GAUGE_KEYS, IO_KEYS, WAL_KEYS } from '../../shared/metrics.ts'
 import { type MetricPoint, type MetricSource, ioSubject } from '../store/sql-internals.ts'
 import type { RegisteredDatabase } from '../store/types.ts'
-import { rfc3339 } from '../views.ts'
+import { perSecond, rfc3339 } from '../views.ts'
 import {
   BgwriterPoint,
   DatabaseStats,
@@ -48,15 +48,12 @@ function pickKeys<K extends string>(values: Record<string, number | null | undef
   return Object.fromEntries(keys.map((k) => [k, roundOrNull(values[k])])) as Record<K, number | null>
 }
 
-/** `<key>_per_s` for each listed counter that is not a duration, over the cycle's interval. */
+/** `<key>_per_s` for each listed counter that is not a duration, over the cycle's interval (null when not finite). */
 function ratesOf<K extends string>(values: Record<string, number | null | undefined>, keys: readonly K[], intervalSeconds: number) {
   return Object.fromEntries(
     keys
       .filter((k) => !k.endsWith('_ms'))
-      .map((k) => {
-        const v = values[k]
-        return [`${k}_per_s`, v === null || v === undefined || intervalSeconds <= 0 ? null : round(v / intervalSeconds)]
-      }),
+      .map((k) => [`${k}_per_s`, perSecond(values[k], intervalSeconds)]),
   ) as Record<RateKey<K>, number | null>
 }
 

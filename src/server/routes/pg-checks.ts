@@ -25,7 +25,13 @@ export const validateCommand = (c: Pick<InvalidConstraint, 'schema_name' | 'tabl
   `ALTER TABLE ${pgQualified(c.schema_name, c.table_name)} VALIDATE CONSTRAINT ${pgIdent(c.constraint_name)};`
 
 /** The share of a relation the estimate finds bloated, 0..1 to three decimals. */
-export const bloatRatio = (b: Pick<BloatEstimate, 'bloat_bytes' | 'size_bytes'>) => (b.size_bytes > 0 ? Number((b.bloat_bytes / b.size_bytes).toFixed(3)) : 0)
+/**
+ * bloat_bytes / size_bytes, 0-1 (0 for an empty relation). Capped at 1: the agent's bloat never exceeds the
+ * size, and a wire-valid but inconsistent estimate (2^53 bytes of bloat in 5e-324 bytes) would otherwise
+ * divide into Infinity, which the answer's schema refuses (a 500).
+ */
+export const bloatRatio = (b: Pick<BloatEstimate, 'bloat_bytes' | 'size_bytes'>) =>
+  b.size_bytes > 0 ? Math.min(1, Number((b.bloat_bytes / b.size_bytes).toFixed(3))) : 0
 
 /** Counts of the groups by one dimension, the largest first (ties by value; null last). */
 function countsBy(groups: ConnectionGroup[], key: keyof Omit<ConnectionGroup, 'count'>) {
