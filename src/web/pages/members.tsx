@@ -8,6 +8,7 @@ import { ApiError, api } from '../api.ts'
 import { Async, ago, fmtTime, useApi, useConfirmation } from '../components/ui.tsx'
 import { navigate } from '../router.ts'
 import { useSession } from '../session.ts'
+import { VerifyNote } from './db/common.tsx'
 import type { Invite, Member } from '../../shared/api/organization.ts'
 
 type MemberRow = Static<typeof Member>
@@ -255,7 +256,11 @@ export function MembersSection() {
             An owner manages everything, API keys, the webhook and the members included; a member sees the databases and changes their settings. dbm
             mails the address a link to join (or logs it, without SMTP).
           </p>
-          <InviteForm onInvited={invites.reload} />
+          {me?.organization.verified ? (
+            <InviteForm onInvited={invites.reload} />
+          ) : (
+            <VerifyNote message="Invitations are available once your organization is verified: open the link of the verification mail." />
+          )}
           <h3>Pending invitations</h3>
           <Async loaded={invites}>{(list) => <PendingInvites invites={list} reload={invites.reload} />}</Async>
         </>
