@@ -1,9 +1,16 @@
 // Where `dbm local` keeps its store, secrets, agent buffers and lock: a per-user data directory
 // (Linux and BSD: $XDG_DATA_HOME/dbm, else ~/.local/share/dbm; macOS: ~/Library/Application Support/dbm;
-// Windows: %LOCALAPPDATA%\dbm), or --data-dir. Created readable by its owner alone (0700).
-import { chmodSync, mkdirSync, statSync } from 'node:fs'
+// Windows: %LOCALAPPDATA%\dbm), or --data-dir. Created readable by its owner alone (0700). One that another
+// user owns, or may write to, is refused: the token secret in it signs the sessions, and whoever can put a
+// file there could choose it. So are its files that another user owns or may write to, and a token secret
+// others may read; files of the owner's that others may only read are narrowed to the owner alone (0600).
+// Windows has no such modes: nothing is checked there.
+import { chmodSync, lstatSync, mkdirSync, readdirSync, statSync, type Stats } from 'node:fs'
 import { homedir } from 'node:os'
 import { isAbsolute, join, resolve } from 'node:path'
+
+/** The file of the secret that signs the sessions (src/server/config.ts, loadJwtSecret). */
+const JWT_SECRET_FILE = 'jwt-secret'
 
 /** The per-user data directory of `dbm local` on `platform`. */
 export function defaultDataDir(platform: NodeJS.Platform, env: Record<string, string | undefined>, home = homedir()): string {
@@ -14,17 +21,45 @@ export function defaultDataDir(platform: NodeJS.Platform, env: Record<string, st
   return join(xdg && isAbsolute(xdg) ? xdg : join(home, '.local', 'share'), 'dbm')
 }
 
+const modeOf = (stat: Stats) => (stat.mode & 0o7777).toString(8).padStart(4, '0')
+
+/** Why `stat` (of `what`) may not be used by `uid`, or undefined; `ownerOnly`: its mode means nothing (a link's). */
+function refusal(what: string, stat: Stats, uid: number, ownerOnly = false): string | undefined {
+  if (stat.uid !== uid) return `${what} belongs to another user (uid ${stat.uid}; this is uid ${uid})`
+  if (!ownerOnly && (stat.mode & 0o022) !== 0) return `${what} is writable by other users (mode ${modeOf(stat)}), who could have put or changed files in it`
+  return undefined
+}
+
 /**
- * Creates `dir` (and its missing parents) with mode 0700, and narrows an existing one of this user's
- * to 0700: it holds the store, the token secret and the agent's buffers. Returns the absolute path.
+ * Creates `dir` (and its missing parents) with mode 0700, checks it and its entries (above), and narrows
+ * what others may read to the owner alone. Returns the absolute path; throws an Error whose message says
+ * what is wrong and what to do.
  */
 export function prepareDataDir(dir: string): string {
   const path = resolve(dir)
   mkdirSync(path, { recursive: true, mode: 0o700 })
-  if (process.platform !== 'win32') {
-    const stat = statSync(path)
-    if (!stat.isDirectory()) throw new Error(`${path} is not a directory`)
-    if (stat.uid === process.getuid?.() && (stat.mode & 0o077) !== 0) chmodSync(path, 0o700)
+  const stat = statSync(path)
+  if (!stat.isDirectory()) throw new Error('it is not a directory')
+  if (process.platform === 'win32') return path
+  const uid = process.getuid!()
+  const refused = refusal('it', stat, uid)
+  if (refused) throw new Error(`${refused}; give dbm local a directory of your own, created by it (--data-dir)`)
+  if ((stat.mode & 0o077) !== 0) chmodSync(path, 0o700)
+  for (const name of readdirSync(path)) {
+    const file = join(path, name)
+    const link = lstatSync(file)
+    // A link: its own owner (its mode means nothing), then what it points at; a dangling one is left to whoever opens it.
+    const isLink = link.isSymbolicLink()
+    const entry = isLink ? statSync(file, { throwIfNoEntry: false }) : link
+    const wrong = (isLink ? refusal(name, link, uid, true) : undefined) ?? (entry && refusal(isLink ? `${name} (what it links to)` : name, entry, uid))
+    if (wrong) throw new Error(`${wrong}; remove it if it is not yours, or give dbm local a new directory (--data-dir)`)
+    if (!entry) continue
+    if ((entry.mode & 0o044) !== 0 && name === JWT_SECRET_FILE) {
+      throw new Error(
+        `${name} is readable by other users (mode ${modeOf(entry)}), and whoever read it can sign in; delete it (a new one is made, and every session ends), or chmod 600 it if you made it so yourself`,
+      )
+    }
+    if (!isLink && (entry.mode & 0o077) !== 0) chmodSync(file, entry.mode & 0o700)
   }
   return path
 }

@@ -2,7 +2,7 @@
 // the process. The operating system releases it when the process ends, however it ends, so there is no
 // stale lock to clean up after a crash; a second process finds it taken at once (SQLITE_BUSY).
 import { Database } from 'bun:sqlite'
-import { readFileSync, writeFileSync } from 'node:fs'
+import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
 export interface DataDirLock {
@@ -11,7 +11,10 @@ export interface DataDirLock {
 
 /** Takes the data directory's lock; undefined when another process holds it (`holder`: its pid, when known). */
 export function lockDataDir(dir: string): DataDirLock | { holder: string | undefined } {
-  const db = new Database(join(dir, 'local.lock'), { create: true })
+  const path = join(dir, 'local.lock')
+  // Created for the owner alone (SQLite would make it 0644 less the umask).
+  closeSync(openSync(path, 'a', 0o600))
+  const db = new Database(path, { create: true })
   try {
     db.exec('PRAGMA locking_mode = EXCLUSIVE')
     db.exec('BEGIN EXCLUSIVE')

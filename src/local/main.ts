@@ -5,11 +5,15 @@
 // the log; a one-time link printed at start signs the browser in. Each DSN is checked at start with the
 // messages of `dbm agent --check`; a database that does not answer is reported and retried by the agent.
 // SIGINT and SIGTERM stop the agent first (what it collected goes to the serve or its buffer), then the
-// serve; a second `dbm local` on the same data directory is refused.
+// serve; a second `dbm local` on the same data directory is refused. Passwords may come from the
+// environment or ~/.pgpass rather than the command line, which others can read (passwords.ts); the data
+// directory must be the user's own (data-dir.ts), and whatever the process creates is for the user alone
+// (umask 077).
 import { Agent } from '../agent/agent.ts'
 import { checkConfig } from '../agent/check.ts'
 import { type ServeConfig, UsageError, parseListen, resolveServeConfig } from '../server/config.ts'
-import { createLogger, type LogLevel } from '../shared/log.ts'
+import type { AgentConfig } from '../agent/config.ts'
+import { createLogger, type Logger, type LogLevel } from '../shared/log.ts'
 import { redactSecrets } from '../shared/redact.ts'
 import { VERSION } from '../version.ts'
 import { agentKey, localUser } from './account.ts'
@@ -17,6 +21,7 @@ import { defaultDataDir, prepareDataDir } from './data-dir.ts'
 import { localAgentConfig } from './databases.ts'
 import { lockDataDir } from './lock.ts'
 import { openBrowser } from './open-browser.ts'
+import { applyPasswords, commandLineWarning } from './passwords.ts'
 import { SIGN_IN_PATH, SignInLinks, localSignInRoutes } from './sign-in.ts'
 
 export interface LocalFlags {
@@ -52,12 +57,36 @@ function serveConfig(flags: LocalFlags, dataDir: string, env: Record<string, str
   return resolveServeConfig(flagsOut, kept)
 }
 
+/** Runs `f` (which spawns synchronously) under `umask`, when one is given. */
+function withUmask(umask: number | undefined, f: () => void): void {
+  if (umask === undefined) return f()
+  const own = process.umask(umask)
+  try {
+    f()
+  } finally {
+    process.umask(own)
+  }
+}
+
 export async function runLocal(flags: LocalFlags, dsns: readonly string[], env: Record<string, string | undefined>): Promise<number> {
-  if (dsns.length === 0) throw new UsageError('dbm local: name at least one database DSN, e.g. dbm local postgres://user:password@localhost:5432/app (see dbm local --help)')
+  if (dsns.length === 0) throw new UsageError('dbm local: name at least one database DSN, e.g. dbm local postgres://user@localhost:5432/app, with the password in PGPASSWORD or ~/.pgpass (see dbm local --help)')
   const agentConfig = localAgentConfig(dsns, env)
   const config = serveConfig(flags, flags['data-dir'] ?? defaultDataDir(process.platform, env), env)
   const log = createLogger(config.logLevel as LogLevel)
+  const warning = commandLineWarning(dsns)
+  if (warning) process.stderr.write(`${warning}\n`)
+  for (const line of applyPasswords(agentConfig, env)) process.stderr.write(`${line}\n`)
 
+  // The store, its write-ahead log and lock, the buffers, the secret: every file for the user alone.
+  const userUmask = process.platform === 'win32' ? undefined : process.umask(0o077)
+  try {
+    return await runInDataDir(flags, config, agentConfig, log, userUmask)
+  } finally {
+    if (userUmask !== undefined) process.umask(userUmask)
+  }
+}
+
+async function runInDataDir(flags: LocalFlags, config: ServeConfig, agentConfig: AgentConfig, log: Logger, userUmask: number | undefined): Promise<number> {
   let dataDir: string
   try {
     dataDir = prepareDataDir(config.dataDir)
@@ -106,7 +135,8 @@ export async function runLocal(flags: LocalFlags, dsns: readonly string[], env: 
         out(`Dashboard: ${base}/`)
         out(`Sign in:   ${link}`)
         out('           (the link works once, within 15 minutes; a new run prints a new one)')
-        if (flags.open) openBrowser(link, log)
+        // The browser it may start gets the user's umask, not this process's.
+        if (flags.open) withUmask(userUmask, () => openBrowser(link, log))
         if (stopping) return
         agentConfig.api = { endpoint: base, key }
         agent = new Agent({ configPath: 'dbm local (in memory)', config: agentConfig, bufferDir: dataDir, log })

@@ -1,14 +1,17 @@
 // dbm local's parts that need no database: where the data directory is on each platform, which
 // --listen hosts count as loopback, how a DSN becomes a stable database name (never with its user or
-// password), the browser command of --open, the one-time links' lifetime, and the data directory's lock.
+// password), the browser command of --open, the one-time links' lifetime, the data directory's lock and
+// what it refuses, and the passwords found outside the command line (environment, ~/.pgpass per libpq).
 import { expect, test } from 'bun:test'
-import { mkdtempSync, rmSync, statSync } from 'node:fs'
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { UsageError } from '../../src/server/config.ts'
 import { defaultDataDir, prepareDataDir } from '../../src/local/data-dir.ts'
 import { databaseName, localAgentConfig } from '../../src/local/databases.ts'
 import { lockDataDir } from '../../src/local/lock.ts'
+import { applyPasswords, commandLineWarning, pgpassPassword, pgpassPath, pgpassTarget, readPgpass } from '../../src/local/passwords.ts'
+import { clickhouseTarget } from '../../src/agent/config.ts'
 import { isLoopback } from '../../src/local/main.ts'
 import { openCommand } from '../../src/local/open-browser.ts'
 import { SIGN_IN_LIFETIME_MS, SignInLinks } from '../../src/local/sign-in.ts'
@@ -27,11 +30,13 @@ test('the data directory is created, and narrowed, to 0700; its lock admits one 
   try {
     const dir = prepareDataDir(join(root, 'a', 'dbm'))
     expect(statSync(dir).mode & 0o777).toBe(0o700)
-    require('node:fs').chmodSync(dir, 0o755)
+    chmodSync(dir, 0o755)
     prepareDataDir(dir)
     expect(statSync(dir).mode & 0o777).toBe(0o700)
     const first = lockDataDir(dir)
     expect('release' in first).toBe(true)
+    expect(statSync(join(dir, 'local.lock')).mode & 0o777).toBe(0o600)
+    expect(statSync(join(dir, 'local.pid')).mode & 0o777).toBe(0o600)
     expect(lockDataDir(dir)).toEqual({ holder: String(process.pid) })
     if ('release' in first) first.release()
     const again = lockDataDir(dir)
@@ -40,6 +45,145 @@ test('the data directory is created, and narrowed, to 0700; its lock admits one 
   } finally {
     rmSync(root, { recursive: true, force: true })
   }
+})
+
+test('a data directory, or a file in it, that another user owns or may write to is refused; a token secret others may read too', () => {
+  const root = mkdtempSync(join(tmpdir(), 'dbm-local-parts-'))
+  const refusal = (dir: string) => {
+    try {
+      prepareDataDir(dir)
+    } catch (e) {
+      return (e as Error).message
+    }
+    return undefined
+  }
+  const uid = process.getuid!()
+  try {
+    const open = join(root, 'open')
+    mkdirSync(open)
+    chmodSync(open, 0o777)
+    expect(refusal(open)).toBe('it is writable by other users (mode 0777), who could have put or changed files in it; give dbm local a directory of your own, created by it (--data-dir)')
+    chmodSync(open, 0o770)
+    expect(refusal(open)).toStartWith('it is writable by other users (mode 0770)')
+    // Nothing was narrowed on the way: the directory is left as it was found.
+    expect(statSync(open).mode & 0o777).toBe(0o770)
+
+    // A planted token secret (mode 0644, as a file written with the default umask is).
+    const planted = prepareDataDir(join(root, 'planted'))
+    writeFileSync(join(planted, 'jwt-secret'), `${'x'.repeat(48)}\n`, { mode: 0o644 })
+    chmodSync(join(planted, 'jwt-secret'), 0o644)
+    expect(refusal(planted)).toBe(
+      'jwt-secret is readable by other users (mode 0644), and whoever read it can sign in; delete it (a new one is made, and every session ends), or chmod 600 it if you made it so yourself',
+    )
+    chmodSync(join(planted, 'jwt-secret'), 0o600)
+    expect(refusal(planted)).toBeUndefined()
+    // A store file others may write to is refused; one they may only read is narrowed to the owner.
+    writeFileSync(join(planted, 'dbm.sqlite'), '')
+    chmodSync(join(planted, 'dbm.sqlite'), 0o666)
+    expect(refusal(planted)).toBe('dbm.sqlite is writable by other users (mode 0666), who could have put or changed files in it; remove it if it is not yours, or give dbm local a new directory (--data-dir)')
+    chmodSync(join(planted, 'dbm.sqlite'), 0o644)
+    expect(refusal(planted)).toBeUndefined()
+    expect(statSync(join(planted, 'dbm.sqlite')).mode & 0o777).toBe(0o600)
+    // A link to a token secret others may write to.
+    const elsewhere = join(root, 'elsewhere-secret')
+    writeFileSync(elsewhere, 'x'.repeat(48))
+    chmodSync(elsewhere, 0o666)
+    rmSync(join(planted, 'jwt-secret'))
+    symlinkSync(elsewhere, join(planted, 'jwt-secret'))
+    expect(refusal(planted)).toStartWith('jwt-secret (what it links to) is writable by other users (mode 0666)')
+
+    // Another user's directory or file: only root can make one here (tests as another user check what they can).
+    if (uid === 0) {
+      const foreign = join(root, 'foreign')
+      mkdirSync(foreign, { mode: 0o700 })
+      chownSync(foreign, 65534, 65534)
+      expect(refusal(foreign)).toBe('it belongs to another user (uid 65534; this is uid 0); give dbm local a directory of your own, created by it (--data-dir)')
+      const mine = prepareDataDir(join(root, 'mine'))
+      writeFileSync(join(mine, 'jwt-secret'), 'x'.repeat(48), { mode: 0o600 })
+      chownSync(join(mine, 'jwt-secret'), 65534, 65534)
+      expect(refusal(mine)).toBe('jwt-secret belongs to another user (uid 65534; this is uid 0); remove it if it is not yours, or give dbm local a new directory (--data-dir)')
+    } else {
+      console.log(`not root (uid ${uid}): another user's data directory is not tested`)
+    }
+  } finally {
+    rmSync(root, { recursive: true, force: true })
+  }
+})
+
+test('passwords outside the command line: the DSN\'s own first, then PGPASSWORD, then the password file; CLICKHOUSE_PASSWORD', () => {
+  const root = mkdtempSync(join(tmpdir(), 'dbm-local-parts-'))
+  try {
+    const pgpass = join(root, 'pgpass')
+    writeFileSync(pgpass, 'db.local:5433:app:mon:from\\:file\n*:*:*:*:fallback\n', { mode: 0o600 })
+    const config = () =>
+      localAgentConfig(
+        ['postgres://mon:own@db.local:5433/own', 'postgres://mon@db.local:5433/app', 'postgres://other@db.local/x', 'clickhouse://u@ch.local/logs', 'http://u:own@ch2.local:8123'],
+        {},
+      )
+    const dsnsOf = (env: Record<string, string>) => {
+      const c = config()
+      const warnings = applyPasswords(c, { PGPASSFILE: pgpass, ...env }, 'linux', root)
+      return { dsns: c.databases.map((d) => d.dsn), warnings }
+    }
+    // The file: the first line that matches, with its escapes undone; a DSN's own password is kept.
+    expect(dsnsOf({})).toEqual({
+      dsns: ['postgres://mon:own@db.local:5433/own', 'postgres://mon:from%3Afile@db.local:5433/app', 'postgres://other:fallback@db.local/x', 'clickhouse://u@ch.local/logs', 'http://u:own@ch2.local:8123'],
+      warnings: [],
+    })
+    // PGPASSWORD before the file; CLICKHOUSE_PASSWORD for ClickHouse; both with characters URLs escape.
+    const odd = 'p@ss:w%rd/?#é'
+    const { dsns } = dsnsOf({ PGPASSWORD: odd, CLICKHOUSE_PASSWORD: odd })
+    expect(dsns[0]).toBe('postgres://mon:own@db.local:5433/own')
+    expect(decodeURIComponent(new URL(dsns[1]!).password)).toBe(odd)
+    expect(decodeURIComponent(new URL(dsns[2]!).password)).toBe(odd)
+    expect(clickhouseTarget(dsns[3]!)).toEqual({ url: 'http://ch.local:8123', username: 'u', password: odd, database: 'logs' })
+    expect(clickhouseTarget(dsns[4]!).password).toBe('own')
+    // A password file others may read is not read (as libpq), with one warning.
+    chmodSync(pgpass, 0o640)
+    expect(dsnsOf({})).toEqual({
+      dsns: ['postgres://mon:own@db.local:5433/own', 'postgres://mon@db.local:5433/app', 'postgres://other@db.local/x', 'clickhouse://u@ch.local/logs', 'http://u:own@ch2.local:8123'],
+      warnings: [`dbm local: warning: password file ${pgpass} has group or world access (mode 0640), so it is not read; chmod 600 it`],
+    })
+    expect(readPgpass(join(root, 'absent'), 'linux')).toEqual({})
+    expect(readPgpass(pgpass, 'win32').text).toContain('fallback')
+  } finally {
+    rmSync(root, { recursive: true, force: true })
+  }
+})
+
+test('the password file per libpq: host:port:database:user:password, * and \\ escapes, first match, comments', () => {
+  const target = { host: 'db', port: '5432', database: 'app', user: 'mon' }
+  const file = ['# comment', '', 'other:5432:app:mon:no', 'db:5432:app:nobody:no', 'd\\x:*:app:mon:no', 'db:5432:*:mon:first\\:one\\\\x:ignored', 'db:*:*:*:second'].join('\r\n')
+  expect(pgpassPassword(file, target)).toBe('first:one\\x')
+  expect(pgpassPassword(file, { ...target, user: 'x' })).toBe('second')
+  expect(pgpassPassword(file, { ...target, host: 'd' })).toBeUndefined()
+  // A backslash escapes any character: `d\\b` is the host "db".
+  expect(pgpassPassword('d\\b:5432:app:mon:escaped', target)).toBe('escaped')
+  // An escaped colon in a field is part of the value: a host "a:b" (a field never ends at `\:`).
+  expect(pgpassPassword('a\\:b:5432:app:mon:pw', { ...target, host: 'a:b' })).toBe('pw')
+  expect(pgpassPassword('a\\:b:5432:app:mon:pw', { ...target, host: 'a' })).toBeUndefined()
+  // A line with fewer fields matches nothing; `*` is a wildcard only as a whole field.
+  expect(pgpassPassword('db:5432:app', target)).toBeUndefined()
+  expect(pgpassPassword('d*:5432:app:mon:pw', target)).toBeUndefined()
+  // What the DSN connects to, as postgres.js resolves it; a Unix socket directory is `localhost`.
+  expect(pgpassTarget('postgres://mon@db:5433/app', {})).toEqual({ host: 'db', port: '5433', database: 'app', user: 'mon' })
+  expect(pgpassTarget('postgres://', { PGHOST: '/run/postgresql', PGPORT: '6000', PGUSER: 'u', PGDATABASE: 'd' })).toEqual({ host: 'localhost', port: '6000', database: 'd', user: 'u' })
+  expect(pgpassTarget('postgres://db', { PGUSER: 'u' })).toEqual({ host: 'db', port: '5432', database: 'u', user: 'u' })
+  expect(pgpassPath({}, 'linux', '/home/u')).toBe('/home/u/.pgpass')
+  expect(pgpassPath({ PGPASSFILE: '/x/pw' }, 'linux', '/home/u')).toBe('/x/pw')
+  expect(pgpassPath({ APPDATA: 'C:/Users/u/AppData/Roaming' }, 'win32', 'C:/Users/u')).toBe(join('C:/Users/u/AppData/Roaming', 'postgresql', 'pgpass.conf'))
+})
+
+test('a password on the command line: one warning, naming the DSNs by place and never the password', () => {
+  expect(commandLineWarning(['postgres://mon@db/app', 'clickhouse://u@ch/x'])).toBeUndefined()
+  expect(commandLineWarning(['postgres://mon:secret@db/app'])).toBe(
+    'dbm local: warning: DSN 1 carries a password, and this command line is visible to every user of this machine (ps); leave the password out of the DSN and give it in PGPASSWORD or a ~/.pgpass line (PostgreSQL) instead',
+  )
+  const several = commandLineWarning(['postgres://mon:secret@db/app', 'postgres://db/b', 'http://ch:8123/?password=secret', 'clickhouse://u:secret@ch2/x'])
+  expect(several).toBe(
+    'dbm local: warning: DSNs 1, 3 and 4 carry a password, and this command line is visible to every user of this machine (ps); leave the password out of the DSN and give it in PGPASSWORD or a ~/.pgpass line (PostgreSQL) or CLICKHOUSE_PASSWORD (ClickHouse) instead',
+  )
+  expect(several).not.toContain('secret')
 })
 
 test('--listen: loopback hosts only', () => {

@@ -4,10 +4,12 @@
 // instance refused, --open), then a second run, of the release binary, on the same data directory keeps
 // the history (same database id, the statements still there), adds a ClickHouse DSN and one whose
 // database is created only after the start (reported by the check, then shown), and Chromium follows
-// its new link to the statements page.
-// The DSN's password is looked for in every output and every file of the data directory.
+// its new link to the statements page. The first run has its password from PGPASSWORD, the second from
+// ~/.pgpass and CLICKHOUSE_PASSWORD: neither prints the command line warning that a DSN with a password gets.
+// The DSN's password is looked for in every output and every file of the data directory, whose files are
+// all the user's alone; data directories that others own or may write to, or hold a planted token secret, are refused.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
@@ -89,6 +91,9 @@ async function api<T = any>(base: string, path: string, cookie: string): Promise
 
 let pg: PostgresServer
 let dsn: string
+/** `dsn` without its password: what the runs are given, the password coming from elsewhere. */
+let bareDsn: string
+let role: string
 let password: string
 let dbPath: string
 let statementSql: postgres.Sql
@@ -114,11 +119,12 @@ beforeAll(async () => {
   const admin = pg.url()
   const url = new URL(await statementsDatabase(pg))
   dbPath = url.pathname
-  const role = `local_${Math.random().toString(36).slice(2, 8)}`
+  role = `local_${Math.random().toString(36).slice(2, 8)}`
   const sql = postgres(admin, { max: 1, onnotice: () => {} })
   await sql.unsafe(`CREATE ROLE ${role} LOGIN SUPERUSER PASSWORD '${password}'`)
   await sql.end()
   dsn = `postgres://${role}:${password}@127.0.0.1:${pg.port}${dbPath}`
+  bareDsn = `postgres://${role}@127.0.0.1:${pg.port}${dbPath}`
   statementSql = postgres(dsn, { max: 1, onnotice: () => {} })
   // --open's browser: a fake xdg-open that writes down what it was asked to open.
   const bin = join(home, 'bin')
@@ -135,6 +141,9 @@ afterAll(async () => {
 })
 
 const env = () => ({ HOME: home, XDG_DATA_HOME: xdgDataHome, PATH: `${join(home, 'bin')}:${process.env.PATH}`, DISPLAY: ':0' })
+/** The line a DSN with a password on the command line gets. */
+const commandLineWarning =
+  'dbm local: warning: DSN 1 carries a password, and this command line is visible to every user of this machine (ps); leave the password out of the DSN and give it in PGPASSWORD or a ~/.pgpass line (PostgreSQL) instead\n'
 
 test('usage errors exit 2 with one line, and the DSN password is not echoed', async () => {
   const [wide, badDsn, unknownScheme, none, help] = await Promise.all([
@@ -159,13 +168,52 @@ test('usage errors exit 2 with one line, and the DSN password is not echoed', as
   expect(() => statSync(dataDir)).toThrow()
 })
 
+test('a data directory others may write to, or that holds a token secret others may read, is refused (exit 1, one line)', async () => {
+  const open = join(home, 'open')
+  mkdirSync(open)
+  chmodSync(open, 0o777)
+  // A token secret planted by someone else, with which they would sign session cookies that work.
+  const planted = join(home, 'planted')
+  mkdirSync(planted, { mode: 0o700 })
+  writeFileSync(join(planted, 'jwt-secret'), `${'planted-secret-'.repeat(4)}\n`)
+  chmodSync(join(planted, 'jwt-secret'), 0o644)
+  const foreign = join(home, 'foreign')
+  mkdirSync(foreign, { mode: 0o700 })
+  const root = process.getuid!() === 0
+  // Another user's directory: only root can make one (chown).
+  if (root) chownSync(foreign, 65534, 65534)
+  const run = (dir: string) => runCommand(['bun', 'src/cli.ts', 'local', '--data-dir', dir, bareDsn], { env: env() })
+  const [openRun, plantedRun, foreignRun] = await Promise.all([run(open), run(planted), root ? run(foreign) : undefined])
+  expect([openRun.exitCode, openRun.stderr]).toEqual([
+    1,
+    `dbm local: cannot use the data directory ${open}: it is writable by other users (mode 0777), who could have put or changed files in it; give dbm local a directory of your own, created by it (--data-dir)\n`,
+  ])
+  expect([plantedRun.exitCode, plantedRun.stderr]).toEqual([
+    1,
+    `dbm local: cannot use the data directory ${planted}: jwt-secret is readable by other users (mode 0644), and whoever read it can sign in; delete it (a new one is made, and every session ends), or chmod 600 it if you made it so yourself\n`,
+  ])
+  if (foreignRun) {
+    expect([foreignRun.exitCode, foreignRun.stderr]).toEqual([
+      1,
+      `dbm local: cannot use the data directory ${foreign}: it belongs to another user (uid 65534; this is uid 0); give dbm local a directory of your own, created by it (--data-dir)\n`,
+    ])
+  } else {
+    console.log('not root: another user\'s data directory is not tested')
+  }
+  // Nothing was started or created in them.
+  expect(readdirSync(open)).toEqual([])
+  expect(readdirSync(planted)).toEqual(['jwt-secret'])
+  for (const r of [openRun, plantedRun, foreignRun]) if (r) outputs.push(r.stdout, r.stderr)
+})
+
 let databaseId: string
 let expectedCalls: number
 let firstLink: string
 
 test('first run: link, first data, statements with their exact calls, one instance, Ctrl-C', async () => {
   const started = Date.now()
-  const local = startLocal([dsn, '--open'], env())
+  // The password from PGPASSWORD, not the command line.
+  const local = startLocal([bareDsn, '--open'], { ...env(), PGPASSWORD: password })
   const [, base] = await local.printed(/^Dashboard: (http:\/\/127\.0\.0\.1:\d+)\/$/m)
   const [, link] = await local.printed(/^Sign in: +(http:\S+)$/m)
   firstLink = link!
@@ -227,15 +275,19 @@ test('first run: link, first data, statements with their exact calls, one instan
   )
   expect(seen.total_calls).toBe(7)
 
-  // A second dbm local on the same data directory is refused, and the first goes on.
+  // A second dbm local on the same data directory is refused, and the first goes on. Its DSN carries the
+  // password: the one warning line says so, first.
   const second = await runCommand(['bun', 'src/cli.ts', 'local', dsn], { env: env() })
   expect(second.exitCode).toBe(1)
-  expect(second.stderr).toBe(`dbm local: another dbm local (pid ${local.proc.pid}) is running on ${dataDir}; stop it first, or give this one another --data-dir\n`)
+  expect(second.stderr).toBe(
+    `${commandLineWarning}dbm local: another dbm local (pid ${local.proc.pid}) is running on ${dataDir}; stop it first, or give this one another --data-dir\n`,
+  )
   expect((await api(base!, '/api/v1/auth/me', cookie)).status).toBe(200)
 
   expect(await local.stop('SIGINT')).toBe(0)
   expect(local.stderr()).toContain('sign-in link used')
   expect(local.stderr()).not.toContain(link!.split('token=')[1]!)
+  expect(local.stderr()).not.toContain('warning:')
   outputs.push(local.stdout(), local.stderr(), second.stdout, second.stderr)
 }, 60_000)
 
@@ -246,11 +298,15 @@ test('second run, of dist/dbm: same database id, the statements kept, a new link
   expect([help.exitCode, help.stdout.split('\n', 1)[0]]).toEqual([0, 'Usage: dbm local <dsn> [<dsn>...] [flags]'])
   // A second database that does not exist yet: reported by the check, retried by the agent.
   const later = `later_${Math.random().toString(36).slice(2, 8)}`
-  const laterDsn = dsn.replace(/\/[^/]+$/, `/${later}`)
+  const laterDsn = bareDsn.replace(/\/[^/]+$/, `/${later}`)
   const laterName = `127.0.0.1:${pg.port}/${later}`
   const ch = await clickhouse
   const chName = `127.0.0.1:${ch.port}/default`
-  const local = startLocal(['--data-dir', dataDir, dsn, laterDsn, ch.dsn], { HOME: home }, [dbm])
+  // The PostgreSQL password from ~/.pgpass (any database of this server and role), ClickHouse's from CLICKHOUSE_PASSWORD.
+  writeFileSync(join(home, '.pgpass'), `# dbm local test\n127.0.0.1:${pg.port}:*:${role}:${password}\n`, { mode: 0o600 })
+  const chDsn = new URL(ch.dsn)
+  chDsn.password = ''
+  const local = startLocal(['--data-dir', dataDir, bareDsn, laterDsn, chDsn.toString()], { HOME: home, CLICKHOUSE_PASSWORD: password }, [dbm])
   try {
     const [, base] = await local.printed(/^Dashboard: (http:\/\/127\.0\.0\.1:\d+)\/$/m)
     const [, link] = await local.printed(/^Sign in: +(http:\S+)$/m)
@@ -295,6 +351,7 @@ test('second run, of dist/dbm: same database id, the statements kept, a new link
   } finally {
     expect(await local.stop('SIGTERM')).toBe(0)
   }
+  expect(local.stderr()).not.toContain('warning:')
   outputs.push(local.stdout(), local.stderr())
 
   // The password: in no output, and in no file of the data directory (store, write-ahead log, buffers, state).
@@ -302,4 +359,9 @@ test('second run, of dist/dbm: same database id, the statements kept, a new link
   const files = readdirSync(dataDir, { recursive: true, withFileTypes: true }).filter((f) => f.isFile())
   expect(files.length).toBeGreaterThan(2)
   for (const f of files) expect(readFileSync(join(f.parentPath, f.name)).includes(password)).toBe(false)
+  // Every file, the store's write-ahead log and locks among them, and the directory: the user's alone.
+  const modes = Object.fromEntries(files.map((f) => [f.name, statSync(join(f.parentPath, f.name)).mode & 0o777]))
+  expect(Object.entries(modes).filter(([, mode]) => (mode & 0o077) !== 0)).toEqual([])
+  expect(Object.keys(modes)).toEqual(expect.arrayContaining(['dbm.sqlite', 'dbm.sqlite.lock', 'jwt-secret', 'local.lock', 'local.pid']))
+  expect(statSync(dataDir).mode & 0o777).toBe(0o700)
 }, 60_000)
