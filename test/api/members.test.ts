@@ -331,6 +331,7 @@ for (const kind of storeKinds) {
       const owner = await newOrganization()
       const member = await join(server, owner)
       const key = await createApiKey(server, owner)
+      const database = (await server.call('POST', '/api/v1/databases', { apiKey: key.key, body: { name: 'kept', engine: 'postgres', host: 'db' } })).body
       const someId = '0195d2c0-0000-7000-8000-000000000000'
       const refused: [string, string, unknown?][] = [
         ['GET', '/api/v1/api-keys'],
@@ -345,12 +346,19 @@ for (const kind of storeKinds) {
         ['DELETE', `/api/v1/organization/invites/${someId}`],
         ['PATCH', `/api/v1/organization/members/${member.userId}`, { role: 'owner' }],
         ['DELETE', `/api/v1/organization/members/${owner.userId}`],
+        // A database's whole history goes with it: not a member's call.
+        ['DELETE', `/api/v1/databases/${database.id}`],
       ]
       const answers = await Promise.all(refused.map(([method, path, body]) => server.call(method, path, { token: member.token, body }).then((r) => [method, path, r.status, r.body.error])))
-      const what = (path: string) => (path.includes('api-keys') ? 'manage API keys' : path.includes('webhook') ? 'manage the webhook' : 'manage invites and members')
+      const what = (path: string) =>
+        path.includes('api-keys') ? 'manage API keys' : path.includes('webhook') ? 'manage the webhook' : path.includes('databases') ? 'delete a database' : 'manage invites and members'
       expect(answers).toEqual(refused.map(([method, path]) => [method, path, 403, `only an owner can ${what(path)}`]))
-      // Nothing happened: the key is live, the owner still there.
-      expect((await server.call('GET', '/api/v1/databases', { apiKey: key.key })).status).toBe(200)
+      // Nothing happened: the key is live, the database kept, the owner still there.
+      const databases = await server.call('GET', '/api/v1/databases', { apiKey: key.key })
+      expect(databases.status).toBe(200)
+      expect(databases.body.map((d: { id: string }) => d.id)).toContain(database.id)
+      // Members still read and change a database's settings.
+      expect((await server.call('PATCH', `/api/v1/databases/${database.id}`, { token: member.token, body: { poll_interval_seconds: 30 } })).status).toBe(200)
       const members = await server.call('GET', '/api/v1/organization/members', { token: member.token })
       expect(members.body.map((m: { id: string; role: string }) => [m.id, m.role])).toEqual([
         [owner.userId, 'owner'],

@@ -18,6 +18,8 @@ import { NoContent } from '../../shared/api/common.ts'
 import { errorAnswers, ownersOnly } from '../openapi.ts'
 
 const WEBHOOK_OWNERS = ownersOnly('manage the webhook')
+/** GET, test and DELETE of a webhook that is not set: 404 is how the API says there is none. */
+const NO_WEBHOOK = errorAnswers({ 404: 'no webhook is set' })
 import { body, oneOf, query, requiredString } from './schema.ts'
 import { clampLimit, databaseFor, limitQuery } from './telemetry-params.ts'
 
@@ -135,7 +137,7 @@ export function alertRoutes(deps: Deps) {
       const webhook = await health.getWebhook(principal.orgId)
       if (!webhook) throw notFound('webhook')
       return webhookView(webhook)
-    }, { response: { 200: WebhookSchema }, detail: { summary: "The organization's alert webhook", responses: WEBHOOK_OWNERS } })
+    }, { response: { 200: WebhookSchema }, detail: { summary: "The organization's alert webhook", responses: { ...WEBHOOK_OWNERS, ...NO_WEBHOOK } } })
     .put(
       '/api/v1/organization/webhook',
       async ({ principal, body, set }) => {
@@ -176,10 +178,10 @@ export function alertRoutes(deps: Deps) {
       if (attempt.error === null) return { delivered: true }
       deps.log.info('webhook test not delivered', { org: principal.orgId, target: webhookTarget(webhook.url), cause: attempt.error })
       return { delivered: false, reason: TEST_NOT_DELIVERED }
-    }, { response: { 200: WebhookTestResult }, detail: { summary: 'Send a signed test delivery to the webhook', responses: { ...WEBHOOK_OWNERS, ...errorAnswers({ 429: 'a test was sent within the cooldown (see Retry-After)' }) } } })
+    }, { response: { 200: WebhookTestResult }, detail: { summary: 'Send a signed test delivery to the webhook', responses: { ...WEBHOOK_OWNERS, ...NO_WEBHOOK, ...errorAnswers({ 429: 'a test was sent within the cooldown (see Retry-After)' }) } } })
     .delete('/api/v1/organization/webhook', async ({ principal, set }) => {
       requireOwner(principal, 'manage the webhook')
       if (!(await health.deleteWebhook(principal.orgId))) throw notFound('webhook')
       set.status = 204
-    }, { response: { 204: NoContent }, detail: { summary: 'Remove the alert webhook', responses: WEBHOOK_OWNERS } })
+    }, { response: { 204: NoContent }, detail: { summary: 'Remove the alert webhook', responses: { ...WEBHOOK_OWNERS, ...NO_WEBHOOK } } })
 }

@@ -2,7 +2,7 @@
 // health, and every database's health with its latest diagnosis at once). Unverified organizations may register one database.
 import { Elysia, t } from 'elysia'
 import { collectorsFor } from '../../shared/collectors.ts'
-import { authenticate } from '../auth/principal.ts'
+import { authenticate, requireOwner } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { badRequest, conflict, forbidden, notFound } from '../http-error.ts'
 import { databaseDefaults, fieldLimits, unverifiedDatabaseLimit } from '../limits.ts'
@@ -10,7 +10,7 @@ import { UniqueViolation } from '../store/driver.ts'
 import type { DatabasePatch, Engine, RegisteredDatabase } from '../store/types.ts'
 import { databaseView, healthStatus, rfc3339 } from '../views.ts'
 import { NoContent } from '../../shared/api/common.ts'
-import { errorAnswers } from '../openapi.ts'
+import { errorAnswers, ownersOnly } from '../openapi.ts'
 import { Database, DatabaseHealth, DatabaseStatus } from '../../shared/api/databases.ts'
 import { body, boolean, integer, oneOf, pathId, requiredString } from './schema.ts'
 
@@ -172,9 +172,11 @@ export function databaseRoutes(deps: Deps) {
       },
     )
     .delete('/:id', async ({ principal, params, set }) => {
+      // All of a database's history goes with it: an owner's decision (or an API key's, as for its agent).
+      requireOwner(principal, 'delete a database')
       if (!(await store.deleteDatabase(principal.orgId, pathId(params.id, 'database')))) throw notFound('database')
       set.status = 204
-    }, { response: { 204: NoContent }, detail: { summary: 'Delete a database and all its data' } })
+    }, { response: { 204: NoContent }, detail: { summary: 'Delete a database and all its data (owners and API keys)', responses: ownersOnly('delete a database') } })
     .get('/:id/health', async ({ principal, params }) => {
       const db = await load(principal.orgId, params.id)
       return { id: db.id, status: healthStatus(db, clock()), last_seen_at: rfc3339(db.last_seen_at) }
