@@ -70,9 +70,13 @@ Prints the dashboard's address and a sign-in link that works once, within 15
 minutes; each DSN is checked as "dbm agent --check" does. A database that does
 not answer yet is retried. Ctrl-C stops both; a later run keeps the history.
 
+Passwords: leave them out of the DSN (the command line is visible to every user
+of the machine); they are taken from PGPASSWORD or ~/.pgpass (mode 0600) for
+PostgreSQL, CLICKHOUSE_PASSWORD for ClickHouse.
+
 Flags:
-  --listen HOST:PORT     loopback address of the dashboard: 127.0.0.1, ::1 or
-                         localhost (127.0.0.1 and a free port)
+  --listen HOST:PORT     loopback address of the dashboard: 127.0.0.1:PORT,
+                         [::1]:PORT or localhost:PORT (127.0.0.1 and a free port)
   --open                 open the sign-in link in the desktop's browser
   --data-dir DIR         store, secrets and agent buffers (Linux: $XDG_DATA_HOME/dbm
                          or ~/.local/share/dbm; macOS: ~/Library/Application
