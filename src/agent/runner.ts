@@ -97,9 +97,16 @@ export function withDeadline<T>(promise: Promise<T>, ms: number, what: string, w
   return Promise.race([promise, deadline]).finally(() => clearTimeout(timer))
 }
 
-/** Settles as `promise` does, or rejects with the signal's reason as soon as it aborts. */
+/**
+ * Settles as `promise` does, or rejects with the signal's reason as soon as it aborts. `promise` is always
+ * handled: when the signal had aborted already, its own later rejection (a query whose connection the
+ * aborted session destroys) would otherwise be an unhandled rejection.
+ */
 export function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason)
+  if (signal.aborted) {
+    promise.catch(() => {})
+    return Promise.reject(signal.reason)
+  }
   let onAbort: (() => void) | undefined
   const aborted = new Promise<never>((_, reject) => {
     onAbort = () => reject(signal.reason)
