@@ -226,13 +226,17 @@ export function buildOpenApi(routes: readonly RouteInfo[], options: OpenApiOptio
     const paramsSchema = route.hooks?.params as TSchema | undefined
     for (const name of pathNames) {
       const sub = paramsSchema?.properties?.[name] as TSchema | undefined
-      parameters.push({ name, in: 'path', required: true, schema: sub ? converter.convert(sub, false) : { type: 'string' } })
+      // Every {id} of the API is a server id (a UUID; anything else is a 400 naming the parameter).
+      const schema = sub ? converter.convert(sub, false) : name === 'id' ? { type: 'string', format: 'uuid' } : { type: 'string' }
+      parameters.push({ name, in: 'path', required: true, schema })
     }
     const querySchema = route.hooks?.query as TSchema | undefined
     if (querySchema && isObject(querySchema.properties)) {
       const required = new Set<string>(Array.isArray(querySchema.required) ? querySchema.required : [])
       for (const [name, sub] of Object.entries(querySchema.properties as Record<string, TSchema>)) {
-        const param: JsonObject = { name, in: 'query', required: required.has(name), schema: converter.convert(sub, false) }
+        // A parameter read from its text by the route (a number in digits, a time) says what it means to a client.
+        const documented = (sub as { documentAs?: JsonObject }).documentAs
+        const param: JsonObject = { name, in: 'query', required: required.has(name), schema: documented ? plain(documented) as JsonObject : converter.convert(sub, false) }
         if (typeof sub.description === 'string') param.description = sub.description
         parameters.push(param)
       }

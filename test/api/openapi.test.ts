@@ -11,6 +11,7 @@ import { createApp, rateLimitedPaths } from '../../src/server/app.ts'
 import { buildOpenApi, openApiPath } from '../../src/server/openapi.ts'
 import { escapeHtml, renderApiDocs } from '../../src/server/web/api-docs.ts'
 import { contentSecurityPolicy } from '../../src/server/web/security-headers.ts'
+import { resultLimits } from '../../src/server/limits.ts'
 import { VERSION } from '../../src/version.ts'
 import { fullBatch } from '../support/full-batch.ts'
 import { type Account, type TestServer, agentAccount, createApiKey, startTestServer } from '../support/server.ts'
@@ -119,10 +120,25 @@ describe('the OpenAPI document', () => {
     expect(op('get', '/metrics').responses['200'].content).toEqual({ 'text/plain': { schema: { type: 'string', description: 'the Prometheus text exposition format' } } })
     expect(op('get', '/metrics').security).toEqual([{ apiKey: [] }, { bearer: [] }])
     expect(op('get', '/api/v1/databases/{id}/alerts').parameters).toEqual([
-      { name: 'id', in: 'path', required: true, schema: { type: 'string' } },
+      { name: 'id', in: 'path', required: true, schema: { type: 'string', format: 'uuid' } },
       { name: 'status', in: 'query', required: false, schema: { anyOf: [{ const: 'open', type: 'string' }, { const: 'resolved', type: 'string' }, { const: 'all', type: 'string' }] } },
-      { name: 'limit', in: 'query', required: false, schema: expect.objectContaining({ type: 'string' }) },
+      // Read from its digits by the route, documented as what it means to a client: an integer, its default and bound.
+      {
+        name: 'limit',
+        in: 'query',
+        required: false,
+        description: `how many to return (default ${resultLimits.alerts.default}; a larger value returns at most ${resultLimits.alerts.max})`,
+        schema: { type: 'integer', minimum: 1, default: resultLimits.alerts.default, description: expect.any(String) },
+      },
     ])
+    const series = op('get', '/api/v1/databases/{id}/wal-stats/timeseries').parameters
+    expect(series.map((p: Node) => [p.name, p.schema.type, p.schema.format ?? null])).toEqual([
+      ['id', 'string', 'uuid'],
+      ['since', 'string', 'date-time'],
+      ['until', 'string', 'date-time'],
+      ['bucket', 'integer', null],
+    ])
+    expect(series[3].schema).toMatchObject({ minimum: 60, multipleOf: 60 })
     // Each operation's id is its own (clients name their methods by it).
     const operationIds = operations().map(([, , o]) => o.operationId)
     expect(new Set(operationIds).size).toBe(operationIds.length)

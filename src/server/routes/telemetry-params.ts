@@ -20,9 +20,14 @@ export async function databaseFor(deps: Deps, principal: Principal, id: string, 
   return db
 }
 
+/** How the OpenAPI document shows a parameter the route reads from its text (openapi.ts). */
+const documentAs = (schema: Record<string, unknown>, description: string) => ({ description, documentAs: { ...schema, description } })
+
 export const windowQuery = {
-  since: t.Optional(t.String({ maxLength: 64, error: 'since must be an RFC 3339 timestamp' })),
-  until: t.Optional(t.String({ maxLength: 64, error: 'until must be an RFC 3339 timestamp' })),
+  since: t.Optional(
+    t.String({ maxLength: 64, error: 'since must be an RFC 3339 timestamp', ...documentAs({ type: 'string', format: 'date-time' }, 'start of the window, RFC 3339 (default: 24 hours before until)') }),
+  ),
+  until: t.Optional(t.String({ maxLength: 64, error: 'until must be an RFC 3339 timestamp', ...documentAs({ type: 'string', format: 'date-time' }, 'end of the window, RFC 3339 (default: now)') })),
 }
 
 const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2})(?::(\d{2})(\.\d+)?)?(?:[Zz]|[+-](\d{2}):?(\d{2}))$/
@@ -52,7 +57,16 @@ function parseTime(value: string | undefined, field: string): number | undefined
 const AT_ERROR = 'at must be a time in epoch milliseconds (like 1795644671436) or RFC 3339 (like 2026-01-31T12:00:00Z)'
 
 /** `at` of the history reads: a time as epoch milliseconds or RFC 3339. */
-export const atQuery = t.Optional(t.String({ maxLength: 64, error: AT_ERROR }))
+export const atQuery = t.Optional(
+  t.String({
+    maxLength: 64,
+    error: AT_ERROR,
+    ...documentAs(
+      { oneOf: [{ type: 'string', format: 'date-time' }, { type: 'string', pattern: '^[0-9]{1,15}$' }] },
+      'the kept snapshot at or before this time: RFC 3339, or epoch milliseconds (default: the latest)',
+    ),
+  }),
+)
 
 /** The time `at` names, undefined when absent; a 400 when it is neither form (or past the year 9999). */
 export function parseAt(value: string | undefined): number | undefined {
@@ -75,10 +89,18 @@ export function parseWindow(query: { since?: string; until?: string }, now: numb
  * by Elysia's numeric coercion, which reads `0x10` as 16 and `1e2` as 100 and does its range checks in a
  * TypeBox Decode step that a minified build skipped (scripts/build.ts); over 20 digits it is refused.
  */
-const positiveDigits = (error: string) => t.String({ pattern: '^0*[1-9][0-9]{0,19}$', error })
+const positiveDigits = (error: string, doc: ReturnType<typeof documentAs>) => t.String({ pattern: '^0*[1-9][0-9]{0,19}$', error, ...doc })
 
 export const limitQuery = (endpoint: keyof typeof resultLimits) =>
-  t.Optional(positiveDigits(`limit must be a whole number from 1 (at most ${resultLimits[endpoint].max} are returned)`))
+  t.Optional(
+    positiveDigits(
+      `limit must be a whole number from 1 (at most ${resultLimits[endpoint].max} are returned)`,
+      documentAs(
+        { type: 'integer', minimum: 1, default: resultLimits[endpoint].default },
+        `how many to return (default ${resultLimits[endpoint].default}; a larger value returns at most ${resultLimits[endpoint].max})`,
+      ),
+    ),
+  )
 
 export function clampLimit(endpoint: keyof typeof resultLimits, value: string | undefined): number {
   const { default: fallback, max } = resultLimits[endpoint]
@@ -89,7 +111,18 @@ const MIN_BUCKET_SECONDS = 60
 const BUCKET_ERROR = `bucket must be a whole number of seconds, at least ${MIN_BUCKET_SECONDS}`
 
 /** since, until and bucket (a whole number of seconds, at least 60, checked to be whole minutes by intervalsFor) of the timeseries endpoints. */
-export const seriesQuery = query({ ...windowQuery, bucket: t.Optional(positiveDigits(BUCKET_ERROR)) })
+export const seriesQuery = query({
+  ...windowQuery,
+  bucket: t.Optional(
+    positiveDigits(
+      BUCKET_ERROR,
+      documentAs(
+        { type: 'integer', minimum: MIN_BUCKET_SECONDS, multipleOf: MIN_BUCKET_SECONDS },
+        'length of each interval in seconds, whole minutes (default: 60 up to a 24-hour window, else 3600)',
+      ),
+    ),
+  ),
+})
 
 export type SeriesQuery = { since?: string; until?: string; bucket?: string }
 
