@@ -46,7 +46,7 @@ test('an owner invites, the invitee joins from the link and sees the databases; 
   await o.getByLabel('Email address').fill(invitee)
   await o.getByLabel('Role').selectOption('member')
   await o.getByRole('button', { name: 'Invite', exact: true }).click()
-  await o.getByText(`Invitation mailed to ${invitee}; the link works once, for 7 days.`).waitFor()
+  await o.getByText(`Invitation sent to ${invitee} (by mail; without SMTP its link is in the server log); it works once, for 7 days.`).waitFor()
   await o.locator(`tr[data-invite="${invitee}"]`).waitFor()
   expect(await o.locator(`tr[data-invite="${invitee}"] td`).first().textContent()).toBe(invitee)
   ownerPage.assertNoErrors()

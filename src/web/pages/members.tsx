@@ -99,7 +99,7 @@ function InviteForm({ onInvited }: { onInvited(): void }) {
     setState({ busy: true })
     try {
       const invite = await api<InviteRow>('POST', '/organization/invites', { email: email.trim(), role })
-      setState({ sent: `Invitation mailed to ${invite.email}; the link works once, for 7 days.` })
+      setState({ sent: `Invitation sent to ${invite.email} (by mail; without SMTP its link is in the server log); it works once, for 7 days.` })
       setEmail('')
       onInvited()
     } catch (err) {
