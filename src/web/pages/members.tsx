@@ -74,7 +74,7 @@ function RemoveMember({ member, self, onRemoved }: { member: MemberRow; self: bo
   }
   return (
     <span class="row" style="justify-content:flex-end" role="group" aria-label={`Remove ${member.name}?`}>
-      <span class="small">{self ? 'You are signed out at once.' : 'They are signed out at once.'}</span>
+      <span class="small">{self ? 'Your account is deleted and you are signed out at once.' : 'Their account is deleted and they are signed out at once.'}</span>
       <button type="button" class="danger" disabled={busy} onClick={remove}>
         {busy ? 'Removing…' : 'Remove now'}
       </button>
