@@ -3,11 +3,11 @@
 // start time, and its lineage the system identifier alone: another node behind the DSN restarts the
 // deltas, a restart of the same server does not (the collectors tell a reset from the counters).
 // Deadlines cancel on the server: the pool is a CancellablePool (postgres-pool.ts).
-import postgres from 'postgres'
 import type { DatabaseSettings } from '../shared/wire.ts'
 import { postgresCollectors } from './collectors/postgres/index.ts'
 import type { PostgresCollector, PostgresContext } from './collectors/types.ts'
 import type { DatabaseConfig } from './config.ts'
+import { type ArrayTypes, addArrayTypes, agentPostgres, fetchArrayTypes } from './own-statements.ts'
 import { CancellablePool } from './postgres-pool.ts'
 import { postgresFacts } from './server-state.ts'
 import { type CollectorPlan, Runner, type Session, type SessionBase, abortable, planFor, withDeadline } from './runner.ts'
@@ -57,21 +57,28 @@ export class PostgresRunner extends Runner<PostgresContext> {
 
   protected async open(base: SessionBase, signal: AbortSignal): Promise<Session<PostgresContext>> {
     const { timings, config } = this
+    /** The server's array types, read once per session; every pool of the session gets them. */
+    let arrayTypes: ArrayTypes | undefined
     const pool = new CancellablePool(
       () =>
-        postgres(config.dsn, {
-          max: 3,
-          connect_timeout: timings.connectTimeoutS,
-          idle_timeout: 120,
-          max_lifetime: 60 * 60,
-          onnotice: () => {},
-          connection: {
-            application_name: 'dbm-agent',
-            statement_timeout: timings.statementTimeoutMs,
-            lock_timeout: Math.min(1000, timings.statementTimeoutMs),
-            idle_in_transaction_session_timeout: 10_000,
+        // Every statement the agent sends carries the marker that query_stats leaves out (own-statements.ts).
+        agentPostgres(
+          config.dsn,
+          {
+            max: 3,
+            connect_timeout: timings.connectTimeoutS,
+            idle_timeout: 120,
+            max_lifetime: 60 * 60,
+            onnotice: () => {},
+            connection: {
+              application_name: 'dbm-agent',
+              statement_timeout: timings.statementTimeoutMs,
+              lock_timeout: Math.min(1000, timings.statementTimeoutMs),
+              idle_in_transaction_session_timeout: 10_000,
+            },
           },
-        }),
+          arrayTypes,
+        ),
       this.cancelGraceMs,
       timings.collectorDeadlineMs,
     )
@@ -87,6 +94,9 @@ export class PostgresRunner extends Runner<PostgresContext> {
         ),
         signal,
       )
+      // What postgres.js's fetch_types would read unmarked on every connection: read once, marked.
+      arrayTypes = await abortable(fetchArrayTypes(sql), signal)
+      addArrayTypes(sql, arrayTypes)
       let systemId = '?'
       try {
         const [row] = await abortable(sql`SELECT system_identifier::text AS id FROM pg_control_system()`, signal)

@@ -13,9 +13,14 @@
 //
 // Counters are read without query texts; texts are fetched only for statements not seen before.
 // A missing extension is one clear warning, not an error every cycle. The agent's own statements are
-// left out when it connects with a role of its own (neither superuser nor the database's owner).
+// left out whatever role it connects with: each starts with OWN_MARKER (own-statements.ts), and an
+// entry whose text does is the agent's. Which entries those are is learnt once per entry (texts are
+// read only for entries not seen before) and they are dropped from every cycle, the first cycle's
+// baseline included. With a role of its own (neither superuser nor the database's owner), all of
+// that role's entries are left out as well.
 import { POSTGRES_STATEMENT_COUNTERS, STATEMENT_FIELDS, pgSelectList } from '../../../shared/families.ts'
 import type { QueryStatDelta } from '../../../shared/wire.ts'
+import { EXPLAIN_PREPARE, OWN_MARKER } from '../../own-statements.ts'
 import { epoch, num } from '../delta.ts'
 import type { PostgresCollector, PostgresContext } from '../types.ts'
 
@@ -58,6 +63,8 @@ interface Evictions {
 
 const STATE = 'query_stats'
 const TEXTS = 'cache:query_stats:texts'
+/** Per entry key: true when its text starts with OWN_MARKER (the agent's own statement). */
+const OWN = 'cache:query_stats:own'
 const UNAVAILABLE = 'query_stats:unavailable'
 const EVICTIONS = 'query_stats:evictions'
 
@@ -103,6 +110,39 @@ export async function ownStatementsRole(ctx: PostgresContext): Promise<string | 
     FROM pg_roles r, pg_database d
     WHERE r.rolname = current_user AND d.datname = current_database()`
   return row && !row.shared ? (row.oid as string) : null
+}
+
+/**
+ * The keys of `rows` whose statement is the agent's own (its text starts with OWN_MARKER). Each entry
+ * is judged once, when first seen: its text is read then (entries whose text pg_stat_statements no
+ * longer has are judged again at the next cycle). Keys that left pg_stat_statements are forgotten.
+ */
+async function ownEntries(ctx: PostgresContext, rows: readonly { key: string; query_hash: string }[], toplevel: boolean): Promise<Set<string>> {
+  const kept = ctx.state.get(OWN)
+  const judged = kept instanceof Map ? (kept as Map<string, boolean>) : new Map<string, boolean>()
+  const live = new Set<string>()
+  const unseen = new Set<string>()
+  for (const r of rows) {
+    live.add(r.key)
+    if (!judged.has(r.key)) unseen.add(r.query_hash)
+  }
+  if (unseen.size > 0) {
+    const texts = await ctx.sql.unsafe(
+      `SELECT userid::text || '/' || dbid::text || '/' || queryid::text || '/' || ${toplevel ? 'toplevel::text' : "'t'"} AS key,
+              starts_with(query, $2) AND NOT starts_with(query, $3) AS own
+       FROM pg_stat_statements(true)
+       WHERE queryid::text = ANY($1::text[]) AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+      // An entry whose text is the agent's PREPARE of a statement it explains (pg_stat_statements can create
+      // one when it parses the PREPARE) counts that statement's calls under the statement's own queryid: not the agent's.
+      [[...unseen], OWN_MARKER, `${OWN_MARKER} ${EXPLAIN_PREPARE}`],
+    )
+    for (const t of texts) if (t.own !== null) judged.set(t.key, t.own === true)
+  }
+  for (const key of judged.keys()) if (!live.has(key)) judged.delete(key)
+  ctx.state.set(OWN, judged)
+  const out = new Set<string>()
+  for (const [key, isOwn] of judged) if (isOwn) out.add(key)
+  return out
 }
 
 function readingOf(saved: Saved): Reading {
@@ -197,6 +237,7 @@ export const queryStats: PostgresCollector = {
          AND userid::text IS DISTINCT FROM $1::text`,
       [ownRole],
     )
+    const own = await ownEntries(ctx, rows as unknown as { key: string; query_hash: string }[], features.info)
     // A full reset while the rows were read leaves some of them from before it and some from after: the
     // sample is not kept, and the next cycle, seeing stats_reset moved, counts every entry from zero.
     if (features.info && (await readInfo())?.stats_reset !== info?.stats_reset) {
@@ -206,6 +247,7 @@ export const queryStats: PostgresCollector = {
     const current: Baseline = { entries: new Map(), statsReset: info?.stats_reset ?? null, dealloc: num(info?.dealloc), counters: [...COUNTERS] }
     const hashOf = new Map<string, string>()
     for (const r of rows) {
+      if (own.has(r.key)) continue
       current.entries.set(r.key, [epoch(r.stats_since), ...COUNTERS.map((c) => num(r[c]) ?? 0)])
       hashOf.set(r.key, r.query_hash)
     }
@@ -244,13 +286,13 @@ export const queryStats: PostgresCollector = {
     const missing = [...sums.keys()].filter((h) => !texts.has(h))
     if (missing.length > 0) {
       const found = await ctx.sql.unsafe(
-        // The most-called entry's text: another role running the same statement with a comment of its
-        // choosing (comments do not change the queryid) does not name the application's statement.
+        // The most-called entry's text, the agent's own texts last: another role running the same statement
+        // with a comment of its choosing (comments do not change the queryid) does not name the application's statement.
         `SELECT DISTINCT ON (queryid) queryid::text AS query_hash, left(query, ${MAX_TEXT}) AS query
          FROM pg_stat_statements(true)
          WHERE queryid::text = ANY($1::text[]) AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-         ORDER BY queryid, calls DESC, userid`,
-        [missing],
+         ORDER BY queryid, starts_with(query, $2), calls DESC, userid`,
+        [missing, OWN_MARKER],
       )
       for (const t of found) texts.set(t.query_hash, t.query ?? '')
     }

@@ -1,0 +1,167 @@
+// The agent's own statements stay out of query_stats whatever role it connects with: as the database's
+// owner (what `dbm local postgres://me@…/app` is on a laptop) and as a superuser, on real PostgreSQL 17
+// and 13. Every PostgreSQL collector runs each cycle through the pool the runner builds (the marked
+// `sql` inside a CancellablePool); the application's statements are counted exactly as
+// pg_stat_statements says, and no statement of the agent's is in query_stats.
+import { afterAll, describe, expect, test } from 'bun:test'
+import postgres from 'postgres'
+import { explainSampling } from '../../src/agent/collectors/postgres/explain-plans.ts'
+import { postgresCollectors } from '../../src/agent/collectors/postgres/index.ts'
+import { queryStats } from '../../src/agent/collectors/postgres/query-stats.ts'
+import type { PostgresContext } from '../../src/agent/collectors/types.ts'
+import { OWN_MARKER, addArrayTypes, agentPostgres, fetchArrayTypes } from '../../src/agent/own-statements.ts'
+import { CancellablePool } from '../../src/agent/postgres-pool.ts'
+import type { QueryStatDelta } from '../../src/shared/wire.ts'
+import { createLogger } from '../../src/shared/log.ts'
+import { sharedPostgres } from '../support/postgres.ts'
+
+const cleanups: (() => Promise<unknown>)[] = []
+afterAll(async () => {
+  for (const c of cleanups.reverse()) await c().catch(() => {})
+})
+
+// The application's client reads no array types: its statements are then only the test's own.
+const options = { max: 1, onnotice: () => {}, fetch_types: false } as const
+
+describe.each([17, 13])('the agent connected as the owner or a superuser on PostgreSQL %d', (major) => {
+  /** A database owned by a login role `me`, with pg_stat_statements and a table; its URLs as `me` and as the superuser. */
+  async function ownedDatabase() {
+    const server = await sharedPostgres(major)
+    const superUrl = await server.freshDatabase()
+    const admin = postgres(superUrl, options)
+    cleanups.push(() => admin.end())
+    const me = `me_${Math.random().toString(36).slice(2, 8)}`
+    const database = decodeURIComponent(new URL(superUrl).pathname.slice(1))
+    await admin.unsafe(`CREATE ROLE ${me} LOGIN PASSWORD 'me-pw'`)
+    await admin.unsafe(`ALTER DATABASE "${database}" OWNER TO ${me}`)
+    // The README's grant for the agent's role (query_stats reads shared_preload_libraries).
+    await admin.unsafe(`GRANT pg_monitor TO ${me}`)
+    await admin`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`
+    const u = new URL(superUrl)
+    u.username = me
+    u.password = 'me-pw'
+    const app = postgres(u.toString(), options)
+    cleanups.push(() => app.end())
+    await app`CREATE TABLE app_orders (id bigserial PRIMARY KEY, customer int, total numeric)`
+    await app`INSERT INTO app_orders (customer, total) SELECT g % 100, g FROM generate_series(1, 500) g`
+    return { admin, app, meUrl: u.toString(), superUrl, database }
+  }
+
+  /** Runs every PostgreSQL collector through the runner's pool each cycle; returns query_stats of each. */
+  async function agent(url: string, database: string) {
+    // As the runner builds it: array types read once, marked, for every pool.
+    let types: Awaited<ReturnType<typeof fetchArrayTypes>> | undefined
+    const pool = new CancellablePool(() => agentPostgres(url, { max: 3, onnotice: () => {}, connection: { application_name: 'dbm-agent' } }, types), 1000, 20_000)
+    cleanups.push(() => pool.close())
+    types = await fetchArrayTypes(pool.sql)
+    addArrayTypes(pool.sql, types)
+    const state = new Map<string, unknown>()
+    const notes = new Map<string, string>()
+    let now = Date.now()
+    const cycle = Object.assign(async (): Promise<QueryStatDelta[] | undefined> => {
+      // Past the sampling interval every cycle: the agent's EXPLAINs run every cycle.
+      now += explainSampling.intervalMs
+      const ctx: PostgresContext = {
+        name: 'app',
+        database,
+        sql: pool.view(new AbortController().signal),
+        versionNum: major * 10_000,
+        major,
+        now,
+        settings: { collectExplainPlans: true, collectReplication: true },
+        state,
+        notes,
+        infos: new Map(),
+        log: createLogger('error', () => {}),
+      }
+      let stats: QueryStatDelta[] | undefined
+      for (const collector of postgresCollectors) {
+        if ((collector.minVersion ?? 0) > major) continue
+        const out = await collector.collect(ctx).catch((e) => (collector === queryStats ? Promise.reject(e) : {}))
+        if (collector === queryStats) stats = (out as { query_stats?: QueryStatDelta[] }).query_stats
+        cycle.plans += (out as { explain_plans?: unknown[] }).explain_plans?.length ?? 0
+      }
+      return stats
+    }, { plans: 0 })
+    return cycle
+  }
+
+  for (const as of ['owner', 'superuser'] as const) {
+    test(`as the ${as}: only the application's statements, counted as pg_stat_statements says`, async () => {
+      const { admin, app, meUrl, superUrl, database } = await ownedDatabase()
+      const cycle = await agent(as === 'owner' ? meUrl : superUrl, database)
+      expect(await cycle()).toBeUndefined() // the baseline
+      const tag = `own_${as}_${major}`
+      const totals = new Map<string, { calls: number; text: string }>()
+      for (let round = 0; round < 3; round++) {
+        for (let i = 0; i <= round; i++) await app.unsafe(`SELECT total FROM app_orders WHERE customer = $1 /* ${tag}_a */`, [i])
+        for (let i = 0; i < 2; i++) await app.unsafe(`UPDATE app_orders SET total = total + 1 WHERE id = $1 /* ${tag}_b */`, [i + 1])
+        for (const s of (await cycle()) ?? []) {
+          const t = totals.get(s.query_hash) ?? { calls: 0, text: s.query_text }
+          t.calls += s.calls
+          totals.set(s.query_hash, t)
+        }
+      }
+      const texts = [...totals.values()].map((t) => t.text)
+      // The agent's statements were counted by pg_stat_statements, with the marker kept at their start.
+      const agentRows = await admin`SELECT count(*)::int AS n FROM pg_stat_statements WHERE query LIKE ${`${OWN_MARKER}%`} AND calls > 0`
+      expect(agentRows[0]!.n).toBeGreaterThan(10)
+      expect(texts.filter((t) => t.startsWith(OWN_MARKER))).toEqual([])
+      // Nothing but the application's statements.
+      expect(texts.filter((t) => !t.includes(tag))).toEqual([])
+      const expected = await admin.unsafe(
+        `SELECT queryid::text AS hash, sum(calls)::int AS calls FROM pg_stat_statements
+         WHERE query LIKE $1 AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) GROUP BY queryid`,
+        [`%${tag}%`],
+      )
+      expect(expected.length).toBe(2)
+      expect(Object.fromEntries([...totals].map(([h, t]) => [h, t.calls]))).toEqual(Object.fromEntries(expected.map((r) => [r.hash, r.calls])))
+      expect(expected.map((r) => r.calls).sort()).toEqual([6, 6])
+      if (major >= 14 && as === 'owner') {
+        // The application's statements were explained (PREPARE, EXPLAIN EXECUTE in a READ ONLY
+        // transaction) and still counted under their own texts; the transaction's statements were marked.
+        expect(cycle.plans).toBeGreaterThan(0)
+        const tx = await admin`SELECT query FROM pg_stat_statements WHERE query ~* ${'^/\\* dbm-agent \\*/ (begin|commit|savepoint)'} ORDER BY 1`
+        expect(tx.length).toBeGreaterThanOrEqual(3)
+      }
+    })
+  }
+})
+
+describe('markOwnStatements', () => {
+  test('marks sent statements only: fragments, helpers, prepared statements and transactions keep working', async () => {
+    const server = await sharedPostgres(17)
+    const url = await server.freshDatabase()
+    const sql = agentPostgres(url, { max: 1, onnotice: () => {} })
+    cleanups.push(() => sql.end())
+    addArrayTypes(sql, await fetchArrayTypes(sql))
+    // Arrays both ways, with the types read through the marked pool.
+    const plain = postgres(url, { max: 1, onnotice: () => {} })
+    cleanups.push(() => plain.end())
+    await plain`SELECT 1`
+    const arrays = (s: postgres.Sql) =>
+      s`SELECT ${s.array(['a', 'b"c', 'd\\e', 'NULL'])}::text[] AS t, ${s.array([1, 2])}::int[] AS i, ARRAY[1, 2]::int8[] AS big,
+               ARRAY[[1.5, 2]]::float8[] AS f, '{}'::int[] AS e, ARRAY[true, false] AS b, ARRAY['2026-01-02'::date] AS d`
+    const [mine] = await arrays(sql)
+    expect(mine).toEqual((await arrays(plain))[0]!)
+    expect(mine).toEqual({ t: ['a', 'b"c', 'd\\e', 'NULL'], i: [1, 2], big: ['1', '2'], f: [[1.5, 2]], e: [], b: [true, false], d: [new Date('2026-01-02')] })
+    const seen: string[] = []
+    const [row] = await sql`SELECT ${sql`1`}::int AS one, ${sql.array([1, 2])}::int[] AS arr, ${'x'} AS ${sql('col')}, current_query() AS q`
+    expect(row).toEqual({ one: 1, arr: [1, 2], col: 'x', q: `${OWN_MARKER} SELECT 1::int AS one, $1::int[] AS arr, $2 AS "col", current_query() AS q` })
+    // The same template twice: one prepared statement, reused.
+    for (let i = 0; i < 2; i++) seen.push(String((await sql`SELECT current_query() AS q, ${i}::int AS i`)[0]!.q))
+    expect(new Set(seen).size).toBe(1)
+    const [prepared] = await sql`SELECT count(*)::int AS n FROM pg_prepared_statements WHERE statement LIKE ${`${OWN_MARKER} SELECT current_query() AS q%`}`
+    expect(prepared!.n).toBe(1)
+    expect((await sql.unsafe('SELECT current_query() AS q'))[0]!.q).toBe(`${OWN_MARKER} SELECT current_query() AS q`)
+    expect((await sql.unsafe('SELECT current_query() AS q, $1::int AS i', [1]))[0]!.q).toStartWith(OWN_MARKER)
+    const inTx = await sql.begin('read only', async (tx) => {
+      const a = (await tx`SELECT current_query() AS q`)[0]!.q
+      const b = await tx.savepoint(async (sp) => (await sp.unsafe('SELECT current_query() AS q'))[0]!.q)
+      const failed = await tx.savepoint(async (sp) => sp`SELECT 1/0`).catch((e: Error) => e.message)
+      const after = (await tx`SELECT current_setting('transaction_read_only') AS ro`)[0]!.ro
+      return [a, b, failed, after]
+    })
+    expect(inTx).toEqual([`${OWN_MARKER} SELECT current_query() AS q`, `${OWN_MARKER} SELECT current_query() AS q`, 'division by zero', 'on'])
+  })
+})
