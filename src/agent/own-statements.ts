@@ -153,88 +153,71 @@ export async function fetchArrayTypes(sql: postgres.Sql): Promise<ArrayTypes> {
   return rows.map((r) => ({ oid: Number(r.oid), typarray: Number(r.typarray) }))
 }
 
-/** Installs array types in a pool as postgres.js's fetch_types does (its addArrayType, with its array parser and serializer). */
+/**
+ * Installs array types in a pool, as postgres.js's fetch_types would: each array type reads and writes
+ * PostgreSQL's text form of arrays with its element type's own parser and serializer.
+ */
 export function addArrayTypes(sql: postgres.Sql, types: ArrayTypes): void {
   const options = (sql as unknown as { options: TypeOptions }).options
   for (const { oid, typarray } of types) {
     if (options.parsers[typarray] && options.serializers[typarray]) continue
-    const parser = options.parsers[oid]
+    const readElement = options.parsers[oid]
+    const delimiter = arrayDelimiter(typarray)
     options.shared.typeArrayMap[oid] = typarray
-    options.parsers[typarray] = Object.assign((xs: string) => arrayParser(xs, parser, typarray), { array: true })
-    options.serializers[typarray] = (xs: unknown) => arraySerializer(xs, options.serializers[oid], options, typarray)
+    // postgres.js hands a parser marked `array` the text without its first character (`{`, or the `[` of bounds).
+    const whole = (rest: string) => (/^-?\d+:-?\d+\]/.test(rest) ? `[${rest}` : `{${rest}`)
+    options.parsers[typarray] = Object.assign((rest: string) => readPgArray(whole(rest), readElement, delimiter), { array: true })
+    options.serializers[typarray] = (value: unknown) => writePgArray(value, options.serializers[oid], delimiter)
   }
 }
 
-// postgres.js 3.4's arraySerializer and arrayParser (src/types.js, not exported; public domain), as its
-// fetch_types installs them.
-function arrayEscape(x: string): string {
-  return x.replace(/\\/g, '\\\\').replace(/"/g, '\\"')
-}
+/** The element delimiter of an array type's text form: `;` for box[] (oid 1020), `,` for every other type. */
+const arrayDelimiter = (typarray: number) => (typarray === 1020 ? ';' : ',')
 
-function arraySerializer(xs: unknown, serializer: ((x: unknown) => unknown) | undefined, options: TypeOptions, typarray: number): unknown {
-  if (!Array.isArray(xs)) return xs
-  if (!xs.length) return '{}'
-  const first = xs[0] as { type?: unknown }
-  // Only _box (1020) has the ';' delimiter for arrays, all other types use ','.
-  const delimiter = typarray === 1020 ? ';' : ','
-  if (Array.isArray(first) && !first.type) return `{${xs.map((x) => arraySerializer(x, serializer, options, typarray)).join(delimiter)}}`
-  return `{${xs
-    .map((x) => {
-      if (x === undefined) {
-        x = options.transform.undefined
-        if (x === undefined) throw Object.assign(new Error('Undefined values are not allowed'), { code: 'UNDEFINED_VALUE' })
+/**
+ * PostgreSQL's text form of an array (`{1,2,"a \"b\"",NULL,{3,4}}`, perhaps after `[1:2]=` bounds) as nested
+ * arrays: a quoted element is its text with backslash escapes undone, an unquoted NULL is null, every other
+ * element is `read` (the element type's parser) of its text. Text that ends early ends the arrays open.
+ */
+export function readPgArray(text: string, read: ((s: string) => unknown) | undefined, delimiter = ','): unknown[] {
+  const element = (s: string) => (read ? read(s) : s)
+  let at = text.startsWith('[') ? text.indexOf('=') + 1 : 0
+  const list = (): unknown[] => {
+    const out: unknown[] = []
+    at++ // past '{'
+    while (at < text.length) {
+      const c = text[at]
+      if (c === '}') {
+        at++
+        return out
       }
-      const v = x as { type?: unknown; value?: unknown } | null
-      return v === null ? 'null' : `"${arrayEscape(serializer ? String(serializer(v.type ? v.value : v)) : `${v}`)}"`
-    })
-    .join(delimiter)}}`
-}
-
-interface ParserState {
-  i: number
-  char: string
-  str: string
-  quoted: boolean
-  last: number
-  p?: string
-}
-
-function arrayParser(x: string, parser: ((x: string) => unknown) | undefined, typarray: number): unknown[] {
-  return arrayParserLoop({ i: 0, char: '', str: '', quoted: false, last: 0 }, x, parser, typarray)
-}
-
-function arrayParserLoop(s: ParserState, x: string, parser: ((x: string) => unknown) | undefined, typarray: number): unknown[] {
-  const xs: unknown[] = []
-  const delimiter = typarray === 1020 ? ';' : ','
-  for (; s.i < x.length; s.i++) {
-    s.char = x[s.i]!
-    if (s.quoted) {
-      if (s.char === '\\') {
-        s.str += x[++s.i]
-      } else if (s.char === '"') {
-        xs.push(parser ? parser(s.str) : s.str)
-        s.str = ''
-        s.quoted = x[s.i + 1] === '"'
-        s.last = s.i + 2
+      if (c === delimiter) at++
+      else if (c === '{') out.push(list())
+      else if (c === '"') {
+        let value = ''
+        for (at++; at < text.length && text[at] !== '"'; at++) value += text[at] === '\\' ? text[++at] ?? '' : text[at]
+        at++
+        out.push(element(value))
       } else {
-        s.str += s.char
+        const start = at
+        while (at < text.length && text[at] !== delimiter && text[at] !== '}') at++
+        const raw = text.slice(start, at)
+        out.push(raw === 'NULL' ? null : element(raw))
       }
-    } else if (s.char === '"') {
-      s.quoted = true
-    } else if (s.char === '{') {
-      s.last = ++s.i
-      xs.push(arrayParserLoop(s, x, parser, typarray))
-    } else if (s.char === '}') {
-      s.quoted = false
-      if (s.last < s.i) xs.push(parser ? parser(x.slice(s.last, s.i)) : x.slice(s.last, s.i))
-      s.last = s.i + 1
-      break
-    } else if (s.char === delimiter && s.p !== '}' && s.p !== '"') {
-      xs.push(parser ? parser(x.slice(s.last, s.i)) : x.slice(s.last, s.i))
-      s.last = s.i + 1
     }
-    s.p = s.char
+    return out
   }
-  if (s.last < s.i) xs.push(parser ? parser(x.slice(s.last, s.i + 1)) : x.slice(s.last, s.i + 1))
-  return xs
+  return text[at] === '{' ? list() : []
+}
+
+/** A JavaScript array as PostgreSQL's text form of an array, each element written by `write` and quoted; null and undefined as NULL. */
+export function writePgArray(value: unknown, write: ((x: unknown) => unknown) | undefined, delimiter = ','): unknown {
+  if (!Array.isArray(value)) return value
+  const item = (x: unknown): string => {
+    if (Array.isArray(x)) return writePgArray(x, write, delimiter) as string
+    if (x === null || x === undefined) return 'NULL'
+    const written = String(write ? write(x) : x)
+    return `"${written.replace(/[\\"]/g, '\\$&')}"`
+  }
+  return `{${value.map(item).join(delimiter)}}`
 }

@@ -9,7 +9,7 @@ import { explainSampling } from '../../src/agent/collectors/postgres/explain-pla
 import { postgresCollectors } from '../../src/agent/collectors/postgres/index.ts'
 import { queryStats } from '../../src/agent/collectors/postgres/query-stats.ts'
 import type { PostgresContext } from '../../src/agent/collectors/types.ts'
-import { OWN_MARKER, addArrayTypes, agentPostgres, fetchArrayTypes } from '../../src/agent/own-statements.ts'
+import { OWN_MARKER, addArrayTypes, agentPostgres, fetchArrayTypes, readPgArray, writePgArray } from '../../src/agent/own-statements.ts'
 import { CancellablePool } from '../../src/agent/postgres-pool.ts'
 import type { QueryStatDelta } from '../../src/shared/wire.ts'
 import { createLogger } from '../../src/shared/log.ts'
@@ -145,6 +145,9 @@ describe('markOwnStatements', () => {
     const [mine] = await arrays(sql)
     expect(mine).toEqual((await arrays(plain))[0]!)
     expect(mine).toEqual({ t: ['a', 'b"c', 'd\\e', 'NULL'], i: [1, 2], big: ['1', '2'], f: [[1.5, 2]], e: [], b: [true, false], d: [new Date('2026-01-02')] })
+    // A NULL element is null (the string 'NULL' above stays a string: PostgreSQL quotes it).
+    const [nulls] = await sql`SELECT ARRAY[1, NULL, 3]::int[] AS i, ARRAY[NULL, 'x', ${'a,b}{"\\'}]::text[] AS t, '[0:1]={7,8}'::int[] AS bounds`
+    expect(nulls).toEqual({ i: [1, null, 3], t: [null, 'x', 'a,b}{"\\'], bounds: [7, 8] })
     const seen: string[] = []
     const [row] = await sql`SELECT ${sql`1`}::int AS one, ${sql.array([1, 2])}::int[] AS arr, ${'x'} AS ${sql('col')}, current_query() AS q`
     expect(row).toEqual({ one: 1, arr: [1, 2], col: 'x', q: `${OWN_MARKER} SELECT 1::int AS one, $1::int[] AS arr, $2 AS "col", current_query() AS q` })
@@ -163,5 +166,32 @@ describe('markOwnStatements', () => {
       return [a, b, failed, after]
     })
     expect(inTx).toEqual([`${OWN_MARKER} SELECT current_query() AS q`, `${OWN_MARKER} SELECT current_query() AS q`, 'division by zero', 'on'])
+  })
+})
+
+describe("PostgreSQL's text form of arrays, read and written by the agent's own code", () => {
+  test('read: quoting, escapes, NULL, nesting, empty, bounds, the box delimiter, text that ends early', () => {
+    const int = (x: string) => Number.parseInt(x, 10)
+    expect(readPgArray('{1,2,3}', int)).toEqual([1, 2, 3])
+    expect(readPgArray('{"a b","c\\"d","e\\\\f","NULL",NULL,""}', undefined)).toEqual(['a b', 'c"d', 'e\\f', 'NULL', null, ''])
+    expect(readPgArray('{{1,2},{3,NULL}}', int)).toEqual([[1, 2], [3, null]])
+    expect(readPgArray('{}', int)).toEqual([])
+    expect(readPgArray('{{},{}}', int)).toEqual([[], []])
+    expect(readPgArray('[0:1]={7,8}', int)).toEqual([7, 8])
+    expect(readPgArray('{(1,2),(0,0);(3,4),(1,1)}', undefined, ';')).toEqual(['(1,2),(0,0)', '(3,4),(1,1)'])
+    expect(readPgArray('{"*/ \\"; DROP", x}', undefined)).toEqual(['*/ "; DROP', ' x'])
+    expect(readPgArray('{1,"unterminated', undefined)).toEqual(['1', 'unterminated'])
+    expect(readPgArray('', int)).toEqual([])
+  })
+
+  test('write: every element quoted with quotes and backslashes escaped, nesting, null and undefined as NULL', () => {
+    expect(writePgArray([1, 2], String)).toBe('{"1","2"}')
+    expect(writePgArray(['a"b', 'c\\d', '{x,y}', null, undefined], undefined)).toBe('{"a\\"b","c\\\\d","{x,y}",NULL,NULL}')
+    expect(writePgArray([[1], [2, 3]], String)).toBe('{{"1"},{"2","3"}}')
+    expect(writePgArray([], String)).toBe('{}')
+    expect(writePgArray('not an array', String)).toBe('not an array')
+    // Read back, what was written is what was meant.
+    const hostile = ['*/', "'", '\\', '"', 'ünïcødé 表', '\n', 'NULL']
+    expect(readPgArray(writePgArray(hostile, undefined) as string, undefined)).toEqual(hostile)
   })
 })
