@@ -87,14 +87,16 @@ export function featuresOf(version: string): Features {
 async function availability(ctx: PostgresContext): Promise<{ problem: string } | { features: Features; max: number | null }> {
   const [row] = await ctx.sql`SELECT
       (SELECT extversion FROM pg_extension WHERE extname = 'pg_stat_statements') AS version,
-      current_setting('shared_preload_libraries') AS preload,
+      -- pg_settings leaves the row out for a role without pg_read_all_settings (a laptop's own role, the
+      -- database's owner), where current_setting() fails: unknown, and reading pg_stat_statements then says.
+      (SELECT setting FROM pg_settings WHERE name = 'shared_preload_libraries') AS preload,
       current_setting('pg_stat_statements.max', true) AS max`
   if (!row?.version) {
     return {
       problem: `pg_stat_statements is not installed in database "${ctx.database}": run CREATE EXTENSION pg_stat_statements; (with pg_stat_statements in shared_preload_libraries)`,
     }
   }
-  if (!String(row.preload).split(',').some((l) => l.trim() === 'pg_stat_statements')) {
+  if (row.preload !== null && !String(row.preload).split(',').some((l) => l.trim() === 'pg_stat_statements')) {
     return { problem: 'pg_stat_statements is not in shared_preload_libraries: add it to postgresql.conf and restart PostgreSQL' }
   }
   return { features: featuresOf(String(row.version)), max: num(row.max) }
