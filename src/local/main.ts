@@ -54,7 +54,8 @@ function serveConfig(flags: LocalFlags, dataDir: string, env: Record<string, str
   const flagsOut: Record<string, string> = { listen, 'data-dir': dataDir }
   if (flags['log-level'] !== undefined) flagsOut['log-level'] = flags['log-level']
   // No DBM_SMTP_URL (mail goes to the log), no store URL (SQLite), no proxy.
-  return resolveServeConfig(flagsOut, kept)
+  // No signups, and the dashboard tells a signed-out visitor to use the link the process prints.
+  return { ...resolveServeConfig(flagsOut, kept), signup: 'local' }
 }
 
 /** Runs `f` (which spawns synchronously) under `umask`, when one is given. */

@@ -12,7 +12,8 @@ export class UsageError extends Error {
 }
 
 export const signupModes = ['open', 'closed'] as const
-export type SignupMode = (typeof signupModes)[number]
+/** `local`: `dbm local`'s server (never from DBM_SIGNUP): no signups, and one sign-in link printed by the process. */
+export type SignupMode = (typeof signupModes)[number] | 'local'
 
 export interface ServeConfig {
   hostname: string
@@ -86,7 +87,7 @@ export function resolveServeConfig(flags: Record<string, string>, env: Record<st
   const retentionDays = Number(retention)
   if (!Number.isInteger(retentionDays) || retentionDays < 1) throw new UsageError('DBM_RETENTION_DAYS: expected a whole number of days ≥ 1')
 
-  const signup = (env.DBM_SIGNUP || 'open') as SignupMode
+  const signup = (env.DBM_SIGNUP || 'open') as (typeof signupModes)[number]
   if (!signupModes.includes(signup)) throw new UsageError(`DBM_SIGNUP: expected open or closed, got "${env.DBM_SIGNUP}"`)
 
   return {

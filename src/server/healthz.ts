@@ -25,6 +25,7 @@ export interface HealthzDeps {
 export function signupGate(deps: Pick<HealthzDeps, 'store' | 'signup'>): () => Promise<boolean> {
   let organizationSeen = false
   return async () => {
+    if (deps.signup === 'local') return true
     if (deps.signup !== 'closed') return false
     organizationSeen ||= await deps.store.hasOrganization()
     return organizationSeen
@@ -37,7 +38,7 @@ export type HealthzAnswer = { status: 200; body: Static<typeof Healthz> } | { st
 export async function healthz(deps: HealthzDeps, signupClosed: () => Promise<boolean>): Promise<HealthzAnswer> {
   const loop = deps.loopLag ? { event_loop: deps.loopLag.figures() } : {}
   if (await storeAnswers(deps.store)) {
-    return { status: 200, body: { status: 'ok', version: VERSION, store: 'ok', signup: (await signupClosed()) ? 'closed' : 'open', ...loop } }
+    return { status: 200, body: { status: 'ok', version: VERSION, store: 'ok', signup: deps.signup === 'local' ? 'local' : (await signupClosed()) ? 'closed' : 'open', ...loop } }
   }
   return { status: 503, body: { status: 'unavailable', version: VERSION, store: 'unavailable', ...loop } }
 }

@@ -244,6 +244,8 @@ test('first run: link, first data, statements with their exact calls, one instan
     body: JSON.stringify({ email: 'x@example.com', password: 'long enough password', name: 'x', org_name: 'x' }),
   })
   expect(signup.status).toBe(403)
+  // /healthz tells the dashboard it is dbm local's server: its sign-in page points to the printed link.
+  expect((await (await fetch(`${base}/healthz`)).json()).signup).toBe('local')
 
   // The check's line, as `dbm agent --check` prints it.
   await local.printed(new RegExp(`^ok {4}${name.replace(/[./]/g, '\\$&')}: postgres 17\\.\\d+; collectors: query_stats`, 'm'))
@@ -334,6 +336,13 @@ test('second run, of dist/dbm: same database id, the statements kept, a new link
       await view.page.getByText('SELECT count(*) AS local_marker', { exact: false }).first().waitFor({ timeout: 20_000 })
       view.assertNoErrors()
       await view.close()
+      // Signed out (a browser without the session), the sign-in page says how to get back in: no form for a
+      // user whose password nobody knows.
+      const signedOut = await openPage(browser, { baseURL: base! })
+      await signedOut.page.goto(`${base}/#/signin`)
+      await signedOut.page.locator('[data-local-sign-in]').getByText('sign in with the one-time link', { exact: false }).waitFor()
+      expect(await signedOut.page.locator('input[type=password]').count()).toBe(0)
+      await signedOut.close()
       // The ClickHouse database is registered by its first cycle; the one created after the start by the agent's next attempt.
       await until('the ClickHouse database to be listed', async () =>
         (await api<{ name: string; engine: string; last_seen_at: string | null }[]>(base!, '/api/v1/databases', cookie)).body.find(

@@ -71,8 +71,8 @@ export function authRoutes(deps: Deps) {
           created = await store.createAccount({
             org: { name: body.org_name.trim(), slug: slugify(body.org_name), plan: 'free' },
             user: { email: normalizeEmail(body.email), name: body.name.trim(), passwordHash, role: 'owner' },
-            // DBM_SIGNUP=closed: only the first account, which sets up a fresh server.
-            onlyFirst: deps.signup === 'closed',
+            // DBM_SIGNUP=closed: only the first account, which sets up a fresh server (dbm local's is its own).
+            onlyFirst: deps.signup === 'closed' || deps.signup === 'local',
           })
         } catch (e) {
           if (e instanceof SignupClosedError) throw forbidden(e.message)

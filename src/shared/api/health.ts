@@ -19,7 +19,9 @@ export const Healthz = t.Object(
     status: t.Literal('ok'),
     version: t.String(),
     store: t.Literal('ok'),
-    signup: t.Union([t.Literal('open'), t.Literal('closed')], { description: 'whether the dashboard offers a signup form (DBM_SIGNUP)' }),
+    signup: t.Union([t.Literal('open'), t.Literal('closed'), t.Literal('local')], {
+      description: 'whether the dashboard offers a signup form (DBM_SIGNUP); local: a `dbm local` server, signed in to with the link its process prints',
+    }),
     event_loop: eventLoop,
   },
   { title: 'Healthz' },

@@ -105,30 +105,42 @@ function AuthPage({ title, children }: { title: string; children: ComponentChild
 }
 
 /**
- * Whether this server takes signups now: `GET /healthz` says `signup: closed` when DBM_SIGNUP=closed and
- * an account exists. Undefined until it answers (the page then offers signup, as the API decides anyway).
+ * How this server takes new sessions, from `GET /healthz`'s `signup`: `open`, `closed` (DBM_SIGNUP=closed
+ * once an account exists) or `local` (`dbm local`: no signup, no password, the link its process prints).
+ * Undefined until it answers (the page then offers signup, as the API decides anyway).
  */
-function useSignupOpen(): boolean | undefined {
-  const [open, setOpen] = useState<boolean>()
+function useSignupMode(): string | undefined {
+  const [mode, setMode] = useState<string>()
   useEffect(() => {
     let live = true
     fetch('/healthz')
       .then((res) => res.json() as Promise<{ signup?: string }>)
-      .then((body) => live && setOpen(body.signup !== 'closed'))
+      .then((body) => live && setMode(body.signup ?? 'open'))
       .catch(() => {})
     return () => {
       live = false
     }
   }, [])
-  return open
+  return mode
 }
+
+/** Whether this server takes signups now; undefined until /healthz answers. */
+function useSignupOpen(): boolean | undefined {
+  const mode = useSignupMode()
+  return mode === undefined ? undefined : mode === 'open'
+}
+
+/** `dbm local`'s way back in: its user has no password, the process prints a one-time link. */
+const LOCAL_SIGN_IN =
+  'This is dbm local: sign in with the one-time link it printed in its terminal. A used or expired link? Stop dbm local (Ctrl-C) and start it again for a new one; the history is kept.'
 
 const SIGNUP_CLOSED = 'Sign-up is closed on this server: ask its administrator for an account.'
 
 /** The sign-in form; afterwards the user goes to `next` (a page of the app, vetted by safeNext) or the databases. */
 export function SignIn({ next, ended = false }: { next?: string; ended?: boolean }) {
   const { refresh } = useSession()
-  const signupOpen = useSignupOpen()
+  const mode = useSignupMode()
+  const signupOpen = mode === undefined ? undefined : mode === 'open'
   const [email, setEmail] = useState('')
   const [password, setPassword] = useState('')
   const { state, run } = useForm(['email', 'password'])
@@ -139,6 +151,20 @@ export function SignIn({ next, ended = false }: { next?: string; ended?: boolean
       await refresh()
       navigate(next ?? '/databases')
     })
+  }
+  if (mode === 'local') {
+    return (
+      <AuthPage title="Sign in to dbm">
+        {ended && (
+          <p class="notice" role="status" data-signin-reason>
+            Your session has ended.
+          </p>
+        )}
+        <p class="notice" role="status" data-local-sign-in>
+          {LOCAL_SIGN_IN}
+        </p>
+      </AuthPage>
+    )
   }
   return (
     <AuthPage title="Sign in to dbm">
