@@ -9,6 +9,7 @@ import postgres from 'postgres'
 import type { AgentConfig, DatabaseConfig } from './config.ts'
 import { NO_TOPLEVEL, untrustedAdvice, untrustedCode, writableAdvice, writableSearchPath } from './collectors/postgres/explain-plans.ts'
 import { featuresOf } from './collectors/postgres/query-stats.ts'
+import { postgresConnection } from './postgres-dsn.ts'
 import { dsnEndpoint, planCollectors } from './postgres-runner.ts'
 import { othersMayWrite } from './own-file.ts'
 import { type CollectorPlan, defaultTimings, withDeadline } from './runner.ts'
@@ -79,7 +80,14 @@ async function postgresNotes(sql: postgres.Sql, major: number, database: string,
 }
 
 async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<CheckLine> {
-  const sql = postgres(db.dsn, { max: 1, connect_timeout: timeoutS, onnotice: () => {}, connection: { statement_timeout: timeoutS * 1000, application_name: 'dbm-agent-check' } })
+  const { url, socket } = postgresConnection(db.dsn)
+  const sql = postgres(url, {
+    max: 1,
+    connect_timeout: timeoutS,
+    onnotice: () => {},
+    connection: { statement_timeout: timeoutS * 1000, application_name: 'dbm-agent-check' },
+    ...(socket === undefined ? {} : { host: socket }),
+  })
   const { host, port } = dsnEndpoint(db.dsn)
   try {
     // A port that answers but is not PostgreSQL (an HTTP server) never completes the handshake and

@@ -13,6 +13,7 @@
 // onexecute option), and that connection's execute is wrapped so that the transaction's SAVEPOINT,
 // ROLLBACK TO, COMMIT and ROLLBACK, which postgres.js builds itself, are marked as they are sent.
 import postgres from 'postgres'
+import { postgresConnection } from './postgres-dsn.ts'
 
 export const OWN_MARKER = '/* dbm-agent */'
 
@@ -137,7 +138,8 @@ interface TypeOptions {
 
 /** The agent's postgres.js pool: its statements marked, its array types from `types` (fetchArrayTypes) rather than read unmarked per connection. */
 export function agentPostgres(dsn: string, options: postgres.Options<Record<string, postgres.PostgresType>>, types?: ArrayTypes): postgres.Sql {
-  const sql = postgres(dsn, { ...options, fetch_types: false })
+  const { url, socket } = postgresConnection(dsn)
+  const sql = postgres(url, { ...options, ...(socket === undefined ? {} : { host: socket }), fetch_types: false })
   if (types) addArrayTypes(sql, types)
   return markOwnStatements(sql)
 }

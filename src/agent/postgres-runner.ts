@@ -8,6 +8,7 @@ import { postgresCollectors } from './collectors/postgres/index.ts'
 import type { PostgresCollector, PostgresContext } from './collectors/types.ts'
 import type { DatabaseConfig } from './config.ts'
 import { type ArrayTypes, addArrayTypes, agentPostgres, fetchArrayTypes } from './own-statements.ts'
+import { postgresHost } from './postgres-dsn.ts'
 import { CancellablePool } from './postgres-pool.ts'
 import { postgresFacts } from './server-state.ts'
 import { type CollectorPlan, Runner, type Session, type SessionBase, abortable, planFor, withDeadline } from './runner.ts'
@@ -27,7 +28,7 @@ export function planCollectors(
 export function dsnEndpoint(dsn: string): { host: string; port: number } {
   try {
     const url = new URL(dsn)
-    return { host: decodeURIComponent(url.hostname) || 'localhost', port: Number(url.port) || 5432 }
+    return { host: postgresHost(dsn), port: Number(url.port) || 5432 }
   } catch {
     return { host: 'localhost', port: 5432 }
   }

@@ -4,6 +4,7 @@
 // DSN reports to the same registered database and keeps its history.
 import { userInfo } from 'node:os'
 import { type AgentConfig, ConfigError, clickhouseTarget, detectEngine, parseAgentConfig } from '../agent/config.ts'
+import { postgresHost } from '../agent/postgres-dsn.ts'
 import { redactSecrets } from '../shared/redact.ts'
 import { UsageError } from '../server/config.ts'
 
@@ -28,7 +29,7 @@ export function databaseName(dsn: string, env: Record<string, string | undefined
   const url = new URL(dsn)
   const user = decode(url.username) || env.PGUSER || userInfo().username
   const database = decode(url.pathname.replace(/^\//, '')) || url.searchParams.get('dbname') || env.PGDATABASE || user
-  return `${url.hostname || 'localhost'}:${url.port || '5432'}/${database}`
+  return `${postgresHost(dsn)}:${url.port || '5432'}/${database}`
 }
 
 /**
