@@ -57,7 +57,7 @@ export function revealInvisible(text: string): ComponentChildren {
       const name = NAMES[c.codePointAt(0)!] ?? 'invisible character'
       out.push(
         <span class="invisible-char" title={`${codePoint(c)} ${name}`}>
-          ⟨{codePoint(c)}⟩
+          {`⟨${codePoint(c)}⟩`}
         </span>,
       )
     }
