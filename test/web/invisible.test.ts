@@ -1,8 +1,9 @@
 // Invisible and direction-changing characters in text from a monitored database are shown as marked
-// ⟨U+XXXX⟩ (a statement cannot read as something it is not), and the text itself is left as it is.
+// ⟨U+XXXX⟩ (a statement cannot read as something it is not), and the text itself is left as it is;
+// escapeInvisible does the same for strings (titles, labels), <DbText> also isolates the text (<bdi>).
 import { describe, expect, test } from 'bun:test'
 import type { VNode } from 'preact'
-import { hasInvisible, revealInvisible } from '../../src/web/components/invisible.tsx'
+import { DbText, INVISIBLE, escapeInvisible, hasInvisible, revealInvisible } from '../../src/web/components/invisible.tsx'
 
 /** The nodes as the text a reader sees, and the markers' titles. */
 function shown(text: string): { text: string; titles: string[] } {
@@ -47,3 +48,30 @@ describe('revealInvisible', () => {
     expect(s.titles[3]).toBe('U+0000 invisible character')
   })
 })
+
+describe('escapeInvisible', () => {
+  test('each invisible character becomes ⟨U+XXXX⟩; tabs, newlines and visible unicode stay', () => {
+    expect(escapeInvisible('orders\u202e\u2066\u200b\u0007\n\tü 表')).toBe('orders⟨U+202E⟩⟨U+2066⟩⟨U+200B⟩⟨U+0007⟩\n\tü 表')
+    expect(INVISIBLE.test(escapeInvisible('\u0000\u001b\u00ad\u061c\u180e\u200b\u2028\u202a\u2060\u206f\ufeff'))).toBe(false)
+    const plain = 'SELECT "a" FROM t'
+    expect(escapeInvisible(plain)).toBe(plain)
+  })
+})
+
+describe('DbText', () => {
+  test('a <bdi> holding the marked text; nothing for null; numbers as they are', () => {
+    const v = DbText({ text: 'a\u202eb' }) as VNode<{ children: unknown }>
+    expect(v.type).toBe('bdi')
+    expect(shownNodes(v.props.children)).toBe('a⟨U+202E⟩b')
+    expect(DbText({ text: null })).toBeNull()
+    expect(DbText({ text: undefined })).toBeNull()
+    expect((DbText({ text: 42 }) as VNode<{ children: unknown }>).props.children).toBe('42')
+  })
+})
+
+/** Nodes as the text they show. */
+function shownNodes(nodes: unknown): string {
+  if (typeof nodes === 'string') return nodes
+  if (Array.isArray(nodes)) return nodes.map(shownNodes).join('')
+  return shownNodes((nodes as VNode<{ children: unknown }>).props.children)
+}

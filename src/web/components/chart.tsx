@@ -13,10 +13,12 @@
 // the axis starts where the data do, as tools that scale to their data (PgHero's charts) do, instead of
 // squeezing them into a sliver at the right edge, and the caption says "collecting since 14:02" and the
 // range asked for; the axis still ends at the window's end. Byte axes tick at whole binary units (5 KB,
-// 10 KB, not 4.9 KB).
+// 10 KB, not 4.9 KB). Series labels, marks and titles may name things of the monitored database (a wait
+// event, a disk, a slot): every place they show has its invisible characters marked (invisible.tsx).
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks'
 import uPlot from 'uplot'
 import 'uplot/dist/uPlot.min.css'
+import { DbText, escapeInvisible } from './invisible.tsx'
 import { fmtBytes, fmtClock, fmtMs, fmtTime } from './ui.tsx'
 
 export type Unit = 'count' | 'ms' | 's' | 'bytes' | 'bytes/s' | 'pct' | 'ratio' | 'per_s'
@@ -286,10 +288,11 @@ function drawMarks(current: () => ChartMark[], colour: string) {
       ctx.moveTo(x, bbox.top)
       ctx.lineTo(x, bbox.top + bbox.height)
       ctx.stroke()
-      const width = ctx.measureText(m.label).width
+      const label = escapeInvisible(m.label)
+      const width = ctx.measureText(label).width
       const textX = x + width + 6 * px > bbox.left + bbox.width ? x - width - 4 * px : x + 4 * px
       if (textX < labelledUpTo) continue
-      ctx.fillText(m.label, textX, bbox.top + 12 * px)
+      ctx.fillText(label, textX, bbox.top + 12 * px)
       labelledUpTo = textX + width + 4 * px
     }
     ctx.restore()
@@ -373,7 +376,7 @@ function buildOptions(
       ...props.series.map((s, i) => {
         const colour = theme.colours[i % theme.colours.length]!
         return {
-          label: s.label,
+          label: escapeInvisible(s.label),
           show: !hidden[i],
           stroke: colour,
           width: 1.5,
@@ -432,7 +435,7 @@ export function Chart(props: ChartProps) {
   const summary = useMemo(() => {
     const text = chartSummary(props.title, unit, shown.times, shown.series, axis, sinceText)
     const marked = (props.marks ?? []).filter((m) => !axis || (m.ts >= axis[0] && m.ts <= axis[1]))
-    return marked.length === 0 ? text : `${text} Marked: ${marked.map((m) => `${m.label} at ${fmtClock(m.ts)}`).join('; ')}.`
+    return escapeInvisible(marked.length === 0 ? text : `${text} Marked: ${marked.map((m) => `${m.label} at ${fmtClock(m.ts)}`).join('; ')}.`)
   }, [props.title, unit, shown, axis?.[0], axis?.[1], sinceText, props.marks])
 
   useEffect(() => {
@@ -482,7 +485,7 @@ export function Chart(props: ChartProps) {
   return (
     <figure class="chart-box" data-chart={props.name}>
       <figcaption>
-        {props.title}
+        <DbText text={props.title} />
         {sinceText && <span class="chart-since muted small"> · {sinceText}</span>}
       </figcaption>
       {props.times.length === 0 ? (
@@ -495,22 +498,29 @@ export function Chart(props: ChartProps) {
               <div class={`chart-mark-tip${hovered.flip ? ' flip' : ''}`} role="tooltip" style={{ left: `${hovered.left}px` }}>
                 {hovered.marks.map((m, i) => (
                   <div key={i}>
-                    <strong>{m.label}</strong> <span class="muted">{fmtTime(m.ts)}</span>
-                    {m.detail && <div>{m.detail}</div>}
+                    <strong>
+                      <DbText text={m.label} />
+                    </strong>{' '}
+                    <span class="muted">{fmtTime(m.ts)}</span>
+                    {m.detail && (
+                      <div>
+                        <DbText text={m.detail} />
+                      </div>
+                    )}
                   </div>
                 ))}
               </div>
             )}
           </div>
-          <ul class="chart-legend" aria-label={`Series of ${props.title}: press one to show or hide it`}>
+          <ul class="chart-legend" aria-label={`Series of ${escapeInvisible(props.title)}: press one to show or hide it`}>
             <li class="legend-at muted">{at !== null ? fmtTime(d!.xs[at]! * 1000) : 'latest'}</li>
             {props.series.map((s, i) => {
               const on = !hidden.has(s.label)
               return (
                 <li key={s.label}>
-                  <button type="button" class="legend-toggle" aria-pressed={on} title={`${on ? 'Hide' : 'Show'} ${s.label}`} onClick={() => toggle(i)}>
+                  <button type="button" class="legend-toggle" aria-pressed={on} title={`${on ? 'Hide' : 'Show'} ${escapeInvisible(s.label)}`} onClick={() => toggle(i)}>
                     <span class="swatch" aria-hidden="true" style={{ background: `var(--series-${(i % FALLBACK_COLOURS.length) + 1}, ${FALLBACK_COLOURS[i % FALLBACK_COLOURS.length]})` }} />
-                    {s.label}
+                    <DbText text={s.label} />
                   </button>{' '}
                   <span class="legend-value">{on ? valueOf(i) : 'hidden'}</span>
                 </li>

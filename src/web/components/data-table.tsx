@@ -1,14 +1,18 @@
 // A table of rows with sortable column headers (buttons, so the keyboard reaches them). Sorting is
 // done here from each column's `sort` value, or by the server: then `serverSort` names the current
 // sort and a header click asks for another (the API's sort_by orders are largest first).
+// A cell rendered as a plain string has its invisible characters marked (invisible.tsx), so a column that
+// shows a monitored name as it is cannot show them raw; cells that build markup use <DbText> themselves.
 import type { ComponentChildren } from 'preact'
 import { useState } from 'preact/hooks'
+import { revealInvisible } from './invisible.tsx'
 
 export interface Column<T> {
   key: string
   label: string
   /** Right-aligned tabular numbers. */
   num?: boolean
+  /** The cell's content; a plain string is shown with its invisible characters marked. */
   render(row: T): ComponentChildren
   /** Client-side sort value; the column is sortable when given (and no serverSort is in use). */
   sort?(row: T): number | string | null | undefined
@@ -41,6 +45,9 @@ function compare(a: number | string | null | undefined, b: number | string | nul
   if (typeof a === 'number' && typeof b === 'number') return a - b
   return String(a).localeCompare(String(b))
 }
+
+/** A cell's content: a string with its invisible characters marked, anything else as it is. */
+const cell = (content: ComponentChildren) => (typeof content === 'string' ? revealInvisible(content) : content)
 
 export function DataTable<T>(props: DataTableProps<T>) {
   const [sort, setSort] = useState<{ key: string; dir: Direction } | undefined>(
@@ -104,7 +111,7 @@ export function DataTable<T>(props: DataTableProps<T>) {
             <tr key={props.rowKey(row, i)} class={props.rowClass?.(row)}>
               {props.columns.map((c) => (
                 <td key={c.key} class={[c.num ? 'num' : '', c.cellClass ?? ''].join(' ').trim() || undefined}>
-                  {c.render(row)}
+                  {cell(c.render(row))}
                 </td>
               ))}
             </tr>

@@ -3,6 +3,10 @@
 // other invisible format characters, and controls other than tab and newline. Each is shown as a
 // marked ⟨U+202E⟩, so a statement or name cannot display as something other than what it is (the
 // "Trojan Source" trick). The text itself is untouched: copying copies it as it is.
+// <DbText> is how every page shows a text that came from a monitored database (names, statements, values):
+// marked as above and isolated (<bdi>), so that even visible right-to-left text cannot reorder the words
+// around it. escapeInvisible() is the same for places that hold a string only: title and aria-label
+// attributes, document.title, a chart's labels, a select's options.
 import type { ComponentChildren } from 'preact'
 
 /** Characters shown as markers (tab and newline are layout, and stay). */
@@ -37,6 +41,11 @@ export const codePoint = (c: string) => `U+${c.codePointAt(0)!.toString(16).toUp
 /** Whether `text` holds a character that revealInvisible marks. */
 export const hasInvisible = (text: string) => INVISIBLE.test(text)
 
+/** `text` for a place that holds a string only (an attribute, the document's title, a chart label): each invisible character as ⟨U+XXXX⟩. */
+export function escapeInvisible(text: string): string {
+  return INVISIBLE.test(text) ? text.replace(INVISIBLE_RUNS, (run) => [...run].map((c) => `⟨${codePoint(c)}⟩`).join('')) : text
+}
+
 /** `text` as nodes: plain runs as text, each invisible character as a marked ⟨U+XXXX⟩. */
 export function revealInvisible(text: string): ComponentChildren {
   if (!INVISIBLE.test(text)) return text
@@ -48,7 +57,7 @@ export function revealInvisible(text: string): ComponentChildren {
       const name = NAMES[c.codePointAt(0)!] ?? 'invisible character'
       out.push(
         <span class="invisible-char" title={`${codePoint(c)} ${name}`}>
-          ⟨{codePoint(c)}⟩
+          {`⟨${codePoint(c)}⟩`}
         </span>,
       )
     }
@@ -56,4 +65,13 @@ export function revealInvisible(text: string): ComponentChildren {
   }
   if (at < text.length) out.push(text.slice(at))
   return out
+}
+
+/**
+ * A text from a monitored database, isolated from the text around it (<bdi>) with its invisible
+ * characters shown as marked ⟨U+XXXX⟩. Null and undefined show nothing; a number shows as it is.
+ */
+export function DbText({ text }: { text: string | number | null | undefined }) {
+  if (text === null || text === undefined) return null
+  return <bdi>{revealInvisible(String(text))}</bdi>
 }

@@ -5,7 +5,7 @@
 import type { ComponentChildren, RefObject } from 'preact'
 import { useCallback, useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks'
 import { ApiError, get, isUnreachable } from '../api.ts'
-import { hasInvisible, revealInvisible } from './invisible.tsx'
+import { DbText, hasInvisible, revealInvisible } from './invisible.tsx'
 
 export interface Loaded<T> {
   data: T | undefined
@@ -68,7 +68,10 @@ export function Loading({ what = 'Loading' }: { what?: string }) {
   )
 }
 
-/** An error in words; a server that cannot be reached reads as such (the call is being retried), not as the browser's "Failed to fetch". */
+/**
+ * An error in words; a server that cannot be reached reads as such (the call is being retried), not as the
+ * browser's "Failed to fetch". A message may quote what it refused (a name, a parameter): shown with <DbText>.
+ */
 export function ErrorBox({ error }: { error: Error }) {
   if (isUnreachable(error)) {
     return (
@@ -79,7 +82,7 @@ export function ErrorBox({ error }: { error: Error }) {
   }
   return (
     <p class="error" role="alert">
-      {error.message}
+      <DbText text={error.message} />
     </p>
   )
 }

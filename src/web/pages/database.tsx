@@ -10,6 +10,7 @@
 import type { FunctionComponent, RefObject } from 'preact'
 import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks'
 import { ApiError } from '../api.ts'
+import { DbText, escapeInvisible } from '../components/invisible.tsx'
 import { ErrorBox, Loading, ago, fmtClock, fmtTime, useApi } from '../components/ui.tsx'
 import { navigate, replaceRoute } from '../router.ts'
 import { ActivePage } from './db/active.tsx'
@@ -121,13 +122,24 @@ function Header({ db, doctor }: { db: Database; doctor: Doctor | undefined }) {
   return (
     <>
       <p class="small crumbs">
-        <a href="#/databases">Databases</a> <span aria-hidden="true">/</span> <span aria-current="page">{db.name}</span>
+        <a href="#/databases">Databases</a> <span aria-hidden="true">/</span> <span aria-current="page">
+          <DbText text={db.name} />
+        </span>
       </p>
       <div class="page-head db-head">
-        <h1>{db.name}</h1>
+        <h1>
+          <DbText text={db.name} />
+        </h1>
         <span class="badge badge-info">
           {engineName(db.engine)}
-          {db.engine_version ? ` ${db.engine_version}` : ''}
+          {db.engine_version ? (
+            <>
+              {' '}
+              <DbText text={db.engine_version} />
+            </>
+          ) : (
+            ''
+          )}
         </span>
         <StatusBadge status={db.status} stale={isStale(db)} />
         <span class="muted small" title={fmtTime(db.last_seen_at)} data-last-seen>
@@ -140,10 +152,10 @@ function Header({ db, doctor }: { db: Database; doctor: Doctor | undefined }) {
         </a>
       </div>
       <p class="muted small db-sub">
-        {db.host}:{db.port}
+        <DbText text={db.host} />:{db.port}
         {Object.entries(db.tags).map(([k, v]) => (
           <span key={k} class="badge badge-muted tag">
-            {k}={v}
+            <DbText text={k} />=<DbText text={v} />
           </span>
         ))}
       </p>
@@ -206,7 +218,7 @@ function DatabaseView({ id, tab, item, query }: LayoutProps) {
     document.querySelector('nav.tabs [aria-current="page"]')?.scrollIntoView({ block: 'nearest', inline: 'nearest' })
   }, [tab, db.data !== undefined])
   useEffect(() => {
-    if (db.data) document.title = `${db.data.name} · ${current?.label ?? 'Not found'} · dbm`
+    if (db.data) document.title = `${escapeInvisible(db.data.name)} · ${current?.label ?? 'Not found'} · dbm`
   }, [db.data?.name, current])
 
   const setQuery = useCallback(
@@ -255,7 +267,7 @@ function DatabaseView({ id, tab, item, query }: LayoutProps) {
     <main class="db-page">
       <Header db={live} doctor={diagnosis.data} />
       {isStale(live) && <StaleBanner db={live} />}
-      <nav class="tabs" ref={tabStrip} aria-label={`Sections of ${db.data.name}`}>
+      <nav class="tabs" ref={tabStrip} aria-label={`Sections of ${escapeInvisible(db.data.name)}`}>
         {tabs.map((t) => (
           <a key={t.slug} href={withWindow(dbHref(db.data!, t.slug), query)} aria-current={t.slug === tab ? 'page' : undefined}>
             {t.label}
@@ -273,7 +285,11 @@ function DatabaseView({ id, tab, item, query }: LayoutProps) {
             <strong>No such section</strong>
           </p>
           <p>
-            {engineName(db.data.engine)} databases have no <code>{tab}</code> tab. <a href={dbHref(db.data, 'overview')}>Open the overview</a>.
+            {engineName(db.data.engine)} databases have no{' '}
+            <code>
+              <DbText text={tab} />
+            </code>{' '}
+            tab. <a href={dbHref(db.data, 'overview')}>Open the overview</a>.
           </p>
         </div>
       )}

@@ -4,6 +4,7 @@
 // and Esc closes it, back to the button that opened it.
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks'
 import { api, get } from '../api.ts'
+import { DbText, escapeInvisible } from '../components/invisible.tsx'
 import { Empty, ErrorBox, Loading, ago, fmtNum, fmtTime, useEscape } from '../components/ui.tsx'
 import type { Static } from '@sinclair/typebox'
 import type { Database, DatabaseHealth as DatabaseHealthSchema } from '../../shared/api/databases.ts'
@@ -182,7 +183,9 @@ export function DatabaseList() {
       )}
       {added && (
         <p class="success" role="status">
-          Added <a href={`#/databases/${encodeURIComponent(added.id)}`}>{added.name}</a>. It shows as connected once the agent sends its data.
+          Added <a href={`#/databases/${encodeURIComponent(added.id)}`}>
+            <DbText text={added.name} />
+          </a>. It shows as connected once the agent sends its data.
         </p>
       )}
       {error && <ErrorBox error={error} />}
@@ -225,11 +228,13 @@ export function DatabaseList() {
                   <tr key={db.id} data-database={db.name}>
                     <td class="nowrap">
                       <a href={`#/databases/${encodeURIComponent(db.id)}`}>
-                        <strong>{db.name}</strong>
+                        <strong>
+                          <DbText text={db.name} />
+                        </strong>
                       </a>
                       {Object.entries(db.tags).map(([k, v]) => (
                         <span key={k} class="badge" style="margin-left:.35rem">
-                          {k}={v}
+                          <DbText text={k} />=<DbText text={v} />
                         </span>
                       ))}
                     </td>
@@ -238,7 +243,7 @@ export function DatabaseList() {
                     </td>
                     <td class="num">
                       {overview instanceof Error ? (
-                        <span class="error" title={overview.message}>
+                        <span class="error" title={escapeInvisible(overview.message)}>
                           error
                         </span>
                       ) : (
@@ -249,10 +254,15 @@ export function DatabaseList() {
                     </td>
                     <td class="nowrap">
                       {ENGINES[db.engine]?.label ?? db.engine}
-                      {db.engine_version && <span class="muted"> {db.engine_version}</span>}
+                      {db.engine_version && (
+                        <span class="muted">
+                          {' '}
+                          <DbText text={db.engine_version} />
+                        </span>
+                      )}
                     </td>
                     <td class="mono nowrap">
-                      {db.host}:{db.port}
+                      <DbText text={db.host} />:{db.port}
                     </td>
                     <td class="num">{fmtNum(ok?.active_queries)}</td>
                     <td class="nowrap" title={fmtTime(db.last_seen_at)}>

@@ -13,6 +13,7 @@ import { useEffect, useMemo, useRef, useState } from 'preact/hooks'
 import type { ActiveSession, ActiveStreamMessage } from '../../../shared/api/objects.ts'
 import { get } from '../../api.ts'
 import { type Column, DataTable } from '../../components/data-table.tsx'
+import { DbText, escapeInvisible } from '../../components/invisible.tsx'
 import { Empty, Loading, ago, fmtBytes, fmtClock, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
 import { ApiProblem, NoDataYet, SelectField, apiPath, fmtDuration, isStale } from './common.tsx'
 import { TimeSlider, atOf } from './history.tsx'
@@ -196,16 +197,25 @@ export function ChainTree({ nodes }: { nodes: ChainNode[] }) {
       {nodes.map((n) => (
         <li key={String(n.session.pid)} data-pid={String(n.session.pid)}>
           <div class="chain-node">
-            <span class="mono">pid {String(n.session.pid)}</span> <span class="badge badge-muted">{n.session.state ?? '—'}</span>{' '}
-            <span class="num">{fmtDuration(n.session.duration_ms)}</span> {waitText(n.session) && <span class="muted small">{waitText(n.session)}</span>}
+            <span class="mono">
+              pid <DbText text={n.session.pid} />
+            </span> <span class="badge badge-muted">
+              <DbText text={n.session.state ?? '—'} />
+            </span>{' '}
+            <span class="num">{fmtDuration(n.session.duration_ms)}</span>{' '}
+            {waitText(n.session) && (
+              <span class="muted small">
+                <DbText text={waitText(n.session)} />
+              </span>
+            )}
             {n.blocks > 0 && <span class="sev-critical small"> blocks {n.blocks}</span>}
             {n.alsoBlockedBy.length > 0 && (
               <span class="badge badge-warning small also-blocked" title="This session waits for several sessions; it is drawn once, under the first.">
                 also blocked by {n.alsoBlockedBy.map((p) => `pid ${p}`).join(', ')}
               </span>
             )}
-            <div class="mono small truncate" title={n.session.query_text}>
-              {n.session.query_text || <span class="muted">(no statement)</span>}
+            <div class="mono small truncate" title={escapeInvisible(n.session.query_text)}>
+              {n.session.query_text ? <DbText text={n.session.query_text} /> : <span class="muted">(no statement)</span>}
             </div>
           </div>
           {n.children.length > 0 && <ChainTree nodes={n.children} />}
@@ -224,8 +234,8 @@ function columns(db: Database, agesAtSnapshot = false): Column<Session>[] {
     key: 'pid',
     label: db.engine === 'clickhouse' ? 'Query id' : 'PID',
     render: (s) => (
-      <span class="mono small nowrap" title={String(s.pid)}>
-        {typeof s.pid === 'string' && s.pid.length > 13 ? `${s.pid.slice(0, 8)}…` : String(s.pid)}
+      <span class="mono small nowrap" title={escapeInvisible(String(s.pid))}>
+        <DbText text={typeof s.pid === 'string' && s.pid.length > 13 ? `${s.pid.slice(0, 8)}…` : s.pid} />
       </span>
     ),
     sort: (s) => (typeof s.pid === 'number' ? s.pid : String(s.pid)),
@@ -236,8 +246,8 @@ function columns(db: Database, agesAtSnapshot = false): Column<Session>[] {
     label: 'Statement',
     cellClass: 'stmt-cell',
     render: (s) => (
-      <span class="mono small stmt-text" title={s.query_text}>
-        {s.query_text || <span class="muted">(none)</span>}
+      <span class="mono small stmt-text" title={escapeInvisible(s.query_text)}>
+        {s.query_text ? <DbText text={s.query_text} /> : <span class="muted">(none)</span>}
       </span>
     ),
   }

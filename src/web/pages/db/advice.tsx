@@ -3,6 +3,7 @@
 // why, with a way to send the verification mail again); alerts show when each notification went out.
 import { ApiError } from '../../api.ts'
 import { useSession } from '../../session.ts'
+import { DbText } from '../../components/invisible.tsx'
 import { Async, Code, Empty, ago, fmtTime, useApi } from '../../components/ui.tsx'
 import { SeverityBadge, VerifyNote, apiPath, dbHref } from './common.tsx'
 import type { PageProps } from './types.ts'
@@ -94,14 +95,18 @@ export function RecommendationsPage({ db, query, setQuery }: PageProps) {
                     <summary>
                       <SeverityBadge severity={r.severity} />
                       {r.resolved_at && <span class="badge badge-ok">resolved</span>}
-                      <strong>{r.title}</strong>
+                      <strong>
+                        <DbText text={r.title} />
+                      </strong>
                       <span class="muted small">{r.category}</span>
                     </summary>
                     <div class="finding-body">
                       <When opened={r.first_seen_at} seen={r.last_seen_at} resolved={r.resolved_at} />
-                      <p>{r.detail}</p>
                       <p>
-                        <strong>Recommendation.</strong> {r.recommendation}
+                        <DbText text={r.detail} />
+                      </p>
+                      <p>
+                        <strong>Recommendation.</strong> <DbText text={r.recommendation} />
                       </p>
                       {r.remediation_sql ? <Code text={r.remediation_sql} /> : <p class="muted small">No commands: follow the recommendation above.</p>}
                     </div>
@@ -150,10 +155,14 @@ export function AlertsPage({ db, query, setQuery }: PageProps) {
                   <div class="row">
                     <SeverityBadge severity={a.severity} />
                     <span class={`badge ${a.resolved_at ? 'badge-ok' : 'badge-critical'}`}>{a.resolved_at ? 'resolved' : 'open'}</span>
-                    <strong>{a.title}</strong>
+                    <strong>
+                      <DbText text={a.title} />
+                    </strong>
                   </div>
                   <When opened={a.opened_at} seen={a.last_seen_at} resolved={a.resolved_at} />
-                  <p>{a.detail}</p>
+                  <p>
+                    <DbText text={a.detail} />
+                  </p>
                   <p class="small muted notified">
                     <Notified label="Opened, notified by" sent={a.notified.opened} /> <Notified label="Resolved, notified by" sent={a.notified.resolved} />
                     {!a.notified.opened.email && !a.notified.opened.webhook && 'Not notified yet.'}

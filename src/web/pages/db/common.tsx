@@ -5,6 +5,7 @@
 import type { ComponentChildren } from 'preact'
 import { useEffect, useId, useMemo, useRef, useState } from 'preact/hooks'
 import { ApiError, api } from '../../api.ts'
+import { DbText, escapeInvisible } from '../../components/invisible.tsx'
 import { Empty, ErrorBox, fmtMs } from '../../components/ui.tsx'
 import type { Database, Severity } from './types.ts'
 import type { Static } from '@sinclair/typebox'
@@ -26,7 +27,7 @@ export function SelectField({ label, value, options, onChange }: { label: string
         <select id={id} value={value} onChange={(e) => onChange((e.target as HTMLSelectElement).value)}>
           {options.map(([v, text]) => (
             <option key={v} value={v}>
-              {text}
+              {escapeInvisible(text)}
             </option>
           ))}
         </select>
@@ -233,7 +234,7 @@ export function Meter({ pct, warn = 70, crit = 90, label }: { pct: number | null
   const shown = Math.max(0, Math.min(100, pct))
   return (
     <div class="meter-row">
-      <div class={`meter${tone}`} role="meter" aria-label={label} aria-valuemin={0} aria-valuemax={100} aria-valuenow={Math.round(shown)}>
+      <div class={`meter${tone}`} role="meter" aria-label={escapeInvisible(label)} aria-valuemin={0} aria-valuemax={100} aria-valuenow={Math.round(shown)}>
         <span style={{ width: `${shown}%` }} />
       </div>
       <span class="num small">{pct.toFixed(pct < 10 ? 1 : 0)} %</span>
@@ -276,13 +277,32 @@ export function seriesFrom<P extends { ts: string }>(points: P[], keys: [string,
   }
 }
 
+/** A table named with its database (ClickHouse's parts, merges and mutations). */
+export function TableName({ database, table }: { database: string; table: string }) {
+  return (
+    <>
+      <span class="muted">
+        <DbText text={database} />.
+      </span>
+      <DbText text={table} />
+    </>
+  )
+}
+
 /** The empty state of a database the agent never sent data for. */
 export function NoDataYet({ db }: { db: Database }) {
   return (
     <Empty title="No data yet: start the agent with this config">
       <p>
-        dbm has not received anything for <strong>{db.name}</strong>. Run <code>dbm agent</code> with a database entry named{' '}
-        <code>{db.name}</code>; the <a href="#/settings/agent">agent setup page</a> gives you the config and an API key.
+        dbm has not received anything for{' '}
+        <strong>
+          <DbText text={db.name} />
+        </strong>
+        . Run <code>dbm agent</code> with a database entry named{' '}
+        <code>
+          <DbText text={db.name} />
+        </code>
+        ; the <a href="#/settings/agent">agent setup page</a> gives you the config and an API key.
       </p>
     </Empty>
   )
@@ -315,7 +335,10 @@ export function AgentNotes({ notes, extra, count = 0, title = 'The agent reports
         <ul>
           {notes.map((n) => (
             <li key={`${n.collector}:${n.level ?? ''}`}>
-              <code>{n.collector}</code>: {n.message}
+              <code>
+                <DbText text={n.collector} />
+              </code>
+              : <DbText text={n.message} />
             </li>
           ))}
           {extra}

@@ -6,6 +6,7 @@
 // of the moment (sessions, blocking, merges) then read "—", as the overview's cards do.
 import { Fragment } from 'preact'
 import { useEffect } from 'preact/hooks'
+import { DbText, escapeInvisible } from '../../components/invisible.tsx'
 import { Code, ErrorBox, Loading, ago, fmtClock, fmtTime } from '../../components/ui.tsx'
 import { NoDataYet, SeverityBadge, VerifyNote, isStale, statusClass } from './common.tsx'
 import { figureLabel, formatFigure } from './figures.ts'
@@ -31,8 +32,10 @@ function Figures({ figures, hidden }: { figures: Record<string, unknown>; hidden
     <dl class="kv">
       {entries.map(([k, v]) => (
         <Fragment key={k}>
-          <dt title={k}>{figureLabel(k)}</dt>
-          <dd>{hidden?.has(k) ? <span title="The agent stopped sending: this figure of the moment is not known now.">—</span> : formatFigure(k, v)}</dd>
+          <dt title={escapeInvisible(k)}>
+            <DbText text={figureLabel(k)} />
+          </dt>
+          <dd>{hidden?.has(k) ? <span title="The agent stopped sending: this figure of the moment is not known now.">—</span> : <DbText text={formatFigure(k, v)} />}</dd>
         </Fragment>
       ))}
     </dl>
@@ -54,19 +57,23 @@ function FindingPanel({ f, open, stale }: { f: Finding; open: boolean; stale: bo
     <article id={`finding-${f.key}`} class={`panel finding ${f.severity}`}>
       <details open={open}>
         <summary>
-          <SeverityBadge severity={f.severity} /> {f.title} <span class="muted small">{f.category}</span> <AsOf at={f.as_of} stale={stale} />
+          <SeverityBadge severity={f.severity} /> <DbText text={f.title} /> <span class="muted small">{f.category}</span> <AsOf at={f.as_of} stale={stale} />
         </summary>
         <div class="finding-body">
-          <p>{f.detail}</p>
           <p>
-            <strong>Recommendation.</strong> {f.recommendation}
+            <DbText text={f.detail} />
+          </p>
+          <p>
+            <strong>Recommendation.</strong> <DbText text={f.recommendation} />
           </p>
           {f.objects.length > 0 && (
             <p class="small">
               <span class="muted">Objects:</span>{' '}
               {f.objects.map((o) => (
                 <Fragment key={o}>
-                  <code>{o}</code>{' '}
+                  <code>
+                    <DbText text={o} />
+                  </code>{' '}
                 </Fragment>
               ))}
             </p>

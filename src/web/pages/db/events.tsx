@@ -7,6 +7,7 @@ import type { Static } from '@sinclair/typebox'
 import { useCallback, useMemo } from 'preact/hooks'
 import type { DbEvent as DbEventSchema } from '../../../shared/api/events.ts'
 import type { ChartMark } from '../../components/chart.tsx'
+import { DbText } from '../../components/invisible.tsx'
 import { Async, Empty, fmtTime, useApi } from '../../components/ui.tsx'
 import { SelectField, SeverityBadge, TimeRangePicker, apiPath, useEvery, useWindow } from './common.tsx'
 import type { Database, PageProps } from './types.ts'
@@ -80,8 +81,20 @@ function EventRow({ e }: { e: DbEvent }) {
         {e.severity && e.severity !== 'info' ? <SeverityBadge severity={e.severity} /> : null} <span class="badge badge-muted">{kindLabel(e.kind)}</span>
       </td>
       <td>
-        <div class="event-title">{e.link ? <a href={e.link}>{e.title}</a> : e.title}</div>
-        {e.detail && <div class="event-detail muted small">{e.detail}</div>}
+        <div class="event-title">
+          {e.link ? (
+            <a href={e.link}>
+              <DbText text={e.title} />
+            </a>
+          ) : (
+            <DbText text={e.title} />
+          )}
+        </div>
+        {e.detail && (
+          <div class="event-detail muted small">
+            <DbText text={e.detail} />
+          </div>
+        )}
       </td>
     </tr>
   )

@@ -6,6 +6,7 @@
 import type { Static } from '@sinclair/typebox'
 import { useEffect, useMemo, useState } from 'preact/hooks'
 import type { LockChain, SnapshotTime as SnapshotTimeSchema, SnapshotTimes as SnapshotTimesSchema } from '../../../shared/api/session-history.ts'
+import { DbText, escapeInvisible } from '../../components/invisible.tsx'
 import { Async, Empty, fmtClock, fmtTime, useApi } from '../../components/ui.tsx'
 import { SelectField, apiPath, fmtDuration, isStale } from './common.tsx'
 import type { Database } from './types.ts'
@@ -145,7 +146,9 @@ export function PastLockChains({ db, onShow }: { db: Database; onShow(at: number
               {list.map((c) => (
                 <li key={`${c.root.pid}-${c.started_at}`} class="chain-item">
                   <div>
-                    <span class="mono">root pid {c.root.pid}</span> <span class="muted small">{who(c.root.user, c.root.application)}</span>{' '}
+                    <span class="mono">root pid {c.root.pid}</span> <span class="muted small">
+                      <DbText text={who(c.root.user, c.root.application)} />
+                    </span>{' '}
                     {c.ongoing ? <span class="badge badge-critical">ongoing</span> : <span class="badge badge-muted">ended</span>}{' '}
                     <span class="num">{fmtDuration(c.duration_ms)}</span>{' '}
                     <span class="muted small">
@@ -156,21 +159,23 @@ export function PastLockChains({ db, onShow }: { db: Database; onShow(at: number
                       Show its last snapshot
                     </button>
                   </div>
-                  <div class="mono small truncate" title={c.root.statement ?? ''}>
-                    {c.root.statement || <span class="muted">(no statement)</span>}
+                  <div class="mono small truncate" title={escapeInvisible(c.root.statement ?? '')}>
+                    {c.root.statement ? <DbText text={c.root.statement} /> : <span class="muted">(no statement)</span>}
                   </div>
                   <details>
                     <summary>Members</summary>
                     <ul>
                       {c.members.map((m) => (
                         <li key={m.pid}>
-                          <span class="mono">pid {m.pid}</span> <span class="muted small">{who(m.user, m.application)}</span>{' '}
+                          <span class="mono">pid {m.pid}</span> <span class="muted small">
+                            <DbText text={who(m.user, m.application)} />
+                          </span>{' '}
                           <span class="sev-critical small">blocked by {m.blocked_by.map((p) => `pid ${p}`).join(', ')}</span>{' '}
                           <span class="muted small">
                             waiting since {fmtTime(m.waiting_since)}, last seen {fmtTime(m.last_seen)}
                           </span>
-                          <div class="mono small truncate" title={m.statement ?? ''}>
-                            {m.statement || <span class="muted">(no statement)</span>}
+                          <div class="mono small truncate" title={escapeInvisible(m.statement ?? '')}>
+                            {m.statement ? <DbText text={m.statement} /> : <span class="muted">(no statement)</span>}
                           </div>
                         </li>
                       ))}

@@ -5,6 +5,7 @@ import type { Static } from '@sinclair/typebox'
 import { useCallback } from 'preact/hooks'
 import type { Lock as LockSchema } from '../../../shared/api/objects.ts'
 import { type Column, DataTable } from '../../components/data-table.tsx'
+import { DbText, escapeInvisible } from '../../components/invisible.tsx'
 import { Async, Empty, useApi } from '../../components/ui.tsx'
 import { NoDataYet, apiPath, dbHref, fmtDuration, useEvery } from './common.tsx'
 import { PastLockChains, TimeSlider, atOf } from './history.tsx'
@@ -23,7 +24,14 @@ const COLUMNS: Column<Lock>[] = [
   { key: 'blocked', label: 'Blocked by', num: true, render: (l) => (l.blocked_by_pid === null ? '—' : <span class="sev-critical">{l.blocked_by_pid}</span>), sort: (l) => l.blocked_by_pid },
   { key: 'type', label: 'Lock type', render: (l) => l.lock_type, sort: (l) => l.lock_type },
   { key: 'mode', label: 'Mode', render: (l) => l.mode, sort: (l) => l.mode },
-  { key: 'relation', label: 'Relation', render: (l) => (l.relation_name ? <code>{l.relation_name}</code> : '—'), sort: (l) => l.relation_name },
+  { key: 'relation', label: 'Relation', render: (l) =>
+      l.relation_name ? (
+        <code>
+          <DbText text={l.relation_name} />
+        </code>
+      ) : (
+        '—'
+      ), sort: (l) => l.relation_name },
   {
     key: 'duration',
     label: 'Held / waiting',
@@ -43,8 +51,8 @@ const COLUMNS: Column<Lock>[] = [
     label: 'Statement',
     cellClass: 'stmt-cell',
     render: (l) => (
-      <span class="mono small stmt-text" title={l.query_text ?? ''}>
-        {l.query_text || '—'}
+      <span class="mono small stmt-text" title={escapeInvisible(l.query_text ?? '')}>
+        <DbText text={l.query_text || '—'} />
       </span>
     ),
   },

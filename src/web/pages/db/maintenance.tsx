@@ -4,6 +4,7 @@
 // (/constraints/invalid). Progress is reloaded every 15 s.
 import { useCallback } from 'preact/hooks'
 import { type Column, DataTable } from '../../components/data-table.tsx'
+import { DbText } from '../../components/invisible.tsx'
 import { Async, Code, Empty, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
 import { Meter, NoDataYet, apiPath, fmtDuration, fmtRatio, useEvery } from './common.tsx'
 import type { PageProps } from './types.ts'
@@ -35,7 +36,7 @@ const OPERATIONS: Column<Operation>[] = [
         <>
           <Meter pct={o.percent} warn={101} crit={101} label={`${o.command} progress`} />
           <span class="muted small">
-            {fmtNum(o.done)} of {fmtNum(o.total)} {o.unit}
+            {fmtNum(o.done)} of {fmtNum(o.total)} <DbText text={o.unit} />
           </span>
         </>
       ),
@@ -115,7 +116,13 @@ function Constraints({ db }: { db: PageProps['db'] }) {
             {c.constraints.map((x) => (
               <li key={`${x.schema_name}|${x.table_name}|${x.constraint_name}`}>
                 <p>
-                  <strong>{x.constraint_name}</strong> ({x.constraint_type}) on {qualified(x.schema_name, x.table_name)}: <code>{x.definition}</code>
+                  <strong>
+                    <DbText text={x.constraint_name} />
+                  </strong>{' '}
+                  (<DbText text={x.constraint_type} />) on <DbText text={qualified(x.schema_name, x.table_name)} />:{' '}
+                  <code>
+                    <DbText text={x.definition} />
+                  </code>
                 </p>
                 <Code text={x.validate_sql} />
               </li>

@@ -2,8 +2,9 @@
 // stuck ones (failing, or older than an hour) first and highlighted; both refresh every 15 seconds.
 import { useState } from 'preact/hooks'
 import { type Column, DataTable } from '../../components/data-table.tsx'
+import { DbText, escapeInvisible } from '../../components/invisible.tsx'
 import { Async, Empty, ago, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
-import { Card, NoDataYet, apiPath, fmtDuration, useEvery } from './common.tsx'
+import { Card, NoDataYet, TableName, apiPath, fmtDuration, useEvery } from './common.tsx'
 import type { PageProps } from './types.ts'
 import type { Static } from '@sinclair/typebox'
 import type { Merges as MergesSchema, Mutations as MutationsSchema } from '../../../shared/api/clickhouse.ts'
@@ -16,19 +17,27 @@ type Mutation = Mutations['mutations'][number]
 function Progress({ pct, label }: { pct: number; label: string }) {
   return (
     <div class="meter-row">
-      <progress class="progress" max={100} value={pct} aria-label={label} />
+      <progress class="progress" max={100} value={pct} aria-label={escapeInvisible(label)} />
       <span class="num small">{pct.toFixed(0)} %</span>
     </div>
   )
 }
 
 const MERGES: Column<Merge>[] = [
-  { key: 'table', label: 'Table', render: (m) => <><span class="muted">{m.database}.</span>{m.table}</>, sort: (m) => `${m.database}.${m.table}` },
+  { key: 'table', label: 'Table', render: (m) => <TableName database={m.database} table={m.table} />, sort: (m) => `${m.database}.${m.table}` },
   { key: 'progress', label: 'Progress', render: (m) => <Progress pct={m.progress_pct} label={`Progress of ${m.result_part_name}`} />, sort: (m) => m.progress },
   { key: 'elapsed', label: 'Elapsed', num: true, render: (m) => fmtDuration(m.elapsed_s * 1000), sort: (m) => m.elapsed_s },
   { key: 'parts', label: 'Parts', num: true, render: (m) => fmtNum(m.num_parts), sort: (m) => m.num_parts },
   { key: 'size', label: 'Size', num: true, render: (m) => fmtBytes(m.total_size_bytes_compressed), sort: (m) => m.total_size_bytes_compressed },
-  { key: 'result', label: 'Result part', render: (m) => <code>{m.result_part_name}</code> },
+  {
+    key: 'result',
+    label: 'Result part',
+    render: (m) => (
+      <code>
+        <DbText text={m.result_part_name} />
+      </code>
+    ),
+  },
   { key: 'kind', label: 'Kind', render: (m) => (m.is_mutation ? <span class="badge badge-info">mutation</span> : 'merge') },
 ]
 
@@ -70,14 +79,14 @@ const MUTATIONS: Column<Mutation>[] = [
     label: 'State',
     render: (m) => (m.stuck ? <span class="badge badge-critical">stuck</span> : m.is_done ? <span class="badge badge-muted">done</span> : <span class="badge badge-info">running</span>),
   },
-  { key: 'table', label: 'Table', render: (m) => <><span class="muted">{m.database}.</span>{m.table}</> },
+  { key: 'table', label: 'Table', render: (m) => <TableName database={m.database} table={m.table} /> },
   {
     key: 'command',
     label: 'Command',
     cellClass: 'stmt-cell',
     render: (m) => (
-      <span class="mono small stmt-text" title={m.command}>
-        {m.command}
+      <span class="mono small stmt-text" title={escapeInvisible(m.command)}>
+        <DbText text={m.command} />
       </span>
     ),
   },
@@ -89,13 +98,23 @@ const MUTATIONS: Column<Mutation>[] = [
     render: (m) =>
       m.latest_fail_reason ? (
         <span class="small">
-          <span class="sev-critical">{m.latest_fail_reason}</span> <span class="muted">{ago(m.latest_fail_time)}</span>
+          <span class="sev-critical">
+            <DbText text={m.latest_fail_reason} />
+          </span> <span class="muted">{ago(m.latest_fail_time)}</span>
         </span>
       ) : (
         '—'
       ),
   },
-  { key: 'id', label: 'Mutation', render: (m) => <code>{m.mutation_id}</code> },
+  {
+    key: 'id',
+    label: 'Mutation',
+    render: (m) => (
+      <code>
+        <DbText text={m.mutation_id} />
+      </code>
+    ),
+  },
 ]
 
 export function MutationsPage({ db }: PageProps) {

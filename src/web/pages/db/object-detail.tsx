@@ -5,6 +5,7 @@ import type { ComponentChildren } from 'preact'
 import { useMemo } from 'preact/hooks'
 import { ApiError } from '../../api.ts'
 import { Chart, type ChartSeries, type Unit } from '../../components/chart.tsx'
+import { DbText } from '../../components/invisible.tsx'
 import { Async, Code, Empty, ago, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
 import { TimeRangePicker, apiPath, dbHref, fmtRatio, perBucket, useWindow, withWindow } from './common.tsx'
 import type { IndexDetail, TableDetail } from '../../../shared/api/objects.ts'
@@ -100,8 +101,10 @@ function ObjectDetail<D extends Detail>({ db, item, query, setQuery, kind, specs
         <a href={back}>← All {list}</a>
       </p>
       <h2 class="object-title">
-        <span class="muted">{schema}.</span>
-        {name}
+        <span class="muted">
+          <DbText text={schema} />.
+        </span>
+        <DbText text={name} />
       </h2>
       <Async loaded={detail}>
         {(row) => (
@@ -168,7 +171,9 @@ export function IndexDetailPage(props: PageProps) {
           <dl class="kv">
             <dt>Table</dt>
             <dd>
-              <a href={withWindow(dbHref(db, `tables/${encodeURIComponent(`${i.schema_name}/${i.table_name}`)}`), query)}>{i.table_name}</a>
+              <a href={withWindow(dbHref(db, `tables/${encodeURIComponent(`${i.schema_name}/${i.table_name}`)}`), query)}>
+                <DbText text={i.table_name} />
+              </a>
             </dd>
             <dt>Size</dt>
             <dd>{fmtBytes(i.size_bytes)}</dd>

@@ -5,6 +5,7 @@
 import type { Static } from '@sinclair/typebox'
 import type { IndexEntry, TableEntry } from '../../../shared/api/objects.ts'
 import { type Column, DataTable } from '../../components/data-table.tsx'
+import { DbText, escapeInvisible } from '../../components/invisible.tsx'
 import { Async, Empty, ago, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
 import { NoDataYet, SelectField, apiPath, dbHref, fmtRatio, withWindow } from './common.tsx'
 import type { Database, PageProps } from './types.ts'
@@ -72,8 +73,10 @@ function tableColumns(db: Database, query: URLSearchParams): Column<TableRow>[] 
       label: 'Table',
       render: (t) => (
         <a href={withWindow(dbHref(db, `tables/${objectItem(t.schema_name, t.table_name)}`), query)}>
-          <span class="muted">{t.schema_name}.</span>
-          {t.table_name}
+          <span class="muted">
+            <DbText text={t.schema_name} />.
+          </span>
+          <DbText text={t.table_name} />
         </a>
       ),
     },
@@ -169,8 +172,10 @@ function indexColumns(db: Database, query: URLSearchParams): Column<IndexRow>[] 
       label: 'Index',
       render: (i) => (
         <a href={withWindow(dbHref(db, `indexes/${objectItem(i.schema_name, i.index_name)}`), query)}>
-          <span class="muted">{i.schema_name}.</span>
-          {i.index_name}
+          <span class="muted">
+            <DbText text={i.schema_name} />.
+          </span>
+          <DbText text={i.index_name} />
         </a>
       ),
     },
@@ -194,8 +199,8 @@ function indexColumns(db: Database, query: URLSearchParams): Column<IndexRow>[] 
       key: 'def',
       label: 'Definition',
       render: (i) => (
-        <span class="mono small stmt-text" title={i.index_def}>
-          {i.index_def}
+        <span class="mono small stmt-text" title={escapeInvisible(i.index_def)}>
+          <DbText text={i.index_def} />
         </span>
       ),
     },

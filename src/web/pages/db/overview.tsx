@@ -7,6 +7,7 @@
 // than its own thresholds (two critical dead-row findings make the dead tuples card critical). When the
 // agent stopped sending, the figures of the moment (sessions, blocking, the cache hit ratio) show "—"
 // with the time of the last data, and the state figures say "as of" that time.
+import { DbText, escapeInvisible } from '../../components/invisible.tsx'
 import { Async, ErrorBox, Loading, ago, fmtClock, fmtMs, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
 import type { Loaded } from '../../components/ui.tsx'
 import {
@@ -204,8 +205,8 @@ function TopStatements({ db, rows, tw, query }: { db: Database; rows: TopQuery[]
           {rows.map((q) => (
             <tr key={q.query_hash}>
               <td class="stmt-cell">
-                <a class="stmt-text mono" href={`${dbHref(db, `queries/${encodeURIComponent(q.query_hash)}`)}${keep ? `?${keep}` : ''}`} title={q.query_text}>
-                  {q.query_text || q.query_hash}
+                <a class="stmt-text mono" href={`${dbHref(db, `queries/${encodeURIComponent(q.query_hash)}`)}${keep ? `?${keep}` : ''}`} title={escapeInvisible(q.query_text)}>
+                  <DbText text={q.query_text || q.query_hash} />
                 </a>
               </td>
               <td class="num">{fmtMs(q.total_time_ms)}</td>
@@ -230,10 +231,14 @@ function TopIssues({ db, doctor }: PageProps) {
         <li key={f.key} class={`panel ${f.severity}`}>
           <div class="row">
             <SeverityBadge severity={f.severity} />
-            <a href={`${dbHref(db, 'doctor')}?finding=${encodeURIComponent(f.key)}`}>{f.title}</a>
+            <a href={`${dbHref(db, 'doctor')}?finding=${encodeURIComponent(f.key)}`}>
+              <DbText text={f.title} />
+            </a>
             <AsOf at={f.as_of} stale={isStale(db)} />
           </div>
-          <p class="small muted clamp">{f.detail}</p>
+          <p class="small muted clamp">
+            <DbText text={f.detail} />
+          </p>
         </li>
       ))}
     </ul>

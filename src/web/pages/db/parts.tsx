@@ -3,8 +3,9 @@
 // the part counts over time.
 import { useMemo } from 'preact/hooks'
 import { type Column, DataTable } from '../../components/data-table.tsx'
+import { DbText } from '../../components/invisible.tsx'
 import { Async, Empty, ErrorBox, Loading, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
-import { Card, Meter, NoDataYet, SelectField, TimeRangePicker, apiPath, useWindow } from './common.tsx'
+import { Card, Meter, NoDataYet, SelectField, TableName, TimeRangePicker, apiPath, useWindow } from './common.tsx'
 import { SeriesChart, type SeriesSpec } from './series-chart.tsx'
 import type { PageProps } from './types.ts'
 import type { Static } from '@sinclair/typebox'
@@ -31,18 +32,34 @@ function AgainstThresholds({ parts, t }: { parts: number; t: Thresholds }) {
 }
 
 const TABLES: Column<TableParts>[] = [
-  { key: 'table', label: 'Table', render: (t) => <><span class="muted">{t.database}.</span>{t.table}</>, sort: (t) => `${t.database}.${t.table}` },
+  { key: 'table', label: 'Table', render: (t) => <TableName database={t.database} table={t.table} />, sort: (t) => `${t.database}.${t.table}` },
   { key: 'parts', label: 'Active parts', num: true, render: (t) => fmtNum(t.active_parts), sort: (t) => t.active_parts },
   { key: 'partitions', label: 'Partitions', num: true, render: (t) => fmtNum(t.partition_count), sort: (t) => t.partition_count },
   { key: 'rows', label: 'Rows', num: true, render: (t) => fmtNum(t.rows), sort: (t) => t.rows },
   { key: 'bytes', label: 'On disk', num: true, render: (t) => fmtBytes(t.bytes_on_disk), sort: (t) => t.bytes_on_disk },
-  { key: 'worst', label: 'Worst partition', render: (t) => <code>{t.worst_partition_id}</code> },
+  {
+    key: 'worst',
+    label: 'Worst partition',
+    render: (t) => (
+      <code>
+        <DbText text={t.worst_partition_id} />
+      </code>
+    ),
+  },
   { key: 'ratio', label: 'Its parts vs thresholds', render: (t) => <AgainstThresholds parts={t.max_partition_parts} t={t} />, sort: (t) => t.delay_insert_ratio },
 ]
 
 const PARTITIONS: Column<Partition>[] = [
-  { key: 'table', label: 'Table', render: (p) => <><span class="muted">{p.database}.</span>{p.table}</>, sort: (p) => `${p.database}.${p.table}` },
-  { key: 'partition', label: 'Partition', render: (p) => <code>{p.partition_id}</code>, sort: (p) => p.partition_id },
+  { key: 'table', label: 'Table', render: (p) => <TableName database={p.database} table={p.table} />, sort: (p) => `${p.database}.${p.table}` },
+  {
+    key: 'partition',
+    label: 'Partition',
+    render: (p) => (
+      <code>
+        <DbText text={p.partition_id} />
+      </code>
+    ),
+    sort: (p) => p.partition_id },
   { key: 'parts', label: 'Active parts', num: true, render: (p) => fmtNum(p.active_parts), sort: (p) => p.active_parts },
   { key: 'rows', label: 'Rows', num: true, render: (p) => fmtNum(p.rows), sort: (p) => p.rows },
   { key: 'bytes', label: 'On disk', num: true, render: (p) => fmtBytes(p.bytes_on_disk), sort: (p) => p.bytes_on_disk },

@@ -1,6 +1,8 @@
 // A PostgreSQL plan (EXPLAIN FORMAT JSON, as the agent sends it) as a readable tree: each node's type,
 // relation and index, startup..total cost, estimated against actual rows (in the warning colour when
-// they are 10 times apart or more), loops and time, and its conditions.
+// they are 10 times apart or more), loops and time, and its conditions. Names and conditions come from the
+// monitored database: shown with <DbText>.
+import { DbText } from '../../components/invisible.tsx'
 import { fmtMs, fmtNum } from '../../components/ui.tsx'
 
 export interface PlanNode {
@@ -64,21 +66,31 @@ function Node({ node }: { node: PlanNode }) {
       <div class={`plan-node${bad ? ' misestimate' : ''}`}>
         <div class="plan-title">
           <strong>
-            {join}
-            {type}
+            <DbText text={`${join}${type}`} />
           </strong>
           {node['Scan Direction'] === 'Backward' && <span class="muted"> backward</span>}
           {node['Index Name'] && (
             <>
               {' '}
-              using <code>{node['Index Name']}</code>
+              using{' '}
+              <code>
+                <DbText text={node['Index Name']} />
+              </code>
             </>
           )}
           {relation && (
             <>
               {' '}
-              on <code>{relation}</code>
-              {node.Alias && node.Alias !== node['Relation Name'] && <span class="muted"> {node.Alias}</span>}
+              on{' '}
+              <code>
+                <DbText text={relation} />
+              </code>
+              {node.Alias && node.Alias !== node['Relation Name'] && (
+                <span class="muted">
+                  {' '}
+                  <DbText text={node.Alias} />
+                </span>
+              )}
             </>
           )}
         </div>
@@ -96,7 +108,9 @@ function Node({ node }: { node: PlanNode }) {
         </div>
         {CONDITIONS.filter((c) => node[c] !== undefined).map((c) => (
           <div key={c} class="plan-cond small">
-            <span class="muted">{c}:</span> <code>{Array.isArray(node[c]) ? (node[c] as unknown[]).join(', ') : String(node[c])}</code>
+            <span class="muted">{c}:</span> <code>
+              <DbText text={Array.isArray(node[c]) ? (node[c] as unknown[]).join(', ') : String(node[c])} />
+            </code>
           </div>
         ))}
       </div>

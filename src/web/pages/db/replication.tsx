@@ -3,6 +3,7 @@
 import { useMemo } from 'preact/hooks'
 import { Chart, type ChartSeries, formatValue } from '../../components/chart.tsx'
 import { type Column, DataTable } from '../../components/data-table.tsx'
+import { DbText } from '../../components/invisible.tsx'
 import { Async, Empty, ErrorBox, Loading, fmtBytes, fmtMs, fmtTime, useApi } from '../../components/ui.tsx'
 import { Card, NoDataYet, TimeRangePicker, apiPath, useWindow } from './common.tsx'
 import type { PageProps } from './types.ts'
@@ -27,7 +28,15 @@ const REPLICAS: Column<Replica>[] = [
 ]
 
 const SLOTS: Column<Slot>[] = [
-  { key: 'name', label: 'Slot', render: (s) => <code>{s.slot_name}</code>, sort: (s) => s.slot_name },
+  {
+    key: 'name',
+    label: 'Slot',
+    render: (s) => (
+      <code>
+        <DbText text={s.slot_name} />
+      </code>
+    ),
+    sort: (s) => s.slot_name },
   { key: 'type', label: 'Type', render: (s) => s.slot_type, sort: (s) => s.slot_type },
   { key: 'active', label: 'Active', render: (s) => (s.active ? 'yes' : <span class="badge badge-warning">inactive</span>), sort: (s) => (s.active ? 1 : 0) },
   { key: 'lag', label: 'Retained WAL', num: true, render: (s) => fmtBytes(s.lag_bytes), sort: (s) => s.lag_bytes },
@@ -86,7 +95,15 @@ export function ReplicationPage({ db, query, setQuery }: PageProps) {
                 <div class="card">
                   <div class="label">Role</div>
                   <div class="value">{s.is_replica ? 'replica' : 'primary'}</div>
-                  <div class="sub">{s.is_replica ? `upstream ${s.upstream_host ?? 'unknown'}` : `${s.replicas.length} replicas`}</div>
+                  <div class="sub">
+                    {s.is_replica ? (
+                      <>
+                        upstream <DbText text={s.upstream_host ?? 'unknown'} />
+                      </>
+                    ) : (
+                      `${s.replicas.length} replicas`
+                    )}
+                  </div>
                 </div>
                 {s.is_replica && <Card label="Lag" value={formatValue('s', s.replication_lag_seconds)} sub={fmtBytes(s.replication_lag_bytes)} />}
                 <Card label="Slots" value={s.slots.length} sub={`${s.slots.filter((x) => !x.active).length} inactive`} tone={s.slots.some((x) => !x.active) ? 'warning' : undefined} />

@@ -2,6 +2,7 @@
 // queries now, as gauges, and over the window as charts.
 import { useMemo } from 'preact/hooks'
 import { Chart, type ChartSeries, formatValue } from '../../components/chart.tsx'
+import { DbText } from '../../components/invisible.tsx'
 import { Async, Empty, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
 import { Card, Meter, NoDataYet, TimeRangePicker, apiPath, fmtDuration, fmtRatio, useWindow } from './common.tsx'
 import { SeriesChart, type SeriesSpec } from './series-chart.tsx'
@@ -60,7 +61,9 @@ export function ServerPage({ db, query, setQuery }: PageProps) {
               </div>
               {m.disks.map((d) => (
                 <div class="card" key={d.name}>
-                  <div class="label">Disk {d.name}</div>
+                  <div class="label">
+                    Disk <DbText text={d.name} />
+                  </div>
                   <div class="value">{formatValue('pct', d.used_pct)}</div>
                   <Meter pct={d.used_pct} warn={80} crit={90} label={`Disk ${d.name} used`} />
                   <div class="sub">

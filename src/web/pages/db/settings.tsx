@@ -3,6 +3,7 @@
 // its name to confirm (Esc cancels).
 import { useEffect, useRef, useState } from 'preact/hooks'
 import { api } from '../../api.ts'
+import { DbText, escapeInvisible } from '../../components/invisible.tsx'
 import { ErrorBox, useEscape, useFocusSwap } from '../../components/ui.tsx'
 import { navigate } from '../../router.ts'
 import { collectorNames } from '../../../shared/collectors.ts'
@@ -112,9 +113,11 @@ function DeleteDatabase({ db }: { db: Database }) {
   }
   useEscape(open && !state.deleting, cancel)
   useFocusSwap(open, opener, confirmField)
+  // The name as shown is accepted too: its invisible characters cannot be typed, their ⟨U+…⟩ markers can.
+  const confirmed = typed === db.name || typed === escapeInvisible(db.name)
   const remove = async (e: Event) => {
     e.preventDefault()
-    if (typed !== db.name) return
+    if (!confirmed) return
     setState({ deleting: true })
     try {
       await api('DELETE', apiPath(db, ''))
@@ -127,7 +130,11 @@ function DeleteDatabase({ db }: { db: Database }) {
     <section class="panel critical danger-zone">
       <h2>Delete this database</h2>
       <p>
-        Deletes <strong>{db.name}</strong> with all its telemetry, recommendations and alerts. An agent still configured with it registers it again
+        Deletes{' '}
+        <strong>
+          <DbText text={db.name} />
+        </strong>{' '}
+        with all its telemetry, recommendations and alerts. An agent still configured with it registers it again
         at its next batch: remove it from the agent's config first.
       </p>
       {!open ? (
@@ -138,13 +145,17 @@ function DeleteDatabase({ db }: { db: Database }) {
         <form class="form" onSubmit={remove}>
           <div class="field">
             <label for="confirm-name">
-              Type <code>{db.name}</code> to confirm
+              Type{' '}
+              <code>
+                <DbText text={db.name} />
+              </code>{' '}
+              to confirm
             </label>
             <input id="confirm-name" ref={confirmField} value={typed} autoComplete="off" onInput={(e) => setTyped((e.target as HTMLInputElement).value)} />
           </div>
           <div class="row">
-            <button type="submit" class="danger" disabled={typed !== db.name || state.deleting}>
-              {state.deleting ? 'Deleting…' : `Delete ${db.name}`}
+            <button type="submit" class="danger" disabled={!confirmed || state.deleting}>
+              {state.deleting ? 'Deleting…' : `Delete ${escapeInvisible(db.name)}`}
             </button>
             <button type="button" onClick={cancel}>
               Cancel

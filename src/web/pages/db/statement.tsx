@@ -10,6 +10,7 @@ import type { Static } from '@sinclair/typebox'
 import type { ClickHouseQueryPoint, PostgresQueryDetail, PostgresQueryPoint, QueryPlan } from '../../../shared/api/queries.ts'
 import { ApiError, get } from '../../api.ts'
 import { Chart, type ChartMark, type ChartSeries, type Unit } from '../../components/chart.tsx'
+import { DbText } from '../../components/invisible.tsx'
 import { Async, Code, Empty, ErrorBox, Loading, fmtBytes, fmtClock, fmtMs, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
 import { TimeRangePicker, apiPath, dbHref, fmtRatio, perBucket, useWindow } from './common.tsx'
 import { type PlanGroup, type Spread, groupPlans } from './plan-groups.ts'
@@ -84,7 +85,9 @@ function Totals({ db, d, since }: { db: Database; d: Detail; since: number | und
   return (
     <dl class="kv">
       <dt>Hash</dt>
-      <dd class="mono">{d.query_hash}</dd>
+      <dd class="mono">
+        <DbText text={d.query_hash} />
+      </dd>
       <dt>Seen</dt>
       <dd>
         {fmtTime(d.first_seen)} – {fmtTime(d.last_seen)}
@@ -186,7 +189,7 @@ function SampleRows({ group, selected, select }: { group: PlanGroup<Plan>; selec
           <td class="num">{fmtMs(p.actual_time_ms)}</td>
           <td class="num">{fmtCost(p.total_cost)}</td>
           <td class="small" colSpan={2}>
-            {p.source} · {p.seq_scans} seq / {p.index_scans} index scans · rows {fmtNum(p.rows_estimated)} est. / {fmtNum(p.rows_actual)}
+            <DbText text={p.source} /> · {p.seq_scans} seq / {p.index_scans} index scans · rows {fmtNum(p.rows_estimated)} est. / {fmtNum(p.rows_actual)}
           </td>
         </tr>
       ))}
@@ -279,7 +282,7 @@ function Plans({
                         title="Show this plan"
                         onClick={() => setQuery({ plan: g.plan_hash, sample: undefined }, { replace: true })}
                       >
-                        {g.plan_hash.slice(0, 12)}
+                        <DbText text={g.plan_hash.slice(0, 12)} />
                       </button>{' '}
                       {g.changedAt.length > 0 && (
                         <span class="badge badge-warning" title={`Replaced another plan at ${g.changedAt.map((t) => fmtTime(t)).join(', ')}`}>
@@ -299,7 +302,9 @@ function Plans({
                     <td class="num">
                       <SpreadText s={g.cost} format={fmtCost} />
                     </td>
-                    <td>{g.sources.join(', ')}</td>
+                    <td>
+                      <DbText text={g.sources.join(', ')} />
+                    </td>
                     <td>
                       <button type="button" class="link small nowrap" aria-expanded={open} onClick={() => toggle(g.plan_hash)}>
                         {open ? 'Hide samples' : 'List samples'}
@@ -328,9 +333,12 @@ function Plans({
         </div>
       )}
       <h3>
-        Plan <span class="mono">{group.plan_hash.slice(0, 12)}</span>{' '}
+        Plan{' '}
+        <span class="mono">
+          <DbText text={group.plan_hash.slice(0, 12)} />
+        </span>{' '}
         <span class="muted small">
-          {sample === group.latest ? 'latest sample' : 'sample'}, {fmtTime(sample.ts)} · {sample.source}
+          {sample === group.latest ? 'latest sample' : 'sample'}, {fmtTime(sample.ts)} · <DbText text={sample.source} />
         </span>{' '}
         {group.changedAt.length > 0 && <span class="badge badge-warning">plan changed</span>}
       </h3>

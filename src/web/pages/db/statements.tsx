@@ -11,6 +11,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks'
 import type { Static } from '@sinclair/typebox'
 import type { QueryStats } from '../../../shared/api/queries.ts'
+import { DbText, escapeInvisible } from '../../components/invisible.tsx'
 import { Async, Empty, fmtBytes, fmtClock, fmtMs, fmtNum, useApi } from '../../components/ui.tsx'
 import { type Column, DataTable } from '../../components/data-table.tsx'
 import { type AgentNote, AgentNotes, Field, NoDataYet, SelectField, TimeRangePicker, apiPath, dbHref, fmtRatio, useWindow, windowQuery } from './common.tsx'
@@ -120,8 +121,8 @@ function columns(db: Database, query: string, share: (ms: number | null) => numb
       label: 'Statement',
       cellClass: 'stmt-cell',
       render: (r) => (
-        <a class="stmt-text mono" href={link(r)} title={r.query_text}>
-          {r.query_text || r.query_hash}
+        <a class="stmt-text mono" href={link(r)} title={escapeInvisible(r.query_text)}>
+          <DbText text={r.query_text || r.query_hash} />
         </a>
       ),
     },
@@ -194,7 +195,7 @@ function StatementNotes({ db, doctor }: { db: Database; doctor: PageProps['docto
   const extra = findings.length
     ? findings.map((f) => (
         <li key={f.key}>
-          The doctor: {f.title}. <a href={`${dbHref(db, 'doctor')}?finding=${encodeURIComponent(f.key)}`}>How to fix it</a>
+          The doctor: <DbText text={f.title} />. <a href={`${dbHref(db, 'doctor')}?finding=${encodeURIComponent(f.key)}`}>How to fix it</a>
         </li>
       ))
     : undefined
@@ -305,11 +306,11 @@ export function StatementsPage({ db, query, setQuery, doctor }: PageProps) {
               {timing && <IoTimingNote state={timing} />}
               {filter.trim() && (
                 <p class="muted small" role="status">
-                  {shown.length} of the {rows.length} statements listed match “{filter.trim()}”.
+                  {shown.length} of the {rows.length} statements listed match “<DbText text={filter.trim()} />”.
                 </p>
               )}
               {shown.length === 0 ? (
-                <Empty title={`No statement matches “${filter.trim()}”`}>
+                <Empty title={`No statement matches “${escapeInvisible(filter.trim())}”`}>
                   <p>
                     The filter searches the text of the {rows.length} statements listed (the top {limit} by {sortLabel} in this time range). Show more
                     statements or pick a longer time range to search further.

@@ -3,6 +3,7 @@
 import { useMemo } from 'preact/hooks'
 import { Chart, type ChartSeries } from '../../components/chart.tsx'
 import { type Column, DataTable } from '../../components/data-table.tsx'
+import { DbText } from '../../components/invisible.tsx'
 import { Async, Empty, fmtNum, useApi } from '../../components/ui.tsx'
 import { NoDataYet, TimeRangePicker, apiPath, fmtDuration, perBucket, useWindow } from './common.tsx'
 import type { PageProps } from './types.ts'
@@ -59,7 +60,11 @@ function totals(points: WaitPoint[]): EventTotal[] {
 
 const COLUMNS: Column<EventTotal>[] = [
   { key: 'type', label: 'Type', render: (t) => t.type, sort: (t) => t.type },
-  { key: 'event', label: 'Event', render: (t) => <code>{t.event}</code>, sort: (t) => t.event },
+  { key: 'event', label: 'Event', render: (t) => (
+      <code>
+        <DbText text={t.event} />
+      </code>
+    ), sort: (t) => t.event },
   { key: 'count', label: 'Samples', num: true, render: (t) => fmtNum(t.count), sort: (t) => t.count, title: 'sessions seen waiting, sampled every second' },
   { key: 'duration', label: 'Time waited', num: true, render: (t) => fmtDuration(t.duration), sort: (t) => t.duration },
 ]
