@@ -10,6 +10,7 @@ import { type Deps, clientAddress } from './context.ts'
 import { healthz, signupGate } from './healthz.ts'
 import { HttpError, tooManyRequests } from './http-error.ts'
 import { parseJsonBody } from './json-body.ts'
+import { rateLimitSubject } from './rate-limit-address.ts'
 import { type RateLimitedEndpoint, authRateLimits, bodyLimits, headerLimits } from './limits.ts'
 import { alertRoutes } from './routes/alerts.ts'
 import { apiKeyRoutes } from './routes/api-keys.ts'
@@ -142,8 +143,9 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
       // again, for the first account's race.)
       if (endpoint === 'signup' && (await signupClosed())) throw new HttpError(403, 'signup is closed on this server')
       const { limit, windowMs } = authRateLimits[endpoint]
-      const address = clientAddress(deps, request, server)
-      const result = await deps.store.hitRateLimit(`rate:${endpoint}:${address}`, limit, windowMs, deps.clock())
+      // Per IPv4 address, or per /64 of an IPv6 one (rate-limit-address.ts).
+      const subject = rateLimitSubject(clientAddress(deps, request, server))
+      const result = await deps.store.hitRateLimit(`rate:${endpoint}:${subject}`, limit, windowMs, deps.clock())
       if (!result.allowed) throw tooManyRequests(result.retryAfterMs)
     })
     .onParse(async ({ request }) => {
