@@ -1,8 +1,9 @@
 // The Elysia application: body parsing with size caps, a cap on the request's headers, auth rate limits
 // by path, the one error handler that answers {"error": ...} (503 while the store cannot be reached),
-// the security headers on every response, /healthz (which asks the store), GET /metrics (Prometheus, for
-// any organization's API key), the dashboard's files, and the route modules. `dbm serve` and the tests
-// both build the app through createApp, so tests exercise exactly what runs in production.
+// the security headers on every response, /healthz (which asks the store), GET /metrics (Prometheus: the
+// server's figures for DBM_METRICS_TOKEN, an organization's own for its key), the dashboard's files, and
+// the route modules. `dbm serve` and the tests both build the app through createApp, so tests exercise
+// exactly what runs in production.
 import type { ValueError } from '@sinclair/typebox/errors'
 import { type AnyElysia, Elysia, type ValidationError } from 'elysia'
 import { checkOrigin } from './auth/principal.ts'
