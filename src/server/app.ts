@@ -1,8 +1,9 @@
 // The Elysia application: body parsing with size caps, a cap on the request's headers, auth rate limits
 // by path, the one error handler that answers {"error": ...} (503 while the store cannot be reached),
-// the security headers on every response, /healthz (which asks the store), GET /metrics (Prometheus, for
-// any organization's API key), the dashboard's files, and the route modules. `dbm serve` and the tests
-// both build the app through createApp, so tests exercise exactly what runs in production.
+// the security headers on every response, /healthz (which asks the store), GET /metrics (Prometheus: the
+// server's figures for DBM_METRICS_TOKEN, an organization's own for its key), the dashboard's files, and
+// the route modules. `dbm serve` and the tests both build the app through createApp, so tests exercise
+// exactly what runs in production.
 import type { ValueError } from '@sinclair/typebox/errors'
 import { type AnyElysia, Elysia, type ValidationError } from 'elysia'
 import { checkOrigin } from './auth/principal.ts'
@@ -10,6 +11,7 @@ import { type Deps, clientAddress } from './context.ts'
 import { healthz, signupGate } from './healthz.ts'
 import { HttpError, tooManyRequests } from './http-error.ts'
 import { parseJsonBody } from './json-body.ts'
+import { rateLimitSubject } from './rate-limit-address.ts'
 import { type RateLimitedEndpoint, authRateLimits, bodyLimits, headerLimits } from './limits.ts'
 import { alertRoutes } from './routes/alerts.ts'
 import { apiKeyRoutes } from './routes/api-keys.ts'
@@ -142,8 +144,9 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
       // again, for the first account's race.)
       if (endpoint === 'signup' && (await signupClosed())) throw new HttpError(403, 'signup is closed on this server')
       const { limit, windowMs } = authRateLimits[endpoint]
-      const address = clientAddress(deps, request, server)
-      const result = await deps.store.hitRateLimit(`rate:${endpoint}:${address}`, limit, windowMs, deps.clock())
+      // Per IPv4 address, or per /64 of an IPv6 one (rate-limit-address.ts).
+      const subject = rateLimitSubject(clientAddress(deps, request, server))
+      const result = await deps.store.hitRateLimit(`rate:${endpoint}:${subject}`, limit, windowMs, deps.clock())
       if (!result.allowed) throw tooManyRequests(result.retryAfterMs)
     })
     .onParse(async ({ request }) => {

@@ -31,6 +31,11 @@ export interface ServeConfig {
   signup: SignupMode
   /** DBM_WEBHOOK_ALLOW_PRIVATE: webhooks may go to loopback, private and other internal addresses. */
   webhookAllowPrivate: boolean
+  /**
+   * DBM_METRICS_TOKEN (or the content of DBM_METRICS_TOKEN_FILE): the bearer token of GET /metrics'
+   * server-wide view; unset: that view is off (organizations' keys still read their own figures).
+   */
+  metricsToken?: string
 }
 
 /** Parses `host:port`, `:port` or `[v6]:port`. */
@@ -53,6 +58,34 @@ function dataDir([value, source]: [string | undefined, string]): string {
   if (value === undefined) return './dbm-data'
   if (value.trim() === '') throw new UsageError(`${source}: expected a directory path`)
   return value
+}
+
+/** The shortest DBM_METRICS_TOKEN accepted: as long as DBM_JWT_SECRET's minimum, too long to guess. */
+export const METRICS_TOKEN_MIN_LENGTH = 32
+
+/**
+ * DBM_METRICS_TOKEN, or the content of the file DBM_METRICS_TOKEN_FILE names (one final line break ignored) (a Kubernetes Secret
+ * mounted as a file); not both. At least METRICS_TOKEN_MIN_LENGTH printable ASCII characters without
+ * spaces (what an `Authorization: Bearer` header carries as it is). Read once at start-up.
+ */
+function metricsToken(env: Record<string, string | undefined>): string | undefined {
+  const direct = env.DBM_METRICS_TOKEN || undefined
+  const file = env.DBM_METRICS_TOKEN_FILE || undefined
+  if (direct !== undefined && file !== undefined) throw new UsageError('DBM_METRICS_TOKEN and DBM_METRICS_TOKEN_FILE: set one of them, not both')
+  let token = direct
+  let source = 'DBM_METRICS_TOKEN'
+  if (file !== undefined) {
+    source = 'DBM_METRICS_TOKEN_FILE'
+    try {
+      token = readFileSync(file, 'utf8').replace(/\r?\n$/, '')
+    } catch (e) {
+      throw new UsageError(`DBM_METRICS_TOKEN_FILE: cannot read ${JSON.stringify(file)} (${(e as NodeJS.ErrnoException).code ?? 'error'})`)
+    }
+  }
+  if (token === undefined) return undefined
+  if (!/^[\x21-\x7e]*$/.test(token)) throw new UsageError(`${source}: the token must be printable ASCII without spaces or line breaks`)
+  if (token.length < METRICS_TOKEN_MIN_LENGTH) throw new UsageError(`${source}: the token must be at least ${METRICS_TOKEN_MIN_LENGTH} characters (for example: openssl rand -hex 32)`)
+  return token
 }
 
 /** True for a postgres:// or postgresql:// URL (the PostgreSQL store). */
@@ -104,6 +137,7 @@ export function resolveServeConfig(flags: Record<string, string>, env: Record<st
     retentionDays,
     signup,
     webhookAllowPrivate: parseBool(env.DBM_WEBHOOK_ALLOW_PRIVATE ?? '', 'DBM_WEBHOOK_ALLOW_PRIVATE'),
+    metricsToken: metricsToken(env),
   }
 }
 

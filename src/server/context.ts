@@ -31,11 +31,14 @@ export interface Deps {
   loopLag?: LoopLag
   /** The diagnosis worker (`dbm serve` starts one): the health monitor's diagnoses run there. */
   diagnoser?: Diagnoser
+  /** DBM_METRICS_TOKEN: the bearer token of GET /metrics' server-wide view; absent: that view is off. */
+  metricsToken?: string
 }
 
 /**
- * The client address used for rate limits. Behind a trusted proxy it is the last X-Forwarded-For entry:
- * the one that proxy appended. Earlier entries are whatever the client sent and prove nothing.
+ * The client's full address. Behind a trusted proxy it is the last X-Forwarded-For entry: the one that
+ * proxy appended. Earlier entries are whatever the client sent and prove nothing. Rate limits count it
+ * by rateLimitSubject (its /64 for IPv6).
  */
 export function clientAddress(deps: Pick<Deps, 'trustProxy'>, request: Request, server: { requestIP(r: Request): { address: string } | null } | null): string {
   if (deps.trustProxy) {

@@ -1,7 +1,9 @@
 // `dbm serve`'s own metrics, one set per process as Prometheus client libraries keep them, exposed at
-// GET /metrics (app.ts) to any organization's API key. No label names an organization or a database:
-// every organization's key reads the same figures, so they must not reveal other tenants (their names,
-// or counts per tenant), and series per tenant would grow without bound.
+// GET /metrics (routes/metrics.ts) only to the operator's DBM_METRICS_TOKEN: they are the server's as a
+// whole, so an organization would see other tenants' activity in them, and the mail counters move when a
+// reset mail goes to an address that has an account. No label names an organization or a database
+// (series per tenant would grow without bound); organizations read their own figures instead
+// (organization-metrics.ts).
 import { DURATION_BUCKETS, type HistogramChild, Registry, registerProcessMetrics } from '../shared/prometheus.ts'
 import type { SqlDriver } from './store/driver.ts'
 

@@ -186,6 +186,7 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
       trustProxy: config.trustProxy,
       signup: config.signup,
       webhooks: { allowPrivate: config.webhookAllowPrivate },
+      metricsToken: config.metricsToken,
       streams: new Set<{ close(code?: number, reason?: string): void }>(),
       loopLag,
     }

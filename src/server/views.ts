@@ -47,7 +47,7 @@ export function apiKeyView(k: ApiKey) {
 }
 
 /** `connected` while a batch arrived within max(3 × poll interval, 60 s). */
-export function healthStatus(db: RegisteredDatabase, now: number): 'connected' | 'disconnected' {
+export function healthStatus(db: Pick<RegisteredDatabase, 'last_seen_at' | 'poll_interval_seconds'>, now: number): 'connected' | 'disconnected' {
   if (db.last_seen_at === null) return 'disconnected'
   const window = Math.max(3 * db.poll_interval_seconds * 1000, databaseDefaults.connectedFloorMs)
   return now - db.last_seen_at <= window ? 'connected' : 'disconnected'

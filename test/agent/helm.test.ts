@@ -1,10 +1,13 @@
 // The Helm chart for the agent: its values have the spec's shape (apiKey, apiEndpoint, databases with
-// name, dsn, pollInterval), and the config.yaml its Secret template writes is one the agent accepts.
-// (No helm binary here: the template's few expressions are filled in by hand for one example.)
+// name, dsn, pollInterval), the config.yaml its Secret template writes is one the agent accepts, with
+// the health endpoint on loopback unless healthAddress is set, and the probes reach it there (they run
+// in the container: run here with bash against a listener on 127.0.0.1).
+// (No helm binary here: the templates' few expressions are filled in by hand.)
 import { describe, expect, test } from 'bun:test'
 import { readFileSync } from 'node:fs'
 import { parse } from 'yaml'
 import { parseAgentConfig } from '../../src/agent/config.ts'
+import { runCommand } from '../support/process.ts'
 
 const chart = 'deploy/helm/dbm-agent'
 
@@ -13,11 +16,13 @@ describe('helm chart', () => {
     const values = parse(readFileSync(`${chart}/values.yaml`, 'utf8'))
     expect(Object.keys(values)).toEqual(expect.arrayContaining(['apiKey', 'apiEndpoint', 'databases']))
     expect(values.databases).toEqual([])
+    expect({ healthAddress: values.healthAddress, healthPort: values.healthPort }).toEqual({ healthAddress: '127.0.0.1', healthPort: 8081 })
     const example = readFileSync(`${chart}/values.yaml`, 'utf8')
     expect(example).toMatch(/#\s+- name: \w+\n#\s+dsn: postgres:\/\/\S+\n#\s+pollInterval: 10s/)
   })
 
-  test('the Secret template renders a config the agent accepts', () => {
+  /** config.yaml as the Secret template writes it for these values (the listen address's `default` included). */
+  function renderConfig(values: { healthAddress?: string; healthPort: number }) {
     const template = readFileSync(`${chart}/templates/secret.yaml`, 'utf8')
     const block = template.split('config.yaml: |\n')[1]!.split('{{- end }}\n{{- end }}')[0]!
     const key = `dbm_ak_0123456789abcdef_${'a'.repeat(43)}`
@@ -33,7 +38,10 @@ describe('helm chart', () => {
         .trimEnd()
         .replace('{{ .Values.apiEndpoint | quote }}', q('http://dbm:8080'))
         .replace('{{ .Values.apiKey | quote }}', q(key))
-        .replace('{{ printf ":%d" (int .Values.healthPort) | quote }}', q(':8081')) +
+        .replace(
+          '{{ printf "%s:%d" (.Values.healthAddress | default "127.0.0.1") (int .Values.healthPort) | quote }}',
+          q(`${values.healthAddress || '127.0.0.1'}:${values.healthPort}`),
+        ) +
       databases
         .map((d) =>
           item
@@ -45,12 +53,47 @@ describe('helm chart', () => {
         .map((text) => `\n${text}`)
         .join('')
     expect(rendered).not.toContain('{{')
-    const config = parseAgentConfig(rendered.replace(/^ {4}/gm, ''))
+    return { config: parseAgentConfig(rendered.replace(/^ {4}/gm, '')), key }
+  }
+
+  test('the Secret template renders a config the agent accepts, its health endpoint on loopback', () => {
+    const values = parse(readFileSync(`${chart}/values.yaml`, 'utf8'))
+    const { config, key } = renderConfig(values)
     expect(config.api).toEqual({ endpoint: 'http://dbm:8080', key })
-    expect(config.health.port).toBe(8081)
+    expect(config.health).toEqual({ listenAddr: '127.0.0.1:8081', hostname: '127.0.0.1', port: 8081 })
     expect(config.databases.map((d) => [d.name, d.pollIntervalMs])).toEqual([
       ['orders', 30_000],
       ['events', 10_000],
     ])
+    // Unset or empty is loopback too; all interfaces only when asked for.
+    expect(renderConfig({ healthAddress: '', healthPort: 9100 }).config.health.hostname).toBe('127.0.0.1')
+    expect(renderConfig({ healthAddress: '0.0.0.0', healthPort: 9100 }).config.health).toEqual({ listenAddr: '0.0.0.0:9100', hostname: '0.0.0.0', port: 9100 })
+    expect(renderConfig({ healthAddress: '[::]', healthPort: 9100 }).config.health.hostname).toBe('::')
+  })
+
+  test('the probes run in the container against 127.0.0.1; the port is declared only off loopback', async () => {
+    const template = readFileSync(`${chart}/templates/deployment.yaml`, 'utf8')
+    expect(template).not.toContain('httpGet')
+    expect(template).toContain(
+      '          {{- if ne (.Values.healthAddress | default "127.0.0.1") "127.0.0.1" }}\n          ports:\n            - name: health\n              containerPort: {{ .Values.healthPort }}\n          {{- end }}\n',
+    )
+    const probes = [...template.matchAll(/^ {10}(liveness|readiness)Probe:\n {12}exec:\n {14}command: (.*)$/gm)]
+    expect(probes.map((m) => m[1])).toEqual(['liveness', 'readiness'])
+    const listeners = [200, 503].map((status) =>
+      Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: (r) => new Response('{}', { status: new URL(r.url).pathname === '/healthz' ? status : 404 }) }),
+    )
+    try {
+      const run = async (line: string, port: number) => {
+        const command = parse(line.replace('{{ int .Values.healthPort }}', String(port))) as string[]
+        expect(command.slice(0, 2)).toEqual(['/bin/bash', '-c'])
+        return (await runCommand(command, { timeoutMs: 5000 })).exitCode
+      }
+      for (const [, , line] of probes) {
+        expect(await run(line!, listeners[0]!.port!)).toBe(0)
+        expect(await run(line!, listeners[1]!.port!)).not.toBe(0)
+      }
+    } finally {
+      for (const l of listeners) l.stop(true)
+    }
   })
 })

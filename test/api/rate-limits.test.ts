@@ -1,5 +1,5 @@
-// Auth rate limits: the spec's table per client address, 429 with Retry-After, counted in the store
-// so they survive a restart and hold across two `serve` processes sharing one PostgreSQL store.
+// Auth rate limits: the spec's table per client address (per /64 for IPv6), 429 with Retry-After, counted
+// in the store so they survive a restart and hold across two `serve` processes sharing one PostgreSQL store.
 import { afterAll, describe, expect, test } from 'bun:test'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -76,6 +76,23 @@ test('X-Forwarded-For is ignored unless the proxy is trusted', async () => {
     for (let i = 0; i < 5; i++) await server.call('POST', '/api/v1/auth/signup', { ip: `10.9.9.${i}`, body: {} })
     const res = await server.call('POST', '/api/v1/auth/signup', { ip: '10.9.9.200', body: {} })
     expect(res.status).toBe(429)
+  } finally {
+    await server.stop()
+  }
+})
+
+test('IPv6 clients are counted per /64: two addresses of one /64 share a budget, another /64 has its own', async () => {
+  const server = await startTestServer('sqlite')
+  try {
+    // forgot-password allows 5 an hour: spent by five forms of addresses in 2001:db8:5:6::/64.
+    const sameNetwork = ['2001:db8:5:6::1', '2001:DB8:5:6::2', '2001:0db8:0005:0006:ffff:0:0:3', '2001:db8:5:6::4%eth0', '[2001:db8:5:6::5]:443']
+    for (const ip of sameNetwork) expect((await server.call('POST', '/api/v1/auth/forgot-password', { ip, body: {} })).status).not.toBe(429)
+    expect((await server.call('POST', '/api/v1/auth/forgot-password', { ip: '2001:db8:5:6:abcd::99', body: {} })).status).toBe(429)
+    // The neighbouring /64 is another budget, and so is an IPv4 address that an IPv4-mapped form names.
+    expect((await server.call('POST', '/api/v1/auth/forgot-password', { ip: '2001:db8:5:7::1', body: {} })).status).not.toBe(429)
+    for (let i = 0; i < 5; i++) await server.call('POST', '/api/v1/auth/forgot-password', { ip: '::ffff:192.0.2.66', body: {} })
+    expect((await server.call('POST', '/api/v1/auth/forgot-password', { ip: '192.0.2.66', body: {} })).status).toBe(429)
+    expect((await server.call('POST', '/api/v1/auth/forgot-password', { ip: '192.0.2.67', body: {} })).status).not.toBe(429)
   } finally {
     await server.stop()
   }

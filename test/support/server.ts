@@ -77,6 +77,8 @@ export async function startTestServer(
     webhooks?: Deps['webhooks']
     /** DBM_SIGNUP; absent: open. */
     signup?: Deps['signup']
+    /** DBM_METRICS_TOKEN; absent: GET /metrics' server-wide view is off. */
+    metricsToken?: string
   } = {},
 ): Promise<TestServer> {
   const location = options.dataDir ? { dataDir: options.dataDir, databaseUrl: options.databaseUrl, cleanup() {} } : await freshStoreLocation(kind)
@@ -98,6 +100,7 @@ export async function startTestServer(
     doctorThresholds: options.doctorThresholds,
     webhooks: options.webhooks,
     signup: options.signup,
+    metricsToken: options.metricsToken,
   }
   const app = createApp(deps).listen({ hostname: '127.0.0.1', port: options.port ?? 0 })
   const base = `http://127.0.0.1:${app.server!.port}`

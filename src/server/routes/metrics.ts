@@ -1,23 +1,46 @@
-// GET /metrics: `dbm serve`'s own metrics in the Prometheus text format (src/server/metrics.ts), outside
-// /api/v1 like /healthz. Only to a valid API key of any organization, sent as X-API-Key or as
-// `Authorization: Bearer <key>` (what Prometheus's `authorization` setting sends); anything else is a 401.
-// The figures are the server's as a whole, never an organization's or a database's (metrics.ts).
+// GET /metrics: Prometheus text format, outside /api/v1 like /healthz, in two views.
+// - `Authorization: Bearer <DBM_METRICS_TOKEN>`: the server's own figures as a whole (src/server/metrics.ts:
+//   process, ingest, store, health monitor, mail, rate limits...), for the operator. Off when the token is
+//   not set. The token is compared in constant time, and it is never an organization's credential.
+// - An organization's API key (X-API-Key or Bearer) or a user's session: that organization's figures only
+//   (organization-metrics.ts). Server-wide counters would let any tenant watch the others' activity, and
+//   the mail counters would tell which addresses have accounts (a reset mail goes only to a known one).
+// Anything else is a 401, as on every route.
+import { createHash, timingSafeEqual } from 'node:crypto'
 import { Elysia, t } from 'elysia'
+import { looksLikeApiKey } from '../auth/api-keys.ts'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
-import { unauthorized } from '../http-error.ts'
 import { serverMetrics, serverRegistry } from '../metrics.ts'
+import { organizationExposition } from '../organization-metrics.ts'
 import { EXPOSITION_CONTENT_TYPE } from '../../shared/prometheus.ts'
 
+const digest = (text: string) => createHash('sha256').update(text).digest()
+
+/** True when `request` carries `Authorization: Bearer <token>`, compared in constant time (of the digests). */
+function presentsToken(request: Request, token: Buffer | undefined): boolean {
+  if (!token) return false
+  const credential = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.get('authorization') ?? '')?.[1]
+  if (!credential || looksLikeApiKey(credential) || request.headers.get('x-api-key') !== null) return false
+  return timingSafeEqual(digest(credential), token)
+}
+
 export function metricsRoute(deps: Deps) {
+  const token = deps.metricsToken ? digest(deps.metricsToken) : undefined
   return new Elysia().get('/metrics', async ({ request, set }) => {
-    const principal = await authenticate(deps, request)
-    if (principal.kind !== 'api_key') throw unauthorized('GET /metrics takes an API key: send "X-API-Key: <key>" or "Authorization: Bearer <key>"')
-    serverMetrics.websocketClients.set(deps.streams?.size ?? 0)
     set.headers['content-type'] = EXPOSITION_CONTENT_TYPE
-    return serverRegistry.expose()
+    if (presentsToken(request, token)) {
+      serverMetrics.websocketClients.set(deps.streams?.size ?? 0)
+      return serverRegistry.expose()
+    }
+    const principal = await authenticate(deps, request)
+    return organizationExposition(await deps.store.health.organizationFigures(principal.orgId), deps.clock())
   }, {
     response: { 200: t.String({ description: 'the Prometheus text exposition format', contentMediaType: EXPOSITION_CONTENT_TYPE }) },
-    detail: { summary: "The server's own metrics for Prometheus (any organization's API key)", tags: ['metrics'], security: [{ apiKey: [] }, { bearer: [] }] },
+    detail: {
+      summary: "Prometheus metrics: the caller's organization's (its API key or a session), or the server's own (Bearer DBM_METRICS_TOKEN)",
+      tags: ['metrics'],
+      security: [{ apiKey: [] }, { bearer: [] }],
+    },
   })
 }

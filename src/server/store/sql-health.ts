@@ -106,6 +106,20 @@ export interface DatabaseHealth {
   active_queries: number | null
 }
 
+/** One database of an organization as GET /metrics shows it to that organization (organizationFigures). */
+export interface DatabaseFigures {
+  id: string
+  name: string
+  engine: string
+  poll_interval_seconds: number
+  last_seen_at: number | null
+  /** The latest diagnosis' score and findings by severity; null: not diagnosed yet. */
+  score: number | null
+  findings: { critical: number; warning: number; info: number } | null
+  /** Open alerts by severity. */
+  open_alerts: { critical: number; warning: number; info: number }
+}
+
 /** What the health monitor records of one diagnosis. */
 export interface DiagnosisSummary {
   status: string
@@ -397,6 +411,41 @@ export function healthStore(driver: SqlDriver) {
           score: evaluated ? num(r.score) : null,
           findings: evaluated ? { critical: num(r.critical), warning: num(r.warning), info: num(r.info) } : null,
           active_queries: evaluated ? numOrNull(r.active_queries) : null,
+        }
+      })
+    },
+    /**
+     * Every database of the organization with its latest diagnosis and its open alerts by severity, in
+     * one query (GET /metrics, at each scrape): the databases by org_id, their diagnosis by key, their
+     * open alerts through alerts_database.
+     */
+    async organizationFigures(orgId: string): Promise<DatabaseFigures[]> {
+      const rows = await driver.all<Record<string, unknown>>(
+        `SELECT d.id, d.name, d.engine, d.poll_interval_seconds, d.last_seen_at, h.evaluated_at, h.score, h.critical, h.warning, h.info,
+           a.critical AS alerts_critical, a.warning AS alerts_warning, a.info AS alerts_info
+         FROM databases d LEFT JOIN database_health h ON h.database_id = d.id
+         LEFT JOIN (
+           SELECT al.database_id,
+             SUM(CASE WHEN al.severity = 'critical' THEN 1 ELSE 0 END) AS critical,
+             SUM(CASE WHEN al.severity = 'warning' THEN 1 ELSE 0 END) AS warning,
+             SUM(CASE WHEN al.severity = 'info' THEN 1 ELSE 0 END) AS info
+           FROM alerts al JOIN databases ad ON ad.id = al.database_id
+           WHERE ad.org_id = $1 AND al.resolved_at IS NULL GROUP BY al.database_id
+         ) a ON a.database_id = d.id
+         WHERE d.org_id = $1 ORDER BY d.name, d.id`,
+        [orgId],
+      )
+      return rows.map((r) => {
+        const evaluated = r.evaluated_at !== null && r.evaluated_at !== undefined
+        return {
+          id: String(r.id),
+          name: String(r.name),
+          engine: String(r.engine),
+          poll_interval_seconds: num(r.poll_interval_seconds),
+          last_seen_at: numOrNull(r.last_seen_at),
+          score: evaluated ? num(r.score) : null,
+          findings: evaluated ? { critical: num(r.critical), warning: num(r.warning), info: num(r.info) } : null,
+          open_alerts: { critical: num(r.alerts_critical ?? 0), warning: num(r.alerts_warning ?? 0), info: num(r.alerts_info ?? 0) },
         }
       })
     },
