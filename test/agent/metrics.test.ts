@@ -25,6 +25,8 @@ import { until } from '../support/wait.ts'
 let pg: PostgresServer
 let server: TestServer
 let key = ''
+/** The serve's server-wide view (batches received) is behind DBM_METRICS_TOKEN, not an organization's key. */
+const METRICS_TOKEN = 'metrics-token-of-this-test-0123456789abcdef'
 const dirs: string[] = []
 const log = createLogger('error', () => {})
 
@@ -35,7 +37,7 @@ function tempDir(): string {
 }
 
 async function serverScrape(): Promise<Scrape> {
-  const res = await fetch(`${server.base}/metrics`, { headers: { authorization: `Bearer ${key}` } })
+  const res = await fetch(`${server.base}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })
   expect(res.status).toBe(200)
   return parseScrape(await res.text())
 }
@@ -45,7 +47,7 @@ const received = (s: Scrape) => value(s, 'dbm_ingest_batches_total', { result: '
 
 beforeAll(async () => {
   pg = await sharedPostgres(17)
-  server = await startTestServer('sqlite')
+  server = await startTestServer('sqlite', { metricsToken: METRICS_TOKEN })
   key = (await agentAccount(server)).key
 })
 
