@@ -1,9 +1,10 @@
 // dbm local's parts that need no database: where the data directory is on each platform, which
 // --listen hosts count as loopback, how a DSN becomes a stable database name (never with its user or
 // password), the browser command of --open, the one-time links' lifetime, the data directory's lock and
-// what it refuses, and the passwords found outside the command line (environment, ~/.pgpass per libpq).
+// what it refuses, and the passwords found outside the command line (environment, ~/.pgpass per libpq);
+// symbolic links judged by their own owner.
 import { expect, test } from 'bun:test'
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, existsSync, lchownSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { UsageError } from '../../src/server/config.ts'
@@ -251,4 +252,49 @@ test('a sign-in link works once, for 15 minutes, and only as issued', () => {
   expect(links.consume(late, now + SIGN_IN_LIFETIME_MS)).toMatchObject({ ok: false, status: 410, title: 'Sign-in link expired' })
   // Only hashes are kept.
   expect(JSON.stringify([...(links as unknown as { links: Map<string, unknown> }).links.keys()])).not.toContain(token)
+})
+
+test('symbolic links are judged by their own owner: the data directory, a file in it, a directory on its path', () => {
+  const root = mkdtempSync(join(tmpdir(), 'dbm-local-parts-'))
+  const refusal = (dir: string) => {
+    try {
+      prepareDataDir(dir)
+    } catch (e) {
+      return (e as Error).message
+    }
+    return undefined
+  }
+  const uid = process.getuid!()
+  try {
+    // The user's own link to the user's own directory is fine.
+    const target = prepareDataDir(join(root, 'target'))
+    symlinkSync(target, join(root, 'mine'))
+    expect(refusal(join(root, 'mine'))).toBeUndefined()
+    if (uid !== 0) {
+      console.log(`not root (uid ${uid}): another user's links are not tested`)
+      return
+    }
+    // Another user's link to a directory of the user's (what it points at passes every check).
+    symlinkSync(target, join(root, 'theirs'))
+    lchownSync(join(root, 'theirs'), 65534, 65534)
+    expect(refusal(join(root, 'theirs'))).toBe(
+      'it (a symbolic link) belongs to another user (uid 65534; this is uid 0); give dbm local a directory of your own, created by it (--data-dir)',
+    )
+    // A directory on the path that is another user's link: refused before anything is created under it.
+    expect(refusal(join(root, 'theirs', 'sub'))).toBe(
+      `${join(root, 'theirs')}, on its path, is a symbolic link of another user (uid 65534; this is uid 0), who may point it elsewhere at any time; give dbm local a directory of your own (--data-dir)`,
+    )
+    expect(existsSync(join(target, 'sub'))).toBe(false)
+    // A store file and a token secret that are another user's links to files of the user's.
+    for (const name of ['dbm.sqlite', 'jwt-secret']) {
+      const dir = prepareDataDir(join(root, `with-${name}`))
+      writeFileSync(join(root, `real-${name}`), 'x'.repeat(48), { mode: 0o600 })
+      symlinkSync(join(root, `real-${name}`), join(dir, name))
+      expect(refusal(dir)).toBeUndefined()
+      lchownSync(join(dir, name), 65534, 65534)
+      expect(refusal(dir)).toBe(`${name} belongs to another user (uid 65534; this is uid 0); remove it if it is not yours, or give dbm local a new directory (--data-dir)`)
+    }
+  } finally {
+    rmSync(root, { recursive: true, force: true })
+  }
 })
