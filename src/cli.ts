@@ -75,9 +75,12 @@ of the machine); they are taken from PGPASSWORD or ~/.pgpass (mode 0600) for
 PostgreSQL, CLICKHOUSE_PASSWORD for ClickHouse.
 
 Flags:
-  --listen HOST:PORT     loopback address of the dashboard: 127.0.0.1:PORT,
-                         [::1]:PORT or localhost:PORT (127.0.0.1 and a free port)
-  --open                 open the sign-in link in the desktop's browser
+  --listen HOST:PORT     the dashboard's port: 127.0.0.1:PORT, [::1]:PORT or
+                         localhost:PORT all bind PORT on both 127.0.0.1 and ::1,
+                         which this run's random *.localhost name resolves to
+                         (default: a free port)
+  --open                 open the sign-in link in the desktop's browser (through
+                         a file only you can read, never on a command line)
   --data-dir DIR         store, secrets and agent buffers (Linux: $XDG_DATA_HOME/dbm
                          or ~/.local/share/dbm; macOS: ~/Library/Application
                          Support/dbm; Windows: %LOCALAPPDATA%\\dbm)

@@ -1,7 +1,9 @@
 // The local organization and user of `dbm local`, created on the first run: verified (no signup, no
 // mail), with a password nobody knows (the hash of random bytes that are thrown away), so the one-time
-// link is the only way in. Each run gives the agent a new API key of that organization, kept in memory,
-// and revokes the previous run's.
+// link is the only way in. Each run starts by ending what earlier runs handed out (every session of the
+// organization's users and every API key of the organization, whoever made it and whatever its name), so
+// a session or key taken from an earlier run is worth nothing once the owner restarts; then it gives the
+// agent a new API key, kept in memory.
 import { generateApiKey } from '../server/auth/api-keys.ts'
 import { hashPassword } from '../server/auth/passwords.ts'
 import { randomToken } from '../server/auth/secrets.ts'
@@ -32,12 +34,16 @@ export async function localUser(deps: Pick<Deps, 'store' | 'clock'>): Promise<Us
   return user
 }
 
-/** A new API key of the user's organization for this run's agent; the previous runs' keys are revoked. */
+/** Ends every session of the organization's users and revokes every API key of the organization. */
+export async function endEarlierRuns(deps: Pick<Deps, 'store' | 'clock'>, user: User): Promise<void> {
+  const { store } = deps
+  for (const member of await store.members.listMembers(user.org_id)) await store.revokeUserSessions(member.id, deps.clock())
+  for (const key of await store.listApiKeys(user.org_id, false)) await store.revokeApiKey(user.org_id, key.id, deps.clock())
+}
+
+/** A new API key of the user's organization for this run's agent (after endEarlierRuns). */
 export async function agentKey(deps: Pick<Deps, 'store' | 'clock'>, user: User): Promise<string> {
   const { store } = deps
-  for (const key of await store.listApiKeys(user.org_id, false)) {
-    if (key.name === AGENT_KEY_NAME) await store.revokeApiKey(user.org_id, key.id, deps.clock())
-  }
   const generated = generateApiKey()
   await store.createApiKey({
     id: Bun.randomUUIDv7(),

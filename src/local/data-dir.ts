@@ -4,10 +4,13 @@
 // user owns, or may write to, is refused: the token secret in it signs the sessions, and whoever can put a
 // file there could choose it. So are its files that another user owns or may write to, and a token secret
 // others may read; files of the owner's that others may only read are narrowed to the owner alone (0600).
+// A symbolic link on the way is judged by its own owner (lstat), not only by what it points at: whoever
+// owns a link may point it elsewhere at any time. The data directory itself, or a file in it, may be a
+// link only when the link is the user's; a link higher up the path the user's or root's (macOS's /tmp).
 // Windows has no such modes: nothing is checked there.
 import { chmodSync, lstatSync, mkdirSync, readdirSync, statSync, type Stats } from 'node:fs'
 import { homedir } from 'node:os'
-import { isAbsolute, join, resolve } from 'node:path'
+import { dirname, isAbsolute, join, resolve, sep } from 'node:path'
 
 /** The file of the secret that signs the sessions (src/server/config.ts, loadJwtSecret). */
 const JWT_SECRET_FILE = 'jwt-secret'
@@ -30,6 +33,20 @@ function refusal(what: string, stat: Stats, uid: number, ownerOnly = false): str
   return undefined
 }
 
+/** Why a symbolic link among `path`'s parents may not be trusted by `uid` (one another user owns, who may repoint it), or undefined. */
+function linkOnTheWay(path: string, uid: number): string | undefined {
+  const parts = dirname(path).split(sep).filter(Boolean)
+  let at = ''
+  for (const part of parts) {
+    at += `${sep}${part}`
+    const stat = lstatSync(at, { throwIfNoEntry: false })
+    if (stat?.isSymbolicLink() && stat.uid !== uid && stat.uid !== 0) {
+      return `${at}, on its path, is a symbolic link of another user (uid ${stat.uid}; this is uid ${uid}), who may point it elsewhere at any time`
+    }
+  }
+  return undefined
+}
+
 /**
  * Creates `dir` (and its missing parents) with mode 0700, checks it and its entries (above), and narrows
  * what others may read to the owner alone. Returns the absolute path; throws an Error whose message says
@@ -37,12 +54,16 @@ function refusal(what: string, stat: Stats, uid: number, ownerOnly = false): str
  */
 export function prepareDataDir(dir: string): string {
   const path = resolve(dir)
+  const uid = process.platform === 'win32' ? -1 : process.getuid!()
+  // Before anything is created under a link that is not the user's.
+  const onTheWay = uid === -1 ? undefined : linkOnTheWay(path, uid)
+  if (onTheWay) throw new Error(`${onTheWay}; give dbm local a directory of your own (--data-dir)`)
   mkdirSync(path, { recursive: true, mode: 0o700 })
   const stat = statSync(path)
   if (!stat.isDirectory()) throw new Error('it is not a directory')
-  if (process.platform === 'win32') return path
-  const uid = process.getuid!()
-  const refused = refusal('it', stat, uid)
+  if (uid === -1) return path
+  const own = lstatSync(path)
+  const refused = (own.isSymbolicLink() ? refusal('it (a symbolic link)', own, uid, true) : undefined) ?? refusal(own.isSymbolicLink() ? 'it (what it links to)' : 'it', stat, uid)
   if (refused) throw new Error(`${refused}; give dbm local a directory of your own, created by it (--data-dir)`)
   if ((stat.mode & 0o077) !== 0) chmodSync(path, 0o700)
   for (const name of readdirSync(path)) {

@@ -8,7 +8,10 @@
 // serve; a second `dbm local` on the same data directory is refused. Passwords may come from the
 // environment or ~/.pgpass rather than the command line, which others can read (passwords.ts); the data
 // directory must be the user's own (data-dir.ts), and whatever the process creates is for the user alone
-// (umask 077).
+// (umask 077). Nothing another user of the machine can reach gets the session (listen.ts, link-file.ts):
+// the links name a random host of this run under .localhost, bound on 127.0.0.1 and ::1; each run first
+// ends every session and key of earlier runs (account.ts); the link goes neither on a command line nor
+// onto an output others may read.
 import { Agent } from '../agent/agent.ts'
 import { checkConfig } from '../agent/check.ts'
 import { type ServeConfig, UsageError, parseListen, resolveServeConfig } from '../server/config.ts'
@@ -16,13 +19,16 @@ import type { AgentConfig } from '../agent/config.ts'
 import { createLogger, type Logger, type LogLevel } from '../shared/log.ts'
 import { redactSecrets } from '../shared/redact.ts'
 import { VERSION } from '../version.ts'
-import { agentKey, localUser } from './account.ts'
+import { fstatSync } from 'node:fs'
+import { agentKey, endEarlierRuns, localUser } from './account.ts'
 import { defaultDataDir, prepareDataDir } from './data-dir.ts'
 import { localAgentConfig } from './databases.ts'
+import { type LinkFile, outputExposure, removeStaleLinkFiles, writeLinkFile } from './link-file.ts'
+import { ListenError, hostScreen, listenLoopback, randomHostName } from './listen.ts'
 import { lockDataDir } from './lock.ts'
 import { openBrowser } from './open-browser.ts'
 import { applyPasswords, commandLineWarning } from './passwords.ts'
-import { SIGN_IN_PATH, SignInLinks, localSignInRoutes } from './sign-in.ts'
+import { SIGN_IN_LIFETIME_MS, SIGN_IN_PATH, SignInLinks, localSignInRoutes } from './sign-in.ts'
 
 export interface LocalFlags {
   listen?: string
@@ -31,13 +37,9 @@ export interface LocalFlags {
   open?: string
 }
 
-/** Loopback names --listen accepts: 127.0.0.0/8, ::1 and localhost. */
+/** Loopback names --listen accepts: 127.0.0.0/8, ::1 and localhost (the port is bound on 127.0.0.1 and ::1 whichever is named). */
 export function isLoopback(hostname: string): boolean {
   return hostname === 'localhost' || hostname === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(hostname)
-}
-
-function baseUrl(hostname: string, port: number): string {
-  return `http://${hostname.includes(':') ? `[${hostname}]` : hostname}:${port}`
 }
 
 /** The serve's settings: only those of the environment that make sense on one's own machine. */
@@ -120,26 +122,50 @@ async function runInDataDir(flags: LocalFlags, config: ServeConfig, agentConfig:
   process.on('SIGTERM', () => void onSignal('SIGTERM'))
 
   const links = new SignInLinks()
+  const name = randomHostName()
+  let port = 0
   let base = ''
+  // The link's file (--open, or an output others may read), removed once the link is used, expired or the process ends.
+  let linkFile: LinkFile | undefined
+  removeStaleLinkFiles(dataDir)
   const out = (line: string) => process.stdout.write(`${line}\n`)
   try {
     return await (await import('../server/serve.ts')).serve(config, {
-      routes: (deps) => localSignInRoutes(deps, links),
-      publicUrlFor: ({ port }) => (base = baseUrl(config.hostname, port)),
+      routes: (deps) => localSignInRoutes(deps, links, { name, used: () => linkFile?.remove() }),
+      listen: (open) => listenLoopback(open, config.port),
+      screen: hostScreen(name, () => port),
+      publicUrlFor: (address) => {
+        port = address.port
+        return (base = `http://${name}:${port}`)
+      },
       stop,
       ready: async (deps) => {
         const user = await localUser(deps)
+        // Before a link exists: whatever an earlier run handed out (a session, a key) stops working now.
+        await endEarlierRuns(deps, user)
         const key = await agentKey(deps, user)
         const link = `${base}${SIGN_IN_PATH}?token=${links.issue(user.id, deps.clock())}`
+        const exposure = process.platform === 'win32' ? undefined : outputExposure(fstatSync(1), process.getuid!())
+        if (exposure || flags.open) {
+          linkFile = writeLinkFile(dataDir, link)
+          setTimeout(() => linkFile?.remove(), SIGN_IN_LIFETIME_MS).unref()
+        }
         out(`dbm local ${VERSION}: monitoring ${agentConfig.databases.map((d) => d.name).join(', ')}`)
         out(`Data:      ${dataDir}`)
-        out(`Dashboard: ${base}/`)
-        out(`Sign in:   ${link}`)
+        if (exposure && linkFile) {
+          // Not even the host name: it is this run's, and the session cookies are its alone.
+          out(`Dashboard: its address is in ${linkFile.path} (${exposure}: neither it nor the link is printed here)`)
+          out(`Sign in:   open ${linkFile.path} in the browser, or read the link in it`)
+        } else {
+          out(`Dashboard: ${base}/`)
+          out(`Sign in:   ${link}`)
+        }
         out('           (the link works once, within 15 minutes; a new run prints a new one)')
         // The browser it may start gets the user's umask, not this process's.
-        if (flags.open) withUmask(userUmask, () => openBrowser(link, log))
+        if (flags.open && linkFile) withUmask(userUmask, () => openBrowser(linkFile!, log))
         if (stopping) return
-        agentConfig.api = { endpoint: base, key }
+        // The agent over loopback by address (no name to resolve), with its key: the Host check lets it in.
+        agentConfig.api = { endpoint: `http://127.0.0.1:${port}`, key }
         agent = new Agent({ configPath: 'dbm local (in memory)', config: agentConfig, bufferDir: dataDir, log })
         agentStarted = agent.start()
         await agentStarted
@@ -151,7 +177,12 @@ async function runInDataDir(flags: LocalFlags, config: ServeConfig, agentConfig:
         })
       },
     })
+  } catch (e) {
+    if (!(e instanceof ListenError)) throw e
+    process.stderr.write(`dbm local: ${e.message}\n`)
+    return 1
   } finally {
+    linkFile?.remove()
     lock.release()
   }
 }

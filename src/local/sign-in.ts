@@ -3,11 +3,14 @@
 // memory as its SHA-256 only, valid once and for 15 minutes; a new run issues a new one. Following it
 // starts a session exactly as a login does (src/server/auth/session.ts) and redirects to the dashboard.
 // A used, expired or unknown token gets a short page saying so (4xx); the log says only that a link was used.
+// Only by the run's host name (listen.ts): the session cookies are set for that name alone, never for a
+// bare loopback address that every server on the machine shares; by another host the token is left unused.
 import { Elysia } from 'elysia'
 import { randomToken, sha256 } from '../server/auth/secrets.ts'
 import { type CookieJar, startSession } from '../server/auth/session.ts'
 import type { Deps } from '../server/context.ts'
 import { withSecurityHeaders } from '../server/web/security-headers.ts'
+import { byName } from './listen.ts'
 
 export const SIGN_IN_PATH = '/local-sign-in'
 export const SIGN_IN_LIFETIME_MS = 15 * 60_000
@@ -40,10 +43,16 @@ export class SignInLinks {
 const page = (title: string, text: string) =>
   `<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>dbm: ${title}</title></head><body><h1>${title}</h1><p>${text}</p></body></html>\n`
 
-export function localSignInRoutes(deps: Deps, links: SignInLinks) {
+/** `name`: the run's host name; `used`: told when a link has signed someone in. */
+export function localSignInRoutes(deps: Deps, links: SignInLinks, options: { name: string; used?: () => void }) {
   return new Elysia().get(SIGN_IN_PATH, async ({ request, cookie, set }) => {
     withSecurityHeaders(set.headers)
     set.headers['cache-control'] = 'no-store'
+    if (!byName(request, options.name)) {
+      set.status = 403
+      set.headers['content-type'] = 'text/html; charset=utf-8'
+      return page('Open the link as printed', `Sign-in links work only at the address dbm local printed (${deps.publicUrl}/), whose name is this run's own.`)
+    }
     const token = new URL(request.url).searchParams.get('token') ?? ''
     const outcome = links.consume(token, deps.clock())
     const user = outcome.ok ? await deps.store.getUser(outcome.userId) : undefined
@@ -54,6 +63,7 @@ export function localSignInRoutes(deps: Deps, links: SignInLinks) {
       return page(title, text)
     }
     await startSession(deps, user, cookie as CookieJar)
+    options.used?.()
     deps.log.info('sign-in link used')
     set.status = 302
     set.headers.location = '/#/databases'

@@ -54,9 +54,30 @@ export interface ServeHooks {
   ready?: (deps: Deps) => Promise<void>
   /** Settles with a signal's name when the serve should stop: the caller, not serve, then handles SIGINT and SIGTERM. */
   stop?: Promise<string>
+  /**
+   * Opens the listeners instead of one on the configured address (dbm local: one port on 127.0.0.1 and
+   * ::1), each with `open`; the first one's address is logged and given to publicUrlFor. A throw stops the
+   * serve and is rethrown to the caller, who says why in its own words.
+   */
+  listen?: (open: (hostname: string, port: number) => Server<unknown>) => Server<unknown>[]
+  /** Answers a request itself, before anything else does, when it returns a response (dbm local's Host check). */
+  screen?: (request: Request) => Response | undefined
 }
 
 type Fetch = (request: Request, server: Server<unknown>) => Response | Promise<Response> | undefined | Promise<Response | undefined>
+
+/** `primary`, except that a request's address and upgrade are those of the listener that received it. */
+function appServer(primary: Server<unknown>, receivedBy: WeakMap<Request, Server<unknown>>): Server<unknown> {
+  const of = (request: Request) => receivedBy.get(request) ?? primary
+  return new Proxy(primary, {
+    get(target, property) {
+      if (property === 'upgrade') return (request: Request, options?: unknown) => of(request).upgrade(request, options as never)
+      if (property === 'requestIP') return (request: Request) => of(request).requestIP(request)
+      const value = Reflect.get(target, property, target)
+      return typeof value === 'function' ? value.bind(target) : value
+    },
+  })
+}
 
 export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promise<number> {
   const log = createLogger(config.logLevel)
@@ -126,20 +147,33 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
     }
     return (await api!)(request, server)
   }
-  let server: Server<unknown>
+  // Each listener's requests go through `handle` (first `starting`, then the app), after the screen; which
+  // listener received a request is remembered for the app (see `appServer`).
+  const receivedBy = new WeakMap<Request, Server<unknown>>()
+  const through = (handle: Fetch): Fetch => (request, server) => {
+    const refused = hooks.screen?.(request)
+    if (refused) return refused
+    receivedBy.set(request, server)
+    return handle(request, server)
+  }
+  // reusePort off: a second dbm on a taken port must fail, not split requests between two stores.
+  // idleTimeout 30 s as Elysia's own listen has it.
+  const open = (hostname: string, port: number) =>
+    Bun.serve({ ...serverOptions, hostname, port, reusePort: false, idleTimeout: 30, fetch: through(starting) as never })
+  let servers: Server<unknown>[]
   try {
-    // reusePort off: a second dbm on a taken port must fail, not split requests between two stores.
-    // idleTimeout 30 s as Elysia's own listen has it.
-    server = Bun.serve({ ...serverOptions, hostname: config.hostname, port: config.port, reusePort: false, idleTimeout: 30, fetch: starting as never })
+    servers = hooks.listen ? hooks.listen(open) : [open(config.hostname, config.port)]
   } catch (e) {
-    log.error('cannot listen', { address: `${config.hostname}:${config.port}`, cause: (e as Error).message })
     loopLag.stop()
     await driver.close()
+    if (hooks.listen) throw e
+    log.error('cannot listen', { address: `${config.hostname}:${config.port}`, cause: (e as Error).message })
     return 1
   }
+  const server = servers[0]!
   log.info('dbm serve listening', {
     version: VERSION,
-    address: `${server.hostname}:${server.port}`,
+    address: servers.map((s) => (s.hostname?.includes(':') ? `[${s.hostname}]:${s.port}` : `${s.hostname}:${s.port}`)).join(','),
     store: `${driver.dialect} ${opened.location}`,
     migrations_applied: opened.applied.length ? opened.applied.join(',') : 'none',
     mail: config.smtpUrl ? 'smtp' : 'log',
@@ -192,10 +226,11 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
     }
     const app = createApp(deps, hooks.routes?.(deps))
     await hooks.ready?.(deps)
-    // The app's handlers ask it for the server (the client's address, the WebSocket upgrade).
-    app.server = server
+    // The app's handlers ask it for the server (the client's address, the WebSocket upgrade): with several
+    // listeners, the one that received the request (Bun upgrades a request only on its own server).
+    app.server = servers.length === 1 ? server : appServer(server, receivedBy)
     const fetch = app.fetch as Fetch
-    server.reload({ fetch: fetch as never, websocket: websocket as never })
+    for (const s of servers) s.reload({ fetch: through(fetch) as never, websocket: websocket as never })
     await nextTurn()
     const [{ createHealthMonitor }, { startDiagnosisWorker }] = await Promise.all([import('./health-monitor.ts'), import('./doctor/diagnosis-worker.ts')])
     await nextTurn()
@@ -227,10 +262,10 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
       // Streams never end by themselves: they are told the server is going away (1001), and requests
       // in flight get STOP_GRACE_MS to finish before their connections are closed.
       for (const stream of parts?.deps.streams ?? []) stream.close(1001, 'server shutting down')
-      const drained = server.stop(false).then(() => true)
+      const drained = Promise.all(servers.map((s) => s.stop(false))).then(() => true)
       if (!(await Promise.race([drained, Bun.sleep(STOP_GRACE_MS).then(() => false)]))) {
         log.warn('closing connections still open', { after_ms: STOP_GRACE_MS })
-        await server.stop(true)
+        await Promise.all(servers.map((s) => s.stop(true)))
       }
       if (parts) {
         await parts.monitor.stop()

@@ -1,9 +1,11 @@
 // dbm local's parts that need no database: where the data directory is on each platform, which
 // --listen hosts count as loopback, how a DSN becomes a stable database name (never with its user or
 // password), the browser command of --open, the one-time links' lifetime, the data directory's lock and
-// what it refuses, and the passwords found outside the command line (environment, ~/.pgpass per libpq).
+// what it refuses, and the passwords found outside the command line (environment, ~/.pgpass per libpq);
+// symbolic links judged by their own owner; the run's host name, its Host check and its listeners on both
+// loopback addresses; the link's file for --open and for an output others may read.
 import { expect, test } from 'bun:test'
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, existsSync, lchownSync, mkdirSync, mkdtempSync, openSync, closeSync, fstatSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { UsageError } from '../../src/server/config.ts'
@@ -13,7 +15,11 @@ import { lockDataDir } from '../../src/local/lock.ts'
 import { applyPasswords, commandLineWarning, pgpassPassword, pgpassPath, pgpassTarget, readPgpass } from '../../src/local/passwords.ts'
 import { clickhouseTarget } from '../../src/agent/config.ts'
 import { isLoopback } from '../../src/local/main.ts'
-import { openCommand } from '../../src/local/open-browser.ts'
+import { openBrowser, openCommand } from '../../src/local/open-browser.ts'
+import { outputExposure, removeStaleLinkFiles, writeLinkFile } from '../../src/local/link-file.ts'
+import { ListenError, PORT_ATTEMPTS, hostScreen, listenLoopback, randomHostName } from '../../src/local/listen.ts'
+import { createLogger } from '../../src/shared/log.ts'
+import type { Server } from 'bun'
 import { SIGN_IN_LIFETIME_MS, SignInLinks } from '../../src/local/sign-in.ts'
 
 test('the per-user data directory of each platform', () => {
@@ -251,4 +257,183 @@ test('a sign-in link works once, for 15 minutes, and only as issued', () => {
   expect(links.consume(late, now + SIGN_IN_LIFETIME_MS)).toMatchObject({ ok: false, status: 410, title: 'Sign-in link expired' })
   // Only hashes are kept.
   expect(JSON.stringify([...(links as unknown as { links: Map<string, unknown> }).links.keys()])).not.toContain(token)
+})
+
+test('symbolic links are judged by their own owner: the data directory, a file in it, a directory on its path', () => {
+  const root = mkdtempSync(join(tmpdir(), 'dbm-local-parts-'))
+  const refusal = (dir: string) => {
+    try {
+      prepareDataDir(dir)
+    } catch (e) {
+      return (e as Error).message
+    }
+    return undefined
+  }
+  const uid = process.getuid!()
+  try {
+    // The user's own link to the user's own directory is fine.
+    const target = prepareDataDir(join(root, 'target'))
+    symlinkSync(target, join(root, 'mine'))
+    expect(refusal(join(root, 'mine'))).toBeUndefined()
+    if (uid !== 0) {
+      console.log(`not root (uid ${uid}): another user's links are not tested`)
+      return
+    }
+    // Another user's link to a directory of the user's (what it points at passes every check).
+    symlinkSync(target, join(root, 'theirs'))
+    lchownSync(join(root, 'theirs'), 65534, 65534)
+    expect(refusal(join(root, 'theirs'))).toBe(
+      'it (a symbolic link) belongs to another user (uid 65534; this is uid 0); give dbm local a directory of your own, created by it (--data-dir)',
+    )
+    // A directory on the path that is another user's link: refused before anything is created under it.
+    expect(refusal(join(root, 'theirs', 'sub'))).toBe(
+      `${join(root, 'theirs')}, on its path, is a symbolic link of another user (uid 65534; this is uid 0), who may point it elsewhere at any time; give dbm local a directory of your own (--data-dir)`,
+    )
+    expect(existsSync(join(target, 'sub'))).toBe(false)
+    // A store file and a token secret that are another user's links to files of the user's.
+    for (const name of ['dbm.sqlite', 'jwt-secret']) {
+      const dir = prepareDataDir(join(root, `with-${name}`))
+      writeFileSync(join(root, `real-${name}`), 'x'.repeat(48), { mode: 0o600 })
+      symlinkSync(join(root, `real-${name}`), join(dir, name))
+      expect(refusal(dir)).toBeUndefined()
+      lchownSync(join(dir, name), 65534, 65534)
+      expect(refusal(dir)).toBe(`${name} belongs to another user (uid 65534; this is uid 0); remove it if it is not yours, or give dbm local a new directory (--data-dir)`)
+    }
+  } finally {
+    rmSync(root, { recursive: true, force: true })
+  }
+})
+
+test('the run\'s host name: random under .localhost; the Host check lets in the name and the loopback addresses on the port only', async () => {
+  const name = randomHostName()
+  expect(name).toMatch(/^dbm-[a-z2-7]{26}\.localhost$/)
+  expect(randomHostName()).not.toBe(name)
+  const screen = hostScreen(name, () => 4321)
+  const at = (host: string | undefined) => screen(new Request('http://x/api/v1/auth/me', { headers: host === undefined ? {} : { host } }))
+  for (const host of [`${name}:4321`, `${name.toUpperCase()}:4321`, '127.0.0.1:4321', '[::1]:4321']) expect(at(host)).toBeUndefined()
+  for (const host of [`${name}:4322`, name, 'localhost:4321', '127.0.0.2:4321', 'evil.example:4321', `x.${name}:4321`, `${name}.evil.example:4321`, '', undefined]) {
+    const refused = at(host)
+    expect(refused?.status).toBe(421)
+    expect(await refused!.json()).toEqual({ error: `this dbm local answers only at the address it printed (http://${name}:4321/)` })
+  }
+})
+
+test('listeners: one port on 127.0.0.1 and ::1; a squatter on [::1] is a refusal for a given port and another port for port 0', () => {
+  const servers: Server<unknown>[] = []
+  const open = (hostname: string, port: number) => {
+    const s = Bun.serve({ hostname, port, reusePort: false, fetch: () => new Response('dbm') })
+    servers.push(s)
+    return s
+  }
+  try {
+    const both = listenLoopback(open, 0)
+    expect(both.map((s) => s.hostname)).toEqual(['127.0.0.1', '::1'])
+    expect(both[1]!.port).toBe(both[0]!.port)
+    // Another process on [::1] of a given port: refused, and its 127.0.0.1 given up.
+    const squatter = Bun.serve({ hostname: '::1', port: 0, fetch: () => new Response('squatter') })
+    servers.push(squatter)
+    let message = ''
+    try {
+      listenLoopback(open, squatter.port!)
+    } catch (e) {
+      expect(e).toBeInstanceOf(ListenError)
+      message = (e as Error).message
+    }
+    expect(message).toBe(
+      `cannot listen on [::1]:${squatter.port}: another process holds it (the printed name resolves to ::1 as well as 127.0.0.1); stop it, or pick another port (--listen)`,
+    )
+    const again = Bun.serve({ hostname: '127.0.0.1', port: squatter.port!, reusePort: false, fetch: () => new Response('') })
+    servers.push(again)
+  } finally {
+    for (const s of servers) void s.stop(true)
+  }
+  // Port 0 whose ::1 is taken: another port; no IPv6 loopback: 127.0.0.1 alone; never more than PORT_ATTEMPTS.
+  const fake = (failures: (string | undefined)[]) => {
+    const calls: string[] = []
+    let next = 40000
+    const open = (hostname: string, port: number) => {
+      calls.push(`${hostname}:${port}`)
+      if (hostname === '::1') {
+        const code = failures.shift()
+        if (code) throw Object.assign(new Error(code), { code })
+      }
+      return { hostname, port: port || next++, stop: () => Promise.resolve() } as unknown as Server<unknown>
+    }
+    return { calls, open }
+  }
+  const busy = fake(['EADDRINUSE', undefined])
+  expect(listenLoopback(busy.open, 0).map((s) => `${s.hostname}:${s.port}`)).toEqual(['127.0.0.1:40001', '::1:40001'])
+  expect(busy.calls).toEqual(['127.0.0.1:0', '::1:40000', '127.0.0.1:0', '::1:40001'])
+  const noV6 = fake(['EADDRNOTAVAIL'])
+  expect(listenLoopback(noV6.open, 0).map((s) => s.hostname)).toEqual(['127.0.0.1'])
+  const always = fake(Array(PORT_ATTEMPTS + 1).fill('EADDRINUSE'))
+  expect(() => listenLoopback(always.open, 0)).toThrow(`cannot listen: no port free on both 127.0.0.1 and ::1 in ${PORT_ATTEMPTS} attempts`)
+})
+
+test('--open hands the browser a 0600 file, never the token; the file leads to the link and is removed', () => {
+  const root = mkdtempSync(join(tmpdir(), 'dbm-local-parts-'))
+  try {
+    const dir = prepareDataDir(join(root, 'dbm'))
+    const token = 'tok_' + 'A'.repeat(39)
+    const link = `http://dbm-abc.localhost:1234/local-sign-in?token=${token}`
+    const file = writeLinkFile(dir, link)
+    expect(statSync(file.path).mode & 0o777).toBe(0o600)
+    expect(file.path).toMatch(/\/sign-in-[0-9a-f]{32}\.html$/)
+    const page = readFileSync(file.path, 'utf8')
+    expect(page).toContain(`<meta http-equiv="refresh" content="0; url=${link}">`)
+    expect(page).toContain(`<a href="${link}">`)
+    const spawned: string[][] = []
+    const spawn = (command: string[]) => {
+      spawned.push(command)
+      return { unref() {}, exited: Promise.resolve(0) }
+    }
+    const log = createLogger('error', () => {})
+    expect(openBrowser(file, log, 'linux', { DISPLAY: ':0' }, spawn)).toEqual(['xdg-open', file.url])
+    expect(openBrowser(file, log, 'darwin', {}, spawn)).toEqual(['open', file.url])
+    expect(spawned).toHaveLength(2)
+    for (const argv of spawned) expect(argv.join(' ')).not.toContain(token)
+    expect(file.url).toBe(`file://${file.path}`)
+    // Never an existing name; removed once (and again is nothing); a killed run's file by the next run.
+    file.remove()
+    file.remove()
+    expect(existsSync(file.path)).toBe(false)
+    const left = writeLinkFile(dir, link)
+    removeStaleLinkFiles(dir)
+    expect(existsSync(left.path)).toBe(false)
+  } finally {
+    rmSync(root, { recursive: true, force: true })
+  }
+})
+
+test('the link is not printed on an output others may read: a file or FIFO of another user, or readable by group or others', () => {
+  const root = mkdtempSync(join(tmpdir(), 'dbm-local-parts-'))
+  const uid = process.getuid!()
+  const exposure = (path: string) => {
+    const fd = openSync(path, 'r+')
+    try {
+      return outputExposure(fstatSync(fd), uid)
+    } finally {
+      closeSync(fd)
+    }
+  }
+  try {
+    const file = join(root, 'out.log')
+    writeFileSync(file, '', { mode: 0o644 })
+    chmodSync(file, 0o644)
+    expect(exposure(file)).toBe('standard output is a file that others may read (mode 0644)')
+    chmodSync(file, 0o640)
+    expect(exposure(file)).toBe('standard output is a file that others may read (mode 0640)')
+    chmodSync(file, 0o600)
+    expect(exposure(file)).toBeUndefined()
+    const fifo = join(root, 'fifo')
+    Bun.spawnSync(['mkfifo', '-m', '0644', fifo])
+    expect(outputExposure(statSync(fifo), uid)).toBe('standard output is a FIFO that others may read (mode 0644)')
+    expect(exposure('/dev/null')).toBeUndefined()
+    if (uid === 0) {
+      chownSync(file, 65534, 65534)
+      expect(exposure(file)).toBe('standard output is a file of another user (uid 65534)')
+    }
+  } finally {
+    rmSync(root, { recursive: true, force: true })
+  }
 })

@@ -8,8 +8,14 @@
 // ~/.pgpass and CLICKHOUSE_PASSWORD: neither prints the command line warning that a DSN with a password gets.
 // The DSN's password is looked for in every output and every file of the data directory, whose files are
 // all the user's alone; data directories that others own or may write to, or hold a planted token secret, are refused.
+// Another user of the machine gets nothing (issue 23): the links name a random host of the run under
+// .localhost, served on 127.0.0.1 and ::1 and nothing else (421 for another Host); the first run's
+// session, access token and an API key made with it are refused by the second run; --open hands the
+// browser a 0600 file, never the token, and Chromium signs in by opening it; after signing in, Chromium
+// sends no dbm cookie to another server on 127.0.0.1 or localhost (the review's repro); a squatter on
+// [::1] makes --listen refuse; an output others may read gets the file's path instead of the link.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
@@ -20,6 +26,7 @@ import { type ClickHouseRig, startClickHouse } from '../support/clickhouse.ts'
 import { type PostgresServer, sharedPostgres, statementsDatabase } from '../support/postgres.ts'
 import { cleanEnv, repoRoot, runCommand } from '../support/process.ts'
 import { until } from '../support/wait.ts'
+import { listenLoopback } from '../../src/local/listen.ts'
 
 interface LocalProcess {
   proc: Subprocess<'ignore', 'pipe', 'pipe'>
@@ -209,15 +216,33 @@ test('a data directory others may write to, or that holds a token secret others 
 let databaseId: string
 let expectedCalls: number
 let firstLink: string
+/** What the first run handed out, to be refused by the second. */
+let firstRun: { access: string; refresh: string; apiKey: string }
+/** The printed dashboard address: this run's random name under .localhost. */
+const dashboardLine = /^Dashboard: (http:\/\/dbm-[a-z2-7]{26}\.localhost:(\d+))\/$/m
 
 test('first run: link, first data, statements with their exact calls, one instance, Ctrl-C', async () => {
   const started = Date.now()
   // The password from PGPASSWORD, not the command line.
   const local = startLocal([bareDsn, '--open'], { ...env(), PGPASSWORD: password })
-  const [, base] = await local.printed(/^Dashboard: (http:\/\/127\.0\.0\.1:\d+)\/$/m)
+  const [, base, port] = await local.printed(dashboardLine)
   const [, link] = await local.printed(/^Sign in: +(http:\S+)$/m)
   firstLink = link!
   expect(link).toStartWith(`${base}/local-sign-in?token=`)
+  // --open handed the desktop's browser a 0600 file of the data directory that leads to the link, not the link.
+  const openedUrl = await until('xdg-open to be run', async () => (existsSync(opened) && readFileSync(opened, 'utf8')) || undefined)
+  expect(openedUrl).toMatch(new RegExp(`^file://${dataDir}/sign-in-[0-9a-f]{32}\\.html$`))
+  const linkFile = new URL(openedUrl).pathname
+  expect(statSync(linkFile).mode & 0o777).toBe(0o600)
+  expect(readFileSync(linkFile, 'utf8')).toContain(`<meta http-equiv="refresh" content="0; url=${link}">`)
+  // Both loopback addresses are this process's; a request naming another host (DNS rebinding) is refused.
+  expect((await fetch(`http://[::1]:${port}/healthz`)).status).toBe(200)
+  expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200)
+  const rebound = await fetch(`http://127.0.0.1:${port}/api/v1/auth/me`, { headers: { host: `attacker.example:${port}` } })
+  expect([rebound.status, await rebound.json()]).toEqual([421, { error: `this dbm local answers only at the address it printed (${base}/)` }])
+  // By a bare loopback address, whose cookies every server on the machine would get, the link signs nobody in (and stays unused).
+  const byAddress = await fetch(link!.replace(new URL(base!).host, `127.0.0.1:${port}`), { redirect: 'manual' })
+  expect([byAddress.status, byAddress.headers.getSetCookie()]).toEqual([403, []])
   // The per-user data directory, created for the owner alone.
   expect(statSync(dataDir).mode & 0o777).toBe(0o700)
   expect(local.stdout()).toContain(`Data:      ${dataDir}\n`)
@@ -230,6 +255,8 @@ test('first run: link, first data, statements with their exact calls, one instan
   expect(first.headers.get('location')).toBe('/#/databases')
   const cookie = cookiesOf(first)
   expect(cookie).toMatch(/dbm_access=.+; dbm_refresh=.+; dbm_session=1/)
+  // Used, the link's file is gone.
+  expect(existsSync(linkFile)).toBe(false)
   const again = await fetch(link!, { redirect: 'manual' })
   expect(again.status).toBe(410)
   expect(await again.text()).toContain('Sign-in link already used')
@@ -249,9 +276,15 @@ test('first run: link, first data, statements with their exact calls, one instan
 
   // The check's line, as `dbm agent --check` prints it.
   await local.printed(new RegExp(`^ok {4}${name.replace(/[./]/g, '\\$&')}: postgres 17\\.\\d+; collectors: query_stats`, 'm'))
-  // --open handed the printed link to the desktop's browser.
-  await until('xdg-open to be run', async () => (statSync(opened, { throwIfNoEntry: false }) ? true : undefined))
-  expect(readFileSync(opened, 'utf8')).toBe(link!)
+  // An API key made with the session: with it and with the session's tokens, the second run is tried.
+  const made = await fetch(`${base}/api/v1/api-keys`, {
+    method: 'POST',
+    headers: { cookie, origin: base!, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'made in run 1' }),
+  })
+  expect(made.status).toBe(201)
+  firstRun = { access: cookie.match(/dbm_access=[^;]+/)![0], refresh: cookie.match(/dbm_refresh=[^;]+/)![0], apiKey: (await made.json()).key }
+  expect((await fetch(`${base}/api/v1/databases`, { headers: { 'x-api-key': firstRun.apiKey } })).status).toBe(200)
 
   // The database is registered by the agent's first cycle, at start.
   const database = await until('the database to be listed', async () => {
@@ -262,6 +295,16 @@ test('first run: link, first data, statements with their exact calls, one instan
   console.log(`first data ${firstDataMs} ms after the start`)
   expect(firstDataMs).toBeLessThan(15_000)
   databaseId = database.id
+  // The active-sessions WebSocket over ::1 (where a browser may go first), by the run's name: upgraded by the listener that got it.
+  const message = await new Promise<string>((resolve, reject) => {
+    const ws = new WebSocket(`ws://[::1]:${port}/api/v1/databases/${databaseId}/active/ws`, { headers: { host: new URL(base!).host, cookie, origin: base! } } as never)
+    ws.onmessage = (e) => {
+      resolve(String(e.data))
+      ws.close()
+    }
+    ws.onclose = (e) => reject(new Error(`WebSocket closed: ${e.code} ${e.reason}`))
+  })
+  expect(JSON.parse(message)).toHaveProperty('active')
 
   for (let i = 1; i <= 7; i++) await statementSql`SELECT count(*) AS local_marker FROM t WHERE id <= ${i}`
   const [row] = await statementSql`SELECT sum(calls)::int AS calls FROM pg_stat_statements WHERE query LIKE 'SELECT count(*) AS local_marker%'`
@@ -308,11 +351,34 @@ test('second run, of dist/dbm: same database id, the statements kept, a new link
   writeFileSync(join(home, '.pgpass'), `# dbm local test\n127.0.0.1:${pg.port}:*:${role}:${password}\n`, { mode: 0o600 })
   const chDsn = new URL(ch.dsn)
   chDsn.password = ''
-  const local = startLocal(['--data-dir', dataDir, bareDsn, laterDsn, chDsn.toString()], { HOME: home, CLICKHOUSE_PASSWORD: password }, [dbm])
+  rmSync(opened, { force: true })
+  const local = startLocal(['--data-dir', dataDir, '--open', bareDsn, laterDsn, chDsn.toString()], { HOME: home, CLICKHOUSE_PASSWORD: password, PATH: env().PATH, DISPLAY: ':0' }, [dbm])
+  // A server of the test's own on another port of both loopback addresses: what a browser sends it is recorded.
+  const received: string[] = []
+  const [recorder, recorderV6] = listenLoopback(
+    (hostname, port) =>
+      Bun.serve({
+        hostname,
+        port,
+        reusePort: false,
+        fetch(request) {
+          received.push(`${request.headers.get('host')}${new URL(request.url).pathname} cookie: ${request.headers.get('cookie') ?? ''}`)
+          return new Response('<!doctype html><title>another server</title>', { headers: { 'content-type': 'text/html' } })
+        },
+      }),
+    0,
+  )
   try {
-    const [, base] = await local.printed(/^Dashboard: (http:\/\/127\.0\.0\.1:\d+)\/$/m)
+    const [, base] = await local.printed(dashboardLine)
     const [, link] = await local.printed(/^Sign in: +(http:\S+)$/m)
     expect(new URL(link!).search).not.toBe(new URL(firstLink).search)
+    // Another name than the first run's: none of its cookies would be sent here.
+    expect(new URL(base!).hostname).not.toBe(new URL(firstLink).hostname)
+    // Everything the first run handed out is refused: its session (access and refresh token) and the API key made with it.
+    expect((await api(base!, '/api/v1/auth/me', firstRun.access)).status).toBe(401)
+    const refreshed = await fetch(`${base}/api/v1/auth/refresh`, { method: 'POST', headers: { cookie: firstRun.refresh, origin: base! } })
+    expect(refreshed.status).toBe(401)
+    expect((await fetch(`${base}/api/v1/databases`, { headers: { 'x-api-key': firstRun.apiKey } })).status).toBe(401)
     // The first run's link died with it.
     expect((await fetch(`${base}${new URL(firstLink).pathname}${new URL(firstLink).search}`, { redirect: 'manual' })).status).toBe(404)
     await local.printed(new RegExp(`^FAIL  ${laterName.replace(/[./]/g, '\\$&')}: postgres: database "${later}" does not exist$`, 'm'))
@@ -325,9 +391,32 @@ test('second run, of dist/dbm: same database id, the statements kept, a new link
     const browser = await browserStarting
     try {
       const view = await openPage(browser, { baseURL: base! })
-      await view.page.goto(link!)
+      // What --open gave the desktop: the file, which leads Chromium to the link, which signs it in.
+      const openedUrl = await until('xdg-open to be run', async () => (existsSync(opened) && readFileSync(opened, 'utf8')) || undefined)
+      expect(openedUrl).toStartWith('file:///')
+      await view.page.goto(openedUrl)
       await view.page.waitForURL(/#\/databases$/)
-      const cookie = (await view.context.cookies()).map((c) => `${c.name}=${c.value}`).join('; ')
+      expect(new URL(view.page.url()).origin).toBe(base!)
+      expect(existsSync(new URL(openedUrl).pathname)).toBe(false)
+      const sessionCookies = await view.context.cookies()
+      expect(sessionCookies.map((c) => c.name).sort()).toEqual(['dbm_access', 'dbm_refresh', 'dbm_session'])
+      // Host-only, for this run's name.
+      for (const c of sessionCookies) expect(c.domain).toBe(new URL(base!).hostname)
+      const cookie = sessionCookies.map((c) => `${c.name}=${c.value}`).join('; ')
+      // The review's repro: the signed-in browser visits another server on 127.0.0.1 and on localhost (another
+      // user's, on another port): it receives no dbm cookie.
+      const elsewhere = await view.context.newPage()
+      for (const host of [`127.0.0.1:${recorder!.port}`, `localhost:${recorder!.port}`]) {
+        await elsewhere.goto(`http://${host}/`)
+        await elsewhere.goto(`http://${host}/api/v1/auth/refresh`)
+      }
+      await elsewhere.close()
+      // (The browser asks for /favicon.ico too.)
+      const port2 = recorder!.port
+      expect(received).toEqual(
+        expect.arrayContaining([`127.0.0.1:${port2}/ cookie: `, `127.0.0.1:${port2}/api/v1/auth/refresh cookie: `, `localhost:${port2}/ cookie: `, `localhost:${port2}/api/v1/auth/refresh cookie: `]),
+      )
+      for (const r of received) expect(r).not.toContain('dbm_')
       const list = await api<{ id: string; name: string }[]>(base!, '/api/v1/databases', cookie)
       expect(list.body.find((d) => d.name === `127.0.0.1:${pg.port}/${dbPath.slice(1)}`)?.id).toBe(databaseId)
       const q = await api<{ query_text: string; total_calls: number }[]>(base!, `/api/v1/databases/${databaseId}/queries?sort_by=calls&limit=100`, cookie)
@@ -358,6 +447,8 @@ test('second run, of dist/dbm: same database id, the statements kept, a new link
       await browser.close()
     }
   } finally {
+    void recorder!.stop(true)
+    void recorderV6?.stop(true)
     expect(await local.stop('SIGTERM')).toBe(0)
   }
   expect(local.stderr()).not.toContain('warning:')
@@ -373,4 +464,49 @@ test('second run, of dist/dbm: same database id, the statements kept, a new link
   expect(Object.entries(modes).filter(([, mode]) => (mode & 0o077) !== 0)).toEqual([])
   expect(Object.keys(modes)).toEqual(expect.arrayContaining(['dbm.sqlite', 'dbm.sqlite.lock', 'jwt-secret', 'local.lock', 'local.pid']))
   expect(statSync(dataDir).mode & 0o777).toBe(0o700)
+}, 60_000)
+
+test('--listen whose [::1] another process holds: refused, nothing printed; an output others may read gets the file, not the link', async () => {
+  // A squatter on [::1] of a port free on 127.0.0.1: `--listen localhost:PORT` must not print an address it does not hold.
+  const squatter = Bun.serve({ hostname: '::1', port: 0, fetch: () => new Response('squatter') })
+  try {
+    const refused = await runCommand(['bun', 'src/cli.ts', 'local', '--listen', `localhost:${squatter.port}`, '--data-dir', dataDir, bareDsn], { env: { ...env(), PGPASSWORD: password } })
+    expect([refused.exitCode, refused.stdout, refused.stderr]).toEqual([
+      1,
+      '',
+      `dbm local: cannot listen on [::1]:${squatter.port}: another process holds it (the printed name resolves to ::1 as well as 127.0.0.1); stop it, or pick another port (--listen)\n`,
+    ])
+    outputs.push(refused.stdout, refused.stderr)
+  } finally {
+    void squatter.stop(true)
+  }
+
+  // Standard output to a log file that others may read (mode 0644): the link and the run's name stay out of it.
+  const log = join(home, 'local.log')
+  writeFileSync(log, '')
+  chmodSync(log, 0o644)
+  const fd = openSync(log, 'w')
+  const proc = Bun.spawn(['bun', 'src/cli.ts', 'local', bareDsn], { cwd: repoRoot, env: cleanEnv({ ...env(), PGPASSWORD: password }), stdin: 'ignore', stdout: fd, stderr: 'pipe', timeout: 60_000, killSignal: 'SIGKILL' })
+  children.add(proc)
+  closeSync(fd)
+  try {
+    const printed = await until('the sign-in line in the log', async () => {
+      const text = readFileSync(log, 'utf8')
+      return /^Sign in: .*$/m.test(text) ? text : undefined
+    })
+    expect(printed).not.toContain('token=')
+    expect(printed).not.toContain('.localhost')
+    const [, file] = printed.match(/^Sign in:   open (\S+) in the browser, or read the link in it$/m)!
+    expect(printed).toContain(`Dashboard: its address is in ${file} (standard output is a file that others may read (mode 0644): neither it nor the link is printed here)\n`)
+    expect(file).toStartWith(`${dataDir}/sign-in-`)
+    expect(statSync(file!).mode & 0o777).toBe(0o600)
+    const link = readFileSync(file!, 'utf8').match(/<a href="([^"]+)">/)![1]!
+    expect(link).toMatch(/^http:\/\/dbm-[a-z2-7]{26}\.localhost:\d+\/local-sign-in\?token=/)
+    expect((await fetch(link, { redirect: 'manual' })).status).toBe(302)
+    expect(existsSync(file!)).toBe(false)
+  } finally {
+    proc.kill('SIGTERM')
+    expect(await proc.exited).toBe(0)
+    children.delete(proc)
+  }
 }, 60_000)
