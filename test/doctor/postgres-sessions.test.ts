@@ -93,6 +93,12 @@ test('long-running statements: warning past 1 s, critical past 4 s, the third co
   // into its statement when the third passes 1 s: the first reports 3 s (2.5 s and up round to it) with
   // ~1.3 s to spare before 4 s (critical), and later the second is ~1.4 s short of 4 s when the first
   // passes it.
+  // A statement as long in another database of the server: not this database's, never listed, never cancelled by its fixes.
+  const elsewhere = postgres(await rig.pg.freshDatabase(), { max: 1, onnotice: () => {} })
+  clients.push(elsewhere)
+  const elsewherePid = (await elsewhere<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`)[0]!.pid
+  const elsewhereRunning = elsewhere`SELECT pg_sleep(60) AS elsewhere_marker`.catch((e: Error) => e)
+  await waitForState(elsewherePid, (r) => r.state === 'active')
   const sleepers = []
   for (const gap of [1.4, 0.2, 0]) {
     const s = await session()
@@ -145,6 +151,10 @@ test('long-running statements: warning past 1 s, critical past 4 s, the third co
   // The summary's fix cancels every statement past the threshold (the first's already cancelled).
   await rig.sql.unsafe(findings.pg_long_running_queries.how_to_fix[0])
   for (const s of sleepers) expect(String(await s.running)).toContain('canceling statement due to user request')
+  const [other] = await rig.sql`SELECT state, now() - query_start > interval '4 seconds' AS long FROM pg_stat_activity WHERE pid = ${elsewherePid}`
+  expect(other).toEqual({ state: 'active', long: true })
+  await rig.sql`SELECT pg_cancel_backend(${elsewherePid})`
+  expect(String(await elsewhereRunning)).toContain('canceling statement due to user request')
   await rig.cycle()
   expect(await rig.findings('pg_long_running_queries')).toEqual([])
 })

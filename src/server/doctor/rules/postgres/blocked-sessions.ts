@@ -99,7 +99,7 @@ export const blockedSessions: Rule<typeof defaults> = {
           .join(', ')}${rest.length > 20 ? ', …' : ''}.`,
         recommendation: 'Many independent blockers at once usually mean a hot row or table that every transaction updates; look for it in the waiting locks.',
         how_to_investigate: ['SELECT l.relation::regclass, l.mode, count(*) FROM pg_locks l WHERE NOT l.granted GROUP BY 1, 2 ORDER BY 3 DESC;'],
-        how_to_fix: ['SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid IN (SELECT unnest(pg_blocking_pids(pid)) FROM pg_stat_activity) AND state LIKE \'idle in transaction%\';'],
+        how_to_fix: ['SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid IN (SELECT unnest(pg_blocking_pids(pid)) FROM pg_stat_activity) AND state LIKE \'idle in transaction%\' AND backend_type = \'client backend\' AND datname = current_database();   -- the blockers idle in a transaction in the database you run it in'],
         objects: rest.map((g) => `pid ${g.root}`),
         metrics: { blockers: rest.length },
       })

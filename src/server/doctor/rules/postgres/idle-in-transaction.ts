@@ -82,7 +82,7 @@ export const idleInTransaction: Rule<typeof defaults> = {
           `SELECT application_name, usename, count(*), max(now() - state_change) AS longest_idle FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' GROUP BY 1, 2 ORDER BY 3 DESC;`,
         ],
         how_to_fix: [
-          `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' AND now() - state_change > interval '${t.warning_s} seconds';`,
+          `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' AND backend_type = 'client backend' AND datname = current_database() AND now() - state_change > interval '${t.warning_s} seconds';   -- the sessions of the database you run it in, as listed`,
         ],
         objects: rest.map((a) => `pid ${a.pid}`),
         metrics: { sessions: rest.length },

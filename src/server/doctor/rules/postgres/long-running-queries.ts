@@ -75,7 +75,7 @@ export const longRunningQueries: Rule<typeof defaults> = {
           `SELECT pid, usename, application_name, now() - query_start AS running_for, wait_event_type, wait_event, left(query, 200) FROM pg_stat_activity WHERE state = 'active' AND now() - query_start > interval '${t.warning_s} seconds' ORDER BY query_start;`,
         ],
         how_to_fix: [
-          `SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE state = 'active' AND backend_type = 'client backend' AND now() - query_start > interval '${t.warning_s} seconds' AND pid <> pg_backend_pid();`,
+          `SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE state = 'active' AND backend_type = 'client backend' AND datname = current_database() AND now() - query_start > interval '${t.warning_s} seconds' AND pid <> pg_backend_pid();   -- the statements of the database you run it in, as listed`,
         ],
         objects: rest.map((a) => `pid ${a.pid}`),
         metrics: { statements: rest.length },
