@@ -82,6 +82,10 @@ export const ActiveQuery = T.Object({
   database: T.Optional(nullableString),
   backend_type: T.Optional(nullableString),
   xact_start: T.Optional(nullableEpochMs),
+  /** When the session began (pg_stat_activity.backend_start): with the pid, what names it; absent from older agents. */
+  backend_start: T.Optional(nullableEpochMs),
+  /** When its present (or last) statement began; absent from older agents. */
+  query_start: T.Optional(nullableEpochMs),
   memory_usage: T.Optional(count),
   read_bytes: T.Optional(count),
   written_bytes: T.Optional(count),
@@ -332,6 +336,8 @@ export const XminHolder = T.Object({
   client_addr: T.Optional(nullableString),
   state: T.Optional(nullableString),
   xact_start: T.Optional(nullableEpochMs),
+  /** A backend's pg_stat_activity.backend_start; absent from older agents. */
+  backend_start: T.Optional(nullableEpochMs),
   state_change: T.Optional(nullableEpochMs),
   query_text: T.Optional(T.Union([T.String({ maxLength: text.holderQueryText }), T.Null()])),
   slot_name: T.Optional(nullableString),

@@ -134,6 +134,8 @@ function postgresBatches(v: Variant, now: number): IngestBatch[] {
     database: t('db'),
     backend_type: 'client backend',
     xact_start: now - seconds * 1000,
+    backend_start: now - seconds * 1000 - 60_000,
+    query_start: now - seconds * 1000,
   })
   const lock = (pid: number, granted: boolean) => ({
     pid,
@@ -671,6 +673,22 @@ function expectEveryRuleFired(byRule: Map<string, unknown>, engine: 'postgres' |
   expect({ variant, fired: [...byRule.keys()].sort() }).toEqual({ variant, fired: expected })
 }
 
+/**
+ * A command that ends or cancels a backend never names it by its pid alone (a pid is reused once its
+ * session ends): no `pg_terminate_backend(123)`, and one aimed at `pid = 123` also matches a time of the
+ * session: its start, or (from older agents) its transaction's or statement's (session-commands.ts). Bulk commands (`... (pid) FROM pg_stat_activity WHERE state ...`) name no pid.
+ */
+function expectSessionsMatched(findings: Finding[]) {
+  for (const f of findings) {
+    for (const command of [...f.how_to_fix, ...f.how_to_investigate]) {
+      if (!/pg_(terminate|cancel)_backend/.test(command)) continue
+      const bare = /pg_(terminate|cancel)_backend\(\s*\d/.test(command)
+      const targeted = /\(pid\) FROM pg_stat_activity WHERE pid = \d/.test(command)
+      expect({ rule: f.rule, command, bare, unmatched: targeted && !/ (backend|xact|query)_start /.test(command) }).toEqual({ rule: f.rule, command, bare: false, unmatched: false })
+    }
+  }
+}
+
 beforeAll(async () => {
   await loadModule()
   ;[server, clickhouse] = await Promise.all([startTestServer('sqlite'), startClickHouse()])
@@ -702,6 +720,7 @@ for (const engine of ['postgres', 'clickhouse'] as const) {
       const findings = await findingsOf(harmless, engine)
       meant = await commandsOf(findings, engine, namesOf(findings, harmless))
       expectEveryRuleFired(meant, engine, 'harmless')
+      if (engine === 'postgres') expectSessionsMatched(findings)
     }, 120_000)
 
     for (const v of variants) {

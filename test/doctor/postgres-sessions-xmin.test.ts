@@ -154,10 +154,13 @@ describe('xmin horizon held by an open transaction', () => {
     expect(finding).toMatchObject({ key: `pg_xmin_horizon:pid ${pid}`, severity: 'critical' })
     expect(finding.metrics.xmin_age_xids).toBeGreaterThanOrEqual(2151)
 
-    // The session is ended only while it is the one named (pid, user, application, transaction start).
+    // The session is ended only while it is the one named (pid, session start, user, application, transaction start).
     expect(finding.how_to_fix).toHaveLength(1)
+    const time = `timestamptz '\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z'`
     expect(finding.how_to_fix[0]).toMatch(
-      new RegExp(`^SELECT pg_terminate_backend\\(pid\\) FROM pg_stat_activity WHERE pid = ${pid} AND usename = 'postgres' AND application_name = 'postgres\\.js' AND abs\\(extract\\(epoch FROM xact_start\\) \\* 1000 - \\d+\\) < 1;   -- ends that session`),
+      new RegExp(
+        `^SELECT pg_terminate_backend\\(pid\\) FROM pg_stat_activity WHERE pid = ${pid} AND abs\\(extract\\(epoch FROM backend_start - ${time}\\)\\) < 0\\.001 AND usename = 'postgres' AND application_name = 'postgres\\.js' AND abs\\(extract\\(epoch FROM xact_start - ${time}\\)\\) < 0\\.001;   -- ends that session`,
+      ),
     )
     expect(Array.from(await rig.sql.unsafe(finding.how_to_fix[0])) as unknown[]).toEqual([{ pg_terminate_backend: true }])
     await until('the holder to end', async () => ((await rig.sql`SELECT 1 FROM pg_stat_activity WHERE pid = ${pid}`).length === 0 ? true : undefined))
@@ -185,7 +188,8 @@ describe('wraparound held back by a transaction', () => {
       `VACUUM (FREEZE) cannot freeze past the xmin horizon, which pid ${pid} (user postgres, application "postgres.js", from 127.0.0.1, idle in transaction; transaction open for `,
     )
     expect(finding.detail).toContain('last statement: SELECT txid_current() AS wraparound_holder)')
-    expect(finding.how_to_fix[0]).toStartWith(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = ${pid} AND usename = 'postgres' AND application_name = 'postgres.js' AND `)
+    expect(finding.how_to_fix[0]).toStartWith(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = ${pid} AND abs(extract(epoch FROM backend_start - timestamptz '`)
+    expect(finding.how_to_fix[0]).toContain(`')) < 0.001 AND usename = 'postgres' AND application_name = 'postgres.js' AND abs(extract(epoch FROM xact_start - timestamptz '`)
 
     expect(Array.from(await rig.sql.unsafe(finding.how_to_fix[0])) as unknown[]).toEqual([{ pg_terminate_backend: true }])
     await until('the holder to end', async () => ((await rig.sql`SELECT 1 FROM pg_stat_activity WHERE pid = ${pid}`).length === 0 ? true : undefined))

@@ -3,7 +3,9 @@
 // sessions queueing for a row one transaction updated), and connections against max_connections
 // (dozens of real connections). Thresholds are lowered to seconds and to a share of the server's
 // max_connections so the tests take seconds; each finding is then cured with the finding's own fix
-// command where it is one (pg_cancel_backend, pg_terminate_backend) and seen to go.
+// command where it is one (pg_cancel_backend, pg_terminate_backend) and seen to go. Before that, each
+// command naming a session is run with another live session's pid in its place (same role and
+// application): what pasting it does once its session has ended and the pid belongs to a newcomer.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import postgres from 'postgres'
 import { type PostgresDoctorRig, postgresDoctorRig } from '../support/doctor.ts'
@@ -62,6 +64,26 @@ async function waitForAges(since: 'query_start' | 'state_change', ages: [pid: nu
   }, { everyMs: 20 })
 }
 
+/** The command with pid `to` in place of `from`: what it does once `from` has ended and another session got its pid. */
+const onPid = (command: string, from: number, to: number) => command.replace(new RegExp(`(pid = |_backend\\()${from}\\b`, 'g'), `$1${to}`)
+
+const TIME = `'\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z'`
+const within = (column: string) => `abs\\(extract\\(epoch FROM ${column} - timestamptz ${TIME}\\)\\) < 0\\.001`
+/** The shape of a fix that acts on a session while it is still the one named (rig sessions: user postgres, application postgres.js). */
+const guarded = (fn: string, pid: number, moment: 'xact_start' | 'query_start', comment: string) =>
+  new RegExp(
+    `^SELECT ${fn}\\(pid\\) FROM pg_stat_activity WHERE pid = ${pid} AND ${within('backend_start')} AND usename = 'postgres' AND application_name = 'postgres\\.js' AND ${within(moment)};   -- ${comment.replace(/[()]/g, '\\$&')}; returns no row if that session has already ended`,
+  )
+
+/** A session of the same role and application idle in a transaction, and what identifies it and its transaction now. */
+async function bystander() {
+  const s = await session()
+  await s.sql`BEGIN`
+  await s.sql`SELECT 1 AS bystander`
+  const identity = async () => (await rig.sql`SELECT backend_start, xact_start, state FROM pg_stat_activity WHERE pid = ${s.pid}`)[0]
+  return { ...s, identity, before: await identity() }
+}
+
 const byKey = (findings: any[]) => Object.fromEntries(findings.map((f) => [f.key, f]))
 
 test('long-running statements: warning past 1 s, critical past 4 s, the third counted in a summary; their cancel command cures them', async () => {
@@ -71,6 +93,12 @@ test('long-running statements: warning past 1 s, critical past 4 s, the third co
   // into its statement when the third passes 1 s: the first reports 3 s (2.5 s and up round to it) with
   // ~1.3 s to spare before 4 s (critical), and later the second is ~1.4 s short of 4 s when the first
   // passes it.
+  // A statement as long in another database of the server: not this database's, never listed, never cancelled by its fixes.
+  const elsewhere = postgres(await rig.pg.freshDatabase(), { max: 1, onnotice: () => {} })
+  clients.push(elsewhere)
+  const elsewherePid = (await elsewhere<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`)[0]!.pid
+  const elsewhereRunning = elsewhere`SELECT pg_sleep(60) AS elsewhere_marker`.catch((e: Error) => e)
+  await waitForState(elsewherePid, (r) => r.state === 'active')
   const sleepers = []
   for (const gap of [1.4, 0.2, 0]) {
     const s = await session()
@@ -91,7 +119,7 @@ test('long-running statements: warning past 1 s, critical past 4 s, the third co
   expect(named.metrics.running_s).toBeLessThanOrEqual(4)
   expect(named.detail).toContain(`pid ${first.pid} (user postgres`)
   expect(named.detail).toContain('SELECT pg_sleep(60) AS long_sleep_marker')
-  expect(named.how_to_fix[0]).toStartWith(`SELECT pg_cancel_backend(${first.pid});`)
+  expect(named.how_to_fix[0]).toMatch(guarded('pg_cancel_backend', first.pid, 'query_start', 'cancels the statement (pg_terminate_backend in place of pg_cancel_backend also ends the session)'))
   expect(named.how_to_fix[1]).toStartWith("ALTER ROLE postgres SET statement_timeout = '1min';")
   expect(findings[`pg_long_running_queries:pid ${second.pid}`]).toMatchObject({ severity: 'warning' })
   // Over the cap of 2: the third is counted in the summary finding.
@@ -110,9 +138,23 @@ test('long-running statements: warning past 1 s, critical past 4 s, the third co
   expect(findings[`pg_long_running_queries:pid ${second.pid}`]).toMatchObject({ severity: 'warning' })
   expect((await rig.api('/doctor')).status).toBe('unhealthy')
 
-  // The summary's fix cancels every statement past the threshold.
+  // The first's cancel on the second's pid (the same role and application, running the same statement):
+  // no row, and the second's statement runs on; as given, it cancels the first's statement.
+  const cancel = findings[`pg_long_running_queries:pid ${first.pid}`].how_to_fix[0] as string
+  const statementOf = async (pid: number) => (await rig.sql`SELECT state, query_start FROM pg_stat_activity WHERE pid = ${pid}`)[0]
+  const secondBefore = await statementOf(second.pid)
+  expect(Array.from(await rig.sql.unsafe(onPid(cancel, first.pid, second.pid))) as unknown[]).toEqual([])
+  expect(Array.from(await rig.sql.unsafe(cancel)) as unknown[]).toEqual([{ pg_cancel_backend: true }])
+  expect(String(await first.running)).toContain('canceling statement due to user request')
+  expect(await statementOf(second.pid)).toEqual({ ...secondBefore, state: 'active' })
+
+  // The summary's fix cancels every statement past the threshold (the first's already cancelled).
   await rig.sql.unsafe(findings.pg_long_running_queries.how_to_fix[0])
   for (const s of sleepers) expect(String(await s.running)).toContain('canceling statement due to user request')
+  const [other] = await rig.sql`SELECT state, now() - query_start > interval '4 seconds' AS long FROM pg_stat_activity WHERE pid = ${elsewherePid}`
+  expect(other).toEqual({ state: 'active', long: true })
+  await rig.sql`SELECT pg_cancel_backend(${elsewherePid})`
+  expect(String(await elsewhereRunning)).toContain('canceling statement due to user request')
   await rig.cycle()
   expect(await rig.findings('pg_long_running_queries')).toEqual([])
 })
@@ -141,8 +183,8 @@ test('idle in transaction: the session, its idle time, transaction age and locks
   expect(finding.metrics.locks_held).toBeGreaterThanOrEqual(1)
   expect(finding.detail).toContain('has sat idle inside a transaction')
   expect(finding.detail).toContain('Its last statement: SELECT count(*) FROM orders')
-  expect(finding.how_to_fix).toEqual([
-    `SELECT pg_terminate_backend(${s.pid});   -- rolls back its transaction and ends the session`,
+  expect(finding.how_to_fix[0]).toMatch(guarded('pg_terminate_backend', s.pid, 'xact_start', 'rolls back its transaction and ends the session'))
+  expect(finding.how_to_fix.slice(1)).toEqual([
     "ALTER ROLE postgres SET idle_in_transaction_session_timeout = '1min';   -- the role's new sessions",
     "ALTER SYSTEM SET idle_in_transaction_session_timeout = '1min'; SELECT pg_reload_conf();   -- server-wide default",
   ])
@@ -152,8 +194,14 @@ test('idle in transaction: the session, its idle time, transaction age and locks
   ;[finding] = await rig.findings('pg_idle_in_transaction')
   expect(finding).toMatchObject({ key: `pg_idle_in_transaction:pid ${s.pid}`, severity: 'critical' })
 
-  await rig.sql.unsafe(finding.how_to_fix[0])
+  // On the pid of another session of the same role and application idle in a transaction: no row, and
+  // it keeps its session and transaction. As given, it ends the session named.
+  const other = await bystander()
+  expect(Array.from(await rig.sql.unsafe(onPid(finding.how_to_fix[0], s.pid, other.pid))) as unknown[]).toEqual([])
+  expect(Array.from(await rig.sql.unsafe(finding.how_to_fix[0])) as unknown[]).toEqual([{ pg_terminate_backend: true }])
   await until('the session to end', async () => ((await rig.sql`SELECT 1 FROM pg_stat_activity WHERE pid = ${s.pid}`).length === 0 ? true : undefined))
+  expect(await other.identity()).toEqual(other.before)
+  await other.sql`ROLLBACK`
   await rig.cycle()
   expect(await rig.findings('pg_idle_in_transaction')).toEqual([])
 })
@@ -198,7 +246,7 @@ test('blocked sessions: the root blocker named with the sessions queued behind i
   expect(rootActivity!.query).toBe('UPDATE accounts SET balance = 1 WHERE id = 1')
   expect(finding.detail).toContain(`; last statement: ${rootActivity!.query}) blocks 2 sessions`)
   expect(finding.detail).toContain(`blocks 2 sessions (pid ${waiters[0]!.pid}, ${waiters[1]!.pid}) waiting on public.accounts`)
-  expect(finding.how_to_fix[0]).toBe(`SELECT pg_terminate_backend(${root.pid});   -- rolls back its transaction and releases its locks`)
+  expect(finding.how_to_fix[0]).toMatch(guarded('pg_terminate_backend', root.pid, 'xact_start', 'rolls back its transaction and releases its locks'))
   // The waiting statements are blocked, not long-running.
   expect(await rig.findings('pg_long_running_queries')).toEqual([])
 
@@ -207,8 +255,14 @@ test('blocked sessions: the root blocker named with the sessions queued behind i
   ;[finding] = await rig.findings('pg_blocked_sessions')
   expect(finding).toMatchObject({ key: `pg_blocked_sessions:pid ${root.pid}`, severity: 'critical', metrics: { blocked_sessions: 3 } })
 
-  await rig.sql.unsafe(finding.how_to_fix[0])
+  // On the pid of another session of the same role and application in a transaction: no row, and it
+  // keeps its session and transaction. As given, it ends the root and the queue moves.
+  const other = await bystander()
+  expect(Array.from(await rig.sql.unsafe(onPid(finding.how_to_fix[0], root.pid, other.pid))) as unknown[]).toEqual([])
+  expect(Array.from(await rig.sql.unsafe(finding.how_to_fix[0])) as unknown[]).toEqual([{ pg_terminate_backend: true }])
   for (const w of waiters) expect(await w.done).not.toBeInstanceOf(Error)
+  expect(await other.identity()).toEqual(other.before)
+  await other.sql`ROLLBACK`
   await rig.cycle()
   expect(await rig.findings('pg_blocked_sessions')).toEqual([])
   // The root's update was rolled back; the waiters' updates all went through, in the lock manager's order.

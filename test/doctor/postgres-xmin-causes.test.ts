@@ -78,17 +78,21 @@ describe("the issue's case: a session idle in a REPEATABLE READ transaction hold
     await rig.sql.unsafe(`CREATE ROLE "${role.replaceAll('"', '""')}" LOGIN PASSWORD 'dbm-test'`)
     await rig.sql.unsafe(`GRANT SELECT ON orders TO "${role.replaceAll('"', '""')}"`)
     const url = new URL(rig.dsn)
-    const holder = postgres({
-      host: url.hostname,
-      port: Number(url.port),
-      database: url.pathname.slice(1),
-      username: role,
-      password: 'dbm-test',
-      max: 1,
-      onnotice: () => {},
-      connection: { application_name: application },
-    })
-    clients.push(holder)
+    const asRole = () => {
+      const sql = postgres({
+        host: url.hostname,
+        port: Number(url.port),
+        database: url.pathname.slice(1),
+        username: role,
+        password: 'dbm-test',
+        max: 1,
+        onnotice: () => {},
+        connection: { application_name: application },
+      })
+      clients.push(sql)
+      return sql
+    }
+    const holder = asRole()
     await holder`BEGIN ISOLATION LEVEL REPEATABLE READ`
     await holder.unsafe(statement)
     const pid = (await holder<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`)[0]!.pid
@@ -132,9 +136,11 @@ describe("the issue's case: a session idle in a REPEATABLE READ transaction hold
     const terminate = finding.how_to_fix[0] as string
     const vacuum = finding.how_to_fix[1] as string
     for (const command of finding.how_to_fix as string[]) expect(command).not.toMatch(/[\n\r\u2028]/)
-    expect(terminate).toStartWith(
-      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = ${pid} AND usename = ${pgString(session.usename)} AND application_name = ${pgString(session.application_name)} AND abs(extract(epoch FROM xact_start) * 1000 - `,
+    expect(terminate).toStartWith(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = ${pid} AND abs(extract(epoch FROM backend_start - timestamptz '`)
+    expect(terminate).toContain(
+      `')) < 0.001 AND usename = ${pgString(session.usename)} AND application_name = ${pgString(session.application_name)} AND abs(extract(epoch FROM xact_start - timestamptz '`,
     )
+    expect(terminate).toEndWith("')) < 0.001;   -- ends that session and rolls back its open transaction (its uncommitted work is lost: check with its owner first); returns no row if that session has already ended or its transaction has")
     expect(vacuum).toBe('VACUUM (ANALYZE, VERBOSE) public.orders;   -- once the holder has gone')
 
     // The cause raised as soon as it holds back dead rows, at their severity (the default thresholds wait an hour).
@@ -142,6 +148,21 @@ describe("the issue's case: a session idle in a REPEATABLE READ transaction hold
     expect(cause).toMatchObject({ key: `pg_xmin_horizon:pid ${pid}`, severity: 'critical', metrics: { pid, held_tables: 1, held_dead_rows: 19_990 } })
     expect(cause.detail).toContain('It keeps VACUUM from removing 19,990 dead rows in public.orders.')
     expect(cause.how_to_fix).toEqual([terminate])
+
+    // Once the holder has ended and a session of the same role and application has its pid (here: that
+    // session's pid put in the command), the command returns no row and leaves it and its transaction be.
+    const newcomer = asRole()
+    await newcomer`BEGIN`
+    await newcomer`SELECT 1 AS newcomer`
+    const newPid = (await newcomer<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`)[0]!.pid
+    const identity = async () => (await rig.sql`SELECT usename, application_name, backend_start, xact_start FROM pg_stat_activity WHERE pid = ${newPid}`)[0]
+    const before = await identity()
+    expect(before).toMatchObject({ usename: session.usename, application_name: session.application_name })
+    const reused = terminate.replace(`pid = ${pid} AND`, `pid = ${newPid} AND`)
+    expect(reused).not.toBe(terminate)
+    expect(Array.from(await rig.sql.unsafe(reused)) as unknown[]).toEqual([])
+    expect(await identity()).toEqual(before)
+    await newcomer`ROLLBACK`
 
     expect(Array.from(await rig.sql.unsafe(terminate)) as unknown[]).toEqual([{ pg_terminate_backend: true }])
     await until('the holder to end', async () => ((await rig.sql`SELECT 1 FROM pg_stat_activity WHERE pid = ${pid}`).length === 0 ? true : undefined))

@@ -8,6 +8,7 @@
 // monitored database reaches the commands only through sql-text.ts, and the prose as plain text.
 import type { XminHolder } from '../../shared/wire.ts'
 import type { DoctorContext } from './context.ts'
+import { terminateSession } from './session-commands.ts'
 import { commentText, pgNumber, pgString } from './sql-text.ts'
 import { duration } from './types.ts'
 
@@ -60,22 +61,6 @@ function sessionAbout(pid: number, s: SessionInfo, ageS: number | null): string 
   return `pid ${pid} (${who}, ${s.state ?? 'state unknown'}${open}${statement})`
 }
 
-/**
- * The command that ends a session, only while it is the one described: the pid with its user,
- * application and transaction start (a pid is reused once its session ends). Every value from the
- * monitored database goes through pgString / pgNumber.
- */
-function terminateCommand(pid: number, s: { user?: string | null; application_name?: string | null; xact_start?: number | null }): string {
-  const where = [`pid = ${pgNumber(pid)}`]
-  if (typeof s.user === 'string') where.push(`usename = ${pgString(s.user)}`)
-  if (typeof s.application_name === 'string') where.push(`application_name = ${pgString(s.application_name)}`)
-  if (typeof s.xact_start === 'number') where.push(`abs(extract(epoch FROM xact_start) * 1000 - ${pgNumber(s.xact_start)}) < 1`)
-  return (
-    `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE ${where.join(' AND ')};` +
-    '   -- ends that session and rolls back its open transaction (its uncommitted work is lost: check with its owner first); does nothing once that transaction has ended'
-  )
-}
-
 /** What the activity snapshot or the holder section says of a session. */
 interface SessionInfo {
   user?: string | null
@@ -83,10 +68,14 @@ interface SessionInfo {
   client_addr?: string | null
   state?: string | null
   xact_start?: number | null
+  backend_start?: number | null
   query_text?: string | null
 }
 
-function backendHolder(h: { pid: number; age: number; since: number | null; ageS: number | null; session: SessionInfo | undefined; walsender: boolean }, now: number): Holder {
+function backendHolder(
+  h: { pid: number; age: number; since: number | null; ageS: number | null; session: SessionInfo | undefined; walsender: boolean; seenAt: number },
+  now: number,
+): Holder {
   const { pid, age, since, ageS, session } = h
   if (h.walsender) {
     const standby = session?.application_name ? ` (application "${session.application_name}"${session.client_addr ? ` from ${session.client_addr}` : ''})` : ''
@@ -125,7 +114,12 @@ function backendHolder(h: { pid: number; age: number; since: number | null; ageS
     ends: `pid ${pid} ends its transaction`,
     advice:
       'Finish or end that transaction: commit or roll it back from the application, or end the session. A report or an export belongs on a replica; idle_in_transaction_session_timeout and statement_timeout stop the next one.',
-    fix: [terminateCommand(pid, session ?? {})],
+    fix: [
+      terminateSession(
+        { ...session, pid },
+        { seenAt: h.seenAt, effect: 'ends that session and rolls back its open transaction (its uncommitted work is lost: check with its owner first)' },
+      ),
+    ],
     investigate: [`SELECT pid, usename, application_name, client_addr, state, now() - xact_start AS transaction_age, now() - state_change AS in_state_for, backend_xid, backend_xmin, query FROM pg_stat_activity WHERE pid = ${pgNumber(pid)};`, ACTIVITY_OF],
     metrics: { held_by: `pid ${pid}`, holder_kind: 'backend', holder_xmin_age: age, holder_since: since },
   }
@@ -205,7 +199,7 @@ export function xminHolders(ctx: DoctorContext): Promise<Holder[]> {
           // The activity snapshot carries the statement whole; the section's own copy is shortened.
           const seen = sessions.get(h.pid)
           const session: SessionInfo = seen && (seen.xact_start ?? null) === (h.xact_start ?? null) ? seen : h
-          holders.push(backendHolder({ pid: h.pid, age, since: num(h.since), ageS: ageAt(named.ts, num(h.xact_start)), session, walsender: h.kind === 'walsender' }, ctx.now))
+          holders.push(backendHolder({ pid: h.pid, age, since: num(h.since), ageS: ageAt(named.ts, num(h.xact_start)), session, walsender: h.kind === 'walsender', seenAt: named.ts }, ctx.now))
         }
       }
     } else if (stats) {
@@ -217,7 +211,7 @@ export function xminHolders(ctx: DoctorContext): Promise<Holder[]> {
         const session = sessions.get(pid)
         // The session's last state change (idle in a transaction) or statement start, from the activity snapshot.
         const since = session && typeof session.duration_ms === 'number' && activity.ts !== null ? activity.ts - session.duration_ms : null
-        holders.push(backendHolder({ pid, age: backendAge, since, ageS: num(s.xmin_backend_xact_age_s), session, walsender: false }, ctx.now))
+        holders.push(backendHolder({ pid, age: backendAge, since, ageS: num(s.xmin_backend_xact_age_s), session, walsender: false, seenAt: at }, ctx.now))
       }
       const slotAge = num(s.xmin_slot_age)
       if (slotAge !== null) {

@@ -33,7 +33,10 @@ function activeView(entry: ActiveQuery, ts: number): Static<typeof ActiveSession
   const view: Record<string, unknown> = {}
   for (const field of ACTIVE_FIELDS) if (entry[field] !== undefined) view[field] = entry[field]
   view.duration_ms = round(entry.duration_ms)
-  if (typeof entry.xact_start === 'number') view.xact_start = rfc3339(entry.xact_start)
+  for (const field of ['xact_start', 'backend_start', 'query_start'] as const) {
+    const time = entry[field]
+    if (typeof time === 'number') view[field] = rfc3339(time)
+  }
   view.ts = rfc3339(ts)
   return view as Static<typeof ActiveSession>
 }

@@ -10,7 +10,7 @@ const text = (description: string) => Nullable(t.String({ description }))
 
 /**
  * An active session (PostgreSQL's pg_stat_activity) or running query (ClickHouse's system.processes).
- * The optional fields are those the agent sent: user to xact_start from PostgreSQL agents, memory_usage
+ * The optional fields are those the agent sent: user to query_start from PostgreSQL agents, memory_usage
  * to read_rows from ClickHouse agents (an older agent sends fewer).
  */
 export const ActiveSession = t.Object(
@@ -28,6 +28,8 @@ export const ActiveSession = t.Object(
     database: t.Optional(text('')),
     backend_type: t.Optional(text('')),
     xact_start: t.Optional(Nullable(Timestamp('when the open transaction began'))),
+    backend_start: t.Optional(Nullable(Timestamp('PostgreSQL: when the session began (with the pid, what names it)'))),
+    query_start: t.Optional(Nullable(Timestamp('PostgreSQL: when its present or last statement began'))),
     memory_usage: t.Optional(t.Number({ description: 'ClickHouse: memory the query uses, bytes' })),
     read_bytes: t.Optional(t.Number({ description: 'ClickHouse: bytes read so far' })),
     written_bytes: t.Optional(t.Number({ description: 'ClickHouse: bytes written so far' })),

@@ -24,6 +24,8 @@ interface Row {
   datname: string | null
   backend_type: string | null
   xact_start: Date | null
+  backend_start: Date | null
+  query_start: Date | null
 }
 
 // A null state (a session the agent's role may not see) is left out with the idle ones.
@@ -32,6 +34,8 @@ interface Row {
 // the transaction's age travels separately as xact_start). pg_blocking_pids takes the lock manager's
 // locks, so it is asked only for sessions waiting on a heavyweight lock, the only waits it reports;
 // it travels as JSON, which postgres.js parses whether or not it fetched the array types.
+// backend_start with the pid names the session (a pid is reused), and query_start its statement: the
+// doctor's commands that end or cancel it match them.
 export const activity: PostgresCollector = {
   name: 'activity',
   engine: 'postgres',
@@ -45,7 +49,8 @@ export const activity: PostgresCollector = {
                WHEN state LIKE 'idle in transaction%' THEN state_change
                ELSE query_start END) * 1000 AS duration_ms,
              to_json(CASE WHEN wait_event_type = 'Lock' THEN pg_blocking_pids(pid) ELSE '{}'::int[] END) AS blocking_pids,
-             usename, application_name, host(client_addr) AS client_addr, datname, backend_type, xact_start
+             usename, application_name, host(client_addr) AS client_addr, datname, backend_type, xact_start,
+             backend_start, query_start
       FROM pg_stat_activity
       WHERE backend_type = 'client backend'
         AND datname = current_database()
@@ -67,6 +72,8 @@ export const activity: PostgresCollector = {
       database: r.datname,
       backend_type: r.backend_type,
       xact_start: epoch(r.xact_start),
+      backend_start: epoch(r.backend_start),
+      query_start: epoch(r.query_start),
     }))
     return { activity: sessions }
   },

@@ -74,7 +74,7 @@ const HOLDERS_SQL = `
          a.state, a.xact_start, a.state_change, a.query_start, left(coalesce(a.query, ''), 1000) AS query_text,
          greatest(age(a.backend_xid), age(a.backend_xmin)) AS xmin_age, NULL::bigint AS catalog_xmin_age,
          coalesce(a.backend_xid::text, '') || '/' || coalesce(a.backend_xmin::text, '') AS xmin_raw, NULL::text AS name, NULL::text AS type, NULL::bool AS active,
-         a.datname AS database, NULL::timestamptz AS prepared_at, clock_timestamp() AS seen_at
+         a.datname AS database, NULL::timestamptz AS prepared_at, clock_timestamp() AS seen_at, a.backend_start
   FROM (SELECT * FROM pg_stat_activity a
         WHERE (a.datname = current_database() OR a.datid IS NULL) AND a.pid <> pg_backend_pid()
           AND (a.backend_xid IS NOT NULL OR a.backend_xmin IS NOT NULL)
@@ -84,12 +84,12 @@ const HOLDERS_SQL = `
   UNION ALL
   SELECT 'slot', s.active_pid, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
          age(s.xmin), age(s.catalog_xmin), coalesce(s.xmin::text, '') || '/' || coalesce(s.catalog_xmin::text, ''), s.slot_name::text, s.slot_type, s.active,
-         s.database::text, NULL, clock_timestamp()
+         s.database::text, NULL, clock_timestamp(), NULL
   FROM (SELECT * FROM pg_replication_slots WHERE xmin IS NOT NULL OR catalog_xmin IS NOT NULL
         ORDER BY greatest(age(xmin), age(catalog_xmin)) DESC LIMIT 20) s
   UNION ALL
   SELECT 'prepared', NULL, NULL, p.owner::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-         age(p.transaction), NULL, p.transaction::text, p.gid, NULL, NULL, p.database::text, p.prepared, clock_timestamp()
+         age(p.transaction), NULL, p.transaction::text, p.gid, NULL, NULL, p.database::text, p.prepared, clock_timestamp(), NULL
   FROM (SELECT * FROM pg_prepared_xacts WHERE database = current_database() ORDER BY age(transaction) DESC LIMIT 5) p`
 
 interface HolderRow {
@@ -113,6 +113,7 @@ interface HolderRow {
   database: string | null
   prepared_at: Date | null
   seen_at: Date
+  backend_start: Date | null
 }
 
 /** First cycle each holder was seen at its present xmin, by identity (kept across cycles in the collector's state). */
@@ -150,6 +151,7 @@ function holdersOf(rows: HolderRow[], previous: FirstSeen, seen: FirstSeen): Xmi
       client_addr: r.client_addr,
       state: r.state,
       xact_start: epoch(r.xact_start),
+      backend_start: epoch(r.backend_start),
       state_change: epoch(r.state_change),
       query_text: r.query_text,
       database: r.database,

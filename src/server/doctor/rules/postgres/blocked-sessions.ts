@@ -7,6 +7,7 @@
 // eats the connection slots).
 import type { ActiveQuery } from '../../../../shared/wire.ts'
 import { type FindingDraft, type Rule, duration, severityAbove } from '../../types.ts'
+import { cancelStatement, terminateSession } from '../../session-commands.ts'
 import { pgNumber } from '../../sql-text.ts'
 
 const defaults = {
@@ -26,7 +27,7 @@ export const blockedSessions: Rule<typeof defaults> = {
   thresholds: defaults,
   async check(ctx) {
     const t = ctx.thresholds(blockedSessions)
-    const [{ entries }, locks] = await Promise.all([ctx.activity(), ctx.locks()])
+    const [{ ts, entries }, locks] = await Promise.all([ctx.activity(), ctx.locks()])
     const byPid = new Map(entries.map((a) => [Number(a.pid), a]))
     const waiting = entries.filter((a) => a.blocking_pids.length > 0)
     if (waiting.length === 0) return []
@@ -64,8 +65,8 @@ export const blockedSessions: Rule<typeof defaults> = {
         g.root === 0
           ? ["SELECT gid, prepared, owner, database FROM pg_prepared_xacts ORDER BY prepared;   -- then COMMIT PREPARED '<gid>' or ROLLBACK PREPARED '<gid>'"]
           : root?.state === 'active'
-            ? [`SELECT pg_cancel_backend(${g.root});   -- cancels its statement; if the lock stays held (open transaction), pg_terminate_backend(${g.root})`]
-            : [`SELECT pg_terminate_backend(${g.root});   -- rolls back its transaction and releases its locks`]
+            ? [cancelStatement(root, { seenAt: ts, effect: 'cancels its statement; if the lock stays held (an open transaction), write pg_terminate_backend in place of pg_cancel_backend' })]
+            : [terminateSession(root ?? { pid: g.root }, { seenAt: ts, effect: 'rolls back its transaction and releases its locks' })]
       return {
         severity: severityOf(g)!,
         object: g.root === 0 ? 'prepared transaction' : `pid ${g.root}`,
@@ -98,7 +99,7 @@ export const blockedSessions: Rule<typeof defaults> = {
           .join(', ')}${rest.length > 20 ? ', …' : ''}.`,
         recommendation: 'Many independent blockers at once usually mean a hot row or table that every transaction updates; look for it in the waiting locks.',
         how_to_investigate: ['SELECT l.relation::regclass, l.mode, count(*) FROM pg_locks l WHERE NOT l.granted GROUP BY 1, 2 ORDER BY 3 DESC;'],
-        how_to_fix: ['SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid IN (SELECT unnest(pg_blocking_pids(pid)) FROM pg_stat_activity) AND state LIKE \'idle in transaction%\';'],
+        how_to_fix: ['SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid IN (SELECT unnest(pg_blocking_pids(pid)) FROM pg_stat_activity) AND state LIKE \'idle in transaction%\' AND backend_type = \'client backend\' AND datname = current_database();   -- the blockers idle in a transaction in the database you run it in'],
         objects: rest.map((g) => `pid ${g.root}`),
         metrics: { blockers: rest.length },
       })

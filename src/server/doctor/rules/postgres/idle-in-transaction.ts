@@ -5,6 +5,7 @@
 // transactions open over 5 minutes (warning); postgres-checkup (G002) calls over an hour P1 (critical).
 import type { ActiveQuery } from '../../../../shared/wire.ts'
 import { type FindingDraft, type Rule, duration, severityAbove } from '../../types.ts'
+import { terminateSession } from '../../session-commands.ts'
 import { pgIdent } from '../../sql-text.ts'
 
 const defaults = {
@@ -23,7 +24,7 @@ export const idleInTransaction: Rule<typeof defaults> = {
   thresholds: defaults,
   async check(ctx) {
     const t = ctx.thresholds(idleInTransaction)
-    const [{ entries }, locks] = await Promise.all([ctx.activity(), ctx.locks()])
+    const [{ ts, entries }, locks] = await Promise.all([ctx.activity(), ctx.locks()])
     const idle = entries
       .filter((a) => (a.state ?? '').startsWith('idle in transaction') && (a.duration_ms ?? 0) >= t.warning_s * 1000)
       .sort((a, b) => b.duration_ms! - a.duration_ms!)
@@ -54,7 +55,7 @@ export const idleInTransaction: Rule<typeof defaults> = {
           `SELECT pid, now() - query_start AS waiting_for, query FROM pg_stat_activity WHERE ${pid} = ANY(pg_blocking_pids(pid));`,
         ],
         how_to_fix: [
-          `SELECT pg_terminate_backend(${pid});   -- rolls back its transaction and ends the session`,
+          terminateSession(a, { seenAt: ts, effect: 'rolls back its transaction and ends the session' }),
           `ALTER ROLE ${role} SET idle_in_transaction_session_timeout = '${Math.max(1, Math.round(t.warning_s / 60))}min';   -- the role's new sessions`,
           `ALTER SYSTEM SET idle_in_transaction_session_timeout = '${Math.max(1, Math.round(t.critical_s / 60))}min'; SELECT pg_reload_conf();   -- server-wide default`,
         ],
@@ -81,7 +82,7 @@ export const idleInTransaction: Rule<typeof defaults> = {
           `SELECT application_name, usename, count(*), max(now() - state_change) AS longest_idle FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' GROUP BY 1, 2 ORDER BY 3 DESC;`,
         ],
         how_to_fix: [
-          `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' AND now() - state_change > interval '${t.warning_s} seconds';`,
+          `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' AND backend_type = 'client backend' AND datname = current_database() AND now() - state_change > interval '${t.warning_s} seconds';   -- the sessions of the database you run it in, as listed`,
         ],
         objects: rest.map((a) => `pid ${a.pid}`),
         metrics: { sessions: rest.length },

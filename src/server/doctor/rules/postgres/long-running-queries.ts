@@ -5,6 +5,7 @@
 // waiting for a lock is left to pg_blocked_sessions, which names what it waits for.
 import type { ActiveQuery } from '../../../../shared/wire.ts'
 import { type FindingDraft, type Rule, duration, severityAbove } from '../../types.ts'
+import { cancelStatement } from '../../session-commands.ts'
 import { pgIdent, pgNumber } from '../../sql-text.ts'
 
 const defaults = {
@@ -28,7 +29,7 @@ export const longRunningQueries: Rule<typeof defaults> = {
   thresholds: defaults,
   async check(ctx) {
     const t = ctx.thresholds(longRunningQueries)
-    const { entries } = await ctx.activity()
+    const { ts, entries } = await ctx.activity()
     const long = entries
       .filter((a) => a.state === 'active' && a.blocking_pids.length === 0 && (a.duration_ms ?? 0) >= t.warning_s * 1000)
       .sort((a, b) => b.duration_ms! - a.duration_ms!)
@@ -54,7 +55,7 @@ export const longRunningQueries: Rule<typeof defaults> = {
           `SELECT pid, now() - query_start AS waiting_for, query FROM pg_stat_activity WHERE ${pid} = ANY(pg_blocking_pids(pid));`,
         ],
         how_to_fix: [
-          `SELECT pg_cancel_backend(${pid});   -- cancels the statement; pg_terminate_backend(${pid}) also ends the session`,
+          cancelStatement(a, { seenAt: ts, effect: 'cancels the statement (pg_terminate_backend in place of pg_cancel_backend also ends the session)' }),
           `ALTER ROLE ${role} SET statement_timeout = '${Math.max(1, Math.round(t.warning_s / 60))}min';   -- applies to the role's new sessions`,
         ],
         metrics: { pid: Number(a.pid), running_s: Math.round(a.duration_ms! / 1000), transaction_age_s: xactAge === null ? null : Math.round(xactAge / 1000) },
@@ -74,7 +75,7 @@ export const longRunningQueries: Rule<typeof defaults> = {
           `SELECT pid, usename, application_name, now() - query_start AS running_for, wait_event_type, wait_event, left(query, 200) FROM pg_stat_activity WHERE state = 'active' AND now() - query_start > interval '${t.warning_s} seconds' ORDER BY query_start;`,
         ],
         how_to_fix: [
-          `SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE state = 'active' AND backend_type = 'client backend' AND now() - query_start > interval '${t.warning_s} seconds' AND pid <> pg_backend_pid();`,
+          `SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE state = 'active' AND backend_type = 'client backend' AND datname = current_database() AND now() - query_start > interval '${t.warning_s} seconds' AND pid <> pg_backend_pid();   -- the statements of the database you run it in, as listed`,
         ],
         objects: rest.map((a) => `pid ${a.pid}`),
         metrics: { statements: rest.length },
