@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createApp } from '../../src/server/app.ts'
 import { ROUTE_ACCESS, matchRoute, routeKey } from '../../src/server/auth/scopes.ts'
+import { agentKey } from '../../src/local/account.ts'
 import { fullBatch } from '../support/full-batch.ts'
 import { type Account, type TestServer, createApiKey, signup, startTestServer, storeKinds, uniqueIp, verify } from '../support/server.ts'
 
@@ -131,6 +132,14 @@ for (const kind of storeKinds) {
       expect(names.filter((n: string) => n === 'child')).toHaveLength(1)
       // a user is never held to scopes
       expect((await server.call('GET', '/api/v1/api-keys', { token: owner.token })).status).toBe(200)
+    })
+
+    test("dbm local's agent key holds the ingest scope only: it ingests, and reads nothing", async () => {
+      const user = (await server.store.getUser(owner.userId))!
+      const key = await agentKey(server.deps, user)
+      expect((await server.store.listApiKeys(owner.orgId, false)).find((k) => k.name === 'dbm local agent')?.scopes).toEqual(['ingest'])
+      expect((await server.call('POST', '/api/v1/ingest', { apiKey: key, body: { ...fullBatch('local', Date.now() - 10_000), batch_id: crypto.randomUUID() } })).status).toBe(200)
+      expect((await server.call('GET', '/api/v1/databases', { apiKey: key })).status).toBe(403)
     })
 
     test('a new key has ingest and read unless asked; scopes are validated, naming the field; the list shows scopes and creator', async () => {
