@@ -548,6 +548,19 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         expect(await revokedAt(firstKey)).toBeNull()
       })
 
+      test('a key is never created for a creator already removed or demoted, nor with a revoked key (CreatorRevokedError)', async () => {
+        const { org, first, second, member } = await team()
+        const parent = await newKey(org, second, 'parent', { scopes: ['admin'] })
+        expect(await store.members.removeMember(org.id, second.id, T0 + 1000)).toBe('removed')
+        const fails = (p: Promise<unknown>) => p.then(() => undefined, (e) => [e.constructor.name, e.by])
+        // what a request that authenticated just before the removal would ask
+        expect(await fails(newKey(org, second, 'after removal'))).toEqual(['CreatorRevokedError', 'user'])
+        expect(await fails(newKey(org, second, 'with the revoked key', { created_by_key: parent.id }))).toEqual(['CreatorRevokedError', 'key'])
+        expect(await fails(newKey(org, member, 'by a member'))).toEqual(['CreatorRevokedError', 'user'])
+        expect((await store.listApiKeys(org.id, true)).map((k) => k.name)).toEqual(['parent'])
+        expect(await fails(newKey(org, first, 'by an owner'))).toBeUndefined()
+      })
+
       test("another organization's removal never touches this organization's keys", async () => {
         const a = await team()
         const b = await newAccount()

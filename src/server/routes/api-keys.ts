@@ -7,7 +7,8 @@ import { Elysia, t } from 'elysia'
 import { generateApiKey } from '../auth/api-keys.ts'
 import { authenticate, requireOwner } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
-import { forbidden, notFound } from '../http-error.ts'
+import { forbidden, notFound, unauthorized } from '../http-error.ts'
+import { CreatorRevokedError } from '../store/sql-api-keys.ts'
 import { fieldLimits } from '../limits.ts'
 import { apiKeyView } from '../views.ts'
 import { API_KEY_SCOPES, ApiKey, type ApiKeyScope, CreatedApiKey, DEFAULT_API_KEY_SCOPES } from '../../shared/api/api-keys.ts'
@@ -48,17 +49,24 @@ export function apiKeyRoutes(deps: Deps) {
         }
         const createdBy = principal.kind === 'user' ? principal.userId : principal.createdBy
         const generated = generateApiKey()
-        const key = await store.createApiKey({
-          id: Bun.randomUUIDv7(),
-          org_id: principal.orgId,
-          key_id: generated.keyId,
-          name: body.name.trim(),
-          secret_hash: generated.secretHash,
-          scopes,
-          created_by: createdBy,
-          created_by_key: principal.kind === 'api_key' ? principal.apiKeyId : null,
-          created_at: clock(),
-        })
+        let key
+        try {
+          key = await store.createApiKey({
+            id: Bun.randomUUIDv7(),
+            org_id: principal.orgId,
+            key_id: generated.keyId,
+            name: body.name.trim(),
+            secret_hash: generated.secretHash,
+            scopes,
+            created_by: createdBy,
+            created_by_key: principal.kind === 'api_key' ? principal.apiKeyId : null,
+            created_at: clock(),
+          })
+        } catch (e) {
+          // The creator was removed or demoted (their keys revoked) while this request was on its way.
+          if (e instanceof CreatorRevokedError) throw e.by === 'key' ? unauthorized(e.message) : forbidden(e.message)
+          throw e
+        }
         const creator = createdBy === null ? undefined : await store.getUser(createdBy)
         set.status = 201
         return { ...apiKeyView(key, creator && creator.org_id === principal.orgId ? creator : null), key: generated.fullKey }

@@ -41,7 +41,23 @@ export interface ApiKeyReads {
   findApiKey(keyId: string): Promise<ApiKey | undefined>
 }
 
+/**
+ * Raised by createApiKey when the key would outlive its creator's right to make it: the creating key is
+ * revoked, or the creating user is no longer an owner of the organization (a removal or demotion that
+ * committed while the request was on its way).
+ */
+export class CreatorRevokedError extends Error {
+  constructor(readonly by: 'key' | 'user') {
+    super(by === 'key' ? 'API key has been revoked' : 'only an owner can manage API keys')
+    this.name = 'CreatorRevokedError'
+  }
+}
+
 export interface ApiKeyWrites {
+  /**
+   * Creates the key. Under the organization's members lock, so a removal or demotion (which revokes the
+   * creator's keys under that lock) is wholly before or after it: CreatorRevokedError when it came first.
+   */
   createApiKey(input: NewApiKey): Promise<ApiKey>
   /** Revokes the key (idempotent); false when the organization has no key of that id. */
   revokeApiKey(orgId: string, id: string, now: number): Promise<boolean>
@@ -79,6 +95,9 @@ function toApiKey(r: any): ApiKey {
   }
 }
 
+/** The lock every change of an organization's members takes (sql-members.ts): key creation takes it too. */
+export const membersLock = (orgId: string) => `dbm:members:${orgId}`
+
 const KEY_COLUMNS = 'k.id, k.org_id, k.key_id, k.name, k.secret_hash, k.scopes, k.created_by, k.created_by_key, k.created_at, k.last_used_at, k.revoked_at'
 
 /**
@@ -115,10 +134,20 @@ export class SqlApiKeys implements ApiKeyStore {
 
   async createApiKey(input: NewApiKey): Promise<ApiKey> {
     const key: ApiKey = { ...input, scopes: parseScopes(scopesText(input.scopes)), created_by_key: input.created_by_key ?? null, last_used_at: null, revoked_at: null }
-    await this.driver.run(
-      'INSERT INTO api_keys (id, org_id, key_id, name, secret_hash, scopes, created_by, created_by_key, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)',
-      [key.id, key.org_id, key.key_id, key.name, key.secret_hash, scopesText(key.scopes), key.created_by, key.created_by_key, key.created_at],
-    )
+    await this.driver.transaction(async (tx) => {
+      if (key.created_by_key !== null) {
+        const parent = await tx.get('SELECT 1 AS x FROM api_keys WHERE id = $1 AND org_id = $2 AND revoked_at IS NULL', [key.created_by_key, key.org_id])
+        if (!parent) throw new CreatorRevokedError('key')
+      }
+      if (key.created_by !== null) {
+        const owner = await tx.get("SELECT 1 AS x FROM users WHERE id = $1 AND org_id = $2 AND role = 'owner'", [key.created_by, key.org_id])
+        if (!owner) throw new CreatorRevokedError(key.created_by_key !== null ? 'key' : 'user')
+      }
+      await tx.run(
+        'INSERT INTO api_keys (id, org_id, key_id, name, secret_hash, scopes, created_by, created_by_key, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)',
+        [key.id, key.org_id, key.key_id, key.name, key.secret_hash, scopesText(key.scopes), key.created_by, key.created_by_key, key.created_at],
+      )
+    }, membersLock(key.org_id))
     return key
   }
 

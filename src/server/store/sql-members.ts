@@ -11,7 +11,7 @@
 // invite they sent before (to a second address of their own, say).
 import { num, toOrg, toUser } from './account-rows.ts'
 import { type SqlDriver, UniqueViolation } from './driver.ts'
-import { revokeKeysCreatedBy } from './sql-api-keys.ts'
+import { membersLock, revokeKeysCreatedBy } from './sql-api-keys.ts'
 import type { Organization, User } from './types.ts'
 
 export type MemberRole = 'owner' | 'member'
@@ -57,7 +57,6 @@ export interface MembersWrites {
 
 export interface MembersStore extends MembersReads, MembersWrites {}
 
-const membersLock = (orgId: string) => `dbm:members:${orgId}`
 /** The lock routes of the user's refresh tokens take (sql-store.ts refreshLock), so no rotation outlives a removal. */
 const refreshLock = (userId: string) => `dbm:refresh:${userId}`
 
