@@ -51,6 +51,7 @@ export async function agentKey(deps: Pick<Deps, 'store' | 'clock'>, user: User):
     key_id: generated.keyId,
     name: AGENT_KEY_NAME,
     secret_hash: generated.secretHash,
+    scopes: ['ingest'],
     created_by: user.id,
     created_at: deps.clock(),
   })

@@ -10,6 +10,7 @@
 // answer does not.
 import type { TSchema } from '@sinclair/typebox'
 import { ErrorBody } from '../shared/api/common.ts'
+import { ROUTE_ACCESS, routeKey } from './auth/scopes.ts'
 import { VERSION } from '../version.ts'
 
 /** What the generator reads of a route (Elysia's InternalRoute). */
@@ -266,11 +267,15 @@ export function buildOpenApi(routes: readonly RouteInfo[], options: OpenApiOptio
 
     for (const [status, response] of Object.entries(detail.responses ?? {})) responses[status] = plain(response) as JsonObject
     const security = detail.security ?? ALL_SCHEMES
+    // The scope an API key needs here (auth/scopes.ts), when it needs one.
+    const access = ROUTE_ACCESS[routeKey(route.method, route.path)]
+    const scope = access === 'ingest' || access === 'read' || access === 'admin' ? access : undefined
     operation.security = security as Json
     const hasInput = bodySchema !== undefined || pathNames.length > 0 || (querySchema !== undefined && Object.keys(querySchema.properties ?? {}).length > 0)
     const errors: [number, string, boolean][] = [
       [400, 'Bad Request: a parameter or the body is invalid (the message names the field)', hasInput],
       [401, 'Unauthorized: no valid credentials', security.length > 0],
+      [403, `Forbidden: an API key without the '${scope}' scope this route needs`, scope !== undefined && security.some((s) => 'apiKey' in s)],
       [404, 'Not Found: no such resource in your organization', pathNames.length > 0],
       [413, 'Payload Too Large: the body is over its cap', bodySchema !== undefined],
       [429, 'Too Many Requests: over the rate limit (see Retry-After)', rateLimited.has(path)],
@@ -336,5 +341,5 @@ export function errorAnswers(answers: Record<number, string>): Record<string, { 
 /** A route for a signed-in user only (an access token as Bearer, or the dashboard's cookie): never an API key. */
 export const userSession: Record<string, string[]>[] = [{ bearer: [] }, { cookie: [] }]
 
-/** The 403 of a route that members may not use (requireOwner in auth/principal.ts). */
-export const ownersOnly = (what: string) => errorAnswers({ 403: `the caller is a member: only an owner can ${what}` })
+/** The 403 of a route that members may not use (requireOwner in auth/principal.ts), nor keys without `admin` (auth/scopes.ts). */
+export const ownersOnly = (what: string) => errorAnswers({ 403: `the caller is a member (only an owner can ${what}), or an API key without the 'admin' scope` })

@@ -35,11 +35,14 @@ export function userView(u: User) {
   }
 }
 
-export function apiKeyView(k: ApiKey) {
+/** A key as the API shows it; `creator`: the user who made it (or made the key it was made with), while they exist. */
+export function apiKeyView(k: ApiKey, creator: { id: string; email: string; name: string } | null) {
   return {
     id: k.id,
     name: k.name,
     prefix: keyPrefix(k.key_id),
+    scopes: k.scopes,
+    created_by: creator && { id: creator.id, email: creator.email, name: creator.name },
     created_at: rfc3339(k.created_at),
     last_used_at: rfc3339(k.last_used_at),
     revoked_at: rfc3339(k.revoked_at),

@@ -102,7 +102,8 @@ describe('agent against PostgreSQL 17', () => {
   let key: string
   beforeAll(async () => {
     server = await startTestServer('sqlite')
-    ;({ account, key } = await agentAccount(server))
+    // The agent needs only the ingest scope (dbm local's agent key has no other).
+    ;({ account, key } = await agentAccount(server, { scopes: ['ingest'] }))
   })
   afterAll(async () => {
     await server.stop()
@@ -205,7 +206,7 @@ describe('agent against PostgreSQL 17', () => {
   })
 
   test('a revoked key is an error once and a degraded /healthz; a fixed key delivers the buffer, with the config tags', async () => {
-    const revoked = await createApiKey(server, account, 'revoked')
+    const revoked = await createApiKey(server, account, 'revoked', ['ingest'])
     expect((await server.call('DELETE', `/api/v1/api-keys/${revoked.id}`, { token: account.token })).status).toBe(204)
     const dir = tempDir()
     const logs: string[] = []
@@ -282,7 +283,7 @@ describe('agent against PostgreSQL 17', () => {
       // The agent's key belongs to the first server's store: register the same key on the revived one.
       const keyId = key.split('_')[2]!
       await revived.store.driver.run(
-        `INSERT INTO api_keys (id, org_id, key_id, name, secret_hash, created_at) VALUES ($1, $2, $3, 'agent', $4, 0)`,
+        `INSERT INTO api_keys (id, org_id, key_id, name, secret_hash, scopes, created_at) VALUES ($1, $2, $3, 'agent', $4, 'ingest', 0)`,
         [crypto.randomUUID(), owner.orgId, keyId, (await server.store.findApiKey(keyId))!.secret_hash],
       )
       await until('the buffer to drain', async () => (existsSync(bufferFile) ? undefined : true), { timeoutMs: 15_000 })

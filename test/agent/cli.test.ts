@@ -59,7 +59,8 @@ describe('against a real PostgreSQL', () => {
   beforeAll(async () => {
     dsn = await (await sharedPostgres(13)).freshDatabase()
     server = await startTestServer('sqlite')
-    key = (await agentAccount(server)).key
+    // Only the ingest scope: --check asks GET /auth/me, which any key of the organization may.
+    key = (await agentAccount(server, { scopes: ['ingest'] })).key
   })
   afterAll(async () => {
     await server.stop()

@@ -25,7 +25,7 @@ for (const kind of storeKinds) {
       const list = await server.call('GET', '/api/v1/api-keys', { token: account.token })
       expect(list.status).toBe(200)
       expect(list.body).toHaveLength(1)
-      expect(Object.keys(list.body[0]).sort()).toEqual(['created_at', 'id', 'last_used_at', 'name', 'prefix', 'revoked_at'])
+      expect(Object.keys(list.body[0]).sort()).toEqual(['created_at', 'created_by', 'id', 'last_used_at', 'name', 'prefix', 'revoked_at', 'scopes'])
       expect(JSON.stringify(list.body)).not.toContain(res.body.key.split('_').slice(3).join('_'))
     })
 

@@ -402,7 +402,8 @@ for (const [name, start] of targets) {
       if (!link) throw new Error('no verification mail was logged')
       const verified = await send(target.base, 'GET', verifyCall(link), {})
       if (verified.status !== 200) throw new Error(`verify: ${verified.status} ${JSON.stringify(verified.body)}`)
-      const key = await send(target.base, 'POST', '/api/v1/api-keys', token, { json: { name: 'conformance' } })
+      // Every scope: the table calls the admin routes too (registering, changing databases, the webhook).
+      const key = await send(target.base, 'POST', '/api/v1/api-keys', token, { json: { name: 'conformance', scopes: ['ingest', 'read', 'admin'] } })
       auth = { 'x-api-key': key.body.key }
       for (const batch of seedBatches) {
         const res = await send(target.base, 'POST', '/api/v1/ingest', auth, { json: batch })

@@ -112,7 +112,9 @@ describe('the OpenAPI document', () => {
     // 429 from the app's rate-limited paths, 401 as the route declares it (errorAnswers).
     expect(statuses('post', '/api/v1/auth/login')).toEqual(['200', '400', '401', '413', '429', '503'])
     expect(op('post', '/api/v1/auth/login').security).toEqual([])
-    expect(statuses('get', '/api/v1/databases/{id}')).toEqual(['200', '400', '401', '404', '503'])
+    // 403 for an API key without the route's scope (auth/scopes.ts).
+    expect(statuses('get', '/api/v1/databases/{id}')).toEqual(['200', '400', '401', '403', '404', '503'])
+    expect(op('get', '/api/v1/databases/{id}').responses['403'].description).toBe("Forbidden: an API key without the 'read' scope this route needs")
     expect(op('get', '/api/v1/databases/{id}').security).toEqual([{ apiKey: [] }, { bearer: [] }, { cookie: [] }])
     expect(op('get', '/api/v1/databases/{id}').operationId).toBe('getDatabasesById')
     expect(statuses('delete', '/api/v1/api-keys/{id}')).toEqual(['204', '400', '401', '403', '404', '503'])

@@ -73,7 +73,8 @@ describe('dist/dbm', () => {
   })
 
   test('an API key is created once in full and listed by prefix only', async () => {
-    const res = await request(server.base, 'POST', '/api/v1/api-keys', { token: accessToken, body: { name: 'e2e agent' } })
+    // Every scope: the key registers a database below (admin) and reads (read) besides ingesting.
+    const res = await request(server.base, 'POST', '/api/v1/api-keys', { token: accessToken, body: { name: 'e2e agent', scopes: ['ingest', 'read', 'admin'] } })
     expect(res.status).toBe(201)
     apiKey = res.body.key
     secrets.push(apiKey)
@@ -88,6 +89,8 @@ describe('dist/dbm', () => {
       id: res.body.id,
       name: 'e2e agent',
       prefix: `dbm_ak_${keyId}_...`,
+      scopes: ['ingest', 'read', 'admin'],
+      created_by: res.body.created_by,
       created_at: res.body.created_at,
       last_used_at: null,
       revoked_at: null,

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { UniqueViolation } from '../../src/server/store/driver.ts'
 import { openStore } from '../../src/server/store/open.ts'
 import { EmailTakenError, type SqlStore } from '../../src/server/store/sql-store.ts'
-import type { NewDatabase, Organization, RotateResult, User } from '../../src/server/store/types.ts'
+import type { ApiKey, ApiKeyScope, NewDatabase, Organization, RotateResult, User } from '../../src/server/store/types.ts'
 import { type StoreKind, freshStoreLocation } from '../support/server.ts'
 
 /** A fixed point in time (2026-11-01T00:00:00Z) that the tests move from explicitly. */
@@ -342,7 +342,13 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
     })
 
     describe('API keys', () => {
-      const newKey = (org: Organization, user: User, createdAt: number, name = 'agent') => {
+      const newKey = (
+        org: Organization,
+        user: User | null,
+        createdAt: number,
+        name = 'agent',
+        more: { scopes?: ApiKeyScope[]; created_by_key?: string } = {},
+      ) => {
         const keyId = unique('kid')
         return store.createApiKey({
           id: unique('key'),
@@ -350,10 +356,14 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
           key_id: keyId,
           name,
           secret_hash: `hash-of-${keyId}`,
-          created_by: user.id,
+          scopes: more.scopes ?? ['ingest', 'read'],
+          created_by: user?.id ?? null,
+          created_by_key: more.created_by_key ?? null,
           created_at: createdAt,
         })
       }
+      /** A key as listApiKeys gives it: with its creator while the user exists. */
+      const listed = (key: ApiKey, user: User | null) => ({ ...key, creator: user && { id: user.id, email: user.email, name: user.name } })
 
       test('createApiKey returns the record, findApiKey finds it by key_id', async () => {
         const { org, user } = await newAccount()
@@ -364,7 +374,9 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
           key_id: key.key_id,
           name: 'prod agent',
           secret_hash: `hash-of-${key.key_id}`,
+          scopes: ['ingest', 'read'],
           created_by: user.id,
+          created_by_key: null,
           created_at: T0,
           last_used_at: null,
           revoked_at: null,
@@ -381,6 +393,7 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
           key_id: unique('kid'),
           name: 'orphan',
           secret_hash: 'h',
+          scopes: ['ingest'],
           created_by: null,
           created_at: T0,
         })
@@ -405,8 +418,8 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         await newKey(other.org, other.user, T0 + 1500, 'other org')
         expect(await store.revokeApiKey(org.id, middle.id, T0 + 5000)).toBe(true)
 
-        expect(await store.listApiKeys(org.id, false)).toEqual([early, late])
-        expect(await store.listApiKeys(org.id, true)).toEqual([early, { ...middle, revoked_at: T0 + 5000 }, late])
+        expect(await store.listApiKeys(org.id, false)).toEqual([listed(early, user), listed(late, user)])
+        expect(await store.listApiKeys(org.id, true)).toEqual([listed(early, user), listed({ ...middle, revoked_at: T0 + 5000 }, user), listed(late, user)])
         expect((await store.listApiKeys(other.org.id, true)).map((k) => k.name)).toEqual(['other org'])
       })
 
@@ -414,7 +427,7 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         const { org, user } = await newAccount()
         const keys = [await newKey(org, user, T0), await newKey(org, user, T0), await newKey(org, user, T0)]
         const byId = [...keys].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
-        expect(await store.listApiKeys(org.id, false)).toEqual(byId)
+        expect(await store.listApiKeys(org.id, false)).toEqual(byId.map((k) => listed(k, user)))
       })
 
       test("revokeApiKey is idempotent, keeps the first time, and refuses another organization's key", async () => {
@@ -443,6 +456,118 @@ export function storeContract(kind: StoreKind, options: ContractOptions = {}): v
         expect(await lastUsed()).toBe(T0 + 1000)
         await store.touchApiKey(key.id, T0 + 1001 + MINUTE, MINUTE)
         expect(await lastUsed()).toBe(T0 + 1001 + MINUTE)
+      })
+    })
+
+    describe('API key scopes and owners', () => {
+      const newKey = (org: Organization, user: User | null, name: string, more: { scopes?: ApiKeyScope[]; created_by_key?: string } = {}) => {
+        const keyId = unique('kid')
+        return store.createApiKey({
+          id: unique('key'),
+          org_id: org.id,
+          key_id: keyId,
+          name,
+          secret_hash: `hash-of-${keyId}`,
+          scopes: more.scopes ?? ['ingest', 'read'],
+          created_by: user?.id ?? null,
+          created_by_key: more.created_by_key ?? null,
+          created_at: T0,
+        })
+      }
+      /** An organization with two owners (the first and `second`) and a member. */
+      const team = async () => {
+        const { org, user: first } = await newAccount()
+        const invite = async (role: 'owner' | 'member') => {
+          const tokenHash = unique('invite')
+          const email = `${unique('joiner')}@example.com`
+          await store.members.createInvite({ orgId: org.id, email, role, tokenHash, invitedBy: first.id, now: T0, expiresAt: T0 + HOUR })
+          const accepted = await store.members.acceptInvite({ tokenHash, name: role, passwordHash: 'h', now: T0 + 1 })
+          if (typeof accepted === 'string') throw new Error(`invite not accepted: ${accepted}`)
+          return accepted.user
+        }
+        return { org, first, second: await invite('owner'), member: await invite('member') }
+      }
+      const revokedAt = async (key: ApiKey) => (await store.findApiKey(key.key_id))?.revoked_at ?? null
+
+      test('scopes are kept as given, in a fixed order, and found with the key', async () => {
+        const { org, user } = await newAccount()
+        const key = await newKey(org, user, 'all', { scopes: ['admin', 'ingest', 'read'] })
+        expect(key.scopes).toEqual(['ingest', 'read', 'admin'])
+        expect((await store.findApiKey(key.key_id))?.scopes).toEqual(['ingest', 'read', 'admin'])
+        const ingestOnly = await newKey(org, user, 'agent', { scopes: ['ingest'] })
+        expect((await store.findApiKey(ingestOnly.key_id))?.scopes).toEqual(['ingest'])
+      })
+
+      test('a key made by a key records both, and lists with the user as its creator', async () => {
+        const { org, user } = await newAccount()
+        const parent = await newKey(org, user, 'parent', { scopes: ['read', 'admin'] })
+        const child = await newKey(org, user, 'child', { scopes: ['read'], created_by_key: parent.id })
+        expect(await store.findApiKey(child.key_id)).toEqual({ ...child, created_by: user.id, created_by_key: parent.id })
+        const list = await store.listApiKeys(org.id, false)
+        expect(list.map((k) => [k.name, k.creator?.email])).toEqual([
+          ['parent', user.email],
+          ['child', user.email],
+        ])
+      })
+
+      test("removing an owner revokes, in the removal, the keys they created and the keys made with those; others' keys stay", async () => {
+        const { org, first, second } = await team()
+        const own = await newKey(org, second, 'second owner agent', { scopes: ['ingest', 'read', 'admin'] })
+        const made = await newKey(org, second, 'made by their key', { created_by_key: own.id })
+        // made by their key, whatever the creator recorded (a key made before creators were kept)
+        const madeUnowned = await newKey(org, null, 'made by their key, no creator', { created_by_key: made.id })
+        const kept = await newKey(org, first, 'first owner agent')
+        const orphan = await newKey(org, null, 'no creator')
+        expect(await revokedAt(own)).toBeNull()
+        expect(await store.members.removeMember(org.id, second.id, T0 + 5000)).toBe('removed')
+        expect(await revokedAt(own)).toBe(T0 + 5000)
+        expect(await revokedAt(made)).toBe(T0 + 5000)
+        expect(await revokedAt(madeUnowned)).toBe(T0 + 5000)
+        expect(await revokedAt(kept)).toBeNull()
+        expect(await revokedAt(orphan)).toBeNull()
+        // the removed creator is gone: the keys list without one
+        const all = await store.listApiKeys(org.id, true)
+        expect(all.find((k) => k.id === own.id)?.creator).toBeNull()
+        expect(all.find((k) => k.id === kept.id)?.creator?.id).toBe(first.id)
+      })
+
+      test('demoting an owner revokes their keys; promoting, or a refused demotion, revokes none', async () => {
+        const { org, first, second, member } = await team()
+        const secondKey = await newKey(org, second, 'second')
+        const firstKey = await newKey(org, first, 'first')
+        expect(await store.members.setMemberRole(org.id, member.id, 'owner', T0 + 1000)).toMatchObject({ role: 'owner' })
+        expect(await store.members.setMemberRole(org.id, second.id, 'owner', T0 + 1500)).toMatchObject({ role: 'owner' })
+        expect(await revokedAt(secondKey)).toBeNull()
+        expect(await store.members.setMemberRole(org.id, second.id, 'member', T0 + 2000)).toMatchObject({ role: 'member' })
+        expect(await revokedAt(secondKey)).toBe(T0 + 2000)
+        expect(await revokedAt(firstKey)).toBeNull()
+        // the last owners: demoting the one left is refused, and their key stays
+        expect(await store.members.setMemberRole(org.id, member.id, 'member', T0 + 3000)).toMatchObject({ role: 'member' })
+        expect(await store.members.setMemberRole(org.id, first.id, 'member', T0 + 4000)).toBe('last_owner')
+        expect(await store.members.removeMember(org.id, first.id, T0 + 4000)).toBe('last_owner')
+        expect(await revokedAt(firstKey)).toBeNull()
+      })
+
+      test('a key is never created for a creator already removed or demoted, nor with a revoked key (CreatorRevokedError)', async () => {
+        const { org, first, second, member } = await team()
+        const parent = await newKey(org, second, 'parent', { scopes: ['admin'] })
+        expect(await store.members.removeMember(org.id, second.id, T0 + 1000)).toBe('removed')
+        const fails = (p: Promise<unknown>) => p.then(() => undefined, (e) => [e.constructor.name, e.by])
+        // what a request that authenticated just before the removal would ask
+        expect(await fails(newKey(org, second, 'after removal'))).toEqual(['CreatorRevokedError', 'user'])
+        expect(await fails(newKey(org, second, 'with the revoked key', { created_by_key: parent.id }))).toEqual(['CreatorRevokedError', 'key'])
+        expect(await fails(newKey(org, member, 'by a member'))).toEqual(['CreatorRevokedError', 'user'])
+        expect((await store.listApiKeys(org.id, true)).map((k) => k.name)).toEqual(['parent'])
+        expect(await fails(newKey(org, first, 'by an owner'))).toBeUndefined()
+      })
+
+      test("another organization's removal never touches this organization's keys", async () => {
+        const a = await team()
+        const b = await newAccount()
+        const key = await newKey(b.org, b.user, 'b')
+        expect(await store.members.removeMember(a.org.id, a.second.id, T0 + 1000)).toBe('removed')
+        expect(await store.members.removeMember(a.org.id, b.user.id, T0 + 1000)).toBe('not_found')
+        expect(await revokedAt(key)).toBeNull()
       })
     })
 

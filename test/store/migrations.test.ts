@@ -51,6 +51,7 @@ const RELEASED: Record<number, string> = {
   11: '8c058af1a3e0e634414e705398a305ec7c19965d981fdcac9c2c1cbdba3ffd77',
   12: 'b91fc111edd41a5c28301ca995db3a467170f21390237cbad20c43230fbb6352',
   13: 'ec2ea55032ddaed2ee0150c87d0f4b925395d1f145eb8e6e8c79f0d7d05620cd',
+  14: '8e95938842fd836364ff85dd02dcddaec0e2ff6d70c25f0f873dd048c1d49fb7',
 }
 
 const checksum = (m: Migration) => createHash('sha256').update(JSON.stringify([m.version, m.name, m.sqlite, m.postgres])).digest('hex')
@@ -440,6 +441,47 @@ for (const kind of storeKinds) {
       } finally {
         await oneByOne.close()
         await fromBaseline.close()
+      }
+    })
+
+    test('migration 14 gives every existing API key all three scopes and no creating key; keys made after it keep the scopes they are given', async () => {
+      const where = await location()
+      const driver = driverFor(where)
+      try {
+        expect(await migrate(driver, () => FILLER_T0, 13)).toEqual(Array.from({ length: 13 }, (_, i) => i + 1))
+        await driver.run("INSERT INTO organizations (id, name, slug, plan, verified, created_at) VALUES ('org-1', 'Acme', 'acme', 'free', $1, 1)", [true])
+        await driver.run(
+          "INSERT INTO users (id, org_id, email, name, role, password_hash, created_at) VALUES ('user-1', 'org-1', 'ada@example.com', 'Ada', 'owner', 'h', 1)",
+        )
+        for (const [id, createdBy, revokedAt] of [
+          ['key-1', 'user-1', null],
+          ['key-2', null, null],
+          ['key-3', 'user-1', 5],
+        ] as const) {
+          await driver.run(
+            "INSERT INTO api_keys (id, org_id, key_id, name, secret_hash, created_by, created_at, revoked_at) VALUES ($1, 'org-1', $2, $1, 'h', $3, 1, $4)",
+            [id, `kid-${id}`, createdBy, revokedAt],
+          )
+        }
+      } finally {
+        await driver.close()
+      }
+      const { store, applied } = await openStore(where)
+      try {
+        expect(applied).toEqual(migrations.filter((m) => m.version > 13).map((m) => m.version))
+        for (const id of ['key-1', 'key-2', 'key-3']) {
+          const key = await store.findApiKey(`kid-${id}`)
+          expect({ id, scopes: key?.scopes, created_by_key: key?.created_by_key }).toEqual({ id, scopes: ['ingest', 'read', 'admin'], created_by_key: null })
+        }
+        expect((await store.listApiKeys('org-1', true)).map((k) => [k.id, k.creator?.email ?? null])).toEqual([
+          ['key-1', 'ada@example.com'],
+          ['key-2', null],
+          ['key-3', 'ada@example.com'],
+        ])
+        const made = await store.createApiKey({ id: 'key-4', org_id: 'org-1', key_id: 'kid-key-4', name: 'agent', secret_hash: 'h', scopes: ['ingest'], created_by: 'user-1', created_at: 2 })
+        expect((await store.findApiKey(made.key_id))?.scopes).toEqual(['ingest'])
+      } finally {
+        await store.close()
       }
     })
 

@@ -202,15 +202,25 @@ export async function verify(server: TestServer, account: Account): Promise<void
   if (res.status !== 200) throw new Error(`verification failed: ${res.status} ${JSON.stringify(res.body)}`)
 }
 
-export async function createApiKey(server: TestServer, account: Account, name = 'test key'): Promise<{ id: string; key: string }> {
-  const res = await server.call('POST', '/api/v1/api-keys', { token: account.token, body: { name } })
+/** Every scope a key may hold: what keys could do before scopes, and what most tests' keys still do. */
+export const ALL_SCOPES = ['ingest', 'read', 'admin']
+
+/**
+ * A new API key of the account's organization, with every scope unless `scopes` says (the API's own
+ * default, when a request names none, is ingest and read: test/api/api-key-scopes.test.ts).
+ */
+export async function createApiKey(server: TestServer, account: Account, name = 'test key', scopes: string[] = ALL_SCOPES): Promise<{ id: string; key: string }> {
+  const res = await server.call('POST', '/api/v1/api-keys', { token: account.token, body: { name, scopes } })
   if (res.status !== 201) throw new Error(`key creation failed: ${res.status} ${JSON.stringify(res.body)}`)
   return { id: res.body.id, key: res.body.key }
 }
 
 /** A new account on the server (verified unless told otherwise) and an API key of its organization: what an agent needs. */
-export async function agentAccount(server: TestServer, options: { verified?: boolean; keyName?: string } = {}): Promise<{ account: Account; key: string }> {
+export async function agentAccount(
+  server: TestServer,
+  options: { verified?: boolean; keyName?: string; scopes?: string[] } = {},
+): Promise<{ account: Account; key: string }> {
   const account = await signup(server)
   if (options.verified ?? true) await verify(server, account)
-  return { account, key: (await createApiKey(server, account, options.keyName ?? 'agent')).key }
+  return { account, key: (await createApiKey(server, account, options.keyName ?? 'agent', options.scopes)).key }
 }

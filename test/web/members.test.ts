@@ -2,15 +2,19 @@
 // page's Members section, the invitee opens the link (read from the server's log, as a self-hoster
 // without SMTP would) in a browser of their own, chooses a name and password and lands on the
 // organization's databases; as a member, their settings list the members read-only and show no webhook,
-// API key or invitation controls, only the line that owners manage them; the used link then says so.
+// API key or invitation controls, only the line that owners manage them, and a database's collection
+// settings read-only with a note; the used link then says so. An owner creates keys with chosen scopes
+// and sees each key's scopes and creator; demoting or removing another owner lists that owner's keys
+// (name, prefix, scopes, last use) and says they will be revoked first, and afterwards they are.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import type { Browser } from 'playwright-core'
 import { type BrowserPage, launchBrowser, openPage } from '../support/browser.ts'
-import { type Account, type TestServer, signup, startTestServer, verify } from '../support/server.ts'
+import { type Account, type TestServer, signup, startTestServer, uniqueIp, verify } from '../support/server.ts'
 
 let server: TestServer
 let browser: Browser
 let owner: Account
+let databaseId: string
 const pages: BrowserPage[] = []
 
 beforeAll(async () => {
@@ -21,6 +25,7 @@ beforeAll(async () => {
   await verify(server, owner)
   const db = await server.call('POST', '/api/v1/databases', { token: owner.token, body: { name: 'orders', engine: 'postgres', host: 'db1.internal' } })
   expect(db.status).toBe(201)
+  databaseId = db.body.id
 })
 
 afterAll(async () => {
@@ -80,6 +85,11 @@ test('an owner invites, the invitee joins from the link and sees the databases; 
     "Only the organization's owners manage the webhook. Ask one of them (see the members on the settings page).",
     "Only the organization's owners manage members and invitations. Ask one of them (see the members on the settings page).",
   ])
+  // A database's collection settings: shown, read-only, with the note that owners change them.
+  await i.goto(`/#/databases/${databaseId}/settings`)
+  await i.locator('[data-owners-only]').filter({ hasText: 'change what is collected' }).waitFor({ timeout: 30_000 })
+  expect(await i.locator('#poll-interval').isDisabled()).toBe(true)
+  expect(await i.getByRole('button', { name: 'Save settings' }).count()).toBe(0)
   await i.goto('/#/settings/api-keys')
   await i.locator('[data-owners-only]').filter({ hasText: 'manage API keys' }).waitFor()
   expect(await i.getByRole('button', { name: 'Create key' }).count()).toBe(0)
@@ -106,4 +116,84 @@ test('an owner invites, the invitee joins from the link and sees the databases; 
   expect(inviteePage.problems).toHaveLength(1)
   expect(inviteePage.problems[0]).toContain('status of 400')
   expect(inviteePage.problems[0]).toContain('/api/v1/auth/accept-invite')
+}, 120_000)
+
+/** A second owner of `owner`'s organization, joined through an invite (over the API), with API keys of their own. */
+async function ownerWithKeys(name: string): Promise<{ account: { userId: string; token: string }; keys: { name: string; prefix: string; key: string }[] }> {
+  const email = `${name.toLowerCase()}-${Math.random().toString(36).slice(2, 7)}@example.com`
+  expect((await server.call('POST', '/api/v1/organization/invites', { token: owner.token, body: { email, role: 'owner' } })).status).toBe(201)
+  await server.deps.mailer.idle()
+  const token = new URL(server.mailLink(email, /invited/)!).searchParams.get('token')
+  const joined = await server.call('POST', '/api/v1/auth/accept-invite', { ip: uniqueIp(), body: { token, name, password: 'owner password 1' } })
+  expect(joined.status).toBe(201)
+  const account = { userId: joined.body.user.id as string, token: joined.body.access_token as string }
+  const agent = await server.call('POST', '/api/v1/api-keys', { token: account.token, body: { name: `${name} agent`, scopes: ['ingest', 'admin'] } })
+  // a key made with their key: revoked with it
+  const child = await server.call('POST', '/api/v1/api-keys', { apiKey: agent.body.key, body: { name: `${name} script`, scopes: ['admin'] } })
+  expect([agent.status, child.status]).toEqual([201, 201])
+  return { account, keys: [agent.body, child.body] }
+}
+
+test('keys have scopes and creators; demoting or removing an owner lists their keys first, then revokes them', async () => {
+  const ownerPage = await openPage(browser, { baseURL: server.base })
+  pages.push(ownerPage)
+  const o = ownerPage.page
+  await o.goto('/#/signin')
+  await o.getByLabel('Email', { exact: true }).fill(owner.email)
+  await o.getByLabel('Password', { exact: true }).fill(owner.password)
+  await o.getByRole('button', { name: 'Sign in' }).click()
+  await o.waitForURL(/#\/databases$/, { timeout: 30_000 })
+
+  // A key with the default scopes but admin too: the list shows its scopes and creator.
+  await o.goto('/#/settings/api-keys')
+  await o.getByLabel('Key name').fill('deploy script')
+  expect(await o.locator('input[name="scope"]:checked').evaluateAll((inputs) => inputs.map((i) => (i as HTMLInputElement).value))).toEqual(['ingest', 'read'])
+  await o.locator('input[name="scope"][value="admin"]').check()
+  await o.locator('input[name="scope"][value="ingest"]').uncheck()
+  await o.getByRole('button', { name: 'Create key' }).click()
+  await o.locator('#new-api-key').waitFor()
+  const row = o.locator('tr[data-key="deploy script"]')
+  await row.waitFor()
+  expect(await row.locator('[data-scopes]').textContent()).toBe('read, admin')
+  expect(await row.locator('[data-created-by]').textContent()).toBe(`Test User (${owner.email})`)
+
+  const bea = await ownerWithKeys('Bea')
+  const cy = await ownerWithKeys('Cy')
+  await o.goto('/#/settings')
+  await o.locator('tr[data-member] [data-role]').filter({ hasText: 'owner' }).nth(2).waitFor({ timeout: 30_000 })
+
+  // Demoting Bea: her two keys are listed, and said to be revoked, before anything happens.
+  await o.getByRole('button', { name: 'Make Bea a member' }).click()
+  const demotion = o.getByRole('group', { name: 'Make Bea a member?' })
+  await demotion.locator('[data-keys-to-revoke]').waitFor()
+  expect(await demotion.locator('[data-keys-to-revoke] > span').first().textContent()).toBe(
+    'These 2 API keys they created will be revoked with it (agents using them are refused from their next request):',
+  )
+  // (the agent key was used to make the script's key: its last use shows)
+  expect(await demotion.locator('[data-revoked-key]').allTextContents()).toEqual([
+    expect.stringMatching(new RegExp(`^Bea agent ${bea.keys[0]!.prefix.replaceAll('.', '\\.')} — scopes ingest, admin, last used \\d+ s ago$`)),
+    `Bea script ${bea.keys[1]!.prefix} — scopes admin, last used never`,
+  ])
+  for (const key of bea.keys) expect((await server.call('GET', '/api/v1/api-keys', { apiKey: key.key })).status).toBe(200)
+  await ownerPage.screenshot('members-demote-lists-keys')
+  await demotion.getByRole('button', { name: 'Make member now' }).click()
+  await o.locator('tr[data-member] [data-role]').filter({ hasText: 'member' }).nth(1).waitFor()
+  for (const key of bea.keys) expect((await server.call('GET', '/api/v1/api-keys', { apiKey: key.key })).status).toBe(401)
+
+  // Removing Cy: the same, and their keys are gone after it.
+  await o.getByRole('button', { name: 'Remove Cy' }).click()
+  const removal = o.getByRole('group', { name: 'Remove Cy?' })
+  expect(await removal.locator('[data-revoked-key]').allTextContents()).toEqual([
+    expect.stringMatching(new RegExp(`^Cy agent ${cy.keys[0]!.prefix.replaceAll('.', '\\.')} — scopes ingest, admin, last used \\d+ s ago$`)),
+    `Cy script ${cy.keys[1]!.prefix} — scopes admin, last used never`,
+  ])
+  await removal.getByRole('button', { name: 'Remove now' }).click()
+  await removal.waitFor({ state: 'detached' })
+  for (const key of cy.keys) expect((await server.call('GET', '/api/v1/databases', { apiKey: key.key })).status).toBe(401)
+  // The keys page: theirs revoked, with no creator left for Cy's; the owner's own key untouched.
+  await o.goto('/#/settings/api-keys')
+  await o.locator('tr[data-key="Cy agent"]').filter({ hasText: 'revoked' }).waitFor()
+  expect(await o.locator('tr[data-key="Cy agent"] [data-created-by]').textContent()).toBe('unknown or removed')
+  expect(await o.locator('tr[data-key="deploy script"]').filter({ hasText: 'active' }).count()).toBe(1)
+  ownerPage.assertNoErrors()
 }, 120_000)

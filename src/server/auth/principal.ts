@@ -1,9 +1,13 @@
 // Who is calling: an API key (X-API-Key, or Authorization: Bearer dbm_ak_...) or a user's access
-// JWT (Authorization: Bearer, or the dashboard's httpOnly cookie). Every failure is a 401.
+// JWT (Authorization: Bearer, or the dashboard's httpOnly cookie). Every failure is a 401. A key is then
+// held to its scopes for the request's route (scopes.ts: one table for every route), a 403 when it lacks
+// the one the route needs; a user is held to their role by the routes (requireOwner).
 import type { Deps } from '../context.ts'
 import { HttpError, forbidden, unauthorized } from '../http-error.ts'
 import { apiKeyTouchIntervalMs } from '../limits.ts'
+import type { ApiKeyScope } from '../../shared/api/api-keys.ts'
 import { looksLikeApiKey, parseApiKey } from './api-keys.ts'
+import { requireKeyAccess } from './scopes.ts'
 import { sameHash, sha256 } from './secrets.ts'
 
 export const ACCESS_COOKIE = 'dbm_access'
@@ -18,14 +22,16 @@ export const SESSION_HINT_COOKIE = 'dbm_session'
 export type Principal =
   // role: as stored when the request came (a role change applies from the caller's next request).
   | { kind: 'user'; orgId: string; userId: string; role: string }
-  | { kind: 'api_key'; orgId: string; apiKeyId: string }
+  // createdBy: the user the key acts for (its creator, or its creating key's), null when unknown.
+  | { kind: 'api_key'; orgId: string; apiKeyId: string; scopes: ApiKeyScope[]; createdBy: string | null }
 
 export type UserPrincipal = Extract<Principal, { kind: 'user' }>
 
 /**
  * Refuses (403) a caller who may not do `action` (e.g. 'manage API keys'): a user who is not an owner of
- * the organization. API keys may do what the spec gives them (their own keys, the webhook) unless
- * `apiKeys: false`: invites and members, so that a leaked agent key cannot let anyone in.
+ * the organization. An API key has passed its scope check already (authenticate, scopes.ts: these
+ * routes need `admin`) unless `apiKeys: false`: invites and members, never open to a key, so that a
+ * leaked agent key cannot let anyone in.
  */
 export function requireOwner(principal: Principal, action: string): Principal
 export function requireOwner(principal: Principal, action: string, options: { apiKeys: false }): UserPrincipal
@@ -59,7 +65,7 @@ async function fromApiKey(deps: Deps, value: string): Promise<Principal> {
   if (!parsed || !key || !sameHash(sha256(parsed.secret), key.secret_hash)) throw unauthorized('invalid API key')
   if (key.revoked_at !== null) throw unauthorized('API key has been revoked')
   touch(deps, key.id)
-  return { kind: 'api_key', orgId: key.org_id, apiKeyId: key.id }
+  return { kind: 'api_key', orgId: key.org_id, apiKeyId: key.id, scopes: key.scopes, createdBy: key.created_by }
 }
 
 async function fromAccessToken(deps: Deps, token: string): Promise<Principal> {
@@ -131,8 +137,17 @@ export function presentedAccessToken(request: Request): string | undefined {
   return accessCookie(request)
 }
 
-/** The caller of `request`: API key, Bearer token, or the dashboard's cookie, in that order. */
+/**
+ * The caller of `request`: API key, Bearer token, or the dashboard's cookie, in that order. A key must
+ * hold the scope of the request's route (scopes.ts), else 403.
+ */
 export async function authenticate(deps: Deps, request: Request): Promise<Principal> {
+  const principal = await identify(deps, request)
+  if (principal.kind === 'api_key') requireKeyAccess(principal.scopes, request.method, new URL(request.url).pathname)
+  return principal
+}
+
+async function identify(deps: Deps, request: Request): Promise<Principal> {
   const apiKey = request.headers.get('x-api-key')
   if (apiKey !== null) return fromApiKey(deps, apiKey.trim())
   const authorization = request.headers.get('authorization')

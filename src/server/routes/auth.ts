@@ -171,7 +171,7 @@ export function authRoutes(deps: Deps) {
       if (!org) throw unauthorized('organization no longer exists')
       if (principal.kind === 'api_key') {
         const key = (await store.listApiKeys(org.id, false)).find((k) => k.id === principal.apiKeyId)
-        return { organization: organizationView(org), api_key: key ? { id: key.id, name: key.name } : null }
+        return { organization: organizationView(org), api_key: key ? { id: key.id, name: key.name, scopes: key.scopes } : null }
       }
       const user = await store.getUser(principal.userId)
       if (!user) throw unauthorized('invalid or expired access token')

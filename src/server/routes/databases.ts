@@ -1,5 +1,8 @@
 // /api/v1/databases: the organization's registered databases (list, create, get, patch, delete,
 // health, and every database's health with its latest diagnosis at once). Unverified organizations may register one database.
+// Collection settings (poll interval, plans, replication, disabled collectors) are the owners': a member
+// may rename a database, change its address and tags, but not change what is collected (403). API keys
+// need `admin` to register, change or delete a database and `read` to read one (auth/scopes.ts).
 import { Elysia, t } from 'elysia'
 import { collectorsFor } from '../../shared/collectors.ts'
 import { authenticate, requireOwner } from '../auth/principal.ts'
@@ -37,6 +40,25 @@ function checkTags(value: Record<string, string> | undefined) {
       throw badRequest(`tags: keys must be 1 to ${fieldLimits.tagKey} characters`)
     }
   }
+}
+
+/** The PATCH fields that decide what the agent collects: owners only. */
+const COLLECTION_SETTINGS = ['poll_interval_seconds', 'collect_explain_plans', 'collect_replication', 'disabled_collectors'] as const
+
+export const SETTINGS_OWNERS_ONLY = 'only an owner can change collection settings (poll_interval_seconds, collect_explain_plans, collect_replication, disabled_collectors)'
+
+/** The collection settings `patch` would change on `db` (the same value again is no change). */
+function changedSettings(db: RegisteredDatabase, patch: DatabasePatch): string[] {
+  return COLLECTION_SETTINGS.filter((field) => {
+    const value = patch[field]
+    if (value === undefined) return false
+    if (field === 'disabled_collectors') {
+      const now = new Set(db.disabled_collectors)
+      const next = new Set(value as string[])
+      return now.size !== next.size || [...next].some((n) => !now.has(n))
+    }
+    return value !== db[field]
+  })
 }
 
 function nameTaken(name: string) {
@@ -144,6 +166,9 @@ export function databaseRoutes(deps: Deps) {
           host: body.host?.trim(),
           disabled_collectors: body.disabled_collectors ? [...new Set(body.disabled_collectors)] : undefined,
         }
+        // A member may not change what is collected (an owner turned plans off, say); keys got here with `admin`.
+        const changed = changedSettings(db, patch)
+        if (changed.length > 0 && principal.kind === 'user' && principal.role !== 'owner') throw forbidden(`${SETTINGS_OWNERS_ONLY}: ${changed.join(', ')}`)
         let updated
         try {
           updated = await store.updateDatabase(principal.orgId, db.id, patch, clock())
@@ -168,15 +193,18 @@ export function databaseRoutes(deps: Deps) {
           ),
         }),
         response: { 200: Database },
-        detail: { summary: "Change a database's name, address, tags or collection settings (the agent applies them from its next batch)", responses: errorAnswers({ 409: 'the name is taken in the organization' }) },
+        detail: {
+          summary: "Change a database's name, address, tags or collection settings (the agent applies them from its next batch); collection settings are owners' only",
+          responses: errorAnswers({ 403: 'a member changing a collection setting (owners only)', 409: 'the name is taken in the organization' }),
+        },
       },
     )
     .delete('/:id', async ({ principal, params, set }) => {
-      // All of a database's history goes with it: an owner's decision (or an API key's, as for its agent).
+      // All of a database's history goes with it: an owner's decision (or an `admin` key's: scopes.ts).
       requireOwner(principal, 'delete a database')
       if (!(await store.deleteDatabase(principal.orgId, pathId(params.id, 'database')))) throw notFound('database')
       set.status = 204
-    }, { response: { 204: NoContent }, detail: { summary: 'Delete a database and all its data (owners and API keys)', responses: ownersOnly('delete a database') } })
+    }, { response: { 204: NoContent }, detail: { summary: "Delete a database and all its data (owners, and API keys with the 'admin' scope)", responses: ownersOnly('delete a database') } })
     .get('/:id/health', async ({ principal, params }) => {
       const db = await load(principal.orgId, params.id)
       return { id: db.id, status: healthStatus(db, clock()), last_seen_at: rfc3339(db.last_seen_at) }

@@ -9,7 +9,10 @@
 // organization invites (403 otherwise): an invite mails any address from the server's genuine sender, so
 // a fresh signup must not be able to; and the mail's subject is fixed text, its body quotes the names
 // the inviter's side typed as such. Demoting an owner revokes the invites they sent, and an invite whose
-// inviter is no longer an owner is refused at acceptance (sql-members.ts).
+// inviter is no longer an owner is refused at acceptance (sql-members.ts). Removing or demoting a user
+// revokes the API keys they created, in the same transaction (sql-members.ts); the dashboard lists
+// those keys (GET /api-keys, by created_by) before it asks. API keys never reach these routes: the
+// scope table (auth/scopes.ts) refuses them first, and the routes refuse them again.
 import { Elysia, t } from 'elysia'
 import { hashPassword } from '../auth/passwords.ts'
 import { type Principal, authenticate, requireOwner } from '../auth/principal.ts'
@@ -143,7 +146,7 @@ export function organizationRoutes(deps: Deps) {
       {
         body: body({ role: oneOf('role', MEMBER_ROLES) }),
         response: { 200: Member },
-        detail: { summary: "Change a member's role (owners); never the last owner's. Demoting an owner revokes the invites they sent", security: userSession, responses: { ...OWNERS_ONLY, ...errorAnswers({ 409: 'the organization would have no owner left' }) } },
+        detail: { summary: "Change a member's role (owners); never the last owner's. Demoting an owner revokes the invites they sent and the API keys they created", security: userSession, responses: { ...OWNERS_ONLY, ...errorAnswers({ 409: 'the organization would have no owner left' }) } },
       },
     )
     .delete(
@@ -154,7 +157,7 @@ export function organizationRoutes(deps: Deps) {
         if (outcome === 'last_owner') throw conflict(LAST_OWNER)
         set.status = 204
       },
-      { response: { 204: NoContent }, detail: { summary: 'Remove a member (owners): their sessions end at once; never the last owner', security: userSession, responses: { ...OWNERS_ONLY, ...errorAnswers({ 409: 'the organization would have no owner left' }) } } },
+      { response: { 204: NoContent }, detail: { summary: 'Remove a member (owners): their sessions end and the API keys they created are revoked at once; never the last owner', security: userSession, responses: { ...OWNERS_ONLY, ...errorAnswers({ 409: 'the organization would have no owner left' }) } } },
     )
 
   // Every user of the organization (API keys never: an agent has no use for people's addresses).

@@ -31,6 +31,7 @@ import { migration as withoutRowid } from './migrations/0010-without-rowid.ts'
 import { migration as events } from './migrations/0011-events.ts'
 import { migration as sessionHistory } from './migrations/0012-session-history.ts'
 import { migration as invites } from './migrations/0013-invites.ts'
+import { migration as apiKeyScopes } from './migrations/0014-api-key-scopes.ts'
 import { baseline } from './migrations/baseline-0010.ts'
 import type { Migration } from './migrations/migration.ts'
 import { join, sql } from './sql.ts'
@@ -51,6 +52,7 @@ export const migrations: Migration[] = [
   events,
   sessionHistory,
   invites,
+  apiKeyScopes,
 ]
 
 export const latestVersion = migrations.reduce((max, m) => Math.max(max, m.version), 0)

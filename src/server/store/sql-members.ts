@@ -1,5 +1,6 @@
 // An organization's members (its users and their roles) and its invites (migration 13), for
-// routes/organization.ts. Every write that changes who is in an organization, or who owns it, runs under
+// routes/organization.ts. Removing or demoting a user also revokes, in the same transaction, the API
+// keys they created (and the keys made with those): an ex-owner keeps no access through a key. Every write that changes who is in an organization, or who owns it, runs under
 // the organization's members lock (an advisory lock on PostgreSQL; SQLite transactions are exclusive), so
 // two owners demoting or removing each other at once never leave the organization without an owner, and
 // an address has at most one pending invite per organization. An accepted invite creates the user with
@@ -10,6 +11,7 @@
 // invite they sent before (to a second address of their own, say).
 import { num, toOrg, toUser } from './account-rows.ts'
 import { type SqlDriver, UniqueViolation } from './driver.ts'
+import { membersLock, revokeKeysCreatedBy } from './sql-api-keys.ts'
 import type { Organization, User } from './types.ts'
 
 export type MemberRole = 'owner' | 'member'
@@ -30,8 +32,31 @@ export interface Invite {
 /** Why a member change was refused. */
 export type MemberRefusal = 'not_found' | 'last_owner'
 
+export interface MembersReads {
+  /** The organization's users, oldest first. */
+  listMembers(orgId: string): Promise<User[]>
+  /** The organization's pending invites (neither accepted, revoked nor expired), newest first. */
+  listInvites(orgId: string, now: number): Promise<Invite[]>
+}
 
-const membersLock = (orgId: string) => `dbm:members:${orgId}`
+export interface MembersWrites {
+  createInvite(input: {
+    orgId: string
+    email: string
+    role: MemberRole
+    tokenHash: string
+    invitedBy: string
+    now: number
+    expiresAt: number
+  }): Promise<Invite | 'registered'>
+  revokeInvite(orgId: string, id: string, now: number): Promise<'revoked' | 'not_found' | 'accepted'>
+  acceptInvite(input: { tokenHash: string; name: string; passwordHash: string; now: number }): Promise<{ org: Organization; user: User } | 'invalid' | 'registered'>
+  removeMember(orgId: string, userId: string, now: number): Promise<'removed' | MemberRefusal>
+  setMemberRole(orgId: string, userId: string, role: MemberRole, now: number): Promise<User | MemberRefusal>
+}
+
+export interface MembersStore extends MembersReads, MembersWrites {}
+
 /** The lock routes of the user's refresh tokens take (sql-store.ts refreshLock), so no rotation outlives a removal. */
 const refreshLock = (userId: string) => `dbm:refresh:${userId}`
 
@@ -58,7 +83,11 @@ async function otherOwners(tx: SqlDriver, orgId: string, userId: string): Promis
   return num(r?.n ?? 0)
 }
 
-export function membersStore(driver: SqlDriver) {
+/**
+ * `keysRevoked`: told the key_ids of the API keys a removal or demotion revoked, once its transaction
+ * committed (the SQLite store drops them from its key cache).
+ */
+export function membersStore(driver: SqlDriver, keysRevoked: (keyIds: string[]) => void = () => {}): MembersStore {
   return {
     /** The organization's users, oldest first. */
     async listMembers(orgId: string): Promise<User[]> {
@@ -178,27 +207,33 @@ export function membersStore(driver: SqlDriver) {
     },
 
     /**
-     * Removes the organization's user `userId`: their row (sessions and tokens go with it) and the pending
-     * invites they sent. Never the organization's last owner.
+     * Removes the organization's user `userId`: their row (sessions and tokens go with it), the pending
+     * invites they sent and the API keys they created. Never the organization's last owner.
      */
     async removeMember(orgId: string, userId: string, now: number): Promise<'removed' | MemberRefusal> {
-      return driver.transaction(async (tx) => {
+      let revoked: string[] = []
+      const outcome = await driver.transaction(async (tx) => {
         const user = await tx.get<{ role: string }>('SELECT role FROM users WHERE id = $1 AND org_id = $2', [userId, orgId])
         if (!user) return 'not_found'
         if (user.role === 'owner' && (await otherOwners(tx, orgId, userId)) === 0) return 'last_owner'
         await tx.run('UPDATE invites SET revoked_at = $1 WHERE invited_by = $2 AND accepted_at IS NULL AND revoked_at IS NULL', [now, userId])
+        revoked = await revokeKeysCreatedBy(tx, orgId, userId, now)
         // Also under the user's refresh lock: a rotation in flight finishes before the row goes.
         await tx.transaction((inner) => inner.run('DELETE FROM users WHERE id = $1', [userId]), refreshLock(userId))
         return 'removed'
       }, membersLock(orgId))
+      keysRevoked(revoked)
+      return outcome
     },
 
     /**
      * Gives the organization's user `userId` the role; never demotes the last owner. A demoted owner's
-     * pending invites are revoked with the demotion: only owners invite.
+     * pending invites and the API keys they created are revoked with the demotion: only owners invite
+     * and manage keys.
      */
     async setMemberRole(orgId: string, userId: string, role: MemberRole, now: number): Promise<User | MemberRefusal> {
-      return driver.transaction(async (tx) => {
+      let revoked: string[] = []
+      const outcome = await driver.transaction(async (tx): Promise<User | MemberRefusal> => {
         const user = await tx.get(`SELECT ${USER_COLUMNS} FROM users WHERE id = $1 AND org_id = $2`, [userId, orgId])
         if (!user) return 'not_found'
         const demoted = user.role === 'owner' && role !== 'owner'
@@ -206,11 +241,12 @@ export function membersStore(driver: SqlDriver) {
         if (user.role !== role) await tx.run('UPDATE users SET role = $1 WHERE id = $2', [role, userId])
         if (demoted) {
           await tx.run('UPDATE invites SET revoked_at = $1 WHERE org_id = $2 AND invited_by = $3 AND accepted_at IS NULL AND revoked_at IS NULL', [now, orgId, userId])
+          revoked = await revokeKeysCreatedBy(tx, orgId, userId, now)
         }
         return toUser({ ...user, role })
       }, membersLock(orgId))
+      keysRevoked(revoked)
+      return outcome
     },
   }
 }
-
-export type MembersStore = ReturnType<typeof membersStore>

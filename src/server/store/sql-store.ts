@@ -20,8 +20,9 @@ import { ClosedHourSums, type QuerySort, listQueryStats, queryDetail } from './s
 import { type SnapshotKind, latestSnapshot } from './sql-snapshots.ts'
 import { type Fragment, ident, join, sql } from './sql.ts'
 import type { Window } from './window.ts'
+import { SqlApiKeys } from './sql-api-keys.ts'
 import type {
-  ApiKey,
+  NewApiKey,
   DatabasePatch,
   EmailTokenKind,
   IngestResult,
@@ -51,20 +52,6 @@ export class SignupClosedError extends Error {
   constructor() {
     super('signup is closed on this server')
     this.name = 'SignupClosedError'
-  }
-}
-
-function toApiKey(r: any): ApiKey {
-  return {
-    id: r.id,
-    org_id: r.org_id,
-    key_id: r.key_id,
-    name: r.name,
-    secret_hash: r.secret_hash,
-    created_by: r.created_by ?? null,
-    created_at: num(r.created_at),
-    last_used_at: numOrNull(r.last_used_at),
-    revoked_at: numOrNull(r.revoked_at),
   }
 }
 
@@ -122,12 +109,8 @@ export class SqlStore implements Store {
   readonly health: HealthStore
   readonly members: MembersStore
   readonly retention: RetentionStore
-  /**
-   * API keys by key_id, SQLite only: the SQLite store belongs to this one process (it holds the file
-   * exclusively), so every revocation passes through revokeApiKey here and evicts the key at once.
-   * The PostgreSQL store may be shared by several processes and always reads the key.
-   */
-  private readonly keyCache: Map<string, ApiKey> | undefined
+  /** API keys, cached by key_id on SQLite (sql-api-keys.ts). */
+  private readonly apiKeys: SqlApiKeys
   /**
    * Each organization's databases as last read, with the store's generation at that read (SQLite
    * only): any write to the store changes the generation, so a stale list is never served.
@@ -154,14 +137,15 @@ export class SqlStore implements Store {
     // Every call's time into dbm_store_query_duration_seconds (GET /metrics).
     timeStoreDriver(driver)
     const ownsFile = driver.sqlDialect.soleWriter && !options.reader
-    this.keyCache = ownsFile ? new Map() : undefined
+    this.apiKeys = new SqlApiKeys(driver, ownsFile ? new Map() : undefined)
     this.closedHours = ownsFile ? new ClosedHourSums() : undefined
     this.objects = objectsReader(driver)
     this.history = sessionHistoryReader(driver)
     this.internals = internalsReader(driver)
     this.clickhouse = clickhouseReader(driver)
     this.health = healthStore(driver)
-    this.members = membersStore(driver)
+    // A removal or demotion revokes the user's keys in its own transaction: they leave the cache with it.
+    this.members = membersStore(driver, (keyIds) => this.apiKeys.evict(keyIds))
     this.retention = retentionStore(driver, (databaseId) => {
       this.closedHours?.changed(databaseId)
       this.telemetryChanged(databaseId)
@@ -393,51 +377,26 @@ export class SqlStore implements Store {
     )
   }
 
-  // ---- API keys ----
+  // ---- API keys (sql-api-keys.ts) ----
 
-  async createApiKey(input: Omit<ApiKey, 'last_used_at' | 'revoked_at'>) {
-    await this.driver.run(
-      'INSERT INTO api_keys (id, org_id, key_id, name, secret_hash, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)',
-      [input.id, input.org_id, input.key_id, input.name, input.secret_hash, input.created_by, input.created_at],
-    )
-    return { ...input, last_used_at: null, revoked_at: null }
+  createApiKey(input: NewApiKey) {
+    return this.apiKeys.createApiKey(input)
   }
 
-  async listApiKeys(orgId: string, includeRevoked: boolean) {
-    const rows = await this.driver.all(
-      `SELECT * FROM api_keys WHERE org_id = CAST($1 AS TEXT) ${includeRevoked ? '' : 'AND revoked_at IS NULL'} ORDER BY created_at, id`,
-      [orgId],
-    )
-    return rows.map(toApiKey)
+  listApiKeys(orgId: string, includeRevoked: boolean) {
+    return this.apiKeys.listApiKeys(orgId, includeRevoked)
   }
 
-  async findApiKey(keyId: string) {
-    const cached = this.keyCache?.get(keyId)
-    if (cached) return cached
-    const r = await this.driver.get('SELECT * FROM api_keys WHERE key_id = $1', [keyId])
-    const key = r ? toApiKey(r) : undefined
-    if (key && this.keyCache) {
-      if (this.keyCache.size >= 10_000) this.keyCache.clear()
-      this.keyCache.set(keyId, key)
-    }
-    return key
+  findApiKey(keyId: string) {
+    return this.apiKeys.findApiKey(keyId)
   }
 
-  async revokeApiKey(orgId: string, id: string, now: number) {
-    const changed = await this.driver.run(
-      'UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2 AND org_id = $3',
-      [now, id, orgId],
-    )
-    if (this.keyCache) for (const [keyId, key] of this.keyCache) if (key.id === id) this.keyCache.delete(keyId)
-    return changed > 0
+  revokeApiKey(orgId: string, id: string, now: number) {
+    return this.apiKeys.revokeApiKey(orgId, id, now)
   }
 
-  async touchApiKey(id: string, now: number, minIntervalMs: number) {
-    const changed = await this.driver.run(
-      'UPDATE api_keys SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $3)',
-      [now, id, now - minIntervalMs],
-    )
-    if (changed > 0 && this.keyCache) for (const key of this.keyCache.values()) if (key.id === id) key.last_used_at = now
+  touchApiKey(id: string, now: number, minIntervalMs: number) {
+    return this.apiKeys.touchApiKey(id, now, minIntervalMs)
   }
 
   // ---- registered databases ----

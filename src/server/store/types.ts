@@ -1,5 +1,6 @@
 import type { IngestBatch } from '../../shared/wire.ts'
 import type { StoreAvailability } from './availability.ts'
+import type { ApiKeyStore } from './sql-api-keys.ts'
 import type { ClickHouseReader } from './sql-clickhouse.ts'
 import type { HealthStore } from './sql-health.ts'
 import type { MembersStore } from './sql-members.ts'
@@ -39,17 +40,7 @@ export interface UserWithPassword extends User {
   password_hash: string
 }
 
-export interface ApiKey {
-  id: string
-  org_id: string
-  key_id: string
-  name: string
-  secret_hash: string
-  created_by: string | null
-  created_at: number
-  last_used_at: number | null
-  revoked_at: number | null
-}
+export type { ApiKey, ApiKeyEntry, ApiKeyScope, NewApiKey } from './sql-api-keys.ts'
 
 export type Engine = 'postgres' | 'clickhouse'
 
@@ -116,7 +107,8 @@ export type IngestResult =
   | { kind: 'limit' }
   | { kind: 'engine_mismatch'; database: RegisteredDatabase }
 
-export interface Store {
+/** API keys: ApiKeyStore (sql-api-keys.ts), reads and writes declared there. */
+export interface Store extends ApiKeyStore {
   readonly dialect: 'sqlite' | 'postgres'
   /**
    * SQLite only: a number that changes with every write to the store; undefined on PostgreSQL (which
@@ -186,15 +178,6 @@ export interface Store {
   revokeUserSessions(userId: string, now: number): Promise<void>
   /** The user when `sessionId` is one of their live sessions, else undefined. */
   getSessionUser(userId: string, sessionId: string): Promise<User | undefined>
-
-  // API keys
-  createApiKey(input: Omit<ApiKey, 'last_used_at' | 'revoked_at'>): Promise<ApiKey>
-  listApiKeys(orgId: string, includeRevoked: boolean): Promise<ApiKey[]>
-  findApiKey(keyId: string): Promise<ApiKey | undefined>
-  /** Revokes the key (idempotent); false when the organization has no key of that id. */
-  revokeApiKey(orgId: string, id: string, now: number): Promise<boolean>
-  /** Records use; writes only when the stored time is older than `minIntervalMs`. */
-  touchApiKey(id: string, now: number, minIntervalMs: number): Promise<void>
 
   // registered databases
   listDatabases(orgId: string): Promise<RegisteredDatabase[]>

@@ -46,7 +46,10 @@ export const UserPrincipal = t.Object({ user: User, organization: Organization }
 export const ApiKeyPrincipal = t.Object(
   {
     organization: Organization,
-    api_key: t.Union([t.Object({ id: Uuid(), name: t.String() }), t.Null()], { description: 'the key the request was made with' }),
+    api_key: t.Union(
+      [t.Object({ id: Uuid(), name: t.String(), scopes: t.Array(t.Union([t.Literal('ingest'), t.Literal('read'), t.Literal('admin')]), { description: 'what the key may do' }) }), t.Null()],
+      { description: 'the key the request was made with' },
+    ),
   },
   { title: 'ApiKeyPrincipal' },
 )

@@ -1,5 +1,6 @@
 // The organization's members on the settings page (GET /organization/members for everyone; owners also
-// change roles, remove members, invite addresses and revoke pending invites), the line members see where
+// change roles, remove members, invite addresses and revoke pending invites; removing or demoting
+// someone first lists the API keys they created, which the server revokes with it), the line members see where
 // owners manage API keys and the webhook, and the page of an invitation link (#/accept-invite?token=…:
 // the invitee chooses a name and password and is signed in).
 import type { Static } from '@sinclair/typebox'
@@ -10,8 +11,10 @@ import { navigate } from '../router.ts'
 import { useSession } from '../session.ts'
 import { VerifyNote } from './db/common.tsx'
 import type { Invite, Member } from '../../shared/api/organization.ts'
+import type { ApiKey } from '../../shared/api/api-keys.ts'
 
 type MemberRow = Static<typeof Member>
+type KeyRow = Static<typeof ApiKey>
 type InviteRow = Static<typeof Invite>
 type Role = MemberRow['role']
 
@@ -30,34 +33,74 @@ export function OwnersOnly({ what }: { what: string }) {
   )
 }
 
-function RoleChange({ member, onChanged }: { member: MemberRow; onChanged(): void }) {
-  const [state, setState] = useState<{ busy?: boolean; error?: string }>({})
-  const next: Role = member.role === 'owner' ? 'member' : 'owner'
-  const change = async () => {
-    setState({ busy: true })
-    try {
-      await api('PATCH', `/organization/members/${encodeURIComponent(member.id)}`, { role: next })
-      setState({})
-      onChanged()
-    } catch (e) {
-      setState({ error: (e as Error).message })
-    }
-  }
+/** The live API keys `member` created (or that were made with theirs): revoked with their removal or demotion. */
+const keysOf = (keys: readonly KeyRow[] | undefined, member: MemberRow) => keys?.filter((k) => k.created_by?.id === member.id && k.revoked_at === null)
+
+/** What a removal or demotion revokes, said before it is confirmed: the keys by name, prefix, scopes and last use. */
+function KeysToRevoke({ keys, who }: { keys: readonly KeyRow[] | undefined; who: string }) {
+  if (keys === undefined) return <span class="small">The API keys {who.toLowerCase()} created are revoked with it.</span>
+  if (keys.length === 0) return <span class="small">{who} created no API keys.</span>
   return (
-    <>
-      <button type="button" onClick={change} disabled={state.busy} aria-label={`Make ${member.name} ${next === 'owner' ? 'an owner' : 'a member'}`}>
-        {next === 'owner' ? 'Make owner' : 'Make member'}
-      </button>
-      {state.error && (
-        <span class="error" role="alert">
-          {state.error}
-        </span>
-      )}
-    </>
+    <span class="small stack" data-keys-to-revoke style="flex-basis:100%">
+      <span>
+        {keys.length === 1 ? 'This API key' : `These ${keys.length} API keys`} {who.toLowerCase()} created will be revoked with it (agents using{' '}
+        {keys.length === 1 ? 'it' : 'them'} are refused from their next request):
+      </span>
+      <ul>
+        {keys.map((k) => (
+          <li key={k.id} data-revoked-key={k.name}>
+            <strong>{k.name}</strong> <code>{k.prefix}</code> — scopes {k.scopes.join(', ') || 'none'}, last used {ago(k.last_used_at)}
+          </li>
+        ))}
+      </ul>
+    </span>
   )
 }
 
-function RemoveMember({ member, self, onRemoved }: { member: MemberRow; self: boolean; onRemoved(): void }) {
+function RoleChange({ member, keys, self, onChanged }: { member: MemberRow; keys: readonly KeyRow[] | undefined; self: boolean; onChanged(): void }) {
+  const { confirming, open, close, busy, error, run, opener, cancelButton } = useConfirmation()
+  const next: Role = member.role === 'owner' ? 'member' : 'owner'
+  const label = `Make ${member.name} ${next === 'owner' ? 'an owner' : 'a member'}`
+  const change = () =>
+    run(async () => {
+      await api('PATCH', `/organization/members/${encodeURIComponent(member.id)}`, { role: next })
+      close()
+      onChanged()
+    })
+  // Promoting takes one click; demoting an owner revokes their keys, so it is said (and listed) first.
+  if (next === 'owner' || !confirming) {
+    return (
+      <>
+        <button type="button" ref={opener} onClick={next === 'owner' ? change : open} disabled={busy} aria-label={label}>
+          {next === 'owner' ? 'Make owner' : 'Make member'}
+        </button>
+        {error && (
+          <span class="error" role="alert">
+            {error}
+          </span>
+        )}
+      </>
+    )
+  }
+  return (
+    <span class="row" style="justify-content:flex-end;flex-wrap:wrap" role="group" aria-label={`${label}?`}>
+      <KeysToRevoke keys={keysOf(keys, member)} who={self ? 'You' : 'They'} />
+      <button type="button" class="danger" disabled={busy} onClick={change}>
+        {busy ? 'Changing…' : 'Make member now'}
+      </button>
+      <button type="button" ref={cancelButton} onClick={close} disabled={busy}>
+        Cancel
+      </button>
+      {error && (
+        <span class="error" role="alert">
+          {error}
+        </span>
+      )}
+    </span>
+  )
+}
+
+function RemoveMember({ member, keys, self, onRemoved }: { member: MemberRow; keys: readonly KeyRow[] | undefined; self: boolean; onRemoved(): void }) {
   const { confirming, open, close, busy, error, run, opener, cancelButton } = useConfirmation()
   const remove = () =>
     run(async () => {
@@ -73,7 +116,8 @@ function RemoveMember({ member, self, onRemoved }: { member: MemberRow; self: bo
     )
   }
   return (
-    <span class="row" style="justify-content:flex-end" role="group" aria-label={`Remove ${member.name}?`}>
+    <span class="row" style="justify-content:flex-end;flex-wrap:wrap" role="group" aria-label={`Remove ${member.name}?`}>
+      <KeysToRevoke keys={keysOf(keys, member)} who={self ? 'You' : 'They'} />
       <span class="small">{self ? 'Your account is deleted and you are signed out at once.' : 'Their account is deleted and they are signed out at once.'}</span>
       <button type="button" class="danger" disabled={busy} onClick={remove}>
         {busy ? 'Removing…' : 'Remove now'}
@@ -200,8 +244,11 @@ export function MembersSection() {
   const owner = isOwner(me?.user.role)
   const members = useApi<MemberRow[]>('/organization/members')
   const invites = useApi<InviteRow[]>(owner ? '/organization/invites' : null)
+  // The organization's live keys, for what a removal or demotion revokes (owners only may list them).
+  const keys = useApi<KeyRow[]>(owner ? '/api-keys' : null)
   const changed = (self: boolean) => {
     members.reload()
+    keys.reload()
     // A change of one's own role or membership changes what the pages offer.
     if (self) void refresh()
   }
@@ -237,8 +284,8 @@ export function MembersSection() {
                     {owner && (
                       <td class="num">
                         <span class="row" style="justify-content:flex-end">
-                          <RoleChange member={m} onChanged={() => changed(m.id === me?.user.id)} />
-                          <RemoveMember member={m} self={m.id === me?.user.id} onRemoved={() => changed(m.id === me?.user.id)} />
+                          <RoleChange member={m} keys={keys.data} self={m.id === me?.user.id} onChanged={() => changed(m.id === me?.user.id)} />
+                          <RemoveMember member={m} keys={keys.data} self={m.id === me?.user.id} onRemoved={() => changed(m.id === me?.user.id)} />
                         </span>
                       </td>
                     )}
@@ -253,8 +300,9 @@ export function MembersSection() {
         <>
           <h3>Invite someone</h3>
           <p class="small muted">
-            An owner manages everything, API keys, the webhook and the members included; a member sees the databases and changes their settings. dbm
-            mails the address a link to join (or logs it, without SMTP).
+            An owner manages everything, API keys, the webhook, the members and what is collected included; a member sees the databases and may
+            rename them and change their tags. Removing or demoting an owner revokes the API keys they created. dbm mails the address a link to join
+            (or logs it, without SMTP).
           </p>
           {me?.organization.verified ? (
             <InviteForm onInvited={invites.reload} />

@@ -1,10 +1,11 @@
-// Settings: API keys (the full key shown once at creation, revoke after a confirmation that Esc cancels)
+// Settings: API keys (their scopes chosen at creation, ingest and read by default; the full key shown
+// once; the list with each key's scopes and creator; revoke after a confirmation that Esc cancels)
 // and the agent setup (config.yaml and Helm values for this server, the database grants), each block with a copy button.
 import { useState } from 'preact/hooks'
 import { api } from '../api.ts'
 import { Async, Code, CopyButton, Empty, ago, fmtTime, useApi, useConfirmation } from '../components/ui.tsx'
 import type { Static } from '@sinclair/typebox'
-import type { ApiKey as ApiKeySchema, CreatedApiKey } from '../../shared/api/api-keys.ts'
+import type { ApiKey as ApiKeySchema, ApiKeyScope, CreatedApiKey } from '../../shared/api/api-keys.ts'
 import { useSession } from '../session.ts'
 import { OwnersOnly, isOwner } from './members.tsx'
 
@@ -17,18 +18,45 @@ let lastCreated: CreatedKey | undefined
 
 const KEY_PLACEHOLDER = 'dbm_ak_<key_id>_<secret>'
 
-function CreateKeyForm({ onCreated, defaultName = '' }: { onCreated(key: CreatedKey): void; defaultName?: string }) {
+/** The scopes a key may hold, in order, with what each allows (the server's list: shared/api/api-keys.ts). */
+const SCOPES: { scope: ApiKeyScope; label: string }[] = [
+  { scope: 'ingest', label: "send the agent's telemetry" },
+  { scope: 'read', label: 'read databases, telemetry, alerts and events' },
+  { scope: 'admin', label: 'manage API keys and the webhook; register, reconfigure and delete databases' },
+]
+
+/** A key's scopes, as the lists show them. */
+export function ScopeList({ scopes }: { scopes: readonly string[] }) {
+  return <span data-scopes>{scopes.length > 0 ? scopes.join(', ') : 'none'}</span>
+}
+
+function CreateKeyForm({
+  onCreated,
+  defaultName = '',
+  defaultScopes = ['ingest', 'read'],
+}: {
+  onCreated(key: CreatedKey): void
+  defaultName?: string
+  defaultScopes?: ApiKeyScope[]
+}) {
   const [name, setName] = useState(defaultName)
+  const [scopes, setScopes] = useState<ApiKeyScope[]>(defaultScopes)
   const [busy, setBusy] = useState(false)
   const [error, setError] = useState('')
+  const toggle = (scope: ApiKeyScope, on: boolean) => setScopes((now) => SCOPES.map((s) => s.scope).filter((s) => (s === scope ? on : now.includes(s))))
   const submit = async (e: Event) => {
     e.preventDefault()
+    if (scopes.length === 0) {
+      setError('Choose at least one scope.')
+      return
+    }
     setBusy(true)
     setError('')
     try {
-      const created = await api<CreatedKey>('POST', '/api-keys', { name })
+      const created = await api<CreatedKey>('POST', '/api-keys', { name, scopes })
       lastCreated = created
       setName(defaultName)
+      setScopes(defaultScopes)
       onCreated(created)
     } catch (err) {
       setError((err as Error).message)
@@ -42,6 +70,15 @@ function CreateKeyForm({ onCreated, defaultName = '' }: { onCreated(key: Created
         <label for="key-name">Key name</label>
         <input id="key-name" required maxLength={200} value={name} placeholder="production agent" onInput={(e) => setName((e.currentTarget as HTMLInputElement).value)} />
       </div>
+      <fieldset class="scopes">
+        <legend>Scopes</legend>
+        {SCOPES.map(({ scope, label }) => (
+          <label key={scope} class="check" title={label}>
+            <input type="checkbox" name="scope" value={scope} checked={scopes.includes(scope)} onChange={(e) => toggle(scope, (e.currentTarget as HTMLInputElement).checked)} />{' '}
+            <code>{scope}</code> <span class="muted small">{label}</span>
+          </label>
+        ))}
+      </fieldset>
       <button type="submit" class="primary" disabled={busy}>
         {busy ? 'Creating…' : 'Create key'}
       </button>
@@ -91,6 +128,10 @@ function KeyRow({ apiKey, onRevoked }: { apiKey: ApiKey; onRevoked(): void }) {
       <td>
         <code>{apiKey.prefix}</code>
       </td>
+      <td>
+        <ScopeList scopes={apiKey.scopes} />
+      </td>
+      <td data-created-by>{apiKey.created_by ? `${apiKey.created_by.name} (${apiKey.created_by.email})` : <span class="muted">unknown or removed</span>}</td>
       <td title={fmtTime(apiKey.created_at)}>{ago(apiKey.created_at)}</td>
       <td title={fmtTime(apiKey.last_used_at)}>{ago(apiKey.last_used_at)}</td>
       <td>
@@ -139,7 +180,8 @@ export function ApiKeys() {
       </div>
       <p class="muted">
         An API key lets the agent send telemetry, and scripts call the API (<code>X-API-Key: dbm_ak_…</code>). A key acts for the whole
-        organization.
+        organization, within its scopes: the agent needs only <code>ingest</code>; give <code>admin</code> only to what must manage keys, the webhook
+        or databases. Removing or demoting an owner revokes the keys they created.
       </p>
       <div class="stack">
         <div class="panel">
@@ -164,6 +206,8 @@ export function ApiKeys() {
                     <tr>
                       <th scope="col">Name</th>
                       <th scope="col">Prefix</th>
+                      <th scope="col">Scopes</th>
+                      <th scope="col">Created by</th>
                       <th scope="col">Created</th>
                       <th scope="col">Last used</th>
                       <th scope="col">Status</th>
@@ -277,7 +321,7 @@ export function AgentSetup() {
                 The examples show <code>{KEY_PLACEHOLDER}</code>: create a key here to have it filled in, or use one from{' '}
                 <a href="#/settings/api-keys">API keys</a>.
               </p>
-              {isOwner(me?.user.role) ? <CreateKeyForm onCreated={setCreated} defaultName="agent" /> : <OwnersOnly what="API keys" />}
+              {isOwner(me?.user.role) ? <CreateKeyForm onCreated={setCreated} defaultName="agent" defaultScopes={['ingest']} /> : <OwnersOnly what="API keys" />}
             </>
           )}
         </section>

@@ -1,16 +1,20 @@
 // Database settings: the server-side settings the agent applies from its next cycle (poll interval,
-// plan and replication collection, the collectors to leave off) and deleting the database, after typing
-// its name to confirm (Esc cancels).
+// plan and replication collection, the collectors to leave off), which only owners change (members see
+// them read-only, with a note), and deleting the database, after typing its name to confirm (Esc cancels).
 import { useEffect, useRef, useState } from 'preact/hooks'
 import { api } from '../../api.ts'
 import { DbText, escapeInvisible } from '../../components/invisible.tsx'
 import { ErrorBox, useEscape, useFocusSwap } from '../../components/ui.tsx'
 import { navigate } from '../../router.ts'
+import { useSession } from '../../session.ts'
+import { isOwner } from '../members.tsx'
 import { collectorNames } from '../../../shared/collectors.ts'
 import { apiPath, engineName } from './common.tsx'
 import type { Database, PageProps } from './types.ts'
 
 function SettingsForm({ db, reloadDb }: { db: Database; reloadDb(): void }) {
+  // What is collected is the owners' decision (the server refuses a member's change: 403).
+  const readOnly = !isOwner(useSession().me?.user.role)
   const collectors = collectorNames.filter((c) => c.engine === db.engine)
   const [interval, setPollInterval] = useState(String(db.poll_interval_seconds))
   const [plans, setPlans] = useState(db.collect_explain_plans)
@@ -44,58 +48,68 @@ function SettingsForm({ db, reloadDb }: { db: Database; reloadDb(): void }) {
 
   return (
     <form class="form settings-form" onSubmit={save} noValidate>
-      <div class="field">
-        <label for="poll-interval">Poll interval (seconds)</label>
-        <input
-          id="poll-interval"
-          type="number"
-          min={1}
-          step={1}
-          inputMode="numeric"
-          value={interval}
-          aria-invalid={intervalError ? 'true' : undefined}
-          aria-describedby="poll-interval-hint"
-          onInput={(e) => setPollInterval((e.target as HTMLInputElement).value)}
-        />
-        <span id="poll-interval-hint" class={intervalError ? 'error' : 'hint'}>
-          {intervalError || 'How often the agent collects. It answers with these settings at each ingest and applies them from its next cycle.'}
-        </span>
-      </div>
-      {db.engine === 'postgres' && (
-        <>
-          <label class="check">
-            <input type="checkbox" checked={plans} onChange={(e) => setPlans((e.target as HTMLInputElement).checked)} /> Collect explain plans of the
-            costliest statements
-          </label>
-          <label class="check">
-            <input type="checkbox" checked={replication} onChange={(e) => setReplication((e.target as HTMLInputElement).checked)} /> Collect replication
-            status
-          </label>
-        </>
+      {readOnly && (
+        <p class="notice small" data-owners-only>
+          Only the organization's owners change what is collected. These are the settings the agent applies; ask an owner to change them (see the
+          members on the <a href="#/settings">settings page</a>).
+        </p>
       )}
-      <fieldset class="collectors">
-        <legend>Collectors</legend>
-        <p class="hint small muted">Unchecked collectors stop running on the agent for this database.</p>
-        <div class="collector-grid">
-          {collectors.map((c) => (
-            <label key={c.name} class="check">
-              <input type="checkbox" checked={!disabled.includes(c.name)} onChange={(e) => toggle(c.name, (e.target as HTMLInputElement).checked)} />{' '}
-              <code>{c.name}</code>
-              {c.minVersion && <span class="muted small"> ({engineName(db.engine)} {c.minVersion}+)</span>}
-            </label>
-          ))}
-        </div>
-      </fieldset>
-      <div class="row">
-        <button type="submit" class="primary" disabled={state.saving}>
-          {state.saving ? 'Saving…' : 'Save settings'}
-        </button>
-        {state.saved && (
-          <span class="success" role="status">
-            Saved. The agent applies them from its next cycle.
+      <fieldset class="plain" disabled={readOnly} style="border:0;margin:0;padding:0;display:contents">
+        <div class="field">
+          <label for="poll-interval">Poll interval (seconds)</label>
+          <input
+            id="poll-interval"
+            type="number"
+            min={1}
+            step={1}
+            inputMode="numeric"
+            value={interval}
+            aria-invalid={intervalError ? 'true' : undefined}
+            aria-describedby="poll-interval-hint"
+            onInput={(e) => setPollInterval((e.target as HTMLInputElement).value)}
+          />
+          <span id="poll-interval-hint" class={intervalError ? 'error' : 'hint'}>
+            {intervalError || 'How often the agent collects. It answers with these settings at each ingest and applies them from its next cycle.'}
           </span>
+        </div>
+        {db.engine === 'postgres' && (
+          <>
+            <label class="check">
+              <input type="checkbox" checked={plans} onChange={(e) => setPlans((e.target as HTMLInputElement).checked)} /> Collect explain plans of the
+              costliest statements
+            </label>
+            <label class="check">
+              <input type="checkbox" checked={replication} onChange={(e) => setReplication((e.target as HTMLInputElement).checked)} /> Collect replication
+              status
+            </label>
+          </>
         )}
-      </div>
+        <fieldset class="collectors">
+          <legend>Collectors</legend>
+          <p class="hint small muted">Unchecked collectors stop running on the agent for this database.</p>
+          <div class="collector-grid">
+            {collectors.map((c) => (
+              <label key={c.name} class="check">
+                <input type="checkbox" checked={!disabled.includes(c.name)} onChange={(e) => toggle(c.name, (e.target as HTMLInputElement).checked)} />{' '}
+                <code>{c.name}</code>
+                {c.minVersion && <span class="muted small"> ({engineName(db.engine)} {c.minVersion}+)</span>}
+              </label>
+            ))}
+          </div>
+        </fieldset>
+      </fieldset>
+      {!readOnly && (
+        <div class="row">
+          <button type="submit" class="primary" disabled={state.saving}>
+            {state.saving ? 'Saving…' : 'Save settings'}
+          </button>
+          {state.saved && (
+            <span class="success" role="status">
+              Saved. The agent applies them from its next cycle.
+            </span>
+          )}
+        </div>
+      )}
       {state.error && <ErrorBox error={state.error} />}
     </form>
   )
