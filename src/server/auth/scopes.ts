@@ -25,7 +25,7 @@ export const ROUTE_ACCESS: Readonly<Record<string, RouteAccess>> = {
   'GET /:file': 'public',
   'GET /reset-password': 'public',
   'GET /accept-invite': 'public',
-  // Prometheus's scrape of the server's own figures (wired to its own token by the /metrics work).
+  // An organization's own figures; the server's figures answer DBM_METRICS_TOKEN before any key is read.
   'GET /metrics': 'read',
 
   // accounts and sessions
