@@ -68,8 +68,10 @@ export function hostScreen(name: string, port: () => number): (request: Request)
     const host = request.headers.get('host')?.toLowerCase()
     const p = port()
     if (host === `${name}:${p}` || host === `127.0.0.1:${p}` || host === `[::1]:${p}`) return undefined
+    // Never the name: it is the run's secret (cookies do not tell ports apart, so whoever knows it can send the
+    // owner's browser to their own port and receive the session), and a stranger asking without it learns nothing.
     return Response.json(
-      { error: `this dbm local answers only at the address it printed (http://${name}:${p}/)` },
+      { error: 'this dbm local answers only at the address it printed; open the Dashboard line of its output' },
       { status: 421, headers: { ...securityHeaders, 'cache-control': 'no-store' } },
     )
   }

@@ -51,7 +51,7 @@ export function localSignInRoutes(deps: Deps, links: SignInLinks, options: { nam
     if (!byName(request, options.name)) {
       set.status = 403
       set.headers['content-type'] = 'text/html; charset=utf-8'
-      return page('Open the link as printed', `Sign-in links work only at the address dbm local printed (${deps.publicUrl}/), whose name is this run's own.`)
+      return page('Open the link as printed', 'Sign-in links work only at the address dbm local printed, whose name is this run\'s own: open the Sign in line of its output as it is.')
     }
     const token = new URL(request.url).searchParams.get('token') ?? ''
     const outcome = links.consume(token, deps.clock())

@@ -314,7 +314,8 @@ test('the run\'s host name: random under .localhost; the Host check lets in the 
   for (const host of [`${name}:4322`, name, 'localhost:4321', '127.0.0.2:4321', 'evil.example:4321', `x.${name}:4321`, `${name}.evil.example:4321`, '', undefined]) {
     const refused = at(host)
     expect(refused?.status).toBe(421)
-    expect(await refused!.json()).toEqual({ error: `this dbm local answers only at the address it printed (http://${name}:4321/)` })
+    // The refusal never names the run: a stranger who learnt it could send the owner's browser, cookies and all, to a port of theirs.
+    expect(await refused!.json()).toEqual({ error: 'this dbm local answers only at the address it printed; open the Dashboard line of its output' })
   }
 })
 

@@ -239,10 +239,20 @@ test('first run: link, first data, statements with their exact calls, one instan
   expect((await fetch(`http://[::1]:${port}/healthz`)).status).toBe(200)
   expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200)
   const rebound = await fetch(`http://127.0.0.1:${port}/api/v1/auth/me`, { headers: { host: `attacker.example:${port}` } })
-  expect([rebound.status, await rebound.json()]).toEqual([421, { error: `this dbm local answers only at the address it printed (${base}/)` }])
+  expect([rebound.status, await rebound.json()]).toEqual([421, { error: 'this dbm local answers only at the address it printed; open the Dashboard line of its output' }])
   // By a bare loopback address, whose cookies every server on the machine would get, the link signs nobody in (and stays unused).
   const byAddress = await fetch(link!.replace(new URL(base!).host, `127.0.0.1:${port}`), { redirect: 'manual' })
   expect([byAddress.status, byAddress.headers.getSetCookie()]).toEqual([403, []])
+  // Nothing answered to a stranger (a bare loopback address, or another Host) names the run: the name is as
+  // secret as the link, since whoever knows it can send the owner's browser to a port of theirs.
+  const runName = new URL(base!).hostname
+  for (const host of [`127.0.0.1:${port}`, `[::1]:${port}`, `attacker.example:${port}`, `localhost:${port}`]) {
+    for (const path of ['/', '/healthz', '/local-sign-in', '/local-sign-in?token=nope', '/api/v1/openapi.json', '/api/v1/docs', '/api/v1/auth/me', '/nope']) {
+      const res = await fetch(`http://127.0.0.1:${port}${path}`, { headers: { host }, redirect: 'manual' })
+      const seen = `${[...res.headers].join('\n')}\n${await res.text()}`
+      expect({ host, path, names: seen.includes(runName) }).toEqual({ host, path, names: false })
+    }
+  }
   // The per-user data directory, created for the owner alone.
   expect(statSync(dataDir).mode & 0o777).toBe(0o700)
   expect(local.stdout()).toContain(`Data:      ${dataDir}\n`)
