@@ -206,7 +206,7 @@ for (const kind of storeKinds) {
       expect((await server.call('GET', '/api/v1/api-keys', { token: second.token })).status).toBe(403)
     })
 
-    test('members cannot change what is collected (403 naming the settings); the same value, names, hosts and tags they may; owners and admin keys may', async () => {
+    test('members cannot change what is collected nor the name (403 naming the settings); the same values, hosts and tags they may; owners and admin keys may', async () => {
       const member = await join(server, owner, 'member')
       const url = `/api/v1/databases/${databaseId}`
       const before = (await server.call('GET', url, { token: owner.token })).body
@@ -215,6 +215,8 @@ for (const kind of storeKinds) {
         { collect_explain_plans: !before.collect_explain_plans },
         { collect_replication: !before.collect_replication },
         { disabled_collectors: ['activity', 'locks', 'query_stats'] },
+        // renamed, the agent's next batch (under the old name) would register it again with the default settings
+        { name: `${before.name}-old` },
       ]
       for (const body of settings) {
         const res = await server.call('PATCH', url, { token: member.token, body: { ...body, tags: { by: 'member' } } })
@@ -222,7 +224,9 @@ for (const kind of storeKinds) {
         expect({ field, status: res.status, body: res.body }).toEqual({
           field,
           status: 403,
-          body: { error: `only an owner can change collection settings (poll_interval_seconds, collect_explain_plans, collect_replication, disabled_collectors): ${field}` },
+          body: {
+            error: `only an owner can change collection settings (poll_interval_seconds, collect_explain_plans, collect_replication, disabled_collectors) or the name, which the agent's settings follow: ${field}`,
+          },
         })
       }
       // nothing changed, not even the tags sent with them
@@ -236,6 +240,7 @@ for (const kind of storeKinds) {
           collect_explain_plans: before.collect_explain_plans,
           collect_replication: before.collect_replication,
           disabled_collectors: [...before.disabled_collectors].reverse(),
+          name: before.name,
           tags: { by: 'member' },
         },
       })

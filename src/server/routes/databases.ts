@@ -43,11 +43,15 @@ function checkTags(value: Record<string, string> | undefined) {
 }
 
 /** The PATCH fields that decide what the agent collects: owners only. */
-const COLLECTION_SETTINGS = ['poll_interval_seconds', 'collect_explain_plans', 'collect_replication', 'disabled_collectors'] as const
+// The name is one of them: an agent reports under its configured name, so a database renamed away from it
+// is registered again under that name with the default settings (plans on, every collector), which would
+// undo what an owner had switched off.
+const COLLECTION_SETTINGS = ['poll_interval_seconds', 'collect_explain_plans', 'collect_replication', 'disabled_collectors', 'name'] as const
 
-export const SETTINGS_OWNERS_ONLY = 'only an owner can change collection settings (poll_interval_seconds, collect_explain_plans, collect_replication, disabled_collectors)'
+export const SETTINGS_OWNERS_ONLY =
+  "only an owner can change collection settings (poll_interval_seconds, collect_explain_plans, collect_replication, disabled_collectors) or the name, which the agent's settings follow"
 
-/** The collection settings `patch` would change on `db` (the same value again is no change). */
+/** The collection settings (the name included) `patch` would change on `db` (the same value again is no change). */
 function changedSettings(db: RegisteredDatabase, patch: DatabasePatch): string[] {
   return COLLECTION_SETTINGS.filter((field) => {
     const value = patch[field]
