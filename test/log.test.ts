@@ -27,4 +27,11 @@ describe('log values', () => {
     const token = line.slice(line.indexOf('cause=') + 'cause='.length, line.lastIndexOf(' database='))
     expect(JSON.parse(token)).toBe(hostile)
   })
+
+  test('text hidden in tag characters, blank fillers and variation selectors is escaped, and reads back', () => {
+    const hidden = 'shop\u{e0044}\u{e0052}\u3164\ufff9x\ufffb\u034f\ufe0f-db'
+    const value = formatLogValue(hidden)
+    expect(value).toBe('"shop\\udb40\\udc44\\udb40\\udc52\\u3164\\ufff9x\\ufffb\\u034f\\ufe0f-db"')
+    expect(JSON.parse(value)).toBe(hidden)
+  })
 })

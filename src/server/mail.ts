@@ -3,6 +3,7 @@
 // Mails are sent in the background: a request never waits for (or reveals timing of) a send.
 // nodemailer is loaded only when SMTP is configured, in the background (it weighs on `dbm serve`'s start).
 import type { Transporter } from 'nodemailer'
+import { HIDDEN_CHARACTERS } from '../shared/invisible.ts'
 import type { Logger } from '../shared/log.ts'
 import { serverMetrics } from './metrics.ts'
 
@@ -12,8 +13,8 @@ const mailOutcomes = {
   logged: serverMetrics.mailDeliveries.labels('logged'),
 }
 
-/** Line breaks (of any kind), other control characters and bidirectional overrides. */
-const UNSAFE_IN_MAIL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]+/g
+/** Line breaks (of any kind), other control characters, and the hidden ones (bidi, invisible, tags: src/shared/invisible.ts). */
+const UNSAFE_IN_MAIL = new RegExp(`[\\u0000-\\u001f\\u007f-\\u009f${HIDDEN_CHARACTERS}]+`, 'gu')
 /** Text for a mail header: no line breaks or other control characters. */
 export const headerText = (s: string) => s.replace(UNSAFE_IN_MAIL, ' ').slice(0, 200)
 /**

@@ -4,6 +4,7 @@
 // in any value (a driver's error quoting its connection string, say) is written as ***.
 import { writeSync } from 'node:fs'
 import { redactSecrets } from './redact.ts'
+import { HIDDEN_CHARACTERS } from './invisible.ts'
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error'
 const order: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 }
@@ -20,10 +21,13 @@ export interface Logger {
   error(message: string, fields?: LogFields): void
 }
 
-/** What makes a value quoted: white space, quotes, `=`, backslashes, control and bidi characters. */
-const NEEDS_QUOTES = /[\s"=\\\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/
-/** Characters JSON.stringify leaves as they are that a terminal or an editor would act on. */
-const ESCAPE_TOO = /[\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g
+/** What makes a value quoted: white space, quotes, `=`, backslashes, control characters and the hidden ones (bidi, invisible, tags). */
+const NEEDS_QUOTES = new RegExp(`[\\s"=\\\\\\u0000-\\u001f\\u007f-\\u009f${HIDDEN_CHARACTERS}]`, 'u')
+/** Characters JSON.stringify leaves as they are that a terminal or an editor would act on, or that hide text. */
+const ESCAPE_TOO = new RegExp(`[\\u007f-\\u009f${HIDDEN_CHARACTERS}]`, 'gu')
+
+/** `\uXXXX` for each UTF-16 unit of `c` (a character past U+FFFF is its two surrogates, as JSON writes it). */
+const jsonEscape = (c: string) => Array.from({ length: c.length }, (_, i) => `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`).join('')
 
 /**
  * A field's value as one token: as it is when plain, else a JSON string in which every control and
@@ -33,7 +37,7 @@ const ESCAPE_TOO = /[\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g
 export function formatLogValue(value: unknown): string {
   const s = redactSecrets(typeof value === 'object' && value !== null ? JSON.stringify(value) : String(value))
   if (s !== '' && !NEEDS_QUOTES.test(s)) return s
-  return JSON.stringify(s).replace(ESCAPE_TOO, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
+  return JSON.stringify(s).replace(ESCAPE_TOO, jsonEscape)
 }
 
 /**

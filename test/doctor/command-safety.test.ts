@@ -23,6 +23,7 @@ import { chBatch, pgBatch } from '../support/batches.ts'
 import { type ClickHouseRig, startClickHouse } from '../support/clickhouse.ts'
 import { sharedPostgres } from '../support/postgres.ts'
 import { type Account, type TestServer, agentAccount, startTestServer } from '../support/server.ts'
+import { HIDDEN_CHARACTERS } from '../../src/shared/invisible.ts'
 
 /** Every hostile value carries this, so the checks can find where it went. */
 const MARK = 'zqx'
@@ -39,7 +40,7 @@ const PAYLOADS: Record<string, string> = {
   backslash_quote: `${MARK}\\'; DROP TABLE default.victim; --`,
   backslash_end: `${MARK}\\`,
   dollar: `${MARK}$$; DROP TABLE public.victim; $$`,
-  unicode: `${MARK}\u2028DROP TABLE victim;\u2029\u0085\u202e\u200f\u061c ünïcødé 表 🐘 \u000b\u000c`,
+  unicode: `${MARK}\u2028DROP TABLE victim;\u2029\u0085\u202e\u200f\u061c ünïcødé 表 🐘 \u000b\u000c \u{e0044}\u{e0052}\u{e004f}\u{e0050}\u3164\ufff9x\ufffb\u034f\ufe0f\u{e0100}`,
   long: `${MARK}${"x'\n;--*/\\".repeat(1000)}`,
 }
 
@@ -481,8 +482,8 @@ async function findingsOf(v: Variant, engine: 'postgres' | 'clickhouse'): Promis
 const NOT_SQL = ['GET', 'curl', 'dbm', 'journalctl', 'systemctl', 'vacuumdb', 'grep', 'kubectl']
 const isSql = (command: string) => !NOT_SQL.includes(command.split(' ')[0]!)
 
-/** Characters a command never carries: line breaks, controls, bidirectional marks (sql-text.ts's UNSAFE). */
-const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]/
+/** Characters a command never carries: line breaks, controls, and the hidden characters (bidi marks, invisible format and tag characters). */
+const UNSAFE = new RegExp(`[\\u0000-\\u001f\\u007f-\\u009f${HIDDEN_CHARACTERS}]`, 'u')
 
 /** The command with each `<placeholder>` filled in: a statement where it names one, else an identifier. */
 const filled = (command: string) => command.replace(/<[A-Za-z][^<>'"`\n]*>/g, (p) => (/statement|query/.test(p) ? 'SELECT 1' : 'x'))

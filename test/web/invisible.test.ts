@@ -53,6 +53,10 @@ describe('escapeInvisible', () => {
   test('each invisible character becomes ⟨U+XXXX⟩; tabs, newlines and visible unicode stay', () => {
     expect(escapeInvisible('orders\u202e\u2066\u200b\u0007\n\tü 表')).toBe('orders⟨U+202E⟩⟨U+2066⟩⟨U+200B⟩⟨U+0007⟩\n\tü 表')
     expect(INVISIBLE.test(escapeInvisible('\u0000\u001b\u00ad\u061c\u180e\u200b\u2028\u202a\u2060\u206f\ufeff'))).toBe(false)
+    // Text hidden in tag characters ("ASCII smuggling"), fillers that draw blank, annotation marks, variation selectors.
+    expect(escapeInvisible('shop\u{e0044}\u{e0052}\u3164\ufff9x\ufffb\u034f\ufe0f\u{e0100}-db')).toBe(
+      'shop⟨U+E0044⟩⟨U+E0052⟩⟨U+3164⟩⟨U+FFF9⟩x⟨U+FFFB⟩⟨U+034F⟩⟨U+FE0F⟩⟨U+E0100⟩-db',
+    )
     const plain = 'SELECT "a" FROM t'
     expect(escapeInvisible(plain)).toBe(plain)
   })

@@ -25,7 +25,7 @@ import { type TestServer, agentAccount, startTestServer } from '../support/serve
 import { until } from '../support/wait.ts'
 
 /** What every monitored text carries: an override, an isolate, a zero-width space, a bell and a newline. */
-const HOSTILE = '\u202e\u2066\u200b\u0007\n'
+const HOSTILE = '\u202e\u2066\u200b\u0007\n\u{e0044}\u3164'
 const hostile = (s: string) => `${s}${HOSTILE}`
 
 const MINUTE = 60_000
@@ -130,7 +130,7 @@ afterAll(async () => {
 /** Where the DOM holds a raw invisible character: each text node and attribute, and document.title. */
 function rawInvisible(page: Page): Promise<string[]> {
   return page.evaluate((source) => {
-    const invisible = new RegExp(source)
+    const invisible = new RegExp(source, 'u')
     const where = (el: Element | null) => {
       const parts: string[] = []
       for (let e = el; e && e !== document.documentElement && parts.length < 4; e = e.parentElement) {
@@ -171,7 +171,7 @@ async function visit(hash: string): Promise<string[]> {
   await page.waitForFunction(
     (source) => {
       // monitored text below the tabs (or in the list): marked ⟨U+…⟩, or raw
-      const invisible = new RegExp(source)
+      const invisible = new RegExp(source, 'u')
       const heading = document.querySelector('[data-main-heading]')
       const main = document.querySelector('main')
       if (!main) return false

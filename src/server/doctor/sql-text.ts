@@ -8,10 +8,12 @@
 // test/doctor/command-safety.test.ts checks every rule's commands with PostgreSQL's own parser and
 // ClickHouse's.
 
-/** Characters a command never carries as they are: C0 and C1 controls, DEL, line and paragraph separators, bidirectional marks and other invisible format characters, the BOM. */
-const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]/
+import { HIDDEN_CHARACTERS } from '../../shared/invisible.ts'
 
-const UNSAFE_ALL = new RegExp(UNSAFE.source, 'g')
+/** Characters a command never carries as they are: C0 and C1 controls, DEL, and the hidden characters of src/shared/invisible.ts (line separators, bidirectional marks, invisible format and tag characters...). */
+const UNSAFE = new RegExp(`[\\u0000-\\u001f\\u007f-\\u009f${HIDDEN_CHARACTERS}]`, 'u')
+
+const UNSAFE_ALL = new RegExp(UNSAFE.source, 'gu')
 
 const hex = (code: number, width: number) => code.toString(16).toUpperCase().padStart(width, '0')
 
@@ -53,7 +55,7 @@ export function pgIdent(name: string, options: { quoted?: boolean } = {}): strin
     const code = ch.codePointAt(0)!
     if (ch === '\\') body += '\\\\'
     else if (ch === '"') body += '""'
-    else if (UNSAFE.test(ch)) body += `\\${hex(code, 4)}`
+    else if (UNSAFE.test(ch)) body += code > 0xffff ? `\\+${hex(code, 6)}` : `\\${hex(code, 4)}`
     else body += ch
   }
   return `U&"${body}"`
@@ -91,7 +93,7 @@ export function pgString(text: string): string {
     else if (ch === '\r') body += '\\r'
     else if (ch === '\t') body += '\\t'
     else if (code < 0x20 || code === 0x7f) body += `\\x${hex(code, 2)}`
-    else if (UNSAFE.test(ch)) body += `\\u${hex(code, 4)}`
+    else if (UNSAFE.test(ch)) body += code > 0xffff ? `\\U${hex(code, 8)}` : `\\u${hex(code, 4)}`
     else body += ch
   }
   return `E'${body}'`

@@ -8,11 +8,12 @@
 // around it. escapeInvisible() is the same for places that hold a string only: title and aria-label
 // attributes, document.title, a chart's labels, a select's options.
 import type { ComponentChildren } from 'preact'
+import { HIDDEN_CHARACTERS } from '../../shared/invisible.ts'
 
 /** Characters shown as markers (tab and newline are layout, and stay). */
-export const INVISIBLE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]/
+export const INVISIBLE = new RegExp(`[\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f${HIDDEN_CHARACTERS}]`, 'u')
 
-const INVISIBLE_RUNS = new RegExp(`${INVISIBLE.source}+`, 'g')
+const INVISIBLE_RUNS = new RegExp(`${INVISIBLE.source}+`, 'gu')
 
 const NAMES: Record<number, string> = {
   0x200b: 'zero width space',
@@ -35,6 +36,13 @@ const NAMES: Record<number, string> = {
   0xfeff: 'byte order mark',
 }
 
+/** What a marked character is, for its tooltip; a tag character names the ASCII character it hides. */
+function nameOf(code: number): string {
+  if (code >= 0xe0020 && code <= 0xe007e) return `tag character hiding "${String.fromCharCode(code - 0xe0000)}"`
+  if ((code >= 0xfe00 && code <= 0xfe0f) || (code >= 0xe0100 && code <= 0xe01ef)) return 'variation selector'
+  return NAMES[code] ?? 'invisible character'
+}
+
 /** `U+202E` for one character. */
 export const codePoint = (c: string) => `U+${c.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}`
 
@@ -54,7 +62,7 @@ export function revealInvisible(text: string): ComponentChildren {
   for (const match of text.matchAll(INVISIBLE_RUNS)) {
     if (match.index > at) out.push(text.slice(at, match.index))
     for (const c of match[0]) {
-      const name = NAMES[c.codePointAt(0)!] ?? 'invisible character'
+      const name = nameOf(c.codePointAt(0)!)
       out.push(
         <span class="invisible-char" title={`${codePoint(c)} ${name}`}>
           {`⟨${codePoint(c)}⟩`}
