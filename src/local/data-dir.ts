@@ -7,6 +7,10 @@
 // A symbolic link on the way is judged by its own owner (lstat), not only by what it points at: whoever
 // owns a link may point it elsewhere at any time. The data directory itself, or a file in it, may be a
 // link only when the link is the user's; a link higher up the path the user's or root's (macOS's /tmp).
+// A directory on the path must be the user's or root's, and writable by nobody else unless sticky (/tmp):
+// whoever may rename entries in it could swap the data directory, or the page --open hands the browser,
+// for one of theirs while a run goes on (as OpenSSH's StrictModes judges a key's path). Group write is
+// allowed on a directory of the user's own group (a user private group).
 // Windows has no such modes: nothing is checked there.
 import { chmodSync, lstatSync, mkdirSync, readdirSync, statSync, type Stats } from 'node:fs'
 import { homedir } from 'node:os'
@@ -33,15 +37,29 @@ function refusal(what: string, stat: Stats, uid: number, ownerOnly = false): str
   return undefined
 }
 
-/** Why a symbolic link among `path`'s parents may not be trusted by `uid` (one another user owns, who may repoint it), or undefined. */
-function linkOnTheWay(path: string, uid: number): string | undefined {
+const STICKY = 0o1000
+
+/**
+ * Why a directory among `path`'s parents may not be trusted by `uid` (of group `gid`), or undefined: a
+ * symbolic link another user owns (who may repoint it), a directory another user owns, or one that
+ * others may write to without the sticky bit (who may rename what is in it).
+ */
+function unsafeOnTheWay(path: string, uid: number, gid: number): string | undefined {
   const parts = dirname(path).split(sep).filter(Boolean)
   let at = ''
   for (const part of parts) {
     at += `${sep}${part}`
     const stat = lstatSync(at, { throwIfNoEntry: false })
-    if (stat?.isSymbolicLink() && stat.uid !== uid && stat.uid !== 0) {
-      return `${at}, on its path, is a symbolic link of another user (uid ${stat.uid}; this is uid ${uid}), who may point it elsewhere at any time`
+    if (!stat) break
+    const theirs = stat.uid !== uid && stat.uid !== 0
+    if (stat.isSymbolicLink()) {
+      if (theirs) return `${at}, on its path, is a symbolic link of another user (uid ${stat.uid}; this is uid ${uid}), who may point it elsewhere at any time`
+      continue
+    }
+    if (theirs) return `${at}, on its path, belongs to another user (uid ${stat.uid}; this is uid ${uid}), who may rename or replace what is in it`
+    const othersWrite = (stat.mode & 0o002) !== 0 || ((stat.mode & 0o020) !== 0 && stat.gid !== gid)
+    if (othersWrite && (stat.mode & STICKY) === 0) {
+      return `${at}, on its path, is writable by other users (mode ${modeOf(stat)}, not sticky), who may rename or replace what is in it`
     }
   }
   return undefined
@@ -56,7 +74,7 @@ export function prepareDataDir(dir: string): string {
   const path = resolve(dir)
   const uid = process.platform === 'win32' ? -1 : process.getuid!()
   // Before anything is created under a link that is not the user's.
-  const onTheWay = uid === -1 ? undefined : linkOnTheWay(path, uid)
+  const onTheWay = uid === -1 ? undefined : unsafeOnTheWay(path, uid, process.getgid!())
   if (onTheWay) throw new Error(`${onTheWay}; give dbm local a directory of your own (--data-dir)`)
   mkdirSync(path, { recursive: true, mode: 0o700 })
   const stat = statSync(path)

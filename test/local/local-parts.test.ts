@@ -259,7 +259,7 @@ test('a sign-in link works once, for 15 minutes, and only as issued', () => {
   expect(JSON.stringify([...(links as unknown as { links: Map<string, unknown> }).links.keys()])).not.toContain(token)
 })
 
-test('symbolic links are judged by their own owner: the data directory, a file in it, a directory on its path', () => {
+test('symbolic links are judged by their own owner: the data directory, a file in it, a directory on its path; directories on the path too', () => {
   const root = mkdtempSync(join(tmpdir(), 'dbm-local-parts-'))
   const refusal = (dir: string) => {
     try {
@@ -290,6 +290,20 @@ test('symbolic links are judged by their own owner: the data directory, a file i
       `${join(root, 'theirs')}, on its path, is a symbolic link of another user (uid 65534; this is uid 0), who may point it elsewhere at any time; give dbm local a directory of your own (--data-dir)`,
     )
     expect(existsSync(join(target, 'sub'))).toBe(false)
+    // A directory on the path that another user owns, or that others may write to without the sticky bit:
+    // they could rename the data directory away and put one of theirs in its place during a run.
+    mkdirSync(join(root, 'shared'), { mode: 0o777 })
+    chmodSync(join(root, 'shared'), 0o777)
+    expect(refusal(join(root, 'shared', 'dbm'))).toBe(
+      `${join(root, 'shared')}, on its path, is writable by other users (mode 0777, not sticky), who may rename or replace what is in it; give dbm local a directory of your own (--data-dir)`,
+    )
+    chmodSync(join(root, 'shared'), 0o1777)
+    expect(refusal(join(root, 'shared', 'dbm'))).toBeUndefined()
+    mkdirSync(join(root, 'theirs-dir'), { mode: 0o755 })
+    chownSync(join(root, 'theirs-dir'), 65534, 65534)
+    expect(refusal(join(root, 'theirs-dir', 'dbm'))).toBe(
+      `${join(root, 'theirs-dir')}, on its path, belongs to another user (uid 65534; this is uid 0), who may rename or replace what is in it; give dbm local a directory of your own (--data-dir)`,
+    )
     // A store file and a token secret that are another user's links to files of the user's.
     for (const name of ['dbm.sqlite', 'jwt-secret']) {
       const dir = prepareDataDir(join(root, `with-${name}`))
