@@ -441,6 +441,13 @@ test('second run, of dist/dbm: same database id, the statements kept, a new link
       await signedOut.page.goto(`${base}/#/signin`)
       await signedOut.page.locator('[data-local-sign-in]').getByText('sign in with the one-time link', { exact: false }).waitFor()
       expect(await signedOut.page.locator('input[type=password]').count()).toBe(0)
+      // By a bare loopback address (which answers the agent, and signs nobody in) it says to open the printed
+      // address, without naming it, and not to restart (which would end the session under the name).
+      const byAddress = `http://127.0.0.1:${new URL(base!).port}`
+      await signedOut.page.goto(`${byAddress}/#/signin`)
+      const note = signedOut.page.locator('[data-local-sign-in]')
+      await note.getByText('This address of dbm local does not sign in', { exact: false }).waitFor()
+      expect(await signedOut.page.content()).not.toContain(new URL(base!).hostname)
       await signedOut.close()
       // The ClickHouse database is registered by its first cycle; the one created after the start by the agent's next attempt.
       await until('the ClickHouse database to be listed', async () =>

@@ -90,6 +90,9 @@ test('an owner invites, the invitee joins from the link and sees the databases; 
   await i.locator('[data-owners-only]').filter({ hasText: 'change what is collected' }).waitFor({ timeout: 30_000 })
   expect(await i.locator('#poll-interval').isDisabled()).toBe(true)
   expect(await i.getByRole('button', { name: 'Save settings' }).count()).toBe(0)
+  // Deleting it is an owner's too: a line says so, where an owner has the button.
+  await i.locator('[data-owners-only-delete]').filter({ hasText: 'Only the organization\'s owners delete a database' }).waitFor()
+  expect(await i.getByRole('button', { name: /Delete database/ }).count()).toBe(0)
   await i.goto('/#/settings/api-keys')
   await i.locator('[data-owners-only]').filter({ hasText: 'manage API keys' }).waitFor()
   expect(await i.getByRole('button', { name: 'Create key' }).count()).toBe(0)

@@ -134,6 +134,17 @@ function useSignupOpen(): boolean | undefined {
 const LOCAL_SIGN_IN =
   'This is dbm local: sign in with the one-time link it printed in its terminal. A used or expired link? Stop dbm local (Ctrl-C) and start it again for a new one; the history is kept.'
 
+/**
+ * dbm local by a bare loopback address (127.0.0.1 or [::1]), which answers for its agent but signs nobody in:
+ * sessions live only under the run's own name, which this page must not tell (whoever knows it can aim the
+ * owner's browser at a port of theirs). A restart would end the session the user may have under the name.
+ */
+const LOCAL_BY_ADDRESS =
+  'This address of dbm local does not sign in. Open the Dashboard address it printed in its terminal (a name ending in .localhost): if you signed in there, you still are.'
+
+/** Whether the page was opened by the run's name (dbm local prints http://dbm-….localhost:PORT/), not a bare address. */
+const byLocalName = () => location.hostname.endsWith('.localhost')
+
 const SIGNUP_CLOSED = 'Sign-up is closed on this server: ask its administrator for an account.'
 
 /** The sign-in form; afterwards the user goes to `next` (a page of the app, vetted by safeNext) or the databases. */
@@ -161,7 +172,7 @@ export function SignIn({ next, ended = false }: { next?: string; ended?: boolean
           </p>
         )}
         <p class="notice" role="status" data-local-sign-in>
-          {LOCAL_SIGN_IN}
+          {byLocalName() ? LOCAL_SIGN_IN : LOCAL_BY_ADDRESS}
         </p>
       </AuthPage>
     )

@@ -301,7 +301,7 @@ export function MembersSection() {
           <h3>Invite someone</h3>
           <p class="small muted">
             An owner manages everything, API keys, the webhook, the members and what is collected included; a member sees the databases and may
-            rename them and change their tags. Removing or demoting an owner revokes the API keys they created. dbm mails the address a link to join
+            change their host, port and tags (through the API). Removing or demoting an owner revokes the API keys they created. dbm mails the address a link to join
             (or logs it, without SMTP).
           </p>
           {me?.organization.verified ? (

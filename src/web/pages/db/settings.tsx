@@ -1,6 +1,7 @@
 // Database settings: the server-side settings the agent applies from its next cycle (poll interval,
 // plan and replication collection, the collectors to leave off), which only owners change (members see
-// them read-only, with a note), and deleting the database, after typing its name to confirm (Esc cancels).
+// them read-only, with a note), and deleting the database, after typing its name to confirm (Esc cancels),
+// also an owner's alone: members see a line saying so instead of the button.
 import { useEffect, useRef, useState } from 'preact/hooks'
 import { api } from '../../api.ts'
 import { DbText, escapeInvisible } from '../../components/invisible.tsx'
@@ -183,13 +184,20 @@ function DeleteDatabase({ db }: { db: Database }) {
 }
 
 export function SettingsPage({ db, reloadDb }: PageProps) {
+  const owner = isOwner(useSession().me?.user.role)
   return (
     <div class="stack settings-page">
       <section class="panel">
         <h2>Collection</h2>
         <SettingsForm db={db} reloadDb={reloadDb} />
       </section>
-      <DeleteDatabase db={db} />
+      {owner ? (
+        <DeleteDatabase db={db} />
+      ) : (
+        <p class="notice small" data-owners-only-delete>
+          Only the organization's owners delete a database and its history.
+        </p>
+      )}
     </div>
   )
 }
