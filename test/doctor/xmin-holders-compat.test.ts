@@ -69,7 +69,7 @@ for (const kind of storeKinds) {
       expect(dead.detail).toContain('The holder: pid 3161 (user report, application "psql", from 10.0.0.9, idle in transaction; transaction open for 23.0 min; last statement: SELECT * FROM orders)')
       // No backend_start from such an agent: the session is told apart by its role, application and transaction start.
       expect(dead.how_to_fix[0]).toBe(
-        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = 3161 AND usename = 'report' AND application_name = 'psql' AND abs(extract(epoch FROM xact_start - timestamptz '${new Date(now - 5_000 - 23 * MINUTE).toISOString()}')) < 0.001;   -- ends that session and rolls back its open transaction (its uncommitted work is lost: check with its owner first); returns no row if that session has already ended or its transaction has`,
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = 3161 AND usename = 'report' AND application_name = 'psql' AND abs(extract(epoch FROM xact_start - timestamptz '${new Date(now - 5_000 - 23 * MINUTE).toISOString()}')) < 0.001;   -- ends that session and rolls back its open transaction (its uncommitted work is lost: check with its owner first); returns no row if that session has already ended or its transaction has; run it as a superuser, a member of pg_read_all_stats or the session's own role (to others its start times are hidden, and it finds no row)`,
       )
       const cause = doctor.top_issues.find((f: { rule: string }) => f.rule === 'pg_xmin_horizon')
       expect(cause).toMatchObject({ key: 'pg_xmin_horizon:pid 3161', severity: 'critical', metrics: { pid: 3161, transaction_age_s: 1380, held_tables: 1, held_dead_rows: 50_000 } })

@@ -31,6 +31,9 @@ export interface SessionCommandOptions {
 
 const NO_ROW = 'returns no row if that session has already ended'
 
+/** Why a live session may also give no row: pg_stat_activity shows other roles' start times only to some. */
+const SEEN_BY = "; run it as a superuser, a member of pg_read_all_stats or the session's own role (to others its start times are hidden, and it finds no row)"
+
 /** An epoch-millisecond time as a PostgreSQL timestamptz constant (UTC, ISO 8601); undefined when it is no time. */
 function timestamp(ms: number): string | undefined {
   try {
@@ -82,7 +85,8 @@ export function sessionCommand(fn: 'pg_terminate_backend' | 'pg_cancel_backend',
       : ' (only its pid is known: check that it is still the session described before running this)'
   }
   const ended = !at ? NO_ROW : moment === 'query_start' ? `${NO_ROW} or moved on to another statement` : `${NO_ROW} or its transaction has`
-  return `SELECT ${fn}(pid) FROM pg_stat_activity WHERE ${where.join(' AND ')};   -- ${commentText(options.effect)}; ${ended}${note}`
+  const timed = where.length > 1 && where.some((w) => w.includes('_start'))
+  return `SELECT ${fn}(pid) FROM pg_stat_activity WHERE ${where.join(' AND ')};   -- ${commentText(options.effect)}; ${ended}${note}${timed ? SEEN_BY : ''}`
 }
 
 /** Ends the session while it is still the one reported (and, when its transaction's start is known, still in that transaction). */
