@@ -40,7 +40,17 @@ export async function checkApi(config: AgentConfig, timeoutS = 10): Promise<Chec
   try {
     error = (JSON.parse(text) as { error?: string }).error ?? error
   } catch {}
-  if (res.ok) return { ok: true, line: `ok    api: ${endpoint} accepts the key` }
+  if (res.ok) {
+    // A key the server knows may still lack the scope of the agent's one call: an older server sends no scopes.
+    let scopes: unknown
+    try {
+      scopes = (JSON.parse(text) as { api_key?: { scopes?: unknown } | null }).api_key?.scopes
+    } catch {}
+    if (Array.isArray(scopes) && !scopes.includes('ingest')) {
+      return { ok: false, line: `FAIL  api: ${endpoint} knows the key, but it lacks the 'ingest' scope the agent's batches need (it has: ${scopes.join(', ') || 'none'}); create one with ingest` }
+    }
+    return { ok: true, line: `ok    api: ${endpoint} accepts the key` }
+  }
   if (res.status === 401 || res.status === 403) return { ok: false, line: `FAIL  api: ${endpoint} refused the API key (HTTP ${res.status}: ${error})` }
   return { ok: false, line: `FAIL  api: ${endpoint} answered HTTP ${res.status}: ${error}` }
 }

@@ -111,6 +111,14 @@ describe('against a real PostgreSQL', () => {
       await admin.unsafe('REVOKE CREATE ON SCHEMA public FROM PUBLIC')
       await admin.unsafe(`GRANT pg_monitor TO ${role}`)
       await admin.unsafe(`GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${role}`)
+      // A key the server knows that cannot send batches: --check fails, naming the scope.
+      const readOnly = await server.call('POST', '/api/v1/api-keys', { apiKey: (await agentAccount(server)).key, body: { name: 'reader', scopes: ['read', 'admin'] } })
+      writeFileSync(path, `api:\n  endpoint: ${server.base}\n  key: ${readOnly.body.key}\ndatabases:\n  - name: pg13\n    dsn: ${u}\n`)
+      const unscoped = await runCommand([...CLI, '--check', '--config', path])
+      expect(unscoped.exitCode).toBe(1)
+      expect(unscoped.stdout.split('\n')[0]).toBe(
+        `FAIL  api: ${server.base} knows the key, but it lacks the 'ingest' scope the agent's batches need (it has: read, admin); create one with ingest`,
+      )
       const port = await freePort()
       writeFileSync(path, `api:\n  endpoint: http://127.0.0.1:${port}\n  key: ${key}\ndatabases:\n  - name: pg13\n    dsn: ${u}\n`)
       const unreachable = await runCommand([...CLI, '--check', '--config', path])

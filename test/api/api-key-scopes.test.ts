@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createApp } from '../../src/server/app.ts'
 import { ROUTE_ACCESS, matchRoute, routeKey } from '../../src/server/auth/scopes.ts'
 import { agentKey } from '../../src/local/account.ts'
+import { generateApiKey } from '../../src/server/auth/api-keys.ts'
 import { fullBatch } from '../support/full-batch.ts'
 import { type Account, type TestServer, createApiKey, signup, startTestServer, storeKinds, uniqueIp, verify } from '../support/server.ts'
 
@@ -170,6 +171,29 @@ for (const kind of storeKinds) {
       const child = await server.call('POST', '/api/v1/api-keys', { apiKey: admin.key, body: { name: 'child', scopes: ['read'] } })
       expect(child.status).toBe(201)
       expect(child.body).toMatchObject({ scopes: ['read'], created_by: { id: owner.userId, email: owner.email } })
+    })
+
+    test('a key with no known creator (made by a key before keys recorded theirs) keeps its scopes but creates no keys', async () => {
+      // As migration 14 leaves such a key: every scope, no creator, so no removal ever reaches it or what it would make.
+      const legacy = generateApiKey()
+      await server.store.createApiKey({
+        id: Bun.randomUUIDv7(),
+        org_id: owner.orgId,
+        key_id: legacy.keyId,
+        name: 'made by a key, long ago',
+        secret_hash: legacy.secretHash,
+        scopes: ['ingest', 'read', 'admin'],
+        created_by: null,
+        created_at: Date.now(),
+      })
+      expect((await server.call('GET', '/api/v1/api-keys', { apiKey: legacy.fullKey })).status).toBe(200)
+      const refused = await server.call('POST', '/api/v1/api-keys', { apiKey: legacy.fullKey, body: { name: 'heir', scopes: ['read'] } })
+      expect({ status: refused.status, body: refused.body }).toEqual({
+        status: 403,
+        body: { error: 'this API key has no known creator (a key made it before keys recorded theirs), so it cannot create keys: an owner can' },
+      })
+      const listed = (await server.call('GET', '/api/v1/api-keys', { token: owner.token })).body as { name: string; created_by: unknown }[]
+      expect(listed.find((k) => k.name === 'made by a key, long ago')?.created_by).toBeNull()
     })
 
     test("removing an owner revokes their keys and the keys made with them: the very next request with one is a 401; the other owner's keys work on", async () => {

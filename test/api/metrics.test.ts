@@ -98,7 +98,11 @@ describe.each(storeKinds)('GET /metrics (%s store)', (kind: StoreKind) => {
     expect(await refused(server, { 'x-api-key': wrong })).toEqual({ status: 401, body: { error: 'invalid API key' } })
     expect(await refused(server, { authorization: `Bearer ${wrong}` })).toEqual({ status: 401, body: { error: 'invalid API key' } })
     // A near miss of the token, the token in another scheme or header: not the operator.
-    const invalidToken = { status: 401, body: { error: 'invalid or expired access token' } }
+    // Said so that an operator looks at the token: not only "access token".
+    const invalidToken = {
+      status: 401,
+      body: { error: "invalid credentials: neither this server's DBM_METRICS_TOKEN (its own figures) nor a valid access token; an organization's figures take its API key" },
+    }
     expect(await refused(server, { authorization: `Bearer ${TOKEN.slice(0, -1)}` })).toEqual(invalidToken)
     expect(await refused(server, { authorization: `Bearer ${TOKEN}x` })).toEqual(invalidToken)
     expect((await refused(server, { authorization: `Basic ${TOKEN}` })).status).toBe(401)
@@ -292,7 +296,10 @@ describe.each(storeKinds)('GET /metrics (%s store)', (kind: StoreKind) => {
 test('without DBM_METRICS_TOKEN there is no server view: a Bearer value is a token like any other (401)', async () => {
   const server = await startTestServer('sqlite')
   try {
-    expect(await refused(server, operator)).toEqual({ status: 401, body: { error: 'invalid or expired access token' } })
+    expect(await refused(server, operator)).toEqual({
+      status: 401,
+      body: { error: "invalid credentials: not a valid access token, and this server has no DBM_METRICS_TOKEN (its own figures are off); an organization's figures take its API key" },
+    })
     const { key } = await agentAccount(server)
     expect(familyTypes(await scrape(server, { 'x-api-key': key }))).toEqual(ORGANIZATION_FAMILIES)
   } finally {

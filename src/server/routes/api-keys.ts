@@ -44,6 +44,11 @@ export function apiKeyRoutes(deps: Deps) {
       async ({ principal, body, set }) => {
         const scopes: ApiKeyScope[] = [...(body.scopes ?? DEFAULT_API_KEY_SCOPES)]
         if (principal.kind === 'api_key') {
+          // A key made by a key before keys recorded their creators answers to nobody: removing a user never
+          // reaches it, so it may not make more keys that would not either.
+          if (principal.createdBy === null) {
+            throw forbidden('this API key has no known creator (a key made it before keys recorded theirs), so it cannot create keys: an owner can')
+          }
           const missing = scopes.find((s) => !principal.scopes.includes(s))
           if (missing) throw forbidden(`this API key cannot grant the '${missing}' scope: it does not hold it`)
         }

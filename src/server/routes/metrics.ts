@@ -11,6 +11,7 @@ import { Elysia, t } from 'elysia'
 import { looksLikeApiKey } from '../auth/api-keys.ts'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
+import { HttpError, unauthorized } from '../http-error.ts'
 import { serverMetrics, serverRegistry } from '../metrics.ts'
 import { organizationExposition } from '../organization-metrics.ts'
 import { EXPOSITION_CONTENT_TYPE } from '../../shared/prometheus.ts'
@@ -25,6 +26,17 @@ function presentsToken(request: Request, token: Buffer | undefined): boolean {
   return timingSafeEqual(digest(credential), token)
 }
 
+const WRONG_TOKEN =
+  "invalid credentials: neither this server's DBM_METRICS_TOKEN (its own figures) nor a valid access token; an organization's figures take its API key"
+const NO_TOKEN =
+  "invalid credentials: not a valid access token, and this server has no DBM_METRICS_TOKEN (its own figures are off); an organization's figures take its API key"
+
+/** The request's `Authorization: Bearer` value when it is not an API key (a token or a session's JWT). */
+function bearerNotKey(request: Request): boolean {
+  const credential = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.get('authorization') ?? '')?.[1]
+  return credential !== undefined && !looksLikeApiKey(credential) && request.headers.get('x-api-key') === null
+}
+
 export function metricsRoute(deps: Deps) {
   const token = deps.metricsToken ? digest(deps.metricsToken) : undefined
   return new Elysia().get('/metrics', async ({ request, set }) => {
@@ -33,7 +45,15 @@ export function metricsRoute(deps: Deps) {
       serverMetrics.websocketClients.set(deps.streams?.size ?? 0)
       return serverRegistry.expose()
     }
-    const principal = await authenticate(deps, request)
+    let principal
+    try {
+      principal = await authenticate(deps, request)
+    } catch (e) {
+      // A Bearer value that is neither the token nor a session: most likely a Prometheus with the wrong token
+      // file, so say where the server's figures come from rather than only "access token".
+      if (e instanceof HttpError && e.status === 401 && bearerNotKey(request)) throw unauthorized(token ? WRONG_TOKEN : NO_TOKEN)
+      throw e
+    }
     return organizationExposition(await deps.store.health.organizationFigures(principal.orgId), deps.clock())
   }, {
     response: { 200: t.String({ description: 'the Prometheus text exposition format', contentMediaType: EXPOSITION_CONTENT_TYPE }) },
