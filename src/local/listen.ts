@@ -59,6 +59,12 @@ function inUse(e: unknown): boolean {
   return codeOf(e) === 'EADDRINUSE'
 }
 
+const WRONG_ADDRESS = 'this dbm local answers only at the address it printed; open the Dashboard line of its output'
+const WRONG_ADDRESS_PAGE =
+  '<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>dbm local: open the printed address</title></head><body>' +
+  '<h1>Open the address dbm local printed</h1><p>This dbm local answers only at the address it printed in its terminal ' +
+  '(the Dashboard line, a name ending in .localhost), which keeps your session from other servers on this machine.</p></body></html>\n'
+
 /**
  * The Host check: undefined for a request to `name:port`, 127.0.0.1:port or [::1]:port, else the 421
  * answer. (A browser sends the host as the URL names it, lower-cased.)
@@ -70,10 +76,12 @@ export function hostScreen(name: string, port: () => number): (request: Request)
     if (host === `${name}:${p}` || host === `127.0.0.1:${p}` || host === `[::1]:${p}`) return undefined
     // Never the name: it is the run's secret (cookies do not tell ports apart, so whoever knows it can send the
     // owner's browser to their own port and receive the session), and a stranger asking without it learns nothing.
-    return Response.json(
-      { error: 'this dbm local answers only at the address it printed; open the Dashboard line of its output' },
-      { status: 421, headers: { ...securityHeaders, 'cache-control': 'no-store' } },
-    )
+    const headers = { ...securityHeaders, 'cache-control': 'no-store' }
+    // A browser (http://localhost:PORT/ typed by hand) gets a page saying the same, an API client the error body.
+    if (request.headers.get('accept')?.includes('text/html')) {
+      return new Response(WRONG_ADDRESS_PAGE, { status: 421, headers: { ...headers, 'content-type': 'text/html; charset=utf-8' } })
+    }
+    return Response.json({ error: WRONG_ADDRESS }, { status: 421, headers })
   }
 }
 

@@ -331,6 +331,12 @@ test('the run\'s host name: random under .localhost; the Host check lets in the 
     // The refusal never names the run: a stranger who learnt it could send the owner's browser, cookies and all, to a port of theirs.
     expect(await refused!.json()).toEqual({ error: 'this dbm local answers only at the address it printed; open the Dashboard line of its output' })
   }
+  // A browser gets a page saying so (still without the name).
+  const page = screen(new Request('http://x/', { headers: { host: 'localhost:4321', accept: 'text/html,application/xhtml+xml' } }))!
+  expect([page.status, page.headers.get('content-type')]).toEqual([421, 'text/html; charset=utf-8'])
+  const html = await page.text()
+  expect(html).toContain('Open the address dbm local printed')
+  expect(html).not.toContain(name)
 })
 
 test('listeners: one port on 127.0.0.1 and ::1; a squatter on [::1] is a refusal for a given port and another port for port 0', () => {
