@@ -131,7 +131,7 @@ function KeyRow({ apiKey, onRevoked }: { apiKey: ApiKey; onRevoked(): void }) {
       <td>
         <ScopeList scopes={apiKey.scopes} />
       </td>
-      <td data-created-by>{apiKey.created_by ? `${apiKey.created_by.name} (${apiKey.created_by.email})` : <span class="muted" title="made by another key before keys recorded their creators: removing a user never revokes it">unknown</span>}</td>
+      <td data-created-by>{apiKey.created_by ? `${apiKey.created_by.name} (${apiKey.created_by.email})` : <span class="muted" title="the creator was removed, or another key made it before keys recorded their creators">unknown or removed</span>}</td>
       <td title={fmtTime(apiKey.created_at)}>{ago(apiKey.created_at)}</td>
       <td title={fmtTime(apiKey.last_used_at)}>{ago(apiKey.last_used_at)}</td>
       <td>
