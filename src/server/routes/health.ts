@@ -54,7 +54,10 @@ async function cacheHitRatio(deps: Deps, databaseId: string, window: Window & { 
 const summaryView = (summary: Record<string, unknown>) => timesAsRfc3339(summary) as Static<typeof MetricsSummary>
 
 export function healthRoutes(deps: Deps) {
-  const { store, clock } = deps
+  const { store } = deps
+  // The clock is read from deps at each request (not kept here), so a test that sets deps.clock controls
+  // the diagnosis' reuse window as well as the answer's times.
+  const clock = () => deps.clock()
   return new Elysia({ prefix: '/api/v1/databases/:id' })
     .derive(async ({ request }) => ({ principal: await authenticate(deps, request) }))
     .get(
