@@ -53,26 +53,36 @@ export async function startPostgres(major = 17, extraFlags: string[] = []): Prom
   const logs: string[] = []
   // A copy of the major's initdb template (test/support/postgres-install.ts): initdb runs once per version.
   const { install, dir, dataDir } = await newDataDirectory(major)
-  const port = await freePort()
   const flags = ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', ...extraFlags]
+  let port = 0
   const url = (database = 'postgres') => `postgres://postgres:${PASSWORD}@127.0.0.1:${port}/${database}`
   let postmaster: Postmaster | undefined
   const launch = () => {
     postmaster = startPostmaster(install, dataDir, port, flags, (m) => logs.push(m))
     return postmaster
   }
-  try {
-    const started = launch()
-    if (extraFlags.includes('logging_collector=on')) {
-      // With the logging collector, the "ready" line goes to the log file: readiness is a successful connection.
-      await Promise.race([waitForConnection(url()), started.ready.then(() => new Promise(() => {}), (e) => Promise.reject(e))])
-    } else {
-      await started.ready
+  // A free port is one nobody held a moment ago: with test files running in parallel, another process
+  // may take it before the server binds it, so a start that failed on the port tries another.
+  for (let attempt = 1; ; attempt++) {
+    port = await freePort()
+    try {
+      const started = launch()
+      if (extraFlags.includes('logging_collector=on')) {
+        // With the logging collector, the "ready" line goes to the log file: readiness is a successful connection.
+        await Promise.race([waitForConnection(url()), started.ready.then(() => new Promise(() => {}))])
+      } else {
+        await started.ready
+      }
+      break
+    } catch (e) {
+      await postmaster?.halt()
+      if (attempt < 3 && logs.some((line) => line.includes('could not bind'))) {
+        logs.length = 0
+        continue
+      }
+      rmSync(dir, { recursive: true, force: true })
+      throw new Error(`PostgreSQL ${major} did not start: ${(e as Error)?.message ?? e}\n${logs.slice(-20).join('')}`)
     }
-  } catch (e) {
-    await postmaster?.halt()
-    rmSync(dir, { recursive: true, force: true })
-    throw new Error(`PostgreSQL ${major} did not start: ${(e as Error)?.message ?? e}\n${logs.slice(-20).join('')}`)
   }
   let counter = 0
   return {
