@@ -5,9 +5,9 @@
 //   bun scripts/test.ts test/api ...    only these files or folders
 //   --workers N (default 3, or DBM_TEST_WORKERS)   --record (write test/timings.json from this run)
 //
-// Each file runs in a `bun test` process of its own (test/setup.ts preloaded, 30 s test timeout), at most N
-// at once, longest first by test/timings.json, so the long files start early and the short ones fill the
-// gaps; the few files that measure time or load the machine on purpose run alone, after the others. The
+// Each long file runs in a `bun test` process of its own (test/setup.ts preloaded, 30 s test timeout), the
+// short ones a few to a process, at most N processes at once, longest first by test/timings.json, so the
+// long files start early and the short ones fill the gaps; the files that measure time run alone, last. The
 // build of dist/dbm and the PostgreSQL templates are made once, before the files that need them start
 // (DBM_TEST_BINARY_BUILT tells test/support/binary.ts not to build again). A failed file's output is
 // printed whole; at the end the ten slowest files, then the line CI reads: `N passed, N failed, N skipped`.
@@ -167,8 +167,8 @@ async function runFile(file: string, env: Record<string, string>): Promise<void>
   if (bad) console.log(`----- output of ${file} -----\n${output.trimEnd()}\n----- end of ${file} -----`)
 }
 
-/** One run of `bun test`: a file of its own, or the unit files together (see runTogether). */
-type Job = { file: string } | { group: string[] }
+/** One run of `bun test`: a file of its own, or several short ones together (see runTogether). */
+type Job = { file: string } | { group: string[]; label: string }
 
 /** Runs `queue` on `slots` parallel workers, each taking the next job; `gate(file)` may hold a file back. */
 async function runQueue(queue: Job[], slots: number, env: Record<string, string>, gate: (file: string) => Promise<void>) {
@@ -176,8 +176,10 @@ async function runQueue(queue: Job[], slots: number, env: Record<string, string>
   await Promise.all(
     Array.from({ length: Math.min(slots, queue.length) }, async () => {
       for (let job = next(); job; job = next()) {
-        if ('group' in job) await runTogether(job.group)
-        else {
+        if ('group' in job) {
+          for (const file of job.group) await gate(file)
+          await runTogether(job.group, job.label, env)
+        } else {
           await gate(job.file)
           await runFile(job.file, env)
         }
@@ -213,15 +215,27 @@ if (!values.unit) {
 }
 
 const byLength = (a: string, b: string) => estimate(b) - estimate(a) || a.localeCompare(b)
-// The unit files run together in one process (a process per file would spend more starting than testing);
-// the group is scheduled like one file as long as all of them.
-const unitGroup = files.filter((f) => !serialFiles.has(f) && isUnitFile(sourceOf(f)))
-const parallel: Job[] = files.filter((f) => !serialFiles.has(f) && !unitGroup.includes(f)).sort(byLength).map((file) => ({ file }))
-if (unitGroup.length) {
-  const groupLength = unitGroup.reduce((t, f) => t + estimate(f), 0)
-  const at = parallel.findIndex((job) => 'file' in job && estimate(job.file) < groupLength)
-  parallel.splice(at < 0 ? parallel.length : at, 0, { group: unitGroup })
+// Short files run several to a process: alone, each would spend more time starting (bun, the modules
+// under test, a PostgreSQL server for the postgres store) than testing. The unit files make one group;
+// the other short ones, in path order (a folder's files share what they start), groups of about
+// GROUP_SECONDS. A group is scheduled like one file as long as its files together.
+const SHORT_SECONDS = 8
+const GROUP_SECONDS = 25
+const parallelFiles = files.filter((f) => !serialFiles.has(f))
+const unitGroup = parallelFiles.filter((f) => isUnitFile(sourceOf(f)))
+const short = parallelFiles.filter((f) => !unitGroup.includes(f) && estimate(f) < SHORT_SECONDS)
+const jobs: Job[] = parallelFiles.filter((f) => !unitGroup.includes(f) && !short.includes(f)).map((file) => ({ file }))
+if (unitGroup.length) jobs.push({ group: unitGroup, label: `${unitGroup.length} unit files` })
+for (let i = 0, n = 1; i < short.length; n++) {
+  const group: string[] = []
+  for (let sum = 0; i < short.length && (group.length === 0 || sum + estimate(short[i]!) <= GROUP_SECONDS); i++) {
+    sum += estimate(short[i]!)
+    group.push(short[i]!)
+  }
+  jobs.push(group.length === 1 ? { file: group[0]! } : { group, label: `group ${n} (${group.length} short files, ${relative('test', group[0]!)} ...)` })
 }
+const jobLength = (job: Job) => ('file' in job ? estimate(job.file) : job.group.reduce((t, f) => t + estimate(f), 0))
+const parallel = jobs.sort((x, y) => jobLength(y) - jobLength(x))
 const serial: Job[] = files.filter((f) => serialFiles.has(f)).sort(byLength).map((file) => ({ file }))
 let buildFailed = false
 const gate = async (file: string) => {
@@ -232,26 +246,35 @@ const gate = async (file: string) => {
   }
 }
 
-if (values.unit) await runTogether(files)
+if (values.unit) await runTogether(files, `${files.length} unit files`, env)
 else {
   await runQueue(parallel, workers, env, gate)
   await runQueue(serial, 1, env, gate)
 }
 const stepResults = await Promise.all(steps)
 
-/** The unit tier: small and needing nothing started, so one process runs it all (the fastest way);
- * per-file times and counts come from bun's JUnit report, the totals from its summary. */
-async function runTogether(list: string[]) {
-  const report = join(tmpdir(), `dbm-unit-${process.pid}.xml`)
+/** Runs `list` in one `bun test` process, one file after another. Per-file times and counts come from bun's
+ * JUnit report; its summary decides: a total the report does not account for (an error outside any test,
+ * a crash) fails the group. The output is printed whole when anything failed. */
+async function runTogether(list: string[], label: string, env: Record<string, string>) {
+  const t0 = performance.now()
+  const report = join(tmpdir(), `dbm-tests-${process.pid}-${Math.random().toString(36).slice(2, 8)}.xml`)
   const proc = Bun.spawn(['bun', 'test', '--timeout', '30000', '--reporter=junit', `--reporter-outfile=${report}`, ...list], {
     cwd: repoRoot,
+    env: { ...process.env, ...env },
     stdout: 'pipe',
     stderr: 'pipe',
     stdin: 'ignore',
   })
   children.add(proc)
+  let timedOut = false
+  const deadline = setTimeout(() => {
+    timedOut = true
+    proc.kill('SIGKILL')
+  }, FILE_DEADLINE_MS)
   const [out, err] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text()])
   const code = await proc.exited
+  clearTimeout(deadline)
   children.delete(proc)
   const output = out + err
   const xml = existsSync(report) ? readFileSync(report, 'utf8') : ''
@@ -262,17 +285,29 @@ async function runTogether(list: string[]) {
     found.push({ file: file!, ms: Number(time) * 1000, pass: Number(tests) - Number(failures) - Number(skipped), fail: Number(failures), skip: Number(skipped) })
   }
   const summary = { pass: count(output, 'pass'), fail: count(output, 'fail') + count(output, 'errors?'), skip: count(output, 'skip') }
-  const listed = found.reduce((t, o) => t + o.pass + o.fail + o.skip, 0)
-  const bad = summary.fail > 0 || code !== 0 || listed !== summary.pass + summary.fail + summary.skip
-  const ms = found.reduce((t, o) => t + o.ms, 0)
-  console.log(`${bad ? '✗' : '✓'} ${list.length} unit files together ${seconds(ms)} (${summary.pass} pass${summary.fail ? `, ${summary.fail} fail` : ''}${summary.skip ? `, ${summary.skip} skip` : ''}) [${elapsed()}]`)
-  if (!bad) {
-    outcomes.push(...found)
-    return
+  const listed = found.reduce((t, o) => ({ pass: t.pass + o.pass, fail: t.fail + o.fail, skip: t.skip + o.skip }), { pass: 0, fail: 0, skip: 0 })
+  const accounted = listed.pass === summary.pass && listed.fail === summary.fail && listed.skip === summary.skip
+  outcomes.push(...found)
+  let problem: string | undefined
+  if (timedOut) problem = `killed after ${seconds(FILE_DEADLINE_MS)}`
+  else if (!accounted) problem = `bun counted ${summary.pass} pass, ${summary.fail} fail (errors included), ${summary.skip} skip; its report ${listed.pass}, ${listed.fail}, ${listed.skip}`
+  else if (code !== 0 && summary.fail === 0) problem = `exited ${code ?? proc.signalCode} without a failed test (a crash)`
+  else if (summary.pass + summary.fail + summary.skip === 0) problem = 'ran no test'
+  // The group's own entry carries what the report does not: the difference to bun's summary, and why.
+  if (problem) {
+    outcomes.push({
+      file: label,
+      ms: 0,
+      pass: Math.max(0, summary.pass - listed.pass),
+      fail: Math.max(0, summary.fail - listed.fail),
+      skip: Math.max(0, summary.skip - listed.skip),
+      problem,
+    })
   }
-  console.log(`----- output of the unit files -----\n${output.trimEnd()}\n----- end of the unit files -----`)
-  // The summary is what counts; a crash without a failed test is one failure more.
-  outcomes.push({ file: `${list.length} unit files`, ms, ...summary, problem: code !== 0 && summary.fail === 0 ? `exited ${code} without a failed test (a crash)` : undefined })
+  const bad = summary.fail > 0 || problem !== undefined
+  const counts = `${summary.pass} pass${summary.fail ? `, ${summary.fail} fail` : ''}${summary.skip ? `, ${summary.skip} skip` : ''}`
+  console.log(`${bad ? '✗' : '✓'} ${label} ${seconds(performance.now() - t0)} (${counts}${problem ? `; ${problem}` : ''}) [${elapsed()}]`)
+  if (bad) console.log(`----- output of ${label} -----\n${output.trimEnd()}\n----- end of ${label} -----`)
 }
 
 const total = outcomes.reduce((t, o) => ({ pass: t.pass + o.pass, fail: t.fail + o.fail, skip: t.skip + o.skip }), { pass: 0, fail: 0, skip: 0 })
@@ -280,16 +315,16 @@ const broken = outcomes.filter((o) => o.problem)
 const failedSteps = stepResults.filter((r) => !r.ok).length
 
 console.log('\nslowest files:')
-for (const o of [...outcomes].sort((a, b) => b.ms - a.ms).slice(0, 10)) console.log(`  ${seconds(o.ms).padStart(8)}  ${o.file}`)
-console.log(`\nwall time ${elapsed()}; ${outcomes.length} files; ${broken.length} crashed or timed out; ${failedSteps} failed steps`)
+for (const o of outcomes.filter((o) => files.includes(o.file)).sort((a, b) => b.ms - a.ms).slice(0, 10)) console.log(`  ${seconds(o.ms).padStart(8)}  ${o.file}`)
+console.log(`\nwall time ${elapsed()}; ${files.length} files; ${broken.length} crashed, timed out or miscounted; ${failedSteps} failed steps`)
 if (buildFailed) console.log('the build of dist/dbm failed: the end-to-end files failed with it')
 
 if (values.record) {
   const recorded = { ...timings }
-  for (const o of outcomes) if (!o.problem && o.fail === 0) recorded[o.file] = Math.round(o.ms / 100) / 10
+  for (const o of outcomes) if (files.includes(o.file) && !o.problem && o.fail === 0) recorded[o.file] = Math.round(o.ms / 100) / 10
   const sorted = Object.fromEntries(Object.entries(recorded).filter(([f]) => existsSync(join(repoRoot, f))).sort(([a], [b]) => a.localeCompare(b)))
   writeFileSync(timingsPath, `${JSON.stringify(sorted, null, 2)}\n`)
-  console.log(`recorded ${outcomes.length} files' times in ${relative(repoRoot, timingsPath)}`)
+  console.log(`recorded the files' times in ${relative(repoRoot, timingsPath)}`)
 }
 
 const failed = total.fail + broken.length + failedSteps
