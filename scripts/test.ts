@@ -170,18 +170,43 @@ async function runFile(file: string, env: Record<string, string>): Promise<void>
 /** One run of `bun test`: a file of its own, or several short ones together (see runTogether). */
 type Job = { file: string } | { group: string[]; label: string }
 
-/** Runs `queue` on `slots` parallel workers, each taking the next job; `gate(file)` may hold a file back. */
+const usesBrowser = /support\/browser\.ts'/
+/** Whether the job drives Chromium: at most one such job runs at a time (each starts a browser, the
+ * hungriest process of the suite, and their waits for a page are the first to run out on a busy machine). */
+const browserJob = (job: Job) => ('file' in job ? [job.file] : job.group).some((f) => usesBrowser.test(sourceOf(f)))
+
+/** Runs `queue` on `slots` parallel workers, each taking the first job it may start; `gate(file)` may hold a file back. */
 async function runQueue(queue: Job[], slots: number, env: Record<string, string>, gate: (file: string) => Promise<void>) {
-  const next = () => queue.shift()
+  let browserBusy = false
+  let released: () => void = () => {}
+  let release = new Promise<void>((r) => (released = r))
+  const next = async (): Promise<Job | undefined> => {
+    for (;;) {
+      if (queue.length === 0) return undefined
+      const at = queue.findIndex((job) => !browserBusy || !browserJob(job))
+      if (at >= 0) return queue.splice(at, 1)[0]
+      await release
+    }
+  }
   await Promise.all(
     Array.from({ length: Math.min(slots, queue.length) }, async () => {
-      for (let job = next(); job; job = next()) {
-        if ('group' in job) {
-          for (const file of job.group) await gate(file)
-          await runTogether(job.group, job.label, env)
-        } else {
-          await gate(job.file)
-          await runFile(job.file, env)
+      for (let job = await next(); job; job = await next()) {
+        const browser = browserJob(job)
+        if (browser) browserBusy = true
+        try {
+          if ('group' in job) {
+            for (const file of job.group) await gate(file)
+            await runTogether(job.group, job.label, env)
+          } else {
+            await gate(job.file)
+            await runFile(job.file, env)
+          }
+        } finally {
+          if (browser) {
+            browserBusy = false
+            released()
+            release = new Promise<void>((r) => (released = r))
+          }
         }
       }
     }),

@@ -70,7 +70,9 @@ export async function openPage(
     // The copy buttons use the clipboard.
     permissions: ['clipboard-read', 'clipboard-write'],
   })
-  context.setDefaultTimeout(10_000)
+  // How long a wait for the page may take: 20 s, as test files run in parallel (scripts/test.ts) and a
+  // page's data (a health score, a past snapshot) arrives later on a busy machine than on an idle one.
+  context.setDefaultTimeout(20_000)
   // Every CSP violation (a blocked script, style, image, connection or frame) is reported as a problem,
   // whatever the console says about it.
   const problems: string[] = []
