@@ -12,7 +12,7 @@
 // (DBM_TEST_BINARY_BUILT tells test/support/binary.ts not to build again). A failed file's output is
 // printed whole; at the end the ten slowest files, then the line CI reads: `N passed, N failed, N skipped`.
 // The exit code is non-zero on any failed test, any file that crashed or timed out, or when no test ran.
-import { existsSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { availableParallelism, tmpdir } from 'node:os'
 import { join, relative } from 'node:path'
 import { parseArgs } from 'node:util'
@@ -351,6 +351,10 @@ if (values.record) {
   writeFileSync(timingsPath, `${JSON.stringify(sorted, null, 2)}\n`)
   console.log(`recorded the files' times in ${relative(repoRoot, timingsPath)}`)
 }
+
+// Every file's counts and time, for comparing runs (test-artifacts/ is git-ignored).
+mkdirSync(join(repoRoot, 'test-artifacts'), { recursive: true })
+writeFileSync(join(repoRoot, 'test-artifacts', 'test-run.json'), `${JSON.stringify({ seconds: Math.round(performance.now() - started) / 1000, outcomes }, null, 1)}\n`)
 
 const failed = total.fail + broken.length + failedSteps
 console.log(`${total.pass} passed, ${failed} failed${total.skip ? `, ${total.skip} skipped` : ''}`)
