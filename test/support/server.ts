@@ -10,10 +10,12 @@ import { createLogger } from '../../src/shared/log.ts'
 import { createMailer } from '../../src/server/mail.ts'
 import { openStore } from '../../src/server/store/open.ts'
 import type { SqlStore } from '../../src/server/store/sql-store.ts'
+import { type StoreKind, testedStoreKinds } from './matrix.ts'
 import { sharedPostgres } from './postgres.ts'
 
-export type StoreKind = 'sqlite' | 'postgres'
-export const storeKinds: StoreKind[] = ['sqlite', 'postgres']
+export type { StoreKind }
+/** The stores the API suites run against (DBM_TEST_STORES narrows them for a local run: test/support/matrix.ts). */
+export const storeKinds: StoreKind[] = testedStoreKinds
 
 export const TEST_JWT_SECRET = 'test-secret-that-is-long-enough-for-hs256-0123456789'
 
