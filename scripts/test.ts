@@ -129,9 +129,9 @@ async function runStep(name: string, cmd: string[]): Promise<{ ok: boolean; outp
 
 const count = (output: string, word: string) => Number(output.match(new RegExp(`^\\s*(\\d+) ${word}$`, 'm'))?.[1] ?? 0)
 
-async function runFile(file: string, env: Record<string, string>): Promise<void> {
-  const t0 = performance.now()
-  const proc = Bun.spawn(['bun', 'test', '--timeout', '30000', file], {
+/** One `bun test` process with `args` (30 s test timeout), killed at FILE_DEADLINE_MS: its output (stdout then stderr), exit and whether it was killed. */
+async function bunTest(args: string[], env: Record<string, string>) {
+  const proc = Bun.spawn(['bun', 'test', '--timeout', '30000', ...args], {
     cwd: repoRoot,
     env: { ...process.env, ...env },
     stdout: 'pipe',
@@ -145,10 +145,15 @@ async function runFile(file: string, env: Record<string, string>): Promise<void>
     proc.kill('SIGKILL')
   }, FILE_DEADLINE_MS)
   const [out, err] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text()])
-  const code = await proc.exited
+  const code = (await proc.exited) ?? proc.signalCode
   clearTimeout(deadline)
   children.delete(proc)
-  const output = out + err
+  return { output: out + err, code, timedOut }
+}
+
+async function runFile(file: string, env: Record<string, string>): Promise<void> {
+  const t0 = performance.now()
+  const { output, code, timedOut } = await bunTest([file], env)
   const outcome: Outcome = {
     file,
     ms: performance.now() - t0,
@@ -158,7 +163,7 @@ async function runFile(file: string, env: Record<string, string>): Promise<void>
     skip: count(output, 'skip'),
   }
   if (timedOut) outcome.problem = `killed after ${seconds(FILE_DEADLINE_MS)}`
-  else if (code !== 0 && outcome.fail === 0) outcome.problem = `exited ${code ?? proc.signalCode} without a failed test (a crash)`
+  else if (code !== 0 && outcome.fail === 0) outcome.problem = `exited ${code} without a failed test (a crash)`
   else if (outcome.pass + outcome.fail + outcome.skip === 0) outcome.problem = 'ran no test'
   outcomes.push(outcome)
   const bad = outcome.fail > 0 || outcome.problem !== undefined
@@ -284,24 +289,7 @@ const stepResults = await Promise.all(steps)
 async function runTogether(list: string[], label: string, env: Record<string, string>) {
   const t0 = performance.now()
   const report = join(tmpdir(), `dbm-tests-${process.pid}-${Math.random().toString(36).slice(2, 8)}.xml`)
-  const proc = Bun.spawn(['bun', 'test', '--timeout', '30000', '--reporter=junit', `--reporter-outfile=${report}`, ...list], {
-    cwd: repoRoot,
-    env: { ...process.env, ...env },
-    stdout: 'pipe',
-    stderr: 'pipe',
-    stdin: 'ignore',
-  })
-  children.add(proc)
-  let timedOut = false
-  const deadline = setTimeout(() => {
-    timedOut = true
-    proc.kill('SIGKILL')
-  }, FILE_DEADLINE_MS)
-  const [out, err] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text()])
-  const code = await proc.exited
-  clearTimeout(deadline)
-  children.delete(proc)
-  const output = out + err
+  const { output, code, timedOut } = await bunTest(['--reporter=junit', `--reporter-outfile=${report}`, ...list], env)
   const xml = existsSync(report) ? readFileSync(report, 'utf8') : ''
   rmSync(report, { force: true })
   const found: Outcome[] = []
@@ -316,7 +304,7 @@ async function runTogether(list: string[], label: string, env: Record<string, st
   let problem: string | undefined
   if (timedOut) problem = `killed after ${seconds(FILE_DEADLINE_MS)}`
   else if (!accounted) problem = `bun counted ${summary.pass} pass, ${summary.fail} fail (errors included), ${summary.skip} skip; its report ${listed.pass}, ${listed.fail}, ${listed.skip}`
-  else if (code !== 0 && summary.fail === 0) problem = `exited ${code ?? proc.signalCode} without a failed test (a crash)`
+  else if (code !== 0 && summary.fail === 0) problem = `exited ${code} without a failed test (a crash)`
   else if (summary.pass + summary.fail + summary.skip === 0) problem = 'ran no test'
   // The group's own entry carries what the report does not: the difference to bun's summary, and why.
   if (problem) {
