@@ -39,16 +39,19 @@ export interface MembersReads {
   listInvites(orgId: string, now: number): Promise<Invite[]>
 }
 
+/** An invitation to create: who is invited, as what, by whom, and its token's hash. */
+export interface NewInvite {
+  orgId: string
+  email: string
+  role: MemberRole
+  tokenHash: string
+  invitedBy: string
+  now: number
+  expiresAt: number
+}
+
 export interface MembersWrites {
-  createInvite(input: {
-    orgId: string
-    email: string
-    role: MemberRole
-    tokenHash: string
-    invitedBy: string
-    now: number
-    expiresAt: number
-  }): Promise<Invite | 'registered'>
+  createInvite(input: NewInvite): Promise<Invite | 'registered'>
   revokeInvite(orgId: string, id: string, now: number): Promise<'revoked' | 'not_found' | 'accepted'>
   acceptInvite(input: { tokenHash: string; name: string; passwordHash: string; now: number }): Promise<{ org: Organization; user: User } | 'invalid' | 'registered'>
   removeMember(orgId: string, userId: string, now: number): Promise<'removed' | MemberRefusal>
@@ -99,15 +102,7 @@ export function membersStore(driver: SqlDriver, keysRevoked: (keyIds: string[]) 
      * Records an invite of `email` to the organization, replacing (revoking) a pending one of the same
      * address; 'registered' when the address already has an account (anywhere on the server).
      */
-    async createInvite(input: {
-      orgId: string
-      email: string
-      role: MemberRole
-      tokenHash: string
-      invitedBy: string
-      now: number
-      expiresAt: number
-    }): Promise<Invite | 'registered'> {
+    async createInvite(input: NewInvite): Promise<Invite | 'registered'> {
       return driver.transaction(async (tx) => {
         if (await tx.get('SELECT 1 AS x FROM users WHERE email = $1', [input.email])) return 'registered'
         await tx.run('UPDATE invites SET revoked_at = $1 WHERE org_id = $2 AND email = $3 AND accepted_at IS NULL AND revoked_at IS NULL', [
