@@ -53,16 +53,18 @@ test('the data directory is created, and narrowed, to 0700; its lock admits one 
   }
 })
 
+/** Why prepareDataDir refuses `dir`, or undefined when it takes it. */
+function refusal(dir: string): string | undefined {
+  try {
+    prepareDataDir(dir)
+  } catch (e) {
+    return (e as Error).message
+  }
+  return undefined
+}
+
 test('a data directory, or a file in it, that another user owns or may write to is refused; a token secret others may read too', () => {
   const root = mkdtempSync(join(tmpdir(), 'dbm-local-parts-'))
-  const refusal = (dir: string) => {
-    try {
-      prepareDataDir(dir)
-    } catch (e) {
-      return (e as Error).message
-    }
-    return undefined
-  }
   const uid = process.getuid!()
   try {
     const open = join(root, 'open')
@@ -261,14 +263,6 @@ test('a sign-in link works once, for 15 minutes, and only as issued', () => {
 
 test('symbolic links are judged by their own owner: the data directory, a file in it, a directory on its path; directories on the path too', () => {
   const root = mkdtempSync(join(tmpdir(), 'dbm-local-parts-'))
-  const refusal = (dir: string) => {
-    try {
-      prepareDataDir(dir)
-    } catch (e) {
-      return (e as Error).message
-    }
-    return undefined
-  }
   const uid = process.getuid!()
   try {
     // The user's own link to the user's own directory is fine.
