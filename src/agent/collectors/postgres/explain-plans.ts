@@ -45,6 +45,7 @@ import { createHash } from 'node:crypto'
 import type { ExplainPlan } from '../../../shared/wire.ts'
 import type { PostgresCollector, PostgresContext } from '../types.ts'
 import { readAutoExplainPlans } from './auto-explain-log.ts'
+import { maskSecretStatements } from '../../secret-statements.ts'
 import { featuresOf, ownStatementsRole } from './query-stats.ts'
 
 /** How often plans are sampled, and how many statements each time. */
@@ -97,7 +98,10 @@ export function planEntry(queryHash: string, ts: number, explained: { Plan: Plan
   return {
     query_hash: queryHash,
     ts,
-    plan_json: explained,
+    // auto_explain's entries carry the statement's text, which may hold several statements.
+    plan_json: typeof (explained as { 'Query Text'?: unknown })['Query Text'] === 'string'
+      ? { ...explained, 'Query Text': maskSecretStatements((explained as { 'Query Text': string })['Query Text']) }
+      : explained,
     plan_hash: planHash(plan),
     total_cost: plan['Total Cost'] ?? null,
     actual_time_ms: explained['Execution Time'] ?? (analysed ? (plan['Actual Total Time'] ?? 0) : null),
