@@ -54,7 +54,8 @@ describe.each([...postgresMajors])('PostgreSQL %d', (major) => {
       await sql.unsafe(`CREATE FOREIGN DATA WRAPPER dbm_fdw; CREATE SERVER dbm_remote FOREIGN DATA WRAPPER dbm_fdw`)
       await sql.unsafe(`CREATE USER MAPPING FOR ${role} SERVER dbm_remote OPTIONS (user 'remote', password 'SECRET4')`)
       const [seen] = await sql`SELECT count(*)::int AS n FROM pg_stat_statements WHERE query LIKE '%SECRET%'`
-      expect(seen!.n).toBeGreaterThanOrEqual(5) // the view holds them verbatim
+      // The view holds them verbatim (PostgreSQL 18 normalises SET and ALTER SYSTEM values itself).
+      expect(seen!.n).toBeGreaterThanOrEqual(major >= 18 ? 3 : 5)
       await runner.cycle()
 
       const dbs = (await server.call('GET', '/api/v1/databases', { token: account.token })).body as { id: string; name: string }[]
@@ -62,8 +63,9 @@ describe.each([...postgresMajors])('PostgreSQL %d', (major) => {
       const res = await server.call('GET', `/api/v1/databases/${db.id}/queries?limit=100`, { token: account.token })
       const texts = (res.body as { query_text: string }[]).map((r) => r.query_text)
       expect(JSON.stringify(res.body)).not.toContain('SECRET')
-      expect(texts).toContain(`SET myapp.api_token = '***'`)
-      expect(texts).toContain(`ALTER SYSTEM SET myapp.api_token = '***'`)
+      const setValue = major >= 18 ? '$1' : `'***'`
+      expect(texts).toContain(`SET myapp.api_token = ${setValue}`)
+      expect(texts).toContain(`ALTER SYSTEM SET myapp.api_token = ${setValue}`)
       expect(texts).toContain(`CREATE ROLE ${role} LOGIN PASSWORD '***'`)
       expect(texts).toContain(`ALTER ROLE ${role} PASSWORD '***'`)
       expect(texts).toContain(`CREATE USER MAPPING FOR ${role} SERVER dbm_remote OPTIONS (user '***', password '***')`)
