@@ -6,6 +6,7 @@ import type { ActiveQuery } from '../../../shared/wire.ts'
 import { epoch, num } from '../delta.ts'
 import type { PostgresCollector } from '../types.ts'
 import { nonNegative } from './common.ts'
+import { maskSecretStatements } from '../../secret-statements.ts'
 
 const MAX_QUERY_TEXT = 10_000
 const MAX_SESSIONS = 10_000
@@ -60,7 +61,7 @@ export const activity: PostgresCollector = {
       LIMIT ${MAX_SESSIONS}`
     const sessions: ActiveQuery[] = rows.map((r) => ({
       pid: r.pid,
-      query_text: r.query_text,
+      query_text: maskSecretStatements(r.query_text),
       state: r.state,
       wait_event_type: r.wait_event_type,
       wait_event: r.wait_event,

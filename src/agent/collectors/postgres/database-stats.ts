@@ -8,6 +8,7 @@ import type { XminHolder } from '../../../shared/wire.ts'
 import { epoch, num } from '../delta.ts'
 import type { PostgresCollector } from '../types.ts'
 import { type Counters, deltaSince, nonNegative, resetStamp, type Sample } from './common.ts'
+import { maskSecretStatements } from '../../secret-statements.ts'
 
 const COUNTERS = DATABASE_COUNTER_KEYS
 
@@ -153,7 +154,7 @@ function holdersOf(rows: HolderRow[], previous: FirstSeen, seen: FirstSeen): Xmi
       xact_start: epoch(r.xact_start),
       backend_start: epoch(r.backend_start),
       state_change: epoch(r.state_change),
-      query_text: r.query_text,
+      query_text: r.query_text === null ? null : maskSecretStatements(r.query_text),
       database: r.database,
     }
   })

@@ -45,6 +45,7 @@ import { createHash } from 'node:crypto'
 import type { ExplainPlan } from '../../../shared/wire.ts'
 import type { PostgresCollector, PostgresContext } from '../types.ts'
 import { readAutoExplainPlans } from './auto-explain-log.ts'
+import { maskSecretStatements } from '../../secret-statements.ts'
 import { featuresOf, ownStatementsRole } from './query-stats.ts'
 
 /** How often plans are sampled, and how many statements each time. */
@@ -90,6 +91,12 @@ function countNodes(node: PlanNode, types: readonly string[]): number {
   return own + (node.Plans ?? []).reduce((sum, child) => sum + countNodes(child, types), 0)
 }
 
+/** An EXPLAIN result whose 'Query Text' (auto_explain's, possibly several statements) has its secrets masked. */
+function withMaskedText<T extends object>(explained: T): T {
+  const text = (explained as { 'Query Text'?: unknown })['Query Text']
+  return typeof text === 'string' ? { ...explained, 'Query Text': maskSecretStatements(text) } : explained
+}
+
 /** The wire entry for one EXPLAIN result (the top element of EXPLAIN's JSON array). */
 export function planEntry(queryHash: string, ts: number, explained: { Plan: PlanNode; 'Execution Time'?: number }, source: ExplainPlan['source']): ExplainPlan {
   const plan = explained.Plan
@@ -97,7 +104,8 @@ export function planEntry(queryHash: string, ts: number, explained: { Plan: Plan
   return {
     query_hash: queryHash,
     ts,
-    plan_json: explained,
+    // auto_explain's entries carry the statement's text, which may hold several statements.
+    plan_json: withMaskedText(explained),
     plan_hash: planHash(plan),
     total_cost: plan['Total Cost'] ?? null,
     actual_time_ms: explained['Execution Time'] ?? (analysed ? (plan['Actual Total Time'] ?? 0) : null),

@@ -4,6 +4,7 @@ import type { LockEntry } from '../../../shared/wire.ts'
 import { num } from '../delta.ts'
 import type { PostgresCollector } from '../types.ts'
 import { forVersion, nonNegative } from './common.ts'
+import { maskSecretStatements } from '../../secret-statements.ts'
 
 const MAX_QUERY_TEXT = 10_000
 const MAX_LOCKS = 20_000
@@ -75,7 +76,7 @@ export const locks: PostgresCollector = {
       granted: r.granted,
       blocked_by_pid: r.blocked_by_pid,
       duration_ms: nonNegative(num(r.duration_ms)),
-      query_text: r.query_text,
+      query_text: r.query_text === null ? null : maskSecretStatements(r.query_text),
     }))
     return { locks: entries }
   },

@@ -23,6 +23,7 @@ import type { QueryStatDelta } from '../../../shared/wire.ts'
 import { EXPLAIN_PREPARE, OWN_MARKER } from '../../own-statements.ts'
 import { epoch, num } from '../delta.ts'
 import type { PostgresCollector, PostgresContext } from '../types.ts'
+import { maskSecretStatements } from '../../secret-statements.ts'
 
 const MAX_TEXT = 10_000
 /** How long the collector's note tells of the latest eviction. */
@@ -296,7 +297,7 @@ export const queryStats: PostgresCollector = {
          ORDER BY queryid, starts_with(query, $2), calls DESC, userid`,
         [missing, OWN_MARKER],
       )
-      for (const t of found) texts.set(t.query_hash, t.query ?? '')
+      for (const t of found) texts.set(t.query_hash, maskSecretStatements(t.query ?? ''))
     }
     // Forget texts of statements that left pg_stat_statements.
     if (texts.size > 2 * current.entries.size + 1000) {
