@@ -3,7 +3,8 @@
 // PASSWORD '...'` would otherwise reach the server verbatim. maskSecretStatements tokenises the text
 // (strings of every quoting, comments, several statements) and replaces with '***' only the literals that
 // can carry a secret: role passwords, values of SET / ALTER SYSTEM / ALTER DATABASE|ROLE|FUNCTION ... SET
-// of a setting named like a secret (the rule of src/shared/secret-settings.ts), OPTIONS (...) values of
+// of a setting named like a secret (the rule of src/shared/secret-settings.ts) and set_config()'s value for
+// one, OPTIONS (...) values of
 // secret-looking names (user mappings, servers, foreign tables), COPY ... PROGRAM commands, and
 // password=... values and URL passwords inside any string literal (dblink_connect, CREATE SUBSCRIPTION).
 // Ordinary statements come back unchanged; a text that cannot be tokenised (cut mid-string) and looks
@@ -131,6 +132,10 @@ function maskStatement(s: Token[], masked: Set<Token>): void {
     const t = s[i]!
     // Role passwords: CREATE|ALTER ROLE|USER|GROUP ... [ENCRYPTED] PASSWORD '...'.
     if (roleDdl && isWord(t, 'PASSWORD') && at(i + 1)?.kind === 'string') masked.add(at(i + 1)!)
+    // set_config('name', 'value', is_local): a SET as a function call, anywhere in any statement.
+    if (isWord(t, 'SET_CONFIG') && at(i + 1)?.text === '(' && at(i + 2)?.kind === 'string' && at(i + 3)?.text === ',' && at(i + 4)?.kind === 'string') {
+      if (isSecretSetting((at(i + 2) as Str).body)) masked.add(at(i + 4)!)
+    }
     // COPY ... PROGRAM '...': a shell command, like archive_command, may hold a password.
     if (first === 'COPY' && isWord(t, 'PROGRAM') && at(i + 1)?.kind === 'string') masked.add(at(i + 1)!)
     // SET [LOCAL|SESSION] name {=|TO} value[, ...] in the statements that set a configuration value.

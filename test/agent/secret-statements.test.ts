@@ -64,6 +64,8 @@ describe('settings named like a secret', () => {
     masks("ALTER DATABASE app SET anon.salt = 'pepper'", 'pepper', "ALTER DATABASE app SET anon.salt = '***'")
     masks("ALTER ROLE app IN DATABASE db SET myapp.password TO $$pw$$", 'pw', "ALTER ROLE app IN DATABASE db SET myapp.password TO $$***$$")
     masks("ALTER FUNCTION f() SET myapp.token = 'sk_live_1' STRICT", 'sk_live', "ALTER FUNCTION f() SET myapp.token = '***' STRICT")
+    masks("SELECT set_config('myapp.api_token', 'sk_live_1', false)", 'sk_live', "SELECT set_config('myapp.api_token', '***', false)")
+    masks("select SET_CONFIG ( 'myapp.secret' , E'sk_live\\'2' , true ), 1", 'sk_live', "select SET_CONFIG ( 'myapp.secret' , '***' , true ), 1")
   })
   test('ordinary settings, DEFAULT and UPDATE ... SET stay exactly as they are', () => {
     for (const sql of [
@@ -73,6 +75,7 @@ describe('settings named like a secret', () => {
       'ALTER SYSTEM SET myapp.token TO DEFAULT',
       "UPDATE users SET password = 'x' WHERE id = 1",
       "SET TIME ZONE 'UTC'",
+      "SELECT set_config('search_path', 'public', false)",
     ])
       expect(mask(sql)).toBe(sql)
   })
