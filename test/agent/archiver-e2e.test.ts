@@ -2,12 +2,16 @@
 // that always fails (`false`, set by ALTER SYSTEM), watched by the real agent pushing to a real dbm server. Once PostgreSQL
 // counts failures, GET /archiver shows pg_stat_archiver's failed count and last failed WAL file, and the
 // doctor's pg_archiver_failing names that file; after archive_command becomes `true` and a reload,
-// the archived count moves and the finding clears.
+// the archived count moves and the finding clears. A role that may not list the archive status directory
+// gets a note and null counts, and pg_monitor may list it.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
+import { archiver } from '../../src/agent/collectors/postgres/archiver.ts'
+import type { PostgresContext } from '../../src/agent/collectors/types.ts'
+import { createLogger } from '../../src/shared/log.ts'
 import { type AgentRig, startAgentRig } from '../support/agent.ts'
 import { type PostgresServer, startPostgres } from '../support/postgres.ts'
 import { until } from '../support/wait.ts'
@@ -98,3 +102,26 @@ test('a failing archive_command: /archiver says what pg_stat_archiver says, the 
   expect(api.last_archived_wal).toMatch(/^[0-9A-F]{24}$/)
   await until('the finding to clear', async () => ((await archiverFinding()) === undefined ? true : undefined))
 }, 60_000)
+
+test('a role without pg_monitor: the counts, a note and no backlog; with pg_monitor the backlog and no note', async () => {
+  await sql.unsafe(`CREATE ROLE archiver_watcher LOGIN PASSWORD 'w'`)
+  const url = server.url().replace(/\/\/[^@]*@/, '//archiver_watcher:w@')
+  const watcher = postgres(url, { max: 1, onnotice: () => {} })
+  const ctx: PostgresContext = {
+    name: 'archived', database: 'postgres', sql: watcher, versionNum: 170_000, major: 17, now: Date.now(),
+    settings: { collectExplainPlans: false, collectReplication: false }, state: new Map(), notes: new Map(), log: createLogger('error', () => {}),
+  }
+  try {
+    const plain = (await archiver.collect(ctx)).archiver!
+    expect(plain.ready_count).toBeNull()
+    expect(plain.failed_count).toBe((await archiverRow()).failed_count)
+    expect(ctx.notes.get('archiver')).toContain('pg_monitor')
+    await sql.unsafe('GRANT pg_monitor TO archiver_watcher')
+    const monitor = (await archiver.collect(ctx)).archiver!
+    expect(monitor.ready_count).not.toBeNull()
+    expect(monitor.archive_command_set).toBe(true)
+    expect(ctx.notes.has('archiver')).toBe(false)
+  } finally {
+    await watcher.end({ timeout: 1 })
+  }
+})
