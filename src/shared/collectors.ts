@@ -28,6 +28,7 @@ export const collectorNames: readonly CollectorName[] = [
   { engine: 'postgres', name: 'connections' },
   { engine: 'postgres', name: 'progress' },
   { engine: 'postgres', name: 'column_stats' },
+  { engine: 'postgres', name: 'archiver' },
   { engine: 'clickhouse', name: 'query_stats' },
   { engine: 'clickhouse', name: 'activity' },
   { engine: 'clickhouse', name: 'parts' },

@@ -314,6 +314,35 @@ export const ReplicationStatus = T.Object({
 })
 export type ReplicationStatus = Static<typeof ReplicationStatus>
 
+/** A WAL file's name as pg_stat_archiver gives it (24 hex digits, or a `.partial` / `.backup` name). */
+const walFileName = T.Union([T.String({ maxLength: 64, pattern: '^[^\\u0000]*$' }), T.Null()])
+
+/**
+ * The WAL archiver (collected by `archiver`): pg_stat_archiver's counters and last WAL files as they
+ * are (cumulative, not deltas: the server keeps the latest), archive_mode, whether an archive_command or
+ * archive_library is set (never its text, which may hold a secret) and the WAL files waiting to be
+ * archived (`.ready` files; null when the role may not list them or before PostgreSQL 12).
+ */
+export const ArchiverStatus = T.Object({
+  /** off, on or always; null when the role cannot read it. */
+  archive_mode: T.Union([T.String({ maxLength: 16, pattern: '^[^\\u0000]*$' }), T.Null()]),
+  /** Whether archive_command or archive_library is set; null when the role cannot read them. */
+  archive_command_set: T.Union([T.Boolean(), T.Null()]),
+  archived_count: count,
+  last_archived_wal: walFileName,
+  last_archived_time: nullableEpochMs,
+  failed_count: count,
+  last_failed_wal: walFileName,
+  last_failed_time: nullableEpochMs,
+  stats_reset: nullableEpochMs,
+  /** WAL files waiting to be archived and their size (count × wal_segment_size). */
+  ready_count: nullableCount,
+  ready_bytes: nullableCount,
+  /** When the oldest waiting WAL file was ready to be archived. */
+  oldest_ready_time: nullableEpochMs,
+})
+export type ArchiverStatus = Static<typeof ArchiverStatus>
+
 /**
  * One of the things holding back the database's xmin horizon, so that VACUUM can neither remove the rows
  * deleted or updated after it nor freeze past it (collected by database_stats, the oldest first within
@@ -501,6 +530,8 @@ export const IngestBatch = T.Object({
   /** VACUUM, ANALYZE, CREATE INDEX and CLUSTER commands running at collection time, with their progress. */
   progress: T.Optional(T.Array(ProgressEntry, { maxItems: max.progress })),
   replication: T.Optional(ReplicationStatus),
+  /** The WAL archiver's state (collected by `archiver`; absent from agents before it, ignored by servers before it). */
+  archiver: T.Optional(ArchiverStatus),
   /** Deltas of pg_stat_bgwriter / pg_stat_checkpointer counters. */
   bgwriter: T.Optional(counterMap),
   /** Deltas of pg_stat_wal counters (PostgreSQL 14+). */

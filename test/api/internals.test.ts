@@ -401,6 +401,38 @@ for (const kind of storeKinds) {
       expect((await ok(zero, '/database-stats')).xact_commit_per_s).toBeNull()
     })
 
+    test('archiver: nulls before any section, the latest section served, a batch without it leaves it as it was', async () => {
+      const NOTHING = {
+        ts: null, archive_mode: null, archive_command_set: null, archived_count: null, last_archived_wal: null, last_archived_time: null,
+        failed_count: null, last_failed_wal: null, last_failed_time: null, stats_reset: null, ready_count: null, ready_bytes: null,
+        oldest_ready_time: null, failing: false,
+      }
+      // An agent from before the collector sends no section: the answer is 200 with nulls.
+      const id = await ingest(pgBatch('archiver-db', at(0), { bgwriter: { buffers_alloc: 1 } }))
+      expect(await ok(id, '/archiver')).toEqual(NOTHING)
+      const status = {
+        archive_mode: 'on', archive_command_set: true, archived_count: 7, last_archived_wal: '000000010000000000000007',
+        last_archived_time: at(1), failed_count: 2, last_failed_wal: '000000010000000000000008', last_failed_time: at(2),
+        stats_reset: null, ready_count: 3, ready_bytes: 3 * 16 * 1024 ** 2, oldest_ready_time: at(1, 30),
+      }
+      await ingest(pgBatch('archiver-db', at(3), { archiver: status }))
+      const served = {
+        ...status, ts: iso(at(3)), last_archived_time: iso(at(1)), last_failed_time: iso(at(2)), oldest_ready_time: iso(at(1, 30)), failing: true,
+      }
+      expect(await ok(id, '/archiver')).toEqual(served)
+      // A later batch without the section (an older agent again, or the collector disabled) keeps the snapshot; a late one never replaces it.
+      await ingest(pgBatch('archiver-db', at(4)))
+      await ingest(pgBatch('archiver-db', at(2), { archiver: { ...status, failed_count: 1 } }))
+      expect(await ok(id, '/archiver')).toEqual(served)
+      // Archived after the failure: no longer failing.
+      await ingest(pgBatch('archiver-db', at(5), { archiver: { ...status, archived_count: 8, last_archived_time: at(5) } }))
+      expect(await ok(id, '/archiver')).toMatchObject({ archived_count: 8, failing: false })
+      // The section is bounded: a WAL file name past 64 characters is refused with the field named.
+      const res = await session.server.call('POST', '/api/v1/ingest', { apiKey: session.key, body: pgBatch('archiver-db', at(6), { archiver: { ...status, last_failed_wal: 'x'.repeat(65) } }) })
+      expect(res.status).toBe(400)
+      expect(JSON.stringify(res.body)).toContain('last_failed_wal')
+    })
+
     test('version gates: wal-stats needs PostgreSQL 14, io-stats 16', async () => {
       const pg13 = await ingest(pgBatch('pg13', at(10), {}, '13.4'))
       const pg15 = await ingest(pgBatch('pg15', at(10), {}, '15.2'))

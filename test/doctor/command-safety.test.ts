@@ -322,6 +322,21 @@ function postgresBatches(v: Variant, now: number): IngestBatch[] {
         replicas: [replica('replica1'), replica('replica2')],
         slots: [slot('slot1', 3 * GB), slot('slot2', 2 * GB)],
       },
+      // Archiving failing on a WAL file of a hostile name (the wire's 64 characters at most).
+      archiver: {
+        archive_mode: 'on',
+        archive_command_set: true,
+        archived_count: 10,
+        last_archived_wal: v.text('walok', 64),
+        last_archived_time: now - 30 * MINUTE,
+        failed_count: 3,
+        last_failed_wal: v.text('walfail', 64),
+        last_failed_time: now - MINUTE,
+        stats_reset: null,
+        ready_count: 100,
+        ready_bytes: 100 * 16 * 1024 ** 2,
+        oldest_ready_time: now - 30 * MINUTE,
+      },
     }),
   ]
 }

@@ -48,6 +48,7 @@ export const POSTGRES_INTERNALS_PATHS = [
   '/io-stats/timeseries',
   '/database-stats',
   '/database-stats/timeseries',
+  '/archiver',
 ]
 
 /**

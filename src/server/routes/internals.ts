@@ -1,5 +1,5 @@
-// /api/v1/databases/{id}: waits, replication (+ history, slot history), bgwriter, wal-stats, io-stats
-// and database-stats, current and over time. The window (since/until) is cut into intervals of
+// /api/v1/databases/{id}: waits, replication (+ history, slot history), archiver, bgwriter, wal-stats,
+// io-stats and database-stats, current and over time. The window (since/until) is cut into intervals of
 // `bucket` seconds (waits and replication history: default 60; the other timeseries: 60 up to a
 // 24-hour window, 3600 beyond); more than maxIntervals intervals is a 400 asking for a larger bucket.
 // All but waits serve PostgreSQL databases only; wal-stats and io-stats check the server version.
@@ -11,8 +11,11 @@ import { internalsLimits, telemetryDefaults } from '../limits.ts'
 import { BGWRITER_KEYS, DATABASE_COUNTER_KEYS, DATABASE_GAUGE_KEYS, IO_KEYS, WAL_KEYS } from '../../shared/metrics.ts'
 import { type MetricPoint, type MetricSource, ioSubject } from '../store/sql-internals.ts'
 import type { RegisteredDatabase } from '../store/types.ts'
+import { archivingFailing } from '../doctor/rules/postgres/archiver.ts'
+import type { ArchiverStatus } from '../../shared/wire.ts'
 import { perSecond, rfc3339 } from '../views.ts'
 import {
+  Archiver,
   BgwriterPoint,
   DatabaseStats,
   DatabaseStatsPoint,
@@ -120,6 +123,28 @@ export function internalsRoutes(deps: Deps) {
       },
       { query: seriesQuery, response: { 200: t.Array(SlotLagPoint) }, detail: { summary: "Replication slots' retained WAL per interval" } },
     )
+    .get('/archiver', async ({ principal, params }) => {
+      const db = await postgres(principal, params.id)
+      const latest = await store.latestSnapshot(db.id, 'archiver')
+      const s = (latest?.payload ?? null) as ArchiverStatus | null
+      const time = (ms: number | null | undefined) => (ms === null || ms === undefined ? null : rfc3339(ms))
+      return {
+        ts: latest ? rfc3339(latest.ts) : null,
+        archive_mode: s?.archive_mode ?? null,
+        archive_command_set: s?.archive_command_set ?? null,
+        archived_count: s?.archived_count ?? null,
+        last_archived_wal: s?.last_archived_wal ?? null,
+        last_archived_time: time(s?.last_archived_time),
+        failed_count: s?.failed_count ?? null,
+        last_failed_wal: s?.last_failed_wal ?? null,
+        last_failed_time: time(s?.last_failed_time),
+        stats_reset: time(s?.stats_reset),
+        ready_count: s?.ready_count ?? null,
+        ready_bytes: s?.ready_bytes ?? null,
+        oldest_ready_time: time(s?.oldest_ready_time),
+        failing: s ? archivingFailing(s) : false,
+      }
+    }, { response: { 200: Archiver }, detail: { summary: 'The WAL archiver: archived and failed counts, the last WAL files, and the files waiting to be archived' } })
     .get(
       '/bgwriter',
       async ({ principal, params, query }) => series((await postgres(principal, params.id)).id, 'bgwriter', query, BGWRITER_KEYS),

@@ -18,6 +18,7 @@ const SNAPSHOT_KINDS = [
   'column_stats',
   'connections',
   'progress',
+  'archiver',
 ] as const
 export type SnapshotKind = (typeof SNAPSHOT_KINDS)[number]
 

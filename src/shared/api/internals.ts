@@ -81,6 +81,28 @@ export const Replication = t.Object(
   { title: 'Replication' },
 )
 
+const archiverTime = (description: string) => Nullable(Timestamp(description))
+
+export const Archiver = t.Object(
+  {
+    ts: latestTs,
+    archive_mode: Nullable(t.String({ description: 'off, on or always; null before the first archiver section or when the role cannot read it' })),
+    archive_command_set: Nullable(t.Boolean({ description: 'whether archive_command or archive_library is set (its text is never collected)' })),
+    archived_count: Nullable(t.Integer({ description: 'WAL files archived since stats_reset' })),
+    last_archived_wal: Nullable(t.String()),
+    last_archived_time: archiverTime('when last_archived_wal was archived'),
+    failed_count: Nullable(t.Integer({ description: 'failed attempts to archive a WAL file since stats_reset' })),
+    last_failed_wal: Nullable(t.String()),
+    last_failed_time: archiverTime('when archiving last_failed_wal last failed'),
+    stats_reset: archiverTime('when pg_stat_archiver was last reset'),
+    ready_count: Nullable(t.Integer({ description: 'WAL files waiting to be archived (.ready); null when the role may not list them or before PostgreSQL 12' })),
+    ready_bytes: Nullable(t.Integer({ description: 'bytes; ready_count × wal_segment_size' })),
+    oldest_ready_time: archiverTime('when the oldest waiting WAL file became ready to archive'),
+    failing: t.Boolean({ description: 'the last attempt failed after the last success (or nothing was ever archived)' }),
+  },
+  { title: 'Archiver' },
+)
+
 export const ReplicationLagPoint = t.Object(
   {
     ts,

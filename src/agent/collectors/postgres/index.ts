@@ -1,6 +1,7 @@
 // The PostgreSQL collectors, in the order of the name table in src/shared/collectors.ts.
 import type { PostgresCollector } from '../types.ts'
 import { activity } from './activity.ts'
+import { archiver } from './archiver.ts'
 import { bgwriter } from './bgwriter.ts'
 import { bloat } from './bloat.ts'
 import { columnStats } from './column-stats.ts'
@@ -36,4 +37,5 @@ export const postgresCollectors: PostgresCollector[] = [
   connections,
   progress,
   columnStats,
+  archiver,
 ]

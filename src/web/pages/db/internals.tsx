@@ -1,5 +1,5 @@
 // Internals (PostgreSQL): database counters and gauges (connections, size, wraparound ages,
-// transactions, blocks), the background writer and checkpoints, WAL (14+) and I/O by backend (16+),
+// transactions, blocks), the background writer and checkpoints, WAL (14+) and its archiver, I/O by backend (16+),
 // each as the latest values and charts over the window. PostgreSQL counts a checkpoint's write and sync
 // time and its buffers when it ends, so the agent's delta puts a spread checkpoint (written over
 // checkpoint_timeout × checkpoint_completion_target, 4.5 minutes by default) into its last minute; the
@@ -11,12 +11,14 @@ import { type Column, DataTable } from '../../components/data-table.tsx'
 import { Async, Loading, fmtBytes, fmtMs, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
 import type { Loaded } from '../../components/ui.tsx'
 import type { ChartMark } from '../../components/chart.tsx'
+import { DbText } from '../../components/invisible.tsx'
 import { useEventMarks } from './events.tsx'
 import { ApiProblem, Card, Meter, NoDataYet, TimeRangePicker, apiPath, fmtDuration, fmtRatio, useWindow } from './common.tsx'
 import { SeriesChart, type SeriesSpec } from './series-chart.tsx'
 import type { PageProps } from './types.ts'
 import type { Static } from '@sinclair/typebox'
 import type {
+  Archiver as ArchiverSchema,
   BgwriterPoint as BgwriterPointSchema,
   DatabaseStats as DatabaseStatsSchema,
   DatabaseStatsPoint,
@@ -28,6 +30,7 @@ import type {
 
 type DatabaseStats = Static<typeof DatabaseStatsSchema>
 type WalStats = Static<typeof WalStatsSchema>
+type Archiver = Static<typeof ArchiverSchema>
 type IoStats = Static<typeof IoStatsSchema>
 type IoRow = IoStats['stats'][number]
 type IoPoint = Static<typeof IoPointSchema>
@@ -179,6 +182,35 @@ function WalFigures({ loaded }: { loaded: Loaded<WalStats> }) {
   )
 }
 
+/** The WAL archiver: archived and failed counts, the last WAL files (the server's text, through DbText), the backlog. */
+function ArchiverFigures({ loaded }: { loaded: Loaded<Archiver> }) {
+  if (loaded.error) return <ApiProblem error={loaded.error} />
+  if (!loaded.data) return <Loading />
+  const v = loaded.data
+  if (v.ts === null) return <p class="muted">No archiver state yet: the archiver collector sends pg_stat_archiver.</p>
+  if (v.archive_mode === 'off') return <p class="muted" data-archiver="off">WAL archiving is off (archive_mode).</p>
+  return (
+    <div class="cards" data-archiver={v.failing ? 'failing' : 'ok'}>
+      <Card
+        label="Archived"
+        value={fmtNum(v.archived_count)}
+        sub={v.last_archived_wal ? <>last <DbText text={v.last_archived_wal} /> {fmtTime(v.last_archived_time)}</> : 'nothing archived yet'}
+      />
+      <Card
+        label="Failed"
+        value={fmtNum(v.failed_count)}
+        tone={v.failing ? 'critical' : undefined}
+        sub={v.last_failed_wal ? <>{v.failing ? 'failing on' : 'last'} <DbText text={v.last_failed_wal} /> {fmtTime(v.last_failed_time)}</> : 'no failures'}
+      />
+      <Card
+        label="Waiting to archive"
+        value={v.ready_count === null ? 'unknown' : fmtNum(v.ready_count)}
+        sub={v.ready_count === null ? 'the role may not list them (pg_monitor)' : `${fmtBytes(v.ready_bytes)}${v.oldest_ready_time ? `, oldest since ${fmtTime(v.oldest_ready_time)}` : ''}`}
+      />
+    </div>
+  )
+}
+
 const IO_COLUMNS: Column<IoRow>[] = [
   { key: 'backend', label: 'Backend', render: (r) => r.backend_type, sort: (r) => r.backend_type },
   { key: 'object', label: 'Object', render: (r) => r.object, sort: (r) => r.object },
@@ -214,6 +246,7 @@ export function InternalsPage({ db, query, setQuery }: PageProps) {
   const bgwriter: Loaded<BgwriterPoint[]> = { ...bgwriterRaw, data: bgwriterSpread }
   const wal = useApi<WalStats>(on ? apiPath(db, '/wal-stats') : null)
   const walSeries = useApi<Static<typeof WalPoint>[]>(series('/wal-stats/timeseries'))
+  const archiver = useApi<Archiver>(on ? apiPath(db, '/archiver') : null)
   const io = useApi<IoStats>(on ? apiPath(db, '/io-stats') : null)
   const ioSeries = useApi<IoPoint[]>(series('/io-stats/timeseries'))
   const ioPoints = useMemo(() => ioTotals(ioSeries.data), [ioSeries.data])
@@ -246,6 +279,8 @@ export function InternalsPage({ db, query, setQuery }: PageProps) {
       <h2 id="internals-wal">WAL</h2>
       <WalFigures loaded={wal} />
       {!wal.error && <Charts loaded={walSeries} specs={WAL_CHARTS} bucket={tw.bucket} range={tw.bounds} marks={marks} />}
+      <h3 id="internals-archiver">WAL archiver</h3>
+      <ArchiverFigures loaded={archiver} />
       <h2 id="internals-io">I/O by backend</h2>
       {io.error ? (
         <ApiProblem error={io.error} />

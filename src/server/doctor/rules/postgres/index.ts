@@ -1,5 +1,6 @@
 // The PostgreSQL rules, one per file.
 import type { Rule } from '../../types.ts'
+import { archiverFailing } from './archiver.ts'
 import { cacheHitRatio } from './cache-hit-ratio.ts'
 import { deadTuples } from './dead-tuples.ts'
 import { autovacuumDisabled } from './autovacuum-disabled.ts'
@@ -54,4 +55,5 @@ export const postgresRules: Rule[] = [
   tempFiles,
   invalidConstraints,
   bloatEstimates,
+  archiverFailing,
 ]
