@@ -60,6 +60,8 @@ function hostileBatch(name: string, engine: 'postgres' | 'clickhouse', at: numbe
   const [settingName] = Object.keys(b.server_state!.settings!)
   b.server_state!.settings![settingName!] = hostile(`value ${cycle}`)
   b.server_state!.settings_hash = `settings-${cycle}`
+  // archive_mode is at most 16 characters on the wire: a short value, still hostile
+  if (b.archiver) b.archiver.archive_mode = hostile('on')
   // the doctor's findings that name objects: no primary key, autovacuum off, an invalid index, a sequence near its end, dead rows
   for (const t of b.tables!) Object.assign(t, { has_primary_key: false, autovacuum_enabled: false, n_live_tup: 1000, n_dead_tup: 900_000, table_size_bytes: 2 ** 30 })
   b.indexes![1]!.is_valid = false
