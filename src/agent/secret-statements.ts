@@ -113,31 +113,55 @@ function tokenise(text: string): Token[] | undefined {
 type Str = Token & { body: string }
 const isWord = (t: Token | undefined, ...words: string[]) => t?.kind === 'word' && words.includes(t.text.toUpperCase())
 /** A masked value: a string keeps its dollar quotes, anything else becomes a plain string literal. */
-const maskedString = (t: Token) => (t.kind === 'string' && t.open?.startsWith('$') ? `${t.open}${MASK}${t.close}` : `'${MASK}'`)
+const maskedString = (t: Token) =>
+  t.kind === 'string' && t.open?.startsWith('$')
+    ? `${t.open}${MASK}${t.close}`
+    : // U&'...' keeps its prefix, so a UESCAPE clause after it still parses.
+      t.kind === 'string' && /^[Uu]&/.test(t.open ?? '')
+      ? `U&'${MASK}'`
+      : `'${MASK}'`
 /** A setting or option name as written: an identifier, unquoted. */
 const nameOf = (t: Token): string => (t.kind === 'qident' ? t.text.slice(t.text.indexOf('"') + 1, -1).replaceAll('""', '"') : t.text)
 
 /** password=... values (keyword/value connection strings) and URL passwords inside a literal's body. */
-const CONNINFO_PASSWORD = /(\b(?:password|passwd|sslpassword|pwd)\s*=\s*)(''(?:''''|[^'])*''|\\'(?:\\\\|\\[^']|[^\\'])*\\'|'(?:\\.|[^'\\])*'|[^\s'\\;&,)]+)/gi
-const URL_PASSWORD = /(\b[A-Za-z][A-Za-z0-9+.-]*:\/\/[^\s\/@:'"]*:)([^\s\/@'"]+)@/g
-const maskBody = (body: string) => body.replace(CONNINFO_PASSWORD, `$1${MASK}`).replace(URL_PASSWORD, `$1${MASK}@`)
+// Every alternative below is disjoint from the others at each character, so matching is linear: a
+// pattern that can split the same text two ways (an escaped backslash as `\\` or as `\` + any) backtracks
+// exponentially on a hostile literal, and when the engine gives up, replace() returns the text unmasked.
+// An unquoted value runs to white space, as libpq reads it: a backslash takes the next character with it,
+// and a doubled quote (a quote inside a standard string) is part of it.
+const CONNINFO_PASSWORD = /(\b(?:password|passwd|sslpassword|pwd)\s*=\s*)(''(?:''''|[^'])*''|\\'(?:\\\\|\\[^'\\]|[^\\'])*\\'|'(?:\\.|[^'\\])*'|(?:\\.|''|[^\s'\\])+)/gi
+/** The password of a URL's user information (`scheme://user:password@host`), found from each `://` only. */
+const URL_PASSWORD = /:\/\/([^\s\/@:'"]*):[^\s\/@'"]+@/g
+const maskBody = (body: string) => {
+  const out = body.replace(CONNINFO_PASSWORD, `$1${MASK}`)
+  return out.includes('://') ? out.replace(URL_PASSWORD, `://$1:${MASK}@`) : out
+}
 
 /** Masks, in place, the values of one statement's secret-bearing clauses. `s` holds its significant tokens. */
 function maskStatement(s: Token[], masked: Set<Token>): void {
   const at = (i: number) => s[i]
   const first = at(0)?.text.toUpperCase()
-  const roleDdl = (first === 'CREATE' || first === 'ALTER') && isWord(at(1), 'ROLE', 'USER', 'GROUP') && !isWord(at(2), 'MAPPING')
-  const setScope = first === 'SET' || (first === 'ALTER' && isWord(at(1), 'SYSTEM', 'DATABASE', 'ROLE', 'USER', 'FUNCTION', 'PROCEDURE', 'ROUTINE'))
+  // CREATE USER MAPPING FOR ...: not a role (a role may be named "mapping", though).
+  const userMapping = isWord(at(1), 'USER') && isWord(at(2), 'MAPPING') && isWord(at(3), 'FOR', 'IF')
+  const roleDdl = (first === 'CREATE' || first === 'ALTER') && isWord(at(1), 'ROLE', 'USER', 'GROUP') && !userMapping
+  const routine = isWord(at(1), 'FUNCTION', 'PROCEDURE') || (isWord(at(1), 'OR') && isWord(at(3), 'FUNCTION', 'PROCEDURE'))
+  const setScope =
+    first === 'SET' || (first === 'ALTER' && isWord(at(1), 'SYSTEM', 'DATABASE', 'ROLE', 'USER', 'FUNCTION', 'PROCEDURE', 'ROUTINE')) || (first === 'CREATE' && routine)
+  /** Masks the string at `j` and the strings right after it, which PostgreSQL joins to it ('abc'<newline>'def'). */
+  const maskValue = (j: number) => {
+    masked.add(at(j)!)
+    for (let k = j + 1; at(k)?.kind === 'string'; k++) masked.add(at(k)!)
+  }
   for (let i = 0; i < s.length; i++) {
     const t = s[i]!
     // Role passwords: CREATE|ALTER ROLE|USER|GROUP ... [ENCRYPTED] PASSWORD '...'.
-    if (roleDdl && isWord(t, 'PASSWORD') && at(i + 1)?.kind === 'string') masked.add(at(i + 1)!)
+    if (roleDdl && isWord(t, 'PASSWORD') && at(i + 1)?.kind === 'string') maskValue(i + 1)
     // set_config('name', 'value', is_local): a SET as a function call, anywhere in any statement.
     if (isWord(t, 'SET_CONFIG') && at(i + 1)?.text === '(' && at(i + 2)?.kind === 'string' && at(i + 3)?.text === ',' && at(i + 4)?.kind === 'string') {
-      if (isSecretSetting((at(i + 2) as Str).body)) masked.add(at(i + 4)!)
+      if (isSecretSetting((at(i + 2) as Str).body)) maskValue(i + 4)
     }
     // COPY ... PROGRAM '...': a shell command, like archive_command, may hold a password.
-    if (first === 'COPY' && isWord(t, 'PROGRAM') && at(i + 1)?.kind === 'string') masked.add(at(i + 1)!)
+    if (first === 'COPY' && isWord(t, 'PROGRAM') && at(i + 1)?.kind === 'string') maskValue(i + 1)
     // SET [LOCAL|SESSION] name {=|TO} value[, ...] in the statements that set a configuration value.
     if (setScope && isWord(t, 'SET')) {
       let j = i + 1
@@ -155,7 +179,10 @@ function maskStatement(s: Token[], masked: Set<Token>): void {
         if (at(j)!.text === '-' || at(j)!.text === '+') continue
         const v = at(j)!
         if (v.kind !== 'string' && v.kind !== 'word' && v.kind !== 'number') break
-        masked.add(v)
+        if (v.kind === 'string') {
+          maskValue(j)
+          while (at(j + 1)?.kind === 'string') j++
+        } else masked.add(v)
         if (at(j + 1)?.text !== ',') break
         j++
       }
@@ -168,7 +195,10 @@ function maskStatement(s: Token[], masked: Set<Token>): void {
         const name = at(j)
         const value = at(j + 1)
         if (name && (name.kind === 'word' || name.kind === 'qident') && value?.kind === 'string') {
-          if (isSecretSetting(nameOf(name)) || isWord(at(1), 'USER')) masked.add(value)
+          if (isSecretSetting(nameOf(name)) || userMapping) {
+            maskValue(j + 1)
+            while (at(j + 2)?.kind === 'string') j++
+          }
           j += 2
         } else j++
         if (at(j)?.text === ',') j++
@@ -179,7 +209,8 @@ function maskStatement(s: Token[], masked: Set<Token>): void {
 
 /** Whether a text that could not be tokenised may hold a secret: conservative, by its words. */
 function looksSecret(text: string): boolean {
-  if (/:\/\/[^\s\/@]*:[^\s@]*@/.test(text) || /\bprogram\b/i.test(text)) return true
+  // A URL with user information (its password perhaps cut off before the `@`), found without backtracking.
+  if (/:\/\/[^\s\/@:]*:/.test(text) || /\bprogram\b/i.test(text)) return true
   return (text.match(/[A-Za-z_][A-Za-z0-9_.]*/g) ?? []).some((w) => isSecretSetting(w) || w.split('.').some(isSecretSetting))
 }
 
@@ -188,14 +219,28 @@ function looksSecret(text: string): boolean {
  * literals that may carry a secret replaced by '***'; the same text when it holds none.
  */
 export function maskSecretStatements(text: string): string {
+  return maskText(text, 0)
+}
+
+/** Words that start a statement inside a procedural body (DO, a function's $$...$$) after BEGIN, THEN, LOOP... */
+const INNER_STARTS = ['CREATE', 'ALTER', 'SET', 'COPY']
+/** How deep dollar-quoted bodies are read as statements (a DO block's body, a function in it). */
+const MAX_DEPTH = 2
+
+function maskText(text: string, depth: number): string {
   if (text.length === 0) return text
   const tokens = tokenise(text)
   if (!tokens) return looksSecret(text) ? MASKED_WHOLE : text
   const masked = new Set<Token>()
+  /** Dollar-quoted bodies that are code: of DO and of CREATE (functions, procedures), not a SELECT's literal. */
+  const code = new Set<Token>()
   let statement: Token[] = []
   for (const t of [...tokens, { kind: 'semi' as const, text: '' }]) {
     if (t.kind === 'semi') {
       if (statement.length > 0) maskStatement(statement, masked)
+      if (isWord(statement[0], 'DO', 'CREATE')) for (const s of statement) if (s.kind === 'string' && s.open?.startsWith('$')) code.add(s)
+      // In a procedural body a statement follows BEGIN, THEN, LOOP or a label: read it from each start word too.
+      if (depth > 0) for (let k = 1; k < statement.length; k++) if (isWord(statement[k], ...INNER_STARTS)) maskStatement(statement.slice(k), masked)
       statement = []
     } else if (t.kind !== 'space' && t.kind !== 'comment') statement.push(t)
   }
@@ -204,7 +249,8 @@ export function maskSecretStatements(text: string): string {
     if (masked.has(t)) return maskedString(t)
     if (t.kind !== 'string') return t.text
     const body = (t as Str).body
-    const clean = maskBody(body)
+    // A dollar-quoted body is code (DO, CREATE FUNCTION): its statements are masked as statements.
+    const clean = maskBody(code.has(t) && depth < MAX_DEPTH ? maskText(body, depth + 1) : body)
     if (clean === body) return t.text
     changed = true
     return `${t.text.slice(0, t.text.length - body.length - (t.close ?? '').length)}${clean}${t.close}`

@@ -33,7 +33,46 @@ describe('role passwords', () => {
     masks("ALTER ROLE app PASSWORD E'it\\'s \\\\ secret'", 'secret', "ALTER ROLE app PASSWORD '***'")
     masks('ALTER ROLE app PASSWORD $$it\'s secret$$', 'secret', 'ALTER ROLE app PASSWORD $$***$$')
     masks('ALTER ROLE app PASSWORD $pw$it$$s secret$pw$', 'secret', 'ALTER ROLE app PASSWORD $pw$***$pw$')
-    masks("ALTER ROLE app PASSWORD U&'secret\\0041'", 'secret', "ALTER ROLE app PASSWORD '***'")
+    masks("ALTER ROLE app PASSWORD U&'secret\\0041'", 'secret', "ALTER ROLE app PASSWORD U&'***'")
+    // U& keeps its prefix, so that a UESCAPE clause after it still parses
+    masks("ALTER ROLE app PASSWORD U&'!0073ecret' UESCAPE '!'", 'ecret', "ALTER ROLE app PASSWORD U&'***' UESCAPE '!'")
+    // literals PostgreSQL joins across a line break are one value
+    masks("ALTER ROLE app PASSWORD 'sec'\n'ret'", 'ret', "ALTER ROLE app PASSWORD '***'\n'***'")
+    masks("SET myapp.password = 'sec'\n  'ret'", 'ret', "SET myapp.password = '***'\n  '***'")
+    // a role that happens to be named "mapping" is a role
+    masks("CREATE USER mapping PASSWORD 'secret'", 'secret', "CREATE USER mapping PASSWORD '***'")
+    masks("ALTER USER mapping WITH PASSWORD 'secret'", 'secret', "ALTER USER mapping WITH PASSWORD '***'")
+  })
+
+  test('statements inside DO blocks and function bodies; a function\'s SET clause', () => {
+    masks("DO $$BEGIN ALTER ROLE app PASSWORD 'secret'; END$$", 'secret', "DO $$BEGIN ALTER ROLE app PASSWORD '***'; END$$")
+    masks(
+      "DO $do$ BEGIN IF true THEN SET myapp.token = 'secret'; END IF; END $do$",
+      'secret',
+      "DO $do$ BEGIN IF true THEN SET myapp.token = '***'; END IF; END $do$",
+    )
+    masks(
+      "CREATE FUNCTION f() RETURNS int LANGUAGE sql SET myapp.password = 'secret' AS $$ SELECT 1 $$",
+      'secret',
+      "CREATE FUNCTION f() RETURNS int LANGUAGE sql SET myapp.password = '***' AS $$ SELECT 1 $$",
+    )
+    masks(
+      "CREATE OR REPLACE PROCEDURE p() SET myapp.api_key TO 'secret' LANGUAGE sql AS 'SELECT 1'",
+      'secret',
+      "CREATE OR REPLACE PROCEDURE p() SET myapp.api_key TO '***' LANGUAGE sql AS 'SELECT 1'",
+    )
+  })
+
+  test('connection strings: values run to white space, as libpq reads them; hostile literals are masked, not passed through', () => {
+    masks("SELECT dblink_connect('host=x password=p@ss,w0rd;x&y)z dbname=d')", 'w0rd', "SELECT dblink_connect('host=x password=*** dbname=d')")
+    masks("SELECT dblink_connect(E'password=ab\\\\cd host=x')", 'cd', "SELECT dblink_connect(E'password=*** host=x')")
+    // an E-string whose quoted value never closes: 60 escaped backslash pairs made the old pattern give up and pass it through
+    const pairs = '\\\\'.repeat(60)
+    const hostile = `SELECT dblink_connect(E'password=\\'${pairs} host=x password=hunter2 ')`
+    expect(mask(hostile)).not.toContain('hunter2')
+    // a long run of "a." (the old URL pattern rescanned it from every word boundary)
+    const long = `SELECT '${'a.'.repeat(100_000)}'`
+    expect(mask(long)).toBe(long)
   })
   test('mixed case, comments and newlines between tokens, a quoted role name, unicode and bidi', () => {
     masks("AlTeR /* a /* nested */ comment */ RoLe\n\"PASSWORD\" -- line\n  PaSsWoRd\n'sécret\u202e ✓'", 'sécret', "AlTeR /* a /* nested */ comment */ RoLe\n\"PASSWORD\" -- line\n  PaSsWoRd\n'***'")
