@@ -427,6 +427,11 @@ for (const kind of storeKinds) {
       // Archived after the failure: no longer failing.
       await ingest(pgBatch('archiver-db', at(5), { archiver: { ...status, archived_count: 8, last_archived_time: at(5) } }))
       expect(await ok(id, '/archiver')).toMatchObject({ archived_count: 8, failing: false })
+      // archive_mode on with no command: nothing is archived and every WAL file is kept, a critical finding.
+      const bare = await ingest(pgBatch('archiver-no-command', at(5), { archiver: { ...status, archive_command_set: false, failed_count: 0, last_failed_time: null, last_failed_wal: null } }))
+      const finding = (await ok(bare, '/doctor')).top_issues.find((f: { rule: string }) => f.rule === 'pg_archiver_failing')
+      expect([finding?.severity, finding?.title]).toEqual(['critical', 'WAL archiving is on without a command'])
+      expect(finding?.detail).toContain("archive_mode is 'on' but neither archive_command nor archive_library is set")
       // The section is bounded: a WAL file name past 64 characters is refused with the field named.
       const res = await session.server.call('POST', '/api/v1/ingest', { apiKey: session.key, body: pgBatch('archiver-db', at(6), { archiver: { ...status, last_failed_wal: 'x'.repeat(65) } }) })
       expect(res.status).toBe(400)

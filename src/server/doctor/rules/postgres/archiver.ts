@@ -6,6 +6,8 @@
 // Warning when the archiver keeps up badly: at least 64 WAL files waiting (1 GB with the default 16 MB
 // segments; a healthy archiver has one or two waiting, since it archives each file as soon as it is
 // complete) or the oldest waiting for an hour (a restore from the archive would lose that hour).
+// Critical too when archive_mode is on with no archive_command or archive_library: PostgreSQL then keeps
+// every WAL file, waiting for a command, and nothing is archived at all.
 import type { ArchiverStatus } from '../../../../shared/wire.ts'
 import { pgString } from '../../sql-text.ts'
 import { type FindingDraft, type Rule, bytes, duration } from '../../types.ts'
@@ -83,6 +85,23 @@ export const archiverFailing: Rule<typeof defaults> = {
         metrics,
       }
       return [finding]
+    }
+    if (s.archive_command_set === false) {
+      return [
+        {
+          severity: 'critical',
+          title: 'WAL archiving is on without a command',
+          detail:
+            `archive_mode is ${pgString(s.archive_mode ?? 'on')} but neither archive_command nor archive_library is set: PostgreSQL archives nothing and keeps every WAL file, waiting for a command.` +
+            backlog +
+            ' pg_wal grows until the disk fills and the server stops.',
+          recommendation:
+            'Set archive_command (or archive_library) to what archives a WAL file to your archive (pgBackRest, WAL-G, a copy to a mounted volume), then reload; or, if no archive is wanted, set archive_mode = off (a restart), after which PostgreSQL removes the waiting files at its next checkpoints.',
+          how_to_investigate: INVESTIGATE,
+          how_to_fix: ["SELECT pg_reload_conf();   -- after setting archive_command (ALTER SYSTEM SET archive_command = '…' or postgresql.conf)"],
+          metrics,
+        },
+      ]
     }
     const oldestMs = s.oldest_ready_time !== null && found.ts !== null ? found.ts - s.oldest_ready_time : null
     const many = s.ready_count !== null && s.ready_count >= t.warning_ready_files
