@@ -18,24 +18,22 @@ import { EXPOSITION_CONTENT_TYPE } from '../../shared/prometheus.ts'
 
 const digest = (text: string) => createHash('sha256').update(text).digest()
 
+/** The request's `Authorization: Bearer` value when it is not an API key and no X-API-Key came: the token, or a session's JWT. */
+function bearerNotKey(request: Request): string | undefined {
+  const credential = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.get('authorization') ?? '')?.[1]
+  return credential !== undefined && !looksLikeApiKey(credential) && request.headers.get('x-api-key') === null ? credential : undefined
+}
+
 /** True when `request` carries `Authorization: Bearer <token>`, compared in constant time (of the digests). */
 function presentsToken(request: Request, token: Buffer | undefined): boolean {
-  if (!token) return false
-  const credential = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.get('authorization') ?? '')?.[1]
-  if (!credential || looksLikeApiKey(credential) || request.headers.get('x-api-key') !== null) return false
-  return timingSafeEqual(digest(credential), token)
+  const credential = token && bearerNotKey(request)
+  return credential ? timingSafeEqual(digest(credential), token) : false
 }
 
 const WRONG_TOKEN =
   "invalid credentials: neither this server's DBM_METRICS_TOKEN (its own figures) nor a valid access token; an organization's figures take its API key"
 const NO_TOKEN =
   "invalid credentials: not a valid access token, and this server has no DBM_METRICS_TOKEN (its own figures are off); an organization's figures take its API key"
-
-/** The request's `Authorization: Bearer` value when it is not an API key (a token or a session's JWT). */
-function bearerNotKey(request: Request): boolean {
-  const credential = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.get('authorization') ?? '')?.[1]
-  return credential !== undefined && !looksLikeApiKey(credential) && request.headers.get('x-api-key') === null
-}
 
 export function metricsRoute(deps: Deps) {
   const token = deps.metricsToken ? digest(deps.metricsToken) : undefined
@@ -51,7 +49,7 @@ export function metricsRoute(deps: Deps) {
     } catch (e) {
       // A Bearer value that is neither the token nor a session: most likely a Prometheus with the wrong token
       // file, so say where the server's figures come from rather than only "access token".
-      if (e instanceof HttpError && e.status === 401 && bearerNotKey(request)) throw unauthorized(token ? WRONG_TOKEN : NO_TOKEN)
+      if (e instanceof HttpError && e.status === 401 && bearerNotKey(request) !== undefined) throw unauthorized(token ? WRONG_TOKEN : NO_TOKEN)
       throw e
     }
     return organizationExposition(await deps.store.health.organizationFigures(principal.orgId), deps.clock())
