@@ -28,6 +28,13 @@ export const ingestMaxItems = {
   collector_errors: 100,
   collector_notes: 100,
   xmin_holders: 100,
+  /** log_events.entries: classified log entries sent whole (the rest are counted in log_events.counts). */
+  log_events: 2_000,
+  /** log_events.counts: one per minute, kind and severity. */
+  log_counts: 10_000,
+  host_filesystems: 64,
+  host_devices: 64,
+  backups: 500,
 } as const
 export type IngestArraySection = keyof typeof ingestMaxItems
 
@@ -41,6 +48,10 @@ export const ingestTextLimits = {
   collectorMessage: 2_000,
   /** XminHolder.query_text (the holding session's statement; the activity section carries it whole). */
   holderQueryText: 2_000,
+  /** LogEvent.message and each string of LogEvent.fields. */
+  logMessage: 8_000,
+  /** LogEvent.statement (cut by the agent past it). */
+  logStatement: 20_000,
   /** batch_id, query_hash, plan_hash, agent_version. */
   id: 64,
 } as const

@@ -22,6 +22,8 @@ const epochMs = T.Integer({ minimum: 0, maximum: 253_402_300_799_999 })
 /** A plan's count of scan nodes (an INTEGER column). */
 const planCount = T.Integer({ minimum: 0, maximum: 2_147_483_647 })
 const nullableEpochMs = T.Union([epochMs, T.Null()])
+/** Text a PostgreSQL store can hold (no NUL). */
+const NO_NUL_PATTERN = '^[^\\u0000]*$'
 
 // A counter family's fields as wire properties (src/shared/families.ts): a number bounded by its unit
 // (milliseconds or a count), optional unless every agent sends it; nullable for table and index fields
@@ -343,6 +345,180 @@ export const ArchiverStatus = T.Object({
 })
 export type ArchiverStatus = Static<typeof ArchiverStatus>
 
+/** A log event's kind (src/shared/log-kinds.ts): lower-case letters and underscores. */
+const logKind = T.String({ minLength: 1, maxLength: 40, pattern: '^[a-z_]+$' })
+/** A severity (src/shared/log-kinds.ts LOG_SEVERITIES). */
+const logSeverity = T.String({ minLength: 1, maxLength: 16, pattern: '^[a-z]+$' })
+const logText = T.String({ maxLength: text.logMessage, pattern: NO_NUL_PATTERN })
+const nullableLogText = T.Union([T.String({ maxLength: 1_000, pattern: NO_NUL_PATTERN }), T.Null()])
+/** A value of a log event's fields: a number, a flag, a text, or a short list of them. */
+const logFieldValue = T.Union([
+  T.Number({ minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER }),
+  T.Boolean(),
+  T.Null(),
+  logText,
+  T.Array(T.Union([T.Number({ minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER }), logText]), { maxItems: 64 }),
+])
+
+/**
+ * One classified entry of the server's log (collected by `log_events`): PostgreSQL's log file read beside
+ * the server or over SQL, ClickHouse's system.errors (one entry per error code that occurred, `count`
+ * times), crash_log and text_log. Its text has passed the agent's secret masking, and its statement and
+ * parameter values the operator's `log_text` (redacted by default: literals replaced).
+ */
+export const LogEvent = T.Object({
+  /** When the server logged it (the entry's own timestamp; the cycle's when the log line has none). */
+  ts: epochMs,
+  kind: logKind,
+  severity: logSeverity,
+  /** SQLSTATE (PostgreSQL, when the log gives it: csvlog, jsonlog, or %e in the prefix) or ClickHouse's error name. */
+  sqlstate: T.Union([T.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_]+$' }), T.Null()]),
+  /** The primary message as logged (masked). */
+  message: logText,
+  /** The message with numbers, literals and quoted names replaced: what identical errors share. */
+  fingerprint: T.String({ maxLength: 512, pattern: NO_NUL_PATTERN }),
+  /** The backend's pid; null when the log line does not say. */
+  pid: T.Union([T.Integer({ minimum: 0, maximum: 2_147_483_647 }), T.Null()]),
+  user: nullableLogText,
+  database: nullableLogText,
+  application: nullableLogText,
+  /** The client's address (and port when logged). */
+  client: nullableLogText,
+  /** DETAIL, HINT and CONTEXT lines as logged (masked, parameters redacted per log_text). */
+  detail: T.Union([logText, T.Null()]),
+  /** The STATEMENT (or the statement of a `duration:` entry), per log_text; null when none or log_text is none. */
+  statement: T.Union([T.String({ maxLength: text.logStatement, pattern: NO_NUL_PATTERN }), T.Null()]),
+  /** The statement's query id (%Q, jsonlog's query_id), matching pg_stat_statements' queryid. */
+  query_id: T.Union([T.String({ maxLength: text.id, pattern: '^-?[0-9]+$' }), T.Null()]),
+  /** The kind's own fields (src/shared/log-kinds.ts), by name. */
+  fields: T.Record(T.String({ minLength: 1, maxLength: 64, pattern: '^[a-z0-9_]+$' }), logFieldValue, { maxProperties: 32 }),
+  /** How many occurrences this entry stands for (ClickHouse system.errors); absent: 1. */
+  count: T.Optional(T.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })),
+})
+export type LogEvent = Static<typeof LogEvent>
+
+/** How many entries of a kind and severity the log held in one minute: exact, whether or not each was sent. */
+export const LogCount = T.Object({
+  minute: epochMs,
+  kind: logKind,
+  severity: logSeverity,
+  count: count,
+})
+export type LogCount = Static<typeof LogCount>
+
+/**
+ * The log read during the cycle (collected by `log_events`). `counts` covers every entry read; `entries`
+ * the entries themselves, up to the agent's cap per batch, the most severe first when it must choose
+ * (the rest counted in `dropped`). A batch is applied once (its batch_id), so nothing is counted twice.
+ */
+export const LogEventsSection = T.Object({
+  /** Where the entries came from: log files beside the server, pg_read_file over SQL, ClickHouse system tables. */
+  source: T.Union([T.Literal('files'), T.Literal('sql'), T.Literal('system_tables')]),
+  entries: T.Array(LogEvent, { maxItems: max.log_events }),
+  counts: T.Array(LogCount, { maxItems: max.log_counts }),
+  /** Entries classified and counted but not sent whole (past the per-batch cap). */
+  dropped: count,
+  /** Bytes of log read this cycle, and still waiting to be read (a backlog read in bounded slices); null when unknown. */
+  bytes_read: count,
+  backlog_bytes: nullableCount,
+})
+export type LogEventsSection = Static<typeof LogEventsSection>
+
+/** A filesystem holding something of the database's (collected by `host`). */
+export const HostFilesystem = T.Object({
+  /**
+   * What the database keeps on it: `data`, `wal`, `log`, `tablespace:<name>` (PostgreSQL), `disk:<name>`
+   * (ClickHouse system.disks); several when they share the filesystem.
+   */
+  roles: T.Array(T.String({ minLength: 1, maxLength: 200, pattern: NO_NUL_PATTERN }), { minItems: 1, maxItems: 32 }),
+  /** The path it was measured at (the data directory, the WAL directory's target, a tablespace's location). */
+  path: T.String({ maxLength: 1_000, pattern: NO_NUL_PATTERN }),
+  /** Its mount point and device, when /proc/self/mountinfo tells. */
+  mount: nullableLogText,
+  device: nullableLogText,
+  total_bytes: count,
+  /** Free to unprivileged users (statfs f_bavail), what PostgreSQL can still write. */
+  available_bytes: count,
+  inodes_total: nullableCount,
+  inodes_available: nullableCount,
+})
+export type HostFilesystem = Static<typeof HostFilesystem>
+
+/** A block device behind those filesystems: its I/O during the cycle (deltas of /proc/diskstats). */
+export const HostDevice = T.Object({
+  device: T.String({ minLength: 1, maxLength: 200, pattern: NO_NUL_PATTERN }),
+  reads: count,
+  writes: count,
+  read_bytes: count,
+  write_bytes: count,
+  /** Milliseconds the device was busy (io_ticks): over the cycle's length, its utilisation. */
+  busy_ms: ms,
+})
+export type HostDevice = Static<typeof HostDevice>
+
+/**
+ * The database's host (collected by `host`): from /proc and statfs when the agent runs on it (decided
+ * from evidence, named in `evidence`), or from ClickHouse's system.asynchronous_metrics and system.disks.
+ * Shares are percentages of all CPUs' time over the cycle; null where the source does not tell.
+ */
+export const HostStatus = T.Object({
+  source: T.Union([T.Literal('proc'), T.Literal('clickhouse')]),
+  /** Why the agent believes it runs on the database's host (source proc). */
+  evidence: nullableLogText,
+  cpu_count: nullableCount,
+  cpu: T.Union([
+    T.Object({
+      user: T.Number({ minimum: 0, maximum: 100 }),
+      system: T.Number({ minimum: 0, maximum: 100 }),
+      iowait: T.Number({ minimum: 0, maximum: 100 }),
+      steal: T.Number({ minimum: 0, maximum: 100 }),
+      idle: T.Number({ minimum: 0, maximum: 100 }),
+    }),
+    T.Null(),
+  ]),
+  load: T.Union([T.Object({ load1: T.Number({ minimum: 0 }), load5: T.Number({ minimum: 0 }), load15: T.Number({ minimum: 0 }) }), T.Null()]),
+  memory: T.Union([
+    T.Object({ total_bytes: count, available_bytes: count, swap_total_bytes: count, swap_used_bytes: count }),
+    T.Null(),
+  ]),
+  filesystems: T.Array(HostFilesystem, { maxItems: max.host_filesystems }),
+  devices: T.Array(HostDevice, { maxItems: max.host_devices }),
+})
+export type HostStatus = Static<typeof HostStatus>
+
+/** One backup as the backup tool lists it (collected by `backups`). */
+export const BackupEntry = T.Object({
+  /** The tool's label or name for it (pgBackRest's label, WAL-G's backup_name). */
+  label: T.String({ minLength: 1, maxLength: 200, pattern: NO_NUL_PATTERN }),
+  /** full, diff, incr (pgBackRest) or full, delta (WAL-G). */
+  type: T.String({ minLength: 1, maxLength: 16, pattern: '^[a-z]+$' }),
+  started_at: nullableEpochMs,
+  finished_at: nullableEpochMs,
+  /** The database's size it backed up, and what it takes in the repository; null when not told. */
+  size_bytes: nullableCount,
+  stored_bytes: nullableCount,
+  /** pgBackRest's stanza or WAL-G's storage; null when not told. */
+  stanza: nullableLogText,
+  /** False when the tool reports the backup as failed or incomplete (pgBackRest's `error`). */
+  ok: T.Boolean(),
+})
+export type BackupEntry = Static<typeof BackupEntry>
+
+/**
+ * Backups, from the command the operator named in the agent's config (pgBackRest `info --output=json`,
+ * WAL-G `backup-list --json --detail`), read every few minutes: sent when read, kept as the latest.
+ */
+export const BackupStatus = T.Object({
+  tool: T.Union([T.Literal('pgbackrest'), T.Literal('walg')]),
+  /** When the command ran. */
+  checked_at: epochMs,
+  /** Why the command gave no list (its exit code and the first line of its stderr, masked); null when it did. */
+  error: nullableLogText,
+  /** The backups, newest first. */
+  backups: T.Array(BackupEntry, { maxItems: max.backups }),
+})
+export type BackupStatus = Static<typeof BackupStatus>
+
 /**
  * One of the things holding back the database's xmin horizon, so that VACUUM can neither remove the rows
  * deleted or updated after it nor freeze past it (collected by database_stats, the oldest first within
@@ -532,6 +708,12 @@ export const IngestBatch = T.Object({
   replication: T.Optional(ReplicationStatus),
   /** The WAL archiver's state (collected by `archiver`; absent from agents before it, ignored by servers before it). */
   archiver: T.Optional(ArchiverStatus),
+  /** The server log's entries of the cycle, classified, with exact counts (collected by `log_events`; absent from agents before it). */
+  log_events: T.Optional(LogEventsSection),
+  /** The database host's CPU, memory, filesystems and devices (collected by `host`; absent when the agent is not on the host). */
+  host: T.Optional(HostStatus),
+  /** Backups from pgBackRest or WAL-G (collected by `backups` when a backup command is configured; sent when read). */
+  backups: T.Optional(BackupStatus),
   /** Deltas of pg_stat_bgwriter / pg_stat_checkpointer counters. */
   bgwriter: T.Optional(counterMap),
   /** Deltas of pg_stat_wal counters (PostgreSQL 14+). */
