@@ -26,8 +26,12 @@ const RECORD_KEYS: Record<string, readonly string[]> = {
   database_stats: [...DATABASE_COUNTER_KEYS, ...DATABASE_GAUGE_KEYS],
   'server_state.settings': ['work_mem', 'search_path'],
   'server_state.stats_resets': ['pg_stat_database', 'pg_stat_statements'],
+  'log_events.entries[].fields': ['table', 'wait_ms'],
   server_metrics: [...SERVER_GAUGE_KEYS, ...SERVER_COUNTER_KEYS, diskMetricKey('default', 'free_bytes'), diskMetricKey('default', 'total_bytes')],
 }
+
+/** Values of string fields whose pattern the default `<key>-<index>` would not match. */
+const PATTERNED: Record<string, string> = { kind: 'error', severity: 'error', sqlstate: '42P01', query_id: '-4242', type: 'full' }
 
 /** The wire's epoch-millisecond fields: integers up to the last millisecond of the year 9999. */
 const EPOCH_MS_MAXIMUM = 253_402_300_799_999
@@ -63,7 +67,8 @@ export function fullBatch(name: string, collectedAt: number, engine: 'postgres' 
       case 'Literal':
         return schema.const
       case 'String': {
-        const text = `${key}-${index}`
+        const text = PATTERNED[key] ?? `${key}-${index}`
+        if (schema.pattern && !new RegExp(schema.pattern).test(text)) throw new Error(`fullBatch: '${text}' does not match the pattern at ${path}: add a value to PATTERNED`)
         return text.slice(0, schema.maxLength ?? text.length)
       }
       case 'Boolean':

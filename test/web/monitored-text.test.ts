@@ -32,7 +32,10 @@ const MINUTE = 60_000
 const now = Date.now()
 
 /** Wire paths (`[]` for an array's entries) whose strings are machine values, not text from the database. */
-const MACHINE = new Set(['batch_id', 'agent_version', 'database.engine', 'explain_plans[].source', 'bloat[].kind', 'collector_errors[].level', 'collector_notes[].level'])
+const MACHINE = new Set(['batch_id', 'agent_version', 'database.engine', 'explain_plans[].source', 'bloat[].kind', 'collector_errors[].level', 'collector_notes[].level',
+  // log events, host and backups: kinds, severities, codes and tools are dbm's (or PostgreSQL's) words with a pattern on the wire
+  'log_events.source', 'log_events.entries[].kind', 'log_events.entries[].severity', 'log_events.entries[].sqlstate', 'log_events.entries[].query_id',
+  'log_events.counts[].kind', 'log_events.counts[].severity', 'host.source', 'backups.tool', 'backups.backups[].type'])
 /** Maps whose keys are names from the database (the others' keys are dbm's metric names). */
 const NAMED_KEYS = new Set(['server_state.settings', 'database.tags', 'server_state.stats_resets'])
 
