@@ -6,7 +6,8 @@
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import postgres from 'postgres'
-import type { AgentConfig, DatabaseConfig } from './config.ts'
+import type { AgentConfig, BackupConfig, DatabaseConfig } from './config.ts'
+import { readBackups } from './collectors/postgres/backups.ts'
 import { NO_TOPLEVEL, untrustedAdvice, untrustedCode, writableAdvice, writableSearchPath } from './collectors/postgres/explain-plans.ts'
 import { featuresOf } from './collectors/postgres/query-stats.ts'
 import { postgresConnection } from './postgres-dsn.ts'
@@ -110,6 +111,7 @@ async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<Chec
         // Untrusted functions matter only where plans are sampled (the server may still turn sampling off).
         const explaining = plans.some((p) => p.run && p.collector.name === 'explain_plans')
         const notes = await postgresNotes(sql, major, db.name, explaining ? (db.explainTrustedRoles ?? []) : undefined)
+        if (db.backup && plans.some((p) => p.run && p.collector.name === 'backups')) notes.push(await backupNote(db.backup, timeoutS))
         return { ok: true, line: okLine(db, `postgres ${row!.version}`, plans) + (notes.length ? `; note: ${notes.join('; ')}` : '') }
       })(),
       timeoutS * 1000,
@@ -122,6 +124,19 @@ async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<Chec
     // timeout 0 destroys a connection stuck in its handshake instead of waiting for it.
     await sql.end({ timeout: 0 }).catch(() => {})
   }
+}
+
+/** The backup command run once, as the collector will: how many backups it lists and the newest, or why none. */
+async function backupNote(config: BackupConfig, timeoutS: number): Promise<string> {
+  // Within the check's own deadline, which covers the whole database line.
+  const status = await readBackups(config, Date.now, { timeoutMs: Math.min(config.timeoutMs, timeoutS * 500) })
+  const newest = status.backups[0]
+  if (status.error && !newest) return `backups: ${status.error}`
+  const when = newest?.finished_at ?? newest?.started_at
+  const listed = newest
+    ? `${status.backups.length} listed, the newest ${newest.label} (${newest.type}${when ? `, ${new Date(when).toISOString()}` : ''})`
+    : 'none listed'
+  return `backups (${config.tool}): ${listed}${status.error ? `; ${status.error}` : ''}`
 }
 
 /** `ok    name: engine version; collectors: …; skipped: name (reason), …` */

@@ -32,10 +32,24 @@ export interface DatabaseConfig {
    * may run code with the agent's rights when plans are sampled (explain_trusted_roles); absent = none.
    */
   explainTrustedRoles?: string[]
+  /** PostgreSQL only: the backup tool's listing command, read by the `backups` collector; absent = not collected. */
+  backup?: BackupConfig
   /** enabled_exporter: the database's own figures as series on the agent's GET /metrics (exporter.ts). */
   exporter?: boolean
   tags: Record<string, string>
 }
+
+/** backup_command and its companions: what the `backups` collector runs, how often, and for how long at most. */
+export interface BackupConfig {
+  /** The argv, run without a shell. */
+  command: string[]
+  tool: BackupTool
+  intervalMs: number
+  timeoutMs: number
+}
+
+export const BACKUP_TOOLS = ['pgbackrest', 'walg'] as const
+export type BackupTool = (typeof BACKUP_TOOLS)[number]
 
 export interface AgentConfig {
   api: { endpoint: string; key: string }
@@ -81,7 +95,7 @@ const TOP_LEVEL_KEYS = ['api', 'health', 'buffer', 'databases']
 const API_KEYS = ['endpoint', 'key']
 const HEALTH_KEYS = ['listen_addr']
 const BUFFER_KEYS = ['max_bytes']
-const DATABASE_KEYS = ['name', 'engine', 'dsn', 'poll_interval', 'enabled_collectors', 'pg_log_dir', 'explain_trusted_roles', 'enabled_exporter', 'tags']
+const DATABASE_KEYS = ['name', 'engine', 'dsn', 'poll_interval', 'enabled_collectors', 'pg_log_dir', 'explain_trusted_roles', 'enabled_exporter', 'tags', 'backup_command', 'backup_tool', 'backup_check_interval', 'backup_timeout']
 
 // ---------------------------------------------------------------------------------------------
 // Go durations (time.ParseDuration, same grammar, limits and error texts)
@@ -490,6 +504,56 @@ function parseTrustedRoles(entry: PlainMap, engine: EngineName, path: string): s
   return [...new Set(value as string[])]
 }
 
+const DEFAULT_BACKUP_INTERVAL = '10m'
+const DEFAULT_BACKUP_TIMEOUT = '60s'
+
+/** A duration key of the backup settings, within [minMs, maxMs]. */
+function backupDuration(entry: PlainMap, key: string, fallback: string, minMs: number, maxMs: number, path: string): number {
+  const text = optionalString(entry, key, `${path}.${key}`) ?? fallback
+  let ms: number
+  try {
+    ms = parseGoDuration(text)
+  } catch (error) {
+    throw new ConfigError(`${path}.${key}: ${(error as Error).message}`)
+  }
+  if (ms < minMs || ms > maxMs) throw new ConfigError(`${path}.${key}: must be between ${minMs / 1000}s and ${maxMs / 3_600_000}h, got ${text}`)
+  return ms
+}
+
+/**
+ * backup_command (an argv list: the program and its arguments, run without a shell), backup_tool
+ * (pgbackrest or walg; inferred from the program's name when it is pgbackrest, wal-g or wal-g-pg),
+ * backup_check_interval (default 10m, at least 10s) and backup_timeout (default 60s, 1s to 1h).
+ */
+function parseBackup(entry: PlainMap, engine: EngineName, path: string): BackupConfig | undefined {
+  const value = entry.backup_command
+  const companions = ['backup_tool', 'backup_check_interval', 'backup_timeout'].filter((k) => entry[k] !== undefined && entry[k] !== null)
+  if (value === null || value === undefined) {
+    if (companions.length > 0) throw new ConfigError(`${path}.${companions[0]}: set backup_command too`)
+    return undefined
+  }
+  const where = `${path}.backup_command`
+  if (engine !== 'postgres') throw new ConfigError(`${where}: only for postgres databases`)
+  if (!Array.isArray(value) || value.length === 0 || value.some((item) => typeof item !== 'string' || item === '' || item.includes('\0'))) {
+    throw new ConfigError(`${where}: expected a list: the program and its arguments, e.g. [pgbackrest, --stanza=main, info, --output=json]`)
+  }
+  const command = value as string[]
+  const toolText = optionalString(entry, 'backup_tool', `${path}.backup_tool`)
+  const program = (command[0]!.split('/').pop() ?? '').toLowerCase()
+  const inferred: BackupTool | undefined = program.startsWith('pgbackrest') ? 'pgbackrest' : /^wal-?g/.test(program) ? 'walg' : undefined
+  if (toolText !== undefined && !(BACKUP_TOOLS as readonly string[]).includes(toolText)) {
+    throw new ConfigError(`${path}.backup_tool: expected pgbackrest or walg, got ${JSON.stringify(toolText)}`)
+  }
+  const tool = (toolText as BackupTool | undefined) ?? inferred
+  if (tool === undefined) throw new ConfigError(`${path}.backup_tool: cannot tell the tool from ${JSON.stringify(command[0])}: set backup_tool: pgbackrest or walg`)
+  return {
+    command,
+    tool,
+    intervalMs: backupDuration(entry, 'backup_check_interval', DEFAULT_BACKUP_INTERVAL, 10_000, MAX_POLL_INTERVAL_MS, path),
+    timeoutMs: backupDuration(entry, 'backup_timeout', DEFAULT_BACKUP_TIMEOUT, 1_000, 3_600_000, path),
+  }
+}
+
 function parseTags(entry: PlainMap, path: string): Record<string, string> {
   const value = entry.tags
   if (value === null || value === undefined) return {}
@@ -545,6 +609,7 @@ function parseDatabase(value: Plain, index: number): DatabaseConfig {
   const pgLogDir = optionalString(value, 'pg_log_dir', `${path}.pg_log_dir`)
   if (pgLogDir !== undefined && engine !== 'postgres') throw new ConfigError(`${path}.pg_log_dir: only for postgres databases`)
   const explainTrustedRoles = parseTrustedRoles(value, engine, path)
+  const backup = parseBackup(value, engine, path)
   const tags = parseTags(value, path)
   const exporter = optionalString(value, 'enabled_exporter', `${path}.enabled_exporter`)
   if (exporter !== undefined && exporter !== 'true' && exporter !== 'false') {
@@ -556,6 +621,7 @@ function parseDatabase(value: Plain, index: number): DatabaseConfig {
   if (enabledCollectors !== undefined) database.enabledCollectors = enabledCollectors
   if (pgLogDir !== undefined) database.pgLogDir = pgLogDir
   if (explainTrustedRoles !== undefined) database.explainTrustedRoles = explainTrustedRoles
+  if (backup !== undefined) database.backup = backup
   return database
 }
 

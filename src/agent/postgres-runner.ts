@@ -17,7 +17,7 @@ export { type RunnerStatus, type RunnerTimings, defaultTimings } from './runner.
 
 /** Which PostgreSQL collectors run against a server of `major`, and why the others do not. */
 export function planCollectors(
-  config: Pick<DatabaseConfig, 'enabledCollectors'>,
+  config: Pick<DatabaseConfig, 'enabledCollectors'> & Partial<DatabaseConfig>,
   major: number,
   settings?: DatabaseSettings,
 ): CollectorPlan<PostgresContext>[] {
@@ -120,6 +120,7 @@ export class PostgresRunner extends Runner<PostgresContext> {
           versionNum: info!.num,
           major,
           pgLogDir: config.pgLogDir,
+          backup: config.backup,
           explainTrustedRoles: config.explainTrustedRoles,
           now,
           settings: {

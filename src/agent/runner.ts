@@ -55,7 +55,7 @@ const ENGINE_LABEL: Record<EngineName, string> = { postgres: 'PostgreSQL', click
 /** Which of `collectors` run against a server of `major`, and why the others do not. */
 export function planFor<Ctx>(
   collectors: Collector<Ctx>[],
-  config: Pick<DatabaseConfig, 'enabledCollectors'>,
+  config: Pick<DatabaseConfig, 'enabledCollectors'> & Partial<DatabaseConfig>,
   major: number,
   settings?: DatabaseSettings,
 ): CollectorPlan<Ctx>[] {
@@ -66,6 +66,8 @@ export function planFor<Ctx>(
     if (config.enabledCollectors && !config.enabledCollectors.includes(collector.name)) {
       return { collector, run: false, reason: 'not in enabled_collectors' }
     }
+    const unconfigured = collector.unconfigured?.(config)
+    if (unconfigured !== undefined) return { collector, run: false, reason: unconfigured }
     if (settings?.disabled_collectors.includes(collector.name)) return { collector, run: false, reason: 'disabled on the server' }
     if (collector.name === 'explain_plans' && settings && !settings.collect_explain_plans) {
       return { collector, run: false, reason: 'collect_explain_plans is off on the server' }

@@ -11,8 +11,8 @@ export type LogCategory = (typeof LOG_CATEGORIES)[number]
  * entry does not give is left out). Durations are in milliseconds, sizes in bytes, times in epoch ms.
  */
 export const LOG_KINDS = {
-  /** An ERROR (or FATAL) not classified more precisely: sqlstate and the normalised message group them. */
-  error: { category: 'errors', label: 'Error', fields: [] },
+  /** An ERROR (or FATAL) not classified more precisely: sqlstate and the normalised message group them (ClickHouse: the error code, and whether it came from a remote server). */
+  error: { category: 'errors', label: 'Error', fields: ['code', 'remote'] },
   /** password/ident/peer/cert authentication failed, or no pg_hba.conf entry. */
   auth_failed: { category: 'connections', label: 'Authentication failed', fields: ['method', 'reason'] },
   /** too many connections / remaining slots reserved / too many connections for role or database. */
@@ -79,7 +79,7 @@ export const LOG_KINDS = {
   /** received smart/fast/immediate shutdown request, database system is shut down. */
   server_shutdown: { category: 'server', label: 'Server shut down', fields: ['mode'] },
   /** a server process was terminated by a signal / exited abnormally; ClickHouse: system.crash_log. */
-  server_crash: { category: 'server', label: 'Server crash', fields: ['signal', 'exit_code', 'process'] },
+  server_crash: { category: 'server', label: 'Server crash', fields: ['signal', 'exit_code', 'process', 'version', 'trace'] },
   /** database system was not properly shut down; automatic recovery in progress / redo done. */
   recovery: { category: 'server', label: 'Crash recovery', fields: ['phase', 'redo_ms'] },
   /** Anything else, counted by severity. */

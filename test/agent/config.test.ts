@@ -126,6 +126,20 @@ databases:
     expect(parse('explain_trusted_roles: ["a\'b"]')().databases[0]!.explainTrustedRoles).toEqual(["a'b"])
   })
 
+  test('backup_command: an argv list, the tool named or inferred from the program, interval and timeout defaults', () => {
+    const parse = (extra: string) => parseAgentConfig(`api: {key: ${KEY}}\ndatabases: [{dsn: "postgres://db/app", ${extra}}]`).databases[0]!.backup
+    expect(parse('backup_command: [/usr/bin/pgbackrest, --stanza=main, info, --output=json]')).toEqual({
+      command: ['/usr/bin/pgbackrest', '--stanza=main', 'info', '--output=json'],
+      tool: 'pgbackrest',
+      intervalMs: 600_000,
+      timeoutMs: 60_000,
+    })
+    expect(parse('backup_command: [wal-g, backup-list, --json, --detail], backup_check_interval: 1h, backup_timeout: 2m')).toMatchObject({ tool: 'walg', intervalMs: 3_600_000, timeoutMs: 120_000 })
+    expect(parse('backup_command: [sudo, -u, postgres, pgbackrest, info, --output=json], backup_tool: pgbackrest')?.tool).toBe('pgbackrest')
+    expect(parse('poll_interval: 10s')).toBeUndefined()
+    expect(errorOf(() => parse('backup_command: [pgbackrest], backup_tool: barman')).message).toBe('databases[0].backup_tool: expected pgbackrest or walg, got "barman"')
+  })
+
   test('a PostgreSQL DSN with an IPv6 address literal is a config error naming the way out (postgres.js cannot connect to one)', () => {
     const error = errorOf(() => parseAgentConfig(`api: {key: ${KEY}}\ndatabases: [{name: v6, dsn: "postgres://u:secret@[::1]:5432/app"}]`))
     expect(error.message).toBe('databases[0].dsn: IPv6 address literals are not supported in PostgreSQL DSNs; use a host name that resolves to [::1]')

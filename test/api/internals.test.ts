@@ -4,7 +4,7 @@
 // organization checks, and deletion of the rows with their database.
 import { describe, expect, test } from 'bun:test'
 import type { ReplicationStatus } from '../../src/shared/wire.ts'
-import { HOUR, POSTGRES_INTERNALS_PATHS, agentSession, at, iso, pgBatch, range } from '../support/batches.ts'
+import { HOUR, POSTGRES_INTERNALS_PATHS, agentSession, at, base, iso, pgBatch, range } from '../support/batches.ts'
 import { storeKinds } from '../support/server.ts'
 
 const wait = (type: string, event: string, count: number) => ({ wait_event_type: type, wait_event: event, count, total_duration_ms: count * 1000 })
@@ -436,6 +436,53 @@ for (const kind of storeKinds) {
       const res = await session.server.call('POST', '/api/v1/ingest', { apiKey: session.key, body: pgBatch('archiver-db', at(6), { archiver: { ...status, last_failed_wal: 'x'.repeat(65) } }) })
       expect(res.status).toBe(400)
       expect(JSON.stringify(res.body)).toContain('last_failed_wal')
+    })
+
+    test('backups: empty before any section; the latest status with its last, last successful and last full; the doctor on fresh, stale, failed and failing', async () => {
+      const EMPTY = { ts: null, tool: null, checked_at: null, error: null, latest: null, last_successful: null, last_full: null, backups: [] }
+      const id = await ingest(pgBatch('backups-db', at(0)))
+      expect(await ok(id, '/backups')).toEqual(EMPTY)
+      const backupRule = async (db: string) =>
+        ((await ok(db, '/doctor')).top_issues as { rule: string; severity: string; title: string; detail: string; objects: string[] }[])
+          .filter((f) => f.rule === 'pg_backup_age')
+          .map((f) => [f.severity, f.title])
+      // Never configured: no finding (the agent cannot know).
+      expect(await backupRule(id)).toEqual([])
+      const full = { label: '20261101-010000F', type: 'full', started_at: at(0), finished_at: at(2), size_bytes: 31457280, stored_bytes: 4194304, stanza: 'main', ok: true }
+      const diff = { ...full, label: '20261101-010000F_20261101-030000D', type: 'diff', started_at: at(60), finished_at: at(61), ok: false }
+      await ingest(pgBatch('backups-db', at(70), { backups: { tool: 'pgbackrest', checked_at: at(70), error: null, backups: [diff, full] } }))
+      const view = (b: typeof full) => ({ ...b, started_at: iso(b.started_at), finished_at: iso(b.finished_at) })
+      expect(await ok(id, '/backups')).toEqual({
+        ts: iso(at(70)),
+        tool: 'pgbackrest',
+        checked_at: iso(at(70)),
+        error: null,
+        latest: view(diff),
+        last_successful: view(full),
+        last_full: view(full),
+        backups: [view(diff), view(full)],
+      })
+      // Fresh, but the newest failed.
+      expect(await backupRule(id)).toEqual([['warning', 'The newest backup failed']])
+      // A batch without the section keeps the status.
+      await ingest(pgBatch('backups-db', at(80)))
+      expect((await ok(id, '/backups')).tool).toBe('pgbackrest')
+      // Stale: the last success 30 hours before the base (a warning), 80 hours (critical); the full 9 days old.
+      const old = (hours: number) => ({ ...full, started_at: base - hours * HOUR, finished_at: base - hours * HOUR })
+      const stale = await ingest(pgBatch('backups-stale', at(0), { backups: { tool: 'walg', checked_at: at(0), error: null, backups: [old(30)] } }))
+      expect(await backupRule(stale)).toEqual([['warning', expect.stringMatching(/^The last successful backup is 1\.\d days old$/)]])
+      const older = await ingest(pgBatch('backups-older', at(0), { backups: { tool: 'walg', checked_at: at(0), error: null, backups: [{ ...old(1), type: 'delta' }, old(9 * 24)] } }))
+      expect(await backupRule(older)).toEqual([['warning', expect.stringMatching(/^The last full backup is 9\.\d days old$/)]])
+      const none = await ingest(pgBatch('backups-none', at(0), { backups: { tool: 'pgbackrest', checked_at: at(0), error: null, backups: [] } }))
+      expect(await backupRule(none)).toEqual([['critical', 'No successful backup in pgBackRest']])
+      const critical = await ingest(pgBatch('backups-critical', at(0), { backups: { tool: 'pgbackrest', checked_at: at(0), error: null, backups: [old(80)] } }))
+      expect((await backupRule(critical))[0]?.[0]).toBe('critical')
+      // The command failing: its error, and nothing said of ages it cannot know.
+      const failing = await ingest(
+        pgBatch('backups-failing', at(0), { backups: { tool: 'pgbackrest', checked_at: at(0), error: 'pgbackrest exited with code 55: ERROR: [055]: unable to load info file', backups: [] } }),
+      )
+      expect(await backupRule(failing)).toEqual([['warning', 'The pgBackRest backup listing fails']])
+      expect((await ok(failing, '/backups')).error).toBe('pgbackrest exited with code 55: ERROR: [055]: unable to load info file')
     })
 
     test('version gates: wal-stats needs PostgreSQL 14, io-stats 16', async () => {

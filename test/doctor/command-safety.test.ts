@@ -72,6 +72,7 @@ const clickhouseKeywords: Variant = { name: 'keywords', text: (role) => `${role}
 const quoteIdent = (s: string) => (pgIdent(s) === s ? s : `"${s.replaceAll('"', '""')}"`)
 
 const MINUTE = 60_000
+const HOUR = 60 * MINUTE
 const GB = 1024 ** 3
 
 /** The PostgreSQL telemetry that makes every PostgreSQL rule fire, with the variant's names. */
@@ -337,6 +338,17 @@ function postgresBatches(v: Variant, now: number): IngestBatch[] {
         ready_bytes: 100 * 16 * 1024 ** 2,
         oldest_ready_time: now - 30 * MINUTE,
       },
+      // Backups: the newest failed, the last success and the last full days old, the listing failing; hostile labels, stanza and error.
+      backups: {
+        tool: 'pgbackrest',
+        checked_at: now - MINUTE,
+        error: v.text('backup_error', 1000),
+        backups: [
+          { label: v.text('backup_failed', 200), type: 'incr', started_at: now - 2 * HOUR, finished_at: now - HOUR, size_bytes: 1, stored_bytes: 1, stanza: v.text('stanza', 1000), ok: false },
+          { label: v.text('backup_old', 200), type: 'diff', started_at: now - 80 * HOUR, finished_at: now - 80 * HOUR, size_bytes: 1, stored_bytes: 1, stanza: v.text('stanza', 1000), ok: true },
+          { label: v.text('backup_full', 200), type: 'full', started_at: now - 10 * 24 * HOUR, finished_at: now - 10 * 24 * HOUR, size_bytes: 1, stored_bytes: 1, stanza: v.text('stanza', 1000), ok: true },
+        ],
+      },
     }),
   ]
 }
@@ -494,7 +506,7 @@ async function findingsOf(v: Variant, engine: 'postgres' | 'clickhouse'): Promis
 // ---- commands ----
 
 /** Commands that are not SQL: shell commands and API calls, recognised by their first word. */
-const NOT_SQL = ['GET', 'curl', 'dbm', 'journalctl', 'systemctl', 'vacuumdb', 'grep', 'kubectl']
+const NOT_SQL = ['GET', 'curl', 'dbm', 'journalctl', 'systemctl', 'vacuumdb', 'grep', 'kubectl', 'pgbackrest', 'wal-g']
 const isSql = (command: string) => !NOT_SQL.includes(command.split(' ')[0]!)
 
 /** Characters a command never carries: line breaks, controls, and the hidden characters (bidi marks, invisible format and tag characters). */

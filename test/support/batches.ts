@@ -49,6 +49,7 @@ export const POSTGRES_INTERNALS_PATHS = [
   '/database-stats',
   '/database-stats/timeseries',
   '/archiver',
+  '/backups',
 ]
 
 /**

@@ -4,6 +4,7 @@
 import type { ClickHouseClient } from '@clickhouse/client'
 import type postgres from 'postgres'
 import type { Logger } from '../../shared/log.ts'
+import type { BackupConfig, DatabaseConfig } from '../config.ts'
 import type { IngestBatch } from '../../shared/wire.ts'
 
 /** The sections of a batch a collector may fill. */
@@ -43,6 +44,8 @@ export interface PostgresContext {
   state: CollectorState
   /** pg_log_dir from the agent config, when set. */
   pgLogDir?: string
+  /** backup_command and its companions from the agent config (backups.ts); absent when not configured. */
+  backup?: BackupConfig
   /** explain_trusted_roles from the agent config (explain-plans.ts). */
   explainTrustedRoles?: string[]
   /**
@@ -91,6 +94,8 @@ export interface Collector<Ctx> {
   minVersion?: number
   /** Runs unless enabled_collectors leaves it out or the server disables it. */
   defaultEnabled: boolean
+  /** Why the database's config gives this collector nothing to do (backups without backup_command); undefined when it can run. */
+  unconfigured?(config: Partial<DatabaseConfig>): string | undefined
   collect(ctx: Ctx): Promise<Partial<BatchSections>>
   /**
    * Optional background work between cycles (the waits sampler), started once per connection; returns

@@ -1,4 +1,4 @@
-// /api/v1/databases/{id}: waits, replication (+ history, slot history), archiver, bgwriter, wal-stats,
+// /api/v1/databases/{id}: waits, replication (+ history, slot history), archiver, backups, bgwriter, wal-stats,
 // io-stats and database-stats, current and over time. The window (since/until) is cut into intervals of
 // `bucket` seconds (waits and replication history: default 60; the other timeseries: 60 up to a
 // 24-hour window, 3600 beyond); more than maxIntervals intervals is a 400 asking for a larger bucket.
@@ -12,10 +12,12 @@ import { BGWRITER_KEYS, DATABASE_COUNTER_KEYS, DATABASE_GAUGE_KEYS, IO_KEYS, WAL
 import { type MetricPoint, type MetricSource, ioSubject } from '../store/sql-internals.ts'
 import type { RegisteredDatabase } from '../store/types.ts'
 import { archivingFailing } from '../doctor/rules/postgres/archiver.ts'
-import type { ArchiverStatus } from '../../shared/wire.ts'
+import { lastBackups } from '../doctor/rules/postgres/backup-age.ts'
+import type { ArchiverStatus, BackupEntry, BackupStatus } from '../../shared/wire.ts'
 import { perSecond, rfc3339 } from '../views.ts'
 import {
   Archiver,
+  Backups,
   BgwriterPoint,
   DatabaseStats,
   DatabaseStatsPoint,
@@ -145,6 +147,24 @@ export function internalsRoutes(deps: Deps) {
         failing: s ? archivingFailing(s) : false,
       }
     }, { response: { 200: Archiver }, detail: { summary: 'The WAL archiver: archived and failed counts, the last WAL files, and the files waiting to be archived' } })
+    .get('/backups', async ({ principal, params }) => {
+      const db = await postgres(principal, params.id)
+      const latest = await store.latestSnapshot(db.id, 'backups')
+      const s = (latest?.payload ?? null) as BackupStatus | null
+      const time = (ms: number | null) => (ms === null ? null : rfc3339(ms))
+      const view = (b: BackupEntry | null) => (b === null ? null : { ...b, started_at: time(b.started_at), finished_at: time(b.finished_at) })
+      const last = s ? lastBackups(s) : { latest: null, successful: null, full: null }
+      return {
+        ts: latest ? rfc3339(latest.ts) : null,
+        tool: s?.tool ?? null,
+        checked_at: s ? rfc3339(s.checked_at) : null,
+        error: s?.error ?? null,
+        latest: view(last.latest),
+        last_successful: view(last.successful),
+        last_full: view(last.full),
+        backups: (s?.backups ?? []).map((b) => view(b)!),
+      }
+    }, { response: { 200: Backups }, detail: { summary: 'Backups as pgBackRest or WAL-G lists them (backup_command in the agent config): the latest, the last successful and the last full' } })
     .get(
       '/bgwriter',
       async ({ principal, params, query }) => series((await postgres(principal, params.id)).id, 'bgwriter', query, BGWRITER_KEYS),

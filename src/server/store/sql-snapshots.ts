@@ -19,6 +19,7 @@ const SNAPSHOT_KINDS = [
   'connections',
   'progress',
   'archiver',
+  'backups',
 ] as const
 export type SnapshotKind = (typeof SNAPSHOT_KINDS)[number]
 

@@ -103,6 +103,34 @@ export const Archiver = t.Object(
   { title: 'Archiver' },
 )
 
+export const Backup = t.Object(
+  {
+    label: t.String({ description: "the tool's label (pgBackRest) or backup name (WAL-G)" }),
+    type: t.String({ description: 'full, diff or incr (pgBackRest); full or delta (WAL-G)' }),
+    started_at: Nullable(Timestamp()),
+    finished_at: Nullable(Timestamp()),
+    size_bytes: Nullable(t.Integer({ description: "bytes: the database's size the backup holds" })),
+    stored_bytes: Nullable(t.Integer({ description: 'bytes: what the backup added to the repository (compressed)' })),
+    stanza: Nullable(t.String({ description: "pgBackRest's stanza or WAL-G's storage" })),
+    ok: t.Boolean({ description: 'false when the tool reports the backup as failed (pgBackRest: checksum errors)' }),
+  },
+  { title: 'Backup' },
+)
+
+export const Backups = t.Object(
+  {
+    ts: latestTs,
+    tool: Nullable(t.Union([t.Literal('pgbackrest'), t.Literal('walg')], { description: 'null when no backup command is configured (or before its first answer)' })),
+    checked_at: Nullable(Timestamp('when the agent last ran the backup command')),
+    error: Nullable(t.String({ description: 'why the command gave no (or an incomplete) list: its exit code and first line of output, masked' })),
+    latest: Nullable(Backup),
+    last_successful: Nullable(Backup),
+    last_full: Nullable(Backup),
+    backups: t.Array(Backup, { description: 'newest first, as the tool lists them' }),
+  },
+  { title: 'Backups' },
+)
+
 export const ReplicationLagPoint = t.Object(
   {
     ts,

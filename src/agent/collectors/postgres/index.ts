@@ -2,6 +2,7 @@
 import type { PostgresCollector } from '../types.ts'
 import { activity } from './activity.ts'
 import { archiver } from './archiver.ts'
+import { backups } from './backups.ts'
 import { bgwriter } from './bgwriter.ts'
 import { bloat } from './bloat.ts'
 import { columnStats } from './column-stats.ts'
@@ -38,4 +39,5 @@ export const postgresCollectors: PostgresCollector[] = [
   progress,
   columnStats,
   archiver,
+  backups,
 ]

@@ -1,5 +1,5 @@
 // Internals (PostgreSQL): database counters and gauges (connections, size, wraparound ages,
-// transactions, blocks), the background writer and checkpoints, WAL (14+) and its archiver, I/O by backend (16+),
+// transactions, blocks), the background writer and checkpoints, WAL (14+), its archiver and the backups, I/O by backend (16+),
 // each as the latest values and charts over the window. PostgreSQL counts a checkpoint's write and sync
 // time and its buffers when it ends, so the agent's delta puts a spread checkpoint (written over
 // checkpoint_timeout × checkpoint_completion_target, 4.5 minutes by default) into its last minute; the
@@ -19,6 +19,7 @@ import type { PageProps } from './types.ts'
 import type { Static } from '@sinclair/typebox'
 import type {
   Archiver as ArchiverSchema,
+  Backups as BackupsSchema,
   BgwriterPoint as BgwriterPointSchema,
   DatabaseStats as DatabaseStatsSchema,
   DatabaseStatsPoint,
@@ -31,6 +32,8 @@ import type {
 type DatabaseStats = Static<typeof DatabaseStatsSchema>
 type WalStats = Static<typeof WalStatsSchema>
 type Archiver = Static<typeof ArchiverSchema>
+type Backups = Static<typeof BackupsSchema>
+type BackupRow = Backups['backups'][number]
 type IoStats = Static<typeof IoStatsSchema>
 type IoRow = IoStats['stats'][number]
 type IoPoint = Static<typeof IoPointSchema>
@@ -211,6 +214,34 @@ function ArchiverFigures({ loaded }: { loaded: Loaded<Archiver> }) {
   )
 }
 
+const BACKUP_COLUMNS: Column<BackupRow>[] = [
+  { key: 'label', label: 'Backup', render: (r) => <DbText text={r.label} />, sort: (r) => r.label },
+  { key: 'type', label: 'Type', render: (r) => r.type, sort: (r) => r.type },
+  { key: 'finished', label: 'Finished', render: (r) => fmtTime(r.finished_at ?? r.started_at), sort: (r) => r.finished_at ?? r.started_at ?? '' },
+  { key: 'size', label: 'Size', num: true, render: (r) => fmtBytes(r.size_bytes), sort: (r) => r.size_bytes ?? 0 },
+  { key: 'stored', label: 'Stored', num: true, render: (r) => fmtBytes(r.stored_bytes), sort: (r) => r.stored_bytes ?? 0 },
+  { key: 'ok', label: 'Status', render: (r) => (r.ok ? 'ok' : <span class="critical">failed</span>), sort: (r) => (r.ok ? 1 : 0) },
+]
+
+/** Backups as pgBackRest or WAL-G lists them: the last successful and last full, the command's error, the latest backups. */
+function BackupFigures({ loaded }: { loaded: Loaded<Backups> }) {
+  if (loaded.error) return <ApiProblem error={loaded.error} />
+  if (!loaded.data) return <Loading />
+  const v = loaded.data
+  if (v.tool === null) return <p class="muted" data-backups="none">No backup status: name the backup tool's listing command in the agent config (backup_command) to see backups here.</p>
+  const when = (b: BackupRow | null) => (b ? fmtTime(b.finished_at ?? b.started_at) : 'none')
+  return (
+    <>
+      <div class="cards" data-backups={v.error ? 'error' : 'ok'}>
+        <Card label="Last successful" value={when(v.last_successful)} tone={v.last_successful ? undefined : 'critical'} sub={v.last_successful ? <><DbText text={v.last_successful.label} /> ({v.last_successful.type})</> : 'no successful backup listed'} />
+        <Card label="Last full" value={when(v.last_full)} sub={v.last_full ? <><DbText text={v.last_full.label} />, {fmtBytes(v.last_full.size_bytes)}</> : 'no full backup listed'} />
+        <Card label={v.tool === 'walg' ? 'WAL-G' : 'pgBackRest'} value={v.error ? 'failing' : 'ok'} tone={v.error ? 'warning' : undefined} sub={v.error ? <DbText text={v.error} /> : `checked ${fmtTime(v.checked_at)}`} />
+      </div>
+      {v.backups.length > 0 && <DataTable caption="Latest backups" columns={BACKUP_COLUMNS} rows={v.backups.slice(0, 20)} rowKey={(r) => `${r.stanza ?? ''}/${r.label}`} compact />}
+    </>
+  )
+}
+
 const IO_COLUMNS: Column<IoRow>[] = [
   { key: 'backend', label: 'Backend', render: (r) => r.backend_type, sort: (r) => r.backend_type },
   { key: 'object', label: 'Object', render: (r) => r.object, sort: (r) => r.object },
@@ -247,6 +278,7 @@ export function InternalsPage({ db, query, setQuery }: PageProps) {
   const wal = useApi<WalStats>(on ? apiPath(db, '/wal-stats') : null)
   const walSeries = useApi<Static<typeof WalPoint>[]>(series('/wal-stats/timeseries'))
   const archiver = useApi<Archiver>(on ? apiPath(db, '/archiver') : null)
+  const backups = useApi<Backups>(on ? apiPath(db, '/backups') : null)
   const io = useApi<IoStats>(on ? apiPath(db, '/io-stats') : null)
   const ioSeries = useApi<IoPoint[]>(series('/io-stats/timeseries'))
   const ioPoints = useMemo(() => ioTotals(ioSeries.data), [ioSeries.data])
@@ -281,6 +313,8 @@ export function InternalsPage({ db, query, setQuery }: PageProps) {
       {!wal.error && <Charts loaded={walSeries} specs={WAL_CHARTS} bucket={tw.bucket} range={tw.bounds} marks={marks} />}
       <h3 id="internals-archiver">WAL archiver</h3>
       <ArchiverFigures loaded={archiver} />
+      <h3 id="internals-backups">Backups</h3>
+      <BackupFigures loaded={backups} />
       <h2 id="internals-io">I/O by backend</h2>
       {io.error ? (
         <ApiProblem error={io.error} />
