@@ -9,6 +9,7 @@ import postgres from 'postgres'
 import type { AgentConfig, DatabaseConfig } from './config.ts'
 import { NO_TOPLEVEL, untrustedAdvice, untrustedCode, writableAdvice, writableSearchPath } from './collectors/postgres/explain-plans.ts'
 import { featuresOf } from './collectors/postgres/query-stats.ts'
+import { judgeHost, postgresHostFacts } from './host/evidence.ts'
 import { postgresConnection } from './postgres-dsn.ts'
 import { dsnEndpoint, planCollectors } from './postgres-runner.ts'
 import { othersMayWrite } from './own-file.ts'
@@ -89,6 +90,14 @@ async function postgresNotes(sql: postgres.Sql, major: number, database: string,
   return notes
 }
 
+/** `host: on the database host (evidence)`, or why the host collector will send nothing. */
+async function hostLine(sql: postgres.Sql): Promise<string> {
+  const verdict = await judgeHost(await postgresHostFacts(sql))
+  if (!verdict.onHost) return `host: no figures, ${verdict.reason}`
+  const measured = verdict.paths.map((p) => `${p.role} ${JSON.stringify(p.path)}`).join(', ')
+  return `host: on the database host (${verdict.evidence}); measures ${measured || 'no filesystem'}${verdict.notes.length ? ` (${verdict.notes.join('; ')})` : ''}`
+}
+
 async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<CheckLine> {
   const { url, socket } = postgresConnection(db.dsn)
   const sql = postgres(url, {
@@ -110,7 +119,8 @@ async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<Chec
         // Untrusted functions matter only where plans are sampled (the server may still turn sampling off).
         const explaining = plans.some((p) => p.run && p.collector.name === 'explain_plans')
         const notes = await postgresNotes(sql, major, db.name, explaining ? (db.explainTrustedRoles ?? []) : undefined)
-        return { ok: true, line: okLine(db, `postgres ${row!.version}`, plans) + (notes.length ? `; note: ${notes.join('; ')}` : '') }
+        const host = plans.some((p) => p.run && p.collector.name === 'host') ? `; ${await hostLine(sql)}` : ''
+        return { ok: true, line: okLine(db, `postgres ${row!.version}`, plans) + host + (notes.length ? `; note: ${notes.join('; ')}` : '') }
       })(),
       timeoutS * 1000,
       `no PostgreSQL answered at ${host}:${port} within ${timeoutS} s`,

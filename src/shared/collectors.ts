@@ -29,12 +29,14 @@ export const collectorNames: readonly CollectorName[] = [
   { engine: 'postgres', name: 'progress' },
   { engine: 'postgres', name: 'column_stats' },
   { engine: 'postgres', name: 'archiver' },
+  { engine: 'postgres', name: 'host' },
   { engine: 'clickhouse', name: 'query_stats' },
   { engine: 'clickhouse', name: 'activity' },
   { engine: 'clickhouse', name: 'parts' },
   { engine: 'clickhouse', name: 'merges' },
   { engine: 'clickhouse', name: 'mutations' },
   { engine: 'clickhouse', name: 'server_metrics' },
+  { engine: 'clickhouse', name: 'host' },
 ]
 
 export function collectorsFor(engine: EngineName): string[] {
