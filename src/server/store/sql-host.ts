@@ -22,6 +22,7 @@ export const HOST_GAUGE_KEYS = [
   'swap_total_bytes',
   'swap_used_bytes',
 ] as const
+export type HostGaugeKey = (typeof HOST_GAUGE_KEYS)[number]
 /** The gauges of each filesystem's subject. */
 export const FILESYSTEM_GAUGE_KEYS = ['total_bytes', 'available_bytes', 'inodes_total', 'inodes_available'] as const
 
