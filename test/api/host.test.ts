@@ -72,6 +72,12 @@ describe('GET /host', () => {
       console.log(`tmpfs forecast: ${view.forecast.fills_at}, truth ${iso(truth)}, rate ${view.forecast.trend.rate_bytes_per_s} B/s`)
       expect(Math.abs(forecast - truth)).toBeLessThanOrEqual(0.2 * (truth - at(STEPS)))
     }
+    if (mounted) {
+      // The doctor: critical, fills within 24 hours, one finding for the filesystem of both roles.
+      const findings = (await ok(id, '/doctor')).top_issues.filter((f: { rule: string }) => f.rule === 'pg_disk_fill')
+      expect(findings.map((f: { severity: string; metrics: { fills_at: string } }) => [f.severity, f.metrics.fills_at])).toEqual([['critical', view.forecast.fills_at]])
+      expect(findings[0].title).toStartWith('The disk holding the WAL, tablespace ')
+    }
     expect(answer.series.length).toBe(STEPS + 1)
     expect(answer.series[1].memory_total_bytes).toBe(samples[1]!.status.memory!.total_bytes)
     expect(answer.series[1].cpu_idle).toBe(samples[1]!.status.cpu?.idle ?? null)
@@ -90,6 +96,12 @@ describe('GET /host', () => {
     let young = ''
     for (let i = 0; i <= 5; i++) young = await ingest(pgBatch('host-young', at(45 + i), { host: status(5e8 - i * 1e6) }))
     expect((await ok(young, '/host')).filesystems[0].forecast).toEqual({ trend: null, fills_at: null })
+    // No finding at 50 % free; 8 % free without a trend is a warning, 4 % critical.
+    const diskFindings = async (id: string) =>
+      (await ok(id, '/doctor')).top_issues.filter((f: { rule: string }) => f.rule === 'pg_disk_fill').map((f: { severity: string }) => f.severity)
+    expect(await diskFindings(grows)).toEqual([])
+    expect(await diskFindings(await ingest(pgBatch('host-8pct', at(50), { host: status(8e7) })))).toEqual(['warning'])
+    expect(await diskFindings(await ingest(pgBatch('host-4pct', at(50), { host: status(4e7) })))).toEqual(['critical'])
   })
 
   test("a database without host figures: the agent's note and the growth of its size", async () => {

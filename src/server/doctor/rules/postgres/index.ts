@@ -1,6 +1,7 @@
 // The PostgreSQL rules, one per file.
 import type { Rule } from '../../types.ts'
 import { archiverFailing } from './archiver.ts'
+import { diskFill } from './disk-fill.ts'
 import { cacheHitRatio } from './cache-hit-ratio.ts'
 import { deadTuples } from './dead-tuples.ts'
 import { autovacuumDisabled } from './autovacuum-disabled.ts'
@@ -56,4 +57,5 @@ export const postgresRules: Rule[] = [
   invalidConstraints,
   bloatEstimates,
   archiverFailing,
+  diskFill,
 ]
