@@ -46,7 +46,7 @@ describe('ClickHouse through the agent', () => {
       return Object.keys(s.collectors).length === 6 ? s : undefined
     })
     expect(status).toMatchObject({ name: 'events', engine: 'clickhouse', state: 'connected', server_version: ch.version, last_error: null })
-    expect(Object.keys(status.collectors)).toEqual(['query_stats', 'activity', 'parts', 'merges', 'mutations', 'server_metrics'])
+    expect(Object.keys(status.collectors)).toEqual(['query_stats', 'activity', 'parts', 'merges', 'mutations', 'server_metrics', 'host'])
     for (const state of Object.values(status.collectors)) expect(state).toMatch(/^ok in \d+ ms$/)
   })
 

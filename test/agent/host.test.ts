@@ -31,7 +31,7 @@ beforeAll(async () => {
     execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${SIZE}`, 'tmpfs', dir])
     mounted = true
   }
-  const [{ data_directory }] = await sql`SELECT current_setting('data_directory') AS data_directory`
+  const [{ data_directory }] = (await sql`SELECT current_setting('data_directory') AS data_directory`) as unknown as [{ data_directory: string }]
   const owner = statSync(data_directory)
   mkdirSync(join(dir, 'ts'))
   chownSync(join(dir, 'ts'), owner.uid, owner.gid)
@@ -58,7 +58,7 @@ test('beside its server: evidence, filesystems by role with statfs figures, memo
   expect(first.evidence).toContain("the server's address 127.0.0.1 is one of this host's")
   expect(first.evidence).toContain('postmaster.pid names the server\'s port')
   expect(first.cpu).toBeNull()
-  const [{ data_directory }] = await sql`SELECT current_setting('data_directory') AS data_directory`
+  const [{ data_directory }] = (await sql`SELECT current_setting('data_directory') AS data_directory`) as unknown as [{ data_directory: string }]
   const data = first.filesystems.find((f) => f.roles.includes('data'))!
   expect(data.roles).toEqual(['data', 'wal'])
   expect(data.path).toBe(data_directory)
