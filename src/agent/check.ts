@@ -90,12 +90,16 @@ async function postgresNotes(sql: postgres.Sql, major: number, database: string,
   return notes
 }
 
-/** `host: on the database host (evidence)`, or why the host collector will send nothing. */
+/**
+ * `host: on the database host (evidence), measures …`, or why the host collector will send nothing; one
+ * part of the line, without `;` (which separates the line's parts).
+ */
 async function hostLine(sql: postgres.Sql): Promise<string> {
   const verdict = await judgeHost(await postgresHostFacts(sql))
-  if (!verdict.onHost) return `host: no figures, ${verdict.reason}`
+  const part = (text: string) => `host: ${text.replaceAll(';', ',')}`
+  if (!verdict.onHost) return part(`no figures, ${verdict.reason}`)
   const measured = verdict.paths.map((p) => `${p.role} ${JSON.stringify(p.path)}`).join(', ')
-  return `host: on the database host (${verdict.evidence}); measures ${measured || 'no filesystem'}${verdict.notes.length ? ` (${verdict.notes.join('; ')})` : ''}`
+  return part(`on the database host (${verdict.evidence}), measures ${measured || 'no filesystem'}${verdict.notes.length ? ` (${verdict.notes.join(', ')})` : ''}`)
 }
 
 async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<CheckLine> {
