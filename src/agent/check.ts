@@ -10,6 +10,7 @@ import type { AgentConfig, BackupConfig, DatabaseConfig } from './config.ts'
 import { readBackups } from './collectors/postgres/backups.ts'
 import { NO_TOPLEVEL, untrustedAdvice, untrustedCode, writableAdvice, writableSearchPath } from './collectors/postgres/explain-plans.ts'
 import { featuresOf } from './collectors/postgres/query-stats.ts'
+import { judgeHost, postgresHostFacts } from './host/evidence.ts'
 import { postgresConnection } from './postgres-dsn.ts'
 import { dsnEndpoint, planCollectors } from './postgres-runner.ts'
 import { othersMayWrite } from './own-file.ts'
@@ -90,6 +91,18 @@ async function postgresNotes(sql: postgres.Sql, major: number, database: string,
   return notes
 }
 
+/**
+ * `host: on the database host (evidence), measures …`, or why the host collector will send nothing; one
+ * part of the line, without `;` (which separates the line's parts).
+ */
+async function hostLine(sql: postgres.Sql): Promise<string> {
+  const verdict = await judgeHost(await postgresHostFacts(sql))
+  const part = (text: string) => `host: ${text.replaceAll(';', ',')}`
+  if (!verdict.onHost) return part(`no figures, ${verdict.reason}`)
+  const measured = verdict.paths.map((p) => `${p.role} ${JSON.stringify(p.path)}`).join(', ')
+  return part(`on the database host (${verdict.evidence}), measures ${measured || 'no filesystem'}${verdict.notes.length ? ` (${verdict.notes.join(', ')})` : ''}`)
+}
+
 async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<CheckLine> {
   const { url, socket } = postgresConnection(db.dsn)
   const sql = postgres(url, {
@@ -112,7 +125,8 @@ async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<Chec
         const explaining = plans.some((p) => p.run && p.collector.name === 'explain_plans')
         const notes = await postgresNotes(sql, major, db.name, explaining ? (db.explainTrustedRoles ?? []) : undefined)
         if (db.backup && plans.some((p) => p.run && p.collector.name === 'backups')) notes.push(await backupNote(db.backup, timeoutS))
-        return { ok: true, line: okLine(db, `postgres ${row!.version}`, plans) + (notes.length ? `; note: ${notes.join('; ')}` : '') }
+        const host = plans.some((p) => p.run && p.collector.name === 'host') ? `; ${await hostLine(sql)}` : ''
+        return { ok: true, line: okLine(db, `postgres ${row!.version}`, plans) + host + (notes.length ? `; note: ${notes.join('; ')}` : '') }
       })(),
       timeoutS * 1000,
       `no PostgreSQL answered at ${host}:${port} within ${timeoutS} s`,

@@ -22,6 +22,7 @@ import { ingestRoutes } from './routes/ingest.ts'
 import { clickhouseRoutes } from './routes/clickhouse.ts'
 import { healthRoutes } from './routes/health.ts'
 import { internalsRoutes } from './routes/internals.ts'
+import { hostRoutes } from './routes/host.ts'
 import { objectRoutes } from './routes/objects.ts'
 import { organizationRoutes } from './routes/organization.ts'
 import { pgCheckRoutes } from './routes/pg-checks.ts'
@@ -217,6 +218,7 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
     .use(objectRoutes(deps))
     .use(sessionHistoryRoutes(deps))
     .use(internalsRoutes(deps))
+    .use(hostRoutes(deps))
     .use(pgCheckRoutes(deps))
     .use(clickhouseRoutes(deps))
     .use(healthRoutes(deps))

@@ -30,6 +30,7 @@ export const collectorNames: readonly CollectorName[] = [
   { engine: 'postgres', name: 'column_stats' },
   { engine: 'postgres', name: 'archiver' },
   { engine: 'postgres', name: 'backups' },
+  { engine: 'postgres', name: 'host' },
   { engine: 'clickhouse', name: 'query_stats' },
   { engine: 'clickhouse', name: 'activity' },
   { engine: 'clickhouse', name: 'parts' },
@@ -37,6 +38,7 @@ export const collectorNames: readonly CollectorName[] = [
   { engine: 'clickhouse', name: 'mutations' },
   { engine: 'clickhouse', name: 'server_metrics' },
   { engine: 'clickhouse', name: 'log_events' },
+  { engine: 'clickhouse', name: 'host' },
 ]
 
 export function collectorsFor(engine: EngineName): string[] {

@@ -477,8 +477,9 @@ export const HostStatus = T.Object({
     T.Null(),
   ]),
   load: T.Union([T.Object({ load1: T.Number({ minimum: 0 }), load5: T.Number({ minimum: 0 }), load15: T.Number({ minimum: 0 }) }), T.Null()]),
+  /** Swap is null where the source does not tell (ClickHouse's asynchronous_metrics has no swap figures). */
   memory: T.Union([
-    T.Object({ total_bytes: count, available_bytes: count, swap_total_bytes: count, swap_used_bytes: count }),
+    T.Object({ total_bytes: count, available_bytes: count, swap_total_bytes: nullableCount, swap_used_bytes: nullableCount }),
     T.Null(),
   ]),
   filesystems: T.Array(HostFilesystem, { maxItems: max.host_filesystems }),

@@ -344,3 +344,56 @@ describe('server_metrics', () => {
     expect(Object.keys(metrics).some((k) => k.startsWith('disk.'))).toBe(true)
   })
 })
+
+describe('host', () => {
+  test("CPU, load and memory from asynchronous_metrics; disks as system.disks says, read once with server_metrics'", async () => {
+    await createSystemLogTables(ch)
+    await seedAsynchronousMetrics(ch, [
+      { metric: 'OSUserTimeNormalized', value: 0.25 },
+      { metric: 'OSSystemTimeNormalized', value: 0.1 },
+      { metric: 'OSIOWaitTimeNormalized', value: 0.05 },
+      { metric: 'OSStealTimeNormalized', value: 0.01 },
+      { metric: 'OSIdleTimeNormalized', value: 0.59 },
+      { metric: 'LoadAverage1', value: 1.5 },
+      { metric: 'LoadAverage5', value: 1.25 },
+      { metric: 'LoadAverage15', value: 1 },
+      { metric: 'OSMemoryTotal', value: 8e9 },
+      { metric: 'OSMemoryAvailable', value: 2e9 },
+      { metric: 'NumberOfCPUCores', value: 4 },
+      { metric: 'AsynchronousMetricsUpdateInterval', value: 1 },
+      { metric: 'BlockReadBytes_sda', value: 4096 },
+      { metric: 'BlockWriteBytes_sda', value: 8192 },
+      { metric: 'BlockReadOps_sda', value: 1 },
+      { metric: 'BlockWriteOps_sda', value: 2 },
+      { metric: 'BlockActiveTime_sda', value: 0.01 },
+    ])
+    const ctx = context()
+    const query = ctx.client.query.bind(ctx.client)
+    let diskReads = 0
+    ctx.client = Object.assign(Object.create(ctx.client), {
+      query: (params: Parameters<typeof query>[0]) => {
+        if (params.query.includes('system.disks')) diskReads++
+        return query(params)
+      },
+    })
+    ctx.now = Date.now()
+    const metrics = (await collector('server_metrics').collect(ctx)).server_metrics!
+    const first = (await collector('host').collect(ctx)).host!
+    expect(diskReads).toBe(1)
+    const disks = await ch.query<{ name: string; path: string; total_space: number }>('SELECT name, path, total_space FROM system.disks ORDER BY name')
+    expect(first.filesystems.map((f) => [f.roles, f.path, f.total_bytes])).toEqual(disks.map((d) => [[`disk:${d.name}`], d.path, d.total_space]))
+    expect(first.filesystems[0]!.available_bytes).toBe(metrics['disk.default.free_bytes']!)
+    expect(first).toMatchObject({
+      source: 'clickhouse',
+      cpu_count: 4,
+      cpu: { user: 25, system: 10, iowait: 5, steal: 1, idle: 59 },
+      load: { load1: 1.5, load5: 1.25, load15: 1 },
+      memory: { total_bytes: 8e9, available_bytes: 2e9, swap_total_bytes: null, swap_used_bytes: null },
+      devices: [],
+    })
+    // The next cycle, 10 s later: the block figures (per 1 s update interval) scaled to the 10 s.
+    ctx.now += 10_000
+    const second = (await collector('host').collect(ctx)).host!
+    expect(second.devices).toEqual([{ device: 'sda', reads: 10, writes: 20, read_bytes: 40_960, write_bytes: 81_920, busy_ms: 100 }])
+  })
+})

@@ -43,10 +43,10 @@ describe('ClickHouse through the agent', () => {
     expect(db).toMatchObject({ name: 'events', engine: 'clickhouse', engine_version: ch.version, host: '127.0.0.1', port: ch.port })
     const status = await until('a cycle with every collector run', async () => {
       const s = rig.agent.status().databases[0]!
-      return Object.keys(s.collectors).length === 6 ? s : undefined
+      return Object.keys(s.collectors).length === 7 ? s : undefined
     })
     expect(status).toMatchObject({ name: 'events', engine: 'clickhouse', state: 'connected', server_version: ch.version, last_error: null })
-    expect(Object.keys(status.collectors)).toEqual(['query_stats', 'activity', 'parts', 'merges', 'mutations', 'server_metrics'])
+    expect(Object.keys(status.collectors)).toEqual(['query_stats', 'activity', 'parts', 'merges', 'mutations', 'server_metrics', 'host'])
     for (const state of Object.values(status.collectors)) expect(state).toMatch(/^ok in \d+ ms$/)
   })
 
@@ -165,7 +165,7 @@ describe('--check with ClickHouse', () => {
     const path = join(dir, 'check.yaml')
     writeFileSync(path, `api:\n  key: dbm_ak_0123456789abcdef_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQ\ndatabases:\n  - name: events\n    dsn: ${ch.dsn}\n  - name: gone\n    dsn: clickhouse://u:hunter2@127.0.0.1:1/default\n`)
     const lines = await checkConfig(loadAgentConfig(path), 5)
-    expect(lines[0]).toEqual({ ok: true, line: `ok    events: clickhouse ${ch.version}; collectors: query_stats, activity, parts, merges, mutations, server_metrics` })
+    expect(lines[0]).toEqual({ ok: true, line: `ok    events: clickhouse ${ch.version}; collectors: query_stats, activity, parts, merges, mutations, server_metrics, host` })
     expect(lines[1]!.ok).toBe(false)
     expect(lines[1]!.line).toStartWith('FAIL  gone: clickhouse: ')
     expect(lines[1]!.line).not.toContain('hunter2')

@@ -17,7 +17,7 @@ import { rules } from '../../src/server/doctor/rules/index.ts'
 import { postgresRules } from '../../src/server/doctor/rules/postgres/index.ts'
 import { chIdent, chString, chTable, pgIdent, pgIndexDefinition, pgString } from '../../src/server/doctor/sql-text.ts'
 import type { Finding } from '../../src/server/doctor/types.ts'
-import type { IngestBatch } from '../../src/shared/wire.ts'
+import type { HostStatus, IngestBatch } from '../../src/shared/wire.ts'
 import { createLogger } from '../../src/shared/log.ts'
 import { chBatch, pgBatch } from '../support/batches.ts'
 import { type ClickHouseRig, startClickHouse } from '../support/clickhouse.ts'
@@ -349,8 +349,34 @@ function postgresBatches(v: Variant, now: number): IngestBatch[] {
           { label: v.text('backup_full', 200), type: 'full', started_at: now - 10 * 24 * HOUR, finished_at: now - 10 * 24 * HOUR, size_bytes: 1, stored_bytes: 1, stanza: v.text('stanza', 1000), ok: true },
         ],
       },
+      host: hostSection(v),
     }),
   ]
+}
+
+/** A host whose disk (holding the data, the WAL and a tablespace of the variant's name) is 97 % full, and which swaps. */
+function hostSection(v: Variant): HostStatus {
+  return {
+    source: 'proc',
+    evidence: 'connected over a Unix socket',
+    cpu_count: 4,
+    cpu: { user: 10, system: 5, iowait: 1, steal: 0, idle: 84 },
+    load: { load1: 1, load5: 1, load15: 1 },
+    memory: { total_bytes: 16 * GB, available_bytes: GB / 2, swap_total_bytes: 4 * GB, swap_used_bytes: 2 * GB },
+    filesystems: [
+      {
+        roles: ['data', 'wal', v.text('tablespace:tsp', 200)],
+        path: v.text('/srv/pg', 1000),
+        mount: v.text('/srv', 1000),
+        device: 'sda1',
+        total_bytes: 100 * GB,
+        available_bytes: 3 * GB,
+        inodes_total: null,
+        inodes_available: null,
+      },
+    ],
+    devices: [],
+  }
 }
 
 /** The ClickHouse telemetry that makes every ClickHouse rule fire: ten cycles a minute apart (query_p99 wants ten minutes). */
@@ -407,6 +433,7 @@ function clickhouseBatches(v: Variant, now: number): IngestBatch[] {
   const disk = t('disk', 40)
   return Array.from({ length: 10 }, (_, k) =>
     chBatch(t('server'), now - (k + 1) * MINUTE - 30_000, {
+      host: { ...hostSection(v), source: 'clickhouse', evidence: null, filesystems: [] },
       parts: [part('parts1', 1200, 1000), part('parts2', 600, 1000), part('many', 9000, 100_000)],
       merges: [merge('merge1', false), merge('merge2', true)],
       mutations: [mutation('mutation1', true), mutation('mutation2', false)],
@@ -506,7 +533,7 @@ async function findingsOf(v: Variant, engine: 'postgres' | 'clickhouse'): Promis
 // ---- commands ----
 
 /** Commands that are not SQL: shell commands and API calls, recognised by their first word. */
-const NOT_SQL = ['GET', 'curl', 'dbm', 'journalctl', 'systemctl', 'vacuumdb', 'grep', 'kubectl', 'pgbackrest', 'wal-g']
+const NOT_SQL = ['GET', 'curl', 'dbm', 'journalctl', 'systemctl', 'vacuumdb', 'grep', 'kubectl', 'pgbackrest', 'wal-g', 'free', 'ps']
 const isSql = (command: string) => !NOT_SQL.includes(command.split(' ')[0]!)
 
 /** Characters a command never carries: line breaks, controls, and the hidden characters (bidi marks, invisible format and tag characters). */

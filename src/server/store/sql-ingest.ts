@@ -9,6 +9,7 @@ import type { IngestBatch } from '../../shared/wire.ts'
 import type { SqlDialect } from './dialect.ts'
 import type { SqlDriver, SqlStatement } from './driver.ts'
 import { applyClickHouse } from './sql-clickhouse.ts'
+import { hostWrites } from './sql-host.ts'
 import { applyEvents } from './sql-events.ts'
 import { applyInternals } from './sql-internals.ts'
 import { applyObjects } from './sql-objects.ts'
@@ -59,6 +60,7 @@ export function planBatch(sqlDialect: SqlDialect, databaseId: string, batch: Ing
       writeInternals(writes)
       applyClickHouse(writes, databaseId, batch)
       applySnapshots(writes, databaseId, batch)
+      hostWrites.applyHost(writes, databaseId, batch)
       writeEvents(writes, database)
       applySessionHistory(writes, databaseId, batch)
       writes.statements.push(...also)

@@ -21,7 +21,7 @@ import type { Reads, Writes } from './sql-writes.ts'
  * subject) and parts (sql-clickhouse.ts), and the store's own ingest: which minutes and hours a batch
  * carrying the tables or indexes section was sampled in (sql-objects.ts).
  */
-export type MetricSource = 'bgwriter' | 'wal' | 'database' | 'io' | 'server' | 'disk' | 'parts' | 'ingest'
+export type MetricSource = 'bgwriter' | 'wal' | 'database' | 'io' | 'server' | 'disk' | 'parts' | 'ingest' | 'host'
 
 /** Sections kept whole as the latest of their kind. */
 const LATEST_KINDS = ['replication', 'bgwriter', 'wal_stats', 'io_stats', 'database_stats'] as const

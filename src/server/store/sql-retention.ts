@@ -19,7 +19,7 @@ const BUCKET_TABLES = ['query_stats', 'wait_stats', 'replication_lag', 'replicat
 /** Bucket tables keyed (database_id, source, resolution, bucket, ...): swept source by source to use that key. */
 const METRIC_TABLES = ['metric_counters', 'metric_gauges'] as const
 /** Every metric source (a new source fails to compile until it is listed here). */
-const METRIC_SOURCES: Record<MetricSource, true> = { bgwriter: true, wal: true, database: true, io: true, server: true, disk: true, parts: true, ingest: true }
+const METRIC_SOURCES: Record<MetricSource, true> = { bgwriter: true, wal: true, database: true, io: true, server: true, disk: true, parts: true, ingest: true, host: true }
 /** Tables of timestamped rows and their time column: plans, and the latest sections and snapshots (gone when that old). */
 const TIMED_TABLES = {
   explain_plans: 'ts',

@@ -6,6 +6,7 @@ import { timeStoreDriver } from '../metrics.ts'
 import { num, numOrNull, toOrg, toUser } from './account-rows.ts'
 import type { SqlDriver } from './driver.ts'
 import { type ClickHouseReader, clickhouseReader } from './sql-clickhouse.ts'
+import { type HostReads, SqlHostReads } from './sql-host.ts'
 import { type HealthStore, healthStore } from './sql-health.ts'
 import { type MembersStore, membersStore } from './sql-members.ts'
 import { type RetentionStore, retentionStore } from './sql-retention.ts'
@@ -106,6 +107,7 @@ export class SqlStore implements Store {
   readonly history: SessionHistoryReader
   readonly internals: InternalsReader
   readonly clickhouse: ClickHouseReader
+  readonly host: HostReads
   readonly health: HealthStore
   readonly members: MembersStore
   readonly retention: RetentionStore
@@ -143,6 +145,7 @@ export class SqlStore implements Store {
     this.history = sessionHistoryReader(driver)
     this.internals = internalsReader(driver)
     this.clickhouse = clickhouseReader(driver)
+    this.host = new SqlHostReads(driver)
     this.health = healthStore(driver)
     // A removal or demotion revokes the user's keys in its own transaction: they leave the cache with it.
     this.members = membersStore(driver, (keyIds) => this.apiKeys.evict(keyIds))

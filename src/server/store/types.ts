@@ -2,6 +2,7 @@ import type { IngestBatch } from '../../shared/wire.ts'
 import type { StoreAvailability } from './availability.ts'
 import type { ApiKeyStore } from './sql-api-keys.ts'
 import type { ClickHouseReader } from './sql-clickhouse.ts'
+import type { HostReads } from './sql-host.ts'
 import type { HealthStore } from './sql-health.ts'
 import type { MembersStore } from './sql-members.ts'
 import type { RetentionStore } from './sql-retention.ts'
@@ -133,6 +134,8 @@ export interface Store extends ApiKeyStore {
   readonly internals: InternalsReader
   /** Reads of ClickHouse parts, merges, mutations and server metrics (sql-clickhouse.ts). */
   readonly clickhouse: ClickHouseReader
+  /** The database host's latest figures and their series (sql-host.ts). */
+  readonly host: HostReads
   /** Recommendations, alerts, their notifications and organization webhooks (sql-health.ts). */
   readonly health: HealthStore
   /** An organization's members, their roles, and its invites (sql-members.ts). */

@@ -20,6 +20,7 @@ import { ConnectionsPage } from './db/connections.tsx'
 import { DoctorPage } from './db/doctor.tsx'
 import { EventsPage } from './db/events.tsx'
 import { InternalsPage } from './db/internals.tsx'
+import { HostPage } from './db/host.tsx'
 import { LocksPage } from './db/locks.tsx'
 import { MaintenancePage } from './db/maintenance.tsx'
 import { MergesPage, MutationsPage } from './db/merges.tsx'
@@ -66,6 +67,7 @@ const TABS: Record<Engine, Tab[]> = {
     { slug: 'indexes', label: 'Indexes', page: IndexesPage, itemPage: IndexDetailPage },
     { slug: 'replication', label: 'Replication', page: ReplicationPage },
     { slug: 'internals', label: 'Internals', page: InternalsPage },
+    { slug: 'host', label: 'Host', page: HostPage },
     { slug: 'maintenance', label: 'Maintenance', page: MaintenancePage },
     doctor,
     recommendations,
@@ -81,6 +83,7 @@ const TABS: Record<Engine, Tab[]> = {
     { slug: 'merges', label: 'Merges', page: MergesPage },
     { slug: 'mutations', label: 'Mutations', page: MutationsPage },
     { slug: 'server', label: 'Server', page: ServerPage },
+    { slug: 'host', label: 'Host', page: HostPage },
     doctor,
     recommendations,
     alerts,

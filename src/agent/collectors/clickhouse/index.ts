@@ -7,5 +7,6 @@ import { mutations } from './mutations.ts'
 import { parts } from './parts.ts'
 import { queryStats } from './query-stats.ts'
 import { serverMetrics } from './server-metrics.ts'
+import { host } from './host.ts'
 
-export const clickhouseCollectors: ClickHouseCollector[] = [queryStats, activity, parts, merges, mutations, serverMetrics, logEvents]
+export const clickhouseCollectors: ClickHouseCollector[] = [queryStats, activity, parts, merges, mutations, serverMetrics, logEvents, host]

@@ -18,6 +18,7 @@ import { AGENT_LOG_COMMENT } from '../../clickhouse-connection.ts'
 import { counterDelta, num } from '../delta.ts'
 import type { ClickHouseCollector, ClickHouseContext } from '../types.ts'
 import { select, selectOptional } from './common.ts'
+import { readDisks } from './disks.ts'
 
 /** Wire keys are at most 64 characters: `disk.<name>.total_bytes` keeps the name under this. */
 const MAX_DISK_NAME = 40
@@ -122,10 +123,7 @@ export const serverMetrics: ClickHouseCollector = {
       }),
       selectOptional<Named>(ctx, 'SELECT metric AS name, value FROM system.metrics WHERE metric IN {names:Array(String)}', { names: Object.keys(METRICS) }),
       selectOptional<Named>(ctx, "SELECT name, value FROM system.server_settings WHERE name = 'max_server_memory_usage'"),
-      selectOptional<{ name: string; free_space: number | string; total_space: number | string }>(
-        ctx,
-        'SELECT name, free_space, total_space FROM system.disks ORDER BY name',
-      ),
+      readDisks(ctx),
       selectOptional<Named>(ctx, 'SELECT event AS name, value FROM system.events WHERE event IN {names:Array(String)}', { names: Object.keys(EVENTS) }),
       selectOptional<Record<'replicas' | 'readonly' | 'queue' | 'delay', number | string>>(
         ctx,

@@ -10,6 +10,7 @@ import { connections } from './connections.ts'
 import { constraints } from './constraints.ts'
 import { databaseStats } from './database-stats.ts'
 import { explainPlans } from './explain-plans.ts'
+import { host } from './host.ts'
 import { indexes } from './indexes.ts'
 import { ioStats } from './io-stats.ts'
 import { locks } from './locks.ts'
@@ -40,4 +41,5 @@ export const postgresCollectors: PostgresCollector[] = [
   columnStats,
   archiver,
   backups,
+  host,
 ]

@@ -2,6 +2,7 @@
 import type { Rule } from '../../types.ts'
 import { archiverFailing } from './archiver.ts'
 import { backupAge } from './backup-age.ts'
+import { diskFill } from './disk-fill.ts'
 import { cacheHitRatio } from './cache-hit-ratio.ts'
 import { deadTuples } from './dead-tuples.ts'
 import { autovacuumDisabled } from './autovacuum-disabled.ts'
@@ -58,4 +59,5 @@ export const postgresRules: Rule[] = [
   bloatEstimates,
   archiverFailing,
   backupAge,
+  diskFill,
 ]

@@ -1,0 +1,59 @@
+// Memory pressure on the database's host (collected by `host`, beside PostgreSQL or from ClickHouse's
+// own figures): swap in use while little memory is available. The kernel then pages the database's
+// memory out and back in, and every query that touches a swapped page waits on the disk; next comes the
+// OOM killer, which on PostgreSQL takes a backend and restarts the whole server. Swap used while plenty
+// is available is old, idle pages and no finding.
+import { type Rule, bytes, pct } from '../types.ts'
+
+const defaults = {
+  /** Swap in use, as a share of the swap space. */
+  warning_swap_used_ratio: 0.1,
+  /** MemAvailable, as a share of the memory. */
+  warning_available_below: 0.1,
+}
+
+export const hostMemoryPressure: Rule<typeof defaults> = {
+  id: 'host_memory_pressure',
+  engine: 'any',
+  category: 'capacity',
+  thresholds: defaults,
+  async check(ctx) {
+    const t = ctx.thresholds(hostMemoryPressure)
+    const latest = await ctx.once('host', () => ctx.store.host.latestHost(ctx.db.id))
+    const m = latest?.status.memory
+    if (!m || !m.swap_total_bytes || m.swap_used_bytes === null || m.total_bytes <= 0) return []
+    const swapUsed = m.swap_used_bytes / m.swap_total_bytes
+    const available = m.available_bytes / m.total_bytes
+    if (swapUsed < t.warning_swap_used_ratio || available >= t.warning_available_below) return []
+    const postgres = ctx.db.engine === 'postgres'
+    return [
+      {
+        severity: 'warning',
+        title: `The host is swapping: ${pct(swapUsed, 0)} of swap in use with ${pct(available, 0)} of memory available`,
+        detail:
+          `${bytes(m.swap_used_bytes)} of ${bytes(m.swap_total_bytes)} swap is in use while only ${bytes(m.available_bytes)} of ${bytes(m.total_bytes)} memory is available (a warning from ${pct(t.warning_swap_used_ratio, 0)} of swap used with under ${pct(t.warning_available_below, 0)} available). ` +
+          'Queries that touch swapped-out memory wait on the disk, and the next allocation that finds none wakes the OOM killer' +
+          (postgres ? ', which on PostgreSQL ends a backend and restarts the whole server.' : ', which may end the server.'),
+        recommendation: postgres
+          ? 'Find what takes the memory: too many connections each with its work_mem (use a pooler, lower max_connections), a work_mem or maintenance_work_mem set too high for the concurrency, shared_buffers too large for the host, or other processes on the host. Add memory if the working set needs it.'
+          : 'Find what takes the memory (big queries, caches, other processes on the host): lower max_server_memory_usage or the queries\' max_memory_usage, or add memory.',
+        how_to_investigate: [
+          'free -m; vmstat 1 5   # si/so columns: pages swapped in and out per second',
+          'ps -eo pid,rss,comm --sort=-rss | head -20',
+          ...(postgres
+            ? [
+                'SELECT count(*) AS connections, current_setting(\'max_connections\') AS max_connections, current_setting(\'work_mem\') AS work_mem, current_setting(\'shared_buffers\') AS shared_buffers FROM pg_stat_activity;',
+              ]
+            : ['SELECT query_id, formatReadableSize(memory_usage) AS memory, query FROM system.processes ORDER BY memory_usage DESC LIMIT 10;']),
+        ],
+        how_to_fix: [],
+        metrics: {
+          swap_used_bytes: m.swap_used_bytes,
+          swap_total_bytes: m.swap_total_bytes,
+          available_bytes: m.available_bytes,
+          total_bytes: m.total_bytes,
+        },
+      },
+    ]
+  },
+}
