@@ -74,7 +74,7 @@ describe('against a real PostgreSQL', () => {
     expect(ok.exitCode).toBe(0)
     const [api, pg13] = ok.stdout.trimEnd().split('\n')
     expect(api).toBe(`ok    api: ${server.base} accepts the key`)
-    expect(pg13).toMatch(/^ok {4}pg13: postgres 13\.\d+; collectors: query_stats, .*; skipped: wal_stats \(needs PostgreSQL 14\+\), io_stats \(needs PostgreSQL 16\+\); host: on the database host \([^;]*postmaster\.pid names the server's port[^;]*\), measures data [^;]*; note: pg_stat_statements is not installed in this database: query_stats will be empty \(CREATE EXTENSION pg_stat_statements;/)
+    expect(pg13).toMatch(/^ok {4}pg13: postgres 13\.\d+; collectors: query_stats, .*; skipped: wal_stats \(needs PostgreSQL 14\+\), io_stats \(needs PostgreSQL 16\+\), backups \(no backup_command configured\); host: on the database host \([^;]*postmaster\.pid names the server's port[^;]*\), measures data [^;]*; note: pg_stat_statements is not installed in this database: query_stats will be empty \(CREATE EXTENSION pg_stat_statements;/)
 
     const port = await freePort()
     writeFileSync(path, `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: pg13\n    dsn: ${dsn}\n  - name: gone\n    dsn: postgres://u:hunter2@127.0.0.1:${port}/x\n`)
