@@ -10,6 +10,7 @@ import { type HealthStore, healthStore } from './sql-health.ts'
 import { type MembersStore, membersStore } from './sql-members.ts'
 import { type RetentionStore, retentionStore } from './sql-retention.ts'
 import { type InternalsReader, internalsReader } from './sql-internals.ts'
+import { type LogEventReads, logEventStore } from './sql-log-events.ts'
 import { type ObjectsReader, objectsReader } from './sql-objects.ts'
 import { listEvents } from './sql-events.ts'
 import { type SessionHistoryReader, sessionHistoryReader } from './sql-session-history.ts'
@@ -105,6 +106,7 @@ export class SqlStore implements Store {
   readonly objects: ObjectsReader
   readonly history: SessionHistoryReader
   readonly internals: InternalsReader
+  readonly logEvents: LogEventReads
   readonly clickhouse: ClickHouseReader
   readonly health: HealthStore
   readonly members: MembersStore
@@ -142,6 +144,7 @@ export class SqlStore implements Store {
     this.objects = objectsReader(driver)
     this.history = sessionHistoryReader(driver)
     this.internals = internalsReader(driver)
+    this.logEvents = logEventStore(driver)
     this.clickhouse = clickhouseReader(driver)
     this.health = healthStore(driver)
     // A removal or demotion revokes the user's keys in its own transaction: they leave the cache with it.

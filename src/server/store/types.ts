@@ -6,6 +6,7 @@ import type { HealthStore } from './sql-health.ts'
 import type { MembersStore } from './sql-members.ts'
 import type { RetentionStore } from './sql-retention.ts'
 import type { InternalsReader } from './sql-internals.ts'
+import type { LogEventReads } from './sql-log-events.ts'
 import type { ObjectsReader } from './sql-objects.ts'
 import type { SessionHistoryReader } from './sql-session-history.ts'
 import type { SnapshotKind } from './sql-snapshots.ts'
@@ -131,6 +132,8 @@ export interface Store extends ApiKeyStore {
   readonly history: SessionHistoryReader
   /** Reads of waits, replication, bgwriter, WAL, I/O and database statistics (sql-internals.ts). */
   readonly internals: InternalsReader
+  /** Reads of the server log's entries and their counts (sql-log-events.ts; ingest writes them in planBatch). */
+  readonly logEvents: LogEventReads
   /** Reads of ClickHouse parts, merges, mutations and server metrics (sql-clickhouse.ts). */
   readonly clickhouse: ClickHouseReader
   /** Recommendations, alerts, their notifications and organization webhooks (sql-health.ts). */
