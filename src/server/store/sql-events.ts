@@ -517,6 +517,12 @@ export async function insertEvents(driver: SqlDriver, databaseId: string, events
 
 // ---- reads ----
 
+/** The server's settings (name → SHOW's text) as its latest batch that carried them gave them; null when none did. */
+export async function latestSettings(driver: SqlDriver, databaseId: string): Promise<Record<string, string> | null> {
+  const row = await driver.get('SELECT settings FROM event_baselines WHERE database_id = $1', [databaseId])
+  return json<Record<string, string>>(row?.settings)
+}
+
 /** The organization's rule for "disconnected" (DECISIONS.md): no batch within max(3 × poll interval, 60 s). */
 const disconnectedAfterMs = (db: RegisteredDatabase) => Math.max(3 * db.poll_interval_seconds * 1000, 60_000)
 

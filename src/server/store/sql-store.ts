@@ -12,7 +12,7 @@ import { type RetentionStore, retentionStore } from './sql-retention.ts'
 import { type InternalsReader, internalsReader } from './sql-internals.ts'
 import { type LogEventReads, logEventStore } from './sql-log-events.ts'
 import { type ObjectsReader, objectsReader } from './sql-objects.ts'
-import { listEvents } from './sql-events.ts'
+import { latestSettings, listEvents } from './sql-events.ts'
 import { type SessionHistoryReader, sessionHistoryReader } from './sql-session-history.ts'
 import { planBatch } from './sql-ingest.ts'
 import { listPlans } from './sql-plans.ts'
@@ -641,6 +641,10 @@ export class SqlStore implements Store {
 
   listEvents(db: RegisteredDatabase, window: Window, limit: number, now: number) {
     return listEvents(this.driver, db, window, limit, now)
+  }
+
+  latestSettings(databaseId: string) {
+    return latestSettings(this.driver, databaseId)
   }
 
   close() {

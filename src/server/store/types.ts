@@ -211,6 +211,8 @@ export interface Store extends ApiKeyStore {
   listPlans(databaseId: string, hash: string, window: Window, limit: number): Promise<StoredPlan[]>
   /** The database's events timeline in the window, newest first (sql-events.ts). */
   listEvents(db: RegisteredDatabase, window: Window, limit: number, now: number): Promise<DbEvent[]>
+  /** The server's settings (name → SHOW's text) as the latest batch carrying them gave them; null when none did (sql-events.ts). */
+  latestSettings(databaseId: string): Promise<Record<string, string> | null>
 
   close(): Promise<void>
 }
