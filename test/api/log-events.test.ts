@@ -186,5 +186,15 @@ for (const kind of storeKinds) {
       expect((await s.ok(id, `/log-events?${window}&limit=100000`)).entries).toHaveLength(1)
       await s.expectHiddenFromOtherOrganizations(id, ['/log-events', '/log-events/summary'])
     })
+
+    test('both routes are in the OpenAPI document with their parameters and answers', async () => {
+      const doc = (await s.server.call('GET', '/api/v1/openapi.json')).body
+      const list = doc.paths['/api/v1/databases/{id}/log-events'].get
+      expect(list.parameters.map((p: any) => p.name).sort()).toEqual(['category', 'cursor', 'id', 'kind', 'limit', 'q', 'severity', 'since', 'until'])
+      expect(list.responses['200'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/LogEventList' })
+      const summary = doc.paths['/api/v1/databases/{id}/log-events/summary'].get
+      expect(summary.responses['200'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/LogEventSummary' })
+      expect(Object.keys(doc.components.schemas)).toContain('LogEvent')
+    })
   })
 }
