@@ -4,7 +4,7 @@
 // names the user and client; autovacuum cancelled 3 times on one table names the blocker and vacuums the
 // table; requested checkpoints give the max_wal_size computed from the WAL per checkpoint_timeout; temp
 // files name the statement with the largest single file and a SET LOCAL work_mem sized from it; out of
-// memory is critical; the archiver finding gains the log's exit code and WAL file. Hostile names (quotes,
+// memory is critical; a logged deadlock names both statements; the archiver finding gains the log's exit code and WAL file. Hostile names (quotes,
 // backslashes, comment ends, newlines, bidi characters) reach fix commands only escaped.
 import { describe, expect, test } from 'bun:test'
 import type { LogEvent } from '../../src/shared/wire.ts'
@@ -114,7 +114,7 @@ for (const kind of storeKinds) {
       expect(temp.how_to_fix[0].indexOf('*/')).toBe(-1)
     })
 
-    test('out of memory in the last hour is critical, naming the first; the archiver finding gains exit code and WAL file', async () => {
+    test('out of memory in the last hour is critical, naming the first; a deadlock names both statements; the archiver finding gains exit code and WAL file', async () => {
       const t = now()
       const id = await s.ingest(
         pgBatch(`faults-${kind}`, t - 60_000, {
@@ -135,6 +135,12 @@ for (const kind of storeKinds) {
           log_events: logSection([
             logEntry('out_of_memory', t - 20 * MINUTE, { severity: 'error', sqlstate: '53200', message: 'out of memory', detail: 'Failed on request of size 1048576.', statement: 'SELECT big()' }),
             logEntry('out_of_memory', t - 10 * MINUTE, { severity: 'error', sqlstate: '53200', message: 'out of memory (second)' }),
+            logEntry('deadlock', t - 5 * MINUTE, {
+              severity: 'error',
+              sqlstate: '40P01',
+              message: 'deadlock detected',
+              fields: { pids: [11, 12], statements: ['UPDATE a SET x = 1 WHERE id = 1', `UPDATE b SET y = 2 /* */ ${HOSTILE}`] },
+            }),
             logEntry('archive_failed', t - 130_000, { severity: 'warning', message: 'archive command failed with exit code 12', fields: { exit_code: 12, wal_file: '00000001000000000000000A' } }),
           ]),
         }),
@@ -142,6 +148,10 @@ for (const kind of storeKinds) {
       const [oom] = await findings(id, 'pg_log_resource_faults')
       expect(oom).toMatchObject({ severity: 'critical', metrics: { out_of_memory: 2, first_at: new Date(t - 20 * MINUTE).toISOString() } })
       expect(oom.detail).toContain('"out of memory" Failed on request of size 1048576., while running: SELECT big()')
+      const [deadlock] = await findings(id, 'pg_deadlocks')
+      expect(deadlock.metrics).toEqual({ deadlocks_last_hour: 1, deadlocks_last_day: 1 })
+      expect(deadlock.detail).toContain('(1) UPDATE a SET x = 1 WHERE id = 1; (2) UPDATE b SET y = 2')
+      expect(deadlock.how_to_investigate.at(-1)).toStartWith('-- side 2 of the latest deadlock: UPDATE b SET y = 2 / * * / we')
       const [archiver] = await findings(id, 'pg_archiver_failing')
       expect(archiver.metrics).toMatchObject({ log_exit_code: 12, log_wal_file: '00000001000000000000000A' })
       expect(archiver.detail).toContain("exit code 12 on WAL file '00000001000000000000000A'")

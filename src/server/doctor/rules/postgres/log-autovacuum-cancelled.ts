@@ -16,8 +16,14 @@ const defaults = {
   max_tables: 10,
 }
 
-/** The logged table ("db.schema.table" or "schema.table") as schema and name; null when its dots make it ambiguous. */
-export function tableParts(logged: string): { schema: string; name: string } | null {
+/**
+ * The logged table ("db.schema.table" as PostgreSQL logs it, unquoted, or "schema.table") as schema and
+ * name: the known table (the latest tables collected) whose schema.name it ends with, else its parts when
+ * they are exactly two or three; null when dots in the names make it ambiguous.
+ */
+export function tableParts(logged: string, known: readonly { schema_name: string; table_name: string }[] = []): { schema: string; name: string } | null {
+  const match = known.find((t) => logged === `${t.schema_name}.${t.table_name}` || logged.endsWith(`.${t.schema_name}.${t.table_name}`))
+  if (match) return { schema: match.schema_name, name: match.table_name }
   const parts = logged.split('.')
   if (parts.length === 3) return { schema: parts[1]!, name: parts[2]! }
   if (parts.length === 2) return { schema: parts[0]!, name: parts[1]! }
@@ -40,13 +46,14 @@ export const logAutovacuumCancelled: Rule<typeof defaults> = {
       if (list) list.push(e)
       else byTable.set(table, [e])
     }
+    const known = byTable.size > 0 ? await ctx.tables() : []
     const findings: FindingDraft[] = []
     const ranked = [...byTable].map(([table, list]) => ({ table, list, count: list.reduce((n, e) => n + e.count, 0) })).sort((a, b) => b.count - a.count)
     for (const { table, list, count } of ranked.slice(0, t.max_tables)) {
       if (count < t.warning_count) continue
       const blockers = [...new Set(list.map((e) => numberField(e, 'blocker_pid')).filter((p): p is number => p !== null))]
       const withStatement = list.find((e) => e.statement !== null)
-      const parts = tableParts(table)
+      const parts = tableParts(table, known)
       const holder =
         blockers.length > 0 || withStatement
           ? ` The lock was wanted by ${blockers.length > 0 ? `pid ${blockers.slice(0, 5).join(', ')}` : 'a session'}` +

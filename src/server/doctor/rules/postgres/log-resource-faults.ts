@@ -57,8 +57,8 @@ export const logResourceFaults: Rule<typeof defaults> = {
         how_to_investigate: [
           "SELECT name, setting, unit FROM pg_settings WHERE name IN ('max_connections', 'work_mem', 'maintenance_work_mem', 'shared_buffers', 'temp_file_limit');",
           'SELECT pg_postmaster_start_time();   -- a recent start follows a crash',
-          'dmesg -T | grep -i -E "out of memory|killed process"   # on the host: the kernel OOM killer',
-          'df -h <data_directory> <pg_wal>   # on the host: free space',
+          "SELECT current_setting('data_directory') AS data_directory;   -- its volume's free space (df -h on the host)",
+          'grep -i -E "out of memory|killed process" /var/log/kern.log   # on the host: the kernel OOM killer (or dmesg -T)',
         ],
         how_to_fix: [],
         metrics: Object.fromEntries([...byKind.map((k) => [k.kind, k.count]), ['first_at', first ? iso(first.ts) : null]]),
