@@ -26,7 +26,6 @@ const RECORD_KEYS: Record<string, readonly string[]> = {
   database_stats: [...DATABASE_COUNTER_KEYS, ...DATABASE_GAUGE_KEYS],
   'server_state.settings': ['work_mem', 'search_path'],
   'server_state.stats_resets': ['pg_stat_database', 'pg_stat_statements'],
-  'log_events.entries[].fields': ['exit_code', 'wal_file'],
   server_metrics: [...SERVER_GAUGE_KEYS, ...SERVER_COUNTER_KEYS, diskMetricKey('default', 'free_bytes'), diskMetricKey('default', 'total_bytes')],
 }
 
@@ -64,12 +63,7 @@ export function fullBatch(name: string, collectedAt: number, engine: 'postgres' 
       case 'Literal':
         return schema.const
       case 'String': {
-        // `<key>-<index>`, or where the field's pattern refuses it (log kinds, severities, SQLSTATEs,
-        // query ids), letters only or digits only.
-        const letter = 'abcdefghij'[index % 10]
-        const candidates = [`${key}-${index}`, `${key.replace(/[^a-z_]/g, '')}${letter}`, `${key.replace(/[^a-z]/g, '')}${letter}`, String(100 + index)]
-        const pattern = typeof schema.pattern === 'string' ? new RegExp(schema.pattern) : undefined
-        const text = candidates.find((c) => pattern === undefined || pattern.test(c)) ?? candidates[0]!
+        const text = `${key}-${index}`
         return text.slice(0, schema.maxLength ?? text.length)
       }
       case 'Boolean':
