@@ -18,6 +18,7 @@ import { apiKeyRoutes } from './routes/api-keys.ts'
 import { authRoutes } from './routes/auth.ts'
 import { databaseRoutes } from './routes/databases.ts'
 import { eventRoutes } from './routes/events.ts'
+import { logEventRoutes } from './routes/log-events.ts'
 import { ingestRoutes } from './routes/ingest.ts'
 import { clickhouseRoutes } from './routes/clickhouse.ts'
 import { healthRoutes } from './routes/health.ts'
@@ -225,6 +226,7 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
     .use(alertRoutes(deps))
     .use(organizationRoutes(deps))
     .use(eventRoutes(deps))
+    .use(logEventRoutes(deps))
     .use(ingestRoutes(deps))
     .use(routes ?? new Elysia())
     .use(resetPasswordPage())

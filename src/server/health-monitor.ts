@@ -22,7 +22,7 @@
 import type { Deps } from './context.ts'
 import { breathe, diagnose } from './doctor/index.ts'
 import type { Finding } from './doctor/types.ts'
-import { healthMonitorDefaults, retentionLimits, sessionHistoryLimits } from './limits.ts'
+import { healthMonitorDefaults, logEventLimits, retentionLimits, sessionHistoryLimits } from './limits.ts'
 import { headerText, mailLine } from './mail.ts'
 import { serverMetrics } from './metrics.ts'
 import type { DiagnosisSummary, FindingRecord, MonitoredDatabase, NotificationChannel, PendingNotification, Webhook } from './store/sql-health.ts'
@@ -388,7 +388,7 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
         // itself; an agent's clock or buffer up to an hour behind then never lands before the marks).
         const deleted = await store.retention.sweepDatabase(
           db.id,
-          { before: now - keepMs, minutesBefore, rollUpTo: now - HOUR, everyPollBefore: now - sessionHistoryLimits.everyPollMs },
+          { before: now - keepMs, minutesBefore, rollUpTo: now - HOUR, everyPollBefore: now - sessionHistoryLimits.everyPollMs, logEntriesBefore: now - logEventLimits.entriesMs },
           batch,
         )
         summary.rows_deleted += deleted

@@ -111,6 +111,8 @@ export const resultLimits = {
   snapshots: { default: 2000, max: 10_000 },
   /** GET /locks/chains. */
   lock_chains: { default: 100, max: 500 },
+  /** GET /log-events: entries per page. */
+  log_events: { default: 100, max: 500 },
 } as const
 
 /** Default window of the since/until endpoints, and their default bucket. */
@@ -148,6 +150,18 @@ export const retentionLimits = {
   batchIdsMs: DAY,
   /** Rows deleted per statement, so a sweep never holds the store for long. */
   deleteBatchRows: 5000,
+} as const
+
+/**
+ * Server log events (store/sql-log-events.ts, routes/log-events.ts): entries are kept a week (or the
+ * organization's retention when shorter); their counts like other buckets (minute rows 48 h, then hourly
+ * for the retention). The summary's automatic bucket keeps a window to at most maxAutoBuckets buckets.
+ */
+export const logEventLimits = {
+  entriesMs: 7 * DAY,
+  maxAutoBuckets: 120,
+  /** Longest `q` (characters). */
+  maxQueryText: 200,
 } as const
 
 /** Session and lock history (store/sql-session-history.ts): how retention compacts the snapshots. */

@@ -20,6 +20,7 @@ import type { Finding } from '../../src/server/doctor/types.ts'
 import type { HostStatus, IngestBatch } from '../../src/shared/wire.ts'
 import { createLogger } from '../../src/shared/log.ts'
 import { chBatch, pgBatch } from '../support/batches.ts'
+import { logEntry, logSection } from '../support/log-events.ts'
 import { type ClickHouseRig, startClickHouse } from '../support/clickhouse.ts'
 import { sharedPostgres } from '../support/postgres.ts'
 import { type Account, type TestServer, agentAccount, startTestServer } from '../support/server.ts'
@@ -350,6 +351,33 @@ function postgresBatches(v: Variant, now: number): IngestBatch[] {
         ],
       },
       host: hostSection(v),
+      // The server log: errors far above their (empty) baseline, a burst of failed logins, an autovacuum
+      // cancelled three times, an out-of-memory entry, checkpoints for WAL, a temp file, a deadlock and the
+      // archive failure, each with hostile names and texts; most counted but not sent whole (dropped).
+      log_events: logSection(
+        [
+          logEntry('error', now - 3 * MINUTE, { severity: 'error', sqlstate: '23505', message: v.text('error_message', 8000), statement: v.text('error_statement', 8000), user: v.text('error_user', 1000) }),
+          logEntry('auth_failed', now - 3 * MINUTE, { severity: 'fatal', message: v.text('auth_message', 8000), user: v.text('auth_user', 1000), client: v.text('auth_client', 1000) }),
+          ...[1, 2, 3].map((i) =>
+            logEntry('autovacuum_cancelled', now - (3 + i) * MINUTE, {
+              severity: 'error',
+              message: 'canceling autovacuum task',
+              statement: v.text('blocker_statement', 8000),
+              // as PostgreSQL logs it, db.schema.table unquoted (cut to the wire's 8,000 characters)
+              fields: { table: `${v.text('db', 200)}.${s}.${t('dead1')}`.slice(0, 8000), blocker_pid: 4343 },
+            }),
+          ),
+          logEntry('out_of_memory', now - 4 * MINUTE, { severity: 'error', message: v.text('oom_message', 8000), statement: v.text('oom_statement', 8000) }),
+          ...[0, 1, 2, 3].map((i) => logEntry('checkpoint', now - (2 + 5 * i) * MINUTE, { fields: { reason: 'wal', distance_bytes: GB } })),
+          logEntry('temp_file', now - 2 * MINUTE, { message: v.text('temp_message', 8000), statement: v.text('temp_statement', 8000), fields: { size_bytes: 300 * 1024 ** 2, path: v.text('temp_path', 8000) } }),
+          logEntry('deadlock', now - 2 * MINUTE, { severity: 'error', message: 'deadlock detected', fields: { statements: [v.text('deadlock_a', 8000), v.text('deadlock_b', 8000)] } }),
+          logEntry('archive_failed', now - 2 * MINUTE, { severity: 'warning', message: v.text('archive_message', 8000), fields: { exit_code: 1, wal_file: v.text('walfail', 8000) } }),
+        ],
+        [
+          ...Array.from({ length: 60 }, () => logEntry('error', now - 3 * MINUTE, { severity: 'error' })),
+          ...Array.from({ length: 25 }, () => logEntry('auth_failed', now - 3 * MINUTE, { severity: 'fatal' })),
+        ],
+      ),
     }),
   ]
 }

@@ -109,6 +109,8 @@ export const ROUTE_ACCESS: Readonly<Record<string, RouteAccess>> = {
   'GET /api/v1/databases/:id/recommendations': 'read',
   'GET /api/v1/databases/:id/alerts': 'read',
   'GET /api/v1/databases/:id/events': 'read',
+  'GET /api/v1/databases/:id/log-events': 'read',
+  'GET /api/v1/databases/:id/log-events/summary': 'read',
 }
 
 /** The table's key of a route as the app lists it (app.routes): WebSocket and HEAD routes are GETs, no trailing slash. */

@@ -32,6 +32,7 @@ import { migration as events } from './migrations/0011-events.ts'
 import { migration as sessionHistory } from './migrations/0012-session-history.ts'
 import { migration as invites } from './migrations/0013-invites.ts'
 import { migration as apiKeyScopes } from './migrations/0014-api-key-scopes.ts'
+import { migration as logEvents } from './migrations/0015-log-events.ts'
 import { baseline } from './migrations/baseline-0010.ts'
 import type { Migration } from './migrations/migration.ts'
 import { join, sql } from './sql.ts'
@@ -53,6 +54,7 @@ export const migrations: Migration[] = [
   sessionHistory,
   invites,
   apiKeyScopes,
+  logEvents,
 ]
 
 export const latestVersion = migrations.reduce((max, m) => Math.max(max, m.version), 0)

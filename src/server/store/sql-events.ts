@@ -10,7 +10,11 @@
 //   last evaluation while open. Alerts opened before this version have no such rows: for them (and only
 //   for them, per kind) the events are still derived from the alerts table at query time, with the text
 //   the alert has now;
-// - plan changes, read from their own table at query time (not copied).
+// - plan changes, read from their own table at query time (not copied);
+// - server log entries of the important kinds (TIMELINE_LOG_KINDS: crash, out of memory, disk full,
+//   archive failures, recovery, could not fork), written at ingest from the batch's log_events section
+//   (applyLogTimeline): one event per entry, or, past LOG_EVENTS_PER_MINUTE of one kind in a minute, one
+//   event for the burst of that minute with its count and its first message.
 // Derivation rules: a batch older than the baseline (delivered late from the agent's buffer) derives
 // nothing and leaves the baseline as it is; the later parts of a split cycle (same collected_at) derive
 // no gap; object events come only from a batch that is not a part of a split cycle (a part names only
@@ -19,6 +23,7 @@
 // index events; and only for a section the database has carried before (a collector turned on later
 // does not make every object "appear"). Everything from the monitored database (names, values) is
 // stored as text and given back as JSON strings; nothing of it reaches SQL but as a parameter.
+import { LOG_KINDS, type LogKind, TIMELINE_LOG_KINDS } from '../../shared/log-kinds.ts'
 import { maskSecretSettings } from '../../shared/secret-settings.ts'
 import type { IngestBatch } from '../../shared/wire.ts'
 import type { SqlDriver } from './driver.ts'
@@ -401,6 +406,77 @@ function objectEvent(
   return { ts, kind, severity, title, detail, object: `${schema}.${name}`, link }
 }
 
+// ---- server log entries (written at ingest) ----
+
+/** Entries of one timeline kind in one minute shown one by one; past it, the minute's burst is one event. */
+export const LOG_EVENTS_PER_MINUTE = 5
+const LOG_TIMELINE = new Set<string>(TIMELINE_LOG_KINDS)
+/** How serious each timeline kind is on the timeline. */
+const LOG_EVENT_SEVERITY: Partial<Record<LogKind, DbEvent['severity']>> = {
+  server_crash: 'critical',
+  out_of_memory: 'critical',
+  disk_full: 'critical',
+  could_not_fork: 'critical',
+  archive_failed: 'warning',
+  recovery: 'warning',
+}
+const oneLine = (text: string) => text.replace(/\s+/g, ' ').trim()
+
+/**
+ * Adds the events of the batch's log entries of the timeline kinds: `object` is `<log kind>:<pid>:<ts>`
+ * for one entry (two at the same millisecond from one process are one event), `<log kind>:burst` for a
+ * minute's burst (dated at the minute's start). The message is stored as text like every event's title.
+ */
+export function applyLogTimeline(writes: Writes, databaseId: string, batch: IngestBatch): void {
+  const entries = batch.log_events?.entries.filter((e) => LOG_TIMELINE.has(e.kind))
+  if (!entries || entries.length === 0) return
+  const byMinute = new Map<string, typeof entries>()
+  for (const e of entries) {
+    const key = JSON.stringify([e.kind, Math.floor(e.ts / 60_000)])
+    const list = byMinute.get(key)
+    if (list) list.push(e)
+    else byMinute.set(key, [e])
+  }
+  const events: DbEvent[] = []
+  const link = dbLink(databaseId, 'logs')
+  for (const list of byMinute.values()) {
+    const kind = list[0]!.kind as LogKind
+    const label = LOG_KINDS[kind].label
+    const severity = LOG_EVENT_SEVERITY[kind] ?? 'warning'
+    if (list.length <= LOG_EVENTS_PER_MINUTE) {
+      for (const e of list) {
+        const who = [e.user && `user ${e.user}`, e.database && `database ${e.database}`, e.pid !== null && `pid ${e.pid}`].filter(Boolean).join(', ')
+        events.push({
+          ts: e.ts,
+          kind: 'log_event',
+          severity,
+          title: `${label}: ${oneLine(e.message)}`,
+          detail: [who, e.detail].filter(Boolean).join('; ') || null,
+          object: `${kind}:${e.pid ?? ''}:${e.ts}`,
+          link,
+        })
+      }
+    } else {
+      const first = list.reduce((a, b) => (b.ts < a.ts ? b : a))
+      const count = list.reduce((n, e) => n + (e.count ?? 1), 0)
+      events.push({
+        ts: Math.floor(first.ts / 60_000) * 60_000,
+        kind: 'log_event',
+        severity,
+        title: `${label}: ${count} entries in one minute, the first: ${oneLine(first.message)}`,
+        detail: first.detail,
+        object: `${kind}:burst`,
+        link,
+      })
+    }
+  }
+  const rows = new Map(events.map((e) => [JSON.stringify([e.ts, e.object]), [databaseId, e.ts, e.kind, e.object ?? '', e.severity, cut(e.title, MAX_TITLE), cut(e.detail, MAX_DETAIL), e.link]]))
+  writes.upsert('events', ['database_id', 'ts', 'kind', 'object', 'severity', 'title', 'detail', 'link'], [...rows.values()], {
+    key: ['database_id', 'ts', 'kind', 'object'],
+    update: {},
+  })
+}
+
 // ---- alert events (written by the health monitor) ----
 
 /** An alert's event; `object` is the alert's key (its rule and object), so two alerts of one rule opening together are two events. */
@@ -440,6 +516,12 @@ export async function insertEvents(driver: SqlDriver, databaseId: string, events
 }
 
 // ---- reads ----
+
+/** The server's settings (name → SHOW's text) as its latest batch that carried them gave them; null when none did. */
+export async function latestSettings(driver: SqlDriver, databaseId: string): Promise<Record<string, string> | null> {
+  const row = await driver.get('SELECT settings FROM event_baselines WHERE database_id = $1', [databaseId])
+  return json<Record<string, string>>(row?.settings)
+}
 
 /** The organization's rule for "disconnected" (DECISIONS.md): no batch within max(3 × poll interval, 60 s). */
 const disconnectedAfterMs = (db: RegisteredDatabase) => Math.max(3 * db.poll_interval_seconds * 1000, 60_000)

@@ -4,14 +4,16 @@
 // span (sql-statement-ingest.ts, sql-objects.ts, sql-rollups.ts: the rollup runs first among the
 // batch's writes); the other bucketed sections (sql-internals.ts, sql-clickhouse.ts) go to 60-second
 // and 1-hour buckets at once; plans to sql-plans.ts; the latest-only sections to sql-snapshots.ts, and
-// activity and locks also to their history (sql-session-history.ts); the events it makes to sql-events.ts.
+// activity and locks also to their history (sql-session-history.ts); the events it makes to sql-events.ts;
+// the server log's entries and counts to sql-log-events.ts.
 import type { IngestBatch } from '../../shared/wire.ts'
 import type { SqlDialect } from './dialect.ts'
 import type { SqlDriver, SqlStatement } from './driver.ts'
 import { applyClickHouse } from './sql-clickhouse.ts'
 import { hostWrites } from './sql-host.ts'
-import { applyEvents } from './sql-events.ts'
+import { applyEvents, applyLogTimeline } from './sql-events.ts'
 import { applyInternals } from './sql-internals.ts'
+import { logEventWrites } from './sql-log-events.ts'
 import { applyObjects } from './sql-objects.ts'
 import { applyExplainPlans } from './sql-plans.ts'
 import { applySessionHistory } from './sql-session-history.ts'
@@ -63,6 +65,8 @@ export function planBatch(sqlDialect: SqlDialect, databaseId: string, batch: Ing
       hostWrites.applyHost(writes, databaseId, batch)
       writeEvents(writes, database)
       applySessionHistory(writes, databaseId, batch)
+      logEventWrites.apply(writes, databaseId, batch)
+      applyLogTimeline(writes, databaseId, batch)
       writes.statements.push(...also)
       await (last && tx.runLast ? tx.runLast(writes.statements) : tx.runAll(writes.statements))
       return effects

@@ -15,7 +15,7 @@ import { TEXT_REFRESH_MS } from './sql-statement-ingest.ts'
 import { HOUR_MS, MINUTE_MS, floorTo } from './window.ts'
 
 /** Tables of 60-second and hourly buckets whose key starts (database_id, resolution, bucket), or has an index that does. */
-const BUCKET_TABLES = ['query_stats', 'wait_stats', 'replication_lag', 'replication_slot_lag', 'table_stats', 'index_stats'] as const
+const BUCKET_TABLES = ['query_stats', 'wait_stats', 'replication_lag', 'replication_slot_lag', 'table_stats', 'index_stats', 'log_counts'] as const
 /** Bucket tables keyed (database_id, source, resolution, bucket, ...): swept source by source to use that key. */
 const METRIC_TABLES = ['metric_counters', 'metric_gauges'] as const
 /** Every metric source (a new source fails to compile until it is listed here). */
@@ -39,6 +39,7 @@ export const RETAINED_TABLES: readonly string[] = [
   ...BUCKET_TABLES,
   ...METRIC_TABLES,
   ...Object.keys(TIMED_TABLES),
+  'log_entries',
   'query_texts',
   'ingest_batches',
   ...RESOLVED_TABLES,
@@ -64,6 +65,7 @@ export const WITHOUT_ROWID_KEYS: Readonly<Record<string, readonly string[]>> = {
   metric_gauges: ['database_id', 'source', 'resolution', 'bucket', 'subject', 'metric'],
   latest_tables: ['database_id', 'schema_name', 'table_name'],
   ingest_batches: ['database_id', 'batch_id'],
+  log_counts: ['database_id', 'resolution', 'bucket', 'kind', 'severity'],
 }
 
 
@@ -95,6 +97,11 @@ export interface SweepCutoffs {
   rollUpTo: number
   /** Session snapshots older than this are compacted (sql-session-history.ts); absent: only the retention applies. */
   everyPollBefore?: number
+  /**
+   * Server log entries older than this go (logEventLimits.entriesMs: a week), or at `before` when that is
+   * later; their counts stay as long as other buckets (minute rows 48 h, hour rows the retention).
+   */
+  logEntriesBefore?: number
 }
 
 /** Rolls the database's statement statistics, tables and indexes up to `until` under its rollup lock. */
@@ -130,6 +137,8 @@ async function sweepDatabase(driver: SqlDriver, databaseId: string, cutoffs: Swe
   for (const [table, column] of Object.entries(TIMED_TABLES)) {
     deleted += await deleteInBatches(driver, table, `database_id = $1 AND ${column} < $2`, [databaseId, cutoffs.before], batch)
   }
+  const logBefore = Math.max(cutoffs.before, cutoffs.logEntriesBefore ?? cutoffs.before)
+  deleted += await deleteInBatches(driver, 'log_entries', 'database_id = $1 AND ts < $2', [databaseId, logBefore], batch)
   // A statement's text goes with its last bucket: its last_seen is rewritten once in TEXT_REFRESH_MS,
   // so the statement's last batch may be that much later (and its hour kept).
   deleted += await deleteInBatches(driver, 'query_texts', 'database_id = $1 AND last_seen < $2', [databaseId, hoursBefore - TEXT_REFRESH_MS], batch)

@@ -11,8 +11,9 @@ import { type HealthStore, healthStore } from './sql-health.ts'
 import { type MembersStore, membersStore } from './sql-members.ts'
 import { type RetentionStore, retentionStore } from './sql-retention.ts'
 import { type InternalsReader, internalsReader } from './sql-internals.ts'
+import { type LogEventReads, logEventStore } from './sql-log-events.ts'
 import { type ObjectsReader, objectsReader } from './sql-objects.ts'
-import { listEvents } from './sql-events.ts'
+import { latestSettings, listEvents } from './sql-events.ts'
 import { type SessionHistoryReader, sessionHistoryReader } from './sql-session-history.ts'
 import { planBatch } from './sql-ingest.ts'
 import { listPlans } from './sql-plans.ts'
@@ -106,6 +107,7 @@ export class SqlStore implements Store {
   readonly objects: ObjectsReader
   readonly history: SessionHistoryReader
   readonly internals: InternalsReader
+  readonly logEvents: LogEventReads
   readonly clickhouse: ClickHouseReader
   readonly host: HostReads
   readonly health: HealthStore
@@ -144,6 +146,7 @@ export class SqlStore implements Store {
     this.objects = objectsReader(driver)
     this.history = sessionHistoryReader(driver)
     this.internals = internalsReader(driver)
+    this.logEvents = logEventStore(driver)
     this.clickhouse = clickhouseReader(driver)
     this.host = new SqlHostReads(driver)
     this.health = healthStore(driver)
@@ -641,6 +644,10 @@ export class SqlStore implements Store {
 
   listEvents(db: RegisteredDatabase, window: Window, limit: number, now: number) {
     return listEvents(this.driver, db, window, limit, now)
+  }
+
+  latestSettings(databaseId: string) {
+    return latestSettings(this.driver, databaseId)
   }
 
   close() {

@@ -99,6 +99,15 @@ export const INGEST_COLUMN_TYPES: Readonly<Record<string, 'text' | 'integer' | '
   user_name: 'text',
   application: 'text',
   statement: 'text',
+  // log_entries, log_counts (sql-log-events.ts)
+  id: 'text',
+  sqlstate: 'text',
+  message: 'text',
+  fingerprint: 'text',
+  database_name: 'text',
+  client: 'text',
+  query_id: 'text',
+  fields: 'text',
 }
 
 /** What an upsert does with a row whose key exists; absent: a plain INSERT. */

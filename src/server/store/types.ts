@@ -7,6 +7,7 @@ import type { HealthStore } from './sql-health.ts'
 import type { MembersStore } from './sql-members.ts'
 import type { RetentionStore } from './sql-retention.ts'
 import type { InternalsReader } from './sql-internals.ts'
+import type { LogEventReads } from './sql-log-events.ts'
 import type { ObjectsReader } from './sql-objects.ts'
 import type { SessionHistoryReader } from './sql-session-history.ts'
 import type { SnapshotKind } from './sql-snapshots.ts'
@@ -132,6 +133,8 @@ export interface Store extends ApiKeyStore {
   readonly history: SessionHistoryReader
   /** Reads of waits, replication, bgwriter, WAL, I/O and database statistics (sql-internals.ts). */
   readonly internals: InternalsReader
+  /** Reads of the server log's entries and their counts (sql-log-events.ts; ingest writes them in planBatch). */
+  readonly logEvents: LogEventReads
   /** Reads of ClickHouse parts, merges, mutations and server metrics (sql-clickhouse.ts). */
   readonly clickhouse: ClickHouseReader
   /** The database host's latest figures and their series (sql-host.ts). */
@@ -211,6 +214,8 @@ export interface Store extends ApiKeyStore {
   listPlans(databaseId: string, hash: string, window: Window, limit: number): Promise<StoredPlan[]>
   /** The database's events timeline in the window, newest first (sql-events.ts). */
   listEvents(db: RegisteredDatabase, window: Window, limit: number, now: number): Promise<DbEvent[]>
+  /** The server's settings (name → SHOW's text) as the latest batch carrying them gave them; null when none did (sql-events.ts). */
+  latestSettings(databaseId: string): Promise<Record<string, string> | null>
 
   close(): Promise<void>
 }

@@ -19,6 +19,8 @@ export const EVENT_KINDS = [
   'alert_opened',
   'alert_resolved',
   'plan_change',
+  /** A server log entry of an important kind (src/shared/log-kinds.ts TIMELINE_LOG_KINDS): crash, out of memory, disk full, ... */
+  'log_event',
 ] as const
 
 /** An event; the optional fields are left out when empty. */

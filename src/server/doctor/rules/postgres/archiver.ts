@@ -6,11 +6,14 @@
 // Warning when the archiver keeps up badly: at least 64 WAL files waiting (1 GB with the default 16 MB
 // segments; a healthy archiver has one or two waiting, since it archives each file as soon as it is
 // complete) or the oldest waiting for an hour (a restore from the archive would lose that hour).
+// When the server log holds archive_failed entries (log_events), the latest one since the last success
+// adds the command's exit code and the WAL file it failed on.
 // Critical too when archive_mode is on with no archive_command or archive_library: PostgreSQL then keeps
 // every WAL file, waiting for a command, and nothing is archived at all.
 import type { ArchiverStatus } from '../../../../shared/wire.ts'
 import { pgString } from '../../sql-text.ts'
 import { type FindingDraft, type Rule, bytes, duration } from '../../types.ts'
+import { logEntries, logExcerpt, numberField, textField } from './log-evidence.ts'
 
 const defaults = {
   warning_ready_files: 64,
@@ -62,7 +65,16 @@ export const archiverFailing: Rule<typeof defaults> = {
       ready_bytes: s.ready_bytes,
     }
     if (archivingFailing(s)) {
-      const wal = s.last_failed_wal
+      // The log's latest archive_failed entry (since the last success) gives the command's exit code and WAL file.
+      const logged = (await logEntries(ctx, ['archive_failed'], 24 * 3_600_000)).find((e) => s.last_archived_time === null || e.ts > s.last_archived_time)
+      const exitCode = logged ? numberField(logged, 'exit_code') : null
+      const loggedWal = logged ? textField(logged, 'wal_file') : null
+      const fromLog = logged
+        ? ` The server log's latest failure, at ${iso(logged.ts)}: ${exitCode !== null ? `exit code ${exitCode}` : 'no exit code'}` +
+          (loggedWal ? ` on WAL file ${pgString(loggedWal)}` : '') +
+          ` ("${logExcerpt(logged.message)}"${logged.detail ? `; ${logExcerpt(logged.detail)}` : ''}).`
+        : ''
+      const wal = s.last_failed_wal ?? loggedWal
       const finding: FindingDraft = {
         severity: 'critical',
         ...(wal ? { object: wal } : {}),
@@ -74,6 +86,7 @@ export const archiverFailing: Rule<typeof defaults> = {
             : `(${s.failed_count} failed attempts since the statistics' reset); nothing has been archived since ${iso(s.last_archived_time)}` +
               (s.last_archived_wal ? ` (${pgString(s.last_archived_wal)}).` : '.')) +
           backlog +
+          fromLog +
           ' PostgreSQL keeps every WAL file until the archive command succeeds on it: pg_wal grows until the disk fills and the server stops, and a restore from the archive ends at the last archived file.',
         recommendation:
           'Find out why the archive command fails (the server log says, with its exit code) and fix it: the archive destination full or unreachable, credentials expired, a wrong path. Archiving resumes by itself with the oldest waiting file once the command succeeds; a changed archive_command takes effect on reload. Watch the free space of the WAL directory meanwhile.',
@@ -82,7 +95,7 @@ export const archiverFailing: Rule<typeof defaults> = {
           ...(wal ? [`SELECT name, modification FROM pg_ls_archive_statusdir() WHERE name = ${pgString(`${wal}.ready`)};`] : []),
         ],
         how_to_fix: ['SELECT pg_reload_conf();   -- after correcting archive_command (postgresql.conf or ALTER SYSTEM)'],
-        metrics,
+        metrics: { ...metrics, log_exit_code: exitCode, log_wal_file: loggedWal },
       }
       return [finding]
     }

@@ -29,6 +29,10 @@ import { deadlocks } from './deadlocks.ts'
 import { tempFiles } from './temp-files.ts'
 import { invalidConstraints } from './invalid-constraints.ts'
 import { bloatEstimates } from './bloat.ts'
+import { logErrorRate } from './log-error-rate.ts'
+import { logAuthFailures } from './log-auth-failures.ts'
+import { logAutovacuumCancelled } from './log-autovacuum-cancelled.ts'
+import { logResourceFaults } from './log-resource-faults.ts'
 
 export const postgresRules: Rule[] = [
   cacheHitRatio,
@@ -60,4 +64,8 @@ export const postgresRules: Rule[] = [
   archiverFailing,
   backupAge,
   diskFill,
+  logErrorRate,
+  logAuthFailures,
+  logAutovacuumCancelled,
+  logResourceFaults,
 ]
