@@ -7,6 +7,7 @@ import { readFileSync, statSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { isAlias, isMap, isScalar, isSeq, parseDocument, type Document } from 'yaml'
 import { collectorsFor, type EngineName } from '../shared/collectors.ts'
+import { LOG_TEXT_MODES, type LogTextMode } from '../shared/log-kinds.ts'
 import { redactSecrets } from '../shared/redact.ts'
 import { tagLimits } from '../shared/wire.ts'
 
@@ -32,6 +33,8 @@ export interface DatabaseConfig {
    * may run code with the agent's rights when plans are sampled (explain_trusted_roles); absent = none.
    */
   explainTrustedRoles?: string[]
+  /** log_text: what log entries keep of statement texts and parameter values (redacted, full, none); absent = redacted. */
+  logText?: LogTextMode
   /** enabled_exporter: the database's own figures as series on the agent's GET /metrics (exporter.ts). */
   exporter?: boolean
   tags: Record<string, string>
@@ -81,7 +84,7 @@ const TOP_LEVEL_KEYS = ['api', 'health', 'buffer', 'databases']
 const API_KEYS = ['endpoint', 'key']
 const HEALTH_KEYS = ['listen_addr']
 const BUFFER_KEYS = ['max_bytes']
-const DATABASE_KEYS = ['name', 'engine', 'dsn', 'poll_interval', 'enabled_collectors', 'pg_log_dir', 'explain_trusted_roles', 'enabled_exporter', 'tags']
+const DATABASE_KEYS = ['name', 'engine', 'dsn', 'poll_interval', 'enabled_collectors', 'pg_log_dir', 'explain_trusted_roles', 'enabled_exporter', 'tags', 'log_text']
 
 // ---------------------------------------------------------------------------------------------
 // Go durations (time.ParseDuration, same grammar, limits and error texts)
@@ -545,6 +548,10 @@ function parseDatabase(value: Plain, index: number): DatabaseConfig {
   const pgLogDir = optionalString(value, 'pg_log_dir', `${path}.pg_log_dir`)
   if (pgLogDir !== undefined && engine !== 'postgres') throw new ConfigError(`${path}.pg_log_dir: only for postgres databases`)
   const explainTrustedRoles = parseTrustedRoles(value, engine, path)
+  const logText = optionalString(value, 'log_text', `${path}.log_text`)
+  if (logText !== undefined && !(LOG_TEXT_MODES as readonly string[]).includes(logText)) {
+    throw new ConfigError(`${path}.log_text: expected one of ${LOG_TEXT_MODES.join(', ')}, got ${JSON.stringify(logText)}`)
+  }
   const tags = parseTags(value, path)
   const exporter = optionalString(value, 'enabled_exporter', `${path}.enabled_exporter`)
   if (exporter !== undefined && exporter !== 'true' && exporter !== 'false') {
@@ -556,6 +563,7 @@ function parseDatabase(value: Plain, index: number): DatabaseConfig {
   if (enabledCollectors !== undefined) database.enabledCollectors = enabledCollectors
   if (pgLogDir !== undefined) database.pgLogDir = pgLogDir
   if (explainTrustedRoles !== undefined) database.explainTrustedRoles = explainTrustedRoles
+  if (logText !== undefined) database.logText = logText as LogTextMode
   return database
 }
 

@@ -121,6 +121,7 @@ export class PostgresRunner extends Runner<PostgresContext> {
           major,
           pgLogDir: config.pgLogDir,
           explainTrustedRoles: config.explainTrustedRoles,
+          logText: config.logText,
           now,
           settings: {
             collectExplainPlans: settings?.collect_explain_plans ?? true,

@@ -29,6 +29,7 @@ export const collectorNames: readonly CollectorName[] = [
   { engine: 'postgres', name: 'progress' },
   { engine: 'postgres', name: 'column_stats' },
   { engine: 'postgres', name: 'archiver' },
+  { engine: 'postgres', name: 'log_events' },
   { engine: 'clickhouse', name: 'query_stats' },
   { engine: 'clickhouse', name: 'activity' },
   { engine: 'clickhouse', name: 'parts' },

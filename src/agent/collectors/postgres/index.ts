@@ -12,6 +12,7 @@ import { explainPlans } from './explain-plans.ts'
 import { indexes } from './indexes.ts'
 import { ioStats } from './io-stats.ts'
 import { locks } from './locks.ts'
+import { logEvents } from './log-events.ts'
 import { progress } from './progress.ts'
 import { queryStats } from './query-stats.ts'
 import { replication } from './replication.ts'
@@ -38,4 +39,5 @@ export const postgresCollectors: PostgresCollector[] = [
   progress,
   columnStats,
   archiver,
+  logEvents,
 ]
