@@ -23,19 +23,24 @@ export const MAX_ENTRY_BYTES = 4 * 1024 * 1024
 const POSITION_KEY = 'log_events:position'
 const MEMORY_KEY = 'log_events:checkpoint_reason'
 
+// From pg_settings, which leaves out what the role may not see (log_directory needs pg_read_all_settings,
+// which pg_monitor has): a missing value is null rather than an error.
 const SETTINGS_SQL = `
-  SELECT current_setting('logging_collector') AS logging_collector,
-         current_setting('log_destination') AS log_destination,
-         current_setting('log_line_prefix') AS log_line_prefix,
-         current_setting('log_directory') AS log_directory,
-         current_setting('lc_messages') AS lc_messages,
-         (extract(epoch FROM (now() AT TIME ZONE current_setting('log_timezone')) - (now() AT TIME ZONE 'UTC')) * 1000)::float8 AS tz_offset_ms`
+  SELECT max(setting) FILTER (WHERE name = 'logging_collector') AS logging_collector,
+         max(setting) FILTER (WHERE name = 'log_destination') AS log_destination,
+         max(setting) FILTER (WHERE name = 'log_line_prefix') AS log_line_prefix,
+         max(setting) FILTER (WHERE name = 'log_directory') AS log_directory,
+         max(setting) FILTER (WHERE name = 'lc_messages') AS lc_messages,
+         (extract(epoch FROM (now() AT TIME ZONE current_setting('log_timezone')) - (now() AT TIME ZONE 'UTC')) * 1000)::float8 AS tz_offset_ms
+  FROM pg_settings
+  WHERE name IN ('logging_collector', 'log_destination', 'log_line_prefix', 'log_directory', 'lc_messages')`
 
 export interface LogSettings {
   logging_collector: string
   log_destination: string
   log_line_prefix: string
-  log_directory: string
+  /** Null when the role may not see it (no pg_read_all_settings). */
+  log_directory: string | null
   lc_messages: string
   tz_offset_ms: number
 }
@@ -46,7 +51,14 @@ export const GRANTS_NOTE =
 
 export async function logSettings(ctx: Pick<PostgresContext, 'sql'>): Promise<LogSettings> {
   const [row] = await ctx.sql.unsafe<LogSettings[]>(SETTINGS_SQL)
-  return { ...row!, tz_offset_ms: Number(row!.tz_offset_ms) }
+  return {
+    logging_collector: row?.logging_collector ?? 'off',
+    log_destination: row?.log_destination ?? 'stderr',
+    log_line_prefix: row?.log_line_prefix ?? '',
+    log_directory: row?.log_directory ?? null,
+    lc_messages: row?.lc_messages ?? '',
+    tz_offset_ms: Number(row?.tz_offset_ms ?? 0),
+  }
 }
 
 /** The format the reader takes: the one structured format the server writes, else stderr; undefined when it writes no file. */
@@ -145,6 +157,7 @@ export class LogTally {
 
 async function sourceFor(ctx: PostgresContext, settings: LogSettings): Promise<LogSource | undefined> {
   if (ctx.pgLogDir) return fileSource(ctx.pgLogDir)
+  if (settings.log_directory === null) return undefined
   const source = sqlSource(ctx.sql, settings.log_directory)
   try {
     await source.list()
