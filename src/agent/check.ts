@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import type { AgentConfig, DatabaseConfig } from './config.ts'
 import { NO_TOPLEVEL, untrustedAdvice, untrustedCode, writableAdvice, writableSearchPath } from './collectors/postgres/explain-plans.ts'
+import { GRANTS_NOTE, logSettings, settingsProblems } from './collectors/postgres/log-events.ts'
 import { featuresOf } from './collectors/postgres/query-stats.ts'
 import { postgresConnection } from './postgres-dsn.ts'
 import { dsnEndpoint, planCollectors } from './postgres-runner.ts'
@@ -110,6 +111,7 @@ async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<Chec
         // Untrusted functions matter only where plans are sampled (the server may still turn sampling off).
         const explaining = plans.some((p) => p.run && p.collector.name === 'explain_plans')
         const notes = await postgresNotes(sql, major, db.name, explaining ? (db.explainTrustedRoles ?? []) : undefined)
+        if (plans.some((p) => p.run && p.collector.name === 'log_events')) notes.push(...(await logNotes(sql, db)))
         return { ok: true, line: okLine(db, `postgres ${row!.version}`, plans) + (notes.length ? `; note: ${notes.join('; ')}` : '') }
       })(),
       timeoutS * 1000,
@@ -122,6 +124,20 @@ async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<Chec
     // timeout 0 destroys a connection stuck in its handshake instead of waiting for it.
     await sql.end({ timeout: 0 }).catch(() => {})
   }
+}
+
+/** What keeps log_events from reading the server log well: settings, log_line_prefix, the role's rights. */
+async function logNotes(sql: postgres.Sql, db: DatabaseConfig): Promise<string[]> {
+  const settings = await logSettings({ sql })
+  const notes = settingsProblems(settings, db.pgLogDir !== undefined).map((p) => `log_events: ${p}`)
+  if (!db.pgLogDir) {
+    const [row] = await sql<{ may: boolean }[]>`
+      SELECT has_function_privilege('pg_ls_logdir()', 'EXECUTE')
+         AND has_function_privilege('pg_read_binary_file(text, bigint, bigint, boolean)', 'EXECUTE')
+         AND ${settings.log_directory !== null} AS may`
+    if (!row?.may) notes.push(`log_events: ${GRANTS_NOTE}`)
+  }
+  return notes
 }
 
 /** `ok    name: engine version; collectors: …; skipped: name (reason), …` */

@@ -58,12 +58,19 @@ function raisedByUser(e: RawLogEntry): boolean {
   return e.context !== null && /PL\/pgSQL function .* at RAISE/.test(e.context)
 }
 
+/** How every message this file recognises begins (a quick test before the precise ones). */
+const KNOWN_START =
+  /^(?:\w+ authentication failed|no pg_hba|pg_hba|role "|sorry, too many|remaining connection|too many connections|process \d|deadlock detected|canceling |terminating |temporary file|checkpoint|restartpoint|automatic |sending cancel|could not |out of memory|archive command|requested WAL|replication |invalidating |starting PostgreSQL|database system|received |redo done|.{1,200}? \(PID \d+\) )/
+
 /** The kind and fields of a message (before the forging checks). */
 function byMessage(e: RawLogEntry, sev: LogSeverity, memory: ClassifyMemory): { kind: LogKind; fields: Record<string, FieldValue> } | undefined {
   const msg = e.message
   const state = e.sqlstate
   let m: RegExpExecArray | null
   const isError = sev === 'error' || sev === 'fatal' || sev === 'panic'
+  // Most entries are statements and their durations: one test for those, one for every other start.
+  if ((m = /^duration: ([\d.]+) ms/.exec(msg))) return { kind: 'slow_statement', fields: { duration_ms: Number(m[1]) } }
+  if (!KNOWN_START.test(msg) && state !== '53100' && state !== '53200' && !msg.includes('No space left on device')) return undefined
 
   if ((m = /^(\w+) authentication failed for user "(.*)"$/s.exec(msg))) {
     return { kind: 'auth_failed', fields: { method: m[1]!.toLowerCase(), reason: authReason(e.detail), user_name: m[2]! } }

@@ -121,13 +121,21 @@ export class LogTally {
     const count = this.counts.get(key)
     if (count) count.count++
     else this.counts.set(key, { minute, kind: classified.kind as LogKind, severity: classified.severity, count: 1 })
-    this.candidates.push({ entry, classified, order: this.seen++ })
+    const candidate = { entry, classified, order: this.seen++ }
+    // Once the list is full, an entry no more important than the least one kept is only counted.
+    if (this.worst && compare(candidate, this.worst) >= 0) return
+    this.candidates.push(candidate)
     if (this.candidates.length >= this.maxEntries * 2) this.trim()
   }
 
+  private worst: Candidate | undefined
+
   private trim(): void {
     this.candidates.sort(compare)
-    this.candidates.length = Math.min(this.candidates.length, this.maxEntries)
+    if (this.candidates.length >= this.maxEntries) {
+      this.candidates.length = this.maxEntries
+      this.worst = this.candidates[this.maxEntries - 1]
+    }
   }
 
   get total(): number {
