@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import type { AgentConfig, DatabaseConfig } from './config.ts'
 import { NO_TOPLEVEL, untrustedAdvice, untrustedCode, writableAdvice, writableSearchPath } from './collectors/postgres/explain-plans.ts'
-import { GRANTS_NOTE, logSettings, settingsProblems } from './collectors/postgres/log-events.ts'
+import { formatOf, GRANTS_NOTE, logSettings, settingsProblems } from './collectors/postgres/log-events.ts'
 import { featuresOf } from './collectors/postgres/query-stats.ts'
 import { postgresConnection } from './postgres-dsn.ts'
 import { dsnEndpoint, planCollectors } from './postgres-runner.ts'
@@ -130,6 +130,8 @@ async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<Chec
 async function logNotes(sql: postgres.Sql, db: DatabaseConfig): Promise<string[]> {
   const settings = await logSettings({ sql })
   const notes = settingsProblems(settings, db.pgLogDir !== undefined).map((p) => `log_events: ${p}`)
+  // No log files at all: that is the one thing to fix first.
+  if (!formatOf(settings) || (settings.logging_collector !== 'on' && !db.pgLogDir)) return notes.slice(0, 1)
   if (!db.pgLogDir) {
     const [row] = await sql<{ may: boolean }[]>`
       SELECT has_function_privilege('pg_ls_logdir()', 'EXECUTE')
