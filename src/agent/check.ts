@@ -9,6 +9,7 @@ import postgres from 'postgres'
 import type { AgentConfig, BackupConfig, DatabaseConfig } from './config.ts'
 import { readBackups } from './collectors/postgres/backups.ts'
 import { NO_TOPLEVEL, untrustedAdvice, untrustedCode, writableAdvice, writableSearchPath } from './collectors/postgres/explain-plans.ts'
+import { formatOf, GRANTS_NOTE, logSettings, settingsProblems } from './collectors/postgres/log-events.ts'
 import { featuresOf } from './collectors/postgres/query-stats.ts'
 import { judgeHost, postgresHostFacts } from './host/evidence.ts'
 import { postgresConnection } from './postgres-dsn.ts'
@@ -125,6 +126,7 @@ async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<Chec
         const explaining = plans.some((p) => p.run && p.collector.name === 'explain_plans')
         const notes = await postgresNotes(sql, major, db.name, explaining ? (db.explainTrustedRoles ?? []) : undefined)
         if (db.backup && plans.some((p) => p.run && p.collector.name === 'backups')) notes.push(await backupNote(db.backup, timeoutS))
+        if (plans.some((p) => p.run && p.collector.name === 'log_events')) notes.push(...(await logNotes(sql, db)))
         const host = plans.some((p) => p.run && p.collector.name === 'host') ? `; ${await hostLine(sql)}` : ''
         return { ok: true, line: okLine(db, `postgres ${row!.version}`, plans) + host + (notes.length ? `; note: ${notes.join('; ')}` : '') }
       })(),
@@ -151,6 +153,22 @@ async function backupNote(config: BackupConfig, timeoutS: number): Promise<strin
     ? `${status.backups.length} listed, the newest ${newest.label} (${newest.type}${when ? `, ${new Date(when).toISOString()}` : ''})`
     : 'none listed'
   return `backups (${config.tool}): ${listed}${status.error ? `; ${status.error}` : ''}`
+}
+
+/** What keeps log_events from reading the server log well: settings, log_line_prefix, the role's rights. */
+async function logNotes(sql: postgres.Sql, db: DatabaseConfig): Promise<string[]> {
+  const settings = await logSettings({ sql })
+  const notes = settingsProblems(settings, db.pgLogDir !== undefined).map((p) => `log_events: ${p}`)
+  // No log files at all: that is the one thing to fix first.
+  if (!formatOf(settings) || (settings.logging_collector !== 'on' && !db.pgLogDir)) return notes.slice(0, 1)
+  if (!db.pgLogDir) {
+    const [row] = await sql<{ may: boolean }[]>`
+      SELECT has_function_privilege('pg_ls_logdir()', 'EXECUTE')
+         AND has_function_privilege('pg_read_binary_file(text, bigint, bigint, boolean)', 'EXECUTE')
+         AND ${settings.log_directory !== null} AS may`
+    if (!row?.may) notes.push(`log_events: ${GRANTS_NOTE}`)
+  }
+  return notes
 }
 
 /** `ok    name: engine version; collectors: …; skipped: name (reason), …` */

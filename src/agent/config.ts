@@ -7,6 +7,7 @@ import { readFileSync, statSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { isAlias, isMap, isScalar, isSeq, parseDocument, type Document } from 'yaml'
 import { collectorsFor, type EngineName } from '../shared/collectors.ts'
+import { LOG_TEXT_MODES, type LogTextMode } from '../shared/log-kinds.ts'
 import { redactSecrets } from '../shared/redact.ts'
 import { tagLimits } from '../shared/wire.ts'
 
@@ -34,6 +35,8 @@ export interface DatabaseConfig {
   explainTrustedRoles?: string[]
   /** PostgreSQL only: the backup tool's listing command, read by the `backups` collector; absent = not collected. */
   backup?: BackupConfig
+  /** log_text: what log entries keep of statement texts and parameter values (redacted, full, none); absent = redacted. */
+  logText?: LogTextMode
   /** enabled_exporter: the database's own figures as series on the agent's GET /metrics (exporter.ts). */
   exporter?: boolean
   tags: Record<string, string>
@@ -95,7 +98,7 @@ const TOP_LEVEL_KEYS = ['api', 'health', 'buffer', 'databases']
 const API_KEYS = ['endpoint', 'key']
 const HEALTH_KEYS = ['listen_addr']
 const BUFFER_KEYS = ['max_bytes']
-const DATABASE_KEYS = ['name', 'engine', 'dsn', 'poll_interval', 'enabled_collectors', 'pg_log_dir', 'explain_trusted_roles', 'enabled_exporter', 'tags', 'backup_command', 'backup_tool', 'backup_check_interval', 'backup_timeout']
+const DATABASE_KEYS = ['name', 'engine', 'dsn', 'poll_interval', 'enabled_collectors', 'pg_log_dir', 'explain_trusted_roles', 'enabled_exporter', 'tags', 'backup_command', 'backup_tool', 'backup_check_interval', 'backup_timeout', 'log_text']
 
 // ---------------------------------------------------------------------------------------------
 // Go durations (time.ParseDuration, same grammar, limits and error texts)
@@ -610,6 +613,10 @@ function parseDatabase(value: Plain, index: number): DatabaseConfig {
   if (pgLogDir !== undefined && engine !== 'postgres') throw new ConfigError(`${path}.pg_log_dir: only for postgres databases`)
   const explainTrustedRoles = parseTrustedRoles(value, engine, path)
   const backup = parseBackup(value, engine, path)
+  const logText = optionalString(value, 'log_text', `${path}.log_text`)
+  if (logText !== undefined && !(LOG_TEXT_MODES as readonly string[]).includes(logText)) {
+    throw new ConfigError(`${path}.log_text: expected one of ${LOG_TEXT_MODES.join(', ')}, got ${JSON.stringify(logText)}`)
+  }
   const tags = parseTags(value, path)
   const exporter = optionalString(value, 'enabled_exporter', `${path}.enabled_exporter`)
   if (exporter !== undefined && exporter !== 'true' && exporter !== 'false') {
@@ -622,6 +629,7 @@ function parseDatabase(value: Plain, index: number): DatabaseConfig {
   if (pgLogDir !== undefined) database.pgLogDir = pgLogDir
   if (explainTrustedRoles !== undefined) database.explainTrustedRoles = explainTrustedRoles
   if (backup !== undefined) database.backup = backup
+  if (logText !== undefined) database.logText = logText as LogTextMode
   return database
 }
 

@@ -122,6 +122,7 @@ export class PostgresRunner extends Runner<PostgresContext> {
           pgLogDir: config.pgLogDir,
           backup: config.backup,
           explainTrustedRoles: config.explainTrustedRoles,
+          logText: config.logText,
           now,
           settings: {
             collectExplainPlans: settings?.collect_explain_plans ?? true,

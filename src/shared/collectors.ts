@@ -31,6 +31,7 @@ export const collectorNames: readonly CollectorName[] = [
   { engine: 'postgres', name: 'archiver' },
   { engine: 'postgres', name: 'backups' },
   { engine: 'postgres', name: 'host' },
+  { engine: 'postgres', name: 'log_events' },
   { engine: 'clickhouse', name: 'query_stats' },
   { engine: 'clickhouse', name: 'activity' },
   { engine: 'clickhouse', name: 'parts' },

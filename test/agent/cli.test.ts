@@ -126,7 +126,7 @@ describe('against a real PostgreSQL', () => {
       const [down, granted] = unreachable.stdout.trimEnd().split('\n')
       expect(down).toStartWith(`FAIL  api: http://127.0.0.1:${port} unreachable: `)
       // What is left to say: PostgreSQL 13's pg_stat_statements cannot back plan sampling.
-      expect(granted).toMatch(/^ok {4}pg13: postgres 13\.\d+; collectors: [^;]*; skipped: [^;]*\); host: [^;]*; note: plans will not be sampled: this pg_stat_statements \(before 1\.9, PostgreSQL 13\)[^;]*; update the extension \(PostgreSQL 14\+\), or use auto_explain with pg_log_dir$/)
+      expect(granted).toMatch(/^ok {4}pg13: postgres 13\.\d+; collectors: [^;]*; skipped: [^;]*\); host: [^;]*; note: plans will not be sampled: this pg_stat_statements \(before 1\.9, PostgreSQL 13\)[^;]*; update the extension \(PostgreSQL 14\+\), or use auto_explain with pg_log_dir; log_events: logging_collector is off: [^;]*; restart\)$/)
 
       // A function of another non-superuser role stops plan sampling: --check says so, naming it, unless the role is trusted.
       await admin.unsafe(`CREATE ROLE ${role}_app`)

@@ -5,6 +5,7 @@ import type { ClickHouseClient } from '@clickhouse/client'
 import type postgres from 'postgres'
 import type { Logger } from '../../shared/log.ts'
 import type { BackupConfig, DatabaseConfig } from '../config.ts'
+import type { LogTextMode } from '../../shared/log-kinds.ts'
 import type { IngestBatch } from '../../shared/wire.ts'
 
 /** The sections of a batch a collector may fill. */
@@ -48,6 +49,10 @@ export interface PostgresContext {
   backup?: BackupConfig
   /** explain_trusted_roles from the agent config (explain-plans.ts). */
   explainTrustedRoles?: string[]
+  /** log_text from the agent config (log-events.ts): what log entries keep of statements; absent = redacted. */
+  logText?: LogTextMode
+  /** Most bytes of server log read per cycle (log-events.ts); absent = 16 MB. */
+  logReadBudgetBytes?: number
   /**
    * What a collector wants shown after its `ok in N ms` in the health status (statements it could not
    * explain, sequences it cannot read), keyed by collector name; the collector sets and clears its own.

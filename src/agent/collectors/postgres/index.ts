@@ -14,6 +14,7 @@ import { host } from './host.ts'
 import { indexes } from './indexes.ts'
 import { ioStats } from './io-stats.ts'
 import { locks } from './locks.ts'
+import { logEvents } from './log-events.ts'
 import { progress } from './progress.ts'
 import { queryStats } from './query-stats.ts'
 import { replication } from './replication.ts'
@@ -42,4 +43,5 @@ export const postgresCollectors: PostgresCollector[] = [
   archiver,
   backups,
   host,
+  logEvents,
 ]

@@ -1,0 +1,225 @@
+// log_events: PostgreSQL's server log, read every cycle from where the last sent batch stopped, each
+// entry classified (src/agent/logs/classify.ts) and counted per minute, kind and severity; the entries
+// themselves up to MAX_ENTRIES and about MAX_ENTRY_BYTES of JSON per batch, the most severe first, the
+// rest counted in `dropped`. Sources: the files in pg_log_dir when set (the agent beside the server),
+// otherwise pg_ls_logdir() and pg_read_binary_file() over SQL when the role may call them. Format: the
+// server's log_destination (jsonlog, else csvlog, else stderr parsed by its own log_line_prefix).
+// When no source works the collector says why in a note, once, and sends nothing.
+import { type LogKind, type LogSeverity, LOG_SEVERITIES, type LogTextMode } from '../../../shared/log-kinds.ts'
+import type { LogCount, LogEvent, LogEventsSection } from '../../../shared/wire.ts'
+import { type ClassifyMemory, type Classified, classify } from '../../logs/classify.ts'
+import type { RawLogEntry } from '../../logs/entry.ts'
+import { toLogEvent } from '../../logs/event.ts'
+import type { LogFormat } from '../../logs/parse.ts'
+import { buildPrefixParser, type PrefixParser } from '../../logs/prefix.ts'
+import { DEFAULT_BUDGET_BYTES, type LogPosition, readLogs } from '../../logs/reader.ts'
+import { fileSource, type LogSource, sqlSource } from '../../logs/source.ts'
+import type { PostgresCollector, PostgresContext } from '../types.ts'
+
+export const NAME = 'log_events'
+/** Entries sent whole per batch, and about how many bytes of JSON they may take. */
+export const MAX_ENTRIES = 1_000
+export const MAX_ENTRY_BYTES = 4 * 1024 * 1024
+const POSITION_KEY = 'log_events:position'
+const MEMORY_KEY = 'log_events:checkpoint_reason'
+
+// From pg_settings, which leaves out what the role may not see (log_directory needs pg_read_all_settings,
+// which pg_monitor has): a missing value is null rather than an error.
+const SETTINGS_SQL = `
+  SELECT max(setting) FILTER (WHERE name = 'logging_collector') AS logging_collector,
+         max(setting) FILTER (WHERE name = 'log_destination') AS log_destination,
+         max(setting) FILTER (WHERE name = 'log_line_prefix') AS log_line_prefix,
+         max(setting) FILTER (WHERE name = 'log_directory') AS log_directory,
+         max(setting) FILTER (WHERE name = 'lc_messages') AS lc_messages,
+         (extract(epoch FROM (now() AT TIME ZONE current_setting('log_timezone')) - (now() AT TIME ZONE 'UTC')) * 1000)::float8 AS tz_offset_ms
+  FROM pg_settings
+  WHERE name IN ('logging_collector', 'log_destination', 'log_line_prefix', 'log_directory', 'lc_messages')`
+
+export interface LogSettings {
+  logging_collector: string
+  log_destination: string
+  log_line_prefix: string
+  /** Null when the role may not see it (no pg_read_all_settings). */
+  log_directory: string | null
+  lc_messages: string
+  tz_offset_ms: number
+}
+
+export const GRANTS_NOTE =
+  'server log not read: set pg_log_dir in the agent config when the agent runs beside the server, or let the role read the log over SQL: ' +
+  'GRANT pg_monitor TO <role>; GRANT EXECUTE ON FUNCTION pg_read_binary_file(text, bigint, bigint, boolean) TO <role>'
+
+export async function logSettings(ctx: Pick<PostgresContext, 'sql'>): Promise<LogSettings> {
+  const [row] = await ctx.sql.unsafe<LogSettings[]>(SETTINGS_SQL)
+  return {
+    logging_collector: row?.logging_collector ?? 'off',
+    log_destination: row?.log_destination ?? 'stderr',
+    log_line_prefix: row?.log_line_prefix ?? '',
+    log_directory: row?.log_directory ?? null,
+    lc_messages: row?.lc_messages ?? '',
+    tz_offset_ms: Number(row?.tz_offset_ms ?? 0),
+  }
+}
+
+/** The format the reader takes: the one structured format the server writes, else stderr; undefined when it writes no file. */
+export function formatOf(settings: LogSettings): LogFormat | undefined {
+  const destinations = settings.log_destination.toLowerCase().split(/[\s,]+/)
+  if (destinations.includes('jsonlog')) return 'jsonlog'
+  if (destinations.includes('csvlog')) return 'csvlog'
+  if (destinations.includes('stderr')) return 'stderr'
+  return undefined
+}
+
+/** What keeps the server's log settings from being read well, for notes and `--check` (empty: nothing). */
+export function settingsProblems(settings: LogSettings, filesGiven: boolean): string[] {
+  const out: string[] = []
+  const format = formatOf(settings)
+  if (!format) out.push(`log_destination is '${settings.log_destination}': add stderr, csvlog or jsonlog (ALTER SYSTEM SET log_destination = 'csvlog'; logging_collector on)`)
+  else if (settings.logging_collector !== 'on' && !filesGiven) out.push('logging_collector is off: the server writes no log files to read (ALTER SYSTEM SET logging_collector = on; restart)')
+  if (!/^(C|POSIX|en([_.].*)?)?$/i.test(settings.lc_messages)) out.push(`lc_messages is '${settings.lc_messages}': messages are classified in English only (set lc_messages = 'C')`)
+  if (format === 'stderr') {
+    const lacks = buildPrefixParser(settings.log_line_prefix).lacks
+    if (lacks.length > 0) out.push(`log_line_prefix '${settings.log_line_prefix}' lacks ${lacks.join('; ')} (e.g. '%m [%p] %q%u@%d ', or use csvlog)`)
+  }
+  return out
+}
+
+const rank = (s: LogSeverity) => LOG_SEVERITIES.indexOf(s)
+
+interface Candidate {
+  entry: RawLogEntry
+  classified: Classified
+  order: number
+}
+
+/** More important first: severity, then a classified kind before `other`, then the order read. */
+function compare(a: Candidate, b: Candidate): number {
+  return rank(b.classified.severity) - rank(a.classified.severity) || Number(a.classified.kind === 'other') - Number(b.classified.kind === 'other') || a.order - b.order
+}
+
+/** Classifies and counts entries; keeps the most important MAX_ENTRIES for sending. */
+export class LogTally {
+  private readonly counts = new Map<string, LogCount>()
+  private candidates: Candidate[] = []
+  private seen = 0
+  readonly memory: ClassifyMemory
+
+  constructor(
+    private readonly now: number,
+    private readonly prefixHasUser: boolean,
+    checkpointReason?: string,
+    private readonly maxEntries = MAX_ENTRIES,
+  ) {
+    this.memory = { checkpointReason }
+  }
+
+  add(entry: RawLogEntry): void {
+    const classified = classify(entry, this.memory, this.prefixHasUser)
+    const ts = entry.ts ?? this.now
+    const minute = Math.max(0, Math.floor(ts / 60_000) * 60_000)
+    const key = `${minute}|${classified.kind}|${classified.severity}`
+    const count = this.counts.get(key)
+    if (count) count.count++
+    else this.counts.set(key, { minute, kind: classified.kind as LogKind, severity: classified.severity, count: 1 })
+    const candidate = { entry, classified, order: this.seen++ }
+    // Once the list is full, an entry no more important than the least one kept is only counted.
+    if (this.worst && compare(candidate, this.worst) >= 0) return
+    this.candidates.push(candidate)
+    if (this.candidates.length >= this.maxEntries * 2) this.trim()
+  }
+
+  private worst: Candidate | undefined
+
+  private trim(): void {
+    this.candidates.sort(compare)
+    if (this.candidates.length >= this.maxEntries) {
+      this.candidates.length = this.maxEntries
+      this.worst = this.candidates[this.maxEntries - 1]
+    }
+  }
+
+  get total(): number {
+    return this.seen
+  }
+
+  /** The entries to send (oldest first) and how many were left out. */
+  events(mode: LogTextMode): { entries: LogEvent[]; dropped: number } {
+    this.trim()
+    const entries: LogEvent[] = []
+    let bytes = 0
+    for (const c of this.candidates) {
+      const event = toLogEvent(c.entry, c.classified, mode, this.now)
+      const size = JSON.stringify(event).length
+      if (bytes + size > MAX_ENTRY_BYTES) continue
+      bytes += size
+      entries.push(event)
+    }
+    entries.sort((a, b) => a.ts - b.ts)
+    return { entries, dropped: this.seen - entries.length }
+  }
+
+  countRows(): LogCount[] {
+    return [...this.counts.values()].sort((a, b) => a.minute - b.minute)
+  }
+}
+
+async function sourceFor(ctx: PostgresContext, settings: LogSettings): Promise<LogSource | undefined> {
+  if (ctx.pgLogDir) return fileSource(ctx.pgLogDir)
+  if (settings.log_directory === null) return undefined
+  const source = sqlSource(ctx.sql, settings.log_directory)
+  try {
+    await source.list()
+    return source
+  } catch (e) {
+    if ((e as { code?: string }).code === '42501') return undefined
+    throw e
+  }
+}
+
+export const logEvents: PostgresCollector = {
+  name: NAME,
+  engine: 'postgres',
+  defaultEnabled: true,
+  async collect(ctx) {
+    const settings = await logSettings(ctx)
+    const format = formatOf(settings)
+    const problems = settingsProblems(settings, ctx.pgLogDir !== undefined)
+    if (!format || (settings.logging_collector !== 'on' && !ctx.pgLogDir)) {
+      ctx.notes.set(NAME, `server log not read: ${problems[0]}`)
+      return {}
+    }
+    const source = await sourceFor(ctx, settings)
+    if (!source) {
+      ctx.notes.set(NAME, GRANTS_NOTE)
+      return {}
+    }
+    if (problems.length > 0) ctx.notes.set(NAME, problems.join('; '))
+    else ctx.notes.delete(NAME)
+    let prefix: PrefixParser | undefined
+    if (format === 'stderr') prefix = buildPrefixParser(settings.log_line_prefix)
+    const prefixHasUser = !prefix || prefix.fields.includes('user') || prefix.fields.includes('database')
+    const tally = new LogTally(ctx.now, prefixHasUser, ctx.state.get(MEMORY_KEY) as string | undefined)
+    const previous = ctx.state.get(POSITION_KEY) as LogPosition | undefined
+    const result = await readLogs(
+      source,
+      previous,
+      { format, prefix, tzOffsetMs: settings.tz_offset_ms, now: Date.now(), budgetBytes: ctx.logReadBudgetBytes ?? DEFAULT_BUDGET_BYTES },
+      (entry) => tally.add(entry),
+    )
+    // New objects, never the ones read: the state keeps them only once the batch is kept.
+    ctx.state.set(POSITION_KEY, result.position)
+    if (tally.memory.checkpointReason !== undefined) ctx.state.set(MEMORY_KEY, tally.memory.checkpointReason)
+    else ctx.state.delete(MEMORY_KEY)
+    const { entries, dropped } = tally.events(ctx.logText ?? 'redacted')
+    if (dropped > 0 && entries.length >= MAX_ENTRIES) ctx.log.info('log entries counted but not sent whole (past the per-batch cap)', { database: ctx.name, dropped })
+    const section: LogEventsSection = {
+      source: source.kind,
+      entries,
+      counts: tally.countRows(),
+      dropped,
+      bytes_read: result.bytesRead,
+      backlog_bytes: result.backlogBytes,
+    }
+    return { log_events: section }
+  },
+}

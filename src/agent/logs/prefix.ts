@@ -1,0 +1,139 @@
+// A parser for PostgreSQL's stderr log lines built from the server's own log_line_prefix: each escape
+// (%m %t %n %p %u %d %a %h %r %e %c %l %s %v %x %q %Q %b %i %P %%, with optional padding like %-10u)
+// becomes a part of one regular expression, followed by the line's label (`LOG:  `, `DETAIL:  `...).
+// Non-session processes print nothing after %q, and empty session fields, so those parts are optional.
+// The match runs on a line's first 4 KB only: a hostile 1 MB line costs no more than a short one.
+
+export type PrefixField = 'ts' | 'epoch' | 'pid' | 'user' | 'database' | 'application' | 'host' | 'hostport' | 'sqlstate' | 'backendType' | 'queryId'
+
+export interface PrefixParser {
+  /** Matches a line's prefix and label; groups named f0, f1 ... (see `fields`) and `label`. */
+  regex: RegExp
+  fields: PrefixField[]
+  /** What the prefix lacks that the reader would use, for `dbm agent --check` (empty when nothing). */
+  lacks: string[]
+}
+
+/** Labels of a line that starts an entry or continues one (the secondary parts of a message). */
+export const LABELS = 'DEBUG[1-5]|INFO|NOTICE|WARNING|ERROR|LOG|FATAL|PANIC|DETAIL|HINT|QUERY|CONTEXT|LOCATION|STATEMENT'
+export const PREFIX_PROBE_CHARS = 4096
+
+const escapeRegex = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+const TIME = '\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d'
+const ZONE = '(?: [A-Za-z0-9+\\-:/_]+)?'
+
+export function buildPrefixParser(prefix: string): PrefixParser {
+  const fields: PrefixField[] = []
+  let body = ''
+  let optionalFrom = -1
+  const parts: string[] = []
+  const group = (field: PrefixField, pattern: string) => {
+    parts.push(`(?<f${fields.length}>${pattern})`)
+    fields.push(field)
+  }
+  const seen = new Set<string>()
+  for (let i = 0; i < prefix.length; i++) {
+    const c = prefix[i]!
+    if (c !== '%') {
+      parts.push(escapeRegex(c))
+      continue
+    }
+    // Padding: %-10u or %10u pads with spaces to that width.
+    let j = i + 1
+    let padded = false
+    while (j < prefix.length && /[-0-9]/.test(prefix[j]!)) {
+      padded = true
+      j++
+    }
+    const e = prefix[j]
+    i = j
+    if (e === undefined) break
+    seen.add(e)
+    if (padded) parts.push(' *')
+    switch (e) {
+      case 'm':
+        group('ts', `${TIME}\\.\\d{3}${ZONE}`)
+        break
+      case 't':
+        group('ts', `${TIME}${ZONE}`)
+        break
+      case 'n':
+        group('epoch', '\\d+(?:\\.\\d+)?')
+        break
+      case 's':
+        parts.push(`(?:${TIME}${ZONE})?`)
+        break
+      case 'p':
+        group('pid', '\\d+')
+        break
+      case 'P':
+        parts.push('\\d*')
+        break
+      case 'l':
+      case 'x':
+        parts.push('\\d*')
+        break
+      case 'c':
+        parts.push('[0-9a-f]*\\.?[0-9a-f]*')
+        break
+      case 'v':
+        parts.push('(?:\\d+/\\d+)?')
+        break
+      case 'e':
+        group('sqlstate', '[0-9A-Z]{5}')
+        break
+      case 'Q':
+        group('queryId', '-?\\d*')
+        break
+      case 'u':
+        group('user', '.*?')
+        break
+      case 'd':
+        group('database', '.*?')
+        break
+      case 'a':
+        group('application', '.*?')
+        break
+      case 'h':
+        group('host', '.*?')
+        break
+      case 'r':
+        group('hostport', '.*?')
+        break
+      case 'b':
+        group('backendType', '.*?')
+        break
+      case 'i':
+        parts.push('.*?')
+        break
+      case 'q':
+        if (optionalFrom < 0) optionalFrom = parts.length
+        break
+      case '%':
+        parts.push('%')
+        break
+      default:
+        // PostgreSQL prints nothing for an unknown escape.
+        break
+    }
+    if (padded) parts.push(' *')
+  }
+  body = optionalFrom < 0 ? parts.join('') : `${parts.slice(0, optionalFrom).join('')}(?:${parts.slice(optionalFrom).join('')})?`
+  const lacks: string[] = []
+  if (!seen.has('m') && !seen.has('t') && !seen.has('n')) lacks.push('a timestamp (%m): entries get the time they were read')
+  if (!seen.has('p')) lacks.push('the process id (%p): DETAIL and STATEMENT lines cannot be told from another process\'s')
+  if (!seen.has('u') && !seen.has('b')) lacks.push('the user (%u) or backend type (%b): server processes\' entries (checkpoints, autovacuum) cannot be told from a user\'s RAISE LOG')
+  if (!seen.has('d')) lacks.push('the database (%d)')
+  if (!seen.has('h') && !seen.has('r')) lacks.push('the client (%h or %r): failed logins have no client address')
+  return { regex: new RegExp(`^${body}(?<label>${LABELS}):  `), fields, lacks }
+}
+
+/** The named groups of a prefix match as entry fields (empty strings as null). */
+export function prefixValues(parser: PrefixParser, groups: Record<string, string | undefined>): Partial<Record<PrefixField, string>> {
+  const out: Partial<Record<PrefixField, string>> = {}
+  for (let i = 0; i < parser.fields.length; i++) {
+    const v = groups[`f${i}`]
+    if (v !== undefined && v !== '') out[parser.fields[i]!] = v.trim()
+  }
+  return out
+}

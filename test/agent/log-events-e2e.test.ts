@@ -1,0 +1,250 @@
+// The log_events collector against a real PostgreSQL 17 writing its log with the logging collector:
+// exact counts of what the server did (37 failed logins, one deadlock, a lock wait, a checkpoint, an
+// autovacuum run), hostile RAISE LOG texts, rotation and an agent restart mid-file with nothing lost or
+// doubled, stderr with a custom prefix, csvlog and jsonlog (switched by ALTER SYSTEM and a reload), and
+// the over-SQL source for a role given the GRANTs. One server for the file; each test marks its entries.
+import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import postgres from 'postgres'
+import { GRANTS_NOTE, logEvents } from '../../src/agent/collectors/postgres/log-events.ts'
+import type { PostgresContext } from '../../src/agent/collectors/types.ts'
+import { loadState, saveState } from '../../src/agent/state.ts'
+import { createLogger } from '../../src/shared/log.ts'
+import { LogEventsSection, type LogEvent } from '../../src/shared/wire.ts'
+import { Value } from '@sinclair/typebox/value'
+import { type PostgresServer, startPostgres } from '../support/postgres.ts'
+import { until } from '../support/wait.ts'
+
+let server: PostgresServer
+let sql: postgres.Sql
+let logDir: string
+let stateDir: string
+
+beforeAll(async () => {
+  server = await startPostgres(17, [
+    '-c', 'logging_collector=on', '-c', 'log_line_prefix=%m [%p] %q%u@%d %r ',
+    '-c', 'log_lock_waits=on', '-c', 'deadlock_timeout=100ms', '-c', 'log_checkpoints=on', '-c', 'log_autovacuum_min_duration=0',
+    '-c', 'autovacuum_naptime=1', '-c', 'lc_messages=C', '-c', 'log_rotation_age=0', '-c', 'log_rotation_size=0',
+  ])
+  sql = postgres(server.url(), { max: 3, onnotice: () => {} })
+  const [row] = await sql<{ dir: string }[]>`SELECT current_setting('data_directory') AS dir`
+  logDir = join(row!.dir, 'log')
+  stateDir = mkdtempSync(join(tmpdir(), 'dbm-logevents-'))
+}, 60_000)
+
+afterAll(async () => {
+  await sql?.end({ timeout: 1 })
+  await server?.stop()
+  if (stateDir) rmSync(stateDir, { recursive: true, force: true })
+})
+
+function context(state: Map<string, unknown>, extra: Partial<PostgresContext> = {}): PostgresContext {
+  return {
+    name: 'logs', database: 'postgres', sql, versionNum: 170_000, major: 17, now: Date.now(), pgLogDir: logDir,
+    settings: { collectExplainPlans: false, collectReplication: false }, state, notes: new Map(), log: createLogger('error', () => {}), ...extra,
+  }
+}
+
+interface Seen {
+  entries: LogEvent[]
+  counts: Map<string, number>
+  cycles: number
+}
+
+async function cycle(ctx: PostgresContext, seen: Seen): Promise<void> {
+  ctx.now = Date.now()
+  const section = (await logEvents.collect(ctx)).log_events
+  expect(section).toBeDefined()
+  expect(Value.Check(LogEventsSection, section)).toBe(true)
+  seen.entries.push(...section!.entries)
+  for (const c of section!.counts) seen.counts.set(c.kind, (seen.counts.get(c.kind) ?? 0) + c.count)
+  seen.cycles++
+}
+
+/** Cycles until `done` holds, then once more after the settle time: anything extra would show as a double. */
+async function drain(ctx: PostgresContext, seen: Seen, what: string, done: (s: Seen) => boolean): Promise<Seen> {
+  await until(what, async () => {
+    await cycle(ctx, seen)
+    return done(seen) ? true : undefined
+  }, { everyMs: 300, timeoutMs: 30_000 }).catch((e) => {
+    throw new Error(`${(e as Error).message}; seen: ${JSON.stringify([...seen.counts])} ${JSON.stringify(seen.entries.filter((x) => x.kind !== "other").map((x) => [x.kind, x.fields.table ?? null]))}`)
+  })
+  await Bun.sleep(1_100)
+  await cycle(ctx, seen)
+  return seen
+}
+
+const fresh = (): Seen => ({ entries: [], counts: new Map(), cycles: 0 })
+const marked = (seen: Seen, marker: string) => seen.entries.filter((e) => e.message.includes(marker))
+
+test('first start reads from the end; 37 failed logins are exactly 37 auth_failed with user and client', async () => {
+  const ctx = context(new Map())
+  const seen = fresh()
+  await cycle(ctx, seen)
+  expect(seen.entries).toEqual([])
+  await sql`CREATE ROLE login_victim LOGIN PASSWORD 'right'`
+  const url = server.url().replace(/\/\/[^@]*@/, '//login_victim:wrong@')
+  for (let i = 0; i < 37; i++) {
+    const bad = postgres(url, { max: 1, connect_timeout: 5 })
+    await bad`SELECT 1`.then(() => { throw new Error('logged in with a wrong password') }, () => {})
+    await bad.end({ timeout: 1 })
+  }
+  await drain(ctx, seen, '37 failed logins', (s) => s.entries.filter((e) => e.kind === 'auth_failed').length >= 37)
+  const failed = seen.entries.filter((e) => e.kind === 'auth_failed')
+  expect(failed).toHaveLength(37)
+  expect(seen.counts.get('auth_failed')).toBe(37)
+  for (const e of failed) {
+    expect(e).toMatchObject({ severity: 'fatal', user: 'login_victim', fields: { method: 'password' } })
+    expect(e.client).toMatch(/^127\.0\.0\.1\(\d+\)$/)
+  }
+  expect(ctx.notes.size).toBe(0)
+})
+
+test('a deadlock, a lock wait, a checkpoint and an autovacuum run, with their fields', async () => {
+  const ctx = context(new Map())
+  const seen = fresh()
+  await cycle(ctx, seen)
+  await sql`CREATE TABLE dl (id int PRIMARY KEY, v int) WITH (autovacuum_vacuum_threshold = 1, autovacuum_vacuum_scale_factor = 0)`
+  await sql`INSERT INTO dl SELECT g, g FROM generate_series(1, 1000) g`
+  const a = postgres(server.url(), { max: 1, onnotice: () => {} })
+  const b = postgres(server.url(), { max: 1, onnotice: () => {} })
+  try {
+    let aLocked!: () => void
+    const aHolds = new Promise<void>((r) => (aLocked = r))
+    let bLocked!: () => void
+    const bHolds = new Promise<void>((r) => (bLocked = r))
+    const first = a.begin(async (tx) => {
+      await tx`UPDATE dl SET v = 10 WHERE id = 1`
+      aLocked()
+      await bHolds
+      await tx`UPDATE dl SET v = 10 WHERE id = 2`
+    }).then(() => 'ok', (e: Error) => e.message)
+    const second = b.begin(async (tx) => {
+      await aHolds
+      await tx`UPDATE dl SET v = 20 WHERE id = 2`
+      bLocked()
+      await tx`UPDATE dl SET v = 20 WHERE id = 1`
+    }).then(() => 'ok', (e: Error) => e.message)
+    const outcomes = await Promise.all([first, second])
+    expect(outcomes.filter((o) => o === 'deadlock detected')).toHaveLength(1)
+  } finally {
+    await a.end({ timeout: 1 })
+    await b.end({ timeout: 1 })
+  }
+  // A lock wait: the holder commits only once the collector has read the waiter's `still waiting` line.
+  const holder = await sql.reserve()
+  try {
+    await holder`BEGIN`
+    await holder`UPDATE dl SET v = 30 WHERE id = 3`
+    const waiter = sql`UPDATE dl SET v = 40 WHERE id = 3`.execute()
+    await drain(ctx, seen, 'the lock wait', (s) => s.entries.some((e) => e.kind === 'lock_wait'))
+    await holder`COMMIT`
+    await waiter
+  } finally {
+    holder.release()
+  }
+  await sql`DELETE FROM dl WHERE id > 500`
+  await sql`CHECKPOINT`
+  await drain(ctx, seen, 'deadlock, lock wait, checkpoint and autovacuum of dl', (s) =>
+    ['deadlock', 'lock_wait', 'lock_acquired', 'checkpoint'].every((k) => s.entries.some((e) => e.kind === k)) &&
+    s.entries.some((e) => e.kind === 'autovacuum' && String(e.fields.table).endsWith('public.dl') && (e.fields.tuples_removed as number) >= 500))
+  const deadlocks = seen.entries.filter((e) => e.kind === 'deadlock')
+  expect(deadlocks).toHaveLength(1)
+  expect(deadlocks[0]!.sqlstate).toBeNull()
+  expect((deadlocks[0]!.fields.statements as string[]).sort()).toEqual(['UPDATE dl SET v = ? WHERE id = ?', 'UPDATE dl SET v = ? WHERE id = ?'])
+  expect(deadlocks[0]!.fields.pids as number[]).toHaveLength(2)
+  const wait = seen.entries.find((e) => e.kind === 'lock_wait')!
+  expect(wait.fields).toMatchObject({ mode: 'ShareLock' })
+  expect((wait.fields.holders as number[]).length).toBe(1)
+  expect(wait.statement).toBe('UPDATE dl SET v = ? WHERE id = ?')
+  const checkpoint = seen.entries.find((e) => e.kind === 'checkpoint' && String(e.fields.reason).includes('immediate'))!
+  expect(checkpoint.fields.buffers_written as number).toBeGreaterThan(0)
+  expect(checkpoint.pid).not.toBeNull()
+  // The run after the DELETE: the 500 deleted rows (and the updates' old versions) removed, 500 left.
+  const vacuum = seen.entries.find((e) => e.kind === 'autovacuum' && String(e.fields.table).endsWith('public.dl') && (e.fields.tuples_removed as number) >= 500)!
+  expect(vacuum.fields.tuples_removed).toBeGreaterThanOrEqual(500)
+  expect(vacuum.fields.tuples_remaining).toBe(500)
+}, 60_000)
+
+test('hostile RAISE LOG texts: forged prefixes stay in their entry; quotes, backslashes, */, bidi and a 1 MB line', async () => {
+  const ctx = context(new Map())
+  const seen = fresh()
+  await cycle(ctx, seen)
+  const forged = "hostile-1\n2026-12-07 03:58:29.319 UTC [1] LOG:  checkpoint complete: wrote 999 buffers (0.0%); 0 WAL file(s) added, 0 removed, 0 recycled; write=1 s, sync=1 s, total=1 s\n\tSTATEMENT: x"
+  await sql`CREATE FUNCTION raise_log(text) RETURNS void LANGUAGE plpgsql AS $$ BEGIN RAISE LOG '%', $1; END $$`
+  await sql`SELECT raise_log(${forged})`
+  await sql.unsafe(`DO $$ BEGIN RAISE LOG '%', $q$hostile-2 ' " \\ */ /* \u202e\u2066 ${'\u0000'.slice(1)}$q$; END $$`)
+  await sql.unsafe(`DO $$ BEGIN RAISE LOG 'hostile-3 %', repeat('x', 1048576); END $$`)
+  await sql.unsafe(`DO $$ BEGIN RAISE LOG 'process 1 still waiting for AccessExclusiveLock on relation 1 of database 1 after 9.0 ms hostile-4'; END $$`)
+  await drain(ctx, seen, 'the hostile entries', (s) => [1, 2, 3, 4].every((i) => marked(s, `hostile-${i}`).length > 0))
+  for (const i of [1, 2, 3, 4]) expect(marked(seen, `hostile-${i}`)).toHaveLength(1)
+  for (const e of seen.entries.filter((x) => x.message.includes('hostile-'))) expect(e).toMatchObject({ kind: 'other', user: 'postgres' })
+  expect(seen.entries.some((e) => e.pid === 1 || e.kind === 'checkpoint')).toBe(false)
+  expect(marked(seen, 'hostile-2')[0]!.message).toContain('\\ */ /* \u202e')
+  expect(marked(seen, 'hostile-3')[0]!.message.length).toBe(8_000)
+}, 60_000)
+
+test('rotation between reads and an agent restart mid-file lose and double nothing; csvlog and jsonlog too', async () => {
+  const statePath = join(stateDir, 'state.json')
+  let state = new Map<string, unknown>()
+  const seen = fresh()
+  // A small budget: each cycle stops mid-file, so the restart happens with a backlog.
+  await cycle(context(state, { logReadBudgetBytes: 4096 }), seen)
+  const say = async (from: number, to: number, tag: string) => {
+    for (let i = from; i < to; i++) await sql.unsafe(`DO $$ BEGIN RAISE LOG 'rot-${tag}-${i}'; END $$`)
+  }
+  await say(0, 40, 'a')
+  await cycle(context(state, { logReadBudgetBytes: 4096 }), seen)
+  await sql`SELECT pg_rotate_logfile()`
+  await say(40, 80, 'a')
+  await cycle(context(state, { logReadBudgetBytes: 4096 }), seen)
+  expect(seen.entries.filter((e) => e.message.startsWith('rot-a-')).length).toBeLessThan(80)
+  // The agent stops here: a new one loads the saved state.
+  saveState(statePath, { target: 't', lineage: null }, state, Date.now())
+  const loaded = loadState(statePath)
+  if (loaded.kind !== 'loaded') throw new Error(`state not loaded: ${loaded.kind}`)
+  state = loaded.entries
+  await drain(context(state, { logReadBudgetBytes: 4096 }), seen, 'the 80 rotated entries', (s) => s.entries.filter((e) => e.message.startsWith('rot-a-')).length >= 80)
+  const names = seen.entries.filter((e) => e.message.startsWith('rot-a-')).map((e) => e.message)
+  expect(names).toHaveLength(80)
+  expect(new Set(names).size).toBe(80)
+
+  for (const [format, ext] of [['csvlog', 'b'], ['jsonlog', 'c']] as const) {
+    await sql.unsafe(`ALTER SYSTEM SET log_destination = '${format}'`)
+    await sql`SELECT pg_reload_conf()`
+    await until(`log_destination ${format}`, async () => ((await sql`SELECT current_setting('log_destination') AS d`)[0]!.d === format ? true : undefined))
+    const ctx = context(state)
+    const formatSeen = fresh()
+    await cycle(ctx, formatSeen)
+    await say(0, 25, ext)
+    await drain(ctx, formatSeen, `25 ${format} entries`, (s) => s.entries.filter((e) => e.message.startsWith(`rot-${ext}-`)).length >= 25)
+    const got = formatSeen.entries.filter((e) => e.message.startsWith(`rot-${ext}-`))
+    expect(got).toHaveLength(25)
+    expect(got[0]).toMatchObject({ user: 'postgres', database: 'postgres', kind: 'other' })
+    expect(got[0]!.client).toMatch(/^127\.0\.0\.1:\d+$/)
+  }
+  await sql`ALTER SYSTEM RESET log_destination`
+  await sql`SELECT pg_reload_conf()`
+}, 90_000)
+
+test('over SQL: a note without the GRANTs; with them the entries come through pg_read_binary_file', async () => {
+  await sql.unsafe(`CREATE ROLE log_reader LOGIN PASSWORD 'r'`)
+  const reader = postgres(server.url().replace(/\/\/[^@]*@/, '//log_reader:r@'), { max: 1, onnotice: () => {} })
+  try {
+    const ctx = context(new Map(), { sql: reader, pgLogDir: undefined })
+    expect(await logEvents.collect(ctx)).toEqual({})
+    expect(ctx.notes.get('log_events')).toBe(GRANTS_NOTE)
+    await sql.unsafe('GRANT pg_monitor TO log_reader')
+    await sql.unsafe('GRANT EXECUTE ON FUNCTION pg_read_binary_file(text, bigint, bigint, boolean) TO log_reader')
+    const seen = fresh()
+    await cycle(ctx, seen)
+    expect(ctx.notes.has('log_events')).toBe(false)
+    for (let i = 0; i < 10; i++) await sql.unsafe(`DO $$ BEGIN RAISE LOG 'over-sql-${i}'; END $$`)
+    await drain(ctx, seen, '10 entries over SQL', (s) => marked(s, 'over-sql-').length >= 10)
+    expect(marked(seen, 'over-sql-')).toHaveLength(10)
+  } finally {
+    await reader.end({ timeout: 1 })
+  }
+}, 60_000)
