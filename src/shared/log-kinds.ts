@@ -92,9 +92,11 @@ export const LOG_KIND_NAMES = Object.keys(LOG_KINDS) as LogKind[]
 /**
  * Severities, lowest first, as PostgreSQL names them (lower case); ClickHouse's text_log levels map onto
  * them (Fatal and Critical: fatal, Error: error, Warning: warning, Notice and Information: info,
- * Debug and Trace: debug).
+ * Debug and Trace: debug). LOG ranks as routine information here, below NOTICE, as in
+ * client_min_messages, not above ERROR as in log_min_messages: "warnings and worse" means problems, not
+ * every checkpoint and autovacuum run.
  */
-export const LOG_SEVERITIES = ['debug', 'info', 'notice', 'warning', 'log', 'error', 'fatal', 'panic'] as const
+export const LOG_SEVERITIES = ['debug', 'info', 'log', 'notice', 'warning', 'error', 'fatal', 'panic'] as const
 export type LogSeverity = (typeof LOG_SEVERITIES)[number]
 
 /** Kinds that also appear in the database's events timeline. */

@@ -79,7 +79,9 @@ for (const kind of storeKinds) {
       expect(await kinds('category=locks,errors&kind=error,checkpoint')).toEqual(['error'])
       expect(await kinds('severity=error')).toEqual(['auth_failed', 'error'])
       // PostgreSQL's order: log ranks above warning (log_min_messages)
-      expect(await kinds('severity=warning')).toEqual(['other', 'other', 'checkpoint', 'lock_wait', 'auth_failed', 'error'])
+      expect(await kinds('severity=warning')).toEqual(['other', 'other', 'auth_failed', 'error'])
+      // LOG ranks below NOTICE (routine information): checkpoints and lock waits come with severity=log
+      expect(await kinds('severity=log')).toEqual(['other', 'other', 'checkpoint', 'lock_wait', 'auth_failed', 'error'])
       expect(await kinds('severity=fatal')).toEqual(['auth_failed'])
       // q: case-insensitive, in message, statement or detail; % and _ are themselves, quotes and backslashes too
       expect(await kinds(`q=${encodeURIComponent('100%_')}`)).toEqual(['other'])

@@ -22,6 +22,7 @@ import { EventsPage } from './db/events.tsx'
 import { InternalsPage } from './db/internals.tsx'
 import { HostPage } from './db/host.tsx'
 import { LocksPage } from './db/locks.tsx'
+import { LogsPage } from './db/logs.tsx'
 import { MaintenancePage } from './db/maintenance.tsx'
 import { MergesPage, MutationsPage } from './db/merges.tsx'
 import { IndexDetailPage, TableDetailPage } from './db/object-detail.tsx'
@@ -53,11 +54,13 @@ const doctor: Tab = { slug: 'doctor', label: 'Doctor', page: DoctorPage }
 const recommendations: Tab = { slug: 'recommendations', label: 'Recommendations', page: RecommendationsPage }
 const alerts: Tab = { slug: 'alerts', label: 'Alerts', page: AlertsPage }
 const settings: Tab = { slug: 'settings', label: 'Settings', page: SettingsPage }
+const logs: Tab = { slug: 'logs', label: 'Logs', page: LogsPage }
 
 const TABS: Record<Engine, Tab[]> = {
   postgres: [
     overview,
     events,
+    logs,
     statements,
     active,
     { slug: 'connections', label: 'Connections', page: ConnectionsPage },
@@ -84,6 +87,7 @@ const TABS: Record<Engine, Tab[]> = {
     { slug: 'mutations', label: 'Mutations', page: MutationsPage },
     { slug: 'server', label: 'Server', page: ServerPage },
     { slug: 'host', label: 'Host', page: HostPage },
+    logs,
     doctor,
     recommendations,
     alerts,

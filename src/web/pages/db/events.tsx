@@ -1,8 +1,8 @@
 // Events: what changed on the database over a time window, newest first (GET /events): restarts and
 // version changes, tables and indexes appearing, disappearing or becoming valid, setting changes,
-// statistics resets, the agent connecting and going away, alerts opened and resolved, plan changes;
-// filtered by kind of change. useEventMarks gives the time charts their marks (restarts, setting
-// changes, index DDL and alert openings). Everything from the database (names, values) is shown as text.
+// statistics resets, the agent connecting and going away, alerts opened and resolved, plan changes,
+// crashes and faults from the server log; filtered by kind of change. useEventMarks gives the time charts
+// their marks (restarts, setting changes, index DDL, alert openings and server log faults). Everything from the database (names, values) is shown as text.
 import type { Static } from '@sinclair/typebox'
 import { useCallback, useMemo } from 'preact/hooks'
 import type { DbEvent as DbEventSchema } from '../../../shared/api/events.ts'
@@ -31,6 +31,7 @@ const KIND_LABELS: Record<string, string> = {
   alert_opened: 'alert',
   alert_resolved: 'alert resolved',
   plan_change: 'plan change',
+  log_event: 'server log',
 }
 
 /** The filter's groups of kinds. */
@@ -41,6 +42,7 @@ const GROUPS: { key: string; label: string; kinds: string[] }[] = [
   { key: 'settings', label: 'Settings', kinds: ['setting_change'] },
   { key: 'alerts', label: 'Alerts', kinds: ['alert_opened', 'alert_resolved'] },
   { key: 'plans', label: 'Plan changes', kinds: ['plan_change'] },
+  { key: 'log', label: 'Crashes and faults in the server log', kinds: ['log_event'] },
   { key: 'agent', label: 'Agent and statistics resets', kinds: ['agent_connected', 'agent_disconnected', 'stats_reset'] },
 ]
 
@@ -52,6 +54,7 @@ const MARKED: Record<string, string> = {
   index_valid: 'index',
   index_dropped: 'index',
   alert_opened: 'alert',
+  log_event: 'log',
 }
 
 const kindLabel = (kind: string) => KIND_LABELS[kind] ?? kind.replaceAll('_', ' ')

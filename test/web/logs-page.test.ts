@@ -1,0 +1,157 @@
+// The Logs page in a real browser (Debian's Chromium through playwright-core) against a test server fed
+// log_events sections as the agent sends them: the kinds table counts every entry (those the agent
+// counted but did not send whole included), the list shows entries newest first with hostile texts as
+// text (markup, quotes, a newline, a bidi override: no element made from them, no script run), an entry
+// opens to its fields with the links where it leads (a lock wait to the lock chains at that moment, an
+// autovacuum run to its table), and a kind in the table filters the list. No console or page error.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import type { Browser } from 'playwright-core'
+import type { LogEvent, LogEventsSection } from '../../src/shared/wire.ts'
+import { pgBatch } from '../support/batches.ts'
+import { type BrowserPage, launchBrowser, openPage } from '../support/browser.ts'
+import { type Account, type TestServer, agentAccount, startTestServer } from '../support/server.ts'
+
+const HOSTILE = `relation "<img src=x onerror=\\"window.__xss=1\\">" does not exist\n\u202Egnp.exe`
+const MINUTE = 60_000
+
+let server: TestServer
+let account: Account
+let key: string
+let browser: Browser
+let dbId = ''
+const now = Date.now()
+const t0 = Math.floor((now - 20 * MINUTE) / MINUTE) * MINUTE
+
+const entry = (ts: number, kind: string, severity: string, message: string, more: Partial<LogEvent> = {}): LogEvent => ({
+  ts,
+  kind,
+  severity,
+  sqlstate: null,
+  message,
+  fingerprint: message,
+  pid: 4242,
+  user: 'app',
+  database: 'shop',
+  application: null,
+  client: '10.0.0.7',
+  detail: null,
+  statement: null,
+  query_id: null,
+  fields: {},
+  ...more,
+})
+
+beforeAll(async () => {
+  ;[server, browser] = await Promise.all([startTestServer('sqlite'), launchBrowser()])
+  ;({ account, key } = await agentAccount(server))
+  const section = (entries: LogEvent[], dropped: number): LogEventsSection => {
+    const counts = new Map<string, { minute: number; kind: string; severity: string; count: number }>()
+    for (const e of entries) {
+      const minute = Math.floor(e.ts / MINUTE) * MINUTE
+      const k = `${minute}/${e.kind}/${e.severity}`
+      const c = counts.get(k) ?? { minute, kind: e.kind, severity: e.severity, count: 0 }
+      c.count++
+      counts.set(k, c)
+    }
+    // the entries the agent counted but did not send: three more errors in the first minute
+    if (dropped) {
+      const minute = Math.floor(entries[0]!.ts / MINUTE) * MINUTE
+      counts.get(`${minute}/error/error`)!.count += dropped
+    }
+    return { source: 'files', entries, counts: [...counts.values()], dropped, bytes_read: 1000, backlog_bytes: 0 }
+  }
+  const batches = [
+    pgBatch('logs-page', t0 + MINUTE, {
+      log_events: section(
+        [
+          entry(t0 + 10_000, 'error', 'error', HOSTILE, { sqlstate: '42P01', statement: 'SELECT * FROM "<b>x</b>"' }),
+          entry(t0 + 20_000, 'auth_failed', 'fatal', 'password authentication failed for user "app"', { sqlstate: '28P01', fields: { method: 'password' } }),
+        ],
+        3,
+      ),
+    }),
+    pgBatch('logs-page', t0 + 6 * MINUTE, {
+      log_events: section(
+        [
+          entry(t0 + 5 * MINUTE, 'lock_wait', 'log', 'process 4242 still waiting for ShareLock on transaction 771 after 1000.070 ms', {
+            fields: { mode: 'ShareLock', lock: 'transaction 771', wait_ms: 1000.07, holders: [4243] },
+          }),
+          entry(t0 + 5 * MINUTE + 30_000, 'autovacuum', 'log', 'automatic vacuum of table "shop.public.orders": index scans: 1', {
+            fields: { table: 'shop.public.orders', elapsed_ms: 1520, tuples_removed: 300000 },
+          }),
+        ],
+        0,
+      ),
+    }),
+  ]
+  for (const b of batches) {
+    const res = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: b })
+    if (res.status !== 200) throw new Error(`ingest: ${res.status} ${JSON.stringify(res.body)}`)
+    dbId = res.body.database_id
+  }
+}, 60_000)
+
+afterAll(async () => {
+  await browser?.close()
+  await server?.stop()
+})
+
+async function signedIn(): Promise<BrowserPage> {
+  const p = await openPage(browser, { baseURL: server.base })
+  await p.page.goto('/#/signin')
+  await p.page.getByLabel('Email', { exact: true }).fill(account.email)
+  await p.page.getByLabel('Password', { exact: true }).fill(account.password)
+  await p.page.getByRole('button', { name: 'Sign in' }).click()
+  await p.page.waitForURL(/#\/databases$/)
+  return p
+}
+
+describe('logs page', () => {
+  test('counts every entry, lists them as text, opens one to its fields and links, filters by kind', async () => {
+    const p = await signedIn()
+    try {
+      const { page } = p
+      await page.goto(`/#/databases/${dbId}/logs?range=1h`)
+      await page.locator('table.log-table tr[data-kind="autovacuum"]').waitFor({ timeout: 30_000 })
+      // the kinds table: the error's count includes the three the agent did not send whole
+      const kinds = await page.locator('table.log-kinds tbody tr').evaluateAll((trs) => trs.map((tr) => [tr.getAttribute('data-kind'), tr.querySelector('td.num')?.textContent]))
+      expect(kinds).toEqual([
+        ['error', '4'],
+        ['auth_failed', '1'],
+        ['autovacuum', '1'],
+        ['lock_wait', '1'],
+      ])
+      expect(await page.getByText('3 entries of this range were counted by the agent but not sent whole').count()).toBe(1)
+      // newest first; the hostile message is text
+      const order = await page.locator('table.log-table tbody tr').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-kind')))
+      expect(order).toEqual(['autovacuum', 'lock_wait', 'auth_failed', 'error'])
+      expect(await page.locator('table.log-table img, table.log-table b').count()).toBe(0)
+      expect(await page.evaluate(() => (window as unknown as { __xss?: number }).__xss)).toBeUndefined()
+      const message = await page.locator('table.log-table tr[data-kind="error"] .log-message').textContent()
+      expect(message).toContain('42P01')
+      expect(message).toContain('<img src=x onerror=')
+      // the bidi override is shown, not applied
+      expect(message).not.toContain('\u202E')
+
+      // the lock wait opens to its fields and links to the lock chains at that moment
+      await page.locator('tr[data-kind="lock_wait"] .log-message').click()
+      const lockRow = page.locator('tr[data-kind="lock_wait"]')
+      expect(await lockRow.locator('dl.log-fields dt').allTextContents()).toEqual(['mode', 'lock', 'wait ms', 'holders'])
+      expect(await lockRow.getByRole('link', { name: 'Locks at that moment' }).getAttribute('href')).toBe(`#/databases/${dbId}/locks?at=${t0 + 5 * MINUTE}`)
+      await page.locator('tr[data-kind="autovacuum"] .log-message').click()
+      expect(await page.locator('tr[data-kind="autovacuum"]').getByRole('link', { name: 'Table' }).getAttribute('href')).toMatch(
+        new RegExp(`^#/databases/${dbId}/tables/${encodeURIComponent('public/orders').replace(/%/g, '%')}`),
+      )
+      await p.screenshot('logs-page')
+
+      // a kind in the table filters the list
+      await page.locator('table.log-kinds tr[data-kind="auth_failed"] a').click()
+      await page.waitForURL(/kind=auth_failed/)
+      await page.waitForFunction(() => document.querySelectorAll('table.log-table tbody tr').length === 1)
+      expect(await page.locator('table.log-table tbody tr').getAttribute('data-kind')).toBe('auth_failed')
+      p.assertNoErrors()
+    } finally {
+      await p.close()
+    }
+  })
+})
