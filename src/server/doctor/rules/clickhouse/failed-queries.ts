@@ -74,10 +74,10 @@ export const failedQueries: Rule<typeof defaults> = {
         how_to_investigate: [
           "SELECT exception_code, errorCodeToName(exception_code) AS error, count() AS failures, any(user) AS user, any(left(query, 200)) AS example FROM system.query_log WHERE type IN ('ExceptionBeforeStart', 'ExceptionWhileProcessing') AND event_time > now() - INTERVAL 1 HOUR GROUP BY exception_code ORDER BY failures DESC LIMIT 10;",
           'SELECT name, code, value, last_error_time, last_error_message FROM system.errors ORDER BY last_error_time DESC LIMIT 10;',
-          ...errors.slice(0, 1).map((e) => `SELECT name, code, value, last_error_time, last_error_message, last_error_trace FROM system.errors WHERE name = ${chString(e.name)};`),
           ...failing
             .slice(0, 1)
             .map((q) => `SELECT event_time, user, exception FROM system.query_log WHERE normalized_query_hash = ${chNumber(q.query_hash)} AND exception_code != 0 AND event_time > now() - INTERVAL 1 HOUR ORDER BY event_time DESC LIMIT 10;`),
+          ...errors.slice(0, 1).map((e) => `SELECT name, code, value, last_error_time, last_error_message, last_error_trace FROM system.errors WHERE name = ${chString(e.name)};`),
         ],
         how_to_fix: [
           '-- depends on the error; for MEMORY_LIMIT_EXCEEDED, let big GROUP BY and ORDER BY spill to disk:',
