@@ -178,6 +178,31 @@ function okLine(db: DatabaseConfig, server: string, plans: CollectorPlan<unknown
   return `ok    ${db.name}: ${server}; collectors: ${running.join(', ')}${skipped.length ? `; skipped: ${skipped.join(', ')}` : ''}`
 }
 
+/**
+ * What the server's optional log tables leave out, looked up in system.tables (querying a missing one
+ * would count an UNKNOWN_TABLE error in system.errors, which log_events reports). ClickHouse creates
+ * each log table at its first flush and crash_log at the first crash, so a missing table is either not
+ * configured or has had nothing to write yet: SYSTEM FLUSH LOGS creates every configured one.
+ */
+async function clickhouseLogNotes(client: import('@clickhouse/client').ClickHouseClient, plans: CollectorPlan<unknown>[]): Promise<string[]> {
+  const { systemTables } = await import('./collectors/clickhouse/system-tables.ts')
+  const tables = await systemTables({ client, now: Date.now(), state: new Map() })
+  const runs = (name: string) => plans.some((p) => p.run && p.collector.name === name)
+  const notes: string[] = []
+  if (!tables.has('query_log')) notes.push('system.query_log is missing: query_stats stays empty until <query_log> is enabled')
+  if (runs('log_events')) {
+    if (!tables.has('text_log'))
+      notes.push(
+        'system.text_log is missing: log_events reads errors from system.errors only, without the server\'s warnings and fatal messages, until <text_log> is enabled in the server config',
+      )
+    if (!tables.has('crash_log'))
+      notes.push(
+        'system.crash_log is missing: no crash recorded yet, or <crash_log> is not configured (it is by default); crashes are reported once it exists (SYSTEM FLUSH LOGS creates it when configured)',
+      )
+  }
+  return notes
+}
+
 async function checkClickHouse(db: DatabaseConfig, timeoutS: number): Promise<CheckLine> {
   try {
     // Loaded only for ClickHouse entries, like the agent's runner: a PostgreSQL-only agent never loads the HTTP client.
@@ -187,12 +212,7 @@ async function checkClickHouse(db: DatabaseConfig, timeoutS: number): Promise<Ch
     const conn = await connectClickHouse(db.dsn, options)
     try {
       const plans = planClickHouseCollectors(db, conn.major) as CollectorPlan<unknown>[]
-      const notes: string[] = []
-      try {
-        await conn.client.query({ query: 'SELECT 1 FROM system.query_log LIMIT 0' })
-      } catch {
-        notes.push('system.query_log is missing: query_stats stays empty until <query_log> is enabled')
-      }
+      const notes = await clickhouseLogNotes(conn.client, plans)
       return { ok: true, line: okLine(db, `clickhouse ${conn.version}`, plans) + (notes.length ? `; note: ${notes.join('; ')}` : '') }
     } finally {
       await conn.close().catch(() => {})

@@ -162,13 +162,24 @@ describe('query_stats', () => {
     expect(mine).toMatchObject({ calls: 2, total_time_ms: 8 + 16 })
   })
 
-  test('query_log missing: one clear warning over several cycles, nothing sent; back again after it returns', async () => {
+  test('query_log missing: one clear warning over several cycles, nothing sent, no error on the server; back again after it returns', async () => {
     await dropSystemLogTables(ch)
+    // A real server always has asynchronous_metrics (chdb has not): only query_log is missing here.
+    await ch.command('CREATE TABLE system.asynchronous_metrics (metric String, value Float64, description String) ENGINE = Memory')
+    const unknownTables = async () => Number((await ch.query<{ n: string }>("SELECT toString(sum(value)) AS n FROM system.errors WHERE name = 'UNKNOWN_TABLE'"))[0]?.n ?? 0)
+    const errorsBefore = await unknownTables()
     const log = captureLog()
     const ctx = context(log)
     const c = collector('query_stats')
-    for (let i = 0; i < 3; i++) expect(await run(c, ctx)).toEqual({})
+    const metricsCtx = context()
+    for (let i = 0; i < 3; i++) {
+      expect(await run(c, ctx)).toEqual({})
+      expect((await run(collector('server_metrics'), metricsCtx)).server_metrics?.queries_logged).toBeUndefined()
+    }
     expect(log.lines).toEqual([{ level: 'warn', message: 'query_log is disabled: enable <query_log> in the server config' }])
+    // The table is looked up in system.tables, never queried while missing: system.errors (which
+    // log_events reports) gains no UNKNOWN_TABLE from the agent's own cycles.
+    expect(await unknownTables()).toBe(errorsBefore)
     await createSystemLogTables(ch)
     expect(await run(c, ctx)).toEqual({}) // a new baseline
     expect(await run(c, ctx)).toEqual({ query_stats: [] })

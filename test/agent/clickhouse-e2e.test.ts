@@ -43,11 +43,11 @@ describe('ClickHouse through the agent', () => {
     expect(db).toMatchObject({ name: 'events', engine: 'clickhouse', engine_version: ch.version, host: '127.0.0.1', port: ch.port })
     const status = await until('a cycle with every collector run', async () => {
       const s = rig.agent.status().databases[0]!
-      return Object.keys(s.collectors).length === 7 ? s : undefined
+      return Object.keys(s.collectors).length === 8 ? s : undefined
     })
     expect(status).toMatchObject({ name: 'events', engine: 'clickhouse', state: 'connected', server_version: ch.version, last_error: null })
-    expect(Object.keys(status.collectors)).toEqual(['query_stats', 'activity', 'parts', 'merges', 'mutations', 'server_metrics', 'host'])
-    for (const state of Object.values(status.collectors)) expect(state).toMatch(/^ok in \d+ ms$/)
+    expect(Object.keys(status.collectors)).toEqual(['query_stats', 'activity', 'parts', 'merges', 'mutations', 'server_metrics', 'log_events', 'host'])
+    for (const state of Object.values(status.collectors)) expect(state).toMatch(/^ok in \d+ ms(; system\.text_log is disabled: .*)?$/)
   })
 
   test('seeded query_log rows come back through /queries with exact calls, time, rows, bytes and p99', async () => {
@@ -142,15 +142,20 @@ describe('ClickHouse through the agent', () => {
 
   test('query_log disabled: the overview carries the agent\'s note saying so, and loses it once query_log is back', async () => {
     const note = { collector: 'query_stats', message: 'query_log is disabled: enable <query_log> in the server config' }
-    expect((await rig.api('/overview')).agent_notes).toEqual([])
+    // The rig has no text_log: log_events says so all along.
+    const textLog = {
+      collector: 'log_events',
+      message: 'system.text_log is disabled: ClickHouse errors come from system.errors only (enable <text_log> in the server config for warnings and fatal entries)',
+    }
+    expect((await rig.api('/overview')).agent_notes).toEqual([textLog])
     await dropSystemLogTables(ch)
     try {
-      await until('the note in /overview', async () => ((await rig.api('/overview')).agent_notes.length > 0 ? true : undefined))
-      expect((await rig.api('/overview')).agent_notes).toEqual([note])
+      await until('the note in /overview', async () => ((await rig.api('/overview')).agent_notes.length > 1 ? true : undefined))
+      expect((await rig.api('/overview')).agent_notes).toEqual(expect.arrayContaining([note, textLog]))
     } finally {
       await createSystemLogTables(ch)
     }
-    await until('the note gone', async () => ((await rig.api('/overview')).agent_notes.length === 0 ? true : undefined))
+    await until('the note gone', async () => ((await rig.api('/overview')).agent_notes.length === 1 ? true : undefined))
   })
 
   test('PostgreSQL-only endpoints answer 400 for this ClickHouse database', async () => {
@@ -161,11 +166,19 @@ describe('ClickHouse through the agent', () => {
 })
 
 describe('--check with ClickHouse', () => {
-  test('names the server version and the collectors, and notes a missing query_log; an unreachable server fails', async () => {
+  test('names the server version and the collectors, and notes missing query_log, text_log and crash_log without querying them; an unreachable server fails', async () => {
     const path = join(dir, 'check.yaml')
     writeFileSync(path, `api:\n  key: dbm_ak_0123456789abcdef_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQ\ndatabases:\n  - name: events\n    dsn: ${ch.dsn}\n  - name: gone\n    dsn: clickhouse://u:hunter2@127.0.0.1:1/default\n`)
+    const unknownTables = async () => Number((await ch.query<{ n: string }>("SELECT toString(sum(value)) AS n FROM system.errors WHERE name = 'UNKNOWN_TABLE'"))[0]?.n ?? 0)
+    const errorsBefore = await unknownTables()
+    const collectors = 'collectors: query_stats, activity, parts, merges, mutations, server_metrics, log_events, host'
+    const textLog =
+      "system.text_log is missing: log_events reads errors from system.errors only, without the server's warnings and fatal messages, until <text_log> is enabled in the server config"
+    const crashLog =
+      'system.crash_log is missing: no crash recorded yet, or <crash_log> is not configured (it is by default); crashes are reported once it exists (SYSTEM FLUSH LOGS creates it when configured)'
     const lines = await checkConfig(loadAgentConfig(path), 5)
-    expect(lines[0]).toEqual({ ok: true, line: `ok    events: clickhouse ${ch.version}; collectors: query_stats, activity, parts, merges, mutations, server_metrics, host` })
+    // The rig has query_log (created by the test) but neither text_log nor crash_log.
+    expect(lines[0]).toEqual({ ok: true, line: `ok    events: clickhouse ${ch.version}; ${collectors}; note: ${textLog}; ${crashLog}` })
     expect(lines[1]!.ok).toBe(false)
     expect(lines[1]!.line).toStartWith('FAIL  gone: clickhouse: ')
     expect(lines[1]!.line).not.toContain('hunter2')
@@ -173,9 +186,14 @@ describe('--check with ClickHouse', () => {
     await dropSystemLogTables(ch)
     try {
       const [events] = await checkConfig(loadAgentConfig(path), 5)
-      expect(events!.line).toEndWith('; note: system.query_log is missing: query_stats stays empty until <query_log> is enabled')
+      expect(events!.line).toEndWith(`; note: system.query_log is missing: query_stats stays empty until <query_log> is enabled; ${textLog}; ${crashLog}`)
     } finally {
       await createSystemLogTables(ch)
     }
+    // With log_events off, its tables are not its business: no note about them.
+    writeFileSync(path, `api:\n  key: dbm_ak_0123456789abcdef_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQ\ndatabases:\n  - name: events\n    dsn: ${ch.dsn}\n    enabled_collectors: [query_stats]\n`)
+    expect((await checkConfig(loadAgentConfig(path), 5))[0]!.line).toEndWith('collectors: query_stats; skipped: activity (not in enabled_collectors), parts (not in enabled_collectors), merges (not in enabled_collectors), mutations (not in enabled_collectors), server_metrics (not in enabled_collectors), log_events (not in enabled_collectors), host (not in enabled_collectors)')
+    // The missing tables were looked up, never queried: no UNKNOWN_TABLE error on the server from --check.
+    expect(await unknownTables()).toBe(errorsBefore)
   })
 })

@@ -143,6 +143,25 @@ test('crash_log and text_log: crashes, disk full and warnings since the watermar
   }
 }, 60_000)
 
+test('crash_log created by a crash after the agent started: that first crash is reported, not taken as history', async () => {
+  state.clear()
+  expect(await cycle()).toEqual({}) // the baseline, without crash_log
+  // ClickHouse creates crash_log when it writes its first crash: the table and the row appear together.
+  await ch.command(`CREATE TABLE system.crash_log (event_date Date, event_time DateTime, timestamp_ns UInt64, signal Int32, thread_id UInt64,
+    query_id String, trace Array(UInt64), trace_full Array(String), version String, revision UInt32, build_id String) ENGINE = Memory`)
+  try {
+    const t = Date.now()
+    await ch.insert('system.crash_log', [
+      { event_date: new Date(t).toISOString().slice(0, 10), event_time: Math.floor(t / 1000), timestamp_ns: `${t}000000`, signal: 6, thread_id: 7, query_id: '', trace: [], trace_full: [], version: 'ClickHouse 26.7.2.1', revision: 1, build_id: '' },
+    ])
+    const crashes = (await cycle()).log_events?.entries.filter((e) => e.kind === 'server_crash') ?? []
+    expect(crashes.map((e) => [e.ts, e.severity, e.fields.signal])).toEqual([[t, 'panic', 6]])
+    expect((await cycle()).log_events?.entries.filter((e) => e.kind === 'server_crash') ?? []).toEqual([])
+  } finally {
+    await ch.command('DROP TABLE IF EXISTS system.crash_log')
+  }
+}, 60_000)
+
 test('messages are masked: passwords of users, URLs and secret statements', () => {
   expect(maskMessage("Syntax error: CREATE USER bob IDENTIFIED WITH sha256_password BY 'hunter2' x")).toBe("Syntax error: CREATE USER bob IDENTIFIED WITH sha256_password BY '***' x")
   expect(maskMessage('cannot reach postgres://u:pw@h/db')).toBe('cannot reach postgres://u:***@h/db')

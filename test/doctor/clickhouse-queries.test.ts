@@ -127,6 +127,10 @@ test('failed queries from query_log: critical with the statements that failed mo
   expect(critical.objects).toHaveLength(1)
   expect(critical.detail).toContain('The statements that failed most: 100 of 100 calls of statement ')
   expect(critical.detail).toContain('(SELECT uniqExact(user) FROM hits)')
+  // The errors the real engine counted in system.errors (through log_events), named with their last message.
+  expect(critical.detail).toContain('The errors the server counted most in that time: ')
+  // One finding per cause: the error rate stays quiet while queries fail.
+  expect(await rig.findings('ch_log_error_rate')).toEqual([])
   expect(critical.how_to_investigate[2]).toMatch(/^SELECT event_time, user, exception FROM system\.query_log WHERE normalized_query_hash = \d+ AND exception_code != 0/)
 
   await seed([{ query: 'SELECT 1', ms: 1, times: 900 }])

@@ -99,7 +99,7 @@ describe('from crafted batches', () => {
     })
     const id = await ingest('disks', disks(30 * GB))
     expect((await findings(id, 'ch_disk_space')).map((f) => [f.key, f.severity, f.metrics])).toEqual([
-      ['ch_disk_space:disk hot', 'warning', { free_bytes: 30 * GB, total_bytes: 200 * GB, free_ratio: 0.15 }],
+      ['ch_disk_space:disk hot', 'warning', { free_bytes: 30 * GB, total_bytes: 200 * GB, free_ratio: 0.15, rate_bytes_per_s: null, fills_at: null, basis_seconds: null }],
     ])
     const [finding] = await findings(id, 'ch_disk_space')
     expect(finding.title).toBe('Disk hot is 85 % full')

@@ -368,6 +368,8 @@ function postgresBatches(v: Variant, now: number): IngestBatch[] {
             }),
           ),
           logEntry('out_of_memory', now - 4 * MINUTE, { severity: 'error', message: v.text('oom_message', 8000), statement: v.text('oom_statement', 8000) }),
+          // The host swaps, so out of memory is host_memory_pressure's evidence: pg_log_resource_faults fires on this.
+          logEntry('could_not_fork', now - 4 * MINUTE, { severity: 'log', message: v.text('fork_message', 8000) }),
           ...[0, 1, 2, 3].map((i) => logEntry('checkpoint', now - (2 + 5 * i) * MINUTE, { fields: { reason: 'wal', distance_bytes: GB } })),
           logEntry('temp_file', now - 2 * MINUTE, { message: v.text('temp_message', 8000), statement: v.text('temp_statement', 8000), fields: { size_bytes: 300 * 1024 ** 2, path: v.text('temp_path', 8000) } }),
           logEntry('deadlock', now - 2 * MINUTE, { severity: 'error', message: 'deadlock detected', fields: { statements: [v.text('deadlock_a', 8000), v.text('deadlock_b', 8000)] } }),
@@ -462,6 +464,17 @@ function clickhouseBatches(v: Variant, now: number): IngestBatch[] {
   return Array.from({ length: 10 }, (_, k) =>
     chBatch(t('server'), now - (k + 1) * MINUTE - 30_000, {
       host: { ...hostSection(v), source: 'clickhouse', evidence: null, filesystems: [] },
+      // Errors counted by system.errors, far above their (empty) baseline, with hostile messages.
+      ...(k === 0
+        ? {
+            log_events: {
+              ...logSection([
+                logEntry('error', now - 2 * MINUTE, { severity: 'error', sqlstate: 'UNKNOWN_TABLE', count: 100, message: t('ch_error_message', 8000), fingerprint: t('ch_error_pattern', 512), fields: { code: 60, remote: false } }),
+              ]),
+              source: 'system_tables' as const,
+            },
+          }
+        : {}),
       parts: [part('parts1', 1200, 1000), part('parts2', 600, 1000), part('many', 9000, 100_000)],
       merges: [merge('merge1', false), merge('merge2', true)],
       mutations: [mutation('mutation1', true), mutation('mutation2', false)],
@@ -547,6 +560,11 @@ async function findingsOf(v: Variant, engine: 'postgres' | 'clickhouse'): Promis
   const db = (await server.store.getDatabase(account.orgId, id))!
   const diagnosis = await diagnose(deps, db, Date.now())
   expect({ variant: v.name, failed_rules: diagnosis.failed_rules }).toEqual({ variant: v.name, failed_rules: [] })
+  if (engine === 'clickhouse') {
+    // ch_log_error_rate stays quiet while ch_failed_queries names the errors (one finding per cause): its own commands come from a diagnosis where queries do not fail.
+    const quiet = await diagnose({ ...deps, doctorThresholds: { ...ONE_EACH, ch_failed_queries: { min_queries: Number.MAX_SAFE_INTEGER } } }, db, Date.now())
+    diagnosis.findings.push(...quiet.findings.filter((f) => f.rule === 'ch_log_error_rate'))
+  }
   // A database that never sent a batch, under a hostile name of at most 200 characters (the name's limit).
   const silentDb = await server.store.createDatabase(
     account.orgId,

@@ -10,8 +10,11 @@
 //   entries that are not exceptions (an exception's `Code: N. DB::Exception` line is already counted by
 //   system.errors, and counting it twice would double the error rate). At most MAX_TEXT_ROWS a cycle;
 //   the rest next cycle. Without text_log: a note, logged once.
-// The optional tables are looked up in system.tables rather than queried: querying a missing table is
-// itself an UNKNOWN_TABLE error that system.errors would count. Messages pass the agent's secret masking.
+// The optional tables are looked up in system.tables rather than queried (system-tables.ts): querying a
+// missing table is itself an UNKNOWN_TABLE error that system.errors would count. ClickHouse creates
+// crash_log at the first crash (and every log table at its first flush): a table that appears after the
+// agent's first cycle is read from the previous cycle's time, so the crash that created it is reported.
+// Messages pass the agent's secret masking.
 import { LOG_SEVERITIES, type LogKind, type LogSeverity } from '../../../shared/log-kinds.ts'
 import { ingestMaxItems, ingestTextLimits } from '../../../shared/ingest-limits.ts'
 import type { LogCount, LogEvent, LogEventsSection } from '../../../shared/wire.ts'
@@ -19,6 +22,7 @@ import { redactSecrets } from '../../../shared/redact.ts'
 import { maskSecretStatements } from '../../secret-statements.ts'
 import type { ClickHouseCollector, ClickHouseContext } from '../types.ts'
 import { select } from './common.ts'
+import { systemTables } from './system-tables.ts'
 
 const NAME = 'log_events'
 const TEXT_LOG_NOTE = 'system.text_log is disabled: ClickHouse errors come from system.errors only (enable <text_log> in the server config for warnings and fatal entries)'
@@ -36,6 +40,8 @@ interface State {
   /** text_log watermark: event_time_microseconds (µs since the epoch) of the newest row read. */
   textUs?: string
   textLogMissing?: boolean
+  /** The server's clock (µs since the epoch) at the previous cycle: where a table that appears since is read from. */
+  clockUs?: string
 }
 
 interface ErrorRow {
@@ -197,11 +203,6 @@ function textEntry(r: TextRow): LogEvent {
   return event(Math.floor(Number(r.us) / 1000), kind, severity, name, r.message, {}, r.format || undefined)
 }
 
-async function optionalTables(ctx: ClickHouseContext): Promise<Set<string>> {
-  const rows = await select<{ name: string }>(ctx, "SELECT name FROM system.tables WHERE database = 'system' AND name IN ('crash_log', 'text_log')")
-  return new Set(rows.map((r) => r.name))
-}
-
 export const logEvents: ClickHouseCollector = {
   name: NAME,
   engine: 'clickhouse',
@@ -215,7 +216,10 @@ export const logEvents: ClickHouseCollector = {
     const nowUs = clock!.us
     const uptime = Number(clock!.uptime)
     const rows = await select<ErrorRow>(ctx, ERRORS_SQL, { max: ingestTextLimits.logMessage, max_fp: MAX_FINGERPRINT })
-    const tables = await optionalTables(ctx)
+    const tables = await systemTables(ctx)
+    // Where a table that was not there at the previous cycle is read from: that cycle's time; on the agent's first cycle, now (history).
+    const previousUs = state.clockUs ?? nowUs
+    state.clockUs = nowUs
 
     const entries: LogEvent[] = []
     if (state.values !== undefined) {
@@ -230,8 +234,9 @@ export const logEvents: ClickHouseCollector = {
     state.uptime = uptime
 
     if (tables.has('crash_log')) {
-      if (state.crashNs === undefined) state.crashNs = `${nowUs}000`
+      if (state.crashNs === undefined && previousUs === nowUs) state.crashNs = `${nowUs}000`
       else {
+        state.crashNs ??= `${previousUs}000`
         const crashes = await select<CrashRow>(ctx, CRASH_SQL, { since: state.crashNs, limit: MAX_CRASH_ROWS })
         for (const c of crashes) {
           const ts = Math.floor(Number(BigInt(c.ns) / 1_000_000n))
@@ -248,8 +253,9 @@ export const logEvents: ClickHouseCollector = {
       if (state.textLogMissing) ctx.log.info('system.text_log is available now', { database: ctx.name, collector: NAME })
       state.textLogMissing = false
       ctx.notes.delete(NAME)
-      if (state.textUs === undefined) state.textUs = nowUs
+      if (state.textUs === undefined && previousUs === nowUs) state.textUs = nowUs
       else {
+        state.textUs ??= previousUs
         const texts = await select<TextRow>(ctx, TEXT_SQL, { since: state.textUs, max: ingestTextLimits.logMessage, max_fp: MAX_FINGERPRINT, limit: MAX_TEXT_ROWS })
         for (const r of texts) {
           state.textUs = r.us

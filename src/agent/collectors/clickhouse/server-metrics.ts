@@ -11,7 +11,8 @@
 //   (as query_stats does), queries_logged / queries_logged_failed (those that ended, and those of them
 //   that failed, before or while running) and query_p99_ms (the p99 duration of those that ran).
 //   For the counters and query_log the first cycle is the baseline.
-// A system table this server lacks leaves its keys out; it is not an error. The key names are the
+// A system table this server lacks leaves its keys out; it is not an error. query_log is looked up in
+// system.tables first (system-tables.ts): querying it while missing would count an UNKNOWN_TABLE error. The key names are the
 // wire's (SERVER_GAUGE_KEYS, SERVER_COUNTER_KEYS and DISK_KEYS in shared/metrics.ts).
 import { type ServerCounterKey, type ServerGaugeKey, diskMetricKey } from '../../../shared/metrics.ts'
 import { AGENT_LOG_COMMENT } from '../../clickhouse-connection.ts'
@@ -19,6 +20,7 @@ import { counterDelta, num } from '../delta.ts'
 import type { ClickHouseCollector, ClickHouseContext } from '../types.ts'
 import { select, selectOptional } from './common.ts'
 import { readDisks } from './disks.ts'
+import { systemTables } from './system-tables.ts'
 
 /** Wire keys are at most 64 characters: `disk.<name>.total_bytes` keeps the name under this. */
 const MAX_DISK_NAME = 40
@@ -75,6 +77,10 @@ interface Logged {
  * baseline cycle and while query_log is missing (the next cycle then starts over).
  */
 async function queryLog(ctx: ClickHouseContext, state: State): Promise<Logged | undefined> {
+  if (!(await systemTables(ctx)).has('query_log')) {
+    state.queryLogSinceUs = undefined
+    return undefined
+  }
   if (state.queryLogSinceUs === undefined) {
     const [now] = await select<{ us: string }>(ctx, 'SELECT toString(toUnixTimestamp64Micro(now64(6))) AS us')
     state.queryLogSinceUs = now?.us

@@ -4,6 +4,7 @@ import { delayedInserts } from './delayed-inserts.ts'
 import { detachedParts } from './detached-parts.ts'
 import { diskSpace } from './disk-space.ts'
 import { failedQueries } from './failed-queries.ts'
+import { logErrorRate } from './log-error-rate.ts'
 import { longMerges } from './long-merges.ts'
 import { longRunningQueries } from './long-running-queries.ts'
 import { memory } from './memory.ts'
@@ -26,6 +27,7 @@ export const clickhouseRules: Rule[] = [
   replication,
   detachedParts,
   failedQueries,
+  logErrorRate,
   queryP99,
   longRunningQueries,
 ]

@@ -1,28 +1,23 @@
 // Errors in the server log far above their own baseline: the entries of severity ERROR, FATAL or PANIC
 // in the last 10 minutes (exact, from the log's counts) per minute, against the same rate over the 24
-// hours before them. An application that suddenly fails hundreds of times a minute (a deploy that broke
-// a statement, a constraint now violated, timeouts) shows in no statistics view; pganalyze's Log Insights
-// and temboard alert on it. Failed logins are left to pg_log_auth_failures (one alert per cause).
+// hours before them (the judgement is ../error-rate.ts, shared with ClickHouse's). An application that
+// suddenly fails hundreds of times a minute (a deploy that broke a statement, a constraint now violated,
+// timeouts) shows in no statistics view; pganalyze's Log Insights and temboard alert on it.
+// One finding per cause: kinds another rule judges are left out (failed logins: pg_log_auth_failures;
+// deadlocks: pg_deadlocks; out of memory, fork failures, disk full and crashes: pg_log_resource_faults,
+// host_memory_pressure or pg_disk_fill; cancelled autovacuum: pg_log_autovacuum_cancelled).
 // Warning at 10 times the baseline and at least 5 a minute; critical at 100 times and 50 a minute (the
 // floors keep a quiet database's first few errors from alerting). Names the most frequent SQLSTATE and
 // message, with a statement that raised it.
 import { commentText } from '../../sql-text.ts'
 import type { Rule } from '../../types.ts'
-import { MAX_LOG_ENTRIES, logCounts, logExcerpt } from './log-evidence.ts'
+import { ERROR_RATE_DEFAULTS, ERROR_SEVERITIES, judgeErrorRate } from '../error-rate.ts'
+import { MAX_LOG_ENTRIES, logExcerpt } from './log-evidence.ts'
 
-const defaults = {
-  window_minutes: 10,
-  baseline_hours: 24,
-  warning_ratio: 10,
-  warning_per_minute: 5,
-  critical_ratio: 100,
-  critical_per_minute: 50,
-}
+const defaults = { ...ERROR_RATE_DEFAULTS }
 
-const ERROR_SEVERITIES = ['error', 'fatal', 'panic']
-/** Kinds another rule judges. */
-const OWN_RULE_KINDS = new Set(['auth_failed'])
-const MINUTE = 60_000
+/** Kinds other rules judge. */
+const OWN_RULE_KINDS = new Set(['auth_failed', 'deadlock', 'out_of_memory', 'could_not_fork', 'disk_full', 'server_crash', 'autovacuum_cancelled'])
 
 export const logErrorRate: Rule<typeof defaults> = {
   id: 'pg_log_error_rate',
@@ -31,24 +26,7 @@ export const logErrorRate: Rule<typeof defaults> = {
   thresholds: defaults,
   async check(ctx) {
     const t = ctx.thresholds(logErrorRate)
-    const windowMs = t.window_minutes * MINUTE
-    const end = Math.floor(ctx.now / MINUTE) * MINUTE + MINUTE
-    const start = end - windowMs
-    const [recentCounts, baselineCounts] = await Promise.all([logCounts(ctx, start, end), logCounts(ctx, start - t.baseline_hours * 3_600_000, start)])
-    const errors = (counts: Map<string, Record<string, number>>) => {
-      let n = 0
-      for (const [kind, bySeverity] of counts) {
-        if (OWN_RULE_KINDS.has(kind)) continue
-        for (const s of ERROR_SEVERITIES) n += bySeverity[s] ?? 0
-      }
-      return n
-    }
-    const recent = errors(recentCounts)
-    const baseline = errors(baselineCounts)
-    const rate = recent / t.window_minutes
-    const baseRate = baseline / (t.baseline_hours * 60)
-    const above = (ratio: number, floor: number) => rate >= floor && rate >= ratio * baseRate
-    const severity = above(t.critical_ratio, t.critical_per_minute) ? 'critical' : above(t.warning_ratio, t.warning_per_minute) ? 'warning' : undefined
+    const { recent, baseline, rate, baseRate, severity, start, end } = await judgeErrorRate(ctx, t, OWN_RULE_KINDS)
     if (!severity) return []
     // The most frequent error among the entries sent whole.
     const entries = (
@@ -73,7 +51,7 @@ export const logErrorRate: Rule<typeof defaults> = {
         severity,
         title: `${recent} errors in the server log in ${t.window_minutes} minutes, ${baseRate > 0 ? `${Math.round(rate / baseRate)} times` : 'far above'} the usual rate`,
         detail:
-          `The server logged ${recent} entries of severity ERROR or above (failed logins aside) in the last ${t.window_minutes} minutes, ${rate.toFixed(1)} a minute, ` +
+          `The server logged ${recent} entries of severity ERROR or above (failed logins, deadlocks and resource faults aside: other findings name them) in the last ${t.window_minutes} minutes, ${rate.toFixed(1)} a minute, ` +
           `against ${baseRate.toFixed(2)} a minute over the ${t.baseline_hours} hours before.${named}`,
         recommendation:
           'Find what changed: a deploy, a migration, a new constraint, a lock or timeout setting. The Logs page groups the errors by message; the SQLSTATE says the class ' +

@@ -2,10 +2,12 @@
 // process, no space left on device, or a server process that crashed (terminated by a signal, which
 // makes PostgreSQL restart every session and recover). Each means failed statements or a restart;
 // critical at the first entry, naming the first one in the hour, with the counts of each kind (exact,
-// from the log's counts).
+// from the log's counts). One finding per cause: out of memory while the host swaps is
+// host_memory_pressure's evidence, so this rule leaves it out then.
 import type { StoredLogEntry } from '../../../store/sql-log-events.ts'
 import { LOG_KINDS, type LogKind } from '../../../../shared/log-kinds.ts'
 import type { Rule } from '../../types.ts'
+import { memoryPressure } from '../host-memory.ts'
 import { countOf, logCounts, logEntries, logExcerpt } from './log-evidence.ts'
 
 const defaults = {
@@ -35,10 +37,13 @@ export const logResourceFaults: Rule<typeof defaults> = {
     const windowMs = t.window_minutes * MINUTE
     const end = Math.floor(ctx.now / MINUTE) * MINUTE + MINUTE
     const counts = await logCounts(ctx, end - windowMs, end)
-    const byKind = KINDS.map((kind) => ({ kind, count: countOf(counts, kind) })).filter((k) => k.count > 0)
+    // Kinds another finding carries now.
+    const elsewhere = new Set<string>((await memoryPressure(ctx)) ? ['out_of_memory'] : [])
+    const kinds = KINDS.filter((k) => !elsewhere.has(k))
+    const byKind = kinds.map((kind) => ({ kind, count: countOf(counts, kind) })).filter((k) => k.count > 0)
     const total = byKind.reduce((n, k) => n + k.count, 0)
     if (total < t.critical_count) return []
-    const entries = await logEntries(ctx, KINDS, windowMs)
+    const entries = (await logEntries(ctx, KINDS, windowMs)).filter((e) => !elsewhere.has(e.kind))
     const first: StoredLogEntry | undefined = entries.reduce<StoredLogEntry | undefined>((a, e) => (a === undefined || e.ts < a.ts ? e : a), undefined)
     const summary = byKind.map((k) => `${k.count} × ${LOG_KINDS[k.kind].label.toLowerCase()}`).join(', ')
     return [
