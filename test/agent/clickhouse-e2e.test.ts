@@ -142,9 +142,10 @@ describe('ClickHouse through the agent', () => {
 
   test('query_log disabled: the overview carries the agent\'s note saying so, and loses it once query_log is back', async () => {
     const note = { collector: 'query_stats', message: 'query_log is disabled: enable <query_log> in the server config' }
-    // The rig has no text_log: log_events says so all along.
+    // The rig has no text_log: log_events says so all along, as information (a choice of the server's configuration).
     const textLog = {
       collector: 'log_events',
+      level: 'info',
       message: 'system.text_log is disabled: ClickHouse errors come from system.errors only (enable <text_log> in the server config for warnings and fatal entries)',
     }
     expect((await rig.api('/overview')).agent_notes).toEqual([textLog])

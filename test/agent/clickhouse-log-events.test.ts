@@ -36,7 +36,9 @@ const context = (c: ClickHouseConnection, notes = new Map<string, string>()): Cl
   now: Date.now(),
   settings: { collectExplainPlans: false, collectReplication: false },
   state,
-  notes,
+  notes: new Map(),
+  // text_log's absence is an info note (the server's configuration, not a fault)
+  infos: notes,
   log: createLogger('error'),
 })
 

@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import { host } from '../../src/agent/collectors/postgres/host.ts'
 import type { PostgresContext } from '../../src/agent/collectors/types.ts'
-import { judgeHost, postgresHostFacts } from '../../src/agent/host/evidence.ts'
+import { isLocalAddress, judgeHost, postgresHostFacts } from '../../src/agent/host/evidence.ts'
 import { createLogger } from '../../src/shared/log.ts'
 import { type PostgresServer, sharedPostgres } from '../support/postgres.ts'
 
@@ -90,4 +90,12 @@ test('elsewhere: a data directory that does not exist here outweighs a local add
   expect(verdict).toEqual({ onHost: false, reason: expect.stringContaining('/nonexistent/dbm/main does not exist here') })
   const remote = await judgeHost({ ...facts, addr: '192.0.2.10/32', dataDirectory: null })
   expect(remote.onHost).toBe(false)
+})
+
+test("an address is this host's when the kernel lets a socket bind to it (no netlink socket, which systemd's unit forbids)", async () => {
+  expect(await isLocalAddress('127.0.0.1')).toBe(true)
+  expect(await isLocalAddress('::ffff:127.0.0.1')).toBe(true)
+  // TEST-NET-2 (RFC 5737): never an address of this host
+  expect(await isLocalAddress('198.51.100.77')).toBe(false)
+  expect(await isLocalAddress('not an address')).toBe(false)
 })

@@ -149,6 +149,11 @@ describe('logs page', () => {
       await page.waitForURL(/kind=auth_failed/)
       await page.waitForFunction(() => document.querySelectorAll('table.log-table tbody tr').length === 1)
       expect(await page.locator('table.log-table tbody tr').getAttribute('data-kind')).toBe('auth_failed')
+
+      // a week's window, counted in whole hours past 48 hours: the server picks the bucket
+      await page.goto(`/#/databases/${dbId}/logs?range=7d`)
+      await page.locator('table.log-kinds tr[data-kind="error"]').waitFor()
+      expect(await page.locator('table.log-kinds tr[data-kind="error"] td.num').textContent()).toBe('4')
       p.assertNoErrors()
     } finally {
       await p.close()

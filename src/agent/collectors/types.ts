@@ -89,6 +89,8 @@ export interface ClickHouseContext {
    * explain, sequences it cannot read), keyed by collector name; the collector sets and clears its own.
    */
   notes: Map<string, string>
+  /** Info-level notes (see PostgresContext.infos): what the server's configuration leaves out by design. */
+  infos?: Map<string, string>
   log: AgentLogger
 }
 

@@ -6,7 +6,8 @@
 // measures: the data directory, the WAL directory (pg_wal, resolved when it is a symlink), each
 // tablespace's location and the log directory.
 import { lstat, realpath, stat } from 'node:fs/promises'
-import { networkInterfaces } from 'node:os'
+import { createSocket } from 'node:dgram'
+import { isIPv6 } from 'node:net'
 import { isAbsolute, join } from 'node:path'
 import type postgres from 'postgres'
 import { HOST_CALL_TIMEOUT_MS, readBounded, within } from './proc.ts'
@@ -67,11 +68,37 @@ async function exists(path: string): Promise<boolean | 'hidden'> {
   }
 }
 
-/** The addresses of this host's interfaces (IPv4-mapped IPv6 and zone ids left out). */
-function localAddresses(): Set<string> {
-  const out = new Set<string>()
-  for (const list of Object.values(networkInterfaces())) for (const a of list ?? []) out.add(a.address.replace(/%.*$/, ''))
-  return out
+/**
+ * Whether `addr` is one of this host's addresses: a UDP socket may be bound to it only then
+ * (EADDRNOTAVAIL otherwise). Asked of the kernel this way rather than by listing the interfaces, which
+ * needs a netlink socket that a service restricted to AF_INET, AF_INET6 and AF_UNIX (the systemd unit's
+ * RestrictAddressFamilies) may not open. Nothing is sent; the socket is closed at once.
+ */
+export function isLocalAddress(addr: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    let socket: ReturnType<typeof createSocket>
+    try {
+      socket = createSocket(isIPv6(addr) ? 'udp6' : 'udp4')
+    } catch {
+      return resolve(false)
+    }
+    const timer = setTimeout(() => done(false), HOST_CALL_TIMEOUT_MS)
+    function done(local: boolean) {
+      clearTimeout(timer)
+      try {
+        socket.close()
+      } catch {
+        // not bound
+      }
+      resolve(local)
+    }
+    socket.once('error', () => done(false))
+    try {
+      socket.bind({ port: 0, address: addr, exclusive: true }, () => done(true))
+    } catch {
+      done(false)
+    }
+  })
 }
 
 /** What the data directory's own files say, when the agent may read them. */
@@ -124,7 +151,7 @@ export async function judgeHost(facts: PostgresHostFacts): Promise<HostVerdict> 
   const evidence: string[] = []
   const notes: string[] = []
   if (facts.addr === null) evidence.push('connected over a Unix socket')
-  else if (localAddresses().has(facts.addr.replace(/\/\d+$/, ''))) evidence.push(`the server's address ${facts.addr.replace(/\/\d+$/, '')} is one of this host's`)
+  else if (await isLocalAddress(facts.addr.replace(/\/\d+$/, ''))) evidence.push(`the server's address ${facts.addr.replace(/\/\d+$/, '')} is one of this host's`)
   if (dir === null) {
     if (evidence.length === 0) return { onHost: false, reason: 'no evidence that the agent runs on the database host: it connects over TCP to an address of another host, and the role may not read data_directory (GRANT pg_read_all_settings or pg_monitor)' }
     notes.push('no filesystem is measured: the role may not read data_directory (GRANT pg_monitor or pg_read_all_settings TO the agent role)')

@@ -252,7 +252,7 @@ export const logEvents: ClickHouseCollector = {
     if (tables.has('text_log')) {
       if (state.textLogMissing) ctx.log.info('system.text_log is available now', { database: ctx.name, collector: NAME })
       state.textLogMissing = false
-      ctx.notes.delete(NAME)
+      ctx.infos?.delete(NAME)
       if (state.textUs === undefined && previousUs === nowUs) state.textUs = nowUs
       else {
         state.textUs ??= previousUs
@@ -267,7 +267,8 @@ export const logEvents: ClickHouseCollector = {
       if (!state.textLogMissing) ctx.log.info(TEXT_LOG_NOTE, { database: ctx.name, collector: NAME })
       state.textLogMissing = true
       state.textUs = undefined
-      ctx.notes.set(NAME, TEXT_LOG_NOTE)
+      // What the server's configuration leaves out, not a fault: an info note, shown where it matters rather than on every page.
+      ctx.infos?.set(NAME, TEXT_LOG_NOTE)
     }
 
     if (entries.length === 0) return {}

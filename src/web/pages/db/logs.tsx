@@ -177,7 +177,7 @@ export function LogsPage({ db, query, setQuery }: PageProps) {
   const filters = [kind && `kind=${encodeURIComponent(kind)}`, category && `category=${encodeURIComponent(category)}`, severity && `severity=${encodeURIComponent(severity)}`, q && `q=${encodeURIComponent(q)}`]
     .filter(Boolean)
     .join('&')
-  const summary = useApi<LogEventSummary>(db.last_seen_at ? apiPath(db, `/log-events/summary?${tw.params}&bucket=${tw.bucket}`) : null)
+  const summary = useApi<LogEventSummary>(db.last_seen_at ? apiPath(db, `/log-events/summary?${tw.params}`) : null)
   const first = useApi<LogEventList>(db.last_seen_at ? apiPath(db, `/log-events?${tw.params}&limit=${PAGE}${filters ? `&${filters}` : ''}`) : null)
   const [older, setOlder] = useState<{ entries: LogEventEntry[]; cursor: string | null; loading: boolean; error?: string }>({ entries: [], cursor: null, loading: false })
   useEffect(() => setOlder({ entries: [], cursor: first.data?.next_cursor ?? null, loading: false }), [first.data])
