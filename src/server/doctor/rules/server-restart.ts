@@ -126,12 +126,12 @@ export const serverRestarted: Rule<typeof defaults> = {
               'SELECT pg_postmaster_start_time(), now() - pg_postmaster_start_time() AS uptime;',
               'SELECT stats_reset FROM pg_stat_database WHERE datname = current_database();',
               'journalctl -u postgresql --since "1 hour ago"   # on the host: the service manager and the server log',
-              'dmesg -T | grep -i -E "killed process|out of memory"   # on the host: the kernel OOM killer',
+              'grep -i -E "out of memory|killed process" /var/log/kern.log   # on the host: the kernel OOM killer (or dmesg -T)',
             ]
           : [
               'SELECT uptime(), version();',
               'SELECT event_time, signal, thread_id, query_id, version FROM system.crash_log ORDER BY event_time DESC LIMIT 5;',
-              'dmesg -T | grep -i -E "killed process|out of memory"   # on the host: the kernel OOM killer',
+              'grep -i -E "out of memory|killed process" /var/log/kern.log   # on the host: the kernel OOM killer (or dmesg -T)',
             ],
         how_to_fix: [],
         metrics: {

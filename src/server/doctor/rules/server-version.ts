@@ -99,7 +99,7 @@ export const serverVersionChanged: Rule<typeof defaults> = {
           : [
               'SELECT version(), uptime();',
               'SELECT message FROM system.warnings;',
-              'SELECT name, value, default FROM system.settings WHERE changed;',
+              'SELECT name, value FROM system.settings WHERE changed;   -- the settings changed from their defaults',
             ],
         how_to_fix: postgres && newLine && toMajor < 18 && fromMajor < toMajor ? ['ANALYZE;   -- in every database; or on the host: vacuumdb --all --analyze-in-stages'] : [],
         metrics: { version_before: from, version_now: to, changed_at: newest.ts, version_changes: changes.length },
