@@ -4,7 +4,8 @@
 // the log's crash and recovery (and pg_log_resource_faults then leaves the crash to it), gone after the
 // recent minutes; ClickHouse's from its uptime; versions old → new, major or not; settings of the risky
 // table old → new with the command that puts the old value back, a value pg_risky_settings judges left
-// to it, a setting changed back no finding, hostile values only as escaped constants.
+// to it, a setting changed back no finding, hostile values only as escaped constants; and the uptime
+// figure of the overview.
 import { describe, expect, test } from 'bun:test'
 import { HOUR, MINUTE, agentSession, chBatch, pgBatch } from '../support/batches.ts'
 import { logEntry, logSection } from '../support/log-events.ts'
@@ -36,6 +37,10 @@ for (const kind of storeKinds) {
           metrics: { restarted_at: iso(started), uptime_s: 360, previous_start_at: iso(t - 2 * DAY), crash_signal: null, recovery_entries: 0 },
         })
         expect(f.detail).toStartWith(`PostgreSQL started at ${iso(started)}, up for 6.0 min (previous start ${iso(t - 2 * DAY)}, which ran 2.0 days).`)
+        // the uptime figure: from the start to the latest batch's arrival (the frozen clock), on the overview and the doctor's summary
+        const overview = await s.ok(id, '/overview')
+        expect({ server_started_at: overview.server_started_at, uptime_s: overview.uptime_s }).toEqual({ server_started_at: iso(started), uptime_s: 360 })
+        expect((await s.ok(id, '/doctor')).metrics_summary).toMatchObject({ server_started_at: iso(started), uptime_s: 360 })
         // 15 minutes after the start: no finding any more (the restart stays on the timeline)
         s.server.advance(9 * MINUTE + 1000)
         expect(await findings(id, 'server_restarted')).toEqual([])
@@ -178,6 +183,7 @@ for (const kind of storeKinds) {
         const [restart] = await findings(id, 'server_restarted')
         expect(restart).toMatchObject({ severity: 'critical', title: 'ClickHouse restarted after a crash 5.0 min ago', metrics: { restarted_at: iso(t - 5 * MINUTE), uptime_s: 300, crash_signal: 11, crash_process: 'thread 12345' } })
         expect(restart.how_to_investigate[1]).toContain('system.crash_log')
+        expect((await s.ok(id, '/overview')).uptime_s).toBe(300)
 
         const [version] = await findings(id, 'server_version_changed')
         expect(version).toMatchObject({ severity: 'warning', title: 'ClickHouse upgraded to a new major version: 25.8.2.29 → 26.1.2.1' })
