@@ -28,6 +28,8 @@ for (const kind of storeKinds) {
         health_score: 90,
         active_queries: 0,
         longest_query_ms: null,
+        server_started_at: null,
+        uptime_s: null,
         blocked_queries: 0,
         cache_hit_ratio: null,
         dead_tuple_ratio: null,

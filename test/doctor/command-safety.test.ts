@@ -223,7 +223,15 @@ function postgresBatches(v: Variant, now: number): IngestBatch[] {
   })
   const slot = (role: string, lag: number) => ({ slot_name: t(role), slot_type: t('physical'), active: false, lag_bytes: lag, wal_status: 'extended' })
   return [
+    // An earlier cycle: another start, version and settings (server_restarted, server_version_changed, setting_changed).
+    pgBatch(
+      t('database'),
+      now - 20 * MINUTE,
+      { server_state: { started_at: now - 24 * HOUR, settings: { synchronous_commit: 'on', archive_library: v.text('archive_library', 1000), max_connections: '100' } } },
+      v.text('16.4', 200),
+    ),
     pgBatch(t('database'), now - 5 * MINUTE, {
+      server_state: { started_at: now - 6 * MINUTE, settings: { synchronous_commit: 'off', archive_library: '', max_connections: '50' } },
       database_stats: {
         blks_hit: 50_000,
         blks_read: 50_000,
@@ -461,8 +469,15 @@ function clickhouseBatches(v: Variant, now: number): IngestBatch[] {
     read_bytes: 1024,
   })
   const disk = t('disk', 40)
-  return Array.from({ length: 10 }, (_, k) =>
+  // An earlier cycle: another start, version and profile settings (server_restarted, server_version_changed, setting_changed).
+  const earlier = chBatch(t('server'), now - 20 * MINUTE, {
+    server_metrics: { uptime_s: 86_400 },
+    server_state: { settings: { max_memory_usage: '10000000000', [t('setting', 200)]: t('value', 1000) } },
+  })
+  earlier.database.engine_version = t('25.8.2.29', 200)
+  const cycles = Array.from({ length: 10 }, (_, k) =>
     chBatch(t('server'), now - (k + 1) * MINUTE - 30_000, {
+      ...(k === 0 ? { server_state: { settings: { max_memory_usage: '0', readonly: '1' } } } : {}),
       host: { ...hostSection(v), source: 'clickhouse', evidence: null, filesystems: [] },
       // Errors counted by system.errors, far above their (empty) baseline, with hostile messages.
       ...(k === 0
@@ -518,9 +533,11 @@ function clickhouseBatches(v: Variant, now: number): IngestBatch[] {
         query_p99_ms: 20_000,
         delayed_inserts: 5,
         rejected_inserts: 0,
+        uptime_s: k === 0 ? 300 : 86_400,
       },
     }),
   )
+  return [earlier, ...cycles]
 }
 
 /** Thresholds that make each rule with a per-object limit name one object and count the rest in one more finding. */

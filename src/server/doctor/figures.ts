@@ -1,4 +1,5 @@
-// The key figures of a database, shared by the overview and the doctor's metrics_summary. PostgreSQL:
+// The key figures of a database, shared by the overview and the doctor's metrics_summary. Both: the
+// database server's start and its uptime when the latest batch arrived. PostgreSQL:
 // sessions, blocking, cache hit ratio over the last hour, dead tuples, the last autovacuum. ClickHouse:
 // merges, mutations, the query p99 of the last hour.
 import type { DoctorContext } from './context.ts'
@@ -10,14 +11,20 @@ const round = (n: number | null, digits = 4) => (n === null ? null : Number(n.to
 export interface CommonFigures {
   active_queries: number
   longest_query_ms: number | null
+  /** When the database server started (epoch ms), as the latest batch that said gave it. */
+  server_started_at: number | null
+  /** Seconds from that start to the latest batch's arrival (not to now: a server that stopped sending is not known to be up). */
+  uptime_s: number | null
 }
 
 export async function commonFigures(ctx: DoctorContext): Promise<CommonFigures> {
-  const { entries } = await ctx.activity()
+  const [{ entries }, started] = await Promise.all([ctx.activity(), ctx.once('server_started_at', () => ctx.store.serverChanges.serverStartedAt(ctx.db.id))])
   const running = ctx.db.engine === 'postgres' ? entries.filter((a) => a.state === 'active') : entries
   let longest: number | null = null
   for (const a of running) if (a.duration_ms !== null && (longest === null || a.duration_ms > longest)) longest = a.duration_ms
-  return { active_queries: running.length, longest_query_ms: round(longest, 3) }
+  const lastBatch = ctx.db.last_seen_at === null ? null : Math.min(ctx.db.last_seen_at, ctx.now)
+  const uptime = started === null || lastBatch === null ? null : Math.max(0, Math.round((lastBatch - started) / 1000))
+  return { active_queries: running.length, longest_query_ms: round(longest, 3), server_started_at: started, uptime_s: uptime }
 }
 
 export async function postgresFigures(ctx: DoctorContext) {

@@ -14,6 +14,7 @@ import { type InternalsReader, internalsReader } from './sql-internals.ts'
 import { type LogEventReads, logEventStore } from './sql-log-events.ts'
 import { type ObjectsReader, objectsReader } from './sql-objects.ts'
 import { latestSettings, listEvents } from './sql-events.ts'
+import { type ServerChangeReads, serverChangeReads } from './sql-server-changes.ts'
 import { type SessionHistoryReader, sessionHistoryReader } from './sql-session-history.ts'
 import { planBatch } from './sql-ingest.ts'
 import { listPlans } from './sql-plans.ts'
@@ -108,6 +109,7 @@ export class SqlStore implements Store {
   readonly history: SessionHistoryReader
   readonly internals: InternalsReader
   readonly logEvents: LogEventReads
+  readonly serverChanges: ServerChangeReads
   readonly clickhouse: ClickHouseReader
   readonly host: HostReads
   readonly health: HealthStore
@@ -147,6 +149,7 @@ export class SqlStore implements Store {
     this.history = sessionHistoryReader(driver)
     this.internals = internalsReader(driver)
     this.logEvents = logEventStore(driver)
+    this.serverChanges = serverChangeReads(driver)
     this.clickhouse = clickhouseReader(driver)
     this.host = new SqlHostReads(driver)
     this.health = healthStore(driver)

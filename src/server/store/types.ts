@@ -9,6 +9,7 @@ import type { RetentionStore } from './sql-retention.ts'
 import type { InternalsReader } from './sql-internals.ts'
 import type { LogEventReads } from './sql-log-events.ts'
 import type { ObjectsReader } from './sql-objects.ts'
+import type { ServerChangeReads } from './sql-server-changes.ts'
 import type { SessionHistoryReader } from './sql-session-history.ts'
 import type { SnapshotKind } from './sql-snapshots.ts'
 import type { DbEvent } from './sql-events.ts'
@@ -135,6 +136,8 @@ export interface Store extends ApiKeyStore {
   readonly internals: InternalsReader
   /** Reads of the server log's entries and their counts (sql-log-events.ts; ingest writes them in planBatch). */
   readonly logEvents: LogEventReads
+  /** Reads of the server's restarts, version and setting changes, and its start (sql-server-changes.ts; ingest derives them in sql-events.ts). */
+  readonly serverChanges: ServerChangeReads
   /** Reads of ClickHouse parts, merges, mutations and server metrics (sql-clickhouse.ts). */
   readonly clickhouse: ClickHouseReader
   /** The database host's latest figures and their series (sql-host.ts). */

@@ -47,6 +47,8 @@ const CH = 'ClickHouse only'
 const figures = {
   active_queries: t.Integer({ description: 'queries running now (PostgreSQL: sessions in state active)' }),
   longest_query_ms: Nullable(t.Number({ description: 'ms: the longest running of them; null when none' })),
+  server_started_at: Nullable(Timestamp("when the database server started (PostgreSQL: pg_postmaster_start_time(); ClickHouse: now less uptime()); null before an agent said")),
+  uptime_s: Nullable(t.Integer({ description: 's: from that start to the arrival of the latest batch (not to now: a database that stopped sending is not known to be up); null without either' })),
   blocked_queries: t.Optional(t.Integer({ description: `${PG}: sessions waiting on another's lock` })),
   cache_hit_ratio: t.Optional(Nullable(t.Number({ description: `${PG}: share of block reads found in shared buffers over the last hour, 0-1; null without reads` }))),
   dead_tuple_ratio: t.Optional(Nullable(t.Number({ description: `${PG}: dead / (live + dead) tuples of all tables, 0-1` }))),

@@ -2,7 +2,10 @@
 import type { Rule } from '../types.ts'
 import { agentDisconnected } from './agent-disconnected.ts'
 import { hostMemoryPressure } from './host-memory.ts'
+import { serverRestarted } from './server-restart.ts'
+import { serverVersionChanged } from './server-version.ts'
+import { settingChanged } from './setting-changes.ts'
 import { postgresRules } from './postgres/index.ts'
 import { clickhouseRules } from './clickhouse/index.ts'
 
-export const rules: Rule[] = [agentDisconnected, ...postgresRules, ...clickhouseRules, hostMemoryPressure]
+export const rules: Rule[] = [agentDisconnected, serverRestarted, serverVersionChanged, settingChanged, ...postgresRules, ...clickhouseRules, hostMemoryPressure]

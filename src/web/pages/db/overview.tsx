@@ -116,6 +116,7 @@ export const CARD_RULES: Record<string, string[]> = {
   mutations: ['ch_stuck_mutations'],
   stuck: ['ch_stuck_mutations'],
   p99: ['ch_query_p99'],
+  uptime: ['server_restarted'],
 }
 
 /**
@@ -169,6 +170,8 @@ function Figures({ db, o, doctor, tw }: { db: Database; o: Overview; doctor: Doc
       { key: 'p99', label: 'Query p99', value: fmtMs(o.query_p99_ms ?? null), sub: 'last hour', tone: tone((o.query_p99_ms ?? 0) > 10_000, (o.query_p99_ms ?? 0) > 1000), live: true },
     )
   }
+  // The server's uptime at the latest batch (the restart finding colours it).
+  cards.push({ key: 'uptime', label: 'Uptime', value: fmtDuration(o.uptime_s === null ? null : o.uptime_s * 1000), sub: o.server_started_at ? `since ${fmtTime(o.server_started_at)}` : undefined })
   const stale = isStale(db)
   const asOf = stale ? fmtClock(db.last_seen_at) : ''
   return (

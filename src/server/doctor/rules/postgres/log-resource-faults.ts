@@ -3,11 +3,13 @@
 // makes PostgreSQL restart every session and recover). Each means failed statements or a restart;
 // critical at the first entry, naming the first one in the hour, with the counts of each kind (exact,
 // from the log's counts). One finding per cause: out of memory while the host swaps is
-// host_memory_pressure's evidence, so this rule leaves it out then.
+// host_memory_pressure's evidence, so this rule leaves it out then; a crash that restarted the server in
+// the last minutes is server_restarted's, so this rule leaves server_crash out then.
 import type { StoredLogEntry } from '../../../store/sql-log-events.ts'
 import { LOG_KINDS, type LogKind } from '../../../../shared/log-kinds.ts'
 import type { Rule } from '../../types.ts'
 import { memoryPressure } from '../host-memory.ts'
+import { restartCarriesCrash } from '../server-restart.ts'
 import { countOf, logCounts, logEntries, logExcerpt } from './log-evidence.ts'
 
 const defaults = {
@@ -39,6 +41,7 @@ export const logResourceFaults: Rule<typeof defaults> = {
     const counts = await logCounts(ctx, end - windowMs, end)
     // Kinds another finding carries now.
     const elsewhere = new Set<string>((await memoryPressure(ctx)) ? ['out_of_memory'] : [])
+    if (await restartCarriesCrash(ctx)) elsewhere.add('server_crash')
     const kinds = KINDS.filter((k) => !elsewhere.has(k))
     const byKind = kinds.map((kind) => ({ kind, count: countOf(counts, kind) })).filter((k) => k.count > 0)
     const total = byKind.reduce((n, k) => n + k.count, 0)
