@@ -124,6 +124,12 @@ export const SERVER_GAUGE_KEYS = [
   'max_replica_delay_s',
   // system.detached_parts: parts on disk that no table uses.
   'detached_parts',
+  // Error signals (system.metrics; see agent/collectors/clickhouse/error-signals.ts): Keeper sessions
+  // open (more than one is a fault), files of Distributed tables waiting to be sent, queries paused by
+  // the 'priority' setting.
+  'zookeeper_sessions',
+  'distributed_files_to_insert',
+  'queries_preempted',
 ] as const
 export type ServerGaugeKey = (typeof SERVER_GAUGE_KEYS)[number]
 
@@ -137,6 +143,21 @@ export const SERVER_COUNTER_KEYS = [
   // system.events DelayedInserts / RejectedInserts: INSERTs slowed down or refused for too many parts.
   'delayed_inserts',
   'rejected_inserts',
+  // Error signals (system.events; see agent/collectors/clickhouse/error-signals.ts for the engine's names).
+  'distributed_connection_fail_try',
+  'distributed_connection_fail_at_all',
+  'buffer_flush_errors',
+  'replicated_part_checks_failed',
+  'replicated_part_failed_fetches',
+  'replicated_data_loss',
+  'zookeeper_hardware_exceptions',
+  'file_read_failures',
+  'file_write_failures',
+  'dns_errors',
+  'slow_reads',
+  // INSERT statements and the rows they wrote (system.events InsertQuery / InsertedRows, the server's whole count).
+  'insert_queries',
+  'inserted_rows',
 ] as const
 export type ServerCounterKey = (typeof SERVER_COUNTER_KEYS)[number]
 

@@ -11,6 +11,8 @@ import { collectorsFor } from '../../src/shared/collectors.ts'
 import type { Logger } from '../../src/shared/log.ts'
 import { IngestBatch, type MutationEntry } from '../../src/shared/wire.ts'
 import { startClickHouse, type ClickHouseRig } from '../support/clickhouse.ts'
+import { SIGNAL_EVENTS, signalDeltas } from '../../src/agent/collectors/clickhouse/error-signals.ts'
+import { counterDelta } from '../../src/agent/collectors/delta.ts'
 import { createSystemLogTables, dropSystemLogTables, seedAsynchronousMetrics, seedQueryLog } from '../support/clickhouse-system-tables.ts'
 import { until } from '../support/wait.ts'
 
@@ -353,6 +355,87 @@ describe('server_metrics', () => {
     expect('queries_logged' in metrics || 'query_p99_ms' in metrics).toBe(false)
     expect(metrics.uptime_s).toBeGreaterThan(0)
     expect(Object.keys(metrics).some((k) => k.startsWith('disk.'))).toBe(true)
+  })
+})
+
+describe('server_metrics: error signals', () => {
+  /** The engine's own system.events counters, by name (0 for one that never moved). */
+  const engineEvents = async (names: string[]) => {
+    const rows = await ch.query<{ event: string; value: string }>('SELECT event, toString(value) AS value FROM system.events WHERE event IN {names:Array(String)}', { names })
+    return Object.fromEntries(names.map((n) => [n, Number(rows.find((r) => r.event === n)?.value ?? 0)]))
+  }
+
+  test("a refused remote(): DistributedConnectionFailTry and FailAtAll, as the engine counts them", async () => {
+    const c = collector('server_metrics')
+    const ctx = context()
+    const names = ['DistributedConnectionFailTry', 'DistributedConnectionFailAtAll']
+    const first = (await run(c, ctx)).server_metrics!
+    expect('distributed_connection_fail_try' in first).toBe(false) // the baseline
+    const before = await engineEvents(names)
+    const quiet = ch.createClient({ log: { level: ClickHouseLogLevel.OFF } })
+    expect(await quiet.query({ query: "SELECT * FROM remote('127.0.0.1:1', system.one)" }).catch((e) => e.type)).toMatch(/^(NETWORK_ERROR|NO_REMOTE_SHARD_AVAILABLE)$/)
+    const after = await engineEvents(names)
+    const second = (await run(c, ctx)).server_metrics!
+    // connections_with_failover_max_tries = 3 refused tries, then one failure of them all.
+    expect(second).toMatchObject({ distributed_connection_fail_try: 3, distributed_connection_fail_at_all: 1 })
+    expect([second.distributed_connection_fail_try, second.distributed_connection_fail_at_all]).toEqual(names.map((n) => after[n]! - before[n]!))
+    // The gauges are read every cycle: no Keeper, nothing queued, nothing preempted on the rig.
+    expect(second).toMatchObject({ zookeeper_sessions: 0, distributed_files_to_insert: 0, queries_preempted: 0, buffer_flush_errors: 0, dns_errors: 0 })
+  })
+
+  test('a Buffer table whose flush breaks a constraint of its destination: StorageBufferErrorOnFlush, exactly', async () => {
+    const c = collector('server_metrics')
+    const ctx = context()
+    await run(c, ctx)
+    const before = await engineEvents(['StorageBufferErrorOnFlush'])
+    await ch.command('CREATE TABLE buffer_dst (id UInt64, CONSTRAINT big CHECK id > 100) ENGINE = MergeTree ORDER BY id')
+    // Flushed after 1 to 2 s; each failed flush is retried (the rows stay in the buffer).
+    await ch.command('CREATE TABLE buffer_src (id UInt64) ENGINE = Buffer(default, buffer_dst, 1, 1, 2, 1000000, 1000000, 1000000000, 1000000000)')
+    await ch.insert('buffer_src', [{ id: 1 }])
+    await until('a failed flush', async () => ((await engineEvents(['StorageBufferErrorOnFlush'])).StorageBufferErrorOnFlush! > before.StorageBufferErrorOnFlush! ? true : undefined), {
+      everyMs: 100,
+      timeoutMs: 20_000,
+    })
+    await ch.command('DROP TABLE buffer_src SYNC').catch(() => {})
+    await ch.command('DROP TABLE buffer_dst SYNC')
+    const after = await engineEvents(['StorageBufferErrorOnFlush'])
+    const { server_metrics } = await run(c, ctx)
+    expect(server_metrics!.buffer_flush_errors).toBe(after.StorageBufferErrorOnFlush! - before.StorageBufferErrorOnFlush!)
+    expect(server_metrics!.buffer_flush_errors).toBeGreaterThanOrEqual(1)
+  })
+
+  test('120 one-row INSERTs: insert_queries and inserted_rows of 120, as InsertQuery and InsertedRows count them', async () => {
+    await ch.command('CREATE TABLE small_inserts_t (id UInt64) ENGINE = MergeTree ORDER BY id')
+    const c = collector('server_metrics')
+    const ctx = context()
+    await run(c, ctx)
+    const names = ['InsertQuery', 'InsertedRows']
+    const before = await engineEvents(names)
+    for (let i = 0; i < 120; i++) await ch.command(`INSERT INTO small_inserts_t VALUES (${i})`)
+    const after = await engineEvents(names)
+    const { server_metrics } = await run(c, ctx)
+    expect(server_metrics).toMatchObject({ insert_queries: 120, inserted_rows: 120 })
+    expect([server_metrics!.insert_queries, server_metrics!.inserted_rows]).toEqual(names.map((n) => after[n]! - before[n]!))
+    await ch.command('DROP TABLE small_inserts_t SYNC')
+  })
+
+  test("recorded rows of other versions: NetworkErrors (DNSError's name before 20.3) adds to dns_errors; a reset counts from zero", () => {
+    // system.events rows of a 20.1 server, two cycles apart.
+    const previous = { NetworkErrors: 7, ReplicatedPartFailedFetches: 10, ReplicatedDataLoss: 1, ZooKeeperHardwareExceptions: 4, SlowRead: 2 }
+    const current = { NetworkErrors: 12, ReplicatedPartFailedFetches: 13, ReplicatedDataLoss: 1, ZooKeeperHardwareExceptions: 1, SlowRead: 9, ReadBufferFromFileDescriptorReadFailed: 2 }
+    const deltas = signalDeltas(previous, current, counterDelta)
+    expect(deltas).toMatchObject({
+      dns_errors: 5,
+      replicated_part_failed_fetches: 3,
+      replicated_data_loss: 0,
+      zookeeper_hardware_exceptions: 1, // went down: the server restarted, 1 since
+      slow_reads: 7,
+      file_read_failures: 2,
+      file_write_failures: 0,
+    })
+    // Both names on one server (never seen, but harmless): their deltas add up.
+    expect(signalDeltas({ DNSError: 1, NetworkErrors: 1 }, { DNSError: 3, NetworkErrors: 2 }, counterDelta).dns_errors).toBe(3)
+    expect(new Set(Object.values(SIGNAL_EVENTS)).size).toBe(Object.keys(SIGNAL_EVENTS).length - 1)
   })
 })
 

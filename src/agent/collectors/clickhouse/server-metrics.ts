@@ -10,7 +10,9 @@
 //   initial queries system.query_log recorded since the previous cycle with the agent's own left out
 //   (as query_stats does), queries_logged / queries_logged_failed (those that ended, and those of them
 //   that failed, before or while running) and query_p99_ms (the p99 duration of those that ran).
-//   For the counters and query_log the first cycle is the baseline.
+//   For the counters and query_log the first cycle is the baseline. The error signals (error-signals.ts:
+//   Distributed, Buffer, replication, Keeper, file, DNS counters and InsertQuery / InsertedRows as deltas,
+//   Keeper sessions, Distributed files and preempted queries as gauges) come with the same two reads.
 // A system table this server lacks leaves its keys out; it is not an error. query_log is looked up in
 // system.tables first (system-tables.ts): querying it while missing would count an UNKNOWN_TABLE error. The key names are the
 // wire's (SERVER_GAUGE_KEYS, SERVER_COUNTER_KEYS and DISK_KEYS in shared/metrics.ts).
@@ -20,6 +22,7 @@ import { counterDelta, num } from '../delta.ts'
 import type { ClickHouseCollector, ClickHouseContext } from '../types.ts'
 import { select, selectOptional } from './common.ts'
 import { readDisks } from './disks.ts'
+import { SIGNAL_EVENTS, SIGNAL_METRICS, signalDeltas } from './error-signals.ts'
 import { systemTables } from './system-tables.ts'
 
 /** Wire keys are at most 64 characters: `disk.<name>.total_bytes` keeps the name under this. */
@@ -41,6 +44,9 @@ const EVENTS: Record<string, ServerCounterKey> = {
   DelayedInserts: 'delayed_inserts',
   RejectedInserts: 'rejected_inserts',
 }
+// The error signals' names join the same two reads of system.metrics and system.events.
+const METRIC_NAMES = [...Object.keys(METRICS), ...Object.keys(SIGNAL_METRICS)]
+const EVENT_NAMES = [...Object.keys(EVENTS), ...Object.keys(SIGNAL_EVENTS)]
 
 /** The initial queries logged after a watermark (microseconds since the epoch): ended, failed, p99. */
 const QUERY_LOG_SQL = `
@@ -127,10 +133,10 @@ export const serverMetrics: ClickHouseCollector = {
       selectOptional<Named>(ctx, 'SELECT metric AS name, value FROM system.asynchronous_metrics WHERE metric IN {names:Array(String)}', {
         names: Object.keys(ASYNCHRONOUS),
       }),
-      selectOptional<Named>(ctx, 'SELECT metric AS name, value FROM system.metrics WHERE metric IN {names:Array(String)}', { names: Object.keys(METRICS) }),
+      selectOptional<Named>(ctx, 'SELECT metric AS name, value FROM system.metrics WHERE metric IN {names:Array(String)}', { names: METRIC_NAMES }),
       selectOptional<Named>(ctx, "SELECT name, value FROM system.server_settings WHERE name = 'max_server_memory_usage'"),
       readDisks(ctx),
-      selectOptional<Named>(ctx, 'SELECT event AS name, value FROM system.events WHERE event IN {names:Array(String)}', { names: Object.keys(EVENTS) }),
+      selectOptional<Named>(ctx, 'SELECT event AS name, value FROM system.events WHERE event IN {names:Array(String)}', { names: EVENT_NAMES }),
       selectOptional<Record<'replicas' | 'readonly' | 'queue' | 'delay', number | string>>(
         ctx,
         'SELECT count() AS replicas, countIf(is_readonly) AS readonly, max(queue_size) AS queue, max(absolute_delay) AS delay FROM system.replicas',
@@ -140,6 +146,7 @@ export const serverMetrics: ClickHouseCollector = {
     ])
     put(asynchronous, ASYNCHRONOUS)
     put(metrics, METRICS)
+    put(metrics, SIGNAL_METRICS)
     const limitBytes = num(limit?.[0]?.value)
     if (limitBytes !== null && limitBytes > 0) set('memory_limit_bytes', limitBytes)
     for (const d of disks ?? []) {
@@ -150,8 +157,11 @@ export const serverMetrics: ClickHouseCollector = {
     if (events) {
       // system.events lists only counters that moved since the start: absent means 0.
       const current: Record<string, number> = {}
-      for (const event of Object.keys(EVENTS)) current[event] = num(events.find((e) => e.name === event)?.value) ?? 0
-      if (state.events) for (const [event, key] of Object.entries(EVENTS)) set(key, counterDelta(state.events[event], current[event]))
+      for (const event of EVENT_NAMES) current[event] = num(events.find((e) => e.name === event)?.value) ?? 0
+      if (state.events) {
+        for (const [event, key] of Object.entries(EVENTS)) set(key, counterDelta(state.events[event], current[event]))
+        for (const [key, delta] of Object.entries(signalDeltas(state.events, current, counterDelta))) set(key as ServerCounterKey, delta)
+      }
       state.events = current
     }
     const [replica] = replicas ?? []
