@@ -124,6 +124,15 @@ export const SERVER_GAUGE_KEYS = [
   'max_replica_delay_s',
   // system.detached_parts: parts on disk that no table uses.
   'detached_parts',
+  // The load against the server's limits (agent collectors/clickhouse/load.ts): queries running now
+  // (the agent's own left out) and max_concurrent_queries; connections of the protocols besides TCP and
+  // HTTP, and max_connections (the limits only when system.server_settings has them and they are set).
+  'running_queries',
+  'max_concurrent_queries',
+  'mysql_connections',
+  'postgresql_connections',
+  'interserver_connections',
+  'max_connections',
 ] as const
 export type ServerGaugeKey = (typeof SERVER_GAUGE_KEYS)[number]
 

@@ -1,15 +1,17 @@
-// The ClickHouse rules, one per file.
+// The ClickHouse rules, one per file (load.ts holds the two load rules: queries and connections against their limits).
 import type { Rule } from '../../types.ts'
 import { delayedInserts } from './delayed-inserts.ts'
 import { detachedParts } from './detached-parts.ts'
 import { diskSpace } from './disk-space.ts'
 import { failedQueries } from './failed-queries.ts'
 import { logErrorRate } from './log-error-rate.ts'
+import { connections, runningQueries } from './load.ts'
 import { longMerges } from './long-merges.ts'
 import { longRunningQueries } from './long-running-queries.ts'
 import { memory } from './memory.ts'
 import { partsPerPartition } from './parts-per-partition.ts'
 import { queryP99 } from './query-p99.ts'
+import { queuedMutations } from './queued-mutations.ts'
 import { replication } from './replication.ts'
 import { smallInserts } from './small-inserts.ts'
 import { stuckMutations } from './stuck-mutations.ts'
@@ -21,6 +23,7 @@ export const clickhouseRules: Rule[] = [
   delayedInserts,
   totalParts,
   stuckMutations,
+  queuedMutations,
   longMerges,
   memory,
   diskSpace,
@@ -30,4 +33,6 @@ export const clickhouseRules: Rule[] = [
   logErrorRate,
   queryP99,
   longRunningQueries,
+  runningQueries,
+  connections,
 ]
