@@ -348,6 +348,9 @@ export function clickhouseRoutes(deps: Deps) {
           ts: rfc3339(latest?.ts ?? null),
           interval_seconds: latest?.interval_seconds ?? null,
           ...serverValues(known(metrics), disksOf(metrics), latest?.interval_seconds ?? null),
+          // The latest cycle's, as the overview's figure (QUERY_P99_DESCRIPTION); absent keys: none ran, or no query_log.
+          query_p99_ms: orNull(metrics.query_p99_ms),
+          queries_logged: orNull(metrics.queries_logged),
           bucket_seconds: intervals.bucketSeconds,
           timeseries: serverSeries(server, disks, intervals.bucketSeconds),
         }

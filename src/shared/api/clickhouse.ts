@@ -4,6 +4,16 @@
 import { t } from 'elysia'
 import { Nullable, Timestamp } from './common.ts'
 
+/**
+ * The one meaning of query_p99_ms wherever it is served (the overview, the doctor's metrics_summary,
+ * /server-metrics): the agent's latest cycle, never a fallback to other figures.
+ */
+export const QUERY_P99_DESCRIPTION =
+  "ms: the p99 duration (exact, ClickHouse's quantileExact) of the initial queries system.query_log recorded in the agent's latest cycle that ran, the agent's own left out; " +
+  'null when that cycle logged none that ran, or query_log is off'
+export const QUERIES_LOGGED_DESCRIPTION =
+  "initial queries system.query_log recorded in the agent's latest cycle (those refused before starting included), the agent's own left out; null without query_log"
+
 const latestTs = Nullable(Timestamp('when the agent collected the latest section; null before any'))
 const NullableNumber = (description?: string) => Nullable(t.Number(description ? { description } : {}))
 const Ratio = (of: string) => NullableNumber(`active parts / ${of}, 4 decimals (1 or more: past it); null when the setting is unknown`)
@@ -148,6 +158,8 @@ export const ServerMetrics = t.Object(
     ts: latestTs,
     interval_seconds: NullableNumber("the latest cycle's length in seconds, the span of its counters and rates"),
     ...serverValues,
+    query_p99_ms: NullableNumber(QUERY_P99_DESCRIPTION),
+    queries_logged: NullableNumber(QUERIES_LOGGED_DESCRIPTION),
     bucket_seconds: t.Integer({ description: "the timeseries' interval, seconds" }),
     timeseries: t.Array(ServerMetricsPoint),
   },
