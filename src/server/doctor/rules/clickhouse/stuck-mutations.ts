@@ -12,7 +12,7 @@
 import type { MutationEntry } from '../../../../shared/wire.ts'
 import { chString } from '../../sql-text.ts'
 import { type FindingDraft, type Rule, type Severity, duration } from '../../types.ts'
-import { counted, short, tableFilter } from './common.ts'
+import { count, counted, short, tableFilter } from './common.ts'
 
 const defaults = {
   /** A stuck mutation that is not failing becomes critical at this age. */
@@ -99,8 +99,8 @@ export const stuckMutations: Rule<typeof defaults> = {
         object: table,
         objects: [table, `${table}:${m.mutation_id}`],
         title: isFailing
-          ? `Mutation ${m.mutation_id} on ${table} keeps failing${queued.length > 0 ? `, ${counted(queued.length, 'more')} waiting` : ''}`
-          : `Mutation ${m.mutation_id} on ${table} is not finishing${queued.length > 0 ? `, ${counted(queued.length, 'more')} waiting` : ''}`,
+          ? `Mutation ${m.mutation_id} on ${table} keeps failing${queued.length > 0 ? `, ${count(queued.length)} more waiting` : ''}`
+          : `Mutation ${m.mutation_id} on ${table} is not finishing${queued.length > 0 ? `, ${count(queued.length)} more waiting` : ''}`,
         detail:
           `Mutation ${m.mutation_id} on ${table} was created ${duration(age)} ago and still has ${counted(m.parts_to_do, 'part')} to do` +
           (isFailing ? `; its latest attempt${m.latest_fail_time ? ` (${new Date(m.latest_fail_time).toISOString()})` : ''} failed: ${short(m.latest_fail_reason, 500)}` : '.') +
