@@ -56,7 +56,7 @@ export const runningQueries: Rule<typeof queryDefaults> = {
     return [
       {
         severity,
-        title: `${counted(running, 'query')} running of ${count(limit)} allowed`,
+        title: `${count(running)} ${running === 1 ? 'query' : 'queries'} running of ${count(limit)} allowed`,
         detail:
           `${count(running)} queries are running (${pct(ratio)} of max_concurrent_queries ${count(limit)}; a warning from ${pct(t.warning_ratio, 0)}, critical from ${pct(t.critical_ratio, 0)}). ` +
           `At the limit ClickHouse refuses new queries with TOO_MANY_SIMULTANEOUS_QUERIES.` +
@@ -69,7 +69,7 @@ export const runningQueries: Rule<typeof queryDefaults> = {
           "SELECT event_time, user, left(query, 200) AS query FROM system.query_log WHERE exception_code = 202 AND event_time > now() - INTERVAL 1 HOUR ORDER BY event_time DESC LIMIT 20;   -- 202: TOO_MANY_SIMULTANEOUS_QUERIES",
         ],
         how_to_fix: [
-          'ALTER USER <user> SETTINGS max_concurrent_queries_for_user = <n>;   -- caps one client so it cannot take every slot',
+          'ALTER USER <user> SETTINGS max_concurrent_queries_for_user = 20;   -- caps one client so it cannot take every slot (20: pick what it needs)',
           'KILL QUERY WHERE elapsed > 600 ASYNC;   -- after reviewing which queries that cancels',
           'SYSTEM RELOAD CONFIG;   -- after raising max_concurrent_queries in the server config (it applies without a restart)',
         ],
