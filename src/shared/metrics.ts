@@ -130,6 +130,15 @@ export const SERVER_GAUGE_KEYS = [
   'zookeeper_sessions',
   'distributed_files_to_insert',
   'queries_preempted',
+  // The load against the server's limits (agent collectors/clickhouse/load.ts): queries running now
+  // (the agent's own left out) and max_concurrent_queries; connections of the protocols besides TCP and
+  // HTTP, and max_connections (the limits only when system.server_settings has them and they are set).
+  'running_queries',
+  'max_concurrent_queries',
+  'mysql_connections',
+  'postgresql_connections',
+  'interserver_connections',
+  'max_connections',
 ] as const
 export type ServerGaugeKey = (typeof SERVER_GAUGE_KEYS)[number]
 

@@ -323,7 +323,15 @@ for (const kind of storeKinds) {
         os_memory_used_pct: null,
         tcp_connections: null,
         http_connections: null,
+        mysql_connections: null,
+        postgresql_connections: null,
+        interserver_connections: null,
         connections: null,
+        max_connections: null,
+        running_queries: null,
+        max_concurrent_queries: null,
+        query_p99_ms: null,
+        queries_logged: null,
         queries_total: null,
         queries_failed: null,
         queries_per_s: null,
@@ -364,6 +372,8 @@ for (const kind of storeKinds) {
           http_connections: 0,
           queries_total: 50,
           queries_failed: 0,
+          query_p99_ms: 197,
+          queries_logged: 40,
           'disk.default.free_bytes': 38 * GB,
           'disk.default.total_bytes': 100 * GB,
           unknown_new_metric: 7,
@@ -376,6 +386,13 @@ for (const kind of storeKinds) {
 
       const disk = (name: string, free: number, total: number, usedPct: number) => ({ name, free_bytes: free, total_bytes: total, used_bytes: total - free, used_pct: usedPct })
       const common = {
+        // Not reported by these batches: the other protocols' connections, the running queries and the limits.
+        mysql_connections: null,
+        postgresql_connections: null,
+        interserver_connections: null,
+        max_connections: null,
+        running_queries: null,
+        max_concurrent_queries: null,
         memory_limit_bytes: 6 * GB,
         memory_resident_bytes: 2 * GB,
         os_memory_total_bytes: 8 * GB,
@@ -410,7 +427,8 @@ for (const kind of storeKinds) {
         failed_query_ratio: 0,
         disks: [disk('default', 38 * GB, 100 * GB, 62)],
       }
-      const current = { ts: iso(at(60, 20)), interval_seconds: 10, ...minute60, queries_per_s: 5, failed_queries_per_s: 0 }
+      // The latest cycle's query p99 and the queries it is over, as stored (QUERY_P99_DESCRIPTION).
+      const current = { ts: iso(at(60, 20)), interval_seconds: 10, ...minute60, queries_per_s: 5, failed_queries_per_s: 0, query_p99_ms: 197, queries_logged: 40 }
       const minutes = [
         { ts: iso(at(59)), ...minute59, queries_per_s: 1.833, failed_queries_per_s: 0.25 },
         { ts: iso(at(60)), ...minute60, queries_per_s: 0.833, failed_queries_per_s: 0 },

@@ -100,7 +100,9 @@ for (const kind of storeKinds) {
           ],
           merges: [merge(0.25), merge(0.75)],
           mutations: [mutation('m1', false, true), mutation('m2', false, false), mutation('m3', true, false)],
-          query_stats: [{ query_hash: '42', query_text: 'SELECT x FROM t', calls: 4, total_time_ms: 400, rows: 4, shared_blks_hit: 0, shared_blks_read: 0, p99_ms: 180 }],
+          // The statement's p99 (199) is not the server's (197, the agent's p99 over all of the cycle's logged queries).
+          query_stats: [{ query_hash: '42', query_text: 'SELECT x FROM t', calls: 4, total_time_ms: 400, rows: 4, shared_blks_hit: 0, shared_blks_read: 0, p99_ms: 199 }],
+          server_metrics: { queries_logged: 4, query_p99_ms: 197 },
         }),
       )
       const overview = await session.ok(id, '/overview')
@@ -113,10 +115,15 @@ for (const kind of storeKinds) {
         merge_progress_pct: 50,
         active_mutations: 2,
         stuck_mutations: 1,
-        query_p99_ms: 180,
+        query_p99_ms: 197,
         top_queries: [{ query_hash: '42', query_text: 'SELECT x FROM t', total_calls: 4, total_time_ms: 400, mean_time_ms: 100 }],
       })
       expect(overview).not.toHaveProperty('cache_hit_ratio')
+      expect((await session.ok(id, '/server-metrics')).query_p99_ms).toBe(197)
+      // A cycle that logged no query: null, never the statement's 199 (what the overview showed before).
+      await session.ingest(chBatch('events', now - 1_000, { server_metrics: { queries_logged: 0 } }))
+      expect((await session.ok(id, '/overview')).query_p99_ms).toBeNull()
+      expect(await session.ok(id, '/server-metrics')).toMatchObject({ query_p99_ms: null, queries_logged: 0 })
     })
 
     test("a diagnosis is reused for a few seconds until the database's next batch; another database's batch does not invalidate it", async () => {

@@ -107,7 +107,53 @@ test("query p99 from the agent's server-wide gauge: warning, critical, cured; th
   expect(cycleMinute()).toBe(minute)
   expect(await rig.findings('ch_query_p99')).toEqual([])
   expect((await rig.api('/overview')).query_p99_ms).toBe(10)
+  // One meaning everywhere: the latest cycle's p99, as stored, on /server-metrics (with its count) and in the doctor's summary.
+  expect(await rig.api('/server-metrics')).toMatchObject({ query_p99_ms: 10, queries_logged: 150 })
+  expect((await rig.api('/doctor')).metrics_summary.query_p99_ms).toBe(10)
+
+  // A cycle that logged no query: null, not the hour's highest statement p99 (60 s) as before.
+  await rig.cycle()
+  expect((await rig.api('/overview')).query_p99_ms).toBeNull()
+  expect(await rig.api('/server-metrics')).toMatchObject({ query_p99_ms: null, queries_logged: 0 })
+  expect((await rig.api('/doctor')).metrics_summary.query_p99_ms).toBeNull()
 }, 60_000)
+
+test('the load against the limits, as the engine counts it: running queries, connections by protocol, max_connections', async () => {
+  const other = rig.ch.createClient({ log: { level: ClickHouseLogLevel.OFF } })
+  const sleeping = Array.from({ length: 3 }, () => other.query({ query: 'SELECT sleepEachRow(1) AS slept FROM numbers(20) SETTINGS max_block_size = 1', format: 'JSONEachRow' }).then((r) => r.json(), (e) => e.type))
+  const running = async () => (await rig.ch.query<{ n: number }>("SELECT count() AS n FROM system.processes WHERE query LIKE 'SELECT sleepEachRow(1)%'"))[0]!.n
+  try {
+    await until('three queries running', async () => ((await running()) === 3 ? true : undefined), { everyMs: 50, timeoutMs: 10_000 })
+    await rig.cycle()
+    const engine: Record<string, number> = Object.fromEntries(
+      (await rig.ch.query<{ metric: string; value: number }>("SELECT metric, value FROM system.metrics WHERE metric IN ('TCPConnection', 'HTTPConnection', 'MySQLConnection', 'PostgreSQLConnection', 'InterserverConnection')")).map((r) => [r.metric, Number(r.value)]),
+    )
+    const settings = Object.fromEntries((await rig.ch.query<{ name: string; value: string }>("SELECT name, value FROM system.server_settings WHERE name IN ('max_connections', 'max_concurrent_queries')")).map((r) => [r.name, Number(r.value)]))
+    expect(Object.keys(engine)).toHaveLength(5)
+    expect(settings).toEqual({ max_connections: 4096, max_concurrent_queries: 0 }) // the engine's defaults: 0 is no limit
+    const metrics = await rig.api('/server-metrics')
+    expect(metrics).toMatchObject({
+      running_queries: 3, // the agent's own left out
+      max_concurrent_queries: null,
+      max_connections: 4096,
+      tcp_connections: engine.TCPConnection,
+      http_connections: engine.HTTPConnection,
+      mysql_connections: engine.MySQLConnection,
+      postgresql_connections: engine.PostgreSQLConnection,
+      interserver_connections: engine.InterserverConnection,
+      connections: Object.values(engine).reduce((sum, n) => sum + n, 0),
+    })
+    // No limit on queries, and 3 connections at most of 4,096: neither rule says anything.
+    expect(await rig.findings('ch_running_queries')).toEqual([])
+    expect(await rig.findings('ch_connections')).toEqual([])
+  } finally {
+    await rig.ch.command("KILL QUERY WHERE query LIKE 'SELECT sleepEachRow(1)%' ASYNC")
+    expect(await Promise.all(sleeping)).toEqual(['QUERY_WAS_CANCELLED', 'QUERY_WAS_CANCELLED', 'QUERY_WAS_CANCELLED'])
+  }
+  await until('the queries gone', async () => ((await running()) === 0 ? true : undefined), { everyMs: 50, timeoutMs: 10_000 })
+  await rig.cycle()
+  expect((await rig.api('/server-metrics')).running_queries).toBe(0)
+})
 
 test('failed queries from query_log: critical with the statements that failed most, then a warning, then cured', async () => {
   // Everything in this query_log was seeded: 450 finished queries by the test before, and now 150 failures.

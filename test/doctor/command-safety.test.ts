@@ -492,7 +492,8 @@ function clickhouseBatches(v: Variant, now: number): IngestBatch[] {
         : {}),
       parts: [part('parts1', 1200, 1000), part('parts2', 600, 1000), part('many', 9000, 100_000)],
       merges: [merge('merge1', false), merge('merge2', true)],
-      mutations: [mutation('mutation1', true), mutation('mutation2', false)],
+      // A table with 100 mutations queued, young and none failing (ch_queued_mutations).
+      mutations: [mutation('mutation1', true), mutation('mutation2', false), ...Array.from({ length: 100 }, (_, i) => ({ ...mutation('queued', false), mutation_id: `mutation_${i + 1}.txt`, create_time: now - 60_000, stuck: false }))],
       activity: [query('query1', 4000), query('query2', 3000)],
       query_stats: [
         {
@@ -549,6 +550,12 @@ function clickhouseBatches(v: Variant, now: number): IngestBatch[] {
         zookeeper_sessions: 0,
         distributed_files_to_insert: 100_000,
         queries_preempted: 100,
+        // The load at its limits (ch_running_queries, ch_connections).
+        running_queries: 95,
+        max_concurrent_queries: 100,
+        tcp_connections: 4000,
+        http_connections: 10,
+        max_connections: 4096,
       },
     }),
   )
@@ -836,7 +843,7 @@ afterAll(async () => {
 function namesOf(findings: Finding[], v: Variant): Set<string> {
   const names = new Set([v.schema, v.user])
   for (const f of findings) for (const o of f.objects) for (const part of o.split(/[.:]/)) names.add(part)
-  for (const role of ['parts1', 'parts2', 'many', 'merge1', 'merge2', 'mutation1', 'mutation2', 'parts1_partition', 'mutation1_id']) names.add(v.text(role))
+  for (const role of ['parts1', 'parts2', 'many', 'merge1', 'merge2', 'mutation1', 'mutation2', 'parts1_partition', 'mutation1_id', 'queued']) names.add(v.text(role))
   return names
 }
 

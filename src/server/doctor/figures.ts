@@ -1,7 +1,11 @@
 // The key figures of a database, shared by the overview and the doctor's metrics_summary. Both: the
 // database server's start and its uptime when the latest batch arrived. PostgreSQL:
 // sessions, blocking, cache hit ratio over the last hour, dead tuples, the last autovacuum. ClickHouse:
-// merges, mutations, the query p99 of the last hour.
+// merges, mutations, and query_p99_ms: the p99 of the queries query_log recorded in the agent's latest
+// cycle, as the agent sent it (QUERY_P99_DESCRIPTION in shared/api/clickhouse.ts); null when that cycle
+// logged none. It used to fall back to the highest statement p99 of the hour when the latest cycle
+// logged no query, a different figure under the same name (the overview showed 199 where the store
+// held 197).
 import type { DoctorContext } from './context.ts'
 
 const HOUR = 3_600_000
@@ -47,16 +51,15 @@ export async function postgresFigures(ctx: DoctorContext) {
 }
 
 export async function clickhouseFigures(ctx: DoctorContext) {
-  const [merges, mutations, metrics, queries] = await Promise.all([ctx.merges(), ctx.mutations(), ctx.serverMetrics(), ctx.queries(HOUR, 'total_time', 1000)])
+  const [merges, mutations, metrics] = await Promise.all([ctx.merges(), ctx.mutations(), ctx.serverMetrics()])
   const running = merges?.payload ?? []
   const pending = (mutations?.payload ?? []).filter((m) => !m.is_done)
-  const p99s = queries.map((q) => q.p99_ms).filter((p): p is number => p !== null)
-  const serverP99 = metrics?.payload.query_p99_ms
+  const p99 = metrics?.payload.query_p99_ms
   return {
     active_merges: running.length,
     merge_progress_pct: running.length > 0 ? round((100 * running.reduce((s, m) => s + m.progress, 0)) / running.length, 1) : null,
     active_mutations: pending.length,
     stuck_mutations: pending.filter((m) => m.stuck).length,
-    query_p99_ms: typeof serverP99 === 'number' ? serverP99 : p99s.length > 0 ? Math.max(...p99s) : null,
+    query_p99_ms: typeof p99 === 'number' && Number.isFinite(p99) ? p99 : null,
   }
 }

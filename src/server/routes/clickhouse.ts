@@ -9,6 +9,7 @@ import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { DISK_KEYS, SERVER_COUNTER_KEYS, SERVER_GAUGE_KEYS, parseDiskMetricKey } from '../../shared/metrics.ts'
 import { PARTS_GAUGE_KEYS } from '../store/sql-clickhouse.ts'
+import { CONNECTION_PROTOCOLS } from '../doctor/rules/clickhouse/load.ts'
 import type { MetricPoint } from '../store/sql-internals.ts'
 import { perSecond, rfc3339 } from '../views.ts'
 import { Merges, Mutations, Parts, PartsPoint, ServerMetrics } from '../../shared/api/clickhouse.ts'
@@ -171,8 +172,7 @@ function serverValues(values: Values, disks: ReturnType<typeof diskView>[], seco
   const used = v('memory_tracked_bytes') ?? v('memory_resident_bytes')
   const osTotal = v('os_memory_total_bytes')
   const osAvailable = v('os_memory_available_bytes')
-  const tcp = v('tcp_connections')
-  const http = v('http_connections')
+  const byProtocol = CONNECTION_PROTOCOLS.map(([key]) => v(key))
   const total = v('queries_total')
   const failed = v('queries_failed')
   return {
@@ -185,9 +185,15 @@ function serverValues(values: Values, disks: ReturnType<typeof diskView>[], seco
     os_memory_total_bytes: osTotal,
     os_memory_available_bytes: osAvailable,
     os_memory_used_pct: pct(osTotal === null || osAvailable === null ? null : osTotal - osAvailable, osTotal),
-    tcp_connections: tcp,
-    http_connections: http,
-    connections: tcp === null && http === null ? null : (tcp ?? 0) + (http ?? 0),
+    tcp_connections: v('tcp_connections'),
+    http_connections: v('http_connections'),
+    mysql_connections: v('mysql_connections'),
+    postgresql_connections: v('postgresql_connections'),
+    interserver_connections: v('interserver_connections'),
+    connections: byProtocol.every((n) => n === null) ? null : byProtocol.reduce<number>((sum, n) => sum + (n ?? 0), 0),
+    max_connections: v('max_connections'),
+    running_queries: v('running_queries'),
+    max_concurrent_queries: v('max_concurrent_queries'),
     queries_total: total,
     queries_failed: failed,
     queries_per_s: perSecond(total, seconds),
@@ -348,6 +354,9 @@ export function clickhouseRoutes(deps: Deps) {
           ts: rfc3339(latest?.ts ?? null),
           interval_seconds: latest?.interval_seconds ?? null,
           ...serverValues(known(metrics), disksOf(metrics), latest?.interval_seconds ?? null),
+          // The latest cycle's, as the overview's figure (QUERY_P99_DESCRIPTION); absent keys: none ran, or no query_log.
+          query_p99_ms: orNull(metrics.query_p99_ms),
+          queries_logged: orNull(metrics.queries_logged),
           bucket_seconds: intervals.bucketSeconds,
           timeseries: serverSeries(server, disks, intervals.bucketSeconds),
         }

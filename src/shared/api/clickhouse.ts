@@ -4,6 +4,16 @@
 import { t } from 'elysia'
 import { Nullable, Timestamp } from './common.ts'
 
+/**
+ * The one meaning of query_p99_ms wherever it is served (the overview, the doctor's metrics_summary,
+ * /server-metrics): the agent's latest cycle, never a fallback to other figures.
+ */
+export const QUERY_P99_DESCRIPTION =
+  "ms: the p99 duration (exact, ClickHouse's quantileExact) of the initial queries system.query_log recorded in the agent's latest cycle that ran, the agent's own left out; " +
+  'null when that cycle logged none that ran, or query_log is off'
+export const QUERIES_LOGGED_DESCRIPTION =
+  "initial queries system.query_log recorded in the agent's latest cycle (those refused before starting included), the agent's own left out; null without query_log"
+
 const latestTs = Nullable(Timestamp('when the agent collected the latest section; null before any'))
 const NullableNumber = (description?: string) => Nullable(t.Number(description ? { description } : {}))
 const Ratio = (of: string) => NullableNumber(`active parts / ${of}, 4 decimals (1 or more: past it); null when the setting is unknown`)
@@ -127,9 +137,15 @@ const serverValues = {
   os_memory_total_bytes: NullableNumber('bytes'),
   os_memory_available_bytes: NullableNumber('bytes'),
   os_memory_used_pct: NullableNumber("the machine's memory in use, percent 0-100"),
-  tcp_connections: NullableNumber(),
+  tcp_connections: NullableNumber('native protocol (system.metrics TCPConnection)'),
   http_connections: NullableNumber(),
-  connections: NullableNumber('tcp_connections + http_connections'),
+  mysql_connections: NullableNumber(),
+  postgresql_connections: NullableNumber(),
+  interserver_connections: NullableNumber(),
+  connections: NullableNumber('the protocols\' connections summed (those reported)'),
+  max_connections: NullableNumber('the server\'s max_connections, shared by every protocol\'s listener; null when unknown (no system.server_settings)'),
+  running_queries: NullableNumber('queries running (system.processes), the agent\'s own left out'),
+  max_concurrent_queries: NullableNumber('the server\'s max_concurrent_queries; null when unknown or 0 (no limit)'),
   queries_total: NullableNumber('queries over the span'),
   queries_failed: NullableNumber('failed queries over the span'),
   queries_per_s: NullableNumber('per second'),
@@ -148,6 +164,8 @@ export const ServerMetrics = t.Object(
     ts: latestTs,
     interval_seconds: NullableNumber("the latest cycle's length in seconds, the span of its counters and rates"),
     ...serverValues,
+    query_p99_ms: NullableNumber(QUERY_P99_DESCRIPTION),
+    queries_logged: NullableNumber(QUERIES_LOGGED_DESCRIPTION),
     bucket_seconds: t.Integer({ description: "the timeseries' interval, seconds" }),
     timeseries: t.Array(ServerMetricsPoint),
   },

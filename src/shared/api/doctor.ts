@@ -4,6 +4,7 @@
 // RFC 3339, a name) or null; everything else about a finding is fixed.
 import { t } from 'elysia'
 import { Nullable, Timestamp } from './common.ts'
+import { QUERY_P99_DESCRIPTION } from './clickhouse.ts'
 import { Engine } from './databases.ts'
 
 export const Severity = t.Union([t.Literal('critical'), t.Literal('warning'), t.Literal('info')])
@@ -57,7 +58,7 @@ const figures = {
   merge_progress_pct: t.Optional(Nullable(t.Number({ description: `${CH}: the running merges' mean progress, percent 0-100; null without merges` }))),
   active_mutations: t.Optional(t.Integer({ description: `${CH}: mutations not done` })),
   stuck_mutations: t.Optional(t.Integer({ description: CH })),
-  query_p99_ms: t.Optional(Nullable(t.Number({ description: `${CH}: ms, p99 duration of the queries of the last hour` }))),
+  query_p99_ms: t.Optional(Nullable(t.Number({ description: `${CH}: ${QUERY_P99_DESCRIPTION}` }))),
   as_of: Nullable(Timestamp('when the data of these figures was collected; null before any')),
 }
 

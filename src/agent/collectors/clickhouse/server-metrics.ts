@@ -23,6 +23,7 @@ import type { ClickHouseCollector, ClickHouseContext } from '../types.ts'
 import { select, selectOptional } from './common.ts'
 import { readDisks } from './disks.ts'
 import { SIGNAL_EVENTS, SIGNAL_METRICS, signalDeltas } from './error-signals.ts'
+import { readLoad } from './load.ts'
 import { systemTables } from './system-tables.ts'
 
 /** Wire keys are at most 64 characters: `disk.<name>.total_bytes` keeps the name under this. */
@@ -176,6 +177,8 @@ export const serverMetrics: ClickHouseCollector = {
       set('queries_logged_failed', logged.failed)
       if (logged.p99_ms !== null) set('query_p99_ms', logged.p99_ms)
     }
+    // The load against the server's limits: running queries, connections by protocol (load.ts).
+    Object.assign(out, await readLoad(ctx))
     return { server_metrics: out }
   },
 }

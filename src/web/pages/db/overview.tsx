@@ -167,7 +167,7 @@ function Figures({ db, o, doctor, tw }: { db: Database; o: Overview; doctor: Doc
       { key: 'merges', label: 'Active merges', value: fmtNum(o.active_merges), sub: progress === null || progress === undefined ? 'none running' : `${progress} % done on average`, href: dbHref(db, 'merges'), live: true },
       { key: 'mutations', label: 'Mutations', value: fmtNum(o.active_mutations), sub: 'not done', href: dbHref(db, 'mutations') },
       { key: 'stuck', label: 'Stuck mutations', value: fmtNum(o.stuck_mutations), tone: tone((o.stuck_mutations ?? 0) > 0, false), href: dbHref(db, 'mutations') },
-      { key: 'p99', label: 'Query p99', value: fmtMs(o.query_p99_ms ?? null), sub: 'last hour', tone: tone((o.query_p99_ms ?? 0) > 10_000, (o.query_p99_ms ?? 0) > 1000), live: true },
+      { key: 'p99', label: 'Query p99', value: fmtMs(o.query_p99_ms ?? null), sub: 'latest cycle', tone: tone((o.query_p99_ms ?? 0) > 10_000, (o.query_p99_ms ?? 0) > 1000), live: true },
     )
   }
   // The server's uptime at the latest batch (the restart finding colours it).

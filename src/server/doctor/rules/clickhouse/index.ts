@@ -1,4 +1,4 @@
-// The ClickHouse rules, one per file.
+// The ClickHouse rules, one per file (load.ts holds the two load rules: queries and connections against their limits).
 import type { Rule } from '../../types.ts'
 import { bufferFlush } from './buffer-flush.ts'
 import { delayedInserts } from './delayed-inserts.ts'
@@ -9,12 +9,14 @@ import { fileIo } from './file-io.ts'
 import { failedQueries } from './failed-queries.ts'
 import { keeper } from './keeper.ts'
 import { logErrorRate } from './log-error-rate.ts'
+import { connections, runningQueries } from './load.ts'
 import { longMerges } from './long-merges.ts'
 import { longRunningQueries } from './long-running-queries.ts'
 import { memory } from './memory.ts'
 import { dnsErrors } from './network.ts'
 import { partsPerPartition } from './parts-per-partition.ts'
 import { queryP99 } from './query-p99.ts'
+import { queuedMutations } from './queued-mutations.ts'
 import { replication } from './replication.ts'
 import { replicationErrors } from './replication-errors.ts'
 import { slowReads } from './slow-reads.ts'
@@ -28,6 +30,7 @@ export const clickhouseRules: Rule[] = [
   delayedInserts,
   totalParts,
   stuckMutations,
+  queuedMutations,
   longMerges,
   memory,
   diskSpace,
@@ -45,4 +48,6 @@ export const clickhouseRules: Rule[] = [
   fileIo,
   dnsErrors,
   slowReads,
+  runningQueries,
+  connections,
 ]
