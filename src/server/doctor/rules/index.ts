@@ -1,8 +1,9 @@
 // Every doctor rule, in the order findings of equal severity are listed. One rule per file.
 import type { Rule } from '../types.ts'
 import { agentDisconnected } from './agent-disconnected.ts'
+import { databaseUnreachable } from './database-unreachable.ts'
 import { hostMemoryPressure } from './host-memory.ts'
 import { postgresRules } from './postgres/index.ts'
 import { clickhouseRules } from './clickhouse/index.ts'
 
-export const rules: Rule[] = [agentDisconnected, ...postgresRules, ...clickhouseRules, hostMemoryPressure]
+export const rules: Rule[] = [databaseUnreachable, agentDisconnected, ...postgresRules, ...clickhouseRules, hostMemoryPressure]
