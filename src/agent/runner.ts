@@ -490,6 +490,9 @@ export abstract class Runner<Ctx> {
   /** The database failed a ping or a connection attempt: down since the first such failure, with the latest cause. */
   private wentDown(error: unknown): void {
     const before = this.status.availability
+    // A ping past its own deadline while down says less than the driver's error before it (postgres.js
+    // retrying a refused connection until the deadline): the known cause stays.
+    if (before?.state === 'down' && /took longer than/.test((error as Error)?.message ?? '')) return
     const cause = failureClass(error)
     const message = failureMessage(error, dsnPassword(this.config.dsn))
     const since = before?.state === 'down' ? before.since : Date.now()
