@@ -46,7 +46,7 @@ export const Database = t.Object(
     status: t.Union([t.Literal('connected'), t.Literal('disconnected')], {
       description: 'connected while a batch arrived within max(3 × poll interval, 60 s)',
     }),
-    last_seen_at: Nullable(Timestamp('when the last batch with data arrived')),
+    last_seen_at: Nullable(Timestamp('when the last batch arrived (reports that the database is down excepted: agent_last_heard_at)')),
     ...AvailabilityFields,
     availability_30d: t.Optional(Nullable(t.Number({ minimum: 0, maximum: 1, description: 'up time ratio over 30 days (GET /databases and /databases/{id})' }))),
     created_at: Timestamp(),
