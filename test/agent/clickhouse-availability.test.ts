@@ -36,22 +36,22 @@ function listen(upstreamPort: number) {
           port: upstreamPort,
           socket: {
             data: (_, chunk) => void client.write(chunk),
-            close: () => client.end(),
-            error: () => client.end(),
+            close: () => void client.end(),
+            error: () => void client.end(),
           },
         }).then(
           (upstream) => {
             client.data.upstream = upstream
             for (const chunk of client.data.pending.splice(0)) upstream.write(chunk)
           },
-          () => client.end(),
+          () => void client.end(),
         )
       },
       data(client, chunk) {
         if (client.data.upstream) client.data.upstream.write(chunk)
         else client.data.pending.push(new Uint8Array(chunk))
       },
-      close: (client) => client.data.upstream?.end(),
+      close: (client) => void client.data.upstream?.end(),
     },
   })
   relayPort = relay.port
