@@ -527,7 +527,8 @@ export abstract class Runner<Ctx> {
       const batch: IngestBatch = {
         batch_id: crypto.randomUUID(),
         collected_at: Date.now(),
-        interval_seconds: this.pollIntervalMs / 1000,
+        // Reports come once a ping: the server's gap rule (3 intervals) must not read them as a silent agent.
+        interval_seconds: Math.max(this.pollIntervalMs, this.timings.pingIntervalMs) / 1000,
         agent_version: VERSION,
         database: {
           name: this.config.name,
