@@ -18,7 +18,7 @@ export interface ClickHouseConnection {
   major: number
   /** major * 1000 + minor, e.g. 26007. */
   versionNum: number
-  /** True when the server answers /ping; the request is aborted with `signal`. */
+  /** True when the server answers /ping, else throws the client's error; the request is aborted with `signal`. */
   ping(signal?: AbortSignal): Promise<boolean>
   close(): Promise<void>
 }
@@ -66,7 +66,10 @@ export async function connectClickHouse(dsn: string, options: ClickHouseConnectO
       version,
       ...parseClickHouseVersion(version),
       async ping(signal) {
-        return (await client.ping(signal ? { select: false, abort_signal: signal } : undefined)).success
+        const result = await client.ping(signal ? { select: false, abort_signal: signal } : undefined)
+        // The client's own error (ECONNREFUSED, a timeout...) says why: the runner classes it (reachability.ts).
+        if (!result.success) throw result.error
+        return true
       },
       close: () => client.close(),
     }

@@ -12,8 +12,14 @@
 // hung database costs one deadline per call, never a stalled reload or stop.
 // The engine parts (how to connect, what identifies the server, the collectors' context) are a
 // Session opened by the engine's runner: postgres-runner.ts and clickhouse-runner.ts.
+// Availability: every ping (and every connection attempt) decides whether the database is up or down,
+// with the failure's class (reachability.ts). Normal batches carry the state; while the database is down
+// the runner sends, at every ping, a batch of the header and the availability section only (buffered like
+// any batch when the API is down), and one more at once when the database answers again. While down and
+// not connected, each ping is a connection attempt, so the database is seen back within one ping.
 import type { EngineName } from '../shared/collectors.ts'
-import type { DatabaseSettings, IngestBatch } from '../shared/wire.ts'
+import type { Availability, DatabaseSettings, IngestBatch } from '../shared/wire.ts'
+import { dsnPassword, failureClass, failureMessage } from './reachability.ts'
 import type { AgentLogger, Collector, CollectorState } from './collectors/types.ts'
 import { type DatabaseConfig, serverPollIntervalMs } from './config.ts'
 import type { RunnerMetrics } from './metrics.ts'
@@ -88,6 +94,8 @@ export interface RunnerStatus {
   last_error: string | null
   buffered: number
   collectors: Record<string, string>
+  /** Whether the database answers, since when, and why not (what the server is told); null before the first attempt. */
+  availability: Availability | null
 }
 
 /** Rejects when `promise` takes longer than `ms`: with "<what> took longer than <ms> ms", or `what` itself when `whole`. */
@@ -188,6 +196,11 @@ export abstract class Runner<Ctx> {
   private pingError: string | null = null
   /** A ping is under way: the next one waits for it (a ping's deadline may be longer than its period). */
   private pinging = false
+  /** A connection attempt under way, shared by the cycle and the ping loop. */
+  private connecting: Promise<void> | undefined
+  /** Availability reports are sent one after the other; one waiting to go makes a later one unnecessary. */
+  private reporting: Promise<unknown> = Promise.resolve()
+  private reportQueued = false
   private stopped = false
   /** Aborted by stop(): cancels the call in progress (a collector, a ping, connecting). */
   private readonly lifetime = new AbortController()
@@ -238,6 +251,7 @@ export abstract class Runner<Ctx> {
       last_error: null,
       buffered: 0,
       collectors: {},
+      availability: null,
     }
     if (stateFile) {
       this.saved = loadState(stateFile)
@@ -302,6 +316,7 @@ export abstract class Runner<Ctx> {
     clearInterval(this.pingTimer)
     this.lifetime.abort(new Error('the agent is stopping this database'))
     await this.running
+    await this.reporting
     this.saveState()
     await this.disconnect()
     await this.shipper.stop()
@@ -392,6 +407,7 @@ export abstract class Runner<Ctx> {
     this.startSamplers(session)
     if (this.status.state !== 'connected') this.log.info('connected', { database: this.config.name, server_version: session.version })
     this.status.state = 'connected'
+    this.wentUp()
   }
 
   private plans(session: Session<Ctx>): CollectorPlan<Ctx>[] {
@@ -415,18 +431,36 @@ export abstract class Runner<Ctx> {
   }
 
   /**
-   * Health ping. The first failure marks the database disconnected (with the failure as its last error);
-   * a successful ping or cycle marks it connected again. After enough consecutive failures the connection
-   * is rebuilt at the next cycle.
+   * Health ping. The first failure marks the database disconnected (with the failure as its last error)
+   * and down (its class and message reported to the server at once, then at every ping while it stays
+   * down); a successful ping or cycle marks it connected and up again. After enough consecutive failures
+   * the connection is closed; while down without a connection, each ping tries to connect.
    */
   private async ping(): Promise<void> {
+    if (this.pinging || this.stopped) return
     const session = this.session
-    if (!session || this.pinging) return
+    if (!session) {
+      // Never connected yet: the first cycle's attempt decides. Down: this ping is a connection attempt.
+      if (this.status.availability?.state !== 'down') return
+      this.pinging = true
+      try {
+        await this.ensureConnected()
+      } catch (e) {
+        if (!this.stopped) this.wentDown(e)
+      } finally {
+        this.pinging = false
+      }
+      if (this.status.availability?.state === 'down' && !this.stopped) this.report()
+      return
+    }
     this.pinging = true
     try {
       await cancelAfter((signal) => session.ping(signal), this.timings.statementTimeoutMs, 'health ping', this.lifetime.signal)
       this.failedPings = 0
-      if (this.pingError !== null && this.session === session) this.markConnected()
+      if (this.session === session) {
+        if (this.pingError !== null) this.markConnected()
+        this.wentUp()
+      }
     } catch (e) {
       if (this.stopped) return
       this.failedPings++
@@ -434,6 +468,7 @@ export abstract class Runner<Ctx> {
       this.status.state = 'disconnected'
       this.status.last_error = this.pingError
       this.log.warn('health ping failed', { database: this.config.name, failures: this.failedPings, cause: (e as Error).message })
+      this.wentDown(e)
       if (this.failedPings >= this.timings.reconnectAfterFailures) {
         this.log.warn('reconnecting after consecutive failed pings', { database: this.config.name, failures: this.failedPings })
         await this.disconnect()
@@ -441,6 +476,71 @@ export abstract class Runner<Ctx> {
     } finally {
       this.pinging = false
     }
+    if (this.status.availability?.state === 'down' && !this.stopped) this.report()
+  }
+
+  /** Connects, or joins the attempt under way (the cycle's or the ping loop's). */
+  private ensureConnected(): Promise<void> {
+    this.connecting ??= this.connect().finally(() => {
+      this.connecting = undefined
+    })
+    return this.connecting
+  }
+
+  /** The database failed a ping or a connection attempt: down since the first such failure, with the latest cause. */
+  private wentDown(error: unknown): void {
+    const before = this.status.availability
+    // A ping past its own deadline while down says less than the driver's error before it (postgres.js
+    // retrying a refused connection until the deadline): the known cause stays.
+    if (before?.state === 'down' && /took longer than/.test((error as Error)?.message ?? '')) return
+    const cause = failureClass(error)
+    const message = failureMessage(error, dsnPassword(this.config.dsn))
+    const since = before?.state === 'down' ? before.since : Date.now()
+    this.status.availability = { state: 'down', since, cause, message }
+    if (before?.state !== 'down') {
+      this.log.warn('the database is unreachable; reporting it down to the server', { database: this.config.name, cause, message })
+    }
+  }
+
+  /** The database answered: up again (reported to the server once, at once) or for the first time. */
+  private wentUp(): void {
+    const before = this.status.availability
+    if (before?.state === 'up') return
+    this.status.availability = { state: 'up', since: Date.now() }
+    if (before?.state === 'down') {
+      this.log.info('the database is reachable again', { database: this.config.name, down_for_s: Math.round((Date.now() - before.since) / 1000) })
+      this.report()
+    }
+  }
+
+  /**
+   * Sends the current availability alone with the batch header (never blocking the ping loop): one at a
+   * time; while one is on its way, at most one more waits, and it carries the state as it is when it goes.
+   */
+  private report(): void {
+    if (this.reportQueued) return
+    this.reportQueued = true
+    this.reporting = this.reporting.then(async () => {
+      this.reportQueued = false
+      const availability = this.status.availability
+      if (!availability || this.stopped) return
+      const batch: IngestBatch = {
+        batch_id: crypto.randomUUID(),
+        collected_at: Date.now(),
+        // Reports come once a ping: the server's gap rule (3 intervals) must not read them as a silent agent.
+        interval_seconds: Math.max(this.pollIntervalMs, this.timings.pingIntervalMs) / 1000,
+        agent_version: VERSION,
+        database: {
+          name: this.config.name,
+          engine: this.config.engine,
+          ...this.endpoint(),
+          ...(Object.keys(this.config.tags).length > 0 ? { tags: this.config.tags } : {}),
+        },
+        availability,
+      }
+      await this.shipper.send(batch)
+      this.status.buffered = this.shipper.buffered()
+    })
   }
 
   /** The database answered again after a failed ping. */
@@ -459,14 +559,19 @@ export abstract class Runner<Ctx> {
     this.status.last_cycle_at = new Date(now).toISOString()
     if (!this.session) {
       try {
-        await this.connect()
+        await this.ensureConnected()
       } catch (e) {
+        if (this.lifetime.signal.aborted) return
         const message = (e as Error).message
         if (this.status.state !== 'disconnected' || this.status.last_error !== message) {
           this.log.error('cannot connect', { database: this.config.name, cause: message })
         }
         this.status.state = 'disconnected'
         this.status.last_error = message
+        const wasDown = this.status.availability?.state === 'down'
+        this.wentDown(e)
+        // The first failure is reported at once; the ping loop reports it again at every ping.
+        if (!wasDown) this.report()
         return
       }
     } else {
@@ -544,6 +649,7 @@ export abstract class Runner<Ctx> {
     if (this.lifetime.signal.aborted && finished === 0 && errors.length === 0) return
     batch.server_state = await this.serverState(session)
     if (errors.length > 0) batch.collector_errors = errors
+    if (this.status.availability) batch.availability = this.status.availability
     this.metrics?.exported?.(batch)
     batch.collector_notes = [
       ...[...this.notes].map(([collector, message]) => ({ collector, message: message.slice(0, 2000) })),

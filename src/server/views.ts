@@ -2,6 +2,7 @@
 import { keyPrefix } from './auth/api-keys.ts'
 import { databaseDefaults } from './limits.ts'
 import type { ApiKey, Organization, RegisteredDatabase, User } from './store/types.ts'
+import type { AvailabilityState } from './store/sql-availability.ts'
 
 export function rfc3339(ms: number): string
 export function rfc3339(ms: number | null): string | null
@@ -56,7 +57,28 @@ export function healthStatus(db: Pick<RegisteredDatabase, 'last_seen_at' | 'poll
   return now - db.last_seen_at <= window ? 'connected' : 'disconnected'
 }
 
-export function databaseView(db: RegisteredDatabase, now: number) {
+/**
+ * The database's status with its availability: disconnected when the agent reports the database down
+ * (reason database_down, within one ping of the failure) or when nothing was heard from the agent (batches
+ * or reports) for max(3 × poll interval, 60 s) (agent_silent); connected otherwise.
+ */
+export function availabilityView(db: Pick<RegisteredDatabase, 'last_seen_at' | 'poll_interval_seconds'>, state: AvailabilityState | undefined, now: number) {
+  const heard = state ? Math.max(db.last_seen_at ?? 0, state.heard_at) : db.last_seen_at
+  const window = Math.max(3 * db.poll_interval_seconds * 1000, databaseDefaults.connectedFloorMs)
+  const down = state?.state === 'down'
+  const reason = heard === null ? 'no_data' : now - heard > window ? 'agent_silent' : down ? 'database_down' : null
+  return {
+    status: reason === null ? ('connected' as const) : ('disconnected' as const),
+    reason: reason as 'database_down' | 'agent_silent' | 'no_data' | null,
+    down_since: down ? rfc3339(state.since) : null,
+    cause: down ? state.cause : null,
+    cause_message: down ? state.message : null,
+    agent_last_heard_at: rfc3339(heard),
+    data_as_of: rfc3339(down ? state.data_as_of : db.last_seen_at),
+  }
+}
+
+export function databaseView(db: RegisteredDatabase, now: number, state?: AvailabilityState, availability30d?: number | null) {
   return {
     id: db.id,
     name: db.name,
@@ -69,8 +91,9 @@ export function databaseView(db: RegisteredDatabase, now: number) {
     collect_explain_plans: db.collect_explain_plans,
     collect_replication: db.collect_replication,
     disabled_collectors: db.disabled_collectors,
-    status: healthStatus(db, now),
     last_seen_at: rfc3339(db.last_seen_at),
+    ...availabilityView(db, state, now),
+    ...(availability30d !== undefined ? { availability_30d: availability30d } : {}),
     created_at: rfc3339(db.created_at),
     updated_at: rfc3339(db.updated_at),
   }

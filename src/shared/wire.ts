@@ -649,6 +649,27 @@ export const ServerState = T.Object({
 })
 export type ServerState = Static<typeof ServerState>
 
+/** Why a database cannot be reached, as the agent classes its driver's error (src/agent/reachability.ts). */
+export const AVAILABILITY_CAUSES = ['refused', 'timeout', 'name_resolution', 'tls', 'authentication', 'too_many_connections', 'permission', 'other'] as const
+export type AvailabilityCause = (typeof AVAILABILITY_CAUSES)[number]
+
+/**
+ * Whether the agent reaches the database, as its health pings (every 10 s) and connection attempts find
+ * it. Normal batches carry it (state `up`); while the database is down the agent sends, at every ping, a
+ * batch of the header and this section only, and one more when it answers again. Optional: agents
+ * before it send none, servers before it drop it.
+ */
+export const Availability = T.Object({
+  state: T.Union([T.Literal('up'), T.Literal('down')]),
+  /** Since when it is in this state, by the agent's clock (the first failed ping or connection; the first answer after). */
+  since: epochMs,
+  /** Down only: the failure's class. */
+  cause: T.Optional(T.Union(AVAILABILITY_CAUSES.map((c) => T.Literal(c)))),
+  /** Down only: the driver's message, without passwords, at most 2,000 characters. */
+  message: T.Optional(T.String({ maxLength: 2000, pattern: NO_NUL })),
+})
+export type Availability = Static<typeof Availability>
+
 export const CollectorError = T.Object({
   collector: T.String(),
   message: T.String({ maxLength: text.collectorMessage }),
@@ -735,6 +756,8 @@ export const IngestBatch = T.Object({
   server_metrics: T.Optional(counterMap),
   /** What events are derived from (restarts, settings, resets, agent starts); absent from agents before it. */
   server_state: T.Optional(ServerState),
+  /** Whether the agent reaches the database; alone with the header while it is down (Availability). */
+  availability: T.Optional(Availability),
   collector_errors: T.Optional(T.Array(CollectorError, { maxItems: max.collector_errors })),
   /**
    * What the collectors that ran want the user to know (query_log disabled, statements the role may not

@@ -41,7 +41,8 @@ for (const kind of storeKinds) {
       expect(custom.body.port).toBe(6543)
 
       const got = await server.call('GET', `/api/v1/databases/${pg.body.id}`, { token: account.token })
-      expect(got.body).toEqual(pg.body)
+      // GET adds the up time over 30 days (null: nothing known yet).
+      expect(got.body).toEqual({ ...pg.body, availability_30d: null })
       const list = await server.call('GET', '/api/v1/databases', { token: account.token })
       expect(list.body.map((d: any) => d.name)).toEqual(['custom-port', 'events', 'orders'])
     })
@@ -144,12 +145,22 @@ for (const kind of storeKinds) {
     test('health is disconnected until a batch arrives, connected within max(3 × poll interval, 60 s)', async () => {
       const db = (await create({ name: 'health', engine: 'postgres', host: 'h' })).body
       const health = () => server.call('GET', `/api/v1/databases/${db.id}/health`, { token: account.token })
-      expect((await health()).body).toEqual({ id: db.id, status: 'disconnected', last_seen_at: null })
+      expect((await health()).body).toEqual({
+        id: db.id,
+        status: 'disconnected',
+        last_seen_at: null,
+        reason: 'no_data',
+        down_since: null,
+        cause: null,
+        cause_message: null,
+        agent_last_heard_at: null,
+        data_as_of: null,
+      })
 
       // Batches arrive through ingest (a later issue); here the store records one directly.
       const seen = server.deps.clock()
       await server.store.driver.run('UPDATE databases SET last_seen_at = $1 WHERE id = $2', [seen, db.id])
-      expect((await health()).body).toEqual({ id: db.id, status: 'connected', last_seen_at: new Date(seen).toISOString() })
+      expect((await health()).body).toMatchObject({ id: db.id, status: 'connected', reason: null, last_seen_at: new Date(seen).toISOString(), agent_last_heard_at: new Date(seen).toISOString() })
       server.advance(59_000)
       expect((await health()).body.status).toBe('connected')
       server.advance(2_000)

@@ -612,13 +612,35 @@ async function findingsOf(v: Variant, engine: 'postgres' | 'clickhouse'): Promis
   )
   if (silentDb === 'limit') throw new Error('database limit')
   const never = await diagnose(deps, silentDb, Date.now())
-  return [...diagnosis.findings, ...never.findings]
+  // A database the agent reports down (database_unreachable; agent_disconnected is for an agent that went
+  // silent, so it cannot fire beside it): the agent's report with a hostile driver message, under a hostile name.
+  const downName = `${engine} down ${v.text('down')}`.slice(0, 200)
+  const report: IngestBatch = {
+    batch_id: crypto.randomUUID(),
+    collected_at: now,
+    interval_seconds: 10,
+    agent_version: 'test',
+    database: { name: downName, engine, host: 'db.internal', port: engine === 'postgres' ? 5432 : 8123 },
+    availability: { state: 'down', since: now - 60_000, cause: 'refused', message: v.text('driver_message', 2000) },
+  }
+  const downId = await (async () => {
+    if (JSON.stringify(report).includes('\\u0000')) {
+      const result = await server.store.ingest(account.orgId, report, now)
+      if (result.kind !== 'applied') throw new Error(`${v.name}: ingest ${result.kind}`)
+      return result.database.id
+    }
+    const res = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: report })
+    if (res.status !== 200) throw new Error(`${v.name}: ingest ${res.status} ${JSON.stringify(res.body).slice(0, 300)}`)
+    return res.body.database_id as string
+  })()
+  const down = await diagnose(deps, (await server.store.getDatabase(account.orgId, downId))!, Date.now())
+  return [...diagnosis.findings, ...never.findings, ...down.findings.filter((f) => f.rule === 'database_unreachable')]
 }
 
 // ---- commands ----
 
 /** Commands that are not SQL: shell commands and API calls, recognised by their first word. */
-const NOT_SQL = ['GET', 'curl', 'dbm', 'journalctl', 'systemctl', 'vacuumdb', 'grep', 'kubectl', 'pgbackrest', 'wal-g', 'free', 'ps']
+const NOT_SQL = ['GET', 'curl', 'dbm', 'journalctl', 'systemctl', 'vacuumdb', 'grep', 'kubectl', 'pgbackrest', 'wal-g', 'free', 'ps', 'pg_isready']
 const isSql = (command: string) => !NOT_SQL.includes(command.split(' ')[0]!)
 
 /** Characters a command never carries: line breaks, controls, and the hidden characters (bidi marks, invisible format and tag characters). */

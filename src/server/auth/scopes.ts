@@ -66,6 +66,7 @@ export const ROUTE_ACCESS: Readonly<Record<string, RouteAccess>> = {
   'PATCH /api/v1/databases/:id': 'admin',
   'DELETE /api/v1/databases/:id': 'admin',
   'GET /api/v1/databases/:id/health': 'read',
+  'GET /api/v1/databases/:id/availability': 'read',
 
   // telemetry, diagnosis, alerts and events of one database
   'GET /api/v1/databases/:id/queries': 'read',

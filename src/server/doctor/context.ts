@@ -9,6 +9,7 @@ import type { StoredPlan } from '../store/sql-plans.ts'
 import type { QuerySort, QueryStatsRow } from '../store/sql-statement-reads.ts'
 import { minuteFloor } from '../store/window.ts'
 import type { RegisteredDatabase, Store } from '../store/types.ts'
+import type { AvailabilityState } from '../store/sql-availability.ts'
 
 /** Everything a diagnosis may read about more objects than this is cut (the largest first). */
 const MAX_OBJECTS = 100_000
@@ -91,6 +92,11 @@ export class DoctorContext {
       this.memo.set(key, found)
     }
     return found
+  }
+
+  /** The database's latest availability as its agent reported it; undefined before any report. */
+  availability(): Promise<AvailabilityState | undefined> {
+    return this.once('availability', () => this.store.databaseAvailability.state(this.db.id))
   }
 
   activity(): Promise<Snapshot<ActiveQuery>> {

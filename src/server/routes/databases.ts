@@ -1,5 +1,7 @@
 // /api/v1/databases: the organization's registered databases (list, create, get, patch, delete,
-// health, and every database's health with its latest diagnosis at once). Unverified organizations may register one database.
+// health, availability, and every database's health with its latest diagnosis at once). Status comes with
+// availability: a database the agent reports down is disconnected with the cause (views.ts availabilityView),
+// and each answer of the list carries its up time over 30 days (uptime.ts). Unverified organizations may register one database.
 // Collection settings (poll interval, plans, replication, disabled collectors) are the owners': a member
 // may rename a database, change its address and tags, but not change what is collected (403). API keys
 // need `admin` to register, change or delete a database and `read` to read one (auth/scopes.ts).
@@ -11,11 +13,29 @@ import { badRequest, conflict, forbidden, notFound } from '../http-error.ts'
 import { databaseDefaults, fieldLimits, unverifiedDatabaseLimit } from '../limits.ts'
 import { UniqueViolation } from '../store/driver.ts'
 import type { DatabasePatch, Engine, RegisteredDatabase } from '../store/types.ts'
-import { databaseView, healthStatus, rfc3339 } from '../views.ts'
+import { availabilityView, databaseView, rfc3339 } from '../views.ts'
+import { uptime } from '../uptime.ts'
+import type { AvailabilitySpans, AvailabilityState } from '../store/sql-availability.ts'
 import { NoContent } from '../../shared/api/common.ts'
 import { errorAnswers, ownersOnly } from '../openapi.ts'
-import { Database, DatabaseHealth, DatabaseStatus } from '../../shared/api/databases.ts'
-import { body, boolean, integer, oneOf, pathId, requiredString } from './schema.ts'
+import { Database, DatabaseAvailability, DatabaseHealth, DatabaseStatus } from '../../shared/api/databases.ts'
+import { body, boolean, integer, oneOf, pathId, query, requiredString } from './schema.ts'
+
+const DAY = 86_400_000
+/** GET /databases/{id}/availability: days of history, default and maximum. */
+const AVAILABILITY_DAYS = { default: 30, max: 90 }
+
+/** The inputs of uptime() for `db`. */
+function uptimeInput(db: RegisteredDatabase, state: AvailabilityState | undefined, spans: AvailabilitySpans | undefined, now: number) {
+  const heard = state ? Math.max(db.last_seen_at ?? 0, state.heard_at) : db.last_seen_at
+  return {
+    spans: spans ?? { outages: [], silences: [] },
+    createdAt: db.created_at,
+    lastHeardAt: heard,
+    silentAfterMs: Math.max(3 * db.poll_interval_seconds * 1000, databaseDefaults.connectedFloorMs),
+    now,
+  }
+}
 
 const engines = ['postgres', 'clickhouse'] as const
 
@@ -82,7 +102,15 @@ export function databaseRoutes(deps: Deps) {
     .derive(async ({ request }) => ({ principal: await authenticate(deps, request) }))
     .get('/', async ({ principal }) => {
       const now = clock()
-      return (await store.listDatabases(principal.orgId)).map((db) => databaseView(db, now))
+      const [list, states, spans] = await Promise.all([
+        store.listDatabases(principal.orgId),
+        store.databaseAvailability.states(principal.orgId),
+        store.databaseAvailability.orgSpans(principal.orgId, now - 30 * DAY),
+      ])
+      return list.map((db) => {
+        const state = states.get(db.id)
+        return databaseView(db, now, state, uptime(uptimeInput(db, state, spans.get(db.id), now), 30).total.ratio)
+      })
     }, { response: { 200: t.Array(Database) }, detail: { summary: "The organization's registered databases" } })
     .post(
       '/',
@@ -137,15 +165,22 @@ export function databaseRoutes(deps: Deps) {
     // the health monitor records each diagnosis (about once a minute), so this reads instead of diagnosing.
     .get('/health', async ({ principal }) => {
       const now = clock()
-      const [databases, diagnoses] = await Promise.all([store.listDatabases(principal.orgId), store.health.databaseHealth(principal.orgId)])
+      const [databases, diagnoses, states, spans] = await Promise.all([
+        store.listDatabases(principal.orgId),
+        store.health.databaseHealth(principal.orgId),
+        store.databaseAvailability.states(principal.orgId),
+        store.databaseAvailability.orgSpans(principal.orgId, now - 30 * DAY),
+      ])
       const byId = new Map(diagnoses.map((d) => [d.database_id, d]))
       return databases.map((db) => {
         const d = byId.get(db.id)
+        const state = states.get(db.id)
         return {
           id: db.id,
           name: db.name,
-          status: healthStatus(db, now),
           last_seen_at: rfc3339(db.last_seen_at),
+          ...availabilityView(db, state, now),
+          availability_30d: uptime(uptimeInput(db, state, spans.get(db.id), now), 30).total.ratio,
           health_score: d?.score ?? null,
           doctor_status: d?.status ?? null,
           findings: d?.findings ?? null,
@@ -154,7 +189,12 @@ export function databaseRoutes(deps: Deps) {
         }
       })
     }, { response: { 200: t.Array(DatabaseHealth) }, detail: { summary: "Every database's connection status and latest diagnosis" } })
-    .get('/:id', async ({ principal, params }) => databaseView(await load(principal.orgId, params.id), clock()), {
+    .get('/:id', async ({ principal, params }) => {
+      const db = await load(principal.orgId, params.id)
+      const now = clock()
+      const [state, spans] = await Promise.all([store.databaseAvailability.state(db.id), store.databaseAvailability.spans(db.id, now - 30 * DAY)])
+      return databaseView(db, now, state, uptime(uptimeInput(db, state, spans, now), 30).total.ratio)
+    }, {
       response: { 200: Database },
       detail: { summary: 'One database' },
     })
@@ -211,6 +251,37 @@ export function databaseRoutes(deps: Deps) {
     }, { response: { 204: NoContent }, detail: { summary: "Delete a database and all its data (owners, and API keys with the 'admin' scope)", responses: ownersOnly('delete a database') } })
     .get('/:id/health', async ({ principal, params }) => {
       const db = await load(principal.orgId, params.id)
-      return { id: db.id, status: healthStatus(db, clock()), last_seen_at: rfc3339(db.last_seen_at) }
-    }, { response: { 200: DatabaseStatus }, detail: { summary: "A database's connection status" } })
+      const state = await store.databaseAvailability.state(db.id)
+      return { id: db.id, last_seen_at: rfc3339(db.last_seen_at), ...availabilityView(db, state, clock()) }
+    }, { response: { 200: DatabaseStatus }, detail: { summary: "A database's connection status: down with its cause, the agent silent, or connected" } })
+    .get(
+      '/:id/availability',
+      async ({ principal, params, query }) => {
+        const db = await load(principal.orgId, params.id)
+        const now = clock()
+        const days = Math.min(query.days === undefined ? AVAILABILITY_DAYS.default : Number(query.days), AVAILABILITY_DAYS.max)
+        const [state, spans] = await Promise.all([store.databaseAvailability.state(db.id), store.databaseAvailability.spans(db.id, now - days * DAY)])
+        const figures = uptime(uptimeInput(db, state, spans, now), days)
+        return {
+          id: db.id,
+          ...availabilityView(db, state, now),
+          days: figures.days,
+          total: figures.total,
+          outages: spans.outages.map((o) => ({ started_at: rfc3339(o.started_at), ended_at: rfc3339(o.ended_at), cause: o.cause, message: o.message })),
+        }
+      },
+      {
+        query: query({
+          days: t.Optional(
+            t.String({
+              pattern: '^0*[1-9][0-9]{0,19}$',
+              error: `days must be a whole number from 1 (at most ${AVAILABILITY_DAYS.max} are returned)`,
+              description: `days of history (default ${AVAILABILITY_DAYS.default}; a larger value returns ${AVAILABILITY_DAYS.max})`,
+            }),
+          ),
+        }),
+        response: { 200: DatabaseAvailability },
+        detail: { summary: `Up time per UTC day and in all over \`days\` (default ${AVAILABILITY_DAYS.default}, at most ${AVAILABILITY_DAYS.max}), and the outages` },
+      },
+    )
 }

@@ -9,7 +9,9 @@ import type { Deps } from '../context.ts'
 import { DiagnosisBusy } from '../doctor/diagnosis-worker.ts'
 import { diagnoseRecent, findingView, timesAsRfc3339 } from '../doctor/index.ts'
 import { HttpError } from '../http-error.ts'
-import { rfc3339, healthStatus } from '../views.ts'
+import { availabilityView, rfc3339 } from '../views.ts'
+import { uptime } from '../uptime.ts'
+import { databaseDefaults } from '../limits.ts'
 import { type Window, minuteFloor } from '../store/window.ts'
 import { query } from './schema.ts'
 import { Doctor, type MetricsSummary, Overview } from '../../shared/api/doctor.ts'
@@ -67,17 +69,29 @@ export function healthRoutes(deps: Deps) {
         const now = clock()
         const ranged = query.since !== undefined || query.until !== undefined
         const window = ranged ? parseWindow(query, now) : { since: now - DAY, until: now, minuteFloor: minuteFloor(now) }
-        const [diagnosis, top, hitRatio] = await Promise.all([
+        const [diagnosis, top, hitRatio, state, spans] = await Promise.all([
           diagnosisFor(deps, db, now),
           store.listQueryStats(db.id, window, 'total_time', TOP_QUERIES),
           ranged && db.engine === 'postgres' ? cacheHitRatio(deps, db.id, window) : undefined,
+          store.databaseAvailability.state(db.id),
+          store.databaseAvailability.spans(db.id, now - 30 * DAY),
         ])
+        // Up time over 24 hours and 30 days; the agent's silences count as neither up nor down (uptime.ts).
+        const uptimeInput = {
+          spans,
+          createdAt: db.created_at,
+          lastHeardAt: state ? Math.max(db.last_seen_at ?? 0, state.heard_at) : db.last_seen_at,
+          silentAfterMs: Math.max(3 * db.poll_interval_seconds * 1000, databaseDefaults.connectedFloorMs),
+          now,
+        }
         const notes = await store.latestSnapshot(db.id, 'collector_notes')
         const { findings: _counts, rules_evaluated: _rules, ...figures } = summaryView(diagnosis.metrics_summary)
         return {
           engine: db.engine,
-          status: healthStatus(db, now),
           last_seen_at: rfc3339(db.last_seen_at),
+          ...availabilityView(db, state, now),
+          uptime_24h: uptime(uptimeInput, 1).total.ratio,
+          uptime_30d: uptime(uptimeInput, 30).total.ratio,
           health_score: diagnosis.score,
           ...figures,
           ...(hitRatio !== undefined ? { cache_hit_ratio: hitRatio } : {}),

@@ -33,6 +33,7 @@ import { migration as sessionHistory } from './migrations/0012-session-history.t
 import { migration as invites } from './migrations/0013-invites.ts'
 import { migration as apiKeyScopes } from './migrations/0014-api-key-scopes.ts'
 import { migration as logEvents } from './migrations/0015-log-events.ts'
+import { migration as availability } from './migrations/0016-availability.ts'
 import { baseline } from './migrations/baseline-0010.ts'
 import type { Migration } from './migrations/migration.ts'
 import { join, sql } from './sql.ts'
@@ -55,6 +56,7 @@ export const migrations: Migration[] = [
   invites,
   apiKeyScopes,
   logEvents,
+  availability,
 ]
 
 export const latestVersion = migrations.reduce((max, m) => Math.max(max, m.version), 0)

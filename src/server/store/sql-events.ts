@@ -207,6 +207,12 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
           detail: `no batch for ${spanText(gap)} (from ${iso(before.collected_at)} to ${iso(batch.collected_at)})`,
         })
         connected.push(`after a gap of ${spanText(gap)}`)
+        // Availability counts the gap as unknown, not as down (sql-availability.ts, src/server/uptime.ts).
+        writes.add('INSERT INTO agent_silences (database_id, started_at, ended_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [
+          databaseId,
+          before.collected_at,
+          batch.collected_at,
+        ])
       }
     }
     if (before && state?.agent_started_at !== undefined && before.agent_started_at !== null && state.agent_started_at !== before.agent_started_at) {
@@ -596,7 +602,9 @@ export async function listEvents(driver: SqlDriver, db: RegisteredDatabase, wind
       link: dbLink(db.id, `queries/${encodeURIComponent(String(p.query_hash))}`),
     })
   }
-  const last = db.last_seen_at
+  // The agent is heard from by its batches and by its reports that the database is down.
+  const heard = await driver.get('SELECT heard_at FROM database_availability WHERE database_id = $1', [db.id])
+  const last = heard ? Math.max(db.last_seen_at ?? 0, Number(heard.heard_at)) : db.last_seen_at
   if (last !== null && now - last > disconnectedAfterMs(db) && inWindow(last)) {
     events.push({
       ts: last,

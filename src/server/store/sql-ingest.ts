@@ -5,13 +5,15 @@
 // batch's writes); the other bucketed sections (sql-internals.ts, sql-clickhouse.ts) go to 60-second
 // and 1-hour buckets at once; plans to sql-plans.ts; the latest-only sections to sql-snapshots.ts, and
 // activity and locks also to their history (sql-session-history.ts); the events it makes to sql-events.ts;
-// the server log's entries and counts to sql-log-events.ts.
+// the server log's entries and counts to sql-log-events.ts; the database's availability (its outages) to
+// sql-availability.ts.
 import type { IngestBatch } from '../../shared/wire.ts'
 import type { SqlDialect } from './dialect.ts'
 import type { SqlDriver, SqlStatement } from './driver.ts'
 import { applyClickHouse } from './sql-clickhouse.ts'
 import { hostWrites } from './sql-host.ts'
 import { applyEvents, applyLogTimeline } from './sql-events.ts'
+import { availabilityWrites } from './sql-availability.ts'
 import { applyInternals } from './sql-internals.ts'
 import { logEventWrites } from './sql-log-events.ts'
 import { applyObjects } from './sql-objects.ts'
@@ -49,6 +51,7 @@ export function planBatch(sqlDialect: SqlDialect, databaseId: string, batch: Ing
   const writeObjects = applyObjects(reads, databaseId, batch)
   const writeInternals = applyInternals(reads, databaseId, batch)
   const writeEvents = applyEvents(reads, databaseId, batch)
+  const writeAvailability = availabilityWrites.plan(reads, databaseId, batch)
   return {
     reads,
     async write(tx, database, also = [], last = false) {
@@ -64,6 +67,7 @@ export function planBatch(sqlDialect: SqlDialect, databaseId: string, batch: Ing
       applySnapshots(writes, databaseId, batch)
       hostWrites.applyHost(writes, databaseId, batch)
       writeEvents(writes, database)
+      writeAvailability(writes, database, now)
       applySessionHistory(writes, databaseId, batch)
       logEventWrites.apply(writes, databaseId, batch)
       applyLogTimeline(writes, databaseId, batch)

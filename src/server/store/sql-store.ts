@@ -12,6 +12,7 @@ import { type MembersStore, membersStore } from './sql-members.ts'
 import { type RetentionStore, retentionStore } from './sql-retention.ts'
 import { type InternalsReader, internalsReader } from './sql-internals.ts'
 import { type LogEventReads, logEventStore } from './sql-log-events.ts'
+import { type AvailabilityReads, availabilityStore, isReportOnly } from './sql-availability.ts'
 import { type ObjectsReader, objectsReader } from './sql-objects.ts'
 import { latestSettings, listEvents } from './sql-events.ts'
 import { type ServerChangeReads, serverChangeReads } from './sql-server-changes.ts'
@@ -110,6 +111,7 @@ export class SqlStore implements Store {
   readonly internals: InternalsReader
   readonly logEvents: LogEventReads
   readonly serverChanges: ServerChangeReads
+  readonly databaseAvailability: AvailabilityReads
   readonly clickhouse: ClickHouseReader
   readonly host: HostReads
   readonly health: HealthStore
@@ -150,6 +152,7 @@ export class SqlStore implements Store {
     this.internals = internalsReader(driver)
     this.logEvents = logEventStore(driver)
     this.serverChanges = serverChangeReads(driver)
+    this.databaseAvailability = availabilityStore(driver)
     this.clickhouse = clickhouseReader(driver)
     this.host = new SqlHostReads(driver)
     this.health = healthStore(driver)
@@ -575,6 +578,12 @@ export class SqlStore implements Store {
       }
       // The database's last_seen_at goes with the batch's writes, the transaction's last statements (one
       // exchange with COMMIT on PostgreSQL).
+      // A report that the database is down (the header and availability only) carries no data: last_seen_at
+      // stays the time of the latest data, and the report's own time is kept by sql-availability.ts.
+      if (isReportOnly(batch)) {
+        effects = await plan.write(tx, database, [], true)
+        return { kind: 'applied', database }
+      }
       const seen = {
         sql: 'UPDATE databases SET last_seen_at = $1, engine_version = COALESCE($2, engine_version) WHERE id = $3',
         params: [now, batch.database.engine_version ?? null, database.id],

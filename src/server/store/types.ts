@@ -1,5 +1,6 @@
 import type { IngestBatch } from '../../shared/wire.ts'
 import type { StoreAvailability } from './availability.ts'
+import type { AvailabilityReads } from './sql-availability.ts'
 import type { ApiKeyStore } from './sql-api-keys.ts'
 import type { ClickHouseReader } from './sql-clickhouse.ts'
 import type { HostReads } from './sql-host.ts'
@@ -134,6 +135,8 @@ export interface Store extends ApiKeyStore {
   readonly history: SessionHistoryReader
   /** Reads of waits, replication, bgwriter, WAL, I/O and database statistics (sql-internals.ts). */
   readonly internals: InternalsReader
+  /** Whether each database answers its agent: its state, outages and agent silences (sql-availability.ts; ingest writes them in planBatch). */
+  readonly databaseAvailability: AvailabilityReads
   /** Reads of the server log's entries and their counts (sql-log-events.ts; ingest writes them in planBatch). */
   readonly logEvents: LogEventReads
   /** Reads of the server's restarts, version and setting changes, and its start (sql-server-changes.ts; ingest derives them in sql-events.ts). */

@@ -5,7 +5,7 @@
 import { t } from 'elysia'
 import { Nullable, Timestamp } from './common.ts'
 import { QUERY_P99_DESCRIPTION } from './clickhouse.ts'
-import { Engine } from './databases.ts'
+import { AvailabilityFields, Engine } from './databases.ts'
 
 export const Severity = t.Union([t.Literal('critical'), t.Literal('warning'), t.Literal('info')])
 
@@ -102,7 +102,10 @@ export const Overview = t.Object(
   {
     engine: Engine,
     status: t.Union([t.Literal('connected'), t.Literal('disconnected')]),
-    last_seen_at: Nullable(Timestamp('when the last batch arrived')),
+    last_seen_at: Nullable(Timestamp('when the last batch with data arrived')),
+    ...AvailabilityFields,
+    uptime_24h: Nullable(t.Number({ minimum: 0, maximum: 1, description: 'up / (up + down) over the last 24 hours; time the agent was silent counts as neither' })),
+    uptime_30d: Nullable(t.Number({ minimum: 0, maximum: 1, description: 'the same over 30 days (per day: GET /databases/{id}/availability)' })),
     health_score: t.Integer({ description: "the doctor's score, 0-100" }),
     ...figures,
     cache_hit_ratio: t.Optional(

@@ -21,6 +21,10 @@ export const EVENT_KINDS = [
   'plan_change',
   /** A server log entry of an important kind (src/shared/log-kinds.ts TIMELINE_LOG_KINDS): crash, out of memory, disk full, ... */
   'log_event',
+  /** The agent reported the database unreachable (an outage starts; its cause in the title, the driver's message in the detail). */
+  'database_down',
+  /** The database answered the agent again (the outage ends; how long it lasted in the detail). */
+  'database_up',
 ] as const
 
 /** An event; the optional fields are left out when empty. */

@@ -105,9 +105,12 @@ function LiveAgo({ at }: { at: string | null }) {
 /** How often the header asks for the database's status: at the agent's poll interval, from 1 s to 30 s. */
 export const healthPollMs = (pollIntervalSeconds: number) => 1000 * Math.min(30, Math.max(1, pollIntervalSeconds || 10))
 
+/** What GET /databases/{id}/health answers: the status, the last batch and the availability. */
+type LiveHealth = Pick<Database, 'status' | 'last_seen_at' | 'reason' | 'down_since' | 'cause' | 'cause_message' | 'agent_last_heard_at' | 'data_as_of'>
+
 /** The database's status and last batch, read every poll interval (one row read on the server). */
-function useLiveHealth(db: Database | undefined): Pick<Database, 'status' | 'last_seen_at'> | undefined {
-  const health = useApi<Pick<Database, 'status' | 'last_seen_at'>>(db ? `/databases/${encodeURIComponent(db.id)}/health` : null)
+function useLiveHealth(db: Database | undefined): LiveHealth | undefined {
+  const health = useApi<LiveHealth>(db ? `/databases/${encodeURIComponent(db.id)}/health` : null)
   useEvery(healthPollMs(db?.poll_interval_seconds ?? 10), health.reload)
   return health.data
 }
@@ -120,6 +123,22 @@ function StaleBanner({ db }: { db: Database }) {
         <strong>Data from {fmtClock(db.last_seen_at)}</strong>: the agent's last batch came <LiveAgo at={db.last_seen_at} />, and it reports every{' '}
         {db.poll_interval_seconds} s. These pages show the database as it was then, not now; check that <code>dbm agent</code> is running and can
         reach the database and this server.
+      </p>
+    </div>
+  )
+}
+
+/**
+ * The notice over the pages of a database its agent reports down: since when, why, and that what the
+ * pages show is as of the last data before it (never as current).
+ */
+function DownBanner({ db }: { db: LiveHealth }) {
+  return (
+    <div class="banner banner-critical" role="status" data-down>
+      <p>
+        <strong>Down since {fmtClock(db.down_since)}</strong>: <DbText text={db.cause_message ?? db.cause ?? 'unreachable'} />
+        {db.data_as_of ? <>; data below as of {fmtClock(db.data_as_of)}</> : <>; no data was collected before it</>}. The agent is running and
+        reports at every ping (last heard <LiveAgo at={db.agent_last_heard_at} />).
       </p>
     </div>
   )
@@ -214,7 +233,7 @@ function DatabaseView({ id, tab, item, query }: LayoutProps) {
   const health = useLiveHealth(db.data)
   // The record with the status and last batch read last (the record's own are up to a minute old).
   const record = db.data
-  const shown = useMemo(() => (record && health ? { ...record, ...health } : record), [record, health?.status, health?.last_seen_at])
+  const shown = useMemo(() => (record && health ? { ...record, ...health } : record), [record, health?.status, health?.last_seen_at, health?.reason, health?.cause_message, health?.agent_last_heard_at])
 
   const tabs = db.data ? TABS[db.data.engine] : []
   const current = tabs.find((t) => t.slug === tab)
@@ -273,7 +292,7 @@ function DatabaseView({ id, tab, item, query }: LayoutProps) {
   return (
     <main class="db-page">
       <Header db={live} doctor={diagnosis.data} />
-      {isStale(live) && <StaleBanner db={live} />}
+      {live.reason === 'database_down' ? <DownBanner db={live} /> : isStale(live) && <StaleBanner db={live} />}
       <nav class="tabs" ref={tabStrip} aria-label={`Sections of ${escapeInvisible(db.data.name)}`}>
         {tabs.map((t) => (
           <a key={t.slug} href={withWindow(dbHref(db.data!, t.slug), query)} aria-current={t.slug === tab ? 'page' : undefined}>

@@ -5,7 +5,7 @@
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks'
 import { api, get } from '../api.ts'
 import { DbText, escapeInvisible } from '../components/invisible.tsx'
-import { Empty, ErrorBox, Loading, ago, fmtNum, fmtTime, useEscape } from '../components/ui.tsx'
+import { Empty, ErrorBox, Loading, ago, fmtClock, fmtNum, fmtTime, useEscape } from '../components/ui.tsx'
 import type { Static } from '@sinclair/typebox'
 import type { Database, DatabaseHealth as DatabaseHealthSchema } from '../../shared/api/databases.ts'
 
@@ -240,6 +240,16 @@ export function DatabaseList() {
                     </td>
                     <td>
                       <StatusBadge status={db.status} />
+                      {db.reason === 'database_down' && (
+                        <div class="small error" data-down>
+                          down since {fmtClock(db.down_since)}: <DbText text={db.cause_message ?? db.cause ?? 'unreachable'} />
+                        </div>
+                      )}
+                      {db.availability_30d !== null && db.availability_30d !== undefined && (
+                        <div class="small muted" title="up / (up + down) over 30 days; time the agent was silent counts as neither">
+                          {(db.availability_30d * 100).toFixed(2)}% up (30 d)
+                        </div>
+                      )}
                     </td>
                     <td class="num">
                       {overview instanceof Error ? (

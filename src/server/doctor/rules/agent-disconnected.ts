@@ -1,5 +1,7 @@
 // The agent stopped sending (or never sent) data for this database: every other finding is then based
-// on old numbers, or on none.
+// on old numbers, or on none. The agent is heard from by its batches and by its reports that the database
+// is down (sql-availability.ts): a database the agent reports down is database_unreachable's, never this
+// rule's.
 import { databaseDefaults } from '../../limits.ts'
 import { commentText } from '../sql-text.ts'
 import { type Rule, duration } from '../types.ts'
@@ -16,7 +18,8 @@ export const agentDisconnected: Rule<typeof defaults> = {
   thresholds: defaults,
   async check(ctx) {
     const { db, now } = ctx
-    if (db.last_seen_at === null) {
+    const reported = await ctx.availability()
+    if (db.last_seen_at === null && !reported) {
       return [
         {
           severity: 'warning',
@@ -30,13 +33,14 @@ export const agentDisconnected: Rule<typeof defaults> = {
       ]
     }
     const { min_silence_s } = ctx.thresholds(agentDisconnected)
-    const silence = now - db.last_seen_at
+    const heard = Math.max(db.last_seen_at ?? 0, reported?.heard_at ?? 0)
+    const silence = now - heard
     if (silence <= Math.max(3 * db.poll_interval_seconds, min_silence_s) * 1000) return []
     return [
       {
         severity: 'critical',
         title: 'The agent has stopped sending data',
-        detail: `The last batch for "${db.name}" arrived ${duration(silence)} ago (poll interval ${db.poll_interval_seconds} s); the other findings describe the database as it was then.`,
+        detail: `Nothing from the agent for "${db.name}" (no batch, no availability report) for ${duration(silence)} (poll interval ${db.poll_interval_seconds} s); the other findings describe the database as it was then.`,
         recommendation: 'Check that the agent is running and can reach both the database and this server; its /healthz names the failing side.',
         how_to_investigate: ['curl http://<agent health address>/healthz', 'dbm agent --check --config config.yaml', 'journalctl -u dbm-agent --since "1 hour ago"   # or the agent pod\'s logs'],
         how_to_fix: ['systemctl restart dbm-agent   # or: kubectl rollout restart deployment/dbm-agent'],

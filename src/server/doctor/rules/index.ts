@@ -1,6 +1,7 @@
 // Every doctor rule, in the order findings of equal severity are listed. One rule per file.
 import type { Rule } from '../types.ts'
 import { agentDisconnected } from './agent-disconnected.ts'
+import { databaseUnreachable } from './database-unreachable.ts'
 import { hostMemoryPressure } from './host-memory.ts'
 import { serverRestarted } from './server-restart.ts'
 import { serverVersionChanged } from './server-version.ts'
@@ -8,4 +9,4 @@ import { settingChanged } from './setting-changes.ts'
 import { postgresRules } from './postgres/index.ts'
 import { clickhouseRules } from './clickhouse/index.ts'
 
-export const rules: Rule[] = [agentDisconnected, serverRestarted, serverVersionChanged, settingChanged, ...postgresRules, ...clickhouseRules, hostMemoryPressure]
+export const rules: Rule[] = [databaseUnreachable, agentDisconnected, serverRestarted, serverVersionChanged, settingChanged, ...postgresRules, ...clickhouseRules, hostMemoryPressure]

@@ -1,0 +1,110 @@
+// Why a database cannot be reached: the class of a failed ping or connection attempt, from the driver's
+// error codes (postgres.js: SQLSTATE in `code`, Node's errno for sockets; @clickhouse/client: the
+// server's numeric error code, Node's errno), looked for through wrapped errors (`cause`, an
+// AggregateError's `errors`). The message travels to the server without passwords (redactSecrets, and
+// the DSN's own password wherever it appears literally).
+import type { AvailabilityCause } from '../shared/wire.ts'
+import { redactSecrets } from '../shared/redact.ts'
+
+const BY_CODE: Record<string, AvailabilityCause> = {
+  ECONNREFUSED: 'refused',
+  ECONNRESET: 'refused',
+  CONNECTION_CLOSED: 'refused',
+  CONNECTION_ENDED: 'refused',
+  CONNECTION_DESTROYED: 'refused',
+  EHOSTUNREACH: 'timeout',
+  ENETUNREACH: 'timeout',
+  ETIMEDOUT: 'timeout',
+  CONNECT_TIMEOUT: 'timeout',
+  ENOTFOUND: 'name_resolution',
+  EAI_AGAIN: 'name_resolution',
+  EAI_NONAME: 'name_resolution',
+  // PostgreSQL SQLSTATE: invalid_authorization_specification, invalid_password.
+  '28000': 'authentication',
+  '28P01': 'authentication',
+  // too_many_connections; cannot_connect_now (starting, shutting down, in recovery) refuses too.
+  '53300': 'too_many_connections',
+  '57P03': 'refused',
+  '57P01': 'refused',
+  '57P02': 'refused',
+  // insufficient_privilege; invalid_catalog_name (the DSN's database is gone) is a permission matter for the user.
+  '42501': 'permission',
+  // query_canceled: a ping past its statement_timeout.
+  '57014': 'timeout',
+  // ClickHouse: AUTHENTICATION_FAILED, UNKNOWN_USER, REQUIRED_PASSWORD, WRONG_PASSWORD.
+  '516': 'authentication',
+  '192': 'authentication',
+  '194': 'authentication',
+  '193': 'authentication',
+  // ClickHouse: ACCESS_DENIED, NOT_ENOUGH_PRIVILEGES.
+  '497': 'permission',
+  '164': 'permission',
+  // ClickHouse: TOO_MANY_SIMULTANEOUS_QUERIES; TIMEOUT_EXCEEDED, SOCKET_TIMEOUT.
+  '202': 'too_many_connections',
+  '159': 'timeout',
+  '209': 'timeout',
+}
+
+/** Node's TLS failures: ERR_TLS_*, ERR_SSL_*, and OpenSSL's certificate verdicts. */
+const TLS_CODE = /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|HOSTNAME_MISMATCH)/
+
+function causeOfCode(code: unknown): AvailabilityCause | undefined {
+  if (typeof code === 'number') code = String(code)
+  if (typeof code !== 'string') return undefined
+  const known = BY_CODE[code]
+  if (known) return known
+  if (TLS_CODE.test(code)) return 'tls'
+  // SQLSTATE class 08: connection exceptions.
+  if (/^08[0-9A-Z]{3}$/.test(code)) return 'refused'
+  return undefined
+}
+
+/** The class of `error`, from its code or a wrapped error's; from its message as a last resort. */
+export function failureClass(error: unknown, depth = 0): AvailabilityCause {
+  return findClass(error, depth) ?? messageClass(error)
+}
+
+function findClass(error: unknown, depth: number): AvailabilityCause | undefined {
+  if (typeof error !== 'object' || error === null || depth > 8) return undefined
+  const e = error as { code?: unknown; errno?: unknown; cause?: unknown; errors?: unknown }
+  const own = causeOfCode(e.code)
+  if (own) return own
+  if (Array.isArray(e.errors)) {
+    for (const inner of e.errors) {
+      const found = findClass(inner, depth + 1)
+      if (found) return found
+    }
+  }
+  return findClass(e.cause, depth + 1)
+}
+
+/** Errors without a code: the runner's own deadlines, and texts the drivers word so. */
+function messageClass(error: unknown): AvailabilityCause {
+  const message = error instanceof Error ? error.message : String(error)
+  if (/took longer than|within \d+ s|timed? ?out|timeout/i.test(message)) return 'timeout'
+  if (/ECONNREFUSED|connection refused|Unable to connect/i.test(message)) return 'refused'
+  if (/certificate|\bTLS\b|\bSSL\b/i.test(message)) return 'tls'
+  if (/authentication failed|password/i.test(message)) return 'authentication'
+  return 'other'
+}
+
+/** The failure's message as the server may keep it: no passwords, at most 2,000 characters, no NUL. */
+export function failureMessage(error: unknown, dsnPassword?: string): string {
+  const e = error as { message?: unknown; code?: unknown }
+  let message = typeof e?.message === 'string' && e.message !== '' ? e.message : String(error)
+  if (typeof e?.code === 'string' && !message.includes(e.code)) message = `${e.code}: ${message}`
+  message = redactSecrets(message)
+  if (dsnPassword && dsnPassword.length >= 3) message = message.split(dsnPassword).join('***')
+  message = message.replaceAll('\u0000', '')
+  return message.length > 2000 ? `${message.slice(0, 1999)}…` : message
+}
+
+/** The password of a URL DSN (postgres://, clickhouse://, http(s)://), decoded; undefined without one. */
+export function dsnPassword(dsn: string): string | undefined {
+  try {
+    const password = new URL(dsn).password
+    return password === '' ? undefined : decodeURIComponent(password)
+  } catch {
+    return /password\s*=\s*'?([^'\s]+)/i.exec(dsn)?.[1]
+  }
+}

@@ -1,0 +1,61 @@
+// The agent runs and reports that it cannot reach the database (sql-availability.ts): one critical
+// finding naming the failure's class and the driver's message, from the agent's first failed ping on.
+// While the agent itself is silent the rule says nothing (agent_disconnected speaks then).
+import { databaseDefaults } from '../../limits.ts'
+import { causeText } from '../../store/sql-availability.ts'
+import { type Rule, duration } from '../types.ts'
+
+const defaults = {
+  /** The agent counts as silent after max(3 × poll interval, this many seconds) without a batch or a report (views.ts). */
+  min_silence_s: databaseDefaults.connectedFloorMs / 1000,
+}
+
+const HOW_TO_INVESTIGATE: Record<string, string[]> = {
+  postgres: ['pg_isready -h <host> -p <port>', 'journalctl -u postgresql --since "1 hour ago"   # or the server log', 'dbm agent --check --config config.yaml'],
+  clickhouse: ['curl http://<host>:8123/ping', 'journalctl -u clickhouse-server --since "1 hour ago"   # or clickhouse-server.err.log', 'dbm agent --check --config config.yaml'],
+}
+
+const RECOMMENDATION: Record<string, string> = {
+  refused: 'Nothing accepts connections at the address: start the server (or check that it listens on this address and port).',
+  timeout: 'The server does not answer in time: check that it runs and is not overloaded, and the network and firewalls between the agent and it.',
+  name_resolution: "The agent cannot resolve the server's host name: check the DSN's host and the agent host's DNS.",
+  tls: "The TLS handshake fails: check the server's certificate and the DSN's sslmode / secure settings.",
+  authentication: "The server refuses the agent's credentials: check the DSN's user and password (was the password changed?).",
+  too_many_connections: 'The server refuses new connections because its connection limit is reached: find what holds the connections, or raise the limit.',
+  permission: "The agent's user may not connect to this database: grant it CONNECT (or the ClickHouse access it needs).",
+  other: "Read the driver's message above and the server's log.",
+}
+
+export const databaseUnreachable: Rule<typeof defaults> = {
+  id: 'database_unreachable',
+  engine: 'any',
+  category: 'availability',
+  thresholds: defaults,
+  async check(ctx) {
+    const { db, now } = ctx
+    const reported = await ctx.availability()
+    if (reported?.state !== 'down') return []
+    const { min_silence_s } = ctx.thresholds(databaseUnreachable)
+    const heard = Math.max(db.last_seen_at ?? 0, reported.heard_at)
+    if (now - heard > Math.max(3 * db.poll_interval_seconds, min_silence_s) * 1000) return []
+    const engine = db.engine === 'clickhouse' ? 'ClickHouse' : 'PostgreSQL'
+    const cause = reported.cause ?? 'other'
+    const dataAsOf = reported.data_as_of === null ? 'no data was collected before it' : `the data shown is as of ${new Date(reported.data_as_of).toISOString()}`
+    return [
+      {
+        severity: 'critical',
+        title: `${engine} is unreachable: ${causeText(cause)}`,
+        detail:
+          `The agent cannot reach "${db.name}" (${db.host}:${db.port}) since ${new Date(reported.since).toISOString()} (${duration(now - reported.since)}): ` +
+          `${reported.message ?? causeText(cause)}. The agent itself is running and reports at every ping; ${dataAsOf}.`,
+        recommendation: RECOMMENDATION[cause] ?? RECOMMENDATION.other!,
+        how_to_investigate: HOW_TO_INVESTIGATE[db.engine] ?? [],
+        // Nothing to paste: what to do depends on the cause, which the recommendation names.
+        how_to_fix: [],
+        // The report's own time: the finding is as current as the agent's latest ping.
+        as_of: reported.reported_at,
+        metrics: { down_since: reported.since, cause, down_s: Math.round((now - reported.since) / 1000) },
+      },
+    ]
+  },
+}

@@ -1,0 +1,97 @@
+// Availability figures of one database from its outages and its agent's silences (sql-availability.ts):
+// over a window, the time it was down, the time nobody knows (the agent sent nothing: a stored silence, or
+// the silence going on now), and the rest up. The ratio is up / (up + down): unknown time is counted in
+// neither, and null when nothing is known. Per day: UTC days, oldest first.
+import type { AvailabilitySpans } from './store/sql-availability.ts'
+
+const DAY = 86_400_000
+
+export interface UptimeFigures {
+  up_ms: number
+  down_ms: number
+  unknown_ms: number
+  /** up / (up + down), 4 decimals; null when neither. */
+  ratio: number | null
+}
+
+export interface UptimeDay extends UptimeFigures {
+  /** The UTC day, YYYY-MM-DD. */
+  date: string
+}
+
+type Span = [number, number]
+
+/** Merges overlapping spans (sorted by start). */
+function merged(spans: Span[]): Span[] {
+  const out: Span[] = []
+  for (const [a, b] of [...spans].sort((x, y) => x[0] - y[0])) {
+    const last = out[out.length - 1]
+    if (last && a <= last[1]) last[1] = Math.max(last[1], b)
+    else if (b > a) out.push([a, b])
+  }
+  return out
+}
+
+/** The length of `spans` (merged) within [from, to). */
+function within(spans: Span[], from: number, to: number): number {
+  let total = 0
+  for (const [a, b] of spans) total += Math.max(0, Math.min(b, to) - Math.max(a, from))
+  return total
+}
+
+/** The parts of `spans` not covered by `cut` (both merged). */
+function minus(spans: Span[], cut: Span[]): Span[] {
+  const out: Span[] = []
+  for (const [a, b] of spans) {
+    let start = a
+    for (const [c, d] of cut) {
+      if (d <= start || c >= b) continue
+      if (c > start) out.push([start, c])
+      start = Math.max(start, d)
+    }
+    if (start < b) out.push([start, b])
+  }
+  return out
+}
+
+export interface UptimeInput {
+  spans: AvailabilitySpans
+  /** When the database was registered: time before it is unknown. */
+  createdAt: number
+  /** When the agent was last heard from (a batch or a report); null: never. */
+  lastHeardAt: number | null
+  /** After this long without a word from the agent, its silence counts as unknown. */
+  silentAfterMs: number
+  now: number
+}
+
+function spansOf(input: UptimeInput): { down: Span[]; unknown: Span[] } {
+  const { spans, now } = input
+  const unknown: Span[] = spans.silences.map((s) => [s.started_at, s.ended_at])
+  unknown.push([Number.MIN_SAFE_INTEGER, input.createdAt])
+  if (input.lastHeardAt === null) unknown.push([input.createdAt, now])
+  else if (now - input.lastHeardAt > input.silentAfterMs) unknown.push([input.lastHeardAt, now])
+  const silent = merged(unknown)
+  // An outage still open lasts until now, less the time the agent has been silent.
+  const down = minus(merged(spans.outages.map((o): Span => [o.started_at, o.ended_at ?? now])), silent)
+  return { down, unknown: silent }
+}
+
+function figures(down: Span[], unknown: Span[], from: number, to: number): UptimeFigures {
+  const end = Math.max(from, to)
+  const downMs = within(down, from, end)
+  const unknownMs = within(unknown, from, end)
+  const upMs = Math.max(0, end - from - downMs - unknownMs)
+  return { up_ms: upMs, down_ms: downMs, unknown_ms: unknownMs, ratio: upMs + downMs > 0 ? Number((upMs / (upMs + downMs)).toFixed(4)) : null }
+}
+
+/** The figures over [now - days, now) and per UTC day (the first one partial), oldest first. */
+export function uptime(input: UptimeInput, days: number): { total: UptimeFigures; days: UptimeDay[] } {
+  const { down, unknown } = spansOf(input)
+  const from = input.now - days * DAY
+  const list: UptimeDay[] = []
+  for (let day = Math.floor(from / DAY) * DAY; day < input.now; day += DAY) {
+    list.push({ date: new Date(day).toISOString().slice(0, 10), ...figures(down, unknown, Math.max(day, from), Math.min(day + DAY, input.now)) })
+  }
+  return { total: figures(down, unknown, from, input.now), days: list }
+}
