@@ -62,6 +62,7 @@ const SERVER_FAMILIES = {
 const ORGANIZATION_FAMILIES = {
   dbm_databases: 'GAUGE',
   dbm_database_connected: 'GAUGE',
+  dbm_database_up: 'GAUGE',
   dbm_database_last_batch_timestamp_seconds: 'GAUGE',
   dbm_database_health_score: 'GAUGE',
   dbm_database_findings: 'GAUGE',
@@ -240,6 +241,8 @@ describe.each(storeKinds)('GET /metrics (%s store)', (kind: StoreKind) => {
     const events = await ingest(chBatch('events', Date.now() - 5_000))
     const idle = await server.call('POST', '/api/v1/databases', { apiKey: org.key, body: { name: 'idle', engine: 'postgres', host: 'idle.internal', port: 5432 } })
     expect(idle.status).toBe(201)
+    // A database its agent reports unreachable: disconnected, and down with the cause.
+    const down = await ingest({ ...pgBatch('down', Date.now() - 5_000), availability: { state: 'down', since: Date.now() - 60_000, cause: 'refused', message: 'connection refused' } })
     await createHealthMonitor(server.deps, { retentionDays: 30 }).runOnce()
     const hostile = [
       'q"uote',
@@ -261,7 +264,12 @@ describe.each(storeKinds)('GET /metrics (%s store)', (kind: StoreKind) => {
     checkConventions(s)
     expect(familyTypes(s)).toEqual(ORGANIZATION_FAMILIES)
     expect(value(s, 'dbm_databases', { engine: 'postgres', status: 'connected' })).toBe(1 + hostile.length)
-    expect(value(s, 'dbm_databases', { engine: 'postgres', status: 'disconnected' })).toBe(1)
+    expect(value(s, 'dbm_databases', { engine: 'postgres', status: 'disconnected' })).toBe(2)
+    expect(value(s, 'dbm_database_connected', { id: down, name: 'down', engine: 'postgres' })).toBe(0)
+    expect(value(s, 'dbm_database_up', { id: down, name: 'down', cause: 'refused' })).toBe(0)
+    expect(value(s, 'dbm_database_up', { id: orders, name: 'orders', cause: '' })).toBe(1)
+    // never heard from: no up series at all
+    expect(s.get('dbm_database_up')!.metrics.some((m) => m.labels?.id === idle.body.id)).toBe(false)
     expect(value(s, 'dbm_databases', { engine: 'clickhouse', status: 'connected' })).toBe(1)
     expect(value(s, 'dbm_databases', { engine: 'clickhouse', status: 'disconnected' })).toBe(0)
     expect(value(s, 'dbm_database_connected', { id: orders, name: 'orders', engine: 'postgres' })).toBe(1)
@@ -269,7 +277,7 @@ describe.each(storeKinds)('GET /metrics (%s store)', (kind: StoreKind) => {
     expect(value(s, 'dbm_database_connected', { id: idle.body.id, name: 'idle', engine: 'postgres' })).toBe(0)
     // Every hostile name comes back as it was, as the label of its own database's series.
     const connected = s.get('dbm_database_connected')!.metrics
-    expect(connected.length).toBe(3 + hostile.length)
+    expect(connected.length).toBe(4 + hostile.length)
     for (const [name, id] of hostileIds) {
       expect(connected.filter((m) => m.labels?.id === id).map((m) => [m.labels?.name, m.value])).toEqual([[name, '1']])
     }

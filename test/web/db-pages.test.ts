@@ -12,7 +12,7 @@ import { type Session, blockingChains, reconnectDelay, staleAfterMs, streamStatu
 import { DEFAULT_RANGE, RANGES, bucketFor, fmtDuration, windowQuery, withWindow } from '../../src/web/pages/db/common.tsx'
 import { figureLabel, formatFigure } from '../../src/web/pages/db/figures.ts'
 import { spreadCheckpoints } from '../../src/web/pages/db/internals.tsx'
-import { CARD_RULES, doctorVerdict, rangeWords, worseTone } from '../../src/web/pages/db/overview.tsx'
+import { CARD_RULES, availabilityCard, doctorVerdict, rangeWords, worseTone } from '../../src/web/pages/db/overview.tsx'
 import { healthPollMs } from '../../src/web/pages/database.tsx'
 import { latestRun } from '../../src/web/pages/db/objects.tsx'
 import { groupPlans, spread } from '../../src/web/pages/db/plan-groups.ts'
@@ -427,5 +427,15 @@ describe('overview cards take the doctor’s word', () => {
 describe('the header follows the agent', () => {
   test('it asks for the status at the poll interval, from 1 s to 30 s', () => {
     expect([healthPollMs(1), healthPollMs(10), healthPollMs(300), healthPollMs(0)]).toEqual([1000, 10_000, 30_000, 10_000])
+  })
+})
+
+describe('the overview\'s availability card', () => {
+  test('30 days and 24 hours as percentages, toned by the 30-day share, a dash before any report', () => {
+    expect(availabilityCard({ uptime_30d: 1, uptime_24h: 1 })).toMatchObject({ value: '100 %', sub: 'over 30 days · 100 % in 24 h', tone: undefined })
+    expect(availabilityCard({ uptime_30d: 0.9995, uptime_24h: 0.98 })).toMatchObject({ value: '99.95 %', sub: 'over 30 days · 98.00 % in 24 h', tone: undefined })
+    expect(availabilityCard({ uptime_30d: 0.995, uptime_24h: null }).tone).toBe('warning')
+    expect(availabilityCard({ uptime_30d: 0.9, uptime_24h: 0.5 }).tone).toBe('critical')
+    expect(availabilityCard({ uptime_30d: null, uptime_24h: null })).toMatchObject({ value: '—', sub: 'over 30 days', tone: undefined })
   })
 })

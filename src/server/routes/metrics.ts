@@ -52,7 +52,8 @@ export function metricsRoute(deps: Deps) {
       if (e instanceof HttpError && e.status === 401 && bearerNotKey(request) !== undefined) throw unauthorized(token ? WRONG_TOKEN : NO_TOKEN)
       throw e
     }
-    return organizationExposition(await deps.store.health.organizationFigures(principal.orgId), deps.clock())
+    const [figures, states] = await Promise.all([deps.store.health.organizationFigures(principal.orgId), deps.store.databaseAvailability.states(principal.orgId)])
+    return organizationExposition(figures, states, deps.clock())
   }, {
     response: { 200: t.String({ description: 'the Prometheus text exposition format', contentMediaType: EXPOSITION_CONTENT_TYPE }) },
     detail: {

@@ -104,6 +104,24 @@ type Tone = 'critical' | 'warning' | undefined
 
 const tone = (bad: boolean, warn: boolean): Tone => (bad ? 'critical' : warn ? 'warning' : undefined)
 
+const upText = (ratio: number) => `${(ratio * 100).toFixed(ratio === 1 ? 0 : 2)} %`
+
+/**
+ * The availability card: the share of time the agent found the database up over 30 days and 24 hours
+ * (time the agent itself was silent counts as neither); warning under 99.9 %, critical under 99 %.
+ */
+export function availabilityCard(o: { uptime_24h?: number | null; uptime_30d?: number | null }): { key: string; label: string; value: string; sub: string; tone: Tone } {
+  const up30 = o.uptime_30d ?? null
+  const up24 = o.uptime_24h ?? null
+  return {
+    key: 'availability',
+    label: 'Available',
+    value: up30 === null ? '—' : upText(up30),
+    sub: up24 === null ? 'over 30 days' : `over 30 days · ${upText(up24)} in 24 h`,
+    tone: up30 === null ? undefined : tone(up30 < 0.99, up30 < 0.999),
+  }
+}
+
 /** The doctor's rules behind each card: the card is as bad as their worst finding. */
 export const CARD_RULES: Record<string, string[]> = {
   active: ['pg_connections'],
@@ -117,6 +135,7 @@ export const CARD_RULES: Record<string, string[]> = {
   stuck: ['ch_stuck_mutations'],
   p99: ['ch_query_p99'],
   uptime: ['server_restarted'],
+  availability: ['database_unreachable'],
 }
 
 /**
@@ -172,6 +191,7 @@ function Figures({ db, o, doctor, tw }: { db: Database; o: Overview; doctor: Doc
   }
   // The server's uptime at the latest batch (the restart finding colours it).
   cards.push({ key: 'uptime', label: 'Uptime', value: fmtDuration(o.uptime_s === null ? null : o.uptime_s * 1000), sub: o.server_started_at ? `since ${fmtTime(o.server_started_at)}` : undefined })
+  cards.push({ ...availabilityCard(o), href: dbHref(db, 'events') })
   const stale = isStale(db)
   const asOf = stale ? fmtClock(db.last_seen_at) : ''
   return (
