@@ -339,10 +339,13 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
     const oldest = monitored[0]?.evaluated_at
     oldestDiagnosisMs = oldest === null || oldest === undefined ? 0 : Math.max(0, now - oldest)
     for (const m of monitored) {
-      if (dueBefore !== undefined && m.evaluated_at !== null && m.evaluated_at >= dueBefore) continue
+      // A database that went down or came back since its diagnosis is due at once: its alert opens (or
+      // resolves) within a tick of the agent's report, not at the next minute's pass.
+      const changed = m.state_since !== null && m.evaluated_at !== null && m.state_since > m.evaluated_at
+      if (dueBefore !== undefined && m.evaluated_at !== null && m.evaluated_at >= dueBefore && !changed) continue
       let claimed = false
       try {
-        claimed = await health.claimEvaluation(m.id, instance, now, now + EVALUATION_LEASE_MS, dueBefore)
+        claimed = await health.claimEvaluation(m.id, instance, now, now + EVALUATION_LEASE_MS, changed ? undefined : dueBefore)
         if (claimed) {
           await evaluate(m, now, summary, channelsByOrg)
           diagnosisOutcomes.ok.inc()

@@ -48,6 +48,14 @@ for (const kind of storeKinds) {
         name: 'fleet-00',
         status: 'connected',
         last_seen_at: expect.any(String),
+        // reachability (GET /health's fields): connected, no outage, up all the time it was watched
+        reason: null,
+        down_since: null,
+        cause: null,
+        cause_message: null,
+        agent_last_heard_at: expect.any(String),
+        data_as_of: expect.any(String),
+        availability_30d: 1,
         health_score: null,
         doctor_status: null,
         findings: null,
@@ -144,6 +152,32 @@ for (const kind of storeKinds) {
       const most = Math.floor(elapsed / (everyMs - tickMs)) + 1
       for (const id of ids) expect(diagnosed.get(id)!).toBeLessThanOrEqual(most)
       expect(elapsed / tickMs).toBeGreaterThan(most)
+    })
+
+    test('a database its agent reports down is due at once, not at the next interval, and so is its return', async () => {
+      server.advance(400_000)
+      const now = server.deps.clock()
+      const monitor = createHealthMonitor(server.deps, { retentionDays: 30 })
+      expect((await monitor.runOnce(now)).databases).toBe(12)
+      // Diagnosed a second ago: nothing is due for another minute...
+      const due = now + 1_000 - 60_000
+      expect((await monitor.runDue(now + 1_000, due)).databases).toBe(0)
+      // ...but the agent reports fleet-01 unreachable: it alone is due, and its alert opens in that pass.
+      const report = { ...healthy('fleet-01', now + 500), availability: { state: 'down' as const, since: now + 500, cause: 'refused' as const, message: 'connection refused' } }
+      expect((await server.call('POST', '/api/v1/ingest', { apiKey: key, body: report })).status).toBe(200)
+      const pass = await monitor.runDue(now + 2_000, now + 2_000 - 60_000)
+      expect(pass.databases).toBe(1)
+      expect((await evaluations()).get(ids[1]!)).toBe(now + 2_000)
+      const alerts = await server.call('GET', `/api/v1/databases/${ids[1]}/alerts`, { apiKey: key })
+      expect(alerts.body.map((a: any) => a.rule)).toContain('database_unreachable')
+      // Diagnosed since the report: not due again until the interval, while the outage goes on.
+      expect((await monitor.runDue(now + 3_000, now + 3_000 - 60_000)).databases).toBe(0)
+      // It answers again: due at once, and the alert resolves.
+      const back = { ...healthy('fleet-01', now + 3_500), availability: { state: 'up' as const, since: now + 3_500 } }
+      expect((await server.call('POST', '/api/v1/ingest', { apiKey: key, body: back })).status).toBe(200)
+      expect((await monitor.runDue(now + 4_000, now + 4_000 - 60_000)).databases).toBe(1)
+      const after = await server.call('GET', `/api/v1/databases/${ids[1]}/alerts?status=open`, { apiKey: key })
+      expect(after.body.map((a: any) => a.rule)).not.toContain('database_unreachable')
     })
 
     if (kind === 'sqlite') {

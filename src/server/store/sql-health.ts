@@ -93,6 +93,8 @@ export interface MonitoredDatabase {
   org_verified: boolean
   /** When the health monitor last diagnosed it (null: never). */
   evaluated_at: number | null
+  /** Since when the agent reports the database up or down (sql-availability.ts); null before any report. */
+  state_since: number | null
 }
 
 /** A database's latest diagnosis as the health monitor recorded it (database_health). */
@@ -359,13 +361,21 @@ export function healthStore(driver: SqlDriver) {
     /** Databases that sent data (or were registered) since `since`, with their organization's verification. */
     async monitoredDatabases(since: number): Promise<MonitoredDatabase[]> {
       // Least recently diagnosed first: a pass cut short by time leaves the freshest ones for later.
-      const rows = await driver.all<{ id: string; org_id: string; verified: unknown; evaluated_at: unknown }>(
-        `SELECT d.id, d.org_id, o.verified, h.evaluated_at FROM databases d JOIN organizations o ON o.id = d.org_id
+      // A database whose agent keeps reporting it down is monitored however old its last data.
+      const rows = await driver.all<{ id: string; org_id: string; verified: unknown; evaluated_at: unknown; state_since: unknown }>(
+        `SELECT d.id, d.org_id, o.verified, h.evaluated_at, a.since AS state_since FROM databases d JOIN organizations o ON o.id = d.org_id
          LEFT JOIN database_health h ON h.database_id = d.id
-         WHERE COALESCE(d.last_seen_at, d.created_at) >= $1 ORDER BY COALESCE(h.evaluated_at, 0), d.id`,
+         LEFT JOIN database_availability a ON a.database_id = d.id
+         WHERE COALESCE(d.last_seen_at, d.created_at) >= $1 OR a.heard_at >= $1 ORDER BY COALESCE(h.evaluated_at, 0), d.id`,
         [since],
       )
-      return rows.map((r) => ({ id: r.id, org_id: r.org_id, org_verified: Boolean(r.verified), evaluated_at: numOrNull(r.evaluated_at) }))
+      return rows.map((r) => ({
+        id: r.id,
+        org_id: r.org_id,
+        org_verified: Boolean(r.verified),
+        evaluated_at: numOrNull(r.evaluated_at),
+        state_since: numOrNull(r.state_since),
+      }))
     },
     /**
      * Takes the database's evaluation for `by` until `leaseUntil`, unless another process holds it
