@@ -88,7 +88,8 @@ const SNAPSHOT_AFTER_MS = 10 * 60_000
  * The `at` that opens the Locks page on the snapshot showing an entry's wait: the page shows the last
  * snapshot at or before `at` (history.tsx snapshotIndex). A lock wait is logged after deadlock_timeout and
  * goes on, so the first snapshot at or after the entry shows it: its own time. A lock acquired after a
- * wait, or a deadlock, is logged as the wait ends: the last snapshot before it, the entry's own time.
+ * wait, or a deadlock, is logged as the wait ends: the last snapshot before it, the entry's own time (as
+ * for a lock wait with no snapshot in the SNAPSHOT_AFTER_MS after it).
  */
 export function lockMomentAt(e: Pick<LogEventEntry, 'kind' | 'ts'>, snapshots: readonly { at: number }[]): number {
   const ts = Date.parse(e.ts)
@@ -103,12 +104,14 @@ export function lockMomentAt(e: Pick<LogEventEntry, 'kind' | 'ts'>, snapshots: r
 function LockMoment({ db, e }: { db: PageProps['db']; e: LogEventEntry }) {
   const ts = Date.parse(e.ts)
   const history = useApi<SnapshotTimes>(
-    apiPath(db, `/active/history?since=${encodeURIComponent(new Date(ts).toISOString())}&until=${encodeURIComponent(new Date(ts + SNAPSHOT_AFTER_MS).toISOString())}&limit=1000`),
+    e.kind !== 'lock_wait' ? null : apiPath(db, `/active/history?since=${encodeURIComponent(new Date(ts).toISOString())}&until=${encodeURIComponent(new Date(ts + SNAPSHOT_AFTER_MS).toISOString())}&limit=1000`),
   )
   const at = history.data ? lockMomentAt(e, history.data.snapshots) : ts
   const found = e.kind === 'lock_wait' && history.data?.snapshots.some((s) => s.at === at)
   const locks = useApi<LockRow[]>(found && e.pid !== null && typeof e.fields.relation === 'number' ? apiPath(db, `/locks?at=${at}&limit=500`) : null)
   const name = locks.data?.find((l) => l.pid === e.pid && !l.granted && l.relation_name)?.relation_name ?? null
+  // The link once the snapshots are known (or could not be read: the entry's own time).
+  if (e.kind === 'lock_wait' && !history.data && !history.error) return <span class="muted">Locks at that moment…</span>
   return (
     <>
       <a href={`${dbHref(db, 'locks')}?at=${at}`} data-lock-moment={at}>

@@ -177,7 +177,7 @@ export const requestedCheckpoints: Rule<typeof defaults> = {
     const sizing =
       walPerTimeout === null
         ? ''
-        : ` About ${bytes(walPerTimeout)} of WAL is written per checkpoint_timeout (${duration(timeoutMs)}); max_wal_size is ${current === undefined ? 'not reported' : bytes(current)}` +
+        : ` About ${bytes(Math.round(walPerTimeout))} of WAL is written per checkpoint_timeout (${duration(timeoutMs)}); max_wal_size is ${current === undefined ? 'not reported' : bytes(current)}` +
           (!holds
             ? toSet
               ? `, and ${toSet} would let checkpoints come from the timeout.`
@@ -204,7 +204,7 @@ export const requestedCheckpoints: Rule<typeof defaults> = {
     const elsewhereWords =
       fromLog
         ? ` ${causes.manual} checkpoint${causes.manual === 1 ? ' was' : 's were'} forced (${[...causes.manualReasons].map(([r, n]) => `"checkpoint starting: ${r}" ×${n}`).join(', ')}): a CHECKPOINT command, pg_backup_start() or a base backup (pg_basebackup, pgBackRest, WAL-G), or CREATE DATABASE${regular ? `, about every ${duration(regular)} (a scheduled job)` : ''}. More WAL room would not change them.`
-        : ' max_wal_size is not what requests them: CHECKPOINT commands, base backups or restarts do.'
+        : ' CHECKPOINT commands, base backups or restarts request them; more WAL room would not change them.'
     if (cause === 'elsewhere') {
       return [
         {
