@@ -99,6 +99,36 @@ export const LOG_KIND_NAMES = Object.keys(LOG_KINDS) as LogKind[]
 export const LOG_SEVERITIES = ['debug', 'info', 'log', 'notice', 'warning', 'error', 'fatal', 'panic'] as const
 export type LogSeverity = (typeof LOG_SEVERITIES)[number]
 
+/**
+ * Kinds that are a problem whatever level PostgreSQL logs them at, and the least severity they count as
+ * (their importance): `archive command failed`, a backend killed by a signal, `could not fork` and the
+ * start of crash recovery are logged at LOG, and "checkpoints are occurring too frequently" too. The
+ * severity filters of the log-events API and the Logs page use an entry's importance, the higher of the
+ * severity it was logged at and its kind's one here; the entry keeps the severity it was logged at.
+ */
+export const LOG_KIND_IMPORTANCE: Partial<Record<LogKind, LogSeverity>> = {
+  archive_failed: 'error',
+  server_crash: 'error',
+  could_not_fork: 'error',
+  out_of_memory: 'error',
+  disk_full: 'error',
+  recovery: 'warning',
+  checkpoints_too_frequent: 'warning',
+}
+
+/** An entry's importance: the severity it was logged at, raised to its kind's (LOG_KIND_IMPORTANCE). */
+export function importanceOf(kind: string, severity: string): string {
+  const floor = (LOG_KIND_IMPORTANCE as Record<string, LogSeverity | undefined>)[kind]
+  if (floor === undefined) return severity
+  const rank = (s: string) => (LOG_SEVERITIES as readonly string[]).indexOf(s)
+  return rank(severity) >= rank(floor) ? severity : floor
+}
+
+/** The kinds whose own importance is one of `severities`: they match a severity filter at any logged level. */
+export function kindsRaisedTo(severities: readonly string[]): LogKind[] {
+  return (Object.entries(LOG_KIND_IMPORTANCE) as [LogKind, LogSeverity][]).filter(([, s]) => severities.includes(s)).map(([k]) => k)
+}
+
 /** Kinds that also appear in the database's events timeline. */
 export const TIMELINE_LOG_KINDS: readonly LogKind[] = ['server_crash', 'out_of_memory', 'disk_full', 'archive_failed', 'recovery', 'could_not_fork']
 

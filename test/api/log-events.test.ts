@@ -55,6 +55,7 @@ for (const kind of storeKinds) {
         kind: 'error',
         category: 'errors',
         severity: 'error',
+        importance: 'error',
         sqlstate: '23505',
         message: 'duplicate key value violates unique constraint "orders_pkey"',
         fingerprint: 'duplicate key value violates unique constraint ?',
@@ -142,6 +143,35 @@ for (const kind of storeKinds) {
       expect(await s.rowCount('log_entries', id)).toBe(4)
     })
 
+    test('the summary takes the list filters; severity filters match importance: an archive failure logged at LOG is an error', async () => {
+      const name = `log-filters-${kind}`
+      const entries = [
+        ...Array.from({ length: 3 }, (_, i) => logEntry('archive_failed', at(8, i), { severity: 'log', message: 'archive command failed with exit code 7', fields: { exit_code: 7 } })),
+        logEntry('error', at(8, 10), { severity: 'error' }),
+        logEntry('checkpoint', at(8, 11), { severity: 'log' }),
+        logEntry('other', at(8, 12), { severity: 'warning' }),
+      ]
+      // 5 archive failures counted but not sent whole: still counted under their kind and severity
+      const dropped = Array.from({ length: 5 }, (_, i) => logEntry('archive_failed', at(8, 20 + i), { severity: 'log' }))
+      const id = await s.ingest(pgBatch(name, at(9), { log_events: logSection(entries, dropped) }))
+      const win = range(at(8), at(9))
+      const counted = async (q: string) => {
+        const summary = await s.ok(id, `/log-events/summary?${win}&${q}`)
+        return [summary.total, Object.fromEntries(summary.kinds.map((k: any) => [k.kind, k.total]))]
+      }
+      const listed = async (q: string) => (await s.ok(id, `/log-events?${win}&${q}`)).entries.map((e: any) => [e.kind, e.severity, e.importance])
+      expect(await counted('severity=warning')).toEqual([10, { archive_failed: 8, error: 1, other: 1 }])
+      expect(await listed('severity=warning')).toEqual([['other', 'warning', 'warning'], ['error', 'error', 'error'], ...Array(3).fill(['archive_failed', 'log', 'error'])])
+      expect(await counted('severity=error')).toEqual([9, { archive_failed: 8, error: 1 }])
+      expect(await counted('severity=fatal')).toEqual([0, {}])
+      expect(await counted('category=archive')).toEqual([8, { archive_failed: 8 }])
+      expect(await counted('kind=checkpoint,other')).toEqual([2, { checkpoint: 1, other: 1 }])
+      expect(await counted('kind=checkpoint&severity=warning')).toEqual([0, {}])
+      expect((await s.ok(id, `/log-events/summary?${win}&kind=archive_failed`)).kinds[0].by_severity).toEqual({ log: 8 })
+      const bad = await s.get(id, '/log-events/summary?severity=loud')
+      expect([bad.status, String(bad.body.error).startsWith('severity must be one of')]).toEqual([400, true])
+    })
+
     test('crash, out-of-memory and archive failures reach the events timeline; a burst is one event', async () => {
       const name = `log-timeline-${kind}`
       const oom = Array.from({ length: 8 }, (_, i) => logEntry('out_of_memory', at(6, i), { severity: 'error', message: 'out of memory <script>' }))
@@ -157,7 +187,8 @@ for (const kind of storeKinds) {
       )
       const events = (await s.ok(id, `/events?${range(at(0), at(30))}`)).filter((e: any) => e.kind === 'log_event')
       expect(events.map((e: any) => [e.ts, e.severity, e.title])).toEqual([
-        [new Date(at(6, 40)).toISOString(), 'warning', 'Archive command failed: archive command failed with exit code 1'],
+        // critical, as pg_archiver_failing judges the same failure
+        [new Date(at(6, 40)).toISOString(), 'critical', 'Archive command failed: archive command failed with exit code 1'],
         [new Date(at(6, 30)).toISOString(), 'critical', 'Server crash: server process (PID 77) was terminated by signal 9: Killed'],
         [new Date(at(6)).toISOString(), 'critical', 'Out of memory: 8 entries in one minute, the first: out of memory <script>'],
       ])
@@ -196,6 +227,7 @@ for (const kind of storeKinds) {
       expect(list.responses['200'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/LogEventList' })
       const summary = doc.paths['/api/v1/databases/{id}/log-events/summary'].get
       expect(summary.responses['200'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/LogEventSummary' })
+      expect(summary.parameters.map((p: any) => p.name).sort()).toEqual(['bucket', 'category', 'id', 'kind', 'severity', 'since', 'until'])
       expect(Object.keys(doc.components.schemas)).toContain('LogEvent')
     })
   })

@@ -76,7 +76,7 @@ test('an inactive slot: warning past 1 MB retained, critical past 6 MB, gone onc
   expect((await rig.findings('pg_inactive_replication_slot')).filter((f) => f.key.endsWith(slot))).toEqual([])
 })
 
-test('CHECKPOINT commands are requested checkpoints: critical share; gone once the window has passed', async () => {
+test('CHECKPOINT commands are requested checkpoints that little WAL explains: an info, no max_wal_size; gone once the window has passed', async () => {
   rig = await postgresDoctorRig(17, { thresholds: { pg_requested_checkpoints: { min_checkpoints: 3 } } })
   await rig.cycle()
   expect(await rig.findings('pg_requested_checkpoints')).toEqual([])
@@ -85,17 +85,19 @@ test('CHECKPOINT commands are requested checkpoints: critical share; gone once t
   for (let i = 0; i < 4; i++) await rig.sql`CHECKPOINT`
   await rig.cycle()
   const [finding] = await rig.findings('pg_requested_checkpoints')
+  // The WAL written per checkpoint_timeout (pg_stat_wal) fits in max_wal_size many times: forced, not WAL-driven.
   expect(finding).toMatchObject({
     key: 'pg_requested_checkpoints',
-    severity: 'critical',
+    severity: 'info',
     category: 'configuration',
-    title: 'Most checkpoints are requested, not timed',
+    title: 'Checkpoints are forced by CHECKPOINT commands or backups',
   })
   // Other tests on the shared server may request checkpoints too, and a timed one may fall in between.
   expect(finding.metrics.checkpoints_req).toBeGreaterThanOrEqual(4)
   expect(finding.metrics.requested_share).toBeGreaterThanOrEqual(0.5)
   expect(finding.detail).toContain(`${finding.metrics.checkpoints_req} of ${finding.metrics.checkpoints_req + finding.metrics.checkpoints_timed} checkpoints`)
-  expect(finding.how_to_fix[0]).toStartWith("ALTER SYSTEM SET max_wal_size = '8GB'")
+  expect(finding.detail).toContain('which already holds that: the requested checkpoints come from elsewhere')
+  expect(finding.how_to_fix.join('\n')).not.toContain('max_wal_size')
 
   // Six hours later (max_wal_size raised, no more CHECKPOINT commands) the window holds no requested checkpoints.
   const after = await later(6 * HOUR + 2 * 60_000, async () => {

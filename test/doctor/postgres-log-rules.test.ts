@@ -6,13 +6,19 @@
 // files name the statement with the largest single file and a SET LOCAL work_mem sized from it; out of
 // memory is critical; a logged deadlock names both statements; the archiver finding gains the log's exit code and WAL file. Hostile names (quotes,
 // backslashes, comment ends, newlines, bidi characters) reach fix commands only escaped.
+// What a new user found (issue 25): checkpoints forced by CHECKPOINT or a shutdown are judged by the log's
+// reasons, never a max_wal_size; memory runs low on a host without swap; a cancelled autovacuum is joined
+// to the lock wait logged at that moment; one work_mem per statement; no fix sets what is already on.
 import { describe, expect, test } from 'bun:test'
-import type { LogEvent } from '../../src/shared/wire.ts'
+import type { HostStatus, LogEvent } from '../../src/shared/wire.ts'
 import { agentSession, pgBatch } from '../support/batches.ts'
 import { logEntry, logSection } from '../support/log-events.ts'
 import { storeKinds } from '../support/server.ts'
 
 const MINUTE = 60_000
+const GB = 1024 ** 3
+const ON = { log_checkpoints: 'on', log_lock_waits: 'on', log_temp_files: '0', max_wal_size: '1GB', checkpoint_timeout: '5min', checkpoint_completion_target: '0.9' }
+const host = (memory: HostStatus['memory']): HostStatus => ({ source: 'proc', on_host: true, evidence: 'test', cpu_count: 4, cpu: null, load: null, memory, filesystems: [], devices: [] }) as HostStatus
 const HOSTILE = "we'ird\\\"; DROP TABLE x; */ --\n\u202ename"
 
 for (const kind of storeKinds) {
@@ -112,12 +118,79 @@ for (const kind of storeKinds) {
       // one line, its comment unbroken by the statement's text
       expect(temp.how_to_fix[0]).not.toContain('\n')
       expect(temp.how_to_fix[0].indexOf('*/')).toBe(-1)
+      // one work_mem for the statement, the log's, explained; log_temp_files is on (the log has spills)
+      expect(temp.how_to_fix).toHaveLength(1)
+      expect(temp.how_to_fix[0]).toContain("alone: twice its largest temp file (300.0 MB), since a sort or hash takes more room in memory than in its file")
+    })
+
+    test('checkpoints forced by CHECKPOINT and a shutdown are judged by the log: none, or an info naming them, never max_wal_size', async () => {
+      const t = now()
+      const checkpoint = (reason: string, minutesAgo: number) => logEntry('checkpoint', t - minutesAgo * MINUTE, { message: 'checkpoint complete', fields: { reason, distance_bytes: 1024 * 1024 } })
+      // The user's case: 2 manual CHECKPOINTs, a shutdown checkpoint and a timed one; the statistics call 3 of 4 requested.
+      const few = [checkpoint('immediate force wait', 5), checkpoint('immediate force wait', 9), checkpoint('shutdown immediate', 20), checkpoint('time', 40)]
+      const quiet = await s.ingest(
+        pgBatch(`forced-few-${kind}`, t - 60_000, { server_state: { started_at: t - 86_400_000, settings: ON }, bgwriter: { checkpoints_timed: 1, checkpoints_req: 3 }, log_events: logSection(few) }),
+      )
+      expect(await findings(quiet, 'pg_requested_checkpoints')).toEqual([])
+
+      // A job running CHECKPOINT every 10 minutes: an info naming the pattern, no max_wal_size, no log_checkpoints (on).
+      const job = [...Array.from({ length: 6 }, (_, i) => checkpoint('immediate force wait', 5 + 10 * i)), checkpoint('time', 70)]
+      const forced = await s.ingest(
+        pgBatch(`forced-job-${kind}`, t - 60_000, { server_state: { started_at: t - 86_400_000, settings: ON }, bgwriter: { checkpoints_timed: 1, checkpoints_req: 6 }, log_events: logSection(job) }),
+      )
+      const [cp] = await findings(forced, 'pg_requested_checkpoints')
+      expect(cp).toMatchObject({ severity: 'info', title: 'Checkpoints are forced by CHECKPOINT commands or backups', metrics: { log_forced_checkpoints: 6, log_wal_checkpoints: 0, max_wal_size_to_set: null } })
+      expect(cp.detail).toContain('"checkpoint starting: immediate force wait" ×6')
+      expect(cp.detail).toContain('about every 10.0 min (a scheduled job)')
+      expect(cp.how_to_fix.join('\n')).not.toContain('max_wal_size')
+      expect(cp.how_to_fix.join('\n')).not.toContain('log_checkpoints')
+    })
+
+    test('memory low on a host without swap: a warning, critical lower; a cancelled autovacuum names the waiter of the lock wait logged then', async () => {
+      const t = now()
+      // 825 MB of 24 GB available (3.4 %), no swap: critical; 2 GB of 24 GB (8.3 %): a warning; 10 GB: nothing.
+      const low = await s.ingest(pgBatch(`noswap-low-${kind}`, t - 60_000, { host: host({ total_bytes: 24 * GB, available_bytes: 825 * 1024 * 1024, swap_total_bytes: 0, swap_used_bytes: 0 }) }))
+      const [critical] = await findings(low, 'host_memory_pressure')
+      expect(critical).toMatchObject({ severity: 'critical', title: 'The host is low on memory: 3.4 % available, and no swap', metrics: { available_bytes: 825 * 1024 * 1024, swap_total_bytes: 0 } })
+      const some = await s.ingest(pgBatch(`noswap-some-${kind}`, t - 60_000, { host: host({ total_bytes: 24 * GB, available_bytes: 2 * GB, swap_total_bytes: 0, swap_used_bytes: 0 }) }))
+      expect((await findings(some, 'host_memory_pressure')).map((f: any) => f.severity)).toEqual(['warning'])
+      const plenty = await s.ingest(pgBatch(`noswap-plenty-${kind}`, t - 60_000, { host: host({ total_bytes: 24 * GB, available_bytes: 10 * GB, swap_total_bytes: 0, swap_used_bytes: 0 }) }))
+      expect(await findings(plenty, 'host_memory_pressure')).toEqual([])
+
+      // PostgreSQL 17's own sequence: the waiter logs its lock wait naming the autovacuum (pid 700+i) as holder, then the worker is cancelled.
+      const table = 'app.public.av'
+      const events: LogEvent[] = []
+      for (let i = 0; i < 3; i++) {
+        const ts = t - (10 + i) * MINUTE
+        events.push(
+          logEntry('lock_wait', ts - 2, {
+            pid: 900 + i,
+            user: 'migrator',
+            message: `process ${900 + i} still waiting for ShareUpdateExclusiveLock on relation 16456 of database 16384 after 1000.1 ms`,
+            statement: `LOCK TABLE av IN SHARE UPDATE EXCLUSIVE MODE /* */ ${HOSTILE}`,
+            fields: { mode: 'ShareUpdateExclusiveLock', relation: 16456, wait_ms: 1000.1, holders: [700 + i], waiters: [900 + i] },
+          }),
+          logEntry('autovacuum_cancelled', ts, { pid: 700 + i, severity: 'error', sqlstate: '57014', message: 'canceling autovacuum task', fields: { table } }),
+        )
+      }
+      // a lock wait of an unrelated session at the same moment, holding pid 1: not joined
+      events.push(logEntry('lock_wait', t - 10 * MINUTE - 1, { pid: 555, statement: 'UPDATE other SET x = 1', fields: { mode: 'ShareLock', holders: [1] } }))
+      const id = await s.ingest(pgBatch(`vacuum-join-${kind}`, t - 60_000, { server_state: { started_at: t - 86_400_000, settings: ON }, log_events: logSection(events) }))
+      const [cancelled] = await findings(id, 'pg_log_autovacuum_cancelled')
+      expect(cancelled.metrics).toEqual({ cancellations: 3, blocker_pids: '900,901,902', lock_waits_joined: 3 })
+      expect(cancelled.detail).toContain('The lock was wanted by pid 900, 901, 902 (ShareUpdateExclusiveLock) running: LOCK TABLE av IN SHARE UPDATE EXCLUSIVE MODE /* */ we')
+      expect(cancelled.detail).toContain('(user migrator), as its lock waits logged at the same moment show.')
+      expect(cancelled.detail).not.toContain('UPDATE other')
+      expect(cancelled.how_to_investigate.join('\n')).toContain('-- the statement that wanted the lock: LOCK TABLE av IN SHARE UPDATE EXCLUSIVE MODE / * * / we')
+      // log_lock_waits is on: never advised
+      expect(cancelled.how_to_fix).toEqual(['VACUUM (VERBOSE, ANALYZE) public.av;   -- at a quiet moment; not cancelled by lock requests'])
     })
 
     test('out of memory in the last hour is critical, naming the first; a deadlock names both statements; the archiver finding gains exit code and WAL file', async () => {
       const t = now()
       const id = await s.ingest(
         pgBatch(`faults-${kind}`, t - 60_000, {
+          server_state: { started_at: t - 86_400_000, settings: ON },
           archiver: {
             archive_mode: 'on',
             archive_command_set: true,
@@ -152,6 +225,8 @@ for (const kind of storeKinds) {
       expect(deadlock.metrics).toEqual({ deadlocks_last_hour: 1, deadlocks_last_day: 1 })
       expect(deadlock.detail).toContain('(1) UPDATE a SET x = 1 WHERE id = 1; (2) UPDATE b SET y = 2')
       expect(deadlock.how_to_investigate.at(-1)).toStartWith('-- side 2 of the latest deadlock: UPDATE b SET y = 2 / * * / we')
+      // log_lock_waits is on: not advised
+      expect(deadlock.how_to_fix).toEqual([])
       const [archiver] = await findings(id, 'pg_archiver_failing')
       expect(archiver.metrics).toMatchObject({ log_exit_code: 12, log_wal_file: '00000001000000000000000A' })
       expect(archiver.detail).toContain("exit code 12 on WAL file '00000001000000000000000A'")

@@ -35,7 +35,8 @@ const now = Date.now()
 const MACHINE = new Set(['batch_id', 'agent_version', 'database.engine', 'explain_plans[].source', 'bloat[].kind', 'collector_errors[].level', 'collector_notes[].level',
   // log events, host and backups: kinds, severities, codes and tools are dbm's (or PostgreSQL's) words with a pattern on the wire
   'log_events.source', 'log_events.entries[].kind', 'log_events.entries[].severity', 'log_events.entries[].sqlstate', 'log_events.entries[].query_id',
-  'log_events.counts[].kind', 'log_events.counts[].severity', 'host.source', 'backups.tool', 'backups.backups[].type'])
+  'log_events.counts[].kind', 'log_events.counts[].severity', 'host.source', 'backups.tool', 'backups.backups[].type',
+  'availability.state', 'availability.cause'])
 /** Maps whose keys are names from the database (the others' keys are dbm's metric names). */
 const NAMED_KEYS = new Set(['server_state.settings', 'database.tags', 'server_state.stats_resets'])
 
@@ -78,6 +79,10 @@ function hostileBatch(name: string, engine: 'postgres' | 'clickhouse', at: numbe
     b.indexes!.push({ ...b.indexes![0]!, index_name: hostile(`new_index_${cycle}`) })
     for (const p of b.explain_plans!) p.plan_hash = hostile(`plan-${cycle}`)
   }
+  // ClickHouse's agent reports its database unreachable at the last cycle, with a hostile driver message:
+  // the header's down banner, the list and the doctor's finding show it
+  if (engine === 'clickhouse' && cycle === 2) b.availability = { state: 'down', since: at - 30_000, cause: 'refused', message: hostile('connection refused') }
+  else delete b.availability
   if (engine === 'postgres') {
     // a chain: the first session (idle in its transaction for two hours) blocks the second (running for an hour)
     const [first, second] = b.activity!

@@ -2,7 +2,10 @@
 // first, a page at a time (an opaque cursor on (ts, id)), filtered by kind, category, minimum severity,
 // window and a case-insensitive substring of the message, statement or detail; and
 // /log-events/summary: the exact counts per kind and bucket over a window (from the count table, so
-// entries the agent counted but did not send whole are in them). Shapes: src/shared/api/log-events.ts.
+// entries the agent counted but did not send whole are in them), with the same kind, category and
+// severity filters as the list. The severity filter matches an entry's importance: its logged severity
+// raised to its kind's (LOG_KIND_IMPORTANCE: archive failures are logged at LOG yet are errors).
+// Shapes: src/shared/api/log-events.ts.
 import { Elysia, t } from 'elysia'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
@@ -10,7 +13,7 @@ import { badRequest } from '../http-error.ts'
 import { internalsLimits, logEventLimits } from '../limits.ts'
 import { type StoredLogEntry, severitiesFrom } from '../store/sql-log-events.ts'
 import { rfc3339 } from '../views.ts'
-import { LOG_CATEGORIES, LOG_KINDS, LOG_KIND_NAMES, LOG_SEVERITIES, type LogCategory, type LogKind } from '../../shared/log-kinds.ts'
+import { LOG_CATEGORIES, LOG_KINDS, LOG_KIND_NAMES, LOG_SEVERITIES, type LogCategory, type LogKind, importanceOf } from '../../shared/log-kinds.ts'
 import { LogEventList, LogEventSummary } from '../../shared/api/log-events.ts'
 import { query } from './schema.ts'
 import { clampLimit, databaseFor, limitQuery, parseWindow, windowQuery } from './telemetry-params.ts'
@@ -27,6 +30,33 @@ function nameList(value: string | undefined, field: string, known: readonly stri
     if (!known.includes(name)) throw badRequest(`${field}: unknown value ${JSON.stringify(name.slice(0, 40))}; expected one of: ${known.join(', ')}`)
   }
   return names
+}
+
+/** Text with no NUL (PostgreSQL refuses it in a parameter). */
+const text = (description: string, maxLength: number, error: string) => t.Optional(t.String({ maxLength, pattern: '^[^\\u0000]*$', error, description }))
+/** The kinds (kind and category, both when both are given) and importances a request filters on. */
+function kindAndSeverityFilter(query: { kind?: string; category?: string; severity?: string }): { kinds?: string[]; importances?: string[] } {
+  const kinds = nameList(query.kind, 'kind', LOG_KIND_NAMES)
+  const categories = nameList(query.category, 'category', LOG_CATEGORIES)
+  let selected: string[] | undefined = kinds
+  if (categories) {
+    const ofCategories = LOG_KIND_NAMES.filter((k) => categories.includes(LOG_KINDS[k].category))
+    selected = selected ? selected.filter((k) => ofCategories.includes(k as LogKind)) : ofCategories
+  }
+  const importances = query.severity === undefined ? undefined : severitiesFrom(query.severity)
+  if (query.severity !== undefined && !importances) throw badRequest(`severity must be one of: ${LOG_SEVERITIES.join(', ')} (that severity and above)`)
+  return { kinds: selected, importances }
+}
+
+/** The kind, category and severity filters, the same on the list and the summary. */
+const filterQuery = {
+  kind: text(`log event kinds, comma-separated (${LOG_KIND_NAMES.join(', ')})`, 2000, 'kind must be a comma-separated list of log event kinds'),
+  category: text(`categories, comma-separated (${LOG_CATEGORIES.join(', ')}); with kind: the kinds in both`, 500, 'category must be a comma-separated list of categories'),
+  severity: text(
+    `the lowest severity shown (${LOG_SEVERITIES.join(' < ')}): that one and above, by importance (the logged severity raised to its kind's: archive_failed, server_crash, could_not_fork, out_of_memory and disk_full count as error, recovery and checkpoints_too_frequent as warning)`,
+    16,
+    'severity must be a severity name',
+  ),
 }
 
 /** The cursor of the page after `e`: its (ts, id), opaque to the caller. */
@@ -52,6 +82,7 @@ export function logEntryView(e: StoredLogEntry) {
     kind: e.kind,
     category: categoryOf(e.kind),
     severity: e.severity,
+    importance: importanceOf(e.kind, e.severity),
     sqlstate: e.sqlstate,
     message: e.message,
     fingerprint: e.fingerprint,
@@ -72,8 +103,6 @@ export function logEntryView(e: StoredLogEntry) {
 /** Automatic summary buckets: the smallest of these that cuts the window into at most maxAutoBuckets. */
 const AUTO_BUCKETS_S = [60, 300, 600, 900, 1800, 3600, 7200, 10_800, 21_600, 43_200, 86_400]
 
-/** Text with no NUL (PostgreSQL refuses it in a parameter). */
-const text = (description: string, maxLength: number, error: string) => t.Optional(t.String({ maxLength, pattern: '^[^\\u0000]*$', error, description }))
 
 export function logEventRoutes(deps: Deps) {
   const { store, clock } = deps
@@ -84,17 +113,9 @@ export function logEventRoutes(deps: Deps) {
       async ({ principal, params, query }) => {
         const db = await databaseFor(deps, principal, params.id)
         const window = parseWindow(query, clock())
-        const kinds = nameList(query.kind, 'kind', LOG_KIND_NAMES)
-        const categories = nameList(query.category, 'category', LOG_CATEGORIES)
-        let selected: string[] | undefined = kinds
-        if (categories) {
-          const ofCategories = LOG_KIND_NAMES.filter((k) => categories.includes(LOG_KINDS[k].category))
-          selected = selected ? selected.filter((k) => ofCategories.includes(k as LogKind)) : ofCategories
-        }
-        const severities = query.severity === undefined ? undefined : severitiesFrom(query.severity)
-        if (query.severity !== undefined && !severities) throw badRequest(`severity must be one of: ${LOG_SEVERITIES.join(', ')} (that severity and above)`)
+        const { kinds, importances } = kindAndSeverityFilter(query)
         const limit = clampLimit('log_events', query.limit)
-        const filter = { since: window.since, until: window.until, kinds: selected, severities, q: query.q, before: parseCursor(query.cursor) }
+        const filter = { since: window.since, until: window.until, kinds, importances, q: query.q, before: parseCursor(query.cursor) }
         // One more than the page: whether an older page exists.
         const [found, dropped] = await Promise.all([store.logEvents.entries(db.id, filter, limit + 1), store.logEvents.dropped(db.id, window)])
         const page = found.slice(0, limit)
@@ -107,9 +128,7 @@ export function logEventRoutes(deps: Deps) {
       {
         query: query({
           ...windowQuery,
-          kind: text(`log event kinds, comma-separated (${LOG_KIND_NAMES.join(', ')})`, 2000, 'kind must be a comma-separated list of log event kinds'),
-          category: text(`categories, comma-separated (${LOG_CATEGORIES.join(', ')}); with kind: the kinds in both`, 500, 'category must be a comma-separated list of categories'),
-          severity: text(`the lowest severity shown (${LOG_SEVERITIES.join(' < ')}): that one and above`, 16, 'severity must be a severity name'),
+          ...filterQuery,
           q: text(
             'a text the message, statement or detail contains (case-insensitive; % and _ match themselves)',
             logEventLimits.maxQueryText,
@@ -127,6 +146,7 @@ export function logEventRoutes(deps: Deps) {
       async ({ principal, params, query }) => {
         const db = await databaseFor(deps, principal, params.id)
         const window = parseWindow(query, clock())
+        const filter = kindAndSeverityFilter(query)
         const span = window.until - window.since
         // Minute counts are kept 48 hours, hour counts for the retention: a window reaching further back is counted in whole hours.
         const hoursOnly = window.since < window.minuteFloor
@@ -148,7 +168,7 @@ export function logEventRoutes(deps: Deps) {
             throw badRequest(`bucket too small for this window: at most ${internalsLimits.maxIntervals} buckets per request`)
           }
         }
-        const rows = await store.logEvents.counts(db.id, window, bucketS * 1000)
+        const rows = await store.logEvents.counts(db.id, window, bucketS * 1000, filter)
         const kinds = new Map<string, { total: number; by_severity: Record<string, number> }>()
         const buckets = new Map<number, Record<string, number>>()
         let total = 0
@@ -176,6 +196,7 @@ export function logEventRoutes(deps: Deps) {
       {
         query: query({
           ...windowQuery,
+          ...filterQuery,
           bucket: t.Optional(
             t.String({
               pattern: '^0*[1-9][0-9]{0,19}$',

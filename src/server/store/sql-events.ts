@@ -417,13 +417,16 @@ function objectEvent(
 /** Entries of one timeline kind in one minute shown one by one; past it, the minute's burst is one event. */
 export const LOG_EVENTS_PER_MINUTE = 5
 const LOG_TIMELINE = new Set<string>(TIMELINE_LOG_KINDS)
-/** How serious each timeline kind is on the timeline. */
+/**
+ * How serious each timeline kind is on the timeline: as the doctor judges the same cause (an archive
+ * command failing is pg_archiver_failing's critical, whatever level PostgreSQL logs it at).
+ */
 const LOG_EVENT_SEVERITY: Partial<Record<LogKind, DbEvent['severity']>> = {
   server_crash: 'critical',
   out_of_memory: 'critical',
   disk_full: 'critical',
   could_not_fork: 'critical',
-  archive_failed: 'warning',
+  archive_failed: 'critical',
   recovery: 'warning',
 }
 const oneLine = (text: string) => text.replace(/\s+/g, ' ').trim()

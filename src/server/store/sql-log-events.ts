@@ -5,11 +5,11 @@
 // entries the agent counted but did not send whole under the empty kind. Reads: entries newest first by
 // (ts, id) with their filters, counts per bucket, and what was dropped. Everything from the monitored
 // database stays text reaching SQL only as parameters; `q` is matched with LIKE, its wildcards escaped.
-import { LOG_SEVERITIES } from '../../shared/log-kinds.ts'
+import { LOG_SEVERITIES, kindsRaisedTo } from '../../shared/log-kinds.ts'
 import type { IngestBatch } from '../../shared/wire.ts'
 import type { SqlDriver } from './driver.ts'
 import { int64Counter, saturatingAdd } from './sql-sums.ts'
-import { type Fragment, join, sql } from './sql.ts'
+import { type Fragment, ident, join, sql } from './sql.ts'
 import type { Writes } from './sql-writes.ts'
 import { HOUR_MS, MINUTE_MS, type Window, floorTo, windowClause } from './window.ts'
 
@@ -44,12 +44,22 @@ export interface LogEntryFilter {
   until: number
   /** These kinds only. */
   kinds?: readonly string[]
-  /** These severities only. */
+  /** These severities only, as logged. */
   severities?: readonly string[]
+  /** These importances only: the logged severity raised to the kind's (LOG_KIND_IMPORTANCE). */
+  importances?: readonly string[]
   /** A substring of the message, the statement or the detail, case-insensitive (ASCII letters on SQLite). */
   q?: string
   /** Entries older than this one (the previous page's last): (ts, id) below it. */
   before?: { ts: number; id: string }
+}
+
+/** Which counts a read wants: every condition optional. */
+export interface LogCountFilter {
+  /** These kinds only. */
+  kinds?: readonly string[]
+  /** These importances only (see LogEntryFilter). */
+  importances?: readonly string[]
 }
 
 /** One bucket's count of one kind and severity. */
@@ -65,9 +75,10 @@ export interface LogEventReads {
   entries(databaseId: string, filter: LogEntryFilter, limit: number): Promise<StoredLogEntry[]>
   /**
    * Counts per `bucketMs` bucket (aligned on multiples of it), kind and severity, oldest first, from the
-   * minute rows (and the hour rows where minute rows are no longer kept: window.minuteFloor).
+   * minute rows (and the hour rows where minute rows are no longer kept: window.minuteFloor), of the
+   * kinds and importances the filter names when it does.
    */
-  counts(databaseId: string, window: Window, bucketMs: number): Promise<LogCountRow[]>
+  counts(databaseId: string, window: Window, bucketMs: number, filter?: LogCountFilter): Promise<LogCountRow[]>
   /** Entries the agent counted but did not send whole, in the window. */
   dropped(databaseId: string, window: Window): Promise<number>
 }
@@ -109,6 +120,14 @@ export const DROPPED_KEY = ''
 export function severitiesFrom(min: string): string[] | undefined {
   const i = (LOG_SEVERITIES as readonly string[]).indexOf(min)
   return i < 0 ? undefined : LOG_SEVERITIES.slice(i)
+}
+
+/** The condition an importance filter makes: the logged severity is one of them, or the kind's own importance is. */
+function importanceCondition(alias: '' | 'e.', importances: readonly string[]): Fragment {
+  const raised = kindsRaisedTo(importances)
+  const severity = ident(`${alias}severity`, ['severity', 'e.severity'])
+  const kind = ident(`${alias}kind`, ['kind', 'e.kind'])
+  return raised.length > 0 ? sql`(${severity} IN ${[...importances]} OR ${kind} IN ${raised})` : sql`${severity} IN ${[...importances]}`
 }
 
 /** `text` as a LIKE pattern matching it anywhere, its wildcards and the escape character escaped (ESCAPE '\'). */
@@ -209,6 +228,7 @@ export function logEventStore(driver: SqlDriver): LogEventStore {
       const conditions: Fragment[] = [sql`e.database_id = ${databaseId}`, sql`e.ts >= ${filter.since}`, sql`e.ts < ${filter.until}`]
       if (filter.kinds) conditions.push(sql`e.kind IN ${[...filter.kinds]}`)
       if (filter.severities) conditions.push(sql`e.severity IN ${[...filter.severities]}`)
+      if (filter.importances) conditions.push(importanceCondition('e.', filter.importances))
       if (filter.q !== undefined && filter.q !== '') {
         const pattern = likeContaining(filter.q)
         conditions.push(
@@ -225,9 +245,12 @@ export function logEventStore(driver: SqlDriver): LogEventStore {
       return rows.map(toEntry)
     },
 
-    async counts(databaseId, window, bucketMs) {
+    async counts(databaseId, window, bucketMs, filter = {}) {
+      const conditions: Fragment[] = [sql`database_id = ${databaseId}`, sql`kind <> ${DROPPED_KEY}`, windowClause(window)]
+      if (filter.kinds) conditions.push(sql`kind IN ${[...filter.kinds]}`)
+      if (filter.importances) conditions.push(importanceCondition('', filter.importances))
       const query = sql`SELECT bucket - (bucket % ${bucketMs}) AS b, kind, severity, SUM(count) AS n FROM log_counts
-        WHERE database_id = ${databaseId} AND kind <> ${DROPPED_KEY} AND ${windowClause(window)}
+        WHERE ${join(conditions, sql` AND `)}
         GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`
       const rows = await driver.all(query.sql, query.params)
       return rows.map((r) => ({ bucket: Number(r.b), kind: String(r.kind), severity: String(r.severity), count: Number(r.n) }))

@@ -14,7 +14,10 @@ export const LogEventEntry = t.Object(
     ts: Timestamp('when the server logged it'),
     kind: t.String({ description: `one of ${LOG_KIND_NAMES.join(', ')} (an older server may not know a newer agent's kind)` }),
     category: t.UnionEnum(LOG_CATEGORIES),
-    severity: t.String({ description: `one of ${LOG_SEVERITIES.join(', ')}` }),
+    severity: t.String({ description: `one of ${LOG_SEVERITIES.join(', ')}: as the server logged it` }),
+    importance: t.String({
+      description: "the severity the filters use: the logged one raised to its kind's (archive_failed, server_crash, could_not_fork, out_of_memory, disk_full: error; recovery, checkpoints_too_frequent: warning)",
+    }),
     sqlstate: Nullable(t.String({ description: "PostgreSQL's SQLSTATE (when the log gives it) or ClickHouse's error name" })),
     message: t.String({ description: 'the primary message as logged, secrets masked' }),
     fingerprint: t.String({ description: 'the message with numbers, literals and quoted names replaced: what identical entries share' }),
@@ -44,7 +47,7 @@ export const LogEventList = t.Object(
   { title: 'LogEventList' },
 )
 
-/** Counts per kind per time bucket. */
+/** Counts per kind per time bucket, of the kinds and severities the request's filters select. */
 export const LogEventSummary = t.Object(
   {
     from: Timestamp(),
@@ -57,7 +60,7 @@ export const LogEventSummary = t.Object(
         category: t.UnionEnum(LOG_CATEGORIES),
         label: t.String(),
         total: t.Integer(),
-        /** Counts per severity. */
+        /** Counts per severity as logged. */
         by_severity: t.Record(t.String(), t.Integer()),
       }),
     ),

@@ -1,5 +1,6 @@
 // Host: the database host's CPU, load, memory and swap, each filesystem the database uses (with its
-// roles) with free space over the window and the forecast line drawn to the day it fills, and the I/O
+// roles) with free space over the window and the forecast line drawn to the day it fills (the axis
+// reaching it when it is near, else the line drawn to the window's end with the date in its label), and the I/O
 // of the devices behind them. Without host figures it says why (the agent's note) and shows the
 // database's growth from its size, which every agent sends.
 import { Chart, type ChartSeries, formatValue } from '../../components/chart.tsx'
@@ -20,37 +21,65 @@ const CHARTS: SeriesSpec[] = [
   { name: 'host-load', title: 'Load (1 min)', unit: 'count', keys: [['load1', 'load']] },
 ]
 
+/** The forecast is drawn to the fill time when it comes within this many windows past the window's end. */
+export const FORECAST_REACH = 2
+
 /**
- * Free space over the window and, when the filesystem fills, a forecast series from the latest sample
- * to zero at the fill time (appended as the last time): two points joined by a straight line. Samples
- * after the last known one are left out.
+ * Free space over the window and, when the filesystem fills, a forecast series from the latest sample:
+ * straight to zero at the fill time when that comes within FORECAST_REACH windows after the window's end
+ * (the axis then ends there), else along the trend to the window's end, with the fill time in its label.
+ * Samples after the last known one are left out (a null between the two points would break the line).
+ * `range` is the window [from, to] (epoch ms); the answer's range is the axis to draw.
  */
-export function forecastLine(fs: Pick<Filesystem, 'series' | 'forecast'>): { times: number[]; series: ChartSeries[] } {
+export function forecastLine(
+  fs: Pick<Filesystem, 'series' | 'forecast'>,
+  range?: [number, number],
+): { times: number[]; series: ChartSeries[]; range?: [number, number] } {
   const times = fs.series.map((p) => Date.parse(p.ts))
   const free = fs.series.map((p) => p.available_bytes)
   const fills = fs.forecast.fills_at === null ? null : Date.parse(fs.forecast.fills_at)
   const lastIndex = free.findLastIndex((v) => v !== null)
-  if (fills === null || lastIndex < 0 || fills <= times[lastIndex]!) return { times, series: [{ label: 'free', values: free }] }
-  // Samples after the last known one are left out: a null between the two points would break the line.
+  if (fills === null || lastIndex < 0 || fills <= times[lastIndex]!) return { times, series: [{ label: 'free', values: free }], range }
+  const lastAt = times[lastIndex]!
+  const lastFree = free[lastIndex]!
   const known = free.slice(0, lastIndex + 1)
+  const windowEnd = Math.max(range?.[1] ?? lastAt, lastAt)
+  const span = range ? range[1] - range[0] : windowEnd - (times[0] ?? lastAt)
+  const within = fills <= windowEnd + FORECAST_REACH * span
+  // Within reach: to zero at the fill time. Further: along the same straight line to the window's end.
+  const endAt = within ? fills : windowEnd
+  const endFree = within ? 0 : Math.max(0, lastFree - (lastFree * (endAt - lastAt)) / (fills - lastAt))
+  const label = `forecast: fills ${fmtTime(new Date(fills).toISOString())}`
+  if (endAt <= lastAt) return { times, series: [{ label: 'free', values: free }], range }
   return {
-    times: [...times.slice(0, lastIndex + 1), fills],
+    times: [...times.slice(0, lastIndex + 1), endAt],
     series: [
       { label: 'free', values: [...known, null] },
-      { label: 'forecast', values: [...known.map((v, i) => (i === lastIndex ? v : null)), 0] },
+      { label, values: [...known.map((v, i) => (i === lastIndex ? v : null)), endFree] },
     ],
+    range: range ? [range[0], Math.max(range[1], endAt)] : undefined,
   }
+}
+
+/** The free-space trend in words: shrinking with its fill time, steady, or growing. */
+export function trendWords(fs: Pick<Filesystem, 'forecast'>): string {
+  const trend = fs.forecast.trend
+  if (trend === null) return 'Too little history for a forecast (it needs 10 minutes).'
+  const over = `fitted over ${fmtDuration(trend.basis_seconds * 1000)}`
+  if (fs.forecast.fills_at !== null) return `Fills ${fmtTime(fs.forecast.fills_at)}: free space shrinks by ${formatValue('bytes/s', -trend.rate_bytes_per_s)} (${over}).`
+  if (trend.rate_bytes_per_s > 0) return `Free space grows by ${formatValue('bytes/s', trend.rate_bytes_per_s)} (${over}): no fill date.`
+  if (trend.rate_bytes_per_s < 0) return `Free space shrinks by ${formatValue('bytes/s', -trend.rate_bytes_per_s)} (${over}), too slowly for a fill date.`
+  return `Free space is steady (${over}).`
 }
 
 /** The roles as words: data, WAL, log, tablespace "x", disk "y". */
 const roleWords = (roles: string[]) => roles.map((r) => r.replace(/^tablespace:(.*)$/s, 'tablespace $1').replace(/^disk:(.*)$/s, 'disk $1').replace(/^wal$/, 'WAL')).join(', ')
 
-function FilesystemCard({ fs }: { fs: Filesystem }) {
+function FilesystemCard({ fs, range }: { fs: Filesystem; range: [number, number] }) {
   const used = fs.total_bytes > 0 ? 100 * (1 - fs.available_bytes / fs.total_bytes) : null
-  const line = forecastLine(fs)
-  const trend = fs.forecast.trend
+  const line = forecastLine(fs, range)
   return (
-    <div class="card wide">
+    <div class="card host-fs" data-path={fs.path}>
       <div class="label">
         <DbText text={roleWords(fs.roles)} /> — <DbText text={fs.mount ?? fs.path} />
       </div>
@@ -65,14 +94,8 @@ function FilesystemCard({ fs }: { fs: Filesystem }) {
           </>
         ) : null}
       </div>
-      <div class="sub">
-        {trend === null
-          ? 'Too little history for a forecast (it needs 10 minutes).'
-          : fs.forecast.fills_at === null
-            ? `Free space is not shrinking (${formatValue('bytes/s', trend.rate_bytes_per_s)} over ${fmtDuration(trend.basis_seconds * 1000)}).`
-            : `Fills ${fmtTime(fs.forecast.fills_at)} at ${formatValue('bytes/s', -trend.rate_bytes_per_s)} less free space (fitted over ${fmtDuration(trend.basis_seconds * 1000)}).`}
-      </div>
-      {line.times.length > 1 ? <Chart name="host-filesystem" title="Free space" unit="bytes" times={line.times} series={line.series} /> : null}
+      <p class="host-fs-trend">{trendWords(fs)}</p>
+      {line.times.length > 1 ? <Chart name="host-filesystem" title="Free space" unit="bytes" times={line.times} series={line.series} range={line.range} /> : null}
     </div>
   )
 }
@@ -111,7 +134,11 @@ export function HostPage({ db, query, setQuery }: PageProps) {
                   </>
                 ) : null}
               </p>
-              <div class="cards">{h.filesystems.map((fs) => <FilesystemCard key={fs.path} fs={fs} />)}</div>
+              <div class="host-fs-grid">
+                {h.filesystems.map((fs) => (
+                  <FilesystemCard key={fs.path} fs={fs} range={tw.bounds} />
+                ))}
+              </div>
               {h.devices.length > 0 ? (
                 <table class="data">
                   <thead>

@@ -7,6 +7,8 @@ import type { Static } from '@sinclair/typebox'
 import { Fragment } from 'preact'
 import { useCallback, useEffect, useMemo, useState } from 'preact/hooks'
 import type { LogEventEntry as LogEventEntrySchema, LogEventList as LogEventListSchema, LogEventSummary as LogEventSummarySchema } from '../../../shared/api/log-events.ts'
+import type { Lock as LockSchema } from '../../../shared/api/objects.ts'
+import type { SnapshotTimes as SnapshotTimesSchema } from '../../../shared/api/session-history.ts'
 import { LOG_CATEGORIES, LOG_KINDS } from '../../../shared/log-kinds.ts'
 import { get } from '../../api.ts'
 import { Chart, type ChartSeries } from '../../components/chart.tsx'
@@ -18,6 +20,8 @@ import type { PageProps } from './types.ts'
 type LogEventEntry = Static<typeof LogEventEntrySchema>
 type LogEventList = Static<typeof LogEventListSchema>
 type LogEventSummary = Static<typeof LogEventSummarySchema>
+type SnapshotTimes = Static<typeof SnapshotTimesSchema>
+type LockRow = Static<typeof LockSchema>
 
 const MAX_SERIES = 6
 const PAGE = 100
@@ -75,13 +79,58 @@ function fieldText(name: string, value: unknown): string {
   return String(value)
 }
 
-/** Where an entry leads on the dashboard, when anywhere. */
+const LOCK_KINDS = new Set(['lock_wait', 'lock_acquired', 'deadlock'])
+
+/** How far after a lock wait's entry the session snapshot showing it is looked for. */
+const SNAPSHOT_AFTER_MS = 10 * 60_000
+
+/**
+ * The `at` that opens the Locks page on the snapshot showing an entry's wait: the page shows the last
+ * snapshot at or before `at` (history.tsx snapshotIndex). A lock wait is logged after deadlock_timeout and
+ * goes on, so the first snapshot at or after the entry shows it: its own time. A lock acquired after a
+ * wait, or a deadlock, is logged as the wait ends: the last snapshot before it, the entry's own time (as
+ * for a lock wait with no snapshot in the SNAPSHOT_AFTER_MS after it).
+ */
+export function lockMomentAt(e: Pick<LogEventEntry, 'kind' | 'ts'>, snapshots: readonly { at: number }[]): number {
+  const ts = Date.parse(e.ts)
+  if (e.kind !== 'lock_wait') return ts
+  return snapshots.find((s) => s.at >= ts && s.at <= ts + SNAPSHOT_AFTER_MS)?.at ?? ts
+}
+
+/**
+ * A lock entry's moment on the Locks page, and the name of the relation it names by OID (the log has
+ * only `relation 16456 of database 16384`): the waiting session's lock in that snapshot names it.
+ */
+function LockMoment({ db, e }: { db: PageProps['db']; e: LogEventEntry }) {
+  const ts = Date.parse(e.ts)
+  const history = useApi<SnapshotTimes>(
+    e.kind !== 'lock_wait' ? null : apiPath(db, `/active/history?since=${encodeURIComponent(new Date(ts).toISOString())}&until=${encodeURIComponent(new Date(ts + SNAPSHOT_AFTER_MS).toISOString())}&limit=1000`),
+  )
+  const at = history.data ? lockMomentAt(e, history.data.snapshots) : ts
+  const found = e.kind === 'lock_wait' && history.data?.snapshots.some((s) => s.at === at)
+  const locks = useApi<LockRow[]>(found && e.pid !== null && typeof e.fields.relation === 'number' ? apiPath(db, `/locks?at=${at}&limit=500`) : null)
+  const name = locks.data?.find((l) => l.pid === e.pid && !l.granted && l.relation_name)?.relation_name ?? null
+  // The link once the snapshots are known (or could not be read: the entry's own time).
+  if (e.kind === 'lock_wait' && !history.data && !history.error) return <span class="muted">Locks at that moment…</span>
+  return (
+    <>
+      <a href={`${dbHref(db, 'locks')}?at=${at}`} data-lock-moment={at}>
+        Locks at that moment
+      </a>
+      {name && (
+        <span data-relation-name>
+          {' '}
+          (relation {String(e.fields.relation)} is <DbText text={name} />, as the session snapshot of {fmtTime(new Date(at).toISOString())} shows)
+        </span>
+      )}
+    </>
+  )
+}
+
+/** Where an entry leads on the dashboard, when anywhere (the Locks page: LockMoment). */
 function entryLinks(db: PageProps['db'], e: LogEventEntry, query: URLSearchParams): { href: string; label: string }[] {
   const links: { href: string; label: string }[] = []
   if (e.query_hash) links.push({ href: withWindow(dbHref(db, `queries/${encodeURIComponent(e.query_hash)}`), query), label: 'Statement' })
-  if ((e.kind === 'lock_wait' || e.kind === 'lock_acquired' || e.kind === 'deadlock') && db.engine === 'postgres') {
-    links.push({ href: `${dbHref(db, 'locks')}?at=${Date.parse(e.ts)}`, label: 'Locks at that moment' })
-  }
   const table = e.fields.table
   if (typeof table === 'string' && /^(autovacuum|autoanalyze|autovacuum_cancelled)$/.test(e.kind)) {
     // `db.schema.table` as PostgreSQL logs it: the last two parts name the table.
@@ -101,13 +150,17 @@ function EntryRow({ db, e, query }: { db: PageProps['db']; e: LogEventEntry; que
     .filter(Boolean)
     .join(' · ')
   const links = entryLinks(db, e, query)
+  const lockMoment = LOCK_KINDS.has(e.kind) && db.engine === 'postgres'
   return (
     <tr data-kind={e.kind} data-log-entry={e.id}>
       <td class="nowrap">
         <time dateTime={e.ts}>{fmtTime(e.ts)}</time>
       </td>
       <td class="nowrap">
-        <span class={`badge badge-${SEVERITY_TONE[e.severity] ?? 'muted'}`}>{e.severity}</span>{' '}
+        <span class={`badge badge-${SEVERITY_TONE[e.importance] ?? 'muted'}`} title={e.importance !== e.severity ? `logged at ${e.severity.toUpperCase()}; counts as ${e.importance}` : undefined}>
+          {e.importance}
+        </span>
+        {e.importance !== e.severity && <span class="muted small"> (logged as {e.severity})</span>}{' '}
         <span class="badge badge-muted">{kindLabel(e.kind)}</span>
         {e.count > 1 && <span class="muted small"> ×{fmtNum(e.count)}</span>}
       </td>
@@ -149,7 +202,7 @@ function EntryRow({ db, e, query }: { db: PageProps['db']; e: LogEventEntry; que
                 <DbText text={e.statement} />
               </pre>
             )}
-            {links.length > 0 && (
+            {(links.length > 0 || lockMoment) && (
               <p class="small">
                 {links.map((l, i) => (
                   <Fragment key={l.label}>
@@ -157,6 +210,12 @@ function EntryRow({ db, e, query }: { db: PageProps['db']; e: LogEventEntry; que
                     <a href={l.href}>{l.label}</a>
                   </Fragment>
                 ))}
+                {lockMoment && (
+                  <>
+                    {links.length > 0 && ' · '}
+                    <LockMoment db={db} e={e} />
+                  </>
+                )}
               </p>
             )}
           </div>
@@ -177,7 +236,10 @@ export function LogsPage({ db, query, setQuery }: PageProps) {
   const filters = [kind && `kind=${encodeURIComponent(kind)}`, category && `category=${encodeURIComponent(category)}`, severity && `severity=${encodeURIComponent(severity)}`, q && `q=${encodeURIComponent(q)}`]
     .filter(Boolean)
     .join('&')
-  const summary = useApi<LogEventSummary>(db.last_seen_at ? apiPath(db, `/log-events/summary?${tw.params}`) : null)
+  // The counts take the same kind, category and severity filters as the list (not q: counts keep no text).
+  const countFilters = filters.replace(/(^|&)q=[^&]*/, '').replace(/^&/, '')
+  const summary = useApi<LogEventSummary>(db.last_seen_at ? apiPath(db, `/log-events/summary?${tw.params}${countFilters ? `&${countFilters}` : ''}`) : null)
+  const filteredCounts = [kind && kindLabel(kind), category && (CATEGORY_LABELS[category] ?? category), severity && (SEVERITIES.find(([v]) => v === severity)?.[1] ?? severity).toLowerCase()].filter(Boolean)
   const first = useApi<LogEventList>(db.last_seen_at ? apiPath(db, `/log-events?${tw.params}&limit=${PAGE}${filters ? `&${filters}` : ''}`) : null)
   const [older, setOlder] = useState<{ entries: LogEventEntry[]; cursor: string | null; loading: boolean; error?: string }>({ entries: [], cursor: null, loading: false })
   useEffect(() => setOlder({ entries: [], cursor: first.data?.next_cursor ?? null, loading: false }), [first.data])
@@ -222,7 +284,22 @@ export function LogsPage({ db, query, setQuery }: PageProps) {
       </div>
       <Async loaded={summary}>
         {(s) =>
-          s.total === 0 ? (
+          s.total === 0 && filteredCounts.length > 0 ? (
+            <Empty title="No log entries of this filter in this time range">
+              <p>
+                Counted with the filter: {filteredCounts.join(', ')}.{' '}
+                <a
+                  href="#"
+                  onClick={(e) => {
+                    e.preventDefault()
+                    setQuery({ kind: undefined, category: undefined, severity: undefined })
+                  }}
+                >
+                  Clear these filters
+                </a>
+              </p>
+            </Empty>
+          ) : s.total === 0 ? (
             <Empty title="No log entries in this time range">
               <p>
                 The agent reads the server log when it can:{' '}
@@ -242,6 +319,11 @@ export function LogsPage({ db, query, setQuery }: PageProps) {
             </Empty>
           ) : (
             <>
+              {filteredCounts.length > 0 && (
+                <p class="small muted log-counts-filtered" data-filtered-counts>
+                  Counts of the filtered view ({filteredCounts.join(', ')}){q ? '; the search text filters the entries below only' : ''}.
+                </p>
+              )}
               {chart && (
                 <Chart name="log-events" title="Log entries by kind" times={chart.times} series={chart.series} stacked stepMs={s.bucket_seconds * 1000} range={tw.bounds} perBucket partialStarts="none" sparse />
               )}

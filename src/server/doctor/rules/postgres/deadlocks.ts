@@ -8,7 +8,7 @@
 import type { DoctorContext } from '../../context.ts'
 import { commentText } from '../../sql-text.ts'
 import { type Rule, severityAbove } from '../../types.ts'
-import { logEntries, logExcerpt } from './log-evidence.ts'
+import { logEntries, logExcerpt, settings } from './log-evidence.ts'
 
 const defaults = {
   warning_per_hour: 5,
@@ -42,6 +42,7 @@ export const deadlocks: Rule<typeof defaults> = {
       : ''
     const severity = severityAbove(hour, t.warning_per_hour, t.critical_per_hour) ?? (day >= t.info_per_day ? 'info' : undefined)
     if (!severity) return []
+    const lockWaitsOn = /^(on|true|yes|1)$/i.test((await settings(ctx))?.log_lock_waits ?? '')
     return [
       {
         severity,
@@ -59,7 +60,7 @@ export const deadlocks: Rule<typeof defaults> = {
           "SELECT name, setting FROM pg_settings WHERE name IN ('deadlock_timeout', 'log_lock_waits');",
           ...statements.slice(0, 2).map((st, i) => `-- side ${i + 1} of the latest deadlock: ${commentText(st, 300)}`),
         ],
-        how_to_fix: ['ALTER SYSTEM SET log_lock_waits = on; SELECT pg_reload_conf();   -- also logs lock waits longer than deadlock_timeout, the near misses'],
+        how_to_fix: lockWaitsOn ? [] : ['ALTER SYSTEM SET log_lock_waits = on; SELECT pg_reload_conf();   -- also logs lock waits longer than deadlock_timeout, the near misses'],
         metrics: { deadlocks_last_hour: hour, deadlocks_last_day: day },
       },
     ]

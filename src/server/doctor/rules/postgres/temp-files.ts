@@ -8,12 +8,13 @@
 // statement: the statement whose single temporary file was the largest is named, with the work_mem that
 // would keep one execution in memory, for that statement alone (SET LOCAL in its transaction): sized from
 // its largest single file, not a sum, and doubled (a sort or hash in memory takes more room than the
-// compact file it spills). Logged spills also count when pg_stat_database's counters are not collected.
+// compact file it spills). That is the one work_mem offered; pg_stat_statements' spills per call size it
+// only when the log names no statement. Logged spills also count when pg_stat_database's counters are not collected.
 import type { StoredLogEntry } from '../../../store/sql-log-events.ts'
 import type { QueryStatsRow } from '../../../store/sql-statement-reads.ts'
 import { type Rule, bytes, severityAbove } from '../../types.ts'
 import { commentText, pgNumber } from '../../sql-text.ts'
-import { logEntries, logExcerpt, numberField } from './log-evidence.ts'
+import { logEntries, logExcerpt, numberField, settings } from './log-evidence.ts'
 
 const MB = 1024 * 1024
 
@@ -84,6 +85,9 @@ export const tempFiles: Rule<typeof defaults> = {
       .sort((a, b) => b.temp_blks_written - a.temp_blks_written)
       .slice(0, t.max_statements)
     const top = spills[0]
+    // log_temp_files is on unless -1 (off) or not reported.
+    const logTempFiles = (await settings(ctx))?.log_temp_files
+    const logTempFilesOn = spills.length > 0 || (logTempFiles !== undefined && logTempFiles.trim() !== '-1')
     const fromLog = top
       ? ` The server log shows ${loggedFiles} temporary file${loggedFiles === 1 ? '' : 's'} (${bytes(loggedBytes)}); the largest single file, ${bytes(top.largest)}, came from ` +
         `${top.statement ? `this statement: ${short(top.statement)}` : top.queryId ? `statement ${top.queryId}` : 'a statement the log does not show'}` +
@@ -109,14 +113,13 @@ export const tempFiles: Rule<typeof defaults> = {
           ...spilling.slice(0, 3).map((q) => `SELECT query FROM pg_stat_statements WHERE queryid = ${pgNumber(q.query_hash)};   -- the text of statement ${commentText(q.query_hash, 64)}`),
         ],
         how_to_fix: [
+          // One work_mem per statement: the log's largest single file when it has one, else pg_stat_statements' spill per call.
           ...(top
             ? [
-                `BEGIN; SET LOCAL work_mem = '${workMemForFile(top.largest)}MB'; <the statement>; COMMIT;   -- for ${top.statement ? `the statement ${commentText(logExcerpt(top.statement, 120), 140)}` : `statement ${commentText(top.queryId ?? top.key, 64)}`} alone: its largest temp file was ${bytes(top.largest)}`,
+                `BEGIN; SET LOCAL work_mem = '${workMemForFile(top.largest)}MB'; <the statement>; COMMIT;   -- for ${top.statement ? `the statement ${commentText(logExcerpt(top.statement, 120), 140)}` : `statement ${commentText(top.queryId ?? top.key, 64)}`} alone: twice its largest temp file (${bytes(top.largest)}), since a sort or hash takes more room in memory than in its file`,
               ]
-            : []),
-          ...spilling.slice(0, 3).map((q) => `SET work_mem = '${workMemFor(q)}MB';   -- in the session that runs statement ${commentText(q.query_hash, 64)} (named in the detail)`),
-          "ALTER ROLE <role> SET work_mem = '64MB';   -- the role that runs the reports",
-          "ALTER SYSTEM SET log_temp_files = '10MB'; SELECT pg_reload_conf();   -- log every spill over 10 MB with its statement",
+            : spilling.slice(0, 3).map((q) => `SET work_mem = '${workMemFor(q)}MB';   -- in the session that runs statement ${commentText(q.query_hash, 64)} (named in the detail): twice its temp blocks per call`)),
+          ...(logTempFilesOn ? [] : ["ALTER SYSTEM SET log_temp_files = '10MB'; SELECT pg_reload_conf();   -- log every spill over 10 MB with its statement"]),
         ],
         metrics: {
           temp_files: files,
