@@ -1,9 +1,11 @@
 // Cost of the log_events collector's reading (issue 25, deliverable 8), on PostgreSQL 17's real stderr
 // lines (test/fixtures/pg-logs/pg17.log, prefix '%m [%p] %q%u@%d ') repeated into log files:
-// 1. RSS: a --mb MB (500) log read to its end as the collector reads it, cycle after cycle (its per-cycle
-//    budget of 16 MB in slices, a LogTally per cycle, the entries to send made at the end of each). Reported:
-//    the peak RSS over the read (sampled every 4,096 entries and after each cycle) and the RSS after a full
-//    collection at the end (what stays), both against the RSS before the read. Goal: ≤ 20 MB added.
+// 1. RSS: a --mb MB (500) log read to its end as the collector reads it, cycle after cycle with no pause
+//    (its per-cycle budget of 16 MB in slices, a LogTally per cycle, the entries to send made at the end of
+//    each). Reported: the peak RSS over the read (sampled every 4,096 entries and after each cycle) and the
+//    RSS after a full collection at the end (what stays), against the RSS of the process after it read a
+//    1 MB log (warm: the code compiled), and the peak against the process before any log (cold). Goal:
+//    ≤ 20 MB added.
 // 2. Speed: --speed-mb MB (128) read the same way, in CPU seconds of the one thread that does it; the time of
 //    each stage (read + parse, classify + count, the entries to send) is measured apart on one 16 MB cycle
 //    held in memory. Goal: ≥ 50 MB/s on one core.
@@ -74,11 +76,17 @@ async function readAll(dir: string, name: string, sampleEvery?: () => void): Pro
 
 const dir = mkdtempSync(join(tmpdir(), 'dbm-bench-logs-'))
 try {
-  // 1. RSS, first, in a process that has done nothing else yet (the code is compiled during the read).
+  // 1. RSS, first, in a process that has done nothing else yet. Cold: against the RSS before any log was
+  // read. Warm: against the RSS after reading a 1 MB log (the code compiled and optimised, as in an agent
+  // that has run a few cycles): what the backlog itself adds.
+  writeLog(dir, 'postgresql-warm.log', 1)
   writeLog(dir, 'postgresql-rss.log', fileMb)
   Bun.gc(true)
-  const before = rss()
-  let peak = before
+  const cold = rss()
+  await readAll(dir, 'postgresql-warm.log')
+  Bun.gc(true)
+  const warm = rss()
+  let peak = warm
   const big = await readAll(dir, 'postgresql-rss.log', () => {
     peak = Math.max(peak, rss())
   })
@@ -129,8 +137,9 @@ try {
   console.log('|---|---|---|')
   console.log(`| read + parse + classify + count + entries to send, one core | **${(speedMbRead / cpu).toFixed(1)} MB/s of CPU** (${speedMbRead.toFixed(0)} MB, ${f(speed.entries)} entries, ${speed.cycles} cycles, ${cpu.toFixed(2)} s CPU, ${wall.toFixed(2)} s wall) | ≥ 50 MB/s |`)
   console.log(`| the stages of one 16 MB cycle (CPU ms per MB, mean of ${rounds}) | parse ${msPerMb(parseS)}, classify + count ${msPerMb(countS)}, entries to send ${msPerMb(eventsS)} | |`)
-  console.log(`| RSS added reading a ${fileMb} MB log, peak | **${mib(peak - before)} MB** (${mib(before)} → ${mib(peak)} MB; ${big.cycles} cycles, ${mib(big.bytes)} MB read, ${f(big.entries)} entries) | ≤ 20 MB |`)
-  console.log(`| RSS added, after a full collection at the end | ${mib(after - before)} MB (${mib(after)} MB) | |`)
+  console.log(`| RSS added reading a ${fileMb} MB log, peak over a warm process | **${mib(peak - warm)} MB** (${mib(warm)} → ${mib(peak)} MB; ${big.cycles} cycles, ${mib(big.bytes)} MB read, ${f(big.entries)} entries) | ≤ 20 MB |`)
+  console.log(`| the same, after a full collection at the end | ${mib(after - warm)} MB (${mib(after)} MB) | |`)
+  console.log(`| peak over the process before it read any log (compiling the reader included) | ${mib(peak - cold)} MB (${mib(cold)} → ${mib(peak)} MB; a 1 MB log read first took it to ${mib(warm)} MB) | |`)
 } finally {
   rmSync(dir, { recursive: true, force: true })
 }

@@ -63,7 +63,7 @@ export function fileSource(dir: string): LogSource {
           if (r <= 0) break
           got += r
         }
-        return got === n ? buffer : buffer.subarray(0, got)
+        return got === buffer.length ? buffer : buffer.subarray(0, got)
       } finally {
         closeSync(fd)
       }
