@@ -43,6 +43,8 @@ interface Options {
   tablesEach: number
   agentCmd: string
   scenarios: string
+  /** 1: the server writes its log (logging_collector, every statement logged) and log_events reads it over SQL. */
+  serverLog: number
 }
 
 interface Snapshot {
@@ -285,6 +287,10 @@ function scenarioLines(r: ScenarioResult, o: Options): string[] {
     }
   }
   const top = [...byStatement.values()].sort((a, b) => b.ms - a.ms).slice(0, 6)
+  // log_events' own statements: its settings query, pg_ls_logdir() and pg_read_binary_file().
+  const isLog = (text: string) => /pg_ls_logdir|pg_read_binary_file|FILTER \(WHERE name = 'logging_collector'\)/.test(text)
+  const logMs = med((c) => [...c.perStatement.values()].reduce((n, s) => n + (isLog(s.text) ? s.ms : 0), 0))
+  const otherMs = med((c) => [...c.perStatement.values()].reduce((n, s) => n + (isLog(s.text) ? 0 : s.ms), 0))
   const dbPerDb = med((c) => per(c.dbTimeMs))
   const lines = [
     `#### ${r.name}: ${r.databases} database${r.databases === 1 ? '' : 's'} × ${fmt(r.tablesEach)} tables, ${fmt(r.statementsTotal)} statements in pg_stat_statements`,
@@ -298,6 +304,9 @@ function scenarioLines(r: ScenarioResult, o: Options): string[] {
     `| agent VmRSS at the snapshot (MB) | ${fmt(first.rssMb, 1)} | ${fmt(second.rssMb, 1)} | ${fmt(med((c) => c.rssMb), 1)} (max ${fmt(Math.max(...steady.map((c) => c.rssMb)), 1)}) |`,
     `| ingest request bodies (KiB) | ${fmt(first.ingestKb)} | ${fmt(second.ingestKb)} | ${fmt(med((c) => c.ingestKb))} |`,
     ``,
+    ...(o.serverLog
+      ? [`log_events over SQL (pg_ls_logdir, pg_read_binary_file, its settings query), steady median per cycle: **${fmt(logMs, 2)} ms** of database time against ${fmt(otherMs, 1)} ms for everything else the agent ran: **${fmt((100 * logMs) / otherMs, 1)} %** (goal, issue 25: ≤ 5 %).`, ``]
+      : []),
     `Agent peak RSS (VmHWM) over the scenario: **${fmt(r.hwmMb, 1)} MB**; VmRSS after the first batch: ${fmt(r.startRssMb, 1)} MB. Batches received: ${r.batches} per database. Warnings logged by the agent: ${r.warnings.length === 0 ? 'none' : r.warnings.length}.`,
     ``,
     `| collector | wall ms, cycle 1${r.databases > 1 ? ' (median over databases)' : ''} | wall ms, steady median${r.databases > 1 ? ' over databases and cycles' : ''} | steady max |`,
@@ -317,7 +326,7 @@ function scenarioLines(r: ScenarioResult, o: Options): string[] {
 async function main(): Promise<number> {
   const o = parseArgs<Options>(
     process.argv.slice(2),
-    { cycles: 5, interval: 10, tables: 1000, statements: 2000, databases: 10, tablesEach: 100, agentCmd: '', scenarios: 'one,many' },
+    { cycles: 5, interval: 10, tables: 1000, statements: 2000, databases: 10, tablesEach: 100, agentCmd: '', scenarios: 'one,many', serverLog: 0 },
     {
       cycles: [1, 60],
       interval: [1, 60],
@@ -326,6 +335,7 @@ async function main(): Promise<number> {
       databases: [2, 50],
       tablesEach: [1, 5000],
       scenarios: ['one', 'many', 'one,many'],
+      serverLog: [0, 1],
     },
   )
   const loadBefore = loadLine()
@@ -340,6 +350,7 @@ async function main(): Promise<number> {
       '-c', 'shared_preload_libraries=pg_stat_statements',
       '-c', 'pg_stat_statements.track=top',
       '-c', 'pg_stat_statements.track_planning=on',
+      ...(o.serverLog ? ['-c', 'logging_collector=on', '-c', 'log_min_duration_statement=0', '-c', 'log_line_prefix=%m [%p] %q%u@%d ', '-c', 'lc_messages=C'] : []),
     ])
     admin = postgres(pg.url(), { max: 1, onnotice: () => {} })
     await admin.unsafe('CREATE EXTENSION IF NOT EXISTS pg_stat_statements')
