@@ -32,7 +32,7 @@ export const SLICE_BYTES = 1024 * 1024
 /** An entry longer than a slice is read again in a slice twice as long, up to this; past it, it is cut. */
 export const MAX_SLICE_BYTES = 4 * 1024 * 1024
 /** During a read of more than this, a full collection follows each such amount: the garbage stays bounded. */
-export const COLLECT_EVERY_BYTES = 4 * 1024 * 1024
+export const COLLECT_EVERY_BYTES = 1024 * 1024
 export const DEFAULT_BUDGET_BYTES = 16 * 1024 * 1024
 /** How long the newest stderr file must be unchanged before its last entry counts as whole. */
 export const SETTLE_MS = 1_000
