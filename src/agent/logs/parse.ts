@@ -192,13 +192,14 @@ function pidOf(m: RegExpExecArray, fields: PrefixField[]): number | null {
   return v === undefined || v === '' ? null : Number(v)
 }
 
-/** The prefix's values into the entry (an empty field is null). */
+/** The prefix's values into the entry (a field left empty is null). */
 function fillFromPrefix(entry: RawLogEntry, m: RegExpExecArray, fields: PrefixField[], tzOffsetMs: number): void {
   for (let i = 0; i < fields.length; i++) {
     const raw = m[i + 1]
     if (raw === undefined || raw === '') continue
+    // Trimmed after the test, as a padded field is: a value of spaces alone is '' (not null), so that an
+    // entry of a user whose name is blank never passes for a server process's.
     const v = raw.trim()
-    if (v === '') continue
     switch (fields[i]) {
       case 'ts': {
         const ts = parseLogTime(v, tzOffsetMs)
