@@ -43,6 +43,11 @@ interface Options {
   tablesEach: number
   agentCmd: string
   scenarios: string
+  /**
+   * The server writes its log and log_events reads it over SQL: 1 with a production-like logging setup
+   * (statements over 100 ms, checkpoints, autovacuum runs, lock waits, temp files), 2 logging every statement.
+   */
+  serverLog: number
 }
 
 interface Snapshot {
@@ -55,6 +60,8 @@ interface Snapshot {
   hwmKb: number
   ingestBytes: number
   collectors: Record<string, Record<string, string>>
+  /** Bytes in the server's log directory (0 when it writes none). */
+  logBytes: number
 }
 
 interface CycleDelta {
@@ -64,6 +71,8 @@ interface CycleDelta {
   cpuMs: number
   rssMb: number
   ingestKb: number
+  /** KiB the server logged during the cycle. */
+  logKb?: number
   /** Collector → wall ms for every database of this cycle. */
   wall: Record<string, number[]>
   perStatement: Map<string, { ms: number; calls: number; text: string }>
@@ -159,7 +168,8 @@ async function snapshot(admin: postgres.Sql, pid: number, healthPort: number, in
     dbTimeMs += s.ms
     calls += s.calls
   }
-  return { at: Date.now(), dbTimeMs, calls, perStatement, ...proc, ingestBytes, collectors }
+  const [log] = await admin.unsafe<{ n: string | null }[]>('SELECT sum(size)::text AS n FROM pg_ls_logdir()').catch(() => [{ n: '0' }])
+  return { at: Date.now(), dbTimeMs, calls, perStatement, ...proc, ingestBytes, collectors, logBytes: Number(log?.n ?? 0) }
 }
 
 function delta(cycle: number, a: Snapshot, b: Snapshot): CycleDelta {
@@ -181,6 +191,7 @@ function delta(cycle: number, a: Snapshot, b: Snapshot): CycleDelta {
     cpuMs: b.cpuMs - a.cpuMs,
     rssMb: b.rssKb / 1024,
     ingestKb: (b.ingestBytes - a.ingestBytes) / 1024,
+    logKb: (b.logBytes - a.logBytes) / 1024,
     wall,
     perStatement,
   }
@@ -285,6 +296,10 @@ function scenarioLines(r: ScenarioResult, o: Options): string[] {
     }
   }
   const top = [...byStatement.values()].sort((a, b) => b.ms - a.ms).slice(0, 6)
+  // log_events' own statements: its settings query, pg_ls_logdir() and pg_read_binary_file().
+  const isLog = (text: string) => /pg_ls_logdir|pg_read_binary_file|FILTER \(WHERE name = 'logging_collector'\)/.test(text)
+  const logMs = med((c) => [...c.perStatement.values()].reduce((n, s) => n + (isLog(s.text) ? s.ms : 0), 0))
+  const otherMs = med((c) => [...c.perStatement.values()].reduce((n, s) => n + (isLog(s.text) ? 0 : s.ms), 0))
   const dbPerDb = med((c) => per(c.dbTimeMs))
   const lines = [
     `#### ${r.name}: ${r.databases} database${r.databases === 1 ? '' : 's'} × ${fmt(r.tablesEach)} tables, ${fmt(r.statementsTotal)} statements in pg_stat_statements`,
@@ -298,6 +313,9 @@ function scenarioLines(r: ScenarioResult, o: Options): string[] {
     `| agent VmRSS at the snapshot (MB) | ${fmt(first.rssMb, 1)} | ${fmt(second.rssMb, 1)} | ${fmt(med((c) => c.rssMb), 1)} (max ${fmt(Math.max(...steady.map((c) => c.rssMb)), 1)}) |`,
     `| ingest request bodies (KiB) | ${fmt(first.ingestKb)} | ${fmt(second.ingestKb)} | ${fmt(med((c) => c.ingestKb))} |`,
     ``,
+    ...(o.serverLog
+      ? [`log_events over SQL (pg_ls_logdir, pg_read_binary_file, its settings query; the server logging ${o.serverLog === 2 ? 'every statement' : 'statements over 100 ms, checkpoints, autovacuum, lock waits and temp files'}), steady median per cycle: **${fmt(logMs, 2)} ms** of database time against ${fmt(otherMs, 1)} ms for everything else the agent ran: **${fmt((100 * logMs) / otherMs, 1)} %** (goal, issue 25: ≤ 5 %); the server logged ${fmt(med((c) => c.logKb ?? 0))} KiB per cycle.`, ``]
+      : []),
     `Agent peak RSS (VmHWM) over the scenario: **${fmt(r.hwmMb, 1)} MB**; VmRSS after the first batch: ${fmt(r.startRssMb, 1)} MB. Batches received: ${r.batches} per database. Warnings logged by the agent: ${r.warnings.length === 0 ? 'none' : r.warnings.length}.`,
     ``,
     `| collector | wall ms, cycle 1${r.databases > 1 ? ' (median over databases)' : ''} | wall ms, steady median${r.databases > 1 ? ' over databases and cycles' : ''} | steady max |`,
@@ -317,7 +335,7 @@ function scenarioLines(r: ScenarioResult, o: Options): string[] {
 async function main(): Promise<number> {
   const o = parseArgs<Options>(
     process.argv.slice(2),
-    { cycles: 5, interval: 10, tables: 1000, statements: 2000, databases: 10, tablesEach: 100, agentCmd: '', scenarios: 'one,many' },
+    { cycles: 5, interval: 10, tables: 1000, statements: 2000, databases: 10, tablesEach: 100, agentCmd: '', scenarios: 'one,many', serverLog: 0 },
     {
       cycles: [1, 60],
       interval: [1, 60],
@@ -326,6 +344,7 @@ async function main(): Promise<number> {
       databases: [2, 50],
       tablesEach: [1, 5000],
       scenarios: ['one', 'many', 'one,many'],
+      serverLog: [0, 2],
     },
   )
   const loadBefore = loadLine()
@@ -340,6 +359,10 @@ async function main(): Promise<number> {
       '-c', 'shared_preload_libraries=pg_stat_statements',
       '-c', 'pg_stat_statements.track=top',
       '-c', 'pg_stat_statements.track_planning=on',
+      ...(o.serverLog
+        ? ['-c', 'logging_collector=on', '-c', `log_min_duration_statement=${o.serverLog === 2 ? 0 : 100}`, '-c', 'log_checkpoints=on', '-c', 'log_autovacuum_min_duration=0',
+           '-c', 'log_lock_waits=on', '-c', 'log_temp_files=0', '-c', 'log_line_prefix=%m [%p] %q%u@%d ', '-c', 'lc_messages=C']
+        : []),
     ])
     admin = postgres(pg.url(), { max: 1, onnotice: () => {} })
     await admin.unsafe('CREATE EXTENSION IF NOT EXISTS pg_stat_statements')

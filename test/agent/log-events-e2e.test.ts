@@ -2,9 +2,11 @@
 // exact counts of what the server did (37 failed logins, one deadlock, a lock wait, a checkpoint, an
 // autovacuum run), hostile RAISE LOG texts, rotation and an agent restart mid-file with nothing lost or
 // doubled, stderr with a custom prefix, csvlog and jsonlog (switched by ALTER SYSTEM and a reload), and
-// the over-SQL source for a role given the GRANTs. One server for the file; each test marks its entries.
+// the over-SQL source for a role given the GRANTs; then ground truths against the server's own statistics:
+// a failing archive_command (pg_stat_archiver), a statement timeout, temp files (pg_stat_database) and an
+// autovacuum cancelled by a lock. One server for the file; each test marks its entries.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
@@ -27,6 +29,8 @@ beforeAll(async () => {
     '-c', 'logging_collector=on', '-c', 'log_line_prefix=%m [%p] %q%u@%d %r ',
     '-c', 'log_lock_waits=on', '-c', 'deadlock_timeout=100ms', '-c', 'log_checkpoints=on', '-c', 'log_autovacuum_min_duration=0',
     '-c', 'autovacuum_naptime=1', '-c', 'lc_messages=C', '-c', 'log_rotation_age=0', '-c', 'log_rotation_size=0',
+    // Archiving on but paused (no archive_command) until the archive test sets a failing one.
+    '-c', 'archive_mode=on',
   ])
   sql = postgres(server.url(), { max: 3, onnotice: () => {} })
   const [row] = await sql<{ dir: string }[]>`SELECT current_setting('data_directory') AS dir`
@@ -247,4 +251,108 @@ test('over SQL: a note without the GRANTs; with them the entries come through pg
   } finally {
     await reader.end({ timeout: 1 })
   }
+}, 60_000)
+
+const ofKind = (seen: Seen, kind: string) => seen.entries.filter((e) => e.kind === kind)
+
+test('a failing archive_command: one archive_failed per failure pg_stat_archiver counts, its WAL file and exit code 3', async () => {
+  const ctx = context(new Map())
+  const seen = fresh()
+  await cycle(ctx, seen)
+  const failedCount = async () => Number((await sql<{ n: string }[]>`SELECT failed_count::text AS n FROM pg_stat_archiver`)[0]!.n)
+  const before = await failedCount()
+  await sql.unsafe(`ALTER SYSTEM SET archive_command = 'exit 3 # %f'`)
+  await sql`SELECT pg_reload_conf()`
+  await until('archive_command set', async () => ((await sql`SELECT current_setting('archive_command') AS c`)[0]!.c === 'exit 3 # %f' ? true : undefined))
+  await sql`CREATE TABLE archived (v int)`
+  await sql`INSERT INTO archived SELECT generate_series(1, 1000)`
+  const [switched] = await sql<{ wal: string }[]>`SELECT pg_walfile_name(pg_switch_wal()) AS wal`
+  try {
+    // The archiver tries a segment three times, a second apart, then waits a minute: three failures.
+    await until('three archive failures', async () => ((await failedCount()) - before >= 3 ? true : undefined), { timeoutMs: 30_000 })
+    const failures = (await failedCount()) - before
+    await drain(ctx, seen, `${failures} archive failures`, (s) => ofKind(s, 'archive_failed').length >= failures)
+    const [archiver] = await sql<{ last_failed_wal: string }[]>`SELECT last_failed_wal FROM pg_stat_archiver`
+    expect(archiver!.last_failed_wal).toBe(switched!.wal)
+    const failed = ofKind(seen, 'archive_failed')
+    expect(failed).toHaveLength(failures)
+    expect(seen.counts.get('archive_failed')).toBe(failures)
+    for (const e of failed) {
+      expect(e).toMatchObject({ severity: 'log', fields: { exit_code: 3, wal_file: archiver!.last_failed_wal } })
+      // The command may hold a secret: only the WAL file is sent.
+      expect(e.detail).toBe('The failed archive command was: (not sent)')
+    }
+  } finally {
+    await sql`ALTER SYSTEM RESET archive_command`
+    await sql`SELECT pg_reload_conf()`
+  }
+}, 60_000)
+
+test('a statement timeout is one statement_cancelled (statement_timeout); temp files add up to pg_stat_database exactly', async () => {
+  const ctx = context(new Map())
+  const seen = fresh()
+  await cycle(ctx, seen)
+  const timedOut = await sql.begin(async (tx) => {
+    await tx`SET LOCAL statement_timeout = 10`
+    await tx`SELECT pg_sleep(1)`
+  }).then(() => 'finished', (e: Error) => e.message)
+  expect(timedOut).toBe('canceling statement due to statement timeout')
+
+  const temp = async () => (await sql<{ files: string; bytes: string }[]>`SELECT temp_files::text AS files, temp_bytes::text AS bytes FROM pg_stat_database WHERE datname = current_database()`)[0]!
+  const before = await temp()
+  const session = await sql.reserve()
+  try {
+    await session`SET log_temp_files = 0`
+    await session`SET work_mem = '64kB'`
+    await session`SELECT g FROM generate_series(1, 20000) g ORDER BY g DESC`
+    await session`RESET ALL`
+  } finally {
+    session.release()
+  }
+  // The statistics arrive when the session reports them (at most a second later).
+  const after = await until('the temp files in pg_stat_database', async () => {
+    const now = await temp()
+    return Number(now.files) > Number(before.files) ? now : undefined
+  })
+  const files = Number(after.files) - Number(before.files)
+  const bytes = Number(after.bytes) - Number(before.bytes)
+  await drain(ctx, seen, 'the statement timeout and the temp files', (s) => ofKind(s, 'statement_cancelled').length >= 1 && ofKind(s, 'temp_file').length >= files)
+  const cancelled = ofKind(seen, 'statement_cancelled')
+  expect(cancelled).toHaveLength(1)
+  expect(cancelled[0]).toMatchObject({ severity: 'error', user: 'postgres', statement: 'SELECT pg_sleep(?)', fields: { reason: 'statement_timeout' } })
+  const temps = ofKind(seen, 'temp_file')
+  expect(temps).toHaveLength(files)
+  expect(temps.reduce((n, e) => n + (e.fields.size_bytes as number), 0)).toBe(bytes)
+}, 60_000)
+
+test('an autovacuum cancelled by a lock: one autovacuum_cancelled naming the table', async () => {
+  const ctx = context(new Map())
+  const seen = fresh()
+  await cycle(ctx, seen)
+  // A vacuum slowed to a crawl (one cost unit per 100 ms) runs until something cancels it.
+  await sql`CREATE TABLE av_cancel (id int) WITH (autovacuum_vacuum_threshold = 0, autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_insert_threshold = 0, autovacuum_vacuum_cost_delay = 100, autovacuum_vacuum_cost_limit = 1)`
+  await sql`INSERT INTO av_cancel SELECT generate_series(1, 20000)`
+  await sql`DELETE FROM av_cancel`
+  await until('the autovacuum of av_cancel running', async () => ((await sql`SELECT 1 FROM pg_stat_progress_vacuum WHERE relid = 'av_cancel'::regclass`).length > 0 ? true : undefined), { timeoutMs: 30_000 })
+  const locker = await sql.reserve()
+  let lockerPid = 0
+  try {
+    lockerPid = Number((await locker`SELECT pg_backend_pid() AS pid`)[0]!.pid)
+    await locker`BEGIN`
+    // Waits for the autovacuum until deadlock_timeout, which then cancels it.
+    await locker`LOCK TABLE av_cancel IN ACCESS EXCLUSIVE MODE`
+    await locker`COMMIT`
+  } finally {
+    locker.release()
+  }
+  await drain(ctx, seen, 'the cancelled autovacuum', (s) => ofKind(s, 'autovacuum_cancelled').length >= 1)
+  const cancelled = ofKind(seen, 'autovacuum_cancelled')
+  expect(cancelled).toHaveLength(1)
+  expect(cancelled[0]!.severity).toBe('error')
+  expect(String(cancelled[0]!.fields.table)).toMatch(/^(postgres\.)?public\.av_cancel$/)
+  // The waiter names the autovacuum it cancels only at DEBUG1 on some majors, and in the same cycle's read.
+  const logged = readdirSync(logDir).some((f) => readFileSync(join(logDir, f), 'latin1').includes(`[${lockerPid}] postgres@postgres 127.0.0.1(`) && readFileSync(join(logDir, f), 'latin1').includes('sending cancel to blocking autovacuum PID'))
+  if (!logged) expect(cancelled[0]!.fields.blocker_pid).toBeNull()
+  else expect([null, lockerPid]).toContain(cancelled[0]!.fields.blocker_pid as number | null)
+  await sql`DROP TABLE av_cancel`
 }, 60_000)

@@ -100,7 +100,7 @@ describe('cut files, long and hostile lines', () => {
   const text = '2026-12-07 03:58:29.190 UTC [7] a@b ERROR:  boom\n2026-12-07 03:58:29.190 UTC [7] a@b STATEMENT:  select 1\n'
   test('a slice that ends mid-entry leaves that entry for the next read; settled, it is whole', () => {
     const cut = Buffer.from(text).subarray(0, 60)
-    expect(parse(cut, 'stderr', PREFIX, false)).toEqual({ entries: [], consumed: 0 })
+    expect(parse(cut, 'stderr', PREFIX, false)).toEqual({ entries: [], consumed: 0, ends: [] })
     const whole = parse(Buffer.from(text), 'stderr', PREFIX, false)
     // Not settled: its STATEMENT line might still come.
     expect(whole.entries).toHaveLength(0)
@@ -115,7 +115,7 @@ describe('cut files, long and hostile lines', () => {
     expect(all.entries).toHaveLength(1)
     expect(deadlockFields(all.entries[0]!.detail).statements).toEqual(['update t set v = "a,b"', 'select 2'])
     const cut = parse(Buffer.from(record).subarray(0, 200), 'csvlog', PREFIX, false)
-    expect(cut).toEqual({ entries: [], consumed: 0 })
+    expect(cut).toEqual({ entries: [], consumed: 0, ends: [] })
   })
 
   test('invalid UTF-8, a 1 MB line, bidi controls, NULs: parsed, offsets exact, events valid', () => {

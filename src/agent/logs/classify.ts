@@ -10,7 +10,7 @@
 // - the pid, user and database come from the log line's prefix or record, never from the message.
 import type { LogKind, LogSeverity } from '../../shared/log-kinds.ts'
 import type { RawLogEntry } from './entry.ts'
-import { severityOf } from './entry.ts'
+import { detached, severityOf } from './entry.ts'
 
 export type FieldValue = number | boolean | null | string | (number | string)[]
 
@@ -58,107 +58,156 @@ function raisedByUser(e: RawLogEntry): boolean {
   return e.context !== null && /PL\/pgSQL function .* at RAISE/.test(e.context)
 }
 
-/** How every message this file recognises begins (a quick test before the precise ones). */
-const KNOWN_START =
-  /^(?:\w+ authentication failed|no pg_hba|pg_hba|role "|sorry, too many|remaining connection|too many connections|process \d|deadlock detected|canceling |terminating |temporary file|checkpoint|restartpoint|automatic |sending cancel|could not |out of memory|archive command|requested WAL|replication |invalidating |starting PostgreSQL|database system|received |redo done|.{1,200}? \(PID \d+\) )/
-
-/** The kind and fields of a message (before the forging checks). */
+/** The kind and fields of a message (before the forging checks): dispatched on the message's first word. */
 function byMessage(e: RawLogEntry, sev: LogSeverity, memory: ClassifyMemory): { kind: LogKind; fields: Record<string, FieldValue> } | undefined {
   const msg = e.message
   const state = e.sqlstate
   let m: RegExpExecArray | null
   const isError = sev === 'error' || sev === 'fatal' || sev === 'panic'
-  // Most entries are statements and their durations: one test for those, one for every other start.
-  if ((m = /^duration: ([\d.]+) ms/.exec(msg))) return { kind: 'slow_statement', fields: { duration_ms: Number(m[1]) } }
-  if (!KNOWN_START.test(msg) && state !== '53100' && state !== '53200' && !msg.includes('No space left on device')) return undefined
-
-  if ((m = /^(\w+) authentication failed for user "(.*)"$/s.exec(msg))) {
+  const space = msg.indexOf(' ')
+  const word = space < 0 ? msg : msg.slice(0, space)
+  // `<method> authentication failed for user "..."` (password, ident, peer, cert, ldap...).
+  if (msg.startsWith(' authentication failed for user "', space) && (m = /^(\w+) authentication failed for user "(.*)"$/s.exec(msg))) {
     return { kind: 'auth_failed', fields: { method: m[1]!.toLowerCase(), reason: authReason(e.detail), user_name: m[2]! } }
   }
-  if ((m = /^no pg_hba\.conf entry for (?:replication connection from )?host "([^"]*)", user "(.*?)"/s.exec(msg))) {
-    return { kind: 'auth_failed', fields: { method: 'hba', reason: 'no_hba_entry', user_name: m[2]! } }
+  // The kinds whose texts come first; a storage fault (below) outranks the kinds after them.
+  switch (word) {
+    case 'duration:':
+      if ((m = /^duration: ([\d.]+) ms/.exec(msg))) return { kind: 'slow_statement', fields: { duration_ms: Number(m[1]) } }
+      break
+    case 'no':
+      if ((m = /^no pg_hba\.conf entry for (?:replication connection from )?host "([^"]*)", user "(.*?)"/s.exec(msg))) {
+        return { kind: 'auth_failed', fields: { method: 'hba', reason: 'no_hba_entry', user_name: m[2]! } }
+      }
+      break
+    case 'pg_hba.conf':
+      if (/^pg_hba\.conf rejects (?:replication )?connection for host/.test(msg)) return { kind: 'auth_failed', fields: { method: 'reject', reason: 'hba_reject' } }
+      break
+    case 'role':
+      if (isError && (m = /^role "(.*)" does not exist$/s.exec(msg)) && state !== '42704') {
+        return { kind: 'auth_failed', fields: { method: null, reason: 'no_such_role', user_name: m[1]! } }
+      }
+      break
+    case 'sorry,':
+      if (msg === 'sorry, too many clients already') return { kind: 'too_many_connections', fields: { limit_kind: 'max_connections' } }
+      break
+    case 'remaining':
+      if (/^remaining connection slots are reserved/.test(msg)) return { kind: 'too_many_connections', fields: { limit_kind: 'reserved' } }
+      break
+    case 'too':
+      if ((m = /^too many connections for (role|database) "/.exec(msg))) return { kind: 'too_many_connections', fields: { limit_kind: m[1]! } }
+      break
+    case 'process':
+      if ((m = /^process (\d+) still waiting for (\w+) on (.+) after ([\d.]+) ms$/s.exec(msg))) {
+        const queue = lockQueue(e.detail)
+        return { kind: 'lock_wait', fields: { mode: m[2]!, lock: m[3]!, relation: relationOf(m[3]!), wait_ms: Number(m[4]), holders: queue.holders, waiters: queue.waiters } }
+      }
+      if ((m = /^process (\d+) acquired (\w+) on (.+) after ([\d.]+) ms$/s.exec(msg))) {
+        return { kind: 'lock_acquired', fields: { mode: m[2]!, lock: m[3]!, relation: relationOf(m[3]!), wait_ms: Number(m[4]) } }
+      }
+      break
+    case 'deadlock':
+      if (msg === 'deadlock detected' && (state === null || state === '40P01')) return { kind: 'deadlock', fields: deadlockFields(e.detail) }
+      break
+    case 'canceling':
+      if ((m = /^canceling statement due to (statement timeout|user request|lock timeout|conflict with recovery|transaction timeout)$/.exec(msg))) {
+        return { kind: 'statement_cancelled', fields: { reason: m[1]!.replaceAll(' ', '_') } }
+      }
+      if (msg === 'canceling autovacuum task') {
+        const table = e.context ? (/(?:automatic (?:vacuum|analyze) of table|relation) "(.*?)"/.exec(e.context)?.[1] ?? null) : null
+        return { kind: 'autovacuum_cancelled', fields: { table, blocker_pid: e.pid === null ? null : (memory.cancelledBy?.get(e.pid) ?? null) } }
+      }
+      break
+    case 'terminating':
+      if ((m = /^terminating connection due to (idle-in-transaction timeout|idle-session timeout|transaction timeout|conflict with recovery)$/.exec(msg))) {
+        return { kind: 'statement_cancelled', fields: { reason: m[1]!.replace(/[- ]/g, '_') } }
+      }
+      break
+    case 'temporary':
+      if ((m = /^temporary file: path "(.*)", size (\d+)$/s.exec(msg))) return { kind: 'temp_file', fields: { path: m[1]!, size_bytes: Number(m[2]) } }
+      break
+    case 'checkpoint':
+    case 'restartpoint':
+      if ((m = /^(checkpoint|restartpoint) starting: (.*)$/.exec(msg))) {
+        memory.checkpointReason = m[2]!
+        return undefined
+      }
+      if ((m = /^(checkpoint|restartpoint) complete: (.*)$/s.exec(msg))) return { kind: 'checkpoint', fields: checkpointFields(m[2]!, m[1] === 'restartpoint', memory) }
+      break
+    case 'checkpoints':
+      if ((m = /^checkpoints are occurring too frequently \((\d+) seconds? apart\)$/.exec(msg))) return { kind: 'checkpoints_too_frequent', fields: { seconds_apart: Number(m[1]) } }
+      break
+    case 'automatic':
+      if ((m = /^automatic (aggressive )?vacuum (?:to prevent wraparound )?of table "(.*?)": index scans: (\d+)/s.exec(msg))) {
+        return { kind: 'autovacuum', fields: vacuumFields(msg, m[2]!, !!m[1], Number(m[3])) }
+      }
+      if ((m = /^automatic analyze of table "(.*?)"/s.exec(msg))) return { kind: 'autoanalyze', fields: { table: m[1]!, elapsed_ms: ms(/elapsed: ([\d.]+) s/.exec(msg)?.[1]) } }
+      break
+    case 'sending':
+      if ((m = /^sending cancel to blocking autovacuum PID (\d+)$/.exec(msg)) && e.pid !== null) {
+        memory.cancelledBy ??= new Map()
+        memory.cancelledBy.set(Number(m[1]), e.pid)
+        return undefined
+      }
+      break
   }
-  if (/^pg_hba\.conf rejects (?:replication )?connection for host/.test(msg)) return { kind: 'auth_failed', fields: { method: 'reject', reason: 'hba_reject' } }
-  if (isError && (m = /^role "(.*)" does not exist$/s.exec(msg)) && state !== '42704') {
-    return { kind: 'auth_failed', fields: { method: null, reason: 'no_such_role', user_name: m[1]! } }
-  }
-  if (msg === 'sorry, too many clients already') return { kind: 'too_many_connections', fields: { limit_kind: 'max_connections' } }
-  if (/^remaining connection slots are reserved/.test(msg)) return { kind: 'too_many_connections', fields: { limit_kind: 'reserved' } }
-  if ((m = /^too many connections for (role|database) "/.exec(msg))) return { kind: 'too_many_connections', fields: { limit_kind: m[1]! } }
 
-  if ((m = /^process (\d+) still waiting for (\w+) on (.+) after ([\d.]+) ms$/s.exec(msg))) {
-    const queue = lockQueue(e.detail)
-    return { kind: 'lock_wait', fields: { mode: m[2]!, lock: m[3]!, relation: relationOf(m[3]!), wait_ms: Number(m[4]), holders: queue.holders, waiters: queue.waiters } }
-  }
-  if ((m = /^process (\d+) acquired (\w+) on (.+) after ([\d.]+) ms$/s.exec(msg))) {
-    return { kind: 'lock_acquired', fields: { mode: m[2]!, lock: m[3]!, relation: relationOf(m[3]!), wait_ms: Number(m[4]) } }
-  }
-  if (msg === 'deadlock detected' && (state === null || state === '40P01')) return { kind: 'deadlock', fields: deadlockFields(e.detail) }
+  if (state === '53100' || msg.includes('No space left on device')) return { kind: 'disk_full', fields: { path: /"([^"]+)"/.exec(msg)?.[1] ?? null } }
+  if (state === '53200' || (word === 'out' && /^out of memory\b/.test(msg))) return { kind: 'out_of_memory', fields: {} }
 
-  if ((m = /^canceling statement due to (statement timeout|user request|lock timeout|conflict with recovery|transaction timeout)$/.exec(msg))) {
-    return { kind: 'statement_cancelled', fields: { reason: m[1]!.replaceAll(' ', '_') } }
+  switch (word) {
+    case 'could':
+      if (/^could not fork\b/.test(msg)) return { kind: 'could_not_fork', fields: {} }
+      if ((m = /^could not (write|fsync|extend|read)(?: to)? (?:file|block \d+ (?:in|of) (?:file|relation)) "(.*?)"/.exec(msg))) {
+        return { kind: 'io_error', fields: { operation: m[1]!, path: m[2]! } }
+      }
+      if (/^could not receive data from WAL stream/.test(msg)) return { kind: 'replication_error', fields: { wal_file: null, slot: null } }
+      break
+    case 'archive':
+      if ((m = /^archive command (?:failed with exit code (\d+)|was terminated by signal (\d+))/.exec(msg))) {
+        return { kind: 'archive_failed', fields: { exit_code: num(m[1]), wal_file: /\b([0-9A-F]{24}(?:\.partial|\.[0-9A-F]{8}\.backup)?)\b/.exec(e.detail ?? '')?.[1] ?? null } }
+      }
+      break
+    case 'requested':
+      if ((m = /^requested WAL segment ([0-9A-F]{24}) has already been removed$/.exec(msg))) return { kind: 'replication_error', fields: { wal_file: m[1]!, slot: null } }
+      break
+    case 'replication':
+      if ((m = /^replication slot "(.*)" does not exist$/.exec(msg)) && isError) return { kind: 'replication_error', fields: { wal_file: null, slot: m[1]! } }
+      if (/^replication terminated by primary server/.test(msg)) return { kind: 'replication_error', fields: { wal_file: null, slot: null } }
+      break
+    case 'invalidating':
+    case 'terminating':
+      if ((m = /^(?:invalidating (?:obsolete )?replication slot|terminating process \d+ to release replication slot) "(.*?)"/.exec(msg))) {
+        return { kind: 'replication_error', fields: { wal_file: null, slot: m[1]! } }
+      }
+      if (msg === 'terminating walsender process due to replication timeout') return { kind: 'replication_error', fields: { wal_file: null, slot: null } }
+      break
+    case 'starting':
+      if ((m = /^starting PostgreSQL (\S+)/.exec(msg))) {
+        memory.version = detached(m[1]!)
+        return undefined
+      }
+      break
+    case 'database':
+      if (/^database system is ready to accept (?:read-only )?connections$/.test(msg)) return { kind: 'server_start', fields: { version: memory.version ?? null } }
+      if (msg === 'database system was not properly shut down; automatic recovery in progress') return { kind: 'recovery', fields: { phase: 'started', redo_ms: null } }
+      if (/^database system was interrupted while in recovery/.test(msg)) return { kind: 'recovery', fields: { phase: 'interrupted', redo_ms: null } }
+      break
+    case 'received':
+      if ((m = /^received (smart|fast|immediate) shutdown request$/.exec(msg))) return { kind: 'server_shutdown', fields: { mode: m[1]! } }
+      break
+    case 'redo':
+      if (/^redo done at /.test(msg)) return { kind: 'recovery', fields: { phase: 'redo_done', redo_ms: ms(/elapsed: ([\d.]+) s/.exec(msg)?.[1]) } }
+      break
   }
-  if ((m = /^terminating connection due to (idle-in-transaction timeout|idle-session timeout|transaction timeout|conflict with recovery)$/.exec(msg))) {
-    return { kind: 'statement_cancelled', fields: { reason: m[1]!.replace(/[- ]/g, '_') } }
-  }
-  if ((m = /^duration: ([\d.]+) ms/.exec(msg))) return { kind: 'slow_statement', fields: { duration_ms: Number(m[1]) } }
-  if ((m = /^temporary file: path "(.*)", size (\d+)$/s.exec(msg))) return { kind: 'temp_file', fields: { path: m[1]!, size_bytes: Number(m[2]) } }
-
-  if ((m = /^(checkpoint|restartpoint) starting: (.*)$/.exec(msg))) {
-    memory.checkpointReason = m[2]!
-    return undefined
-  }
-  if ((m = /^(checkpoint|restartpoint) complete: (.*)$/s.exec(msg))) return { kind: 'checkpoint', fields: checkpointFields(m[2]!, m[1] === 'restartpoint', memory) }
-  if ((m = /^checkpoints are occurring too frequently \((\d+) seconds? apart\)$/.exec(msg))) return { kind: 'checkpoints_too_frequent', fields: { seconds_apart: Number(m[1]) } }
-
-  if ((m = /^automatic (aggressive )?vacuum (?:to prevent wraparound )?of table "(.*?)": index scans: (\d+)/s.exec(msg))) {
-    return { kind: 'autovacuum', fields: vacuumFields(msg, m[2]!, !!m[1], Number(m[3])) }
-  }
-  if ((m = /^automatic analyze of table "(.*?)"/s.exec(msg))) return { kind: 'autoanalyze', fields: { table: m[1]!, elapsed_ms: ms(/elapsed: ([\d.]+) s/.exec(msg)?.[1]) } }
-  if (msg === 'canceling autovacuum task') {
-    const table = e.context ? (/(?:automatic (?:vacuum|analyze) of table|relation) "(.*?)"/.exec(e.context)?.[1] ?? null) : null
-    return { kind: 'autovacuum_cancelled', fields: { table, blocker_pid: e.pid === null ? null : (memory.cancelledBy?.get(e.pid) ?? null) } }
-  }
-  if ((m = /^sending cancel to blocking autovacuum PID (\d+)$/.exec(msg)) && e.pid !== null) {
-    memory.cancelledBy ??= new Map()
-    memory.cancelledBy.set(Number(m[1]), e.pid)
-    return undefined
-  }
-
-  if (/No space left on device/.test(msg) || state === '53100') return { kind: 'disk_full', fields: { path: /"([^"]+)"/.exec(msg)?.[1] ?? null } }
-  if (state === '53200' || /^out of memory\b/.test(msg)) return { kind: 'out_of_memory', fields: {} }
-  if (/^could not fork\b/.test(msg)) return { kind: 'could_not_fork', fields: {} }
-  if ((m = /^could not (write|fsync|extend|read)(?: to)? (?:file|block \d+ (?:in|of) (?:file|relation)) "(.*?)"/.exec(msg))) {
-    return { kind: 'io_error', fields: { operation: m[1]!, path: m[2]! } }
-  }
-
-  if ((m = /^archive command (?:failed with exit code (\d+)|was terminated by signal (\d+))/.exec(msg))) {
-    return { kind: 'archive_failed', fields: { exit_code: num(m[1]), wal_file: /\b([0-9A-F]{24}(?:\.partial|\.[0-9A-F]{8}\.backup)?)\b/.exec(e.detail ?? '')?.[1] ?? null } }
-  }
-  if ((m = /^requested WAL segment ([0-9A-F]{24}) has already been removed$/.exec(msg))) return { kind: 'replication_error', fields: { wal_file: m[1]!, slot: null } }
-  if ((m = /^replication slot "(.*)" does not exist$/.exec(msg)) && isError) return { kind: 'replication_error', fields: { wal_file: null, slot: m[1]! } }
-  if ((m = /^(?:invalidating (?:obsolete )?replication slot|terminating process \d+ to release replication slot) "(.*?)"/.exec(msg))) {
-    return { kind: 'replication_error', fields: { wal_file: null, slot: m[1]! } }
-  }
-  if (/^terminating walsender process due to replication timeout$|^could not receive data from WAL stream|^replication terminated by primary server/.test(msg)) {
-    return { kind: 'replication_error', fields: { wal_file: null, slot: null } }
-  }
-
-  if ((m = /^starting PostgreSQL (\S+)/.exec(msg))) {
-    memory.version = m[1]!
-    return undefined
-  }
-  if (/^database system is ready to accept (?:read-only )?connections$/.test(msg)) return { kind: 'server_start', fields: { version: memory.version ?? null } }
-  if ((m = /^received (smart|fast|immediate) shutdown request$/.exec(msg))) return { kind: 'server_shutdown', fields: { mode: m[1]! } }
-  if ((m = /^(.+?) \(PID \d+\) (?:was terminated by signal (\d+)|exited with exit code (\d+)|was terminated by exception)/.exec(msg))) {
+  // `<process> (PID n) was terminated by signal ...`: the process is named by several words.
+  const pidAt = msg.indexOf(' (PID ')
+  if (pidAt > 0 && pidAt <= 200 && (m = /^(.+?) \(PID \d+\) (?:was terminated by signal (\d+)|exited with exit code (\d+)|was terminated by exception)/.exec(msg))) {
     const process = m[1]!
     if (!(m[3] === '1' && /^background worker/.test(process)) && !(m[3] === '0')) {
       return { kind: 'server_crash', fields: { signal: num(m[2]), exit_code: num(m[3]), process } }
     }
   }
-  if (/^database system was not properly shut down; automatic recovery in progress$/.test(msg)) return { kind: 'recovery', fields: { phase: 'started', redo_ms: null } }
-  if (/^database system was interrupted while in recovery/.test(msg)) return { kind: 'recovery', fields: { phase: 'interrupted', redo_ms: null } }
-  if (/^redo done at /.test(msg)) return { kind: 'recovery', fields: { phase: 'redo_done', redo_ms: ms(/elapsed: ([\d.]+) s/.exec(msg)?.[1]) } }
   return undefined
 }
 
@@ -263,12 +312,15 @@ function vacuumFields(msg: string, table: string, aggressive: boolean, indexScan
  */
 export function classify(e: RawLogEntry, memory: ClassifyMemory, prefixHasUser = true): Classified {
   const severity = severityOf(e.severity)
-  const fallback: Classified = { kind: severity === 'error' || severity === 'fatal' || severity === 'panic' ? 'error' : 'other', severity, fields: {} }
-  if (raisedByUser(e)) return fallback
-  const found = byMessage(e, severity, memory)
-  if (!found || !fromServerProcess(found.kind, e, prefixHasUser)) return fallback
+  const found = raisedByUser(e) ? undefined : byMessage(e, severity, memory)
+  if (!found || !fromServerProcess(found.kind, e, prefixHasUser)) {
+    return { kind: severity === 'error' || severity === 'fatal' || severity === 'panic' ? 'error' : 'other', severity, fields: NO_FIELDS }
+  }
   return { kind: found.kind, severity, fields: found.fields }
 }
+
+/** The fields of an entry classified by severity alone (shared, never changed). */
+const NO_FIELDS: Record<string, FieldValue> = Object.freeze({})
 
 /** The message with quoted literals and names, numbers and hexadecimal ids replaced: what identical events share. */
 export function fingerprint(message: string): string {

@@ -68,22 +68,92 @@ export function severityOf(label: string): LogSeverity {
 }
 
 const STAMP = /^(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))?(?: ([A-Za-z0-9+\-:/_]+))?$/
+const ZONE = /^[A-Za-z0-9+\-:/_]+$/
+
+/** The offset from UTC of a zone as logged, or undefined when the name alone does not tell it. */
+function zoneOffset(zone: string): number | undefined {
+  if (zone === 'UTC' || zone === 'GMT' || zone === 'UCT' || zone === 'Z') return 0
+  const numeric = /^([+-])(\d\d):?(\d\d)?$/.exec(zone)
+  return numeric ? (numeric[1] === '-' ? -1 : 1) * (+numeric[2]! * 60 + +(numeric[3] ?? 0)) * 60_000 : undefined
+}
+
+/** The value of the digits text[from, from + count), or -1 when one is not a digit. */
+function digits(text: string, from: number, count: number): number {
+  let v = 0
+  for (let i = from; i < from + count; i++) {
+    const d = text.charCodeAt(i) - 48
+    if (d < 0 || d > 9) return -1
+    v = v * 10 + d
+  }
+  return v
+}
+
+// Entries come in time order: consecutive ones share their day and zone.
+let lastDay = -1
+let lastDayMs = 0
+let lastZone = ''
+let lastZoneOffset: number | undefined
 
 /**
  * Epoch ms of a log timestamp (`2026-12-07 03:58:46.566 UTC`), written in log_timezone with its
  * abbreviation. UTC/GMT and numeric zones (+03, -0530) are exact; any other abbreviation (CEST) takes
  * `offsetMs`, the server's log_timezone offset now (off by the DST change for entries across one).
+ * Read by hand, digit by digit (every entry has one); the regular expression only checks the rare shapes.
  */
 export function parseLogTime(text: string, offsetMs: number): number | null {
+  const n = text.length
+  const year = digits(text, 0, 4)
+  const month = digits(text, 5, 2)
+  const dayOfMonth = digits(text, 8, 2)
+  const hour = digits(text, 11, 2)
+  const minute = digits(text, 14, 2)
+  const second = digits(text, 17, 2)
+  if (n < 19 || year < 0 || month < 0 || dayOfMonth < 0 || hour < 0 || minute < 0 || second < 0 || text[4] !== '-' || text[7] !== '-' || text[10] !== ' ' || text[13] !== ':' || text[16] !== ':') {
+    return null
+  }
+  let i = 19
+  let millis = 0
+  if (text[i] === '.') {
+    let k = i + 1
+    while (k < n && k < i + 7 && text.charCodeAt(k) >= 48 && text.charCodeAt(k) <= 57) k++
+    if (k === i + 1) return null
+    // Milliseconds: the first three digits of the fraction (.5 is 500, .123456 is 123).
+    for (let f = i + 1; f < i + 4; f++) millis = millis * 10 + (f < k ? text.charCodeAt(f) - 48 : 0)
+    i = k
+  }
+  let offset = offsetMs
+  if (i < n) {
+    if (text[i] !== ' ' || i + 1 === n) return null
+    const zone = text.slice(i + 1)
+    if (zone !== lastZone) {
+      if (!ZONE.test(zone)) return null
+      lastZone = zone
+      lastZoneOffset = zoneOffset(zone)
+    }
+    if (lastZoneOffset !== undefined) offset = lastZoneOffset
+  }
+  const day = year * 10_000 + month * 100 + dayOfMonth
+  if (day !== lastDay) {
+    lastDayMs = Date.UTC(year, month - 1, dayOfMonth)
+    lastDay = day
+  }
+  return lastDayMs + ((hour * 60 + minute) * 60 + second) * 1000 + millis - offset
+}
+
+/** The same as parseLogTime, by one regular expression: the reference the tests hold the fast one to. */
+export function parseLogTimeByRegex(text: string, offsetMs: number): number | null {
   const m = STAMP.exec(text)
   if (!m) return null
-  const base = Date.UTC(+m[1]!, +m[2]! - 1, +m[3]!, +m[4]!, +m[5]!, +m[6]!, m[7] ? Math.floor(+`0.${m[7]}` * 1000) : 0)
+  const base = Date.UTC(+m[1]!, +m[2]! - 1, +m[3]!, +m[4]!, +m[5]!, +m[6]!, m[7] ? +m[7].padEnd(3, '0').slice(0, 3) : 0)
   const zone = m[8]
-  let offset = offsetMs
-  if (zone === undefined || zone === 'UTC' || zone === 'GMT' || zone === 'UCT' || zone === 'Z') offset = zone === undefined ? offsetMs : 0
-  else {
-    const numeric = /^([+-])(\d\d):?(\d\d)?$/.exec(zone)
-    if (numeric) offset = (numeric[1] === '-' ? -1 : 1) * (+numeric[2]! * 60 + +(numeric[3] ?? 0)) * 60_000
-  }
-  return base - offset
+  return base - (zone === undefined ? offsetMs : (zoneOffset(zone) ?? offsetMs))
+}
+
+/**
+ * A copy of a value read from a log slice that shares no memory with the slice. The parsers' strings are
+ * views into the slice's decoded text (a substring keeps its whole parent alive), so whatever outlives a
+ * slice — entries kept for sending, the classifier's memory — is copied first.
+ */
+export function detached<T>(value: T): T {
+  return value === null || value === undefined ? value : JSON.parse(JSON.stringify(value))
 }

@@ -7,10 +7,12 @@
 //   start a line of its own. A secondary line joins the entry before it only when the pid agrees.
 // - csvlog: one record per entry, fields quoted with "" escapes, newlines inside quotes.
 // - jsonlog (PostgreSQL 15+): one JSON object per line.
-// Lines are split on the byte 0x0A and decoded one by one, so invalid UTF-8 only costs replacement
-// characters and never shifts an offset; parts are kept to PART_CHARS while assembled (1 MB lines).
+// Lines are split on the byte 0x0A; a line is decoded by itself (stderr: a view into the slice decoded
+// once), so invalid UTF-8 only costs replacement characters and never shifts an offset; parts are kept to
+// PART_CHARS while assembled (1 MB lines). Each entry's end offset is given, so a reader may stop after any.
+import { isAscii } from 'node:buffer'
 import { type RawLogEntry, emptyEntry, parseLogTime, SEVERITY_LABELS } from './entry.ts'
-import { PREFIX_PROBE_CHARS, type PrefixParser, prefixValues } from './prefix.ts'
+import { PREFIX_PROBE_CHARS, type PrefixField, type PrefixParser } from './prefix.ts'
 
 export type LogFormat = 'stderr' | 'csvlog' | 'jsonlog'
 
@@ -36,6 +38,8 @@ export interface ParsedChunk {
   entries: RawLogEntry[]
   /** Bytes from the slice's start that are fully read (the next read starts there). */
   consumed: number
+  /** Where each entry ends: reading again from ends[i] gives the entries after entries[i]. */
+  ends: number[]
 }
 
 function cap(text: string): string {
@@ -73,101 +77,167 @@ const SECTIONS: Record<string, 'detail' | 'hint' | 'internalQuery' | 'context' |
 
 type Part = 'message' | 'detail' | 'hint' | 'internalQuery' | 'context' | 'statement' | 'location'
 
+/** The bytes 0x80 to 0xFF in a slice decoded as latin1: where a line must be decoded as UTF-8 instead. */
+const HIGH_BYTE = /[\x80-\xff]/g
+
+/**
+ * stderr. The slice is decoded once, as latin1 (one character per byte, so string indexes are byte offsets),
+ * and lines are views into that text; a line holding a byte past ASCII is decoded again from the bytes as
+ * UTF-8 (invalid sequences become replacement characters). The entries' strings are therefore views into
+ * the slice's text: whoever keeps one past the slice copies it (entry.ts `detached`).
+ */
 function parseStderr(buf: Buffer, opts: ParseOptions): ParsedChunk {
   const parser = opts.prefix
   if (!parser) throw new Error('stderr logs need the log_line_prefix parser')
+  const { regex, fields, labelGroup } = parser
+  const text = buf.toString('latin1')
+  const n = text.length
+  // Index of the next byte past ASCII at or after the current line (n when none is left).
+  let high = isAscii(buf) ? n : -1
+  const lineText = (start: number, end: number): string => {
+    if (high < start) {
+      HIGH_BYTE.lastIndex = start
+      high = HIGH_BYTE.exec(text)?.index ?? n
+    }
+    return high < end ? buf.toString('utf8', start, end) : text.slice(start, end)
+  }
   const entries: RawLogEntry[] = []
+  const ends: number[] = []
   let consumed = 0
-  let current: { entry: RawLogEntry; part: Part; end: number } | undefined
+  // The entry being assembled, the part its next continuation line belongs to, and where its last line ends.
+  let entry: RawLogEntry | undefined
+  let part: Part = 'message'
+  let entryEnd = 0
   const finish = () => {
-    if (!current) return
-    entries.push(current.entry)
-    consumed = current.end
-    current = undefined
+    if (!entry) return
+    entries.push(entry)
+    consumed = entryEnd
+    ends.push(consumed)
+    entry = undefined
   }
-  const addTo = (part: Part, text: string) => {
-    if (!current || part === 'location') return
-    const e = current.entry
-    if (part === 'message') e.message = append(e.message, text)
-    else e[part] = append(e[part], text)
-  }
-  forEachLine(buf, opts.closed, (start, end, next) => {
+  let pos = 0
+  while (pos < n) {
+    const nl = text.indexOf('\n', pos)
+    if (nl < 0 && !opts.closed) break
+    const start = pos
+    const next = nl < 0 ? n : nl + 1
+    const end = nl < 0 ? n : nl > start && text.charCodeAt(nl - 1) === 13 ? nl - 1 : nl
+    pos = next
     // A continuation line: a newline inside a part, written as newline + TAB.
-    if (buf[start] === 9) {
-      if (current) {
-        const e = current.entry
-        const part = current.part
-        const text = buf.toString('utf8', start + 1, Math.min(end, start + 1 + PART_CHARS * 4))
+    if (text.charCodeAt(start) === 9) {
+      const more = lineText(start + 1, Math.min(end, start + 1 + PART_CHARS * 4))
+      if (entry) {
         if (part === 'message') {
-          if (e.message.length < PART_CHARS) e.message = cap(`${e.message}\n${text}`)
+          if (entry.message.length < PART_CHARS) entry.message = cap(`${entry.message}\n${more}`)
         } else if (part !== 'location') {
-          const value = e[part]
-          if (value === null || value.length < PART_CHARS) e[part] = cap(`${value ?? ''}\n${text}`)
+          const value = entry[part]
+          if (value === null || value.length < PART_CHARS) entry[part] = cap(`${value ?? ''}\n${more}`)
         }
-        current.end = next
+        entryEnd = next
       } else {
         // A continuation whose entry was read before (cannot happen when slices end at entries): counted as its own.
-        const orphan = emptyEntry('LOG', cap(buf.toString('utf8', start + 1, Math.min(end, start + 1 + PART_CHARS * 4))))
-        entries.push(orphan)
+        entries.push(emptyEntry('LOG', cap(more)))
         consumed = next
+        ends.push(consumed)
       }
-      return
+      continue
     }
     if (start === end) {
-      if (current) current.end = next
+      if (entry) entryEnd = next
       else consumed = next
-      return
+      continue
     }
-    const line = buf.toString('utf8', start, Math.min(end, start + PART_CHARS * 4))
-    const m = parser.regex.exec(line.length > PREFIX_PROBE_CHARS ? line.slice(0, PREFIX_PROBE_CHARS) : line)
+    const line = lineText(start, Math.min(end, start + PART_CHARS * 4))
+    const m = regex.exec(line.length > PREFIX_PROBE_CHARS ? line.slice(0, PREFIX_PROBE_CHARS) : line)
     if (!m) {
       // Not a log line of PostgreSQL's own (a library writing to stderr, a line from before the prefix was set).
       finish()
-      current = { entry: emptyEntry('LOG', cap(line)), part: 'message', end: next }
-      return
+      entry = emptyEntry('LOG', cap(line))
+      part = 'message'
+      entryEnd = next
+      continue
     }
-    const label = m.groups!.label!
-    const values = prefixValues(parser, m.groups as Record<string, string | undefined>)
+    const label = m[labelGroup]!
     const rest = line.slice(m[0].length)
-    const pid = values.pid === undefined ? null : Number(values.pid)
     const section = SECTIONS[label]
     if (section) {
-      if (current && (pid === null || current.entry.pid === null || current.entry.pid === pid)) {
-        current.part = section
-        addTo(section, rest)
-        current.end = next
-        return
+      const pid = pidOf(m, fields)
+      if (entry && (pid === null || entry.pid === null || entry.pid === pid)) {
+        part = section
+        if (section !== 'location') entry[section] = append(entry[section], rest)
+        entryEnd = next
+        continue
       }
       // A secondary line without its entry: kept as an entry of its own, its label in the text.
       finish()
-      const orphan = emptyEntry('LOG', cap(`${label}:  ${rest}`))
-      fillFromPrefix(orphan, values, opts.tzOffsetMs, pid)
-      current = { entry: orphan, part: 'message', end: next }
-      return
+      entry = emptyEntry('LOG', cap(`${label}:  ${rest}`))
+    } else {
+      finish()
+      entry = emptyEntry(label, cap(rest))
     }
-    finish()
-    const entry = emptyEntry(label, cap(rest))
-    fillFromPrefix(entry, values, opts.tzOffsetMs, pid)
-    current = { entry, part: 'message', end: next }
-  })
-  if (current && opts.settled) {
+    fillFromPrefix(entry, m, fields, opts.tzOffsetMs)
+    part = 'message'
+    entryEnd = next
+  }
+  if (entry && opts.settled) {
     // The slice ended at a line's end (or the file will not grow): the entry is whole.
     finish()
   }
-  return { entries, consumed }
+  return { entries, consumed, ends }
 }
 
-function fillFromPrefix(entry: RawLogEntry, values: ReturnType<typeof prefixValues>, tzOffsetMs: number, pid: number | null): void {
-  entry.pid = pid
-  if (values.ts) entry.ts = parseLogTime(values.ts, tzOffsetMs)
-  else if (values.epoch) entry.ts = Math.round(Number(values.epoch) * 1000)
-  entry.user = values.user ?? null
-  entry.database = values.database ?? null
-  entry.application = values.application ?? null
-  entry.client = values.hostport ?? values.host ?? null
-  entry.sqlstate = values.sqlstate ?? null
-  entry.backendType = values.backendType ?? null
-  entry.queryId = values.queryId && values.queryId !== '0' ? values.queryId : null
+function pidOf(m: RegExpExecArray, fields: PrefixField[]): number | null {
+  const i = fields.indexOf('pid')
+  const v = i < 0 ? undefined : m[i + 1]
+  return v === undefined || v === '' ? null : Number(v)
+}
+
+/** The prefix's values into the entry (a field left empty is null). */
+function fillFromPrefix(entry: RawLogEntry, m: RegExpExecArray, fields: PrefixField[], tzOffsetMs: number): void {
+  for (let i = 0; i < fields.length; i++) {
+    const raw = m[i + 1]
+    if (raw === undefined || raw === '') continue
+    // Trimmed after the test, as a padded field is: a value of spaces alone is '' (not null), so that an
+    // entry of a user whose name is blank never passes for a server process's.
+    const v = raw.trim()
+    switch (fields[i]) {
+      case 'ts': {
+        const ts = parseLogTime(v, tzOffsetMs)
+        if (ts !== null) entry.ts = ts
+        break
+      }
+      case 'epoch':
+        if (entry.ts === null) entry.ts = Math.round(Number(v) * 1000)
+        break
+      case 'pid':
+        entry.pid = Number(v)
+        break
+      case 'user':
+        entry.user = v
+        break
+      case 'database':
+        entry.database = v
+        break
+      case 'application':
+        entry.application = v
+        break
+      case 'host':
+        if (entry.client === null) entry.client = v
+        break
+      case 'hostport':
+        entry.client = v
+        break
+      case 'sqlstate':
+        entry.sqlstate = v
+        break
+      case 'backendType':
+        entry.backendType = v
+        break
+      case 'queryId':
+        if (v !== '0') entry.queryId = v
+        break
+    }
+  }
 }
 
 /** The fields of one CSV record (RFC 4180 quoting as PostgreSQL writes it). */
@@ -239,6 +309,7 @@ function csvEntry(f: string[], tzOffsetMs: number): RawLogEntry {
 
 function parseCsv(buf: Buffer, opts: ParseOptions): ParsedChunk {
   const entries: RawLogEntry[] = []
+  const ends: number[] = []
   let consumed = 0
   let record: string[] = []
   let quotes = 0
@@ -250,17 +321,23 @@ function parseCsv(buf: Buffer, opts: ParseOptions): ParsedChunk {
     if (quotes % 2 !== 0 && !opts.closed) return
     entries.push(csvEntry(csvFields(record.join('\n')), opts.tzOffsetMs))
     consumed = next
+    ends.push(consumed)
     record = []
     quotes = 0
   })
-  return { entries, consumed }
+  return { entries, consumed, ends }
 }
 
 const str = (v: unknown): string | null => (typeof v === 'string' && v !== '' ? cap(v) : typeof v === 'number' ? String(v) : null)
 
 function parseJson(buf: Buffer, opts: ParseOptions): ParsedChunk {
   const entries: RawLogEntry[] = []
+  const ends: number[] = []
   let consumed = 0
+  const push = (entry: RawLogEntry) => {
+    entries.push(entry)
+    ends.push(consumed)
+  }
   forEachLine(buf, opts.closed, (start, end, next) => {
     consumed = next
     if (start === end) return
@@ -270,7 +347,7 @@ function parseJson(buf: Buffer, opts: ParseOptions): ParsedChunk {
       o = JSON.parse(line)
       if (o === null || typeof o !== 'object' || Array.isArray(o)) throw new Error('not an object')
     } catch {
-      entries.push(emptyEntry('LOG', cap(line)))
+      push(emptyEntry('LOG', cap(line)))
       return
     }
     const severity = typeof o.error_severity === 'string' && SEVERITY_LABELS[o.error_severity] ? o.error_severity : 'LOG'
@@ -292,9 +369,9 @@ function parseJson(buf: Buffer, opts: ParseOptions): ParsedChunk {
     // query_id is a 64-bit integer: JSON.parse rounds it, so it is read from the text.
     const q = /"query_id":(-?\d+)/.exec(line)?.[1]
     entry.queryId = q && q !== '0' ? q : null
-    entries.push(entry)
+    push(entry)
   })
-  return { entries, consumed }
+  return { entries, consumed, ends }
 }
 
 export function parseChunk(buf: Buffer, opts: ParseOptions): ParsedChunk {

@@ -7,9 +7,10 @@
 export type PrefixField = 'ts' | 'epoch' | 'pid' | 'user' | 'database' | 'application' | 'host' | 'hostport' | 'sqlstate' | 'backendType' | 'queryId'
 
 export interface PrefixParser {
-  /** Matches a line's prefix and label; groups named f0, f1 ... (see `fields`) and `label`. */
+  /** Matches a line's prefix and label: group i + 1 is `fields[i]`, the last group (`labelGroup`) the label. */
   regex: RegExp
   fields: PrefixField[]
+  labelGroup: number
   /** What the prefix lacks that the reader would use, for `dbm agent --check` (empty when nothing). */
   lacks: string[]
 }
@@ -28,7 +29,7 @@ export function buildPrefixParser(prefix: string): PrefixParser {
   let optionalFrom = -1
   const parts: string[] = []
   const group = (field: PrefixField, pattern: string) => {
-    parts.push(`(?<f${fields.length}>${pattern})`)
+    parts.push(`(${pattern})`)
     fields.push(field)
   }
   const seen = new Set<string>()
@@ -125,15 +126,6 @@ export function buildPrefixParser(prefix: string): PrefixParser {
   if (!seen.has('u') && !seen.has('b')) lacks.push('the user (%u) or backend type (%b): server processes\' entries (checkpoints, autovacuum) cannot be told from a user\'s RAISE LOG')
   if (!seen.has('d')) lacks.push('the database (%d)')
   if (!seen.has('h') && !seen.has('r')) lacks.push('the client (%h or %r): failed logins have no client address')
-  return { regex: new RegExp(`^${body}(?<label>${LABELS}):  `), fields, lacks }
-}
-
-/** The named groups of a prefix match as entry fields (empty strings as null). */
-export function prefixValues(parser: PrefixParser, groups: Record<string, string | undefined>): Partial<Record<PrefixField, string>> {
-  const out: Partial<Record<PrefixField, string>> = {}
-  for (let i = 0; i < parser.fields.length; i++) {
-    const v = groups[`f${i}`]
-    if (v !== undefined && v !== '') out[parser.fields[i]!] = v.trim()
-  }
-  return out
+  // Numbered groups, not named ones: a match then builds no `groups` object per line.
+  return { regex: new RegExp(`^${body}(${LABELS}):  `), fields, labelGroup: fields.length + 1, lacks }
 }

@@ -9,7 +9,14 @@
 // - A file cut mid-entry: the read stops before that entry and takes it whole next time. The last entry of
 //   the newest stderr file counts as whole once the file has been quiet for SETTLE_MS (its DETAIL and
 //   STATEMENT lines come in the same write).
-// - Backlog: at most `budgetBytes` per cycle, in slices of SLICE_BYTES; the rest is reported as backlog.
+// - Backlog: at most `budgetBytes` per cycle, in slices of SLICE_BYTES (an entry longer than a slice gets a
+//   longer one, up to MAX_SLICE_BYTES, past which it is cut); the rest is reported as backlog. Memory: one
+//   read buffer per call, the slices' strings copied only for the entries kept (LogTally), and a full
+//   garbage collection after every COLLECT_EVERY_BYTES of one call, so that reading a backlog of hundreds
+//   of MB takes a bounded amount of memory (JavaScriptCore otherwise lets the heap grow by much more than
+//   the data it holds before collecting it).
+// - The callback may refuse an entry (the cycle's batch is full): the read stops right before it, and the
+//   position says so exactly, so that the next cycle starts with that entry.
 import type { RawLogEntry } from './entry.ts'
 import { formatOfFile, type LogFormat, parseChunk } from './parse.ts'
 import type { PrefixParser } from './prefix.ts'
@@ -20,7 +27,12 @@ export interface LogPosition {
   files: Record<string, [number, number]>
 }
 
-export const SLICE_BYTES = 4 * 1024 * 1024
+/** A slice: what is decoded and parsed at once (its text and entries are garbage once it is handed over). */
+export const SLICE_BYTES = 1024 * 1024
+/** An entry longer than a slice is read again in a slice twice as long, up to this; past it, it is cut. */
+export const MAX_SLICE_BYTES = 4 * 1024 * 1024
+/** During a read of more than this, a full collection follows each such amount: the garbage stays bounded. */
+export const COLLECT_EVERY_BYTES = 1024 * 1024
 export const DEFAULT_BUDGET_BYTES = 16 * 1024 * 1024
 /** How long the newest stderr file must be unchanged before its last entry counts as whole. */
 export const SETTLE_MS = 1_000
@@ -49,7 +61,10 @@ export function endPosition(files: LogFile[]): LogPosition {
   return { files: Object.fromEntries(files.map((f) => [f.name, [f.size, f.ino] as [number, number]])) }
 }
 
-export async function readLogs(source: LogSource, previous: LogPosition | undefined, options: ReadOptions, onEntry: (entry: RawLogEntry) => void): Promise<ReadResult> {
+/** Takes one entry; false refuses it, and the read stops before it. */
+export type EntryHandler = (entry: RawLogEntry) => boolean | void
+
+export async function readLogs(source: LogSource, previous: LogPosition | undefined, options: ReadOptions, onEntry: EntryHandler): Promise<ReadResult> {
   const all = await source.list()
   const files = ordered(all.filter((f) => formatOfFile(f.name) === options.format))
   if (!previous) return { position: endPosition(all), bytesRead: 0, backlogBytes: 0 }
@@ -60,14 +75,21 @@ export async function readLogs(source: LogSource, previous: LogPosition | undefi
   for (const f of all) if (!files.includes(f)) next[f.name] = [f.size, f.ino]
   let bytesRead = 0
   let backlog = 0
+  let refused = false
+  // One buffer for the cycle's slices (a source that can reads into it): a slice's bytes are garbage as
+  // soon as it is parsed, and buffers outside the JavaScript heap do not hasten a collection.
+  const scratch = Buffer.allocUnsafeSlow(Math.min(sliceBytes, budget))
+  let sinceCollect = 0
+  const longest = Math.min(Math.max(sliceBytes, MAX_SLICE_BYTES), budget)
   const newest = files[files.length - 1]
   for (const file of files) {
     const known = previous.files[file.name]
     let offset = known && (known[1] === 0 || file.ino === 0 || known[1] === file.ino) && known[0] <= file.size ? known[0] : 0
     let stopped = false
-    while (!stopped && offset < file.size && bytesRead < budget) {
-      const want = Math.min(file.size - offset, sliceBytes, budget - bytesRead)
-      const buf = await source.read(file.name, offset, want)
+    let size = sliceBytes
+    while (!stopped && !refused && offset < file.size && bytesRead < budget) {
+      const want = Math.min(file.size - offset, size, budget - bytesRead)
+      const buf = await source.read(file.name, offset, want, scratch)
       if (buf.length === 0) break
       bytesRead += buf.length
       const reachesEnd = offset + buf.length >= file.size
@@ -75,14 +97,33 @@ export async function readLogs(source: LogSource, previous: LogPosition | undefi
       const closed = reachesEnd && !isNewest
       const settled = closed || (reachesEnd && options.now - file.mtimeMs >= SETTLE_MS)
       let parsed = parseChunk(buf, { format: options.format, prefix: options.prefix, tzOffsetMs: options.tzOffsetMs, settled, closed })
-      if (parsed.consumed === 0 && buf.length === want && want === sliceBytes) {
-        // One entry longer than a slice: taken as it is, so that the read moves on.
-        parsed = parseChunk(buf, { format: options.format, prefix: options.prefix, tzOffsetMs: options.tzOffsetMs, settled: true, closed: true })
+      if (parsed.consumed === 0 && buf.length === want && !reachesEnd) {
+        // One entry longer than the slice: read again in a longer one; longer than the longest read there
+        // can be, taken as it is (cut), so that the read moves on.
+        if (want === size && size < longest) {
+          size = Math.min(size * 2, longest)
+          continue
+        }
+        if (want === longest) parsed = parseChunk(buf, { format: options.format, prefix: options.prefix, tzOffsetMs: options.tzOffsetMs, settled: true, closed: true })
       }
-      for (const entry of parsed.entries) onEntry(entry)
-      offset += parsed.consumed
+      size = sliceBytes
+      const { entries, ends } = parsed
+      let used = parsed.consumed
+      for (let i = 0; i < entries.length; i++) {
+        if (onEntry(entries[i]!) === false) {
+          used = i === 0 ? 0 : ends[i - 1]!
+          refused = true
+          break
+        }
+      }
+      offset += used
       // Stopped before an entry whose end is not written yet: read it whole next cycle.
       if (parsed.consumed < buf.length && reachesEnd) stopped = true
+      sinceCollect += buf.length
+      if (sinceCollect >= COLLECT_EVERY_BYTES) {
+        sinceCollect = 0
+        Bun.gc(true)
+      }
     }
     next[file.name] = [offset, file.ino]
     backlog += Math.max(0, file.size - offset)

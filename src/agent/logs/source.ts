@@ -17,8 +17,12 @@ export interface LogFile {
 export interface LogSource {
   kind: 'files' | 'sql'
   list(): Promise<LogFile[]>
-  /** Up to `length` bytes from `offset` (fewer at the end of the file; none when it is gone). */
-  read(name: string, offset: number, length: number): Promise<Buffer>
+  /**
+   * Up to `length` bytes from `offset` (fewer at the end of the file; none when it is gone). With `into`
+   * (at least `length` bytes), a source that can reads into it and answers a view of it, so that a read
+   * allocates nothing: the caller reuses one buffer for its slices.
+   */
+  read(name: string, offset: number, length: number, into?: Buffer): Promise<Buffer>
 }
 
 /** Largest byte range asked of pg_read_binary_file at once (its answer travels hex-encoded). */
@@ -42,7 +46,7 @@ export function fileSource(dir: string): LogSource {
       }
       return out
     },
-    async read(name, offset, length) {
+    async read(name, offset, length, into) {
       let fd: number
       try {
         fd = openSync(join(dir, name), 'r')
@@ -52,14 +56,14 @@ export function fileSource(dir: string): LogSource {
       try {
         const size = fstatSync(fd).size
         const n = Math.max(0, Math.min(length, size - offset))
-        const buffer = Buffer.allocUnsafe(n)
+        const buffer = into && into.length >= n ? into : Buffer.allocUnsafe(n)
         let got = 0
         while (got < n) {
           const r = readSync(fd, buffer, got, n - got, offset + got)
           if (r <= 0) break
           got += r
         }
-        return got === n ? buffer : buffer.subarray(0, got)
+        return got === buffer.length ? buffer : buffer.subarray(0, got)
       } finally {
         closeSync(fd)
       }

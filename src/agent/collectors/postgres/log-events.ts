@@ -1,14 +1,17 @@
 // log_events: PostgreSQL's server log, read every cycle from where the last sent batch stopped, each
 // entry classified (src/agent/logs/classify.ts) and counted per minute, kind and severity; the entries
 // themselves up to MAX_ENTRIES and about MAX_ENTRY_BYTES of JSON per batch, the most severe first, the
-// rest counted in `dropped`. Sources: the files in pg_log_dir when set (the agent beside the server),
-// otherwise pg_ls_logdir() and pg_read_binary_file() over SQL when the role may call them. Format: the
-// server's log_destination (jsonlog, else csvlog, else stderr parsed by its own log_line_prefix).
+// rest counted in `dropped`; the count rows stop at what one batch may carry (the read stops before the
+// entry that would need one more, and the next cycle starts with it). Sources: the files in pg_log_dir
+// when set (the agent beside the server), otherwise pg_ls_logdir() and pg_read_binary_file() over SQL
+// when the role may call them. Format: the server's log_destination (jsonlog, else csvlog, else stderr
+// parsed by its own log_line_prefix).
 // When no source works the collector says why in a note, once, and sends nothing.
-import { type LogKind, type LogSeverity, LOG_SEVERITIES, type LogTextMode } from '../../../shared/log-kinds.ts'
+import { ingestMaxItems } from '../../../shared/ingest-limits.ts'
+import { type LogKind, LOG_KIND_NAMES, type LogSeverity, LOG_SEVERITIES, type LogTextMode } from '../../../shared/log-kinds.ts'
 import type { LogCount, LogEvent, LogEventsSection } from '../../../shared/wire.ts'
 import { type ClassifyMemory, type Classified, classify } from '../../logs/classify.ts'
-import type { RawLogEntry } from '../../logs/entry.ts'
+import { detached, type RawLogEntry } from '../../logs/entry.ts'
 import { toLogEvent } from '../../logs/event.ts'
 import type { LogFormat } from '../../logs/parse.ts'
 import { buildPrefixParser, type PrefixParser } from '../../logs/prefix.ts'
@@ -85,6 +88,8 @@ export function settingsProblems(settings: LogSettings, filesGiven: boolean): st
 }
 
 const rank = (s: LogSeverity) => LOG_SEVERITIES.indexOf(s)
+const KIND_INDEX = new Map<string, number>(LOG_KIND_NAMES.map((k, i) => [k, i]))
+const SEVERITY_INDEX = new Map<string, number>(LOG_SEVERITIES.map((s, i) => [s, i]))
 
 interface Candidate {
   entry: RawLogEntry
@@ -97,11 +102,18 @@ function compare(a: Candidate, b: Candidate): number {
   return rank(b.classified.severity) - rank(a.classified.severity) || Number(a.classified.kind === 'other') - Number(b.classified.kind === 'other') || a.order - b.order
 }
 
-/** Classifies and counts entries; keeps the most important MAX_ENTRIES for sending. */
+/**
+ * Classifies and counts entries; keeps the most important MAX_ENTRIES for sending. The count rows are
+ * capped at what one batch may carry (ingestMaxItems.log_counts): an entry that would need one more row is
+ * refused (`add` answers false, nothing of it counted) and the reader stops before it, to go on next cycle.
+ */
 export class LogTally {
-  private readonly counts = new Map<string, LogCount>()
+  /** One row per minute, kind and severity, under a numeric key (no string built per entry). */
+  private readonly counts = new Map<number, LogCount>()
   private candidates: Candidate[] = []
   private seen = 0
+  /** An entry was refused: the count rows are full. */
+  refused = false
   readonly memory: ClassifyMemory
 
   constructor(
@@ -109,23 +121,34 @@ export class LogTally {
     private readonly prefixHasUser: boolean,
     checkpointReason?: string,
     private readonly maxEntries = MAX_ENTRIES,
+    private readonly maxCounts: number = ingestMaxItems.log_counts,
   ) {
     this.memory = { checkpointReason }
   }
 
-  add(entry: RawLogEntry): void {
+  /** Counts the entry (false: refused, the count rows are full; the entry is left for the next cycle). */
+  add(entry: RawLogEntry): boolean {
+    const reasonBefore = this.memory.checkpointReason
     const classified = classify(entry, this.memory, this.prefixHasUser)
     const ts = entry.ts ?? this.now
     const minute = Math.max(0, Math.floor(ts / 60_000) * 60_000)
-    const key = `${minute}|${classified.kind}|${classified.severity}`
+    const key = (minute / 60_000) * 4096 + KIND_INDEX.get(classified.kind)! * 16 + SEVERITY_INDEX.get(classified.severity)!
     const count = this.counts.get(key)
     if (count) count.count++
-    else this.counts.set(key, { minute, kind: classified.kind as LogKind, severity: classified.severity, count: 1 })
-    const candidate = { entry, classified, order: this.seen++ }
+    else if (this.counts.size >= this.maxCounts) {
+      // Read again next cycle: the classifier's memory goes back to before it.
+      this.memory.checkpointReason = reasonBefore
+      this.refused = true
+      return false
+    } else this.counts.set(key, { minute, kind: classified.kind as LogKind, severity: classified.severity, count: 1 })
+    if (this.memory.checkpointReason !== reasonBefore && this.memory.checkpointReason !== undefined) this.memory.checkpointReason = detached(this.memory.checkpointReason)
+    const order = this.seen++
     // Once the list is full, an entry no more important than the least one kept is only counted.
-    if (this.worst && compare(candidate, this.worst) >= 0) return
-    this.candidates.push(candidate)
+    if (this.worst && compare({ entry, classified, order }, this.worst) >= 0) return true
+    // Kept past this slice: copied, so that it does not hold the slice's text in memory.
+    this.candidates.push({ ...detached({ entry, classified }), order })
     if (this.candidates.length >= this.maxEntries * 2) this.trim()
+    return true
   }
 
   private worst: Candidate | undefined
@@ -210,6 +233,7 @@ export const logEvents: PostgresCollector = {
     ctx.state.set(POSITION_KEY, result.position)
     if (tally.memory.checkpointReason !== undefined) ctx.state.set(MEMORY_KEY, tally.memory.checkpointReason)
     else ctx.state.delete(MEMORY_KEY)
+    if (tally.refused) ctx.log.info('log read stopped at the per-batch cap of count rows; the rest is read next cycle', { database: ctx.name, backlog_bytes: result.backlogBytes })
     const { entries, dropped } = tally.events(ctx.logText ?? 'redacted')
     if (dropped > 0 && entries.length >= MAX_ENTRIES) ctx.log.info('log entries counted but not sent whole (past the per-batch cap)', { database: ctx.name, dropped })
     const section: LogEventsSection = {
