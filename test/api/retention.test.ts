@@ -200,10 +200,16 @@ for (const kind of storeKinds) {
       const org = await organization(true)
       const now = org.server.deps.clock()
       let id = ''
-      for (const hours of [30, 29, 28]) id = await org.ingest(pgFull('orders', now - hours * HOUR, 1))
+      // an hour between batches (agent silences), and an outage the agent reported at 29 hours, over at 28
+      for (const hours of [30, 29, 28]) {
+        const batch = pgFull('orders', now - hours * HOUR, 1)
+        if (hours === 29) batch.availability = { state: 'down', since: now - hours * HOUR - MINUTE, cause: 'refused', message: 'connection refused' }
+        if (hours === 28) batch.availability = { state: 'up', since: now - hours * HOUR - MINUTE }
+        id = await org.ingest(batch)
+      }
       // roll the statement statistics up first, so the sweep below only deletes what was counted
       await org.monitor.runRetention(now)
-      const tables = [...PG_TABLES, 'ingest_batches']
+      const tables = [...PG_TABLES, 'outages', 'agent_silences', 'ingest_batches']
       const before = await counts(org.server, id, tables)
       expect(positive(before)).toEqual([])
       const total = Object.values(before).reduce((a, b) => a + b, 0) - before.ingest_batches!

@@ -33,6 +33,8 @@ const TIMED_TABLES = {
 } as const
 /** Derived from telemetry and kept as long: resolved recommendations and alerts. */
 const RESOLVED_TABLES = ['recommendations', 'alerts'] as const
+/** Periods that end (sql-availability.ts): they go once ended before the cutoff; an open outage stays. */
+const ENDED_TABLES = ['outages', 'agent_silences'] as const
 
 /** Every table with per-database rows that retention covers (the retention test checks none is missing). */
 export const RETAINED_TABLES: readonly string[] = [
@@ -43,11 +45,12 @@ export const RETAINED_TABLES: readonly string[] = [
   'query_texts',
   'ingest_batches',
   ...RESOLVED_TABLES,
+  ...ENDED_TABLES,
   ...SESSION_HISTORY_TABLES,
 ]
 
 /** Per-database state that is not telemetry: one row per database, gone with it (ON DELETE CASCADE). */
-export const KEPT_WITH_DATABASE: readonly string[] = ['query_rollups', 'database_health', 'event_baselines']
+export const KEPT_WITH_DATABASE: readonly string[] = ['query_rollups', 'database_health', 'event_baselines', 'database_availability']
 
 /**
  * The primary key of each table retention deletes from that SQLite stores WITHOUT ROWID (migration 10):
@@ -66,6 +69,8 @@ export const WITHOUT_ROWID_KEYS: Readonly<Record<string, readonly string[]>> = {
   latest_tables: ['database_id', 'schema_name', 'table_name'],
   ingest_batches: ['database_id', 'batch_id'],
   log_counts: ['database_id', 'resolution', 'bucket', 'kind', 'severity'],
+  outages: ['database_id', 'started_at'],
+  agent_silences: ['database_id', 'started_at'],
 }
 
 
@@ -144,6 +149,9 @@ async function sweepDatabase(driver: SqlDriver, databaseId: string, cutoffs: Swe
   deleted += await deleteInBatches(driver, 'query_texts', 'database_id = $1 AND last_seen < $2', [databaseId, hoursBefore - TEXT_REFRESH_MS], batch)
   for (const table of RESOLVED_TABLES) {
     deleted += await deleteInBatches(driver, table, 'database_id = $1 AND resolved_at < $2', [databaseId, cutoffs.before], batch)
+  }
+  for (const table of ENDED_TABLES) {
+    deleted += await deleteInBatches(driver, table, 'database_id = $1 AND ended_at < $2', [databaseId, cutoffs.before], batch)
   }
   deleted += await compactSessionHistory(databaseId, { before: cutoffs.before, everyPollBefore: cutoffs.everyPollBefore ?? cutoffs.before }, (table, where, params) =>
     deleteInBatches(driver, table, where, params, batch),
