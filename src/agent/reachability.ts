@@ -29,6 +29,7 @@ const BY_CODE: Record<string, AvailabilityCause> = {
   '57P02': 'refused',
   // insufficient_privilege; invalid_catalog_name (the DSN's database is gone) is a permission matter for the user.
   '42501': 'permission',
+  '3D000': 'permission',
   // query_canceled: a ping past its statement_timeout.
   '57014': 'timeout',
   // ClickHouse: AUTHENTICATION_FAILED, UNKNOWN_USER, REQUIRED_PASSWORD, WRONG_PASSWORD.
@@ -36,9 +37,13 @@ const BY_CODE: Record<string, AvailabilityCause> = {
   '192': 'authentication',
   '194': 'authentication',
   '193': 'authentication',
-  // ClickHouse: ACCESS_DENIED, NOT_ENOUGH_PRIVILEGES.
+  // ClickHouse: ACCESS_DENIED, NOT_ENOUGH_PRIVILEGES, UNKNOWN_DATABASE.
   '497': 'permission',
   '164': 'permission',
+  '81': 'permission',
+  // Bun's own socket errors.
+  ConnectionRefused: 'refused',
+  FailedToOpenSocket: 'refused',
   // ClickHouse: TOO_MANY_SIMULTANEOUS_QUERIES; TIMEOUT_EXCEEDED, SOCKET_TIMEOUT.
   '202': 'too_many_connections',
   '159': 'timeout',
@@ -59,9 +64,21 @@ function causeOfCode(code: unknown): AvailabilityCause | undefined {
   return undefined
 }
 
-/** The class of `error`, from its code or a wrapped error's; from its message as a last resort. */
+/**
+ * The class of `error`, from its code or a wrapped error's. Only an error that carries no code anywhere
+ * is classed by its message: a code the table does not know (22023, an invalid setting) is `other`, however
+ * its text reads ("statement_timeout").
+ */
 export function failureClass(error: unknown, depth = 0): AvailabilityCause {
-  return findClass(error, depth) ?? messageClass(error)
+  return findClass(error, depth) ?? (hasCode(error, depth) ? 'other' : messageClass(error))
+}
+
+function hasCode(error: unknown, depth: number): boolean {
+  if (typeof error !== 'object' || error === null || depth > 8) return false
+  const e = error as { code?: unknown; cause?: unknown; errors?: unknown }
+  if ((typeof e.code === 'string' && e.code !== '') || typeof e.code === 'number') return true
+  if (Array.isArray(e.errors) && e.errors.some((inner) => hasCode(inner, depth + 1))) return true
+  return hasCode(e.cause, depth + 1)
 }
 
 function findClass(error: unknown, depth: number): AvailabilityCause | undefined {
@@ -78,13 +95,13 @@ function findClass(error: unknown, depth: number): AvailabilityCause | undefined
   return findClass(e.cause, depth + 1)
 }
 
-/** Errors without a code: the runner's own deadlines, and texts the drivers word so. */
+/** Errors without a code: the runner's own deadlines, and texts the drivers word so, as whole phrases. */
 function messageClass(error: unknown): AvailabilityCause {
   const message = error instanceof Error ? error.message : String(error)
-  if (/took longer than|within \d+ s|timed? ?out|timeout/i.test(message)) return 'timeout'
-  if (/ECONNREFUSED|connection refused|Unable to connect/i.test(message)) return 'refused'
-  if (/certificate|\bTLS\b|\bSSL\b/i.test(message)) return 'tls'
-  if (/authentication failed|password/i.test(message)) return 'authentication'
+  if (/\btook longer than\b|\bwithin \d+ s\b|\btimed out\b|\btimeout\b/i.test(message)) return 'timeout'
+  if (/\bECONNREFUSED\b|\bconnection refused\b|\bUnable to connect\b/i.test(message)) return 'refused'
+  if (/\bcertificate\b|\bTLS\b|\bSSL\b/i.test(message)) return 'tls'
+  if (/\bauthentication failed\b|\bpassword authentication\b|\bwrong password\b/i.test(message)) return 'authentication'
   return 'other'
 }
 

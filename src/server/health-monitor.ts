@@ -340,8 +340,12 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
     oldestDiagnosisMs = oldest === null || oldest === undefined ? 0 : Math.max(0, now - oldest)
     for (const m of monitored) {
       // A database that went down or came back since its diagnosis is due at once: its alert opens (or
-      // resolves) within a tick of the agent's report, not at the next minute's pass.
-      const changed = m.state_since !== null && m.evaluated_at !== null && m.state_since > m.evaluated_at
+      // resolves) within a tick of the agent's report, not at the next minute's pass. Ingest keeps
+      // state_since at or before the server's clock when the report came, so a forged or fast clock cannot
+      // keep it "changed"; and not within changedFloorMs of the previous diagnosis, so a flapping database
+      // is diagnosed at most twice a minute.
+      const changed =
+        m.state_since !== null && m.evaluated_at !== null && m.state_since > m.evaluated_at && now - m.evaluated_at >= healthMonitorDefaults.changedFloorMs
       if (dueBefore !== undefined && m.evaluated_at !== null && m.evaluated_at >= dueBefore && !changed) continue
       let claimed = false
       try {

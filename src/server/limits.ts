@@ -189,6 +189,18 @@ export const healthMonitorDefaults = {
   notificationMaxAgeMs: DAY,
   /** A notification being delivered is not picked up by another process before this lease ends. */
   deliveryLeaseMs: 5 * MINUTE,
+  /**
+   * A database that went down or came back since its diagnosis is diagnosed at once, but not again within
+   * this long of its previous diagnosis: a flapping database costs at most two diagnoses (and alert changes)
+   * a minute, not one per tick.
+   */
+  changedFloorMs: 30 * SECOND,
+} as const
+
+/** Availability reports (sql-availability.ts). */
+export const availabilityLimits = {
+  /** Down again with the same cause within this long of an outage's end: the outage goes on (flapping). */
+  reopenWithinMs: MINUTE,
 } as const
 
 export const webhookUrlMaxLength = 2048

@@ -39,13 +39,15 @@ function within(spans: Span[], from: number, to: number): number {
   return total
 }
 
-/** The parts of `spans` not covered by `cut` (both merged). */
+/** The parts of `spans` not covered by `cut` (both merged, so sorted and disjoint): one pass over each. */
 function minus(spans: Span[], cut: Span[]): Span[] {
   const out: Span[] = []
+  let j = 0
   for (const [a, b] of spans) {
+    while (j < cut.length && cut[j]![1] <= a) j++
     let start = a
-    for (const [c, d] of cut) {
-      if (d <= start || c >= b) continue
+    for (let k = j; k < cut.length && cut[k]![0] < b; k++) {
+      const [c, d] = cut[k]!
       if (c > start) out.push([start, c])
       start = Math.max(start, d)
     }
@@ -72,8 +74,9 @@ function spansOf(input: UptimeInput): { down: Span[]; unknown: Span[] } {
   if (input.lastHeardAt === null) unknown.push([input.createdAt, now])
   else if (now - input.lastHeardAt > input.silentAfterMs) unknown.push([input.lastHeardAt, now])
   const silent = merged(unknown)
-  // An outage still open lasts until now, less the time the agent has been silent.
-  const down = minus(merged(spans.outages.map((o): Span => [o.started_at, o.ended_at ?? now])), silent)
+  // An outage still open lasts until now, less the time the agent has been silent; nothing counts after
+  // now (a start or end the server's clock has not reached yet is cut there).
+  const down = minus(merged(spans.outages.map((o): Span => [Math.min(o.started_at, now), Math.min(o.ended_at ?? now, now)])), silent)
   return { down, unknown: silent }
 }
 
@@ -83,6 +86,12 @@ function figures(down: Span[], unknown: Span[], from: number, to: number): Uptim
   const unknownMs = within(unknown, from, end)
   const upMs = Math.max(0, end - from - downMs - unknownMs)
   return { up_ms: upMs, down_ms: downMs, unknown_ms: unknownMs, ratio: upMs + downMs > 0 ? Number((upMs / (upMs + downMs)).toFixed(4)) : null }
+}
+
+/** The figures over [now - days, now) alone (the database list's: one pass over the spans, no days). */
+export function uptimeTotal(input: UptimeInput, days: number): UptimeFigures {
+  const { down, unknown } = spansOf(input)
+  return figures(down, unknown, input.now - days * DAY, input.now)
 }
 
 /** The figures over [now - days, now) and per UTC day (the first one partial), oldest first. */

@@ -10,6 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
+import { failureClass } from '../../src/agent/reachability.ts'
 import { type AgentRig, startAgentRig } from '../support/agent.ts'
 import { type PostgresServer, startPostgres } from '../support/postgres.ts'
 import { until } from '../support/wait.ts'
@@ -127,5 +128,19 @@ describe('availability (PostgreSQL 17)', () => {
     await statusWhen('up again', (h) => h.status === 'connected', Date.now())
     const availability = await rig.api('/availability')
     expect(availability.outages.map((o: any) => o.ended_at === null)).toEqual([false, false])
+  })
+})
+
+describe('failure classes of real PostgreSQL 17 errors', () => {
+  test('22023 on statement_timeout is other, not timeout; a missing database (3D000) is permission', async () => {
+    const invalid = await setup.unsafe("SET statement_timeout = 'not a duration'").catch((e) => e)
+    expect(invalid.code).toBe('22023')
+    expect(invalid.message).toContain('statement_timeout')
+    expect(failureClass(invalid)).toBe('other')
+    const missing = postgres(`postgres://monitor:${encodeURIComponent(PASSWORD)}@127.0.0.1:${pg.port}/no_such_db`, { max: 1, onnotice: () => {} })
+    const gone = await missing`SELECT 1`.catch((e) => e)
+    await missing.end({ timeout: 1 }).catch(() => {})
+    expect(gone.code).toBe('3D000')
+    expect(failureClass(gone)).toBe('permission')
   })
 })

@@ -154,30 +154,134 @@ for (const kind of storeKinds) {
       expect(elapsed / tickMs).toBeGreaterThan(most)
     })
 
-    test('a database its agent reports down is due at once, not at the next interval, and so is its return', async () => {
+    test('a database its agent reports down is due at once (30 s after its diagnosis at the soonest), and so is its return', async () => {
       server.advance(400_000)
-      const now = server.deps.clock()
-      const monitor = createHealthMonitor(server.deps, { retentionDays: 30 })
-      expect((await monitor.runOnce(now)).databases).toBe(12)
-      // Diagnosed a second ago: nothing is due for another minute...
-      const due = now + 1_000 - 60_000
-      expect((await monitor.runDue(now + 1_000, due)).databases).toBe(0)
-      // ...but the agent reports fleet-01 unreachable: it alone is due, and its alert opens in that pass.
-      const report = { ...healthy('fleet-01', now + 500), availability: { state: 'down' as const, since: now + 500, cause: 'refused' as const, message: 'connection refused' } }
-      expect((await server.call('POST', '/api/v1/ingest', { apiKey: key, body: report })).status).toBe(200)
-      const pass = await monitor.runDue(now + 2_000, now + 2_000 - 60_000)
-      expect(pass.databases).toBe(1)
-      expect((await evaluations()).get(ids[1]!)).toBe(now + 2_000)
-      const alerts = await server.call('GET', `/api/v1/databases/${ids[1]}/alerts`, { apiKey: key })
-      expect(alerts.body.map((a: any) => a.rule)).toContain('database_unreachable')
-      // Diagnosed since the report: not due again until the interval, while the outage goes on.
-      expect((await monitor.runDue(now + 3_000, now + 3_000 - 60_000)).databases).toBe(0)
-      // It answers again: due at once, and the alert resolves.
-      const back = { ...healthy('fleet-01', now + 3_500), availability: { state: 'up' as const, since: now + 3_500 } }
-      expect((await server.call('POST', '/api/v1/ingest', { apiKey: key, body: back })).status).toBe(200)
-      expect((await monitor.runDue(now + 4_000, now + 4_000 - 60_000)).databases).toBe(1)
-      const after = await server.call('GET', `/api/v1/databases/${ids[1]}/alerts?status=open`, { apiKey: key })
-      expect(after.body.map((a: any) => a.rule)).not.toContain('database_unreachable')
+      server.freeze(true)
+      try {
+        const now = server.deps.clock()
+        const monitor = createHealthMonitor(server.deps, { retentionDays: 30 })
+        const runDue = (at: number) => monitor.runDue(at, at - 60_000)
+        expect((await monitor.runOnce(now)).databases).toBe(12)
+        // Diagnosed a second ago: nothing is due for another minute...
+        expect((await runDue(now + 1_000)).databases).toBe(0)
+        // ...but the agent reports fleet-01 unreachable: it alone is due, once 30 s have passed since its
+        // diagnosis (not at once within them: a flapping database would be diagnosed at every tick).
+        server.advance(500)
+        const report = { ...healthy('fleet-01', now + 500), availability: { state: 'down' as const, since: now + 500, cause: 'refused' as const, message: 'connection refused' } }
+        expect((await server.call('POST', '/api/v1/ingest', { apiKey: key, body: report })).status).toBe(200)
+        expect((await runDue(now + 2_000)).databases).toBe(0)
+        expect((await runDue(now + 30_000)).databases).toBe(1)
+        expect((await evaluations()).get(ids[1]!)).toBe(now + 30_000)
+        const alerts = await server.call('GET', `/api/v1/databases/${ids[1]}/alerts`, { apiKey: key })
+        expect(alerts.body.map((a: any) => a.rule)).toContain('database_unreachable')
+        // Diagnosed since the report: not due again until the interval, while the outage goes on.
+        expect((await runDue(now + 31_000)).databases).toBe(0)
+        // It answers again: due 30 s after the last diagnosis, and the alert resolves.
+        server.advance(31_000)
+        const back = { ...healthy('fleet-01', now + 31_500), availability: { state: 'up' as const, since: now + 31_500 } }
+        expect((await server.call('POST', '/api/v1/ingest', { apiKey: key, body: back })).status).toBe(200)
+        expect((await runDue(now + 32_000)).databases).toBe(0)
+        expect((await runDue(now + 60_000)).databases).toBe(1)
+        const after = await server.call('GET', `/api/v1/databases/${ids[1]}/alerts?status=open`, { apiKey: key })
+        expect(after.body.map((a: any) => a.rule)).not.toContain('database_unreachable')
+      } finally {
+        server.freeze(false)
+      }
+    })
+
+    /** A report of `name` at the server's clock: the header and availability only. */
+    const report = (name: string, availability: Record<string, unknown>) => {
+      const at = server.deps.clock()
+      return { batch_id: crypto.randomUUID(), collected_at: at, interval_seconds: 10, agent_version: 'test', database: { name, engine: 'postgres', host: 'h', port: 5432 }, availability }
+    }
+    const count = async (sql: string, params: unknown[]) => Number((await server.store.driver.get<{ n: unknown }>(sql, params))!.n)
+
+    test('a forged since (year 9999, or 0) is bounded by the server\'s clock and the registration; no negative figure', async () => {
+      server.advance(3_600_000)
+      server.freeze(true)
+      try {
+        const created = server.deps.clock()
+        const first = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: report('forged', { state: 'up', since: 0 }) })
+        expect(first.status).toBe(200)
+        const id = first.body.database_id as string
+        // Up since 0: since the registration instead.
+        expect((await server.store.databaseAvailability.state(id))!.since).toBe(created)
+        server.advance(10_000)
+        const at = server.deps.clock()
+        const down = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: report('forged', { state: 'down', since: Date.UTC(9999, 11, 31), cause: 'refused', message: 'x' }) })
+        expect(down.status).toBe(200)
+        const state = (await server.store.databaseAvailability.state(id))!
+        expect(state).toMatchObject({ state: 'down', since: at })
+        expect(await count("SELECT COUNT(*) AS n FROM events WHERE database_id = $1 AND kind = 'database_down' AND ts = $2", [id, at])).toBe(1)
+        // The agent reports at every ping (10 s), the forged since each time: the same outage.
+        const pings = async (n: number) => {
+          for (let i = 0; i < n; i++) {
+            server.advance(10_000)
+            const res = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: report('forged', { state: 'down', since: Date.UTC(9999, 11, 31), cause: 'refused', message: 'x' }) })
+            expect(res.status).toBe(200)
+          }
+        }
+        await pings(4)
+        expect((await server.store.databaseAvailability.state(id))!.since).toBe(at)
+        // Diagnosed once after the change; 30 s later it is not "changed" again (it was at every tick).
+        const monitor = createHealthMonitor(server.deps, { retentionDays: 30 })
+        const now = server.deps.clock()
+        await monitor.runOnce(now)
+        expect((await evaluations()).get(id)).toBe(now)
+        await pings(3)
+        await monitor.runDue(server.deps.clock(), server.deps.clock() - 60_000)
+        expect((await evaluations()).get(id)).toBe(now)
+        const doctor = await server.call('GET', `/api/v1/databases/${id}/doctor`, { apiKey: key })
+        const finding = doctor.body.top_issues.find((f: any) => f.rule === 'database_unreachable')
+        expect(finding.metrics.down_s).toBe(70)
+        expect(finding.detail).toContain(`since ${new Date(at).toISOString()} (1.2 min)`)
+        const availability = await server.call('GET', `/api/v1/databases/${id}/availability?days=1`, { apiKey: key })
+        expect(availability.body.total.down_ms).toBe(70_000)
+        expect(availability.body.total.up_ms).toBe(10_000)
+        // Up again "since 0": not before the outage began, so it lasted 0 s, not minus 1970 years.
+        const up = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: report('forged', { state: 'up', since: 0 }) })
+        expect(up.status).toBe(200)
+        expect(await server.store.databaseAvailability.spans(id, 0)).toMatchObject({ outages: [{ started_at: at, ended_at: at }] })
+      } finally {
+        server.freeze(false)
+      }
+    })
+
+    test('a flapping database: 36 reports 5 s apart make one outage, two events and at most 7 diagnoses', async () => {
+      server.advance(3_600_000)
+      server.freeze(true)
+      try {
+        const monitor = createHealthMonitor(server.deps, { retentionDays: 30 })
+        let id = ''
+        let diagnoses = 0
+        for (let i = 0; i < 36; i++) {
+          server.advance(5_000)
+          const at = server.deps.clock()
+          const availability = i % 2 === 0 ? { state: 'down', since: at, cause: 'refused', message: `toggle ${i}` } : { state: 'up', since: at }
+          const res = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: report('flapping', availability) })
+          expect(res.status).toBe(200)
+          id = res.body.database_id
+          // A scheduled tick every 5 s.
+          await monitor.runDue(at, at - 60_000 + 5_000)
+          if ((await evaluations()).get(id) === at) diagnoses++
+        }
+        expect(await count('SELECT COUNT(*) AS n FROM outages WHERE database_id = $1', [id])).toBe(1)
+        expect(await count("SELECT COUNT(*) AS n FROM events WHERE database_id = $1 AND kind IN ('database_down', 'database_up')", [id])).toBe(2)
+        // 175 s from the first diagnosis: at most one every 30 s.
+        expect(diagnoses).toBeLessThanOrEqual(7)
+        expect(await count('SELECT COUNT(*) AS n FROM alerts WHERE database_id = $1', [id])).toBeLessThanOrEqual(4)
+        console.log(`flapping: 36 reports, ${diagnoses} diagnoses, ${await count('SELECT COUNT(*) AS n FROM alerts WHERE database_id = $1', [id])} alerts opened`)
+        // The outage: from the first down to the last up (175 s), ended.
+        const spans = await server.store.databaseAvailability.spans(id, 0)
+        expect(spans.outages).toHaveLength(1)
+        expect(spans.outages[0]!.ended_at! - spans.outages[0]!.started_at).toBe(175_000)
+        // Down again with another cause: a new outage.
+        server.advance(5_000)
+        await server.call('POST', '/api/v1/ingest', { apiKey: key, body: report('flapping', { state: 'down', since: server.deps.clock(), cause: 'authentication' }) })
+        expect(await count('SELECT COUNT(*) AS n FROM outages WHERE database_id = $1', [id])).toBe(2)
+      } finally {
+        server.freeze(false)
+      }
     })
 
     if (kind === 'sqlite') {

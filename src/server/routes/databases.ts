@@ -14,7 +14,7 @@ import { databaseDefaults, fieldLimits, unverifiedDatabaseLimit } from '../limit
 import { UniqueViolation } from '../store/driver.ts'
 import type { DatabasePatch, Engine, RegisteredDatabase } from '../store/types.ts'
 import { availabilityView, databaseView, rfc3339 } from '../views.ts'
-import { uptime } from '../uptime.ts'
+import { uptime, uptimeTotal } from '../uptime.ts'
 import type { AvailabilitySpans, AvailabilityState } from '../store/sql-availability.ts'
 import { NoContent } from '../../shared/api/common.ts'
 import { errorAnswers, ownersOnly } from '../openapi.ts'
@@ -109,7 +109,7 @@ export function databaseRoutes(deps: Deps) {
       ])
       return list.map((db) => {
         const state = states.get(db.id)
-        return databaseView(db, now, state, uptime(uptimeInput(db, state, spans.get(db.id), now), 30).total.ratio)
+        return databaseView(db, now, state, uptimeTotal(uptimeInput(db, state, spans.get(db.id), now), 30).ratio)
       })
     }, { response: { 200: t.Array(Database) }, detail: { summary: "The organization's registered databases" } })
     .post(
@@ -180,7 +180,7 @@ export function databaseRoutes(deps: Deps) {
           name: db.name,
           last_seen_at: rfc3339(db.last_seen_at),
           ...availabilityView(db, state, now),
-          availability_30d: uptime(uptimeInput(db, state, spans.get(db.id), now), 30).total.ratio,
+          availability_30d: uptimeTotal(uptimeInput(db, state, spans.get(db.id), now), 30).ratio,
           health_score: d?.score ?? null,
           doctor_status: d?.status ?? null,
           findings: d?.findings ?? null,

@@ -5,7 +5,10 @@
 // why). A batch that carries nothing but the header and availability (the agent's report while down) is
 // a report only: it moves heard_at, never the database's last_seen_at (the time of its latest data). A
 // report older than the one stored (delivered late from the agent's buffer) changes nothing. Batches of
-// up databases write nothing here once the row says up (the normal batches say it is up).
+// up databases write nothing here once the row says up (the normal batches say it is up). A report's
+// `since` is hostile input: it is bounded by the batch's time and the server's clock, and by the state
+// before it (boundedSince). Flapping is damped: down again with the same cause within a minute of an
+// outage's end reopens that outage (no new row, no new event; its database_up event is withdrawn).
 // Reads: the state of one database or of an organization's, and the outages and agent silences that
 // overlap a window (availability per day: src/server/uptime.ts).
 import type { AvailabilityCause, IngestBatch } from '../../shared/wire.ts'
@@ -13,6 +16,7 @@ import { num, numOrNull } from './account-rows.ts'
 import type { SqlDriver } from './driver.ts'
 import type { Reads, Writes } from './sql-writes.ts'
 import type { RegisteredDatabase } from './types.ts'
+import { availabilityLimits } from '../limits.ts'
 
 export interface AvailabilityState {
   state: 'up' | 'down'
@@ -102,16 +106,31 @@ function toState(r: Record<string, unknown>): AvailabilityState {
   }
 }
 
+const toOutage = (r: Record<string, unknown>): Outage => ({
+  started_at: num(r.started_at),
+  ended_at: numOrNull(r.ended_at),
+  cause: String(r.cause) as AvailabilityCause,
+  message: r.message === null || r.message === undefined ? null : String(r.message),
+})
+
+const toSilence = (r: Record<string, unknown>): AgentSilence => ({ started_at: num(r.started_at), ended_at: num(r.ended_at) })
+
 function toSpans(outages: Record<string, unknown>[], silences: Record<string, unknown>[]): AvailabilitySpans {
-  return {
-    outages: outages.map((r) => ({
-      started_at: num(r.started_at),
-      ended_at: numOrNull(r.ended_at),
-      cause: String(r.cause) as AvailabilityCause,
-      message: r.message === null || r.message === undefined ? null : String(r.message),
-    })),
-    silences: silences.map((r) => ({ started_at: num(r.started_at), ended_at: num(r.ended_at) })),
+  return { outages: outages.map(toOutage), silences: silences.map(toSilence) }
+}
+
+/** Rows of many databases (each list oldest first) as spans by database id, in one pass over each list. */
+export function groupSpans(outages: Record<string, unknown>[], silences: Record<string, unknown>[]): Map<string, AvailabilitySpans> {
+  const byId = new Map<string, AvailabilitySpans>()
+  const of = (r: Record<string, unknown>) => {
+    const id = String(r.database_id)
+    let spans = byId.get(id)
+    if (!spans) byId.set(id, (spans = { outages: [], silences: [] }))
+    return spans
   }
+  for (const r of outages) of(r).outages.push(toOutage(r))
+  for (const r of silences) of(r).silences.push(toSilence(r))
+  return byId
 }
 
 const spanText = (ms: number) => {
@@ -128,12 +147,28 @@ const STATE_SQL = `INSERT INTO database_availability (database_id, state, since,
   ON CONFLICT (database_id) DO UPDATE SET state = excluded.state, since = excluded.since, cause = excluded.cause, message = excluded.message,
     reported_at = excluded.reported_at, heard_at = excluded.heard_at, data_as_of = excluded.data_as_of`
 
+/**
+ * The report's `since`, bounded: never after the batch's collected_at nor the server's clock (an agent's
+ * clock ahead, or a forged year 9999), never before the state it follows, the database's registration or
+ * the epoch (a forged 0 would put the outage where retention deletes it).
+ */
+export function boundedSince(since: number, collectedAt: number, now: number, floor: number): number {
+  return Math.max(1, floor, Math.min(since, collectedAt, now))
+}
+
+const DOWN_EVENT = (engine: string, cause: AvailabilityCause) => `${engine} unreachable: ${causeText(cause)}`
+
 /** The ingest side: needs no driver (its statements join the batch's writes). */
 export const availabilityWrites: AvailabilityWrites = {
   plan(reads, databaseId, batch) {
     const report = batch.availability
     if (!report) return () => {}
     const stored = reads.add({ sql: 'SELECT * FROM database_availability WHERE database_id = $1', params: [databaseId] })
+    // A down report may reopen the latest outage (flapping): read it.
+    const latest =
+      report.state === 'down'
+        ? reads.add({ sql: 'SELECT started_at, ended_at, cause FROM outages WHERE database_id = $1 ORDER BY started_at DESC LIMIT 1', params: [databaseId] })
+        : () => []
     return (writes, database, now) => {
       const row = stored()[0]
       const before = row ? toState(row) : undefined
@@ -141,27 +176,39 @@ export const availabilityWrites: AvailabilityWrites = {
       if (before && batch.collected_at < before.reported_at) return
       const engine = engineLabel(database.engine)
       const link = `#/databases/${encodeURIComponent(databaseId)}/overview`
+      const since = boundedSince(report.since, batch.collected_at, now, Math.max(before?.since ?? 0, database.created_at))
       if (report.state === 'down') {
         const cause = report.cause ?? 'other'
         const message = report.message ?? null
-        const opening = before?.state !== 'down'
-        const since = opening ? report.since : before!.since
-        // The data shown while down: what the last batch before the outage carried.
-        const dataAsOf = opening ? database.last_seen_at : before!.data_as_of
-        if (opening) {
-          writes.add('INSERT INTO outages (database_id, started_at, ended_at, cause, message) VALUES ($1, $2, NULL, $3, $4) ON CONFLICT DO NOTHING', [
-            databaseId,
-            since,
-            cause,
-            message,
-          ])
-          writes.add(EVENT_SQL, [databaseId, since, 'database_down', '', 'critical', `${engine} unreachable: ${causeText(cause)}`, message, link])
+        if (before?.state === 'down') {
+          writes.add(STATE_SQL, [databaseId, 'down', before.since, cause, message, batch.collected_at, now, before.data_as_of])
+          return
         }
+        // The data shown while down: what the last batch before the outage carried.
+        const dataAsOf = database.last_seen_at
+        const last = latest()[0]
+        const lastEnded = last ? numOrNull(last.ended_at) : null
+        if (last && lastEnded !== null && String(last.cause) === cause && since - lastEnded <= availabilityLimits.reopenWithinMs) {
+          // Flapping: down again with the same cause within a minute of the end, so the outage goes on.
+          // Its end and the database_up event that said so are withdrawn; no new row, no new event.
+          const started = num(last.started_at)
+          writes.add('UPDATE outages SET ended_at = NULL, message = $1 WHERE database_id = $2 AND started_at = $3', [message, databaseId, started])
+          writes.add("DELETE FROM events WHERE database_id = $1 AND ts = $2 AND kind = 'database_up' AND object = ''", [databaseId, lastEnded])
+          writes.add(STATE_SQL, [databaseId, 'down', started, cause, message, batch.collected_at, now, dataAsOf])
+          return
+        }
+        writes.add('INSERT INTO outages (database_id, started_at, ended_at, cause, message) VALUES ($1, $2, NULL, $3, $4) ON CONFLICT DO NOTHING', [
+          databaseId,
+          since,
+          cause,
+          message,
+        ])
+        writes.add(EVENT_SQL, [databaseId, since, 'database_down', '', 'critical', DOWN_EVENT(engine, cause), message, link])
         writes.add(STATE_SQL, [databaseId, 'down', since, cause, message, batch.collected_at, now, dataAsOf])
         return
       }
       if (before?.state === 'down') {
-        const ended = Math.max(report.since, before.since)
+        const ended = since
         writes.add('UPDATE outages SET ended_at = $1 WHERE database_id = $2 AND started_at = $3 AND ended_at IS NULL', [ended, databaseId, before.since])
         writes.add(EVENT_SQL, [
           databaseId,
@@ -173,14 +220,14 @@ export const availabilityWrites: AvailabilityWrites = {
           `down for ${spanText(ended - before.since)} (${causeText(before.cause)}) since ${new Date(before.since).toISOString()}`,
           link,
         ])
-        writes.add(STATE_SQL, [databaseId, 'up', report.since, null, null, batch.collected_at, now, null])
+        writes.add(STATE_SQL, [databaseId, 'up', since, null, null, batch.collected_at, now, null])
         return
       }
       // Up, and known up: nothing to write (the batch moves last_seen_at). First report: the row is made.
-      if (!before) writes.add(STATE_SQL, [databaseId, 'up', report.since, null, null, batch.collected_at, now, null])
+      if (!before) writes.add(STATE_SQL, [databaseId, 'up', since, null, null, batch.collected_at, now, null])
       else if (isReportOnly(batch)) writes.add('UPDATE database_availability SET reported_at = $1, heard_at = $2 WHERE database_id = $3', [batch.collected_at, now, databaseId])
     }
-  }
+  },
 }
 
 /** The availability store over a driver. */
@@ -218,10 +265,7 @@ export function availabilityStore(driver: SqlDriver): AvailabilityStore {
           [orgId, since],
         ),
       ])
-      const ids = new Set([...outages, ...silences].map((r) => String(r.database_id)))
-      return new Map(
-        [...ids].map((id) => [id, toSpans(outages.filter((r) => String(r.database_id) === id), silences.filter((r) => String(r.database_id) === id))]),
-      )
+      return groupSpans(outages, silences)
     },
   }
 }

@@ -39,6 +39,8 @@ export const databaseUnreachable: Rule<typeof defaults> = {
     const heard = Math.max(db.last_seen_at ?? 0, reported.heard_at)
     if (now - heard > Math.max(3 * db.poll_interval_seconds, min_silence_s) * 1000) return []
     const engine = db.engine === 'clickhouse' ? 'ClickHouse' : 'PostgreSQL'
+    // Ingest bounds `since` by the server's clock; a store written before that may hold a later one.
+    const since = Math.min(reported.since, now)
     const cause = reported.cause ?? 'other'
     const dataAsOf = reported.data_as_of === null ? 'no data was collected before it' : `the data shown is as of ${new Date(reported.data_as_of).toISOString()}`
     return [
@@ -46,7 +48,7 @@ export const databaseUnreachable: Rule<typeof defaults> = {
         severity: 'critical',
         title: `${engine} is unreachable: ${causeText(cause)}`,
         detail:
-          `The agent cannot reach "${db.name}" (${db.host}:${db.port}) since ${new Date(reported.since).toISOString()} (${duration(now - reported.since)}): ` +
+          `The agent cannot reach "${db.name}" (${db.host}:${db.port}) since ${new Date(since).toISOString()} (${duration(now - since)}): ` +
           `${reported.message ?? causeText(cause)}. The agent itself is running and reports at every ping; ${dataAsOf}.`,
         recommendation: RECOMMENDATION[cause] ?? RECOMMENDATION.other!,
         how_to_investigate: HOW_TO_INVESTIGATE[db.engine] ?? [],
@@ -54,7 +56,7 @@ export const databaseUnreachable: Rule<typeof defaults> = {
         how_to_fix: [],
         // The report's own time: the finding is as current as the agent's latest ping.
         as_of: reported.reported_at,
-        metrics: { down_since: reported.since, cause, down_s: Math.round((now - reported.since) / 1000) },
+        metrics: { down_since: since, cause, down_s: Math.round((now - since) / 1000) },
       },
     ]
   },
