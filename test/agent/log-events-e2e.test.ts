@@ -10,7 +10,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
-import { GRANTS_NOTE, logEvents } from '../../src/agent/collectors/postgres/log-events.ts'
+import { grantsNote, logEvents } from '../../src/agent/collectors/postgres/log-events.ts'
 import type { PostgresContext } from '../../src/agent/collectors/types.ts'
 import { loadState, saveState } from '../../src/agent/state.ts'
 import { createLogger } from '../../src/shared/log.ts'
@@ -239,7 +239,10 @@ test('over SQL: a note without the GRANTs; with them the entries come through pg
   try {
     const ctx = context(new Map(), { sql: reader, pgLogDir: undefined })
     expect(await logEvents.collect(ctx)).toEqual({})
-    expect(ctx.notes.get('log_events')).toBe(GRANTS_NOTE)
+    // The note names the role, and leaves pg_monitor out once the role has it.
+    expect(ctx.notes.get('log_events')).toBe(grantsNote('log_reader', false))
+    expect(grantsNote('log_reader', false)).toEndWith('GRANT pg_monitor TO "log_reader"; GRANT EXECUTE ON FUNCTION pg_read_binary_file(text, bigint, bigint, boolean) TO "log_reader";')
+    expect(grantsNote('log_reader', true)).not.toContain('pg_monitor')
     await sql.unsafe('GRANT pg_monitor TO log_reader')
     await sql.unsafe('GRANT EXECUTE ON FUNCTION pg_read_binary_file(text, bigint, bigint, boolean) TO log_reader')
     const seen = fresh()
