@@ -11,6 +11,8 @@
 //   recovery) are taken only from entries whose backend type says so (csvlog, jsonlog, %b) or, when the
 //   log does not give it, that carry no user or database (client sessions always have both) and whose
 //   pid did not log a client's entry before;
+// - a line PostgreSQL did not format (stderr without its prefix, or a prefix broken by a newline in a
+//   user or database name whose label never came) is never classified by its text;
 // - numbers beyond the wire's bounds (2^53) are null, never a batch the server refuses;
 // - the agent's own sessions (its marker in the statement, its application_name) are `other` with `own`.
 // - the pid, user and database come from the log line's prefix or record, never from the message.
@@ -382,7 +384,7 @@ export function classify(e: RawLogEntry, memory: ClassifyMemory, prefixHasUser =
     memory.clientPids.add(e.pid)
   }
   if (ownSession(e)) return { kind: 'other', severity, fields: OWN_FIELDS }
-  const found = raisedByUser(e) ? undefined : byMessage(e, severity, memory)
+  const found = e.foreign || raisedByUser(e) ? undefined : byMessage(e, severity, memory)
   if (!found || !fromServerProcess(found.kind, e, prefixHasUser, memory)) {
     return { kind: severity === 'error' || severity === 'fatal' || severity === 'panic' ? 'error' : 'other', severity, fields: NO_FIELDS }
   }
