@@ -98,9 +98,17 @@ function timeOf(ts: number | null, now: number): number {
   return Math.max(0, Math.min(MAX_TS, Math.round(t)))
 }
 
+/** An input error quoting the value it refused (a bind parameter's, often): the value, unless log_text is full. */
+const INPUT_ERROR = /^((?:invalid input syntax for (?:type )?[^:\n]*|invalid input value for enum [^:\n]*|malformed [a-z ]+ literal|value too long for type [^:\n]*|invalid value for parameter "[^"\n]*")): "(.*)"( at character \d+)?$/s
+
+function messageText(head: string, mode: LogTextMode): string {
+  if (mode === 'full' || !head.startsWith('in') && !head.startsWith('malformed') && !head.startsWith('value')) return head
+  return head.replace(INPUT_ERROR, '$1: "?"$3')
+}
+
 export function toLogEvent(e: RawLogEntry, c: Classified, mode: LogTextMode, now: number): LogEvent {
   const { head, statement: inMessage } = splitStatement(e.message)
-  const message = clean(mask(head), ingestTextLimits.logMessage)
+  const message = clean(mask(messageText(head, mode)), ingestTextLimits.logMessage)
   const fields: Record<string, FieldValue> = {}
   let userFromMessage: string | null = null
   for (const [key, value] of Object.entries(c.fields)) {

@@ -117,6 +117,12 @@ export function formatOf(settings: LogSettings): LogFormat | undefined {
   return undefined
 }
 
+/** The formats the server does not write now: files of theirs left from before a switch are read to their end. */
+export function finishedFormats(settings: LogSettings): LogFormat[] {
+  const destinations = settings.log_destination.toLowerCase().split(/[\s,]+/)
+  return (['stderr', 'csvlog', 'jsonlog'] as const).filter((f) => !destinations.includes(f))
+}
+
 /** What keeps the server's log settings from being read well, for notes and `--check` (empty: nothing). */
 export function settingsProblems(settings: LogSettings, filesGiven: boolean): string[] {
   const out: string[] = []
@@ -291,15 +297,16 @@ export const logEvents: PostgresCollector = {
     }
     if (problems.length > 0) ctx.notes.set(NAME, problems.join('; '))
     else ctx.notes.delete(NAME)
-    let prefix: PrefixParser | undefined
-    if (format === 'stderr') prefix = buildPrefixParser(settings.log_line_prefix)
-    const prefixHasUser = !prefix || prefix.fields.includes('user') || prefix.fields.includes('database')
+    const finished = finishedFormats(settings)
+    // Built for stderr, and for the tail of a stderr file left from before a switch to csvlog or jsonlog.
+    const prefix: PrefixParser | undefined = format === 'stderr' || finished.includes('stderr') ? buildPrefixParser(settings.log_line_prefix) : undefined
+    const prefixHasUser = format !== 'stderr' || !prefix || prefix.fields.includes('user') || prefix.fields.includes('database')
     const tally = new LogTally(ctx.now, prefixHasUser, ctx.state.get(MEMORY_KEY) as string | undefined)
     const previous = ctx.state.get(POSITION_KEY) as LogPosition | undefined
     const result = await readLogs(
       source,
       previous,
-      { format, prefix, tzOffsetMs: settings.tz_offset_ms, now: Date.now(), budgetBytes: ctx.logReadBudgetBytes ?? DEFAULT_BUDGET_BYTES },
+      { format, finishedFormats: finished, prefix, tzOffsetMs: settings.tz_offset_ms, now: Date.now(), budgetBytes: ctx.logReadBudgetBytes ?? DEFAULT_BUDGET_BYTES },
       (entry) => tally.add(entry),
     )
     // New objects, never the ones read: the state keeps them only once the batch is kept.
