@@ -82,7 +82,7 @@ describe('hostile captures of 13 and 17', () => {
       const base = readFileSync(join(FIXTURES, `pg${major}.log`))
       const before = tally(base, 'stderr').kinds
       const after = tally(Buffer.concat([base, Buffer.from(block)]), 'stderr').kinds
-      expect(after).toEqual({ ...before, auth_failed: (before.auth_failed ?? 0) + 2, other: before.other })
+      expect(after).toEqual({ ...before, auth_failed: (before.auth_failed ?? 0) + 2 })
     }
   })
 })
