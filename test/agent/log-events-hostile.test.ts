@@ -15,7 +15,9 @@ import { toLogEvent } from '../../src/agent/logs/event.ts'
 import { redactLiterals, redactParameters } from '../../src/agent/logs/literals.ts'
 import { type LogFormat, parseChunk } from '../../src/agent/logs/parse.ts'
 import { buildPrefixParser } from '../../src/agent/logs/prefix.ts'
+import { OWN_MARKER } from '../../src/agent/logs/own-marker.ts'
 import { logEventProblem } from '../../src/agent/logs/wire-check.ts'
+import { OWN_MARKER as AGENT_MARKER } from '../../src/agent/own-statements.ts'
 import { LOG_KIND_NAMES } from '../../src/shared/log-kinds.ts'
 import { type LogEvent, LogEvent as LogEventSchema } from '../../src/shared/wire.ts'
 
@@ -125,6 +127,7 @@ describe('classification of hostile texts', () => {
     for (const f of forms) expect(redactParameters(f)).not.toMatch(/'[abx]/)
     expect(redactParameters(forms[0]!)).toBe('Parameters: $1 = ?, $2 = ?, $3 = ?')
     expect(redactLiterals("/* dbm-agent */ SELECT 'x' /* y */")).toBe('/* dbm-agent */ SELECT ? /*?*/')
+    expect(OWN_MARKER).toBe(AGENT_MARKER)
   })
 })
 

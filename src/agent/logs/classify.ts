@@ -18,7 +18,7 @@
 // - the pid, user and database come from the log line's prefix or record, never from the message.
 import type { LogKind, LogSeverity } from '../../shared/log-kinds.ts'
 import type { RawLogEntry } from './entry.ts'
-import { OWN_MARKER } from '../own-statements.ts'
+import { OWN_MARKER } from './own-marker.ts'
 import { detached, severityOf } from './entry.ts'
 
 export type FieldValue = number | boolean | null | string | (number | string)[]
@@ -37,6 +37,8 @@ export interface ClassifyMemory {
   cancelledBy?: Map<number, number>
   /** Pids that logged an entry of a client session (a user or database) in this pass. */
   clientPids?: Set<number>
+  /** The pid added last to clientPids (consecutive entries of one session add it once). */
+  lastClientPid?: number
 }
 
 /** Most pids remembered as clients' in one pass (then it starts over). */
@@ -98,10 +100,12 @@ export function ownSession(e: RawLogEntry): boolean {
   if (e.application === 'dbm-agent' || e.application === 'dbm-agent-check') return true
   const text = e.statement ?? e.internalQuery
   if (text !== null && text.startsWith(OWN_MARKER)) return true
-  // `duration: 1 ms  statement: /* dbm-agent */ ...` and `execute <name>: /* dbm-agent */ ...`.
-  const at = e.message.indexOf(OWN_MARKER)
-  return at > 0 && at < 200 && /^(?:duration: [\d.]+ ms {2})?(?:statement|execute [^:\n]*|parse [^:\n]*|bind [^:\n]*): $/.test(e.message.slice(0, at))
+  // `duration: 1 ms  statement: /* dbm-agent */ ...` and `execute <name>: /* dbm-agent */ ...` (anchored: a
+  // message of another shape fails at its first characters).
+  return OWN_IN_MESSAGE.test(e.message)
 }
+
+const OWN_IN_MESSAGE = new RegExp(`^(?:duration: [\\d.]+ ms {2})?(?:statement|execute [^:\\n]{0,200}|parse [^:\\n]{0,200}|bind [^:\\n]{0,200}): ${OWN_MARKER.replace(/[*/]/g, '\\$&')}`)
 
 /** A stderr message without the ` at character N` PostgreSQL appends when the error has a position. */
 function withoutPosition(msg: string): string {
@@ -378,10 +382,11 @@ function vacuumFields(msg: string, table: string, aggressive: boolean, indexScan
  */
 export function classify(e: RawLogEntry, memory: ClassifyMemory, prefixHasUser = true): Classified {
   const severity = severityOf(e.severity)
-  if (e.pid !== null && (e.user !== null || e.database !== null)) {
+  if (e.pid !== null && e.pid !== memory.lastClientPid && (e.user !== null || e.database !== null)) {
     memory.clientPids ??= new Set()
     if (memory.clientPids.size >= CLIENT_PIDS) memory.clientPids.clear()
     memory.clientPids.add(e.pid)
+    memory.lastClientPid = e.pid
   }
   if (ownSession(e)) return { kind: 'other', severity, fields: OWN_FIELDS }
   const found = e.foreign || raisedByUser(e) ? undefined : byMessage(e, severity, memory)

@@ -2,7 +2,7 @@
 // the default): string constants of every quoting ('...', E'...', $tag$...$tag$, U&'...', B'...') and
 // numbers become `?`; identifiers, keywords and $n parameters stay. One pass, linear in the text, and a
 // text cut mid-literal loses everything from that literal on. Comments go too, but the agent's own marker.
-import { OWN_MARKER } from '../own-statements.ts'
+import { OWN_MARKER } from './own-marker.ts'
 
 const WORD = /[A-Za-z0-9_$\u0080-\uffff]/
 
