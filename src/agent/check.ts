@@ -9,7 +9,7 @@ import postgres from 'postgres'
 import type { AgentConfig, BackupConfig, DatabaseConfig } from './config.ts'
 import { readBackups } from './collectors/postgres/backups.ts'
 import { NO_TOPLEVEL, untrustedAdvice, untrustedCode, writableAdvice, writableSearchPath } from './collectors/postgres/explain-plans.ts'
-import { formatOf, GRANTS_NOTE, logSettings, settingsProblems } from './collectors/postgres/log-events.ts'
+import { formatOf, grantsNote, roleOf, settingsAdvice, logSettings, settingsProblems } from './collectors/postgres/log-events.ts'
 import { featuresOf } from './collectors/postgres/query-stats.ts'
 import { judgeHost, postgresHostFacts } from './host/evidence.ts'
 import { postgresConnection } from './postgres-dsn.ts'
@@ -166,8 +166,13 @@ async function logNotes(sql: postgres.Sql, db: DatabaseConfig): Promise<string[]
       SELECT has_function_privilege('pg_ls_logdir()', 'EXECUTE')
          AND has_function_privilege('pg_read_binary_file(text, bigint, bigint, boolean)', 'EXECUTE')
          AND ${settings.log_directory !== null} AS may`
-    if (!row?.may) notes.push(`log_events: ${GRANTS_NOTE}`)
+    if (!row?.may) {
+      const { role, hasMonitor } = await roleOf(sql)
+      notes.push(`log_events: ${grantsNote(role, hasMonitor)}`)
+    }
   }
+  const advice = settingsAdvice(settings)
+  if (advice) notes.push(`log_events: ${advice}`)
   return notes
 }
 

@@ -82,8 +82,8 @@ export const LOG_KINDS = {
   server_crash: { category: 'server', label: 'Server crash', fields: ['signal', 'exit_code', 'process', 'version', 'trace'] },
   /** database system was not properly shut down; automatic recovery in progress / redo done. */
   recovery: { category: 'server', label: 'Crash recovery', fields: ['phase', 'redo_ms'] },
-  /** Anything else, counted by severity. */
-  other: { category: 'other', label: 'Other', fields: [] },
+  /** Anything else, counted by severity; `own: true` marks an entry of the agent's own session (PostgreSQL). */
+  other: { category: 'other', label: 'Other', fields: ['own'] },
 } as const satisfies Record<string, { category: LogCategory; label: string; fields: readonly string[] }>
 
 export type LogKind = keyof typeof LOG_KINDS

@@ -2,14 +2,23 @@
 // src/shared/log-kinds.ts with that kind's fields, and gives its fingerprint (the message with numbers,
 // quoted literals and names replaced). Anything not recognised is `error` (ERROR and worse) or `other`.
 //
-// Forging: a database user can write any message through RAISE (or a function of theirs), so
-// - an entry whose CONTEXT says it came from RAISE is never classified by its text;
+// Forging: a database user can write any message through RAISE, ASSERT or a function of theirs, so
+// - an entry whose CONTEXT shows a PL function (PL/pgSQL, PL/Python, PL/Perl, PL/Tcl, SQL) is
+//   user-raised: `error` or `other` only, whatever its text or SQLSTATE (RAISE ... USING ERRCODE forges one);
+// - the resource kinds (disk_full, out_of_memory, could_not_fork, io_error) come from their SQLSTATE when
+//   the log gives one, else only from a message that starts with PostgreSQL's own wording;
 // - the kinds only server processes log (checkpoints, autovacuum, archiver, start and shutdown, crashes,
 //   recovery) are taken only from entries whose backend type says so (csvlog, jsonlog, %b) or, when the
-//   log does not give it, that carry no user or database (client sessions always have both);
+//   log does not give it, that carry no user or database (client sessions always have both) and whose
+//   pid did not log a client's entry before;
+// - a line PostgreSQL did not format (stderr without its prefix, or a prefix broken by a newline in a
+//   user or database name whose label never came) is never classified by its text;
+// - numbers beyond the wire's bounds (2^53) are null, never a batch the server refuses;
+// - the agent's own sessions (its marker in the statement, its application_name) are `other` with `own`.
 // - the pid, user and database come from the log line's prefix or record, never from the message.
 import type { LogKind, LogSeverity } from '../../shared/log-kinds.ts'
 import type { RawLogEntry } from './entry.ts'
+import { OWN_MARKER } from './own-marker.ts'
 import { detached, severityOf } from './entry.ts'
 
 export type FieldValue = number | boolean | null | string | (number | string)[]
@@ -26,10 +35,21 @@ export interface ClassifyMemory {
   version?: string
   /** autovacuum pid → pid of the process that sent it the cancel. */
   cancelledBy?: Map<number, number>
+  /** Pids that logged an entry of a client session (a user or database) in this pass. */
+  clientPids?: Set<number>
+  /** The pid added last to clientPids (consecutive entries of one session add it once). */
+  lastClientPid?: number
 }
 
-const num = (s: string | undefined): number | null => (s === undefined ? null : Number(s))
-const ms = (seconds: string | undefined): number | null => (seconds === undefined ? null : Math.round(Number(seconds) * 1000))
+/** Most pids remembered as clients' in one pass (then it starts over). */
+const CLIENT_PIDS = 4_096
+
+/** A number the wire takes (an integer or not, within ±2^53), else null. */
+export function safeNumber(n: number): number | null {
+  return Number.isFinite(n) && Math.abs(n) <= Number.MAX_SAFE_INTEGER ? n : null
+}
+const num = (s: string | undefined): number | null => (s === undefined ? null : safeNumber(Number(s)))
+const ms = (seconds: string | undefined): number | null => (seconds === undefined ? null : safeNumber(Math.round(Number(seconds) * 1000)))
 
 /** Server processes' kinds, with the backend types that log them. */
 const SERVER_KINDS: Partial<Record<LogKind, readonly string[]>> = {
@@ -43,24 +63,61 @@ const SERVER_KINDS: Partial<Record<LogKind, readonly string[]>> = {
   server_shutdown: ['postmaster'],
   server_crash: ['postmaster'],
   recovery: ['startup', 'postmaster'],
+  could_not_fork: ['postmaster'],
 }
 
-function fromServerProcess(kind: LogKind, e: RawLogEntry, prefixHasUser: boolean): boolean {
+/** The resource kinds and the SQLSTATEs that alone give them when the log has one (besides 00000, LOG's). */
+const RESOURCE_STATES: Partial<Record<LogKind, (state: string) => boolean>> = {
+  disk_full: (s) => s === '53100',
+  out_of_memory: (s) => s === '53200',
+  could_not_fork: (s) => s === '53000' || s === '58000',
+  io_error: (s) => s.startsWith('58') || s === 'XX001' || s === 'XX002',
+}
+
+function fromServerProcess(kind: LogKind, e: RawLogEntry, prefixHasUser: boolean, memory: ClassifyMemory): boolean {
   const types = SERVER_KINDS[kind]
   if (!types) return true
   if (e.backendType !== null) return types.includes(e.backendType)
-  // No backend type in the log: a client session always has a user; a server process never does.
+  // No backend type in the log: a client session always has a user; a server process never does, and
+  // its pid never logged a client's line before.
+  if (e.pid !== null && memory.clientPids?.has(e.pid)) return false
   if (prefixHasUser) return e.user === null && e.database === null
   return true
 }
 
-function raisedByUser(e: RawLogEntry): boolean {
-  return e.context !== null && /PL\/pgSQL function .* at RAISE/.test(e.context)
+/**
+ * Raised by a user's code: the CONTEXT names a PL function or a SQL function (a RAISE, an ASSERT, plpy.error,
+ * elog) anywhere. The `s` flag: a function's name may hold a newline.
+ */
+const USER_CODE = /(?:^|\n)(?:PL\/pgSQL function |PL\/Python (?:function|anonymous code block)|PL\/Perl (?:function|anonymous code block)|PL\/Tcl function |SQL function )|^Traceback \(most recent call last\)/s
+
+export function raisedByUser(e: RawLogEntry): boolean {
+  return e.context !== null && USER_CODE.test(e.context)
+}
+
+/** The agent's own session: its marker leads the statement, or its application_name. */
+export function ownSession(e: RawLogEntry): boolean {
+  if (e.application === 'dbm-agent' || e.application === 'dbm-agent-check') return true
+  const text = e.statement ?? e.internalQuery
+  if (text !== null && text.startsWith(OWN_MARKER)) return true
+  // `duration: 1 ms  statement: /* dbm-agent */ ...` and `execute <name>: /* dbm-agent */ ...` (anchored: a
+  // message of another shape fails at its first characters).
+  return OWN_IN_MESSAGE.test(e.message)
+}
+
+const OWN_IN_MESSAGE = new RegExp(`^(?:duration: [\\d.]+ ms {2})?(?:statement|execute [^:\\n]{0,200}|parse [^:\\n]{0,200}|bind [^:\\n]{0,200}): ${OWN_MARKER.replace(/[*/]/g, '\\$&')}`)
+
+/** A stderr message without the ` at character N` PostgreSQL appends when the error has a position. */
+function withoutPosition(msg: string): string {
+  const last = msg.charCodeAt(msg.length - 1)
+  if (last < 48 || last > 57) return msg
+  const m = / at character \d+$/.exec(msg.length > 40 ? msg.slice(-40) : msg)
+  return m ? msg.slice(0, msg.length - m[0].length) : msg
 }
 
 /** The kind and fields of a message (before the forging checks): dispatched on the message's first word. */
 function byMessage(e: RawLogEntry, sev: LogSeverity, memory: ClassifyMemory): { kind: LogKind; fields: Record<string, FieldValue> } | undefined {
-  const msg = e.message
+  const msg = withoutPosition(e.message)
   const state = e.sqlstate
   let m: RegExpExecArray | null
   const isError = sev === 'error' || sev === 'fatal' || sev === 'panic'
@@ -73,7 +130,7 @@ function byMessage(e: RawLogEntry, sev: LogSeverity, memory: ClassifyMemory): { 
   // The kinds whose texts come first; a storage fault (below) outranks the kinds after them.
   switch (word) {
     case 'duration:':
-      if ((m = /^duration: ([\d.]+) ms/.exec(msg))) return { kind: 'slow_statement', fields: { duration_ms: Number(m[1]) } }
+      if ((m = /^duration: ([\d.]+) ms/.exec(msg))) return { kind: 'slow_statement', fields: { duration_ms: num(m[1]) } }
       break
     case 'no':
       if ((m = /^no pg_hba\.conf entry for (?:replication connection from )?host "([^"]*)", user "(.*?)"/s.exec(msg))) {
@@ -100,10 +157,10 @@ function byMessage(e: RawLogEntry, sev: LogSeverity, memory: ClassifyMemory): { 
     case 'process':
       if ((m = /^process (\d+) still waiting for (\w+) on (.+) after ([\d.]+) ms$/s.exec(msg))) {
         const queue = lockQueue(e.detail)
-        return { kind: 'lock_wait', fields: { mode: m[2]!, lock: m[3]!, relation: relationOf(m[3]!), wait_ms: Number(m[4]), holders: queue.holders, waiters: queue.waiters } }
+        return { kind: 'lock_wait', fields: { mode: m[2]!, lock: m[3]!, relation: relationOf(m[3]!), wait_ms: num(m[4]), holders: queue.holders, waiters: queue.waiters } }
       }
       if ((m = /^process (\d+) acquired (\w+) on (.+) after ([\d.]+) ms$/s.exec(msg))) {
-        return { kind: 'lock_acquired', fields: { mode: m[2]!, lock: m[3]!, relation: relationOf(m[3]!), wait_ms: Number(m[4]) } }
+        return { kind: 'lock_acquired', fields: { mode: m[2]!, lock: m[3]!, relation: relationOf(m[3]!), wait_ms: num(m[4]) } }
       }
       break
     case 'deadlock':
@@ -124,7 +181,7 @@ function byMessage(e: RawLogEntry, sev: LogSeverity, memory: ClassifyMemory): { 
       }
       break
     case 'temporary':
-      if ((m = /^temporary file: path "(.*)", size (\d+)$/s.exec(msg))) return { kind: 'temp_file', fields: { path: m[1]!, size_bytes: Number(m[2]) } }
+      if ((m = /^temporary file: path "(.*)", size (\d+)$/s.exec(msg))) return { kind: 'temp_file', fields: { path: m[1]!, size_bytes: num(m[2]) } }
       break
     case 'checkpoint':
     case 'restartpoint':
@@ -135,11 +192,11 @@ function byMessage(e: RawLogEntry, sev: LogSeverity, memory: ClassifyMemory): { 
       if ((m = /^(checkpoint|restartpoint) complete: (.*)$/s.exec(msg))) return { kind: 'checkpoint', fields: checkpointFields(m[2]!, m[1] === 'restartpoint', memory) }
       break
     case 'checkpoints':
-      if ((m = /^checkpoints are occurring too frequently \((\d+) seconds? apart\)$/.exec(msg))) return { kind: 'checkpoints_too_frequent', fields: { seconds_apart: Number(m[1]) } }
+      if ((m = /^checkpoints are occurring too frequently \((\d+) seconds? apart\)$/.exec(msg))) return { kind: 'checkpoints_too_frequent', fields: { seconds_apart: num(m[1]) } }
       break
     case 'automatic':
       if ((m = /^automatic (aggressive )?vacuum (?:to prevent wraparound )?of table "(.*?)": index scans: (\d+)/s.exec(msg))) {
-        return { kind: 'autovacuum', fields: vacuumFields(msg, m[2]!, !!m[1], Number(m[3])) }
+        return { kind: 'autovacuum', fields: vacuumFields(msg, m[2]!, !!m[1], num(m[3])) }
       }
       if ((m = /^automatic analyze of table "(.*?)"/s.exec(msg))) return { kind: 'autoanalyze', fields: { table: m[1]!, elapsed_ms: ms(/elapsed: ([\d.]+) s/.exec(msg)?.[1]) } }
       break
@@ -152,16 +209,27 @@ function byMessage(e: RawLogEntry, sev: LogSeverity, memory: ClassifyMemory): { 
       break
   }
 
-  if (state === '53100' || msg.includes('No space left on device')) return { kind: 'disk_full', fields: { path: /"([^"]+)"/.exec(msg)?.[1] ?? null } }
-  if (state === '53200' || (word === 'out' && /^out of memory\b/.test(msg))) return { kind: 'out_of_memory', fields: {} }
+  // The resource kinds: by their SQLSTATE when the log gives one (00000 is LOG's, no code), else by
+  // PostgreSQL's own wording at the message's start.
+  const coded = state !== null && state !== '00000'
+  if (coded ? RESOURCE_STATES.disk_full!(state) : word === 'could' && /^could not [^\n]*: No space left on device$/.test(msg)) {
+    return { kind: 'disk_full', fields: { path: /^could not [^"\n]*"([^"\n]+)"/.exec(msg)?.[1] ?? null } }
+  }
+  if (coded ? RESOURCE_STATES.out_of_memory!(state) : word === 'out' && /^out of memory\b/.test(msg)) return { kind: 'out_of_memory', fields: {} }
 
   switch (word) {
     case 'could':
-      if (/^could not fork\b/.test(msg)) return { kind: 'could_not_fork', fields: {} }
-      if ((m = /^could not (write|fsync|extend|read)(?: to)? (?:file|block \d+ (?:in|of) (?:file|relation)) "(.*?)"/.exec(msg))) {
+      if (/^could not fork\b/.test(msg) && (!coded || RESOURCE_STATES.could_not_fork!(state))) return { kind: 'could_not_fork', fields: {} }
+      if ((m = /^could not (write|fsync|extend|read)(?: to)? (?:file|block \d+ (?:in|of) (?:file|relation)) "(.*?)"/.exec(msg)) && (!coded || RESOURCE_STATES.io_error!(state))) {
         return { kind: 'io_error', fields: { operation: m[1]!, path: m[2]! } }
       }
       if (/^could not receive data from WAL stream/.test(msg)) return { kind: 'replication_error', fields: { wal_file: null, slot: null } }
+      break
+    case 'archiving':
+      // The archiver gives up on a segment for a while (after three failed tries): its WAL file is named.
+      if ((m = /^archiving write-ahead log file "([0-9A-F]{24}(?:\.partial|\.[0-9A-F]{8}\.backup|\.history)?)" failed too many times, will try again later$/.exec(msg))) {
+        return { kind: 'archive_failed', fields: { exit_code: null, wal_file: m[1]! } }
+      }
       break
     case 'archive':
       if ((m = /^archive command (?:failed with exit code (\d+)|was terminated by signal (\d+))/.exec(msg))) {
@@ -226,7 +294,7 @@ function relationOf(lock: string): string | null {
 }
 
 function lockQueue(detail: string | null): { holders: number[]; waiters: number[] } {
-  const pids = (s: string | undefined) => (s ?? '').split(/,\s*/).filter((p) => /^\d+$/.test(p)).map(Number).slice(0, 64)
+  const pids = (s: string | undefined) => (s ?? '').split(/,\s*/).filter((p) => /^\d{1,15}$/.test(p)).map(Number).slice(0, 64)
   const m = detail ? /^Process(?:es)? holding the lock: ([\d, ]*)\. Wait queue: ([\d, ]*)\./m.exec(detail) : null
   return { holders: pids(m?.[1]), waiters: pids(m?.[2]) }
 }
@@ -245,7 +313,9 @@ export function deadlockFields(detail: string | null): { pids: number[]; waits: 
   for (; i < lines.length; i++) {
     const m = /^Process (\d+) waits for (.+); blocked by process (\d+)\.$/.exec(lines[i]!)
     if (!m) break
-    pids.push(Number(m[1]))
+    const pid = safeNumber(Number(m[1]))
+    if (pid === null) break
+    pids.push(pid)
     waits.push(m[2]!)
   }
   const rest = lines.slice(i).join('\n')
@@ -276,15 +346,15 @@ function checkpointFields(text: string, restartpoint: boolean, memory: ClassifyM
     write_ms: ms(times?.[1]),
     sync_ms: ms(times?.[2]),
     total_ms: ms(times?.[3]),
-    distance_bytes: distance ? Number(distance[1]) * 1024 : null,
-    estimate_bytes: distance ? Number(distance[2]) * 1024 : null,
+    distance_bytes: distance ? safeNumber(Number(distance[1]) * 1024) : null,
+    estimate_bytes: distance ? safeNumber(Number(distance[2]) * 1024) : null,
     wal_added: num(wal?.[1]),
     wal_removed: num(wal?.[2]),
     wal_recycled: num(wal?.[3]),
   }
 }
 
-function vacuumFields(msg: string, table: string, aggressive: boolean, indexScans: number): Record<string, FieldValue> {
+function vacuumFields(msg: string, table: string, aggressive: boolean, indexScans: number | null): Record<string, FieldValue> {
   const pages = /pages: (\d+) removed, (\d+) remain/.exec(msg)
   const tuples = /tuples: (\d+) removed, (\d+) remain, (\d+) are dead but not yet removable(?:, oldest xmin: (\d+))?/.exec(msg)
   const buffers = /buffer usage: (\d+) hits, (\d+) (?:misses|reads), (\d+) dirtied/.exec(msg)
@@ -312,8 +382,15 @@ function vacuumFields(msg: string, table: string, aggressive: boolean, indexScan
  */
 export function classify(e: RawLogEntry, memory: ClassifyMemory, prefixHasUser = true): Classified {
   const severity = severityOf(e.severity)
-  const found = raisedByUser(e) ? undefined : byMessage(e, severity, memory)
-  if (!found || !fromServerProcess(found.kind, e, prefixHasUser)) {
+  if (e.pid !== null && e.pid !== memory.lastClientPid && (e.user !== null || e.database !== null)) {
+    memory.clientPids ??= new Set()
+    if (memory.clientPids.size >= CLIENT_PIDS) memory.clientPids.clear()
+    memory.clientPids.add(e.pid)
+    memory.lastClientPid = e.pid
+  }
+  if (ownSession(e)) return { kind: 'other', severity, fields: OWN_FIELDS }
+  const found = e.foreign || raisedByUser(e) ? undefined : byMessage(e, severity, memory)
+  if (!found || !fromServerProcess(found.kind, e, prefixHasUser, memory)) {
     return { kind: severity === 'error' || severity === 'fatal' || severity === 'panic' ? 'error' : 'other', severity, fields: NO_FIELDS }
   }
   return { kind: found.kind, severity, fields: found.fields }
@@ -321,6 +398,8 @@ export function classify(e: RawLogEntry, memory: ClassifyMemory, prefixHasUser =
 
 /** The fields of an entry classified by severity alone (shared, never changed). */
 const NO_FIELDS: Record<string, FieldValue> = Object.freeze({})
+/** The fields of an entry of the agent's own session (counted apart from the application's errors). */
+const OWN_FIELDS: Record<string, FieldValue> = Object.freeze({ own: true })
 
 /** The message with quoted literals and names, numbers and hexadecimal ids replaced: what identical events share. */
 export function fingerprint(message: string): string {

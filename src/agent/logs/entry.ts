@@ -23,6 +23,15 @@ export interface RawLogEntry {
   internalQuery: string | null
   statement: string | null
   queryId: string | null
+  /** Not a line PostgreSQL formatted (no prefix, a broken one, unparsable JSON): never classified by its text. */
+  foreign?: true
+}
+
+/** An entry of a line PostgreSQL did not format (see RawLogEntry.foreign). */
+export function foreignEntry(message: string): RawLogEntry {
+  const entry = emptyEntry('LOG', message)
+  entry.foreign = true
+  return entry
 }
 
 export function emptyEntry(severity: string, message: string): RawLogEntry {

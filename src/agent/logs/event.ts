@@ -9,7 +9,7 @@ import { redactSecrets } from '../../shared/redact.ts'
 import type { LogEvent } from '../../shared/wire.ts'
 import { maskSecretStatements } from '../secret-statements.ts'
 import type { Classified, FieldValue } from './classify.ts'
-import { deadlockFields, fingerprint } from './classify.ts'
+import { deadlockFields, fingerprint, safeNumber } from './classify.ts'
 import type { RawLogEntry } from './entry.ts'
 import { redactLiterals, redactParameters, redactRowValues } from './literals.ts'
 
@@ -42,10 +42,11 @@ function keepStatement(text: string, mode: LogTextMode): string | null {
   return mode === 'full' ? masked : redactLiterals(masked)
 }
 
-/** `SQL statement "..."` lines of a CONTEXT with their statement per log_text. */
+/** `SQL statement "..."` lines of a CONTEXT with their statement per log_text, and bind parameter values out. */
 function contextText(context: string, mode: LogTextMode): string {
   if (mode === 'full') return context
-  return context.replace(/^SQL statement "(.*)"$/gms, (_all, sql: string) => (mode === 'none' ? 'SQL statement (not kept: log_text is none)' : `SQL statement "${redactLiterals(sql)}"`))
+  const statements = context.replace(/^SQL statement "(.*)"$/gms, (_all, sql: string) => (mode === 'none' ? 'SQL statement (not kept: log_text is none)' : `SQL statement "${redactLiterals(sql)}"`))
+  return redactParameters(statements)
 }
 
 function detailText(e: RawLogEntry, c: Classified, mode: LogTextMode): string | null {
@@ -62,7 +63,7 @@ function detailText(e: RawLogEntry, c: Classified, mode: LogTextMode): string | 
       // The archive command may hold a secret (a token, a key): only the WAL file is kept.
       d = d.replace(/^(The failed archive command was: ).*$/ms, '$1(not sent)')
     } else if (mode === 'none') {
-      d = d.replace(/^parameters: .*$/gms, '').replace(/^(Key \(.*?\)=\().*(\) .*)$/gm, '$1?$2').replace(/^(Failing row contains \().*(\)\.)$/gm, '$1?$2').trim()
+      d = redactParameters(d.replace(/^[Pp]arameters: .*$/gms, '')).replace(/^(Key \(.*?\)=\().*(\) .*)$/gm, '$1?$2').replace(/^(Failing row contains \().*(\)\.)$/gm, '$1?$2').trim()
     } else if (mode === 'redacted') {
       d = redactRowValues(redactParameters(d))
     }
@@ -76,13 +77,38 @@ function detailText(e: RawLogEntry, c: Classified, mode: LogTextMode): string | 
 
 function fieldValue(v: FieldValue): FieldValue {
   if (typeof v === 'string') return clean(mask(v), ingestTextLimits.logMessage)
-  if (Array.isArray(v)) return v.slice(0, 64).map((x) => (typeof x === 'string' ? clean(mask(x), ingestTextLimits.logMessage) : x))
+  if (typeof v === 'number') return safeNumber(v)
+  if (Array.isArray(v)) {
+    const out: (number | string)[] = []
+    for (const x of v) {
+      if (out.length >= 64) break
+      if (typeof x === 'string') out.push(clean(mask(x), ingestTextLimits.logMessage))
+      else if (safeNumber(x) !== null) out.push(x)
+    }
+    return out
+  }
   return v
+}
+
+/** The latest time the wire takes (9999-12-31). */
+const MAX_TS = 253_402_300_799_999
+
+function timeOf(ts: number | null, now: number): number {
+  const t = ts !== null && Number.isFinite(ts) && ts >= 0 && ts <= MAX_TS ? ts : now
+  return Math.max(0, Math.min(MAX_TS, Math.round(t)))
+}
+
+/** An input error quoting the value it refused (a bind parameter's, often): the value, unless log_text is full. */
+const INPUT_ERROR = /^((?:invalid input syntax for (?:type )?[^:\n]*|invalid input value for enum [^:\n]*|malformed [a-z ]+ literal|value too long for type [^:\n]*|invalid value for parameter "[^"\n]*")): "(.*)"( at character \d+)?$/s
+
+function messageText(head: string, mode: LogTextMode): string {
+  if (mode === 'full' || !head.startsWith('in') && !head.startsWith('malformed') && !head.startsWith('value')) return head
+  return head.replace(INPUT_ERROR, '$1: "?"$3')
 }
 
 export function toLogEvent(e: RawLogEntry, c: Classified, mode: LogTextMode, now: number): LogEvent {
   const { head, statement: inMessage } = splitStatement(e.message)
-  const message = clean(mask(head), ingestTextLimits.logMessage)
+  const message = clean(mask(messageText(head, mode)), ingestTextLimits.logMessage)
   const fields: Record<string, FieldValue> = {}
   let userFromMessage: string | null = null
   for (const [key, value] of Object.entries(c.fields)) {
@@ -99,13 +125,13 @@ export function toLogEvent(e: RawLogEntry, c: Classified, mode: LogTextMode, now
   const rawStatement = e.statement ?? inMessage
   const statement = rawStatement === null ? null : keepStatement(rawStatement, mode)
   return {
-    ts: Math.max(0, Math.round(e.ts ?? now)),
+    ts: timeOf(e.ts, now),
     kind: c.kind,
     severity: c.severity,
     sqlstate: e.sqlstate,
     message,
     fingerprint: clean(fingerprint(message), 512),
-    pid: e.pid !== null && e.pid <= 2_147_483_647 ? e.pid : null,
+    pid: e.pid !== null && Number.isInteger(e.pid) && e.pid >= 0 && e.pid <= 2_147_483_647 ? e.pid : null,
     user: short(e.user ?? userFromMessage),
     database: short(e.database),
     application: short(e.application),

@@ -11,13 +11,20 @@
 // once), so invalid UTF-8 only costs replacement characters and never shifts an offset; parts are kept to
 // PART_CHARS while assembled (1 MB lines). Each entry's end offset is given, so a reader may stop after any.
 import { isAscii } from 'node:buffer'
-import { type RawLogEntry, emptyEntry, parseLogTime, SEVERITY_LABELS } from './entry.ts'
+import { type RawLogEntry, emptyEntry, foreignEntry, parseLogTime, SEVERITY_LABELS } from './entry.ts'
 import { PREFIX_PROBE_CHARS, type PrefixField, type PrefixParser } from './prefix.ts'
 
 export type LogFormat = 'stderr' | 'csvlog' | 'jsonlog'
 
 /** Longest text kept of one part of an entry while it is assembled (the wire's caps are smaller). */
 export const PART_CHARS = 32_768
+/**
+ * A stderr prefix broken by newlines inside its fields is joined over at most JOIN_LINES lines, of at most
+ * JOIN_CHARS before the one with the label: %u, %d and %a are at most 63 bytes each (NAMEDATALEN), so 189
+ * newlines and a few hundred characters are the most PostgreSQL can write there.
+ */
+export const JOIN_LINES = 256
+export const JOIN_CHARS = 2_048
 
 export interface ParseOptions {
   format: LogFormat
@@ -89,7 +96,7 @@ const HIGH_BYTE = /[\x80-\xff]/g
 function parseStderr(buf: Buffer, opts: ParseOptions): ParsedChunk {
   const parser = opts.prefix
   if (!parser) throw new Error('stderr logs need the log_line_prefix parser')
-  const { regex, fields, labelGroup } = parser
+  const { regex, fields, labelGroup, head } = parser
   const text = buf.toString('latin1')
   const n = text.length
   // Index of the next byte past ASCII at or after the current line (n when none is left).
@@ -115,6 +122,31 @@ function parseStderr(buf: Buffer, opts: ParseOptions): ParsedChunk {
     ends.push(consumed)
     entry = undefined
   }
+  /**
+   * The broken prefix `first` (its line ends before `from`) joined with the lines after it until the
+   * prefix and its label match, within what PostgreSQL can write (names of at most 63 bytes: JOIN_LINES
+   * lines, JOIN_CHARS before the last). `match` is null when the label never came within them (all the
+   * lines are then one entry); undefined when the slice ends first and more may come.
+   */
+  const joinPrefix = (first: string, from: number): { line: string; match: RegExpExecArray | null; next: number } | undefined => {
+    let joined = first
+    let at = from
+    for (let lines = 1; lines < JOIN_LINES && joined.length <= JOIN_CHARS; lines++) {
+      const nl = text.indexOf('\n', at)
+      if (nl < 0 && !opts.closed) {
+        if (opts.settled) break
+        return undefined
+      }
+      if (at >= n) break
+      const lineStart = at
+      at = nl < 0 ? n : nl + 1
+      const lineStop = nl < 0 ? n : nl > lineStart && text.charCodeAt(nl - 1) === 13 ? nl - 1 : nl
+      joined = `${joined}\n${lineText(lineStart, Math.min(lineStop, lineStart + PART_CHARS * 4))}`
+      const match = regex.exec(joined.length > JOIN_CHARS + PREFIX_PROBE_CHARS ? joined.slice(0, JOIN_CHARS + PREFIX_PROBE_CHARS) : joined)
+      if (match) return { line: joined, match, next: at }
+    }
+    return { line: joined, match: null, next: at }
+  }
   let pos = 0
   while (pos < n) {
     const nl = text.indexOf('\n', pos)
@@ -136,7 +168,7 @@ function parseStderr(buf: Buffer, opts: ParseOptions): ParsedChunk {
         entryEnd = next
       } else {
         // A continuation whose entry was read before (cannot happen when slices end at entries): counted as its own.
-        entries.push(emptyEntry('LOG', cap(more)))
+        entries.push(foreignEntry(cap(more)))
         consumed = next
         ends.push(consumed)
       }
@@ -147,14 +179,31 @@ function parseStderr(buf: Buffer, opts: ParseOptions): ParsedChunk {
       else consumed = next
       continue
     }
-    const line = lineText(start, Math.min(end, start + PART_CHARS * 4))
-    const m = regex.exec(line.length > PREFIX_PROBE_CHARS ? line.slice(0, PREFIX_PROBE_CHARS) : line)
+    let line = lineText(start, Math.min(end, start + PART_CHARS * 4))
+    let m = regex.exec(line.length > PREFIX_PROBE_CHARS ? line.slice(0, PREFIX_PROBE_CHARS) : line)
+    let lineEnd = next
+    if (!m && head !== null && head.test(line)) {
+      // A prefix with no label where it ends: a newline inside a field (%u, %d of a client that never
+      // logged in). The lines after it are the rest of that prefix, up to the one with the label: joined,
+      // so that none of them, however it looks, is an entry of its own.
+      const joined = joinPrefix(line, pos)
+      if (joined === undefined) {
+        // The rest is not written yet: read again from this line.
+        pos = start
+        break
+      }
+      line = joined.line
+      m = joined.match
+      lineEnd = joined.next
+      pos = joined.next
+    }
     if (!m) {
-      // Not a log line of PostgreSQL's own (a library writing to stderr, a line from before the prefix was set).
+      // Not a log line of PostgreSQL's own (a library writing to stderr, a line from before the prefix was
+      // set), or a broken prefix whose label never came: taken as it is, with no prefix fields.
       finish()
-      entry = emptyEntry('LOG', cap(line))
+      entry = foreignEntry(cap(line))
       part = 'message'
-      entryEnd = next
+      entryEnd = lineEnd
       continue
     }
     const label = m[labelGroup]!
@@ -165,7 +214,7 @@ function parseStderr(buf: Buffer, opts: ParseOptions): ParsedChunk {
       if (entry && (pid === null || entry.pid === null || entry.pid === pid)) {
         part = section
         if (section !== 'location') entry[section] = append(entry[section], rest)
-        entryEnd = next
+        entryEnd = lineEnd
         continue
       }
       // A secondary line without its entry: kept as an entry of its own, its label in the text.
@@ -177,7 +226,7 @@ function parseStderr(buf: Buffer, opts: ParseOptions): ParsedChunk {
     }
     fillFromPrefix(entry, m, fields, opts.tzOffsetMs)
     part = 'message'
-    entryEnd = next
+    entryEnd = lineEnd
   }
   if (entry && opts.settled) {
     // The slice ended at a line's end (or the file will not grow): the entry is whole.
@@ -347,7 +396,7 @@ function parseJson(buf: Buffer, opts: ParseOptions): ParsedChunk {
       o = JSON.parse(line)
       if (o === null || typeof o !== 'object' || Array.isArray(o)) throw new Error('not an object')
     } catch {
-      push(emptyEntry('LOG', cap(line)))
+      push(foreignEntry(cap(line)))
       return
     }
     const severity = typeof o.error_severity === 'string' && SEVERITY_LABELS[o.error_severity] ? o.error_severity : 'LOG'

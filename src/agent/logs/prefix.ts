@@ -11,6 +11,12 @@ export interface PrefixParser {
   regex: RegExp
   fields: PrefixField[]
   labelGroup: number
+  /**
+   * The prefix's fixed start up to its first free-text field (%u %d %a %h %r %b %i, or %q), when that start
+   * holds a timestamp or the pid: a line that matches it but not `regex` is a prefix broken by a newline
+   * inside a field (a user or database name), to be joined with the lines after it. Null otherwise.
+   */
+  head: RegExp | null
   /** What the prefix lacks that the reader would use, for `dbm agent --check` (empty when nothing). */
   lacks: string[]
 }
@@ -33,6 +39,9 @@ export function buildPrefixParser(prefix: string): PrefixParser {
     fields.push(field)
   }
   const seen = new Set<string>()
+  // Where the fixed start ends (parts before it), and whether it has a timestamp or pid.
+  let headEnd = -1
+  let headHasAnchor = false
   for (let i = 0; i < prefix.length; i++) {
     const c = prefix[i]!
     if (c !== '%') {
@@ -50,6 +59,8 @@ export function buildPrefixParser(prefix: string): PrefixParser {
     i = j
     if (e === undefined) break
     seen.add(e)
+    if (headEnd < 0 && 'udahrbiq'.includes(e)) headEnd = parts.length
+    if (headEnd < 0 && 'mtnp'.includes(e)) headHasAnchor = true
     if (padded) parts.push(' *')
     switch (e) {
       case 'm':
@@ -126,6 +137,8 @@ export function buildPrefixParser(prefix: string): PrefixParser {
   if (!seen.has('u') && !seen.has('b')) lacks.push('the user (%u) or backend type (%b): server processes\' entries (checkpoints, autovacuum) cannot be told from a user\'s RAISE LOG')
   if (!seen.has('d')) lacks.push('the database (%d)')
   if (!seen.has('h') && !seen.has('r')) lacks.push('the client (%h or %r): failed logins have no client address')
-  // Numbered groups, not named ones: a match then builds no `groups` object per line.
-  return { regex: new RegExp(`^${body}(${LABELS}):  `), fields, labelGroup: fields.length + 1, lacks }
+  const head = headHasAnchor && headEnd > 0 ? new RegExp(`^${parts.slice(0, headEnd).join('')}`) : null
+  // Numbered groups, not named ones: a match then builds no `groups` object per line. The `s` flag: a
+  // prefix joined from several lines (head) has its fields' newlines inside.
+  return { regex: new RegExp(`^${body}(${LABELS}):  `, 's'), fields, labelGroup: fields.length + 1, head, lacks }
 }

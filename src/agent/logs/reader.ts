@@ -5,6 +5,11 @@
 // - First start (no position): every file is taken as read to its end; only what comes later is read.
 // - Rotation: files are read oldest first (modification time, then name); a new file is read from its
 //   start, and the old file's tail is read before it, its last entry included (it will not grow).
+// - A switch of log_destination (stderr → csvlog → jsonlog ...): the files of a format the server no longer
+//   writes (`finishedFormats`) are read to their end in their own format, in time order with the current
+//   format's files, from their known position (from their start when they appeared since the last read) (lines PostgreSQL did not format, which the logging collector still
+//   writes to the stderr file, are skipped there). A format the server still writes beside the one read
+//   (two destinations) keeps its files at their end, so that no entry is counted twice.
 // - Truncation (size below the offset) or a file replaced under the same name (another inode): from the start.
 // - A file cut mid-entry: the read stops before that entry and takes it whole next time. The last entry of
 //   the newest stderr file counts as whole once the file has been quiet for SETTLE_MS (its DETAIL and
@@ -39,6 +44,8 @@ export const SETTLE_MS = 1_000
 
 export interface ReadOptions {
   format: LogFormat
+  /** Formats the server no longer writes: their files are read to their end (stderr with `prefix`). */
+  finishedFormats?: LogFormat[]
   prefix?: PrefixParser
   tzOffsetMs: number
   now: number
@@ -68,11 +75,14 @@ export async function readLogs(source: LogSource, previous: LogPosition | undefi
   const all = await source.list()
   const files = ordered(all.filter((f) => formatOfFile(f.name) === options.format))
   if (!previous) return { position: endPosition(all), bytesRead: 0, backlogBytes: 0 }
+  const finished = options.finishedFormats ?? []
+  // The files of a format the server stopped writing (one it wrote since the last read is read whole).
+  const tails = all.filter((f) => finished.includes(formatOfFile(f.name)))
   const budget = options.budgetBytes ?? DEFAULT_BUDGET_BYTES
   const sliceBytes = options.sliceBytes ?? SLICE_BYTES
   const next: Record<string, [number, number]> = {}
   // Files of the other formats keep their place (a format switch later does not replay them).
-  for (const f of all) if (!files.includes(f)) next[f.name] = [f.size, f.ino]
+  for (const f of all) if (!files.includes(f) && !tails.includes(f)) next[f.name] = [f.size, f.ino]
   let bytesRead = 0
   let backlog = 0
   let refused = false
@@ -82,7 +92,8 @@ export async function readLogs(source: LogSource, previous: LogPosition | undefi
   let sinceCollect = 0
   const longest = Math.min(Math.max(sliceBytes, MAX_SLICE_BYTES), budget)
   const newest = files[files.length - 1]
-  for (const file of files) {
+  for (const file of ordered([...tails, ...files])) {
+    const format = tails.includes(file) ? formatOfFile(file.name) : options.format
     const known = previous.files[file.name]
     let offset = known && (known[1] === 0 || file.ino === 0 || known[1] === file.ino) && known[0] <= file.size ? known[0] : 0
     let stopped = false
@@ -96,7 +107,7 @@ export async function readLogs(source: LogSource, previous: LogPosition | undefi
       const isNewest = file === newest
       const closed = reachesEnd && !isNewest
       const settled = closed || (reachesEnd && options.now - file.mtimeMs >= SETTLE_MS)
-      let parsed = parseChunk(buf, { format: options.format, prefix: options.prefix, tzOffsetMs: options.tzOffsetMs, settled, closed })
+      let parsed = parseChunk(buf, { format, prefix: options.prefix, tzOffsetMs: options.tzOffsetMs, settled, closed })
       if (parsed.consumed === 0 && buf.length === want && !reachesEnd) {
         // One entry longer than the slice: read again in a longer one; longer than the longest read there
         // can be, taken as it is (cut), so that the read moves on.
@@ -104,12 +115,14 @@ export async function readLogs(source: LogSource, previous: LogPosition | undefi
           size = Math.min(size * 2, longest)
           continue
         }
-        if (want === longest) parsed = parseChunk(buf, { format: options.format, prefix: options.prefix, tzOffsetMs: options.tzOffsetMs, settled: true, closed: true })
+        if (want === longest) parsed = parseChunk(buf, { format, prefix: options.prefix, tzOffsetMs: options.tzOffsetMs, settled: true, closed: true })
       }
       size = sliceBytes
       const { entries, ends } = parsed
       let used = parsed.consumed
+      const tail = format !== options.format
       for (let i = 0; i < entries.length; i++) {
+        if (tail && entries[i]!.foreign) continue
         if (onEntry(entries[i]!) === false) {
           used = i === 0 ? 0 : ends[i - 1]!
           refused = true

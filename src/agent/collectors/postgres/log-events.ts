@@ -13,6 +13,7 @@ import type { LogCount, LogEvent, LogEventsSection } from '../../../shared/wire.
 import { type ClassifyMemory, type Classified, classify } from '../../logs/classify.ts'
 import { detached, type RawLogEntry } from '../../logs/entry.ts'
 import { toLogEvent } from '../../logs/event.ts'
+import { logEventProblem } from '../../logs/wire-check.ts'
 import type { LogFormat } from '../../logs/parse.ts'
 import { buildPrefixParser, type PrefixParser } from '../../logs/prefix.ts'
 import { DEFAULT_BUDGET_BYTES, type LogPosition, readLogs } from '../../logs/reader.ts'
@@ -34,9 +35,15 @@ const SETTINGS_SQL = `
          max(setting) FILTER (WHERE name = 'log_line_prefix') AS log_line_prefix,
          max(setting) FILTER (WHERE name = 'log_directory') AS log_directory,
          max(setting) FILTER (WHERE name = 'lc_messages') AS lc_messages,
+         max(setting) FILTER (WHERE name = 'log_lock_waits') AS log_lock_waits,
+         max(setting) FILTER (WHERE name = 'log_checkpoints') AS log_checkpoints,
+         max(setting) FILTER (WHERE name = 'log_autovacuum_min_duration') AS log_autovacuum_min_duration,
+         max(setting) FILTER (WHERE name = 'log_temp_files') AS log_temp_files,
+         max(setting) FILTER (WHERE name = 'log_min_duration_statement') AS log_min_duration_statement,
          (extract(epoch FROM (now() AT TIME ZONE current_setting('log_timezone')) - (now() AT TIME ZONE 'UTC')) * 1000)::float8 AS tz_offset_ms
   FROM pg_settings
-  WHERE name IN ('logging_collector', 'log_destination', 'log_line_prefix', 'log_directory', 'lc_messages')`
+  WHERE name IN ('logging_collector', 'log_destination', 'log_line_prefix', 'log_directory', 'lc_messages', 'log_lock_waits', 'log_checkpoints',
+                 'log_autovacuum_min_duration', 'log_temp_files', 'log_min_duration_statement')`
 
 export interface LogSettings {
   logging_collector: string
@@ -46,11 +53,43 @@ export interface LogSettings {
   log_directory: string | null
   lc_messages: string
   tz_offset_ms: number
+  /** The settings that make PostgreSQL log what the kinds need (null when the role may not see one). */
+  log_lock_waits?: string | null
+  log_checkpoints?: string | null
+  log_autovacuum_min_duration?: string | null
+  log_temp_files?: string | null
+  log_min_duration_statement?: string | null
 }
 
-export const GRANTS_NOTE =
-  'server log not read: set pg_log_dir in the agent config when the agent runs beside the server, or let the role read the log over SQL: ' +
-  'GRANT pg_monitor TO <role>; GRANT EXECUTE ON FUNCTION pg_read_binary_file(text, bigint, bigint, boolean) TO <role>'
+/** The logging settings the kinds need: when each is off, and the value to set (one pasteable list). */
+const KIND_SETTINGS: { name: keyof LogSettings; off: (v: string) => boolean; recommended: string; kinds: string }[] = [
+  { name: 'log_lock_waits', off: (v) => v === 'off', recommended: 'on', kinds: 'lock_wait' },
+  { name: 'log_checkpoints', off: (v) => v === 'off', recommended: 'on', kinds: 'checkpoint' },
+  { name: 'log_autovacuum_min_duration', off: (v) => v === '-1', recommended: "'10s'", kinds: 'autovacuum' },
+  { name: 'log_temp_files', off: (v) => v === '-1', recommended: "'10MB'", kinds: 'temp_file' },
+  { name: 'log_min_duration_statement', off: (v) => v === '-1', recommended: "'1s'", kinds: 'slow_statement' },
+]
+
+/** The prefix `--check` recommends for stderr: everything the parser reads, and --check is silent on it. */
+export const RECOMMENDED_PREFIX = '%m [%p] %q%u@%d %r %e %Q '
+
+/** A role's name as an SQL identifier ("" for a quote inside). */
+const quoteIdent = (name: string): string => `"${name.replaceAll('"', '""')}"`
+
+/** Why the log is not read over SQL, and the GRANTs for this role (pg_monitor only when it lacks it). */
+export function grantsNote(role: string, hasMonitor: boolean): string {
+  const r = quoteIdent(role)
+  return (
+    'server log not read: set pg_log_dir in the agent config when the agent runs beside the server, or let the role read the log over SQL: ' +
+    `${hasMonitor ? '' : `GRANT pg_monitor TO ${r}; `}GRANT EXECUTE ON FUNCTION pg_read_binary_file(text, bigint, bigint, boolean) TO ${r};`
+  )
+}
+
+/** The role the agent connects as, and whether it has pg_monitor (for the GRANTs note). */
+export async function roleOf(sql: PostgresContext['sql']): Promise<{ role: string; hasMonitor: boolean }> {
+  const [row] = await sql<{ role: string; monitor: boolean }[]>`SELECT current_user::text AS role, pg_has_role('pg_monitor', 'MEMBER') AS monitor`
+  return { role: row?.role ?? 'current_user', hasMonitor: row?.monitor === true }
+}
 
 export async function logSettings(ctx: Pick<PostgresContext, 'sql'>): Promise<LogSettings> {
   const [row] = await ctx.sql.unsafe<LogSettings[]>(SETTINGS_SQL)
@@ -61,6 +100,11 @@ export async function logSettings(ctx: Pick<PostgresContext, 'sql'>): Promise<Lo
     log_directory: row?.log_directory ?? null,
     lc_messages: row?.lc_messages ?? '',
     tz_offset_ms: Number(row?.tz_offset_ms ?? 0),
+    log_lock_waits: row?.log_lock_waits ?? null,
+    log_checkpoints: row?.log_checkpoints ?? null,
+    log_autovacuum_min_duration: row?.log_autovacuum_min_duration ?? null,
+    log_temp_files: row?.log_temp_files ?? null,
+    log_min_duration_statement: row?.log_min_duration_statement ?? null,
   }
 }
 
@@ -73,6 +117,12 @@ export function formatOf(settings: LogSettings): LogFormat | undefined {
   return undefined
 }
 
+/** The formats the server does not write now: files of theirs left from before a switch are read to their end. */
+export function finishedFormats(settings: LogSettings): LogFormat[] {
+  const destinations = settings.log_destination.toLowerCase().split(/[\s,]+/)
+  return (['stderr', 'csvlog', 'jsonlog'] as const).filter((f) => !destinations.includes(f))
+}
+
 /** What keeps the server's log settings from being read well, for notes and `--check` (empty: nothing). */
 export function settingsProblems(settings: LogSettings, filesGiven: boolean): string[] {
   const out: string[] = []
@@ -82,9 +132,26 @@ export function settingsProblems(settings: LogSettings, filesGiven: boolean): st
   if (!/^(C|POSIX|en([_.].*)?)?$/i.test(settings.lc_messages)) out.push(`lc_messages is '${settings.lc_messages}': messages are classified in English only (set lc_messages = 'C')`)
   if (format === 'stderr') {
     const lacks = buildPrefixParser(settings.log_line_prefix).lacks
-    if (lacks.length > 0) out.push(`log_line_prefix '${settings.log_line_prefix}' lacks ${lacks.join('; ')} (e.g. '%m [%p] %q%u@%d ', or use csvlog)`)
+    if (lacks.length > 0) {
+      out.push(
+        `log_line_prefix '${settings.log_line_prefix}' lacks ${lacks.join('; ')} (set '${RECOMMENDED_PREFIX}': %e adds the SQLSTATE, %Q the query id; ` +
+          'or use csvlog or jsonlog, which carry both and are the safe formats where untrusted clients can connect: a user or database name with a newline cannot forge a line there)',
+      )
+    }
   }
   return out
+}
+
+/** The logging settings the kinds need that are off, with a pasteable fix; null when all are on. */
+export function settingsAdvice(settings: LogSettings): string | null {
+  const off = KIND_SETTINGS.filter((s) => {
+    const v = settings[s.name]
+    return typeof v === 'string' && s.off(v)
+  })
+  if (off.length === 0) return null
+  const names = off.map((s) => `${s.name} (${s.kinds})`).join(', ')
+  const fix = off.map((s) => `ALTER SYSTEM SET ${s.name} = ${s.recommended};`).join(' ')
+  return `logging settings off, their kinds never appear: ${names}; to turn them on: ${fix} SELECT pg_reload_conf();`
 }
 
 const rank = (s: LogSeverity) => LOG_SEVERITIES.indexOf(s)
@@ -165,20 +232,31 @@ export class LogTally {
     return this.seen
   }
 
-  /** The entries to send (oldest first) and how many were left out. */
-  events(mode: LogTextMode): { entries: LogEvent[]; dropped: number } {
+  /**
+   * The entries to send (oldest first) and how many were left out; `invalid`: how many of those the wire
+   * would have refused (logEventProblem), and the first one's problem.
+   */
+  events(mode: LogTextMode): { entries: LogEvent[]; dropped: number; invalid: number; problem?: string } {
     this.trim()
     const entries: LogEvent[] = []
     let bytes = 0
+    let invalid = 0
+    let problem: string | undefined
     for (const c of this.candidates) {
       const event = toLogEvent(c.entry, c.classified, mode, this.now)
+      const wrong = logEventProblem(event)
+      if (wrong !== null) {
+        invalid++
+        problem ??= `${c.classified.kind}: ${wrong}`
+        continue
+      }
       const size = JSON.stringify(event).length
       if (bytes + size > MAX_ENTRY_BYTES) continue
       bytes += size
       entries.push(event)
     }
     entries.sort((a, b) => a.ts - b.ts)
-    return { entries, dropped: this.seen - entries.length }
+    return { entries, dropped: this.seen - entries.length, invalid, problem }
   }
 
   countRows(): LogCount[] {
@@ -213,20 +291,22 @@ export const logEvents: PostgresCollector = {
     }
     const source = await sourceFor(ctx, settings)
     if (!source) {
-      ctx.notes.set(NAME, GRANTS_NOTE)
+      const { role, hasMonitor } = await roleOf(ctx.sql)
+      ctx.notes.set(NAME, grantsNote(role, hasMonitor))
       return {}
     }
     if (problems.length > 0) ctx.notes.set(NAME, problems.join('; '))
     else ctx.notes.delete(NAME)
-    let prefix: PrefixParser | undefined
-    if (format === 'stderr') prefix = buildPrefixParser(settings.log_line_prefix)
-    const prefixHasUser = !prefix || prefix.fields.includes('user') || prefix.fields.includes('database')
+    const finished = finishedFormats(settings)
+    // Built for stderr, and for the tail of a stderr file left from before a switch to csvlog or jsonlog.
+    const prefix: PrefixParser | undefined = format === 'stderr' || finished.includes('stderr') ? buildPrefixParser(settings.log_line_prefix) : undefined
+    const prefixHasUser = format !== 'stderr' || !prefix || prefix.fields.includes('user') || prefix.fields.includes('database')
     const tally = new LogTally(ctx.now, prefixHasUser, ctx.state.get(MEMORY_KEY) as string | undefined)
     const previous = ctx.state.get(POSITION_KEY) as LogPosition | undefined
     const result = await readLogs(
       source,
       previous,
-      { format, prefix, tzOffsetMs: settings.tz_offset_ms, now: Date.now(), budgetBytes: ctx.logReadBudgetBytes ?? DEFAULT_BUDGET_BYTES },
+      { format, finishedFormats: finished, prefix, tzOffsetMs: settings.tz_offset_ms, now: Date.now(), budgetBytes: ctx.logReadBudgetBytes ?? DEFAULT_BUDGET_BYTES },
       (entry) => tally.add(entry),
     )
     // New objects, never the ones read: the state keeps them only once the batch is kept.
@@ -234,7 +314,8 @@ export const logEvents: PostgresCollector = {
     if (tally.memory.checkpointReason !== undefined) ctx.state.set(MEMORY_KEY, tally.memory.checkpointReason)
     else ctx.state.delete(MEMORY_KEY)
     if (tally.refused) ctx.log.info('log read stopped at the per-batch cap of count rows; the rest is read next cycle', { database: ctx.name, backlog_bytes: result.backlogBytes })
-    const { entries, dropped } = tally.events(ctx.logText ?? 'redacted')
+    const { entries, dropped, invalid, problem } = tally.events(ctx.logText ?? 'redacted')
+    if (invalid > 0) ctx.log.warn('log entries the server would refuse were left out (counted in dropped)', { database: ctx.name, invalid, first: problem })
     if (dropped > 0 && entries.length >= MAX_ENTRIES) ctx.log.info('log entries counted but not sent whole (past the per-batch cap)', { database: ctx.name, dropped })
     const section: LogEventsSection = {
       source: source.kind,
