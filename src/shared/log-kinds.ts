@@ -72,6 +72,12 @@ export const LOG_KINDS = {
   io_error: { category: 'resources', label: 'I/O error', fields: ['operation', 'path'] },
   /** `archive command failed with exit code N` (and the command's WAL file from its DETAIL). */
   archive_failed: { category: 'archive', label: 'Archive command failed', fields: ['exit_code', 'wal_file'] },
+  /**
+   * `archiving write-ahead log file "…" failed too many times, will try again later`: the archiver pauses
+   * after three failed tries of a file. Not a failure of its own (pg_stat_archiver counts the tries, which
+   * are archive_failed), but it names the WAL file when the command's line cannot.
+   */
+  archive_gave_up: { category: 'archive', label: 'Archiver paused after failures', fields: ['wal_file'] },
   /** requested WAL segment has already been removed, walsender/walreceiver terminated, replication slot errors. */
   replication_error: { category: 'replication', label: 'Replication error', fields: ['wal_file', 'slot'] },
   /** database system is ready to accept connections. */
@@ -108,6 +114,7 @@ export type LogSeverity = (typeof LOG_SEVERITIES)[number]
  */
 export const LOG_KIND_IMPORTANCE: Partial<Record<LogKind, LogSeverity>> = {
   archive_failed: 'error',
+  archive_gave_up: 'warning',
   server_crash: 'error',
   could_not_fork: 'error',
   out_of_memory: 'error',

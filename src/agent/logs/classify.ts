@@ -228,7 +228,7 @@ function byMessage(e: RawLogEntry, sev: LogSeverity, memory: ClassifyMemory): { 
     case 'archiving':
       // The archiver gives up on a segment for a while (after three failed tries): its WAL file is named.
       if ((m = /^archiving write-ahead log file "([0-9A-F]{24}(?:\.partial|\.[0-9A-F]{8}\.backup|\.history)?)" failed too many times, will try again later$/.exec(msg))) {
-        return { kind: 'archive_failed', fields: { exit_code: null, wal_file: m[1]! } }
+        return { kind: 'archive_gave_up', fields: { wal_file: m[1]! } }
       }
       break
     case 'archive':

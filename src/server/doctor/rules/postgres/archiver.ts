@@ -66,9 +66,13 @@ export const archiverFailing: Rule<typeof defaults> = {
     }
     if (archivingFailing(s)) {
       // The log's latest archive_failed entry (since the last success) gives the command's exit code and WAL file.
-      const logged = (await logEntries(ctx, ['archive_failed'], 24 * 3_600_000)).find((e) => s.last_archived_time === null || e.ts > s.last_archived_time)
+      // The archiver's pause after three failed tries (archive_gave_up) names the WAL file even when the command's line cannot.
+      const since = (e: { ts: number }) => s.last_archived_time === null || e.ts > s.last_archived_time
+      const entries = await logEntries(ctx, ['archive_failed', 'archive_gave_up'], 24 * 3_600_000)
+      const logged = entries.find((e) => e.kind === 'archive_failed' && since(e))
+      const paused = entries.find((e) => e.kind === 'archive_gave_up' && since(e))
       const exitCode = logged ? numberField(logged, 'exit_code') : null
-      const loggedWal = logged ? textField(logged, 'wal_file') : null
+      const loggedWal = (logged ? textField(logged, 'wal_file') : null) ?? (paused ? textField(paused, 'wal_file') : null)
       const fromLog = logged
         ? ` The server log's latest failure, at ${iso(logged.ts)}: ${exitCode !== null ? `exit code ${exitCode}` : 'no exit code'}` +
           (loggedWal ? ` on WAL file ${pgString(loggedWal)}` : '') +
