@@ -59,7 +59,9 @@ export function TimeSlider({ db, at, onChange }: { db: Database; at: number | un
     if (i < 0 || i >= times.length) return
     onChange(times[i]!.at)
   }
-  const previousBlocked = [...blockedMarks].reverse().find(([, i]) => i < index)?.[1]
+  // Live is newer than every kept snapshot (the list is reloaded every 30 s): the latest kept snapshot is
+  // already a previous one when it had a blocked session, e.g. a chain that ended since the list loaded.
+  const previousBlocked = [...blockedMarks].reverse().find(([, i]) => (at === undefined ? i <= index : i < index))?.[1]
   const nextBlocked = blockedMarks.find(([, i]) => i > index)?.[1]
   const current = at === undefined ? undefined : times[index]
   const stale = isStale(db)
