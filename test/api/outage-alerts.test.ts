@@ -96,3 +96,29 @@ test('an agent that stops while the database is up is agent_disconnected, as bef
   const alerts = (await server.call('GET', `/api/v1/databases/${id}/alerts?status=all`, { apiKey: key })).body as any[]
   expect(alerts.map((a) => [a.rule, a.title])).toEqual([['agent_disconnected', 'The agent has stopped sending data']])
 })
+
+test('two minutes watched: the 30-day figures start at the registration and say how much time the ratio stands on', async () => {
+  const registered = server.deps.clock()
+  const send = async (body: unknown) => expect((await server.call('POST', '/api/v1/ingest', { apiKey: key, body })).status).toBe(200)
+  const res = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: { ...pgBatch('new', registered), availability: { state: 'up', since: registered } } })
+  const id = res.body.database_id as string
+  // Up for 50 s (a batch every 10 s), then the password is changed: down for 70 s (a report every 10 s).
+  for (let i = 1; i <= 4; i++) {
+    server.advance(10_000)
+    await send({ ...pgBatch('new', server.deps.clock()), availability: { state: 'up', since: registered } })
+  }
+  server.advance(10_000)
+  const downAt = server.deps.clock()
+  for (let i = 0; i <= 7; i++) {
+    await send(report('new', { state: 'down', since: downAt, cause: 'authentication', message: 'password authentication failed' }))
+    if (i < 7) server.advance(10_000)
+  }
+  const { total, days } = (await server.call('GET', `/api/v1/databases/${id}/availability?days=30`, { apiKey: key })).body
+  // Nothing before the registration counts, not even as unknown; authentication failures count as down.
+  expect(total).toEqual({ up_ms: 50_000, down_ms: 70_000, unknown_ms: 0, watched_ms: 120_000, ratio: 0.4167 })
+  expect(days.reduce((sum: number, d: any) => sum + d.up_ms + d.down_ms + d.unknown_ms, 0)).toBe(120_000)
+  const listed = ((await server.call('GET', '/api/v1/databases', { apiKey: key })).body as any[]).find((d) => d.id === id)
+  expect({ ratio: listed.availability_30d, watched: listed.availability_30d_watched_ms }).toEqual({ ratio: 0.4167, watched: 120_000 })
+  const overview = (await server.call('GET', `/api/v1/databases/${id}/overview`, { apiKey: key })).body
+  expect([overview.uptime_30d, overview.uptime_30d_watched_ms, overview.uptime_24h_watched_ms]).toEqual([0.4167, 120_000, 120_000])
+})
