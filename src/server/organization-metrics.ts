@@ -29,14 +29,26 @@ export function organizationExposition(databases: readonly DatabaseFigures[], st
     help: '1 while the database\'s agent sends batches and does not report it down (connected), else 0.',
     labelNames: ['id', 'name', 'engine'],
   })
+  // One series per database whatever the cause, so that a cause changing within an outage (timeout, then
+  // refused) neither resolves nor opens an alert; the cause is its own info-style series while down.
   const up = registry.gauge({
     name: 'dbm_database_up',
-    help: "1 while the database is connected, 0 while its agent reports it unreachable (cause: refused, timeout, authentication, ...); absent while the agent is silent.",
+    help: "1 while the database's agent reaches it, 0 while the agent reports it unreachable; absent while the agent is silent or never sent.",
+    labelNames: ['id', 'name'],
+  })
+  const downCause = registry.gauge({
+    name: 'dbm_database_down_cause',
+    help: 'Always 1, only while the agent reports the database unreachable: the cause label says why (refused, timeout, authentication, ...).',
     labelNames: ['id', 'name', 'cause'],
   })
   const lastBatch = registry.gauge({
     name: 'dbm_database_last_batch_timestamp_seconds',
-    help: 'When the last batch of the database arrived, in seconds since the epoch (absent: never); time() minus it is its age.',
+    help: "When the last batch with data of the database arrived, in seconds since the epoch (absent: never). While it is down the agent sends reports, not batches: this is then the data's age, not the agent's.",
+    labelNames: ['id', 'name'],
+  })
+  const lastHeard = registry.gauge({
+    name: 'dbm_database_agent_last_heard_timestamp_seconds',
+    help: "When the database's agent was last heard from (a batch or a report that the database is down), in seconds since the epoch (absent: never); time() minus it is the agent's silence.",
     labelNames: ['id', 'name'],
   })
   const score = registry.gauge({
@@ -60,9 +72,14 @@ export function organizationExposition(databases: readonly DatabaseFigures[], st
     const view = availabilityView(db, state, now)
     const status = view.status
     counts.labels(db.engine, status).inc()
-    // Up while connected; down with its cause while the agent reports it unreachable; absent while the agent is silent.
-    if (view.reason === null) up.labels(db.id, db.name, '').set(1)
-    else if (view.reason === 'database_down') up.labels(db.id, db.name, state?.cause ?? 'other').set(0)
+    // Up while connected; down (and its cause) while the agent reports it unreachable; absent while the agent is silent.
+    if (view.reason === null) up.labels(db.id, db.name).set(1)
+    else if (view.reason === 'database_down') {
+      up.labels(db.id, db.name).set(0)
+      downCause.labels(db.id, db.name, state?.cause ?? 'other').set(1)
+    }
+    const heard = view.agent_last_heard_at === null ? null : Date.parse(view.agent_last_heard_at)
+    if (heard !== null) lastHeard.labels(db.id, db.name).set(heard / 1000)
     connected.labels(db.id, db.name, db.engine).set(status === 'connected' ? 1 : 0)
     if (db.last_seen_at !== null) lastBatch.labels(db.id, db.name).set(db.last_seen_at / 1000)
     if (db.score !== null) score.labels(db.id, db.name).set(db.score)

@@ -1,7 +1,8 @@
 // Availability figures of one database from its outages and its agent's silences (sql-availability.ts):
 // over a window, the time it was down, the time nobody knows (the agent sent nothing: a stored silence, or
 // the silence going on now), and the rest up. The ratio is up / (up + down): unknown time is counted in
-// neither, and null when nothing is known. Per day: UTC days, oldest first.
+// neither, and null when nothing is known; watched_ms (up + down) says how much time the ratio stands on.
+// Time before the database's registration is in none of them. Per day: UTC days, oldest first.
 import type { AvailabilitySpans } from './store/sql-availability.ts'
 
 const DAY = 86_400_000
@@ -9,7 +10,10 @@ const DAY = 86_400_000
 export interface UptimeFigures {
   up_ms: number
   down_ms: number
+  /** The agent sent nothing, since the registration (time before it counts nowhere). */
   unknown_ms: number
+  /** up + down: the time the ratio stands on. */
+  watched_ms: number
   /** up / (up + down), 4 decimals; null when neither. */
   ratio: number | null
 }
@@ -70,7 +74,6 @@ export interface UptimeInput {
 function spansOf(input: UptimeInput): { down: Span[]; unknown: Span[] } {
   const { spans, now } = input
   const unknown: Span[] = spans.silences.map((s) => [s.started_at, s.ended_at])
-  unknown.push([Number.MIN_SAFE_INTEGER, input.createdAt])
   if (input.lastHeardAt === null) unknown.push([input.createdAt, now])
   else if (now - input.lastHeardAt > input.silentAfterMs) unknown.push([input.lastHeardAt, now])
   const silent = merged(unknown)
@@ -80,18 +83,20 @@ function spansOf(input: UptimeInput): { down: Span[]; unknown: Span[] } {
   return { down, unknown: silent }
 }
 
-function figures(down: Span[], unknown: Span[], from: number, to: number): UptimeFigures {
+/** The figures over [from, to), cut to start at the registration. */
+function figures(down: Span[], unknown: Span[], createdAt: number, windowFrom: number, to: number): UptimeFigures {
+  const from = Math.max(windowFrom, createdAt)
   const end = Math.max(from, to)
   const downMs = within(down, from, end)
   const unknownMs = within(unknown, from, end)
   const upMs = Math.max(0, end - from - downMs - unknownMs)
-  return { up_ms: upMs, down_ms: downMs, unknown_ms: unknownMs, ratio: upMs + downMs > 0 ? Number((upMs / (upMs + downMs)).toFixed(4)) : null }
+  return { up_ms: upMs, down_ms: downMs, unknown_ms: unknownMs, watched_ms: upMs + downMs, ratio: upMs + downMs > 0 ? Number((upMs / (upMs + downMs)).toFixed(4)) : null }
 }
 
 /** The figures over [now - days, now) alone (the database list's: one pass over the spans, no days). */
 export function uptimeTotal(input: UptimeInput, days: number): UptimeFigures {
   const { down, unknown } = spansOf(input)
-  return figures(down, unknown, input.now - days * DAY, input.now)
+  return figures(down, unknown, input.createdAt, input.now - days * DAY, input.now)
 }
 
 /** The figures over [now - days, now) and per UTC day (the first one partial), oldest first. */
@@ -100,7 +105,7 @@ export function uptime(input: UptimeInput, days: number): { total: UptimeFigures
   const from = input.now - days * DAY
   const list: UptimeDay[] = []
   for (let day = Math.floor(from / DAY) * DAY; day < input.now; day += DAY) {
-    list.push({ date: new Date(day).toISOString().slice(0, 10), ...figures(down, unknown, Math.max(day, from), Math.min(day + DAY, input.now)) })
+    list.push({ date: new Date(day).toISOString().slice(0, 10), ...figures(down, unknown, input.createdAt, Math.max(day, from), Math.min(day + DAY, input.now)) })
   }
-  return { total: figures(down, unknown, from, input.now), days: list }
+  return { total: figures(down, unknown, input.createdAt, from, input.now), days: list }
 }

@@ -78,7 +78,8 @@ export function availabilityView(db: Pick<RegisteredDatabase, 'last_seen_at' | '
   }
 }
 
-export function databaseView(db: RegisteredDatabase, now: number, state?: AvailabilityState, availability30d?: number | null) {
+/** `availability30d`: the database's 30-day figures (the list and one database; POST answers leave them out). */
+export function databaseView(db: RegisteredDatabase, now: number, state?: AvailabilityState, availability30d?: { ratio: number | null; watched_ms: number }) {
   return {
     id: db.id,
     name: db.name,
@@ -93,7 +94,7 @@ export function databaseView(db: RegisteredDatabase, now: number, state?: Availa
     disabled_collectors: db.disabled_collectors,
     last_seen_at: rfc3339(db.last_seen_at),
     ...availabilityView(db, state, now),
-    ...(availability30d !== undefined ? { availability_30d: availability30d } : {}),
+    ...(availability30d !== undefined ? { availability_30d: availability30d.ratio, availability_30d_watched_ms: availability30d.watched_ms } : {}),
     created_at: rfc3339(db.created_at),
     updated_at: rfc3339(db.updated_at),
   }

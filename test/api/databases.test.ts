@@ -42,7 +42,7 @@ for (const kind of storeKinds) {
 
       const got = await server.call('GET', `/api/v1/databases/${pg.body.id}`, { token: account.token })
       // GET adds the up time over 30 days (null: nothing known yet).
-      expect(got.body).toEqual({ ...pg.body, availability_30d: null })
+      expect(got.body).toEqual({ ...pg.body, availability_30d: null, availability_30d_watched_ms: 0 })
       const list = await server.call('GET', '/api/v1/databases', { token: account.token })
       expect(list.body.map((d: any) => d.name)).toEqual(['custom-port', 'events', 'orders'])
     })

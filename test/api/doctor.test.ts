@@ -33,6 +33,8 @@ for (const kind of storeKinds) {
         data_as_of: null,
         uptime_24h: null,
         uptime_30d: null,
+        uptime_24h_watched_ms: 0,
+        uptime_30d_watched_ms: 0,
         health_score: 90,
         active_queries: 0,
         longest_query_ms: null,

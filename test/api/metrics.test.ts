@@ -63,7 +63,9 @@ const ORGANIZATION_FAMILIES = {
   dbm_databases: 'GAUGE',
   dbm_database_connected: 'GAUGE',
   dbm_database_up: 'GAUGE',
+  dbm_database_down_cause: 'GAUGE',
   dbm_database_last_batch_timestamp_seconds: 'GAUGE',
+  dbm_database_agent_last_heard_timestamp_seconds: 'GAUGE',
   dbm_database_health_score: 'GAUGE',
   dbm_database_findings: 'GAUGE',
   dbm_database_open_alerts: 'GAUGE',
@@ -266,8 +268,10 @@ describe.each(storeKinds)('GET /metrics (%s store)', (kind: StoreKind) => {
     expect(value(s, 'dbm_databases', { engine: 'postgres', status: 'connected' })).toBe(1 + hostile.length)
     expect(value(s, 'dbm_databases', { engine: 'postgres', status: 'disconnected' })).toBe(2)
     expect(value(s, 'dbm_database_connected', { id: down, name: 'down', engine: 'postgres' })).toBe(0)
-    expect(value(s, 'dbm_database_up', { id: down, name: 'down', cause: 'refused' })).toBe(0)
-    expect(value(s, 'dbm_database_up', { id: orders, name: 'orders', cause: '' })).toBe(1)
+    // One up series per database, without the cause: the cause is its own series while down.
+    expect(s.get('dbm_database_up')!.metrics.filter((m) => m.labels?.id === down).map((m) => [m.labels, m.value])).toEqual([[{ id: down, name: 'down' }, '0']])
+    expect(s.get('dbm_database_down_cause')!.metrics.map((m) => [m.labels, m.value])).toEqual([[{ id: down, name: 'down', cause: 'refused' }, '1']])
+    expect(s.get('dbm_database_up')!.metrics.filter((m) => m.labels?.id === orders).map((m) => [m.labels, m.value])).toEqual([[{ id: orders, name: 'orders' }, '1']])
     // never heard from: no up series at all
     expect(s.get('dbm_database_up')!.metrics.some((m) => m.labels?.id === idle.body.id)).toBe(false)
     expect(value(s, 'dbm_databases', { engine: 'clickhouse', status: 'connected' })).toBe(1)
@@ -298,6 +302,17 @@ describe.each(storeKinds)('GET /metrics (%s store)', (kind: StoreKind) => {
     expect(value(s, 'dbm_database_open_alerts', { id: someHostile!, severity: 'critical' })).toBe(0)
     // Each sample is one line: a name's line break or quote never starts a line of its own.
     for (const line of s.text.split('\n')) expect(line === '' || /^(# (HELP|TYPE) )?dbm_/.test(line)).toBe(true)
+
+    // The cause changes within the outage (refused, then timeout): the up series stays the same one (an
+    // Alertmanager alert on it neither resolves nor opens again); only the cause series changes.
+    const heardAt = Date.now()
+    await ingest({ ...pgBatch('down', heardAt), availability: { state: 'down', since: Date.now() - 60_000, cause: 'timeout', message: 'timed out' } })
+    const t = await scrape(server, { authorization: `Bearer ${org.key}` })
+    expect(t.get('dbm_database_up')!.metrics.filter((m) => m.labels?.id === down).map((m) => [m.labels, m.value])).toEqual([[{ id: down, name: 'down' }, '0']])
+    expect(t.get('dbm_database_down_cause')!.metrics.map((m) => [m.labels, m.value])).toEqual([[{ id: down, name: 'down', cause: 'timeout' }, '1']])
+    // The agent was heard now (a report), though its last batch with data is older.
+    expect(Math.abs(value(t, 'dbm_database_agent_last_heard_timestamp_seconds', { id: down }) - heardAt / 1000)).toBeLessThan(5)
+    expect(t.get('dbm_database_agent_last_heard_timestamp_seconds')!.metrics.some((m) => m.labels?.id === idle.body.id)).toBe(false)
   })
 })
 

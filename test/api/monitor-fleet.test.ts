@@ -56,6 +56,7 @@ for (const kind of storeKinds) {
         agent_last_heard_at: expect.any(String),
         data_as_of: expect.any(String),
         availability_30d: 1,
+        availability_30d_watched_ms: expect.any(Number),
         health_score: null,
         doctor_status: null,
         findings: null,

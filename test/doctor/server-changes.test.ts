@@ -41,6 +41,12 @@ for (const kind of storeKinds) {
         const overview = await s.ok(id, '/overview')
         expect({ server_started_at: overview.server_started_at, uptime_s: overview.uptime_s }).toEqual({ server_started_at: iso(started), uptime_s: 360 })
         expect((await s.ok(id, '/doctor')).metrics_summary).toMatchObject({ server_started_at: iso(started), uptime_s: 360 })
+        // 4 minutes without data (the server stopped again, say): the uptime counts to the latest data, not to now.
+        s.server.advance(4 * MINUTE)
+        const [later] = await findings(id, 'server_restarted')
+        expect(later).toMatchObject({ title: 'PostgreSQL restarted 10.0 min ago', metrics: { uptime_s: 360 } })
+        expect(later.detail).toStartWith(`PostgreSQL started at ${iso(started)}, up for 6.0 min at the latest data (${iso(t)}) (previous start`)
+        s.server.advance(-4 * MINUTE)
         // 15 minutes after the start: no finding any more (the restart stays on the timeline)
         s.server.advance(9 * MINUTE + 1000)
         expect(await findings(id, 'server_restarted')).toEqual([])
@@ -167,7 +173,7 @@ for (const kind of storeKinds) {
     test('ClickHouse: a restart from its uptime, a new release, risky profile settings', async () => {
       s.server.freeze(true)
       try {
-        const t = Date.now()
+        const t = s.server.deps.clock()
         const name = `ch-${kind}`
         const batch = (at: number, uptime: number, version: string, settings: Record<string, string>, extra = {}) => {
           const b = chBatch(name, at, { server_metrics: { uptime_s: uptime }, server_state: { settings }, ...extra })

@@ -118,7 +118,7 @@ describe('dist/dbm', () => {
     const list = await request(server.base, 'GET', '/api/v1/databases', { apiKey })
     expect(list.status).toBe(200)
     // the list adds each database's 30-day availability: none yet
-    expect(list.body).toEqual([{ ...res.body, availability_30d: null }])
+    expect(list.body).toEqual([{ ...res.body, availability_30d: null, availability_30d_watched_ms: 0 }])
   })
 
   test('GET /api/v1/auth/me with the API key shows the organization and the key', async () => {

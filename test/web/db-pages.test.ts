@@ -12,7 +12,9 @@ import { type Session, blockingChains, reconnectDelay, staleAfterMs, streamStatu
 import { DEFAULT_RANGE, RANGES, bucketFor, fmtDuration, windowQuery, withWindow } from '../../src/web/pages/db/common.tsx'
 import { figureLabel, formatFigure } from '../../src/web/pages/db/figures.ts'
 import { spreadCheckpoints } from '../../src/web/pages/db/internals.tsx'
-import { CARD_RULES, availabilityCard, doctorVerdict, rangeWords, worseTone } from '../../src/web/pages/db/overview.tsx'
+import { CARD_RULES, availabilityCard, doctorVerdict, rangeWords, watchedWords, worseTone } from '../../src/web/pages/db/overview.tsx'
+import { GROUPS, MARKED } from '../../src/web/pages/db/events.tsx'
+import { statusTone } from '../../src/web/pages/databases.tsx'
 import { healthPollMs } from '../../src/web/pages/database.tsx'
 import { latestRun } from '../../src/web/pages/db/objects.tsx'
 import { groupPlans, spread } from '../../src/web/pages/db/plan-groups.ts'
@@ -437,5 +439,31 @@ describe('the overview\'s availability card', () => {
     expect(availabilityCard({ uptime_30d: 0.995, uptime_24h: null }).tone).toBe('warning')
     expect(availabilityCard({ uptime_30d: 0.9, uptime_24h: 0.5 }).tone).toBe('critical')
     expect(availabilityCard({ uptime_30d: null, uptime_24h: null })).toMatchObject({ value: '—', sub: 'over 30 days', tone: undefined })
+  })
+
+  test('a ratio of two minutes says so: the time watched of the 30 days, on the card and the list', () => {
+    expect(availabilityCard({ uptime_30d: 0.4024, uptime_24h: 0.4024, uptime_30d_watched_ms: 120_000 })).toMatchObject({
+      value: '40.24 %',
+      sub: 'over 2 min 0 s watched of 30 days · 40.24 % in 24 h',
+    })
+    expect(watchedWords(2 * 3_600_000 + 5 * 60_000, 30)).toBe('over 2 h 5 min watched of 30 days')
+    // The whole period (up to an hour short of it): no coverage to say.
+    expect(watchedWords(30 * 86_400_000 - 1_000, 30)).toBe('over 30 days')
+  })
+})
+
+describe('outages on the Events page and the list', () => {
+  test('an Outages filter, and marks for the database going down and coming back', () => {
+    expect(GROUPS.find((g) => g.key === 'outages')).toEqual({ key: 'outages', label: 'Outages', kinds: ['database_down', 'database_up'] })
+    expect([MARKED.database_down, MARKED.database_up]).toEqual(['down', 'up'])
+  })
+
+  test("the list's badge: red while down or after its agent stopped, grey before any data, as the header", () => {
+    const db = { status: 'disconnected' as const, reason: null, down_since: null, last_seen_at: '2026-01-01T00:00:00.000Z' }
+    expect(statusTone({ ...db, status: 'connected' })).toBe('ok')
+    expect(statusTone({ ...db, reason: 'database_down', down_since: '2026-01-01T00:00:00.000Z' })).toBe('critical')
+    expect(statusTone({ ...db, reason: 'database_down', down_since: '2026-01-01T00:00:00.000Z', last_seen_at: null })).toBe('critical')
+    expect(statusTone({ ...db, reason: 'agent_silent' })).toBe('critical')
+    expect(statusTone({ ...db, reason: 'no_data', last_seen_at: null })).toBe('muted')
   })
 })

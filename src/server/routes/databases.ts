@@ -14,7 +14,7 @@ import { databaseDefaults, fieldLimits, unverifiedDatabaseLimit } from '../limit
 import { UniqueViolation } from '../store/driver.ts'
 import type { DatabasePatch, Engine, RegisteredDatabase } from '../store/types.ts'
 import { availabilityView, databaseView, rfc3339 } from '../views.ts'
-import { uptime, uptimeTotal } from '../uptime.ts'
+import { type UptimeFigures, uptime, uptimeTotal } from '../uptime.ts'
 import type { AvailabilitySpans, AvailabilityState } from '../store/sql-availability.ts'
 import { NoContent } from '../../shared/api/common.ts'
 import { errorAnswers, ownersOnly } from '../openapi.ts'
@@ -24,6 +24,9 @@ import { body, boolean, integer, oneOf, pathId, query, requiredString } from './
 const DAY = 86_400_000
 /** GET /databases/{id}/availability: days of history, default and maximum. */
 const AVAILABILITY_DAYS = { default: 30, max: 90 }
+
+/** The list's 30-day fields from the figures. */
+const thirtyDays = (f: UptimeFigures) => ({ availability_30d: f.ratio, availability_30d_watched_ms: f.watched_ms })
 
 /** The inputs of uptime() for `db`. */
 function uptimeInput(db: RegisteredDatabase, state: AvailabilityState | undefined, spans: AvailabilitySpans | undefined, now: number) {
@@ -109,7 +112,7 @@ export function databaseRoutes(deps: Deps) {
       ])
       return list.map((db) => {
         const state = states.get(db.id)
-        return databaseView(db, now, state, uptimeTotal(uptimeInput(db, state, spans.get(db.id), now), 30).ratio)
+        return databaseView(db, now, state, uptimeTotal(uptimeInput(db, state, spans.get(db.id), now), 30))
       })
     }, { response: { 200: t.Array(Database) }, detail: { summary: "The organization's registered databases" } })
     .post(
@@ -180,7 +183,7 @@ export function databaseRoutes(deps: Deps) {
           name: db.name,
           last_seen_at: rfc3339(db.last_seen_at),
           ...availabilityView(db, state, now),
-          availability_30d: uptimeTotal(uptimeInput(db, state, spans.get(db.id), now), 30).ratio,
+          ...thirtyDays(uptimeTotal(uptimeInput(db, state, spans.get(db.id), now), 30)),
           health_score: d?.score ?? null,
           doctor_status: d?.status ?? null,
           findings: d?.findings ?? null,
@@ -193,7 +196,7 @@ export function databaseRoutes(deps: Deps) {
       const db = await load(principal.orgId, params.id)
       const now = clock()
       const [state, spans] = await Promise.all([store.databaseAvailability.state(db.id), store.databaseAvailability.spans(db.id, now - 30 * DAY)])
-      return databaseView(db, now, state, uptime(uptimeInput(db, state, spans, now), 30).total.ratio)
+      return databaseView(db, now, state, uptime(uptimeInput(db, state, spans, now), 30).total)
     }, {
       response: { 200: Database },
       detail: { summary: 'One database' },

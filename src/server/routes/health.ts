@@ -10,7 +10,7 @@ import { DiagnosisBusy } from '../doctor/diagnosis-worker.ts'
 import { diagnoseRecent, findingView, timesAsRfc3339 } from '../doctor/index.ts'
 import { HttpError } from '../http-error.ts'
 import { availabilityView, rfc3339 } from '../views.ts'
-import { uptime } from '../uptime.ts'
+import { type UptimeFigures, uptime } from '../uptime.ts'
 import { databaseDefaults } from '../limits.ts'
 import { type Window, minuteFloor } from '../store/window.ts'
 import { query } from './schema.ts'
@@ -23,6 +23,14 @@ const DAY = 86_400_000
 const TOP_QUERIES = 5
 /** Findings in one doctor answer, worst first. */
 const MAX_ISSUES = 100
+
+/** The overview's up time fields: the ratios and the time each stands on. */
+const uptimeFields = (day: UptimeFigures, month: UptimeFigures) => ({
+  uptime_24h: day.ratio,
+  uptime_30d: month.ratio,
+  uptime_24h_watched_ms: day.watched_ms,
+  uptime_30d_watched_ms: month.watched_ms,
+})
 
 const round = (n: number, digits = 3) => Number(n.toFixed(digits))
 
@@ -90,8 +98,7 @@ export function healthRoutes(deps: Deps) {
           engine: db.engine,
           last_seen_at: rfc3339(db.last_seen_at),
           ...availabilityView(db, state, now),
-          uptime_24h: uptime(uptimeInput, 1).total.ratio,
-          uptime_30d: uptime(uptimeInput, 30).total.ratio,
+          ...uptimeFields(uptime(uptimeInput, 1).total, uptime(uptimeInput, 30).total),
           health_score: diagnosis.score,
           ...figures,
           ...(hitRatio !== undefined ? { cache_hit_ratio: hitRatio } : {}),

@@ -106,6 +106,8 @@ export const Overview = t.Object(
     ...AvailabilityFields,
     uptime_24h: Nullable(t.Number({ minimum: 0, maximum: 1, description: 'up / (up + down) over the last 24 hours; time the agent was silent counts as neither' })),
     uptime_30d: Nullable(t.Number({ minimum: 0, maximum: 1, description: 'the same over 30 days (per day: GET /databases/{id}/availability)' })),
+    uptime_24h_watched_ms: t.Number({ description: 'the time uptime_24h stands on: up + down of the last 24 hours' }),
+    uptime_30d_watched_ms: t.Number({ description: 'the time uptime_30d stands on: up + down of the last 30 days, from the registration on' }),
     health_score: t.Integer({ description: "the doctor's score, 0-100" }),
     ...figures,
     cache_hit_ratio: t.Optional(

@@ -7,6 +7,7 @@ import { api, get } from '../api.ts'
 import { DbText, escapeInvisible } from '../components/invisible.tsx'
 import { Empty, ErrorBox, Loading, ago, fmtClock, fmtNum, fmtTime, useEscape } from '../components/ui.tsx'
 import type { Static } from '@sinclair/typebox'
+import { watchedWords } from './db/overview.tsx'
 import type { Database, DatabaseHealth as DatabaseHealthSchema } from '../../shared/api/databases.ts'
 
 const POLL_MS = 10_000
@@ -19,8 +20,17 @@ type DatabaseHealth = Static<typeof DatabaseHealthSchema>
 
 const ENGINES = { postgres: { label: 'PostgreSQL', port: 5432 }, clickhouse: { label: 'ClickHouse', port: 8123 } } as const
 
-export function StatusBadge({ status }: { status: 'connected' | 'disconnected' }) {
-  return <span class={`badge ${status === 'connected' ? 'badge-ok' : 'badge-muted'}`}>{status}</span>
+/**
+ * Connected green; disconnected red while the database is (last reported) down or its agent stopped after
+ * sending data, as the overview's header shows it; grey when no agent ever sent any.
+ */
+export function statusTone(db: Pick<Static<typeof Database>, 'status' | 'reason' | 'down_since' | 'last_seen_at'>): 'ok' | 'critical' | 'muted' {
+  if (db.status === 'connected') return 'ok'
+  return db.reason === 'database_down' || db.down_since !== null || db.last_seen_at !== null ? 'critical' : 'muted'
+}
+
+export function StatusBadge({ db }: { db: Pick<Static<typeof Database>, 'status' | 'reason' | 'down_since' | 'last_seen_at'> }) {
+  return <span class={`badge badge-${statusTone(db)}`}>{db.status}</span>
 }
 
 /** The health score as a badge: green above 90, amber while only warnings weigh on it, red from one critical finding (−30). */
@@ -239,15 +249,15 @@ export function DatabaseList() {
                       ))}
                     </td>
                     <td>
-                      <StatusBadge status={db.status} />
+                      <StatusBadge db={db} />
                       {db.reason === 'database_down' && (
                         <div class="small error" data-down>
                           down since {fmtClock(db.down_since)}: <DbText text={db.cause_message ?? db.cause ?? 'unreachable'} />
                         </div>
                       )}
                       {db.availability_30d !== null && db.availability_30d !== undefined && (
-                        <div class="small muted" title="up / (up + down) over 30 days; time the agent was silent counts as neither">
-                          {(db.availability_30d * 100).toFixed(2)}% up (30 d)
+                        <div class="small muted" title="up / (up + down) over 30 days from the registration on; time the agent was silent counts as neither">
+                          {(db.availability_30d * 100).toFixed(2)}% up {watchedWords(db.availability_30d_watched_ms, 30)}
                         </div>
                       )}
                     </td>

@@ -1,7 +1,8 @@
 // The agent stopped sending (or never sent) data for this database: every other finding is then based
 // on old numbers, or on none. The agent is heard from by its batches and by its reports that the database
 // is down (sql-availability.ts): a database the agent reports down is database_unreachable's, never this
-// rule's.
+// rule's, also when the agent goes silent after reporting it down (one alert for the outage: that finding
+// then says the agent is silent and its state is as last reported).
 import { databaseDefaults } from '../../limits.ts'
 import { commentText } from '../sql-text.ts'
 import { type Rule, duration } from '../types.ts'
@@ -32,6 +33,7 @@ export const agentDisconnected: Rule<typeof defaults> = {
         },
       ]
     }
+    if (reported?.state === 'down') return []
     const { min_silence_s } = ctx.thresholds(agentDisconnected)
     const heard = Math.max(db.last_seen_at ?? 0, reported?.heard_at ?? 0)
     const silence = now - heard

@@ -1,13 +1,18 @@
 // The agent runs and reports that it cannot reach the database (sql-availability.ts): one critical
-// finding naming the failure's class and the driver's message, from the agent's first failed ping on.
-// While the agent itself is silent the rule says nothing (agent_disconnected speaks then).
+// finding naming the failure's class and the driver's message, from the agent's first failed ping on,
+// until the agent reports the database up again. An agent that goes silent during the outage does not
+// resolve it: the finding stays, as last reported, and says since when the agent is silent (one alert for
+// the outage; agent_disconnected stays quiet while the last report was "down").
 import { databaseDefaults } from '../../limits.ts'
 import { causeText } from '../../store/sql-availability.ts'
 import { type Rule, duration } from '../types.ts'
 
 const defaults = {
-  /** The agent counts as silent after max(3 × poll interval, this many seconds) without a batch or a report (views.ts). */
-  min_silence_s: databaseDefaults.connectedFloorMs / 1000,
+  /**
+   * Not a condition of this rule: the agent counts as silent after max(3 × poll interval, this many seconds)
+   * without a batch or a report (views.ts); the finding then says its state is as last reported.
+   */
+  agent_silence_s: databaseDefaults.connectedFloorMs / 1000,
 }
 
 const HOW_TO_INVESTIGATE: Record<string, string[]> = {
@@ -35,28 +40,31 @@ export const databaseUnreachable: Rule<typeof defaults> = {
     const { db, now } = ctx
     const reported = await ctx.availability()
     if (reported?.state !== 'down') return []
-    const { min_silence_s } = ctx.thresholds(databaseUnreachable)
+    const { agent_silence_s } = ctx.thresholds(databaseUnreachable)
     const heard = Math.max(db.last_seen_at ?? 0, reported.heard_at)
-    if (now - heard > Math.max(3 * db.poll_interval_seconds, min_silence_s) * 1000) return []
+    const silent = now - heard > Math.max(3 * db.poll_interval_seconds, agent_silence_s) * 1000
     const engine = db.engine === 'clickhouse' ? 'ClickHouse' : 'PostgreSQL'
     // Ingest bounds `since` by the server's clock; a store written before that may hold a later one.
     const since = Math.min(reported.since, now)
     const cause = reported.cause ?? 'other'
     const dataAsOf = reported.data_as_of === null ? 'no data was collected before it' : `the data shown is as of ${new Date(reported.data_as_of).toISOString()}`
+    const agent = silent
+      ? `The agent went silent while the database was down: nothing heard from it since ${new Date(heard).toISOString()} (${duration(now - heard)}), so this is the state as last reported and dbm cannot see whether the database is back`
+      : 'The agent itself is running and reports at every ping'
     return [
       {
         severity: 'critical',
-        title: `${engine} is unreachable: ${causeText(cause)}`,
+        title: `${engine} is unreachable: ${causeText(cause)}${silent ? ' (as last reported; the agent is silent)' : ''}`,
         detail:
           `The agent cannot reach "${db.name}" (${db.host}:${db.port}) since ${new Date(since).toISOString()} (${duration(now - since)}): ` +
-          `${reported.message ?? causeText(cause)}. The agent itself is running and reports at every ping; ${dataAsOf}.`,
-        recommendation: RECOMMENDATION[cause] ?? RECOMMENDATION.other!,
-        how_to_investigate: HOW_TO_INVESTIGATE[db.engine] ?? [],
+          `${reported.message ?? causeText(cause)}. ${agent}; ${dataAsOf}.`,
+        recommendation: `${RECOMMENDATION[cause] ?? RECOMMENDATION.other!}${silent ? ' Then start the agent again (its /healthz and log say why it stopped): until it reports, this alert stays open.' : ''}`,
+        how_to_investigate: [...(HOW_TO_INVESTIGATE[db.engine] ?? []), ...(silent ? ['curl http://<agent health address>/healthz   # the agent: is it running?'] : [])],
         // Nothing to paste: what to do depends on the cause, which the recommendation names.
         how_to_fix: [],
         // The report's own time: the finding is as current as the agent's latest ping.
         as_of: reported.reported_at,
-        metrics: { down_since: since, cause, down_s: Math.round((now - since) / 1000) },
+        metrics: { down_since: since, cause, down_s: Math.round((now - since) / 1000), agent_silent_s: silent ? Math.round((now - heard) / 1000) : null },
       },
     ]
   },

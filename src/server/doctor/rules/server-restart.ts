@@ -103,10 +103,15 @@ export const serverRestarted: Rule<typeof defaults> = {
     const engine = ctx.db.engine === 'clickhouse' ? 'ClickHouse' : 'PostgreSQL'
     const crashed = r.crash !== undefined || r.recovery.length > 0
     const upMs = Math.max(0, ctx.now - r.at)
+    // Up until the latest data (a batch's arrival), as the overview's Uptime: a server that stopped
+    // sending, or that its agent reports down, is not known to be up now.
+    const dataAt = ctx.db.last_seen_at === null ? null : Math.min(ctx.db.last_seen_at, ctx.now)
+    const uptimeMs = dataAt === null ? null : Math.max(0, dataAt - r.at)
+    const upText = uptimeMs === null ? 'no data since' : dataAt! >= ctx.now - 60_000 ? `up for ${duration(uptimeMs)}` : `up for ${duration(uptimeMs)} at the latest data (${iso(dataAt!)})`
     const signal = r.crash ? numberField(r.crash, 'signal') : null
     const when =
       r.how === 'restart'
-        ? `${engine} started at ${iso(r.at)}, up for ${duration(upMs)}${r.previous !== null ? ` (previous start ${iso(r.previous)}, which ran ${duration(Math.max(0, r.at - r.previous))})` : ''}.`
+        ? `${engine} started at ${iso(r.at)}, ${upText}${r.previous !== null ? ` (previous start ${iso(r.previous)}, which ran ${duration(Math.max(0, r.at - r.previous))})` : ''}.`
         : `PostgreSQL reinitialized after a crash at ${iso(r.at)}, ${duration(upMs)} ago: every session was ended and crash recovery ran; the postmaster itself has run since ${r.started_at !== null ? iso(r.started_at) : 'an earlier start'}.`
     const postgres = ctx.db.engine === 'postgres'
     return [
@@ -136,7 +141,7 @@ export const serverRestarted: Rule<typeof defaults> = {
         how_to_fix: [],
         metrics: {
           restarted_at: r.at,
-          uptime_s: Math.round(upMs / 1000),
+          uptime_s: uptimeMs === null ? null : Math.round(uptimeMs / 1000),
           previous_start_at: r.previous,
           crash_signal: signal,
           crash_process: r.crash ? textField(r.crash, 'process') : null,

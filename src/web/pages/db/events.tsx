@@ -1,8 +1,8 @@
 // Events: what changed on the database over a time window, newest first (GET /events): restarts and
 // version changes, tables and indexes appearing, disappearing or becoming valid, setting changes,
-// statistics resets, the agent connecting and going away, alerts opened and resolved, plan changes,
+// statistics resets, the agent connecting and going away, outages, alerts opened and resolved, plan changes,
 // crashes and faults from the server log; filtered by kind of change. useEventMarks gives the time charts
-// their marks (restarts, setting changes, index DDL, alert openings and server log faults). Everything from the database (names, values) is shown as text.
+// their marks (outages, restarts, setting changes, index DDL, alert openings and server log faults). Everything from the database (names, values) is shown as text.
 import type { Static } from '@sinclair/typebox'
 import { useCallback, useMemo } from 'preact/hooks'
 import type { DbEvent as DbEventSchema } from '../../../shared/api/events.ts'
@@ -32,11 +32,14 @@ const KIND_LABELS: Record<string, string> = {
   alert_resolved: 'alert resolved',
   plan_change: 'plan change',
   log_event: 'server log',
+  database_down: 'down',
+  database_up: 'up again',
 }
 
 /** The filter's groups of kinds. */
-const GROUPS: { key: string; label: string; kinds: string[] }[] = [
+export const GROUPS: { key: string; label: string; kinds: string[] }[] = [
   { key: 'all', label: 'All changes', kinds: [] },
+  { key: 'outages', label: 'Outages', kinds: ['database_down', 'database_up'] },
   { key: 'server', label: 'Restarts and versions', kinds: ['restart', 'version_change'] },
   { key: 'objects', label: 'Tables and indexes', kinds: ['table_created', 'table_dropped', 'index_created', 'index_valid', 'index_invalid', 'index_dropped'] },
   { key: 'settings', label: 'Settings', kinds: ['setting_change'] },
@@ -47,7 +50,9 @@ const GROUPS: { key: string; label: string; kinds: string[] }[] = [
 ]
 
 /** The kinds drawn on the time charts, and their mark's label. */
-const MARKED: Record<string, string> = {
+export const MARKED: Record<string, string> = {
+  database_down: 'down',
+  database_up: 'up',
   restart: 'restart',
   setting_change: 'setting',
   index_created: 'index',
@@ -59,7 +64,7 @@ const MARKED: Record<string, string> = {
 
 const kindLabel = (kind: string) => KIND_LABELS[kind] ?? kind.replaceAll('_', ' ')
 
-/** The events of `bounds` as marks for the database's time charts (restarts, setting changes, index DDL, alert openings). */
+/** The events of `bounds` as marks for the database's time charts (outages, restarts, setting changes, index DDL, alert openings). */
 export function useEventMarks(db: Pick<Database, 'id'>, bounds: [number, number]): ChartMark[] {
   const [since, until] = bounds
   const events = useApi<DbEvent[]>(

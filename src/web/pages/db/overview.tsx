@@ -107,17 +107,29 @@ const tone = (bad: boolean, warn: boolean): Tone => (bad ? 'critical' : warn ? '
 const upText = (ratio: number) => `${(ratio * 100).toFixed(ratio === 1 ? 0 : 2)} %`
 
 /**
- * The availability card: the share of time the agent found the database up over 30 days and 24 hours
- * (time the agent itself was silent counts as neither); warning under 99.9 %, critical under 99 %.
+ * "over 30 days" when the ratio stands on (about) the whole period; else how much of it was watched (up or
+ * down known: the agent reported), so that a ratio of two minutes does not read as one of a month.
  */
-export function availabilityCard(o: { uptime_24h?: number | null; uptime_30d?: number | null }): { key: string; label: string; value: string; sub: string; tone: Tone } {
+export function watchedWords(watchedMs: number | null | undefined, days: number): string {
+  const period = days === 1 ? '24 h' : `${days} days`
+  if (watchedMs === null || watchedMs === undefined || watchedMs >= days * 86_400_000 - 3_600_000) return `over ${period}`
+  return `over ${fmtDuration(watchedMs)} watched of ${period}`
+}
+
+/**
+ * The availability card: the share of time the agent found the database up over 30 days and 24 hours
+ * (time the agent itself was silent counts as neither), with the time it stands on; warning under
+ * 99.9 %, critical under 99 %.
+ */
+export function availabilityCard(o: { uptime_24h?: number | null; uptime_30d?: number | null; uptime_30d_watched_ms?: number }): { key: string; label: string; value: string; sub: string; tone: Tone } {
   const up30 = o.uptime_30d ?? null
   const up24 = o.uptime_24h ?? null
+  const over = watchedWords(o.uptime_30d_watched_ms, 30)
   return {
     key: 'availability',
     label: 'Available',
     value: up30 === null ? '—' : upText(up30),
-    sub: up24 === null ? 'over 30 days' : `over 30 days · ${upText(up24)} in 24 h`,
+    sub: up24 === null ? over : `${over} · ${upText(up24)} in 24 h`,
     tone: up30 === null ? undefined : tone(up30 < 0.99, up30 < 0.999),
   }
 }
