@@ -501,7 +501,7 @@ export abstract class Runner<Ctx> {
    */
   private loginRefused(error: unknown): void {
     const before = this.authRetry
-    if (before && Date.now() < before.at) return
+    if (before && this.loginPaused()) return
     const delayMs = before ? Math.min(before.delayMs * 2, AUTH_RETRY_MAX_MS) : this.timings.pingIntervalMs
     this.authRetry = { at: Date.now() + delayMs, delayMs }
     const fields = { database: this.config.name, retry_in_s: delayMs / 1000, cause: failureMessage(error, dsnPassword(this.config.dsn)) }
