@@ -188,6 +188,9 @@ export class Agent {
       } else if (apiChanged || !sameEntry(entry.config, want)) {
         changes.push(this.stopDatabase(name).then(() => this.startDatabase(next, want)))
         restarted.push(name)
+      } else {
+        // Unchanged: a login the database refused is tried again now (the role's password may be fixed).
+        entry.runner.retryNow()
       }
     }
     for (const db of next.databases) {

@@ -2,7 +2,9 @@
 // error codes (postgres.js: SQLSTATE in `code`, Node's errno for sockets; @clickhouse/client: the
 // server's numeric error code, Node's errno), looked for through wrapped errors (`cause`, an
 // AggregateError's `errors`). The message travels to the server without passwords (redactSecrets, and
-// the DSN's own password wherever it appears literally).
+// the DSN's own password wherever it appears literally). connectionFailure() tells a failed connection
+// attempt (refused, a wrong password, a name that does not resolve) from a query's own failure: whoever
+// meets one (the ping, a collector, a sampler), the runner marks the database down at once.
 import type { AvailabilityCause } from '../shared/wire.ts'
 import { redactSecrets } from '../shared/redact.ts'
 
@@ -93,6 +95,58 @@ function findClass(error: unknown, depth: number): AvailabilityCause | undefined
     }
   }
   return findClass(e.cause, depth + 1)
+}
+
+/**
+ * Codes that say a connection attempt itself failed, not a query on a working connection: the server is
+ * not listening or refuses new sessions, the name does not resolve, the host cannot be reached, TLS or
+ * the login failed, the DSN's database is gone. A session ended under a query (57P01, ECONNRESET,
+ * CONNECTION_CLOSED) is not one: the next query's connection attempt says what is wrong. Too many
+ * connections is left out too: the agent's open connections may still work.
+ */
+const CONNECTION_CODES = new Set([
+  'ECONNREFUSED',
+  'ConnectionRefused',
+  'FailedToOpenSocket',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'CONNECT_TIMEOUT',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EAI_NONAME',
+  '28000',
+  '28P01',
+  '57P03',
+  '3D000',
+  '08001',
+  '08004',
+  '516',
+  '192',
+  '193',
+  '194',
+])
+
+function hasConnectionCode(error: unknown, depth: number): boolean {
+  if (typeof error !== 'object' || error === null || depth > 8) return false
+  const e = error as { code?: unknown; cause?: unknown; errors?: unknown }
+  const code = typeof e.code === 'number' ? String(e.code) : e.code
+  if (typeof code === 'string' && (CONNECTION_CODES.has(code) || TLS_CODE.test(code))) return true
+  if (Array.isArray(e.errors) && e.errors.some((inner) => hasConnectionCode(inner, depth + 1))) return true
+  return hasConnectionCode(e.cause, depth + 1)
+}
+
+/** The class of `error` when it says a connection attempt failed (see CONNECTION_CODES); undefined for a query's own failure. */
+export function connectionFailure(error: unknown): AvailabilityCause | undefined {
+  if (hasConnectionCode(error, 0)) return failureClass(error)
+  if (hasCode(error, 0)) return undefined
+  // Code-less texts of a refused connection or a failed login (drivers that lose the code on the way).
+  const cause = messageClass(error)
+  return cause === 'refused' || cause === 'authentication' ? cause : undefined
+}
+
+/** A timeout that says nothing about why (the runner's own deadline, no code): an earlier definite failure tells more. */
+export function isVagueTimeout(error: unknown): boolean {
+  return !hasCode(error, 0) && messageClass(error) === 'timeout'
 }
 
 /** Errors without a code: the runner's own deadlines, and texts the drivers word so, as whole phrases. */

@@ -17,9 +17,16 @@
 // the runner sends, at every ping, a batch of the header and the availability section only (buffered like
 // any batch when the API is down), and one more at once when the database answers again. While down and
 // not connected, each ping is a connection attempt, so the database is seen back within one ping.
+// A failed connection attempt is definite, whoever meets it (the ping, a collector, the waits sampler):
+// the database is down with that class at once, the session is closed (the samplers stop) and the
+// cycle ends; a vague timeout of the runner's own deadline keeps the class of such a failure seen just
+// before. A refused login (authentication) pauses every connection attempt: retried after one ping
+// interval, then twice as long each time up to 5 minutes, or at once on a config reload (retryNow()).
+// A cycle in which no collector finished while the database is down sends no data batch: only the
+// availability report goes, so the server's "last seen" stays at the last data.
 import type { EngineName } from '../shared/collectors.ts'
-import type { Availability, DatabaseSettings, IngestBatch } from '../shared/wire.ts'
-import { dsnPassword, failureClass, failureMessage } from './reachability.ts'
+import type { Availability, AvailabilityCause, DatabaseSettings, IngestBatch } from '../shared/wire.ts'
+import { connectionFailure, dsnPassword, failureClass, failureMessage, isVagueTimeout } from './reachability.ts'
 import type { AgentLogger, Collector, CollectorState } from './collectors/types.ts'
 import { type DatabaseConfig, serverPollIntervalMs } from './config.ts'
 import type { RunnerMetrics } from './metrics.ts'
@@ -44,6 +51,8 @@ export interface RunnerTimings {
 }
 
 const DEFAULT_CANCEL_GRACE_MS = 1_000
+/** Longest pause between login attempts after the database refused the agent's login. */
+export const AUTH_RETRY_MAX_MS = 5 * 60_000
 
 export const defaultTimings: RunnerTimings = {
   pingIntervalMs: 10_000,
@@ -155,6 +164,12 @@ export interface SessionBase {
   notes: Map<string, string>
   infos: Map<string, string>
   log: AgentLogger
+  /**
+   * A background sample (the waits sampler) failed: a failed connection attempt marks the database
+   * down and stops the samplers, so that they do not log in again and again (a refused login locks
+   * accounts under LDAP or PAM).
+   */
+  sampleFailed?(error: unknown): void
 }
 
 /** An open connection to one server, as the runner sees it. */
@@ -202,6 +217,12 @@ export abstract class Runner<Ctx> {
   private reporting: Promise<unknown> = Promise.resolve()
   private reportQueued = false
   private stopped = false
+  /** Sessions being closed (a failed connection attempt closes one without waiting): stop() waits for them. */
+  private closing: Promise<void> = Promise.resolve()
+  /** The latest failed connection attempt since the database last answered: a vague timeout after it keeps its class. */
+  private lastConnectionFailure: { error: unknown; at: number } | undefined
+  /** Set while the database refuses the agent's login: no connection attempt before `at`; `delayMs` doubles per refusal. */
+  private authRetry: { at: number; delayMs: number } | undefined
   /** Aborted by stop(): cancels the call in progress (a collector, a ping, connecting). */
   private readonly lifetime = new AbortController()
   private running: Promise<void> | undefined
@@ -319,6 +340,7 @@ export abstract class Runner<Ctx> {
     await this.reporting
     this.saveState()
     await this.disconnect()
+    await this.closing
     await this.shipper.stop()
     this.status.state = 'stopped'
   }
@@ -380,7 +402,19 @@ export abstract class Runner<Ctx> {
   }
 
   private async connect(): Promise<void> {
-    const session = await this.open({ name: this.config.name, state: this.state, notes: this.notes, infos: this.infos, log: this.log }, this.lifetime.signal)
+    let opened: Session<Ctx> | undefined
+    const base: SessionBase = {
+      name: this.config.name,
+      state: this.state,
+      notes: this.notes,
+      infos: this.infos,
+      log: this.log,
+      sampleFailed: (error) => {
+        if (opened) this.connectionFailed(error, opened)
+      },
+    }
+    const session = await this.open(base, this.lifetime.signal)
+    opened = session
     if (this.identity === undefined) {
       this.adoptSaved(session)
     } else if (this.identity !== session.identity) {
@@ -404,6 +438,8 @@ export abstract class Runner<Ctx> {
     this.status.server_version = session.version
     this.failedPings = 0
     this.pingError = null
+    this.lastConnectionFailure = undefined
+    this.authRetry = undefined
     this.startSamplers(session)
     if (this.status.state !== 'connected') this.log.info('connected', { database: this.config.name, server_version: session.version })
     this.status.state = 'connected'
@@ -427,7 +463,68 @@ export abstract class Runner<Ctx> {
     this.stopSamplers = []
     const session = this.session
     this.session = undefined
-    await session?.close().catch(() => {})
+    const closing = session?.close().catch(() => {})
+    this.closing = Promise.all([this.closing, closing]).then(() => {})
+    await closing
+  }
+
+  /**
+   * A failed connection attempt met on `session` by the ping, a collector or a sampler (reachability.ts,
+   * connectionFailure): the database is down with its class at once (reported at once the first time),
+   * and the session is closed, so that neither the samplers nor the rest of the cycle try again; the
+   * ping loop reconnects (after a refused login, when its pause is over). False when `error` is a query's
+   * own failure, or the session was closed already.
+   */
+  private connectionFailed(error: unknown, session: Session<Ctx>): boolean {
+    if (this.stopped || this.session !== session || connectionFailure(error) === undefined) return false
+    const wasDown = this.status.availability?.state === 'down'
+    this.status.state = 'disconnected'
+    this.status.last_error = (error as Error)?.message ?? String(error)
+    this.attemptFailed(error)
+    void this.disconnect()
+    if (!wasDown) this.report()
+    return true
+  }
+
+  /** A connection attempt failed: down with its class; a refused login pauses the attempts. */
+  private attemptFailed(error: unknown): void {
+    if (connectionFailure(error) !== undefined) this.lastConnectionFailure = { error, at: Date.now() }
+    this.wentDown(error)
+    if (failureClass(error) === 'authentication') this.loginRefused(error)
+    else this.authRetry = undefined
+  }
+
+  /**
+   * The database refused the agent's login: no connection attempt for one ping interval, then twice as
+   * long after each refused retry, up to AUTH_RETRY_MAX_MS. Logged once; refusals met during the pause
+   * (a query that was under way) neither log nor lengthen it.
+   */
+  private loginRefused(error: unknown): void {
+    const before = this.authRetry
+    if (before && this.loginPaused()) return
+    const delayMs = before ? Math.min(before.delayMs * 2, AUTH_RETRY_MAX_MS) : this.timings.pingIntervalMs
+    this.authRetry = { at: Date.now() + delayMs, delayMs }
+    const fields = { database: this.config.name, retry_in_s: delayMs / 1000, cause: failureMessage(error, dsnPassword(this.config.dsn)) }
+    if (!before) {
+      this.log.error(
+        "the database refused the agent's login; no collector connects until it is accepted (retried after a ping interval, then twice as long each time up to 5 min, or at once on a config reload or SIGHUP)",
+        fields,
+      )
+    } else {
+      this.log.debug('login still refused', fields)
+    }
+  }
+
+  /** True while a refused login keeps the agent from connecting (half a ping interval early counts: the ping timer's jitter). */
+  private loginPaused(): boolean {
+    return this.authRetry !== undefined && Date.now() + this.timings.pingIntervalMs / 2 < this.authRetry.at
+  }
+
+  /** A config reload or SIGHUP: a login refused before is tried again at once (the password may be fixed). */
+  retryNow(): void {
+    if (!this.authRetry || this.stopped) return
+    this.authRetry.at = 0
+    void this.ping()
   }
 
   /**
@@ -444,9 +541,10 @@ export abstract class Runner<Ctx> {
       if (this.status.availability?.state !== 'down') return
       this.pinging = true
       try {
-        await this.ensureConnected()
+        // A refused login: no attempt before its retry time; the report below still goes.
+        if (!this.loginPaused()) await this.ensureConnected()
       } catch (e) {
-        if (!this.stopped) this.wentDown(e)
+        if (!this.stopped) this.attemptFailed(e)
       } finally {
         this.pinging = false
       }
@@ -457,6 +555,7 @@ export abstract class Runner<Ctx> {
     try {
       await cancelAfter((signal) => session.ping(signal), this.timings.statementTimeoutMs, 'health ping', this.lifetime.signal)
       this.failedPings = 0
+      this.lastConnectionFailure = undefined
       if (this.session === session) {
         if (this.pingError !== null) this.markConnected()
         this.wentUp()
@@ -468,8 +567,14 @@ export abstract class Runner<Ctx> {
       this.status.state = 'disconnected'
       this.status.last_error = this.pingError
       this.log.warn('health ping failed', { database: this.config.name, failures: this.failedPings, cause: (e as Error).message })
-      this.wentDown(e)
-      if (this.failedPings >= this.timings.reconnectAfterFailures) {
+      if (this.connectionFailed(e, session)) {
+        // Down, and the session closed: the next ping is a connection attempt.
+      } else if (this.session !== session) {
+        // Closed under the ping (a collector or a sampler met a failed connection attempt): that said why.
+      } else {
+        this.wentDown(e)
+      }
+      if (this.session === session && this.failedPings >= this.timings.reconnectAfterFailures) {
         this.log.warn('reconnecting after consecutive failed pings', { database: this.config.name, failures: this.failedPings })
         await this.disconnect()
       }
@@ -487,14 +592,22 @@ export abstract class Runner<Ctx> {
     return this.connecting
   }
 
-  /** The database failed a ping or a connection attempt: down since the first such failure, with the latest cause. */
+  /**
+   * The database failed a ping or a connection attempt: down since the first such failure, with the
+   * latest definite cause. A vague timeout (the runner's own deadline) says less than a failed connection
+   * attempt met just before it (postgres.js retrying a refused connection until the deadline): that
+   * attempt's class and message are taken; while down, the known cause stays.
+   */
   private wentDown(error: unknown): void {
     const before = this.status.availability
-    // A ping past its own deadline while down says less than the driver's error before it (postgres.js
-    // retrying a refused connection until the deadline): the known cause stays.
-    if (before?.state === 'down' && /took longer than/.test((error as Error)?.message ?? '')) return
-    const cause = failureClass(error)
-    const message = failureMessage(error, dsnPassword(this.config.dsn))
+    let telling = error
+    if (isVagueTimeout(error)) {
+      const seen = this.lastConnectionFailure
+      if (seen && Date.now() - seen.at <= 3 * this.timings.pingIntervalMs) telling = seen.error
+      else if (before?.state === 'down') return
+    }
+    const cause: AvailabilityCause = failureClass(telling)
+    const message = failureMessage(telling, dsnPassword(this.config.dsn))
     const since = before?.state === 'down' ? before.since : Date.now()
     this.status.availability = { state: 'down', since, cause, message }
     if (before?.state !== 'down') {
@@ -558,6 +671,11 @@ export abstract class Runner<Ctx> {
     const now = Date.now()
     this.status.last_cycle_at = new Date(now).toISOString()
     if (!this.session) {
+      if (this.loginPaused()) {
+        // The database refused the login: no attempt until the pause is over (the ping loop reports it down).
+        this.status.state = 'disconnected'
+        return
+      }
       try {
         await this.ensureConnected()
       } catch (e) {
@@ -569,7 +687,7 @@ export abstract class Runner<Ctx> {
         this.status.state = 'disconnected'
         this.status.last_error = message
         const wasDown = this.status.availability?.state === 'down'
-        this.wentDown(e)
+        this.attemptFailed(e)
         // The first failure is reported at once; the ping loop reports it again at every ping.
         if (!wasDown) this.report()
         return
@@ -634,8 +752,9 @@ export abstract class Runner<Ctx> {
         const note = this.notes.get(plan.collector.name)
         this.status.collectors[plan.collector.name] = `ok in ${Math.round(performance.now() - started)} ms${note ? `; ${note}` : ''}`
       } catch (e) {
-        // Stopping is not the collector's failure: the run is dropped and the cycle ends.
-        if (this.lifetime.signal.aborted) break
+        // Stopping is not the collector's failure: the run is dropped and the cycle ends. Nor is a session
+        // closed under the run (the ping or a sampler met a failed connection attempt and said so).
+        if (this.lifetime.signal.aborted || this.session !== session) break
         const message = (e as Error).message
         const observed = this.metrics?.collector(plan.collector.name)
         observed?.duration.since(started)
@@ -643,10 +762,16 @@ export abstract class Runner<Ctx> {
         errors.push({ collector: plan.collector.name, message: message.slice(0, 2000) })
         this.status.collectors[plan.collector.name] = `failed: ${message}`
         this.log.warn('collector failed', { database: this.config.name, collector: plan.collector.name, cause: message })
+        // A failed connection attempt: the database is down and the session closed; the other
+        // collectors would only try again (a refused login each).
+        if (this.connectionFailed(e, session)) break
       }
     }
     // Stopped before any collector finished: nothing was committed, so there is nothing to ship.
     if (this.lifetime.signal.aborted && finished === 0 && errors.length === 0) return
+    // Down, and no collector finished: no data batch (it would tell the server the data is newer than
+    // the outage); the availability report goes instead, at once the first time, then at every ping.
+    if (finished === 0 && this.status.availability?.state === 'down') return
     batch.server_state = await this.serverState(session)
     if (errors.length > 0) batch.collector_errors = errors
     if (this.status.availability) batch.availability = this.status.availability
@@ -705,14 +830,24 @@ export abstract class Runner<Ctx> {
 
   /** Detects a restart or a different node behind the DSN between cycles. */
   private async checkIdentity(session: Session<Ctx>): Promise<void> {
+    let same: boolean
     try {
-      if (!(await cancelAfter((signal) => session.sameServer(signal), this.timings.statementTimeoutMs, 'identity check', this.lifetime.signal))) {
-        // Reconnect to read the full identity; connect() logs a change and clears the baselines.
-        await this.disconnect()
-        await this.connect()
-      }
-    } catch {
-      // The ping loop deals with an unreachable server.
+      same = await cancelAfter((signal) => session.sameServer(signal), this.timings.statementTimeoutMs, 'identity check', this.lifetime.signal)
+    } catch (e) {
+      // A failed connection attempt marks the database down; the ping loop deals with anything else.
+      this.connectionFailed(e, session)
+      return
+    }
+    if (same) return
+    // Reconnect to read the full identity; connect() logs a change and clears the baselines.
+    await this.disconnect()
+    try {
+      await this.ensureConnected()
+    } catch (e) {
+      if (this.lifetime.signal.aborted) return
+      const wasDown = this.status.availability?.state === 'down'
+      this.attemptFailed(e)
+      if (!wasDown) this.report()
     }
   }
 }

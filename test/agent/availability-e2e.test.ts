@@ -1,17 +1,19 @@
 // Availability end to end on real engines: the real agent (pinging every PING_MS) against a real
-// PostgreSQL 17 that is stopped for real (an immediate shutdown of the postmaster) and started again, and
-// whose monitoring role's password is changed under it; read back through GET /databases/{id}/health,
-// /doctor, /events, /availability and the list. Asserted: "down" within two pings of the stop with the
-// cause `refused`, "up" within two pings of the start, `authentication` after the password change, the
-// outage stored with its cause and on the timeline, one critical database_unreachable finding and never
-// agent_disconnected while the agent reports, and no password in any message.
+// PostgreSQL 17 that is stopped for real (a fast shutdown, as `pg_ctl stop -m fast`, during the agent's
+// cycles) and started again, and whose monitoring role's password is changed under it; read back through
+// GET /databases/{id}/health, /doctor, /events, /availability and the list. Asserted: "down" within two
+// pings of the stop with the cause `refused` (never a ping's timeout), no data batch while down (the
+// list's last_seen_at stays), "up" within two pings of the start, `authentication` after the password
+// change with the failed logins the server logs bounded by the agent's backoff, a reload retrying at
+// once, the outage stored with its cause and on the timeline, one critical database_unreachable finding
+// and never agent_disconnected while the agent reports, and no password in any message.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
 import { failureClass } from '../../src/agent/reachability.ts'
-import { type AgentRig, startAgentRig } from '../support/agent.ts'
+import { type AgentRig, startAgentRig, waitForCycles } from '../support/agent.ts'
 import { type PostgresServer, startPostgres } from '../support/postgres.ts'
 import { until } from '../support/wait.ts'
 
@@ -59,14 +61,14 @@ describe('availability (PostgreSQL 17)', () => {
   let stoppedAt: number
   let downSince: string
 
-  test('a stopped server is down within two pings, cause refused; the agent is not blamed', async () => {
+  test('a server stopped fast is down within two pings, cause refused; the agent is not blamed', async () => {
     await statusWhen('connected', (h) => h.status === 'connected', Date.now())
     // A batch with data came: the data shown while down is as of it.
     const before = await health()
     expect(before).toMatchObject({ reason: null, down_since: null, cause: null })
 
     stoppedAt = Date.now()
-    await pg.halt()
+    await pg.stopFast()
     const { answer, ms } = await statusWhen('down', (h) => h.reason === 'database_down', stoppedAt)
     expect(ms).toBeLessThan(2 * PING_MS + SLACK_MS)
     expect(answer).toMatchObject({ status: 'disconnected', reason: 'database_down', cause: 'refused' })
@@ -91,8 +93,12 @@ describe('availability (PostgreSQL 17)', () => {
     expect(JSON.stringify(doctor)).not.toContain(PASSWORD)
     const overview = await rig.api('/overview')
     expect(overview).toMatchObject({ status: 'disconnected', reason: 'database_down', down_since: downSince, cause: 'refused' })
-    const list = (await rig.server.call('GET', '/api/v1/databases', { token: rig.account.token })).body as any[]
-    expect(list.find((d) => d.id === rig.dbId)).toMatchObject({ reason: 'database_down', cause: 'refused' })
+    const listed = async () => ((await rig.server.call('GET', '/api/v1/databases', { token: rig.account.token })).body as any[]).find((d) => d.id === rig.dbId)
+    const seen = await listed()
+    expect(seen).toMatchObject({ reason: 'database_down', cause: 'refused' })
+    // Cycles go on while down, but none sends a data batch: the last data stays the last data.
+    await waitForCycles(rig.agent, 'avail', 1)
+    expect((await listed()).last_seen_at).toBe(seen.last_seen_at)
   })
 
   test('started again, it is up within two pings; the outage is stored and on the timeline', async () => {
@@ -116,7 +122,9 @@ describe('availability (PostgreSQL 17)', () => {
     expect(events.filter((e) => e.kind === 'agent_disconnected')).toEqual([])
   })
 
-  test("the role's password changed under the agent: down with cause authentication, up once it is back", async () => {
+  test("the role's password changed under the agent: down with cause authentication, few logins, up at a reload", async () => {
+    const failedLogins = () => pg.logText().split('password authentication failed for user "monitor"').length - 1
+    const before = failedLogins()
     await setup.unsafe(`ALTER ROLE monitor PASSWORD ${pgString(NEW_PASSWORD)}`)
     // The agent's open connections stay logged in: ended, the next ones must authenticate.
     await setup`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'monitor'`
@@ -124,8 +132,23 @@ describe('availability (PostgreSQL 17)', () => {
     expect(answer).toMatchObject({ status: 'disconnected', reason: 'database_down' })
     expect(answer.cause_message).toContain('28P01')
     expect(answer.cause_message).not.toContain(PASSWORD)
+    // Over five pings and cycles, the collectors and the sampler do not log in: only the retries after
+    // 1, 2 and 4 pings. Without the pause: about 20 a cycle (every collector) and one a second (the sampler).
+    const detected = failedLogins() - before
+    const windowStart = Date.now()
+    await waitForCycles(rig.agent, 'avail', 5)
+    const windowMs = Date.now() - windowStart
+    const retries = failedLogins() - before - detected
+    console.log(`failed logins: ${detected} until down, ${retries} in the next ${windowMs} ms (ping every ${PING_MS} ms)`)
+    expect(detected).toBeGreaterThanOrEqual(1)
+    expect(detected).toBeLessThanOrEqual(3)
+    expect(retries).toBeLessThanOrEqual(Math.ceil(Math.log2(windowMs / PING_MS + 1)) + 1)
+    // Fixed, and the config reloaded: the login is tried at once, not at the next backoff step (8 pings).
     await setup.unsafe(`ALTER ROLE monitor PASSWORD ${pgString(PASSWORD)}`)
-    await statusWhen('up again', (h) => h.status === 'connected', Date.now())
+    const reloadedAt = Date.now()
+    await rig.agent.reload()
+    const { ms } = await statusWhen('up again', (h) => h.status === 'connected', reloadedAt)
+    expect(ms).toBeLessThan(PING_MS + SLACK_MS)
     const availability = await rig.api('/availability')
     expect(availability.outages.map((o: any) => o.ended_at === null)).toEqual([false, false])
   })

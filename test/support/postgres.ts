@@ -18,8 +18,12 @@ export interface PostgresServer {
   restart(): Promise<void>
   /** Stops the server at once (an immediate shutdown, as a crash), keeping its data directory and port for start(). */
   halt(): Promise<void>
+  /** Stops the server as `pg_ctl stop -m fast` does (SIGINT: sessions ended, a shutdown checkpoint), keeping its data and port for start(). */
+  stopFast(): Promise<void>
   /** Starts a halted server again on the same data and port; resolves once it accepts connections. */
   start(): Promise<void>
+  /** The server's log output (stdout and stderr) so far. */
+  logText(): string
   stop(): Promise<void>
 }
 
@@ -101,15 +105,16 @@ export async function startPostgres(major = 17, extraFlags: string[] = []): Prom
     },
     async restart() {
       // A fast shutdown (SIGINT, as pg_ctl stop -m fast), then a start on the same data and port.
-      const child = postmaster?.process
-      if (child && child.exitCode === null && child.signalCode === null) {
-        await new Promise<void>((resolve) => {
-          child.once('exit', () => resolve())
-          child.kill('SIGINT')
-        })
-      }
+      await stopFast()
       launch()
       await waitForConnection(url())
+    },
+    async stopFast() {
+      await stopFast()
+      postmaster = undefined
+    },
+    logText() {
+      return logs.join('')
     },
     async halt() {
       await halt()
@@ -125,6 +130,16 @@ export async function startPostgres(major = 17, extraFlags: string[] = []): Prom
       await halt()
       rmSync(dir, { recursive: true, force: true })
     },
+  }
+
+  async function stopFast() {
+    const child = postmaster?.process
+    if (child && child.exitCode === null && child.signalCode === null) {
+      await new Promise<void>((resolve) => {
+        child.once('exit', () => resolve())
+        child.kill('SIGINT')
+      })
+    }
   }
 
   async function halt() {

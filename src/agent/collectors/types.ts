@@ -53,6 +53,8 @@ export interface PostgresContext {
   logText?: LogTextMode
   /** Most bytes of server log read per cycle (log-events.ts); absent = 16 MB. */
   logReadBudgetBytes?: number
+  /** A background sample failed (the waits sampler): the runner marks the database down on a failed connection attempt and stops the samplers. */
+  sampleFailed?(error: unknown): void
   /**
    * What a collector wants shown after its `ok in N ms` in the health status (statements it could not
    * explain, sequences it cannot read), keyed by collector name; the collector sets and clears its own.

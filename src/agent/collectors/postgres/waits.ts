@@ -53,6 +53,7 @@ export const waits: PostgresCollector = {
         await sampleWaits(ctx, WAIT_SAMPLE_INTERVAL_MS)
       } catch (e) {
         ctx.log.debug('wait sample failed', { database: ctx.name, cause: (e as Error).message })
+        ctx.sampleFailed?.(e)
       } finally {
         busy = false
       }
