@@ -72,6 +72,11 @@ export function severityAbove(value: number, warning: number, critical: number):
   return undefined
 }
 
+/** The worse of two severities that are a warning or critical (or none). */
+export function worseSeverity(a: Severity | undefined, b: Severity | undefined): Severity | undefined {
+  return a === 'critical' || b === 'critical' ? 'critical' : a === 'warning' || b === 'warning' ? 'warning' : undefined
+}
+
 /** Severity when lower is worse (a ratio that should stay high). */
 export function severityBelow(value: number, warning: number, critical: number): Severity | undefined {
   if (value <= critical) return 'critical'

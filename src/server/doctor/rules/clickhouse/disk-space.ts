@@ -10,7 +10,7 @@
 import { parseDiskMetricKey } from '../../../../shared/metrics.ts'
 import { filesystemForecasts } from '../../disk-forecast.ts'
 import { chString, chTable } from '../../sql-text.ts'
-import { type FindingDraft, type Rule, type Severity, bytes, duration, pct, severityBelow } from '../../types.ts'
+import { bytes, duration, type FindingDraft, pct, type Rule, type Severity, severityBelow, worseSeverity } from '../../types.ts'
 import { count } from './common.ts'
 
 const defaults = {
@@ -24,9 +24,6 @@ const defaults = {
 const METRIC_NAME_MAX = 40
 /** Tables named as the biggest. */
 const TABLES_NAMED = 3
-
-const worse = (a: Severity | undefined, b: Severity | undefined): Severity | undefined =>
-  a === 'critical' || b === 'critical' ? 'critical' : a === 'warning' || b === 'warning' ? 'warning' : undefined
 
 interface Disk {
   free?: number
@@ -73,7 +70,7 @@ export const diskSpace: Rule<typeof defaults> = {
       const byFree = severityBelow(ratio, t.warning_free_below, t.critical_free_below)
       const left = forecast?.fills_at != null ? Math.max(0, forecast.fills_at - forecast.ts) : null
       const byFill = left === null ? undefined : left <= t.critical_fill_hours * 3_600_000 ? 'critical' : left <= t.warning_fill_days * 86_400_000 ? 'warning' : undefined
-      const severity = worse(byFree, byFill)
+      const severity = worseSeverity(byFree, byFill)
       if (!severity) continue
       const rate = forecast ? `${bytes(Math.abs(forecast.rate_per_s) * 86_400)} a day (fitted over ${duration(forecast.basis_ms)} of samples)` : null
       const biggest = biggestTables((await ctx.parts())?.payload ?? [])

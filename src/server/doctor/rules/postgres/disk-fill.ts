@@ -8,7 +8,7 @@
 import type { ArchiverStatus } from '../../../../shared/wire.ts'
 import { FORECAST_WINDOW_MS, filesystemForecasts } from '../../disk-forecast.ts'
 import { commentText, pgQualified, pgRegclass, pgString } from '../../sql-text.ts'
-import { type FindingDraft, type Rule, type Severity, bytes, duration, pct } from '../../types.ts'
+import { bytes, duration, type FindingDraft, pct, type Rule, type Severity, worseSeverity } from '../../types.ts'
 
 const defaults = {
   warning_fill_days: 7,
@@ -20,9 +20,6 @@ const defaults = {
 /** How many of the biggest tables are looked at for growth, and how many growing ones are named. */
 const TABLES_CHECKED = 10
 const TABLES_NAMED = 3
-
-const worse = (a: Severity | undefined, b: Severity | undefined): Severity | undefined =>
-  a === 'critical' || b === 'critical' ? 'critical' : a === 'warning' || b === 'warning' ? 'warning' : undefined
 
 export const diskFill: Rule<typeof defaults> = {
   id: 'pg_disk_fill',
@@ -43,7 +40,7 @@ export const diskFill: Rule<typeof defaults> = {
       const left = fills_at === null ? null : Math.max(0, fills_at - latest.ts)
       const byFill = left === null ? undefined : left <= t.critical_fill_hours * 3_600_000 ? 'critical' : left <= t.warning_fill_days * 86_400_000 ? 'warning' : undefined
       const byFree = free < t.critical_free_below ? 'critical' : free < t.warning_free_below ? 'warning' : undefined
-      const severity = worse(byFill, byFree)
+      const severity = worseSeverity(byFill, byFree)
       if (!severity) continue
       const where = fs.mount ?? fs.path
       const holds = roles.map((r) => (r.startsWith('tablespace:') ? `tablespace ${pgString(r.slice(11))}` : r === 'wal' ? 'the WAL' : r === 'data' ? 'the data directory' : r)).join(', ')
