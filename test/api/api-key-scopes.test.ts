@@ -255,7 +255,7 @@ for (const kind of storeKinds) {
       }
       // nothing changed, not even the tags sent with them
       const after = (await server.call('GET', url, { token: owner.token })).body
-      expect({ ...after, last_seen_at: null, updated_at: null }).toEqual({ ...before, last_seen_at: null, updated_at: null })
+      expect({ ...after, last_seen_at: null, updated_at: null, availability_30d_watched_ms: null }).toEqual({ ...before, last_seen_at: null, updated_at: null, availability_30d_watched_ms: null })
       // the settings as they are, with a change of tags: allowed
       const same = await server.call('PATCH', url, {
         token: member.token,
