@@ -8,8 +8,13 @@
 // 2. agent: the real Agent (every collector, pg_log_dir set) against PostgreSQL 17 and a dbm server, warmed
 //    by cycles in which the log grows by nothing; then a --mb MB (500) backlog appears and is read in the
 //    collector's cycles. Reported: the agent's own peak while it cycles with nothing to read, and the peak
-//    while it reads the backlog (VmHWM reset before each), the RSS before and after (settled).
-// Options: --mb N (500), --only bare|agent.
+//    while it reads the backlog (VmHWM reset before each), the RSS before and after (settled). The peak is
+//    also given per phase of a cycle (VmHWM reset at each phase's end, the highest over every cycle, and
+//    how far a phase rose above the RSS it started at): the other collectors (and the end-of-cycle
+//    collection before them), log_events' read, its entries to send, the runner's batch JSON and state file,
+//    the send. With --twice a second backlog as large follows once the agent settled: whether the cost
+//    recurs or was paid once (compiled code).
+// Options: --mb N (500), --only bare|agent, --twice.
 import { heapStats } from 'bun:jsc'
 import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -25,7 +30,8 @@ const arg = (name: string): string | undefined => {
 interface Snap {
   label: string
   rss: number
-  anon: number
+  /** NaN (null once through JSON) on a phase's row, which has its peak alone. */
+  anon: number | null
   file: number
   hwm: number
   heap: number
@@ -100,8 +106,55 @@ async function bareChild(): Promise<Snap[]> {
   return out
 }
 
+/** The highest RSS of each phase of a cycle, over every cycle since `phases.armed` (bytes, VmHWM). */
+const phases = { armed: false, start: 0, peaks: new Map<string, number>(), rises: new Map<string, number>() }
+
+/** Ends a phase: its peak, and how far it rose above the RSS it started at; the next phase starts here. */
+function phaseEnd(name: string): void {
+  if (!phases.armed) return
+  const { rss, hwm } = status()
+  phases.peaks.set(name, Math.max(phases.peaks.get(name) ?? 0, hwm))
+  if (phases.start > 0) phases.rises.set(name, Math.max(phases.rises.get(name) ?? 0, hwm - phases.start))
+  resetPeak()
+  phases.start = rss
+}
+
+/**
+ * Wraps the log collector, its entries to send and the shipper so that each phase of a cycle has its own
+ * peak: the read (parse, classify, count), the entries to send, what the runner does between the
+ * collector and the shipper (the batch's JSON, the state file with the pending batch), the send.
+ */
+async function probePhases(): Promise<void> {
+  const { logEvents, LogTally } = await import('../src/agent/collectors/postgres/log-events.ts')
+  const { Shipper } = await import('../src/agent/shipper.ts')
+  const collect = logEvents.collect.bind(logEvents)
+  logEvents.collect = async (ctx) => {
+    phaseEnd('other collectors')
+    try {
+      return await collect(ctx)
+    } finally {
+      phaseEnd('log_events: entries to send, count rows')
+    }
+  }
+  const events = LogTally.prototype.events
+  LogTally.prototype.events = function (this: InstanceType<typeof LogTally>, ...args: Parameters<typeof events>) {
+    phaseEnd('log_events: read, parse, classify, count')
+    return events.apply(this, args)
+  }
+  const send = Shipper.prototype.send
+  Shipper.prototype.send = async function (this: InstanceType<typeof Shipper>, ...args: Parameters<typeof send>) {
+    phaseEnd("runner: the batch's JSON, the state file")
+    try {
+      return await send.apply(this, args)
+    } finally {
+      phaseEnd('shipper: send (HTTP, buffer)')
+    }
+  }
+}
+
 /** Child 2: the real agent, warm, then a backlog. argv: config, buffer dir, log file, MB. */
-async function agentChild(configPath: string, bufferDir: string, logFile: string, mb: number): Promise<Snap[]> {
+async function agentChild(configPath: string, bufferDir: string, logFile: string, mb: number, twice: boolean): Promise<Snap[]> {
+  await probePhases()
   const { Agent } = await import('../src/agent/agent.ts')
   const { createLogger } = await import('../src/shared/log.ts')
   const out: Snap[] = []
@@ -120,19 +173,33 @@ async function agentChild(configPath: string, bufferDir: string, logFile: string
   out.push(snap('baseline: the same, settled'))
   appendLog(logFile, mb)
   resetPeak()
+  phases.armed = true
   await agent.cycleAll()
-  out.push(snap('first cycle of the backlog (16 MB)'))
+  out.push({ ...snap('first cycle of the backlog (16 MB)'), hwm: Math.max(status().hwm, ...phases.peaks.values()) })
   const cycles = Math.ceil(mb / 16) + 1
   for (let i = 1; i < cycles; i++) await agent.cycleAll()
-  out.push(snap(`backlog read (${cycles} cycles): peak over all of them`))
+  phases.armed = false
+  const overall = Math.max(status().hwm, ...phases.peaks.values())
+  out.push({ ...snap(`backlog read (${cycles} cycles): peak over all of them`), hwm: overall })
+  for (const [name, hwm] of phases.peaks) {
+    out.push({ label: `phase: ${name} (rose by at most ${((phases.rises.get(name) ?? 0) / MB).toFixed(1)} MB)`, rss: hwm, anon: NaN, file: NaN, hwm, heap: NaN, heapCapacity: NaN })
+  }
   await settle()
   out.push(snap('after the backlog, settled'))
+  if (twice) {
+    appendLog(logFile, mb)
+    resetPeak()
+    for (let i = 0; i < cycles; i++) await agent.cycleAll()
+    out.push(snap('a second backlog as large, read the same way: peak'))
+    await settle()
+    out.push(snap('after the second backlog, settled'))
+  }
   await agent.stop()
   if (warnings.length > 0) console.error(warnings.join('\n'))
   return out
 }
 
-async function agentRun(mb: number): Promise<Snap[]> {
+async function agentRun(mb: number, twice: boolean): Promise<Snap[]> {
   const { startPostgres } = await import('../test/support/postgres.ts')
   const { agentAccount, startTestServer } = await import('../test/support/server.ts')
   const postgres = (await import('postgres')).default
@@ -155,7 +222,7 @@ async function agentRun(mb: number): Promise<Snap[]> {
     appendLog(logFile, 1)
     const configPath = join(dir, 'config.yaml')
     writeFileSync(configPath, `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: rss\n    dsn: ${pg.url()}\n    poll_interval: 1h\n    pg_log_dir: ${logDir}\n`)
-    return await child(['--agent-child', configPath, dir, logFile, String(mb)])
+    return await child(['--agent-child', configPath, dir, logFile, String(mb), twice ? 'twice' : 'once'])
   } finally {
     await server.stop()
     await pg.stop()
@@ -179,7 +246,8 @@ function table(title: string, snaps: Snap[], base: number): void {
   console.log('|---|---:|---:|---:|---:|---:|---:|')
   for (const s of snaps) {
     const d = s.rss - snaps[base]!.rss
-    console.log(`| ${s.label} | ${m(s.rss)} | ${d >= 0 ? '+' : ''}${m(d)} | ${m(s.anon)} | ${m(s.file)} | ${m(s.hwm)} | ${m(s.heap)} / ${m(s.heapCapacity)} |`)
+    if (s.anon === null || Number.isNaN(s.anon)) console.log(`| ${s.label} | | ${d >= 0 ? '+' : ''}${m(d)} (peak) | | | ${m(s.hwm)} | |`)
+    else console.log(`| ${s.label} | ${m(s.rss)} | ${d >= 0 ? '+' : ''}${m(d)} | ${m(s.anon)} | ${m(s.file)} | ${m(s.hwm)} | ${m(s.heap)} / ${m(s.heapCapacity)} |`)
   }
 }
 
@@ -187,8 +255,8 @@ if (process.argv.includes('--bare-child')) {
   console.log(JSON.stringify(await bareChild()))
 } else if (process.argv.includes('--agent-child')) {
   const i = process.argv.indexOf('--agent-child')
-  const [configPath, bufferDir, logFile, mb] = process.argv.slice(i + 1, i + 5)
-  console.log(JSON.stringify(await agentChild(configPath!, bufferDir!, logFile!, Number(mb))))
+  const [configPath, bufferDir, logFile, mb, twice] = process.argv.slice(i + 1, i + 6)
+  console.log(JSON.stringify(await agentChild(configPath!, bufferDir!, logFile!, Number(mb), twice === 'twice')))
   process.exit(0)
 } else {
   const only = arg('--only')
@@ -196,10 +264,13 @@ if (process.argv.includes('--bare-child')) {
   console.log(`## log_events RSS, cold (${new Date().toISOString().slice(0, 10)}, bun ${Bun.version})`)
   if (only !== 'agent') table('A process that imports the log modules and reads 1 MB twice', await child(['--bare-child']), 1)
   if (only !== 'bare') {
-    const snaps = await agentRun(mb)
+    const snaps = await agentRun(mb, process.argv.includes('--twice'))
     table(`The agent (every collector, PostgreSQL 17), then a ${mb} MB backlog`, snaps, 2)
     const own = snaps[1]!.hwm
     const peak = Math.max(snaps[3]!.hwm, snaps[4]!.hwm)
+    const second = snaps.find((s) => s.label.startsWith('a second backlog'))
     console.log(`\nAdded by the backlog's read: peak ${((peak - snaps[2]!.rss) / MB).toFixed(1)} MB over the settled baseline, ${((peak - own) / MB).toFixed(1)} MB over the agent's own peak while it cycles with nothing to read.`)
+    const settledAfter = snaps.find((s) => s.label === 'after the backlog, settled')
+    if (second && settledAfter) console.log(`The second backlog: peak ${((second.hwm - snaps[2]!.rss) / MB).toFixed(1)} MB over the first baseline, ${((second.hwm - settledAfter.rss) / MB).toFixed(1)} MB over the agent settled after the first.`)
   }
 }
