@@ -75,6 +75,14 @@ export const databaseDefaults = {
   connectedFloorMs: MINUTE,
 } as const
 
+/**
+ * How long an agent may send nothing before it counts as silent (the database disconnected, DECISIONS.md):
+ * max(3 × the poll interval, `floorMs`, by default databaseDefaults.connectedFloorMs).
+ */
+export function silentAfterMs(pollIntervalSeconds: number, floorMs: number = databaseDefaults.connectedFloorMs): number {
+  return Math.max(3 * pollIntervalSeconds * 1000, floorMs)
+}
+
 export const fieldLimits = {
   name: 200,
   host: 255,

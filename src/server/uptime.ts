@@ -3,7 +3,9 @@
 // the silence going on now), and the rest up. The ratio is up / (up + down): unknown time is counted in
 // neither, and null when nothing is known; watched_ms (up + down) says how much time the ratio stands on.
 // Time before the database's registration is in none of them. Per day: UTC days, oldest first.
-import type { AvailabilitySpans } from './store/sql-availability.ts'
+import { silentAfterMs } from './limits.ts'
+import { type AvailabilitySpans, type AvailabilityState, lastHeardAt } from './store/sql-availability.ts'
+import type { RegisteredDatabase } from './store/types.ts'
 
 const DAY = 86_400_000
 
@@ -69,6 +71,22 @@ export interface UptimeInput {
   /** After this long without a word from the agent, its silence counts as unknown. */
   silentAfterMs: number
   now: number
+}
+
+/** The inputs of uptime() for `db`, its reported state and its spans. */
+export function uptimeInput(
+  db: Pick<RegisteredDatabase, 'created_at' | 'last_seen_at' | 'poll_interval_seconds'>,
+  state: AvailabilityState | undefined,
+  spans: AvailabilitySpans | undefined,
+  now: number,
+): UptimeInput {
+  return {
+    spans: spans ?? { outages: [], silences: [] },
+    createdAt: db.created_at,
+    lastHeardAt: lastHeardAt(db, state),
+    silentAfterMs: silentAfterMs(db.poll_interval_seconds),
+    now,
+  }
 }
 
 function spansOf(input: UptimeInput): { down: Span[]; unknown: Span[] } {

@@ -1,8 +1,8 @@
 // How records leave the API: RFC 3339 times, no secrets, field names as the spec writes them.
 import { keyPrefix } from './auth/api-keys.ts'
-import { databaseDefaults } from './limits.ts'
+import { silentAfterMs } from './limits.ts'
 import type { ApiKey, Organization, RegisteredDatabase, User } from './store/types.ts'
-import type { AvailabilityState } from './store/sql-availability.ts'
+import { type AvailabilityState, lastHeardAt } from './store/sql-availability.ts'
 
 export function rfc3339(ms: number): string
 export function rfc3339(ms: number | null): string | null
@@ -53,9 +53,9 @@ export function apiKeyView(k: ApiKey, creator: { id: string; email: string; name
 /** `connected` while a batch arrived within max(3 × poll interval, 60 s). */
 export function healthStatus(db: Pick<RegisteredDatabase, 'last_seen_at' | 'poll_interval_seconds'>, now: number): 'connected' | 'disconnected' {
   if (db.last_seen_at === null) return 'disconnected'
-  const window = Math.max(3 * db.poll_interval_seconds * 1000, databaseDefaults.connectedFloorMs)
-  return now - db.last_seen_at <= window ? 'connected' : 'disconnected'
+  return now - db.last_seen_at <= silentAfterMs(db.poll_interval_seconds) ? 'connected' : 'disconnected'
 }
+
 
 /**
  * The database's status with its availability: disconnected when the agent reports the database down
@@ -63,8 +63,8 @@ export function healthStatus(db: Pick<RegisteredDatabase, 'last_seen_at' | 'poll
  * or reports) for max(3 × poll interval, 60 s) (agent_silent); connected otherwise.
  */
 export function availabilityView(db: Pick<RegisteredDatabase, 'last_seen_at' | 'poll_interval_seconds'>, state: AvailabilityState | undefined, now: number) {
-  const heard = state ? Math.max(db.last_seen_at ?? 0, state.heard_at) : db.last_seen_at
-  const window = Math.max(3 * db.poll_interval_seconds * 1000, databaseDefaults.connectedFloorMs)
+  const heard = lastHeardAt(db, state)
+  const window = silentAfterMs(db.poll_interval_seconds)
   const down = state?.state === 'down'
   const reason = heard === null ? 'no_data' : now - heard > window ? 'agent_silent' : down ? 'database_down' : null
   return {

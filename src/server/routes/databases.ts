@@ -14,8 +14,7 @@ import { databaseDefaults, fieldLimits, unverifiedDatabaseLimit } from '../limit
 import { UniqueViolation } from '../store/driver.ts'
 import type { DatabasePatch, Engine, RegisteredDatabase } from '../store/types.ts'
 import { availabilityView, databaseView, rfc3339 } from '../views.ts'
-import { type UptimeFigures, uptime, uptimeTotal } from '../uptime.ts'
-import type { AvailabilitySpans, AvailabilityState } from '../store/sql-availability.ts'
+import { type UptimeFigures, uptime, uptimeInput, uptimeTotal } from '../uptime.ts'
 import { NoContent } from '../../shared/api/common.ts'
 import { errorAnswers, ownersOnly } from '../openapi.ts'
 import { Database, DatabaseAvailability, DatabaseHealth, DatabaseStatus } from '../../shared/api/databases.ts'
@@ -27,18 +26,6 @@ const AVAILABILITY_DAYS = { default: 30, max: 90 }
 
 /** The list's 30-day fields from the figures. */
 const thirtyDays = (f: UptimeFigures) => ({ availability_30d: f.ratio, availability_30d_watched_ms: f.watched_ms })
-
-/** The inputs of uptime() for `db`. */
-function uptimeInput(db: RegisteredDatabase, state: AvailabilityState | undefined, spans: AvailabilitySpans | undefined, now: number) {
-  const heard = state ? Math.max(db.last_seen_at ?? 0, state.heard_at) : db.last_seen_at
-  return {
-    spans: spans ?? { outages: [], silences: [] },
-    createdAt: db.created_at,
-    lastHeardAt: heard,
-    silentAfterMs: Math.max(3 * db.poll_interval_seconds * 1000, databaseDefaults.connectedFloorMs),
-    now,
-  }
-}
 
 const engines = ['postgres', 'clickhouse'] as const
 
@@ -196,7 +183,7 @@ export function databaseRoutes(deps: Deps) {
       const db = await load(principal.orgId, params.id)
       const now = clock()
       const [state, spans] = await Promise.all([store.databaseAvailability.state(db.id), store.databaseAvailability.spans(db.id, now - 30 * DAY)])
-      return databaseView(db, now, state, uptime(uptimeInput(db, state, spans, now), 30).total)
+      return databaseView(db, now, state, uptimeTotal(uptimeInput(db, state, spans, now), 30))
     }, {
       response: { 200: Database },
       detail: { summary: 'One database' },

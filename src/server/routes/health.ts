@@ -10,8 +10,7 @@ import { DiagnosisBusy } from '../doctor/diagnosis-worker.ts'
 import { diagnoseRecent, findingView, timesAsRfc3339 } from '../doctor/index.ts'
 import { HttpError } from '../http-error.ts'
 import { availabilityView, rfc3339 } from '../views.ts'
-import { type UptimeFigures, uptime } from '../uptime.ts'
-import { databaseDefaults } from '../limits.ts'
+import { type UptimeFigures, uptimeInput, uptimeTotal } from '../uptime.ts'
 import { type Window, minuteFloor } from '../store/window.ts'
 import { query } from './schema.ts'
 import { Doctor, type MetricsSummary, Overview } from '../../shared/api/doctor.ts'
@@ -85,20 +84,14 @@ export function healthRoutes(deps: Deps) {
           store.databaseAvailability.spans(db.id, now - 30 * DAY),
         ])
         // Up time over 24 hours and 30 days; the agent's silences count as neither up nor down (uptime.ts).
-        const uptimeInput = {
-          spans,
-          createdAt: db.created_at,
-          lastHeardAt: state ? Math.max(db.last_seen_at ?? 0, state.heard_at) : db.last_seen_at,
-          silentAfterMs: Math.max(3 * db.poll_interval_seconds * 1000, databaseDefaults.connectedFloorMs),
-          now,
-        }
+        const input = uptimeInput(db, state, spans, now)
         const notes = await store.latestSnapshot(db.id, 'collector_notes')
         const { findings: _counts, rules_evaluated: _rules, ...figures } = summaryView(diagnosis.metrics_summary)
         return {
           engine: db.engine,
           last_seen_at: rfc3339(db.last_seen_at),
           ...availabilityView(db, state, now),
-          ...uptimeFields(uptime(uptimeInput, 1).total, uptime(uptimeInput, 30).total),
+          ...uptimeFields(uptimeTotal(input, 1), uptimeTotal(input, 30)),
           health_score: diagnosis.score,
           ...figures,
           ...(hitRatio !== undefined ? { cache_hit_ratio: hitRatio } : {}),

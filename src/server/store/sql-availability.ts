@@ -32,6 +32,11 @@ export interface AvailabilityState {
   data_as_of: number | null
 }
 
+/** When the agent was last heard from about the database: its latest batch or availability report; null: never. */
+export function lastHeardAt(db: { last_seen_at: number | null }, state: Pick<AvailabilityState, 'heard_at'> | undefined): number | null {
+  return state ? Math.max(db.last_seen_at ?? 0, state.heard_at) : db.last_seen_at
+}
+
 export interface Outage {
   started_at: number
   /** Null while it lasts. */

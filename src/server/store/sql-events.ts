@@ -26,7 +26,9 @@
 import { LOG_KINDS, type LogKind, TIMELINE_LOG_KINDS } from '../../shared/log-kinds.ts'
 import { maskSecretSettings } from '../../shared/secret-settings.ts'
 import type { IngestBatch } from '../../shared/wire.ts'
+import { silentAfterMs } from '../limits.ts'
 import type { SqlDriver } from './driver.ts'
+import { lastHeardAt } from './sql-availability.ts'
 import type { RegisteredDatabase } from './types.ts'
 import type { Window } from './window.ts'
 import type { Reads, Writes } from './sql-writes.ts'
@@ -533,7 +535,7 @@ export async function latestSettings(driver: SqlDriver, databaseId: string): Pro
 }
 
 /** The organization's rule for "disconnected" (DECISIONS.md): no batch within max(3 × poll interval, 60 s). */
-const disconnectedAfterMs = (db: RegisteredDatabase) => Math.max(3 * db.poll_interval_seconds * 1000, 60_000)
+const disconnectedAfterMs = (db: RegisteredDatabase) => silentAfterMs(db.poll_interval_seconds)
 
 const clip = (text: string, max: number) => (text.length <= max ? text : `${text.slice(0, max - 1)}…`)
 
@@ -607,7 +609,7 @@ export async function listEvents(driver: SqlDriver, db: RegisteredDatabase, wind
   }
   // The agent is heard from by its batches and by its reports that the database is down.
   const heard = await driver.get('SELECT heard_at FROM database_availability WHERE database_id = $1', [db.id])
-  const last = heard ? Math.max(db.last_seen_at ?? 0, Number(heard.heard_at)) : db.last_seen_at
+  const last = lastHeardAt(db, heard ? { heard_at: Number(heard.heard_at) } : undefined)
   if (last !== null && now - last > disconnectedAfterMs(db) && inWindow(last)) {
     events.push({
       ts: last,

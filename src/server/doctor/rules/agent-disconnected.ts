@@ -3,7 +3,8 @@
 // is down (sql-availability.ts): a database the agent reports down is database_unreachable's, never this
 // rule's, also when the agent goes silent after reporting it down (one alert for the outage: that finding
 // then says the agent is silent and its state is as last reported).
-import { databaseDefaults } from '../../limits.ts'
+import { databaseDefaults, silentAfterMs } from '../../limits.ts'
+import { lastHeardAt } from '../../store/sql-availability.ts'
 import { commentText } from '../sql-text.ts'
 import { type Rule, duration } from '../types.ts'
 
@@ -35,9 +36,9 @@ export const agentDisconnected: Rule<typeof defaults> = {
     }
     if (reported?.state === 'down') return []
     const { min_silence_s } = ctx.thresholds(agentDisconnected)
-    const heard = Math.max(db.last_seen_at ?? 0, reported?.heard_at ?? 0)
+    const heard = lastHeardAt(db, reported) ?? 0
     const silence = now - heard
-    if (silence <= Math.max(3 * db.poll_interval_seconds, min_silence_s) * 1000) return []
+    if (silence <= silentAfterMs(db.poll_interval_seconds, min_silence_s * 1000)) return []
     return [
       {
         severity: 'critical',

@@ -3,7 +3,8 @@
 // until the agent reports the database up again. An agent that goes silent during the outage does not
 // resolve it: the finding stays, as last reported, and says since when the agent is silent (one alert for
 // the outage; agent_disconnected stays quiet while the last report was "down").
-import { databaseDefaults } from '../../limits.ts'
+import { databaseDefaults, silentAfterMs } from '../../limits.ts'
+import { lastHeardAt } from '../../store/sql-availability.ts'
 import { causeText } from '../../store/sql-availability.ts'
 import { type Rule, duration } from '../types.ts'
 
@@ -41,8 +42,8 @@ export const databaseUnreachable: Rule<typeof defaults> = {
     const reported = await ctx.availability()
     if (reported?.state !== 'down') return []
     const { agent_silence_s } = ctx.thresholds(databaseUnreachable)
-    const heard = Math.max(db.last_seen_at ?? 0, reported.heard_at)
-    const silent = now - heard > Math.max(3 * db.poll_interval_seconds, agent_silence_s) * 1000
+    const heard = lastHeardAt(db, reported)!
+    const silent = now - heard > silentAfterMs(db.poll_interval_seconds, agent_silence_s * 1000)
     const engine = db.engine === 'clickhouse' ? 'ClickHouse' : 'PostgreSQL'
     // Ingest bounds `since` by the server's clock; a store written before that may hold a later one.
     const since = Math.min(reported.since, now)
