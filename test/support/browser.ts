@@ -113,3 +113,12 @@ export async function openPage(
 export async function horizontalOverflow(page: Page): Promise<number> {
   return page.evaluate(() => Math.max(document.documentElement.scrollWidth, document.body.scrollWidth) - window.innerWidth)
 }
+
+/** Signs in through the dashboard's form as `account` and waits for the databases page. */
+export async function signInThroughForm(page: Page, account: { email: string; password: string }, options: { timeoutMs?: number } = {}): Promise<void> {
+  await page.goto('/#/signin')
+  await page.getByLabel('Email', { exact: true }).fill(account.email)
+  await page.getByLabel('Password', { exact: true }).fill(account.password)
+  await page.getByRole('button', { name: 'Sign in' }).click()
+  await page.waitForURL(/#\/databases$/, options.timeoutMs === undefined ? undefined : { timeout: options.timeoutMs })
+}

@@ -25,7 +25,7 @@ import postgres from 'postgres'
 import { ago, fmtMs } from '../../src/web/components/ui.tsx'
 import { formatFigure } from '../../src/web/pages/db/figures.ts'
 import { type AgentRig, startAgentRig, waitForBaseline, waitForCycles } from '../support/agent.ts'
-import { type BrowserPage, horizontalOverflow, launchBrowser, openPage } from '../support/browser.ts'
+import { type BrowserPage, horizontalOverflow, launchBrowser, openPage, signInThroughForm } from '../support/browser.ts'
 import { sharedPostgres } from '../support/postgres.ts'
 import { until } from '../support/wait.ts'
 
@@ -132,13 +132,7 @@ async function newPage(rig: AgentRig): Promise<BrowserPage> {
   return p
 }
 
-async function signIn(rig: AgentRig, page: Page): Promise<void> {
-  await page.goto('/#/signin')
-  await page.getByLabel('Email', { exact: true }).fill(rig.account.email)
-  await page.getByLabel('Password', { exact: true }).fill(rig.account.password)
-  await page.getByRole('button', { name: 'Sign in' }).click()
-  await page.waitForURL(/#\/databases$/)
-}
+const signIn = (rig: AgentRig, page: Page) => signInThroughForm(page, rig.account)
 
 /** HH:MM of `ms` as the page's fmtClock writes it today, in the browser's locale. */
 const clockIn = (page: Page, ms: number) => page.evaluate((at) => new Date(at).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' }), ms)

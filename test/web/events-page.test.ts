@@ -9,7 +9,7 @@ import type { Browser } from 'playwright-core'
 import { INDEX_COUNTERS, INDEX_GAUGES, TABLE_COUNTERS, TABLE_GAUGES } from '../../src/shared/families.ts'
 import type { IndexStat, IngestBatch, TableStat } from '../../src/shared/wire.ts'
 import { pgBatch } from '../support/batches.ts'
-import { type BrowserPage, launchBrowser, openPage } from '../support/browser.ts'
+import { type BrowserPage, launchBrowser, openPage, signInThroughForm } from '../support/browser.ts'
 import { type Account, type TestServer, agentAccount, startTestServer } from '../support/server.ts'
 
 const HOSTILE_TABLE = `<img src=x onerror="window.__xss=1">`
@@ -69,11 +69,7 @@ afterAll(async () => {
 
 async function signedIn(): Promise<BrowserPage> {
   const p = await openPage(browser, { baseURL: server.base })
-  await p.page.goto('/#/signin')
-  await p.page.getByLabel('Email', { exact: true }).fill(account.email)
-  await p.page.getByLabel('Password', { exact: true }).fill(account.password)
-  await p.page.getByRole('button', { name: 'Sign in' }).click()
-  await p.page.waitForURL(/#\/databases$/)
+  await signInThroughForm(p.page, account)
   return p
 }
 

@@ -13,7 +13,7 @@ import { join } from 'node:path'
 import type { Browser, Page } from 'playwright-core'
 import postgres from 'postgres'
 import { type AgentRig, startAgentRig } from '../support/agent.ts'
-import { type BrowserPage, launchBrowser, openPage } from '../support/browser.ts'
+import { type BrowserPage, launchBrowser, openPage, signInThroughForm } from '../support/browser.ts'
 import { type PostgresServer, startPostgres } from '../support/postgres.ts'
 import { until } from '../support/wait.ts'
 
@@ -46,13 +46,7 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true })
 })
 
-async function signIn(page: Page): Promise<void> {
-  await page.goto('/#/signin')
-  await page.getByLabel('Email', { exact: true }).fill(rig.account.email)
-  await page.getByLabel('Password', { exact: true }).fill(rig.account.password)
-  await page.getByRole('button', { name: 'Sign in' }).click()
-  await page.waitForURL(/#\/databases$/)
-}
+const signIn = (page: Page) => signInThroughForm(page, rig.account)
 
 /** The pids drawn in the blocking tree, one entry per node drawn. */
 const drawnPids = (page: Page) => page.locator('.chain-tree li[data-pid]').evaluateAll((nodes) => nodes.map((n) => Number(n.getAttribute('data-pid'))))

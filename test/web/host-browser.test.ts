@@ -8,7 +8,7 @@ import { afterAll, beforeAll, expect, test } from 'bun:test'
 import type { Browser } from 'playwright-core'
 import type { HostStatus } from '../../src/shared/wire.ts'
 import { pgBatch } from '../support/batches.ts'
-import { launchBrowser, openPage } from '../support/browser.ts'
+import { launchBrowser, openPage, signInThroughForm } from '../support/browser.ts'
 import { type Account, type TestServer, agentAccount, startTestServer } from '../support/server.ts'
 
 const MINUTE = 60_000
@@ -59,11 +59,7 @@ test('filesystem cards are wide, the forecast line reaches the fill time, the tr
   try {
     const { page } = p
     await page.setViewportSize({ width: 1280, height: 900 })
-    await page.goto('/#/signin')
-    await page.getByLabel('Email', { exact: true }).fill(account.email)
-    await page.getByLabel('Password', { exact: true }).fill(account.password)
-    await page.getByRole('button', { name: 'Sign in' }).click()
-    await page.waitForURL(/#\/databases$/)
+    await signInThroughForm(page, account)
     await page.goto(`/#/databases/${dbId}/host?range=1h`)
     const small = page.locator('.host-fs[data-path="/mnt/small"]')
     await small.locator('.chart-legend').waitFor({ timeout: 15_000 })

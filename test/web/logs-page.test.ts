@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { Browser } from 'playwright-core'
 import type { ActiveQuery, LockEntry, LogEvent, LogEventsSection } from '../../src/shared/wire.ts'
 import { pgBatch } from '../support/batches.ts'
-import { type BrowserPage, launchBrowser, openPage } from '../support/browser.ts'
+import { type BrowserPage, launchBrowser, openPage, signInThroughForm } from '../support/browser.ts'
 import { type Account, type TestServer, agentAccount, startTestServer } from '../support/server.ts'
 
 const HOSTILE = `relation "<img src=x onerror=\\"window.__xss=1\\">" does not exist\n\u202Egnp.exe`
@@ -135,11 +135,7 @@ afterAll(async () => {
 
 async function signedIn(): Promise<BrowserPage> {
   const p = await openPage(browser, { baseURL: server.base })
-  await p.page.goto('/#/signin')
-  await p.page.getByLabel('Email', { exact: true }).fill(account.email)
-  await p.page.getByLabel('Password', { exact: true }).fill(account.password)
-  await p.page.getByRole('button', { name: 'Sign in' }).click()
-  await p.page.waitForURL(/#\/databases$/)
+  await signInThroughForm(p.page, account)
   return p
 }
 
