@@ -6,7 +6,7 @@
 // warns on the same (ClickHouseTooManyMutations, more than 100 not done). One finding per table.
 import { type FindingDraft, type Rule, duration } from '../../types.ts'
 import { count, counted, short, tableFilter } from './common.ts'
-import { pendingByTable } from './stuck-mutations.ts'
+import { failing, pendingByTable } from './stuck-mutations.ts'
 
 const defaults = {
   /** Not-done mutations on one table, none failing, from which it is a warning. */
@@ -22,7 +22,7 @@ export const queuedMutations: Rule<typeof defaults> = {
     const t = ctx.thresholds(queuedMutations)
     const findings: FindingDraft[] = []
     for (const [table, pending] of pendingByTable((await ctx.mutations())?.payload ?? [])) {
-      if (pending.length < t.queue_warning || pending.some((m) => m.latest_fail_reason !== '')) continue
+      if (pending.length < t.queue_warning || pending.some(failing)) continue
       const oldest = pending[0]!
       const { database, table: name } = oldest
       const partsToDo = pending.reduce((sum, m) => sum + m.parts_to_do, 0)

@@ -51,7 +51,8 @@ export function pendingByTable(mutations: MutationEntry[]): Map<string, Mutation
   return tables
 }
 
-const failing = (m: MutationEntry) => m.latest_fail_reason !== ''
+/** A mutation whose last attempt failed (ClickHouse copies the reason onto those queued behind it). */
+export const failing = (m: MutationEntry) => m.latest_fail_reason !== ''
 
 interface TableCase {
   table: string
