@@ -58,6 +58,25 @@ const fileKinds: Record<string, RegExp> = {
   'windows-x64': /PE32\+ executable \(console\) x86-64/,
 }
 
+/** Whether a 64-bit Mach-O binary carries a code signature (LC_CODE_SIGNATURE pointing at a signature
+ * superblob): Apple silicon refuses to run an unsigned arm64 binary, and one cross-compiled from Linux gets
+ * only the ad-hoc signature Bun writes. Whether macOS accepts it is not checked here (no macOS). */
+async function machoSigned(path: string): Promise<boolean> {
+  const file = Bun.file(path)
+  const head = new DataView(await file.slice(0, 65536).arrayBuffer())
+  if (head.getUint32(0, true) !== 0xfeedfacf) return false
+  let offset = 32
+  for (let i = 0, n = head.getUint32(16, true); i < n; i++) {
+    const [cmd, size] = [head.getUint32(offset, true), head.getUint32(offset + 4, true)]
+    if (cmd === 0x1d) {
+      const blob = new DataView(await file.slice(head.getUint32(offset + 8, true), head.getUint32(offset + 8, true) + 4).arrayBuffer())
+      return blob.getUint32(0, false) === 0xfade0cc0
+    }
+    offset += size
+  }
+  return false
+}
+
 async function checkServe(command: string[], t: ReleaseTarget, work: string) {
   const started = performance.now()
   const proc = Bun.spawn([...command, 'serve', '--listen', '127.0.0.1:0', '--data-dir', join(work, 'data')], {
@@ -139,6 +158,11 @@ async function checkTarget(t: ReleaseTarget) {
     const kind = await $`file -b ${binary}`.quiet().text()
     if (fileKinds[t.name]?.test(kind)) ok(`${t.name}: ${t.exe} is ${kind.trim().split(',').slice(0, 2).join(',')}`)
     else fail(`${t.name}: ${t.exe} is ${kind.trim()}`)
+
+    if (t.os === 'darwin') {
+      if (await machoSigned(binary)) ok(`${t.name}: dbm carries a code signature (not notarized)`)
+      else fail(`${t.name}: dbm has no code signature: Apple silicon will not run it`)
+    }
 
     const runner = runnerFor(t)
     if ('skip' in runner) {
