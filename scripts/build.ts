@@ -1,6 +1,11 @@
 // Builds the single dbm executable: `bun run build` for this machine (dist/dbm), `bun run build:all`
 // for linux-x64, linux-arm64 and darwin-arm64 (dist/dbm-<target>). Release flags per DECISIONS.md, but
-// for one: `--production` is spelled out as its parts without identifier minification.
+// for one: `--production` is spelled out as its parts without identifier minification. scripts/release.ts
+// builds the release archives with the same `compile` and flags.
+//
+// Stamp: every build defines DBM_BUILD_COMMIT (HEAD, `-dirty` when tracked files have uncommitted changes)
+// and DBM_BUILD_DATE (UTC, to the second; SOURCE_DATE_EPOCH when set), which `dbm version` prints
+// (src/version.ts); the version itself is package.json's.
 //
 // Why: `--production` means `--minify` (whitespace, syntax and identifiers) plus NODE_ENV=production.
 // Renamed identifiers break Elysia, which compares class names at run time: its generated validator runs
@@ -20,25 +25,46 @@
 // the binary's JavaScript is 1.8 MB, and with one chunk the runtime loaded all of it before the first line
 // ran (about 45 ms; 25 ms split). `--max-http-header-size` is passed to the runtime (`--compile-exec-argv`)
 // so that the app need not load node:http (about 20 ms) to raise Bun's header limit (app.ts).
+import { join, relative } from 'node:path'
 import { $ } from 'bun'
 import { headerLimits } from '../src/server/limits.ts'
 
-const targets = ['bun-linux-x64', 'bun-linux-arm64', 'bun-darwin-arm64'] as const
-const all = process.argv.includes('--all')
+/** The repository: builds run there whatever the caller's working directory. */
+const repoRoot = join(import.meta.dir, '..')
+
+export const crossTargets = ['bun-linux-x64', 'bun-linux-arm64', 'bun-darwin-arm64'] as const
 
 /** `--production` minus `--minify-identifiers` (see above); bytecode needs the ESM format to stay fast. */
-const releaseFlags = ['--minify-syntax', '--minify-whitespace', '--define', 'process.env.NODE_ENV="production"', '--bytecode', '--format=esm']
+export const releaseFlags = ['--minify-syntax', '--minify-whitespace', '--define', 'process.env.NODE_ENV="production"', '--bytecode', '--format=esm']
 /** What start-up asks of the build (see above). */
-const startupFlags = ['--splitting', `--compile-exec-argv=--max-http-header-size=${headerLimits.parser}`]
+export const startupFlags = ['--splitting', `--compile-exec-argv=--max-http-header-size=${headerLimits.parser}`]
 
-async function build(outfile: string, target?: string) {
-  const started = performance.now()
-  // The diagnosis worker (src/server/doctor/worker.ts) is an entry point of its own: `new Worker(new URL(...))` finds it in the binary.
-  const args = ['build', '--compile', ...releaseFlags, ...startupFlags, 'src/cli.ts', 'src/server/doctor/worker.ts', '--outfile', outfile]
-  if (target) args.push(`--target=${target}`)
-  await $`bun ${args}`.quiet()
-  console.log(`built ${outfile}${target ? ` (${target})` : ''} in ${Math.round(performance.now() - started)} ms`)
+export type BuildStamp = { commit: string; date: string }
+
+/** The commit and date a build is stamped with (see above). */
+export async function buildStamp(env: Record<string, string | undefined> = process.env): Promise<BuildStamp> {
+  const sha = (await $`git rev-parse HEAD`.cwd(repoRoot).quiet().nothrow().text()).trim()
+  const dirty = (await $`git status --porcelain --untracked-files=no`.cwd(repoRoot).quiet().nothrow().text()).trim() !== ''
+  const epoch = env.SOURCE_DATE_EPOCH
+  const when = epoch && /^\d+$/.test(epoch) ? new Date(Number(epoch) * 1000) : new Date()
+  return { commit: sha ? `${sha}${dirty ? '-dirty' : ''}` : 'unknown', date: when.toISOString().replace(/\.\d{3}Z$/, 'Z') }
 }
 
-await build('dist/dbm')
-if (all) for (const target of targets) await build(`dist/dbm-${target.replace(/^bun-/, '')}`, target)
+/** Compiles src/cli.ts into `outfile` for `target` (a `bun-<os>-<arch>` name; this machine when absent). */
+export async function compile(outfile: string, stamp: BuildStamp, target?: string): Promise<number> {
+  const started = performance.now()
+  const defines = ['--define', `DBM_BUILD_COMMIT=${JSON.stringify(stamp.commit)}`, '--define', `DBM_BUILD_DATE=${JSON.stringify(stamp.date)}`]
+  // The diagnosis worker (src/server/doctor/worker.ts) is an entry point of its own: `new Worker(new URL(...))` finds it in the binary.
+  const args = ['build', '--compile', ...releaseFlags, ...startupFlags, ...defines, 'src/cli.ts', 'src/server/doctor/worker.ts', '--outfile', outfile]
+  if (target) args.push(`--target=${target}`)
+  await $`bun ${args}`.cwd(repoRoot).quiet()
+  const ms = Math.round(performance.now() - started)
+  console.log(`built ${relative(repoRoot, outfile)}${target ? ` (${target})` : ''} in ${ms} ms`)
+  return ms
+}
+
+if (import.meta.main) {
+  const stamp = await buildStamp()
+  await compile(join(repoRoot, 'dist', 'dbm'), stamp)
+  if (process.argv.includes('--all')) for (const target of crossTargets) await compile(join(repoRoot, 'dist', `dbm-${target.replace(/^bun-/, '')}`), stamp, target)
+}

@@ -4,7 +4,7 @@
 import { parseFlags } from './cli-args.ts'
 import { UsageError, resolveServeConfig } from './server/config.ts'
 import { type LogLevel, logLevels } from './shared/log.ts'
-import { VERSION } from './version.ts'
+import { VERSION, versionText } from './version.ts'
 
 const HELP = `dbm ${VERSION}: self-hosted monitoring for PostgreSQL and ClickHouse
 
@@ -123,10 +123,10 @@ export async function main(argv: string[]): Promise<number> {
     case 'version':
     case '--version':
       if (parseFlags('version', rest, { values: [], switches: ['help'] }).help) {
-        process.stdout.write('Usage: dbm version\n\nPrints the version of this dbm binary.\n')
+        process.stdout.write('Usage: dbm version\n\nPrints the version of this dbm binary, the commit it was built from, the\nbuild date (UTC), the Bun runtime and the platform. Run from source, it says\nso and names the checkout\'s commit.\n')
         return 0
       }
-      process.stdout.write(`dbm ${VERSION}\n`)
+      process.stdout.write(versionText())
       return 0
     case 'serve': {
       const flags = parseFlags('serve', rest, SERVE_FLAGS)

@@ -46,10 +46,23 @@ describe('help and version', () => {
     expect(usage).toContain('Run "dbm <command> --help" for a command\'s flags.')
   })
 
-  test('`dbm version` prints the package.json version', async () => {
+  test('`dbm version` and `--version` from source print the version, the checkout\'s commit and "source"', async () => {
     expect(pkg.version).toBe('0.1.0')
-    const out = await dbm(['version'])
-    expect(out).toEqual({ exitCode: 0, stdout: `dbm ${pkg.version}\n`, stderr: '' })
+    const [out, long] = await Promise.all([dbm(['version']), dbm(['--version'])])
+    expect(long).toEqual(out)
+    expect(out.exitCode).toBe(0)
+    expect(out.stderr).toBe('')
+    const head = (await runCommand(['git', 'rev-parse', 'HEAD'])).stdout.trim()
+    expect(head).toMatch(/^[0-9a-f]{40}$/)
+    const lines = out.stdout.split('\n')
+    expect(lines).toEqual([
+      `dbm ${pkg.version}`,
+      expect.stringMatching(new RegExp(`^commit: {3}${head}(-dirty)? \\(the checkout's: running from source\\)$`)),
+      'built:    source (not a build)',
+      `bun:      ${Bun.version}`,
+      `platform: ${process.platform}-${process.arch}`,
+      '',
+    ])
   })
 
   test('`dbm serve --help` and `-h` list every flag and environment variable', async () => {

@@ -35,8 +35,11 @@ describe('dist/dbm', () => {
   let orgId = ''
   let databaseId = ''
 
-  test('`dbm version` from the binary prints the package version', async () => {
-    expect(await runCommand([binary, 'version'])).toEqual({ exitCode: 0, stdout: `dbm ${pkg.version}\n`, stderr: '' })
+  test('`dbm version` from the binary prints the package version and its build stamp', async () => {
+    const out = await runCommand([binary, 'version'])
+    expect(out.exitCode).toBe(0)
+    expect(out.stdout).toStartWith(`dbm ${pkg.version}\ncommit:   `)
+    expect(out.stdout).toMatch(/^built: {4}\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/m)
   })
 
   test('GET /healthz answers 200 with the version and the store', async () => {
