@@ -120,7 +120,7 @@ for (const kind of storeKinds) {
       expect(temp.how_to_fix[0].indexOf('*/')).toBe(-1)
       // one work_mem for the statement, the log's, explained; log_temp_files is on (the log has spills)
       expect(temp.how_to_fix).toHaveLength(1)
-      expect(temp.how_to_fix[0]).toContain("alone: twice its largest temp file (300.0 MB), since a sort or hash takes more room in memory than in its file")
+      expect(temp.how_to_fix[0]).toContain('alone: twice its largest temp file (300.0 MB); work_mem is per sort or hash node and per session, so for this statement only, not server-wide')
     })
 
     test('checkpoints forced by CHECKPOINT and a shutdown are judged by the log: none, or an info naming them, never max_wal_size', async () => {

@@ -64,13 +64,14 @@ test('temp files: the spilling statement named; info, then warning as spills add
     category: 'performance',
     metrics: { temp_files: counters.temp_files, temp_bytes: counters.temp_bytes, statements_spilling: 1 },
   })
-  expect(finding.detail).toContain('The statements that spilled most: (1) ')
+  expect(finding.detail).toContain('The statements that spilled most in the same 60 minutes (pg_stat_statements\' temp blocks, in bytes): (1) ')
   // Named by its queryid, which the fix commands use (the text stays out of them).
-  expect(finding.detail).toMatch(/\(1\) statement -?\d+, [\d.]+ MB of temp blocks written in 1 call: SELECT token FROM events ORDER BY token\.$/)
+  expect(finding.detail).toMatch(/\(1\) statement -?\d+, [\d.]+ MB written to temporary files in 1 call \([\d.]+ MB per call\), needing about 8 MB of work_mem per execution: SELECT token FROM events ORDER BY token\.$/)
   const queryid = /\(1\) statement (-?\d+),/.exec(finding.detail)![1]
   expect(finding.how_to_investigate).toContain(`SELECT query FROM pg_stat_statements WHERE queryid = ${queryid};   -- the text of statement ${queryid}`)
-  const [setWorkMem] = finding.how_to_fix[0].split(';')
-  expect(setWorkMem).toBe("SET work_mem = '8MB'")
+  // For that statement alone, in its transaction; the test's session takes it as its own.
+  expect(finding.how_to_fix[0]).toStartWith(`BEGIN; SET LOCAL work_mem = '8MB'; <the statement>; COMMIT;   -- for statement ${queryid} alone: twice its temp bytes per call`)
+  const setWorkMem = "SET work_mem = '8MB'"
 
   // The fix's work_mem keeps the sort in memory: no new temp bytes, once the statement's own statistics
   // (its scan of events, flushed with any temp bytes it had) have arrived.

@@ -48,7 +48,14 @@ const OPERATIONS: Column<Operation>[] = [
 const BLOAT: Column<Estimate>[] = [
   { key: 'name', label: 'Relation', render: (b) => qualified(b.schema_name, b.index_name ?? b.table_name), sort: (b) => b.index_name ?? b.table_name },
   { key: 'kind', label: 'Kind', render: (b) => (b.kind === 'index' ? `index on ${b.table_name}` : 'table'), sort: (b) => b.kind },
-  { key: 'size', label: 'Size', num: true, render: (b) => fmtBytes(b.size_bytes), sort: (b) => b.size_bytes },
+  {
+    key: 'size',
+    label: 'Pages at last ANALYZE',
+    title: "pg_class.relpages × 8 kB of the heap (or index) alone, as of its last VACUUM, ANALYZE or build: the estimate's basis, not the Tables page's size (pg_table_size, sampled now)",
+    num: true,
+    render: (b) => fmtBytes(b.size_bytes),
+    sort: (b) => b.size_bytes,
+  },
   { key: 'bloat', label: 'Estimated bloat', num: true, render: (b) => fmtBytes(b.bloat_bytes), sort: (b) => b.bloat_bytes },
   { key: 'ratio', label: 'Share', num: true, render: (b) => fmtRatio(b.bloat_ratio, 0), sort: (b) => b.bloat_ratio },
   { key: 'rows', label: 'Live rows', num: true, render: (b) => fmtNum(b.live_rows), sort: (b) => b.live_rows },

@@ -9,6 +9,7 @@ import { DbText, escapeInvisible } from '../../components/invisible.tsx'
 import { Async, Empty, ago, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
 import { NoDataYet, SelectField, apiPath, dbHref, fmtRatio, withWindow } from './common.tsx'
 import type { Database, PageProps } from './types.ts'
+import { SIZE_HINTS, SIZE_LABELS, totalSize } from './table-size.ts'
 
 /** What pg_stat_user_tables.seq_scan counts, for the tables list and a table's page. */
 export const SEQ_SCAN_TITLE =
@@ -80,8 +81,9 @@ function tableColumns(db: Database, query: URLSearchParams): Column<TableRow>[] 
         </a>
       ),
     },
-    { key: 'size', label: 'Size', num: true, sortBy: 'size', render: (t) => fmtBytes(t.table_size_bytes) },
-    { key: 'index_size', label: 'Index size', num: true, sortBy: 'index_size', render: (t) => fmtBytes(t.index_size_bytes) },
+    { key: 'size', label: SIZE_LABELS.table, title: SIZE_HINTS.table, num: true, sortBy: 'size', render: (t) => fmtBytes(t.table_size_bytes) },
+    { key: 'index_size', label: SIZE_LABELS.indexes, title: SIZE_HINTS.indexes, num: true, sortBy: 'index_size', render: (t) => fmtBytes(t.index_size_bytes) },
+    { key: 'total_size', label: SIZE_LABELS.total, title: SIZE_HINTS.total, num: true, render: (t) => fmtBytes(totalSize(t)) },
     { key: 'live', label: 'Live rows', num: true, sortBy: 'live_tuples', render: (t) => fmtNum(t.n_live_tup) },
     {
       key: 'dead',

@@ -15,7 +15,7 @@ import { Async, Code, Empty, ErrorBox, Loading, fmtBytes, fmtClock, fmtMs, fmtNu
 import { TimeRangePicker, apiPath, dbHref, fmtRatio, perBucket, useWindow } from './common.tsx'
 import { type PlanGroup, type Spread, groupPlans } from './plan-groups.ts'
 import { PlanTree } from './plan-tree.tsx'
-import { type StatementRow, countedSince, ioTime, listQuery } from './statements.tsx'
+import { type StatementRow, countedSince, ioTime, listQuery, tempBytes } from './statements.tsx'
 import type { Database, PageProps } from './types.ts'
 
 /** Plans asked for per request: the API's most (src/server/limits.ts explain.max). */
@@ -120,8 +120,10 @@ function Totals({ db, d, since }: { db: Database; d: Detail; since: number | und
             {fmtMs(ioTime(d))} ({fmtMs(d.blk_read_time_ms)} reading, {fmtMs(d.blk_write_time_ms)} writing blocks)
             {ioTime(d) === 0 && (d.shared_blks_read ?? 0) > 0 && <span class="muted small"> · 0 although blocks were read: track_io_timing is probably off</span>}
           </dd>
-          <dt>Temp blocks written</dt>
-          <dd>{fmtNum(d.temp_blks_written)}</dd>
+          <dt>Temp written</dt>
+          <dd title="temp_blks_written × 8 kB blocks, over the window">
+            {fmtBytes(tempBytes(d.temp_blks_written))} <span class="muted small">({fmtNum(d.temp_blks_written)} blocks of 8 kB)</span>
+          </dd>
         </>
       ) : (
         <>

@@ -21,6 +21,9 @@ import type { Database, Finding, PageProps } from './types.ts'
  * A statement's totals over the window, as the API sends them (queryView). `first_bucket`, the start of
  * its earliest bucket in the window, is read when the API sends it (epoch ms or RFC 3339).
  */
+/** Temp blocks in bytes: pg_stat_statements counts blocks of block_size, 8 kB unless the server was built otherwise. */
+export const tempBytes = (blocks: number | null | undefined) => (blocks === null || blocks === undefined ? null : blocks * 8192)
+
 /** A statement's sums over the window, as GET /queries answers them. */
 export type StatementRow = Static<typeof QueryStats>
 
@@ -167,7 +170,7 @@ function columns(db: Database, query: string, share: (ms: number | null) => numb
       },
       { key: 'hit', label: 'Cache hits', num: true, render: (r) => fmtRatio(r.cache_hit_ratio), title: 'shared_blks_hit / (hit + read)' },
       { key: 'read', label: 'Blocks read', num: true, render: (r) => fmtNum(r.shared_blks_read) },
-      { key: 'temp', label: 'Temp written', num: true, render: (r) => fmtNum(r.temp_blks_written), title: 'temp_blks_written' },
+      { key: 'temp', label: 'Temp written', num: true, render: (r) => fmtBytes(tempBytes(r.temp_blks_written)), title: 'Bytes written to temporary files over the window: temp_blks_written × 8 kB blocks' },
     ]
   }
   return [

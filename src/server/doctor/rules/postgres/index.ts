@@ -18,6 +18,7 @@ import { inactiveSlots } from './inactive-slots.ts'
 import { requestedCheckpoints } from './checkpoints.ts'
 import { slowStatements } from './slow-statements.ts'
 import { planChanged } from './plan-changed.ts'
+import { statementRegressed } from './statement-regressed.ts'
 import { longRunningQueries } from './long-running-queries.ts'
 import { idleInTransaction } from './idle-in-transaction.ts'
 import { blockedSessions } from './blocked-sessions.ts'
@@ -50,6 +51,7 @@ export const postgresRules: Rule[] = [
   requestedCheckpoints,
   slowStatements,
   planChanged,
+  statementRegressed,
   longRunningQueries,
   idleInTransaction,
   blockedSessions,

@@ -6,6 +6,7 @@
 import { type FindingDraft, type Rule, duration, pct } from '../../types.ts'
 import { commentText, pgIdent, pgNumber, urlSegment } from '../../sql-text.ts'
 import { planIndexAdvice } from '../../plan-advice.ts'
+import { memoryAdvice, memoryCommand, memoryReason } from '../../work-mem.ts'
 
 const defaults = {
   warning_mean_ms: 100,
@@ -48,6 +49,8 @@ export const slowStatements: Rule<typeof defaults> = {
           ? [`ANALYZE ${advice.table};   -- index ${pgIdent(advice.existing.index_name)} already leads with (${advice.columns.map((c) => pgIdent(c)).join(', ')}), yet its plan scans ${advice.table} whole: fresh statistics first, then its plan with real values`]
           : [`${advice.create}   -- its plan reads ${advice.table} by a Seq Scan with ${commentText(`Filter: ${advice.filter}`, 120)}`]
         : ['CREATE INDEX CONCURRENTLY ON <table> (<filtered or joined columns>);   -- when its plan scans a large table for few rows (no sampled plan of it says which yet)']
+      // Memory only for a statement that spilled in the window, sized for one execution of it (work-mem.ts).
+      const memory = memoryAdvice({ text: q.query_text, tempBytes: q.temp_blks_written * 8192, calls: q.total_calls })
       slow.push({
         severity: q.mean_time_ms >= t.critical_mean_ms ? 'critical' : 'warning',
         object: q.query_hash,
@@ -63,7 +66,7 @@ export const slowStatements: Rule<typeof defaults> = {
         ],
         how_to_fix: [
           ...index,
-          "SET work_mem = '64MB';   -- for the session or role running it, when the plan spills sorts or hashes to disk",
+          ...(memory ? [`${memoryCommand(memory)}   -- it spilled to temporary files: ${commentText(memoryReason(memory), 300)}`] : []),
           `SELECT pg_stat_statements_reset(0, 0, ${pgNumber(q.query_hash)});   -- after the fix, to measure it afresh`,
         ],
         metrics: {

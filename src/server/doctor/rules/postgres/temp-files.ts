@@ -5,15 +5,15 @@
 // gigabytes per hour" spill of netdata's temp-file guide (warning), 20 GB an hour endangers the disk
 // (critical).
 // With log_events (log_temp_files on), the log's temp_file entries name each spill with its size and
-// statement: the statement whose single temporary file was the largest is named, with the work_mem that
-// would keep one execution in memory, for that statement alone (SET LOCAL in its transaction): sized from
-// its largest single file, not a sum, and doubled (a sort or hash in memory takes more room than the
-// compact file it spills). That is the one work_mem offered; pg_stat_statements' spills per call size it
-// only when the log names no statement. Logged spills also count when pg_stat_database's counters are not collected.
+// statement: the statement whose single temporary file was the largest is named too. Each statement named
+// gets the memory one execution of it needs (work-mem.ts: from its stored plan's sort and hash figures,
+// else its temp bytes per call, else the log's largest file), as work_mem for that statement alone, or
+// maintenance_work_mem for an index build. Every figure is bytes over the one window the title states.
+// Logged spills also count when pg_stat_database's counters are not collected.
 import type { StoredLogEntry } from '../../../store/sql-log-events.ts'
-import type { QueryStatsRow } from '../../../store/sql-statement-reads.ts'
 import { type Rule, bytes, severityAbove } from '../../types.ts'
 import { commentText, pgNumber } from '../../sql-text.ts'
+import { type MemoryAdvice, memoryAdvice, memoryCommand, memoryReason } from '../../work-mem.ts'
 import { logEntries, logExcerpt, numberField, settings } from './log-evidence.ts'
 
 const MB = 1024 * 1024
@@ -30,11 +30,9 @@ const defaults = {
 const BLOCK = 8192
 const short = (text: string, max = 200) => (text.length > max ? `${text.slice(0, max)}…` : text)
 
-/** work_mem that would hold one call's spill in memory: about twice the spilled bytes, in whole MB (at least 8). */
-const workMemFor = (q: QueryStatsRow) => Math.max(8, Math.ceil((2 * q.temp_blks_written * BLOCK) / Math.max(1, q.total_calls) / MB))
-
-/** work_mem for one statement whose largest single temp file was `largest` bytes: twice it, in whole MB (at least 8). */
-export const workMemForFile = (largest: number) => Math.max(8, Math.ceil((2 * largest) / MB))
+/** Plans of a statement read for its sizing: auto_explain's, which carry actual sort and hash figures. */
+const PLANS = 20
+const plural = (n: number, word: string) => `${n.toLocaleString('en-US')} ${word}${n === 1 ? '' : 's'}`
 
 interface LoggedSpill {
   /** query id, or the statement's text, or the message's fingerprint: what groups the entries. */
@@ -85,40 +83,60 @@ export const tempFiles: Rule<typeof defaults> = {
       .sort((a, b) => b.temp_blks_written - a.temp_blks_written)
       .slice(0, t.max_statements)
     const top = spills[0]
+    const known = await settings(ctx)
+    const hashMultiplier = Number(known?.hash_mem_multiplier) || 1
     // log_temp_files is on unless -1 (off) or not reported.
-    const logTempFiles = (await settings(ctx))?.log_temp_files
+    const logTempFiles = known?.log_temp_files
     const logTempFilesOn = spills.length > 0 || (logTempFiles !== undefined && logTempFiles.trim() !== '-1')
+    const window = `${t.window_s / 60} minutes`
+    // Each statement's memory for one execution: its auto_explain plans first, else its temp bytes per call.
+    const advised: { label: string; advice: MemoryAdvice }[] = []
+    const statementLines: string[] = []
+    for (const q of spilling) {
+      const plans = (await ctx.plans(q.query_hash, windowMs, PLANS)).filter((p) => p.source === 'auto_explain').map((p) => p.plan_json)
+      const written = q.temp_blks_written * BLOCK
+      const advice = memoryAdvice({ text: q.query_text, plans, tempBytes: written, calls: q.total_calls, hashMultiplier })
+      if (advice && advised.length < 3) advised.push({ label: `statement ${q.query_hash}`, advice })
+      statementLines.push(
+        `statement ${q.query_hash}, ${bytes(written)} written to temporary files in ${plural(q.total_calls, 'call')} (${bytes(written / Math.max(1, q.total_calls))} per call)` +
+          `${advice ? `, needing about ${advice.mb} MB of ${advice.setting} per execution` : ''}: ${short(q.query_text)}`,
+      )
+    }
+    // The log's largest spill, when pg_stat_statements does not already name its statement.
+    const topAdvice = top && !spilling.some((q) => top.queryId !== null && q.query_hash === top.queryId)
+      ? memoryAdvice({ text: top.statement, largestFile: top.largest, hashMultiplier })
+      : undefined
+    const topLabel = top ? (top.statement ? `the statement ${commentText(logExcerpt(top.statement, 120), 140)}` : `statement ${commentText(top.queryId ?? top.key, 64)}`) : ''
+    if (topAdvice) advised.unshift({ label: topLabel, advice: topAdvice })
     const fromLog = top
-      ? ` The server log shows ${loggedFiles} temporary file${loggedFiles === 1 ? '' : 's'} (${bytes(loggedBytes)}); the largest single file, ${bytes(top.largest)}, came from ` +
+      ? ` The server log shows ${plural(loggedFiles, 'temporary file')} (${bytes(loggedBytes)}) in the same ${window}; the largest single file, ${bytes(top.largest)}, came from ` +
         `${top.statement ? `this statement: ${short(top.statement)}` : top.queryId ? `statement ${top.queryId}` : 'a statement the log does not show'}` +
-        ` (${top.files} file${top.files === 1 ? '' : 's'}, ${bytes(top.bytes)} in all). work_mem of about ${workMemForFile(top.largest)} MB would keep one execution of it in memory.`
+        ` (${plural(top.files, 'file')}, ${bytes(top.bytes)} in all).` +
+        (topAdvice ? ` ${topAdvice.setting} of about ${topAdvice.mb} MB would keep one execution of it in memory.` : '')
       : ''
-    const named = spilling.map((q) => `statement ${q.query_hash}, ${bytes(q.temp_blks_written * BLOCK)} of temp blocks written in ${q.total_calls} call${q.total_calls === 1 ? '' : 's'}: ${short(q.query_text)}`)
     return [
       {
         severity,
-        title: `${bytes(written)} of temporary files in the last hour`,
+        title: `${bytes(written)} of temporary files in the last ${window}`,
         detail:
-          `Statements wrote ${files.toLocaleString('en-US')} temporary file${files === 1 ? '' : 's'} totalling ${bytes(written)} in the last ${t.window_s / 60} minutes: sorts and hashes that did not fit in work_mem. ` +
-          (named.length > 0 ? `The statements that spilled most: ${named.map((s, i) => `(${i + 1}) ${s}`).join('; ')}.` : 'pg_stat_statements names no statement for them (not installed, or the statements were evicted).') +
+          `Statements wrote ${plural(files, 'temporary file')} totalling ${bytes(written)} in the last ${window}: sorts and hashes that did not fit in work_mem (or, for index builds, maintenance_work_mem). ` +
+          (statementLines.length > 0
+            ? `The statements that spilled most in the same ${window} (pg_stat_statements' temp blocks, in bytes): ${statementLines.map((s, i) => `(${i + 1}) ${s}`).join('; ')}.`
+            : 'pg_stat_statements names no statement for them (not installed, or the statements were evicted).') +
           fromLog,
         recommendation:
-          'Give the statements that spill more work_mem for their own session or role rather than server-wide (work_mem is per sort or hash node, per connection), ' +
-          'or make them spill less: an index that returns rows in the needed order, fewer rows sorted, no SELECT DISTINCT over wide rows. log_temp_files shows each spill in the log.',
+          'Give each statement that spills the memory one execution of it needs, for that statement alone (SET LOCAL in its transaction; index builds take maintenance_work_mem), not server-wide: work_mem is per sort or hash node, per connection. ' +
+          'Or make them spill less: an index that returns rows in the needed order, fewer rows sorted, no SELECT DISTINCT over wide rows. log_temp_files shows each spill in the log.',
         how_to_investigate: [
-          'SELECT queryid, calls, pg_size_pretty(temp_blks_written * 8192) AS temp_written, left(query, 200) FROM pg_stat_statements ORDER BY temp_blks_written DESC LIMIT 10;',
+          'SELECT queryid, calls, pg_size_pretty(temp_blks_written * 8192) AS temp_written, pg_size_pretty(temp_blks_written * 8192 / calls) AS per_call, left(query, 200) FROM pg_stat_statements WHERE temp_blks_written > 0 ORDER BY temp_blks_written DESC LIMIT 10;',
           'SELECT temp_files, pg_size_pretty(temp_bytes), stats_reset FROM pg_stat_database WHERE datname = current_database();',
           'EXPLAIN (ANALYZE, BUFFERS) <the statement>;   -- "Sort Method: external merge  Disk: ..." or "Batches: N" on a hash node shows the spill',
           'SHOW work_mem;',
           ...spilling.slice(0, 3).map((q) => `SELECT query FROM pg_stat_statements WHERE queryid = ${pgNumber(q.query_hash)};   -- the text of statement ${commentText(q.query_hash, 64)}`),
         ],
         how_to_fix: [
-          // One work_mem per statement: the log's largest single file when it has one, else pg_stat_statements' spill per call.
-          ...(top
-            ? [
-                `BEGIN; SET LOCAL work_mem = '${workMemForFile(top.largest)}MB'; <the statement>; COMMIT;   -- for ${top.statement ? `the statement ${commentText(logExcerpt(top.statement, 120), 140)}` : `statement ${commentText(top.queryId ?? top.key, 64)}`} alone: twice its largest temp file (${bytes(top.largest)}), since a sort or hash takes more room in memory than in its file`,
-              ]
-            : spilling.slice(0, 3).map((q) => `SET work_mem = '${workMemFor(q)}MB';   -- in the session that runs statement ${commentText(q.query_hash, 64)} (named in the detail): twice its temp blocks per call`)),
+          // One setting per statement, sized for one execution of it (work-mem.ts).
+          ...advised.map(({ label, advice }) => `${memoryCommand(advice)}   -- for ${commentText(label, 160)} alone: ${commentText(memoryReason(advice), 300)}`),
           ...(logTempFilesOn ? [] : ["ALTER SYSTEM SET log_temp_files = '10MB'; SELECT pg_reload_conf();   -- log every spill over 10 MB with its statement"]),
         ],
         metrics: {
@@ -127,7 +145,9 @@ export const tempFiles: Rule<typeof defaults> = {
           statements_spilling: spilling.length,
           log_temp_files: loggedFiles,
           log_largest_file_bytes: top?.largest ?? null,
-          work_mem_for_largest_mb: top ? workMemForFile(top.largest) : null,
+          work_mem_for_largest_mb: topAdvice?.mb ?? null,
+          memory_setting: advised[0]?.advice.setting ?? null,
+          memory_mb: advised[0]?.advice.mb ?? null,
         },
       },
     ]
