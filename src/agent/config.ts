@@ -34,6 +34,13 @@ export interface DatabaseConfig {
    * may run code with the agent's rights when plans are sampled (explain_trusted_roles); absent = none.
    */
   explainTrustedRoles?: string[]
+  /**
+   * PostgreSQL only, set by `dbm local` (not a config key): the connected database's owner is trusted for
+   * EXPLAIN too, looked up at each sampling. On one's own database the owner's code is one's own.
+   */
+  explainTrustsOwner?: boolean
+  /** Set by `dbm local` (not a config key): notes name its flags (--explain-trusted-role), as it has no config file. */
+  local?: boolean
   /** PostgreSQL only: the backup tool's listing command, read by the `backups` collector; absent = not collected. */
   backup?: BackupConfig
   /** log_text: what log entries keep of statement texts and parameter values (redacted, full, none); absent = redacted. */
