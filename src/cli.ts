@@ -25,7 +25,9 @@ monitor (alerts, recommendations, retention). Each setting is taken from its
 flag, else its environment variable, else the default.
 
 Flags:
-  --listen HOST:PORT     address to listen on        DBM_LISTEN        (0.0.0.0:8080)
+  --listen HOST:PORT     address to listen on        DBM_LISTEN        (127.0.0.1:8080)
+                         this machine only; 0.0.0.0:8080 opens it to the
+                         network: set DBM_SIGNUP=closed first (see below)
   --data-dir DIR         data directory              DBM_DATA_DIR      (./dbm-data)
   --database-url URL     postgres:// store           DBM_DATABASE_URL  (unset: SQLite in the data dir)
   --public-url URL       base of links in mails      DBM_PUBLIC_URL    (http://localhost:8080)
@@ -39,8 +41,9 @@ Environment only:
   DBM_SMTP_FROM          sender address (dbm <dbm@localhost>)
   DBM_TRUST_PROXY        true: take the client address from X-Forwarded-For
   DBM_RETENTION_DAYS     telemetry retention of verified organizations (30)
-  DBM_SIGNUP             open: anyone may sign up (default); closed: only the
-                         first account, on an empty store
+  DBM_SIGNUP             open: anyone who reaches the server may sign up
+                         (default); closed: only the first account, on an
+                         empty store (set it before listening on the network)
   DBM_WEBHOOK_ALLOW_PRIVATE true: webhooks may go to loopback, private and
                          other internal addresses (unset: refused)
 `
