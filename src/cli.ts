@@ -1,7 +1,7 @@
 #!/usr/bin/env bun
 // The dbm command line: parses arguments and hands over to `serve` or `agent`.
 // Usage errors exit 2 with one line on stderr.
-import { parseFlags } from './cli-args.ts'
+import { parseFlagLists, parseFlags } from './cli-args.ts'
 import { UsageError, resolveServeConfig } from './server/config.ts'
 import { type LogLevel, logLevels } from './shared/log.ts'
 import { VERSION, versionText } from './version.ts'
@@ -25,7 +25,9 @@ monitor (alerts, recommendations, retention). Each setting is taken from its
 flag, else its environment variable, else the default.
 
 Flags:
-  --listen HOST:PORT     address to listen on        DBM_LISTEN        (0.0.0.0:8080)
+  --listen HOST:PORT     address to listen on        DBM_LISTEN        (127.0.0.1:8080)
+                         this machine only; 0.0.0.0:8080 opens it to the
+                         network: set DBM_SIGNUP=closed first (see below)
   --data-dir DIR         data directory              DBM_DATA_DIR      (./dbm-data)
   --database-url URL     postgres:// store           DBM_DATABASE_URL  (unset: SQLite in the data dir)
   --public-url URL       base of links in mails      DBM_PUBLIC_URL    (http://localhost:8080)
@@ -39,8 +41,9 @@ Environment only:
   DBM_SMTP_FROM          sender address (dbm <dbm@localhost>)
   DBM_TRUST_PROXY        true: take the client address from X-Forwarded-For
   DBM_RETENTION_DAYS     telemetry retention of verified organizations (30)
-  DBM_SIGNUP             open: anyone may sign up (default); closed: only the
-                         first account, on an empty store
+  DBM_SIGNUP             open: anyone who reaches the server may sign up
+                         (default); closed: only the first account, on an
+                         empty store (set it before listening on the network)
   DBM_WEBHOOK_ALLOW_PRIVATE true: webhooks may go to loopback, private and
                          other internal addresses (unset: refused)
 `
@@ -70,6 +73,12 @@ Prints the dashboard's address and a sign-in link that works once, within 15
 minutes; each DSN is checked as "dbm agent --check" does. A database that does
 not answer yet is retried. Ctrl-C stops both; a later run keeps the history.
 
+Plans: the agent explains the costliest statements (never runs them) when the
+role that ran them and the objects they read are trusted. dbm local trusts each
+PostgreSQL database's owner, superusers and its own role; connect with the
+monitoring role of the README's "PostgreSQL setup" (pg_monitor,
+pg_read_all_data) rather than as the owner, which hides other sessions' data.
+
 Passwords: leave them out of the DSN (the command line is visible to every user
 of the machine); they are taken from PGPASSWORD or ~/.pgpass (mode 0600) for
 PostgreSQL, CLICKHOUSE_PASSWORD for ClickHouse.
@@ -81,6 +90,11 @@ Flags:
                          (default: a free port)
   --open                 open the sign-in link in the desktop's browser (through
                          a file only you can read, never on a command line)
+  --explain-trusted-role NAME
+                         also explain statements of role NAME, and let its
+                         functions run while plans are made (repeatable); the
+                         owner of each PostgreSQL database is trusted already:
+                         on your own database, its code is yours
   --data-dir DIR         store, secrets and agent buffers (Linux: $XDG_DATA_HOME/dbm
                          or ~/.local/share/dbm; macOS: ~/Library/Application
                          Support/dbm; Windows: %LOCALAPPDATA%\\dbm)
@@ -88,7 +102,7 @@ Flags:
   -h, --help             show this help
 `
 
-const LOCAL_FLAGS = { values: ['listen', 'data-dir', 'log-level'], switches: ['help', 'open'] } as const
+const LOCAL_FLAGS = { values: ['listen', 'data-dir', 'log-level'], switches: ['help', 'open'], repeated: ['explain-trusted-role'] } as const
 
 const AGENT_FLAGS = { values: ['config', 'buffer-dir', 'log-level'], switches: ['help', 'check'] } as const
 
@@ -139,14 +153,14 @@ export async function main(argv: string[]): Promise<number> {
       return serve(resolveServeConfig(flags, process.env))
     }
     case 'local': {
-      const { dsns, flagArgs } = splitDsns(rest, LOCAL_FLAGS.values)
-      const flags = parseFlags('local', flagArgs, LOCAL_FLAGS)
+      const { dsns, flagArgs } = splitDsns(rest, [...LOCAL_FLAGS.values, ...LOCAL_FLAGS.repeated])
+      const { flags, lists } = parseFlagLists('local', flagArgs, LOCAL_FLAGS)
       if (flags.help) {
         process.stdout.write(LOCAL_HELP)
         return 0
       }
       const { runLocal } = await import('./local/main.ts')
-      return runLocal(flags, dsns, process.env)
+      return runLocal({ ...flags, 'explain-trusted-role': lists['explain-trusted-role'] }, dsns, process.env)
     }
     case 'agent': {
       const flags = parseFlags('agent', rest, AGENT_FLAGS)

@@ -11,6 +11,7 @@ import pkg from '../package.json' with { type: 'json' }
 import { cleanEnv, repoRoot, request, runCommand, startServe, stopAllServers } from './support/process.ts'
 import { until } from './support/wait.ts'
 import { migrations } from '../src/server/store/migrations.ts'
+import { resolveServeConfig } from '../src/server/config.ts'
 
 /** What a first start applies: every migration, as the start-up line lists them. */
 const ALL_MIGRATIONS = migrations.map((m) => m.version).join(',')
@@ -65,6 +66,16 @@ describe('help and version', () => {
     ])
   })
 
+  test('`dbm serve` listens on loopback until told otherwise; --listen or DBM_LISTEN opens it to the network', () => {
+    const at = (flags: Record<string, string>, env: Record<string, string>) => {
+      const { hostname, port } = resolveServeConfig(flags, env)
+      return `${hostname}:${port}`
+    }
+    expect(at({}, {})).toBe('127.0.0.1:8080')
+    expect(at({ listen: '0.0.0.0:8080' }, {})).toBe('0.0.0.0:8080')
+    expect(at({}, { DBM_LISTEN: ':9090' })).toBe('0.0.0.0:9090')
+  })
+
   test('`dbm serve --help` and `-h` list every flag and environment variable', async () => {
     const [long, short] = await Promise.all([dbm(['serve', '--help']), dbm(['serve', '-h'])])
     expect(long.exitCode).toBe(0)
@@ -73,7 +84,7 @@ describe('help and version', () => {
     const help = long.stdout
     expect(help).toStartWith('Usage: dbm serve [flags]\n')
     const rows: [string, string, string][] = [
-      ['--listen HOST:PORT', 'DBM_LISTEN', '(0.0.0.0:8080)'],
+      ['--listen HOST:PORT', 'DBM_LISTEN', '(127.0.0.1:8080)'],
       ['--data-dir DIR', 'DBM_DATA_DIR', '(./dbm-data)'],
       ['--database-url URL', 'DBM_DATABASE_URL', '(unset: SQLite in the data dir)'],
       ['--public-url URL', 'DBM_PUBLIC_URL', '(http://localhost:8080)'],

@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import type { AgentConfig, BackupConfig, DatabaseConfig } from './config.ts'
 import { readBackups } from './collectors/postgres/backups.ts'
-import { NO_TOPLEVEL, untrustedAdvice, untrustedCode, writableAdvice, writableSearchPath } from './collectors/postgres/explain-plans.ts'
+import { noToplevelAdvice, trustedRoles, untrustedAdvice, untrustedCode, writableAdvice, writableSearchPath } from './collectors/postgres/explain-plans.ts'
 import { formatOf, grantsNote, roleOf, settingsAdvice, logSettings, settingsProblems } from './collectors/postgres/log-events.ts'
 import { featuresOf } from './collectors/postgres/query-stats.ts'
 import { judgeHost, postgresHostFacts } from './host/evidence.ts'
@@ -58,8 +58,14 @@ export async function checkApi(config: AgentConfig, timeoutS = 10): Promise<Chec
   return { ok: false, line: `FAIL  api: ${endpoint} answered HTTP ${res.status}: ${error}` }
 }
 
-/** What the agent's role lacks, as notes for the check line. */
-async function postgresNotes(sql: postgres.Sql, major: number, database: string, trusted: readonly string[] | undefined): Promise<string[]> {
+/**
+ * What the agent's role lacks, as notes for the check line. `configured`: the trusted roles of the config
+ * (or dbm local's flags), undefined when plans are not sampled; `db.explainTrustsOwner` adds the owner.
+ */
+async function postgresNotes(sql: postgres.Sql, major: number, db: DatabaseConfig, configured: readonly string[] | undefined): Promise<string[]> {
+  const database = db.name
+  const local = db.local === true
+  const trusted = configured && (await trustedRoles(sql, configured, db.explainTrustsOwner))
   const [p] = await sql`
     SELECT current_user AS role,
            r.rolsuper AS superuser,
@@ -72,15 +78,16 @@ async function postgresNotes(sql: postgres.Sql, major: number, database: string,
   if (!p!.statements) {
     notes.push('pg_stat_statements is not installed in this database: query_stats will be empty (CREATE EXTENSION pg_stat_statements; with pg_stat_statements in shared_preload_libraries)')
   }
-  if (trusted && p!.statements && !featuresOf(String(p!.statements)).info) notes.push(`plans will not be sampled: ${NO_TOPLEVEL}`)
+  if (trusted && p!.statements && !featuresOf(String(p!.statements)).info) notes.push(`plans will not be sampled: ${noToplevelAdvice(local)}`)
   const writable = trusted ? await writableSearchPath(sql, trusted) : []
   if (writable.length > 0) notes.push(`plans will not be sampled: ${writableAdvice(writable)}`)
   const untrusted = trusted && (await untrustedCode(sql, trusted))
-  if (untrusted) notes.push(`plans will not be sampled: ${untrustedAdvice(untrusted, database)}`)
-  if (trusted && trusted.length > 0) {
-    const known = new Set((await sql`SELECT rolname::text AS name FROM pg_roles WHERE rolname = ANY(${sql.array([...trusted])}::text[])`).map((r) => String(r.name)))
-    const unknown = trusted.filter((name) => !known.has(name))
-    if (unknown.length > 0) notes.push(`explain_trusted_roles names no role ${unknown.map((n) => JSON.stringify(n)).join(', ')} (role names are case-sensitive)`)
+  if (untrusted) notes.push(`plans will not be sampled: ${untrustedAdvice(untrusted, database, local)}`)
+  if (configured && configured.length > 0) {
+    const known = new Set((await sql`SELECT rolname::text AS name FROM pg_roles WHERE rolname = ANY(${sql.array([...configured])}::text[])`).map((r) => String(r.name)))
+    const unknown = configured.filter((name) => !known.has(name))
+    const key = local ? '--explain-trusted-role' : 'explain_trusted_roles'
+    if (unknown.length > 0) notes.push(`${key} names no role ${unknown.map((n) => JSON.stringify(n)).join(', ')} (role names are case-sensitive)`)
   }
   if (p!.superuser) return notes
   const role = String(p!.role)
@@ -124,7 +131,7 @@ async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<Chec
         const plans = planCollectors(db, major)
         // Untrusted functions matter only where plans are sampled (the server may still turn sampling off).
         const explaining = plans.some((p) => p.run && p.collector.name === 'explain_plans')
-        const notes = await postgresNotes(sql, major, db.name, explaining ? (db.explainTrustedRoles ?? []) : undefined)
+        const notes = await postgresNotes(sql, major, db, explaining ? (db.explainTrustedRoles ?? []) : undefined)
         if (db.backup && plans.some((p) => p.run && p.collector.name === 'backups')) notes.push(await backupNote(db.backup, timeoutS))
         if (plans.some((p) => p.run && p.collector.name === 'log_events')) notes.push(...(await logNotes(sql, db)))
         const host = plans.some((p) => p.run && p.collector.name === 'host') ? `; ${await hostLine(sql)}` : ''

@@ -10,6 +10,7 @@ import { collectorsFor, type EngineName } from '../shared/collectors.ts'
 import { LOG_TEXT_MODES, type LogTextMode } from '../shared/log-kinds.ts'
 import { redactSecrets } from '../shared/redact.ts'
 import { tagLimits } from '../shared/wire.ts'
+import { postgresDsnProblem } from './postgres-dsn.ts'
 
 /** A config problem; the message is the one line the agent prints. */
 export class ConfigError extends Error {
@@ -33,6 +34,13 @@ export interface DatabaseConfig {
    * may run code with the agent's rights when plans are sampled (explain_trusted_roles); absent = none.
    */
   explainTrustedRoles?: string[]
+  /**
+   * PostgreSQL only, set by `dbm local` (not a config key): the connected database's owner is trusted for
+   * EXPLAIN too, looked up at each sampling. On one's own database the owner's code is one's own.
+   */
+  explainTrustsOwner?: boolean
+  /** Set by `dbm local` (not a config key): notes name its flags (--explain-trusted-role), as it has no config file. */
+  local?: boolean
   /** PostgreSQL only: the backup tool's listing command, read by the `backups` collector; absent = not collected. */
   backup?: BackupConfig
   /** log_text: what log entries keep of statement texts and parameter values (redacted, full, none); absent = redacted. */
@@ -237,6 +245,29 @@ function parseSecure(value: string): boolean {
   throw new ConfigError('secure: expected true or false')
 }
 
+/** The query parameters of a ClickHouse DSN the agent reads. */
+const CLICKHOUSE_DSN_PARAMETERS = ['username', 'password', 'database', 'secure']
+
+/**
+ * What is wrong with a ClickHouse DSN's query parameters, or undefined: each at most once, none other than
+ * CLICKHOUSE_DSN_PARAMETERS (clickhouse-go would take an unknown one as a server setting; the agent would
+ * silently drop it), and on http:// and https:// a `secure` that agrees with the scheme.
+ */
+function clickhouseParamsProblem(query: URLSearchParams, scheme: string): string | undefined {
+  const seen = new Set<string>()
+  for (const [key, value] of query) {
+    const name = JSON.stringify(key.length > 40 ? `${key.slice(0, 40)}…` : key)
+    if (seen.has(key)) return `parameter ${name} is given twice`
+    seen.add(key)
+    if (!CLICKHOUSE_DSN_PARAMETERS.includes(key)) return `unknown parameter ${name} (the agent reads ${CLICKHOUSE_DSN_PARAMETERS.join(', ')})`
+    if (key === 'secure') {
+      const secure = parseSecure(value)
+      if ((scheme === 'http' && secure) || (scheme === 'https' && !secure)) return `secure=${value} contradicts the ${scheme}:// scheme, which decides; leave secure out`
+    }
+  }
+  return undefined
+}
+
 /**
  * Where the agent sends ClickHouse queries over HTTP(S) (DECISIONS.md). clickhouse:// and tcp:// keep
  * user, password, host and database: port 9000 → 8123, 9440 → 8443 over https, no port → 8123 (8443 and
@@ -260,6 +291,8 @@ export function clickhouseTarget(dsn: string): ClickHouseTarget {
     throw new ConfigError(`not a valid ${scheme}:// URL`)
   }
   const query = url.searchParams
+  const problem = clickhouseParamsProblem(query, scheme)
+  if (problem !== undefined) throw new ConfigError(problem)
   const pathSegments = url.pathname.split('/').filter((segment) => segment !== '')
   if (pathSegments.length > 1) throw new ConfigError('expected at most one path segment (the database)')
   const username = decode(url.username) || query.get('username') || 'default'
@@ -599,6 +632,8 @@ function parseDatabase(value: Plain, index: number): DatabaseConfig {
     if (url.hostname.startsWith('[')) {
       throw new ConfigError(`${path}.dsn: IPv6 address literals are not supported in PostgreSQL DSNs; use a host name that resolves to ${url.hostname}`)
     }
+    const problem = postgresDsnProblem(url)
+    if (problem !== undefined) throw new ConfigError(`${path}.dsn: ${problem}`)
   } else {
     try {
       clickhouseTarget(dsn)

@@ -122,6 +122,8 @@ export class PostgresRunner extends Runner<PostgresContext> {
           pgLogDir: config.pgLogDir,
           backup: config.backup,
           explainTrustedRoles: config.explainTrustedRoles,
+          explainTrustsOwner: config.explainTrustsOwner,
+          local: config.local,
           logText: config.logText,
           now,
           settings: {

@@ -1,7 +1,9 @@
 // The databases of `dbm local`, from the DSNs on its command line: the same AgentConfig the agent reads
 // from YAML (src/agent/config.ts), validated by the same parser, with each database named after what its
 // DSN points at (host, port and database, never the user or password), so that a later run with the same
-// DSN reports to the same registered database and keeps its history.
+// DSN reports to the same registered database and keeps its history. Each PostgreSQL database's owner is
+// trusted for EXPLAIN (it is the user's own database), and --explain-trusted-role adds roles; the notes
+// name that flag, there being no config file to edit.
 import { userInfo } from 'node:os'
 import { type AgentConfig, ConfigError, clickhouseTarget, detectEngine, parseAgentConfig } from '../agent/config.ts'
 import { postgresHost } from '../agent/postgres-dsn.ts'
@@ -32,18 +34,31 @@ export function databaseName(dsn: string, env: Record<string, string | undefined
   return `${postgresHost(dsn)}:${url.port || '5432'}/${database}`
 }
 
+/** PostgreSQL's limit on a role name, as the agent config's explain_trusted_roles has it. */
+const MAX_ROLE_BYTES = 63
+
 /**
  * The agent's config for `dsns` (its API part filled in once the server is up). A DSN the agent would
  * refuse is a UsageError carrying the agent's own message, about the DSN by its place and without its password.
+ * `trustedRoles`: --explain-trusted-role, for every PostgreSQL database (with its owner, always trusted).
  */
-export function localAgentConfig(dsns: readonly string[], env: Record<string, string | undefined>): AgentConfig {
+export function localAgentConfig(dsns: readonly string[], env: Record<string, string | undefined>, trustedRoles: readonly string[] = []): AgentConfig {
   const which = (i: number) => `dbm local: DSN ${i + 1} (${redactSecrets(dsns[i]!)})`
+  for (const role of trustedRoles) {
+    if (role === '' || Buffer.byteLength(role) > MAX_ROLE_BYTES || role.includes('\0')) {
+      throw new UsageError(`dbm local: --explain-trusted-role: expected a role name of 1 to ${MAX_ROLE_BYTES} bytes`)
+    }
+  }
   const databases = dsns.map((dsn, i) => {
-    if (detectEngine(dsn) === undefined) {
+    const engine = detectEngine(dsn)
+    if (engine === undefined) {
       throw new UsageError(`${which(i)}: expected a postgres://, postgresql://, clickhouse://, tcp://, http:// or https:// URL`)
     }
-    return { dsn }
+    return engine === 'postgres' && trustedRoles.length > 0 ? { dsn, explain_trusted_roles: [...trustedRoles] } : { dsn }
   })
+  if (trustedRoles.length > 0 && !databases.some((d) => 'explain_trusted_roles' in d)) {
+    throw new UsageError('dbm local: --explain-trusted-role is for PostgreSQL databases, and no DSN names one')
+  }
   let config: AgentConfig
   try {
     // JSON is YAML: the config goes through the agent's parser exactly as a config file would.
@@ -56,6 +71,8 @@ export function localAgentConfig(dsns: readonly string[], env: Record<string, st
   const seen = new Map<string, number>()
   for (const [i, db] of config.databases.entries()) {
     db.name = databaseName(db.dsn, env)
+    db.local = true
+    if (db.engine === 'postgres') db.explainTrustsOwner = true
     const earlier = seen.get(db.name)
     if (earlier !== undefined) throw new UsageError(`${which(i)}: names the same database as DSN ${earlier + 1} (${db.name})`)
     seen.set(db.name, i)

@@ -11,7 +11,8 @@
 // (umask 077). Nothing another user of the machine can reach gets the session (listen.ts, link-file.ts):
 // the links name a random host of this run under .localhost, bound on 127.0.0.1 and ::1; each run first
 // ends every session and key of earlier runs (account.ts); the link goes neither on a command line nor
-// onto an output others may read.
+// onto an output others may read. Each PostgreSQL database's owner is trusted for EXPLAIN (the user's own
+// database; databases.ts), which the start output says.
 import { Agent } from '../agent/agent.ts'
 import { checkConfig } from '../agent/check.ts'
 import { type ServeConfig, UsageError, parseListen, resolveServeConfig } from '../server/config.ts'
@@ -35,6 +36,8 @@ export interface LocalFlags {
   'data-dir'?: string
   'log-level'?: string
   open?: string
+  /** --explain-trusted-role, each time given. */
+  'explain-trusted-role'?: string[]
 }
 
 /** Loopback names --listen accepts: 127.0.0.0/8, ::1 and localhost (the port is bound on 127.0.0.1 and ::1 whichever is named). */
@@ -60,6 +63,13 @@ function serveConfig(flags: LocalFlags, dataDir: string, env: Record<string, str
   return { ...resolveServeConfig(flagsOut, kept), signup: 'local' }
 }
 
+/** Whom the plan sampler trusts, when a PostgreSQL database is watched: its owner, and the flag's roles. */
+export function explainLine(config: AgentConfig, roles: readonly string[]): string | undefined {
+  if (!config.databases.some((d) => d.engine === 'postgres')) return undefined
+  const others = roles.length === 0 ? '; --explain-trusted-role NAME adds a role' : `, and ${roles.map((r) => JSON.stringify(r)).join(', ')} (--explain-trusted-role)`
+  return `Plans:     statements of each PostgreSQL database's owner are explained (it is your own database: its code is yours)${others}`
+}
+
 /** Runs `f` (which spawns synchronously) under `umask`, when one is given. */
 function withUmask(umask: number | undefined, f: () => void): void {
   if (umask === undefined) return f()
@@ -73,7 +83,7 @@ function withUmask(umask: number | undefined, f: () => void): void {
 
 export async function runLocal(flags: LocalFlags, dsns: readonly string[], env: Record<string, string | undefined>): Promise<number> {
   if (dsns.length === 0) throw new UsageError('dbm local: name at least one database DSN, e.g. dbm local postgres://user@localhost:5432/app, with the password in PGPASSWORD or ~/.pgpass (see dbm local --help)')
-  const agentConfig = localAgentConfig(dsns, env)
+  const agentConfig = localAgentConfig(dsns, env, flags['explain-trusted-role'] ?? [])
   const config = serveConfig(flags, flags['data-dir'] ?? defaultDataDir(process.platform, env), env)
   const log = createLogger(config.logLevel as LogLevel)
   const warning = commandLineWarning(dsns)
@@ -161,6 +171,8 @@ async function runInDataDir(flags: LocalFlags, config: ServeConfig, agentConfig:
           out(`Sign in:   ${link}`)
         }
         out('           (the link works once, within 15 minutes; a new run prints a new one)')
+        const plans = explainLine(agentConfig, flags['explain-trusted-role'] ?? [])
+        if (plans) out(plans)
         // The browser it may start gets the user's umask, not this process's.
         if (flags.open && linkFile) withUmask(userUmask, () => openBrowser(linkFile!, log))
         if (stopping) return

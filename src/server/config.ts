@@ -93,12 +93,17 @@ export function isPostgresUrl(url: string): boolean {
   return /^postgres(ql)?:\/\//i.test(url)
 }
 
+/** Where `dbm serve` listens when neither --listen nor DBM_LISTEN says: this machine only. */
+export const DEFAULT_LISTEN = '127.0.0.1:8080'
+
 export function resolveServeConfig(flags: Record<string, string>, env: Record<string, string | undefined>): ServeConfig {
   const pick = (flag: string, variable: string): [string | undefined, string] =>
     flags[flag] !== undefined ? [flags[flag], `--${flag}`] : [env[variable] || undefined, variable]
 
   const [listenValue, listenSource] = pick('listen', 'DBM_LISTEN')
-  const { hostname, port } = parseListen(listenValue ?? '0.0.0.0:8080', listenSource)
+  // Loopback until told otherwise (issue 26): signup is open by default, so the port reaches the network
+  // only when the operator says so (--listen 0.0.0.0:8080), having decided who may sign up.
+  const { hostname, port } = parseListen(listenValue ?? DEFAULT_LISTEN, listenSource)
 
   const [databaseUrl, urlSource] = pick('database-url', 'DBM_DATABASE_URL')
   if (databaseUrl !== undefined && !isPostgresUrl(databaseUrl)) {

@@ -34,6 +34,19 @@ describe('config location and errors', () => {
     expect(res.stderr).toContain('--config, $SERVICE_CONFIG, ')
   })
 
+  test('a malformed DSN parameter is a config error before any connection: --check and the agent say what dbm local says', async () => {
+    const dir = tempDir()
+    const path = join(dir, 'agent.yaml')
+    writeFileSync(path, `api:\n  key: ${KEY}\ndatabases:\n  - name: a\n    dsn: postgres://u:secret@h/db?sslmode=bogus\n  - name: c\n    dsn: clickhouse://u:secret@ch/db?skip_verify=true\n`)
+    const [check, run] = await Promise.all([runCommand([...CLI, '--check', '--config', path]), runCommand([...CLI, '--config', path])])
+    const line = 'databases[0].dsn: sslmode: expected one of disable, allow, prefer, require, verify-ca, verify-full, got "bogus"\n'
+    expect([check.exitCode, check.stdout, check.stderr]).toEqual([1, '', line])
+    expect([run.exitCode, run.stderr]).toEqual([1, line])
+    writeFileSync(path, `api:\n  key: ${KEY}\ndatabases:\n  - name: c\n    dsn: clickhouse://u:secret@ch/db?skip_verify=true\n`)
+    const ch = await runCommand([...CLI, '--check', '--config', path])
+    expect([ch.exitCode, ch.stderr]).toEqual([1, 'databases[0].dsn: unknown parameter "skip_verify" (the agent reads username, password, database, secure)\n'])
+  })
+
   test('SERVICE_CONFIG is used, and an invalid config names the problem', async () => {
     const dir = tempDir()
     const path = join(dir, 'agent.yaml')

@@ -338,7 +338,8 @@ describe('clickhouseTarget', () => {
     ['https://monitor:pw@ch.example.com:8443/metrics', 'https://ch.example.com:8443', 'monitor', 'pw', 'metrics'],
     ['https://ch.example.com?database=metrics&username=monitor&password=pw', 'https://ch.example.com', 'monitor', 'pw', 'metrics'],
     ['http://ch1:9000', 'http://ch1:9000', 'default', '', 'default'],
-    ['https://ch1:443/db?secure=false', 'https://ch1', 'default', '', 'db'],
+    ['https://ch1:443/db?secure=true', 'https://ch1', 'default', '', 'db'],
+    ['http://ch1/db?secure=false', 'http://ch1', 'default', '', 'db'],
   ]
   test.each(cases)('%p → %p', (dsn, url, username, password, database) => {
     expect(clickhouseTarget(dsn)).toEqual({ url, username, password, database })
@@ -352,6 +353,16 @@ describe('clickhouseTarget', () => {
     ['clickhouse://u:secretpw@ch1?secure=yes', 'secure: expected true or false'],
     ['https://u:secretpw@ch1/a/b', 'expected at most one path segment (the database)'],
     ['http://', 'not a valid http:// URL'],
+    // Every parameter is one the agent reads, given once, and `secure` agrees with an http(s) scheme.
+    ['https://ch1:443/db?secure=false', 'secure=false contradicts the https:// scheme, which decides; leave secure out'],
+    ['http://ch1/db?secure=1', 'secure=1 contradicts the http:// scheme, which decides; leave secure out'],
+    ['clickhouse://ch1?secure=true&secure=false', 'parameter "secure" is given twice'],
+    ['clickhouse://u:secretpw@ch1?database=a&database=b', 'parameter "database" is given twice'],
+    ['clickhouse://u:secretpw@ch1?skip_verify=true', 'unknown parameter "skip_verify" (the agent reads username, password, database, secure)'],
+    ['clickhouse://ch1?dial_timeout=10s', 'unknown parameter "dial_timeout" (the agent reads username, password, database, secure)'],
+    ['clickhouse://ch1?compress=lz4', 'unknown parameter "compress" (the agent reads username, password, database, secure)'],
+    ['https://ch1?max_execution_time=60', 'unknown parameter "max_execution_time" (the agent reads username, password, database, secure)'],
+    ['tcp://ch1:9000?secure=maybe', 'secure: expected true or false'],
   ]
   test.each(bad)('%p is refused', (dsn, message) => {
     expect(errorOf(() => clickhouseTarget(dsn)).message).toBe(message)
@@ -450,6 +461,10 @@ describe('secrets never appear in messages', () => {
     `api: {key: ${KEY}}\ndatabases: [{dsn: "clickhouse://monitor:${PASSWORD}@ch1:9000,ch2:9000"}]`,
     `api: {key: ${KEY}}\ndatabases: [{dsn: "clickhouse://monitor:${PASSWORD}@ch1:70000"}]`,
     `api: {key: ${KEY}}\ndatabases: [{dsn: "tcp://ch1:9000?password=${PASSWORD}&secure=nope"}]`,
+    `api: {key: ${KEY}}\ndatabases: [{dsn: "postgres://monitor:${PASSWORD}@db/app?sslmode=bogus"}]`,
+    `api: {key: ${KEY}}\ndatabases: [{dsn: "postgres://db/app?password=${PASSWORD}&password=${PASSWORD}"}]`,
+    `api: {key: ${KEY}}\ndatabases: [{dsn: "postgres://monitor@db/app?password=${PASSWORD}&bogus=1"}]`,
+    `api: {key: ${KEY}}\ndatabases: [{dsn: "clickhouse://ch1?password=${PASSWORD}&bogus=1"}]`,
     `api: {key: ${KEY}}\ndatabases: [{dsn: "postgres://monitor:${PASSWORD}@db/app", poll_interval: 5ms}]`,
     `api: {key: ${KEY}}\ndatabases: [{dsn: "postgres://monitor:${PASSWORD}@db/app", bogus: 1}]`,
     `api: {key: ${KEY}}\ndatabases: [{name: a, dsn: "postgres://monitor:${PASSWORD}@db/app"}, {name: a, dsn: "postgres://monitor:${PASSWORD}@db/app"}]`,

@@ -14,7 +14,9 @@ import { databaseName, localAgentConfig } from '../../src/local/databases.ts'
 import { lockDataDir } from '../../src/local/lock.ts'
 import { applyPasswords, commandLineWarning, pgpassPassword, pgpassPath, pgpassTarget, readPgpass } from '../../src/local/passwords.ts'
 import { clickhouseTarget } from '../../src/agent/config.ts'
-import { isLoopback } from '../../src/local/main.ts'
+import { explainLine, isLoopback } from '../../src/local/main.ts'
+import { parseFlagLists } from '../../src/cli-args.ts'
+import { noToplevelAdvice, untrustedAdvice } from '../../src/agent/collectors/postgres/explain-plans.ts'
 import { openBrowser, openCommand } from '../../src/local/open-browser.ts'
 import { outputExposure, removeStaleLinkFiles, writeLinkFile } from '../../src/local/link-file.ts'
 import { ListenError, PORT_ATTEMPTS, hostScreen, listenLoopback, randomHostName } from '../../src/local/listen.ts'
@@ -451,4 +453,48 @@ test('the link is not printed on an output others may read: a file or FIFO of an
   } finally {
     rmSync(root, { recursive: true, force: true })
   }
+})
+
+test('--explain-trusted-role: for every PostgreSQL database, with its owner trusted; the start line says whom', () => {
+  const config = localAgentConfig(['postgres://mon@db.local/app', 'clickhouse://ch.local/logs'], {}, ['app_owner', 'Mixed Case'])
+  const [pg, ch] = config.databases
+  expect([pg!.explainTrustedRoles, pg!.explainTrustsOwner, pg!.local]).toEqual([['app_owner', 'Mixed Case'], true, true])
+  expect([ch!.explainTrustedRoles, ch!.explainTrustsOwner, ch!.local]).toEqual([undefined, undefined, true])
+  expect(explainLine(config, ['app_owner'])).toBe(
+    `Plans:     statements of each PostgreSQL database's owner are explained (it is your own database: its code is yours), and "app_owner" (--explain-trusted-role)`,
+  )
+  // Without the flag the owner alone, and the line names the flag; no PostgreSQL database, no line.
+  const plain = localAgentConfig(['postgres://mon@db.local/app'], {})
+  expect([plain.databases[0]!.explainTrustedRoles, plain.databases[0]!.explainTrustsOwner]).toEqual([undefined, true])
+  expect(explainLine(plain, [])).toEndWith('; --explain-trusted-role NAME adds a role')
+  expect(explainLine(localAgentConfig(['clickhouse://ch.local/logs'], {}), [])).toBeUndefined()
+  const refused = (dsns: string[], roles: string[]) => {
+    try {
+      localAgentConfig(dsns, {}, roles)
+    } catch (e) {
+      expect(e).toBeInstanceOf(UsageError)
+      return (e as Error).message
+    }
+  }
+  expect(refused(['postgres://db/app'], [''])).toBe('dbm local: --explain-trusted-role: expected a role name of 1 to 63 bytes')
+  expect(refused(['postgres://db/app'], ['r'.repeat(64)])).toBe('dbm local: --explain-trusted-role: expected a role name of 1 to 63 bytes')
+  expect(refused(['clickhouse://ch/logs'], ['app'])).toBe('dbm local: --explain-trusted-role is for PostgreSQL databases, and no DSN names one')
+})
+
+test('the flag parser collects a repeated flag in order, apart from the others', () => {
+  const spec = { values: ['listen'], switches: ['open'], repeated: ['explain-trusted-role'] }
+  expect(parseFlagLists('local', ['--explain-trusted-role', 'a', '--open', '--explain-trusted-role=b c', '--listen', ':1'], spec)).toEqual({
+    flags: { open: 'true', listen: ':1' },
+    lists: { 'explain-trusted-role': ['a', 'b c'] },
+  })
+  expect(() => parseFlagLists('local', ['--explain-trusted-role'], spec)).toThrow('dbm local: --explain-trusted-role needs a value')
+})
+
+test("dbm local's plan notes name its flag, never the agent config or pg_log_dir it does not have", () => {
+  const found = { count: 2, examples: ["public.slugify(text) (owned by o'brien)"], owners: ["o'brien", 'app'] }
+  expect(untrustedAdvice(found, 'db', true)).toBe(
+    "public.slugify(text) (owned by o'brien) and 1 more function would run with the agent's rights while planning. If you trust their owners, run dbm local with --explain-trusted-role 'o'\\''brien' --explain-trusted-role app",
+  )
+  expect(untrustedAdvice(found, 'db')).toEndWith(`add to database "db" in the agent config: explain_trusted_roles: ["o'brien","app"]; otherwise use auto_explain with pg_log_dir`)
+  expect(noToplevelAdvice(true)).toEndWith('update the extension (PostgreSQL 14+)')
 })

@@ -153,9 +153,11 @@ const commandLineWarning =
   'dbm local: warning: DSN 1 carries a password, and this command line is visible to every user of this machine (ps); leave the password out of the DSN and give it in PGPASSWORD or a ~/.pgpass line (PostgreSQL) instead\n'
 
 test('usage errors exit 2 with one line, and the DSN password is not echoed', async () => {
-  const [wide, badDsn, unknownScheme, none, help] = await Promise.all([
+  const [wide, badDsn, badParam, badChParam, unknownScheme, none, help] = await Promise.all([
     runCommand(['bun', 'src/cli.ts', 'local', '--listen', '0.0.0.0:0', 'postgres://localhost/x'], { env: env() }),
     runCommand(['bun', 'src/cli.ts', 'local', 'postgres://u:s3cret-pw@127.0.0.1:notaport/db'], { env: env() }),
+    runCommand(['bun', 'src/cli.ts', 'local', 'postgres://u@127.0.0.1/db', 'postgres://u:s3cret-pw@127.0.0.1/db?sslmode=bogus'], { env: env() }),
+    runCommand(['bun', 'src/cli.ts', 'local', 'clickhouse://u:s3cret-pw@127.0.0.1/db?skip_verify=1'], { env: env() }),
     runCommand(['bun', 'src/cli.ts', 'local', 'mysql://u:s3cret-pw@127.0.0.1/db'], { env: env() }),
     runCommand(['bun', 'src/cli.ts', 'local'], { env: env() }),
     runCommand(['bun', 'src/cli.ts', 'local', '--help'], { env: env() }),
@@ -163,6 +165,15 @@ test('usage errors exit 2 with one line, and the DSN password is not echoed', as
   expect([wide.exitCode, wide.stderr]).toEqual([2, 'dbm local: --listen must name a loopback address (127.0.0.1, ::1 or localhost), got "0.0.0.0:0"\n'])
   // The agent's own message for the DSN (`databases[0].dsn: not a valid postgres:// URL` in a config file).
   expect([badDsn.exitCode, badDsn.stderr]).toEqual([2, 'dbm local: DSN 1 (postgres://u:***@127.0.0.1:notaport/db): not a valid postgres:// URL\n'])
+  // A parameter it would not honour (sslmode=bogus was once taken as "verify the certificate" and retried forever).
+  expect([badParam.exitCode, badParam.stderr.split('\n').at(-2)]).toEqual([
+    2,
+    'dbm local: DSN 2 (postgres://u:***@127.0.0.1/db?sslmode=bogus): sslmode: expected one of disable, allow, prefer, require, verify-ca, verify-full, got "bogus"',
+  ])
+  expect([badChParam.exitCode, badChParam.stderr.split('\n').at(-2)]).toEqual([
+    2,
+    'dbm local: DSN 1 (clickhouse://u:***@127.0.0.1/db?skip_verify=1): unknown parameter "skip_verify" (the agent reads username, password, database, secure)',
+  ])
   expect([unknownScheme.exitCode, unknownScheme.stderr]).toEqual([
     2,
     'dbm local: DSN 1 (mysql://u:***@127.0.0.1/db): expected a postgres://, postgresql://, clickhouse://, tcp://, http:// or https:// URL\n',

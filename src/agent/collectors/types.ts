@@ -49,6 +49,10 @@ export interface PostgresContext {
   backup?: BackupConfig
   /** explain_trusted_roles from the agent config (explain-plans.ts). */
   explainTrustedRoles?: string[]
+  /** dbm local: the database's owner is trusted for EXPLAIN too (explain-plans.ts). */
+  explainTrustsOwner?: boolean
+  /** dbm local: notes name its flags rather than the agent config, which it does not have. */
+  local?: boolean
   /** log_text from the agent config (log-events.ts): what log entries keep of statements; absent = redacted. */
   logText?: LogTextMode
   /** Most bytes of server log read per cycle (log-events.ts); absent = 16 MB. */

@@ -109,7 +109,7 @@ function AuthPage({ title, children }: { title: string; children: ComponentChild
  * once an account exists) or `local` (`dbm local`: no signup, no password, the link its process prints).
  * Undefined until it answers (the page then offers signup, as the API decides anyway).
  */
-function useSignupMode(): string | undefined {
+export function useSignupMode(): string | undefined {
   const [mode, setMode] = useState<string>()
   useEffect(() => {
     let live = true

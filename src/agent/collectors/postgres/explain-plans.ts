@@ -21,7 +21,7 @@
 // - no role the agent does not trust owns, may create in, or has relations or types in a schema on the
 //   agent's search_path: names only the planning resolves (in a trusted function's body) go through it;
 // - a role the agent trusts ran it, at top level (superusers, the agent's own role, the config's
-//   explain_trusted_roles): the text is its author's, and it reaches the planner in more ways than a check
+//   explain_trusted_roles; under `dbm local` also the database's owner, and --explain-trusted-role): the text is its author's, and it reaches the planner in more ways than a check
 //   can list (an array literal's input runs a domain's CHECK, say); a statement inside a function or
 //   trigger is recorded under the role running it but with its author's text, and only
 //   pg_stat_statements 1.9+ says which ran at top level, so without that nothing is sampled;
@@ -246,26 +246,54 @@ export function writableAdvice(schemas: string[]): string {
   )
 }
 
-/** Why plans are not sampled from a pg_stat_statements older than 1.9 (PostgreSQL 13), for notes and --check. */
-export const NO_TOPLEVEL =
-  'this pg_stat_statements (before 1.9, PostgreSQL 13) does not say which statements ran at top level, and a statement run inside a function or trigger ' +
-  "is recorded under the role running it with its author's text; update the extension (PostgreSQL 14+), or use auto_explain with pg_log_dir"
+/**
+ * Why plans are not sampled from a pg_stat_statements older than 1.9 (PostgreSQL 13), for notes and
+ * --check; `local`: for `dbm local`, which reads no auto_explain log.
+ */
+export function noToplevelAdvice(local = false): string {
+  return (
+    'this pg_stat_statements (before 1.9, PostgreSQL 13) does not say which statements ran at top level, and a statement run inside a function or trigger ' +
+    `is recorded under the role running it with its author's text; update the extension (PostgreSQL 14+)${local ? '' : ', or use auto_explain with pg_log_dir'}`
+  )
+}
 
-/** The sentence that says how to trust `roles` for `database` (`whom` names them when there are several). */
-function trustLine(roles: string[], database: string, whom: string): string {
+/** The agent's; kept for its readers. */
+export const NO_TOPLEVEL = noToplevelAdvice()
+
+/**
+ * The sentence that says how to trust `roles` for `database` (`whom` names them when there are several):
+ * the agent config's key, or under `dbm local` (`local`), which has no config file, its flag.
+ */
+function trustLine(roles: string[], database: string, whom: string, local = false): string {
+  if (local) return `If you trust ${roles.length === 1 ? roles[0] : whom}, run dbm local with ${roles.map((r) => `--explain-trusted-role ${shellWord(r)}`).join(' ')}`
   return `If you trust ${roles.length === 1 ? roles[0] : whom}, add to database ${JSON.stringify(database)} in the agent config: explain_trusted_roles: ${JSON.stringify(roles)}`
 }
 
-/** What to do about untrusted functions, for notes, warnings and --check. */
-export function untrustedAdvice(found: UntrustedCode, database: string): string {
-  const others = found.count - found.examples.length
-  const named = `${found.examples.join(', ')}${others > 0 ? ` and ${others} more function${others === 1 ? '' : 's'}` : ''}`
-  return `${named} would run with the agent's rights while planning. ${trustLine(found.owners, database, 'their owners')}; otherwise use auto_explain with pg_log_dir`
+/** A role name as one shell word: as it is when plain, else in single quotes (a role name is the database's text). */
+function shellWord(name: string): string {
+  return /^[A-Za-z0-9_.@-]+$/.test(name) ? name : `'${name.replaceAll("'", "'\\''").replace(/[\u0000-\u001f\u007f]/g, '?')}'`
 }
 
-async function explainOne(ctx: PostgresContext, text: string): Promise<{ Plan: PlanNode } | undefined> {
+/** What to do about untrusted functions, for notes, warnings and --check (`local`: under `dbm local`). */
+export function untrustedAdvice(found: UntrustedCode, database: string, local = false): string {
+  const others = found.count - found.examples.length
+  const named = `${found.examples.join(', ')}${others > 0 ? ` and ${others} more function${others === 1 ? '' : 's'}` : ''}`
+  return `${named} would run with the agent's rights while planning. ${trustLine(found.owners, database, 'their owners', local)}${local ? '' : '; otherwise use auto_explain with pg_log_dir'}`
+}
+
+/**
+ * The roles trusted for EXPLAIN besides superusers and the agent's own: `configured`, and with
+ * `trustsOwner` (dbm local) the connected database's owner, looked up each time (ALTER DATABASE ... OWNER).
+ */
+export async function trustedRoles(sql: PostgresContext['sql'], configured: readonly string[], trustsOwner = false): Promise<string[]> {
+  if (!trustsOwner) return [...configured]
+  const [row] = await sql`SELECT pg_get_userbyid(datdba)::text AS owner FROM pg_database WHERE datname = current_database()`
+  const owner = row?.owner as string | undefined
+  return owner === undefined || configured.includes(owner) ? [...configured] : [...configured, owner]
+}
+
+async function explainOne(ctx: PostgresContext, text: string, trusted: readonly string[]): Promise<{ Plan: PlanNode } | undefined> {
   const params = parameterCount(text)
-  const trusted = ctx.explainTrustedRoles ?? []
   return ctx.sql.begin(async (tx) => {
     await tx.unsafe('SET TRANSACTION READ ONLY')
     await tx.unsafe(`SET LOCAL statement_timeout = ${explainSampling.statementTimeoutMs}`)
@@ -330,12 +358,12 @@ async function sample(ctx: PostgresContext, state: State): Promise<ExplainPlan[]
   const [extension] = await ctx.sql`SELECT extversion FROM pg_extension WHERE extname = 'pg_stat_statements'`
   if (!extension) return []
   const ownRole = await ownStatementsRole(ctx)
-  const trusted = ctx.explainTrustedRoles ?? []
+  const trusted = await trustedRoles(ctx.sql, ctx.explainTrustedRoles ?? [], ctx.explainTrustsOwner)
   // A statement run inside a function or trigger (pg_stat_statements.track = all, which a superuser may
   // also set for one session) is recorded under the role running it but with its author's text: only
   // top-level entries say who wrote them, and only pg_stat_statements 1.9+ (PostgreSQL 14+) tells which
   // entries are top-level. Without that, nothing is sampled.
-  if (!featuresOf(String(extension.extversion)).info) return reportBlocked(ctx, state, `plans not sampled: ${NO_TOPLEVEL}`, 'no-toplevel')
+  if (!featuresOf(String(extension.extversion)).info) return reportBlocked(ctx, state, `plans not sampled: ${noToplevelAdvice(ctx.local)}`, 'no-toplevel')
   const top = await ctx.sql`
     SELECT s.queryid::text AS query_hash, s.query, r.rolname::text AS runner,
            COALESCE(r.rolsuper OR r.rolname = current_user OR r.rolname = ANY(${ctx.sql.array([...trusted])}::text[]), false) AS trusted
@@ -369,7 +397,7 @@ async function sample(ctx: PostgresContext, state: State): Promise<ExplainPlan[]
     let explained: { Plan: PlanNode } | undefined
     let failure: unknown
     try {
-      explained = await explainOne(ctx, text)
+      explained = await explainOne(ctx, text, trusted)
     } catch (e) {
       if (e instanceof UntrustedCodeAppeared) return reportUntrusted(ctx, state, e.found)
       failure = e
@@ -421,7 +449,7 @@ function reportWrites(ctx: PostgresContext, writes: Denied[]) {
 
 /** Sampling stopped by untrusted functions: a note each time, a warning when the set changes; no plans. */
 function reportUntrusted(ctx: PostgresContext, state: State, found: UntrustedCode): ExplainPlan[] {
-  return reportBlocked(ctx, state, `plans not sampled: ${untrustedAdvice(found, ctx.name)}`, `${found.count}:${found.examples.join(',')}`)
+  return reportBlocked(ctx, state, `plans not sampled: ${untrustedAdvice(found, ctx.name, ctx.local)}`, `${found.count}:${found.examples.join(',')}`)
 }
 
 /** A pass stopped before any EXPLAIN: `note` each time, a warning when `set` (what stopped it) changes; no plans. */
@@ -458,7 +486,7 @@ function reportSkipped(ctx: PostgresContext, state: State, denied: Denied[], unt
     const names = [...runners.keys()].sort().slice(0, 5)
     runnersNote =
       `no plans sampled: the ${skipped} costliest statement${skipped === 1 ? ' was' : 's were'} run by ${names.length === 1 ? 'a role' : 'roles'} the agent does not trust (${names.join(', ')}), ` +
-      `and it explains only statements of roles it trusts. ${trustLine(names, ctx.name, 'them')}`
+      `and it explains only statements of roles it trusts. ${trustLine(names, ctx.name, 'them', ctx.local)}`
   }
   let untrustedNote: string | undefined
   if (untrusted.length > 0) {
@@ -468,7 +496,7 @@ function reportSkipped(ctx: PostgresContext, state: State, denied: Denied[], unt
     const named = [...objects].map(([name, owner]) => `${name} (owned by ${owner})`).join(', ')
     untrustedNote =
       `${untrusted.length} of ${attempted} statements not explained: they reach ${named}, whose code would run with the agent's rights while planning. ` +
-      trustLine(owners, ctx.name, 'their owners')
+      trustLine(owners, ctx.name, 'their owners', ctx.local)
   }
   const deniedNote =
     denied.length > 0 ? `${denied.length} of ${attempted} statements not explained: ${denied[0]!.cause} (${grantHint(ctx.major, denied[0]!.text, denied[0]!.cause)})` : undefined

@@ -17,6 +17,7 @@ import { type PlanGroup, type Spread, groupPlans } from './plan-groups.ts'
 import { PlanTree } from './plan-tree.tsx'
 import { type StatementRow, countedSince, ioTime, listQuery, tempBytes } from './statements.tsx'
 import type { Database, PageProps } from './types.ts'
+import { useSignupMode } from '../auth.tsx'
 
 /** Plans asked for per request: the API's most (src/server/limits.ts explain.max). */
 const PLAN_PAGE = 50
@@ -218,6 +219,8 @@ function Plans({
 }) {
   const groups = useMemo(() => groupPlans(plans), [plans])
   const [expanded, setExpanded] = useState<ReadonlySet<string>>(() => new Set())
+  // `dbm local` has no agent config: its notes name its flag instead.
+  const local = useSignupMode() === 'local'
   if (groups.length === 0) {
     return (
       <Empty title="No plans in this time range">
@@ -225,10 +228,18 @@ function Plans({
           The agent explains the costliest statements every 5 minutes (the <code>explain_plans</code> collector, while plan collection is on in
           Settings), and reads <code>auto_explain</code> plans from <code>pg_log_dir</code>.
         </p>
-        <p>
-          It explains only statements run by roles it trusts, reading objects of roles it trusts (<code>explain_trusted_roles</code> in its
-          config): the Statements page shows its notes on what it left out, with the line to add.
-        </p>
+        {local ? (
+          <p data-plans-local>
+            It explains only statements run by roles it trusts, reading objects of roles it trusts: under <code>dbm local</code> the database's
+            owner and superusers, and any role you add with <code>--explain-trusted-role NAME</code> when you start it. The Statements page
+            shows its notes on what it left out, with the flag to add.
+          </p>
+        ) : (
+          <p>
+            It explains only statements run by roles it trusts, reading objects of roles it trusts (<code>explain_trusted_roles</code> in its
+            config): the Statements page shows its notes on what it left out, with the line to add.
+          </p>
+        )}
       </Empty>
     )
   }
