@@ -263,6 +263,26 @@ export const ConnectionGroup = T.Object({
 })
 export type ConnectionGroup = Static<typeof ConnectionGroup>
 
+/**
+ * The session a running maintenance command waits for, as pg_stat_activity shows it: its transaction's
+ * start and its last state change tell how long it has held what the command waits on.
+ */
+export const MaintenanceBlocker = T.Object({
+  pid: T.Integer(),
+  /** How it was found: pg_stat_progress_create_index.current_locker_pid, or pg_blocking_pids() of a lock wait. */
+  via: T.Union([T.Literal('current_locker_pid'), T.Literal('pg_blocking_pids')]),
+  user: nullableString,
+  application_name: nullableString,
+  client_addr: nullableString,
+  backend_type: nullableString,
+  state: nullableString,
+  xact_start: nullableEpochMs,
+  state_change: nullableEpochMs,
+  /** Its current or last statement, secrets masked, at most text.holderQueryText characters. */
+  query_text: T.Union([T.String({ maxLength: text.holderQueryText }), T.Null()]),
+})
+export type MaintenanceBlocker = Static<typeof MaintenanceBlocker>
+
 /** A maintenance command running now, from pg_stat_progress_* (collected by `progress`). */
 export const ProgressEntry = T.Object({
   pid: T.Integer(),
@@ -284,6 +304,18 @@ export const ProgressEntry = T.Object({
   percent: T.Union([T.Number({ minimum: 0, maximum: 100 }), T.Null()]),
   /** When the command's statement started (pg_stat_activity.query_start). */
   started_at: nullableEpochMs,
+  /** What the command's backend waits on now (pg_stat_activity.wait_event_type, wait_event); null: not waiting. Absent from older agents. */
+  wait_event_type: T.Optional(nullableString),
+  wait_event: T.Optional(nullableString),
+  /**
+   * CREATE INDEX / REINDEX: pg_stat_progress_create_index's lockers_done, lockers_total and current_locker_pid
+   * (0 there: none; null here). Absent for other commands and from older agents.
+   */
+  lockers_done: T.Optional(nullableCount),
+  lockers_total: T.Optional(nullableCount),
+  current_locker_pid: T.Optional(T.Union([T.Integer(), T.Null()])),
+  /** The session the command waits for (current_locker_pid, else the first of pg_blocking_pids on a lock wait); null: none. */
+  blocker: T.Optional(T.Union([MaintenanceBlocker, T.Null()])),
 })
 export type ProgressEntry = Static<typeof ProgressEntry>
 

@@ -44,6 +44,34 @@ function countsBy(groups: ConnectionGroup[], key: keyof Omit<ConnectionGroup, 'c
 
 const BLOAT_KINDS = ['table', 'index'] as const
 
+const timeOrNull = (ms: number | null | undefined) => (ms === null || ms === undefined ? null : rfc3339(ms))
+/** ms from `from` to `at`, never below 0; null when either is unknown. */
+const ageAt = (at: number | null, from: number | null | undefined) => (at === null || from === null || from === undefined ? null : Math.max(0, at - from))
+
+/** A running command as /progress answers it: times in RFC 3339, what it waits on (null from agents before it). */
+function progressView(p: ProgressEntry, collectedAt: number | null) {
+  const b = p.blocker ?? null
+  return {
+    ...p,
+    started_at: timeOrNull(p.started_at),
+    wait_event_type: p.wait_event_type ?? null,
+    wait_event: p.wait_event ?? null,
+    lockers_done: p.lockers_done ?? null,
+    lockers_total: p.lockers_total ?? null,
+    current_locker_pid: p.current_locker_pid ?? null,
+    blocker:
+      b === null
+        ? null
+        : {
+            ...b,
+            xact_start: timeOrNull(b.xact_start),
+            state_change: timeOrNull(b.state_change),
+            transaction_age_ms: ageAt(collectedAt, b.xact_start),
+            state_age_ms: ageAt(collectedAt, b.state_change),
+          },
+  }
+}
+
 export function pgCheckRoutes(deps: Deps) {
   const { store } = deps
   const latest = async <T>(databaseId: string, kind: SnapshotKind): Promise<{ collected_at: string | null; entries: T[] }> => {
@@ -118,9 +146,10 @@ export function pgCheckRoutes(deps: Deps) {
       async ({ principal, params, query }) => {
         const db = await databaseFor(deps, principal, params.id, 'postgres')
         const { collected_at, entries } = await latest<ProgressEntry>(db.id, 'progress')
+        const found = collected_at === null ? null : Date.parse(collected_at)
         return {
           collected_at,
-          operations: entries.slice(0, clampLimit('progress', query.limit)).map((p) => ({ ...p, started_at: p.started_at === null ? null : rfc3339(p.started_at) })),
+          operations: entries.slice(0, clampLimit('progress', query.limit)).map((p) => progressView(p, found)),
         }
       },
       {

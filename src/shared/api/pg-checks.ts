@@ -83,6 +83,30 @@ export const ProgressOperation = t.Object({
   total: Nullable(t.Number()),
   percent: Nullable(t.Number({ description: 'done / total, percent 0-100; null when the phase has no counter' })),
   started_at: Nullable(Timestamp("when the command's statement started")),
+  wait_event_type: Nullable(t.String({ description: "the command's backend's pg_stat_activity.wait_event_type; null: not waiting, or an agent older than this field" })),
+  wait_event: Nullable(t.String({ description: 'e.g. `virtualxid` while CREATE INDEX CONCURRENTLY waits for an old snapshot' })),
+  lockers_done: Nullable(t.Number({ description: 'CREATE INDEX / REINDEX: lockers already waited for; null for other commands' })),
+  lockers_total: Nullable(t.Number({ description: 'CREATE INDEX / REINDEX: lockers to wait for in this phase' })),
+  current_locker_pid: Nullable(t.Integer({ description: 'CREATE INDEX / REINDEX: the pid of the session waited for now (pg_stat_progress_create_index); null: none' })),
+  blocker: Nullable(
+    t.Object(
+      {
+        pid: t.Integer(),
+        via: t.Union([t.Literal('current_locker_pid'), t.Literal('pg_blocking_pids')], { description: 'where the pid comes from' }),
+        user: Nullable(t.String()),
+        application_name: Nullable(t.String()),
+        client_addr: Nullable(t.String()),
+        backend_type: Nullable(t.String()),
+        state: Nullable(t.String({ description: 'pg_stat_activity.state, e.g. `idle in transaction`' })),
+        xact_start: Nullable(Timestamp('when its transaction started')),
+        state_change: Nullable(Timestamp('when it entered its state')),
+        transaction_age_ms: Nullable(t.Number({ description: 'ms: its transaction\'s age when the snapshot was collected' })),
+        state_age_ms: Nullable(t.Number({ description: 'ms: how long it had been in its state when the snapshot was collected' })),
+        query_text: Nullable(t.String({ description: 'its current or last statement, secrets masked' })),
+      },
+      { description: 'the session the command waits for, as pg_stat_activity showed it; null: none' },
+    ),
+  ),
 })
 
 export const Progress = t.Object({ collected_at: collectedAt, operations: t.Array(ProgressOperation) }, { title: 'Progress' })
