@@ -79,6 +79,7 @@ for (const kind of storeKinds) {
       expect(await session.ok(id, '/connections')).toEqual({
         collected_at: null,
         total: 0,
+        slots: null,
         by_state: [],
         by_user: [],
         by_application: [],
@@ -120,6 +121,7 @@ for (const kind of storeKinds) {
       expect(await session.ok(id, '/connections')).toEqual({
         collected_at: iso(at(10)),
         total: 13,
+        slots: null,
         by_state: [
           { value: 'idle', count: 10 },
           { value: 'active', count: 2 },
@@ -154,6 +156,26 @@ for (const kind of storeKinds) {
       await session.ingest(pgBatch('checked', at(9), { invalid_constraints: [] }))
       expect((await session.ok(id, '/progress')).operations).toEqual([])
       expect((await session.ok(id, '/constraints/invalid')).constraints.length).toBe(1)
+    })
+
+    test('connections against max_connections less both reserves, per state, from the settings the agent sent; odd values leave it out', async () => {
+      const settings = { max_connections: '20', superuser_reserved_connections: '3', reserved_connections: '2' }
+      const groups = [group('app', 'web', null, 'idle', 10), group('app', 'web', null, 'active', 2)]
+      const id = await session.ingest({ ...pgBatch('slots', at(10), { connections: groups }), server_state: { settings_hash: 'a', settings } })
+      expect((await session.ok(id, '/connections')).slots).toEqual({
+        max_connections: 20,
+        superuser_reserved_connections: 3,
+        reserved_connections: 2,
+        usable: 15,
+        used_ratio: 0.8,
+        headroom: 3,
+        by_state: [
+          { value: 'idle', count: 10, ratio: 0.6667 },
+          { value: 'active', count: 2, ratio: 0.1333 },
+        ],
+      })
+      await session.ingest({ ...pgBatch('slots', at(11), { connections: groups }), server_state: { settings_hash: 'b', settings: { max_connections: '1e9' } } })
+      expect((await session.ok(id, '/connections')).slots).toBeNull()
     })
 
     test('a newer agent: a field of these sections this server does not know is left out, the rest stored', async () => {

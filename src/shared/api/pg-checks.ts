@@ -61,6 +61,20 @@ export const Connections = t.Object(
   {
     collected_at: collectedAt,
     total: t.Number({ description: 'client connections in the snapshot' }),
+    slots: Nullable(
+      t.Object(
+        {
+          max_connections: t.Integer(),
+          superuser_reserved_connections: t.Integer(),
+          reserved_connections: t.Integer({ description: 'PostgreSQL 16+: slots for roles with pg_use_reserved_connections; 0 before' }),
+          usable: t.Integer({ description: 'max_connections - superuser_reserved_connections - reserved_connections: what ordinary roles may open' }),
+          used_ratio: t.Number({ description: 'total / usable, 0-1 (above 1 when superusers use their reserved slots), 4 decimals' }),
+          headroom: t.Integer({ description: 'usable - total: connections ordinary roles may still open (negative into the reserved slots)' }),
+          by_state: t.Array(t.Object({ value: Nullable(t.String()), count: t.Number(), ratio: t.Number({ description: 'count / usable, 4 decimals' }) })),
+        },
+        { description: 'the connections against max_connections, from the settings the agent sent; null before any' },
+      ),
+    ),
     by_state: counts('state'),
     by_user: counts('user'),
     by_application: counts('application name'),
