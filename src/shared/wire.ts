@@ -653,6 +653,38 @@ const NO_NUL = '^[^\\u0000]*$'
 /** A setting's or a statistics view's name: 1 to settingsLimits.name characters, no NUL (a map key's pattern). */
 const NAME_PATTERN = `^[^\\u0000]{1,${settingsLimits.name}}$`
 
+/** A detail's text: no NUL, at most the limit of a setting's value. */
+const settingText = T.String({ maxLength: settingsLimits.value, pattern: NO_NUL })
+
+/**
+ * One setting beyond its value. PostgreSQL: pg_settings' unit, source, sourcefile and sourceline (null
+ * without pg_read_all_settings), boot_val and reset_val (in the unit's base, as pg_settings gives them;
+ * masked like the value for a setting that may hold a secret), context, vartype, short_desc and
+ * pending_restart. ClickHouse: system.settings' default, type and description (every one sent is changed).
+ */
+export const SettingDetail = T.Object({
+  /** The unit the defaults are counted in: `8kB`, `ms`, `kB`...; null: none. */
+  unit: T.Optional(T.Union([T.String({ maxLength: 32, pattern: NO_NUL }), T.Null()])),
+  /** default, configuration file, override, environment variable, command line, global, database, user, database user; ClickHouse: profile. */
+  source: T.String({ maxLength: 64, pattern: NO_NUL }),
+  file: T.Optional(T.Union([T.String({ maxLength: 4096, pattern: NO_NUL }), T.Null()])),
+  line: T.Optional(T.Union([T.Integer({ minimum: 0, maximum: 2_147_483_647 }), T.Null()])),
+  /** The built-in default (boot_val; ClickHouse: default). */
+  boot_value: T.Optional(T.Union([settingText, T.Null()])),
+  /** The value a RESET would give this session (reset_val). */
+  reset_value: T.Optional(T.Union([settingText, T.Null()])),
+  /** internal, postmaster (restart), sighup (reload), superuser-backend, backend, superuser, user. */
+  context: T.Optional(T.Union([T.String({ maxLength: 32, pattern: NO_NUL }), T.Null()])),
+  /** bool, integer, real, string, enum; ClickHouse: its type name. */
+  type: T.Optional(T.Union([T.String({ maxLength: 128, pattern: NO_NUL }), T.Null()])),
+  description: T.Optional(T.Union([T.String({ maxLength: 2_000, pattern: NO_NUL }), T.Null()])),
+  /** Changed in the configuration but applied only at the next restart (pg_settings.pending_restart). */
+  pending_restart: T.Optional(T.Boolean()),
+  /** Differs from the built-in default (and is not an override PostgreSQL computed itself). */
+  changed: T.Boolean(),
+})
+export type SettingDetail = Static<typeof SettingDetail>
+
 /**
  * What the server compares from one batch to the next to derive events (routes: /events): the server's
  * start, the agent's start, the server's settings and the statistics' reset times. Every field is
@@ -675,6 +707,14 @@ export const ServerState = T.Object({
       maxProperties: settingsLimits.count,
       additionalProperties: false,
     }),
+  ),
+  /**
+   * What the Configuration page shows of each setting besides its value (name → detail): sent when its
+   * digest differs from the one the agent last sent, within the same only-when-changed scheme as
+   * settings. The same names as settings. Optional: agents before it send none, servers before it drop it.
+   */
+  settings_detail: T.Optional(
+    T.Record(T.String({ pattern: NAME_PATTERN }), SettingDetail, { maxProperties: settingsLimits.count, additionalProperties: false }),
   ),
   /** When each statistics view was last reset (pg_stat_statements_info, pg_stat_database, ...); null: never. */
   stats_resets: T.Optional(T.Record(T.String({ pattern: NAME_PATTERN }), nullableEpochMs, { maxProperties: 32, additionalProperties: false })),
