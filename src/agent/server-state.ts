@@ -2,16 +2,21 @@
 // `server_state`, src/shared/wire.ts): when the database server started, its settings, and when its
 // statistics views were last reset. Read once per cycle by the runner, outside the collectors (it is
 // not a collector of its own: nothing to enable or disable, and a failure only leaves the section out).
-// The settings travel whole only when their digest changed since the runner last sent them.
+// The settings travel whole only when their digest changed since the runner last sent them; so do their
+// details (unit, source, defaults, context: what the server's Configuration page shows), by a digest of
+// their own.
 import type { ClickHouseClient } from '@clickhouse/client'
 import type postgres from 'postgres'
-import { maskSecretSettings } from '../shared/secret-settings.ts'
-import type { ServerState } from '../shared/wire.ts'
+import { settingsLimits } from '../shared/ingest-limits.ts'
+import { HIDDEN, isSecretSetting, maskSecretSettings } from '../shared/secret-settings.ts'
+import type { ServerState, SettingDetail } from '../shared/wire.ts'
 
 /** What a session reads each cycle; the runner adds agent_started_at and decides whether the settings go. */
 export interface ServerFacts {
   started_at?: number
   settings: Record<string, string>
+  /** Each setting's detail, secrets' defaults masked; absent when the server could not give them. */
+  details?: Record<string, SettingDetail>
   stats_resets?: Record<string, number | null>
 }
 
@@ -31,6 +36,7 @@ export function settingsHash(settings: Record<string, string>): string {
  */
 export class SettingsTracker {
   private sent: string | undefined
+  private detailsSent: string | undefined
 
   section(facts: ServerFacts, agentStartedAt: number): ServerState {
     const hash = settingsHash(facts.settings)
@@ -40,13 +46,34 @@ export class SettingsTracker {
     // The digest covers the real values (a secret's change still sends the map); the map has them masked.
     if (hash !== this.sent) state.settings = maskSecretSettings(facts.settings)
     this.sent = hash
+    if (facts.details) {
+      const detailsHash = detailsDigest(facts.details)
+      if (detailsHash !== this.detailsSent) state.settings_detail = facts.details
+      this.detailsSent = detailsHash
+    }
     return state
   }
 
   lost(): void {
     this.sent = undefined
+    this.detailsSent = undefined
   }
 }
+
+/** The digest of a details map (its names in order, each detail's fields in order). */
+function detailsDigest(details: Record<string, SettingDetail>): string {
+  const hasher = new Bun.CryptoHasher('sha256')
+  for (const name of Object.keys(details).sort()) {
+    const d = details[name]!
+    hasher.update(`${name}\u0000${JSON.stringify(Object.keys(d).sort().map((k) => [k, d[k as keyof SettingDetail]]))}\n`)
+  }
+  return hasher.digest('hex').slice(0, 32)
+}
+
+/** A default as the wire carries it: masked for a setting that may hold a secret (empty stays empty). */
+const maskedDefault = (name: string, value: string | null) => (value === null || value === '' || !isSecretSetting(name) ? value : HIDDEN)
+
+const cut = (text: string | null, max: number) => (text === null ? null : text.slice(0, max))
 
 const epochMs = (v: unknown): number | null => (v === null || v === undefined ? null : Math.floor(Number(v)))
 
@@ -56,9 +83,47 @@ const epochMs = (v: unknown): number | null => (v === null || v === undefined ? 
  */
 // transaction_isolation, transaction_read_only and transaction_deferrable describe the reading
 // transaction itself (the agent's, read-only or not by turns), not the server: they made events flap.
-const SETTINGS_SQL = `SELECT name, current_setting(name, true) AS value FROM pg_settings
+// `changed`: differs from the built-in default, unless PostgreSQL set it itself (source override:
+// wal_buffers sized from shared_buffers, data_checksums). sourcefile and sourceline are null for a role
+// without pg_read_all_settings (pg_monitor has it).
+const SETTINGS_SQL = `SELECT name, current_setting(name, true) AS value, unit, source, sourcefile, sourceline, boot_val, reset_val,
+    context, vartype, short_desc, pending_restart, (source NOT IN ('default', 'override') AND setting IS DISTINCT FROM boot_val) AS changed
+  FROM pg_settings
   WHERE source NOT IN ('client', 'session') AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable')
   ORDER BY name`
+
+interface SettingRow {
+  name: string
+  value: string | null
+  unit: string | null
+  source: string
+  sourcefile: string | null
+  sourceline: number | null
+  boot_val: string | null
+  reset_val: string | null
+  context: string | null
+  vartype: string | null
+  short_desc: string | null
+  pending_restart: boolean | null
+  changed: boolean
+}
+
+/** One pg_settings row's detail as the wire carries it (texts cut to the wire's limits). */
+function postgresDetail(r: SettingRow): SettingDetail {
+  return {
+    unit: cut(r.unit, 32),
+    source: r.source.slice(0, 64),
+    file: cut(r.sourcefile, 4096),
+    line: r.sourceline,
+    boot_value: cut(maskedDefault(r.name, r.boot_val), settingsLimits.value),
+    reset_value: cut(maskedDefault(r.name, r.reset_val), settingsLimits.value),
+    context: cut(r.context, 32),
+    type: cut(r.vartype, 128),
+    description: cut(r.short_desc, 2_000),
+    pending_restart: r.pending_restart === true,
+    changed: r.changed === true,
+  }
+}
 
 /**
  * The reset times of the statistics views this server version has, as epoch ms (truncated to the
@@ -78,9 +143,14 @@ function resetsSql(major: number): string {
 
 export async function postgresFacts(sql: postgres.Sql, major: number): Promise<ServerFacts> {
   const [row] = await sql.unsafe(resetsSql(major))
-  const settingsRows = await sql.unsafe<{ name: string; value: string | null }[]>(SETTINGS_SQL)
+  const settingsRows = await sql.unsafe<SettingRow[]>(SETTINGS_SQL)
   const settings: Record<string, string> = {}
-  for (const r of settingsRows) if (r.value !== null) settings[r.name] = r.value
+  const details: Record<string, SettingDetail> = {}
+  for (const r of settingsRows) {
+    if (r.value === null) continue
+    settings[r.name] = r.value
+    details[r.name] = postgresDetail(r)
+  }
   const resets: Record<string, number | null> = {}
   for (const view of ['pg_stat_database', 'pg_stat_bgwriter', 'pg_stat_wal', 'pg_stat_checkpointer']) {
     if (row && view in row) resets[view] = epochMs(row[view])
@@ -95,7 +165,7 @@ export async function postgresFacts(sql: postgres.Sql, major: number): Promise<S
       // Installed in a schema off the search_path, or not loaded: no reset time for it.
     }
   }
-  return { started_at: epochMs(row?.started_at) ?? undefined, settings, stats_resets: resets }
+  return { started_at: epochMs(row?.started_at) ?? undefined, settings, details, stats_resets: resets }
 }
 
 /**
@@ -119,9 +189,26 @@ const CLICKHOUSE_CLIENT_SETTINGS = [
 export async function clickhouseFacts(client: ClickHouseClient): Promise<ServerFacts> {
   const json = async <T>(query: string) => (await client.query({ query, format: 'JSONEachRow' })).json<T>()
   const [up] = await json<{ started_ms: number | string }>('SELECT toUnixTimestamp64Milli(now64(3)) - uptime() * 1000 AS started_ms')
-  const rows = await json<{ name: string; value: string }>('SELECT name, value FROM system.settings WHERE changed ORDER BY name')
+  type Row = { name: string; value: string; default?: string; type?: string; description?: string }
+  // system.settings' default column is recent (ClickHouse 22.x): a server without it gives the values alone.
+  const rows = await json<Row>('SELECT name, value, `default`, type, description FROM system.settings WHERE changed ORDER BY name').catch(() =>
+    json<Row>('SELECT name, value FROM system.settings WHERE changed ORDER BY name'),
+  )
   const settings: Record<string, string> = {}
-  for (const r of rows) if (!CLICKHOUSE_CLIENT_SETTINGS.includes(r.name)) settings[r.name] = String(r.value)
+  const details: Record<string, SettingDetail> = {}
+  for (const r of rows) {
+    if (CLICKHOUSE_CLIENT_SETTINGS.includes(r.name)) continue
+    settings[r.name] = String(r.value)
+    if (r.default === undefined) continue
+    details[r.name] = {
+      source: 'profile',
+      boot_value: cut(maskedDefault(r.name, String(r.default)), settingsLimits.value),
+      type: cut(r.type ?? null, 128),
+      description: cut(r.description ?? null, 2_000),
+      changed: true,
+    }
+  }
   const started = epochMs(up?.started_ms)
-  return { ...(started === null ? {} : { started_at: started }), settings }
+  const hasDetails = rows.length === 0 || rows.some((r) => r.default !== undefined)
+  return { ...(started === null ? {} : { started_at: started }), settings, ...(hasDetails ? { details } : {}) }
 }

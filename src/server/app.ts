@@ -24,6 +24,7 @@ import { clickhouseRoutes } from './routes/clickhouse.ts'
 import { healthRoutes } from './routes/health.ts'
 import { internalsRoutes } from './routes/internals.ts'
 import { hostRoutes } from './routes/host.ts'
+import { configurationRoutes } from './routes/configuration.ts'
 import { objectRoutes } from './routes/objects.ts'
 import { organizationRoutes } from './routes/organization.ts'
 import { pgCheckRoutes } from './routes/pg-checks.ts'
@@ -221,6 +222,7 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
     .use(internalsRoutes(deps))
     .use(hostRoutes(deps))
     .use(pgCheckRoutes(deps))
+    .use(configurationRoutes(deps))
     .use(clickhouseRoutes(deps))
     .use(healthRoutes(deps))
     .use(alertRoutes(deps))

@@ -263,6 +263,26 @@ export const ConnectionGroup = T.Object({
 })
 export type ConnectionGroup = Static<typeof ConnectionGroup>
 
+/**
+ * The session a running maintenance command waits for, as pg_stat_activity shows it: its transaction's
+ * start and its last state change tell how long it has held what the command waits on.
+ */
+export const MaintenanceBlocker = T.Object({
+  pid: T.Integer(),
+  /** How it was found: pg_stat_progress_create_index.current_locker_pid, or pg_blocking_pids() of a lock wait. */
+  via: T.Union([T.Literal('current_locker_pid'), T.Literal('pg_blocking_pids')]),
+  user: nullableString,
+  application_name: nullableString,
+  client_addr: nullableString,
+  backend_type: nullableString,
+  state: nullableString,
+  xact_start: nullableEpochMs,
+  state_change: nullableEpochMs,
+  /** Its current or last statement, secrets masked, at most text.holderQueryText characters. */
+  query_text: T.Union([T.String({ maxLength: text.holderQueryText }), T.Null()]),
+})
+export type MaintenanceBlocker = Static<typeof MaintenanceBlocker>
+
 /** A maintenance command running now, from pg_stat_progress_* (collected by `progress`). */
 export const ProgressEntry = T.Object({
   pid: T.Integer(),
@@ -284,6 +304,18 @@ export const ProgressEntry = T.Object({
   percent: T.Union([T.Number({ minimum: 0, maximum: 100 }), T.Null()]),
   /** When the command's statement started (pg_stat_activity.query_start). */
   started_at: nullableEpochMs,
+  /** What the command's backend waits on now (pg_stat_activity.wait_event_type, wait_event); null: not waiting. Absent from older agents. */
+  wait_event_type: T.Optional(nullableString),
+  wait_event: T.Optional(nullableString),
+  /**
+   * CREATE INDEX / REINDEX: pg_stat_progress_create_index's lockers_done, lockers_total and current_locker_pid
+   * (0 there: none; null here). Absent for other commands and from older agents.
+   */
+  lockers_done: T.Optional(nullableCount),
+  lockers_total: T.Optional(nullableCount),
+  current_locker_pid: T.Optional(T.Union([T.Integer(), T.Null()])),
+  /** The session the command waits for (current_locker_pid, else the first of pg_blocking_pids on a lock wait); null: none. */
+  blocker: T.Optional(T.Union([MaintenanceBlocker, T.Null()])),
 })
 export type ProgressEntry = Static<typeof ProgressEntry>
 
@@ -621,6 +653,38 @@ const NO_NUL = '^[^\\u0000]*$'
 /** A setting's or a statistics view's name: 1 to settingsLimits.name characters, no NUL (a map key's pattern). */
 const NAME_PATTERN = `^[^\\u0000]{1,${settingsLimits.name}}$`
 
+/** A detail's text: no NUL, at most the limit of a setting's value. */
+const settingText = T.String({ maxLength: settingsLimits.value, pattern: NO_NUL })
+
+/**
+ * One setting beyond its value. PostgreSQL: pg_settings' unit, source, sourcefile and sourceline (null
+ * without pg_read_all_settings), boot_val and reset_val (in the unit's base, as pg_settings gives them;
+ * masked like the value for a setting that may hold a secret), context, vartype, short_desc and
+ * pending_restart. ClickHouse: system.settings' default, type and description (every one sent is changed).
+ */
+export const SettingDetail = T.Object({
+  /** The unit the defaults are counted in: `8kB`, `ms`, `kB`...; null: none. */
+  unit: T.Optional(T.Union([T.String({ maxLength: 32, pattern: NO_NUL }), T.Null()])),
+  /** default, configuration file, override, environment variable, command line, global, database, user, database user; ClickHouse: profile. */
+  source: T.String({ maxLength: 64, pattern: NO_NUL }),
+  file: T.Optional(T.Union([T.String({ maxLength: 4096, pattern: NO_NUL }), T.Null()])),
+  line: T.Optional(T.Union([T.Integer({ minimum: 0, maximum: 2_147_483_647 }), T.Null()])),
+  /** The built-in default (boot_val; ClickHouse: default). */
+  boot_value: T.Optional(T.Union([settingText, T.Null()])),
+  /** The value a RESET would give this session (reset_val). */
+  reset_value: T.Optional(T.Union([settingText, T.Null()])),
+  /** internal, postmaster (restart), sighup (reload), superuser-backend, backend, superuser, user. */
+  context: T.Optional(T.Union([T.String({ maxLength: 32, pattern: NO_NUL }), T.Null()])),
+  /** bool, integer, real, string, enum; ClickHouse: its type name. */
+  type: T.Optional(T.Union([T.String({ maxLength: 128, pattern: NO_NUL }), T.Null()])),
+  description: T.Optional(T.Union([T.String({ maxLength: 2_000, pattern: NO_NUL }), T.Null()])),
+  /** Changed in the configuration but applied only at the next restart (pg_settings.pending_restart). */
+  pending_restart: T.Optional(T.Boolean()),
+  /** Differs from the built-in default (and is not an override PostgreSQL computed itself). */
+  changed: T.Boolean(),
+})
+export type SettingDetail = Static<typeof SettingDetail>
+
 /**
  * What the server compares from one batch to the next to derive events (routes: /events): the server's
  * start, the agent's start, the server's settings and the statistics' reset times. Every field is
@@ -643,6 +707,14 @@ export const ServerState = T.Object({
       maxProperties: settingsLimits.count,
       additionalProperties: false,
     }),
+  ),
+  /**
+   * What the Configuration page shows of each setting besides its value (name → detail): sent when its
+   * digest differs from the one the agent last sent, within the same only-when-changed scheme as
+   * settings. The same names as settings. Optional: agents before it send none, servers before it drop it.
+   */
+  settings_detail: T.Optional(
+    T.Record(T.String({ pattern: NAME_PATTERN }), SettingDetail, { maxProperties: settingsLimits.count, additionalProperties: false }),
   ),
   /** When each statistics view was last reset (pg_stat_statements_info, pg_stat_database, ...); null: never. */
   stats_resets: T.Optional(T.Record(T.String({ pattern: NAME_PATTERN }), nullableEpochMs, { maxProperties: 32, additionalProperties: false })),

@@ -55,6 +55,14 @@ describe('ClickHouse events through the agent', () => {
     for (const own of ['log_comment', 'max_execution_time', 'output_format_json_quote_64bit_integers', 'cancel_http_readonly_queries_on_client_close']) {
       expect({ own, present: own in settings }).toEqual({ own, present: false })
     }
+    // The Configuration page: the same changed settings, each with system.settings' default and type.
+    const config = await rig.api('/configuration')
+    expect(config).toMatchObject({ engine: 'clickhouse', details: true })
+    expect(config.total).toBeGreaterThan(0)
+    expect(config.settings.map((s: { name: string }) => s.name)).toEqual(Object.keys(settings).sort())
+    const truthRows = await ch.query<{ name: string; default: string; type: string }>('SELECT name, `default`, type FROM system.settings ORDER BY name')
+    const defaults = new Map(truthRows.map((r) => [r.name, r]))
+    for (const s of config.settings) expect({ name: s.name, default: s.default, type: s.type, changed: s.changed }).toEqual({ name: s.name, default: defaults.get(s.name)!.default, type: defaults.get(s.name)!.type, changed: true })
   })
 
   test('a MergeTree table with a hostile name: created with its first parts, gone when dropped', async () => {

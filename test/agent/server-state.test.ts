@@ -24,6 +24,23 @@ describe('SettingsTracker', () => {
     expect(tracker.section({ settings: b }, 1).settings).toEqual(b)
     expect(settingsHash(a)).not.toBe(settingsHash(b))
   })
+
+  test("the details go with the first cycle and when they change (a pending restart with the value unchanged), again after a lost batch", () => {
+    const tracker = new SettingsTracker()
+    const settings = { shared_buffers: '128MB' }
+    const before = { shared_buffers: { unit: '8kB', source: 'configuration file', boot_value: '16384', pending_restart: false, changed: false } }
+    const pending = { shared_buffers: { ...before.shared_buffers, pending_restart: true } }
+    expect(tracker.section({ settings, details: before }, 1).settings_detail).toEqual(before)
+    expect(tracker.section({ settings, details: { shared_buffers: { changed: false, pending_restart: false, boot_value: '16384', source: 'configuration file', unit: '8kB' } } }, 1)).toEqual({
+      agent_started_at: 1,
+      settings_hash: settingsHash(settings),
+    })
+    const next = tracker.section({ settings, details: pending }, 1)
+    expect(next.settings).toBeUndefined()
+    expect(next.settings_detail).toEqual(pending)
+    tracker.lost()
+    expect(tracker.section({ settings, details: pending }, 1).settings_detail).toEqual(pending)
+  })
 })
 
 for (const major of postgresMajors) {

@@ -51,6 +51,8 @@ const running: ProgressEntry = {
   percent: 0,
   started_at: at(9),
 }
+/** What /progress says of the waits of an entry from an agent that predates them. */
+const NO_WAITS = { wait_event_type: null, wait_event: null, lockers_done: null, lockers_total: null, current_locker_pid: null, blocker: null }
 
 for (const kind of storeKinds) {
   describe(`${kind} store`, () => {
@@ -77,6 +79,7 @@ for (const kind of storeKinds) {
       expect(await session.ok(id, '/connections')).toEqual({
         collected_at: null,
         total: 0,
+        slots: null,
         by_state: [],
         by_user: [],
         by_application: [],
@@ -118,6 +121,7 @@ for (const kind of storeKinds) {
       expect(await session.ok(id, '/connections')).toEqual({
         collected_at: iso(at(10)),
         total: 13,
+        slots: null,
         by_state: [
           { value: 'idle', count: 10 },
           { value: 'active', count: 2 },
@@ -140,7 +144,7 @@ for (const kind of storeKinds) {
         by_database: [{ value: 'app', count: 13 }],
         groups,
       })
-      expect(await session.ok(id, '/progress')).toEqual({ collected_at: iso(at(10)), operations: [{ ...running, started_at: iso(at(9)) }] })
+      expect(await session.ok(id, '/progress')).toEqual({ collected_at: iso(at(10)), operations: [{ ...running, ...NO_WAITS, started_at: iso(at(9)) }] })
 
       // The next cycle's bloat estimate was skipped (statistics unchanged) and nothing runs any more.
       await session.ingest(pgBatch('checked', at(11), { progress: [], connections: groups.slice(0, 1) }))
@@ -154,12 +158,32 @@ for (const kind of storeKinds) {
       expect((await session.ok(id, '/constraints/invalid')).constraints.length).toBe(1)
     })
 
+    test('connections against max_connections less both reserves, per state, from the settings the agent sent; odd values leave it out', async () => {
+      const settings = { max_connections: '20', superuser_reserved_connections: '3', reserved_connections: '2' }
+      const groups = [group('app', 'web', null, 'idle', 10), group('app', 'web', null, 'active', 2)]
+      const id = await session.ingest({ ...pgBatch('slots', at(10), { connections: groups }), server_state: { settings_hash: 'a', settings } })
+      expect((await session.ok(id, '/connections')).slots).toEqual({
+        max_connections: 20,
+        superuser_reserved_connections: 3,
+        reserved_connections: 2,
+        usable: 15,
+        used_ratio: 0.8,
+        headroom: 3,
+        by_state: [
+          { value: 'idle', count: 10, ratio: 0.6667 },
+          { value: 'active', count: 2, ratio: 0.1333 },
+        ],
+      })
+      await session.ingest({ ...pgBatch('slots', at(11), { connections: groups }), server_state: { settings_hash: 'b', settings: { max_connections: '1e9' } } })
+      expect((await session.ok(id, '/connections')).slots).toBeNull()
+    })
+
     test('a newer agent: a field of these sections this server does not know is left out, the rest stored', async () => {
       const id = await session.ingest({
         ...pgBatch('newer-agent', at(10), { progress: [{ ...running, ...({ delay_time_ms: 12 } as object) }] }),
         ...({ future_section: [{ a: 1 }] } as object),
       } as ReturnType<typeof pgBatch>)
-      expect(await session.ok(id, '/progress')).toEqual({ collected_at: iso(at(10)), operations: [{ ...running, started_at: iso(at(9)) }] })
+      expect(await session.ok(id, '/progress')).toEqual({ collected_at: iso(at(10)), operations: [{ ...running, ...NO_WAITS, started_at: iso(at(9)) }] })
     })
 
     test('bad parameters are 400s naming the field; ClickHouse is refused; other organizations get 404', async () => {

@@ -25,6 +25,7 @@ const RECORD_KEYS: Record<string, readonly string[]> = {
   'io_stats[].counters': IO_KEYS,
   database_stats: [...DATABASE_COUNTER_KEYS, ...DATABASE_GAUGE_KEYS],
   'server_state.settings': ['work_mem', 'search_path'],
+  'server_state.settings_detail': ['work_mem', 'search_path'],
   'server_state.stats_resets': ['pg_stat_database', 'pg_stat_statements'],
   'log_events.entries[].fields': ['table', 'wait_ms'],
   server_metrics: [...SERVER_GAUGE_KEYS, ...SERVER_COUNTER_KEYS, diskMetricKey('default', 'free_bytes'), diskMetricKey('default', 'total_bytes')],

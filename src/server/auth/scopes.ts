@@ -100,6 +100,7 @@ export const ROUTE_ACCESS: Readonly<Record<string, RouteAccess>> = {
   'GET /api/v1/databases/:id/archiver': 'read',
   'GET /api/v1/databases/:id/backups': 'read',
   'GET /api/v1/databases/:id/host': 'read',
+  'GET /api/v1/databases/:id/configuration': 'read',
   'GET /api/v1/databases/:id/parts': 'read',
   'GET /api/v1/databases/:id/parts/timeseries': 'read',
   'GET /api/v1/databases/:id/merges': 'read',

@@ -2,7 +2,8 @@
 // its section (src/server/store/sql-snapshots.ts) with the time it was collected (null before any):
 //   /constraints/invalid   NOT VALID constraints, each with the command that validates it
 //   /bloat                 estimated bloat of tables and btree indexes (kind, min_bytes, limit)
-//   /connections           client connections by database, user, application, client address, state
+//   /connections           client connections by database, user, application, client address, state,
+//                          and against max_connections (the slots left to ordinary roles, the headroom)
 //   /progress              VACUUM, ANALYZE, CREATE INDEX and CLUSTER running now, with their phase
 // Agents that predate a section never send it: the answer is then empty with collected_at null.
 import { Elysia, t } from 'elysia'
@@ -43,6 +44,63 @@ function countsBy(groups: ConnectionGroup[], key: keyof Omit<ConnectionGroup, 'c
 }
 
 const BLOAT_KINDS = ['table', 'index'] as const
+
+/** A setting the agent sent as a whole number (SHOW's text of an integer setting without a unit); null otherwise. */
+const wholeSetting = (settings: Record<string, string> | null, name: string): number | null => {
+  const v = settings?.[name]
+  return v !== undefined && /^\d{1,9}$/.test(v.trim()) ? Number(v) : null
+}
+
+/**
+ * The client connections against max_connections: the slots ordinary roles may use (max_connections less
+ * superuser_reserved_connections and, from PostgreSQL 16, reserved_connections), the share in use, each
+ * state's share and the headroom left. Null before the agent sent the settings.
+ */
+export function connectionSlots(settings: Record<string, string> | null, total: number, byState: { value: string | null; count: number }[]) {
+  const max = wholeSetting(settings, 'max_connections')
+  if (max === null || max <= 0) return null
+  const superuserReserved = wholeSetting(settings, 'superuser_reserved_connections') ?? 0
+  const reserved = wholeSetting(settings, 'reserved_connections') ?? 0
+  const usable = Math.max(1, max - superuserReserved - reserved)
+  const share = (n: number) => Number((n / usable).toFixed(4))
+  return {
+    max_connections: max,
+    superuser_reserved_connections: superuserReserved,
+    reserved_connections: reserved,
+    usable,
+    used_ratio: share(total),
+    headroom: usable - total,
+    by_state: byState.map((s) => ({ ...s, ratio: share(s.count) })),
+  }
+}
+
+const timeOrNull = (ms: number | null | undefined) => (ms === null || ms === undefined ? null : rfc3339(ms))
+/** ms from `from` to `at`, never below 0; null when either is unknown. */
+const ageAt = (at: number | null, from: number | null | undefined) => (at === null || from === null || from === undefined ? null : Math.max(0, at - from))
+
+/** A running command as /progress answers it: times in RFC 3339, what it waits on (null from agents before it). */
+function progressView(p: ProgressEntry, collectedAt: number | null) {
+  const b = p.blocker ?? null
+  return {
+    ...p,
+    started_at: timeOrNull(p.started_at),
+    wait_event_type: p.wait_event_type ?? null,
+    wait_event: p.wait_event ?? null,
+    lockers_done: p.lockers_done ?? null,
+    lockers_total: p.lockers_total ?? null,
+    current_locker_pid: p.current_locker_pid ?? null,
+    blocker:
+      b === null
+        ? null
+        : {
+            ...b,
+            xact_start: timeOrNull(b.xact_start),
+            state_change: timeOrNull(b.state_change),
+            transaction_age_ms: ageAt(collectedAt, b.xact_start),
+            state_age_ms: ageAt(collectedAt, b.state_change),
+          },
+  }
+}
 
 export function pgCheckRoutes(deps: Deps) {
   const { store } = deps
@@ -95,10 +153,12 @@ export function pgCheckRoutes(deps: Deps) {
       '/connections',
       async ({ principal, params, query }) => {
         const db = await databaseFor(deps, principal, params.id, 'postgres')
-        const { collected_at, entries } = await latest<ConnectionGroup>(db.id, 'connections')
+        const [{ collected_at, entries }, settings] = await Promise.all([latest<ConnectionGroup>(db.id, 'connections'), store.latestSettings(db.id)])
+        const total = entries.reduce((sum, g) => sum + g.count, 0)
         return {
           collected_at,
-          total: entries.reduce((sum, g) => sum + g.count, 0),
+          total,
+          slots: connectionSlots(settings, total, countsBy(entries, 'state')),
           by_state: countsBy(entries, 'state'),
           by_user: countsBy(entries, 'user'),
           by_application: countsBy(entries, 'application_name'),
@@ -118,9 +178,10 @@ export function pgCheckRoutes(deps: Deps) {
       async ({ principal, params, query }) => {
         const db = await databaseFor(deps, principal, params.id, 'postgres')
         const { collected_at, entries } = await latest<ProgressEntry>(db.id, 'progress')
+        const found = collected_at === null ? null : Date.parse(collected_at)
         return {
           collected_at,
-          operations: entries.slice(0, clampLimit('progress', query.limit)).map((p) => ({ ...p, started_at: p.started_at === null ? null : rfc3339(p.started_at) })),
+          operations: entries.slice(0, clampLimit('progress', query.limit)).map((p) => progressView(p, found)),
         }
       },
       {

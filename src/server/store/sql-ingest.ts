@@ -6,7 +6,7 @@
 // and 1-hour buckets at once; plans to sql-plans.ts; the latest-only sections to sql-snapshots.ts, and
 // activity and locks also to their history (sql-session-history.ts); the events it makes to sql-events.ts;
 // the server log's entries and counts to sql-log-events.ts; the database's availability (its outages) to
-// sql-availability.ts.
+// sql-availability.ts; the settings' details to sql-server-settings.ts.
 import type { IngestBatch } from '../../shared/wire.ts'
 import type { SqlDialect } from './dialect.ts'
 import type { SqlDriver, SqlStatement } from './driver.ts'
@@ -20,6 +20,7 @@ import { applyObjects } from './sql-objects.ts'
 import { applyExplainPlans } from './sql-plans.ts'
 import { applySessionHistory } from './sql-session-history.ts'
 import { planRollup } from './sql-rollups.ts'
+import { serverSettingsWrites } from './sql-server-settings.ts'
 import { applySnapshots } from './sql-snapshots.ts'
 import { type IngestEffects, type KnownTexts, applyQueryStats } from './sql-statement-ingest.ts'
 import { Reads, Writes } from './sql-writes.ts'
@@ -66,6 +67,7 @@ export function planBatch(sqlDialect: SqlDialect, databaseId: string, batch: Ing
       applyClickHouse(writes, databaseId, batch)
       applySnapshots(writes, databaseId, batch)
       hostWrites.applyHost(writes, databaseId, batch)
+      serverSettingsWrites.applySettingDetails(writes, databaseId, batch)
       writeEvents(writes, database)
       writeAvailability(writes, database, now)
       applySessionHistory(writes, databaseId, batch)

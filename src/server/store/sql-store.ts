@@ -7,6 +7,7 @@ import { num, numOrNull, toOrg, toUser } from './account-rows.ts'
 import type { SqlDriver } from './driver.ts'
 import { type ClickHouseReader, clickhouseReader } from './sql-clickhouse.ts'
 import { type HostReads, SqlHostReads } from './sql-host.ts'
+import { type ServerSettingsReads, SqlServerSettingsReads } from './sql-server-settings.ts'
 import { type HealthStore, healthStore } from './sql-health.ts'
 import { type MembersStore, membersStore } from './sql-members.ts'
 import { type RetentionStore, retentionStore } from './sql-retention.ts'
@@ -114,6 +115,7 @@ export class SqlStore implements Store {
   readonly databaseAvailability: AvailabilityReads
   readonly clickhouse: ClickHouseReader
   readonly host: HostReads
+  readonly serverSettings: ServerSettingsReads
   readonly health: HealthStore
   readonly members: MembersStore
   readonly retention: RetentionStore
@@ -155,6 +157,7 @@ export class SqlStore implements Store {
     this.databaseAvailability = availabilityStore(driver)
     this.clickhouse = clickhouseReader(driver)
     this.host = new SqlHostReads(driver)
+    this.serverSettings = new SqlServerSettingsReads(driver)
     this.health = healthStore(driver)
     // A removal or demotion revokes the user's keys in its own transaction: they leave the cache with it.
     this.members = membersStore(driver, (keyIds) => this.apiKeys.evict(keyIds))

@@ -4,6 +4,7 @@ import type { AvailabilityReads } from './sql-availability.ts'
 import type { ApiKeyStore } from './sql-api-keys.ts'
 import type { ClickHouseReader } from './sql-clickhouse.ts'
 import type { HostReads } from './sql-host.ts'
+import type { ServerSettingsReads } from './sql-server-settings.ts'
 import type { HealthStore } from './sql-health.ts'
 import type { MembersStore } from './sql-members.ts'
 import type { RetentionStore } from './sql-retention.ts'
@@ -145,6 +146,8 @@ export interface Store extends ApiKeyStore {
   readonly clickhouse: ClickHouseReader
   /** The database host's latest figures and their series (sql-host.ts). */
   readonly host: HostReads
+  /** The monitored server's settings with their details, for the Configuration page (sql-server-settings.ts; ingest writes them in planBatch). */
+  readonly serverSettings: ServerSettingsReads
   /** Recommendations, alerts, their notifications and organization webhooks (sql-health.ts). */
   readonly health: HealthStore
   /** An organization's members, their roles, and its invites (sql-members.ts). */

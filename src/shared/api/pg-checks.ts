@@ -61,6 +61,20 @@ export const Connections = t.Object(
   {
     collected_at: collectedAt,
     total: t.Number({ description: 'client connections in the snapshot' }),
+    slots: Nullable(
+      t.Object(
+        {
+          max_connections: t.Integer(),
+          superuser_reserved_connections: t.Integer(),
+          reserved_connections: t.Integer({ description: 'PostgreSQL 16+: slots for roles with pg_use_reserved_connections; 0 before' }),
+          usable: t.Integer({ description: 'max_connections - superuser_reserved_connections - reserved_connections: what ordinary roles may open' }),
+          used_ratio: t.Number({ description: 'total / usable, 0-1 (above 1 when superusers use their reserved slots), 4 decimals' }),
+          headroom: t.Integer({ description: 'usable - total: connections ordinary roles may still open (negative into the reserved slots)' }),
+          by_state: t.Array(t.Object({ value: Nullable(t.String()), count: t.Number(), ratio: t.Number({ description: 'count / usable, 4 decimals' }) })),
+        },
+        { description: 'the connections against max_connections, from the settings the agent sent; null before any' },
+      ),
+    ),
     by_state: counts('state'),
     by_user: counts('user'),
     by_application: counts('application name'),
@@ -83,6 +97,30 @@ export const ProgressOperation = t.Object({
   total: Nullable(t.Number()),
   percent: Nullable(t.Number({ description: 'done / total, percent 0-100; null when the phase has no counter' })),
   started_at: Nullable(Timestamp("when the command's statement started")),
+  wait_event_type: Nullable(t.String({ description: "the command's backend's pg_stat_activity.wait_event_type; null: not waiting, or an agent older than this field" })),
+  wait_event: Nullable(t.String({ description: 'e.g. `virtualxid` while CREATE INDEX CONCURRENTLY waits for an old snapshot' })),
+  lockers_done: Nullable(t.Number({ description: 'CREATE INDEX / REINDEX: lockers already waited for; null for other commands' })),
+  lockers_total: Nullable(t.Number({ description: 'CREATE INDEX / REINDEX: lockers to wait for in this phase' })),
+  current_locker_pid: Nullable(t.Integer({ description: 'CREATE INDEX / REINDEX: the pid of the session waited for now (pg_stat_progress_create_index); null: none' })),
+  blocker: Nullable(
+    t.Object(
+      {
+        pid: t.Integer(),
+        via: t.Union([t.Literal('current_locker_pid'), t.Literal('pg_blocking_pids')], { description: 'where the pid comes from' }),
+        user: Nullable(t.String()),
+        application_name: Nullable(t.String()),
+        client_addr: Nullable(t.String()),
+        backend_type: Nullable(t.String()),
+        state: Nullable(t.String({ description: 'pg_stat_activity.state, e.g. `idle in transaction`' })),
+        xact_start: Nullable(Timestamp('when its transaction started')),
+        state_change: Nullable(Timestamp('when it entered its state')),
+        transaction_age_ms: Nullable(t.Number({ description: 'ms: its transaction\'s age when the snapshot was collected' })),
+        state_age_ms: Nullable(t.Number({ description: 'ms: how long it had been in its state when the snapshot was collected' })),
+        query_text: Nullable(t.String({ description: 'its current or last statement, secrets masked' })),
+      },
+      { description: 'the session the command waits for, as pg_stat_activity showed it; null: none' },
+    ),
+  ),
 })
 
 export const Progress = t.Object({ collected_at: collectedAt, operations: t.Array(ProgressOperation) }, { title: 'Progress' })

@@ -16,6 +16,7 @@ import { navigate, replaceRoute } from '../router.ts'
 import { ActivePage } from './db/active.tsx'
 import { AlertsPage, RecommendationsPage } from './db/advice.tsx'
 import { StatusBadge, dbHref, engineName, isStale, statusClass, useEvery, withWindow } from './db/common.tsx'
+import { ConfigurationPage } from './db/configuration.tsx'
 import { ConnectionsPage } from './db/connections.tsx'
 import { DoctorPage } from './db/doctor.tsx'
 import { EventsPage } from './db/events.tsx'
@@ -72,6 +73,7 @@ const TABS: Record<Engine, Tab[]> = {
     { slug: 'internals', label: 'Internals', page: InternalsPage },
     { slug: 'host', label: 'Host', page: HostPage },
     { slug: 'maintenance', label: 'Maintenance', page: MaintenancePage },
+    { slug: 'configuration', label: 'Configuration', page: ConfigurationPage },
     doctor,
     recommendations,
     alerts,
@@ -86,6 +88,7 @@ const TABS: Record<Engine, Tab[]> = {
     { slug: 'merges', label: 'Merges', page: MergesPage },
     { slug: 'mutations', label: 'Mutations', page: MutationsPage },
     { slug: 'server', label: 'Server', page: ServerPage },
+    { slug: 'configuration', label: 'Configuration', page: ConfigurationPage },
     { slug: 'host', label: 'Host', page: HostPage },
     logs,
     doctor,

@@ -1,10 +1,12 @@
 // Connections (PostgreSQL): the server's client connections counted by state, user, application,
 // client address and database, idle ones included (/connections, as pg_stat_activity counts them at
-// the last poll), and every distinct group. Names are shown as text, whatever they hold.
+// the last poll), and every distinct group; against max_connections: the share of the slots ordinary
+// roles may use (max_connections less the reserved ones) in use, per state, and the headroom left.
+// Names are shown as text, whatever they hold.
 import { useCallback } from 'preact/hooks'
 import { type Column, DataTable } from '../../components/data-table.tsx'
 import { Async, Empty, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
-import { Card, NoDataYet, apiPath, useEvery } from './common.tsx'
+import { Card, NoDataYet, apiPath, fmtRatio, useEvery } from './common.tsx'
 import type { PageProps } from './types.ts'
 import type { Static } from '@sinclair/typebox'
 import type { Connections as ConnectionsSchema } from '../../../shared/api/pg-checks.ts'
@@ -31,6 +33,24 @@ const GROUPS: Column<Group>[] = [
 
 const stateCount = (c: Connections, state: string) => c.by_state.find((s) => s.value === state)?.count ?? 0
 
+type Slots = NonNullable<Connections['slots']>
+
+/** Warning from 80 % of the usable slots, critical from 95 % (the pg_connections rule's thresholds). */
+export const slotsTone = (ratio: number) => (ratio >= 0.95 ? 'critical' : ratio >= 0.8 ? 'warning' : undefined)
+
+/** "97 usable of max_connections 100 (3 for superusers)". */
+export function slotsWords(s: Slots): string {
+  const reserved = [s.superuser_reserved_connections > 0 ? `${s.superuser_reserved_connections} for superusers` : '', s.reserved_connections > 0 ? `${s.reserved_connections} reserved_connections` : '']
+    .filter(Boolean)
+    .join(', ')
+  return `${fmtNum(s.usable)} usable of max_connections ${fmtNum(s.max_connections)}${reserved ? ` (${reserved})` : ''}`
+}
+
+const slotColumns = (label: string, none: string, slots: Slots): Column<Count>[] => [
+  ...countColumns(label, none),
+  { key: 'share', label: 'Of usable slots', num: true, render: (c) => fmtRatio(c.count / slots.usable), sort: (c) => c.count },
+]
+
 /** Connections by source, as tables; reloaded every 15 s. */
 export function ConnectionsPage({ db }: PageProps) {
   const found = useApi<Connections>(db.last_seen_at ? apiPath(db, '/connections') : null)
@@ -49,6 +69,12 @@ export function ConnectionsPage({ db }: PageProps) {
             <>
               <div class="cards">
                 <Card label="Connections" value={fmtNum(c.total)} sub="client backends, every database" />
+                {c.slots ? (
+                  <Card label="Of max_connections" value={fmtRatio(c.slots.used_ratio, 0)} sub={slotsWords(c.slots)} tone={slotsTone(c.slots.used_ratio)} />
+                ) : null}
+                {c.slots ? (
+                  <Card label="Headroom" value={fmtNum(c.slots.headroom)} sub="connections ordinary roles may still open" tone={slotsTone(c.slots.used_ratio)} />
+                ) : null}
                 <Card label="Active" value={fmtNum(stateCount(c, 'active'))} />
                 <Card label="Idle" value={fmtNum(stateCount(c, 'idle'))} />
                 <Card
@@ -61,7 +87,7 @@ export function ConnectionsPage({ db }: PageProps) {
               <div class="chart-grid">
                 <div>
                   <h2>By state</h2>
-                  <DataTable caption="Connections by state" columns={countColumns('State', 'not visible to the agent')} rows={c.by_state} rowKey={(r) => String(r.value)} initialSort={{ key: 'count' }} compact />
+                  <DataTable caption="Connections by state" columns={c.slots ? slotColumns('State', 'not visible to the agent', c.slots) : countColumns('State', 'not visible to the agent')} rows={c.by_state} rowKey={(r) => String(r.value)} initialSort={{ key: 'count' }} compact />
                 </div>
                 <div>
                   <h2>By user</h2>

@@ -1,10 +1,11 @@
 // Maintenance (PostgreSQL): what runs now (VACUUM, ANALYZE, CREATE INDEX, CLUSTER with their phase and
 // progress, /progress), the estimated bloat of tables and indexes (/bloat: a statistics-based estimate,
 // said so on the page), and constraints added NOT VALID with the command that validates each
-// (/constraints/invalid). Progress is reloaded every 15 s.
+// (/constraints/invalid). Progress is reloaded every 15 s; a command that waits names what it waits on
+// (its wait event, and the session holding it: pid, application, state and for how long, its statement).
 import { useCallback } from 'preact/hooks'
 import { type Column, DataTable } from '../../components/data-table.tsx'
-import { DbText } from '../../components/invisible.tsx'
+import { DbText, escapeInvisible } from '../../components/invisible.tsx'
 import { Async, Code, Empty, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
 import { Meter, NoDataYet, apiPath, fmtDuration, fmtRatio, useEvery } from './common.tsx'
 import type { PageProps } from './types.ts'
@@ -43,7 +44,48 @@ const OPERATIONS: Column<Operation>[] = [
     sort: (o) => o.percent,
   },
   { key: 'running', label: 'Running for', num: true, render: (o) => (o.started_at ? fmtDuration(Date.now() - Date.parse(o.started_at)) : '—'), sort: (o) => o.started_at },
+  { key: 'waits', label: 'Waits on', render: (o) => <WaitsOn o={o} />, sort: (o) => o.blocker?.pid ?? null },
 ]
+
+/** "idle in transaction for 11 min", "active for 3 s": the blocker's state and how long it has been in it. */
+function blockerState(b: NonNullable<Operation['blocker']>): string {
+  const state = b.state ?? 'state not visible to the agent'
+  return b.state_age_ms === null ? state : `${state} for ${fmtDuration(b.state_age_ms)}`
+}
+
+/**
+ * What a running command waits on: the session that holds it, e.g. "pid 4711 (billing, idle in transaction
+ * for 11 min) holds it", with the lockers count of an index build's waiting phase and the backend's wait event.
+ */
+function WaitsOn({ o }: { o: Operation }) {
+  const b = o.blocker
+  const lockers = o.lockers_total !== null && o.lockers_total > 0 ? `${fmtNum(o.lockers_done)} of ${fmtNum(o.lockers_total)} lockers waited for` : null
+  const event = o.wait_event === null ? null : `${o.wait_event_type ?? ''}${o.wait_event_type ? ': ' : ''}${o.wait_event}`
+  if (!b && !event) return <span class="muted">not waiting</span>
+  return (
+    <div class="waits-on">
+      {b ? (
+        <div>
+          pid <strong>{b.pid}</strong> (<DbText text={b.application_name || 'no application name'} />, {blockerState(b)}) holds it
+          {b.transaction_age_ms !== null ? <span class="muted small"> · its transaction is {fmtDuration(b.transaction_age_ms)} old</span> : null}
+        </div>
+      ) : null}
+      {b?.query_text ? (
+        <div class="muted small mono clamp" title={escapeInvisible(b.query_text)}>
+          <DbText text={b.query_text} />
+        </div>
+      ) : null}
+      <div class="muted small">
+        {[event && `waits on ${event}`, lockers].filter(Boolean).join(' · ')}
+        {b?.user ? (
+          <>
+            {event || lockers ? ' · ' : ''}user <DbText text={b.user} />
+          </>
+        ) : null}
+      </div>
+    </div>
+  )
+}
 
 const BLOAT: Column<Estimate>[] = [
   { key: 'name', label: 'Relation', render: (b) => qualified(b.schema_name, b.index_name ?? b.table_name), sort: (b) => b.index_name ?? b.table_name },

@@ -3,7 +3,8 @@
 // chosen time range (?range=, default 6 hours) as two small charts (PostgreSQL: transactions and
 // connections from /database-stats/timeseries; ClickHouse: queries and connections from /server-metrics),
 // its costliest statements of that range and the doctor's three worst findings; "no data yet" until the
-// agent sends. A card takes the colour of the doctor's worst finding on its subject when that is worse
+// agent sends; PostgreSQL's connections as a share of the slots max_connections leaves to ordinary roles
+// (/connections). A card takes the colour of the doctor's worst finding on its subject when that is worse
 // than its own thresholds (two critical dead-row findings make the dead tuples card critical). When the
 // agent stopped sending, the figures of the moment (sessions, blocking, the cache hit ratio) show "—"
 // with the time of the last data, and the state figures say "as of" that time.
@@ -30,6 +31,7 @@ import {
   warningNotes,
   windowQuery,
 } from './common.tsx'
+import { type Connections, slotsTone } from './connections.tsx'
 import { AsOf } from './doctor.tsx'
 import { useEventMarks } from './events.tsx'
 import { SeriesChart, type SeriesSpec } from './series-chart.tsx'
@@ -136,7 +138,7 @@ export function availabilityCard(o: { uptime_24h?: number | null; uptime_30d?: n
 
 /** The doctor's rules behind each card: the card is as bad as their worst finding. */
 export const CARD_RULES: Record<string, string[]> = {
-  active: ['pg_connections'],
+  connections: ['pg_connections'],
   longest: ['pg_long_running_queries', 'ch_long_running_queries'],
   blocked: ['pg_blocked_sessions'],
   hit: ['pg_cache_hit_ratio'],
@@ -178,6 +180,9 @@ interface FigureCard {
 }
 
 function Figures({ db, o, doctor, tw }: { db: Database; o: Overview; doctor: Doctor | undefined; tw: TimeWindow }) {
+  // The connections against max_connections (PostgreSQL), as the Connections page counts them.
+  const connections = useApi<Connections>(db.engine === 'postgres' ? apiPath(db, '/connections?limit=1') : null)
+  const slots = connections.data?.slots ?? null
   const longest = o.longest_query_ms ?? 0
   const cards: FigureCard[] = [
     { key: 'active', label: 'Active queries', value: fmtNum(o.active_queries), href: dbHref(db, 'active'), live: true },
@@ -187,6 +192,15 @@ function Figures({ db, o, doctor, tw }: { db: Database; o: Overview; doctor: Doc
     const hit = o.cache_hit_ratio ?? null
     const dead = o.dead_tuple_ratio ?? null
     cards.push(
+      {
+        key: 'connections',
+        label: 'Connections',
+        value: slots ? fmtRatio(slots.used_ratio, 0) : '—',
+        sub: slots ? `${fmtNum(connections.data!.total)} of ${fmtNum(slots.usable)} usable · ${fmtNum(slots.headroom)} free` : 'of max_connections',
+        tone: slots ? slotsTone(slots.used_ratio) : undefined,
+        href: dbHref(db, 'connections'),
+        live: true,
+      },
       { key: 'blocked', label: 'Blocked queries', value: fmtNum(o.blocked_queries), tone: tone(false, (o.blocked_queries ?? 0) > 0), href: dbHref(db, 'locks'), live: true },
       { key: 'hit', label: 'Cache hit ratio', value: fmtRatio(hit, 2), sub: `over ${rangeWords(tw)}`, tone: hit === null ? undefined : tone(hit < 0.9, hit < 0.99), live: true },
       { key: 'dead', label: 'Dead tuples', value: fmtRatio(dead), sub: 'of all rows', tone: dead === null ? undefined : tone(dead > 0.5, dead > 0.2), href: dbHref(db, 'tables') },
