@@ -33,6 +33,8 @@ export interface Mail {
 }
 
 export interface Mailer {
+  /** Where mails go: an SMTP server (DBM_SMTP_URL), or the server's log only. */
+  readonly transport: 'smtp' | 'log'
   /** Queues the mail; failures are logged, never thrown. */
   send(mail: Mail): void
   /** Resolves when every queued mail has been handed over (tests, shutdown). */
@@ -65,6 +67,7 @@ export function createMailer(options: { smtpUrl?: string; from: string; log: Log
   }
 
   return {
+    transport: smtpUrl ? 'smtp' : 'log',
     send(mail) {
       const p = deliver(mail).finally(() => pending.delete(p))
       pending.add(p)

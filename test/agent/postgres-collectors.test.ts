@@ -452,7 +452,10 @@ for (const major of postgresMajors) {
         const minute = Math.floor(Date.now() / 60_000) * 60_000
         await sampleWaits(waitCtx, 1000, () => minute + 59_500)
         await sampleWaits(waitCtx, 1000, () => minute + 60_500)
-        const waitList = (await run(waits, waitCtx)).waits!.filter((w) => w.wait_event === 'transactionid')
+        const sampled = (await run(waits, waitCtx)).waits!
+        // A, idle in its transaction, waits for its client (ClientRead): an idle session, not one waiting.
+        expect(sampled.filter((w) => w.wait_event === 'ClientRead')).toEqual([])
+        const waitList = sampled.filter((w) => w.wait_event === 'transactionid')
         expect(waitList).toEqual([
           { wait_event_type: 'Lock', wait_event: 'transactionid', count: 1, total_duration_ms: 1000, minute },
           { wait_event_type: 'Lock', wait_event: 'transactionid', count: 1, total_duration_ms: 1000, minute: minute + 60_000 },

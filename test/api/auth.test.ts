@@ -79,6 +79,8 @@ for (const kind of storeKinds) {
       expect(withJwt.body.user).toMatchObject({ id: account.userId, email: account.email })
       expect(withJwt.body.organization).toMatchObject({ id: account.orgId, name: 'Me Org', slug: expect.stringMatching(/^me-org/), plan: 'free', verified: false })
       expect(Object.keys(withJwt.body.organization).sort()).toEqual(['created_at', 'id', 'name', 'plan', 'slug', 'verified'])
+      // How alerts reach the organization: no SMTP in the test server (mails go to its log), no webhook yet.
+      expect(withJwt.body.notifications).toEqual({ mail: 'log', webhook: false })
 
       const key = await createApiKey(server, account, 'me-key')
       const withKey = await server.call('GET', '/api/v1/auth/me', { apiKey: key.key })

@@ -241,6 +241,22 @@ for (const kind of storeKinds) {
       await api.expectHiddenFromOtherOrganizations(id, [`/active?at=${t(2)}`, `/locks?at=${t(2)}`, '/active/history', '/locks/chains'])
     })
 
+    test('order=longest lists the longest chain first, however late it began; a bad order is a 400 naming it', async () => {
+      // At t(1): 10 has waited 12 min for 1 (began first); 21 waits 0.3 s for 2 and 31 0.2 s for 3 (began last).
+      const waiter = (pid: number, root: number, waitedMs: number) => [
+        session(pid, { wait_event_type: 'Lock', wait_event: 'relation', duration_ms: waitedMs, blocking_pids: [root] }),
+        session(root, { state: 'idle in transaction', duration_ms: waitedMs + 1000, xact_start: t(1) - waitedMs - 1000 }),
+      ]
+      const activity = [...waiter(10, 1, 12 * 60_000), ...waiter(21, 2, 300), ...waiter(31, 3, 200)]
+      const db = await api.ingest(pgBatch('chain-order', t(1), { activity, locks: [] }))
+      const roots = async (q: string) => (await api.ok(db, `/locks/chains?since=${iso(t(0) - HOUR)}${q}`)).map((c: any) => [c.root.pid, c.duration_ms])
+      expect(await roots('&order=longest')).toEqual([[1, 12 * 60_000], [2, 300], [3, 200]])
+      expect((await roots('')).map(([pid]: number[]) => pid)).toEqual([3, 2, 1])
+      expect(await roots('&order=longest&limit=1')).toEqual([[1, 12 * 60_000]])
+      const bad = await api.get(db, '/locks/chains?order=shortest')
+      expect([bad.status, bad.body.error]).toEqual([400, expect.stringContaining('order')])
+    })
+
     test('a hostile snapshot cannot make history grow with its square: 32 blockers per waiter, 100 chains, 100 members each', async () => {
       // One waiter naming 20,000 blockers (none of them a session), and 300 waiters behind one root.
       const many = Array.from({ length: 20_000 }, (_, i) => 100_000 + i)

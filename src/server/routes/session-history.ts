@@ -2,17 +2,20 @@
 // activity and lock snapshots of a window (the dashboard's time slider reads /active and /locks at each
 // with `at`), and the lock chains seen in a window, each with its root blocker, members, first and last
 // seen and duration, readable after the chain ended. Windows are since/until as elsewhere (RFC 3339,
-// default the 24 hours before now).
+// default the 24 hours before now); chains come latest started first, or longest first (order=longest).
 import { Elysia, t } from 'elysia'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import type { StoredChain } from '../store/sql-session-history.ts'
 import { rfc3339 } from '../views.ts'
 import { LockChain, SnapshotTimes } from '../../shared/api/session-history.ts'
-import { query } from './schema.ts'
+import { oneOf, query } from './schema.ts'
 import { clampLimit, databaseFor, limitQuery, parseWindow, windowQuery } from './telemetry-params.ts'
 
 const PREFIX = '/api/v1/databases/:id'
+
+/** How /locks/chains orders its list: by start (latest first), or by duration (longest first). */
+const CHAIN_ORDERS = ['started', 'longest'] as const
 
 /** A chain as the API shows it; `ongoing` when the latest kept snapshot still shows it. */
 function chainView(c: StoredChain, latest: number | null) {
@@ -80,15 +83,15 @@ export function sessionHistoryRoutes(deps: Deps) {
         const db = await databaseFor(deps, principal, params.id, 'postgres')
         const window = parseWindow(query, clock())
         const [chains, latest] = await Promise.all([
-          store.history.chains(db.id, window.since, window.until, clampLimit('lock_chains', query.limit)),
+          store.history.chains(db.id, window.since, window.until, clampLimit('lock_chains', query.limit), query.order ?? 'started'),
           store.history.latestTime(db.id),
         ])
         return chains.map((c) => chainView(c, latest))
       },
       {
-        query: query({ ...windowQuery, limit: limitQuery('lock_chains') }),
+        query: query({ ...windowQuery, limit: limitQuery('lock_chains'), order: t.Optional(oneOf('order', CHAIN_ORDERS)) }),
         response: { 200: t.Array(LockChain) },
-        detail: { summary: 'Lock chains seen in a window, latest started first (PostgreSQL)' },
+        detail: { summary: 'Lock chains seen in a window: latest started first, or longest first with order=longest (PostgreSQL)' },
       },
     )
 }

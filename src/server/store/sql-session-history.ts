@@ -220,18 +220,23 @@ export function sessionHistoryReader(driver: SqlDriver) {
       return row?.ts == null ? null : num(row.ts)
     },
 
-    /** Chains seen in [since, until], the latest begun first, with their members. */
-    async chains(databaseId: string, since: number, until: number, limit: number): Promise<StoredChain[]> {
+    /**
+     * Chains seen in [since, until] with their members: the latest begun first, or (`longest`) the
+     * longest first (last seen less started), so that a long chain is never pushed out of the limit by
+     * many short ones.
+     */
+    async chains(databaseId: string, since: number, until: number, limit: number, order: 'started' | 'longest' = 'started'): Promise<StoredChain[]> {
+      const orderBy = order === 'longest' ? 'last_seen - started_at DESC, started_at DESC, root_pid' : 'started_at DESC, root_pid'
       const rows = await driver.all<Record<string, unknown>>(
         `SELECT * FROM lock_chains WHERE database_id = $1 AND last_seen >= $2 AND first_seen <= $3
-         ORDER BY started_at DESC, root_pid LIMIT $4`,
+         ORDER BY ${orderBy} LIMIT $4`,
         [databaseId, since, until, limit],
       )
       if (rows.length === 0) return []
       const members = await driver.all<Record<string, unknown>>(
         `SELECT m.* FROM lock_chain_members m
          JOIN (SELECT root_pid, root_xact_start FROM lock_chains WHERE database_id = $1 AND last_seen >= $2 AND first_seen <= $3
-               ORDER BY started_at DESC, root_pid LIMIT $4) c ON c.root_pid = m.root_pid AND c.root_xact_start = m.root_xact_start
+               ORDER BY ${orderBy} LIMIT $4) c ON c.root_pid = m.root_pid AND c.root_xact_start = m.root_xact_start
          WHERE m.database_id = $1 ORDER BY m.pid`,
         [databaseId, since, until, limit],
       )

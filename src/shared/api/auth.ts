@@ -40,7 +40,20 @@ export const Session = t.Object(tokenFields, { title: 'Session' })
 export const SignupResult = t.Object({ user: User, organization: Organization, ...tokenFields }, { title: 'SignupResult' })
 
 /** GET /auth/me with a user's access token (or the dashboard's cookie). */
-export const UserPrincipal = t.Object({ user: User, organization: Organization }, { title: 'UserPrincipal' })
+export const UserPrincipal = t.Object(
+  {
+    user: User,
+    organization: Organization,
+    notifications: t.Object(
+      {
+        mail: t.Union([t.Literal('smtp'), t.Literal('log')], { description: "where this server's mails go: an SMTP server, or only its own log (no DBM_SMTP_URL)" }),
+        webhook: t.Boolean({ description: 'whether the organization has an alert webhook (GET /organization/webhook shows it)' }),
+      },
+      { description: "how the organization's alerts are delivered" },
+    ),
+  },
+  { title: 'UserPrincipal' },
+)
 
 /** GET /auth/me with an API key: the key names itself (null once revoked). */
 export const ApiKeyPrincipal = t.Object(

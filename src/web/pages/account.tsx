@@ -6,7 +6,7 @@
 import { useState } from 'preact/hooks'
 import { ApiError, api } from '../api.ts'
 import { CopyButton, ErrorBox, Loading, ago, fmtTime, useApi, useConfirmation } from '../components/ui.tsx'
-import { useSession } from '../session.ts'
+import { type Me, useSession } from '../session.ts'
 import type { Static } from '@sinclair/typebox'
 import type { CreatedWebhook, Webhook as WebhookSchema, WebhookTestResult } from '../../shared/api/alerts.ts'
 import { MembersSection, OwnersOnly, isOwner } from './members.tsx'
@@ -211,17 +211,24 @@ function WebhookForm({ current, onSaved }: { current: Webhook | null; onSaved(an
   )
 }
 
-function WebhookSettings() {
-  const loaded = useApi<Webhook>('/organization/webhook')
+/**
+ * The webhook, read only when /auth/me says one is set (no request answered 404 on every visit); a 404
+ * still reads as none (removed elsewhere meanwhile). Without SMTP, "by mail" is the server's log.
+ */
+function WebhookSettings({ notifications }: { notifications: Me['notifications'] }) {
+  const [isSet, setIsSet] = useState(notifications.webhook)
+  const loaded = useApi<Webhook>(isSet ? '/organization/webhook' : null)
   const [secret, setSecret] = useState<string>()
   const [saved, setSaved] = useState('')
-  const none = loaded.error instanceof ApiError && loaded.error.status === 404
+  const none = !isSet || (loaded.error instanceof ApiError && loaded.error.status === 404)
   if (loaded.error && !none) return <ErrorBox error={loaded.error} />
   if (loaded.data === undefined && !none) return <Loading what="Loading the webhook" />
   const current = none ? null : (loaded.data ?? null)
+  const byMail =
+    notifications.mail === 'log' ? "alerts are only written to this server's log, as no mail server is set (DBM_SMTP_URL)" : 'alerts go by mail only'
   return (
     <div class="stack">
-      {current ? <WebhookState webhook={current} /> : <p data-webhook-none>No webhook is set: alerts go by mail only.</p>}
+      {current ? <WebhookState webhook={current} /> : <p data-webhook-none>No webhook is set: {byMail}.</p>}
       {/* Keyed by the URL, so that the field shows the one saved. */}
       <WebhookForm
         key={current?.url ?? ''}
@@ -229,7 +236,8 @@ function WebhookSettings() {
         onSaved={(answer) => {
           setSecret(answer.secret)
           setSaved(answer.secret ? 'Webhook set.' : 'URL changed. The signing secret is the same as before.')
-          loaded.reload()
+          if (isSet) loaded.reload()
+          else setIsSet(true)
         }}
       />
       {saved && (
@@ -241,7 +249,7 @@ function WebhookSettings() {
       {current && (
         <>
           {/* Keyed by the URL: an outcome is about the URL it was sent to. */}
-          <TestWebhook key={current.url} onGone={loaded.reload} />
+          <TestWebhook key={current.url} onGone={() => setIsSet(false)} />
           <p class="muted small">
             The signing secret is shown once, when the webhook is set. For a new one, remove the webhook and set it again.
           </p>
@@ -249,7 +257,7 @@ function WebhookSettings() {
             onRemoved={() => {
               setSecret(undefined)
               setSaved('')
-              loaded.reload()
+              setIsSet(false)
             }}
           />
         </>
@@ -357,7 +365,7 @@ export function AccountSettings() {
             When a critical finding opens or resolves an alert, dbm mails the organization's verified users and POSTs the alert to this URL, signed
             with a secret (see the README's webhook section). Failed deliveries are retried every minute for a day.
           </p>
-          {isOwner(me.user.role) ? <WebhookSettings /> : <OwnersOnly what="the webhook" />}
+          {isOwner(me.user.role) ? <WebhookSettings notifications={me.notifications} /> : <OwnersOnly what="the webhook" />}
         </section>
 
         <section class="panel" aria-labelledby="settings-members">

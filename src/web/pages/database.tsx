@@ -1,17 +1,18 @@
-// One database: its header (name, engine, status, last seen, health score), the tabs of its engine and
-// the tab's page (pages/db/*). The database record and the doctor's answer are loaded here once and
+// One database: its header (name, engine, status, last seen, health score), the sections of its engine
+// (grouped: Overview · Activity · Storage · Server · Issues · Settings) and the section's page
+// (pages/db/*). The database record and the doctor's answer are loaded here once and
 // refreshed every minute; its status and last batch (/health, one row read) at the agent's own poll
 // interval, so that "last seen" moves with each batch and counts the seconds in between. A database
 // whose agent stopped sending gets a red "data from HH:MM" banner above every page. The pages get the
-// database with its latest status, the route's item and query. The tabs keep the chosen
-// time window (?range=…) from page to page, and fade out on the side where more of them scroll. Past the
-// tabs, a heading naming the tab (read by screen readers, shown when focused) is where "Skip to content"
-// lands.
-import type { FunctionComponent, RefObject } from 'preact'
+// database with its latest status, the route's item and query. The sections are a sidebar on a wide
+// screen and a "Sections" menu on a narrow one, and keep the chosen time window (?range=…) from page to
+// page. Past them, a heading naming the section (read by screen readers, shown when focused) is where
+// "Skip to content" lands.
+import type { FunctionComponent } from 'preact'
 import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks'
 import { ApiError } from '../api.ts'
 import { DbText, escapeInvisible } from '../components/invisible.tsx'
-import { ErrorBox, Loading, ago, fmtClock, fmtTime, useApi } from '../components/ui.tsx'
+import { ErrorBox, Loading, ago, fmtClock, fmtTime, useApi, useEscape } from '../components/ui.tsx'
 import { navigate, replaceRoute } from '../router.ts'
 import { ActivePage } from './db/active.tsx'
 import { AlertsPage, RecommendationsPage } from './db/advice.tsx'
@@ -39,12 +40,18 @@ import type { Database, Doctor, Engine, PageProps } from './db/types.ts'
 import { WaitsPage } from './db/waits.tsx'
 import './db/pages.css'
 
-interface Tab {
+export interface Tab {
   slug: string
   label: string
   page: FunctionComponent<PageProps>
   /** The page of one item of the tab (`queries/<hash>`). */
   itemPage?: FunctionComponent<PageProps>
+}
+
+/** A heading of the sections' navigation and its tabs; a group of one tab of the same name is a plain link. */
+export interface TabGroup {
+  label: string
+  tabs: Tab[]
 }
 
 const overview: Tab = { slug: 'overview', label: 'Overview', page: OverviewPage }
@@ -56,47 +63,66 @@ const recommendations: Tab = { slug: 'recommendations', label: 'Recommendations'
 const alerts: Tab = { slug: 'alerts', label: 'Alerts', page: AlertsPage }
 const settings: Tab = { slug: 'settings', label: 'Settings', page: SettingsPage }
 const logs: Tab = { slug: 'logs', label: 'Logs', page: LogsPage }
+const host: Tab = { slug: 'host', label: 'Host', page: HostPage }
+const configuration: Tab = { slug: 'configuration', label: 'Configuration', page: ConfigurationPage }
 
-const TABS: Record<Engine, Tab[]> = {
+/**
+ * The sections of a database of each engine, grouped as the navigation shows them: adding a page is one
+ * line in its group. Every tab's slug is unique within its engine (the route is /databases/<id>/<slug>).
+ */
+export const TABS: Record<Engine, TabGroup[]> = {
   postgres: [
-    overview,
-    events,
-    logs,
-    statements,
-    active,
-    { slug: 'connections', label: 'Connections', page: ConnectionsPage },
-    { slug: 'locks', label: 'Locks', page: LocksPage },
-    { slug: 'waits', label: 'Waits', page: WaitsPage },
-    { slug: 'tables', label: 'Tables', page: TablesPage, itemPage: TableDetailPage },
-    { slug: 'indexes', label: 'Indexes', page: IndexesPage, itemPage: IndexDetailPage },
-    { slug: 'replication', label: 'Replication', page: ReplicationPage },
-    { slug: 'internals', label: 'Internals', page: InternalsPage },
-    { slug: 'host', label: 'Host', page: HostPage },
-    { slug: 'maintenance', label: 'Maintenance', page: MaintenancePage },
-    { slug: 'configuration', label: 'Configuration', page: ConfigurationPage },
-    doctor,
-    recommendations,
-    alerts,
-    settings,
+    { label: 'Overview', tabs: [overview] },
+    {
+      label: 'Activity',
+      tabs: [
+        statements,
+        active,
+        { slug: 'connections', label: 'Connections', page: ConnectionsPage },
+        { slug: 'locks', label: 'Locks', page: LocksPage },
+        { slug: 'waits', label: 'Waits', page: WaitsPage },
+      ],
+    },
+    {
+      label: 'Storage',
+      tabs: [
+        { slug: 'tables', label: 'Tables', page: TablesPage, itemPage: TableDetailPage },
+        { slug: 'indexes', label: 'Indexes', page: IndexesPage, itemPage: IndexDetailPage },
+        { slug: 'maintenance', label: 'Maintenance', page: MaintenancePage },
+      ],
+    },
+    {
+      label: 'Server',
+      tabs: [{ slug: 'replication', label: 'Replication', page: ReplicationPage }, { slug: 'internals', label: 'Internals', page: InternalsPage }, host, logs, events, configuration],
+    },
+    { label: 'Issues', tabs: [doctor, recommendations, alerts] },
+    { label: 'Settings', tabs: [settings] },
   ],
   clickhouse: [
-    overview,
-    events,
-    statements,
-    active,
-    { slug: 'parts', label: 'Parts', page: PartsPage },
-    { slug: 'merges', label: 'Merges', page: MergesPage },
-    { slug: 'mutations', label: 'Mutations', page: MutationsPage },
-    { slug: 'server', label: 'Server', page: ServerPage },
-    { slug: 'configuration', label: 'Configuration', page: ConfigurationPage },
-    { slug: 'host', label: 'Host', page: HostPage },
-    logs,
-    doctor,
-    recommendations,
-    alerts,
-    settings,
+    { label: 'Overview', tabs: [overview] },
+    { label: 'Activity', tabs: [statements, active] },
+    {
+      label: 'Storage',
+      tabs: [
+        { slug: 'parts', label: 'Parts', page: PartsPage },
+        { slug: 'merges', label: 'Merges', page: MergesPage },
+        { slug: 'mutations', label: 'Mutations', page: MutationsPage },
+      ],
+    },
+    { label: 'Server', tabs: [{ slug: 'server', label: 'Metrics', page: ServerPage }, host, logs, events, configuration] },
+    { label: 'Issues', tabs: [doctor, recommendations, alerts] },
+    { label: 'Settings', tabs: [settings] },
   ],
 }
+
+/** Every tab of an engine, in the navigation's order. */
+export const tabsOf = (engine: Engine): Tab[] => TABS[engine].flatMap((g) => g.tabs)
+
+/** The group holding the tab `slug`, if any. */
+const groupOf = (engine: Engine, slug: string): TabGroup | undefined => TABS[engine].find((g) => g.tabs.some((t) => t.slug === slug))
+
+/** A group shown as one link: it holds one tab, of its own name. */
+const single = (group: TabGroup) => group.tabs.length === 1 && group.tabs[0]!.label === group.label
 
 /** "12 s ago", counted again every second. */
 function LiveAgo({ at }: { at: string | null }) {
@@ -192,25 +218,63 @@ function Header({ db, doctor }: { db: Database; doctor: Doctor | undefined }) {
   )
 }
 
-/** Sets `data-more` on a sideways-scrolling element to the sides ("left", "right") where more of it is hidden. */
-function useScrollHint(ref: RefObject<HTMLElement | null>, ready: boolean): void {
-  useEffect(() => {
-    const el = ref.current
-    if (!el) return
-    const update = () => {
-      const left = el.scrollLeft > 1
-      const right = el.scrollLeft + el.clientWidth < el.scrollWidth - 1
-      el.dataset.more = [left ? 'left' : '', right ? 'right' : ''].filter(Boolean).join(' ')
-    }
-    update()
-    el.addEventListener('scroll', update, { passive: true })
-    const observer = new ResizeObserver(update)
-    observer.observe(el)
-    return () => {
-      el.removeEventListener('scroll', update)
-      observer.disconnect()
-    }
-  }, [ready])
+/**
+ * The sections of a database, grouped: a sidebar on a wide screen; on a narrower one (under 1000 px, see
+ * pages.css) a "Sections" button naming where the user is opens the same list, and Esc or a choice closes
+ * it again (Esc gives the focus back to the button). Every link is in the document either way.
+ */
+function SectionsNav({ db, tab, query }: { db: Database; tab: string; query: URLSearchParams }) {
+  const [open, setOpen] = useState(false)
+  const button = useRef<HTMLButtonElement>(null)
+  useEffect(() => setOpen(false), [tab])
+  useEscape(open, () => {
+    setOpen(false)
+    button.current?.focus()
+  })
+  const groups = TABS[db.engine]
+  const group = groupOf(db.engine, tab)
+  const current = group?.tabs.find((t) => t.slug === tab)
+  const link = (t: Tab) => (
+    <a href={withWindow(dbHref(db, t.slug), query)} aria-current={t.slug === tab ? 'page' : undefined}>
+      {t.label}
+    </a>
+  )
+  return (
+    <div class="sections">
+      <button type="button" ref={button} class="ghost sections-toggle" aria-expanded={open} aria-controls="db-sections" onClick={() => setOpen((o) => !o)}>
+        <span class="sections-icon" aria-hidden="true" />
+        Sections{' '}
+        {current && (
+          <span class="sections-where">
+            {group && !single(group) ? `${group.label} › ` : ''}
+            {current.label}
+          </span>
+        )}
+      </button>
+      <nav id="db-sections" class={`tabs${open ? ' open' : ''}`} aria-label={`Sections of ${escapeInvisible(db.name)}`}>
+        <ul>
+          {groups.map((g) =>
+            single(g) ? (
+              <li key={g.label} class="sections-single">
+                {link(g.tabs[0]!)}
+              </li>
+            ) : (
+              <li key={g.label} class={`sections-group${g === group ? ' current' : ''}`}>
+                <span class="sections-label" id={`sections-${g.label.toLowerCase()}`}>
+                  {g.label}
+                </span>
+                <ul aria-labelledby={`sections-${g.label.toLowerCase()}`}>
+                  {g.tabs.map((t) => (
+                    <li key={t.slug}>{link(t)}</li>
+                  ))}
+                </ul>
+              </li>
+            ),
+          )}
+        </ul>
+      </nav>
+    </div>
+  )
 }
 
 interface LayoutProps {
@@ -238,14 +302,8 @@ function DatabaseView({ id, tab, item, query }: LayoutProps) {
   const record = db.data
   const shown = useMemo(() => (record && health ? { ...record, ...health } : record), [record, health?.status, health?.last_seen_at, health?.reason, health?.cause_message, health?.agent_last_heard_at])
 
-  const tabs = db.data ? TABS[db.data.engine] : []
+  const tabs = db.data ? tabsOf(db.data.engine) : []
   const current = tabs.find((t) => t.slug === tab)
-  const tabStrip = useRef<HTMLElement>(null)
-  useScrollHint(tabStrip, db.data !== undefined)
-  useEffect(() => {
-    // On a narrow screen the tabs scroll sideways: keep the current one in view.
-    document.querySelector('nav.tabs [aria-current="page"]')?.scrollIntoView({ block: 'nearest', inline: 'nearest' })
-  }, [tab, db.data !== undefined])
   useEffect(() => {
     if (db.data) document.title = `${escapeInvisible(db.data.name)} · ${current?.label ?? 'Not found'} · dbm`
   }, [db.data?.name, current])
@@ -296,32 +354,30 @@ function DatabaseView({ id, tab, item, query }: LayoutProps) {
     <main class="db-page">
       <Header db={live} doctor={diagnosis.data} />
       {live.reason === 'database_down' ? <DownBanner db={live} /> : isStale(live) && <StaleBanner db={live} />}
-      <nav class="tabs" ref={tabStrip} aria-label={`Sections of ${escapeInvisible(db.data.name)}`}>
-        {tabs.map((t) => (
-          <a key={t.slug} href={withWindow(dbHref(db.data!, t.slug), query)} aria-current={t.slug === tab ? 'page' : undefined}>
-            {t.label}
-          </a>
-        ))}
-      </nav>
-      <h2 class="content-heading" data-main-heading>
-        {current ? current.label : 'No such section'}
-      </h2>
-      {Page ? (
-        <Page db={live} item={item} query={query} setQuery={setQuery} doctor={diagnosis} reloadDb={db.reload} />
-      ) : (
-        <div class="empty">
-          <p>
-            <strong>No such section</strong>
-          </p>
-          <p>
-            {engineName(db.data.engine)} databases have no{' '}
-            <code>
-              <DbText text={tab} />
-            </code>{' '}
-            tab. <a href={dbHref(db.data, 'overview')}>Open the overview</a>.
-          </p>
+      <div class="db-body">
+        <SectionsNav db={db.data} tab={tab} query={query} />
+        <div class="db-content">
+          <h2 class="content-heading" data-main-heading>
+            {current ? current.label : 'No such section'}
+          </h2>
+          {Page ? (
+            <Page db={live} item={item} query={query} setQuery={setQuery} doctor={diagnosis} reloadDb={db.reload} />
+          ) : (
+            <div class="empty">
+              <p>
+                <strong>No such section</strong>
+              </p>
+              <p>
+                {engineName(db.data.engine)} databases have no{' '}
+                <code>
+                  <DbText text={tab} />
+                </code>{' '}
+                tab. <a href={dbHref(db.data, 'overview')}>Open the overview</a>.
+              </p>
+            </div>
+          )}
         </div>
-      )}
+      </div>
     </main>
   )
 }

@@ -21,12 +21,17 @@ function stateOf(ctx: PostgresContext): State {
   return state
 }
 
-/** One sample: adds the sessions waiting right now to the counts of the current minute. */
+/**
+ * One sample: adds the sessions waiting right now to the counts of the current minute. A session idle in
+ * a transaction waits for its client (ClientRead) between statements: it is idle, not waiting, and left
+ * out as idle sessions are.
+ */
 export async function sampleWaits(ctx: PostgresContext, intervalMs: number, now: () => number = Date.now): Promise<void> {
   const rows = await ctx.sql`
     SELECT wait_event_type, wait_event, count(*)::int AS n
     FROM pg_stat_activity
-    WHERE backend_type = 'client backend' AND datname = current_database() AND state <> 'idle' AND wait_event IS NOT NULL AND pid <> pg_backend_pid()
+    WHERE backend_type = 'client backend' AND datname = current_database() AND state NOT IN ('idle', 'idle in transaction', 'idle in transaction (aborted)')
+      AND wait_event IS NOT NULL AND pid <> pg_backend_pid()
     GROUP BY 1, 2`
   const { counts } = stateOf(ctx)
   const minute = Math.floor(now() / 60_000) * 60_000

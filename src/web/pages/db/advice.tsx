@@ -121,11 +121,13 @@ export function RecommendationsPage({ db, query, setQuery }: PageProps) {
   )
 }
 
+/** When each notification went out; without a mail server (DBM_SMTP_URL) a "mail" only reached the server's log, and says so. */
 function Notified({ label, sent }: { label: string; sent: Sent }) {
+  const mail = useSession().me?.notifications.mail
   if (!sent.email && !sent.webhook) return null
   return (
     <span>
-      {label}:{sent.email && <> mail {fmtTime(sent.email)}</>}
+      {label}:{sent.email && <> {mail === 'log' ? "the server's log (no mail server is set)" : 'mail'} {fmtTime(sent.email)}</>}
       {sent.webhook && <> webhook {fmtTime(sent.webhook)}</>}
     </span>
   )

@@ -135,22 +135,22 @@ export function EventsPage({ db, query, setQuery }: PageProps) {
               </p>
             </Empty>
           ) : (
-            <div class="table-wrap">
-            <table class="compact events-table">
-              <caption class="sr-only">What changed, newest first</caption>
-              <thead>
-                <tr>
-                  <th scope="col">Time</th>
-                  <th scope="col">Kind</th>
-                  <th scope="col">What changed</th>
-                </tr>
-              </thead>
-              <tbody>
-                {shown.map((e, i) => (
-                  <EventRow key={`${e.ts}/${e.kind}/${e.object ?? ''}/${i}`} e={e} />
-                ))}
-              </tbody>
-            </table>
+            <div class="table-wrap flow">
+              <table class="compact events-table">
+                <caption class="sr-only">What changed, newest first</caption>
+                <thead>
+                  <tr>
+                    <th scope="col">Time</th>
+                    <th scope="col">Kind</th>
+                    <th scope="col">What changed</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {shown.map((e, i) => (
+                    <EventRow key={`${e.ts}/${e.kind}/${e.object ?? ''}/${i}`} e={e} />
+                  ))}
+                </tbody>
+              </table>
             </div>
           )
         }

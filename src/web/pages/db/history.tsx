@@ -1,11 +1,12 @@
 // Session and lock history on the Active and Locks pages: a time slider over the kept snapshots of the
 // last hour, 6 or 24 hours (GET /active/history), whose position is the route's ?at= (epoch ms; absent:
 // live), and the list of past lock chains (GET /locks/chains) with each chain's root blocker, members,
-// start, end and duration. Every poll is kept for a day, then only the snapshots with a blocked session
+// start, end and duration, longest first, the chains under a second folded under one line. Every poll is kept for a day, then only the snapshots with a blocked session
 // or a long statement (the README's Session history), so older windows have gaps.
 import type { Static } from '@sinclair/typebox'
 import { useEffect, useMemo, useState } from 'preact/hooks'
 import type { LockChain, SnapshotTime as SnapshotTimeSchema, SnapshotTimes as SnapshotTimesSchema } from '../../../shared/api/session-history.ts'
+import { Collapsible } from '../../components/collapsible.tsx'
 import { DbText, escapeInvisible } from '../../components/invisible.tsx'
 import { Async, Empty, fmtClock, fmtTime, useApi } from '../../components/ui.tsx'
 import { SelectField, apiPath, fmtDuration, isStale } from './common.tsx'
@@ -130,64 +131,107 @@ export type PastChain = Static<typeof LockChain>
 
 const who = (user: string | null, application: string | null) => [user, application && `“${application}”`].filter(Boolean).join(' · ') || '—'
 
-/** The lock chains of the last 24 hours, the latest begun first; `onShow(at)` moves the slider to a chain's last sighting. */
+/** Chains shorter than this are folded under one line: a busy database has many, and they hide the long ones. */
+export const SHORT_CHAIN_MS = 1000
+
+/** Chains in the server's order (longest first) split into those shown and the short ones folded. */
+export function foldShortChains<T extends { duration_ms: number }>(chains: readonly T[]): { long: T[]; short: T[] } {
+  return { long: chains.filter((c) => c.duration_ms >= SHORT_CHAIN_MS), short: chains.filter((c) => c.duration_ms < SHORT_CHAIN_MS) }
+}
+
+function ChainItem({ c, onShow }: { c: PastChain; onShow(at: number): void }) {
+  return (
+    <li class="chain-item">
+      <div>
+        <span class="mono">root pid {c.root.pid}</span> <span class="muted small">
+          <DbText text={who(c.root.user, c.root.application)} />
+        </span>{' '}
+        {c.ongoing ? <span class="badge badge-critical">ongoing</span> : <span class="badge badge-muted">ended</span>}{' '}
+        <span class="num">{fmtDuration(c.duration_ms)}</span>{' '}
+        <span class="muted small">
+          from {fmtTime(c.started_at)} to {fmtTime(c.last_seen)} · blocked {c.members.length} session{c.members.length === 1 ? '' : 's'} · seen in {c.samples} snapshot
+          {c.samples === 1 ? '' : 's'}
+        </span>{' '}
+        <button type="button" class="link" onClick={() => onShow(Date.parse(c.last_seen))}>
+          Show its last snapshot
+        </button>
+      </div>
+      <div class="mono small truncate" title={escapeInvisible(c.root.statement ?? '')}>
+        {c.root.statement ? <DbText text={c.root.statement} /> : <span class="muted">(no statement)</span>}
+      </div>
+      <details>
+        <summary>Members</summary>
+        <ul>
+          {c.members.map((m) => (
+            <li key={m.pid}>
+              <span class="mono">pid {m.pid}</span> <span class="muted small">
+                <DbText text={who(m.user, m.application)} />
+              </span>{' '}
+              <span class="sev-critical small">blocked by {m.blocked_by.map((p) => `pid ${p}`).join(', ')}</span>{' '}
+              <span class="muted small">
+                waiting since {fmtTime(m.waiting_since)}, last seen {fmtTime(m.last_seen)}
+              </span>
+              <div class="mono small truncate" title={escapeInvisible(m.statement ?? '')}>
+                {m.statement ? <DbText text={m.statement} /> : <span class="muted">(no statement)</span>}
+              </div>
+            </li>
+          ))}
+        </ul>
+      </details>
+    </li>
+  )
+}
+
+const CHAIN_LIMIT = 100
+
+/**
+ * The lock chains of the last 24 hours, the longest first (ordered by the server, so a long chain is
+ * never left out for many short ones); those under a second are folded under one line that opens them.
+ * `onShow(at)` moves the slider to a chain's last sighting.
+ */
 export function PastLockChains({ db, onShow }: { db: Database; onShow(at: number): void }) {
   const [since] = useState(() => new Date(Date.now() - 86_400_000).toISOString())
-  const chains = useApi<PastChain[]>(apiPath(db, `/locks/chains?since=${encodeURIComponent(since)}&limit=100`))
+  const chains = useApi<PastChain[]>(apiPath(db, `/locks/chains?since=${encodeURIComponent(since)}&order=longest&limit=${CHAIN_LIMIT}`))
   return (
     <section class="panel past-chains">
       <h2>Lock chains of the last 24 hours</h2>
       <Async loaded={chains}>
-        {(list) =>
-          list.length === 0 ? (
-            <Empty title="No lock chain in the last 24 hours">
-              <p>A chain is recorded when a session waits for a lock another holds; it stays readable after it ends, for the retention.</p>
-            </Empty>
-          ) : (
-            <ul class="chain-list">
-              {list.map((c) => (
-                <li key={`${c.root.pid}-${c.started_at}`} class="chain-item">
-                  <div>
-                    <span class="mono">root pid {c.root.pid}</span> <span class="muted small">
-                      <DbText text={who(c.root.user, c.root.application)} />
-                    </span>{' '}
-                    {c.ongoing ? <span class="badge badge-critical">ongoing</span> : <span class="badge badge-muted">ended</span>}{' '}
-                    <span class="num">{fmtDuration(c.duration_ms)}</span>{' '}
-                    <span class="muted small">
-                      from {fmtTime(c.started_at)} to {fmtTime(c.last_seen)} · blocked {c.members.length} session{c.members.length === 1 ? '' : 's'} · seen in {c.samples} snapshot
-                      {c.samples === 1 ? '' : 's'}
-                    </span>{' '}
-                    <button type="button" class="link" onClick={() => onShow(Date.parse(c.last_seen))}>
-                      Show its last snapshot
-                    </button>
-                  </div>
-                  <div class="mono small truncate" title={escapeInvisible(c.root.statement ?? '')}>
-                    {c.root.statement ? <DbText text={c.root.statement} /> : <span class="muted">(no statement)</span>}
-                  </div>
-                  <details>
-                    <summary>Members</summary>
-                    <ul>
-                      {c.members.map((m) => (
-                        <li key={m.pid}>
-                          <span class="mono">pid {m.pid}</span> <span class="muted small">
-                            <DbText text={who(m.user, m.application)} />
-                          </span>{' '}
-                          <span class="sev-critical small">blocked by {m.blocked_by.map((p) => `pid ${p}`).join(', ')}</span>{' '}
-                          <span class="muted small">
-                            waiting since {fmtTime(m.waiting_since)}, last seen {fmtTime(m.last_seen)}
-                          </span>
-                          <div class="mono small truncate" title={escapeInvisible(m.statement ?? '')}>
-                            {m.statement ? <DbText text={m.statement} /> : <span class="muted">(no statement)</span>}
-                          </div>
-                        </li>
-                      ))}
-                    </ul>
-                  </details>
-                </li>
-              ))}
-            </ul>
+        {(list) => {
+          if (list.length === 0) {
+            return (
+              <Empty title="No lock chain in the last 24 hours">
+                <p>A chain is recorded when a session waits for a lock another holds; it stays readable after it ends, for the retention.</p>
+              </Empty>
+            )
+          }
+          const { long, short } = foldShortChains(list)
+          const key = (c: PastChain) => `${c.root.pid}-${c.started_at}`
+          return (
+            <>
+              <p class="muted small">Longest first.</p>
+              {long.length > 0 && (
+                <ul class="chain-list">
+                  {long.map((c) => (
+                    <ChainItem key={key(c)} c={c} onShow={onShow} />
+                  ))}
+                </ul>
+              )}
+              {short.length > 0 && (
+                <Collapsible
+                  class="short-chains"
+                  title={`${short.length}${list.length === CHAIN_LIMIT ? ' or more' : ''} short chain${short.length === 1 ? '' : 's'} under 1 s`}
+                  summary="sessions that waited less than a second: usual under load"
+                >
+                  <ul class="chain-list">
+                    {short.map((c) => (
+                      <ChainItem key={key(c)} c={c} onShow={onShow} />
+                    ))}
+                  </ul>
+                </Collapsible>
+              )}
+            </>
           )
-        }
+        }}
       </Async>
     </section>
   )

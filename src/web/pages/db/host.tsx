@@ -140,32 +140,34 @@ export function HostPage({ db, query, setQuery }: PageProps) {
                 ))}
               </div>
               {h.devices.length > 0 ? (
-                <table class="data">
-                  <thead>
-                    <tr>
-                      <th>Device</th>
-                      <th>Reads</th>
-                      <th>Read</th>
-                      <th>Writes</th>
-                      <th>Written</th>
-                      <th>Busy</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {h.devices.map((d) => (
-                      <tr key={d.device}>
-                        <td>
-                          <DbText text={d.device} />
-                        </td>
-                        <td>{fmtNum(d.reads)}</td>
-                        <td>{fmtBytes(d.read_bytes)}</td>
-                        <td>{fmtNum(d.writes)}</td>
-                        <td>{fmtBytes(d.write_bytes)}</td>
-                        <td>{fmtDuration(d.busy_ms)}</td>
+                <div class="table-wrap">
+                  <table class="data">
+                    <thead>
+                      <tr>
+                        <th>Device</th>
+                        <th>Reads</th>
+                        <th>Read</th>
+                        <th>Writes</th>
+                        <th>Written</th>
+                        <th>Busy</th>
                       </tr>
-                    ))}
-                  </tbody>
-                </table>
+                    </thead>
+                    <tbody>
+                      {h.devices.map((d) => (
+                        <tr key={d.device}>
+                          <td>
+                            <DbText text={d.device} />
+                          </td>
+                          <td>{fmtNum(d.reads)}</td>
+                          <td>{fmtBytes(d.read_bytes)}</td>
+                          <td>{fmtNum(d.writes)}</td>
+                          <td>{fmtBytes(d.write_bytes)}</td>
+                          <td>{fmtDuration(d.busy_ms)}</td>
+                        </tr>
+                      ))}
+                    </tbody>
+                  </table>
+                </div>
               ) : null}
               <div class="toolbar">
                 <TimeRangePicker tw={tw} setQuery={setQuery} />

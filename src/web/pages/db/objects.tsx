@@ -5,7 +5,7 @@
 import type { Static } from '@sinclair/typebox'
 import type { IndexEntry, TableEntry } from '../../../shared/api/objects.ts'
 import { type Column, DataTable } from '../../components/data-table.tsx'
-import { DbText, escapeInvisible } from '../../components/invisible.tsx'
+import { DbText } from '../../components/invisible.tsx'
 import { Async, Empty, ago, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
 import { NoDataYet, SelectField, apiPath, dbHref, fmtRatio, withWindow } from './common.tsx'
 import type { Database, PageProps } from './types.ts'
@@ -201,7 +201,7 @@ function indexColumns(db: Database, query: URLSearchParams): Column<IndexRow>[] 
       key: 'def',
       label: 'Definition',
       render: (i) => (
-        <span class="mono small stmt-text" title={escapeInvisible(i.index_def)}>
+        <span class="mono small index-def">
           <DbText text={i.index_def} />
         </span>
       ),
