@@ -24,6 +24,7 @@ import { ClosedHourSums, type QuerySort, listQueryStats, queryDetail } from './s
 import { type SnapshotKind, latestSnapshot } from './sql-snapshots.ts'
 import { type Fragment, ident, join, sql } from './sql.ts'
 import type { Window } from './window.ts'
+import { SqlActions } from './sql-actions.ts'
 import { SqlApiKeys } from './sql-api-keys.ts'
 import type {
   NewApiKey,
@@ -117,6 +118,7 @@ export class SqlStore implements Store {
   readonly health: HealthStore
   readonly members: MembersStore
   readonly retention: RetentionStore
+  readonly actions: SqlActions
   /** API keys, cached by key_id on SQLite (sql-api-keys.ts). */
   private readonly apiKeys: SqlApiKeys
   /**
@@ -155,6 +157,7 @@ export class SqlStore implements Store {
     this.databaseAvailability = availabilityStore(driver)
     this.clickhouse = clickhouseReader(driver)
     this.host = new SqlHostReads(driver)
+    this.actions = new SqlActions(driver)
     this.health = healthStore(driver)
     // A removal or demotion revokes the user's keys in its own transaction: they leave the cache with it.
     this.members = membersStore(driver, (keyIds) => this.apiKeys.evict(keyIds))
