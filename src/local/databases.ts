@@ -56,6 +56,8 @@ export function localAgentConfig(dsns: readonly string[], env: Record<string, st
   const seen = new Map<string, number>()
   for (const [i, db] of config.databases.entries()) {
     db.name = databaseName(db.dsn, env)
+    // The user's own database: the dashboard may cancel, terminate and explain (issue 26).
+    if (db.engine === 'postgres') db.allowActions = ['cancel', 'terminate', 'explain']
     const earlier = seen.get(db.name)
     if (earlier !== undefined) throw new UsageError(`${which(i)}: names the same database as DSN ${earlier + 1} (${db.name})`)
     seen.set(db.name, i)
