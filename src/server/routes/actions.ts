@@ -271,7 +271,7 @@ export function actionRoutes(deps: Deps) {
       },
       {
         query: query({
-          database: t.Optional(t.String({ description: 'the database as the agent config names it' })),
+          database: t.String({ description: 'the database as the agent config names it', examples: ['orders-pg'], error: 'database must name a database as the agent config does' }),
           wait: t.Optional(t.String({ description: 'seconds to wait for an action (at most 20; default 0: answer at once)' })),
           allow: t.Optional(t.String({ description: 'what the agent config allows, comma-separated (cancel, terminate, explain)' })),
         }),

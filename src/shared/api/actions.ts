@@ -27,7 +27,7 @@ export const NewAction = t.Object(
       t.Array(Nullable(t.String({ maxLength: 10_000 })), { maxItems: 100, description: 'explain: the values of $1, $2, … (null: NULL), as text; at most 100 of 10,000 characters' }),
     ),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, examples: [{ kind: 'explain', query_hash: '-4212352190394016122', parameters: ['42'] }] },
 )
 
 export const ActionView = t.Object(
