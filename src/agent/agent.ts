@@ -131,6 +131,7 @@ export class Agent {
   private async startDatabase(config: AgentConfig, db: DatabaseConfig, delayMs = 0) {
     const Engine = await this.runnerClass(db)
     let runner: Runner<unknown> | undefined = undefined
+    let accepted = false
     const actions =
       db.engine === 'postgres' ? new ActionPoller({ endpoint: config.api.endpoint, apiKey: config.api.key, database: db, log: this.options.log, waitSeconds: this.timings.actionWaitSeconds }) : undefined
     const shipper = new Shipper({
@@ -144,7 +145,9 @@ export class Agent {
       log: this.options.log,
       onAccepted: (response) => {
         runner?.applySettings(response.settings)
-        if ((response.actions_pending ?? 0) > 0) actions?.poke()
+        // The first accepted batch registered the database, which the poller's first asks may have missed.
+        if ((response.actions_pending ?? 0) > 0 || !accepted) actions?.poke()
+        accepted = true
       },
       bufferMaxBytes: () => (this.config ?? config).buffer.maxBytes,
       api: this.apiHealthFor(config.api.endpoint),
