@@ -63,6 +63,9 @@ const cut = (text: string, max = 2_000) => (text.length > max ? `${text.slice(0,
 /** A refusal the dashboard shows as it is. */
 class Refusal extends Error {}
 
+/** 404: the database is not registered yet (before its first batch), or the server predates actions. */
+class NotRegistered extends Error {}
+
 export class ActionPoller {
   private stopped = false
   private controller = new AbortController()
@@ -108,6 +111,11 @@ export class ActionPoller {
         failures = 0
       } catch (e) {
         if (this.stopped) break
+        if (e instanceof NotRegistered) {
+          // Quietly: the first accepted batch wakes the poller (agent.ts), and an older server never has actions.
+          await this.pause(60_000)
+          continue
+        }
         failures++
         const waitMs = Math.min(60_000, (this.options.retryMs ?? 5_000) * 2 ** Math.min(failures - 1, 4))
         if (failures === 1 || failures % 20 === 0) log.warn('actions: polling the API failed; trying again', { database: database.name, cause: (e as Error).message, retry_ms: waitMs })
@@ -133,7 +141,7 @@ export class ActionPoller {
     const signal = AbortSignal.any([this.controller.signal, AbortSignal.timeout((wait + 15) * 1000)])
     const res = await fetch(`${this.options.endpoint}${AGENT_ACTIONS_PATH}?${q}`, { headers: this.headers(), signal })
     const body = (await res.json().catch(() => undefined)) as (AgentActions & { error?: string }) | undefined
-    // 404 before the database's first batch registered it; an older server has no such route.
+    if (res.status === 404) throw new NotRegistered(String(body?.error ?? 'not found'))
     if (!res.ok) throw new Error(`HTTP ${res.status}: ${cut(String(body?.error ?? 'no answer'), 200)}`)
     return Array.isArray(body?.actions) ? body.actions : []
   }
