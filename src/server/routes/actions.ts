@@ -262,7 +262,8 @@ export function actionRoutes(deps: Deps) {
         const until = Date.now() + Math.min(wait, 20) * 1000
         for (;;) {
           await sweep(deps, db.id)
-          const claimed = await store.actions.claimActions(db.id, clock(), 10)
+          // A read each second; the claim (a write) only when something waits.
+          const claimed = (await store.actions.pendingActions(db.id, clock())) > 0 ? await store.actions.claimActions(db.id, clock(), 10) : []
           if (claimed.length > 0 || request.signal.aborted) return { actions: claimed.map((a) => agentAction(a, clock())) }
           const left = until - Date.now()
           if (left <= 0) return { actions: [] }

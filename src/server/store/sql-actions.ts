@@ -176,6 +176,13 @@ export class SqlActions implements ActionStore {
   }
 
   async expireActions(databaseId: string, now: number): Promise<StoredAction[]> {
+    // Called every second by each waiting long-poll: a read first, so that nothing is written (on SQLite,
+    // no write lock taken) unless something is overdue.
+    const overdue = await this.driver.get(
+      "SELECT 1 AS x FROM actions WHERE database_id = $1 AND ((state = 'pending' AND expires_at <= $2) OR (state = 'running' AND expires_at <= $3)) LIMIT 1",
+      [databaseId, now, now - RUNNING_GRACE_MS],
+    )
+    if (!overdue) return []
     const out: StoredAction[] = []
     for (const state of ['pending', 'running'] as const) {
       const before = state === 'pending' ? now : now - RUNNING_GRACE_MS
