@@ -6,6 +6,7 @@ import { type StatWatcher, unwatchFile, watchFile } from 'node:fs'
 import { join } from 'node:path'
 import type { Logger } from '../shared/log.ts'
 import { type AgentConfig, ConfigError, type DatabaseConfig, loadAgentConfig } from './config.ts'
+import { ActionPoller } from './actions.ts'
 import { PostgresRunner } from './postgres-runner.ts'
 import { type Runner, type RunnerStatus, type RunnerTimings, defaultTimings } from './runner.ts'
 import { redactSecrets } from '../shared/redact.ts'
@@ -24,6 +25,8 @@ export interface AgentTimings extends RunnerTimings {
   requestTimeoutMs: number
   /** How often the config file is checked for changes. */
   watchIntervalMs: number
+  /** The long-poll's wait for the dashboard's actions, seconds (actions.ts). */
+  actionWaitSeconds: number
 }
 
 export const defaultAgentTimings: AgentTimings = {
@@ -32,6 +35,7 @@ export const defaultAgentTimings: AgentTimings = {
   bufferMaxAgeMs: 60 * 60_000,
   requestTimeoutMs: 15_000,
   watchIntervalMs: 1_000,
+  actionWaitSeconds: 20,
 }
 
 export interface AgentOptions {
@@ -51,6 +55,8 @@ interface Running {
   config: DatabaseConfig
   runner: Runner<unknown>
   shipper: Shipper
+  /** PostgreSQL: the dashboard's actions (actions.ts). */
+  actions?: ActionPoller
 }
 
 /** GET /healthz of the agent. */
@@ -125,6 +131,9 @@ export class Agent {
   private async startDatabase(config: AgentConfig, db: DatabaseConfig, delayMs = 0) {
     const Engine = await this.runnerClass(db)
     let runner: Runner<unknown> | undefined = undefined
+    let accepted = false
+    const actions =
+      db.engine === 'postgres' ? new ActionPoller({ endpoint: config.api.endpoint, apiKey: config.api.key, database: db, log: this.options.log, waitSeconds: this.timings.actionWaitSeconds }) : undefined
     const shipper = new Shipper({
       endpoint: config.api.endpoint,
       apiKey: config.api.key,
@@ -134,7 +143,12 @@ export class Agent {
       bufferMaxAgeMs: this.timings.bufferMaxAgeMs,
       requestTimeoutMs: this.timings.requestTimeoutMs,
       log: this.options.log,
-      onAccepted: (response) => runner?.applySettings(response.settings),
+      onAccepted: (response) => {
+        runner?.applySettings(response.settings)
+        // The first accepted batch registered the database, which the poller's first asks may have missed.
+        if ((response.actions_pending ?? 0) > 0 || !accepted) actions?.poke()
+        accepted = true
+      },
       bufferMaxBytes: () => (this.config ?? config).buffer.maxBytes,
       api: this.apiHealthFor(config.api.endpoint),
       counters: this.countersFor(db.name),
@@ -142,14 +156,15 @@ export class Agent {
     })
     runner = new Engine(db, shipper, this.options.log, this.timings, join(this.options.bufferDir, stateFileName(db.name))) as Runner<unknown>
     runner.metrics = this.metrics.runner(db.name, db.exporter ? db.engine : undefined)
-    this.running.set(db.name, { config: db, runner, shipper })
+    this.running.set(db.name, { config: db, runner, shipper, actions })
     runner.start(delayMs)
+    actions?.start()
   }
 
   private async stopDatabase(name: string) {
     const entry = this.running.get(name)
     this.running.delete(name)
-    await entry?.runner.stop()
+    await Promise.all([entry?.runner.stop(), entry?.actions?.stop()])
   }
 
   /** Re-reads the config file and applies the difference; keeps the running config when invalid. */

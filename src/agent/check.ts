@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import type { AgentConfig, BackupConfig, DatabaseConfig } from './config.ts'
 import { readBackups } from './collectors/postgres/backups.ts'
+import { allowedActions } from './actions.ts'
 import { noToplevelAdvice, trustedRoles, untrustedAdvice, untrustedCode, writableAdvice, writableSearchPath } from './collectors/postgres/explain-plans.ts'
 import { formatOf, grantsNote, roleOf, settingsAdvice, logSettings, settingsProblems } from './collectors/postgres/log-events.ts'
 import { featuresOf } from './collectors/postgres/query-stats.ts'
@@ -135,7 +136,8 @@ async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<Chec
         if (db.backup && plans.some((p) => p.run && p.collector.name === 'backups')) notes.push(await backupNote(db.backup, timeoutS))
         if (plans.some((p) => p.run && p.collector.name === 'log_events')) notes.push(...(await logNotes(sql, db)))
         const host = plans.some((p) => p.run && p.collector.name === 'host') ? `; ${await hostLine(sql)}` : ''
-        return { ok: true, line: okLine(db, `postgres ${row!.version}`, plans) + host + (notes.length ? `; note: ${notes.join('; ')}` : '') }
+        const actions = `; actions the dashboard may run: ${allowedActions(db).join(', ') || 'none'} (allow_actions)`
+        return { ok: true, line: okLine(db, `postgres ${row!.version}`, plans) + host + actions + (notes.length ? `; note: ${notes.join('; ')}` : '') }
       })(),
       timeoutS * 1000,
       `no PostgreSQL answered at ${host}:${port} within ${timeoutS} s`,

@@ -6,6 +6,7 @@
 import { readFileSync, statSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { isAlias, isMap, isScalar, isSeq, parseDocument, type Document } from 'yaml'
+import { ACTION_KINDS, type ActionKind } from '../shared/action-kinds.ts'
 import { collectorsFor, type EngineName } from '../shared/collectors.ts'
 import { LOG_TEXT_MODES, type LogTextMode } from '../shared/log-kinds.ts'
 import { redactSecrets } from '../shared/redact.ts'
@@ -41,6 +42,8 @@ export interface DatabaseConfig {
   explainTrustsOwner?: boolean
   /** Set by `dbm local` (not a config key): notes name its flags (--explain-trusted-role), as it has no config file. */
   local?: boolean
+  /** PostgreSQL only: what the dashboard may have the agent run (allow_actions; src/agent/actions.ts); absent = explain only. */
+  allowActions?: ActionKind[]
   /** PostgreSQL only: the backup tool's listing command, read by the `backups` collector; absent = not collected. */
   backup?: BackupConfig
   /** log_text: what log entries keep of statement texts and parameter values (redacted, full, none); absent = redacted. */
@@ -106,7 +109,7 @@ const TOP_LEVEL_KEYS = ['api', 'health', 'buffer', 'databases']
 const API_KEYS = ['endpoint', 'key']
 const HEALTH_KEYS = ['listen_addr']
 const BUFFER_KEYS = ['max_bytes']
-const DATABASE_KEYS = ['name', 'engine', 'dsn', 'poll_interval', 'enabled_collectors', 'pg_log_dir', 'explain_trusted_roles', 'enabled_exporter', 'tags', 'backup_command', 'backup_tool', 'backup_check_interval', 'backup_timeout', 'log_text']
+const DATABASE_KEYS = ['name', 'engine', 'dsn', 'poll_interval', 'enabled_collectors', 'pg_log_dir', 'explain_trusted_roles', 'allow_actions', 'enabled_exporter', 'tags', 'backup_command', 'backup_tool', 'backup_check_interval', 'backup_timeout', 'log_text']
 
 // ---------------------------------------------------------------------------------------------
 // Go durations (time.ParseDuration, same grammar, limits and error texts)
@@ -540,6 +543,19 @@ function parseTrustedRoles(entry: PlainMap, engine: EngineName, path: string): s
   return [...new Set(value as string[])]
 }
 
+/** allow_actions: some of cancel, terminate, explain (an empty list allows none). */
+function parseAllowActions(entry: PlainMap, engine: EngineName, path: string): ActionKind[] | undefined {
+  const value = entry.allow_actions
+  if (value === null || value === undefined) return undefined
+  const where = `${path}.allow_actions`
+  if (engine !== 'postgres') throw new ConfigError(`${where}: only for postgres databases`)
+  if (!Array.isArray(value)) throw new ConfigError(`${where}: expected a list of ${ACTION_KINDS.join(', ')}`)
+  for (const item of value) {
+    if (!(ACTION_KINDS as readonly unknown[]).includes(item)) throw new ConfigError(`${where}: unknown action ${JSON.stringify(item)} (known: ${ACTION_KINDS.join(', ')})`)
+  }
+  return ACTION_KINDS.filter((k) => value.includes(k))
+}
+
 const DEFAULT_BACKUP_INTERVAL = '10m'
 const DEFAULT_BACKUP_TIMEOUT = '60s'
 
@@ -647,6 +663,7 @@ function parseDatabase(value: Plain, index: number): DatabaseConfig {
   const pgLogDir = optionalString(value, 'pg_log_dir', `${path}.pg_log_dir`)
   if (pgLogDir !== undefined && engine !== 'postgres') throw new ConfigError(`${path}.pg_log_dir: only for postgres databases`)
   const explainTrustedRoles = parseTrustedRoles(value, engine, path)
+  const allowActions = parseAllowActions(value, engine, path)
   const backup = parseBackup(value, engine, path)
   const logText = optionalString(value, 'log_text', `${path}.log_text`)
   if (logText !== undefined && !(LOG_TEXT_MODES as readonly string[]).includes(logText)) {
@@ -663,6 +680,7 @@ function parseDatabase(value: Plain, index: number): DatabaseConfig {
   if (enabledCollectors !== undefined) database.enabledCollectors = enabledCollectors
   if (pgLogDir !== undefined) database.pgLogDir = pgLogDir
   if (explainTrustedRoles !== undefined) database.explainTrustedRoles = explainTrustedRoles
+  if (allowActions !== undefined) database.allowActions = allowActions
   if (backup !== undefined) database.backup = backup
   if (logText !== undefined) database.logText = logText as LogTextMode
   return database

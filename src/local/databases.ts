@@ -73,6 +73,8 @@ export function localAgentConfig(dsns: readonly string[], env: Record<string, st
     db.name = databaseName(db.dsn, env)
     db.local = true
     if (db.engine === 'postgres') db.explainTrustsOwner = true
+    // The user's own database: the dashboard may cancel, terminate and explain (issue 26).
+    if (db.engine === 'postgres') db.allowActions = ['cancel', 'terminate', 'explain']
     const earlier = seen.get(db.name)
     if (earlier !== undefined) throw new UsageError(`${which(i)}: names the same database as DSN ${earlier + 1} (${db.name})`)
     seen.set(db.name, i)

@@ -20,6 +20,7 @@ import { databaseRoutes } from './routes/databases.ts'
 import { eventRoutes } from './routes/events.ts'
 import { logEventRoutes } from './routes/log-events.ts'
 import { ingestRoutes } from './routes/ingest.ts'
+import { actionRoutes } from './routes/actions.ts'
 import { clickhouseRoutes } from './routes/clickhouse.ts'
 import { healthRoutes } from './routes/health.ts'
 import { internalsRoutes } from './routes/internals.ts'
@@ -230,6 +231,7 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
     .use(eventRoutes(deps))
     .use(logEventRoutes(deps))
     .use(ingestRoutes(deps))
+    .use(actionRoutes(deps))
     .use(routes ?? new Elysia())
     .use(resetPasswordPage())
     .use(apiDocsRoutes(() => built.app!, { rateLimitedPaths: Object.keys(rateLimitedPaths) }))

@@ -25,6 +25,8 @@ export const webhookTestCooldownMs = 10 * SECOND
 /** Invites sent (POST /organization/invites) per organization per hour, refused ones included: each one mails someone. */
 export const inviteLimit = { limit: 30, windowMs: HOUR }
 /** Webhook URL changes (PUT /organization/webhook) per organization per hour, refused ones included. */
+/** Actions asked of agents (POST /databases/{id}/actions: cancel, terminate, explain) per organization, refused ones included. */
+export const actionLimits = { limit: 60, windowMs: MINUTE }
 export const webhookPutLimit = { limit: 30, windowMs: 60 * MINUTE }
 
 export const tokenLifetimes = {

@@ -3,6 +3,7 @@
 // as deltas against the agent's previous sample (reset-aware); gauges travel as they are.
 // Unknown fields are ignored by the server, so a newer agent can talk to an older server.
 import { type Static, type TNull, type TNumber, type TOptional, type TSchema, type TUnion, Type as T } from '@sinclair/typebox'
+import { ACTION_KINDS } from './action-kinds.ts'
 import { type Field, INDEX_FIELDS, STATEMENT_FIELDS, TABLE_FIELDS, columnType, ofKind } from './families.ts'
 import { ingestMaxItems as max, settingsLimits, tagLimits, ingestTextLimits as text } from './ingest-limits.ts'
 
@@ -853,8 +854,57 @@ export const IngestResponse = T.Object({
   /** True when this batch_id had been applied before (the replay was ignored). */
   duplicate: T.Boolean(),
   settings: DatabaseSettings,
+  /**
+   * Actions the dashboard asked of this database that wait for the agent (cancel, terminate, explain):
+   * when above 0 the agent fetches them at once (GET AGENT_ACTIONS_PATH). Absent from older servers.
+   */
+  actions_pending: T.Optional(T.Integer({ minimum: 0 })),
 })
 export type IngestResponse = Static<typeof IngestResponse>
+
+// ---- actions: what the dashboard asks the agent to run (src/server/routes/actions.ts, src/agent/actions.ts) ----
+
+export { ACTION_KINDS, type ActionKind } from './action-kinds.ts'
+
+/** The session a cancel or terminate is about, as the agent reported it (times in epoch ms, the agent's clock). */
+export const ActionSession = T.Object({
+  pid: T.Integer({ minimum: 1, maximum: 2_147_483_647 }),
+  backend_start: epochMs,
+  xact_start: T.Union([epochMs, T.Null()]),
+  query_start: T.Union([epochMs, T.Null()]),
+  user: T.Union([T.String({ maxLength: 256 }), T.Null()]),
+  application_name: T.Union([T.String({ maxLength: 256 }), T.Null()]),
+})
+export type ActionSession = Static<typeof ActionSession>
+
+/** A pending action handed to the agent (GET AGENT_ACTIONS_PATH). */
+export const AgentAction = T.Object({
+  id: T.String(),
+  kind: T.Union(ACTION_KINDS.map((k) => T.Literal(k))),
+  /** Milliseconds left until it expires: the agent does not start it later than that. */
+  expires_in_ms: T.Integer({ minimum: 0 }),
+  /** cancel, terminate: the session. */
+  session: T.Optional(ActionSession),
+  /** explain: the statement's query id (as pg_stat_statements names it) and the values of its $1, $2, … (null: NULL). */
+  query_hash: T.Optional(T.String()),
+  parameters: T.Optional(T.Array(T.Union([T.String(), T.Null()]))),
+})
+export type AgentAction = Static<typeof AgentAction>
+
+export const AgentActions = T.Object({ actions: T.Array(AgentAction) })
+export type AgentActions = Static<typeof AgentActions>
+
+/** What became of an action, as the agent posts it back (POST AGENT_ACTIONS_PATH/{id}). */
+export const AgentActionResult = T.Object({
+  /** done: it ran; refused: the agent would not run it (reason says why); failed: it ran into an error (reason). */
+  outcome: T.Union([T.Literal('done'), T.Literal('refused'), T.Literal('failed')]),
+  reason: T.Optional(T.String({ maxLength: 4_000 })),
+  /** cancel, terminate: whether a backend was signalled (false: the session had ended or is another one now). */
+  signalled: T.Optional(T.Boolean()),
+  /** explain: EXPLAIN (FORMAT JSON)'s first element. */
+  plan: T.Optional(T.Unknown()),
+})
+export type AgentActionResult = Static<typeof AgentActionResult>
 
 // In its own module so that the agent, which only builds batches, does not load TypeBox.
 export { INGEST_PATH } from './ingest-path.ts'

@@ -87,7 +87,7 @@ describe('against a real PostgreSQL', () => {
     expect(ok.exitCode).toBe(0)
     const [api, pg13] = ok.stdout.trimEnd().split('\n')
     expect(api).toBe(`ok    api: ${server.base} accepts the key`)
-    expect(pg13).toMatch(/^ok {4}pg13: postgres 13\.\d+; collectors: query_stats, .*; skipped: wal_stats \(needs PostgreSQL 14\+\), io_stats \(needs PostgreSQL 16\+\), backups \(no backup_command configured\); host: on the database host \([^;]*postmaster\.pid names the server's port[^;]*\), measures data [^;]*; note: pg_stat_statements is not installed in this database: query_stats will be empty \(CREATE EXTENSION pg_stat_statements;/)
+    expect(pg13).toMatch(/^ok {4}pg13: postgres 13\.\d+; collectors: query_stats, .*; skipped: wal_stats \(needs PostgreSQL 14\+\), io_stats \(needs PostgreSQL 16\+\), backups \(no backup_command configured\); host: on the database host \([^;]*postmaster\.pid names the server's port[^;]*\), measures data [^;]*; actions the dashboard may run: explain \(allow_actions\); note: pg_stat_statements is not installed in this database: query_stats will be empty \(CREATE EXTENSION pg_stat_statements;/)
 
     const port = await freePort()
     writeFileSync(path, `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: pg13\n    dsn: ${dsn}\n  - name: gone\n    dsn: postgres://u:hunter2@127.0.0.1:${port}/x\n`)
@@ -139,7 +139,7 @@ describe('against a real PostgreSQL', () => {
       const [down, granted] = unreachable.stdout.trimEnd().split('\n')
       expect(down).toStartWith(`FAIL  api: http://127.0.0.1:${port} unreachable: `)
       // What is left to say: PostgreSQL 13's pg_stat_statements cannot back plan sampling.
-      expect(granted).toMatch(/^ok {4}pg13: postgres 13\.\d+; collectors: [^;]*; skipped: [^;]*\); host: [^;]*; note: plans will not be sampled: this pg_stat_statements \(before 1\.9, PostgreSQL 13\)[^;]*; update the extension \(PostgreSQL 14\+\), or use auto_explain with pg_log_dir; log_events: logging_collector is off: [^;]*; restart\)$/)
+      expect(granted).toMatch(/^ok {4}pg13: postgres 13\.\d+; collectors: [^;]*; skipped: [^;]*\); host: [^;]*; actions the dashboard may run: explain \(allow_actions\); note: plans will not be sampled: this pg_stat_statements \(before 1\.9, PostgreSQL 13\)[^;]*; update the extension \(PostgreSQL 14\+\), or use auto_explain with pg_log_dir; log_events: logging_collector is off: [^;]*; restart\)$/)
 
       // A function of another non-superuser role stops plan sampling: --check says so, naming it, unless the role is trusted.
       await admin.unsafe(`CREATE ROLE ${role}_app`)

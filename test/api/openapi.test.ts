@@ -31,13 +31,14 @@ const expectedRefusals: Record<string, [number, string]> = {
   'POST /api/v1/auth/accept-invite': [400, 'the token comes from a mail, not from the document'],
   'DELETE /api/v1/organization/members/{id}': [409, 'the seeded account is its organization\'s only owner'],
   'POST /api/v1/auth/resend-verification': [409, "the seeded account's address is verified already"],
+  'POST /api/v1/agent/actions/{aid}': [404, 'an action takes a result only once an agent took it (running)'],
 }
 
 let server: TestServer
 let account: Account
 let apiKey: string
 let document: Node
-const ids = { postgres: '', clickhouse: '', spareKey: '', invite: '' }
+const ids = { postgres: '', clickhouse: '', spareKey: '', invite: '', action: '' }
 const batch = fullBatch('orders-pg', Date.now() - 30_000)
 
 beforeAll(async () => {
@@ -55,6 +56,9 @@ beforeAll(async () => {
     expect(res.status).toBe(200)
     ids[engine] = res.body.database_id
   }
+  const asked = await server.call('POST', `/api/v1/databases/${ids.postgres}/actions`, { token: account.token, body: { kind: 'explain', query_hash: '1', parameters: [] } })
+  expect(asked.status).toBe(202)
+  ids.action = asked.body.id
   const res = await fetch(`${server.base}/api/v1/openapi.json`)
   expect(res.status).toBe(200)
   expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8')
@@ -195,6 +199,7 @@ function pathValue(path: string, name: string, engine: 'postgres' | 'clickhouse'
   if (name === 'id' && path.startsWith('/api/v1/organization/members')) return account.userId
   if (name === 'id' && path.startsWith('/api/v1/organization/invites')) return ids.invite
   if (name === 'id') return path.startsWith('/api/v1/api-keys') ? ids.spareKey : ids[engine]
+  if (name === 'aid') return ids.action
   if (name === 'hash') return batch.query_stats![0]!.query_hash
   if (before === '{schema}' || name === 'name') return before === 'indexes' || path.includes('/indexes/') ? batch.indexes![0]!.index_name : batch.tables![0]!.table_name
   if (name === 'schema') return path.includes('/indexes/') ? batch.indexes![0]!.schema_name : batch.tables![0]!.schema_name

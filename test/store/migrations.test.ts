@@ -55,6 +55,7 @@ const RELEASED: Record<number, string> = {
   15: '6a06201ed2ba676c871413d4fd9eea15fdd98b29c5920e2bd1f1ec295f9d603a',
   16: '79627b400395830186fd46a8bef517e935b9d18213d293c4ac0db4705a947c9a',
   17: 'f778cbbd5c4f88721ed4756b1e3b78a5999f7c2739991ffb9958673aeaa88838',
+  18: '4b5fbbf3b5a26da7dd9881b5ad26a15b83a2d2e8e802a92649e3660fae15c2f1',
 }
 
 const checksum = (m: Migration) => createHash('sha256').update(JSON.stringify([m.version, m.name, m.sqlite, m.postgres])).digest('hex')

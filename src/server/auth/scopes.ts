@@ -42,6 +42,8 @@ export const ROUTE_ACCESS: Readonly<Record<string, RouteAccess>> = {
 
   // the agent
   'POST /api/v1/ingest': 'ingest',
+  'GET /api/v1/agent/actions': 'ingest',
+  'POST /api/v1/agent/actions/:aid': 'ingest',
 
   // API keys, the webhook, invites and members
   'GET /api/v1/api-keys': 'admin',
@@ -113,6 +115,10 @@ export const ROUTE_ACCESS: Readonly<Record<string, RouteAccess>> = {
   'GET /api/v1/databases/:id/events': 'read',
   'GET /api/v1/databases/:id/log-events': 'read',
   'GET /api/v1/databases/:id/log-events/summary': 'read',
+  // actions run by the agent: cancel and terminate further need 'admin' (routes/actions.ts), explain not
+  'POST /api/v1/databases/:id/actions': 'read',
+  'GET /api/v1/databases/:id/actions': 'read',
+  'GET /api/v1/databases/:id/actions/:aid': 'read',
 }
 
 /** The table's key of a route as the app lists it (app.routes): WebSocket and HEAD routes are GETs, no trailing slash. */

@@ -76,9 +76,11 @@ export function ingestRoutes(deps: Deps) {
         const db = result.database
         ingestBatchResults[result.kind].inc()
         if (result.kind === 'applied') serverMetrics.ingestRows.inc(batchRows(body))
+        const pending = db.engine === 'postgres' ? await store.actions.pendingActions(db.id, clock()) : 0
         return {
           database_id: db.id,
           duplicate: result.kind === 'duplicate',
+          ...(pending > 0 ? { actions_pending: pending } : {}),
           settings: {
             poll_interval_seconds: db.poll_interval_seconds,
             collect_explain_plans: db.collect_explain_plans,

@@ -25,6 +25,7 @@ import { ClosedHourSums, type QuerySort, listQueryStats, queryDetail } from './s
 import { type SnapshotKind, latestSnapshot } from './sql-snapshots.ts'
 import { type Fragment, ident, join, sql } from './sql.ts'
 import type { Window } from './window.ts'
+import { SqlActions } from './sql-actions.ts'
 import { SqlApiKeys } from './sql-api-keys.ts'
 import type {
   NewApiKey,
@@ -119,6 +120,7 @@ export class SqlStore implements Store {
   readonly health: HealthStore
   readonly members: MembersStore
   readonly retention: RetentionStore
+  readonly actions: SqlActions
   /** API keys, cached by key_id on SQLite (sql-api-keys.ts). */
   private readonly apiKeys: SqlApiKeys
   /**
@@ -158,6 +160,7 @@ export class SqlStore implements Store {
     this.clickhouse = clickhouseReader(driver)
     this.host = new SqlHostReads(driver)
     this.serverSettings = new SqlServerSettingsReads(driver)
+    this.actions = new SqlActions(driver)
     this.health = healthStore(driver)
     // A removal or demotion revokes the user's keys in its own transaction: they leave the cache with it.
     this.members = membersStore(driver, (keyIds) => this.apiKeys.evict(keyIds))

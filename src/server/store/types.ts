@@ -1,6 +1,7 @@
 import type { IngestBatch } from '../../shared/wire.ts'
 import type { StoreAvailability } from './availability.ts'
 import type { AvailabilityReads } from './sql-availability.ts'
+import type { ActionStore } from './sql-actions.ts'
 import type { ApiKeyStore } from './sql-api-keys.ts'
 import type { ClickHouseReader } from './sql-clickhouse.ts'
 import type { HostReads } from './sql-host.ts'
@@ -154,6 +155,8 @@ export interface Store extends ApiKeyStore {
   readonly members: MembersStore
   /** Retention and minute-bucket compaction (sql-retention.ts). */
   readonly retention: RetentionStore
+  /** Actions the dashboard asks an agent to run: cancel, terminate, explain (sql-actions.ts). */
+  readonly actions: ActionStore
 
   // accounts
   /**

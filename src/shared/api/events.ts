@@ -25,6 +25,8 @@ export const EVENT_KINDS = [
   'database_down',
   /** The database answered the agent again (the outage ends; how long it lasted in the detail). */
   'database_up',
+  /** A cancel or terminate the dashboard asked of the agent: asked, then run, refused, failed or expired (routes/actions.ts). */
+  'session_action',
 ] as const
 
 /** An event; the optional fields are left out when empty. */

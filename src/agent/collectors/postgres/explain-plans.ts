@@ -51,7 +51,7 @@ import { featuresOf, ownStatementsRole } from './query-stats.ts'
 /** How often plans are sampled, and how many statements each time. */
 export const explainSampling = { intervalMs: 5 * 60_000, statements: 5, statementTimeoutMs: 2_000, lockTimeoutMs: 500 }
 
-const EXPLAINABLE = /^\s*(\/\*[\s\S]*?\*\/\s*)*(select|with|insert|update|delete)\b/i
+export const EXPLAINABLE = /^\s*(\/\*[\s\S]*?\*\/\s*)*(select|with|insert|update|delete)\b/i
 
 interface PlanNode {
   'Node Type'?: string
@@ -118,7 +118,7 @@ export function planEntry(queryHash: string, ts: number, explained: { Plan: Plan
 }
 
 /** Highest $n in a normalised statement. */
-function parameterCount(text: string): number {
+export function parameterCount(text: string): number {
   let max = 0
   for (const m of text.matchAll(/\$(\d+)/g)) max = Math.max(max, Number(m[1]))
   return max
@@ -134,14 +134,14 @@ export interface UntrustedCode {
 }
 
 /** Thrown when untrusted code appeared between the check before a pass and an EXPLAIN of it. */
-class UntrustedCodeAppeared extends Error {
+export class UntrustedCodeAppeared extends Error {
   constructor(readonly found: UntrustedCode) {
     super('a function of an untrusted role appeared')
   }
 }
 
 /** Thrown when a prepared statement reads relations, or takes parameter types, of roles the agent does not trust. */
-class UntrustedObjects extends Error {
+export class UntrustedObjects extends Error {
   constructor(readonly objects: { name: string; owner: string }[]) {
     super('the statement reaches objects of untrusted roles')
   }
@@ -264,7 +264,7 @@ export const NO_TOPLEVEL = noToplevelAdvice()
  * The sentence that says how to trust `roles` for `database` (`whom` names them when there are several):
  * the agent config's key, or under `dbm local` (`local`), which has no config file, its flag.
  */
-function trustLine(roles: string[], database: string, whom: string, local = false): string {
+export function trustLine(roles: string[], database: string, whom: string, local = false): string {
   if (local) return `If you trust ${roles.length === 1 ? roles[0] : whom}, run dbm local with ${roles.map((r) => `--explain-trusted-role ${shellWord(r)}`).join(' ')}`
   return `If you trust ${roles.length === 1 ? roles[0] : whom}, add to database ${JSON.stringify(database)} in the agent config: explain_trusted_roles: ${JSON.stringify(roles)}`
 }
@@ -292,14 +292,23 @@ export async function trustedRoles(sql: PostgresContext['sql'], configured: read
   return owner === undefined || configured.includes(owner) ? [...configured] : [...configured, owner]
 }
 
-async function explainOne(ctx: PostgresContext, text: string, trusted: readonly string[]): Promise<{ Plan: PlanNode } | undefined> {
+/**
+ * EXPLAIN (FORMAT JSON) of `text` under the checks above, in a read-only transaction. Without `values`, a
+ * generic plan with NULLs; with them (the dashboard's Explain, src/agent/actions.ts), a custom plan with
+ * each value bound as a constant of its parameter's type (quoted by PostgreSQL's quote_nullable).
+ */
+export async function explainOne(ctx: Pick<PostgresContext, 'sql'>, text: string, trusted: readonly string[], values?: readonly (string | null)[]): Promise<{ Plan: PlanNode } | undefined> {
   const params = parameterCount(text)
+  const literals = values
+    ? ((await ctx.sql`SELECT quote_nullable(v) AS v FROM unnest(${ctx.sql.array(values.slice(0, params) as string[])}::text[]) WITH ORDINALITY AS p(v, n) ORDER BY n`).map((r) => String(r.v)))
+    : Array(params).fill('NULL')
+  while (literals.length < params) literals.push('NULL')
   return ctx.sql.begin(async (tx) => {
     await tx.unsafe('SET TRANSACTION READ ONLY')
     await tx.unsafe(`SET LOCAL statement_timeout = ${explainSampling.statementTimeoutMs}`)
     // A statement whose table someone holds locked is skipped rather than waited for.
     await tx.unsafe(`SET LOCAL lock_timeout = ${explainSampling.lockTimeoutMs}`)
-    await tx.unsafe('SET LOCAL plan_cache_mode = force_generic_plan')
+    await tx.unsafe(`SET LOCAL plan_cache_mode = ${values ? 'force_custom_plan' : 'force_generic_plan'}`)
     // A prepared statement outlives the transaction that made it (PREPARE is not undone by a rollback):
     // one left by a run that was cut off goes first.
     if ((await tx`SELECT 1 FROM pg_prepared_statements WHERE name = 'dbm_explain'`).length > 0) await tx.unsafe('DEALLOCATE dbm_explain')
@@ -313,7 +322,7 @@ async function explainOne(ctx: PostgresContext, text: string, trusted: readonly 
         if (objects.length > 0) throw new UntrustedObjects(objects)
         const found = await untrustedCode(sp as unknown as PostgresContext['sql'], trusted)
         if (found) throw new UntrustedCodeAppeared(found)
-        const rows = await sp.unsafe(`EXPLAIN (FORMAT JSON) EXECUTE dbm_explain${params > 0 ? `(${Array(params).fill('NULL').join(', ')})` : ''}`)
+        const rows = await sp.unsafe(`EXPLAIN (FORMAT JSON) EXECUTE dbm_explain${params > 0 ? `(${literals.join(', ')})` : ''}`)
         return (rows[0]?.['QUERY PLAN'] as { Plan: PlanNode }[] | undefined)?.[0]
       })) as { Plan: PlanNode } | undefined
     } finally {

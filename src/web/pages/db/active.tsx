@@ -18,6 +18,9 @@ import { Empty, Loading, ago, fmtBytes, fmtClock, fmtNum, fmtTime, useApi } from
 import { ApiProblem, NoDataYet, SelectField, apiPath, fmtDuration, isStale } from './common.tsx'
 import { TimeSlider, atOf } from './history.tsx'
 import type { Database, PageProps } from './types.ts'
+import { type KillKind, KillPanel, type KillTarget, useAllowedActions } from './session-actions.tsx'
+import { useSession } from '../../session.ts'
+import { isOwner } from '../members.tsx'
 
 /** A session as GET /active and the stream send it. */
 export type Session = Static<typeof ActiveSession>
@@ -229,7 +232,7 @@ export function ChainTree({ nodes }: { nodes: ChainNode[] }) {
  * The table's columns. `agesAtSnapshot` (a stale or past snapshot): ages are counted to the snapshot's
  * own time (each session's ts) instead of now.
  */
-function columns(db: Database, agesAtSnapshot = false): Column<Session>[] {
+function columns(db: Database, agesAtSnapshot = false, onKill?: (s: Session, kind: KillKind) => void): Column<Session>[] {
   const pid: Column<Session> = {
     key: 'pid',
     label: db.engine === 'clickhouse' ? 'Query id' : 'PID',
@@ -296,6 +299,29 @@ function columns(db: Database, agesAtSnapshot = false): Column<Session>[] {
       sort: (s) => s.xact_start ?? null,
     },
     text,
+    ...(onKill
+      ? [
+          {
+            key: 'actions',
+            label: 'Actions',
+            render: (s: Session) =>
+              typeof s.pid === 'number' && s.backend_start ? (
+                <span class="nowrap">
+                  {s.state === 'active' && (
+                    <button type="button" class="small" onClick={() => onKill(s, 'cancel')} data-kill="cancel">
+                      Cancel
+                    </button>
+                  )}{' '}
+                  <button type="button" class="small danger" onClick={() => onKill(s, 'terminate')} data-kill="terminate">
+                    Terminate
+                  </button>
+                </span>
+              ) : (
+                '—'
+              ),
+          },
+        ]
+      : []),
   ]
 }
 
@@ -314,6 +340,11 @@ export function ActivePage({ db, query, setQuery }: PageProps) {
     [shown, hideIdle, db.engine],
   )
   const chains = useMemo(() => (db.engine === 'postgres' ? blockingChains(shown ?? []) : []), [shown, db.engine])
+  // Cancel and terminate: owners, PostgreSQL, the live view only (a past snapshot's sessions may be gone).
+  const { me } = useSession()
+  const mayKill = isOwner(me?.user.role) && db.engine === 'postgres' && at === undefined
+  const allowed = useAllowedActions(db, mayKill)
+  const [target, setTarget] = useState<KillTarget>()
   useTicking(stream.state === 'reconnecting')
   if (!db.last_seen_at) return <NoDataYet db={db} />
   const stale = isStale(db)
@@ -379,6 +410,7 @@ export function ActivePage({ db, query, setQuery }: PageProps) {
               </div>
             </section>
           )}
+          {target && <KillPanel key={`${target.kind}:${target.session.pid}`} db={db} target={target} allowed={allowed.data?.allowed} onClose={() => setTarget(undefined)} />}
           <h2>
             Sessions <span class="muted small">({sessions.length})</span>
           </h2>
@@ -395,7 +427,7 @@ export function ActivePage({ db, query, setQuery }: PageProps) {
           ) : (
             <DataTable
               caption="Active sessions"
-              columns={columns(db, stale || at !== undefined)}
+              columns={columns(db, stale || at !== undefined, mayKill ? (session, kind) => setTarget({ session, kind }) : undefined)}
               rows={sessions}
               rowKey={(s) => String(s.pid)}
               initialSort={{ key: 'duration' }}

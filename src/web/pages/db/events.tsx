@@ -34,6 +34,7 @@ const KIND_LABELS: Record<string, string> = {
   log_event: 'server log',
   database_down: 'down',
   database_up: 'up again',
+  session_action: 'cancel / terminate',
 }
 
 /** The filter's groups of kinds. */
@@ -46,6 +47,7 @@ export const GROUPS: { key: string; label: string; kinds: string[] }[] = [
   { key: 'alerts', label: 'Alerts', kinds: ['alert_opened', 'alert_resolved'] },
   { key: 'plans', label: 'Plan changes', kinds: ['plan_change'] },
   { key: 'log', label: 'Crashes and faults in the server log', kinds: ['log_event'] },
+  { key: 'actions', label: 'Cancels and terminations', kinds: ['session_action'] },
   { key: 'agent', label: 'Agent and statistics resets', kinds: ['agent_connected', 'agent_disconnected', 'stats_reset'] },
 ]
 

@@ -15,6 +15,7 @@ import { Async, Code, Empty, ErrorBox, Loading, fmtBytes, fmtClock, fmtMs, fmtNu
 import { TimeRangePicker, apiPath, dbHref, fmtRatio, perBucket, useWindow } from './common.tsx'
 import { type PlanGroup, type Spread, groupPlans } from './plan-groups.ts'
 import { PlanTree } from './plan-tree.tsx'
+import { ExplainForm } from './explain.tsx'
 import { type StatementRow, countedSince, ioTime, listQuery, tempBytes } from './statements.tsx'
 import type { Database, PageProps } from './types.ts'
 import { useSignupMode } from '../auth.tsx'
@@ -432,6 +433,7 @@ export function StatementPage({ db, item, query, setQuery }: PageProps) {
                 />
               ))}
             </div>
+            {db.engine === 'postgres' && <ExplainForm db={db} hash={d.query_hash} text={d.query_text ?? ''} />}
           </>
         )}
       </Async>

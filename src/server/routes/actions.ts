@@ -1,0 +1,311 @@
+// Actions the dashboard asks the database's agent to run (issue 26): cancel a session's statement,
+// terminate a session, explain a statement with parameter values. dbm's server never connects to a
+// monitored database: it stores the request, and the agent runs it and posts the result.
+//
+// The dashboard's side (a user's session, or an API key):
+//   POST /api/v1/databases/{id}/actions        ask; cancel and terminate need an owner (or an 'admin' key),
+//                                              explain any member; 202 with the action, `pending`
+//   GET  /api/v1/databases/{id}/actions        what the agent allows and the latest actions
+//   GET  /api/v1/databases/{id}/actions/{aid}  one action: its state and result
+// The agent's side (its API key, 'ingest' scope; never a user):
+//   GET  /api/v1/agent/actions?database=NAME&wait=S&allow=cancel,explain
+//        long-poll: answers as soon as one of the database's actions is pending (claiming it: running),
+//        else after `wait` seconds (at most 20) with none. Actions stored by this process wake it at once;
+//        those another serve process stored (one PostgreSQL store) are found by a claim once a second.
+//        It records what the agent allows (`allow`, from its allow_actions) for the dashboard.
+//   POST /api/v1/agent/actions/{aid}           the result (done, refused, failed)
+// A pending action expires ACTION_TTL_MS after it was asked and is never handed out later; the sweep runs
+// whenever the agent polls or anyone reads the database's actions. Every cancel and terminate is audited in
+// the database's events timeline (kind session_action): asked, then run, refused, failed or expired, naming
+// who asked, the pid, the session's role and application. The agent reads an explain's statement text from
+// pg_stat_statements by its hash: no text from the dashboard is ever run.
+import { randomUUID } from 'node:crypto'
+import { Type as T } from '@sinclair/typebox'
+import { Elysia, t } from 'elysia'
+import { ACTION_TTL_MS, type ActionKind } from '../../shared/action-kinds.ts'
+import { ActionList, ActionView, AgentActionsAnswer, NewAction } from '../../shared/api/actions.ts'
+import { ACTION_KINDS, AgentActionResult, type ActionSession, type AgentAction } from '../../shared/wire.ts'
+import { type Principal, authenticate } from '../auth/principal.ts'
+import type { Deps } from '../context.ts'
+import { cancelStatement, terminateSession } from '../doctor/session-commands.ts'
+import { badRequest, forbidden, notFound, tooManyRequests } from '../http-error.ts'
+import { actionLimits } from '../limits.ts'
+import { errorAnswers } from '../openapi.ts'
+import type { StoredAction } from '../store/sql-actions.ts'
+import { rfc3339 } from '../views.ts'
+import { query } from './schema.ts'
+import { databaseFor } from './telemetry-params.ts'
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+
+/** In-process wake-ups of long-polls, by database id: an action stored here is handed out at once. */
+const waiters = new Map<string, Set<() => void>>()
+
+function wake(databaseId: string) {
+  for (const w of waiters.get(databaseId) ?? []) w()
+}
+
+/** Resolves after `ms`, on a wake-up of the database, or when `signal` aborts. */
+function pause(databaseId: string, ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    let set = waiters.get(databaseId)
+    if (!set) waiters.set(databaseId, (set = new Set()))
+    const done = () => {
+      clearTimeout(timer)
+      signal.removeEventListener('abort', done)
+      set!.delete(done)
+      if (set!.size === 0) waiters.delete(databaseId)
+      resolve()
+    }
+    const timer = setTimeout(done, ms)
+    signal.addEventListener('abort', done)
+    set.add(done)
+  })
+}
+
+function parseTime(value: string | null | undefined, field: string): number | null {
+  if (value === null || value === undefined) return null
+  const ms = Date.parse(value)
+  if (!/^\d{4}-\d{2}-\d{2}T/.test(value) || !Number.isFinite(ms)) throw badRequest(`session.${field} must be an RFC 3339 timestamp`)
+  return ms
+}
+
+/** The command an owner could run by hand: the same guarded selection the agent runs (session-commands.ts). */
+function commandOf(a: StoredAction): string | undefined {
+  const s = a.request.session
+  if (!s || a.kind === 'explain') return undefined
+  const reported = { ...s }
+  return a.kind === 'cancel'
+    ? cancelStatement(reported, { effect: 'cancels the statement it runs' })
+    : terminateSession(reported, { effect: 'rolls back its transaction and ends the session' })
+}
+
+export function actionView(a: StoredAction) {
+  const s = a.request.session
+  const r = a.result
+  return {
+    id: a.id,
+    kind: a.kind,
+    state: a.state,
+    requested_by: a.requested_by,
+    requested_at: rfc3339(a.requested_at),
+    expires_at: rfc3339(a.expires_at),
+    finished_at: rfc3339(a.finished_at),
+    ...(s
+      ? {
+          session: {
+            pid: s.pid,
+            backend_start: rfc3339(s.backend_start),
+            xact_start: rfc3339(s.xact_start),
+            query_start: rfc3339(s.query_start),
+            user: s.user,
+            application_name: s.application_name,
+          },
+        }
+      : {}),
+    ...(a.request.statement !== undefined ? { statement: a.request.statement } : {}),
+    ...(a.request.query_hash !== undefined ? { query_hash: a.request.query_hash } : {}),
+    ...(a.request.parameters !== undefined ? { parameters: a.request.parameters } : {}),
+    ...(r?.reason !== undefined ? { reason: r.reason } : {}),
+    ...(r?.signalled !== undefined ? { signalled: r.signalled } : {}),
+    ...(r?.plan !== undefined ? { plan: r.plan } : {}),
+    ...(a.kind !== 'explain' ? { command: commandOf(a) } : {}),
+  }
+}
+
+const VERB: Record<ActionKind, string> = { cancel: 'Cancel', terminate: 'Terminate', explain: 'Explain' }
+
+/** Who and what, for an audit line: `pid 4242 (role "app", application "psql")`; the database's texts as JSON strings. */
+function sessionText(s: ActionSession | undefined): string {
+  if (!s) return 'a session'
+  const parts = [s.user !== null ? `role ${JSON.stringify(s.user)}` : null, s.application_name !== null ? `application ${JSON.stringify(s.application_name)}` : null].filter(Boolean)
+  return `pid ${s.pid}${parts.length > 0 ? ` (${parts.join(', ')})` : ''}`
+}
+
+/** The audit event of a cancel or terminate at one step (asked, or its outcome); explains are not audited. */
+async function audit(deps: Deps, a: StoredAction, ts: number) {
+  if (a.kind === 'explain') return
+  const who = sessionText(a.request.session)
+  const by = a.requested_by
+  let title: string
+  let severity: 'info' | 'warning' = 'info'
+  if (a.state === 'pending') title = `${VERB[a.kind]} of ${who} asked by ${by}`
+  else if (a.state === 'done')
+    title = a.result?.signalled
+      ? `${VERB[a.kind]} of ${who} run: the backend was signalled (asked by ${by})`
+      : `${VERB[a.kind]} of ${who} run: no backend signalled, that session had ended or moved on (asked by ${by})`
+  else {
+    severity = 'warning'
+    title = `${VERB[a.kind]} of ${who} ${a.state} (asked by ${by})`
+  }
+  const detail = [a.result?.reason ? `Reason: ${a.result.reason}` : null, a.request.statement ? `Statement: ${a.request.statement}` : null].filter(Boolean).join('\n') || null
+  await deps.store.actions.auditAction(a.database_id, { ts, kind: 'session_action', severity, title, detail, object: `${a.id}:${a.state}`, link: `#/db/${a.database_id}/active` })
+}
+
+/** Expires the database's overdue actions, auditing the kills among them. */
+async function sweep(deps: Deps, databaseId: string) {
+  const now = deps.clock()
+  for (const a of await deps.store.actions.expireActions(databaseId, now)) await audit(deps, a, now)
+}
+
+function requireKillRight(principal: Principal, kind: ActionKind) {
+  if (kind === 'explain') return
+  if (principal.kind === 'user' && principal.role !== 'owner') throw forbidden(`only an owner can ${kind} a session`)
+  if (principal.kind === 'api_key' && !principal.scopes.includes('admin')) throw forbidden(`this API key lacks the 'admin' scope, which ${kind} needs`)
+}
+
+async function requestedBy(deps: Deps, principal: Principal): Promise<string> {
+  if (principal.kind === 'api_key') return `API key ${principal.apiKeyId}`
+  return (await deps.store.getUser(principal.userId))?.email ?? `user ${principal.userId}`
+}
+
+function requireAgent(principal: Principal): Extract<Principal, { kind: 'api_key' }> {
+  if (principal.kind !== 'api_key') throw forbidden("only an agent's API key can take actions")
+  return principal
+}
+
+const AGENT_RESULT_BODY = T.Object(AgentActionResult.properties, { additionalProperties: false })
+
+export function actionRoutes(deps: Deps) {
+  const { store, clock } = deps
+  const prefix = '/api/v1/databases/:id/actions'
+  return new Elysia()
+    .derive(async ({ request }) => ({ principal: await authenticate(deps, request) }))
+    .post(
+      prefix,
+      async ({ principal, params, body, set }) => {
+        const db = await databaseFor(deps, principal, params.id, 'postgres')
+        requireKillRight(principal, body.kind)
+        const hit = await store.hitRateLimit(`rate:actions:${principal.orgId}`, actionLimits.limit, actionLimits.windowMs, clock())
+        if (!hit.allowed) throw tooManyRequests(hit.retryAfterMs)
+        const now = clock()
+        const request: StoredAction['request'] = {}
+        if (body.kind === 'explain') {
+          if (body.query_hash === undefined) throw badRequest('query_hash is required for explain')
+          if (body.session !== undefined) throw badRequest('session is for cancel and terminate')
+          request.query_hash = body.query_hash
+          request.parameters = body.parameters ?? []
+          if (request.parameters.some((p) => p?.includes('\u0000'))) throw badRequest('parameters cannot hold NUL characters')
+        } else {
+          const s = body.session
+          if (s === undefined) throw badRequest(`session is required for ${body.kind}: its pid and backend_start at least`)
+          if (body.query_hash !== undefined || body.parameters !== undefined) throw badRequest('query_hash and parameters are for explain')
+          request.session = {
+            pid: s.pid,
+            backend_start: parseTime(s.backend_start, 'backend_start')!,
+            xact_start: parseTime(s.xact_start, 'xact_start'),
+            query_start: parseTime(s.query_start, 'query_start'),
+            user: s.user ?? null,
+            application_name: s.application_name ?? null,
+          }
+          if (body.statement !== undefined) request.statement = body.statement.length > 500 ? `${body.statement.slice(0, 499)}…` : body.statement
+        }
+        const action = await store.actions.createAction({
+          id: randomUUID(),
+          org_id: principal.orgId,
+          database_id: db.id,
+          kind: body.kind,
+          request,
+          requested_by: await requestedBy(deps, principal),
+          requested_at: now,
+          expires_at: now + ACTION_TTL_MS,
+        })
+        await audit(deps, action, now)
+        wake(db.id)
+        set.status = 202
+        return actionView(action)
+      },
+      {
+        body: NewAction,
+        response: { 202: ActionView },
+        detail: {
+          summary: "Ask the database's agent to cancel or terminate a session (owners, 'admin' keys) or explain a statement with parameter values (members)",
+          responses: errorAnswers({ 403: "cancel or terminate by a member, or by an API key without the 'admin' scope", 429: 'more than 60 actions in a minute in the organization' }),
+        },
+      },
+    )
+    .get(
+      prefix,
+      async ({ principal, params }) => {
+        const db = await databaseFor(deps, principal, params.id)
+        await sweep(deps, db.id)
+        const [listener, actions] = await Promise.all([store.actions.actionListener(db.id), store.actions.listActions(db.id, 20, clock())])
+        return { allowed: listener?.allowed ?? null, agent_heard_at: listener ? rfc3339(listener.heard_at) : null, actions: actions.map(actionView) }
+      },
+      { response: { 200: ActionList }, detail: { summary: "What the database's agent allows, and the latest actions asked of it" } },
+    )
+    .get(
+      `${prefix}/:aid`,
+      async ({ principal, params }) => {
+        const db = await databaseFor(deps, principal, params.id)
+        if (!UUID.test(params.aid)) throw badRequest('aid must be an action id (a UUID)')
+        await sweep(deps, db.id)
+        const action = await store.actions.getAction(principal.orgId, db.id, params.aid, clock())
+        if (!action) throw notFound('action')
+        return actionView(action)
+      },
+      { response: { 200: ActionView }, detail: { summary: 'One action: its state and, once the agent ran it, its result' } },
+    )
+    .get(
+      '/api/v1/agent/actions',
+      async ({ principal, query: q, request }) => {
+        const agent = requireAgent(principal)
+        const name = q.database
+        if (typeof name !== 'string' || name.length === 0 || name.length > 200) throw badRequest('database must name a database as the agent config does')
+        const wait = q.wait === undefined ? 0 : Number(q.wait)
+        if (!Number.isFinite(wait) || wait < 0) throw badRequest('wait must be a number of seconds')
+        const allow = (q.allow ?? '').split(',').filter(Boolean)
+        if (allow.some((k) => !(ACTION_KINDS as readonly string[]).includes(k))) throw badRequest(`allow must list some of: ${ACTION_KINDS.join(', ')}`)
+        const db = (await store.listDatabases(agent.orgId)).find((d) => d.name === name)
+        if (!db) throw notFound('database')
+        await store.actions.heardListener(db.id, allow as ActionKind[], clock())
+        const until = Date.now() + Math.min(wait, 20) * 1000
+        for (;;) {
+          await sweep(deps, db.id)
+          // A read each second; the claim (a write) only when something waits.
+          const claimed = (await store.actions.pendingActions(db.id, clock())) > 0 ? await store.actions.claimActions(db.id, clock(), 10) : []
+          if (claimed.length > 0 || request.signal.aborted) return { actions: claimed.map((a) => agentAction(a, clock())) }
+          const left = until - Date.now()
+          if (left <= 0) return { actions: [] }
+          await pause(db.id, Math.min(1_000, left), request.signal)
+        }
+      },
+      {
+        query: query({
+          database: t.String({ description: 'the database as the agent config names it', examples: ['orders-pg'], error: 'database must name a database as the agent config does' }),
+          wait: t.Optional(t.String({ description: 'seconds to wait for an action (at most 20; default 0: answer at once)' })),
+          allow: t.Optional(t.String({ description: 'what the agent config allows, comma-separated (cancel, terminate, explain)' })),
+        }),
+        response: { 200: AgentActionsAnswer },
+        detail: {
+          summary: "The agent's long-poll for its database's pending actions (an agent's API key with the 'ingest' scope); takes them",
+          responses: errorAnswers({ 403: 'a user, not an agent key', 404: 'no database of that name in the organization' }),
+        },
+      },
+    )
+    .post(
+      '/api/v1/agent/actions/:aid',
+      async ({ principal, params, body, set }) => {
+        const agent = requireAgent(principal)
+        if (!UUID.test(params.aid)) throw badRequest('aid must be an action id (a UUID)')
+        const now = clock()
+        const finished = await store.actions.finishAction(agent.orgId, params.aid, body, now)
+        if (!finished) throw notFound('running action')
+        await audit(deps, finished, now)
+        set.status = 204
+      },
+      {
+        body: AGENT_RESULT_BODY,
+        response: { 204: t.Undefined() },
+        detail: { summary: "The agent's result of an action it took", responses: errorAnswers({ 403: 'a user, not an agent key', 404: 'no such running action in the organization' }) },
+      },
+    )
+}
+
+function agentAction(a: StoredAction, now: number): AgentAction {
+  const out: AgentAction = { id: a.id, kind: a.kind, expires_in_ms: Math.max(0, a.expires_at - now) }
+  if (a.request.session) out.session = a.request.session
+  if (a.request.query_hash !== undefined) out.query_hash = a.request.query_hash
+  if (a.request.parameters !== undefined) out.parameters = a.request.parameters
+  return out
+}

@@ -1,0 +1,216 @@
+// Actions the dashboard asks an agent to run on a monitored database (migration 18): cancel or terminate
+// a session, explain a statement with parameter values. The server never connects to a monitored
+// database: it stores the request as `pending`, the database's agent claims it (`running`) through its
+// long-poll or after a batch whose answer said one waits, runs it and posts the result (`done`, `refused`,
+// `failed`). A pending action not claimed by its expiry is `expired` and never handed out later (the
+// claim and the expiry are one conditional UPDATE each, so several serve processes on one PostgreSQL
+// store never hand one action out twice nor expire one that was claimed). A claimed action whose result
+// never came (the agent died mid-way) shows as running until its expiry, then as expired with that said.
+// Reads (an action, the recent ones, what the agent allows) are apart from writes.
+import type { ActionKind, ActionSession } from '../../shared/wire.ts'
+import { num, numOrNull } from './account-rows.ts'
+import type { SqlDriver } from './driver.ts'
+import { type DbEvent, insertEvents } from './sql-events.ts'
+
+export type ActionState = 'pending' | 'running' | 'done' | 'refused' | 'failed' | 'expired'
+
+/** What was asked: the session of a kill, or the statement and parameter values of an explain. */
+export interface ActionRequest {
+  session?: ActionSession
+  query_hash?: string
+  parameters?: (string | null)[]
+  /** The statement's text as the server had it when asked (shown in the confirmation and the audit), cut. */
+  statement?: string
+}
+
+/** What came of it, as the agent posted it (or the expiry wrote). */
+export interface ActionResult {
+  outcome: 'done' | 'refused' | 'failed' | 'expired'
+  reason?: string
+  signalled?: boolean
+  plan?: unknown
+}
+
+export interface StoredAction {
+  id: string
+  org_id: string
+  database_id: string
+  kind: ActionKind
+  state: ActionState
+  request: ActionRequest
+  /** Who asked: `user:<id> <email>` or `key:<id> <name>`, as written when asked. */
+  requested_by: string
+  requested_at: number
+  expires_at: number
+  claimed_at: number | null
+  finished_at: number | null
+  result: ActionResult | null
+}
+
+export type NewAction = Pick<StoredAction, 'id' | 'org_id' | 'database_id' | 'kind' | 'request' | 'requested_by' | 'requested_at' | 'expires_at'>
+
+/** What a database's agent allows (allow_actions), as it said on its latest long-poll. */
+export interface ActionListener {
+  allowed: ActionKind[]
+  heard_at: number
+}
+
+export interface ActionReads {
+  /** The action of that id when it belongs to the organization's database; a pending one past its expiry reads as expired. */
+  getAction(orgId: string, databaseId: string, id: string, now: number): Promise<StoredAction | undefined>
+  /** The database's latest actions, newest first. */
+  listActions(databaseId: string, limit: number, now: number): Promise<StoredAction[]>
+  /** How many of the database's actions wait for the agent now. */
+  pendingActions(databaseId: string, now: number): Promise<number>
+  /** What the database's agent allows, as it last said; undefined when no agent asked for actions yet. */
+  actionListener(databaseId: string): Promise<ActionListener | undefined>
+}
+
+export interface ActionWrites {
+  createAction(action: NewAction): Promise<StoredAction>
+  /** Marks the database's pending, unexpired actions running (oldest first, at most `limit`) and returns them. */
+  claimActions(databaseId: string, now: number, limit: number): Promise<StoredAction[]>
+  /** Records the agent's result of a running action of the organization; undefined when there is none (or it finished). */
+  finishAction(orgId: string, id: string, result: ActionResult, now: number): Promise<StoredAction | undefined>
+  /** Marks every pending action of the database past its expiry expired (running ones past it too: their agent never answered); returns them. */
+  expireActions(databaseId: string, now: number): Promise<StoredAction[]>
+  /** Records what the database's agent allows, and that it asked for actions now. */
+  heardListener(databaseId: string, allowed: readonly ActionKind[], now: number): Promise<void>
+  /** Adds the audit event of a cancel or terminate to the database's events timeline (kind session_action). */
+  auditAction(databaseId: string, event: DbEvent): Promise<void>
+}
+
+export interface ActionStore extends ActionReads, ActionWrites {}
+
+const COLUMNS = 'id, org_id, database_id, kind, state, request, requested_by, requested_at, expires_at, claimed_at, finished_at, result'
+
+const parse = <T>(text: unknown): T | null => {
+  if (typeof text !== 'string') return null
+  try {
+    return JSON.parse(text) as T
+  } catch {
+    return null
+  }
+}
+
+function toAction(r: any, now?: number): StoredAction {
+  const action: StoredAction = {
+    id: r.id,
+    org_id: r.org_id,
+    database_id: r.database_id,
+    kind: r.kind,
+    state: r.state,
+    request: parse<ActionRequest>(r.request) ?? {},
+    requested_by: r.requested_by,
+    requested_at: num(r.requested_at),
+    expires_at: num(r.expires_at),
+    claimed_at: numOrNull(r.claimed_at),
+    finished_at: numOrNull(r.finished_at),
+    result: parse<ActionResult>(r.result),
+  }
+  // Not yet swept: read as what the sweep will make of it.
+  if (now !== undefined && (action.state === 'pending' || action.state === 'running') && action.expires_at <= now) {
+    action.result = { outcome: 'expired', reason: expiryReason(action.state) }
+    action.state = 'expired'
+    action.finished_at = action.expires_at
+  }
+  return action
+}
+
+function expiryReason(state: 'pending' | 'running'): string {
+  return state === 'pending'
+    ? 'no agent took it before it expired (is the agent of this database running, and version 26 or later?)'
+    : 'the agent took it but sent no result before it expired'
+}
+
+/** Running actions get this long past the expiry before their silence is taken as a failure (a kill or a plan runs in seconds). */
+const RUNNING_GRACE_MS = 60_000
+
+export class SqlActions implements ActionStore {
+  constructor(private readonly driver: SqlDriver) {}
+
+  async createAction(a: NewAction): Promise<StoredAction> {
+    await this.driver.run(
+      `INSERT INTO actions (id, org_id, database_id, kind, state, request, requested_by, requested_at, expires_at) VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7, $8)`,
+      [a.id, a.org_id, a.database_id, a.kind, JSON.stringify(a.request), a.requested_by, a.requested_at, a.expires_at],
+    )
+    return { ...a, state: 'pending', claimed_at: null, finished_at: null, result: null }
+  }
+
+  async getAction(orgId: string, databaseId: string, id: string, now: number): Promise<StoredAction | undefined> {
+    const r = await this.driver.get(`SELECT ${COLUMNS} FROM actions WHERE id = $1 AND org_id = $2 AND database_id = $3`, [id, orgId, databaseId])
+    if (!r) return undefined
+    const action = toAction(r)
+    // A running one gets its grace before it reads as expired.
+    return toAction(r, action.state === 'running' ? now - RUNNING_GRACE_MS : now)
+  }
+
+  async listActions(databaseId: string, limit: number, now: number): Promise<StoredAction[]> {
+    const rows = await this.driver.all(`SELECT ${COLUMNS} FROM actions WHERE database_id = $1 ORDER BY requested_at DESC, id LIMIT $2`, [databaseId, limit])
+    return rows.map((r: any) => toAction(r, r.state === 'running' ? now - RUNNING_GRACE_MS : now))
+  }
+
+  async pendingActions(databaseId: string, now: number): Promise<number> {
+    const r = await this.driver.get<{ n: unknown }>("SELECT COUNT(*) AS n FROM actions WHERE database_id = $1 AND state = 'pending' AND expires_at > $2", [databaseId, now])
+    return Number(r?.n ?? 0)
+  }
+
+  async claimActions(databaseId: string, now: number, limit: number): Promise<StoredAction[]> {
+    // The state is checked again on the row being updated: of two processes claiming at once, one wins.
+    const rows = await this.driver.all(
+      `UPDATE actions SET state = 'running', claimed_at = $2
+       WHERE id IN (SELECT id FROM actions WHERE database_id = $1 AND state = 'pending' AND expires_at > $2 ORDER BY requested_at, id LIMIT $3)
+         AND state = 'pending' AND expires_at > $2
+       RETURNING ${COLUMNS}`,
+      [databaseId, now, limit],
+    )
+    return rows.map((r) => toAction(r)).sort((a, b) => a.requested_at - b.requested_at)
+  }
+
+  async finishAction(orgId: string, id: string, result: ActionResult, now: number): Promise<StoredAction | undefined> {
+    const rows = await this.driver.all(
+      `UPDATE actions SET state = $3, result = $4, finished_at = $5 WHERE id = $1 AND org_id = $2 AND state = 'running' RETURNING ${COLUMNS}`,
+      [id, orgId, result.outcome, JSON.stringify(result), now],
+    )
+    return rows[0] ? toAction(rows[0]) : undefined
+  }
+
+  async expireActions(databaseId: string, now: number): Promise<StoredAction[]> {
+    // Called every second by each waiting long-poll: a read first, so that nothing is written (on SQLite,
+    // no write lock taken) unless something is overdue.
+    const overdue = await this.driver.get(
+      "SELECT 1 AS x FROM actions WHERE database_id = $1 AND ((state = 'pending' AND expires_at <= $2) OR (state = 'running' AND expires_at <= $3)) LIMIT 1",
+      [databaseId, now, now - RUNNING_GRACE_MS],
+    )
+    if (!overdue) return []
+    const out: StoredAction[] = []
+    for (const state of ['pending', 'running'] as const) {
+      const before = state === 'pending' ? now : now - RUNNING_GRACE_MS
+      const result = JSON.stringify({ outcome: 'expired', reason: expiryReason(state) })
+      const rows = await this.driver.all(
+        `UPDATE actions SET state = 'expired', result = $3, finished_at = $4 WHERE database_id = $1 AND state = '${state}' AND expires_at <= $2 RETURNING ${COLUMNS}`,
+        [databaseId, before, result, now],
+      )
+      out.push(...rows.map((r) => toAction(r)))
+    }
+    return out
+  }
+
+  async heardListener(databaseId: string, allowed: readonly ActionKind[], now: number): Promise<void> {
+    await this.driver.run(
+      `INSERT INTO action_listeners (database_id, allowed, heard_at) VALUES ($1, $2, $3)
+       ON CONFLICT (database_id) DO UPDATE SET allowed = excluded.allowed, heard_at = excluded.heard_at`,
+      [databaseId, allowed.join(' '), now],
+    )
+  }
+
+  auditAction(databaseId: string, event: DbEvent): Promise<void> {
+    return insertEvents(this.driver, databaseId, [event])
+  }
+
+  async actionListener(databaseId: string): Promise<ActionListener | undefined> {
+    const r = await this.driver.get<{ allowed: string; heard_at: unknown }>('SELECT allowed, heard_at FROM action_listeners WHERE database_id = $1', [databaseId])
+    if (!r) return undefined
+    return { allowed: r.allowed.split(' ').filter(Boolean) as ActionKind[], heard_at: num(r.heard_at) }
+  }
+}

@@ -1,0 +1,8 @@
+// The kinds of actions the dashboard may ask an agent to run (src/shared/wire.ts describes them), in a
+// module of its own so that the agent's config reads the names without loading TypeBox.
+export const ACTION_KINDS = ['cancel', 'terminate', 'explain'] as const
+export type ActionKind = (typeof ACTION_KINDS)[number]
+/** What an agent runs when its config says nothing (allow_actions): plans only, never a kill. */
+export const DEFAULT_ALLOWED_ACTIONS: readonly ActionKind[] = ['explain']
+/** How long an action waits for its agent before it expires (never run later). */
+export const ACTION_TTL_MS = 120_000
