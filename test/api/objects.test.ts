@@ -472,7 +472,7 @@ for (const kind of storeKinds) {
       expect((await body(`/api/v1/databases/${bulk}/tables?limit=1`))[0].table_name).toBe('t599')
 
       const cases: [string, string][] = [
-        ['tables?sort_by=rows', 'sort_by must be one of: size, dead_tuples, seq_scans, live_tuples, index_size'],
+        ['tables?sort_by=rows', 'sort_by must be one of: size, dead_tuples, seq_scans, live_tuples, index_size, heap_size, toast_size, total_size'],
         ['tables?limit=0', 'limit must be a whole number from 1 (at most 500 are returned)'],
         ['tables?limit=ten', 'limit must be a whole number from 1 (at most 500 are returned)'],
         ['indexes?sort_by=dead_tuples', 'sort_by must be one of: size, scans, tuples_read'],
