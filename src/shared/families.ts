@@ -69,6 +69,10 @@ export const TABLE_FIELDS = [
   { key: 'n_dead_tup', kind: 'gauge', unit: 'tuples', required: true, pg: 'n_dead_tup' },
   { key: 'table_size_bytes', kind: 'gauge', unit: 'bytes', required: true, pg: 'table_size_bytes' },
   { key: 'index_size_bytes', kind: 'gauge', unit: 'bytes', required: true, pg: 'index_size_bytes' },
+  // The parts of table_size_bytes a DBA asks about (issue 26): the heap's main fork (pg_relation_size)
+  // and the TOAST table with its index (pg_total_relation_size of reltoastrelid; 0 without one).
+  { key: 'heap_bytes', kind: 'gauge', unit: 'bytes', pg: 'heap_bytes' },
+  { key: 'toast_bytes', kind: 'gauge', unit: 'bytes', pg: 'toast_bytes' },
 ] as const satisfies readonly Field[]
 
 /** pg_stat_user_indexes' counters of an index, with its size. */

@@ -255,6 +255,8 @@ for (const major of postgresMajors) {
       expect(after.last_analyze).toBeGreaterThan(Date.now() - 60_000)
       expect(after.table_size_bytes).toBe(8192)
       expect(after.index_size_bytes).toBeGreaterThan(0)
+      // The heap's one page and no TOAST table (integers only).
+      expect({ heap: after.heap_bytes, toast: after.toast_bytes }).toEqual({ heap: 8192, toast: 0 })
 
       const idle = (await run(tables, ctx)).tables!.find((t) => t.table_name === 't_work')!
       // every counter of the table family still, but the one PostgreSQL before 16 lacks
@@ -324,7 +326,7 @@ for (const major of postgresMajors) {
       try {
         const started = performance.now()
         const table = (await run(tables, agent.ctx({ state: new Map() }))).tables!.find((t) => t.table_name === 't_busy')!
-        expect(table).toMatchObject({ table_size_bytes: null, index_size_bytes: null, has_primary_key: true })
+        expect(table).toMatchObject({ table_size_bytes: null, index_size_bytes: null, heap_bytes: null, toast_bytes: null, has_primary_key: true })
         // pg_get_indexdef would wait for the table's lock: the definition is the one seen before.
         expect(await busyIndex()).toMatchObject({ size_bytes: null, index_def: 'CREATE UNIQUE INDEX t_busy_pkey ON public.t_busy USING btree (id)', is_primary: true })
         const unseen = (await run(indexes, agent.ctx({ state: new Map() }))).indexes!.find((i) => i.index_name === 't_busy_pkey')!
@@ -335,7 +337,7 @@ for (const major of postgresMajors) {
         await end(holder)
       }
       const table = (await run(tables, agent.ctx({ state: new Map() }))).tables!.find((t) => t.table_name === 't_busy')!
-      expect(table.table_size_bytes).toBe(0)
+      expect(table).toMatchObject({ table_size_bytes: 0, heap_bytes: 0, toast_bytes: 0 })
     })
 
     test('indexes: flags, definitions, an unused index over 1 MB, exact scan deltas', async () => {

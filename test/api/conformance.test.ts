@@ -248,7 +248,7 @@ const windowCases: Case[] = windowPaths.flatMap((path) => [
 
 const choiceCases: Case[] = [
   { path: '/api/v1/databases/{pg}/queries?sort_by=speed', want: error('sort_by must be one of: total_time, calls, mean_time, rows, io_time') },
-  { path: '/api/v1/databases/{pg}/tables?sort_by=rows', want: error('sort_by must be one of: size, dead_tuples, seq_scans, live_tuples, index_size') },
+  { path: '/api/v1/databases/{pg}/tables?sort_by=rows', want: error('sort_by must be one of: size, dead_tuples, seq_scans, live_tuples, index_size, heap_size, toast_size, total_size') },
   { path: '/api/v1/databases/{pg}/indexes?sort_by=dead_tuples', want: error('sort_by must be one of: size, scans, tuples_read') },
   { path: '/api/v1/databases/{pg}/indexes/unused?sort_by=', want: error('sort_by must be one of: size, scans, tuples_read') },
   { path: '/api/v1/databases/{ch}/parts?sort_by=size', want: error('sort_by must be one of: active_parts, bytes_on_disk, rows') },

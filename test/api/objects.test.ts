@@ -276,6 +276,9 @@ for (const kind of storeKinds) {
         idx_tup_fetch: 570,
         n_tup_hot_upd: 3,
         n_tup_newpage_upd: null, // a counter these batches do not send (agents before it): null
+        heap_bytes: null, // sizes these batches do not send (agents before them): null
+        toast_bytes: null,
+        total_bytes: 90112 + 16384,
         last_autoanalyze: iso(T_BASE - 10 * MINUTE),
         ts: iso(T3),
       })
@@ -304,6 +307,30 @@ for (const kind of storeKinds) {
       expect(await seen()).toEqual({ ledger: true, plain: false, detail: true })
     })
 
+    test('GET /tables: heap, TOAST and total sizes as a current agent sends them; one not measured this cycle keeps the last', async () => {
+      const now = Date.now()
+      const sizes = { table_size_bytes: 5_000_000, index_size_bytes: 300_000, heap_bytes: 800_000, toast_bytes: 4_100_000 }
+      const db = await ingest(batch('sizes', now - MINUTE, { tables: [table('public', 'docs', sizes), table('public', 'plain', { ...sizes, toast_bytes: 0 })] }))
+      const seen = async () => {
+        const pick = (t: any) => [t.table_name, t.heap_bytes, t.index_size_bytes, t.toast_bytes, t.total_bytes]
+        const list = (await body(`/api/v1/databases/${db}/tables?sort_by=toast_size`)) as any[]
+        const detail = await body(`/api/v1/databases/${db}/tables/public/docs`)
+        return { list: list.map(pick), detail: pick(detail), point: [detail.timeseries.at(-1).heap_bytes, detail.timeseries.at(-1).toast_bytes] }
+      }
+      expect(await seen()).toEqual({
+        list: [
+          ['docs', 800_000, 300_000, 4_100_000, 5_300_000],
+          ['plain', 800_000, 300_000, 0, 5_300_000],
+        ],
+        detail: ['docs', 800_000, 300_000, 4_100_000, 5_300_000],
+        point: [800_000, 4_100_000],
+      })
+      // The table was locked against sizing this cycle: every size null, the last ones stand.
+      const unmeasured = { table_size_bytes: null, index_size_bytes: null, heap_bytes: null, toast_bytes: null }
+      await ingest(batch('sizes', now, { tables: [table('public', 'docs', unmeasured), table('public', 'plain', { ...sizes, toast_bytes: 0 })] }))
+      expect((await seen()).detail).toEqual(['docs', 800_000, 300_000, 4_100_000, 5_300_000])
+    })
+
     test('GET /tables/{schema}/{name}: sums per minute bucket, last gauges, hourly beyond 24 hours', async () => {
       const detail = await body(`/api/v1/databases/${id}/tables/public/orders?since=${iso(T_BASE)}&until=${iso(T_BASE + HOUR)}`)
       expect(detail).toMatchObject({ schema_name: 'public', table_name: 'orders', seq_scan: 105, since: iso(T_BASE), until: iso(T_BASE + HOUR), resolution_seconds: 60 })
@@ -324,6 +351,8 @@ for (const kind of storeKinds) {
           n_dead_tup: 50,
           table_size_bytes: 81920,
           index_size_bytes: 16384,
+          heap_bytes: null,
+          toast_bytes: null,
         },
         // Minute 1: the two batches' deltas summed; gauges from the last one, its unknown size from the one before.
         {
@@ -341,6 +370,8 @@ for (const kind of storeKinds) {
           n_dead_tup: 52,
           table_size_bytes: 90112,
           index_size_bytes: 16384,
+          heap_bytes: null,
+          toast_bytes: null,
         },
       ])
       const hourly = await body(`/api/v1/databases/${id}/tables/public/orders?since=${iso(T_BASE - 24 * HOUR)}&until=${iso(T_BASE + HOUR)}`)
@@ -361,6 +392,8 @@ for (const kind of storeKinds) {
           n_dead_tup: 52,
           table_size_bytes: 90112,
           index_size_bytes: 16384,
+          heap_bytes: null,
+          toast_bytes: null,
         },
       ])
       // The default window is the last 24 hours; a window after the data has no points.
@@ -472,7 +505,7 @@ for (const kind of storeKinds) {
       expect((await body(`/api/v1/databases/${bulk}/tables?limit=1`))[0].table_name).toBe('t599')
 
       const cases: [string, string][] = [
-        ['tables?sort_by=rows', 'sort_by must be one of: size, dead_tuples, seq_scans, live_tuples, index_size'],
+        ['tables?sort_by=rows', 'sort_by must be one of: size, dead_tuples, seq_scans, live_tuples, index_size, heap_size, toast_size, total_size'],
         ['tables?limit=0', 'limit must be a whole number from 1 (at most 500 are returned)'],
         ['tables?limit=ten', 'limit must be a whole number from 1 (at most 500 are returned)'],
         ['indexes?sort_by=dead_tuples', 'sort_by must be one of: size, scans, tuples_read'],

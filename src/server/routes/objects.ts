@@ -61,6 +61,11 @@ function deadTupleRatio(live: number | null, dead: number | null): number | null
   return round(dead / (live + dead), 6)
 }
 
+/** pg_total_relation_size as the sum of the same sample's pg_table_size and pg_indexes_size; null when either is unknown. */
+function totalBytes(table: number | null, indexes: number | null): number | null {
+  return table === null || indexes === null ? null : table + indexes
+}
+
 /** A table's entry: every counter and gauge of the table family (src/shared/families.ts), times in RFC 3339. */
 function tableView(r: TableRow) {
   return {
@@ -74,6 +79,7 @@ function tableView(r: TableRow) {
     has_primary_key: r.has_primary_key,
     autovacuum_enabled: r.autovacuum_enabled,
     dead_tuple_ratio: deadTupleRatio(r.n_live_tup, r.n_dead_tup),
+    total_bytes: totalBytes(r.table_size_bytes, r.index_size_bytes),
     ts: rfc3339(r.ts),
   }
 }

@@ -140,7 +140,7 @@ const TABLE_BUCKETS: BucketTable = {
   counters: TABLE_COUNTERS,
   gauges: TABLE_GAUGES,
   latestColumns: [...TABLE_COUNTERS, ...TABLE_GAUGES, ...TABLE_TIMES, 'has_primary_key', 'autovacuum_enabled'],
-  keep: { table_size_bytes: keepSize('latest_tables', 'table_size_bytes'), index_size_bytes: keepSize('latest_tables', 'index_size_bytes') },
+  keep: Object.fromEntries(['table_size_bytes', 'index_size_bytes', 'heap_bytes', 'toast_bytes'].map((c) => [c, keepSize('latest_tables', c)])),
 }
 const INDEX_BUCKETS: BucketTable = {
   section: 'indexes',
@@ -440,7 +440,8 @@ export function applyObjects(reads: Reads, databaseId: string, batch: IngestBatc
 
 // ---- reads ----
 
-export const TABLE_SORTS = ['size', 'dead_tuples', 'seq_scans', 'live_tuples', 'index_size'] as const
+// size is pg_table_size (heap, maps and TOAST); total_size pg_total_relation_size (with the indexes).
+export const TABLE_SORTS = ['size', 'dead_tuples', 'seq_scans', 'live_tuples', 'index_size', 'heap_size', 'toast_size', 'total_size'] as const
 export type TableSort = (typeof TABLE_SORTS)[number]
 export const INDEX_SORTS = ['size', 'scans', 'tuples_read'] as const
 export type IndexSort = (typeof INDEX_SORTS)[number]
@@ -452,6 +453,9 @@ const TABLE_ORDER: Record<TableSort, string> = {
   seq_scans: 'seq_scan',
   live_tuples: 'n_live_tup',
   index_size: 'index_size_bytes',
+  heap_size: 'heap_bytes',
+  toast_size: 'toast_bytes',
+  total_size: '(table_size_bytes + index_size_bytes)',
 }
 const INDEX_ORDER: Record<IndexSort, string> = { size: 'size_bytes', scans: 'idx_scan', tuples_read: 'idx_tup_read' }
 

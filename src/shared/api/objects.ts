@@ -67,9 +67,19 @@ export const Lock = t.Object(
   { title: 'Lock' },
 )
 
-const tableNumbers = nullableProperties(TABLE_FIELDS, (f) =>
-  f.kind === 'counter' ? 'since the statistics were last reset; null when not known' : 'the latest value; null when not known',
-)
+/** What each of a table's sizes is (one definition everywhere, issue 26), all from the same sample. */
+const TABLE_SIZE_NOTES: Record<string, string> = {
+  table_size_bytes: 'pg_table_size: the heap with its free-space and visibility maps and its TOAST table with its index',
+  index_size_bytes: 'pg_indexes_size: every index of the table',
+  heap_bytes: "pg_relation_size: the heap's main fork alone; null from agents that do not send it",
+  toast_bytes: 'pg_total_relation_size of the TOAST table: TOAST with its index, 0 when the table has none; null from agents that do not send it',
+}
+
+const tableNumbers = nullableProperties(TABLE_FIELDS, (f) => {
+  const how = f.kind === 'counter' ? 'since the statistics were last reset; null when not known' : 'the latest value; null when not known'
+  const note = TABLE_SIZE_NOTES[f.key]
+  return note === undefined ? how : `${note}; ${how}`
+})
 
 /** A table's latest entry (pg_stat_user_tables with its sizes). */
 export const TableEntry = t.Object(
@@ -84,6 +94,9 @@ export const TableEntry = t.Object(
     has_primary_key: Nullable(t.Boolean({ description: 'null from agents that do not send it' })),
     autovacuum_enabled: Nullable(t.Boolean({ description: 'false when autovacuum is off for the table or its TOAST table; null from agents that do not send it' })),
     dead_tuple_ratio: Nullable(t.Number({ description: 'n_dead_tup / (n_live_tup + n_dead_tup), 0..1; null when unknown or empty' })),
+    total_bytes: Nullable(
+      t.Integer({ description: 'bytes, pg_total_relation_size: table_size_bytes + index_size_bytes at the same sample; null when either is not known' }),
+    ),
     ts: Timestamp('as of: the latest batch that carried the tables'),
   },
   { title: 'TableEntry' },

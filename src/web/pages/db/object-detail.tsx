@@ -1,9 +1,9 @@
 // One table or index (`tables/<schema/name>`, `indexes/<schema/name>`): its latest statistics and
 // charts over the window of sizes, rows and scans.
 import type { Static } from '@sinclair/typebox'
-import type { ComponentChildren } from 'preact'
+import { type ComponentChildren, Fragment } from 'preact'
 import { useMemo } from 'preact/hooks'
-import { SIZE_HINTS, SIZE_LABELS, totalSize } from './table-size.ts'
+import { SIZE_HINTS, SIZE_LABELS, SIZE_PARTS } from './table-size.ts'
 import { ApiError } from '../../api.ts'
 import { Chart, type ChartSeries, type Unit } from '../../components/chart.tsx'
 import { DbText } from '../../components/invisible.tsx'
@@ -27,7 +27,12 @@ interface Spec<D extends Detail> {
 }
 
 const TABLE_CHARTS: Spec<Static<typeof TableDetail>>[] = [
-  { name: 'table-size', title: 'Size', unit: 'bytes', keys: [['table_size_bytes', 'table (pg_table_size)'], ['index_size_bytes', 'indexes (pg_indexes_size)']] },
+  {
+    name: 'table-size',
+    title: 'Size: heap, indexes and TOAST',
+    unit: 'bytes',
+    keys: [['heap_bytes', SIZE_LABELS.heap.toLowerCase()], ['index_size_bytes', SIZE_LABELS.indexes.toLowerCase()], ['toast_bytes', SIZE_LABELS.toast]],
+  },
   { name: 'table-rows', title: 'Live and dead rows', unit: 'count', keys: [['n_live_tup', 'live'], ['n_dead_tup', 'dead']] },
   { name: 'table-scans', title: 'Scans', unit: 'count', total: true, keys: [['seq_scan', 'sequential'], ['idx_scan', 'index']] },
   { name: 'table-writes', title: 'Rows written', unit: 'count', total: true, keys: [['n_tup_ins', 'inserted'], ['n_tup_upd', 'updated'], ['n_tup_del', 'deleted']] },
@@ -132,11 +137,14 @@ export function TableDetailPage(props: PageProps) {
         <dl class="kv">
           <dt>Size</dt>
           <dd>
-            <span title={SIZE_HINTS.table}>{SIZE_LABELS.table.toLowerCase()} {fmtBytes(t.table_size_bytes)}</span>
-            {' · '}
-            <span title={SIZE_HINTS.indexes}>{SIZE_LABELS.indexes.toLowerCase()} {fmtBytes(t.index_size_bytes)}</span>
-            {' · '}
-            <span title={SIZE_HINTS.total}>{SIZE_LABELS.total.toLowerCase()} {fmtBytes(totalSize(t))}</span>
+            {SIZE_PARTS.map(({ part, field }, i) => (
+              <Fragment key={part}>
+                {i > 0 && ' · '}
+                <span title={SIZE_HINTS[part]}>
+                  {SIZE_LABELS[part]} {fmtBytes(t[field])}
+                </span>
+              </Fragment>
+            ))}
           </dd>
           <dt>Rows</dt>
           <dd>

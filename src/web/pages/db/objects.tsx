@@ -9,7 +9,7 @@ import { DbText } from '../../components/invisible.tsx'
 import { Async, Empty, ago, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
 import { NoDataYet, SelectField, apiPath, dbHref, fmtRatio, withWindow } from './common.tsx'
 import type { Database, PageProps } from './types.ts'
-import { SIZE_HINTS, SIZE_LABELS, totalSize } from './table-size.ts'
+import { SIZE_HINTS, SIZE_LABELS, SIZE_PARTS } from './table-size.ts'
 
 /** What pg_stat_user_tables.seq_scan counts, for the tables list and a table's page. */
 export const SEQ_SCAN_TITLE =
@@ -81,9 +81,9 @@ function tableColumns(db: Database, query: URLSearchParams): Column<TableRow>[] 
         </a>
       ),
     },
-    { key: 'size', label: SIZE_LABELS.table, title: SIZE_HINTS.table, num: true, sortBy: 'size', render: (t) => fmtBytes(t.table_size_bytes) },
-    { key: 'index_size', label: SIZE_LABELS.indexes, title: SIZE_HINTS.indexes, num: true, sortBy: 'index_size', render: (t) => fmtBytes(t.index_size_bytes) },
-    { key: 'total_size', label: SIZE_LABELS.total, title: SIZE_HINTS.total, num: true, render: (t) => fmtBytes(totalSize(t)) },
+    ...SIZE_PARTS.map(
+      ({ part, field, sort }): Column<TableRow> => ({ key: sort, label: SIZE_LABELS[part], title: SIZE_HINTS[part], num: true, sortBy: sort, render: (t) => fmtBytes(t[field]) }),
+    ),
     { key: 'live', label: 'Live rows', num: true, sortBy: 'live_tuples', render: (t) => fmtNum(t.n_live_tup) },
     {
       key: 'dead',
@@ -131,7 +131,7 @@ function tableColumns(db: Database, query: URLSearchParams): Column<TableRow>[] 
 }
 
 export function TablesPage({ db, query, setQuery }: PageProps) {
-  const sort = query.get('sort') ?? 'size'
+  const sort = query.get('sort') ?? 'total_size'
   const limit = LIMITS.includes(query.get('limit') ?? '') ? query.get('limit')! : '50'
   const tables = useApi<TableRow[]>(db.last_seen_at ? apiPath(db, `/tables?sort_by=${encodeURIComponent(sort)}&limit=${limit}`) : null)
   if (!db.last_seen_at) return <NoDataYet db={db} />
@@ -142,8 +142,8 @@ export function TablesPage({ db, query, setQuery }: PageProps) {
           label="Sort by"
           value={sort}
           options={[
-            ['size', 'Size'],
-            ['index_size', 'Index size'],
+            ...SIZE_PARTS.map(({ part, sort }): [string, string] => [sort, `Size: ${SIZE_LABELS[part]}`]),
+            ['size', 'Size: pg_table_size'],
             ['live_tuples', 'Live rows'],
             ['dead_tuples', 'Dead rows'],
             ['seq_scans', 'Sequential scans'],
