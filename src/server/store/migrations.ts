@@ -34,6 +34,7 @@ import { migration as invites } from './migrations/0013-invites.ts'
 import { migration as apiKeyScopes } from './migrations/0014-api-key-scopes.ts'
 import { migration as logEvents } from './migrations/0015-log-events.ts'
 import { migration as availability } from './migrations/0016-availability.ts'
+import { migration as alertCauses } from './migrations/0019-alert-causes.ts'
 import { baseline } from './migrations/baseline-0010.ts'
 import type { Migration } from './migrations/migration.ts'
 import { join, sql } from './sql.ts'
@@ -57,6 +58,7 @@ export const migrations: Migration[] = [
   apiKeyScopes,
   logEvents,
   availability,
+  alertCauses,
 ]
 
 export const latestVersion = migrations.reduce((max, m) => Math.max(max, m.version), 0)
