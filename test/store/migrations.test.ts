@@ -54,6 +54,7 @@ const RELEASED: Record<number, string> = {
   14: '8e95938842fd836364ff85dd02dcddaec0e2ff6d70c25f0f873dd048c1d49fb7',
   15: '6a06201ed2ba676c871413d4fd9eea15fdd98b29c5920e2bd1f1ec295f9d603a',
   16: '79627b400395830186fd46a8bef517e935b9d18213d293c4ac0db4705a947c9a',
+  19: '518eca0083b0b1da7ff7b0f3e1360b54bb46d4491185d409d2941d942125cd9a',
 }
 
 const checksum = (m: Migration) => createHash('sha256').update(JSON.stringify([m.version, m.name, m.sqlite, m.postgres])).digest('hex')

@@ -134,7 +134,8 @@ function groupFixes(members: Finding[]): string[] {
   for (const f of members) {
     for (const command of f.how_to_fix) {
       const sql = commandSql(command)
-      const index = indexTarget(command)
+      // A unique index is a constraint as well as a path: recreating one does not stand for a plain index, nor one for it.
+      const index = /\bCREATE UNIQUE INDEX\b/.test(command) ? undefined : indexTarget(command)
       const pid = terminatedPid(command)
       // The same statement; a second index on the same column (the lead's is kept: an invalid index's
       // rebuild, whose `-- or:` line names its definition, before a new one); a second end of the same session.
