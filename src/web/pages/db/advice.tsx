@@ -121,7 +121,7 @@ export function RecommendationsPage({ db, query, setQuery }: PageProps) {
   )
 }
 
-function Notified({ label, sent }: { label: string; sent: Sent }) {
+export function Notified({ label, sent }: { label: string; sent: Sent }) {
   if (!sent.email && !sent.webhook) return null
   return (
     <span>
