@@ -2,7 +2,9 @@
 // 7 days is diagnosed about once a minute, and from the findings:
 //   - recommendations (verified organizations): one per finding key, updated while the finding stays,
 //     resolved when it goes, with the finding's fix commands as remediation_sql;
-//   - alerts: one per critical finding key, opened when it appears and resolved when it goes;
+//   - alerts: one per cause with a critical finding (the doctor groups findings by cause: one session,
+//     index, statement, table...; doctor/grouping.ts), opened when the cause appears, kept with its
+//     findings (the consequences) while it stays, and resolved when it goes;
 //   - notifications, once per alert state change: a mail to each of the organization's users who
 //     verified their address, and a POST of signed JSON to the organization's webhook, retried at each
 //     evaluation until the receiver answers 2xx (for up to a day). The POST goes only to addresses the
@@ -21,11 +23,12 @@
 // Everything takes the time as a parameter: tests call runOnce(now) and runRetention(now) directly.
 import type { Deps } from './context.ts'
 import { breathe, diagnose } from './doctor/index.ts'
+import type { FindingGroup } from './doctor/grouping.ts'
 import type { Finding } from './doctor/types.ts'
 import { healthMonitorDefaults, logEventLimits, retentionLimits, sessionHistoryLimits } from './limits.ts'
 import { headerText, mailLine } from './mail.ts'
 import { serverMetrics } from './metrics.ts'
-import type { DiagnosisSummary, FindingRecord, MonitoredDatabase, NotificationChannel, PendingNotification, Webhook } from './store/sql-health.ts'
+import type { AlertInput, DiagnosisSummary, FindingRecord, MonitoredDatabase, NotificationChannel, PendingNotification, Webhook } from './store/sql-health.ts'
 import { isStoreUnreachable } from './store/availability.ts'
 import { minuteFloor } from './store/window.ts'
 import { VERSION } from '../version.ts'
@@ -109,12 +112,26 @@ function toRecord(f: Finding): FindingRecord {
     detail: f.detail,
     recommendation: f.recommendation,
     remediation_sql: f.how_to_fix.join('\n'),
+    cause: f.cause,
+  }
+}
+
+/** The alert of a cause with a critical finding: the lead's title and detail, and every finding of the cause. */
+function causeAlert(g: FindingGroup, byKey: Map<string, Finding>): AlertInput {
+  const lead = byKey.get(g.lead)!
+  return {
+    key: g.key,
+    rule: lead.rule,
+    severity: g.severity,
+    title: g.title,
+    detail: lead.detail,
+    consequences: g.findings.map((k) => byKey.get(k)!).map((f) => ({ key: f.key, rule: f.rule, severity: f.severity, title: f.title })),
   }
 }
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
-/** The dashboard's alerts page of the database (the link of mails and webhook payloads). */
-const alertsLink = (publicUrl: string, databaseId: string) => `${publicUrl}/#/databases/${encodeURIComponent(databaseId)}/alerts`
+/** The dashboard's issues page of the database (the link of mails and webhook payloads). */
+const alertsLink = (publicUrl: string, databaseId: string) => `${publicUrl}/#/databases/${encodeURIComponent(databaseId)}/issues`
 
 export function alertMail(n: PendingNotification, publicUrl: string) {
   const { alert, database } = n
@@ -128,10 +145,14 @@ export function alertMail(n: PendingNotification, publicUrl: string) {
     mailLine(alert.title),
     mailLine(alert.detail),
     '',
+    // The cause's other findings: one mail for the cause, not one per finding.
+    ...(alert.consequences.length > 1
+      ? [`What it causes (${alert.consequences.length - 1}):`, ...alert.consequences.slice(1).map((c) => mailLine(`- ${c.severity}: ${c.title}`)), '']
+      : []),
     `Opened: ${iso(alert.opened_at)}`,
     ...(alert.resolved_at !== null ? [`Resolved: ${iso(alert.resolved_at)}`] : []),
     '',
-    'The database\'s alerts:',
+    'The database\'s issues:',
     link,
     '',
   ].join('\n')
@@ -307,7 +328,8 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
       channels = [...(monitored.org_verified ? ['email' as const] : []), ...((await health.getWebhook(db.org_id)) ? ['webhook' as const] : [])]
       channelsByOrg.set(db.org_id, channels)
     }
-    const critical = records.filter((f) => f.severity === 'critical')
+    const byKey = new Map(diagnosis.findings.map((f) => [f.key, f]))
+    const critical = diagnosis.groups.filter((g) => g.severity === 'critical').map((g) => causeAlert(g, byKey))
     const changes = await health.syncAlerts(db.id, critical, diagnosis.failed_rules, channels, now)
     for (const key of changes.opened) log.info('alert opened', { database: db.id, alert: key })
     for (const key of changes.resolved) log.info('alert resolved', { database: db.id, alert: key })

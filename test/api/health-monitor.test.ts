@@ -16,6 +16,8 @@ import { startWebhookReceiver } from '../support/webhook.ts'
 
 const RULE = 'pg_cache_hit_ratio'
 const TITLE = 'Low buffer cache hit ratio'
+/** A finding that is its own cause: the alert lists it alone. */
+const CONSEQUENCE = { key: RULE, rule: RULE, severity: 'critical', title: TITLE }
 const iso = (ms: number) => new Date(ms).toISOString()
 /** 50 % of block reads from shared buffers over the last hour: critical (below 90 %). */
 const critical = (name: string) => pgBatch(name, Date.now() - 30_000, { database_stats: { blks_hit: 50_000, blks_read: 50_000 } })
@@ -81,6 +83,7 @@ for (const kind of storeKinds) {
         detail: expect.stringContaining('50.00 %'),
         recommendation: expect.stringContaining('shared_buffers'),
         remediation_sql: fix.join('\n'),
+        cause: RULE,
         first_seen_at: iso(first),
         last_seen_at: iso(first),
         resolved_at: null,
@@ -129,8 +132,8 @@ for (const kind of storeKinds) {
           sent_at: iso(opened),
           organization_id: org.account.orgId,
           database: { id, name: 'billing', engine: 'postgres', host: 'db.internal', port: 5432 },
-          alert: { id: alert.id, key: RULE, rule: RULE, severity: 'critical', title: TITLE, detail: alert.detail, opened_at: iso(opened), resolved_at: null },
-          link: `http://dbm.test:8080/#/databases/${id}/alerts`,
+          alert: { id: alert.id, key: RULE, rule: RULE, severity: 'critical', title: TITLE, detail: alert.detail, opened_at: iso(opened), resolved_at: null, consequences: [CONSEQUENCE] },
+          link: `http://dbm.test:8080/#/databases/${id}/issues`,
         })
         expect(alert).toEqual({
           id: expect.any(String),
@@ -143,10 +146,11 @@ for (const kind of storeKinds) {
           last_seen_at: iso(opened),
           resolved_at: null,
           notified: { opened: { email: iso(opened), webhook: iso(opened) }, resolved: { email: null, webhook: null } },
+          consequences: [CONSEQUENCE],
         })
         await server.deps.mailer.idle()
         expect(mailLines(server, org.account.email, `dbm alert: ${TITLE} on billing`)).toHaveLength(1)
-        expect(mailLines(server, org.account.email, 'dbm alert: ')[0]).toContain(`link=http://dbm.test:8080/#/databases/${id}/alerts`)
+        expect(mailLines(server, org.account.email, 'dbm alert: ')[0]).toContain(`link=http://dbm.test:8080/#/databases/${id}/issues`)
 
         // Still critical: the alert stays open, nothing is sent again.
         await monitor.runOnce(opened + 20_000)
@@ -177,6 +181,7 @@ for (const kind of storeKinds) {
             last_seen_at: iso(opened + 20_000),
             resolved_at: iso(resolvedAt),
             notified: { opened: { email: iso(opened), webhook: iso(opened) }, resolved: { email: iso(resolvedAt), webhook: iso(resolvedAt) } },
+            consequences: [CONSEQUENCE],
           },
         ])
         const webhook = await org.call('GET', '/api/v1/organization/webhook')
@@ -393,7 +398,7 @@ describe('alert mail text', () => {
         attempts: 0,
         created_at: 0,
         org_id: 'o1',
-        alert: { id: 'a1', key: 'k', rule: 'pg_long_running_queries', severity: 'critical', title: `Slow: ${hostile}`, detail: `Running: ${hostile}`, opened_at: 0, resolved_at: null },
+        alert: { id: 'a1', key: 'k', rule: 'pg_long_running_queries', severity: 'critical', title: `Slow: ${hostile}`, detail: `Running: ${hostile}`, opened_at: 0, resolved_at: null, consequences: [{ key: 'k', rule: 'pg_long_running_queries', severity: 'critical', title: `Slow: ${hostile}` }, { key: 'k2', rule: 'pg_dead_tuples', severity: 'critical', title: `Dead: ${hostile}` }] },
         database: { id: 'd1', name: 'shop\nBcc: x', engine: 'postgres', host: 'db', port: 5432 },
       },
       'https://dbm.example.org',
@@ -404,10 +409,13 @@ describe('alert mail text', () => {
       "Slow: SELECT 1 /* The database's alerts: https://evil.example/ */",
       "Running: SELECT 1 /* The database's alerts: https://evil.example/ */",
       '',
+      'What it causes (1):',
+      "- critical: Dead: SELECT 1 /* The database's alerts: https://evil.example/ */",
+      '',
       'Opened: 1970-01-01T00:00:00.000Z',
       '',
-      "The database's alerts:",
-      'https://dbm.example.org/#/databases/d1/alerts',
+      "The database's issues:",
+      'https://dbm.example.org/#/databases/d1/issues',
       '',
     ])
     expect(mail.subject).toBe("dbm alert: Slow: SELECT 1 /* The database's alerts: https://evil.example/ */ on shop Bcc: x")
@@ -439,7 +447,7 @@ describe('alert mail through an SMTP relay, and the monitor on its schedule', ()
     expect(mail.headers.subject).toBe(`dbm alert: ${TITLE} on mailed`)
     expect(mail.text).toContain('A critical alert opened on "mailed" (postgres, db.internal:5432):')
     expect(mail.text).toContain('50.00 %')
-    expect(mail.text).toContain(`https://dbm.example.org/#/databases/${id}/alerts`)
+    expect(mail.text).toContain(`https://dbm.example.org/#/databases/${id}/issues`)
     await monitor.runOnce()
     await ingest(cured('mailed'))
     await monitor.runOnce(server.deps.clock() + 1000)

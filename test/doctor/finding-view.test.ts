@@ -11,6 +11,7 @@ import { Finding as FindingSchema } from '../../src/shared/api/doctor.ts'
 const finding: Finding = {
   rule: 'pg_dead_tuples',
   key: 'pg_dead_tuples:public.orders',
+  cause: 'table:public.orders',
   severity: 'warning',
   category: 'maintenance',
   title: 'Dead rows in public.orders',

@@ -426,7 +426,7 @@ async function stoppedAgent(pid: number) {
   // The doctor's key figures: as of the last data, in red; those of the moment "—", the others as measured.
   const summary = (await call(cold, '/doctor')).body.metrics_summary
   const asOf = `as of ${await clockIn(page, Date.parse(summary.as_of))} (`
-  await tab('Doctor').click()
+  await tab('Issues').click()
   const keyFigures = page.locator('[data-key-figures]')
   await keyFigures.waitFor()
   // The diagnosis the layout loaded may predate the stop by a batch: run it again and wait for the last data's.

@@ -10,6 +10,7 @@ import { clickhouseFigures, commonFigures, postgresFigures } from './figures.ts'
 import { rules } from './rules/index.ts'
 import { type DoctorStatus, SEVERITY_ORDER, doctorStatus, healthScore } from './score.ts'
 import type { Finding, Rule } from './types.ts'
+import { type FindingGroup, groupFindings } from './grouping.ts'
 
 export const LOCKED_FIX = 'Verify your email address to unlock the commands that fix this.'
 
@@ -18,6 +19,8 @@ export interface Diagnosis {
   score: number
   evaluated_at: number
   findings: Finding[]
+  /** The findings grouped by cause (grouping.ts), worst first: one issue, and one alert, per cause. */
+  groups: FindingGroup[]
   /** Rules that failed this time (logged): their earlier findings are neither confirmed nor resolved. */
   failed_rules: string[]
   metrics_summary: Record<string, unknown>
@@ -27,7 +30,7 @@ export function rulesFor(db: RegisteredDatabase): Rule[] {
   return rules.filter((r) => r.engine === 'any' || r.engine === db.engine)
 }
 
-async function runRule(rule: Rule, ctx: DoctorContext, log: Deps['log']): Promise<Finding[] | null> {
+async function runRule(rule: Rule, ctx: DoctorContext, log: Deps['log']): Promise<Omit<Finding, 'cause'>[] | null> {
   try {
     const reads = ctx.forRule()
     const drafts = await rule.check(reads)
@@ -65,7 +68,7 @@ export async function diagnose(
   const { log } = deps
   const ctx = new DoctorContext(deps.store, db, now, deps.doctorThresholds)
   const ruleList = rulesFor(db)
-  let results: (Finding[] | null)[]
+  let results: (Omit<Finding, 'cause'>[] | null)[]
   if (options.between) {
     results = []
     for (const rule of ruleList) {
@@ -76,7 +79,8 @@ export async function diagnose(
     results = await Promise.all(ruleList.map((rule) => runRule(rule, ctx, log)))
   }
   const order = new Map(ruleList.map((r, i) => [r.id, i]))
-  const findings = results.flatMap((r) => r ?? []).sort((a, b) => SEVERITY_ORDER[a.severity] - SEVERITY_ORDER[b.severity] || order.get(a.rule)! - order.get(b.rule)! || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
+  const sorted = results.flatMap((r) => r ?? []).sort((a, b) => SEVERITY_ORDER[a.severity] - SEVERITY_ORDER[b.severity] || order.get(a.rule)! - order.get(b.rule)! || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
+  const { findings, groups } = groupFindings(sorted)
   const figuresRead = ctx.forRule()
   const figures = { ...(await commonFigures(figuresRead)), ...(db.engine === 'postgres' ? await postgresFigures(figuresRead) : await clickhouseFigures(figuresRead)) }
   const counts = { critical: 0, warning: 0, info: 0 }
@@ -86,6 +90,7 @@ export async function diagnose(
     score: healthScore(findings),
     evaluated_at: now,
     findings,
+    groups,
     failed_rules: ruleList.filter((_, i) => results[i] === null).map((r) => r.id),
     // as_of: when the figures' data was collected (epoch ms), the overview's too.
     metrics_summary: { ...figures, as_of: figuresRead.asOf(), findings: counts, rules_evaluated: ruleList.length },
@@ -141,6 +146,11 @@ export function timesAsRfc3339<T extends Record<string, unknown>>(metrics: T): T
     else if (isTimeMetric(key)) out[key] = rfc3339(value)
   }
   return out as T
+}
+
+/** A group as the API answers it: without its fix commands for an unverified organization. */
+export function groupView(g: FindingGroup, verified: boolean) {
+  return verified ? { ...g } : { ...g, how_to_fix: [], how_to_fix_locked: LOCKED_FIX }
 }
 
 /** A finding as the API answers it: times in RFC 3339, and without its fix commands for an unverified organization. */

@@ -42,6 +42,8 @@ export interface Finding {
    * Null only when nothing has arrived yet.
    */
   as_of: number | null
+  /** The key of its cause's group (grouping.ts): `session:pid 3161`, `index:public.orders(customer_id)`, or its own key. */
+  cause: string
 }
 
 export interface Rule<T extends Record<string, number> = Record<string, number>> {
@@ -55,7 +57,7 @@ export interface Rule<T extends Record<string, number> = Record<string, number>>
 }
 
 /** A finding as a rule writes it; the doctor adds rule, key and category. */
-export type FindingDraft = Omit<Finding, 'rule' | 'key' | 'category' | 'objects' | 'metrics' | 'as_of'> & {
+export type FindingDraft = Omit<Finding, 'rule' | 'key' | 'category' | 'objects' | 'metrics' | 'as_of' | 'cause'> & {
   /** When its data was collected, if not the latest batch the rule read. */
   as_of?: number | null
   /** The object this finding is about, for its key; absent for a database-wide finding. */

@@ -38,6 +38,7 @@ function recommendationView(r: Recommendation) {
     detail: r.detail,
     recommendation: r.recommendation,
     remediation_sql: r.remediation_sql,
+    cause: r.cause,
     first_seen_at: rfc3339(r.first_seen_at),
     last_seen_at: rfc3339(r.last_seen_at),
     resolved_at: rfc3339(r.resolved_at),
@@ -66,6 +67,7 @@ function alertView(a: Alert) {
     last_seen_at: rfc3339(a.last_seen_at),
     resolved_at: rfc3339(a.resolved_at),
     notified: notifiedView(a),
+    consequences: a.consequences,
   }
 }
 
@@ -129,7 +131,7 @@ export function alertRoutes(deps: Deps) {
       {
         query: listQuery('alerts'),
         response: { 200: t.Array(AlertSchema) },
-        detail: { summary: "A database's alerts (critical findings) and when each was notified" },
+        detail: { summary: "A database's alerts (one per cause with a critical finding, with the cause's findings) and when each was notified" },
       },
     )
     .get('/api/v1/organization/webhook', async ({ principal }) => {

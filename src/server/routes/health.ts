@@ -7,7 +7,7 @@ import { Elysia } from 'elysia'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { DiagnosisBusy } from '../doctor/diagnosis-worker.ts'
-import { diagnoseRecent, findingView, timesAsRfc3339 } from '../doctor/index.ts'
+import { diagnoseRecent, findingView, groupView, timesAsRfc3339 } from '../doctor/index.ts'
 import { HttpError } from '../http-error.ts'
 import { availabilityView, rfc3339 } from '../views.ts'
 import { type UptimeFigures, uptimeInput, uptimeTotal } from '../uptime.ts'
@@ -124,6 +124,7 @@ export function healthRoutes(deps: Deps) {
         score: diagnosis.score,
         evaluated_at: rfc3339(diagnosis.evaluated_at),
         top_issues: diagnosis.findings.slice(0, MAX_ISSUES).map((f) => findingView(f, org?.verified ?? false)),
+        groups: diagnosis.groups.slice(0, MAX_ISSUES).map((g) => groupView(g, org?.verified ?? false)),
         metrics_summary: summaryView(summary),
       }
     }, { response: { 200: Doctor }, detail: { summary: "The doctor's diagnosis: status, score, findings worst first and the key figures" } })

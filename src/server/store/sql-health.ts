@@ -1,21 +1,16 @@
-// Recommendations, alerts, alert notifications and each organization's webhook (migration 6), written
-// by the health monitor (health-monitor.ts) from the doctor's findings and read by routes/alerts.ts.
-// A finding's key identifies what it is about: at most one open recommendation and one open alert per
-// database and key (partial unique indexes), updated while the finding stays and resolved when it goes.
-// An alert that opens or resolves writes its notifications (one per channel) in the same transaction:
-// an outbox the monitor delivers, claims row by row (several `serve` processes may share a PostgreSQL
-// store), and retries until sent or given up. It also writes the alert's event for the events timeline
-// (sql-events.ts), with the alert's text at that moment. The transaction holds the database's lock
-// (an advisory lock on PostgreSQL) and alerts_open allows one open alert per key, so of several `serve`
-// processes one opens (and one resolves) an alert and writes its event once.
+// Recommendations, alert notifications and each organization's webhook (migration 6), written by the
+// health monitor (health-monitor.ts) from the doctor's findings and read by routes/alerts.ts; the
+// alerts themselves, one per cause, are in sql-alerts.ts. A finding's key identifies what it is about:
+// at most one open recommendation per database and key (a partial unique index), updated while the
+// finding stays and resolved when it goes, with the key of its cause (migration 19). The outbox of
+// notifications that alerts queue is delivered by the monitor, claimed row by row (several `serve`
+// processes may share a PostgreSQL store), and retried until sent or given up.
 import type { SqlDriver } from './driver.ts'
-import { alertEvent, insertEvents } from './sql-events.ts'
-import { sql } from './sql.ts'
+import { type Alert, type AlertReads, type AlertWrites, type NotificationChannel, type NotificationEvent, alertReads, alertWrites, consequencesOf, healthLockFor } from './sql-alerts.ts'
 
+export type { Alert, AlertConsequence, AlertInput, AlertNotification, NotificationChannel, NotificationEvent } from './sql-alerts.ts'
 export type HealthSeverity = 'critical' | 'warning' | 'info'
 export type RecordStatus = 'open' | 'resolved' | 'all'
-export type NotificationEvent = 'opened' | 'resolved'
-export type NotificationChannel = 'email' | 'webhook'
 
 /** What is kept of a doctor finding. */
 export interface FindingRecord {
@@ -28,6 +23,8 @@ export interface FindingRecord {
   recommendation: string
   /** The finding's fix commands, one per line. */
   remediation_sql: string
+  /** The key of its cause (doctor/grouping.ts); null for a recommendation kept before migration 19. */
+  cause: string | null
 }
 
 export interface Recommendation extends FindingRecord {
@@ -36,30 +33,6 @@ export interface Recommendation extends FindingRecord {
   first_seen_at: number
   last_seen_at: number
   resolved_at: number | null
-}
-
-export interface AlertNotification {
-  event: NotificationEvent
-  channel: NotificationChannel
-  created_at: number
-  attempts: number
-  sent_at: number | null
-  gave_up_at: number | null
-  last_error: string | null
-}
-
-export interface Alert {
-  id: string
-  database_id: string
-  key: string
-  rule: string
-  severity: HealthSeverity
-  title: string
-  detail: string
-  opened_at: number
-  last_seen_at: number
-  resolved_at: number | null
-  notifications: AlertNotification[]
 }
 
 /** A notification to deliver, with what its message says. */
@@ -132,7 +105,7 @@ export interface DiagnosisSummary {
 
 const num = (v: unknown) => Number(v)
 const numOrNull = (v: unknown) => (v === null || v === undefined ? null : Number(v))
-const lockFor = (databaseId: string) => `dbm:health:${databaseId}`
+const lockFor = healthLockFor
 
 const STATUS_SQL: Record<RecordStatus, string> = {
   open: 'AND resolved_at IS NULL',
@@ -156,21 +129,10 @@ function toRecommendation(r: any): Recommendation {
     detail: r.detail,
     recommendation: r.recommendation,
     remediation_sql: r.remediation_sql,
+    cause: r.cause ?? null,
     first_seen_at: num(r.first_seen_at),
     last_seen_at: num(r.last_seen_at),
     resolved_at: numOrNull(r.resolved_at),
-  }
-}
-
-function toNotification(r: any): AlertNotification {
-  return {
-    event: r.event,
-    channel: r.channel,
-    created_at: num(r.created_at),
-    attempts: num(r.attempts),
-    sent_at: numOrNull(r.sent_at),
-    gave_up_at: numOrNull(r.gave_up_at),
-    last_error: r.last_error ?? null,
   }
 }
 
@@ -206,17 +168,17 @@ async function syncRecommendations(driver: SqlDriver, databaseId: string, findin
     let resolved = 0
     for (const f of current.values()) {
       const row = openByKey.get(f.key)
-      const values = [f.rule, f.severity, f.category, f.title, f.detail, f.recommendation, f.remediation_sql, now]
+      const values = [f.rule, f.severity, f.category, f.title, f.detail, f.recommendation, f.remediation_sql, now, f.cause]
       if (row) {
         await tx.run(
           `UPDATE recommendations SET rule = $1, severity = $2, category = $3, title = $4, detail = $5, recommendation = $6,
-             remediation_sql = $7, last_seen_at = $8 WHERE id = $9`,
+             remediation_sql = $7, last_seen_at = $8, cause = $9 WHERE id = $10`,
           [...values, row.id],
         )
       } else {
         await tx.run(
-          `INSERT INTO recommendations (rule, severity, category, title, detail, recommendation, remediation_sql, last_seen_at,
-             first_seen_at, id, database_id, key) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9, $10, $11)`,
+          `INSERT INTO recommendations (rule, severity, category, title, detail, recommendation, remediation_sql, last_seen_at, cause,
+             first_seen_at, id, database_id, key) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $8, $10, $11, $12)`,
           [...values, Bun.randomUUIDv7(), databaseId, f.key],
         )
         opened++
@@ -232,102 +194,10 @@ async function syncRecommendations(driver: SqlDriver, databaseId: string, findin
   }, lockFor(databaseId))
 }
 
-async function addNotifications(tx: SqlDriver, alertId: string, event: NotificationEvent, channels: NotificationChannel[], now: number) {
-  for (const channel of channels) {
-    await tx.run(
-      `INSERT INTO alert_notifications (id, alert_id, event, channel, created_at, next_attempt_at, attempts) VALUES ($1, $2, $3, $4, $5, $5, 0)`,
-      [Bun.randomUUIDv7(), alertId, event, channel, now],
-    )
-  }
-}
-
-/** Alerts follow the critical findings: opened, kept up to date, resolved; each change queues its notifications. */
-async function syncAlerts(
-  driver: SqlDriver,
-  databaseId: string,
-  critical: FindingRecord[],
-  failedRules: string[],
-  channels: NotificationChannel[],
-  now: number,
-): Promise<{ opened: string[]; resolved: string[] }> {
-  const current = byKey(critical)
-  return driver.transaction(async (tx) => {
-    const open = await tx.all<{ id: string; key: string; rule: string; severity: string; title: string; detail: string; last_seen_at: unknown }>(
-      'SELECT id, key, rule, severity, title, detail, last_seen_at FROM alerts WHERE database_id = $1 AND resolved_at IS NULL',
-      [databaseId],
-    )
-    const openByKey = new Map(open.map((r) => [r.key, r]))
-    const opened: string[] = []
-    const resolved: string[] = []
-    for (const f of current.values()) {
-      const row = openByKey.get(f.key)
-      if (row) {
-        await tx.run('UPDATE alerts SET rule = $1, severity = $2, title = $3, detail = $4, last_seen_at = $5 WHERE id = $6', [
-          f.rule,
-          f.severity,
-          f.title,
-          f.detail,
-          now,
-          row.id,
-        ])
-        continue
-      }
-      const id = Bun.randomUUIDv7()
-      await tx.run(
-        `INSERT INTO alerts (id, database_id, key, rule, severity, title, detail, opened_at, last_seen_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)`,
-        [id, databaseId, f.key, f.rule, f.severity, f.title, f.detail, now],
-      )
-      await addNotifications(tx, id, 'opened', channels, now)
-      await insertEvents(tx, databaseId, [alertEvent(databaseId, 'alert_opened', f, now)])
-      opened.push(f.key)
-    }
-    const failed = new Set(failedRules)
-    for (const row of open) {
-      if (current.has(row.key) || failed.has(row.rule)) continue
-      await tx.run('UPDATE alerts SET resolved_at = $1 WHERE id = $2', [now, row.id])
-      await addNotifications(tx, row.id, 'resolved', channels, now)
-      // The text of its last evaluation while open (the one before this).
-      await insertEvents(tx, databaseId, [alertEvent(databaseId, 'alert_resolved', row, now, num(row.last_seen_at))])
-      resolved.push(row.key)
-    }
-    return { opened, resolved }
-  }, lockFor(databaseId))
-}
-
-async function listAlerts(driver: SqlDriver, databaseId: string, status: RecordStatus, limit: number): Promise<Alert[]> {
-  const rows = await driver.all(
-    `SELECT * FROM alerts WHERE database_id = $1 ${STATUS_SQL[status]} ${ORDER_SQL.replace('first_seen_at', 'opened_at')} LIMIT $2`,
-    [databaseId, limit],
-  )
-  if (rows.length === 0) return []
-  const ids = rows.map((r) => String(r.id))
-  const q = sql`SELECT * FROM alert_notifications WHERE alert_id IN ${ids} ORDER BY created_at, id`
-  const notes = await driver.all(q.sql, q.params)
-  const byAlert = new Map<string, AlertNotification[]>()
-  for (const n of notes) {
-    const list = byAlert.get(String(n.alert_id)) ?? []
-    list.push(toNotification(n))
-    byAlert.set(String(n.alert_id), list)
-  }
-  return rows.map((r: any) => ({
-    id: r.id,
-    database_id: r.database_id,
-    key: r.key,
-    rule: r.rule,
-    severity: r.severity,
-    title: r.title,
-    detail: r.detail,
-    opened_at: num(r.opened_at),
-    last_seen_at: num(r.last_seen_at),
-    resolved_at: numOrNull(r.resolved_at),
-    notifications: byAlert.get(r.id) ?? [],
-  }))
-}
-
 async function pendingNotifications(driver: SqlDriver, now: number, limit: number): Promise<PendingNotification[]> {
   const rows = await driver.all(
     `SELECT n.id, n.event, n.channel, n.attempts, n.created_at, d.org_id,
-            a.id AS alert_id, a.key, a.rule, a.severity, a.title, a.detail, a.opened_at, a.resolved_at,
+            a.id AS alert_id, a.key, a.rule, a.severity, a.title, a.detail, a.opened_at, a.resolved_at, a.consequences,
             d.id AS database_id, d.name AS database_name, d.engine, d.host, d.port
      FROM alert_notifications n JOIN alerts a ON a.id = n.alert_id JOIN databases d ON d.id = a.database_id
      WHERE n.sent_at IS NULL AND n.gave_up_at IS NULL AND n.next_attempt_at <= $1
@@ -350,6 +220,7 @@ async function pendingNotifications(driver: SqlDriver, now: number, limit: numbe
       detail: r.detail,
       opened_at: num(r.opened_at),
       resolved_at: numOrNull(r.resolved_at),
+      consequences: consequencesOf(r.consequences),
     },
     database: { id: r.database_id, name: r.database_name, engine: r.engine, host: r.host, port: num(r.port) },
   }))
@@ -358,6 +229,8 @@ async function pendingNotifications(driver: SqlDriver, now: number, limit: numbe
 /** Reads and writes of this part, for the health monitor and the routes. */
 export function healthStore(driver: SqlDriver) {
   return {
+    ...alertReads(driver),
+    ...alertWrites(driver),
     /** Databases that sent data (or were registered) since `since`, with their organization's verification. */
     async monitoredDatabases(since: number): Promise<MonitoredDatabase[]> {
       // Least recently diagnosed first: a pass cut short by time leaves the freshest ones for later.
@@ -462,14 +335,10 @@ export function healthStore(driver: SqlDriver) {
     /** Opens or updates a recommendation per finding key and resolves the open ones whose key is gone (unless their rule failed). */
     syncRecommendations: (databaseId: string, findings: FindingRecord[], failedRules: string[], now: number) =>
       syncRecommendations(driver, databaseId, findings, failedRules, now),
-    /** Opens, updates and resolves alerts from the critical findings; returns the keys opened and resolved. */
-    syncAlerts: (databaseId: string, critical: FindingRecord[], failedRules: string[], channels: NotificationChannel[], now: number) =>
-      syncAlerts(driver, databaseId, critical, failedRules, channels, now),
     async listRecommendations(databaseId: string, status: RecordStatus, limit: number): Promise<Recommendation[]> {
       const rows = await driver.all(`SELECT * FROM recommendations WHERE database_id = $1 ${STATUS_SQL[status]} ${ORDER_SQL} LIMIT $2`, [databaseId, limit])
       return rows.map(toRecommendation)
     },
-    listAlerts: (databaseId: string, status: RecordStatus, limit: number) => listAlerts(driver, databaseId, status, limit),
 
     // ---- notifications ----
     /** Notifications due at `now`, oldest first (so an alert's opening goes out before its resolution). */
@@ -531,4 +400,4 @@ export function healthStore(driver: SqlDriver) {
     },
   }
 }
-export type HealthStore = ReturnType<typeof healthStore>
+export type HealthStore = ReturnType<typeof healthStore> & AlertReads & AlertWrites

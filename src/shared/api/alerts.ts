@@ -20,6 +20,7 @@ export const Recommendation = t.Object(
     detail: t.String(),
     recommendation: t.String(),
     remediation_sql: t.String({ description: 'the fix commands, one per line (empty when there are none)' }),
+    cause: Nullable(t.String({ description: "the key of its finding's cause (the doctor's groups[].key, an alert's key); null for one kept before causes were" })),
     first_seen_at: Timestamp(),
     last_seen_at: Timestamp(),
     resolved_at: Nullable(Timestamp()),
@@ -30,15 +31,28 @@ export const Recommendation = t.Object(
 const sentAt = Nullable(Timestamp('when the notification was sent; null: not sent, or no such channel then'))
 const channels = t.Object({ email: sentAt, webhook: sentAt })
 
+export const AlertConsequence = t.Object(
+  {
+    key: t.String({ description: "the finding's key" }),
+    rule: t.String(),
+    severity: Severity,
+    title: t.String(),
+  },
+  { title: 'AlertConsequence' },
+)
+
 export const Alert = t.Object(
   {
     ...findingFields,
+    key: t.String({ description: "the cause (the doctor's groups[].key: session:pid 3161, index:public.orders(customer_id), ..., or a finding's own key): one open alert per cause" }),
+    rule: t.String({ description: 'the rule of the finding that leads the cause' }),
     title: t.String(),
     detail: t.String(),
     opened_at: Timestamp(),
     last_seen_at: Timestamp(),
     resolved_at: Nullable(Timestamp()),
     notified: t.Object({ opened: channels, resolved: channels }),
+    consequences: t.Array(AlertConsequence, { description: "the cause's findings at its last evaluation, the lead first; empty for an alert opened before causes were" }),
   },
   { title: 'Alert' },
 )

@@ -37,8 +37,26 @@ export const Finding = t.Object(
       description: "the measured values the rule judged, by name; they vary by rule (units in the name: _ms, _bytes, _s); points in time (names ending in _at or _since, and catalog times such as last_autovacuum) are RFC 3339",
     }),
     as_of: Nullable(Timestamp('when the data the finding was drawn from was collected; null only before any data')),
+    cause: t.String({ description: "the key of its cause's group (groups[].key): session:pid 3161, holder:slot x, index:public.orders(customer_id), statement:<query hash>, table:public.orders, or the finding's own key when it is its own cause" }),
   },
   { title: 'Finding' },
+)
+
+export const CauseKind = t.Union([t.Literal('session'), t.Literal('holder'), t.Literal('index'), t.Literal('statement'), t.Literal('table'), t.Literal('finding')])
+
+export const FindingGroup = t.Object(
+  {
+    key: t.String({ description: 'the cause: one issue, and one alert (alerts[].key), per cause' }),
+    kind: CauseKind,
+    severity: t.Union([t.Literal('critical'), t.Literal('warning'), t.Literal('info')], { description: "the worst of its findings'" }),
+    title: t.String({ description: "the leading finding's title" }),
+    lead: t.String({ description: 'the key of the finding that describes the cause itself' }),
+    findings: t.Array(t.String(), { description: "its findings' keys: the lead first, then its consequences worst first" }),
+    objects: t.Array(t.String(), { description: 'the objects of its findings, each once' }),
+    how_to_fix: t.Array(t.String(), { description: "its findings' fix commands, a cure that serves several of them once; empty for an organization that has not verified its email" }),
+    how_to_fix_locked: t.Optional(t.String({ description: 'present (and how_to_fix empty) while the organization has not verified its email' })),
+  },
+  { title: 'FindingGroup' },
 )
 
 const PG = 'PostgreSQL only'
@@ -79,6 +97,7 @@ export const Doctor = t.Object(
     score: t.Integer({ description: '0-100: 100 less a penalty per rule by its worst finding' }),
     evaluated_at: Timestamp(),
     top_issues: t.Array(Finding, { description: 'the worst first, at most 100' }),
+    groups: t.Array(FindingGroup, { description: 'every finding grouped by cause, the worst first, at most 100: the cause leads, its consequences follow' }),
     metrics_summary: MetricsSummary,
   },
   { title: 'Doctor' },

@@ -15,11 +15,10 @@ import { DbText, escapeInvisible } from '../components/invisible.tsx'
 import { ErrorBox, Loading, ago, fmtClock, fmtTime, useApi, useEscape } from '../components/ui.tsx'
 import { navigate, replaceRoute } from '../router.ts'
 import { ActivePage } from './db/active.tsx'
-import { AlertsPage, RecommendationsPage } from './db/advice.tsx'
 import { StatusBadge, dbHref, engineName, isStale, statusClass, useEvery, withWindow } from './db/common.tsx'
 import { ConfigurationPage } from './db/configuration.tsx'
 import { ConnectionsPage } from './db/connections.tsx'
-import { DoctorPage } from './db/doctor.tsx'
+import { ISSUES_ALIASES, IssuesPage } from './db/issues.tsx'
 import { EventsPage } from './db/events.tsx'
 import { InternalsPage } from './db/internals.tsx'
 import { HostPage } from './db/host.tsx'
@@ -58,9 +57,8 @@ const overview: Tab = { slug: 'overview', label: 'Overview', page: OverviewPage 
 const events: Tab = { slug: 'events', label: 'Events', page: EventsPage }
 const statements: Tab = { slug: 'queries', label: 'Statements', page: StatementsPage, itemPage: StatementPage }
 const active: Tab = { slug: 'active', label: 'Active', page: ActivePage }
-const doctor: Tab = { slug: 'doctor', label: 'Doctor', page: DoctorPage }
-const recommendations: Tab = { slug: 'recommendations', label: 'Recommendations', page: RecommendationsPage }
-const alerts: Tab = { slug: 'alerts', label: 'Alerts', page: AlertsPage }
+/** Doctor, Recommendations and Alerts in one page; their old slugs open it (ISSUES_ALIASES). */
+const issues: Tab = { slug: 'issues', label: 'Issues', page: IssuesPage }
 const settings: Tab = { slug: 'settings', label: 'Settings', page: SettingsPage }
 const logs: Tab = { slug: 'logs', label: 'Logs', page: LogsPage }
 const host: Tab = { slug: 'host', label: 'Host', page: HostPage }
@@ -95,7 +93,7 @@ export const TABS: Record<Engine, TabGroup[]> = {
       label: 'Server',
       tabs: [{ slug: 'replication', label: 'Replication', page: ReplicationPage }, { slug: 'internals', label: 'Internals', page: InternalsPage }, host, logs, events, configuration],
     },
-    { label: 'Issues', tabs: [doctor, recommendations, alerts] },
+    { label: 'Issues', tabs: [issues] },
     { label: 'Settings', tabs: [settings] },
   ],
   clickhouse: [
@@ -110,7 +108,7 @@ export const TABS: Record<Engine, TabGroup[]> = {
       ],
     },
     { label: 'Server', tabs: [{ slug: 'server', label: 'Metrics', page: ServerPage }, host, logs, events, configuration] },
-    { label: 'Issues', tabs: [doctor, recommendations, alerts] },
+    { label: 'Issues', tabs: [issues] },
     { label: 'Settings', tabs: [settings] },
   ],
 }
@@ -201,7 +199,7 @@ function Header({ db, doctor }: { db: Database; doctor: Doctor | undefined }) {
           last seen <LiveAgo at={db.last_seen_at} />
         </span>
         <span class="spacer" />
-        <a class={`health-score ${statusClass(doctor?.status)}`} href={dbHref(db, 'doctor')} title="Health score (100 is best): open the doctor">
+        <a class={`health-score ${statusClass(doctor?.status)}`} href={dbHref(db, 'issues')} title="Health score (100 is best): open the issues">
           <span class="label">Health</span> <strong>{doctor ? doctor.score : '…'}</strong>
           {doctor && <span class="small"> {doctor.status}</span>}
         </a>
@@ -302,6 +300,10 @@ function DatabaseView({ id, tab, item, query }: LayoutProps) {
   const record = db.data
   const shown = useMemo(() => (record && health ? { ...record, ...health } : record), [record, health?.status, health?.last_seen_at, health?.reason, health?.cause_message, health?.agent_last_heard_at])
 
+  // The old Doctor, Recommendations and Alerts links open Issues, with their query (?finding=...).
+  useEffect(() => {
+    if (ISSUES_ALIASES.has(tab)) replaceRoute(`/databases/${encodeURIComponent(id)}/issues${query.toString() ? `?${query}` : ''}`)
+  }, [id, tab])
   const tabs = db.data ? tabsOf(db.data.engine) : []
   const current = tabs.find((t) => t.slug === tab)
   useEffect(() => {

@@ -122,7 +122,7 @@ export function RecommendationsPage({ db, query, setQuery }: PageProps) {
 }
 
 /** When each notification went out; without a mail server (DBM_SMTP_URL) a "mail" only reached the server's log, and says so. */
-function Notified({ label, sent }: { label: string; sent: Sent }) {
+export function Notified({ label, sent }: { label: string; sent: Sent }) {
   const mail = useSession().me?.notifications.mail
   if (!sent.email && !sent.webhook) return null
   return (

@@ -25,7 +25,7 @@ const SEVERITIES: { key: Severity; label: string }[] = [
 export const MOMENT_FIGURES: ReadonlySet<string> = new Set(['active_queries', 'blocked_queries', 'longest_query_ms', 'active_merges', 'merge_progress_pct'])
 
 /** Figures as a definition list, each labelled without its unit and shown with it; `hidden` ones as "—". */
-function Figures({ figures, hidden }: { figures: Record<string, unknown>; hidden?: ReadonlySet<string> }) {
+export function Figures({ figures, hidden }: { figures: Record<string, unknown>; hidden?: ReadonlySet<string> }) {
   const entries = Object.entries(figures)
   if (entries.length === 0) return null
   return (
@@ -52,7 +52,7 @@ export function AsOf({ at, stale }: { at: number | string | null | undefined; st
   )
 }
 
-function FindingPanel({ f, open, stale }: { f: Finding; open: boolean; stale: boolean }) {
+export function FindingPanel({ f, open, stale }: { f: Finding; open: boolean; stale: boolean }) {
   return (
     <article id={`finding-${f.key}`} class={`panel finding ${f.severity}`}>
       <details open={open}>

@@ -4,7 +4,7 @@
 import type { Static } from '@sinclair/typebox'
 import type { Loaded } from '../../components/ui.tsx'
 import type { Database as DatabaseSchema, Engine as EngineSchema } from '../../../shared/api/databases.ts'
-import type { Doctor as DoctorSchema, Finding as FindingSchema, Severity as SeveritySchema } from '../../../shared/api/doctor.ts'
+import type { Doctor as DoctorSchema, Finding as FindingSchema, FindingGroup as FindingGroupSchema, Severity as SeveritySchema } from '../../../shared/api/doctor.ts'
 
 export type Engine = Static<typeof EngineSchema>
 export type Severity = Static<typeof SeveritySchema>
@@ -15,6 +15,7 @@ export type Database = Static<typeof DatabaseSchema>
 export type Finding = Static<typeof FindingSchema>
 
 export type Doctor = Static<typeof DoctorSchema>
+export type FindingGroup = Static<typeof FindingGroupSchema>
 
 /** What every tab's page is given by the database layout. */
 export interface PageProps {

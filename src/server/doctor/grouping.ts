@@ -1,0 +1,191 @@
+// One cause, one issue: the doctor's findings grouped by what causes them. A finding's cause is read from
+// the finding alone (so a cause's key stays the same whichever of its findings come and go, and its alert
+// neither resolves nor reopens when a consequence joins): a session (`pid 3161`) idle in a transaction,
+// running long, blocking others or holding back the xmin horizon, and the dead rows, bloat and wraparound
+// it keeps VACUUM from curing; another holder of the horizon (a replication slot, a prepared transaction);
+// a missing (or invalid) index, named by its table and leading column, that the sequential scans, the slow
+// statement, the unindexed foreign key and the invalid index point at; a statement; a table. Any other
+// finding is its own cause. The cause's own finding leads, the others are its consequences, and a fix
+// that cures several of them is offered once (the same command, a second CREATE INDEX for the same
+// column, a second termination of the same pid).
+import { SEVERITY_ORDER } from './score.ts'
+import type { Finding, Severity } from './types.ts'
+
+export type CauseKind = 'session' | 'holder' | 'index' | 'statement' | 'table' | 'finding'
+
+export interface FindingGroup {
+  /** The cause's key: `session:pid 3161`, `index:public.orders(customer_id)`, ...; a finding's own key when it is its own cause. */
+  key: string
+  kind: CauseKind
+  /** The worst of its findings'. */
+  severity: Severity
+  /** The leading finding's title. */
+  title: string
+  /** The key of the finding that describes the cause itself. */
+  lead: string
+  /** Its findings' keys, the lead first, then the consequences worst first. */
+  findings: string[]
+  /** The objects of its findings, each once. */
+  objects: string[]
+  /** The fix commands of its findings, each cure once (the lead's first). */
+  how_to_fix: string[]
+}
+
+/** Rules whose finding is about the session its object names (`pid N`). */
+const SESSION_RULES = new Set(['pg_idle_in_transaction', 'pg_long_running_queries', 'pg_blocked_sessions', 'pg_xmin_horizon'])
+/** Rules whose finding names, beside its own object, the holder of the xmin horizon that keeps VACUUM from curing it. */
+const HELD_RULES = new Set(['pg_dead_tuples', 'pg_bloat', 'pg_wraparound', 'pg_xmin_horizon'])
+/** Rules whose finding is about one table (object `schema.table`). */
+const TABLE_RULES = new Set(['pg_dead_tuples', 'pg_bloat', 'pg_autovacuum_disabled', 'pg_missing_primary_key', 'pg_sequential_scans'])
+/** Rules whose finding is about one statement (object: its query hash). */
+const STATEMENT_RULES = new Set(['pg_slow_statements', 'pg_plan_changed'])
+/** Rules whose fix names an index to create or rebuild: they group by that index's table and leading column. */
+const INDEX_RULES = new Set(['pg_sequential_scans', 'pg_slow_statements', 'pg_unindexed_foreign_keys', 'pg_invalid_indexes'])
+
+/** Which finding of a group describes the cause itself, by kind: the first rule listed that is present leads. */
+const LEADS: Record<CauseKind, string[]> = {
+  session: ['pg_idle_in_transaction', 'pg_long_running_queries', 'pg_xmin_horizon', 'pg_blocked_sessions'],
+  holder: ['pg_xmin_horizon'],
+  index: ['pg_invalid_indexes', 'pg_sequential_scans', 'pg_unindexed_foreign_keys', 'pg_slow_statements'],
+  statement: ['pg_slow_statements', 'pg_plan_changed'],
+  table: [],
+  finding: [],
+}
+
+const PID = /^pid \d+$/
+const HOLDER = /^(?:slot |prepared transaction )/
+
+/** The object a finding's key names (`pg_dead_tuples:public.t` → `public.t`); undefined for a database-wide one. */
+export function findingObject(f: Pick<Finding, 'rule' | 'key'>): string | undefined {
+  return f.key.startsWith(`${f.rule}:`) ? f.key.slice(f.rule.length + 1) : undefined
+}
+
+/**
+ * The SQL of a fix command without its trailing `-- comment`, blanks folded: quoted strings (also E'...'
+ * with backslashes) and quoted identifiers are skipped, so a `--` inside a name or a value from the
+ * monitored database never ends it. A line that is only a comment gives ''.
+ */
+export function commandSql(command: string): string {
+  let i = 0
+  while (i < command.length) {
+    const c = command[i]!
+    if (c === "'" || c === '"') {
+      const escapes = c === "'" && i > 0 && /[eE]/.test(command[i - 1]!)
+      i++
+      while (i < command.length) {
+        if (escapes && command[i] === '\\') i += 2
+        else if (command[i] === c && command[i + 1] === c) i += 2
+        else if (command[i] === c) break
+        else i++
+      }
+      i++
+      continue
+    }
+    if (c === '-' && command[i + 1] === '-') break
+    i++
+  }
+  return command.slice(0, i).replace(/\s+/g, ' ').trim()
+}
+
+/** A name as written in a command (`"Order"` or `orders`), unquoted. */
+const IDENT = String.raw`(?:"(?:[^"]|"")*"|[A-Za-z_][A-Za-z0-9_$]*)`
+const unquote = (id: string) => (id.startsWith('"') ? id.slice(1, -1).replaceAll('""', '"') : id)
+const CREATE_INDEX = new RegExp(
+  String.raw`^CREATE (?:UNIQUE )?INDEX (?:CONCURRENTLY )?(?:IF NOT EXISTS )?(?:${IDENT} )?ON (?:ONLY )?(${IDENT})\.(${IDENT}) (?:USING \w+ )?\((${IDENT})`,
+)
+
+/** The table and leading column of a `CREATE INDEX` command (after a leading `-- or:`), as `schema.table(column)`; undefined for any other. */
+export function indexTarget(command: string): string | undefined {
+  const sql = command.startsWith('-- or: ') ? command.slice('-- or: '.length) : command
+  const start = sql.indexOf('CREATE ')
+  if (start < 0) return undefined
+  const m = CREATE_INDEX.exec(commandSql(sql.slice(start)))
+  return m ? `${unquote(m[1]!)}.${unquote(m[2]!)}(${unquote(m[3]!)})` : undefined
+}
+
+/** The pid a `SELECT pg_terminate_backend(pid) ... WHERE pid = N` command ends; undefined for any other. */
+const terminatedPid = (command: string) => /^SELECT pg_terminate_backend\(pid\) FROM pg_stat_activity WHERE pid = (\d+)\b/.exec(command)?.[1]
+
+/** A finding's cause: its key and kind, from the finding alone. */
+export function causeOf(f: Pick<Finding, 'rule' | 'key' | 'objects' | 'how_to_fix'>): { key: string; kind: CauseKind } {
+  const object = findingObject(f)
+  if (object !== undefined) {
+    if (HELD_RULES.has(f.rule)) {
+      const holder = f.objects.find((o) => PID.test(o) || HOLDER.test(o))
+      if (holder) return PID.test(holder) ? { key: `session:${holder}`, kind: 'session' } : { key: `holder:${holder}`, kind: 'holder' }
+    }
+    if (SESSION_RULES.has(f.rule) && PID.test(object)) return { key: `session:${object}`, kind: 'session' }
+    if (INDEX_RULES.has(f.rule)) {
+      for (const command of f.how_to_fix) {
+        const target = indexTarget(command)
+        if (target) return { key: `index:${target}`, kind: 'index' }
+      }
+    }
+    if (STATEMENT_RULES.has(f.rule)) return { key: `statement:${object}`, kind: 'statement' }
+    if (TABLE_RULES.has(f.rule)) return { key: `table:${object}`, kind: 'table' }
+  }
+  return { key: f.key, kind: 'finding' }
+}
+
+/** The fix commands of a group's findings (in order, the lead's first), each cure once. */
+function groupFixes(members: Finding[]): string[] {
+  const fixes: string[] = []
+  const seen = new Set<string>()
+  for (const f of members) {
+    for (const command of f.how_to_fix) {
+      const sql = commandSql(command)
+      // A unique index is a constraint as well as a path: recreating one does not stand for a plain index, nor one for it.
+      const index = /\bCREATE UNIQUE INDEX\b/.test(command) ? undefined : indexTarget(command)
+      const pid = terminatedPid(command)
+      // The same statement; a second index on the same column (the lead's is kept: an invalid index's
+      // rebuild, whose `-- or:` line names its definition, before a new one); a second end of the same session.
+      const ids = [sql === '' ? `comment:${command}` : `sql:${sql}`, ...(index ? [`index:${index}`] : []), ...(pid ? [`pid:${pid}`] : [])]
+      if (ids.some((id) => seen.has(id))) continue
+      for (const id of ids) seen.add(id)
+      fixes.push(command)
+    }
+  }
+  return fixes
+}
+
+/**
+ * The findings (worst first, as the doctor sorts them) grouped by cause, each finding with its cause's
+ * key; the groups worst first, then in the order of their first finding.
+ */
+export function groupFindings(findings: Omit<Finding, 'cause'>[]): { findings: Finding[]; groups: FindingGroup[] } {
+  const byCause = new Map<string, { kind: CauseKind; members: Finding[] }>()
+  const withCause = findings.map((draft) => {
+    const cause = causeOf(draft)
+    const f: Finding = { ...draft, cause: cause.key }
+    const group = byCause.get(cause.key) ?? { kind: cause.kind, members: [] }
+    group.members.push(f)
+    byCause.set(cause.key, group)
+    return f
+  })
+  const groups: FindingGroup[] = []
+  for (const [key, { kind, members }] of byCause) {
+    const leads = LEADS[kind]
+    const rank = (f: Finding) => {
+      const i = leads.indexOf(f.rule)
+      return i < 0 ? leads.length : i
+    }
+    // The lead, then the rest as they came (worst first); sort is stable.
+    const ordered = [...members].sort((a, b) => rank(a) - rank(b)).slice(0, 1)
+    ordered.push(...members.filter((f) => f !== ordered[0]))
+    const lead = ordered[0]!
+    const severity = members.reduce<Severity>((worst, f) => (SEVERITY_ORDER[f.severity] < SEVERITY_ORDER[worst] ? f.severity : worst), 'info')
+    groups.push({
+      key,
+      kind,
+      severity,
+      title: lead.title,
+      lead: lead.key,
+      findings: ordered.map((f) => f.key),
+      objects: [...new Set(ordered.flatMap((f) => f.objects))],
+      how_to_fix: groupFixes(ordered),
+    })
+  }
+  const first = new Map(groups.map((g, i) => [g.key, i]))
+  groups.sort((a, b) => SEVERITY_ORDER[a.severity] - SEVERITY_ORDER[b.severity] || first.get(a.key)! - first.get(b.key)!)
+  return { findings: withCause, groups }
+}
