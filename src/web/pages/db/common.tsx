@@ -14,6 +14,20 @@ import type { AgentNote as AgentNoteSchema } from '../../../shared/api/doctor.ts
 /** `#/databases/<id>/<rest>` */
 export const dbHref = (db: Pick<Database, 'id'>, rest = '') => `#/databases/${encodeURIComponent(db.id)}${rest ? `/${rest}` : ''}`
 
+/** The Issues page, opened at the cause of finding `key` (a finding's or a cause's key) when one is named. */
+export const issuesHref = (db: Pick<Database, 'id'>, key?: string) => `${dbHref(db, 'issues')}${key ? `?finding=${encodeURIComponent(key)}` : ''}`
+
+/**
+ * An event's link as the page opens it: links stored before the Issues page (…/alerts, …/doctor,
+ * …/recommendations) go to Issues straight, at the event's cause when it names one (an alert's key).
+ */
+export function eventHref(link: string, object?: string | null): string {
+  const old = /^(#\/databases\/[^/?]+)\/(?:alerts|doctor|recommendations)(?:\?.*)?$/.exec(link)
+  if (!old) return link
+  const finding = new URLSearchParams(link.split('?')[1] ?? '').get('finding') ?? object
+  return `${old[1]}/issues${finding ? `?finding=${encodeURIComponent(finding)}` : ''}`
+}
+
 /** `/databases/<id><rest>`: an API path of the database. */
 export const apiPath = (db: Pick<Database, 'id'>, rest: string) => `/databases/${encodeURIComponent(db.id)}${rest}`
 

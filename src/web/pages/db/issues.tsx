@@ -9,13 +9,16 @@ import { useEffect } from 'preact/hooks'
 import { DbText } from '../../components/invisible.tsx'
 import { Async, Code, ErrorBox, type Loaded, Loading, fmtTime, useApi } from '../../components/ui.tsx'
 import type { Static } from '@sinclair/typebox'
+import { useSession } from '../../session.ts'
 import type { Alert as AlertSchema } from '../../../shared/api/alerts.ts'
-import { Notified } from './advice.tsx'
 import { NoDataYet, SeverityBadge, VerifyNote, apiPath, fmtDuration, isStale, statusClass } from './common.tsx'
 import { AsOf, Figures, FindingPanel, MOMENT_FIGURES } from './doctor.tsx'
 import type { Finding, FindingGroup, PageProps, Severity } from './types.ts'
 
 type Alert = Static<typeof AlertSchema>
+
+/** When an alert's opening or resolution went out, by channel. */
+type Sent = Alert['notified']['opened']
 
 /** The tabs this page replaces: their links (and bookmarks) open it, with the same query. */
 export const ISSUES_ALIASES: ReadonlySet<string> = new Set(['doctor', 'recommendations', 'alerts'])
@@ -56,6 +59,18 @@ export function openFor(a: Pick<Alert, 'opened_at' | 'resolved_at'>): number | n
 
 /** The cause a finding key named in a link (`?finding=pg_dead_tuples:public.t`) belongs to. */
 export const groupOfFinding = (groups: FindingGroup[], key: string | null) => (key === null ? undefined : groups.find((g) => g.key === key || g.findings.includes(key)))
+
+/** When each notification went out; without a mail server (DBM_SMTP_URL) a "mail" only reached the server's log, and says so. */
+export function Notified({ label, sent }: { label: string; sent: Sent }) {
+  const mail = useSession().me?.notifications.mail
+  if (!sent.email && !sent.webhook) return null
+  return (
+    <span>
+      {label}:{sent.email && <> {mail === 'log' ? "the server's log (no mail server is set)" : 'mail'} {fmtTime(sent.email)}</>}
+      {sent.webhook && <> webhook {fmtTime(sent.webhook)}</>}
+    </span>
+  )
+}
 
 function AlertLine({ alert }: { alert: Alert }) {
   const told = alert.notified.opened.email || alert.notified.opened.webhook

@@ -14,7 +14,7 @@ import type { QueryStats } from '../../../shared/api/queries.ts'
 import { DbText, escapeInvisible } from '../../components/invisible.tsx'
 import { Async, Empty, fmtBytes, fmtClock, fmtMs, fmtNum, useApi } from '../../components/ui.tsx'
 import { type Column, DataTable } from '../../components/data-table.tsx'
-import { type AgentNote, AgentNotes, Field, NoDataYet, SelectField, TimeRangePicker, apiPath, dbHref, fmtRatio, useWindow, windowQuery } from './common.tsx'
+import { type AgentNote, AgentNotes, Field, NoDataYet, SelectField, TimeRangePicker, apiPath, dbHref, fmtRatio, issuesHref, useWindow, windowQuery } from './common.tsx'
 import type { Database, Finding, PageProps } from './types.ts'
 
 /**
@@ -198,7 +198,7 @@ function StatementNotes({ db, doctor }: { db: Database; doctor: PageProps['docto
   const extra = findings.length
     ? findings.map((f) => (
         <li key={f.key}>
-          The doctor: <DbText text={f.title} />. <a href={`${dbHref(db, 'doctor')}?finding=${encodeURIComponent(f.key)}`}>How to fix it</a>
+          The doctor: <DbText text={f.title} />. <a href={issuesHref(db, f.key)}>How to fix it</a>
         </li>
       ))
     : undefined
