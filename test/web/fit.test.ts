@@ -30,6 +30,9 @@ let server: ServeProcess
 let browser: Browser
 let tab: BrowserPage
 const ids: Record<Engine, string> = { postgres: '', clickhouse: '' }
+/** When the two batches of each database were collected. */
+let collectedAt: number[] = []
+let accessToken = ''
 /** Requests that failed or answered 4xx/5xx, with the page they were made from. */
 const failed: string[] = []
 let inFlight = 0
@@ -43,11 +46,13 @@ beforeAll(async () => {
   // No SMTP: the verification mail is the server's log line, its link carries the token.
   const token = await until('the verification mail in the log', async () => /verify\?token=([A-Za-z0-9_-]+)/.exec(server.stderr())?.[1])
   expect((await request(server.base, 'GET', `/api/v1/auth/verify-email?token=${token}`)).status).toBe(200)
+  accessToken = signup.body.access_token
   const key = await request(server.base, 'POST', '/api/v1/api-keys', { token: signup.body.access_token, body: { name: 'fit', scopes: ['ingest', 'read'] } })
+  collectedAt = [Date.now() - 120_000, Date.now() - 60_000]
   for (const engine of ['postgres', 'clickhouse'] as const) {
     // Two cycles a minute apart: charts have two points, deltas a previous sample.
-    for (const ago of [120_000, 60_000]) {
-      const res = await request(server.base, 'POST', '/api/v1/ingest', { apiKey: key.body.key, body: fullBatch(`fit-${engine}`, Date.now() - ago, engine) })
+    for (const at of collectedAt) {
+      const res = await request(server.base, 'POST', '/api/v1/ingest', { apiKey: key.body.key, body: fullBatch(`fit-${engine}`, at, engine) })
       expect(res.status).toBe(200)
       ids[engine] = res.body.database_id
     }
@@ -155,6 +160,12 @@ for (const engine of ['postgres', 'clickhouse'] as const) {
         await settled(page)
         problems.push(...(await checkEveryWay(page, `${engine}-${list.slug}-item`)))
       }
+      // A past snapshot of Active (?at=, the time slider's view): the first batch's sessions.
+      await page.setViewportSize(WIDE)
+      await page.goto(`${base}/active?at=${collectedAt[0]}`)
+      await page.locator('[data-stream-state="history"]').waitFor()
+      await settled(page)
+      problems.push(...(await checkEveryWay(page, `${engine}-active-at`)))
       expect(problems).toEqual([])
       expect(failed).toEqual([])
       tab.assertNoErrors()
