@@ -173,6 +173,45 @@ for (const engine of ['postgres', 'clickhouse'] as const) {
   })
 }
 
+test('Issues stays short at 390 px: the worst critical cause open, the others folded to their heading', async () => {
+  const { page } = tab
+  const doctor = await request(server.base, 'GET', `/api/v1/databases/${ids.postgres}/doctor`, { token: accessToken })
+  const findings = doctor.body.top_issues.length as number
+  const causes = doctor.body.groups as { severity: string }[]
+  const critical = causes.filter((g) => g.severity === 'critical').length
+  expect(findings).toBeGreaterThanOrEqual(12)
+  expect(critical).toBeGreaterThanOrEqual(2)
+  const visit = async (viewport: { width: number; height: number }) => {
+    await page.setViewportSize(viewport)
+    await page.emulateMedia({ colorScheme: 'light' })
+    // The page decides what opens when it renders: each width is its own load.
+    await page.goto(`/#/databases/${ids.postgres}/overview`)
+    await page.goto(`/#/databases/${ids.postgres}/issues`)
+    await page.locator('[data-history]').waitFor()
+    await settled(page)
+    const panels = page.locator('article.finding')
+    expect(await panels.count()).toBe(causes.length)
+    const open = await panels.evaluateAll((list) => list.map((a) => a.querySelector('.collapsible')?.getAttribute('data-open') === 'true'))
+    const heights = await panels.evaluateAll((list) => list.map((a) => a.getBoundingClientRect().height))
+    const height = await page.evaluate(() => document.documentElement.scrollHeight)
+    return { open, heights, height }
+  }
+  // Wide: every critical cause open, the others folded.
+  expect((await visit(WIDE)).open).toEqual(causes.map((g) => g.severity === 'critical'))
+  const phone = await visit(PHONE)
+  expect(phone.open).toEqual(causes.map((_, i) => i === 0))
+  const folded = phone.heights.filter((_, i) => !phone.open[i])
+  console.log(
+    `issues at 390 px: ${findings} findings in ${causes.length} causes (${critical} critical): page ${Math.round(phone.height)} px; ` +
+      `open cause ${Math.round(phone.heights[0]!)} px, folded ${Math.round(Math.min(...folded))}-${Math.round(Math.max(...folded))} px`,
+  )
+  // A folded cause is its heading: the title in at most three lines and its summary.
+  expect(Math.max(...folded)).toBeLessThan(150)
+  expect(phone.height).toBeLessThan(4000)
+  expect(await horizontalOverflow(page)).toBe(0)
+  tab.assertNoErrors()
+})
+
 test("the organization's pages fit too, and Settings asks for no webhook that is not set", async () => {
   const { page } = tab
   const problems: string[] = []

@@ -329,7 +329,7 @@ export type AgentNote = Static<typeof AgentNoteSchema>
 export const warningNotes = (notes: AgentNote[]) => notes.filter((n) => n.level !== 'info')
 
 /** True on a phone-width screen (the stylesheet's 720 px breakpoint), read once. */
-const narrowScreen = () => typeof matchMedia === 'function' && matchMedia('(max-width: 720px)').matches
+export const narrowScreen = () => typeof matchMedia === 'function' && matchMedia('(max-width: 720px)').matches
 
 /**
  * The agent's notes (overview's agent_notes): each says why some data is missing and what to do. `extra`
