@@ -7,6 +7,7 @@ import { useEffect, useId, useMemo, useRef, useState } from 'preact/hooks'
 import { ApiError, api } from '../../api.ts'
 import { DbText, escapeInvisible } from '../../components/invisible.tsx'
 import { Empty, ErrorBox, fmtMs } from '../../components/ui.tsx'
+import { useLocalMode } from '../auth.tsx'
 import type { Database, Severity } from './types.ts'
 import type { Static } from '@sinclair/typebox'
 import type { AgentNote as AgentNoteSchema } from '../../../shared/api/doctor.ts'
@@ -305,6 +306,20 @@ export function TableName({ database, table }: { database: string; table: string
 
 /** The empty state of a database the agent never sent data for. */
 export function NoDataYet({ db }: { db: Database }) {
+  if (useLocalMode()) {
+    return (
+      <Empty title="No data yet from dbm local's agent">
+        <p>
+          dbm local has received nothing for{' '}
+          <strong>
+            <DbText text={db.name} />
+          </strong>{' '}
+          yet. Its agent connects at start and keeps retrying a database that does not answer: the terminal where dbm local runs says why, one line per
+          database. Data show here within a poll once it answers.
+        </p>
+      </Empty>
+    )
+  }
   return (
     <Empty title="No data yet: start the agent with this config">
       <p>
