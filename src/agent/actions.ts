@@ -9,7 +9,7 @@
 // lock timeout and a deadline over the whole run; an action handed out after its expiry is refused, never
 // run late. A fault (the API away, the database down, a refused login) is logged and retried later: the
 // agent never stops for it.
-// - cancel, terminate: the guarded selection of src/server/doctor/session-commands.ts, parameterised: the
+// - cancel, terminate: the guarded selection of src/shared/session-commands.ts, parameterised: the
 //   backend must have the pid, the session's start (within a millisecond), its role and application, and
 //   the statement's start (cancel) or the transaction's (terminate) as the dashboard reported them; a pid
 //   reused by another session matches nothing and no backend is signalled (signalled: false).

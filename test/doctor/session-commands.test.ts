@@ -7,7 +7,7 @@
 // (postgres-sessions.test.ts, postgres-xmin-causes.test.ts).
 import { afterAll, describe, expect, test } from 'bun:test'
 import postgres from 'postgres'
-import { type ReportedSession, cancelStatement, terminateSession } from '../../src/server/doctor/session-commands.ts'
+import { type ReportedSession, cancelStatement, terminateSession } from '../../src/shared/session-commands.ts'
 import { sharedPostgres } from '../support/postgres.ts'
 
 const clients: postgres.Sql[] = []

@@ -444,6 +444,15 @@ test('second run, of dist/dbm: same database id, the statements kept, a new link
       expect(q.body.find((s) => s.query_text.startsWith('SELECT count(*) AS local_marker'))?.total_calls).toBe(expectedCalls)
       await view.page.goto(`${base}/#/databases/${databaseId}/queries?sort=calls&q=local_marker`)
       await view.page.getByText('SELECT count(*) AS local_marker', { exact: false }).first().waitFor({ timeout: 20_000 })
+      // No config file to write under dbm local: the agent setup says what to do instead (flags), and so does
+      // the database's Settings page.
+      await view.page.goto(`${base}/#/settings/agent`)
+      await view.page.locator('[data-local-setup]').getByText('This is dbm local: its agent is already running').waitFor()
+      expect(await view.page.locator('main').textContent()).toContain('dbm local --explain-trusted-role app')
+      expect(await view.page.locator('main').textContent()).not.toContain('# config.yaml')
+      await view.page.goto(`${base}/#/databases/${databaseId}/settings`)
+      await view.page.getByText('stop dbm local and start it again without this database first', { exact: false }).waitFor()
+      expect(await view.page.locator('main').textContent()).not.toContain("agent's config")
       view.assertNoErrors()
       await view.close()
       // Signed out (a browser without the session), the sign-in page says how to get back in: no form for a

@@ -259,7 +259,7 @@ describe('issue 14: the dashboard (Chromium)', () => {
     const dead = page.locator('[data-card="dead"]')
     await dead.locator('.value.critical').waitFor()
     expect(await dead.locator('.sub').textContent()).toBe('of all rows · 2 critical findings')
-    expect(await dead.locator('.label a').getAttribute('href')).toBe(`#/databases/${shop.dbId}/doctor`)
+    expect(await dead.locator('.label a').getAttribute('href')).toBe(`#/databases/${shop.dbId}/issues`)
     await page.getByText('The costliest over the last 6 hours by total time.').waitFor()
     // Data from a few minutes ago in a 6-hour range: the axis starts at the data, the caption says the range.
     const chart = page.locator('[data-chart="overview-transactions"]')

@@ -9,7 +9,7 @@ import { TEST_NOT_DELIVERED } from '../../src/server/routes/alerts.ts'
 import { fmtClock } from '../../src/web/components/ui.tsx'
 import { describeTest } from '../../src/web/pages/account.tsx'
 import { type Session, blockingChains, reconnectDelay, staleAfterMs, streamStatus } from '../../src/web/pages/db/active.tsx'
-import { DEFAULT_RANGE, RANGES, bucketFor, fmtDuration, windowQuery, withWindow } from '../../src/web/pages/db/common.tsx'
+import { DEFAULT_RANGE, RANGES, bucketFor, eventHref, fmtDuration, issuesHref, windowQuery, withWindow } from '../../src/web/pages/db/common.tsx'
 import { figureLabel, formatFigure } from '../../src/web/pages/db/figures.ts'
 import { spreadCheckpoints } from '../../src/web/pages/db/internals.tsx'
 import { CARD_RULES, availabilityCard, doctorVerdict, rangeWords, watchedWords, worseTone } from '../../src/web/pages/db/overview.tsx'
@@ -297,6 +297,30 @@ describe('statements: notes, counting start, the filter in links', () => {
     expect(countedSince('2025-12-01T00:00:00Z', since)).toBeUndefined()
     expect(countedSince(null, since)).toBeUndefined()
     expect(countedSince('not a time', since)).toBeUndefined()
+  })
+
+  test('"counted since" is never before the agent first sent: a 10-minute bucket reads from the registration', () => {
+    // The window 04:50-05:50; the agent started at 05:18, its statements' first bucket is 05:10's.
+    const since = Date.UTC(2026, 0, 1, 4, 50)
+    const registered = '2026-01-01T05:18:07Z'
+    expect(countedSince(Date.UTC(2026, 0, 1, 5, 10), since, registered)).toBe(Date.parse(registered))
+    expect(countedSince('2026-01-01T05:00:00Z', since, registered)).toBe(Date.parse(registered))
+    // A later first bucket (a statement first run at 05:30) keeps its own time.
+    expect(countedSince(Date.UTC(2026, 0, 1, 5, 30), since, registered)).toBe(Date.UTC(2026, 0, 1, 5, 30))
+    // Registered before the window: the bucket alone decides.
+    expect(countedSince(Date.UTC(2026, 0, 1, 4, 0), since, '2025-12-01T00:00:00Z')).toBeUndefined()
+    expect(countedSince(null, since, registered)).toBeUndefined()
+  })
+
+  test('links to Doctor, Recommendations and Alerts go to Issues, at the cause when one is named', () => {
+    const db = { id: 'd 1' }
+    expect(issuesHref(db)).toBe('#/databases/d%201/issues')
+    expect(issuesHref(db, 'pg_dead_tuples:public.t')).toBe('#/databases/d%201/issues?finding=pg_dead_tuples%3Apublic.t')
+    expect(eventHref('#/databases/abc/alerts', 'cause:pid:42')).toBe('#/databases/abc/issues?finding=cause%3Apid%3A42')
+    expect(eventHref('#/databases/abc/alerts', null)).toBe('#/databases/abc/issues')
+    expect(eventHref('#/databases/abc/doctor?finding=pg_x%3Ay', 'other')).toBe('#/databases/abc/issues?finding=pg_x%3Ay')
+    expect(eventHref('#/databases/abc/recommendations')).toBe('#/databases/abc/issues')
+    expect(eventHref('#/databases/abc/tables/public%2Ft', 'public.t')).toBe('#/databases/abc/tables/public%2Ft')
   })
 
   test("a statement's link and its way back keep the window and the filter, nothing else", () => {

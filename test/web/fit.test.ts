@@ -30,6 +30,9 @@ let server: ServeProcess
 let browser: Browser
 let tab: BrowserPage
 const ids: Record<Engine, string> = { postgres: '', clickhouse: '' }
+/** When the two batches of each database were collected. */
+let collectedAt: number[] = []
+let accessToken = ''
 /** Requests that failed or answered 4xx/5xx, with the page they were made from. */
 const failed: string[] = []
 let inFlight = 0
@@ -43,11 +46,13 @@ beforeAll(async () => {
   // No SMTP: the verification mail is the server's log line, its link carries the token.
   const token = await until('the verification mail in the log', async () => /verify\?token=([A-Za-z0-9_-]+)/.exec(server.stderr())?.[1])
   expect((await request(server.base, 'GET', `/api/v1/auth/verify-email?token=${token}`)).status).toBe(200)
+  accessToken = signup.body.access_token
   const key = await request(server.base, 'POST', '/api/v1/api-keys', { token: signup.body.access_token, body: { name: 'fit', scopes: ['ingest', 'read'] } })
+  collectedAt = [Date.now() - 120_000, Date.now() - 60_000]
   for (const engine of ['postgres', 'clickhouse'] as const) {
     // Two cycles a minute apart: charts have two points, deltas a previous sample.
-    for (const ago of [120_000, 60_000]) {
-      const res = await request(server.base, 'POST', '/api/v1/ingest', { apiKey: key.body.key, body: fullBatch(`fit-${engine}`, Date.now() - ago, engine) })
+    for (const at of collectedAt) {
+      const res = await request(server.base, 'POST', '/api/v1/ingest', { apiKey: key.body.key, body: fullBatch(`fit-${engine}`, at, engine) })
       expect(res.status).toBe(200)
       ids[engine] = res.body.database_id
     }
@@ -155,12 +160,57 @@ for (const engine of ['postgres', 'clickhouse'] as const) {
         await settled(page)
         problems.push(...(await checkEveryWay(page, `${engine}-${list.slug}-item`)))
       }
+      // A past snapshot of Active (?at=, the time slider's view): the first batch's sessions.
+      await page.setViewportSize(WIDE)
+      await page.goto(`${base}/active?at=${collectedAt[0]}`)
+      await page.locator('[data-stream-state="history"]').waitFor()
+      await settled(page)
+      problems.push(...(await checkEveryWay(page, `${engine}-active-at`)))
       expect(problems).toEqual([])
       expect(failed).toEqual([])
       tab.assertNoErrors()
     }, 120_000)
   })
 }
+
+test('Issues stays short at 390 px: the worst critical cause open, the others folded to their heading', async () => {
+  const { page } = tab
+  const doctor = await request(server.base, 'GET', `/api/v1/databases/${ids.postgres}/doctor`, { token: accessToken })
+  const findings = doctor.body.top_issues.length as number
+  const causes = doctor.body.groups as { severity: string }[]
+  const critical = causes.filter((g) => g.severity === 'critical').length
+  expect(findings).toBeGreaterThanOrEqual(12)
+  expect(critical).toBeGreaterThanOrEqual(2)
+  const visit = async (viewport: { width: number; height: number }) => {
+    await page.setViewportSize(viewport)
+    await page.emulateMedia({ colorScheme: 'light' })
+    // The page decides what opens when it renders: each width is its own load.
+    await page.goto(`/#/databases/${ids.postgres}/overview`)
+    await page.goto(`/#/databases/${ids.postgres}/issues`)
+    await page.locator('[data-history]').waitFor()
+    await settled(page)
+    const panels = page.locator('article.finding')
+    expect(await panels.count()).toBe(causes.length)
+    const open = await panels.evaluateAll((list) => list.map((a) => a.querySelector('.collapsible')?.getAttribute('data-open') === 'true'))
+    const heights = await panels.evaluateAll((list) => list.map((a) => a.getBoundingClientRect().height))
+    const height = await page.evaluate(() => document.documentElement.scrollHeight)
+    return { open, heights, height }
+  }
+  // Wide: every critical cause open, the others folded.
+  expect((await visit(WIDE)).open).toEqual(causes.map((g) => g.severity === 'critical'))
+  const phone = await visit(PHONE)
+  expect(phone.open).toEqual(causes.map((_, i) => i === 0))
+  const folded = phone.heights.filter((_, i) => !phone.open[i])
+  console.log(
+    `issues at 390 px: ${findings} findings in ${causes.length} causes (${critical} critical): page ${Math.round(phone.height)} px; ` +
+      `open cause ${Math.round(phone.heights[0]!)} px, folded ${Math.round(Math.min(...folded))}-${Math.round(Math.max(...folded))} px`,
+  )
+  // A folded cause is its heading: the title in at most three lines and its summary.
+  expect(Math.max(...folded)).toBeLessThan(150)
+  expect(phone.height).toBeLessThan(4000)
+  expect(await horizontalOverflow(page)).toBe(0)
+  tab.assertNoErrors()
+})
 
 test("the organization's pages fit too, and Settings asks for no webhook that is not set", async () => {
   const { page } = tab

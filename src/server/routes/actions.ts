@@ -27,7 +27,7 @@ import { ActionList, ActionView, AgentActionsAnswer, NewAction } from '../../sha
 import { ACTION_KINDS, AgentActionResult, type ActionSession, type AgentAction } from '../../shared/wire.ts'
 import { type Principal, authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
-import { cancelStatement, terminateSession } from '../doctor/session-commands.ts'
+import { cancelStatement, terminateSession } from '../../shared/session-commands.ts'
 import { badRequest, forbidden, notFound, tooManyRequests } from '../http-error.ts'
 import { actionLimits } from '../limits.ts'
 import { errorAnswers } from '../openapi.ts'

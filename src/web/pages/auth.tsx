@@ -110,19 +110,37 @@ function AuthPage({ title, children }: { title: string; children: ComponentChild
  * Undefined until it answers (the page then offers signup, as the API decides anyway).
  */
 export function useSignupMode(): string | undefined {
-  const [mode, setMode] = useState<string>()
+  const [mode, setMode] = useState<string | undefined>(knownMode)
   useEffect(() => {
+    if (knownMode !== undefined) return
     let live = true
-    fetch('/healthz')
+    modeRequest ??= fetch('/healthz')
       .then((res) => res.json() as Promise<{ signup?: string }>)
-      .then((body) => live && setMode(body.signup ?? 'open'))
-      .catch(() => {})
+      .then((body) => body.signup ?? 'open')
+    modeRequest.then(
+      (m) => {
+        // `dbm local` stays local for the page's life; open and closed may change (the first account closes signup).
+        if (m === 'local') knownMode = m
+        else modeRequest = undefined
+        if (live) setMode(m)
+      },
+      () => {
+        modeRequest = undefined
+      },
+    )
     return () => {
       live = false
     }
   }, [])
   return mode
 }
+
+/** GET /healthz's signup mode, asked once for the components mounted meanwhile; kept once it says local. */
+let modeRequest: Promise<string> | undefined
+let knownMode: string | undefined
+
+/** Whether this is `dbm local` (its agent runs in the server's process, with no config file): false until known. */
+export const useLocalMode = () => useSignupMode() === 'local'
 
 /** Whether this server takes signups now; undefined until /healthz answers. */
 function useSignupOpen(): boolean | undefined {

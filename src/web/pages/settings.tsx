@@ -1,6 +1,7 @@
 // Settings: API keys (their scopes chosen at creation, ingest and read by default; the full key shown
 // once; the list with each key's scopes and creator; revoke after a confirmation that Esc cancels)
-// and the agent setup (config.yaml and Helm values for this server, the database grants), each block with a copy button.
+// and the agent setup (config.yaml and Helm values for this server, the database grants), each block with a copy button;
+// under `dbm local`, whose agent runs in its own process, what a local user does instead (flags, not a file).
 import { useState } from 'preact/hooks'
 import { api } from '../api.ts'
 import { Async, Code, CopyButton, Empty, ago, fmtTime, useApi, useConfirmation } from '../components/ui.tsx'
@@ -8,6 +9,7 @@ import type { Static } from '@sinclair/typebox'
 import type { ApiKey as ApiKeySchema, ApiKeyScope, CreatedApiKey } from '../../shared/api/api-keys.ts'
 import { useSession } from '../session.ts'
 import { OwnersOnly, isOwner } from './members.tsx'
+import { useLocalMode } from './auth.tsx'
 
 type ApiKey = Static<typeof ApiKeySchema>
 
@@ -292,11 +294,58 @@ ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON SEQUENCES TO dbm_monit
 const CLICKHOUSE_USER = `CREATE USER dbm_monitor IDENTIFIED WITH sha256_password BY '...' SETTINGS readonly = 2;
 GRANT SELECT ON system.* TO dbm_monitor;`
 
+/** `dbm local`'s own setup: its agent runs in its process, so there is no config file to write nor key to make. */
+function LocalSetup() {
+  return (
+    <main>
+      <div class="page-head">
+        <h1>Agent setup</h1>
+      </div>
+      <div class="stack" data-local-setup>
+        <section class="panel" aria-labelledby="local-agent">
+          <h2 id="local-agent" style="margin-top:0">
+            This is dbm local: its agent is already running
+          </h2>
+          <p>
+            <code>dbm local</code> runs the agent in its own process for the databases named on its command line: there is no <code>config.yaml</code> to
+            write and no API key to create. At start it prints one line per database in its terminal: what it collects, and why anything is left out.
+          </p>
+          <h3>Watch another database</h3>
+          <p>Stop dbm local (Ctrl-C) and start it again with every database to watch; the history is kept.</p>
+          <Code text={'dbm local postgres://me@localhost:5432/app postgres://me@localhost:5432/billing'} />
+          <h3>Plans of statements other roles run</h3>
+          <p>
+            Each database's owner is trusted for EXPLAIN. To have the plans of statements another role runs (the application's, say), trust it when you
+            start dbm local:
+          </p>
+          <Code text={'dbm local --explain-trusted-role app postgres://me@localhost:5432/app'} />
+          <p class="small muted">
+            <code>dbm local --help</code> lists every flag. For a team, run <code>dbm serve</code> on a server and <code>dbm agent</code> next to the
+            databases instead: this page then shows their setup.
+          </p>
+        </section>
+        <section class="panel" aria-labelledby="local-grants">
+          <h2 id="local-grants" style="margin-top:0">
+            For everything to show
+          </h2>
+          <p>
+            Statements need <code>pg_stat_statements</code> in each database; other sessions' statistics need a role with <code>pg_monitor</code> (or the
+            superuser). With a role of its own, as below:
+          </p>
+          <Code text={POSTGRES_GRANTS} />
+        </section>
+      </div>
+    </main>
+  )
+}
+
 export function AgentSetup() {
   const [created, setCreated] = useState<CreatedKey | undefined>(lastCreated)
   const { me } = useSession()
+  const local = useLocalMode()
   const endpoint = location.origin
   const key = created?.key ?? KEY_PLACEHOLDER
+  if (local) return <LocalSetup />
   return (
     <main>
       <div class="page-head">

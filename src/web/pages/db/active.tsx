@@ -384,8 +384,9 @@ export function ActivePage({ db, query, setQuery }: PageProps) {
       ) : (
         <div class="toolbar">
           <span class="badge badge-muted" data-stream-state="history">
-            History: the snapshot the agent took {snapshotTs ? `at ${fmtTime(snapshotTs)}` : 'then'}
+            History
           </span>
+          <span class="muted small">the snapshot the agent took {snapshotTs ? `at ${fmtTime(snapshotTs)}` : 'then'}</span>
         </div>
       )}
       {shown === undefined ? (

@@ -7,12 +7,27 @@ import { useEffect, useId, useMemo, useRef, useState } from 'preact/hooks'
 import { ApiError, api } from '../../api.ts'
 import { DbText, escapeInvisible } from '../../components/invisible.tsx'
 import { Empty, ErrorBox, fmtMs } from '../../components/ui.tsx'
+import { useLocalMode } from '../auth.tsx'
 import type { Database, Severity } from './types.ts'
 import type { Static } from '@sinclair/typebox'
 import type { AgentNote as AgentNoteSchema } from '../../../shared/api/doctor.ts'
 
 /** `#/databases/<id>/<rest>` */
 export const dbHref = (db: Pick<Database, 'id'>, rest = '') => `#/databases/${encodeURIComponent(db.id)}${rest ? `/${rest}` : ''}`
+
+/** The Issues page, opened at the cause of finding `key` (a finding's or a cause's key) when one is named. */
+export const issuesHref = (db: Pick<Database, 'id'>, key?: string) => `${dbHref(db, 'issues')}${key ? `?finding=${encodeURIComponent(key)}` : ''}`
+
+/**
+ * An event's link as the page opens it: links stored before the Issues page (…/alerts, …/doctor,
+ * …/recommendations) go to Issues straight, at the event's cause when it names one (an alert's key).
+ */
+export function eventHref(link: string, object?: string | null): string {
+  const old = /^(#\/databases\/[^/?]+)\/(?:alerts|doctor|recommendations)(?:\?.*)?$/.exec(link)
+  if (!old) return link
+  const finding = new URLSearchParams(link.split('?')[1] ?? '').get('finding') ?? object
+  return `${old[1]}/issues${finding ? `?finding=${encodeURIComponent(finding)}` : ''}`
+}
 
 /** `/databases/<id><rest>`: an API path of the database. */
 export const apiPath = (db: Pick<Database, 'id'>, rest: string) => `/databases/${encodeURIComponent(db.id)}${rest}`
@@ -291,6 +306,20 @@ export function TableName({ database, table }: { database: string; table: string
 
 /** The empty state of a database the agent never sent data for. */
 export function NoDataYet({ db }: { db: Database }) {
+  if (useLocalMode()) {
+    return (
+      <Empty title="No data yet from dbm local's agent">
+        <p>
+          dbm local has received nothing for{' '}
+          <strong>
+            <DbText text={db.name} />
+          </strong>{' '}
+          yet. Its agent connects at start and keeps retrying a database that does not answer: the terminal where dbm local runs says why, one line per
+          database. Data show here within a poll once it answers.
+        </p>
+      </Empty>
+    )
+  }
   return (
     <Empty title="No data yet: start the agent with this config">
       <p>
@@ -315,7 +344,7 @@ export type AgentNote = Static<typeof AgentNoteSchema>
 export const warningNotes = (notes: AgentNote[]) => notes.filter((n) => n.level !== 'info')
 
 /** True on a phone-width screen (the stylesheet's 720 px breakpoint), read once. */
-const narrowScreen = () => typeof matchMedia === 'function' && matchMedia('(max-width: 720px)').matches
+export const narrowScreen = () => typeof matchMedia === 'function' && matchMedia('(max-width: 720px)').matches
 
 /**
  * The agent's notes (overview's agent_notes): each says why some data is missing and what to do. `extra`

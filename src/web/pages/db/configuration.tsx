@@ -9,7 +9,7 @@ import { useEffect, useState } from 'preact/hooks'
 import { type Column, DataTable } from '../../components/data-table.tsx'
 import { DbText } from '../../components/invisible.tsx'
 import { Async, Empty, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
-import { Card, Field, NoDataYet, SeverityBadge, apiPath, dbHref } from './common.tsx'
+import { Card, Field, NoDataYet, SeverityBadge, apiPath, issuesHref } from './common.tsx'
 import type { Database, PageProps } from './types.ts'
 import type { Static } from '@sinclair/typebox'
 import type { Configuration as ConfigurationSchema } from '../../../shared/api/configuration.ts'
@@ -81,7 +81,7 @@ function adviceColumn(db: Database): Column<Setting> {
           {s.findings.map((f) => (
             <div key={f.key}>
               <SeverityBadge severity={f.severity} />{' '}
-              <a href={`${dbHref(db, 'doctor')}?finding=${encodeURIComponent(f.key)}`}>
+              <a href={issuesHref(db, f.key)}>
                 <DbText text={f.title} />
               </a>
             </div>
@@ -120,7 +120,7 @@ export function ConfigurationPage({ db, query, setQuery }: PageProps) {
                 <Card label="Settings" value={fmtNum(c.total)} sub={c.engine === 'clickhouse' ? 'changed from their defaults' : 'of the server'} />
                 {c.engine === 'postgres' ? <Card label="Changed from default" value={fmtNum(c.changed)} /> : null}
                 <Card label="Pending restart" value={fmtNum(c.pending_restart)} tone={c.pending_restart > 0 ? 'warning' : undefined} />
-                <Card label="With findings" value={fmtNum(advised)} tone={advised > 0 ? 'warning' : undefined} href={advised > 0 ? dbHref(db, 'doctor') : undefined} />
+                <Card label="With findings" value={fmtNum(advised)} tone={advised > 0 ? 'warning' : undefined} href={advised > 0 ? issuesHref(db) : undefined} />
               </div>
               {!c.details ? (
                 <p class="muted small">The agent sends values only (it is older than this server): upgrade it for each setting's source, default and context.</p>

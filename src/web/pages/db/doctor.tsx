@@ -1,22 +1,15 @@
-// Doctor: the database's status and score, the findings grouped by severity (title, detail,
+// The doctor's findings as the Issues page (issues.tsx) shows them: one finding's panel (title, detail,
 // recommendation, the figures it measured, how to investigate and how to fix as copyable commands; for an
 // unverified organization the note that verifying the email unlocks the fixes) and the key figures it
 // judged, each in human units (figures.ts). Each finding and the key figures say when the data they were
 // drawn from was collected (as_of), in red when that is not recent (the agent stopped sending); the figures
 // of the moment (sessions, blocking, merges) then read "—", as the overview's cards do.
 import { Fragment } from 'preact'
-import { useEffect } from 'preact/hooks'
 import { DbText, escapeInvisible } from '../../components/invisible.tsx'
-import { Code, ErrorBox, Loading, ago, fmtClock, fmtTime } from '../../components/ui.tsx'
-import { NoDataYet, SeverityBadge, VerifyNote, isStale, statusClass } from './common.tsx'
+import { Code, ago, fmtClock, fmtTime } from '../../components/ui.tsx'
+import { SeverityBadge, VerifyNote } from './common.tsx'
 import { figureLabel, formatFigure } from './figures.ts'
-import type { Finding, PageProps, Severity } from './types.ts'
-
-const SEVERITIES: { key: Severity; label: string }[] = [
-  { key: 'critical', label: 'Critical' },
-  { key: 'warning', label: 'Warnings' },
-  { key: 'info', label: 'Information' },
-]
+import type { Finding } from './types.ts'
 
 /**
  * The key figures that describe the moment they were read (sessions running, blocked, the longest one,
@@ -106,59 +99,5 @@ export function FindingPanel({ f, open, stale }: { f: Finding; open: boolean; st
         </div>
       </details>
     </article>
-  )
-}
-
-export function DoctorPage({ db, doctor, query }: PageProps) {
-  const wanted = query.get('finding')
-  useEffect(() => {
-    if (wanted && doctor.data) document.getElementById(`finding-${wanted}`)?.scrollIntoView({ block: 'start' })
-  }, [wanted, doctor.data])
-  if (doctor.error) return <ErrorBox error={doctor.error} />
-  if (!doctor.data) return <Loading what="Running the doctor" />
-  const d = doctor.data
-  const { findings: counts, rules_evaluated, as_of: figuresAsOf, ...figures } = d.metrics_summary
-  const stale = isStale(db)
-  return (
-    <section class="stack">
-      <div class="doctor-head">
-        <div class="card doctor-score">
-          <div class="label">Health score</div>
-          <div class={`value ${statusClass(d.status)}`}>{d.score}</div>
-          <div class="sub">{d.status}</div>
-        </div>
-        <p class="muted small">
-          {rules_evaluated ?? 'All'} rules evaluated at {fmtTime(d.evaluated_at)}. The score is 100 less 30 for each rule with a critical finding,
-          10 for a warning and 2 for information.{' '}
-          <button type="button" class="link" onClick={doctor.reload} disabled={doctor.loading}>
-            {doctor.loading ? 'Running…' : 'Run again'}
-          </button>
-        </p>
-      </div>
-      {!db.last_seen_at && <NoDataYet db={db} />}
-      {d.top_issues.length === 0 && db.last_seen_at && <p class="success">No findings: every rule passed.</p>}
-      {SEVERITIES.map(({ key, label: title }) => {
-        const list = d.top_issues.filter((f) => f.severity === key)
-        if (list.length === 0) return null
-        return (
-          <section key={key}>
-            <h2 class={`sev-${key}`}>
-              {title} ({counts?.[key] ?? list.length})
-            </h2>
-            <div class="stack">
-              {list.map((f) => (
-                <FindingPanel key={f.key} f={f} stale={stale} open={wanted ? wanted === f.key : key === 'critical' || f.key === d.top_issues[0]?.key} />
-              ))}
-            </div>
-          </section>
-        )
-      })}
-      <section data-key-figures>
-        <h2>
-          Key figures <AsOf at={figuresAsOf as number | string | null | undefined} stale={stale} />
-        </h2>
-        <Figures figures={figures} hidden={stale ? MOMENT_FIGURES : undefined} />
-      </section>
-    </section>
   )
 }

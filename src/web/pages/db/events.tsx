@@ -9,7 +9,7 @@ import type { DbEvent as DbEventSchema } from '../../../shared/api/events.ts'
 import type { ChartMark } from '../../components/chart.tsx'
 import { DbText } from '../../components/invisible.tsx'
 import { Async, Empty, fmtTime, useApi } from '../../components/ui.tsx'
-import { SelectField, SeverityBadge, TimeRangePicker, apiPath, useEvery, useWindow } from './common.tsx'
+import { SelectField, SeverityBadge, TimeRangePicker, apiPath, eventHref, useEvery, useWindow } from './common.tsx'
 import type { Database, PageProps } from './types.ts'
 
 export type DbEvent = Static<typeof DbEventSchema>
@@ -93,7 +93,7 @@ function EventRow({ e }: { e: DbEvent }) {
       <td>
         <div class="event-title">
           {e.link ? (
-            <a href={e.link}>
+            <a href={eventHref(e.link, e.object)}>
               <DbText text={e.title} />
             </a>
           ) : (

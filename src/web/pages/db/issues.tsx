@@ -3,19 +3,25 @@
 // severity and cause: each cause (a session, an index, a statement, a table; the doctor's groups) leads
 // with its own finding's title, detail, figures and the fix commands once (locked for an unverified
 // organization, as the doctor's are), its consequences folded under it, and whether an alert is open for
-// it and who was told. Critical causes are open, the others folded, so the page stays short on a phone.
+// it and who was told. Each cause is a Collapsible (its body not rendered while folded): critical causes
+// open (on a phone the worst one only, each being a screen or two of commands), the others folded to their
+// heading, so the page stays short on a phone; a link's ?finding= opens its cause alone.
 // Then the history: resolved alerts, when each opened and for how long. Then the key figures.
 import { useEffect } from 'preact/hooks'
+import { Collapsible } from '../../components/collapsible.tsx'
 import { DbText } from '../../components/invisible.tsx'
 import { Async, Code, ErrorBox, type Loaded, Loading, fmtTime, useApi } from '../../components/ui.tsx'
 import type { Static } from '@sinclair/typebox'
+import { useSession } from '../../session.ts'
 import type { Alert as AlertSchema } from '../../../shared/api/alerts.ts'
-import { Notified } from './advice.tsx'
-import { NoDataYet, SeverityBadge, VerifyNote, apiPath, fmtDuration, isStale, statusClass } from './common.tsx'
+import { NoDataYet, SeverityBadge, VerifyNote, apiPath, fmtDuration, isStale, narrowScreen, statusClass } from './common.tsx'
 import { AsOf, Figures, FindingPanel, MOMENT_FIGURES } from './doctor.tsx'
 import type { Finding, FindingGroup, PageProps, Severity } from './types.ts'
 
 type Alert = Static<typeof AlertSchema>
+
+/** When an alert's opening or resolution went out, by channel. */
+type Sent = Alert['notified']['opened']
 
 /** The tabs this page replaces: their links (and bookmarks) open it, with the same query. */
 export const ISSUES_ALIASES: ReadonlySet<string> = new Set(['doctor', 'recommendations', 'alerts'])
@@ -57,6 +63,18 @@ export function openFor(a: Pick<Alert, 'opened_at' | 'resolved_at'>): number | n
 /** The cause a finding key named in a link (`?finding=pg_dead_tuples:public.t`) belongs to. */
 export const groupOfFinding = (groups: FindingGroup[], key: string | null) => (key === null ? undefined : groups.find((g) => g.key === key || g.findings.includes(key)))
 
+/** When each notification went out; without a mail server (DBM_SMTP_URL) a "mail" only reached the server's log, and says so. */
+export function Notified({ label, sent }: { label: string; sent: Sent }) {
+  const mail = useSession().me?.notifications.mail
+  if (!sent.email && !sent.webhook) return null
+  return (
+    <span>
+      {label}:{sent.email && <> {mail === 'log' ? "the server's log (no mail server is set)" : 'mail'} {fmtTime(sent.email)}</>}
+      {sent.webhook && <> webhook {fmtTime(sent.webhook)}</>}
+    </span>
+  )
+}
+
 function AlertLine({ alert }: { alert: Alert }) {
   const told = alert.notified.opened.email || alert.notified.opened.webhook
   return (
@@ -71,17 +89,21 @@ function IssuePanel({ issue, open, stale, alert }: { issue: Issue; open: boolean
   const { group, lead, consequences } = issue
   return (
     <article id={`issue-${group.key}`} class={`panel finding ${group.severity}`} data-cause={group.kind}>
-      <details open={open}>
-        <summary>
-          <SeverityBadge severity={group.severity} /> <DbText text={group.title} />
-          {consequences.length > 0 && (
-            <span class="muted small">
-              {' '}
-              and {consequences.length} consequence{consequences.length === 1 ? '' : 's'}
-            </span>
-          )}{' '}
-          <AsOf at={lead.as_of} stale={stale} />
-        </summary>
+      <Collapsible
+        level={3}
+        defaultOpen={open}
+        title={
+          <>
+            <SeverityBadge severity={group.severity} /> <DbText text={group.title} />
+          </>
+        }
+        summary={
+          <>
+            {consequences.length > 0 && `and ${consequences.length} consequence${consequences.length === 1 ? '' : 's'} `}
+            <AsOf at={lead.as_of} stale={stale} />
+          </>
+        }
+      >
         <div class="finding-body">
           {alert && <AlertLine alert={alert} />}
           <p>
@@ -96,7 +118,7 @@ function IssuePanel({ issue, open, stale, alert }: { issue: Issue; open: boolean
               <Figures figures={lead.metrics} />
             </details>
           )}
-          <h3>How to fix{consequences.length > 0 ? ' (all of it)' : ''}</h3>
+          <h4>How to fix{consequences.length > 0 ? ' (all of it)' : ''}</h4>
           {group.how_to_fix_locked ? (
             <VerifyNote message={group.how_to_fix_locked} />
           ) : group.how_to_fix.length > 0 ? (
@@ -114,7 +136,7 @@ function IssuePanel({ issue, open, stale, alert }: { issue: Issue; open: boolean
           )}
           {consequences.length > 0 && (
             <>
-              <h3>What it causes</h3>
+              <h4>What it causes</h4>
               <div class="stack">
                 {consequences.map((f) => (
                   <FindingPanel key={f.key} f={f} stale={stale} open={false} />
@@ -126,7 +148,7 @@ function IssuePanel({ issue, open, stale, alert }: { issue: Issue; open: boolean
             Rule <code>{lead.rule}</code>
           </p>
         </div>
-      </details>
+      </Collapsible>
     </article>
   )
 }
@@ -185,6 +207,8 @@ export function IssuesPage({ db, doctor, query }: PageProps) {
   const stale = isStale(db)
   const bySeverity = issuesBySeverity(d.groups, d.top_issues)
   const alertOf = new Map((openAlerts.data ?? []).map((a) => [a.key, a]))
+  // On a phone only the worst critical cause opens: each open one is a screen or two of commands.
+  const phone = narrowScreen()
   return (
     <section class="stack">
       <div class="doctor-head">
@@ -219,7 +243,7 @@ export function IssuesPage({ db, doctor, query }: PageProps) {
                   issue={issue}
                   stale={stale}
                   alert={alertOf.get(issue.group.key)}
-                  open={target ? target.key === issue.group.key : key === 'critical'}
+                  open={target ? target.key === issue.group.key : key === 'critical' && (!phone || issue === bySeverity.critical[0])}
                 />
               ))}
             </div>

@@ -22,6 +22,7 @@ import {
   type TimeWindow,
   apiPath,
   dbHref,
+  issuesHref,
   fmtDuration,
   fmtRatio,
   isStale,
@@ -222,13 +223,13 @@ function Figures({ db, o, doctor, tw }: { db: Database; o: Overview; doctor: Doc
   const asOf = stale ? fmtClock(db.last_seen_at) : ''
   return (
     <div class="cards">
-      <Card key="score" name="score" label="Health score" value={o.health_score} sub={doctor?.status ?? ''} tone={statusClass(doctor?.status)} href={dbHref(db, 'doctor')} />
+      <Card key="score" name="score" label="Health score" value={o.health_score} sub={doctor?.status ?? ''} tone={statusClass(doctor?.status)} href={issuesHref(db)} />
       {cards.map((c) => {
         const verdict = doctorVerdict(doctor?.top_issues, CARD_RULES[c.key] ?? [])
         const sub = [stale ? (c.live ? `no data since ${asOf}` : `as of ${asOf}`) : c.sub, verdict.note].filter(Boolean).join(' · ')
         const value = stale && c.live ? '—' : c.value
         return (
-          <Card key={c.key} name={c.key} label={c.label} value={value} sub={sub || undefined} tone={stale && c.live ? undefined : worseTone(c.tone, verdict.tone)} href={verdict.note ? dbHref(db, 'doctor') : c.href} />
+          <Card key={c.key} name={c.key} label={c.label} value={value} sub={sub || undefined} tone={stale && c.live ? undefined : worseTone(c.tone, verdict.tone)} href={verdict.note ? issuesHref(db) : c.href} />
         )
       })}
     </div>
@@ -280,7 +281,7 @@ function TopIssues({ db, doctor }: PageProps) {
         <li key={f.key} class={`panel ${f.severity}`}>
           <div class="row">
             <SeverityBadge severity={f.severity} />
-            <a href={`${dbHref(db, 'doctor')}?finding=${encodeURIComponent(f.key)}`}>
+            <a href={issuesHref(db, f.key)}>
               <DbText text={f.title} />
             </a>
             <AsOf at={f.as_of} stale={isStale(db)} />
@@ -327,8 +328,8 @@ export function OverviewPage(props: PageProps) {
               <section>
                 <div class="section-head">
                   <h2>Top issues</h2>
-                  <a class="small" href={dbHref(db, 'doctor')}>
-                    Open the doctor
+                  <a class="small" href={issuesHref(db)}>
+                    All issues
                   </a>
                 </div>
                 <TopIssues {...props} />

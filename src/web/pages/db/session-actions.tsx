@@ -3,12 +3,12 @@
 // the outcome as it comes (GET /actions/{aid} every second): signalled, nothing signalled (that session
 // had ended or moved on), refused or failed with the reason, or expired. When the database's agent does not
 // allow the action (allow_actions), the confirmation offers the same guarded command to run by hand
-// instead (src/server/doctor/session-commands.ts, a module of pure text functions, shared here so that the
+// instead (src/shared/session-commands.ts, a module of pure text functions the doctor uses too, so that the
 // command is the doctor's exactly), with a note saying how to allow it. Every text from the monitored
 // database goes through DbText or Code.
 import type { Static } from '@sinclair/typebox'
 import { useEffect, useState } from 'preact/hooks'
-import { cancelStatement, terminateSession } from '../../../server/doctor/session-commands.ts'
+import { cancelStatement, terminateSession } from '../../../shared/session-commands.ts'
 import type { ActionList, ActionView } from '../../../shared/api/actions.ts'
 import { api } from '../../api.ts'
 import { DbText } from '../../components/invisible.tsx'

@@ -1,7 +1,8 @@
 // Database settings: the server-side settings the agent applies from its next cycle (poll interval,
 // plan and replication collection, the collectors to leave off), which only owners change (members see
 // them read-only, with a note), and deleting the database, after typing its name to confirm (Esc cancels),
-// also an owner's alone: members see a line saying so instead of the button.
+// also an owner's alone: members see a line saying so instead of the button. Under `dbm local` the notes
+// speak of its command line, not of an agent config file it does not have.
 import { useEffect, useRef, useState } from 'preact/hooks'
 import { api } from '../../api.ts'
 import { DbText, escapeInvisible } from '../../components/invisible.tsx'
@@ -9,6 +10,7 @@ import { ErrorBox, useEscape, useFocusSwap } from '../../components/ui.tsx'
 import { navigate } from '../../router.ts'
 import { useSession } from '../../session.ts'
 import { isOwner } from '../members.tsx'
+import { useLocalMode } from '../auth.tsx'
 import { collectorNames } from '../../../shared/collectors.ts'
 import { apiPath, engineName } from './common.tsx'
 import type { Database, PageProps } from './types.ts'
@@ -16,6 +18,7 @@ import type { Database, PageProps } from './types.ts'
 function SettingsForm({ db, reloadDb }: { db: Database; reloadDb(): void }) {
   // What is collected is the owners' decision (the server refuses a member's change: 403).
   const readOnly = !isOwner(useSession().me?.user.role)
+  const local = useLocalMode()
   const collectors = collectorNames.filter((c) => c.engine === db.engine)
   const [interval, setPollInterval] = useState(String(db.poll_interval_seconds))
   const [plans, setPlans] = useState(db.collect_explain_plans)
@@ -70,7 +73,10 @@ function SettingsForm({ db, reloadDb }: { db: Database; reloadDb(): void }) {
             onInput={(e) => setPollInterval((e.target as HTMLInputElement).value)}
           />
           <span id="poll-interval-hint" class={intervalError ? 'error' : 'hint'}>
-            {intervalError || 'How often the agent collects. It answers with these settings at each ingest and applies them from its next cycle.'}
+            {intervalError ||
+              (local
+                ? 'How often the agent collects. dbm local runs the agent in its own process: these settings apply from its next cycle, no restart needed.'
+                : 'How often the agent collects. It answers with these settings at each ingest and applies them from its next cycle.')}
           </span>
         </div>
         {db.engine === 'postgres' && (
@@ -117,6 +123,7 @@ function SettingsForm({ db, reloadDb }: { db: Database; reloadDb(): void }) {
 }
 
 function DeleteDatabase({ db }: { db: Database }) {
+  const local = useLocalMode()
   const [open, setOpen] = useState(false)
   const [typed, setTyped] = useState('')
   const [state, setState] = useState<{ deleting?: boolean; error?: Error }>({})
@@ -149,8 +156,10 @@ function DeleteDatabase({ db }: { db: Database }) {
         <strong>
           <DbText text={db.name} />
         </strong>{' '}
-        with all its telemetry, recommendations and alerts. An agent still configured with it registers it again
-        at its next batch: remove it from the agent's config first.
+        with all its telemetry, recommendations and alerts.{' '}
+        {local
+          ? 'dbm local registers it again while it watches it: stop dbm local and start it again without this database first.'
+          : "An agent still configured with it registers it again at its next batch: remove it from the agent's config first."}
       </p>
       {!open ? (
         <button type="button" ref={opener} class="danger" onClick={() => setOpen(true)}>

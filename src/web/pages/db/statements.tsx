@@ -14,7 +14,7 @@ import type { QueryStats } from '../../../shared/api/queries.ts'
 import { DbText, escapeInvisible } from '../../components/invisible.tsx'
 import { Async, Empty, fmtBytes, fmtClock, fmtMs, fmtNum, useApi } from '../../components/ui.tsx'
 import { type Column, DataTable } from '../../components/data-table.tsx'
-import { type AgentNote, AgentNotes, Field, NoDataYet, SelectField, TimeRangePicker, apiPath, dbHref, fmtRatio, useWindow, windowQuery } from './common.tsx'
+import { type AgentNote, AgentNotes, Field, NoDataYet, SelectField, TimeRangePicker, apiPath, dbHref, fmtRatio, issuesHref, useWindow, windowQuery } from './common.tsx'
 import type { Database, Finding, PageProps } from './types.ts'
 
 /**
@@ -35,12 +35,18 @@ export function epochOf(value: number | string | null | undefined): number | und
 }
 
 /**
- * When counting started, if that is inside the window: `start` (when the agent first sent, or a
- * statement's first bucket) later than the window's start by more than a minute; otherwise undefined.
+ * When counting started, if that is inside the window: `start` (a statement's first bucket, or the
+ * earliest of them) later than the window's start by more than a minute; otherwise undefined. A bucket
+ * starts at its 10-minute or hour boundary, before the agent may have sent anything: `notBefore` (when
+ * the agent first sent for the database, its registration) is the earliest time counting can have
+ * started, so an agent started at 05:18 reads "since 05:18", never the 05:10 of its first bucket.
  */
-export function countedSince(start: number | string | null | undefined, windowSince: number): number | undefined {
-  const at = epochOf(start)
-  return at !== undefined && at > windowSince + 60_000 ? at : undefined
+export function countedSince(start: number | string | null | undefined, windowSince: number, notBefore?: number | string | null): number | undefined {
+  const bucket = epochOf(start)
+  if (bucket === undefined) return undefined
+  const floor = epochOf(notBefore)
+  const at = floor === undefined ? bucket : Math.max(bucket, floor)
+  return at > windowSince + 60_000 ? at : undefined
 }
 
 /** The route's query for a statement's link and the way back: the window and the filter. */
@@ -198,7 +204,7 @@ function StatementNotes({ db, doctor }: { db: Database; doctor: PageProps['docto
   const extra = findings.length
     ? findings.map((f) => (
         <li key={f.key}>
-          The doctor: <DbText text={f.title} />. <a href={`${dbHref(db, 'doctor')}?finding=${encodeURIComponent(f.key)}`}>How to fix it</a>
+          The doctor: <DbText text={f.title} />. <a href={issuesHref(db, f.key)}>How to fix it</a>
         </li>
       ))
     : undefined
@@ -298,9 +304,9 @@ export function StatementsPage({ db, query, setQuery, doctor }: PageProps) {
             )
           }
           const shown = filterStatements(rows, filter)
-          // Counting started when the agent first sent (the database's registration) or, where the API says, at the statements' first buckets.
+          // Counting started at the statements' first bucket, not before the agent first sent (the database's registration).
           const firsts = rows.map((r) => epochOf(r.first_bucket)).filter((t): t is number => t !== undefined)
-          const since = countedSince(firsts.length > 0 ? Math.min(...firsts) : db.created_at, tw.bounds[0])
+          const since = countedSince(firsts.length > 0 ? Math.min(...firsts) : db.created_at, tw.bounds[0], db.created_at)
           // Once the setting is read (or known not to be reported): no "probably" while it loads.
           const timing = db.engine === 'postgres' && (stats.data || stats.error) ? ioTimingOff(rows, stats.data?.track_io_timing_on) : undefined
           return (
