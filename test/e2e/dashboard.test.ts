@@ -394,17 +394,19 @@ describe('dashboard (dist/dbm in Chromium)', () => {
     await page.getByRole('columnheader', { name: 'Last analyze' }).waitFor()
     const items = page.locator('tbody tr', { has: page.getByRole('link', { name: 'public.items' }) })
     await items.waitFor()
-    const analyzed = items.locator('td').nth(8)
+    const headers = await page.locator('thead th').allTextContents()
+    const analyzed = items.locator('td').nth(headers.findIndex((h) => h.startsWith('Last analyze')))
     expect(await analyzed.textContent()).toMatch(/ago (manual|auto)$/)
     expect(await analyzed.locator('span').first().getAttribute('title')).toMatch(/^manual analyze: .+; autoanalyze: .+$/)
     await b.screenshot('12-tables')
 
-    await tabs.getByRole('link', { name: 'Doctor' }).click()
-    await page.waitForURL(/\/doctor\?range=24h$/)
+    await tabs.getByRole('link', { name: 'Issues' }).click()
+    await page.waitForURL(/\/issues\?range=24h$/)
     await page.waitForLoadState('networkidle')
-    await expect(page.locator('main').textContent()).resolves.toMatch(/score|finding|healthy|degraded|unhealthy/i)
-    // Key figures in human units, labelled without the unit: no raw milliseconds or ratios of 1.
-    const figures = page.locator('section', { has: page.getByRole('heading', { name: 'Key figures' }) }).locator('dl')
+    await expect(page.locator('main').textContent()).resolves.toMatch(/score|finding|healthy|degraded|unhealthy|no open issue/i)
+    // Key figures (folded at the page's end) in human units, labelled without the unit: no raw milliseconds or ratios of 1.
+    await page.locator('[data-key-figures] summary').click()
+    const figures = page.locator('[data-key-figures] dl')
     const figure = async (label: string) => (await figures.locator('dt', { hasText: new RegExp(`^${label}$`) }).locator('xpath=following-sibling::dd[1]').textContent()) ?? ''
     expect(await figure('cache hit ratio')).toMatch(/^(\d+(\.\d+)? %|—)$/)
     expect(await figure('dead tuple ratio')).toMatch(/^(\d+(\.\d+)? %|—)$/)
@@ -413,7 +415,7 @@ describe('dashboard (dist/dbm in Chromium)', () => {
     expect(await figures.locator('dt').allTextContents()).not.toContain('longest query ms')
     // Catalog column names read as words wherever the doctor shows what it measured.
     for (const label of await page.locator('main dl dt').allTextContents()) expect(label).not.toMatch(/\bn (dead|live) tup\b|\bidx scan\b|\bblks\b/)
-    await b.screenshot('12-doctor')
+    await b.screenshot('12-issues')
 
     // The active sessions arrive over the WebSocket, on the same origin: the policy's connect-src 'self' lets it through.
     await tabs.getByRole('link', { name: 'Active' }).click()

@@ -296,9 +296,13 @@ describe('issue 14: the dashboard (Chromium)', () => {
     const b = await newPage(shop)
     const { page } = b
     await signIn(shop, page)
-    await page.goto(`/#/databases/${shop.dbId}/doctor`)
-    // The finding on ledger_a (titled by its cause, the old snapshot, where the doctor names it).
-    const finding = page.locator('article.finding', { hasText: 'public.ledger_a' }).filter({ hasText: 'pg_dead_tuples' })
+    // The finding on ledger_a, opened on the Issues page: it leads its cause's issue or is one of the
+    // consequences folded under it (the innermost panel that names it).
+    const doctor = (await shop.api('/doctor')) as { top_issues: { key: string; rule: string; objects: string[] }[] }
+    const key = doctor.top_issues.find((f) => f.rule === 'pg_dead_tuples' && f.objects.some((o) => o.includes('ledger_a')))?.key
+    expect(key).toBeDefined()
+    await page.goto(`/#/databases/${shop.dbId}/issues?finding=${encodeURIComponent(key!)}`)
+    const finding = page.locator('article.finding', { hasText: 'public.ledger_a' }).filter({ hasText: 'pg_dead_tuples' }).last()
     await finding.waitFor()
     const vacuum = finding.locator('dt[title="last_vacuum"] + dd')
     const expected = await page.evaluate((ms) => new Date(ms).toLocaleString(), at)
