@@ -7,9 +7,10 @@
 //   start a line of its own. A secondary line joins the entry before it only when the pid agrees.
 // - csvlog: one record per entry, fields quoted with "" escapes, newlines inside quotes.
 // - jsonlog (PostgreSQL 15+): one JSON object per line.
-// Lines are split on the byte 0x0A; a line is decoded by itself (stderr: a view into the slice decoded
-// once), so invalid UTF-8 only costs replacement characters and never shifts an offset; parts are kept to
-// PART_CHARS while assembled (1 MB lines). Each entry's end offset is given, so a reader may stop after any.
+// Lines are split on the byte 0x0A; a line is decoded by itself (stderr: matched in place in the slice
+// decoded once, or cut from it), so invalid UTF-8 only costs replacement characters and never shifts an
+// offset; parts are kept to PART_CHARS (1 MB lines). Entries are handed over one by one as they are parsed
+// (parseEach), each with its end offset, so a reader may stop after any.
 import { isAscii } from 'node:buffer'
 import { type RawLogEntry, emptyEntry, foreignEntry, parseLogTime, parseLogTimeAt, SEVERITY_LABELS } from './entry.ts'
 import { PREFIX_PROBE_CHARS, type PrefixField, type PrefixParser } from './prefix.ts'
