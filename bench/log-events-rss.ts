@@ -14,7 +14,10 @@
 //    collection before them), log_events' read, its entries to send, the runner's batch JSON and state file,
 //    the send. With --twice a second backlog as large follows once the agent settled: whether the cost
 //    recurs or was paid once (compiled code).
-// Options: --mb N (500), --only bare|agent, --twice.
+//    explain_plans reads the same pg_log_dir for auto_explain plans (up to 8 MB a cycle): --without
+//    explain_plans leaves it out (enabled_collectors: every other collector), so that the peak is the
+//    log_events reader's alone.
+// Options: --mb N (500), --only bare|agent, --twice, --without NAME (a collector left out; repeatable).
 import { heapStats } from 'bun:jsc'
 import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -199,7 +202,7 @@ async function agentChild(configPath: string, bufferDir: string, logFile: string
   return out
 }
 
-async function agentRun(mb: number, twice: boolean): Promise<Snap[]> {
+async function agentRun(mb: number, twice: boolean, without: string[]): Promise<Snap[]> {
   const { startPostgres } = await import('../test/support/postgres.ts')
   const { agentAccount, startTestServer } = await import('../test/support/server.ts')
   const postgres = (await import('postgres')).default
@@ -221,7 +224,9 @@ async function agentRun(mb: number, twice: boolean): Promise<Snap[]> {
     mkdirSync(logDir)
     appendLog(logFile, 1)
     const configPath = join(dir, 'config.yaml')
-    writeFileSync(configPath, `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: rss\n    dsn: ${pg.url()}\n    poll_interval: 1h\n    pg_log_dir: ${logDir}\n`)
+    const { collectorsFor } = await import('../src/shared/collectors.ts')
+    const enabled = without.length === 0 ? '' : `    enabled_collectors: [${collectorsFor('postgres').filter((c) => !without.includes(c)).join(', ')}]\n`
+    writeFileSync(configPath, `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: rss\n    dsn: ${pg.url()}\n    poll_interval: 1h\n    pg_log_dir: ${logDir}\n${enabled}`)
     return await child(['--agent-child', configPath, dir, logFile, String(mb), twice ? 'twice' : 'once'])
   } finally {
     await server.stop()
@@ -264,8 +269,9 @@ if (process.argv.includes('--bare-child')) {
   console.log(`## log_events RSS, cold (${new Date().toISOString().slice(0, 10)}, bun ${Bun.version})`)
   if (only !== 'agent') table('A process that imports the log modules and reads 1 MB twice', await child(['--bare-child']), 1)
   if (only !== 'bare') {
-    const snaps = await agentRun(mb, process.argv.includes('--twice'))
-    table(`The agent (every collector, PostgreSQL 17), then a ${mb} MB backlog`, snaps, 2)
+    const without = process.argv.flatMap((a, i) => (a === '--without' && process.argv[i + 1] ? [process.argv[i + 1]!] : []))
+    const snaps = await agentRun(mb, process.argv.includes('--twice'), without)
+    table(`The agent (${without.length === 0 ? 'every collector' : `every collector but ${without.join(', ')}`}, PostgreSQL 17), then a ${mb} MB backlog`, snaps, 2)
     const own = snaps[1]!.hwm
     const peak = Math.max(snaps[3]!.hwm, snaps[4]!.hwm)
     const second = snaps.find((s) => s.label.startsWith('a second backlog'))

@@ -107,12 +107,28 @@ export function ownSession(e: RawLogEntry): boolean {
 
 const OWN_IN_MESSAGE = new RegExp(`^(?:duration: [\\d.]+ ms {2})?(?:statement|execute [^:\\n]{0,200}|parse [^:\\n]{0,200}|bind [^:\\n]{0,200}): ${OWN_MARKER.replace(/[*/]/g, '\\$&')}`)
 
-/** A stderr message without the ` at character N` PostgreSQL appends when the error has a position. */
+/** A stderr message without the ` at character N` PostgreSQL appends when the error has a position (in its last 40 characters). */
 function withoutPosition(msg: string): string {
-  const last = msg.charCodeAt(msg.length - 1)
-  if (last < 48 || last > 57) return msg
-  const m = / at character \d+$/.exec(msg.length > 40 ? msg.slice(-40) : msg)
-  return m ? msg.slice(0, msg.length - m[0].length) : msg
+  let i = msg.length
+  while (i > 0 && msg.charCodeAt(i - 1) >= 48 && msg.charCodeAt(i - 1) <= 57) i--
+  const at = i - AT_CHARACTER.length
+  if (i === msg.length || msg.length - at > 40 || at < 0 || !msg.startsWith(AT_CHARACTER, at)) return msg
+  return msg.slice(0, at)
+}
+const AT_CHARACTER = ' at character '
+
+/** The first words byMessage knows, by length: the word is one of them or no string is made for it. */
+const FIRST_WORDS: string[][] = []
+for (const w of ['duration:', 'no', 'pg_hba.conf', 'role', 'sorry,', 'remaining', 'too', 'process', 'deadlock', 'canceling', 'terminating', 'temporary', 'checkpoint', 'restartpoint',
+  'checkpoints', 'automatic', 'sending', 'could', 'out', 'archiving', 'archive', 'requested', 'replication', 'invalidating', 'starting', 'database', 'received', 'redo']) {
+  ;(FIRST_WORDS[w.length] ??= []).push(w)
+}
+
+/** The message's first word (up to its first space) when byMessage knows it, else ''. */
+function firstWord(msg: string, length: number): string {
+  const words = FIRST_WORDS[length]
+  if (words) for (const w of words) if (msg.startsWith(w)) return w
+  return ''
 }
 
 /** The kind and fields of a message (before the forging checks): dispatched on the message's first word. */
@@ -122,7 +138,7 @@ function byMessage(e: RawLogEntry, sev: LogSeverity, memory: ClassifyMemory): { 
   let m: RegExpExecArray | null
   const isError = sev === 'error' || sev === 'fatal' || sev === 'panic'
   const space = msg.indexOf(' ')
-  const word = space < 0 ? msg : msg.slice(0, space)
+  const word = firstWord(msg, space < 0 ? msg.length : space)
   // `<method> authentication failed for user "..."` (password, ident, peer, cert, ldap...).
   if (msg.startsWith(' authentication failed for user "', space) && (m = /^(\w+) authentication failed for user "(.*)"$/s.exec(msg))) {
     return { kind: 'auth_failed', fields: { method: m[1]!.toLowerCase(), reason: authReason(e.detail), user_name: m[2]! } }

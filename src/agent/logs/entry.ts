@@ -110,31 +110,37 @@ let lastZoneOffset: number | undefined
  * Read by hand, digit by digit (every entry has one); the regular expression only checks the rare shapes.
  */
 export function parseLogTime(text: string, offsetMs: number): number | null {
-  const n = text.length
-  const year = digits(text, 0, 4)
-  const month = digits(text, 5, 2)
-  const dayOfMonth = digits(text, 8, 2)
-  const hour = digits(text, 11, 2)
-  const minute = digits(text, 14, 2)
-  const second = digits(text, 17, 2)
-  if (n < 19 || year < 0 || month < 0 || dayOfMonth < 0 || hour < 0 || minute < 0 || second < 0 || text[4] !== '-' || text[7] !== '-' || text[10] !== ' ' || text[13] !== ':' || text[16] !== ':') {
+  return parseLogTimeAt(text, 0, text.length, offsetMs)
+}
+
+/** parseLogTime of text[from, to), read in place: no string is made unless the zone changed. */
+export function parseLogTimeAt(text: string, from: number, to: number, offsetMs: number): number | null {
+  const year = digits(text, from, 4)
+  const month = digits(text, from + 5, 2)
+  const dayOfMonth = digits(text, from + 8, 2)
+  const hour = digits(text, from + 11, 2)
+  const minute = digits(text, from + 14, 2)
+  const second = digits(text, from + 17, 2)
+  const at = (k: number) => text.charCodeAt(from + k)
+  // 45 '-', 32 ' ', 58 ':', 46 '.'
+  if (to - from < 19 || year < 0 || month < 0 || dayOfMonth < 0 || hour < 0 || minute < 0 || second < 0 || at(4) !== 45 || at(7) !== 45 || at(10) !== 32 || at(13) !== 58 || at(16) !== 58) {
     return null
   }
-  let i = 19
+  let i = from + 19
   let millis = 0
-  if (text[i] === '.') {
+  if (i < to && text.charCodeAt(i) === 46) {
     let k = i + 1
-    while (k < n && k < i + 7 && text.charCodeAt(k) >= 48 && text.charCodeAt(k) <= 57) k++
+    while (k < to && k < i + 7 && text.charCodeAt(k) >= 48 && text.charCodeAt(k) <= 57) k++
     if (k === i + 1) return null
     // Milliseconds: the first three digits of the fraction (.5 is 500, .123456 is 123).
     for (let f = i + 1; f < i + 4; f++) millis = millis * 10 + (f < k ? text.charCodeAt(f) - 48 : 0)
     i = k
   }
   let offset = offsetMs
-  if (i < n) {
-    if (text[i] !== ' ' || i + 1 === n) return null
-    const zone = text.slice(i + 1)
-    if (zone !== lastZone) {
+  if (i < to) {
+    if (text.charCodeAt(i) !== 32 || i + 1 === to) return null
+    if (to - i - 1 !== lastZone.length || !text.startsWith(lastZone, i + 1)) {
+      const zone = text.slice(i + 1, to)
       if (!ZONE.test(zone)) return null
       lastZone = zone
       lastZoneOffset = zoneOffset(zone)

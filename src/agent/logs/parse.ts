@@ -7,11 +7,12 @@
 //   start a line of its own. A secondary line joins the entry before it only when the pid agrees.
 // - csvlog: one record per entry, fields quoted with "" escapes, newlines inside quotes.
 // - jsonlog (PostgreSQL 15+): one JSON object per line.
-// Lines are split on the byte 0x0A; a line is decoded by itself (stderr: a view into the slice decoded
-// once), so invalid UTF-8 only costs replacement characters and never shifts an offset; parts are kept to
-// PART_CHARS while assembled (1 MB lines). Each entry's end offset is given, so a reader may stop after any.
+// Lines are split on the byte 0x0A; a line is decoded by itself (stderr: matched in place in the slice
+// decoded once, or cut from it), so invalid UTF-8 only costs replacement characters and never shifts an
+// offset; parts are kept to PART_CHARS (1 MB lines). Entries are handed over one by one as they are parsed
+// (parseEach), each with its end offset, so a reader may stop after any.
 import { isAscii } from 'node:buffer'
-import { type RawLogEntry, emptyEntry, foreignEntry, parseLogTime, SEVERITY_LABELS } from './entry.ts'
+import { type RawLogEntry, emptyEntry, foreignEntry, parseLogTime, parseLogTimeAt, SEVERITY_LABELS } from './entry.ts'
 import { PREFIX_PROBE_CHARS, type PrefixField, type PrefixParser } from './prefix.ts'
 
 export type LogFormat = 'stderr' | 'csvlog' | 'jsonlog'
@@ -41,6 +42,9 @@ export interface ParseOptions {
   closed: boolean
 }
 
+/** Takes one entry and where it ends in the slice; false refuses it, and the parse stops before it. */
+export type ParsedEntryHandler = (entry: RawLogEntry, end: number) => boolean | void
+
 export interface ParsedChunk {
   entries: RawLogEntry[]
   /** Bytes from the slice's start that are fully read (the next read starts there). */
@@ -59,8 +63,11 @@ function append(existing: string | null, more: string): string {
   return cap(`${existing}\n${more}`)
 }
 
-/** Calls `each(start, end, next)` for every line of `buf`; a last line without newline only when `closed`. */
-function forEachLine(buf: Buffer, closed: boolean, each: (start: number, end: number, next: number) => void): void {
+/**
+ * Calls `each(start, end, next)` for every line of `buf`; a last line without newline only when `closed`.
+ * `each` answering false stops it.
+ */
+function forEachLine(buf: Buffer, closed: boolean, each: (start: number, end: number, next: number) => boolean | void): void {
   let pos = 0
   while (pos < buf.length) {
     const nl = buf.indexOf(10, pos)
@@ -68,7 +75,7 @@ function forEachLine(buf: Buffer, closed: boolean, each: (start: number, end: nu
       if (closed) each(pos, buf.length, buf.length)
       return
     }
-    each(pos, nl > pos && buf[nl - 1] === 13 ? nl - 1 : nl, nl + 1)
+    if (each(pos, nl > pos && buf[nl - 1] === 13 ? nl - 1 : nl, nl + 1) === false) return
     pos = nl + 1
   }
 }
@@ -87,39 +94,76 @@ type Part = 'message' | 'detail' | 'hint' | 'internalQuery' | 'context' | 'state
 /** The bytes 0x80 to 0xFF in a slice decoded as latin1: where a line must be decoded as UTF-8 instead. */
 const HIGH_BYTE = /[\x80-\xff]/g
 
+/** Where an entry's part is written as newline + TAB + more: the TAB goes, and empty lines between are skipped. */
+const CONTINUATION = /\r?\n(?:\r?\n)*\t/g
+
+/** The label that ends at `at` (the regex matched one there; none is a suffix of another, so one fits). */
+function labelEndingAt(text: string, at: number): string {
+  for (const label of LABEL_LIST) if (text.startsWith(label, at - label.length)) return label
+  return 'LOG'
+}
+const LABEL_LIST = ['LOG', 'DETAIL', 'STATEMENT', 'ERROR', 'CONTEXT', 'HINT', 'QUERY', 'WARNING', 'FATAL', 'NOTICE', 'INFO', 'LOCATION', 'PANIC', 'DEBUG1', 'DEBUG2', 'DEBUG3', 'DEBUG4', 'DEBUG5']
+
 /**
- * stderr. The slice is decoded once, as latin1 (one character per byte, so string indexes are byte offsets),
- * and lines are views into that text; a line holding a byte past ASCII is decoded again from the bytes as
- * UTF-8 (invalid sequences become replacement characters). The entries' strings are therefore views into
- * the slice's text: whoever keeps one past the slice copies it (entry.ts `detached`).
+ * stderr. The slice is decoded once, as latin1 (one character per byte, so string indexes are byte offsets).
+ * A line of ASCII alone, no longer than the prefix probe, is matched in place (the sticky regex at the
+ * line's start: no string is cut for it), and the part of an entry it starts (its message, a DETAIL...) is
+ * kept as offsets while its continuation lines are ASCII too: the part's string is made once, when the
+ * part ends. Any other line is cut out (decoded again from the bytes as UTF-8 when it holds a byte past
+ * ASCII, so that invalid sequences become replacement characters) and matched by itself, as the parts it
+ * adds to. Either way the entries' strings are views into the slice's text: whoever keeps one past the
+ * slice copies it (entry.ts `detached`).
  */
-function parseStderr(buf: Buffer, opts: ParseOptions): ParsedChunk {
+function parseStderr(buf: Buffer, opts: ParseOptions, onEntry: ParsedEntryHandler): number {
   const parser = opts.prefix
   if (!parser) throw new Error('stderr logs need the log_line_prefix parser')
-  const { regex, fields, labelGroup, head } = parser
+  const { regex, sticky, fields, labelGroup, head } = parser
+  const pidGroup = fields.indexOf('pid') + 1
   const text = buf.toString('latin1')
   const n = text.length
   // Index of the next byte past ASCII at or after the current line (n when none is left).
   let high = isAscii(buf) ? n : -1
-  const lineText = (start: number, end: number): string => {
+  const asciiUpTo = (start: number, end: number): boolean => {
     if (high < start) {
       HIGH_BYTE.lastIndex = start
-      high = HIGH_BYTE.exec(text)?.index ?? n
+      high = HIGH_BYTE.test(text) ? HIGH_BYTE.lastIndex - 1 : n
     }
-    return high < end ? buf.toString('utf8', start, end) : text.slice(start, end)
+    return high >= end
   }
-  const entries: RawLogEntry[] = []
-  const ends: number[] = []
+  const lineText = (start: number, end: number): string => (asciiUpTo(start, end) ? text.slice(start, end) : buf.toString('utf8', start, end))
   let consumed = 0
+  let stop = false
   // The entry being assembled, the part its next continuation line belongs to, and where its last line ends.
   let entry: RawLogEntry | undefined
   let part: Part = 'message'
   let entryEnd = 0
+  // The part being read, as offsets while all its lines are ASCII: text[spanStart, spanEnd), continuation
+  // lines still in it (spanLines > 1). spanStart < 0: nothing pending (the part is in the entry already).
+  let spanStart = -1
+  let spanEnd = 0
+  let spanLines = 0
+  /** The pending part's text into the entry (a part's text is capped; a section's joins the one before). */
+  const closePart = () => {
+    if (spanStart < 0 || !entry) return
+    let value = text.slice(spanStart, spanLines > 1 ? spanEnd : Math.min(spanEnd, spanStart + PART_CHARS))
+    if (spanLines > 1) value = value.replace(CONTINUATION, '\n')
+    spanStart = -1
+    if (part === 'message') entry.message = cap(value)
+    else if (part !== 'location') entry[part] = append(entry[part], value)
+  }
+  const openPart = (from: number, end: number) => {
+    spanStart = from
+    spanEnd = end
+    spanLines = 1
+  }
   const finish = () => {
     if (!entry) return
-    entries.push(entry)
+    closePart()
+    if (onEntry(entry, entryEnd) === false) {
+      stop = true
+      return
+    }
     consumed = entryEnd
-    ends.push(consumed)
     entry = undefined
   }
   /**
@@ -157,20 +201,29 @@ function parseStderr(buf: Buffer, opts: ParseOptions): ParsedChunk {
     pos = next
     // A continuation line: a newline inside a part, written as newline + TAB.
     if (text.charCodeAt(start) === 9) {
-      const more = lineText(start + 1, Math.min(end, start + 1 + PART_CHARS * 4))
       if (entry) {
-        if (part === 'message') {
-          if (entry.message.length < PART_CHARS) entry.message = cap(`${entry.message}\n${more}`)
-        } else if (part !== 'location') {
-          const value = entry[part]
-          if (value === null || value.length < PART_CHARS) entry[part] = cap(`${value ?? ''}\n${more}`)
+        // Kept as offsets while the part is short (at most two parts' length: a longer one is joined now
+        // and gains its next lines as below, each cut to what a part may take).
+        if (spanStart >= 0 && end - spanStart <= PART_CHARS * 2 && asciiUpTo(start, end)) {
+          spanEnd = end
+          spanLines++
+        } else {
+          closePart()
+          const more = lineText(start + 1, Math.min(end, start + 1 + PART_CHARS * 4))
+          if (part === 'message') {
+            if (entry.message.length < PART_CHARS) entry.message = cap(`${entry.message}\n${more}`)
+          } else if (part !== 'location') {
+            const value = entry[part]
+            if (value === null || value.length < PART_CHARS) entry[part] = cap(`${value ?? ''}\n${more}`)
+          }
         }
         entryEnd = next
       } else {
         // A continuation whose entry was read before (cannot happen when slices end at entries): counted as its own.
-        entries.push(foreignEntry(cap(more)))
-        consumed = next
-        ends.push(consumed)
+        entry = foreignEntry(cap(lineText(start + 1, Math.min(end, start + 1 + PART_CHARS * 4))))
+        entryEnd = next
+        finish()
+        if (stop) break
       }
       continue
     }
@@ -178,6 +231,40 @@ function parseStderr(buf: Buffer, opts: ParseOptions): ParsedChunk {
       if (entry) entryEnd = next
       else consumed = next
       continue
+    }
+    // In place: an ASCII line within the probe.
+    if (sticky !== null && end - start <= PREFIX_PROBE_CHARS && asciiUpTo(start, end)) {
+      sticky.lastIndex = start
+      const m = sticky.exec(text)
+      if (m !== null) {
+        const matchEnd = sticky.lastIndex
+        const label = labelEndingAt(text, matchEnd - 3)
+        const section = SECTIONS[label]
+        if (section) {
+          const pid = pidGroup > 0 ? pidOf(m[pidGroup]) : null
+          if (entry && (pid === null || entry.pid === null || entry.pid === pid)) {
+            closePart()
+            part = section
+            if (section !== 'location') openPart(matchEnd, end)
+            entryEnd = next
+            continue
+          }
+          // A secondary line without its entry: kept as an entry of its own, its label in the text.
+          finish()
+          if (stop) break
+          entry = emptyEntry('LOG', '')
+          openPart(matchEnd - 3 - label.length, end)
+        } else {
+          finish()
+          if (stop) break
+          entry = emptyEntry(label, '')
+          openPart(matchEnd, end)
+        }
+        fillFromPrefix(entry, m, fields, opts.tzOffsetMs, parser.tsFirst ? text : undefined, start)
+        part = 'message'
+        entryEnd = next
+        continue
+      }
     }
     let line = lineText(start, Math.min(end, start + PART_CHARS * 4))
     let m = regex.exec(line.length > PREFIX_PROBE_CHARS ? line.slice(0, PREFIX_PROBE_CHARS) : line)
@@ -201,6 +288,7 @@ function parseStderr(buf: Buffer, opts: ParseOptions): ParsedChunk {
       // Not a log line of PostgreSQL's own (a library writing to stderr, a line from before the prefix was
       // set), or a broken prefix whose label never came: taken as it is, with no prefix fields.
       finish()
+      if (stop) break
       entry = foreignEntry(cap(line))
       part = 'message'
       entryEnd = lineEnd
@@ -210,8 +298,9 @@ function parseStderr(buf: Buffer, opts: ParseOptions): ParsedChunk {
     const rest = line.slice(m[0].length)
     const section = SECTIONS[label]
     if (section) {
-      const pid = pidOf(m, fields)
+      const pid = pidGroup > 0 ? pidOf(m[pidGroup]) : null
       if (entry && (pid === null || entry.pid === null || entry.pid === pid)) {
+        closePart()
         part = section
         if (section !== 'location') entry[section] = append(entry[section], rest)
         entryEnd = lineEnd
@@ -219,33 +308,42 @@ function parseStderr(buf: Buffer, opts: ParseOptions): ParsedChunk {
       }
       // A secondary line without its entry: kept as an entry of its own, its label in the text.
       finish()
+      if (stop) break
       entry = emptyEntry('LOG', cap(`${label}:  ${rest}`))
     } else {
       finish()
+      if (stop) break
       entry = emptyEntry(label, cap(rest))
     }
     fillFromPrefix(entry, m, fields, opts.tzOffsetMs)
     part = 'message'
     entryEnd = lineEnd
   }
-  if (entry && opts.settled) {
+  if (entry && opts.settled && !stop) {
     // The slice ended at a line's end (or the file will not grow): the entry is whole.
     finish()
   }
-  return { entries, consumed, ends }
+  return consumed
 }
 
-function pidOf(m: RegExpExecArray, fields: PrefixField[]): number | null {
-  const i = fields.indexOf('pid')
-  const v = i < 0 ? undefined : m[i + 1]
+function pidOf(v: string | undefined): number | null {
   return v === undefined || v === '' ? null : Number(v)
 }
 
-/** The prefix's values into the entry (a field left empty is null). */
-function fillFromPrefix(entry: RawLogEntry, m: RegExpExecArray, fields: PrefixField[], tzOffsetMs: number): void {
+/**
+ * The prefix's values into the entry (a field left empty is null). `text`: the slice's text when the match
+ * starts there at `at` with the timestamp (read in place, no string made for it).
+ */
+function fillFromPrefix(entry: RawLogEntry, m: RegExpExecArray, fields: PrefixField[], tzOffsetMs: number, text?: string, at = 0): void {
   for (let i = 0; i < fields.length; i++) {
     const raw = m[i + 1]
     if (raw === undefined || raw === '') continue
+    if (i === 0 && text !== undefined) {
+      // The timestamp, first in the prefix: its pattern holds no space at either end.
+      const ts = parseLogTimeAt(text, at, at + raw.length, tzOffsetMs)
+      if (ts !== null) entry.ts = ts
+      continue
+    }
     // Trimmed after the test, as a padded field is: a value of spaces alone is '' (not null), so that an
     // entry of a user whose name is blank never passes for a server process's.
     const v = raw.trim()
@@ -356,47 +454,52 @@ function csvEntry(f: string[], tzOffsetMs: number): RawLogEntry {
   return entry
 }
 
-function parseCsv(buf: Buffer, opts: ParseOptions): ParsedChunk {
-  const entries: RawLogEntry[] = []
-  const ends: number[] = []
+/**
+ * csvlog. A record's lines are counted for quotes in the bytes (a quote byte is never part of a UTF-8
+ * sequence) and decoded once, when the record is whole: its lines joined by one newline each.
+ */
+function parseCsv(buf: Buffer, opts: ParseOptions, onEntry: ParsedEntryHandler): number {
   let consumed = 0
-  let record: string[] = []
+  let recordStart = -1
   let quotes = 0
   forEachLine(buf, opts.closed, (start, end, next) => {
-    const line = buf.toString('utf8', start, end)
-    record.push(line)
-    for (let i = line.indexOf('"'); i >= 0; i = line.indexOf('"', i + 1)) quotes++
+    if (recordStart < 0) recordStart = start
+    for (let i = buf.indexOf(34, start); i >= 0 && i < end; i = buf.indexOf(34, i + 1)) quotes++
     if (quotes % 2 !== 0 && next < buf.length) return
     if (quotes % 2 !== 0 && !opts.closed) return
-    entries.push(csvEntry(csvFields(record.join('\n')), opts.tzOffsetMs))
-    consumed = next
-    ends.push(consumed)
-    record = []
+    // Lines end without their CR: a CR before a newline inside the record goes with it.
+    const decoded = buf.toString('utf8', recordStart, end)
+    const record = decoded.includes('\r\n') ? decoded.replaceAll('\r\n', '\n') : decoded
+    recordStart = -1
     quotes = 0
+    if (onEntry(csvEntry(csvFields(record), opts.tzOffsetMs), next) === false) return false
+    consumed = next
   })
-  return { entries, consumed, ends }
+  return consumed
 }
 
 const str = (v: unknown): string | null => (typeof v === 'string' && v !== '' ? cap(v) : typeof v === 'number' ? String(v) : null)
 
-function parseJson(buf: Buffer, opts: ParseOptions): ParsedChunk {
-  const entries: RawLogEntry[] = []
-  const ends: number[] = []
+function parseJson(buf: Buffer, opts: ParseOptions, onEntry: ParsedEntryHandler): number {
   let consumed = 0
-  const push = (entry: RawLogEntry) => {
-    entries.push(entry)
-    ends.push(consumed)
+  let stopped = false
+  const push = (entry: RawLogEntry, end: number) => {
+    if (onEntry(entry, end) === false) stopped = true
   }
   forEachLine(buf, opts.closed, (start, end, next) => {
-    consumed = next
-    if (start === end) return
+    if (start === end) {
+      consumed = next
+      return
+    }
     const line = buf.toString('utf8', start, end)
     let o: Record<string, unknown>
     try {
       o = JSON.parse(line)
       if (o === null || typeof o !== 'object' || Array.isArray(o)) throw new Error('not an object')
     } catch {
-      push(foreignEntry(cap(line)))
+      push(foreignEntry(cap(line)), next)
+      if (stopped) return false
+      consumed = next
       return
     }
     const severity = typeof o.error_severity === 'string' && SEVERITY_LABELS[o.error_severity] ? o.error_severity : 'LOG'
@@ -418,15 +521,32 @@ function parseJson(buf: Buffer, opts: ParseOptions): ParsedChunk {
     // query_id is a 64-bit integer: JSON.parse rounds it, so it is read from the text.
     const q = /"query_id":(-?\d+)/.exec(line)?.[1]
     entry.queryId = q && q !== '0' ? q : null
-    push(entry)
+    push(entry, next)
+    if (stopped) return false
+    consumed = next
   })
-  return { entries, consumed, ends }
+  return consumed
 }
 
+/**
+ * Hands each whole entry of the slice to `onEntry` as it is parsed, with where it ends; answers how many
+ * bytes of the slice are fully read (meaningless once `onEntry` refused one: the read stops before it).
+ */
+export function parseEach(buf: Buffer, opts: ParseOptions, onEntry: ParsedEntryHandler): number {
+  if (opts.format === 'csvlog') return parseCsv(buf, opts, onEntry)
+  if (opts.format === 'jsonlog') return parseJson(buf, opts, onEntry)
+  return parseStderr(buf, opts, onEntry)
+}
+
+/** The slice's entries in an array (parseEach, collected). */
 export function parseChunk(buf: Buffer, opts: ParseOptions): ParsedChunk {
-  if (opts.format === 'csvlog') return parseCsv(buf, opts)
-  if (opts.format === 'jsonlog') return parseJson(buf, opts)
-  return parseStderr(buf, opts)
+  const entries: RawLogEntry[] = []
+  const ends: number[] = []
+  const consumed = parseEach(buf, opts, (entry, end) => {
+    entries.push(entry)
+    ends.push(end)
+  })
+  return { entries, consumed, ends }
 }
 
 /** The format of a log file, from its name as PostgreSQL gives it (csvlog: .csv, jsonlog: .json). */

@@ -9,6 +9,14 @@ export type PrefixField = 'ts' | 'epoch' | 'pid' | 'user' | 'database' | 'applic
 export interface PrefixParser {
   /** Matches a line's prefix and label: group i + 1 is `fields[i]`, the last group (`labelGroup`) the label. */
   regex: RegExp
+  /**
+   * The same match, sticky (`lastIndex` = a line's start) on a whole slice's text, with free-text fields
+   * that stop at a newline: on a line of at most PREFIX_PROBE_CHARS it matches exactly what `regex` does on
+   * that line alone, without the line being cut out first. Null when the prefix itself holds a newline.
+   */
+  sticky: RegExp | null
+  /** The prefix starts with its timestamp (%m or %t, unpadded): group 1 starts where the line does. */
+  tsFirst: boolean
   fields: PrefixField[]
   labelGroup: number
   /**
@@ -34,10 +42,15 @@ export function buildPrefixParser(prefix: string): PrefixParser {
   let body = ''
   let optionalFrom = -1
   const parts: string[] = []
+  let tsFirst = false
   const group = (field: PrefixField, pattern: string) => {
+    if (field === 'ts' && parts.length === 0) tsFirst = true
     parts.push(`(${pattern})`)
     fields.push(field)
   }
+  // A free-text field: any characters, as few as will do. ANY stands for "any character" until the two
+  // regexes are built (an escaped literal of the prefix can never read as it: its `(` and `?` are escaped).
+  const ANY = '(?:ANY)'
   const seen = new Set<string>()
   // Where the fixed start ends (parts before it), and whether it has a timestamp or pid.
   let headEnd = -1
@@ -98,25 +111,25 @@ export function buildPrefixParser(prefix: string): PrefixParser {
         group('queryId', '-?\\d*')
         break
       case 'u':
-        group('user', '.*?')
+        group('user', `${ANY}*?`)
         break
       case 'd':
-        group('database', '.*?')
+        group('database', `${ANY}*?`)
         break
       case 'a':
-        group('application', '.*?')
+        group('application', `${ANY}*?`)
         break
       case 'h':
-        group('host', '.*?')
+        group('host', `${ANY}*?`)
         break
       case 'r':
-        group('hostport', '.*?')
+        group('hostport', `${ANY}*?`)
         break
       case 'b':
-        group('backendType', '.*?')
+        group('backendType', `${ANY}*?`)
         break
       case 'i':
-        parts.push('.*?')
+        parts.push(`${ANY}*?`)
         break
       case 'q':
         if (optionalFrom < 0) optionalFrom = parts.length
@@ -137,8 +150,12 @@ export function buildPrefixParser(prefix: string): PrefixParser {
   if (!seen.has('u') && !seen.has('b')) lacks.push('the user (%u) or backend type (%b): server processes\' entries (checkpoints, autovacuum) cannot be told from a user\'s RAISE LOG')
   if (!seen.has('d')) lacks.push('the database (%d)')
   if (!seen.has('h') && !seen.has('r')) lacks.push('the client (%h or %r): failed logins have no client address')
+  const any = (pattern: string, by: string) => pattern.replaceAll(ANY, by)
   const head = headHasAnchor && headEnd > 0 ? new RegExp(`^${parts.slice(0, headEnd).join('')}`) : null
   // Numbered groups, not named ones: a match then builds no `groups` object per line. The `s` flag: a
   // prefix joined from several lines (head) has its fields' newlines inside.
-  return { regex: new RegExp(`^${body}(${LABELS}):  `, 's'), fields, labelGroup: fields.length + 1, head, lacks }
+  const regex = new RegExp(`^${any(body, '.')}(${LABELS}):  `, 's')
+  // Its label is not a group: the parser reads it from where the match ends.
+  const sticky = prefix.includes('\n') ? null : new RegExp(`${any(body, '[^\\n]')}(?:${LABELS}):  `, 'y')
+  return { regex, sticky, tsFirst, fields, labelGroup: fields.length + 1, head, lacks }
 }

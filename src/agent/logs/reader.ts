@@ -23,7 +23,7 @@
 // - The callback may refuse an entry (the cycle's batch is full): the read stops right before it, and the
 //   position says so exactly, so that the next cycle starts with that entry.
 import type { RawLogEntry } from './entry.ts'
-import { formatOfFile, type LogFormat, parseChunk } from './parse.ts'
+import { formatOfFile, type LogFormat, parseEach } from './parse.ts'
 import type { PrefixParser } from './prefix.ts'
 import type { LogFile, LogSource } from './source.ts'
 
@@ -107,31 +107,32 @@ export async function readLogs(source: LogSource, previous: LogPosition | undefi
       const isNewest = file === newest
       const closed = reachesEnd && !isNewest
       const settled = closed || (reachesEnd && options.now - file.mtimeMs >= SETTLE_MS)
-      let parsed = parseChunk(buf, { format, prefix: options.prefix, tzOffsetMs: options.tzOffsetMs, settled, closed })
-      if (parsed.consumed === 0 && buf.length === want && !reachesEnd) {
-        // One entry longer than the slice: read again in a longer one; longer than the longest read there
-        // can be, taken as it is (cut), so that the read moves on.
+      // Entries go to the callback as they are parsed (none is held in an array): where the last one
+      // handed over ends is where a refused read stops.
+      const tail = format !== options.format
+      let lastEnd = 0
+      const handle = (entry: RawLogEntry, end: number): boolean => {
+        if (!(tail && entry.foreign) && onEntry(entry) === false) {
+          refused = true
+          return false
+        }
+        lastEnd = end
+        return true
+      }
+      let consumed = parseEach(buf, { format, prefix: options.prefix, tzOffsetMs: options.tzOffsetMs, settled, closed }, handle)
+      if (!refused && consumed === 0 && buf.length === want && !reachesEnd) {
+        // One entry longer than the slice (none was handed over): read again in a longer one; longer than
+        // the longest read there can be, taken as it is (cut), so that the read moves on.
         if (want === size && size < longest) {
           size = Math.min(size * 2, longest)
           continue
         }
-        if (want === longest) parsed = parseChunk(buf, { format, prefix: options.prefix, tzOffsetMs: options.tzOffsetMs, settled: true, closed: true })
+        if (want === longest) consumed = parseEach(buf, { format, prefix: options.prefix, tzOffsetMs: options.tzOffsetMs, settled: true, closed: true }, handle)
       }
       size = sliceBytes
-      const { entries, ends } = parsed
-      let used = parsed.consumed
-      const tail = format !== options.format
-      for (let i = 0; i < entries.length; i++) {
-        if (tail && entries[i]!.foreign) continue
-        if (onEntry(entries[i]!) === false) {
-          used = i === 0 ? 0 : ends[i - 1]!
-          refused = true
-          break
-        }
-      }
-      offset += used
+      offset += refused ? lastEnd : consumed
       // Stopped before an entry whose end is not written yet: read it whole next cycle.
-      if (parsed.consumed < buf.length && reachesEnd) stopped = true
+      if (consumed < buf.length && reachesEnd) stopped = true
       sinceCollect += buf.length
       if (sinceCollect >= COLLECT_EVERY_BYTES) {
         sinceCollect = 0

@@ -166,7 +166,12 @@ interface Candidate {
 
 /** More important first: severity, then a classified kind before `other`, then the order read. */
 function compare(a: Candidate, b: Candidate): number {
-  return rank(b.classified.severity) - rank(a.classified.severity) || Number(a.classified.kind === 'other') - Number(b.classified.kind === 'other') || a.order - b.order
+  return compareTo(a.classified, a.order, b)
+}
+
+/** compare() of an entry not made a Candidate (yet). */
+function compareTo(a: Classified, order: number, b: Candidate): number {
+  return rank(b.classified.severity) - rank(a.severity) || Number(a.kind === 'other') - Number(b.classified.kind === 'other') || order - b.order
 }
 
 /**
@@ -211,7 +216,7 @@ export class LogTally {
     if (this.memory.checkpointReason !== reasonBefore && this.memory.checkpointReason !== undefined) this.memory.checkpointReason = detached(this.memory.checkpointReason)
     const order = this.seen++
     // Once the list is full, an entry no more important than the least one kept is only counted.
-    if (this.worst && compare({ entry, classified, order }, this.worst) >= 0) return true
+    if (this.worst && compareTo(classified, order, this.worst) >= 0) return true
     // Kept past this slice: copied, so that it does not hold the slice's text in memory.
     this.candidates.push({ ...detached({ entry, classified }), order })
     if (this.candidates.length >= this.maxEntries * 2) this.trim()
