@@ -26,6 +26,7 @@ import { isStoreUnreachable } from './store/availability.ts'
 import { openDriver } from './store/open.ts'
 import type { SqlStore } from './store/sql-store.ts'
 import { securityHeaders } from './web/security-headers.ts'
+import { WIRE_VERSION, WIRE_VERSION_HEADER } from '../shared/wire-contract.ts'
 import { VERSION } from '../version.ts'
 
 /** How long a stopping server waits for requests in flight before it closes their connections. */
@@ -143,7 +144,7 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
     const url = new URL(request.url)
     if (request.method === 'GET' && url.pathname === '/healthz' && url.search === '') {
       const answer = await healthz(early, signupClosed)
-      return Response.json(answer.body, { status: answer.status, headers: securityHeaders })
+      return Response.json(answer.body, { status: answer.status, headers: { ...securityHeaders, [WIRE_VERSION_HEADER]: String(WIRE_VERSION) } })
     }
     return (await api!)(request, server)
   }
