@@ -26,6 +26,7 @@ import { isStoreUnreachable } from './store/availability.ts'
 import { openDriver } from './store/open.ts'
 import type { SqlStore } from './store/sql-store.ts'
 import { securityHeaders } from './web/security-headers.ts'
+import { sharedSecret } from './store/server-secrets.ts'
 import { WIRE_VERSION, WIRE_VERSION_HEADER } from '../shared/wire-contract.ts'
 import { VERSION } from '../version.ts'
 
@@ -104,12 +105,31 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
   }
   const { driver } = opened
   let jwtSecret: string
+  let jwtAccepted: string[] = []
   try {
     // Read (or generated) before listening: a bad secret file stops the start with its message.
     jwtSecret = loadJwtSecret(config)
   } catch (e) {
     await driver.close()
     throw e
+  }
+  if (!config.jwtSecret) {
+    // The store's secret signs, so that every serve of the store and every later release accept the
+    // same sessions whatever data directory they start with; the first start stores this directory's
+    // (an upgrade keeps the secret the sessions were signed with). Tokens signed with this directory's
+    // secret, when the store holds another, are still accepted until they expire.
+    try {
+      const local = jwtSecret
+      jwtSecret = await sharedSecret(driver, 'jwt', local, Date.now())
+      if (jwtSecret !== local) {
+        jwtAccepted = [local]
+        log.info("signing sessions with the store's JWT secret, shared by every serve of the store; the data directory's still verifies the tokens it signed")
+      }
+    } catch (e) {
+      log.error('cannot open the store', { cause: `reading the JWT secret: ${(e as Error).message}` })
+      await driver.close()
+      return 1
+    }
   }
   // Signal handlers from here on, before listening: a SIGINT that arrives as soon as the listening line is
   // out (a quick Ctrl-C) would otherwise find no handler and end the process without closing the store.
@@ -213,7 +233,7 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
     const mailer = createMailer({ smtpUrl: config.smtpUrl, from: config.smtpFrom, log })
     const deps: Deps = {
       store,
-      tokens: new TokenService(jwtSecret),
+      tokens: new TokenService(jwtSecret, Date.now, jwtAccepted),
       mailer,
       log,
       clock: Date.now,
