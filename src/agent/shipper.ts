@@ -16,9 +16,10 @@
 // (version 1). Every batch, buffered ones included, is sent without the fields added after the server's
 // version, counted (left_out in /healthz) and logged once per field. Before the first answer a batch
 // goes whole (every release ignores unknown fields). A 400 that names an unknown field (a server older
-// than 0.1.0, or stricter than it announced) or refuses too many of them gets the batch once more
-// without that field (or without all the first release lacks), logged and counted
-// (unknown_field_retries); only a second refusal drops it.
+// than 0.1.0, or stricter than it announced) or refuses too many of them gets the batch again without
+// that field (and, from a server that announced nothing, without all the first release lacks), logged
+// and counted (unknown_field_retries); the field stays left out of later batches. Only a refusal that
+// names no field, or one already left out, drops the batch.
 import { join } from 'node:path'
 import { INGEST_PATH } from '../shared/ingest-path.ts'
 import type { IngestBatch, IngestResponse } from '../shared/wire.ts'
@@ -27,7 +28,10 @@ import type { AgentLogger } from './collectors/types.ts'
 import { DEFAULT_BUFFER_MAX_BYTES } from './config.ts'
 import type { ShipperMetrics } from './metrics.ts'
 import { VERSION } from '../version.ts'
-import { FIRST_WIRE_VERSION, WIRE_RELEASES, WIRE_VERSION, WIRE_VERSION_HEADER, addedAfter, leaveOut } from '../shared/wire-contract.ts'
+import { FIRST_WIRE_VERSION, type LeftOut, WIRE_RELEASES, WIRE_VERSION_HEADER, addedAfter, leaveOut } from '../shared/wire-contract.ts'
+
+/** Most times one batch is sent again without a field the server refused by name. */
+const MAX_UNKNOWN_FIELD_RETRIES = 16
 
 /** Statuses with which the server calls a batch malformed: it would refuse it again, so it is dropped. */
 const MALFORMED_STATUSES = new Set([400, 413, 422])
@@ -41,6 +45,8 @@ export class ApiHealth {
   failingSince: number | null = null
   /** The wire version the server announced in its latest ingest answer (none: 1); null before any. */
   wireVersion: number | null = null
+  /** Fields the server refused by name (400 unknown field); `*`: it refused too many unknown fields. */
+  readonly refusedFields = new Set<string>()
 
   constructor(readonly endpoint: string) {}
 
@@ -410,60 +416,64 @@ export class Shipper {
   }
 
   /**
-   * Posts the batch as the server's wire version has it and records the outcome in the API's health; a
-   * 400 naming an unknown field gets the batch once more without it.
+   * Posts the batch as the server's wire version has it and records the outcome in the API's health. A
+   * 400 naming an unknown field gets the batch again without it (and, from a server that announced no
+   * version, without all the first release lacks), as long as each refusal names a new field.
    */
   private async deliver(body: string): Promise<Outcome> {
-    let outcome = await this.post(this.forServer(body))
-    if (outcome.kind === 'rejected' && outcome.status === 400) {
+    let sent = this.forServer(body)
+    let outcome = await this.post(sent.text)
+    for (let retries = 0; outcome.kind === 'rejected' && outcome.status === 400 && retries < MAX_UNKNOWN_FIELD_RETRIES; retries++) {
       const field = unknownFieldIn(outcome.error)
-      const again = field === null ? null : this.without(body, field)
-      if (again !== null) {
-        this.counters.unknownFieldRetries++
-        this.options.log.warn('the API refused a field it does not know; sending the batch again without it', {
-          database: this.options.databaseName,
-          error: outcome.error,
-          left_out: field === '*' ? addedAfter(FIRST_WIRE_VERSION).join(',') : field,
-          retries_total: this.counters.unknownFieldRetries,
-        })
-        outcome = await this.post(again)
-      }
+      if (field === null || this.api.refusedFields.has(field)) break
+      this.api.refusedFields.add(field)
+      this.api.wireVersion ??= FIRST_WIRE_VERSION
+      const again = this.forServer(body)
+      if (again.text === sent.text) break
+      this.counters.unknownFieldRetries++
+      this.options.log.warn('the API refused a field it does not know; sending the batch again without it', {
+        database: this.options.databaseName,
+        error: outcome.error,
+        left_out: again.left.paths.join(','),
+        retries_total: this.counters.unknownFieldRetries,
+      })
+      sent = again
+      outcome = await this.post(sent.text)
     }
+    if (outcome.kind === 'accepted') this.countLeftOut(sent.left)
     if (outcome.kind === 'retry') this.api.failed(this.clock(), outcome.reason)
     else this.api.succeeded(this.clock())
     return outcome
   }
 
-  /** The batch without what the server's wire version lacks (the same text when it knows everything). */
-  private forServer(body: string): string {
+  /**
+   * The batch without what the server does not know: the fields added after its wire version and those
+   * it refused by name (the same text when nothing is left out).
+   */
+  private forServer(body: string): { text: string; left: LeftOut } {
     const version = this.api.wireVersion
-    if (version === null || version >= WIRE_VERSION) return body
+    const paths = version === null ? [] : addedAfter(version)
+    for (const field of this.api.refusedFields) paths.push(...(field === '*' ? addedAfter(FIRST_WIRE_VERSION) : [field]))
+    if (paths.length === 0) return { text: body, left: { values: 0, paths: [] } }
     const batch = JSON.parse(body) as object
-    const left = leaveOut(batch, addedAfter(version))
-    if (left.values === 0) return body
-    this.counters.leftOutValues += left.values
-    const fresh = left.paths.filter((p) => !this.counters.leftOutFields.has(p))
-    for (const p of fresh) this.counters.leftOutFields.add(p)
-    if (fresh.length > 0) {
-      this.options.log.info('the API speaks an older wire version; leaving out the fields it does not know', {
-        database: this.options.databaseName,
-        wire_version: version,
-        release: WIRE_RELEASES[version],
-        fields: fresh.join(','),
-      })
-    }
-    return JSON.stringify(batch)
+    const left = leaveOut(batch, paths)
+    return left.values === 0 ? { text: body, left } : { text: JSON.stringify(batch), left }
   }
 
-  /** The batch without `field` (`*`: without all the first release lacks), or null when nothing would change. */
-  private without(body: string, field: string): string | null {
-    const batch = JSON.parse(this.forServer(body)) as object
-    const paths = field === '*' ? addedAfter(FIRST_WIRE_VERSION) : [field]
-    const left = leaveOut(batch, paths)
-    if (left.values === 0) return null
+  /** Counts what a delivered batch went without; each field is logged the first time. */
+  private countLeftOut(left: LeftOut): void {
+    if (left.values === 0) return
     this.counters.leftOutValues += left.values
-    for (const p of left.paths) this.counters.leftOutFields.add(p)
-    return JSON.stringify(batch)
+    const fresh = left.paths.filter((p) => !this.counters.leftOutFields.has(p))
+    if (fresh.length === 0) return
+    for (const p of fresh) this.counters.leftOutFields.add(p)
+    const version = this.api.wireVersion
+    this.options.log.info('the API does not know some fields of this agent; leaving them out', {
+      database: this.options.databaseName,
+      wire_version: version ?? undefined,
+      release: version === null ? undefined : WIRE_RELEASES[version],
+      fields: fresh.join(','),
+    })
   }
 
   /** Records the version the server announced; none on a batch it took: the first release's. */
