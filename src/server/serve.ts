@@ -13,6 +13,8 @@
 // WAL until then: what the first requests write waits in it for some tens of milliseconds). (The one
 // difference in that window: the listener does not apply the app's header size limit, so a /healthz
 // with more than 16 KiB of headers gets its 200 rather than the app's 431.)
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
 import type { Server } from 'bun'
 import type { AnyElysia } from 'elysia'
 import { type ServeConfig, loadJwtSecret } from './config.ts'
@@ -106,8 +108,10 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
   const { driver } = opened
   let jwtSecret: string
   let jwtAccepted: string[] = []
+  let jwtGenerated = false
   try {
     // Read (or generated) before listening: a bad secret file stops the start with its message.
+    jwtGenerated = !config.jwtSecret && !existsSync(join(config.dataDir, 'jwt-secret'))
     jwtSecret = loadJwtSecret(config)
   } catch (e) {
     await driver.close()
@@ -117,10 +121,11 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
     // The store's secret signs, so that every serve of the store and every later release accept the
     // same sessions whatever data directory they start with; the first start stores this directory's
     // (an upgrade keeps the secret the sessions were signed with). Tokens signed with this directory's
-    // secret, when the store holds another, are still accepted until they expire.
+    // secret, when the store holds another, are still accepted until they expire. A SQLite store lives in
+    // the data directory: a secret file deleted to sign everyone out replaces the store's, as it always did.
     try {
       const local = jwtSecret
-      jwtSecret = await sharedSecret(driver, 'jwt', local, Date.now())
+      jwtSecret = await sharedSecret(driver, 'jwt', local, Date.now(), jwtGenerated && driver.dialect === 'sqlite')
       if (jwtSecret !== local) {
         jwtAccepted = [local]
         log.info("signing sessions with the store's JWT secret, shared by every serve of the store; the data directory's still verifies the tokens it signed")
