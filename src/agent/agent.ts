@@ -69,6 +69,9 @@ export interface AgentStatus {
   databases: (RunnerStatus & ShippingStatus)[]
 }
 
+/** How long a dropped batch keeps /healthz degraded. */
+export const DROPS_DEGRADE_MS = 15 * 60_000
+
 const sameEntry = (a: DatabaseConfig, b: DatabaseConfig) => JSON.stringify(a) === JSON.stringify(b)
 
 export class Agent {
@@ -237,7 +240,7 @@ export class Agent {
 
   /**
    * The health status: degraded while a database is not connected, the API refuses the key, a buffer
-   * is failing, or the API has been unreachable (or a batch buffered) for longer than one retry interval.
+   * is failing, a batch was dropped in the last DROPS_DEGRADE_MS, or the API has been unreachable (or a batch buffered) for longer than one retry interval.
    */
   status(): AgentStatus {
     const now = Date.now()
@@ -252,6 +255,11 @@ export class Agent {
       if (database.state !== 'connected') reasons.push(`${database.name}: ${database.state}`)
       if (shipper.refusal() !== null) reasons.push(`${database.name}: the API refuses the key or the batches`)
       if (database.buffer_error !== null) reasons.push(`${database.name}: the buffer is failing`)
+      // Dropping batches is never healthy: degraded while the latest drop is recent.
+      const dropped = database.last_drop === null ? null : Date.parse(database.last_drop.at)
+      if (dropped !== null && now - dropped < DROPS_DEGRADE_MS) {
+        reasons.push(`${database.name}: the API refused batches as malformed and they were dropped (${database.dropped_batches} in all; last ${Math.round((now - dropped) / 1000)} s ago: ${database.last_drop!.reason})`)
+      }
       const oldest = database.oldest_buffered_at === null ? null : Date.parse(database.oldest_buffered_at)
       if (oldest !== null && now - oldest > graceMs) reasons.push(`${database.name}: batches buffered for ${Math.round((now - oldest) / 1000)} s`)
       return database

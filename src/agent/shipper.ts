@@ -11,6 +11,15 @@
 // episode), buffer.max_bytes makes room (oldest first), or it outlives the buffer lifetime (1 h); each
 // loss is logged with a count and counted (lost_batches in /healthz). While the buffer fails, a batch
 // that would queue behind it is sent directly instead (out of order rather than lost).
+// What the server knows: it announces its wire version in every ingest answer (X-Dbm-Wire-Version;
+// src/shared/wire-contract.ts); a server that takes a batch without saying is of the first release
+// (version 1). Every batch, buffered ones included, is sent without the fields added after the server's
+// version, counted (left_out in /healthz) and logged once per field. Before the first answer a batch
+// goes whole (every release ignores unknown fields). A 400 that names an unknown field (a server older
+// than 0.1.0, or stricter than it announced) or refuses too many of them gets the batch again without
+// that field (and, from a server that announced nothing, without all the first release lacks), logged
+// and counted (unknown_field_retries); the field stays left out of later batches. Only a refusal that
+// names no field, or one already left out, drops the batch.
 import { join } from 'node:path'
 import { INGEST_PATH } from '../shared/ingest-path.ts'
 import type { IngestBatch, IngestResponse } from '../shared/wire.ts'
@@ -19,6 +28,10 @@ import type { AgentLogger } from './collectors/types.ts'
 import { DEFAULT_BUFFER_MAX_BYTES } from './config.ts'
 import type { ShipperMetrics } from './metrics.ts'
 import { VERSION } from '../version.ts'
+import { FIRST_WIRE_VERSION, type LeftOut, WIRE_RELEASES, WIRE_VERSION_HEADER, addedAfter, leaveOut } from '../shared/wire-contract.ts'
+
+/** Most times one batch is sent again without a field the server refused by name. */
+const MAX_UNKNOWN_FIELD_RETRIES = 16
 
 /** Statuses with which the server calls a batch malformed: it would refuse it again, so it is dropped. */
 const MALFORMED_STATUSES = new Set([400, 413, 422])
@@ -30,6 +43,10 @@ export class ApiHealth {
   lastError: string | null = null
   /** When the current run of failed requests began; null while the latest request got through. */
   failingSince: number | null = null
+  /** The wire version the server announced in its latest ingest answer (none: 1); null before any. */
+  wireVersion: number | null = null
+  /** Fields the server refused by name (400 unknown field); `*`: it refused too many unknown fields. */
+  readonly refusedFields = new Set<string>()
 
   constructor(readonly endpoint: string) {}
 
@@ -51,6 +68,15 @@ export class ApiHealth {
   }
 }
 
+/** The unknown field a 400 names (`unknown field: x`), `*` when it refuses too many of them, else null. */
+export function unknownFieldIn(error: string): string | null {
+  if (/too many unknown fields/i.test(error)) return '*'
+  const named = /unknown (?:field|property)s?\b[^A-Za-z0-9_/]*([A-Za-z0-9_.*[\]/]+)/i.exec(error)
+  if (!named) return null
+  // `/tables/0/x` and `tables.0.x` as a path of the contract: `tables[].x`.
+  return named[1]!.replace(/^\//, '').replaceAll('/', '.').replace(/\.\d+(?=\.|$)/g, '[]').replace(/\[\d+\]/g, '[]')
+}
+
 export interface LossRecord {
   at: number
   reason: string
@@ -62,10 +88,15 @@ export interface ShippingCounters {
   lastDrop: LossRecord | null
   lostBatches: number
   lastLoss: LossRecord | null
+  /** Field values left out of batches for an older server, and the fields they were. */
+  leftOutValues: number
+  leftOutFields: Set<string>
+  /** Batches sent again without a field a 400 named as unknown. */
+  unknownFieldRetries: number
 }
 
 export function newShippingCounters(): ShippingCounters {
-  return { droppedBatches: 0, lastDrop: null, lostBatches: 0, lastLoss: null }
+  return { droppedBatches: 0, lastDrop: null, lostBatches: 0, lastLoss: null, leftOutValues: 0, leftOutFields: new Set(), unknownFieldRetries: 0 }
 }
 
 /** One database's shipping as /healthz shows it. */
@@ -78,6 +109,10 @@ export interface ShippingStatus {
   last_loss: { at: string; reason: string } | null
   /** Why the buffer fails, while it does. */
   buffer_error: string | null
+  /** The server's wire version (null: no answer yet) and what was left out of batches for it. */
+  server_wire_version: number | null
+  left_out: { values: number; fields: string[] }
+  unknown_field_retries: number
 }
 
 export interface ShipperOptions {
@@ -202,6 +237,9 @@ export class Shipper {
       lost_batches: this.counters.lostBatches,
       last_loss: lastLoss && { at: iso(lastLoss.at)!, reason: lastLoss.reason },
       buffer_error: this.bufferError(),
+      server_wire_version: this.api.wireVersion,
+      left_out: { values: this.counters.leftOutValues, fields: [...this.counters.leftOutFields].sort() },
+      unknown_field_retries: this.counters.unknownFieldRetries,
     }
   }
 
@@ -377,12 +415,72 @@ export class Shipper {
     })
   }
 
-  /** Posts and records the outcome in the API's health. */
+  /**
+   * Posts the batch as the server's wire version has it and records the outcome in the API's health. A
+   * 400 naming an unknown field gets the batch again without it (and, from a server that announced no
+   * version, without all the first release lacks), as long as each refusal names a new field.
+   */
   private async deliver(body: string): Promise<Outcome> {
-    const outcome = await this.post(body)
+    let sent = this.forServer(body)
+    let outcome = await this.post(sent.text)
+    for (let retries = 0; outcome.kind === 'rejected' && outcome.status === 400 && retries < MAX_UNKNOWN_FIELD_RETRIES; retries++) {
+      const field = unknownFieldIn(outcome.error)
+      if (field === null || this.api.refusedFields.has(field)) break
+      this.api.refusedFields.add(field)
+      this.api.wireVersion ??= FIRST_WIRE_VERSION
+      const again = this.forServer(body)
+      if (again.text === sent.text) break
+      this.counters.unknownFieldRetries++
+      this.options.log.warn('the API refused a field it does not know; sending the batch again without it', {
+        database: this.options.databaseName,
+        error: outcome.error,
+        left_out: again.left.paths.join(','),
+        retries_total: this.counters.unknownFieldRetries,
+      })
+      sent = again
+      outcome = await this.post(sent.text)
+    }
+    if (outcome.kind === 'accepted') this.countLeftOut(sent.left)
     if (outcome.kind === 'retry') this.api.failed(this.clock(), outcome.reason)
     else this.api.succeeded(this.clock())
     return outcome
+  }
+
+  /**
+   * The batch without what the server does not know: the fields added after its wire version and those
+   * it refused by name (the same text when nothing is left out).
+   */
+  private forServer(body: string): { text: string; left: LeftOut } {
+    const version = this.api.wireVersion
+    const paths = version === null ? [] : addedAfter(version)
+    for (const field of this.api.refusedFields) paths.push(...(field === '*' ? addedAfter(FIRST_WIRE_VERSION) : [field]))
+    if (paths.length === 0) return { text: body, left: { values: 0, paths: [] } }
+    const batch = JSON.parse(body) as object
+    const left = leaveOut(batch, paths)
+    return left.values === 0 ? { text: body, left } : { text: JSON.stringify(batch), left }
+  }
+
+  /** Counts what a delivered batch went without; each field is logged the first time. */
+  private countLeftOut(left: LeftOut): void {
+    if (left.values === 0) return
+    this.counters.leftOutValues += left.values
+    const fresh = left.paths.filter((p) => !this.counters.leftOutFields.has(p))
+    if (fresh.length === 0) return
+    for (const p of fresh) this.counters.leftOutFields.add(p)
+    const version = this.api.wireVersion
+    this.options.log.info('the API does not know some fields of this agent; leaving them out', {
+      database: this.options.databaseName,
+      wire_version: version ?? undefined,
+      release: version === null ? undefined : WIRE_RELEASES[version],
+      fields: fresh.join(','),
+    })
+  }
+
+  /** Records the version the server announced; none on a batch it took: the first release's. */
+  private learnWireVersion(header: string | null, accepted: boolean): void {
+    const announced = header === null ? null : Number.parseInt(header, 10)
+    if (announced !== null && Number.isInteger(announced) && announced > 0) this.api.wireVersion = announced
+    else if (accepted) this.api.wireVersion = FIRST_WIRE_VERSION
   }
 
   private async post(body: string): Promise<Outcome> {
@@ -403,6 +501,8 @@ export class Shipper {
     }
     const text = await res.text().catch(() => '')
     this.options.metrics?.request(res.status, started)
+    // Only the API's own answers tell its version: a batch taken, or refused by it.
+    if (res.ok || MALFORMED_STATUSES.has(res.status)) this.learnWireVersion(res.headers.get(WIRE_VERSION_HEADER), res.ok)
     let parsed: unknown
     try {
       parsed = JSON.parse(text)

@@ -21,6 +21,7 @@ import { eventRoutes } from './routes/events.ts'
 import { logEventRoutes } from './routes/log-events.ts'
 import { ingestRoutes } from './routes/ingest.ts'
 import { actionRoutes } from './routes/actions.ts'
+import { WIRE_VERSION, WIRE_VERSION_HEADER } from '../shared/wire-contract.ts'
 import { clickhouseRoutes } from './routes/clickhouse.ts'
 import { healthRoutes } from './routes/health.ts'
 import { internalsRoutes } from './routes/internals.ts'
@@ -206,6 +207,7 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
       async ({ set }) => {
         const answer = await healthz(deps, signupClosed)
         set.status = answer.status
+        set.headers[WIRE_VERSION_HEADER] = String(WIRE_VERSION)
         return answer.body
       },
       {

@@ -13,6 +13,8 @@
 // WAL until then: what the first requests write waits in it for some tens of milliseconds). (The one
 // difference in that window: the listener does not apply the app's header size limit, so a /healthz
 // with more than 16 KiB of headers gets its 200 rather than the app's 431.)
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
 import type { Server } from 'bun'
 import type { AnyElysia } from 'elysia'
 import { type ServeConfig, loadJwtSecret } from './config.ts'
@@ -26,6 +28,8 @@ import { isStoreUnreachable } from './store/availability.ts'
 import { openDriver } from './store/open.ts'
 import type { SqlStore } from './store/sql-store.ts'
 import { securityHeaders } from './web/security-headers.ts'
+import { sharedSecret } from './store/server-secrets.ts'
+import { WIRE_VERSION, WIRE_VERSION_HEADER } from '../shared/wire-contract.ts'
 import { VERSION } from '../version.ts'
 
 /** How long a stopping server waits for requests in flight before it closes their connections. */
@@ -103,12 +107,34 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
   }
   const { driver } = opened
   let jwtSecret: string
+  let jwtAccepted: string[] = []
+  let jwtGenerated = false
   try {
     // Read (or generated) before listening: a bad secret file stops the start with its message.
+    jwtGenerated = !config.jwtSecret && !existsSync(join(config.dataDir, 'jwt-secret'))
     jwtSecret = loadJwtSecret(config)
   } catch (e) {
     await driver.close()
     throw e
+  }
+  if (!config.jwtSecret) {
+    // The store's secret signs, so that every serve of the store and every later release accept the
+    // same sessions whatever data directory they start with; the first start stores this directory's
+    // (an upgrade keeps the secret the sessions were signed with). Tokens signed with this directory's
+    // secret, when the store holds another, are still accepted until they expire. A SQLite store lives in
+    // the data directory: a secret file deleted to sign everyone out replaces the store's, as it always did.
+    try {
+      const local = jwtSecret
+      jwtSecret = await sharedSecret(driver, 'jwt', local, Date.now(), jwtGenerated && driver.dialect === 'sqlite')
+      if (jwtSecret !== local) {
+        jwtAccepted = [local]
+        log.info("signing sessions with the store's JWT secret, shared by every serve of the store; the data directory's still verifies the tokens it signed")
+      }
+    } catch (e) {
+      log.error('cannot open the store', { cause: `reading the JWT secret: ${(e as Error).message}` })
+      await driver.close()
+      return 1
+    }
   }
   // Signal handlers from here on, before listening: a SIGINT that arrives as soon as the listening line is
   // out (a quick Ctrl-C) would otherwise find no handler and end the process without closing the store.
@@ -143,7 +169,7 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
     const url = new URL(request.url)
     if (request.method === 'GET' && url.pathname === '/healthz' && url.search === '') {
       const answer = await healthz(early, signupClosed)
-      return Response.json(answer.body, { status: answer.status, headers: securityHeaders })
+      return Response.json(answer.body, { status: answer.status, headers: { ...securityHeaders, [WIRE_VERSION_HEADER]: String(WIRE_VERSION) } })
     }
     return (await api!)(request, server)
   }
@@ -212,7 +238,7 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
     const mailer = createMailer({ smtpUrl: config.smtpUrl, from: config.smtpFrom, log })
     const deps: Deps = {
       store,
-      tokens: new TokenService(jwtSecret),
+      tokens: new TokenService(jwtSecret, Date.now, jwtAccepted),
       mailer,
       log,
       clock: Date.now,

@@ -3,6 +3,8 @@
 // verification pins the algorithm (an alg:none or RS256 token is rejected). An access token names
 // its session (`sid`, the refresh-token family it came from): it is honoured only while that session
 // is live, so ending a session ends its access tokens at once, whatever second they were issued in.
+// Tokens are signed with one secret (the store's, shared by every serve: serve.ts) and verified with it
+// or any of `accepted` (the data directory's, which signed them before the store held one).
 import { jwt } from '@elysiajs/jwt'
 import { tokenLifetimes } from '../limits.ts'
 
@@ -29,12 +31,16 @@ interface Signer {
 
 export class TokenService {
   private readonly signer: Signer
+  private readonly verifiers: Signer[]
 
   constructor(
     secret: string,
     private readonly clock: () => number = Date.now,
+    accepted: readonly string[] = [],
   ) {
-    this.signer = (jwt({ secret, alg: 'HS256' }) as unknown as { decorator: { jwt: Signer } }).decorator.jwt
+    const signerOf = (s: string) => (jwt({ secret: s, alg: 'HS256' }) as unknown as { decorator: { jwt: Signer } }).decorator.jwt
+    this.signer = signerOf(secret)
+    this.verifiers = [this.signer, ...accepted.filter((s) => s !== secret).map(signerOf)]
   }
 
   private expiry(seconds: number): number {
@@ -52,12 +58,15 @@ export class TokenService {
   }
 
   private async verify(token: string): Promise<Record<string, unknown> | undefined> {
-    const payload = await this.signer.verify(token, {
-      algorithms: ['HS256'],
-      requiredClaims: ['exp', 'iat'],
-      currentDate: new Date(this.clock()),
-    })
-    return payload || undefined
+    for (const verifier of this.verifiers) {
+      const payload = await verifier.verify(token, {
+        algorithms: ['HS256'],
+        requiredClaims: ['exp', 'iat'],
+        currentDate: new Date(this.clock()),
+      })
+      if (payload) return payload
+    }
+    return undefined
   }
 
   async verifyAccess(token: string): Promise<AccessClaims | undefined> {

@@ -6,6 +6,8 @@
 // one debug line; a batch with more distinct unknown paths than unknownIngestFields allows is a 400.
 // A batch collected further ahead of the server's clock than ingestClockSkewMs is a 400 (the reads would
 // otherwise show it as the latest sample until the clock caught up).
+// Every answer, refusals included, carries the wire version this server speaks (X-Dbm-Wire-Version,
+// src/shared/wire-contract.ts): an agent sends only the fields that version knows.
 import { Type as T } from '@sinclair/typebox'
 import { Elysia } from 'elysia'
 import { IngestBatch, type IngestResponse } from '../../shared/wire.ts'
@@ -17,6 +19,7 @@ import { fieldLimits, ingestClockSkewMs, unknownIngestFields, unverifiedDatabase
 import { stripUnknownFields } from '../unknown-fields.ts'
 import { IngestResult } from '../../shared/api/ingest.ts'
 import { errorAnswers } from '../openapi.ts'
+import { WIRE_VERSION, WIRE_VERSION_HEADER } from '../../shared/wire-contract.ts'
 
 /**
  * The batch as the route validates it: unknown top-level fields allowed, as TypeBox allows them at
@@ -36,7 +39,10 @@ export function batchRows(batch: IngestBatch): number {
 export function ingestRoutes(deps: Deps) {
   const { store, clock, log } = deps
   return new Elysia()
-    .derive(async ({ request }) => ({ principal: await authenticate(deps, request) }))
+    .derive(async ({ request, set }) => {
+      set.headers[WIRE_VERSION_HEADER] = String(WIRE_VERSION)
+      return { principal: await authenticate(deps, request) }
+    })
     .post(
       '/api/v1/ingest',
       async ({ principal, body: received }): Promise<IngestResponse> => {

@@ -37,6 +37,7 @@ import { migration as availability } from './migrations/0016-availability.ts'
 import { migration as serverSettings } from './migrations/0017-server-settings.ts'
 import { migration as actions } from './migrations/0018-actions.ts'
 import { migration as alertCauses } from './migrations/0019-alert-causes.ts'
+import { migration as serverSecrets } from './migrations/0020-server-secrets.ts'
 import { baseline } from './migrations/baseline-0010.ts'
 import type { Migration } from './migrations/migration.ts'
 import { join, sql } from './sql.ts'
@@ -63,6 +64,7 @@ export const migrations: Migration[] = [
   serverSettings,
   actions,
   alertCauses,
+  serverSecrets,
 ]
 
 export const latestVersion = migrations.reduce((max, m) => Math.max(max, m.version), 0)
