@@ -15,7 +15,9 @@
 //        It records what the agent allows (`allow`, from its allow_actions) for the dashboard.
 //   POST /api/v1/agent/actions/{aid}           the result (done, refused, failed)
 // A pending action expires ACTION_TTL_MS after it was asked and is never handed out later; the sweep runs
-// whenever the agent polls or anyone reads the database's actions. Every cancel and terminate is audited in
+// whenever the agent polls or anyone reads the database's actions. A database has at most
+// pendingActionsPerDatabase (limits.ts) waiting: one more is a 429 with Retry-After until the first expires,
+// so no member fills the store or leaves its agent a backlog; retention deletes them with the events. Every cancel and terminate is audited in
 // the database's events timeline (kind session_action): asked, then run, refused, failed or expired, naming
 // who asked, the pid, the session's role and application. The agent reads an explain's statement text from
 // pg_stat_statements by its hash: no text from the dashboard is ever run.
@@ -29,7 +31,7 @@ import { type Principal, authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { cancelStatement, terminateSession } from '../doctor/session-commands.ts'
 import { badRequest, forbidden, notFound, tooManyRequests } from '../http-error.ts'
-import { actionLimits } from '../limits.ts'
+import { actionLimits, pendingActionsPerDatabase } from '../limits.ts'
 import { errorAnswers } from '../openapi.ts'
 import type { StoredAction } from '../store/sql-actions.ts'
 import { rfc3339 } from '../views.ts'
@@ -200,16 +202,27 @@ export function actionRoutes(deps: Deps) {
           }
           if (body.statement !== undefined) request.statement = body.statement.length > 500 ? `${body.statement.slice(0, 499)}…` : body.statement
         }
-        const action = await store.actions.createAction({
-          id: randomUUID(),
-          org_id: principal.orgId,
-          database_id: db.id,
-          kind: body.kind,
-          request,
-          requested_by: await requestedBy(deps, principal),
-          requested_at: now,
-          expires_at: now + ACTION_TTL_MS,
-        })
+        const admission = await store.actions.createAction(
+          {
+            id: randomUUID(),
+            org_id: principal.orgId,
+            database_id: db.id,
+            kind: body.kind,
+            request,
+            requested_by: await requestedBy(deps, principal),
+            requested_at: now,
+            expires_at: now + ACTION_TTL_MS,
+          },
+          pendingActionsPerDatabase,
+        )
+        if ('full' in admission) {
+          const { pending, next_expiry } = admission.full
+          throw tooManyRequests(
+            next_expiry - now,
+            `${pending} actions already wait for this database's agent, at most ${pendingActionsPerDatabase} may (is its agent running, and do its allow_actions allow them?); one goes when the agent takes it or it expires`,
+          )
+        }
+        const action = admission.created
         await audit(deps, action, now)
         wake(db.id)
         set.status = 202
@@ -220,7 +233,7 @@ export function actionRoutes(deps: Deps) {
         response: { 202: ActionView },
         detail: {
           summary: "Ask the database's agent to cancel or terminate a session (owners, 'admin' keys) or explain a statement with parameter values (members)",
-          responses: errorAnswers({ 403: "cancel or terminate by a member, or by an API key without the 'admin' scope", 429: 'more than 60 actions in a minute in the organization' }),
+          responses: errorAnswers({ 403: "cancel or terminate by a member, or by an API key without the 'admin' scope", 429: `more than ${actionLimits.limit} actions in a minute in the organization, or ${pendingActionsPerDatabase} already waiting for the database's agent` }),
         },
       },
     )
