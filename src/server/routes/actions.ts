@@ -27,6 +27,7 @@ import { Elysia, t } from 'elysia'
 import { ACTION_TTL_MS, type ActionKind } from '../../shared/action-kinds.ts'
 import { ActionList, ActionView, AgentActionsAnswer, NewAction } from '../../shared/api/actions.ts'
 import { ACTION_KINDS, AgentActionResult, type ActionSession, type AgentAction } from '../../shared/wire.ts'
+import { jsonQuote } from '../../shared/log.ts'
 import { type Principal, authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { cancelStatement, terminateSession } from '../doctor/session-commands.ts'
@@ -117,10 +118,15 @@ export function actionView(a: StoredAction) {
 
 const VERB: Record<ActionKind, string> = { cancel: 'Cancel', terminate: 'Terminate', explain: 'Explain' }
 
-/** Who and what, for an audit line: `pid 4242 (role "app", application "psql")`; the database's texts as JSON strings. */
+/**
+ * Who and what, for an audit line: `pid 4242 (role "app", application "psql")`. The names come from the
+ * request (a member may send anything) and from the monitored database: each is a JSON string with its
+ * control, bidi and invisible characters escaped (jsonQuote), so the title reads as written wherever the
+ * events timeline shows it, the server log included.
+ */
 function sessionText(s: ActionSession | undefined): string {
   if (!s) return 'a session'
-  const parts = [s.user !== null ? `role ${JSON.stringify(s.user)}` : null, s.application_name !== null ? `application ${JSON.stringify(s.application_name)}` : null].filter(Boolean)
+  const parts = [s.user !== null ? `role ${jsonQuote(s.user)}` : null, s.application_name !== null ? `application ${jsonQuote(s.application_name)}` : null].filter(Boolean)
   return `pid ${s.pid}${parts.length > 0 ? ` (${parts.join(', ')})` : ''}`
 }
 
@@ -142,6 +148,8 @@ async function audit(deps: Deps, a: StoredAction, ts: number) {
   }
   const detail = [a.result?.reason ? `Reason: ${a.result.reason}` : null, a.request.statement ? `Statement: ${a.request.statement}` : null].filter(Boolean).join('\n') || null
   await deps.store.actions.auditAction(a.database_id, { ts, kind: 'session_action', severity, title, detail, object: `${a.id}:${a.state}`, link: `#/db/${a.database_id}/active` })
+  // And in the server's log, each field escaped by the logger (formatLogValue).
+  deps.log.info('session action', { database: a.database_id, action: a.id, kind: a.kind, state: a.state, title })
 }
 
 /** Expires the database's overdue actions, auditing the kills among them. */
