@@ -18,7 +18,8 @@ export const forbidden = (message: string) => new HttpError(403, message)
 export const notFound = (what: string) => new HttpError(404, `${what} not found`)
 export const conflict = (message: string) => new HttpError(409, message)
 
-export function tooManyRequests(retryAfterMs: number): HttpError {
+/** A 429 with Retry-After; `why` (without the wait, which is added) when the answer is more than a rate. */
+export function tooManyRequests(retryAfterMs: number, why = 'too many requests'): HttpError {
   const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000))
-  return new HttpError(429, `too many requests; try again in ${seconds} s`, { 'retry-after': String(seconds) })
+  return new HttpError(429, `${why}; try again in ${seconds} s`, { 'retry-after': String(seconds) })
 }

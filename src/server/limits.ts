@@ -27,6 +27,8 @@ export const inviteLimit = { limit: 30, windowMs: HOUR }
 /** Webhook URL changes (PUT /organization/webhook) per organization per hour, refused ones included. */
 /** Actions asked of agents (POST /databases/{id}/actions: cancel, terminate, explain) per organization, refused ones included. */
 export const actionLimits = { limit: 60, windowMs: MINUTE }
+/** Actions one database may have waiting for its agent (pending, unexpired): one more is a 429 until one is taken or expires. */
+export const pendingActionsPerDatabase = 20
 export const webhookPutLimit = { limit: 30, windowMs: 60 * MINUTE }
 
 export const tokenLifetimes = {

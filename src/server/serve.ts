@@ -260,7 +260,7 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
     await nextTurn()
     const [{ createHealthMonitor }, { startDiagnosisWorker }] = await Promise.all([import('./health-monitor.ts'), import('./doctor/diagnosis-worker.ts')])
     await nextTurn()
-    const diagnoser = startDiagnosisWorker({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, logLevel: config.logLevel, log }).then(
+    const diagnoser = startDiagnosisWorker({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, logLevel: config.logLevel, local: config.signup === 'local', log }).then(
       (worker) => {
         Object.assign(deps, { diagnoser: worker })
         return worker

@@ -37,6 +37,15 @@ const jsonEscape = (c: string) => Array.from({ length: c.length }, (_, i) => `\\
 export function formatLogValue(value: unknown): string {
   const s = redactSecrets(typeof value === 'object' && value !== null ? JSON.stringify(value) : String(value))
   if (s !== '' && !NEEDS_QUOTES.test(s)) return s
+  return jsonQuote(s)
+}
+
+/**
+ * `s` as a JSON string in which every control, DEL, C1 and hidden character (bidi, invisible, tags) is
+ * escaped, so it reads as one visible token wherever it is shown: a log field, or a name quoted in a text
+ * (the audit of a cancel quotes the session's role and application so).
+ */
+export function jsonQuote(s: string): string {
   return JSON.stringify(s).replace(ESCAPE_TOO, jsonEscape)
 }
 

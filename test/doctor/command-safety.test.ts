@@ -223,6 +223,8 @@ function postgresBatches(v: Variant, now: number): IngestBatch[] {
   })
   const slot = (role: string, lag: number) => ({ slot_name: t(role), slot_type: t('physical'), active: false, lag_bytes: lag, wal_status: 'extended' })
   return [
+    // Three hours before: stmt1 at a tenth of its mean now (pg_statement_regressed, with its plan change).
+    pgBatch(t('database'), now - 3 * HOUR, { query_stats: [statement('stmt1', 100, 20_000, 0)] }, v.text('16.4', 200)),
     // An earlier cycle: another start, version and settings (server_restarted, server_version_changed, setting_changed).
     pgBatch(
       t('database'),
@@ -641,7 +643,7 @@ async function findingsOf(v: Variant, engine: 'postgres' | 'clickhouse'): Promis
 
 /** Commands that are not SQL: shell commands and API calls, recognised by their first word. */
 const NOT_SQL = ['GET', 'curl', 'dbm', 'journalctl', 'systemctl', 'vacuumdb', 'grep', 'kubectl', 'pgbackrest', 'wal-g', 'free', 'ps', 'pg_isready']
-const isSql = (command: string) => !NOT_SQL.includes(command.split(' ')[0]!)
+const isSql = (command: string) => !NOT_SQL.includes(command.split(' ')[0]!) && !command.startsWith('#/')
 
 /** Characters a command never carries: line breaks, controls, and the hidden characters (bidi marks, invisible format and tag characters). */
 const UNSAFE = new RegExp(`[\\u0000-\\u001f\\u007f-\\u009f${HIDDEN_CHARACTERS}]`, 'u')
@@ -794,8 +796,9 @@ async function commandsOf(findings: Finding[], engine: 'postgres' | 'clickhouse'
         if (!isSql(command) || f.rule === 'agent_disconnected') {
           // Shell and API commands: monitored text only after a shell comment, and URLs percent-encoded.
           let [code] = command.split(/\s+#\s|\s{3}--\s/)
-          if (command.startsWith('GET ')) {
-            const path = code!.split(' ')[1]!
+          // An API call, or a page of the dashboard (`#/databases/<id>/queries/<hash>`): the path percent-encoded.
+          if (command.startsWith('GET ') || command.startsWith('#/')) {
+            const path = command.startsWith('#/') ? code!.slice(1) : code!.split(' ')[1]!
             expect({ rule: f.rule, path, encoded: /^[A-Za-z0-9\-._~%/?=&<>]+$/.test(path) }).toEqual({ rule: f.rule, path, encoded: true })
             code = code!.replace(/\/databases\/[^/\s]+/, '/databases/<db>').replace(/\/queries\/[^/\s?]+/, '/queries/<id>')
           }

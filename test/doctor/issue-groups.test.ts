@@ -127,15 +127,16 @@ describe('an xmin holder', () => {
     const sessions = [connect('billing'), connect('reports')]
     const pids: number[] = []
     const done = Promise.withResolvers<void>()
-    const holds = sessions.map((s) =>
+    // Each session's pid at its own index (they start at once: whichever answers first must not swap them).
+    const holds = sessions.map((s, i) =>
       s.begin(async (tx) => {
-        pids.push((await tx<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`)[0]!.pid)
+        pids[i] = (await tx<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`)[0]!.pid
         await tx`SELECT 1 FROM held WHERE id = 1`
         await done.promise
       }),
     )
     try {
-      await until('both idle', async () => (pids.length === 2 ? true : undefined))
+      await until('both idle', async () => (pids.filter(Boolean).length === 2 ? true : undefined))
       const found = await until('both findings', async () => {
         await rig.cycle()
         const f = await rig.findings('pg_idle_in_transaction')

@@ -4,11 +4,23 @@
 // applies the finding's own fix command and sees the finding go.
 import { afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { explainSampling } from '../../src/agent/collectors/postgres/explain-plans.ts'
+import { bytes } from '../../src/server/doctor/types.ts'
 import { type PostgresDoctorRig, postgresDoctorRig, settled, workload } from '../support/doctor.ts'
 
 setDefaultTimeout(60_000)
 
 const n = (v: number) => v.toLocaleString('en-US')
+
+/**
+ * A table's sizes as a finding quotes them, from the Tables API (the pages' figures): its Heap and Total by
+ * their labels (src/shared/table-size.ts), and the metrics they come with.
+ */
+async function quotedSizes(r: PostgresDoctorRig, table: string) {
+  const entry = ((await r.api('/tables')) as any[]).find((t) => t.table_name === table)
+  expect(entry.heap_bytes).toBeGreaterThan(0)
+  expect(entry.total_bytes).toBeGreaterThan(entry.heap_bytes)
+  return { text: `Heap ${bytes(entry.heap_bytes)}, Total ${bytes(entry.total_bytes)}`, metrics: { heap_bytes: entry.heap_bytes, total_bytes: entry.total_bytes } }
+}
 
 let rig: PostgresDoctorRig | undefined
 afterEach(async () => {
@@ -189,8 +201,11 @@ describe('pg_sequential_scans', () => {
       metrics: { full_reads: 120, seq_scan: 120, idx_scan: 0, seq_share: 1, seq_tup_read: 120 * 30_000, n_live_tup: 30_000 },
       how_to_fix: ['CREATE INDEX CONCURRENTLY ON public.orders (<filtered columns>);'],
     })
+    // The sizes by the Tables page's names and figures.
+    const sizes = await quotedSizes(rig, 'orders')
+    expect(orders.metrics).toMatchObject(sizes.metrics)
     expect(orders.detail).toContain(
-      'In the last hour public.orders (30,000 rows, 1.8 MB) was read whole 120 times by sequential scans (3,600,000 rows, seq_tup_read, over its 30,000 live rows) against 0 index scans (100.0 % sequential).',
+      `In the last hour public.orders (30,000 rows, ${sizes.text}) was read whole 120 times by sequential scans (3,600,000 rows, seq_tup_read, over its 30,000 live rows) against 0 index scans (100.0 % sequential).`,
     )
     // Scans of one process each: PostgreSQL's count is the full reads', nothing to explain.
     expect(orders.detail).not.toContain('PostgreSQL counted')
@@ -252,7 +267,7 @@ describe('pg_sequential_scans', () => {
       metrics: { full_reads: 150, seq_scan: 150 + launched!.workers, idx_scan: 0, seq_share: 1, seq_tup_read: 150 * 30_000, n_live_tup: 30_000 },
     })
     expect(finding.detail).toContain(
-      `In the last hour public.orders (30,000 rows, 1.8 MB) was read whole 150 times by sequential scans (4,500,000 rows, seq_tup_read, over its 30,000 live rows) against 0 index scans (100.0 % sequential).`,
+      `In the last hour public.orders (30,000 rows, ${(await quotedSizes(rig, 'orders')).text}) was read whole 150 times by sequential scans (4,500,000 rows, seq_tup_read, over its 30,000 live rows) against 0 index scans (100.0 % sequential).`,
     )
     expect(finding.detail).toContain(
       `PostgreSQL counted ${n(150 + launched!.workers)} sequential scans (seq_scan): each process of a parallel scan counts one, and a scan that stops early counts one too.`,

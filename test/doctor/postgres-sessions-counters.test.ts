@@ -68,6 +68,8 @@ test('temp files: the spilling statement named; info, then warning as spills add
   // Named by its queryid, which the fix commands use (the text stays out of them).
   expect(finding.detail).toMatch(/\(1\) statement -?\d+, [\d.]+ MB written to temporary files in 1 call \([\d.]+ MB per call\), needing about 8 MB of work_mem per execution: SELECT token FROM events ORDER BY token\.$/)
   const queryid = /\(1\) statement (-?\d+),/.exec(finding.detail)![1]
+  // The one statement wrote every byte: the spill is that statement's issue (grouping.ts).
+  expect(finding).toMatchObject({ objects: [queryid], metrics: { statement: queryid }, cause: `statement:${queryid}` })
   expect(finding.how_to_investigate).toContain(`SELECT query FROM pg_stat_statements WHERE queryid = ${queryid};   -- the text of statement ${queryid}`)
   // For that statement alone, in its transaction; the test's session takes it as its own.
   expect(finding.how_to_fix[0]).toStartWith(`BEGIN; SET LOCAL work_mem = '8MB'; <the statement>; COMMIT;   -- for statement ${queryid} alone: twice its temp bytes per call`)

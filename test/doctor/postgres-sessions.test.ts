@@ -134,7 +134,12 @@ test('long-running statements: warning past 1 s, critical past 4 s, the third co
   await waitForAges('query_start', [[first.pid, 4]])
   await rig.cycle()
   findings = byKey(await rig.findings('pg_long_running_queries'))
-  expect(findings[`pg_long_running_queries:pid ${first.pid}`]).toMatchObject({ severity: 'critical', title: expect.stringMatching(/^Statement running for 4\.\d s$/) })
+  // The title names the session (pid, user, application; pg_sleep holds no table): the three read apart.
+  expect(findings[`pg_long_running_queries:pid ${first.pid}`]).toMatchObject({
+    severity: 'critical',
+    title: expect.stringMatching(new RegExp(`^Statement running for 4\\.\\d s: pid ${first.pid}, user postgres, application "postgres\\.js"$`)),
+  })
+  expect(findings[`pg_long_running_queries:pid ${second.pid}`].title).toEndWith(`: pid ${second.pid}, user postgres, application "postgres.js"`)
   expect(findings[`pg_long_running_queries:pid ${second.pid}`]).toMatchObject({ severity: 'warning' })
   expect((await rig.api('/doctor')).status).toBe('unhealthy')
 
@@ -234,7 +239,8 @@ test('blocked sessions: the root blocker named with the sessions queued behind i
   expect(finding).toMatchObject({
     key: `pg_blocked_sessions:pid ${root.pid}`,
     severity: 'warning',
-    title: expect.stringMatching(/^2 sessions blocked for up to \d/),
+    // The blocker by pid, user and application, and the table its waiters wait on.
+    title: expect.stringMatching(new RegExp(`^2 sessions blocked for up to [\\d.]+ s by pid ${root.pid}, user postgres, application "postgres\\.js", on public\\.accounts$`)),
     objects: [`pid ${root.pid}`, ...waiters.map((w) => `pid ${w.pid}`)],
     metrics: { root_pid: root.pid, blocked_sessions: 2 },
   })

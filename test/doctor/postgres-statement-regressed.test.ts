@@ -70,7 +70,8 @@ test('a statement 3× slower than its own day before is a finding with both exac
   expect((await s.ok(id, '/doctor')).top_issues.filter((f: any) => f.rule === 'pg_statement_regressed')).toEqual([])
   await s.ingest(pgBatch('regressed', now - 10 * MINUTE, { query_stats: [delta(after)], explain_plans: [planEntry(slow.queryid, now - 10 * MINUTE, slowPlan, 'sampled')] }))
 
-  const found = (await s.ok(id, '/doctor')).top_issues.filter((f: any) => f.rule === 'pg_statement_regressed')
+  const doctor = await s.ok(id, '/doctor')
+  const found = doctor.top_issues.filter((f: any) => f.rule === 'pg_statement_regressed')
   const meanBefore = before.total / before.calls
   const meanAfter = after.total / after.calls
   const ratio = meanAfter / meanBefore
@@ -91,9 +92,18 @@ test('a statement 3× slower than its own day before is a finding with both exac
       plan_after: planEntry(slow.queryid, 0, slowPlan, 'sampled').plan_hash,
     },
   })
-  expect(f.title).toStartWith(`Statement ${ratio.toFixed(1)}× slower than in the 24 hours before: SELECT count(*) FROM orders`)
+  expect(f.title).toStartWith(`Statement ${ratio.toFixed(1)}× slower than in the 24 hours before, its plan changed: SELECT count(*) FROM orders`)
   const shown = (v: number) => (v >= 100 ? v.toFixed(0) : String(Number(v.toPrecision(3))))
   expect(f.detail).toContain(`ran 40 times in the last 1 hour with a mean of ${shown(meanAfter)} ms, against 40 calls with a mean of ${shown(meanBefore)} ms in the 24 hours before`)
   expect(f.detail).toMatch(/Its plan changed at .*: before, 0 sequential and 1 index scans, .*; now, 1 sequential and 0 index scans/)
   expect(f.how_to_investigate[0]).toStartWith(`#/databases/${id}/queries/${encodeURIComponent(slow.queryid)}   -- the statement's page`)
+
+  // The plan change (an index scan's estimated cost against a sequential scan's) is the same statement's:
+  // one issue, led by the regression it explains, listed under it.
+  const changed = doctor.top_issues.find((x: any) => x.rule === 'pg_plan_changed')
+  expect(changed).toMatchObject({ key: `pg_plan_changed:${slow.queryid}`, cause: `statement:${slow.queryid}` })
+  expect(f.cause).toBe(`statement:${slow.queryid}`)
+  const group = doctor.groups.find((g: any) => g.key === `statement:${slow.queryid}`)
+  expect(group).toMatchObject({ kind: 'statement', lead: f.key, title: f.title, findings: [f.key, changed.key] })
+  expect(doctor.groups.filter((g: any) => g.findings.includes(changed.key))).toHaveLength(1)
 })

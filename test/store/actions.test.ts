@@ -1,7 +1,8 @@
 // The actions store (sql-actions.ts) on SQLite and PostgreSQL: an action is handed out once even when two
 // serve processes share one PostgreSQL store and claim at the same moment; a pending one past its expiry
 // is never handed out and reads as expired; a result is taken once, only for a running action of the
-// caller's organization; what the agent allows round-trips.
+// caller's organization; what the agent allows round-trips. A database holds at most the cap of pending
+// actions, also when two processes ask at once; retention deletes the actions that are over.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { openStore } from '../../src/server/store/open.ts'
 import type { SqlStore } from '../../src/server/store/sql-store.ts'
@@ -38,8 +39,21 @@ for (const kind of storeKinds as StoreKind[]) {
       cleanup()
     })
 
-    const ask = (id: string, at: number) =>
-      a.actions.createAction({ id, org_id: orgId, database_id: dbId, kind: 'cancel', request: { session: { pid: 7, backend_start: T0, xact_start: null, query_start: null, user: 'u', application_name: 'x' } }, requested_by: 'a@example.com', requested_at: at, expires_at: at + 120_000 })
+    const action = (id: string, at: number, databaseId = dbId) => ({
+      id,
+      org_id: orgId,
+      database_id: databaseId,
+      kind: 'cancel' as const,
+      request: { session: { pid: 7, backend_start: T0, xact_start: null, query_start: null, user: 'u', application_name: 'x' } },
+      requested_by: 'a@example.com',
+      requested_at: at,
+      expires_at: at + 120_000,
+    })
+    const ask = async (id: string, at: number) => {
+      const admission = await a.actions.createAction(action(id, at), 20)
+      if (!('created' in admission)) throw new Error('refused')
+      return admission.created
+    }
 
     test('two claims at once: the action is handed out once', async () => {
       const id = crypto.randomUUID()
@@ -74,6 +88,59 @@ for (const kind of storeKinds as StoreKind[]) {
       await b.actions.heardListener(dbId, ['cancel', 'explain'], T0)
       await b.actions.heardListener(dbId, ['explain'], T0 + 5)
       expect(await a.actions.actionListener(dbId)).toEqual({ allowed: ['explain'], heard_at: T0 + 5 })
+    })
+
+    test('at most the cap pending per database, also asked from two processes at once; taken or expired ones make room', async () => {
+      const db = await a.createDatabase(orgId, { name: 'capped', engine: 'postgres', engine_version: '17', host: 'h', port: 5432, tags: {} }, T0)
+      if (db === 'limit') throw new Error('limit')
+      const at = T0 + 1_000_000
+      const asked = await Promise.all(
+        Array.from({ length: 8 }, (_, i) => (i % 2 === 0 ? a : b).actions.createAction(action(crypto.randomUUID(), at + i, db.id), 5)),
+      )
+      expect(asked.filter((x) => 'created' in x)).toHaveLength(5)
+      const refused = asked.filter((x) => 'full' in x)
+      expect(refused).toHaveLength(3)
+      // The first to expire is the first asked.
+      for (const r of refused) expect(r).toEqual({ full: { pending: 5, next_expiry: at + 120_000 } })
+      expect(await a.actions.pendingActions(db.id, at + 10)).toBe(5)
+      // Another database of the organization has its own room.
+      expect('created' in (await a.actions.createAction(action(crypto.randomUUID(), at, dbId), 5))).toBe(true)
+      // One taken by the agent: room for one.
+      expect(await b.actions.claimActions(db.id, at + 10, 1)).toHaveLength(1)
+      expect('created' in (await a.actions.createAction(action(crypto.randomUUID(), at + 20, db.id), 5))).toBe(true)
+      expect('full' in (await a.actions.createAction(action(crypto.randomUUID(), at + 21, db.id), 5))).toBe(true)
+      // Once expired they count no more.
+      expect('created' in (await a.actions.createAction(action(crypto.randomUUID(), at + 120_020, db.id), 5))).toBe(true)
+    })
+
+    test('retention deletes the actions asked before the cutoff that are over, and keeps the rest', async () => {
+      const db = await a.createDatabase(orgId, { name: 'swept', engine: 'postgres', engine_version: '17', host: 'h', port: 5432, tags: {} }, T0)
+      if (db === 'limit') throw new Error('limit')
+      const put = async (at: number) => {
+        const admission = await a.actions.createAction(action(crypto.randomUUID(), at, db.id), 20)
+        if (!('created' in admission)) throw new Error('refused')
+        return admission.created.id
+      }
+      const DAY = 86_400_000
+      // Old ones: one done, one left running, one left pending (both long past their expiry).
+      const done = await put(T0)
+      await put(T0 + 1)
+      await put(T0 + 2)
+      expect((await a.actions.claimActions(db.id, T0 + 10, 2)).map((x) => x.id)[0]).toBe(done)
+      await a.actions.finishAction(orgId, done, { outcome: 'done', signalled: true }, T0 + 20)
+      const recent = await put(T0 + 2 * DAY)
+      const cutoff = T0 + DAY
+      const { retentionStore } = await import('../../src/server/store/sql-retention.ts')
+      const retention = retentionStore(a.driver)
+      await retention.sweepDatabase(db.id, { before: cutoff, minutesBefore: cutoff, rollUpTo: cutoff }, 2)
+      const left = await a.actions.listActions(db.id, 20, cutoff + 2 * DAY)
+      expect(left.map((x) => x.id)).toEqual([recent])
+      // A cutoff within a running action's grace past its expiry keeps it (it is not over yet); the pending
+      // one expired before it goes.
+      const running = await put(T0 + 3 * DAY)
+      expect((await a.actions.claimActions(db.id, T0 + 3 * DAY + 1, 5)).map((x) => x.id)).toEqual([running])
+      await retention.sweepDatabase(db.id, { before: T0 + 3 * DAY + 150_000, minutesBefore: cutoff, rollUpTo: cutoff }, 2)
+      expect((await a.actions.listActions(db.id, 20, T0 + 3 * DAY)).map((x) => x.id)).toEqual([running])
     })
   })
 }

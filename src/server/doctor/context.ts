@@ -49,6 +49,8 @@ export class DoctorContext {
     /** Evaluation time (epoch ms). */
     readonly now: number,
     private readonly overrides: Record<string, Record<string, number>> = {},
+    /** `local`: the server is `dbm local`'s, whose agent runs in its process on the DSNs of its command line (no config file). */
+    readonly setup: { local: boolean } = { local: false },
   ) {}
 
   /** The rule's thresholds, with any configured override applied. */

@@ -50,6 +50,8 @@ export async function startDiagnosisWorker(options: {
   databaseUrl?: string
   logLevel: LogLevel
   thresholds?: Record<string, Record<string, number>>
+  /** `dbm local`'s serve: its diagnoses say what a dbm local user does. */
+  local?: boolean
   log: Logger
 }): Promise<Diagnoser> {
   const worker = new Worker(workerUrl())
@@ -93,7 +95,7 @@ export async function startDiagnosisWorker(options: {
   const send = (m: WorkerRequest) => worker.postMessage(m)
   const answer = await new Promise<{ error?: string }>((resolve) => {
     opened = resolve
-    send({ kind: 'open', dataDir: options.dataDir, databaseUrl: options.databaseUrl, logLevel: options.logLevel, thresholds: options.thresholds })
+    send({ kind: 'open', dataDir: options.dataDir, databaseUrl: options.databaseUrl, logLevel: options.logLevel, thresholds: options.thresholds, local: options.local })
   })
   opened = undefined
   if (answer.error !== undefined) {

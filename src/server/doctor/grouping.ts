@@ -4,8 +4,9 @@
 // running long, blocking others or holding back the xmin horizon, and the dead rows, bloat and wraparound
 // it keeps VACUUM from curing; another holder of the horizon (a replication slot, a prepared transaction);
 // a missing (or invalid) index, named by its table and leading column, that the sequential scans, the slow
-// statement, the unindexed foreign key and the invalid index point at; a statement; a table. Any other
-// finding is its own cause. The cause's own finding leads, the others are its consequences, and a fix
+// statement, the unindexed foreign key and the invalid index point at; a statement (its regression, its
+// plan change, its slowness, and the temporary files when the finding names it as the one that wrote
+// most of them); a table. Any other finding is its own cause. The cause's own finding leads, the others are its consequences, and a fix
 // that cures several of them is offered once (the same command, a second CREATE INDEX for the same
 // column, a second termination of the same pid).
 import { SEVERITY_ORDER } from './score.ts'
@@ -38,7 +39,13 @@ const HELD_RULES = new Set(['pg_dead_tuples', 'pg_bloat', 'pg_wraparound', 'pg_x
 /** Rules whose finding is about one table (object `schema.table`). */
 const TABLE_RULES = new Set(['pg_dead_tuples', 'pg_bloat', 'pg_autovacuum_disabled', 'pg_missing_primary_key', 'pg_sequential_scans'])
 /** Rules whose finding is about one statement (object: its query hash). */
-const STATEMENT_RULES = new Set(['pg_slow_statements', 'pg_plan_changed'])
+const STATEMENT_RULES = new Set(['pg_slow_statements', 'pg_plan_changed', 'pg_statement_regressed'])
+/**
+ * Database-wide findings that name, in their metric `statement`, the statement that caused most of what
+ * they measured (pg_temp_files: the one that wrote at least half the window's temporary bytes): they
+ * join that statement's group. Without one (many statements spill a little each) they stand alone.
+ */
+const NAMED_STATEMENT_RULES = new Set(['pg_temp_files'])
 /** Rules whose fix names an index to create or rebuild: they group by that index's table and leading column. */
 const INDEX_RULES = new Set(['pg_sequential_scans', 'pg_slow_statements', 'pg_unindexed_foreign_keys', 'pg_invalid_indexes'])
 
@@ -47,7 +54,12 @@ const LEADS: Record<CauseKind, string[]> = {
   session: ['pg_idle_in_transaction', 'pg_long_running_queries', 'pg_xmin_horizon', 'pg_blocked_sessions'],
   holder: ['pg_xmin_horizon'],
   index: ['pg_invalid_indexes', 'pg_sequential_scans', 'pg_unindexed_foreign_keys', 'pg_slow_statements'],
-  statement: ['pg_slow_statements', 'pg_plan_changed'],
+  // The regression leads: its mean time measured against its own before is the damage, and its finding
+  // already names the plan change as what changed (when, and the plans' shapes). The plan change is
+  // listed under it as the evidence of why: a cost the planner estimated, which can also grow with no
+  // slowdown at all (a table that grew), so it never stands for the regression itself. The temporary
+  // files the statement wrote are a consequence of its plan (a sort or hash outgrowing work_mem).
+  statement: ['pg_statement_regressed', 'pg_slow_statements', 'pg_plan_changed', 'pg_temp_files'],
   table: [],
   finding: [],
 }
@@ -107,7 +119,9 @@ export function indexTarget(command: string): string | undefined {
 const terminatedPid = (command: string) => /^SELECT pg_terminate_backend\(pid\) FROM pg_stat_activity WHERE pid = (\d+)\b/.exec(command)?.[1]
 
 /** A finding's cause: its key and kind, from the finding alone. */
-export function causeOf(f: Pick<Finding, 'rule' | 'key' | 'objects' | 'how_to_fix'>): { key: string; kind: CauseKind } {
+export function causeOf(f: Pick<Finding, 'rule' | 'key' | 'objects' | 'how_to_fix'> & Partial<Pick<Finding, 'metrics'>>): { key: string; kind: CauseKind } {
+  const named = f.metrics?.statement
+  if (NAMED_STATEMENT_RULES.has(f.rule) && typeof named === 'string' && named !== '') return { key: `statement:${named}`, kind: 'statement' }
   const object = findingObject(f)
   if (object !== undefined) {
     if (HELD_RULES.has(f.rule)) {

@@ -17,6 +17,8 @@ export interface WorkerOpen {
   databaseUrl?: string
   logLevel: LogLevel
   thresholds?: Record<string, Record<string, number>>
+  /** The serve is `dbm local`'s: the doctor's advice is for its user (DoctorContext.setup). */
+  local?: boolean
 }
 export interface WorkerDiagnose {
   kind: 'diagnose'
@@ -43,7 +45,7 @@ async function open(m: WorkerOpen) {
     ? new (await import('../store/postgres/driver.ts')).PostgresDriver(m.databaseUrl, { max: 4 })
     : new SqliteDriver(join(m.dataDir, 'dbm.sqlite'), { reader: true })
   store = new SqlStore(driver, { reader: true })
-  deps = { store, log: createLogger(m.logLevel), doctorThresholds: m.thresholds }
+  deps = { store, log: createLogger(m.logLevel), doctorThresholds: m.thresholds, signup: m.local ? 'local' : undefined }
 }
 
 /**

@@ -15,7 +15,9 @@
 //        It records what the agent allows (`allow`, from its allow_actions) for the dashboard.
 //   POST /api/v1/agent/actions/{aid}           the result (done, refused, failed)
 // A pending action expires ACTION_TTL_MS after it was asked and is never handed out later; the sweep runs
-// whenever the agent polls or anyone reads the database's actions. Every cancel and terminate is audited in
+// whenever the agent polls or anyone reads the database's actions. A database has at most
+// pendingActionsPerDatabase (limits.ts) waiting: one more is a 429 with Retry-After until the first expires,
+// so no member fills the store or leaves its agent a backlog; retention deletes them with the events. Every cancel and terminate is audited in
 // the database's events timeline (kind session_action): asked, then run, refused, failed or expired, naming
 // who asked, the pid, the session's role and application. The agent reads an explain's statement text from
 // pg_stat_statements by its hash: no text from the dashboard is ever run.
@@ -25,11 +27,12 @@ import { Elysia, t } from 'elysia'
 import { ACTION_TTL_MS, type ActionKind } from '../../shared/action-kinds.ts'
 import { ActionList, ActionView, AgentActionsAnswer, NewAction } from '../../shared/api/actions.ts'
 import { ACTION_KINDS, AgentActionResult, type ActionSession, type AgentAction } from '../../shared/wire.ts'
+import { jsonQuote } from '../../shared/log.ts'
 import { type Principal, authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { cancelStatement, terminateSession } from '../../shared/session-commands.ts'
 import { badRequest, forbidden, notFound, tooManyRequests } from '../http-error.ts'
-import { actionLimits } from '../limits.ts'
+import { actionLimits, pendingActionsPerDatabase } from '../limits.ts'
 import { errorAnswers } from '../openapi.ts'
 import type { StoredAction } from '../store/sql-actions.ts'
 import { rfc3339 } from '../views.ts'
@@ -115,10 +118,15 @@ export function actionView(a: StoredAction) {
 
 const VERB: Record<ActionKind, string> = { cancel: 'Cancel', terminate: 'Terminate', explain: 'Explain' }
 
-/** Who and what, for an audit line: `pid 4242 (role "app", application "psql")`; the database's texts as JSON strings. */
+/**
+ * Who and what, for an audit line: `pid 4242 (role "app", application "psql")`. The names come from the
+ * request (a member may send anything) and from the monitored database: each is a JSON string with its
+ * control, bidi and invisible characters escaped (jsonQuote), so the title reads as written wherever the
+ * events timeline shows it, the server log included.
+ */
 function sessionText(s: ActionSession | undefined): string {
   if (!s) return 'a session'
-  const parts = [s.user !== null ? `role ${JSON.stringify(s.user)}` : null, s.application_name !== null ? `application ${JSON.stringify(s.application_name)}` : null].filter(Boolean)
+  const parts = [s.user !== null ? `role ${jsonQuote(s.user)}` : null, s.application_name !== null ? `application ${jsonQuote(s.application_name)}` : null].filter(Boolean)
   return `pid ${s.pid}${parts.length > 0 ? ` (${parts.join(', ')})` : ''}`
 }
 
@@ -140,6 +148,8 @@ async function audit(deps: Deps, a: StoredAction, ts: number) {
   }
   const detail = [a.result?.reason ? `Reason: ${a.result.reason}` : null, a.request.statement ? `Statement: ${a.request.statement}` : null].filter(Boolean).join('\n') || null
   await deps.store.actions.auditAction(a.database_id, { ts, kind: 'session_action', severity, title, detail, object: `${a.id}:${a.state}`, link: `#/db/${a.database_id}/active` })
+  // And in the server's log, each field escaped by the logger (formatLogValue).
+  deps.log.info('session action', { database: a.database_id, action: a.id, kind: a.kind, state: a.state, title })
 }
 
 /** Expires the database's overdue actions, auditing the kills among them. */
@@ -200,16 +210,27 @@ export function actionRoutes(deps: Deps) {
           }
           if (body.statement !== undefined) request.statement = body.statement.length > 500 ? `${body.statement.slice(0, 499)}…` : body.statement
         }
-        const action = await store.actions.createAction({
-          id: randomUUID(),
-          org_id: principal.orgId,
-          database_id: db.id,
-          kind: body.kind,
-          request,
-          requested_by: await requestedBy(deps, principal),
-          requested_at: now,
-          expires_at: now + ACTION_TTL_MS,
-        })
+        const admission = await store.actions.createAction(
+          {
+            id: randomUUID(),
+            org_id: principal.orgId,
+            database_id: db.id,
+            kind: body.kind,
+            request,
+            requested_by: await requestedBy(deps, principal),
+            requested_at: now,
+            expires_at: now + ACTION_TTL_MS,
+          },
+          pendingActionsPerDatabase,
+        )
+        if ('full' in admission) {
+          const { pending, next_expiry } = admission.full
+          throw tooManyRequests(
+            next_expiry - now,
+            `${pending} actions already wait for this database's agent, at most ${pendingActionsPerDatabase} may (is its agent running, and do its allow_actions allow them?); one goes when the agent takes it or it expires`,
+          )
+        }
+        const action = admission.created
         await audit(deps, action, now)
         wake(db.id)
         set.status = 202
@@ -220,7 +241,7 @@ export function actionRoutes(deps: Deps) {
         response: { 202: ActionView },
         detail: {
           summary: "Ask the database's agent to cancel or terminate a session (owners, 'admin' keys) or explain a statement with parameter values (members)",
-          responses: errorAnswers({ 403: "cancel or terminate by a member, or by an API key without the 'admin' scope", 429: 'more than 60 actions in a minute in the organization' }),
+          responses: errorAnswers({ 403: "cancel or terminate by a member, or by an API key without the 'admin' scope", 429: `more than ${actionLimits.limit} actions in a minute in the organization, or ${pendingActionsPerDatabase} already waiting for the database's agent` }),
         },
       },
     )

@@ -6,6 +6,11 @@
 // claim and the expiry are one conditional UPDATE each, so several serve processes on one PostgreSQL
 // store never hand one action out twice nor expire one that was claimed). A claimed action whose result
 // never came (the agent died mid-way) shows as running until its expiry, then as expired with that said.
+// A database holds at most a given number of pending actions (the route's limit): asking for one more is
+// refused until one is taken or expires, so a member cannot fill the store, and an agent that comes back
+// finds no backlog of kills. The count and the insert are one transaction under a lock of the database's
+// actions, so several serve processes on one PostgreSQL store never go past it. Finished actions go with
+// the organization's retention (sweepActions, from the health monitor's retention pass), as its events do.
 // Reads (an action, the recent ones, what the agent allows) are apart from writes.
 import type { ActionKind, ActionSession } from '../../shared/wire.ts'
 import { num, numOrNull } from './account-rows.ts'
@@ -66,8 +71,20 @@ export interface ActionReads {
   actionListener(databaseId: string): Promise<ActionListener | undefined>
 }
 
+/** What asking came to: the action stored, or refused because the database already has `pending` waiting. */
+export type ActionAdmission =
+  | { created: StoredAction }
+  | {
+      full: {
+        pending: number
+        /** When the first of them expires (epoch ms): from then on there is room again at the latest. */
+        next_expiry: number
+      }
+    }
+
 export interface ActionWrites {
-  createAction(action: NewAction): Promise<StoredAction>
+  /** Stores the action as pending unless the database already has `maxPending` pending, unexpired actions. */
+  createAction(action: NewAction, maxPending: number): Promise<ActionAdmission>
   /** Marks the database's pending, unexpired actions running (oldest first, at most `limit`) and returns them. */
   claimActions(databaseId: string, now: number, limit: number): Promise<StoredAction[]>
   /** Records the agent's result of a running action of the organization; undefined when there is none (or it finished). */
@@ -129,12 +146,22 @@ const RUNNING_GRACE_MS = 60_000
 export class SqlActions implements ActionStore {
   constructor(private readonly driver: SqlDriver) {}
 
-  async createAction(a: NewAction): Promise<StoredAction> {
-    await this.driver.run(
-      `INSERT INTO actions (id, org_id, database_id, kind, state, request, requested_by, requested_at, expires_at) VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7, $8)`,
-      [a.id, a.org_id, a.database_id, a.kind, JSON.stringify(a.request), a.requested_by, a.requested_at, a.expires_at],
-    )
-    return { ...a, state: 'pending', claimed_at: null, finished_at: null, result: null }
+  createAction(a: NewAction, maxPending: number): Promise<ActionAdmission> {
+    // One process at a time per database between the count and the insert (an advisory lock on PostgreSQL;
+    // SQLite's transactions are exclusive already).
+    return this.driver.transaction(async (tx) => {
+      const waiting = await tx.get<{ n: unknown; first: unknown }>(
+        "SELECT COUNT(*) AS n, MIN(expires_at) AS first FROM actions WHERE database_id = $1 AND state = 'pending' AND expires_at > $2",
+        [a.database_id, a.requested_at],
+      )
+      const pending = Number(waiting?.n ?? 0)
+      if (pending >= maxPending) return { full: { pending, next_expiry: num(waiting?.first) } }
+      await tx.run(
+        `INSERT INTO actions (id, org_id, database_id, kind, state, request, requested_by, requested_at, expires_at) VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7, $8)`,
+        [a.id, a.org_id, a.database_id, a.kind, JSON.stringify(a.request), a.requested_by, a.requested_at, a.expires_at],
+      )
+      return { created: { ...a, state: 'pending', claimed_at: null, finished_at: null, result: null } }
+    }, `dbm:actions:${a.database_id}`)
   }
 
   async getAction(orgId: string, databaseId: string, id: string, now: number): Promise<StoredAction | undefined> {
@@ -212,5 +239,17 @@ export class SqlActions implements ActionStore {
     const r = await this.driver.get<{ allowed: string; heard_at: unknown }>('SELECT allowed, heard_at FROM action_listeners WHERE database_id = $1', [databaseId])
     if (!r) return undefined
     return { allowed: r.allowed.split(' ').filter(Boolean) as ActionKind[], heard_at: num(r.heard_at) }
+  }
+}
+
+/**
+ * The actions retention (sql-retention.ts) deletes from a database, with the parameters of its cutoff: those
+ * asked before it that are over, finished or expired before it (a running one with its grace), so that no
+ * expiry goes before it was swept and audited.
+ */
+export function sweptActions(databaseId: string, before: number): { where: string; params: unknown[] } {
+  return {
+    where: "database_id = $1 AND requested_at < $2 AND (state IN ('done', 'refused', 'failed', 'expired') OR expires_at < $3)",
+    params: [databaseId, before, before - RUNNING_GRACE_MS],
   }
 }

@@ -9,6 +9,7 @@
 import type { SqlDialect } from './dialect.ts'
 import type { SqlDriver } from './driver.ts'
 import type { MetricSource } from './sql-internals.ts'
+import { sweptActions } from './sql-actions.ts'
 import { lockRollups, readMarks, rollUp } from './sql-rollups.ts'
 import { SESSION_HISTORY_TABLES, compactSessionHistory } from './sql-session-history.ts'
 import { TEXT_REFRESH_MS } from './sql-statement-ingest.ts'
@@ -33,6 +34,8 @@ const TIMED_TABLES = {
 } as const
 /** Derived from telemetry and kept as long: resolved recommendations and alerts. */
 const RESOLVED_TABLES = ['recommendations', 'alerts'] as const
+/** Actions asked of agents (sql-actions.ts): kept as long as the events that audit them, then gone once over. */
+const ACTION_TABLES = ['actions'] as const
 /** Periods that end (sql-availability.ts): they go once ended before the cutoff; an open outage stays. */
 const ENDED_TABLES = ['outages', 'agent_silences'] as const
 
@@ -45,12 +48,13 @@ export const RETAINED_TABLES: readonly string[] = [
   'query_texts',
   'ingest_batches',
   ...RESOLVED_TABLES,
+  ...ACTION_TABLES,
   ...ENDED_TABLES,
   ...SESSION_HISTORY_TABLES,
 ]
 
 /** Per-database state that is not telemetry: one row per database, gone with it (ON DELETE CASCADE). */
-export const KEPT_WITH_DATABASE: readonly string[] = ['query_rollups', 'database_health', 'event_baselines', 'database_availability', 'server_settings']
+export const KEPT_WITH_DATABASE: readonly string[] = ['query_rollups', 'database_health', 'event_baselines', 'database_availability', 'server_settings', 'action_listeners']
 
 /**
  * The primary key of each table retention deletes from that SQLite stores WITHOUT ROWID (migration 10):
@@ -150,6 +154,8 @@ async function sweepDatabase(driver: SqlDriver, databaseId: string, cutoffs: Swe
   for (const table of RESOLVED_TABLES) {
     deleted += await deleteInBatches(driver, table, 'database_id = $1 AND resolved_at < $2', [databaseId, cutoffs.before], batch)
   }
+  const actions = sweptActions(databaseId, cutoffs.before)
+  deleted += await deleteInBatches(driver, 'actions', actions.where, actions.params, batch)
   for (const table of ENDED_TABLES) {
     deleted += await deleteInBatches(driver, table, 'database_id = $1 AND ended_at < $2', [databaseId, cutoffs.before], batch)
   }

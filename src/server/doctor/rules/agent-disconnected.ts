@@ -3,15 +3,36 @@
 // is down (sql-availability.ts): a database the agent reports down is database_unreachable's, never this
 // rule's, also when the agent goes silent after reporting it down (one alert for the outage: that finding
 // then says the agent is silent and its state is as last reported).
+// Under `dbm local` the agent runs in the server's own process on the DSNs of its command line, with no
+// config file and no health address: the advice is to give the database's DSN to dbm local (a database of
+// an earlier run keeps its history but is watched only when named again) and to read its start lines.
 import { databaseDefaults, silentAfterMs } from '../../limits.ts'
 import { lastHeardAt } from '../../store/sql-availability.ts'
 import { commentText } from '../sql-text.ts'
+import type { RegisteredDatabase } from '../../store/types.ts'
 import { type Rule, duration } from '../types.ts'
 
 const defaults = {
   /** Disconnected after max(3 × poll interval, this many seconds) without a batch: the health status rule (views.ts). */
   min_silence_s: databaseDefaults.connectedFloorMs / 1000,
 }
+
+/** A host or database name as it may stand in a pasted shell command (letters, digits, `.-_%:[]`), else the placeholder. */
+const shellSafe = (text: string | undefined, placeholder: string) => (text && /^[A-Za-z0-9._%:[\]-]{1,200}$/.test(text) ? text : placeholder)
+
+/** The command that watches this database under dbm local, its DSN's user (and the rest, where not safe to paste) left to fill in. */
+function localCommand(db: RegisteredDatabase): string {
+  const scheme = db.engine === 'clickhouse' ? 'clickhouse' : 'postgres'
+  // dbm local names a database host:port/database from its DSN.
+  const database = /\/([^/]*)$/.exec(db.name)?.[1]
+  return `dbm local ${scheme}://<user>@${shellSafe(db.host, '<host>')}:${db.port}/${shellSafe(database, '<database>')}`
+}
+
+/** What a dbm local user reads and does: the start lines of dbm local, and its command with the DSN. */
+const LOCAL_INVESTIGATE = [
+  'the lines dbm local printed at start: one per DSN, "ok" with the collectors, or what failed (a malformed DSN, a refused connection, a role without rights)',
+  'dbm local --log-level debug <the same DSNs>   # its agent\'s log, in the same output',
+]
 
 export const agentDisconnected: Rule<typeof defaults> = {
   id: 'agent_disconnected',
@@ -22,6 +43,20 @@ export const agentDisconnected: Rule<typeof defaults> = {
     const { db, now } = ctx
     const reported = await ctx.availability()
     if (db.last_seen_at === null && !reported) {
+      if (ctx.setup.local) {
+        return [
+          {
+            severity: 'warning',
+            title: 'No data from the agent yet',
+            detail: `dbm has not received any telemetry for "${db.name}" since it was registered ${duration(now - db.created_at)} ago.`,
+            recommendation:
+              'dbm local watches the databases whose DSNs are on its command line, and shows the first data within about 15 seconds. Stop it (Ctrl-C) and start it again with this database\'s DSN; if its start line reports an error, fix the DSN or the role\'s rights (PostgreSQL setup in the README) and start it again.',
+            how_to_investigate: LOCAL_INVESTIGATE,
+            how_to_fix: [`${localCommand(db)}   # with the DSNs of the other databases you watch`],
+            metrics: { last_seen_at: null },
+          },
+        ]
+      }
       return [
         {
           severity: 'warning',
@@ -39,6 +74,20 @@ export const agentDisconnected: Rule<typeof defaults> = {
     const heard = lastHeardAt(db, reported) ?? 0
     const silence = now - heard
     if (silence <= silentAfterMs(db.poll_interval_seconds, min_silence_s * 1000)) return []
+    if (ctx.setup.local) {
+      return [
+        {
+          severity: 'critical',
+          title: 'The agent has stopped sending data',
+          detail: `Nothing from dbm local's agent for "${db.name}" (no batch, no availability report) for ${duration(silence)} (poll interval ${db.poll_interval_seconds} s); the other findings describe the database as it was then.`,
+          recommendation:
+            'dbm local watches only the DSNs given to the run in progress: a database of an earlier run keeps its history but is not watched unless its DSN is given again. Restart dbm local (Ctrl-C, then the command) with this database\'s DSN among the others; if its start line then reports an error, check the DSN and the role (PostgreSQL setup in the README).',
+          how_to_investigate: LOCAL_INVESTIGATE,
+          how_to_fix: [`${localCommand(db)}   # with the DSNs of the other databases you watch`],
+          metrics: { last_seen_s_ago: Math.round(silence / 1000), poll_interval_seconds: db.poll_interval_seconds },
+        },
+      ]
+    }
     return [
       {
         severity: 'critical',

@@ -3,6 +3,8 @@
 // until the agent reports the database up again. An agent that goes silent during the outage does not
 // resolve it: the finding stays, as last reported, and says since when the agent is silent (one alert for
 // the outage; agent_disconnected stays quiet while the last report was "down").
+// Under `dbm local` the agent is in the server's process and its DSNs are on the command line: the advice
+// checks the DSN and the role there and restarts dbm local, never `dbm agent --check` or a config file.
 import { databaseDefaults, silentAfterMs } from '../../limits.ts'
 import { lastHeardAt } from '../../store/sql-availability.ts'
 import { causeText } from '../../store/sql-availability.ts'
@@ -32,6 +34,19 @@ const RECOMMENDATION: Record<string, string> = {
   other: "Read the driver's message above and the server's log.",
 }
 
+/** Under dbm local: its start lines check each DSN as `dbm agent --check` does. */
+const LOCAL_INVESTIGATE: Record<string, string[]> = {
+  postgres: [
+    'pg_isready -h <host> -p <port>',
+    'psql "<the DSN given to dbm local>" -c "SELECT 1"   # the same DSN, user and password (PGPASSWORD or ~/.pgpass)',
+    'the line dbm local printed at start for this DSN (restart it to check again: Ctrl-C, then the same command)',
+  ],
+  clickhouse: [
+    'curl http://<host>:8123/ping',
+    'the line dbm local printed at start for this DSN (restart it to check again: Ctrl-C, then the same command)',
+  ],
+}
+
 export const databaseUnreachable: Rule<typeof defaults> = {
   id: 'database_unreachable',
   engine: 'any',
@@ -59,8 +74,12 @@ export const databaseUnreachable: Rule<typeof defaults> = {
         detail:
           `The agent cannot reach "${db.name}" (${db.host}:${db.port}) since ${new Date(since).toISOString()} (${duration(now - since)}): ` +
           `${reported.message ?? causeText(cause)}. ${agent}; ${dataAsOf}.`,
-        recommendation: `${RECOMMENDATION[cause] ?? RECOMMENDATION.other!}${silent ? ' Then start the agent again (its /healthz and log say why it stopped): until it reports, this alert stays open.' : ''}`,
-        how_to_investigate: [...(HOW_TO_INVESTIGATE[db.engine] ?? []), ...(silent ? ['curl http://<agent health address>/healthz   # the agent: is it running?'] : [])],
+        recommendation: ctx.setup.local
+          ? `${RECOMMENDATION[cause] ?? RECOMMENDATION.other!} The DSN and role are those given to dbm local on its command line (a password may come from PGPASSWORD or ~/.pgpass, a ClickHouse one from CLICKHOUSE_PASSWORD): fix what is wrong${silent ? ' and restart dbm local (Ctrl-C, then the command): its agent went silent with it, and until it reports, this alert stays open' : ', and dbm local\'s agent reconnects at its next ping (restart dbm local after changing the DSN)'}.`
+          : `${RECOMMENDATION[cause] ?? RECOMMENDATION.other!}${silent ? ' Then start the agent again (its /healthz and log say why it stopped): until it reports, this alert stays open.' : ''}`,
+        how_to_investigate: ctx.setup.local
+          ? (LOCAL_INVESTIGATE[db.engine] ?? [])
+          : [...(HOW_TO_INVESTIGATE[db.engine] ?? []), ...(silent ? ['curl http://<agent health address>/healthz   # the agent: is it running?'] : [])],
         // Nothing to paste: what to do depends on the cause, which the recommendation names.
         how_to_fix: [],
         // The report's own time: the finding is as current as the agent's latest ping.

@@ -7,7 +7,8 @@
 // finding, which names the setting and gives the same fix. The server-wide autovacuum setting is
 // pg_risky_settings'.
 import type { TableRow } from '../../../store/sql-objects.ts'
-import { type FindingDraft, type Rule, bytes, duration } from '../../types.ts'
+import { type FindingDraft, type Rule, duration } from '../../types.ts'
+import { tableSizeMetrics, tableSizeText } from '../../table-size-text.ts'
 import { pgQualified, pgRegclass } from '../../sql-text.ts'
 import { deadRowsSeverity, deadTuples, resetAutovacuum } from './dead-tuples.ts'
 
@@ -34,7 +35,8 @@ export const autovacuumDisabled: Rule<typeof defaults> = {
     const findings: FindingDraft[] = off.slice(0, t.max_findings).map((table: TableRow) => {
       const name = pgQualified(table.schema_name, table.table_name)
       const rel = pgRegclass(table.schema_name, table.table_name)
-      const size = table.table_size_bytes === null ? '' : `, ${bytes(table.table_size_bytes)}`
+      const sizes = tableSizeText(table)
+      const size = sizes === '' ? '' : `; ${sizes}`
       return {
         severity: 'info',
         object: `${table.schema_name}.${table.table_name}`,
@@ -51,6 +53,7 @@ export const autovacuumDisabled: Rule<typeof defaults> = {
           n_live_tup: table.n_live_tup,
           n_dead_tup: table.n_dead_tup,
           table_size_bytes: table.table_size_bytes,
+          ...tableSizeMetrics(table),
           last_vacuum: latest(table.last_vacuum, table.last_autovacuum),
           last_analyze: latest(table.last_analyze, table.last_autoanalyze),
         },

@@ -67,7 +67,8 @@ export const bloatEstimates: Rule<typeof defaults> = {
         object: nameOf(b),
         title: `${isIndex ? 'Index' : 'Table'} ${relation} is an estimated ${pct(ratio, 0)} bloat`,
         detail:
-          `By the statistics-based estimate (an estimate, not a measurement), ${relation} takes ${bytes(b.size_bytes)} where its ` +
+          // Not the Tables page's Heap or Total: the estimate's own basis, pg_class.relpages, under the Maintenance page's label.
+          `By the statistics-based estimate (an estimate, not a measurement), ${relation} takes ${bytes(b.size_bytes)} (Pages at last ANALYZE: relpages × block size) where its ` +
           `${b.live_rows.toLocaleString('en-US')} live rows would need about ${bytes(b.expected_bytes)} at fillfactor ${b.fillfactor}: ` +
           `some ${bytes(b.bloat_bytes)} of dead space that scans, caches and backups carry.` +
           (holder

@@ -9,6 +9,7 @@ import type { ActiveQuery } from '../../../../shared/wire.ts'
 import { type FindingDraft, type Rule, duration, severityAbove } from '../../types.ts'
 import { cancelStatement, terminateSession } from '../../session-commands.ts'
 import { pgNumber } from '../../sql-text.ts'
+import { sessionWho, titleText } from '../../session-title.ts'
 
 const defaults = {
   warning_wait_s: 30,
@@ -70,7 +71,12 @@ export const blockedSessions: Rule<typeof defaults> = {
       return {
         severity: severityOf(g)!,
         object: g.root === 0 ? 'prepared transaction' : `pid ${g.root}`,
-        title: `${g.blocked.length} session${g.blocked.length === 1 ? '' : 's'} blocked for up to ${duration(g.longest)}`,
+        // The blocker by name and the first table its waiters wait on: two pile-ups as long read apart.
+        title: `${g.blocked.length} session${g.blocked.length === 1 ? '' : 's'} blocked for up to ${duration(g.longest)} by ${
+          g.root === 0
+            ? `a prepared transaction${relations.length > 0 ? `, on ${titleText([...relations].sort()[0]!, 60)}` : ''}`
+            : sessionWho(root ?? { pid: g.root }, [...relations].sort()[0])
+        }`,
         detail:
           `${rootText} blocks ${g.blocked.length} session${g.blocked.length === 1 ? '' : 's'} (pid ${pids.join(', ')})` +
           `${relations.length > 0 ? ` waiting on ${relations.join(', ')}` : ''}; the longest has waited ${duration(g.longest)}: ` +

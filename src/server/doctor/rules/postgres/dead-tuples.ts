@@ -10,7 +10,8 @@
 // until the holder goes: the finding then names the holder and leads with what ends it instead of
 // "vacuum the table". Its severity stays that of the dead rows (the harm, which grows while the holder
 // stays); pg_xmin_horizon raises the holder itself to the same severity.
-import { type FindingDraft, type Rule, type Severity, bytes, duration, pct, severityAbove } from '../../types.ts'
+import { type FindingDraft, type Rule, type Severity, duration, pct, severityAbove } from '../../types.ts'
+import { tableSizeMetrics, tableSizeText } from '../../table-size-text.ts'
 import { pgQualified, pgRegclass } from '../../sql-text.ts'
 import type { TableRow } from '../../../store/sql-objects.ts'
 import { type Holder, heldBy, oldestDataHolder } from '../../xmin-holders.ts'
@@ -82,13 +83,16 @@ export const deadTuples: Rule<typeof defaults> = {
     const findings: FindingDraft[] = flagged.slice(0, t.max_findings).map(({ table, ratio, severity, holder }) => {
       const name = pgQualified(table.schema_name, table.table_name)
       const rel = pgRegclass(table.schema_name, table.table_name)
-      const size = table.table_size_bytes === null ? '' : ` in ${bytes(table.table_size_bytes)}`
+      // Labelled as the Tables page labels them (table-size-text.ts).
+      const sizes = tableSizeText(table)
+      const size = sizes === '' ? '' : `; ${sizes}`
       const off = table.autovacuum_enabled === false
       const metrics = {
         n_dead_tup: table.n_dead_tup,
         n_live_tup: table.n_live_tup,
         dead_ratio: Number(ratio.toFixed(4)),
         table_size_bytes: table.table_size_bytes,
+        ...tableSizeMetrics(table),
         last_vacuum: table.last_vacuum,
         last_autovacuum: table.last_autovacuum,
       }

@@ -9,6 +9,7 @@ import type { ArchiverStatus } from '../../../../shared/wire.ts'
 import { FORECAST_WINDOW_MS, filesystemForecasts } from '../../disk-forecast.ts'
 import { commentText, pgQualified, pgRegclass, pgString } from '../../sql-text.ts'
 import { bytes, duration, type FindingDraft, pct, type Rule, type Severity, worseSeverity } from '../../types.ts'
+import { TABLE_SIZE_LABELS, tableTotalBytes } from '../../../../shared/table-size.ts'
 
 const defaults = {
   warning_fill_days: 7,
@@ -110,12 +111,13 @@ async function whatGrows(ctx: Ctx, roles: string[]): Promise<{ text: string[]; f
     const grown: { name: string; regclass: string; growth: number }[] = []
     for (const table of biggest) {
       const series = await ctx.store.objects.tableSeries(ctx.db.id, table.schema_name, table.table_name, window)
-      const sizes = series.points.map((p) => p.table_size_bytes).filter((v): v is number => typeof v === 'number')
+      // Its Total (pg_total_relation_size, as the Tables page names it): heap, TOAST and indexes all fill the disk.
+      const sizes = series.points.map((p) => tableTotalBytes(p)).filter((v): v is number => typeof v === 'number')
       const growth = sizes.length >= 2 ? sizes.at(-1)! - sizes[0]! : 0
       if (growth > 0) grown.push({ name: pgQualified(table.schema_name, table.table_name), regclass: pgRegclass(table.schema_name, table.table_name), growth })
     }
     for (const g of grown.sort((a, b) => b.growth - a.growth).slice(0, TABLES_NAMED)) {
-      text.push(`table ${g.name} grew ${bytes(g.growth)} in the last day`)
+      text.push(`table ${g.name} grew ${bytes(g.growth)} (its ${TABLE_SIZE_LABELS.total}) in the last day`)
       fixes.push(`SELECT pg_size_pretty(pg_total_relation_size(${g.regclass}));   -- then delete or archive old rows of ${commentText(g.name)}`)
     }
   }

@@ -7,6 +7,7 @@ import type { ActiveQuery } from '../../../../shared/wire.ts'
 import { type FindingDraft, type Rule, duration, severityAbove } from '../../types.ts'
 import { terminateSession } from '../../session-commands.ts'
 import { pgIdent } from '../../sql-text.ts'
+import { firstHeldRelation, sessionWho } from '../../session-title.ts'
 
 const defaults = {
   warning_s: 300,
@@ -16,13 +17,6 @@ const defaults = {
 }
 
 const short = (text: string, max = 300) => (text.length > max ? `${text.slice(0, max)}…` : text)
-
-/** Who a session is, for a title that tells two of them apart: `pid 3161, user app, application "psql", on public.orders`. */
-function whoIs(a: ActiveQuery, relation: string | undefined): string {
-  const user = a.user ? `user ${short(a.user, 40)}` : undefined
-  const application = a.application_name ? `application "${short(a.application_name, 40)}"` : undefined
-  return [`pid ${a.pid}`, user, application, relation && `on ${short(relation, 60)}`].filter(Boolean).join(', ')
-}
 
 export const idleInTransaction: Rule<typeof defaults> = {
   id: 'pg_idle_in_transaction',
@@ -39,17 +33,16 @@ export const idleInTransaction: Rule<typeof defaults> = {
     const findings: FindingDraft[] = idle.slice(0, t.max_findings).map((a) => {
       const pid = Number(a.pid)
       const xactAge = a.xact_start ? ctx.now - a.xact_start : null
-      const granted = locks.entries.filter((l) => l.pid === pid && l.granted)
-      const held = granted.length
+      const held = locks.entries.filter((l) => l.pid === pid && l.granted).length
       // The first table it holds a lock on, by name, for the title.
-      const relation = granted.map((l) => l.relation_name).filter((r): r is string => typeof r === 'string' && r !== '').sort()[0]
+      const relation = firstHeldRelation(locks.entries, pid)
       const blocked = entries.filter((b) => b.blocking_pids.includes(pid)).map((b) => b.pid)
       const aborted = a.state === 'idle in transaction (aborted)'
       const role = a.user ? pgIdent(a.user) : '<role>'
       return {
         severity: severityOf(a),
         object: `pid ${pid}`,
-        title: `Session idle in a transaction for ${duration(a.duration_ms!)}: ${whoIs(a, relation)}`,
+        title: `Session idle in a transaction for ${duration(a.duration_ms!)}: ${sessionWho(a, relation)}`,
         detail:
           `pid ${pid} (${[a.user && `user ${a.user}`, a.application_name && `application "${a.application_name}"`, a.client_addr && `from ${a.client_addr}`].filter(Boolean).join(', ') || 'unknown session'}) ` +
           `has sat idle inside ${aborted ? 'a failed (aborted) transaction' : 'a transaction'} for ${duration(a.duration_ms!)}` +

@@ -7,6 +7,7 @@ import type { ActiveQuery } from '../../../../shared/wire.ts'
 import { type FindingDraft, type Rule, duration, severityAbove } from '../../types.ts'
 import { cancelStatement } from '../../session-commands.ts'
 import { pgIdent, pgNumber } from '../../sql-text.ts'
+import { firstHeldRelation, sessionWho } from '../../session-title.ts'
 
 const defaults = {
   warning_s: 300,
@@ -29,7 +30,7 @@ export const longRunningQueries: Rule<typeof defaults> = {
   thresholds: defaults,
   async check(ctx) {
     const t = ctx.thresholds(longRunningQueries)
-    const { ts, entries } = await ctx.activity()
+    const [{ ts, entries }, locks] = await Promise.all([ctx.activity(), ctx.locks()])
     const long = entries
       .filter((a) => a.state === 'active' && a.blocking_pids.length === 0 && (a.duration_ms ?? 0) >= t.warning_s * 1000)
       .sort((a, b) => b.duration_ms! - a.duration_ms!)
@@ -41,7 +42,8 @@ export const longRunningQueries: Rule<typeof defaults> = {
       return {
         severity: severityOf(a),
         object: `pid ${a.pid}`,
-        title: `Statement running for ${duration(a.duration_ms!)}`,
+        // The session and the first table it holds a lock on: two statements running as long read apart.
+        title: `Statement running for ${duration(a.duration_ms!)}: ${sessionWho(a, firstHeldRelation(locks.entries, Number(a.pid)))}`,
         detail:
           `pid ${a.pid} (${who(a) || 'unknown session'}) has been running one statement for ${duration(a.duration_ms!)}` +
           `${xactAge !== null ? ` in a transaction open for ${duration(xactAge)}` : ''}` +

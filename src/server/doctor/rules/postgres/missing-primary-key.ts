@@ -5,7 +5,8 @@
 // long build and, without a natural key, a table rewrite (the pganalyze and PgHero schema checks list
 // such tables without a size cut-off).
 import type { TableRow } from '../../../store/sql-objects.ts'
-import { type FindingDraft, type Rule, bytes } from '../../types.ts'
+import { type FindingDraft, type Rule } from '../../types.ts'
+import { tableSizeMetrics, tableSizeText } from '../../table-size-text.ts'
 import { pgIdent, pgQualified, pgRegclass, pgString } from '../../sql-text.ts'
 
 const defaults = {
@@ -33,7 +34,8 @@ export const missingPrimaryKey: Rule<typeof defaults> = {
 
     const findings: FindingDraft[] = keyless.slice(0, t.max_findings).map((table) => {
       const name = pgQualified(table.schema_name, table.table_name)
-      const size = table.table_size_bytes === null ? '' : `, ${bytes(table.table_size_bytes)}`
+      const sizes = tableSizeText(table)
+      const size = sizes === '' ? '' : `, ${sizes}`
       const key = pgIdent(`${table.table_name}_pkey`)
       return {
         severity: severityOf(table),
@@ -51,7 +53,7 @@ export const missingPrimaryKey: Rule<typeof defaults> = {
           `ALTER TABLE ${name} ADD CONSTRAINT ${key} PRIMARY KEY USING INDEX ${key};`,
           `-- without a natural key: ALTER TABLE ${name} ADD COLUMN id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY;   -- rewrites the table`,
         ],
-        metrics: { n_live_tup: table.n_live_tup, table_size_bytes: table.table_size_bytes },
+        metrics: { n_live_tup: table.n_live_tup, table_size_bytes: table.table_size_bytes, ...tableSizeMetrics(table) },
       }
     })
 

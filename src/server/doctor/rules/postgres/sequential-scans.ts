@@ -28,7 +28,8 @@ import type { IndexRow, TableRow } from '../../../store/sql-objects.ts'
 import type { ColumnStat } from '../../../../shared/wire.ts'
 import type { DoctorContext } from '../../context.ts'
 import { type ColumnCondition, type IndexAdvice, type IndexShapeAdvice, type PlanNode, adviseIndex, indexShape, scanConditions, seqScanNodes } from '../../index-advice.ts'
-import { type FindingDraft, type Rule, bytes, pct } from '../../types.ts'
+import { type FindingDraft, type Rule, pct } from '../../types.ts'
+import { tableSizeMetrics, tableSizeText } from '../../table-size-text.ts'
 import { commentText, pgIdent, pgQualified, pgRegclass, pgString, urlSegment } from '../../sql-text.ts'
 
 const defaults = {
@@ -200,7 +201,9 @@ export const sequentialScans: Rule<typeof defaults> = {
 
     const findings: FindingDraft[] = scanned.slice(0, t.max_findings).map((s) => {
       const name = pgQualified(s.table.schema_name, s.table.table_name)
-      const size = s.table.table_size_bytes === null ? '' : `, ${bytes(s.table.table_size_bytes)}`
+      // Labelled as the Tables page labels them (table-size-text.ts): the heap is what a sequential scan reads.
+      const sizes = tableSizeText(s.table)
+      const size = sizes === '' ? '' : `, ${sizes}`
       const f = s.filtered
       const reads = Math.round(s.fullReads)
       const times = `${Math.abs(s.fullReads - reads) < 0.01 ? '' : 'about '}${n(reads)} ${reads === 1 ? 'time' : 'times'}`
@@ -269,6 +272,7 @@ export const sequentialScans: Rule<typeof defaults> = {
           seq_tup_read: s.rows,
           n_live_tup: s.table.n_live_tup,
           table_size_bytes: s.table.table_size_bytes,
+          ...tableSizeMetrics(s.table),
           ...(f ? { query_hash: f.query_hash, filter: f.filter } : {}),
           ...(a
             ? {

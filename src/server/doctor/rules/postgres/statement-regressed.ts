@@ -83,7 +83,7 @@ export const statementRegressed: Rule<typeof defaults> = {
       findings.push({
         severity,
         object: q.query_hash,
-        title: `Statement ${ratio.toFixed(1)}× slower than in the ${span(t.baseline_s)} before: ${excerpt(q.query_text, 60)}`,
+        title: `Statement ${ratio.toFixed(1)}× slower than in the ${span(t.baseline_s)} before${change ? ', its plan changed' : ''}: ${excerpt(q.query_text, 60)}`,
         detail:
           `Statement ${q.query_hash} ran ${q.total_calls.toLocaleString('en-US')} times in the last ${span(t.recent_s)} with a mean of ${ms(q.mean_time_ms)} ms, ` +
           `against ${b.total_calls.toLocaleString('en-US')} calls with a mean of ${ms(b.mean_time_ms)} ms in the ${span(t.baseline_s)} before: ${ratio.toFixed(1)} × its own mean. ` +

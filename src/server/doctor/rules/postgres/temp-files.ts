@@ -9,7 +9,9 @@
 // gets the memory one execution of it needs (work-mem.ts: from its stored plan's sort and hash figures,
 // else its temp bytes per call, else the log's largest file), as work_mem for that statement alone, or
 // maintenance_work_mem for an index build. Every figure is bytes over the one window the title states.
-// Logged spills also count when pg_stat_database's counters are not collected.
+// Logged spills also count when pg_stat_database's counters are not collected. When one statement wrote at
+// least half of the window's bytes (by pg_stat_statements, else by the log), the finding names it in its
+// metric `statement`: its spills are then that statement's issue, grouped with its other findings.
 import type { StoredLogEntry } from '../../../store/sql-log-events.ts'
 import { type Rule, bytes, severityAbove } from '../../types.ts'
 import { commentText, pgNumber } from '../../sql-text.ts'
@@ -114,6 +116,9 @@ export const tempFiles: Rule<typeof defaults> = {
         ` (${plural(top.files, 'file')}, ${bytes(top.bytes)} in all).` +
         (topAdvice ? ` ${topAdvice.setting} of about ${topAdvice.mb} MB would keep one execution of it in memory.` : '')
       : ''
+    const first = spilling[0]
+    const leading =
+      first && first.temp_blks_written * BLOCK * 2 >= written ? first.query_hash : top?.queryId && top.bytes * 2 >= written ? top.queryId : null
     return [
       {
         severity,
@@ -139,7 +144,10 @@ export const tempFiles: Rule<typeof defaults> = {
           ...advised.map(({ label, advice }) => `${memoryCommand(advice)}   -- for ${commentText(label, 160)} alone: ${commentText(memoryReason(advice), 300)}`),
           ...(logTempFilesOn ? [] : ["ALTER SYSTEM SET log_temp_files = '10MB'; SELECT pg_reload_conf();   -- log every spill over 10 MB with its statement"]),
         ],
+        objects: [...new Set([...spilling.map((q) => q.query_hash), ...(top?.queryId ? [top.queryId] : [])])],
         metrics: {
+          /** The statement that wrote at least half of the bytes, or null: the finding's cause (grouping.ts). */
+          statement: leading,
           temp_files: files,
           temp_bytes: written,
           statements_spilling: spilling.length,

@@ -4,13 +4,14 @@
 // cannot use an index either. pganalyze's schema check and postgres-checkup (H003) list them; a note
 // for a small referencing table, a warning from 10,000 rows or 10 MB, where those scans start to hurt.
 import type { UnindexedForeignKey } from '../../../../shared/wire.ts'
-import { type FindingDraft, type Rule, bytes } from '../../types.ts'
+import { type FindingDraft, type Rule } from '../../types.ts'
+import { tableSizeText } from '../../table-size-text.ts'
 import { pgIdent, pgQualified, pgRegclass, pgString } from '../../sql-text.ts'
 
 const defaults = {
   /** From this many live rows in the referencing table a warning, below it a note. */
   warning_rows: 10_000,
-  /** From this size of the referencing table a warning, whatever its row count. */
+  /** From this size of the referencing table's heap (the collector's pg_relation_size) a warning, whatever its row count. */
   warning_bytes: 10 * 1024 * 1024,
   /** Foreign keys named one finding each, the largest tables first; the rest are counted in one more. */
   max_findings: 10,
@@ -39,7 +40,7 @@ export const unindexedForeignKeys: Rule<typeof defaults> = {
         object: `${f.schema_name}.${f.table_name}.${f.constraint_name}`,
         title: `Foreign key ${pgIdent(f.constraint_name)} on ${table} has no index`,
         detail:
-          `${table} (${n(f.n_live_tup ?? 0)} rows${f.table_size_bytes === null ? '' : `, ${bytes(f.table_size_bytes)}`}) references ${f.referenced_table} through (${columns}), ` +
+          `${table} (${n(f.n_live_tup ?? 0)} rows${f.table_size_bytes === null ? '' : `, ${tableSizeText({ heap_bytes: f.table_size_bytes })}`}) references ${f.referenced_table} through (${columns}), ` +
           `and no index starts with those columns: every DELETE or key UPDATE on ${f.referenced_table} scans ${table} for referencing rows, and joins on the key cannot use an index.`,
         recommendation: `Index the referencing columns, building the index concurrently so that writes go on meanwhile.`,
         how_to_investigate: [
