@@ -188,9 +188,14 @@ for (const major of postgresMajors) {
       try {
         const [view] = await until('the build to wait for old snapshots', async () => {
           const rows = await admin`
-            SELECT pid, command, phase, lockers_total::int, lockers_done::int FROM pg_stat_progress_create_index WHERE datname = current_database()`
-          return rows[0]?.phase === 'waiting for old snapshots' ? rows : undefined
+            SELECT p.pid, p.command, p.phase, p.lockers_total::int, p.lockers_done::int, p.current_locker_pid::int, a.wait_event_type, a.wait_event
+            FROM pg_stat_progress_create_index p JOIN pg_stat_activity a USING (pid) WHERE p.datname = current_database()`
+          return rows[0]?.phase === 'waiting for old snapshots' && rows[0]?.wait_event ? rows : undefined
         })
+        // The session the build waits for, as pg_stat_activity shows it: the holder's open transaction.
+        const [locker] = await admin`
+          SELECT pid, usename, application_name, host(client_addr) AS client_addr, backend_type, state, xact_start, state_change, query
+          FROM pg_stat_activity WHERE pid = ${view!.current_locker_pid}`
         const found = (await run(progress, contextFor(agent, major))).progress!
         expect(found.length).toBe(1)
         const [entry] = found
@@ -205,6 +210,23 @@ for (const major of postgresMajors) {
           done: view!.lockers_done,
           total: view!.lockers_total,
           percent: percentOf(view!.lockers_done, view!.lockers_total),
+          lockers_done: view!.lockers_done,
+          lockers_total: view!.lockers_total,
+          current_locker_pid: view!.current_locker_pid,
+          wait_event_type: view!.wait_event_type,
+          wait_event: view!.wait_event,
+          blocker: {
+            pid: locker!.pid,
+            via: 'current_locker_pid',
+            user: locker!.usename,
+            application_name: 'dbm-parity-holder',
+            client_addr: locker!.client_addr,
+            backend_type: locker!.backend_type,
+            state: 'idle in transaction',
+            xact_start: (locker!.xact_start as Date).getTime(),
+            state_change: (locker!.state_change as Date).getTime(),
+            query_text: locker!.query,
+          },
           started_at: null,
         })
         expect(view!.lockers_total).toBeGreaterThanOrEqual(1)
@@ -232,7 +254,7 @@ for (const major of postgresMajors) {
       try {
         const view = await until('the vacuum to wait for the pin', async () => {
           const [row] = await admin`
-            SELECT p.pid, p.phase, p.heap_blks_scanned::int AS scanned, p.heap_blks_total::int AS total, a.wait_event
+            SELECT p.pid, p.phase, p.heap_blks_scanned::int AS scanned, p.heap_blks_total::int AS total, a.wait_event_type, a.wait_event
             FROM pg_stat_progress_vacuum p JOIN pg_stat_activity a USING (pid) WHERE p.datname = current_database() AND p.relid = to_regclass(${table})`
           return row?.wait_event === 'BufferPin' ? row : undefined
         })
@@ -250,6 +272,10 @@ for (const major of postgresMajors) {
             done: view.scanned,
             total: view.total,
             percent: percentOf(view.scanned, view.total),
+            wait_event_type: view.wait_event_type,
+            wait_event: 'BufferPin',
+            // a buffer pin is no lock: pg_blocking_pids() names no one, and neither does dbm
+            blocker: null,
             started_at: null,
           },
         ])

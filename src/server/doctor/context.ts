@@ -27,7 +27,10 @@ export type Totals = Map<string, Record<string, number>>
  * carry one (tables, indexes); null for data without a time of its own (and for nothing read: an empty
  * snapshot's null ts, no latest section).
  */
-function collectedAt(value: unknown): number | null {
+function collectedAt(value: unknown): number | null | 'nothing' {
+  // A snapshot that was never collected ({ ts: null, entries: [] }) dates nothing: a rule that reads the
+  // locks only to name a table in a title keeps the time of the activity it judged.
+  if (value !== null && typeof value === 'object' && !Array.isArray(value) && 'entries' in value && (value as { ts?: unknown }).ts === null) return 'nothing'
   const tsOf = (v: unknown) => (v !== null && typeof v === 'object' && typeof (v as { ts?: unknown }).ts === 'number' ? (v as { ts: number }).ts : null)
   if (Array.isArray(value)) {
     let latest: number | null = null
@@ -69,7 +72,8 @@ export class DoctorContext {
     const view = Object.create(this) as DoctorContext & { asOf(): number | null }
     let latest: number | null = null
     let untimed = false
-    const note = (ts: number | null) => {
+    const note = (ts: number | null | 'nothing') => {
+      if (ts === 'nothing') return
       if (ts === null) untimed = true
       else if (latest === null || ts > latest) latest = ts
     }

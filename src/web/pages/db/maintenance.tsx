@@ -47,10 +47,10 @@ const OPERATIONS: Column<Operation>[] = [
   { key: 'waits', label: 'Waits on', render: (o) => <WaitsOn o={o} />, sort: (o) => o.blocker?.pid ?? null },
 ]
 
-/** "idle in transaction for 11 min", "active for 3 s": the blocker's state and how long it has been in it. */
-function blockerState(b: NonNullable<Operation['blocker']>): string {
-  const state = b.state ?? 'state not visible to the agent'
-  return b.state_age_ms === null ? state : `${state} for ${fmtDuration(b.state_age_ms)}`
+/** "idle in transaction for 11 min", "active for 3 s": the blocker's state (the database's words) and how long it has been in it. */
+function BlockerState({ b }: { b: NonNullable<Operation['blocker']> }) {
+  const state = b.state === null ? 'state not visible to the agent' : <DbText text={b.state} />
+  return b.state_age_ms === null ? <>{state}</> : <>{state} for {fmtDuration(b.state_age_ms)}</>
 }
 
 /**
@@ -60,13 +60,24 @@ function blockerState(b: NonNullable<Operation['blocker']>): string {
 function WaitsOn({ o }: { o: Operation }) {
   const b = o.blocker
   const lockers = o.lockers_total !== null && o.lockers_total > 0 ? `${fmtNum(o.lockers_done)} of ${fmtNum(o.lockers_total)} lockers waited for` : null
-  const event = o.wait_event === null ? null : `${o.wait_event_type ?? ''}${o.wait_event_type ? ': ' : ''}${o.wait_event}`
+  // the wait event's names are the database's: shown through DbText like every other text of it
+  const event =
+    o.wait_event === null ? null : (
+      <>
+        {o.wait_event_type ? (
+          <>
+            <DbText text={o.wait_event_type} />:{' '}
+          </>
+        ) : null}
+        <DbText text={o.wait_event} />
+      </>
+    )
   if (!b && !event) return <span class="muted">not waiting</span>
   return (
     <div class="waits-on">
       {b ? (
         <div>
-          pid <strong>{b.pid}</strong> (<DbText text={b.application_name || 'no application name'} />, {blockerState(b)}) holds it
+          pid <strong>{b.pid}</strong> (<DbText text={b.application_name || 'no application name'} />, <BlockerState b={b} />) holds it
           {b.transaction_age_ms !== null ? <span class="muted small"> · its transaction is {fmtDuration(b.transaction_age_ms)} old</span> : null}
         </div>
       ) : null}
@@ -76,7 +87,9 @@ function WaitsOn({ o }: { o: Operation }) {
         </div>
       ) : null}
       <div class="muted small">
-        {[event && `waits on ${event}`, lockers].filter(Boolean).join(' · ')}
+        {event ? <>waits on {event}</> : null}
+        {event && lockers ? ' · ' : null}
+        {lockers}
         {b?.user ? (
           <>
             {event || lockers ? ' · ' : ''}user <DbText text={b.user} />
