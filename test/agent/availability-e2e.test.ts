@@ -72,7 +72,9 @@ describe('availability (PostgreSQL 17)', () => {
     const { answer, ms } = await statusWhen('down', (h) => h.reason === 'database_down', stoppedAt)
     expect(ms).toBeLessThan(2 * PING_MS + SLACK_MS)
     expect(answer).toMatchObject({ status: 'disconnected', reason: 'database_down', cause: 'refused' })
-    expect(answer.cause_message).toContain('ECONNREFUSED')
+    // The first attempt to fail may reach the server while it shuts down (57P03, also "refused") or after
+    // its socket is gone (ECONNREFUSED): which one is a matter of timing on a busy machine.
+    expect(answer.cause_message).toMatch(/ECONNREFUSED|^57P03: the database system is shutting down$/)
     expect(answer.cause_message).not.toContain(PASSWORD)
     downSince = answer.down_since
     expect(Date.parse(downSince)).toBeGreaterThanOrEqual(stoppedAt - 50)
