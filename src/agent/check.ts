@@ -145,7 +145,9 @@ async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<Chec
         if (db.backup && plans.some((p) => p.run && p.collector.name === 'backups')) notes.push(await backupNote(db.backup, timeoutS))
         if (plans.some((p) => p.run && p.collector.name === 'log_events')) notes.push(...(await logNotes(sql, db)))
         const host = plans.some((p) => p.run && p.collector.name === 'host') ? `; ${await hostLine(sql)}` : ''
-        const actions = `; actions the dashboard may run: ${allowedActions(db).join(', ') || 'none'} (allow_actions)`
+        // dbm local has no config file: its line names no allow_actions key to set.
+        const allowedBy = db.local ? 'dbm local: your own database' : 'allow_actions'
+        const actions = `; actions the dashboard may run: ${allowedActions(db).join(', ') || 'none'} (${allowedBy})`
         return { ok: true, line: okLine(db, `postgres ${row!.version}`, plans) + host + actions + (notes.length ? `; note: ${notes.join('; ')}` : '') }
       })(),
       timeoutS * 1000,
