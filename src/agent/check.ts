@@ -18,6 +18,7 @@ import { dsnEndpoint, planCollectors } from './postgres-runner.ts'
 import { othersMayWrite } from './own-file.ts'
 import { type CollectorPlan, defaultTimings, withDeadline } from './runner.ts'
 import { redactSecrets } from '../shared/redact.ts'
+import { pgIdent } from '../shared/sql-text.ts'
 import { VERSION } from '../version.ts'
 
 export interface CheckLine {
@@ -71,6 +72,7 @@ async function postgresNotes(sql: postgres.Sql, major: number, db: DatabaseConfi
     SELECT current_user AS role,
            r.rolsuper AS superuser,
            pg_has_role(current_user, 'pg_monitor', 'USAGE') AS monitor,
+           pg_has_role(current_user, 'pg_signal_backend', 'USAGE') AS signal,
            (SELECT pg_has_role(current_user, x.oid, 'USAGE') FROM pg_roles x WHERE x.rolname = 'pg_read_all_data') AS read_all,
            (SELECT count(*)::int FROM pg_stat_user_tables t WHERE NOT has_table_privilege(t.relid, 'SELECT')) AS unreadable_tables,
            (SELECT extversion FROM pg_extension WHERE extname = 'pg_stat_statements') AS statements
@@ -92,6 +94,13 @@ async function postgresNotes(sql: postgres.Sql, major: number, db: DatabaseConfi
   }
   if (p!.superuser) return notes
   const role = String(p!.role)
+  // Cancel and terminate signal the backend as the agent's role: without pg_signal_backend only its own sessions.
+  const kills = allowedActions(db).filter((k) => k === 'cancel' || k === 'terminate')
+  if (kills.length > 0 && !p!.signal) {
+    notes.push(
+      `role ${role} may signal only its own sessions: ${kills.join(' and ')} of other roles' sessions from the dashboard will be refused (GRANT pg_signal_backend TO ${pgIdent(role)};)`,
+    )
+  }
   if (!p!.monitor) notes.push(`role ${role} is not a member of pg_monitor: other sessions, locks and statistics are hidden (GRANT pg_monitor TO ${role};)`)
   if (!p!.read_all && p!.unreadable_tables > 0) {
     const fix = major >= 14 ? `GRANT pg_read_all_data TO ${role};` : `GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${role}; GRANT SELECT ON ALL SEQUENCES IN SCHEMA public TO ${role};`
@@ -136,7 +145,9 @@ async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<Chec
         if (db.backup && plans.some((p) => p.run && p.collector.name === 'backups')) notes.push(await backupNote(db.backup, timeoutS))
         if (plans.some((p) => p.run && p.collector.name === 'log_events')) notes.push(...(await logNotes(sql, db)))
         const host = plans.some((p) => p.run && p.collector.name === 'host') ? `; ${await hostLine(sql)}` : ''
-        const actions = `; actions the dashboard may run: ${allowedActions(db).join(', ') || 'none'} (allow_actions)`
+        // dbm local has no config file: its line names no allow_actions key to set.
+        const allowedBy = db.local ? 'dbm local: your own database' : 'allow_actions'
+        const actions = `; actions the dashboard may run: ${allowedActions(db).join(', ') || 'none'} (${allowedBy})`
         return { ok: true, line: okLine(db, `postgres ${row!.version}`, plans) + host + actions + (notes.length ? `; note: ${notes.join('; ')}` : '') }
       })(),
       timeoutS * 1000,

@@ -155,6 +155,17 @@ describe('against a real PostgreSQL', () => {
       const trusted = (await runCommand([...CLI, '--check', '--config', path])).stdout
       expect(trusted).not.toContain('would run with the agent')
       expect(trusted).toContain(`; explain_trusted_roles names no role "${role.toUpperCase()}_APP" (role names are case-sensitive)`)
+
+      // Cancel and terminate allowed: without pg_signal_backend the role signals only its own sessions, and --check says the GRANT.
+      writeFileSync(path, `api:\n  endpoint: http://127.0.0.1:${port}\n  key: ${key}\ndatabases:\n  - name: pg13\n    dsn: ${u}\n    allow_actions: [cancel, terminate, explain]\n`)
+      const signal = `; role ${role} may signal only its own sessions: cancel and terminate of other roles' sessions from the dashboard will be refused (GRANT pg_signal_backend TO ${role};)`
+      const ungranted = (await runCommand([...CLI, '--check', '--config', path])).stdout
+      expect(ungranted).toContain('; actions the dashboard may run: cancel, terminate, explain (allow_actions)')
+      expect(ungranted).toContain(signal)
+      await admin.unsafe(`GRANT pg_signal_backend TO ${role}`)
+      const signalling = (await runCommand([...CLI, '--check', '--config', path])).stdout
+      expect(signalling).toContain('; actions the dashboard may run: cancel, terminate, explain (allow_actions)')
+      expect(signalling).not.toContain('may signal only its own sessions')
     } finally {
       await admin.unsafe(`DROP FUNCTION IF EXISTS public.slug(text)`).catch(() => {})
       await admin.unsafe(`DROP ROLE IF EXISTS ${role}_app`).catch(() => {})

@@ -296,7 +296,10 @@ test('first run: link, first data, statements with their exact calls, one instan
   expect((await (await fetch(`${base}/healthz`)).json()).signup).toBe('local')
 
   // The check's line, as `dbm agent --check` prints it.
-  await local.printed(new RegExp(`^ok {4}${name.replace(/[./]/g, '\\$&')}: postgres 17\\.\\d+; collectors: query_stats`, 'm'))
+  const [checkLine] = await local.printed(new RegExp(`^ok {4}${name.replace(/[./]/g, '\\$&')}: postgres 17\\.\\d+; collectors: query_stats.*$`, 'm'))
+  // The actions are on, and the line names no allow_actions key: dbm local has no config file to put one in.
+  expect(checkLine).toContain('; actions the dashboard may run: cancel, terminate, explain (dbm local: your own database)')
+  expect(checkLine).not.toContain('allow_actions')
   // An API key made with the session: with it and with the session's tokens, the second run is tried.
   const made = await fetch(`${base}/api/v1/api-keys`, {
     method: 'POST',

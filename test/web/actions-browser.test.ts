@@ -1,8 +1,9 @@
 // The dashboard's action channel in a real browser (Debian's Chromium through playwright-core), against
 // the real agent (allow_actions: cancel and explain) watching a real PostgreSQL 17: an owner cancels a
-// pg_sleep session from the Active page (the button, the confirmation naming the session, the outcome the
-// agent reports) and that backend's statement ends; a member sees no Cancel or Terminate button; the
-// statement page's Explain form, given its one parameter, shows the plan the agent made with it bound.
+// pg_sleep session from the Active page (the button, shown whole on a 1280 px screen, the confirmation
+// naming the session, the outcome the agent reports) and that backend's statement ends; a member sees no
+// Cancel or Terminate button; the statement page's Explain form, given its one parameter, shows the plan
+// the agent made with it bound.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -65,6 +66,17 @@ describe('actions in the dashboard (PostgreSQL 17, the real agent, Chromium)', (
       const { page, assertNoErrors } = await signedIn(rig.account)
       await page.goto(`/#/databases/${rig.dbId}/active`)
       const row = page.locator('tbody tr', { hasText: 'victim-ui' })
+      // At 1280 px both buttons show whole without scrolling sideways: inside the screen and the table's box.
+      await row.getByRole('button', { name: 'Cancel' }).waitFor()
+      expect(page.viewportSize()?.width).toBe(1280)
+      const outside = await row.locator('[data-kill]').evaluateAll((buttons) => {
+        const wrap = buttons[0]!.closest('.table-wrap')!.getBoundingClientRect()
+        return buttons
+          .map((b) => ({ kind: b.getAttribute('data-kill'), box: b.getBoundingClientRect() }))
+          .filter(({ box }) => box.left < Math.max(0, wrap.left) || box.right > Math.min(innerWidth, wrap.right))
+          .map(({ kind, box }) => `${kind} at ${Math.round(box.left)}-${Math.round(box.right)} px`)
+      })
+      expect([await row.locator('[data-kill]').count(), outside]).toEqual([2, []])
       await row.getByRole('button', { name: 'Cancel' }).click()
       const panel = page.locator('[data-kill-panel="cancel"]')
       expect(await panel.getByRole('heading').textContent()).toBe(`Cancel the statement of pid ${s.pid}?`)

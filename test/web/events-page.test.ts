@@ -3,13 +3,14 @@
 // indexes with hostile names (markup, quotes, a newline, non-ASCII) lists each event with its names as
 // text (no element made from them, no script run), filters by kind, and the overview's connections
 // chart marks the restart and the setting change, in its text alternative and in a tooltip under the
-// pointer. No console or page error. Screenshots under test-artifacts/screenshots/.
+// pointer. At 390 px the widest kind cell (a warning badge beside "cancel / terminate") keeps each label
+// on one line inside its row, and nothing scrolls sideways. No console or page error. Screenshots under test-artifacts/screenshots/.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { Browser } from 'playwright-core'
 import { INDEX_COUNTERS, INDEX_GAUGES, TABLE_COUNTERS, TABLE_GAUGES } from '../../src/shared/families.ts'
 import type { IndexStat, IngestBatch, TableStat } from '../../src/shared/wire.ts'
 import { pgBatch } from '../support/batches.ts'
-import { type BrowserPage, launchBrowser, openPage, signInThroughForm } from '../support/browser.ts'
+import { type BrowserPage, horizontalOverflow, launchBrowser, openPage, signInThroughForm } from '../support/browser.ts'
 import { type Account, type TestServer, agentAccount, startTestServer } from '../support/server.ts'
 
 const HOSTILE_TABLE = `<img src=x onerror="window.__xss=1">`
@@ -60,6 +61,16 @@ beforeAll(async () => {
     const objects = at >= now - 10 * MINUTE ? { tables: [table('orders'), table(HOSTILE_TABLE)], indexes: [index(HOSTILE_INDEX, HOSTILE_TABLE)] } : {}
     await send(batch(at, { interval_seconds: 60, server_state: { started_at: started, agent_started_at: now - 50 * MINUTE, settings_hash: settings.work_mem, settings }, ...objects }))
   }
+  // The widest kind cell: a warning badge beside "cancel / terminate" (a refused action's audit event).
+  await server.deps.store.actions.auditAction(dbId, {
+    ts: now - 5 * MINUTE,
+    kind: 'session_action',
+    severity: 'warning',
+    title: 'Terminate of pid 4242 refused (asked by owner)',
+    detail: null,
+    object: 'a1:refused',
+    link: null,
+  })
 }, 60_000)
 
 afterAll(async () => {
@@ -79,9 +90,10 @@ describe('events page', () => {
     try {
       const { page } = p
       await page.goto(`/#/databases/${dbId}/events?range=1h`)
-      await page.locator('tr[data-kind="index_created"]').waitFor({ timeout: 30_000 }) // the first page load of the file, on a loaded machine
+      await page.locator('tr[data-kind="session_action"]').waitFor({ timeout: 30_000 }) // the first page load of the file, on a loaded machine
       const rows = await page.locator('tbody tr').evaluateAll((trs) => trs.map((tr) => [tr.getAttribute('data-kind'), tr.querySelector('.event-title')?.textContent]))
       expect(rows).toEqual([
+        ['session_action', 'Terminate of pid 4242 refused (asked by owner)'],
         ['index_created', `Index created: public.${HOSTILE_INDEX}`],
         ['table_created', `Table created: public.${HOSTILE_TABLE}`],
         ['setting_change', 'work_mem changed'],
@@ -101,6 +113,36 @@ describe('events page', () => {
       await page.getByLabel('Show').selectOption('settings')
       await page.waitForURL(/kind=settings/)
       expect(await page.locator('tbody tr').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-kind')))).toEqual(['setting_change'])
+      p.assertNoErrors()
+    } finally {
+      await p.close()
+    }
+  })
+
+  test('on a phone (390 px) each kind label stays on one line, inside its row, and nothing scrolls sideways', async () => {
+    const p = await signedIn()
+    try {
+      const { page } = p
+      await page.setViewportSize({ width: 390, height: 844 })
+      await page.goto(`/#/databases/${dbId}/events?range=1h`)
+      await page.locator('tr[data-kind="session_action"]').waitFor({ timeout: 30_000 })
+      expect(await horizontalOverflow(page)).toBe(0)
+      const boxes = await page.evaluate(() => {
+        const wrap = document.querySelector('.table-wrap.flow')!
+        const badges = [...document.querySelectorAll<HTMLElement>('td.event-kind .badge')].map((b) => {
+          const box = b.getBoundingClientRect()
+          const row = b.closest('tr')!.getBoundingClientRect()
+          return { label: b.textContent, inRow: box.left >= row.left && box.right <= row.right, whole: b.scrollWidth <= b.clientWidth, height: Math.round(box.height) }
+        })
+        return { wrapScrolls: wrap.scrollWidth > wrap.clientWidth, badges }
+      })
+      expect(boxes.wrapScrolls).toBe(false)
+      expect(boxes.badges.filter((b) => !b.inRow || !b.whole)).toEqual([])
+      // One line each: every badge as tall as the shortest one.
+      const heights = new Set(boxes.badges.map((b) => b.height))
+      expect([boxes.badges.length > 0, heights.size]).toEqual([true, 1])
+      expect(boxes.badges.map((b) => b.label)).toContain('cancel / terminate')
+      await p.screenshot('events-page-390')
       p.assertNoErrors()
     } finally {
       await p.close()

@@ -269,8 +269,33 @@ function columns(db: Database, agesAtSnapshot = false, onKill?: (s: Session, kin
       text,
     ]
   }
+  // Cancel and Terminate come right after the pid: at the end of eleven columns they fell past the right
+  // edge of a 1280 px screen, behind the table's sideways scroll.
   return [
     pid,
+    ...(onKill
+      ? [
+          {
+            key: 'actions',
+            label: 'Actions',
+            render: (s: Session) =>
+              typeof s.pid === 'number' && s.backend_start ? (
+                <span class="nowrap">
+                  {s.state === 'active' && (
+                    <button type="button" class="small" onClick={() => onKill(s, 'cancel')} data-kill="cancel">
+                      Cancel
+                    </button>
+                  )}{' '}
+                  <button type="button" class="small danger" onClick={() => onKill(s, 'terminate')} data-kill="terminate">
+                    Terminate
+                  </button>
+                </span>
+              ) : (
+                '—'
+              ),
+          },
+        ]
+      : []),
     { key: 'state', label: 'State', render: (s) => s.state ?? '—', sort: (s) => s.state },
     duration,
     { key: 'wait', label: 'Waiting on', render: (s) => waitText(s) || '—', sort: (s) => waitText(s) || null },
@@ -299,29 +324,6 @@ function columns(db: Database, agesAtSnapshot = false, onKill?: (s: Session, kin
       sort: (s) => s.xact_start ?? null,
     },
     text,
-    ...(onKill
-      ? [
-          {
-            key: 'actions',
-            label: 'Actions',
-            render: (s: Session) =>
-              typeof s.pid === 'number' && s.backend_start ? (
-                <span class="nowrap">
-                  {s.state === 'active' && (
-                    <button type="button" class="small" onClick={() => onKill(s, 'cancel')} data-kill="cancel">
-                      Cancel
-                    </button>
-                  )}{' '}
-                  <button type="button" class="small danger" onClick={() => onKill(s, 'terminate')} data-kill="terminate">
-                    Terminate
-                  </button>
-                </span>
-              ) : (
-                '—'
-              ),
-          },
-        ]
-      : []),
   ]
 }
 
