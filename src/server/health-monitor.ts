@@ -31,8 +31,7 @@ import { serverMetrics } from './metrics.ts'
 import type { AlertInput, DiagnosisSummary, FindingRecord, MonitoredDatabase, NotificationChannel, PendingNotification, Webhook } from './store/sql-health.ts'
 import { isStoreUnreachable } from './store/availability.ts'
 import { minuteFloor } from './store/window.ts'
-import { VERSION } from '../version.ts'
-import { type WebhookPolicy, deliveryTargets, strictPolicy } from './webhook-target.ts'
+import { type PostAttempt, type PostOptions, postJson, targetOrigin } from './alerts/post.ts'
 
 const HOUR = 3_600_000
 const DAY = 24 * HOUR
@@ -94,13 +93,7 @@ export function webhookSignature(secret: string, body: string): string {
 }
 
 /** Where a webhook goes, for logs: the origin only (paths and query strings may carry tokens). */
-export function webhookTarget(url: string): string {
-  try {
-    return new URL(url).origin
-  } catch {
-    return '(invalid url)'
-  }
-}
+export const webhookTarget = targetOrigin
 
 function toRecord(f: Finding): FindingRecord {
   return {
@@ -173,75 +166,17 @@ export function webhookPayload(n: PendingNotification, publicUrl: string, now: n
 }
 
 /** The outcome of one POST to a webhook: `error` is null on a 2xx answer. */
-export interface WebhookAttempt {
-  status: number | null
-  error: string | null
-  duration_ms: number
-}
-
-/** A failed delivery's cause without the URL (whose path or query may carry a token). */
-function failureCause(e: unknown, urls: string[], timeoutMs: number): string {
-  const error = e as Error
-  if (error?.name === 'TimeoutError' || error?.name === 'AbortError') return `no answer within ${timeoutMs / 1000} s`
-  let text = String(error?.message ?? e)
-  for (const url of urls) text = text.replaceAll(url, webhookTarget(url))
-  return text.replace(/https?:\/\/[^\s"'<>]+/g, (found) => webhookTarget(found)).slice(0, 300)
-}
-
-/** Errors that mean no connection was made (nothing was sent): the next checked address may be tried. */
-const NOT_CONNECTED = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'ConnectionRefused', 'FailedToOpenSocket'])
-
-export interface WebhookSendOptions {
-  /** For the whole delivery: name resolution and the POST. */
-  timeoutMs: number
-  /** Which addresses are allowed, and how names resolve (deps.webhooks). */
-  policy?: WebhookPolicy
-}
+export type WebhookAttempt = PostAttempt
+export type WebhookSendOptions = PostOptions
 
 /**
- * POSTs `body` to the webhook, signed with its secret, without following redirects, within `timeoutMs`.
- * The URL's name is resolved once and every address checked against the policy (webhook-target.ts);
- * the POST then goes to a checked address, in the resolver's order, the next one only when the previous
- * refused the connection.
+ * POSTs `body` to the webhook, signed with its secret, without following redirects, within `timeoutMs`,
+ * to an address the policy allows (alerts/post.ts).
  */
 export async function postWebhook(webhook: Pick<Webhook, 'url' | 'secret'>, event: string, deliveryId: string, body: string, options: WebhookSendOptions): Promise<WebhookAttempt> {
-  const { timeoutMs } = options
-  const policy = options.policy ?? strictPolicy
-  const started = performance.now()
-  const done = (status: number | null, error: string | null): WebhookAttempt => {
-    webhookOutcomes[error === null ? 'delivered' : 'failed'].inc()
-    return { status, error, duration_ms: Math.round(performance.now() - started) }
-  }
-  const checked = await deliveryTargets(webhook.url, policy, timeoutMs)
-  if (!checked.ok) return done(null, checked.error)
-  const signal = AbortSignal.timeout(Math.max(1, timeoutMs - (performance.now() - started)))
-  for (const [i, target] of checked.targets.entries()) {
-    try {
-      const res = await fetch(target.url, {
-        method: 'POST',
-        body,
-        redirect: 'manual',
-        signal,
-        ...(target.serverName !== undefined || policy.ca !== undefined ? { tls: { serverName: target.serverName, ca: policy.ca } } : {}),
-        headers: {
-          host: target.host,
-          'content-type': 'application/json',
-          'user-agent': `dbm/${VERSION}`,
-          'x-dbm-event': event,
-          'x-dbm-delivery': deliveryId,
-          'x-dbm-signature': webhookSignature(webhook.secret, body),
-        },
-      })
-      await res.body?.cancel().catch(() => {})
-      if (res.status >= 200 && res.status < 300) return done(res.status, null)
-      return done(res.status, res.status >= 300 && res.status < 400 ? `HTTP ${res.status} (redirects are not followed)` : `HTTP ${res.status}`)
-    } catch (e) {
-      const code = (e as { code?: string })?.code
-      if (code !== undefined && NOT_CONNECTED.has(code) && i + 1 < checked.targets.length) continue
-      return done(null, failureCause(e, [webhook.url, target.url], timeoutMs))
-    }
-  }
-  return done(null, 'no address to connect to')
+  const attempt = await postJson(webhook.url, body, { 'x-dbm-event': event, 'x-dbm-delivery': deliveryId, 'x-dbm-signature': webhookSignature(webhook.secret, body) }, options)
+  webhookOutcomes[attempt.error === null ? 'delivered' : 'failed'].inc()
+  return attempt
 }
 
 export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): HealthMonitor {
