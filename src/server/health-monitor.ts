@@ -9,6 +9,8 @@
 //     verified their address, and a POST of signed JSON to the organization's webhook, retried at each
 //     evaluation until the receiver answers 2xx (for up to a day). The POST goes only to addresses the
 //     server's webhook policy allows (webhook-target.ts: no internal ones unless DBM_WEBHOOK_ALLOW_PRIVATE).
+//     Each enabled alert destination of the organization (alerts/destinations.ts: email, webhook, Slack,
+//     Teams, PagerDuty, Opsgenie, Alertmanager) is one more channel, delivered and retried the same way.
 //   - the diagnosis's summary (status, score, findings by severity) in database_health, which the
 //     database list reads for every database at once.
 // Every ten minutes it applies retention and compacts minute buckets (sql-retention.ts).
@@ -26,12 +28,16 @@ import { breathe, diagnose } from './doctor/index.ts'
 import type { FindingGroup } from './doctor/grouping.ts'
 import type { Finding } from './doctor/types.ts'
 import { healthMonitorDefaults, logEventLimits, retentionLimits, sessionHistoryLimits } from './limits.ts'
-import { headerText, mailLine } from './mail.ts'
 import { serverMetrics } from './metrics.ts'
 import type { AlertInput, DiagnosisSummary, FindingRecord, MonitoredDatabase, NotificationChannel, PendingNotification, Webhook } from './store/sql-health.ts'
 import { isStoreUnreachable } from './store/availability.ts'
 import { minuteFloor } from './store/window.ts'
 import { type PostAttempt, type PostOptions, postJson, targetOrigin } from './alerts/post.ts'
+import { alertMail, webhookPayload, webhookSignature } from './alerts/messages.ts'
+import { deliverTo, destinationUrl, messageOf } from './alerts/destinations.ts'
+import { destinationChannel } from './store/sql-alert-destinations.ts'
+
+export { alertMail, webhookPayload, webhookSignature }
 
 const HOUR = 3_600_000
 const DAY = 24 * HOUR
@@ -87,11 +93,6 @@ export interface HealthMonitor {
   stop(): Promise<void>
 }
 
-/** `sha256=<hex HMAC-SHA256 of the body with the secret>`: the X-DBM-Signature header of a webhook POST. */
-export function webhookSignature(secret: string, body: string): string {
-  return `sha256=${new Bun.CryptoHasher('sha256', secret).update(body).digest('hex')}`
-}
-
 /** Where a webhook goes, for logs: the origin only (paths and query strings may carry tokens). */
 export const webhookTarget = targetOrigin
 
@@ -119,49 +120,6 @@ function causeAlert(g: FindingGroup, byKey: Map<string, Finding>): AlertInput {
     title: g.title,
     detail: lead.detail,
     consequences: g.findings.map((k) => byKey.get(k)!).map((f) => ({ key: f.key, rule: f.rule, severity: f.severity, title: f.title })),
-  }
-}
-
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
-/** The dashboard's issues page of the database (the link of mails and webhook payloads). */
-const alertsLink = (publicUrl: string, databaseId: string) => `${publicUrl}/#/databases/${encodeURIComponent(databaseId)}/issues`
-
-export function alertMail(n: PendingNotification, publicUrl: string) {
-  const { alert, database } = n
-  const opened = n.event === 'opened'
-  const subject = headerText(`dbm ${opened ? 'alert' : 'resolved'}: ${alert.title} on ${database.name}`)
-  const link = alertsLink(publicUrl, database.id)
-  const where = mailLine(`"${database.name}" (${database.engine}, ${database.host}:${database.port})`)
-  const text = [
-    opened ? `A critical alert opened on ${where}:` : `This alert on ${where} is resolved:`,
-    '',
-    mailLine(alert.title),
-    mailLine(alert.detail),
-    '',
-    // The cause's other findings: one mail for the cause, not one per finding.
-    ...(alert.consequences.length > 1
-      ? [`What it causes (${alert.consequences.length - 1}):`, ...alert.consequences.slice(1).map((c) => mailLine(`- ${c.severity}: ${c.title}`)), '']
-      : []),
-    `Opened: ${iso(alert.opened_at)}`,
-    ...(alert.resolved_at !== null ? [`Resolved: ${iso(alert.resolved_at)}`] : []),
-    '',
-    'The database\'s issues:',
-    link,
-    '',
-  ].join('\n')
-  return { subject, text, link }
-}
-
-/** The JSON body of a webhook POST. */
-export function webhookPayload(n: PendingNotification, publicUrl: string, now: number) {
-  return {
-    event: `alert.${n.event}`,
-    delivery_id: n.id,
-    sent_at: iso(now),
-    organization_id: n.org_id,
-    database: n.database,
-    alert: { ...n.alert, opened_at: iso(n.alert.opened_at), resolved_at: iso(n.alert.resolved_at) },
-    link: alertsLink(publicUrl, n.database.id),
   }
 }
 
@@ -197,15 +155,40 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
     return (await postWebhook(webhook, `alert.${n.event}`, n.id, body, { timeoutMs: webhookTimeoutMs, policy: deps.webhooks })).error
   }
 
+  /** Delivers a notification to its alert destination (claimed already) and records the outcome. */
+  async function deliverToDestination(n: PendingNotification, now: number): Promise<'sent' | 'failed' | 'given_up'> {
+    const id = n.channel.slice('destination:'.length)
+    const destination = await store.alertDestinations.getDestination(n.org_id, id)
+    if (!destination || !destination.enabled) {
+      await health.giveUpNotification(n.id, destination ? 'destination disabled' : 'destination deleted', now)
+      return 'given_up'
+    }
+    const error = await deliverTo(destination, messageOf(n, deps.publicUrl, now), { mailer: deps.mailer, publicUrl: deps.publicUrl, policy: deps.webhooks, timeoutMs: webhookTimeoutMs })
+    await store.alertDestinations.recordDelivery(destination.id, now, error)
+    serverMetrics.alertDestinationDeliveries.labels(destination.kind, error === null ? 'delivered' : 'failed').inc()
+    // The destination's id, kind and origin only: its URL's path and its secret are never logged.
+    const url = destinationUrl(destination)
+    const fields = { org: n.org_id, database: n.database.id, alert: n.alert.key, event: n.event, destination: destination.id, kind: destination.kind, ...(url ? { target: targetOrigin(url) } : {}) }
+    if (error === null) {
+      await health.notificationSent(n.id, now)
+      log.info('alert destination delivered', fields)
+      return 'sent'
+    }
+    // Due again at once: the next evaluation retries it.
+    await health.notificationFailed(n.id, error, now)
+    log.warn('alert destination delivery failed', { ...fields, attempt: n.attempts + 1, cause: error })
+    return 'failed'
+  }
+
   async function deliver(now: number): Promise<EvaluationSummary['notifications']> {
     const result = { sent: 0, failed: 0, given_up: 0 }
     result.given_up = await health.giveUpNotificationsBefore(now - healthMonitorDefaults.notificationMaxAgeMs, now)
     if (result.given_up > 0) log.warn('alert notifications given up', { count: result.given_up, after: '24h' })
     const pending = await health.pendingNotifications(now, NOTIFICATIONS_PER_RUN)
-    /** Organizations whose webhook failed in this run: their later notifications wait, so they arrive in order. */
+    /** Organizations whose webhook (and destination channels) that failed in this run: their later notifications wait, so they arrive in order. */
     const webhookDown = new Set<string>()
     for (const n of pending) {
-      if (n.channel === 'webhook' && webhookDown.has(n.org_id)) continue
+      if ((n.channel === 'webhook' && webhookDown.has(n.org_id)) || webhookDown.has(n.channel)) continue
       if (!(await health.claimNotification(n.id, now, now + healthMonitorDefaults.deliveryLeaseMs))) continue
       const fields = { org: n.org_id, database: n.database.id, alert: n.alert.key, event: n.event }
       if (n.channel === 'email') {
@@ -214,6 +197,12 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
         for (const to of recipients) deps.mailer.send({ to, ...mail })
         await health.notificationSent(n.id, now)
         result.sent++
+        continue
+      }
+      if (n.channel.startsWith('destination:')) {
+        const outcome = await deliverToDestination(n, now)
+        if (outcome === 'failed') webhookDown.add(n.channel)
+        result[outcome]++
         continue
       }
       const webhook = await health.getWebhook(n.org_id)
@@ -260,7 +249,11 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
     let channels = channelsByOrg.get(db.org_id)
     if (!channels) {
       // Mail goes to users who verified their address, so only verified organizations have any.
-      channels = [...(monitored.org_verified ? ['email' as const] : []), ...((await health.getWebhook(db.org_id)) ? ['webhook' as const] : [])]
+      channels = [
+        ...(monitored.org_verified ? ['email' as const] : []),
+        ...((await health.getWebhook(db.org_id)) ? ['webhook' as const] : []),
+        ...(await store.alertDestinations.enabledDestinations(db.org_id)).map((d) => destinationChannel(d.id)),
+      ]
       channelsByOrg.set(db.org_id, channels)
     }
     const byKey = new Map(diagnosis.findings.map((f) => [f.key, f]))
