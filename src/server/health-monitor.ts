@@ -10,7 +10,9 @@
 //     evaluation until the receiver answers 2xx (for up to a day). The POST goes only to addresses the
 //     server's webhook policy allows (webhook-target.ts: no internal ones unless DBM_WEBHOOK_ALLOW_PRIVATE).
 //     Each enabled alert destination of the organization (alerts/destinations.ts: email, webhook, Slack,
-//     Teams, PagerDuty, Opsgenie, Alertmanager) is one more channel, delivered and retried the same way.
+//     Teams, PagerDuty, Opsgenie, Alertmanager) is one more channel, delivered and retried the same way;
+//     Alertmanagers are also told again of the organization's open alerts once a minute, as Prometheus
+//     re-sends firing alerts (else they resolve them after their resolve_timeout).
 //   - the diagnosis's summary (status, score, findings by severity) in database_health, which the
 //     database list reads for every database at once.
 // Every ten minutes it applies retention and compacts minute buckets (sql-retention.ts).
@@ -34,7 +36,7 @@ import { isStoreUnreachable } from './store/availability.ts'
 import { minuteFloor } from './store/window.ts'
 import { type PostAttempt, type PostOptions, postJson, targetOrigin } from './alerts/post.ts'
 import { alertMail, webhookPayload, webhookSignature } from './alerts/messages.ts'
-import { deliverTo, destinationUrl, messageOf } from './alerts/destinations.ts'
+import { deliverTo, destinationUrl, messageOf, refreshAlertmanager } from './alerts/destinations.ts'
 import { destinationChannel } from './store/sql-alert-destinations.ts'
 
 export { alertMail, webhookPayload, webhookSignature }
@@ -180,6 +182,29 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
     return 'failed'
   }
 
+  /** When each organization's Alertmanagers were last told of its open alerts. */
+  const alertmanagerRefreshed = new Map<string, number>()
+
+  /** Once a minute per organization, tells its Alertmanagers again of its open alerts (alerts/destinations.ts). */
+  async function refreshAlertmanagers(now: number) {
+    const deliveryDeps = { mailer: deps.mailer, publicUrl: deps.publicUrl, policy: deps.webhooks, timeoutMs: webhookTimeoutMs }
+    for (const orgId of await store.alertDestinations.organizationsWith('alertmanager')) {
+      // First seen: a minute from now (its alerts' openings are notifications of their own).
+      const last = alertmanagerRefreshed.get(orgId)
+      if (last === undefined) alertmanagerRefreshed.set(orgId, now)
+      if (last === undefined || now - last < evaluateEveryMs) continue
+      alertmanagerRefreshed.set(orgId, now)
+      const open = await store.alertDestinations.openAlerts(orgId, NOTIFICATIONS_PER_RUN)
+      if (open.length === 0) continue
+      for (const d of await store.alertDestinations.enabledDestinations(orgId)) {
+        if (d.kind !== 'alertmanager') continue
+        const error = await refreshAlertmanager(d, open, orgId, deliveryDeps, now)
+        serverMetrics.alertDestinationDeliveries.labels(d.kind, error === null ? 'delivered' : 'failed').inc()
+        if (error !== null) log.warn('alertmanager refresh failed', { org: orgId, destination: d.id, target: targetOrigin(destinationUrl(d) ?? ''), alerts: open.length, cause: error })
+      }
+    }
+  }
+
   async function deliver(now: number): Promise<EvaluationSummary['notifications']> {
     const result = { sent: 0, failed: 0, given_up: 0 }
     result.given_up = await health.giveUpNotificationsBefore(now - healthMonitorDefaults.notificationMaxAgeMs, now)
@@ -315,6 +340,7 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
     }
     summary.duration_ms = Math.round(performance.now() - started)
     summary.notifications = await deliver(now)
+    await refreshAlertmanagers(now).catch((e) => failed('alertmanager refresh failed', e))
     serverMetrics.healthMonitorRunDuration.labels().since(started)
     if (log.enabled('debug')) {
       log.debug('health evaluation', {

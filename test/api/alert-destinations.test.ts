@@ -29,7 +29,8 @@ let receiver: ReturnType<typeof startWebhookReceiver>
 beforeAll(async () => {
   // The receiver listens on loopback: internal addresses are allowed here (refused on the strict server below).
   server = await startTestServer('sqlite', { webhooks: { allowPrivate: true } })
-  monitor = createHealthMonitor(server.deps, { retentionDays: 30 })
+  // Evaluations (and Alertmanager's refresh) every 30 s: within the minute an agent stays connected.
+  monitor = createHealthMonitor(server.deps, { retentionDays: 30, evaluateEveryMs: 30_000 })
   receiver = startWebhookReceiver()
 })
 afterAll(async () => {
@@ -192,9 +193,13 @@ describe('alerts on every destination kind', () => {
     expect(mails).toHaveLength(1)
     expect(mails[0]).toContain(`subject="dbm alert: ${TITLE} on billing" link=${link}`)
 
+    // An evaluation period on, Alertmanager is told again that it fires (else its resolve_timeout resolves it).
+    await monitor.runOnce(opened + 31_000)
+    expect(at('/am').map((h) => h.body)).toEqual([[amAlert], [amAlert]])
+
     // The cure resolves it on each.
     await server.call('POST', '/api/v1/ingest', { apiKey: org.key, body: cured('billing') })
-    const resolved = server.deps.clock() + 25_000
+    const resolved = server.deps.clock() + 35_000
     expect((await monitor.runOnce(resolved)).notifications).toEqual({ sent: 8, failed: 0, given_up: 0 })
     expect(at('/wh')[1]!.body).toMatchObject({ event: 'alert.resolved', alert: { id: alert.id, resolved_at: iso(resolved) } })
     expect(receiver.signed(at('/wh')[1]!, made.webhook.secret)).toBe(true)
@@ -210,7 +215,7 @@ describe('alerts on every destination kind', () => {
     expect(ogClose.path).toBe(`/og/v2/alerts/${encodeURIComponent(`dbm-${alert.id}`)}/close?identifierType=alias`)
     expect(ogClose.headers.authorization).toBe(`GenieKey ${API_KEY}`)
     expect(ogClose.body).toEqual({ source: 'dbm', note: `Resolved: ${TITLE}` })
-    expect(at('/am')[1]!.body).toEqual([{ ...amAlert, endsAt: iso(resolved) }])
+    expect(at('/am')[2]!.body).toEqual([{ ...amAlert, endsAt: iso(resolved) }])
     await server.deps.mailer.idle()
     expect(server.logs.filter((l) => l.includes(' INFO mail ') && l.includes('to=oncall@example.com ') && l.includes('subject="dbm resolved: '))).toHaveLength(1)
 

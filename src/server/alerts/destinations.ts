@@ -7,7 +7,7 @@
 import { randomToken } from '../auth/secrets.ts'
 import { alertMail, alertsLink, webhookPayload, webhookSignature } from './messages.ts'
 import type { Mailer } from '../mail.ts'
-import type { AlertDestination, AlertDestinationKind, AlertDestinationSettings } from '../store/sql-alert-destinations.ts'
+import type { AlertDestination, AlertDestinationKind, AlertDestinationSettings, OpenAlert } from '../store/sql-alert-destinations.ts'
 import type { PendingNotification } from '../store/sql-health.ts'
 import type { WebhookPolicy } from '../webhook-target.ts'
 import { type AlertMessage, alertmanagerPayload, opsgenieRequest, pagerdutyPayload, slackPayload, teamsPayload } from './payloads.ts'
@@ -144,6 +144,17 @@ export async function deliverTo(d: AlertDestination, m: AlertMessage, deps: Deli
     case 'alertmanager':
       return (await postJson(`${url!.replace(/\/+$/, '')}/api/v2/alerts`, JSON.stringify(alertmanagerPayload(m)), {}, options)).error
   }
+}
+
+/**
+ * Tells an Alertmanager again of the organization's open alerts (one POST, the alerts as they were
+ * opened, no endsAt): Alertmanager resolves an alert it is not sent again within its resolve_timeout,
+ * as Prometheus re-sends its firing alerts. Null when delivered, else why not.
+ */
+export async function refreshAlertmanager(d: AlertDestination, open: OpenAlert[], orgId: string, deps: DeliveryDeps, now: number): Promise<string | null> {
+  if (d.kind !== 'alertmanager' || open.length === 0) return null
+  const alerts = open.flatMap((o) => alertmanagerPayload({ delivery_id: '', event: 'opened', test: false, org_id: orgId, alert: o.alert, database: o.database, link: alertsLink(deps.publicUrl, o.database.id), now }))
+  return (await postJson(`${destinationUrl(d)!.replace(/\/+$/, '')}/api/v2/alerts`, JSON.stringify(alerts), {}, { timeoutMs: deps.timeoutMs, policy: deps.policy })).error
 }
 
 /** The message of a queued notification. */

@@ -7,6 +7,7 @@
 import { num, numOrNull } from './account-rows.ts'
 import type { SqlDriver } from './driver.ts'
 import { UniqueViolation } from './driver.ts'
+import { type AlertConsequence, consequencesOf } from './sql-alerts.ts'
 
 export type AlertDestinationKind = 'email' | 'webhook' | 'slack' | 'teams' | 'pagerduty' | 'opsgenie' | 'alertmanager'
 
@@ -61,6 +62,16 @@ export interface AlertDestinationReads {
   enabledDestinations(orgId: string): Promise<AlertDestination[]>
   /** How many destinations the organization has. */
   countDestinations(orgId: string): Promise<number>
+  /** Organizations with an enabled destination of that kind. */
+  organizationsWith(kind: AlertDestinationKind): Promise<string[]>
+  /** The organization's open alerts with their databases (what Alertmanager is told again while they last). */
+  openAlerts(orgId: string, limit: number): Promise<OpenAlert[]>
+}
+
+/** An open alert as a destination is sent it again. */
+export interface OpenAlert {
+  alert: { id: string; key: string; rule: string; severity: 'critical' | 'warning' | 'info'; title: string; detail: string; opened_at: number; resolved_at: null; consequences: AlertConsequence[] }
+  database: { id: string; name: string; engine: string; host: string; port: number }
 }
 
 export interface AlertDestinationWrites {
@@ -136,6 +147,25 @@ export class SqlAlertDestinations implements AlertDestinationStore {
   async countDestinations(orgId: string): Promise<number> {
     const r = await this.driver.get<{ n: unknown }>('SELECT COUNT(*) AS n FROM alert_destinations WHERE org_id = $1', [orgId])
     return num(r?.n ?? 0)
+  }
+
+  async organizationsWith(kind: AlertDestinationKind): Promise<string[]> {
+    const rows = await this.driver.all<{ org_id: string }>('SELECT DISTINCT org_id FROM alert_destinations WHERE kind = $1 AND enabled = $2', [kind, true])
+    return rows.map((r) => r.org_id)
+  }
+
+  async openAlerts(orgId: string, limit: number): Promise<OpenAlert[]> {
+    const rows = await this.driver.all(
+      `SELECT a.id, a.key, a.rule, a.severity, a.title, a.detail, a.opened_at, a.consequences,
+              d.id AS database_id, d.name AS database_name, d.engine, d.host, d.port
+       FROM alerts a JOIN databases d ON d.id = a.database_id
+       WHERE d.org_id = $1 AND a.resolved_at IS NULL ORDER BY a.opened_at, a.id LIMIT $2`,
+      [orgId, limit],
+    )
+    return rows.map((r: any) => ({
+      alert: { id: r.id, key: r.key, rule: r.rule, severity: r.severity, title: r.title, detail: r.detail, opened_at: num(r.opened_at), resolved_at: null, consequences: consequencesOf(r.consequences) },
+      database: { id: r.database_id, name: r.database_name, engine: r.engine, host: r.host, port: num(r.port) },
+    }))
   }
 
   async createDestination(d: NewAlertDestination): Promise<AlertDestination> {
