@@ -14,6 +14,7 @@ import { parseJsonBody } from './json-body.ts'
 import { rateLimitSubject } from './rate-limit-address.ts'
 import { type RateLimitedEndpoint, authRateLimits, bodyLimits, headerLimits } from './limits.ts'
 import { alertRoutes } from './routes/alerts.ts'
+import { alertDestinationRoutes } from './routes/alert-destinations.ts'
 import { apiKeyRoutes } from './routes/api-keys.ts'
 import { authRoutes } from './routes/auth.ts'
 import { databaseRoutes } from './routes/databases.ts'
@@ -229,6 +230,7 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
     .use(clickhouseRoutes(deps))
     .use(healthRoutes(deps))
     .use(alertRoutes(deps))
+    .use(alertDestinationRoutes(deps))
     .use(organizationRoutes(deps))
     .use(eventRoutes(deps))
     .use(logEventRoutes(deps))

@@ -9,6 +9,10 @@
 //     verified their address, and a POST of signed JSON to the organization's webhook, retried at each
 //     evaluation until the receiver answers 2xx (for up to a day). The POST goes only to addresses the
 //     server's webhook policy allows (webhook-target.ts: no internal ones unless DBM_WEBHOOK_ALLOW_PRIVATE).
+//     Each enabled alert destination of the organization (alerts/destinations.ts: email, webhook, Slack,
+//     Teams, PagerDuty, Opsgenie, Alertmanager) is one more channel, delivered and retried the same way;
+//     Alertmanagers are also told again of the organization's open alerts once a minute, as Prometheus
+//     re-sends firing alerts (else they resolve them after their resolve_timeout).
 //   - the diagnosis's summary (status, score, findings by severity) in database_health, which the
 //     database list reads for every database at once.
 // Every ten minutes it applies retention and compacts minute buckets (sql-retention.ts).
@@ -26,13 +30,16 @@ import { breathe, diagnose } from './doctor/index.ts'
 import type { FindingGroup } from './doctor/grouping.ts'
 import type { Finding } from './doctor/types.ts'
 import { healthMonitorDefaults, logEventLimits, retentionLimits, sessionHistoryLimits } from './limits.ts'
-import { headerText, mailLine } from './mail.ts'
 import { serverMetrics } from './metrics.ts'
 import type { AlertInput, DiagnosisSummary, FindingRecord, MonitoredDatabase, NotificationChannel, PendingNotification, Webhook } from './store/sql-health.ts'
 import { isStoreUnreachable } from './store/availability.ts'
 import { minuteFloor } from './store/window.ts'
-import { VERSION } from '../version.ts'
-import { type WebhookPolicy, deliveryTargets, strictPolicy } from './webhook-target.ts'
+import { type PostAttempt, type PostOptions, postJson, targetOrigin } from './alerts/post.ts'
+import { alertMail, webhookPayload, webhookSignature } from './alerts/messages.ts'
+import { deliverTo, destinationUrl, messageOf, refreshAlertmanager } from './alerts/destinations.ts'
+import { destinationChannel } from './store/sql-alert-destinations.ts'
+
+export { alertMail, webhookPayload, webhookSignature }
 
 const HOUR = 3_600_000
 const DAY = 24 * HOUR
@@ -88,19 +95,8 @@ export interface HealthMonitor {
   stop(): Promise<void>
 }
 
-/** `sha256=<hex HMAC-SHA256 of the body with the secret>`: the X-DBM-Signature header of a webhook POST. */
-export function webhookSignature(secret: string, body: string): string {
-  return `sha256=${new Bun.CryptoHasher('sha256', secret).update(body).digest('hex')}`
-}
-
 /** Where a webhook goes, for logs: the origin only (paths and query strings may carry tokens). */
-export function webhookTarget(url: string): string {
-  try {
-    return new URL(url).origin
-  } catch {
-    return '(invalid url)'
-  }
-}
+export const webhookTarget = targetOrigin
 
 function toRecord(f: Finding): FindingRecord {
   return {
@@ -129,119 +125,18 @@ function causeAlert(g: FindingGroup, byKey: Map<string, Finding>): AlertInput {
   }
 }
 
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
-/** The dashboard's issues page of the database (the link of mails and webhook payloads). */
-const alertsLink = (publicUrl: string, databaseId: string) => `${publicUrl}/#/databases/${encodeURIComponent(databaseId)}/issues`
-
-export function alertMail(n: PendingNotification, publicUrl: string) {
-  const { alert, database } = n
-  const opened = n.event === 'opened'
-  const subject = headerText(`dbm ${opened ? 'alert' : 'resolved'}: ${alert.title} on ${database.name}`)
-  const link = alertsLink(publicUrl, database.id)
-  const where = mailLine(`"${database.name}" (${database.engine}, ${database.host}:${database.port})`)
-  const text = [
-    opened ? `A critical alert opened on ${where}:` : `This alert on ${where} is resolved:`,
-    '',
-    mailLine(alert.title),
-    mailLine(alert.detail),
-    '',
-    // The cause's other findings: one mail for the cause, not one per finding.
-    ...(alert.consequences.length > 1
-      ? [`What it causes (${alert.consequences.length - 1}):`, ...alert.consequences.slice(1).map((c) => mailLine(`- ${c.severity}: ${c.title}`)), '']
-      : []),
-    `Opened: ${iso(alert.opened_at)}`,
-    ...(alert.resolved_at !== null ? [`Resolved: ${iso(alert.resolved_at)}`] : []),
-    '',
-    'The database\'s issues:',
-    link,
-    '',
-  ].join('\n')
-  return { subject, text, link }
-}
-
-/** The JSON body of a webhook POST. */
-export function webhookPayload(n: PendingNotification, publicUrl: string, now: number) {
-  return {
-    event: `alert.${n.event}`,
-    delivery_id: n.id,
-    sent_at: iso(now),
-    organization_id: n.org_id,
-    database: n.database,
-    alert: { ...n.alert, opened_at: iso(n.alert.opened_at), resolved_at: iso(n.alert.resolved_at) },
-    link: alertsLink(publicUrl, n.database.id),
-  }
-}
-
 /** The outcome of one POST to a webhook: `error` is null on a 2xx answer. */
-export interface WebhookAttempt {
-  status: number | null
-  error: string | null
-  duration_ms: number
-}
-
-/** A failed delivery's cause without the URL (whose path or query may carry a token). */
-function failureCause(e: unknown, urls: string[], timeoutMs: number): string {
-  const error = e as Error
-  if (error?.name === 'TimeoutError' || error?.name === 'AbortError') return `no answer within ${timeoutMs / 1000} s`
-  let text = String(error?.message ?? e)
-  for (const url of urls) text = text.replaceAll(url, webhookTarget(url))
-  return text.replace(/https?:\/\/[^\s"'<>]+/g, (found) => webhookTarget(found)).slice(0, 300)
-}
-
-/** Errors that mean no connection was made (nothing was sent): the next checked address may be tried. */
-const NOT_CONNECTED = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'ConnectionRefused', 'FailedToOpenSocket'])
-
-export interface WebhookSendOptions {
-  /** For the whole delivery: name resolution and the POST. */
-  timeoutMs: number
-  /** Which addresses are allowed, and how names resolve (deps.webhooks). */
-  policy?: WebhookPolicy
-}
+export type WebhookAttempt = PostAttempt
+export type WebhookSendOptions = PostOptions
 
 /**
- * POSTs `body` to the webhook, signed with its secret, without following redirects, within `timeoutMs`.
- * The URL's name is resolved once and every address checked against the policy (webhook-target.ts);
- * the POST then goes to a checked address, in the resolver's order, the next one only when the previous
- * refused the connection.
+ * POSTs `body` to the webhook, signed with its secret, without following redirects, within `timeoutMs`,
+ * to an address the policy allows (alerts/post.ts).
  */
 export async function postWebhook(webhook: Pick<Webhook, 'url' | 'secret'>, event: string, deliveryId: string, body: string, options: WebhookSendOptions): Promise<WebhookAttempt> {
-  const { timeoutMs } = options
-  const policy = options.policy ?? strictPolicy
-  const started = performance.now()
-  const done = (status: number | null, error: string | null): WebhookAttempt => {
-    webhookOutcomes[error === null ? 'delivered' : 'failed'].inc()
-    return { status, error, duration_ms: Math.round(performance.now() - started) }
-  }
-  const checked = await deliveryTargets(webhook.url, policy, timeoutMs)
-  if (!checked.ok) return done(null, checked.error)
-  const signal = AbortSignal.timeout(Math.max(1, timeoutMs - (performance.now() - started)))
-  for (const [i, target] of checked.targets.entries()) {
-    try {
-      const res = await fetch(target.url, {
-        method: 'POST',
-        body,
-        redirect: 'manual',
-        signal,
-        ...(target.serverName !== undefined || policy.ca !== undefined ? { tls: { serverName: target.serverName, ca: policy.ca } } : {}),
-        headers: {
-          host: target.host,
-          'content-type': 'application/json',
-          'user-agent': `dbm/${VERSION}`,
-          'x-dbm-event': event,
-          'x-dbm-delivery': deliveryId,
-          'x-dbm-signature': webhookSignature(webhook.secret, body),
-        },
-      })
-      await res.body?.cancel().catch(() => {})
-      if (res.status >= 200 && res.status < 300) return done(res.status, null)
-      return done(res.status, res.status >= 300 && res.status < 400 ? `HTTP ${res.status} (redirects are not followed)` : `HTTP ${res.status}`)
-    } catch (e) {
-      const code = (e as { code?: string })?.code
-      if (code !== undefined && NOT_CONNECTED.has(code) && i + 1 < checked.targets.length) continue
-      return done(null, failureCause(e, [webhook.url, target.url], timeoutMs))
-    }
-  }
-  return done(null, 'no address to connect to')
+  const attempt = await postJson(webhook.url, body, { 'x-dbm-event': event, 'x-dbm-delivery': deliveryId, 'x-dbm-signature': webhookSignature(webhook.secret, body) }, options)
+  webhookOutcomes[attempt.error === null ? 'delivered' : 'failed'].inc()
+  return attempt
 }
 
 export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): HealthMonitor {
@@ -262,15 +157,63 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
     return (await postWebhook(webhook, `alert.${n.event}`, n.id, body, { timeoutMs: webhookTimeoutMs, policy: deps.webhooks })).error
   }
 
+  /** Delivers a notification to its alert destination (claimed already) and records the outcome. */
+  async function deliverToDestination(n: PendingNotification, now: number): Promise<'sent' | 'failed' | 'given_up'> {
+    const id = n.channel.slice('destination:'.length)
+    const destination = await store.alertDestinations.getDestination(n.org_id, id)
+    if (!destination || !destination.enabled) {
+      await health.giveUpNotification(n.id, destination ? 'destination disabled' : 'destination deleted', now)
+      return 'given_up'
+    }
+    const error = await deliverTo(destination, messageOf(n, deps.publicUrl, now), { mailer: deps.mailer, publicUrl: deps.publicUrl, policy: deps.webhooks, timeoutMs: webhookTimeoutMs })
+    await store.alertDestinations.recordDelivery(destination.id, now, error)
+    serverMetrics.alertDestinationDeliveries.labels(destination.kind, error === null ? 'delivered' : 'failed').inc()
+    // The destination's id, kind and origin only: its URL's path and its secret are never logged.
+    const url = destinationUrl(destination)
+    const fields = { org: n.org_id, database: n.database.id, alert: n.alert.key, event: n.event, destination: destination.id, kind: destination.kind, ...(url ? { target: targetOrigin(url) } : {}) }
+    if (error === null) {
+      await health.notificationSent(n.id, now)
+      log.info('alert destination delivered', fields)
+      return 'sent'
+    }
+    // Due again at once: the next evaluation retries it.
+    await health.notificationFailed(n.id, error, now)
+    log.warn('alert destination delivery failed', { ...fields, attempt: n.attempts + 1, cause: error })
+    return 'failed'
+  }
+
+  /** When each organization's Alertmanagers were last told of its open alerts. */
+  const alertmanagerRefreshed = new Map<string, number>()
+
+  /** Once a minute per organization, tells its Alertmanagers again of its open alerts (alerts/destinations.ts). */
+  async function refreshAlertmanagers(now: number) {
+    const deliveryDeps = { mailer: deps.mailer, publicUrl: deps.publicUrl, policy: deps.webhooks, timeoutMs: webhookTimeoutMs }
+    for (const orgId of await store.alertDestinations.organizationsWith('alertmanager')) {
+      // First seen: a minute from now (its alerts' openings are notifications of their own).
+      const last = alertmanagerRefreshed.get(orgId)
+      if (last === undefined) alertmanagerRefreshed.set(orgId, now)
+      if (last === undefined || now - last < evaluateEveryMs) continue
+      alertmanagerRefreshed.set(orgId, now)
+      const open = await store.alertDestinations.openAlerts(orgId, NOTIFICATIONS_PER_RUN)
+      if (open.length === 0) continue
+      for (const d of await store.alertDestinations.enabledDestinations(orgId)) {
+        if (d.kind !== 'alertmanager') continue
+        const error = await refreshAlertmanager(d, open, orgId, deliveryDeps, now)
+        serverMetrics.alertDestinationDeliveries.labels(d.kind, error === null ? 'delivered' : 'failed').inc()
+        if (error !== null) log.warn('alertmanager refresh failed', { org: orgId, destination: d.id, target: targetOrigin(destinationUrl(d) ?? ''), alerts: open.length, cause: error })
+      }
+    }
+  }
+
   async function deliver(now: number): Promise<EvaluationSummary['notifications']> {
     const result = { sent: 0, failed: 0, given_up: 0 }
     result.given_up = await health.giveUpNotificationsBefore(now - healthMonitorDefaults.notificationMaxAgeMs, now)
     if (result.given_up > 0) log.warn('alert notifications given up', { count: result.given_up, after: '24h' })
     const pending = await health.pendingNotifications(now, NOTIFICATIONS_PER_RUN)
-    /** Organizations whose webhook failed in this run: their later notifications wait, so they arrive in order. */
+    /** Organizations whose webhook (and destination channels) that failed in this run: their later notifications wait, so they arrive in order. */
     const webhookDown = new Set<string>()
     for (const n of pending) {
-      if (n.channel === 'webhook' && webhookDown.has(n.org_id)) continue
+      if ((n.channel === 'webhook' && webhookDown.has(n.org_id)) || webhookDown.has(n.channel)) continue
       if (!(await health.claimNotification(n.id, now, now + healthMonitorDefaults.deliveryLeaseMs))) continue
       const fields = { org: n.org_id, database: n.database.id, alert: n.alert.key, event: n.event }
       if (n.channel === 'email') {
@@ -279,6 +222,12 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
         for (const to of recipients) deps.mailer.send({ to, ...mail })
         await health.notificationSent(n.id, now)
         result.sent++
+        continue
+      }
+      if (n.channel.startsWith('destination:')) {
+        const outcome = await deliverToDestination(n, now)
+        if (outcome === 'failed') webhookDown.add(n.channel)
+        result[outcome]++
         continue
       }
       const webhook = await health.getWebhook(n.org_id)
@@ -325,7 +274,11 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
     let channels = channelsByOrg.get(db.org_id)
     if (!channels) {
       // Mail goes to users who verified their address, so only verified organizations have any.
-      channels = [...(monitored.org_verified ? ['email' as const] : []), ...((await health.getWebhook(db.org_id)) ? ['webhook' as const] : [])]
+      channels = [
+        ...(monitored.org_verified ? ['email' as const] : []),
+        ...((await health.getWebhook(db.org_id)) ? ['webhook' as const] : []),
+        ...(await store.alertDestinations.enabledDestinations(db.org_id)).map((d) => destinationChannel(d.id)),
+      ]
       channelsByOrg.set(db.org_id, channels)
     }
     const byKey = new Map(diagnosis.findings.map((f) => [f.key, f]))
@@ -387,6 +340,7 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
     }
     summary.duration_ms = Math.round(performance.now() - started)
     summary.notifications = await deliver(now)
+    await refreshAlertmanagers(now).catch((e) => failed('alertmanager refresh failed', e))
     serverMetrics.healthMonitorRunDuration.labels().since(started)
     if (log.enabled('debug')) {
       log.debug('health evaluation', {

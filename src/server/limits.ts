@@ -216,3 +216,15 @@ export const availabilityLimits = {
 } as const
 
 export const webhookUrlMaxLength = 2048
+
+/** Alert destinations (routes/alert-destinations.ts). */
+export const alertDestinationLimits = {
+  /** Destinations per organization. */
+  perOrganization: 20,
+  /** Addresses of one email destination. */
+  emails: 20,
+  /** A routing key's or API key's length. */
+  keyMaxLength: 256,
+  /** Between two tests of one destination. */
+  testCooldownMs: 10 * SECOND,
+} as const

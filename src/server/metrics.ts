@@ -68,6 +68,11 @@ export const serverMetrics = {
     help: 'Mails by outcome: sent (SMTP accepted it), failed, or logged (no SMTP configured).',
     labelNames: ['outcome'],
   }),
+  alertDestinationDeliveries: serverRegistry.counter({
+    name: 'dbm_alert_destination_deliveries_total',
+    help: 'Alert destination deliveries by kind and outcome: delivered (2xx answer, or a mail queued) or failed (retried).',
+    labelNames: ['kind', 'outcome'],
+  }),
   webhookDeliveries: serverRegistry.counter({
     name: 'dbm_webhook_deliveries_total',
     help: 'Webhook POSTs by outcome: delivered (2xx answer) or failed.',

@@ -38,7 +38,7 @@ let server: TestServer
 let account: Account
 let apiKey: string
 let document: Node
-const ids = { postgres: '', clickhouse: '', spareKey: '', invite: '', action: '' }
+const ids = { postgres: '', clickhouse: '', spareKey: '', invite: '', action: '', destination: '' }
 const batch = fullBatch('orders-pg', Date.now() - 30_000)
 
 beforeAll(async () => {
@@ -48,6 +48,9 @@ beforeAll(async () => {
   const invite = await server.call('POST', '/api/v1/organization/invites', { token: account.token, body: { email: 'to-revoke@example.com', role: 'member' } })
   expect(invite.status).toBe(201)
   ids.invite = invite.body.id
+  const destination = await server.call('POST', '/api/v1/organization/alert-destinations', { token: account.token, body: { kind: 'pagerduty', name: 'seeded pager', routing_key: 'seeded-routing-key-0000' } })
+  expect(destination.status).toBe(201)
+  ids.destination = destination.body.id
   for (const [engine, b] of [
     ['postgres', batch],
     ['clickhouse', fullBatch('events-ch', Date.now() - 30_000, 'clickhouse')],
@@ -198,6 +201,7 @@ function pathValue(path: string, name: string, engine: 'postgres' | 'clickhouse'
   const before = path.split('/').at(path.split('/').indexOf(`{${name}}`) - 1)
   if (name === 'id' && path.startsWith('/api/v1/organization/members')) return account.userId
   if (name === 'id' && path.startsWith('/api/v1/organization/invites')) return ids.invite
+  if (name === 'id' && path.startsWith('/api/v1/organization/alert-destinations')) return ids.destination
   if (name === 'id') return path.startsWith('/api/v1/api-keys') ? ids.spareKey : ids[engine]
   if (name === 'aid') return ids.action
   if (name === 'hash') return batch.query_stats![0]!.query_hash
@@ -303,6 +307,7 @@ describe('a client built from the document alone', () => {
     expect(results.filter((r) => r.startsWith('DELETE'))).toEqual([
       'DELETE /api/v1/api-keys/{id} 204',
       'DELETE /api/v1/databases/{id} 204',
+      'DELETE /api/v1/organization/alert-destinations/{id} 204',
       'DELETE /api/v1/organization/invites/{id} 204',
       'DELETE /api/v1/organization/members/{id} 409',
       'DELETE /api/v1/organization/webhook 204',

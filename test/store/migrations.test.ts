@@ -58,6 +58,7 @@ const RELEASED: Record<number, string> = {
   18: '4b5fbbf3b5a26da7dd9881b5ad26a15b83a2d2e8e802a92649e3660fae15c2f1',
   19: '518eca0083b0b1da7ff7b0f3e1360b54bb46d4491185d409d2941d942125cd9a',
   20: '135b4338ea4a97531f24276d21cf4b3c0e8ccdfa7b1740f5a336b89b479f57e7',
+  21: '6da7dacde7de4dcea96db988b1ca5ba1236ca503a2089a67f67944d2670efa64',
 }
 
 const checksum = (m: Migration) => createHash('sha256').update(JSON.stringify([m.version, m.name, m.sqlite, m.postgres])).digest('hex')

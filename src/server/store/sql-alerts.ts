@@ -12,7 +12,8 @@ import { sql } from './sql.ts'
 export type AlertSeverity = 'critical' | 'warning' | 'info'
 export type AlertStatus = 'open' | 'resolved' | 'all'
 export type NotificationEvent = 'opened' | 'resolved'
-export type NotificationChannel = 'email' | 'webhook'
+/** The users' mail, the organization's webhook, or one alert destination (sql-alert-destinations.ts). */
+export type NotificationChannel = 'email' | 'webhook' | `destination:${string}`
 
 /** One finding of an alert's cause, as the alert keeps it. */
 export interface AlertConsequence {

@@ -26,6 +26,7 @@ import { type SnapshotKind, latestSnapshot } from './sql-snapshots.ts'
 import { type Fragment, ident, join, sql } from './sql.ts'
 import type { Window } from './window.ts'
 import { SqlActions } from './sql-actions.ts'
+import { SqlAlertDestinations } from './sql-alert-destinations.ts'
 import { SqlApiKeys } from './sql-api-keys.ts'
 import type {
   NewApiKey,
@@ -121,6 +122,7 @@ export class SqlStore implements Store {
   readonly members: MembersStore
   readonly retention: RetentionStore
   readonly actions: SqlActions
+  readonly alertDestinations: SqlAlertDestinations
   /** API keys, cached by key_id on SQLite (sql-api-keys.ts). */
   private readonly apiKeys: SqlApiKeys
   /**
@@ -161,6 +163,7 @@ export class SqlStore implements Store {
     this.host = new SqlHostReads(driver)
     this.serverSettings = new SqlServerSettingsReads(driver)
     this.actions = new SqlActions(driver)
+    this.alertDestinations = new SqlAlertDestinations(driver)
     this.health = healthStore(driver)
     // A removal or demotion revokes the user's keys in its own transaction: they leave the cache with it.
     this.members = membersStore(driver, (keyIds) => this.apiKeys.evict(keyIds))

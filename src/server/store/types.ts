@@ -7,6 +7,7 @@ import type { ClickHouseReader } from './sql-clickhouse.ts'
 import type { HostReads } from './sql-host.ts'
 import type { ServerSettingsReads } from './sql-server-settings.ts'
 import type { HealthStore } from './sql-health.ts'
+import type { AlertDestinationStore } from './sql-alert-destinations.ts'
 import type { MembersStore } from './sql-members.ts'
 import type { RetentionStore } from './sql-retention.ts'
 import type { InternalsReader } from './sql-internals.ts'
@@ -157,6 +158,8 @@ export interface Store extends ApiKeyStore {
   readonly retention: RetentionStore
   /** Actions the dashboard asks an agent to run: cancel, terminate, explain (sql-actions.ts). */
   readonly actions: ActionStore
+  /** An organization's alert destinations: email, webhook, Slack, Teams, PagerDuty, Opsgenie, Alertmanager (sql-alert-destinations.ts). */
+  readonly alertDestinations: AlertDestinationStore
 
   // accounts
   /**
