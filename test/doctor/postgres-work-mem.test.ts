@@ -100,7 +100,7 @@ test('a real plan with actual figures sizes the sort and the hash, within 2× of
   const multiplier = (await rig.sql<{ multiplier: number }[]>`SELECT current_setting('hash_mem_multiplier')::float8 AS multiplier`)[0]!.multiplier
   const hashSpilled = await explained(JOIN, '4MB')
   expect(nodes(hashSpilled).find((n) => n['Node Type'] === 'Hash')['Hash Batches']).toBeGreaterThan(1)
-  const advice = memoryAdvice({ text: JOIN, plans: [hashSpilled], tempBytes: 1, calls: 1, hashMultiplier: multiplier })!
+  const advice = memoryAdvice({ text: JOIN, plans: [hashSpilled], tempBytes: 1, calls: 1, settings: { hash_mem_multiplier: String(multiplier) } })!
   expect(advice.basis).toStartWith("its plan's Hash (")
   const hashFits = nodes(await explained(JOIN, '1GB')).find((n) => n['Node Type'] === 'Hash')
   expect(hashFits['Hash Batches']).toBe(1)

@@ -7,6 +7,7 @@ import { type FindingDraft, type Rule, duration, pct } from '../../types.ts'
 import { commentText, pgIdent, pgNumber, urlSegment } from '../../sql-text.ts'
 import { planIndexAdvice } from '../../plan-advice.ts'
 import { memoryAdvice, memoryCommand, memoryReason } from '../../work-mem.ts'
+import { settings } from './log-evidence.ts'
 
 const defaults = {
   warning_mean_ms: 100,
@@ -50,7 +51,17 @@ export const slowStatements: Rule<typeof defaults> = {
           : [`${advice.create}   -- its plan reads ${advice.table} by a Seq Scan with ${commentText(`Filter: ${advice.filter}`, 120)}`]
         : ['CREATE INDEX CONCURRENTLY ON <table> (<filtered or joined columns>);   -- when its plan scans a large table for few rows (no sampled plan of it says which yet)']
       // Memory only for a statement that spilled in the window, sized for one execution of it (work-mem.ts).
-      const memory = memoryAdvice({ text: q.query_text, tempBytes: q.temp_blks_written * 8192, calls: q.total_calls })
+      // Its plans say whether it runs in parallel (temp bytes are every process's); the settings, what is in effect.
+      const memory =
+        q.temp_blks_written > 0
+          ? memoryAdvice({
+              text: q.query_text,
+              plans: (await ctx.plans(q.query_hash, t.window_s * 1000)).map((p) => p.plan_json),
+              tempBytes: q.temp_blks_written * 8192,
+              calls: q.total_calls,
+              settings: await settings(ctx),
+            })
+          : undefined
       slow.push({
         severity: q.mean_time_ms >= t.critical_mean_ms ? 'critical' : 'warning',
         object: q.query_hash,
