@@ -3,12 +3,19 @@
 // one execution (its temp bytes per call), within 2× of the memory EXPLAIN ANALYZE shows the sort takes
 // when it fits, and that work_mem keeps it in memory; a real plan's sort and hash figures size it too
 // (within 2× of their memory when they fit; the planner's own estimate of a hash may still ask for 2
-// batches at that work_mem, as it counts its overheads from estimates); a
-// CREATE INDEX that spills is offered maintenance_work_mem, never work_mem.
+// batches at that work_mem, as it counts its overheads from estimates); a parallel plan is sized per
+// process (each of its leader and workers has its own work_mem), not from all processes' spill; a
+// CREATE INDEX that spills is offered maintenance_work_mem, never work_mem, sized from the one tape file
+// its multi-pass sort rewrote (within 2× of the memory trace_sort reports it sorts in); and a setting in
+// effect that already covers the need is never "raised" to a lower value.
+// The database's maintenance_work_mem is 1MB (ALTER DATABASE, before the agent connects), so that the
+// agent reports the setting the build ran under, as it would a server's.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import postgres from 'postgres'
-import { memoryAdvice, memorySettingFor, planMemoryNeed } from '../../src/server/doctor/work-mem.ts'
-import { type PostgresDoctorRig, postgresDoctorRig, workload } from '../support/doctor.ts'
+import { memoryAdvice, memoryCommand, memoryReason, memorySettingFor, planMemoryNeed, roundedMb, spilledOnce } from '../../src/server/doctor/work-mem.ts'
+import { type PostgresDoctorRig, watchDatabase, workload } from '../support/doctor.ts'
+import { sharedPostgres } from '../support/postgres.ts'
+import { pgIdent } from '../../src/shared/sql-text.ts'
 
 const MB = 1024 * 1024
 const KB = 1024
@@ -16,19 +23,38 @@ const KB = 1024
 let rig: PostgresDoctorRig
 
 beforeAll(async () => {
-  rig = await postgresDoctorRig(17, { thresholds: { pg_temp_files: { info_bytes: 1 * MB, warning_bytes: 1024 * MB, critical_bytes: 4096 * MB } } })
-  await rig.sql`CREATE TABLE w AS SELECT g AS id, repeat(md5(g::text), 4) AS wide FROM generate_series(1, 300000) g`
-  await rig.sql`ANALYZE w`
+  const pg = await sharedPostgres(17)
+  const dsn = await pg.freshDatabase()
+  const sql = postgres(dsn, { max: 2, onnotice: () => {} })
+  await sql`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`
+  const [db] = await sql<{ name: string }[]>`SELECT current_database() AS name`
+  await sql.unsafe(`ALTER DATABASE ${pgIdent(db!.name)} SET maintenance_work_mem = '1MB'`)
+  await sql`CREATE TABLE w AS SELECT g AS id, repeat(md5(g::text), 4) AS wide FROM generate_series(1, 300000) g`
+  await sql`ANALYZE w`
+  const watched = await watchDatabase(dsn, { thresholds: { pg_temp_files: { info_bytes: 1 * MB, warning_bytes: 1024 * MB, critical_bytes: 4096 * MB } } })
+  rig = {
+    ...watched,
+    pg,
+    dsn,
+    sql,
+    async stop() {
+      await watched.stop()
+      await sql.end({ timeout: 1 })
+    },
+  }
 })
 afterAll(async () => {
   await rig?.stop()
 })
 
-/** EXPLAIN (ANALYZE, FORMAT JSON) of `query` under `work_mem`, one sort or hash at a time (no parallel workers). */
-async function explained(query: string, workMem: string): Promise<any> {
-  const sql = postgres(rig.dsn, { max: 1, onnotice: () => {}, connection: { work_mem: workMem, max_parallel_workers_per_gather: '0' } })
+/** Session settings that make the planner choose two parallel workers for w (its costs of parallelism nil). */
+const PARALLEL = { max_parallel_workers_per_gather: '2', parallel_setup_cost: '0', parallel_tuple_cost: '0', min_parallel_table_scan_size: '0' }
+
+/** EXPLAIN (ANALYZE, FORMAT JSON) of `query` under `work_mem`, one sort or hash at a time (no parallel workers) unless `session` says otherwise. */
+async function explained(query: string, workMem: string, session: Record<string, string> = {}, options = 'ANALYZE, FORMAT JSON'): Promise<any> {
+  const sql = postgres(rig.dsn, { max: 1, onnotice: () => {}, connection: { work_mem: workMem, max_parallel_workers_per_gather: '0', ...session } })
   try {
-    const [row] = await sql.unsafe(`EXPLAIN (ANALYZE, FORMAT JSON) ${query}`)
+    const [row] = await sql.unsafe(`EXPLAIN (${options}) ${query}`)
     return (row as any)['QUERY PLAN'][0]
   } finally {
     await sql.end({ timeout: 1 })
@@ -63,9 +89,12 @@ test('a spilling sort gets SET LOCAL work_mem for one execution, within 2× of w
   await rig.cycle()
   const [finding] = await rig.findings('pg_temp_files')
   expect(finding).toBeDefined()
-  // Sized from the temp bytes per call (2 calls), not their sum.
+  // Sized from the temp bytes per call (2 calls), not their sum: one merge pass at the server's 4MB
+  // (at least 11 runs of 4MB, merged 15 at a time), twice the bytes, rounded up to an eighth of 64.
   const perCall = stats!.temp_bytes / 2
-  const mb = Math.max(8, Math.ceil((2 * perCall) / MB))
+  expect(spilledOnce(perCall, 4 * MB).passes).toBe(1)
+  const mb = roundedMb(2 * perCall)
+  expect(mb).toBe(Math.ceil(Math.ceil((2 * perCall) / MB) / 8) * 8)
   expect(finding.metrics).toMatchObject({ memory_setting: 'work_mem', memory_mb: mb })
   const fix = finding.how_to_fix.find((c: string) => c.includes(`SET LOCAL work_mem = '${mb}MB'`))
   expect(fix).toStartWith(`BEGIN; SET LOCAL work_mem = '${mb}MB'; <the statement>; COMMIT;   -- for statement `)
@@ -109,10 +138,27 @@ test('a real plan with actual figures sizes the sort and the hash, within 2× of
   expect(advice.needed_bytes).toBeLessThanOrEqual(hashNeeded * 2)
 })
 
-test('an index build that spills is offered maintenance_work_mem, never work_mem', async () => {
+/** trace_sort's last "... sort ... ended" line of CREATE INDEX w_wide under `memory` (serial, dropped after). */
+async function tracedBuild(memory: string): Promise<string> {
+  const lines: string[] = []
+  const sql = postgres(rig.dsn, { max: 1, onnotice: (n) => lines.push(String(n.message)) })
+  try {
+    await sql.unsafe(`SET maintenance_work_mem = '${memory}'`)
+    await sql`SET max_parallel_maintenance_workers = 0`
+    await sql`SET trace_sort = on`
+    await sql`SET client_min_messages = log`
+    await sql`CREATE INDEX w_traced ON w (wide)`
+    await sql`DROP INDEX w_traced`
+  } finally {
+    await sql.end({ timeout: 1 })
+  }
+  return lines.filter((l) => / sort of worker -1 ended/.test(l)).at(-1) ?? ''
+}
+
+test('an index build that spills is offered maintenance_work_mem, never work_mem, sized from its multi-pass sort', async () => {
   const build = 'CREATE INDEX w_wide ON w (wide)'
+  // Under the database's maintenance_work_mem of 1MB, which the agent reports as in effect.
   await workload(rig.dsn, async (sql) => {
-    await sql`SET maintenance_work_mem = '1MB'`
     await sql`SET max_parallel_maintenance_workers = 0`
     await sql.unsafe(build)
   })
@@ -122,14 +168,30 @@ test('an index build that spills is offered maintenance_work_mem, never work_mem
   expect(stats!.temp_bytes).toBeGreaterThan(1 * MB)
   await rig.cycle()
   const [finding] = await rig.findings('pg_temp_files')
-  const mb = Math.max(8, Math.ceil((2 * stats!.temp_bytes) / MB))
+  // At 1MB the sort merges 6 runs at a time: its ~55 runs take 3 passes, each but the last rewriting the
+  // whole tape file (127.7 MB written for a 42.5 MB file, measured). Twice the file, rounded up to an
+  // eighth of its power of two; twice all it wrote was 256 MB, nearly 5× what it sorts in.
+  const once = spilledOnce(stats!.temp_bytes, 1 * MB)
+  expect(once.passes).toBe(3)
+  const mb = roundedMb(2 * once.bytes)
+  expect(mb).toBe(Math.ceil(Math.ceil((2 * stats!.temp_bytes) / 3 / MB) / 8) * 8)
   const fixes: string[] = finding.how_to_fix
   const forBuild = fixes.find((c) => c.startsWith(`SET maintenance_work_mem = '${mb}MB'; <the statement>; RESET maintenance_work_mem;`))
   expect(forBuild).toContain('index builds, CLUSTER and VACUUM sort under maintenance_work_mem, not work_mem')
   expect(forBuild).toContain(`-- for statement ${stats!.queryid} alone`)
+  expect(forBuild).toContain('written in 3 merge passes under the 1.0 MB in effect')
   // The build gets no work_mem.
   expect(fixes.filter((c) => c.includes(`statement ${stats!.queryid} `) && /(^|[^_])work_mem =/.test(c))).toEqual([])
   expect(finding.detail).toMatch(new RegExp(`needing about ${mb} MB of maintenance_work_mem per execution: CREATE INDEX w_wide`))
+
+  // The server's own figure: trace_sort's memory for the build when it sorts in memory. The advice is
+  // within 2× of it, and at the advised value the build sorts in memory.
+  const fits = /internal sort of worker -1 ended, (\d+) KB used/.exec(await tracedBuild('1GB'))
+  expect(fits).not.toBeNull()
+  const needed = Number(fits![1]) * KB
+  expect(mb * MB).toBeGreaterThanOrEqual(needed)
+  expect(mb * MB).toBeLessThanOrEqual(needed * 2)
+  expect(await tracedBuild(`${mb}MB`)).toStartWith('internal sort of worker -1 ended')
 
   expect(['REINDEX INDEX w_wide', 'create unique index concurrently x on w (id)', 'CLUSTER w USING w_wide', 'VACUUM (FULL) w', '/* c */ ALTER TABLE w ADD PRIMARY KEY (id)'].map(memorySettingFor)).toEqual(
     Array(5).fill('maintenance_work_mem'),
