@@ -138,6 +138,99 @@ test('a real plan with actual figures sizes the sort and the hash, within 2× of
   expect(advice.needed_bytes).toBeLessThanOrEqual(hashNeeded * 2)
 })
 
+/** Each process's figures of a node: the node's own (the leader's) and its Workers entries. */
+const perProcess = (n: any): any[] => [n, ...(n.Workers ?? [])]
+
+test('a parallel plan is sized per process: each of its leader and workers has its own work_mem', async () => {
+  const PSORT = 'SELECT id, wide FROM w ORDER BY wide'
+  // The sort in a leader and 2 workers, each spilling its share under 4MB.
+  const spilled = await explained(PSORT, '4MB', PARALLEL)
+  const sort = nodes(spilled).find((n) => n['Node Type'] === 'Sort')
+  expect(nodes(spilled).find((n) => n['Node Type'] === 'Gather Merge')['Workers Launched']).toBe(2)
+  const used: number[] = perProcess(sort).map((p) => p['Sort Space Used'])
+  expect(used).toHaveLength(3)
+  expect(perProcess(sort).map((p) => p['Sort Space Type'])).toEqual(['Disk', 'Disk', 'Disk'])
+  const need = planMemoryNeed(spilled)!
+  // The busiest process's file ×2, not the three files' sum.
+  expect(need.bytes).toBe(Math.max(...used) * KB * 2)
+  expect(need.node).toBe(`Sort (${Math.max(...used)} kB on disk in the busiest of 3 processes (the leader and 2 workers), each with its own work_mem)`)
+  expect(need.processes).toBe(3)
+  // The server's own figure: each process's sort memory when they all fit. The advice is within 2× of the
+  // largest, and under it no process spills.
+  const fits = nodes(await explained(PSORT, '1GB', PARALLEL)).find((n) => n['Node Type'] === 'Sort')
+  expect(perProcess(fits).map((p) => p['Sort Space Type'])).toEqual(['Memory', 'Memory', 'Memory'])
+  const fitsEach = Math.max(...perProcess(fits).map((p) => p['Sort Space Used'])) * KB
+  expect(need.bytes).toBeGreaterThanOrEqual(fitsEach / 2)
+  expect(need.bytes).toBeLessThanOrEqual(fitsEach * 2)
+  const advised = nodes(await explained(PSORT, `${roundedMb(need.bytes)}MB`, PARALLEL)).filter((n) => n['Node Type'] === 'Sort')
+  expect(advised.flatMap(perProcess).map((p) => p['Sort Space Type'])).not.toContain('Disk')
+
+  // Without a plan of actual figures: pg_stat_statements counts every process's temp blocks, so the
+  // bytes per call are split over the processes a sampled plan (EXPLAIN without ANALYZE) shows.
+  await workload(rig.dsn, async (sql) => {
+    await sql`SET work_mem = '4MB'`
+    for (const [k, v] of Object.entries(PARALLEL)) await sql.unsafe(`SET ${k} = '${v}'`)
+    await sql.unsafe(PSORT)
+  })
+  const [stats] = await rig.sql<{ temp_bytes: number }[]>`
+    SELECT (temp_blks_written * current_setting('block_size')::int)::float8 AS temp_bytes
+      FROM pg_stat_statements WHERE query = ${PSORT} AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`
+  const sampled = await explained(PSORT, '4MB', PARALLEL, 'FORMAT JSON')
+  expect(nodes(sampled)[0]['Workers Planned']).toBe(2)
+  const fromBytes = memoryAdvice({ text: PSORT, plans: [sampled], tempBytes: stats!.temp_bytes, calls: 1, settings: { work_mem: '4MB' } })!
+  expect(fromBytes.processes).toBe(3)
+  expect(fromBytes.needed_bytes).toBe((stats!.temp_bytes / 3) * 2)
+  expect(fromBytes.basis).toBe(`twice its temp bytes per call (${(stats!.temp_bytes / MB).toFixed(1)} MB over its 3 processes (the leader and 2 workers), each with its own work_mem)`)
+  expect(memoryReason(fromBytes)).toContain('(per process: 3 processes each take it)')
+  expect(fromBytes.needed_bytes).toBeGreaterThanOrEqual(fitsEach / 2)
+  expect(fromBytes.needed_bytes).toBeLessThanOrEqual(fitsEach * 2)
+
+  // A Parallel Hash: one table shared by the leader and the 2 planned workers, sized for their work_mem
+  // together × hash_mem_multiplier, so its whole table is divided by both.
+  const multiplier = (await rig.sql<{ multiplier: number }[]>`SELECT current_setting('hash_mem_multiplier')::float8 AS multiplier`)[0]!.multiplier
+  const hashSpilled = await explained(JOIN, '1MB', PARALLEL)
+  const hash = nodes(hashSpilled).find((n) => n['Node Type'] === 'Hash')
+  expect(hash['Parallel Aware']).toBe(true)
+  expect(nodes(hashSpilled).find((n) => n['Node Type'] === 'Gather')['Workers Planned']).toBe(2)
+  expect(hash['Hash Batches']).toBeGreaterThan(1)
+  const hashNeed = planMemoryNeed(hashSpilled, multiplier)!
+  expect(hashNeed.bytes).toBe((hash['Peak Memory Usage'] * KB * hash['Hash Batches']) / multiplier / 3)
+  expect(hashNeed.node).toBe(`Parallel Hash (${hash['Hash Batches']} batches of up to ${hash['Peak Memory Usage']} kB, one table shared by 3 processes (the leader and 2 workers) whose work_mem adds up)`)
+  // The server's own figure: the whole table when it fits in one batch, per process.
+  const hashFits = nodes(await explained(JOIN, '16MB', PARALLEL)).find((n) => n['Node Type'] === 'Hash')
+  expect(hashFits['Hash Batches']).toBe(1)
+  const hashFitsEach = (hashFits['Peak Memory Usage'] * KB) / multiplier / 3
+  expect(hashNeed.bytes).toBeGreaterThanOrEqual(hashFitsEach / 2)
+  expect(hashNeed.bytes).toBeLessThanOrEqual(hashFitsEach * 2)
+  // At the need rounded up to whole MB, the shared table fits in one batch.
+  const atNeed = nodes(await explained(JOIN, `${Math.ceil(hashNeed.bytes / MB)}MB`, PARALLEL)).find((n) => n['Node Type'] === 'Hash')
+  expect(atNeed['Hash Batches']).toBe(1)
+})
+
+test('a setting in effect that covers the need is never lowered: nothing to raise', async () => {
+  const spilled = await explained(SORT, '4MB')
+  const sortDisk = nodes(spilled).find((n) => n['Node Type'] === 'Sort')['Sort Space Used']
+  const need = sortDisk * KB * 2
+  // The server's work_mem is 256MB (the statement ran with less, in its session): nothing to raise.
+  const covered = memoryAdvice({ text: SORT, plans: [spilled], settings: { work_mem: '256MB' } })!
+  expect(covered).toMatchObject({ setting: 'work_mem', needed_bytes: need, raise: false, mb: 256, current_bytes: 256 * MB })
+  expect(memoryCommand(covered)).toBe('SHOW work_mem;')
+  expect(memoryReason(covered)).toBe(
+    `its plan's Sort (${sortDisk} kB on disk): about ${(need / MB).toFixed(1)} MB per execution, which the work_mem in effect (256.0 MB) already covers: nothing to raise; run SHOW work_mem in the session or as the role that runs it, which may set it lower`,
+  )
+  // Below the need, the raise is to the need rounded up, above the setting in effect.
+  const raised = memoryAdvice({ text: SORT, plans: [spilled], settings: { work_mem: '4MB' } })!
+  expect(raised).toMatchObject({ raise: true, mb: roundedMb(need), current_bytes: 4 * MB })
+  expect(memoryCommand(raised)).toBe(`BEGIN; SET LOCAL work_mem = '${roundedMb(need)}MB'; <the statement>; COMMIT;`)
+  // SHOW's bare number is kB: 65536 is 64MB.
+  expect(memoryAdvice({ text: SORT, plans: [spilled], settings: { work_mem: '65536' } })!.current_bytes).toBe(64 * MB)
+
+  // The same for maintenance_work_mem: a build whose 1GB in effect covers it gets no SET.
+  const build = memoryAdvice({ text: 'CREATE INDEX w_wide ON w (wide)', tempBytes: 127.7 * MB, calls: 1, settings: { maintenance_work_mem: '1GB' } })!
+  expect(build).toMatchObject({ setting: 'maintenance_work_mem', raise: false, mb: 1024 })
+  expect(memoryCommand(build)).toBe('SHOW maintenance_work_mem;')
+})
+
 /** trace_sort's last "... sort ... ended" line of CREATE INDEX w_wide under `memory` (serial, dropped after). */
 async function tracedBuild(memory: string): Promise<string> {
   const lines: string[] = []
