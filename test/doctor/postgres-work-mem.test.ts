@@ -142,7 +142,8 @@ test('a real plan with actual figures sizes the sort and the hash, within 2× of
 const perProcess = (n: any): any[] => [n, ...(n.Workers ?? [])]
 
 test('a parallel plan is sized per process: each of its leader and workers has its own work_mem', async () => {
-  const PSORT = 'SELECT id, wide FROM w ORDER BY wide'
+  // Columns in another order than SORT's: `SELECT *` and `SELECT id, wide` are one statement to pg_stat_statements.
+  const PSORT = 'SELECT wide, id FROM w ORDER BY wide'
   // The sort in a leader and 2 workers, each spilling its share under 4MB.
   const spilled = await explained(PSORT, '4MB', PARALLEL)
   const sort = nodes(spilled).find((n) => n['Node Type'] === 'Sort')
