@@ -97,7 +97,8 @@ for (const kind of storeKinds) {
           statement: `SELECT * FROM orders ORDER BY note /* */ -- ${HOSTILE}`,
           fields: { size_bytes: size, path: `base/pgsql_tmp/pgsql_tmp1.${i}` },
         })
-      // three files of one statement: the largest single file (300 MB), not their sum, sizes work_mem
+      // three files of one statement: the largest single file (300 MB), not their sum, sizes work_mem:
+      // twice it, 600 MB, rounded up to an eighth of 512 MB: 640MB
       const spills = [spill(100 * 1024 * 1024, 0), spill(300 * 1024 * 1024, 1), spill(200 * 1024 * 1024, 2)]
       const id = await s.ingest(
         pgBatch(`checkpoints-${kind}`, t - 60_000, {
@@ -113,14 +114,14 @@ for (const kind of storeKinds) {
       expect(cp.detail).toContain('22 seconds apart')
 
       const [temp] = await findings(id, 'pg_temp_files')
-      expect(temp.metrics).toMatchObject({ temp_bytes: 600 * 1024 * 1024, log_temp_files: 3, log_largest_file_bytes: 300 * 1024 * 1024, work_mem_for_largest_mb: 600 })
-      expect(temp.how_to_fix[0]).toStartWith("BEGIN; SET LOCAL work_mem = '600MB'; <the statement>; COMMIT;   -- for the statement SELECT * FROM orders ORDER BY note / * * / --")
+      expect(temp.metrics).toMatchObject({ temp_bytes: 600 * 1024 * 1024, log_temp_files: 3, log_largest_file_bytes: 300 * 1024 * 1024, work_mem_for_largest_mb: 640 })
+      expect(temp.how_to_fix[0]).toStartWith("BEGIN; SET LOCAL work_mem = '640MB'; <the statement>; COMMIT;   -- for the statement SELECT * FROM orders ORDER BY note / * * / --")
       // one line, its comment unbroken by the statement's text
       expect(temp.how_to_fix[0]).not.toContain('\n')
       expect(temp.how_to_fix[0].indexOf('*/')).toBe(-1)
       // one work_mem for the statement, the log's, explained; log_temp_files is on (the log has spills)
       expect(temp.how_to_fix).toHaveLength(1)
-      expect(temp.how_to_fix[0]).toContain('alone: twice its largest temp file (300.0 MB); work_mem is per sort or hash node and per session, so for this statement only, not server-wide')
+      expect(temp.how_to_fix[0]).toContain('alone: twice its largest temp file (300.0 MB); work_mem is per sort or hash node and per process, so for this statement only, not server-wide')
     })
 
     test('checkpoints forced by CHECKPOINT and a shutdown are judged by the log: none, or an info naming them, never max_wal_size', async () => {

@@ -110,7 +110,7 @@ function identifier(text: string): { name: string; rest: string } | undefined {
 }
 
 /** A column reference: `col`, `alias.col`, `(col)::type` or `(alias.col)::type`; undefined for anything else. */
-function columnRef(operand: string): { qualifier: string | null; column: string } | undefined {
+export function columnRef(operand: string): { qualifier: string | null; column: string } | undefined {
   let t = unwrap(operand)
   const cast = /^\(([\s\S]*)\)::[\w\s."[\]]+$/.exec(t)
   if (cast) t = unwrap(cast[1]!)
@@ -305,9 +305,13 @@ export interface IndexAdvice {
 }
 
 /** The index for `columns` on the table, and any existing index that already leads with them. */
-export function adviseIndex(schema: string, table: string, columns: string[], indexes: ExistingIndex[], whereNull: string[] = []): IndexAdvice {
+/** A key's order after its column, as CREATE INDEX writes it: one of these fixed texts, never the plan's. */
+export type KeyOrder = '' | ' DESC' | ' NULLS FIRST' | ' DESC NULLS LAST'
+
+export function adviseIndex(schema: string, table: string, columns: string[], indexes: ExistingIndex[], whereNull: string[] = [], orders: readonly KeyOrder[] = []): IndexAdvice {
   const where = whereNull.length > 0 ? ` WHERE ${whereNull.map((c) => `${pgIdent(c)} IS NULL`).join(' AND ')}` : ''
-  const advice: IndexAdvice = { columns, create: `CREATE INDEX CONCURRENTLY ON ${pgQualified(schema, table)} (${columns.map((c) => pgIdent(c)).join(', ')})${where};` }
+  const keys = columns.map((c, i) => `${pgIdent(c)}${orders[i] ?? ''}`)
+  const advice: IndexAdvice = { columns, create: `CREATE INDEX CONCURRENTLY ON ${pgQualified(schema, table)} (${keys.join(', ')})${where};` }
   let best: IndexAdvice['existing'] & { leading: number; first: boolean }
   for (const index of indexes) {
     if (!index.is_valid) continue

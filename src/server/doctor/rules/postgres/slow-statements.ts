@@ -5,8 +5,9 @@
 // the time the statement's data covers (shorter than the window on a newly watched database).
 import { type FindingDraft, type Rule, duration, pct } from '../../types.ts'
 import { commentText, pgIdent, pgNumber, urlSegment } from '../../sql-text.ts'
-import { planIndexAdvice } from '../../plan-advice.ts'
+import { planIndexAdvice, planSortIndexAdvice } from '../../plan-advice.ts'
 import { memoryAdvice, memoryCommand, memoryReason } from '../../work-mem.ts'
+import { settings } from './log-evidence.ts'
 
 const defaults = {
   warning_mean_ms: 100,
@@ -42,15 +43,30 @@ export const slowStatements: Rule<typeof defaults> = {
       const text = excerpt(q.query_text, 300)
       // The data are minute buckets: a statement seen in one bucket covers (at least) that minute.
       const covered = q.first_bucket === null ? t.window_s * 1000 : Math.min(t.window_s * 1000, Math.max(60_000, ctx.now - q.first_bucket))
-      // The index its newest sampled plan asks for, as pg_sequential_scans reads one (plan-advice.ts).
-      const advice = await planIndexAdvice(ctx, q.query_hash, t.window_s * 1000)
-      const index = advice
-        ? advice.existing?.complete
-          ? [`ANALYZE ${advice.table};   -- index ${pgIdent(advice.existing.index_name)} already leads with (${advice.columns.map((c) => pgIdent(c)).join(', ')}), yet its plan scans ${advice.table} whole: fresh statistics first, then its plan with real values`]
-          : [`${advice.create}   -- its plan reads ${advice.table} by a Seq Scan with ${commentText(`Filter: ${advice.filter}`, 120)}`]
+      // The index its newest sampled plan asks for: for an ORDER BY ... LIMIT that sorts a table read
+      // whole, one in the sort's order; else the one its filter asks for, as pg_sequential_scans reads one (plan-advice.ts).
+      const sorted = await planSortIndexAdvice(ctx, q.query_hash, t.window_s * 1000)
+      const advice = sorted ? undefined : await planIndexAdvice(ctx, q.query_hash, t.window_s * 1000)
+      const found = sorted ?? advice
+      const index = found
+        ? found.existing?.complete
+          ? [`ANALYZE ${found.table};   -- index ${pgIdent(found.existing.index_name)} already leads with (${found.columns.map((c) => pgIdent(c)).join(', ')}), yet its plan scans ${found.table} whole: fresh statistics first, then its plan with real values`]
+          : sorted
+            ? [`${sorted.create}   -- its plan reads ${sorted.table} whole by a Seq Scan and sorts it for ORDER BY ... LIMIT (${commentText(`Sort Key: ${sorted.sortKey}`, 120)}): an index in that order returns the first rows without the sort`]
+            : [`${advice!.create}   -- its plan reads ${advice!.table} by a Seq Scan with ${commentText(`Filter: ${advice!.filter}`, 120)}`]
         : ['CREATE INDEX CONCURRENTLY ON <table> (<filtered or joined columns>);   -- when its plan scans a large table for few rows (no sampled plan of it says which yet)']
       // Memory only for a statement that spilled in the window, sized for one execution of it (work-mem.ts).
-      const memory = memoryAdvice({ text: q.query_text, tempBytes: q.temp_blks_written * 8192, calls: q.total_calls })
+      // Its plans say whether it runs in parallel (temp bytes are every process's); the settings, what is in effect.
+      const memory =
+        q.temp_blks_written > 0
+          ? memoryAdvice({
+              text: q.query_text,
+              plans: (await ctx.plans(q.query_hash, t.window_s * 1000)).map((p) => p.plan_json),
+              tempBytes: q.temp_blks_written * 8192,
+              calls: q.total_calls,
+              settings: await settings(ctx),
+            })
+          : undefined
       slow.push({
         severity: q.mean_time_ms >= t.critical_mean_ms ? 'critical' : 'warning',
         object: q.query_hash,

@@ -15,7 +15,7 @@
 import type { StoredLogEntry } from '../../../store/sql-log-events.ts'
 import { type Rule, bytes, severityAbove } from '../../types.ts'
 import { commentText, pgNumber } from '../../sql-text.ts'
-import { type MemoryAdvice, memoryAdvice, memoryCommand, memoryReason } from '../../work-mem.ts'
+import { type MemoryAdvice, memoryAdvice, memoryCommand, memoryNeedText, memoryReason } from '../../work-mem.ts'
 import { logEntries, logExcerpt, numberField, settings } from './log-evidence.ts'
 
 const MB = 1024 * 1024
@@ -86,7 +86,6 @@ export const tempFiles: Rule<typeof defaults> = {
       .slice(0, t.max_statements)
     const top = spills[0]
     const known = await settings(ctx)
-    const hashMultiplier = Number(known?.hash_mem_multiplier) || 1
     // log_temp_files is on unless -1 (off) or not reported.
     const logTempFiles = known?.log_temp_files
     const logTempFilesOn = spills.length > 0 || (logTempFiles !== undefined && logTempFiles.trim() !== '-1')
@@ -95,18 +94,19 @@ export const tempFiles: Rule<typeof defaults> = {
     const advised: { label: string; advice: MemoryAdvice }[] = []
     const statementLines: string[] = []
     for (const q of spilling) {
-      const plans = (await ctx.plans(q.query_hash, windowMs, PLANS)).filter((p) => p.source === 'auto_explain').map((p) => p.plan_json)
+      // auto_explain's plans carry the actual figures that size it; a sampled one still says whether it runs in parallel.
+      const plans = (await ctx.plans(q.query_hash, windowMs, PLANS)).map((p) => p.plan_json)
       const written = q.temp_blks_written * BLOCK
-      const advice = memoryAdvice({ text: q.query_text, plans, tempBytes: written, calls: q.total_calls, hashMultiplier })
+      const advice = memoryAdvice({ text: q.query_text, plans, tempBytes: written, calls: q.total_calls, settings: known })
       if (advice && advised.length < 3) advised.push({ label: `statement ${q.query_hash}`, advice })
       statementLines.push(
         `statement ${q.query_hash}, ${bytes(written)} written to temporary files in ${plural(q.total_calls, 'call')} (${bytes(written / Math.max(1, q.total_calls))} per call)` +
-          `${advice ? `, needing about ${advice.mb} MB of ${advice.setting} per execution` : ''}: ${short(q.query_text)}`,
+          `${advice ? `, ${memoryNeedText(advice)}` : ''}: ${short(q.query_text)}`,
       )
     }
     // The log's largest spill, when pg_stat_statements does not already name its statement.
     const topAdvice = top && !spilling.some((q) => top.queryId !== null && q.query_hash === top.queryId)
-      ? memoryAdvice({ text: top.statement, largestFile: top.largest, hashMultiplier })
+      ? memoryAdvice({ text: top.statement, largestFile: top.largest, settings: known })
       : undefined
     const topLabel = top ? (top.statement ? `the statement ${commentText(logExcerpt(top.statement, 120), 140)}` : `statement ${commentText(top.queryId ?? top.key, 64)}`) : ''
     if (topAdvice) advised.unshift({ label: topLabel, advice: topAdvice })
@@ -114,7 +114,7 @@ export const tempFiles: Rule<typeof defaults> = {
       ? ` The server log shows ${plural(loggedFiles, 'temporary file')} (${bytes(loggedBytes)}) in the same ${window}; the largest single file, ${bytes(top.largest)}, came from ` +
         `${top.statement ? `this statement: ${short(top.statement)}` : top.queryId ? `statement ${top.queryId}` : 'a statement the log does not show'}` +
         ` (${plural(top.files, 'file')}, ${bytes(top.bytes)} in all).` +
-        (topAdvice ? ` ${topAdvice.setting} of about ${topAdvice.mb} MB would keep one execution of it in memory.` : '')
+        (topAdvice ? (topAdvice.raise ? ` ${topAdvice.setting} of about ${topAdvice.mb} MB would keep one execution of it in memory.` : ` It is ${memoryNeedText(topAdvice)}.`) : '')
       : ''
     const first = spilling[0]
     const leading =
@@ -156,6 +156,8 @@ export const tempFiles: Rule<typeof defaults> = {
           work_mem_for_largest_mb: topAdvice?.mb ?? null,
           memory_setting: advised[0]?.advice.setting ?? null,
           memory_mb: advised[0]?.advice.mb ?? null,
+          /** 0 when the setting in effect already covers the first statement's need (no SET offered), 1 when it is raised. */
+          memory_raise: advised[0] ? Number(advised[0].advice.raise) : null,
         },
       },
     ]
