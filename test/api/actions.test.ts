@@ -62,6 +62,28 @@ describe('pending actions per database', () => {
 })
 
 describe('the audit of an action', () => {
+  test("a kill whose result came after its expiry is audited as run late, never as run", async () => {
+    server.freeze(true)
+    try {
+      const id = await database('late')
+      const asked = await cancel(id, { kind: 'cancel', session: session(31, 'app', 'worker') })
+      const poll = await server.call('GET', '/api/v1/agent/actions?database=late&wait=0&allow=cancel', { apiKey: key })
+      expect(poll.body.actions.map((a: { id: string }) => a.id)).toEqual([asked.body.id])
+      server.advance(ACTION_TTL_MS + 2_000)
+      const posted = await server.call('POST', `/api/v1/agent/actions/${asked.body.id}`, { apiKey: key, body: { outcome: 'done', signalled: true } })
+      expect(posted.status).toBe(204)
+      const read = await server.call('GET', `/api/v1/databases/${id}/actions/${asked.body.id}`, { token: owner.token })
+      expect(read.body).toMatchObject({ state: 'expired', agent_outcome: 'done', late_by_ms: 2_000, signalled: true })
+      server.advance(1) // the events window ends before now
+      const events = await server.call('GET', `/api/v1/databases/${id}/events?since=2020-01-01T00:00:00Z`, { token: owner.token })
+      const titles = (events.body as any[]).filter((e) => e.kind === 'session_action').map((e) => [e.severity, e.title])
+      expect(titles).toContainEqual(['warning', `Cancel of pid 31 (role "app", application "worker") ran late: its result came 2.0 s after it expired, the backend was signalled (asked by ${owner.email})`])
+      expect(titles.some(([, t]) => t.includes(' run: '))).toBe(false)
+    } finally {
+      server.freeze(false)
+    }
+  })
+
   test('quotes hostile role and application names escaped, in the events timeline and in the log', async () => {
     const id = await database('hostile')
     const application = 'psql\u202e\u2066evil\u2069\u2028line\nbreak\u0085\u001b[31mred\u{e0041}'

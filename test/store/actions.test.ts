@@ -83,6 +83,32 @@ for (const kind of storeKinds as StoreKind[]) {
       expect(await b.actions.expireActions(dbId, late)).toEqual([])
     })
 
+    test('kills are handed out before explains asked earlier; a result after the expiry is kept as expired', async () => {
+      const db = await a.createDatabase(orgId, { name: 'ordered', engine: 'postgres', engine_version: '17', host: 'h', port: 5432, tags: {} }, T0)
+      if (db === 'limit') throw new Error('limit')
+      const at = T0 + 5_000_000
+      const explains = [crypto.randomUUID(), crypto.randomUUID()]
+      for (const [i, id] of explains.entries()) {
+        await a.actions.createAction({ ...action(id, at + i, db.id), kind: 'explain', request: { query_hash: '1', parameters: [] } }, 20)
+      }
+      const kill = crypto.randomUUID()
+      await a.actions.createAction(action(kill, at + 5, db.id), 20)
+      // One at a time: the kill, asked last, comes first.
+      expect((await b.actions.claimActions(db.id, at + 10, 1)).map((x) => x.id)).toEqual([kill])
+      expect((await b.actions.claimActions(db.id, at + 10, 5)).map((x) => x.id)).toEqual(explains)
+      // In time: done. 1.5 s after the expiry: expired, the agent's outcome kept beside it.
+      expect((await a.actions.finishAction(orgId, explains[0]!, { outcome: 'done', plan: { Plan: {} } }, at + 120_000))?.state).toBe('done')
+      const late = await a.actions.finishAction(orgId, kill, { outcome: 'done', signalled: true }, at + 5 + 120_000 + 1_500)
+      expect(late?.state).toBe('expired')
+      expect(late?.result).toEqual({
+        outcome: 'expired',
+        signalled: true,
+        agent_outcome: 'done',
+        late_by_ms: 1_500,
+        reason: "the agent's result came 1.5 s after the action expired, so it is not counted as run in time; the agent reported: the backend was signalled",
+      })
+    })
+
     test('what the agent allows round-trips', async () => {
       expect(await a.actions.actionListener(dbId)).toBeUndefined()
       await b.actions.heardListener(dbId, ['cancel', 'explain'], T0)

@@ -112,6 +112,7 @@ export function actionView(a: StoredAction) {
     ...(r?.reason !== undefined ? { reason: r.reason } : {}),
     ...(r?.signalled !== undefined ? { signalled: r.signalled } : {}),
     ...(r?.plan !== undefined ? { plan: r.plan } : {}),
+    ...(r?.agent_outcome !== undefined ? { agent_outcome: r.agent_outcome, late_by_ms: r.late_by_ms ?? 0 } : {}),
     ...(a.kind !== 'explain' ? { command: commandOf(a) } : {}),
   }
 }
@@ -142,7 +143,18 @@ async function audit(deps: Deps, a: StoredAction, ts: number) {
     title = a.result?.signalled
       ? `${VERB[a.kind]} of ${who} run: the backend was signalled (asked by ${by})`
       : `${VERB[a.kind]} of ${who} run: no backend signalled, that session had ended or moved on (asked by ${by})`
-  else {
+  else if (a.state === 'expired' && a.result?.agent_outcome !== undefined) {
+    // The agent's result came after the deadline: said so, never as a timely run.
+    severity = 'warning'
+    const late = `${((a.result.late_by_ms ?? 0) / 1000).toFixed(1)} s`
+    const said =
+      a.result.agent_outcome === 'done'
+        ? a.result.signalled
+          ? 'the backend was signalled'
+          : 'no backend signalled'
+        : `the agent reported it ${a.result.agent_outcome}`
+    title = `${VERB[a.kind]} of ${who} ran late: its result came ${late} after it expired, ${said} (asked by ${by})`
+  } else {
     severity = 'warning'
     title = `${VERB[a.kind]} of ${who} ${a.state} (asked by ${by})`
   }

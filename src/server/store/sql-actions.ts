@@ -5,7 +5,9 @@
 // `failed`). A pending action not claimed by its expiry is `expired` and never handed out later (the
 // claim and the expiry are one conditional UPDATE each, so several serve processes on one PostgreSQL
 // store never hand one action out twice nor expire one that was claimed). A claimed action whose result
-// never came (the agent died mid-way) shows as running until its expiry, then as expired with that said.
+// never came (the agent died mid-way) shows as running until its expiry, then as expired with that said;
+// a result that comes after the expiry is kept, but as expired (with what the agent reported and how
+// late), never as done. Claims hand out kills before explains.
 // A database holds at most a given number of pending actions (the route's limit): asking for one more is
 // refused until one is taken or expires, so a member cannot fill the store, and an agent that comes back
 // finds no backlog of kills. The count and the insert are one transaction under a lock of the database's
@@ -34,6 +36,9 @@ export interface ActionResult {
   reason?: string
   signalled?: boolean
   plan?: unknown
+  /** A result that came after the action's expiry (outcome expired): what the agent said, and how late it came. */
+  agent_outcome?: 'done' | 'refused' | 'failed'
+  late_by_ms?: number
 }
 
 export interface StoredAction {
@@ -85,9 +90,13 @@ export type ActionAdmission =
 export interface ActionWrites {
   /** Stores the action as pending unless the database already has `maxPending` pending, unexpired actions. */
   createAction(action: NewAction, maxPending: number): Promise<ActionAdmission>
-  /** Marks the database's pending, unexpired actions running (oldest first, at most `limit`) and returns them. */
+  /** Marks the database's pending, unexpired actions running (kills before explains, oldest first, at most `limit`) and returns them. */
   claimActions(databaseId: string, now: number, limit: number): Promise<StoredAction[]>
-  /** Records the agent's result of a running action of the organization; undefined when there is none (or it finished). */
+  /**
+   * Records the agent's result of a running action of the organization; undefined when there is none (or it
+   * finished). A result that comes after the action's expiry is recorded as expired, never as done: the
+   * agent's outcome is kept as agent_outcome, with how late it came.
+   */
   finishAction(orgId: string, id: string, result: ActionResult, now: number): Promise<StoredAction | undefined>
   /** Marks every pending action of the database past its expiry expired (running ones past it too: their agent never answered); returns them. */
   expireActions(databaseId: string, now: number): Promise<StoredAction[]>
@@ -140,6 +149,31 @@ function expiryReason(state: 'pending' | 'running'): string {
     : 'the agent took it but sent no result before it expired'
 }
 
+/** Kills (cancel, terminate) before explains, then oldest first. */
+export function killsFirst(a: Pick<StoredAction, 'kind' | 'requested_at'>, b: Pick<StoredAction, 'kind' | 'requested_at'>): number {
+  return Number(a.kind === 'explain') - Number(b.kind === 'explain') || a.requested_at - b.requested_at
+}
+
+/** The agent's result as it is kept when it came `lateBy` ms after the expiry: expired, saying what the agent reported. */
+function lateResult(result: ActionResult, lateBy: number): ActionResult {
+  const outcome = result.outcome as 'done' | 'refused' | 'failed'
+  const said =
+    outcome === 'done'
+      ? result.signalled === undefined
+        ? 'it ran'
+        : result.signalled
+          ? 'the backend was signalled'
+          : 'no backend was signalled'
+      : `${outcome}${result.reason ? `: ${result.reason}` : ''}`
+  return {
+    ...result,
+    outcome: 'expired',
+    agent_outcome: outcome,
+    late_by_ms: lateBy,
+    reason: `the agent's result came ${(lateBy / 1000).toFixed(1)} s after the action expired, so it is not counted as run in time; the agent reported: ${said}`.slice(0, 4_000),
+  }
+}
+
 /** Running actions get this long past the expiry before their silence is taken as a failure (a kill or a plan runs in seconds). */
 const RUNNING_GRACE_MS = 60_000
 
@@ -184,20 +218,27 @@ export class SqlActions implements ActionStore {
 
   async claimActions(databaseId: string, now: number, limit: number): Promise<StoredAction[]> {
     // The state is checked again on the row being updated: of two processes claiming at once, one wins.
+    // Kills first: a queue of explains never keeps a cancel or terminate out of the agent's batch.
     const rows = await this.driver.all(
       `UPDATE actions SET state = 'running', claimed_at = $2
-       WHERE id IN (SELECT id FROM actions WHERE database_id = $1 AND state = 'pending' AND expires_at > $2 ORDER BY requested_at, id LIMIT $3)
+       WHERE id IN (SELECT id FROM actions WHERE database_id = $1 AND state = 'pending' AND expires_at > $2
+                    ORDER BY CASE WHEN kind = 'explain' THEN 1 ELSE 0 END, requested_at, id LIMIT $3)
          AND state = 'pending' AND expires_at > $2
        RETURNING ${COLUMNS}`,
       [databaseId, now, limit],
     )
-    return rows.map((r) => toAction(r)).sort((a, b) => a.requested_at - b.requested_at)
+    return rows.map((r) => toAction(r)).sort(killsFirst)
   }
 
   async finishAction(orgId: string, id: string, result: ActionResult, now: number): Promise<StoredAction | undefined> {
+    const row = await this.driver.get<{ expires_at: unknown }>(`SELECT expires_at FROM actions WHERE id = $1 AND org_id = $2 AND state = 'running'`, [id, orgId])
+    if (!row) return undefined
+    const lateBy = now - num(row.expires_at)
+    const recorded: ActionResult = lateBy > 0 && result.outcome !== 'expired' ? lateResult(result, lateBy) : result
+    // Still running on the row being updated: of two results at once, one is taken.
     const rows = await this.driver.all(
       `UPDATE actions SET state = $3, result = $4, finished_at = $5 WHERE id = $1 AND org_id = $2 AND state = 'running' RETURNING ${COLUMNS}`,
-      [id, orgId, result.outcome, JSON.stringify(result), now],
+      [id, orgId, recorded.outcome, JSON.stringify(recorded), now],
     )
     return rows[0] ? toAction(rows[0]) : undefined
   }

@@ -35,7 +35,7 @@ export const ActionView = t.Object(
     id: Uuid(),
     kind: t.UnionEnum(['cancel', 'terminate', 'explain']),
     state: t.UnionEnum(['pending', 'running', 'done', 'refused', 'failed', 'expired'], {
-      description: 'pending: waits for the agent; running: the agent took it; done; refused (reason); failed (reason); expired: not taken in time, never run later',
+      description: 'pending: waits for the agent; running: the agent took it; done; refused (reason); failed (reason); expired: not taken in time (never run later), or its result came after the expiry (agent_outcome, late_by_ms)',
     }),
     requested_by: t.String({ description: 'who asked: a user\'s email or "API key <id>"' }),
     requested_at: Timestamp(),
@@ -57,6 +57,10 @@ export const ActionView = t.Object(
     reason: t.Optional(t.String({ description: 'refused, failed, expired: why (may hold the monitored database\'s text)' })),
     signalled: t.Optional(t.Boolean({ description: 'cancel, terminate: whether a backend was signalled; false: that session had ended or moved on' })),
     plan: t.Optional(t.Unknown({ description: "explain: the first element of EXPLAIN (FORMAT JSON)'s answer (never ANALYZE)" })),
+    agent_outcome: t.Optional(
+      t.UnionEnum(['done', 'refused', 'failed'], { description: 'expired: what the agent reported in a result that came after the expiry (not counted as run in time)' }),
+    ),
+    late_by_ms: t.Optional(t.Integer({ minimum: 0, description: "expired: how long after the expiry the agent's result came" })),
     command: t.Optional(t.String({ description: 'cancel, terminate: the same guarded command to run by hand (psql), selecting the backend by all of the session' })),
   },
   { title: 'Action' },
