@@ -1,24 +1,30 @@
-// POST /databases/{id}/actions without an agent (issue 26): a database holds at most 20 pending actions,
-// the 21st is a 429 with the error body and Retry-After until the first expires, and room comes back once
-// they expire; another database of the organization has its own. The audit of each (events timeline,
+// POST /databases/{id}/actions without an agent (issue 26): a database holds at most 10 pending kills
+// and 10 pending explains, apart; one more of either is a 429 with the error body and Retry-After until
+// the first expires, and room comes back once they expire; another database of the organization has its
+// own. Kills and explains have rate buckets of their own, per requester and per database, in the store
+// (they hold for another serve process on the same store); a flood of explains leaves kills alone, and a
+// requester's refused excess does not use up the database's room. The audit of each (events timeline,
 // kind session_action, and the server log) quotes hostile role and application names (bidi overrides,
 // line and paragraph separators, C0 and C1 controls, tag characters) escaped, never as they are.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { ACTION_TTL_MS } from '../../src/shared/action-kinds.ts'
 import { HIDDEN_CHARACTERS } from '../../src/shared/invisible.ts'
-import { pendingActionsPerDatabase } from '../../src/server/limits.ts'
-import { type Account, type TestServer, agentAccount, startTestServer } from '../support/server.ts'
+import { actionLimits, pendingActionsPerDatabase } from '../../src/server/limits.ts'
+import { type Account, type TestServer, agentAccount, createApiKey, freshStoreLocation, startTestServer } from '../support/server.ts'
 
 let server: TestServer
 let owner: Account
 let key: string
+let location: Awaited<ReturnType<typeof freshStoreLocation>>
 
 beforeAll(async () => {
-  server = await startTestServer('sqlite')
+  location = await freshStoreLocation('sqlite')
+  server = await startTestServer('sqlite', { dataDir: location.dataDir })
   ;({ account: owner, key } = await agentAccount(server))
 })
 afterAll(async () => {
   await server?.stop()
+  location?.cleanup()
 })
 
 async function database(name: string): Promise<string> {
@@ -29,27 +35,37 @@ async function database(name: string): Promise<string> {
 
 const session = (pid: number, user: string, application: string) => ({ pid, backend_start: '2026-11-01T10:00:00Z', user, application_name: application })
 const cancel = (id: string, body: unknown) => server.call('POST', `/api/v1/databases/${id}/actions`, { token: owner.token, body })
+const explainAs = (id: string, as: { token?: string; apiKey?: string }, hash = '42') => server.call('POST', `/api/v1/databases/${id}/actions`, { ...as, body: { kind: 'explain', query_hash: hash } })
 
 /** Every character a title must not carry as it is. */
 const UNSAFE = new RegExp(`[\\u0000-\\u001f\\u007f-\\u009f${HIDDEN_CHARACTERS}]`, 'u')
 
+const KILLS = pendingActionsPerDatabase.kill
+const EXPLAINS = pendingActionsPerDatabase.explain
+
 describe('pending actions per database', () => {
-  test(`at most ${pendingActionsPerDatabase} wait for the agent: one more is a 429 with the error body, until they expire`, async () => {
+  test(`at most ${KILLS} kills and ${EXPLAINS} explains wait for the agent, apart: one more is a 429 with the error body, until they expire`, async () => {
     server.freeze(true)
     try {
       const id = await database('capped')
-      for (let i = 0; i < pendingActionsPerDatabase; i++) expect((await cancel(id, { kind: 'cancel', session: session(100 + i, 'app', 'worker') })).status).toBe(202)
+      for (let i = 0; i < KILLS; i++) expect((await cancel(id, { kind: 'cancel', session: session(100 + i, 'app', 'worker') })).status).toBe(202)
+      // Past the rate window, still before the expiry: the pending cap is what refuses.
+      server.advance(actionLimits.windowMs + 1_000)
       const refused = await cancel(id, { kind: 'cancel', session: session(999, 'app', 'worker') })
       expect(refused.status).toBe(429)
       expect(Object.keys(refused.body)).toEqual(['error'])
-      expect(refused.body.error).toStartWith(`${pendingActionsPerDatabase} actions already wait for this database's agent, at most ${pendingActionsPerDatabase} may`)
-      expect(refused.body.error).toEndWith(`; try again in ${ACTION_TTL_MS / 1000} s`)
-      expect(refused.headers.get('retry-after')).toBe(String(ACTION_TTL_MS / 1000))
-      // An explain waits in the same queue.
-      expect((await server.call('POST', `/api/v1/databases/${id}/actions`, { token: owner.token, body: { kind: 'explain', query_hash: '42' } })).status).toBe(429)
+      expect(refused.body.error).toStartWith(`${KILLS} cancels and terminates already wait for this database's agent, at most ${KILLS} may`)
+      const left = (ACTION_TTL_MS - actionLimits.windowMs - 1_000) / 1000
+      expect(refused.body.error).toEndWith(`; try again in ${left} s`)
+      expect(refused.headers.get('retry-after')).toBe(String(left))
+      // Explains wait in a queue of their own: the kills leave them room, and they leave kills none of theirs.
+      for (let i = 0; i < EXPLAINS; i++) expect((await explainAs(id, { token: owner.token }, String(i))).status).toBe(202)
+      const eleventh = await explainAs(id, { token: owner.token })
+      expect(eleventh.status).toBe(429)
+      expect(eleventh.body.error).toStartWith(`${EXPLAINS} explains already wait for this database's agent, at most ${EXPLAINS} may`)
       // Nothing stored for the refused ones.
       const listed = await server.call('GET', `/api/v1/databases/${id}/actions`, { token: owner.token })
-      expect(listed.body.actions).toHaveLength(pendingActionsPerDatabase)
+      expect(listed.body.actions).toHaveLength(KILLS + EXPLAINS)
       // Another database of the organization has its own room.
       expect((await cancel(await database('other'), { kind: 'cancel', session: session(7, 'app', 'worker') })).status).toBe(202)
       // Once expired (no agent took them), there is room again.
@@ -61,9 +77,70 @@ describe('pending actions per database', () => {
   })
 })
 
+describe('rate buckets', () => {
+  test('explains and kills apart, per requester and per database; refused excess uses no one else\'s room; held in the store', async () => {
+    server.freeze(true)
+    server.advance(actionLimits.windowMs) // the other tests' asks out of the owner's window
+    try {
+      const id = await database('flooded')
+      const { explain, kill } = actionLimits
+      // Taken as the agent would, so that the pending cap stays out of the way.
+      const take = () => server.call('GET', '/api/v1/agent/actions?database=flooded&wait=0&allow=explain', { apiKey: key })
+      // The owner floods explains: their own share, then 429s naming it.
+      for (let i = 0; i < explain.perRequester; i++) {
+        expect((await explainAs(id, { token: owner.token }, String(i))).status).toBe(202)
+        await take()
+      }
+      for (let i = 0; i < 5; i++) {
+        const refused = await explainAs(id, { token: owner.token })
+        expect(refused.status).toBe(429)
+        expect(refused.body.error).toStartWith(`you asked for ${explain.perRequester} explains in the last minute, the most one requester may; try again in `)
+      }
+      // Kills have their own bucket: the flood of explains leaves a cancel its room.
+      const cancelled = await cancel(id, { kind: 'cancel', session: session(5, 'app', 'worker') })
+      expect(cancelled.status).toBe(202)
+      // Another requester (an API key) has a share of their own; the owner's 5 refused ones took none of
+      // the database's, so all of it is left up to the database's limit.
+      const reader = (await createApiKey(server, owner, 'reader', ['read'])).key
+      const room = explain.perDatabase - explain.perRequester
+      for (let i = 0; i < Math.min(room, explain.perRequester); i++) {
+        const asked = await explainAs(id, { apiKey: reader }, String(i))
+        if (asked.status !== 202) throw new Error(`explain ${i} by the reader: ${asked.status} ${JSON.stringify(asked.body)}`)
+        await take()
+      }
+      const third = (await createApiKey(server, owner, 'third', ['read'])).key
+      const full = await explainAs(id, { apiKey: third })
+      expect(full.status).toBe(429)
+      expect(full.body.error).toStartWith(`${explain.perDatabase} explains were asked of this database in the last minute, the most it takes; try again in `)
+      // The owner's kills: their own share of the kill bucket, then a 429 naming it.
+      for (let i = 1; i < kill.perRequester; i++) {
+        const asked = await cancel(id, { kind: 'cancel', session: session(10 + i, 'app', 'worker') })
+        if (asked.status !== 202) throw new Error(`cancel ${i}: ${asked.status} ${JSON.stringify(asked.body)}`)
+      }
+      const tooMany = await cancel(id, { kind: 'cancel', session: session(99, 'app', 'worker') })
+      expect(tooMany.status).toBe(429)
+      expect(tooMany.body.error).toStartWith(`you asked for ${kill.perRequester} cancels and terminates in the last minute, the most one requester may`)
+      // A restarted serve keeps the buckets: they are in the store (as they are for several serve
+      // processes sharing one PostgreSQL store).
+      const at = server.deps.clock()
+      await server.stop()
+      server = await startTestServer('sqlite', { dataDir: location.dataDir })
+      server.freeze(true)
+      server.advance(at - server.deps.clock())
+      const there = await cancel(id, { kind: 'cancel', session: session(98, 'app', 'worker') })
+      expect(there.status).toBe(429)
+      expect(there.body.error).toStartWith(`you asked for ${kill.perRequester} cancels and terminates in the last minute`)
+      expect((await explainAs(id, { apiKey: third })).status).toBe(429)
+    } finally {
+      server.freeze(false)
+    }
+  })
+})
+
 describe('the audit of an action', () => {
   test("a kill whose result came after its expiry is audited as run late, never as run", async () => {
     server.freeze(true)
+    server.advance(actionLimits.windowMs)
     try {
       const id = await database('late')
       const asked = await cancel(id, { kind: 'cancel', session: session(31, 'app', 'worker') })

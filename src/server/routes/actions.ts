@@ -15,16 +15,18 @@
 //        It records what the agent allows (`allow`, from its allow_actions) for the dashboard.
 //   POST /api/v1/agent/actions/{aid}           the result (done, refused, failed)
 // A pending action expires ACTION_TTL_MS after it was asked and is never handed out later; the sweep runs
-// whenever the agent polls or anyone reads the database's actions. A database has at most
-// pendingActionsPerDatabase (limits.ts) waiting: one more is a 429 with Retry-After until the first expires,
-// so no member fills the store or leaves its agent a backlog; retention deletes them with the events. Every cancel and terminate is audited in
+// whenever the agent polls or anyone reads the database's actions. Kills (cancel, terminate) and explains
+// are limited apart, so that a flood of explains never holds back a kill: each has rate buckets per
+// requester and per database (actionLimits, in the store) and a cap of pending ones per database
+// (pendingActionsPerDatabase): one more is a 429 with Retry-After, so no member fills the store or leaves
+// its agent a backlog; retention deletes them with the events. Every cancel and terminate is audited in
 // the database's events timeline (kind session_action): asked, then run, refused, failed or expired, naming
 // who asked, the pid, the session's role and application. The agent reads an explain's statement text from
 // pg_stat_statements by its hash: no text from the dashboard is ever run.
 import { randomUUID } from 'node:crypto'
 import { Type as T } from '@sinclair/typebox'
 import { Elysia, t } from 'elysia'
-import { ACTION_TTL_MS, type ActionKind } from '../../shared/action-kinds.ts'
+import { ACTION_TTL_MS, type ActionClass, type ActionKind, actionClass } from '../../shared/action-kinds.ts'
 import { ActionList, ActionView, AgentActionsAnswer, NewAction } from '../../shared/api/actions.ts'
 import { ACTION_KINDS, AgentActionResult, type ActionSession, type AgentAction } from '../../shared/wire.ts'
 import { jsonQuote } from '../../shared/log.ts'
@@ -181,6 +183,23 @@ async function requestedBy(deps: Deps, principal: Principal): Promise<string> {
   return (await deps.store.getUser(principal.userId))?.email ?? `user ${principal.userId}`
 }
 
+const CLASS_NAME: Record<ActionClass, string> = { kill: 'cancels and terminates', explain: 'explains' }
+
+/**
+ * Counts the request in its class's rate buckets (limits.ts actionLimits; in the store, so they hold across
+ * restarts and serve processes): the requester's first, then the database's, so that a request refused as
+ * one requester's excess never uses up the database's room. A 429 names the bucket that is full.
+ */
+async function countAction(deps: Deps, principal: Principal, databaseId: string, kind: ActionClass) {
+  const limits = actionLimits[kind]
+  const requester = principal.kind === 'user' ? `user:${principal.userId}` : `key:${principal.apiKeyId}`
+  const now = deps.clock()
+  const mine = await deps.store.hitRateLimit(`rate:actions:${kind}:${requester}`, limits.perRequester, actionLimits.windowMs, now)
+  if (!mine.allowed) throw tooManyRequests(mine.retryAfterMs, `you asked for ${limits.perRequester} ${CLASS_NAME[kind]} in the last minute, the most one requester may`)
+  const database = await deps.store.hitRateLimit(`rate:actions:${kind}:db:${databaseId}`, limits.perDatabase, actionLimits.windowMs, now)
+  if (!database.allowed) throw tooManyRequests(database.retryAfterMs, `${limits.perDatabase} ${CLASS_NAME[kind]} were asked of this database in the last minute, the most it takes`)
+}
+
 function requireAgent(principal: Principal): Extract<Principal, { kind: 'api_key' }> {
   if (principal.kind !== 'api_key') throw forbidden("only an agent's API key can take actions")
   return principal
@@ -198,8 +217,7 @@ export function actionRoutes(deps: Deps) {
       async ({ principal, params, body, set }) => {
         const db = await databaseFor(deps, principal, params.id, 'postgres')
         requireKillRight(principal, body.kind)
-        const hit = await store.hitRateLimit(`rate:actions:${principal.orgId}`, actionLimits.limit, actionLimits.windowMs, clock())
-        if (!hit.allowed) throw tooManyRequests(hit.retryAfterMs)
+        await countAction(deps, principal, db.id, actionClass(body.kind))
         const now = clock()
         const request: StoredAction['request'] = {}
         if (body.kind === 'explain') {
@@ -233,13 +251,13 @@ export function actionRoutes(deps: Deps) {
             requested_at: now,
             expires_at: now + ACTION_TTL_MS,
           },
-          pendingActionsPerDatabase,
+          pendingActionsPerDatabase[actionClass(body.kind)],
         )
         if ('full' in admission) {
-          const { pending, next_expiry } = admission.full
+          const { pending, next_expiry, class: kind } = admission.full
           throw tooManyRequests(
             next_expiry - now,
-            `${pending} actions already wait for this database's agent, at most ${pendingActionsPerDatabase} may (is its agent running, and do its allow_actions allow them?); one goes when the agent takes it or it expires`,
+            `${pending} ${CLASS_NAME[kind]} already wait for this database's agent, at most ${pendingActionsPerDatabase[kind]} may (is its agent running, and do its allow_actions allow them?); one goes when the agent takes it or it expires`,
           )
         }
         const action = admission.created
@@ -253,7 +271,10 @@ export function actionRoutes(deps: Deps) {
         response: { 202: ActionView },
         detail: {
           summary: "Ask the database's agent to cancel or terminate a session (owners, 'admin' keys) or explain a statement with parameter values (members)",
-          responses: errorAnswers({ 403: "cancel or terminate by a member, or by an API key without the 'admin' scope", 429: `more than ${actionLimits.limit} actions in a minute in the organization, or ${pendingActionsPerDatabase} already waiting for the database's agent` }),
+          responses: errorAnswers({
+            403: "cancel or terminate by a member, or by an API key without the 'admin' scope",
+            429: `more than the requester's or the database's share of kills (${actionLimits.kill.perRequester}, ${actionLimits.kill.perDatabase}) or explains (${actionLimits.explain.perRequester}, ${actionLimits.explain.perDatabase}) in a minute, or ${pendingActionsPerDatabase.kill} kills or ${pendingActionsPerDatabase.explain} explains already waiting for the database's agent`,
+          }),
         },
       },
     )

@@ -8,12 +8,14 @@
 // never came (the agent died mid-way) shows as running until its expiry, then as expired with that said;
 // a result that comes after the expiry is kept, but as expired (with what the agent reported and how
 // late), never as done. Claims hand out kills before explains.
-// A database holds at most a given number of pending actions (the route's limit): asking for one more is
+// A database holds at most a given number of pending actions of each class, kills and explains apart (the
+// route's limits): asking for one more is
 // refused until one is taken or expires, so a member cannot fill the store, and an agent that comes back
 // finds no backlog of kills. The count and the insert are one transaction under a lock of the database's
 // actions, so several serve processes on one PostgreSQL store never go past it. Finished actions go with
 // the organization's retention (sweepActions, from the health monitor's retention pass), as its events do.
 // Reads (an action, the recent ones, what the agent allows) are apart from writes.
+import { type ActionClass, actionClass } from '../../shared/action-kinds.ts'
 import type { ActionKind, ActionSession } from '../../shared/wire.ts'
 import { num, numOrNull } from './account-rows.ts'
 import type { SqlDriver } from './driver.ts'
@@ -76,11 +78,12 @@ export interface ActionReads {
   actionListener(databaseId: string): Promise<ActionListener | undefined>
 }
 
-/** What asking came to: the action stored, or refused because the database already has `pending` waiting. */
+/** What asking came to: the action stored, or refused because the database already has `pending` of its class waiting. */
 export type ActionAdmission =
   | { created: StoredAction }
   | {
       full: {
+        class: ActionClass
         pending: number
         /** When the first of them expires (epoch ms): from then on there is room again at the latest. */
         next_expiry: number
@@ -88,7 +91,10 @@ export type ActionAdmission =
     }
 
 export interface ActionWrites {
-  /** Stores the action as pending unless the database already has `maxPending` pending, unexpired actions. */
+  /**
+   * Stores the action as pending unless the database already has `maxPending` pending, unexpired actions of
+   * its class (kills, or explains: counted apart, so that explains never take a kill's room).
+   */
   createAction(action: NewAction, maxPending: number): Promise<ActionAdmission>
   /** Marks the database's pending, unexpired actions running (kills before explains, oldest first, at most `limit`) and returns them. */
   claimActions(databaseId: string, now: number, limit: number): Promise<StoredAction[]>
@@ -184,12 +190,14 @@ export class SqlActions implements ActionStore {
     // One process at a time per database between the count and the insert (an advisory lock on PostgreSQL;
     // SQLite's transactions are exclusive already).
     return this.driver.transaction(async (tx) => {
+      const kind = actionClass(a.kind)
       const waiting = await tx.get<{ n: unknown; first: unknown }>(
-        "SELECT COUNT(*) AS n, MIN(expires_at) AS first FROM actions WHERE database_id = $1 AND state = 'pending' AND expires_at > $2",
-        [a.database_id, a.requested_at],
+        `SELECT COUNT(*) AS n, MIN(expires_at) AS first FROM actions
+         WHERE database_id = $1 AND state = 'pending' AND expires_at > $2 AND (CASE WHEN kind = 'explain' THEN 'explain' ELSE 'kill' END) = $3`,
+        [a.database_id, a.requested_at, kind],
       )
       const pending = Number(waiting?.n ?? 0)
-      if (pending >= maxPending) return { full: { pending, next_expiry: num(waiting?.first) } }
+      if (pending >= maxPending) return { full: { class: kind, pending, next_expiry: num(waiting?.first) } }
       await tx.run(
         `INSERT INTO actions (id, org_id, database_id, kind, state, request, requested_by, requested_at, expires_at) VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7, $8)`,
         [a.id, a.org_id, a.database_id, a.kind, JSON.stringify(a.request), a.requested_by, a.requested_at, a.expires_at],
