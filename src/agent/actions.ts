@@ -1,6 +1,7 @@
 // The agent's side of the dashboard's actions (src/server/routes/actions.ts): one poller per PostgreSQL
 // database long-polls GET /api/v1/agent/actions (answered as soon as an action is pending, else after
-// 20 s) and runs what it is handed, one at a time, then posts the result. The ingest answer's
+// 20 s) and runs what it is handed, kills at once and one at a time, explains one at a time on a lane of
+// their own, then posts each result. The ingest answer's
 // actions_pending wakes a poller that is pausing after a failure.
 //
 // Only what the database's allow_actions lets it run (default: explain; `dbm local`: all three); anything
@@ -19,7 +20,9 @@
 //   dashboard is ever run), and planned under the plan sampler's rules (collectors/postgres/explain-plans.ts):
 //   only a top-level statement a trusted role ran, no writable schema on the search_path, no function or
 //   operator of an untrusted role, every object the PREPARE locks a trusted role's; EXPLAIN (FORMAT JSON),
-//   never ANALYZE, in a READ ONLY transaction, with the values bound as constants (a custom plan).
+//   never ANALYZE, in a READ ONLY transaction, with the values bound as constants (a custom plan). Every
+//   statement of an explain, the EXPLAIN too, runs under a 1 s statement timeout, and a database's
+//   explains run one at a time, on a lane apart from its kills.
 import type postgres from 'postgres'
 import { ACTION_KINDS, type ActionKind, DEFAULT_ALLOWED_ACTIONS } from '../shared/action-kinds.ts'
 import { AGENT_ACTIONS_PATH } from '../shared/ingest-path.ts'
@@ -56,7 +59,15 @@ export interface ActionPollerOptions {
   retryMs?: number
   /** Over one action's run: connecting, checking and running it. */
   deadlineMs?: number
+  /** An explain's statement timeout, each of its statements (the EXPLAIN too); default 1 s. */
+  explainTimeoutMs?: number
 }
+
+/**
+ * Explains run one at a time per database (by its name in the agent config), on a lane apart from the
+ * poller's loop: kills go on being taken and run while an explain plans.
+ */
+const explainLanes = new Map<string, Promise<void>>()
 
 /** What a database's agent allows: its allow_actions, else explain only. */
 export const allowedActions = (db: Pick<DatabaseConfig, 'allowActions'>): readonly ActionKind[] => db.allowActions ?? DEFAULT_ALLOWED_ACTIONS
@@ -127,14 +138,36 @@ export class ActionPoller {
         await this.pause(waitMs)
         continue
       }
-      // Kills first: a cancel or terminate never waits behind an explain of the same batch.
+      // Kills first, here: a cancel or terminate never waits behind an explain. Explains go to the
+      // database's lane, one at a time, each checked against its expiry when its turn comes.
       for (const action of [...actions].sort(killsFirst)) {
         if (this.stopped) break
-        const result = await this.execute(action, receivedAt + action.expires_in_ms)
-        log.info('action handled', { database: database.name, kind: action.kind, id: action.id, outcome: result.outcome, signalled: result.signalled })
-        await this.report(action.id, result)
+        const startBy = receivedAt + action.expires_in_ms
+        if (action.kind === 'explain') this.queueExplain(action, startBy)
+        else await this.handle(action, startBy)
       }
     }
+    await this.lane
+  }
+
+  /** The explains this poller queued, on its database's lane (explainLanes). */
+  private lane: Promise<void> = Promise.resolve()
+
+  private queueExplain(action: AgentAction, startBy: number): void {
+    const name = this.options.database.name
+    const turn = (explainLanes.get(name) ?? Promise.resolve()).then(() => (this.stopped ? undefined : this.handle(action, startBy)))
+    explainLanes.set(name, turn)
+    this.lane = turn
+    void turn.finally(() => {
+      if (explainLanes.get(name) === turn) explainLanes.delete(name)
+    })
+  }
+
+  private async handle(action: AgentAction, startBy: number): Promise<void> {
+    const { database, log } = this.options
+    const result = await this.execute(action, startBy)
+    log.info('action handled', { database: database.name, kind: action.kind, id: action.id, outcome: result.outcome, signalled: result.signalled })
+    await this.report(action.id, result)
   }
 
   private headers() {
@@ -191,18 +224,24 @@ export class ActionPoller {
       if (late) throw new Refusal(late)
     }
     const deadlineMs = Math.min(this.options.deadlineMs ?? 20_000, startBy - performance.now() + 10_000)
+    const explainMs = this.options.explainTimeoutMs ?? 1_000
     const sql = agentPostgres(database.dsn, {
       max: 1,
       connect_timeout: 10,
       onnotice: () => {},
-      connection: { application_name: 'dbm-agent', statement_timeout: 5_000, lock_timeout: 1_000, idle_in_transaction_session_timeout: 10_000 },
+      connection: {
+        application_name: 'dbm-agent',
+        statement_timeout: action.kind === 'explain' ? explainMs : 5_000,
+        lock_timeout: Math.min(1_000, action.kind === 'explain' ? explainMs : 1_000),
+        idle_in_transaction_session_timeout: 10_000,
+      },
     })
     let timer: ReturnType<typeof setTimeout> | undefined
     try {
       const deadline = new Promise<never>((_, reject) => {
         timer = setTimeout(() => reject(new Error(`no answer within ${deadlineMs / 1000} s`)), deadlineMs)
       })
-      const run = action.kind === 'explain' ? explain(sql, database, action, beforeStart) : kill(sql, action, beforeStart)
+      const run = action.kind === 'explain' ? explain(sql, database, action, beforeStart, explainMs) : kill(sql, action, beforeStart)
       return await Promise.race([run, deadline])
     } catch (e) {
       if (e instanceof Refusal) return { outcome: 'refused', reason: cut(e.message) }
@@ -263,7 +302,7 @@ async function kill(sql: postgres.Sql, action: AgentAction, beforeStart: () => v
 }
 
 /** explain: the statement's text from pg_stat_statements, planned under the sampler's rules. */
-async function explain(sql: postgres.Sql, database: DatabaseConfig, action: AgentAction, beforeStart: () => void): Promise<AgentActionResult> {
+async function explain(sql: postgres.Sql, database: DatabaseConfig, action: AgentAction, beforeStart: () => void, timeoutMs: number): Promise<AgentActionResult> {
   const hash = action.query_hash ?? ''
   if (!/^-?\d{1,20}$/.test(hash)) throw new Refusal('the statement is named by its query id (a number)')
   addArrayTypes(sql, await fetchArrayTypes(sql))
@@ -296,7 +335,7 @@ async function explain(sql: postgres.Sql, database: DatabaseConfig, action: Agen
   if (untrusted) throw new Refusal(`not explained: ${untrustedAdvice(untrusted, database.name, database.local)}`)
   beforeStart()
   try {
-    const explained = await explainOne({ sql }, text, trusted, values)
+    const explained = await explainOne({ sql }, text, trusted, values, { statementMs: timeoutMs, lockMs: Math.min(timeoutMs, 500) })
     if (!explained) throw new Error('EXPLAIN gave no plan')
     return { outcome: 'done', plan: explained }
   } catch (e) {

@@ -38,6 +38,11 @@ export const actionLimits = {
   kill: { perRequester: 10, perDatabase: 30 },
   explain: { perRequester: 20, perDatabase: 40 },
 } as const
+/**
+ * An explain's parameter values (POST /databases/{id}/actions): at most this many, and this many bytes
+ * (UTF-8) in all; more is a 400. The agent binds each as a constant in the plan it asks for.
+ */
+export const explainParameterLimits = { count: 100, totalBytes: 16 * 1024 } as const
 /** Actions one database may have waiting for its agent (pending, unexpired), kills and explains apart: one more is a 429 until one is taken or expires. */
 export const pendingActionsPerDatabase = { kill: 10, explain: 10 } as const
 

@@ -191,6 +191,32 @@ describe('explain', () => {
     expect(refused.plan).toBeUndefined()
   }, 30_000)
 
+  test('each statement runs under a 1 s timeout, and a database\'s explains run one at a time', async () => {
+    // Planning folds an immutable function of a constant: with 3 bound it reports the timeout in force,
+    // with 1 it sleeps 5 s.
+    await admin.unsafe(`CREATE FUNCTION dbm_probe(int) RETURNS int IMMUTABLE LANGUAGE plpgsql AS $$ BEGIN
+      IF $1 = 3 THEN RAISE EXCEPTION 'statement_timeout is %', current_setting('statement_timeout'); END IF;
+      IF $1 = 1 THEN PERFORM pg_sleep(5); END IF; RETURN $1; END $$`)
+    try {
+      await admin`SELECT id AS probe_id FROM t WHERE id = dbm_probe(${2})`
+      const [row] = await admin`SELECT queryid::text AS id FROM pg_stat_statements WHERE query LIKE '%dbm_probe%' AND query LIKE 'SELECT%'`
+      const probe = await settled((await ask({ kind: 'explain', query_hash: row!.id, parameters: ['3'] })).body.id)
+      expect(probe.state).toBe('failed')
+      expect(probe.reason).toBe('statement_timeout is 1s (SQLSTATE P0001)')
+      // Two 5 s plans asked at once: each cut at 1 s, the second begun only once the first ended.
+      const first = (await ask({ kind: 'explain', query_hash: row!.id, parameters: ['1'] })).body.id
+      const second = (await ask({ kind: 'explain', query_hash: row!.id, parameters: ['1'] })).body.id
+      const [a, b] = [await settled(first), await settled(second)]
+      for (const x of [a, b]) {
+        expect(x.state).toBe('failed')
+        expect(x.reason).toBe('canceling statement due to statement timeout (SQLSTATE 57014)')
+      }
+      expect(Date.parse(b.finished_at) - Date.parse(a.finished_at)).toBeGreaterThanOrEqual(1_000)
+    } finally {
+      await admin.unsafe('DROP FUNCTION dbm_probe(int)')
+    }
+  }, 30_000)
+
   test('a wrong number of values is refused', async () => {
     const [row] = await admin`SELECT queryid::text AS id FROM pg_stat_statements WHERE query = 'SELECT id FROM t WHERE id = $1'`
     const refused = await settled((await ask({ kind: 'explain', query_hash: row!.id, parameters: [] })).body.id)

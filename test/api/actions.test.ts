@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { ACTION_TTL_MS } from '../../src/shared/action-kinds.ts'
 import { HIDDEN_CHARACTERS } from '../../src/shared/invisible.ts'
-import { actionLimits, pendingActionsPerDatabase } from '../../src/server/limits.ts'
+import { actionLimits, explainParameterLimits, pendingActionsPerDatabase } from '../../src/server/limits.ts'
 import { type Account, type TestServer, agentAccount, createApiKey, freshStoreLocation, startTestServer } from '../support/server.ts'
 
 let server: TestServer
@@ -134,6 +134,28 @@ describe('rate buckets', () => {
     } finally {
       server.freeze(false)
     }
+  })
+})
+
+describe('explain parameters', () => {
+  test('bounded in number and in bytes: more is a 400 naming the limit', async () => {
+    server.advance(actionLimits.windowMs)
+    const id = await database('params')
+    const ask = (parameters: unknown) => server.call('POST', `/api/v1/databases/${id}/actions`, { token: owner.token, body: { kind: 'explain', query_hash: '7', parameters } })
+    const many = await ask(Array.from({ length: explainParameterLimits.count + 1 }, () => '1'))
+    expect(many.status).toBe(400)
+    expect(many.body).toEqual({ error: 'parameters: at most 100 values' })
+    // 5 values of 4,000 euro signs: 3 bytes each in UTF-8, 60,000 bytes in all.
+    const big = await ask(Array.from({ length: 5 }, () => '€'.repeat(4_000)))
+    expect(big.status).toBe(400)
+    expect(big.body).toEqual({ error: `parameters: 60000 bytes in all, at most ${explainParameterLimits.totalBytes} are taken` })
+    const long = await ask(['x'.repeat(16_385)])
+    expect(long.status).toBe(400)
+    expect(long.body).toEqual({ error: 'parameters: 16385 bytes in all, at most 16384 are taken' })
+    // Exactly at the limits: taken.
+    const at = await ask([...Array.from({ length: 98 }, () => null), 'a'.repeat(explainParameterLimits.totalBytes - 2), 'é'])
+    expect(at.status).toBe(202)
+    expect(at.body.parameters).toHaveLength(100)
   })
 })
 

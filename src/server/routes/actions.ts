@@ -34,7 +34,7 @@ import { type Principal, authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { cancelStatement, terminateSession } from '../../shared/session-commands.ts'
 import { badRequest, forbidden, notFound, tooManyRequests } from '../http-error.ts'
-import { actionLimits, pendingActionsPerDatabase } from '../limits.ts'
+import { actionLimits, explainParameterLimits, pendingActionsPerDatabase } from '../limits.ts'
 import { errorAnswers } from '../openapi.ts'
 import type { StoredAction } from '../store/sql-actions.ts'
 import { rfc3339 } from '../views.ts'
@@ -225,6 +225,10 @@ export function actionRoutes(deps: Deps) {
           if (body.session !== undefined) throw badRequest('session is for cancel and terminate')
           request.query_hash = body.query_hash
           request.parameters = body.parameters ?? []
+          const { count, totalBytes } = explainParameterLimits
+          if (request.parameters.length > count) throw badRequest(`parameters: at most ${count} values`)
+          const bytes = request.parameters.reduce((n, p) => n + (p === null ? 0 : Buffer.byteLength(p, 'utf8')), 0)
+          if (bytes > totalBytes) throw badRequest(`parameters: ${bytes} bytes in all, at most ${totalBytes} are taken`)
           if (request.parameters.some((p) => p?.includes('\u0000'))) throw badRequest('parameters cannot hold NUL characters')
         } else {
           const s = body.session

@@ -24,7 +24,12 @@ export const NewAction = t.Object(
     statement: t.Optional(t.String({ maxLength: 100_000, description: 'cancel, terminate: the statement the session ran, as shown (kept, cut to 500 characters, for the audit)' })),
     query_hash: t.Optional(t.String({ minLength: 1, maxLength: 64, pattern: '^-?[0-9]+$', error: 'query_hash must be a statement hash as GET /queries names it' })),
     parameters: t.Optional(
-      t.Array(Nullable(t.String({ maxLength: 10_000 })), { maxItems: 100, description: 'explain: the values of $1, $2, … (null: NULL), as text; at most 100 of 10,000 characters' }),
+      // Each value's size is bounded by the total the route checks (in bytes, with a message saying so).
+      t.Array(Nullable(t.String()), {
+        maxItems: 100,
+        error: 'parameters: at most 100 values',
+        description: 'explain: the values of $1, $2, … (null: NULL), as text; at most 100, of 16 KiB (UTF-8) in all',
+      }),
     ),
   },
   { additionalProperties: false, examples: [{ kind: 'explain', query_hash: '-4212352190394016122', parameters: ['42'] }] },
