@@ -39,6 +39,14 @@ export const actionLimits = {
   explain: { perRequester: 20, perDatabase: 40 },
 } as const
 /**
+ * Agents' long-polls for actions (GET /agent/actions) waiting at once in one serve process: per database
+ * (its agent's one, and room for a restart's overlap) and per API key (one agent polls once per PostgreSQL
+ * database it monitors). One more is a 429 with Retry-After, at once.
+ */
+export const agentActionPolls = { perDatabase: 2, perKey: 100, retryAfterMs: 5 * SECOND } as const
+/** A database's own agent key (the one whose long-polls are heard) may be taken over by another key once it has not polled this long. */
+export const agentKeyTakeoverMs = 2 * MINUTE
+/**
  * An explain's parameter values (POST /databases/{id}/actions): at most this many, and this many bytes
  * (UTF-8) in all; more is a 400. The agent binds each as a constant in the plan it asks for.
  */

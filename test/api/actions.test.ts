@@ -9,7 +9,8 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { ACTION_TTL_MS } from '../../src/shared/action-kinds.ts'
 import { HIDDEN_CHARACTERS } from '../../src/shared/invisible.ts'
-import { actionLimits, explainParameterLimits, pendingActionsPerDatabase } from '../../src/server/limits.ts'
+import { actionLimits, agentActionPolls, explainParameterLimits, pendingActionsPerDatabase } from '../../src/server/limits.ts'
+import { until } from '../support/wait.ts'
 import { type Account, type TestServer, agentAccount, createApiKey, freshStoreLocation, startTestServer } from '../support/server.ts'
 
 let server: TestServer
@@ -156,6 +157,55 @@ describe('explain parameters', () => {
     const at = await ask([...Array.from({ length: 98 }, () => null), 'a'.repeat(explainParameterLimits.totalBytes - 2), 'é'])
     expect(at.status).toBe(202)
     expect(at.body.parameters).toHaveLength(100)
+  })
+})
+
+describe("the agent's long-poll", () => {
+  test("what the agent allows is heard from the database's own key only; another key gets a 409 until that one is silent", async () => {
+    server.advance(actionLimits.windowMs)
+    const id = await database('bound')
+    const poll = (apiKey: string, allow: string) => server.call('GET', `/api/v1/agent/actions?database=bound&wait=0&allow=${allow}`, { apiKey })
+    expect((await poll(key, 'explain')).status).toBe(200)
+    const other = await createApiKey(server, owner, 'other agent', ['ingest'])
+    const refused = await poll(other.key, 'cancel,terminate,explain')
+    expect(refused.status).toBe(409)
+    const prefix = (await server.call('GET', '/api/v1/api-keys', { token: owner.token })).body.find((k: any) => k.name === 'agent').prefix
+    expect(refused.body.error).toStartWith(`database "bound" takes actions from its own agent's key, ${prefix} ("agent"), heard `)
+    expect(refused.body.error).toEndWith(' s ago; another key is heard once that one has been silent 120 s (stop its agent, or revoke it)')
+    const listed = await server.call('GET', `/api/v1/databases/${id}/actions`, { token: owner.token })
+    expect(listed.body.allowed).toEqual(['explain'])
+    // Nor may it post the result of an action the own key took.
+    const asked = await explainAs(id, { token: owner.token })
+    expect((await poll(key, 'explain')).body.actions.map((a: any) => a.id)).toEqual([asked.body.id])
+    const forged = await server.call('POST', `/api/v1/agent/actions/${asked.body.id}`, { apiKey: other.key, body: { outcome: 'done', plan: {} } })
+    expect(forged.status).toBe(409)
+    expect(forged.body).toEqual({ error: "only the database's own agent key, which was handed the action, may post its result" })
+    expect((await server.call('POST', `/api/v1/agent/actions/${asked.body.id}`, { apiKey: key, body: { outcome: 'refused', reason: 'no' } })).status).toBe(204)
+    // The own key silent for two minutes: the other one takes over.
+    server.advance(120_001)
+    expect((await poll(other.key, 'cancel,explain')).status).toBe(200)
+    expect((await server.call('GET', `/api/v1/databases/${id}/actions`, { token: owner.token })).body.allowed).toEqual(['cancel', 'explain'])
+    expect(server.logs.some((l) => l.includes('WARN actions: another agent key took the database over'))).toBe(true)
+  })
+
+  test(`at most ${agentActionPolls.perDatabase} wait at once per database: one more is a 429 at once`, async () => {
+    await database('crowded')
+    const path = '/api/v1/agent/actions?database=crowded&allow=explain'
+    const aborts = [new AbortController(), new AbortController()]
+    const waiting = aborts.map((c) => fetch(`${server.base}${path}&wait=20`, { headers: { 'x-api-key': key }, signal: c.signal }).catch(() => undefined))
+    try {
+      const third = await until('the third long-poll to be refused', async () => {
+        const res = await server.call('GET', `${path}&wait=0`, { apiKey: key })
+        return res.status === 429 ? res : undefined
+      })
+      expect(third.body).toEqual({ error: `2 long-polls for actions already wait for database "crowded", at most 2 may (does another agent poll for it?); try again in 5 s` })
+      expect(third.headers.get('retry-after')).toBe('5')
+    } finally {
+      for (const c of aborts) c.abort()
+      await Promise.all(waiting)
+    }
+    // Once they ended, there is room again.
+    await until('a long-poll to be taken again', async () => ((await server.call('GET', `${path}&wait=0`, { apiKey: key })).status === 200 ? true : undefined))
   })
 })
 

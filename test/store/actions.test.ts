@@ -1,7 +1,7 @@
 // The actions store (sql-actions.ts) on SQLite and PostgreSQL: an action is handed out once even when two
 // serve processes share one PostgreSQL store and claim at the same moment; a pending one past its expiry
 // is never handed out and reads as expired; a result is taken once, only for a running action of the
-// caller's organization; what the agent allows round-trips. A database holds at most the cap of pending
+// caller's organization; what the agent allows is recorded from the database's own agent key only. A database holds at most the cap of pending
 // actions, also when two processes ask at once; retention deletes the actions that are over.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { openStore } from '../../src/server/store/open.ts'
@@ -109,11 +109,19 @@ for (const kind of storeKinds as StoreKind[]) {
       })
     })
 
-    test('what the agent allows round-trips', async () => {
+    test("what the agent allows is heard from the database's own agent key only; another takes over once it is silent", async () => {
+      const silence = 120_000
       expect(await a.actions.actionListener(dbId)).toBeUndefined()
-      await b.actions.heardListener(dbId, ['cancel', 'explain'], T0)
-      await b.actions.heardListener(dbId, ['explain'], T0 + 5)
-      expect(await a.actions.actionListener(dbId)).toEqual({ allowed: ['explain'], heard_at: T0 + 5 })
+      expect(await b.actions.heardListener(dbId, 'k1', ['cancel', 'explain'], T0, T0 - silence)).toEqual({ own: true, took_over_from: null })
+      // Another key of the organization: nothing recorded.
+      expect(await a.actions.heardListener(dbId, 'k2', ['cancel', 'terminate', 'explain'], T0 + 1, T0 + 1 - silence)).toEqual({ own: false, agent_key_id: 'k1', heard_at: T0 })
+      await b.actions.heardListener(dbId, 'k1', ['explain'], T0 + 5, T0 + 5 - silence)
+      expect(await a.actions.actionListener(dbId)).toEqual({ allowed: ['explain'], heard_at: T0 + 5, agent_key_id: 'k1' })
+      // k1 silent for longer than that: k2 is the agent's key from now on.
+      const later = T0 + 5 + silence + 1
+      expect(await a.actions.heardListener(dbId, 'k2', ['cancel'], later, later - silence)).toEqual({ own: true, took_over_from: 'k1' })
+      expect(await b.actions.actionListener(dbId)).toEqual({ allowed: ['cancel'], heard_at: later, agent_key_id: 'k2' })
+      expect((await b.actions.heardListener(dbId, 'k1', ['explain'], later + 1, later + 1 - silence)).own).toBe(false)
     })
 
     test('at most the cap pending per database, also asked from two processes at once; taken or expired ones make room', async () => {

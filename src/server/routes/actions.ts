@@ -12,8 +12,11 @@
 //        long-poll: answers as soon as one of the database's actions is pending (claiming it: running),
 //        else after `wait` seconds (at most 20) with none. Actions stored by this process wake it at once;
 //        those another serve process stored (one PostgreSQL store) are found by a claim once a second.
-//        It records what the agent allows (`allow`, from its allow_actions) for the dashboard.
-//   POST /api/v1/agent/actions/{aid}           the result (done, refused, failed)
+//        It records what the agent allows (`allow`, from its allow_actions) for the dashboard, from the
+//        database's own agent key only: the first key to poll for it, until that one has been silent
+//        agentKeyTakeoverMs; another key is a 409 and records nothing. At most agentActionPolls wait at
+//        once per database and per key in a process: one more is a 429 at once.
+//   POST /api/v1/agent/actions/{aid}           the result (done, refused, failed), from that key only
 // A pending action expires ACTION_TTL_MS after it was asked and is never handed out later; the sweep runs
 // whenever the agent polls or anyone reads the database's actions. Kills (cancel, terminate) and explains
 // are limited apart, so that a flood of explains never holds back a kill: each has rate buckets per
@@ -33,8 +36,8 @@ import { jsonQuote } from '../../shared/log.ts'
 import { type Principal, authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { cancelStatement, terminateSession } from '../../shared/session-commands.ts'
-import { badRequest, forbidden, notFound, tooManyRequests } from '../http-error.ts'
-import { actionLimits, explainParameterLimits, pendingActionsPerDatabase } from '../limits.ts'
+import { badRequest, conflict, forbidden, notFound, tooManyRequests } from '../http-error.ts'
+import { actionLimits, agentActionPolls, agentKeyTakeoverMs, explainParameterLimits, pendingActionsPerDatabase } from '../limits.ts'
 import { errorAnswers } from '../openapi.ts'
 import type { StoredAction } from '../store/sql-actions.ts'
 import { rfc3339 } from '../views.ts'
@@ -42,6 +45,31 @@ import { query } from './schema.ts'
 import { databaseFor } from './telemetry-params.ts'
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+
+/** Long-polls waiting in this process, by `db:<id>` and `key:<id>` (agentActionPolls caps them). */
+const polling = new Map<string, number>()
+
+/** Counts a long-poll under `names`, or refuses it (429) when one of them is at its cap; returns the release. */
+function admitPoll(names: { name: string; cap: number; what: string }[]): () => void {
+  for (const n of names) {
+    const now = polling.get(n.name) ?? 0
+    if (now >= n.cap) throw tooManyRequests(agentActionPolls.retryAfterMs, `${now} long-polls for actions already wait ${n.what}, at most ${n.cap} may (does another agent poll for it?)`)
+  }
+  for (const n of names) polling.set(n.name, (polling.get(n.name) ?? 0) + 1)
+  return () => {
+    for (const n of names) {
+      const left = (polling.get(n.name) ?? 1) - 1
+      if (left <= 0) polling.delete(n.name)
+      else polling.set(n.name, left)
+    }
+  }
+}
+
+/** The public prefix of an API key of the organization by its id (as the keys list shows it). */
+async function keyPrefix(deps: Deps, orgId: string, id: string): Promise<string> {
+  const key = (await deps.store.listApiKeys(orgId, true)).find((k) => k.id === id)
+  return key ? `dbm_ak_${key.key_id}_... ("${key.name.slice(0, 60)}")` : 'a key since deleted'
+}
 
 /** In-process wake-ups of long-polls, by database id: an action stored here is handed out at once. */
 const waiters = new Map<string, Set<() => void>>()
@@ -314,18 +342,35 @@ export function actionRoutes(deps: Deps) {
         if (!Number.isFinite(wait) || wait < 0) throw badRequest('wait must be a number of seconds')
         const allow = (q.allow ?? '').split(',').filter(Boolean)
         if (allow.some((k) => !(ACTION_KINDS as readonly string[]).includes(k))) throw badRequest(`allow must list some of: ${ACTION_KINDS.join(', ')}`)
-        const db = (await store.listDatabases(agent.orgId)).find((d) => d.name === name)
-        if (!db) throw notFound('database')
-        await store.actions.heardListener(db.id, allow as ActionKind[], clock())
-        const until = Date.now() + Math.min(wait, 20) * 1000
-        for (;;) {
-          await sweep(deps, db.id)
-          // A read each second; the claim (a write) only when something waits.
-          const claimed = (await store.actions.pendingActions(db.id, clock())) > 0 ? await store.actions.claimActions(db.id, clock(), 10) : []
-          if (claimed.length > 0 || request.signal.aborted) return { actions: claimed.map((a) => agentAction(a, clock())) }
-          const left = until - Date.now()
-          if (left <= 0) return { actions: [] }
-          await pause(db.id, Math.min(1_000, left), request.signal)
+        const releaseKey = admitPoll([{ name: `key:${agent.apiKeyId}`, cap: agentActionPolls.perKey, what: 'with this API key' }])
+        try {
+          const db = (await store.listDatabases(agent.orgId)).find((d) => d.name === name)
+          if (!db) throw notFound('database')
+          // Only the database's own agent key is heard (what it allows, and its actions handed out).
+          const heard = await store.actions.heardListener(db.id, agent.apiKeyId, allow as ActionKind[], clock(), clock() - agentKeyTakeoverMs)
+          if (!heard.own) {
+            throw conflict(
+              `database ${JSON.stringify(name)} takes actions from its own agent's key, ${await keyPrefix(deps, agent.orgId, heard.agent_key_id)}, heard ${Math.max(0, Math.round((clock() - heard.heard_at) / 1000))} s ago; another key is heard once that one has been silent ${agentKeyTakeoverMs / 1000} s (stop its agent, or revoke it)`,
+            )
+          }
+          if (heard.took_over_from) deps.log.warn('actions: another agent key took the database over', { database: db.id, key: agent.apiKeyId, previous_key: heard.took_over_from })
+          const releaseDb = admitPoll([{ name: `db:${db.id}`, cap: agentActionPolls.perDatabase, what: `for database ${JSON.stringify(name)}` }])
+          try {
+            const until = Date.now() + Math.min(wait, 20) * 1000
+            for (;;) {
+              await sweep(deps, db.id)
+              // A read each second; the claim (a write) only when something waits.
+              const claimed = (await store.actions.pendingActions(db.id, clock())) > 0 ? await store.actions.claimActions(db.id, clock(), 10) : []
+              if (claimed.length > 0 || request.signal.aborted) return { actions: claimed.map((a) => agentAction(a, clock())) }
+              const left = until - Date.now()
+              if (left <= 0) return { actions: [] }
+              await pause(db.id, Math.min(1_000, left), request.signal)
+            }
+          } finally {
+            releaseDb()
+          }
+        } finally {
+          releaseKey()
         }
       },
       {
@@ -337,7 +382,12 @@ export function actionRoutes(deps: Deps) {
         response: { 200: AgentActionsAnswer },
         detail: {
           summary: "The agent's long-poll for its database's pending actions (an agent's API key with the 'ingest' scope); takes them",
-          responses: errorAnswers({ 403: 'a user, not an agent key', 404: 'no database of that name in the organization' }),
+          responses: errorAnswers({
+            403: 'a user, not an agent key',
+            404: 'no database of that name in the organization',
+            409: "another key is the database's own agent key, and was heard lately",
+            429: `${agentActionPolls.perDatabase} long-polls already wait for the database, or ${agentActionPolls.perKey} with the key, in this serve process`,
+          }),
         },
       },
     )
@@ -346,6 +396,9 @@ export function actionRoutes(deps: Deps) {
       async ({ principal, params, body, set }) => {
         const agent = requireAgent(principal)
         if (!UUID.test(params.aid)) throw badRequest('aid must be an action id (a UUID)')
+        const own = await store.actions.actionAgentKey(agent.orgId, params.aid)
+        if (own === undefined) throw notFound('running action')
+        if (own !== agent.apiKeyId) throw conflict("only the database's own agent key, which was handed the action, may post its result")
         const now = clock()
         const finished = await store.actions.finishAction(agent.orgId, params.aid, body, now)
         if (!finished) throw notFound('running action')
@@ -355,7 +408,10 @@ export function actionRoutes(deps: Deps) {
       {
         body: AGENT_RESULT_BODY,
         response: { 204: t.Undefined() },
-        detail: { summary: "The agent's result of an action it took", responses: errorAnswers({ 403: 'a user, not an agent key', 404: 'no such running action in the organization' }) },
+        detail: {
+          summary: "The agent's result of an action it took",
+          responses: errorAnswers({ 403: 'a user, not an agent key', 404: 'no such running action in the organization', 409: "not the database's own agent key" }),
+        },
       },
     )
 }

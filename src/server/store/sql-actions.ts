@@ -14,8 +14,11 @@
 // finds no backlog of kills. The count and the insert are one transaction under a lock of the database's
 // actions, so several serve processes on one PostgreSQL store never go past it. Finished actions go with
 // the organization's retention (sweepActions, from the health monitor's retention pass), as its events do.
+// What the agent allows is recorded from the database's own agent key only (heardListener): the first key
+// to long-poll for it, until that one falls silent; the long-polls and results of any other key of the
+// organization are refused by the route.
 // Reads (an action, the recent ones, what the agent allows) are apart from writes.
-import { type ActionClass, actionClass } from '../../shared/action-kinds.ts'
+import { ACTION_KINDS, type ActionClass, actionClass } from '../../shared/action-kinds.ts'
 import type { ActionKind, ActionSession } from '../../shared/wire.ts'
 import { num, numOrNull } from './account-rows.ts'
 import type { SqlDriver } from './driver.ts'
@@ -61,11 +64,16 @@ export interface StoredAction {
 
 export type NewAction = Pick<StoredAction, 'id' | 'org_id' | 'database_id' | 'kind' | 'request' | 'requested_by' | 'requested_at' | 'expires_at'>
 
-/** What a database's agent allows (allow_actions), as it said on its latest long-poll. */
+/** What a database's agent allows (allow_actions), as it said on its latest long-poll, and with which key. */
 export interface ActionListener {
   allowed: ActionKind[]
   heard_at: number
+  /** The API key (its id) of the database's own agent: the only one whose long-polls count; null before any. */
+  agent_key_id: string | null
 }
+
+/** What a long-poll's key came to: the database's own agent key (recorded), or another one while that one is heard. */
+export type ListenerAdmission = { own: true; took_over_from: string | null } | { own: false; agent_key_id: string; heard_at: number }
 
 export interface ActionReads {
   /** The action of that id when it belongs to the organization's database; a pending one past its expiry reads as expired. */
@@ -76,6 +84,8 @@ export interface ActionReads {
   pendingActions(databaseId: string, now: number): Promise<number>
   /** What the database's agent allows, as it last said; undefined when no agent asked for actions yet. */
   actionListener(databaseId: string): Promise<ActionListener | undefined>
+  /** The own agent key of the database of the organization's running action `id`: null when none asked yet, undefined when there is no such running action. */
+  actionAgentKey(orgId: string, id: string): Promise<string | null | undefined>
 }
 
 /** What asking came to: the action stored, or refused because the database already has `pending` of its class waiting. */
@@ -106,8 +116,12 @@ export interface ActionWrites {
   finishAction(orgId: string, id: string, result: ActionResult, now: number): Promise<StoredAction | undefined>
   /** Marks every pending action of the database past its expiry expired (running ones past it too: their agent never answered); returns them. */
   expireActions(databaseId: string, now: number): Promise<StoredAction[]>
-  /** Records what the database's agent allows, and that it asked for actions now. */
-  heardListener(databaseId: string, allowed: readonly ActionKind[], now: number): Promise<void>
+  /**
+   * Records what the database's agent allows, and that it asked for actions now, when `agentKeyId` is the
+   * database's own agent key: the first key to ask, or any key once that one has not asked since
+   * `silentBefore` (its agent is gone, or the key was revoked). Another key records nothing.
+   */
+  heardListener(databaseId: string, agentKeyId: string, allowed: readonly ActionKind[], now: number, silentBefore: number): Promise<ListenerAdmission>
   /** Adds the audit event of a cancel or terminate to the database's events timeline (kind session_action). */
   auditAction(databaseId: string, event: DbEvent): Promise<void>
 }
@@ -177,6 +191,23 @@ function lateResult(result: ActionResult, lateBy: number): ActionResult {
     agent_outcome: outcome,
     late_by_ms: lateBy,
     reason: `the agent's result came ${(lateBy / 1000).toFixed(1)} s after the action expired, so it is not counted as run in time; the agent reported: ${said}`.slice(0, 4_000),
+  }
+}
+
+/**
+ * The own agent key rides in action_listeners.allowed beside the kinds, as `key:<api key id>` (migration 18
+ * has no column for it; a later migration may give it one): rows written before it have none, and the next
+ * key to ask becomes the database's own.
+ */
+const KEY_TOKEN = 'key:'
+
+function readListener(r: { allowed: string; heard_at: unknown }): ActionListener {
+  const tokens = r.allowed.split(' ').filter(Boolean)
+  const key = tokens.find((t) => t.startsWith(KEY_TOKEN))
+  return {
+    allowed: tokens.filter((t): t is ActionKind => (ACTION_KINDS as readonly string[]).includes(t)),
+    heard_at: num(r.heard_at),
+    agent_key_id: key ? key.slice(KEY_TOKEN.length) : null,
   }
 }
 
@@ -272,12 +303,21 @@ export class SqlActions implements ActionStore {
     return out
   }
 
-  async heardListener(databaseId: string, allowed: readonly ActionKind[], now: number): Promise<void> {
-    await this.driver.run(
-      `INSERT INTO action_listeners (database_id, allowed, heard_at) VALUES ($1, $2, $3)
-       ON CONFLICT (database_id) DO UPDATE SET allowed = excluded.allowed, heard_at = excluded.heard_at`,
-      [databaseId, allowed.join(' '), now],
-    )
+  heardListener(databaseId: string, agentKeyId: string, allowed: readonly ActionKind[], now: number, silentBefore: number): Promise<ListenerAdmission> {
+    // Read and write under the database's actions lock: of two keys asking at once, one is the agent's.
+    return this.driver.transaction(async (tx) => {
+      const r = await tx.get<{ allowed: string; heard_at: unknown }>('SELECT allowed, heard_at FROM action_listeners WHERE database_id = $1', [databaseId])
+      const current = r ? readListener(r) : undefined
+      if (current?.agent_key_id && current.agent_key_id !== agentKeyId && current.heard_at > silentBefore) {
+        return { own: false, agent_key_id: current.agent_key_id, heard_at: current.heard_at }
+      }
+      await tx.run(
+        `INSERT INTO action_listeners (database_id, allowed, heard_at) VALUES ($1, $2, $3)
+         ON CONFLICT (database_id) DO UPDATE SET allowed = excluded.allowed, heard_at = excluded.heard_at`,
+        [databaseId, [...allowed, `${KEY_TOKEN}${agentKeyId}`].join(' '), now],
+      )
+      return { own: true, took_over_from: current?.agent_key_id && current.agent_key_id !== agentKeyId ? current.agent_key_id : null }
+    }, `dbm:actions:${databaseId}`)
   }
 
   auditAction(databaseId: string, event: DbEvent): Promise<void> {
@@ -286,8 +326,16 @@ export class SqlActions implements ActionStore {
 
   async actionListener(databaseId: string): Promise<ActionListener | undefined> {
     const r = await this.driver.get<{ allowed: string; heard_at: unknown }>('SELECT allowed, heard_at FROM action_listeners WHERE database_id = $1', [databaseId])
+    return r ? readListener(r) : undefined
+  }
+
+  async actionAgentKey(orgId: string, id: string): Promise<string | null | undefined> {
+    const r = await this.driver.get<{ allowed: string | null; heard_at: unknown }>(
+      "SELECT l.allowed, l.heard_at FROM actions a LEFT JOIN action_listeners l ON l.database_id = a.database_id WHERE a.id = $1 AND a.org_id = $2 AND a.state = 'running'",
+      [id, orgId],
+    )
     if (!r) return undefined
-    return { allowed: r.allowed.split(' ').filter(Boolean) as ActionKind[], heard_at: num(r.heard_at) }
+    return r.allowed === null ? null : readListener({ allowed: r.allowed, heard_at: r.heard_at }).agent_key_id
   }
 }
 
