@@ -195,7 +195,13 @@ export class ActionPoller {
           body: JSON.stringify(result),
           signal: AbortSignal.timeout(15_000),
         })
-        if (res.ok || (res.status >= 400 && res.status < 500)) return
+        if (res.ok) return
+        if (res.status >= 400 && res.status < 500) {
+          // Not taken (another key is the database's agent now, or the action is over): said, not retried.
+          const body = (await res.json().catch(() => undefined)) as { error?: string } | undefined
+          this.options.log.warn('actions: the server refused the result', { database: this.options.database.name, id, status: res.status, cause: cut(String(body?.error ?? ''), 300) })
+          return
+        }
       } catch {}
       await this.pause(1_000 * attempt)
     }
