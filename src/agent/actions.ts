@@ -1,13 +1,16 @@
 // The agent's side of the dashboard's actions (src/server/routes/actions.ts): one poller per PostgreSQL
 // database long-polls GET /api/v1/agent/actions (answered as soon as an action is pending, else after
-// 20 s) and runs what it is handed, one at a time, then posts the result. The ingest answer's
+// 20 s) and runs what it is handed, kills at once and one at a time, explains one at a time on a lane of
+// their own, then posts each result. The ingest answer's
 // actions_pending wakes a poller that is pausing after a failure.
 //
 // Only what the database's allow_actions lets it run (default: explain; `dbm local`: all three); anything
 // else is refused with the reason and the line to add. Each action runs on a connection of its own (not the
 // collectors' pool, which a slow cycle may hold), opened for it and closed after, with a statement and
-// lock timeout and a deadline over the whole run; an action handed out after its expiry is refused, never
-// run late. A fault (the API away, the database down, a refused login) is logged and retried later: the
+// lock timeout and a deadline over the whole run. An action is never run after its expiry: the agent
+// checks it (on its own clock, from the expires_in_ms it was handed) right before each action starts and
+// again right before the statement that signals or plans, and refuses it when it has passed. In a batch,
+// kills (cancel, terminate) run before explains. A fault (the API away, the database down, a refused login) is logged and retried later: the
 // agent never stops for it.
 // - cancel, terminate: the guarded selection of src/shared/session-commands.ts, parameterised: the
 //   backend must have the pid, the session's start (within a millisecond), its role and application, and
@@ -17,7 +20,9 @@
 //   dashboard is ever run), and planned under the plan sampler's rules (collectors/postgres/explain-plans.ts):
 //   only a top-level statement a trusted role ran, no writable schema on the search_path, no function or
 //   operator of an untrusted role, every object the PREPARE locks a trusted role's; EXPLAIN (FORMAT JSON),
-//   never ANALYZE, in a READ ONLY transaction, with the values bound as constants (a custom plan).
+//   never ANALYZE, in a READ ONLY transaction, with the values bound as constants (a custom plan). Every
+//   statement of an explain, the EXPLAIN too, runs under a 1 s statement timeout, and a database's
+//   explains run one at a time, on a lane apart from its kills.
 import type postgres from 'postgres'
 import { ACTION_KINDS, type ActionKind, DEFAULT_ALLOWED_ACTIONS } from '../shared/action-kinds.ts'
 import { AGENT_ACTIONS_PATH } from '../shared/ingest-path.ts'
@@ -54,7 +59,15 @@ export interface ActionPollerOptions {
   retryMs?: number
   /** Over one action's run: connecting, checking and running it. */
   deadlineMs?: number
+  /** An explain's statement timeout, each of its statements (the EXPLAIN too); default 1 s. */
+  explainTimeoutMs?: number
 }
+
+/**
+ * Explains run one at a time per database (by its name in the agent config), on a lane apart from the
+ * poller's loop: kills go on being taken and run while an explain plans.
+ */
+const explainLanes = new Map<string, Promise<void>>()
 
 /** What a database's agent allows: its allow_actions, else explain only. */
 export const allowedActions = (db: Pick<DatabaseConfig, 'allowActions'>): readonly ActionKind[] => db.allowActions ?? DEFAULT_ALLOWED_ACTIONS
@@ -107,8 +120,10 @@ export class ActionPoller {
     let failures = 0
     while (!this.stopped) {
       let actions: AgentAction[]
+      let receivedAt: number
       try {
         actions = await this.poll()
+        receivedAt = performance.now()
         failures = 0
       } catch (e) {
         if (this.stopped) break
@@ -123,13 +138,36 @@ export class ActionPoller {
         await this.pause(waitMs)
         continue
       }
-      for (const action of actions) {
+      // Kills first, here: a cancel or terminate never waits behind an explain. Explains go to the
+      // database's lane, one at a time, each checked against its expiry when its turn comes.
+      for (const action of [...actions].sort(killsFirst)) {
         if (this.stopped) break
-        const result = await this.execute(action)
-        log.info('action handled', { database: database.name, kind: action.kind, id: action.id, outcome: result.outcome, signalled: result.signalled })
-        await this.report(action.id, result)
+        const startBy = receivedAt + action.expires_in_ms
+        if (action.kind === 'explain') this.queueExplain(action, startBy)
+        else await this.handle(action, startBy)
       }
     }
+    await this.lane
+  }
+
+  /** The explains this poller queued, on its database's lane (explainLanes). */
+  private lane: Promise<void> = Promise.resolve()
+
+  private queueExplain(action: AgentAction, startBy: number): void {
+    const name = this.options.database.name
+    const turn = (explainLanes.get(name) ?? Promise.resolve()).then(() => (this.stopped ? undefined : this.handle(action, startBy)))
+    explainLanes.set(name, turn)
+    this.lane = turn
+    void turn.finally(() => {
+      if (explainLanes.get(name) === turn) explainLanes.delete(name)
+    })
+  }
+
+  private async handle(action: AgentAction, startBy: number): Promise<void> {
+    const { database, log } = this.options
+    const result = await this.execute(action, startBy)
+    log.info('action handled', { database: database.name, kind: action.kind, id: action.id, outcome: result.outcome, signalled: result.signalled })
+    await this.report(action.id, result)
   }
 
   private headers() {
@@ -157,15 +195,25 @@ export class ActionPoller {
           body: JSON.stringify(result),
           signal: AbortSignal.timeout(15_000),
         })
-        if (res.ok || (res.status >= 400 && res.status < 500)) return
+        if (res.ok) return
+        if (res.status >= 400 && res.status < 500) {
+          // Not taken (another key is the database's agent now, or the action is over): said, not retried.
+          const body = (await res.json().catch(() => undefined)) as { error?: string } | undefined
+          this.options.log.warn('actions: the server refused the result', { database: this.options.database.name, id, status: res.status, cause: cut(String(body?.error ?? ''), 300) })
+          return
+        }
       } catch {}
       await this.pause(1_000 * attempt)
     }
     this.options.log.warn('actions: the result could not be posted', { database: this.options.database.name, id })
   }
 
-  /** Runs one action within its deadline; never throws. */
-  async execute(action: AgentAction): Promise<AgentActionResult> {
+  /**
+   * Runs one action within its deadline; never throws. `startBy` (performance.now() time, default: its
+   * expires_in_ms from now) is its expiry on this agent's clock: checked right before it starts, and again
+   * right before the statement that signals or plans, so that an action is never run after it expired.
+   */
+  async execute(action: AgentAction, startBy = performance.now() + action.expires_in_ms): Promise<AgentActionResult> {
     const { database } = this.options
     const allowed = allowedActions(database)
     if (!(ACTION_KINDS as readonly string[]).includes(action.kind)) return { outcome: 'refused', reason: `this agent does not know the action ${JSON.stringify(action.kind)}` }
@@ -175,20 +223,31 @@ export class ActionPoller {
         reason: `the agent config does not allow ${action.kind} for database ${JSON.stringify(database.name)} (allow_actions: [${allowed.join(', ')}]); to allow it, add ${action.kind} to allow_actions in that database's entry, or run the command shown by hand`,
       }
     }
-    if (action.expires_in_ms <= 0) return { outcome: 'refused', reason: 'it had expired when the agent got it; it was not run' }
-    const deadlineMs = Math.min(this.options.deadlineMs ?? 20_000, action.expires_in_ms + 10_000)
+    const expired = expiredRefusal(startBy)
+    if (expired) return { outcome: 'refused', reason: expired }
+    const beforeStart = () => {
+      const late = expiredRefusal(startBy)
+      if (late) throw new Refusal(late)
+    }
+    const deadlineMs = Math.min(this.options.deadlineMs ?? 20_000, startBy - performance.now() + 10_000)
+    const explainMs = this.options.explainTimeoutMs ?? 1_000
     const sql = agentPostgres(database.dsn, {
       max: 1,
       connect_timeout: 10,
       onnotice: () => {},
-      connection: { application_name: 'dbm-agent', statement_timeout: 5_000, lock_timeout: 1_000, idle_in_transaction_session_timeout: 10_000 },
+      connection: {
+        application_name: 'dbm-agent',
+        statement_timeout: action.kind === 'explain' ? explainMs : 5_000,
+        lock_timeout: Math.min(1_000, action.kind === 'explain' ? explainMs : 1_000),
+        idle_in_transaction_session_timeout: 10_000,
+      },
     })
     let timer: ReturnType<typeof setTimeout> | undefined
     try {
       const deadline = new Promise<never>((_, reject) => {
         timer = setTimeout(() => reject(new Error(`no answer within ${deadlineMs / 1000} s`)), deadlineMs)
       })
-      const run = action.kind === 'explain' ? explain(sql, database, action) : kill(sql, action)
+      const run = action.kind === 'explain' ? explain(sql, database, action, beforeStart, explainMs) : kill(sql, action, beforeStart)
       return await Promise.race([run, deadline])
     } catch (e) {
       if (e instanceof Refusal) return { outcome: 'refused', reason: cut(e.message) }
@@ -203,11 +262,20 @@ export class ActionPoller {
   }
 }
 
+/** Kills (cancel, terminate) before explains, each kind in the order handed out. */
+const killsFirst = (a: AgentAction, b: AgentAction) => Number(a.kind === 'explain') - Number(b.kind === 'explain')
+
+/** The refusal of an action whose expiry (`startBy`, performance.now() time) has passed, else undefined. */
+function expiredRefusal(startBy: number): string | undefined {
+  const over = performance.now() - startBy
+  return over >= 0 ? `it expired ${Math.round(over)} ms before the agent could start it; it was not run` : undefined
+}
+
 /** The session's times as PostgreSQL timestamptz text. */
 const iso = (ms: number) => new Date(ms).toISOString()
 
 /** cancel or terminate: the guarded selection, parameterised (see the header). */
-async function kill(sql: postgres.Sql, action: AgentAction): Promise<AgentActionResult> {
+async function kill(sql: postgres.Sql, action: AgentAction, beforeStart: () => void): Promise<AgentActionResult> {
   const s = action.session
   if (!s || !Number.isFinite(s.backend_start)) throw new Refusal("the session's pid and start are needed")
   const fn = action.kind === 'cancel' ? 'pg_cancel_backend' : 'pg_terminate_backend'
@@ -226,6 +294,8 @@ async function kill(sql: postgres.Sql, action: AgentAction): Promise<AgentAction
     params.push(iso(s[moment]!))
     where.push(`abs(extract(epoch FROM ${moment} - $${params.length}::timestamptz)) < 0.001`)
   }
+  // Connecting took time: the last check of the expiry, right before the signal.
+  beforeStart()
   try {
     const rows = await sql.unsafe(`SELECT ${fn}(pid) AS signalled FROM pg_stat_activity WHERE ${where.join(' AND ')}`, params as never[])
     return { outcome: 'done', signalled: rows.length > 0 && rows[0]!.signalled === true }
@@ -238,7 +308,7 @@ async function kill(sql: postgres.Sql, action: AgentAction): Promise<AgentAction
 }
 
 /** explain: the statement's text from pg_stat_statements, planned under the sampler's rules. */
-async function explain(sql: postgres.Sql, database: DatabaseConfig, action: AgentAction): Promise<AgentActionResult> {
+async function explain(sql: postgres.Sql, database: DatabaseConfig, action: AgentAction, beforeStart: () => void, timeoutMs: number): Promise<AgentActionResult> {
   const hash = action.query_hash ?? ''
   if (!/^-?\d{1,20}$/.test(hash)) throw new Refusal('the statement is named by its query id (a number)')
   addArrayTypes(sql, await fetchArrayTypes(sql))
@@ -269,8 +339,9 @@ async function explain(sql: postgres.Sql, database: DatabaseConfig, action: Agen
   if (writable.length > 0) throw new Refusal(`not explained: ${writableAdvice(writable)}`)
   const untrusted = await untrustedCode(sql, trusted)
   if (untrusted) throw new Refusal(`not explained: ${untrustedAdvice(untrusted, database.name, database.local)}`)
+  beforeStart()
   try {
-    const explained = await explainOne({ sql }, text, trusted, values)
+    const explained = await explainOne({ sql }, text, trusted, values, { statementMs: timeoutMs, lockMs: Math.min(timeoutMs, 500) })
     if (!explained) throw new Error('EXPLAIN gave no plan')
     return { outcome: 'done', plan: explained }
   } catch (e) {

@@ -25,11 +25,34 @@ export const webhookTestCooldownMs = 10 * SECOND
 /** Invites sent (POST /organization/invites) per organization per hour, refused ones included: each one mails someone. */
 export const inviteLimit = { limit: 30, windowMs: HOUR }
 /** Webhook URL changes (PUT /organization/webhook) per organization per hour, refused ones included. */
-/** Actions asked of agents (POST /databases/{id}/actions: cancel, terminate, explain) per organization, refused ones included. */
-export const actionLimits = { limit: 60, windowMs: MINUTE }
-/** Actions one database may have waiting for its agent (pending, unexpired): one more is a 429 until one is taken or expires. */
-export const pendingActionsPerDatabase = 20
 export const webhookPutLimit = { limit: 30, windowMs: 60 * MINUTE }
+/**
+ * Actions asked of agents (POST /databases/{id}/actions) per minute, refused ones included, in buckets of
+ * their own for kills (cancel, terminate) and for explains, so that a flood of explains never uses up the
+ * room for a kill. Each counts per requester (a user, or an API key) and per database; the requester's is
+ * counted first and a request it refuses never reaches the database's, and one requester alone stays below
+ * the database's, so one member cannot use up another's room.
+ */
+export const actionLimits = {
+  windowMs: MINUTE,
+  kill: { perRequester: 10, perDatabase: 30 },
+  explain: { perRequester: 20, perDatabase: 40 },
+} as const
+/**
+ * Agents' long-polls for actions (GET /agent/actions) waiting at once in one serve process: per database
+ * (its agent's one, and room for a restart's overlap) and per API key (one agent polls once per PostgreSQL
+ * database it monitors). One more is a 429 with Retry-After, at once.
+ */
+export const agentActionPolls = { perDatabase: 2, perKey: 100, retryAfterMs: 5 * SECOND } as const
+/** A database's own agent key (the one whose long-polls are heard) may be taken over by another key once it has not polled this long. */
+export const agentKeyTakeoverMs = 2 * MINUTE
+/**
+ * An explain's parameter values (POST /databases/{id}/actions): at most this many, and this many bytes
+ * (UTF-8) in all; more is a 400. The agent binds each as a constant in the plan it asks for.
+ */
+export const explainParameterLimits = { count: 100, totalBytes: 16 * 1024 } as const
+/** Actions one database may have waiting for its agent (pending, unexpired), kills and explains apart: one more is a 429 until one is taken or expires. */
+export const pendingActionsPerDatabase = { kill: 10, explain: 10 } as const
 
 export const tokenLifetimes = {
   accessSeconds: 15 * 60,

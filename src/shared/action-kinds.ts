@@ -6,3 +6,9 @@ export type ActionKind = (typeof ACTION_KINDS)[number]
 export const DEFAULT_ALLOWED_ACTIONS: readonly ActionKind[] = ['explain']
 /** How long an action waits for its agent before it expires (never run later). */
 export const ACTION_TTL_MS = 120_000
+/**
+ * Kills (cancel, terminate) and explains are limited apart (rate and pending caps on the server, the order
+ * the agent runs them in), so that a flood of explains never holds back a kill.
+ */
+export type ActionClass = 'kill' | 'explain'
+export const actionClass = (kind: ActionKind): ActionClass => (kind === 'explain' ? 'explain' : 'kill')

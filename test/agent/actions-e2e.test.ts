@@ -8,6 +8,10 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
+import { ActionPoller } from '../../src/agent/actions.ts'
+import type { DatabaseConfig } from '../../src/agent/config.ts'
+import { ACTION_TTL_MS } from '../../src/shared/action-kinds.ts'
+import { createLogger } from '../../src/shared/log.ts'
 import { type AgentRig, startAgentRig } from '../support/agent.ts'
 import { type PostgresServer, sharedPostgres, statementsDatabase } from '../support/postgres.ts'
 import { type Account, agentAccount, signup, uniqueIp } from '../support/server.ts'
@@ -187,6 +191,32 @@ describe('explain', () => {
     expect(refused.plan).toBeUndefined()
   }, 30_000)
 
+  test('each statement runs under a 1 s timeout, and a database\'s explains run one at a time', async () => {
+    // Planning folds an immutable function of a constant: with 3 bound it reports the timeout in force,
+    // with 1 it sleeps 5 s.
+    await admin.unsafe(`CREATE FUNCTION dbm_probe(int) RETURNS int IMMUTABLE LANGUAGE plpgsql AS $$ BEGIN
+      IF $1 = 3 THEN RAISE EXCEPTION 'statement_timeout is %', current_setting('statement_timeout'); END IF;
+      IF $1 = 1 THEN PERFORM pg_sleep(5); END IF; RETURN $1; END $$`)
+    try {
+      await admin`SELECT id AS probe_id FROM t WHERE id = dbm_probe(${2})`
+      const [row] = await admin`SELECT queryid::text AS id FROM pg_stat_statements WHERE query LIKE '%dbm_probe%' AND query LIKE 'SELECT%'`
+      const probe = await settled((await ask({ kind: 'explain', query_hash: row!.id, parameters: ['3'] })).body.id)
+      expect(probe.state).toBe('failed')
+      expect(probe.reason).toBe('statement_timeout is 1s (SQLSTATE P0001)')
+      // Two 5 s plans asked at once: each cut at 1 s, the second begun only once the first ended.
+      const first = (await ask({ kind: 'explain', query_hash: row!.id, parameters: ['1'] })).body.id
+      const second = (await ask({ kind: 'explain', query_hash: row!.id, parameters: ['1'] })).body.id
+      const [a, b] = [await settled(first), await settled(second)]
+      for (const x of [a, b]) {
+        expect(x.state).toBe('failed')
+        expect(x.reason).toBe('canceling statement due to statement timeout (SQLSTATE 57014)')
+      }
+      expect(Date.parse(b.finished_at) - Date.parse(a.finished_at)).toBeGreaterThanOrEqual(1_000)
+    } finally {
+      await admin.unsafe('DROP FUNCTION dbm_probe(int)')
+    }
+  }, 30_000)
+
   test('a wrong number of values is refused', async () => {
     const [row] = await admin`SELECT queryid::text AS id FROM pg_stat_statements WHERE query = 'SELECT id FROM t WHERE id = $1'`
     const refused = await settled((await ask({ kind: 'explain', query_hash: row!.id, parameters: [] })).body.id)
@@ -213,6 +243,69 @@ describe('expiry and isolation', () => {
     const events = (await rig.server.call('GET', `/api/v1/databases/${id}/events?since=2020-01-01T00:00:00Z`, { token: owner().token })).body as any[]
     expect(events.map((e) => e.title)).toContain(`Cancel of pid 4242 (role "app", application "web") expired (asked by ${owner().email})`)
   })
+
+  test('an action whose expiry passed is never run: refused right before it starts, the session left alone', async () => {
+    const s = await sleeper('victim-expired')
+    try {
+      const poller = new ActionPoller({ endpoint: rig.server.base, apiKey: 'unused', database: { name: 'actions', dsn, allowActions: ['cancel'] } as DatabaseConfig, log: createLogger('error', () => {}) })
+      const action = { id: crypto.randomUUID(), kind: 'cancel' as const, expires_in_ms: 60_000, session: { ...s.reported, backend_start: Date.parse(s.reported.backend_start), xact_start: Date.parse(s.reported.xact_start), query_start: Date.parse(s.reported.query_start) } }
+      // Handed out with a minute left, but that minute is over when its turn comes.
+      const result = await poller.execute(action, performance.now() - 1)
+      expect(result.outcome).toBe('refused')
+      expect(result.reason).toMatch(/^it expired \d+ ms before the agent could start it; it was not run$/)
+      expect(await stateOf(s.reported.pid)).toBe('active')
+    } finally {
+      await admin`SELECT pg_terminate_backend(${s.reported.pid})`
+      await s.conn.end({ timeout: 0 })
+    }
+  }, 30_000)
+
+  test('a batch near its expiry: the kill runs first, a slow explain ends late and is audited so, the next one is never started', async () => {
+    // Planning folds an immutable function of a constant: with 1 bound, planning it sleeps 5 s.
+    await admin.unsafe(`CREATE FUNCTION dbm_slow(int) RETURNS int IMMUTABLE LANGUAGE plpgsql AS $$ BEGIN IF $1 = 1 THEN PERFORM pg_sleep(5); END IF; RETURN $1; END $$`)
+    await admin`SELECT id AS slow_id FROM t WHERE id = dbm_slow(${2})`
+    const [slow] = await admin`SELECT queryid::text AS id FROM pg_stat_statements WHERE query LIKE '%dbm_slow%' AND query LIKE 'SELECT%'`
+    await admin`SELECT id FROM t WHERE id = ${42}`
+    const [quick] = await admin`SELECT queryid::text AS id FROM pg_stat_statements WHERE query = 'SELECT id FROM t WHERE id = $1'`
+    const created = await rig.server.call('POST', '/api/v1/databases', { token: owner().token, body: { name: 'batch', engine: 'postgres', host: 'h', port: 5432 } })
+    const id = created.body.id as string
+    // Asked while no agent listens: explains first, then a kill of a session that is not there.
+    const a = (await ask({ kind: 'explain', query_hash: slow!.id, parameters: ['1'] }, owner(), id)).body.id
+    const b = (await ask({ kind: 'explain', query_hash: quick!.id, parameters: ['42'] }, owner(), id)).body.id
+    const k = (await ask({ kind: 'cancel', session: { pid: 2_000_000, backend_start: '2026-01-01T00:00:00Z' } }, owner(), id)).body.id
+    // 900 ms left when the agent takes them: time for the kill, not for the slow explain and then the next.
+    rig.server.advance(ACTION_TTL_MS - 900)
+    const key = (await rig.server.call('POST', '/api/v1/api-keys', { token: owner().token, body: { name: 'batch agent', scopes: ['ingest'] } })).body.key
+    const poller = new ActionPoller({ endpoint: rig.server.base, apiKey: key, database: { name: 'batch', dsn, allowActions: ['cancel', 'explain'] } as DatabaseConfig, log: createLogger('error', () => {}), waitSeconds: 1 })
+    poller.start()
+    try {
+      const read = (aid: string) =>
+        until(`action ${aid} to settle`, async () => {
+          const res = await rig.server.call('GET', `/api/v1/databases/${id}/actions/${aid}`, { token: owner().token })
+          return res.body.state === 'pending' || res.body.state === 'running' ? undefined : res.body
+        })
+      const kill = await read(k)
+      const late = await read(a)
+      const never = await read(b)
+      expect(kill.state).toBe('done')
+      expect(kill.signalled).toBe(false)
+      expect(Date.parse(kill.finished_at)).toBeLessThanOrEqual(Date.parse(late.finished_at))
+      // The slow explain started in time but its result (a statement timeout) came after the expiry.
+      expect(late.state).toBe('expired')
+      expect(late.agent_outcome).toBe('failed')
+      expect(late.late_by_ms).toBeGreaterThan(0)
+      expect(late.reason).toStartWith("the agent's result came ")
+      expect(late.reason).toContain('after the action expired, so it is not counted as run in time; the agent reported: failed: canceling statement due to statement timeout')
+      // The next one was never started: refused by the agent, and that too recorded as past its expiry.
+      expect(never.state).toBe('expired')
+      expect(never.agent_outcome).toBe('refused')
+      expect(never.reason).toMatch(/the agent reported: refused: it expired \d+ ms before the agent could start it; it was not run$/)
+      expect(never.plan).toBeUndefined()
+    } finally {
+      await poller.stop()
+      await admin.unsafe('DROP FUNCTION dbm_slow(int)')
+    }
+  }, 60_000)
 
   test("another organization's database and actions are 404s, for users and agent keys", async () => {
     const res = await ask({ kind: 'explain', query_hash: '1', parameters: [] })

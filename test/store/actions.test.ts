@@ -1,7 +1,7 @@
 // The actions store (sql-actions.ts) on SQLite and PostgreSQL: an action is handed out once even when two
 // serve processes share one PostgreSQL store and claim at the same moment; a pending one past its expiry
 // is never handed out and reads as expired; a result is taken once, only for a running action of the
-// caller's organization; what the agent allows round-trips. A database holds at most the cap of pending
+// caller's organization; what the agent allows is recorded from the database's own agent key only. A database holds at most the cap of pending
 // actions, also when two processes ask at once; retention deletes the actions that are over.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { openStore } from '../../src/server/store/open.ts'
@@ -83,11 +83,45 @@ for (const kind of storeKinds as StoreKind[]) {
       expect(await b.actions.expireActions(dbId, late)).toEqual([])
     })
 
-    test('what the agent allows round-trips', async () => {
+    test('kills are handed out before explains asked earlier; a result after the expiry is kept as expired', async () => {
+      const db = await a.createDatabase(orgId, { name: 'ordered', engine: 'postgres', engine_version: '17', host: 'h', port: 5432, tags: {} }, T0)
+      if (db === 'limit') throw new Error('limit')
+      const at = T0 + 5_000_000
+      const explains = [crypto.randomUUID(), crypto.randomUUID()]
+      for (const [i, id] of explains.entries()) {
+        await a.actions.createAction({ ...action(id, at + i, db.id), kind: 'explain', request: { query_hash: '1', parameters: [] } }, 20)
+      }
+      const kill = crypto.randomUUID()
+      await a.actions.createAction(action(kill, at + 5, db.id), 20)
+      // One at a time: the kill, asked last, comes first.
+      expect((await b.actions.claimActions(db.id, at + 10, 1)).map((x) => x.id)).toEqual([kill])
+      expect((await b.actions.claimActions(db.id, at + 10, 5)).map((x) => x.id)).toEqual(explains)
+      // In time: done. 1.5 s after the expiry: expired, the agent's outcome kept beside it.
+      expect((await a.actions.finishAction(orgId, explains[0]!, { outcome: 'done', plan: { Plan: {} } }, at + 120_000))?.state).toBe('done')
+      const late = await a.actions.finishAction(orgId, kill, { outcome: 'done', signalled: true }, at + 5 + 120_000 + 1_500)
+      expect(late?.state).toBe('expired')
+      expect(late?.result).toEqual({
+        outcome: 'expired',
+        signalled: true,
+        agent_outcome: 'done',
+        late_by_ms: 1_500,
+        reason: "the agent's result came 1.5 s after the action expired, so it is not counted as run in time; the agent reported: the backend was signalled",
+      })
+    })
+
+    test("what the agent allows is heard from the database's own agent key only; another takes over once it is silent", async () => {
+      const silence = 120_000
       expect(await a.actions.actionListener(dbId)).toBeUndefined()
-      await b.actions.heardListener(dbId, ['cancel', 'explain'], T0)
-      await b.actions.heardListener(dbId, ['explain'], T0 + 5)
-      expect(await a.actions.actionListener(dbId)).toEqual({ allowed: ['explain'], heard_at: T0 + 5 })
+      expect(await b.actions.heardListener(dbId, 'k1', ['cancel', 'explain'], T0, T0 - silence)).toEqual({ own: true, took_over_from: null })
+      // Another key of the organization: nothing recorded.
+      expect(await a.actions.heardListener(dbId, 'k2', ['cancel', 'terminate', 'explain'], T0 + 1, T0 + 1 - silence)).toEqual({ own: false, agent_key_id: 'k1', heard_at: T0 })
+      await b.actions.heardListener(dbId, 'k1', ['explain'], T0 + 5, T0 + 5 - silence)
+      expect(await a.actions.actionListener(dbId)).toEqual({ allowed: ['explain'], heard_at: T0 + 5, agent_key_id: 'k1' })
+      // k1 silent for longer than that: k2 is the agent's key from now on.
+      const later = T0 + 5 + silence + 1
+      expect(await a.actions.heardListener(dbId, 'k2', ['cancel'], later, later - silence)).toEqual({ own: true, took_over_from: 'k1' })
+      expect(await b.actions.actionListener(dbId)).toEqual({ allowed: ['cancel'], heard_at: later, agent_key_id: 'k2' })
+      expect((await b.actions.heardListener(dbId, 'k1', ['explain'], later + 1, later + 1 - silence)).own).toBe(false)
     })
 
     test('at most the cap pending per database, also asked from two processes at once; taken or expired ones make room', async () => {
@@ -101,8 +135,10 @@ for (const kind of storeKinds as StoreKind[]) {
       const refused = asked.filter((x) => 'full' in x)
       expect(refused).toHaveLength(3)
       // The first to expire is the first asked.
-      for (const r of refused) expect(r).toEqual({ full: { pending: 5, next_expiry: at + 120_000 } })
-      expect(await a.actions.pendingActions(db.id, at + 10)).toBe(5)
+      for (const r of refused) expect(r).toEqual({ full: { class: 'kill', pending: 5, next_expiry: at + 120_000 } })
+      // Explains wait apart: the kills leave them their room.
+      expect('created' in (await a.actions.createAction({ ...action(crypto.randomUUID(), at, db.id), kind: 'explain', request: { query_hash: '1' } }, 5))).toBe(true)
+      expect(await a.actions.pendingActions(db.id, at + 10)).toBe(6)
       // Another database of the organization has its own room.
       expect('created' in (await a.actions.createAction(action(crypto.randomUUID(), at, dbId), 5))).toBe(true)
       // One taken by the agent: room for one.

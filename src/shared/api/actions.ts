@@ -24,7 +24,12 @@ export const NewAction = t.Object(
     statement: t.Optional(t.String({ maxLength: 100_000, description: 'cancel, terminate: the statement the session ran, as shown (kept, cut to 500 characters, for the audit)' })),
     query_hash: t.Optional(t.String({ minLength: 1, maxLength: 64, pattern: '^-?[0-9]+$', error: 'query_hash must be a statement hash as GET /queries names it' })),
     parameters: t.Optional(
-      t.Array(Nullable(t.String({ maxLength: 10_000 })), { maxItems: 100, description: 'explain: the values of $1, $2, … (null: NULL), as text; at most 100 of 10,000 characters' }),
+      // Each value's size is bounded by the total the route checks (in bytes, with a message saying so).
+      t.Array(Nullable(t.String()), {
+        maxItems: 100,
+        error: 'parameters: at most 100 values',
+        description: 'explain: the values of $1, $2, … (null: NULL), as text; at most 100, of 16 KiB (UTF-8) in all',
+      }),
     ),
   },
   { additionalProperties: false, examples: [{ kind: 'explain', query_hash: '-4212352190394016122', parameters: ['42'] }] },
@@ -35,7 +40,7 @@ export const ActionView = t.Object(
     id: Uuid(),
     kind: t.UnionEnum(['cancel', 'terminate', 'explain']),
     state: t.UnionEnum(['pending', 'running', 'done', 'refused', 'failed', 'expired'], {
-      description: 'pending: waits for the agent; running: the agent took it; done; refused (reason); failed (reason); expired: not taken in time, never run later',
+      description: 'pending: waits for the agent; running: the agent took it; done; refused (reason); failed (reason); expired: not taken in time (never run later), or its result came after the expiry (agent_outcome, late_by_ms)',
     }),
     requested_by: t.String({ description: 'who asked: a user\'s email or "API key <id>"' }),
     requested_at: Timestamp(),
@@ -57,6 +62,10 @@ export const ActionView = t.Object(
     reason: t.Optional(t.String({ description: 'refused, failed, expired: why (may hold the monitored database\'s text)' })),
     signalled: t.Optional(t.Boolean({ description: 'cancel, terminate: whether a backend was signalled; false: that session had ended or moved on' })),
     plan: t.Optional(t.Unknown({ description: "explain: the first element of EXPLAIN (FORMAT JSON)'s answer (never ANALYZE)" })),
+    agent_outcome: t.Optional(
+      t.UnionEnum(['done', 'refused', 'failed'], { description: 'expired: what the agent reported in a result that came after the expiry (not counted as run in time)' }),
+    ),
+    late_by_ms: t.Optional(t.Integer({ minimum: 0, description: "expired: how long after the expiry the agent's result came" })),
     command: t.Optional(t.String({ description: 'cancel, terminate: the same guarded command to run by hand (psql), selecting the backend by all of the session' })),
   },
   { title: 'Action' },

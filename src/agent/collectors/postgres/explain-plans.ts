@@ -297,7 +297,14 @@ export async function trustedRoles(sql: PostgresContext['sql'], configured: read
  * generic plan with NULLs; with them (the dashboard's Explain, src/agent/actions.ts), a custom plan with
  * each value bound as a constant of its parameter's type (quoted by PostgreSQL's quote_nullable).
  */
-export async function explainOne(ctx: Pick<PostgresContext, 'sql'>, text: string, trusted: readonly string[], values?: readonly (string | null)[]): Promise<{ Plan: PlanNode } | undefined> {
+export async function explainOne(
+  ctx: Pick<PostgresContext, 'sql'>,
+  text: string,
+  trusted: readonly string[],
+  values?: readonly (string | null)[],
+  /** The statement and lock timeouts of its transaction (default: the sampler's, explainSampling). */
+  timeouts: { statementMs: number; lockMs: number } = { statementMs: explainSampling.statementTimeoutMs, lockMs: explainSampling.lockTimeoutMs },
+): Promise<{ Plan: PlanNode } | undefined> {
   const params = parameterCount(text)
   const literals = values
     ? ((await ctx.sql`SELECT quote_nullable(v) AS v FROM unnest(${ctx.sql.array(values.slice(0, params) as string[])}::text[]) WITH ORDINALITY AS p(v, n) ORDER BY n`).map((r) => String(r.v)))
@@ -305,9 +312,9 @@ export async function explainOne(ctx: Pick<PostgresContext, 'sql'>, text: string
   while (literals.length < params) literals.push('NULL')
   return ctx.sql.begin(async (tx) => {
     await tx.unsafe('SET TRANSACTION READ ONLY')
-    await tx.unsafe(`SET LOCAL statement_timeout = ${explainSampling.statementTimeoutMs}`)
+    await tx.unsafe(`SET LOCAL statement_timeout = ${Math.trunc(timeouts.statementMs)}`)
     // A statement whose table someone holds locked is skipped rather than waited for.
-    await tx.unsafe(`SET LOCAL lock_timeout = ${explainSampling.lockTimeoutMs}`)
+    await tx.unsafe(`SET LOCAL lock_timeout = ${Math.trunc(timeouts.lockMs)}`)
     await tx.unsafe(`SET LOCAL plan_cache_mode = ${values ? 'force_custom_plan' : 'force_generic_plan'}`)
     // A prepared statement outlives the transaction that made it (PREPARE is not undone by a rollback):
     // one left by a run that was cut off goes first.
