@@ -182,7 +182,7 @@ describe('explain', () => {
     } finally {
       await app.end({ timeout: 0 })
     }
-    const [row] = await admin`SELECT queryid::text AS id FROM pg_stat_statements WHERE query LIKE '%by_app%' AND userid = 'dbm_app'::regrole`
+    const [row] = await admin`SELECT queryid::text AS id FROM pg_stat_statements WHERE query LIKE '%by_app%' AND userid = 'dbm_app'::regrole AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`
     const res = await ask({ kind: 'explain', query_hash: row!.id, parameters: ['7'] })
     const refused = await settled(res.body.id)
     expect(refused.state).toBe('refused')
@@ -199,7 +199,7 @@ describe('explain', () => {
       IF $1 = 1 THEN PERFORM pg_sleep(5); END IF; RETURN $1; END $$`)
     try {
       await admin`SELECT id AS probe_id FROM t WHERE id = dbm_probe(${2})`
-      const [row] = await admin`SELECT queryid::text AS id FROM pg_stat_statements WHERE query LIKE '%dbm_probe%' AND query LIKE 'SELECT%'`
+      const [row] = await admin`SELECT queryid::text AS id FROM pg_stat_statements WHERE query LIKE '%dbm_probe%' AND query LIKE 'SELECT%' AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`
       const probe = await settled((await ask({ kind: 'explain', query_hash: row!.id, parameters: ['3'] })).body.id)
       expect(probe.state).toBe('failed')
       expect(probe.reason).toBe('statement_timeout is 1s (SQLSTATE P0001)')
@@ -218,7 +218,7 @@ describe('explain', () => {
   }, 30_000)
 
   test('a wrong number of values is refused', async () => {
-    const [row] = await admin`SELECT queryid::text AS id FROM pg_stat_statements WHERE query = 'SELECT id FROM t WHERE id = $1'`
+    const [row] = await admin`SELECT queryid::text AS id FROM pg_stat_statements WHERE query = 'SELECT id FROM t WHERE id = $1' AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`
     const refused = await settled((await ask({ kind: 'explain', query_hash: row!.id, parameters: [] })).body.id)
     expect(refused.reason).toBe('the statement has 1 parameter ($1…); 0 values were given')
   }, 30_000)
@@ -264,9 +264,9 @@ describe('expiry and isolation', () => {
     // Planning folds an immutable function of a constant: with 1 bound, planning it sleeps 5 s.
     await admin.unsafe(`CREATE FUNCTION dbm_slow(int) RETURNS int IMMUTABLE LANGUAGE plpgsql AS $$ BEGIN IF $1 = 1 THEN PERFORM pg_sleep(5); END IF; RETURN $1; END $$`)
     await admin`SELECT id AS slow_id FROM t WHERE id = dbm_slow(${2})`
-    const [slow] = await admin`SELECT queryid::text AS id FROM pg_stat_statements WHERE query LIKE '%dbm_slow%' AND query LIKE 'SELECT%'`
+    const [slow] = await admin`SELECT queryid::text AS id FROM pg_stat_statements WHERE query LIKE '%dbm_slow%' AND query LIKE 'SELECT%' AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`
     await admin`SELECT id FROM t WHERE id = ${42}`
-    const [quick] = await admin`SELECT queryid::text AS id FROM pg_stat_statements WHERE query = 'SELECT id FROM t WHERE id = $1'`
+    const [quick] = await admin`SELECT queryid::text AS id FROM pg_stat_statements WHERE query = 'SELECT id FROM t WHERE id = $1' AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`
     const created = await rig.server.call('POST', '/api/v1/databases', { token: owner().token, body: { name: 'batch', engine: 'postgres', host: 'h', port: 5432 } })
     const id = created.body.id as string
     // Asked while no agent listens: explains first, then a kill of a session that is not there.
