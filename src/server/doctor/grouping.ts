@@ -10,12 +10,16 @@
 // that cures several of them is offered once (the same command, a second CREATE INDEX for the same
 // column, a second termination of the same pid).
 import { SEVERITY_ORDER } from './score.ts'
+import { pgIdent } from './sql-text.ts'
 import type { Finding, Severity } from './types.ts'
 
 export type CauseKind = 'session' | 'holder' | 'index' | 'statement' | 'table' | 'finding'
 
 export interface FindingGroup {
-  /** The cause's key: `session:pid 3161`, `index:public.orders(customer_id)`, ...; a finding's own key when it is its own cause. */
+  /**
+   * The cause's key: `session:pid 3161`, `index:public.orders(customer_id)` (each name quoted as pgIdent
+   * quotes it: `index:"Shop".orders("customerId")`), ...; a finding's own key when it is its own cause.
+   */
   key: string
   kind: CauseKind
   /** The worst of its findings'. */
@@ -99,20 +103,31 @@ export function commandSql(command: string): string {
   return command.slice(0, i).replace(/\s+/g, ' ').trim()
 }
 
-/** A name as written in a command (`"Order"` or `orders`), unquoted. */
-const IDENT = String.raw`(?:"(?:[^"]|"")*"|[A-Za-z_][A-Za-z0-9_$]*)`
-const unquote = (id: string) => (id.startsWith('"') ? id.slice(1, -1).replaceAll('""', '"') : id)
+/** A name as written in a command (`U&"t\\000A"`, `"Order"` or `orders`). */
+const IDENT = String.raw`(?:U&"(?:[^"]|"")*"|"(?:[^"]|"")*"|[A-Za-z_][A-Za-z0-9_$]*)`
+/**
+ * A name of a command as the key of a cause: quoted as pgIdent quotes it (bare only when PostgreSQL reads
+ * it back unchanged), so that the parts of `x."a.b"` and `"x.a".b` stay apart once joined with dots. A
+ * `U&"..."` name is pgIdent's own writing of a name with control characters: kept as it is.
+ */
+function keyIdent(id: string): string {
+  if (id.startsWith('U&"')) return id
+  return pgIdent(id.startsWith('"') ? id.slice(1, -1).replaceAll('""', '"') : id.toLowerCase())
+}
 const CREATE_INDEX = new RegExp(
   String.raw`^CREATE (?:UNIQUE )?INDEX (?:CONCURRENTLY )?(?:IF NOT EXISTS )?(?:${IDENT} )?ON (?:ONLY )?(${IDENT})\.(${IDENT}) (?:USING \w+ )?\((${IDENT})`,
 )
 
-/** The table and leading column of a `CREATE INDEX` command (after a leading `-- or:`), as `schema.table(column)`; undefined for any other. */
+/**
+ * The table and leading column of a `CREATE INDEX` command (after a leading `-- or:`), as
+ * `schema.table(column)` with each part quoted as pgIdent quotes it (`x."a.b"(c)`); undefined for any other.
+ */
 export function indexTarget(command: string): string | undefined {
   const sql = command.startsWith('-- or: ') ? command.slice('-- or: '.length) : command
   const start = sql.indexOf('CREATE ')
   if (start < 0) return undefined
   const m = CREATE_INDEX.exec(commandSql(sql.slice(start)))
-  return m ? `${unquote(m[1]!)}.${unquote(m[2]!)}(${unquote(m[3]!)})` : undefined
+  return m ? `${keyIdent(m[1]!)}.${keyIdent(m[2]!)}(${keyIdent(m[3]!)})` : undefined
 }
 
 /** The pid a `SELECT pg_terminate_backend(pid) ... WHERE pid = N` command ends; undefined for any other. */
