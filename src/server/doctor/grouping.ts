@@ -6,9 +6,13 @@
 // a missing (or invalid) index, named by its table and leading column, that the sequential scans, the slow
 // statement, the unindexed foreign key and the invalid index point at; a statement (its regression, its
 // plan change, its slowness, and the temporary files when the finding names it as the one that wrote
-// most of them); a table. Any other finding is its own cause. The cause's own finding leads, the others are its consequences, and a fix
-// that cures several of them is offered once (the same command, a second CREATE INDEX for the same
-// column, a second termination of the same pid).
+// most of them); a table. Any other finding is its own cause. One exception to "the finding alone": the
+// temporary files that name a statement go where that statement's slow finding went (to the index its
+// plan asks for, when it asks for one), so that the memory for that statement is one issue's fix.
+// The cause's own finding leads, the others are its consequences, and a fix that cures several of them
+// is offered once (the same command, a second CREATE INDEX for the same column, a second termination of
+// the same pid, a second memory setting for the same statement). Names in keys are quoted part by part
+// as pgIdent quotes them, so no two tables' keys read alike.
 import { SEVERITY_ORDER } from './score.ts'
 import { pgIdent } from './sql-text.ts'
 import type { Finding, Severity } from './types.ts'
@@ -156,19 +160,63 @@ export function causeOf(f: Pick<Finding, 'rule' | 'key' | 'objects' | 'how_to_fi
   return { key: f.key, kind: 'finding' }
 }
 
-/** The fix commands of a group's findings (in order, the lead's first), each cure once. */
+/** The memory a fix command gives one execution of a statement (work-mem.ts's memoryCommand), by its SQL: the setting, or undefined for any other command. */
+function memorySetting(sql: string): string | undefined {
+  if (/^BEGIN; SET LOCAL work_mem = '\d+MB'; <the statement>; COMMIT;$/.test(sql)) return 'work_mem'
+  if (/^SET maintenance_work_mem = '\d+MB'; <the statement>; RESET maintenance_work_mem;$/.test(sql)) return 'maintenance_work_mem'
+  return undefined
+}
+
+/**
+ * Which statement a memory fix is for: a slow statement's is for itself; pg_temp_files names it in the
+ * command's comment (`-- for statement <query id> alone: ...`); undefined when it names none (the log's
+ * largest spill by its text).
+ */
+function memoryStatement(f: Finding, command: string): string | undefined {
+  if (f.rule === 'pg_slow_statements') return findingObject(f)
+  if (NAMED_STATEMENT_RULES.has(f.rule)) return /--\s+for statement (-?\d+) alone:/.exec(command)?.[1]
+  return undefined
+}
+
+/**
+ * The fix commands of a group's findings (in order, the lead's first), each cure once. The memory for one
+ * statement is one cure whatever its size: the temporary files' (sized from the statement's plans when
+ * there are any) is kept over a slow statement's (from its temp bytes per call), where it stands.
+ */
 function groupFixes(members: Finding[]): string[] {
   const fixes: string[] = []
   const seen = new Set<string>()
+  // Each statement's memory fix: the command kept, by `memory:<setting>:<statement>`.
+  const memory = new Map<string, string>()
+  const memoryId = (f: Finding, command: string, sql: string) => {
+    const setting = memorySetting(sql)
+    const statement = setting && memoryStatement(f, command)
+    return statement === undefined ? undefined : `memory:${setting}:${statement}`
+  }
+  for (const f of [...members.filter((m) => NAMED_STATEMENT_RULES.has(m.rule)), ...members]) {
+    for (const command of f.how_to_fix) {
+      const id = memoryId(f, command, commandSql(command))
+      if (id && !memory.has(id)) memory.set(id, command)
+    }
+  }
   for (const f of members) {
     for (const command of f.how_to_fix) {
       const sql = commandSql(command)
+      const cure = memoryId(f, command, sql)
+      if (cure !== undefined) {
+        // Sizes differ between rules, and two statements may need the same size: kept by statement, not by text.
+        if (memory.get(cure) !== command || seen.has(cure)) continue
+        seen.add(cure)
+        fixes.push(command)
+        continue
+      }
       // A unique index is a constraint as well as a path: recreating one does not stand for a plain index, nor one for it.
       const index = /\bCREATE UNIQUE INDEX\b/.test(command) ? undefined : indexTarget(command)
       const pid = terminatedPid(command)
       // The same statement; a second index on the same column (the lead's is kept: an invalid index's
       // rebuild, whose `-- or:` line names its definition, before a new one); a second end of the same session.
-      const ids = [sql === '' ? `comment:${command}` : `sql:${sql}`, ...(index ? [`index:${index}`] : []), ...(pid ? [`pid:${pid}`] : [])]
+      // A memory fix that names no statement is kept whole (its comment says whose it is).
+      const ids = [sql === '' || memorySetting(sql) ? `comment:${command}` : `sql:${sql}`, ...(index ? [`index:${index}`] : []), ...(pid ? [`pid:${pid}`] : [])]
       if (ids.some((id) => seen.has(id))) continue
       for (const id of ids) seen.add(id)
       fixes.push(command)
@@ -183,8 +231,16 @@ function groupFixes(members: Finding[]): string[] {
  */
 export function groupFindings(findings: Omit<Finding, 'cause'>[]): { findings: Finding[]; groups: FindingGroup[] } {
   const byCause = new Map<string, { kind: CauseKind; members: Finding[] }>()
+  // A slow statement goes to the index its plan asks for when there is one: the temporary files that
+  // name that statement go there with it, so its memory is offered in one issue, not in two.
+  const slowCause = new Map<string, { key: string; kind: CauseKind }>()
+  for (const f of findings) {
+    const object = f.rule === 'pg_slow_statements' ? findingObject(f) : undefined
+    if (object !== undefined) slowCause.set(`statement:${object}`, causeOf(f))
+  }
   const withCause = findings.map((draft) => {
-    const cause = causeOf(draft)
+    const own = causeOf(draft)
+    const cause = NAMED_STATEMENT_RULES.has(draft.rule) ? (slowCause.get(own.key) ?? own) : own
     const f: Finding = { ...draft, cause: cause.key }
     const group = byCause.get(cause.key) ?? { kind: cause.kind, members: [] }
     group.members.push(f)
