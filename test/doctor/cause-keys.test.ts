@@ -102,3 +102,12 @@ describe('temporary files join the statement that wrote them; its memory is offe
     expect(groupFindings([same]).groups[0]!.how_to_fix).toEqual(same.how_to_fix)
   })
 })
+
+test('an index being built joins the session it waits for; one waiting for nobody (or pid 0, a prepared transaction) stays its own', () => {
+  const build = (blocker: number | null) => finding('pg_invalid_indexes', 'public.events_id_idx', { severity: 'info', metrics: { build_pid: 900, blocker_pid: blocker } })
+  const idle = finding('pg_idle_in_transaction', 'pid 901', { severity: 'critical' })
+  const { groups } = groupFindings([idle, build(901)])
+  expect(groups.map((g) => [g.key, g.lead, g.findings])).toEqual([['session:pid 901', 'pg_idle_in_transaction:pid 901', ['pg_idle_in_transaction:pid 901', 'pg_invalid_indexes:public.events_id_idx']]])
+  expect(causeOf(build(null))).toEqual({ key: 'pg_invalid_indexes:public.events_id_idx', kind: 'finding' })
+  expect(causeOf(build(0))).toEqual({ key: 'pg_invalid_indexes:public.events_id_idx', kind: 'finding' })
+})

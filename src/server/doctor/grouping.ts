@@ -1,18 +1,18 @@
 // One cause, one issue: the doctor's findings grouped by what causes them. A finding's cause is read from
 // the finding alone (so a cause's key stays the same whichever of its findings come and go, and its alert
 // neither resolves nor reopens when a consequence joins): a session (`pid 3161`) idle in a transaction,
-// running long, blocking others or holding back the xmin horizon, and the dead rows, bloat and wraparound
-// it keeps VACUUM from curing; another holder of the horizon (a replication slot, a prepared transaction);
-// a missing (or invalid) index, named by its table and leading column, that the sequential scans, the slow
-// statement, the unindexed foreign key and the invalid index point at; a statement (its regression, its
-// plan change, its slowness, and the temporary files when the finding names it as the one that wrote
-// most of them); a table. Any other finding is its own cause. One exception to "the finding alone": the
-// temporary files that name a statement go where that statement's slow finding went (to the index its
-// plan asks for, when it asks for one), so that the memory for that statement is one issue's fix.
-// The cause's own finding leads, the others are its consequences, and a fix that cures several of them
-// is offered once (the same command, a second CREATE INDEX for the same column, a second termination of
-// the same pid, a second memory setting for the same statement). Names in keys are quoted part by part
-// as pgIdent quotes them, so no two tables' keys read alike.
+// running long, blocking others or holding back the xmin horizon, the dead rows, bloat and wraparound it
+// keeps VACUUM from curing, and an index build that waits for it; another holder of the horizon (a
+// replication slot, a prepared transaction); a missing (or invalid) index, named by its table and leading
+// column, that the sequential scans, the slow statement, the unindexed foreign key and the invalid index
+// point at; a statement (its regression, its plan change, its slowness, and the temporary files when the
+// finding names it as the one that wrote most of them); a table. Any other finding is its own cause. One
+// exception to "the finding alone": the temporary files that name a statement go where that statement's
+// slow finding went (to the index its plan asks for, when it asks for one), so that the memory for that
+// statement is one issue's fix. The cause's own finding leads, the others are its consequences, and a fix
+// that cures several of them is offered once (the same command, a second CREATE INDEX for the same column,
+// a second termination of the same pid, a second memory setting for the same statement). Names in keys
+// are quoted part by part as pgIdent quotes them, so no two tables' keys read alike.
 import { SEVERITY_ORDER } from './score.ts'
 import { pgIdent } from './sql-text.ts'
 import type { Finding, Severity } from './types.ts'
@@ -54,6 +54,8 @@ const STATEMENT_RULES = new Set(['pg_slow_statements', 'pg_plan_changed', 'pg_st
  * join that statement's group. Without one (many statements spill a little each) they stand alone.
  */
 const NAMED_STATEMENT_RULES = new Set(['pg_temp_files'])
+/** Rules whose finding may name, in its metric `blocker_pid`, the session it waits for (an index build): it joins that session's issue. */
+const BLOCKED_RULES = new Set(['pg_invalid_indexes'])
 /** Rules whose fix names an index to create or rebuild: they group by that index's table and leading column. */
 const INDEX_RULES = new Set(['pg_sequential_scans', 'pg_slow_statements', 'pg_unindexed_foreign_keys', 'pg_invalid_indexes'])
 
@@ -141,6 +143,8 @@ const terminatedPid = (command: string) => /^SELECT pg_terminate_backend\(pid\) 
 export function causeOf(f: Pick<Finding, 'rule' | 'key' | 'objects' | 'how_to_fix'> & Partial<Pick<Finding, 'metrics'>>): { key: string; kind: CauseKind } {
   const named = f.metrics?.statement
   if (NAMED_STATEMENT_RULES.has(f.rule) && typeof named === 'string' && named !== '') return { key: `statement:${named}`, kind: 'statement' }
+  const blocker = f.metrics?.blocker_pid
+  if (BLOCKED_RULES.has(f.rule) && typeof blocker === 'number' && Number.isInteger(blocker) && blocker > 0) return { key: `session:pid ${blocker}`, kind: 'session' }
   const object = findingObject(f)
   if (object !== undefined) {
     if (HELD_RULES.has(f.rule)) {
