@@ -11,7 +11,7 @@ import pkg from '../package.json' with { type: 'json' }
 import { cleanEnv, repoRoot, request, runCommand, startServe, stopAllServers } from './support/process.ts'
 import { until } from './support/wait.ts'
 import { migrations } from '../src/server/store/migrations.ts'
-import { resolveServeConfig } from '../src/server/config.ts'
+import { openSignupWarning, resolveServeConfig } from '../src/server/config.ts'
 
 /** What a first start applies: every migration, as the start-up line lists them. */
 const ALL_MIGRATIONS = migrations.map((m) => m.version).join(',')
@@ -284,10 +284,49 @@ describe('dbm serve', () => {
     expect(await server.stop(signal)).toBe(0)
     const lines = server.stderr().trimEnd().split('\n')
     const version = pkg.version.replaceAll('.', '\\.')
-    expect(lines[0]).toMatch(new RegExp(` INFO dbm serve listening version=${version} address=127\\.0\\.0\\.1:\\d+ store="sqlite \\S+/dbm\\.sqlite" migrations_applied=(\\S+) mail=log$`))
+    // The start line says who may sign up; on loopback, open signup is no warning.
+    expect(lines[0]).toMatch(new RegExp(` INFO dbm serve listening version=${version} address=127\\.0\\.0\\.1:\\d+ store="sqlite \\S+/dbm\\.sqlite" migrations_applied=(\\S+) mail=log signup=open$`))
     expect(lines[0]!.match(/migrations_applied=(\S+)/)![1]).toBe(ALL_MIGRATIONS)
     expect(lines.at(-1)).toMatch(new RegExp(`^\\S+ INFO stopping signal=${signal}$`))
     expect(lines).toHaveLength(2)
+  })
+
+  test('the start line names the signup mode; open signup on an address beyond loopback adds a WARN line, closed none', async () => {
+    expect(['127.0.0.1', '127.8.9.10', '::1', 'localhost'].map((h) => openSignupWarning('open', [h]))).toEqual([undefined, undefined, undefined, undefined])
+    expect(['0.0.0.0', '::', '192.168.1.5'].map((h) => openSignupWarning('open', ['127.0.0.1', h]) !== undefined)).toEqual([true, true, true])
+    expect([openSignupWarning('closed', ['0.0.0.0']), openSignupWarning('local', ['0.0.0.0'])]).toEqual([undefined, undefined])
+    const closed = await startServe(CLI, { dataDir: freshDir(), env: { DBM_SIGNUP: 'closed' } })
+    expect(await closed.stop('SIGTERM')).toBe(0)
+    expect(closed.stderr()).toMatch(/ INFO dbm serve listening .* mail=log signup=closed\n/)
+    expect(closed.stderr()).not.toContain(' WARN ')
+    // 0.0.0.0 (every address of this machine), port from the OS, stopped as soon as it has said so.
+    const proc = Bun.spawn([...CLI, 'serve', '--listen', '0.0.0.0:0', '--data-dir', freshDir()], {
+      cwd: repoRoot,
+      env: cleanEnv(),
+      stdin: 'ignore',
+      stdout: 'ignore',
+      stderr: 'pipe',
+      timeout: 60_000,
+      killSignal: 'SIGKILL',
+    })
+    let stderr = ''
+    const drained = (async () => {
+      const decoder = new TextDecoder()
+      for await (const chunk of proc.stderr) stderr += decoder.decode(chunk, { stream: true })
+    })()
+    try {
+      await until('the warning', async () => (stderr.includes(' WARN ') ? true : undefined))
+    } finally {
+      proc.kill('SIGTERM')
+      await proc.exited
+      await drained
+    }
+    const lines = stderr.trimEnd().split('\n')
+    expect(lines[0]).toMatch(/^\S+ INFO dbm serve listening .*address=0\.0\.0\.0:(\d+) .* signup=open$/)
+    const port = /address=0\.0\.0\.0:(\d+)/.exec(lines[0]!)![1]
+    expect(lines[1]).toBe(
+      `${lines[1]!.split(' ')[0]} WARN signup is open on an address beyond this machine: anyone who reaches it can create an account; set DBM_SIGNUP=closed once yours exists address=0.0.0.0:${port}`,
+    )
   })
 
   test('Ctrl-C on `bun run serve` (SIGINT to the process group: the server gets it from the terminal and from bun run) stops cleanly: "stopping" logged last, the write-ahead log folded in', async () => {

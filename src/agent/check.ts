@@ -9,7 +9,7 @@ import postgres from 'postgres'
 import type { AgentConfig, BackupConfig, DatabaseConfig } from './config.ts'
 import { readBackups } from './collectors/postgres/backups.ts'
 import { allowedActions } from './actions.ts'
-import { noToplevelAdvice, trustedRoles, untrustedAdvice, untrustedCode, writableAdvice, writableSearchPath } from './collectors/postgres/explain-plans.ts'
+import { noToplevelAdvice, trustedRoles, untrustedCheckNote, untrustedCode, writableAdvice, writableSearchPath } from './collectors/postgres/explain-plans.ts'
 import { formatOf, grantsNote, roleOf, settingsAdvice, logSettings, settingsProblems } from './collectors/postgres/log-events.ts'
 import { featuresOf } from './collectors/postgres/query-stats.ts'
 import { judgeHost, postgresHostFacts } from './host/evidence.ts'
@@ -85,7 +85,7 @@ async function postgresNotes(sql: postgres.Sql, major: number, db: DatabaseConfi
   const writable = trusted ? await writableSearchPath(sql, trusted) : []
   if (writable.length > 0) notes.push(`plans will not be sampled: ${writableAdvice(writable)}`)
   const untrusted = trusted && (await untrustedCode(sql, trusted))
-  if (untrusted) notes.push(`plans will not be sampled: ${untrustedAdvice(untrusted, database, local)}`)
+  if (untrusted) notes.push(untrustedCheckNote(untrusted, database, local))
   if (configured && configured.length > 0) {
     const known = new Set((await sql`SELECT rolname::text AS name FROM pg_roles WHERE rolname = ANY(${sql.array([...configured])}::text[])`).map((r) => String(r.name)))
     const unknown = configured.filter((name) => !known.has(name))

@@ -48,6 +48,20 @@ export function parseListen(value: string, source: string): { hostname: string; 
   return { hostname: m[1] ?? (m[2] || '0.0.0.0'), port }
 }
 
+/** Whether a listen address stays on this machine: 127.0.0.0/8, ::1, localhost (0.0.0.0, :: and any other address reach the network). */
+export function isLoopbackHost(hostname: string): boolean {
+  return hostname === 'localhost' || hostname === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(hostname)
+}
+
+/**
+ * The warning `dbm serve` logs after its start line when anyone may sign up on an address that reaches
+ * the network (any of `hostnames` not loopback); undefined otherwise.
+ */
+export function openSignupWarning(signup: SignupMode, hostnames: readonly string[]): string | undefined {
+  if (signup !== 'open' || hostnames.every(isLoopbackHost)) return undefined
+  return 'signup is open on an address beyond this machine: anyone who reaches it can create an account; set DBM_SIGNUP=closed once yours exists'
+}
+
 function parseBool(value: string, source: string): boolean {
   if (/^(1|true|yes|on)$/i.test(value)) return true
   if (/^(0|false|no|off|)$/i.test(value)) return false

@@ -17,7 +17,7 @@ import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Server } from 'bun'
 import type { AnyElysia } from 'elysia'
-import { type ServeConfig, loadJwtSecret } from './config.ts'
+import { type ServeConfig, loadJwtSecret, openSignupWarning } from './config.ts'
 import type { Deps } from './context.ts'
 import { createLogger } from '../shared/log.ts'
 import { healthz, signupGate } from './healthz.ts'
@@ -197,13 +197,18 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
     return 1
   }
   const server = servers[0]!
+  const address = servers.map((s) => (s.hostname?.includes(':') ? `[${s.hostname}]:${s.port}` : `${s.hostname}:${s.port}`)).join(',')
   log.info('dbm serve listening', {
     version: VERSION,
-    address: servers.map((s) => (s.hostname?.includes(':') ? `[${s.hostname}]:${s.port}` : `${s.hostname}:${s.port}`)).join(','),
+    address,
     store: `${driver.dialect} ${opened.location}`,
     migrations_applied: opened.applied.length ? opened.applied.join(',') : 'none',
     mail: config.smtpUrl ? 'smtp' : 'log',
+    // open: anyone who reaches the server may sign up; closed: only the first account; local: dbm local's.
+    signup: config.signup,
   })
+  const exposed = openSignupWarning(config.signup, servers.map((s) => s.hostname ?? config.hostname))
+  if (exposed) log.warn(exposed, { address })
   if (config.webhookAllowPrivate) log.warn('webhooks may go to internal addresses (DBM_WEBHOOK_ALLOW_PRIVATE=true)')
 
   loadStore = (async () => {

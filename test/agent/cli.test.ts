@@ -146,9 +146,10 @@ describe('against a real PostgreSQL', () => {
       await admin.unsafe(`CREATE FUNCTION public.slug(t text) RETURNS text IMMUTABLE LANGUAGE sql AS $$ SELECT lower(t) $$`)
       await admin.unsafe(`ALTER FUNCTION public.slug(text) OWNER TO ${role}_app`)
       const untrusted = (await runCommand([...CLI, '--check', '--config', path])).stdout.trimEnd().split('\n')[1]
+      // The note leads with what to set, then says why.
       expect(untrusted).toContain(
-        `; plans will not be sampled: public.slug(t text) (owned by ${role}_app) would run with the agent's rights while planning. ` +
-          `If you trust ${role}_app, add to database "pg13" in the agent config: explain_trusted_roles: ["${role}_app"]; otherwise use auto_explain with pg_log_dir`,
+        `; explain_trusted_roles: ["${role}_app"] (add it to database "pg13" in the agent config if you trust ${role}_app, or use auto_explain with pg_log_dir): ` +
+          `plans will not be sampled while public.slug(t text) (owned by ${role}_app) would run with the agent's rights while planning`,
       )
       // Trusted: no such note; a name that is no role (case matters) is pointed out.
       writeFileSync(path, `api:\n  endpoint: http://127.0.0.1:${port}\n  key: ${key}\ndatabases:\n  - name: pg13\n    dsn: ${u}\n    explain_trusted_roles: [${role}_app, ${role.toUpperCase()}_APP]\n`)

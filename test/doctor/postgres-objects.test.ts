@@ -319,7 +319,7 @@ describe('pg_invalid_indexes', () => {
     expect(indexes).toMatchObject([{ index_name: 'users_email_key', is_valid: true, is_unique: true }])
   })
 
-  test('an index still being built (CREATE INDEX CONCURRENTLY waiting for an old snapshot) is a note naming the build, with no command; valid once it ends', async () => {
+  test('an index still being built (CREATE INDEX CONCURRENTLY waiting for an old snapshot) is a note naming the build, with no command, in the issue of the session it waits for; valid once it ends', async () => {
     rig = await postgresDoctorRig(17)
     await rig.sql`CREATE TABLE events (id int, pad text)`
     await rig.sql`INSERT INTO events SELECT g, repeat('p', 50) FROM generate_series(1, 20000) g`
@@ -327,7 +327,7 @@ describe('pg_invalid_indexes', () => {
     const builder = postgres(rig.dsn, { max: 1, onnotice: () => {} })
     try {
       await holder.unsafe('BEGIN ISOLATION LEVEL REPEATABLE READ')
-      await holder.unsafe('SELECT 1')
+      const holderPid = (await holder.unsafe<{ pid: number }[]>('SELECT pg_backend_pid() AS pid'))[0]!.pid
       const building = builder.unsafe('CREATE INDEX CONCURRENTLY events_id_idx ON events (id)').then(() => undefined)
       const [view] = await until('the build to wait for old snapshots', async () => {
         const rows = await rig!.sql`SELECT pid, phase FROM pg_stat_progress_create_index WHERE datname = current_database()`
@@ -340,9 +340,16 @@ describe('pg_invalid_indexes', () => {
         severity: 'info',
         title: 'Index public.events_id_idx is being built',
         how_to_fix: [],
-        metrics: { build_pid: view!.pid, build_phase: 'waiting for old snapshots' },
+        metrics: { build_pid: view!.pid, build_phase: 'waiting for old snapshots', blocker_pid: holderPid },
+        objects: ['public.events_id_idx', 'public.events', `pid ${holderPid}`],
       })
       expect(finding.detail).toContain(`is invalid because CREATE INDEX CONCURRENTLY (pid ${view!.pid}) is still building it: phase "waiting for old snapshots"`)
+      expect(finding.detail).toContain(`It waits for pid ${holderPid}, `)
+      // The build is a consequence of the session it waits for: in that session's issue.
+      expect(finding.cause).toBe(`session:pid ${holderPid}`)
+      const group = ((await rig.api('/doctor')).groups as any[]).find((g) => g.key === `session:pid ${holderPid}`)
+      expect(group).toMatchObject({ kind: 'session' })
+      expect(group.findings).toContain('pg_invalid_indexes:public.events_id_idx')
       await holder.unsafe('COMMIT')
       await building
       await rig.cycle()

@@ -16,7 +16,7 @@ import { applyPasswords, commandLineWarning, pgpassPassword, pgpassPath, pgpassT
 import { clickhouseTarget } from '../../src/agent/config.ts'
 import { explainLine, isLoopback } from '../../src/local/main.ts'
 import { parseFlagLists } from '../../src/cli-args.ts'
-import { noToplevelAdvice, untrustedAdvice } from '../../src/agent/collectors/postgres/explain-plans.ts'
+import { noToplevelAdvice, untrustedAdvice, untrustedCheckNote } from '../../src/agent/collectors/postgres/explain-plans.ts'
 import { openBrowser, openCommand } from '../../src/local/open-browser.ts'
 import { outputExposure, removeStaleLinkFiles, writeLinkFile } from '../../src/local/link-file.ts'
 import { ListenError, PORT_ATTEMPTS, hostScreen, listenLoopback, randomHostName } from '../../src/local/listen.ts'
@@ -497,4 +497,11 @@ test("dbm local's plan notes name its flag, never the agent config or pg_log_dir
   )
   expect(untrustedAdvice(found, 'db')).toEndWith(`add to database "db" in the agent config: explain_trusted_roles: ["o'brien","app"]; otherwise use auto_explain with pg_log_dir`)
   expect(noToplevelAdvice(true)).toEndWith('update the extension (PostgreSQL 14+)')
+  // --check's note leads with what to set, then why; no `;` (it separates the check line's notes).
+  expect(untrustedCheckNote(found, 'db', true)).toBe(
+    "--explain-trusted-role 'o'\\''brien' --explain-trusted-role app (run dbm local with it if you trust their owners): plans will not be sampled while public.slugify(text) (owned by o'brien) and 1 more function would run with the agent's rights while planning",
+  )
+  expect(untrustedCheckNote(found, 'db')).toBe(
+    `explain_trusted_roles: ["o'brien","app"] (add it to database "db" in the agent config if you trust their owners, or use auto_explain with pg_log_dir): plans will not be sampled while public.slugify(text) (owned by o'brien) and 1 more function would run with the agent's rights while planning`,
+  )
 })

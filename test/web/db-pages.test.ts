@@ -12,7 +12,8 @@ import { type Session, blockingChains, reconnectDelay, staleAfterMs, streamStatu
 import { DEFAULT_RANGE, RANGES, bucketFor, eventHref, fmtDuration, issuesHref, windowQuery, withWindow } from '../../src/web/pages/db/common.tsx'
 import { figureLabel, formatFigure } from '../../src/web/pages/db/figures.ts'
 import { spreadCheckpoints } from '../../src/web/pages/db/internals.tsx'
-import { CARD_RULES, availabilityCard, doctorVerdict, rangeWords, watchedWords, worseTone } from '../../src/web/pages/db/overview.tsx'
+import type { FindingGroup } from '../../src/web/pages/db/types.ts'
+import { CARD_RULES, availabilityCard, doctorVerdict, rangeWords, topCauses, watchedWords, worseTone } from '../../src/web/pages/db/overview.tsx'
 import { GROUPS, MARKED } from '../../src/web/pages/db/events.tsx'
 import { statusTone } from '../../src/web/pages/databases.tsx'
 import { healthPollMs } from '../../src/web/pages/database.tsx'
@@ -442,6 +443,24 @@ describe('overview cards take the doctor’s word', () => {
     expect(worseTone('warning', undefined)).toBe('warning')
     expect(worseTone('warning', 'critical')).toBe('critical')
     expect(worseTone(undefined, undefined)).toBeUndefined()
+  })
+
+  test('top issues: one line per cause, the doctor’s order (worst first), each with its count of findings', () => {
+    const cause = (key: string, severity: FindingGroup['severity'], findings: string[]): FindingGroup => ({ key, kind: 'finding', severity, title: `${key} title`, lead: findings[0]!, findings, objects: [], how_to_fix: [] })
+    const groups = [
+      cause('session:pid 7', 'critical', ['pg_idle_in_transaction:pid 7', 'pg_dead_tuples:public.t', 'pg_xmin_horizon:pid 7']),
+      cause('index:public.o(c)', 'warning', ['pg_sequential_scans:public.o', 'pg_slow_statements:-4']),
+      cause('pg_cache_hit_ratio', 'warning', ['pg_cache_hit_ratio']),
+      cause('pg_checkpoints', 'info', ['pg_checkpoints']),
+    ]
+    // The findings as the doctor sends them (worst first, at most 100): the lead of the second cause left out.
+    const findings = ['pg_dead_tuples:public.t', 'pg_idle_in_transaction:pid 7', 'pg_cache_hit_ratio'].map((key) => ({ key, detail: `${key} detail` }) as any)
+    expect(topCauses(groups, findings).map((c) => [c.group.key, c.findings, c.lead?.key])).toEqual([
+      ['session:pid 7', 3, 'pg_idle_in_transaction:pid 7'],
+      ['index:public.o(c)', 2, undefined],
+      ['pg_cache_hit_ratio', 1, 'pg_cache_hit_ratio'],
+    ])
+    expect(topCauses([], findings)).toEqual([])
   })
 
   test('the range in words', () => {

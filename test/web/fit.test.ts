@@ -173,6 +173,27 @@ for (const engine of ['postgres', 'clickhouse'] as const) {
   })
 }
 
+test('Overview: Top issues is one line per cause, worst first, each with its count of findings; "Open the issues" opens Issues', async () => {
+  const { page } = tab
+  const doctor = await request(server.base, 'GET', `/api/v1/databases/${ids.postgres}/doctor`, { token: accessToken })
+  const groups = doctor.body.groups as { key: string; title: string; lead: string; findings: string[] }[]
+  expect(groups.length).toBeGreaterThanOrEqual(3)
+  await page.setViewportSize(WIDE)
+  await page.goto(`/#/databases/${ids.postgres}/overview`)
+  const section = page.locator('section', { has: page.getByRole('heading', { name: 'Top issues', level: 2 }) })
+  const lines = section.locator('ul.issue-list > li')
+  await lines.first().waitFor()
+  const shown = await lines.evaluateAll((list) => list.map((li) => [li.querySelector('.row a')!.textContent, li.querySelector('.row .small.muted')!.textContent, li.querySelector('.row a')!.getAttribute('href')]))
+  expect(shown).toEqual(
+    groups.slice(0, 3).map((g) => [g.title, `${g.findings.length} finding${g.findings.length === 1 ? '' : 's'}`, `#/databases/${ids.postgres}/issues?finding=${encodeURIComponent(g.lead)}`]),
+  )
+  const open = section.getByRole('link', { name: 'Open the issues', exact: true })
+  expect(await open.getAttribute('href')).toBe(`#/databases/${ids.postgres}/issues`)
+  await open.click()
+  await page.waitForURL(/\/issues$/)
+  tab.assertNoErrors()
+})
+
 test('Issues stays short at 390 px: the worst critical cause open, the others folded to their heading', async () => {
   const { page } = tab
   const doctor = await request(server.base, 'GET', `/api/v1/databases/${ids.postgres}/doctor`, { token: accessToken })

@@ -30,7 +30,11 @@ export type QueryStatsRow = Record<Exclude<StatementCounter, 'calls' | 'rows'>, 
   mean_time_ms: number
   cache_hit_ratio: number | null
   p99_ms: number | null
-  /** Start (epoch ms) of the statement's earliest bucket in the window: how much of it the data covers. */
+  /**
+   * Start (epoch ms) of the statement's earliest data in the window: its earliest minute bucket where minute
+   * rows are kept (firstMinutes), else the start of its earliest hourly bucket (which may be before the
+   * window's start: reads before the minute floor take whole hours).
+   */
   first_bucket: number | null
 }
 
@@ -153,6 +157,46 @@ function sumsRow(hash: string, text: string, v: StatementSums): QueryStatsRow {
   return toQueryRow({ ...row, mean_time_ms: SORT_KEY.mean_time(v) })
 }
 
+/**
+ * Each row's first_bucket to the minute (rows changed in place): a first bucket that is a 10-minute or
+ * hourly one starts at its boundary, before the statement may have run (first seen at 05:18, its first
+ * hourly bucket starts at 05:00), so it is replaced by the statement's earliest minute row inside it.
+ * Only where minute rows are kept (from window.minuteFloor on): before it, retention compacts them away,
+ * and the boundary is what the store keeps, the same before and after compaction.
+ */
+async function firstMinutes(driver: SqlDriver, databaseId: string, window: Window, ranges: StatRange[], rows: QueryStatsRow[]): Promise<void> {
+  const coarse = new Map<string, { from: number; to: number; rows: QueryStatsRow[] }>()
+  for (const row of rows) {
+    const first = row.first_bucket
+    if (first === null || (window.minuteFloor !== undefined && first < window.minuteFloor)) continue
+    const range = ranges.find((r) => r.resolution !== 60 && r.from <= first && first < r.to)
+    if (!range) continue
+    const key = `${first}:${range.resolution}`
+    const at = coarse.get(key) ?? { from: first, to: first + range.resolution * 1000, rows: [] }
+    at.rows.push(row)
+    coarse.set(key, at)
+  }
+  if (coarse.size === 0) return
+  const parts = [...coarse.values()].map(
+    (c) => sql`SELECT query_hash, MIN(bucket) AS first_minute FROM query_stats WHERE database_id = ${databaseId} AND ${rangeCondition({ resolution: 60, ...c })}
+       AND query_hash IN ${[...new Set(c.rows.map((r) => r.query_hash))]} GROUP BY query_hash`,
+  )
+  const q = join(parts, sql` UNION ALL `)
+  const found = await driver.all<{ query_hash: string; first_minute: number | string }>(q.sql, q.params)
+  const firstOf = new Map<string, number>()
+  for (const f of found) {
+    const minute = Number(f.first_minute)
+    const hash = String(f.query_hash)
+    firstOf.set(hash, Math.min(firstOf.get(hash) ?? minute, minute))
+  }
+  for (const c of coarse.values()) {
+    for (const row of c.rows) {
+      const minute = firstOf.get(row.query_hash)
+      if (minute !== undefined && minute >= c.from && minute < c.to) row.first_bucket = minute
+    }
+  }
+}
+
 export async function listQueryStats(
   driver: SqlDriver,
   databaseId: string,
@@ -170,8 +214,9 @@ export async function listQueryStats(
        ) s JOIN query_texts t ON t.database_id = ${databaseId} AND t.query_hash = s.query_hash
        ORDER BY ${SORT_SQL[sort]}, s.query_hash
        LIMIT ${limit}`
-    const rows = await driver.all(q.sql, q.params)
-    return rows.map(toQueryRow)
+    const rows = (await driver.all(q.sql, q.params)).map(toQueryRow)
+    await firstMinutes(driver, databaseId, window, ranges, rows)
+    return rows
   }
   // SQLite: the closed hours' sums (kept between requests) plus the edges' (10-minute and minute
   // buckets), added here; the statements' texts are read for the page of rows returned only.
@@ -189,7 +234,9 @@ export async function listQueryStats(
   const q = sql`SELECT query_hash, query_text FROM query_texts WHERE database_id = ${databaseId} AND query_hash IN ${page.map(([hash]) => hash)}`
   const texts = new Map((await driver.all<{ query_hash: string; query_text: string }>(q.sql, q.params)).map((t) => [t.query_hash, t.query_text]))
   // A statement without its text (never the case for rows ingest wrote) is left out, as a join would.
-  return page.filter(([hash]) => texts.has(hash)).map(([hash, v]) => sumsRow(hash, texts.get(hash)!, v))
+  const rows = page.filter(([hash]) => texts.has(hash)).map(([hash, v]) => sumsRow(hash, texts.get(hash)!, v))
+  await firstMinutes(driver, databaseId, window, ranges, rows)
+  return rows
 }
 
 /** One bucket of a statement's timeseries: every counter of the statement family (ClickHouse's are 0 for PostgreSQL statements). */
@@ -216,9 +263,12 @@ export async function queryDetail(
   )
   if (!text) return undefined
   const marks = (await readMarks(driver, databaseId)) ?? NO_MARKS
+  const ranges = statRanges(window, marks)
   const totalsQuery = sql`SELECT MIN(bucket) AS first_bucket, ${sumsSql(driver.sqlDialect)} FROM query_stats
-     WHERE database_id = ${databaseId} AND query_hash = ${hash} AND ${rangesClause(statRanges(window, marks))}`
+     WHERE database_id = ${databaseId} AND query_hash = ${hash} AND ${rangesClause(ranges)}`
   const totals = await driver.get(totalsQuery.sql, totalsQuery.params)
+  const stats = toQueryRow({ ...totals, query_hash: hash, query_text: text.query_text })
+  await firstMinutes(driver, databaseId, window, ranges, [stats])
   const resolution = seriesResolution(window)
   const column = (c: (typeof POINT_COLUMNS)[number]) => ident(c, POINT_COLUMNS)
   let pointsQuery: Fragment
@@ -241,7 +291,7 @@ export async function queryDetail(
     [databaseId, Number(text.last_seen), hash, Number(text.last_seen) + TEXT_REFRESH_MS],
   )
   return {
-    stats: toQueryRow({ ...totals, query_hash: hash, query_text: text.query_text }),
+    stats,
     first_seen: Number(text.first_seen),
     last_seen: Math.max(Number(text.last_seen), Number(later?.bucket ?? 0)),
     resolution,

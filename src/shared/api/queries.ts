@@ -24,7 +24,11 @@ const statementProperties = {
   mean_time_ms: t.Number({ description: 'total_time_ms / total_calls (0 without calls), ms' }),
   cache_hit_ratio: Nullable(t.Number({ description: 'shared_blks_hit / (hit + read), 0..1; null without block reads' })),
   p99_ms: Nullable(t.Number({ description: "ClickHouse: the highest cycle's p99 duration in the window, ms; null for PostgreSQL" })),
-  first_bucket: Nullable(Timestamp("start of the statement's earliest bucket in the window: how much of the window its data cover")),
+  first_bucket: Nullable(
+    Timestamp(
+      "when the statement's data in the window start, how much of the window they cover: its earliest minute bucket; before the minute rows' retention (48 hours), where only hourly buckets are kept, the start of its earliest hour",
+    ),
+  ),
 }
 
 /** A statement's sums over the window (GET /queries). */

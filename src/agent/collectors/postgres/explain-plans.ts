@@ -282,6 +282,21 @@ export function untrustedAdvice(found: UntrustedCode, database: string, local = 
 }
 
 /**
+ * `dbm agent --check`'s note on untrusted functions, leading with what to set: the config key and its
+ * value (under `dbm local`, the flags), for whom and where, then why plans are not sampled without it.
+ * No `;` of its own: on the check line, `;` separates the notes.
+ */
+export function untrustedCheckNote(found: UntrustedCode, database: string, local = false): string {
+  const others = found.count - found.examples.length
+  const named = `${found.examples.join(', ')}${others > 0 ? ` and ${others} more function${others === 1 ? '' : 's'}` : ''}`
+  const whom = found.owners.length === 1 ? found.owners[0] : 'their owners'
+  const set = local
+    ? `${found.owners.map((r) => `--explain-trusted-role ${shellWord(r)}`).join(' ')} (run dbm local with it if you trust ${whom})`
+    : `explain_trusted_roles: ${JSON.stringify(found.owners)} (add it to database ${JSON.stringify(database)} in the agent config if you trust ${whom}, or use auto_explain with pg_log_dir)`
+  return `${set}: plans will not be sampled while ${named} would run with the agent's rights while planning`
+}
+
+/**
  * The roles trusted for EXPLAIN besides superusers and the agent's own: `configured`, and with
  * `trustsOwner` (dbm local) the connected database's owner, looked up each time (ALTER DATABASE ... OWNER).
  */

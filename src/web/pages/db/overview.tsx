@@ -2,7 +2,8 @@
 // blocking, cache hit ratio, dead tuples, autovacuum / merges, mutations, p99), its activity over the
 // chosen time range (?range=, default 6 hours) as two small charts (PostgreSQL: transactions and
 // connections from /database-stats/timeseries; ClickHouse: queries and connections from /server-metrics),
-// its costliest statements of that range and the doctor's three worst findings; "no data yet" until the
+// its costliest statements of that range and the doctor's three worst causes (one line per issue, with
+// how many findings it holds, linking to the Issues page); "no data yet" until the
 // agent sends; PostgreSQL's connections as a share of the slots max_connections leaves to ordinary roles
 // (/connections). A card takes the colour of the doctor's worst finding on its subject when that is worse
 // than its own thresholds (two critical dead-row findings make the dead tuples card critical). When the
@@ -36,7 +37,7 @@ import { type Connections, slotsTone } from './connections.tsx'
 import { AsOf } from './doctor.tsx'
 import { useEventMarks } from './events.tsx'
 import { SeriesChart, type SeriesSpec } from './series-chart.tsx'
-import type { Database, Doctor, Finding, PageProps } from './types.ts'
+import type { Database, Doctor, Finding, FindingGroup, PageProps } from './types.ts'
 import type { Static } from '@sinclair/typebox'
 import type { Overview as OverviewSchema, TopQuery as TopQuerySchema } from '../../../shared/api/doctor.ts'
 import type { DatabaseStatsPoint } from '../../../shared/api/internals.ts'
@@ -270,25 +271,43 @@ function TopStatements({ db, rows, tw, query }: { db: Database; rows: TopQuery[]
   )
 }
 
+/** One line of the overview's top issues: a cause (the doctor's group), its leading finding when sent, and how many findings it holds. */
+export interface TopCause {
+  group: FindingGroup
+  lead: Finding | undefined
+  findings: number
+}
+
+/** The `n` worst causes, one line each (the doctor sends its groups worst first). */
+export function topCauses(groups: FindingGroup[], findings: Finding[], n = 3): TopCause[] {
+  const byKey = new Map(findings.map((f) => [f.key, f]))
+  return groups.slice(0, n).map((group) => ({ group, lead: byKey.get(group.lead), findings: group.findings.length }))
+}
+
 function TopIssues({ db, doctor }: PageProps) {
   if (doctor.error) return <ErrorBox error={doctor.error} />
   if (!doctor.data) return <Loading what="Running the doctor" />
-  const issues = doctor.data.top_issues.slice(0, 3)
-  if (issues.length === 0) return <p class="success">The doctor found nothing to fix.</p>
+  const causes = topCauses(doctor.data.groups, doctor.data.top_issues)
+  if (causes.length === 0) return <p class="success">The doctor found nothing to fix.</p>
   return (
     <ul class="issue-list">
-      {issues.map((f) => (
-        <li key={f.key} class={`panel ${f.severity}`}>
+      {causes.map(({ group, lead, findings }) => (
+        <li key={group.key} class={`panel ${group.severity}`}>
           <div class="row">
-            <SeverityBadge severity={f.severity} />
-            <a href={issuesHref(db, f.key)}>
-              <DbText text={f.title} />
+            <SeverityBadge severity={group.severity} />
+            <a href={issuesHref(db, group.lead)}>
+              <DbText text={group.title} />
             </a>
-            <AsOf at={f.as_of} stale={isStale(db)} />
+            <span class="small muted">
+              {findings} finding{findings === 1 ? '' : 's'}
+            </span>
+            {lead && <AsOf at={lead.as_of} stale={isStale(db)} />}
           </div>
-          <p class="small muted clamp">
-            <DbText text={f.detail} />
-          </p>
+          {lead && (
+            <p class="small muted clamp">
+              <DbText text={lead.detail} />
+            </p>
+          )}
         </li>
       ))}
     </ul>
@@ -329,7 +348,7 @@ export function OverviewPage(props: PageProps) {
                 <div class="section-head">
                   <h2>Top issues</h2>
                   <a class="small" href={issuesHref(db)}>
-                    All issues
+                    Open the issues
                   </a>
                 </div>
                 <TopIssues {...props} />

@@ -3,7 +3,9 @@
 // maintain it, and an invalid unique index still rejects new duplicates. An index being built
 // concurrently right now is invalid too until its build ends: when the agent's `progress` section (the
 // latest snapshot, no older than the activity the doctor reads) shows its CREATE INDEX or REINDEX running,
-// the finding is a note saying so, with the build's phase, and no command that would undo it.
+// the finding is a note saying so, with the build's phase, and no command that would undo it. When the
+// build waits for a session (the progress entry's blocker), the note names it in metric blocker_pid and
+// is listed in that session's issue.
 // A unique index whose build failed on duplicate values fails again on REINDEX CONCURRENTLY, leaving a
 // second invalid copy (`<name>_ccnew`): its fix resolves the duplicates first, drops the index (and any
 // such leftover, named in its finding rather than in one of its own) and creates it again.
@@ -59,19 +61,26 @@ export const invalidIndexes: Rule<typeof defaults> = {
       const build = buildOf(i)
       if (build) {
         const done = build.percent === null ? '' : `, ${build.percent.toFixed(1)} % of its ${build.unit ?? 'work'}`
+        // The session the build waits for (pid 0 would be a prepared transaction, no session): the note is
+        // then a consequence of that session, in its issue (grouping.ts reads metric blocker_pid).
+        const blocker = build.blocker && build.blocker.pid > 0 ? build.blocker.pid : null
         const note: FindingDraft = {
           severity: 'info',
           object: `${i.schema_name}.${i.index_name}`,
-          objects: [`${i.schema_name}.${i.index_name}`, `${i.schema_name}.${i.table_name}`],
+          objects: [`${i.schema_name}.${i.index_name}`, `${i.schema_name}.${i.table_name}`, ...(blocker === null ? [] : [`pid ${blocker}`])],
           title: `Index ${name} is being built`,
-          detail: `${name} on ${table} is invalid because ${build.command} (pid ${build.pid}) is still building it: phase "${build.phase}"${done}. It becomes valid when the build ends; a build waiting in "waiting for old snapshots" or "waiting for writers" waits for the transactions named in the progress view.`,
+          detail:
+            `${name} on ${table} is invalid because ${build.command} (pid ${build.pid}) is still building it: phase "${build.phase}"${done}. ` +
+            (blocker === null
+              ? 'It becomes valid when the build ends; a build waiting in "waiting for old snapshots" or "waiting for writers" waits for the transactions named in the progress view.'
+              : `It waits for pid ${blocker}, and becomes valid once that session's transaction has ended and the build is done.`),
           recommendation: 'Let the build finish. If it waits long, end what it waits for (see the xmin horizon and lock chains); if it fails, this turns into an invalid index to rebuild.',
           how_to_investigate: [
             `SELECT pid, phase, lockers_total, lockers_done, current_locker_pid, blocks_done, blocks_total FROM pg_stat_progress_create_index WHERE pid = ${build.pid};`,
             `GET /api/v1/databases/${ctx.db.id}/progress   -- the builds the agent saw`,
           ],
           how_to_fix: [],
-          metrics: { is_unique: i.is_unique ? 1 : 0, size_bytes: i.size_bytes, build_pid: build.pid, build_phase: build.phase, build_percent: build.percent },
+          metrics: { is_unique: i.is_unique ? 1 : 0, size_bytes: i.size_bytes, build_pid: build.pid, build_phase: build.phase, build_percent: build.percent, blocker_pid: blocker },
         }
         return note
       }
