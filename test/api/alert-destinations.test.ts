@@ -5,7 +5,7 @@
 // each. A receiver's 500 is logged (no secret in the line), counted and retried. The routes: validation
 // 400s with {"error"}, members 403, another organization's destination 404, secrets only as hints,
 // private addresses refused unless allowed, and the test route's alert and resolution.
-// No real Alertmanager is run: neither `alertmanager` nor `prometheus-alertmanager` is installed here.
+// A real Alertmanager receives them in alertmanager-real.test.ts.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { type HealthMonitor, createHealthMonitor } from '../../src/server/health-monitor.ts'
 import { TEST_NOT_DELIVERED } from '../../src/server/routes/alerts.ts'
