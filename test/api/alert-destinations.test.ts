@@ -3,7 +3,7 @@
 // payload (Slack Block Kit, Teams Adaptive Card, PagerDuty Events API v2, Opsgenie Alert API,
 // Alertmanager /api/v2/alerts, the signed webhook, a mail), every field checked; the cure resolves it on
 // each. A receiver's 500 is logged (no secret in the line), counted and retried. The routes: validation
-// 400s with {"error"}, members 403, another organization's destination 404, secrets only as hints,
+// 400s with {"error"}, members read only, another organization's destination 404, secrets only as hints,
 // private addresses refused unless allowed, and the test route's alert and resolution. Deliveries and
 // routes run on both stores (SQLite and PostgreSQL); the address checks, which store nothing, on SQLite.
 // A real Alertmanager receives them in alertmanager-real.test.ts.
@@ -326,7 +326,7 @@ function routes() {
     expect(await unverified.call('POST', PATH, { kind: 'email', name: 'm', to: ['a@example.com'] })).toMatchObject({ status: 403 })
   })
 
-  test("another organization's destination is a 404; a member gets 403", async () => {
+  test("another organization's destination is a 404; a member reads them and gets 403 on a change", async () => {
     const a = await owner()
     const b = await owner()
     const made = (await a.call('POST', PATH, { kind: 'alertmanager', name: 'mine', url: `${receiver.url}/am` })).body
@@ -341,13 +341,16 @@ function routes() {
     }
     expect((await b.call('GET', PATH)).body).toEqual([])
     const m = as(await member(a.account))
+    // A member reads them (the dashboard's read-only list), and changes nothing.
+    expect((await m.call('GET', PATH)).body).toEqual([made])
+    expect((await m.call('GET', `${PATH}/${made.id}`)).body).toEqual(made)
     for (const [method, path] of [
-      ['GET', PATH],
       ['POST', PATH],
-      ['GET', `${PATH}/${made.id}`],
+      ['PATCH', `${PATH}/${made.id}`],
+      ['POST', `${PATH}/${made.id}/test`],
       ['DELETE', `${PATH}/${made.id}`],
     ] as const) {
-      const res = await m.call(method, path, method === 'POST' ? { kind: 'alertmanager', name: 'm', url: `${receiver.url}/am` } : undefined)
+      const res = await m.call(method, path, method === 'POST' && path === PATH ? { kind: 'alertmanager', name: 'm', url: `${receiver.url}/am` } : method === 'PATCH' ? { enabled: false } : undefined)
       expect({ method, path, status: res.status }).toEqual({ method, path, status: 403 })
       expect(res.body.error).toContain('only an owner can manage alert destinations')
     }
