@@ -3,11 +3,11 @@
 // addresses), sees it listed with its secret as a hint only and its name shown as text (markup in it is
 // not markup), clicks "Send test" and the receiver gets the test alert and its resolution in Slack's
 // format; then disables it and deletes it after the confirmation. Nothing overflows sideways and no
-// console error is logged at either width.
+// console error is logged at either width. A member sees the list read-only: no form, no buttons.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import type { Browser } from 'playwright-core'
 import { horizontalOverflow, launchBrowser, openPage, signInThroughForm } from '../support/browser.ts'
-import { type Account, type TestServer, signup, startTestServer } from '../support/server.ts'
+import { type Account, type TestServer, signup, startTestServer, uniqueIp, verify } from '../support/server.ts'
 import { startWebhookReceiver } from '../support/webhook.ts'
 
 let server: TestServer
@@ -79,3 +79,35 @@ for (const viewport of [
     }
   })
 }
+
+test('a member sees the destinations read-only', async () => {
+  const org = await signup(server)
+  await server.deps.mailer.idle()
+  await verify(server, org)
+  const made = await server.call('POST', '/api/v1/organization/alert-destinations', { token: org.token, body: { kind: 'alertmanager', name: 'team alertmanager', url: `${receiver.url}/am` } })
+  expect(made.status).toBe(201)
+  const email = `member-${Math.random().toString(36).slice(2, 9)}@example.com`
+  expect((await server.call('POST', '/api/v1/organization/invites', { token: org.token, body: { email, role: 'member' } })).status).toBe(201)
+  await server.deps.mailer.idle()
+  const token = new URL(server.mailLink(email, /invited/)!).searchParams.get('token')
+  const password = 'member password 1'
+  const accepted = await server.call('POST', '/api/v1/auth/accept-invite', { ip: uniqueIp(), body: { token, name: 'A Member', password } })
+  expect(accepted.status).toBe(201)
+
+  const tab = await openPage(browser, { baseURL: server.base })
+  try {
+    const page = tab.page
+    await signInThroughForm(page, { email, password })
+    await page.goto('/#/settings')
+    const item = page.locator(`li[data-destination="${made.body.id}"]`)
+    await item.waitFor()
+    expect(await item.locator('[data-destination-name]').textContent()).toBe('team alertmanager')
+    expect(await item.locator('dd.mono').textContent()).toBe(`${receiver.url}/am`)
+    expect(await item.getByRole('button').count()).toBe(0)
+    expect(await page.getByRole('button', { name: 'Add destination' }).count()).toBe(0)
+    await page.locator('[data-destinations-owners-only]').waitFor()
+    tab.assertNoErrors()
+  } finally {
+    await tab.close()
+  }
+})
