@@ -3,14 +3,15 @@
 // payload (Slack Block Kit, Teams Adaptive Card, PagerDuty Events API v2, Opsgenie Alert API,
 // Alertmanager /api/v2/alerts, the signed webhook, a mail), every field checked; the cure resolves it on
 // each. A receiver's 500 is logged (no secret in the line), counted and retried. The routes: validation
-// 400s with {"error"}, members 403, another organization's destination 404, secrets only as hints,
-// private addresses refused unless allowed, and the test route's alert and resolution.
-// No real Alertmanager is run: neither `alertmanager` nor `prometheus-alertmanager` is installed here.
+// 400s with {"error"}, members read only, another organization's destination 404, secrets only as hints,
+// private addresses refused unless allowed, and the test route's alert and resolution. Deliveries and
+// routes run on both stores (SQLite and PostgreSQL); the address checks, which store nothing, on SQLite.
+// A real Alertmanager receives them in alertmanager-real.test.ts.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { type HealthMonitor, createHealthMonitor } from '../../src/server/health-monitor.ts'
 import { TEST_NOT_DELIVERED } from '../../src/server/routes/alerts.ts'
 import { pgBatch } from '../support/batches.ts'
-import { type Account, type TestServer, agentAccount, startTestServer, uniqueIp } from '../support/server.ts'
+import { type Account, type TestServer, agentAccount, startTestServer, storeKinds, uniqueIp } from '../support/server.ts'
 import { startWebhookReceiver } from '../support/webhook.ts'
 
 const RULE = 'pg_cache_hit_ratio'
@@ -26,16 +27,21 @@ let server: TestServer
 let monitor: HealthMonitor
 let receiver: ReturnType<typeof startWebhookReceiver>
 
-beforeAll(async () => {
-  // The receiver listens on loopback: internal addresses are allowed here (refused on the strict server below).
-  server = await startTestServer('sqlite', { webhooks: { allowPrivate: true } })
-  // Evaluations (and Alertmanager's refresh) every 30 s: within the minute an agent stays connected.
-  monitor = createHealthMonitor(server.deps, { retentionDays: 30, evaluateEveryMs: 30_000 })
-  receiver = startWebhookReceiver()
-})
-afterAll(async () => {
-  receiver?.stop()
-  await server?.stop()
+// One server and receiver per store, in turn (describes run one after another): the tests use the current ones.
+describe.each(storeKinds)('on the %s store', (kind) => {
+  beforeAll(async () => {
+    receiver = startWebhookReceiver()
+    // The receiver listens on loopback: internal addresses are allowed here (refused on the strict server below).
+    server = await startTestServer(kind, { webhooks: { allowPrivate: true } })
+    // Evaluations (and Alertmanager's refresh) every 30 s: within the minute an agent stays connected.
+    monitor = createHealthMonitor(server.deps, { retentionDays: 30, evaluateEveryMs: 30_000 })
+  })
+  afterAll(async () => {
+    receiver?.stop()
+    await server?.stop()
+  })
+  describe('alerts on every destination kind', deliveries)
+  describe('the alert-destinations routes', routes)
 })
 
 const as = (account: Account) => ({
@@ -59,7 +65,7 @@ async function member(account: Account): Promise<Account> {
   return { ...account, email, token: accepted.body.access_token, userId: accepted.body.user.id }
 }
 
-describe('alerts on every destination kind', () => {
+function deliveries() {
   test('an alert opens and resolves on each enabled destination, in its receiver format', async () => {
     const org = await owner()
     const made: Record<string, any> = {}
@@ -251,9 +257,9 @@ describe('alerts on every destination kind', () => {
       failing.stop()
     }
   })
-})
+}
 
-describe('the alert-destinations routes', () => {
+function routes() {
   test('secrets are answered as hints only; a webhook shows its signing secret once', async () => {
     const org = await owner()
     const pd = await org.call('POST', PATH, { kind: 'pagerduty', name: 'pager', routing_key: ROUTING_KEY })
@@ -320,7 +326,7 @@ describe('the alert-destinations routes', () => {
     expect(await unverified.call('POST', PATH, { kind: 'email', name: 'm', to: ['a@example.com'] })).toMatchObject({ status: 403 })
   })
 
-  test("another organization's destination is a 404; a member gets 403", async () => {
+  test("another organization's destination is a 404; a member reads them and gets 403 on a change", async () => {
     const a = await owner()
     const b = await owner()
     const made = (await a.call('POST', PATH, { kind: 'alertmanager', name: 'mine', url: `${receiver.url}/am` })).body
@@ -335,13 +341,16 @@ describe('the alert-destinations routes', () => {
     }
     expect((await b.call('GET', PATH)).body).toEqual([])
     const m = as(await member(a.account))
+    // A member reads them (the dashboard's read-only list), and changes nothing.
+    expect((await m.call('GET', PATH)).body).toEqual([made])
+    expect((await m.call('GET', `${PATH}/${made.id}`)).body).toEqual(made)
     for (const [method, path] of [
-      ['GET', PATH],
       ['POST', PATH],
-      ['GET', `${PATH}/${made.id}`],
+      ['PATCH', `${PATH}/${made.id}`],
+      ['POST', `${PATH}/${made.id}/test`],
       ['DELETE', `${PATH}/${made.id}`],
     ] as const) {
-      const res = await m.call(method, path, method === 'POST' ? { kind: 'alertmanager', name: 'm', url: `${receiver.url}/am` } : undefined)
+      const res = await m.call(method, path, method === 'POST' && path === PATH ? { kind: 'alertmanager', name: 'm', url: `${receiver.url}/am` } : method === 'PATCH' ? { enabled: false } : undefined)
       expect({ method, path, status: res.status }).toEqual({ method, path, status: 403 })
       expect(res.body.error).toContain('only an owner can manage alert destinations')
     }
@@ -370,7 +379,7 @@ describe('the alert-destinations routes', () => {
     expect(dead.received).toHaveLength(1) // the resolution is not sent after a failed opening
     dead.stop()
   })
-})
+}
 
 describe('address checks', () => {
   test('without DBM_WEBHOOK_ALLOW_PRIVATE, internal addresses are refused for every posting kind', async () => {

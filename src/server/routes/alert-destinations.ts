@@ -2,7 +2,8 @@
 // and its webhook. Each destination has a kind (email, webhook, slack, teams, pagerduty, opsgenie,
 // alertmanager: alerts/destinations.ts), a name unique in the organization and its kind's settings;
 // every enabled one is sent each alert's opening and resolution. Owners (and API keys with the admin
-// scope) manage them; members get 403, another organization's destination is a 404. URLs pass the
+// scope) manage them; members may read them (the dashboard's read-only list) and get 403 on a change;
+// another organization's destination is a 404. URLs pass the
 // webhook's address checks (no internal addresses unless DBM_WEBHOOK_ALLOW_PRIVATE); secrets are
 // answered only as a hint. POST .../{id}/test sends a test alert and then its resolution.
 // The organization's /organization/webhook stays as it is, beside these (not listed here): its alerts
@@ -25,6 +26,7 @@ import { TEST_NOT_DELIVERED } from './alerts.ts'
 import { body, boolean, email, oneOf, pathId, requiredString } from './schema.ts'
 
 const OWNERS = ownersOnly('manage alert destinations')
+const READERS = errorAnswers({ 403: "an API key without the 'admin' scope" })
 const NOT_FOUND = errorAnswers({ 404: 'no such destination in the organization' })
 export const EMAIL_LOCKED = 'email destinations are available to verified organizations; verify your email address first'
 
@@ -111,11 +113,8 @@ export function alertDestinationRoutes(deps: Deps) {
     .derive(async ({ request }) => ({ principal: await authenticate(deps, request) }))
     .get(
       '/api/v1/organization/alert-destinations',
-      async ({ principal }) => {
-        owner(principal)
-        return (await destinations.listDestinations(principal.orgId)).map(destinationView)
-      },
-      { response: { 200: t.Array(DestinationSchema) }, detail: { summary: "The organization's alert destinations, oldest first (secrets as hints)", responses: OWNERS } },
+      async ({ principal }) => (await destinations.listDestinations(principal.orgId)).map(destinationView),
+      { response: { 200: t.Array(DestinationSchema) }, detail: { summary: "The organization's alert destinations, oldest first (secrets as hints); members may read them", responses: READERS } },
     )
     .post(
       '/api/v1/organization/alert-destinations',
@@ -151,11 +150,8 @@ export function alertDestinationRoutes(deps: Deps) {
     )
     .get(
       '/api/v1/organization/alert-destinations/:id',
-      async ({ principal, params }) => {
-        owner(principal)
-        return destinationView(await find(principal.orgId, params.id))
-      },
-      { response: { 200: DestinationSchema }, detail: { summary: 'One alert destination (its secret as a hint)', responses: { ...OWNERS, ...NOT_FOUND } } },
+      async ({ principal, params }) => destinationView(await find(principal.orgId, params.id)),
+      { response: { 200: DestinationSchema }, detail: { summary: 'One alert destination (its secret as a hint); members may read it', responses: { ...READERS, ...NOT_FOUND } } },
     )
     .patch(
       '/api/v1/organization/alert-destinations/:id',

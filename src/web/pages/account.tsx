@@ -3,12 +3,14 @@
 // the organization's alert webhook (GET, PUT and DELETE /organization/webhook): its URL, its delivery
 // state, and its signing secret, which the API sends once, in the answer that creates the webhook. A test
 // alert (POST /organization/webhook/test) is sent on demand and its outcome shown beside the button.
+// Below it, the organization's alert destinations (alert-destinations.tsx).
 import { useState } from 'preact/hooks'
 import { ApiError, api } from '../api.ts'
 import { CopyButton, ErrorBox, Loading, ago, fmtTime, useApi, useConfirmation } from '../components/ui.tsx'
 import { type Me, useSession } from '../session.ts'
 import type { Static } from '@sinclair/typebox'
 import type { CreatedWebhook, Webhook as WebhookSchema, WebhookTestResult } from '../../shared/api/alerts.ts'
+import { AlertDestinations } from './alert-destinations.tsx'
 import { MembersSection, OwnersOnly, isOwner } from './members.tsx'
 
 type Webhook = Static<typeof WebhookSchema>
@@ -366,6 +368,17 @@ export function AccountSettings() {
             with a secret (see the README's webhook section). Failed deliveries are retried every minute for a day.
           </p>
           {isOwner(me.user.role) ? <WebhookSettings notifications={me.notifications} /> : <OwnersOnly what="the webhook" />}
+        </section>
+
+        <section class="panel" aria-labelledby="settings-destinations">
+          <h2 id="settings-destinations" style="margin-top:0">
+            Alert destinations
+          </h2>
+          <p class="muted small">
+            Each enabled destination is sent every alert's opening and resolution too: Slack, Microsoft Teams, PagerDuty, Opsgenie, a Prometheus
+            Alertmanager, a signed webhook or mail (see the README's alert destinations section).
+          </p>
+          <AlertDestinations owner={isOwner(me.user.role)} />
         </section>
 
         <section class="panel" aria-labelledby="settings-members">
