@@ -39,6 +39,15 @@ const PG_KEYWORDS = new Set(
   ).split(' '),
 )
 
+/**
+ * A qualified name (`schema.table`, `schema.table.constraint`) as a finding names its object: each part
+ * as pgIdent writes it, so that `x."a.b"` and `"x.a".b` (two tables) never read, or key, alike, and a
+ * plain name stays as it is (`public.orders`).
+ */
+export function pgObject(...parts: string[]): string {
+  return parts.map((p) => pgIdent(p)).join('.')
+}
+
 /** PostgreSQL cannot hold NUL in a name or a text: a monitored text that has one shows U+FFFD there. */
 const noNul = (s: string) => s.replaceAll('\u0000', '\ufffd')
 

@@ -141,7 +141,7 @@ describe('pg_missing_primary_key', () => {
     const findings = await rig.findings('pg_missing_primary_key')
     expect(findings.map((f) => [f.key, f.severity])).toEqual([
       ['pg_missing_primary_key:public.audit_log', 'warning'],
-      ['pg_missing_primary_key:public.Staging Rows', 'info'],
+      ['pg_missing_primary_key:public."Staging Rows"', 'info'],
     ])
     const [audit, staging] = findings
     expect(audit).toMatchObject({ category: 'schema', title: 'Table public.audit_log has no primary key', objects: ['public.audit_log'], metrics: { n_live_tup: 20_000 } })

@@ -105,14 +105,14 @@ describe('pg_autovacuum_disabled with pg_dead_tuples', () => {
     const disabled = await rig.findings('pg_autovacuum_disabled')
     expect(disabled.map((f) => [f.key, f.severity]).sort()).toEqual([
       ['pg_autovacuum_disabled', 'info'],
-      ['pg_autovacuum_disabled:public.Counters', 'info'],
+      ['pg_autovacuum_disabled:public."Counters"', 'info'],
     ])
-    const counters = disabled.find((f) => f.key === 'pg_autovacuum_disabled:public.Counters')
+    const counters = disabled.find((f) => f.key === 'pg_autovacuum_disabled:public."Counters"')
     const rest = disabled.find((f) => f.key === 'pg_autovacuum_disabled')
     expect(counters).toMatchObject({
       category: 'maintenance',
       title: 'Autovacuum is turned off for public."Counters"',
-      objects: ['public.Counters'],
+      objects: ['public."Counters"'],
       metrics: { n_live_tup: 1000, n_dead_tup: 0, last_vacuum: null, last_analyze: null },
       how_to_fix: ['ALTER TABLE public."Counters" RESET (autovacuum_enabled, toast.autovacuum_enabled);'],
     })

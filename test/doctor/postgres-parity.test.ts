@@ -5,6 +5,7 @@
 import { afterEach, expect, test } from 'bun:test'
 import type postgres from 'postgres'
 import { type PostgresDoctorRig, postgresDoctorRig } from '../support/doctor.ts'
+import { pgObject } from '../../src/shared/sql-text.ts'
 
 const MB = 1024 ** 2
 
@@ -71,10 +72,11 @@ test('a NOT VALID constraint: a warning whose VALIDATE command PostgreSQL runs o
   await rig.cycle()
   const [finding] = await rig.findings('pg_invalid_constraints')
   expect(finding).toMatchObject({
-    key: `pg_invalid_constraints:${SCHEMA}.${TABLE}.${name}`,
+    // names in keys and objects as pgIdent writes them: no two objects' keys read alike
+    key: `pg_invalid_constraints:${pgObject(SCHEMA, TABLE, name)}`,
     severity: 'warning',
     category: 'schema',
-    objects: [`${SCHEMA}.${TABLE}.${name}`],
+    objects: [pgObject(SCHEMA, TABLE, name)],
     metrics: { constraint_type: 'check', definition: 'CHECK ((qty > 0)) NOT VALID' },
   })
   expect(finding.how_to_fix).toEqual(['ALTER TABLE U&"we""ird\\000A*/ schéma".U&"ta\'ble""\\000A*/ ünï 🐘" VALIDATE CONSTRAINT U&"ck""\\000A*/ ü 🐘";'])
@@ -120,7 +122,7 @@ test('bloat past the thresholds: a warning with the estimate; the VACUUM FULL it
   await rig.cycle()
   const [finding] = await rig.findings('pg_bloat')
   expect(finding).toMatchObject({
-    key: `pg_bloat:${SCHEMA}.${TABLE}`,
+    key: `pg_bloat:${pgObject(SCHEMA, TABLE)}`,
     severity: 'warning',
     category: 'maintenance',
     metrics: { kind: 'table', size_bytes: size, estimate: 'statistics' },

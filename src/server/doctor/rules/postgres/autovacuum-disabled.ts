@@ -9,7 +9,7 @@
 import type { TableRow } from '../../../store/sql-objects.ts'
 import { type FindingDraft, type Rule, duration } from '../../types.ts'
 import { tableSizeMetrics, tableSizeText } from '../../table-size-text.ts'
-import { pgQualified, pgRegclass } from '../../sql-text.ts'
+import { pgQualified, pgRegclass, pgObject } from '../../sql-text.ts'
 import { deadRowsSeverity, deadTuples, resetAutovacuum } from './dead-tuples.ts'
 
 const defaults = {
@@ -39,7 +39,7 @@ export const autovacuumDisabled: Rule<typeof defaults> = {
       const size = sizes === '' ? '' : `; ${sizes}`
       return {
         severity: 'info',
-        object: `${table.schema_name}.${table.table_name}`,
+        object: pgObject(table.schema_name, table.table_name),
         title: `Autovacuum is turned off for ${name}`,
         detail: `The storage parameters of ${name} (${n(table.n_live_tup ?? 0)} live rows, ${n(table.n_dead_tup ?? 0)} dead${size}) set autovacuum_enabled or toast.autovacuum_enabled to false: autovacuum neither vacuums nor analyzes it, except against transaction ID wraparound. Last vacuumed ${ago(latest(table.last_vacuum, table.last_autovacuum))}, last analyzed ${ago(latest(table.last_analyze, table.last_autoanalyze))}.`,
         recommendation:
@@ -72,7 +72,7 @@ export const autovacuumDisabled: Rule<typeof defaults> = {
           "SELECT c.oid::regclass AS table, c.reloptions, toast.reloptions AS toast_reloptions FROM pg_class c LEFT JOIN pg_class toast ON toast.oid = c.reltoastrelid WHERE c.relkind IN ('r', 'm') AND EXISTS (SELECT 1 FROM pg_options_to_table(c.reloptions || toast.reloptions) o WHERE o.option_name = 'autovacuum_enabled' AND NOT o.option_value::boolean) ORDER BY c.oid::regclass::text;",
         ],
         how_to_fix: names.slice(0, 100).map(resetAutovacuum),
-        objects: rest.slice(0, 100).map((table) => `${table.schema_name}.${table.table_name}`),
+        objects: rest.slice(0, 100).map((table) => pgObject(table.schema_name, table.table_name)),
         metrics: { tables: rest.length },
       })
     }

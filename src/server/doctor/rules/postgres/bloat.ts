@@ -13,7 +13,7 @@
 import type { BloatEstimate } from '../../../../shared/wire.ts'
 import type { Snapshot } from '../../context.ts'
 import { type FindingDraft, type Rule, type Severity, bytes, pct } from '../../types.ts'
-import { pgQualified, pgRegclass } from '../../sql-text.ts'
+import { pgQualified, pgRegclass, pgObject } from '../../sql-text.ts'
 import { oldestDataHolder } from '../../xmin-holders.ts'
 
 /** A holder of the horizon is named from this long on (shorter ones are ordinary transactions). */
@@ -31,7 +31,7 @@ const defaults = {
   max_findings: 10,
 }
 
-const nameOf = (b: BloatEstimate) => (b.index_name === null ? `${b.schema_name}.${b.table_name}` : `${b.schema_name}.${b.index_name}`)
+const nameOf = (b: BloatEstimate) => (b.index_name === null ? pgObject(b.schema_name, b.table_name) : pgObject(b.schema_name, b.index_name))
 
 export const bloatEstimates: Rule<typeof defaults> = {
   id: 'pg_bloat',

@@ -12,7 +12,7 @@
 // stays); pg_xmin_horizon raises the holder itself to the same severity.
 import { type FindingDraft, type Rule, type Severity, duration, pct, severityAbove } from '../../types.ts'
 import { tableSizeMetrics, tableSizeText } from '../../table-size-text.ts'
-import { pgQualified, pgRegclass } from '../../sql-text.ts'
+import { pgQualified, pgRegclass, pgObject } from '../../sql-text.ts'
 import type { TableRow } from '../../../store/sql-objects.ts'
 import { type Holder, heldBy, oldestDataHolder } from '../../xmin-holders.ts'
 
@@ -96,7 +96,7 @@ export const deadTuples: Rule<typeof defaults> = {
         last_vacuum: table.last_vacuum,
         last_autovacuum: table.last_autovacuum,
       }
-      const object = `${table.schema_name}.${table.table_name}`
+      const object = pgObject(table.schema_name, table.table_name)
       if (holder) {
         return {
           severity,
@@ -162,7 +162,7 @@ export const deadTuples: Rule<typeof defaults> = {
           `SELECT relid::regclass, n_live_tup, n_dead_tup, last_autovacuum FROM pg_stat_user_tables WHERE n_dead_tup >= ${t.min_dead_rows} ORDER BY n_dead_tup DESC;`,
         ],
         how_to_fix: [...(holder?.fix ?? []), 'VACUUM (ANALYZE);   -- the whole database', ...off.slice(0, 100).map(resetAutovacuum)],
-        objects: [...rest.slice(0, 100).map((r) => `${r.table.schema_name}.${r.table.table_name}`), ...(holder ? [holder.object] : [])],
+        objects: [...rest.slice(0, 100).map((r) => pgObject(r.table.schema_name, r.table.table_name)), ...(holder ? [holder.object] : [])],
         metrics: { tables: rest.length, n_dead_tup: dead, ...(holder ? { held_tables: held.length, ...holder.metrics } : {}) },
       })
     }

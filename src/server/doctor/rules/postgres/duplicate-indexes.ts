@@ -7,7 +7,7 @@
 // the indexes named here (either side) to this rule, so following both never drops every copy.
 import type { IndexRow } from '../../../store/sql-objects.ts'
 import { type FindingDraft, type Rule, bytes } from '../../types.ts'
-import { pgQualified, pgRegclass } from '../../sql-text.ts'
+import { pgQualified, pgRegclass, pgObject } from '../../sql-text.ts'
 
 const defaults = {
   /** Redundant indexes named one finding each, the largest first; the rest are counted in one more. */
@@ -132,8 +132,8 @@ export const duplicateIndexes: Rule<typeof defaults> = {
       const size = i.size_bytes === null ? '' : ` (${bytes(i.size_bytes)})`
       return {
         severity: 'warning',
-        object: `${i.schema_name}.${i.index_name}`,
-        objects: [`${i.schema_name}.${i.index_name}`, `${cover.row.schema_name}.${cover.row.index_name}`, `${i.schema_name}.${i.table_name}`],
+        object: pgObject(i.schema_name, i.index_name),
+        objects: [pgObject(i.schema_name, i.index_name), pgObject(cover.row.schema_name, cover.row.index_name), pgObject(i.schema_name, i.table_name)],
         title: `Redundant index ${name}`,
         detail: `${name}${size} on ${table} is covered by ${coverName}, which ${how} (${index.shape.method} (${index.shape.columns.join(', ')}) against ${cover.shape.method} (${cover.shape.columns.join(', ')})${index.shape.predicate ? `, both WHERE ${index.shape.predicate}` : ''}). Every write to ${table} maintains both; queries can use ${coverName} instead.`,
         recommendation: `Drop ${name}; ${coverName} serves the same lookups.`,
@@ -142,7 +142,7 @@ export const duplicateIndexes: Rule<typeof defaults> = {
           `SELECT conname FROM pg_constraint WHERE conindid = ${pgRegclass(i.schema_name, i.index_name)};   -- an index backing a constraint is dropped with the constraint`,
         ],
         how_to_fix: [`DROP INDEX CONCURRENTLY ${name};`],
-        metrics: { size_bytes: i.size_bytes, idx_scan: i.idx_scan, covering_index: `${cover.row.schema_name}.${cover.row.index_name}` },
+        metrics: { size_bytes: i.size_bytes, idx_scan: i.idx_scan, covering_index: pgObject(cover.row.schema_name, cover.row.index_name) },
       }
     })
 
@@ -159,7 +159,7 @@ export const duplicateIndexes: Rule<typeof defaults> = {
         recommendation: 'Drop each redundant index once you have checked that its covering index is valid and kept.',
         how_to_investigate: ['SELECT indrelid::regclass AS table, indexrelid::regclass AS index, pg_get_indexdef(indexrelid) FROM pg_index ORDER BY 1, 2;'],
         how_to_fix: ['DROP INDEX CONCURRENTLY <schema>.<index>;   -- for each redundant one'],
-        objects: rest.slice(0, 100).map((r) => `${r.index.row.schema_name}.${r.index.row.index_name}`),
+        objects: rest.slice(0, 100).map((r) => pgObject(r.index.row.schema_name, r.index.row.index_name)),
         metrics: { indexes: rest.length, size_bytes: size },
       })
     }

@@ -8,14 +8,14 @@
 import type { InvalidConstraint } from '../../../../shared/wire.ts'
 import type { Snapshot } from '../../context.ts'
 import { type FindingDraft, type Rule } from '../../types.ts'
-import { pgIdent, pgQualified, pgRegclass, pgString } from '../../sql-text.ts'
+import { pgIdent, pgQualified, pgRegclass, pgString, pgObject } from '../../sql-text.ts'
 
 const defaults = {
   /** Constraints named one finding each; the rest are counted in one more finding. */
   max_findings: 10,
 }
 
-const objectOf = (c: InvalidConstraint) => `${c.schema_name}.${c.table_name}.${c.constraint_name}`
+const objectOf = (c: InvalidConstraint) => pgObject(c.schema_name, c.table_name, c.constraint_name)
 const validate = (c: InvalidConstraint) => `ALTER TABLE ${pgQualified(c.schema_name, c.table_name)} VALIDATE CONSTRAINT ${pgIdent(c.constraint_name)};`
 const LIST_SQL =
   'SELECT conrelid::regclass AS table_name, conname, pg_get_constraintdef(oid) AS definition FROM pg_constraint WHERE NOT convalidated ORDER BY 1, 2;'

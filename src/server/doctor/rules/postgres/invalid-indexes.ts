@@ -12,7 +12,7 @@
 import type { ProgressEntry } from '../../../../shared/wire.ts'
 import type { IndexRow } from '../../../store/sql-objects.ts'
 import { type FindingDraft, type Rule } from '../../types.ts'
-import { pgIdent, pgIndexDefinition, pgQualified, pgRegclass } from '../../sql-text.ts'
+import { pgIdent, pgIndexDefinition, pgQualified, pgRegclass, pgObject } from '../../sql-text.ts'
 import { parseIndexDef } from './duplicate-indexes.ts'
 
 const defaults = {
@@ -66,8 +66,8 @@ export const invalidIndexes: Rule<typeof defaults> = {
         const blocker = build.blocker && build.blocker.pid > 0 ? build.blocker.pid : null
         const note: FindingDraft = {
           severity: 'info',
-          object: `${i.schema_name}.${i.index_name}`,
-          objects: [`${i.schema_name}.${i.index_name}`, `${i.schema_name}.${i.table_name}`, ...(blocker === null ? [] : [`pid ${blocker}`])],
+          object: pgObject(i.schema_name, i.index_name),
+          objects: [pgObject(i.schema_name, i.index_name), pgObject(i.schema_name, i.table_name), ...(blocker === null ? [] : [`pid ${blocker}`])],
           title: `Index ${name} is being built`,
           detail:
             `${name} on ${table} is invalid because ${build.command} (pid ${build.pid}) is still building it: phase "${build.phase}"${done}. ` +
@@ -86,8 +86,8 @@ export const invalidIndexes: Rule<typeof defaults> = {
       }
       const finding: FindingDraft = {
         severity: 'warning',
-        object: `${i.schema_name}.${i.index_name}`,
-        objects: [`${i.schema_name}.${i.index_name}`, ...extra.map((o) => `${o.schema_name}.${o.index_name}`), `${i.schema_name}.${i.table_name}`],
+        object: pgObject(i.schema_name, i.index_name),
+        objects: [pgObject(i.schema_name, i.index_name), ...extra.map((o) => pgObject(o.schema_name, o.index_name)), pgObject(i.schema_name, i.table_name)],
         title: `Invalid index ${name}`,
         detail:
           `${i.is_unique ? 'The unique index' : 'The index'} ${name} on ${table} is marked invalid: queries never use it${i.is_unique ? ', yet it still rejects new duplicate values' : ''}, and writes to ${table} may still maintain it. A failed CREATE INDEX CONCURRENTLY or REINDEX CONCURRENTLY leaves such an index behind.` +
@@ -124,12 +124,12 @@ export const invalidIndexes: Rule<typeof defaults> = {
         title: `${rest.length} more invalid indexes`,
         detail: `Besides the indexes named above, ${rest.length} more indexes are invalid: ${rest
           .slice(0, 20)
-          .map((i) => `${i.schema_name}.${i.index_name}`)
+          .map((i) => pgObject(i.schema_name, i.index_name))
           .join(', ')}${rest.length > 20 ? ', ...' : ''}.`,
         recommendation: 'Rebuild or drop each of them.',
         how_to_investigate: ['SELECT indexrelid::regclass, indrelid::regclass FROM pg_index WHERE NOT indisvalid;'],
         how_to_fix: ['REINDEX INDEX CONCURRENTLY <schema>.<index>;   -- for each one'],
-        objects: rest.slice(0, 100).map((i) => `${i.schema_name}.${i.index_name}`),
+        objects: rest.slice(0, 100).map((i) => pgObject(i.schema_name, i.index_name)),
         metrics: { indexes: rest.length },
       })
     }

@@ -7,7 +7,7 @@
 import type { TableRow } from '../../../store/sql-objects.ts'
 import { type FindingDraft, type Rule } from '../../types.ts'
 import { tableSizeMetrics, tableSizeText } from '../../table-size-text.ts'
-import { pgIdent, pgQualified, pgRegclass, pgString } from '../../sql-text.ts'
+import { pgIdent, pgQualified, pgRegclass, pgString, pgObject } from '../../sql-text.ts'
 
 const defaults = {
   /** Tables with fewer live rows are left out (0: every table). */
@@ -39,7 +39,7 @@ export const missingPrimaryKey: Rule<typeof defaults> = {
       const key = pgIdent(`${table.table_name}_pkey`)
       return {
         severity: severityOf(table),
-        object: `${table.schema_name}.${table.table_name}`,
+        object: pgObject(table.schema_name, table.table_name),
         title: `Table ${name} has no primary key`,
         detail: `${name} (${n(table.n_live_tup ?? 0)} rows${size}) has no primary key: logical replication cannot replicate its UPDATEs and DELETEs without one (REPLICA IDENTITY FULL makes the subscriber scan the table for each row), tools such as pg_repack and most ORMs need one, and nothing prevents duplicate rows.`,
         recommendation: 'Make its natural key (unique, NOT NULL columns) the primary key, building the index concurrently first; without a natural key, add an identity column as the key.',
@@ -64,14 +64,14 @@ export const missingPrimaryKey: Rule<typeof defaults> = {
         title: `${rest.length} more tables without a primary key`,
         detail: `Besides the tables named above, ${rest.length} more tables have no primary key: ${rest
           .slice(0, 20)
-          .map((table) => `${table.schema_name}.${table.table_name}`)
+          .map((table) => pgObject(table.schema_name, table.table_name))
           .join(', ')}${rest.length > 20 ? ', ...' : ''}.`,
         recommendation: 'Give each of them a primary key.',
         how_to_investigate: [
           "SELECT c.oid::regclass FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND NOT EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary);",
         ],
         how_to_fix: ['ALTER TABLE <schema>.<table> ADD PRIMARY KEY (<key columns>);   -- for each one'],
-        objects: rest.slice(0, 100).map((table) => `${table.schema_name}.${table.table_name}`),
+        objects: rest.slice(0, 100).map((table) => pgObject(table.schema_name, table.table_name)),
         metrics: { tables: rest.length },
       })
     }

@@ -5,7 +5,7 @@
 // is the early warning that leaves time for the migration to bigint.
 import type { SequenceStat } from '../../../../shared/wire.ts'
 import { type FindingDraft, type Rule, pct, severityAbove } from '../../types.ts'
-import { commentText, pgIdent, pgQualified, pgRegclass, pgString } from '../../sql-text.ts'
+import { commentText, pgIdent, pgQualified, pgRegclass, pgString, pgObject } from '../../sql-text.ts'
 
 const defaults = {
   warning_ratio: 0.75,
@@ -52,8 +52,8 @@ export const sequenceExhaustion: Rule<typeof defaults> = {
       if (s.data_type === 'bigint' && !narrowColumn) fix.push(`ALTER SEQUENCE ${name} NO MAXVALUE;   -- its maximum was set below bigint's`)
       return {
         severity: severityOf(s),
-        object: `${s.schema_name}.${s.sequence_name}`,
-        objects: [`${s.schema_name}.${s.sequence_name}`, ...(owner ? [`${owner.schema_name}.${owner.table_name}`] : [])],
+        object: pgObject(s.schema_name, s.sequence_name),
+        objects: [pgObject(s.schema_name, s.sequence_name), ...(owner ? [pgObject(owner.schema_name, owner.table_name)] : [])],
         title: `Sequence ${name} is close to its maximum`,
         detail: `${name} (${s.data_type}) ${position}${owner ? `; it feeds ${table}.${column} (${owner.column_type})` : ''}. When it runs out, every INSERT that needs a new value fails.`,
         recommendation:
@@ -83,7 +83,7 @@ export const sequenceExhaustion: Rule<typeof defaults> = {
         recommendation: 'Widen each of them, and the columns they feed, to bigint.',
         how_to_investigate: ['SELECT schemaname, sequencename, data_type, last_value, max_value FROM pg_sequences ORDER BY last_value::numeric / max_value DESC NULLS LAST;'],
         how_to_fix: ['ALTER SEQUENCE <schema>.<sequence> AS bigint;   -- and ALTER TABLE ... ALTER COLUMN ... TYPE bigint for its column'],
-        objects: rest.slice(0, 100).map((s) => `${s.schema_name}.${s.sequence_name}`),
+        objects: rest.slice(0, 100).map((s) => pgObject(s.schema_name, s.sequence_name)),
         metrics: { sequences: rest.length },
       })
     }

@@ -30,7 +30,7 @@ import type { DoctorContext } from '../../context.ts'
 import { type ColumnCondition, type IndexAdvice, type IndexShapeAdvice, type PlanNode, adviseIndex, indexShape, scanConditions, seqScanNodes } from '../../index-advice.ts'
 import { type FindingDraft, type Rule, pct } from '../../types.ts'
 import { tableSizeMetrics, tableSizeText } from '../../table-size-text.ts'
-import { commentText, pgIdent, pgQualified, pgRegclass, pgString, urlSegment } from '../../sql-text.ts'
+import { commentText, pgIdent, pgQualified, pgRegclass, pgString, urlSegment, pgObject } from '../../sql-text.ts'
 
 const defaults = {
   /** Tables with fewer live rows are left out. */
@@ -238,7 +238,7 @@ export const sequentialScans: Rule<typeof defaults> = {
         : ''
       return {
         severity: severityOf(s),
-        object: `${s.table.schema_name}.${s.table.table_name}`,
+        object: pgObject(s.table.schema_name, s.table.table_name),
         title: `Sequential scans on ${name}`,
         detail: `In the last ${span} ${name} (${n(s.table.n_live_tup ?? 0)} rows${size}) was read whole ${times} by sequential scans (${n(s.rows)} rows, seq_tup_read, over its ${n(s.table.n_live_tup ?? 0)} live rows) against ${n(s.idx)} index scans (${pct(s.share)} sequential).${counted}${evidence}${benefit}${existing}`,
         recommendation: a?.existing?.complete
@@ -301,7 +301,7 @@ export const sequentialScans: Rule<typeof defaults> = {
           `SELECT relid::regclass, seq_scan, seq_tup_read, idx_scan, n_live_tup FROM pg_stat_user_tables WHERE n_live_tup >= ${t.min_live_rows} ORDER BY seq_tup_read DESC LIMIT 20;`,
         ],
         how_to_fix: ['CREATE INDEX CONCURRENTLY ON <schema>.<table> (<filtered columns>);'],
-        objects: rest.slice(0, 100).map((s) => `${s.table.schema_name}.${s.table.table_name}`),
+        objects: rest.slice(0, 100).map((s) => pgObject(s.table.schema_name, s.table.table_name)),
         metrics: { tables: rest.length },
       })
     }

@@ -6,7 +6,7 @@
 import type { UnindexedForeignKey } from '../../../../shared/wire.ts'
 import { type FindingDraft, type Rule } from '../../types.ts'
 import { tableSizeText } from '../../table-size-text.ts'
-import { pgIdent, pgQualified, pgRegclass, pgString } from '../../sql-text.ts'
+import { pgIdent, pgQualified, pgRegclass, pgString, pgObject } from '../../sql-text.ts'
 
 const defaults = {
   /** From this many live rows in the referencing table a warning, below it a note. */
@@ -37,7 +37,7 @@ export const unindexedForeignKeys: Rule<typeof defaults> = {
       const index = pgIdent(`${f.table_name}_${f.columns.join('_')}_idx`.slice(0, 63))
       return {
         severity: severityOf(f),
-        object: `${f.schema_name}.${f.table_name}.${f.constraint_name}`,
+        object: pgObject(f.schema_name, f.table_name, f.constraint_name),
         title: `Foreign key ${pgIdent(f.constraint_name)} on ${table} has no index`,
         detail:
           `${table} (${n(f.n_live_tup ?? 0)} rows${f.table_size_bytes === null ? '' : `, ${tableSizeText({ heap_bytes: f.table_size_bytes })}`}) references ${f.referenced_table} through (${columns}), ` +
@@ -59,14 +59,14 @@ export const unindexedForeignKeys: Rule<typeof defaults> = {
         title: `${rest.length} more foreign keys without an index`,
         detail: `Besides the ${t.max_findings} named, ${rest.length} more foreign keys have no index on their referencing columns: ${rest
           .slice(0, 20)
-          .map((f) => `${f.schema_name}.${f.table_name}.${f.constraint_name}`)
+          .map((f) => pgObject(f.schema_name, f.table_name, f.constraint_name))
           .join(', ')}${rest.length > 20 ? ', …' : ''}.`,
         recommendation: 'Index their referencing columns, the largest tables first.',
         how_to_investigate: [
           "SELECT conrelid::regclass, conname, pg_get_constraintdef(oid) FROM pg_constraint c WHERE contype = 'f' AND NOT EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.conrelid AND (i.indkey::int2[])[0:cardinality(c.conkey) - 1] @> c.conkey);",
         ],
         how_to_fix: [],
-        objects: rest.map((f) => `${f.schema_name}.${f.table_name}.${f.constraint_name}`),
+        objects: rest.map((f) => pgObject(f.schema_name, f.table_name, f.constraint_name)),
         metrics: { foreign_keys: rest.length },
       })
     }

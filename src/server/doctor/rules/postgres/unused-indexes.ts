@@ -9,7 +9,7 @@ import { unusedIndexMinBytes } from '../../../limits.ts'
 import type { IndexRow } from '../../../store/sql-objects.ts'
 import { redundantIndexes } from './duplicate-indexes.ts'
 import { type FindingDraft, type Rule, bytes } from '../../types.ts'
-import { pgIndexDefinition, pgQualified, pgRegclass } from '../../sql-text.ts'
+import { pgIndexDefinition, pgQualified, pgRegclass, pgObject } from '../../sql-text.ts'
 
 const defaults = {
   /** Larger than this (the spec's 1 MB). */
@@ -42,8 +42,8 @@ export const unusedIndexes: Rule<typeof defaults> = {
       const recreate = pgIndexDefinition(i.index_def, { concurrently: true })
       return {
         severity: severityOf(i),
-        object: `${i.schema_name}.${i.index_name}`,
-        objects: [`${i.schema_name}.${i.index_name}`, `${i.schema_name}.${i.table_name}`],
+        object: pgObject(i.schema_name, i.index_name),
+        objects: [pgObject(i.schema_name, i.index_name), pgObject(i.schema_name, i.table_name)],
         title: `Unused index ${name}`,
         detail: `${name} on ${table} (${bytes(i.size_bytes!)}) has not been scanned once (idx_scan 0), yet every insert and every non-HOT update of ${table} maintains it. ${caveat}`,
         recommendation: 'Check that no replica uses it and that the statistics cover a full business cycle (month-end jobs included), then drop it; keep its definition to recreate it if needed.',
@@ -70,7 +70,7 @@ export const unusedIndexes: Rule<typeof defaults> = {
           `SELECT s.indexrelid::regclass, pg_size_pretty(pg_relation_size(s.indexrelid)) FROM pg_stat_user_indexes s JOIN pg_index i USING (indexrelid) WHERE s.idx_scan = 0 AND NOT i.indisunique AND NOT i.indisprimary AND pg_relation_size(s.indexrelid) > ${t.min_bytes} ORDER BY pg_relation_size(s.indexrelid) DESC;`,
         ],
         how_to_fix: ['DROP INDEX CONCURRENTLY <schema>.<index>;   -- for each one reviewed'],
-        objects: rest.slice(0, 100).map((i) => `${i.schema_name}.${i.index_name}`),
+        objects: rest.slice(0, 100).map((i) => pgObject(i.schema_name, i.index_name)),
         metrics: { indexes: rest.length, size_bytes: size },
       })
     }

@@ -14,6 +14,7 @@ import type { FindingDraft, Rule, Severity } from '../../types.ts'
 import { duration, severityAbove } from '../../types.ts'
 import { type Holder, xminHolders } from '../../xmin-holders.ts'
 import { deadTuples, flaggedTables } from './dead-tuples.ts'
+import { pgObject } from '../../sql-text.ts'
 
 const defaults = {
   warning_xids: 10_000_000,
@@ -48,7 +49,7 @@ export const xminHorizon: Rule<typeof defaults> = {
     // The tables whose dead rows each holder keeps VACUUM from removing (pg_dead_tuples' own judgement).
     const held = new Map<Holder, { name: string; dead: number; severity: Severity }[]>()
     for (const f of await flaggedTables(ctx, ctx.thresholds(deadTuples))) {
-      if (f.holder) held.set(f.holder, [...(held.get(f.holder) ?? []), { name: `${f.table.schema_name}.${f.table.table_name}`, dead: f.table.n_dead_tup ?? 0, severity: f.severity }])
+      if (f.holder) held.set(f.holder, [...(held.get(f.holder) ?? []), { name: pgObject(f.table.schema_name, f.table.table_name), dead: f.table.n_dead_tup ?? 0, severity: f.severity }])
     }
     const heldText = (tables: { name: string; dead: number }[]) =>
       tables.length === 0
