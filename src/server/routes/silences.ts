@@ -52,8 +52,6 @@ const text = (field: string) => t.Optional(requiredString(field, alertRoutingLim
 export function silenceRoutes(deps: Deps) {
   const { store, clock } = deps
   const routing = store.alertRouting
-  // The document's example: a two-hour window from when the server started (a fixed date would pass the limit).
-  const exampleEnd = new Date(clock() + 2 * 3_600_000).toISOString()
   return new Elysia()
     .derive(async ({ request }) => ({ principal: await authenticate(deps, request) }))
     .get(
@@ -119,7 +117,7 @@ export function silenceRoutes(deps: Deps) {
             ends_at: requiredString('ends_at', 64),
             comment: requiredString('comment', alertRoutingLimits.commentMax),
           },
-          { examples: [{ rule: 'pg_replication_lag', ends_at: exampleEnd, comment: 'replica rebuilt tonight' }] },
+          { examples: [{ rule: 'pg_replication_lag', starts_at: '2026-12-31T22:00:00Z', ends_at: '2027-01-01T02:00:00Z', comment: 'replica rebuilt overnight' }] },
         ),
         response: { 201: SilenceSchema },
         detail: {
