@@ -200,6 +200,23 @@ for (const kind of ['sqlite', 'postgres'] as StoreKind[]) {
       expect(at(a.path)).toEqual([['alert.opened', 'orders']])
     })
 
+    test('a silence longer than the day of retries still releases its held alert', async () => {
+      const org = await organization()
+      const a = await org.destination('a')
+      const db = await org.ingest('archive')
+      const silence = await org.call('POST', SILENCES, { database_id: db, ends_at: new Date(now() + 25 * 3_600_000 + 60_000).toISOString(), comment: 'migration weekend' })
+      expect(silence.status).toBe(201)
+      await monitor.runOnce(now())
+      server.advance(25 * 3_600_000)
+      await org.ingest('archive')
+      await monitor.runOnce(now())
+      expect(at(a.path)).toEqual([])
+      server.advance(61_000) // past its end
+      await org.ingest('archive')
+      await monitor.runOnce(now())
+      expect(receiver.received.filter((h) => h.path === a.path).map((h) => [h.body.event, h.body.alert.rule])).toContainEqual(['alert.opened', RULE])
+    })
+
     test('a maintenance window is scheduled, then holds, and its end releases the alert once', async () => {
       const org = await organization()
       const a = await org.destination('a')

@@ -55,7 +55,8 @@ export interface AlertRoutingWrites {
   deleteRoute(orgId: string, id: string): Promise<boolean>
   /**
    * Holds a due notification back for a silence until `until` (when it is looked at again); false when
-   * it was not due any more (another process took it).
+   * it was not due any more (another process took it). Its day of retries starts again at each hold, so
+   * a silence longer than a day does not make it given up when it is released.
    */
   holdNotification(id: string, silenceId: string, now: number, until: number): Promise<boolean>
   /**
@@ -223,7 +224,8 @@ export class SqlAlertRouting implements AlertRoutingStore {
 
   async holdNotification(id: string, silenceId: string, now: number, until: number): Promise<boolean> {
     const held = await this.driver.run(
-      'UPDATE alert_notifications SET silenced_by = $1, next_attempt_at = $2 WHERE id = $3 AND sent_at IS NULL AND gave_up_at IS NULL AND next_attempt_at <= $4',
+      // created_at moves along: the day of retries a notification gets (giveUpNotificationsBefore) counts from its release.
+      'UPDATE alert_notifications SET silenced_by = $1, next_attempt_at = $2, created_at = $4 WHERE id = $3 AND sent_at IS NULL AND gave_up_at IS NULL AND next_attempt_at <= $4',
       [silenceId, until, id, now],
     )
     return held > 0

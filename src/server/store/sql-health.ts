@@ -365,9 +365,10 @@ export function healthStore(driver: SqlDriver) {
       await driver.run('UPDATE alert_notifications SET gave_up_at = $1, last_error = COALESCE(last_error, $2) WHERE id = $3', [now, reason, id])
     },
     /** Gives up the undelivered notifications created before `before`; returns how many. */
+    /** Gives up notifications queued before `before` and not sent; one a silence holds that was never attempted waits for the silence's end. */
     async giveUpNotificationsBefore(before: number, now: number): Promise<number> {
       return driver.run(
-        `UPDATE alert_notifications SET gave_up_at = $1 WHERE sent_at IS NULL AND gave_up_at IS NULL AND created_at < $2`,
+        `UPDATE alert_notifications SET gave_up_at = $1 WHERE sent_at IS NULL AND gave_up_at IS NULL AND created_at < $2 AND (silenced_by IS NULL OR attempts > 0)`,
         [now, before],
       )
     },
