@@ -11,7 +11,7 @@ import { type AlertRoute, destinationsFor, silenceOf } from '../../src/server/al
 import { type HealthMonitor, createHealthMonitor } from '../../src/server/health-monitor.ts'
 import type { StoreKind } from '../support/server.ts'
 import { pgBatch } from '../support/batches.ts'
-import { type Account, type TestServer, agentAccount, startTestServer, uniqueIp } from '../support/server.ts'
+import { type Account, type TestServer, agentAccount, createApiKey, startTestServer, uniqueIp } from '../support/server.ts'
 import { startWebhookReceiver } from '../support/webhook.ts'
 
 const RULE = 'pg_cache_hit_ratio'
@@ -295,6 +295,15 @@ for (const kind of ['sqlite', 'postgres'] as StoreKind[]) {
       const foreignDb = await other.ingest('theirs')
       const m = await member(org.account)
       const ends = new Date(now() + 3_600_000).toISOString()
+
+      // An API key with the admin scope may silence too, recorded as the key; one with read only may not.
+      const admin = await createApiKey(server, org.account, 'silencer', ['read', 'admin'])
+      const byKey = await server.call('POST', SILENCES, { apiKey: admin.key, body: { rule: RULE, ends_at: ends, comment: 'from a script' } })
+      expect(byKey.status).toBe(201)
+      expect(byKey.body.created_by).toEqual({ kind: 'api_key', id: admin.id })
+      const reader = await createApiKey(server, org.account, 'reader', ['read'])
+      expect((await server.call('GET', SILENCES, { apiKey: reader.key })).status).toBe(200)
+      expect((await server.call('POST', SILENCES, { apiKey: reader.key, body: { rule: RULE, ends_at: ends, comment: 'no' } })).status).toBe(403)
 
       // Members: silences yes, routes no.
       const made = await org.call('POST', SILENCES, { key: `${RULE}`, ends_at: ends, comment: 'member silence' }, m)

@@ -42,7 +42,7 @@ export const AlertConsequence = t.Object(
 )
 
 export const SilenceAuthor = t.Object(
-  { kind: t.Union([t.Literal('user'), t.Literal('api_key')]), id: Uuid('the user or API key that created it') },
+  { kind: t.Union([t.Literal('user'), t.Literal('api_key')]), id: t.String({ description: "the user's id, or the API key's (as in GET /api-keys)" }) },
   { title: 'SilenceAuthor' },
 )
 
