@@ -15,6 +15,8 @@ import { rateLimitSubject } from './rate-limit-address.ts'
 import { type RateLimitedEndpoint, authRateLimits, bodyLimits, headerLimits } from './limits.ts'
 import { alertRoutes } from './routes/alerts.ts'
 import { alertDestinationRoutes } from './routes/alert-destinations.ts'
+import { alertRouteRoutes } from './routes/alert-routes.ts'
+import { silenceRoutes } from './routes/silences.ts'
 import { apiKeyRoutes } from './routes/api-keys.ts'
 import { authRoutes } from './routes/auth.ts'
 import { databaseRoutes } from './routes/databases.ts'
@@ -231,6 +233,8 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
     .use(healthRoutes(deps))
     .use(alertRoutes(deps))
     .use(alertDestinationRoutes(deps))
+    .use(alertRouteRoutes(deps))
+    .use(silenceRoutes(deps))
     .use(organizationRoutes(deps))
     .use(eventRoutes(deps))
     .use(logEventRoutes(deps))

@@ -13,6 +13,13 @@
 //     Teams, PagerDuty, Opsgenie, Alertmanager) is one more channel, delivered and retried the same way;
 //     Alertmanagers are also told again of the organization's open alerts once a minute, as Prometheus
 //     re-sends firing alerts (else they resolve them after their resolve_timeout).
+//   - routing, repeats and silences (alerts/routing.ts): an alert's opening is queued for the destinations
+//     its organization's routes choose (every enabled one when it has none); an alert still open is
+//     queued again (`repeated`) for a route's destinations once its repeat interval has passed since the
+//     last send there; a notification of an alert that a silence in effect matches is held back (not
+//     sent, looked at again within a minute or when the silence ends) and goes once the silence is over,
+//     if the alert is still open. Alertmanagers are told again only of the open alerts routed to them
+//     and not silenced.
 //   - the diagnosis's summary (status, score, findings by severity) in database_health, which the
 //     database list reads for every database at once.
 // Every ten minutes it applies retention and compacts minute buckets (sql-retention.ts).
@@ -38,6 +45,7 @@ import { type PostAttempt, type PostOptions, postJson, targetOrigin } from './al
 import { alertMail, webhookPayload, webhookSignature } from './alerts/messages.ts'
 import { deliverTo, destinationUrl, messageOf, refreshAlertmanager } from './alerts/destinations.ts'
 import { destinationChannel } from './store/sql-alert-destinations.ts'
+import { type AlertRoute, type RoutableDatabase, type Silence, destinationsFor, silenceOf } from './alerts/routing.ts'
 
 export { alertMail, webhookPayload, webhookSignature }
 
@@ -182,6 +190,29 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
     return 'failed'
   }
 
+  /** What routing looks at of an organization during one pass: its routes, enabled destinations and silences in effect. */
+  interface OrgRouting {
+    routes: AlertRoute[]
+    enabled: string[]
+    silences: Silence[]
+  }
+  async function orgRouting(orgId: string, now: number): Promise<OrgRouting> {
+    return {
+      routes: await store.alertRouting.listRoutes(orgId),
+      enabled: (await store.alertDestinations.enabledDestinations(orgId)).map((d) => d.id),
+      silences: await store.alertRouting.silencesInEffect(orgId, now),
+    }
+  }
+  /** A database as routing and silences see it (its id and tags), through a per-pass cache; a deleted one has no tags. */
+  function databaseTags(cache: Map<string, Promise<RoutableDatabase>>, orgId: string, databaseId: string): Promise<RoutableDatabase> {
+    let found = cache.get(databaseId)
+    if (!found) {
+      found = store.getDatabase(orgId, databaseId).then((d) => ({ id: databaseId, tags: d?.tags ?? {} }))
+      cache.set(databaseId, found)
+    }
+    return found
+  }
+
   /** When each organization's Alertmanagers were last told of its open alerts. */
   const alertmanagerRefreshed = new Map<string, number>()
 
@@ -196,9 +227,19 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
       alertmanagerRefreshed.set(orgId, now)
       const open = await store.alertDestinations.openAlerts(orgId, NOTIFICATIONS_PER_RUN)
       if (open.length === 0) continue
+      const routing = await orgRouting(orgId, now)
+      const tags = new Map<string, Promise<RoutableDatabase>>()
       for (const d of await store.alertDestinations.enabledDestinations(orgId)) {
         if (d.kind !== 'alertmanager') continue
-        const error = await refreshAlertmanager(d, open, orgId, deliveryDeps, now)
+        // Only the alerts routed to it and not silenced: a silenced alert is left to resolve there.
+        const mine: typeof open = []
+        for (const o of open) {
+          const db = await databaseTags(tags, orgId, o.database.id)
+          if (silenceOf(routing.silences, o.alert, db, now) || !destinationsFor(routing.routes, routing.enabled, o.alert, db).has(d.id)) continue
+          mine.push(o)
+        }
+        if (mine.length === 0) continue
+        const error = await refreshAlertmanager(d, mine, orgId, deliveryDeps, now)
         serverMetrics.alertDestinationDeliveries.labels(d.kind, error === null ? 'delivered' : 'failed').inc()
         if (error !== null) log.warn('alertmanager refresh failed', { org: orgId, destination: d.id, target: targetOrigin(destinationUrl(d) ?? ''), alerts: open.length, cause: error })
       }
@@ -210,12 +251,37 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
     result.given_up = await health.giveUpNotificationsBefore(now - healthMonitorDefaults.notificationMaxAgeMs, now)
     if (result.given_up > 0) log.warn('alert notifications given up', { count: result.given_up, after: '24h' })
     const pending = await health.pendingNotifications(now, NOTIFICATIONS_PER_RUN)
+    const silencesByOrg = new Map<string, Promise<Silence[]>>()
+    const tags = new Map<string, Promise<RoutableDatabase>>()
+    /** The silence in effect that holds this notification's alert back, if one does. */
+    const silenceFor = async (n: PendingNotification) => {
+      let silences = silencesByOrg.get(n.org_id)
+      if (!silences) silencesByOrg.set(n.org_id, (silences = store.alertRouting.silencesInEffect(n.org_id, now)))
+      const inEffect = await silences
+      return inEffect.length === 0 ? undefined : silenceOf(inEffect, n.alert, await databaseTags(tags, n.org_id, n.database.id), now)
+    }
     /** Organizations whose webhook (and destination channels) that failed in this run: their later notifications wait, so they arrive in order. */
     const webhookDown = new Set<string>()
     for (const n of pending) {
       if ((n.channel === 'webhook' && webhookDown.has(n.org_id)) || webhookDown.has(n.channel)) continue
-      if (!(await health.claimNotification(n.id, now, now + healthMonitorDefaults.deliveryLeaseMs))) continue
       const fields = { org: n.org_id, database: n.database.id, alert: n.alert.key, event: n.event }
+      if (n.event !== 'resolved') {
+        const silence = await silenceFor(n)
+        if (n.alert.resolved_at !== null && (silence || n.silenced_by)) {
+          // Opened and resolved while silenced: its receivers never hear of it.
+          await health.giveUpNotification(n.id, 'resolved while silenced', now)
+          result.given_up++
+          continue
+        }
+        if (silence) {
+          // Looked at again when the silence ends, or within a minute (it may be expired early).
+          if (await store.alertRouting.holdNotification(n.id, silence.id, now, Math.min(silence.ends_at, now + evaluateEveryMs))) {
+            log.info('alert notification held by a silence', { ...fields, channel: n.channel.startsWith('destination:') ? 'destination' : n.channel, silence: silence.id })
+          }
+          continue
+        }
+      }
+      if (!(await health.claimNotification(n.id, now, now + healthMonitorDefaults.deliveryLeaseMs))) continue
       if (n.channel === 'email') {
         const recipients = await health.alertRecipients(n.org_id)
         const mail = alertMail(n, deps.publicUrl)
@@ -258,8 +324,22 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
   /** How old the least recently diagnosed database's diagnosis was at the latest pass. */
   let oldestDiagnosisMs = 0
 
+  /**
+   * Queues a repeat of each open, unsilenced alert of the database to each destination its routes repeat
+   * to, when the interval has passed since its last send there (the store decides: sql-alert-routing.ts).
+   */
+  async function queueRepeats(databaseId: string, routing: OrgRouting, target: RoutableDatabase, now: number) {
+    for (const a of await health.listAlerts(databaseId, 'open', NOTIFICATIONS_PER_RUN)) {
+      if (silenceOf(routing.silences, a, target, now)) continue
+      for (const [id, repeatMs] of destinationsFor(routing.routes, routing.enabled, a, target)) {
+        if (repeatMs === null) continue
+        if (await store.alertRouting.queueRepeat(a.id, destinationChannel(id), now - repeatMs, now)) log.info('alert repeat queued', { database: databaseId, alert: a.key, destination: id })
+      }
+    }
+  }
+
   /** Diagnoses one database (leased to this monitor) and applies what it found. */
-  async function evaluate(monitored: MonitoredDatabase, now: number, summary: EvaluationSummary, channelsByOrg: Map<string, NotificationChannel[]>) {
+  async function evaluate(monitored: MonitoredDatabase, now: number, summary: EvaluationSummary, channelsByOrg: Map<string, NotificationChannel[]>, routingByOrg: Map<string, OrgRouting>) {
     const db = await store.getDatabase(monitored.org_id, monitored.id)
     if (!db) return // deleted meanwhile
     summary.databases++
@@ -277,13 +357,18 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
       channels = [
         ...(monitored.org_verified ? ['email' as const] : []),
         ...((await health.getWebhook(db.org_id)) ? ['webhook' as const] : []),
-        ...(await store.alertDestinations.enabledDestinations(db.org_id)).map((d) => destinationChannel(d.id)),
       ]
       channelsByOrg.set(db.org_id, channels)
     }
+    let routing = routingByOrg.get(db.org_id)
+    if (!routing) routingByOrg.set(db.org_id, (routing = await orgRouting(db.org_id, now)))
+    const target: RoutableDatabase = { id: db.id, tags: db.tags }
+    // The users' mail and the webhook, and the destinations the organization's routes choose for the cause.
+    const channelsFor = (cause: AlertInput): NotificationChannel[] => [...channels, ...[...destinationsFor(routing.routes, routing.enabled, cause, target).keys()].map(destinationChannel)]
     const byKey = new Map(diagnosis.findings.map((f) => [f.key, f]))
     const critical = diagnosis.groups.filter((g) => g.severity === 'critical').map((g) => causeAlert(g, byKey))
-    const changes = await health.syncAlerts(db.id, critical, diagnosis.failed_rules, channels, now)
+    const changes = await health.syncAlerts(db.id, critical, diagnosis.failed_rules, channelsFor, now)
+    if (routing.routes.some((r) => r.repeat_interval_s !== null)) await queueRepeats(db.id, routing, target, now)
     for (const key of changes.opened) log.info('alert opened', { database: db.id, alert: key })
     for (const key of changes.resolved) log.info('alert resolved', { database: db.id, alert: key })
     summary.alerts.opened += changes.opened.length
@@ -309,6 +394,7 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
     }
     const started = performance.now()
     const channelsByOrg = new Map<string, NotificationChannel[]>()
+    const routingByOrg = new Map<string, OrgRouting>()
     const monitored = await health.monitoredDatabases(now - healthMonitorDefaults.silentDatabaseMs)
     // The list is least recently diagnosed first: the first one's age is the oldest diagnosis's.
     const oldest = monitored[0]?.evaluated_at
@@ -326,7 +412,7 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
       try {
         claimed = await health.claimEvaluation(m.id, instance, now, now + EVALUATION_LEASE_MS, changed ? undefined : dueBefore)
         if (claimed) {
-          await evaluate(m, now, summary, channelsByOrg)
+          await evaluate(m, now, summary, channelsByOrg, routingByOrg)
           diagnosisOutcomes.ok.inc()
         }
       } catch (e) {

@@ -137,6 +137,7 @@ export const resultLimits = {
   mutations: { default: 100, max: 1000 },
   recommendations: { default: 100, max: 500 },
   alerts: { default: 100, max: 500 },
+  silences: { default: 100, max: 500 },
   invalid_constraints: { default: 100, max: 1000 },
   bloat: { default: 50, max: 500 },
   connections: { default: 100, max: 1000 },
@@ -250,4 +251,23 @@ export const alertDestinationLimits = {
   keyMaxLength: 256,
   /** Between two tests of one destination. */
   testCooldownMs: 10 * SECOND,
+} as const
+
+/** Alert routes and silences (routes/alert-routes.ts, routes/silences.ts). */
+export const alertRoutingLimits = {
+  /** Routes per organization. */
+  routesPerOrganization: 50,
+  /** Values of one matcher list (severity, rule, database_id), pairs of a tag matcher, destinations of a route. */
+  matchValues: 50,
+  /** A rule name's, key's, tag key's or value's length. */
+  matchTextMax: 512,
+  /** The shortest and longest repeat interval. */
+  repeatMinS: 5 * 60,
+  repeatMaxS: 7 * 24 * 60 * 60,
+  /** Silences not yet ended per organization. */
+  activeSilencesPerOrganization: 500,
+  /** A silence ends at most this long from now. */
+  silenceMaxMs: 90 * DAY,
+  /** A silence's comment. */
+  commentMax: 1000,
 } as const

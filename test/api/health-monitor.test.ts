@@ -147,6 +147,7 @@ for (const kind of storeKinds) {
           resolved_at: null,
           notified: { opened: { email: iso(opened), webhook: iso(opened) }, resolved: { email: null, webhook: null } },
           consequences: [CONSEQUENCE],
+          silenced: null,
         })
         await server.deps.mailer.idle()
         expect(mailLines(server, org.account.email, `dbm alert: ${TITLE} on billing`)).toHaveLength(1)

@@ -38,7 +38,7 @@ let server: TestServer
 let account: Account
 let apiKey: string
 let document: Node
-const ids = { postgres: '', clickhouse: '', spareKey: '', invite: '', action: '', destination: '' }
+const ids = { postgres: '', clickhouse: '', spareKey: '', invite: '', action: '', destination: '', route: '', silence: '' }
 const batch = fullBatch('orders-pg', Date.now() - 30_000)
 
 beforeAll(async () => {
@@ -51,6 +51,12 @@ beforeAll(async () => {
   const destination = await server.call('POST', '/api/v1/organization/alert-destinations', { token: account.token, body: { kind: 'pagerduty', name: 'seeded pager', routing_key: 'seeded-routing-key-0000' } })
   expect(destination.status).toBe(201)
   ids.destination = destination.body.id
+  const route = await server.call('POST', '/api/v1/organization/alert-routes', { token: account.token, body: { name: 'seeded route', destinations: [ids.destination] } })
+  expect(route.status).toBe(201)
+  ids.route = route.body.id
+  const silence = await server.call('POST', '/api/v1/organization/silences', { token: account.token, body: { rule: 'pg_cache_hit_ratio', ends_at: new Date(Date.now() + 3_600_000).toISOString(), comment: 'seeded' } })
+  expect(silence.status).toBe(201)
+  ids.silence = silence.body.id
   for (const [engine, b] of [
     ['postgres', batch],
     ['clickhouse', fullBatch('events-ch', Date.now() - 30_000, 'clickhouse')],
@@ -202,6 +208,8 @@ function pathValue(path: string, name: string, engine: 'postgres' | 'clickhouse'
   if (name === 'id' && path.startsWith('/api/v1/organization/members')) return account.userId
   if (name === 'id' && path.startsWith('/api/v1/organization/invites')) return ids.invite
   if (name === 'id' && path.startsWith('/api/v1/organization/alert-destinations')) return ids.destination
+  if (name === 'id' && path.startsWith('/api/v1/organization/alert-routes')) return ids.route
+  if (name === 'id' && path.startsWith('/api/v1/organization/silences')) return ids.silence
   if (name === 'id') return path.startsWith('/api/v1/api-keys') ? ids.spareKey : ids[engine]
   if (name === 'aid') return ids.action
   if (name === 'hash') return batch.query_stats![0]!.query_hash
@@ -262,7 +270,9 @@ describe('a client built from the document alone', () => {
         if (op.requestBody?.required) {
           const schema = op.requestBody.content['application/json'].schema
           // The agent's batch: a full one, as the agent sends (the document's schema allows it; a sampled one would be empty).
-          const value = path === '/api/v1/ingest' ? { ...batch, batch_id: crypto.randomUUID() } : sample(schema)
+          let value = path === '/api/v1/ingest' ? { ...batch, batch_id: crypto.randomUUID() } : sample(schema)
+          // A silence's window: the example's, moved to now (a fixed date passes, and a silence ends within 90 days).
+          if (path === '/api/v1/organization/silences') value = { ...(value as Node), starts_at: undefined, ends_at: new Date(Date.now() + 3_600_000).toISOString() }
           body = JSON.stringify(value)
           headers['content-type'] = 'application/json'
           expect({ key, errors: matches(schema, value) }).toEqual({ key, errors: [] })
@@ -308,8 +318,10 @@ describe('a client built from the document alone', () => {
       'DELETE /api/v1/api-keys/{id} 204',
       'DELETE /api/v1/databases/{id} 204',
       'DELETE /api/v1/organization/alert-destinations/{id} 204',
+      'DELETE /api/v1/organization/alert-routes/{id} 204',
       'DELETE /api/v1/organization/invites/{id} 204',
       'DELETE /api/v1/organization/members/{id} 409',
+      'DELETE /api/v1/organization/silences/{id} 204',
       'DELETE /api/v1/organization/webhook 204',
     ])
   }, 60_000)

@@ -64,8 +64,8 @@ for (const kind of ['sqlite', 'postgres'] as const) {
     }, 60_000)
 
     test('the migrations to the current version are applied at start', () => {
-      expect(serve.stderr()).toMatch(new RegExp(`migrations_applied=17,18,19,20,21\\b`))
-      expect(latestVersion).toBe(21)
+      expect(serve.stderr()).toMatch(new RegExp(`migrations_applied=17,18,19,20,21,22\\b`))
+      expect(latestVersion).toBe(22)
     })
 
     test('every answer v0.1.0 gave reads back the same (fields added since aside)', async () => {

@@ -109,7 +109,7 @@ export interface DeliveryDeps {
 
 /** The signed webhook's body for a message: the organization webhook's (alert.opened / alert.resolved), a test marked. */
 function webhookBody(m: AlertMessage): string {
-  const n: PendingNotification = { id: m.delivery_id, event: m.event, channel: 'webhook', attempts: 0, created_at: m.now, org_id: m.org_id, alert: m.alert, database: m.database }
+  const n: PendingNotification = { id: m.delivery_id, event: m.repeat ? 'repeated' : m.event, channel: 'webhook', attempts: 0, created_at: m.now, org_id: m.org_id, alert: m.alert, database: m.database, silenced_by: null }
   const payload = webhookPayload(n, '', m.now)
   return JSON.stringify({ ...payload, link: m.link, ...(m.test ? { test: true } : {}) })
 }
@@ -120,7 +120,7 @@ export async function deliverTo(d: AlertDestination, m: AlertMessage, deps: Deli
   const url = destinationUrl(d)
   switch (d.kind) {
     case 'email': {
-      const n: PendingNotification = { id: m.delivery_id, event: m.event, channel: 'email', attempts: 0, created_at: m.now, org_id: m.org_id, alert: m.alert, database: m.database }
+      const n: PendingNotification = { id: m.delivery_id, event: m.repeat ? 'repeated' : m.event, channel: 'email', attempts: 0, created_at: m.now, org_id: m.org_id, alert: m.alert, database: m.database, silenced_by: null }
       const mail = alertMail(n, deps.publicUrl)
       const subject = m.test ? `[test] ${mail.subject}` : mail.subject
       for (const to of d.settings.to ?? []) deps.mailer.send({ to, subject, text: mail.text, link: m.link })
@@ -128,7 +128,7 @@ export async function deliverTo(d: AlertDestination, m: AlertMessage, deps: Deli
     }
     case 'webhook': {
       const body = webhookBody(m)
-      const event = `alert.${m.event}`
+      const event = `alert.${m.repeat ? 'repeated' : m.event}`
       return (await postJson(url!, body, { 'x-dbm-event': event, 'x-dbm-delivery': m.delivery_id, 'x-dbm-signature': webhookSignature(d.secret ?? '', body) }, options)).error
     }
     case 'slack':
@@ -161,7 +161,8 @@ export async function refreshAlertmanager(d: AlertDestination, open: OpenAlert[]
 export function messageOf(n: PendingNotification, publicUrl: string, now: number): AlertMessage {
   return {
     delivery_id: n.id,
-    event: n.event,
+    event: n.event === 'repeated' ? 'opened' : n.event,
+    ...(n.event === 'repeated' ? { repeat: true } : {}),
     test: false,
     org_id: n.org_id,
     alert: n.alert,

@@ -15,12 +15,13 @@ export const alertsLink = (publicUrl: string, databaseId: string) => `${publicUr
 
 export function alertMail(n: PendingNotification, publicUrl: string) {
   const { alert, database } = n
-  const opened = n.event === 'opened'
-  const subject = headerText(`dbm ${opened ? 'alert' : 'resolved'}: ${alert.title} on ${database.name}`)
+  const opened = n.event !== 'resolved'
+  const repeated = n.event === 'repeated'
+  const subject = headerText(`dbm ${repeated ? 'alert still open' : opened ? 'alert' : 'resolved'}: ${alert.title} on ${database.name}`)
   const link = alertsLink(publicUrl, database.id)
   const where = mailLine(`"${database.name}" (${database.engine}, ${database.host}:${database.port})`)
   const text = [
-    opened ? `A critical alert opened on ${where}:` : `This alert on ${where} is resolved:`,
+    repeated ? `This alert on ${where} is still open:` : opened ? `A critical alert opened on ${where}:` : `This alert on ${where} is resolved:`,
     '',
     mailLine(alert.title),
     mailLine(alert.detail),

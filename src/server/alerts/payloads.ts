@@ -13,6 +13,8 @@ export interface AlertMessage {
   /** Unique per delivery (a notification's id, or a test's). */
   delivery_id: string
   event: 'opened' | 'resolved'
+  /** An open alert sent again after its route's repeat interval (event `opened`). */
+  repeat?: boolean
   /** A test sent by POST .../alert-destinations/{id}/test, not a real alert. */
   test: boolean
   org_id: string
@@ -46,7 +48,7 @@ export function cut(text: string, max: number): string {
 export const alertIdentity = (m: AlertMessage) => `dbm-${m.alert.id}`
 
 const where = (m: AlertMessage) => `${m.database.name} (${m.database.engine}, ${m.database.host}:${m.database.port})`
-const headline = (m: AlertMessage) => `${m.test ? '[test] ' : ''}${m.event === 'opened' ? 'Alert' : 'Resolved'}: ${m.alert.title}`
+const headline = (m: AlertMessage) => `${m.test ? '[test] ' : ''}${m.event === 'opened' ? (m.repeat ? 'Still open' : 'Alert') : 'Resolved'}: ${m.alert.title}`
 
 // ---- Slack: an incoming webhook's message with Block Kit blocks ----
 

@@ -12,6 +12,7 @@ import { badRequest, forbidden, notFound, tooManyRequests } from '../http-error.
 import { healthMonitorDefaults, webhookPutLimit, webhookTestCooldownMs, webhookUrlMaxLength } from '../limits.ts'
 import type { Alert, NotificationChannel, NotificationEvent, Recommendation, Webhook } from '../store/sql-health.ts'
 import { rfc3339 } from '../views.ts'
+import { type Silence, silenceOf } from '../alerts/routing.ts'
 import { WebhookUrlError, checkWebhookUrl, namesAHost, strictPolicy } from '../webhook-target.ts'
 import { Alert as AlertSchema, CreatedWebhook, Recommendation as RecommendationSchema, Webhook as WebhookSchema, WebhookTestResult } from '../../shared/api/alerts.ts'
 import { NoContent } from '../../shared/api/common.ts'
@@ -55,7 +56,12 @@ function notifiedView(a: Alert) {
   }
 }
 
-function alertView(a: Alert) {
+/** The silence that holds back an open alert's notifications, as the alert shows it. */
+function silencedView(s: Silence | undefined) {
+  return s ? { id: s.id, ends_at: rfc3339(s.ends_at), comment: s.comment, by: s.created_by } : null
+}
+
+function alertView(a: Alert, silence?: Silence) {
   return {
     id: a.id,
     key: a.key,
@@ -68,6 +74,7 @@ function alertView(a: Alert) {
     resolved_at: rfc3339(a.resolved_at),
     notified: notifiedView(a),
     consequences: a.consequences,
+    silenced: silencedView(silence),
   }
 }
 
@@ -126,12 +133,14 @@ export function alertRoutes(deps: Deps) {
       async ({ principal, params, query }) => {
         const db = await databaseFor(deps, principal, params.id)
         const rows = await health.listAlerts(db.id, query.status ?? 'open', clampLimit('alerts', query.limit))
-        return rows.map(alertView)
+        const now = clock()
+        const silences = rows.some((a) => a.resolved_at === null) ? await store.alertRouting.silencesInEffect(principal.orgId, now) : []
+        return rows.map((a) => alertView(a, a.resolved_at === null ? silenceOf(silences, a, db, now) : undefined))
       },
       {
         query: listQuery('alerts'),
         response: { 200: t.Array(AlertSchema) },
-        detail: { summary: "A database's alerts (one per cause with a critical finding, with the cause's findings) and when each was notified" },
+        detail: { summary: "A database's alerts (one per cause with a critical finding, with the cause's findings), when each was notified, and the silence holding an open one back" },
       },
     )
     .get('/api/v1/organization/webhook', async ({ principal }) => {

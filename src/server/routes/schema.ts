@@ -49,7 +49,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
  * An `{id}` path parameter: the server's ids are UUIDs, so anything else is a 400 naming the parameter
  * (it cannot name a resource of anyone's, so the 400 reveals nothing a 404 would not).
  */
-export function pathId(value: string, kind: 'database' | 'API key' | 'invite' | 'member' | 'alert destination'): string {
+export function pathId(value: string, kind: 'database' | 'API key' | 'invite' | 'member' | 'alert destination' | 'alert route' | 'silence'): string {
   if (!UUID.test(value)) throw badRequest(`id must be ${/^[aeiou]/i.test(kind) ? 'an' : 'a'} ${kind} id (a UUID)`)
   return value
 }

@@ -39,6 +39,7 @@ import { migration as actions } from './migrations/0018-actions.ts'
 import { migration as alertCauses } from './migrations/0019-alert-causes.ts'
 import { migration as serverSecrets } from './migrations/0020-server-secrets.ts'
 import { migration as alertDestinations } from './migrations/0021-alert-destinations.ts'
+import { migration as alertRouting } from './migrations/0022-alert-routing.ts'
 import { baseline } from './migrations/baseline-0010.ts'
 import type { Migration } from './migrations/migration.ts'
 import { join, sql } from './sql.ts'
@@ -67,6 +68,7 @@ export const migrations: Migration[] = [
   alertCauses,
   serverSecrets,
   alertDestinations,
+  alertRouting,
 ]
 
 export const latestVersion = migrations.reduce((max, m) => Math.max(max, m.version), 0)

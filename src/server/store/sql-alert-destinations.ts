@@ -8,6 +8,7 @@ import { num, numOrNull } from './account-rows.ts'
 import type { SqlDriver } from './driver.ts'
 import { UniqueViolation } from './driver.ts'
 import { type AlertConsequence, consequencesOf } from './sql-alerts.ts'
+import { dropDestinationFromRoutes } from './sql-alert-routing.ts'
 
 export type AlertDestinationKind = 'email' | 'webhook' | 'slack' | 'teams' | 'pagerduty' | 'opsgenie' | 'alertmanager'
 
@@ -79,7 +80,7 @@ export interface AlertDestinationWrites {
   createDestination(d: NewAlertDestination): Promise<AlertDestination>
   /** Changes a destination of the organization; undefined when there is none; DestinationNameTaken as above. */
   updateDestination(orgId: string, id: string, change: AlertDestinationChange, now: number): Promise<AlertDestination | undefined>
-  /** Removes a destination of the organization; false when there is none. Its undelivered notifications are given up. */
+  /** Removes a destination of the organization; false when there is none. Its undelivered notifications are given up, and routes name it no more. */
   deleteDestination(orgId: string, id: string, now: number): Promise<boolean>
   /** Records one delivery attempt's outcome: null is a success. */
   recordDelivery(id: string, now: number, error: string | null): Promise<void>
@@ -210,6 +211,7 @@ export class SqlAlertDestinations implements AlertDestinationStore {
           now,
           destinationChannel(id),
         ])
+        await dropDestinationFromRoutes(tx, orgId, id, now)
       }
       return removed
     })

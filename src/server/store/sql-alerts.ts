@@ -11,7 +11,8 @@ import { sql } from './sql.ts'
 
 export type AlertSeverity = 'critical' | 'warning' | 'info'
 export type AlertStatus = 'open' | 'resolved' | 'all'
-export type NotificationEvent = 'opened' | 'resolved'
+/** `repeated`: an open alert sent again after its route's repeat interval (sql-alert-routing.ts). */
+export type NotificationEvent = 'opened' | 'resolved' | 'repeated'
 /** The users' mail, the organization's webhook, or one alert destination (sql-alert-destinations.ts). */
 export type NotificationChannel = 'email' | 'webhook' | `destination:${string}`
 
@@ -77,8 +78,11 @@ export interface AlertWrites {
   /**
    * Opens an alert per cause not open yet, updates the open ones still raised, resolves those whose
    * cause is gone (unless one of its rules failed this time); each change queues its notifications.
+   * An opening goes to `channels` (or those it names for the cause: its routes); a resolution goes
+   * where the opening was queued, but not where a silence held the opening back and it was never
+   * sent (given up then, as are repeats still waiting).
    */
-  syncAlerts(databaseId: string, causes: AlertInput[], failedRules: string[], channels: NotificationChannel[], now: number): Promise<AlertChanges>
+  syncAlerts(databaseId: string, causes: AlertInput[], failedRules: string[], channels: NotificationChannel[] | ((cause: AlertInput) => NotificationChannel[]), now: number): Promise<AlertChanges>
 }
 
 const num = (v: unknown) => Number(v)
@@ -117,6 +121,29 @@ async function addNotifications(tx: SqlDriver, alertId: string, event: Notificat
       [Bun.randomUUIDv7(), alertId, event, channel, now],
     )
   }
+}
+
+/**
+ * Where an alert's resolution goes: the channels its opening was queued for, but those where a silence
+ * held the opening back unsent (that opening is given up: the receiver never heard of the alert). Its
+ * repeats still waiting are given up.
+ */
+async function resolutionChannels(tx: SqlDriver, alertId: string, now: number): Promise<NotificationChannel[]> {
+  const opened = await tx.all<{ id: string; channel: NotificationChannel; sent_at: unknown; gave_up_at: unknown; silenced_by: unknown }>(
+    `SELECT id, channel, sent_at, gave_up_at, silenced_by FROM alert_notifications WHERE alert_id = $1 AND event = 'opened' ORDER BY created_at, id`,
+    [alertId],
+  )
+  const channels: NotificationChannel[] = []
+  for (const n of opened) {
+    const heldUnsent = n.sent_at === null && n.silenced_by !== null
+    if (!heldUnsent) {
+      channels.push(n.channel)
+      continue
+    }
+    if (n.gave_up_at === null) await tx.run(`UPDATE alert_notifications SET gave_up_at = $1, last_error = 'resolved while silenced' WHERE id = $2`, [now, n.id])
+  }
+  await tx.run(`UPDATE alert_notifications SET gave_up_at = $1, last_error = 'resolved' WHERE alert_id = $2 AND event = 'repeated' AND sent_at IS NULL AND gave_up_at IS NULL`, [now, alertId])
+  return channels
 }
 
 /** Open first, worst first and then oldest; then resolved, the latest resolved first. */
@@ -187,7 +214,7 @@ export function alertWrites(driver: SqlDriver): AlertWrites {
             `INSERT INTO alerts (id, database_id, key, rule, severity, title, detail, opened_at, last_seen_at, consequences) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9)`,
             [id, databaseId, c.key, c.rule, c.severity, c.title, c.detail, now, consequences],
           )
-          await addNotifications(tx, id, 'opened', channels, now)
+          await addNotifications(tx, id, 'opened', typeof channels === 'function' ? channels(c) : channels, now)
           await insertEvents(tx, databaseId, [alertEvent(databaseId, 'alert_opened', c, now)])
           changes.opened.push(c.key)
         }
@@ -198,7 +225,7 @@ export function alertWrites(driver: SqlDriver): AlertWrites {
           const rules = new Set([row.rule, ...consequencesOf(row.consequences).map((c) => c.rule)])
           if ([...rules].some((r) => failed.has(r))) continue
           await tx.run('UPDATE alerts SET resolved_at = $1 WHERE id = $2', [now, row.id])
-          await addNotifications(tx, row.id, 'resolved', channels, now)
+          await addNotifications(tx, row.id, 'resolved', await resolutionChannels(tx, row.id, now), now)
           // The text of its last evaluation while open (the one before this).
           await insertEvents(tx, databaseId, [alertEvent(databaseId, 'alert_resolved', row, now, num(row.last_seen_at))])
           changes.resolved.push(row.key)

@@ -45,6 +45,8 @@ export interface PendingNotification {
   org_id: string
   alert: Omit<Alert, 'notifications' | 'database_id' | 'last_seen_at'>
   database: { id: string; name: string; engine: string; host: string; port: number }
+  /** The silence that held it back at an earlier attempt, else null or absent (sql-alert-routing.ts). */
+  silenced_by?: string | null
 }
 
 export interface Webhook {
@@ -196,7 +198,7 @@ async function syncRecommendations(driver: SqlDriver, databaseId: string, findin
 
 async function pendingNotifications(driver: SqlDriver, now: number, limit: number): Promise<PendingNotification[]> {
   const rows = await driver.all(
-    `SELECT n.id, n.event, n.channel, n.attempts, n.created_at, d.org_id,
+    `SELECT n.id, n.event, n.channel, n.attempts, n.created_at, n.silenced_by, d.org_id,
             a.id AS alert_id, a.key, a.rule, a.severity, a.title, a.detail, a.opened_at, a.resolved_at, a.consequences,
             d.id AS database_id, d.name AS database_name, d.engine, d.host, d.port
      FROM alert_notifications n JOIN alerts a ON a.id = n.alert_id JOIN databases d ON d.id = a.database_id
@@ -223,6 +225,7 @@ async function pendingNotifications(driver: SqlDriver, now: number, limit: numbe
       consequences: consequencesOf(r.consequences),
     },
     database: { id: r.database_id, name: r.database_name, engine: r.engine, host: r.host, port: num(r.port) },
+    silenced_by: r.silenced_by ?? null,
   }))
 }
 
@@ -362,9 +365,10 @@ export function healthStore(driver: SqlDriver) {
       await driver.run('UPDATE alert_notifications SET gave_up_at = $1, last_error = COALESCE(last_error, $2) WHERE id = $3', [now, reason, id])
     },
     /** Gives up the undelivered notifications created before `before`; returns how many. */
+    /** Gives up notifications queued before `before` and not sent; one a silence holds that was never attempted waits for the silence's end. */
     async giveUpNotificationsBefore(before: number, now: number): Promise<number> {
       return driver.run(
-        `UPDATE alert_notifications SET gave_up_at = $1 WHERE sent_at IS NULL AND gave_up_at IS NULL AND created_at < $2`,
+        `UPDATE alert_notifications SET gave_up_at = $1 WHERE sent_at IS NULL AND gave_up_at IS NULL AND created_at < $2 AND (silenced_by IS NULL OR attempts > 0)`,
         [now, before],
       )
     },

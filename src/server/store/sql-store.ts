@@ -27,6 +27,7 @@ import { type Fragment, ident, join, sql } from './sql.ts'
 import type { Window } from './window.ts'
 import { SqlActions } from './sql-actions.ts'
 import { SqlAlertDestinations } from './sql-alert-destinations.ts'
+import { SqlAlertRouting } from './sql-alert-routing.ts'
 import { SqlApiKeys } from './sql-api-keys.ts'
 import type {
   NewApiKey,
@@ -123,6 +124,7 @@ export class SqlStore implements Store {
   readonly retention: RetentionStore
   readonly actions: SqlActions
   readonly alertDestinations: SqlAlertDestinations
+  readonly alertRouting: SqlAlertRouting
   /** API keys, cached by key_id on SQLite (sql-api-keys.ts). */
   private readonly apiKeys: SqlApiKeys
   /**
@@ -164,6 +166,7 @@ export class SqlStore implements Store {
     this.serverSettings = new SqlServerSettingsReads(driver)
     this.actions = new SqlActions(driver)
     this.alertDestinations = new SqlAlertDestinations(driver)
+    this.alertRouting = new SqlAlertRouting(driver)
     this.health = healthStore(driver)
     // A removal or demotion revokes the user's keys in its own transaction: they leave the cache with it.
     this.members = membersStore(driver, (keyIds) => this.apiKeys.evict(keyIds))

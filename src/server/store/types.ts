@@ -8,6 +8,7 @@ import type { HostReads } from './sql-host.ts'
 import type { ServerSettingsReads } from './sql-server-settings.ts'
 import type { HealthStore } from './sql-health.ts'
 import type { AlertDestinationStore } from './sql-alert-destinations.ts'
+import type { AlertRoutingStore } from './sql-alert-routing.ts'
 import type { MembersStore } from './sql-members.ts'
 import type { RetentionStore } from './sql-retention.ts'
 import type { InternalsReader } from './sql-internals.ts'
@@ -160,6 +161,8 @@ export interface Store extends ApiKeyStore {
   readonly actions: ActionStore
   /** An organization's alert destinations: email, webhook, Slack, Teams, PagerDuty, Opsgenie, Alertmanager (sql-alert-destinations.ts). */
   readonly alertDestinations: AlertDestinationStore
+  /** Alert routes, silences, and the holds and repeats of notifications they bring (sql-alert-routing.ts). */
+  readonly alertRouting: AlertRoutingStore
 
   // accounts
   /**

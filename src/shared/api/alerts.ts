@@ -41,6 +41,21 @@ export const AlertConsequence = t.Object(
   { title: 'AlertConsequence' },
 )
 
+export const SilenceAuthor = t.Object(
+  { kind: t.Union([t.Literal('user'), t.Literal('api_key')]), id: t.String({ description: "the user's id, or the API key's (as in GET /api-keys)" }) },
+  { title: 'SilenceAuthor' },
+)
+
+export const SilencedMark = t.Object(
+  {
+    id: Uuid('the silence'),
+    ends_at: Timestamp(),
+    comment: t.String(),
+    by: SilenceAuthor,
+  },
+  { title: 'SilencedMark', description: 'the silence that holds back its notifications' },
+)
+
 export const Alert = t.Object(
   {
     ...findingFields,
@@ -53,6 +68,7 @@ export const Alert = t.Object(
     resolved_at: Nullable(Timestamp()),
     notified: t.Object({ opened: channels, resolved: channels }),
     consequences: t.Array(AlertConsequence, { description: "the cause's findings at its last evaluation, the lead first; empty for an alert opened before causes were" }),
+    silenced: Nullable(SilencedMark),
   },
   { title: 'Alert' },
 )

@@ -80,7 +80,13 @@ function AlertLine({ alert }: { alert: Alert }) {
   return (
     <p class="small">
       <span class="badge badge-critical">alert open</span> since {fmtTime(alert.opened_at)}.{' '}
-      <span class="muted notified">{told ? <Notified label="Notified by" sent={alert.notified.opened} /> : 'Not notified yet.'}</span>
+      <span class="muted notified">{told ? <Notified label="Notified by" sent={alert.notified.opened} /> : alert.silenced ? 'Not notified: held by a silence.' : 'Not notified yet.'}</span>
+      {alert.silenced && (
+        <>
+          {' '}
+          <span class="badge silenced">silenced</span> until {fmtTime(alert.silenced.ends_at)}: <DbText text={alert.silenced.comment} />
+        </>
+      )}
     </p>
   )
 }
