@@ -57,6 +57,7 @@ const SERVER_FAMILIES = {
   dbm_response_schema_errors_total: 'COUNTER',
   dbm_mail_deliveries_total: 'COUNTER',
   dbm_webhook_deliveries_total: 'COUNTER',
+  dbm_alert_destination_deliveries_total: 'COUNTER',
 }
 
 const ORGANIZATION_FAMILIES = {

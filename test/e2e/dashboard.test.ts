@@ -576,7 +576,7 @@ describe('dashboard (dist/dbm in Chromium)', () => {
     await page.getByText('No webhook is set: alerts go by mail only.').waitFor()
 
     // A URL the API refuses: its message shows under the form.
-    const field = page.getByLabel('Webhook URL')
+    const field = page.getByLabel('Webhook URL', { exact: true })
     await field.fill('ftp://hooks.example.com/dbm')
     await page.getByRole('button', { name: 'Set the webhook' }).click()
     await page.getByText('url must be an http:// or https:// URL').waitFor()
