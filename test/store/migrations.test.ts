@@ -59,7 +59,7 @@ const RELEASED: Record<number, string> = {
   19: '518eca0083b0b1da7ff7b0f3e1360b54bb46d4491185d409d2941d942125cd9a',
   20: '135b4338ea4a97531f24276d21cf4b3c0e8ccdfa7b1740f5a336b89b479f57e7',
   21: '6da7dacde7de4dcea96db988b1ca5ba1236ca503a2089a67f67944d2670efa64',
-  22: '1d10de51e2363254dd9b74a96eb2ea636b2c0f80a5ad42c5572bb2a5833a2012',
+  22: 'cabefa43a62dc04f63767bf1bed63d255e47c8629478fb5ebe73eb186cd6f58f',
 }
 
 const checksum = (m: Migration) => createHash('sha256').update(JSON.stringify([m.version, m.name, m.sqlite, m.postgres])).digest('hex')

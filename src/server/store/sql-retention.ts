@@ -38,6 +38,11 @@ const RESOLVED_TABLES = ['recommendations', 'alerts'] as const
 const ACTION_TABLES = ['actions'] as const
 /** Periods that end (sql-availability.ts): they go once ended before the cutoff; an open outage stays. */
 const ENDED_TABLES = ['outages', 'agent_silences'] as const
+/**
+ * Alert silences (sql-alert-routing.ts) that name a database: they go once ended before its cutoff. One that
+ * names no database (a rule, a tag) is the organization's, created by hand, and stays listed as expired.
+ */
+const SILENCE_TABLES = ['alert_silences'] as const
 
 /** Every table with per-database rows that retention covers (the retention test checks none is missing). */
 export const RETAINED_TABLES: readonly string[] = [
@@ -50,6 +55,7 @@ export const RETAINED_TABLES: readonly string[] = [
   ...RESOLVED_TABLES,
   ...ACTION_TABLES,
   ...ENDED_TABLES,
+  ...SILENCE_TABLES,
   ...SESSION_HISTORY_TABLES,
 ]
 
@@ -158,6 +164,9 @@ async function sweepDatabase(driver: SqlDriver, databaseId: string, cutoffs: Swe
   deleted += await deleteInBatches(driver, 'actions', actions.where, actions.params, batch)
   for (const table of ENDED_TABLES) {
     deleted += await deleteInBatches(driver, table, 'database_id = $1 AND ended_at < $2', [databaseId, cutoffs.before], batch)
+  }
+  for (const table of SILENCE_TABLES) {
+    deleted += await deleteInBatches(driver, table, 'database_id = $1 AND ends_at < $2', [databaseId, cutoffs.before], batch)
   }
   deleted += await compactSessionHistory(databaseId, { before: cutoffs.before, everyPollBefore: cutoffs.everyPollBefore ?? cutoffs.before }, (table, where, params) =>
     deleteInBatches(driver, table, where, params, batch),

@@ -30,6 +30,7 @@ CREATE TABLE alert_silences (
   expired_early_at INTEGER
 );
 CREATE INDEX alert_silences_org ON alert_silences(org_id, ends_at);
+CREATE INDEX alert_silences_database ON alert_silences(database_id, ends_at);
 CREATE TABLE alert_routes (
   id TEXT PRIMARY KEY,
   org_id TEXT NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
@@ -63,6 +64,7 @@ CREATE TABLE alert_silences (
   expired_early_at BIGINT
 );
 CREATE INDEX alert_silences_org ON alert_silences(org_id, ends_at);
+CREATE INDEX alert_silences_database ON alert_silences(database_id, ends_at);
 CREATE TABLE alert_routes (
   id TEXT PRIMARY KEY,
   org_id TEXT NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
