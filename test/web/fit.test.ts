@@ -208,9 +208,10 @@ test('Issues stays short at 390 px: the worst critical cause open, the others fo
     await page.setViewportSize(viewport)
     await page.emulateMedia({ colorScheme: 'light' })
     // The page decides what opens when it renders: each width is its own load.
-    // (a change of the address's hash alone is no load: reload, whatever page an earlier test left open)
+    // (a change of the address's hash alone is no load: leave the page first, whatever an earlier test left
+    // open, then load Issues afresh; a reload would abort the requests Issues had started)
+    await page.goto('about:blank')
     await page.goto(`/#/databases/${ids.postgres}/issues`)
-    await page.reload()
     await page.locator('[data-history]').waitFor()
     await settled(page)
     const panels = page.locator('article.finding')
