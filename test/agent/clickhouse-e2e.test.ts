@@ -46,7 +46,7 @@ describe('ClickHouse through the agent', () => {
       return Object.keys(s.collectors).length === 8 ? s : undefined
     })
     expect(status).toMatchObject({ name: 'events', engine: 'clickhouse', state: 'connected', server_version: ch.version, last_error: null })
-    expect(Object.keys(status.collectors)).toEqual(['query_stats', 'activity', 'parts', 'merges', 'mutations', 'server_metrics', 'log_events', 'host'])
+    expect(Object.keys(status.collectors)).toEqual(['query_stats', 'activity', 'parts', 'merges', 'mutations', 'server_metrics', 'log_events', 'host', 'custom_metrics'])
     for (const state of Object.values(status.collectors)) expect(state).toMatch(/^ok in \d+ ms(; system\.text_log is disabled: .*)?$/)
   })
 
