@@ -12,6 +12,7 @@ import { allowedActions } from './actions.ts'
 import { noToplevelAdvice, trustedRoles, untrustedCheckNote, untrustedCode, writableAdvice, writableSearchPath } from './collectors/postgres/explain-plans.ts'
 import { formatOf, grantsNote, roleOf, settingsAdvice, logSettings, settingsProblems } from './collectors/postgres/log-events.ts'
 import { featuresOf } from './collectors/postgres/query-stats.ts'
+import { type CustomQuery, clickhouseCustomQuery, customLabel, customSamples, postgresCustomQuery } from './collectors/custom-metrics.ts'
 import { judgeHost, postgresHostFacts } from './host/evidence.ts'
 import { postgresConnection } from './postgres-dsn.ts'
 import { dsnEndpoint, planCollectors } from './postgres-runner.ts'
@@ -148,7 +149,11 @@ async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<Chec
         // dbm local has no config file: its line names no allow_actions key to set.
         const allowedBy = db.local ? 'dbm local: your own database' : 'allow_actions'
         const actions = `; actions the dashboard may run: ${allowedActions(db).join(', ') || 'none'} (${allowedBy})`
-        return { ok: true, line: okLine(db, `postgres ${row!.version}`, plans) + host + actions + (notes.length ? `; note: ${notes.join('; ')}` : '') }
+        const custom = await customLines(db, (m) => postgresCustomQuery(sql, m))
+        return {
+          ok: custom.ok,
+          line: okLine(db, `postgres ${row!.version}`, plans) + host + actions + (notes.length ? `; note: ${notes.join('; ')}` : '') + custom.text,
+        }
       })(),
       timeoutS * 1000,
       `no PostgreSQL answered at ${host}:${port} within ${timeoutS} s`,
@@ -160,6 +165,36 @@ async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<Chec
     // timeout 0 destroys a connection stuck in its handshake instead of waiting for it.
     await sql.end({ timeout: 0 }).catch(() => {})
   }
+}
+
+/** Rows of a custom metric shown by the check. */
+const CHECK_ROWS = 3
+
+/**
+ * Each custom metric run once, as the collector runs it: one more line per metric, with its row count and
+ * first rows (labels and values quoted, so nothing the database returns can forge a line), or its error.
+ */
+async function customLines(db: DatabaseConfig, run: CustomQuery): Promise<{ ok: boolean; text: string }> {
+  let ok = true
+  let text = ''
+  for (const metric of db.customMetrics ?? []) {
+    let rows
+    try {
+      rows = await run(metric)
+    } catch (e) {
+      ok = false
+      text += `\nFAIL  ${db.name}: custom metric ${metric.name}: ${JSON.stringify(customLabel((e as Error).message ?? String(e)))}`
+      continue
+    }
+    const result = customSamples(metric, rows)
+    const first = rows.slice(0, CHECK_ROWS).map((row) => `{${[...metric.labels, ...metric.values].map((c) => `${c}=${JSON.stringify(customLabel(row[c]).slice(0, 80))}`).join(', ')}}`)
+    const shown = `${rows.length > 1000 ? 'more than 1000' : rows.length} row(s)${first.length ? `, first: ${first.join(' ')}` : ''}`
+    if (result.error !== undefined) {
+      ok = false
+      text += `\nFAIL  ${db.name}: custom metric ${metric.name}: ${JSON.stringify(result.error)}; ${shown}`
+    } else text += `\nok    ${db.name}: custom metric ${metric.name} (${metric.kind}, every ${metric.intervalMs / 1000} s): ${shown}`
+  }
+  return { ok, text }
 }
 
 /** The backup command run once, as the collector will: how many backups it lists and the newest, or why none. */
@@ -238,7 +273,8 @@ async function checkClickHouse(db: DatabaseConfig, timeoutS: number): Promise<Ch
     try {
       const plans = planClickHouseCollectors(db, conn.major) as CollectorPlan<unknown>[]
       const notes = await clickhouseLogNotes(conn.client, plans)
-      return { ok: true, line: okLine(db, `clickhouse ${conn.version}`, plans) + (notes.length ? `; note: ${notes.join('; ')}` : '') }
+      const custom = await customLines(db, (m) => clickhouseCustomQuery(conn.client, m))
+      return { ok: custom.ok, line: okLine(db, `clickhouse ${conn.version}`, plans) + (notes.length ? `; note: ${notes.join('; ')}` : '') + custom.text }
     } finally {
       await conn.close().catch(() => {})
     }
