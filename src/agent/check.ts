@@ -167,6 +167,9 @@ async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<Chec
   }
 }
 
+/** JSON text with bidi controls escaped too, so that a value cannot reorder what the terminal shows. */
+const shown = (value: string) => JSON.stringify(value).replace(/[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
+
 /** Rows of a custom metric shown by the check. */
 const CHECK_ROWS = 3
 
@@ -183,16 +186,16 @@ async function customLines(db: DatabaseConfig, run: CustomQuery): Promise<{ ok: 
       rows = await run(metric)
     } catch (e) {
       ok = false
-      text += `\nFAIL  ${db.name}: custom metric ${metric.name}: ${JSON.stringify(customLabel((e as Error).message ?? String(e)))}`
+      text += `\nFAIL  ${db.name}: custom metric ${metric.name}: ${shown(customLabel((e as Error).message ?? String(e)))}`
       continue
     }
     const result = customSamples(metric, rows)
-    const first = rows.slice(0, CHECK_ROWS).map((row) => `{${[...metric.labels, ...metric.values].map((c) => `${c}=${JSON.stringify(customLabel(row[c]).slice(0, 80))}`).join(', ')}}`)
-    const shown = `${rows.length > 1000 ? 'more than 1000' : rows.length} row(s)${first.length ? `, first: ${first.join(' ')}` : ''}`
+    const first = rows.slice(0, CHECK_ROWS).map((row) => `{${[...metric.labels, ...metric.values].map((c) => `${c}=${shown(customLabel(row[c]).slice(0, 80))}`).join(', ')}}`)
+    const returned = `${rows.length > 1000 ? 'more than 1000' : rows.length} row(s)${first.length ? `, first: ${first.join(' ')}` : ''}`
     if (result.error !== undefined) {
       ok = false
-      text += `\nFAIL  ${db.name}: custom metric ${metric.name}: ${JSON.stringify(result.error)}; ${shown}`
-    } else text += `\nok    ${db.name}: custom metric ${metric.name} (${metric.kind}, every ${metric.intervalMs / 1000} s): ${shown}`
+      text += `\nFAIL  ${db.name}: custom metric ${metric.name}: ${shown(result.error)}; ${returned}`
+    } else text += `\nok    ${db.name}: custom metric ${metric.name} (${metric.kind}, every ${metric.intervalMs / 1000} s): ${returned}`
   }
   return { ok, text }
 }

@@ -52,7 +52,7 @@ export interface CustomMetricReads {
   listCustomMetrics(databaseId: string): Promise<CustomMetric[]>
   /** The database's series (of one metric, when named), by metric, column and labels. */
   customSeries(databaseId: string, name?: string): Promise<CustomSeries[]>
-  /** Every series of the given databases with a stored value (for /metrics). */
+  /** Every series of the given databases with a stored value or reading (for /metrics). */
   latestCustomSeries(databaseIds: readonly string[]): Promise<CustomSeries[]>
   /** The values over the window, per interval and series (subject: the series key; values keyed by metric name). */
   customPoints(databaseId: string, intervals: Intervals): Promise<MetricPoint[]>
@@ -146,7 +146,7 @@ export class SqlCustomMetrics implements CustomMetricStore {
   async latestCustomSeries(databaseIds: readonly string[]): Promise<CustomSeries[]> {
     const out: CustomSeries[] = []
     for (const id of databaseIds) {
-      const rows = await this.driver.all(`SELECT ${SERIES_COLUMNS} FROM custom_metric_series WHERE database_id = $1 AND value IS NOT NULL`, [id])
+      const rows = await this.driver.all(`SELECT ${SERIES_COLUMNS} FROM custom_metric_series WHERE database_id = $1 AND (value IS NOT NULL OR raw_value IS NOT NULL)`, [id])
       out.push(...rows.map(toSeries))
     }
     return out.sort(bySeries)
