@@ -149,3 +149,12 @@ describe('counter rates (server side)', () => {
     expect(counterRate({ value: 5, at: 10_000 }, { value: 9, at: 10_000 })).toBeUndefined()
   })
 })
+
+describe('wire version 3', () => {
+  test('a server of version 2 gets the batch without custom_metrics, the rest intact', async () => {
+    const { addedAfter, leaveOut } = await import('../../src/shared/wire-contract.ts')
+    const batch = { batch_id: 'b', custom_metrics: { definitions: [], samples: [], errors: [] }, tables: [{ heap_bytes: 1, schema_name: 's' }] }
+    expect(leaveOut(batch, addedAfter(2))).toEqual({ values: 1, paths: ['custom_metrics'] })
+    expect(batch).toEqual({ batch_id: 'b', tables: [{ heap_bytes: 1, schema_name: 's' }] } as never)
+  })
+})
