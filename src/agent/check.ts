@@ -237,7 +237,10 @@ async function logNotes(sql: postgres.Sql, db: DatabaseConfig): Promise<string[]
 /** `ok    name: engine version; collectors: …; skipped: name (reason), …` */
 function okLine(db: DatabaseConfig, server: string, plans: CollectorPlan<unknown>[]): string {
   const running = plans.filter((p) => p.run).map((p) => p.collector.name)
-  const skipped = plans.filter((p) => !p.run).map((p) => `${p.collector.name} (${(p as { reason: string }).reason})`)
+  // custom_metrics without any in the config is not news on every line: the metrics' own lines follow when set.
+  const skipped = plans
+    .filter((p) => !p.run && !(p.collector.name === 'custom_metrics' && !db.customMetrics?.length))
+    .map((p) => `${p.collector.name} (${(p as { reason: string }).reason})`)
   return `ok    ${db.name}: ${server}; collectors: ${running.join(', ')}${skipped.length ? `; skipped: ${skipped.join(', ')}` : ''}`
 }
 
