@@ -12,6 +12,7 @@ import { allowedActions } from './actions.ts'
 import { noToplevelAdvice, trustedRoles, untrustedCheckNote, untrustedCode, writableAdvice, writableSearchPath } from './collectors/postgres/explain-plans.ts'
 import { formatOf, grantsNote, roleOf, settingsAdvice, logSettings, settingsProblems } from './collectors/postgres/log-events.ts'
 import { featuresOf } from './collectors/postgres/query-stats.ts'
+import { type CustomQuery, clickhouseCustomQuery, customLabel, customSamples, postgresCustomQuery } from './collectors/custom-metrics.ts'
 import { judgeHost, postgresHostFacts } from './host/evidence.ts'
 import { postgresConnection } from './postgres-dsn.ts'
 import { dsnEndpoint, planCollectors } from './postgres-runner.ts'
@@ -148,7 +149,11 @@ async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<Chec
         // dbm local has no config file: its line names no allow_actions key to set.
         const allowedBy = db.local ? 'dbm local: your own database' : 'allow_actions'
         const actions = `; actions the dashboard may run: ${allowedActions(db).join(', ') || 'none'} (${allowedBy})`
-        return { ok: true, line: okLine(db, `postgres ${row!.version}`, plans) + host + actions + (notes.length ? `; note: ${notes.join('; ')}` : '') }
+        const custom = await customLines(db, (m) => postgresCustomQuery(sql, m))
+        return {
+          ok: custom.ok,
+          line: okLine(db, `postgres ${row!.version}`, plans) + host + actions + (notes.length ? `; note: ${notes.join('; ')}` : '') + custom.text,
+        }
       })(),
       timeoutS * 1000,
       `no PostgreSQL answered at ${host}:${port} within ${timeoutS} s`,
@@ -160,6 +165,39 @@ async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<Chec
     // timeout 0 destroys a connection stuck in its handshake instead of waiting for it.
     await sql.end({ timeout: 0 }).catch(() => {})
   }
+}
+
+/** JSON text with bidi controls escaped too, so that a value cannot reorder what the terminal shows. */
+const shown = (value: string) => JSON.stringify(value).replace(/[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
+
+/** Rows of a custom metric shown by the check. */
+const CHECK_ROWS = 3
+
+/**
+ * Each custom metric run once, as the collector runs it: one more line per metric, with its row count and
+ * first rows (labels and values quoted, so nothing the database returns can forge a line), or its error.
+ */
+async function customLines(db: DatabaseConfig, run: CustomQuery): Promise<{ ok: boolean; text: string }> {
+  let ok = true
+  let text = ''
+  for (const metric of db.customMetrics ?? []) {
+    let rows
+    try {
+      rows = await run(metric)
+    } catch (e) {
+      ok = false
+      text += `\nFAIL  ${db.name}: custom metric ${metric.name}: ${shown(customLabel((e as Error).message ?? String(e)))}`
+      continue
+    }
+    const result = customSamples(metric, rows)
+    const first = rows.slice(0, CHECK_ROWS).map((row) => `{${[...metric.labels, ...metric.values].map((c) => `${c}=${shown(customLabel(row[c]).slice(0, 80))}`).join(', ')}}`)
+    const returned = `${rows.length > 1000 ? 'more than 1000' : rows.length} row(s)${first.length ? `, first: ${first.join(' ')}` : ''}`
+    if (result.error !== undefined) {
+      ok = false
+      text += `\nFAIL  ${db.name}: custom metric ${metric.name}: ${shown(result.error)}; ${returned}`
+    } else text += `\nok    ${db.name}: custom metric ${metric.name} (${metric.kind}, every ${metric.intervalMs / 1000} s): ${returned}`
+  }
+  return { ok, text }
 }
 
 /** The backup command run once, as the collector will: how many backups it lists and the newest, or why none. */
@@ -199,7 +237,10 @@ async function logNotes(sql: postgres.Sql, db: DatabaseConfig): Promise<string[]
 /** `ok    name: engine version; collectors: …; skipped: name (reason), …` */
 function okLine(db: DatabaseConfig, server: string, plans: CollectorPlan<unknown>[]): string {
   const running = plans.filter((p) => p.run).map((p) => p.collector.name)
-  const skipped = plans.filter((p) => !p.run).map((p) => `${p.collector.name} (${(p as { reason: string }).reason})`)
+  // custom_metrics without any in the config is not news on every line: the metrics' own lines follow when set.
+  const skipped = plans
+    .filter((p) => !p.run && !(p.collector.name === 'custom_metrics' && !db.customMetrics?.length))
+    .map((p) => `${p.collector.name} (${(p as { reason: string }).reason})`)
   return `ok    ${db.name}: ${server}; collectors: ${running.join(', ')}${skipped.length ? `; skipped: ${skipped.join(', ')}` : ''}`
 }
 
@@ -238,7 +279,8 @@ async function checkClickHouse(db: DatabaseConfig, timeoutS: number): Promise<Ch
     try {
       const plans = planClickHouseCollectors(db, conn.major) as CollectorPlan<unknown>[]
       const notes = await clickhouseLogNotes(conn.client, plans)
-      return { ok: true, line: okLine(db, `clickhouse ${conn.version}`, plans) + (notes.length ? `; note: ${notes.join('; ')}` : '') }
+      const custom = await customLines(db, (m) => clickhouseCustomQuery(conn.client, m))
+      return { ok: custom.ok, line: okLine(db, `clickhouse ${conn.version}`, plans) + (notes.length ? `; note: ${notes.join('; ')}` : '') + custom.text }
     } finally {
       await conn.close().catch(() => {})
     }

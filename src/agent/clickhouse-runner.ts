@@ -117,6 +117,7 @@ export class ClickHouseRunner extends Runner<ClickHouseContext> {
           versionNum: conn.versionNum,
           major: conn.major,
           now,
+          customMetrics: this.config.customMetrics,
           settings: { collectExplainPlans: false, collectReplication: false },
         }),
         ping: async (run) => {

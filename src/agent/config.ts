@@ -50,8 +50,47 @@ export interface DatabaseConfig {
   logText?: LogTextMode
   /** enabled_exporter: the database's own figures as series on the agent's GET /metrics (exporter.ts). */
   exporter?: boolean
+  /** custom_metrics: the operator's own SQL checks (custom-metrics.ts); absent = none. */
+  customMetrics?: CustomMetricConfig[]
   tags: Record<string, string>
 }
+
+export const CUSTOM_METRIC_KINDS = ['gauge', 'counter'] as const
+export type CustomMetricKind = (typeof CUSTOM_METRIC_KINDS)[number]
+
+/** An alert on a custom metric: every sample of the `for` window above (or below) the threshold. */
+export interface CustomMetricAlert {
+  op: 'above' | 'below'
+  threshold: number
+  forMs: number
+  severity: 'warning' | 'critical'
+}
+
+/** One entry of a database's custom_metrics: one SQL query, its label and value columns. */
+export interface CustomMetricConfig {
+  name: string
+  sql: string
+  intervalMs: number
+  labels: string[]
+  values: string[]
+  kind: CustomMetricKind
+  /** The query's statement timeout (default 5 s, at most 60 s). */
+  timeoutMs: number
+  description?: string
+  alert?: CustomMetricAlert
+}
+
+/** Limits of custom metrics (config and results). */
+export const customMetricLimits = {
+  perDatabase: 50,
+  rows: 1_000,
+  columns: 20,
+  labelLength: 200,
+  sqlLength: 100_000,
+  descriptionLength: 500,
+  defaultTimeoutMs: 5_000,
+  maxTimeoutMs: 60_000,
+} as const
 
 /** backup_command and its companions: what the `backups` collector runs, how often, and for how long at most. */
 export interface BackupConfig {
@@ -109,7 +148,13 @@ const TOP_LEVEL_KEYS = ['api', 'health', 'buffer', 'databases']
 const API_KEYS = ['endpoint', 'key']
 const HEALTH_KEYS = ['listen_addr']
 const BUFFER_KEYS = ['max_bytes']
-const DATABASE_KEYS = ['name', 'engine', 'dsn', 'poll_interval', 'enabled_collectors', 'pg_log_dir', 'explain_trusted_roles', 'allow_actions', 'enabled_exporter', 'tags', 'backup_command', 'backup_tool', 'backup_check_interval', 'backup_timeout', 'log_text']
+const DATABASE_KEYS = ['name', 'engine', 'dsn', 'poll_interval', 'enabled_collectors', 'pg_log_dir', 'explain_trusted_roles', 'allow_actions', 'enabled_exporter', 'tags', 'backup_command', 'backup_tool', 'backup_check_interval', 'backup_timeout', 'log_text', 'custom_metrics']
+const CUSTOM_METRIC_KEYS = ['name', 'sql', 'interval', 'labels', 'values', 'kind', 'timeout', 'description', 'alert']
+const CUSTOM_ALERT_KEYS = ['above', 'below', 'for', 'severity']
+/** A custom metric's name: what follows dbm_custom_ on /metrics. */
+export const CUSTOM_METRIC_NAME = /^[a-z_][a-z0-9_]*$/
+/** A label or value column: a Prometheus label name. */
+const CUSTOM_COLUMN_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
 
 // ---------------------------------------------------------------------------------------------
 // Go durations (time.ParseDuration, same grammar, limits and error texts)
@@ -606,6 +651,116 @@ function parseBackup(entry: PlainMap, engine: EngineName, path: string): BackupC
   }
 }
 
+/** A duration key of a custom metric, in whole seconds, within [minMs, maxMs]; undefined when absent. */
+function customDuration(entry: PlainMap, key: string, where: string, minMs: number, maxMs: number): number | undefined {
+  const text = optionalString(entry, key, `${where}.${key}`)
+  if (text === undefined) return undefined
+  let ms: number
+  try {
+    ms = parseGoDuration(text)
+  } catch (error) {
+    throw new ConfigError(`${where}.${key}: ${(error as Error).message}`)
+  }
+  if (ms % 1000 !== 0) throw new ConfigError(`${where}.${key}: must be a whole number of seconds, got ${text}`)
+  if (ms < minMs) throw new ConfigError(`${where}.${key}: must be at least ${minMs / 1000}s, got ${text}`)
+  if (ms > maxMs) throw new ConfigError(`${where}.${key}: must be at most ${maxMs / 1000}s, got ${text}`)
+  return ms
+}
+
+function customColumns(entry: PlainMap, key: 'labels' | 'values', where: string): string[] {
+  const value = entry[key]
+  if (value === null || value === undefined) {
+    if (key === 'labels') return []
+    throw new ConfigError(`${where}.values: name at least one column of the query's result`)
+  }
+  if (!Array.isArray(value) || value.some((item) => typeof item !== 'string')) throw new ConfigError(`${where}.${key}: expected a list of column names`)
+  if (key === 'values' && value.length === 0) throw new ConfigError(`${where}.values: name at least one column of the query's result`)
+  const columns: string[] = []
+  for (const column of value as string[]) {
+    if (!CUSTOM_COLUMN_NAME.test(column) || column.length > 100) {
+      throw new ConfigError(`${where}.${key}: ${JSON.stringify(column)} is not a usable column name (letters, digits and _, not starting with a digit; alias it in the SQL)`)
+    }
+    if (key === 'labels' && (column === 'database' || column.startsWith('__'))) {
+      throw new ConfigError(`${where}.labels: ${JSON.stringify(column)} is reserved (dbm adds the database label); alias it in the SQL`)
+    }
+    if (columns.includes(column)) throw new ConfigError(`${where}.${key}: ${JSON.stringify(column)} is named twice`)
+    columns.push(column)
+  }
+  return columns
+}
+
+function parseCustomAlert(value: Plain | undefined, where: string, intervalMs: number): CustomMetricAlert | undefined {
+  if (value === null || value === undefined) return undefined
+  if (!isPlainMap(value)) throw new ConfigError(`${where}: expected a map with above or below, for and severity`)
+  rejectUnknownKeys(value, CUSTOM_ALERT_KEYS, `in ${where}`)
+  const above = optionalString(value, 'above', `${where}.above`)
+  const below = optionalString(value, 'below', `${where}.below`)
+  if ((above === undefined) === (below === undefined)) throw new ConfigError(`${where}: set one of above or below`)
+  const text = (above ?? below)!
+  const threshold = Number(text.replaceAll('_', ''))
+  if (text.trim() === '' || !Number.isFinite(threshold)) throw new ConfigError(`${where}.${above !== undefined ? 'above' : 'below'}: expected a number, got ${JSON.stringify(text)}`)
+  const forMs = customDuration(value, 'for', where, 0, 7 * 24 * 3_600_000) ?? 0
+  if (forMs > 0 && forMs < intervalMs) throw new ConfigError(`${where}.for: must be 0 or at least the metric's interval (${intervalMs / 1000}s)`)
+  const severity = optionalString(value, 'severity', `${where}.severity`) ?? 'warning'
+  if (severity !== 'warning' && severity !== 'critical') throw new ConfigError(`${where}.severity: expected warning or critical, got ${JSON.stringify(severity)}`)
+  return { op: above !== undefined ? 'above' : 'below', threshold, forMs, severity }
+}
+
+/**
+ * custom_metrics: a list of {name, sql, interval, labels, values, kind, timeout, description, alert}.
+ * Errors name the database (by its name) and the metric.
+ */
+function parseCustomMetrics(entry: PlainMap, path: string, databaseName: string, pollIntervalMs: number): CustomMetricConfig[] | undefined {
+  const value = entry.custom_metrics
+  if (value === null || value === undefined) return undefined
+  const base = `${path}.custom_metrics`
+  if (!Array.isArray(value)) throw new ConfigError(`${base} (database ${JSON.stringify(databaseName)}): expected a list`)
+  if (value.length > customMetricLimits.perDatabase) throw new ConfigError(`${base} (database ${JSON.stringify(databaseName)}): at most ${customMetricLimits.perDatabase} metrics`)
+  const metrics: CustomMetricConfig[] = []
+  value.forEach((item, i) => {
+    const rawName = isPlainMap(item) && typeof item.name === 'string' ? item.name : undefined
+    const where = `${base}[${i}]`
+    try {
+      if (!isPlainMap(item)) throw new ConfigError(`${where}: expected a map with name, sql and values`)
+      rejectUnknownKeys(item, CUSTOM_METRIC_KEYS, `in ${where}`)
+      const name = optionalString(item, 'name', `${where}.name`)
+      if (name === undefined) throw new ConfigError(`${where}.name is required`)
+      if (!CUSTOM_METRIC_NAME.test(name) || name.length > 100) {
+        throw new ConfigError(`${where}.name: ${JSON.stringify(name)} must match [a-z_][a-z0-9_]* (at most 100 characters)`)
+      }
+      if (metrics.some((m) => m.name === name)) throw new ConfigError(`${where}.name: ${JSON.stringify(name)} is used twice in this database`)
+      const sql = optionalString(item, 'sql', `${where}.sql`)
+      if (sql === undefined || sql.trim() === '') throw new ConfigError(`${where}.sql is required`)
+      if (sql.length > customMetricLimits.sqlLength || sql.includes('\0')) throw new ConfigError(`${where}.sql: at most ${customMetricLimits.sqlLength} characters, no NUL`)
+      const intervalMs = customDuration(item, 'interval', where, 1000, MAX_POLL_INTERVAL_MS) ?? Math.ceil(pollIntervalMs / 1000) * 1000
+      if (intervalMs < pollIntervalMs) throw new ConfigError(`${where}.interval: must be at least the database's poll_interval (${pollIntervalMs / 1000}s)`)
+      const labels = customColumns(item, 'labels', where)
+      const values = customColumns(item, 'values', where)
+      const both = labels.find((c) => values.includes(c))
+      if (both !== undefined) throw new ConfigError(`${where}: ${JSON.stringify(both)} is both a label and a value; a column is one or the other`)
+      if (labels.length + values.length > customMetricLimits.columns) throw new ConfigError(`${where}: at most ${customMetricLimits.columns} label and value columns`)
+      const kind = optionalString(item, 'kind', `${where}.kind`) ?? 'gauge'
+      if (!(CUSTOM_METRIC_KINDS as readonly string[]).includes(kind)) throw new ConfigError(`${where}.kind: expected gauge or counter, got ${JSON.stringify(kind)}`)
+      const timeoutMs =
+        customDuration(item, 'timeout', where, 1000, customMetricLimits.maxTimeoutMs) ?? customMetricLimits.defaultTimeoutMs
+      const description = optionalString(item, 'description', `${where}.description`)
+      if (description !== undefined && (description.length > customMetricLimits.descriptionLength || description.includes('\0'))) {
+        throw new ConfigError(`${where}.description: at most ${customMetricLimits.descriptionLength} characters`)
+      }
+      const alert = parseCustomAlert(item.alert, `${where}.alert`, intervalMs)
+      const metric: CustomMetricConfig = { name, sql, intervalMs, labels, values, kind: kind as CustomMetricKind, timeoutMs }
+      if (description !== undefined) metric.description = description
+      if (alert !== undefined) metric.alert = alert
+      metrics.push(metric)
+    } catch (error) {
+      if (!(error instanceof ConfigError)) throw error
+      const metricName = rawName !== undefined ? `, metric ${JSON.stringify(rawName.slice(0, 100))}` : ''
+      throw new ConfigError(`database ${JSON.stringify(databaseName)}${metricName}: ${error.message}`)
+    }
+  })
+  return metrics.length > 0 ? metrics : undefined
+}
+
 function parseTags(entry: PlainMap, path: string): Record<string, string> {
   const value = entry.tags
   if (value === null || value === undefined) return {}
@@ -675,7 +830,10 @@ function parseDatabase(value: Plain, index: number): DatabaseConfig {
     throw new ConfigError(`${path}.enabled_exporter: expected true or false, got ${JSON.stringify(exporter)}`)
   }
 
+  const customMetrics = parseCustomMetrics(value, path, name, pollIntervalMs)
+
   const database: DatabaseConfig = { name, engine, dsn, pollIntervalMs, tags }
+  if (customMetrics !== undefined) database.customMetrics = customMetrics
   if (exporter === 'true') database.exporter = true
   if (enabledCollectors !== undefined) database.enabledCollectors = enabledCollectors
   if (pgLogDir !== undefined) database.pgLogDir = pgLogDir

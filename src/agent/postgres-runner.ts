@@ -125,6 +125,7 @@ export class PostgresRunner extends Runner<PostgresContext> {
           explainTrustsOwner: config.explainTrustsOwner,
           local: config.local,
           logText: config.logText,
+          customMetrics: config.customMetrics,
           now,
           settings: {
             collectExplainPlans: settings?.collect_explain_plans ?? true,

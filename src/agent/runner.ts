@@ -741,7 +741,7 @@ export abstract class Runner<Ctx> {
       try {
         const sections = await cancelAfter(
           (signal) => plan.collector.collect({ ...session.context(now, this.settings, signal), state: staged }),
-          this.timings.collectorDeadlineMs,
+          Math.max(this.timings.collectorDeadlineMs, plan.collector.deadlineMs?.(this.config) ?? 0),
           plan.collector.name,
           this.lifetime.signal,
         )

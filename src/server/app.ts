@@ -29,6 +29,7 @@ import { clickhouseRoutes } from './routes/clickhouse.ts'
 import { healthRoutes } from './routes/health.ts'
 import { internalsRoutes } from './routes/internals.ts'
 import { hostRoutes } from './routes/host.ts'
+import { customMetricRoutes } from './routes/custom-metrics.ts'
 import { configurationRoutes } from './routes/configuration.ts'
 import { objectRoutes } from './routes/objects.ts'
 import { organizationRoutes } from './routes/organization.ts'
@@ -227,6 +228,7 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
     .use(sessionHistoryRoutes(deps))
     .use(internalsRoutes(deps))
     .use(hostRoutes(deps))
+    .use(customMetricRoutes(deps))
     .use(pgCheckRoutes(deps))
     .use(configurationRoutes(deps))
     .use(clickhouseRoutes(deps))

@@ -32,6 +32,7 @@ export const collectorNames: readonly CollectorName[] = [
   { engine: 'postgres', name: 'backups' },
   { engine: 'postgres', name: 'host' },
   { engine: 'postgres', name: 'log_events' },
+  { engine: 'postgres', name: 'custom_metrics' },
   { engine: 'clickhouse', name: 'query_stats' },
   { engine: 'clickhouse', name: 'activity' },
   { engine: 'clickhouse', name: 'parts' },
@@ -40,6 +41,7 @@ export const collectorNames: readonly CollectorName[] = [
   { engine: 'clickhouse', name: 'server_metrics' },
   { engine: 'clickhouse', name: 'log_events' },
   { engine: 'clickhouse', name: 'host' },
+  { engine: 'clickhouse', name: 'custom_metrics' },
 ]
 
 export function collectorsFor(engine: EngineName): string[] {

@@ -756,6 +756,57 @@ export const CollectorError = T.Object({
 
 export { tagLimits }
 
+/** Limits of the custom_metrics section (the agent keeps within them, src/agent/collectors/custom-metrics.ts). */
+export const customMetricWireLimits = { definitions: 50, samples: 20_000, errors: 50, labels: 20, labelValue: 200 } as const
+
+const customName = T.String({ minLength: 1, maxLength: 100, pattern: '^[a-z_][a-z0-9_]*$' })
+const customColumn = T.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z_][A-Za-z0-9_]*$' })
+
+/** A custom metric as the agent config defines it (the server keeps the latest of each name). */
+export const CustomMetricDefinition = T.Object({
+  name: customName,
+  kind: T.Union([T.Literal('gauge'), T.Literal('counter')]),
+  labels: T.Array(customColumn, { maxItems: customMetricWireLimits.labels }),
+  values: T.Array(customColumn, { minItems: 1, maxItems: customMetricWireLimits.labels }),
+  interval_seconds: T.Integer({ minimum: 1, maximum: 86_400 }),
+  description: T.Optional(T.String({ maxLength: 500, pattern: NO_NUL_PATTERN })),
+  /** custom_metric_threshold: every sample of the last for_seconds above (or below) the threshold. */
+  alert: T.Optional(
+    T.Object({
+      op: T.Union([T.Literal('above'), T.Literal('below')]),
+      threshold: T.Number({ minimum: -Number.MAX_VALUE, maximum: Number.MAX_VALUE }),
+      for_seconds: T.Integer({ minimum: 0, maximum: 7 * 86_400 }),
+      severity: T.Union([T.Literal('warning'), T.Literal('critical')]),
+    }),
+  ),
+})
+export type CustomMetricDefinition = Static<typeof CustomMetricDefinition>
+
+/** One value of one row: the metric, its value column, the row's labels, and the number as the query returned it. */
+export const CustomMetricSample = T.Object({
+  name: customName,
+  column: customColumn,
+  labels: T.Record(customColumn, T.String({ maxLength: customMetricWireLimits.labelValue, pattern: NO_NUL_PATTERN }), {
+    maxProperties: customMetricWireLimits.labels,
+  }),
+  value: T.Number({ minimum: -Number.MAX_VALUE, maximum: Number.MAX_VALUE }),
+})
+export type CustomMetricSample = Static<typeof CustomMetricSample>
+
+/**
+ * The operator's own SQL checks run this cycle (collected by `custom_metrics`): the definitions of the
+ * database's metrics, the samples of those that were due, and why some gave none. Gauges travel as
+ * read; counters as read too (the server turns them into rates per second between samples).
+ */
+export const CustomMetricsSection = T.Object({
+  definitions: T.Array(CustomMetricDefinition, { maxItems: customMetricWireLimits.definitions }),
+  samples: T.Array(CustomMetricSample, { maxItems: customMetricWireLimits.samples }),
+  errors: T.Array(T.Object({ name: customName, message: T.String({ maxLength: 2000, pattern: NO_NUL_PATTERN }) }), {
+    maxItems: customMetricWireLimits.errors,
+  }),
+})
+export type CustomMetricsSection = Static<typeof CustomMetricsSection>
+
 export const IngestBatch = T.Object({
   batch_id: T.String({ minLength: 8, maxLength: text.id }),
   /** When the cycle ran (epoch ms). */
@@ -831,6 +882,8 @@ export const IngestBatch = T.Object({
   server_state: T.Optional(ServerState),
   /** Whether the agent reaches the database; alone with the header while it is down (Availability). */
   availability: T.Optional(Availability),
+  /** The operator's own SQL checks (collected by `custom_metrics`; wire version 3, left out for older servers). */
+  custom_metrics: T.Optional(CustomMetricsSection),
   collector_errors: T.Optional(T.Array(CollectorError, { maxItems: max.collector_errors })),
   /**
    * What the collectors that ran want the user to know (query_log disabled, statements the role may not

@@ -43,11 +43,12 @@ describe('ClickHouse through the agent', () => {
     expect(db).toMatchObject({ name: 'events', engine: 'clickhouse', engine_version: ch.version, host: '127.0.0.1', port: ch.port })
     const status = await until('a cycle with every collector run', async () => {
       const s = rig.agent.status().databases[0]!
-      return Object.keys(s.collectors).length === 8 ? s : undefined
+      return Object.keys(s.collectors).length === 9 ? s : undefined
     })
     expect(status).toMatchObject({ name: 'events', engine: 'clickhouse', state: 'connected', server_version: ch.version, last_error: null })
-    expect(Object.keys(status.collectors)).toEqual(['query_stats', 'activity', 'parts', 'merges', 'mutations', 'server_metrics', 'log_events', 'host'])
-    for (const state of Object.values(status.collectors)) expect(state).toMatch(/^ok in \d+ ms(; system\.text_log is disabled: .*)?$/)
+    expect(Object.keys(status.collectors)).toEqual(['query_stats', 'activity', 'parts', 'merges', 'mutations', 'server_metrics', 'log_events', 'host', 'custom_metrics'])
+    expect(status.collectors.custom_metrics).toBe('skipped: no custom_metrics in the config')
+    for (const [name, state] of Object.entries(status.collectors)) if (name !== 'custom_metrics') expect(state).toMatch(/^ok in \d+ ms(; system\.text_log is disabled: .*)?$/)
   })
 
   test('seeded query_log rows come back through /queries with exact calls, time, rows, bytes and p99', async () => {

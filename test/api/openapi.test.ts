@@ -213,6 +213,7 @@ function pathValue(path: string, name: string, engine: 'postgres' | 'clickhouse'
   if (name === 'id') return path.startsWith('/api/v1/api-keys') ? ids.spareKey : ids[engine]
   if (name === 'aid') return ids.action
   if (name === 'hash') return batch.query_stats![0]!.query_hash
+  if (name === 'name' && path.includes('/custom-metrics/')) return batch.custom_metrics!.definitions[0]!.name
   if (before === '{schema}' || name === 'name') return before === 'indexes' || path.includes('/indexes/') ? batch.indexes![0]!.index_name : batch.tables![0]!.table_name
   if (name === 'schema') return path.includes('/indexes/') ? batch.indexes![0]!.schema_name : batch.tables![0]!.schema_name
   return 'x'

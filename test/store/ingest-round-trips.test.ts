@@ -275,7 +275,8 @@ describe.each(storeKinds)('ingest in a few round trips (%s store)', (kind: Store
        WHERE table_schema = current_schema() AND column_name = ANY($1::text[])
          AND table_name IN ('query_texts', 'query_stats', 'explain_plans', 'snapshots', 'table_stats', 'index_stats', 'latest_tables',
            'latest_indexes', 'wait_stats', 'replication_lag', 'replication_slot_lag', 'metric_counters', 'metric_gauges',
-           'internals_latest', 'clickhouse_latest', 'events', 'session_snapshots', 'lock_chains', 'lock_chain_members', 'log_entries', 'log_counts')
+           'internals_latest', 'clickhouse_latest', 'events', 'session_snapshots', 'lock_chains', 'lock_chain_members', 'log_entries', 'log_counts',
+           'custom_metrics', 'custom_metric_series')
        ORDER BY column_name, data_type`,
       [Object.keys(INGEST_COLUMN_TYPES)],
     )

@@ -28,6 +28,7 @@ const RECORD_KEYS: Record<string, readonly string[]> = {
   'server_state.settings_detail': ['work_mem', 'search_path'],
   'server_state.stats_resets': ['pg_stat_database', 'pg_stat_statements'],
   'log_events.entries[].fields': ['table', 'wait_ms'],
+  'custom_metrics.samples[].labels': ['queue', 'state'],
   server_metrics: [...SERVER_GAUGE_KEYS, ...SERVER_COUNTER_KEYS, diskMetricKey('default', 'free_bytes'), diskMetricKey('default', 'total_bytes')],
 }
 
@@ -68,7 +69,9 @@ export function fullBatch(name: string, collectedAt: number, engine: 'postgres' 
       case 'Literal':
         return schema.const
       case 'String': {
-        const text = PATTERNED[key] ?? `${key}-${index}`
+        let text = PATTERNED[key] ?? `${key}-${index}`
+        // Identifier patterns (custom metrics' names and columns) take `<key>_<index>`.
+        if (schema.pattern && !new RegExp(schema.pattern).test(text) && new RegExp(schema.pattern).test(`${key}_${index}`)) text = `${key}_${index}`
         if (schema.pattern && !new RegExp(schema.pattern).test(text)) throw new Error(`fullBatch: '${text}' does not match the pattern at ${path}: add a value to PATTERNED`)
         return text.slice(0, schema.maxLength ?? text.length)
       }

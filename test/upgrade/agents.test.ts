@@ -52,16 +52,16 @@ async function startAgent(endpoint: string, key: string) {
 }
 
 describe('the wire contract', () => {
-  test("what this build added to v0.1.0's batch is exactly the list of version 2, and nothing was removed", () => {
+  test("what this build added to v0.1.0's batch is exactly the lists of versions 2 and 3, and nothing was removed", () => {
     const previous = new Set<string>(JSON.parse(readFileSync(join(fixtureDir, 'wire-v0.1.0-paths.json'), 'utf8')))
     const current = schemaPaths(IngestBatch)
     const added = current.filter((p) => !previous.has(p))
-    const listed = WIRE_ADDITIONS[2]!
+    const listed = [...WIRE_ADDITIONS[2]!, ...WIRE_ADDITIONS[3]!]
     const under = (p: string, top: string) => p === top || p.startsWith(`${top}.`) || p.startsWith(`${top}[]`)
     expect(added.filter((p) => !listed.some((top) => under(p, top)))).toEqual([])
     expect(listed.filter((top) => !added.includes(top))).toEqual([])
     expect([...previous].filter((p) => !current.includes(p))).toEqual([])
-    expect(WIRE_VERSION).toBe(2)
+    expect(WIRE_VERSION).toBe(3)
     expect(addedAfter(FIRST_WIRE_VERSION)).toEqual([...listed])
   })
 })
@@ -138,7 +138,7 @@ describe('the current agent against older servers', () => {
         if (url.pathname !== '/api/v1/ingest') return fetch(server.base + url.pathname + url.search, { headers: req.headers })
         const body = await req.text()
         const batch = JSON.parse(body)
-        const unknown = WIRE_ADDITIONS[2]!.find((path) => holds(batch, path))
+        const unknown = addedAfter(FIRST_WIRE_VERSION).find((path) => holds(batch, path))
         if (unknown) {
           refused.push(unknown)
           return Response.json({ error: `unknown field: ${unknown}` }, { status: 400 })

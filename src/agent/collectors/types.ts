@@ -4,7 +4,7 @@
 import type { ClickHouseClient } from '@clickhouse/client'
 import type postgres from 'postgres'
 import type { Logger } from '../../shared/log.ts'
-import type { BackupConfig, DatabaseConfig } from '../config.ts'
+import type { BackupConfig, CustomMetricConfig, DatabaseConfig } from '../config.ts'
 import type { LogTextMode } from '../../shared/log-kinds.ts'
 import type { IngestBatch } from '../../shared/wire.ts'
 
@@ -55,6 +55,8 @@ export interface PostgresContext {
   local?: boolean
   /** log_text from the agent config (log-events.ts): what log entries keep of statements; absent = redacted. */
   logText?: LogTextMode
+  /** custom_metrics from the agent config (custom-metrics.ts). */
+  customMetrics?: CustomMetricConfig[]
   /** Most bytes of server log read per cycle (log-events.ts); absent = 16 MB. */
   logReadBudgetBytes?: number
   /** A background sample failed (the waits sampler): the runner marks the database down on a failed connection attempt and stops the samplers. */
@@ -97,6 +99,8 @@ export interface ClickHouseContext {
   notes: Map<string, string>
   /** Info-level notes (see PostgresContext.infos): what the server's configuration leaves out by design. */
   infos?: Map<string, string>
+  /** custom_metrics from the agent config (custom-metrics.ts). */
+  customMetrics?: CustomMetricConfig[]
   log: AgentLogger
 }
 
@@ -109,6 +113,8 @@ export interface Collector<Ctx> {
   defaultEnabled: boolean
   /** Why the database's config gives this collector nothing to do (backups without backup_command); undefined when it can run. */
   unconfigured?(config: Partial<DatabaseConfig>): string | undefined
+  /** Deadline of one run when the config asks for longer than the runner's (custom metrics' own timeouts). */
+  deadlineMs?(config: Partial<DatabaseConfig>): number
   collect(ctx: Ctx): Promise<Partial<BatchSections>>
   /**
    * Optional background work between cycles (the waits sampler), started once per connection; returns

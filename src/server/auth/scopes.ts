@@ -117,6 +117,8 @@ export const ROUTE_ACCESS: Readonly<Record<string, RouteAccess>> = {
   'GET /api/v1/databases/:id/archiver': 'read',
   'GET /api/v1/databases/:id/backups': 'read',
   'GET /api/v1/databases/:id/host': 'read',
+  'GET /api/v1/databases/:id/custom-metrics': 'read',
+  'GET /api/v1/databases/:id/custom-metrics/:name': 'read',
   'GET /api/v1/databases/:id/configuration': 'read',
   'GET /api/v1/databases/:id/parts': 'read',
   'GET /api/v1/databases/:id/parts/timeseries': 'read',

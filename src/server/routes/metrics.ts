@@ -14,6 +14,7 @@ import type { Deps } from '../context.ts'
 import { HttpError, unauthorized } from '../http-error.ts'
 import { serverMetrics, serverRegistry } from '../metrics.ts'
 import { organizationExposition } from '../organization-metrics.ts'
+import { customExposition } from '../custom-metrics-exposition.ts'
 import { EXPOSITION_CONTENT_TYPE } from '../../shared/prometheus.ts'
 
 const digest = (text: string) => createHash('sha256').update(text).digest()
@@ -53,7 +54,14 @@ export function metricsRoute(deps: Deps) {
       throw e
     }
     const [figures, states] = await Promise.all([deps.store.health.organizationFigures(principal.orgId), deps.store.databaseAvailability.states(principal.orgId)])
-    return organizationExposition(figures, states, deps.clock())
+    const custom = await Promise.all(
+      figures.map(async (db) => ({
+        database: { id: db.id, name: db.name },
+        metrics: await deps.store.customMetrics.listCustomMetrics(db.id),
+        series: await deps.store.customMetrics.latestCustomSeries([db.id]),
+      })),
+    )
+    return organizationExposition(figures, states, deps.clock()) + customExposition(custom)
   }, {
     response: { 200: t.String({ description: 'the Prometheus text exposition format', contentMediaType: EXPOSITION_CONTENT_TYPE }) },
     detail: {

@@ -40,6 +40,7 @@ import { migration as alertCauses } from './migrations/0019-alert-causes.ts'
 import { migration as serverSecrets } from './migrations/0020-server-secrets.ts'
 import { migration as alertDestinations } from './migrations/0021-alert-destinations.ts'
 import { migration as alertRouting } from './migrations/0022-alert-routing.ts'
+import { migration as customMetrics } from './migrations/0023-custom-metrics.ts'
 import { baseline } from './migrations/baseline-0010.ts'
 import type { Migration } from './migrations/migration.ts'
 import { join, sql } from './sql.ts'
@@ -69,6 +70,7 @@ export const migrations: Migration[] = [
   serverSecrets,
   alertDestinations,
   alertRouting,
+  customMetrics,
 ]
 
 export const latestVersion = migrations.reduce((max, m) => Math.max(max, m.version), 0)

@@ -6,7 +6,7 @@
 // and 1-hour buckets at once; plans to sql-plans.ts; the latest-only sections to sql-snapshots.ts, and
 // activity and locks also to their history (sql-session-history.ts); the events it makes to sql-events.ts;
 // the server log's entries and counts to sql-log-events.ts; the database's availability (its outages) to
-// sql-availability.ts; the settings' details to sql-server-settings.ts.
+// sql-availability.ts; the settings' details to sql-server-settings.ts; custom metrics to sql-custom-metrics.ts.
 import type { IngestBatch } from '../../shared/wire.ts'
 import type { SqlDialect } from './dialect.ts'
 import type { SqlDriver, SqlStatement } from './driver.ts'
@@ -14,6 +14,7 @@ import { applyClickHouse } from './sql-clickhouse.ts'
 import { hostWrites } from './sql-host.ts'
 import { applyEvents, applyLogTimeline } from './sql-events.ts'
 import { availabilityWrites } from './sql-availability.ts'
+import { planCustomMetrics } from './sql-custom-metrics.ts'
 import { applyInternals } from './sql-internals.ts'
 import { logEventWrites } from './sql-log-events.ts'
 import { applyObjects } from './sql-objects.ts'
@@ -53,6 +54,7 @@ export function planBatch(sqlDialect: SqlDialect, databaseId: string, batch: Ing
   const writeInternals = applyInternals(reads, databaseId, batch)
   const writeEvents = applyEvents(reads, databaseId, batch)
   const writeAvailability = availabilityWrites.plan(reads, databaseId, batch)
+  const writeCustom = planCustomMetrics(reads, databaseId, batch)
   return {
     reads,
     async write(tx, database, also = [], last = false) {
@@ -73,6 +75,7 @@ export function planBatch(sqlDialect: SqlDialect, databaseId: string, batch: Ing
       applySessionHistory(writes, databaseId, batch)
       logEventWrites.apply(writes, databaseId, batch)
       applyLogTimeline(writes, databaseId, batch)
+      writeCustom(writes)
       writes.statements.push(...also)
       await (last && tx.runLast ? tx.runLast(writes.statements) : tx.runAll(writes.statements))
       return effects

@@ -18,10 +18,10 @@ import type { Reads, Writes } from './sql-writes.ts'
 /**
  * Metric families in metric_counters / metric_gauges: PostgreSQL's bgwriter, wal, database and io (I/O
  * rows carry "backend_type/object/context" as subject), ClickHouse's server, disk (the disk's name as
- * subject) and parts (sql-clickhouse.ts), and the store's own ingest: which minutes and hours a batch
+ * subject) and parts (sql-clickhouse.ts), custom metrics (sql-custom-metrics.ts, the series key as subject), and the store's own ingest: which minutes and hours a batch
  * carrying the tables or indexes section was sampled in (sql-objects.ts).
  */
-export type MetricSource = 'bgwriter' | 'wal' | 'database' | 'io' | 'server' | 'disk' | 'parts' | 'ingest' | 'host'
+export type MetricSource = 'bgwriter' | 'wal' | 'database' | 'io' | 'server' | 'disk' | 'parts' | 'ingest' | 'host' | 'custom'
 
 /** Sections kept whole as the latest of their kind. */
 const LATEST_KINDS = ['replication', 'bgwriter', 'wal_stats', 'io_stats', 'database_stats'] as const

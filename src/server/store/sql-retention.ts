@@ -20,7 +20,7 @@ const BUCKET_TABLES = ['query_stats', 'wait_stats', 'replication_lag', 'replicat
 /** Bucket tables keyed (database_id, source, resolution, bucket, ...): swept source by source to use that key. */
 const METRIC_TABLES = ['metric_counters', 'metric_gauges'] as const
 /** Every metric source (a new source fails to compile until it is listed here). */
-const METRIC_SOURCES: Record<MetricSource, true> = { bgwriter: true, wal: true, database: true, io: true, server: true, disk: true, parts: true, ingest: true, host: true }
+const METRIC_SOURCES: Record<MetricSource, true> = { bgwriter: true, wal: true, database: true, io: true, server: true, disk: true, parts: true, ingest: true, host: true, custom: true }
 /** Tables of timestamped rows and their time column: plans, and the latest sections and snapshots (gone when that old). */
 const TIMED_TABLES = {
   explain_plans: 'ts',
@@ -31,6 +31,8 @@ const TIMED_TABLES = {
   clickhouse_latest: 'ts',
   // the events timeline's derived events (sql-events.ts)
   events: 'ts',
+  // custom metrics' series no batch carried since (sql-custom-metrics.ts)
+  custom_metric_series: 'seen_at',
 } as const
 /** Derived from telemetry and kept as long: resolved recommendations and alerts. */
 const RESOLVED_TABLES = ['recommendations', 'alerts'] as const
@@ -60,7 +62,7 @@ export const RETAINED_TABLES: readonly string[] = [
 ]
 
 /** Per-database state that is not telemetry: one row per database, gone with it (ON DELETE CASCADE). */
-export const KEPT_WITH_DATABASE: readonly string[] = ['query_rollups', 'database_health', 'event_baselines', 'database_availability', 'server_settings', 'action_listeners']
+export const KEPT_WITH_DATABASE: readonly string[] = ['query_rollups', 'database_health', 'event_baselines', 'database_availability', 'server_settings', 'action_listeners', 'custom_metrics']
 
 /**
  * The primary key of each table retention deletes from that SQLite stores WITHOUT ROWID (migration 10):

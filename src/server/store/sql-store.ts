@@ -28,6 +28,7 @@ import type { Window } from './window.ts'
 import { SqlActions } from './sql-actions.ts'
 import { SqlAlertDestinations } from './sql-alert-destinations.ts'
 import { SqlAlertRouting } from './sql-alert-routing.ts'
+import { type CustomMetricReads, SqlCustomMetrics } from './sql-custom-metrics.ts'
 import { SqlApiKeys } from './sql-api-keys.ts'
 import type {
   NewApiKey,
@@ -125,6 +126,7 @@ export class SqlStore implements Store {
   readonly actions: SqlActions
   readonly alertDestinations: SqlAlertDestinations
   readonly alertRouting: SqlAlertRouting
+  readonly customMetrics: CustomMetricReads
   /** API keys, cached by key_id on SQLite (sql-api-keys.ts). */
   private readonly apiKeys: SqlApiKeys
   /**
@@ -167,6 +169,7 @@ export class SqlStore implements Store {
     this.actions = new SqlActions(driver)
     this.alertDestinations = new SqlAlertDestinations(driver)
     this.alertRouting = new SqlAlertRouting(driver)
+    this.customMetrics = new SqlCustomMetrics(driver)
     this.health = healthStore(driver)
     // A removal or demotion revokes the user's keys in its own transaction: they leave the cache with it.
     this.members = membersStore(driver, (keyIds) => this.apiKeys.evict(keyIds))

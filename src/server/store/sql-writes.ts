@@ -108,6 +108,20 @@ export const INGEST_COLUMN_TYPES: Readonly<Record<string, 'text' | 'integer' | '
   client: 'text',
   query_id: 'text',
   fields: 'text',
+  // custom_metrics, custom_metric_series (sql-custom-metrics.ts)
+  name: 'text',
+  labels: 'text',
+  value_columns: 'text',
+  interval_s: 'integer',
+  description: 'text',
+  alert: 'text',
+  updated_at: 'bigint',
+  series_key: 'text',
+  column_name: 'text',
+  raw_value: 'double precision',
+  raw_at: 'bigint',
+  value_at: 'bigint',
+  seen_at: 'bigint',
 }
 
 /** What an upsert does with a row whose key exists; absent: a plain INSERT. */

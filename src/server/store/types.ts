@@ -9,6 +9,7 @@ import type { ServerSettingsReads } from './sql-server-settings.ts'
 import type { HealthStore } from './sql-health.ts'
 import type { AlertDestinationStore } from './sql-alert-destinations.ts'
 import type { AlertRoutingStore } from './sql-alert-routing.ts'
+import type { CustomMetricReads } from './sql-custom-metrics.ts'
 import type { MembersStore } from './sql-members.ts'
 import type { RetentionStore } from './sql-retention.ts'
 import type { InternalsReader } from './sql-internals.ts'
@@ -163,6 +164,8 @@ export interface Store extends ApiKeyStore {
   readonly alertDestinations: AlertDestinationStore
   /** Alert routes, silences, and the holds and repeats of notifications they bring (sql-alert-routing.ts). */
   readonly alertRouting: AlertRoutingStore
+  /** The operator's own SQL checks: definitions, series, values over time (sql-custom-metrics.ts; ingest writes them in planBatch). */
+  readonly customMetrics: CustomMetricReads
 
   // accounts
   /**

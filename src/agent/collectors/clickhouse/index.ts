@@ -8,5 +8,6 @@ import { parts } from './parts.ts'
 import { queryStats } from './query-stats.ts'
 import { serverMetrics } from './server-metrics.ts'
 import { host } from './host.ts'
+import { clickhouseCustomMetrics } from '../custom-metrics.ts'
 
-export const clickhouseCollectors: ClickHouseCollector[] = [queryStats, activity, parts, merges, mutations, serverMetrics, logEvents, host]
+export const clickhouseCollectors: ClickHouseCollector[] = [queryStats, activity, parts, merges, mutations, serverMetrics, logEvents, host, clickhouseCustomMetrics]

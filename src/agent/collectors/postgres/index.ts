@@ -1,5 +1,6 @@
 // The PostgreSQL collectors, in the order of the name table in src/shared/collectors.ts.
 import type { PostgresCollector } from '../types.ts'
+import { postgresCustomMetrics } from '../custom-metrics.ts'
 import { activity } from './activity.ts'
 import { archiver } from './archiver.ts'
 import { backups } from './backups.ts'
@@ -44,4 +45,5 @@ export const postgresCollectors: PostgresCollector[] = [
   backups,
   host,
   logEvents,
+  postgresCustomMetrics,
 ]

@@ -3,10 +3,11 @@ import type { Rule } from '../types.ts'
 import { agentDisconnected } from './agent-disconnected.ts'
 import { databaseUnreachable } from './database-unreachable.ts'
 import { hostMemoryPressure } from './host-memory.ts'
+import { customMetricThreshold } from './custom-metric-threshold.ts'
 import { serverRestarted } from './server-restart.ts'
 import { serverVersionChanged } from './server-version.ts'
 import { settingChanged } from './setting-changes.ts'
 import { postgresRules } from './postgres/index.ts'
 import { clickhouseRules } from './clickhouse/index.ts'
 
-export const rules: Rule[] = [databaseUnreachable, agentDisconnected, serverRestarted, serverVersionChanged, settingChanged, ...postgresRules, ...clickhouseRules, hostMemoryPressure]
+export const rules: Rule[] = [databaseUnreachable, agentDisconnected, serverRestarted, serverVersionChanged, settingChanged, ...postgresRules, ...clickhouseRules, hostMemoryPressure, customMetricThreshold]
