@@ -64,8 +64,10 @@ for (const kind of ['sqlite', 'postgres'] as const) {
     }, 60_000)
 
     test('the migrations to the current version are applied at start', () => {
-      expect(serve.stderr()).toMatch(new RegExp(`migrations_applied=17,18,19,20,21,22\\b`))
-      expect(latestVersion).toBe(22)
+      // v0.1.0's store is at version 16: every later migration, in order, once
+      const later = Array.from({ length: latestVersion - 16 }, (_, i) => 17 + i)
+      expect(latestVersion).toBeGreaterThanOrEqual(23)
+      expect(serve.stderr()).toMatch(new RegExp(`migrations_applied=${later.join(',')}\\b`))
     })
 
     test('every answer v0.1.0 gave reads back the same (fields added since aside)', async () => {
