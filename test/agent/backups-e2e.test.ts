@@ -1,4 +1,4 @@
-// Backups end to end with a real pgBackRest (Debian's package; scripts/ensure-pgbackrest.ts installs it
+// Backups end to end with a real pgBackRest (Debian's package; scripts/ensure-packages.ts installs it
 // for `bun run test`): a repository in a temp directory, a stanza for a real PostgreSQL 14 (Debian bookworm's pgBackRest 2.45 refuses 17; 15 is not among the embedded majors), one full
 // backup; the real agent runs `pgbackrest info --output=json` as its backup_command and GET /backups
 // reports the backup's label and times exactly as `pgbackrest info` says, with no doctor finding for a
@@ -16,7 +16,7 @@ import { until } from '../support/wait.ts'
 
 const PGBACKREST = '/usr/bin/pgbackrest'
 const available = existsSync(PGBACKREST)
-if (!available && process.env.CI !== 'true') console.warn(`skipping the pgBackRest test: ${PGBACKREST} is missing (apt-get install pgbackrest, or bun scripts/ensure-pgbackrest.ts)`)
+if (!available && process.env.CI !== 'true') console.warn(`skipping the pgBackRest test: ${PGBACKREST} is missing (apt-get install pgbackrest, or bun scripts/ensure-packages.ts)`)
 
 let server: PostgresServer
 let rig: AgentRig

@@ -1,4 +1,4 @@
-// Alert destinations against a real Prometheus Alertmanager (Debian's 0.25, scripts/ensure-alertmanager.ts):
+// Alert destinations against a real Prometheus Alertmanager (Debian's 0.25, scripts/ensure-packages.ts):
 // a critical finding opens an alert, dbm posts it to Alertmanager's /api/v2/alerts, and Alertmanager's own
 // GET /api/v2/alerts lists it active with dbm's labels and annotations; the cure resolves it, dbm posts its
 // endsAt, and Alertmanager counts a resolved alert received and lists the alert no more (its API leaves out

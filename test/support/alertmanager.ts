@@ -1,5 +1,5 @@
 // A real Prometheus Alertmanager (Debian's prometheus-alertmanager, installed by
-// scripts/ensure-alertmanager.ts) for tests: started on a loopback port it picks itself (read from its
+// scripts/ensure-packages.ts) for tests: started on a loopback port it picks itself (read from its
 // "Listening on" log line), clustering off, its storage in a temp dir, one route to a receiver that
 // notifies nobody. Ready once /-/ready answers 200; stop() ends the process and removes the dir.
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
@@ -22,7 +22,7 @@ receivers:
 `
 
 export async function startAlertmanager(deadlineMs = 10_000): Promise<TestAlertmanager> {
-  if (!existsSync(ALERTMANAGER_BINARY)) throw new Error(`${ALERTMANAGER_BINARY} is missing: run bun scripts/ensure-alertmanager.ts (apt-get install prometheus-alertmanager)`)
+  if (!existsSync(ALERTMANAGER_BINARY)) throw new Error(`${ALERTMANAGER_BINARY} is missing: run bun scripts/ensure-packages.ts (apt-get install prometheus-alertmanager)`)
   const dir = mkdtempSync(join(tmpdir(), 'dbm-alertmanager-'))
   writeFileSync(join(dir, 'alertmanager.yml'), CONFIG)
   const proc = Bun.spawn(
