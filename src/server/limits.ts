@@ -251,6 +251,16 @@ export const alertDestinationLimits = {
   keyMaxLength: 256,
   /** Between two tests of one destination. */
   testCooldownMs: 10 * SECOND,
+  /**
+   * Tests per organization per hour, refused ones included, whatever the destination: a destination
+   * deleted and made again starts no new count (each test may mail up to `emails` addresses).
+   */
+  testsPerOrganization: { limit: 10, windowMs: HOUR },
+  /**
+   * Email destinations' recipient lists set (POST with `to`, PATCH with `to`) per organization per hour,
+   * refused ones included: alert mail goes only to addresses an owner set, and not to many a minute.
+   */
+  emailListsPerOrganization: { limit: 10, windowMs: HOUR },
 } as const
 
 /** Alert routes and silences (routes/alert-routes.ts, routes/silences.ts). */

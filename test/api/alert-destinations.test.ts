@@ -341,9 +341,11 @@ function routes() {
     }
     expect((await b.call('GET', PATH)).body).toEqual([])
     const m = as(await member(a.account))
-    // A member reads them (the dashboard's read-only list), and changes nothing.
-    expect((await m.call('GET', PATH)).body).toEqual([made])
-    expect((await m.call('GET', `${PATH}/${made.id}`)).body).toEqual(made)
+    // A member reads them (the dashboard's read-only list), a URL only to its origin (a path or query may
+    // carry a token), and changes nothing.
+    const asMember = { ...made, url: `${new URL(made.url).origin}/…` }
+    expect((await m.call('GET', PATH)).body).toEqual([asMember])
+    expect((await m.call('GET', `${PATH}/${made.id}`)).body).toEqual(asMember)
     for (const [method, path] of [
       ['POST', PATH],
       ['PATCH', `${PATH}/${made.id}`],
@@ -378,6 +380,29 @@ function routes() {
     expect((await org.call('POST', `${PATH}/${down.id}/test`)).body).toEqual({ delivered: false, reason: TEST_NOT_DELIVERED })
     expect(dead.received).toHaveLength(1) // the resolution is not sent after a failed opening
     dead.stop()
+  })
+
+  test("tests and email lists are counted per organization: deleting and making again sends no more mail", async () => {
+    const org = await owner()
+    const to = `outside-${Math.random().toString(36).slice(2, 9)}@example.com`
+    const mailsTo = () => server.logs.filter((l) => l.includes(' INFO mail ') && l.includes(`to=${to} `)).length
+    // Ten lists of addresses and ten tests an hour, each destination made again after its test.
+    for (let i = 0; i < 10; i++) {
+      const made = await org.call('POST', PATH, { kind: 'email', name: `BUY CHEAP ${i}`, to: [to] })
+      expect(made.status).toBe(201)
+      expect((await org.call('POST', `${PATH}/${made.body.id}/test`)).body).toEqual({ delivered: true })
+      expect((await org.call('DELETE', `${PATH}/${made.body.id}`)).status).toBe(204)
+    }
+    await server.deps.mailer.idle()
+    expect(mailsTo()).toBe(20) // each test: its opening and its resolution
+    const eleventh = await org.call('POST', PATH, { kind: 'email', name: 'BUY CHEAP 10', to: [to] })
+    expect(eleventh).toMatchObject({ status: 429, body: { error: expect.any(String) } })
+    // A destination of another kind: its own cooldown is fresh, the organization's tests are spent.
+    const slack = await org.call('POST', PATH, { kind: 'slack', name: 'slack', url: `${receiver.url}/slack-limit` })
+    expect((await org.call('POST', `${PATH}/${slack.body.id}/test`)).status).toBe(429)
+    expect(receiver.received.filter((h) => h.path === '/slack-limit')).toHaveLength(0)
+    await server.deps.mailer.idle()
+    expect(mailsTo()).toBe(20)
   })
 }
 

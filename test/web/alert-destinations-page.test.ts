@@ -102,7 +102,7 @@ test('a member sees the destinations read-only', async () => {
     const item = page.locator(`li[data-destination="${made.body.id}"]`)
     await item.waitFor()
     expect(await item.locator('[data-destination-name]').textContent()).toBe('team alertmanager')
-    expect(await item.locator('dd.mono').textContent()).toBe(`${receiver.url}/am`)
+    expect(await item.locator('dd.mono').textContent()).toBe(`${receiver.url}/…`) // a member sees only the origin: a path may carry a token
     expect(await item.getByRole('button').count()).toBe(0)
     expect(await page.getByRole('button', { name: 'Add destination' }).count()).toBe(0)
     await page.locator('[data-destinations-owners-only]').waitFor()

@@ -21,7 +21,7 @@ export function alertMail(n: PendingNotification, publicUrl: string) {
   const link = alertsLink(publicUrl, database.id)
   const where = mailLine(`"${database.name}" (${database.engine}, ${database.host}:${database.port})`)
   const text = [
-    repeated ? `This alert on ${where} is still open:` : opened ? `A critical alert opened on ${where}:` : `This alert on ${where} is resolved:`,
+    repeated ? `This alert on ${where} is still open:` : opened ? `${n.alert.severity === 'critical' ? 'A critical alert' : `An alert (${n.alert.severity})`} opened on ${where}:` : `This alert on ${where} is resolved:`,
     '',
     mailLine(alert.title),
     mailLine(alert.detail),

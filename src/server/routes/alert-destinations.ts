@@ -9,7 +9,7 @@
 // The organization's /organization/webhook stays as it is, beside these (not listed here): its alerts
 // keep their own channel, so an upgrade changes nothing for its receiver.
 import { Elysia, t } from 'elysia'
-import { authenticate, requireOwner } from '../auth/principal.ts'
+import { type Principal, authenticate, requireOwner } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { DESTINATION_KINDS, type DestinationInput, DestinationInputError, KIND_RULES, deliverTo, destinationParts, destinationUrl, secretHint, testMessage } from '../alerts/destinations.ts'
 import { targetOrigin } from '../alerts/post.ts'
@@ -30,13 +30,22 @@ const READERS = errorAnswers({ 403: "an API key without the 'admin' scope" })
 const NOT_FOUND = errorAnswers({ 404: 'no such destination in the organization' })
 export const EMAIL_LOCKED = 'email destinations are available to verified organizations; verify your email address first'
 
-function destinationView(d: AlertDestination) {
+/**
+ * Who may see a destination's URL in full: owners and API keys (which manage it). A member reads only its
+ * origin (`https://hooks.example.com/…`): a path or query may carry a token, as the log's lines assume.
+ */
+const seesUrls = (p: Principal) => p.kind === 'api_key' || p.role === 'owner'
+
+const originOnly = (url: string | null) => (url === null ? null : `${targetOrigin(url)}/…`)
+
+function destinationView(d: AlertDestination, principal?: Principal) {
+  const url = d.kind === 'email' || KIND_RULES[d.kind].secret === 'url' ? null : destinationUrl(d)
   return {
     id: d.id,
     kind: d.kind,
     name: d.name,
     enabled: d.enabled,
-    url: d.kind === 'email' || KIND_RULES[d.kind].secret === 'url' ? null : destinationUrl(d),
+    url: principal === undefined || seesUrls(principal) ? url : originOnly(url),
     to: d.kind === 'email' ? (d.settings.to ?? []) : null,
     secret_hint: secretHint(d),
     created_at: rfc3339(d.created_at),
@@ -64,6 +73,12 @@ const settingFields = {
 
 /** The request's settings, its URL checked as the webhook's is; a 400 naming what is wrong. */
 async function checkedInput(deps: Deps, orgId: string, input: DestinationInput): Promise<DestinationInput> {
+  if (input.to !== undefined) {
+    // A list of addresses to mail is counted before it is taken: the server's mail is not a way to reach many.
+    const { limit, windowMs } = alertDestinationLimits.emailListsPerOrganization
+    const hit = await deps.store.hitRateLimit(`rate:destination_emails:${orgId}`, limit, windowMs, deps.clock())
+    if (!hit.allowed) throw tooManyRequests(hit.retryAfterMs)
+  }
   if (input.url === undefined) return input
   // A URL with a host name is counted before it is judged, with the webhook's URLs: whether a name
   // resolves to an internal address is all a refusal tells, and this keeps anyone from asking it of many names.
@@ -113,7 +128,7 @@ export function alertDestinationRoutes(deps: Deps) {
     .derive(async ({ request }) => ({ principal: await authenticate(deps, request) }))
     .get(
       '/api/v1/organization/alert-destinations',
-      async ({ principal }) => (await destinations.listDestinations(principal.orgId)).map(destinationView),
+      async ({ principal }) => (await destinations.listDestinations(principal.orgId)).map((d) => destinationView(d, principal)),
       { response: { 200: t.Array(DestinationSchema) }, detail: { summary: "The organization's alert destinations, oldest first (secrets as hints); members may read them", responses: READERS } },
     )
     .post(
@@ -150,7 +165,7 @@ export function alertDestinationRoutes(deps: Deps) {
     )
     .get(
       '/api/v1/organization/alert-destinations/:id',
-      async ({ principal, params }) => destinationView(await find(principal.orgId, params.id)),
+      async ({ principal, params }) => destinationView(await find(principal.orgId, params.id), principal),
       { response: { 200: DestinationSchema }, detail: { summary: 'One alert destination (its secret as a hint); members may read it', responses: { ...READERS, ...NOT_FOUND } } },
     )
     .patch(
@@ -189,12 +204,16 @@ export function alertDestinationRoutes(deps: Deps) {
         const now = clock()
         const cooldown = await store.takeCooldown(`cooldown:destination-test:${d.id}`, alertDestinationLimits.testCooldownMs, now)
         if (!cooldown.allowed) throw tooManyRequests(cooldown.retryAfterMs)
+        // and per organization: deleting a destination and making it again starts no new cooldown
+        const { limit, windowMs } = alertDestinationLimits.testsPerOrganization
+        const tests = await store.hitRateLimit(`rate:destination_test:${principal.orgId}`, limit, windowMs, now)
+        if (!tests.allowed) throw tooManyRequests(tests.retryAfterMs)
         // Sent as alerts are, but not recorded as the destination's last success or failure, which describe alert deliveries.
         const alertId = Bun.randomUUIDv7()
         const sendOptions = { mailer: deps.mailer, publicUrl: deps.publicUrl, policy: deps.webhooks, timeoutMs: healthMonitorDefaults.webhookTimeoutMs }
         let error: string | null = null
         for (const event of ['opened', 'resolved'] as const) {
-          error = await deliverTo(d, testMessage(principal.orgId, d.name, deps.publicUrl, event, alertId, now, clock()), sendOptions)
+          error = await deliverTo(d, testMessage(principal.orgId, deps.publicUrl, event, alertId, now, clock()), sendOptions)
           serverMetrics.alertDestinationDeliveries.labels(d.kind, error === null ? 'delivered' : 'failed').inc()
           if (error !== null) break
         }
