@@ -3,9 +3,9 @@
 // Card), PagerDuty (Events API v2: trigger and resolve by dedup_key), Opsgenie (Alert API: create, and
 // close by alias), Prometheus Alertmanager (POST /api/v2/alerts, endsAt on resolve). The signed webhook's
 // body is health-monitor.ts's webhookPayload, unchanged. The texts come from a monitored database
-// (hostile): Slack gets them as plain_text (never mrkdwn, so no link or mention can be made of them),
-// Teams with its markdown's characters escaped, the others as JSON strings; every text is cut to the
-// receiver's limit.
+// (hostile): Slack gets them as plain_text in the blocks and escaped in its one mrkdwn field (`text`), so
+// no link or mention can be made of them; Teams with its markdown's characters escaped, the others as JSON
+// strings; every text is cut to the receiver's limit.
 import type { AlertConsequence } from '../store/sql-alerts.ts'
 
 /** One alert state change, as every kind's payload is made from it. */
@@ -38,6 +38,11 @@ export interface AlertMessage {
 
 const iso = (ms: number) => new Date(ms).toISOString()
 
+/** Text for a Slack mrkdwn field: `&`, `<` and `>` as the entities Slack's formatting asks for, nothing else read as markup. */
+export function slackEscape(text: string): string {
+  return text.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;')
+}
+
 /** Cut to `max` characters (whole code points), with an ellipsis when cut. */
 export function cut(text: string, max: number): string {
   const points = Array.from(text)
@@ -64,7 +69,9 @@ export function slackPayload(m: AlertMessage) {
   ]
   return {
     // The notification's text (and the fallback where blocks are not shown).
-    text: cut(`${headline(m)} on ${m.database.name}`, 3000),
+    // Slack reads this field as mrkdwn (the notification's and the fallback's text): its control
+    // characters escaped, so a name like `<!channel>` or `<http://x|y>` stays text.
+    text: slackEscape(cut(`${headline(m)} on ${m.database.name}`, 3000)),
     blocks: [
       { type: 'header', text: { type: 'plain_text', text: cut(headline(m), 150), emoji: false } },
       { type: 'section', text: { type: 'plain_text', text: cut(opened ? m.alert.detail || m.alert.title : `No longer found: ${m.alert.title}`, 3000), emoji: false } },
