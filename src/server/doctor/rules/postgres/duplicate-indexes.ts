@@ -154,7 +154,7 @@ export const duplicateIndexes: Rule<typeof defaults> = {
         title: `${rest.length} more redundant indexes`,
         detail: `Besides the indexes named above, ${rest.length} more indexes are covered by another index of their table, ${bytes(size)} in all: ${rest
           .slice(0, 20)
-          .map((r) => `${r.index.row.schema_name}.${r.index.row.index_name} (by ${r.cover.row.index_name})`)
+          .map((r) => `${pgObject(r.index.row.schema_name, r.index.row.index_name)} (by ${pgObject(r.cover.row.index_name)})`)
           .join(', ')}${rest.length > 20 ? ', ...' : ''}.`,
         recommendation: 'Drop each redundant index once you have checked that its covering index is valid and kept.',
         how_to_investigate: ['SELECT indrelid::regclass AS table, indexrelid::regclass AS index, pg_get_indexdef(indexrelid) FROM pg_index ORDER BY 1, 2;'],

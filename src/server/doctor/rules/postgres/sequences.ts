@@ -78,7 +78,7 @@ export const sequenceExhaustion: Rule<typeof defaults> = {
         title: `${rest.length} more sequences close to their maximum`,
         detail: `Besides the sequences named above, ${rest.length} more have used ${pct(t.warning_ratio, 0)} or more of their range: ${rest
           .slice(0, 20)
-          .map((s) => `${s.schema_name}.${s.sequence_name} (${pct(s.used_ratio!)})`)
+          .map((s) => `${pgObject(s.schema_name, s.sequence_name)} (${pct(s.used_ratio!)})`)
           .join(', ')}${rest.length > 20 ? ', ...' : ''}.`,
         recommendation: 'Widen each of them, and the columns they feed, to bigint.',
         how_to_investigate: ['SELECT schemaname, sequencename, data_type, last_value, max_value FROM pg_sequences ORDER BY last_value::numeric / max_value DESC NULLS LAST;'],

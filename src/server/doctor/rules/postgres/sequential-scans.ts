@@ -294,7 +294,7 @@ export const sequentialScans: Rule<typeof defaults> = {
         title: `${rest.length} more tables read by frequent sequential scans`,
         detail: `Besides the tables named above, ${rest.length} more tables of ${n(t.min_live_rows)} rows or more were read by frequent full sequential scans in the last ${span}: ${rest
           .slice(0, 20)
-          .map((s) => `${s.table.schema_name}.${s.table.table_name} (read whole ${n(Math.round(s.fullReads))} times)`)
+          .map((s) => `${pgObject(s.table.schema_name, s.table.table_name)} (read whole ${n(Math.round(s.fullReads))} times)`)
           .join(', ')}${rest.length > 20 ? ', ...' : ''}.`,
         recommendation: 'Index the columns their statements filter on, the busiest first.',
         how_to_investigate: [
