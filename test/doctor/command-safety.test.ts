@@ -582,6 +582,18 @@ const silent = createLogger('error', () => {})
 async function findingsOf(v: Variant, engine: 'postgres' | 'clickhouse'): Promise<Finding[]> {
   const now = Date.now()
   const batches = engine === 'postgres' ? postgresBatches(v, now) : clickhouseBatches(v, now)
+  // The operator's own check (custom_metric_threshold), judged on its latest sample (a minute old at most):
+  // a label value and a description from the database and the config, hostile, in one more batch.
+  const latest = batches.reduce((a, b) => (b.collected_at > a.collected_at ? b : a))
+  const own: IngestBatch = { batch_id: crypto.randomUUID(), collected_at: Math.max(latest.collected_at + 1, now - 20_000), interval_seconds: 60, agent_version: latest.agent_version, database: { ...latest.database } }
+  batches.push(own)
+  own.custom_metrics = {
+    definitions: [
+      { name: 'outbox_rows', kind: 'gauge', labels: ['queue'], values: ['n'], interval_seconds: 60, description: v.text('description', 500), alert: { op: 'above', threshold: 10, for_seconds: 0, severity: 'warning' } },
+    ],
+    samples: [{ name: 'outbox_rows', column: 'n', labels: { queue: v.text('queue', 200) }, value: 11 }],
+    errors: [],
+  }
   let id = ''
   const name = `${engine} ${v.name} ${crypto.randomUUID()}`
   for (const batch of batches) {
