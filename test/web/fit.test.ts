@@ -191,8 +191,11 @@ test('Overview: Top issues is one line per cause, worst first, each with its cou
   )
   const open = section.getByRole('link', { name: 'Open the issues', exact: true })
   expect(await open.getAttribute('href')).toBe(`#/databases/${ids.postgres}/issues`)
+  // (Issues then asks for its alerts: read to their end before the next test leaves the page.)
+  const alerts = ['open', 'resolved'].map((status) => page.waitForResponse((r) => r.url().includes(`/alerts?status=${status}`)).then((r) => r.finished()))
   await open.click()
   await page.waitForURL(/\/issues$/)
+  await Promise.all(alerts)
   tab.assertNoErrors()
 })
 
@@ -211,8 +214,12 @@ test('Issues stays short at 390 px: the worst critical cause open, the others fo
     // (a change of the address's hash alone is no load: leave the page first, whatever an earlier test left
     // open, then load Issues afresh; a reload would abort the requests Issues had started)
     await page.goto('about:blank')
+    // Issues asks for the open and the resolved alerts: wait until both answers are read to their end, so
+    // that no request of this page is still running when it is left (it would count as failed).
+    const alerts = ['open', 'resolved'].map((status) => page.waitForResponse((r) => r.url().includes(`/alerts?status=${status}`)).then((r) => r.finished()))
     await page.goto(`/#/databases/${ids.postgres}/issues`)
     await page.locator('[data-history]').waitFor()
+    await Promise.all(alerts)
     await settled(page)
     const panels = page.locator('article.finding')
     expect(await panels.count()).toBe(causes.length)
