@@ -65,11 +65,21 @@ function alertText(alert: NonNullable<CustomMetric['alert']>, kind: CustomMetric
   return `alert (${alert.severity}) when ${alert.op} ${fmtExact(alert.threshold)}${kind === 'counter' ? '/s' : ''} ${window}`
 }
 
+/** "every 1 min", "every 30 s", "every 1 h"; an odd interval in minutes and seconds. */
+function everyText(seconds: number): string {
+  if (seconds < 60) return `every ${seconds} s`
+  if (seconds % 3600 === 0) return `every ${seconds / 3600} h`
+  if (seconds % 60 === 0) return `every ${seconds / 60} min`
+  return `every ${fmtDuration(seconds * 1000)}`
+}
+
 function latestColumns(metric: CustomMetric): Column<Latest>[] {
   const counter = metric.kind === 'counter'
+  // The definition's label columns, and any other a stored value carries (a definition changed since).
+  const labels = [...new Set([...metric.labels, ...metric.latest.flatMap((r) => Object.keys(r.labels))])]
   return [
     ...(metric.values.length > 1 ? [{ key: 'column', label: 'Column', render: (r: Latest) => r.column, sort: (r: Latest) => r.column }] : []),
-    ...metric.labels.map((name) => ({
+    ...labels.map((name) => ({
       key: `label:${name}`,
       label: name,
       render: (r: Latest) => (
@@ -155,7 +165,7 @@ function MetricPanel({ db, metric, tw }: { db: Database; metric: CustomMetric; t
           </code>
         </h2>
         <span class="badge badge-info">{metric.kind}</span>
-        <span class="muted small">every {fmtDuration(metric.interval_seconds * 1000)}</span>
+        <span class="muted small">{everyText(metric.interval_seconds)}</span>
       </div>
       {metric.description && (
         <p data-description>
@@ -175,7 +185,7 @@ function MetricPanel({ db, metric, tw }: { db: Database; metric: CustomMetric; t
         </div>
       )}
       {metric.latest.length === 0 ? (
-        <p class="muted small">No value yet: the agent sends one after its first run.</p>
+        <p class="muted small">{metric.last_error ? 'No value: its query has not succeeded yet.' : 'No value yet: the agent sends one after its first run.'}</p>
       ) : (
         <>
           <DataTable caption={`Latest values of ${metric.name}`} columns={columns} rows={rows} rowKey={(r) => `${r.column}\u0000${JSON.stringify(r.labels)}`} compact />
@@ -186,7 +196,7 @@ function MetricPanel({ db, metric, tw }: { db: Database; metric: CustomMetric; t
           )}
         </>
       )}
-      <MetricChart db={db} metric={metric} tw={tw} />
+      {metric.latest.length > 0 && <MetricChart db={db} metric={metric} tw={tw} />}
     </article>
   )
 }
