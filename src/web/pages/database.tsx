@@ -18,6 +18,7 @@ import { ActivePage } from './db/active.tsx'
 import { StatusBadge, dbHref, engineName, isStale, statusClass, useEvery, withWindow } from './db/common.tsx'
 import { ConfigurationPage } from './db/configuration.tsx'
 import { ConnectionsPage } from './db/connections.tsx'
+import { CustomMetricsPage } from './db/custom-metrics.tsx'
 import { ISSUES_ALIASES, IssuesPage } from './db/issues.tsx'
 import { EventsPage } from './db/events.tsx'
 import { InternalsPage } from './db/internals.tsx'
@@ -63,6 +64,8 @@ const settings: Tab = { slug: 'settings', label: 'Settings', page: SettingsPage 
 const logs: Tab = { slug: 'logs', label: 'Logs', page: LogsPage }
 const host: Tab = { slug: 'host', label: 'Host', page: HostPage }
 const configuration: Tab = { slug: 'configuration', label: 'Configuration', page: ConfigurationPage }
+/** The operator's own SQL checks (custom_metrics in the agent config), beside the built-in server metrics. */
+const customMetrics: Tab = { slug: 'custom-metrics', label: 'Custom metrics', page: CustomMetricsPage }
 
 /**
  * The sections of a database of each engine, grouped as the navigation shows them: adding a page is one
@@ -91,7 +94,7 @@ export const TABS: Record<Engine, TabGroup[]> = {
     },
     {
       label: 'Server',
-      tabs: [{ slug: 'replication', label: 'Replication', page: ReplicationPage }, { slug: 'internals', label: 'Internals', page: InternalsPage }, host, logs, events, configuration],
+      tabs: [{ slug: 'replication', label: 'Replication', page: ReplicationPage }, { slug: 'internals', label: 'Internals', page: InternalsPage }, host, customMetrics, logs, events, configuration],
     },
     { label: 'Issues', tabs: [issues] },
     { label: 'Settings', tabs: [settings] },
@@ -107,7 +110,7 @@ export const TABS: Record<Engine, TabGroup[]> = {
         { slug: 'mutations', label: 'Mutations', page: MutationsPage },
       ],
     },
-    { label: 'Server', tabs: [{ slug: 'server', label: 'Metrics', page: ServerPage }, host, logs, events, configuration] },
+    { label: 'Server', tabs: [{ slug: 'server', label: 'Metrics', page: ServerPage }, customMetrics, host, logs, events, configuration] },
     { label: 'Issues', tabs: [issues] },
     { label: 'Settings', tabs: [settings] },
   ],
