@@ -88,7 +88,7 @@ const units = [
     file: 'dbm-serve.service',
     command: ['/usr/local/bin/dbm', 'serve'],
     state: 'dbm',
-    environment: ['DBM_DATA_DIR=/var/lib/dbm DBM_LISTEN=0.0.0.0:8080'],
+    environment: ['DBM_DATA_DIR=/var/lib/dbm DBM_LISTEN=127.0.0.1:8080'],
     environmentFile: '-/etc/dbm/serve.env',
     // serve gives requests in flight 5 s after SIGTERM (STOP_GRACE_MS in src/server/serve.ts), then
     // waits for mails and closes the store: the stop timeout must leave room for all of it.
