@@ -181,6 +181,8 @@ for (const kind of ['sqlite', 'postgres'] as StoreKind[]) {
       const [alert] = (await org.call('GET', `/api/v1/databases/${db}/alerts`)).body
       expect(alert.rule).toBe(RULE)
       expect(alert.silenced).toEqual({ id: silence.body.id, ends_at: silence.body.ends_at, comment: 'vacuum full tonight', by: { kind: 'user', id: org.account.userId } })
+      // The destination it is queued for, not sent while held.
+      expect(alert.notified.opened.destinations).toEqual([{ id: a.id, kind: 'webhook', name: 'a', sent_at: null }])
       // Still held at the next evaluation.
       server.advance(31_000)
       await org.ingest('orders')
@@ -195,7 +197,11 @@ for (const kind of ['sqlite', 'postgres'] as StoreKind[]) {
       await org.ingest('orders')
       await monitor.runOnce(now())
       expect(at(a.path)).toEqual([['alert.opened', 'orders']])
-      expect((await org.call('GET', `/api/v1/databases/${db}/alerts`)).body[0].silenced).toBeNull()
+      const [released] = (await org.call('GET', `/api/v1/databases/${db}/alerts`)).body
+      expect(released.silenced).toBeNull()
+      // ... and, once released, when it went (the Issues page's "Notified by").
+      expect(released.notified.opened.destinations).toEqual([{ id: a.id, kind: 'webhook', name: 'a', sent_at: expect.any(String) }])
+      expect(Date.parse(released.notified.opened.destinations[0].sent_at)).toBeGreaterThan(t0 + 62_000)
       await monitor.runOnce(now())
       expect(at(a.path)).toEqual([['alert.opened', 'orders']])
     })

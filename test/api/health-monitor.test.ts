@@ -145,7 +145,7 @@ for (const kind of storeKinds) {
           opened_at: iso(opened),
           last_seen_at: iso(opened),
           resolved_at: null,
-          notified: { opened: { email: iso(opened), webhook: iso(opened) }, resolved: { email: null, webhook: null } },
+          notified: { opened: { email: iso(opened), webhook: iso(opened), destinations: [] }, resolved: { email: null, webhook: null, destinations: [] } },
           consequences: [CONSEQUENCE],
           silenced: null,
         })
@@ -181,7 +181,7 @@ for (const kind of storeKinds) {
             ...alert,
             last_seen_at: iso(opened + 20_000),
             resolved_at: iso(resolvedAt),
-            notified: { opened: { email: iso(opened), webhook: iso(opened) }, resolved: { email: iso(resolvedAt), webhook: iso(resolvedAt) } },
+            notified: { opened: { email: iso(opened), webhook: iso(opened), destinations: [] }, resolved: { email: iso(resolvedAt), webhook: iso(resolvedAt), destinations: [] } },
             consequences: [CONSEQUENCE],
           },
         ])
@@ -205,7 +205,7 @@ for (const kind of storeKinds) {
         expect(hooks()).toHaveLength(1)
         expect(hooks()[0]!.path).toBe('/hook?token=query-secret-123')
         const [alert] = await org.list(id, 'alerts')
-        expect(alert.notified.opened).toEqual({ email: iso(first), webhook: null })
+        expect(alert.notified.opened).toEqual({ email: iso(first), webhook: null, destinations: [] })
         expect((await org.call('GET', '/api/v1/organization/webhook')).body).toMatchObject({
           last_success_at: null,
           last_failure_at: iso(first),
@@ -218,7 +218,7 @@ for (const kind of storeKinds) {
         expect(hooks()).toHaveLength(2)
         expect(hooks()[1]!.body.delivery_id).toBe(hooks()[0]!.body.delivery_id)
         expect(receiver.signed(hooks()[1]!, secret)).toBe(true)
-        expect((await org.list(id, 'alerts'))[0].notified.opened).toEqual({ email: iso(first), webhook: iso(first + 20_000) })
+        expect((await org.list(id, 'alerts'))[0].notified.opened).toEqual({ email: iso(first), webhook: iso(first + 20_000), destinations: [] })
         await monitor.runOnce(first + 30_000)
         expect(hooks()).toHaveLength(2)
 

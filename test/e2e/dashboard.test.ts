@@ -573,7 +573,7 @@ describe('dashboard (dist/dbm in Chromium)', () => {
     await page.getByRole('heading', { name: 'Settings', level: 1 }).waitFor()
     const account = page.getByRole('region', { name: 'Your account' })
     expect(await account.textContent()).toContain(`${email} verified`)
-    await page.getByText('No webhook is set: alerts go by mail only.').waitFor()
+    await page.getByText('No webhook is set: alerts go by mail, and to the alert destinations below.').waitFor()
 
     // A URL the API refuses: its message shows under the form.
     const field = page.getByLabel('Webhook URL', { exact: true })
@@ -626,7 +626,7 @@ describe('dashboard (dist/dbm in Chromium)', () => {
     await page.waitForFunction(() => document.activeElement?.textContent === 'Remove the webhook', undefined, { timeout: 5000 })
     await remove.click()
     await page.getByRole('button', { name: 'Remove now' }).click()
-    await page.getByText('No webhook is set: alerts go by mail only.').waitFor()
+    await page.getByText('No webhook is set: alerts go by mail, and to the alert destinations below.').waitFor()
     // The page asks for no webhook now; this probe's own 404 is the test's, not the page's.
     const before = b.problems.length
     expect(await page.evaluate(() => fetch('/api/v1/organization/webhook').then((r) => r.status))).toBe(404)

@@ -258,7 +258,7 @@ test("the organization's pages fit too, and Settings asks for no webhook that is
     problems.push(...(await checkEveryWay(page, hash.slice(2))))
   }
   // Without SMTP the page says where alert mails go.
-  await page.getByText("No webhook is set: alerts are only written to this server's log").waitFor()
+  await page.getByText("No webhook is set: alert mails are only written to this server's log").waitFor()
   expect(problems).toEqual([])
   expect(failed).toEqual([])
   tab.assertNoErrors()

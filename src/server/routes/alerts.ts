@@ -46,14 +46,21 @@ function recommendationView(r: Recommendation) {
   }
 }
 
+/** An organization's alert destinations by id, as an alert names those it was queued for. */
+type DestinationNames = Map<string, { kind: string; name: string }>
+
 /** When each state change was notified on each channel (null: not sent, or no such channel then). */
-function notifiedView(a: Alert) {
+function notifiedView(a: Alert, destinations: DestinationNames) {
   const sent = (event: NotificationEvent, channel: NotificationChannel) =>
     rfc3339(a.notifications.find((n) => n.event === event && n.channel === channel)?.sent_at ?? null)
-  return {
-    opened: { email: sent('opened', 'email'), webhook: sent('opened', 'webhook') },
-    resolved: { email: sent('resolved', 'email'), webhook: sent('resolved', 'webhook') },
-  }
+  const queued = (event: NotificationEvent) =>
+    a.notifications.flatMap((n) => {
+      const id = n.event === event && n.channel.startsWith('destination:') ? n.channel.slice('destination:'.length) : undefined
+      const d = id === undefined ? undefined : destinations.get(id)
+      return d ? [{ id: id!, kind: d.kind, name: d.name, sent_at: rfc3339(n.sent_at) }] : []
+    })
+  const of = (event: NotificationEvent) => ({ email: sent(event, 'email'), webhook: sent(event, 'webhook'), destinations: queued(event) })
+  return { opened: of('opened'), resolved: of('resolved') }
 }
 
 /** The silence that holds back an open alert's notifications, as the alert shows it. */
@@ -61,7 +68,7 @@ function silencedView(s: Silence | undefined) {
   return s ? { id: s.id, ends_at: rfc3339(s.ends_at), comment: s.comment, by: s.created_by } : null
 }
 
-function alertView(a: Alert, silence?: Silence) {
+function alertView(a: Alert, destinations: DestinationNames, silence?: Silence) {
   return {
     id: a.id,
     key: a.key,
@@ -72,7 +79,7 @@ function alertView(a: Alert, silence?: Silence) {
     opened_at: rfc3339(a.opened_at),
     last_seen_at: rfc3339(a.last_seen_at),
     resolved_at: rfc3339(a.resolved_at),
-    notified: notifiedView(a),
+    notified: notifiedView(a, destinations),
     consequences: a.consequences,
     silenced: silencedView(silence),
   }
@@ -135,7 +142,10 @@ export function alertRoutes(deps: Deps) {
         const rows = await health.listAlerts(db.id, query.status ?? 'open', clampLimit('alerts', query.limit))
         const now = clock()
         const silences = rows.some((a) => a.resolved_at === null) ? await store.alertRouting.silencesInEffect(principal.orgId, now) : []
-        return rows.map((a) => alertView(a, a.resolved_at === null ? silenceOf(silences, a, db, now) : undefined))
+        const destinations: DestinationNames = rows.some((a) => a.notifications.some((n) => n.channel.startsWith('destination:')))
+          ? new Map((await store.alertDestinations.listDestinations(principal.orgId)).map((d) => [d.id, { kind: d.kind, name: d.name }]))
+          : new Map()
+        return rows.map((a) => alertView(a, destinations, a.resolved_at === null ? silenceOf(silences, a, db, now) : undefined))
       },
       {
         query: listQuery('alerts'),

@@ -15,7 +15,7 @@ const destinationFields = {
   kind: DestinationKind,
   name: t.String(),
   enabled: t.Boolean({ description: 'only enabled destinations are sent alerts' }),
-  url: Nullable(t.String({ description: 'where it posts (to a member, only its origin: https://host/…); null for email, and for slack and teams, whose URL is the secret (see secret_hint)' })),
+  url: Nullable(t.String({ description: 'where it posts (to a member, only its origin, then …); null for email, and for slack and teams, whose URL is the secret (see secret_hint)' })),
   to: Nullable(t.Array(t.String(), { description: 'the addresses an email destination mails; null for other kinds' })),
   secret_hint: Nullable(t.String({ description: 'the last four characters of its secret (signing secret, routing key, API key, or the URL after its origin); null when it has none' })),
   created_at: Timestamp(),

@@ -29,7 +29,19 @@ export const Recommendation = t.Object(
 )
 
 const sentAt = Nullable(Timestamp('when the notification was sent; null: not sent, or no such channel then'))
-const channels = t.Object({ email: sentAt, webhook: sentAt })
+const channels = t.Object({
+  email: sentAt,
+  webhook: sentAt,
+  destinations: t.Array(
+    t.Object({
+      id: t.String(),
+      kind: t.String({ description: 'email, webhook, slack, teams, pagerduty, opsgenie or alertmanager' }),
+      name: t.String(),
+      sent_at: sentAt,
+    }),
+    { description: 'the alert destinations this change was queued for (by its routes), each with when it was sent; a removed destination is left out' },
+  ),
+})
 
 export const AlertConsequence = t.Object(
   {

@@ -226,8 +226,11 @@ function WebhookSettings({ notifications }: { notifications: Me['notifications']
   if (loaded.error && !none) return <ErrorBox error={loaded.error} />
   if (loaded.data === undefined && !none) return <Loading what="Loading the webhook" />
   const current = none ? null : (loaded.data ?? null)
+  // The destinations below get alerts of their own: the line speaks of mail and this webhook only.
   const byMail =
-    notifications.mail === 'log' ? "alerts are only written to this server's log, as no mail server is set (DBM_SMTP_URL)" : 'alerts go by mail only'
+    notifications.mail === 'log'
+      ? "alert mails are only written to this server's log, as no mail server is set (DBM_SMTP_URL); the alert destinations below are sent alerts apart"
+      : 'alerts go by mail, and to the alert destinations below'
   return (
     <div class="stack">
       {current ? <WebhookState webhook={current} /> : <p data-webhook-none>No webhook is set: {byMail}.</p>}

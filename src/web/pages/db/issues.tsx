@@ -66,17 +66,27 @@ export const groupOfFinding = (groups: FindingGroup[], key: string | null) => (k
 /** When each notification went out; without a mail server (DBM_SMTP_URL) a "mail" only reached the server's log, and says so. */
 export function Notified({ label, sent }: { label: string; sent: Sent }) {
   const mail = useSession().me?.notifications.mail
-  if (!sent.email && !sent.webhook) return null
+  const destinations = (sent.destinations ?? []).filter((d) => d.sent_at !== null)
+  if (!wasNotified(sent)) return null
   return (
     <span>
       {label}:{sent.email && <> {mail === 'log' ? "the server's log (no mail server is set)" : 'mail'} {fmtTime(sent.email)}</>}
       {sent.webhook && <> webhook {fmtTime(sent.webhook)}</>}
+      {destinations.map((d) => (
+        <span key={d.id}>
+          {' '}
+          <DbText text={d.name} /> ({d.kind}) {fmtTime(d.sent_at!)}
+        </span>
+      ))}
     </span>
   )
 }
 
+/** Whether a state change went out on any channel: mail, the webhook or an alert destination. */
+export const wasNotified = (sent: Sent) => Boolean(sent.email || sent.webhook || (sent.destinations ?? []).some((d) => d.sent_at !== null))
+
 function AlertLine({ alert }: { alert: Alert }) {
-  const told = alert.notified.opened.email || alert.notified.opened.webhook
+  const told = wasNotified(alert.notified.opened)
   return (
     <p class="small">
       <span class="badge badge-critical">alert open</span> since {fmtTime(alert.opened_at)}.{' '}
