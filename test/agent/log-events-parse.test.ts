@@ -118,6 +118,27 @@ describe('cut files, long and hostile lines', () => {
     expect(cut).toEqual({ entries: [], consumed: 0, ends: [] })
   })
 
+  test('a switch of log_destination: csvlog and jsonlog records PostgreSQL wrote to the stderr file are read as such', () => {
+    // While log_destination turns to csvlog (or jsonlog), the logging collector writes the records it has before
+    // the new file is open to the stderr file (seen in CI: three RAISE LOGs of a switch, whole CSV lines there).
+    const stderr = '2026-12-07 13:11:48.000 UTC [7] a@b LOG:  before\n'
+    const csv = '2026-12-07 13:11:49.114 UTC,"postgres","postgres",3498,"127.0.0.1:52884",6b16b087.daa,9,"DO",2026-12-07 13:11:35 UTC,1/77,0,LOG,00000,"switch-1-2\n""quoted"", */ ü",,,,,"PL/pgSQL function inline_code_block line 1 at RAISE","DO $$ BEGIN RAISE LOG \'switch-1-2\'; END $$",,,"postgres.js","client backend",,0\n'
+    const json = '{"timestamp":"2026-12-07 13:11:50.000 UTC","user":"postgres","dbname":"postgres","pid":3499,"error_severity":"LOG","message":"switch-2-0","application_name":"postgres.js","backend_type":"client backend","query_id":0}\n'
+    const after = '2026-12-07 13:11:51.000 UTC [8] a@b ERROR:  after\n'
+    const all = parse(`${stderr}${csv}${json}${after}`)
+    expect(all.entries.map((e) => [e.severity, e.message, e.pid, e.application])).toEqual([
+      ['LOG', 'before', 7, null],
+      ['LOG', 'switch-1-2\n"quoted", */ ü', 3498, 'postgres.js'],
+      ['LOG', 'switch-2-0', 3499, 'postgres.js'],
+      ['ERROR', 'after', 8, null],
+    ])
+    expect(all.consumed).toBe(Buffer.byteLength(`${stderr}${csv}${json}${after}`))
+    // A CSV record cut after its quoted newline waits for the rest (read again from its start).
+    const cut = parse(Buffer.from(`${stderr}${csv}`).subarray(0, Buffer.byteLength(stderr) + 160), 'stderr', PREFIX, false)
+    expect(cut.entries.map((e) => e.message)).toEqual(['before'])
+    expect(cut.consumed).toBe(Buffer.byteLength(stderr))
+  })
+
   test('invalid UTF-8, a 1 MB line, bidi controls, NULs: parsed, offsets exact, events valid', () => {
     const bad = Buffer.concat([Buffer.from('2026-12-07 03:58:29.190 UTC [7] a@b LOG:  bad \xff\xfe bytes '), Buffer.from([0xc3, 0x28, 0xe2, 0x80]), Buffer.from(' \u202e\u0000end\n')])
     const long = Buffer.from(`2026-12-07 03:58:29.190 UTC [7] a@b LOG:  ${'x'.repeat(1024 * 1024)}\n`)

@@ -53,6 +53,11 @@ export interface ParsedChunk {
   ends: number[]
 }
 
+/** A csvlog record's start: its log_time (`2026-12-07 13:11:49.114 UTC,`). */
+const CSV_RECORD_START = /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? [A-Za-z0-9+:_/-]+,/
+/** A jsonlog record's start. */
+const JSON_RECORD_START = '{"timestamp":"'
+
 function cap(text: string): string {
   return text.length > PART_CHARS ? text.slice(0, PART_CHARS) : text
 }
@@ -284,6 +289,56 @@ function parseStderr(buf: Buffer, opts: ParseOptions, onEntry: ParsedEntryHandle
       lineEnd = joined.next
       pos = joined.next
     }
+    if (!m && CSV_RECORD_START.test(line)) {
+      // A csvlog record in the stderr file: while log_destination turns to csvlog, the logging collector
+      // writes the records it has before the .csv file is open to the stderr file (jsonlog likewise,
+      // below). Read as the record it is, its quoted newlines included.
+      let quotes = 0
+      let at = start
+      let recordEnd = -1
+      while (at < n) {
+        const lineNl = text.indexOf('\n', at)
+        if (lineNl < 0 && !opts.closed && !opts.settled) break
+        const lineStop = lineNl < 0 ? n : lineNl
+        for (let i = text.indexOf('"', at); i >= 0 && i < lineStop; i = text.indexOf('"', i + 1)) quotes++
+        at = lineNl < 0 ? n : lineNl + 1
+        if (quotes % 2 === 0) {
+          recordEnd = lineStop
+          break
+        }
+      }
+      // The entry before it is whole: a record of its own began.
+      finish()
+      if (stop) break
+      if (recordEnd < 0) {
+        // The rest of the record is not written yet: read again from this line.
+        pos = start
+        break
+      }
+      const decoded = buf.toString('utf8', start, recordEnd)
+      entry = csvEntry(csvFields(decoded.includes('\r\n') ? decoded.replaceAll('\r\n', '\n') : decoded.replace(/\r$/, '')), opts.tzOffsetMs)
+      spanStart = -1
+      part = 'message'
+      entryEnd = at
+      pos = at
+      finish()
+      if (stop) break
+      continue
+    }
+    if (!m && line.startsWith(JSON_RECORD_START)) {
+      const json = jsonEntry(line, opts.tzOffsetMs)
+      if (json) {
+        finish()
+        if (stop) break
+        entry = json
+        spanStart = -1
+        part = 'message'
+        entryEnd = lineEnd
+        finish()
+        if (stop) break
+        continue
+      }
+    }
     if (!m) {
       // Not a log line of PostgreSQL's own (a library writing to stderr, a line from before the prefix was
       // set), or a broken prefix whose label never came: taken as it is, with no prefix fields.
@@ -492,40 +547,49 @@ function parseJson(buf: Buffer, opts: ParseOptions, onEntry: ParsedEntryHandler)
       return
     }
     const line = buf.toString('utf8', start, end)
-    let o: Record<string, unknown>
-    try {
-      o = JSON.parse(line)
-      if (o === null || typeof o !== 'object' || Array.isArray(o)) throw new Error('not an object')
-    } catch {
+    const entry = jsonEntry(line, opts.tzOffsetMs)
+    if (entry === undefined) {
       push(foreignEntry(cap(line)), next)
       if (stopped) return false
       consumed = next
       return
     }
-    const severity = typeof o.error_severity === 'string' && SEVERITY_LABELS[o.error_severity] ? o.error_severity : 'LOG'
-    const entry = emptyEntry(severity, str(o.message) ?? '')
-    entry.ts = typeof o.timestamp === 'string' ? parseLogTime(o.timestamp, opts.tzOffsetMs) : null
-    entry.user = str(o.user)
-    entry.database = str(o.dbname)
-    entry.pid = typeof o.pid === 'number' && Number.isInteger(o.pid) && o.pid >= 0 ? o.pid : null
-    const host = str(o.remote_host)
-    entry.client = host === null ? null : typeof o.remote_port === 'number' ? `${host}:${o.remote_port}` : host
-    entry.sqlstate = typeof o.state_code === 'string' && /^[0-9A-Z]{5}$/.test(o.state_code) ? o.state_code : null
-    entry.detail = str(o.detail)
-    entry.hint = str(o.hint)
-    entry.internalQuery = str(o.internal_query)
-    entry.context = str(o.context)
-    entry.statement = str(o.statement)
-    entry.application = str(o.application_name)
-    entry.backendType = str(o.backend_type)
-    // query_id is a 64-bit integer: JSON.parse rounds it, so it is read from the text.
-    const q = /"query_id":(-?\d+)/.exec(line)?.[1]
-    entry.queryId = q && q !== '0' ? q : null
     push(entry, next)
     if (stopped) return false
     consumed = next
   })
   return consumed
+}
+
+/** A jsonlog record (one line) as an entry; undefined when the line is no JSON object. */
+function jsonEntry(line: string, tzOffsetMs: number): RawLogEntry | undefined {
+  let o: Record<string, unknown>
+  try {
+    o = JSON.parse(line)
+    if (o === null || typeof o !== 'object' || Array.isArray(o)) throw new Error('not an object')
+  } catch {
+    return undefined
+  }
+  const severity = typeof o.error_severity === 'string' && SEVERITY_LABELS[o.error_severity] ? o.error_severity : 'LOG'
+  const entry = emptyEntry(severity, str(o.message) ?? '')
+  entry.ts = typeof o.timestamp === 'string' ? parseLogTime(o.timestamp, tzOffsetMs) : null
+  entry.user = str(o.user)
+  entry.database = str(o.dbname)
+  entry.pid = typeof o.pid === 'number' && Number.isInteger(o.pid) && o.pid >= 0 ? o.pid : null
+  const host = str(o.remote_host)
+  entry.client = host === null ? null : typeof o.remote_port === 'number' ? `${host}:${o.remote_port}` : host
+  entry.sqlstate = typeof o.state_code === 'string' && /^[0-9A-Z]{5}$/.test(o.state_code) ? o.state_code : null
+  entry.detail = str(o.detail)
+  entry.hint = str(o.hint)
+  entry.internalQuery = str(o.internal_query)
+  entry.context = str(o.context)
+  entry.statement = str(o.statement)
+  entry.application = str(o.application_name)
+  entry.backendType = str(o.backend_type)
+  // query_id is a 64-bit integer: JSON.parse rounds it, so it is read from the text.
+  const q = /"query_id":(-?\d+)/.exec(line)?.[1]
+  entry.queryId = q && q !== '0' ? q : null
+  return entry
 }
 
 /**
