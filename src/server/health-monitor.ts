@@ -241,6 +241,8 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
         if (mine.length === 0) continue
         const error = await refreshAlertmanager(d, mine, orgId, deliveryDeps, now)
         serverMetrics.alertDestinationDeliveries.labels(d.kind, error === null ? 'delivered' : 'failed').inc()
+        // An alert it heard of only here (routed to it since it opened) is sent its resolution too.
+        if (error === null) await store.alertDestinations.recordRefreshedOpenings(d.id, mine.map((o) => o.alert.id), now)
         if (error !== null) log.warn('alertmanager refresh failed', { org: orgId, destination: d.id, target: targetOrigin(destinationUrl(d) ?? ''), alerts: open.length, cause: error })
       }
     }

@@ -233,6 +233,36 @@ function deliveries() {
     ])
   })
 
+  test('an Alertmanager added while an alert is open hears of it by the refresh, and of its resolution', async () => {
+    const org = await owner()
+    const db = (await server.call('POST', '/api/v1/ingest', { apiKey: org.key, body: critical('ledger') })).body.database_id as string
+    const opened = server.deps.clock()
+    await monitor.runOnce(opened) // opened: no destination yet (the users' mail only)
+    const late = await org.call('POST', PATH, { kind: 'alertmanager', name: 'late', url: `${receiver.url}/late-am` })
+    expect(late.status).toBe(201)
+    // This rule's alert (the database may have others open) as each POST carried it.
+    const at = () =>
+      receiver.received
+        .filter((h) => h.path === '/late-am/api/v2/alerts')
+        .map((h) => (h.body as { labels: { database: string; rule: string }; endsAt?: string }[]).filter((a) => a.labels.rule === RULE))
+        .filter((alerts) => alerts.length > 0)
+    // The first refresh of this organization is a period after it is first seen; then it is told the alert fires.
+    await server.call('POST', '/api/v1/ingest', { apiKey: org.key, body: critical('ledger') })
+    await monitor.runOnce(opened + 31_000)
+    await server.call('POST', '/api/v1/ingest', { apiKey: org.key, body: critical('ledger') })
+    await monitor.runOnce(opened + 62_000)
+    const told = at()
+    expect(told.length).toBeGreaterThanOrEqual(1)
+    expect(told.at(-1)!.map((a) => [a.labels.database, a.endsAt])).toEqual([['ledger', undefined]])
+    // The cure: its resolution goes there too (endsAt now), not left to expire after resolve_timeout.
+    await server.call('POST', '/api/v1/ingest', { apiKey: org.key, body: cured('ledger') })
+    const resolved = opened + 93_000
+    await monitor.runOnce(resolved)
+    expect(at().at(-1)!.map((a) => [a.labels.database, a.endsAt])).toEqual([['ledger', iso(resolved)]])
+    const [alert] = (await org.call('GET', `/api/v1/databases/${db}/alerts?status=resolved`)).body.filter((a: any) => a.rule === RULE)
+    expect(alert.notified.resolved.destinations).toEqual([{ id: late.body.id, kind: 'alertmanager', name: 'late', sent_at: iso(resolved) }])
+  })
+
   test('a failed delivery is logged without its secret, counted, and retried at the next evaluation', async () => {
     const failing = startWebhookReceiver({ statuses: [500] })
     try {

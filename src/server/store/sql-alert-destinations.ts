@@ -84,6 +84,12 @@ export interface AlertDestinationWrites {
   deleteDestination(orgId: string, id: string, now: number): Promise<boolean>
   /** Records one delivery attempt's outcome: null is a success. */
   recordDelivery(id: string, now: number, error: string | null): Promise<void>
+  /**
+   * Records that an Alertmanager was told of these open alerts by the refresh (sent at `now`), for each
+   * that had no opening queued for it (a route changed, or it was added, while the alert was open): their
+   * resolution then goes to it too, as to every channel an opening went to.
+   */
+  recordRefreshedOpenings(destinationId: string, alertIds: readonly string[], now: number): Promise<void>
 }
 
 export interface AlertDestinationStore extends AlertDestinationReads, AlertDestinationWrites {}
@@ -167,6 +173,18 @@ export class SqlAlertDestinations implements AlertDestinationStore {
       alert: { id: r.id, key: r.key, rule: r.rule, severity: r.severity, title: r.title, detail: r.detail, opened_at: num(r.opened_at), resolved_at: null, consequences: consequencesOf(r.consequences) },
       database: { id: r.database_id, name: r.database_name, engine: r.engine, host: r.host, port: num(r.port) },
     }))
+  }
+
+  async recordRefreshedOpenings(destinationId: string, alertIds: readonly string[], now: number): Promise<void> {
+    const channel = destinationChannel(destinationId)
+    for (const alertId of alertIds) {
+      await this.driver.run(
+        `INSERT INTO alert_notifications (id, alert_id, event, channel, created_at, next_attempt_at, attempts, sent_at)
+         SELECT $1, $2, 'opened', $3, $4, $4, 1, $4
+         WHERE NOT EXISTS (SELECT 1 FROM alert_notifications WHERE alert_id = $2 AND event = 'opened' AND channel = $3)`,
+        [Bun.randomUUIDv7(), alertId, channel, now],
+      )
+    }
   }
 
   async createDestination(d: NewAlertDestination): Promise<AlertDestination> {
