@@ -173,14 +173,14 @@ for (const kind of ['sqlite', 'postgres'] as StoreKind[]) {
       const db = await org.ingest('orders')
       const silence = await org.call('POST', SILENCES, { database_id: db, ends_at: new Date(now() + 3_600_000).toISOString(), comment: 'vacuum full tonight' })
       expect(silence.status).toBe(201)
-      expect(silence.body).toMatchObject({ status: 'active', database_id: db, rule: null, key: null, tag: null, comment: 'vacuum full tonight', created_by: { kind: 'user', id: org.account.userId }, expired_early_at: null })
+      expect(silence.body).toMatchObject({ status: 'active', database_id: db, rule: null, key: null, tag: null, comment: 'vacuum full tonight', created_by: { kind: 'user', id: org.account.userId, name: expect.stringContaining(`(${org.account.email})`) }, expired_early_at: null })
 
       const t0 = now()
       await monitor.runOnce(t0)
       expect(at(a.path)).toEqual([])
       const [alert] = (await org.call('GET', `/api/v1/databases/${db}/alerts`)).body
       expect(alert.rule).toBe(RULE)
-      expect(alert.silenced).toEqual({ id: silence.body.id, ends_at: silence.body.ends_at, comment: 'vacuum full tonight', by: { kind: 'user', id: org.account.userId } })
+      expect(alert.silenced).toEqual({ id: silence.body.id, ends_at: silence.body.ends_at, comment: 'vacuum full tonight', by: { kind: 'user', id: org.account.userId, name: expect.stringContaining(`(${org.account.email})`) } })
       // The destination it is queued for, not sent while held.
       expect(alert.notified.opened.destinations).toEqual([{ id: a.id, kind: 'webhook', name: 'a', sent_at: null }])
       // Still held at the next evaluation.
@@ -306,7 +306,7 @@ for (const kind of ['sqlite', 'postgres'] as StoreKind[]) {
       const admin = await createApiKey(server, org.account, 'silencer', ['read', 'admin'])
       const byKey = await server.call('POST', SILENCES, { apiKey: admin.key, body: { rule: RULE, ends_at: ends, comment: 'from a script' } })
       expect(byKey.status).toBe(201)
-      expect(byKey.body.created_by).toEqual({ kind: 'api_key', id: admin.id })
+      expect(byKey.body.created_by).toEqual({ kind: 'api_key', id: admin.id, name: 'API key "silencer"' })
       const reader = await createApiKey(server, org.account, 'reader', ['read'])
       expect((await server.call('GET', SILENCES, { apiKey: reader.key })).status).toBe(200)
       expect((await server.call('POST', SILENCES, { apiKey: reader.key, body: { rule: RULE, ends_at: ends, comment: 'no' } })).status).toBe(403)
@@ -314,7 +314,7 @@ for (const kind of ['sqlite', 'postgres'] as StoreKind[]) {
       // Members: silences yes, routes no.
       const made = await org.call('POST', SILENCES, { key: `${RULE}`, ends_at: ends, comment: 'member silence' }, m)
       expect(made.status).toBe(201)
-      expect(made.body.created_by).toEqual({ kind: 'user', id: m.userId })
+      expect(made.body.created_by).toEqual({ kind: 'user', id: m.userId, name: `A Member (${m.email})` })
       expect((await org.call('GET', SILENCES, undefined, m)).status).toBe(200)
       expect((await org.call('DELETE', `${SILENCES}/${made.body.id}`, undefined, m)).status).toBe(204)
       for (const [method, path, body] of [

@@ -2,7 +2,7 @@
 // up by key (a finding the answer left out is skipped), how long a resolved alert was open, which cause
 // an old link's ?finding= opens, and the old tabs' slugs that open the page.
 import { describe, expect, test } from 'bun:test'
-import { ISSUES_ALIASES, groupOfFinding, issuesBySeverity, openFor } from '../../src/web/pages/db/issues.tsx'
+import { ISSUES_ALIASES, groupOfFinding, issuesBySeverity, openFor, wasNotified } from '../../src/web/pages/db/issues.tsx'
 import type { Finding, FindingGroup } from '../../src/web/pages/db/types.ts'
 
 const finding = (key: string, severity: Finding['severity'], cause: string): Finding => ({
@@ -61,4 +61,12 @@ test('a resolved alert was open from its opening to its resolution; an open one 
 
 test('Doctor, Recommendations and Alerts open Issues', () => {
   expect([...ISSUES_ALIASES].sort()).toEqual(['alerts', 'doctor', 'recommendations'])
+})
+
+test('an alert sent only to an alert destination was notified; one queued there and not sent yet was not', () => {
+  const none = { email: null, webhook: null, destinations: [] }
+  expect(wasNotified(none)).toBe(false)
+  expect(wasNotified({ ...none, destinations: [{ id: 'd', kind: 'pagerduty', name: 'on-call', sent_at: null }] })).toBe(false)
+  expect(wasNotified({ ...none, destinations: [{ id: 'd', kind: 'pagerduty', name: 'on-call', sent_at: '2026-01-01T10:00:00.000Z' }] })).toBe(true)
+  expect(wasNotified({ ...none, email: '2026-01-01T10:00:00.000Z' })).toBe(true)
 })

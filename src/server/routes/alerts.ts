@@ -13,6 +13,7 @@ import { healthMonitorDefaults, webhookPutLimit, webhookTestCooldownMs, webhookU
 import type { Alert, NotificationChannel, NotificationEvent, Recommendation, Webhook } from '../store/sql-health.ts'
 import { rfc3339 } from '../views.ts'
 import { type Silence, silenceOf } from '../alerts/routing.ts'
+import { type NamedAuthor, authorNames } from './silences.ts'
 import { WebhookUrlError, checkWebhookUrl, namesAHost, strictPolicy } from '../webhook-target.ts'
 import { Alert as AlertSchema, CreatedWebhook, Recommendation as RecommendationSchema, Webhook as WebhookSchema, WebhookTestResult } from '../../shared/api/alerts.ts'
 import { NoContent } from '../../shared/api/common.ts'
@@ -64,11 +65,11 @@ function notifiedView(a: Alert, destinations: DestinationNames) {
 }
 
 /** The silence that holds back an open alert's notifications, as the alert shows it. */
-function silencedView(s: Silence | undefined) {
-  return s ? { id: s.id, ends_at: rfc3339(s.ends_at), comment: s.comment, by: s.created_by } : null
+function silencedView(s: Silence | undefined, by: NamedAuthor | undefined) {
+  return s && by ? { id: s.id, ends_at: rfc3339(s.ends_at), comment: s.comment, by } : null
 }
 
-function alertView(a: Alert, destinations: DestinationNames, silence?: Silence) {
+function alertView(a: Alert, destinations: DestinationNames, silence?: Silence, by?: NamedAuthor) {
   return {
     id: a.id,
     key: a.key,
@@ -81,7 +82,7 @@ function alertView(a: Alert, destinations: DestinationNames, silence?: Silence) 
     resolved_at: rfc3339(a.resolved_at),
     notified: notifiedView(a, destinations),
     consequences: a.consequences,
-    silenced: silencedView(silence),
+    silenced: silencedView(silence, by),
   }
 }
 
@@ -145,7 +146,13 @@ export function alertRoutes(deps: Deps) {
         const destinations: DestinationNames = rows.some((a) => a.notifications.some((n) => n.channel.startsWith('destination:')))
           ? new Map((await store.alertDestinations.listDestinations(principal.orgId)).map((d) => [d.id, { kind: d.kind, name: d.name }]))
           : new Map()
-        return rows.map((a) => alertView(a, destinations, a.resolved_at === null ? silenceOf(silences, a, db, now) : undefined))
+        const named = authorNames(deps, principal.orgId)
+        return Promise.all(
+          rows.map(async (a) => {
+            const silence = a.resolved_at === null ? silenceOf(silences, a, db, now) : undefined
+            return alertView(a, destinations, silence, silence ? await named(silence.created_by) : undefined)
+          }),
+        )
       },
       {
         query: listQuery('alerts'),

@@ -11,6 +11,7 @@ import type { Deps } from '../context.ts'
 import { badRequest, conflict, notFound } from '../http-error.ts'
 import { alertRoutingLimits } from '../limits.ts'
 import type { Silence } from '../store/sql-alert-routing.ts'
+import type { SilenceAuthor } from '../alerts/routing.ts'
 import { rfc3339 } from '../views.ts'
 import { Silence as SilenceSchema } from '../../shared/api/alert-routing.ts'
 import { NoContent } from '../../shared/api/common.ts'
@@ -23,7 +24,23 @@ const STATES = ['active', 'expired', 'all'] as const
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/i
 const MATCHERS = 'database_id, rule, key or tag'
 
-export function silenceView(s: Silence, now: number) {
+/** A silence's author with its name (the user's name and email, the API key's name; null once removed). */
+export type NamedAuthor = SilenceAuthor & { name: string | null }
+
+/**
+ * Names the authors of the organization's silences: its members and its API keys (revoked ones too),
+ * read once, when a silence is to be shown.
+ */
+export function authorNames(deps: Pick<Deps, 'store'>, orgId: string): (a: SilenceAuthor) => Promise<NamedAuthor> {
+  let known: Promise<Map<string, string>> | undefined
+  const load = async () => {
+    const [users, keys] = await Promise.all([deps.store.members.listMembers(orgId), deps.store.listApiKeys(orgId, true)])
+    return new Map<string, string>([...users.map((u) => [`user:${u.id}`, `${u.name} (${u.email})`] as const), ...keys.map((k) => [`api_key:${k.id}`, `API key "${k.name}"`] as const)])
+  }
+  return async (a) => ({ ...a, name: (await (known ??= load())).get(`${a.kind}:${a.id}`) ?? null })
+}
+
+export function silenceView(s: Silence, now: number, by: NamedAuthor) {
   return {
     id: s.id,
     status: now >= s.ends_at ? ('expired' as const) : now < s.starts_at ? ('scheduled' as const) : ('active' as const),
@@ -32,7 +49,7 @@ export function silenceView(s: Silence, now: number) {
     key: s.key,
     tag: s.tag === null ? null : `${s.tag.key}=${s.tag.value}`,
     comment: s.comment,
-    created_by: s.created_by,
+    created_by: by,
     created_at: rfc3339(s.created_at),
     starts_at: rfc3339(s.starts_at),
     ends_at: rfc3339(s.ends_at),
@@ -58,7 +75,9 @@ export function silenceRoutes(deps: Deps) {
       '/api/v1/organization/silences',
       async ({ principal, query }) => {
         const now = clock()
-        return (await routing.listSilences(principal.orgId, query.state ?? 'active', now, clampLimit('silences', query.limit))).map((s) => silenceView(s, now))
+        const named = authorNames(deps, principal.orgId)
+        const silences = await routing.listSilences(principal.orgId, query.state ?? 'active', now, clampLimit('silences', query.limit))
+        return Promise.all(silences.map(async (s) => silenceView(s, now, await named(s.created_by))))
       },
       {
         query: query({ state: t.Optional(oneOf('state', STATES)), limit: limitQuery('silences') }),
@@ -104,7 +123,7 @@ export function silenceRoutes(deps: Deps) {
         })
         deps.log.info('silence created', { org: principal.orgId, silence: created.id, by: created.created_by.id })
         set.status = 201
-        return silenceView(created, now)
+        return silenceView(created, now, await authorNames(deps, principal.orgId)(created.created_by))
       },
       {
         body: body(

@@ -54,7 +54,11 @@ export const AlertConsequence = t.Object(
 )
 
 export const SilenceAuthor = t.Object(
-  { kind: t.Union([t.Literal('user'), t.Literal('api_key')]), id: t.String({ description: "the user's id, or the API key's (as in GET /api-keys)" }) },
+  {
+    kind: t.Union([t.Literal('user'), t.Literal('api_key')]),
+    id: t.String({ description: "the user's id, or the API key's (as in GET /api-keys)" }),
+    name: Nullable(t.String({ description: "who that is: the user's name and email, or the API key's name; null once removed" })),
+  },
   { title: 'SilenceAuthor' },
 )
 

@@ -95,6 +95,12 @@ function AlertLine({ alert }: { alert: Alert }) {
         <>
           {' '}
           <span class="badge silenced">silenced</span> until {fmtTime(alert.silenced.ends_at)}: <DbText text={alert.silenced.comment} />
+          {alert.silenced.by.name !== null && (
+            <span class="muted">
+              {' '}
+              (by <DbText text={alert.silenced.by.name} />)
+            </span>
+          )}
         </>
       )}
     </p>
