@@ -171,6 +171,14 @@ function parseStderr(buf: Buffer, opts: ParseOptions, onEntry: ParsedEntryHandle
     consumed = entryEnd
     entry = undefined
   }
+  /** An entry read whole from its own line(s), ending at `end`: handed over at once. */
+  const takeWhole = (whole: RawLogEntry, end: number) => {
+    entry = whole
+    spanStart = -1
+    part = 'message'
+    entryEnd = end
+    finish()
+  }
   /**
    * The broken prefix `first` (its line ends before `from`) joined with the lines after it until the
    * prefix and its label match, within what PostgreSQL can write (names of at most 63 bytes: JOIN_LINES
@@ -299,7 +307,7 @@ function parseStderr(buf: Buffer, opts: ParseOptions, onEntry: ParsedEntryHandle
       while (at < n) {
         const lineNl = text.indexOf('\n', at)
         if (lineNl < 0 && !opts.closed && !opts.settled) break
-        const lineStop = lineNl < 0 ? n : lineNl
+        const lineStop = lineNl < 0 ? n : lineNl > at && text.charCodeAt(lineNl - 1) === 13 ? lineNl - 1 : lineNl
         for (let i = text.indexOf('"', at); i >= 0 && i < lineStop; i = text.indexOf('"', i + 1)) quotes++
         at = lineNl < 0 ? n : lineNl + 1
         if (quotes % 2 === 0) {
@@ -315,13 +323,8 @@ function parseStderr(buf: Buffer, opts: ParseOptions, onEntry: ParsedEntryHandle
         pos = start
         break
       }
-      const decoded = buf.toString('utf8', start, recordEnd)
-      entry = csvEntry(csvFields(decoded.includes('\r\n') ? decoded.replaceAll('\r\n', '\n') : decoded.replace(/\r$/, '')), opts.tzOffsetMs)
-      spanStart = -1
-      part = 'message'
-      entryEnd = at
       pos = at
-      finish()
+      takeWhole(csvRecordEntry(buf, start, recordEnd, opts.tzOffsetMs), at)
       if (stop) break
       continue
     }
@@ -330,11 +333,7 @@ function parseStderr(buf: Buffer, opts: ParseOptions, onEntry: ParsedEntryHandle
       if (json) {
         finish()
         if (stop) break
-        entry = json
-        spanStart = -1
-        part = 'message'
-        entryEnd = lineEnd
-        finish()
+        takeWhole(json, lineEnd)
         if (stop) break
         continue
       }
@@ -510,6 +509,15 @@ function csvEntry(f: string[], tzOffsetMs: number): RawLogEntry {
 }
 
 /**
+ * The csvlog record in buf[start, end) (its last line's CR left out) as an entry: decoded once, a CR before
+ * a newline inside the record going with it.
+ */
+function csvRecordEntry(buf: Buffer, start: number, end: number, tzOffsetMs: number): RawLogEntry {
+  const decoded = buf.toString('utf8', start, end)
+  return csvEntry(csvFields(decoded.includes('\r\n') ? decoded.replaceAll('\r\n', '\n') : decoded), tzOffsetMs)
+}
+
+/**
  * csvlog. A record's lines are counted for quotes in the bytes (a quote byte is never part of a UTF-8
  * sequence) and decoded once, when the record is whole: its lines joined by one newline each.
  */
@@ -522,12 +530,10 @@ function parseCsv(buf: Buffer, opts: ParseOptions, onEntry: ParsedEntryHandler):
     for (let i = buf.indexOf(34, start); i >= 0 && i < end; i = buf.indexOf(34, i + 1)) quotes++
     if (quotes % 2 !== 0 && next < buf.length) return
     if (quotes % 2 !== 0 && !opts.closed) return
-    // Lines end without their CR: a CR before a newline inside the record goes with it.
-    const decoded = buf.toString('utf8', recordStart, end)
-    const record = decoded.includes('\r\n') ? decoded.replaceAll('\r\n', '\n') : decoded
+    const entry = csvRecordEntry(buf, recordStart, end, opts.tzOffsetMs)
     recordStart = -1
     quotes = 0
-    if (onEntry(csvEntry(csvFields(record), opts.tzOffsetMs), next) === false) return false
+    if (onEntry(entry, next) === false) return false
     consumed = next
   })
   return consumed
