@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { type HealthMonitor, createHealthMonitor } from '../../src/server/health-monitor.ts'
 import { TEST_NOT_DELIVERED } from '../../src/server/routes/alerts.ts'
 import { pgBatch } from '../support/batches.ts'
-import { type Account, type TestServer, agentAccount, startTestServer, storeKinds, uniqueIp } from '../support/server.ts'
+import { type Account, type TestServer, agentAccount, inviteMember, startTestServer, storeKinds } from '../support/server.ts'
 import { startWebhookReceiver } from '../support/webhook.ts'
 
 const RULE = 'pg_cache_hit_ratio'
@@ -53,17 +53,7 @@ async function owner(verified = true) {
   return { account, key, ...as(account) }
 }
 
-/** A member of `account`'s organization, through an invite. */
-async function member(account: Account): Promise<Account> {
-  const email = `member-${Math.random().toString(36).slice(2, 9)}@example.com`
-  const res = await server.call('POST', '/api/v1/organization/invites', { token: account.token, body: { email, role: 'member' } })
-  expect(res.status).toBe(201)
-  await server.deps.mailer.idle()
-  const token = new URL(server.mailLink(email, /invited/)!).searchParams.get('token')
-  const accepted = await server.call('POST', '/api/v1/auth/accept-invite', { ip: uniqueIp(), body: { token, name: 'A Member', password: 'member password 1' } })
-  expect(accepted.status).toBe(201)
-  return { ...account, email, token: accepted.body.access_token, userId: accepted.body.user.id }
-}
+const member = (account: Account) => inviteMember(server, account)
 
 function deliveries() {
   test('an alert opens and resolves on each enabled destination, in its receiver format', async () => {

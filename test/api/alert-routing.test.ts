@@ -11,7 +11,7 @@ import { type AlertRoute, destinationsFor, silenceOf } from '../../src/server/al
 import { type HealthMonitor, createHealthMonitor } from '../../src/server/health-monitor.ts'
 import type { StoreKind } from '../support/server.ts'
 import { pgBatch } from '../support/batches.ts'
-import { type Account, type TestServer, agentAccount, createApiKey, startTestServer, uniqueIp } from '../support/server.ts'
+import { type Account, type TestServer, agentAccount, createApiKey, inviteMember, startTestServer } from '../support/server.ts'
 import { startWebhookReceiver } from '../support/webhook.ts'
 
 const RULE = 'pg_cache_hit_ratio'
@@ -129,17 +129,7 @@ for (const kind of ['sqlite', 'postgres'] as StoreKind[]) {
       return { account, key, call, destination, ingest }
     }
 
-    /** A member of `account`'s organization, through an invite. */
-    async function member(account: Account): Promise<Account> {
-      const email = `member-${Math.random().toString(36).slice(2, 9)}@example.com`
-      const res = await server.call('POST', '/api/v1/organization/invites', { token: account.token, body: { email, role: 'member' } })
-      expect(res.status).toBe(201)
-      await server.deps.mailer.idle()
-      const token = new URL(server.mailLink(email, /invited/)!).searchParams.get('token')
-      const accepted = await server.call('POST', '/api/v1/auth/accept-invite', { ip: uniqueIp(), body: { token, name: 'A Member', password: 'member password 1' } })
-      expect(accepted.status).toBe(201)
-      return { ...account, email, token: accepted.body.access_token, userId: accepted.body.user.id }
-    }
+    const member = (account: Account) => inviteMember(server, account)
 
     test('a route sends a prod database\'s alert to A only and the other to B only; a deleted destination leaves its route', async () => {
       const org = await organization()

@@ -226,3 +226,16 @@ export async function agentAccount(
   if (options.verified ?? true) await verify(server, account)
   return { account, key: (await createApiKey(server, account, options.keyName ?? 'agent', options.scopes)).key }
 }
+
+/** A member of `owner`'s organization, named "A Member", joined through an invite (the link its mail carries). */
+export async function inviteMember(server: TestServer, owner: Account): Promise<Account> {
+  const email = `member-${Math.random().toString(36).slice(2, 9)}@example.com`
+  const res = await server.call('POST', '/api/v1/organization/invites', { token: owner.token, body: { email, role: 'member' } })
+  if (res.status !== 201) throw new Error(`invite failed: ${res.status} ${JSON.stringify(res.body)}`)
+  await server.deps.mailer.idle()
+  const token = new URL(server.mailLink(email, /invited/)!).searchParams.get('token')
+  const password = 'member password 1'
+  const accepted = await server.call('POST', '/api/v1/auth/accept-invite', { ip: uniqueIp(), body: { token, name: 'A Member', password } })
+  if (accepted.status !== 201) throw new Error(`accepting the invite failed: ${accepted.status} ${JSON.stringify(accepted.body)}`)
+  return { email, password, token: accepted.body.access_token, refreshToken: accepted.body.refresh_token, userId: accepted.body.user.id, orgId: owner.orgId }
+}

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import type { Browser } from 'playwright-core'
 import { horizontalOverflow, launchBrowser, openPage, signInThroughForm } from '../support/browser.ts'
-import { type Account, type TestServer, signup, startTestServer, uniqueIp, verify } from '../support/server.ts'
+import { type Account, type TestServer, inviteMember, signup, startTestServer, verify } from '../support/server.ts'
 import { startWebhookReceiver } from '../support/webhook.ts'
 
 let server: TestServer
@@ -86,13 +86,7 @@ test('a member sees the destinations read-only', async () => {
   await verify(server, org)
   const made = await server.call('POST', '/api/v1/organization/alert-destinations', { token: org.token, body: { kind: 'alertmanager', name: 'team alertmanager', url: `${receiver.url}/am` } })
   expect(made.status).toBe(201)
-  const email = `member-${Math.random().toString(36).slice(2, 9)}@example.com`
-  expect((await server.call('POST', '/api/v1/organization/invites', { token: org.token, body: { email, role: 'member' } })).status).toBe(201)
-  await server.deps.mailer.idle()
-  const token = new URL(server.mailLink(email, /invited/)!).searchParams.get('token')
-  const password = 'member password 1'
-  const accepted = await server.call('POST', '/api/v1/auth/accept-invite', { ip: uniqueIp(), body: { token, name: 'A Member', password } })
-  expect(accepted.status).toBe(201)
+  const { email, password } = await inviteMember(server, org)
 
   const tab = await openPage(browser, { baseURL: server.base })
   try {
