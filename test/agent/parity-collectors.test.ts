@@ -181,6 +181,7 @@ for (const major of postgresMajors) {
       await admin.unsafe(`INSERT INTO ${table} SELECT g, repeat('p', 50) FROM generate_series(1, 20000) g`)
       const holder = connect(url, 'dbm-parity-holder')
       await holder.unsafe('BEGIN ISOLATION LEVEL REPEATABLE READ')
+      const [{ pid: holderPid }] = (await holder.unsafe('SELECT pg_backend_pid() AS pid')) as unknown as [{ pid: number }]
       await holder.unsafe('SELECT 1')
       const builder = connect(url, 'dbm-parity-builder')
       // postgres.js sends a query once it is awaited or then-ed.
@@ -190,7 +191,8 @@ for (const major of postgresMajors) {
           const rows = await admin`
             SELECT p.pid, p.command, p.phase, p.lockers_total::int, p.lockers_done::int, p.current_locker_pid::int, a.wait_event_type, a.wait_event
             FROM pg_stat_progress_create_index p JOIN pg_stat_activity a USING (pid) WHERE p.datname = current_database()`
-          return rows[0]?.phase === 'waiting for old snapshots' && rows[0]?.wait_event ? rows : undefined
+          // Settled on the holder: a transaction of this test's own connection may be a locker for a moment first.
+          return rows[0]?.phase === 'waiting for old snapshots' && rows[0]?.wait_event && rows[0]?.current_locker_pid === holderPid ? rows : undefined
         })
         // The session the build waits for, as pg_stat_activity shows it: the holder's open transaction.
         const [locker] = await admin`
