@@ -50,7 +50,11 @@ export interface Rule<T extends Record<string, number> = Record<string, number>>
   id: string
   engine: Engine | 'any'
   category: Category
-  /** The rule's thresholds, in one table (documented in the README from here). */
+  /** One line: what the rule finds (docs/doctor-rules.md is generated from it). */
+  summary: string
+  /** The agent's collectors whose data it reads; empty: only what every batch carries (server_state, availability). */
+  collectors: readonly string[]
+  /** The rule's thresholds, in one table (docs/doctor-rules.md lists them from here). */
   thresholds: T
   /** Reads its thresholds through ctx.thresholds(rule), which applies configured overrides. */
   check(ctx: DoctorContext): Promise<FindingDraft[]>

@@ -36,6 +36,8 @@ const LOCAL_INVESTIGATE = [
 
 export const agentDisconnected: Rule<typeof defaults> = {
   id: 'agent_disconnected',
+  summary: 'The agent stopped sending (or never sent) data for this database, so every other finding rests on old numbers or none.',
+  collectors: [],
   engine: 'any',
   category: 'availability',
   thresholds: defaults,

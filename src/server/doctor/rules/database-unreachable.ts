@@ -49,6 +49,8 @@ const LOCAL_INVESTIGATE: Record<string, string[]> = {
 
 export const databaseUnreachable: Rule<typeof defaults> = {
   id: 'database_unreachable',
+  summary: 'The agent runs but cannot reach the database: one critical finding naming the failure\'s class and the driver\'s message, until the agent reports it up again.',
+  collectors: [],
   engine: 'any',
   category: 'availability',
   thresholds: defaults,

@@ -46,6 +46,8 @@ export function memoryPressure(ctx: DoctorContext): Promise<Memory | null> {
 
 export const hostMemoryPressure: Rule<typeof defaults> = {
   id: 'host_memory_pressure',
+  summary: 'Memory pressure on the database\'s host: swap in use with little memory available, or little available without swap.',
+  collectors: ['host', 'log_events'],
   engine: 'any',
   category: 'capacity',
   thresholds: defaults,

@@ -94,6 +94,8 @@ function crashText(r: RecentRestart): string {
 
 export const serverRestarted: Rule<typeof defaults> = {
   id: 'server_restarted',
+  summary: 'The database server restarted in the last minutes; critical when its log shows a crash or crash recovery.',
+  collectors: ['log_events'],
   engine: 'any',
   category: 'availability',
   thresholds: defaults,

@@ -48,6 +48,8 @@ function compareVersions(a: string, b: string): number {
 
 export const serverVersionChanged: Rule<typeof defaults> = {
   id: 'server_version_changed',
+  summary: 'The server\'s version changed in the last hours (a new major release or a downgrade is a warning), with what to check after it.',
+  collectors: [],
   engine: 'any',
   category: 'configuration',
   thresholds: defaults,

@@ -62,6 +62,8 @@ function fixCommands(risk: SettingRisk, before: string | undefined): string[] {
 
 export const settingChanged: Rule<typeof defaults> = {
   id: 'setting_changed',
+  summary: 'A setting of the risky-settings table changed in the last hours: old and new value, why it matters, and the command that puts the old value back.',
+  collectors: [],
   engine: 'any',
   category: 'configuration',
   thresholds: defaults,

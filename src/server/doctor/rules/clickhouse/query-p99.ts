@@ -27,6 +27,8 @@ const median = (values: number[]) => {
 
 export const queryP99: Rule<typeof defaults> = {
   id: 'ch_query_p99',
+  summary: 'The server\'s query latency (the median minute\'s p99 over the last hour) too high, naming the slowest statements.',
+  collectors: ['server_metrics', 'query_stats'],
   engine: 'clickhouse',
   category: 'performance',
   thresholds: defaults,

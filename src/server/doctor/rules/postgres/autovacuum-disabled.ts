@@ -21,6 +21,8 @@ const n = (v: number) => v.toLocaleString('en-US')
 
 export const autovacuumDisabled: Rule<typeof defaults> = {
   id: 'pg_autovacuum_disabled',
+  summary: 'Tables whose storage parameters turn autovacuum off, so dead rows pile up and statistics go stale.',
+  collectors: ['tables'],
   engine: 'postgres',
   category: 'maintenance',
   thresholds: defaults,

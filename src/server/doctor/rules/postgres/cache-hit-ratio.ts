@@ -12,6 +12,8 @@ const defaults = {
 
 export const cacheHitRatio: Rule<typeof defaults> = {
   id: 'pg_cache_hit_ratio',
+  summary: 'Too few block reads served from shared buffers over the last hour: the working set does not fit in memory.',
+  collectors: ['database_stats'],
   engine: 'postgres',
   category: 'performance',
   thresholds: defaults,

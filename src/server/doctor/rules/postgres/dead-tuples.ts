@@ -58,6 +58,8 @@ export const resetAutovacuum = (name: string) => `ALTER TABLE ${name} RESET (aut
 
 export const deadTuples: Rule<typeof defaults> = {
   id: 'pg_dead_tuples',
+  summary: 'Tables carrying many dead rows: autovacuum is behind, off for them, or held back by whatever holds the xmin horizon (named).',
+  collectors: ['tables', 'database_stats'],
   engine: 'postgres',
   category: 'maintenance',
   thresholds: defaults,

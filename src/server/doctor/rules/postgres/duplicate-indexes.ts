@@ -115,6 +115,8 @@ export function redundantIndexes(rows: IndexRow[]): { index: Parsed; cover: Pars
 
 export const duplicateIndexes: Rule<typeof defaults> = {
   id: 'pg_duplicate_indexes',
+  summary: 'Redundant indexes: another valid index of the same table covers every query they serve.',
+  collectors: ['indexes'],
   engine: 'postgres',
   category: 'performance',
   thresholds: defaults,

@@ -33,6 +33,8 @@ function duplicatesQuery(def: string, table: string): string | undefined {
 
 export const invalidIndexes: Rule<typeof defaults> = {
   id: 'pg_invalid_indexes',
+  summary: 'Invalid indexes left behind by a failed CREATE INDEX CONCURRENTLY or REINDEX CONCURRENTLY: never used by the planner, still maintained.',
+  collectors: ['indexes'],
   engine: 'postgres',
   category: 'schema',
   thresholds: defaults,

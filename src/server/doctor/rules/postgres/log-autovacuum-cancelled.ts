@@ -57,6 +57,8 @@ export function tableParts(logged: string, known: readonly { schema_name: string
 
 export const logAutovacuumCancelled: Rule<typeof defaults> = {
   id: 'pg_log_autovacuum_cancelled',
+  summary: 'Autovacuum on a table cancelled again and again by sessions asking for conflicting locks (named from the log).',
+  collectors: ['log_events', 'tables'],
   engine: 'postgres',
   category: 'maintenance',
   thresholds: defaults,

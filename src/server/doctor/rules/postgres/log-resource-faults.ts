@@ -31,6 +31,8 @@ const iso = (ms: number) => new Date(ms).toISOString()
 
 export const logResourceFaults: Rule<typeof defaults> = {
   id: 'pg_log_resource_faults',
+  summary: 'The server ran out of something (memory, processes, disk) or a server process crashed, from its log.',
+  collectors: ['log_events'],
   engine: 'postgres',
   category: 'availability',
   thresholds: defaults,

@@ -22,6 +22,8 @@ const n = (v: number) => v.toLocaleString('en-US')
 
 export const missingPrimaryKey: Rule<typeof defaults> = {
   id: 'pg_missing_primary_key',
+  summary: 'Tables without a primary key: logical replication, pg_repack and most ORMs need one, and nothing stops duplicate rows.',
+  collectors: ['tables'],
   engine: 'postgres',
   category: 'schema',
   thresholds: defaults,

@@ -40,6 +40,8 @@ const shape = (p: StoredPlan) => `${p.seq_scans} sequential and ${p.index_scans}
 
 export const planChanged: Rule<typeof defaults> = {
   id: 'pg_plan_changed',
+  summary: 'A costly statement whose newest plan has another shape and a higher estimated cost than the plan before it.',
+  collectors: ['query_stats', 'explain_plans'],
   engine: 'postgres',
   category: 'performance',
   thresholds: defaults,

@@ -146,6 +146,8 @@ function advise(table: TableRow, filtering: SeqScanNode[], indexes: IndexRow[], 
 
 export const sequentialScans: Rule<typeof defaults> = {
   id: 'pg_sequential_scans',
+  summary: 'Large tables read by frequent full sequential scans, with the index to create from the sampled plans and column statistics.',
+  collectors: ['tables', 'indexes', 'query_stats', 'explain_plans', 'column_stats'],
   engine: 'postgres',
   category: 'performance',
   thresholds: defaults,

@@ -58,6 +58,8 @@ function planChange(plans: StoredPlan[]): { before: StoredPlan; after: StoredPla
 
 export const statementRegressed: Rule<typeof defaults> = {
   id: 'pg_statement_regressed',
+  summary: 'A statement whose mean time over the last hour is several times its own mean over the day before.',
+  collectors: ['query_stats', 'explain_plans'],
   engine: 'postgres',
   category: 'performance',
   thresholds: defaults,

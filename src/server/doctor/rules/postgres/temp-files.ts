@@ -65,6 +65,8 @@ function loggedSpills(entries: StoredLogEntry[]): LoggedSpill[] {
 
 export const tempFiles: Rule<typeof defaults> = {
   id: 'pg_temp_files',
+  summary: 'Temporary files written over the last hour by sorts and hashes that outgrew work_mem, with the statements that spill and the memory they need.',
+  collectors: ['database_stats', 'query_stats', 'explain_plans', 'log_events'],
   engine: 'postgres',
   category: 'performance',
   thresholds: defaults,

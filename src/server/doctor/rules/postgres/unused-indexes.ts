@@ -22,6 +22,8 @@ const defaults = {
 
 export const unusedIndexes: Rule<typeof defaults> = {
   id: 'pg_unused_indexes',
+  summary: 'Indexes never scanned (neither primary nor unique, larger than 1 MB): they cost every write and serve no read.',
+  collectors: ['indexes'],
   engine: 'postgres',
   category: 'performance',
   thresholds: defaults,
