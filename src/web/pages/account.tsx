@@ -368,7 +368,7 @@ export function AccountSettings() {
           </h2>
           <p class="muted small">
             When a critical finding opens or resolves an alert, dbm mails the organization's verified users and POSTs the alert to this URL, signed
-            with a secret (see the README's webhook section). Failed deliveries are retried every minute for a day.
+            with a secret (see docs/alerts.md). Failed deliveries are retried every minute for a day.
           </p>
           {isOwner(me.user.role) ? <WebhookSettings notifications={me.notifications} /> : <OwnersOnly what="the webhook" />}
         </section>
@@ -379,7 +379,7 @@ export function AccountSettings() {
           </h2>
           <p class="muted small">
             Each enabled destination is sent every alert's opening and resolution too: Slack, Microsoft Teams, PagerDuty, Opsgenie, a Prometheus
-            Alertmanager, a signed webhook or mail (see the README's alert destinations section).
+            Alertmanager, a signed webhook or mail (see docs/alerts.md, Alert destinations).
           </p>
           <AlertDestinations owner={isOwner(me.user.role)} />
         </section>

@@ -248,7 +248,7 @@ databases:
     dsn: postgres://dbm_monitor:secret@db1.internal:5432/orders?sslmode=require
     poll_interval: 10s
     # explain_trusted_roles: [app]  # the role owning your tables and functions, if you trust its code to
-                                    # run with the agent's rights while plans are sampled (README: PostgreSQL setup)
+                                    # run with the agent's rights while plans are sampled (docs/postgresql-setup.md)
     tags: { env: prod }
   - name: events
     dsn: clickhouse://dbm_monitor:secret@ch1.internal:8123/default

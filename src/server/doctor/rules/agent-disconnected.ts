@@ -52,7 +52,7 @@ export const agentDisconnected: Rule<typeof defaults> = {
             title: 'No data from the agent yet',
             detail: `dbm has not received any telemetry for "${db.name}" since it was registered ${duration(now - db.created_at)} ago.`,
             recommendation:
-              'dbm local watches the databases whose DSNs are on its command line, and shows the first data within about 15 seconds. Stop it (Ctrl-C) and start it again with this database\'s DSN; if its start line reports an error, fix the DSN or the role\'s rights (PostgreSQL setup in the README) and start it again.',
+              'dbm local watches the databases whose DSNs are on its command line, and shows the first data within about 15 seconds. Stop it (Ctrl-C) and start it again with this database\'s DSN; if its start line reports an error, fix the DSN or the role\'s rights (docs/postgresql-setup.md) and start it again.',
             how_to_investigate: LOCAL_INVESTIGATE,
             how_to_fix: [`${localCommand(db)}   # with the DSNs of the other databases you watch`],
             metrics: { last_seen_at: null },
@@ -83,7 +83,7 @@ export const agentDisconnected: Rule<typeof defaults> = {
           title: 'The agent has stopped sending data',
           detail: `Nothing from dbm local's agent for "${db.name}" (no batch, no availability report) for ${duration(silence)} (poll interval ${db.poll_interval_seconds} s); the other findings describe the database as it was then.`,
           recommendation:
-            'dbm local watches only the DSNs given to the run in progress: a database of an earlier run keeps its history but is not watched unless its DSN is given again. Restart dbm local (Ctrl-C, then the command) with this database\'s DSN among the others; if its start line then reports an error, check the DSN and the role (PostgreSQL setup in the README).',
+            'dbm local watches only the DSNs given to the run in progress: a database of an earlier run keeps its history but is not watched unless its DSN is given again. Restart dbm local (Ctrl-C, then the command) with this database\'s DSN among the others; if its start line then reports an error, check the DSN and the role (docs/postgresql-setup.md).',
           how_to_investigate: LOCAL_INVESTIGATE,
           how_to_fix: [`${localCommand(db)}   # with the DSNs of the other databases you watch`],
           metrics: { last_seen_s_ago: Math.round(silence / 1000), poll_interval_seconds: db.poll_interval_seconds },

@@ -306,7 +306,7 @@ export function LogsPage({ db, query, setQuery }: PageProps) {
                 {db.engine === 'postgres' ? (
                   <>
                     from the files in <code>pg_log_dir</code> when it runs beside the server, or over SQL with <code>pg_read_binary_file</code> when its role
-                    is granted it (README: Server log). <code>dbm agent --check</code> says which, and what the server's <code>log_line_prefix</code>{' '}
+                    is granted it (docs/server-log.md). <code>dbm agent --check</code> says which, and what the server's <code>log_line_prefix</code>{' '}
                     lacks.
                   </>
                 ) : (
