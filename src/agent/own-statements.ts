@@ -12,6 +12,10 @@
 // `unsafe`, marked here; the connection it runs on is handed to the transaction by postgres.js (its
 // onexecute option), and that connection's execute is wrapped so that the transaction's SAVEPOINT,
 // ROLLBACK TO, COMMIT and ROLLBACK, which postgres.js builds itself, are marked as they are sent.
+//
+// These are postgres.js internals (no public hook rewrites a statement as it is sent), so postgres.js is
+// pinned exactly in package.json and test/agent/postgres-internals.test.ts checks each one: run it before
+// raising the pin; a failure names the internal that changed.
 import postgres from 'postgres'
 import { postgresConnection } from './postgres-dsn.ts'
 

@@ -242,7 +242,9 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
     .use(logEventRoutes(deps))
     .use(ingestRoutes(deps))
     .use(actionRoutes(deps))
-    .use(routes ?? new Elysia())
+    // Typed as a plain Elysia: an AnyElysia here would turn every route of App (the dashboard's typed
+    // calls, src/web/api-routes.ts) into `any`.
+    .use((routes ?? new Elysia()) as Elysia)
     .use(resetPasswordPage())
     .use(apiDocsRoutes(() => built.app!, { rateLimitedPaths: Object.keys(rateLimitedPaths) }))
     .use(acceptInvitePage())

@@ -37,7 +37,7 @@ function TestWebhook({ onGone }: { onGone(): void }) {
   const send = async () => {
     setState({ busy: true })
     try {
-      const outcome = await api<TestOutcome>('POST', '/organization/webhook/test', {})
+      const outcome = await api('POST', '/organization/webhook/test', {})
       setState({ outcome })
     } catch (e) {
       if (e instanceof ApiError && e.status === 404 && /webhook/.test(e.message)) {
@@ -172,7 +172,7 @@ function WebhookForm({ current, onSaved }: { current: Webhook | null; onSaved(an
     setBusy(true)
     setError('')
     try {
-      onSaved(await api<PutAnswer>('PUT', '/organization/webhook', { url: url.trim() }))
+      onSaved(await api('PUT', '/organization/webhook', { url: url.trim() }))
     } catch (err) {
       setError((err as Error).message)
     } finally {
@@ -219,7 +219,7 @@ function WebhookForm({ current, onSaved }: { current: Webhook | null; onSaved(an
  */
 function WebhookSettings({ notifications }: { notifications: Me['notifications'] }) {
   const [isSet, setIsSet] = useState(notifications.webhook)
-  const loaded = useApi<Webhook>(isSet ? '/organization/webhook' : null)
+  const loaded = useApi(isSet ? '/organization/webhook' : null)
   const [secret, setSecret] = useState<string>()
   const [saved, setSaved] = useState('')
   const none = !isSet || (loaded.error instanceof ApiError && loaded.error.status === 404)

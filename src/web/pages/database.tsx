@@ -140,7 +140,7 @@ type LiveHealth = Pick<Database, 'status' | 'last_seen_at' | 'reason' | 'down_si
 
 /** The database's status and last batch, read every poll interval (one row read on the server). */
 function useLiveHealth(db: Database | undefined): LiveHealth | undefined {
-  const health = useApi<LiveHealth>(db ? `/databases/${encodeURIComponent(db.id)}/health` : null)
+  const health = useApi(db ? `/databases/${encodeURIComponent(db.id)}/health` : null)
   useEvery(healthPollMs(db?.poll_interval_seconds ?? 10), health.reload)
   return health.data
 }
@@ -291,8 +291,8 @@ export function DatabaseLayout(props: LayoutProps) {
 }
 
 function DatabaseView({ id, tab, item, query }: LayoutProps) {
-  const db = useApi<Database>(`/databases/${encodeURIComponent(id)}`)
-  const diagnosis = useApi<Doctor>(db.data ? `/databases/${encodeURIComponent(id)}/doctor` : null)
+  const db = useApi(`/databases/${encodeURIComponent(id)}`)
+  const diagnosis = useApi(db.data ? `/databases/${encodeURIComponent(id)}/doctor` : null)
   const reloadAll = useCallback(() => {
     db.reload()
     diagnosis.reload()

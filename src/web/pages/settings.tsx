@@ -55,7 +55,7 @@ function CreateKeyForm({
     setBusy(true)
     setError('')
     try {
-      const created = await api<CreatedKey>('POST', '/api-keys', { name, scopes })
+      const created = await api('POST', '/api-keys', { name, scopes })
       lastCreated = created
       setName(defaultName)
       setScopes(defaultScopes)
@@ -173,7 +173,7 @@ function KeyRow({ apiKey, onRevoked }: { apiKey: ApiKey; onRevoked(): void }) {
 }
 
 export function ApiKeys() {
-  const keys = useApi<ApiKey[]>('/api-keys?include_revoked=true')
+  const keys = useApi('/api-keys?include_revoked=true')
   const [created, setCreated] = useState<CreatedKey>()
   return (
     <main>

@@ -335,7 +335,7 @@ export function ActivePage({ db, query, setQuery }: PageProps) {
   const at = atOf(query)
   const setAt = (value: number | undefined) => setQuery({ at: value === undefined ? undefined : String(value) }, { replace: true })
   const stream = useActiveStream(db, interval, paused || !db.last_seen_at || at !== undefined)
-  const past = useApi<Session[]>(at !== undefined && db.last_seen_at ? apiPath(db, `/active?at=${at}&limit=200`) : null)
+  const past = useApi(at !== undefined && db.last_seen_at ? apiPath(db, `/active?at=${at}&limit=200`) : null)
   const shown = at === undefined ? stream.active : past.data
   const sessions = useMemo(
     () => (shown ?? []).filter((s) => !(hideIdle && db.engine === 'postgres' && s.state === 'idle')),

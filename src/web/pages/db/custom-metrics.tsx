@@ -122,7 +122,7 @@ function chartData(metric: CustomMetric, answer: CustomMetricSeries): { times: n
 }
 
 function MetricChart({ db, metric, tw }: { db: Database; metric: CustomMetric; tw: TimeWindow }) {
-  const answer = useApi<CustomMetricSeries>(apiPath(db, `/custom-metrics/${encodeURIComponent(metric.name)}?${tw.params}&bucket=${tw.bucket}`))
+  const answer = useApi(apiPath(db, `/custom-metrics/${encodeURIComponent(metric.name)}?${tw.params}&bucket=${tw.bucket}`))
   const data = useMemo(() => (answer.data ? chartData(metric, answer.data) : undefined), [answer.data, metric])
   const counter = metric.kind === 'counter'
   return (
@@ -216,7 +216,7 @@ function NoCustomMetrics() {
 
 export function CustomMetricsPage({ db, query, setQuery }: PageProps) {
   const tw = useWindow(query)
-  const list = useApi<CustomMetricList>(db.last_seen_at ? apiPath(db, '/custom-metrics') : null)
+  const list = useApi(db.last_seen_at ? apiPath(db, '/custom-metrics') : null)
   if (!db.last_seen_at) return <NoDataYet db={db} />
   return (
     <section>

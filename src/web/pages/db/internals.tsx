@@ -269,18 +269,18 @@ export function InternalsPage({ db, query, setQuery }: PageProps) {
   const tw = useWindow(query)
   const marks = useEventMarks(db, tw.bounds)
   const on = db.last_seen_at !== null
-  const series = (path: string) => (on ? apiPath(db, `${path}?${tw.params}&bucket=${tw.bucket}`) : null)
-  const stats = useApi<DatabaseStats>(on ? apiPath(db, '/database-stats') : null)
-  const statsSeries = useApi<Static<typeof DatabaseStatsPoint>[]>(series('/database-stats/timeseries'))
-  const bgwriterRaw = useApi<BgwriterPoint[]>(series('/bgwriter'))
+  const series = <const S extends string>(path: S) => (on ? apiPath(db, `${path}?${tw.params}&bucket=${tw.bucket}`) : null)
+  const stats = useApi(on ? apiPath(db, '/database-stats') : null)
+  const statsSeries = useApi(series('/database-stats/timeseries'))
+  const bgwriterRaw = useApi(series('/bgwriter'))
   const bgwriterSpread = useMemo(() => (bgwriterRaw.data ? spreadCheckpoints(bgwriterRaw.data, tw.bucket * 1000) : undefined), [bgwriterRaw.data, tw.bucket])
   const bgwriter: Loaded<BgwriterPoint[]> = { ...bgwriterRaw, data: bgwriterSpread }
-  const wal = useApi<WalStats>(on ? apiPath(db, '/wal-stats') : null)
-  const walSeries = useApi<Static<typeof WalPoint>[]>(series('/wal-stats/timeseries'))
-  const archiver = useApi<Archiver>(on ? apiPath(db, '/archiver') : null)
-  const backups = useApi<Backups>(on ? apiPath(db, '/backups') : null)
-  const io = useApi<IoStats>(on ? apiPath(db, '/io-stats') : null)
-  const ioSeries = useApi<IoPoint[]>(series('/io-stats/timeseries'))
+  const wal = useApi(on ? apiPath(db, '/wal-stats') : null)
+  const walSeries = useApi(series('/wal-stats/timeseries'))
+  const archiver = useApi(on ? apiPath(db, '/archiver') : null)
+  const backups = useApi(on ? apiPath(db, '/backups') : null)
+  const io = useApi(on ? apiPath(db, '/io-stats') : null)
+  const ioSeries = useApi(series('/io-stats/timeseries'))
   const ioPoints = useMemo(() => ioTotals(ioSeries.data), [ioSeries.data])
   if (!on) return <NoDataYet db={db} />
   const ioLoaded: Loaded<IoTotal[]> = { ...ioSeries, data: ioPoints }

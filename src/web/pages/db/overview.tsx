@@ -77,12 +77,12 @@ function ActivityCharts({ db, loaded, specs, bucket, bounds }: { db: Database; l
 }
 
 function PostgresActivity({ db, tw }: { db: Database; tw: TimeWindow }) {
-  const points = useApi<Static<typeof DatabaseStatsPoint>[]>(apiPath(db, `/database-stats/timeseries?${tw.params}&bucket=${tw.bucket}`))
+  const points = useApi(apiPath(db, `/database-stats/timeseries?${tw.params}&bucket=${tw.bucket}`))
   return <ActivityCharts db={db} loaded={points} specs={POSTGRES_ACTIVITY} bucket={tw.bucket} bounds={tw.bounds} />
 }
 
 function ClickHouseActivity({ db, tw }: { db: Database; tw: TimeWindow }) {
-  const metrics = useApi<Static<typeof ServerMetrics>>(apiPath(db, `/server-metrics?${tw.params}&bucket=${tw.bucket}`))
+  const metrics = useApi(apiPath(db, `/server-metrics?${tw.params}&bucket=${tw.bucket}`))
   const loaded: Loaded<Point[]> = { ...metrics, data: metrics.data?.timeseries }
   return <ActivityCharts db={db} loaded={loaded} specs={CLICKHOUSE_ACTIVITY} bucket={metrics.data?.bucket_seconds ?? tw.bucket} bounds={tw.bounds} />
 }
@@ -183,7 +183,7 @@ interface FigureCard {
 
 function Figures({ db, o, doctor, tw }: { db: Database; o: Overview; doctor: Doctor | undefined; tw: TimeWindow }) {
   // The connections against max_connections (PostgreSQL), as the Connections page counts them.
-  const connections = useApi<Connections>(db.engine === 'postgres' ? apiPath(db, '/connections?limit=1') : null)
+  const connections = useApi(db.engine === 'postgres' ? apiPath(db, '/connections?limit=1') : null)
   const slots = connections.data?.slots ?? null
   const longest = o.longest_query_ms ?? 0
   const cards: FigureCard[] = [
@@ -317,7 +317,7 @@ function TopIssues({ db, doctor }: PageProps) {
 export function OverviewPage(props: PageProps) {
   const { db, query, setQuery } = props
   const tw = useWindow(query)
-  const overview = useApi<Overview>(db.last_seen_at ? apiPath(db, `/overview?${tw.params}`) : null)
+  const overview = useApi(db.last_seen_at ? apiPath(db, `/overview?${tw.params}`) : null)
   // A relative range moves to now with each reload; a custom one stays where it is.
   useEvery(30_000, tw.range === 'custom' ? overview.reload : tw.refresh)
   if (!db.last_seen_at) return <NoDataYet db={db} />

@@ -33,7 +33,7 @@ function DiskChart({ points, step, range }: { points: ServerMetrics['timeseries'
 
 export function ServerPage({ db, query, setQuery }: PageProps) {
   const tw = useWindow(query)
-  const metrics = useApi<ServerMetrics>(db.last_seen_at ? apiPath(db, `/server-metrics?${tw.params}&bucket=${tw.bucket}`) : null)
+  const metrics = useApi(db.last_seen_at ? apiPath(db, `/server-metrics?${tw.params}&bucket=${tw.bucket}`) : null)
   if (!db.last_seen_at) return <NoDataYet db={db} />
   return (
     <Async loaded={metrics}>

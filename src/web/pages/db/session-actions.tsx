@@ -43,7 +43,7 @@ export function killCommand(kind: KillKind, s: Session): string {
 
 /** What the database's agent allows, refreshed when asked. */
 export function useAllowedActions(db: Database, enabled: boolean) {
-  return useApi<Static<typeof ActionList>>(enabled ? apiPath(db, '/actions') : null)
+  return useApi(enabled ? apiPath(db, '/actions') : null)
 }
 
 /** The action, re-read every second until it settled. */
@@ -55,7 +55,7 @@ function useAction(db: Database, id: string | undefined): Action | undefined {
     let timer: ReturnType<typeof setTimeout>
     const read = async () => {
       try {
-        const a = await api<Action>('GET', apiPath(db, `/actions/${id}`))
+        const a = await api('GET', apiPath(db, `/actions/${id}`))
         if (stop) return
         setAction(a)
         if (a.state !== 'pending' && a.state !== 'running') return
@@ -92,7 +92,7 @@ export function KillPanel({ db, target, allowed, onClose }: { db: Database; targ
   const confirm = async () => {
     setError(undefined)
     try {
-      const a = await api<Action>('POST', apiPath(db, '/actions'), {
+      const a = await api('POST', apiPath(db, '/actions'), {
         kind,
         statement: s.query_text,
         session: {
