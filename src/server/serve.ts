@@ -263,7 +263,7 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
     const fetch = app.fetch as Fetch
     for (const s of servers) s.reload({ fetch: through(fetch) as never, websocket: websocket as never })
     await nextTurn()
-    const [{ createHealthMonitor }, { startDiagnosisWorker }] = await Promise.all([import('./health-monitor.ts'), import('./doctor/diagnosis-worker.ts')])
+    const [{ createHealthMonitor }, { startDiagnosisWorker }] = await Promise.all([import('./monitor/index.ts'), import('./doctor/diagnosis-worker.ts')])
     await nextTurn()
     const diagnoser = startDiagnosisWorker({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, logLevel: config.logLevel, local: config.signup === 'local', log }).then(
       (worker) => {

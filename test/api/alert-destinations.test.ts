@@ -8,7 +8,7 @@
 // routes run on both stores (SQLite and PostgreSQL); the address checks, which store nothing, on SQLite.
 // A real Alertmanager receives them in alertmanager-real.test.ts.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { type HealthMonitor, createHealthMonitor } from '../../src/server/health-monitor.ts'
+import { type HealthMonitor, createHealthMonitor } from '../../src/server/monitor/index.ts'
 import { TEST_NOT_DELIVERED } from '../../src/server/routes/alerts.ts'
 import { pgBatch } from '../support/batches.ts'
 import { type Account, type TestServer, agentAccount, inviteMember, startTestServer, storeKinds } from '../support/server.ts'

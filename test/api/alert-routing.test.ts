@@ -8,7 +8,7 @@
 // silence but not route (403), another organization's route or silence is a 404, bad matchers a 400.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { type AlertRoute, destinationsFor, silenceOf } from '../../src/server/alerts/routing.ts'
-import { type HealthMonitor, createHealthMonitor } from '../../src/server/health-monitor.ts'
+import { type HealthMonitor, createHealthMonitor } from '../../src/server/monitor/index.ts'
 import type { StoreKind } from '../support/server.ts'
 import { pgBatch } from '../support/batches.ts'
 import { type Account, type TestServer, agentAccount, createApiKey, inviteMember, startTestServer } from '../support/server.ts'

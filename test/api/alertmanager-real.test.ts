@@ -5,7 +5,7 @@
 // alerts whose endsAt has passed). The database's name carries a quote, a backslash and non-ASCII text,
 // which Alertmanager must get back unchanged. Every wait polls Alertmanager's state.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { type HealthMonitor, createHealthMonitor } from '../../src/server/health-monitor.ts'
+import { type HealthMonitor, createHealthMonitor } from '../../src/server/monitor/index.ts'
 import { type TestAlertmanager, startAlertmanager } from '../support/alertmanager.ts'
 import { pgBatch } from '../support/batches.ts'
 import { type TestServer, agentAccount, startTestServer } from '../support/server.ts'

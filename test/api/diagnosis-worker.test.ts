@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { type Diagnoser, DiagnosisBusy, startDiagnosisWorker } from '../../src/server/doctor/diagnosis-worker.ts'
 import { diagnose, diagnoseRecent } from '../../src/server/doctor/index.ts'
-import { createHealthMonitor } from '../../src/server/health-monitor.ts'
+import { createHealthMonitor } from '../../src/server/monitor/index.ts'
 import { createLogger } from '../../src/shared/log.ts'
 import { pgBatch } from '../support/batches.ts'
 import { type TestServer, agentAccount, freshStoreLocation, startTestServer, storeKinds } from '../support/server.ts'

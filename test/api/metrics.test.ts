@@ -15,7 +15,7 @@ import { type Scrape, checkConventions, histogram, histogramCount, parseScrape, 
 import { type StoreKind, type TestServer, agentAccount, signup, startTestServer, storeKinds, uniqueIp } from '../support/server.ts'
 import { until } from '../support/wait.ts'
 import { startWebhookReceiver } from '../support/webhook.ts'
-import { createHealthMonitor } from '../../src/server/health-monitor.ts'
+import { createHealthMonitor } from '../../src/server/monitor/index.ts'
 import { UsageError, resolveServeConfig } from '../../src/server/config.ts'
 
 /** The operator's DBM_METRICS_TOKEN of the test servers. */

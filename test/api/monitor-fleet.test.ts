@@ -5,7 +5,7 @@
 // diagnoses each database about once per interval, not once per tick; and, on SQLite (whose reads are
 // synchronous), a pass over many databases lets a request through while it runs.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { createHealthMonitor } from '../../src/server/health-monitor.ts'
+import { createHealthMonitor } from '../../src/server/monitor/index.ts'
 import { pgBatch } from '../support/batches.ts'
 import { type TestServer, agentAccount, startTestServer, storeKinds } from '../support/server.ts'
 import { until } from '../support/wait.ts'

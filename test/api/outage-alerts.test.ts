@@ -3,7 +3,7 @@
 // database_unreachable alert is opened and resolved once, at the end; while the agent is silent the alert
 // stays open saying its state is as last reported, and agent_disconnected does not open a second one.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { createHealthMonitor } from '../../src/server/health-monitor.ts'
+import { createHealthMonitor } from '../../src/server/monitor/index.ts'
 import { pgBatch } from '../support/batches.ts'
 import { type TestServer, agentAccount, startTestServer } from '../support/server.ts'
 

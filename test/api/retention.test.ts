@@ -3,7 +3,7 @@
 // DBM_RETENTION_DAYS (30 here), in every telemetry table; minute buckets older than 48 hours are deleted
 // while the answers over such windows stay exactly what they were, read from the hourly buckets.
 import { afterEach, describe, expect, test } from 'bun:test'
-import { createHealthMonitor } from '../../src/server/health-monitor.ts'
+import { createHealthMonitor } from '../../src/server/monitor/index.ts'
 import { KEPT_WITH_DATABASE, RETAINED_TABLES, WITHOUT_ROWID_KEYS, batchDeleteSql } from '../../src/server/store/sql-retention.ts'
 import { type Window, windowRanges } from '../../src/server/store/window.ts'
 import { sqliteDialect } from '../../src/server/store/dialect.ts'

@@ -7,7 +7,7 @@
 // retention; another organization gets 404, a bad `at` a 400. The lock-chain derivation and the lock compaction are also
 // checked alone (store/lock-chains.ts).
 import { describe, expect, test } from 'bun:test'
-import { createHealthMonitor } from '../../src/server/health-monitor.ts'
+import { createHealthMonitor } from '../../src/server/monitor/index.ts'
 import { sessionHistoryLimits } from '../../src/server/limits.ts'
 import { compactLocks, lockChains } from '../../src/server/store/lock-chains.ts'
 import type { ActiveQuery, LockEntry } from '../../src/shared/wire.ts'

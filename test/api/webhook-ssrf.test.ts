@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { createHealthMonitor, postWebhook } from '../../src/server/health-monitor.ts'
+import { createHealthMonitor, postWebhook } from '../../src/server/monitor/index.ts'
 import { TEST_NOT_DELIVERED } from '../../src/server/routes/alerts.ts'
 import { ALLOW_PRIVATE_HINT, type Resolver, internalKind, systemResolver } from '../../src/server/webhook-target.ts'
 import { pgBatch } from '../support/batches.ts'

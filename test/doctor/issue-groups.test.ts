@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import postgres from 'postgres'
 import { explainSampling } from '../../src/agent/collectors/postgres/explain-plans.ts'
-import { createHealthMonitor } from '../../src/server/health-monitor.ts'
+import { createHealthMonitor } from '../../src/server/monitor/index.ts'
 import { type PostgresDoctorRig, postgresDoctorRig, settled, workload } from '../support/doctor.ts'
 import { until } from '../support/wait.ts'
 

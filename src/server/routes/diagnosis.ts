@@ -62,7 +62,7 @@ async function cacheHitRatio(deps: Deps, databaseId: string, window: Window & { 
  */
 const summaryView = (summary: Record<string, unknown>) => timesAsRfc3339(summary) as Static<typeof MetricsSummary>
 
-export function healthRoutes(deps: Deps) {
+export function diagnosisRoutes(deps: Deps) {
   const { store } = deps
   // The clock is read from deps at each request (not kept here), so a test that sets deps.clock controls
   // the diagnosis' reuse window as well as the answer's times.

@@ -5,7 +5,7 @@
 // retried at the next evaluation; unverified organizations get a 403 for recommendations; deleting a
 // database removes its rows; the organization webhook endpoints; and the monitor on its own schedule.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { type HealthMonitor, alertMail, createHealthMonitor } from '../../src/server/health-monitor.ts'
+import { type HealthMonitor, alertMail, createHealthMonitor } from '../../src/server/monitor/index.ts'
 import { TEST_NOT_DELIVERED } from '../../src/server/routes/alerts.ts'
 import type { IngestBatch } from '../../src/shared/wire.ts'
 import { pgBatch } from '../support/batches.ts'

@@ -32,20 +32,20 @@
 // share the work instead of each doing all of it. Once a minute it logs what it did (`health monitor`:
 // databases diagnosed, time spent, and the oldest diagnosis, which says whether it keeps up).
 // Everything takes the time as a parameter: tests call runOnce(now) and runRetention(now) directly.
-import type { Deps } from './context.ts'
-import { breathe, diagnose } from './doctor/index.ts'
-import type { FindingGroup } from './doctor/grouping.ts'
-import type { Finding } from './doctor/types.ts'
-import { healthMonitorDefaults, logEventLimits, retentionLimits, sessionHistoryLimits } from './limits.ts'
-import { serverMetrics } from './metrics.ts'
-import type { AlertInput, DiagnosisSummary, FindingRecord, MonitoredDatabase, NotificationChannel, PendingNotification, Webhook } from './store/sql-health.ts'
-import { isStoreUnreachable } from './store/availability.ts'
-import { minuteFloor } from './store/window.ts'
-import { type PostAttempt, type PostOptions, postJson, targetOrigin } from './alerts/post.ts'
-import { alertMail, webhookPayload, webhookSignature } from './alerts/messages.ts'
-import { deliverTo, destinationUrl, messageOf, refreshAlertmanager } from './alerts/destinations.ts'
-import { destinationChannel } from './store/sql-alert-destinations.ts'
-import { type AlertRoute, type RoutableDatabase, type Silence, destinationsFor, silenceOf } from './alerts/routing.ts'
+import type { Deps } from '../context.ts'
+import { breathe, diagnose } from '../doctor/index.ts'
+import type { FindingGroup } from '../doctor/grouping.ts'
+import type { Finding } from '../doctor/types.ts'
+import { healthMonitorDefaults, logEventLimits, retentionLimits, sessionHistoryLimits } from '../limits.ts'
+import { serverMetrics } from '../metrics.ts'
+import type { AlertInput, DiagnosisSummary, FindingRecord, MonitoredDatabase, NotificationChannel, PendingNotification, Webhook } from '../store/sql-health.ts'
+import { isStoreUnreachable } from '../store/availability.ts'
+import { minuteFloor } from '../store/window.ts'
+import { type PostAttempt, type PostOptions, postJson, targetOrigin } from '../alerts/post.ts'
+import { alertMail, webhookPayload, webhookSignature } from '../alerts/messages.ts'
+import { deliverTo, destinationUrl, messageOf, refreshAlertmanager } from '../alerts/destinations.ts'
+import { destinationChannel } from '../store/sql-alert-destinations.ts'
+import { type AlertRoute, type RoutableDatabase, type Silence, destinationsFor, silenceOf } from '../alerts/routing.ts'
 
 export { alertMail, webhookPayload, webhookSignature }
 
