@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { type Diagnoser, DiagnosisBusy, startDiagnosisWorker } from '../../src/server/doctor/diagnosis-worker.ts'
 import { diagnose, diagnoseRecent } from '../../src/server/doctor/index.ts'
-import { createHealthMonitor } from '../../src/server/monitor/index.ts'
+import { createMonitor } from '../../src/server/monitor/index.ts'
 import { createLogger } from '../../src/shared/log.ts'
 import { pgBatch } from '../support/batches.ts'
 import { type TestServer, agentAccount, freshStoreLocation, startTestServer, storeKinds } from '../support/server.ts'
@@ -88,7 +88,7 @@ for (const kind of storeKinds) {
       const now = server.deps.clock() + 60_000
       const deps = { ...server.deps, diagnoser: worker }
       const monitored = (await server.store.health.monitoredDatabases(0)).length
-      const summary = await createHealthMonitor(deps, { retentionDays: 30 }).runOnce(now)
+      const summary = await createMonitor(deps, { retentionDays: 30 }).runOnce(now)
       expect(summary).toMatchObject({ databases: monitored, failed: 0 })
       // What the main thread's own diagnosis at `now` gives, database by database.
       const expected = []
@@ -101,7 +101,7 @@ for (const kind of storeKinds) {
       expect(health.map((r) => [r.database_id, Number(r.score), r.status, Number(r.evaluated_at)]).sort()).toEqual(expected.sort() as any)
       await worker.close()
       expect(worker.running).toBe(false)
-      const after = await createHealthMonitor(deps, { retentionDays: 30 }).runOnce(now + 60_000)
+      const after = await createMonitor(deps, { retentionDays: 30 }).runOnce(now + 60_000)
       expect(after).toMatchObject({ databases: monitored, failed: 0 })
     })
   })
