@@ -6,7 +6,8 @@
 // the organization's routes choose, alerts/routing.ts), and an alert still open is queued again for a
 // route that repeats. Leases and the order of databases are schedule.ts's; delivery is notifications.ts's.
 import type { Deps } from '../context.ts'
-import { type Diagnosis, breathe, diagnose } from '../doctor/index.ts'
+import type { Diagnosis } from '../doctor/index.ts'
+import { currentDiagnosis } from '../doctor/current.ts'
 import type { FindingGroup } from '../doctor/grouping.ts'
 import type { Finding } from '../doctor/types.ts'
 import type { RegisteredDatabase } from '../store/types.ts'
@@ -114,14 +115,14 @@ export function createDiagnosisApplier(deps: Deps) {
 
   /**
    * Diagnoses a database leased to this monitor and applies the diagnosis; its summary for database_health,
-   * or undefined when the database was deleted meanwhile. The diagnosis runs in the diagnosis worker when
-   * `dbm serve` runs one (another core), else here between turns of the event loop.
+   * or undefined when the database was deleted meanwhile. Each pass diagnoses anew and records the result
+   * as the database's latest (doctor/current.ts): the list and the pages then show what the alerts saw.
    */
   async function evaluate(monitored: MonitoredDatabase, now: number, changes: AppliedChanges & { databases: number }, lookups: PassLookups): Promise<DiagnosisSummary | undefined> {
     const db = await store.getDatabase(monitored.org_id, monitored.id)
     if (!db) return undefined
     changes.databases++
-    const diagnosis = deps.diagnoser?.running ? await deps.diagnoser.diagnose(db, now) : await diagnose(deps, db, now, { between: breathe })
+    const diagnosis = await currentDiagnosis(deps, db, now, { maxAgeMs: 0, by: 'monitor' })
     await apply(monitored, db, diagnosis, now, changes, lookups)
     return diagnosisSummary(diagnosis)
   }
