@@ -52,7 +52,7 @@ async function runRule(rule: Rule, ctx: DoctorContext, log: Deps['log']): Promis
 
 export interface DiagnoseOptions {
   /**
-   * Awaited between rules, which then run one after the other: the health monitor passes a yield to
+   * Awaited between rules, which then run one after the other: the monitor passes a yield to
    * the event loop, so a diagnosis never holds it for more than one rule's reads. Without it the rules
    * run concurrently (their reads overlap on the PostgreSQL store).
    */

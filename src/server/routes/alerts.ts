@@ -1,4 +1,4 @@
-// /api/v1/databases/{id}/recommendations and /alerts (what the health monitor keeps from the doctor's
+// /api/v1/databases/{id}/recommendations and /alerts (what the monitor keeps from the doctor's
 // findings), and /api/v1/organization/webhook (where alert notifications are POSTed, signed with a
 // secret the server generates and shows once). Recommendations are for verified organizations only.
 // Webhook URLs to internal addresses are refused unless the server allows them (webhook-target.ts); a
