@@ -62,7 +62,7 @@ import { join } from 'node:path'
 import { Value } from '@sinclair/typebox/value'
 import postgres from 'postgres'
 import type { Subprocess } from 'bun'
-import { createHealthMonitor } from '../src/server/health-monitor.ts'
+import { createMonitor } from '../src/server/monitor/index.ts'
 import { openStore } from '../src/server/store/open.ts'
 import type { SqlStore } from '../src/server/store/sql-store.ts'
 import { INGEST_PATH, IngestBatch } from '../src/shared/wire.ts'
@@ -607,7 +607,7 @@ async function growthPhase(o: Options, databaseUrl: string | undefined, dir: str
     })
     await store.markEmailVerified(user.id, Date.now())
     const deps = benchDeps(store)
-    const monitor = createHealthMonitor(deps, { retentionDays: 30 })
+    const monitor = createMonitor(deps, { retentionDays: 30 })
     const sims = Array.from({ length: o.growthDatabases }, (_, i) => new SimulatedDatabase(i, o.movingStatements, 'growth'))
     // Days start at midnight UTC, ending well before now.
     const t0 = Math.floor(Date.now() / DAY) * DAY - (o.growthDays + 1) * DAY

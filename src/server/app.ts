@@ -26,7 +26,7 @@ import { ingestRoutes } from './routes/ingest.ts'
 import { actionRoutes } from './routes/actions.ts'
 import { WIRE_VERSION, WIRE_VERSION_HEADER } from '../shared/wire-contract.ts'
 import { clickhouseRoutes } from './routes/clickhouse.ts'
-import { healthRoutes } from './routes/health.ts'
+import { diagnosisRoutes } from './routes/diagnosis.ts'
 import { internalsRoutes } from './routes/internals.ts'
 import { hostRoutes } from './routes/host.ts'
 import { customMetricRoutes } from './routes/custom-metrics.ts'
@@ -232,7 +232,7 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
     .use(pgCheckRoutes(deps))
     .use(configurationRoutes(deps))
     .use(clickhouseRoutes(deps))
-    .use(healthRoutes(deps))
+    .use(diagnosisRoutes(deps))
     .use(alertRoutes(deps))
     .use(alertDestinationRoutes(deps))
     .use(alertRouteRoutes(deps))

@@ -214,7 +214,7 @@ export const sessionHistoryLimits = {
   longMs: 5 * MINUTE,
 } as const
 
-/** The health monitor (health-monitor.ts): how often it evaluates and sweeps, and its notifications. */
+/** The monitor (monitor/): how often it evaluates and sweeps, and its notifications. */
 export const healthMonitorDefaults = {
   evaluateEveryMs: MINUTE,
   retentionEveryMs: 10 * MINUTE,

@@ -1,5 +1,5 @@
 // `dbm serve`: open the store (migrating it), listen, build the API, sweep stale rate-limit rows, run
-// the health monitor (alerts, recommendations, retention), and stop cleanly on SIGINT/SIGTERM.
+// the monitor (alerts, recommendations, retention), and stop cleanly on SIGINT/SIGTERM.
 //
 // Start-up order (issue 13: from the start to the first 200 on /healthz in at most 50 ms). The listener
 // opens as soon as the store is open, and answers a plain GET /healthz itself (healthz.ts: the app's own
@@ -263,7 +263,7 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
     const fetch = app.fetch as Fetch
     for (const s of servers) s.reload({ fetch: through(fetch) as never, websocket: websocket as never })
     await nextTurn()
-    const [{ createHealthMonitor }, { startDiagnosisWorker }] = await Promise.all([import('./health-monitor.ts'), import('./doctor/diagnosis-worker.ts')])
+    const [{ createMonitor }, { startDiagnosisWorker }] = await Promise.all([import('./monitor/index.ts'), import('./doctor/diagnosis-worker.ts')])
     await nextTurn()
     const diagnoser = startDiagnosisWorker({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, logLevel: config.logLevel, local: config.signup === 'local', log }).then(
       (worker) => {
@@ -275,7 +275,7 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
         return undefined
       },
     )
-    const monitor = createHealthMonitor(deps, { retentionDays: config.retentionDays })
+    const monitor = createMonitor(deps, { retentionDays: config.retentionDays })
     monitor.start()
     opened.startCheckpoints()
     return { fetch, deps, mailer, monitor, diagnoser }

@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { createHealthMonitor, postWebhook } from '../../src/server/health-monitor.ts'
+import { createMonitor, postWebhook } from '../../src/server/monitor/index.ts'
 import { TEST_NOT_DELIVERED } from '../../src/server/routes/alerts.ts'
 import { ALLOW_PRIVATE_HINT, type Resolver, internalKind, systemResolver } from '../../src/server/webhook-target.ts'
 import { pgBatch } from '../support/batches.ts'
@@ -215,7 +215,7 @@ for (const kind of storeKinds) {
 
         // Restarted without DBM_WEBHOOK_ALLOW_PRIVATE: the alert's POST is refused before any connection.
         server = await open(false)
-        const monitor = createHealthMonitor(server.deps, { retentionDays: 30 })
+        const monitor = createMonitor(server.deps, { retentionDays: 30 })
         expect((await monitor.runOnce()).notifications).toEqual({ sent: 0, failed: 1, given_up: 0 })
         expect(receiver.received).toHaveLength(0)
         const why = `address 127.0.0.1 is loopback; ${ALLOW_PRIVATE_HINT}`
@@ -230,7 +230,7 @@ for (const kind of storeKinds) {
 
         // With the setting again, the pending notification goes out at the next evaluation.
         server = await open(true)
-        const allowed = createHealthMonitor(server.deps, { retentionDays: 30 })
+        const allowed = createMonitor(server.deps, { retentionDays: 30 })
         expect((await allowed.runOnce()).notifications).toEqual({ sent: 1, failed: 0, given_up: 0 })
         expect(receiver.received.map((r) => [r.path, r.body.event])).toEqual([['/hooks/dbm', 'alert.opened']])
         // The last failure stays on record, older than the success.

@@ -15,7 +15,7 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import type { Browser, Page } from 'playwright-core'
 import { ACCESS_COOKIE, SESSION_HINT_COOKIE } from '../../src/server/auth/principal.ts'
-import { createHealthMonitor } from '../../src/server/health-monitor.ts'
+import { createMonitor } from '../../src/server/monitor/index.ts'
 import type { IngestBatch } from '../../src/shared/wire.ts'
 import { diskMetricKey } from '../../src/shared/metrics.ts'
 import { INVISIBLE } from '../../src/web/components/invisible.tsx'
@@ -123,7 +123,7 @@ beforeAll(async () => {
     }
   }
   // findings become alerts (and their events) and recommendations
-  await createHealthMonitor(server.deps, { retentionDays: 30 }).runOnce()
+  await createMonitor(server.deps, { retentionDays: 30 }).runOnce()
   tab = await openPage(browser, { baseURL: server.base })
   await tab.context.addCookies([
     { name: ACCESS_COOKIE, value: account.token, url: server.base },

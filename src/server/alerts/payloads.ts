@@ -2,7 +2,7 @@
 // published format: Slack (incoming webhook, Block Kit), Microsoft Teams (workflow webhook, an Adaptive
 // Card), PagerDuty (Events API v2: trigger and resolve by dedup_key), Opsgenie (Alert API: create, and
 // close by alias), Prometheus Alertmanager (POST /api/v2/alerts, endsAt on resolve). The signed webhook's
-// body is health-monitor.ts's webhookPayload, unchanged. The texts come from a monitored database
+// body is alerts/messages.ts's webhookPayload, unchanged. The texts come from a monitored database
 // (hostile): Slack gets them as plain_text in the blocks and escaped in its one mrkdwn field (`text`), so
 // no link or mention can be made of them; Teams with its markdown's characters escaped, the others as JSON
 // strings; every text is cut to the receiver's limit.

@@ -1,7 +1,7 @@
 // Which destinations an alert goes to, how often it is sent again, and whether a silence holds it back:
 // pure functions over an organization's routes and silences (store/sql-alert-routing.ts), used by the
-// health monitor when it queues, repeats and delivers notifications, and by the alerts route to mark a
-// silenced alert. With no routes, every enabled destination gets every alert (as before routes were).
+// monitor (monitor/diagnosis.ts, notifications.ts) when it queues, repeats and delivers notifications,
+// and by the alerts route to mark a silenced alert. With no routes, every enabled destination gets every alert (as before routes were).
 // With routes, an alert goes to the destinations of the first route whose matchers all match it, then
 // of each later one while the matched route says `continue`; an alert no route matches goes to no
 // destination. The users' mail and the organization's webhook are not destinations: routes leave them be.

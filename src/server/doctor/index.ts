@@ -52,7 +52,7 @@ async function runRule(rule: Rule, ctx: DoctorContext, log: Deps['log']): Promis
 
 export interface DiagnoseOptions {
   /**
-   * Awaited between rules, which then run one after the other: the health monitor passes a yield to
+   * Awaited between rules, which then run one after the other: the monitor passes a yield to
    * the event loop, so a diagnosis never holds it for more than one rule's reads. Without it the rules
    * run concurrently (their reads overlap on the PostgreSQL store).
    */
@@ -99,33 +99,8 @@ export async function diagnose(
   }
 }
 
-/** How long a diagnosis is reused while the database has received no batch. */
-const REUSE_MS = 5_000
-const recent = new Map<string, { key: string; diagnosis: Promise<Diagnosis> }>()
 /** Lets the event loop run whatever waits (requests) before the caller goes on: SQLite reads are synchronous. */
 export const breathe = () => new Promise<void>((resolve) => setImmediate(resolve))
-
-/**
- * diagnose(), reused for REUSE_MS while the database has received no batch (its telemetryVersion in this
- * process, and last_seen_at, which a batch landing in another process moves) and its settings are unchanged: opening a database
- * page asks the overview and the doctor at once, and a page polls them. A batch of another database
- * does not invalidate it, so the cost is at most one diagnosis per viewed database per batch or REUSE_MS.
- * It runs in the diagnosis worker when there is one; else, on SQLite, the rules run one after the other
- * with the event loop free between them.
- */
-export function diagnoseRecent(deps: Parameters<typeof diagnose>[0] & Pick<Deps, 'diagnoser'>, db: RegisteredDatabase, now: number): Promise<Diagnosis> {
-  const key = `${Math.floor(now / REUSE_MS)}:${db.updated_at}:${db.last_seen_at}:${deps.store.telemetryVersion(db.id)}:${JSON.stringify(deps.doctorThresholds ?? null)}`
-  const found = recent.get(db.id)
-  if (found?.key === key) return found.diagnosis
-  // In the diagnosis worker when `dbm serve` runs one (another core; its thresholds are the server's).
-  const diagnosis: Promise<Diagnosis> = deps.diagnoser?.running && deps.doctorThresholds === undefined
-    ? deps.diagnoser.diagnose(db, now, 'api')
-    : diagnose(deps, db, now, deps.store.dialect === 'sqlite' ? { between: breathe } : {})
-  if (recent.size >= 1000) recent.clear()
-  recent.set(db.id, { key, diagnosis })
-  diagnosis.catch(() => recent.delete(db.id))
-  return diagnosis
-}
 
 /** A finding as the API shows it; without the fix commands for unverified organizations. */
 /**

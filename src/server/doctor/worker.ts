@@ -1,4 +1,4 @@
-// The diagnosis worker: a thread of `dbm serve` that runs the doctor for the health monitor, so that the
+// The diagnosis worker: a thread of `dbm serve` that runs the doctor for the monitor (monitor/), so that the
 // rules' reads and work use the machine's second core instead of the event loop that serves the API and
 // ingest. It opens its own connection to the store (SQLite: a query-only second connection to the
 // file; PostgreSQL: a small pool of its own) and answers each `diagnose` message with the diagnosis.
@@ -25,7 +25,7 @@ export interface WorkerDiagnose {
   id: number
   db: RegisteredDatabase
   now: number
-  /** The health monitor's diagnoses go before those the API asks for. */
+  /** The monitor's diagnoses go before those the API asks for. */
   priority: 'monitor' | 'api'
   /** Epoch ms after which nobody waits for the answer: a request still queued then is dropped. */
   deadline: number
@@ -49,7 +49,7 @@ async function open(m: WorkerOpen) {
 }
 
 /**
- * Diagnoses one at a time, the health monitor's first: a flood of API requests (a tenant polling its own
+ * Diagnoses one at a time, the monitor's first: a flood of API requests (a tenant polling its own
  * database's doctor) waits behind the monitor's work instead of delaying every organization's alerts, and
  * a request whose caller gave up before it started is dropped, not run.
  */

@@ -1,7 +1,7 @@
 // /api/v1/databases/{id}/events: what changed, newest first, over since/until (default the last 24 h):
 // restarts and version changes, tables and indexes appearing, disappearing or becoming valid, setting
 // changes, statistics resets, the agent connecting and going away (sql-events.ts derives them at
-// ingest), alerts opened and resolved (stored by the health monitor with the alert's text at that
+// ingest), alerts opened and resolved (stored by the monitor with the alert's text at that
 // moment; read from the alerts table only for alerts opened before that) and plan changes (read from
 // their own table). Each event is
 // {ts, kind, severity?, title, detail?, object?, link?}; the optional fields are left out when empty.

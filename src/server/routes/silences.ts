@@ -2,7 +2,7 @@
 // (database_id), a rule, one alert or finding (key), or a database tag (tag "key=value"); every matcher
 // given must match, and at least one is given. It lasts from starts_at (default now; later: a
 // maintenance window) to ends_at (required, at most 90 days from now). While one matches an open alert,
-// no notification of it goes anywhere (alerts/routing.ts, health-monitor.ts); when it ends with the
+// no notification of it goes anywhere (alerts/routing.ts, monitor/notifications.ts); when it ends with the
 // alert still open, the held notification goes then. Members may set and expire silences, owners too
 // (an API key needs the admin scope); DELETE expires one at once and keeps it (?state=expired lists it).
 import { Elysia, t } from 'elysia'

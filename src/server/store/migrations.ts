@@ -41,6 +41,7 @@ import { migration as serverSecrets } from './migrations/0020-server-secrets.ts'
 import { migration as alertDestinations } from './migrations/0021-alert-destinations.ts'
 import { migration as alertRouting } from './migrations/0022-alert-routing.ts'
 import { migration as customMetrics } from './migrations/0023-custom-metrics.ts'
+import { migration as diagnoses } from './migrations/0024-diagnoses.ts'
 import { baseline } from './migrations/baseline-0010.ts'
 import type { Migration } from './migrations/migration.ts'
 import { join, sql } from './sql.ts'
@@ -71,6 +72,7 @@ export const migrations: Migration[] = [
   alertDestinations,
   alertRouting,
   customMetrics,
+  diagnoses,
 ]
 
 export const latestVersion = migrations.reduce((max, m) => Math.max(max, m.version), 0)

@@ -309,7 +309,7 @@ export function healthStore(driver: SqlDriver) {
       const rows = await driver.all<Record<string, unknown>>(
         `SELECT d.id, d.name, d.engine, d.poll_interval_seconds, d.last_seen_at, h.evaluated_at, h.score, h.critical, h.warning, h.info,
            a.critical AS alerts_critical, a.warning AS alerts_warning, a.info AS alerts_info
-         FROM databases d LEFT JOIN database_health h ON h.database_id = d.id
+         FROM databases d LEFT JOIN diagnoses h ON h.database_id = d.id
          LEFT JOIN (
            SELECT al.database_id,
              SUM(CASE WHEN al.severity = 'critical' THEN 1 ELSE 0 END) AS critical,

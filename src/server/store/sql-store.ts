@@ -9,6 +9,9 @@ import { type ClickHouseReader, clickhouseReader } from './sql-clickhouse.ts'
 import { type HostReads, SqlHostReads } from './sql-host.ts'
 import { type ServerSettingsReads, SqlServerSettingsReads } from './sql-server-settings.ts'
 import { type HealthStore, healthStore } from './sql-health.ts'
+import type { DiagnosisStore } from './diagnoses/types.ts'
+import { diagnosisReads } from './diagnoses/reads.ts'
+import { diagnosisWrites } from './diagnoses/writes.ts'
 import { type MembersStore, membersStore } from './sql-members.ts'
 import { type RetentionStore, retentionStore } from './sql-retention.ts'
 import { type InternalsReader, internalsReader } from './sql-internals.ts'
@@ -121,6 +124,7 @@ export class SqlStore implements Store {
   readonly host: HostReads
   readonly serverSettings: ServerSettingsReads
   readonly health: HealthStore
+  readonly diagnoses: DiagnosisStore
   readonly members: MembersStore
   readonly retention: RetentionStore
   readonly actions: SqlActions
@@ -171,6 +175,7 @@ export class SqlStore implements Store {
     this.alertRouting = new SqlAlertRouting(driver)
     this.customMetrics = new SqlCustomMetrics(driver)
     this.health = healthStore(driver)
+    this.diagnoses = { ...diagnosisReads(driver), ...diagnosisWrites(driver) }
     // A removal or demotion revokes the user's keys in its own transaction: they leave the cache with it.
     this.members = membersStore(driver, (keyIds) => this.apiKeys.evict(keyIds))
     this.retention = retentionStore(driver, (databaseId) => {

@@ -154,6 +154,8 @@ export interface Store extends ApiKeyStore {
   readonly serverSettings: ServerSettingsReads
   /** Recommendations, alerts, their notifications and organization webhooks (sql-health.ts). */
   readonly health: HealthStore
+  /** Each database's latest diagnosis, the one every reader shows (diagnoses/). */
+  readonly diagnoses: import('./diagnoses/types.ts').DiagnosisStore
   /** An organization's members, their roles, and its invites (sql-members.ts). */
   readonly members: MembersStore
   /** Retention and minute-bucket compaction (sql-retention.ts). */

@@ -5,7 +5,7 @@
 // retried at the next evaluation; unverified organizations get a 403 for recommendations; deleting a
 // database removes its rows; the organization webhook endpoints; and the monitor on its own schedule.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { type HealthMonitor, alertMail, createHealthMonitor } from '../../src/server/health-monitor.ts'
+import { type Monitor, alertMail, createMonitor } from '../../src/server/monitor/index.ts'
 import { TEST_NOT_DELIVERED } from '../../src/server/routes/alerts.ts'
 import type { IngestBatch } from '../../src/shared/wire.ts'
 import { pgBatch } from '../support/batches.ts'
@@ -55,12 +55,12 @@ const mailLines = (server: TestServer, to: string, prefix: string) =>
 for (const kind of storeKinds) {
   describe(`recommendations and alerts (${kind})`, () => {
     let server: TestServer
-    let monitor: HealthMonitor
+    let monitor: Monitor
     beforeAll(async () => {
       // The webhook receivers here listen on loopback: internal addresses are allowed (webhook-ssrf.test.ts
       // tests them refused).
       server = await startTestServer(kind, { webhooks: { allowPrivate: true } })
-      monitor = createHealthMonitor(server.deps, { retentionDays: 30 })
+      monitor = createMonitor(server.deps, { retentionDays: 30 })
     })
     afterAll(async () => {
       await server?.stop()
@@ -442,7 +442,7 @@ describe('alert mail through an SMTP relay, and the monitor on its schedule', ()
     const key = (await createApiKey(server, account)).key
     const ingest = async (b: IngestBatch) => (await server.call('POST', '/api/v1/ingest', { apiKey: key, body: b })).body.database_id as string
     const id = await ingest(critical('mailed'))
-    const monitor = createHealthMonitor(server.deps, { retentionDays: 30 })
+    const monitor = createMonitor(server.deps, { retentionDays: 30 })
     await monitor.runOnce()
     const mail = await smtp.waitFor(account.email, new RegExp(`^dbm alert: ${TITLE}`))
     expect(mail.headers.subject).toBe(`dbm alert: ${TITLE} on mailed`)
@@ -467,7 +467,7 @@ describe('alert mail through an SMTP relay, and the monitor on its schedule', ()
     try {
       await call('PUT', '/api/v1/organization/webhook', { url: `${hanging.url}/slow/path-token?k=v` })
       await server.call('POST', '/api/v1/ingest', { apiKey: key, body: critical('slow') })
-      const monitor = createHealthMonitor(server.deps, { retentionDays: 30, webhookTimeoutMs: 200 })
+      const monitor = createMonitor(server.deps, { retentionDays: 30, webhookTimeoutMs: 200 })
       const now = server.deps.clock()
       const started = Date.now()
       expect((await monitor.runOnce(now)).notifications).toMatchObject({ failed: 1 })
@@ -491,7 +491,7 @@ describe('alert mail through an SMTP relay, and the monitor on its schedule', ()
     const key = (await createApiKey(server, account)).key
     const res = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: critical('scheduled') })
     const id = res.body.database_id as string
-    const monitor = createHealthMonitor(server.deps, { retentionDays: 30, evaluateEveryMs: 50 })
+    const monitor = createMonitor(server.deps, { retentionDays: 30, evaluateEveryMs: 50 })
     monitor.start()
     try {
       await until('the scheduled evaluation to open the alert', async () => ((await server.store.health.listAlerts(id, 'open', 10)).length > 0 ? true : undefined), {

@@ -7,7 +7,8 @@ import { Elysia } from 'elysia'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { DiagnosisBusy } from '../doctor/diagnosis-worker.ts'
-import { diagnoseRecent, findingView, groupView, timesAsRfc3339 } from '../doctor/index.ts'
+import { findingView, groupView, timesAsRfc3339 } from '../doctor/index.ts'
+import { currentDiagnosis } from '../doctor/current.ts'
 import { HttpError } from '../http-error.ts'
 import { availabilityView, rfc3339 } from '../views.ts'
 import { type UptimeFigures, uptimeInput, uptimeTotal } from '../uptime.ts'
@@ -33,10 +34,10 @@ const uptimeFields = (day: UptimeFigures, month: UptimeFigures) => ({
 
 const round = (n: number, digits = 3) => Number(n.toFixed(digits))
 
-/** diagnoseRecent, with a busy diagnosis worker answered 503 (Retry-After 5) instead of a 500. */
-async function diagnosisFor(deps: Deps, db: Parameters<typeof diagnoseRecent>[1], now: number) {
+/** The database's current diagnosis, with a busy diagnosis worker answered 503 (Retry-After 5) instead of a 500. */
+async function diagnosisFor(deps: Deps, db: Parameters<typeof currentDiagnosis>[1], now: number) {
   try {
-    return await diagnoseRecent(deps, db, now)
+    return await currentDiagnosis(deps, db, now)
   } catch (e) {
     if (e instanceof DiagnosisBusy) throw new HttpError(503, e.message, { 'retry-after': '5' })
     throw e
@@ -62,7 +63,7 @@ async function cacheHitRatio(deps: Deps, databaseId: string, window: Window & { 
  */
 const summaryView = (summary: Record<string, unknown>) => timesAsRfc3339(summary) as Static<typeof MetricsSummary>
 
-export function healthRoutes(deps: Deps) {
+export function diagnosisRoutes(deps: Deps) {
   const { store } = deps
   // The clock is read from deps at each request (not kept here), so a test that sets deps.clock controls
   // the diagnosis' reuse window as well as the answer's times.
