@@ -588,6 +588,8 @@ export const XminHolder = T.Object({
   gid: T.Optional(nullableString),
   owner: T.Optional(nullableString),
   prepared_at: T.Optional(nullableEpochMs),
+  /** A prepared transaction's locks (pg_locks rows of its virtual transaction); absent from older agents. */
+  locks: T.Optional(nullableCount),
 })
 export type XminHolder = Static<typeof XminHolder>
 

@@ -34,6 +34,8 @@ import { logErrorRate } from './log-error-rate.ts'
 import { logAuthFailures } from './log-auth-failures.ts'
 import { logAutovacuumCancelled } from './log-autovacuum-cancelled.ts'
 import { logResourceFaults } from './log-resource-faults.ts'
+import { preparedTransactions } from './prepared-transactions.ts'
+import { rollbackRatio } from './rollback-ratio.ts'
 
 export const postgresRules: Rule[] = [
   cacheHitRatio,
@@ -70,4 +72,6 @@ export const postgresRules: Rule[] = [
   logAuthFailures,
   logAutovacuumCancelled,
   logResourceFaults,
+  preparedTransactions,
+  rollbackRatio,
 ]
