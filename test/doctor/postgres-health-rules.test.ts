@@ -28,7 +28,7 @@ beforeAll(async () => {
   sql = connect()
   rig = await watchDatabase(dsn, {
     // Thresholds a test can reach in seconds: a prepared transaction counts after 1 s.
-    thresholds: { pg_prepared_transactions: { warning_s: 1 } },
+    thresholds: { pg_prepared_transactions: { warning_s: 1 }, pg_rollback_ratio: { min_transactions: 100 } },
   })
 })
 afterAll(async () => {
@@ -82,4 +82,45 @@ describe('dead rows are blamed on a holder only when they arose after it began',
     expect(after.detail).toContain(`no VACUUM can remove the rows deleted or updated after that until prepared transaction "${gid}" is committed or rolled back.`)
     expect(after.how_to_investigate).toContain('SELECT gid, prepared, owner, database, age(transaction) AS xid_age FROM pg_prepared_xacts ORDER BY prepared;')
   }, 120_000)
+})
+
+describe('prepared transactions pending past the threshold', () => {
+  test('the blame test\'s prepared transaction: named by gid with owner, database, age and locks; its fix, run as written, ends it', async () => {
+    const [prepared] = await sql<{ gid: string; owner: string; database: string; locks: number }[]>`
+      SELECT p.gid, p.owner, p.database, (SELECT count(*)::int FROM pg_locks l WHERE l.pid IS NULL AND l.virtualtransaction = (SELECT x.virtualtransaction FROM pg_locks x WHERE x.locktype = 'transactionid' AND x.transactionid = p.transaction AND x.pid IS NULL LIMIT 1)) AS locks FROM pg_prepared_xacts p`
+    expect(prepared!.locks).toBeGreaterThan(0)
+    await until('a second pending', async () => ((await sql`SELECT 1 FROM pg_prepared_xacts WHERE prepared < now() - interval '1.5 s'`).length > 0 ? true : undefined))
+    await rig.cycle()
+    const [finding, ...others] = await rig.findings('pg_prepared_transactions')
+    expect(others).toEqual([])
+    expect(finding).toMatchObject({
+      key: `pg_prepared_transactions:prepared transaction ${prepared!.gid}`,
+      severity: 'warning',
+      metrics: { gid: prepared!.gid, owner: prepared!.owner, database: prepared!.database, locks: prepared!.locks },
+    })
+    expect(finding.title).toStartWith(`Prepared transaction "${prepared!.gid}" pending for `)
+    expect(finding.detail).toContain(`(owner ${prepared!.owner} in database ${prepared!.database}) was prepared `)
+    expect(finding.detail).toContain(`It holds ${prepared!.locks} locks and the xmin horizon `)
+    for (const command of [...finding.how_to_fix, ...finding.how_to_investigate]) expect(command).not.toMatch(/[\n\r\u2028]/)
+    await sql.unsafe(finding.how_to_investigate[1])
+    await sql.unsafe(finding.how_to_fix[0])
+    expect((await sql`SELECT gid FROM pg_prepared_xacts`).length).toBe(0)
+    await rig.cycle()
+    expect(await rig.findings('pg_prepared_transactions')).toEqual([])
+  })
+})
+
+describe('the rollback ratio', () => {
+  test('hundreds of rollbacks against a few commits: critical, with the counts', async () => {
+    await workload(dsn, async (s) => {
+      for (let i = 0; i < 300; i++) await s.begin(async (tx) => { await tx`SELECT 1`; throw new Error('roll back') }).catch(() => {})
+    })
+    await rig.cycle()
+    const [finding] = await rig.findings('pg_rollback_ratio')
+    expect(finding).toMatchObject({ key: 'pg_rollback_ratio', severity: 'critical' })
+    expect(finding.metrics.xact_rollback).toBeGreaterThanOrEqual(300)
+    expect(finding.metrics.commit_ratio).toBeLessThan(0.5)
+    expect(finding.title).toStartWith('Only ')
+    expect(finding.detail).toContain(`rolled back ${finding.metrics.xact_rollback.toLocaleString('en-US')} (`)
+  })
 })

@@ -91,7 +91,7 @@ const HOLDERS_SQL = `
   UNION ALL
   SELECT 'prepared', NULL, NULL, p.owner::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
          age(p.transaction), NULL, p.transaction::text, p.gid, NULL, NULL, p.database::text, p.prepared, clock_timestamp(), NULL,
-         (SELECT count(*) FROM pg_locks l WHERE l.virtualtransaction = '-1/' || p.transaction::text)
+         (SELECT count(*) FROM pg_locks l WHERE l.pid IS NULL AND l.virtualtransaction = (SELECT x.virtualtransaction FROM pg_locks x WHERE x.locktype = 'transactionid' AND x.transactionid = p.transaction AND x.pid IS NULL LIMIT 1))
   FROM (SELECT * FROM pg_prepared_xacts WHERE database = current_database() ORDER BY age(transaction) DESC LIMIT 5) p`
 
 interface HolderRow {
@@ -116,7 +116,7 @@ interface HolderRow {
   prepared_at: Date | null
   seen_at: Date
   backend_start: Date | null
-  /** A prepared transaction's locks (pg_locks rows of its virtual transaction -1/xid). */
+  /** A prepared transaction's locks (pg_locks rows without a pid, of the virtual transaction holding its XID). */
   locks: string | number | null
 }
 

@@ -2,8 +2,8 @@
 // transaction manager commits them within seconds, one pending for minutes is an orphan. It survives
 // restarts, keeps its locks (others wait on them) and holds back the xmin horizon (VACUUM cannot remove
 // what it may still see). One finding per prepared transaction, named by its gid with its owner,
-// database, age and what it holds: its locks (pg_locks rows of virtual transaction -1/xid, counted by
-// the agent) and its xmin's age in XIDs. From the agent's xmin_holders section (database_stats).
+// database, age and what it holds: its locks (pg_locks rows without a pid of the virtual transaction
+// holding its XID, counted by the agent) and its xmin's age in XIDs. From the agent's xmin_holders section (database_stats).
 // Thresholds: 5 minutes → warning (check_postgres' txn_prepared and pgwatch flag far sooner than the
 // hour pg_xmin_horizon waits for), an hour → critical; set warning_s higher on a database whose
 // transaction manager keeps them longer on purpose.
@@ -51,7 +51,7 @@ export const preparedTransactions: Rule<typeof defaults> = {
           'Ask its transaction manager (the application or coordinator that prepared it) whether it will still commit it. If that manager has forgotten it, decide with its owner whether to COMMIT PREPARED or ROLLBACK PREPARED it; outside two-phase commit, set max_prepared_transactions = 0 so none can be left again.',
         how_to_investigate: [
           `SELECT gid, prepared, now() - prepared AS pending_for, owner, database, age(transaction) AS xid_age FROM pg_prepared_xacts WHERE gid = ${pgString(gid)};`,
-          `SELECT l.locktype, l.mode, l.relation::regclass AS relation FROM pg_locks l JOIN pg_prepared_xacts p ON l.virtualtransaction = '-1/' || p.transaction::text WHERE p.gid = ${pgString(gid)};   -- what it holds`,
+          `SELECT l.locktype, l.mode, l.relation::regclass AS relation FROM pg_prepared_xacts p JOIN pg_locks x ON x.locktype = 'transactionid' AND x.transactionid = p.transaction AND x.pid IS NULL JOIN pg_locks l ON l.pid IS NULL AND l.virtualtransaction = x.virtualtransaction WHERE p.gid = ${pgString(gid)};   -- what it holds`,
           'SELECT pid, wait_event_type, wait_event, now() - query_start AS waiting_for, left(query, 80) AS query FROM pg_stat_activity WHERE wait_event_type = \'Lock\';   -- who waits',
         ],
         how_to_fix: [
