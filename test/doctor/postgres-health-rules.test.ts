@@ -124,3 +124,36 @@ describe('the rollback ratio', () => {
     expect(finding.detail).toContain(`rolled back ${finding.metrics.xact_rollback.toLocaleString('en-US')} (`)
   })
 })
+
+describe('disabled triggers', () => {
+  const parent = `par'ent */ ü`
+  const child = `chi"ld \\ x`
+  const key = `fk "orders" */ ü`
+  const trigger = `audit'trg */`
+  const q = (name: string) => `"${name.replaceAll('"', '""')}"`
+
+  test('DISABLE TRIGGER ALL: the foreign key named, critical; a user trigger off: warning; the fixes, run as written, cure both', async () => {
+    await sql.unsafe(`CREATE TABLE ${q(parent)} (id int PRIMARY KEY)`)
+    await sql.unsafe(`CREATE TABLE ${q(child)} (id int PRIMARY KEY, parent_id int CONSTRAINT ${q(key)} REFERENCES ${q(parent)})`)
+    await sql.unsafe('CREATE FUNCTION audit_noop() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$')
+    await sql.unsafe(`CREATE TRIGGER ${q(trigger)} BEFORE INSERT ON ${q(parent)} FOR EACH ROW EXECUTE FUNCTION audit_noop()`)
+    await sql.unsafe(`ALTER TABLE ${q(child)} DISABLE TRIGGER ALL`)
+    await sql.unsafe(`ALTER TABLE ${q(parent)} DISABLE TRIGGER ${q(trigger)}`)
+    await rig.cycle()
+    const findings = await rig.findings('pg_disabled_triggers')
+    const fk = findings.find((f) => f.severity === 'critical')
+    const user = findings.find((f) => f.severity === 'warning')
+    expect(findings.length).toBe(2)
+    expect(fk.metrics).toMatchObject({ constraint_name: key, disabled_triggers: 2 })
+    expect(fk.title).toContain(' is not enforced: its triggers are disabled')
+    expect(user.how_to_fix.length).toBe(1)
+    for (const command of [...fk.how_to_fix, ...user.how_to_fix, ...fk.how_to_investigate, ...user.how_to_investigate]) expect(command).not.toMatch(/[\n\r\u2028]/)
+    for (const query of [...fk.how_to_investigate, ...user.how_to_investigate]) await sql.unsafe(query)
+    // The orphan a disabled key lets in: VALIDATE then fails on it; without it the fixes run clean.
+    await sql.unsafe(fk.how_to_fix[0])
+    await sql.unsafe(user.how_to_fix[0])
+    await rig.cycle()
+    expect(await rig.findings('pg_disabled_triggers')).toEqual([])
+    await sql.unsafe(fk.how_to_fix[fk.how_to_fix.length - 1])
+  })
+})

@@ -34,6 +34,7 @@ import { logErrorRate } from './log-error-rate.ts'
 import { logAuthFailures } from './log-auth-failures.ts'
 import { logAutovacuumCancelled } from './log-autovacuum-cancelled.ts'
 import { logResourceFaults } from './log-resource-faults.ts'
+import { disabledTriggers } from './disabled-triggers.ts'
 import { preparedTransactions } from './prepared-transactions.ts'
 import { rollbackRatio } from './rollback-ratio.ts'
 
@@ -73,5 +74,6 @@ export const postgresRules: Rule[] = [
   logAutovacuumCancelled,
   logResourceFaults,
   preparedTransactions,
+  disabledTriggers,
   rollbackRatio,
 ]
