@@ -35,6 +35,7 @@ export const ingestMaxItems = {
   host_filesystems: 64,
   host_devices: 64,
   backups: 500,
+  disabled_triggers: 1_000,
 } as const
 export type IngestArraySection = keyof typeof ingestMaxItems
 

@@ -520,6 +520,22 @@ export const HostStatus = T.Object({
 })
 export type HostStatus = Static<typeof HostStatus>
 
+/**
+ * A trigger switched off (collected by `triggers`: pg_trigger.tgenabled = 'D'). `internal`: a trigger
+ * PostgreSQL made for a constraint (a foreign key's checks and actions), switched off by DISABLE TRIGGER
+ * ALL; then the foreign key it enforces and that key's own (referencing) table.
+ */
+export const DisabledTrigger = T.Object({
+  schema_name: T.String(),
+  table_name: T.String(),
+  trigger_name: T.String(),
+  internal: T.Boolean(),
+  constraint_name: nullableString,
+  constraint_schema: nullableString,
+  constraint_table: nullableString,
+})
+export type DisabledTrigger = Static<typeof DisabledTrigger>
+
 /** One backup as the backup tool lists it (collected by `backups`). */
 export const BackupEntry = T.Object({
   /** The tool's label or name for it (pgBackRest's label, WAL-G's backup_name). */
@@ -588,6 +604,8 @@ export const XminHolder = T.Object({
   gid: T.Optional(nullableString),
   owner: T.Optional(nullableString),
   prepared_at: T.Optional(nullableEpochMs),
+  /** A prepared transaction's locks (pg_locks rows of its virtual transaction); absent from older agents. */
+  locks: T.Optional(nullableCount),
 })
 export type XminHolder = Static<typeof XminHolder>
 
@@ -860,6 +878,8 @@ export const IngestBatch = T.Object({
   host: T.Optional(HostStatus),
   /** Backups from pgBackRest or WAL-G (collected by `backups` when a backup command is configured; sent when read). */
   backups: T.Optional(BackupStatus),
+  /** Triggers switched off (collected by `triggers`; absent from agents before it, ignored by servers before it). */
+  disabled_triggers: T.Optional(T.Array(DisabledTrigger, { maxItems: max.disabled_triggers })),
   /** Deltas of pg_stat_bgwriter / pg_stat_checkpointer counters. */
   bgwriter: T.Optional(counterMap),
   /** Deltas of pg_stat_wal counters (PostgreSQL 14+). */

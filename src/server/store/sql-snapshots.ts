@@ -20,6 +20,7 @@ const SNAPSHOT_KINDS = [
   'progress',
   'archiver',
   'backups',
+  'disabled_triggers',
 ] as const
 export type SnapshotKind = (typeof SNAPSHOT_KINDS)[number]
 

@@ -20,6 +20,7 @@ import { progress } from './progress.ts'
 import { queryStats } from './query-stats.ts'
 import { replication } from './replication.ts'
 import { tables } from './tables.ts'
+import { triggers } from './triggers.ts'
 import { walStats } from './wal-stats.ts'
 import { waits } from './waits.ts'
 
@@ -43,6 +44,7 @@ export const postgresCollectors: PostgresCollector[] = [
   columnStats,
   archiver,
   backups,
+  triggers,
   host,
   logEvents,
   postgresCustomMetrics,

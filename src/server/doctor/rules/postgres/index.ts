@@ -34,6 +34,9 @@ import { logErrorRate } from './log-error-rate.ts'
 import { logAuthFailures } from './log-auth-failures.ts'
 import { logAutovacuumCancelled } from './log-autovacuum-cancelled.ts'
 import { logResourceFaults } from './log-resource-faults.ts'
+import { disabledTriggers } from './disabled-triggers.ts'
+import { preparedTransactions } from './prepared-transactions.ts'
+import { rollbackRatio } from './rollback-ratio.ts'
 
 export const postgresRules: Rule[] = [
   cacheHitRatio,
@@ -70,4 +73,7 @@ export const postgresRules: Rule[] = [
   logAuthFailures,
   logAutovacuumCancelled,
   logResourceFaults,
+  preparedTransactions,
+  disabledTriggers,
+  rollbackRatio,
 ]

@@ -59,6 +59,12 @@ export function settingBytes(value: string | undefined, bareUnit: number): numbe
   return Number(m[1]) * (m[2] ? SIZE_UNITS[m[2]]! : bareUnit)
 }
 
+/** A plain number setting as SHOW prints it ('0.2', '50'); undefined when it is not one. */
+export function settingNumber(value: string | undefined): number | undefined {
+  const m = value === undefined ? null : /^\s*(-?\d+(?:\.\d+)?)\s*$/.exec(value)
+  return m ? Number(m[1]) : undefined
+}
+
 /** A size for a setting's text: whole MB below 1 GB, whole GB from there, rounded up. */
 export function sizeSetting(bytes: number): string {
   const mb = Math.max(1, Math.ceil(bytes / 1024 ** 2))
