@@ -17,6 +17,8 @@ export const disabledTriggers: Rule<typeof defaults> = {
   id: 'pg_disabled_triggers',
   engine: 'postgres',
   category: 'schema',
+  summary: 'Triggers switched off (DISABLE TRIGGER): a foreign key whose internal triggers are off is no longer checked (critical, naming the constraint); user triggers that are off, per table.',
+  collectors: ['triggers'],
   thresholds: defaults,
   async check(ctx) {
     const t = ctx.thresholds(disabledTriggers)

@@ -21,6 +21,8 @@ export const preparedTransactions: Rule<typeof defaults> = {
   id: 'pg_prepared_transactions',
   engine: 'postgres',
   category: 'reliability',
+  summary: 'Prepared transactions (PREPARE TRANSACTION) left open past minutes: orphans outside a two-phase-commit system, holding their locks and the xmin horizon (named by gid, owner and database).',
+  collectors: ['database_stats'],
   thresholds: defaults,
   async check(ctx) {
     const t = ctx.thresholds(preparedTransactions)

@@ -29,6 +29,8 @@ export const rollbackRatio: Rule<typeof defaults> = {
   id: 'pg_rollback_ratio',
   engine: 'postgres',
   category: 'reliability',
+  summary: 'A low commit ratio with real volume: many transactions rolled back, absolutely or against the database\'s own previous week.',
+  collectors: ['database_stats'],
   thresholds: defaults,
   async check(ctx) {
     const t = ctx.thresholds(rollbackRatio)
