@@ -38,7 +38,7 @@ import type { FindingGroup } from './doctor/grouping.ts'
 import type { Finding } from './doctor/types.ts'
 import { healthMonitorDefaults, logEventLimits, retentionLimits, sessionHistoryLimits } from './limits.ts'
 import { serverMetrics } from './metrics.ts'
-import type { AlertInput, DiagnosisSummary, FindingRecord, MonitoredDatabase, NotificationChannel, PendingNotification, Webhook } from './store/sql-health.ts'
+import type { AlertInput, FindingRecord, MonitoredDatabase, NotificationChannel, PendingNotification, Webhook } from './store/sql-health.ts'
 import { isStoreUnreachable } from './store/availability.ts'
 import { minuteFloor } from './store/window.ts'
 import { type PostAttempt, type PostOptions, postJson, targetOrigin } from './alerts/post.ts'
@@ -375,9 +375,8 @@ export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): 
     for (const key of changes.resolved) log.info('alert resolved', { database: db.id, alert: key })
     summary.alerts.opened += changes.opened.length
     summary.alerts.resolved += changes.resolved.length
-    const counts = diagnosis.metrics_summary.findings as DiagnosisSummary['findings']
-    const active = diagnosis.metrics_summary.active_queries
-    await health.recordDiagnosis(db.id, instance, { status: diagnosis.status, score: diagnosis.score, findings: counts, active_queries: typeof active === 'number' ? active : null }, now)
+    const { findings: counts, active_queries } = diagnosis.metrics_summary
+    await health.recordDiagnosis(db.id, instance, { status: diagnosis.status, score: diagnosis.score, findings: counts, active_queries }, now)
   }
 
   /**
