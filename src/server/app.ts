@@ -24,6 +24,7 @@ import { eventRoutes } from './routes/events.ts'
 import { logEventRoutes } from './routes/log-events.ts'
 import { ingestRoutes } from './routes/ingest.ts'
 import { actionRoutes } from './routes/actions.ts'
+import { INGEST_PATH } from '../shared/ingest-path.ts'
 import { WIRE_VERSION, WIRE_VERSION_HEADER } from '../shared/wire-contract.ts'
 import { clickhouseRoutes } from './routes/clickhouse.ts'
 import { diagnosisRoutes } from './routes/diagnosis.ts'
@@ -65,7 +66,7 @@ export function canonicalPath(pathname: string): string {
 }
 
 function bodyLimitFor(path: string): number {
-  return path === '/api/v1/ingest' ? bodyLimits.ingest : bodyLimits.default
+  return path === INGEST_PATH ? bodyLimits.ingest : bodyLimits.default
 }
 
 /** The request line and headers as sent, in bytes (near enough: repeated headers arrive joined). */
@@ -141,7 +142,7 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
       if (request.url.includes('%00')) throw new HttpError(400, 'the URL must not contain NUL characters')
       if (request.method !== 'POST') return
       const path = canonicalPath(new URL(request.url).pathname)
-      if (path === '/api/v1/ingest') {
+      if (path === INGEST_PATH) {
         ingestStarts.set(request, performance.now())
         return
       }

@@ -1,6 +1,7 @@
 // Every limit, lifetime and default of the server in one table, as the spec and DECISIONS.md state
 // them. Route handlers read from here instead of carrying literals.
 import { INGEST_BODY_LIMIT_BYTES, tagLimits } from '../shared/ingest-limits.ts'
+import { MAX_POLL_INTERVAL_SECONDS, NAME_MAX_CHARS } from '../shared/database-limits.ts'
 
 const SECOND = 1000
 const MINUTE = 60 * SECOND
@@ -97,7 +98,6 @@ export const apiKeyTouchIntervalMs = MINUTE
 
 export const databaseDefaults = {
   ports: { postgres: 5432, clickhouse: 8123 },
-  pollIntervalSeconds: 10,
   /** A database counts as connected while a batch arrived within max(3 × poll interval, this). */
   connectedFloorMs: MINUTE,
 } as const
@@ -111,14 +111,14 @@ export function silentAfterMs(pollIntervalSeconds: number, floorMs: number = dat
 }
 
 export const fieldLimits = {
-  name: 200,
+  name: NAME_MAX_CHARS,
   host: 255,
   email: 254,
   tagKey: tagLimits.key,
   tagValue: tagLimits.value,
   tags: tagLimits.count,
   engineVersion: 200,
-  pollIntervalMaxSeconds: 24 * 60 * 60,
+  pollIntervalMaxSeconds: MAX_POLL_INTERVAL_SECONDS,
 } as const
 
 /** Housekeeping: rate-limit events older than this are swept. */

@@ -6,6 +6,7 @@ import { type Static, type TNull, type TNumber, type TOptional, type TSchema, ty
 import { ACTION_KINDS } from './action-kinds.ts'
 import { type Field, INDEX_FIELDS, STATEMENT_FIELDS, TABLE_FIELDS, columnType, ofKind } from './families.ts'
 import { ingestMaxItems as max, settingsLimits, tagLimits, ingestTextLimits as text } from './ingest-limits.ts'
+import { MAX_POLL_INTERVAL_SECONDS, NAME_MAX_CHARS } from './database-limits.ts'
 
 // Every number the stores keep has a maximum that their columns hold (BIGINT, DOUBLE PRECISION, and
 // INTEGER for a plan's scan counts) and that a bucket's sum of many keeps finite: past it, a 400 naming
@@ -830,10 +831,10 @@ export const IngestBatch = T.Object({
   /** When the cycle ran (epoch ms). */
   collected_at: epochMs,
   /** The poll interval the cycle's deltas cover, in seconds. */
-  interval_seconds: T.Number({ minimum: 0, maximum: 86_400 }),
+  interval_seconds: T.Number({ minimum: 0, maximum: MAX_POLL_INTERVAL_SECONDS }),
   agent_version: T.String({ maxLength: text.id }),
   database: T.Object({
-    name: T.String({ minLength: 1, maxLength: 200 }),
+    name: T.String({ minLength: 1, maxLength: NAME_MAX_CHARS }),
     engine: T.Union([T.Literal('postgres'), T.Literal('clickhouse')]),
     engine_version: T.Optional(T.String({ maxLength: 200 })),
     host: T.String({ minLength: 1, maxLength: 255 }),
@@ -915,7 +916,7 @@ export type IngestBatch = Static<typeof IngestBatch>
 
 /** Server-side settings the agent applies from its next cycle. */
 export const DatabaseSettings = T.Object({
-  poll_interval_seconds: T.Integer({ minimum: 1, maximum: 86_400 }),
+  poll_interval_seconds: T.Integer({ minimum: 1, maximum: MAX_POLL_INTERVAL_SECONDS }),
   collect_explain_plans: T.Boolean(),
   collect_replication: T.Boolean(),
   disabled_collectors: T.Array(T.String()),

@@ -6,6 +6,7 @@
 // (hostile): Slack gets them as plain_text in the blocks and escaped in its one mrkdwn field (`text`), so
 // no link or mention can be made of them; Teams with its markdown's characters escaped, the others as JSON
 // strings; every text is cut to the receiver's limit.
+import type { Severity } from '../doctor/types.ts'
 import type { AlertConsequence } from '../store/sql-alerts.ts'
 
 /** One alert state change, as every kind's payload is made from it. */
@@ -22,7 +23,7 @@ export interface AlertMessage {
     id: string
     key: string
     rule: string
-    severity: 'critical' | 'warning' | 'info'
+    severity: Severity
     title: string
     detail: string
     opened_at: number

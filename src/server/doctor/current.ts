@@ -70,7 +70,7 @@ async function diagnoseAndRecord(deps: CurrentDeps, db: RegisteredDatabase, basi
       ? await deps.diagnoser.diagnose(db, now, 'api')
       : await diagnose(deps, db, now, deps.store.dialect === 'sqlite' ? { between: breathe } : {})
   }
-  const counts = fresh.metrics_summary.findings as StoredDiagnosis['findings']
+  const counts = fresh.metrics_summary.findings
   const active = fresh.metrics_summary.active_queries
   const body: Body = { findings: fresh.findings, groups: fresh.groups, failed_rules: fresh.failed_rules, metrics_summary: fresh.metrics_summary }
   const stored: StoredDiagnosis = {

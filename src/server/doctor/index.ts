@@ -6,10 +6,10 @@ import { rfc3339 } from '../views.ts'
 import type { Deps } from '../context.ts'
 import type { RegisteredDatabase } from '../store/types.ts'
 import { DoctorContext } from './context.ts'
-import { clickhouseFigures, commonFigures, postgresFigures } from './figures.ts'
+import { type ClickHouseFigures, type CommonFigures, type PostgresFigures, clickhouseFigures, commonFigures, postgresFigures } from './figures.ts'
 import { rules } from './rules/index.ts'
 import { type DoctorStatus, SEVERITY_ORDER, doctorStatus, healthScore } from './score.ts'
-import type { Finding, Rule } from './types.ts'
+import type { Finding, Rule, Severity } from './types.ts'
 import { type FindingGroup, groupFindings } from './grouping.ts'
 
 export const LOCKED_FIX = 'Verify your email address to unlock the commands that fix this.'
@@ -23,8 +23,22 @@ export interface Diagnosis {
   groups: FindingGroup[]
   /** Rules that failed this time (logged): their earlier findings are neither confirmed nor resolved. */
   failed_rules: string[]
-  metrics_summary: Record<string, unknown>
+  metrics_summary: DiagnosisFigures
 }
+
+/**
+ * The doctor's hand-off of its key figures (to the overview, the doctor's answer and the monitor's
+ * record): the API's MetricsSummary (src/shared/api/doctor.ts) with its points in time in epoch ms,
+ * the engine's own figures present for that engine only.
+ */
+export type DiagnosisFigures = CommonFigures &
+  Partial<PostgresFigures> &
+  Partial<ClickHouseFigures> & {
+    /** When the figures' data was collected (epoch ms); null before any. */
+    as_of: number | null
+    findings: Record<Severity, number>
+    rules_evaluated: number
+  }
 
 export function rulesFor(db: RegisteredDatabase): Rule[] {
   return rules.filter((r) => r.engine === 'any' || r.engine === db.engine)
@@ -84,7 +98,7 @@ export async function diagnose(
   const { findings, groups } = groupFindings(sorted)
   const figuresRead = ctx.forRule()
   const figures = { ...(await commonFigures(figuresRead)), ...(db.engine === 'postgres' ? await postgresFigures(figuresRead) : await clickhouseFigures(figuresRead)) }
-  const counts = { critical: 0, warning: 0, info: 0 }
+  const counts: Record<Severity, number> = { critical: 0, warning: 0, info: 0 }
   for (const f of findings) counts[f.severity]++
   return {
     status: doctorStatus(findings),
@@ -114,8 +128,8 @@ const isTimeMetric = (key: string) => /_(at|since)$/.test(key) || TIME_METRICS.h
  * A metrics map with its points in time in RFC 3339, and a number that is not finite (a rule's division
  * by zero) as null: what JSON would write for it, and what the response schemas allow.
  */
-export function timesAsRfc3339<T extends Record<string, unknown>>(metrics: T): T {
-  const out: Record<string, unknown> = { ...metrics }
+export function timesAsRfc3339<T extends object>(metrics: T): T {
+  const out: Record<string, unknown> = { ...metrics } as Record<string, unknown>
   for (const [key, value] of Object.entries(metrics)) {
     if (typeof value !== 'number') continue
     if (!Number.isFinite(value)) out[key] = null

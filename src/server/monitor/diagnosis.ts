@@ -59,7 +59,7 @@ function causeAlert(g: FindingGroup, byKey: Map<string, Finding>): AlertInput {
 
 /** The part of a diagnosis database_health keeps (status, score, findings by severity, active queries). */
 export function diagnosisSummary(diagnosis: Diagnosis): DiagnosisSummary {
-  const counts = diagnosis.metrics_summary.findings as DiagnosisSummary['findings']
+  const counts = diagnosis.metrics_summary.findings
   const active = diagnosis.metrics_summary.active_queries
   return { status: diagnosis.status, score: diagnosis.score, findings: counts, active_queries: typeof active === 'number' ? active : null }
 }

@@ -7,7 +7,7 @@ import { Elysia } from 'elysia'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { DiagnosisBusy } from '../doctor/diagnosis-worker.ts'
-import { findingView, groupView, timesAsRfc3339 } from '../doctor/index.ts'
+import { type DiagnosisFigures, findingView, groupView, timesAsRfc3339 } from '../doctor/index.ts'
 import { currentDiagnosis } from '../doctor/current.ts'
 import { HttpError } from '../http-error.ts'
 import { availabilityView, rfc3339 } from '../views.ts'
@@ -61,7 +61,8 @@ async function cacheHitRatio(deps: Deps, databaseId: string, window: Window & { 
  * The doctor's key figures as the API answers them, times in RFC 3339. The doctor keeps them as a loose
  * map (engine-specific figures, times as epoch ms); the route's response schema checks the result.
  */
-const summaryView = (summary: Record<string, unknown>) => timesAsRfc3339(summary) as Static<typeof MetricsSummary>
+/** The figures with their points in time in RFC 3339 (timesAsRfc3339 turns each number under such a key into its string). */
+const summaryView = (summary: DiagnosisFigures) => timesAsRfc3339(summary) as unknown as Static<typeof MetricsSummary>
 
 export function diagnosisRoutes(deps: Deps) {
   const { store } = deps
@@ -119,14 +120,13 @@ export function diagnosisRoutes(deps: Deps) {
       const db = await databaseFor(deps, principal, params.id)
       const org = await store.getOrganization(principal.orgId)
       const diagnosis = await diagnosisFor(deps, db, clock())
-      const summary = diagnosis.metrics_summary as Record<string, unknown>
       return {
         status: diagnosis.status,
         score: diagnosis.score,
         evaluated_at: rfc3339(diagnosis.evaluated_at),
         top_issues: diagnosis.findings.slice(0, MAX_ISSUES).map((f) => findingView(f, org?.verified ?? false)),
         groups: diagnosis.groups.slice(0, MAX_ISSUES).map((g) => groupView(g, org?.verified ?? false)),
-        metrics_summary: summaryView(summary),
+        metrics_summary: summaryView(diagnosis.metrics_summary),
       }
     }, { response: { 200: Doctor }, detail: { summary: "The doctor's diagnosis: status, score, findings worst first and the key figures" } })
 }

@@ -20,7 +20,8 @@ import { ingestMaxItems, ingestTextLimits } from '../../../shared/ingest-limits.
 import type { LogCount, LogEvent, LogEventsSection } from '../../../shared/wire.ts'
 import { redactSecrets } from '../../../shared/redact.ts'
 import { maskSecretStatements } from '../../secret-statements.ts'
-import type { ClickHouseCollector, ClickHouseContext } from '../types.ts'
+import type { ClickHouseContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 import { select } from './common.ts'
 import { systemTables } from './system-tables.ts'
 
@@ -203,7 +204,7 @@ function textEntry(r: TextRow): LogEvent {
   return event(Math.floor(Number(r.us) / 1000), kind, severity, name, r.message, {}, r.format || undefined)
 }
 
-export const logEvents: ClickHouseCollector = {
+export const logEvents = registerCollector<ClickHouseContext>({
   name: NAME,
   engine: 'clickhouse',
   defaultEnabled: true,
@@ -285,5 +286,5 @@ export const logEvents: ClickHouseCollector = {
     }
     return { log_events: section }
   },
-}
+})
 

@@ -11,7 +11,8 @@
 import type { QueryStatDelta } from '../../../shared/wire.ts'
 import { AGENT_LOG_COMMENT } from '../../clickhouse-connection.ts'
 import { num } from '../delta.ts'
-import type { ClickHouseCollector } from '../types.ts'
+import type { ClickHouseContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 import { isUnknownTable, MAX_TEXT, select } from './common.ts'
 import { systemTables } from './system-tables.ts'
 
@@ -61,7 +62,7 @@ const STATS_SQL = `
 
 class MissingQueryLog extends Error {}
 
-export const queryStats: ClickHouseCollector = {
+export const queryStats = registerCollector<ClickHouseContext>({
   name: 'query_stats',
   engine: 'clickhouse',
   defaultEnabled: true,
@@ -112,4 +113,4 @@ export const queryStats: ClickHouseCollector = {
       return {}
     }
   },
-}
+})

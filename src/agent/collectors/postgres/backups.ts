@@ -11,7 +11,8 @@ import { parsePgBackRestInfo } from '../../backups/pgbackrest.ts'
 import { type CommandLimits, defaultCommandLimits, runCommand } from '../../backups/run-command.ts'
 import { parseWalgBackupList } from '../../backups/walg.ts'
 import type { BackupConfig } from '../../config.ts'
-import type { PostgresCollector } from '../types.ts'
+import type { PostgresContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 
 /** How long a cycle waits for a listing it started before leaving it to a later cycle. */
 export const BACKUP_WAIT_MS = 3_000
@@ -45,7 +46,7 @@ function delay(ms: number, signal?: AbortSignal): Promise<void> {
   })
 }
 
-export const backups: PostgresCollector = {
+export const backups = registerCollector<PostgresContext>({
   name: 'backups',
   engine: 'postgres',
   defaultEnabled: true,
@@ -81,4 +82,4 @@ export const backups: PostgresCollector = {
     current.result = null
     return { backups: result }
   },
-}
+})

@@ -6,7 +6,8 @@
 import { DATABASE_COUNTER_KEYS, DATABASE_GAUGE_KEYS } from '../../../shared/metrics.ts'
 import type { XminHolder } from '../../../shared/wire.ts'
 import { epoch, num } from '../delta.ts'
-import type { PostgresCollector } from '../types.ts'
+import type { PostgresContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 import { type Counters, deltaSince, nonNegative, resetStamp, type Sample } from './common.ts'
 import { maskSecretStatements } from '../../secret-statements.ts'
 
@@ -165,7 +166,7 @@ function holdersOf(rows: HolderRow[], previous: FirstSeen, seen: FirstSeen): Xmi
 
 type Row = Record<(typeof COUNTERS)[number] | (typeof GAUGES)[number], string | number | null> & { stats_reset: string | null }
 
-export const databaseStats: PostgresCollector = {
+export const databaseStats = registerCollector<PostgresContext>({
   name: 'database_stats',
   engine: 'postgres',
   defaultEnabled: true,
@@ -193,4 +194,4 @@ export const databaseStats: PostgresCollector = {
     ctx.state.set('xmin_holders', seen)
     return { database_stats: { ...delta, ...gauges }, xmin_holders: xminHolders }
   },
-}
+})

@@ -43,7 +43,8 @@
 // directions), not its costs, so a changed plan gets a new hash and a re-costed one does not.
 import { createHash } from 'node:crypto'
 import type { ExplainPlan } from '../../../shared/wire.ts'
-import type { PostgresCollector, PostgresContext } from '../types.ts'
+import type { PostgresContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 import { readAutoExplainPlans } from './auto-explain-log.ts'
 import { maskSecretStatements } from '../../secret-statements.ts'
 import { featuresOf, ownStatementsRole } from './query-stats.ts'
@@ -571,7 +572,7 @@ function reportSkipped(ctx: PostgresContext, state: State, denied: Denied[], unt
   state.deniedSet = set
 }
 
-export const explainPlans: PostgresCollector = {
+export const explainPlans = registerCollector<PostgresContext>({
   name: 'explain_plans',
   engine: 'postgres',
   defaultEnabled: true,
@@ -593,4 +594,4 @@ export const explainPlans: PostgresCollector = {
     if (ctx.pgLogDir) plans.push(...(await readAutoExplainPlans(ctx.pgLogDir, state.logOffsets, ctx.now, ctx.log)))
     return plans.length > 0 ? { explain_plans: plans.slice(0, 200) } : {}
   },
-}
+})

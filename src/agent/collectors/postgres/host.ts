@@ -5,11 +5,12 @@
 // deltas: the first cycle sends none.
 import { judgeHost, postgresHostFacts } from '../../host/evidence.ts'
 import { type HostMemory, sampleHost } from '../../host/sample.ts'
-import type { PostgresCollector } from '../types.ts'
+import type { PostgresContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 
 export const NOT_ON_HOST = 'host figures (CPU, memory, free disk space and its forecast) need the agent on the database host'
 
-export const host: PostgresCollector = {
+export const host = registerCollector<PostgresContext>({
   name: 'host',
   engine: 'postgres',
   defaultEnabled: true,
@@ -29,4 +30,4 @@ export const host: PostgresCollector = {
     else ctx.notes.delete('host')
     return { host: { source: 'proc', evidence: verdict.evidence.slice(0, 1_000), ...sample.status } }
   },
-}
+})

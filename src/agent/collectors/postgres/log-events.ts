@@ -18,7 +18,8 @@ import type { LogFormat } from '../../logs/parse.ts'
 import { buildPrefixParser, type PrefixParser } from '../../logs/prefix.ts'
 import { DEFAULT_BUDGET_BYTES, type LogPosition, readLogs } from '../../logs/reader.ts'
 import { fileSource, type LogSource, sqlSource } from '../../logs/source.ts'
-import type { PostgresCollector, PostgresContext } from '../types.ts'
+import type { PostgresContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 
 export const NAME = 'log_events'
 /** Entries sent whole per batch, and about how many bytes of JSON they may take. */
@@ -282,7 +283,7 @@ async function sourceFor(ctx: PostgresContext, settings: LogSettings): Promise<L
   }
 }
 
-export const logEvents: PostgresCollector = {
+export const logEvents = registerCollector<PostgresContext>({
   name: NAME,
   engine: 'postgres',
   defaultEnabled: true,
@@ -332,4 +333,4 @@ export const logEvents: PostgresCollector = {
     }
     return { log_events: section }
   },
-}
+})

@@ -22,7 +22,8 @@ import { POSTGRES_STATEMENT_COUNTERS, STATEMENT_FIELDS, pgSelectList } from '../
 import type { QueryStatDelta } from '../../../shared/wire.ts'
 import { EXPLAIN_PREPARE, OWN_MARKER } from '../../own-statements.ts'
 import { epoch, num } from '../delta.ts'
-import type { PostgresCollector, PostgresContext } from '../types.ts'
+import type { PostgresContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 import { maskSecretStatements } from '../../secret-statements.ts'
 
 const MAX_TEXT = 10_000
@@ -204,7 +205,7 @@ export function entryDelta(before: Saved | undefined, now: Saved, allReset: bool
   return out
 }
 
-export const queryStats: PostgresCollector = {
+export const queryStats = registerCollector<PostgresContext>({
   name: 'query_stats',
   engine: 'postgres',
   defaultEnabled: true,
@@ -309,7 +310,7 @@ export const queryStats: PostgresCollector = {
     for (const [hash, d] of sums) out.push({ query_hash: hash, query_text: texts.get(hash) ?? '', ...d })
     return { query_stats: out }
   },
-}
+})
 
 /**
  * Logs evictions since the previous cycle (dealloc moved, or entries of the last cycle are gone without a

@@ -7,7 +7,8 @@ import { TABLE_COUNTERS, TABLE_FIELDS, TABLE_GAUGES, pgSelectList } from '../../
 import { ingestMaxItems } from '../../../shared/ingest-limits.ts'
 import type { SequenceStat, TableStat } from '../../../shared/wire.ts'
 import { deltaOf, epoch, num } from '../delta.ts'
-import type { PostgresCollector, PostgresContext } from '../types.ts'
+import type { PostgresContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 import type { Counters } from './common.ts'
 
 const MAX_TABLES = ingestMaxItems.tables
@@ -226,7 +227,7 @@ interface ForeignKeyRow {
   n_live_tup: number | string | null
 }
 
-export const tables: PostgresCollector = {
+export const tables = registerCollector<PostgresContext>({
   name: 'tables',
   engine: 'postgres',
   defaultEnabled: true,
@@ -269,4 +270,4 @@ export const tables: PostgresCollector = {
       })),
     }
   },
-}
+})

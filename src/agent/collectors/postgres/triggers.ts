@@ -5,7 +5,8 @@
 // text and travel as they are (the doctor quotes them).
 import { ingestMaxItems } from '../../../shared/ingest-limits.ts'
 import type { DisabledTrigger } from '../../../shared/wire.ts'
-import type { PostgresCollector } from '../types.ts'
+import type { PostgresContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 
 // For an internal foreign-key trigger, the constraint it enforces and that constraint's own table (the
 // referencing one); the trigger may sit on either side (checks on the referencing table, actions on
@@ -23,7 +24,7 @@ const SQL = `
   ORDER BY t.tgisinternal DESC, n.nspname, c.relname, t.tgname
   LIMIT $1`
 
-export const triggers: PostgresCollector = {
+export const triggers = registerCollector<PostgresContext>({
   name: 'triggers',
   engine: 'postgres',
   defaultEnabled: true,
@@ -41,4 +42,4 @@ export const triggers: PostgresCollector = {
       })),
     }
   },
-}
+})

@@ -38,6 +38,7 @@ import { AsOf } from './doctor.tsx'
 import { useEventMarks } from './events.tsx'
 import { SeriesChart, type SeriesSpec } from './series-chart.tsx'
 import type { Database, Doctor, Finding, FindingGroup, PageProps } from './types.ts'
+import { DATABASE_METRICS, SERVER_METRICS, legends } from '../../../shared/metrics.ts'
 import type { Static } from '@sinclair/typebox'
 import type { Overview as OverviewSchema, TopQuery as TopQuerySchema } from '../../../shared/api/doctor.ts'
 import type { DatabaseStatsPoint } from '../../../shared/api/internals.ts'
@@ -48,13 +49,13 @@ type Overview = Static<typeof OverviewSchema>
 type Point = { ts: string }
 
 const POSTGRES_ACTIVITY: SeriesSpec[] = [
-  { name: 'overview-transactions', title: 'Transactions per second', unit: 'per_s', rate: true, keys: [['xact_commit', 'commits'], ['xact_rollback', 'rollbacks']] },
-  { name: 'overview-connections', title: 'Connections', unit: 'count', keys: [['numbackends', 'backends']] },
+  { name: 'overview-transactions', title: 'Transactions per second', unit: 'per_s', rate: true, keys: legends(DATABASE_METRICS, 'xact_commit', 'xact_rollback') },
+  { name: 'overview-connections', title: 'Connections', unit: 'count', keys: legends(DATABASE_METRICS, 'numbackends') },
 ]
 
 const CLICKHOUSE_ACTIVITY: SeriesSpec[] = [
   { name: 'overview-queries', title: 'Queries per second', unit: 'per_s', perBucket: true, keys: [['queries_per_s', 'queries'], ['failed_queries_per_s', 'failed']] },
-  { name: 'overview-connections', title: 'Connections', unit: 'count', keys: [['tcp_connections', 'TCP'], ['http_connections', 'HTTP']] },
+  { name: 'overview-connections', title: 'Connections', unit: 'count', keys: legends(SERVER_METRICS, 'tcp_connections', 'http_connections') },
 ]
 
 /** The window in words: "the last 6 hours", or "14:00 to 18:00" for a custom one. */
