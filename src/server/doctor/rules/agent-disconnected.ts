@@ -8,6 +8,7 @@
 // an earlier run keeps its history but is watched only when named again) and to read its start lines.
 import { databaseDefaults, silentAfterMs } from '../../limits.ts'
 import { lastHeardAt } from '../../store/sql-availability.ts'
+import { NAME_MAX_CHARS } from '../../../shared/database-limits.ts'
 import { commentText } from '../sql-text.ts'
 import type { RegisteredDatabase } from '../../store/types.ts'
 import { type Rule, duration } from '../types.ts'
@@ -66,7 +67,7 @@ export const agentDisconnected: Rule<typeof defaults> = {
           detail: `dbm has not received any telemetry for "${db.name}" since it was registered ${duration(now - db.created_at)} ago.`,
           recommendation: 'Start dbm agent with this database in its config.yaml and an API key of this organization.',
           how_to_investigate: ['dbm agent --check --config config.yaml', 'curl http://<agent health address>/healthz'],
-          how_to_fix: [`dbm agent --config config.yaml   # with a databases entry named "${commentText(db.name, 200)}"`],
+          how_to_fix: [`dbm agent --config config.yaml   # with a databases entry named "${commentText(db.name, NAME_MAX_CHARS)}"`],
           metrics: { last_seen_at: null },
         },
       ]
