@@ -1,21 +1,15 @@
-// No module of src/ imports itself back through others (a cycle makes load order decide whether a
-// constant is ready, and ties modules that should change apart). Walks every static import of src/
-// with Bun.Transpiler's scanImports: the ones that run at load time. Type-only imports (erased) and
-// dynamic import() (loaded later, on demand) cannot leave a module half-loaded and are not counted.
+// No module of src/ imports itself back through others, type-only imports included: a cycle makes load
+// order decide whether a constant is ready, and ties together modules that should change apart (a type
+// cycle is the second kind). Every `import`, `import type`, `export … from` and `export type … from` of
+// src/ counts; dynamic import() does not (it loads later, on demand, and is how the CLI defers the server).
+// Bun.Transpiler's scanImports finds the imports; type-only ones, which it erases, are first rewritten as
+// plain ones (with verbatimModuleSyntax an unused plain import is still reported).
 import { describe, expect, test } from 'bun:test'
-import { readdirSync, readFileSync, statSync } from 'node:fs'
+import { readFileSync, readdirSync, statSync } from 'node:fs'
 import { dirname, join, relative, resolve } from 'node:path'
 
 const ROOT = resolve(import.meta.dir, '../..')
 const SRC = join(ROOT, 'src')
-
-/**
- * Cycles outside the store known and left alone, each as its modules (relative to src/). The explain
- * collector reads auto_explain's log (auto-explain-log.ts), which builds its entries with the
- * collector's planEntry: harmless while planEntry is used inside functions only, left to the agent's
- * owners (moving planEntry to a module of its own breaks it).
- */
-const KNOWN_CYCLES: string[][] = [['agent/collectors/postgres/auto-explain-log.ts', 'agent/collectors/postgres/explain-plans.ts']]
 
 function sourceFiles(dir: string): string[] {
   const out: string[] = []
@@ -27,7 +21,16 @@ function sourceFiles(dir: string): string[] {
   return out
 }
 
-/** Each module's relative imports that resolve to a file of src/. */
+/** The module's text with its type-only imports and re-exports written as plain ones. */
+export function withTypeImportsAsValues(text: string): string {
+  return text
+    .replace(/^#!.*/, '')
+    .replace(/\bimport\s+type\s+(?=[\w${*])/g, 'import ')
+    .replace(/\bexport\s+type\s+(?=[{*])/g, 'export ')
+    .replace(/([{,]\s*)type\s+(?=[\w$]+\s*(?:,|\}|\bas\b))/g, '$1')
+}
+
+/** Each module's relative imports (static, type-only included) that resolve to a file of src/. */
 function importGraph(): Map<string, string[]> {
   const graph = new Map<string, string[]>()
   const files = sourceFiles(SRC)
@@ -35,7 +38,7 @@ function importGraph(): Map<string, string[]> {
   for (const file of files) {
     const transpiler = new Bun.Transpiler({ loader: file.endsWith('.tsx') ? 'tsx' : 'ts' })
     const targets = transpiler
-      .scanImports(readFileSync(file, 'utf8').replace(/^#!.*/, ''))
+      .scanImports(withTypeImportsAsValues(readFileSync(file, 'utf8')))
       .filter((i) => i.kind !== 'dynamic-import')
       .map((i) => i.path)
       .filter((p) => p.startsWith('.'))
@@ -46,8 +49,8 @@ function importGraph(): Map<string, string[]> {
   return graph
 }
 
-/** Every elementary cycle's strongly connected component (Tarjan), as lists of modules relative to src/. */
-function cycles(graph: Map<string, string[]>): string[][] {
+/** The strongly connected components of more than one module, or of one importing itself (Tarjan). */
+function components(graph: Map<string, string[]>): string[][] {
   let index = 0
   const indexOf = new Map<string, number>()
   const low = new Map<string, number>()
@@ -73,22 +76,49 @@ function cycles(graph: Map<string, string[]>): string[][] {
         onStack.delete(w)
         component.push(w)
       } while (w !== v)
-      const selfLoop = (graph.get(v) ?? []).includes(v)
-      if (component.length > 1 || selfLoop) found.push(component.map((f) => relative(SRC, f)).sort())
+      if (component.length > 1 || (graph.get(v) ?? []).includes(v)) found.push(component.sort())
     }
   }
   for (const v of [...graph.keys()].sort()) if (!indexOf.has(v)) visit(v)
-  return found.sort((a, b) => a[0]!.localeCompare(b[0]!))
+  return found
+}
+
+/** One shortest cycle through the component's first module, as `a.ts -> b.ts -> a.ts` relative to src/. */
+function cycleThrough(graph: Map<string, string[]>, component: string[]): string {
+  const members = new Set(component)
+  const start = component[0]!
+  const cameFrom = new Map<string, string>()
+  const queue = [start]
+  let last: string | undefined
+  while (queue.length > 0 && last === undefined) {
+    const v = queue.shift()!
+    for (const w of graph.get(v) ?? []) {
+      if (!members.has(w)) continue
+      if (w === start) {
+        last = v
+        break
+      }
+      if (!cameFrom.has(w)) {
+        cameFrom.set(w, v)
+        queue.push(w)
+      }
+    }
+  }
+  const path = [start]
+  for (let v = last!; v !== start; v = cameFrom.get(v)!) path.splice(1, 0, v)
+  path.push(start)
+  return `${path.map((f) => relative(SRC, f)).join(' -> ')} (${component.length} modules in the knot)`
 }
 
 describe('import cycles', () => {
-  const found = cycles(importGraph())
-
-  test('none in src/server/store', () => {
-    expect(found.filter((c) => c.some((f) => f.startsWith('server/store/')))).toEqual([])
+  test('type-only imports count: they are rewritten as plain ones', () => {
+    const text = "import type { A } from './a'\nimport { type B, C } from './b'\nexport type { D } from './d'\nimport type * as E from './e'"
+    const paths = new Bun.Transpiler({ loader: 'ts' }).scanImports(withTypeImportsAsValues(text)).map((i) => i.path)
+    expect(paths).toEqual(['./a', './b', './d', './e'])
   })
 
-  test('none elsewhere in src/ but the known ones', () => {
-    expect(found).toEqual(KNOWN_CYCLES.map((c) => [...c].sort()))
+  test('none in src/', () => {
+    const graph = importGraph()
+    expect(components(graph).map((c) => cycleThrough(graph, c))).toEqual([])
   })
 })
