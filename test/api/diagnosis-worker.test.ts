@@ -4,7 +4,8 @@
 // including data written by the main thread just before, also for the overview and the doctor (diagnoseRecent); a health monitor given the worker records the
 // same diagnosis; and once the worker is closed the monitor diagnoses on its own thread.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { type Diagnoser, DiagnosisBusy, startDiagnosisWorker } from '../../src/server/doctor/diagnosis-worker.ts'
+import type { Diagnoser } from '../../src/server/doctor/diagnosis.ts'
+import { DiagnosisBusy, startDiagnosisWorker } from '../../src/server/doctor/diagnosis-worker.ts'
 import { diagnose, diagnoseRecent } from '../../src/server/doctor/index.ts'
 import { createHealthMonitor } from '../../src/server/health-monitor.ts'
 import { createLogger } from '../../src/shared/log.ts'

@@ -11,20 +11,9 @@ import { rules } from './rules/index.ts'
 import { type DoctorStatus, SEVERITY_ORDER, doctorStatus, healthScore } from './score.ts'
 import type { Finding, Rule } from './types.ts'
 import { type FindingGroup, groupFindings } from './grouping.ts'
+import type { Diagnosis } from './diagnosis.ts'
 
 export const LOCKED_FIX = 'Verify your email address to unlock the commands that fix this.'
-
-export interface Diagnosis {
-  status: DoctorStatus
-  score: number
-  evaluated_at: number
-  findings: Finding[]
-  /** The findings grouped by cause (grouping.ts), worst first: one issue, and one alert, per cause. */
-  groups: FindingGroup[]
-  /** Rules that failed this time (logged): their earlier findings are neither confirmed nor resolved. */
-  failed_rules: string[]
-  metrics_summary: Record<string, unknown>
-}
 
 export function rulesFor(db: RegisteredDatabase): Rule[] {
   return rules.filter((r) => r.engine === 'any' || r.engine === db.engine)

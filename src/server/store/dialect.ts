@@ -5,8 +5,7 @@
 // transactions), the migrations their own DDL per store. Pieces that end up in parameterised queries
 // built with the sql`` template (sql.ts) are Fragments; those spliced into texts without parameters of
 // their own (upsert updates, rollups, retention deletes) are strings.
-import type { Dialect, SqlStatement } from './driver.ts'
-import { type Fragment, ident, join, param, sql } from './sql.ts'
+import { type Dialect, type Fragment, type SqlStatement, ident, join, param, sql } from './sql.ts'
 import { INT64_MAX_SQL } from './sql-sums.ts'
 
 export interface SqlDialect {

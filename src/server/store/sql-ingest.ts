@@ -9,7 +9,8 @@
 // sql-availability.ts; the settings' details to sql-server-settings.ts; custom metrics to sql-custom-metrics.ts.
 import type { IngestBatch } from '../../shared/wire.ts'
 import type { SqlDialect } from './dialect.ts'
-import type { SqlDriver, SqlStatement } from './driver.ts'
+import type { SqlDriver } from './driver.ts'
+import type { SqlStatement } from './sql.ts'
 import { applyClickHouse } from './sql-clickhouse.ts'
 import { hostWrites } from './sql-host.ts'
 import { applyEvents, applyLogTimeline } from './sql-events.ts'

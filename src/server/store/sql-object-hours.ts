@@ -10,7 +10,7 @@
 // sql-objects.ts both import it without an import cycle.
 import { type Field, INDEX_COUNTERS, INDEX_FIELDS, INDEX_GAUGES, TABLE_COUNTERS, TABLE_FIELDS, TABLE_GAUGES, columnType } from '../../shared/families.ts'
 import type { SqlDialect } from './dialect.ts'
-import type { SqlStatement } from './driver.ts'
+import type { SqlStatement } from './sql.ts'
 import { HOUR_MS } from './window.ts'
 
 export interface ObjectHours {

@@ -26,7 +26,8 @@
 // complete).
 import { STATEMENT_COUNTERS as QUERY_COUNTER_KEYS, STATEMENT_DURATIONS } from '../../shared/families.ts'
 import { type SqlDialect, lockStatement, perDialect } from './dialect.ts'
-import type { SqlDriver, SqlStatement } from './driver.ts'
+import type { SqlDriver } from './driver.ts'
+import type { SqlStatement } from './sql.ts'
 import { OBJECT_HOURS, rollUpObjectHours } from './sql-object-hours.ts'
 import type { Reads, Writes } from './sql-writes.ts'
 import { HOUR_MS, MINUTE_MS, type Window, floorTo } from './window.ts'

@@ -11,7 +11,8 @@
 // insertMany (dialect.ts).
 import { INDEX_FIELDS, STATEMENT_FIELDS, TABLE_FIELDS, columnType } from '../../shared/families.ts'
 import type { SqlDialect } from './dialect.ts'
-import type { RunResult, SqlDriver, SqlStatement } from './driver.ts'
+import type { RunResult, SqlDriver } from './driver.ts'
+import type { SqlStatement } from './sql.ts'
 
 const FAMILY_COLUMN_TYPES = Object.fromEntries([...STATEMENT_FIELDS, ...TABLE_FIELDS, ...INDEX_FIELDS].map((f) => [f.key, columnType(f)]))
 

@@ -5,7 +5,8 @@
 import postgres from 'postgres'
 import { StoreAvailability, isStoreUnreachable } from '../availability.ts'
 import { postgresDialect } from '../dialect.ts'
-import { type RunResult, type SqlDriver, type SqlStatement, StoreError, UniqueViolation } from '../driver.ts'
+import { type RunResult, type SqlDriver, StoreError, UniqueViolation } from '../driver.ts'
+import type { SqlStatement } from '../sql.ts'
 
 export interface PostgresDriverOptions {
   /** Deadline for each statement, in milliseconds. */
