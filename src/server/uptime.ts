@@ -4,7 +4,7 @@
 // neither, and null when nothing is known; watched_ms (up + down) says how much time the ratio stands on.
 // Time before the database's registration is in none of them. Per day: UTC days, oldest first.
 import { silentAfterMs } from './limits.ts'
-import { type AvailabilitySpans, type AvailabilityState, lastHeardAt } from './store/sql-availability.ts'
+import { type AvailabilitySpans, type AvailabilityState, lastHeardAt } from './store/availability/availability.ts'
 import type { RegisteredDatabase } from './store/types.ts'
 
 const DAY = 86_400_000

@@ -9,7 +9,7 @@
 import { describe, expect, test } from 'bun:test'
 import { createHealthMonitor } from '../../src/server/health-monitor.ts'
 import { sessionHistoryLimits } from '../../src/server/limits.ts'
-import { compactLocks, lockChains } from '../../src/server/store/lock-chains.ts'
+import { compactLocks, lockChains } from '../../src/server/store/sessions/lock-chains.ts'
 import type { ActiveQuery, LockEntry } from '../../src/shared/wire.ts'
 import { agentSession, chBatch, iso, pgBatch } from '../support/batches.ts'
 import { storeKinds } from '../support/server.ts'

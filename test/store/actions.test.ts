@@ -166,7 +166,7 @@ for (const kind of storeKinds as StoreKind[]) {
       await a.actions.finishAction(orgId, done, { outcome: 'done', signalled: true }, T0 + 20)
       const recent = await put(T0 + 2 * DAY)
       const cutoff = T0 + DAY
-      const { retentionStore } = await import('../../src/server/store/sql-retention.ts')
+      const { retentionStore } = await import('../../src/server/store/retention/retention.ts')
       const retention = retentionStore(a.driver)
       await retention.sweepDatabase(db.id, { before: cutoff, minutesBefore: cutoff, rollUpTo: cutoff }, 2)
       const left = await a.actions.listActions(db.id, 20, cutoff + 2 * DAY)

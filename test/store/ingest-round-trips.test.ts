@@ -7,7 +7,7 @@
 import { beforeAll, describe, expect, test } from 'bun:test'
 import type { PostgresDriver } from '../../src/server/store/postgres/driver.ts'
 import type { SqlStore } from '../../src/server/store/sql-store.ts'
-import { INGEST_COLUMN_TYPES } from '../../src/server/store/sql-writes.ts'
+import { INGEST_COLUMN_TYPES } from '../../src/server/store/ingest/batch.ts'
 import type { IndexStat, IngestBatch, TableStat } from '../../src/shared/wire.ts'
 import { REAL_SHAPE, agentBatch } from '../support/agent-batch.ts'
 import { type StoreKind, storeKinds } from '../support/server.ts'

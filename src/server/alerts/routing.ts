@@ -5,7 +5,7 @@
 // With routes, an alert goes to the destinations of the first route whose matchers all match it, then
 // of each later one while the matched route says `continue`; an alert no route matches goes to no
 // destination. The users' mail and the organization's webhook are not destinations: routes leave them be.
-import type { AlertSeverity } from '../store/sql-alerts.ts'
+import type { AlertSeverity } from '../store/alerts/alerts.ts'
 
 /** A route's matchers; each one given must match (a list: any of its values; tag: every pair). */
 export interface RouteMatch {

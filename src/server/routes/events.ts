@@ -8,7 +8,7 @@
 import { Elysia, t } from 'elysia'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
-import type { DbEvent } from '../store/sql-events.ts'
+import type { DbEvent } from '../store/events/events.ts'
 import { rfc3339 } from '../views.ts'
 import { DbEvent as DbEventSchema } from '../../shared/api/events.ts'
 import { query } from './schema.ts'

@@ -11,7 +11,7 @@ import type { BloatEstimate, ConnectionGroup, InvalidConstraint, ProgressEntry }
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { pgIdent, pgQualified } from '../../shared/sql-text.ts'
-import type { SnapshotKind } from '../store/sql-snapshots.ts'
+import type { SnapshotKind } from '../store/snapshots.ts'
 import { rfc3339 } from '../views.ts'
 import { Bloat, Connections, InvalidConstraints, Progress } from '../../shared/api/pg-checks.ts'
 import { oneOf, query } from './schema.ts'

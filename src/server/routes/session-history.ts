@@ -6,7 +6,7 @@
 import { Elysia, t } from 'elysia'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
-import type { StoredChain } from '../store/sql-session-history.ts'
+import type { StoredChain } from '../store/sessions/history.ts'
 import { rfc3339 } from '../views.ts'
 import { LockChain, SnapshotTimes } from '../../shared/api/session-history.ts'
 import { oneOf, query } from './schema.ts'

@@ -6,7 +6,7 @@
 // built with the sql`` template (sql.ts) are Fragments; those spliced into texts without parameters of
 // their own (upsert updates, rollups, retention deletes) are strings.
 import { type Dialect, type Fragment, type SqlStatement, ident, join, param, sql } from './sql.ts'
-import { INT64_MAX_SQL } from './sql-sums.ts'
+import { INT64_MAX_SQL } from './sums.ts'
 
 export interface SqlDialect {
   readonly name: Dialect

@@ -1,6 +1,6 @@
 // The thin SQL driver that both store backends implement. Statements are written once with
 // PostgreSQL-style `$1` placeholders; the SQLite driver rewrites them to `?1`.
-import type { StoreAvailability } from './availability.ts'
+import type { StoreAvailability } from './reachability.ts'
 import type { SqlDialect } from './dialect.ts'
 import type { Dialect, SqlStatement } from './sql.ts'
 

@@ -2,7 +2,7 @@
 // with each batch that carries them (a late batch never replaces a newer one), read whole.
 import type { IngestBatch } from '../../shared/wire.ts'
 import type { SqlDriver } from './driver.ts'
-import type { Writes } from './sql-writes.ts'
+import type { Writes } from './ingest/batch.ts'
 
 /** Sections kept as the latest snapshot only (replaced by each newer batch that carries them); tables,
  * indexes and the internals sections keep theirs in sql-objects.ts and sql-internals.ts. */

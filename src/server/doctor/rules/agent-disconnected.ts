@@ -7,7 +7,7 @@
 // config file and no health address: the advice is to give the database's DSN to dbm local (a database of
 // an earlier run keeps its history but is watched only when named again) and to read its start lines.
 import { databaseDefaults, silentAfterMs } from '../../limits.ts'
-import { lastHeardAt } from '../../store/sql-availability.ts'
+import { lastHeardAt } from '../../store/availability/availability.ts'
 import { commentText } from '../sql-text.ts'
 import type { RegisteredDatabase } from '../../store/types.ts'
 import { type Rule, duration } from '../types.ts'

@@ -6,8 +6,8 @@
 // Under `dbm local` the agent is in the server's process and its DSNs are on the command line: the advice
 // checks the DSN and the role there and restarts dbm local, never `dbm agent --check` or a config file.
 import { databaseDefaults, silentAfterMs } from '../../limits.ts'
-import { lastHeardAt } from '../../store/sql-availability.ts'
-import { causeText } from '../../store/sql-availability.ts'
+import { lastHeardAt } from '../../store/availability/availability.ts'
+import { causeText } from '../../store/availability/availability.ts'
 import { type Rule, duration } from '../types.ts'
 
 const defaults = {

@@ -4,7 +4,7 @@
 // check after it. A new major version (PostgreSQL's first number; ClickHouse's year.month release) or a
 // downgrade is a warning: extensions, statistics and defaults change with it; a minor update is info.
 // A version changed and changed back within the window is no finding.
-import type { ServerChange } from '../../store/sql-server-changes.ts'
+import type { ServerChange } from '../../store/events/server-changes.ts'
 import type { Rule } from '../types.ts'
 
 const defaults = {

@@ -5,7 +5,7 @@
 // changed and changed back is no finding; a value another rule judges already (pg_risky_settings: fsync
 // off, ...) is left to it. Values come from the monitored server: they are shown as SQL constants
 // (sql-text.ts), cut, and reach commands only as such constants.
-import type { ServerChange } from '../../store/sql-server-changes.ts'
+import type { ServerChange } from '../../store/events/server-changes.ts'
 import { chString, commentText, pgIdent, pgString } from '../sql-text.ts'
 import type { FindingDraft, Rule } from '../types.ts'
 import { settings } from './postgres/log-evidence.ts'

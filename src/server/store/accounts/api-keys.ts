@@ -3,10 +3,10 @@
 // keys with their creators) are apart from writes (creating, revoking, recording use, and revoking every
 // key a user created, which sql-members.ts runs inside a removal's or demotion's transaction).
 // Only SHA-256 of a key's secret is stored.
-import type { ApiKeyScope } from '../../shared/api/api-keys.ts'
-import { API_KEY_SCOPES } from '../../shared/api/api-keys.ts'
-import { num, numOrNull } from './account-rows.ts'
-import type { SqlDriver } from './driver.ts'
+import type { ApiKeyScope } from '../../../shared/api/api-keys.ts'
+import { API_KEY_SCOPES } from '../../../shared/api/api-keys.ts'
+import { num, numOrNull } from './rows.ts'
+import type { SqlDriver } from '../driver.ts'
 
 export type { ApiKeyScope }
 

@@ -18,11 +18,11 @@
 // to long-poll for it, until that one falls silent; the long-polls and results of any other key of the
 // organization are refused by the route.
 // Reads (an action, the recent ones, what the agent allows) are apart from writes.
-import { ACTION_KINDS, type ActionClass, actionClass } from '../../shared/action-kinds.ts'
-import type { ActionKind, ActionSession } from '../../shared/wire.ts'
-import { num, numOrNull } from './account-rows.ts'
-import type { SqlDriver } from './driver.ts'
-import { type DbEvent, insertEvents } from './sql-events.ts'
+import { ACTION_KINDS, type ActionClass, actionClass } from '../../../shared/action-kinds.ts'
+import type { ActionKind, ActionSession } from '../../../shared/wire.ts'
+import { num, numOrNull } from '../accounts/rows.ts'
+import type { SqlDriver } from '../driver.ts'
+import { type DbEvent, insertEvents } from '../events/events.ts'
 
 export type ActionState = 'pending' | 'running' | 'done' | 'refused' | 'failed' | 'expired'
 

@@ -5,9 +5,9 @@
 // and writes its event for the events timeline, in the same transaction, which holds the database's
 // lock (an advisory lock on PostgreSQL); alerts_open allows one open alert per key, so of several
 // `serve` processes one opens (and one resolves) an alert and notifies once. Reads apart from writes.
-import type { SqlDriver } from './driver.ts'
-import { alertEvent, insertEvents } from './sql-events.ts'
-import { sql } from './sql.ts'
+import type { SqlDriver } from '../driver.ts'
+import { alertEvent, insertEvents } from '../events/events.ts'
+import { sql } from '../sql.ts'
 
 export type AlertSeverity = 'critical' | 'warning' | 'info'
 export type AlertStatus = 'open' | 'resolved' | 'all'

@@ -4,11 +4,11 @@
 // signing secret, routing key, API key, or a URL that is itself the credential), which only the
 // delivery reads. Reads (the routes' lists, the monitor's enabled destinations) are apart from writes
 // (the routes' changes, and each delivery's outcome and counts).
-import { num, numOrNull } from './account-rows.ts'
-import type { SqlDriver } from './driver.ts'
-import { UniqueViolation } from './driver.ts'
-import { type AlertConsequence, consequencesOf } from './sql-alerts.ts'
-import { dropDestinationFromRoutes } from './sql-alert-routing.ts'
+import { num, numOrNull } from '../accounts/rows.ts'
+import type { SqlDriver } from '../driver.ts'
+import { UniqueViolation } from '../driver.ts'
+import { type AlertConsequence, consequencesOf } from './alerts.ts'
+import { dropDestinationFromRoutes } from './routing.ts'
 
 export type AlertDestinationKind = 'email' | 'webhook' | 'slack' | 'teams' | 'pagerduty' | 'opsgenie' | 'alertmanager'
 

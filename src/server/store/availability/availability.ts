@@ -11,12 +11,12 @@
 // outage's end reopens that outage (no new row, no new event; its database_up event is withdrawn).
 // Reads: the state of one database or of an organization's, and the outages and agent silences that
 // overlap a window (availability per day: src/server/uptime.ts).
-import type { AvailabilityCause, IngestBatch } from '../../shared/wire.ts'
-import { num, numOrNull } from './account-rows.ts'
-import type { SqlDriver } from './driver.ts'
-import type { Reads, Writes } from './sql-writes.ts'
-import type { RegisteredDatabase } from './types.ts'
-import { availabilityLimits } from '../limits.ts'
+import type { AvailabilityCause, IngestBatch } from '../../../shared/wire.ts'
+import { num, numOrNull } from '../accounts/rows.ts'
+import type { SqlDriver } from '../driver.ts'
+import type { Reads, Writes } from '../ingest/batch.ts'
+import type { RegisteredDatabase } from '../types.ts'
+import { availabilityLimits } from '../../limits.ts'
 
 export interface AvailabilityState {
   state: 'up' | 'down'

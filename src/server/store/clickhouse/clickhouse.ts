@@ -6,11 +6,11 @@
 // total bytes (source 'disk', the disk's name as subject), the query counters' deltas (source 'server')
 // and, from each parts section, the total of active parts, the partitions and the largest partition's
 // part count (source 'parts'), so a chart or the doctor can see parts pile up.
-import { SERVER_COUNTER_KEYS, SERVER_GAUGE_KEYS, parseDiskMetricKey } from '../../shared/metrics.ts'
-import type { IngestBatch, MergeEntry, MutationEntry, PartStat } from '../../shared/wire.ts'
-import type { SqlDriver } from './driver.ts'
-import { type Intervals, type MetricSource, type MetricValue, metricSeries, readLatest, writeLatest, writeMetrics } from './sql-internals.ts'
-import type { Writes } from './sql-writes.ts'
+import { SERVER_COUNTER_KEYS, SERVER_GAUGE_KEYS, parseDiskMetricKey } from '../../../shared/metrics.ts'
+import type { IngestBatch, MergeEntry, MutationEntry, PartStat } from '../../../shared/wire.ts'
+import type { SqlDriver } from '../driver.ts'
+import { type Intervals, type MetricSource, type MetricValue, metricSeries, readLatest, writeLatest, writeMetrics } from '../internals/internals.ts'
+import type { Writes } from '../ingest/batch.ts'
 
 /** Gauges derived from each parts section. */
 export const PARTS_GAUGE_KEYS = ['active_parts', 'partition_count', 'max_partition_parts'] as const

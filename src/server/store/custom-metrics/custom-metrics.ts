@@ -8,10 +8,10 @@
 // no rate is ever negative. A reading no newer than the stored one (a late batch from the agent's
 // buffer) leaves the series as it is. Reads apart from the ingest writes.
 import { createHash } from 'node:crypto'
-import type { CustomMetricDefinition, CustomMetricSample, IngestBatch } from '../../shared/wire.ts'
-import type { SqlDriver } from './driver.ts'
-import { type MetricPoint, type MetricValue, type Intervals, metricSeries, writeMetrics } from './sql-internals.ts'
-import type { Reads, Writes } from './sql-writes.ts'
+import type { CustomMetricDefinition, CustomMetricSample, IngestBatch } from '../../../shared/wire.ts'
+import type { SqlDriver } from '../driver.ts'
+import { type MetricPoint, type MetricValue, type Intervals, metricSeries, writeMetrics } from '../internals/internals.ts'
+import type { Reads, Writes } from '../ingest/batch.ts'
 
 export type CustomMetricAlert = NonNullable<CustomMetricDefinition['alert']>
 

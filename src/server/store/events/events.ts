@@ -23,17 +23,17 @@
 // index events; and only for a section the database has carried before (a collector turned on later
 // does not make every object "appear"). Everything from the monitored database (names, values) is
 // stored as text and given back as JSON strings; nothing of it reaches SQL but as a parameter.
-import { LOG_KINDS, type LogKind, TIMELINE_LOG_KINDS } from '../../shared/log-kinds.ts'
-import { maskSecretSettings } from '../../shared/secret-settings.ts'
-import type { IngestBatch } from '../../shared/wire.ts'
-import { silentAfterMs } from '../limits.ts'
-import type { SqlDriver } from './driver.ts'
-import { lastHeardAt } from './sql-availability.ts'
-import type { RegisteredDatabase } from './types.ts'
-import type { Window } from './window.ts'
-import type { Reads, Writes } from './sql-writes.ts'
+import { LOG_KINDS, type LogKind, TIMELINE_LOG_KINDS } from '../../../shared/log-kinds.ts'
+import { maskSecretSettings } from '../../../shared/secret-settings.ts'
+import type { IngestBatch } from '../../../shared/wire.ts'
+import { silentAfterMs } from '../../limits.ts'
+import type { SqlDriver } from '../driver.ts'
+import { lastHeardAt } from '../availability/availability.ts'
+import type { RegisteredDatabase } from '../types.ts'
+import type { Window } from '../window.ts'
+import type { Reads, Writes } from '../ingest/batch.ts'
 
-import { EVENT_KINDS } from '../../shared/api/events.ts'
+import { EVENT_KINDS } from '../../../shared/api/events.ts'
 export { EVENT_KINDS }
 export type EventKind = (typeof EVENT_KINDS)[number]
 

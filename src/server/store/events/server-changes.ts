@@ -3,8 +3,8 @@
 // server's start as the event baseline holds it (PostgreSQL's pg_postmaster_start_time(), ClickHouse's
 // start computed from its uptime). The doctor's restart, version and setting rules read them; nothing
 // here writes. Values came from the monitored database: they are returned as text, never interpreted.
-import type { SqlDriver } from './driver.ts'
-import type { Window } from './window.ts'
+import type { SqlDriver } from '../driver.ts'
+import type { Window } from '../window.ts'
 
 /** The event kinds these reads return (sql-events.ts writes them at ingest). */
 export const SERVER_CHANGE_KINDS = ['restart', 'version_change', 'setting_change'] as const

@@ -4,10 +4,10 @@
 // filesystem's total and available bytes and inodes (subject `fs:<mount or path>`). Minute rows serve
 // the last 48 hours (the disk forecast reads the last day), hourly rows the rest of the retention.
 // Reads apart from the ingest write; no table of its own.
-import type { HostStatus, IngestBatch } from '../../shared/wire.ts'
-import type { SqlDriver } from './driver.ts'
-import { type Intervals, type MetricPoint, type MetricValue, metricSeries, writeMetrics } from './sql-internals.ts'
-import type { Writes } from './sql-writes.ts'
+import type { HostStatus, IngestBatch } from '../../../shared/wire.ts'
+import type { SqlDriver } from '../driver.ts'
+import { type Intervals, type MetricPoint, type MetricValue, metricSeries, writeMetrics } from '../internals/internals.ts'
+import type { Writes } from '../ingest/batch.ts'
 
 /** The gauges of subject '' (the host as a whole). */
 export const HOST_GAUGE_KEYS = [

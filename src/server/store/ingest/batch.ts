@@ -9,10 +9,10 @@
 // planned with thousands of parameters). SQLite runs in the process, where a statement costs no round
 // trip: it keeps its multi-row VALUES in those chunks, as before. Both ways are the dialects'
 // insertMany (dialect.ts).
-import { INDEX_FIELDS, STATEMENT_FIELDS, TABLE_FIELDS, columnType } from '../../shared/families.ts'
-import type { SqlDialect } from './dialect.ts'
-import type { RunResult, SqlDriver } from './driver.ts'
-import type { SqlStatement } from './sql.ts'
+import { INDEX_FIELDS, STATEMENT_FIELDS, TABLE_FIELDS, columnType } from '../../../shared/families.ts'
+import type { SqlDialect } from '../dialect.ts'
+import type { RunResult, SqlDriver } from '../driver.ts'
+import type { SqlStatement } from '../sql.ts'
 
 const FAMILY_COLUMN_TYPES = Object.fromEntries([...STATEMENT_FIELDS, ...TABLE_FIELDS, ...INDEX_FIELDS].map((f) => [f.key, columnType(f)]))
 

@@ -7,13 +7,13 @@
 // intervals of any whole number of seconds (hourly rows only when every interval is whole hours).
 // The metric tables, their writer and reader, and the latest-section writer and reader serve the
 // ClickHouse part too (sql-clickhouse.ts).
-import type { IngestBatch, IoStatRow, ReplicationStatus, WaitSample } from '../../shared/wire.ts'
-import { BGWRITER_KEYS, DATABASE_COUNTER_KEYS, DATABASE_GAUGE_KEYS, IO_KEYS, WAL_KEYS } from '../../shared/metrics.ts'
-import type { SqlDriver } from './driver.ts'
-import { int64Counter, saturatingAdd } from './sql-sums.ts'
-import { type Fragment, sql } from './sql.ts'
-import { HOUR_MS, MINUTE_MS, type Window, floorTo, windowClause } from './window.ts'
-import type { Reads, Writes } from './sql-writes.ts'
+import type { IngestBatch, IoStatRow, ReplicationStatus, WaitSample } from '../../../shared/wire.ts'
+import { BGWRITER_KEYS, DATABASE_COUNTER_KEYS, DATABASE_GAUGE_KEYS, IO_KEYS, WAL_KEYS } from '../../../shared/metrics.ts'
+import type { SqlDriver } from '../driver.ts'
+import { int64Counter, saturatingAdd } from '../sums.ts'
+import { type Fragment, sql } from '../sql.ts'
+import { HOUR_MS, MINUTE_MS, type Window, floorTo, windowClause } from '../window.ts'
+import type { Reads, Writes } from '../ingest/batch.ts'
 
 /**
  * Metric families in metric_counters / metric_gauges: PostgreSQL's bgwriter, wal, database and io (I/O

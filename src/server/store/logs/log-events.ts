@@ -5,13 +5,13 @@
 // entries the agent counted but did not send whole under the empty kind. Reads: entries newest first by
 // (ts, id) with their filters, counts per bucket, and what was dropped. Everything from the monitored
 // database stays text reaching SQL only as parameters; `q` is matched with LIKE, its wildcards escaped.
-import { LOG_SEVERITIES, kindsRaisedTo } from '../../shared/log-kinds.ts'
-import type { IngestBatch } from '../../shared/wire.ts'
-import type { SqlDriver } from './driver.ts'
-import { int64Counter, saturatingAdd } from './sql-sums.ts'
-import { type Fragment, ident, join, sql } from './sql.ts'
-import type { Writes } from './sql-writes.ts'
-import { HOUR_MS, MINUTE_MS, type Window, floorTo, windowClause } from './window.ts'
+import { LOG_SEVERITIES, kindsRaisedTo } from '../../../shared/log-kinds.ts'
+import type { IngestBatch } from '../../../shared/wire.ts'
+import type { SqlDriver } from '../driver.ts'
+import { int64Counter, saturatingAdd } from '../sums.ts'
+import { type Fragment, ident, join, sql } from '../sql.ts'
+import type { Writes } from '../ingest/batch.ts'
+import { HOUR_MS, MINUTE_MS, type Window, floorTo, windowClause } from '../window.ts'
 
 /** A value of an entry's `fields`, as the wire allows it. */
 export type LogFieldValue = number | boolean | null | string | (number | string)[]

@@ -5,10 +5,10 @@
 // finding stays and resolved when it goes, with the key of its cause (migration 19). The outbox of
 // notifications that alerts queue is delivered by the monitor, claimed row by row (several `serve`
 // processes may share a PostgreSQL store), and retried until sent or given up.
-import type { SqlDriver } from './driver.ts'
-import { type Alert, type AlertReads, type AlertWrites, type NotificationChannel, type NotificationEvent, alertReads, alertWrites, consequencesOf, healthLockFor } from './sql-alerts.ts'
+import type { SqlDriver } from '../driver.ts'
+import { type Alert, type AlertReads, type AlertWrites, type NotificationChannel, type NotificationEvent, alertReads, alertWrites, consequencesOf, healthLockFor } from '../alerts/alerts.ts'
 
-export type { Alert, AlertConsequence, AlertInput, AlertNotification, NotificationChannel, NotificationEvent } from './sql-alerts.ts'
+export type { Alert, AlertConsequence, AlertInput, AlertNotification, NotificationChannel, NotificationEvent } from '../alerts/alerts.ts'
 export type HealthSeverity = 'critical' | 'warning' | 'info'
 export type RecordStatus = 'open' | 'resolved' | 'all'
 

@@ -8,10 +8,10 @@
 // row that measured it (a minute row's gauges are already the minute's last measured ones), and
 // sampled_at the latest minute row's. A leaf module (families and window only), so sql-rollups.ts and
 // sql-objects.ts both import it without an import cycle.
-import { type Field, INDEX_COUNTERS, INDEX_FIELDS, INDEX_GAUGES, TABLE_COUNTERS, TABLE_FIELDS, TABLE_GAUGES, columnType } from '../../shared/families.ts'
-import type { SqlDialect } from './dialect.ts'
-import type { SqlStatement } from './sql.ts'
-import { HOUR_MS } from './window.ts'
+import { type Field, INDEX_COUNTERS, INDEX_FIELDS, INDEX_GAUGES, TABLE_COUNTERS, TABLE_FIELDS, TABLE_GAUGES, columnType } from '../../../shared/families.ts'
+import type { SqlDialect } from '../dialect.ts'
+import type { SqlStatement } from '../sql.ts'
+import { HOUR_MS } from '../window.ts'
 
 export interface ObjectHours {
   table: 'table_stats' | 'index_stats'

@@ -47,18 +47,18 @@ import {
   TABLE_GAUGES,
   type TableCounter,
   type TableGauge,
-} from '../../shared/families.ts'
-import type { ActiveQuery, IndexStat, IngestBatch, LockEntry, TableStat } from '../../shared/wire.ts'
-import type { SqlDriver } from './driver.ts'
-import { unusedIndexMinBytes } from '../limits.ts'
-import { int64Counter, saturatingAdd } from './sql-sums.ts'
-import { latestSnapshot } from './sql-snapshots.ts'
-import { INDEX_HOURS, type ObjectHours, TABLE_HOURS, hourlyRowsSql } from './sql-object-hours.ts'
-import { type RollupMarks, readMarks } from './sql-rollups.ts'
-import { ident, sql } from './sql.ts'
-import { HOUR_MS, MINUTE_MS, type Window, floorTo, seriesResolution } from './window.ts'
-import type { MetricSource } from './sql-internals.ts'
-import { INGEST_COLUMN_TYPES, type Reads, type Writes } from './sql-writes.ts'
+} from '../../../shared/families.ts'
+import type { ActiveQuery, IndexStat, IngestBatch, LockEntry, TableStat } from '../../../shared/wire.ts'
+import type { SqlDriver } from '../driver.ts'
+import { unusedIndexMinBytes } from '../../limits.ts'
+import { int64Counter, saturatingAdd } from '../sums.ts'
+import { latestSnapshot } from '../snapshots.ts'
+import { INDEX_HOURS, type ObjectHours, TABLE_HOURS, hourlyRowsSql } from './hours.ts'
+import { type RollupMarks, readMarks } from '../rollups/rollups.ts'
+import { ident, sql } from '../sql.ts'
+import { HOUR_MS, MINUTE_MS, type Window, floorTo, seriesResolution } from '../window.ts'
+import type { MetricSource } from '../internals/internals.ts'
+import { INGEST_COLUMN_TYPES, type Reads, type Writes } from '../ingest/batch.ts'
 
 
 // The counters and gauges are the table and index families' (src/shared/families.ts).

@@ -3,7 +3,7 @@
 // BIGINT's maximum, sql-sums.ts, reads as 2^63). Every statement's
 // outcome feeds the store's availability: postgres.js reconnects by itself once the server is back.
 import postgres from 'postgres'
-import { StoreAvailability, isStoreUnreachable } from '../availability.ts'
+import { StoreAvailability, isStoreUnreachable } from '../reachability.ts'
 import { postgresDialect } from '../dialect.ts'
 import { type RunResult, type SqlDriver, StoreError, UniqueViolation } from '../driver.ts'
 import type { SqlStatement } from '../sql.ts'

@@ -6,14 +6,14 @@
 // by row identity: the ctid on PostgreSQL, the rowid on SQLite, or on SQLite's WITHOUT ROWID tables
 // (migration 10) the primary key.
 // A bucket row goes when its whole bucket is older than the cutoff.
-import type { SqlDialect } from './dialect.ts'
-import type { SqlDriver } from './driver.ts'
-import type { MetricSource } from './sql-internals.ts'
-import { sweptActions } from './sql-actions.ts'
-import { lockRollups, readMarks, rollUp } from './sql-rollups.ts'
-import { SESSION_HISTORY_TABLES, compactSessionHistory } from './sql-session-history.ts'
-import { TEXT_REFRESH_MS } from './sql-statement-ingest.ts'
-import { HOUR_MS, MINUTE_MS, floorTo } from './window.ts'
+import type { SqlDialect } from '../dialect.ts'
+import type { SqlDriver } from '../driver.ts'
+import type { MetricSource } from '../internals/internals.ts'
+import { sweptActions } from '../actions/actions.ts'
+import { lockRollups, readMarks, rollUp } from '../rollups/rollups.ts'
+import { SESSION_HISTORY_TABLES, compactSessionHistory } from '../sessions/history.ts'
+import { TEXT_REFRESH_MS } from '../statements/writes.ts'
+import { HOUR_MS, MINUTE_MS, floorTo } from '../window.ts'
 
 /** Tables of 60-second and hourly buckets whose key starts (database_id, resolution, bucket), or has an index that does. */
 const BUCKET_TABLES = ['query_stats', 'wait_stats', 'replication_lag', 'replication_slot_lag', 'table_stats', 'index_stats', 'log_counts'] as const

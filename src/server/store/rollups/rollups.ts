@@ -24,13 +24,13 @@
 // A database gets its marks with the first batch that carries any of those sections; a database without
 // marks has written no table or index rows since rollups of them exist (every hourly row it has is
 // complete).
-import { STATEMENT_COUNTERS as QUERY_COUNTER_KEYS, STATEMENT_DURATIONS } from '../../shared/families.ts'
-import { type SqlDialect, lockStatement, perDialect } from './dialect.ts'
-import type { SqlDriver } from './driver.ts'
-import type { SqlStatement } from './sql.ts'
-import { OBJECT_HOURS, rollUpObjectHours } from './sql-object-hours.ts'
-import type { Reads, Writes } from './sql-writes.ts'
-import { HOUR_MS, MINUTE_MS, type Window, floorTo } from './window.ts'
+import { STATEMENT_COUNTERS as QUERY_COUNTER_KEYS, STATEMENT_DURATIONS } from '../../../shared/families.ts'
+import { type SqlDialect, lockStatement, perDialect } from '../dialect.ts'
+import type { SqlDriver } from '../driver.ts'
+import type { SqlStatement } from '../sql.ts'
+import { OBJECT_HOURS, rollUpObjectHours } from '../objects/hours.ts'
+import type { Reads, Writes } from '../ingest/batch.ts'
+import { HOUR_MS, MINUTE_MS, type Window, floorTo } from '../window.ts'
 
 export const SPAN_MS = 10 * MINUTE_MS
 

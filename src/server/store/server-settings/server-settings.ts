@@ -4,9 +4,9 @@
 // sent. The agent sends the map only when it changed, so a batch without it leaves the row alone and a
 // batch delivered late (from the agent's buffer) never replaces a newer map. The values themselves are
 // event_baselines.settings (sql-events.ts), read here beside the details. Reads apart from the ingest write.
-import type { IngestBatch, SettingDetail } from '../../shared/wire.ts'
-import type { SqlDriver } from './driver.ts'
-import type { Writes } from './sql-writes.ts'
+import type { IngestBatch, SettingDetail } from '../../../shared/wire.ts'
+import type { SqlDriver } from '../driver.ts'
+import type { Writes } from '../ingest/batch.ts'
 
 export interface ServerSettings {
   /** Setting → value as SHOW prints it (secrets masked); null before the agent sent any. */

@@ -11,11 +11,11 @@
 // sessionHistoryLimits.everyPollMs; then only the snapshots where a session had waited for a lock
 // longWaitMs or a statement or transaction had run longMs, and the chains that lasted longWaitMs; none
 // past the organization's retention. Members go with their chain. docs/session-history.md says why.
-import type { ActiveQuery, IngestBatch, LockEntry } from '../../shared/wire.ts'
-import { sessionHistoryLimits } from '../limits.ts'
-import type { SqlDriver } from './driver.ts'
+import type { ActiveQuery, IngestBatch, LockEntry } from '../../../shared/wire.ts'
+import { sessionHistoryLimits } from '../../limits.ts'
+import type { SqlDriver } from '../driver.ts'
 import { type ChainSample, clip, compactLocks, lockChains } from './lock-chains.ts'
-import type { Writes } from './sql-writes.ts'
+import type { Writes } from '../ingest/batch.ts'
 
 
 /**

@@ -11,7 +11,7 @@
 // row repeating the 20,000 pids and the 10,000-character statement: 3 GB from a 140 KB batch): a
 // waiter's first 32 blockers count, a snapshot keeps its 100 largest chains, a chain its first 100
 // members by pid, and a member's statement its first 2,000 characters (the root's keeps 10,000).
-import type { ActiveQuery, LockEntry } from '../../shared/wire.ts'
+import type { ActiveQuery, LockEntry } from '../../../shared/wire.ts'
 
 /** Longest statement text kept in history: what the agent's activity and locks collectors send at most. */
 export const HISTORY_TEXT_MAX = 10_000

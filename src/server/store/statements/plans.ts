@@ -1,9 +1,9 @@
 // Statements' execution plans in explain_plans: written from each batch's explain_plans section, read
 // back per statement over a window with each plan marked where its shape changed.
-import type { ExplainPlan, IngestBatch } from '../../shared/wire.ts'
-import type { SqlDriver } from './driver.ts'
-import type { Writes } from './sql-writes.ts'
-import type { Window } from './window.ts'
+import type { ExplainPlan, IngestBatch } from '../../../shared/wire.ts'
+import type { SqlDriver } from '../driver.ts'
+import type { Writes } from '../ingest/batch.ts'
+import type { Window } from '../window.ts'
 
 const PLAN_COLUMNS = ['database_id', 'query_hash', 'ts', 'plan_hash', 'source', 'total_cost', 'actual_time_ms', 'seq_scans', 'index_scans', 'rows_estimated', 'rows_actual', 'plan_json'] as const
 

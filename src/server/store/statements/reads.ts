@@ -2,13 +2,13 @@
 // statement's totals and timeseries (queryDetail). Reads over a window take whole hours from hourly
 // buckets and the edges from finer ones (statRanges, sql-rollups.ts), so a 24-hour list reads ~40 rows
 // per statement instead of 1,440, and stays exact to the minute.
-import { STATEMENT_COUNTERS, type StatementCounter } from '../../shared/families.ts'
-import { perDialect } from './dialect.ts'
-import type { SqlDriver } from './driver.ts'
-import { NO_MARKS, type StatRange, readMarks, statRanges } from './sql-rollups.ts'
-import { TEXT_REFRESH_MS } from './sql-statement-ingest.ts'
-import { type Fragment, ident, join, sql } from './sql.ts'
-import { HOUR_MS, MINUTE_MS, type Window, floorTo, rangeCondition, rangesClause, seriesResolution } from './window.ts'
+import { STATEMENT_COUNTERS, type StatementCounter } from '../../../shared/families.ts'
+import { perDialect } from '../dialect.ts'
+import type { SqlDriver } from '../driver.ts'
+import { NO_MARKS, type StatRange, readMarks, statRanges } from '../rollups/rollups.ts'
+import { TEXT_REFRESH_MS } from './writes.ts'
+import { type Fragment, ident, join, sql } from '../sql.ts'
+import { HOUR_MS, MINUTE_MS, type Window, floorTo, rangeCondition, rangesClause, seriesResolution } from '../window.ts'
 
 /** io_time: the time spent reading and writing blocks (blk_read_time_ms + blk_write_time_ms, 0 unless track_io_timing is on). */
 export type QuerySort = 'total_time' | 'calls' | 'mean_time' | 'rows' | 'io_time'

@@ -2,13 +2,13 @@
 // bucket of query_stats (and the coarser buckets already rolled up past it, for a late batch), the
 // statements' texts in query_texts (rewritten once per TEXT_REFRESH_MS, KnownTexts), all in the
 // ingest's transaction, after the rollups that the batch's time closes (planRollup, sql-rollups.ts).
-import { STATEMENT_COUNTERS as QUERY_COUNTER_KEYS, STATEMENT_DURATIONS } from '../../shared/families.ts'
-import type { QueryStatDelta } from '../../shared/wire.ts'
-import { type SqlDialect, perDialect } from './dialect.ts'
-import { type BatchRollup, SPAN_MS } from './sql-rollups.ts'
-import { int64Counter, saturatingAdd } from './sql-sums.ts'
-import type { Writes } from './sql-writes.ts'
-import { HOUR_MS, MINUTE_MS, floorTo } from './window.ts'
+import { STATEMENT_COUNTERS as QUERY_COUNTER_KEYS, STATEMENT_DURATIONS } from '../../../shared/families.ts'
+import type { QueryStatDelta } from '../../../shared/wire.ts'
+import { type SqlDialect, perDialect } from '../dialect.ts'
+import { type BatchRollup, SPAN_MS } from '../rollups/rollups.ts'
+import { int64Counter, saturatingAdd } from '../sums.ts'
+import type { Writes } from '../ingest/batch.ts'
+import { HOUR_MS, MINUTE_MS, floorTo } from '../window.ts'
 
 const QUERY_COUNTERS = QUERY_COUNTER_KEYS
 
