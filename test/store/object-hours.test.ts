@@ -1,5 +1,5 @@
-// Hourly rows of tables and indexes are rolled up from their minute rows (sql-object-hours.ts, by the
-// rollup of sql-rollups.ts), not written by ingest. Ground truth is what was sent: the 48-hour (hourly)
+// Hourly rows of tables and indexes are rolled up from their minute rows (objects/hours.ts, by the
+// rollup of rollups/rollups.ts), not written by ingest. Ground truth is what was sent: the 48-hour (hourly)
 // series of two tables and two indexes equal, hour by hour, the sums of the deltas sent in the hour
 // (NULL only for an hour of first samples) and the gauges of its last sample that measured them; the
 // same before an hour is rolled up (computed from the minute rows), after it (its hourly row), once its

@@ -1,4 +1,4 @@
-// Statement statistics rolled up into 10-minute and hourly buckets after their span (sql-rollups.ts),
+// Statement statistics rolled up into 10-minute and hourly buckets after their span (rollups/rollups.ts),
 // on both stores: the ranges a read takes, answers that equal the sums of the batches sent over any
 // window (with late batches into spans and hours already rolled up), the closed-hour sums the SQLite
 // store keeps between requests seeing late batches and deletions, and migration 7 rolling up the

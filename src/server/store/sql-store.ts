@@ -127,7 +127,7 @@ export class SqlStore implements Store {
   readonly alertDestinations: SqlAlertDestinations
   readonly alertRouting: SqlAlertRouting
   readonly customMetrics: CustomMetricReads
-  /** API keys, cached by key_id on SQLite (sql-api-keys.ts). */
+  /** API keys, cached by key_id on SQLite (accounts/api-keys.ts). */
   private readonly apiKeys: SqlApiKeys
   /**
    * Each organization's databases as last read, with the store's generation at that read (SQLite
@@ -404,7 +404,7 @@ export class SqlStore implements Store {
     )
   }
 
-  // ---- API keys (sql-api-keys.ts) ----
+  // ---- API keys (accounts/api-keys.ts) ----
 
   createApiKey(input: NewApiKey) {
     return this.apiKeys.createApiKey(input)
@@ -594,7 +594,7 @@ export class SqlStore implements Store {
       // The database's last_seen_at goes with the batch's writes, the transaction's last statements (one
       // exchange with COMMIT on PostgreSQL).
       // A report that the database is down (the header and availability only) carries no data: last_seen_at
-      // stays the time of the latest data, and the report's own time is kept by sql-availability.ts.
+      // stays the time of the latest data, and the report's own time is kept by availability/availability.ts.
       if (isReportOnly(batch)) {
         effects = await plan.write(tx, database, [], true)
         return { kind: 'applied', database }

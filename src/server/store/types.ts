@@ -116,7 +116,7 @@ export type IngestResult =
   | { kind: 'limit' }
   | { kind: 'engine_mismatch'; database: RegisteredDatabase }
 
-/** API keys: ApiKeyStore (sql-api-keys.ts), reads and writes declared there. */
+/** API keys: ApiKeyStore (accounts/api-keys.ts), reads and writes declared there. */
 export interface Store extends ApiKeyStore {
   readonly dialect: 'sqlite' | 'postgres'
   /**
@@ -134,37 +134,37 @@ export interface Store extends ApiKeyStore {
   ping(): Promise<void>
   /** PostgreSQL only: the store's outage episodes (the SQLite file is this process's own). */
   readonly availability?: StoreAvailability
-  /** Reads of tables, indexes, active queries and locks (sql-objects.ts). */
+  /** Reads of tables, indexes, active queries and locks (objects/objects.ts). */
   readonly objects: ObjectsReader
-  /** Session and lock history: snapshots at a time, their times, lock chains (sql-session-history.ts). */
+  /** Session and lock history: snapshots at a time, their times, lock chains (sessions/history.ts). */
   readonly history: SessionHistoryReader
-  /** Reads of waits, replication, bgwriter, WAL, I/O and database statistics (sql-internals.ts). */
+  /** Reads of waits, replication, bgwriter, WAL, I/O and database statistics (internals/internals.ts). */
   readonly internals: InternalsReader
-  /** Whether each database answers its agent: its state, outages and agent silences (sql-availability.ts; ingest writes them in planBatch). */
+  /** Whether each database answers its agent: its state, outages and agent silences (availability/availability.ts; ingest writes them in planBatch). */
   readonly databaseAvailability: AvailabilityReads
-  /** Reads of the server log's entries and their counts (sql-log-events.ts; ingest writes them in planBatch). */
+  /** Reads of the server log's entries and their counts (logs/log-events.ts; ingest writes them in planBatch). */
   readonly logEvents: LogEventReads
-  /** Reads of the server's restarts, version and setting changes, and its start (sql-server-changes.ts; ingest derives them in sql-events.ts). */
+  /** Reads of the server's restarts, version and setting changes, and its start (events/server-changes.ts; ingest derives them in events/events.ts). */
   readonly serverChanges: ServerChangeReads
-  /** Reads of ClickHouse parts, merges, mutations and server metrics (sql-clickhouse.ts). */
+  /** Reads of ClickHouse parts, merges, mutations and server metrics (clickhouse/clickhouse.ts). */
   readonly clickhouse: ClickHouseReader
-  /** The database host's latest figures and their series (sql-host.ts). */
+  /** The database host's latest figures and their series (host/host.ts). */
   readonly host: HostReads
-  /** The monitored server's settings with their details, for the Configuration page (sql-server-settings.ts; ingest writes them in planBatch). */
+  /** The monitored server's settings with their details, for the Configuration page (server-settings/server-settings.ts; ingest writes them in planBatch). */
   readonly serverSettings: ServerSettingsReads
-  /** Recommendations, alerts, their notifications and organization webhooks (sql-health.ts). */
+  /** Recommendations, alerts, their notifications and organization webhooks (monitor/evaluations.ts). */
   readonly health: HealthStore
-  /** An organization's members, their roles, and its invites (sql-members.ts). */
+  /** An organization's members, their roles, and its invites (accounts/members.ts). */
   readonly members: MembersStore
-  /** Retention and minute-bucket compaction (sql-retention.ts). */
+  /** Retention and minute-bucket compaction (retention/retention.ts). */
   readonly retention: RetentionStore
-  /** Actions the dashboard asks an agent to run: cancel, terminate, explain (sql-actions.ts). */
+  /** Actions the dashboard asks an agent to run: cancel, terminate, explain (actions/actions.ts). */
   readonly actions: ActionStore
-  /** An organization's alert destinations: email, webhook, Slack, Teams, PagerDuty, Opsgenie, Alertmanager (sql-alert-destinations.ts). */
+  /** An organization's alert destinations: email, webhook, Slack, Teams, PagerDuty, Opsgenie, Alertmanager (alerts/destinations.ts). */
   readonly alertDestinations: AlertDestinationStore
-  /** Alert routes, silences, and the holds and repeats of notifications they bring (sql-alert-routing.ts). */
+  /** Alert routes, silences, and the holds and repeats of notifications they bring (alerts/routing.ts). */
   readonly alertRouting: AlertRoutingStore
-  /** The operator's own SQL checks: definitions, series, values over time (sql-custom-metrics.ts; ingest writes them in planBatch). */
+  /** The operator's own SQL checks: definitions, series, values over time (custom-metrics/custom-metrics.ts; ingest writes them in planBatch). */
   readonly customMetrics: CustomMetricReads
 
   // accounts
@@ -233,9 +233,9 @@ export interface Store extends ApiKeyStore {
   queryDetail(databaseId: string, hash: string, window: Window): ReturnType<typeof queryDetail>
   latestSnapshot(databaseId: string, kind: SnapshotKind): Promise<{ ts: number; payload: unknown } | undefined>
   listPlans(databaseId: string, hash: string, window: Window, limit: number): Promise<StoredPlan[]>
-  /** The database's events timeline in the window, newest first (sql-events.ts). */
+  /** The database's events timeline in the window, newest first (events/events.ts). */
   listEvents(db: RegisteredDatabase, window: Window, limit: number, now: number): Promise<DbEvent[]>
-  /** The server's settings (name → SHOW's text) as the latest batch carrying them gave them; null when none did (sql-events.ts). */
+  /** The server's settings (name → SHOW's text) as the latest batch carrying them gave them; null when none did (events/events.ts). */
   latestSettings(databaseId: string): Promise<Record<string, string> | null>
 
   close(): Promise<void>

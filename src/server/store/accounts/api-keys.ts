@@ -1,7 +1,7 @@
 // API keys (migrations 1 and 14): who made each key, what it may do (its scopes), when it was last used
 // and whether it is revoked. Reads (finding a key as a request presents it, listing an organization's
 // keys with their creators) are apart from writes (creating, revoking, recording use, and revoking every
-// key a user created, which sql-members.ts runs inside a removal's or demotion's transaction).
+// key a user created, which accounts/members.ts runs inside a removal's or demotion's transaction).
 // Only SHA-256 of a key's secret is stored.
 import type { ApiKeyScope } from '../../../shared/api/api-keys.ts'
 import { API_KEY_SCOPES } from '../../../shared/api/api-keys.ts'
@@ -95,7 +95,7 @@ function toApiKey(r: any): ApiKey {
   }
 }
 
-/** The lock every change of an organization's members takes (sql-members.ts): key creation takes it too. */
+/** The lock every change of an organization's members takes (accounts/members.ts): key creation takes it too. */
 export const membersLock = (orgId: string) => `dbm:members:${orgId}`
 
 const KEY_COLUMNS = 'k.id, k.org_id, k.key_id, k.name, k.secret_hash, k.scopes, k.created_by, k.created_by_key, k.created_at, k.last_used_at, k.revoked_at'

@@ -340,7 +340,7 @@ export class SqlActions implements ActionStore {
 }
 
 /**
- * The actions retention (sql-retention.ts) deletes from a database, with the parameters of its cutoff: those
+ * The actions retention (retention/retention.ts) deletes from a database, with the parameters of its cutoff: those
  * asked before it that are over, finished or expired before it (a running one with its grace), so that no
  * expiry goes before it was swept and audited.
  */

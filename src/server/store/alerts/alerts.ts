@@ -11,9 +11,9 @@ import { sql } from '../sql.ts'
 
 export type AlertSeverity = 'critical' | 'warning' | 'info'
 export type AlertStatus = 'open' | 'resolved' | 'all'
-/** `repeated`: an open alert sent again after its route's repeat interval (sql-alert-routing.ts). */
+/** `repeated`: an open alert sent again after its route's repeat interval (alerts/routing.ts). */
 export type NotificationEvent = 'opened' | 'resolved' | 'repeated'
-/** The users' mail, the organization's webhook, or one alert destination (sql-alert-destinations.ts). */
+/** The users' mail, the organization's webhook, or one alert destination (alerts/destinations.ts). */
 export type NotificationChannel = 'email' | 'webhook' | `destination:${string}`
 
 /** One finding of an alert's cause, as the alert keeps it. */
@@ -87,7 +87,7 @@ export interface AlertWrites {
 
 const num = (v: unknown) => Number(v)
 const numOrNull = (v: unknown) => (v === null || v === undefined ? null : Number(v))
-/** The health monitor's lock of one database (shared with sql-health.ts's recommendations). */
+/** The health monitor's lock of one database (shared with monitor/evaluations.ts's recommendations). */
 export const healthLockFor = (databaseId: string) => `dbm:health:${databaseId}`
 
 /** An alert's consequences as stored: a JSON array; anything else (or an older row's '[]') reads as none. */

@@ -2,7 +2,7 @@
 // bring: holding a notification back while a silence lasts, and queueing an open alert's repeat.
 // Routes are an ordered list (position), their matchers and destination ids kept as JSON text; a
 // destination deleted is taken out of every route in the same transaction (dropDestinationFromRoutes,
-// called by sql-alert-destinations.ts). A silence is never deleted: expiring one early sets its ends_at
+// called by alerts/destinations.ts). A silence is never deleted: expiring one early sets its ends_at
 // to the time, so it is still listed (?state=expired). Repeats live in alert_notifications as one
 // `repeated` row per alert and channel, queued again once the last send is older than the interval:
 // the store, not a process's memory, says when an alert was last sent, so repeats hold across restarts

@@ -2,7 +2,7 @@
 // The latest parts, merges, mutations and server_metrics sections are kept whole, one row per kind,
 // and a batch collected before the stored one (a late delivery from the agent's buffer) never
 // replaces it. Over time, in the 60-second and 1-hour buckets of metric_gauges / metric_counters
-// (written and read by sql-internals.ts): the server's gauges (source 'server'), each disk's free and
+// (written and read by internals/internals.ts): the server's gauges (source 'server'), each disk's free and
 // total bytes (source 'disk', the disk's name as subject), the query counters' deltas (source 'server')
 // and, from each parts section, the total of active parts, the partitions and the largest partition's
 // part count (source 'parts'), so a chart or the doctor can see parts pile up.

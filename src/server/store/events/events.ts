@@ -5,7 +5,7 @@
 //   agent connected (its first batch, a restart, or a batch after a gap) and had been away. Kept in
 //   `events` (migration 11), swept by retention like other telemetry;
 // - alerts opened and resolved, written by the health monitor in the transaction that opens or resolves
-//   the alert (sql-health.ts through insertEvents and alertEvent), with the title and detail the alert
+//   the alert (monitor/evaluations.ts through insertEvents and alertEvent), with the title and detail the alert
 //   had at that moment: an opening keeps the rule's text at opening, a resolution the text of the alert's
 //   last evaluation while open. Alerts opened before this version have no such rows: for them (and only
 //   for them, per kind) the events are still derived from the alerts table at query time, with the text
@@ -18,7 +18,7 @@
 // Derivation rules: a batch older than the baseline (delivered late from the agent's buffer) derives
 // nothing and leaves the baseline as it is; the later parts of a split cycle (same collected_at) derive
 // no gap; object events come only from a batch that is not a part of a split cycle (a part names only
-// some of the objects, and the first part of a cycle replaces the latest rows: sql-objects.ts), so a
+// some of the objects, and the first part of a cycle replaces the latest rows: objects/objects.ts), so a
 // database whose cycles are split (batches past ~15 MB: tens of thousands of objects) gets no table or
 // index events; and only for a section the database has carried before (a collector turned on later
 // does not make every object "appear"). Everything from the monitored database (names, values) is
@@ -209,7 +209,7 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
           detail: `no batch for ${spanText(gap)} (from ${iso(before.collected_at)} to ${iso(batch.collected_at)})`,
         })
         connected.push(`after a gap of ${spanText(gap)}`)
-        // Availability counts the gap as unknown, not as down (sql-availability.ts, src/server/uptime.ts).
+        // Availability counts the gap as unknown, not as down (availability/availability.ts, src/server/uptime.ts).
         writes.add('INSERT INTO agent_silences (database_id, started_at, ended_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [
           databaseId,
           before.collected_at,

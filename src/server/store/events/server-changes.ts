@@ -1,4 +1,4 @@
-// Reads of what ingest already keeps about the database server's own changes (sql-events.ts derives
+// Reads of what ingest already keeps about the database server's own changes (events/events.ts derives
 // them): the restarts, version changes and setting changes of the events timeline in a window, and the
 // server's start as the event baseline holds it (PostgreSQL's pg_postmaster_start_time(), ClickHouse's
 // start computed from its uptime). The doctor's restart, version and setting rules read them; nothing
@@ -6,7 +6,7 @@
 import type { SqlDriver } from '../driver.ts'
 import type { Window } from '../window.ts'
 
-/** The event kinds these reads return (sql-events.ts writes them at ingest). */
+/** The event kinds these reads return (events/events.ts writes them at ingest). */
 export const SERVER_CHANGE_KINDS = ['restart', 'version_change', 'setting_change'] as const
 export type ServerChangeKind = (typeof SERVER_CHANGE_KINDS)[number]
 
@@ -17,7 +17,7 @@ export interface ServerChange {
   /** setting_change: the setting's name ('' for a batch that changed too many to list one by one); version_change: the new version. */
   object: string
   title: string
-  /** restart: the start and the previous one; version_change and setting_change: `old → new` as sql-events.ts shows values. */
+  /** restart: the start and the previous one; version_change and setting_change: `old → new` as events/events.ts shows values. */
   detail: string | null
 }
 

@@ -1,5 +1,5 @@
-// The writes of one ingest batch: the apply* functions that planBatch (sql-ingest.ts) calls for each
-// section (sql-statement-ingest, sql-objects, sql-internals, sql-clickhouse, sql-snapshots, sql-plans)
+// The writes of one ingest batch: the apply* functions that planBatch (ingest/plan-batch.ts) calls for each
+// section (statements/, objects/, internals/, clickhouse/, snapshots.ts, statements/plans.ts)
 // add their statements here instead of running them, and the batch sends them all at
 // once with tx.runAll, one exchange with a PostgreSQL store instead of one per statement.
 // An insert or upsert of many rows is one statement on PostgreSQL, whatever the number of rows: each
@@ -73,13 +73,13 @@ export const INGEST_COLUMN_TYPES: Readonly<Record<string, 'text' | 'integer' | '
   subject: 'text',
   metric: 'text',
   value: 'double precision',
-  // events (sql-events.ts)
+  // events (events/events.ts)
   object: 'text',
   severity: 'text',
   title: 'text',
   detail: 'text',
   link: 'text',
-  // session_snapshots, lock_chains, lock_chain_members (sql-session-history.ts)
+  // session_snapshots, lock_chains, lock_chain_members (sessions/history.ts)
   blocked: 'integer',
   longest_wait_ms: 'double precision',
   longest_ms: 'double precision',
@@ -100,7 +100,7 @@ export const INGEST_COLUMN_TYPES: Readonly<Record<string, 'text' | 'integer' | '
   user_name: 'text',
   application: 'text',
   statement: 'text',
-  // log_entries, log_counts (sql-log-events.ts)
+  // log_entries, log_counts (logs/log-events.ts)
   id: 'text',
   sqlstate: 'text',
   message: 'text',
@@ -109,7 +109,7 @@ export const INGEST_COLUMN_TYPES: Readonly<Record<string, 'text' | 'integer' | '
   client: 'text',
   query_id: 'text',
   fields: 'text',
-  // custom_metrics, custom_metric_series (sql-custom-metrics.ts)
+  // custom_metrics, custom_metric_series (custom-metrics/custom-metrics.ts)
   name: 'text',
   labels: 'text',
   value_columns: 'text',

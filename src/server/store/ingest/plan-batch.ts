@@ -1,12 +1,12 @@
 // Applying an ingest batch to the store (once per batch_id, in the caller's transaction): each section
 // goes to the module that keeps it. Counter deltas accumulate into buckets at ingest. Statement
 // statistics and tables and indexes go to 60-second buckets, rolled up into coarser ones after their
-// span (sql-statement-ingest.ts, sql-objects.ts, sql-rollups.ts: the rollup runs first among the
-// batch's writes); the other bucketed sections (sql-internals.ts, sql-clickhouse.ts) go to 60-second
-// and 1-hour buckets at once; plans to sql-plans.ts; the latest-only sections to sql-snapshots.ts, and
-// activity and locks also to their history (sql-session-history.ts); the events it makes to sql-events.ts;
-// the server log's entries and counts to sql-log-events.ts; the database's availability (its outages) to
-// sql-availability.ts; the settings' details to sql-server-settings.ts; custom metrics to sql-custom-metrics.ts.
+// span (statements/writes.ts, objects/objects.ts, rollups/rollups.ts: the rollup runs first among the
+// batch's writes); the other bucketed sections (internals/internals.ts, clickhouse/clickhouse.ts) go to 60-second
+// and 1-hour buckets at once; plans to statements/plans.ts; the latest-only sections to snapshots.ts, and
+// activity and locks also to their history (sessions/history.ts); the events it makes to events/events.ts;
+// the server log's entries and counts to logs/log-events.ts; the database's availability (its outages) to
+// availability/availability.ts; the settings' details to server-settings/server-settings.ts; custom metrics to custom-metrics/custom-metrics.ts.
 import type { IngestBatch } from '../../../shared/wire.ts'
 import type { SqlDialect } from '../dialect.ts'
 import type { SqlDriver } from '../driver.ts'

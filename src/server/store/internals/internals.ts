@@ -6,7 +6,7 @@
 // cycle's interval, for the "current" endpoints. Reads re-aggregate the stored buckets into
 // intervals of any whole number of seconds (hourly rows only when every interval is whole hours).
 // The metric tables, their writer and reader, and the latest-section writer and reader serve the
-// ClickHouse part too (sql-clickhouse.ts).
+// ClickHouse part too (clickhouse/clickhouse.ts).
 import type { IngestBatch, IoStatRow, ReplicationStatus, WaitSample } from '../../../shared/wire.ts'
 import { BGWRITER_KEYS, DATABASE_COUNTER_KEYS, DATABASE_GAUGE_KEYS, IO_KEYS, WAL_KEYS } from '../../../shared/metrics.ts'
 import type { SqlDriver } from '../driver.ts'
@@ -18,8 +18,8 @@ import type { Reads, Writes } from '../ingest/batch.ts'
 /**
  * Metric families in metric_counters / metric_gauges: PostgreSQL's bgwriter, wal, database and io (I/O
  * rows carry "backend_type/object/context" as subject), ClickHouse's server, disk (the disk's name as
- * subject) and parts (sql-clickhouse.ts), custom metrics (sql-custom-metrics.ts, the series key as subject), and the store's own ingest: which minutes and hours a batch
- * carrying the tables or indexes section was sampled in (sql-objects.ts).
+ * subject) and parts (clickhouse/clickhouse.ts), custom metrics (custom-metrics/custom-metrics.ts, the series key as subject), and the store's own ingest: which minutes and hours a batch
+ * carrying the tables or indexes section was sampled in (objects/objects.ts).
  */
 export type MetricSource = 'bgwriter' | 'wal' | 'database' | 'io' | 'server' | 'disk' | 'parts' | 'ingest' | 'host' | 'custom'
 

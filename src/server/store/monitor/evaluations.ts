@@ -1,6 +1,6 @@
 // Recommendations, alert notifications and each organization's webhook (migration 6), written by the
 // health monitor (health-monitor.ts) from the doctor's findings and read by routes/alerts.ts; the
-// alerts themselves, one per cause, are in sql-alerts.ts. A finding's key identifies what it is about:
+// alerts themselves, one per cause, are in alerts/alerts.ts. A finding's key identifies what it is about:
 // at most one open recommendation per database and key (a partial unique index), updated while the
 // finding stays and resolved when it goes, with the key of its cause (migration 19). The outbox of
 // notifications that alerts queue is delivered by the monitor, claimed row by row (several `serve`
@@ -45,7 +45,7 @@ export interface PendingNotification {
   org_id: string
   alert: Omit<Alert, 'notifications' | 'database_id' | 'last_seen_at'>
   database: { id: string; name: string; engine: string; host: string; port: number }
-  /** The silence that held it back at an earlier attempt, else null or absent (sql-alert-routing.ts). */
+  /** The silence that held it back at an earlier attempt, else null or absent (alerts/routing.ts). */
   silenced_by?: string | null
 }
 
@@ -68,7 +68,7 @@ export interface MonitoredDatabase {
   org_verified: boolean
   /** When the health monitor last diagnosed it (null: never). */
   evaluated_at: number | null
-  /** Since when the agent reports the database up or down (sql-availability.ts); null before any report. */
+  /** Since when the agent reports the database up or down (availability/availability.ts); null before any report. */
   state_since: number | null
 }
 

@@ -1,6 +1,6 @@
 // Telemetry about a database's objects and sessions: tables and indexes (the latest statistics, and
 // per-interval timeseries in 60-second buckets, rolled up into hourly ones), active queries and locks (the latest
-// snapshot, kept by sql-snapshots.ts in `snapshots`).
+// snapshot, kept by snapshots.ts in `snapshots`).
 // Buckets sum the counters' deltas (null while a bucket holds only first samples, which carry no delta)
 // and keep the gauges' last known value. The latest tables and indexes are rows of their own, brought up
 // to each newer batch that carries the section, so listing, sorting and filtering happen in SQL: only
@@ -9,7 +9,7 @@
 // time as its "as of" time (updateLatest and latestRowsSql say why that is right).
 //
 // Ingest writes minute rows only; the hourly rows are rolled up from them once their hour closed, by the
-// statements' rollup (sql-rollups.ts, sql-object-hours.ts), and reads compute the hours not rolled up
+// statements' rollup (rollups/rollups.ts, objects/hours.ts), and reads compute the hours not rolled up
 // yet from the minute rows. So a batch where every one of 100 tables and 150 indexes moved writes 250
 // bucket rows, not 500 (the hourly row was upserted again by every batch).
 // Only objects that moved get minute rows: a table or index whose deltas are all zero and whose gauges
@@ -69,7 +69,7 @@ const TABLE_TIMES = ['last_vacuum', 'last_autovacuum', 'last_analyze', 'last_aut
 /** Counts are integers in the store; a fractional one from the wire is rounded, not refused by BIGINT. */
 const int = (v: number | null | undefined): number | null => (v === null || v === undefined ? null : Math.round(v))
 
-/** A sum that stays null only while both sides are (a bucket of first samples has no delta), saturating at BIGINT's maximum (sql-sums.ts). */
+/** A sum that stays null only while both sides are (a bucket of first samples has no delta), saturating at BIGINT's maximum (sums.ts). */
 const sumSql = (table: string, c: string) => `COALESCE(${saturatingAdd(`${table}.${c}`, `excluded.${c}`)}, ${table}.${c}, excluded.${c})`
 /** The newer sample's value, or the other's when the newer one is unknown (e.g. a size not measured that cycle). */
 const lastSql = (table: string, c: string) =>
@@ -238,7 +238,7 @@ function isNews(row: { key: string[]; first: boolean; counters: (number | bigint
 /**
  * Adds the rows to the minute bucket of `collectedAt`: only the objects that are news (isNews), or
  * every object of a late batch (it cannot be compared). The hourly bucket is rolled up from the minute
- * rows once the hour closed (sql-rollups.ts); a batch into an hour rolled up already (`hoursUntil` past
+ * rows once the hour closed (rollups/rollups.ts); a batch into an hour rolled up already (`hoursUntil` past
  * it: delivered late from an agent's buffer, or after retention rolled a quiet database up) adds to the
  * hourly row as well, as it always did, so the hour's sums stay exact.
  */
@@ -421,7 +421,7 @@ function applySection(
 }
 
 /**
- * The batch's tables and indexes sections (activity and locks are kept as snapshots by sql-snapshots.ts):
+ * The batch's tables and indexes sections (activity and locks are kept as snapshots by snapshots.ts):
  * registers the reads they depend on and returns the function that adds their writes once those are
  * sent, after the batch's rollup (planRollup, which runs for every batch carrying either section) with
  * the marks it left.
@@ -545,7 +545,7 @@ export interface Series<C extends string> {
  * The buckets of one object in the window: minute buckets up to 24 hours, hourly beyond. Hourly points
  * exist for every hour the object was reported: the rolled-up rows of the hours before the database's
  * hourly mark, and the hours from it on (the current one, or closed ones not rolled up yet) computed
- * from the minute rows the same way (sql-object-hours.ts), so an hour reads the same before and after
+ * from the minute rows the same way (objects/hours.ts), so an hour reads the same before and after
  * its rollup. A sampled minute without the object's row (it did not move) reads as zero deltas with the
  * gauges carried forward from its latest earlier row of that hour (see the header).
  */
@@ -569,7 +569,7 @@ async function series<C extends string>(
     )
   if (resolution === 3600) {
     // A database without marks wrote no table or index rows since hourly rows are rolled up: its
-    // hourly rows are all complete (sql-rollups.ts).
+    // hourly rows are all complete (rollups/rollups.ts).
     const marks = await readMarks(driver, key.databaseId)
     const rolledUntil = marks ? Math.min(Math.max(marks.hours, from), window.until) : window.until
     const rolled = rolledUntil > from ? await bucketRows(rolledUntil) : []

@@ -1,7 +1,7 @@
 // Retention: deletes each database's telemetry once it is older than its organization's retention, and
 // compacts the minute buckets (the hourly buckets hold the same sums; reads take the hours instead, see
-// windowRanges in window.ts and statRanges in sql-rollups.ts). Statement statistics, tables and
-// indexes are rolled up first (sql-rollups.ts), so no minute row goes before its hour holds it. Every delete goes in batches of a bounded number of rows, each its
+// windowRanges in window.ts and statRanges in rollups/rollups.ts). Statement statistics, tables and
+// indexes are rolled up first (rollups/rollups.ts), so no minute row goes before its hour holds it. Every delete goes in batches of a bounded number of rows, each its
 // own statement, so a large store is never held for long and requests run in between. A batch is picked
 // by row identity: the ctid on PostgreSQL, the rowid on SQLite, or on SQLite's WITHOUT ROWID tables
 // (migration 10) the primary key.
@@ -29,19 +29,19 @@ const TIMED_TABLES = {
   latest_indexes: 'ts',
   internals_latest: 'ts',
   clickhouse_latest: 'ts',
-  // the events timeline's derived events (sql-events.ts)
+  // the events timeline's derived events (events/events.ts)
   events: 'ts',
-  // custom metrics' series no batch carried since (sql-custom-metrics.ts)
+  // custom metrics' series no batch carried since (custom-metrics/custom-metrics.ts)
   custom_metric_series: 'seen_at',
 } as const
 /** Derived from telemetry and kept as long: resolved recommendations and alerts. */
 const RESOLVED_TABLES = ['recommendations', 'alerts'] as const
-/** Actions asked of agents (sql-actions.ts): kept as long as the events that audit them, then gone once over. */
+/** Actions asked of agents (actions/actions.ts): kept as long as the events that audit them, then gone once over. */
 const ACTION_TABLES = ['actions'] as const
-/** Periods that end (sql-availability.ts): they go once ended before the cutoff; an open outage stays. */
+/** Periods that end (availability/availability.ts): they go once ended before the cutoff; an open outage stays. */
 const ENDED_TABLES = ['outages', 'agent_silences'] as const
 /**
- * Alert silences (sql-alert-routing.ts) that name a database: they go once ended before its cutoff. One that
+ * Alert silences (alerts/routing.ts) that name a database: they go once ended before its cutoff. One that
  * names no database (a rule, a tag) is the organization's, created by hand, and stays listed as expired.
  */
 const SILENCE_TABLES = ['alert_silences'] as const
@@ -112,7 +112,7 @@ export interface SweepCutoffs {
   minutesBefore: number
   /** Statements, tables and indexes are rolled up to this time first (and at least to minutesBefore: minute rows never go unrolled). */
   rollUpTo: number
-  /** Session snapshots older than this are compacted (sql-session-history.ts); absent: only the retention applies. */
+  /** Session snapshots older than this are compacted (sessions/history.ts); absent: only the retention applies. */
   everyPollBefore?: number
   /**
    * Server log entries older than this go (logEventLimits.entriesMs: a week), or at `before` when that is

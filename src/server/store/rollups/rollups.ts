@@ -3,8 +3,8 @@
 // them once their span has closed, so a batch costs one row per statement instead of three (the ingest
 // hot path), while a 24-hour list still reads ~23 hourly rows, a few 10-minute rows and at most 18
 // minute rows per statement. Tables and indexes likewise: ingest writes their minute rows only (those
-// of the objects that moved, sql-objects.ts), and the hourly rows are rolled up from those minute rows
-// by the same rollup, against the same hourly mark (sql-object-hours.ts), one row per object instead
+// of the objects that moved, objects/objects.ts), and the hourly rows are rolled up from those minute rows
+// by the same rollup, against the same hourly mark (objects/hours.ts), one row per object instead
 // of two per batch.
 //
 // Each database has two marks in query_rollups: `spans_until` (10-minute buckets) and `hours_until`
@@ -12,7 +12,7 @@
 // starts before the mark holds exactly the sum of the minute rows it covers, and no bucket at or after
 // the mark is read (none is written; a store written before table and index rollups existed still has
 // their hourly rows there, which reads ignore and the rollup replaces). So:
-// - reads take a level's buckets before its mark, and finer ones after it (statRanges; sql-objects.ts
+// - reads take a level's buckets before its mark, and finer ones after it (statRanges; objects/objects.ts
 //   computes a table's or index's hours after the mark from its minute rows);
 // - a batch for a bucket before a mark (delivered late from an agent's buffer) adds to that level's
 //   bucket as well as to its minute bucket, which keeps the sums exact;
@@ -49,7 +49,7 @@ const COUNTERS = QUERY_COUNTER_KEYS
 const STAT_COLUMN_LIST = ['database_id', 'resolution', 'bucket', 'query_hash', ...COUNTERS, 'p99_ms'].join(', ')
 
 /**
- * The sums of STAT_COLUMN_LIST's counters for a rollup: BIGINT ones saturating (sql-sums.ts), so that
+ * The sums of STAT_COLUMN_LIST's counters for a rollup: BIGINT ones saturating (sums.ts), so that
  * minute rows pinned at BIGINT's maximum roll up instead of failing the rollup (and the ingest or
  * retention pass running it).
  */
@@ -60,7 +60,7 @@ const rollupSums = perDialect((dialect): string => {
 
 const READ_MARKS_SQL = 'SELECT spans_until, hours_until FROM query_rollups WHERE database_id = $1'
 
-/** The statement that reads a database's marks (ingest sends it with its other reads, sql-writes.ts). */
+/** The statement that reads a database's marks (ingest sends it with its other reads, ingest/batch.ts). */
 export const readMarksStatement = (databaseId: string): SqlStatement => ({ sql: READ_MARKS_SQL, params: [databaseId] })
 
 /** The marks in the rows readMarksStatement answered; undefined for a database without any yet. */

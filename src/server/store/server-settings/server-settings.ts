@@ -3,7 +3,7 @@
 // default) in `server_settings` (migration 17), one row per database holding the latest map the agent
 // sent. The agent sends the map only when it changed, so a batch without it leaves the row alone and a
 // batch delivered late (from the agent's buffer) never replaces a newer map. The values themselves are
-// event_baselines.settings (sql-events.ts), read here beside the details. Reads apart from the ingest write.
+// event_baselines.settings (events/events.ts), read here beside the details. Reads apart from the ingest write.
 import type { IngestBatch, SettingDetail } from '../../../shared/wire.ts'
 import type { SqlDriver } from '../driver.ts'
 import type { Writes } from '../ingest/batch.ts'

@@ -1,13 +1,13 @@
 // Session and lock history: every batch's activity and lock snapshot (session_snapshots, one row per
 // database and collection time) and the lock chains seen in them (lock_chains and lock_chain_members,
-// migration 12). The latest snapshot stays in `snapshots` (sql-snapshots.ts) for the live pages.
+// migration 12). The latest snapshot stays in `snapshots` (snapshots.ts) for the live pages.
 // What a row keeps: the sessions as the agent sent them (it sends the non-idle ones and those idle in a
-// transaction), and of the locks only those that wait or block (lock-chains.ts compactLocks); statement
+// transaction), and of the locks only those that wait or block (sessions/lock-chains.ts compactLocks); statement
 // texts cut at the agent's own bound; each list as deflated JSON (pack). A chain is keyed by its root blocker's pid and transaction start,
 // so the same transaction holding others up over many polls is one chain; each batch that sees it moves
 // its first and last seen (earliest and latest, so a late batch from the agent's buffer fits in), counts
 // a sample, and adds or moves its members. Nothing is read at ingest: every write is an upsert.
-// Retention (compactSessionHistory, called by sql-retention.ts): every snapshot and chain is kept for
+// Retention (compactSessionHistory, called by retention/retention.ts): every snapshot and chain is kept for
 // sessionHistoryLimits.everyPollMs; then only the snapshots where a session had waited for a lock
 // longWaitMs or a statement or transaction had run longMs, and the chains that lasted longWaitMs; none
 // past the organization's retention. Members go with their chain. docs/session-history.md says why.

@@ -1,6 +1,6 @@
 // Statement statistics read back: the list of statements over a window (listQueryStats) and one
 // statement's totals and timeseries (queryDetail). Reads over a window take whole hours from hourly
-// buckets and the edges from finer ones (statRanges, sql-rollups.ts), so a 24-hour list reads ~40 rows
+// buckets and the edges from finer ones (statRanges, rollups/rollups.ts), so a 24-hour list reads ~40 rows
 // per statement instead of 1,440, and stays exact to the minute.
 import { STATEMENT_COUNTERS, type StatementCounter } from '../../../shared/families.ts'
 import { perDialect } from '../dialect.ts'

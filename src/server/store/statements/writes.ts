@@ -1,7 +1,7 @@
 // Statement statistics at ingest: a batch's query_stats deltas summed per statement into its minute
 // bucket of query_stats (and the coarser buckets already rolled up past it, for a late batch), the
 // statements' texts in query_texts (rewritten once per TEXT_REFRESH_MS, KnownTexts), all in the
-// ingest's transaction, after the rollups that the batch's time closes (planRollup, sql-rollups.ts).
+// ingest's transaction, after the rollups that the batch's time closes (planRollup, rollups/rollups.ts).
 import { STATEMENT_COUNTERS as QUERY_COUNTER_KEYS, STATEMENT_DURATIONS } from '../../../shared/families.ts'
 import type { QueryStatDelta } from '../../../shared/wire.ts'
 import { type SqlDialect, perDialect } from '../dialect.ts'
@@ -147,7 +147,7 @@ export function applyQueryStats(
   }
 }
 
-/** The upsert's update of query_stats: counters add up (BIGINT ones saturating, sql-sums.ts), p99_ms keeps the larger. */
+/** The upsert's update of query_stats: counters add up (BIGINT ones saturating, sums.ts), p99_ms keeps the larger. */
 const queryStatUpdate = perDialect((dialect): Record<string, string> => ({
   ...Object.fromEntries(
     QUERY_COUNTERS.map((c, i) => [c, INTEGER_COUNTER[i] ? saturatingAdd(`query_stats.${c}`, `excluded.${c}`) : `query_stats.${c} + excluded.${c}`]),
