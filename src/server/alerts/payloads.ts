@@ -6,7 +6,7 @@
 // (hostile): Slack gets them as plain_text in the blocks and escaped in its one mrkdwn field (`text`), so
 // no link or mention can be made of them; Teams with its markdown's characters escaped, the others as JSON
 // strings; every text is cut to the receiver's limit.
-import type { AlertConsequence } from '../store/alerts/alerts.ts'
+import type { AlertConsequence } from '../store/alerts/types.ts'
 
 /** One alert state change, as every kind's payload is made from it. */
 export interface AlertMessage {

@@ -7,7 +7,8 @@
 import { num, numOrNull } from '../accounts/rows.ts'
 import type { SqlDriver } from '../driver.ts'
 import { UniqueViolation } from '../driver.ts'
-import { type AlertConsequence, consequencesOf } from './alerts.ts'
+import { consequencesOf } from './alerts.ts'
+import type { AlertConsequence } from './types.ts'
 import { dropDestinationFromRoutes } from './routing.ts'
 
 export type AlertDestinationKind = 'email' | 'webhook' | 'slack' | 'teams' | 'pagerduty' | 'opsgenie' | 'alertmanager'

@@ -9,8 +9,7 @@
 // and several `serve` processes. Reads apart from writes.
 import { num, numOrNull } from '../accounts/rows.ts'
 import type { SqlDriver } from '../driver.ts'
-import type { AlertRoute, RouteMatch, Silence, SilenceAuthor, SilenceMatchers } from '../../alerts/routing.ts'
-import type { NotificationChannel } from './alerts.ts'
+import type { AlertRoute, NotificationChannel, RouteMatch, Silence, SilenceAuthor, SilenceMatchers } from './types.ts'
 
 export type { AlertRoute, RouteMatch, Silence }
 

@@ -5,18 +5,22 @@
 // finding stays and resolved when it goes, with the key of its cause (migration 19). The outbox of
 // notifications that alerts queue is delivered by the monitor, claimed row by row (several `serve`
 // processes may share a PostgreSQL store), and retried until sent or given up.
+import type { Static } from '@sinclair/typebox'
+import type { Severity } from '../../../shared/api/doctor.ts'
 import type { SqlDriver } from '../driver.ts'
-import { type Alert, type AlertReads, type AlertWrites, type NotificationChannel, type NotificationEvent, alertReads, alertWrites, consequencesOf, healthLockFor } from '../alerts/alerts.ts'
+import { alertReads, alertWrites, consequencesOf, healthLockFor } from '../alerts/alerts.ts'
+import type { Alert, AlertReads, AlertWrites, NotificationChannel, NotificationEvent } from '../alerts/types.ts'
 
-export type { Alert, AlertConsequence, AlertInput, AlertNotification, NotificationChannel, NotificationEvent } from '../alerts/alerts.ts'
-export type HealthSeverity = 'critical' | 'warning' | 'info'
+export type { Alert, AlertConsequence, AlertInput, AlertNotification, NotificationChannel, NotificationEvent } from '../alerts/types.ts'
+/** A finding's severity: the API's (src/shared/api/doctor.ts), not a copy of it. */
+export type FindingSeverity = Static<typeof Severity>
 export type RecordStatus = 'open' | 'resolved' | 'all'
 
 /** What is kept of a doctor finding. */
 export interface FindingRecord {
   key: string
   rule: string
-  severity: HealthSeverity
+  severity: FindingSeverity
   category: string
   title: string
   detail: string
