@@ -22,102 +22,22 @@ import type { DbEvent } from './events/events.ts'
 import type { StoredPlan } from './statements/plans.ts'
 import type { QuerySort, QueryStatsRow, queryDetail } from './statements/reads.ts'
 import type { Window } from './window.ts'
+import type { AccountReads, AccountWrites } from './accounts/types.ts'
+import type { DatabaseReads, DatabaseWrites, IngestResult, RegisteredDatabase } from './databases/types.ts'
 
 // The store's records and its interface. Both backends (SQLite, PostgreSQL) implement it through
 // the same SqlStore over their own driver; the contract suite in test/store runs against both.
 
-export interface Organization {
-  id: string
-  name: string
-  slug: string
-  plan: string
-  verified: boolean
-  created_at: number
-}
-
-export interface User {
-  id: string
-  org_id: string
-  email: string
-  name: string
-  role: string
-  email_verified_at: number | null
-  created_at: number
-}
-
-export interface UserWithPassword extends User {
-  password_hash: string
-}
-
 export type { ApiKey, ApiKeyEntry, ApiKeyScope, NewApiKey } from './accounts/api-keys.ts'
 
-export type Engine = 'postgres' | 'clickhouse'
+export type { AccountReads, AccountWrites, EmailTokenKind, LimitResult, Organization, RefreshTokenRecord, RotateResult, User, UserWithPassword } from './accounts/types.ts'
+export type { DatabasePatch, DatabaseReads, DatabaseWrites, Engine, IngestResult, NewDatabase, RegisteredDatabase } from './databases/types.ts'
 
-export interface RegisteredDatabase {
-  id: string
-  org_id: string
-  name: string
-  engine: Engine
-  engine_version: string | null
-  host: string
-  port: number
-  tags: Record<string, string>
-  poll_interval_seconds: number
-  collect_explain_plans: boolean
-  collect_replication: boolean
-  disabled_collectors: string[]
-  created_at: number
-  updated_at: number
-  last_seen_at: number | null
-}
-
-export type NewDatabase = Pick<RegisteredDatabase, 'name' | 'engine' | 'host' | 'port' | 'tags'> & {
-  engine_version: string | null
-}
-
-export type DatabasePatch = Partial<
-  Pick<
-    RegisteredDatabase,
-    | 'name'
-    | 'host'
-    | 'port'
-    | 'tags'
-    | 'poll_interval_seconds'
-    | 'collect_explain_plans'
-    | 'collect_replication'
-    | 'disabled_collectors'
-  >
->
-
-export type EmailTokenKind = 'verify' | 'reset'
-
-export interface RefreshTokenRecord {
-  id: string
-  user_id: string
-  family_id: string
-  expires_at: number
-  revoked_at: number | null
-}
-
-/** Outcome of presenting a refresh token for rotation; `sessionId` is the token's family. */
-export type RotateResult =
-  | { ok: true; userId: string; sessionId: string }
-  | { ok: false; reason: 'unknown' | 'expired' | 'revoked' | 'reused' }
-
-/** Outcome of counting a request against a limit. */
-export interface LimitResult {
-  allowed: boolean
-  /** When not allowed: milliseconds until a request would be allowed again. */
-  retryAfterMs: number
-}
-
-export type IngestResult =
-  | { kind: 'applied' | 'duplicate'; database: RegisteredDatabase }
-  | { kind: 'limit' }
-  | { kind: 'engine_mismatch'; database: RegisteredDatabase }
-
-/** API keys: ApiKeyStore (accounts/api-keys.ts), reads and writes declared there. */
-export interface Store extends ApiKeyStore {
+/**
+ * The whole store: the accounts' and registered databases' methods (accounts/types.ts, databases/types.ts,
+ * API keys in accounts/api-keys.ts) and one member per other resource, each typed by its folder's interface.
+ */
+export interface Store extends ApiKeyStore, AccountReads, AccountWrites, DatabaseReads, DatabaseWrites {
   readonly dialect: 'sqlite' | 'postgres'
   /**
    * SQLite only: a number that changes with every write to the store; undefined on PostgreSQL (which
@@ -166,62 +86,6 @@ export interface Store extends ApiKeyStore {
   readonly alertRouting: AlertRoutingStore
   /** The operator's own SQL checks: definitions, series, values over time (custom-metrics/custom-metrics.ts; ingest writes them in planBatch). */
   readonly customMetrics: CustomMetricReads
-
-  // accounts
-  /**
-   * Creates an organization and its owner; EmailTakenError when the address has an account. With
-   * `onlyFirst`, SignupClosedError when any organization exists (checked in the same transaction).
-   */
-  createAccount(input: {
-    org: { name: string; slug: string; plan: string }
-    user: { email: string; name: string; passwordHash: string; role: string }
-    onlyFirst?: boolean
-  }): Promise<{ org: Organization; user: User }>
-  /** True once any organization exists (DBM_SIGNUP=closed then refuses signups). */
-  hasOrganization(): Promise<boolean>
-  findUserByEmail(email: string): Promise<UserWithPassword | undefined>
-  getUser(id: string): Promise<User | undefined>
-  getOrganization(id: string): Promise<Organization | undefined>
-  setPassword(userId: string, passwordHash: string): Promise<void>
-  markEmailVerified(userId: string, at: number): Promise<void>
-
-  // single-use e-mail tokens (verification, password reset), stored as hashes. A user has at most one
-  // live reset token: issuing one ends the older ones, and consuming one ends any other.
-  createEmailToken(input: { tokenHash: string; userId: string; kind: EmailTokenKind; expiresAt: number; now: number }): Promise<void>
-  /** Marks the token used and returns its user when it exists, is unused and unexpired. */
-  consumeEmailToken(tokenHash: string, kind: EmailTokenKind, now: number): Promise<string | undefined>
-  /** The user of a token that has already been used (a verification link opened twice), else undefined. */
-  usedEmailTokenUser(tokenHash: string, kind: EmailTokenKind): Promise<string | undefined>
-
-  // refresh tokens: rotated on use, reuse revokes the family. A family is one session (one sign-in),
-  // live while it holds an unrevoked token; access tokens name their session and die with it.
-  createRefreshToken(record: Omit<RefreshTokenRecord, 'revoked_at'> & { now: number }): Promise<void>
-  /** Revokes `id` and records `next` in the same family when `id` is live; detects reuse. */
-  rotateRefreshToken(id: string, next: { id: string; expires_at: number }, now: number): Promise<RotateResult>
-  revokeRefreshToken(id: string, now: number): Promise<void>
-  /** Ends the user's session `sessionId` (a family): its refresh and access tokens are refused from now on. */
-  revokeSession(userId: string, sessionId: string, now: number): Promise<void>
-  /** Signs the user out everywhere: ends every session of the user. */
-  revokeUserSessions(userId: string, now: number): Promise<void>
-  /** The user when `sessionId` is one of their live sessions, else undefined. */
-  getSessionUser(userId: string, sessionId: string): Promise<User | undefined>
-
-  // registered databases
-  listDatabases(orgId: string): Promise<RegisteredDatabase[]>
-  countDatabases(orgId: string): Promise<number>
-  /** Creates the database; `limit` (when given) is checked in the same transaction. */
-  createDatabase(orgId: string, input: NewDatabase, now: number, limit?: number): Promise<RegisteredDatabase | 'limit'>
-  getDatabase(orgId: string, id: string): Promise<RegisteredDatabase | undefined>
-  updateDatabase(orgId: string, id: string, patch: DatabasePatch, now: number): Promise<RegisteredDatabase | undefined>
-  deleteDatabase(orgId: string, id: string): Promise<boolean>
-
-  // rate limits and cooldowns, shared by every process on the store
-  /** Counts one request under `key`; allowed while at most `limit` fall in the trailing window. */
-  hitRateLimit(key: string, limit: number, windowMs: number, now: number): Promise<LimitResult>
-  /** Allowed when no allowed request under `key` happened in the last `cooldownMs`; records it then. */
-  takeCooldown(key: string, cooldownMs: number, now: number): Promise<LimitResult>
-  /** Housekeeping: removes rate-limit events older than `before`; returns how many. */
-  sweepRateEvents(before: number): Promise<number>
 
   // telemetry
   /**

@@ -12,7 +12,7 @@
 import { num, toOrg, toUser } from './rows.ts'
 import { type SqlDriver, UniqueViolation } from '../driver.ts'
 import { membersLock, revokeKeysCreatedBy } from './api-keys.ts'
-import type { Organization, User } from '../types.ts'
+import type { Organization, User } from './types.ts'
 
 export type MemberRole = 'owner' | 'member'
 export const MEMBER_ROLES = ['owner', 'member'] as const satisfies readonly MemberRole[]

@@ -1,6 +1,6 @@
 // Account rows as the stores give them (SQLite integers, PostgreSQL BIGINT strings) made into records:
 // shared by the account store (sql-store.ts) and the members store (accounts/members.ts).
-import type { Organization, User } from '../types.ts'
+import type { Organization, User } from './types.ts'
 
 export const num = (v: unknown): number => Number(v)
 export const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v))

@@ -15,7 +15,7 @@ import type { AvailabilityCause, IngestBatch } from '../../../shared/wire.ts'
 import { num, numOrNull } from '../accounts/rows.ts'
 import type { SqlDriver } from '../driver.ts'
 import type { Reads, Writes } from '../ingest/batch.ts'
-import type { RegisteredDatabase } from '../types.ts'
+import type { RegisteredDatabase } from '../databases/types.ts'
 import { availabilityLimits } from '../../limits.ts'
 
 export interface AvailabilityState {

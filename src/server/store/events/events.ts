@@ -29,7 +29,7 @@ import type { IngestBatch } from '../../../shared/wire.ts'
 import { silentAfterMs } from '../../limits.ts'
 import type { SqlDriver } from '../driver.ts'
 import { lastHeardAt } from '../availability/availability.ts'
-import type { RegisteredDatabase } from '../types.ts'
+import type { RegisteredDatabase } from '../databases/types.ts'
 import type { Window } from '../window.ts'
 import type { Reads, Writes } from '../ingest/batch.ts'
 

@@ -26,7 +26,7 @@ import { serverSettingsWrites } from '../server-settings/server-settings.ts'
 import { applySnapshots } from '../snapshots.ts'
 import { type IngestEffects, type KnownTexts, applyQueryStats } from '../statements/writes.ts'
 import { Reads, Writes } from './batch.ts'
-import type { RegisteredDatabase } from '../types.ts'
+import type { RegisteredDatabase } from '../databases/types.ts'
 
 /** A batch's statements for one database: the reads its writes depend on, then the writes once those are sent. */
 export interface PlannedBatch {
