@@ -149,7 +149,7 @@ export async function postWebhook(webhook: Pick<Webhook, 'url' | 'secret'>, even
 
 export function createHealthMonitor(deps: Deps, options: HealthMonitorOptions): HealthMonitor {
   const { store, log } = deps
-  const health = store.health
+  const health = store.monitor
   const evaluateEveryMs = options.evaluateEveryMs ?? healthMonitorDefaults.evaluateEveryMs
   const retentionEveryMs = options.retentionEveryMs ?? healthMonitorDefaults.retentionEveryMs
   const webhookTimeoutMs = options.webhookTimeoutMs ?? healthMonitorDefaults.webhookTimeoutMs

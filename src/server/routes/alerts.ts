@@ -118,7 +118,7 @@ const listQuery = (endpoint: 'recommendations' | 'alerts') => query({ status: t.
 
 export function alertRoutes(deps: Deps) {
   const { store, clock } = deps
-  const health = store.health
+  const health = store.monitor
   return new Elysia()
     .derive(async ({ request }) => ({ principal: await authenticate(deps, request) }))
     .get(

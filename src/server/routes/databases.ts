@@ -157,7 +157,7 @@ export function databaseRoutes(deps: Deps) {
       const now = clock()
       const [databases, diagnoses, states, spans] = await Promise.all([
         store.listDatabases(principal.orgId),
-        store.health.databaseHealth(principal.orgId),
+        store.monitor.databaseHealth(principal.orgId),
         store.databaseAvailability.states(principal.orgId),
         store.databaseAvailability.orgSpans(principal.orgId, now - 30 * DAY),
       ])

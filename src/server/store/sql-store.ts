@@ -8,7 +8,7 @@ import type { SqlDriver } from './driver.ts'
 import { type ClickHouseReader, clickhouseReader } from './clickhouse/clickhouse.ts'
 import { type HostReads, SqlHostReads } from './host/host.ts'
 import { type ServerSettingsReads, SqlServerSettingsReads } from './server-settings/server-settings.ts'
-import { type HealthStore, healthStore } from './monitor/evaluations.ts'
+import { type MonitorStore, monitorStore } from './monitor/evaluations.ts'
 import { type MembersStore, membersStore } from './accounts/members.ts'
 import { type RetentionStore, retentionStore } from './retention/retention.ts'
 import { type InternalsReader, internalsReader } from './internals/internals.ts'
@@ -120,7 +120,7 @@ export class SqlStore implements Store {
   readonly clickhouse: ClickHouseReader
   readonly host: HostReads
   readonly serverSettings: ServerSettingsReads
-  readonly health: HealthStore
+  readonly monitor: MonitorStore
   readonly members: MembersStore
   readonly retention: RetentionStore
   readonly actions: SqlActions
@@ -170,7 +170,7 @@ export class SqlStore implements Store {
     this.alertDestinations = new SqlAlertDestinations(driver)
     this.alertRouting = new SqlAlertRouting(driver)
     this.customMetrics = new SqlCustomMetrics(driver)
-    this.health = healthStore(driver)
+    this.monitor = monitorStore(driver)
     // A removal or demotion revokes the user's keys in its own transaction: they leave the cache with it.
     this.members = membersStore(driver, (keyIds) => this.apiKeys.evict(keyIds))
     this.retention = retentionStore(driver, (databaseId) => {

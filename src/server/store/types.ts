@@ -6,7 +6,7 @@ import type { ApiKeyStore } from './accounts/api-keys.ts'
 import type { ClickHouseReader } from './clickhouse/clickhouse.ts'
 import type { HostReads } from './host/host.ts'
 import type { ServerSettingsReads } from './server-settings/server-settings.ts'
-import type { HealthStore } from './monitor/evaluations.ts'
+import type { MonitorStore } from './monitor/evaluations.ts'
 import type { AlertDestinationStore } from './alerts/destinations.ts'
 import type { AlertRoutingStore } from './alerts/routing.ts'
 import type { CustomMetricReads } from './custom-metrics/custom-metrics.ts'
@@ -20,7 +20,7 @@ import type { SessionHistoryReader } from './sessions/history.ts'
 import type { SnapshotKind } from './snapshots.ts'
 import type { DbEvent } from './events/events.ts'
 import type { StoredPlan } from './statements/plans.ts'
-import type { QuerySort, QueryStatsRow, queryDetail } from './statements/reads.ts'
+import type { QueryDetail, QuerySort, QueryStatsRow } from './statements/reads.ts'
 import type { Window } from './window.ts'
 import type { AccountReads, AccountWrites } from './accounts/types.ts'
 import type { DatabaseReads, DatabaseWrites, IngestResult, RegisteredDatabase } from './databases/types.ts'
@@ -72,8 +72,8 @@ export interface Store extends ApiKeyStore, AccountReads, AccountWrites, Databas
   readonly host: HostReads
   /** The monitored server's settings with their details, for the Configuration page (server-settings/server-settings.ts; ingest writes them in planBatch). */
   readonly serverSettings: ServerSettingsReads
-  /** Recommendations, alerts, their notifications and organization webhooks (monitor/evaluations.ts). */
-  readonly health: HealthStore
+  /** The monitor's per-database state (claims, diagnosis summaries, recommendations, the webhook) with the alerts (monitor/, alerts/). */
+  readonly monitor: MonitorStore
   /** An organization's members, their roles, and its invites (accounts/members.ts). */
   readonly members: MembersStore
   /** Retention and minute-bucket compaction (retention/retention.ts). */
@@ -94,7 +94,7 @@ export interface Store extends ApiKeyStore, AccountReads, AccountWrites, Databas
    */
   ingest(orgId: string, batch: IngestBatch, now: number, limit?: number): Promise<IngestResult>
   listQueryStats(databaseId: string, window: Window, sort: QuerySort, limit: number): Promise<QueryStatsRow[]>
-  queryDetail(databaseId: string, hash: string, window: Window): ReturnType<typeof queryDetail>
+  queryDetail(databaseId: string, hash: string, window: Window): Promise<QueryDetail | undefined>
   latestSnapshot(databaseId: string, kind: SnapshotKind): Promise<{ ts: number; payload: unknown } | undefined>
   listPlans(databaseId: string, hash: string, window: Window, limit: number): Promise<StoredPlan[]>
   /** The database's events timeline in the window, newest first (events/events.ts). */

@@ -8,6 +8,7 @@
 // part count (source 'parts'), so a chart or the doctor can see parts pile up.
 import { SERVER_COUNTER_KEYS, SERVER_GAUGE_KEYS, parseDiskMetricKey } from '../../../shared/metrics.ts'
 import type { IngestBatch, MergeEntry, MutationEntry, PartStat } from '../../../shared/wire.ts'
+import type { Latest, MetricPoint } from '../internals/internals.ts'
 import type { SqlDriver } from '../driver.ts'
 import { type Intervals, type MetricSource, type MetricValue, metricSeries, readLatest, writeLatest, writeMetrics } from '../internals/internals.ts'
 import type { Writes } from '../ingest/batch.ts'
@@ -73,8 +74,47 @@ export function applyClickHouse(writes: Writes, databaseId: string, batch: Inges
 
 const latest = <T>(driver: SqlDriver, databaseId: string, kind: LatestKind) => readLatest<T>(driver, 'clickhouse_latest', databaseId, kind)
 
+/** Reads of ClickHouse parts, merges, mutations and server metrics. */
+export interface ClickHouseReader {
+
+  latestParts: (databaseId: string) => Promise<Latest<{
+    database: string;
+    table: string;
+    partition_id: string;
+    active_parts: number;
+    rows: number;
+    bytes_on_disk: number;
+    parts_to_delay_insert?: number | null | undefined;
+    parts_to_throw_insert?: number | null | undefined;
+  }[]> | undefined>;
+  latestMerges: (databaseId: string) => Promise<Latest<{
+    database: string;
+    table: string;
+    elapsed_s: number;
+    progress: number;
+    num_parts: number;
+    total_size_bytes_compressed: number;
+    result_part_name: string;
+    is_mutation: boolean;
+  }[]> | undefined>;
+  latestMutations: (databaseId: string) => Promise<Latest<{
+    database: string;
+    table: string;
+    mutation_id: string;
+    command: string;
+    create_time: number;
+    is_done: boolean;
+    parts_to_do: number;
+    latest_fail_reason: string;
+    latest_fail_time: number | null;
+    stuck: boolean;
+  }[]> | undefined>;
+  latestServerMetrics: (databaseId: string) => Promise<Latest<Record<string, number | null>> | undefined>;
+  metricSeries: (databaseId: string, source: ClickHouseSource, intervals: Intervals) => Promise<MetricPoint[]>;
+}
+
 /** Reads for the ClickHouse routes. */
-export function clickhouseReader(driver: SqlDriver) {
+export function clickhouseReader(driver: SqlDriver): ClickHouseReader {
   return {
     latestParts: (databaseId: string) => latest<PartStat[]>(driver, databaseId, 'parts'),
     latestMerges: (databaseId: string) => latest<MergeEntry[]>(driver, databaseId, 'merges'),
@@ -83,4 +123,3 @@ export function clickhouseReader(driver: SqlDriver) {
     metricSeries: (databaseId: string, source: ClickHouseSource, intervals: Intervals) => metricSeries(driver, databaseId, source, intervals),
   }
 }
-export type ClickHouseReader = ReturnType<typeof clickhouseReader>

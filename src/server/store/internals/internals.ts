@@ -414,8 +414,49 @@ export async function readLatest<T>(driver: SqlDriver, table: LatestTable, datab
 
 const latest = <T>(driver: SqlDriver, databaseId: string, kind: LatestKind) => readLatest<T>(driver, 'internals_latest', databaseId, kind)
 
+/** Reads of waits, replication, bgwriter, WAL, I/O and database statistics. */
+export interface InternalsReader {
+
+  waits: (databaseId: string, intervals: Intervals) => Promise<WaitPoint[]>;
+  replicationHistory: (databaseId: string, intervals: Intervals) => Promise<LagPoint[]>;
+  slotHistory: (databaseId: string, intervals: Intervals) => Promise<SlotLagPoint[]>;
+  metricSeries: (databaseId: string, source: MetricSource, intervals: Intervals) => Promise<MetricPoint[]>;
+  latestReplication: (databaseId: string) => Promise<Latest<{
+    is_replica: boolean;
+    replication_lag_bytes: number | null;
+    replication_lag_seconds: number | null;
+    upstream_host: string | null;
+    replicas: {
+      application_name: string | null;
+      client_addr: string | null;
+      state: string | null;
+      sync_state: string | null;
+      lag_bytes: number | null;
+      write_lag_ms: number | null;
+      flush_lag_ms: number | null;
+      replay_lag_ms: number | null;
+    }[];
+    slots: {
+      slot_name: string;
+      slot_type: string;
+      active: boolean;
+      lag_bytes: number | null;
+      wal_status: string | null;
+    }[];
+  }> | undefined>;
+  latestCounters: (databaseId: string, kind: 'bgwriter' | 'wal_stats' | 'database_stats') => Promise<Latest<Record<string, number | null>> | undefined>;
+  latestIo: (databaseId: string) => Promise<Latest<{
+    backend_type: string;
+    object: string;
+    context: string;
+    counters: {
+      [x: string]: number | null;
+    };
+  }[]> | undefined>;
+}
+
 /** Reads for the routes of this part. */
-export function internalsReader(driver: SqlDriver) {
+export function internalsReader(driver: SqlDriver): InternalsReader {
   return {
     waits: (databaseId: string, intervals: Intervals) => waits(driver, databaseId, intervals),
     replicationHistory: (databaseId: string, intervals: Intervals) => replicationHistory(driver, databaseId, intervals),
@@ -427,4 +468,3 @@ export function internalsReader(driver: SqlDriver) {
     latestIo: (databaseId: string) => latest<IoStatRow[]>(driver, databaseId, 'io_stats'),
   }
 }
-export type InternalsReader = ReturnType<typeof internalsReader>

@@ -233,8 +233,63 @@ async function pendingNotifications(driver: SqlDriver, now: number, limit: numbe
   }))
 }
 
+/** The monitor's per-database state: evaluation claims, diagnosis summaries, recommendations, the organization webhook. */
+export interface MonitorState {
+
+  /** Databases that sent data (or were registered) since `since`, with their organization's verification. */
+  monitoredDatabases(since: number): Promise<MonitoredDatabase[]>;
+  /**
+   * Takes the database's evaluation for `by` until `leaseUntil`, unless another process holds it
+   * (claimed_until after `now`), and, when `dueBefore` is given, only if its latest diagnosis is older
+   * than that. False when not taken, or when the database was deleted meanwhile. Several `dbm serve`
+   * processes on one store so split the monitor's work instead of each doing all of it.
+   */
+  claimEvaluation(databaseId: string, by: string, now: number, leaseUntil: number, dueBefore?: number): Promise<boolean>;
+  /** Records the diagnosis of a database evaluated by `by` and gives up its lease. */
+  recordDiagnosis(databaseId: string, by: string, summary: DiagnosisSummary, now: number): Promise<void>;
+  /** Gives up `by`'s lease on the database's evaluation without a diagnosis (it failed). */
+  releaseEvaluation(databaseId: string, by: string): Promise<void>;
+  /** Every database of the organization with its latest recorded diagnosis, in one query. */
+  databaseHealth(orgId: string): Promise<DatabaseHealth[]>;
+  /**
+   * Every database of the organization with its latest diagnosis and its open alerts by severity, in
+   * one query (GET /metrics, at each scrape): the databases by org_id, their diagnosis by key, their
+   * open alerts through alerts_database.
+   */
+  organizationFigures(orgId: string): Promise<DatabaseFigures[]>;
+  /** Opens or updates a recommendation per finding key and resolves the open ones whose key is gone (unless their rule failed). */
+  syncRecommendations: (databaseId: string, findings: FindingRecord[], failedRules: string[], now: number) => Promise<{
+    opened: number;
+    resolved: number;
+  }>;
+  listRecommendations(databaseId: string, status: RecordStatus, limit: number): Promise<Recommendation[]>;
+  /** Notifications due at `now`, oldest first (so an alert's opening goes out before its resolution). */
+  pendingNotifications: (now: number, limit: number) => Promise<PendingNotification[]>;
+  /** Takes a due notification for this process until `leaseUntil`; false when another took it or it is done. */
+  claimNotification(id: string, now: number, leaseUntil: number): Promise<boolean>;
+  notificationSent(id: string, now: number): Promise<void>;
+  /** Records a failed attempt; the notification is due again from `retryAt`. */
+  notificationFailed(id: string, error: string, retryAt: number): Promise<void>;
+  giveUpNotification(id: string, reason: string, now: number): Promise<void>;
+  /** Gives up the undelivered notifications created before `before`; returns how many. */
+  /** Gives up notifications queued before `before` and not sent; one a silence holds that was never attempted waits for the silence's end. */
+  giveUpNotificationsBefore(before: number, now: number): Promise<number>;
+  /** The addresses alert mails go to: the organization's users who verified theirs. */
+  alertRecipients(orgId: string): Promise<string[]>;
+  getWebhook(orgId: string): Promise<Webhook | undefined>;
+  /** Sets the URL; a new webhook gets `newSecret` (`created` tells which happened). */
+  putWebhook(orgId: string, url: string, newSecret: string, now: number): Promise<{
+    webhook: Webhook;
+    created: boolean;
+  }>;
+  deleteWebhook(orgId: string): Promise<boolean>;
+  /** Records the outcome of a delivery: `error` null for a success. */
+  recordWebhookResult(orgId: string, now: number, error: string | null): Promise<void>;
+
+}
+
 /** Reads and writes of this part, for the health monitor and the routes. */
-export function healthStore(driver: SqlDriver) {
+export function monitorStore(driver: SqlDriver): MonitorStore {
   return {
     ...alertReads(driver),
     ...alertWrites(driver),
@@ -408,4 +463,5 @@ export function healthStore(driver: SqlDriver) {
     },
   }
 }
-export type HealthStore = ReturnType<typeof healthStore> & AlertReads & AlertWrites
+/** The store's `monitor` member: the monitor's state with the alerts it opens and resolves (alerts/). */
+export type MonitorStore = MonitorState & AlertReads & AlertWrites

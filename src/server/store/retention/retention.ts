@@ -176,8 +176,25 @@ async function sweepDatabase(driver: SqlDriver, databaseId: string, cutoffs: Swe
   return deleted
 }
 
+/** Retention and minute-bucket compaction, for the monitor's retention pass. */
+export interface RetentionStore {
+
+  /** Every database with its organization's verification (which decides its retention). */
+  databases(): Promise<{
+    id: string;
+    org_verified: boolean;
+  }[]>;
+  /**
+   * Rolls up the database's statement statistics, tables and indexes, then deletes its telemetry past the cutoffs;
+   * returns the number of rows deleted.
+   */
+  sweepDatabase(databaseId: string, cutoffs: SweepCutoffs, batch: number): Promise<number>;
+  /** Forgets applied batch ids received before `before`. */
+  sweepBatchIds: (before: number, batch: number) => Promise<number>;
+}
+
 /** Reads and deletes of retention, for the health monitor. `swept` hears of each database swept. */
-export function retentionStore(driver: SqlDriver, swept: (databaseId: string) => void = () => {}) {
+export function retentionStore(driver: SqlDriver, swept: (databaseId: string) => void = () => {}): RetentionStore {
   return {
     /** Every database with its organization's verification (which decides its retention). */
     async databases(): Promise<{ id: string; org_verified: boolean }[]> {
@@ -201,4 +218,3 @@ export function retentionStore(driver: SqlDriver, swept: (databaseId: string) =>
     sweepBatchIds: (before: number, batch: number) => deleteInBatches(driver, 'ingest_batches', 'received_at < $1', [before], batch),
   }
 }
-export type RetentionStore = ReturnType<typeof retentionStore>

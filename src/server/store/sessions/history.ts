@@ -171,8 +171,65 @@ function parseArray<T>(text: unknown): T[] {
   }
 }
 
+/** Session and lock history: snapshots at a time, their times, lock chains. */
+export interface SessionHistoryReader {
+
+  /** The sessions of the kept snapshot at or before `time`, longest running first (as the latest snapshot's). */
+  activityAt(databaseId: string, time: number, limit: number): Promise<{
+    ts: number | null;
+    entries: {
+      pid: string | number;
+      query_text: string;
+      state: string | null;
+      wait_event_type: string | null;
+      wait_event: string | null;
+      duration_ms: number | null;
+      blocking_pids: number[];
+      user?: string | null | undefined;
+      application_name?: string | null | undefined;
+      client_addr?: string | null | undefined;
+      database?: string | null | undefined;
+      backend_type?: string | null | undefined;
+      xact_start?: number | null | undefined;
+      backend_start?: number | null | undefined;
+      query_start?: number | null | undefined;
+      memory_usage?: number | undefined;
+      read_bytes?: number | undefined;
+      written_bytes?: number | undefined;
+      read_rows?: number | undefined;
+    }[];
+  }>;
+  /** The locks (those that wait or block) of the kept snapshot at or before `time`, waiting ones first, then the longest held. */
+  locksAt(databaseId: string, time: number, limit: number): Promise<{
+    ts: number | null;
+    entries: {
+      pid: number;
+      lock_type: string;
+      mode: string;
+      relation_name: string | null;
+      granted: boolean;
+      blocked_by_pid: number | null;
+      duration_ms: number | null;
+      query_text: string | null;
+    }[];
+  }>;
+  /** The kept snapshots' times in [since, until], the latest `limit` of them, oldest first; `more` when some earlier ones were left out. */
+  times(databaseId: string, since: number, until: number, limit: number): Promise<{
+    times: SnapshotTime[];
+    more: boolean;
+  }>;
+  /** The latest kept snapshot's time (null: none). */
+  latestTime(databaseId: string): Promise<number | null>;
+  /**
+   * Chains seen in [since, until] with their members: the latest begun first, or (`longest`) the
+   * longest first (last seen less started), so that a long chain is never pushed out of the limit by
+   * many short ones.
+   */
+  chains(databaseId: string, since: number, until: number, limit: number, order?: 'started' | 'longest'): Promise<StoredChain[]>;
+}
+
 /** Reads for the routes: a snapshot at a time, the snapshot times of a window, the chains of a window. */
-export function sessionHistoryReader(driver: SqlDriver) {
+export function sessionHistoryReader(driver: SqlDriver): SessionHistoryReader {
   async function at<T>(databaseId: string, column: 'activity' | 'locks', time: number): Promise<{ ts: number | null; entries: T[] }> {
     const row = await driver.get<{ ts: number; payload: string }>(
       `SELECT ts, ${column} AS payload FROM session_snapshots WHERE database_id = $1 AND ts <= $2 AND ${column} IS NOT NULL ORDER BY ts DESC LIMIT 1`,
@@ -273,7 +330,6 @@ export function sessionHistoryReader(driver: SqlDriver) {
     },
   }
 }
-export type SessionHistoryReader = ReturnType<typeof sessionHistoryReader>
 
 /** Tables of session history, for retention's list of per-database tables. */
 export const SESSION_HISTORY_TABLES = ['session_snapshots', 'lock_chains', 'lock_chain_members'] as const

@@ -250,13 +250,23 @@ export type QueryPoint = Record<StatementCounter, number> & {
 /** The columns of a statement's timeseries points. */
 const POINT_COLUMNS: readonly (StatementCounter | 'p99_ms')[] = [...STATEMENT_COUNTERS, 'p99_ms']
 
+/** One statement's detail: its totals over the window, when it was first and last seen, and its series. */
+export interface QueryDetail {
+  stats: QueryStatsRow
+  first_seen: number
+  last_seen: number
+  /** The series' bucket size, in seconds (60 or 3600). */
+  resolution: number
+  points: QueryPoint[]
+}
+
 /** The detail of one statement: totals over the window and a timeseries at a resolution that fits it. */
 export async function queryDetail(
   driver: SqlDriver,
   databaseId: string,
   hash: string,
   window: Window,
-): Promise<{ stats: QueryStatsRow; first_seen: number; last_seen: number; resolution: number; points: QueryPoint[] } | undefined> {
+): Promise<QueryDetail | undefined> {
   const text = await driver.get<{ query_text: string; first_seen: number; last_seen: number }>(
     'SELECT query_text, first_seen, last_seen FROM query_texts WHERE database_id = $1 AND query_hash = $2',
     [databaseId, hash],
