@@ -22,7 +22,8 @@ import { ACTION_KINDS, type ActionClass, actionClass } from '../../../shared/act
 import type { ActionKind, ActionSession } from '../../../shared/wire.ts'
 import { num, numOrNull } from '../accounts/rows.ts'
 import type { SqlDriver } from '../driver.ts'
-import { type DbEvent, insertEvents } from '../events/events.ts'
+import { recordEventsNow } from '../events/record.ts'
+import type { DbEvent } from '../events/types.ts'
 
 export type ActionState = 'pending' | 'running' | 'done' | 'refused' | 'failed' | 'expired'
 
@@ -321,7 +322,7 @@ export class SqlActions implements ActionStore {
   }
 
   auditAction(databaseId: string, event: DbEvent): Promise<void> {
-    return insertEvents(this.driver, databaseId, [event])
+    return recordEventsNow(this.driver, databaseId, [event])
   }
 
   async actionListener(databaseId: string): Promise<ActionListener | undefined> {

@@ -6,7 +6,7 @@
 // lock (an advisory lock on PostgreSQL); alerts_open allows one open alert per key, so of several
 // `serve` processes one opens (and one resolves) an alert and notifies once. Reads apart from writes.
 import type { SqlDriver } from '../driver.ts'
-import { alertEvent, insertEvents } from '../events/events.ts'
+import { alertEvent, recordEventsNow } from '../events/record.ts'
 import { sql } from '../sql.ts'
 import type { Alert, AlertChanges, AlertConsequence, AlertInput, AlertNotification, AlertReads, AlertStatus, AlertWrites, NotificationChannel, NotificationEvent } from './types.ts'
 
@@ -140,7 +140,7 @@ export function alertWrites(driver: SqlDriver): AlertWrites {
             [id, databaseId, c.key, c.rule, c.severity, c.title, c.detail, now, consequences],
           )
           await addNotifications(tx, id, 'opened', typeof channels === 'function' ? channels(c) : channels, now)
-          await insertEvents(tx, databaseId, [alertEvent(databaseId, 'alert_opened', c, now)])
+          await recordEventsNow(tx, databaseId, [alertEvent(databaseId, 'alert_opened', c, now)])
           changes.opened.push(c.key)
         }
         const failed = new Set(failedRules)
@@ -152,7 +152,7 @@ export function alertWrites(driver: SqlDriver): AlertWrites {
           await tx.run('UPDATE alerts SET resolved_at = $1 WHERE id = $2', [now, row.id])
           await addNotifications(tx, row.id, 'resolved', await resolutionChannels(tx, row.id, now), now)
           // The text of its last evaluation while open (the one before this).
-          await insertEvents(tx, databaseId, [alertEvent(databaseId, 'alert_resolved', row, now, num(row.last_seen_at))])
+          await recordEventsNow(tx, databaseId, [alertEvent(databaseId, 'alert_resolved', row, now, num(row.last_seen_at))])
           changes.resolved.push(row.key)
         }
         return changes

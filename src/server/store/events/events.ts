@@ -5,7 +5,7 @@
 //   agent connected (its first batch, a restart, or a batch after a gap) and had been away. Kept in
 //   `events` (migration 11), swept by retention like other telemetry;
 // - alerts opened and resolved, written by the health monitor in the transaction that opens or resolves
-//   the alert (monitor/evaluations.ts through insertEvents and alertEvent), with the title and detail the alert
+//   the alert (alerts/alerts.ts through record.ts's recordEventsNow and alertEvent), with the title and detail the alert
 //   had at that moment: an opening keeps the rule's text at opening, a resolution the text of the alert's
 //   last evaluation while open. Alerts opened before this version have no such rows: for them (and only
 //   for them, per kind) the events are still derived from the alerts table at query time, with the text
@@ -32,29 +32,14 @@ import { lastHeardAt } from '../availability/availability.ts'
 import type { RegisteredDatabase } from '../databases/types.ts'
 import type { Window } from '../window.ts'
 import type { Reads, Writes } from '../ingest/batch.ts'
+import { alertEvent, dbLink, iso, recordEvents } from './record.ts'
+import type { DbEvent, EventKind } from './types.ts'
 
-import { EVENT_KINDS } from '../../../shared/api/events.ts'
-export { EVENT_KINDS }
-export type EventKind = (typeof EVENT_KINDS)[number]
-
-export interface DbEvent {
-  ts: number
-  kind: EventKind
-  severity: 'critical' | 'warning' | 'info' | null
-  title: string
-  detail: string | null
-  /** What the event is about: `schema.name` of a table or index, a setting's name, a view, a statement's hash. */
-  object: string | null
-  /** The dashboard page about it (a hash route). */
-  link: string | null
-}
+export type { DbEvent, EventKind } from './types.ts'
 
 /** Object events one batch may add; past it, one summary event says how many more there were. */
 export const MAX_OBJECT_EVENTS = 200
 /** An event's title and detail are cut to these lengths (a hostile batch's 5,000 settings of 256 characters made one 1.3 MB detail). */
-const MAX_TITLE = 500
-const MAX_DETAIL = 2_000
-const cut = (text: string | null, max: number) => (text !== null && text.length > max ? `${text.slice(0, max - 1)}…` : text)
 /**
  * A time the agent reports for the server (its start, a statistics reset) later than the batch's own
  * time by more than this is not believed: an event dated in year 9999 would outlive every retention,
@@ -116,7 +101,6 @@ function toBaseline(r: Record<string, unknown> | undefined): Baseline | undefine
   }
 }
 
-const iso = (ms: number) => new Date(ms).toISOString()
 
 /**
  * A digest of a set of objects, whatever their order: their count and the sum of each one's 64-bit hash.
@@ -145,7 +129,6 @@ export function spanText(ms: number): string {
 
 const engineLabel = (engine: string) => (engine === 'clickhouse' ? 'ClickHouse' : 'PostgreSQL')
 /** A dashboard route of the database. */
-const dbLink = (databaseId: string, rest: string) => `#/databases/${encodeURIComponent(databaseId)}/${rest}`
 const objectLink = (databaseId: string, tab: 'tables' | 'indexes', schema: string, name: string) =>
   dbLink(databaseId, `${tab}/${encodeURIComponent(`${schema}/${name}`)}`)
 
@@ -362,11 +345,7 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
     if (whole && batch.indexes) carried.add('indexes')
 
     // One statement for all of them; an event already stored (the same time, kind and object) is kept.
-    const rows = new Map(events.map((e) => [JSON.stringify([e.ts, e.kind, e.object ?? '']), [databaseId, e.ts, e.kind, e.object ?? '', e.severity, cut(e.title, MAX_TITLE), cut(e.detail, MAX_DETAIL), e.link]]))
-    writes.upsert('events', ['database_id', 'ts', 'kind', 'object', 'severity', 'title', 'detail', 'link'], [...rows.values()], {
-      key: ['database_id', 'ts', 'kind', 'object'],
-      update: {},
-    })
+    recordEvents(writes, databaseId, events)
     const next = {
       collected_at: Math.max(batch.collected_at, before?.collected_at ?? 0),
       interval_seconds: batch.interval_seconds,
@@ -481,49 +460,8 @@ export function applyLogTimeline(writes: Writes, databaseId: string, batch: Inge
       })
     }
   }
-  const rows = new Map(events.map((e) => [JSON.stringify([e.ts, e.object]), [databaseId, e.ts, e.kind, e.object ?? '', e.severity, cut(e.title, MAX_TITLE), cut(e.detail, MAX_DETAIL), e.link]]))
-  writes.upsert('events', ['database_id', 'ts', 'kind', 'object', 'severity', 'title', 'detail', 'link'], [...rows.values()], {
-    key: ['database_id', 'ts', 'kind', 'object'],
-    update: {},
-  })
-}
-
-// ---- alert events (written by the health monitor) ----
-
-/** An alert's event; `object` is the alert's key (its rule and object), so two alerts of one rule opening together are two events. */
-export function alertEvent(
-  databaseId: string,
-  kind: 'alert_opened' | 'alert_resolved',
-  alert: { key: string; severity: string; title: string; detail: string },
-  ts: number,
-  /** When the text was written, if not at `ts`: a resolution's (and an opening derived at query time's) last evaluation while open. */
-  textAsOf?: number,
-): DbEvent {
-  const opened = kind === 'alert_opened'
-  return {
-    ts,
-    kind,
-    severity: opened ? (alert.severity as DbEvent['severity']) : 'info',
-    title: `${opened ? 'Alert opened' : 'Alert resolved'}: ${alert.title}`,
-    // Text of another time than the event's says which: its relative phrases ("1.4 min ago") are of that time.
-    detail: textAsOf === undefined || textAsOf === ts ? alert.detail : `${alert.detail} (as of ${iso(textAsOf)}, its last evaluation while open)`,
-    object: alert.key,
-    link: dbLink(databaseId, 'alerts'),
-  }
-}
-
-/**
- * Stores events written outside ingest (the health monitor's alert events) in the rows' shape of the
- * derived ones; an event already stored (the same time, kind and object) is kept as it is.
- */
-export async function insertEvents(driver: SqlDriver, databaseId: string, events: DbEvent[]): Promise<void> {
-  for (const e of events) {
-    await driver.run(
-      `INSERT INTO events (database_id, ts, kind, object, severity, title, detail, link) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-       ON CONFLICT (database_id, ts, kind, object) DO NOTHING`,
-      [databaseId, e.ts, e.kind, e.object ?? '', e.severity, cut(e.title, MAX_TITLE), cut(e.detail, MAX_DETAIL), e.link],
-    )
-  }
+  // An entry's object names its kind already (`kind:burst`, say): one event per time and object.
+  recordEvents(writes, databaseId, events, (e) => [e.ts, e.object])
 }
 
 // ---- reads ----
