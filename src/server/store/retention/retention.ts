@@ -10,7 +10,7 @@ import type { SqlDialect } from '../dialect.ts'
 import type { SqlDriver } from '../driver.ts'
 import type { MetricSource } from '../internals/internals.ts'
 import { sweptActions } from '../actions/actions.ts'
-import { lockRollups, readMarks, rollUp } from '../rollups/rollups.ts'
+import { rollUpQuietDatabase } from '../rollups/rollups.ts'
 import { SESSION_HISTORY_TABLES, compactSessionHistory } from '../sessions/history.ts'
 import { TEXT_REFRESH_MS } from '../statements/writes.ts'
 import { HOUR_MS, MINUTE_MS, floorTo } from '../window.ts'
@@ -121,17 +121,8 @@ export interface SweepCutoffs {
   logEntriesBefore?: number
 }
 
-/** Rolls the database's statement statistics, tables and indexes up to `until` under its rollup lock. */
-async function rollUpDatabase(driver: SqlDriver, databaseId: string, until: number): Promise<void> {
-  await driver.transaction(async (tx) => {
-    await lockRollups(tx, databaseId)
-    const marks = await readMarks(tx, databaseId)
-    if (marks) await rollUp(tx, databaseId, marks, until)
-  })
-}
-
 async function sweepDatabase(driver: SqlDriver, databaseId: string, cutoffs: SweepCutoffs, batch: number): Promise<number> {
-  await rollUpDatabase(driver, databaseId, Math.max(cutoffs.rollUpTo, cutoffs.minutesBefore))
+  await rollUpQuietDatabase(driver, databaseId, Math.max(cutoffs.rollUpTo, cutoffs.minutesBefore))
   const hoursBefore = floorTo(cutoffs.before, HOUR_MS)
   const minutesBefore = Math.max(floorTo(cutoffs.before, MINUTE_MS), cutoffs.minutesBefore)
   let deleted = 0

@@ -21,6 +21,8 @@
 //   span (never past the server's clock), and from retention for a database gone quiet (everything
 //   closed over an hour ago, and always before minute rows are compacted), both under the database's
 //   rollup lock (lockRollups).
+// This module is the one writer of rollups: ingest plans its rollup here (planRollup) and retention
+// calls rollUpQuietDatabase; neither writes a rolled-up bucket or a mark itself.
 // A database gets its marks with the first batch that carries any of those sections; a database without
 // marks has written no table or index rows since rollups of them exist (every hourly row it has is
 // complete).
@@ -238,4 +240,16 @@ export async function lockRollups(tx: SqlDriver, databaseId: string): Promise<vo
 /** The statement of lockRollups (undefined on SQLite), for ingest to send with its other reads. */
 export function lockRollupsStatement(dialect: SqlDialect, databaseId: string): SqlStatement | undefined {
   return lockStatement(dialect, `dbm:rollup:${databaseId}`)
+}
+
+/**
+ * Retention's rollup of a database gone quiet: its statement statistics, tables and indexes rolled up to
+ * `until`, in a transaction of its own under the database's rollup lock.
+ */
+export async function rollUpQuietDatabase(driver: SqlDriver, databaseId: string, until: number): Promise<void> {
+  await driver.transaction(async (tx) => {
+    await lockRollups(tx, databaseId)
+    const marks = await readMarks(tx, databaseId)
+    if (marks) await rollUp(tx, databaseId, marks, until)
+  })
 }
