@@ -6,7 +6,7 @@ import type { SignupMode } from './config.ts'
 import type { Store } from './store/types.ts'
 import type { WebhookPolicy } from './webhook-target.ts'
 import type { LoopLag } from './loop-lag.ts'
-import type { Diagnoser } from './doctor/diagnosis-worker.ts'
+import type { Diagnoser } from './doctor/diagnosis.ts'
 
 export interface Deps {
   store: Store

@@ -112,7 +112,7 @@ for (const kind of storeKinds) {
     test("a database leased by another process is left alone until its lease ends", async () => {
       const now = server.deps.clock() + 240_000
       // Another process took fleet-00 (for a minute) and has not finished it.
-      await server.store.health.claimEvaluation(ids[0]!, 'another-process', now, now + 60_000)
+      await server.store.monitor.claimEvaluation(ids[0]!, 'another-process', now, now + 60_000)
       const monitor = createMonitor(server.deps, { retentionDays: 30 })
       expect((await monitor.runOnce(now)).databases).toBe(11)
       expect((await evaluations()).get(ids[0]!)).not.toBe(now)

@@ -275,8 +275,8 @@ for (const kind of storeKinds) {
       const now = server.deps.clock()
       await monitor.runOnce(now)
       // A diagnosis in which the rule failed says nothing about its findings.
-      await server.store.health.syncRecommendations(id, [], [RULE], now + 1000)
-      await server.store.health.syncAlerts(id, [], [RULE], ['email'], now + 1000)
+      await server.store.monitor.syncRecommendations(id, [], [RULE], now + 1000)
+      await server.store.monitor.syncAlerts(id, [], [RULE], ['email'], now + 1000)
       expect(await org.list(id, 'recommendations')).toHaveLength(1)
       expect(await org.list(id, 'alerts')).toHaveLength(1)
 
@@ -325,7 +325,7 @@ for (const kind of storeKinds) {
       const updated = await org.call('PUT', path, { url: 'http://10.0.0.9:8000/hook' })
       expect(updated.status).toBe(200)
       expect(updated.body).toEqual({ ...view, url: 'http://10.0.0.9:8000/hook', updated_at: expect.any(String) })
-      expect((await server.store.health.getWebhook(org.account.orgId))?.secret).toBe(secret)
+      expect((await server.store.monitor.getWebhook(org.account.orgId))?.secret).toBe(secret)
 
       const stranger = await organization(server, true)
       expect((await stranger.call('GET', path)).status).toBe(404)
@@ -494,16 +494,16 @@ describe('alert mail through an SMTP relay, and the monitor on its schedule', ()
     const monitor = createMonitor(server.deps, { retentionDays: 30, evaluateEveryMs: 50 })
     monitor.start()
     try {
-      await until('the scheduled evaluation to open the alert', async () => ((await server.store.health.listAlerts(id, 'open', 10)).length > 0 ? true : undefined), {
+      await until('the scheduled evaluation to open the alert', async () => ((await server.store.monitor.listAlerts(id, 'open', 10)).length > 0 ? true : undefined), {
         timeoutMs: 5000,
         everyMs: 25,
       })
     } finally {
       await monitor.stop()
     }
-    const after = await server.store.health.listAlerts(id, 'open', 10)
+    const after = await server.store.monitor.listAlerts(id, 'open', 10)
     await Bun.sleep(150)
-    expect((await server.store.health.listAlerts(id, 'open', 10))[0]!.last_seen_at).toBe(after[0]!.last_seen_at)
+    expect((await server.store.monitor.listAlerts(id, 'open', 10))[0]!.last_seen_at).toBe(after[0]!.last_seen_at)
   })
 })
 

@@ -4,7 +4,7 @@
 // while the answers over such windows stay exactly what they were, read from the hourly buckets.
 import { afterEach, describe, expect, test } from 'bun:test'
 import { createMonitor } from '../../src/server/monitor/index.ts'
-import { KEPT_WITH_DATABASE, RETAINED_TABLES, WITHOUT_ROWID_KEYS, batchDeleteSql } from '../../src/server/store/sql-retention.ts'
+import { KEPT_WITH_DATABASE, RETAINED_TABLES, WITHOUT_ROWID_KEYS, batchDeleteSql } from '../../src/server/store/retention/retention.ts'
 import { type Window, windowRanges } from '../../src/server/store/window.ts'
 import { sqliteDialect } from '../../src/server/store/dialect.ts'
 import type { IngestBatch } from '../../src/shared/wire.ts'

@@ -251,7 +251,7 @@ for (const kind of storeKinds) {
         const attempt = async (what: string, server: TestServer, url: string, viaStore = false) => {
           const org = await organization(server)
           // Refused URLs cannot be PUT: they are stored as a webhook set before this check existed would be.
-          if (viaStore) await server.store.health.putWebhook(org.account.orgId, url, 'dbm_whsec_test', server.deps.clock())
+          if (viaStore) await server.store.monitor.putWebhook(org.account.orgId, url, 'dbm_whsec_test', server.deps.clock())
           else expect((await org.put(url)).status).toBe(201)
           const res = await org.test()
           answers[what] = { status: res.status, body: res.body }

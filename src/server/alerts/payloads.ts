@@ -7,7 +7,7 @@
 // no link or mention can be made of them; Teams with its markdown's characters escaped, the others as JSON
 // strings; every text is cut to the receiver's limit.
 import type { Severity } from '../doctor/types.ts'
-import type { AlertConsequence } from '../store/sql-alerts.ts'
+import type { AlertConsequence } from '../store/alerts/types.ts'
 
 /** One alert state change, as every kind's payload is made from it. */
 export interface AlertMessage {

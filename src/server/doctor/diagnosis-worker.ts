@@ -8,7 +8,7 @@
 // start, or stops, the monitor diagnoses on the main thread as before (logged once).
 import type { LogLevel, Logger } from '../../shared/log.ts'
 import type { RegisteredDatabase } from '../store/types.ts'
-import type { Diagnosis } from './index.ts'
+import type { Diagnoser, Diagnosis } from './diagnosis.ts'
 import type { WorkerRequest } from './worker.ts'
 
 export const DIAGNOSIS_TIMEOUT_MS = 60_000
@@ -22,17 +22,6 @@ export class DiagnosisBusy extends Error {
     super(message)
     this.name = 'DiagnosisBusy'
   }
-}
-
-export interface Diagnoser {
-  /**
-   * `priority` `monitor` goes first; `api` (the overview and doctor routes) is limited to
-   * API_DIAGNOSES_PER_ORGANIZATION waiting per organization and rejects with DiagnosisBusy beyond that.
-   */
-  diagnose(db: RegisteredDatabase, now: number, priority?: 'monitor' | 'api'): Promise<Diagnosis>
-  /** False once the worker stopped: callers diagnose on their own thread. */
-  readonly running: boolean
-  close(): Promise<void>
 }
 
 /**

@@ -6,39 +6,16 @@ import { rfc3339 } from '../views.ts'
 import type { Deps } from '../context.ts'
 import type { RegisteredDatabase } from '../store/types.ts'
 import { DoctorContext } from './context.ts'
-import { type ClickHouseFigures, type CommonFigures, type PostgresFigures, clickhouseFigures, commonFigures, postgresFigures } from './figures.ts'
+import { clickhouseFigures, commonFigures, postgresFigures } from './figures.ts'
 import { rules } from './rules/index.ts'
 import { type DoctorStatus, SEVERITY_ORDER, doctorStatus, healthScore } from './score.ts'
 import type { Finding, Rule, Severity } from './types.ts'
 import { type FindingGroup, groupFindings } from './grouping.ts'
+import type { Diagnosis, DiagnosisFigures } from './diagnosis.ts'
+
+export type { Diagnosis, DiagnosisFigures } from './diagnosis.ts'
 
 export const LOCKED_FIX = 'Verify your email address to unlock the commands that fix this.'
-
-export interface Diagnosis {
-  status: DoctorStatus
-  score: number
-  evaluated_at: number
-  findings: Finding[]
-  /** The findings grouped by cause (grouping.ts), worst first: one issue, and one alert, per cause. */
-  groups: FindingGroup[]
-  /** Rules that failed this time (logged): their earlier findings are neither confirmed nor resolved. */
-  failed_rules: string[]
-  metrics_summary: DiagnosisFigures
-}
-
-/**
- * The doctor's hand-off of its key figures (to the overview, the doctor's answer and the monitor's
- * record): the API's MetricsSummary (src/shared/api/doctor.ts) with its points in time in epoch ms,
- * the engine's own figures present for that engine only.
- */
-export type DiagnosisFigures = CommonFigures &
-  Partial<PostgresFigures> &
-  Partial<ClickHouseFigures> & {
-    /** When the figures' data was collected (epoch ms); null before any. */
-    as_of: number | null
-    findings: Record<Severity, number>
-    rules_evaluated: number
-  }
 
 export function rulesFor(db: RegisteredDatabase): Rule[] {
   return rules.filter((r) => r.engine === 'any' || r.engine === db.engine)

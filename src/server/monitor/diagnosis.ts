@@ -11,8 +11,8 @@ import { currentDiagnosis } from '../doctor/current.ts'
 import type { FindingGroup } from '../doctor/grouping.ts'
 import type { Finding } from '../doctor/types.ts'
 import type { RegisteredDatabase } from '../store/types.ts'
-import type { AlertInput, DiagnosisSummary, FindingRecord, MonitoredDatabase, NotificationChannel } from '../store/sql-health.ts'
-import { destinationChannel } from '../store/sql-alert-destinations.ts'
+import type { AlertInput, DiagnosisSummary, FindingRecord, MonitoredDatabase, NotificationChannel } from '../store/monitor/evaluations.ts'
+import { destinationChannel } from '../store/alerts/destinations.ts'
 import { type RoutableDatabase, destinationsFor, silenceOf } from '../alerts/routing.ts'
 import { NOTIFICATIONS_PER_RUN, type OrgRouting, orgRouting } from './notifications.ts'
 
@@ -66,11 +66,11 @@ export function diagnosisSummary(diagnosis: Diagnosis): DiagnosisSummary {
 
 export function createDiagnosisApplier(deps: Deps) {
   const { store, log } = deps
-  const health = store.health
+  const health = store.monitor
 
   /**
    * Queues a repeat of each open, unsilenced alert of the database to each destination its routes repeat
-   * to, when the interval has passed since its last send there (the store decides: sql-alert-routing.ts).
+   * to, when the interval has passed since its last send there (the store decides: alerts/routing.ts).
    */
   async function queueRepeats(databaseId: string, routing: OrgRouting, target: RoutableDatabase, now: number) {
     for (const a of await health.listAlerts(databaseId, 'open', NOTIFICATIONS_PER_RUN)) {

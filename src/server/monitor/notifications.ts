@@ -1,5 +1,5 @@
 // The monitor's delivery of alert notifications: the outbox rows that alert state changes queued (store
-// sql-health.ts) are claimed one by one and sent, to the organization's users by mail, to its webhook as
+// monitor/evaluations.ts) are claimed one by one and sent, to the organization's users by mail, to its webhook as
 // signed JSON, and to each alert destination its routes chose (alerts/destinations.ts). A failed send is
 // due again at the next pass, for up to a day; a webhook or destination that failed in a pass gets no
 // more of that pass's notifications, so they arrive in order. A silence in effect holds a notification
@@ -9,7 +9,7 @@
 import type { Deps } from '../context.ts'
 import { healthMonitorDefaults } from '../limits.ts'
 import { serverMetrics } from '../metrics.ts'
-import type { PendingNotification, Webhook } from '../store/sql-health.ts'
+import type { PendingNotification, Webhook } from '../store/monitor/evaluations.ts'
 import { type PostAttempt, type PostOptions, postJson, targetOrigin } from '../alerts/post.ts'
 import { alertMail, webhookPayload, webhookSignature } from '../alerts/messages.ts'
 import { deliverTo, destinationUrl, messageOf, refreshAlertmanager } from '../alerts/destinations.ts'
@@ -68,7 +68,7 @@ export interface Notifier {
 
 export function createNotifier(deps: Deps, options: { evaluateEveryMs: number; webhookTimeoutMs: number }): Notifier {
   const { store, log } = deps
-  const health = store.health
+  const health = store.monitor
   const { evaluateEveryMs, webhookTimeoutMs } = options
 
   /** POSTs the notification; null on a 2xx answer, else why not. */

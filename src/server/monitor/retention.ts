@@ -1,11 +1,11 @@
 // The monitor's retention pass: per database, telemetry older than its organization's retention is
-// deleted and minute buckets are compacted (store sql-retention.ts), with the event loop free between
+// deleted and minute buckets are compacted (store retention/retention.ts), with the event loop free between
 // databases; then the applied batch ids past their keeping time. schedule.ts runs it every ten minutes.
 import type { Deps } from '../context.ts'
 import { breathe } from '../doctor/index.ts'
 import { logEventLimits, retentionLimits, sessionHistoryLimits } from '../limits.ts'
 import { serverMetrics } from '../metrics.ts'
-import { isStoreUnreachable } from '../store/availability.ts'
+import { isStoreUnreachable } from '../store/reachability.ts'
 import { minuteFloor } from '../store/window.ts'
 
 const HOUR = 3_600_000

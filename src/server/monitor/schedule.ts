@@ -10,8 +10,8 @@ import type { Deps } from '../context.ts'
 import { breathe } from '../doctor/index.ts'
 import { healthMonitorDefaults } from '../limits.ts'
 import { serverMetrics } from '../metrics.ts'
-import { isStoreUnreachable } from '../store/availability.ts'
-import type { DiagnosisSummary, MonitoredDatabase } from '../store/sql-health.ts'
+import { isStoreUnreachable } from '../store/reachability.ts'
+import type { DiagnosisSummary, MonitoredDatabase } from '../store/monitor/evaluations.ts'
 import { type AppliedChanges, type PassLookups, newPassLookups } from './diagnosis.ts'
 import type { DeliverySummary, Notifier } from './notifications.ts'
 
@@ -50,7 +50,7 @@ export interface Schedule {
 
 export function createSchedule(deps: Deps, settings: ScheduleSettings, jobs: { evaluate: Evaluate; notifier: Notifier; retention(now: number): Promise<unknown> }): Schedule {
   const { store, log } = deps
-  const health = store.health
+  const health = store.monitor
   const { evaluateEveryMs, retentionEveryMs } = settings
 
   /** Logs a failed pass, unless the store could not be reached: the outage itself is logged once by the app. */

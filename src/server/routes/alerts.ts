@@ -10,7 +10,7 @@ import type { Deps } from '../context.ts'
 import { postWebhook, webhookTarget } from '../monitor/index.ts'
 import { badRequest, forbidden, notFound, tooManyRequests } from '../http-error.ts'
 import { healthMonitorDefaults, webhookPutLimit, webhookTestCooldownMs, webhookUrlMaxLength } from '../limits.ts'
-import type { Alert, NotificationChannel, NotificationEvent, Recommendation, Webhook } from '../store/sql-health.ts'
+import type { Alert, NotificationChannel, NotificationEvent, Recommendation, Webhook } from '../store/monitor/evaluations.ts'
 import { rfc3339 } from '../views.ts'
 import { type Silence, silenceOf } from '../alerts/routing.ts'
 import { type NamedAuthor, authorNames } from './silences.ts'
@@ -118,7 +118,7 @@ const listQuery = (endpoint: 'recommendations' | 'alerts') => query({ status: t.
 
 export function alertRoutes(deps: Deps) {
   const { store, clock } = deps
-  const health = store.health
+  const health = store.monitor
   return new Elysia()
     .derive(async ({ request }) => ({ principal: await authenticate(deps, request) }))
     .get(

@@ -175,7 +175,7 @@ export function authRoutes(deps: Deps) {
       }
       const user = await store.getUser(principal.userId)
       if (!user) throw unauthorized('invalid or expired access token')
-      const webhook = await store.health.getWebhook(org.id)
+      const webhook = await store.monitor.getWebhook(org.id)
       return { user: userView(user), organization: organizationView(org), notifications: { mail: deps.mailer.transport, webhook: webhook !== undefined } }
     }, { response: { 200: Me }, detail: { summary: 'Who the request is made as: the user, or the API key, and the organization' } })
     .get(

@@ -1,7 +1,7 @@
 // /api/v1/databases/{id}: active queries (and their WebSocket stream), locks, tables and indexes.
 // Active queries serve both engines; locks, tables and indexes are PostgreSQL's. /active and /locks
 // answer the latest snapshot, or with `at` the kept snapshot at or before that time (session history,
-// routes/session-history.ts and store/sql-session-history.ts; its locks are those that wait or block).
+// routes/session-history.ts and store/sessions/history.ts; its locks are those that wait or block).
 import { Elysia, t } from 'elysia'
 import type { Static } from '@sinclair/typebox'
 import { TABLE_COUNTERS, TABLE_GAUGES } from '../../shared/families.ts'
@@ -11,8 +11,8 @@ import { type Principal, accessCookie, authenticate } from '../auth/principal.ts
 import type { Deps } from '../context.ts'
 import { HttpError, forbidden, notFound, unauthorized } from '../http-error.ts'
 import { resultLimits, activeStreamInterval } from '../limits.ts'
-import { isStoreUnreachable } from '../store/availability.ts'
-import { INDEX_SORTS, type IndexRow, type Point, TABLE_SORTS, type TableRow } from '../store/sql-objects.ts'
+import { isStoreUnreachable } from '../store/reachability.ts'
+import { INDEX_SORTS, type IndexRow, type Point, TABLE_SORTS, type TableRow } from '../store/objects/objects.ts'
 import { rfc3339 } from '../views.ts'
 import { ActiveSession, IndexDetail, IndexEntry, Lock, TableDetail, TableEntry } from '../../shared/api/objects.ts'
 import { oneOf, query } from './schema.ts'

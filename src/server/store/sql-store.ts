@@ -3,36 +3,36 @@
 // DDL; row mapping below evens out the rest.
 import type { IngestBatch } from '../../shared/wire.ts'
 import { timeStoreDriver } from '../metrics.ts'
-import { num, numOrNull, toOrg, toUser } from './account-rows.ts'
+import { num, numOrNull, toOrg, toUser } from './accounts/rows.ts'
 import type { SqlDriver } from './driver.ts'
-import { type ClickHouseReader, clickhouseReader } from './sql-clickhouse.ts'
-import { type HostReads, SqlHostReads } from './sql-host.ts'
-import { type ServerSettingsReads, SqlServerSettingsReads } from './sql-server-settings.ts'
-import { type HealthStore, healthStore } from './sql-health.ts'
+import { type ClickHouseReader, clickhouseReader } from './clickhouse/clickhouse.ts'
+import { type HostReads, SqlHostReads } from './host/host.ts'
+import { type ServerSettingsReads, SqlServerSettingsReads } from './server-settings/server-settings.ts'
+import { type MonitorStore, monitorStore } from './monitor/evaluations.ts'
 import type { DiagnosisStore } from './diagnoses/types.ts'
 import { diagnosisReads } from './diagnoses/reads.ts'
 import { diagnosisWrites } from './diagnoses/writes.ts'
-import { type MembersStore, membersStore } from './sql-members.ts'
-import { type RetentionStore, retentionStore } from './sql-retention.ts'
-import { type InternalsReader, internalsReader } from './sql-internals.ts'
-import { type LogEventReads, logEventStore } from './sql-log-events.ts'
-import { type AvailabilityReads, availabilityStore, isReportOnly } from './sql-availability.ts'
-import { type ObjectsReader, objectsReader } from './sql-objects.ts'
-import { latestSettings, listEvents } from './sql-events.ts'
-import { type ServerChangeReads, serverChangeReads } from './sql-server-changes.ts'
-import { type SessionHistoryReader, sessionHistoryReader } from './sql-session-history.ts'
-import { planBatch } from './sql-ingest.ts'
-import { listPlans } from './sql-plans.ts'
-import { type IngestEffects, KnownTexts } from './sql-statement-ingest.ts'
-import { ClosedHourSums, type QuerySort, listQueryStats, queryDetail } from './sql-statement-reads.ts'
-import { type SnapshotKind, latestSnapshot } from './sql-snapshots.ts'
+import { type MembersStore, membersStore } from './accounts/members.ts'
+import { type RetentionStore, retentionStore } from './retention/retention.ts'
+import { type InternalsReader, internalsReader } from './internals/internals.ts'
+import { type LogEventReads, logEventStore } from './logs/log-events.ts'
+import { type AvailabilityReads, availabilityStore, isReportOnly } from './availability/availability.ts'
+import { type ObjectsReader, objectsReader } from './objects/objects.ts'
+import { latestSettings, listEvents } from './events/events.ts'
+import { type ServerChangeReads, serverChangeReads } from './events/server-changes.ts'
+import { type SessionHistoryReader, sessionHistoryReader } from './sessions/history.ts'
+import { planBatch } from './ingest/plan-batch.ts'
+import { listPlans } from './statements/plans.ts'
+import { type IngestEffects, KnownTexts } from './statements/writes.ts'
+import { ClosedHourSums, type QuerySort, listQueryStats, queryDetail } from './statements/reads.ts'
+import { type SnapshotKind, latestSnapshot } from './snapshots.ts'
 import { type Fragment, ident, join, sql } from './sql.ts'
 import type { Window } from './window.ts'
-import { SqlActions } from './sql-actions.ts'
-import { SqlAlertDestinations } from './sql-alert-destinations.ts'
-import { SqlAlertRouting } from './sql-alert-routing.ts'
-import { type CustomMetricReads, SqlCustomMetrics } from './sql-custom-metrics.ts'
-import { SqlApiKeys } from './sql-api-keys.ts'
+import { SqlActions } from './actions/actions.ts'
+import { SqlAlertDestinations } from './alerts/destinations.ts'
+import { SqlAlertRouting } from './alerts/routing.ts'
+import { type CustomMetricReads, SqlCustomMetrics } from './custom-metrics/custom-metrics.ts'
+import { SqlApiKeys } from './accounts/api-keys.ts'
 import type {
   NewApiKey,
   DatabasePatch,
@@ -123,7 +123,7 @@ export class SqlStore implements Store {
   readonly clickhouse: ClickHouseReader
   readonly host: HostReads
   readonly serverSettings: ServerSettingsReads
-  readonly health: HealthStore
+  readonly monitor: MonitorStore
   readonly diagnoses: DiagnosisStore
   readonly members: MembersStore
   readonly retention: RetentionStore
@@ -131,7 +131,7 @@ export class SqlStore implements Store {
   readonly alertDestinations: SqlAlertDestinations
   readonly alertRouting: SqlAlertRouting
   readonly customMetrics: CustomMetricReads
-  /** API keys, cached by key_id on SQLite (sql-api-keys.ts). */
+  /** API keys, cached by key_id on SQLite (accounts/api-keys.ts). */
   private readonly apiKeys: SqlApiKeys
   /**
    * Each organization's databases as last read, with the store's generation at that read (SQLite
@@ -174,7 +174,7 @@ export class SqlStore implements Store {
     this.alertDestinations = new SqlAlertDestinations(driver)
     this.alertRouting = new SqlAlertRouting(driver)
     this.customMetrics = new SqlCustomMetrics(driver)
-    this.health = healthStore(driver)
+    this.monitor = monitorStore(driver)
     this.diagnoses = { ...diagnosisReads(driver), ...diagnosisWrites(driver) }
     // A removal or demotion revokes the user's keys in its own transaction: they leave the cache with it.
     this.members = membersStore(driver, (keyIds) => this.apiKeys.evict(keyIds))
@@ -409,7 +409,7 @@ export class SqlStore implements Store {
     )
   }
 
-  // ---- API keys (sql-api-keys.ts) ----
+  // ---- API keys (accounts/api-keys.ts) ----
 
   createApiKey(input: NewApiKey) {
     return this.apiKeys.createApiKey(input)
@@ -599,7 +599,7 @@ export class SqlStore implements Store {
       // The database's last_seen_at goes with the batch's writes, the transaction's last statements (one
       // exchange with COMMIT on PostgreSQL).
       // A report that the database is down (the header and availability only) carries no data: last_seen_at
-      // stays the time of the latest data, and the report's own time is kept by sql-availability.ts.
+      // stays the time of the latest data, and the report's own time is kept by availability/availability.ts.
       if (isReportOnly(batch)) {
         effects = await plan.write(tx, database, [], true)
         return { kind: 'applied', database }

@@ -2,7 +2,7 @@
 import { t } from 'elysia'
 import { Severity, Timestamp } from './common.ts'
 
-/** The kinds of events, as the store derives and keeps them (src/server/store/sql-events.ts). */
+/** The kinds of events, as the store derives and keeps them (src/server/store/events/). */
 export const EVENT_KINDS = [
   'restart',
   'version_change',

@@ -1,11 +1,12 @@
 // PostgreSQL driver over postgres.js. Every statement runs under a statement_timeout, int8 values
 // come back as JS numbers (epoch milliseconds and counters stay well below 2^53; a counter pinned at
-// BIGINT's maximum, sql-sums.ts, reads as 2^63). Every statement's
+// BIGINT's maximum, sums.ts, reads as 2^63). Every statement's
 // outcome feeds the store's availability: postgres.js reconnects by itself once the server is back.
 import postgres from 'postgres'
-import { StoreAvailability, isStoreUnreachable } from '../availability.ts'
+import { StoreAvailability, isStoreUnreachable } from '../reachability.ts'
 import { postgresDialect } from '../dialect.ts'
-import { type RunResult, type SqlDriver, type SqlStatement, StoreError, UniqueViolation } from '../driver.ts'
+import { type RunResult, type SqlDriver, StoreError, UniqueViolation } from '../driver.ts'
+import type { SqlStatement } from '../sql.ts'
 
 export interface PostgresDriverOptions {
   /** Deadline for each statement, in milliseconds. */

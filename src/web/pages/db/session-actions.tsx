@@ -14,8 +14,7 @@ import { api } from '../../api.ts'
 import { DbText } from '../../components/invisible.tsx'
 import { Code, useApi } from '../../components/ui.tsx'
 import { apiPath } from './common.tsx'
-import type { Database } from './types.ts'
-import type { Session } from './active.tsx'
+import type { Database, Session } from './types.ts'
 
 export type Action = Static<typeof ActionView>
 export type KillKind = 'cancel' | 'terminate'

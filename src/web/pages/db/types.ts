@@ -4,6 +4,7 @@
 import type { Static } from '@sinclair/typebox'
 import type { Loaded } from '../../components/ui.tsx'
 import type { Database as DatabaseSchema, Engine as EngineSchema } from '../../../shared/api/databases.ts'
+import type { ActiveSession } from '../../../shared/api/objects.ts'
 import type { Severity as SeveritySchema } from '../../../shared/api/common.ts'
 import type { Doctor as DoctorSchema, Finding as FindingSchema, FindingGroup as FindingGroupSchema } from '../../../shared/api/doctor.ts'
 
@@ -17,6 +18,9 @@ export type Finding = Static<typeof FindingSchema>
 
 export type Doctor = Static<typeof DoctorSchema>
 export type FindingGroup = Static<typeof FindingGroupSchema>
+
+/** One session of the Active page's list (its kill panel takes one too). */
+export type Session = Static<typeof ActiveSession>
 
 /** What every tab's page is given by the database layout. */
 export interface PageProps {

@@ -4,7 +4,7 @@
 // dropped or statistics went stale are the classic sudden regression (pganalyze's plan statistics and
 // pg_store_plans exist to catch them); dbm warns when the new plan is estimated at twice the old cost
 // and is critical at ten times.
-import type { StoredPlan } from '../../../store/sql-plans.ts'
+import type { StoredPlan } from '../../../store/statements/plans.ts'
 import { type FindingDraft, type Rule, severityAbove } from '../../types.ts'
 import { pgIdent, pgNumber, pgRegclass, pgString, urlSegment } from '../../sql-text.ts'
 
