@@ -5,7 +5,7 @@
 // and the finding goes once the state is cured.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import postgres from 'postgres'
-import { pgString } from '../../src/server/doctor/sql-text.ts'
+import { pgObject, pgString } from '../../src/server/doctor/sql-text.ts'
 import { type DoctorRig, watchDatabase, workload } from '../support/doctor.ts'
 import { type PostgresServer, startPostgres } from '../support/postgres.ts'
 import { until } from '../support/wait.ts'
@@ -28,7 +28,7 @@ beforeAll(async () => {
   sql = connect()
   rig = await watchDatabase(dsn, {
     // Thresholds a test can reach in seconds: a prepared transaction counts after 1 s.
-    thresholds: { pg_prepared_transactions: { warning_s: 1 }, pg_rollback_ratio: { min_transactions: 100 } },
+    thresholds: { pg_prepared_transactions: { warning_s: 1 }, pg_rollback_ratio: { min_transactions: 100 }, pg_stale_statistics: { grace_minutes: 0 } },
   })
 })
 afterAll(async () => {
@@ -155,5 +155,46 @@ describe('disabled triggers', () => {
     await rig.cycle()
     expect(await rig.findings('pg_disabled_triggers')).toEqual([])
     await sql.unsafe(fk.how_to_fix[fk.how_to_fix.length - 1])
+  })
+})
+
+
+describe('stale planner statistics', () => {
+  const loaded = `lo'aded */ ü`
+  const changed = `chan"ged \\ x`
+  const q = (name: string) => `"${name.replaceAll('"', '""')}"`
+
+  test('a 300,000-row table never analyzed, and one changed past the analyze threshold: named, the ANALYZE run as written cures both', async () => {
+    // Autovacuum off for both, so that nothing but the finding's fix analyzes them.
+    await workload(dsn, async (s) => {
+      await s.unsafe(`CREATE TABLE ${q(loaded)} (id int, v int) WITH (autovacuum_enabled = false)`)
+      await s.unsafe(`INSERT INTO ${q(loaded)} SELECT g, g FROM generate_series(1, 300000) g`)
+      await s.unsafe(`CREATE TABLE ${q(changed)} (id int PRIMARY KEY, v int) WITH (autovacuum_enabled = false)`)
+      await s.unsafe(`INSERT INTO ${q(changed)} SELECT g, 0 FROM generate_series(1, 10000) g`)
+    })
+    // 2,000 rows changed after the analyze: past 50 + 0.1 × 10,000.
+    await workload(dsn, async (s) => {
+      await s.unsafe(`ANALYZE ${q(changed)}`)
+      await s.unsafe(`UPDATE ${q(changed)} SET v = 1 WHERE id <= 2000`)
+    })
+    await rig.cycle()
+    const findings = await rig.findings('pg_stale_statistics')
+    const never = findings.find((f) => f.key === `pg_stale_statistics:${pgObject('public', loaded)}`)
+    const stale = findings.find((f) => f.key === `pg_stale_statistics:${pgObject('public', changed)}`)
+    expect(never).toMatchObject({ severity: 'warning', title: `public.${q(loaded)} has never been analyzed`, metrics: { never_analyzed: 1, n_live_tup: 300_000, autovacuum_enabled: 0 } })
+    expect(never.detail).toContain('has 300,000 live rows and has never been analyzed')
+    expect(never.detail).toContain('Autovacuum is turned off for the table')
+    expect(never.how_to_fix).toEqual([`ANALYZE public.${q(loaded)};`, `ALTER TABLE public.${q(loaded)} RESET (autovacuum_enabled, toast.autovacuum_enabled);   -- autovacuum is turned off for it`])
+    expect(stale).toMatchObject({ severity: 'warning', title: `The planner statistics of public.${q(changed)} are stale`, metrics: { never_analyzed: 0, n_live_tup: 10_000, analyze_threshold: 1_050 } })
+    expect(stale.metrics.n_mod_since_analyze).toBeGreaterThanOrEqual(2_000)
+    expect(stale.detail).toContain(`past the 1,050 at which autovacuum analyzes it`)
+    for (const command of [...never.how_to_fix, ...stale.how_to_fix, ...never.how_to_investigate, ...stale.how_to_investigate]) expect(command).not.toMatch(/[\n\r\u2028]/)
+    for (const query of [...never.how_to_investigate, ...stale.how_to_investigate]) await sql.unsafe(query)
+    await sql.unsafe(never.how_to_fix[0])
+    await sql.unsafe(stale.how_to_fix[0])
+    await rig.cycle()
+    const keys = (await rig.findings('pg_stale_statistics')).map((f) => f.key)
+    expect(keys).not.toContain(never.key)
+    expect(keys).not.toContain(stale.key)
   })
 })
