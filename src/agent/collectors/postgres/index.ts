@@ -21,6 +21,7 @@ import { queryStats } from './query-stats.ts'
 import { replication } from './replication.ts'
 import { tables } from './tables.ts'
 import { triggers } from './triggers.ts'
+import { walDir } from './wal-dir.ts'
 import { walStats } from './wal-stats.ts'
 import { waits } from './waits.ts'
 
@@ -45,6 +46,7 @@ export const postgresCollectors: PostgresCollector[] = [
   archiver,
   backups,
   triggers,
+  walDir,
   host,
   logEvents,
   postgresCustomMetrics,
