@@ -27,8 +27,9 @@ beforeAll(async () => {
   dsn = await own.freshDatabase()
   sql = connect()
   rig = await watchDatabase(dsn, {
-    // Thresholds a test can reach in seconds: a prepared transaction counts after 1 s.
-    thresholds: { pg_prepared_transactions: { warning_s: 1 }, pg_rollback_ratio: { min_transactions: 100 }, pg_stale_statistics: { grace_minutes: 0 } },
+    // Thresholds a test can reach in seconds: a prepared transaction counts after 1 s, a checkpoint is
+    // overdue after 3 s (0.01 × checkpoint_timeout's 5 minutes).
+    thresholds: { pg_prepared_transactions: { warning_s: 1 }, pg_rollback_ratio: { min_transactions: 100 }, pg_stale_statistics: { grace_minutes: 0 }, pg_checkpoint_overdue: { warning_timeouts: 0.01 } },
   })
 })
 afterAll(async () => {
@@ -196,5 +197,65 @@ describe('stale planner statistics', () => {
     const keys = (await rig.findings('pg_stale_statistics')).map((f) => f.key)
     expect(keys).not.toContain(never.key)
     expect(keys).not.toContain(stale.key)
+  })
+})
+
+describe('pg_wal against max_wal_size', () => {
+  test('a slot keeping WAL: pg_wal past twice max_wal_size (32 MB here), the slot named; its fixes, run as written, shrink it back', async () => {
+    await sql`SELECT pg_create_physical_replication_slot('dbm_wal_hold', true)`
+    await sql`CREATE TABLE wal_filler (v int)`
+    // Eight 16 MB segments the slot keeps: a row written into each, then the switch to the next.
+    for (let i = 0; i < 8; i++) {
+      await sql`INSERT INTO wal_filler VALUES (${i})`
+      await sql`SELECT pg_switch_wal()`
+    }
+    await sql`CHECKPOINT`
+    await rig.cycle()
+    const [finding, ...others] = await rig.findings('pg_wal_size')
+    expect(others).toEqual([])
+    const [dir] = await sql<{ files: number; size: number }[]>`SELECT count(*)::int AS files, sum(size)::float8 AS size FROM pg_ls_waldir()`
+    expect(finding).toMatchObject({ key: 'pg_wal_size:pg_wal', severity: 'critical', metrics: { wal_files: dir!.files, wal_bytes: dir!.size, max_wal_size_bytes: 32 * 1024 ** 2 } })
+    expect(finding.title).toStartWith('pg_wal holds ')
+    expect(finding.detail).toContain("What keeps it: the inactive physical replication slot 'dbm_wal_hold' keeps ")
+    expect(finding.how_to_fix[0]).toBe("SELECT pg_drop_replication_slot('dbm_wal_hold');   -- if its consumer is gone for good")
+    expect(finding.how_to_fix.at(-1)).toStartWith('CHECKPOINT;')
+    for (const query of finding.how_to_investigate) await sql.unsafe(query)
+    await sql.unsafe(finding.how_to_fix[0])
+    await sql.unsafe(finding.how_to_fix.at(-1))
+    await rig.cycle()
+    expect(await rig.findings('pg_wal_size')).toEqual([])
+  })
+})
+
+describe('checkpoints overdue', () => {
+  test('an idle server whose checkpoint is old: nothing; WAL written and no checkpoint past the threshold: named; its CHECKPOINT cures it', async () => {
+    // Autovacuum off for the test, so that nothing but the test writes WAL.
+    await sql`ALTER SYSTEM SET autovacuum = off`
+    await sql`SELECT pg_reload_conf()`
+    try {
+      await sql`CHECKPOINT`
+      await until('the checkpoint 4 s old', async () => ((await sql`SELECT 1 FROM pg_control_checkpoint() WHERE checkpoint_time < now() - interval '4 s'`).length > 0 ? true : undefined), { timeoutMs: 20_000, everyMs: 200 })
+      await rig.cycle()
+      const [idle] = await sql<{ since: number }[]>`SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), redo_lsn)::float8 AS since FROM pg_control_checkpoint()`
+      expect(idle!.since).toBeLessThan(65_536)
+      expect(await rig.findings('pg_checkpoint_overdue')).toEqual([])
+
+      await sql`CREATE TABLE checkpoint_filler AS SELECT g FROM generate_series(1, 20000) g`
+      await rig.cycle()
+      const [finding, ...others] = await rig.findings('pg_checkpoint_overdue')
+      expect(others).toEqual([])
+      expect(finding).toMatchObject({ key: 'pg_checkpoint_overdue:checkpoint', severity: 'warning', metrics: { checkpoint_timeout_ms: 300_000 } })
+      expect(finding.title).toStartWith('No checkpoint for ')
+      expect(finding.metrics.wal_since_redo_bytes).toBeGreaterThan(65_536)
+      expect(finding.metrics.checkpoint_age_ms).toBeGreaterThanOrEqual(3_000)
+      expect(finding.detail).toContain(' against a checkpoint_timeout of 5.0 min, and ')
+      for (const query of finding.how_to_investigate) await sql.unsafe(query)
+      await sql.unsafe(finding.how_to_fix[0])
+      await rig.cycle()
+      expect(await rig.findings('pg_checkpoint_overdue')).toEqual([])
+    } finally {
+      await sql`ALTER SYSTEM RESET autovacuum`
+      await sql`SELECT pg_reload_conf()`
+    }
   })
 })

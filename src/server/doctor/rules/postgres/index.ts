@@ -38,6 +38,8 @@ import { disabledTriggers } from './disabled-triggers.ts'
 import { preparedTransactions } from './prepared-transactions.ts'
 import { rollbackRatio } from './rollback-ratio.ts'
 import { staleStatistics } from './stale-statistics.ts'
+import { walSize } from './wal-size.ts'
+import { checkpointOverdue } from './checkpoint-overdue.ts'
 
 export const postgresRules: Rule[] = [
   cacheHitRatio,
@@ -78,4 +80,6 @@ export const postgresRules: Rule[] = [
   disabledTriggers,
   rollbackRatio,
   staleStatistics,
+  walSize,
+  checkpointOverdue,
 ]
