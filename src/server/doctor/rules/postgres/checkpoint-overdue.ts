@@ -11,8 +11,9 @@ import { type Rule, bytes, duration, severityAbove } from '../../types.ts'
 import { settingMs, settings } from './log-evidence.ts'
 
 const defaults = {
-  /** The last checkpoint this many checkpoint_timeouts old is a warning, at the second a critical finding. */
+  /** The last checkpoint this many checkpoint_timeouts old is a warning. */
   warning_timeouts: 2,
+  /** The last checkpoint this many checkpoint_timeouts old is critical. */
   critical_timeouts: 6,
   /** WAL since the redo point below this is an idle server's (a checkpoint record, standby snapshots). */
   min_wal_bytes: 65_536,

@@ -12,8 +12,9 @@ import { archivingFailing } from './archiver.ts'
 import { settingBytes, settings } from './log-evidence.ts'
 
 const defaults = {
-  /** pg_wal at this many times max_wal_size is a warning, at the second a critical finding. */
+  /** pg_wal at this many times max_wal_size is a warning (max_wal_size is a soft limit a burst may pass). */
   warning_ratio: 2,
+  /** pg_wal at this many times max_wal_size is critical. */
   critical_ratio: 4,
   /** A holder is named when it keeps at least this share of pg_wal. */
   holder_share: 0.1,
