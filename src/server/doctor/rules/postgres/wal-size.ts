@@ -51,7 +51,8 @@ export const walSize: Rule<typeof defaults> = {
     if (!severity) return []
 
     const holders: Holder[] = []
-    const slots = (await ctx.replication())?.payload?.slots ?? []
+    const replication = (await ctx.replication())?.payload
+    const slots = replication?.slots ?? []
     for (const slot of slots) {
       const held = slot.lag_bytes ?? 0
       if (held <= 0) continue
@@ -99,7 +100,7 @@ export const walSize: Rule<typeof defaults> = {
     const files = found.status.wal_files
     const cause =
       named.length === 0
-        ? ' No slot, wal_keep_size, archiver backlog or overdue checkpoint accounts for it: a burst of writes faster than checkpoints complete (max_wal_size is a soft limit), or files left from one; the next checkpoints should shrink it.'
+        ? ` No ${replication ? 'slot, ' : ''}wal_keep_size, archiver backlog or overdue checkpoint accounts for it${replication ? '' : ' (replication slots are not collected: the replication collector is off)'}: a burst of writes faster than checkpoints complete (max_wal_size is a soft limit), or files left from one; the next checkpoints should shrink it.`
         : ` What keeps it: ${named.map((h) => h.words).join('; ')}.`
     return [
       {
