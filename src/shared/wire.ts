@@ -379,6 +379,26 @@ export const ArchiverStatus = T.Object({
 })
 export type ArchiverStatus = Static<typeof ArchiverStatus>
 
+/**
+ * pg_wal and the last checkpoint (collected by `wal_dir`). Each part is null when the agent's role may not
+ * read it (pg_ls_waldir() needs pg_monitor; pg_control_checkpoint() may be revoked).
+ */
+export const WalDirStatus = T.Object({
+  /** Files in pg_wal and their total size. */
+  wal_files: nullableCount,
+  wal_bytes: nullableCount,
+  /** When the last checkpoint started, and its redo LSN with the WAL file holding it. */
+  checkpoint_time: nullableEpochMs,
+  redo_lsn: T.Union([T.String({ maxLength: 32, pattern: '^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$' }), T.Null()]),
+  redo_wal_file: walFileName,
+  /** Since the last checkpoint started or the server started, the later, at collection (ms). */
+  checkpoint_age_ms: nullableMs,
+  /** WAL written (replayed, on a standby) since the last checkpoint's redo LSN. */
+  wal_since_redo_bytes: nullableCount,
+  in_recovery: T.Boolean(),
+})
+export type WalDirStatus = Static<typeof WalDirStatus>
+
 /** A log event's kind (src/shared/log-kinds.ts): lower-case letters and underscores. */
 const logKind = T.String({ minLength: 1, maxLength: 40, pattern: '^[a-z_]+$' })
 /** A severity (src/shared/log-kinds.ts LOG_SEVERITIES). */
@@ -873,6 +893,8 @@ export const IngestBatch = T.Object({
   replication: T.Optional(ReplicationStatus),
   /** The WAL archiver's state (collected by `archiver`; absent from agents before it, ignored by servers before it). */
   archiver: T.Optional(ArchiverStatus),
+  /** pg_wal's size and the last checkpoint (collected by `wal_dir`; absent from agents before it, ignored by servers before it). */
+  wal_dir: T.Optional(WalDirStatus),
   /** The server log's entries of the cycle, classified, with exact counts (collected by `log_events`; absent from agents before it). */
   log_events: T.Optional(LogEventsSection),
   /** The database host's CPU, memory, filesystems and devices (collected by `host`; absent when the agent is not on the host). */

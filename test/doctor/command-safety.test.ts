@@ -259,8 +259,28 @@ function postgresBatches(v: Variant, now: number): IngestBatch[] {
         autovacuum_on: 0,
         full_page_writes_on: 0,
         pg_stat_statements_installed: 0,
+        // Most transactions rolled back (pg_rollback_ratio).
+        xact_commit: 1_000,
+        xact_rollback: 20_000,
       },
       bgwriter: { checkpoints_timed: 1, checkpoints_req: 9, checkpoint_write_time_ms: 1000 },
+      // pg_wal at five times the default max_wal_size, no checkpoint for 30 minutes with 2 GB written since
+      // its redo point (pg_wal_size, pg_checkpoint_overdue); a WAL file of a hostile name.
+      wal_dir: {
+        wal_files: 320,
+        wal_bytes: 5 * GB,
+        checkpoint_time: now - 35 * MINUTE,
+        checkpoint_age_ms: 30 * MINUTE,
+        redo_lsn: '0/A000278',
+        redo_wal_file: v.text('walredo', 64),
+        wal_since_redo_bytes: 2 * GB,
+        in_recovery: false,
+      },
+      // A user trigger and a foreign key's internal trigger switched off (pg_disabled_triggers), hostile names.
+      disabled_triggers: [
+        { schema_name: s, table_name: t('trg_table'), trigger_name: t('trg'), internal: false, constraint_name: null, constraint_schema: null, constraint_table: null },
+        { schema_name: s, table_name: t('trg_parent'), trigger_name: t('trg_fk'), internal: true, constraint_name: t('trg_fkey'), constraint_schema: s, constraint_table: t('trg_child') },
+      ],
       query_stats: [statement('stmt1', 100, 200_000, 100_000), statement('stmt2', 100, 150_000, 50_000)],
       explain_plans: [
         plan('plan_old', now - 40 * MINUTE, 100, { 'Node Type': 'Index Scan', 'Relation Name': t('seq1'), 'Plan Rows': 10 }),

@@ -658,11 +658,11 @@ export interface ObjectsReader {
   locks(databaseId: string, limit: number): Promise<Snapshot<LockEntry>>;
   listTables(databaseId: string, sort: TableSort, limit: number): Promise<TableRow[]>;
   table(databaseId: string, schema: string, name: string): Promise<TableRow | undefined>;
-  tableSeries(databaseId: string, schema: string, name: string, window: Window): Promise<Series<"heap_bytes" | "idx_scan" | "idx_tup_fetch" | "index_size_bytes" | "n_dead_tup" | "n_live_tup" | "n_tup_del" | "n_tup_hot_upd" | "n_tup_ins" | "n_tup_newpage_upd" | "n_tup_upd" | "seq_scan" | "seq_tup_read" | "table_size_bytes" | "toast_bytes">>;
+  tableSeries(databaseId: string, schema: string, name: string, window: Window): Promise<Series<TableCounter | TableGauge>>;
   /** Indexes by `sort`; with `unusedOnly`, only those the spec calls unused (never scanned, neither primary nor unique, over 1 MB). */
   listIndexes(databaseId: string, sort: IndexSort, limit: number, unusedOnly?: boolean): Promise<IndexRow[]>;
   index(databaseId: string, schema: string, name: string): Promise<IndexRow | undefined>;
-  indexSeries(databaseId: string, schema: string, name: string, window: Window): Promise<Series<"idx_scan" | "idx_tup_fetch" | "idx_tup_read" | "size_bytes">>;
+  indexSeries(databaseId: string, schema: string, name: string, window: Window): Promise<Series<IndexCounter | IndexGauge>>;
 }
 
 /** Reads for the routes of this part. */
