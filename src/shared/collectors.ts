@@ -31,6 +31,7 @@ export const collectorNames: readonly CollectorName[] = [
   { engine: 'postgres', name: 'archiver' },
   { engine: 'postgres', name: 'backups' },
   { engine: 'postgres', name: 'triggers' },
+  { engine: 'postgres', name: 'security' },
   { engine: 'postgres', name: 'host' },
   { engine: 'postgres', name: 'log_events' },
   { engine: 'postgres', name: 'custom_metrics' },

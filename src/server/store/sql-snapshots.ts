@@ -21,6 +21,7 @@ const SNAPSHOT_KINDS = [
   'archiver',
   'backups',
   'disabled_triggers',
+  'security',
 ] as const
 export type SnapshotKind = (typeof SNAPSHOT_KINDS)[number]
 

@@ -20,6 +20,7 @@ import { progress } from './progress.ts'
 import { queryStats } from './query-stats.ts'
 import { replication } from './replication.ts'
 import { tables } from './tables.ts'
+import { security } from './security.ts'
 import { triggers } from './triggers.ts'
 import { walStats } from './wal-stats.ts'
 import { waits } from './waits.ts'
@@ -45,6 +46,7 @@ export const postgresCollectors: PostgresCollector[] = [
   archiver,
   backups,
   triggers,
+  security,
   host,
   logEvents,
   postgresCustomMetrics,
