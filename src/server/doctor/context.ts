@@ -1,7 +1,7 @@
 // The stored telemetry of one database as the doctor's rules read it: each part is loaded at most once
 // per diagnosis, and only when a rule asks for it, so a ClickHouse diagnosis never reads PostgreSQL
 // tables and the other way round.
-import type { ActiveQuery, ColumnStat, DisabledTrigger, LockEntry, MergeEntry, MutationEntry, PartStat, ReplicationStatus, SequenceStat, UnindexedForeignKey, XminHolder } from '../../shared/wire.ts'
+import type { ActiveQuery, ColumnStat, DisabledTrigger, SecurityStatus, LockEntry, MergeEntry, MutationEntry, PartStat, ReplicationStatus, SequenceStat, UnindexedForeignKey, XminHolder } from '../../shared/wire.ts'
 import type { Latest, MetricSource } from '../store/sql-internals.ts'
 import type { ClickHouseSource } from '../store/sql-clickhouse.ts'
 import type { IndexRow, TableRow } from '../store/sql-objects.ts'
@@ -150,6 +150,14 @@ export class DoctorContext {
     return this.once('disabled_triggers', async () => {
       const found = await this.store.latestSnapshot(this.db.id, 'disabled_triggers')
       return found && Array.isArray(found.payload) ? { ts: found.ts, entries: found.payload as DisabledTrigger[] } : null
+    })
+  }
+
+  /** The latest roles, settings, functions, schemas and pg_hba lines (collected by `security`); null from agents that do not send them. */
+  security(): Promise<{ ts: number; status: SecurityStatus } | null> {
+    return this.once('security', async () => {
+      const found = await this.store.latestSnapshot(this.db.id, 'security')
+      return found && found.payload !== null && typeof found.payload === 'object' ? { ts: found.ts, status: found.payload as SecurityStatus } : null
     })
   }
 

@@ -16,6 +16,7 @@ export type Category =
   | 'replication'
   | 'schema'
   | 'reliability'
+  | 'security'
 
 export interface Finding {
   /** The rule that raised it, e.g. `pg_cache_hit_ratio`. */

@@ -37,6 +37,7 @@ import { logResourceFaults } from './log-resource-faults.ts'
 import { disabledTriggers } from './disabled-triggers.ts'
 import { preparedTransactions } from './prepared-transactions.ts'
 import { rollbackRatio } from './rollback-ratio.ts'
+import { securityRules } from './security/index.ts'
 
 export const postgresRules: Rule[] = [
   cacheHitRatio,
@@ -76,4 +77,5 @@ export const postgresRules: Rule[] = [
   preparedTransactions,
   disabledTriggers,
   rollbackRatio,
+  ...securityRules,
 ]
