@@ -57,9 +57,11 @@ for (const major of [13, 18] as const) {
     let rig: DoctorRig | undefined
 
     beforeAll(async () => {
-      server = await startPostgres(major, ['-c', 'password_encryption=md5'])
+      server = await startPostgres(major)
       dsn = await server.freshDatabase()
       admin = postgres(dsn, { max: 1, onnotice: () => {} })
+      await admin.unsafe("ALTER SYSTEM SET password_encryption = 'md5'")
+      await admin.unsafe('SELECT pg_reload_conf()')
       // The monitoring role of docs/postgresql-setup.md, its password stored as SCRAM (pg_hba asks for it).
       await admin.unsafe("SET password_encryption = 'scram-sha-256'")
       await admin.unsafe("CREATE ROLE dbm_monitor LOGIN PASSWORD 'mon-pw'")
@@ -107,10 +109,15 @@ for (const major of [13, 18] as const) {
       expect(su.objects).toEqual([`role "su'per */ ü"`])
       expect(su.how_to_fix).toEqual([`ALTER ROLE "su'per */ ü" NOSUPERUSER;   -- then GRANT it what it uses (pg_monitor, pg_read_all_data, ...)`])
 
-      // The monitoring role cannot read pg_authid: no role is named, and the finding on the setting says why.
+      // On 13 the monitoring role cannot read pg_authid: no role is named, and the finding on the setting
+      // says why; from 14 pg_read_all_data reads it, and the role with an MD5 hash is named.
       const md5 = one('pg_md5_passwords', 'password_encryption')
-      expect(md5.detail).toContain('not visible to the monitoring role: pg_authid needs a superuser')
-      expect(all.pg_md5_passwords.length).toBe(1)
+      if (major < 14) {
+        expect(md5.detail).toContain('not visible to the monitoring role: pg_authid needs a superuser')
+        expect(all.pg_md5_passwords.length).toBe(1)
+      } else {
+        expect(one('pg_md5_passwords', 'md5 passwords').objects).toEqual([`role "md5'role ü"`])
+      }
 
       const expiring = one('pg_password_expiry', `role U&"exp""iring\\000Arole */"`)
       expect(expiring.severity).toBe('warning')
@@ -118,7 +125,8 @@ for (const major of [13, 18] as const) {
       expect(one('pg_password_expiry', 'role expired_role').severity).toBe('info')
 
       const fn = one('pg_definer_search_path', `"sch'ema */ ü".U&"f""n\\000Ax"(a integer, "b'c" text)`)
-      expect(fn.severity).toBe('warning')
+      // Its owner is the superuser that made it.
+      expect(fn.severity).toBe('critical')
       expect(all.pg_definer_search_path.length).toBe(1)
 
       const pub = one('pg_public_create', 'schema public')
@@ -163,6 +171,9 @@ for (const major of [13, 18] as const) {
       const hbaFix = findings.find((f) => f.rule === 'pg_hba_methods').how_to_fix as string[]
       for (const fix of hbaFix) if (!fix.startsWith('--')) await admin.unsafe(fix)
       await admin.unsafe(`ALTER ROLE ${q(EXPIRED)} NOLOGIN`)
+      // The MD5 fix is psql's \\password: a new password set while password_encryption is scram-sha-256.
+      await admin.unsafe("SET password_encryption = 'scram-sha-256'")
+      await admin.unsafe(`ALTER ROLE ${q(MD5)} PASSWORD 'scram-pw'`)
 
       await rig!.stop()
       rig = await watchDatabase(monitorDsn)
@@ -192,7 +203,7 @@ for (const major of [13, 18] as const) {
         const visible = await securityVisibility(bare)
         expect(visible).toEqual({ authid: false, hba: false })
         expect(securityNote(visible, 'bare')).toBe(
-          'security: role bare cannot read everything: MD5 password hashes of roles are not checked (pg_authid needs a superuser, no GRANT gives it), and pg_hba.conf lines are not checked (GRANT SELECT ON pg_hba_file_rules TO bare, GRANT EXECUTE ON FUNCTION pg_hba_file_rules() TO bare)',
+          'security: role bare cannot read everything: MD5 password hashes of roles are not checked (pg_authid needs a superuser, or pg_read_all_data from PostgreSQL 14), and pg_hba.conf lines are not checked (GRANT SELECT ON pg_hba_file_rules TO bare, GRANT EXECUTE ON FUNCTION pg_hba_file_rules() TO bare)',
         )
         const bareCtx = { ...ctx, sql: bare, state: new Map(), infos: new Map() } as unknown as PostgresContext
         const { security: seen } = await security.collect(bareCtx)

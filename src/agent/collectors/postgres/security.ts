@@ -2,7 +2,7 @@
 // changes rarely): superusers and expiring passwords (pg_roles), password_encryption, ssl,
 // listen_addresses and data_checksums (pg_settings), SECURITY DEFINER functions without a search_path
 // of their own (pg_proc.proconfig), schemas where PUBLIC may create objects (pg_namespace's ACL), MD5
-// password hashes (pg_authid: superusers only) and the `trust` and `password` lines of pg_hba.conf
+// password hashes (pg_authid: superusers, and pg_read_all_data from PostgreSQL 14) and the `trust` and `password` lines of pg_hba.conf
 // (pg_hba_file_rules: superusers, or a GRANT). A part the role may not read is sent as null with an info
 // note (the documented monitoring role is not a superuser: that is expected, not a fault). A handful of
 // small catalog reads; names are the server's text and travel as they are (the doctor quotes them).
@@ -17,7 +17,7 @@ export const SECURITY_INTERVAL_MS = 5 * 60_000
 
 const LIMIT = ingestMaxItems.security_items
 
-/** What the role may read: pg_authid (superuser) and pg_hba_file_rules (superuser or a GRANT on the view and its function). */
+/** What the role may read: pg_authid (a superuser, or pg_read_all_data) and pg_hba_file_rules (superuser or a GRANT on the view and its function). */
 export async function securityVisibility(sql: postgres.Sql): Promise<{ authid: boolean; hba: boolean }> {
   const [row] = await sql.unsafe<{ authid: boolean; hba: boolean }[]>(
     `SELECT has_table_privilege('pg_catalog.pg_authid', 'SELECT') AS authid,
@@ -30,7 +30,7 @@ export async function securityVisibility(sql: postgres.Sql): Promise<{ authid: b
 export function securityNote(visible: { authid: boolean; hba: boolean }, role?: string): string | undefined {
   const who = role ? `role ${pgIdent(role)}` : 'the role'
   const parts: string[] = []
-  if (!visible.authid) parts.push('MD5 password hashes of roles are not checked (pg_authid needs a superuser, no GRANT gives it)')
+  if (!visible.authid) parts.push('MD5 password hashes of roles are not checked (pg_authid needs a superuser, or pg_read_all_data from PostgreSQL 14)')
   if (!visible.hba) {
     const to = role ? pgIdent(role) : 'dbm_monitor'
     parts.push(`pg_hba.conf lines are not checked (GRANT SELECT ON pg_hba_file_rules TO ${to}, GRANT EXECUTE ON FUNCTION pg_hba_file_rules() TO ${to})`)

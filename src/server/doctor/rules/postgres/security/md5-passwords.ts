@@ -1,5 +1,6 @@
 // MD5 passwords: `password_encryption = md5` stores every new password as an MD5 hash, and roles whose
-// stored password is one (pg_authid, readable by superusers only). An MD5 hash is the password as far as
+// stored password is one (pg_authid, readable by superusers and, from PostgreSQL 14, members of
+// pg_read_all_data). An MD5 hash is the password as far as
 // the protocol goes (whoever reads it can log in; PostgreSQL 18 deprecates MD5 passwords, a later release
 // removes them); SCRAM-SHA-256 stores a salted verifier and never sends the password. When the
 // monitoring role cannot read pg_authid, the finding on the setting says so instead of naming roles.
@@ -14,7 +15,7 @@ export const md5Passwords: Rule<typeof defaults> = {
   id: 'pg_md5_passwords',
   engine: 'postgres',
   category: 'security',
-  summary: 'password_encryption = md5, and roles whose stored password is an MD5 hash (where pg_authid is readable: superusers only; the finding says when it is not).',
+  summary: 'password_encryption = md5, and roles whose stored password is an MD5 hash (where pg_authid is readable: a superuser or pg_read_all_data; the finding says when it is not).',
   collectors: ['security'],
   thresholds: defaults,
   async check(ctx) {
@@ -22,7 +23,7 @@ export const md5Passwords: Rule<typeof defaults> = {
     if (!found) return []
     const s = found.status
     const findings: FindingDraft[] = []
-    const unseen = s.md5_roles === null ? ' Which roles already hold an MD5 hash is not visible to the monitoring role: pg_authid needs a superuser (the query below, run as one, lists them).' : ''
+    const unseen = s.md5_roles === null ? ' Which roles already hold an MD5 hash is not visible to the monitoring role: pg_authid needs a superuser, or pg_read_all_data from PostgreSQL 14 (the query below, run as a superuser, lists them).' : ''
     if (s.password_encryption?.trim().toLowerCase() === 'md5') {
       findings.push({
         severity: 'warning',
