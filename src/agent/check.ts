@@ -12,6 +12,7 @@ import { allowedActions } from './actions.ts'
 import { noToplevelAdvice, trustedRoles, untrustedCheckNote, untrustedCode, writableAdvice, writableSearchPath } from './collectors/postgres/explain-plans.ts'
 import { formatOf, grantsNote, roleOf, settingsAdvice, logSettings, settingsProblems } from './collectors/postgres/log-events.ts'
 import { featuresOf } from './collectors/postgres/query-stats.ts'
+import { securityNote, securityVisibility } from './collectors/postgres/security.ts'
 import { type CustomQuery, clickhouseCustomQuery, customLabel, customSamples, postgresCustomQuery } from './collectors/custom-metrics.ts'
 import { judgeHost, postgresHostFacts } from './host/evidence.ts'
 import { postgresConnection } from './postgres-dsn.ts'
@@ -145,6 +146,11 @@ async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<Chec
         const notes = await postgresNotes(sql, major, db, explaining ? (db.explainTrustedRoles ?? []) : undefined)
         if (db.backup && plans.some((p) => p.run && p.collector.name === 'backups')) notes.push(await backupNote(db.backup, timeoutS))
         if (plans.some((p) => p.run && p.collector.name === 'log_events')) notes.push(...(await logNotes(sql, db)))
+        if (plans.some((p) => p.run && p.collector.name === 'security')) {
+          const [who] = await sql`SELECT current_user AS role`
+          const note = securityNote(await securityVisibility(sql), String(who!.role))
+          if (note) notes.push(note)
+        }
         const host = plans.some((p) => p.run && p.collector.name === 'host') ? `; ${await hostLine(sql)}` : ''
         // dbm local has no config file: its line names no allow_actions key to set.
         const allowedBy = db.local ? 'dbm local: your own database' : 'allow_actions'

@@ -557,6 +557,64 @@ export const DisabledTrigger = T.Object({
 })
 export type DisabledTrigger = Static<typeof DisabledTrigger>
 
+/** A role the security advisors judge (collected by `security`): a superuser, or a login role whose password expires. */
+export const SecurityRole = T.Object({
+  name: T.String(),
+  superuser: T.Boolean(),
+  /** The role initdb made (oid 10), the one superuser every cluster has. */
+  bootstrap: T.Boolean(),
+  can_login: T.Boolean(),
+  /** rolvaliduntil: when its password stops working; null when it never does. */
+  valid_until: nullableEpochMs,
+})
+export type SecurityRole = Static<typeof SecurityRole>
+
+/** A SECURITY DEFINER function without a search_path of its own (collected by `security`). */
+export const DefinerFunction = T.Object({
+  schema: T.String(),
+  name: T.String(),
+  /** pg_get_function_identity_arguments(): the argument list that tells overloads apart. */
+  args: T.String(),
+  owner: T.String(),
+  owner_superuser: T.Boolean(),
+})
+export type DefinerFunction = Static<typeof DefinerFunction>
+
+/** A pg_hba.conf line that lets a client in without a password (`trust`) or with one sent in clear text (`password`). */
+export const HbaRule = T.Object({
+  line_number: T.Integer({ minimum: 0, maximum: 2_147_483_647 }),
+  /** local, host, hostssl, hostnossl, hostgssenc, hostnogssenc. */
+  type: T.String(),
+  database: T.Array(T.String(), { maxItems: max.security_items }),
+  user_name: T.Array(T.String(), { maxItems: max.security_items }),
+  address: nullableString,
+  netmask: nullableString,
+  auth_method: T.String(),
+})
+export type HbaRule = Static<typeof HbaRule>
+
+/**
+ * What the security and configuration advisors read (collected by `security` every few minutes: sent
+ * when read, kept as the latest). A part the agent's role may not read is null, never an error.
+ */
+export const SecurityStatus = T.Object({
+  /** Settings as pg_settings shows them to the role; null when hidden from it. */
+  password_encryption: nullableString,
+  ssl: nullableString,
+  listen_addresses: nullableString,
+  data_checksums: nullableString,
+  /** Superusers, and login roles whose password has an expiry. */
+  roles: T.Array(SecurityRole, { maxItems: max.security_items }),
+  /** Roles whose stored password is an MD5 hash; null when pg_authid is not readable (it needs a superuser). */
+  md5_roles: T.Union([T.Array(T.String(), { maxItems: max.security_items }), T.Null()]),
+  definer_functions: T.Array(DefinerFunction, { maxItems: max.security_items }),
+  /** Schemas of the connected database in which every role (PUBLIC) may create objects. */
+  public_create_schemas: T.Array(T.String(), { maxItems: max.security_items }),
+  /** The `trust` and `password` lines of pg_hba.conf; null when pg_hba_file_rules is not readable. */
+  hba_rules: T.Union([T.Array(HbaRule, { maxItems: max.security_items }), T.Null()]),
+})
+export type SecurityStatus = Static<typeof SecurityStatus>
+
 /** One backup as the backup tool lists it (collected by `backups`). */
 export const BackupEntry = T.Object({
   /** The tool's label or name for it (pgBackRest's label, WAL-G's backup_name). */
@@ -903,6 +961,8 @@ export const IngestBatch = T.Object({
   backups: T.Optional(BackupStatus),
   /** Triggers switched off (collected by `triggers`; absent from agents before it, ignored by servers before it). */
   disabled_triggers: T.Optional(T.Array(DisabledTrigger, { maxItems: max.disabled_triggers })),
+  /** Roles, settings, functions, schemas and pg_hba lines the security advisors judge (collected by `security`; absent from agents before it). */
+  security: T.Optional(SecurityStatus),
   /** Deltas of pg_stat_bgwriter / pg_stat_checkpointer counters. */
   bgwriter: T.Optional(counterMap),
   /** Deltas of pg_stat_wal counters (PostgreSQL 14+). */

@@ -342,6 +342,23 @@ function postgresBatches(v: Variant, now: number): IngestBatch[] {
         { kind: 'slot', xmin_age: 20_000_000, catalog_xmin_age: null, since: now - 30 * MINUTE, slot_name: t('slot1'), slot_type: 'physical', active: false, pid: null, database: null },
         { kind: 'prepared', xmin_age: 10_000_000, since: now - 30 * MINUTE, gid: t('gid'), owner: v.user, database: t('db'), prepared_at: now - 120 * MINUTE },
       ],
+      // What the security advisors judge: a second superuser, an expiring password, MD5, a SECURITY
+      // DEFINER function, a schema open to PUBLIC, a trust line, ssl off on every interface, no checksums.
+      security: {
+        password_encryption: 'md5',
+        ssl: 'off',
+        listen_addresses: `*, ${t('listen')}`,
+        data_checksums: 'off',
+        roles: [
+          { name: 'postgres', superuser: true, bootstrap: true, can_login: true, valid_until: null },
+          { name: t('su'), superuser: true, bootstrap: false, can_login: true, valid_until: null },
+          { name: t('expiring'), superuser: false, bootstrap: false, can_login: true, valid_until: now + 2 * 24 * HOUR },
+        ],
+        md5_roles: [t('md5role')],
+        definer_functions: [{ schema: v.schema, name: t('fn'), args: `${t('arg')} integer, text`, owner: v.user, owner_superuser: true }],
+        public_create_schemas: [v.schema],
+        hba_rules: [{ line_number: 90, type: 'host', database: [t('hbadb')], user_name: [v.user], address: t('addr'), netmask: t('mask'), auth_method: 'trust' }],
+      },
       sequences: [sequence('seqa', 0.95), sequence('seqb', 0.8)],
       unindexed_foreign_keys: [foreignKey('fk1'), foreignKey('fk2')],
       invalid_constraints: [invalidConstraint('ck1'), invalidConstraint('ck2')],

@@ -1,7 +1,7 @@
 // The stored telemetry of one database as the doctor's rules read it: each part is loaded at most once
 // per diagnosis, and only when a rule asks for it, so a ClickHouse diagnosis never reads PostgreSQL
 // tables and the other way round.
-import type { ActiveQuery, ColumnStat, DisabledTrigger, LockEntry, MergeEntry, MutationEntry, PartStat, ReplicationStatus, SequenceStat, UnindexedForeignKey, WalDirStatus, XminHolder } from '../../shared/wire.ts'
+import type { ActiveQuery, ColumnStat, DisabledTrigger, LockEntry, MergeEntry, MutationEntry, PartStat, ReplicationStatus, SecurityStatus, SequenceStat, UnindexedForeignKey, WalDirStatus, XminHolder } from '../../shared/wire.ts'
 import type { Latest, MetricSource } from '../store/internals/internals.ts'
 import type { ClickHouseSource } from '../store/clickhouse/clickhouse.ts'
 import type { IndexRow, TableRow } from '../store/objects/objects.ts'
@@ -158,6 +158,14 @@ export class DoctorContext {
     return this.once('wal_dir', async () => {
       const found = await this.store.latestSnapshot(this.db.id, 'wal_dir')
       return found && found.payload !== null && typeof found.payload === 'object' ? { ts: found.ts, status: found.payload as WalDirStatus } : null
+    })
+  }
+
+  /** The latest roles, settings, functions, schemas and pg_hba lines (collected by `security`); null from agents that do not send them. */
+  security(): Promise<{ ts: number; status: SecurityStatus } | null> {
+    return this.once('security', async () => {
+      const found = await this.store.latestSnapshot(this.db.id, 'security')
+      return found && found.payload !== null && typeof found.payload === 'object' ? { ts: found.ts, status: found.payload as SecurityStatus } : null
     })
   }
 

@@ -22,6 +22,7 @@ const SNAPSHOT_KINDS = [
   'backups',
   'disabled_triggers',
   'wal_dir',
+  'security',
 ] as const
 export type SnapshotKind = (typeof SNAPSHOT_KINDS)[number]
 

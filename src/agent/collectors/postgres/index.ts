@@ -24,6 +24,7 @@ import './replication.ts'
 import './tables.ts'
 import './triggers.ts'
 import './wal-dir.ts'
+import './security.ts'
 import './wal-stats.ts'
 import './waits.ts'
 

@@ -40,6 +40,7 @@ import { rollbackRatio } from './rollback-ratio.ts'
 import { staleStatistics } from './stale-statistics.ts'
 import { walSize } from './wal-size.ts'
 import { checkpointOverdue } from './checkpoint-overdue.ts'
+import { securityRules } from './security/index.ts'
 
 export const postgresRules: Rule[] = [
   cacheHitRatio,
@@ -82,4 +83,5 @@ export const postgresRules: Rule[] = [
   staleStatistics,
   walSize,
   checkpointOverdue,
+  ...securityRules,
 ]
