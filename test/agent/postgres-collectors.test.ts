@@ -262,6 +262,15 @@ for (const major of postgresMajors) {
       const idle = (await run(tables, ctx)).tables!.find((t) => t.table_name === 't_work')!
       // every counter of the table family still, but the one PostgreSQL before 16 lacks
       expect(idle.delta).toEqual(Object.fromEntries(TABLE_COUNTERS.map((c) => [c, c === 'n_tup_newpage_upd' && major < 16 ? null : 0])) as never)
+      // Sizes of an unchanged table are the last reading's; TRUNCATE gives it new files (and moves no
+      // counter): sized again at once, as PostgreSQL sizes it.
+      expect([idle.table_size_bytes, idle.index_size_bytes, idle.heap_bytes]).toEqual([after.table_size_bytes, after.index_size_bytes, after.heap_bytes])
+      const truncate = connect(url)
+      await truncate`TRUNCATE t_work`
+      await finish(truncate, major)
+      const emptied = (await run(tables, ctx)).tables!.find((t) => t.table_name === 't_work')!
+      const [sizes] = await agent.sql`SELECT pg_table_size('t_work'::regclass)::int AS t, pg_indexes_size('t_work'::regclass)::int AS i`
+      expect([emptied.table_size_bytes, emptied.index_size_bytes, emptied.heap_bytes]).toEqual([sizes!.t, sizes!.i, 0])
     })
 
     test('tables: sequences with the share of their range used and the column they feed; a locked one without waiting', async () => {
