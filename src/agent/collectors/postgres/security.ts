@@ -85,6 +85,11 @@ export const security = registerCollector<PostgresContext>({
   name: 'security',
   engine: 'postgres',
   defaultEnabled: true,
+  async checkNotes({ sql }) {
+    const [who] = await sql`SELECT current_user AS role`
+    const note = securityNote(await securityVisibility(sql), String(who!.role))
+    return note ? [note] : []
+  },
   async collect(ctx) {
     const last = ctx.state.get('read_at')
     if (typeof last === 'number' && ctx.now - last < SECURITY_INTERVAL_MS && ctx.now >= last) return {}
