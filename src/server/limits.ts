@@ -140,6 +140,16 @@ export function silentAfterMs(pollIntervalSeconds: number, floorMs: number = dat
   return Math.max(3 * pollIntervalSeconds * 1000, floorMs)
 }
 
+/**
+ * After `dbm serve` starts, how long its agents have to come back before a silence that began while no
+ * serve ran is judged (agent_disconnected): agents buffered meanwhile and return at their next retry
+ * round (30 s plus up to a poll interval of jitter), maybe after being shed once or twice. The silence
+ * then counts from the start plus this grace, so such an agent is reported silentAfterMs after it.
+ */
+export function restartGraceMs(pollIntervalSeconds: number): number {
+  return silentAfterMs(pollIntervalSeconds)
+}
+
 export const fieldLimits = {
   name: NAME_MAX_CHARS,
   host: 255,
