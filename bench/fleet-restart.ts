@@ -13,8 +13,8 @@
 //   disk buffer, retry rounds of 30 s plus up to a 10 s jitter, Retry-After, paced drain, X-Dbm-Batch-Age),
 //   each fed bench/fleet.ts's generated pgbench-shaped batch every 10 s (first batches spread over 10 s).
 //   The only thing added to the agent is a wrapper around fetch that times each POST and reads its batch
-//   id, age header, status and `duplicate` answer. "Current" = no age header or an age under 30 s (the
-//   server's own backlog mark, limits.ts ingestAdmissionLimits.backlogAgeSeconds).
+//   id, age header, status and `duplicate` answer. "Current" = no age header or an age under the server's
+//   own backlog mark (limits.ts ingestAdmissionLimits.backlogAgeSeconds).
 // - Timeline: --warmup S steady, serve stopped for --down S, started; the agents keep collecting for
 //   --after S after the start, then stop collecting and drain what is left (at most 5 more minutes).
 // - After the run: serve's /metrics (shed counts, applied and duplicate batches since the restart), then
@@ -26,6 +26,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Shipper } from '../src/agent/shipper.ts'
+import { ingestAdmissionLimits } from '../src/server/limits.ts'
 import { BATCH_AGE_HEADER, INGEST_PATH } from '../src/shared/ingest-path.ts'
 import { createLogger } from '../src/shared/log.ts'
 import type { IngestBatch } from '../src/shared/wire.ts'
@@ -34,7 +35,7 @@ import { type Options as FleetOptions, type ServeProcess, SimulatedDatabase, acc
 
 const CHILD_ENV = 'DBM_BENCH_RESTART_CHILD'
 const INTERVAL_MS = 10_000
-const BACKLOG_AGE_S = 30
+const BACKLOG_AGE_S = ingestAdmissionLimits.backlogAgeSeconds
 const STEP_MS = 10_000
 const GOAL = { p99Ms: 250, withinS: 60 } as const
 const METRICS_TOKEN = 'bench-restart-metrics-token-0123456789'

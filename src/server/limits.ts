@@ -102,9 +102,9 @@ export const ingestClockSkewMs = 10 * MINUTE
  * drain after a restart. A body of unknown length counts as `unknownBodyBytes`.
  */
 export const ingestAdmissionLimits = {
-  current: { inFlight: 64, bodyBytes: 64 * 1024 * 1024 },
-  backlog: { inFlight: 12, bodyBytes: 12 * 1024 * 1024 },
-  backlogAgeSeconds: 30,
+  current: { inFlight: 16, bodyBytes: 16 * 1024 * 1024 },
+  backlog: { inFlight: 6, bodyBytes: 6 * 1024 * 1024 },
+  backlogAgeSeconds: 15,
   retryAfterSeconds: { current: [1, 3], backlog: [3, 12] },
   unknownBodyBytes: 1024 * 1024,
   /** An admitted request whose answer was never seen stops counting after this long. */
