@@ -52,8 +52,11 @@ export class DoctorContext {
     /** Evaluation time (epoch ms). */
     readonly now: number,
     private readonly overrides: Record<string, Record<string, number>> = {},
-    /** `local`: the server is `dbm local`'s, whose agent runs in its process on the DSNs of its command line (no config file). */
-    readonly setup: { local: boolean } = { local: false },
+    /**
+     * `local`: the server is `dbm local`'s, whose agent runs in its process on the DSNs of its command line
+     * (no config file). `servingSince`: when the serving process started (Deps.servingSince).
+     */
+    readonly setup: { local: boolean; servingSince?: number } = { local: false },
   ) {}
 
   /** The rule's thresholds, with any configured override applied. */
