@@ -1,4 +1,4 @@
-// /api/v1/databases/{id}: session and lock history (store/sessions/history.ts). The times of the kept
+// /api/v1/databases/{id}: session and lock history (store/sessions/). The times of the kept
 // activity and lock snapshots of a window (the dashboard's time slider reads /active and /locks at each
 // with `at`), and the lock chains seen in a window, each with its root blocker, members, first and last
 // seen and duration, readable after the chain ended. Windows are since/until as elsewhere (RFC 3339,
@@ -6,7 +6,7 @@
 import { Elysia, t } from 'elysia'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
-import type { StoredChain } from '../store/sessions/history.ts'
+import type { StoredChain } from '../store/sessions/types.ts'
 import { rfc3339 } from '../views.ts'
 import { LockChain, SnapshotTimes } from '../../shared/api/session-history.ts'
 import { oneOf, query } from './schema.ts'

@@ -5,22 +5,30 @@ import type { IngestBatch } from '../../shared/wire.ts'
 import { timeStoreDriver } from '../metrics.ts'
 import { num, numOrNull, toOrg, toUser } from './accounts/rows.ts'
 import type { SqlDriver } from './driver.ts'
-import { type ClickHouseReader, clickhouseReader } from './clickhouse/clickhouse.ts'
-import { type HostReads, SqlHostReads } from './host/host.ts'
-import { type ServerSettingsReads, SqlServerSettingsReads } from './server-settings/server-settings.ts'
+import type { ClickHouseReads } from './clickhouse/types.ts'
+import { clickhouseReads } from './clickhouse/reads.ts'
+import type { HostReads } from './host/types.ts'
+import { SqlHostReads } from './host/reads.ts'
+import type { ServerSettingsReads } from './server-settings/types.ts'
+import { SqlServerSettingsReads } from './server-settings/reads.ts'
 import { type MonitorStore, monitorStore } from './monitor/evaluations.ts'
 import type { DiagnosisStore } from './diagnoses/types.ts'
 import { diagnosisReads } from './diagnoses/reads.ts'
 import { diagnosisWrites } from './diagnoses/writes.ts'
 import { type MembersStore, membersStore } from './accounts/members.ts'
 import { type RetentionStore, retentionStore } from './retention/retention.ts'
-import { type InternalsReader, internalsReader } from './internals/internals.ts'
-import { type LogEventReads, logEventStore } from './logs/log-events.ts'
-import { type AvailabilityReads, availabilityStore, isReportOnly } from './availability/availability.ts'
-import { type ObjectsReader, objectsReader } from './objects/objects.ts'
+import type { InternalsReads } from './internals/types.ts'
+import { internalsReads } from './internals/reads.ts'
+import type { LogEventReads } from './logs/types.ts'
+import { logEventReads } from './logs/reads.ts'
+import { type AvailabilityReads, isReportOnly } from './availability/types.ts'
+import { availabilityReads } from './availability/reads.ts'
+import type { ObjectReads } from './objects/types.ts'
+import { objectReads } from './objects/reads.ts'
 import { latestSettings, listEvents } from './events/events.ts'
 import { type ServerChangeReads, serverChangeReads } from './events/server-changes.ts'
-import { type SessionHistoryReader, sessionHistoryReader } from './sessions/history.ts'
+import type { SessionHistoryReads } from './sessions/types.ts'
+import { sessionHistoryReads } from './sessions/reads.ts'
 import { planBatch } from './ingest/plan-batch.ts'
 import { listPlans } from './statements/plans.ts'
 import { type IngestEffects, KnownTexts } from './statements/writes.ts'
@@ -28,10 +36,13 @@ import { ClosedHourSums, type QuerySort, listQueryStats, queryDetail } from './s
 import { type SnapshotKind, latestSnapshot } from './snapshots.ts'
 import { type Fragment, ident, join, sql } from './sql.ts'
 import type { Window } from './window.ts'
-import { SqlActions } from './actions/actions.ts'
+import type { ActionStore } from './actions/types.ts'
+import { actionReads } from './actions/reads.ts'
+import { actionWrites } from './actions/writes.ts'
 import { SqlAlertDestinations } from './alerts/destinations.ts'
 import { SqlAlertRouting } from './alerts/routing.ts'
-import { type CustomMetricReads, SqlCustomMetrics } from './custom-metrics/custom-metrics.ts'
+import type { CustomMetricReads } from './custom-metrics/types.ts'
+import { SqlCustomMetricReads } from './custom-metrics/reads.ts'
 import { SqlApiKeys } from './accounts/api-keys.ts'
 import type {
   NewApiKey,
@@ -114,20 +125,20 @@ const databasesLock = (orgId: string) => `dbm:databases:${orgId}`
 const DB_DEFAULTS = { poll_interval_seconds: 10, collect_explain_plans: true, collect_replication: true }
 
 export class SqlStore implements Store {
-  readonly objects: ObjectsReader
-  readonly history: SessionHistoryReader
-  readonly internals: InternalsReader
+  readonly objects: ObjectReads
+  readonly history: SessionHistoryReads
+  readonly internals: InternalsReads
   readonly logEvents: LogEventReads
   readonly serverChanges: ServerChangeReads
   readonly databaseAvailability: AvailabilityReads
-  readonly clickhouse: ClickHouseReader
+  readonly clickhouse: ClickHouseReads
   readonly host: HostReads
   readonly serverSettings: ServerSettingsReads
   readonly monitor: MonitorStore
   readonly diagnoses: DiagnosisStore
   readonly members: MembersStore
   readonly retention: RetentionStore
-  readonly actions: SqlActions
+  readonly actions: ActionStore
   readonly alertDestinations: SqlAlertDestinations
   readonly alertRouting: SqlAlertRouting
   readonly customMetrics: CustomMetricReads
@@ -161,19 +172,19 @@ export class SqlStore implements Store {
     const ownsFile = driver.sqlDialect.soleWriter && !options.reader
     this.apiKeys = new SqlApiKeys(driver, ownsFile ? new Map() : undefined)
     this.closedHours = ownsFile ? new ClosedHourSums() : undefined
-    this.objects = objectsReader(driver)
-    this.history = sessionHistoryReader(driver)
-    this.internals = internalsReader(driver)
-    this.logEvents = logEventStore(driver)
+    this.objects = objectReads(driver)
+    this.history = sessionHistoryReads(driver)
+    this.internals = internalsReads(driver)
+    this.logEvents = logEventReads(driver)
     this.serverChanges = serverChangeReads(driver)
-    this.databaseAvailability = availabilityStore(driver)
-    this.clickhouse = clickhouseReader(driver)
+    this.databaseAvailability = availabilityReads(driver)
+    this.clickhouse = clickhouseReads(driver)
     this.host = new SqlHostReads(driver)
     this.serverSettings = new SqlServerSettingsReads(driver)
-    this.actions = new SqlActions(driver)
+    this.actions = { ...actionReads(driver), ...actionWrites(driver) }
     this.alertDestinations = new SqlAlertDestinations(driver)
     this.alertRouting = new SqlAlertRouting(driver)
-    this.customMetrics = new SqlCustomMetrics(driver)
+    this.customMetrics = new SqlCustomMetricReads(driver)
     this.monitor = monitorStore(driver)
     this.diagnoses = { ...diagnosisReads(driver), ...diagnosisWrites(driver) }
     // A removal or demotion revokes the user's keys in its own transaction: they leave the cache with it.
@@ -599,7 +610,7 @@ export class SqlStore implements Store {
       // The database's last_seen_at goes with the batch's writes, the transaction's last statements (one
       // exchange with COMMIT on PostgreSQL).
       // A report that the database is down (the header and availability only) carries no data: last_seen_at
-      // stays the time of the latest data, and the report's own time is kept by availability/availability.ts.
+      // stays the time of the latest data, and the report's own time is kept by availability/writes.ts.
       if (isReportOnly(batch)) {
         effects = await plan.write(tx, database, [], true)
         return { kind: 'applied', database }

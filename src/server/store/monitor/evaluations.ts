@@ -72,7 +72,7 @@ export interface MonitoredDatabase {
   org_verified: boolean
   /** When the health monitor last diagnosed it (null: never). */
   evaluated_at: number | null
-  /** Since when the agent reports the database up or down (availability/availability.ts); null before any report. */
+  /** Since when the agent reports the database up or down (availability/); null before any report. */
   state_since: number | null
 }
 
