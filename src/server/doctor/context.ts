@@ -106,11 +106,11 @@ export class DoctorContext {
   }
 
   activity(): Promise<Snapshot<ActiveQuery>> {
-    return this.once('activity', () => this.store.objects.activeQueries(this.db.id, MAX_OBJECTS))
+    return this.once('activity', () => this.store.sessions.activeQueries(this.db.id, MAX_OBJECTS))
   }
 
   locks(): Promise<Snapshot<LockEntry>> {
-    return this.once('locks', () => this.store.objects.locks(this.db.id, MAX_OBJECTS))
+    return this.once('locks', () => this.store.sessions.locks(this.db.id, MAX_OBJECTS))
   }
 
   tables(): Promise<TableRow[]> {

@@ -57,7 +57,7 @@ export function sessionHistoryRoutes(deps: Deps) {
       async ({ principal, params, query }) => {
         const db = await databaseFor(deps, principal, params.id)
         const window = parseWindow(query, clock())
-        const { times, more } = await store.history.times(db.id, window.since, window.until, clampLimit('snapshots', query.limit))
+        const { times, more } = await store.sessions.times(db.id, window.since, window.until, clampLimit('snapshots', query.limit))
         return {
           since: rfc3339(window.since),
           until: rfc3339(window.until),
@@ -83,8 +83,8 @@ export function sessionHistoryRoutes(deps: Deps) {
         const db = await databaseFor(deps, principal, params.id, 'postgres')
         const window = parseWindow(query, clock())
         const [chains, latest] = await Promise.all([
-          store.history.chains(db.id, window.since, window.until, clampLimit('lock_chains', query.limit), query.order ?? 'started'),
-          store.history.latestTime(db.id),
+          store.sessions.chains(db.id, window.since, window.until, clampLimit('lock_chains', query.limit), query.order ?? 'started'),
+          store.sessions.latestTime(db.id),
         ])
         return chains.map((c) => chainView(c, latest))
       },

@@ -27,8 +27,8 @@ import type { ObjectReads } from './objects/types.ts'
 import { objectReads } from './objects/reads.ts'
 import { latestSettings, listEvents } from './events/events.ts'
 import { type ServerChangeReads, serverChangeReads } from './events/server-changes.ts'
-import type { SessionHistoryReads } from './sessions/types.ts'
-import { sessionHistoryReads } from './sessions/reads.ts'
+import type { SessionReads } from './sessions/types.ts'
+import { sessionReads } from './sessions/reads.ts'
 import { planBatch } from './ingest/plan-batch.ts'
 import { listPlans } from './statements/plans.ts'
 import { type IngestEffects, KnownTexts } from './statements/writes.ts'
@@ -126,7 +126,7 @@ const DB_DEFAULTS = { poll_interval_seconds: 10, collect_explain_plans: true, co
 
 export class SqlStore implements Store {
   readonly objects: ObjectReads
-  readonly history: SessionHistoryReads
+  readonly sessions: SessionReads
   readonly internals: InternalsReads
   readonly logEvents: LogEventReads
   readonly serverChanges: ServerChangeReads
@@ -173,7 +173,7 @@ export class SqlStore implements Store {
     this.apiKeys = new SqlApiKeys(driver, ownsFile ? new Map() : undefined)
     this.closedHours = ownsFile ? new ClosedHourSums() : undefined
     this.objects = objectReads(driver)
-    this.history = sessionHistoryReads(driver)
+    this.sessions = sessionReads(driver)
     this.internals = internalsReads(driver)
     this.logEvents = logEventReads(driver)
     this.serverChanges = serverChangeReads(driver)

@@ -17,7 +17,7 @@ import type { InternalsReads } from './internals/types.ts'
 import type { LogEventReads } from './logs/types.ts'
 import type { ObjectReads } from './objects/types.ts'
 import type { ServerChangeReads } from './events/server-changes.ts'
-import type { SessionHistoryReads } from './sessions/types.ts'
+import type { SessionReads } from './sessions/types.ts'
 import type { SnapshotKind } from './snapshots.ts'
 import type { DbEvent } from './events/events.ts'
 import type { StoredPlan } from './statements/plans.ts'
@@ -55,10 +55,10 @@ export interface Store extends ApiKeyStore, AccountReads, AccountWrites, Databas
   ping(): Promise<void>
   /** PostgreSQL only: the store's outage episodes (the SQLite file is this process's own). */
   readonly availability?: StoreAvailability
-  /** Reads of tables, indexes, active queries and locks (objects/). */
+  /** Reads of tables and indexes (objects/). */
   readonly objects: ObjectReads
-  /** Session and lock history: snapshots at a time, their times, lock chains (sessions/). */
-  readonly history: SessionHistoryReads
+  /** Sessions and locks: the latest snapshot, the kept ones at a time, their times, lock chains (sessions/). */
+  readonly sessions: SessionReads
   /** Reads of waits, replication, bgwriter, WAL, I/O and database statistics (internals/). */
   readonly internals: InternalsReads
   /** Whether each database answers its agent: its state, outages and agent silences (availability/; ingest writes them in planBatch). */

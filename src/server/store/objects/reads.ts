@@ -1,11 +1,8 @@
-// Reads of tables and indexes (their latest rows, sorted and filtered in SQL, and their series at the
-// resolution a window asks for), and of the latest active queries and locks (snapshots.ts). How the rows
-// are kept, and why they read exactly: buckets.ts.
+// Reads of tables and indexes: their latest rows, sorted and filtered in SQL, and their series at the
+// resolution a window asks for. How the rows are kept, and why they read exactly: buckets.ts.
 import { INDEX_COUNTERS, INDEX_GAUGES, TABLE_COUNTERS, TABLE_GAUGES } from '../../../shared/families.ts'
-import type { ActiveQuery, LockEntry } from '../../../shared/wire.ts'
 import type { SqlDriver } from '../driver.ts'
 import { unusedIndexMinBytes } from '../../limits.ts'
-import { latestSnapshot } from '../snapshots.ts'
 import { hourlyRowsSql } from './hours.ts'
 import { readMarks } from '../rollups/rollups.ts'
 import { HOUR_MS, floorTo, seriesResolution, type Window } from '../window.ts'
@@ -17,7 +14,6 @@ import {
   type ObjectReads,
   type Point,
   type Series,
-  type Snapshot,
   TABLE_POINT_FIELDS,
   type TableRow,
   type TableSort,
@@ -173,32 +169,9 @@ async function series<C extends string>(
   return { resolution, points }
 }
 
-/** Longest first; unknown durations last. */
-function byDurationDesc(a: { duration_ms: number | null }, b: { duration_ms: number | null }): number {
-  return (b.duration_ms ?? -1) - (a.duration_ms ?? -1)
-}
-
-async function snapshot<T>(driver: SqlDriver, databaseId: string, kind: 'activity' | 'locks'): Promise<Snapshot<T>> {
-  const found = await latestSnapshot(driver, databaseId, kind)
-  return found ? { ts: found.ts, entries: Array.isArray(found.payload) ? (found.payload as T[]) : [] } : { ts: null, entries: [] }
-}
-
-/** Reads for the routes of tables, indexes, active queries and locks. */
+/** Reads for the routes of tables and indexes. */
 export function objectReads(driver: SqlDriver): ObjectReads {
   return {
-    /** The latest active sessions, longest running first. */
-    async activeQueries(databaseId: string, limit: number): Promise<Snapshot<ActiveQuery>> {
-      const found = await snapshot<ActiveQuery>(driver, databaseId, 'activity')
-      return { ts: found.ts, entries: found.entries.sort(byDurationDesc).slice(0, limit) }
-    },
-
-    /** The latest locks, the ones waited for first, then the longest held. */
-    async locks(databaseId: string, limit: number): Promise<Snapshot<LockEntry>> {
-      const found = await snapshot<LockEntry>(driver, databaseId, 'locks')
-      const order = (a: LockEntry, b: LockEntry) => Number(a.granted) - Number(b.granted) || byDurationDesc(a, b) || a.pid - b.pid
-      return { ts: found.ts, entries: found.entries.sort(order).slice(0, limit) }
-    },
-
     async listTables(databaseId: string, sort: TableSort, limit: number): Promise<TableRow[]> {
       const rows = await driver.all(
         `SELECT * FROM ${latestRowsSql(TABLE_BUCKETS)} WHERE database_id = $1 ${orderBy(TABLE_ORDER[sort], 'schema_name, table_name')} LIMIT $2`,

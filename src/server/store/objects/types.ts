@@ -1,9 +1,9 @@
-// The store's contract for tables and indexes (their latest rows and series) and the latest active
-// queries and locks: records and interfaces. reads.ts implements ObjectReads, writes.ts ObjectWrites
+// The store's contract for tables and indexes (their latest rows and series): records and interfaces
+// (the latest active sessions and locks are sessions/). reads.ts implements ObjectReads, writes.ts ObjectWrites
 // (ingest); buckets.ts says how the rows are kept.
 import type { IndexCounter, IndexGauge, TableCounter, TableGauge } from '../../../shared/families.ts'
 import { INDEX_COUNTERS, INDEX_GAUGES, TABLE_COUNTERS, TABLE_GAUGES } from '../../../shared/families.ts'
-import type { ActiveQuery, IngestBatch, LockEntry } from '../../../shared/wire.ts'
+import type { IngestBatch } from '../../../shared/wire.ts'
 import type { Reads, Writes } from '../ingest/batch.ts'
 import type { RollupMarks } from '../rollups/rollups.ts'
 import type { Window } from '../window.ts'
@@ -54,18 +54,8 @@ export const INDEX_POINT_FIELDS = [...INDEX_COUNTERS, ...INDEX_GAUGES] as const
 export type TablePointField = (typeof TABLE_POINT_FIELDS)[number]
 export type IndexPointField = (typeof INDEX_POINT_FIELDS)[number]
 
-export interface Snapshot<T> {
-  /** When the agent took it; null when no batch carried the section yet. */
-  ts: number | null
-  entries: T[]
-}
-
-/** Reads of tables, indexes, active queries and locks. */
+/** Reads of tables and indexes. */
 export interface ObjectReads {
-  /** The latest active sessions, longest running first. */
-  activeQueries(databaseId: string, limit: number): Promise<Snapshot<ActiveQuery>>
-  /** The latest locks, the ones waited for first, then the longest held. */
-  locks(databaseId: string, limit: number): Promise<Snapshot<LockEntry>>
   listTables(databaseId: string, sort: TableSort, limit: number): Promise<TableRow[]>
   table(databaseId: string, schema: string, name: string): Promise<TableRow | undefined>
   tableSeries(databaseId: string, schema: string, name: string, window: Window): Promise<Series<TablePointField>>

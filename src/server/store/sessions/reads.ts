@@ -1,9 +1,10 @@
-// Reads of session and lock history: the kept snapshot at a time, the snapshot times of a window, and
-// the lock chains of a window with their members.
+// Reads of sessions and locks: the latest snapshot (kept by snapshots.ts), the kept snapshot at a time,
+// the snapshot times of a window, and the lock chains of a window with their members.
 import type { ActiveQuery, LockEntry } from '../../../shared/wire.ts'
 import type { SqlDriver } from '../driver.ts'
+import { latestSnapshot } from '../snapshots.ts'
 import { unpack } from './packed.ts'
-import type { SessionHistoryReads, SnapshotTime, StoredChain, StoredChainMember } from './types.ts'
+import type { SessionReads, Snapshot, SnapshotTime, StoredChain, StoredChainMember } from './types.ts'
 
 const num = (v: unknown) => Number(v)
 /** A stored start time, never before the epoch (rows written before the wire bounded durations may hold one). */
@@ -12,6 +13,17 @@ const startTime = (v: unknown) => Math.max(0, Number(v))
 /** Longest first; unknown durations last. */
 function byDurationDesc(a: { duration_ms: number | null }, b: { duration_ms: number | null }): number {
   return (b.duration_ms ?? -1) - (a.duration_ms ?? -1)
+}
+
+/** Locks waited for first, then the longest held, then by pid. */
+function lockOrder(a: LockEntry, b: LockEntry): number {
+  return Number(a.granted) - Number(b.granted) || byDurationDesc(a, b) || a.pid - b.pid
+}
+
+/** The latest snapshot of activity or locks, as `snapshots` keeps it. */
+async function latest<T>(driver: SqlDriver, databaseId: string, kind: 'activity' | 'locks'): Promise<Snapshot<T>> {
+  const found = await latestSnapshot(driver, databaseId, kind)
+  return found ? { ts: found.ts, entries: Array.isArray(found.payload) ? (found.payload as T[]) : [] } : { ts: null, entries: [] }
 }
 
 function parseArray<T>(text: unknown): T[] {
@@ -24,8 +36,8 @@ function parseArray<T>(text: unknown): T[] {
   }
 }
 
-/** Reads for the routes: a snapshot at a time, the snapshot times of a window, the chains of a window. */
-export function sessionHistoryReads(driver: SqlDriver): SessionHistoryReads {
+/** Reads for the routes: the latest snapshot, a snapshot at a time, the snapshot times of a window, the chains of a window. */
+export function sessionReads(driver: SqlDriver): SessionReads {
   async function at<T>(databaseId: string, column: 'activity' | 'locks', time: number): Promise<{ ts: number | null; entries: T[] }> {
     const row = await driver.get<{ ts: number; payload: string }>(
       `SELECT ts, ${column} AS payload FROM session_snapshots WHERE database_id = $1 AND ts <= $2 AND ${column} IS NOT NULL ORDER BY ts DESC LIMIT 1`,
@@ -34,6 +46,14 @@ export function sessionHistoryReads(driver: SqlDriver): SessionHistoryReads {
     return row ? { ts: num(row.ts), entries: parseArray<T>(row.payload) } : { ts: null, entries: [] }
   }
   return {
+    async activeQueries(databaseId: string, limit: number) {
+      const found = await latest<ActiveQuery>(driver, databaseId, 'activity')
+      return { ts: found.ts, entries: found.entries.sort(byDurationDesc).slice(0, limit) }
+    },
+    async locks(databaseId: string, limit: number) {
+      const found = await latest<LockEntry>(driver, databaseId, 'locks')
+      return { ts: found.ts, entries: found.entries.sort(lockOrder).slice(0, limit) }
+    },
     /** The sessions of the kept snapshot at or before `time`, longest running first (as the latest snapshot's). */
     async activityAt(databaseId: string, time: number, limit: number) {
       const found = await at<ActiveQuery>(databaseId, 'activity', time)
@@ -42,8 +62,7 @@ export function sessionHistoryReads(driver: SqlDriver): SessionHistoryReads {
     /** The locks (those that wait or block) of the kept snapshot at or before `time`, waiting ones first, then the longest held. */
     async locksAt(databaseId: string, time: number, limit: number) {
       const found = await at<LockEntry>(databaseId, 'locks', time)
-      const order = (a: LockEntry, b: LockEntry) => Number(a.granted) - Number(b.granted) || byDurationDesc(a, b) || a.pid - b.pid
-      return { ts: found.ts, entries: found.entries.sort(order).slice(0, limit) }
+      return { ts: found.ts, entries: found.entries.sort(lockOrder).slice(0, limit) }
     },
 
     /** The kept snapshots' times in [since, until], the latest `limit` of them, oldest first; `more` when some earlier ones were left out. */

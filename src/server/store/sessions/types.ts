@@ -11,7 +11,9 @@
 // sessionHistoryLimits.everyPollMs; then only the snapshots where a session had waited for a lock
 // longWaitMs or a statement or transaction had run longMs, and the chains that lasted longWaitMs; none
 // past the organization's retention. Members go with their chain. docs/session-history.md says why.
-// Records and interfaces here; reads.ts implements SessionHistoryReads, writes.ts SessionHistoryWrites.
+// The latest snapshot of activity and locks is `snapshots`' (snapshots.ts), read here for the live pages.
+// Records and interfaces here; reads.ts implements SessionReads, writes.ts SessionWrites; lock-chains.ts
+// finds the chains in a snapshot.
 import type { ActiveQuery, IngestBatch, LockEntry } from '../../../shared/wire.ts'
 import type { Writes } from '../ingest/batch.ts'
 
@@ -51,12 +53,22 @@ export interface StoredChain {
   members: StoredChainMember[]
 }
 
-/** Session and lock history: snapshots at a time, their times, lock chains. */
-export interface SessionHistoryReads {
+/** The latest snapshot of a section (activity, locks): when the agent took it (null: no batch carried it yet), and its entries. */
+export interface Snapshot<T> {
+  ts: number | null
+  entries: T[]
+}
+
+/** Reads of sessions and locks: the latest snapshot (the live pages), the kept ones at a time, their times, lock chains. */
+export interface SessionReads {
+  /** The latest active sessions, longest running first. */
+  activeQueries(databaseId: string, limit: number): Promise<Snapshot<ActiveQuery>>
+  /** The latest locks, the ones waited for first, then the longest held. */
+  locks(databaseId: string, limit: number): Promise<Snapshot<LockEntry>>
   /** The sessions of the kept snapshot at or before `time`, longest running first (as the latest snapshot's). */
-  activityAt(databaseId: string, time: number, limit: number): Promise<{ ts: number | null; entries: ActiveQuery[] }>
+  activityAt(databaseId: string, time: number, limit: number): Promise<Snapshot<ActiveQuery>>
   /** The locks (those that wait or block) of the kept snapshot at or before `time`, waiting ones first, then the longest held. */
-  locksAt(databaseId: string, time: number, limit: number): Promise<{ ts: number | null; entries: LockEntry[] }>
+  locksAt(databaseId: string, time: number, limit: number): Promise<Snapshot<LockEntry>>
   /** The kept snapshots' times in [since, until], the latest `limit` of them, oldest first; `more` when some earlier ones were left out. */
   times(databaseId: string, since: number, until: number, limit: number): Promise<{ times: SnapshotTime[]; more: boolean }>
   /** The latest kept snapshot's time (null: none). */
@@ -70,7 +82,7 @@ export interface SessionHistoryReads {
 }
 
 /** Session and lock history at ingest. */
-export interface SessionHistoryWrites {
+export interface SessionWrites {
   /** The batch's history rows: its snapshot, and the chains it shows with their members (nothing without activity or locks). */
   applySessionHistory(writes: Writes, databaseId: string, batch: IngestBatch): void
 }

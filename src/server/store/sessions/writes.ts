@@ -6,7 +6,7 @@ import { sessionHistoryLimits } from '../../limits.ts'
 import { type ChainSample, clip, compactLocks, lockChains } from './lock-chains.ts'
 import type { Writes } from '../ingest/batch.ts'
 import { pack } from './packed.ts'
-import type { SessionHistoryWrites } from './types.ts'
+import type { SessionWrites } from './types.ts'
 
 /** The longest statement or open transaction of the snapshot, in ms (null: no session). */
 function longest(ts: number, activity: readonly ActiveQuery[]): number | null {
@@ -132,4 +132,4 @@ export async function compactSessionHistory(
   return deleted
 }
 
-export const sessionHistoryWrites = { applySessionHistory } satisfies SessionHistoryWrites
+export const sessionWrites = { applySessionHistory } satisfies SessionWrites
