@@ -2,7 +2,7 @@
 // tokens and sessions, and the rate limits every process on the store shares. Changes that must not
 // race each other take a lock (signup, a user's e-mail tokens, a user's refresh tokens, a rate key).
 import type { SqlDriver } from '../driver.ts'
-import { num } from './rows.ts'
+import { num } from '../rows.ts'
 import { type AccountWrites, EmailTakenError, type EmailTokenKind, type LimitResult, type Organization, type RotateResult, SignupClosedError, type User } from './types.ts'
 
 /** The lock held while a user's e-mail tokens are replaced. */

@@ -2,7 +2,7 @@
 // make of it), the listener's row, and the rules both reads and writes apply (the running grace).
 import { ACTION_KINDS } from '../../../shared/action-kinds.ts'
 import type { ActionKind } from '../../../shared/wire.ts'
-import { num, numOrNull } from '../accounts/rows.ts'
+import { num, numOrNull } from '../rows.ts'
 import type { ActionListener, ActionRequest, ActionResult, StoredAction } from './types.ts'
 
 export const COLUMNS = 'id, org_id, database_id, kind, state, request, requested_by, requested_at, expires_at, claimed_at, finished_at, result'

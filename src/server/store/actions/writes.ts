@@ -2,7 +2,7 @@
 // finishing, expiring, the agent's listener, the audit event; and which rows retention sweeps.
 import { actionClass } from '../../../shared/action-kinds.ts'
 import type { ActionKind } from '../../../shared/wire.ts'
-import { num } from '../accounts/rows.ts'
+import { num } from '../rows.ts'
 import type { SqlDriver } from '../driver.ts'
 import { recordEventsNow } from '../events/record.ts'
 import type { DbEvent } from '../events/types.ts'

@@ -9,9 +9,8 @@ import type { SqlDriver } from '../driver.ts'
 import { alertEvent, recordEventsNow } from '../events/record.ts'
 import { sql } from '../sql.ts'
 import type { Alert, AlertChanges, AlertConsequence, AlertInput, AlertNotification, AlertReads, AlertStatus, AlertWrites, NotificationChannel, NotificationEvent } from './types.ts'
+import { num, numOrNull } from '../rows.ts'
 
-const num = (v: unknown) => Number(v)
-const numOrNull = (v: unknown) => (v === null || v === undefined ? null : Number(v))
 /** The health monitor's lock of one database (shared with monitor/evaluations.ts's recommendations). */
 export const healthLockFor = (databaseId: string) => `dbm:health:${databaseId}`
 

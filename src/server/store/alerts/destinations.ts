@@ -4,7 +4,7 @@
 // signing secret, routing key, API key, or a URL that is itself the credential), which only the
 // delivery reads. Reads (the routes' lists, the monitor's enabled destinations) are apart from writes
 // (the routes' changes, and each delivery's outcome and counts).
-import { num, numOrNull } from '../accounts/rows.ts'
+import { num, numOrNull } from '../rows.ts'
 import type { SqlDriver } from '../driver.ts'
 import { UniqueViolation } from '../driver.ts'
 import { consequencesOf } from './alerts.ts'

@@ -1,7 +1,7 @@
 // Reads of the databases' availability: the state of one database or of an organization's, and the
 // outages and agent silences that overlap a window.
 import type { AvailabilityCause } from '../../../shared/wire.ts'
-import { num, numOrNull } from '../accounts/rows.ts'
+import { num, numOrNull } from '../rows.ts'
 import type { SqlDriver } from '../driver.ts'
 import type { AgentSilence, AvailabilityReads, AvailabilitySpans, AvailabilityState, Outage } from './types.ts'
 

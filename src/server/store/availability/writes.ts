@@ -2,7 +2,7 @@
 // reopens an outage with its event, a report of up closes it; state rows and agent silences (types.ts
 // says the rules).
 import type { AvailabilityCause } from '../../../shared/wire.ts'
-import { num, numOrNull } from '../accounts/rows.ts'
+import { num, numOrNull } from '../rows.ts'
 import { availabilityLimits } from '../../limits.ts'
 import { toState } from './reads.ts'
 import { type AvailabilityWrites, causeText, isReportOnly } from './types.ts'

@@ -4,8 +4,7 @@ import type { SqlDriver } from '../driver.ts'
 import type { Intervals, MetricPoint } from '../internals/types.ts'
 import { metricSeries } from '../internals/reads.ts'
 import { CUSTOM_SOURCE, type CustomMetric, type CustomMetricAlert, type CustomMetricReads, type CustomSeries } from './types.ts'
-
-const num = (v: unknown) => (v === null || v === undefined ? null : Number(v))
+import { numOrNull } from '../rows.ts'
 
 function parseJson<T>(text: unknown, fallback: T): T {
   try {
@@ -26,7 +25,7 @@ function toMetric(r: Record<string, unknown>): CustomMetric {
     description: (r.description as string | null) ?? null,
     alert: parseJson<CustomMetricAlert | null>(r.alert, null),
     last_error: (r.last_error as string | null) ?? null,
-    last_error_at: num(r.last_error_at),
+    last_error_at: numOrNull(r.last_error_at),
     error_count: Number(r.error_count ?? 0),
     updated_at: Number(r.updated_at),
   }
@@ -39,9 +38,9 @@ function toSeries(r: Record<string, unknown>): CustomSeries {
     name: String(r.name),
     column: String(r.column_name),
     labels: parseJson<Record<string, string>>(r.labels, {}),
-    value: num(r.value),
-    value_at: num(r.value_at),
-    raw_value: num(r.raw_value),
+    value: numOrNull(r.value),
+    value_at: numOrNull(r.value_at),
+    raw_value: numOrNull(r.raw_value),
     seen_at: Number(r.seen_at),
   }
 }

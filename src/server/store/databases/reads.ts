@@ -1,5 +1,5 @@
 // Reads of an organization's registered databases (databases/types.ts DatabaseReads).
-import { num } from '../accounts/rows.ts'
+import { num } from '../rows.ts'
 import type { SqlDriver } from '../driver.ts'
 import { toDatabase } from './rows.ts'
 import type { DatabaseReads, RegisteredDatabase } from './types.ts'

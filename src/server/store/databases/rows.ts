@@ -1,6 +1,6 @@
 // A databases row as the stores give it (SQLite integers, PostgreSQL BIGINT strings, JSON text) made
 // into its record: read by the list and by ingest.
-import { num, numOrNull } from '../accounts/rows.ts'
+import { num, numOrNull } from '../rows.ts'
 import type { RegisteredDatabase } from './types.ts'
 
 export function toDatabase(r: any): RegisteredDatabase {

@@ -2,7 +2,7 @@
 // an agent's first batch (registerFromBatch, in the ingest's transaction). Registrations of one
 // organization take its lock, so concurrent ones count each other against a limit.
 import type { IngestBatch } from '../../../shared/wire.ts'
-import { num } from '../accounts/rows.ts'
+import { num } from '../rows.ts'
 import type { SqlDriver } from '../driver.ts'
 import { type Fragment, ident, join, sql } from '../sql.ts'
 import { getDatabase } from './reads.ts'

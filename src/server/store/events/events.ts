@@ -34,6 +34,7 @@ import type { Window } from '../window.ts'
 import type { Reads, Writes } from '../ingest/batch.ts'
 import { alertEvent, dbLink, iso, recordEvents } from './record.ts'
 import type { DbEvent, EventKind } from './types.ts'
+import { numOrNull } from '../rows.ts'
 
 export type { DbEvent, EventKind } from './types.ts'
 
@@ -73,7 +74,6 @@ interface Baseline {
   indexes_digest: string | null
 }
 
-const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v))
 /** A JSON column's value; null when absent or not JSON (then the next batch starts it afresh). */
 function json<T>(v: unknown): T | null {
   if (v === null || v === undefined) return null

@@ -24,6 +24,7 @@ import {
   type SlotLagPoint,
   type WaitPoint,
 } from './types.ts'
+import { num, numOrNull } from '../rows.ts'
 
 const QUIET_SKIPPED: ReadonlySet<MetricSource> = new Set(COUNTER_SOURCES)
 
@@ -43,9 +44,6 @@ function sourceRows(intervals: Intervals): Fragment {
   return sql`(resolution = 60 AND bucket >= ${floorTo(intervals.since, MINUTE_MS)} AND bucket < ${intervals.until})`
 }
 
-const toNumber = (v: unknown) => Number(v)
-const toNullable = (v: unknown) => (v === null || v === undefined ? null : Number(v))
-
 async function waits(driver: SqlDriver, databaseId: string, intervals: Intervals): Promise<WaitPoint[]> {
   const q = sql`SELECT ts, wait_event_type, wait_event, ${driver.sqlDialect.readSum(sql`count`)} AS count, SUM(total_duration_ms) AS total_duration_ms FROM (
        SELECT bucket - (bucket % ${intervals.bucketSeconds * 1000}) AS ts, wait_event_type, wait_event, count, total_duration_ms
@@ -53,11 +51,11 @@ async function waits(driver: SqlDriver, databaseId: string, intervals: Intervals
      ) b GROUP BY ts, wait_event_type, wait_event ORDER BY ts, wait_event_type, wait_event`
   const found = await driver.all(q.sql, q.params)
   return found.map((r) => ({
-    ts: toNumber(r.ts),
+    ts: num(r.ts),
     wait_event_type: String(r.wait_event_type),
     wait_event: String(r.wait_event),
-    count: toNumber(r.count),
-    total_duration_ms: toNumber(r.total_duration_ms),
+    count: num(r.count),
+    total_duration_ms: num(r.total_duration_ms),
   }))
 }
 
@@ -68,9 +66,9 @@ async function replicationHistory(driver: SqlDriver, databaseId: string, interva
      ) b GROUP BY ts ORDER BY ts`
   const found = await driver.all(q.sql, q.params)
   return found.map((r) => ({
-    ts: toNumber(r.ts),
-    replication_lag_bytes: toNullable(r.replication_lag_bytes),
-    replication_lag_seconds: toNullable(r.replication_lag_seconds),
+    ts: num(r.ts),
+    replication_lag_bytes: numOrNull(r.replication_lag_bytes),
+    replication_lag_seconds: numOrNull(r.replication_lag_seconds),
   }))
 }
 
@@ -80,18 +78,18 @@ async function slotHistory(driver: SqlDriver, databaseId: string, intervals: Int
        FROM replication_slot_lag WHERE database_id = ${databaseId} AND ${sourceRows(intervals)}
      ) b GROUP BY ts, slot_name ORDER BY ts, slot_name`
   const found = await driver.all(q.sql, q.params)
-  return found.map((r) => ({ ts: toNumber(r.ts), slot_name: String(r.slot_name), lag_bytes: toNumber(r.lag_bytes) }))
+  return found.map((r) => ({ ts: num(r.ts), slot_name: String(r.slot_name), lag_bytes: num(r.lag_bytes) }))
 }
 
 /** Adds rows of (ts, subject, metric, value) to points keyed by interval and subject, in order. */
 function collectPoints(points: Map<string, MetricPoint>, rows: Record<string, unknown>[]) {
   for (const r of rows) {
-    const ts = toNumber(r.ts)
+    const ts = num(r.ts)
     const subject = String(r.subject)
     const key = JSON.stringify([ts, subject])
     let point = points.get(key)
     if (!point) points.set(key, (point = { ts, subject, values: {} }))
-    point.values[String(r.metric)] = toNumber(r.value)
+    point.values[String(r.metric)] = num(r.value)
   }
 }
 
@@ -149,7 +147,7 @@ export async function readLatest<T>(driver: SqlDriver, table: LatestTable, datab
     `SELECT ts, interval_seconds, payload FROM ${table} WHERE database_id = $1 AND kind = $2`,
     [databaseId, kind],
   )
-  return row ? { ts: toNumber(row.ts), interval_seconds: toNumber(row.interval_seconds), payload: JSON.parse(row.payload) as T } : undefined
+  return row ? { ts: num(row.ts), interval_seconds: num(row.interval_seconds), payload: JSON.parse(row.payload) as T } : undefined
 }
 
 const latest = <T>(driver: SqlDriver, databaseId: string, kind: LatestKind) => readLatest<T>(driver, 'internals_latest', databaseId, kind)

@@ -10,6 +10,7 @@ import type { Severity } from '../../../shared/api/common.ts'
 import type { SqlDriver } from '../driver.ts'
 import { alertReads, alertWrites, consequencesOf, healthLockFor } from '../alerts/alerts.ts'
 import type { Alert, AlertReads, AlertWrites, NotificationChannel, NotificationEvent } from '../alerts/types.ts'
+import { num, numOrNull } from '../rows.ts'
 
 export type { Alert, AlertConsequence, AlertInput, AlertNotification, NotificationChannel, NotificationEvent } from '../alerts/types.ts'
 /** A finding's severity: the API's (src/shared/api/doctor.ts), not a copy of it. */
@@ -109,8 +110,6 @@ export interface DiagnosisSummary {
   active_queries: number | null
 }
 
-const num = (v: unknown) => Number(v)
-const numOrNull = (v: unknown) => (v === null || v === undefined ? null : Number(v))
 const lockFor = healthLockFor
 
 const STATUS_SQL: Record<RecordStatus, string> = {

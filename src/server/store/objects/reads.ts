@@ -18,6 +18,7 @@ import {
   type TableRow,
   type TableSort,
 } from './types.ts'
+import { numOrNull } from '../rows.ts'
 
 /** Largest first; unknown values last; ties by name, so the order is stable. */
 const TABLE_ORDER: Record<TableSort, string> = {
@@ -34,7 +35,6 @@ const INDEX_ORDER: Record<IndexSort, string> = { size: 'size_bytes', scans: 'idx
 
 const orderBy = (column: string, names: string) => `ORDER BY ${column} IS NULL, ${column} DESC, ${names}`
 
-const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v))
 const boolOrNull = (v: unknown): boolean | null => (v === null || v === undefined ? null : Boolean(v))
 
 /**

@@ -5,8 +5,8 @@ import type { SqlDriver } from '../driver.ts'
 import { latestSnapshot } from '../snapshots.ts'
 import { unpack } from './packed.ts'
 import type { SessionReads, Snapshot, SnapshotTime, StoredChain, StoredChainMember } from './types.ts'
+import { num } from '../rows.ts'
 
-const num = (v: unknown) => Number(v)
 /** A stored start time, never before the epoch (rows written before the wire bounded durations may hold one). */
 const startTime = (v: unknown) => Math.max(0, Number(v))
 
