@@ -158,8 +158,8 @@ export class SqlStore implements Store {
     return this.driver.ping()
   }
 
-  get availability() {
-    return this.driver.availability
+  get reachability() {
+    return this.driver.reachability
   }
 
   get dialect() {

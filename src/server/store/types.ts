@@ -1,5 +1,5 @@
 import type { IngestBatch } from '../../shared/wire.ts'
-import type { StoreAvailability } from './reachability.ts'
+import type { StoreReachability } from './reachability.ts'
 import type { AvailabilityReads } from './availability/types.ts'
 import type { ActionStore } from './actions/types.ts'
 import type { ApiKeyStore } from './accounts/api-keys.ts'
@@ -54,7 +54,7 @@ export interface Store extends ApiKeyStore, AccountReads, AccountWrites, Databas
   /** A trivial query, for health checks: resolves when the store answers it. */
   ping(): Promise<void>
   /** PostgreSQL only: the store's outage episodes (the SQLite file is this process's own). */
-  readonly availability?: StoreAvailability
+  readonly reachability?: StoreReachability
   /** Reads of tables and indexes (objects/). */
   readonly objects: ObjectReads
   /** Sessions and locks: the latest snapshot, the kept ones at a time, their times, lock chains (sessions/). */

@@ -13,7 +13,7 @@
 // refused until one is taken or expires, so a member cannot fill the store, and an agent that comes back
 // finds no backlog of kills. The count and the insert are one transaction under a lock of the database's
 // actions, so several serve processes on one PostgreSQL store never go past it. Finished actions go with
-// the organization's retention (sweepActions, from the health monitor's retention pass), as its events do.
+// the organization's retention (sweepActions, from the monitor's retention pass), as its events do.
 // What the agent allows is recorded from the database's own agent key only (heardListener): the first key
 // to long-poll for it, until that one falls silent; the long-polls and results of any other key of the
 // organization are refused by the route.

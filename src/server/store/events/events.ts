@@ -4,7 +4,7 @@
 //   tables and indexes appeared, disappeared or became valid, settings changed, statistics were reset, the
 //   agent connected (its first batch, a restart, or a batch after a gap) and had been away. Kept in
 //   `events` (migration 11), swept by retention like other telemetry;
-// - alerts opened and resolved, written by the health monitor in the transaction that opens or resolves
+// - alerts opened and resolved, written by the monitor in the transaction that opens or resolves
 //   the alert (alerts/alerts.ts through record.ts's recordEventsNow and alertEvent), with the title and detail the alert
 //   had at that moment: an opening keeps the rule's text at opening, a resolution the text of the alert's
 //   last evaluation while open. Alerts opened before this version have no such rows: for them (and only

@@ -184,7 +184,7 @@ export interface RetentionStore {
   sweepBatchIds: (before: number, batch: number) => Promise<number>;
 }
 
-/** Reads and deletes of retention, for the health monitor. `swept` hears of each database swept. */
+/** Reads and deletes of retention, for the monitor. `swept` hears of each database swept. */
 export function retentionStore(driver: SqlDriver, swept: (databaseId: string) => void = () => {}): RetentionStore {
   return {
     /** Every database with its organization's verification (which decides its retention). */
