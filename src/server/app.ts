@@ -1,5 +1,6 @@
-// The Elysia application: body parsing with size caps, a cap on the request's headers, auth rate limits
-// by path, the one error handler that answers {"error": ...} (503 while the store cannot be reached),
+// The Elysia application: body parsing with size caps, a cap on the request's headers, the cap on
+// ingests in flight (ingest-admission.ts: shed with 503 before the body is read), auth rate limits by
+// path, the one error handler that answers {"error": ...} (503 while the store cannot be reached),
 // the security headers on every response, /healthz (which asks the store), GET /metrics (Prometheus: the
 // server's figures for DBM_METRICS_TOKEN, an organization's own for its key), the dashboard's files, and
 // the route modules. `dbm serve` and the tests both build the app through createApp, so tests exercise
@@ -10,6 +11,7 @@ import { checkOrigin } from './auth/principal.ts'
 import { type Deps, clientAddress } from './context.ts'
 import { healthz, signupGate } from './healthz.ts'
 import { HttpError, tooManyRequests } from './http-error.ts'
+import { IngestAdmission } from './ingest-admission.ts'
 import { parseJsonBody } from './json-body.ts'
 import { rateLimitSubject } from './rate-limit-address.ts'
 import { type RateLimitedEndpoint, authRateLimits, bodyLimits, headerLimits } from './limits.ts'
@@ -120,6 +122,8 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
   deps.streams ??= new Set()
   /** When each ingest request arrived (performance.now()), for its status and time in the metrics. */
   const ingestStarts = new WeakMap<Request, number>()
+  // Ingests in flight are capped; past the cap a batch is refused from its headers (ingest-admission.ts).
+  const admission = (deps.ingestAdmission ??= new IngestAdmission(log))
   logStoreOutages(deps.store, log)
   const signupClosed = signupGate(deps)
   // Bun answers requests past its own limits before the app sees them, with an empty body and no hook
@@ -143,7 +147,9 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
       if (request.method !== 'POST') return
       const path = canonicalPath(new URL(request.url).pathname)
       if (path === INGEST_PATH) {
-        ingestStarts.set(request, performance.now())
+        const now = performance.now()
+        ingestStarts.set(request, now)
+        admission.admit(request, now)
         return
       }
       if (path.startsWith('/api/v1/auth/')) checkOrigin(deps, request)
@@ -202,7 +208,10 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
     })
     .onAfterResponse(({ request, set }) => {
       const ingestStart = ingestStarts.get(request)
-      if (ingestStart !== undefined) observeIngest(Number(set.status ?? 200), ingestStart)
+      if (ingestStart !== undefined) {
+        admission.release(request)
+        observeIngest(Number(set.status ?? 200), ingestStart)
+      }
       if (log.enabled('debug')) {
         log.debug('request', { method: request.method, path: new URL(request.url).pathname, status: Number(set.status ?? 200) })
       }

@@ -93,6 +93,36 @@ export const unknownIngestFields = { distinctPaths: 64, named: 8, namedChars: 10
  */
 export const ingestClockSkewMs = 10 * MINUTE
 
+/**
+ * Admission of ingests in one serve process (ingest-admission.ts): at most `inFlight` batches admitted
+ * and not yet answered, holding at most `bodyBytes` of declared bodies (one is always admitted); past
+ * either, a 503 with Retry-After drawn from `retryAfterSeconds` (inclusive range, spread so the refused
+ * come back spread). Backlog (a batch the agent sends from its buffer, X-Dbm-Batch-Age at least
+ * `backlogAgeSeconds`) meets the lower marks, so current batches keep their room while a fleet's buffers
+ * drain after a restart. A body of unknown length counts as `unknownBodyBytes`.
+ */
+export const ingestAdmissionLimits = {
+  current: { inFlight: 16, bodyBytes: 16 * 1024 * 1024 },
+  backlog: { inFlight: 6, bodyBytes: 6 * 1024 * 1024 },
+  backlogAgeSeconds: 15,
+  retryAfterSeconds: { current: [1, 3], backlog: [3, 12] },
+  unknownBodyBytes: 1024 * 1024,
+  /** An admitted request whose answer was never seen stops counting after this long. */
+  staleTicketMs: 2 * MINUTE,
+  /** A shedding episode ends (one info line) at the first admission this long after the last refusal. */
+  episodeQuietMs: 30 * SECOND,
+} satisfies IngestAdmissionLimits
+
+export interface IngestAdmissionLimits {
+  current: { inFlight: number; bodyBytes: number }
+  backlog: { inFlight: number; bodyBytes: number }
+  backlogAgeSeconds: number
+  retryAfterSeconds: { current: readonly [number, number]; backlog: readonly [number, number] }
+  unknownBodyBytes: number
+  staleTicketMs: number
+  episodeQuietMs: number
+}
+
 /** API key last_used_at is written at most this often per key. */
 export const apiKeyTouchIntervalMs = MINUTE
 
@@ -108,6 +138,16 @@ export const databaseDefaults = {
  */
 export function silentAfterMs(pollIntervalSeconds: number, floorMs: number = databaseDefaults.connectedFloorMs): number {
   return Math.max(3 * pollIntervalSeconds * 1000, floorMs)
+}
+
+/**
+ * After `dbm serve` starts, how long its agents have to come back before a silence that began while no
+ * serve ran is judged (agent_disconnected): agents buffered meanwhile and return at their next retry
+ * round (30 s plus up to a poll interval of jitter), maybe after being shed once or twice. The silence
+ * then counts from the start plus this grace, so such an agent is reported silentAfterMs after it.
+ */
+export function restartGraceMs(pollIntervalSeconds: number): number {
+  return silentAfterMs(pollIntervalSeconds)
 }
 
 export const fieldLimits = {

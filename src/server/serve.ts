@@ -254,6 +254,8 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
       metricsToken: config.metricsToken,
       streams: new Set<{ close(code?: number, reason?: string): void }>(),
       loopLag,
+      // Agents buffered while no serve ran: their silence before now is not judged until the restart grace passed.
+      servingSince: Date.now(),
     }
     const app = createApp(deps, hooks.routes?.(deps))
     await hooks.ready?.(deps)
@@ -265,7 +267,7 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
     await nextTurn()
     const [{ createMonitor }, { startDiagnosisWorker }] = await Promise.all([import('./monitor/index.ts'), import('./doctor/diagnosis-worker.ts')])
     await nextTurn()
-    const diagnoser = startDiagnosisWorker({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, logLevel: config.logLevel, local: config.signup === 'local', log }).then(
+    const diagnoser = startDiagnosisWorker({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, logLevel: config.logLevel, local: config.signup === 'local', servingSince: deps.servingSince, log }).then(
       (worker) => {
         Object.assign(deps, { diagnoser: worker })
         return worker

@@ -38,6 +38,8 @@ export const collectorNames: readonly CollectorName[] = [
   { engine: 'postgres', name: 'archiver' },
   { engine: 'postgres', name: 'backups', needs: ['backup_command in the agent config'] },
   { engine: 'postgres', name: 'triggers' },
+  { engine: 'postgres', name: 'wal_dir' },
+  { engine: 'postgres', name: 'security' },
   { engine: 'postgres', name: 'host' },
   { engine: 'postgres', name: 'log_events', needs: ['log_destination stderr, csvlog or jsonlog', 'logging_collector on, or pg_log_dir in the agent config'] },
   { engine: 'postgres', name: 'custom_metrics', needs: ['custom_metrics in the agent config'] },

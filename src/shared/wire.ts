@@ -379,6 +379,26 @@ export const ArchiverStatus = T.Object({
 })
 export type ArchiverStatus = Static<typeof ArchiverStatus>
 
+/**
+ * pg_wal and the last checkpoint (collected by `wal_dir`). Each part is null when the agent's role may not
+ * read it (pg_ls_waldir() needs pg_monitor; pg_control_checkpoint() may be revoked).
+ */
+export const WalDirStatus = T.Object({
+  /** Files in pg_wal and their total size. */
+  wal_files: nullableCount,
+  wal_bytes: nullableCount,
+  /** When the last checkpoint started, and its redo LSN with the WAL file holding it. */
+  checkpoint_time: nullableEpochMs,
+  redo_lsn: T.Union([T.String({ maxLength: 32, pattern: '^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$' }), T.Null()]),
+  redo_wal_file: walFileName,
+  /** Since the last checkpoint started or the server started, the later, at collection (ms). */
+  checkpoint_age_ms: nullableMs,
+  /** WAL written (replayed, on a standby) since the last checkpoint's redo LSN. */
+  wal_since_redo_bytes: nullableCount,
+  in_recovery: T.Boolean(),
+})
+export type WalDirStatus = Static<typeof WalDirStatus>
+
 /** A log event's kind (src/shared/log-kinds.ts): lower-case letters and underscores. */
 const logKind = T.String({ minLength: 1, maxLength: 40, pattern: '^[a-z_]+$' })
 /** A severity (src/shared/log-kinds.ts LOG_SEVERITIES). */
@@ -536,6 +556,64 @@ export const DisabledTrigger = T.Object({
   constraint_table: nullableString,
 })
 export type DisabledTrigger = Static<typeof DisabledTrigger>
+
+/** A role the security advisors judge (collected by `security`): a superuser, or a login role whose password expires. */
+export const SecurityRole = T.Object({
+  name: T.String(),
+  superuser: T.Boolean(),
+  /** The role initdb made (oid 10), the one superuser every cluster has. */
+  bootstrap: T.Boolean(),
+  can_login: T.Boolean(),
+  /** rolvaliduntil: when its password stops working; null when it never does. */
+  valid_until: nullableEpochMs,
+})
+export type SecurityRole = Static<typeof SecurityRole>
+
+/** A SECURITY DEFINER function without a search_path of its own (collected by `security`). */
+export const DefinerFunction = T.Object({
+  schema: T.String(),
+  name: T.String(),
+  /** pg_get_function_identity_arguments(): the argument list that tells overloads apart. */
+  args: T.String(),
+  owner: T.String(),
+  owner_superuser: T.Boolean(),
+})
+export type DefinerFunction = Static<typeof DefinerFunction>
+
+/** A pg_hba.conf line that lets a client in without a password (`trust`) or with one sent in clear text (`password`). */
+export const HbaRule = T.Object({
+  line_number: T.Integer({ minimum: 0, maximum: 2_147_483_647 }),
+  /** local, host, hostssl, hostnossl, hostgssenc, hostnogssenc. */
+  type: T.String(),
+  database: T.Array(T.String(), { maxItems: max.security_items }),
+  user_name: T.Array(T.String(), { maxItems: max.security_items }),
+  address: nullableString,
+  netmask: nullableString,
+  auth_method: T.String(),
+})
+export type HbaRule = Static<typeof HbaRule>
+
+/**
+ * What the security and configuration advisors read (collected by `security` every few minutes: sent
+ * when read, kept as the latest). A part the agent's role may not read is null, never an error.
+ */
+export const SecurityStatus = T.Object({
+  /** Settings as pg_settings shows them to the role; null when hidden from it. */
+  password_encryption: nullableString,
+  ssl: nullableString,
+  listen_addresses: nullableString,
+  data_checksums: nullableString,
+  /** Superusers, and login roles whose password has an expiry. */
+  roles: T.Array(SecurityRole, { maxItems: max.security_items }),
+  /** Roles whose stored password is an MD5 hash; null when pg_authid is not readable (it needs a superuser). */
+  md5_roles: T.Union([T.Array(T.String(), { maxItems: max.security_items }), T.Null()]),
+  definer_functions: T.Array(DefinerFunction, { maxItems: max.security_items }),
+  /** Schemas of the connected database in which every role (PUBLIC) may create objects. */
+  public_create_schemas: T.Array(T.String(), { maxItems: max.security_items }),
+  /** The `trust` and `password` lines of pg_hba.conf; null when pg_hba_file_rules is not readable. */
+  hba_rules: T.Union([T.Array(HbaRule, { maxItems: max.security_items }), T.Null()]),
+})
+export type SecurityStatus = Static<typeof SecurityStatus>
 
 /** One backup as the backup tool lists it (collected by `backups`). */
 export const BackupEntry = T.Object({
@@ -873,6 +951,8 @@ export const IngestBatch = T.Object({
   replication: T.Optional(ReplicationStatus),
   /** The WAL archiver's state (collected by `archiver`; absent from agents before it, ignored by servers before it). */
   archiver: T.Optional(ArchiverStatus),
+  /** pg_wal's size and the last checkpoint (collected by `wal_dir`; absent from agents before it, ignored by servers before it). */
+  wal_dir: T.Optional(WalDirStatus),
   /** The server log's entries of the cycle, classified, with exact counts (collected by `log_events`; absent from agents before it). */
   log_events: T.Optional(LogEventsSection),
   /** The database host's CPU, memory, filesystems and devices (collected by `host`; absent when the agent is not on the host). */
@@ -881,6 +961,8 @@ export const IngestBatch = T.Object({
   backups: T.Optional(BackupStatus),
   /** Triggers switched off (collected by `triggers`; absent from agents before it, ignored by servers before it). */
   disabled_triggers: T.Optional(T.Array(DisabledTrigger, { maxItems: max.disabled_triggers })),
+  /** Roles, settings, functions, schemas and pg_hba lines the security advisors judge (collected by `security`; absent from agents before it). */
+  security: T.Optional(SecurityStatus),
   /** Deltas of pg_stat_bgwriter / pg_stat_checkpointer counters. */
   bgwriter: T.Optional(counterMap),
   /** Deltas of pg_stat_wal counters (PostgreSQL 14+). */

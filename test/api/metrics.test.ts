@@ -48,6 +48,8 @@ const SERVER_FAMILIES = {
   dbm_ingest_request_duration_seconds: 'HISTOGRAM',
   dbm_ingest_batches_total: 'COUNTER',
   dbm_ingest_rows_total: 'COUNTER',
+  dbm_ingest_shed_total: 'COUNTER',
+  dbm_ingest_in_flight: 'GAUGE',
   dbm_store_query_duration_seconds: 'HISTOGRAM',
   dbm_health_monitor_run_duration_seconds: 'HISTOGRAM',
   dbm_health_monitor_diagnoses_total: 'COUNTER',

@@ -259,8 +259,28 @@ function postgresBatches(v: Variant, now: number): IngestBatch[] {
         autovacuum_on: 0,
         full_page_writes_on: 0,
         pg_stat_statements_installed: 0,
+        // Most transactions rolled back (pg_rollback_ratio).
+        xact_commit: 1_000,
+        xact_rollback: 20_000,
       },
       bgwriter: { checkpoints_timed: 1, checkpoints_req: 9, checkpoint_write_time_ms: 1000 },
+      // pg_wal at five times the default max_wal_size, no checkpoint for 30 minutes with 2 GB written since
+      // its redo point (pg_wal_size, pg_checkpoint_overdue); a WAL file of a hostile name.
+      wal_dir: {
+        wal_files: 320,
+        wal_bytes: 5 * GB,
+        checkpoint_time: now - 35 * MINUTE,
+        checkpoint_age_ms: 30 * MINUTE,
+        redo_lsn: '0/A000278',
+        redo_wal_file: v.text('walredo', 64),
+        wal_since_redo_bytes: 2 * GB,
+        in_recovery: false,
+      },
+      // A user trigger and a foreign key's internal trigger switched off (pg_disabled_triggers), hostile names.
+      disabled_triggers: [
+        { schema_name: s, table_name: t('trg_table'), trigger_name: t('trg'), internal: false, constraint_name: null, constraint_schema: null, constraint_table: null },
+        { schema_name: s, table_name: t('trg_parent'), trigger_name: t('trg_fk'), internal: true, constraint_name: t('trg_fkey'), constraint_schema: s, constraint_table: t('trg_child') },
+      ],
       query_stats: [statement('stmt1', 100, 200_000, 100_000), statement('stmt2', 100, 150_000, 50_000)],
       explain_plans: [
         plan('plan_old', now - 40 * MINUTE, 100, { 'Node Type': 'Index Scan', 'Relation Name': t('seq1'), 'Plan Rows': 10 }),
@@ -322,6 +342,23 @@ function postgresBatches(v: Variant, now: number): IngestBatch[] {
         { kind: 'slot', xmin_age: 20_000_000, catalog_xmin_age: null, since: now - 30 * MINUTE, slot_name: t('slot1'), slot_type: 'physical', active: false, pid: null, database: null },
         { kind: 'prepared', xmin_age: 10_000_000, since: now - 30 * MINUTE, gid: t('gid'), owner: v.user, database: t('db'), prepared_at: now - 120 * MINUTE },
       ],
+      // What the security advisors judge: a second superuser, an expiring password, MD5, a SECURITY
+      // DEFINER function, a schema open to PUBLIC, a trust line, ssl off on every interface, no checksums.
+      security: {
+        password_encryption: 'md5',
+        ssl: 'off',
+        listen_addresses: `*, ${t('listen')}`,
+        data_checksums: 'off',
+        roles: [
+          { name: 'postgres', superuser: true, bootstrap: true, can_login: true, valid_until: null },
+          { name: t('su'), superuser: true, bootstrap: false, can_login: true, valid_until: null },
+          { name: t('expiring'), superuser: false, bootstrap: false, can_login: true, valid_until: now + 2 * 24 * HOUR },
+        ],
+        md5_roles: [t('md5role')],
+        definer_functions: [{ schema: v.schema, name: t('fn'), args: `${t('arg')} integer, text`, owner: v.user, owner_superuser: true }],
+        public_create_schemas: [v.schema],
+        hba_rules: [{ line_number: 90, type: 'host', database: [t('hbadb')], user_name: [v.user], address: t('addr'), netmask: t('mask'), auth_method: 'trust' }],
+      },
       sequences: [sequence('seqa', 0.95), sequence('seqb', 0.8)],
       unindexed_foreign_keys: [foreignKey('fk1'), foreignKey('fk2')],
       invalid_constraints: [invalidConstraint('ck1'), invalidConstraint('ck2')],

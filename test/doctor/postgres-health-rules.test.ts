@@ -5,7 +5,7 @@
 // and the finding goes once the state is cured.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import postgres from 'postgres'
-import { pgString } from '../../src/server/doctor/sql-text.ts'
+import { pgObject, pgString } from '../../src/server/doctor/sql-text.ts'
 import { type DoctorRig, watchDatabase, workload } from '../support/doctor.ts'
 import { type PostgresServer, startPostgres } from '../support/postgres.ts'
 import { until } from '../support/wait.ts'
@@ -27,8 +27,9 @@ beforeAll(async () => {
   dsn = await own.freshDatabase()
   sql = connect()
   rig = await watchDatabase(dsn, {
-    // Thresholds a test can reach in seconds: a prepared transaction counts after 1 s.
-    thresholds: { pg_prepared_transactions: { warning_s: 1 }, pg_rollback_ratio: { min_transactions: 100 } },
+    // Thresholds a test can reach in seconds: a prepared transaction counts after 1 s, a checkpoint is
+    // overdue after 3 s (0.01 × checkpoint_timeout's 5 minutes).
+    thresholds: { pg_prepared_transactions: { warning_s: 1 }, pg_rollback_ratio: { min_transactions: 100 }, pg_stale_statistics: { grace_minutes: 0 }, pg_checkpoint_overdue: { warning_timeouts: 0.01 } },
   })
 })
 afterAll(async () => {
@@ -155,5 +156,106 @@ describe('disabled triggers', () => {
     await rig.cycle()
     expect(await rig.findings('pg_disabled_triggers')).toEqual([])
     await sql.unsafe(fk.how_to_fix[fk.how_to_fix.length - 1])
+  })
+})
+
+
+describe('stale planner statistics', () => {
+  const loaded = `lo'aded */ ü`
+  const changed = `chan"ged \\ x`
+  const q = (name: string) => `"${name.replaceAll('"', '""')}"`
+
+  test('a 300,000-row table never analyzed, and one changed past the analyze threshold: named, the ANALYZE run as written cures both', async () => {
+    // Autovacuum off for both, so that nothing but the finding's fix analyzes them.
+    await workload(dsn, async (s) => {
+      await s.unsafe(`CREATE TABLE ${q(loaded)} (id int, v int) WITH (autovacuum_enabled = false)`)
+      await s.unsafe(`INSERT INTO ${q(loaded)} SELECT g, g FROM generate_series(1, 300000) g`)
+      await s.unsafe(`CREATE TABLE ${q(changed)} (id int PRIMARY KEY, v int) WITH (autovacuum_enabled = false)`)
+      await s.unsafe(`INSERT INTO ${q(changed)} SELECT g, 0 FROM generate_series(1, 10000) g`)
+    })
+    // 2,000 rows changed after the analyze: past 50 + 0.1 × 10,000.
+    await workload(dsn, async (s) => {
+      await s.unsafe(`ANALYZE ${q(changed)}`)
+      await s.unsafe(`UPDATE ${q(changed)} SET v = 1 WHERE id <= 2000`)
+    })
+    await rig.cycle()
+    const findings = await rig.findings('pg_stale_statistics')
+    const never = findings.find((f) => f.key === `pg_stale_statistics:${pgObject('public', loaded)}`)
+    const stale = findings.find((f) => f.key === `pg_stale_statistics:${pgObject('public', changed)}`)
+    expect(never).toMatchObject({ severity: 'warning', title: `public.${q(loaded)} has never been analyzed`, metrics: { never_analyzed: 1, n_live_tup: 300_000, autovacuum_enabled: 0 } })
+    expect(never.detail).toContain('has 300,000 live rows and has never been analyzed')
+    expect(never.detail).toContain('Autovacuum is turned off for the table')
+    expect(never.how_to_fix).toEqual([`ANALYZE public.${q(loaded)};`, `ALTER TABLE public.${q(loaded)} RESET (autovacuum_enabled, toast.autovacuum_enabled);   -- autovacuum is turned off for it`])
+    expect(stale).toMatchObject({ severity: 'warning', title: `The planner statistics of public.${q(changed)} are stale`, metrics: { never_analyzed: 0, n_live_tup: 10_000, analyze_threshold: 1_050 } })
+    expect(stale.metrics.n_mod_since_analyze).toBeGreaterThanOrEqual(2_000)
+    expect(stale.detail).toContain(`past the 1,050 at which autovacuum analyzes it`)
+    for (const command of [...never.how_to_fix, ...stale.how_to_fix, ...never.how_to_investigate, ...stale.how_to_investigate]) expect(command).not.toMatch(/[\n\r\u2028]/)
+    for (const query of [...never.how_to_investigate, ...stale.how_to_investigate]) await sql.unsafe(query)
+    await sql.unsafe(never.how_to_fix[0])
+    await sql.unsafe(stale.how_to_fix[0])
+    await rig.cycle()
+    const keys = (await rig.findings('pg_stale_statistics')).map((f) => f.key)
+    expect(keys).not.toContain(never.key)
+    expect(keys).not.toContain(stale.key)
+  })
+})
+
+describe('pg_wal against max_wal_size', () => {
+  test('a slot keeping WAL: pg_wal past twice max_wal_size (32 MB here), the slot named; its fixes, run as written, shrink it back', async () => {
+    await sql`SELECT pg_create_physical_replication_slot('dbm_wal_hold', true)`
+    await sql`CREATE TABLE wal_filler (v int)`
+    // Eight 16 MB segments the slot keeps: a row written into each, then the switch to the next.
+    for (let i = 0; i < 8; i++) {
+      await sql`INSERT INTO wal_filler VALUES (${i})`
+      await sql`SELECT pg_switch_wal()`
+    }
+    await sql`CHECKPOINT`
+    await rig.cycle()
+    const [finding, ...others] = await rig.findings('pg_wal_size')
+    expect(others).toEqual([])
+    const [dir] = await sql<{ files: number; size: number }[]>`SELECT count(*)::int AS files, sum(size)::float8 AS size FROM pg_ls_waldir()`
+    expect(finding).toMatchObject({ key: 'pg_wal_size:pg_wal', severity: 'critical', metrics: { wal_files: dir!.files, wal_bytes: dir!.size, max_wal_size_bytes: 32 * 1024 ** 2 } })
+    expect(finding.title).toStartWith('pg_wal holds ')
+    expect(finding.detail).toContain("What keeps it: the inactive physical replication slot 'dbm_wal_hold' keeps ")
+    expect(finding.how_to_fix[0]).toBe("SELECT pg_drop_replication_slot('dbm_wal_hold');   -- if its consumer is gone for good")
+    expect(finding.how_to_fix.at(-1)).toStartWith('CHECKPOINT;')
+    for (const query of finding.how_to_investigate) await sql.unsafe(query)
+    await sql.unsafe(finding.how_to_fix[0])
+    await sql.unsafe(finding.how_to_fix.at(-1))
+    await rig.cycle()
+    expect(await rig.findings('pg_wal_size')).toEqual([])
+  })
+})
+
+describe('checkpoints overdue', () => {
+  test('an idle server whose checkpoint is old: nothing; WAL written and no checkpoint past the threshold: named; its CHECKPOINT cures it', async () => {
+    // Autovacuum off for the test, so that nothing but the test writes WAL.
+    await sql`ALTER SYSTEM SET autovacuum = off`
+    await sql`SELECT pg_reload_conf()`
+    try {
+      await sql`CHECKPOINT`
+      await until('the checkpoint 4 s old', async () => ((await sql`SELECT 1 FROM pg_control_checkpoint() WHERE checkpoint_time < now() - interval '4 s'`).length > 0 ? true : undefined), { timeoutMs: 20_000, everyMs: 200 })
+      await rig.cycle()
+      const [idle] = await sql<{ since: number }[]>`SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), redo_lsn)::float8 AS since FROM pg_control_checkpoint()`
+      expect(idle!.since).toBeLessThan(65_536)
+      expect(await rig.findings('pg_checkpoint_overdue')).toEqual([])
+
+      await sql`CREATE TABLE checkpoint_filler AS SELECT g FROM generate_series(1, 20000) g`
+      await rig.cycle()
+      const [finding, ...others] = await rig.findings('pg_checkpoint_overdue')
+      expect(others).toEqual([])
+      expect(finding).toMatchObject({ key: 'pg_checkpoint_overdue:checkpoint', severity: 'warning', metrics: { checkpoint_timeout_ms: 300_000 } })
+      expect(finding.title).toStartWith('No checkpoint for ')
+      expect(finding.metrics.wal_since_redo_bytes).toBeGreaterThan(65_536)
+      expect(finding.metrics.checkpoint_age_ms).toBeGreaterThanOrEqual(3_000)
+      expect(finding.detail).toContain(' against a checkpoint_timeout of 5.0 min, and ')
+      for (const query of finding.how_to_investigate) await sql.unsafe(query)
+      await sql.unsafe(finding.how_to_fix[0])
+      await rig.cycle()
+      expect(await rig.findings('pg_checkpoint_overdue')).toEqual([])
+    } finally {
+      await sql`ALTER SYSTEM RESET autovacuum`
+      await sql`SELECT pg_reload_conf()`
+    }
   })
 })

@@ -105,6 +105,23 @@ export interface ClickHouseContext {
   log: AgentLogger
 }
 
+/** What `dbm agent --check` gives a PostgreSQL collector that would run, to say what keeps it from working. */
+export interface PostgresCheck {
+  sql: postgres.Sql
+  db: DatabaseConfig
+  major: number
+  /** The check's own deadline for the whole database line, in seconds. */
+  timeoutS: number
+}
+
+/** What `dbm agent --check` gives a ClickHouse collector that would run. */
+export interface ClickHouseCheck {
+  client: ClickHouseClient
+  db: DatabaseConfig
+  /** The system tables the server has (system.tables), looked up once for every collector. */
+  systemTables: ReadonlySet<string>
+}
+
 export interface Collector<Ctx> {
   name: string
   engine: 'postgres' | 'clickhouse'
@@ -124,6 +141,14 @@ export interface Collector<Ctx> {
    * the function that stops it. Collectors are shared by every database, so keep its state in ctx.state.
    */
   start?(ctx: Ctx): () => void
+  /**
+   * For `dbm agent --check`, when the collector would run: notes on what keeps it from doing its work
+   * (settings, grants, a command that fails), each a clause of the database's line. The check asks every
+   * collector that has one, so no code names collectors to pick their checks.
+   */
+  checkNotes?(check: Ctx extends ClickHouseContext ? ClickHouseCheck : PostgresCheck): Promise<string[]>
+  /** For `dbm agent --check`: a part of the database's line of its own (`host: …`), after the collectors. */
+  checkPart?(check: Ctx extends ClickHouseContext ? ClickHouseCheck : PostgresCheck): Promise<string>
 }
 
 export type PostgresCollector = Collector<PostgresContext>

@@ -1,7 +1,7 @@
 // The stored telemetry of one database as the doctor's rules read it: each part is loaded at most once
 // per diagnosis, and only when a rule asks for it, so a ClickHouse diagnosis never reads PostgreSQL
 // tables and the other way round.
-import type { ActiveQuery, ColumnStat, DisabledTrigger, LockEntry, MergeEntry, MutationEntry, PartStat, ReplicationStatus, SequenceStat, UnindexedForeignKey, XminHolder } from '../../shared/wire.ts'
+import type { ActiveQuery, ColumnStat, DisabledTrigger, LockEntry, MergeEntry, MutationEntry, PartStat, ReplicationStatus, SecurityStatus, SequenceStat, UnindexedForeignKey, WalDirStatus, XminHolder } from '../../shared/wire.ts'
 import type { Latest, MetricSource } from '../store/internals/types.ts'
 import type { ClickHouseSource } from '../store/clickhouse/types.ts'
 import type { IndexRow, TableRow } from '../store/objects/types.ts'
@@ -52,8 +52,11 @@ export class DoctorContext {
     /** Evaluation time (epoch ms). */
     readonly now: number,
     private readonly overrides: Record<string, Record<string, number>> = {},
-    /** `local`: the server is `dbm local`'s, whose agent runs in its process on the DSNs of its command line (no config file). */
-    readonly setup: { local: boolean } = { local: false },
+    /**
+     * `local`: the server is `dbm local`'s, whose agent runs in its process on the DSNs of its command line
+     * (no config file). `servingSince`: when the serving process started (Deps.servingSince).
+     */
+    readonly setup: { local: boolean; servingSince?: number } = { local: false },
   ) {}
 
   /** The rule's thresholds, with any configured override applied. */
@@ -150,6 +153,22 @@ export class DoctorContext {
     return this.once('disabled_triggers', async () => {
       const found = await this.store.latestSnapshot(this.db.id, 'disabled_triggers')
       return found && Array.isArray(found.payload) ? { ts: found.ts, entries: found.payload as DisabledTrigger[] } : null
+    })
+  }
+
+  /** The latest size of pg_wal and last checkpoint (collected by `wal_dir`); null from agents that do not send them. */
+  walDir(): Promise<{ ts: number; status: WalDirStatus } | null> {
+    return this.once('wal_dir', async () => {
+      const found = await this.store.latestSnapshot(this.db.id, 'wal_dir')
+      return found && found.payload !== null && typeof found.payload === 'object' ? { ts: found.ts, status: found.payload as WalDirStatus } : null
+    })
+  }
+
+  /** The latest roles, settings, functions, schemas and pg_hba lines (collected by `security`); null from agents that do not send them. */
+  security(): Promise<{ ts: number; status: SecurityStatus } | null> {
+    return this.once('security', async () => {
+      const found = await this.store.latestSnapshot(this.db.id, 'security')
+      return found && found.payload !== null && typeof found.payload === 'object' ? { ts: found.ts, status: found.payload as SecurityStatus } : null
     })
   }
 

@@ -41,6 +41,8 @@ export async function startDiagnosisWorker(options: {
   thresholds?: Record<string, Record<string, number>>
   /** `dbm local`'s serve: its diagnoses say what a dbm local user does. */
   local?: boolean
+  /** When the serve began serving (Deps.servingSince). */
+  servingSince?: number
   log: Logger
 }): Promise<Diagnoser> {
   const worker = new Worker(workerUrl())
@@ -84,7 +86,7 @@ export async function startDiagnosisWorker(options: {
   const send = (m: WorkerRequest) => worker.postMessage(m)
   const answer = await new Promise<{ error?: string }>((resolve) => {
     opened = resolve
-    send({ kind: 'open', dataDir: options.dataDir, databaseUrl: options.databaseUrl, logLevel: options.logLevel, thresholds: options.thresholds, local: options.local })
+    send({ kind: 'open', dataDir: options.dataDir, databaseUrl: options.databaseUrl, logLevel: options.logLevel, thresholds: options.thresholds, local: options.local, servingSince: options.servingSince })
   })
   opened = undefined
   if (answer.error !== undefined) {

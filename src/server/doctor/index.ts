@@ -51,14 +51,14 @@ export interface DiagnoseOptions {
 }
 
 export async function diagnose(
-  deps: Pick<Deps, 'store' | 'log' | 'doctorThresholds' | 'signup'>,
+  deps: Pick<Deps, 'store' | 'log' | 'doctorThresholds' | 'signup' | 'servingSince'>,
   db: RegisteredDatabase,
   now: number,
   options: DiagnoseOptions = {},
 ): Promise<Diagnosis & { context: DoctorContext }> {
   const { log } = deps
   // `dbm local`'s server (signup 'local'): its rules say what a dbm local user does, not what an agent's operator does.
-  const ctx = new DoctorContext(deps.store, db, now, deps.doctorThresholds, { local: deps.signup === 'local' })
+  const ctx = new DoctorContext(deps.store, db, now, deps.doctorThresholds, { local: deps.signup === 'local', servingSince: deps.servingSince })
   const ruleList = rulesFor(db)
   let results: (Omit<Finding, 'cause'>[] | null)[]
   if (options.between) {

@@ -19,6 +19,8 @@ export interface WorkerOpen {
   thresholds?: Record<string, Record<string, number>>
   /** The serve is `dbm local`'s: the doctor's advice is for its user (DoctorContext.setup). */
   local?: boolean
+  /** When the serve began serving (Deps.servingSince). */
+  servingSince?: number
 }
 export interface WorkerDiagnose {
   kind: 'diagnose'
@@ -45,7 +47,7 @@ async function open(m: WorkerOpen) {
     ? new (await import('../store/postgres/driver.ts')).PostgresDriver(m.databaseUrl, { max: 4 })
     : new SqliteDriver(join(m.dataDir, 'dbm.sqlite'), { reader: true })
   store = new SqlStore(driver, { reader: true })
-  deps = { store, log: createLogger(m.logLevel), doctorThresholds: m.thresholds, signup: m.local ? 'local' : undefined }
+  deps = { store, log: createLogger(m.logLevel), doctorThresholds: m.thresholds, signup: m.local ? 'local' : undefined, servingSince: m.servingSince }
 }
 
 /**

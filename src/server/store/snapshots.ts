@@ -21,6 +21,8 @@ const SNAPSHOT_KINDS = [
   'archiver',
   'backups',
   'disabled_triggers',
+  'wal_dir',
+  'security',
 ] as const
 export type SnapshotKind = (typeof SNAPSHOT_KINDS)[number]
 

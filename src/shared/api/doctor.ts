@@ -16,6 +16,7 @@ export const Category = t.Union([
   t.Literal('replication'),
   t.Literal('schema'),
   t.Literal('reliability'),
+  t.Literal('security'),
 ])
 
 export const Finding = t.Object(

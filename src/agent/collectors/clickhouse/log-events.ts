@@ -208,6 +208,20 @@ export const logEvents = registerCollector<ClickHouseContext>({
   name: NAME,
   engine: 'clickhouse',
   defaultEnabled: true,
+  // For --check: what the server's optional log tables leave out (a crash_log appears at the first crash;
+  // SYSTEM FLUSH LOGS creates every configured one).
+  async checkNotes({ systemTables }) {
+    const notes: string[] = []
+    if (!systemTables.has('text_log'))
+      notes.push(
+        "system.text_log is missing: log_events reads errors from system.errors only, without the server's warnings and fatal messages, until <text_log> is enabled in the server config",
+      )
+    if (!systemTables.has('crash_log'))
+      notes.push(
+        'system.crash_log is missing: no crash recorded yet, or <crash_log> is not configured (it is by default); crashes are reported once it exists (SYSTEM FLUSH LOGS creates it when configured)',
+      )
+    return notes
+  },
 
   async collect(ctx) {
     // A copy: the committed state changes only when this run finishes within its deadline.

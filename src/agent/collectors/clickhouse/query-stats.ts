@@ -66,6 +66,10 @@ export const queryStats = registerCollector<ClickHouseContext>({
   name: 'query_stats',
   engine: 'clickhouse',
   defaultEnabled: true,
+  // For --check: ClickHouse creates each log table at its first flush, so a missing one is either not
+  // configured or has had nothing to write yet.
+  checkNotes: async ({ systemTables }) =>
+    systemTables.has('query_log') ? [] : ['system.query_log is missing: query_stats stays empty until <query_log> is enabled'],
 
   async collect(ctx) {
     // A copy: the committed state changes only when this run finishes within its deadline.

@@ -51,6 +51,7 @@ export const backups = registerCollector<PostgresContext>({
   engine: 'postgres',
   defaultEnabled: true,
   unconfigured: (config) => (config.backup === undefined ? 'no backup_command configured' : undefined),
+  checkNotes: async ({ db, timeoutS }) => (db.backup ? [await backupNote(db.backup, timeoutS)] : []),
 
   async collect(ctx) {
     const config = ctx.backup
@@ -83,3 +84,16 @@ export const backups = registerCollector<PostgresContext>({
     return { backups: result }
   },
 })
+
+/** The backup command run once, as the collector will: how many backups it lists and the newest, or why none. */
+async function backupNote(config: BackupConfig, timeoutS: number): Promise<string> {
+  // Within the check's own deadline, which covers the whole database line.
+  const status = await readBackups(config, Date.now, { timeoutMs: Math.min(config.timeoutMs, timeoutS * 500) })
+  const newest = status.backups[0]
+  if (status.error && !newest) return `backups: ${status.error}`
+  const when = newest?.finished_at ?? newest?.started_at
+  const listed = newest
+    ? `${status.backups.length} listed, the newest ${newest.label} (${newest.type}${when ? `, ${new Date(when).toISOString()}` : ''})`
+    : 'none listed'
+  return `backups (${config.tool}): ${listed}${status.error ? `; ${status.error}` : ''}`
+}

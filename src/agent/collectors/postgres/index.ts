@@ -23,6 +23,8 @@ import './query-stats.ts'
 import './replication.ts'
 import './tables.ts'
 import './triggers.ts'
+import './wal-dir.ts'
+import './security.ts'
 import './wal-stats.ts'
 import './waits.ts'
 

@@ -3,10 +3,14 @@
 // is down (store/availability/): a database the agent reports down is database_unreachable's, never this
 // rule's, also when the agent goes silent after reporting it down (one alert for the outage: that finding
 // then says the agent is silent and its state is as last reported).
+// A restart of `dbm serve` (an upgrade) is no agent's fault: agents buffer while no serve runs and come
+// back at their next retry round. A silence that began before this process started is judged only once
+// the restart grace (limits.ts restartGraceMs) has passed since the start, counted from then, unless it
+// was judged before the stop (its alert is open: it stays open rather than resolving and reopening).
 // Under `dbm local` the agent runs in the server's own process on the DSNs of its command line, with no
 // config file and no health address: the advice is to give the database's DSN to dbm local (a database of
 // an earlier run keeps its history but is watched only when named again) and to read its start lines.
-import { databaseDefaults, silentAfterMs } from '../../limits.ts'
+import { databaseDefaults, restartGraceMs, silentAfterMs } from '../../limits.ts'
 import { lastHeardAt } from '../../store/availability/types.ts'
 import { NAME_MAX_CHARS } from '../../../shared/database-limits.ts'
 import { commentText } from '../sql-text.ts'
@@ -76,7 +80,13 @@ export const agentDisconnected: Rule<typeof defaults> = {
     const { min_silence_s } = ctx.thresholds(agentDisconnected)
     const heard = lastHeardAt(db, reported) ?? 0
     const silence = now - heard
-    if (silence <= silentAfterMs(db.poll_interval_seconds, min_silence_s * 1000)) return []
+    const silentAfter = silentAfterMs(db.poll_interval_seconds, min_silence_s * 1000)
+    if (silence <= silentAfter) return []
+    const servingSince = ctx.setup.servingSince
+    if (servingSince !== undefined && heard < servingSince && now - (servingSince + restartGraceMs(db.poll_interval_seconds)) <= silentAfter) {
+      const open = await ctx.store.monitor.listAlerts(db.id, 'open', 100)
+      if (!open.some((a) => a.rule === agentDisconnected.id || a.consequences.some((c) => c.rule === agentDisconnected.id))) return []
+    }
     if (ctx.setup.local) {
       return [
         {

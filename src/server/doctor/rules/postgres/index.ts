@@ -37,6 +37,10 @@ import { logResourceFaults } from './log-resource-faults.ts'
 import { disabledTriggers } from './disabled-triggers.ts'
 import { preparedTransactions } from './prepared-transactions.ts'
 import { rollbackRatio } from './rollback-ratio.ts'
+import { staleStatistics } from './stale-statistics.ts'
+import { walSize } from './wal-size.ts'
+import { checkpointOverdue } from './checkpoint-overdue.ts'
+import { securityRules } from './security/index.ts'
 
 export const postgresRules: Rule[] = [
   cacheHitRatio,
@@ -76,4 +80,8 @@ export const postgresRules: Rule[] = [
   preparedTransactions,
   disabledTriggers,
   rollbackRatio,
+  staleStatistics,
+  walSize,
+  checkpointOverdue,
+  ...securityRules,
 ]

@@ -1,0 +1,186 @@
+// Admission of ingests on a real server under small caps (ingest-admission.ts): batches held in flight by
+// bodies that have not finished arriving fill the caps; backlog (X-Dbm-Batch-Age) is shed at the lower
+// mark, current batches at the higher one, each with 503 and a Retry-After in its range, before the body
+// is read; the refusals are counted in /metrics and logged once per episode. Then the real shipper, its
+// backlog shed while the server is full, delivers every buffered batch exactly once once there is room.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Socket } from 'bun'
+import { Shipper } from '../../src/agent/shipper.ts'
+import { IngestAdmission } from '../../src/server/ingest-admission.ts'
+import { type IngestAdmissionLimits, ingestAdmissionLimits } from '../../src/server/limits.ts'
+import { BATCH_AGE_HEADER, INGEST_PATH } from '../../src/shared/ingest-path.ts'
+import { createLogger } from '../../src/shared/log.ts'
+import { pgBatch } from '../support/batches.ts'
+import { parseScrape, value } from '../support/prometheus.ts'
+import { type TestServer, agentAccount, startTestServer } from '../support/server.ts'
+import { until } from '../support/wait.ts'
+
+const TOKEN = 'admission-metrics-token-0123456789'
+const limits: IngestAdmissionLimits = {
+  ...ingestAdmissionLimits,
+  current: { inFlight: 2, bodyBytes: 64 * 1024 * 1024 },
+  backlog: { inFlight: 1, bodyBytes: 64 * 1024 * 1024 },
+  retryAfterSeconds: { current: [1, 2], backlog: [1, 1] },
+}
+
+let server: TestServer
+let key = ''
+let admission: IngestAdmission
+const admissionLogs: string[] = []
+const dirs: string[] = []
+beforeAll(async () => {
+  admission = new IngestAdmission(createLogger('info', (l) => admissionLogs.push(l)), limits)
+  server = await startTestServer('sqlite', { metricsToken: TOKEN, ingestAdmission: admission })
+  key = (await agentAccount(server)).key
+})
+afterAll(async () => {
+  await server?.stop()
+  for (const d of dirs) rmSync(d, { recursive: true, force: true })
+})
+
+/** A batch posted over a raw connection whose body stops halfway: admitted and held in flight until finish(). */
+async function heldIngest(name: string): Promise<{ finish(): Promise<string> }> {
+  const body = JSON.stringify(pgBatch(name, Date.now()))
+  const port = new URL(server.base).port
+  let answer = ''
+  let answered: () => void = () => {}
+  const done = new Promise<void>((resolve) => (answered = resolve))
+  const socket: Socket = await Bun.connect({
+    hostname: '127.0.0.1',
+    port: Number(port),
+    socket: {
+      data(_s, chunk) {
+        answer += chunk.toString()
+        if (/\r\n\r\n[\s\S]*\}/.test(answer)) answered()
+      },
+      close() {
+        answered()
+      },
+    },
+  })
+  const half = Math.floor(body.length / 2)
+  socket.write(`POST ${INGEST_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nX-API-Key: ${key}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body.slice(0, half)}`)
+  return {
+    async finish() {
+      socket.write(body.slice(half))
+      await done
+      socket.end()
+      return answer.split('\r\n')[0]!
+    },
+  }
+}
+
+const post = (name: string, age?: number) =>
+  fetch(server.base + INGEST_PATH, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': key, ...(age === undefined ? {} : { [BATCH_AGE_HEADER]: String(age) }) },
+    body: JSON.stringify(pgBatch(name, Date.now())),
+  })
+
+async function scrape() {
+  const res = await fetch(`${server.base}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })
+  return parseScrape(await res.text())
+}
+
+describe('ingest admission under small caps', () => {
+  test('backlog is shed at the lower mark and current batches at the higher, with 503 and Retry-After; counted; logged once per episode', async () => {
+    const before = await scrape()
+    const shedBefore = { backlog: value(before, 'dbm_ingest_shed_total', { kind: 'backlog' }), current: value(before, 'dbm_ingest_shed_total', { kind: 'current' }) }
+    const first = await heldIngest('held-1')
+    await until('one ingest in flight', async () => (appAdmission().inFlight === 1 ? true : undefined), { everyMs: 10 })
+    // One in flight: the backlog's mark (1) is reached, the current batches' (2) is not.
+    const backlog = await post('shed-backlog', 600)
+    expect(backlog.status).toBe(503)
+    expect(backlog.headers.get('retry-after')).toBe('1')
+    expect(await backlog.json()).toEqual({ error: 'the server is busy taking batches; try again in 1 s' })
+    // Younger than backlogAgeSeconds: current.
+    const second = await heldIngest('held-2')
+    await until('two ingests in flight', async () => (appAdmission().inFlight === 2 ? true : undefined), { everyMs: 10 })
+    const current = await post('shed-current', 5)
+    expect(current.status).toBe(503)
+    expect(['1', '2']).toContain(current.headers.get('retry-after')!)
+    expect(await first.finish()).toBe('HTTP/1.1 200 OK')
+    expect(await second.finish()).toBe('HTTP/1.1 200 OK')
+    await until('no ingest in flight', async () => (appAdmission().inFlight === 0 ? true : undefined), { everyMs: 10 })
+    expect((await post('admitted-again', 600)).status).toBe(200)
+    const after = await scrape()
+    expect(value(after, 'dbm_ingest_shed_total', { kind: 'backlog' }) - shedBefore.backlog).toBe(1)
+    expect(value(after, 'dbm_ingest_shed_total', { kind: 'current' }) - shedBefore.current).toBe(1)
+    expect(value(after, 'dbm_ingest_in_flight')).toBe(0)
+    // The shed requests are counted as 503 answers of the ingest route too.
+    expect(value(after, 'dbm_ingest_requests_total', { status: '503' })).toBeGreaterThanOrEqual(2)
+    // Neither shed batch was applied.
+    const names = ((await server.call<{ name: string }[]>('GET', '/api/v1/databases', { apiKey: key })).body as { name: string }[]).map((d) => d.name)
+    expect(names).not.toContain('shed-backlog')
+    expect(names).not.toContain('shed-current')
+    expect(names).toContain('admitted-again')
+    expect(admissionLogs.filter((l) => l.includes('shedding with 503')).length).toBe(1)
+  })
+
+  test('a request refused as malformed after admission frees its place', async () => {
+    for (let i = 0; i < 5; i++) {
+      const res = await fetch(server.base + INGEST_PATH, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body: '{"batch_id":' })
+      expect(res.status).toBe(400)
+    }
+    await until('no ingest in flight', async () => (appAdmission().inFlight === 0 ? true : undefined), { everyMs: 10 })
+  })
+
+  test("the real shipper's backlog, shed while the server is full, is delivered exactly once when there is room", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'dbm-admission-'))
+    dirs.push(dir)
+    const options = {
+      apiKey: key,
+      databaseName: 'replayed',
+      bufferDir: dir,
+      retryIntervalMs: 3_600_000,
+      bufferMaxAgeMs: 3_600_000,
+      requestTimeoutMs: 5_000,
+      drainGapMs: 0,
+      random: () => 0,
+      log: createLogger('error', () => {}),
+    }
+    // Buffered while the server was away, collected a minute ago (backlog by age).
+    let now = Date.now() - 60_000
+    const away = new Shipper({ ...options, endpoint: 'http://127.0.0.1:9', requestTimeoutMs: 300, clock: () => now })
+    for (let n = 0; n < 6; n++) {
+      const b = pgBatch('replayed', now + n * 10, { query_stats: [{ query_hash: 'q1', query_text: 'SELECT 1', calls: 1, total_time_ms: 1, rows: 1, shared_blks_hit: 0, shared_blks_read: 0 }] })
+      expect(await away.send(b)).toBe('buffered')
+    }
+    await away.stop()
+    const before = await scrape()
+    const applied0 = value(before, 'dbm_ingest_batches_total', { result: 'applied' })
+    const duplicate0 = value(before, 'dbm_ingest_batches_total', { result: 'duplicate' })
+    const shed0 = value(before, 'dbm_ingest_shed_total', { kind: 'backlog' })
+    // The server is full for backlog: one batch held in flight.
+    const held = await heldIngest('held-3')
+    await until('one ingest in flight', async () => (appAdmission().inFlight === 1 ? true : undefined), { everyMs: 10 })
+    now = Date.now()
+    const shipper = new Shipper({ ...options, endpoint: server.base, clock: () => Date.now() })
+    try {
+      shipper.start()
+      // Shed: the round stops at the first batch and waits out the Retry-After (1 s).
+      await until('the backlog to be shed', async () => (value(await scrape(), 'dbm_ingest_shed_total', { kind: 'backlog' }) > shed0 ? true : undefined), { everyMs: 20 })
+      expect(shipper.buffered()).toBe(6)
+      expect(shipper.retryNotBefore()).toBeGreaterThan(Date.now() - 100)
+      expect(await held.finish()).toBe('HTTP/1.1 200 OK')
+      await until('the buffer to drain', async () => (shipper.buffered() === 0 ? true : undefined), { timeoutMs: 15_000 })
+    } finally {
+      await shipper.stop()
+    }
+    const after = await scrape()
+    // held-3 and the six batches, each applied once; none twice.
+    expect(value(after, 'dbm_ingest_batches_total', { result: 'applied' }) - applied0).toBe(7)
+    expect(value(after, 'dbm_ingest_batches_total', { result: 'duplicate' }) - duplicate0).toBe(0)
+    const db = ((await server.call<{ id: string; name: string }[]>('GET', '/api/v1/databases', { apiKey: key })).body as { id: string; name: string }[]).find((d) => d.name === 'replayed')!
+    const queries = await server.call<{ query_hash: string; total_calls: number }[]>('GET', `/api/v1/databases/${db.id}/queries`, { apiKey: key })
+    expect((queries.body as { query_hash: string; total_calls: number }[]).map((q) => [q.query_hash, q.total_calls])).toEqual([['q1', 6]])
+  })
+})
+
+/** The admission the app consults (the one passed in deps). */
+function appAdmission(): IngestAdmission {
+  return server.deps.ingestAdmission!
+}
