@@ -1,7 +1,7 @@
 // /api/v1/databases/{id}: active queries (and their WebSocket stream), locks, tables and indexes.
 // Active queries serve both engines; locks, tables and indexes are PostgreSQL's. /active and /locks
 // answer the latest snapshot, or with `at` the kept snapshot at or before that time (session history,
-// routes/session-history.ts and store/sessions/history.ts; its locks are those that wait or block).
+// routes/session-history.ts and store/sessions/; its locks are those that wait or block).
 import { Elysia, t } from 'elysia'
 import type { Static } from '@sinclair/typebox'
 import { TABLE_COUNTERS, TABLE_GAUGES } from '../../shared/families.ts'
