@@ -229,7 +229,7 @@ export const retentionLimits = {
 } as const
 
 /**
- * Server log events (store/logs/log-events.ts, routes/log-events.ts): entries are kept a week (or the
+ * Server log events (store/logs/, routes/log-events.ts): entries are kept a week (or the
  * organization's retention when shorter); their counts like other buckets (minute rows 48 h, then hourly
  * for the retention). The summary's automatic bucket keeps a window to at most maxAutoBuckets buckets.
  */
@@ -240,7 +240,7 @@ export const logEventLimits = {
   maxQueryText: 200,
 } as const
 
-/** Session and lock history (store/sessions/history.ts): how retention compacts the snapshots. */
+/** Session and lock history (store/sessions/writes.ts): how retention compacts the snapshots. */
 export const sessionHistoryLimits = {
   /** Every snapshot is kept this long (the time slider steps through each poll). */
   everyPollMs: DAY,
@@ -273,7 +273,7 @@ export const healthMonitorDefaults = {
   changedFloorMs: 30 * SECOND,
 } as const
 
-/** Availability reports (availability/availability.ts). */
+/** Availability reports (store/availability/writes.ts). */
 export const availabilityLimits = {
   /** Down again with the same cause within this long of an outage's end: the outage goes on (flapping). */
   reopenWithinMs: MINUTE,

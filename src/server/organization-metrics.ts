@@ -5,7 +5,7 @@
 // organization's own databases, their diagnoses and alerts. Database names come from agents' configs
 // and API calls (any text); the text module escapes them as label values.
 import { Registry } from '../shared/prometheus.ts'
-import type { AvailabilityState } from './store/availability/availability.ts'
+import type { AvailabilityState } from './store/availability/types.ts'
 import type { DatabaseFigures } from './store/monitor/evaluations.ts'
 import { availabilityView } from './views.ts'
 

@@ -27,9 +27,9 @@ function rootCause(error: unknown): { code?: string; cause?: string } {
 
 /** Logs each outage episode of the store twice: when it starts and when it ends. Returns the unsubscribe. */
 export function logStoreOutages(store: Store, log: Logger): () => void {
-  const availability = store.availability
-  if (!availability) return () => {}
-  return availability.onChange((change) => {
+  const reachability = store.reachability
+  if (!reachability) return () => {}
+  return reachability.onChange((change) => {
     if (change.available) log.info('store available again', { unavailable_for_ms: change.unavailableForMs })
     else log.error('store unavailable; requests that need it are answered 503 until it answers again', rootCause(change.cause))
   })

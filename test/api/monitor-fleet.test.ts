@@ -123,12 +123,12 @@ for (const kind of storeKinds) {
 
     test('the scheduled monitor diagnoses each database once per interval, not once per tick', async () => {
       // Each diagnosis reads the database's active queries once: the count of diagnoses per database.
-      const objects = server.store.objects
-      const activeQueries = objects.activeQueries
+      const sessions = server.store.sessions
+      const activeQueries = sessions.activeQueries
       const diagnosed = new Map<string, number>()
-      objects.activeQueries = (databaseId, limit) => {
+      sessions.activeQueries = (databaseId, limit) => {
         diagnosed.set(databaseId, (diagnosed.get(databaseId) ?? 0) + 1)
-        return activeQueries.call(objects, databaseId, limit)
+        return activeQueries.call(sessions, databaseId, limit)
       }
       // Past the times the tests above diagnosed at.
       server.advance(400_000)
@@ -146,7 +146,7 @@ for (const kind of storeKinds) {
       } finally {
         await monitor.stop()
         elapsed = Date.now() - started
-        objects.activeQueries = activeQueries
+        sessions.activeQueries = activeQueries
       }
       // Due again once diagnosed at least everyMs - tickMs before a tick: never more often than that,
       // however many ticks ran (a busy machine only makes it fewer).

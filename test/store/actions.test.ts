@@ -1,4 +1,4 @@
-// The actions store (actions/actions.ts) on SQLite and PostgreSQL: an action is handed out once even when two
+// The actions store (actions/) on SQLite and PostgreSQL: an action is handed out once even when two
 // serve processes share one PostgreSQL store and claim at the same moment; a pending one past its expiry
 // is never handed out and reads as expired; a result is taken once, only for a running action of the
 // caller's organization; what the agent allows is recorded from the database's own agent key only. A database holds at most the cap of pending

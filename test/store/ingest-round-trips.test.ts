@@ -240,7 +240,7 @@ describe.each(storeKinds)('ingest in a few round trips (%s store)', (kind: Store
     expect(large).toEqual({ statements: 33, exchanges: 2 })
     // + the texts (10 minutes on) + the 10-minute rollup and the marks, in the same exchange; + one DELETE
     // each for the 900 tables and 1,400 indexes it no longer reports; + their events, one statement; + the
-    // agent's silence of nearly 10 minutes since the batch before (availability/availability.ts), one statement.
+    // agent's silence of nearly 10 minutes since the batch before (availability/writes.ts), one statement.
     expect(rolling).toEqual({ statements: 38, exchanges: 2 })
   })
 

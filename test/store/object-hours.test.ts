@@ -6,7 +6,7 @@
 // minute rows are compacted, and across late batches into hours rolled up and not. Both stores.
 import { describe, expect, test } from 'bun:test'
 import type { SqlStore } from '../../src/server/store/sql-store.ts'
-import { INDEX_POINT_FIELDS, TABLE_POINT_FIELDS } from '../../src/server/store/objects/objects.ts'
+import { INDEX_POINT_FIELDS, TABLE_POINT_FIELDS } from '../../src/server/store/objects/types.ts'
 import { minuteFloor } from '../../src/server/store/window.ts'
 import { INDEX_COUNTERS, INDEX_GAUGES, TABLE_COUNTERS, TABLE_GAUGES } from '../../src/shared/families.ts'
 import type { IndexStat, IngestBatch, TableStat } from '../../src/shared/wire.ts'

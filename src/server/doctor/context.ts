@@ -2,14 +2,14 @@
 // per diagnosis, and only when a rule asks for it, so a ClickHouse diagnosis never reads PostgreSQL
 // tables and the other way round.
 import type { ActiveQuery, ColumnStat, DisabledTrigger, LockEntry, MergeEntry, MutationEntry, PartStat, ReplicationStatus, SecurityStatus, SequenceStat, UnindexedForeignKey, WalDirStatus, XminHolder } from '../../shared/wire.ts'
-import type { Latest, MetricSource } from '../store/internals/internals.ts'
-import type { ClickHouseSource } from '../store/clickhouse/clickhouse.ts'
-import type { IndexRow, TableRow } from '../store/objects/objects.ts'
+import type { Latest, MetricSource } from '../store/internals/types.ts'
+import type { ClickHouseSource } from '../store/clickhouse/types.ts'
+import type { IndexRow, TableRow } from '../store/objects/types.ts'
 import type { StoredPlan } from '../store/statements/plans.ts'
 import type { QuerySort, QueryStatsRow } from '../store/statements/reads.ts'
 import { minuteFloor } from '../store/window.ts'
 import type { RegisteredDatabase, Store } from '../store/types.ts'
-import type { AvailabilityState } from '../store/availability/availability.ts'
+import type { AvailabilityState } from '../store/availability/types.ts'
 
 /** Everything a diagnosis may read about more objects than this is cut (the largest first). */
 const MAX_OBJECTS = 100_000
@@ -109,11 +109,11 @@ export class DoctorContext {
   }
 
   activity(): Promise<Snapshot<ActiveQuery>> {
-    return this.once('activity', () => this.store.objects.activeQueries(this.db.id, MAX_OBJECTS))
+    return this.once('activity', () => this.store.sessions.activeQueries(this.db.id, MAX_OBJECTS))
   }
 
   locks(): Promise<Snapshot<LockEntry>> {
-    return this.once('locks', () => this.store.objects.locks(this.db.id, MAX_OBJECTS))
+    return this.once('locks', () => this.store.sessions.locks(this.db.id, MAX_OBJECTS))
   }
 
   tables(): Promise<TableRow[]> {

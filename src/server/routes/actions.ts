@@ -40,7 +40,7 @@ import { cancelStatement, terminateSession } from '../../shared/session-commands
 import { badRequest, conflict, forbidden, notFound, tooManyRequests } from '../http-error.ts'
 import { actionLimits, agentActionPolls, agentKeyTakeoverMs, explainParameterLimits, pendingActionsPerDatabase } from '../limits.ts'
 import { errorAnswers } from '../openapi.ts'
-import type { StoredAction } from '../store/actions/actions.ts'
+import type { StoredAction } from '../store/actions/types.ts'
 import { rfc3339 } from '../views.ts'
 import { query } from './schema.ts'
 import { databaseFor } from './telemetry-params.ts'

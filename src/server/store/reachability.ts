@@ -1,6 +1,6 @@
 // Whether the store can be reached. isStoreUnreachable is the one place that tells "the store is down or
 // cannot be reached" (refused, reset or closed connections, an administrator's shutdown, a server still
-// starting, a connect timeout) from a statement that failed on its own; StoreAvailability follows the
+// starting, a connect timeout) from a statement that failed on its own; StoreReachability follows the
 // outage episodes those failures make, so that they are reported once per episode, not once per request.
 
 /** postgres.js and socket error codes that mean the connection, not the statement, failed. */
@@ -42,7 +42,7 @@ export function isStoreUnreachable(error: unknown, depth = 0): boolean {
   return isStoreUnreachable(e.cause, depth + 1)
 }
 
-export type AvailabilityChange = { available: false; cause: unknown } | { available: true; unavailableForMs: number }
+export type ReachabilityChange = { available: false; cause: unknown } | { available: true; unavailableForMs: number }
 
 /**
  * Outage episodes of a store: the first statement that fails for want of the store starts one, the first
@@ -50,10 +50,10 @@ export type AvailabilityChange = { available: false; cause: unknown } | { availa
  * starts or ends settle whichever way the store left them, so they neither end nor start an episode.
  * Times are performance.now() values.
  */
-export class StoreAvailability {
+export class StoreReachability {
   private unavailableSince: number | undefined
   private availableSince = Number.NEGATIVE_INFINITY
-  private readonly listeners = new Set<(change: AvailabilityChange) => void>()
+  private readonly listeners = new Set<(change: ReachabilityChange) => void>()
 
   get available(): boolean {
     return this.unavailableSince === undefined
@@ -77,12 +77,12 @@ export class StoreAvailability {
   }
 
   /** Calls `listener` at the start and at the end of every episode; returns the unsubscribe. */
-  onChange(listener: (change: AvailabilityChange) => void): () => void {
+  onChange(listener: (change: ReachabilityChange) => void): () => void {
     this.listeners.add(listener)
     return () => this.listeners.delete(listener)
   }
 
-  private emit(change: AvailabilityChange) {
+  private emit(change: ReachabilityChange) {
     for (const listener of this.listeners) listener(change)
   }
 }

@@ -5,7 +5,7 @@ import type { SqlDriver } from './driver.ts'
 import type { Writes } from './ingest/batch.ts'
 
 /** Sections kept as the latest snapshot only (replaced by each newer batch that carries them); tables,
- * indexes and the internals sections keep theirs in objects/objects.ts and internals/internals.ts. */
+ * indexes and the internals sections keep theirs in objects/ and internals/. */
 const SNAPSHOT_KINDS = [
   'activity',
   'locks',

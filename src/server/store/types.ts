@@ -1,23 +1,23 @@
 import type { IngestBatch } from '../../shared/wire.ts'
-import type { StoreAvailability } from './reachability.ts'
-import type { AvailabilityReads } from './availability/availability.ts'
-import type { ActionStore } from './actions/actions.ts'
+import type { StoreReachability } from './reachability.ts'
+import type { AvailabilityReads } from './availability/types.ts'
+import type { ActionStore } from './actions/types.ts'
 import type { ApiKeyStore } from './accounts/api-keys.ts'
-import type { ClickHouseReader } from './clickhouse/clickhouse.ts'
-import type { HostReads } from './host/host.ts'
-import type { ServerSettingsReads } from './server-settings/server-settings.ts'
+import type { ClickHouseReads } from './clickhouse/types.ts'
+import type { HostReads } from './host/types.ts'
+import type { ServerSettingsReads } from './server-settings/types.ts'
 import type { MonitorStore } from './monitor/evaluations.ts'
 import type { DiagnosisStore } from './diagnoses/types.ts'
 import type { AlertDestinationStore } from './alerts/destinations.ts'
 import type { AlertRoutingStore } from './alerts/routing.ts'
-import type { CustomMetricReads } from './custom-metrics/custom-metrics.ts'
+import type { CustomMetricReads } from './custom-metrics/types.ts'
 import type { MembersStore } from './accounts/members.ts'
 import type { RetentionStore } from './retention/retention.ts'
-import type { InternalsReader } from './internals/internals.ts'
-import type { LogEventReads } from './logs/log-events.ts'
-import type { ObjectsReader } from './objects/objects.ts'
+import type { InternalsReads } from './internals/types.ts'
+import type { LogEventReads } from './logs/types.ts'
+import type { ObjectReads } from './objects/types.ts'
 import type { ServerChangeReads } from './events/server-changes.ts'
-import type { SessionHistoryReader } from './sessions/history.ts'
+import type { SessionReads } from './sessions/types.ts'
 import type { SnapshotKind } from './snapshots.ts'
 import type { DbEvent } from './events/events.ts'
 import type { StoredPlan } from './statements/plans.ts'
@@ -54,24 +54,24 @@ export interface Store extends ApiKeyStore, AccountReads, AccountWrites, Databas
   /** A trivial query, for health checks: resolves when the store answers it. */
   ping(): Promise<void>
   /** PostgreSQL only: the store's outage episodes (the SQLite file is this process's own). */
-  readonly availability?: StoreAvailability
-  /** Reads of tables, indexes, active queries and locks (objects/objects.ts). */
-  readonly objects: ObjectsReader
-  /** Session and lock history: snapshots at a time, their times, lock chains (sessions/history.ts). */
-  readonly history: SessionHistoryReader
-  /** Reads of waits, replication, bgwriter, WAL, I/O and database statistics (internals/internals.ts). */
-  readonly internals: InternalsReader
-  /** Whether each database answers its agent: its state, outages and agent silences (availability/availability.ts; ingest writes them in planBatch). */
+  readonly reachability?: StoreReachability
+  /** Reads of tables and indexes (objects/). */
+  readonly objects: ObjectReads
+  /** Sessions and locks: the latest snapshot, the kept ones at a time, their times, lock chains (sessions/). */
+  readonly sessions: SessionReads
+  /** Reads of waits, replication, bgwriter, WAL, I/O and database statistics (internals/). */
+  readonly internals: InternalsReads
+  /** Whether each database answers its agent: its state, outages and agent silences (availability/; ingest writes them in planBatch). */
   readonly databaseAvailability: AvailabilityReads
-  /** Reads of the server log's entries and their counts (logs/log-events.ts; ingest writes them in planBatch). */
+  /** Reads of the server log's entries and their counts (logs/; ingest writes them in planBatch). */
   readonly logEvents: LogEventReads
   /** Reads of the server's restarts, version and setting changes, and its start (events/server-changes.ts; ingest derives them in events/events.ts). */
   readonly serverChanges: ServerChangeReads
-  /** Reads of ClickHouse parts, merges, mutations and server metrics (clickhouse/clickhouse.ts). */
-  readonly clickhouse: ClickHouseReader
-  /** The database host's latest figures and their series (host/host.ts). */
+  /** Reads of ClickHouse parts, merges, mutations and server metrics (clickhouse/). */
+  readonly clickhouse: ClickHouseReads
+  /** The database host's latest figures and their series (host/). */
   readonly host: HostReads
-  /** The monitored server's settings with their details, for the Configuration page (server-settings/server-settings.ts; ingest writes them in planBatch). */
+  /** The monitored server's settings with their details, for the Configuration page (server-settings/; ingest writes them in planBatch). */
   readonly serverSettings: ServerSettingsReads
   /** The monitor's per-database state (claims, evaluation times, recommendations, the webhook) with the alerts (monitor/, alerts/). */
   readonly monitor: MonitorStore
@@ -81,13 +81,13 @@ export interface Store extends ApiKeyStore, AccountReads, AccountWrites, Databas
   readonly members: MembersStore
   /** Retention and minute-bucket compaction (retention/retention.ts). */
   readonly retention: RetentionStore
-  /** Actions the dashboard asks an agent to run: cancel, terminate, explain (actions/actions.ts). */
+  /** Actions the dashboard asks an agent to run: cancel, terminate, explain (actions/). */
   readonly actions: ActionStore
   /** An organization's alert destinations: email, webhook, Slack, Teams, PagerDuty, Opsgenie, Alertmanager (alerts/destinations.ts). */
   readonly alertDestinations: AlertDestinationStore
   /** Alert routes, silences, and the holds and repeats of notifications they bring (alerts/routing.ts). */
   readonly alertRouting: AlertRoutingStore
-  /** The operator's own SQL checks: definitions, series, values over time (custom-metrics/custom-metrics.ts; ingest writes them in planBatch). */
+  /** The operator's own SQL checks: definitions, series, values over time (custom-metrics/; ingest writes them in planBatch). */
   readonly customMetrics: CustomMetricReads
 
   // telemetry

@@ -1,6 +1,6 @@
 // The agent stopped sending (or never sent) data for this database: every other finding is then based
 // on old numbers, or on none. The agent is heard from by its batches and by its reports that the database
-// is down (availability/availability.ts): a database the agent reports down is database_unreachable's, never this
+// is down (store/availability/): a database the agent reports down is database_unreachable's, never this
 // rule's, also when the agent goes silent after reporting it down (one alert for the outage: that finding
 // then says the agent is silent and its state is as last reported).
 // A restart of `dbm serve` (an upgrade) is no agent's fault: agents buffer while no serve runs and come
@@ -11,7 +11,7 @@
 // config file and no health address: the advice is to give the database's DSN to dbm local (a database of
 // an earlier run keeps its history but is watched only when named again) and to read its start lines.
 import { databaseDefaults, restartGraceMs, silentAfterMs } from '../../limits.ts'
-import { lastHeardAt } from '../../store/availability/availability.ts'
+import { lastHeardAt } from '../../store/availability/types.ts'
 import { NAME_MAX_CHARS } from '../../../shared/database-limits.ts'
 import { commentText } from '../sql-text.ts'
 import type { RegisteredDatabase } from '../../store/types.ts'

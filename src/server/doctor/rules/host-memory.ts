@@ -9,7 +9,7 @@
 // swaps are this finding's evidence (it turns critical and names the first), and pg_log_resource_faults
 // leaves them out; without memory pressure on the host they stay that rule's.
 import type { DoctorContext } from '../context.ts'
-import type { LatestHost } from '../../store/host/host.ts'
+import type { LatestHost } from '../../store/host/types.ts'
 import { type Rule, bytes, pct } from '../types.ts'
 import { countOf, logCounts, logEntries, logExcerpt } from './postgres/log-evidence.ts'
 

@@ -6,7 +6,7 @@
 // restarts in place after a crash (restart_after_crash: every session is reset, crash recovery runs)
 // without a new pg_postmaster_start_time(); a recovery entry in the last minutes counts as such a
 // restart. One finding per cause: pg_log_resource_faults leaves out the crash this finding carries.
-import type { StoredLogEntry } from '../../store/logs/log-events.ts'
+import type { StoredLogEntry } from '../../store/logs/types.ts'
 import type { DoctorContext } from '../context.ts'
 import { type Rule, duration } from '../types.ts'
 import { logEntries, logExcerpt, numberField, textField } from './postgres/log-evidence.ts'

@@ -5,7 +5,7 @@
 // Only SHA-256 of a key's secret is stored.
 import type { ApiKeyScope } from '../../../shared/api/api-keys.ts'
 import { API_KEY_SCOPES } from '../../../shared/api/api-keys.ts'
-import { num, numOrNull } from './rows.ts'
+import { num, numOrNull } from '../rows.ts'
 import type { SqlDriver } from '../driver.ts'
 
 export type { ApiKeyScope }

@@ -9,7 +9,8 @@
 // demoted owner's pending invites are revoked too, and an invite is accepted only while its inviter is
 // still an owner of the organization: a demoted owner cannot make themselves owner again through an
 // invite they sent before (to a second address of their own, say).
-import { num, toOrg, toUser } from './rows.ts'
+import { num } from '../rows.ts'
+import { toOrg, toUser } from './rows.ts'
 import { type SqlDriver, UniqueViolation } from '../driver.ts'
 import { membersLock, revokeKeysCreatedBy } from './api-keys.ts'
 import type { Organization, User } from './types.ts'

@@ -1,6 +1,23 @@
 // The accounts resource: organizations, users, e-mail tokens, refresh tokens (sessions), rate limits,
-// API keys (api-keys.ts) and members and invites (members.ts). Records and interfaces declared here;
-// sql-store.ts implements AccountReads and AccountWrites, api-keys.ts and members.ts their own.
+// API keys (api-keys.ts) and members and invites (members.ts). Records, interfaces and the errors of the
+// contract declared here; reads.ts implements AccountReads, writes.ts AccountWrites, api-keys.ts and
+// members.ts their own.
+
+/** Raised by createAccount when the e-mail address already has an account. */
+export class EmailTakenError extends Error {
+  constructor() {
+    super('email is already registered')
+    this.name = 'EmailTakenError'
+  }
+}
+
+/** Raised by createAccount with `onlyFirst` when the store already has an organization. */
+export class SignupClosedError extends Error {
+  constructor() {
+    super('signup is closed on this server')
+    this.name = 'SignupClosedError'
+  }
+}
 
 export interface Organization {
   id: string
@@ -98,5 +115,4 @@ export interface AccountWrites {
   takeCooldown(key: string, cooldownMs: number, now: number): Promise<LimitResult>
   /** Housekeeping: removes rate-limit events older than `before`; returns how many. */
   sweepRateEvents(before: number): Promise<number>
-
 }

@@ -1,7 +1,7 @@
 // Alerts (migrations 6 and 19): one per cause the doctor groups its findings by (doctor/grouping.ts),
 // opened when a cause has a critical finding, kept up to date while it has, resolved when it has none.
 // An alert keeps the cause's findings (its consequences) as they were at its last evaluation. Opening
-// or resolving one queues its notifications (one per channel: an outbox the health monitor delivers)
+// or resolving one queues its notifications (one per channel: an outbox the monitor delivers)
 // and writes its event for the events timeline, in the same transaction, which holds the database's
 // lock (an advisory lock on PostgreSQL); alerts_open allows one open alert per key, so of several
 // `serve` processes one opens (and one resolves) an alert and notifies once. Reads apart from writes.
@@ -9,11 +9,13 @@ import type { SqlDriver } from '../driver.ts'
 import { alertEvent, recordEventsNow } from '../events/record.ts'
 import { sql } from '../sql.ts'
 import type { Alert, AlertChanges, AlertConsequence, AlertInput, AlertNotification, AlertReads, AlertStatus, AlertWrites, NotificationChannel, NotificationEvent } from './types.ts'
+import { num, numOrNull } from '../rows.ts'
 
-const num = (v: unknown) => Number(v)
-const numOrNull = (v: unknown) => (v === null || v === undefined ? null : Number(v))
-/** The health monitor's lock of one database (shared with monitor/evaluations.ts's recommendations). */
-export const healthLockFor = (databaseId: string) => `dbm:health:${databaseId}`
+/**
+ * The monitor's lock of one database's evaluation (shared with monitor/evaluations.ts's recommendations).
+ * Its key keeps its released spelling: `serve` processes of two versions sharing a store take the same lock.
+ */
+export const evaluationLockFor = (databaseId: string) => `dbm:health:${databaseId}`
 
 /** An alert's consequences as stored: a JSON array; anything else (or an older row's '[]') reads as none. */
 export function consequencesOf(text: unknown): AlertConsequence[] {
@@ -156,7 +158,7 @@ export function alertWrites(driver: SqlDriver): AlertWrites {
           changes.resolved.push(row.key)
         }
         return changes
-      }, healthLockFor(databaseId))
+      }, evaluationLockFor(databaseId))
     },
   }
 }

@@ -1,10 +1,10 @@
-// An organization's alert destinations (migration 21): where the health monitor sends each alert's
+// An organization's alert destinations (migration 21): where the monitor sends each alert's
 // opening and resolution besides the users' mails and the organization's webhook. Each has a kind, a
 // name unique in its organization, its kind's settings (kept as JSON text) and its secret apart (a
 // signing secret, routing key, API key, or a URL that is itself the credential), which only the
 // delivery reads. Reads (the routes' lists, the monitor's enabled destinations) are apart from writes
 // (the routes' changes, and each delivery's outcome and counts).
-import { num, numOrNull } from '../accounts/rows.ts'
+import { num, numOrNull } from '../rows.ts'
 import type { SqlDriver } from '../driver.ts'
 import { UniqueViolation } from '../driver.ts'
 import { consequencesOf } from './alerts.ts'

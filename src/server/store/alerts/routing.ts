@@ -7,7 +7,7 @@
 // `repeated` row per alert and channel, queued again once the last send is older than the interval:
 // the store, not a process's memory, says when an alert was last sent, so repeats hold across restarts
 // and several `serve` processes. Reads apart from writes.
-import { num, numOrNull } from '../accounts/rows.ts'
+import { num, numOrNull } from '../rows.ts'
 import type { SqlDriver } from '../driver.ts'
 import type { AlertRoute, NotificationChannel, RouteMatch, Silence, SilenceAuthor, SilenceMatchers } from './types.ts'
 

@@ -20,7 +20,7 @@ export interface AlertConsequence {
   title: string
 }
 
-/** What the health monitor raises an alert from: a cause with a critical finding. */
+/** What the monitor raises an alert from: a cause with a critical finding. */
 export interface AlertInput {
   /** The cause's key (one open alert per key). */
   key: string

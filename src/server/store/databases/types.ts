@@ -1,5 +1,6 @@
 // The registered databases resource: the databases an organization monitors and their settings.
-// sql-store.ts implements DatabaseReads and DatabaseWrites (ingest registers a database too).
+// reads.ts implements DatabaseReads, writes.ts DatabaseWrites (and registerFromBatch: ingest registers a
+// database too); rows.ts reads a row as its record.
 
 export type Engine = 'postgres' | 'clickhouse'
 

@@ -2,9 +2,7 @@
 // organization's databases for the list (by org_id, then each diagnosis by its key; body never read).
 import type { SqlDriver } from '../driver.ts'
 import type { DiagnosisReads, DiagnosisSummaryRow, StoredDiagnosis } from './types.ts'
-
-const num = (v: unknown) => Number(v)
-const numOrNull = (v: unknown) => (v === null || v === undefined ? null : Number(v))
+import { num, numOrNull } from '../rows.ts'
 
 export function diagnosisReads(driver: SqlDriver): DiagnosisReads {
   return {

@@ -4,7 +4,7 @@
 //   tables and indexes appeared, disappeared or became valid, settings changed, statistics were reset, the
 //   agent connected (its first batch, a restart, or a batch after a gap) and had been away. Kept in
 //   `events` (migration 11), swept by retention like other telemetry;
-// - alerts opened and resolved, written by the health monitor in the transaction that opens or resolves
+// - alerts opened and resolved, written by the monitor in the transaction that opens or resolves
 //   the alert (alerts/alerts.ts through record.ts's recordEventsNow and alertEvent), with the title and detail the alert
 //   had at that moment: an opening keeps the rule's text at opening, a resolution the text of the alert's
 //   last evaluation while open. Alerts opened before this version have no such rows: for them (and only
@@ -18,7 +18,7 @@
 // Derivation rules: a batch older than the baseline (delivered late from the agent's buffer) derives
 // nothing and leaves the baseline as it is; the later parts of a split cycle (same collected_at) derive
 // no gap; object events come only from a batch that is not a part of a split cycle (a part names only
-// some of the objects, and the first part of a cycle replaces the latest rows: objects/objects.ts), so a
+// some of the objects, and the first part of a cycle replaces the latest rows: objects/writes.ts), so a
 // database whose cycles are split (batches past ~15 MB: tens of thousands of objects) gets no table or
 // index events; and only for a section the database has carried before (a collector turned on later
 // does not make every object "appear"). Everything from the monitored database (names, values) is
@@ -28,12 +28,13 @@ import { maskSecretSettings } from '../../../shared/secret-settings.ts'
 import type { IngestBatch } from '../../../shared/wire.ts'
 import { silentAfterMs } from '../../limits.ts'
 import type { SqlDriver } from '../driver.ts'
-import { lastHeardAt } from '../availability/availability.ts'
+import { lastHeardAt } from '../availability/types.ts'
 import type { RegisteredDatabase } from '../databases/types.ts'
 import type { Window } from '../window.ts'
 import type { Reads, Writes } from '../ingest/batch.ts'
 import { alertEvent, dbLink, iso, recordEvents } from './record.ts'
 import type { DbEvent, EventKind } from './types.ts'
+import { numOrNull } from '../rows.ts'
 
 export type { DbEvent, EventKind } from './types.ts'
 
@@ -73,7 +74,6 @@ interface Baseline {
   indexes_digest: string | null
 }
 
-const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v))
 /** A JSON column's value; null when absent or not JSON (then the next batch starts it afresh). */
 function json<T>(v: unknown): T | null {
   if (v === null || v === undefined) return null
@@ -192,7 +192,7 @@ export function applyEvents(reads: Reads, databaseId: string, batch: IngestBatch
           detail: `no batch for ${spanText(gap)} (from ${iso(before.collected_at)} to ${iso(batch.collected_at)})`,
         })
         connected.push(`after a gap of ${spanText(gap)}`)
-        // Availability counts the gap as unknown, not as down (availability/availability.ts, src/server/uptime.ts).
+        // Availability counts the gap as unknown, not as down (availability/, src/server/uptime.ts).
         writes.add('INSERT INTO agent_silences (database_id, started_at, ended_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [
           databaseId,
           before.collected_at,

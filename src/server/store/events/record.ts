@@ -1,7 +1,7 @@
 // The one module that writes the `events` table: every producer of a timeline event calls it. Ingest
 // (events.ts: derived from a batch, and the server log's important entries) adds its events to the
 // batch's writes with recordEvents; alert openings and resolutions (alerts/alerts.ts, in the transaction
-// that changes the alert) and the dashboard's actions (actions/actions.ts) store theirs at once with
+// that changes the alert) and the dashboard's actions (actions/writes.ts) store theirs at once with
 // recordEventsNow. Both give the rows one shape, cut the same way, and keep an event already stored (the
 // same time, kind and object) as it is.
 // Three kinds are still derived when the timeline is read (events.ts listEvents), not stored here: plan

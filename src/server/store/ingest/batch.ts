@@ -79,7 +79,7 @@ export const INGEST_COLUMN_TYPES: Readonly<Record<string, 'text' | 'integer' | '
   title: 'text',
   detail: 'text',
   link: 'text',
-  // session_snapshots, lock_chains, lock_chain_members (sessions/history.ts)
+  // session_snapshots, lock_chains, lock_chain_members (sessions/writes.ts)
   blocked: 'integer',
   longest_wait_ms: 'double precision',
   longest_ms: 'double precision',
@@ -100,7 +100,7 @@ export const INGEST_COLUMN_TYPES: Readonly<Record<string, 'text' | 'integer' | '
   user_name: 'text',
   application: 'text',
   statement: 'text',
-  // log_entries, log_counts (logs/log-events.ts)
+  // log_entries, log_counts (logs/writes.ts)
   id: 'text',
   sqlstate: 'text',
   message: 'text',
@@ -109,7 +109,7 @@ export const INGEST_COLUMN_TYPES: Readonly<Record<string, 'text' | 'integer' | '
   client: 'text',
   query_id: 'text',
   fields: 'text',
-  // custom_metrics, custom_metric_series (custom-metrics/custom-metrics.ts)
+  // custom_metrics, custom_metric_series (custom-metrics/writes.ts)
   name: 'text',
   labels: 'text',
   value_columns: 'text',

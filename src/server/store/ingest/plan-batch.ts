@@ -1,28 +1,28 @@
 // Applying an ingest batch to the store (once per batch_id, in the caller's transaction): each section
 // goes to the module that keeps it. Counter deltas accumulate into buckets at ingest. Statement
 // statistics and tables and indexes go to 60-second buckets, rolled up into coarser ones after their
-// span (statements/writes.ts, objects/objects.ts, rollups/rollups.ts: the rollup runs first among the
-// batch's writes); the other bucketed sections (internals/internals.ts, clickhouse/clickhouse.ts) go to 60-second
+// span (statements/writes.ts, objects/writes.ts, rollups/rollups.ts: the rollup runs first among the
+// batch's writes); the other bucketed sections (internals/writes.ts, clickhouse/writes.ts) go to 60-second
 // and 1-hour buckets at once; plans to statements/plans.ts; the latest-only sections to snapshots.ts, and
-// activity and locks also to their history (sessions/history.ts); the events it makes to events/events.ts;
-// the server log's entries and counts to logs/log-events.ts; the database's availability (its outages) to
-// availability/availability.ts; the settings' details to server-settings/server-settings.ts; custom metrics to custom-metrics/custom-metrics.ts.
+// activity and locks also to their history (sessions/writes.ts); the events it makes to events/events.ts;
+// the server log's entries and counts to logs/writes.ts; the database's availability (its outages) to
+// availability/writes.ts; the settings' details to server-settings/writes.ts; custom metrics to custom-metrics/writes.ts.
 import type { IngestBatch } from '../../../shared/wire.ts'
 import type { SqlDialect } from '../dialect.ts'
 import type { SqlDriver } from '../driver.ts'
 import type { SqlStatement } from '../sql.ts'
-import { applyClickHouse } from '../clickhouse/clickhouse.ts'
-import { hostWrites } from '../host/host.ts'
+import { applyClickHouse } from '../clickhouse/writes.ts'
+import { hostWrites } from '../host/writes.ts'
 import { applyEvents, applyLogTimeline } from '../events/events.ts'
-import { availabilityWrites } from '../availability/availability.ts'
-import { planCustomMetrics } from '../custom-metrics/custom-metrics.ts'
-import { applyInternals } from '../internals/internals.ts'
-import { logEventWrites } from '../logs/log-events.ts'
-import { applyObjects } from '../objects/objects.ts'
+import { availabilityWrites } from '../availability/writes.ts'
+import { planCustomMetrics } from '../custom-metrics/writes.ts'
+import { applyInternals } from '../internals/writes.ts'
+import { logEventWrites } from '../logs/writes.ts'
+import { applyObjects } from '../objects/writes.ts'
 import { applyExplainPlans } from '../statements/plans.ts'
-import { applySessionHistory } from '../sessions/history.ts'
+import { applySessionHistory } from '../sessions/writes.ts'
 import { planRollup } from '../rollups/rollups.ts'
-import { serverSettingsWrites } from '../server-settings/server-settings.ts'
+import { serverSettingsWrites } from '../server-settings/writes.ts'
 import { applySnapshots } from '../snapshots.ts'
 import { type IngestEffects, type KnownTexts, applyQueryStats } from '../statements/writes.ts'
 import { Reads, Writes } from './batch.ts'

@@ -1,15 +1,18 @@
 // Recommendations, alert notifications and each organization's webhook (migration 6), written by the
-// health monitor (monitor/) from the doctor's findings and read by routes/alerts.ts; the
+// monitor (monitor/) from the doctor's findings and read by routes/alerts.ts; the
 // alerts themselves, one per cause, are in alerts/alerts.ts. A finding's key identifies what it is about:
 // at most one open recommendation per database and key (a partial unique index), updated while the
 // finding stays and resolved when it goes, with the key of its cause (migration 19). The outbox of
 // notifications that alerts queue is delivered by the monitor, claimed row by row (several `serve`
-// processes may share a PostgreSQL store), and retried until sent or given up.
+// processes may share a PostgreSQL store), and retried until sent or given up. Each database's evaluation
+// lease and the summary of its latest evaluation are rows of database_health (a released table name; the
+// methods say evaluation: claimEvaluation, recordDiagnosis, releaseEvaluation).
 import type { Static } from '@sinclair/typebox'
 import type { Severity } from '../../../shared/api/common.ts'
 import type { SqlDriver } from '../driver.ts'
-import { alertReads, alertWrites, consequencesOf, healthLockFor } from '../alerts/alerts.ts'
+import { alertReads, alertWrites, consequencesOf, evaluationLockFor } from '../alerts/alerts.ts'
 import type { Alert, AlertReads, AlertWrites, NotificationChannel, NotificationEvent } from '../alerts/types.ts'
+import { num, numOrNull } from '../rows.ts'
 
 export type { Alert, AlertConsequence, AlertInput, AlertNotification, NotificationChannel, NotificationEvent } from '../alerts/types.ts'
 /** A finding's severity: the API's (src/shared/api/doctor.ts), not a copy of it. */
@@ -70,21 +73,10 @@ export interface MonitoredDatabase {
   id: string
   org_id: string
   org_verified: boolean
-  /** When the health monitor last diagnosed it (null: never). */
+  /** When the monitor last diagnosed it (null: never). */
   evaluated_at: number | null
-  /** Since when the agent reports the database up or down (availability/availability.ts); null before any report. */
+  /** Since when the agent reports the database up or down (availability/); null before any report. */
   state_since: number | null
-}
-
-/** A database's latest diagnosis as the health monitor recorded it (database_health). */
-export interface DatabaseHealth {
-  database_id: string
-  /** null: not diagnosed yet (a database registered since the monitor's last look). */
-  evaluated_at: number | null
-  status: string | null
-  score: number | null
-  findings: { critical: number; warning: number; info: number } | null
-  active_queries: number | null
 }
 
 /** One database of an organization as GET /metrics shows it to that organization (organizationFigures). */
@@ -101,7 +93,7 @@ export interface DatabaseFigures {
   open_alerts: { critical: number; warning: number; info: number }
 }
 
-/** What the health monitor records of one diagnosis. */
+/** What the monitor records of one diagnosis. */
 export interface DiagnosisSummary {
   status: string
   score: number
@@ -109,9 +101,7 @@ export interface DiagnosisSummary {
   active_queries: number | null
 }
 
-const num = (v: unknown) => Number(v)
-const numOrNull = (v: unknown) => (v === null || v === undefined ? null : Number(v))
-const lockFor = healthLockFor
+const lockFor = evaluationLockFor
 
 const STATUS_SQL: Record<RecordStatus, string> = {
   open: 'AND resolved_at IS NULL',
@@ -249,8 +239,6 @@ export interface MonitorState {
   recordDiagnosis(databaseId: string, by: string, summary: DiagnosisSummary, now: number): Promise<void>;
   /** Gives up `by`'s lease on the database's evaluation without a diagnosis (it failed). */
   releaseEvaluation(databaseId: string, by: string): Promise<void>;
-  /** Every database of the organization with its latest recorded diagnosis, in one query. */
-  databaseHealth(orgId: string): Promise<DatabaseHealth[]>;
   /**
    * Every database of the organization with its latest diagnosis and its open alerts by severity, in
    * one query (GET /metrics, at each scrape): the databases by org_id, their diagnosis by key, their
@@ -288,7 +276,7 @@ export interface MonitorState {
 
 }
 
-/** Reads and writes of this part, for the health monitor and the routes. */
+/** Reads and writes of this part, for the monitor and the routes. */
 export function monitorStore(driver: SqlDriver): MonitorStore {
   return {
     ...alertReads(driver),
@@ -339,25 +327,6 @@ export function monitorStore(driver: SqlDriver): MonitorStore {
     /** Gives up `by`'s lease on the database's evaluation without a diagnosis (it failed). */
     async releaseEvaluation(databaseId: string, by: string): Promise<void> {
       await driver.run('UPDATE database_health SET claimed_until = 0 WHERE database_id = $1 AND claimed_by = $2', [databaseId, by])
-    },
-    /** Every database of the organization with its latest recorded diagnosis, in one query. */
-    async databaseHealth(orgId: string): Promise<DatabaseHealth[]> {
-      const rows = await driver.all<Record<string, unknown>>(
-        `SELECT d.id, h.evaluated_at, h.status, h.score, h.critical, h.warning, h.info, h.active_queries
-         FROM databases d LEFT JOIN database_health h ON h.database_id = d.id WHERE d.org_id = $1 ORDER BY d.name, d.id`,
-        [orgId],
-      )
-      return rows.map((r) => {
-        const evaluated = r.evaluated_at !== null && r.evaluated_at !== undefined
-        return {
-          database_id: String(r.id),
-          evaluated_at: evaluated ? num(r.evaluated_at) : null,
-          status: evaluated ? String(r.status) : null,
-          score: evaluated ? num(r.score) : null,
-          findings: evaluated ? { critical: num(r.critical), warning: num(r.warning), info: num(r.info) } : null,
-          active_queries: evaluated ? numOrNull(r.active_queries) : null,
-        }
-      })
     },
     /**
      * Every database of the organization with its latest diagnosis and its open alerts by severity, in

@@ -1,13 +1,13 @@
 // Hourly buckets of tables and indexes (table_stats, index_stats) built from their minute rows: ingest
 // writes minute rows only, and an hour's rows are rolled up once the hour closed, by the statements'
 // rollup (rollups/rollups.ts: same lock, same moments, the same `hours_until` mark). A read of hours not
-// rolled up yet computes them with the same query from the minute rows (objects/objects.ts series), so an
+// rolled up yet computes them with the same query from the minute rows (objects/reads.ts series), so an
 // hour reads the same before and after its rollup.
 // An hourly row is what ingest wrote into it before rollups existed: the counters summed (NULL only
 // while every minute row's is: first samples carry no delta), each gauge as of the hour's last minute
 // row that measured it (a minute row's gauges are already the minute's last measured ones), and
 // sampled_at the latest minute row's. A leaf module (families and window only), so rollups/rollups.ts and
-// objects/objects.ts both import it without an import cycle.
+// objects/reads.ts both import it without an import cycle.
 import { type Field, INDEX_COUNTERS, INDEX_FIELDS, INDEX_GAUGES, TABLE_COUNTERS, TABLE_FIELDS, TABLE_GAUGES, columnType } from '../../../shared/families.ts'
 import type { SqlDialect } from '../dialect.ts'
 import type { SqlStatement } from '../sql.ts'

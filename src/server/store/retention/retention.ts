@@ -8,10 +8,10 @@
 // A bucket row goes when its whole bucket is older than the cutoff.
 import type { SqlDialect } from '../dialect.ts'
 import type { SqlDriver } from '../driver.ts'
-import type { MetricSource } from '../internals/internals.ts'
-import { sweptActions } from '../actions/actions.ts'
+import type { MetricSource } from '../internals/types.ts'
+import { sweptActions } from '../actions/writes.ts'
 import { rollUpQuietDatabase } from '../rollups/rollups.ts'
-import { SESSION_HISTORY_TABLES, compactSessionHistory } from '../sessions/history.ts'
+import { SESSION_HISTORY_TABLES, compactSessionHistory } from '../sessions/writes.ts'
 import { TEXT_REFRESH_MS } from '../statements/writes.ts'
 import { HOUR_MS, MINUTE_MS, floorTo } from '../window.ts'
 
@@ -31,14 +31,14 @@ const TIMED_TABLES = {
   clickhouse_latest: 'ts',
   // the events timeline's derived events (events/events.ts)
   events: 'ts',
-  // custom metrics' series no batch carried since (custom-metrics/custom-metrics.ts)
+  // custom metrics' series no batch carried since (custom-metrics/)
   custom_metric_series: 'seen_at',
 } as const
 /** Derived from telemetry and kept as long: resolved recommendations and alerts. */
 const RESOLVED_TABLES = ['recommendations', 'alerts'] as const
-/** Actions asked of agents (actions/actions.ts): kept as long as the events that audit them, then gone once over. */
+/** Actions asked of agents (actions/): kept as long as the events that audit them, then gone once over. */
 const ACTION_TABLES = ['actions'] as const
-/** Periods that end (availability/availability.ts): they go once ended before the cutoff; an open outage stays. */
+/** Periods that end (availability/): they go once ended before the cutoff; an open outage stays. */
 const ENDED_TABLES = ['outages', 'agent_silences'] as const
 /**
  * Alert silences (alerts/routing.ts) that name a database: they go once ended before its cutoff. One that
@@ -112,7 +112,7 @@ export interface SweepCutoffs {
   minutesBefore: number
   /** Statements, tables and indexes are rolled up to this time first (and at least to minutesBefore: minute rows never go unrolled). */
   rollUpTo: number
-  /** Session snapshots older than this are compacted (sessions/history.ts); absent: only the retention applies. */
+  /** Session snapshots older than this are compacted (sessions/writes.ts); absent: only the retention applies. */
   everyPollBefore?: number
   /**
    * Server log entries older than this go (logEventLimits.entriesMs: a week), or at `before` when that is
@@ -184,7 +184,7 @@ export interface RetentionStore {
   sweepBatchIds: (before: number, batch: number) => Promise<number>;
 }
 
-/** Reads and deletes of retention, for the health monitor. `swept` hears of each database swept. */
+/** Reads and deletes of retention, for the monitor. `swept` hears of each database swept. */
 export function retentionStore(driver: SqlDriver, swept: (databaseId: string) => void = () => {}): RetentionStore {
   return {
     /** Every database with its organization's verification (which decides its retention). */

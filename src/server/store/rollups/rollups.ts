@@ -3,7 +3,7 @@
 // them once their span has closed, so a batch costs one row per statement instead of three (the ingest
 // hot path), while a 24-hour list still reads ~23 hourly rows, a few 10-minute rows and at most 18
 // minute rows per statement. Tables and indexes likewise: ingest writes their minute rows only (those
-// of the objects that moved, objects/objects.ts), and the hourly rows are rolled up from those minute rows
+// of the objects that moved, objects/writes.ts), and the hourly rows are rolled up from those minute rows
 // by the same rollup, against the same hourly mark (objects/hours.ts), one row per object instead
 // of two per batch.
 //
@@ -12,7 +12,7 @@
 // starts before the mark holds exactly the sum of the minute rows it covers, and no bucket at or after
 // the mark is read (none is written; a store written before table and index rollups existed still has
 // their hourly rows there, which reads ignore and the rollup replaces). So:
-// - reads take a level's buckets before its mark, and finer ones after it (statRanges; objects/objects.ts
+// - reads take a level's buckets before its mark, and finer ones after it (statRanges; objects/reads.ts
 //   computes a table's or index's hours after the mark from its minute rows);
 // - a batch for a bucket before a mark (delivered late from an agent's buffer) adds to that level's
 //   bucket as well as to its minute bucket, which keeps the sums exact;

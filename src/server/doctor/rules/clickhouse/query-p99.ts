@@ -4,7 +4,7 @@
 // the hour slow but a slow half hour does. The statements with the highest p99 are named. No standard
 // number exists for an analytics server: dashboards expect answers within a second, so dbm warns from
 // 1 s and calls 10 s critical; fewer than 100 queries or 10 minutes with queries say nothing.
-import type { MetricPoint } from '../../../store/internals/internals.ts'
+import type { MetricPoint } from '../../../store/internals/types.ts'
 import { commentText } from '../../sql-text.ts'
 import { type Rule, duration, severityAbove } from '../../types.ts'
 import { count, counted, short } from './common.ts'

@@ -6,7 +6,7 @@
 // harm it does shows as dead rows, which pg_dead_tuples rates; a table that rule flags is left to its
 // finding, which names the setting and gives the same fix. The server-wide autovacuum setting is
 // pg_risky_settings'.
-import type { TableRow } from '../../../store/objects/objects.ts'
+import type { TableRow } from '../../../store/objects/types.ts'
 import { type FindingDraft, type Rule, duration } from '../../types.ts'
 import { tableSizeMetrics, tableSizeText } from '../../table-size-text.ts'
 import { pgQualified, pgRegclass, pgObject } from '../../sql-text.ts'

@@ -19,7 +19,7 @@
 import { type FindingDraft, type Rule, type Severity, duration, pct, severityAbove } from '../../types.ts'
 import { tableSizeMetrics, tableSizeText } from '../../table-size-text.ts'
 import { pgQualified, pgRegclass, pgObject } from '../../sql-text.ts'
-import type { TableRow } from '../../../store/objects/objects.ts'
+import type { TableRow } from '../../../store/objects/types.ts'
 import { type Holder, heldBy, oldestDataHolder } from '../../xmin-holders.ts'
 import { minuteFloor } from '../../../store/window.ts'
 import { settings, settingNumber } from './log-evidence.ts'

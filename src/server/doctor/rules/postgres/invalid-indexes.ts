@@ -10,7 +10,7 @@
 // second invalid copy (`<name>_ccnew`): its fix resolves the duplicates first, drops the index (and any
 // such leftover, named in its finding rather than in one of its own) and creates it again.
 import type { ProgressEntry } from '../../../../shared/wire.ts'
-import type { IndexRow } from '../../../store/objects/objects.ts'
+import type { IndexRow } from '../../../store/objects/types.ts'
 import { type FindingDraft, type Rule } from '../../types.ts'
 import { pgIdent, pgIndexDefinition, pgQualified, pgRegclass, pgObject } from '../../sql-text.ts'
 import { parseIndexDef } from './duplicate-indexes.ts'

@@ -1,8 +1,8 @@
-// What the log-based rules read of the server log (store/logs/log-events.ts), once per diagnosis: entries
+// What the log-based rules read of the server log (store/logs/), once per diagnosis: entries
 // of some kinds over a trailing window, and the exact counts per kind and severity over a span (from the
 // count table, so they include the entries the agent counted but did not send whole); and the server's
 // settings as it last reported them (parsed from SHOW's text: '5min', '1GB').
-import type { StoredLogEntry } from '../../../store/logs/log-events.ts'
+import type { StoredLogEntry } from '../../../store/logs/types.ts'
 import { minuteFloor } from '../../../store/window.ts'
 import type { DoctorContext } from '../../context.ts'
 

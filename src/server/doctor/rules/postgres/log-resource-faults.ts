@@ -5,7 +5,7 @@
 // from the log's counts). One finding per cause: out of memory while the host swaps is
 // host_memory_pressure's evidence, so this rule leaves it out then; a crash that restarted the server in
 // the last minutes is server_restarted's, so this rule leaves server_crash out then.
-import type { StoredLogEntry } from '../../../store/logs/log-events.ts'
+import type { StoredLogEntry } from '../../../store/logs/types.ts'
 import { LOG_KINDS, type LogKind } from '../../../../shared/log-kinds.ts'
 import type { Rule } from '../../types.ts'
 import { memoryPressure } from '../host-memory.ts'

@@ -24,7 +24,7 @@
 // - Without a plan that says either, the statistics alone decide: more than half of the scans
 //   sequential is a note, and a warning on tables of 100 MB or more, where each scan reads that much.
 import type { StoredPlan } from '../../../store/statements/plans.ts'
-import type { IndexRow, TableRow } from '../../../store/objects/objects.ts'
+import type { IndexRow, TableRow } from '../../../store/objects/types.ts'
 import type { ColumnStat } from '../../../../shared/wire.ts'
 import type { DoctorContext } from '../../context.ts'
 import { type ColumnCondition, type IndexAdvice, type IndexShapeAdvice, type PlanNode, adviseIndex, indexShape, scanConditions, seqScanNodes } from '../../index-advice.ts'

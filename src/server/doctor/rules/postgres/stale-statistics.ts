@@ -8,7 +8,7 @@
 // or behind). The line is drawn with the server-wide settings and the table's live rows (n_live_tup,
 // close to the reltuples autovacuum uses): the tables collector does not read a table's own
 // autovacuum_analyze_* storage parameters, and the finding says so.
-import type { TableRow } from '../../../store/objects/objects.ts'
+import type { TableRow } from '../../../store/objects/types.ts'
 import { pgObject, pgQualified, pgRegclass } from '../../sql-text.ts'
 import { type FindingDraft, type Rule, duration } from '../../types.ts'
 import { resetAutovacuum } from './dead-tuples.ts'

@@ -6,7 +6,7 @@
 // that is redundant with another, or covers a redundant one, is left to pg_duplicate_indexes, which
 // names the copy to drop: dropping every unused copy would leave the columns with no index at all.
 import { unusedIndexMinBytes } from '../../../limits.ts'
-import type { IndexRow } from '../../../store/objects/objects.ts'
+import type { IndexRow } from '../../../store/objects/types.ts'
 import { redundantIndexes } from './duplicate-indexes.ts'
 import { type FindingDraft, type Rule, bytes } from '../../types.ts'
 import { pgIndexDefinition, pgQualified, pgRegclass, pgObject } from '../../sql-text.ts'
