@@ -75,7 +75,7 @@ function causeText(causes: ReadCause[]): string {
   if (lead.scan) what.push(`read whole ${Math.round(num(lead.scan.metrics?.full_reads)).toLocaleString('en-US')} times by sequential scans (about ${bytes(lead.scanned_bytes)})`)
   if (lead.bloat) what.push(`${lead.scan ? 'and it is' : 'is'} an estimated ${bytes(lead.bloat_bytes)} of bloat that every scan reads too`)
   const others = rest.length > 0 ? ` Also named: ${rest.slice(0, 5).map((c) => c.object).join(', ')}${rest.length > 5 ? ', ...' : ''}.` : ''
-  return ` The likely cause: ${lead.object} was ${what.join(', ')} in the same window: each full read of a table larger than a quarter of shared_buffers goes through a small ring of buffers and reads its blocks from disk or the OS cache again.${others}`
+  return ` The likely cause: ${lead.object} was ${what.join(', ')} in the same window: a table that does not stay in shared buffers is read from disk or the OS cache again at every full read (and a scan of one larger than a quarter of shared_buffers goes through a small ring of buffers, so it never stays).${others}`
 }
 
 export const cacheHitRatio: Rule<typeof defaults> = {
