@@ -254,9 +254,10 @@ function okLine(db: DatabaseConfig, server: string, plans: CollectorPlan<unknown
  * What the server's optional log tables leave out, looked up in system.tables (querying a missing one
  * would count an UNKNOWN_TABLE error in system.errors, which log_events reports). ClickHouse creates
  * each log table at its first flush and crash_log at the first crash, so a missing table is either not
- * configured or has had nothing to write yet: SYSTEM FLUSH LOGS creates every configured one.
+ * configured or has had nothing to write yet: SYSTEM FLUSH LOGS creates every configured one. And
+ * system.users, when the security collector runs and the user may not read it (SHOW USERS).
  */
-async function clickhouseLogNotes(client: import('@clickhouse/client').ClickHouseClient, plans: CollectorPlan<unknown>[]): Promise<string[]> {
+async function clickhouseLogNotes(client: import('@clickhouse/client').ClickHouseClient, plans: CollectorPlan<unknown>[], versionNum: number): Promise<string[]> {
   const { systemTables } = await import('./collectors/clickhouse/system-tables.ts')
   const tables = await systemTables({ client, now: Date.now(), state: new Map() })
   const runs = (name: string) => plans.some((p) => p.run && p.collector.name === name)
@@ -272,6 +273,11 @@ async function clickhouseLogNotes(client: import('@clickhouse/client').ClickHous
         'system.crash_log is missing: no crash recorded yet, or <crash_log> is not configured (it is by default); crashes are reported once it exists (SYSTEM FLUSH LOGS creates it when configured)',
       )
   }
+  if (runs('security')) {
+    const { usersVisibilityNote } = await import('./collectors/clickhouse/security.ts')
+    const note = await usersVisibilityNote({ client, versionNum })
+    if (note) notes.push(note)
+  }
   return notes
 }
 
@@ -284,7 +290,7 @@ async function checkClickHouse(db: DatabaseConfig, timeoutS: number): Promise<Ch
     const conn = await connectClickHouse(db.dsn, options)
     try {
       const plans = planClickHouseCollectors(db, conn.major) as CollectorPlan<unknown>[]
-      const notes = await clickhouseLogNotes(conn.client, plans)
+      const notes = await clickhouseLogNotes(conn.client, plans, conn.versionNum)
       const custom = await customLines(db, (m) => clickhouseCustomQuery(conn.client, m))
       return { ok: custom.ok, line: okLine(db, `clickhouse ${conn.version}`, plans) + (notes.length ? `; note: ${notes.join('; ')}` : '') + custom.text }
     } finally {

@@ -6,6 +6,7 @@
 // never an error. Names are the server's text and travel as they are (the doctor quotes them).
 import { ClickHouseError } from '@clickhouse/client'
 import { ingestMaxItems } from '../../../shared/ingest-limits.ts'
+import { chIdent } from '../../../shared/sql-text.ts'
 import type { ClickHouseUser, ClickHouseUsers } from '../../../shared/wire.ts'
 import { registerCollector } from '../registry.ts'
 import type { ClickHouseContext } from '../types.ts'
@@ -15,7 +16,16 @@ import { select } from './common.ts'
 export const SECURITY_INTERVAL_MS = 5 * 60_000
 
 /** What --check and the health status say when system.users is not readable (no `;`: --check separates notes with it). */
-export const USERS_NOTE = 'security: the user cannot read system.users, so users without a password or open to every network are not checked (GRANT SHOW USERS ON *.* TO dbm_monitor)'
+export function usersNote(user: string): string {
+  return `security: user ${chIdent(user)} cannot read system.users, so users without a password or open to every network are not checked (GRANT SHOW USERS ON *.* TO ${chIdent(user)})`
+}
+
+/** The note when system.users is not readable, else undefined. */
+export async function usersVisibilityNote(ctx: Pick<ClickHouseContext, 'client' | 'versionNum'>): Promise<string | undefined> {
+  if ((await readUsers(ctx)) !== null) return undefined
+  const [who] = await select<{ user: string }>(ctx as ClickHouseContext, 'SELECT currentUser() AS user')
+  return usersNote(who?.user ?? 'dbm_monitor')
+}
 
 // auth_type is an array from 24.9 (several methods per user), a single enum before: both read as an
 // array of strings. Lists are cut to what the wire carries.
@@ -34,15 +44,15 @@ const isAccessDenied = (e: unknown) => e instanceof ClickHouseError && (e.type =
 const cut = (list: unknown, max: number) => (Array.isArray(list) ? list.slice(0, 32).map((v) => String(v).slice(0, max)) : [])
 
 /** system.users, or null when the user may not read it. */
-export async function readUsers(ctx: ClickHouseContext): Promise<ClickHouseUser[] | null> {
+export async function readUsers(ctx: Pick<ClickHouseContext, 'client' | 'versionNum'>): Promise<ClickHouseUser[] | null> {
   const params = { limit: ingestMaxItems.clickhouse_users }
   // The form of the server's version first; the other one if the engine refuses it (a build between the two).
   const [first, second] = ctx.versionNum >= 24009 ? [USERS_SQL, USERS_SQL_SINGLE] : [USERS_SQL_SINGLE, USERS_SQL]
   let rows: Record<string, unknown>[]
   try {
-    rows = await select<Record<string, unknown>>(ctx, first, params).catch((e) => {
+    rows = await select<Record<string, unknown>>(ctx as ClickHouseContext, first, params).catch((e) => {
       if (isAccessDenied(e)) throw e
-      return select<Record<string, unknown>>(ctx, second, params)
+      return select<Record<string, unknown>>(ctx as ClickHouseContext, second, params)
     })
   } catch (e) {
     if (isAccessDenied(e)) return null
@@ -67,8 +77,10 @@ export const clickhouseSecurity = registerCollector<ClickHouseContext>({
     const last = ctx.state.get('read_at')
     if (typeof last === 'number' && ctx.now - last < SECURITY_INTERVAL_MS && ctx.now >= last) return {}
     const users = await readUsers(ctx)
-    if (users === null) ctx.infos?.set('security', USERS_NOTE)
-    else ctx.infos?.delete('security')
+    if (users === null) {
+      const [who] = await select<{ user: string }>(ctx, 'SELECT currentUser() AS user')
+      ctx.infos?.set('security', usersNote(who?.user ?? 'dbm_monitor'))
+    } else ctx.infos?.delete('security')
     ctx.state.set('read_at', ctx.now)
     const section: ClickHouseUsers = { users }
     return { clickhouse_users: section }
