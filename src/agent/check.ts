@@ -213,7 +213,7 @@ async function checkClickHouse(db: DatabaseConfig, timeoutS: number): Promise<Ch
       // Each collector that would run says what keeps it from working, from the system tables looked up once
       // (querying a missing log table would count an UNKNOWN_TABLE error in system.errors, which log_events reports).
       const { systemTables } = await import('./collectors/clickhouse/system-tables.ts')
-      const check = { client: conn.client, db, systemTables: await systemTables({ client: conn.client, now: Date.now(), state: new Map() }) }
+      const check = { client: conn.client, db, versionNum: conn.versionNum, systemTables: await systemTables({ client: conn.client, now: Date.now(), state: new Map() }) }
       const notes: string[] = []
       for (const p of chPlans) if (p.run && p.collector.checkNotes) notes.push(...(await p.collector.checkNotes(check)))
       const custom = await customLines(db, (m) => clickhouseCustomQuery(conn.client, m))

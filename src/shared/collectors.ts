@@ -51,6 +51,7 @@ export const collectorNames: readonly CollectorName[] = [
   { engine: 'clickhouse', name: 'server_metrics' },
   { engine: 'clickhouse', name: 'log_events', needs: ['system.text_log (<text_log> in the server config) for warnings and fatal messages'] },
   { engine: 'clickhouse', name: 'host' },
+  { engine: 'clickhouse', name: 'security', needs: ['SHOW USERS (GRANT SHOW USERS ON *.*) to read system.users'] },
   { engine: 'clickhouse', name: 'custom_metrics', needs: ['custom_metrics in the agent config'] },
 ]
 

@@ -35,8 +35,9 @@ export const WIRE_ADDITIONS: Readonly<Record<number, readonly string[]>> = {
     'tables[].toast_bytes',
   ],
   // 0.3.0 (issue 28): the operator's own SQL checks; (issue 32) disabled triggers, the rows modified since
-  // a table's last analyze, pg_wal's size and the last checkpoint, a prepared transaction's locks.
-  3: ['custom_metrics', 'disabled_triggers', 'security', 'tables[].n_mod_since_analyze', 'wal_dir', 'xmin_holders[].locks'],
+  // a table's last analyze, pg_wal's size and the last checkpoint, a prepared transaction's locks,
+  // ClickHouse's users.
+  3: ['clickhouse_users', 'custom_metrics', 'disabled_triggers', 'security', 'tables[].n_mod_since_analyze', 'wal_dir', 'xmin_holders[].locks'],
 }
 
 /** The paths a server of `version` does not know: everything added after it (none for this version or later). */

@@ -615,6 +615,30 @@ export const SecurityStatus = T.Object({
 })
 export type SecurityStatus = Static<typeof SecurityStatus>
 
+/** A ClickHouse user as system.users shows it (collected by ClickHouse's `security`): how it logs in and from where. */
+export const ClickHouseUser = T.Object({
+  name: T.String(),
+  /** Where it is defined: users_xml (read-only, edited in users.xml), local_directory or replicated (ALTER USER). */
+  storage: T.String({ maxLength: 200 }),
+  /** auth_type: no_password, plaintext_password, sha256_password, double_sha1_password, bcrypt_password, ldap, ... (several from 24.9). */
+  auth_type: T.Array(T.String({ maxLength: 64 }), { maxItems: 16 }),
+  /** The hosts it may connect from: addresses and networks, names, name regexps, LIKE patterns (cut to 32 each). */
+  host_ip: T.Array(T.String({ maxLength: 256 }), { maxItems: 32 }),
+  host_names: T.Array(T.String({ maxLength: 256 }), { maxItems: 32 }),
+  host_names_regexp: T.Array(T.String({ maxLength: 256 }), { maxItems: 32 }),
+  host_names_like: T.Array(T.String({ maxLength: 256 }), { maxItems: 32 }),
+})
+export type ClickHouseUser = Static<typeof ClickHouseUser>
+
+/**
+ * ClickHouse's users for the security advisors (collected by `security` every few minutes: sent when
+ * read, kept as the latest). users is null when the agent's user may not read system.users (SHOW USERS).
+ */
+export const ClickHouseUsers = T.Object({
+  users: T.Union([T.Array(ClickHouseUser, { maxItems: max.clickhouse_users }), T.Null()]),
+})
+export type ClickHouseUsers = Static<typeof ClickHouseUsers>
+
 /** One backup as the backup tool lists it (collected by `backups`). */
 export const BackupEntry = T.Object({
   /** The tool's label or name for it (pgBackRest's label, WAL-G's backup_name). */
@@ -981,6 +1005,8 @@ export const IngestBatch = T.Object({
   mutations: T.Optional(T.Array(MutationEntry, { maxItems: max.mutations })),
   /** ClickHouse: server gauges (memory, limit, disks, connections, uptime) and query counter deltas. */
   server_metrics: T.Optional(counterMap),
+  /** ClickHouse: its users' authentication and allowed hosts (collected by `security`; wire version 3, absent from agents before it). */
+  clickhouse_users: T.Optional(ClickHouseUsers),
   /** What events are derived from (restarts, settings, resets, agent starts); absent from agents before it. */
   server_state: T.Optional(ServerState),
   /** Whether the agent reaches the database; alone with the header while it is down (Availability). */

@@ -518,6 +518,21 @@ function clickhouseBatches(v: Variant, now: number): IngestBatch[] {
     chBatch(t('server'), now - (k + 1) * MINUTE - 30_000, {
       ...(k === 0 ? { server_state: { settings: { max_memory_usage: '0', readonly: '1' } } } : {}),
       host: { ...hostSection(v), source: 'clickhouse', evidence: null, filesystems: [] },
+      // Users without a password (open to every network, and restricted) and with one open to every
+      // network, from users.xml and from SQL (ch_users_without_password, ch_users_any_host).
+      ...(k === 0
+        ? {
+            clickhouse_users: {
+              users: [
+                { name: t('user_open'), storage: 'users_xml', auth_type: ['no_password'], host_ip: ['::/0'], host_names: [], host_names_regexp: [], host_names_like: [] },
+                { name: t('user_sql_open'), storage: 'local_directory', auth_type: ['no_password'], host_ip: [], host_names: [], host_names_regexp: ['.*'], host_names_like: [] },
+                { name: t('user_local'), storage: 'local_directory', auth_type: ['no_password'], host_ip: ['127.0.0.1'], host_names: [t('host', 200)], host_names_regexp: [], host_names_like: [] },
+                { name: t('user_any'), storage: 'local_directory', auth_type: ['sha256_password'], host_ip: [], host_names: [], host_names_regexp: [], host_names_like: ['%'] },
+                { name: t('user_xml_any'), storage: 'users_xml', auth_type: ['plaintext_password'], host_ip: ['::/0'], host_names: [], host_names_regexp: [], host_names_like: [] },
+              ],
+            },
+          }
+        : {}),
       // Errors counted by system.errors, far above their (empty) baseline, with hostile messages.
       ...(k === 0
         ? {
@@ -917,7 +932,7 @@ afterAll(async () => {
 function namesOf(findings: Finding[], v: Variant): Set<string> {
   const names = new Set([v.schema, v.user])
   for (const f of findings) for (const o of f.objects) for (const part of o.split(/[.:]/)) names.add(part)
-  for (const role of ['parts1', 'parts2', 'many', 'merge1', 'merge2', 'mutation1', 'mutation2', 'parts1_partition', 'mutation1_id', 'queued']) names.add(v.text(role))
+  for (const role of ['parts1', 'parts2', 'many', 'merge1', 'merge2', 'mutation1', 'mutation2', 'parts1_partition', 'mutation1_id', 'queued', 'user_open', 'user_sql_open', 'user_local', 'user_any', 'user_xml_any']) names.add(v.text(role))
   return names
 }
 

@@ -118,6 +118,8 @@ export interface PostgresCheck {
 export interface ClickHouseCheck {
   client: ClickHouseClient
   db: DatabaseConfig
+  /** major * 1000 + minor, e.g. 26007. */
+  versionNum: number
   /** The system tables the server has (system.tables), looked up once for every collector. */
   systemTables: ReadonlySet<string>
 }

@@ -1,7 +1,7 @@
 // The stored telemetry of one database as the doctor's rules read it: each part is loaded at most once
 // per diagnosis, and only when a rule asks for it, so a ClickHouse diagnosis never reads PostgreSQL
 // tables and the other way round.
-import type { ActiveQuery, ColumnStat, DisabledTrigger, LockEntry, MergeEntry, MutationEntry, PartStat, ReplicationStatus, SecurityStatus, SequenceStat, UnindexedForeignKey, WalDirStatus, XminHolder } from '../../shared/wire.ts'
+import type { ActiveQuery, ClickHouseUsers, ColumnStat, DisabledTrigger, LockEntry, MergeEntry, MutationEntry, PartStat, ReplicationStatus, SecurityStatus, SequenceStat, UnindexedForeignKey, WalDirStatus, XminHolder } from '../../shared/wire.ts'
 import type { Latest, MetricSource } from '../store/internals/types.ts'
 import type { ClickHouseSource } from '../store/clickhouse/types.ts'
 import type { IndexRow, TableRow } from '../store/objects/types.ts'
@@ -169,6 +169,14 @@ export class DoctorContext {
     return this.once('security', async () => {
       const found = await this.store.latestSnapshot(this.db.id, 'security')
       return found && found.payload !== null && typeof found.payload === 'object' ? { ts: found.ts, status: found.payload as SecurityStatus } : null
+    })
+  }
+
+  /** ClickHouse: the latest users with their authentication and hosts (collected by `security`); null from agents that do not send them. */
+  clickhouseUsers(): Promise<{ ts: number; status: ClickHouseUsers } | null> {
+    return this.once('clickhouse_users', async () => {
+      const found = await this.store.latestSnapshot(this.db.id, 'clickhouse_users')
+      return found && found.payload !== null && typeof found.payload === 'object' ? { ts: found.ts, status: found.payload as ClickHouseUsers } : null
     })
   }
 

@@ -23,6 +23,7 @@ const SNAPSHOT_KINDS = [
   'disabled_triggers',
   'wal_dir',
   'security',
+  'clickhouse_users',
 ] as const
 export type SnapshotKind = (typeof SNAPSHOT_KINDS)[number]
 

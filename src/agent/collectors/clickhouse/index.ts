@@ -10,6 +10,7 @@ import './merges.ts'
 import './mutations.ts'
 import './parts.ts'
 import './query-stats.ts'
+import './security.ts'
 import './server-metrics.ts'
 
 export const clickhouseCollectors = collectorsOf<ClickHouseContext>('clickhouse')
