@@ -25,7 +25,7 @@ export const superusers: Rule<typeof defaults, typeof lists> = {
   id: 'pg_superusers',
   engine: 'postgres',
   category: 'security',
-  summary: 'Superusers beyond the bootstrap role, more than the allowlist threshold allows, each with the command that takes the right away.',
+  summary: 'Superusers beyond the bootstrap role and the allowed names (allowed_names), more than allowed_superusers, each with the command that takes the right away.',
   collectors: ['security'],
   thresholds: defaults,
   ranges: { allowed_superusers: { min: 0, max: 1000, whole: true } },
