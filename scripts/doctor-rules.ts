@@ -1,11 +1,13 @@
 // Writes docs/doctor-rules.md, the doctor's rule reference, from the rules themselves: each rule's id,
 // engine, category, summary and collectors (its metadata), its thresholds with their defaults, and each
-// threshold's doc comment from the rule's file. `bun scripts/doctor-rules.ts` writes the file;
+// threshold's doc comment from the rule's file and the range a database's own value must fall in
+// (doctor/thresholds.ts). `bun scripts/doctor-rules.ts` writes the file;
 // `--check` only says whether it is up to date. test/doctor/readme.test.ts fails when it is not.
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { collectorNames } from '../src/shared/collectors.ts'
 import { rules } from '../src/server/doctor/rules/index.ts'
+import { rangeOf } from '../src/server/doctor/thresholds.ts'
 import type { Rule } from '../src/server/doctor/types.ts'
 
 const ROOT = join(import.meta.dir, '..')
@@ -46,6 +48,22 @@ function thresholdsSource(rule: Rule, text: string): string {
   return end < 0 ? '' : text.slice(start, end)
 }
 
+/** The source of the rule's lists of names (`const lists = {...}` in its file), else nothing. */
+function listsSource(rule: Rule, text: string): string {
+  if (!rule.lists) return ''
+  const start = text.search(/const lists\b[^=]*= \{/)
+  if (start < 0) return ''
+  const end = text.indexOf('\n}', start)
+  return end < 0 ? '' : text.slice(start, end)
+}
+
+/** The values a database's own threshold takes, in words. */
+function rangeText(rule: Rule, key: string): string {
+  const r = rangeOf(rule, key)
+  const n = (v: number) => (v >= 1e15 ? 'any' : String(v))
+  return `${n(r.min)} to ${n(r.max)}${r.whole ? ', whole' : ''}`
+}
+
 /** A threshold's doc comment (`/** ... *\/` right above its key), one line. */
 function thresholdComment(source: string, key: string): string {
   const m = new RegExp(`/\\*\\*((?:(?!\\*/)[\\s\\S])*)\\*/\\s*\\n\\s*${key}\\s*:`).exec(source)
@@ -81,9 +99,10 @@ function checkCollectors(rule: Rule) {
 export function doctorRulesTable(): string {
   const lines = ['| rule | engine | category | thresholds (defaults) |', '|---|---|---|---|']
   for (const rule of rules) {
-    const thresholds = Object.entries(rule.thresholds)
-      .map(([name, value]) => `${name} ${value}`)
-      .join(', ')
+    const thresholds = [
+      ...Object.entries(rule.thresholds).map(([name, value]) => `${name} ${value}`),
+      ...Object.entries(rule.lists ?? {}).map(([name, names]) => `${name} ${names.length === 0 ? 'none' : names.join(' ')}`),
+    ].join(', ')
     lines.push(`| [\`${rule.id}\`](#${rule.id}) | ${ENGINE[rule.engine]} | ${rule.category} | ${thresholds || '—'} |`)
   }
   return lines.join('\n')
@@ -106,10 +125,13 @@ export function doctorRulesDoc(): string {
     '',
     '## Changing a threshold',
     '',
-    "A rule's thresholds are the table at the top of its file (linked under each rule below), with the",
-    'practice they come from in its comment. `dbm serve` has no setting that changes them: to change one, edit',
-    'the value in the rule\'s file and build again (`bun run build`); the rule\'s tests in `test/doctor/` show',
-    'what each threshold does. `custom_metric_threshold` takes its threshold from each custom metric\'s own',
+    "A rule's thresholds have the defaults listed below (the table at the top of its file, linked under each",
+    'rule, with the practice they come from in its comment). Each database may set its own values: on its',
+    '**Settings** page (owners; members see them) or with `PUT /api/v1/databases/{id}/thresholds`',
+    '([api.md](api.md#doctor-thresholds)). A value must fall in the range listed beside it, and a warning',
+    'threshold may not pass its critical one; the next diagnosis applies it. Lists of names (`pg_superusers`\'',
+    '`allowed_names`: the superusers an operator means) are set the same way. The rule\'s tests in',
+    '`test/doctor/` show what each threshold does. `custom_metric_threshold` takes its threshold from each custom metric\'s own',
     '`alert` ([custom-metrics.md](custom-metrics.md)); `pg_risky_settings` and `setting_changed` judge the',
     'settings of `src/server/doctor/rules/setting-risks.ts`. A collector a rule reads that is turned off',
     '(`enabled_collectors`, `disabled_collectors`) or not supported by the server leaves that rule without',
@@ -129,10 +151,14 @@ export function doctorRulesDoc(): string {
       const reads = rule.collectors.length ? rule.collectors.map((c) => `\`${c}\``).join(', ') : 'what every batch carries (the agent\'s reports, `server_state`)'
       out.push('', `### \`${rule.id}\``, '', rule.summary, '', `${ENGINE[rule.engine]} · ${rule.category} · reads ${reads} · [${file}](../${file})`)
       const thresholds = Object.entries(rule.thresholds)
-      if (thresholds.length === 0) continue
+      const lists = Object.entries(rule.lists ?? {})
+      if (thresholds.length === 0 && lists.length === 0) continue
       const source = thresholdsSource(rule, text)
-      out.push('', '| threshold | default | meaning |', '|---|---|---|')
-      for (const [key, value] of thresholds) out.push(`| \`${key}\` | ${value} | ${cell(thresholdComment(source, key) || meaningFromName(key)) || '—'} |`)
+      out.push('', '| threshold | default | range | meaning |', '|---|---|---|---|')
+      for (const [key, value] of thresholds) out.push(`| \`${key}\` | ${value} | ${rangeText(rule, key)} | ${cell(thresholdComment(source, key) || meaningFromName(key)) || '—'} |`)
+      for (const [key, names] of lists) {
+        out.push(`| \`${key}\` | ${names.length === 0 ? 'none' : cell(names.join(', '))} | names | ${cell(thresholdComment(listsSource(rule, text), key)) || '—'} |`)
+      }
     }
   }
   return `${out.join('\n')}\n`

@@ -30,6 +30,7 @@ import { INGEST_PATH } from '../shared/ingest-path.ts'
 import { WIRE_VERSION, WIRE_VERSION_HEADER } from '../shared/wire-contract.ts'
 import { clickhouseRoutes } from './routes/clickhouse.ts'
 import { diagnosisRoutes } from './routes/diagnosis.ts'
+import { thresholdRoutes } from './routes/thresholds.ts'
 import { internalsRoutes } from './routes/internals.ts'
 import { hostRoutes } from './routes/host.ts'
 import { customMetricRoutes } from './routes/custom-metrics.ts'
@@ -243,6 +244,7 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
     .use(configurationRoutes(deps))
     .use(clickhouseRoutes(deps))
     .use(diagnosisRoutes(deps))
+    .use(thresholdRoutes(deps))
     .use(alertRoutes(deps))
     .use(alertDestinationRoutes(deps))
     .use(alertRouteRoutes(deps))

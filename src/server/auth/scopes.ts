@@ -85,6 +85,10 @@ export const ROUTE_ACCESS: Readonly<Record<string, RouteAccess>> = {
   'DELETE /api/v1/databases/:id': 'admin',
   'GET /api/v1/databases/:id/health': 'read',
   'GET /api/v1/databases/:id/availability': 'read',
+  // the doctor's thresholds of a database: reading them is read, changing them admin (and owners only)
+  'GET /api/v1/databases/:id/thresholds': 'read',
+  'PUT /api/v1/databases/:id/thresholds': 'admin',
+  'DELETE /api/v1/databases/:id/thresholds': 'admin',
 
   // telemetry, diagnosis, alerts and events of one database
   'GET /api/v1/databases/:id/queries': 'read',

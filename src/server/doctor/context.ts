@@ -14,6 +14,9 @@ import type { AvailabilityState } from '../store/availability/types.ts'
 /** Everything a diagnosis may read about more objects than this is cut (the largest first). */
 const MAX_OBJECTS = 100_000
 
+/** Thresholds set over the rules' defaults, by rule then key: numbers, and lists of names (doctor/thresholds.ts). */
+export type ThresholdOverrides = Record<string, Record<string, number | readonly string[]>>
+
 export interface Snapshot<T> {
   ts: number | null
   entries: T[]
@@ -51,7 +54,8 @@ export class DoctorContext {
     readonly db: RegisteredDatabase,
     /** Evaluation time (epoch ms). */
     readonly now: number,
-    private readonly overrides: Record<string, Record<string, number>> = {},
+    /** The database's thresholds over the rules' defaults (and the server's, a test hook: Deps.doctorThresholds). */
+    private readonly overrides: ThresholdOverrides = {},
     /**
      * `local`: the server is `dbm local`'s, whose agent runs in its process on the DSNs of its command line
      * (no config file). `servingSince`: when the serving process started (Deps.servingSince).
@@ -59,10 +63,23 @@ export class DoctorContext {
     readonly setup: { local: boolean; servingSince?: number } = { local: false },
   ) {}
 
-  /** The rule's thresholds, with any configured override applied. */
+  /** The rule's thresholds, with the database's values applied. */
   thresholds<T extends Record<string, number>>(rule: { id: string; thresholds: T }): T {
     const override = this.overrides[rule.id]
-    return override ? { ...rule.thresholds, ...override } : rule.thresholds
+    if (!override) return rule.thresholds
+    const merged: Record<string, number> = { ...rule.thresholds }
+    for (const [key, value] of Object.entries(override)) if (typeof value === 'number') merged[key] = value
+    return merged as T
+  }
+
+  /** The rule's lists of names (an allowlist), with the database's lists in place of the defaults. */
+  names<L extends Record<string, readonly string[]>>(rule: { id: string; lists?: L }): L {
+    const lists = (rule.lists ?? {}) as L
+    const override = this.overrides[rule.id]
+    if (!override) return lists
+    const merged: Record<string, readonly string[]> = { ...lists }
+    for (const [key, value] of Object.entries(override)) if (Array.isArray(value) && Object.hasOwn(lists, key)) merged[key] = value
+    return merged as L
   }
 
   /**

@@ -12,6 +12,7 @@ import { type DoctorStatus, SEVERITY_ORDER, doctorStatus, healthScore } from './
 import type { Finding, Rule, Severity } from './types.ts'
 import { type FindingGroup, groupFindings } from './grouping.ts'
 import type { Diagnosis, DiagnosisFigures } from './diagnosis.ts'
+import { type ThresholdOverrides, mergeOverrides, overridesOf } from './thresholds.ts'
 
 export type { Diagnosis, DiagnosisFigures } from './diagnosis.ts'
 
@@ -48,6 +49,8 @@ export interface DiagnoseOptions {
    * run concurrently (their reads overlap on the PostgreSQL store).
    */
   between?: () => Promise<void>
+  /** The database's thresholds as its caller read them (doctor/thresholds.ts overridesOf); absent: read from the store here. */
+  thresholds?: ThresholdOverrides
 }
 
 export async function diagnose(
@@ -58,7 +61,9 @@ export async function diagnose(
 ): Promise<Diagnosis & { context: DoctorContext }> {
   const { log } = deps
   // `dbm local`'s server (signup 'local'): its rules say what a dbm local user does, not what an agent's operator does.
-  const ctx = new DoctorContext(deps.store, db, now, deps.doctorThresholds, { local: deps.signup === 'local', servingSince: deps.servingSince })
+  // The database's thresholds over the defaults: the diagnosis worker reads them here, from its own store.
+  const own = options.thresholds ?? overridesOf(await deps.store.thresholds.databaseThresholds(db.id))
+  const ctx = new DoctorContext(deps.store, db, now, mergeOverrides(deps.doctorThresholds, own), { local: deps.signup === 'local', servingSince: deps.servingSince })
   const ruleList = rulesFor(db)
   let results: (Omit<Finding, 'cause'>[] | null)[]
   if (options.between) {

@@ -22,7 +22,15 @@ export type Category = Static<typeof CategorySchema>
  */
 export type Finding = Omit<Static<typeof FindingSchema>, 'as_of' | 'how_to_fix_locked'> & { as_of: number | null }
 
-export interface Rule<T extends Record<string, number> = Record<string, number>> {
+/** The values a threshold takes (checked when an operator sets one for a database: doctor/thresholds.ts). */
+export interface ThresholdRange {
+  min: number
+  max: number
+  /** A count: whole numbers only. */
+  whole?: boolean
+}
+
+export interface Rule<T extends Record<string, number> = Record<string, number>, L extends Record<string, readonly string[]> = Record<string, readonly string[]>> {
   id: string
   engine: Engine | 'any'
   category: Category
@@ -32,7 +40,14 @@ export interface Rule<T extends Record<string, number> = Record<string, number>>
   collectors: readonly string[]
   /** The rule's thresholds, in one table (docs/doctor-rules.md lists them from here). */
   thresholds: T
-  /** Reads its thresholds through ctx.thresholds(rule), which applies configured overrides. */
+  /**
+   * The range of some thresholds, where the one read from the key's name (doctor/thresholds.ts rangeOf:
+   * shares 0 to 1, counts whole, anything else from 0) is not tight enough.
+   */
+  ranges?: { readonly [K in keyof T]?: ThresholdRange }
+  /** Lists of names an operator sets per database (an allowlist), empty by default; read through ctx.names(rule). */
+  lists?: L
+  /** Reads its thresholds through ctx.thresholds(rule), which applies the database's values (doctor/thresholds.ts). */
   check(ctx: DoctorContext): Promise<FindingDraft[]>
 }
 

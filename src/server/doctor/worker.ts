@@ -1,7 +1,8 @@
 // The diagnosis worker: a thread of `dbm serve` that runs the doctor for the monitor (monitor/), so that the
 // rules' reads and work use the machine's second core instead of the event loop that serves the API and
 // ingest. It opens its own connection to the store (SQLite: a query-only second connection to the
-// file; PostgreSQL: a small pool of its own) and answers each `diagnose` message with the diagnosis.
+// file; PostgreSQL: a small pool of its own) and answers each `diagnose` message with the diagnosis,
+// reading the database's thresholds from that store as diagnose() does on the main thread.
 // The monitor applies what was found (recommendations, alerts, notifications) on the main thread.
 // Started by diagnosis-worker.ts; an entry point of the build of its own (scripts/build.ts).
 import { join } from 'node:path'

@@ -22,6 +22,9 @@ import { type MonitorStore, monitorStore } from './monitor/evaluations.ts'
 import type { DiagnosisStore } from './diagnoses/types.ts'
 import { diagnosisReads } from './diagnoses/reads.ts'
 import { diagnosisWrites } from './diagnoses/writes.ts'
+import type { ThresholdStore } from './thresholds/types.ts'
+import { thresholdReads } from './thresholds/reads.ts'
+import { thresholdWrites } from './thresholds/writes.ts'
 import { type MembersStore, membersStore } from './accounts/members.ts'
 import { type RetentionStore, retentionStore } from './retention/retention.ts'
 import type { InternalsReads } from './internals/types.ts'
@@ -67,6 +70,7 @@ export class SqlStore implements Store {
   readonly serverSettings: ServerSettingsReads
   readonly monitor: MonitorStore
   readonly diagnoses: DiagnosisStore
+  readonly thresholds: ThresholdStore
   readonly members: MembersStore
   readonly retention: RetentionStore
   readonly actions: ActionStore
@@ -126,6 +130,7 @@ export class SqlStore implements Store {
     this.customMetrics = new SqlCustomMetricReads(driver)
     this.monitor = monitorStore(driver)
     this.diagnoses = { ...diagnosisReads(driver), ...diagnosisWrites(driver) }
+    this.thresholds = { ...thresholdReads(driver), ...thresholdWrites(driver) }
     // A removal or demotion revokes the user's keys in its own transaction: they leave the cache with it.
     this.members = membersStore(driver, (keyIds) => this.apiKeys.evict(keyIds))
     this.retention = retentionStore(driver, (databaseId) => {

@@ -8,6 +8,7 @@ import type { HostReads } from './host/types.ts'
 import type { ServerSettingsReads } from './server-settings/types.ts'
 import type { MonitorStore } from './monitor/evaluations.ts'
 import type { DiagnosisStore } from './diagnoses/types.ts'
+import type { ThresholdStore } from './thresholds/types.ts'
 import type { AlertDestinationStore } from './alerts/destinations.ts'
 import type { AlertRoutingStore } from './alerts/routing.ts'
 import type { CustomMetricReads } from './custom-metrics/types.ts'
@@ -77,6 +78,8 @@ export interface Store extends ApiKeyStore, AccountReads, AccountWrites, Databas
   readonly monitor: MonitorStore
   /** Each database's latest diagnosis, the one every reader shows (diagnoses/). */
   readonly diagnoses: DiagnosisStore
+  /** The doctor's thresholds an operator set for each database (thresholds/). */
+  readonly thresholds: ThresholdStore
   /** An organization's members, their roles, and its invites (accounts/members.ts). */
   readonly members: MembersStore
   /** Retention and minute-bucket compaction (retention/retention.ts). */

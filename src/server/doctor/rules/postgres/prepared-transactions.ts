@@ -6,7 +6,7 @@
 // holding its XID, counted by the agent) and its xmin's age in XIDs. From the agent's xmin_holders section (database_stats).
 // Thresholds: 5 minutes → warning (check_postgres' txn_prepared and pgwatch flag far sooner than the
 // hour pg_xmin_horizon waits for), an hour → critical; set warning_s higher on a database whose
-// transaction manager keeps them longer on purpose.
+// transaction manager keeps them longer on purpose (the database's thresholds: API or Settings page).
 import { commentText, pgString } from '../../sql-text.ts'
 import { type FindingDraft, type Rule, duration, severityAbove } from '../../types.ts'
 
@@ -24,6 +24,8 @@ export const preparedTransactions: Rule<typeof defaults> = {
   summary: 'Prepared transactions (PREPARE TRANSACTION) left open past minutes: orphans outside a two-phase-commit system, holding their locks and the xmin horizon (named by gid, owner and database).',
   collectors: ['database_stats'],
   thresholds: defaults,
+  // From any prepared transaction at all (0) to a month.
+  ranges: { warning_s: { min: 0, max: 2_592_000 }, critical_s: { min: 0, max: 2_592_000 } },
   async check(ctx) {
     const t = ctx.thresholds(preparedTransactions)
     const named = await ctx.xminHolders()

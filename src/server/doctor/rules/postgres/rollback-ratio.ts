@@ -32,6 +32,13 @@ export const rollbackRatio: Rule<typeof defaults> = {
   summary: 'A low commit ratio with real volume: many transactions rolled back, absolutely or against the database\'s own previous week.',
   collectors: ['database_stats'],
   thresholds: defaults,
+  ranges: {
+    window_minutes: { min: 1, max: 1440, whole: true },
+    min_rollbacks_per_s: { min: 0, max: 1_000_000 },
+    min_transactions: { min: 0, max: 1e12, whole: true },
+    baseline_factor: { min: 1, max: 1000 },
+    baseline_min_increase: { min: 0, max: 1 },
+  },
   async check(ctx) {
     const t = ctx.thresholds(rollbackRatio)
     const windowMs = t.window_minutes * 60_000
