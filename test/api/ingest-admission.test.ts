@@ -250,8 +250,9 @@ for (const kind of storeKinds) {
     }
     let tenants: TestServer
     let keyA = ''
+    const warnings: string[] = []
     beforeAll(async () => {
-      tenants = await startTestServer(kind, { metricsToken: TOKEN, ingestAdmission: new IngestAdmission(createLogger('error', () => {}), shared) })
+      tenants = await startTestServer(kind, { metricsToken: TOKEN, ingestAdmission: new IngestAdmission(createLogger('warn', (l) => warnings.push(l)), shared) })
       keyA = (await agentAccount(tenants)).key
     })
     afterAll(async () => {
@@ -317,13 +318,17 @@ for (const kind of storeKinds) {
       const over = await post('over-the-share', undefined, tenants, keyA)
       expect(over.status).toBe(503)
       expect(['1', '2']).toContain(over.headers.get('retry-after')!)
+      expect((await post('over-the-share-again', undefined, tenants, keyA)).status).toBe(503)
       // The other organization's current batch is still taken, with places to spare.
       expect((await post('b-2', undefined, tenants, keyB)).status).toBe(200)
       for (const held of mine) expect(await held.finish()).toBe('HTTP/1.1 200 OK')
       const after = await scrape(tenants)
-      expect(value(after, 'dbm_ingest_refusals_total', { reason: 'org_share' }) - value(before, 'dbm_ingest_refusals_total', { reason: 'org_share' })).toBe(1)
-      expect(value(after, 'dbm_ingest_shed_total', { kind: 'current' }) - value(before, 'dbm_ingest_shed_total', { kind: 'current' })).toBe(1)
+      expect(value(after, 'dbm_ingest_refusals_total', { reason: 'org_share' }) - value(before, 'dbm_ingest_refusals_total', { reason: 'org_share' })).toBe(2)
+      expect(value(after, 'dbm_ingest_shed_total', { kind: 'current' }) - value(before, 'dbm_ingest_shed_total', { kind: 'current' })).toBe(2)
       expect(appAdmission(tenants).inFlight).toBe(0)
+      // One warning for the episode, whatever its refusals.
+      expect(warnings.filter((l) => l.includes('ingest:')).length).toBe(1)
+      expect(warnings[0]).toContain('holds its share')
     })
   })
 }
