@@ -3,6 +3,9 @@
 // mark, current batches at the higher one, each with 503 and a Retry-After in its range, before the body
 // is read; the refusals are counted in /metrics and logged once per episode. Then the real shipper, its
 // backlog shed while the server is full, delivers every buffered batch exactly once once there is room.
+// A body that stalls is answered 408 and one abandoned mid-body frees its place; on each store, callers
+// without a valid ingest key are refused before taking a place, and one organization is held to its share
+// of the places while another sends (alone, it has them all).
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
