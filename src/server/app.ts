@@ -1,5 +1,6 @@
 // The Elysia application: body parsing with size caps, a cap on the request's headers, the cap on
-// ingests in flight (ingest-admission.ts: shed with 503 before the body is read), auth rate limits by
+// ingests in flight (ingest-admission.ts: an ingest is authenticated, then shed with 503 before its body
+// is read, and its body must arrive in time), auth rate limits by
 // path, the one error handler that answers {"error": ...} (503 while the store cannot be reached),
 // the security headers on every response, /healthz (which asks the store), GET /metrics (Prometheus: the
 // server's figures for DBM_METRICS_TOKEN, an organization's own for its key), the dashboard's files, and
@@ -7,11 +8,11 @@
 // exactly what runs in production.
 import type { ValueError } from '@sinclair/typebox/errors'
 import { type AnyElysia, Elysia, type ValidationError } from 'elysia'
-import { checkOrigin } from './auth/principal.ts'
+import { authenticate, checkOrigin } from './auth/principal.ts'
 import { type Deps, clientAddress } from './context.ts'
 import { healthz, signupGate } from './healthz.ts'
 import { HttpError, tooManyRequests } from './http-error.ts'
-import { IngestAdmission } from './ingest-admission.ts'
+import { IngestAdmission, countUnauthenticated } from './ingest-admission.ts'
 import { parseJsonBody } from './json-body.ts'
 import { rateLimitSubject } from './rate-limit-address.ts'
 import { type RateLimitedEndpoint, authRateLimits, bodyLimits, headerLimits } from './limits.ts'
@@ -68,10 +69,6 @@ export function canonicalPath(pathname: string): string {
   return pathname.replace(/\/{2,}/g, '/').replace(/(.)\/+$/, '$1')
 }
 
-function bodyLimitFor(path: string): number {
-  return path === INGEST_PATH ? bodyLimits.ingest : bodyLimits.default
-}
-
 /** The request line and headers as sent, in bytes (near enough: repeated headers arrive joined). */
 function headSize(request: Request): number {
   const url = request.url
@@ -123,7 +120,8 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
   deps.streams ??= new Set()
   /** When each ingest request arrived (performance.now()), for its status and time in the metrics. */
   const ingestStarts = new WeakMap<Request, number>()
-  // Ingests in flight are capped; past the cap a batch is refused from its headers (ingest-admission.ts).
+  // Ingests in flight are capped; past the cap (or its organization's share) a batch is refused from its
+  // headers and its caller, before its body is read (ingest-admission.ts).
   const admission = (deps.ingestAdmission ??= new IngestAdmission(log))
   logStoreOutages(deps.store, log)
   const signupClosed = signupGate(deps)
@@ -148,9 +146,16 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
       if (request.method !== 'POST') return
       const path = canonicalPath(new URL(request.url).pathname)
       if (path === INGEST_PATH) {
-        const now = performance.now()
-        ingestStarts.set(request, now)
-        admission.admit(request, now)
+        ingestStarts.set(request, performance.now())
+        // Every answer of the ingest route carries the wire version, refusals here included.
+        set.headers[WIRE_VERSION_HEADER] = String(WIRE_VERSION)
+        // Only a valid ingest key takes a place: authenticated first, once (the route reuses the answer;
+        // a key is found in the store's cache, a refused one costs what the route's check always cost).
+        const principal = await authenticate(deps, request).catch((e: unknown) => {
+          if (e instanceof HttpError && (e.status === 401 || e.status === 403)) countUnauthenticated(e.status)
+          throw e
+        })
+        admission.admit(request, principal.orgId, performance.now())
         return
       }
       if (path.startsWith('/api/v1/auth/')) checkOrigin(deps, request)
@@ -167,7 +172,9 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
       if (!result.allowed) throw tooManyRequests(result.retryAfterMs)
     })
     .onParse(async ({ request }) => {
-      return parseJsonBody(request, bodyLimitFor(canonicalPath(new URL(request.url).pathname)))
+      if (canonicalPath(new URL(request.url).pathname) !== INGEST_PATH) return parseJsonBody(request, bodyLimits.default)
+      // An ingest's body must arrive within the admission's time (408 after it, its place freed).
+      return admission.readBody(request, parseJsonBody(request, bodyLimits.ingest))
     })
     .onError(({ code, error, set, request }) => {
       let failure: HttpError

@@ -111,6 +111,13 @@ export const ingestAdmissionLimits = {
   staleTicketMs: 2 * MINUTE,
   /** A shedding episode ends (one info line) at the first admission this long after the last refusal. */
   episodeQuietMs: 30 * SECOND,
+  /**
+   * While more than one organization sent an ingest within activeMs, each holds at most
+   * max(min, fraction × the mark) places (of current batches, and of backlog): one tenant cannot take them all.
+   */
+  orgShare: { min: 4, fraction: 0.5, activeMs: 10 * MINUTE },
+  /** An admitted ingest's body must have arrived this long after the request did: else 408, its place freed. */
+  bodyReadMs: 30 * SECOND,
 } satisfies IngestAdmissionLimits
 
 export interface IngestAdmissionLimits {
@@ -121,6 +128,8 @@ export interface IngestAdmissionLimits {
   unknownBodyBytes: number
   staleTicketMs: number
   episodeQuietMs: number
+  orgShare: { min: number; fraction: number; activeMs: number }
+  bodyReadMs: number
 }
 
 /** API key last_used_at is written at most this often per key. */

@@ -49,6 +49,7 @@ const SERVER_FAMILIES = {
   dbm_ingest_batches_total: 'COUNTER',
   dbm_ingest_rows_total: 'COUNTER',
   dbm_ingest_shed_total: 'COUNTER',
+  dbm_ingest_refusals_total: 'COUNTER',
   dbm_ingest_in_flight: 'GAUGE',
   dbm_store_query_duration_seconds: 'HISTOGRAM',
   dbm_health_monitor_run_duration_seconds: 'HISTOGRAM',
@@ -131,7 +132,7 @@ describe.each(storeKinds)('GET /metrics (%s store)', (kind: StoreKind) => {
     const s = await scrape(server, operator)
     expect(familyTypes(s)).toEqual(SERVER_FAMILIES)
     const labelNames = new Set([...s.values()].flatMap((f) => f.metrics.flatMap((m) => Object.keys(m.labels ?? {}))))
-    for (const name of labelNames) expect(['status', 'result', 'call', 'outcome', 'kind', 'le']).toContain(name)
+    for (const name of labelNames) expect(['status', 'result', 'call', 'outcome', 'kind', 'reason', 'le']).toContain(name)
     // Process figures of this process.
     expect(value(s, 'process_resident_memory_bytes')).toBeGreaterThan(10_000_000)
     expect(Math.abs(value(s, 'process_start_time_seconds') - (Date.now() / 1000 - process.uptime()))).toBeLessThan(5)
