@@ -22,17 +22,34 @@
 // texts fetched once) are reported apart from the steady cycles (3rd and later; median over them).
 // Options: --cycles N (steady cycles per scenario), --interval S, --tables N, --statements N,
 // --databases N, --tables-each N, --scenarios one,many, --agent-cmd "COMMAND" (what runs `<COMMAND> agent ...`;
-// default `bun src/cli.ts`, e.g. `dist/dbm` for the compiled binary or `bun --smol src/cli.ts`).
-import { mkdtempSync, rmSync } from 'node:fs'
+// default `bun src/cli.ts`, e.g. `dist/dbm` for the compiled binary or `bun --smol src/cli.ts`),
+// --exporter PATH (postgres_exporter's binary, e.g. Debian's /usr/bin/prometheus-postgres-exporter: run side by
+// side with the agent in the 1-database scenario, on the same database, as its own superuser role
+// `dbm_exporter`, with its default collectors and the pg_stat_statements query of its example queries.yaml
+// (columns as PostgreSQL 17 names them), scraped once per agent cycle; its database time, CPU and RSS are
+// measured as the agent's and reported next to them with the ratios).
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
-import { type PostgresServer, startPostgres } from '../test/support/postgres.ts'
+import { type PostgresServer, freePort, startPostgres } from '../test/support/postgres.ts'
 import { type BenchServer, collectorWallMs, createAccount, fmt, healthz, loadLine, machine, median, parseArgs, procStat, startAgentProcess, startServer } from './common.ts'
 
 const GOALS = { dbTimeMsPerCycle: 100, rssMbManyDatabases: 80 }
 const AGENT_ROLE = 'dbm_agent'
 const AGENT_PASSWORD = 'bench-agent-password'
+const EXPORTER_ROLE = 'dbm_exporter'
+
+// postgres_exporter's example queries.yaml (0.11.1) pg_stat_statements query, with the columns PostgreSQL 17 names
+// (total_exec_time ..., shared_blk_read_time): "its statements queries".
+const EXPORTER_QUERIES = `pg_stat_statements:
+  query: "SELECT t2.rolname, t3.datname, queryid, calls, total_exec_time / 1000 as total_time_seconds, min_exec_time / 1000 as min_time_seconds, max_exec_time / 1000 as max_time_seconds, mean_exec_time / 1000 as mean_time_seconds, stddev_exec_time / 1000 as stddev_time_seconds, rows, shared_blks_hit, shared_blks_read, shared_blks_dirtied, shared_blks_written, local_blks_hit, local_blks_read, local_blks_dirtied, local_blks_written, temp_blks_read, temp_blks_written, shared_blk_read_time / 1000 as blk_read_time_seconds, shared_blk_write_time / 1000 as blk_write_time_seconds FROM pg_stat_statements t1 JOIN pg_roles t2 ON (t1.userid=t2.oid) JOIN pg_database t3 ON (t1.dbid=t3.oid) WHERE t2.rolname != 'rdsadmin'"
+  master: true
+  metrics:
+${['rolname', 'datname', 'queryid'].map((m) => `    - ${m}:\n        usage: "LABEL"\n        description: "${m}"`).join('\n')}
+${['calls', 'total_time_seconds', 'rows', 'shared_blks_hit', 'shared_blks_read', 'shared_blks_dirtied', 'shared_blks_written', 'local_blks_hit', 'local_blks_read', 'local_blks_dirtied', 'local_blks_written', 'temp_blks_read', 'temp_blks_written', 'blk_read_time_seconds', 'blk_write_time_seconds'].map((m) => `    - ${m}:\n        usage: "COUNTER"\n        description: "${m}"`).join('\n')}
+${['min_time_seconds', 'max_time_seconds', 'mean_time_seconds', 'stddev_time_seconds'].map((m) => `    - ${m}:\n        usage: "GAUGE"\n        description: "${m}"`).join('\n')}
+`
 
 interface Options {
   cycles: number
@@ -48,6 +65,16 @@ interface Options {
    * (statements over 100 ms, checkpoints, autovacuum runs, lock waits, temp files), 2 logging every statement.
    */
   serverLog: number
+  /** postgres_exporter's binary, run side by side in the 1-database scenario ('' = not run). */
+  exporter: string
+}
+
+/** The exporter's cost per cycle, measured as the agent's. */
+interface ExporterCycle {
+  dbTimeMs: number
+  calls: number
+  cpuMs: number
+  rssMb: number
 }
 
 interface Snapshot {
@@ -88,6 +115,65 @@ interface ScenarioResult {
   startRssMb: number
   warnings: string[]
   batches: number
+  /** postgres_exporter side by side (--exporter), per cycle as the agent's. */
+  exporter?: { version: string; command: string; cycles: ExporterCycle[]; hwmMb: number; scrapes: number }
+}
+
+interface ExporterProcess {
+  pid: number
+  version: string
+  command: string
+  scrape(): Promise<void>
+  scrapes: number
+  stop(): Promise<void>
+}
+
+/** Starts postgres_exporter on `database` as EXPORTER_ROLE with the statements query; scraped by the caller. */
+async function startExporter(bin: string, pg: PostgresServer, database: string): Promise<ExporterProcess> {
+  const dir = mkdtempSync(join(tmpdir(), 'dbm-bench-exporter-'))
+  const queries = join(dir, 'queries.yaml')
+  writeFileSync(queries, EXPORTER_QUERIES)
+  const port = await freePort()
+  const args = [`--web.listen-address=127.0.0.1:${port}`, `--extend.query-path=${queries}`, '--log.level=warn']
+  const version = (await new Response(Bun.spawn([bin, '--version'], { stdout: 'pipe', stderr: 'pipe' }).stderr).text()).split('\n')[0]!.trim()
+  const proc = Bun.spawn([bin, ...args], {
+    env: { ...process.env, DATA_SOURCE_NAME: `postgresql://${EXPORTER_ROLE}:${AGENT_PASSWORD}@127.0.0.1:${pg.port}/${database}?sslmode=disable` },
+    stdout: 'ignore',
+    stderr: 'ignore',
+  })
+  const out: ExporterProcess = {
+    pid: proc.pid,
+    version,
+    command: `DATA_SOURCE_NAME=postgresql://${EXPORTER_ROLE}:…@127.0.0.1:…/${database}?sslmode=disable ${bin} ${args.join(' ').replace(queries, 'queries.yaml')}`,
+    scrapes: 0,
+    async scrape() {
+      const text = await fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.text())
+      if (!text.includes('pg_stat_statements_calls')) throw new Error('postgres_exporter answered without its pg_stat_statements series')
+      out.scrapes++
+    },
+    async stop() {
+      proc.kill('SIGTERM')
+      await proc.exited
+      rmSync(dir, { recursive: true, force: true })
+    },
+  }
+  for (let i = 0; ; i++) {
+    const up = await fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.ok, () => false)
+    if (up) break
+    if (i > 100) throw new Error('postgres_exporter did not start')
+    await Bun.sleep(100)
+  }
+  return out
+}
+
+async function exporterSnapshot(admin: postgres.Sql, pid: number): Promise<{ dbTimeMs: number; calls: number; cpuMs: number; rssKb: number; hwmKb: number }> {
+  let dbTimeMs = 0
+  let calls = 0
+  for (const st of (await agentStatements(admin, EXPORTER_ROLE)).values()) {
+    dbTimeMs += st.ms
+    calls += st.calls
+  }
+  return { dbTimeMs, calls, ...procStat(pid) }
 }
 
 // ---- PostgreSQL setup ----
@@ -145,10 +231,10 @@ class Workload {
 
 // ---- measurements ----
 
-async function agentStatements(admin: postgres.Sql) {
+async function agentStatements(admin: postgres.Sql, role = AGENT_ROLE) {
   const rows = await admin.unsafe<{ key: string; ms: number; calls: string; query: string }[]>(
     `SELECT dbid::text || '/' || queryid::text || '/' || toplevel::text AS key, total_exec_time + total_plan_time AS ms, calls::text AS calls, left(regexp_replace(query, '\\s+', ' ', 'g'), 120) AS query
-     FROM pg_stat_statements WHERE userid = '${AGENT_ROLE}'::regrole`,
+     FROM pg_stat_statements WHERE userid = '${role}'::regrole`,
   )
   const per = new Map<string, { ms: number; calls: number; text: string }>()
   for (const r of rows) {
@@ -234,7 +320,10 @@ async function runScenario(
   })
   const cycles: CycleDelta[] = []
   let startRssMb = 0
+  const exporter = o.exporter && databases.length === 1 ? await startExporter(o.exporter, pg, databases[0]!.name) : undefined
+  const exporterCycles: ExporterCycle[] = []
   try {
+    let e0 = exporter ? await exporterSnapshot(admin, exporter.pid) : undefined
     const s0 = await snapshot(admin, agent.pid, agent.healthPort, server.ingestBytes())
     s0.cpuMs = 0 // everything the process used since it started counts towards the first cycle
     let previous = s0
@@ -243,7 +332,14 @@ async function runScenario(
       // Wait for this cycle's batch from every database, then half an interval, so the snapshot falls between cycles.
       await agent.waitForCycle(cycle, async () => (await countBatches()) - before, o.interval * 3 + 30, 200)
       if (cycle === 1) startRssMb = procStat(agent.pid).rssKb / 1024
+      // The exporter is scraped once per cycle, as the agent collects once.
+      await exporter?.scrape()
       await Bun.sleep((o.interval * 1000) / 2)
+      if (exporter && e0) {
+        const e = await exporterSnapshot(admin, exporter.pid)
+        exporterCycles.push({ dbTimeMs: e.dbTimeMs - e0.dbTimeMs, calls: e.calls - e0.calls, cpuMs: e.cpuMs - e0.cpuMs, rssMb: e.rssKb / 1024 })
+        e0 = e
+      }
       const s = await snapshot(admin, agent.pid, agent.healthPort, server.ingestBytes())
       const d = delta(cycle, previous, s)
       cycles.push(d)
@@ -266,8 +362,12 @@ async function runScenario(
       startRssMb,
       warnings: agent.warnings(),
       batches,
+      ...(exporter
+        ? { exporter: { version: exporter.version, command: exporter.command, cycles: exporterCycles, hwmMb: procStat(exporter.pid).hwmKb / 1024, scrapes: exporter.scrapes } }
+        : {}),
     }
   } finally {
+    await exporter?.stop()
     await agent.stop()
     await workload.end()
     for (const d of databases) await admin.unsafe(`DROP DATABASE IF EXISTS ${d.name} WITH (FORCE)`)
@@ -329,13 +429,33 @@ function scenarioLines(r: ScenarioResult, o: Options): string[] {
     ...top.map((s) => `| ${fmt(s.ms / steady.length, 2)} | ${fmt(s.calls / steady.length, 1)} | \`${s.text.replaceAll('|', '\\|').replaceAll('`', "'")}\` |`),
   ]
   for (const w of r.warnings.slice(0, 5)) lines.push('', `Agent warning: \`${w.slice(0, 300)}\``)
+  const x = r.exporter
+  if (x && x.cycles.length > 2) {
+    const xs = x.cycles.slice(2)
+    const xm = (f: (c: ExporterCycle) => number) => median(xs.map(f))
+    const ratio = (a: number, b: number) => (b > 0 ? `${fmt(a / b, 2)}×` : '–')
+    const agentDb = med((c) => c.dbTimeMs)
+    const agentCpu = med((c) => c.cpuMs)
+    lines.push(
+      '',
+      `Side by side in this run, on the same database, steady cycles (median): the agent and ${x.version}, scraped once per cycle (${x.scrapes} scrapes).`,
+      `Exporter: \`${x.command}\` (default collectors and its pg_stat_statements query; role \`${EXPORTER_ROLE}\`, superuser).`,
+      '',
+      '| per cycle | dbm agent | postgres_exporter | agent / exporter |',
+      '|---|---:|---:|---:|',
+      `| database time (ms) | ${fmt(agentDb, 1)} | ${fmt(xm((c) => c.dbTimeMs), 1)} | **${ratio(agentDb, xm((c) => c.dbTimeMs))}** |`,
+      `| statements | ${fmt(med((c) => c.calls))} | ${fmt(xm((c) => c.calls))} | |`,
+      `| CPU, user + system (ms) | ${fmt(agentCpu)} | ${fmt(xm((c) => c.cpuMs))} | ${ratio(agentCpu, xm((c) => c.cpuMs))} |`,
+      `| peak RSS, VmHWM (MB) | ${fmt(r.hwmMb, 1)} | ${fmt(x.hwmMb, 1)} | ${ratio(r.hwmMb, x.hwmMb)} |`,
+    )
+  }
   return lines
 }
 
 async function main(): Promise<number> {
   const o = parseArgs<Options>(
     process.argv.slice(2),
-    { cycles: 5, interval: 10, tables: 1000, statements: 2000, databases: 10, tablesEach: 100, agentCmd: '', scenarios: 'one,many', serverLog: 0 },
+    { cycles: 5, interval: 10, tables: 1000, statements: 2000, databases: 10, tablesEach: 100, agentCmd: '', scenarios: 'one,many', serverLog: 0, exporter: '' },
     {
       cycles: [1, 60],
       interval: [1, 60],
@@ -367,6 +487,7 @@ async function main(): Promise<number> {
     admin = postgres(pg.url(), { max: 1, onnotice: () => {} })
     await admin.unsafe('CREATE EXTENSION IF NOT EXISTS pg_stat_statements')
     await admin.unsafe(`CREATE ROLE ${AGENT_ROLE} LOGIN SUPERUSER PASSWORD '${AGENT_PASSWORD}'`)
+    if (o.exporter) await admin.unsafe(`CREATE ROLE ${EXPORTER_ROLE} LOGIN SUPERUSER PASSWORD '${AGENT_PASSWORD}'`)
     let ingestBytes = 0
     server = await startServer({
       dataDir,

@@ -62,7 +62,7 @@ import { join } from 'node:path'
 import { Value } from '@sinclair/typebox/value'
 import postgres from 'postgres'
 import type { Subprocess } from 'bun'
-import { createHealthMonitor } from '../src/server/health-monitor.ts'
+import { createMonitor } from '../src/server/monitor/index.ts'
 import { openStore } from '../src/server/store/open.ts'
 import type { SqlStore } from '../src/server/store/sql-store.ts'
 import { INGEST_PATH, IngestBatch } from '../src/shared/wire.ts'
@@ -76,7 +76,7 @@ const DAY = 24 * 60 * MINUTE
 const CHILD_ENV = 'DBM_BENCH_FLEET_CHILD'
 const repoRoot = join(import.meta.dir, '..')
 
-interface Options {
+export interface Options {
   databases: number
   duration: number
   warmup: number
@@ -427,7 +427,7 @@ async function runChild(input: ChildInput): Promise<ChildResult> {
 
 // ---- serve processes ----
 
-interface ServeProcess {
+export interface ServeProcess {
   proc: Subprocess<'ignore', 'pipe', 'pipe'>
   base: string
   startMs: number
@@ -437,7 +437,7 @@ interface ServeProcess {
 
 const cleanups: (() => Promise<void> | void)[] = []
 
-function serveCommand(o: Options): { cmd: string[]; label: string } {
+export function serveCommand(o: Options): { cmd: string[]; label: string } {
   if (o.serveCmd) {
     const parts = o.serveCmd.split(/\s+/).filter(Boolean)
     return { cmd: parts[0] === 'bun' ? [process.execPath, ...parts.slice(1)] : parts, label: o.serveCmd }
@@ -447,7 +447,7 @@ function serveCommand(o: Options): { cmd: string[]; label: string } {
   return { cmd: [process.execPath, 'src/cli.ts'], label: 'bun src/cli.ts' }
 }
 
-async function startServe(cmd: string[], env: Record<string, string>): Promise<ServeProcess> {
+export async function startServe(cmd: string[], env: Record<string, string>): Promise<ServeProcess> {
   const spawned = performance.now()
   const proc = Bun.spawn([...cmd, 'serve'], { cwd: repoRoot, env, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' })
   const lines: string[] = []
@@ -504,7 +504,7 @@ async function api(base: string, method: string, path: string, headers: Record<s
 }
 
 /** Signs up, follows the verification link the server logged, and creates `keys` API keys. */
-async function account(serve: ServeProcess, keys: number) {
+export async function account(serve: ServeProcess, keys: number) {
   const email = 'fleet@bench.invalid'
   const password = 'fleet bench password 0123'
   const signup = await api(serve.base, 'POST', '/api/v1/auth/signup', {}, { email, password, name: 'Fleet', org_name: 'Fleet Org' })
@@ -607,7 +607,7 @@ async function growthPhase(o: Options, databaseUrl: string | undefined, dir: str
     })
     await store.markEmailVerified(user.id, Date.now())
     const deps = benchDeps(store)
-    const monitor = createHealthMonitor(deps, { retentionDays: 30 })
+    const monitor = createMonitor(deps, { retentionDays: 30 })
     const sims = Array.from({ length: o.growthDatabases }, (_, i) => new SimulatedDatabase(i, o.movingStatements, 'growth'))
     // Days start at midnight UTC, ending well before now.
     const t0 = Math.floor(Date.now() / DAY) * DAY - (o.growthDays + 1) * DAY

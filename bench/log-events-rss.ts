@@ -17,7 +17,9 @@
 //    explain_plans reads the same pg_log_dir for auto_explain plans (up to 8 MB a cycle): --without
 //    explain_plans leaves it out (enabled_collectors: every other collector), so that the peak is the
 //    log_events reader's alone.
-// Options: --mb N (500), --only bare|agent, --twice, --without NAME (a collector left out; repeatable).
+// --smaps: the anonymous mappings whose RSS grew from the baseline to the read phase that ended highest, with
+// the JS heap and mimalloc's counters there (where the memory is: which allocator, live or held).
+// Options: --mb N (500), --only bare|agent, --twice, --without NAME (a collector left out; repeatable), --smaps.
 import { heapStats } from 'bun:jsc'
 import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -45,6 +47,29 @@ function status(): { rss: number; anon: number; file: number; hwm: number } {
   const text = readFileSync('/proc/self/status', 'utf8')
   const kb = (key: string) => Number(new RegExp(`${key}:\\s+(\\d+)`).exec(text)?.[1] ?? 'NaN') * 1024
   return { rss: kb('VmRSS'), anon: kb('RssAnon'), file: kb('RssFile'), hwm: kb('VmHWM') }
+}
+
+/** Anonymous RSS per mapping (start address, size and name → bytes), from /proc/self/smaps. */
+function regions(): Map<string, number> {
+  const out = new Map<string, number>()
+  let key = ''
+  for (const line of readFileSync('/proc/self/smaps', 'utf8').split('\n')) {
+    const head = /^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \d+\s*(.*)$/.exec(line)
+    if (head) {
+      key = `${head[1]} ${((Number.parseInt(head[2]!, 16) - Number.parseInt(head[1]!, 16)) / MB).toFixed(1)} MB ${head[3] || '[anon]'}`
+      continue
+    }
+    const anon = /^Anonymous:\s+(\d+) kB/.exec(line)
+    if (anon && Number(anon[1]) > 0) out.set(key, Number(anon[1]) * 1024)
+  }
+  return out
+}
+
+/** --smaps: the mappings whose anonymous RSS grew most between two region maps. */
+function regionGrowth(before: Map<string, number>, after: Map<string, number>): string {
+  const rows = [...new Set([...before.keys(), ...after.keys()])].map((k) => [k, (after.get(k) ?? 0) - (before.get(k) ?? 0), after.get(k) ?? 0] as const)
+  rows.sort((a, b) => Math.abs(b[1]) - Math.abs(a[1]))
+  return rows.slice(0, 8).map(([k, d, a]) => `  ${k}: ${d >= 0 ? '+' : ''}${(d / MB).toFixed(1)} MB (now ${(a / MB).toFixed(1)})`).join('\n')
 }
 
 function snap(label: string): Snap {
@@ -112,10 +137,29 @@ async function bareChild(): Promise<Snap[]> {
 /** The highest RSS of each phase of a cycle, over every cycle since `phases.armed` (bytes, VmHWM). */
 const phases = { armed: false, start: 0, peaks: new Map<string, number>(), rises: new Map<string, number>() }
 
+/** --smaps: the mappings at the baseline, and at the end of the read phase that ended with the most RSS. */
+const smaps = { on: process.argv.includes('--smaps'), baseline: new Map<string, number>(), worst: new Map<string, number>(), worstRss: 0, worstHeap: '', baseHeap: '' }
+
+/** The JS heap and mimalloc's own counters (bun:jsc heapStats().mimalloc): what is in use, what is held. */
+function heapLine(): string {
+  const h = heapStats() as ReturnType<typeof heapStats> & { mimalloc?: Record<string, { current: number } & Record<string, number>> }
+  const mi = h.mimalloc
+  const cur = (k: string) => ((mi?.[k]?.current ?? Number.NaN) / MB).toFixed(1)
+  return (
+    `JS heap ${(h.heapSize / MB).toFixed(1)} / capacity ${(h.heapCapacity / MB).toFixed(1)} MB, extra memory ${(h.extraMemorySize / MB).toFixed(1)} MB; ` +
+    `mimalloc: in use ${cur('malloc_normal')} small + ${cur('malloc_huge')} huge, pages committed ${cur('page_committed')}, committed ${cur('committed')}, RSS ${(((mi?.process as unknown as { rss_current: number })?.rss_current ?? Number.NaN) / MB).toFixed(1)} MB`
+  )
+}
+
 /** Ends a phase: its peak, and how far it rose above the RSS it started at; the next phase starts here. */
 function phaseEnd(name: string): void {
   if (!phases.armed) return
   const { rss, hwm } = status()
+  if (smaps.on && name.startsWith('log_events: read') && rss > smaps.worstRss) {
+    smaps.worstRss = rss
+    smaps.worst = regions()
+    smaps.worstHeap = heapLine()
+  }
   phases.peaks.set(name, Math.max(phases.peaks.get(name) ?? 0, hwm))
   if (phases.start > 0) phases.rises.set(name, Math.max(phases.rises.get(name) ?? 0, hwm - phases.start))
   resetPeak()
@@ -174,6 +218,10 @@ async function agentChild(configPath: string, bufferDir: string, logFile: string
   out.push(snap('6 more cycles, nothing to read: peak = the agent\'s own'))
   await settle()
   out.push(snap('baseline: the same, settled'))
+  if (smaps.on) {
+    smaps.baseline = regions()
+    smaps.baseHeap = heapLine()
+  }
   appendLog(logFile, mb)
   resetPeak()
   phases.armed = true
@@ -182,6 +230,7 @@ async function agentChild(configPath: string, bufferDir: string, logFile: string
   const cycles = Math.ceil(mb / 16) + 1
   for (let i = 1; i < cycles; i++) await agent.cycleAll()
   phases.armed = false
+  if (smaps.on) console.error(`anonymous RSS by mapping, the read phase's end with the most RSS (${(smaps.worstRss / MB).toFixed(1)} MB; ${smaps.worstHeap}) against the baseline (${smaps.baseHeap}):\n${regionGrowth(smaps.baseline, smaps.worst)}`)
   const overall = Math.max(status().hwm, ...phases.peaks.values())
   out.push({ ...snap(`backlog read (${cycles} cycles): peak over all of them`), hwm: overall })
   for (const [name, hwm] of phases.peaks) {
@@ -227,7 +276,7 @@ async function agentRun(mb: number, twice: boolean, without: string[]): Promise<
     const { collectorsFor } = await import('../src/shared/collectors.ts')
     const enabled = without.length === 0 ? '' : `    enabled_collectors: [${collectorsFor('postgres').filter((c) => !without.includes(c)).join(', ')}]\n`
     writeFileSync(configPath, `api:\n  endpoint: ${server.base}\n  key: ${key}\ndatabases:\n  - name: rss\n    dsn: ${pg.url()}\n    poll_interval: 1h\n    pg_log_dir: ${logDir}\n${enabled}`)
-    return await child(['--agent-child', configPath, dir, logFile, String(mb), twice ? 'twice' : 'once'])
+    return await child(['--agent-child', configPath, dir, logFile, String(mb), twice ? 'twice' : 'once', ...(smaps.on ? ['--smaps'] : [])])
   } finally {
     await server.stop()
     await pg.stop()

@@ -20,8 +20,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
 import type { SqlDriver } from '../src/server/store/driver.ts'
-import { initialMarks, rollUp } from '../src/server/store/sql-rollups.ts'
-import { listQueryStats } from '../src/server/store/sql-statement-reads.ts'
+import { initialMarks, rollUp } from '../src/server/store/rollups/rollups.ts'
+import { listQueryStats } from '../src/server/store/statements/reads.ts'
 import { INGEST_PATH, type IngestBatch } from '../src/shared/wire.ts'
 import { type PostgresServer, startPostgres } from '../test/support/postgres.ts'
 import { type BenchServer, call, createAccount, fmt, loadLine, machine, median, parseArgs, percentile, startServer } from './common.ts'
@@ -151,7 +151,7 @@ export async function seed(d: SqlDriver, databaseId: string, statements: number,
       [databaseId, firstMinute, minutes - 1],
     )
     // 10-minute and hourly buckets of the spans and hours closed at `end`, and the marks after them:
-    // the rollups ingest runs, over the seeded minutes (sql-rollups.ts).
+    // the rollups ingest runs, over the seeded minutes (rollups/rollups.ts).
     await rollUp(tx, databaseId, await initialMarks(tx, databaseId, firstMinute), end)
     await tx.run('DROP TABLE bench_seed')
   })

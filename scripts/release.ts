@@ -68,8 +68,8 @@ export function archiveReadme(version: string, t: ReleaseTarget, stamp: BuildSta
   if (t.os === 'linux') {
     lines.push(
       'Install: sudo install -m 0755 dbm /usr/local/bin/dbm',
-      'systemd/ holds units that run "dbm serve" and "dbm agent" as a dbm system user; the project README',
-      '(section "systemd") says how to install them.',
+      'systemd/ holds units that run "dbm serve" and "dbm agent" as a dbm system user; the project',
+      'docs/deployment.md (section "systemd") says how to install them.',
       '',
     )
   } else if (t.os === 'darwin') {
@@ -82,7 +82,7 @@ export function archiveReadme(version: string, t: ReleaseTarget, stamp: BuildSta
   } else {
     lines.push('The binary is not signed: Windows SmartScreen may ask before the first run.', '')
   }
-  lines.push('An upgrade replaces the one file; the data directory stays. Everything else: the project README.', '')
+  lines.push('An upgrade replaces the one file; the data directory stays. Everything else: the project README and docs/.', '')
   return lines.join(t.os === 'windows' ? '\r\n' : '\n')
 }
 

@@ -76,7 +76,7 @@ not answer yet is retried. Ctrl-C stops both; a later run keeps the history.
 Plans: the agent explains the costliest statements (never runs them) when the
 role that ran them and the objects they read are trusted. dbm local trusts each
 PostgreSQL database's owner, superusers and its own role; connect with the
-monitoring role of the README's "PostgreSQL setup" (pg_monitor,
+monitoring role of docs/postgresql-setup.md (pg_monitor,
 pg_read_all_data) rather than as the owner, which hides other sessions' data.
 
 Passwords: leave them out of the DSN (the command line is visible to every user

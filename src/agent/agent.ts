@@ -143,6 +143,8 @@ export class Agent {
       databaseName: db.name,
       bufferDir: this.options.bufferDir,
       retryIntervalMs: this.timings.retryIntervalMs,
+      // Retry rounds start up to one poll interval late, at random: a fleet that lost the server together comes back spread out.
+      jitterMs: Math.min(db.pollIntervalMs, this.timings.retryIntervalMs),
       bufferMaxAgeMs: this.timings.bufferMaxAgeMs,
       requestTimeoutMs: this.timings.requestTimeoutMs,
       log: this.options.log,

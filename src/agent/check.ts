@@ -6,14 +6,11 @@
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import postgres from 'postgres'
-import type { AgentConfig, BackupConfig, DatabaseConfig } from './config.ts'
-import { readBackups } from './collectors/postgres/backups.ts'
+import type { AgentConfig, DatabaseConfig } from './config.ts'
 import { allowedActions } from './actions.ts'
 import { noToplevelAdvice, trustedRoles, untrustedCheckNote, untrustedCode, writableAdvice, writableSearchPath } from './collectors/postgres/explain-plans.ts'
-import { formatOf, grantsNote, roleOf, settingsAdvice, logSettings, settingsProblems } from './collectors/postgres/log-events.ts'
 import { featuresOf } from './collectors/postgres/query-stats.ts'
 import { type CustomQuery, clickhouseCustomQuery, customLabel, customSamples, postgresCustomQuery } from './collectors/custom-metrics.ts'
-import { judgeHost, postgresHostFacts } from './host/evidence.ts'
 import { postgresConnection } from './postgres-dsn.ts'
 import { dsnEndpoint, planCollectors } from './postgres-runner.ts'
 import { othersMayWrite } from './own-file.ts'
@@ -110,18 +107,6 @@ async function postgresNotes(sql: postgres.Sql, major: number, db: DatabaseConfi
   return notes
 }
 
-/**
- * `host: on the database host (evidence), measures …`, or why the host collector will send nothing; one
- * part of the line, without `;` (which separates the line's parts).
- */
-async function hostLine(sql: postgres.Sql): Promise<string> {
-  const verdict = await judgeHost(await postgresHostFacts(sql))
-  const part = (text: string) => `host: ${text.replaceAll(';', ',')}`
-  if (!verdict.onHost) return part(`no figures, ${verdict.reason}`)
-  const measured = verdict.paths.map((p) => `${p.role} ${JSON.stringify(p.path)}`).join(', ')
-  return part(`on the database host (${verdict.evidence}), measures ${measured || 'no filesystem'}${verdict.notes.length ? ` (${verdict.notes.join(', ')})` : ''}`)
-}
-
 async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<CheckLine> {
   const { url, socket } = postgresConnection(db.dsn)
   const sql = postgres(url, {
@@ -143,16 +128,21 @@ async function checkPostgres(db: DatabaseConfig, timeoutS: number): Promise<Chec
         // Untrusted functions matter only where plans are sampled (the server may still turn sampling off).
         const explaining = plans.some((p) => p.run && p.collector.name === 'explain_plans')
         const notes = await postgresNotes(sql, major, db, explaining ? (db.explainTrustedRoles ?? []) : undefined)
-        if (db.backup && plans.some((p) => p.run && p.collector.name === 'backups')) notes.push(await backupNote(db.backup, timeoutS))
-        if (plans.some((p) => p.run && p.collector.name === 'log_events')) notes.push(...(await logNotes(sql, db)))
-        const host = plans.some((p) => p.run && p.collector.name === 'host') ? `; ${await hostLine(sql)}` : ''
+        // Each collector that would run says what keeps it from working (its own checkNotes / checkPart).
+        const check = { sql, db, major, timeoutS }
+        let parts = ''
+        for (const p of plans) {
+          if (!p.run) continue
+          if (p.collector.checkNotes) notes.push(...(await p.collector.checkNotes(check)))
+          if (p.collector.checkPart) parts += `; ${await p.collector.checkPart(check)}`
+        }
         // dbm local has no config file: its line names no allow_actions key to set.
         const allowedBy = db.local ? 'dbm local: your own database' : 'allow_actions'
         const actions = `; actions the dashboard may run: ${allowedActions(db).join(', ') || 'none'} (${allowedBy})`
         const custom = await customLines(db, (m) => postgresCustomQuery(sql, m))
         return {
           ok: custom.ok,
-          line: okLine(db, `postgres ${row!.version}`, plans) + host + actions + (notes.length ? `; note: ${notes.join('; ')}` : '') + custom.text,
+          line: okLine(db, `postgres ${row!.version}`, plans) + parts + actions + (notes.length ? `; note: ${notes.join('; ')}` : '') + custom.text,
         }
       })(),
       timeoutS * 1000,
@@ -200,40 +190,6 @@ async function customLines(db: DatabaseConfig, run: CustomQuery): Promise<{ ok: 
   return { ok, text }
 }
 
-/** The backup command run once, as the collector will: how many backups it lists and the newest, or why none. */
-async function backupNote(config: BackupConfig, timeoutS: number): Promise<string> {
-  // Within the check's own deadline, which covers the whole database line.
-  const status = await readBackups(config, Date.now, { timeoutMs: Math.min(config.timeoutMs, timeoutS * 500) })
-  const newest = status.backups[0]
-  if (status.error && !newest) return `backups: ${status.error}`
-  const when = newest?.finished_at ?? newest?.started_at
-  const listed = newest
-    ? `${status.backups.length} listed, the newest ${newest.label} (${newest.type}${when ? `, ${new Date(when).toISOString()}` : ''})`
-    : 'none listed'
-  return `backups (${config.tool}): ${listed}${status.error ? `; ${status.error}` : ''}`
-}
-
-/** What keeps log_events from reading the server log well: settings, log_line_prefix, the role's rights. */
-async function logNotes(sql: postgres.Sql, db: DatabaseConfig): Promise<string[]> {
-  const settings = await logSettings({ sql })
-  const notes = settingsProblems(settings, db.pgLogDir !== undefined).map((p) => `log_events: ${p}`)
-  // No log files at all: that is the one thing to fix first.
-  if (!formatOf(settings) || (settings.logging_collector !== 'on' && !db.pgLogDir)) return notes.slice(0, 1)
-  if (!db.pgLogDir) {
-    const [row] = await sql<{ may: boolean }[]>`
-      SELECT has_function_privilege('pg_ls_logdir()', 'EXECUTE')
-         AND has_function_privilege('pg_read_binary_file(text, bigint, bigint, boolean)', 'EXECUTE')
-         AND ${settings.log_directory !== null} AS may`
-    if (!row?.may) {
-      const { role, hasMonitor } = await roleOf(sql)
-      notes.push(`log_events: ${grantsNote(role, hasMonitor)}`)
-    }
-  }
-  const advice = settingsAdvice(settings)
-  if (advice) notes.push(`log_events: ${advice}`)
-  return notes
-}
-
 /** `ok    name: engine version; collectors: …; skipped: name (reason), …` */
 function okLine(db: DatabaseConfig, server: string, plans: CollectorPlan<unknown>[]): string {
   const running = plans.filter((p) => p.run).map((p) => p.collector.name)
@@ -244,31 +200,6 @@ function okLine(db: DatabaseConfig, server: string, plans: CollectorPlan<unknown
   return `ok    ${db.name}: ${server}; collectors: ${running.join(', ')}${skipped.length ? `; skipped: ${skipped.join(', ')}` : ''}`
 }
 
-/**
- * What the server's optional log tables leave out, looked up in system.tables (querying a missing one
- * would count an UNKNOWN_TABLE error in system.errors, which log_events reports). ClickHouse creates
- * each log table at its first flush and crash_log at the first crash, so a missing table is either not
- * configured or has had nothing to write yet: SYSTEM FLUSH LOGS creates every configured one.
- */
-async function clickhouseLogNotes(client: import('@clickhouse/client').ClickHouseClient, plans: CollectorPlan<unknown>[]): Promise<string[]> {
-  const { systemTables } = await import('./collectors/clickhouse/system-tables.ts')
-  const tables = await systemTables({ client, now: Date.now(), state: new Map() })
-  const runs = (name: string) => plans.some((p) => p.run && p.collector.name === name)
-  const notes: string[] = []
-  if (!tables.has('query_log')) notes.push('system.query_log is missing: query_stats stays empty until <query_log> is enabled')
-  if (runs('log_events')) {
-    if (!tables.has('text_log'))
-      notes.push(
-        'system.text_log is missing: log_events reads errors from system.errors only, without the server\'s warnings and fatal messages, until <text_log> is enabled in the server config',
-      )
-    if (!tables.has('crash_log'))
-      notes.push(
-        'system.crash_log is missing: no crash recorded yet, or <crash_log> is not configured (it is by default); crashes are reported once it exists (SYSTEM FLUSH LOGS creates it when configured)',
-      )
-  }
-  return notes
-}
-
 async function checkClickHouse(db: DatabaseConfig, timeoutS: number): Promise<CheckLine> {
   try {
     // Loaded only for ClickHouse entries, like the agent's runner: a PostgreSQL-only agent never loads the HTTP client.
@@ -277,8 +208,14 @@ async function checkClickHouse(db: DatabaseConfig, timeoutS: number): Promise<Ch
     const options = clickhouseOptions({ ...defaultTimings, statementTimeoutMs: timeoutS * 1000 })
     const conn = await connectClickHouse(db.dsn, options)
     try {
-      const plans = planClickHouseCollectors(db, conn.major) as CollectorPlan<unknown>[]
-      const notes = await clickhouseLogNotes(conn.client, plans)
+      const chPlans = planClickHouseCollectors(db, conn.major)
+      const plans = chPlans as CollectorPlan<unknown>[]
+      // Each collector that would run says what keeps it from working, from the system tables looked up once
+      // (querying a missing log table would count an UNKNOWN_TABLE error in system.errors, which log_events reports).
+      const { systemTables } = await import('./collectors/clickhouse/system-tables.ts')
+      const check = { client: conn.client, db, versionNum: conn.versionNum, systemTables: await systemTables({ client: conn.client, now: Date.now(), state: new Map() }) }
+      const notes: string[] = []
+      for (const p of chPlans) if (p.run && p.collector.checkNotes) notes.push(...(await p.collector.checkNotes(check)))
       const custom = await customLines(db, (m) => clickhouseCustomQuery(conn.client, m))
       return { ok: custom.ok, line: okLine(db, `clickhouse ${conn.version}`, plans) + (notes.length ? `; note: ${notes.join('; ')}` : '') + custom.text }
     } finally {

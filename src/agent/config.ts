@@ -8,6 +8,7 @@ import { resolve } from 'node:path'
 import { isAlias, isMap, isScalar, isSeq, parseDocument, type Document } from 'yaml'
 import { ACTION_KINDS, type ActionKind } from '../shared/action-kinds.ts'
 import { collectorsFor, type EngineName } from '../shared/collectors.ts'
+import { DEFAULT_POLL_INTERVAL_SECONDS, MAX_POLL_INTERVAL_SECONDS, NAME_MAX_CHARS } from '../shared/database-limits.ts'
 import { LOG_TEXT_MODES, type LogTextMode } from '../shared/log-kinds.ts'
 import { redactSecrets } from '../shared/redact.ts'
 import { tagLimits } from '../shared/wire.ts'
@@ -121,11 +122,9 @@ export interface ClickHouseTarget {
 }
 
 const DEFAULT_ENDPOINT = 'http://localhost:8080'
-const DEFAULT_POLL_INTERVAL = '10s'
+const DEFAULT_POLL_INTERVAL = `${DEFAULT_POLL_INTERVAL_SECONDS}s`
 const MIN_POLL_INTERVAL_MS = 1000
-/** The longest poll interval: a day, as on the server (longer ones overflowed the timer into a busy loop). */
-const MAX_POLL_INTERVAL_MS = 24 * 60 * 60_000
-const MAX_NAME_LENGTH = 200
+const MAX_POLL_INTERVAL_MS = MAX_POLL_INTERVAL_SECONDS * 1000
 
 /**
  * The poll interval the server sets for a database (ingest answers' settings), held to the bounds of
@@ -786,7 +785,7 @@ function parseDatabase(value: Plain, index: number): DatabaseConfig {
   rejectUnknownKeys(value, DATABASE_KEYS, `in ${path}`)
 
   const name = optionalString(value, 'name', `${path}.name`) ?? `db-${index}`
-  if (name.length > MAX_NAME_LENGTH) throw new ConfigError(`${path}.name: must be 1 to ${MAX_NAME_LENGTH} characters, got ${name.length}`)
+  if (name.length > NAME_MAX_CHARS) throw new ConfigError(`${path}.name: must be 1 to ${NAME_MAX_CHARS} characters, got ${name.length}`)
   if (/[\u0000-\u001f\u007f]/.test(name)) throw new ConfigError(`${path}.name: must not contain control characters`)
 
   const dsn = optionalString(value, 'dsn', `${path}.dsn`)

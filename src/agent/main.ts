@@ -5,6 +5,7 @@ import { redactSecrets } from '../shared/redact.ts'
 import { Agent } from './agent.ts'
 import { checkApi, checkBufferDir, checkConfig } from './check.ts'
 import { ConfigError, findConfigPath, loadAgentConfig } from './config.ts'
+import { lockDirectory } from './dir-lock.ts'
 
 export interface AgentFlags {
   config?: string
@@ -33,10 +34,21 @@ export async function runAgent(flags: AgentFlags, env: Record<string, string | u
     }
     throw e
   }
-  const agent = new Agent({ configPath: path, bufferDir: flags['buffer-dir'] ?? env.DBM_AGENT_BUFFER_DIR ?? cwd, log })
+  const bufferDir = flags['buffer-dir'] ?? env.DBM_AGENT_BUFFER_DIR ?? cwd
+  // Two agents on one buffer and state directory would both send every delta (double counts): the
+  // second one stops here, before it reads any state. The lock goes with the process.
+  const lock = lockDirectory(bufferDir, 'agent')
+  if (!('release' in lock)) {
+    process.stderr.write(
+      `dbm agent: another dbm agent${lock.holder ? ` (pid ${lock.holder})` : ''} is running on ${bufferDir}; stop it first, or give this one another --buffer-dir\n`,
+    )
+    return 1
+  }
+  const agent = new Agent({ configPath: path, bufferDir, log })
   try {
     await agent.start()
   } catch (e) {
+    lock.release()
     if (e instanceof ConfigError) {
       process.stderr.write(`${redactSecrets(e.message)}\n`)
       return 1
@@ -50,6 +62,7 @@ export async function runAgent(flags: AgentFlags, env: Record<string, string | u
       stopping = true
       log.info('stopping', { signal })
       await agent.stop()
+      lock.release()
       resolve(0)
     }
     process.once('SIGINT', () => void stop('SIGINT'))

@@ -1,7 +1,10 @@
-// Every statement the agent sends to a monitored PostgreSQL starts with OWN_MARKER, whatever role it
-// connects with, so that query_stats can leave the agent's own statements out of the application's
-// (pg_stat_statements keeps a statement's leading comment in its text; comments do not change a
-// queryid). The marker is added in one place: markOwnStatements wraps the postgres.js `sql` the
+// Every statement the agent sends to a monitored PostgreSQL starts and ends with OWN_MARKER, whatever
+// role it connects with, so that query_stats can leave the agent's own statements out of the
+// application's (comments do not change a queryid). pg_stat_statements keeps a statement's leading
+// comment in its text up to PostgreSQL 17 and its trailing one on every major (18 starts the text at the
+// statement's first token); the server log and pg_stat_activity show the leading one. The trailing
+// marker is on a line of its own, so that a statement ending in a `--` comment does not swallow it.
+// The marker is added in one place: markOwnStatements wraps the postgres.js `sql` the
 // collectors use. A query is marked when it is sent, not when it is built: a query nested in another
 // as a fragment is never sent and stays as written, and helpers (sql.array, sql(identifier)) are
 // untouched. Tagged templates keep one marked copy of their strings, so prepared statements are reused.
@@ -12,13 +15,14 @@
 // `unsafe`, marked here; the connection it runs on is handed to the transaction by postgres.js (its
 // onexecute option), and that connection's execute is wrapped so that the transaction's SAVEPOINT,
 // ROLLBACK TO, COMMIT and ROLLBACK, which postgres.js builds itself, are marked as they are sent.
+//
+// These are postgres.js internals (no public hook rewrites a statement as it is sent), so postgres.js is
+// pinned exactly in package.json and test/agent/postgres-internals.test.ts checks each one: run it before
+// raising the pin; a failure names the internal that changed.
 import postgres from 'postgres'
 import { postgresConnection } from './postgres-dsn.ts'
 
 export const OWN_MARKER = '/* dbm-agent */'
-
-/** How explain_plans prepares a statement it explains (`PREPARE dbm_explain AS <statement>`). */
-export const EXPLAIN_PREPARE = 'PREPARE dbm_explain AS '
 
 /** What the agent touches of a postgres.js query before it is sent. */
 interface SentQuery {
@@ -44,6 +48,7 @@ function marked(strings: readonly string[]): readonly string[] {
   const cached = tagged ? markedTemplates.get(strings) : undefined
   if (cached) return cached
   const out = [`${OWN_MARKER} ${strings[0]}`, ...strings.slice(1)]
+  out[out.length - 1] = `${out[out.length - 1]}\n${OWN_MARKER}`
   if (tagged) markedTemplates.set(strings, out)
   return out
 }

@@ -84,11 +84,8 @@ export function planFor<Ctx>(
     const unconfigured = collector.unconfigured?.(config)
     if (unconfigured !== undefined) return { collector, run: false, reason: unconfigured }
     if (settings?.disabled_collectors.includes(collector.name)) return { collector, run: false, reason: 'disabled on the server' }
-    if (collector.name === 'explain_plans' && settings && !settings.collect_explain_plans) {
-      return { collector, run: false, reason: 'collect_explain_plans is off on the server' }
-    }
-    if (collector.name === 'replication' && settings && !settings.collect_replication) {
-      return { collector, run: false, reason: 'collect_replication is off on the server' }
+    if (collector.serverSwitch && settings && !settings[collector.serverSwitch]) {
+      return { collector, run: false, reason: `${collector.serverSwitch} is off on the server` }
     }
     return { collector, run: true }
   })

@@ -1,6 +1,14 @@
 // Sends one database's batches to POST /api/v1/ingest. When the API cannot take a batch it goes to
 // the disk buffer, and while anything is buffered new batches queue behind it so the server sees
-// them in order. The buffer is drained at start and retried every 30 s.
+// them in order. The buffer is drained at start, and then in retry rounds: every retry interval (30 s)
+// plus a random jitter of up to one poll interval, so agents that lost the server together do not all
+// come back in the same second. A 429 or 503 with Retry-After (seconds or an HTTP date, at most 5 min
+// honoured) puts the next round after it instead, plus a jitter of up to as much again (at most one poll
+// interval). A round sends the buffer oldest first at a bounded pace (after each batch it waits as long
+// as the server took to answer, at least drainGapMs) and stops at the first batch not taken. Batches
+// sent from the buffer carry their age (X-Dbm-Batch-Age) so a loaded server sheds them before current
+// ones. A batch the server took but whose answer was lost is sent again; the server acknowledges it
+// as a duplicate (batch_id), so every batch is applied once.
 // What happens to a batch, by the server's answer:
 // - 2xx: delivered. 400, 413, 422 (the server calls it malformed): dropped, logged as an error with the
 //   server's message and counted (dropped_batches in /healthz).
@@ -21,7 +29,7 @@
 // and counted (unknown_field_retries); the field stays left out of later batches. Only a refusal that
 // names no field, or one already left out, drops the batch.
 import { join } from 'node:path'
-import { INGEST_PATH } from '../shared/ingest-path.ts'
+import { BATCH_AGE_HEADER, INGEST_PATH } from '../shared/ingest-path.ts'
 import type { IngestBatch, IngestResponse } from '../shared/wire.ts'
 import { type BufferOperation, DiskBuffer, bufferFileName } from './buffer.ts'
 import type { AgentLogger } from './collectors/types.ts'
@@ -35,6 +43,39 @@ const MAX_UNKNOWN_FIELD_RETRIES = 16
 
 /** Statuses with which the server calls a batch malformed: it would refuse it again, so it is dropped. */
 const MALFORMED_STATUSES = new Set([400, 413, 422])
+
+/** Statuses whose Retry-After is honoured: the server asks the agent to come back later. */
+const RETRY_AFTER_STATUSES = new Set([429, 503])
+/** The longest Retry-After honoured; a longer one (or a date further away) waits this long. */
+export const MAX_RETRY_AFTER_MS = 5 * 60_000
+/** Defaults of the pacing options (ShipperOptions). */
+export const DEFAULT_JITTER_MS = 10_000
+export const DEFAULT_DRAIN_GAP_MS = 100
+
+/**
+ * A Retry-After header's wait in ms from `now`: delay-seconds or an HTTP date (RFC 9110), at most
+ * MAX_RETRY_AFTER_MS; 0 for a date in the past; null when absent or neither form.
+ */
+export function parseRetryAfter(header: string | null, now: number): number | null {
+  const value = header?.trim()
+  if (!value) return null
+  if (/^\d+$/.test(value)) return Math.min(Number(value) * 1000, MAX_RETRY_AFTER_MS)
+  // A date names its weekday or month in letters; Date.parse would take "12" or "1.5" as a year.
+  if (!/[A-Za-z]/.test(value)) return null
+  const at = Date.parse(value)
+  if (Number.isNaN(at)) return null
+  return Math.min(Math.max(0, at - now), MAX_RETRY_AFTER_MS)
+}
+
+/**
+ * When the next retry round starts, in ms from now: after the server's Retry-After when it gave one,
+ * plus a random share of as much again (at most `jitterMs`); else after the retry interval plus a
+ * random share of `jitterMs`. `random` is in [0, 1).
+ */
+export function retryDelayMs(retryAfterMs: number | null, retryIntervalMs: number, jitterMs: number, random: number): number {
+  if (retryAfterMs === null) return retryIntervalMs + Math.floor(random * jitterMs)
+  return retryAfterMs + Math.floor(random * Math.min(retryAfterMs, jitterMs))
+}
 
 /** The API's reachability as every database's shipper sees it, for /healthz. */
 export class ApiHealth {
@@ -122,6 +163,12 @@ export interface ShipperOptions {
   /** Folder of the buffer file. */
   bufferDir: string
   retryIntervalMs: number
+  /** The most random delay added to a retry round (default DEFAULT_JITTER_MS: the default poll interval). */
+  jitterMs?: number
+  /** The least pause between two batches sent from the buffer (default DEFAULT_DRAIN_GAP_MS). */
+  drainGapMs?: number
+  /** [0, 1), for the jitter (tests pass their own). */
+  random?: () => number
   bufferMaxAgeMs: number
   /** buffer.max_bytes, read at each buffered batch (default 256 MB). */
   bufferMaxBytes?: () => number
@@ -147,7 +194,7 @@ export type SendOutcome = 'delivered' | 'buffered' | 'dropped' | 'lost'
 type Outcome =
   | { kind: 'accepted'; response: IngestResponse }
   | { kind: 'rejected'; status: number; error: string }
-  | { kind: 'retry'; reason: string; refused?: string }
+  | { kind: 'retry'; reason: string; refused?: string; retryAfterMs?: number }
 
 interface BufferEpisode {
   since: number
@@ -165,8 +212,11 @@ export class Shipper {
   private readonly api: ApiHealth
   private readonly counters: ShippingCounters
   private readonly maxBytes: () => number
-  private timer: ReturnType<typeof setInterval> | undefined
+  private timer: ReturnType<typeof setTimeout> | undefined
   private draining: Promise<void> | undefined
+  private stopped = false
+  /** The server asked (Retry-After) that nothing be sent before this time (clock ms); 0: no wait. */
+  private notBefore = 0
   private outage = false
   /** Batches delivered from the buffer since the outage began (for the recovery log line). */
   private recovered = 0
@@ -243,22 +293,46 @@ export class Shipper {
     }
   }
 
-  /** Starts the retry timer; a buffer left by an earlier run is drained right away. */
+  /** Starts the retry rounds; a buffer left by an earlier run is drained right away. */
   start(): void {
-    this.timer ??= setInterval(() => void this.retry(), this.options.retryIntervalMs)
-    if (this.buffer.size() > 0) void this.retry()
+    if (this.timer !== undefined || this.stopped) return
+    if (this.buffer.size() > 0) this.schedule(0)
+    else this.scheduleNext()
   }
 
   async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer)
+    this.stopped = true
+    if (this.timer) clearTimeout(this.timer)
     this.timer = undefined
     await this.draining
     this.buffer.close()
   }
 
+  /** When the server allows the next batch (clock ms; 0: now), for /healthz and tests. */
+  retryNotBefore(): number {
+    return this.notBefore
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.stopped) return
+    if (this.timer) clearTimeout(this.timer)
+    this.timer = setTimeout(() => {
+      this.timer = undefined
+      void this.retry().finally(() => this.scheduleNext())
+    }, delayMs)
+  }
+
+  /** The next round: after the server's Retry-After when it gave one, else after the retry interval; both jittered. */
+  private scheduleNext(): void {
+    if (this.stopped || this.timer !== undefined) return
+    const now = this.clock()
+    const wait = now < this.notBefore ? this.notBefore - now : null
+    this.schedule(retryDelayMs(wait, this.options.retryIntervalMs, this.options.jitterMs ?? DEFAULT_JITTER_MS, (this.options.random ?? Math.random)()))
+  }
+
   /** Ships the batch now, or buffers it behind earlier ones. Never throws. `body`: its JSON, when the caller built it already. */
   async send(batch: IngestBatch, body = JSON.stringify(batch)): Promise<SendOutcome> {
-    const queued = this.buffer.size() > 0 || this.draining !== undefined
+    const queued = this.buffer.size() > 0 || this.draining !== undefined || this.clock() < this.notBefore
     let notKept: string | null = null
     if (queued) {
       notKept = this.keep(batch.batch_id, body)
@@ -334,6 +408,8 @@ export class Shipper {
   }
 
   private async drain(): Promise<void> {
+    // The server asked for a pause (Retry-After): the round waits for the next one.
+    if (this.clock() < this.notBefore) return
     // While the buffer fails, a test write tells when it works again (the API may be taking every batch).
     if (this.bufferEpisode) this.buffer.probe()
     const expired = this.buffer.dropExpired(this.clock())
@@ -351,7 +427,9 @@ export class Shipper {
       if (next === null) return // unreadable: reported as a buffer fault; tried again next round
       if (next.length === 0) break
       for (const batch of next) {
-        const outcome = await this.deliver(batch.body)
+        if (this.stopped) return
+        const started = performance.now()
+        const outcome = await this.deliver(batch.body, Math.max(0, this.clock() - batch.createdAt))
         if (outcome.kind === 'retry') {
           this.enterOutage(outcome)
           return
@@ -362,6 +440,8 @@ export class Shipper {
           this.settledUndeleted.add(batch.id)
           return
         }
+        // A bounded pace: the next batch after as long as the server took for this one (at least the gap).
+        if (this.buffer.size() > 0) await Bun.sleep(Math.max(this.options.drainGapMs ?? DEFAULT_DRAIN_GAP_MS, performance.now() - started))
       }
     }
     if (this.outage) {
@@ -420,9 +500,9 @@ export class Shipper {
    * 400 naming an unknown field gets the batch again without it (and, from a server that announced no
    * version, without all the first release lacks), as long as each refusal names a new field.
    */
-  private async deliver(body: string): Promise<Outcome> {
+  private async deliver(body: string, bufferedForMs?: number): Promise<Outcome> {
     let sent = this.forServer(body)
-    let outcome = await this.post(sent.text)
+    let outcome = await this.post(sent.text, bufferedForMs)
     for (let retries = 0; outcome.kind === 'rejected' && outcome.status === 400 && retries < MAX_UNKNOWN_FIELD_RETRIES; retries++) {
       const field = unknownFieldIn(outcome.error)
       if (field === null || this.api.refusedFields.has(field)) break
@@ -438,11 +518,13 @@ export class Shipper {
         retries_total: this.counters.unknownFieldRetries,
       })
       sent = again
-      outcome = await this.post(sent.text)
+      outcome = await this.post(sent.text, bufferedForMs)
     }
     if (outcome.kind === 'accepted') this.countLeftOut(sent.left)
-    if (outcome.kind === 'retry') this.api.failed(this.clock(), outcome.reason)
-    else this.api.succeeded(this.clock())
+    if (outcome.kind === 'retry') {
+      this.api.failed(this.clock(), outcome.reason)
+      if (outcome.retryAfterMs !== undefined) this.pause(outcome.retryAfterMs)
+    } else this.api.succeeded(this.clock())
     return outcome
   }
 
@@ -476,6 +558,17 @@ export class Shipper {
     })
   }
 
+  /** Nothing is sent for `ms` (the server's Retry-After): the round waiting is put after it. */
+  private pause(ms: number): void {
+    this.notBefore = Math.max(this.notBefore, this.clock() + ms)
+    // Inside a round the timer is unset and the round schedules the next when it ends.
+    if (this.timer !== undefined) {
+      clearTimeout(this.timer)
+      this.timer = undefined
+      this.scheduleNext()
+    }
+  }
+
   /** Records the version the server announced; none on a batch it took: the first release's. */
   private learnWireVersion(header: string | null, accepted: boolean): void {
     const announced = header === null ? null : Number.parseInt(header, 10)
@@ -483,13 +576,16 @@ export class Shipper {
     else if (accepted) this.api.wireVersion = FIRST_WIRE_VERSION
   }
 
-  private async post(body: string): Promise<Outcome> {
+  /** `bufferedForMs`: the batch comes from the buffer, collected that long ago (sent as X-Dbm-Batch-Age). */
+  private async post(body: string, bufferedForMs?: number): Promise<Outcome> {
     let res: Response
     const started = performance.now()
+    const headers: Record<string, string> = { 'content-type': 'application/json', 'x-api-key': this.options.apiKey, 'user-agent': `dbm-agent/${VERSION}` }
+    if (bufferedForMs !== undefined) headers[BATCH_AGE_HEADER] = String(Math.floor(bufferedForMs / 1000))
     try {
       res = await fetch(this.options.endpoint + INGEST_PATH, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-api-key': this.options.apiKey, 'user-agent': `dbm-agent/${VERSION}` },
+        headers,
         body,
         signal: AbortSignal.timeout(this.options.requestTimeoutMs),
       })
@@ -522,6 +618,8 @@ export class Shipper {
       const refused = `the API refused the batches (HTTP 403: ${error}); they are buffered until it takes them`
       return { kind: 'retry', reason: refused, refused }
     }
+    const retryAfterMs = RETRY_AFTER_STATUSES.has(res.status) ? parseRetryAfter(res.headers.get('retry-after'), this.clock()) : null
+    if (retryAfterMs !== null) return { kind: 'retry', reason: `HTTP ${res.status}: ${error} (retry after ${Math.ceil(retryAfterMs / 1000)} s)`, retryAfterMs }
     return { kind: 'retry', reason: `HTTP ${res.status}: ${error}` }
   }
 }

@@ -5,7 +5,7 @@
 // Which sections may be cut, from how the server stores them (src/server/store/sql-*.ts):
 // - query_stats, explain_plans and waits add up (deltas summed into buckets, plans appended), and the
 //   latest tables and indexes are replaced by a newer collected_at but merged with rows of the same one
-//   (sql-objects.ts replaceLatest): their rows are spread over parts, each row in exactly one part.
+//   (store/objects/writes.ts): their rows are spread over parts, each row in exactly one part.
 //   Statements go biggest first (by total_time_ms), so the costliest land in the first part.
 // - Every other section is kept whole by the server as "the latest list" (snapshots: activity, locks,
 //   sequences, unindexed_foreign_keys, collector_notes; internals_latest: replication, bgwriter, wal_stats,

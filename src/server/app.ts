@@ -1,15 +1,18 @@
-// The Elysia application: body parsing with size caps, a cap on the request's headers, auth rate limits
-// by path, the one error handler that answers {"error": ...} (503 while the store cannot be reached),
+// The Elysia application: body parsing with size caps, a cap on the request's headers, the cap on
+// ingests in flight (ingest-admission.ts: an ingest is authenticated, then shed with 503 before its body
+// is read, and its body must arrive in time), auth rate limits by
+// path, the one error handler that answers {"error": ...} (503 while the store cannot be reached),
 // the security headers on every response, /healthz (which asks the store), GET /metrics (Prometheus: the
 // server's figures for DBM_METRICS_TOKEN, an organization's own for its key), the dashboard's files, and
 // the route modules. `dbm serve` and the tests both build the app through createApp, so tests exercise
 // exactly what runs in production.
 import type { ValueError } from '@sinclair/typebox/errors'
 import { type AnyElysia, Elysia, type ValidationError } from 'elysia'
-import { checkOrigin } from './auth/principal.ts'
+import { authenticate, checkOrigin } from './auth/principal.ts'
 import { type Deps, clientAddress } from './context.ts'
 import { healthz, signupGate } from './healthz.ts'
 import { HttpError, tooManyRequests } from './http-error.ts'
+import { IngestAdmission, countUnauthenticated } from './ingest-admission.ts'
 import { parseJsonBody } from './json-body.ts'
 import { rateLimitSubject } from './rate-limit-address.ts'
 import { type RateLimitedEndpoint, authRateLimits, bodyLimits, headerLimits } from './limits.ts'
@@ -24,9 +27,11 @@ import { eventRoutes } from './routes/events.ts'
 import { logEventRoutes } from './routes/log-events.ts'
 import { ingestRoutes } from './routes/ingest.ts'
 import { actionRoutes } from './routes/actions.ts'
+import { INGEST_PATH } from '../shared/ingest-path.ts'
 import { WIRE_VERSION, WIRE_VERSION_HEADER } from '../shared/wire-contract.ts'
 import { clickhouseRoutes } from './routes/clickhouse.ts'
-import { healthRoutes } from './routes/health.ts'
+import { diagnosisRoutes } from './routes/diagnosis.ts'
+import { thresholdRoutes } from './routes/thresholds.ts'
 import { internalsRoutes } from './routes/internals.ts'
 import { hostRoutes } from './routes/host.ts'
 import { customMetricRoutes } from './routes/custom-metrics.ts'
@@ -37,10 +42,10 @@ import { pgCheckRoutes } from './routes/pg-checks.ts'
 import { sessionHistoryRoutes } from './routes/session-history.ts'
 import { queryRoutes } from './routes/queries.ts'
 import { serverOptions } from './server-options.ts'
-import { logStoreOutages, storeUnavailable } from './store-health.ts'
+import { logStoreOutages, storeUnavailable } from './store-outages.ts'
 import { observeIngest, serverMetrics } from './metrics.ts'
 import { metricsRoute } from './routes/metrics.ts'
-import { isStoreUnreachable } from './store/availability.ts'
+import { isStoreUnreachable } from './store/reachability.ts'
 import { dashboardRoutes } from './web/dashboard.ts'
 import { acceptInvitePage, resetPasswordPage } from './web/reset-password.ts'
 import { withSecurityHeaders } from './web/security-headers.ts'
@@ -62,10 +67,6 @@ export const rateLimitedPaths: Record<string, RateLimitedEndpoint> = {
 /** The path as the router matches it: repeated and trailing slashes do not make another endpoint. */
 export function canonicalPath(pathname: string): string {
   return pathname.replace(/\/{2,}/g, '/').replace(/(.)\/+$/, '$1')
-}
-
-function bodyLimitFor(path: string): number {
-  return path === '/api/v1/ingest' ? bodyLimits.ingest : bodyLimits.default
 }
 
 /** The request line and headers as sent, in bytes (near enough: repeated headers arrive joined). */
@@ -119,6 +120,9 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
   deps.streams ??= new Set()
   /** When each ingest request arrived (performance.now()), for its status and time in the metrics. */
   const ingestStarts = new WeakMap<Request, number>()
+  // Ingests in flight are capped; past the cap (or its organization's share) a batch is refused from its
+  // headers and its caller, before its body is read (ingest-admission.ts).
+  const admission = (deps.ingestAdmission ??= new IngestAdmission(log))
   logStoreOutages(deps.store, log)
   const signupClosed = signupGate(deps)
   // Bun answers requests past its own limits before the app sees them, with an empty body and no hook
@@ -141,8 +145,17 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
       if (request.url.includes('%00')) throw new HttpError(400, 'the URL must not contain NUL characters')
       if (request.method !== 'POST') return
       const path = canonicalPath(new URL(request.url).pathname)
-      if (path === '/api/v1/ingest') {
+      if (path === INGEST_PATH) {
         ingestStarts.set(request, performance.now())
+        // Every answer of the ingest route carries the wire version, refusals here included.
+        set.headers[WIRE_VERSION_HEADER] = String(WIRE_VERSION)
+        // Only a valid ingest key takes a place: authenticated first, once (the route reuses the answer;
+        // a key is found in the store's cache, a refused one costs what the route's check always cost).
+        const principal = await authenticate(deps, request).catch((e: unknown) => {
+          if (e instanceof HttpError && (e.status === 401 || e.status === 403)) countUnauthenticated(e.status)
+          throw e
+        })
+        admission.admit(request, principal.orgId, performance.now())
         return
       }
       if (path.startsWith('/api/v1/auth/')) checkOrigin(deps, request)
@@ -159,7 +172,9 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
       if (!result.allowed) throw tooManyRequests(result.retryAfterMs)
     })
     .onParse(async ({ request }) => {
-      return parseJsonBody(request, bodyLimitFor(canonicalPath(new URL(request.url).pathname)))
+      if (canonicalPath(new URL(request.url).pathname) !== INGEST_PATH) return parseJsonBody(request, bodyLimits.default)
+      // An ingest's body must arrive within the admission's time (408 after it, its place freed).
+      return admission.readBody(request, parseJsonBody(request, bodyLimits.ingest))
     })
     .onError(({ code, error, set, request }) => {
       let failure: HttpError
@@ -201,7 +216,10 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
     })
     .onAfterResponse(({ request, set }) => {
       const ingestStart = ingestStarts.get(request)
-      if (ingestStart !== undefined) observeIngest(Number(set.status ?? 200), ingestStart)
+      if (ingestStart !== undefined) {
+        admission.release(request)
+        observeIngest(Number(set.status ?? 200), ingestStart)
+      }
       if (log.enabled('debug')) {
         log.debug('request', { method: request.method, path: new URL(request.url).pathname, status: Number(set.status ?? 200) })
       }
@@ -232,7 +250,8 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
     .use(pgCheckRoutes(deps))
     .use(configurationRoutes(deps))
     .use(clickhouseRoutes(deps))
-    .use(healthRoutes(deps))
+    .use(diagnosisRoutes(deps))
+    .use(thresholdRoutes(deps))
     .use(alertRoutes(deps))
     .use(alertDestinationRoutes(deps))
     .use(alertRouteRoutes(deps))
@@ -242,7 +261,9 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
     .use(logEventRoutes(deps))
     .use(ingestRoutes(deps))
     .use(actionRoutes(deps))
-    .use(routes ?? new Elysia())
+    // Typed as a plain Elysia: an AnyElysia here would turn every route of App (the dashboard's typed
+    // calls, src/web/api-routes.ts) into `any`.
+    .use((routes ?? new Elysia()) as Elysia)
     .use(resetPasswordPage())
     .use(apiDocsRoutes(() => built.app!, { rateLimitedPaths: Object.keys(rateLimitedPaths) }))
     .use(acceptInvitePage())

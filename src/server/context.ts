@@ -6,7 +6,8 @@ import type { SignupMode } from './config.ts'
 import type { Store } from './store/types.ts'
 import type { WebhookPolicy } from './webhook-target.ts'
 import type { LoopLag } from './loop-lag.ts'
-import type { Diagnoser } from './doctor/diagnosis-worker.ts'
+import type { Diagnoser } from './doctor/diagnosis.ts'
+import type { IngestAdmission } from './ingest-admission.ts'
 
 export interface Deps {
   store: Store
@@ -33,6 +34,13 @@ export interface Deps {
   diagnoser?: Diagnoser
   /** DBM_METRICS_TOKEN: the bearer token of GET /metrics' server-wide view; absent: that view is off. */
   metricsToken?: string
+  /**
+   * When this process began serving (the clock's epoch ms; `dbm serve` sets it): agent silence that began
+   * before it is judged only after the restart grace (doctor rule agent_disconnected). Absent: no grace.
+   */
+  servingSince?: number
+  /** The caps on ingests in flight (ingest-admission.ts); createApp makes one with the limits' table when absent. */
+  ingestAdmission?: IngestAdmission
 }
 
 /**

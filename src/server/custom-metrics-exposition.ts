@@ -5,7 +5,7 @@
 // takes the rate itself). Only the series of each metric's latest run are shown: a label set the query
 // no longer returns is gone. Label values come from the monitored database (any text): escaped here.
 import { escapeLabelValue, formatValue } from '../shared/prometheus.ts'
-import type { CustomMetric, CustomSeries } from './store/sql-custom-metrics.ts'
+import type { CustomMetric, CustomSeries } from './store/custom-metrics/types.ts'
 
 const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/
 

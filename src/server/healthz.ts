@@ -7,7 +7,7 @@ import type { Static } from '@sinclair/typebox'
 import type { Healthz, HealthzUnavailable } from '../shared/api/health.ts'
 import type { SignupMode } from './config.ts'
 import type { LoopLag } from './loop-lag.ts'
-import { storeAnswers } from './store-health.ts'
+import { storeAnswers } from './store-outages.ts'
 import type { Store } from './store/types.ts'
 import { VERSION } from '../version.ts'
 

@@ -1,6 +1,7 @@
 // Every limit, lifetime and default of the server in one table, as the spec and DECISIONS.md state
 // them. Route handlers read from here instead of carrying literals.
 import { INGEST_BODY_LIMIT_BYTES, tagLimits } from '../shared/ingest-limits.ts'
+import { MAX_POLL_INTERVAL_SECONDS, NAME_MAX_CHARS } from '../shared/database-limits.ts'
 
 const SECOND = 1000
 const MINUTE = 60 * SECOND
@@ -92,12 +93,50 @@ export const unknownIngestFields = { distinctPaths: 64, named: 8, namedChars: 10
  */
 export const ingestClockSkewMs = 10 * MINUTE
 
+/**
+ * Admission of ingests in one serve process (ingest-admission.ts): at most `inFlight` batches admitted
+ * and not yet answered, holding at most `bodyBytes` of declared bodies (one is always admitted); past
+ * either, a 503 with Retry-After drawn from `retryAfterSeconds` (inclusive range, spread so the refused
+ * come back spread). Backlog (a batch the agent sends from its buffer, X-Dbm-Batch-Age at least
+ * `backlogAgeSeconds`) meets the lower marks, so current batches keep their room while a fleet's buffers
+ * drain after a restart. A body of unknown length counts as `unknownBodyBytes`.
+ */
+export const ingestAdmissionLimits = {
+  current: { inFlight: 16, bodyBytes: 16 * 1024 * 1024 },
+  backlog: { inFlight: 6, bodyBytes: 6 * 1024 * 1024 },
+  backlogAgeSeconds: 15,
+  retryAfterSeconds: { current: [1, 3], backlog: [3, 12] },
+  unknownBodyBytes: 1024 * 1024,
+  /** An admitted request whose answer was never seen stops counting after this long. */
+  staleTicketMs: 2 * MINUTE,
+  /** A shedding episode ends (one info line) at the first admission this long after the last refusal. */
+  episodeQuietMs: 30 * SECOND,
+  /**
+   * While more than one organization sent an ingest within activeMs, each holds at most
+   * max(min, fraction × the mark) places (of current batches, and of backlog): one tenant cannot take them all.
+   */
+  orgShare: { min: 4, fraction: 0.5, activeMs: 10 * MINUTE },
+  /** An admitted ingest's body must have arrived this long after the request did: else 408, its place freed. */
+  bodyReadMs: 30 * SECOND,
+} satisfies IngestAdmissionLimits
+
+export interface IngestAdmissionLimits {
+  current: { inFlight: number; bodyBytes: number }
+  backlog: { inFlight: number; bodyBytes: number }
+  backlogAgeSeconds: number
+  retryAfterSeconds: { current: readonly [number, number]; backlog: readonly [number, number] }
+  unknownBodyBytes: number
+  staleTicketMs: number
+  episodeQuietMs: number
+  orgShare: { min: number; fraction: number; activeMs: number }
+  bodyReadMs: number
+}
+
 /** API key last_used_at is written at most this often per key. */
 export const apiKeyTouchIntervalMs = MINUTE
 
 export const databaseDefaults = {
   ports: { postgres: 5432, clickhouse: 8123 },
-  pollIntervalSeconds: 10,
   /** A database counts as connected while a batch arrived within max(3 × poll interval, this). */
   connectedFloorMs: MINUTE,
 } as const
@@ -110,15 +149,25 @@ export function silentAfterMs(pollIntervalSeconds: number, floorMs: number = dat
   return Math.max(3 * pollIntervalSeconds * 1000, floorMs)
 }
 
+/**
+ * After `dbm serve` starts, how long its agents have to come back before a silence that began while no
+ * serve ran is judged (agent_disconnected): agents buffered meanwhile and return at their next retry
+ * round (30 s plus up to a poll interval of jitter), maybe after being shed once or twice. The silence
+ * then counts from the start plus this grace, so such an agent is reported silentAfterMs after it.
+ */
+export function restartGraceMs(pollIntervalSeconds: number): number {
+  return silentAfterMs(pollIntervalSeconds)
+}
+
 export const fieldLimits = {
-  name: 200,
+  name: NAME_MAX_CHARS,
   host: 255,
   email: 254,
   tagKey: tagLimits.key,
   tagValue: tagLimits.value,
   tags: tagLimits.count,
   engineVersion: 200,
-  pollIntervalMaxSeconds: 24 * 60 * 60,
+  pollIntervalMaxSeconds: MAX_POLL_INTERVAL_SECONDS,
 } as const
 
 /** Housekeeping: rate-limit events older than this are swept. */
@@ -189,7 +238,7 @@ export const retentionLimits = {
 } as const
 
 /**
- * Server log events (store/sql-log-events.ts, routes/log-events.ts): entries are kept a week (or the
+ * Server log events (store/logs/, routes/log-events.ts): entries are kept a week (or the
  * organization's retention when shorter); their counts like other buckets (minute rows 48 h, then hourly
  * for the retention). The summary's automatic bucket keeps a window to at most maxAutoBuckets buckets.
  */
@@ -200,7 +249,7 @@ export const logEventLimits = {
   maxQueryText: 200,
 } as const
 
-/** Session and lock history (store/sql-session-history.ts): how retention compacts the snapshots. */
+/** Session and lock history (store/sessions/writes.ts): how retention compacts the snapshots. */
 export const sessionHistoryLimits = {
   /** Every snapshot is kept this long (the time slider steps through each poll). */
   everyPollMs: DAY,
@@ -214,7 +263,7 @@ export const sessionHistoryLimits = {
   longMs: 5 * MINUTE,
 } as const
 
-/** The health monitor (health-monitor.ts): how often it evaluates and sweeps, and its notifications. */
+/** The monitor (monitor/): how often it evaluates and sweeps, and its notifications. */
 export const healthMonitorDefaults = {
   evaluateEveryMs: MINUTE,
   retentionEveryMs: 10 * MINUTE,
@@ -233,7 +282,7 @@ export const healthMonitorDefaults = {
   changedFloorMs: 30 * SECOND,
 } as const
 
-/** Availability reports (sql-availability.ts). */
+/** Availability reports (store/availability/writes.ts). */
 export const availabilityLimits = {
   /** Down again with the same cause within this long of an outage's end: the outage goes on (flapping). */
   reopenWithinMs: MINUTE,

@@ -30,6 +30,20 @@ export const serverMetrics = {
     name: 'dbm_ingest_rows_total',
     help: 'Rows in the applied batches: statements, tables, indexes, activity, locks and the other lists, one per entry.',
   }),
+  ingestShed: serverRegistry.counter({
+    name: 'dbm_ingest_shed_total',
+    help: 'POST /api/v1/ingest requests refused with 503 and Retry-After before their body was read, because the process (or the organization, its share of them) had as many ingests in flight as it takes; by kind (backlog: sent from an agent buffer, current).',
+    labelNames: ['kind'],
+  }),
+  ingestRefusals: serverRegistry.counter({
+    name: 'dbm_ingest_refusals_total',
+    help: 'POST /api/v1/ingest requests refused before their batch was applied, by reason: unauthenticated (401) and forbidden (403: no ingest scope), refused before taking a place; capacity (the process full) and org_share (the organization holds its share of the places), both 503 (dbm_ingest_shed_total by kind); body_timeout (408: the body did not arrive in time); body_aborted (the client closed the connection before its body arrived).',
+    labelNames: ['reason'],
+  }),
+  ingestInFlight: serverRegistry.gauge({
+    name: 'dbm_ingest_in_flight',
+    help: 'POST /api/v1/ingest requests admitted and not yet answered.',
+  }),
   storeQueryDuration: serverRegistry.histogram({
     name: 'dbm_store_query_duration_seconds',
     help: "Time of the store driver's calls, by call (all, get, run, run_all, exec), in seconds.",

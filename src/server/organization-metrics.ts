@@ -1,12 +1,12 @@
 // GET /metrics for an organization's API key or a user's session: that organization's own figures,
-// computed at scrape time from the store in one query (sql-health.ts organizationFigures) and written in
+// computed at scrape time from the store in one query (monitor/evaluations.ts organizationFigures) and written in
 // the Prometheus text format by a registry made for the scrape. Nothing in it is server-wide or about
 // accounts or mail, so it cannot tell one tenant about another: every value is a function of the
 // organization's own databases, their diagnoses and alerts. Database names come from agents' configs
 // and API calls (any text); the text module escapes them as label values.
 import { Registry } from '../shared/prometheus.ts'
-import type { AvailabilityState } from './store/sql-availability.ts'
-import type { DatabaseFigures } from './store/sql-health.ts'
+import type { AvailabilityState } from './store/availability/types.ts'
+import type { DatabaseFigures } from './store/monitor/evaluations.ts'
 import { availabilityView } from './views.ts'
 
 const ENGINES = ['postgres', 'clickhouse'] as const

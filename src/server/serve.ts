@@ -1,5 +1,5 @@
 // `dbm serve`: open the store (migrating it), listen, build the API, sweep stale rate-limit rows, run
-// the health monitor (alerts, recommendations, retention), and stop cleanly on SIGINT/SIGTERM.
+// the monitor (alerts, recommendations, retention), and stop cleanly on SIGINT/SIGTERM.
 //
 // Start-up order (issue 13: from the start to the first 200 on /healthz in at most 50 ms). The listener
 // opens as soon as the store is open, and answers a plain GET /healthz itself (healthz.ts: the app's own
@@ -24,7 +24,7 @@ import { healthz, signupGate } from './healthz.ts'
 import { rateEventRetentionMs } from './limits.ts'
 import { startLoopLag } from './loop-lag.ts'
 import { serverOptions } from './server-options.ts'
-import { isStoreUnreachable } from './store/availability.ts'
+import { isStoreUnreachable } from './store/reachability.ts'
 import { openDriver } from './store/open.ts'
 import type { SqlStore } from './store/sql-store.ts'
 import { securityHeaders } from './web/security-headers.ts'
@@ -254,6 +254,8 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
       metricsToken: config.metricsToken,
       streams: new Set<{ close(code?: number, reason?: string): void }>(),
       loopLag,
+      // Agents buffered while no serve ran: their silence before now is not judged until the restart grace passed.
+      servingSince: Date.now(),
     }
     const app = createApp(deps, hooks.routes?.(deps))
     await hooks.ready?.(deps)
@@ -263,9 +265,9 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
     const fetch = app.fetch as Fetch
     for (const s of servers) s.reload({ fetch: through(fetch) as never, websocket: websocket as never })
     await nextTurn()
-    const [{ createHealthMonitor }, { startDiagnosisWorker }] = await Promise.all([import('./health-monitor.ts'), import('./doctor/diagnosis-worker.ts')])
+    const [{ createMonitor }, { startDiagnosisWorker }] = await Promise.all([import('./monitor/index.ts'), import('./doctor/diagnosis-worker.ts')])
     await nextTurn()
-    const diagnoser = startDiagnosisWorker({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, logLevel: config.logLevel, local: config.signup === 'local', log }).then(
+    const diagnoser = startDiagnosisWorker({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, logLevel: config.logLevel, local: config.signup === 'local', servingSince: deps.servingSince, log }).then(
       (worker) => {
         Object.assign(deps, { diagnoser: worker })
         return worker
@@ -275,7 +277,7 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
         return undefined
       },
     )
-    const monitor = createHealthMonitor(deps, { retentionDays: config.retentionDays })
+    const monitor = createMonitor(deps, { retentionDays: config.retentionDays })
     monitor.start()
     opened.startCheckpoints()
     return { fetch, deps, mailer, monitor, diagnoser }

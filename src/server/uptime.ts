@@ -1,10 +1,10 @@
-// Availability figures of one database from its outages and its agent's silences (sql-availability.ts):
+// Availability figures of one database from its outages and its agent's silences (store/availability/):
 // over a window, the time it was down, the time nobody knows (the agent sent nothing: a stored silence, or
 // the silence going on now), and the rest up. The ratio is up / (up + down): unknown time is counted in
 // neither, and null when nothing is known; watched_ms (up + down) says how much time the ratio stands on.
 // Time before the database's registration is in none of them. Per day: UTC days, oldest first.
 import { silentAfterMs } from './limits.ts'
-import { type AvailabilitySpans, type AvailabilityState, lastHeardAt } from './store/sql-availability.ts'
+import { type AvailabilitySpans, type AvailabilityState, lastHeardAt } from './store/availability/types.ts'
 import type { RegisteredDatabase } from './store/types.ts'
 
 const DAY = 86_400_000

@@ -2,7 +2,7 @@
 import { keyPrefix } from './auth/api-keys.ts'
 import { silentAfterMs } from './limits.ts'
 import type { ApiKey, Organization, RegisteredDatabase, User } from './store/types.ts'
-import { type AvailabilityState, lastHeardAt } from './store/sql-availability.ts'
+import { type AvailabilityState, lastHeardAt } from './store/availability/types.ts'
 
 export function rfc3339(ms: number): string
 export function rfc3339(ms: number | null): string | null

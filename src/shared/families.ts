@@ -73,6 +73,8 @@ export const TABLE_FIELDS = [
   // and the TOAST table with its index (pg_total_relation_size of reltoastrelid; 0 without one).
   { key: 'heap_bytes', kind: 'gauge', unit: 'bytes', pg: 'heap_bytes' },
   { key: 'toast_bytes', kind: 'gauge', unit: 'bytes', pg: 'toast_bytes' },
+  // Rows inserted, updated or deleted since the table was last analyzed (issue 32: stale statistics).
+  { key: 'n_mod_since_analyze', kind: 'gauge', unit: 'tuples', pg: 'n_mod_since_analyze' },
 ] as const satisfies readonly Field[]
 
 /** pg_stat_user_indexes' counters of an index, with its size. */

@@ -35,6 +35,11 @@ export const ingestMaxItems = {
   host_filesystems: 64,
   host_devices: 64,
   backups: 500,
+  disabled_triggers: 1_000,
+  /** Each list of the security section (roles, functions, schemas, pg_hba lines). */
+  security_items: 1_000,
+  /** ClickHouse's users (clickhouse_users.users). */
+  clickhouse_users: 1_000,
 } as const
 export type IngestArraySection = keyof typeof ingestMaxItems
 

@@ -34,8 +34,10 @@ export const WIRE_ADDITIONS: Readonly<Record<number, readonly string[]>> = {
     'tables[].heap_bytes',
     'tables[].toast_bytes',
   ],
-  // 0.3.0 (issue 28): the operator's own SQL checks.
-  3: ['custom_metrics'],
+  // 0.3.0 (issue 28): the operator's own SQL checks; (issue 32) disabled triggers, the rows modified since
+  // a table's last analyze, pg_wal's size and the last checkpoint, a prepared transaction's locks,
+  // ClickHouse's users.
+  3: ['clickhouse_users', 'custom_metrics', 'disabled_triggers', 'security', 'tables[].n_mod_since_analyze', 'wal_dir', 'xmin_holders[].locks'],
 }
 
 /** The paths a server of `version` does not know: everything added after it (none for this version or later). */

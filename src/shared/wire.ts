@@ -6,6 +6,7 @@ import { type Static, type TNull, type TNumber, type TOptional, type TSchema, ty
 import { ACTION_KINDS } from './action-kinds.ts'
 import { type Field, INDEX_FIELDS, STATEMENT_FIELDS, TABLE_FIELDS, columnType, ofKind } from './families.ts'
 import { ingestMaxItems as max, settingsLimits, tagLimits, ingestTextLimits as text } from './ingest-limits.ts'
+import { MAX_POLL_INTERVAL_SECONDS, NAME_MAX_CHARS } from './database-limits.ts'
 
 // Every number the stores keep has a maximum that their columns hold (BIGINT, DOUBLE PRECISION, and
 // INTEGER for a plan's scan counts) and that a bucket's sum of many keeps finite: past it, a 400 naming
@@ -378,6 +379,26 @@ export const ArchiverStatus = T.Object({
 })
 export type ArchiverStatus = Static<typeof ArchiverStatus>
 
+/**
+ * pg_wal and the last checkpoint (collected by `wal_dir`). Each part is null when the agent's role may not
+ * read it (pg_ls_waldir() needs pg_monitor; pg_control_checkpoint() may be revoked).
+ */
+export const WalDirStatus = T.Object({
+  /** Files in pg_wal and their total size. */
+  wal_files: nullableCount,
+  wal_bytes: nullableCount,
+  /** When the last checkpoint started, and its redo LSN with the WAL file holding it. */
+  checkpoint_time: nullableEpochMs,
+  redo_lsn: T.Union([T.String({ maxLength: 32, pattern: '^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$' }), T.Null()]),
+  redo_wal_file: walFileName,
+  /** Since the last checkpoint started or the server started, the later, at collection (ms). */
+  checkpoint_age_ms: nullableMs,
+  /** WAL written (replayed, on a standby) since the last checkpoint's redo LSN. */
+  wal_since_redo_bytes: nullableCount,
+  in_recovery: T.Boolean(),
+})
+export type WalDirStatus = Static<typeof WalDirStatus>
+
 /** A log event's kind (src/shared/log-kinds.ts): lower-case letters and underscores. */
 const logKind = T.String({ minLength: 1, maxLength: 40, pattern: '^[a-z_]+$' })
 /** A severity (src/shared/log-kinds.ts LOG_SEVERITIES). */
@@ -520,6 +541,104 @@ export const HostStatus = T.Object({
 })
 export type HostStatus = Static<typeof HostStatus>
 
+/**
+ * A trigger switched off (collected by `triggers`: pg_trigger.tgenabled = 'D'). `internal`: a trigger
+ * PostgreSQL made for a constraint (a foreign key's checks and actions), switched off by DISABLE TRIGGER
+ * ALL; then the foreign key it enforces and that key's own (referencing) table.
+ */
+export const DisabledTrigger = T.Object({
+  schema_name: T.String(),
+  table_name: T.String(),
+  trigger_name: T.String(),
+  internal: T.Boolean(),
+  constraint_name: nullableString,
+  constraint_schema: nullableString,
+  constraint_table: nullableString,
+})
+export type DisabledTrigger = Static<typeof DisabledTrigger>
+
+/** A role the security advisors judge (collected by `security`): a superuser, or a login role whose password expires. */
+export const SecurityRole = T.Object({
+  name: T.String(),
+  superuser: T.Boolean(),
+  /** The role initdb made (oid 10), the one superuser every cluster has. */
+  bootstrap: T.Boolean(),
+  can_login: T.Boolean(),
+  /** rolvaliduntil: when its password stops working; null when it never does. */
+  valid_until: nullableEpochMs,
+})
+export type SecurityRole = Static<typeof SecurityRole>
+
+/** A SECURITY DEFINER function without a search_path of its own (collected by `security`). */
+export const DefinerFunction = T.Object({
+  schema: T.String(),
+  name: T.String(),
+  /** pg_get_function_identity_arguments(): the argument list that tells overloads apart. */
+  args: T.String(),
+  owner: T.String(),
+  owner_superuser: T.Boolean(),
+})
+export type DefinerFunction = Static<typeof DefinerFunction>
+
+/** A pg_hba.conf line that lets a client in without a password (`trust`) or with one sent in clear text (`password`). */
+export const HbaRule = T.Object({
+  line_number: T.Integer({ minimum: 0, maximum: 2_147_483_647 }),
+  /** local, host, hostssl, hostnossl, hostgssenc, hostnogssenc. */
+  type: T.String(),
+  database: T.Array(T.String(), { maxItems: max.security_items }),
+  user_name: T.Array(T.String(), { maxItems: max.security_items }),
+  address: nullableString,
+  netmask: nullableString,
+  auth_method: T.String(),
+})
+export type HbaRule = Static<typeof HbaRule>
+
+/**
+ * What the security and configuration advisors read (collected by `security` every few minutes: sent
+ * when read, kept as the latest). A part the agent's role may not read is null, never an error.
+ */
+export const SecurityStatus = T.Object({
+  /** Settings as pg_settings shows them to the role; null when hidden from it. */
+  password_encryption: nullableString,
+  ssl: nullableString,
+  listen_addresses: nullableString,
+  data_checksums: nullableString,
+  /** Superusers, and login roles whose password has an expiry. */
+  roles: T.Array(SecurityRole, { maxItems: max.security_items }),
+  /** Roles whose stored password is an MD5 hash; null when pg_authid is not readable (it needs a superuser). */
+  md5_roles: T.Union([T.Array(T.String(), { maxItems: max.security_items }), T.Null()]),
+  definer_functions: T.Array(DefinerFunction, { maxItems: max.security_items }),
+  /** Schemas of the connected database in which every role (PUBLIC) may create objects. */
+  public_create_schemas: T.Array(T.String(), { maxItems: max.security_items }),
+  /** The `trust` and `password` lines of pg_hba.conf; null when pg_hba_file_rules is not readable. */
+  hba_rules: T.Union([T.Array(HbaRule, { maxItems: max.security_items }), T.Null()]),
+})
+export type SecurityStatus = Static<typeof SecurityStatus>
+
+/** A ClickHouse user as system.users shows it (collected by ClickHouse's `security`): how it logs in and from where. */
+export const ClickHouseUser = T.Object({
+  name: T.String(),
+  /** Where it is defined: users_xml (read-only, edited in users.xml), local_directory or replicated (ALTER USER). */
+  storage: T.String({ maxLength: 200 }),
+  /** auth_type: no_password, plaintext_password, sha256_password, double_sha1_password, bcrypt_password, ldap, ... (several from 24.9). */
+  auth_type: T.Array(T.String({ maxLength: 64 }), { maxItems: 16 }),
+  /** The hosts it may connect from: addresses and networks, names, name regexps, LIKE patterns (cut to 32 each). */
+  host_ip: T.Array(T.String({ maxLength: 256 }), { maxItems: 32 }),
+  host_names: T.Array(T.String({ maxLength: 256 }), { maxItems: 32 }),
+  host_names_regexp: T.Array(T.String({ maxLength: 256 }), { maxItems: 32 }),
+  host_names_like: T.Array(T.String({ maxLength: 256 }), { maxItems: 32 }),
+})
+export type ClickHouseUser = Static<typeof ClickHouseUser>
+
+/**
+ * ClickHouse's users for the security advisors (collected by `security` every few minutes: sent when
+ * read, kept as the latest). users is null when the agent's user may not read system.users (SHOW USERS).
+ */
+export const ClickHouseUsers = T.Object({
+  users: T.Union([T.Array(ClickHouseUser, { maxItems: max.clickhouse_users }), T.Null()]),
+})
+export type ClickHouseUsers = Static<typeof ClickHouseUsers>
+
 /** One backup as the backup tool lists it (collected by `backups`). */
 export const BackupEntry = T.Object({
   /** The tool's label or name for it (pgBackRest's label, WAL-G's backup_name). */
@@ -588,6 +707,8 @@ export const XminHolder = T.Object({
   gid: T.Optional(nullableString),
   owner: T.Optional(nullableString),
   prepared_at: T.Optional(nullableEpochMs),
+  /** A prepared transaction's locks (pg_locks rows of its virtual transaction); absent from older agents. */
+  locks: T.Optional(nullableCount),
 })
 export type XminHolder = Static<typeof XminHolder>
 
@@ -812,10 +933,10 @@ export const IngestBatch = T.Object({
   /** When the cycle ran (epoch ms). */
   collected_at: epochMs,
   /** The poll interval the cycle's deltas cover, in seconds. */
-  interval_seconds: T.Number({ minimum: 0, maximum: 86_400 }),
+  interval_seconds: T.Number({ minimum: 0, maximum: MAX_POLL_INTERVAL_SECONDS }),
   agent_version: T.String({ maxLength: text.id }),
   database: T.Object({
-    name: T.String({ minLength: 1, maxLength: 200 }),
+    name: T.String({ minLength: 1, maxLength: NAME_MAX_CHARS }),
     engine: T.Union([T.Literal('postgres'), T.Literal('clickhouse')]),
     engine_version: T.Optional(T.String({ maxLength: 200 })),
     host: T.String({ minLength: 1, maxLength: 255 }),
@@ -854,12 +975,18 @@ export const IngestBatch = T.Object({
   replication: T.Optional(ReplicationStatus),
   /** The WAL archiver's state (collected by `archiver`; absent from agents before it, ignored by servers before it). */
   archiver: T.Optional(ArchiverStatus),
+  /** pg_wal's size and the last checkpoint (collected by `wal_dir`; absent from agents before it, ignored by servers before it). */
+  wal_dir: T.Optional(WalDirStatus),
   /** The server log's entries of the cycle, classified, with exact counts (collected by `log_events`; absent from agents before it). */
   log_events: T.Optional(LogEventsSection),
   /** The database host's CPU, memory, filesystems and devices (collected by `host`; absent when the agent is not on the host). */
   host: T.Optional(HostStatus),
   /** Backups from pgBackRest or WAL-G (collected by `backups` when a backup command is configured; sent when read). */
   backups: T.Optional(BackupStatus),
+  /** Triggers switched off (collected by `triggers`; absent from agents before it, ignored by servers before it). */
+  disabled_triggers: T.Optional(T.Array(DisabledTrigger, { maxItems: max.disabled_triggers })),
+  /** Roles, settings, functions, schemas and pg_hba lines the security advisors judge (collected by `security`; absent from agents before it). */
+  security: T.Optional(SecurityStatus),
   /** Deltas of pg_stat_bgwriter / pg_stat_checkpointer counters. */
   bgwriter: T.Optional(counterMap),
   /** Deltas of pg_stat_wal counters (PostgreSQL 14+). */
@@ -878,6 +1005,8 @@ export const IngestBatch = T.Object({
   mutations: T.Optional(T.Array(MutationEntry, { maxItems: max.mutations })),
   /** ClickHouse: server gauges (memory, limit, disks, connections, uptime) and query counter deltas. */
   server_metrics: T.Optional(counterMap),
+  /** ClickHouse: its users' authentication and allowed hosts (collected by `security`; wire version 3, absent from agents before it). */
+  clickhouse_users: T.Optional(ClickHouseUsers),
   /** What events are derived from (restarts, settings, resets, agent starts); absent from agents before it. */
   server_state: T.Optional(ServerState),
   /** Whether the agent reaches the database; alone with the header while it is down (Availability). */
@@ -895,7 +1024,7 @@ export type IngestBatch = Static<typeof IngestBatch>
 
 /** Server-side settings the agent applies from its next cycle. */
 export const DatabaseSettings = T.Object({
-  poll_interval_seconds: T.Integer({ minimum: 1, maximum: 86_400 }),
+  poll_interval_seconds: T.Integer({ minimum: 1, maximum: MAX_POLL_INTERVAL_SECONDS }),
   collect_explain_plans: T.Boolean(),
   collect_replication: T.Boolean(),
   disabled_collectors: T.Array(T.String()),

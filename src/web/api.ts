@@ -7,6 +7,8 @@
 // onReachability(); the next answer of the server tells them it is back. Without the session hint
 // cookie (dbm_session, set and cleared by the server with the httpOnly session cookies) there is no
 // session to renew: a 401 then ends the session without asking /auth/refresh, which could only fail.
+import type { Answer, GetAnswer, Method, Served } from './api-routes.ts'
+
 export class ApiError extends Error {
   constructor(
     readonly status: number,
@@ -109,8 +111,13 @@ async function send(method: string, path: string, body?: unknown): Promise<Respo
   return res
 }
 
-/** Calls `method path` under /api/v1 and returns the parsed JSON (undefined for 204); throws ApiError with the server's message. */
-export async function api<T = any>(method: string, path: string, body?: unknown): Promise<T> {
+/**
+ * Calls `method path` under /api/v1 and returns the parsed JSON (undefined for 204); throws ApiError with
+ * the server's message. Typed by the server's routes (api-routes.ts): a path no route serves does not
+ * compile, and the answer is the route's response schema.
+ */
+export async function api<M extends Method, const P extends string>(method: M, path: P & Served<M, P>, body?: unknown): Promise<Answer<M, P>> {
+  type T = Answer<M, P>
   let res = await send(method, path, body)
   const renewable = !NO_RENEWAL.some((p) => path === p || path.startsWith(`${p}?`))
   if (res.status === 401 && renewable) {
@@ -133,4 +140,5 @@ export async function api<T = any>(method: string, path: string, body?: unknown)
   return parsed as T
 }
 
-export const get = <T = any>(path: string) => api<T>('GET', path)
+/** GET `path`, typed by its route (see api). */
+export const get = <const P extends string>(path: P & Served<'GET', P>): Promise<GetAnswer<P>> => api<'GET', P>('GET', path)

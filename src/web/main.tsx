@@ -175,9 +175,9 @@ function App() {
       return null
     }
     try {
-      next = await api<Me>('GET', '/auth/me')
+      const answer = await api('GET', '/auth/me')
       // An API key's /auth/me has no user: the dashboard needs a person's session.
-      if (!next?.user) next = null
+      next = answer && 'user' in answer && answer.user ? answer : null
     } catch (e) {
       // A server that does not answer says nothing about the session: ask again.
       if (isUnreachable(e)) return new Promise((resolve) => setTimeout(() => resolve(refresh(attempt + 1)), retryDelay(attempt + 1)))

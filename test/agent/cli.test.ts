@@ -56,6 +56,31 @@ describe('config location and errors', () => {
     expect(res.stderr).toBe('databases[1].name: duplicate name "a"\n')
   })
 
+  test('a second agent on the same buffer directory exits 1 with one line; a killed agent\'s lock is taken over', async () => {
+    const dir = tempDir()
+    const path = join(dir, 'agent.yaml')
+    // Nothing to reach: the agent runs on, retrying, which is all this needs.
+    writeFileSync(path, `api:\n  endpoint: http://127.0.0.1:1\n  key: ${KEY}\ndatabases:\n  - name: a\n    dsn: postgres://u:secret@127.0.0.1:1/db\n`)
+    const start = () => Bun.spawn([...CLI, '--config', path, '--buffer-dir', dir], { env: cleanEnv(), stdout: 'ignore', stderr: 'ignore', timeout: 60_000 })
+    const holder = async (pid: number) => (await Bun.file(join(dir, 'agent.pid')).text().catch(() => '')).trim() === String(pid)
+    const first = start()
+    try {
+      await until('the first agent holds the lock', async () => ((await holder(first.pid)) ? true : undefined))
+      const second = await runCommand([...CLI, '--config', path, '--buffer-dir', dir])
+      expect([second.exitCode, second.stderr]).toEqual([1, `dbm agent: another dbm agent (pid ${first.pid}) is running on ${dir}; stop it first, or give this one another --buffer-dir\n`])
+    } finally {
+      first.kill('SIGKILL')
+      await first.exited
+    }
+    const third = start()
+    try {
+      await until('the next agent takes the dead one\'s lock', async () => ((await holder(third.pid)) ? true : undefined))
+    } finally {
+      third.kill('SIGTERM')
+      expect(await third.exited).toBe(0)
+    }
+  })
+
   test('agent --help lists its flags; a bad flag exits 2', async () => {
     const help = await runCommand([...CLI, '--help'])
     expect(help.exitCode).toBe(0)
@@ -138,8 +163,10 @@ describe('against a real PostgreSQL', () => {
       expect(unreachable.exitCode).toBe(1)
       const [down, granted] = unreachable.stdout.trimEnd().split('\n')
       expect(down).toStartWith(`FAIL  api: http://127.0.0.1:${port} unreachable: `)
-      // What is left to say: PostgreSQL 13's pg_stat_statements cannot back plan sampling.
-      expect(granted).toMatch(/^ok {4}pg13: postgres 13\.\d+; collectors: [^;]*; skipped: [^;]*\); host: [^;]*; actions the dashboard may run: explain \(allow_actions\); note: plans will not be sampled: this pg_stat_statements \(before 1\.9, PostgreSQL 13\)[^;]*; update the extension \(PostgreSQL 14\+\), or use auto_explain with pg_log_dir; log_events: logging_collector is off: [^;]*; restart\)$/)
+      // What is left to say: PostgreSQL 13's pg_stat_statements cannot back plan sampling, and the security
+      // advisors cannot see MD5 hashes or pg_hba.conf without a superuser or a GRANT (the collectors' own
+      // notes come in the order of the collectors' table).
+      expect(granted).toMatch(/^ok {4}pg13: postgres 13\.\d+; collectors: [^;]*; skipped: [^;]*\); host: [^;]*; actions the dashboard may run: explain \(allow_actions\); note: plans will not be sampled: this pg_stat_statements \(before 1\.9, PostgreSQL 13\)[^;]*; update the extension \(PostgreSQL 14\+\), or use auto_explain with pg_log_dir; security: role dbm_check_\w+ cannot read everything: MD5 password hashes of roles are not checked \(pg_authid needs a superuser[^;]*, and pg_hba\.conf lines are not checked \(GRANT SELECT ON pg_hba_file_rules TO dbm_check_\w+, GRANT EXECUTE ON FUNCTION pg_hba_file_rules\(\) TO dbm_check_\w+\); log_events: logging_collector is off: [^;]*; restart\)$/)
 
       // A function of another non-superuser role stops plan sampling: --check says so, naming it, unless the role is trusted.
       await admin.unsafe(`CREATE ROLE ${role}_app`)

@@ -43,12 +43,12 @@ describe('ClickHouse through the agent', () => {
     expect(db).toMatchObject({ name: 'events', engine: 'clickhouse', engine_version: ch.version, host: '127.0.0.1', port: ch.port })
     const status = await until('a cycle with every collector run', async () => {
       const s = rig.agent.status().databases[0]!
-      return Object.keys(s.collectors).length === 9 ? s : undefined
+      return Object.keys(s.collectors).length === 10 ? s : undefined
     })
     expect(status).toMatchObject({ name: 'events', engine: 'clickhouse', state: 'connected', server_version: ch.version, last_error: null })
-    expect(Object.keys(status.collectors)).toEqual(['query_stats', 'activity', 'parts', 'merges', 'mutations', 'server_metrics', 'log_events', 'host', 'custom_metrics'])
+    expect(Object.keys(status.collectors)).toEqual(['query_stats', 'activity', 'parts', 'merges', 'mutations', 'server_metrics', 'log_events', 'host', 'security', 'custom_metrics'])
     expect(status.collectors.custom_metrics).toBe('skipped: no custom_metrics in the config')
-    for (const [name, state] of Object.entries(status.collectors)) if (name !== 'custom_metrics') expect(state).toMatch(/^ok in \d+ ms(; system\.text_log is disabled: .*)?$/)
+    for (const [name, state] of Object.entries(status.collectors)) if (name !== 'custom_metrics') expect(state).toMatch(/^ok in \d+ ms(; system\.text_log is disabled: .*|; security: user default cannot read system\.users, .*)?$/)
   })
 
   test('seeded query_log rows come back through /queries with exact calls, time, rows, bytes and p99', async () => {
@@ -149,15 +149,21 @@ describe('ClickHouse through the agent', () => {
       level: 'info',
       message: 'system.text_log is disabled: ClickHouse errors come from system.errors only (enable <text_log> in the server config for warnings and fatal entries)',
     }
-    expect((await rig.api('/overview')).agent_notes).toEqual([textLog])
+    // Nor may its user read system.users: the security collector says so, as information too.
+    const users = {
+      collector: 'security',
+      level: 'info',
+      message: 'security: user default cannot read system.users, so users without a password or open to every network are not checked (GRANT SHOW USERS ON *.* TO default)',
+    }
+    expect((await rig.api('/overview')).agent_notes).toEqual([textLog, users])
     await dropSystemLogTables(ch)
     try {
-      await until('the note in /overview', async () => ((await rig.api('/overview')).agent_notes.length > 1 ? true : undefined))
-      expect((await rig.api('/overview')).agent_notes).toEqual(expect.arrayContaining([note, textLog]))
+      await until('the note in /overview', async () => ((await rig.api('/overview')).agent_notes.length > 2 ? true : undefined))
+      expect((await rig.api('/overview')).agent_notes).toEqual(expect.arrayContaining([note, textLog, users]))
     } finally {
       await createSystemLogTables(ch)
     }
-    await until('the note gone', async () => ((await rig.api('/overview')).agent_notes.length === 1 ? true : undefined))
+    await until('the note gone', async () => ((await rig.api('/overview')).agent_notes.length === 2 ? true : undefined))
   })
 
   test('PostgreSQL-only endpoints answer 400 for this ClickHouse database', async () => {
@@ -173,14 +179,16 @@ describe('--check with ClickHouse', () => {
     writeFileSync(path, `api:\n  key: dbm_ak_0123456789abcdef_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQ\ndatabases:\n  - name: events\n    dsn: ${ch.dsn}\n  - name: gone\n    dsn: clickhouse://u:hunter2@127.0.0.1:1/default\n`)
     const unknownTables = async () => Number((await ch.query<{ n: string }>("SELECT toString(sum(value)) AS n FROM system.errors WHERE name = 'UNKNOWN_TABLE'"))[0]?.n ?? 0)
     const errorsBefore = await unknownTables()
-    const collectors = 'collectors: query_stats, activity, parts, merges, mutations, server_metrics, log_events, host'
+    const collectors = 'collectors: query_stats, activity, parts, merges, mutations, server_metrics, log_events, host, security'
     const textLog =
       "system.text_log is missing: log_events reads errors from system.errors only, without the server's warnings and fatal messages, until <text_log> is enabled in the server config"
     const crashLog =
       'system.crash_log is missing: no crash recorded yet, or <crash_log> is not configured (it is by default); crashes are reported once it exists (SYSTEM FLUSH LOGS creates it when configured)'
+    // The rig's engine runs as its `default` user, which has no SHOW USERS grant.
+    const users = 'security: user default cannot read system.users, so users without a password or open to every network are not checked (GRANT SHOW USERS ON *.* TO default)'
     const lines = await checkConfig(loadAgentConfig(path), 5)
     // The rig has query_log (created by the test) but neither text_log nor crash_log.
-    expect(lines[0]).toEqual({ ok: true, line: `ok    events: clickhouse ${ch.version}; ${collectors}; note: ${textLog}; ${crashLog}` })
+    expect(lines[0]).toEqual({ ok: true, line: `ok    events: clickhouse ${ch.version}; ${collectors}; note: ${textLog}; ${crashLog}; ${users}` })
     expect(lines[1]!.ok).toBe(false)
     expect(lines[1]!.line).toStartWith('FAIL  gone: clickhouse: ')
     expect(lines[1]!.line).not.toContain('hunter2')
@@ -188,13 +196,13 @@ describe('--check with ClickHouse', () => {
     await dropSystemLogTables(ch)
     try {
       const [events] = await checkConfig(loadAgentConfig(path), 5)
-      expect(events!.line).toEndWith(`; note: system.query_log is missing: query_stats stays empty until <query_log> is enabled; ${textLog}; ${crashLog}`)
+      expect(events!.line).toEndWith(`; note: system.query_log is missing: query_stats stays empty until <query_log> is enabled; ${textLog}; ${crashLog}; ${users}`)
     } finally {
       await createSystemLogTables(ch)
     }
     // With log_events off, its tables are not its business: no note about them.
     writeFileSync(path, `api:\n  key: dbm_ak_0123456789abcdef_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQ\ndatabases:\n  - name: events\n    dsn: ${ch.dsn}\n    enabled_collectors: [query_stats]\n`)
-    expect((await checkConfig(loadAgentConfig(path), 5))[0]!.line).toEndWith('collectors: query_stats; skipped: activity (not in enabled_collectors), parts (not in enabled_collectors), merges (not in enabled_collectors), mutations (not in enabled_collectors), server_metrics (not in enabled_collectors), log_events (not in enabled_collectors), host (not in enabled_collectors)')
+    expect((await checkConfig(loadAgentConfig(path), 5))[0]!.line).toEndWith('collectors: query_stats; skipped: activity (not in enabled_collectors), parts (not in enabled_collectors), merges (not in enabled_collectors), mutations (not in enabled_collectors), server_metrics (not in enabled_collectors), log_events (not in enabled_collectors), host (not in enabled_collectors), security (not in enabled_collectors)')
     // The missing tables were looked up, never queried: no UNKNOWN_TABLE error on the server from --check.
     expect(await unknownTables()).toBe(errorsBefore)
   })

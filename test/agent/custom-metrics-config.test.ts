@@ -143,7 +143,7 @@ describe('custom metric values', () => {
 
 describe('counter rates (server side)', () => {
   test('per second between readings; a drop is a reset; no rate without time passing', async () => {
-    const { counterRate } = await import('../../src/server/store/sql-custom-metrics.ts')
+    const { counterRate } = await import('../../src/server/store/custom-metrics/writes.ts')
     expect(counterRate({ value: 1000, at: 0 }, { value: 1600, at: 10_000 })).toBe(60)
     expect(counterRate({ value: 1600, at: 10_000 }, { value: 7, at: 12_000 })).toBe(3.5)
     expect(counterRate({ value: 5, at: 10_000 }, { value: 9, at: 10_000 })).toBeUndefined()

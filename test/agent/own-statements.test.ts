@@ -1,7 +1,9 @@
 // The agent's own statements stay out of query_stats whatever role it connects with: as the database's
-// owner (what `dbm local postgres://me@…/app` is on a laptop) and as a superuser, on real PostgreSQL 17
-// and 13. Every PostgreSQL collector runs each cycle through the pool the runner builds (the marked
-// `sql` inside a CancellablePool); the application's statements are counted exactly as
+// owner (what `dbm local postgres://me@…/app` is on a laptop) and as a superuser, on real PostgreSQL 18,
+// 17 and 13 (18 keeps no leading comment in pg_stat_statements' texts), also with pg_stat_statements
+// tracking nested statements and not utilities (then the agent's EXPLAIN EXECUTE of a statement the
+// application ran with literals is counted under a queryid of its own, as PostgreSQL 15 showed). Every
+// PostgreSQL collector runs each cycle through the pool the runner builds (the marked `sql` inside a CancellablePool); the application's statements are counted exactly as
 // pg_stat_statements says, and no statement of the agent's is in query_stats.
 import { afterAll, describe, expect, test } from 'bun:test'
 import postgres from 'postgres'
@@ -23,15 +25,22 @@ afterAll(async () => {
 // The application's client reads no array types: its statements are then only the test's own.
 const options = { max: 1, onnotice: () => {}, fetch_types: false } as const
 
-describe.each([17, 13])('the agent connected as the owner or a superuser on PostgreSQL %d', (major) => {
+describe.each([18, 17, 13])('the agent connected as the owner or a superuser on PostgreSQL %d', (major) => {
   /** A database owned by a login role `me`, with pg_stat_statements and a table; its URLs as `me` and as the superuser. */
-  async function ownedDatabase(monitor = true) {
+  async function ownedDatabase(monitor = true, trackAll = false) {
     const server = await sharedPostgres(major)
     const superUrl = await server.freshDatabase()
+    const database = decodeURIComponent(new URL(superUrl).pathname.slice(1))
+    if (trackAll) {
+      // Before any session of the database starts: every later one tracks nested statements, not utilities.
+      const root = postgres(server.url(), options)
+      await root.unsafe(`ALTER DATABASE "${database}" SET pg_stat_statements.track = 'all'`)
+      await root.unsafe(`ALTER DATABASE "${database}" SET pg_stat_statements.track_utility = off`)
+      await root.end()
+    }
     const admin = postgres(superUrl, options)
     cleanups.push(() => admin.end())
     const me = `me_${Math.random().toString(36).slice(2, 8)}`
-    const database = decodeURIComponent(new URL(superUrl).pathname.slice(1))
     await admin.unsafe(`CREATE ROLE ${me} LOGIN PASSWORD 'me-pw'`)
     await admin.unsafe(`ALTER DATABASE "${database}" OWNER TO ${me}`)
     // The README's grant for the agent's role; a laptop's own role often has none.
@@ -86,16 +95,23 @@ describe.each([17, 13])('the agent connected as the owner or a superuser on Post
     return cycle
   }
 
-  for (const as of ['owner', 'owner without pg_monitor', 'superuser'] as const) {
-    test(`as the ${as}: only the application's statements, counted as pg_stat_statements says`, async () => {
-      const { admin, app, meUrl, superUrl, database } = await ownedDatabase(as !== 'owner without pg_monitor')
+  const cases = [
+    ...(['owner', 'owner without pg_monitor', 'superuser'] as const).map((as) => ({ as, trackAll: false })),
+    ...(['owner', 'superuser'] as const).map((as) => ({ as, trackAll: true })),
+  ]
+  for (const { as, trackAll } of cases) {
+    test(`as the ${as}${trackAll ? ', nested statements tracked and utilities not, the application sending literals' : ''}: only the application's statements, counted as pg_stat_statements says`, async () => {
+      const { admin, app, meUrl, superUrl, database } = await ownedDatabase(as !== 'owner without pg_monitor', trackAll)
       const cycle = await agent(as === 'superuser' ? superUrl : meUrl, database)
       expect(await cycle()).toBeUndefined() // the baseline
-      const tag = `own_${as.replaceAll(' ', '_')}_${major}`
+      const tag = `own_${as.replaceAll(' ', '_')}_${major}${trackAll ? '_all' : ''}`
+      // With literals (the simple protocol) the statement's queryid is not that of the agent's PREPARE of its
+      // normalised text (parameters, not constants): the agent's EXPLAIN of it gets an entry of its own.
+      const run = (text: string, value: number) => (trackAll ? app.unsafe(text.replace('$1', String(value))).simple() : app.unsafe(text, [value]))
       const totals = new Map<string, { calls: number; text: string }>()
       for (let round = 0; round < 3; round++) {
-        for (let i = 0; i <= round; i++) await app.unsafe(`SELECT total FROM app_orders WHERE customer = $1 /* ${tag}_a */`, [i])
-        for (let i = 0; i < 2; i++) await app.unsafe(`UPDATE app_orders SET total = total + 1 WHERE id = $1 /* ${tag}_b */`, [i + 1])
+        for (let i = 0; i <= round; i++) await run(`SELECT total FROM app_orders WHERE customer = $1 /* ${tag}_a */`, i)
+        for (let i = 0; i < 2; i++) await run(`UPDATE app_orders SET total = total + 1 WHERE id = $1 /* ${tag}_b */`, i + 1)
         for (const s of (await cycle()) ?? []) {
           const t = totals.get(s.query_hash) ?? { calls: 0, text: s.query_text }
           t.calls += s.calls
@@ -103,16 +119,17 @@ describe.each([17, 13])('the agent connected as the owner or a superuser on Post
         }
       }
       const texts = [...totals.values()].map((t) => t.text)
-      // The agent's statements were counted by pg_stat_statements, with the marker kept at their start.
-      const agentRows = await admin`SELECT count(*)::int AS n FROM pg_stat_statements WHERE query LIKE ${`${OWN_MARKER}%`} AND calls > 0`
+      expect(texts.filter((t) => t.includes(OWN_MARKER) || t.includes('dbm_explain'))).toEqual([])
+      // The agent's statements were counted by pg_stat_statements, with the marker kept at their end (18
+      // drops a leading comment).
+      const agentRows = await admin`SELECT count(*)::int AS n FROM pg_stat_statements WHERE query LIKE ${`%${OWN_MARKER}`} AND calls > 0`
       expect(agentRows[0]!.n).toBeGreaterThan(10)
-      expect(texts.filter((t) => t.startsWith(OWN_MARKER))).toEqual([])
       // Nothing but the application's statements.
       expect(texts.filter((t) => !t.includes(tag))).toEqual([])
       const expected = await admin.unsafe(
         `SELECT queryid::text AS hash, sum(calls)::int AS calls FROM pg_stat_statements
-         WHERE query LIKE $1 AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) GROUP BY queryid`,
-        [`%${tag}%`],
+         WHERE query LIKE $1 AND query NOT LIKE $2 AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) GROUP BY queryid`,
+        [`%${tag}%`, `%${OWN_MARKER}%`],
       )
       expect(expected.length).toBe(2)
       expect(Object.fromEntries([...totals].map(([h, t]) => [h, t.calls]))).toEqual(Object.fromEntries(expected.map((r) => [r.hash, r.calls])))
@@ -121,7 +138,7 @@ describe.each([17, 13])('the agent connected as the owner or a superuser on Post
         // The application's statements were explained (PREPARE, EXPLAIN EXECUTE in a READ ONLY
         // transaction) and still counted under their own texts; the transaction's statements were marked.
         expect(cycle.plans).toBeGreaterThan(0)
-        const tx = await admin`SELECT query FROM pg_stat_statements WHERE query ~* ${'^/\\* dbm-agent \\*/ (begin|commit|savepoint)'} ORDER BY 1`
+        const tx = await admin`SELECT query FROM pg_stat_statements WHERE query ~* ${'^(/\\* dbm-agent \\*/ )?(begin|commit|savepoint)'} AND query LIKE ${`%${OWN_MARKER}`} ORDER BY 1`
         expect(tx.length).toBeGreaterThanOrEqual(3)
       }
     })
@@ -150,13 +167,13 @@ describe('markOwnStatements', () => {
     expect(nulls).toEqual({ i: [1, null, 3], t: [null, 'x', 'a,b}{"\\'], bounds: [7, 8] })
     const seen: string[] = []
     const [row] = await sql`SELECT ${sql`1`}::int AS one, ${sql.array([1, 2])}::int[] AS arr, ${'x'} AS ${sql('col')}, current_query() AS q`
-    expect(row).toEqual({ one: 1, arr: [1, 2], col: 'x', q: `${OWN_MARKER} SELECT 1::int AS one, $1::int[] AS arr, $2 AS "col", current_query() AS q` })
+    expect(row).toEqual({ one: 1, arr: [1, 2], col: 'x', q: `${OWN_MARKER} SELECT 1::int AS one, $1::int[] AS arr, $2 AS "col", current_query() AS q\n${OWN_MARKER}` })
     // The same template twice: one prepared statement, reused.
     for (let i = 0; i < 2; i++) seen.push(String((await sql`SELECT current_query() AS q, ${i}::int AS i`)[0]!.q))
     expect(new Set(seen).size).toBe(1)
     const [prepared] = await sql`SELECT count(*)::int AS n FROM pg_prepared_statements WHERE statement LIKE ${`${OWN_MARKER} SELECT current_query() AS q%`}`
     expect(prepared!.n).toBe(1)
-    expect((await sql.unsafe('SELECT current_query() AS q'))[0]!.q).toBe(`${OWN_MARKER} SELECT current_query() AS q`)
+    expect((await sql.unsafe('SELECT current_query() AS q'))[0]!.q).toBe(`${OWN_MARKER} SELECT current_query() AS q\n${OWN_MARKER}`)
     expect((await sql.unsafe('SELECT current_query() AS q, $1::int AS i', [1]))[0]!.q).toStartWith(OWN_MARKER)
     const inTx = await sql.begin('read only', async (tx) => {
       const a = (await tx`SELECT current_query() AS q`)[0]!.q
@@ -165,7 +182,8 @@ describe('markOwnStatements', () => {
       const after = (await tx`SELECT current_setting('transaction_read_only') AS ro`)[0]!.ro
       return [a, b, failed, after]
     })
-    expect(inTx).toEqual([`${OWN_MARKER} SELECT current_query() AS q`, `${OWN_MARKER} SELECT current_query() AS q`, 'division by zero', 'on'])
+    const q = `${OWN_MARKER} SELECT current_query() AS q\n${OWN_MARKER}`
+    expect(inTx).toEqual([q, q, 'division by zero', 'on'])
   })
 })
 

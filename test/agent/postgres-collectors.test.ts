@@ -19,6 +19,7 @@ import { locks } from '../../src/agent/collectors/postgres/locks.ts'
 import { replication } from '../../src/agent/collectors/postgres/replication.ts'
 import { tables } from '../../src/agent/collectors/postgres/tables.ts'
 import { sampleWaits, waits } from '../../src/agent/collectors/postgres/waits.ts'
+import { walDir } from '../../src/agent/collectors/postgres/wal-dir.ts'
 import { walStats } from '../../src/agent/collectors/postgres/wal-stats.ts'
 import type { BatchSections, PostgresCollector, PostgresContext } from '../../src/agent/collectors/types.ts'
 import { collectorNames } from '../../src/shared/collectors.ts'
@@ -261,6 +262,15 @@ for (const major of postgresMajors) {
       const idle = (await run(tables, ctx)).tables!.find((t) => t.table_name === 't_work')!
       // every counter of the table family still, but the one PostgreSQL before 16 lacks
       expect(idle.delta).toEqual(Object.fromEntries(TABLE_COUNTERS.map((c) => [c, c === 'n_tup_newpage_upd' && major < 16 ? null : 0])) as never)
+      // Sizes of an unchanged table are the last reading's; TRUNCATE gives it new files (and moves no
+      // counter): sized again at once, as PostgreSQL sizes it.
+      expect([idle.table_size_bytes, idle.index_size_bytes, idle.heap_bytes]).toEqual([after.table_size_bytes, after.index_size_bytes, after.heap_bytes])
+      const truncate = connect(url)
+      await truncate`TRUNCATE t_work`
+      await finish(truncate, major)
+      const emptied = (await run(tables, ctx)).tables!.find((t) => t.table_name === 't_work')!
+      const [sizes] = await agent.sql`SELECT pg_table_size('t_work'::regclass)::int AS t, pg_indexes_size('t_work'::regclass)::int AS i`
+      expect([emptied.table_size_bytes, emptied.index_size_bytes, emptied.heap_bytes]).toEqual([sizes!.t, sizes!.i, 0])
     })
 
     test('tables: sequences with the share of their range used and the column they feed; a locked one without waiting', async () => {
@@ -532,6 +542,34 @@ for (const major of postgresMajors) {
       expect(last.buffers_backend_fsync === null).toBe(major >= 17)
       expect(last.restartpoints_timed === null).toBe(major < 17)
       expect(typeof last.buffers_alloc).toBe('number')
+    })
+
+    test('wal_dir: pg_wal in one row, the last checkpoint and the WAL since its redo; without pg_monitor a note and no pg_wal figure', async () => {
+      const admin = postgres(url, { max: 1, onnotice: () => {}, fetch_types: false })
+      const plainUrl = url.replace(/\/\/[^@]*@/, '//dbm_wal_plain:w@')
+      let plain: postgres.Sql | undefined
+      try {
+        await admin`CHECKPOINT`
+        const [dir] = await admin<{ files: number; bytes: number }[]>`SELECT count(*)::int AS files, sum(size)::float8 AS bytes FROM pg_ls_waldir()`
+        const [last] = await admin<{ redo: string; at: number }[]>`SELECT redo_lsn::text AS redo, floor(extract(epoch FROM checkpoint_time) * 1000)::float8 AS at FROM pg_control_checkpoint()`
+        const status = (await run(walDir, agent.ctx()))
+        expect(status.wal_dir).toMatchObject({ wal_files: dir!.files, wal_bytes: dir!.bytes, redo_lsn: last!.redo, checkpoint_time: last!.at, in_recovery: false })
+        expect(status.wal_dir!.redo_wal_file).toMatch(/^[0-9A-F]{24}$/)
+        expect(status.wal_dir!.checkpoint_age_ms).toBeLessThan(60_000)
+        expect(status.wal_dir!.wal_since_redo_bytes).toBeLessThan(1024 * 1024)
+
+        await admin.unsafe('DROP ROLE IF EXISTS dbm_wal_plain')
+        await admin.unsafe("CREATE ROLE dbm_wal_plain LOGIN PASSWORD 'w'")
+        plain = connect(plainUrl)
+        const ctx = agent.ctx({ sql: plain })
+        const limited = (await run(walDir, ctx)).wal_dir!
+        expect(limited).toMatchObject({ wal_files: null, wal_bytes: null, redo_lsn: last!.redo })
+        expect(ctx.notes.get('wal_dir')).toBe('pg_wal not measured: the role may not call pg_ls_waldir() (GRANT pg_monitor TO the agent role)')
+      } finally {
+        await plain?.end({ timeout: 1 })
+        await admin.unsafe('DROP ROLE IF EXISTS dbm_wal_plain').catch(() => {})
+        await admin.end({ timeout: 5 })
+      }
     })
 
     if (major >= 14) {

@@ -8,7 +8,7 @@
 // routes run on both stores (SQLite and PostgreSQL); the address checks, which store nothing, on SQLite.
 // A real Alertmanager receives them in alertmanager-real.test.ts.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { type HealthMonitor, createHealthMonitor } from '../../src/server/health-monitor.ts'
+import { type Monitor, createMonitor } from '../../src/server/monitor/index.ts'
 import { TEST_NOT_DELIVERED } from '../../src/server/routes/alerts.ts'
 import { pgBatch } from '../support/batches.ts'
 import { type Account, type TestServer, agentAccount, inviteMember, startTestServer, storeKinds } from '../support/server.ts'
@@ -24,7 +24,7 @@ const critical = (name: string) => pgBatch(name, Date.now() - 30_000, { database
 const cured = (name: string) => pgBatch(name, Date.now() - 10_000, { database_stats: { blks_hit: 100_000_000, blks_read: 0 } })
 
 let server: TestServer
-let monitor: HealthMonitor
+let monitor: Monitor
 let receiver: ReturnType<typeof startWebhookReceiver>
 
 // One server and receiver per store, in turn (describes run one after another): the tests use the current ones.
@@ -34,7 +34,7 @@ describe.each(storeKinds)('on the %s store', (kind) => {
     // The receiver listens on loopback: internal addresses are allowed here (refused on the strict server below).
     server = await startTestServer(kind, { webhooks: { allowPrivate: true } })
     // Evaluations (and Alertmanager's refresh) every 30 s: within the minute an agent stays connected.
-    monitor = createHealthMonitor(server.deps, { retentionDays: 30, evaluateEveryMs: 30_000 })
+    monitor = createMonitor(server.deps, { retentionDays: 30, evaluateEveryMs: 30_000 })
   })
   afterAll(async () => {
     receiver?.stop()

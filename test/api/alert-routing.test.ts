@@ -8,7 +8,7 @@
 // silence but not route (403), another organization's route or silence is a 404, bad matchers a 400.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { type AlertRoute, destinationsFor, silenceOf } from '../../src/server/alerts/routing.ts'
-import { type HealthMonitor, createHealthMonitor } from '../../src/server/health-monitor.ts'
+import { type Monitor, createMonitor } from '../../src/server/monitor/index.ts'
 import type { StoreKind } from '../support/server.ts'
 import { pgBatch } from '../support/batches.ts'
 import { type Account, type TestServer, agentAccount, createApiKey, inviteMember, startTestServer } from '../support/server.ts'
@@ -94,12 +94,12 @@ describe('route and silence matching (no server)', () => {
 for (const kind of ['sqlite', 'postgres'] as StoreKind[]) {
   describe(`routing, repeats and silences (${kind})`, () => {
     let server: TestServer
-    let monitor: HealthMonitor
+    let monitor: Monitor
     let receiver: ReturnType<typeof startWebhookReceiver>
 
     beforeAll(async () => {
       server = await startTestServer(kind, { webhooks: { allowPrivate: true } })
-      monitor = createHealthMonitor(server.deps, { retentionDays: 30, evaluateEveryMs: 30_000 })
+      monitor = createMonitor(server.deps, { retentionDays: 30, evaluateEveryMs: 30_000 })
       receiver = startWebhookReceiver()
     })
     afterAll(async () => {
@@ -259,7 +259,7 @@ for (const kind of ['sqlite', 'postgres'] as StoreKind[]) {
       await step(4 * MINUTE)
       expect(at(a.path)).toHaveLength(1)
       // A monitor of another process (or after a restart) knows when the alert was last sent.
-      const restarted = createHealthMonitor(server.deps, { retentionDays: 30, evaluateEveryMs: 30_000 })
+      const restarted = createMonitor(server.deps, { retentionDays: 30, evaluateEveryMs: 30_000 })
       await step(MINUTE + 1000, restarted)
       expect(at(a.path)).toEqual([
         ['alert.opened', 'events'],

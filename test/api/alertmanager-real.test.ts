@@ -5,7 +5,7 @@
 // alerts whose endsAt has passed). The database's name carries a quote, a backslash and non-ASCII text,
 // which Alertmanager must get back unchanged. Every wait polls Alertmanager's state.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { type HealthMonitor, createHealthMonitor } from '../../src/server/health-monitor.ts'
+import { type Monitor, createMonitor } from '../../src/server/monitor/index.ts'
 import { type TestAlertmanager, startAlertmanager } from '../support/alertmanager.ts'
 import { pgBatch } from '../support/batches.ts'
 import { type TestServer, agentAccount, startTestServer } from '../support/server.ts'
@@ -14,12 +14,12 @@ const RULE = 'pg_cache_hit_ratio'
 const NAME = 'bill"ing\\ çà ✓'
 
 let server: TestServer
-let monitor: HealthMonitor
+let monitor: Monitor
 let am: TestAlertmanager
 
 beforeAll(async () => {
   ;[server, am] = await Promise.all([startTestServer('sqlite', { webhooks: { allowPrivate: true } }), startAlertmanager()])
-  monitor = createHealthMonitor(server.deps, { retentionDays: 30, evaluateEveryMs: 30_000 })
+  monitor = createMonitor(server.deps, { retentionDays: 30, evaluateEveryMs: 30_000 })
 })
 afterAll(async () => {
   await am?.stop()

@@ -3,7 +3,7 @@
 // the organization's outages in one statement and groups them in one pass (groupSpans); its figure for
 // each database equals the one GET /databases/{id}/availability computes from that database's own rows.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { groupSpans } from '../../src/server/store/sql-availability.ts'
+import { groupSpans } from '../../src/server/store/availability/reads.ts'
 import { pgBatch } from '../support/batches.ts'
 import { type TestServer, agentAccount, startTestServer } from '../support/server.ts'
 

@@ -347,7 +347,7 @@ const bodyCases: Case[] = [
     path: '/api/v1/databases/{pg}',
     json: { disabled_collectors: ['nope'] },
     want: error(
-      'disabled_collectors: unknown postgres collector "nope" (known: query_stats, explain_plans, activity, locks, waits, tables, indexes, replication, bgwriter, wal_stats, io_stats, database_stats, constraints, bloat, connections, progress, column_stats, archiver, backups, host, log_events, custom_metrics)',
+      'disabled_collectors: unknown postgres collector "nope" (known: query_stats, explain_plans, activity, locks, waits, tables, indexes, replication, bgwriter, wal_stats, io_stats, database_stats, constraints, bloat, connections, progress, column_stats, archiver, backups, triggers, wal_dir, security, host, log_events, custom_metrics)',
     ),
   },
   { method: 'POST', path: '/api/v1/api-keys', json: {}, want: error('name is required and must be a non-empty string of at most 200 characters') },

@@ -114,7 +114,7 @@ for (const kind of storeKinds) {
         [{ poll_interval_seconds: 0 }, 'poll_interval_seconds must be an integer from 1 to 86400'],
         [{ port: 70000 }, 'port must be an integer from 1 to 65535'],
         [{ collect_replication: 'yes' }, 'collect_replication must be true or false'],
-        [{ disabled_collectors: ['parts'] }, 'disabled_collectors: unknown postgres collector "parts" (known: query_stats, explain_plans, activity, locks, waits, tables, indexes, replication, bgwriter, wal_stats, io_stats, database_stats, constraints, bloat, connections, progress, column_stats, archiver, backups, host, log_events, custom_metrics)'],
+        [{ disabled_collectors: ['parts'] }, 'disabled_collectors: unknown postgres collector "parts" (known: query_stats, explain_plans, activity, locks, waits, tables, indexes, replication, bgwriter, wal_stats, io_stats, database_stats, constraints, bloat, connections, progress, column_stats, archiver, backups, triggers, wal_dir, security, host, log_events, custom_metrics)'],
         [{ disabled_collectors: 'locks' }, 'disabled_collectors must be an array of collector names'],
         [{ engine: 'clickhouse' }, 'unknown field: engine'],
         [{ name: '' }, 'name is required and must be a non-empty string of at most 200 characters'],

@@ -1,12 +1,14 @@
 // The diagnosis worker (src/server/doctor/worker.ts) that `dbm serve` runs the health monitor's diagnoses
 // in, on both stores: over its own connection to the store it finds exactly what the main thread finds
 // (findings, score, status, key figures) for a database with a critical finding and for a healthy one,
-// including data written by the main thread just before, also for the overview and the doctor (diagnoseRecent); a health monitor given the worker records the
+// including data written by the main thread just before, also for the overview and the doctor (currentDiagnosis); a health monitor given the worker records the
 // same diagnosis; and once the worker is closed the monitor diagnoses on its own thread.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { type Diagnoser, DiagnosisBusy, startDiagnosisWorker } from '../../src/server/doctor/diagnosis-worker.ts'
-import { diagnose, diagnoseRecent } from '../../src/server/doctor/index.ts'
-import { createHealthMonitor } from '../../src/server/health-monitor.ts'
+import type { Diagnoser } from '../../src/server/doctor/diagnosis.ts'
+import { DiagnosisBusy, startDiagnosisWorker } from '../../src/server/doctor/diagnosis-worker.ts'
+import { diagnose } from '../../src/server/doctor/index.ts'
+import { currentDiagnosis } from '../../src/server/doctor/current.ts'
+import { createMonitor } from '../../src/server/monitor/index.ts'
 import { createLogger } from '../../src/shared/log.ts'
 import { pgBatch } from '../support/batches.ts'
 import { type TestServer, agentAccount, freshStoreLocation, startTestServer, storeKinds } from '../support/server.ts'
@@ -43,13 +45,13 @@ for (const kind of storeKinds) {
       const now = server.deps.clock()
       for (const [name, batch] of [['w-critical', critical], ['w-healthy', healthy]] as const) {
         const id = await ingest(batch(name, now - 20_000))
-        const org = (await server.store.health.monitoredDatabases(0)).find((d) => d.id === id)!.org_id
+        const org = (await server.store.monitor.monitoredDatabases(0)).find((d) => d.id === id)!.org_id
         const db = (await server.store.getDatabase(org, id))!
         const { context: _context, ...here } = await diagnose(server.deps, db, now)
         const there = await worker.diagnose(db, now)
         expect(there).toEqual(here)
-        // The overview's and the doctor's diagnosis (diagnoseRecent) comes from the worker when there is one.
-        expect(await diagnoseRecent({ ...server.deps, diagnoser: worker }, db, now)).toEqual(here)
+        // The overview's and the doctor's diagnosis (currentDiagnosis) comes from the worker when there is one.
+        expect(await currentDiagnosis({ ...server.deps, diagnoser: worker }, db, now)).toEqual(here)
         expect(there.score).toBe(name === 'w-critical' ? 70 : 100)
         // A batch written now is seen by the worker's next diagnosis.
         await ingest(batch === critical ? healthy(name, now - 5_000) : critical(name, now - 5_000))
@@ -61,7 +63,7 @@ for (const kind of storeKinds) {
     test("an organization may have 2 API diagnoses waiting; more are refused (a 503 for the route), other organizations' and the monitor's go on", async () => {
       const now = server.deps.clock()
       const id = await ingest(healthy('w-busy', now - 20_000))
-      const org = (await server.store.health.monitoredDatabases(0)).find((d) => d.id === id)!.org_id
+      const org = (await server.store.monitor.monitoredDatabases(0)).find((d) => d.id === id)!.org_id
       const db = (await server.store.getDatabase(org, id))!
       const other = { ...db, org_id: 'another-organization' }
       const asked = [1, 2, 3, 4, 5].map(() => worker.diagnose(db, now, 'api').then(() => 'done', (e: Error) => e.name))
@@ -87,12 +89,12 @@ for (const kind of storeKinds) {
     test('a health monitor given the worker records its diagnoses; closed, the monitor diagnoses on its own thread', async () => {
       const now = server.deps.clock() + 60_000
       const deps = { ...server.deps, diagnoser: worker }
-      const monitored = (await server.store.health.monitoredDatabases(0)).length
-      const summary = await createHealthMonitor(deps, { retentionDays: 30 }).runOnce(now)
+      const monitored = (await server.store.monitor.monitoredDatabases(0)).length
+      const summary = await createMonitor(deps, { retentionDays: 30 }).runOnce(now)
       expect(summary).toMatchObject({ databases: monitored, failed: 0 })
       // What the main thread's own diagnosis at `now` gives, database by database.
       const expected = []
-      for (const m of await server.store.health.monitoredDatabases(0)) {
+      for (const m of await server.store.monitor.monitoredDatabases(0)) {
         const db = (await server.store.getDatabase(m.org_id, m.id))!
         const d = await diagnose(server.deps, db, now)
         expected.push([m.id, d.score, d.status, now])
@@ -101,7 +103,7 @@ for (const kind of storeKinds) {
       expect(health.map((r) => [r.database_id, Number(r.score), r.status, Number(r.evaluated_at)]).sort()).toEqual(expected.sort() as any)
       await worker.close()
       expect(worker.running).toBe(false)
-      const after = await createHealthMonitor(deps, { retentionDays: 30 }).runOnce(now + 60_000)
+      const after = await createMonitor(deps, { retentionDays: 30 }).runOnce(now + 60_000)
       expect(after).toMatchObject({ databases: monitored, failed: 0 })
     })
   })

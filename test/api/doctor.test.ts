@@ -142,12 +142,12 @@ for (const kind of storeKinds) {
       const now = Math.floor(Date.now() / 5_000) * 5_000 + 1_000
       session.server.deps.clock = () => now
       // Each diagnosis reads the database's active queries once: the count of diagnoses made.
-      const objects = session.server.store.objects
-      const activeQueries = objects.activeQueries
+      const sessions = session.server.store.sessions
+      const activeQueries = sessions.activeQueries
       const diagnosed = new Map<string, number>()
-      objects.activeQueries = (databaseId, limit) => {
+      sessions.activeQueries = (databaseId, limit) => {
         diagnosed.set(databaseId, (diagnosed.get(databaseId) ?? 0) + 1)
-        return activeQueries.call(objects, databaseId, limit)
+        return activeQueries.call(sessions, databaseId, limit)
       }
       try {
         const id = await session.ingest(pgBatch('reused', now - 1000, { database_stats: counters(99_000, 1_000) }))
@@ -165,7 +165,7 @@ for (const kind of storeKinds) {
         expect(third.top_issues[0]).toMatchObject({ rule: 'pg_cache_hit_ratio', severity: 'critical' })
       } finally {
         session.server.deps.clock = clock
-        objects.activeQueries = activeQueries
+        sessions.activeQueries = activeQueries
       }
     })
 

@@ -283,7 +283,7 @@ for (const kind of storeKinds) {
 
     test('alert events keep the text of their moment: the opening the text at opening, the resolution that of the last evaluation', async () => {
       const id = await s.ingest(pgBatch(`alert-text-${kind}`, at(0)))
-      const health = s.server.store.health
+      const health = s.server.store.monitor
       const finding = (detail: string) => ({
         key: 'pg_xmin_horizon:pid 10434',
         rule: 'pg_xmin_horizon',
@@ -340,7 +340,7 @@ for (const kind of storeKinds) {
 
     test('several serve processes evaluating one database at once open the alert and write its events once', async () => {
       const id = await s.ingest(pgBatch(`alert-race-${kind}`, at(0)))
-      const health = s.server.store.health
+      const health = s.server.store.monitor
       const f = {
         key: 'pg_blocked_sessions',
         rule: 'pg_blocked_sessions',

@@ -15,7 +15,7 @@ import { type Scrape, checkConventions, histogram, histogramCount, parseScrape, 
 import { type StoreKind, type TestServer, agentAccount, signup, startTestServer, storeKinds, uniqueIp } from '../support/server.ts'
 import { until } from '../support/wait.ts'
 import { startWebhookReceiver } from '../support/webhook.ts'
-import { createHealthMonitor } from '../../src/server/health-monitor.ts'
+import { createMonitor } from '../../src/server/monitor/index.ts'
 import { UsageError, resolveServeConfig } from '../../src/server/config.ts'
 
 /** The operator's DBM_METRICS_TOKEN of the test servers. */
@@ -48,6 +48,9 @@ const SERVER_FAMILIES = {
   dbm_ingest_request_duration_seconds: 'HISTOGRAM',
   dbm_ingest_batches_total: 'COUNTER',
   dbm_ingest_rows_total: 'COUNTER',
+  dbm_ingest_shed_total: 'COUNTER',
+  dbm_ingest_refusals_total: 'COUNTER',
+  dbm_ingest_in_flight: 'GAUGE',
   dbm_store_query_duration_seconds: 'HISTOGRAM',
   dbm_health_monitor_run_duration_seconds: 'HISTOGRAM',
   dbm_health_monitor_diagnoses_total: 'COUNTER',
@@ -129,7 +132,7 @@ describe.each(storeKinds)('GET /metrics (%s store)', (kind: StoreKind) => {
     const s = await scrape(server, operator)
     expect(familyTypes(s)).toEqual(SERVER_FAMILIES)
     const labelNames = new Set([...s.values()].flatMap((f) => f.metrics.flatMap((m) => Object.keys(m.labels ?? {}))))
-    for (const name of labelNames) expect(['status', 'result', 'call', 'outcome', 'kind', 'le']).toContain(name)
+    for (const name of labelNames) expect(['status', 'result', 'call', 'outcome', 'kind', 'reason', 'le']).toContain(name)
     // Process figures of this process.
     expect(value(s, 'process_resident_memory_bytes')).toBeGreaterThan(10_000_000)
     expect(Math.abs(value(s, 'process_start_time_seconds') - (Date.now() / 1000 - process.uptime()))).toBeLessThan(5)
@@ -246,7 +249,7 @@ describe.each(storeKinds)('GET /metrics (%s store)', (kind: StoreKind) => {
     expect(idle.status).toBe(201)
     // A database its agent reports unreachable: disconnected, and down with the cause.
     const down = await ingest({ ...pgBatch('down', Date.now() - 5_000), availability: { state: 'down', since: Date.now() - 60_000, cause: 'refused', message: 'connection refused' } })
-    await createHealthMonitor(server.deps, { retentionDays: 30 }).runOnce()
+    await createMonitor(server.deps, { retentionDays: 30 }).runOnce()
     const hostile = [
       'q"uote',
       'back\\slash\\',
@@ -380,7 +383,7 @@ describe('GET /metrics: the health monitor, retention, webhooks and streams', ()
   test('a monitor pass, a retention sweep, webhook deliveries and an open stream move their series', async () => {
     const id = (await server.call('POST', '/api/v1/ingest', { apiKey: key, body: pgBatch('watched', Date.now() - 60_000, { activity: [{ pid: 7, query_text: 'SELECT 1', state: 'active', wait_event_type: null, wait_event: null, duration_ms: 5, blocking_pids: [] }] }) })).body.database_id as string
     const before = await scrape(server, operator)
-    const monitor = createHealthMonitor(server.deps, { retentionDays: 30 })
+    const monitor = createMonitor(server.deps, { retentionDays: 30 })
     const pass = await monitor.runOnce()
     expect(pass.databases).toBe(1)
     // 40 days on, the batch is past the verified organization's 30 days (and its batch id past a day).

@@ -5,7 +5,7 @@
 // diagnoses each database about once per interval, not once per tick; and, on SQLite (whose reads are
 // synchronous), a pass over many databases lets a request through while it runs.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { createHealthMonitor } from '../../src/server/health-monitor.ts'
+import { createMonitor } from '../../src/server/monitor/index.ts'
 import { pgBatch } from '../support/batches.ts'
 import { type TestServer, agentAccount, startTestServer, storeKinds } from '../support/server.ts'
 import { until } from '../support/wait.ts'
@@ -64,7 +64,7 @@ for (const kind of storeKinds) {
         evaluated_at: null,
       })
       const now = server.deps.clock()
-      const summary = await createHealthMonitor(server.deps, { retentionDays: 30 }).runOnce(now)
+      const summary = await createMonitor(server.deps, { retentionDays: 30 }).runOnce(now)
       expect(summary.databases).toBe(12)
       const after = await server.call('GET', '/api/v1/databases/health', { apiKey: key })
       expect(after.status).toBe(200)
@@ -93,8 +93,8 @@ for (const kind of storeKinds) {
 
     test('two monitors on one store split a pass: each database is diagnosed once, by one of them', async () => {
       const now = server.deps.clock() + 120_000
-      const a = createHealthMonitor(server.deps, { retentionDays: 30 })
-      const b = createHealthMonitor(server.deps, { retentionDays: 30 })
+      const a = createMonitor(server.deps, { retentionDays: 30 })
+      const b = createMonitor(server.deps, { retentionDays: 30 })
       // Both run the due databases at once, as two processes would (due: diagnosed before `now`).
       const due = now - 1
       const [ra, rb] = await Promise.all([a.runDue(now, due), b.runDue(now, due)])
@@ -112,8 +112,8 @@ for (const kind of storeKinds) {
     test("a database leased by another process is left alone until its lease ends", async () => {
       const now = server.deps.clock() + 240_000
       // Another process took fleet-00 (for a minute) and has not finished it.
-      await server.store.health.claimEvaluation(ids[0]!, 'another-process', now, now + 60_000)
-      const monitor = createHealthMonitor(server.deps, { retentionDays: 30 })
+      await server.store.monitor.claimEvaluation(ids[0]!, 'another-process', now, now + 60_000)
+      const monitor = createMonitor(server.deps, { retentionDays: 30 })
       expect((await monitor.runOnce(now)).databases).toBe(11)
       expect((await evaluations()).get(ids[0]!)).not.toBe(now)
       // After the lease, the next pass takes it.
@@ -123,18 +123,18 @@ for (const kind of storeKinds) {
 
     test('the scheduled monitor diagnoses each database once per interval, not once per tick', async () => {
       // Each diagnosis reads the database's active queries once: the count of diagnoses per database.
-      const objects = server.store.objects
-      const activeQueries = objects.activeQueries
+      const sessions = server.store.sessions
+      const activeQueries = sessions.activeQueries
       const diagnosed = new Map<string, number>()
-      objects.activeQueries = (databaseId, limit) => {
+      sessions.activeQueries = (databaseId, limit) => {
         diagnosed.set(databaseId, (diagnosed.get(databaseId) ?? 0) + 1)
-        return activeQueries.call(objects, databaseId, limit)
+        return activeQueries.call(sessions, databaseId, limit)
       }
       // Past the times the tests above diagnosed at.
       server.advance(400_000)
       const everyMs = 1_000
       const tickMs = 100
-      const monitor = createHealthMonitor(server.deps, { retentionDays: 30, evaluateEveryMs: everyMs, tickMs })
+      const monitor = createMonitor(server.deps, { retentionDays: 30, evaluateEveryMs: everyMs, tickMs })
       const started = Date.now()
       monitor.start()
       let elapsed = 0
@@ -146,7 +146,7 @@ for (const kind of storeKinds) {
       } finally {
         await monitor.stop()
         elapsed = Date.now() - started
-        objects.activeQueries = activeQueries
+        sessions.activeQueries = activeQueries
       }
       // Due again once diagnosed at least everyMs - tickMs before a tick: never more often than that,
       // however many ticks ran (a busy machine only makes it fewer).
@@ -160,7 +160,7 @@ for (const kind of storeKinds) {
       server.freeze(true)
       try {
         const now = server.deps.clock()
-        const monitor = createHealthMonitor(server.deps, { retentionDays: 30 })
+        const monitor = createMonitor(server.deps, { retentionDays: 30 })
         const runDue = (at: number) => monitor.runDue(at, at - 60_000)
         expect((await monitor.runOnce(now)).databases).toBe(12)
         // Diagnosed a second ago: nothing is due for another minute...
@@ -225,7 +225,7 @@ for (const kind of storeKinds) {
         await pings(4)
         expect((await server.store.databaseAvailability.state(id))!.since).toBe(at)
         // Diagnosed once after the change; 30 s later it is not "changed" again (it was at every tick).
-        const monitor = createHealthMonitor(server.deps, { retentionDays: 30 })
+        const monitor = createMonitor(server.deps, { retentionDays: 30 })
         const now = server.deps.clock()
         await monitor.runOnce(now)
         expect((await evaluations()).get(id)).toBe(now)
@@ -252,7 +252,7 @@ for (const kind of storeKinds) {
       server.advance(3_600_000)
       server.freeze(true)
       try {
-        const monitor = createHealthMonitor(server.deps, { retentionDays: 30 })
+        const monitor = createMonitor(server.deps, { retentionDays: 30 })
         let id = ''
         let diagnoses = 0
         for (let i = 0; i < 36; i++) {
@@ -287,7 +287,7 @@ for (const kind of storeKinds) {
 
     if (kind === 'sqlite') {
       test('a pass lets requests through between databases (SQLite reads hold the event loop while they run)', async () => {
-        const monitor = createHealthMonitor(server.deps, { retentionDays: 30 })
+        const monitor = createMonitor(server.deps, { retentionDays: 30 })
         const order: string[] = []
         const pass = monitor.runOnce(server.deps.clock() + 360_000).then(() => order.push('pass'))
         const request = fetch(`${server.base}/healthz`).then(async (r) => {

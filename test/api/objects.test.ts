@@ -278,6 +278,7 @@ for (const kind of storeKinds) {
         n_tup_newpage_upd: null, // a counter these batches do not send (agents before it): null
         heap_bytes: null, // sizes these batches do not send (agents before them): null
         toast_bytes: null,
+        n_mod_since_analyze: null, // a gauge these batches do not send (agents before it): null
         total_bytes: 90112 + 16384,
         last_autoanalyze: iso(T_BASE - 10 * MINUTE),
         ts: iso(T3),
@@ -353,6 +354,7 @@ for (const kind of storeKinds) {
           index_size_bytes: 16384,
           heap_bytes: null,
           toast_bytes: null,
+          n_mod_since_analyze: null, // a gauge these batches do not send (agents before it): null
         },
         // Minute 1: the two batches' deltas summed; gauges from the last one, its unknown size from the one before.
         {
@@ -372,6 +374,7 @@ for (const kind of storeKinds) {
           index_size_bytes: 16384,
           heap_bytes: null,
           toast_bytes: null,
+          n_mod_since_analyze: null, // a gauge these batches do not send (agents before it): null
         },
       ])
       const hourly = await body(`/api/v1/databases/${id}/tables/public/orders?since=${iso(T_BASE - 24 * HOUR)}&until=${iso(T_BASE + HOUR)}`)
@@ -394,6 +397,7 @@ for (const kind of storeKinds) {
           index_size_bytes: 16384,
           heap_bytes: null,
           toast_bytes: null,
+          n_mod_since_analyze: null, // a gauge these batches do not send (agents before it): null
         },
       ])
       // The default window is the last 24 hours; a window after the data has no points.

@@ -318,6 +318,7 @@ describe('a client built from the document alone', () => {
     expect(results.filter((r) => r.startsWith('DELETE'))).toEqual([
       'DELETE /api/v1/api-keys/{id} 204',
       'DELETE /api/v1/databases/{id} 204',
+      'DELETE /api/v1/databases/{id}/thresholds 204',
       'DELETE /api/v1/organization/alert-destinations/{id} 204',
       'DELETE /api/v1/organization/alert-routes/{id} 204',
       'DELETE /api/v1/organization/invites/{id} 204',

@@ -3,7 +3,7 @@
 // database_unreachable alert is opened and resolved once, at the end; while the agent is silent the alert
 // stays open saying its state is as last reported, and agent_disconnected does not open a second one.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { createHealthMonitor } from '../../src/server/health-monitor.ts'
+import { createMonitor } from '../../src/server/monitor/index.ts'
 import { pgBatch } from '../support/batches.ts'
 import { type TestServer, agentAccount, startTestServer } from '../support/server.ts'
 
@@ -32,7 +32,7 @@ const report = (name: string, availability: Record<string, unknown>) => ({
 })
 
 test('down → agent killed → agent back (still down) → database up: one unreachable alert, resolved once at the end', async () => {
-  const monitor = createHealthMonitor(server.deps, { retentionDays: 30 })
+  const monitor = createMonitor(server.deps, { retentionDays: 30 })
   const ingest = async (body: unknown) => {
     const res = await server.call('POST', '/api/v1/ingest', { apiKey: key, body })
     expect(res.status).toBe(200)
@@ -88,7 +88,7 @@ test('down → agent killed → agent back (still down) → database up: one unr
 })
 
 test('an agent that stops while the database is up is agent_disconnected, as before', async () => {
-  const monitor = createHealthMonitor(server.deps, { retentionDays: 30 })
+  const monitor = createMonitor(server.deps, { retentionDays: 30 })
   const res = await server.call('POST', '/api/v1/ingest', { apiKey: key, body: { ...pgBatch('billing', server.deps.clock()), availability: { state: 'up', since: server.deps.clock() } } })
   const id = res.body.database_id as string
   server.advance(5 * 60_000)

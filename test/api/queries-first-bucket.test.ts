@@ -1,5 +1,5 @@
 // GET /queries' first_bucket over a window that starts before the statement's first minute bucket, the
-// part where it ran read from an hourly bucket (sql-statement-reads.ts): first_bucket is the minute its
+// part where it ran read from an hourly bucket (statements/reads.ts): first_bucket is the minute its
 // data start (05:18 for a statement first sent at 05:18), not the 05:00 the hourly bucket starts at. Both
 // stores.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'

@@ -3,8 +3,8 @@
 // DBM_RETENTION_DAYS (30 here), in every telemetry table; minute buckets older than 48 hours are deleted
 // while the answers over such windows stay exactly what they were, read from the hourly buckets.
 import { afterEach, describe, expect, test } from 'bun:test'
-import { createHealthMonitor } from '../../src/server/health-monitor.ts'
-import { KEPT_WITH_DATABASE, RETAINED_TABLES, WITHOUT_ROWID_KEYS, batchDeleteSql } from '../../src/server/store/sql-retention.ts'
+import { createMonitor } from '../../src/server/monitor/index.ts'
+import { KEPT_WITH_DATABASE, RETAINED_TABLES, WITHOUT_ROWID_KEYS, batchDeleteSql } from '../../src/server/store/retention/retention.ts'
 import { type Window, windowRanges } from '../../src/server/store/window.ts'
 import { sqliteDialect } from '../../src/server/store/dialect.ts'
 import type { IngestBatch } from '../../src/shared/wire.ts'
@@ -135,7 +135,7 @@ for (const kind of storeKinds) {
       const s = server
       return {
         server: s,
-        monitor: createHealthMonitor(s.deps, { retentionDays: 30 }),
+        monitor: createMonitor(s.deps, { retentionDays: 30 }),
         async ingest(batch: IngestBatch): Promise<string> {
           const res = await s.call('POST', '/api/v1/ingest', { apiKey: key, body: batch })
           if (res.status !== 200) throw new Error(`ingest failed: ${res.status} ${JSON.stringify(res.body)}`)

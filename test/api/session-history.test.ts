@@ -5,11 +5,11 @@
 // duration after it ended; retention keeps every poll and chain for a day, then only snapshots with a lock
 // wait of 30 s or a statement or transaction of 5 minutes and chains of 30 s, then nothing past the
 // retention; another organization gets 404, a bad `at` a 400. The lock-chain derivation and the lock compaction are also
-// checked alone (store/lock-chains.ts).
+// checked alone (store/sessions/lock-chains.ts).
 import { describe, expect, test } from 'bun:test'
-import { createHealthMonitor } from '../../src/server/health-monitor.ts'
+import { createMonitor } from '../../src/server/monitor/index.ts'
 import { sessionHistoryLimits } from '../../src/server/limits.ts'
-import { compactLocks, lockChains } from '../../src/server/store/lock-chains.ts'
+import { compactLocks, lockChains } from '../../src/server/store/sessions/lock-chains.ts'
 import type { ActiveQuery, LockEntry } from '../../src/shared/wire.ts'
 import { agentSession, chBatch, iso, pgBatch } from '../support/batches.ts'
 import { storeKinds } from '../support/server.ts'
@@ -325,7 +325,7 @@ for (const kind of storeKinds) {
 
     test('retention: every poll for a day, then only snapshots with a lock wait of 30 s or a statement or transaction of 5 min, and chains of 30 s; nothing past the retention', async () => {
       const server = api.server
-      const monitor = createHealthMonitor(server.deps, { retentionDays: 30 })
+      const monitor = createMonitor(server.deps, { retentionDays: 30 })
       const old = now - 2 * DAY
       const quiet = { activity: [session(400, { duration_ms: 1_000 })], locks: [] }
       const long = { activity: [session(400, { duration_ms: sessionHistoryLimits.longMs })], locks: [] }

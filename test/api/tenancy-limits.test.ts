@@ -3,6 +3,9 @@
 // one database; every other request gets the limit's 403.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { pgBatch } from '../support/batches.ts'
+import { IngestAdmission } from '../../src/server/ingest-admission.ts'
+import { ingestAdmissionLimits } from '../../src/server/limits.ts'
+import { createLogger } from '../../src/shared/log.ts'
 import { type TestServer, agentAccount, startTestServer, storeKinds } from '../support/server.ts'
 
 const LIMIT_ERROR = 'unverified organizations can register 1 database; verify your email address to register more'
@@ -11,7 +14,10 @@ for (const kind of storeKinds) {
   describe(`unverified database limit under concurrency (${kind})`, () => {
     let server: TestServer
     beforeAll(async () => {
-      server = await startTestServer(kind)
+      // Twenty ingests at once is the point here, not the cap on ingests in flight (ingest-admission.test.ts):
+      // room for all of them, so none is shed with a 503.
+      const roomy = { ...ingestAdmissionLimits, current: { inFlight: 100, bodyBytes: 1024 ** 3 } }
+      server = await startTestServer(kind, { ingestAdmission: new IngestAdmission(createLogger('error', () => {}), roomy) })
     })
     afterAll(async () => {
       await server.stop()

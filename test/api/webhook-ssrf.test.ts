@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { createHealthMonitor, postWebhook } from '../../src/server/health-monitor.ts'
+import { createMonitor, postWebhook } from '../../src/server/monitor/index.ts'
 import { TEST_NOT_DELIVERED } from '../../src/server/routes/alerts.ts'
 import { ALLOW_PRIVATE_HINT, type Resolver, internalKind, systemResolver } from '../../src/server/webhook-target.ts'
 import { pgBatch } from '../support/batches.ts'
@@ -215,7 +215,7 @@ for (const kind of storeKinds) {
 
         // Restarted without DBM_WEBHOOK_ALLOW_PRIVATE: the alert's POST is refused before any connection.
         server = await open(false)
-        const monitor = createHealthMonitor(server.deps, { retentionDays: 30 })
+        const monitor = createMonitor(server.deps, { retentionDays: 30 })
         expect((await monitor.runOnce()).notifications).toEqual({ sent: 0, failed: 1, given_up: 0 })
         expect(receiver.received).toHaveLength(0)
         const why = `address 127.0.0.1 is loopback; ${ALLOW_PRIVATE_HINT}`
@@ -230,7 +230,7 @@ for (const kind of storeKinds) {
 
         // With the setting again, the pending notification goes out at the next evaluation.
         server = await open(true)
-        const allowed = createHealthMonitor(server.deps, { retentionDays: 30 })
+        const allowed = createMonitor(server.deps, { retentionDays: 30 })
         expect((await allowed.runOnce()).notifications).toEqual({ sent: 1, failed: 0, given_up: 0 })
         expect(receiver.received.map((r) => [r.path, r.body.event])).toEqual([['/hooks/dbm', 'alert.opened']])
         // The last failure stays on record, older than the success.
@@ -251,7 +251,7 @@ for (const kind of storeKinds) {
         const attempt = async (what: string, server: TestServer, url: string, viaStore = false) => {
           const org = await organization(server)
           // Refused URLs cannot be PUT: they are stored as a webhook set before this check existed would be.
-          if (viaStore) await server.store.health.putWebhook(org.account.orgId, url, 'dbm_whsec_test', server.deps.clock())
+          if (viaStore) await server.store.monitor.putWebhook(org.account.orgId, url, 'dbm_whsec_test', server.deps.clock())
           else expect((await org.put(url)).status).toBe(201)
           const res = await org.test()
           answers[what] = { status: res.status, body: res.body }

@@ -55,7 +55,7 @@ function single(unit: Map<string, Map<string, string[]>>, key: string, section =
   return values?.[0]
 }
 
-/** The hardening both units carry, key by key (README "systemd" explains each in a line). */
+/** The hardening both units carry, key by key (docs/deployment.md "systemd" explains each in a line). */
 const hardening: Record<string, string> = {
   NoNewPrivileges: 'yes',
   CapabilityBoundingSet: '',
@@ -100,7 +100,7 @@ const units = [
     state: 'dbm-agent',
     environment: ['DBM_AGENT_BUFFER_DIR=/var/lib/dbm-agent'],
     environmentFile: '-/etc/dbm/agent.env',
-    // Databases stop side by side, each within the 1 s cancel grace (README "The agent").
+    // Databases stop side by side, each within the 1 s cancel grace (docs/agent.md).
     minStopSeconds: 10,
   },
 ] as const

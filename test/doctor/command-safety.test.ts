@@ -259,8 +259,28 @@ function postgresBatches(v: Variant, now: number): IngestBatch[] {
         autovacuum_on: 0,
         full_page_writes_on: 0,
         pg_stat_statements_installed: 0,
+        // Most transactions rolled back (pg_rollback_ratio).
+        xact_commit: 1_000,
+        xact_rollback: 20_000,
       },
       bgwriter: { checkpoints_timed: 1, checkpoints_req: 9, checkpoint_write_time_ms: 1000 },
+      // pg_wal at five times the default max_wal_size, no checkpoint for 30 minutes with 2 GB written since
+      // its redo point (pg_wal_size, pg_checkpoint_overdue); a WAL file of a hostile name.
+      wal_dir: {
+        wal_files: 320,
+        wal_bytes: 5 * GB,
+        checkpoint_time: now - 35 * MINUTE,
+        checkpoint_age_ms: 30 * MINUTE,
+        redo_lsn: '0/A000278',
+        redo_wal_file: v.text('walredo', 64),
+        wal_since_redo_bytes: 2 * GB,
+        in_recovery: false,
+      },
+      // A user trigger and a foreign key's internal trigger switched off (pg_disabled_triggers), hostile names.
+      disabled_triggers: [
+        { schema_name: s, table_name: t('trg_table'), trigger_name: t('trg'), internal: false, constraint_name: null, constraint_schema: null, constraint_table: null },
+        { schema_name: s, table_name: t('trg_parent'), trigger_name: t('trg_fk'), internal: true, constraint_name: t('trg_fkey'), constraint_schema: s, constraint_table: t('trg_child') },
+      ],
       query_stats: [statement('stmt1', 100, 200_000, 100_000), statement('stmt2', 100, 150_000, 50_000)],
       explain_plans: [
         plan('plan_old', now - 40 * MINUTE, 100, { 'Node Type': 'Index Scan', 'Relation Name': t('seq1'), 'Plan Rows': 10 }),
@@ -322,6 +342,23 @@ function postgresBatches(v: Variant, now: number): IngestBatch[] {
         { kind: 'slot', xmin_age: 20_000_000, catalog_xmin_age: null, since: now - 30 * MINUTE, slot_name: t('slot1'), slot_type: 'physical', active: false, pid: null, database: null },
         { kind: 'prepared', xmin_age: 10_000_000, since: now - 30 * MINUTE, gid: t('gid'), owner: v.user, database: t('db'), prepared_at: now - 120 * MINUTE },
       ],
+      // What the security advisors judge: a second superuser, an expiring password, MD5, a SECURITY
+      // DEFINER function, a schema open to PUBLIC, a trust line, ssl off on every interface, no checksums.
+      security: {
+        password_encryption: 'md5',
+        ssl: 'off',
+        listen_addresses: `*, ${t('listen')}`,
+        data_checksums: 'off',
+        roles: [
+          { name: 'postgres', superuser: true, bootstrap: true, can_login: true, valid_until: null },
+          { name: t('su'), superuser: true, bootstrap: false, can_login: true, valid_until: null },
+          { name: t('expiring'), superuser: false, bootstrap: false, can_login: true, valid_until: now + 2 * 24 * HOUR },
+        ],
+        md5_roles: [t('md5role')],
+        definer_functions: [{ schema: v.schema, name: t('fn'), args: `${t('arg')} integer, text`, owner: v.user, owner_superuser: true }],
+        public_create_schemas: [v.schema],
+        hba_rules: [{ line_number: 90, type: 'host', database: [t('hbadb')], user_name: [v.user], address: t('addr'), netmask: t('mask'), auth_method: 'trust' }],
+      },
       sequences: [sequence('seqa', 0.95), sequence('seqb', 0.8)],
       unindexed_foreign_keys: [foreignKey('fk1'), foreignKey('fk2')],
       invalid_constraints: [invalidConstraint('ck1'), invalidConstraint('ck2')],
@@ -481,6 +518,21 @@ function clickhouseBatches(v: Variant, now: number): IngestBatch[] {
     chBatch(t('server'), now - (k + 1) * MINUTE - 30_000, {
       ...(k === 0 ? { server_state: { settings: { max_memory_usage: '0', readonly: '1' } } } : {}),
       host: { ...hostSection(v), source: 'clickhouse', evidence: null, filesystems: [] },
+      // Users without a password (open to every network, and restricted) and with one open to every
+      // network, from users.xml and from SQL (ch_users_without_password, ch_users_any_host).
+      ...(k === 0
+        ? {
+            clickhouse_users: {
+              users: [
+                { name: t('user_open'), storage: 'users_xml', auth_type: ['no_password'], host_ip: ['::/0'], host_names: [], host_names_regexp: [], host_names_like: [] },
+                { name: t('user_sql_open'), storage: 'local_directory', auth_type: ['no_password'], host_ip: [], host_names: [], host_names_regexp: ['.*'], host_names_like: [] },
+                { name: t('user_local'), storage: 'local_directory', auth_type: ['no_password'], host_ip: ['127.0.0.1'], host_names: [t('host', 200)], host_names_regexp: [], host_names_like: [] },
+                { name: t('user_any'), storage: 'local_directory', auth_type: ['sha256_password'], host_ip: [], host_names: [], host_names_regexp: [], host_names_like: ['%'] },
+                { name: t('user_xml_any'), storage: 'users_xml', auth_type: ['plaintext_password'], host_ip: ['::/0'], host_names: [], host_names_regexp: [], host_names_like: [] },
+              ],
+            },
+          }
+        : {}),
       // Errors counted by system.errors, far above their (empty) baseline, with hostile messages.
       ...(k === 0
         ? {
@@ -880,7 +932,7 @@ afterAll(async () => {
 function namesOf(findings: Finding[], v: Variant): Set<string> {
   const names = new Set([v.schema, v.user])
   for (const f of findings) for (const o of f.objects) for (const part of o.split(/[.:]/)) names.add(part)
-  for (const role of ['parts1', 'parts2', 'many', 'merge1', 'merge2', 'mutation1', 'mutation2', 'parts1_partition', 'mutation1_id', 'queued']) names.add(v.text(role))
+  for (const role of ['parts1', 'parts2', 'many', 'merge1', 'merge2', 'mutation1', 'mutation2', 'parts1_partition', 'mutation1_id', 'queued', 'user_open', 'user_sql_open', 'user_local', 'user_any', 'user_xml_any']) names.add(v.text(role))
   return names
 }
 

@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import postgres from 'postgres'
 import { explainSampling } from '../../src/agent/collectors/postgres/explain-plans.ts'
-import { createHealthMonitor } from '../../src/server/health-monitor.ts'
+import { createMonitor } from '../../src/server/monitor/index.ts'
 import { type PostgresDoctorRig, postgresDoctorRig, settled, workload } from '../support/doctor.ts'
 import { until } from '../support/wait.ts'
 
@@ -91,7 +91,7 @@ describe('an xmin holder', () => {
       // (The agent writes a control character of an application name as \x0a.)
       expect(lead.title).toMatch(new RegExp(`^Session idle in a transaction for [\\d.]+ (s|min): pid ${pid}, user postgres, application "holder "app"\\\\x0a\\*/", on public\\.held$`))
 
-      const monitor = createHealthMonitor(rig.server.deps, { retentionDays: 30 })
+      const monitor = createMonitor(rig.server.deps, { retentionDays: 30 })
       const opened = await monitor.runOnce(rig.server.deps.clock())
       expect(opened.alerts).toEqual({ opened: 1, resolved: 0 })
       await rig.server.deps.mailer.idle()

@@ -5,7 +5,7 @@
 // moved), and the finding must state exactly those means and calls, and the plan change.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import postgres from 'postgres'
-import { planEntry } from '../../src/agent/collectors/postgres/explain-plans.ts'
+import { planEntry } from '../../src/agent/collectors/postgres/plan-entry.ts'
 import { agentSession, pgBatch } from '../support/batches.ts'
 import { sharedPostgres } from '../support/postgres.ts'
 

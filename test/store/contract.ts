@@ -5,7 +5,8 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { UniqueViolation } from '../../src/server/store/driver.ts'
 import { openStore } from '../../src/server/store/open.ts'
-import { EmailTakenError, type SqlStore } from '../../src/server/store/sql-store.ts'
+import { EmailTakenError } from '../../src/server/store/accounts/types.ts'
+import type { SqlStore } from '../../src/server/store/sql-store.ts'
 import type { ApiKey, ApiKeyScope, NewDatabase, Organization, RotateResult, User } from '../../src/server/store/types.ts'
 import { type StoreKind, freshStoreLocation, storeKinds } from '../support/server.ts'
 

@@ -1,4 +1,4 @@
-// Ingest on both stores sends a batch's writes together (sql-writes.ts): on PostgreSQL a fixed number of
+// Ingest on both stores sends a batch's writes together (ingest/batch.ts): on PostgreSQL a fixed number of
 // statements and exchanges per batch, counted at the driver, whatever the number of rows (one unnest
 // statement per section instead of multi-row VALUES cut into chunks); and what reads give back after
 // ingest is exact: statement sums, the latest tables and indexes, their minute and hourly series,
@@ -7,7 +7,7 @@
 import { beforeAll, describe, expect, test } from 'bun:test'
 import type { PostgresDriver } from '../../src/server/store/postgres/driver.ts'
 import type { SqlStore } from '../../src/server/store/sql-store.ts'
-import { INGEST_COLUMN_TYPES } from '../../src/server/store/sql-writes.ts'
+import { INGEST_COLUMN_TYPES } from '../../src/server/store/ingest/batch.ts'
 import type { IndexStat, IngestBatch, TableStat } from '../../src/shared/wire.ts'
 import { REAL_SHAPE, agentBatch } from '../support/agent-batch.ts'
 import { type StoreKind, storeKinds } from '../support/server.ts'
@@ -233,14 +233,14 @@ describe.each(storeKinds)('ingest in a few round trips (%s store)', (kind: Store
     // of the tables and indexes sections, wait_stats, metric_counters, metric_gauges, internals_latest,
     // snapshots, the session history's snapshot, lock chains and their members, and the database's
     // last_seen_at) with COMMIT; the events' reads (the baseline, the latest tables' and indexes' names)
-    // and the baseline's upsert (sql-events.ts): 4 more.
+    // and the baseline's upsert (events/events.ts): 4 more.
     expect(steady).toEqual({ statements: 31, exchanges: 2 })
     // + the texts of its 1,800 statements not seen before: one statement, as for 200; + the events of the
     // 800 tables and 1,300 indexes it reports first: one statement.
     expect(large).toEqual({ statements: 33, exchanges: 2 })
     // + the texts (10 minutes on) + the 10-minute rollup and the marks, in the same exchange; + one DELETE
     // each for the 900 tables and 1,400 indexes it no longer reports; + their events, one statement; + the
-    // agent's silence of nearly 10 minutes since the batch before (sql-availability.ts), one statement.
+    // agent's silence of nearly 10 minutes since the batch before (availability/writes.ts), one statement.
     expect(rolling).toEqual({ statements: 38, exchanges: 2 })
   })
 

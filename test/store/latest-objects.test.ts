@@ -1,4 +1,4 @@
-// The latest tables and indexes (sql-objects.ts updateLatest): a batch writes the latest row of an object
+// The latest tables and indexes (objects/writes.ts updateLatest): a batch writes the latest row of an object
 // only when it is new, changed, moved, or first reported in the hour; an unchanged object keeps its row
 // and still reads as of the latest batch; an object no longer reported goes at the next batch, by key;
 // and retention never deletes the row of an object that is still reported, however long it stays

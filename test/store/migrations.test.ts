@@ -61,6 +61,8 @@ const RELEASED: Record<number, string> = {
   21: '6da7dacde7de4dcea96db988b1ca5ba1236ca503a2089a67f67944d2670efa64',
   22: 'cabefa43a62dc04f63767bf1bed63d255e47c8629478fb5ebe73eb186cd6f58f',
   23: '5a68679f3fee55fd5366d41b83de1485432baf4071741c515c17ef94fc898749',
+  24: '6a6ec2c40c1e8e7c6f7ad8ec3971e77ab0d027453af51eae71eadfcb920b3e18',
+  25: '8ca6d5b6aeef3d508142b206573cb719246fba1ee04a661c87e0a0f632acc709',
 }
 
 const checksum = (m: Migration) => createHash('sha256').update(JSON.stringify([m.version, m.name, m.sqlite, m.postgres])).digest('hex')

@@ -1,12 +1,12 @@
-// Hourly rows of tables and indexes are rolled up from their minute rows (sql-object-hours.ts, by the
-// rollup of sql-rollups.ts), not written by ingest. Ground truth is what was sent: the 48-hour (hourly)
+// Hourly rows of tables and indexes are rolled up from their minute rows (objects/hours.ts, by the
+// rollup of rollups/rollups.ts), not written by ingest. Ground truth is what was sent: the 48-hour (hourly)
 // series of two tables and two indexes equal, hour by hour, the sums of the deltas sent in the hour
 // (NULL only for an hour of first samples) and the gauges of its last sample that measured them; the
 // same before an hour is rolled up (computed from the minute rows), after it (its hourly row), once its
 // minute rows are compacted, and across late batches into hours rolled up and not. Both stores.
 import { describe, expect, test } from 'bun:test'
 import type { SqlStore } from '../../src/server/store/sql-store.ts'
-import { INDEX_POINT_FIELDS, TABLE_POINT_FIELDS } from '../../src/server/store/sql-objects.ts'
+import { INDEX_POINT_FIELDS, TABLE_POINT_FIELDS } from '../../src/server/store/objects/types.ts'
 import { minuteFloor } from '../../src/server/store/window.ts'
 import { INDEX_COUNTERS, INDEX_GAUGES, TABLE_COUNTERS, TABLE_GAUGES } from '../../src/shared/families.ts'
 import type { IndexStat, IngestBatch, TableStat } from '../../src/shared/wire.ts'

@@ -51,7 +51,7 @@ test('a ROLLBACK that fails without an outage closes the reserved connection: th
   // The pool's only connection serves again, on a fresh session.
   const answer = await Promise.race([driver.get<{ one: number }>('SELECT 1 AS one'), Bun.sleep(10_000).then(() => 'no answer')])
   expect(answer).toEqual({ one: 1 })
-  expect(driver.availability.available).toBe(true)
+  expect(driver.reachability.available).toBe(true)
   // Nothing of the transaction was kept.
   expect(Number((await admin`SELECT COUNT(*) AS n FROM copy_target`)[0]!.n)).toBe(0)
   // And transactions work on it as before.
@@ -82,7 +82,7 @@ test('BEGIN, the lock, the statements and COMMIT (runLast) in one exchange; a st
     await tx.run('INSERT INTO pipelined VALUES (5)')
   }, 'pipelined-lock')
   expect(await pipelinedRows()).toEqual([1, 2, 5])
-  expect(driver.availability.available).toBe(true)
+  expect(driver.reachability.available).toBe(true)
 })
 
 test('a lock not granted in time fails the transaction with the lock error, though its statements went out with it', async () => {

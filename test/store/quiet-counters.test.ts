@@ -1,4 +1,4 @@
-// Counter deltas of zero add no metric_counters rows (sql-internals.ts writeMetrics) but for the first
+// Counter deltas of zero add no metric_counters rows (internals/writes.ts writeMetrics) but for the first
 // counter of each family and in the family's first batch of an hour, and reads stay what they were when
 // every delta had its rows: a quiet counter reads 0 in every sampled minute, a counter never reported
 // (null) stays absent, a minute without a batch stays a gap, hours hold the sums. Both stores.

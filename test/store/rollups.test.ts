@@ -1,4 +1,4 @@
-// Statement statistics rolled up into 10-minute and hourly buckets after their span (sql-rollups.ts),
+// Statement statistics rolled up into 10-minute and hourly buckets after their span (rollups/rollups.ts),
 // on both stores: the ranges a read takes, answers that equal the sums of the batches sent over any
 // window (with late batches into spans and hours already rolled up), the closed-hour sums the SQLite
 // store keeps between requests seeing late batches and deletions, and migration 7 rolling up the
@@ -7,7 +7,7 @@ import { afterEach, describe, expect, test } from 'bun:test'
 import { migrations } from '../../src/server/store/migrations.ts'
 import { openStore } from '../../src/server/store/open.ts'
 import { PostgresDriver } from '../../src/server/store/postgres/driver.ts'
-import { type RollupMarks, type StatRange, lockRollups, statRanges } from '../../src/server/store/sql-rollups.ts'
+import { type RollupMarks, type StatRange, lockRollups, statRanges } from '../../src/server/store/rollups/rollups.ts'
 import { SqliteDriver } from '../../src/server/store/sqlite/driver.ts'
 import type { SqlDriver } from '../../src/server/store/driver.ts'
 import { join } from 'node:path'

@@ -1,4 +1,4 @@
-// Tables and indexes that did not move write no bucket rows (sql-objects.ts), and their series still read
+// Tables and indexes that did not move write no bucket rows (objects/writes.ts), and their series still read
 // exactly what they read when every batch wrote every object: a sampled minute without the object's row
 // is zero deltas with the gauges of its latest earlier row, a minute without batches is a gap, hourly
 // buckets hold the hour's sums, and a late batch changes its own minute only. Both stores.

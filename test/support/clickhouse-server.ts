@@ -4,7 +4,8 @@
 // and runs at most UV_THREADPOOL_SIZE queries at once, which must be raised before the process starts.
 //
 //   bun test/support/clickhouse-server.ts --data-dir DIR   (user and password in CLICKHOUSE_RIG_USER /
-//   CLICKHOUSE_RIG_PASSWORD; default `default` without password)
+//   CLICKHOUSE_RIG_PASSWORD; default `default` without password; CLICKHOUSE_RIG_CONFIG: a server config
+//   file for the engine, e.g. one declaring users in users.xml)
 //
 // Prints one JSON line `{"port":N,"version":"26.x"}` to stdout once it listens on 127.0.0.1. Stops on
 // SIGTERM/SIGINT, and when its stdin closes (the test process died), then also removing the data dir.
@@ -24,10 +25,13 @@ if (!dataDir) {
   process.exit(2)
 }
 const account = { user: process.env.CLICKHOUSE_RIG_USER || 'default', password: process.env.CLICKHOUSE_RIG_PASSWORD ?? '' }
+const configFile = process.env.CLICKHOUSE_RIG_CONFIG
+/** A chdb Session on the data directory, with the server config file when one was given. */
+const openSession = () => new Session(dataDir!, configFile ? { connectionArgs: [`--config-file=${configFile}`] } : undefined)
 
 // Held open for the life of the process: the engine, and what lives only in its memory (the `system`
 // database is a Memory database), stays up between requests.
-const keeper = new Session(dataDir)
+const keeper = openSession()
 const version = (await keeper.queryAsync('SELECT version()', { format: 'TSV' })).text().trim()
 const timezone = (await keeper.queryAsync('SELECT timezone()', { format: 'TSV' })).text().trim()
 
@@ -66,7 +70,7 @@ function ok(): Response {
 
 /** Kills a running query from another Session (ASYNC: SYNC never returns under chdb). */
 async function kill(logComment: string): Promise<void> {
-  const session = new Session(dataDir!)
+  const session = openSession()
   try {
     await session.queryAsync(`KILL QUERY WHERE Settings['log_comment'] = ${sqlString(logComment)} ASYNC`, { format: 'TSV' })
   } catch {
@@ -78,14 +82,14 @@ async function kill(logComment: string): Promise<void> {
 
 function acquireSession(request: QueryRequest): { session: Session; release(): void } {
   if (!request.sessionId) {
-    const session = new Session(dataDir!)
+    const session = openSession()
     return { session, release: () => session.close() }
   }
   const id = request.sessionId
   let entry = httpSessions.get(id)
   if (!entry) {
     if (request.sessionCheck) throw new ClickHouseHttpError(372, 'SESSION_NOT_FOUND', `Session ${id} not found`)
-    entry = { session: new Session(dataDir!), busy: false }
+    entry = { session: openSession(), busy: false }
     httpSessions.set(id, entry)
   }
   if (entry.busy) throw new ClickHouseHttpError(373, 'SESSION_IS_LOCKED', `Session ${id} is locked by a concurrent client`)

@@ -33,7 +33,7 @@ const RECORD_KEYS: Record<string, readonly string[]> = {
 }
 
 /** Values of string fields whose pattern the default `<key>-<index>` would not match. */
-const PATTERNED: Record<string, string> = { kind: 'error', severity: 'error', sqlstate: '42P01', query_id: '-4242', type: 'full' }
+const PATTERNED: Record<string, string> = { kind: 'error', severity: 'error', sqlstate: '42P01', query_id: '-4242', type: 'full', redo_lsn: '0/A000278' }
 
 /** The wire's epoch-millisecond fields: integers up to the last millisecond of the year 9999. */
 const EPOCH_MS_MAXIMUM = 253_402_300_799_999

@@ -81,6 +81,8 @@ export async function startTestServer(
     signup?: Deps['signup']
     /** DBM_METRICS_TOKEN; absent: GET /metrics' server-wide view is off. */
     metricsToken?: string
+    /** The caps on ingests in flight; absent: the limits' table. */
+    ingestAdmission?: Deps['ingestAdmission']
   } = {},
 ): Promise<TestServer> {
   const location = options.dataDir ? { dataDir: options.dataDir, databaseUrl: options.databaseUrl, cleanup() {} } : await freshStoreLocation(kind)
@@ -103,6 +105,7 @@ export async function startTestServer(
     webhooks: options.webhooks,
     signup: options.signup,
     metricsToken: options.metricsToken,
+    ingestAdmission: options.ingestAdmission,
   }
   const app = createApp(deps).listen({ hostname: '127.0.0.1', port: options.port ?? 0 })
   const base = `http://127.0.0.1:${app.server!.port}`

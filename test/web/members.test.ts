@@ -3,7 +3,7 @@
 // without SMTP would) in a browser of their own, chooses a name and password and lands on the
 // organization's databases; as a member, their settings list the members read-only and show no webhook,
 // API key or invitation controls, only the line that owners manage them, and a database's collection
-// settings read-only with a note; the used link then says so. An owner creates keys with chosen scopes
+// settings and doctor thresholds read-only with a note; the used link then says so. An owner creates keys with chosen scopes
 // and sees each key's scopes and creator; demoting or removing another owner lists that owner's keys
 // (name, prefix, scopes, last use) and says they will be revoked first, and afterwards they are.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
@@ -90,6 +90,9 @@ test('an owner invites, the invitee joins from the link and sees the databases; 
   await i.locator('[data-owners-only]').filter({ hasText: 'change what is collected' }).waitFor({ timeout: 30_000 })
   expect(await i.locator('#poll-interval').isDisabled()).toBe(true)
   expect(await i.getByRole('button', { name: 'Save settings' }).count()).toBe(0)
+  // The doctor's thresholds too: shown, read-only, without a save or reset.
+  expect(await i.getByLabel('pg_prepared_transactions warning_s').isDisabled()).toBe(true)
+  expect(await i.getByRole('button', { name: /^(Save|Reset) pg_/ }).count()).toBe(0)
   // Deleting it is an owner's too: a line says so, where an owner has the button.
   await i.locator('[data-owners-only-delete]').filter({ hasText: 'Only the organization\'s owners delete a database' }).waitFor()
   expect(await i.getByRole('button', { name: /Delete database/ }).count()).toBe(0)

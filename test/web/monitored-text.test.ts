@@ -15,7 +15,7 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import type { Browser, Page } from 'playwright-core'
 import { ACCESS_COOKIE, SESSION_HINT_COOKIE } from '../../src/server/auth/principal.ts'
-import { createHealthMonitor } from '../../src/server/health-monitor.ts'
+import { createMonitor } from '../../src/server/monitor/index.ts'
 import type { IngestBatch } from '../../src/shared/wire.ts'
 import { diskMetricKey } from '../../src/shared/metrics.ts'
 import { INVISIBLE } from '../../src/web/components/invisible.tsx'
@@ -36,7 +36,7 @@ const MACHINE = new Set(['batch_id', 'agent_version', 'database.engine', 'explai
   // log events, host and backups: kinds, severities, codes and tools are dbm's (or PostgreSQL's) words with a pattern on the wire
   'log_events.source', 'log_events.entries[].kind', 'log_events.entries[].severity', 'log_events.entries[].sqlstate', 'log_events.entries[].query_id',
   'log_events.counts[].kind', 'log_events.counts[].severity', 'host.source', 'backups.tool', 'backups.backups[].type',
-  'availability.state', 'availability.cause', 'progress[].blocker.via',
+  'availability.state', 'availability.cause', 'progress[].blocker.via', 'wal_dir.redo_lsn',
   // custom metrics: names and columns are the config's identifiers (a pattern on the wire); their label values, descriptions and errors stay hostile
   'custom_metrics.definitions[].name', 'custom_metrics.definitions[].kind', 'custom_metrics.definitions[].labels[]', 'custom_metrics.definitions[].values[]',
   'custom_metrics.definitions[].alert.op', 'custom_metrics.definitions[].alert.severity', 'custom_metrics.samples[].name', 'custom_metrics.samples[].column', 'custom_metrics.errors[].name'])
@@ -123,7 +123,7 @@ beforeAll(async () => {
     }
   }
   // findings become alerts (and their events) and recommendations
-  await createHealthMonitor(server.deps, { retentionDays: 30 }).runOnce()
+  await createMonitor(server.deps, { retentionDays: 30 }).runOnce()
   tab = await openPage(browser, { baseURL: server.base })
   await tab.context.addCookies([
     { name: ACCESS_COOKIE, value: account.token, url: server.base },

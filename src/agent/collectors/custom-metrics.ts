@@ -11,7 +11,8 @@ import type { CustomMetricConfig, DatabaseConfig } from '../config.ts'
 import { customMetricLimits } from '../config.ts'
 import type { CustomMetricsSection, CustomMetricSample } from '../../shared/wire.ts'
 import { customMetricWireLimits } from '../../shared/wire.ts'
-import type { ClickHouseCollector, ClickHouseContext, CollectorState, PostgresCollector, PostgresContext } from './types.ts'
+import type { ClickHouseContext, CollectorState, PostgresContext } from './types.ts'
+import { registerCollector } from './registry.ts'
 
 /** A query's first rows (at most rows + 1, so that one too many is seen), as column → value. */
 export type CustomRows = Record<string, unknown>[]
@@ -211,7 +212,7 @@ export async function clickhouseCustomQuery(client: ClickHouseClient, metric: Cu
 
 const unconfigured = (config: Partial<DatabaseConfig>) => (config.customMetrics?.length ? undefined : 'no custom_metrics in the config')
 
-export const postgresCustomMetrics: PostgresCollector = {
+export const postgresCustomMetrics = registerCollector<PostgresContext>({
   name: 'custom_metrics',
   engine: 'postgres',
   defaultEnabled: true,
@@ -221,9 +222,9 @@ export const postgresCustomMetrics: PostgresCollector = {
     const section = await collectCustom(ctx.customMetrics ?? [], ctx, (m) => postgresCustomQuery(ctx.sql, m))
     return section ? { custom_metrics: section } : {}
   },
-}
+})
 
-export const clickhouseCustomMetrics: ClickHouseCollector = {
+export const clickhouseCustomMetrics = registerCollector<ClickHouseContext>({
   name: 'custom_metrics',
   engine: 'clickhouse',
   defaultEnabled: true,
@@ -233,4 +234,4 @@ export const clickhouseCustomMetrics: ClickHouseCollector = {
     const section = await collectCustom(ctx.customMetrics ?? [], ctx, (m) => clickhouseCustomQuery(ctx.client, m))
     return section ? { custom_metrics: section } : {}
   },
-}
+})

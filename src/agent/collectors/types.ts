@@ -1,12 +1,13 @@
-// What a collector is: a plain object with its name (from src/shared/collectors.ts), engine, lowest
-// server version, default on/off, and collect(ctx) that returns its part of the batch and never sends
-// it. The runner calls each collector under a deadline and reports a failure for that collector alone.
+// What a collector is: a plain object with its name (from src/shared/collectors.ts), engine, default
+// on/off, and collect(ctx) that returns its part of the batch and never sends it; registered once in
+// registry.ts, which adds the table's lowest server version and server-side switch. The runner calls each collector under a deadline and reports a failure for that collector alone.
 import type { ClickHouseClient } from '@clickhouse/client'
 import type postgres from 'postgres'
 import type { Logger } from '../../shared/log.ts'
 import type { BackupConfig, CustomMetricConfig, DatabaseConfig } from '../config.ts'
 import type { LogTextMode } from '../../shared/log-kinds.ts'
 import type { IngestBatch } from '../../shared/wire.ts'
+import type { CollectorName } from '../../shared/collectors.ts'
 
 /** The sections of a batch a collector may fill. */
 export type BatchSections = Omit<IngestBatch, 'batch_id' | 'collected_at' | 'interval_seconds' | 'agent_version' | 'database' | 'collector_errors'>
@@ -104,11 +105,32 @@ export interface ClickHouseContext {
   log: AgentLogger
 }
 
+/** What `dbm agent --check` gives a PostgreSQL collector that would run, to say what keeps it from working. */
+export interface PostgresCheck {
+  sql: postgres.Sql
+  db: DatabaseConfig
+  major: number
+  /** The check's own deadline for the whole database line, in seconds. */
+  timeoutS: number
+}
+
+/** What `dbm agent --check` gives a ClickHouse collector that would run. */
+export interface ClickHouseCheck {
+  client: ClickHouseClient
+  db: DatabaseConfig
+  /** major * 1000 + minor, e.g. 26007. */
+  versionNum: number
+  /** The system tables the server has (system.tables), looked up once for every collector. */
+  systemTables: ReadonlySet<string>
+}
+
 export interface Collector<Ctx> {
   name: string
   engine: 'postgres' | 'clickhouse'
-  /** Lowest server major the collector supports; below it the collector is skipped silently. */
-  minVersion?: number
+  /** Lowest server major the collector supports, from the table (src/shared/collectors.ts): below it the collector is skipped. */
+  readonly minVersion?: number
+  /** The server-side database setting that turns it off, from the table. */
+  readonly serverSwitch?: CollectorName['serverSwitch']
   /** Runs unless enabled_collectors leaves it out or the server disables it. */
   defaultEnabled: boolean
   /** Why the database's config gives this collector nothing to do (backups without backup_command); undefined when it can run. */
@@ -121,6 +143,14 @@ export interface Collector<Ctx> {
    * the function that stops it. Collectors are shared by every database, so keep its state in ctx.state.
    */
   start?(ctx: Ctx): () => void
+  /**
+   * For `dbm agent --check`, when the collector would run: notes on what keeps it from doing its work
+   * (settings, grants, a command that fails), each a clause of the database's line. The check asks every
+   * collector that has one, so no code names collectors to pick their checks.
+   */
+  checkNotes?(check: Ctx extends ClickHouseContext ? ClickHouseCheck : PostgresCheck): Promise<string[]>
+  /** For `dbm agent --check`: a part of the database's line of its own (`host: …`), after the collectors. */
+  checkPart?(check: Ctx extends ClickHouseContext ? ClickHouseCheck : PostgresCheck): Promise<string>
 }
 
 export type PostgresCollector = Collector<PostgresContext>

@@ -1,8 +1,9 @@
-// The words of an alert notification that the health monitor's mail and webhook and the alert
-// destinations' email and webhook kinds share: the mail to users, the signed webhook's JSON body and
-// its X-DBM-Signature. Texts from a monitored database pass through mail.ts's escaping.
+// The alerting subsystem (alerts/) says what a notification holds and where and how it goes; the
+// monitor (monitor/) decides when, and calls it. This file: the words of an alert notification that the
+// monitor's mail and webhook and the alert destinations' email and webhook kinds share: the mail to
+// users, the signed webhook's JSON body and its X-DBM-Signature. Texts from a monitored database pass through mail.ts's escaping.
 import { headerText, mailLine } from '../mail.ts'
-import type { PendingNotification } from '../store/sql-health.ts'
+import type { PendingNotification } from '../store/monitor/evaluations.ts'
 
 /** `sha256=<hex HMAC-SHA256 of the body with the secret>`: the X-DBM-Signature header of a webhook POST. */
 export function webhookSignature(secret: string, body: string): string {

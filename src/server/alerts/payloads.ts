@@ -2,11 +2,12 @@
 // published format: Slack (incoming webhook, Block Kit), Microsoft Teams (workflow webhook, an Adaptive
 // Card), PagerDuty (Events API v2: trigger and resolve by dedup_key), Opsgenie (Alert API: create, and
 // close by alias), Prometheus Alertmanager (POST /api/v2/alerts, endsAt on resolve). The signed webhook's
-// body is health-monitor.ts's webhookPayload, unchanged. The texts come from a monitored database
+// body is alerts/messages.ts's webhookPayload, unchanged. The texts come from a monitored database
 // (hostile): Slack gets them as plain_text in the blocks and escaped in its one mrkdwn field (`text`), so
 // no link or mention can be made of them; Teams with its markdown's characters escaped, the others as JSON
 // strings; every text is cut to the receiver's limit.
-import type { AlertConsequence } from '../store/sql-alerts.ts'
+import type { Severity } from '../doctor/types.ts'
+import type { AlertConsequence } from '../store/alerts/types.ts'
 
 /** One alert state change, as every kind's payload is made from it. */
 export interface AlertMessage {
@@ -22,7 +23,7 @@ export interface AlertMessage {
     id: string
     key: string
     rule: string
-    severity: 'critical' | 'warning' | 'info'
+    severity: Severity
     title: string
     detail: string
     opened_at: number

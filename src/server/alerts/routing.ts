@@ -1,61 +1,14 @@
 // Which destinations an alert goes to, how often it is sent again, and whether a silence holds it back:
-// pure functions over an organization's routes and silences (store/sql-alert-routing.ts), used by the
-// health monitor when it queues, repeats and delivers notifications, and by the alerts route to mark a
-// silenced alert. With no routes, every enabled destination gets every alert (as before routes were).
+// pure functions over an organization's routes and silences (store/alerts/routing.ts), used by the
+// monitor (monitor/diagnosis.ts, notifications.ts) when it queues, repeats and delivers notifications,
+// and by the alerts route to mark a silenced alert. With no routes, every enabled destination gets every alert (as before routes were).
 // With routes, an alert goes to the destinations of the first route whose matchers all match it, then
 // of each later one while the matched route says `continue`; an alert no route matches goes to no
 // destination. The users' mail and the organization's webhook are not destinations: routes leave them be.
-import type { AlertSeverity } from '../store/sql-alerts.ts'
+import type { AlertRoute, AlertSeverity, RouteMatch, Silence, SilenceAuthor, SilenceMatchers } from '../store/alerts/types.ts'
 
-/** A route's matchers; each one given must match (a list: any of its values; tag: every pair). */
-export interface RouteMatch {
-  severity?: AlertSeverity[]
-  rule?: string[]
-  database_id?: string[]
-  tag?: Record<string, string>
-}
-
-export interface AlertRoute {
-  id: string
-  org_id: string
-  position: number
-  name: string
-  match: RouteMatch
-  /** Destination ids (of the organization's). */
-  destinations: string[]
-  continue: boolean
-  /** Seconds between sends of an alert still open; null: sent once. */
-  repeat_interval_s: number | null
-  created_at: number
-  updated_at: number
-}
-
-/** Who created a silence: a user or an API key of the organization. */
-export interface SilenceAuthor {
-  kind: 'user' | 'api_key'
-  id: string
-}
-
-/** A silence's matchers (null: not set); at least one is set. */
-export interface SilenceMatchers {
-  database_id: string | null
-  rule: string | null
-  /** An alert's key (its cause) or its lead finding's key. */
-  key: string | null
-  tag: { key: string; value: string } | null
-}
-
-export interface Silence extends SilenceMatchers {
-  id: string
-  org_id: string
-  comment: string
-  created_by: SilenceAuthor
-  created_at: number
-  starts_at: number
-  ends_at: number
-  /** When it was expired early (DELETE), else null. */
-  expired_early_at: number | null
-}
+// The routes' and silences' records are the store's (store/alerts/types.ts); named here too for the callers.
+export type { AlertRoute, RouteMatch, Silence, SilenceAuthor, SilenceMatchers }
 
 /** What routing and silences look at of an alert. */
 export interface RoutableAlert {

@@ -138,10 +138,22 @@ export function presentedAccessToken(request: Request): string | undefined {
 }
 
 /**
- * The caller of `request`: API key, Bearer token, or the dashboard's cookie, in that order. A key must
- * hold the scope of the request's route (scopes.ts), else 403.
+ * Each request's answer from authenticate, found once: app.ts authenticates an ingest in its request hook
+ * (before the request may take an ingest place) and the route asks again, at no further cost.
  */
-export async function authenticate(deps: Deps, request: Request): Promise<Principal> {
+const authenticated = new WeakMap<Request, Promise<Principal>>()
+
+/**
+ * The caller of `request`: API key, Bearer token, or the dashboard's cookie, in that order. A key must
+ * hold the scope of the request's route (scopes.ts), else 403. Found once per request (a refusal too).
+ */
+export function authenticate(deps: Deps, request: Request): Promise<Principal> {
+  let answer = authenticated.get(request)
+  if (!answer) authenticated.set(request, (answer = authenticateOnce(deps, request)))
+  return answer
+}
+
+async function authenticateOnce(deps: Deps, request: Request): Promise<Principal> {
   const principal = await identify(deps, request)
   if (principal.kind === 'api_key') requireKeyAccess(principal.scopes, request.method, new URL(request.url).pathname)
   return principal

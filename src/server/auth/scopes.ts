@@ -5,6 +5,7 @@
 // so a route added later without a line here is closed to keys (test/api/api-key-scopes.test.ts walks
 // the app's routes and fails on any without one). Users are never limited by scopes: roles apply.
 import type { ApiKeyScope } from '../../shared/api/api-keys.ts'
+import { INGEST_PATH } from '../../shared/ingest-path.ts'
 import { forbidden } from '../http-error.ts'
 
 /**
@@ -41,7 +42,7 @@ export const ROUTE_ACCESS: Readonly<Record<string, RouteAccess>> = {
   'GET /api/v1/auth/me': 'key',
 
   // the agent
-  'POST /api/v1/ingest': 'ingest',
+  [`POST ${INGEST_PATH}`]: 'ingest',
   'GET /api/v1/agent/actions': 'ingest',
   'POST /api/v1/agent/actions/:aid': 'ingest',
 
@@ -84,6 +85,10 @@ export const ROUTE_ACCESS: Readonly<Record<string, RouteAccess>> = {
   'DELETE /api/v1/databases/:id': 'admin',
   'GET /api/v1/databases/:id/health': 'read',
   'GET /api/v1/databases/:id/availability': 'read',
+  // the doctor's thresholds of a database: reading them is read, changing them admin (and owners only)
+  'GET /api/v1/databases/:id/thresholds': 'read',
+  'PUT /api/v1/databases/:id/thresholds': 'admin',
+  'DELETE /api/v1/databases/:id/thresholds': 'admin',
 
   // telemetry, diagnosis, alerts and events of one database
   'GET /api/v1/databases/:id/queries': 'read',

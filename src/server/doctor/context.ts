@@ -1,18 +1,21 @@
 // The stored telemetry of one database as the doctor's rules read it: each part is loaded at most once
 // per diagnosis, and only when a rule asks for it, so a ClickHouse diagnosis never reads PostgreSQL
 // tables and the other way round.
-import type { ActiveQuery, ColumnStat, LockEntry, MergeEntry, MutationEntry, PartStat, ReplicationStatus, SequenceStat, UnindexedForeignKey, XminHolder } from '../../shared/wire.ts'
-import type { Latest, MetricSource } from '../store/sql-internals.ts'
-import type { ClickHouseSource } from '../store/sql-clickhouse.ts'
-import type { IndexRow, TableRow } from '../store/sql-objects.ts'
-import type { StoredPlan } from '../store/sql-plans.ts'
-import type { QuerySort, QueryStatsRow } from '../store/sql-statement-reads.ts'
+import type { ActiveQuery, ClickHouseUsers, ColumnStat, DisabledTrigger, LockEntry, MergeEntry, MutationEntry, PartStat, ReplicationStatus, SecurityStatus, SequenceStat, UnindexedForeignKey, WalDirStatus, XminHolder } from '../../shared/wire.ts'
+import type { Latest, MetricSource } from '../store/internals/types.ts'
+import type { ClickHouseSource } from '../store/clickhouse/types.ts'
+import type { IndexRow, TableRow } from '../store/objects/types.ts'
+import type { StoredPlan } from '../store/statements/plans.ts'
+import type { QuerySort, QueryStatsRow } from '../store/statements/reads.ts'
 import { minuteFloor } from '../store/window.ts'
 import type { RegisteredDatabase, Store } from '../store/types.ts'
-import type { AvailabilityState } from '../store/sql-availability.ts'
+import type { AvailabilityState } from '../store/availability/types.ts'
 
 /** Everything a diagnosis may read about more objects than this is cut (the largest first). */
 const MAX_OBJECTS = 100_000
+
+/** Thresholds set over the rules' defaults, by rule then key: numbers, and lists of names (doctor/thresholds.ts). */
+export type ThresholdOverrides = Record<string, Record<string, number | readonly string[]>>
 
 export interface Snapshot<T> {
   ts: number | null
@@ -51,15 +54,32 @@ export class DoctorContext {
     readonly db: RegisteredDatabase,
     /** Evaluation time (epoch ms). */
     readonly now: number,
-    private readonly overrides: Record<string, Record<string, number>> = {},
-    /** `local`: the server is `dbm local`'s, whose agent runs in its process on the DSNs of its command line (no config file). */
-    readonly setup: { local: boolean } = { local: false },
+    /** The database's thresholds over the rules' defaults (and the server's, a test hook: Deps.doctorThresholds). */
+    private readonly overrides: ThresholdOverrides = {},
+    /**
+     * `local`: the server is `dbm local`'s, whose agent runs in its process on the DSNs of its command line
+     * (no config file). `servingSince`: when the serving process started (Deps.servingSince).
+     */
+    readonly setup: { local: boolean; servingSince?: number } = { local: false },
   ) {}
 
-  /** The rule's thresholds, with any configured override applied. */
+  /** The rule's thresholds, with the database's values applied. */
   thresholds<T extends Record<string, number>>(rule: { id: string; thresholds: T }): T {
     const override = this.overrides[rule.id]
-    return override ? { ...rule.thresholds, ...override } : rule.thresholds
+    if (!override) return rule.thresholds
+    const merged: Record<string, number> = { ...rule.thresholds }
+    for (const [key, value] of Object.entries(override)) if (typeof value === 'number') merged[key] = value
+    return merged as T
+  }
+
+  /** The rule's lists of names (an allowlist), with the database's lists in place of the defaults. */
+  names<L extends Record<string, readonly string[]>>(rule: { id: string; lists?: L }): L {
+    const lists = (rule.lists ?? {}) as L
+    const override = this.overrides[rule.id]
+    if (!override) return lists
+    const merged: Record<string, readonly string[]> = { ...lists }
+    for (const [key, value] of Object.entries(override)) if (Array.isArray(value) && Object.hasOwn(lists, key)) merged[key] = value
+    return merged as L
   }
 
   /**
@@ -106,11 +126,11 @@ export class DoctorContext {
   }
 
   activity(): Promise<Snapshot<ActiveQuery>> {
-    return this.once('activity', () => this.store.objects.activeQueries(this.db.id, MAX_OBJECTS))
+    return this.once('activity', () => this.store.sessions.activeQueries(this.db.id, MAX_OBJECTS))
   }
 
   locks(): Promise<Snapshot<LockEntry>> {
-    return this.once('locks', () => this.store.objects.locks(this.db.id, MAX_OBJECTS))
+    return this.once('locks', () => this.store.sessions.locks(this.db.id, MAX_OBJECTS))
   }
 
   tables(): Promise<TableRow[]> {
@@ -142,6 +162,38 @@ export class DoctorContext {
     return this.once('column_stats', async () => {
       const found = await this.store.latestSnapshot(this.db.id, 'column_stats')
       return { ts: found?.ts ?? null, entries: Array.isArray(found?.payload) ? (found.payload as ColumnStat[]) : [] }
+    })
+  }
+
+  /** The latest disabled triggers (collected by `triggers`); null from agents that do not send them. */
+  disabledTriggers(): Promise<{ ts: number; entries: DisabledTrigger[] } | null> {
+    return this.once('disabled_triggers', async () => {
+      const found = await this.store.latestSnapshot(this.db.id, 'disabled_triggers')
+      return found && Array.isArray(found.payload) ? { ts: found.ts, entries: found.payload as DisabledTrigger[] } : null
+    })
+  }
+
+  /** The latest size of pg_wal and last checkpoint (collected by `wal_dir`); null from agents that do not send them. */
+  walDir(): Promise<{ ts: number; status: WalDirStatus } | null> {
+    return this.once('wal_dir', async () => {
+      const found = await this.store.latestSnapshot(this.db.id, 'wal_dir')
+      return found && found.payload !== null && typeof found.payload === 'object' ? { ts: found.ts, status: found.payload as WalDirStatus } : null
+    })
+  }
+
+  /** The latest roles, settings, functions, schemas and pg_hba lines (collected by `security`); null from agents that do not send them. */
+  security(): Promise<{ ts: number; status: SecurityStatus } | null> {
+    return this.once('security', async () => {
+      const found = await this.store.latestSnapshot(this.db.id, 'security')
+      return found && found.payload !== null && typeof found.payload === 'object' ? { ts: found.ts, status: found.payload as SecurityStatus } : null
+    })
+  }
+
+  /** ClickHouse: the latest users with their authentication and hosts (collected by `security`); null from agents that do not send them. */
+  clickhouseUsers(): Promise<{ ts: number; status: ClickHouseUsers } | null> {
+    return this.once('clickhouse_users', async () => {
+      const found = await this.store.latestSnapshot(this.db.id, 'clickhouse_users')
+      return found && found.payload !== null && typeof found.payload === 'object' ? { ts: found.ts, status: found.payload as ClickHouseUsers } : null
     })
   }
 

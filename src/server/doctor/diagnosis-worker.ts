@@ -8,7 +8,7 @@
 // start, or stops, the monitor diagnoses on the main thread as before (logged once).
 import type { LogLevel, Logger } from '../../shared/log.ts'
 import type { RegisteredDatabase } from '../store/types.ts'
-import type { Diagnosis } from './index.ts'
+import type { Diagnoser, Diagnosis } from './diagnosis.ts'
 import type { WorkerRequest } from './worker.ts'
 
 export const DIAGNOSIS_TIMEOUT_MS = 60_000
@@ -22,17 +22,6 @@ export class DiagnosisBusy extends Error {
     super(message)
     this.name = 'DiagnosisBusy'
   }
-}
-
-export interface Diagnoser {
-  /**
-   * `priority` `monitor` goes first; `api` (the overview and doctor routes) is limited to
-   * API_DIAGNOSES_PER_ORGANIZATION waiting per organization and rejects with DiagnosisBusy beyond that.
-   */
-  diagnose(db: RegisteredDatabase, now: number, priority?: 'monitor' | 'api'): Promise<Diagnosis>
-  /** False once the worker stopped: callers diagnose on their own thread. */
-  readonly running: boolean
-  close(): Promise<void>
 }
 
 /**
@@ -52,6 +41,8 @@ export async function startDiagnosisWorker(options: {
   thresholds?: Record<string, Record<string, number>>
   /** `dbm local`'s serve: its diagnoses say what a dbm local user does. */
   local?: boolean
+  /** When the serve began serving (Deps.servingSince). */
+  servingSince?: number
   log: Logger
 }): Promise<Diagnoser> {
   const worker = new Worker(workerUrl())
@@ -95,7 +86,7 @@ export async function startDiagnosisWorker(options: {
   const send = (m: WorkerRequest) => worker.postMessage(m)
   const answer = await new Promise<{ error?: string }>((resolve) => {
     opened = resolve
-    send({ kind: 'open', dataDir: options.dataDir, databaseUrl: options.databaseUrl, logLevel: options.logLevel, thresholds: options.thresholds, local: options.local })
+    send({ kind: 'open', dataDir: options.dataDir, databaseUrl: options.databaseUrl, logLevel: options.logLevel, thresholds: options.thresholds, local: options.local, servingSince: options.servingSince })
   })
   opened = undefined
   if (answer.error !== undefined) {

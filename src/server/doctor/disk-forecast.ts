@@ -3,8 +3,8 @@
 // the latest available bytes reach zero at that rate. No fill time while free space grows or stays
 // flat (a fill further away than FORECAST_HORIZON_MS counts as flat). The same fit gives the growth of
 // the database's size for an agent not beside its database. Used by GET /host and the doctor.
-import { type HostReads, type LatestHost, filesystemSubject } from '../store/sql-host.ts'
-import type { Intervals, MetricPoint } from '../store/sql-internals.ts'
+import { type HostReads, type LatestHost, filesystemSubject } from '../store/host/types.ts'
+import type { Intervals, MetricPoint } from '../store/internals/types.ts'
 import { minuteFloor } from '../store/window.ts'
 
 export const FORECAST_WINDOW_MS = 24 * 3_600_000

@@ -31,7 +31,15 @@ export async function commonFigures(ctx: DoctorContext): Promise<CommonFigures> 
   return { active_queries: running.length, longest_query_ms: round(longest, 3), server_started_at: started, uptime_s: uptime }
 }
 
-export async function postgresFigures(ctx: DoctorContext) {
+/** PostgreSQL's figures (described in src/shared/api/doctor.ts); last_autovacuum in epoch ms. */
+export interface PostgresFigures {
+  blocked_queries: number
+  cache_hit_ratio: number | null
+  dead_tuple_ratio: number | null
+  last_autovacuum: number | null
+}
+
+export async function postgresFigures(ctx: DoctorContext): Promise<PostgresFigures> {
   const [{ entries }, sums, tables] = await Promise.all([ctx.activity(), ctx.sums('database', HOUR), ctx.tables()])
   const { blks_hit: hit = 0, blks_read: read = 0 } = sums
   let live = 0
@@ -50,7 +58,16 @@ export async function postgresFigures(ctx: DoctorContext) {
   }
 }
 
-export async function clickhouseFigures(ctx: DoctorContext) {
+/** ClickHouse's figures (described in src/shared/api/doctor.ts). */
+export interface ClickHouseFigures {
+  active_merges: number
+  merge_progress_pct: number | null
+  active_mutations: number
+  stuck_mutations: number
+  query_p99_ms: number | null
+}
+
+export async function clickhouseFigures(ctx: DoctorContext): Promise<ClickHouseFigures> {
   const [merges, mutations, metrics] = await Promise.all([ctx.merges(), ctx.mutations(), ctx.serverMetrics()])
   const running = merges?.payload ?? []
   const pending = (mutations?.payload ?? []).filter((m) => !m.is_done)

@@ -13,32 +13,20 @@
 // that cures several of them is offered once (the same command, a second CREATE INDEX for the same column,
 // a second termination of the same pid, a second memory setting for the same statement). Names in keys
 // are quoted part by part as pgIdent quotes them, so no two tables' keys read alike.
+import type { Static } from '@sinclair/typebox'
+import type { CauseKind as CauseKindSchema, FindingGroup as FindingGroupSchema } from '../../shared/api/doctor.ts'
 import { SEVERITY_ORDER } from './score.ts'
 import { pgIdent } from './sql-text.ts'
 import type { Finding, Severity } from './types.ts'
 
-export type CauseKind = 'session' | 'holder' | 'index' | 'statement' | 'table' | 'finding'
+export type CauseKind = Static<typeof CauseKindSchema>
 
-export interface FindingGroup {
-  /**
-   * The cause's key: `session:pid 3161`, `index:public.orders(customer_id)` (each name quoted as pgIdent
-   * quotes it: `index:"Shop".orders("customerId")`), ...; a finding's own key when it is its own cause.
-   */
-  key: string
-  kind: CauseKind
-  /** The worst of its findings'. */
-  severity: Severity
-  /** The leading finding's title. */
-  title: string
-  /** The key of the finding that describes the cause itself. */
-  lead: string
-  /** Its findings' keys, the lead first, then the consequences worst first. */
-  findings: string[]
-  /** The objects of its findings, each once. */
-  objects: string[]
-  /** The fix commands of its findings, each cure once (the lead's first). */
-  how_to_fix: string[]
-}
+/**
+ * One cause and its findings: the API's FindingGroup (src/shared/api/doctor.ts), but for
+ * `how_to_fix_locked`, which the view adds. Its key names each object as pgIdent quotes it
+ * (`index:"Shop".orders("customerId")`).
+ */
+export type FindingGroup = Omit<Static<typeof FindingGroupSchema>, 'how_to_fix_locked'>
 
 /** Rules whose finding is about the session its object names (`pid N`). */
 const SESSION_RULES = new Set(['pg_idle_in_transaction', 'pg_long_running_queries', 'pg_blocked_sessions', 'pg_xmin_horizon'])

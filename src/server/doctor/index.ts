@@ -9,22 +9,14 @@ import { DoctorContext } from './context.ts'
 import { clickhouseFigures, commonFigures, postgresFigures } from './figures.ts'
 import { rules } from './rules/index.ts'
 import { type DoctorStatus, SEVERITY_ORDER, doctorStatus, healthScore } from './score.ts'
-import type { Finding, Rule } from './types.ts'
+import type { Finding, Rule, Severity } from './types.ts'
 import { type FindingGroup, groupFindings } from './grouping.ts'
+import type { Diagnosis, DiagnosisFigures } from './diagnosis.ts'
+import { type ThresholdOverrides, mergeOverrides, overridesOf } from './thresholds.ts'
+
+export type { Diagnosis, DiagnosisFigures } from './diagnosis.ts'
 
 export const LOCKED_FIX = 'Verify your email address to unlock the commands that fix this.'
-
-export interface Diagnosis {
-  status: DoctorStatus
-  score: number
-  evaluated_at: number
-  findings: Finding[]
-  /** The findings grouped by cause (grouping.ts), worst first: one issue, and one alert, per cause. */
-  groups: FindingGroup[]
-  /** Rules that failed this time (logged): their earlier findings are neither confirmed nor resolved. */
-  failed_rules: string[]
-  metrics_summary: Record<string, unknown>
-}
 
 export function rulesFor(db: RegisteredDatabase): Rule[] {
   return rules.filter((r) => r.engine === 'any' || r.engine === db.engine)
@@ -52,22 +44,26 @@ async function runRule(rule: Rule, ctx: DoctorContext, log: Deps['log']): Promis
 
 export interface DiagnoseOptions {
   /**
-   * Awaited between rules, which then run one after the other: the health monitor passes a yield to
+   * Awaited between rules, which then run one after the other: the monitor passes a yield to
    * the event loop, so a diagnosis never holds it for more than one rule's reads. Without it the rules
    * run concurrently (their reads overlap on the PostgreSQL store).
    */
   between?: () => Promise<void>
+  /** The database's thresholds as its caller read them (doctor/thresholds.ts overridesOf); absent: read from the store here. */
+  thresholds?: ThresholdOverrides
 }
 
 export async function diagnose(
-  deps: Pick<Deps, 'store' | 'log' | 'doctorThresholds' | 'signup'>,
+  deps: Pick<Deps, 'store' | 'log' | 'doctorThresholds' | 'signup' | 'servingSince'>,
   db: RegisteredDatabase,
   now: number,
   options: DiagnoseOptions = {},
 ): Promise<Diagnosis & { context: DoctorContext }> {
   const { log } = deps
   // `dbm local`'s server (signup 'local'): its rules say what a dbm local user does, not what an agent's operator does.
-  const ctx = new DoctorContext(deps.store, db, now, deps.doctorThresholds, { local: deps.signup === 'local' })
+  // The database's thresholds over the defaults: the diagnosis worker reads them here, from its own store.
+  const own = options.thresholds ?? overridesOf(await deps.store.thresholds.databaseThresholds(db.id))
+  const ctx = new DoctorContext(deps.store, db, now, mergeOverrides(deps.doctorThresholds, own), { local: deps.signup === 'local', servingSince: deps.servingSince })
   const ruleList = rulesFor(db)
   let results: (Omit<Finding, 'cause'>[] | null)[]
   if (options.between) {
@@ -84,7 +80,7 @@ export async function diagnose(
   const { findings, groups } = groupFindings(sorted)
   const figuresRead = ctx.forRule()
   const figures = { ...(await commonFigures(figuresRead)), ...(db.engine === 'postgres' ? await postgresFigures(figuresRead) : await clickhouseFigures(figuresRead)) }
-  const counts = { critical: 0, warning: 0, info: 0 }
+  const counts: Record<Severity, number> = { critical: 0, warning: 0, info: 0 }
   for (const f of findings) counts[f.severity]++
   return {
     status: doctorStatus(findings),
@@ -99,33 +95,8 @@ export async function diagnose(
   }
 }
 
-/** How long a diagnosis is reused while the database has received no batch. */
-const REUSE_MS = 5_000
-const recent = new Map<string, { key: string; diagnosis: Promise<Diagnosis> }>()
 /** Lets the event loop run whatever waits (requests) before the caller goes on: SQLite reads are synchronous. */
 export const breathe = () => new Promise<void>((resolve) => setImmediate(resolve))
-
-/**
- * diagnose(), reused for REUSE_MS while the database has received no batch (its telemetryVersion in this
- * process, and last_seen_at, which a batch landing in another process moves) and its settings are unchanged: opening a database
- * page asks the overview and the doctor at once, and a page polls them. A batch of another database
- * does not invalidate it, so the cost is at most one diagnosis per viewed database per batch or REUSE_MS.
- * It runs in the diagnosis worker when there is one; else, on SQLite, the rules run one after the other
- * with the event loop free between them.
- */
-export function diagnoseRecent(deps: Parameters<typeof diagnose>[0] & Pick<Deps, 'diagnoser'>, db: RegisteredDatabase, now: number): Promise<Diagnosis> {
-  const key = `${Math.floor(now / REUSE_MS)}:${db.updated_at}:${db.last_seen_at}:${deps.store.telemetryVersion(db.id)}:${JSON.stringify(deps.doctorThresholds ?? null)}`
-  const found = recent.get(db.id)
-  if (found?.key === key) return found.diagnosis
-  // In the diagnosis worker when `dbm serve` runs one (another core; its thresholds are the server's).
-  const diagnosis: Promise<Diagnosis> = deps.diagnoser?.running && deps.doctorThresholds === undefined
-    ? deps.diagnoser.diagnose(db, now, 'api')
-    : diagnose(deps, db, now, deps.store.dialect === 'sqlite' ? { between: breathe } : {})
-  if (recent.size >= 1000) recent.clear()
-  recent.set(db.id, { key, diagnosis })
-  diagnosis.catch(() => recent.delete(db.id))
-  return diagnosis
-}
 
 /** A finding as the API shows it; without the fix commands for unverified organizations. */
 /**
@@ -139,8 +110,8 @@ const isTimeMetric = (key: string) => /_(at|since)$/.test(key) || TIME_METRICS.h
  * A metrics map with its points in time in RFC 3339, and a number that is not finite (a rule's division
  * by zero) as null: what JSON would write for it, and what the response schemas allow.
  */
-export function timesAsRfc3339<T extends Record<string, unknown>>(metrics: T): T {
-  const out: Record<string, unknown> = { ...metrics }
+export function timesAsRfc3339<T extends object>(metrics: T): T {
+  const out: Record<string, unknown> = { ...metrics } as Record<string, unknown>
   for (const [key, value] of Object.entries(metrics)) {
     if (typeof value !== 'number') continue
     if (!Number.isFinite(value)) out[key] = null

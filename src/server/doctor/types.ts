@@ -2,57 +2,52 @@
 // and a check that turns the stored telemetry of one database (DoctorContext) into findings. A finding
 // carries the measured numbers and the objects involved, what to do, the queries that investigate it
 // and the commands that fix it.
+import type { Static } from '@sinclair/typebox'
+import type { Severity as SeveritySchema } from '../../shared/api/common.ts'
+import type { Category as CategorySchema, Finding as FindingSchema } from '../../shared/api/doctor.ts'
 import type { Engine } from '../store/types.ts'
 import type { DoctorContext } from './context.ts'
 
-export type Severity = 'critical' | 'warning' | 'info'
+/** critical, warning or info: the API's Severity (src/shared/api/common.ts). */
+export type Severity = Static<typeof SeveritySchema>
 
-export type Category =
-  | 'availability'
-  | 'performance'
-  | 'maintenance'
-  | 'capacity'
-  | 'configuration'
-  | 'replication'
-  | 'schema'
-  | 'reliability'
+export type Category = Static<typeof CategorySchema>
 
-export interface Finding {
-  /** The rule that raised it, e.g. `pg_cache_hit_ratio`. */
-  rule: string
-  /** Stable identity: the rule plus the object (`pg_dead_tuples:public.orders`); recommendations and alerts are keyed by it. */
-  key: string
-  severity: Severity
-  category: Category
-  title: string
-  /** What was measured, with the numbers and the objects involved. */
-  detail: string
-  recommendation: string
-  /** Steps, mostly queries to run on the database, that show the problem for yourself. */
-  how_to_investigate: string[]
-  /** Commands that fix it (left out for unverified organizations). */
-  how_to_fix: string[]
-  /** Objects involved (`schema.table`, `pid 123`, `slot x`, ...). */
-  objects: string[]
-  /** The measured values the rule judged, by name. */
-  metrics: Record<string, number | string | null>
-  /**
-   * When the data the finding was drawn from was collected (epoch ms): the collected_at of the latest
-   * batch the rule read (see DoctorContext.forRule), or of the object's own data when the rule says.
-   * Null only when nothing has arrived yet.
-   */
-  as_of: number | null
-  /** The key of its cause's group (grouping.ts): `session:pid 3161`, `index:public.orders(customer_id)`, or its own key. */
-  cause: string
+/**
+ * A finding as the doctor keeps it: the API's Finding (src/shared/api/doctor.ts, where each field is
+ * described), but for `as_of`, kept in epoch ms until a view writes it (the collected_at of the latest
+ * batch the rule read, see DoctorContext.forRule, or of the object's own data when the rule says; null
+ * only when nothing has arrived yet), and `how_to_fix_locked`, which the view adds for an organization
+ * that has not verified its email.
+ */
+export type Finding = Omit<Static<typeof FindingSchema>, 'as_of' | 'how_to_fix_locked'> & { as_of: number | null }
+
+/** The values a threshold takes (checked when an operator sets one for a database: doctor/thresholds.ts). */
+export interface ThresholdRange {
+  min: number
+  max: number
+  /** A count: whole numbers only. */
+  whole?: boolean
 }
 
-export interface Rule<T extends Record<string, number> = Record<string, number>> {
+export interface Rule<T extends Record<string, number> = Record<string, number>, L extends Record<string, readonly string[]> = Record<string, readonly string[]>> {
   id: string
   engine: Engine | 'any'
   category: Category
-  /** The rule's thresholds, in one table (documented in the README from here). */
+  /** One line: what the rule finds (docs/doctor-rules.md is generated from it). */
+  summary: string
+  /** The agent's collectors whose data it reads; empty: only what every batch carries (server_state, availability). */
+  collectors: readonly string[]
+  /** The rule's thresholds, in one table (docs/doctor-rules.md lists them from here). */
   thresholds: T
-  /** Reads its thresholds through ctx.thresholds(rule), which applies configured overrides. */
+  /**
+   * The range of some thresholds, where the one read from the key's name (doctor/thresholds.ts rangeOf:
+   * shares 0 to 1, counts whole, anything else from 0) is not tight enough.
+   */
+  ranges?: { readonly [K in keyof T]?: ThresholdRange }
+  /** Lists of names an operator sets per database (an allowlist), empty by default; read through ctx.names(rule). */
+  lists?: L
+  /** Reads its thresholds through ctx.thresholds(rule), which applies the database's values (doctor/thresholds.ts). */
   check(ctx: DoctorContext): Promise<FindingDraft[]>
 }
 

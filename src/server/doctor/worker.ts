@@ -1,7 +1,8 @@
-// The diagnosis worker: a thread of `dbm serve` that runs the doctor for the health monitor, so that the
+// The diagnosis worker: a thread of `dbm serve` that runs the doctor for the monitor (monitor/), so that the
 // rules' reads and work use the machine's second core instead of the event loop that serves the API and
 // ingest. It opens its own connection to the store (SQLite: a query-only second connection to the
-// file; PostgreSQL: a small pool of its own) and answers each `diagnose` message with the diagnosis.
+// file; PostgreSQL: a small pool of its own) and answers each `diagnose` message with the diagnosis,
+// reading the database's thresholds from that store as diagnose() does on the main thread.
 // The monitor applies what was found (recommendations, alerts, notifications) on the main thread.
 // Started by diagnosis-worker.ts; an entry point of the build of its own (scripts/build.ts).
 import { join } from 'node:path'
@@ -19,13 +20,15 @@ export interface WorkerOpen {
   thresholds?: Record<string, Record<string, number>>
   /** The serve is `dbm local`'s: the doctor's advice is for its user (DoctorContext.setup). */
   local?: boolean
+  /** When the serve began serving (Deps.servingSince). */
+  servingSince?: number
 }
 export interface WorkerDiagnose {
   kind: 'diagnose'
   id: number
   db: RegisteredDatabase
   now: number
-  /** The health monitor's diagnoses go before those the API asks for. */
+  /** The monitor's diagnoses go before those the API asks for. */
   priority: 'monitor' | 'api'
   /** Epoch ms after which nobody waits for the answer: a request still queued then is dropped. */
   deadline: number
@@ -45,11 +48,11 @@ async function open(m: WorkerOpen) {
     ? new (await import('../store/postgres/driver.ts')).PostgresDriver(m.databaseUrl, { max: 4 })
     : new SqliteDriver(join(m.dataDir, 'dbm.sqlite'), { reader: true })
   store = new SqlStore(driver, { reader: true })
-  deps = { store, log: createLogger(m.logLevel), doctorThresholds: m.thresholds, signup: m.local ? 'local' : undefined }
+  deps = { store, log: createLogger(m.logLevel), doctorThresholds: m.thresholds, signup: m.local ? 'local' : undefined, servingSince: m.servingSince }
 }
 
 /**
- * Diagnoses one at a time, the health monitor's first: a flood of API requests (a tenant polling its own
+ * Diagnoses one at a time, the monitor's first: a flood of API requests (a tenant polling its own
  * database's doctor) waits behind the monitor's work instead of delaying every organization's alerts, and
  * a request whose caller gave up before it started is dropped, not run.
  */

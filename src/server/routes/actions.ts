@@ -33,13 +33,14 @@ import { ACTION_TTL_MS, type ActionClass, type ActionKind, actionClass } from '.
 import { ActionList, ActionView, AgentActionsAnswer, NewAction } from '../../shared/api/actions.ts'
 import { ACTION_KINDS, AgentActionResult, type ActionSession, type AgentAction } from '../../shared/wire.ts'
 import { jsonQuote } from '../../shared/log.ts'
+import { NAME_MAX_CHARS } from '../../shared/database-limits.ts'
 import { type Principal, authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { cancelStatement, terminateSession } from '../../shared/session-commands.ts'
 import { badRequest, conflict, forbidden, notFound, tooManyRequests } from '../http-error.ts'
 import { actionLimits, agentActionPolls, agentKeyTakeoverMs, explainParameterLimits, pendingActionsPerDatabase } from '../limits.ts'
 import { errorAnswers } from '../openapi.ts'
-import type { StoredAction } from '../store/sql-actions.ts'
+import type { StoredAction } from '../store/actions/types.ts'
 import { rfc3339 } from '../views.ts'
 import { query } from './schema.ts'
 import { databaseFor } from './telemetry-params.ts'
@@ -337,7 +338,7 @@ export function actionRoutes(deps: Deps) {
       async ({ principal, query: q, request }) => {
         const agent = requireAgent(principal)
         const name = q.database
-        if (typeof name !== 'string' || name.length === 0 || name.length > 200) throw badRequest('database must name a database as the agent config does')
+        if (typeof name !== 'string' || name.length === 0 || name.length > NAME_MAX_CHARS) throw badRequest('database must name a database as the agent config does')
         const wait = q.wait === undefined ? 0 : Number(q.wait)
         if (!Number.isFinite(wait) || wait < 0) throw badRequest('wait must be a number of seconds')
         const allow = (q.allow ?? '').split(',').filter(Boolean)

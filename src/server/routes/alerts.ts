@@ -1,4 +1,4 @@
-// /api/v1/databases/{id}/recommendations and /alerts (what the health monitor keeps from the doctor's
+// /api/v1/databases/{id}/recommendations and /alerts (what the monitor keeps from the doctor's
 // findings), and /api/v1/organization/webhook (where alert notifications are POSTed, signed with a
 // secret the server generates and shows once). Recommendations are for verified organizations only.
 // Webhook URLs to internal addresses are refused unless the server allows them (webhook-target.ts); a
@@ -7,10 +7,10 @@ import { Elysia, t } from 'elysia'
 import { authenticate, requireOwner } from '../auth/principal.ts'
 import { randomToken } from '../auth/secrets.ts'
 import type { Deps } from '../context.ts'
-import { postWebhook, webhookTarget } from '../health-monitor.ts'
+import { postWebhook, webhookTarget } from '../monitor/index.ts'
 import { badRequest, forbidden, notFound, tooManyRequests } from '../http-error.ts'
 import { healthMonitorDefaults, webhookPutLimit, webhookTestCooldownMs, webhookUrlMaxLength } from '../limits.ts'
-import type { Alert, NotificationChannel, NotificationEvent, Recommendation, Webhook } from '../store/sql-health.ts'
+import type { Alert, NotificationChannel, NotificationEvent, Recommendation, Webhook } from '../store/monitor/evaluations.ts'
 import { rfc3339 } from '../views.ts'
 import { type Silence, silenceOf } from '../alerts/routing.ts'
 import { type NamedAuthor, authorNames } from './silences.ts'
@@ -118,7 +118,7 @@ const listQuery = (endpoint: 'recommendations' | 'alerts') => query({ status: t.
 
 export function alertRoutes(deps: Deps) {
   const { store, clock } = deps
-  const health = store.health
+  const health = store.monitor
   return new Elysia()
     .derive(async ({ request }) => ({ principal: await authenticate(deps, request) }))
     .get(

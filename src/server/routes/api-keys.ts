@@ -2,13 +2,13 @@
 // (the full key is in this response only), revoke (204, rejected from the next request on). Owners, and
 // keys with the `admin` scope (scopes.ts). A new key has the scopes asked for, else ingest and read; a key
 // creating a key can grant only scopes it holds, and the new key records the creating key and that key's
-// creator, so that removing or demoting the creator revokes both (sql-members.ts).
+// creator, so that removing or demoting the creator revokes both (accounts/members.ts).
 import { Elysia, t } from 'elysia'
 import { generateApiKey } from '../auth/api-keys.ts'
 import { authenticate, requireOwner } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { forbidden, notFound, unauthorized } from '../http-error.ts'
-import { CreatorRevokedError } from '../store/sql-api-keys.ts'
+import { CreatorRevokedError } from '../store/accounts/api-keys.ts'
 import { fieldLimits } from '../limits.ts'
 import { apiKeyView } from '../views.ts'
 import { API_KEY_SCOPES, ApiKey, type ApiKeyScope, CreatedApiKey, DEFAULT_API_KEY_SCOPES } from '../../shared/api/api-keys.ts'

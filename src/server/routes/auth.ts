@@ -8,7 +8,7 @@ import { randomToken, sha256 } from '../auth/secrets.ts'
 import type { Deps } from '../context.ts'
 import { badRequest, conflict, forbidden, tooManyRequests, unauthorized } from '../http-error.ts'
 import { fieldLimits, mailCooldownMs, passwordLength, tokenLifetimes } from '../limits.ts'
-import { EmailTakenError, SignupClosedError } from '../store/sql-store.ts'
+import { EmailTakenError, SignupClosedError } from '../store/accounts/types.ts'
 import type { User } from '../store/types.ts'
 import { organizationView, userView } from '../views.ts'
 import { Me, Message, Session, SignupResult, Verified } from '../../shared/api/auth.ts'
@@ -175,7 +175,7 @@ export function authRoutes(deps: Deps) {
       }
       const user = await store.getUser(principal.userId)
       if (!user) throw unauthorized('invalid or expired access token')
-      const webhook = await store.health.getWebhook(org.id)
+      const webhook = await store.monitor.getWebhook(org.id)
       return { user: userView(user), organization: organizationView(org), notifications: { mail: deps.mailer.transport, webhook: webhook !== undefined } }
     }, { response: { 200: Me }, detail: { summary: 'Who the request is made as: the user, or the API key, and the organization' } })
     .get(

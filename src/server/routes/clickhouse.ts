@@ -1,5 +1,5 @@
 // /api/v1/databases/{id}: ClickHouse parts (+ timeseries), merges, mutations and server-metrics, from
-// the latest sections the agent sent and the metric history kept by sql-clickhouse.ts. All serve
+// the latest sections the agent sent and the metric history kept by store/clickhouse/. All serve
 // ClickHouse databases only (400 for PostgreSQL). Percentages are 0-100 with 2 decimals, ratios are
 // 0-1 (or above 1 past a threshold) with 4 decimals; before the first batch the summary fields are
 // null and the lists empty.
@@ -8,9 +8,9 @@ import type { MergeEntry, MutationEntry, PartStat } from '../../shared/wire.ts'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { DISK_KEYS, SERVER_COUNTER_KEYS, SERVER_GAUGE_KEYS, parseDiskMetricKey } from '../../shared/metrics.ts'
-import { PARTS_GAUGE_KEYS } from '../store/sql-clickhouse.ts'
+import { PARTS_GAUGE_KEYS } from '../store/clickhouse/types.ts'
 import { CONNECTION_PROTOCOLS } from '../doctor/rules/clickhouse/load.ts'
-import type { MetricPoint } from '../store/sql-internals.ts'
+import type { MetricPoint } from '../store/internals/types.ts'
 import { perSecond, rfc3339 } from '../views.ts'
 import { Merges, Mutations, Parts, PartsPoint, ServerMetrics } from '../../shared/api/clickhouse.ts'
 import { boolean, oneOf, query } from './schema.ts'

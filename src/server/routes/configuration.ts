@@ -11,7 +11,7 @@ import type { SettingDetail } from '../../shared/wire.ts'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { DiagnosisBusy } from '../doctor/diagnosis-worker.ts'
-import { diagnoseRecent } from '../doctor/index.ts'
+import { currentDiagnosis } from '../doctor/current.ts'
 import { SETTING_RISKS } from '../doctor/rules/setting-risks.ts'
 import type { Finding } from '../doctor/types.ts'
 import { rfc3339 } from '../views.ts'
@@ -121,7 +121,7 @@ export function configurationRoutes(deps: Deps) {
         let findings: Finding[] = []
         let findingsUnavailable = false
         try {
-          findings = (await diagnoseRecent(deps, db, deps.clock())).findings
+          findings = (await currentDiagnosis(deps, db, deps.clock())).findings
         } catch (e) {
           if (!(e instanceof DiagnosisBusy)) throw e
           findingsUnavailable = true

@@ -152,12 +152,13 @@ export function databaseRoutes(deps: Deps) {
       },
     )
     // Every database's connection status and latest diagnosis in one answer (the database list polls it):
-    // the health monitor records each diagnosis (about once a minute), so this reads instead of diagnosing.
+    // each database's latest diagnosis (doctor/current.ts: the monitor's, about once a minute, or a page's
+    // since) is read from the store, the one the overview and the doctor show, so this reads instead of diagnosing.
     .get('/health', async ({ principal }) => {
       const now = clock()
       const [databases, diagnoses, states, spans] = await Promise.all([
         store.listDatabases(principal.orgId),
-        store.health.databaseHealth(principal.orgId),
+        store.diagnoses.diagnosisSummaries(principal.orgId),
         store.databaseAvailability.states(principal.orgId),
         store.databaseAvailability.orgSpans(principal.orgId, now - 30 * DAY),
       ])

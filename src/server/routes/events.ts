@@ -1,14 +1,14 @@
 // /api/v1/databases/{id}/events: what changed, newest first, over since/until (default the last 24 h):
 // restarts and version changes, tables and indexes appearing, disappearing or becoming valid, setting
-// changes, statistics resets, the agent connecting and going away (sql-events.ts derives them at
-// ingest), alerts opened and resolved (stored by the health monitor with the alert's text at that
+// changes, statistics resets, the agent connecting and going away (events/events.ts derives them at
+// ingest), alerts opened and resolved (stored by the monitor with the alert's text at that
 // moment; read from the alerts table only for alerts opened before that) and plan changes (read from
 // their own table). Each event is
 // {ts, kind, severity?, title, detail?, object?, link?}; the optional fields are left out when empty.
 import { Elysia, t } from 'elysia'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
-import type { DbEvent } from '../store/sql-events.ts'
+import type { DbEvent } from '../store/events/events.ts'
 import { rfc3339 } from '../views.ts'
 import { DbEvent as DbEventSchema } from '../../shared/api/events.ts'
 import { query } from './schema.ts'

@@ -10,7 +10,7 @@
 // src/shared/wire-contract.ts): an agent sends only the fields that version knows.
 import { Type as T } from '@sinclair/typebox'
 import { Elysia } from 'elysia'
-import { IngestBatch, type IngestResponse } from '../../shared/wire.ts'
+import { INGEST_PATH, IngestBatch, type IngestResponse } from '../../shared/wire.ts'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { badRequest, conflict, forbidden } from '../http-error.ts'
@@ -44,7 +44,7 @@ export function ingestRoutes(deps: Deps) {
       return { principal: await authenticate(deps, request) }
     })
     .post(
-      '/api/v1/ingest',
+      INGEST_PATH,
       async ({ principal, body: received }): Promise<IngestResponse> => {
         const { value: body, paths, more } = stripUnknownFields(IngestBatch, received, unknownIngestFields)
         if (paths.length > 0 && log.enabled('debug')) {

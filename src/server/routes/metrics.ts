@@ -53,7 +53,7 @@ export function metricsRoute(deps: Deps) {
       if (e instanceof HttpError && e.status === 401 && bearerNotKey(request) !== undefined) throw unauthorized(token ? WRONG_TOKEN : NO_TOKEN)
       throw e
     }
-    const [figures, states] = await Promise.all([deps.store.health.organizationFigures(principal.orgId), deps.store.databaseAvailability.states(principal.orgId)])
+    const [figures, states] = await Promise.all([deps.store.monitor.organizationFigures(principal.orgId), deps.store.databaseAvailability.states(principal.orgId)])
     const custom = await Promise.all(
       figures.map(async (db) => ({
         database: { id: db.id, name: db.name },

@@ -1,7 +1,7 @@
 // /api/v1/databases/{id}: active queries (and their WebSocket stream), locks, tables and indexes.
 // Active queries serve both engines; locks, tables and indexes are PostgreSQL's. /active and /locks
 // answer the latest snapshot, or with `at` the kept snapshot at or before that time (session history,
-// routes/session-history.ts and store/sql-session-history.ts; its locks are those that wait or block).
+// routes/session-history.ts and store/sessions/; its locks are those that wait or block).
 import { Elysia, t } from 'elysia'
 import type { Static } from '@sinclair/typebox'
 import { TABLE_COUNTERS, TABLE_GAUGES } from '../../shared/families.ts'
@@ -11,8 +11,8 @@ import { type Principal, accessCookie, authenticate } from '../auth/principal.ts
 import type { Deps } from '../context.ts'
 import { HttpError, forbidden, notFound, unauthorized } from '../http-error.ts'
 import { resultLimits, activeStreamInterval } from '../limits.ts'
-import { isStoreUnreachable } from '../store/availability.ts'
-import { INDEX_SORTS, type IndexRow, type Point, TABLE_SORTS, type TableRow } from '../store/sql-objects.ts'
+import { isStoreUnreachable } from '../store/reachability.ts'
+import { INDEX_SORTS, type IndexRow, type Point, TABLE_SORTS, type TableRow } from '../store/objects/types.ts'
 import { rfc3339 } from '../views.ts'
 import { ActiveSession, IndexDetail, IndexEntry, Lock, TableDetail, TableEntry } from '../../shared/api/objects.ts'
 import { oneOf, query } from './schema.ts'
@@ -173,7 +173,7 @@ function activeStream(deps: Deps) {
           try {
             // Every later tick checks the caller again: an expired or revoked token ends the stream.
             if (!first) await ws.data.access()
-            const snapshot = await deps.store.objects.activeQueries(ws.data.databaseId, settings.limit)
+            const snapshot = await deps.store.sessions.activeQueries(ws.data.databaseId, settings.limit)
             if (state.closed) return
             const ts = snapshot.ts
             ws.send(JSON.stringify({ ts: rfc3339(ts), active: ts === null ? [] : snapshot.entries.map((e) => activeView(e, ts)) }))
@@ -211,7 +211,7 @@ function restRoutes(deps: Deps) {
         const db = await databaseFor(deps, principal, params.id)
         const at = parseAt(query.at)
         const limit = clampLimit('active', query.limit)
-        const { ts, entries } = at === undefined ? await store.objects.activeQueries(db.id, limit) : await store.history.activityAt(db.id, at, limit)
+        const { ts, entries } = at === undefined ? await store.sessions.activeQueries(db.id, limit) : await store.sessions.activityAt(db.id, at, limit)
         return ts === null ? [] : entries.map((e) => activeView(e, ts))
       },
       {
@@ -226,7 +226,7 @@ function restRoutes(deps: Deps) {
         const db = await databaseFor(deps, principal, params.id, 'postgres')
         const at = parseAt(query.at)
         const limit = clampLimit('locks', query.limit)
-        const { ts, entries } = at === undefined ? await store.objects.locks(db.id, limit) : await store.history.locksAt(db.id, at, limit)
+        const { ts, entries } = at === undefined ? await store.sessions.locks(db.id, limit) : await store.sessions.locksAt(db.id, at, limit)
         return ts === null ? [] : entries.map((l) => lockView(l, ts))
       },
       {

@@ -9,8 +9,8 @@
 // organization invites (403 otherwise): an invite mails any address from the server's genuine sender, so
 // a fresh signup must not be able to; and the mail's subject is fixed text, its body quotes the names
 // the inviter's side typed as such. Demoting an owner revokes the invites they sent, and an invite whose
-// inviter is no longer an owner is refused at acceptance (sql-members.ts). Removing or demoting a user
-// revokes the API keys they created, in the same transaction (sql-members.ts); the dashboard lists
+// inviter is no longer an owner is refused at acceptance (accounts/members.ts). Removing or demoting a user
+// revokes the API keys they created, in the same transaction (accounts/members.ts); the dashboard lists
 // those keys (GET /api-keys, by created_by) before it asks. API keys never reach these routes: the
 // scope table (auth/scopes.ts) refuses them first, and the routes refuse them again.
 import { Elysia, t } from 'elysia'
@@ -22,7 +22,7 @@ import type { Deps } from '../context.ts'
 import { badRequest, conflict, forbidden, notFound, tooManyRequests } from '../http-error.ts'
 import { fieldLimits, inviteLimit, passwordLength, tokenLifetimes } from '../limits.ts'
 import { mailLine } from '../mail.ts'
-import { MEMBER_ROLES, type Invite as InviteRecord } from '../store/sql-members.ts'
+import { MEMBER_ROLES, type Invite as InviteRecord } from '../store/accounts/members.ts'
 import { organizationView, rfc3339, userView } from '../views.ts'
 import { NoContent } from '../../shared/api/common.ts'
 import { AcceptedInvite, Invite, Member } from '../../shared/api/organization.ts'

@@ -1,5 +1,5 @@
 // /api/v1/databases/{id}: PostgreSQL checks PgHero also has, each served from the latest snapshot of
-// its section (src/server/store/sql-snapshots.ts) with the time it was collected (null before any):
+// its section (src/server/store/snapshots.ts) with the time it was collected (null before any):
 //   /constraints/invalid   NOT VALID constraints, each with the command that validates it
 //   /bloat                 estimated bloat of tables and btree indexes (kind, min_bytes, limit)
 //   /connections           client connections by database, user, application, client address, state,
@@ -11,7 +11,7 @@ import type { BloatEstimate, ConnectionGroup, InvalidConstraint, ProgressEntry }
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { pgIdent, pgQualified } from '../../shared/sql-text.ts'
-import type { SnapshotKind } from '../store/sql-snapshots.ts'
+import type { SnapshotKind } from '../store/snapshots.ts'
 import { rfc3339 } from '../views.ts'
 import { Bloat, Connections, InvalidConstraints, Progress } from '../../shared/api/pg-checks.ts'
 import { oneOf, query } from './schema.ts'

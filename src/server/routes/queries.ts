@@ -7,7 +7,7 @@ import { POSTGRES_STATEMENT_COUNTERS, STATEMENT_COUNTERS, STATEMENT_DURATIONS } 
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { notFound } from '../http-error.ts'
-import type { QueryPoint, QueryStatsRow } from '../store/sql-statement-reads.ts'
+import type { QueryPoint, QueryStatsRow } from '../store/statements/reads.ts'
 import type { Engine } from '../store/types.ts'
 import { rfc3339 } from '../views.ts'
 import { type ClickHouseQueryPoint, type PostgresQueryPoint, QueryDetail, QueryPlan, QueryStats } from '../../shared/api/queries.ts'

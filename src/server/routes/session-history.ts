@@ -1,4 +1,4 @@
-// /api/v1/databases/{id}: session and lock history (store/sql-session-history.ts). The times of the kept
+// /api/v1/databases/{id}: session and lock history (store/sessions/). The times of the kept
 // activity and lock snapshots of a window (the dashboard's time slider reads /active and /locks at each
 // with `at`), and the lock chains seen in a window, each with its root blocker, members, first and last
 // seen and duration, readable after the chain ended. Windows are since/until as elsewhere (RFC 3339,
@@ -6,7 +6,7 @@
 import { Elysia, t } from 'elysia'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
-import type { StoredChain } from '../store/sql-session-history.ts'
+import type { StoredChain } from '../store/sessions/types.ts'
 import { rfc3339 } from '../views.ts'
 import { LockChain, SnapshotTimes } from '../../shared/api/session-history.ts'
 import { oneOf, query } from './schema.ts'
@@ -57,7 +57,7 @@ export function sessionHistoryRoutes(deps: Deps) {
       async ({ principal, params, query }) => {
         const db = await databaseFor(deps, principal, params.id)
         const window = parseWindow(query, clock())
-        const { times, more } = await store.history.times(db.id, window.since, window.until, clampLimit('snapshots', query.limit))
+        const { times, more } = await store.sessions.times(db.id, window.since, window.until, clampLimit('snapshots', query.limit))
         return {
           since: rfc3339(window.since),
           until: rfc3339(window.until),
@@ -83,8 +83,8 @@ export function sessionHistoryRoutes(deps: Deps) {
         const db = await databaseFor(deps, principal, params.id, 'postgres')
         const window = parseWindow(query, clock())
         const [chains, latest] = await Promise.all([
-          store.history.chains(db.id, window.since, window.until, clampLimit('lock_chains', query.limit), query.order ?? 'started'),
-          store.history.latestTime(db.id),
+          store.sessions.chains(db.id, window.since, window.until, clampLimit('lock_chains', query.limit), query.order ?? 'started'),
+          store.sessions.latestTime(db.id),
         ])
         return chains.map((c) => chainView(c, latest))
       },

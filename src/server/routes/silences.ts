@@ -2,7 +2,7 @@
 // (database_id), a rule, one alert or finding (key), or a database tag (tag "key=value"); every matcher
 // given must match, and at least one is given. It lasts from starts_at (default now; later: a
 // maintenance window) to ends_at (required, at most 90 days from now). While one matches an open alert,
-// no notification of it goes anywhere (alerts/routing.ts, health-monitor.ts); when it ends with the
+// no notification of it goes anywhere (alerts/routing.ts, monitor/notifications.ts); when it ends with the
 // alert still open, the held notification goes then. Members may set and expire silences, owners too
 // (an API key needs the admin scope); DELETE expires one at once and keeps it (?state=expired lists it).
 import { Elysia, t } from 'elysia'
@@ -10,7 +10,7 @@ import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { badRequest, conflict, notFound } from '../http-error.ts'
 import { alertRoutingLimits } from '../limits.ts'
-import type { Silence } from '../store/sql-alert-routing.ts'
+import type { Silence } from '../store/alerts/routing.ts'
 import type { SilenceAuthor } from '../alerts/routing.ts'
 import { rfc3339 } from '../views.ts'
 import { Silence as SilenceSchema } from '../../shared/api/alert-routing.ts'

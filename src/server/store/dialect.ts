@@ -5,9 +5,8 @@
 // transactions), the migrations their own DDL per store. Pieces that end up in parameterised queries
 // built with the sql`` template (sql.ts) are Fragments; those spliced into texts without parameters of
 // their own (upsert updates, rollups, retention deletes) are strings.
-import type { Dialect, SqlStatement } from './driver.ts'
-import { type Fragment, ident, join, param, sql } from './sql.ts'
-import { INT64_MAX_SQL } from './sql-sums.ts'
+import { type Dialect, type Fragment, type SqlStatement, ident, join, param, sql } from './sql.ts'
+import { INT64_MAX_SQL } from './sums.ts'
 
 export interface SqlDialect {
   readonly name: Dialect
@@ -17,7 +16,7 @@ export interface SqlDialect {
   least(a: string, b: string): string
   /**
    * SUM(column) of a BIGINT counter to be written into a BIGINT column, pinned at the maximum
-   * (sql-sums.ts); NULL when every value is.
+   * (sums.ts); NULL when every value is.
    */
   saturatingSum(column: string): string
   /** SUM(column) for a read, which JS takes as a number: never fails however large the counters. */
@@ -93,7 +92,7 @@ function textCache(): (key: string, build: () => string) => string {
   }
 }
 
-/** The PostgreSQL types of ingest's array parameters (sql-writes.ts INGEST_COLUMN_TYPES). */
+/** The PostgreSQL types of ingest's array parameters (ingest/batch.ts INGEST_COLUMN_TYPES). */
 const COLUMN_TYPES = ['text', 'integer', 'bigint', 'double precision', 'boolean'] as const
 
 /** Rows per SQLite statement, largest first: only a few statement texts exist per table, each prepared once. */

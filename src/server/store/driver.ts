@@ -1,20 +1,13 @@
 // The thin SQL driver that both store backends implement. Statements are written once with
 // PostgreSQL-style `$1` placeholders; the SQLite driver rewrites them to `?1`.
-import type { StoreAvailability } from './availability.ts'
+import type { StoreReachability } from './reachability.ts'
 import type { SqlDialect } from './dialect.ts'
-
-export type Dialect = 'sqlite' | 'postgres'
+import type { Dialect, SqlStatement } from './sql.ts'
 
 /** What a statement of runAll answered: the rows it changed, and those it returned. */
 export interface RunResult {
   changed: number
   rows: Record<string, unknown>[]
-}
-
-/** A statement and its parameters; a JS array parameter is bound as a PostgreSQL array (`$1::bigint[]`). */
-export interface SqlStatement {
-  sql: string
-  params?: unknown[]
 }
 
 export interface SqlDriver {
@@ -50,7 +43,7 @@ export interface SqlDriver {
   /** A trivial query, for health checks: resolves when the store answers it. */
   ping(): Promise<void>
   /** PostgreSQL only: outage episodes of the server, from the outcome of every statement. */
-  readonly availability?: StoreAvailability
+  readonly reachability?: StoreReachability
   /**
    * SQLite only: a number that changes whenever this store's data has changed (rows written since the
    * file was opened); undefined while a transaction is open. Lets the store keep read results in memory.

@@ -41,6 +41,8 @@ import { migration as serverSecrets } from './migrations/0020-server-secrets.ts'
 import { migration as alertDestinations } from './migrations/0021-alert-destinations.ts'
 import { migration as alertRouting } from './migrations/0022-alert-routing.ts'
 import { migration as customMetrics } from './migrations/0023-custom-metrics.ts'
+import { migration as diagnoses } from './migrations/0024-diagnoses.ts'
+import { migration as databaseThresholds } from './migrations/0025-database-thresholds.ts'
 import { baseline } from './migrations/baseline-0010.ts'
 import type { Migration } from './migrations/migration.ts'
 import { join, sql } from './sql.ts'
@@ -71,6 +73,8 @@ export const migrations: Migration[] = [
   alertDestinations,
   alertRouting,
   customMetrics,
+  diagnoses,
+  databaseThresholds,
 ]
 
 export const latestVersion = migrations.reduce((max, m) => Math.max(max, m.version), 0)

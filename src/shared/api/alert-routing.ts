@@ -1,8 +1,8 @@
 // Responses of /api/v1/organization/alert-routes and /api/v1/organization/silences (routing, repeats
 // and silences of alerts), and the mark a silenced alert carries in GET /databases/{id}/alerts.
 import { t } from 'elysia'
-import { Nullable, Timestamp, Uuid } from './common.ts'
-import { Severity, SilenceAuthor } from './alerts.ts'
+import { Nullable, Severity, Timestamp, Uuid } from './common.ts'
+import { SilenceAuthor } from './alerts.ts'
 
 export { SilencedMark } from './alerts.ts'
 

@@ -1,9 +1,7 @@
 // Responses of /api/v1/databases/{id}/recommendations and /alerts (what the health monitor keeps of the
 // doctor's findings) and of /api/v1/organization/webhook.
 import { t } from 'elysia'
-import { Nullable, Timestamp, Uuid } from './common.ts'
-
-export const Severity = t.Union([t.Literal('critical'), t.Literal('warning'), t.Literal('info')])
+import { Nullable, Severity, Timestamp, Uuid } from './common.ts'
 
 const findingFields = {
   id: Uuid(),

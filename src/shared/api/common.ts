@@ -27,3 +27,6 @@ export const Uuid = (description?: string) => t.String({ format: 'uuid', ...(des
 
 /** `schema` or null. */
 export const Nullable = <T extends TSchema>(schema: T) => t.Union([schema, t.Null()])
+
+/** How bad a finding is, and so its recommendation, its alert and its event: the one definition. */
+export const Severity = t.Union([t.Literal('critical'), t.Literal('warning'), t.Literal('info')])

@@ -2,8 +2,7 @@
 // setting of the monitored server with its value, unit, source, defaults, context, whether it awaits a
 // restart and differs from its default, and the advice dbm has on it (a doctor rule's word, findings).
 import { t } from 'elysia'
-import { Nullable, Timestamp } from './common.ts'
-import { Severity } from './doctor.ts'
+import { Nullable, Severity, Timestamp } from './common.ts'
 
 export const SettingFinding = t.Object({
   key: t.String({ description: 'the finding\'s key (rule:object), as the doctor answers it' }),

@@ -3,11 +3,9 @@
 // statements and agent notes. A finding's `metrics` vary by rule: a map of number, string (a time in
 // RFC 3339, a name) or null; everything else about a finding is fixed.
 import { t } from 'elysia'
-import { Nullable, Timestamp } from './common.ts'
+import { Nullable, Severity, Timestamp } from './common.ts'
 import { QUERY_P99_DESCRIPTION } from './clickhouse.ts'
 import { AvailabilityFields, Engine } from './databases.ts'
-
-export const Severity = t.Union([t.Literal('critical'), t.Literal('warning'), t.Literal('info')])
 
 export const Category = t.Union([
   t.Literal('availability'),
@@ -18,6 +16,7 @@ export const Category = t.Union([
   t.Literal('replication'),
   t.Literal('schema'),
   t.Literal('reliability'),
+  t.Literal('security'),
 ])
 
 export const Finding = t.Object(
@@ -48,7 +47,7 @@ export const FindingGroup = t.Object(
   {
     key: t.String({ description: 'the cause: one issue, and one alert (alerts[].key), per cause' }),
     kind: CauseKind,
-    severity: t.Union([t.Literal('critical'), t.Literal('warning'), t.Literal('info')], { description: "the worst of its findings'" }),
+    severity: t.Union(Severity.anyOf, { description: "the worst of its findings'" }),
     title: t.String({ description: "the leading finding's title" }),
     lead: t.String({ description: 'the key of the finding that describes the cause itself' }),
     findings: t.Array(t.String(), { description: "its findings' keys: the lead first, then its consequences worst first" }),

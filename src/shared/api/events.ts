@@ -1,8 +1,8 @@
 // Responses of /api/v1/databases/{id}/events: what changed, newest first.
 import { t } from 'elysia'
-import { Timestamp } from './common.ts'
+import { Severity, Timestamp } from './common.ts'
 
-/** The kinds of events, as the store derives and keeps them (src/server/store/sql-events.ts). */
+/** The kinds of events, as the store derives and keeps them (src/server/store/events/). */
 export const EVENT_KINDS = [
   'restart',
   'version_change',
@@ -34,7 +34,7 @@ export const DbEvent = t.Object(
   {
     ts: Timestamp('when it happened (as the agent or the server saw it)'),
     kind: t.UnionEnum(EVENT_KINDS),
-    severity: t.Optional(t.UnionEnum(['critical', 'warning', 'info'])),
+    severity: t.Optional(Severity),
     title: t.String({ description: 'one line, at most 500 characters' }),
     detail: t.Optional(t.String({ description: 'at most 2,000 characters' })),
     object: t.Optional(t.String({ description: "what it is about: a table's or index's schema.name, a setting's name, a statement's hash" })),

@@ -5,6 +5,7 @@
 import type { ComponentChildren, RefObject } from 'preact'
 import { useCallback, useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks'
 import { ApiError, get, isUnreachable } from '../api.ts'
+import type { GetAnswer, Served } from '../api-routes.ts'
 import { DbText, hasInvisible, revealInvisible } from './invisible.tsx'
 
 export interface Loaded<T> {
@@ -25,7 +26,8 @@ export const retryDelay = (attempt: number) => Math.min(30_000, 5000 * 2 ** Math
  * reach the server keeps the data shown (`stale`) and is retried by itself with a growing delay; other
  * errors replace the data.
  */
-export function useApi<T = any>(path: string | null): Loaded<T> {
+export function useApi<const P extends string>(path: (P & Served<'GET', P>) | null): Loaded<GetAnswer<P>> {
+  type T = GetAnswer<P>
   const [state, setState] = useState<{ data?: T; error?: Error; loading: boolean; stale?: boolean }>({ loading: path !== null })
   const [tick, setTick] = useState(0)
   const failures = useRef(0)
@@ -34,7 +36,7 @@ export function useApi<T = any>(path: string | null): Loaded<T> {
     let live = true
     let retry: ReturnType<typeof setTimeout> | undefined
     setState((s) => ({ ...s, loading: true }))
-    get<T>(path).then(
+    get<P>(path).then(
       (data) => {
         failures.current = 0
         if (live) setState({ data, loading: false })

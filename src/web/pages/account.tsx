@@ -37,7 +37,7 @@ function TestWebhook({ onGone }: { onGone(): void }) {
   const send = async () => {
     setState({ busy: true })
     try {
-      const outcome = await api<TestOutcome>('POST', '/organization/webhook/test', {})
+      const outcome = await api('POST', '/organization/webhook/test', {})
       setState({ outcome })
     } catch (e) {
       if (e instanceof ApiError && e.status === 404 && /webhook/.test(e.message)) {
@@ -172,7 +172,7 @@ function WebhookForm({ current, onSaved }: { current: Webhook | null; onSaved(an
     setBusy(true)
     setError('')
     try {
-      onSaved(await api<PutAnswer>('PUT', '/organization/webhook', { url: url.trim() }))
+      onSaved(await api('PUT', '/organization/webhook', { url: url.trim() }))
     } catch (err) {
       setError((err as Error).message)
     } finally {
@@ -219,7 +219,7 @@ function WebhookForm({ current, onSaved }: { current: Webhook | null; onSaved(an
  */
 function WebhookSettings({ notifications }: { notifications: Me['notifications'] }) {
   const [isSet, setIsSet] = useState(notifications.webhook)
-  const loaded = useApi<Webhook>(isSet ? '/organization/webhook' : null)
+  const loaded = useApi(isSet ? '/organization/webhook' : null)
   const [secret, setSecret] = useState<string>()
   const [saved, setSaved] = useState('')
   const none = !isSet || (loaded.error instanceof ApiError && loaded.error.status === 404)
@@ -368,7 +368,7 @@ export function AccountSettings() {
           </h2>
           <p class="muted small">
             When a critical finding opens or resolves an alert, dbm mails the organization's verified users and POSTs the alert to this URL, signed
-            with a secret (see the README's webhook section). Failed deliveries are retried every minute for a day.
+            with a secret (see docs/alerts.md). Failed deliveries are retried every minute for a day.
           </p>
           {isOwner(me.user.role) ? <WebhookSettings notifications={me.notifications} /> : <OwnersOnly what="the webhook" />}
         </section>
@@ -379,7 +379,7 @@ export function AccountSettings() {
           </h2>
           <p class="muted small">
             Each enabled destination is sent every alert's opening and resolution too: Slack, Microsoft Teams, PagerDuty, Opsgenie, a Prometheus
-            Alertmanager, a signed webhook or mail (see the README's alert destinations section).
+            Alertmanager, a signed webhook or mail (see docs/alerts.md, Alert destinations).
           </p>
           <AlertDestinations owner={isOwner(me.user.role)} />
         </section>

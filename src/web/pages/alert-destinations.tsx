@@ -94,7 +94,7 @@ function SendTest({ d }: { d: Destination }) {
   const send = async () => {
     setState({ busy: true })
     try {
-      setState({ result: await api<TestResult>('POST', `${PATH}/${d.id}/test`, {}) })
+      setState({ result: await api('POST', `${PATH}/${d.id}/test`, {}) })
     } catch (e) {
       setState({ error: e instanceof ApiError && e.status === 429 ? `One test at a time: ${e.message.replace(/^too many requests; /, '')}.` : (e as Error).message })
     }
@@ -259,7 +259,7 @@ function AddDestination({ onAdded }: { onAdded(created: Created): void }) {
       body[f.name] = f.name === 'to' ? value.split(/[\s,;]+/).filter(Boolean) : value
     }
     try {
-      onAdded(await api<Created>('POST', PATH, body))
+      onAdded(await api('POST', PATH, body))
       setName('')
       setValues({})
     } catch (err) {
@@ -345,7 +345,7 @@ function NewSecret({ created }: { created: Created }) {
 }
 
 export function AlertDestinations({ owner }: { owner: boolean }) {
-  const loaded = useApi<Destination[]>(PATH)
+  const loaded = useApi(PATH)
   const [created, setCreated] = useState<Created>()
   if (loaded.error) return <ErrorBox error={loaded.error} />
   if (loaded.data === undefined) return <Loading what="Loading the alert destinations" />

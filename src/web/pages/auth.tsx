@@ -398,7 +398,7 @@ export function ForgotPassword() {
   const submit = (e: Event) => {
     e.preventDefault()
     void run(async () => {
-      const res = await api<{ message: string }>('POST', '/auth/forgot-password', { email })
+      const res = await api('POST', '/auth/forgot-password', { email })
       setSent(res.message)
     })
   }

@@ -10,6 +10,7 @@
 // "Skip to content" lands.
 import type { FunctionComponent } from 'preact'
 import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks'
+import { DEFAULT_POLL_INTERVAL_SECONDS } from '../../shared/database-limits.ts'
 import { ApiError } from '../api.ts'
 import { DbText, escapeInvisible } from '../components/invisible.tsx'
 import { ErrorBox, Loading, ago, fmtClock, fmtTime, useApi, useEscape } from '../components/ui.tsx'
@@ -133,15 +134,15 @@ function LiveAgo({ at }: { at: string | null }) {
 }
 
 /** How often the header asks for the database's status: at the agent's poll interval, from 1 s to 30 s. */
-export const healthPollMs = (pollIntervalSeconds: number) => 1000 * Math.min(30, Math.max(1, pollIntervalSeconds || 10))
+export const healthPollMs = (pollIntervalSeconds: number) => 1000 * Math.min(30, Math.max(1, pollIntervalSeconds || DEFAULT_POLL_INTERVAL_SECONDS))
 
 /** What GET /databases/{id}/health answers: the status, the last batch and the availability. */
 type LiveHealth = Pick<Database, 'status' | 'last_seen_at' | 'reason' | 'down_since' | 'cause' | 'cause_message' | 'agent_last_heard_at' | 'data_as_of'>
 
 /** The database's status and last batch, read every poll interval (one row read on the server). */
 function useLiveHealth(db: Database | undefined): LiveHealth | undefined {
-  const health = useApi<LiveHealth>(db ? `/databases/${encodeURIComponent(db.id)}/health` : null)
-  useEvery(healthPollMs(db?.poll_interval_seconds ?? 10), health.reload)
+  const health = useApi(db ? `/databases/${encodeURIComponent(db.id)}/health` : null)
+  useEvery(healthPollMs(db?.poll_interval_seconds ?? DEFAULT_POLL_INTERVAL_SECONDS), health.reload)
   return health.data
 }
 
@@ -291,8 +292,8 @@ export function DatabaseLayout(props: LayoutProps) {
 }
 
 function DatabaseView({ id, tab, item, query }: LayoutProps) {
-  const db = useApi<Database>(`/databases/${encodeURIComponent(id)}`)
-  const diagnosis = useApi<Doctor>(db.data ? `/databases/${encodeURIComponent(id)}/doctor` : null)
+  const db = useApi(`/databases/${encodeURIComponent(id)}`)
+  const diagnosis = useApi(db.data ? `/databases/${encodeURIComponent(id)}/doctor` : null)
   const reloadAll = useCallback(() => {
     db.reload()
     diagnosis.reload()

@@ -58,7 +58,7 @@ function AddDatabase({ onAdded }: { onAdded(db: DatabaseSummary): void }) {
     try {
       const body: Record<string, unknown> = { name: values.name, engine: values.engine, host: values.host }
       if (values.port.trim()) body.port = Number(values.port)
-      const db = await api<DatabaseSummary>('POST', '/databases', body)
+      const db = await api('POST', '/databases', body)
       setValues({ name: '', engine: values.engine, host: '', port: '' })
       onAdded(db)
     } catch (err) {
@@ -135,12 +135,12 @@ export function DatabaseList() {
 
   const load = useCallback(async () => {
     try {
-      const list = await get<DatabaseSummary[]>('/databases')
+      const list = await get('/databases')
       if (!live.current) return
       setDatabases(list)
       setError(undefined)
       try {
-        const health = await get<DatabaseHealth[]>('/databases/health')
+        const health = await get('/databases/health')
         if (!live.current) return
         setOverviews(Object.fromEntries(health.map((h) => [h.id, h])))
       } catch (e) {

@@ -142,7 +142,7 @@ function InviteForm({ onInvited }: { onInvited(): void }) {
     e.preventDefault()
     setState({ busy: true })
     try {
-      const invite = await api<InviteRow>('POST', '/organization/invites', { email: email.trim(), role })
+      const invite = await api('POST', '/organization/invites', { email: email.trim(), role })
       setState({ sent: `Invitation sent to ${invite.email} (by mail; without SMTP its link is in the server log); it works once, for 7 days.` })
       setEmail('')
       onInvited()
@@ -242,10 +242,10 @@ function PendingInvites({ invites, reload }: { invites: InviteRow[]; reload(): v
 export function MembersSection() {
   const { me, refresh } = useSession()
   const owner = isOwner(me?.user.role)
-  const members = useApi<MemberRow[]>('/organization/members')
-  const invites = useApi<InviteRow[]>(owner ? '/organization/invites' : null)
+  const members = useApi('/organization/members')
+  const invites = useApi(owner ? '/organization/invites' : null)
   // The organization's live keys, for what a removal or demotion revokes (owners only may list them).
-  const keys = useApi<KeyRow[]>(owner ? '/api-keys' : null)
+  const keys = useApi(owner ? '/api-keys' : null)
   const changed = (self: boolean) => {
     members.reload()
     keys.reload()

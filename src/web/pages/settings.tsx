@@ -55,7 +55,7 @@ function CreateKeyForm({
     setBusy(true)
     setError('')
     try {
-      const created = await api<CreatedKey>('POST', '/api-keys', { name, scopes })
+      const created = await api('POST', '/api-keys', { name, scopes })
       lastCreated = created
       setName(defaultName)
       setScopes(defaultScopes)
@@ -173,7 +173,7 @@ function KeyRow({ apiKey, onRevoked }: { apiKey: ApiKey; onRevoked(): void }) {
 }
 
 export function ApiKeys() {
-  const keys = useApi<ApiKey[]>('/api-keys?include_revoked=true')
+  const keys = useApi('/api-keys?include_revoked=true')
   const [created, setCreated] = useState<CreatedKey>()
   return (
     <main>
@@ -248,7 +248,7 @@ databases:
     dsn: postgres://dbm_monitor:secret@db1.internal:5432/orders?sslmode=require
     poll_interval: 10s
     # explain_trusted_roles: [app]  # the role owning your tables and functions, if you trust its code to
-                                    # run with the agent's rights while plans are sampled (README: PostgreSQL setup)
+                                    # run with the agent's rights while plans are sampled (docs/postgresql-setup.md)
     tags: { env: prod }
   - name: events
     dsn: clickhouse://dbm_monitor:secret@ch1.internal:8123/default

@@ -4,7 +4,8 @@
 import type { ActiveQuery } from '../../../shared/wire.ts'
 import { AGENT_LOG_COMMENT } from '../../clickhouse-connection.ts'
 import { num } from '../delta.ts'
-import type { ClickHouseCollector } from '../types.ts'
+import type { ClickHouseContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 import { MAX_TEXT, select } from './common.ts'
 
 const MAX_QUERIES = 10_000
@@ -25,7 +26,7 @@ interface Row {
 
 const nonNegative = (value: unknown) => Math.max(0, num(value) ?? 0)
 
-export const activity: ClickHouseCollector = {
+export const activity = registerCollector<ClickHouseContext>({
   name: 'activity',
   engine: 'clickhouse',
   defaultEnabled: true,
@@ -62,4 +63,4 @@ export const activity: ClickHouseCollector = {
     }))
     return { activity: out }
   },
-}
+})

@@ -9,7 +9,8 @@
 import type { HostDevice, HostFilesystem, HostStatus } from '../../../shared/wire.ts'
 import { ingestMaxItems } from '../../../shared/ingest-limits.ts'
 import { num } from '../delta.ts'
-import type { ClickHouseCollector } from '../types.ts'
+import type { ClickHouseContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 import { selectOptional } from './common.ts'
 import { readDisks } from './disks.ts'
 
@@ -37,7 +38,7 @@ const METRICS_SQL = `SELECT metric, value FROM system.asynchronous_metrics
 /** A disk reporting more than this is an object store (S3 and the like), not a filesystem. */
 const REMOTE_TOTAL = 2 ** 60
 
-export const host: ClickHouseCollector = {
+export const host = registerCollector<ClickHouseContext>({
   name: 'host',
   engine: 'clickhouse',
   defaultEnabled: true,
@@ -103,4 +104,4 @@ export const host: ClickHouseCollector = {
     }
     return { host: status }
   },
-}
+})

@@ -1,13 +1,16 @@
-// The ClickHouse collectors, in the order of the name table in src/shared/collectors.ts.
-import type { ClickHouseCollector } from '../types.ts'
-import { activity } from './activity.ts'
-import { logEvents } from './log-events.ts'
-import { merges } from './merges.ts'
-import { mutations } from './mutations.ts'
-import { parts } from './parts.ts'
-import { queryStats } from './query-stats.ts'
-import { serverMetrics } from './server-metrics.ts'
-import { host } from './host.ts'
-import { clickhouseCustomMetrics } from '../custom-metrics.ts'
+// The ClickHouse collectors: importing each module registers it (../registry.ts); the list is in the
+// order of the table in src/shared/collectors.ts.
+import type { ClickHouseContext } from '../types.ts'
+import { collectorsOf } from '../registry.ts'
+import '../custom-metrics.ts'
+import './activity.ts'
+import './host.ts'
+import './log-events.ts'
+import './merges.ts'
+import './mutations.ts'
+import './parts.ts'
+import './query-stats.ts'
+import './security.ts'
+import './server-metrics.ts'
 
-export const clickhouseCollectors: ClickHouseCollector[] = [queryStats, activity, parts, merges, mutations, serverMetrics, logEvents, host, clickhouseCustomMetrics]
+export const clickhouseCollectors = collectorsOf<ClickHouseContext>('clickhouse')

@@ -20,7 +20,8 @@ import { ingestMaxItems, ingestTextLimits } from '../../../shared/ingest-limits.
 import type { LogCount, LogEvent, LogEventsSection } from '../../../shared/wire.ts'
 import { redactSecrets } from '../../../shared/redact.ts'
 import { maskSecretStatements } from '../../secret-statements.ts'
-import type { ClickHouseCollector, ClickHouseContext } from '../types.ts'
+import type { ClickHouseContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 import { select } from './common.ts'
 import { systemTables } from './system-tables.ts'
 
@@ -203,10 +204,24 @@ function textEntry(r: TextRow): LogEvent {
   return event(Math.floor(Number(r.us) / 1000), kind, severity, name, r.message, {}, r.format || undefined)
 }
 
-export const logEvents: ClickHouseCollector = {
+export const logEvents = registerCollector<ClickHouseContext>({
   name: NAME,
   engine: 'clickhouse',
   defaultEnabled: true,
+  // For --check: what the server's optional log tables leave out (a crash_log appears at the first crash;
+  // SYSTEM FLUSH LOGS creates every configured one).
+  async checkNotes({ systemTables }) {
+    const notes: string[] = []
+    if (!systemTables.has('text_log'))
+      notes.push(
+        "system.text_log is missing: log_events reads errors from system.errors only, without the server's warnings and fatal messages, until <text_log> is enabled in the server config",
+      )
+    if (!systemTables.has('crash_log'))
+      notes.push(
+        'system.crash_log is missing: no crash recorded yet, or <crash_log> is not configured (it is by default); crashes are reported once it exists (SYSTEM FLUSH LOGS creates it when configured)',
+      )
+    return notes
+  },
 
   async collect(ctx) {
     // A copy: the committed state changes only when this run finishes within its deadline.
@@ -285,5 +300,5 @@ export const logEvents: ClickHouseCollector = {
     }
     return { log_events: section }
   },
-}
+})
 

@@ -2,7 +2,8 @@
 // how many parts they merge and how many compressed bytes.
 import type { MergeEntry } from '../../../shared/wire.ts'
 import { num } from '../delta.ts'
-import type { ClickHouseCollector } from '../types.ts'
+import type { ClickHouseContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 import { select } from './common.ts'
 
 const MAX_MERGES = 10_000
@@ -18,7 +19,7 @@ interface Row {
   is_mutation: number | string
 }
 
-export const merges: ClickHouseCollector = {
+export const merges = registerCollector<ClickHouseContext>({
   name: 'merges',
   engine: 'clickhouse',
   defaultEnabled: true,
@@ -43,4 +44,4 @@ export const merges: ClickHouseCollector = {
     }))
     return { merges: out }
   },
-}
+})

@@ -3,7 +3,8 @@
 // it is older than STUCK_AFTER_SECONDS; the age is taken on the server's clock.
 import type { MutationEntry } from '../../../shared/wire.ts'
 import { num } from '../delta.ts'
-import type { ClickHouseCollector } from '../types.ts'
+import type { ClickHouseContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 import { MAX_TEXT, select } from './common.ts'
 
 /** A mutation running longer than this is reported as stuck. */
@@ -23,7 +24,7 @@ interface Row {
   stuck: number | string
 }
 
-export const mutations: ClickHouseCollector = {
+export const mutations = registerCollector<ClickHouseContext>({
   name: 'mutations',
   engine: 'clickhouse',
   defaultEnabled: true,
@@ -54,4 +55,4 @@ export const mutations: ClickHouseCollector = {
     }))
     return { mutations: out }
   },
-}
+})

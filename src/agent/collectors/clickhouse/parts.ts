@@ -5,7 +5,8 @@
 // failure this watches.
 import type { PartStat } from '../../../shared/wire.ts'
 import { num } from '../delta.ts'
-import type { ClickHouseCollector } from '../types.ts'
+import type { ClickHouseContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 import { select, selectOptional } from './common.ts'
 
 const MAX_PARTITIONS = 50_000
@@ -22,7 +23,7 @@ interface Row {
   bytes_on_disk: number | string
 }
 
-export const parts: ClickHouseCollector = {
+export const parts = registerCollector<ClickHouseContext>({
   name: 'parts',
   engine: 'clickhouse',
   defaultEnabled: true,
@@ -69,4 +70,4 @@ export const parts: ClickHouseCollector = {
     })
     return { parts: out }
   },
-}
+})

@@ -11,7 +11,8 @@
 import type { QueryStatDelta } from '../../../shared/wire.ts'
 import { AGENT_LOG_COMMENT } from '../../clickhouse-connection.ts'
 import { num } from '../delta.ts'
-import type { ClickHouseCollector } from '../types.ts'
+import type { ClickHouseContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 import { isUnknownTable, MAX_TEXT, select } from './common.ts'
 import { systemTables } from './system-tables.ts'
 
@@ -61,10 +62,14 @@ const STATS_SQL = `
 
 class MissingQueryLog extends Error {}
 
-export const queryStats: ClickHouseCollector = {
+export const queryStats = registerCollector<ClickHouseContext>({
   name: 'query_stats',
   engine: 'clickhouse',
   defaultEnabled: true,
+  // For --check: ClickHouse creates each log table at its first flush, so a missing one is either not
+  // configured or has had nothing to write yet.
+  checkNotes: async ({ systemTables }) =>
+    systemTables.has('query_log') ? [] : ['system.query_log is missing: query_stats stays empty until <query_log> is enabled'],
 
   async collect(ctx) {
     // A copy: the committed state changes only when this run finishes within its deadline.
@@ -112,4 +117,4 @@ export const queryStats: ClickHouseCollector = {
       return {}
     }
   },
-}
+})

@@ -19,7 +19,8 @@
 import { type ServerCounterKey, type ServerGaugeKey, diskMetricKey } from '../../../shared/metrics.ts'
 import { AGENT_LOG_COMMENT } from '../../clickhouse-connection.ts'
 import { counterDelta, num } from '../delta.ts'
-import type { ClickHouseCollector, ClickHouseContext } from '../types.ts'
+import type { ClickHouseContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 import { select, selectOptional } from './common.ts'
 import { readDisks } from './disks.ts'
 import { SIGNAL_EVENTS, SIGNAL_METRICS, signalDeltas } from './error-signals.ts'
@@ -107,7 +108,7 @@ async function queryLog(ctx: ClickHouseContext, state: State): Promise<Logged | 
   return { queries, failed: num(row?.failed) ?? 0, p99_ms: (num(row?.ran) ?? 0) > 0 ? num(row!.p99_ms) : null }
 }
 
-export const serverMetrics: ClickHouseCollector = {
+export const serverMetrics = registerCollector<ClickHouseContext>({
   name: 'server_metrics',
   engine: 'clickhouse',
   defaultEnabled: true,
@@ -181,4 +182,4 @@ export const serverMetrics: ClickHouseCollector = {
     Object.assign(out, await readLoad(ctx))
     return { server_metrics: out }
   },
-}
+})

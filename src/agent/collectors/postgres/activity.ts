@@ -4,7 +4,8 @@
 // entries in the agent config, so that each session is reported (and diagnosed) once.
 import type { ActiveQuery } from '../../../shared/wire.ts'
 import { epoch, num } from '../delta.ts'
-import type { PostgresCollector } from '../types.ts'
+import type { PostgresContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 import { nonNegative } from './common.ts'
 import { maskSecretStatements } from '../../secret-statements.ts'
 
@@ -37,7 +38,7 @@ interface Row {
 // it travels as JSON, which postgres.js parses whether or not it fetched the array types.
 // backend_start with the pid names the session (a pid is reused), and query_start its statement: the
 // doctor's commands that end or cancel it match them.
-export const activity: PostgresCollector = {
+export const activity = registerCollector<PostgresContext>({
   name: 'activity',
   engine: 'postgres',
   defaultEnabled: true,
@@ -78,4 +79,4 @@ export const activity: PostgresCollector = {
     }))
     return { activity: sessions }
   },
-}
+})

@@ -5,7 +5,8 @@
 // by pg_monitor): the WAL files waiting to be archived (`.ready`), their size and the oldest one's age.
 // A role that may not list the status directory gets a collector note and null counts, not a failure.
 import type { ArchiverStatus } from '../../../shared/wire.ts'
-import type { PostgresCollector } from '../types.ts'
+import type { PostgresContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 
 const STATS_SQL = `
   SELECT archived_count, last_archived_wal,
@@ -32,7 +33,7 @@ const int = (v: unknown): number | null => (v === null || v === undefined ? null
 /** A WAL file name, cut to the wire's limit (it is the server's text, bounded before it travels). */
 const walName = (v: unknown): string | null => (typeof v === 'string' ? v.replaceAll('\u0000', '').slice(0, 64) : null)
 
-export const archiver: PostgresCollector = {
+export const archiver = registerCollector<PostgresContext>({
   name: 'archiver',
   engine: 'postgres',
   defaultEnabled: true,
@@ -64,4 +65,4 @@ export const archiver: PostgresCollector = {
     }
     return { archiver: status }
   },
-}
+})

@@ -13,7 +13,7 @@ import { openSync, readSync, closeSync, readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import type { ExplainPlan } from '../../../shared/wire.ts'
 import type { AgentLogger } from '../types.ts'
-import { planEntry } from './explain-plans.ts'
+import { planEntry } from './plan-entry.ts'
 
 const LOG_FILE = /\.(log|csv|json)$/
 /** At most this much of each file is read per cycle. */

@@ -11,7 +11,8 @@ import { parsePgBackRestInfo } from '../../backups/pgbackrest.ts'
 import { type CommandLimits, defaultCommandLimits, runCommand } from '../../backups/run-command.ts'
 import { parseWalgBackupList } from '../../backups/walg.ts'
 import type { BackupConfig } from '../../config.ts'
-import type { PostgresCollector } from '../types.ts'
+import type { PostgresContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 
 /** How long a cycle waits for a listing it started before leaving it to a later cycle. */
 export const BACKUP_WAIT_MS = 3_000
@@ -45,11 +46,12 @@ function delay(ms: number, signal?: AbortSignal): Promise<void> {
   })
 }
 
-export const backups: PostgresCollector = {
+export const backups = registerCollector<PostgresContext>({
   name: 'backups',
   engine: 'postgres',
   defaultEnabled: true,
   unconfigured: (config) => (config.backup === undefined ? 'no backup_command configured' : undefined),
+  checkNotes: async ({ db, timeoutS }) => (db.backup ? [await backupNote(db.backup, timeoutS)] : []),
 
   async collect(ctx) {
     const config = ctx.backup
@@ -81,4 +83,17 @@ export const backups: PostgresCollector = {
     current.result = null
     return { backups: result }
   },
+})
+
+/** The backup command run once, as the collector will: how many backups it lists and the newest, or why none. */
+async function backupNote(config: BackupConfig, timeoutS: number): Promise<string> {
+  // Within the check's own deadline, which covers the whole database line.
+  const status = await readBackups(config, Date.now, { timeoutMs: Math.min(config.timeoutMs, timeoutS * 500) })
+  const newest = status.backups[0]
+  if (status.error && !newest) return `backups: ${status.error}`
+  const when = newest?.finished_at ?? newest?.started_at
+  const listed = newest
+    ? `${status.backups.length} listed, the newest ${newest.label} (${newest.type}${when ? `, ${new Date(when).toISOString()}` : ''})`
+    : 'none listed'
+  return `backups (${config.tool}): ${listed}${status.error ? `; ${status.error}` : ''}`
 }

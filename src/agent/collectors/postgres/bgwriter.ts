@@ -3,7 +3,8 @@
 // also counts restartpoints apart) and dropped the backend write counters (now in pg_stat_io).
 // The first sample only sets the baseline.
 import { BGWRITER_KEYS } from '../../../shared/metrics.ts'
-import type { PostgresCollector } from '../types.ts'
+import type { PostgresContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 import { singleRowDeltas } from './common.ts'
 
 const KEYS = BGWRITER_KEYS
@@ -26,7 +27,7 @@ const SQL = {
     FROM pg_stat_checkpointer c CROSS JOIN pg_stat_bgwriter b`,
 }
 
-export const bgwriter: PostgresCollector = {
+export const bgwriter = registerCollector<PostgresContext>({
   name: 'bgwriter',
   engine: 'postgres',
   defaultEnabled: true,
@@ -34,4 +35,4 @@ export const bgwriter: PostgresCollector = {
     const delta = await singleRowDeltas(ctx, 'bgwriter', SQL, KEYS)
     return delta ? { bgwriter: delta } : {}
   },
-}
+})

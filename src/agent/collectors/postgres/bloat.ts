@@ -21,7 +21,8 @@
 import { ingestMaxItems } from '../../../shared/ingest-limits.ts'
 import type { BloatEstimate } from '../../../shared/wire.ts'
 import { num } from '../delta.ts'
-import type { PostgresCollector } from '../types.ts'
+import type { PostgresContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 
 const MAX_ESTIMATES = Math.min(ingestMaxItems.bloat, 5_000)
 const RECOMPUTE_MS = 3600_000
@@ -140,7 +141,7 @@ export function expectedPages(r: Relation, blockSize: number): number {
 
 type Row = Relation & { schema_name: string; table_name: string; index_name: string | null }
 
-export const bloat: PostgresCollector = {
+export const bloat = registerCollector<PostgresContext>({
   name: 'bloat',
   engine: 'postgres',
   defaultEnabled: true,
@@ -170,4 +171,4 @@ export const bloat: PostgresCollector = {
     estimates.sort((a, b) => b.bloat_bytes - a.bloat_bytes || b.size_bytes - a.size_bytes)
     return { bloat: estimates.slice(0, MAX_ESTIMATES) }
   },
-}
+})

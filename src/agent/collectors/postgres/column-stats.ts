@@ -13,7 +13,8 @@
 import { ingestMaxItems } from '../../../shared/ingest-limits.ts'
 import type { ColumnStat } from '../../../shared/wire.ts'
 import { num } from '../delta.ts'
-import type { PostgresCollector, PostgresContext } from '../types.ts'
+import type { PostgresContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 
 /** Tables read, the most rows read by sequential scans first. */
 export const MAX_TABLES = 50
@@ -85,7 +86,7 @@ function reportUnreadable(ctx: PostgresContext, unreadable: number, of: number):
   ctx.state.set('column_stats:unreadable', unreadable)
 }
 
-export const columnStats: PostgresCollector = {
+export const columnStats = registerCollector<PostgresContext>({
   name: 'column_stats',
   engine: 'postgres',
   defaultEnabled: true,
@@ -119,4 +120,4 @@ export const columnStats: PostgresCollector = {
     ctx.state.set('column_stats', { fingerprint, at: ctx.now })
     return { column_stats: stats.slice(0, ingestMaxItems.column_stats) }
   },
-}
+})

@@ -6,7 +6,8 @@
 import { ingestMaxItems } from '../../../shared/ingest-limits.ts'
 import type { ConnectionGroup } from '../../../shared/wire.ts'
 import { num } from '../delta.ts'
-import type { PostgresCollector } from '../types.ts'
+import type { PostgresContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 
 const MAX_GROUPS = ingestMaxItems.connections
 
@@ -20,7 +21,7 @@ const CONNECTIONS_SQL = `
 
 type Row = Omit<ConnectionGroup, 'count'> & { count: string | number }
 
-export const connections: PostgresCollector = {
+export const connections = registerCollector<PostgresContext>({
   name: 'connections',
   engine: 'postgres',
   defaultEnabled: true,
@@ -37,4 +38,4 @@ export const connections: PostgresCollector = {
       })),
     }
   },
-}
+})

@@ -4,7 +4,8 @@
 // cannot use a CHECK that is not valid for constraint exclusion. Domain constraints are left out.
 import { ingestMaxItems } from '../../../shared/ingest-limits.ts'
 import type { InvalidConstraint } from '../../../shared/wire.ts'
-import type { PostgresCollector } from '../types.ts'
+import type { PostgresContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 
 const MAX_CONSTRAINTS = ingestMaxItems.invalid_constraints
 
@@ -24,7 +25,7 @@ const INVALID_CONSTRAINTS_SQL = `
   ORDER BY n.nspname, c.relname, con.conname
   LIMIT $1`
 
-export const constraints: PostgresCollector = {
+export const constraints = registerCollector<PostgresContext>({
   name: 'constraints',
   engine: 'postgres',
   defaultEnabled: true,
@@ -40,4 +41,4 @@ export const constraints: PostgresCollector = {
       })),
     }
   },
-}
+})

@@ -6,7 +6,8 @@
 import { DATABASE_COUNTER_KEYS, DATABASE_GAUGE_KEYS } from '../../../shared/metrics.ts'
 import type { XminHolder } from '../../../shared/wire.ts'
 import { epoch, num } from '../delta.ts'
-import type { PostgresCollector } from '../types.ts'
+import type { PostgresContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 import { type Counters, deltaSince, nonNegative, resetStamp, type Sample } from './common.ts'
 import { maskSecretStatements } from '../../secret-statements.ts'
 
@@ -68,14 +69,14 @@ const SQL = `
 // The holders of the xmin horizon by name, the oldest first within each kind: backends of this database
 // and WAL senders (a standby's hot_standby_feedback without a slot), autovacuum workers left out (other
 // vacuums ignore their xmin); the slots holding an xmin or catalog_xmin (server-wide); this database's
-// prepared transactions. Raw xid values identify "the same xmin" across cycles; seen_at is the server's
+// prepared transactions (with the count of locks each holds). Raw xid values identify "the same xmin" across cycles; seen_at is the server's
 // clock, as the other times are. A statement is cut to 1,000 characters (2,000 UTF-16 units at most).
 const HOLDERS_SQL = `
   SELECT 'backend' AS kind, a.pid, a.backend_type, a.usename, a.application_name, host(a.client_addr) AS client_addr,
          a.state, a.xact_start, a.state_change, a.query_start, left(coalesce(a.query, ''), 1000) AS query_text,
          greatest(age(a.backend_xid), age(a.backend_xmin)) AS xmin_age, NULL::bigint AS catalog_xmin_age,
          coalesce(a.backend_xid::text, '') || '/' || coalesce(a.backend_xmin::text, '') AS xmin_raw, NULL::text AS name, NULL::text AS type, NULL::bool AS active,
-         a.datname AS database, NULL::timestamptz AS prepared_at, clock_timestamp() AS seen_at, a.backend_start
+         a.datname AS database, NULL::timestamptz AS prepared_at, clock_timestamp() AS seen_at, a.backend_start, NULL::bigint AS locks
   FROM (SELECT * FROM pg_stat_activity a
         WHERE (a.datname = current_database() OR a.datid IS NULL) AND a.pid <> pg_backend_pid()
           AND (a.backend_xid IS NOT NULL OR a.backend_xmin IS NOT NULL)
@@ -85,12 +86,13 @@ const HOLDERS_SQL = `
   UNION ALL
   SELECT 'slot', s.active_pid, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
          age(s.xmin), age(s.catalog_xmin), coalesce(s.xmin::text, '') || '/' || coalesce(s.catalog_xmin::text, ''), s.slot_name::text, s.slot_type, s.active,
-         s.database::text, NULL, clock_timestamp(), NULL
+         s.database::text, NULL, clock_timestamp(), NULL, NULL
   FROM (SELECT * FROM pg_replication_slots WHERE xmin IS NOT NULL OR catalog_xmin IS NOT NULL
         ORDER BY greatest(age(xmin), age(catalog_xmin)) DESC LIMIT 20) s
   UNION ALL
   SELECT 'prepared', NULL, NULL, p.owner::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-         age(p.transaction), NULL, p.transaction::text, p.gid, NULL, NULL, p.database::text, p.prepared, clock_timestamp(), NULL
+         age(p.transaction), NULL, p.transaction::text, p.gid, NULL, NULL, p.database::text, p.prepared, clock_timestamp(), NULL,
+         (SELECT count(*) FROM pg_locks l WHERE l.pid IS NULL AND l.virtualtransaction = (SELECT x.virtualtransaction FROM pg_locks x WHERE x.locktype = 'transactionid' AND x.transactionid = p.transaction AND x.pid IS NULL LIMIT 1))
   FROM (SELECT * FROM pg_prepared_xacts WHERE database = current_database() ORDER BY age(transaction) DESC LIMIT 5) p`
 
 interface HolderRow {
@@ -115,6 +117,8 @@ interface HolderRow {
   prepared_at: Date | null
   seen_at: Date
   backend_start: Date | null
+  /** A prepared transaction's locks (pg_locks rows without a pid, of the virtual transaction holding its XID). */
+  locks: string | number | null
 }
 
 /** First cycle each holder was seen at its present xmin, by identity (kept across cycles in the collector's state). */
@@ -136,7 +140,7 @@ function holdersOf(rows: HolderRow[], previous: FirstSeen, seen: FirstSeen): Xmi
     }
     if (r.kind === 'prepared') {
       const preparedAt = epoch(r.prepared_at)
-      return { kind: 'prepared', xmin_age: num(r.xmin_age), since: earliest(firstSeen, preparedAt), gid: r.name, owner: r.usename, database: r.database, prepared_at: preparedAt }
+      return { kind: 'prepared', xmin_age: num(r.xmin_age), since: earliest(firstSeen, preparedAt), gid: r.name, owner: r.usename, database: r.database, prepared_at: preparedAt, locks: num(r.locks) }
     }
     // A session holds its xmin at the latest since its statement began (running) or ended (idle in a transaction).
     const walsender = r.backend_type === 'walsender'
@@ -162,7 +166,7 @@ function holdersOf(rows: HolderRow[], previous: FirstSeen, seen: FirstSeen): Xmi
 
 type Row = Record<(typeof COUNTERS)[number] | (typeof GAUGES)[number], string | number | null> & { stats_reset: string | null }
 
-export const databaseStats: PostgresCollector = {
+export const databaseStats = registerCollector<PostgresContext>({
   name: 'database_stats',
   engine: 'postgres',
   defaultEnabled: true,
@@ -190,4 +194,4 @@ export const databaseStats: PostgresCollector = {
     ctx.state.set('xmin_holders', seen)
     return { database_stats: { ...delta, ...gauges }, xmin_holders: xminHolders }
   },
-}
+})

@@ -5,14 +5,17 @@
 // deltas: the first cycle sends none.
 import { judgeHost, postgresHostFacts } from '../../host/evidence.ts'
 import { type HostMemory, sampleHost } from '../../host/sample.ts'
-import type { PostgresCollector } from '../types.ts'
+import type postgres from 'postgres'
+import type { PostgresContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 
 export const NOT_ON_HOST = 'host figures (CPU, memory, free disk space and its forecast) need the agent on the database host'
 
-export const host: PostgresCollector = {
+export const host = registerCollector<PostgresContext>({
   name: 'host',
   engine: 'postgres',
   defaultEnabled: true,
+  checkPart: ({ sql }) => hostLine(sql),
   async collect(ctx) {
     const verdict = await judgeHost(await postgresHostFacts(ctx.sql))
     if (!verdict.onHost) {
@@ -29,4 +32,16 @@ export const host: PostgresCollector = {
     else ctx.notes.delete('host')
     return { host: { source: 'proc', evidence: verdict.evidence.slice(0, 1_000), ...sample.status } }
   },
+})
+
+/**
+ * `host: on the database host (evidence), measures …`, or why the host collector will send nothing; one
+ * part of the line, without `;` (which separates the line's parts).
+ */
+async function hostLine(sql: postgres.Sql): Promise<string> {
+  const verdict = await judgeHost(await postgresHostFacts(sql))
+  const part = (text: string) => `host: ${text.replaceAll(';', ',')}`
+  if (!verdict.onHost) return part(`no figures, ${verdict.reason}`)
+  const measured = verdict.paths.map((p) => `${p.role} ${JSON.stringify(p.path)}`).join(', ')
+  return part(`on the database host (${verdict.evidence}), measures ${measured || 'no filesystem'}${verdict.notes.length ? ` (${verdict.notes.join(', ')})` : ''}`)
 }

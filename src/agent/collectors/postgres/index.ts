@@ -1,49 +1,31 @@
-// The PostgreSQL collectors, in the order of the name table in src/shared/collectors.ts.
-import type { PostgresCollector } from '../types.ts'
-import { postgresCustomMetrics } from '../custom-metrics.ts'
-import { activity } from './activity.ts'
-import { archiver } from './archiver.ts'
-import { backups } from './backups.ts'
-import { bgwriter } from './bgwriter.ts'
-import { bloat } from './bloat.ts'
-import { columnStats } from './column-stats.ts'
-import { connections } from './connections.ts'
-import { constraints } from './constraints.ts'
-import { databaseStats } from './database-stats.ts'
-import { explainPlans } from './explain-plans.ts'
-import { host } from './host.ts'
-import { indexes } from './indexes.ts'
-import { ioStats } from './io-stats.ts'
-import { locks } from './locks.ts'
-import { logEvents } from './log-events.ts'
-import { progress } from './progress.ts'
-import { queryStats } from './query-stats.ts'
-import { replication } from './replication.ts'
-import { tables } from './tables.ts'
-import { walStats } from './wal-stats.ts'
-import { waits } from './waits.ts'
+// The PostgreSQL collectors: importing each module registers it (../registry.ts); the list is in the
+// order of the table in src/shared/collectors.ts.
+import type { PostgresContext } from '../types.ts'
+import { collectorsOf } from '../registry.ts'
+import '../custom-metrics.ts'
+import './activity.ts'
+import './archiver.ts'
+import './backups.ts'
+import './bgwriter.ts'
+import './bloat.ts'
+import './column-stats.ts'
+import './connections.ts'
+import './constraints.ts'
+import './database-stats.ts'
+import './explain-plans.ts'
+import './host.ts'
+import './indexes.ts'
+import './io-stats.ts'
+import './locks.ts'
+import './log-events.ts'
+import './progress.ts'
+import './query-stats.ts'
+import './replication.ts'
+import './tables.ts'
+import './triggers.ts'
+import './wal-dir.ts'
+import './security.ts'
+import './wal-stats.ts'
+import './waits.ts'
 
-export const postgresCollectors: PostgresCollector[] = [
-  queryStats,
-  explainPlans,
-  activity,
-  locks,
-  waits,
-  tables,
-  indexes,
-  replication,
-  bgwriter,
-  walStats,
-  ioStats,
-  databaseStats,
-  constraints,
-  bloat,
-  connections,
-  progress,
-  columnStats,
-  archiver,
-  backups,
-  host,
-  logEvents,
-  postgresCustomMetrics,
-]
+export const postgresCollectors = collectorsOf<PostgresContext>('postgres')

@@ -5,7 +5,8 @@
 import { INDEX_COUNTERS, INDEX_FIELDS, INDEX_GAUGES, pgSelectList } from '../../../shared/families.ts'
 import type { IndexStat } from '../../../shared/wire.ts'
 import { deltaOf, num } from '../delta.ts'
-import type { PostgresCollector } from '../types.ts'
+import type { PostgresContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 import type { Counters } from './common.ts'
 
 const MAX_INDEXES = 10_000
@@ -67,7 +68,7 @@ type Row = Record<(typeof COUNTERS)[number] | (typeof INDEX_GAUGES)[number], str
   indisvalid: boolean
 }
 
-export const indexes: PostgresCollector = {
+export const indexes = registerCollector<PostgresContext>({
   name: 'indexes',
   engine: 'postgres',
   defaultEnabled: true,
@@ -108,4 +109,4 @@ export const indexes: PostgresCollector = {
     ctx.state.set('indexes', { cycle: state.cycle + 1, indexes: current } satisfies State)
     return { indexes: stats }
   },
-}
+})

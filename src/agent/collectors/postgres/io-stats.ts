@@ -5,7 +5,8 @@
 import { IO_KEYS } from '../../../shared/metrics.ts'
 import type { IoStatRow } from '../../../shared/wire.ts'
 import { num, zerosOf } from '../delta.ts'
-import type { PostgresCollector } from '../types.ts'
+import type { PostgresContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 import { type Counters, deltaSince, forVersion, resetStamp, type Sample } from './common.ts'
 
 const KEYS = IO_KEYS
@@ -35,10 +36,9 @@ type Row = Record<(typeof KEYS)[number], string | number | null> & {
   stats_reset: string | null
 }
 
-export const ioStats: PostgresCollector = {
+export const ioStats = registerCollector<PostgresContext>({
   name: 'io_stats',
   engine: 'postgres',
-  minVersion: 16,
   defaultEnabled: true,
   async collect(ctx) {
     const rows = await ctx.sql.unsafe<Row[]>(forVersion(SQL, ctx.major))
@@ -60,4 +60,4 @@ export const ioStats: PostgresCollector = {
     ctx.state.set('io_stats', current)
     return previous ? { io_stats: out } : {}
   },
-}
+})

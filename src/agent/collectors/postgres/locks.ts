@@ -2,7 +2,8 @@
 // with pg_stat_activity and pg_class), each waiting lock with the first session blocking it.
 import type { LockEntry } from '../../../shared/wire.ts'
 import { num } from '../delta.ts'
-import type { PostgresCollector } from '../types.ts'
+import type { PostgresContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 import { forVersion, nonNegative } from './common.ts'
 import { maskSecretStatements } from '../../secret-statements.ts'
 
@@ -62,7 +63,7 @@ interface Row {
   query_text: string | null
 }
 
-export const locks: PostgresCollector = {
+export const locks = registerCollector<PostgresContext>({
   name: 'locks',
   engine: 'postgres',
   defaultEnabled: true,
@@ -80,4 +81,4 @@ export const locks: PostgresCollector = {
     }))
     return { locks: entries }
   },
-}
+})

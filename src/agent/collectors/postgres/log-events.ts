@@ -18,7 +18,10 @@ import type { LogFormat } from '../../logs/parse.ts'
 import { buildPrefixParser, type PrefixParser } from '../../logs/prefix.ts'
 import { DEFAULT_BUDGET_BYTES, type LogPosition, readLogs } from '../../logs/reader.ts'
 import { fileSource, type LogSource, sqlSource } from '../../logs/source.ts'
-import type { PostgresCollector, PostgresContext } from '../types.ts'
+import type postgres from 'postgres'
+import type { DatabaseConfig } from '../../config.ts'
+import type { PostgresContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 
 export const NAME = 'log_events'
 /** Entries sent whole per batch, and about how many bytes of JSON they may take. */
@@ -282,10 +285,11 @@ async function sourceFor(ctx: PostgresContext, settings: LogSettings): Promise<L
   }
 }
 
-export const logEvents: PostgresCollector = {
+export const logEvents = registerCollector<PostgresContext>({
   name: NAME,
   engine: 'postgres',
   defaultEnabled: true,
+  checkNotes: ({ sql, db }) => logNotes(sql, db),
   async collect(ctx) {
     const settings = await logSettings(ctx)
     const format = formatOf(settings)
@@ -332,4 +336,25 @@ export const logEvents: PostgresCollector = {
     }
     return { log_events: section }
   },
+})
+
+/** What keeps log_events from reading the server log well: settings, log_line_prefix, the role's rights. */
+async function logNotes(sql: postgres.Sql, db: DatabaseConfig): Promise<string[]> {
+  const settings = await logSettings({ sql })
+  const notes = settingsProblems(settings, db.pgLogDir !== undefined).map((p) => `log_events: ${p}`)
+  // No log files at all: that is the one thing to fix first.
+  if (!formatOf(settings) || (settings.logging_collector !== 'on' && !db.pgLogDir)) return notes.slice(0, 1)
+  if (!db.pgLogDir) {
+    const [row] = await sql<{ may: boolean }[]>`
+      SELECT has_function_privilege('pg_ls_logdir()', 'EXECUTE')
+         AND has_function_privilege('pg_read_binary_file(text, bigint, bigint, boolean)', 'EXECUTE')
+         AND ${settings.log_directory !== null} AS may`
+    if (!row?.may) {
+      const { role, hasMonitor } = await roleOf(sql)
+      notes.push(`log_events: ${grantsNote(role, hasMonitor)}`)
+    }
+  }
+  const advice = settingsAdvice(settings)
+  if (advice) notes.push(`log_events: ${advice}`)
+  return notes
 }

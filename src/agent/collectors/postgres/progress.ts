@@ -13,7 +13,8 @@ import { ingestMaxItems, ingestTextLimits } from '../../../shared/ingest-limits.
 import type { MaintenanceBlocker, ProgressEntry } from '../../../shared/wire.ts'
 import { maskSecretStatements } from '../../secret-statements.ts'
 import { epoch, num } from '../delta.ts'
-import type { PostgresCollector } from '../types.ts'
+import type { PostgresContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 
 const MAX_ENTRIES = ingestMaxItems.progress
 /** The blocker's statement, cut short enough that masking keeps it within the wire's limit. */
@@ -128,7 +129,7 @@ export function percentOf(done: number | null, total: number | null): number | n
   return Math.min(100, Math.max(0, Math.round((done / total) * 1000) / 10))
 }
 
-export const progress: PostgresCollector = {
+export const progress = registerCollector<PostgresContext>({
   name: 'progress',
   engine: 'postgres',
   defaultEnabled: true,
@@ -160,4 +161,4 @@ export const progress: PostgresCollector = {
       }),
     }
   },
-}
+})

@@ -13,16 +13,20 @@
 //
 // Counters are read without query texts; texts are fetched only for statements not seen before.
 // A missing extension is one clear warning, not an error every cycle. The agent's own statements are
-// left out whatever role it connects with: each starts with OWN_MARKER (own-statements.ts), and an
-// entry whose text does is the agent's. Which entries those are is learnt once per entry (texts are
+// left out whatever role it connects with: each starts and ends with OWN_MARKER (own-statements.ts),
+// and an entry whose text does either is the agent's (PostgreSQL 18 drops the leading comment). That
+// includes the entries its EXPLAIN EXECUTE of a prepared statement makes when nested statements are
+// tracked, or utilities not (their text is the agent's PREPARE; their queryid is the application's
+// statement's only when the application sent parameters, not literals). Which entries those are is learnt once per entry (texts are
 // read only for entries not seen before) and they are dropped from every cycle, the first cycle's
 // baseline included. With a role of its own (neither superuser nor the database's owner), all of
 // that role's entries are left out as well.
 import { POSTGRES_STATEMENT_COUNTERS, STATEMENT_FIELDS, pgSelectList } from '../../../shared/families.ts'
 import type { QueryStatDelta } from '../../../shared/wire.ts'
-import { EXPLAIN_PREPARE, OWN_MARKER } from '../../own-statements.ts'
+import { OWN_MARKER } from '../../own-statements.ts'
 import { epoch, num } from '../delta.ts'
-import type { PostgresCollector, PostgresContext } from '../types.ts'
+import type { PostgresContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 import { maskSecretStatements } from '../../secret-statements.ts'
 
 const MAX_TEXT = 10_000
@@ -64,7 +68,10 @@ interface Evictions {
 
 const STATE = 'query_stats'
 const TEXTS = 'cache:query_stats:texts'
-/** Per entry key: true when its text starts with OWN_MARKER (the agent's own statement). */
+/** SQL: true when pg_stat_statements' `query` is the agent's own (OWN_MARKER, bound as $2, at its start or end). */
+const IS_OWN = '(starts_with(query, $2) OR right(query, length($2)) = $2)'
+
+/** Per entry key: true when its text starts or ends with OWN_MARKER (the agent's own statement). */
 const OWN = 'cache:query_stats:own'
 const UNAVAILABLE = 'query_stats:unavailable'
 const EVICTIONS = 'query_stats:evictions'
@@ -116,7 +123,7 @@ export async function ownStatementsRole(ctx: PostgresContext): Promise<string | 
 }
 
 /**
- * The keys of `rows` whose statement is the agent's own (its text starts with OWN_MARKER). Each entry
+ * The keys of `rows` whose statement is the agent's own (its text starts or ends with OWN_MARKER). Each entry
  * is judged once, when first seen: its text is read then (entries whose text pg_stat_statements no
  * longer has are judged again at the next cycle). Keys that left pg_stat_statements are forgotten.
  */
@@ -132,12 +139,10 @@ async function ownEntries(ctx: PostgresContext, rows: readonly { key: string; qu
   if (unseen.size > 0) {
     const texts = await ctx.sql.unsafe(
       `SELECT userid::text || '/' || dbid::text || '/' || queryid::text || '/' || ${toplevel ? 'toplevel::text' : "'t'"} AS key,
-              starts_with(query, $2) AND NOT starts_with(query, $3) AS own
+              ${IS_OWN} AS own
        FROM pg_stat_statements(true)
        WHERE queryid::text = ANY($1::text[]) AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`,
-      // An entry whose text is the agent's PREPARE of a statement it explains (pg_stat_statements can create
-      // one when it parses the PREPARE) counts that statement's calls under the statement's own queryid: not the agent's.
-      [[...unseen], OWN_MARKER, `${OWN_MARKER} ${EXPLAIN_PREPARE}`],
+      [[...unseen], OWN_MARKER],
     )
     for (const t of texts) if (t.own !== null) judged.set(t.key, t.own === true)
   }
@@ -204,7 +209,7 @@ export function entryDelta(before: Saved | undefined, now: Saved, allReset: bool
   return out
 }
 
-export const queryStats: PostgresCollector = {
+export const queryStats = registerCollector<PostgresContext>({
   name: 'query_stats',
   engine: 'postgres',
   defaultEnabled: true,
@@ -294,7 +299,7 @@ export const queryStats: PostgresCollector = {
         `SELECT DISTINCT ON (queryid) queryid::text AS query_hash, left(query, ${MAX_TEXT}) AS query
          FROM pg_stat_statements(true)
          WHERE queryid::text = ANY($1::text[]) AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-         ORDER BY queryid, starts_with(query, $2), calls DESC, userid`,
+         ORDER BY queryid, ${IS_OWN}, calls DESC, userid`,
         [missing, OWN_MARKER],
       )
       for (const t of found) texts.set(t.query_hash, maskSecretStatements(t.query ?? ''))
@@ -309,7 +314,7 @@ export const queryStats: PostgresCollector = {
     for (const [hash, d] of sums) out.push({ query_hash: hash, query_text: texts.get(hash) ?? '', ...d })
     return { query_stats: out }
   },
-}
+})
 
 /**
  * Logs evictions since the previous cycle (dealloc moved, or entries of the last cycle are gone without a

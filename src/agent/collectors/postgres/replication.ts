@@ -4,7 +4,8 @@
 // (pg_current_wal_lsn() fails during recovery), so the queries branch on pg_is_in_recovery().
 import type { ReplicationStatus } from '../../../shared/wire.ts'
 import { num } from '../delta.ts'
-import type { PostgresCollector } from '../types.ts'
+import type { PostgresContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 import { forVersion, nonNegative } from './common.ts'
 
 // Replica side. The lag in seconds is 0 when everything received has been replayed (an idle primary
@@ -72,7 +73,7 @@ interface SlotRow {
   wal_status: string | null
 }
 
-export const replication: PostgresCollector = {
+export const replication = registerCollector<PostgresContext>({
   name: 'replication',
   engine: 'postgres',
   defaultEnabled: true,
@@ -112,4 +113,4 @@ export const replication: PostgresCollector = {
     }
     return { replication: status }
   },
-}
+})

@@ -7,10 +7,28 @@ import { TABLE_COUNTERS, TABLE_FIELDS, TABLE_GAUGES, pgSelectList } from '../../
 import { ingestMaxItems } from '../../../shared/ingest-limits.ts'
 import type { SequenceStat, TableStat } from '../../../shared/wire.ts'
 import { deltaOf, epoch, num } from '../delta.ts'
-import type { PostgresCollector, PostgresContext } from '../types.ts'
+import type { PostgresContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 import type { Counters } from './common.ts'
 
 const MAX_TABLES = ingestMaxItems.tables
+/** How long sizes read for a fingerprint are reused at most: then every table is sized again. */
+export const SIZES_MAX_AGE_MS = 5 * 60_000
+/** The sizes of the last reading (a cache: not staged with the counters, and never saved). */
+const SIZES = 'cache:tables:sizes'
+
+interface SizedTable {
+  fingerprint: string
+  /** table_size_bytes, index_size_bytes, heap_bytes, toast_bytes as PostgreSQL's text of int8. */
+  sizes: [string, string, string, string]
+}
+
+interface Sizes {
+  /** When every table was last sized (epoch ms). */
+  at: number
+  /** By relid. */
+  tables: Map<string, SizedTable>
+}
 const MAX_SEQUENCES = 1_000
 
 const COUNTERS = TABLE_COUNTERS
@@ -25,7 +43,11 @@ type TableCounters = Counters<(typeof COUNTERS)[number]>
 // Sizes are file sizes (stat calls, no reads): the heap's main fork (pg_relation_size), the TOAST
 // table with its index (pg_total_relation_size of reltoastrelid, 0 for a table without one), and
 // pg_table_size and pg_indexes_size, whose sum is pg_total_relation_size. With 1,000 tables that is a
-// few thousand stat calls a cycle, well inside the collector's deadline.
+// few thousand stat calls, which were most of the agent's database time per cycle: a table's sizes are
+// read again only when its fingerprint moved (its and its TOAST table's and indexes' files, rows
+// inserted, updated or deleted, vacuums: what changes a file's size) and at least every SIZES_MAX_AGE_MS
+// (what no counter shows yet: an open transaction's writes); otherwise the sizes of the last reading
+// are sent (passed in, so that the largest tables are still picked by the query).
 // The counters and gauges are the table family's (src/shared/families.ts), as this server version has them.
 const sqlFor = (major: number) => `
   WITH busy AS (
@@ -35,17 +57,27 @@ const sqlFor = (major: number) => `
     LEFT JOIN pg_class t ON t.reltoastrelid = l.relation
     WHERE l.locktype = 'relation' AND l.mode = 'AccessExclusiveLock'
       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-  ), sized AS (
-    SELECT s.*,
-           CASE WHEN NOT b.busy THEN pg_table_size(s.relid) END AS table_size_bytes,
-           CASE WHEN NOT b.busy THEN pg_indexes_size(s.relid) END AS index_size_bytes,
-           CASE WHEN NOT b.busy THEN pg_relation_size(s.relid) END AS heap_bytes,
-           CASE WHEN NOT b.busy THEN CASE WHEN c.reltoastrelid <> 0 THEN pg_total_relation_size(c.reltoastrelid) ELSE 0 END END AS toast_bytes
+  ), printed AS (
+    SELECT s.*, c.reltoastrelid,
+           concat_ws(',', c.relfilenode, t.relfilenode, s.n_tup_ins, s.n_tup_upd, s.n_tup_del, s.vacuum_count, s.autovacuum_count,
+             (SELECT string_agg(ic.relfilenode::text, ',' ORDER BY ic.oid) FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid
+              WHERE i.indrelid = s.relid)) AS fingerprint
     FROM pg_stat_user_tables s
     JOIN pg_class c ON c.oid = s.relid
+    LEFT JOIN pg_class t ON t.oid = c.reltoastrelid
+  ), sized AS (
+    SELECT s.*,
+           CASE WHEN b.busy THEN NULL WHEN k.relid IS NOT NULL THEN k.table_size ELSE pg_table_size(s.relid) END AS table_size_bytes,
+           CASE WHEN b.busy THEN NULL WHEN k.relid IS NOT NULL THEN k.index_size ELSE pg_indexes_size(s.relid) END AS index_size_bytes,
+           CASE WHEN b.busy THEN NULL WHEN k.relid IS NOT NULL THEN k.heap ELSE pg_relation_size(s.relid) END AS heap_bytes,
+           CASE WHEN b.busy THEN NULL WHEN k.relid IS NOT NULL THEN k.toast
+                WHEN s.reltoastrelid <> 0 THEN pg_total_relation_size(s.reltoastrelid) ELSE 0 END AS toast_bytes
+    FROM printed s
     CROSS JOIN LATERAL (SELECT s.relid IN (SELECT relid FROM busy) AS busy) b
+    LEFT JOIN json_to_recordset($2::text::json) AS k(relid oid, fingerprint text, table_size int8, index_size int8, heap int8, toast int8)
+      ON k.relid = s.relid AND k.fingerprint = s.fingerprint
   )
-  SELECT relid, schemaname, relname,
+  SELECT relid, schemaname, relname, fingerprint,
          ${pgSelectList(TABLE_FIELDS, major)},
          last_vacuum, last_autovacuum, last_analyze, last_autoanalyze,
          EXISTS (SELECT 1 FROM pg_index p WHERE p.indrelid = sized.relid AND p.indisprimary) AS has_primary_key,
@@ -151,6 +183,7 @@ function sequenceStat(r: SequenceRow): SequenceStat {
 
 type Row = Record<(typeof COUNTERS)[number] | (typeof TABLE_GAUGES)[number], string | null> & {
   relid: number
+  fingerprint: string
   schemaname: string
   relname: string
   last_vacuum: Date | null
@@ -226,12 +259,28 @@ interface ForeignKeyRow {
   n_live_tup: number | string | null
 }
 
-export const tables: PostgresCollector = {
+export const tables = registerCollector<PostgresContext>({
   name: 'tables',
   engine: 'postgres',
   defaultEnabled: true,
   async collect(ctx) {
-    const rows = await ctx.sql.unsafe<Row[]>(sqlFor(ctx.major), [MAX_TABLES])
+    const kept = ctx.state.get(SIZES) as Sizes | undefined
+    const known = kept && ctx.now - kept.at < SIZES_MAX_AGE_MS ? kept : { at: ctx.now, tables: new Map<string, SizedTable>() }
+    const reused = [...known.tables].map(([relid, t]) => ({
+      relid,
+      fingerprint: t.fingerprint,
+      table_size: t.sizes[0],
+      index_size: t.sizes[1],
+      heap: t.sizes[2],
+      toast: t.sizes[3],
+    }))
+    const rows = await ctx.sql.unsafe<Row[]>(sqlFor(ctx.major), [MAX_TABLES, JSON.stringify(reused)])
+    const sized = new Map<string, SizedTable>()
+    for (const r of rows) {
+      const sizes = [r.table_size_bytes, r.index_size_bytes, r.heap_bytes, r.toast_bytes].map((v) => (v === null ? null : String(v))) as SizedTable['sizes']
+      if (sizes.every((v) => v !== null)) sized.set(String(r.relid), { fingerprint: r.fingerprint, sizes })
+    }
+    ctx.state.set(SIZES, { at: known.at, tables: sized } satisfies Sizes)
     const previous = ctx.state.get('tables') as Map<number, TableCounters> | undefined
     const current = new Map<number, TableCounters>()
     const stats: TableStat[] = rows.map((r) => {
@@ -269,4 +318,4 @@ export const tables: PostgresCollector = {
       })),
     }
   },
-}
+})

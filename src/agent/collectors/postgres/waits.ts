@@ -4,7 +4,8 @@
 // in (a poll's samples may straddle two minutes; the server buckets each entry by its own minute, so a
 // minute's count over 60 is the average number of sessions waiting).
 import type { WaitSample } from '../../../shared/wire.ts'
-import type { PostgresCollector, PostgresContext } from '../types.ts'
+import type { PostgresContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 
 export const WAIT_SAMPLE_INTERVAL_MS = 1000
 
@@ -44,7 +45,7 @@ export async function sampleWaits(ctx: PostgresContext, intervalMs: number, now:
   }
 }
 
-export const waits: PostgresCollector = {
+export const waits = registerCollector<PostgresContext>({
   name: 'waits',
   engine: 'postgres',
   defaultEnabled: true,
@@ -72,4 +73,4 @@ export const waits: PostgresCollector = {
     state.counts = new Map()
     return { waits: out }
   },
-}
+})

@@ -6,7 +6,8 @@
 // track_wal_io_timing is on. On 18 a reset of either view (pg_stat_reset_shared('wal') or 'io')
 // counts as a reset of the sample. The first sample only sets the baseline.
 import { WAL_KEYS } from '../../../shared/metrics.ts'
-import type { PostgresCollector } from '../types.ts'
+import type { PostgresContext } from '../types.ts'
+import { registerCollector } from '../registry.ts'
 import { singleRowDeltas } from './common.ts'
 
 const KEYS = WAL_KEYS
@@ -26,13 +27,12 @@ const SQL = {
           FROM pg_stat_io WHERE object = 'wal' AND context = 'normal') io`,
 }
 
-export const walStats: PostgresCollector = {
+export const walStats = registerCollector<PostgresContext>({
   name: 'wal_stats',
   engine: 'postgres',
-  minVersion: 14,
   defaultEnabled: true,
   async collect(ctx) {
     const delta = await singleRowDeltas(ctx, 'wal_stats', SQL, KEYS)
     return delta ? { wal_stats: delta } : {}
   },
-}
+})

@@ -1,13 +1,18 @@
 // The agent stopped sending (or never sent) data for this database: every other finding is then based
 // on old numbers, or on none. The agent is heard from by its batches and by its reports that the database
-// is down (sql-availability.ts): a database the agent reports down is database_unreachable's, never this
+// is down (store/availability/): a database the agent reports down is database_unreachable's, never this
 // rule's, also when the agent goes silent after reporting it down (one alert for the outage: that finding
 // then says the agent is silent and its state is as last reported).
+// A restart of `dbm serve` (an upgrade) is no agent's fault: agents buffer while no serve runs and come
+// back at their next retry round. A silence that began before this process started is judged only once
+// the restart grace (limits.ts restartGraceMs) has passed since the start, counted from then, unless it
+// was judged before the stop (its alert is open: it stays open rather than resolving and reopening).
 // Under `dbm local` the agent runs in the server's own process on the DSNs of its command line, with no
 // config file and no health address: the advice is to give the database's DSN to dbm local (a database of
 // an earlier run keeps its history but is watched only when named again) and to read its start lines.
-import { databaseDefaults, silentAfterMs } from '../../limits.ts'
-import { lastHeardAt } from '../../store/sql-availability.ts'
+import { databaseDefaults, restartGraceMs, silentAfterMs } from '../../limits.ts'
+import { lastHeardAt } from '../../store/availability/types.ts'
+import { NAME_MAX_CHARS } from '../../../shared/database-limits.ts'
 import { commentText } from '../sql-text.ts'
 import type { RegisteredDatabase } from '../../store/types.ts'
 import { type Rule, duration } from '../types.ts'
@@ -36,6 +41,8 @@ const LOCAL_INVESTIGATE = [
 
 export const agentDisconnected: Rule<typeof defaults> = {
   id: 'agent_disconnected',
+  summary: 'The agent stopped sending (or never sent) data for this database, so every other finding rests on old numbers or none.',
+  collectors: [],
   engine: 'any',
   category: 'availability',
   thresholds: defaults,
@@ -50,7 +57,7 @@ export const agentDisconnected: Rule<typeof defaults> = {
             title: 'No data from the agent yet',
             detail: `dbm has not received any telemetry for "${db.name}" since it was registered ${duration(now - db.created_at)} ago.`,
             recommendation:
-              'dbm local watches the databases whose DSNs are on its command line, and shows the first data within about 15 seconds. Stop it (Ctrl-C) and start it again with this database\'s DSN; if its start line reports an error, fix the DSN or the role\'s rights (PostgreSQL setup in the README) and start it again.',
+              'dbm local watches the databases whose DSNs are on its command line, and shows the first data within about 15 seconds. Stop it (Ctrl-C) and start it again with this database\'s DSN; if its start line reports an error, fix the DSN or the role\'s rights (docs/postgresql-setup.md) and start it again.',
             how_to_investigate: LOCAL_INVESTIGATE,
             how_to_fix: [`${localCommand(db)}   # with the DSNs of the other databases you watch`],
             metrics: { last_seen_at: null },
@@ -64,7 +71,7 @@ export const agentDisconnected: Rule<typeof defaults> = {
           detail: `dbm has not received any telemetry for "${db.name}" since it was registered ${duration(now - db.created_at)} ago.`,
           recommendation: 'Start dbm agent with this database in its config.yaml and an API key of this organization.',
           how_to_investigate: ['dbm agent --check --config config.yaml', 'curl http://<agent health address>/healthz'],
-          how_to_fix: [`dbm agent --config config.yaml   # with a databases entry named "${commentText(db.name, 200)}"`],
+          how_to_fix: [`dbm agent --config config.yaml   # with a databases entry named "${commentText(db.name, NAME_MAX_CHARS)}"`],
           metrics: { last_seen_at: null },
         },
       ]
@@ -73,7 +80,13 @@ export const agentDisconnected: Rule<typeof defaults> = {
     const { min_silence_s } = ctx.thresholds(agentDisconnected)
     const heard = lastHeardAt(db, reported) ?? 0
     const silence = now - heard
-    if (silence <= silentAfterMs(db.poll_interval_seconds, min_silence_s * 1000)) return []
+    const silentAfter = silentAfterMs(db.poll_interval_seconds, min_silence_s * 1000)
+    if (silence <= silentAfter) return []
+    const servingSince = ctx.setup.servingSince
+    if (servingSince !== undefined && heard < servingSince && now - (servingSince + restartGraceMs(db.poll_interval_seconds)) <= silentAfter) {
+      const open = await ctx.store.monitor.listAlerts(db.id, 'open', 100)
+      if (!open.some((a) => a.rule === agentDisconnected.id || a.consequences.some((c) => c.rule === agentDisconnected.id))) return []
+    }
     if (ctx.setup.local) {
       return [
         {
@@ -81,7 +94,7 @@ export const agentDisconnected: Rule<typeof defaults> = {
           title: 'The agent has stopped sending data',
           detail: `Nothing from dbm local's agent for "${db.name}" (no batch, no availability report) for ${duration(silence)} (poll interval ${db.poll_interval_seconds} s); the other findings describe the database as it was then.`,
           recommendation:
-            'dbm local watches only the DSNs given to the run in progress: a database of an earlier run keeps its history but is not watched unless its DSN is given again. Restart dbm local (Ctrl-C, then the command) with this database\'s DSN among the others; if its start line then reports an error, check the DSN and the role (PostgreSQL setup in the README).',
+            'dbm local watches only the DSNs given to the run in progress: a database of an earlier run keeps its history but is not watched unless its DSN is given again. Restart dbm local (Ctrl-C, then the command) with this database\'s DSN among the others; if its start line then reports an error, check the DSN and the role (docs/postgresql-setup.md).',
           how_to_investigate: LOCAL_INVESTIGATE,
           how_to_fix: [`${localCommand(db)}   # with the DSNs of the other databases you watch`],
           metrics: { last_seen_s_ago: Math.round(silence / 1000), poll_interval_seconds: db.poll_interval_seconds },

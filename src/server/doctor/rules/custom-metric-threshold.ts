@@ -20,6 +20,8 @@ const duration = (seconds: number) =>
 
 export const customMetricThreshold: Rule = {
   id: 'custom_metric_threshold',
+  summary: 'A custom metric past the threshold its own alert sets (custom_metrics[].alert) for the whole window it names.',
+  collectors: ['custom_metrics'],
   engine: 'any',
   category: 'reliability',
   thresholds: {},

@@ -1,4 +1,4 @@
-// The agent runs and reports that it cannot reach the database (sql-availability.ts): one critical
+// The agent runs and reports that it cannot reach the database (store/availability/): one critical
 // finding naming the failure's class and the driver's message, from the agent's first failed ping on,
 // until the agent reports the database up again. An agent that goes silent during the outage does not
 // resolve it: the finding stays, as last reported, and says since when the agent is silent (one alert for
@@ -6,8 +6,8 @@
 // Under `dbm local` the agent is in the server's process and its DSNs are on the command line: the advice
 // checks the DSN and the role there and restarts dbm local, never `dbm agent --check` or a config file.
 import { databaseDefaults, silentAfterMs } from '../../limits.ts'
-import { lastHeardAt } from '../../store/sql-availability.ts'
-import { causeText } from '../../store/sql-availability.ts'
+import { lastHeardAt } from '../../store/availability/types.ts'
+import { causeText } from '../../store/availability/types.ts'
 import { type Rule, duration } from '../types.ts'
 
 const defaults = {
@@ -49,6 +49,8 @@ const LOCAL_INVESTIGATE: Record<string, string[]> = {
 
 export const databaseUnreachable: Rule<typeof defaults> = {
   id: 'database_unreachable',
+  summary: 'The agent runs but cannot reach the database: one critical finding naming the failure\'s class and the driver\'s message, until the agent reports it up again.',
+  collectors: [],
   engine: 'any',
   category: 'availability',
   thresholds: defaults,

@@ -9,7 +9,7 @@
 // swaps are this finding's evidence (it turns critical and names the first), and pg_log_resource_faults
 // leaves them out; without memory pressure on the host they stay that rule's.
 import type { DoctorContext } from '../context.ts'
-import type { LatestHost } from '../../store/sql-host.ts'
+import type { LatestHost } from '../../store/host/types.ts'
 import { type Rule, bytes, pct } from '../types.ts'
 import { countOf, logCounts, logEntries, logExcerpt } from './postgres/log-evidence.ts'
 
@@ -46,6 +46,8 @@ export function memoryPressure(ctx: DoctorContext): Promise<Memory | null> {
 
 export const hostMemoryPressure: Rule<typeof defaults> = {
   id: 'host_memory_pressure',
+  summary: 'Memory pressure on the database\'s host: swap in use with little memory available, or little available without swap.',
+  collectors: ['host', 'log_events'],
   engine: 'any',
   category: 'capacity',
   thresholds: defaults,

@@ -1,12 +1,12 @@
 // The database server restarted in the last minutes (Altinity's ServerRestartRecently): a warning
-// naming when and the uptime since, from the restarts ingest derives (sql-events.ts: PostgreSQL's
+// naming when and the uptime since, from the restarts ingest derives (events/events.ts: PostgreSQL's
 // pg_postmaster_start_time(), ClickHouse's start computed from uptime()). When the server's log says it
 // crashed (a server_crash entry: PostgreSQL's "terminated by signal", ClickHouse's system.crash_log) or
 // ran crash recovery around that start, it is critical and names what the log says. PostgreSQL also
 // restarts in place after a crash (restart_after_crash: every session is reset, crash recovery runs)
 // without a new pg_postmaster_start_time(); a recovery entry in the last minutes counts as such a
 // restart. One finding per cause: pg_log_resource_faults leaves out the crash this finding carries.
-import type { StoredLogEntry } from '../../store/sql-log-events.ts'
+import type { StoredLogEntry } from '../../store/logs/types.ts'
 import type { DoctorContext } from '../context.ts'
 import { type Rule, duration } from '../types.ts'
 import { logEntries, logExcerpt, numberField, textField } from './postgres/log-evidence.ts'
@@ -94,6 +94,8 @@ function crashText(r: RecentRestart): string {
 
 export const serverRestarted: Rule<typeof defaults> = {
   id: 'server_restarted',
+  summary: 'The database server restarted in the last minutes; critical when its log shows a crash or crash recovery.',
+  collectors: ['log_events'],
   engine: 'any',
   category: 'availability',
   thresholds: defaults,

@@ -1,10 +1,10 @@
 // The database server's version changed in the last hours (Altinity's VersionChanged), from the version
-// changes ingest derives (sql-events.ts compares each batch's engine_version with the database's):
+// changes ingest derives (events/events.ts compares each batch's engine_version with the database's):
 // one finding naming the version before the first change in the window and the one now, with what to
 // check after it. A new major version (PostgreSQL's first number; ClickHouse's year.month release) or a
 // downgrade is a warning: extensions, statistics and defaults change with it; a minor update is info.
 // A version changed and changed back within the window is no finding.
-import type { ServerChange } from '../../store/sql-server-changes.ts'
+import type { ServerChange } from '../../store/events/server-changes.ts'
 import type { Rule } from '../types.ts'
 
 const defaults = {
@@ -15,7 +15,7 @@ const defaults = {
 const HOUR = 3_600_000
 const iso = (ms: number) => new Date(ms).toISOString()
 
-/** The version before a change: its detail is `old → new` with `new` its object (sql-events.ts). */
+/** The version before a change: its detail is `old → new` with `new` its object (events/events.ts). */
 export function versionBefore(change: ServerChange): string | null {
   const detail = change.detail ?? ''
   const suffix = ` → ${change.object}`
@@ -48,6 +48,8 @@ function compareVersions(a: string, b: string): number {
 
 export const serverVersionChanged: Rule<typeof defaults> = {
   id: 'server_version_changed',
+  summary: 'The server\'s version changed in the last hours (a new major release or a downgrade is a warning), with what to check after it.',
+  collectors: [],
   engine: 'any',
   category: 'configuration',
   thresholds: defaults,

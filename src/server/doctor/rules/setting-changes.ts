@@ -1,11 +1,11 @@
 // A setting of the risky table (setting-risks.ts) changed in the last hours: one finding per setting,
-// from the setting changes ingest derives (sql-events.ts), naming the value before the first change in
+// from the setting changes ingest derives (events/events.ts), naming the value before the first change in
 // the window and the value now, why it matters, and (PostgreSQL, a change the risky way) the command
 // that puts the old value back. A warning when the change goes the risky way, else info; a setting
 // changed and changed back is no finding; a value another rule judges already (pg_risky_settings: fsync
 // off, ...) is left to it. Values come from the monitored server: they are shown as SQL constants
 // (sql-text.ts), cut, and reach commands only as such constants.
-import type { ServerChange } from '../../store/sql-server-changes.ts'
+import type { ServerChange } from '../../store/events/server-changes.ts'
 import { chString, commentText, pgIdent, pgString } from '../sql-text.ts'
 import type { FindingDraft, Rule } from '../types.ts'
 import { settings } from './postgres/log-evidence.ts'
@@ -23,7 +23,7 @@ const MAX_CHANGES = 2_000
 const SHOWN_CHARS = 200
 const iso = (ms: number) => new Date(ms).toISOString()
 
-/** A value as sql-events.ts writes it into an event's detail, and back. */
+/** A value as events/events.ts writes it into an event's detail, and back. */
 const NOT_SET = '(not set)'
 const asShown = (v: string | undefined) => (v === undefined ? NOT_SET : v === '' ? "''" : v)
 const fromShown = (s: string) => (s === NOT_SET ? undefined : s === "''" ? '' : s)
@@ -62,6 +62,8 @@ function fixCommands(risk: SettingRisk, before: string | undefined): string[] {
 
 export const settingChanged: Rule<typeof defaults> = {
   id: 'setting_changed',
+  summary: 'A setting of the risky-settings table changed in the last hours: old and new value, why it matters, and the command that puts the old value back.',
+  collectors: [],
   engine: 'any',
   category: 'configuration',
   thresholds: defaults,

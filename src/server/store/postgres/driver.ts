@@ -1,11 +1,12 @@
 // PostgreSQL driver over postgres.js. Every statement runs under a statement_timeout, int8 values
 // come back as JS numbers (epoch milliseconds and counters stay well below 2^53; a counter pinned at
-// BIGINT's maximum, sql-sums.ts, reads as 2^63). Every statement's
-// outcome feeds the store's availability: postgres.js reconnects by itself once the server is back.
+// BIGINT's maximum, sums.ts, reads as 2^63). Every statement's
+// outcome feeds the store's reachability: postgres.js reconnects by itself once the server is back.
 import postgres from 'postgres'
-import { StoreAvailability, isStoreUnreachable } from '../availability.ts'
+import { StoreReachability, isStoreUnreachable } from '../reachability.ts'
 import { postgresDialect } from '../dialect.ts'
-import { type RunResult, type SqlDriver, type SqlStatement, StoreError, UniqueViolation } from '../driver.ts'
+import { type RunResult, type SqlDriver, StoreError, UniqueViolation } from '../driver.ts'
+import type { SqlStatement } from '../sql.ts'
 
 export interface PostgresDriverOptions {
   /** Deadline for each statement, in milliseconds. */
@@ -29,8 +30,8 @@ export interface SentCounts {
   exchanges: number
 }
 
-/** Runs one exchange with the server, telling `availability` whether the server answered it. */
-async function observed<T>(availability: StoreAvailability, send: () => Promise<T>, sent?: SentCounts, statements = 1, exchanges = 1): Promise<T> {
+/** Runs one exchange with the server, telling `reachability` whether the server answered it. */
+async function observed<T>(reachability: StoreReachability, send: () => Promise<T>, sent?: SentCounts, statements = 1, exchanges = 1): Promise<T> {
   if (sent) {
     sent.statements += statements
     sent.exchanges += exchanges
@@ -38,11 +39,11 @@ async function observed<T>(availability: StoreAvailability, send: () => Promise<
   const sentAt = performance.now()
   try {
     const result = await send()
-    availability.answered(sentAt)
+    reachability.answered(sentAt)
     return result
   } catch (e) {
-    if (isStoreUnreachable(e)) availability.unreachable(sentAt, e)
-    else availability.answered(sentAt) // the server answered, with an error of the statement
+    if (isStoreUnreachable(e)) reachability.unreachable(sentAt, e)
+    else reachability.answered(sentAt) // the server answered, with an error of the statement
     throw e
   }
 }
@@ -73,10 +74,10 @@ function parameters(params: unknown[]): postgres.ParameterOrJSON<never>[] {
 }
 
 function driverOver(sql: Sql, root: PostgresDriver): SqlDriver {
-  const { availability, sent } = root
+  const { reachability, sent } = root
   const q = async <T>(text: string, params: unknown[] = []): Promise<T[]> => {
     try {
-      return (await observed(availability, () => sql.unsafe(text, parameters(params)), sent)) as unknown as T[]
+      return (await observed(reachability, () => sql.unsafe(text, parameters(params)), sent)) as unknown as T[]
     } catch (e) {
       throw wrap(e, text)
     }
@@ -88,7 +89,7 @@ function driverOver(sql: Sql, root: PostgresDriver): SqlDriver {
     get: async (text, params) => (await q(text, params))[0] as any,
     run: async (text, params = []) => {
       try {
-        const result = await observed(availability, () => sql.unsafe(text, parameters(params)), sent)
+        const result = await observed(reachability, () => sql.unsafe(text, parameters(params)), sent)
         return result.count
       } catch (e) {
         throw wrap(e, text)
@@ -106,7 +107,7 @@ function driverOver(sql: Sql, root: PostgresDriver): SqlDriver {
       let failed: string | undefined
       try {
         return await observed(
-          availability,
+          reachability,
           () =>
             Promise.all(
               statements.map((s) =>
@@ -128,7 +129,7 @@ function driverOver(sql: Sql, root: PostgresDriver): SqlDriver {
     },
     exec: async (script) => {
       try {
-        await observed(availability, () => sql.unsafe(script).simple(), sent)
+        await observed(reachability, () => sql.unsafe(script).simple(), sent)
       } catch (e) {
         throw wrap(e, script)
       }
@@ -161,7 +162,7 @@ export class PostgresDriver implements SqlDriver {
   readonly dialect = 'postgres' as const
   readonly sqlDialect = postgresDialect
   /** Outage episodes of this server, from the outcome of every statement. */
-  readonly availability = new StoreAvailability()
+  readonly reachability = new StoreReachability()
   /** Statements sent through this driver and the exchanges they took, for tests and benchmarks. */
   readonly sent: SentCounts = { statements: 0, exchanges: 0 }
   private sql: postgres.Sql<Record<string, never>>
@@ -178,7 +179,7 @@ export class PostgresDriver implements SqlDriver {
     // postgres.js (3.4.9) keeps state from a connection lost mid-statement: the next statement on it
     // fails with the old backend's error (57P01), and a lost transaction leaves its connection unable
     // to reconnect. An outage therefore starts a fresh pool; the old one is closed.
-    this.availability.onChange((change) => {
+    this.reachability.onChange((change) => {
       if (!change.available) this.replacePool()
     })
   }
@@ -248,7 +249,7 @@ export class PostgresDriver implements SqlDriver {
     try {
       connection = await this.sql.reserve()
     } catch (e) {
-      if (isStoreUnreachable(e)) this.availability.unreachable(sentAt, e)
+      if (isStoreUnreachable(e)) this.reachability.unreachable(sentAt, e)
       throw wrap(e, 'BEGIN')
     }
     const tx = driverOver(connection, this)
@@ -267,7 +268,7 @@ export class PostgresDriver implements SqlDriver {
         })
       const begin = send('BEGIN', connection.unsafe('BEGIN', [], { onexecute: keepSession } as postgres.UnsafeQueryOptions))
       const lock = lockKey ? send(LOCK_SQL, connection.unsafe(LOCK_SQL, [lockKey], { prepare: true })) : undefined
-      const opened = observed(this.availability, () => Promise.all([begin, lock]), this.sent, lock ? 2 : 1, 0).catch((e: unknown) => {
+      const opened = observed(this.reachability, () => Promise.all([begin, lock]), this.sent, lock ? 2 : 1, 0).catch((e: unknown) => {
         throw wrap(e, failed ?? 'BEGIN')
       })
       opened.catch(() => {}) // thrown below, where fn's outcome is known
@@ -276,7 +277,7 @@ export class PostgresDriver implements SqlDriver {
       let committed = false
       const runLast = async (statements: readonly SqlStatement[]): Promise<RunResult[]> => {
         const results = tx.runAll(statements)
-        const commit = observed(this.availability, () => connection.unsafe('COMMIT'), this.sent, 1, 0)
+        const commit = observed(this.reachability, () => connection.unsafe('COMMIT'), this.sent, 1, 0)
         commit.catch(() => {}) // thrown below, after the statements' own failure if any
         committed = true
         const answered = await results

@@ -3,7 +3,8 @@
 // other call behind the open transaction.
 import { Database, type Statement } from 'bun:sqlite'
 import { sqliteDialect } from '../dialect.ts'
-import { type RunResult, type SqlDriver, type SqlStatement, StoreError, UniqueViolation } from '../driver.ts'
+import { type RunResult, type SqlDriver, StoreError, UniqueViolation } from '../driver.ts'
+import type { SqlStatement } from '../sql.ts'
 import { type CheckpointResult, type Checkpointer, startCheckpointer } from './checkpointer.ts'
 
 const placeholder = /\$(\d+)/g

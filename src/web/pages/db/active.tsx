@@ -10,20 +10,19 @@
 // for a past snapshot, so that they stay those it had instead of growing while its durations do not.
 import type { Static } from '@sinclair/typebox'
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks'
-import type { ActiveSession, ActiveStreamMessage } from '../../../shared/api/objects.ts'
+import type { ActiveStreamMessage } from '../../../shared/api/objects.ts'
 import { get } from '../../api.ts'
 import { type Column, DataTable } from '../../components/data-table.tsx'
 import { DbText, escapeInvisible } from '../../components/invisible.tsx'
 import { Empty, Loading, ago, fmtBytes, fmtClock, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
 import { ApiProblem, NoDataYet, SelectField, apiPath, fmtDuration, isStale } from './common.tsx'
 import { TimeSlider, atOf } from './history.tsx'
-import type { Database, PageProps } from './types.ts'
+import type { Database, PageProps, Session } from './types.ts'
 import { type KillKind, KillPanel, type KillTarget, useAllowedActions } from './session-actions.tsx'
 import { useSession } from '../../session.ts'
 import { isOwner } from '../members.tsx'
 
 /** A session as GET /active and the stream send it. */
-export type Session = Static<typeof ActiveSession>
 
 export interface Stream {
   ts: Static<typeof ActiveStreamMessage>['ts']
@@ -335,7 +334,7 @@ export function ActivePage({ db, query, setQuery }: PageProps) {
   const at = atOf(query)
   const setAt = (value: number | undefined) => setQuery({ at: value === undefined ? undefined : String(value) }, { replace: true })
   const stream = useActiveStream(db, interval, paused || !db.last_seen_at || at !== undefined)
-  const past = useApi<Session[]>(at !== undefined && db.last_seen_at ? apiPath(db, `/active?at=${at}&limit=200`) : null)
+  const past = useApi(at !== undefined && db.last_seen_at ? apiPath(db, `/active?at=${at}&limit=200`) : null)
   const shown = at === undefined ? stream.active : past.data
   const sessions = useMemo(
     () => (shown ?? []).filter((s) => !(hideIdle && db.engine === 'postgres' && s.state === 'idle')),

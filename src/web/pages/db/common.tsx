@@ -30,7 +30,8 @@ export function eventHref(link: string, object?: string | null): string {
 }
 
 /** `/databases/<id><rest>`: an API path of the database. */
-export const apiPath = (db: Pick<Database, 'id'>, rest: string) => `/databases/${encodeURIComponent(db.id)}${rest}`
+/** A database's API path, typed as a template (`/databases/${string}/rest`) so that its route is checked (web/api-routes.ts). */
+export const apiPath = <const R extends string>(db: Pick<Database, 'id'>, rest: R): `/databases/${string}${R}` => `/databases/${encodeURIComponent(db.id)}${rest}`
 
 export const engineName = (engine: string) => (engine === 'clickhouse' ? 'ClickHouse' : 'PostgreSQL')
 

@@ -95,7 +95,7 @@ function adviceColumn(db: Database): Column<Setting> {
 
 /** The settings of the server, changed ones first shown; search and the all/changed switch in the URL. */
 export function ConfigurationPage({ db, query, setQuery }: PageProps) {
-  const found = useApi<Configuration>(db.last_seen_at ? apiPath(db, '/configuration') : null)
+  const found = useApi(db.last_seen_at ? apiPath(db, '/configuration') : null)
   const all = query.get('all') === '1'
   const q = query.get('q') ?? ''
   const [text, setText] = useState(q)

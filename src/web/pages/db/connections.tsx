@@ -53,7 +53,7 @@ const slotColumns = (label: string, none: string, slots: Slots): Column<Count>[]
 
 /** Connections by source, as tables; reloaded every 15 s. */
 export function ConnectionsPage({ db }: PageProps) {
-  const found = useApi<Connections>(db.last_seen_at ? apiPath(db, '/connections') : null)
+  const found = useApi(db.last_seen_at ? apiPath(db, '/connections') : null)
   const reload = useCallback(() => found.reload(), [found.reload])
   useEvery(15_000, reload)
   if (!db.last_seen_at) return <NoDataYet db={db} />

@@ -1,4 +1,4 @@
-// Custom metrics: the operator's own SQL checks (custom_metrics in the agent config, README "Checks of
+// Custom metrics: the operator's own SQL checks (custom_metrics in the agent config, docs/custom-metrics.md "Checks of
 // your own"), one panel each: its name, kind, description, last error, latest value per value column and
 // label set (GET /custom-metrics), and a chart of its series over the page's window (GET
 // /custom-metrics/{name}), a counter as a rate per second. Names, labels, descriptions and errors come
@@ -122,7 +122,7 @@ function chartData(metric: CustomMetric, answer: CustomMetricSeries): { times: n
 }
 
 function MetricChart({ db, metric, tw }: { db: Database; metric: CustomMetric; tw: TimeWindow }) {
-  const answer = useApi<CustomMetricSeries>(apiPath(db, `/custom-metrics/${encodeURIComponent(metric.name)}?${tw.params}&bucket=${tw.bucket}`))
+  const answer = useApi(apiPath(db, `/custom-metrics/${encodeURIComponent(metric.name)}?${tw.params}&bucket=${tw.bucket}`))
   const data = useMemo(() => (answer.data ? chartData(metric, answer.data) : undefined), [answer.data, metric])
   const counter = metric.kind === 'counter'
   return (
@@ -206,7 +206,7 @@ function NoCustomMetrics() {
     <Empty title="No custom metric yet">
       <p>
         Add SQL checks of your own to this database's entry in the agent config, under <code>custom_metrics</code>: each runs at its interval, its values
-        are kept like the built-in ones, charted here, exported on <code>/metrics</code> and may raise an alert. The README's section "Checks of your own"
+        are kept like the built-in ones, charted here, exported on <code>/metrics</code> and may raise an alert. docs/custom-metrics.md
         says what each key does; the <a href="#/settings/agent">agent setup page</a> gives the config to start from.
       </p>
       <Code text={EXAMPLE} />
@@ -216,7 +216,7 @@ function NoCustomMetrics() {
 
 export function CustomMetricsPage({ db, query, setQuery }: PageProps) {
   const tw = useWindow(query)
-  const list = useApi<CustomMetricList>(db.last_seen_at ? apiPath(db, '/custom-metrics') : null)
+  const list = useApi(db.last_seen_at ? apiPath(db, '/custom-metrics') : null)
   if (!db.last_seen_at) return <NoDataYet db={db} />
   return (
     <section>

@@ -69,7 +69,7 @@ const kindLabel = (kind: string) => KIND_LABELS[kind] ?? kind.replaceAll('_', ' 
 /** The events of `bounds` as marks for the database's time charts (outages, restarts, setting changes, index DDL, alert openings). */
 export function useEventMarks(db: Pick<Database, 'id'>, bounds: [number, number]): ChartMark[] {
   const [since, until] = bounds
-  const events = useApi<DbEvent[]>(
+  const events = useApi(
     apiPath(db, `/events?since=${encodeURIComponent(new Date(since).toISOString())}&until=${encodeURIComponent(new Date(until).toISOString())}&limit=500`),
   )
   return useMemo(
@@ -113,7 +113,7 @@ function EventRow({ e }: { e: DbEvent }) {
 export function EventsPage({ db, query, setQuery }: PageProps) {
   const tw = useWindow(query)
   const group = GROUPS.find((g) => g.key === query.get('kind')) ?? GROUPS[0]!
-  const events = useApi<DbEvent[]>(apiPath(db, `/events?${tw.params}&limit=2000`))
+  const events = useApi(apiPath(db, `/events?${tw.params}&limit=2000`))
   useEvery(60_000, useCallback(() => tw.range !== 'custom' && tw.refresh(), [tw.range]))
   const shown = useMemo(() => (events.data ?? []).filter((e) => group.kinds.length === 0 || group.kinds.includes(e.kind)), [events.data, group])
   return (

@@ -33,7 +33,7 @@ export function ExplainForm({ db, hash, text }: { db: Database; hash: string; te
     let timer: ReturnType<typeof setTimeout>
     const read = async () => {
       try {
-        const a = await api<Action>('GET', apiPath(db, `/actions/${asked}`))
+        const a = await api('GET', apiPath(db, `/actions/${asked}`))
         if (stop) return
         setAction(a)
         if (a.state !== 'pending' && a.state !== 'running') return
@@ -51,7 +51,7 @@ export function ExplainForm({ db, hash, text }: { db: Database; hash: string; te
     setError(undefined)
     setAction(undefined)
     try {
-      const a = await api<Action>('POST', apiPath(db, '/actions'), { kind: 'explain', query_hash: hash, parameters: values })
+      const a = await api('POST', apiPath(db, '/actions'), { kind: 'explain', query_hash: hash, parameters: values })
       setAsked(a.id)
     } catch (err) {
       setError((err as Error).message)

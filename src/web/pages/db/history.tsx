@@ -52,7 +52,7 @@ export function TimeSlider({ db, at, onChange }: { db: Database; at: number | un
     return () => clearInterval(timer)
   }, [at])
   const since = new Date(until - Number(span)).toISOString()
-  const loaded = useApi<SnapshotTimes>(apiPath(db, `/active/history?since=${encodeURIComponent(since)}&until=${encodeURIComponent(new Date(until + 60_000).toISOString())}&limit=10000`))
+  const loaded = useApi(apiPath(db, `/active/history?since=${encodeURIComponent(since)}&until=${encodeURIComponent(new Date(until + 60_000).toISOString())}&limit=10000`))
   const times = loaded.data?.snapshots ?? []
   const index = at === undefined ? times.length - 1 : snapshotIndex(times, at)
   const blockedMarks = useMemo(() => times.map((t, i) => [t, i] as const).filter(([t]) => t.blocked > 0), [times])
@@ -191,7 +191,7 @@ const CHAIN_LIMIT = 100
  */
 export function PastLockChains({ db, onShow }: { db: Database; onShow(at: number): void }) {
   const [since] = useState(() => new Date(Date.now() - 86_400_000).toISOString())
-  const chains = useApi<PastChain[]>(apiPath(db, `/locks/chains?since=${encodeURIComponent(since)}&order=longest&limit=${CHAIN_LIMIT}`))
+  const chains = useApi(apiPath(db, `/locks/chains?since=${encodeURIComponent(since)}&order=longest&limit=${CHAIN_LIMIT}`))
   return (
     <section class="panel past-chains">
       <h2>Lock chains of the last 24 hours</h2>

@@ -102,7 +102,7 @@ function FilesystemCard({ fs, range }: { fs: Filesystem; range: [number, number]
 
 export function HostPage({ db, query, setQuery }: PageProps) {
   const tw = useWindow(query)
-  const host = useApi<Host>(db.last_seen_at ? apiPath(db, `/host?${tw.params}&bucket=${tw.bucket}`) : null)
+  const host = useApi(db.last_seen_at ? apiPath(db, `/host?${tw.params}&bucket=${tw.bucket}`) : null)
   if (!db.last_seen_at) return <NoDataYet db={db} />
   return (
     <Async loaded={host}>

@@ -16,6 +16,7 @@ import { useEventMarks } from './events.tsx'
 import { ApiProblem, Card, Meter, NoDataYet, TimeRangePicker, apiPath, fmtDuration, fmtRatio, useWindow } from './common.tsx'
 import { SeriesChart, type SeriesSpec } from './series-chart.tsx'
 import type { PageProps } from './types.ts'
+import { BGWRITER_METRICS, DATABASE_METRICS, IO_METRICS, WAL_METRICS, legends } from '../../../shared/metrics.ts'
 import type { Static } from '@sinclair/typebox'
 import type {
   Archiver as ArchiverSchema,
@@ -44,21 +45,21 @@ type ChartPoint = { ts: string }
 type IoTotal = { ts: string; reads: number; writes: number; extends: number }
 
 const DATABASE_CHARTS: SeriesSpec[] = [
-  { name: 'db-transactions', title: 'Transactions per second', unit: 'per_s', rate: true, keys: [['xact_commit', 'commits'], ['xact_rollback', 'rollbacks']] },
-  { name: 'db-blocks', title: 'Blocks per second', unit: 'per_s', rate: true, keys: [['blks_hit', 'hit'], ['blks_read', 'read']] },
-  { name: 'db-connections', title: 'Connections', unit: 'count', keys: [['numbackends', 'backends'], ['max_connections', 'max']] },
-  { name: 'db-tuples', title: 'Rows per second', unit: 'per_s', rate: true, keys: [['tup_returned', 'returned'], ['tup_fetched', 'fetched'], ['tup_inserted', 'inserted'], ['tup_updated', 'updated'], ['tup_deleted', 'deleted']] },
+  { name: 'db-transactions', title: 'Transactions per second', unit: 'per_s', rate: true, keys: legends(DATABASE_METRICS, 'xact_commit', 'xact_rollback') },
+  { name: 'db-blocks', title: 'Blocks per second', unit: 'per_s', rate: true, keys: legends(DATABASE_METRICS, 'blks_hit', 'blks_read') },
+  { name: 'db-connections', title: 'Connections', unit: 'count', keys: legends(DATABASE_METRICS, 'numbackends', 'max_connections') },
+  { name: 'db-tuples', title: 'Rows per second', unit: 'per_s', rate: true, keys: legends(DATABASE_METRICS, 'tup_returned', 'tup_fetched', 'tup_inserted', 'tup_updated', 'tup_deleted') },
 ]
 
 const BGWRITER_CHARTS: SeriesSpec[] = [
-  { name: 'bgwriter-checkpoints', title: 'Checkpoints', unit: 'count', total: true, keys: [['checkpoints_timed', 'timed'], ['checkpoints_req', 'requested']] },
-  { name: 'bgwriter-buffers', title: 'Buffers written per second', unit: 'per_s', rate: true, keys: [['buffers_checkpoint', 'checkpointer'], ['buffers_clean', 'bgwriter'], ['buffers_backend', 'backends']] },
+  { name: 'bgwriter-checkpoints', title: 'Checkpoints', unit: 'count', total: true, keys: legends(BGWRITER_METRICS, 'checkpoints_timed', 'checkpoints_req') },
+  { name: 'bgwriter-buffers', title: 'Buffers written per second', unit: 'per_s', rate: true, keys: legends(BGWRITER_METRICS, 'buffers_checkpoint', 'buffers_clean', 'buffers_backend') },
   {
     name: 'bgwriter-checkpoint-time',
     title: 'Checkpoint write and sync time (spread over the minutes each checkpoint ran)',
     unit: 'ms',
     total: true,
-    keys: [['checkpoint_write_time_ms', 'write'], ['checkpoint_sync_time_ms', 'sync']],
+    keys: legends(BGWRITER_METRICS, 'checkpoint_write_time_ms', 'checkpoint_sync_time_ms'),
   },
 ]
 
@@ -114,11 +115,11 @@ export function spreadCheckpoints(points: BgwriterPoint[], stepMs: number): Bgwr
 }
 
 const WAL_CHARTS: SeriesSpec[] = [
-  { name: 'wal-bytes', title: 'WAL generated', unit: 'bytes/s', rate: true, keys: [['wal_bytes', 'WAL']] },
-  { name: 'wal-records', title: 'WAL records per second', unit: 'per_s', rate: true, keys: [['wal_records', 'records'], ['wal_fpi', 'full-page images']] },
+  { name: 'wal-bytes', title: 'WAL generated', unit: 'bytes/s', rate: true, keys: legends(WAL_METRICS, 'wal_bytes') },
+  { name: 'wal-records', title: 'WAL records per second', unit: 'per_s', rate: true, keys: legends(WAL_METRICS, 'wal_records', 'wal_fpi') },
 ]
 
-const IO_CHART: SeriesSpec = { name: 'io-ops', title: 'I/O per second (all backends)', unit: 'per_s', rate: true, keys: [['reads', 'reads'], ['writes', 'writes'], ['extends', 'extends']] }
+const IO_CHART: SeriesSpec = { name: 'io-ops', title: 'I/O per second (all backends)', unit: 'per_s', rate: true, keys: legends(IO_METRICS, 'reads', 'writes', 'extends') }
 
 function Charts({ loaded, specs, bucket, range, marks }: { loaded: Loaded<ChartPoint[]>; specs: SeriesSpec[]; bucket: number; range: [number, number]; marks: ChartMark[] }) {
   if (loaded.error) return <ApiProblem error={loaded.error} />
@@ -269,18 +270,18 @@ export function InternalsPage({ db, query, setQuery }: PageProps) {
   const tw = useWindow(query)
   const marks = useEventMarks(db, tw.bounds)
   const on = db.last_seen_at !== null
-  const series = (path: string) => (on ? apiPath(db, `${path}?${tw.params}&bucket=${tw.bucket}`) : null)
-  const stats = useApi<DatabaseStats>(on ? apiPath(db, '/database-stats') : null)
-  const statsSeries = useApi<Static<typeof DatabaseStatsPoint>[]>(series('/database-stats/timeseries'))
-  const bgwriterRaw = useApi<BgwriterPoint[]>(series('/bgwriter'))
+  const series = <const S extends string>(path: S) => (on ? apiPath(db, `${path}?${tw.params}&bucket=${tw.bucket}`) : null)
+  const stats = useApi(on ? apiPath(db, '/database-stats') : null)
+  const statsSeries = useApi(series('/database-stats/timeseries'))
+  const bgwriterRaw = useApi(series('/bgwriter'))
   const bgwriterSpread = useMemo(() => (bgwriterRaw.data ? spreadCheckpoints(bgwriterRaw.data, tw.bucket * 1000) : undefined), [bgwriterRaw.data, tw.bucket])
   const bgwriter: Loaded<BgwriterPoint[]> = { ...bgwriterRaw, data: bgwriterSpread }
-  const wal = useApi<WalStats>(on ? apiPath(db, '/wal-stats') : null)
-  const walSeries = useApi<Static<typeof WalPoint>[]>(series('/wal-stats/timeseries'))
-  const archiver = useApi<Archiver>(on ? apiPath(db, '/archiver') : null)
-  const backups = useApi<Backups>(on ? apiPath(db, '/backups') : null)
-  const io = useApi<IoStats>(on ? apiPath(db, '/io-stats') : null)
-  const ioSeries = useApi<IoPoint[]>(series('/io-stats/timeseries'))
+  const wal = useApi(on ? apiPath(db, '/wal-stats') : null)
+  const walSeries = useApi(series('/wal-stats/timeseries'))
+  const archiver = useApi(on ? apiPath(db, '/archiver') : null)
+  const backups = useApi(on ? apiPath(db, '/backups') : null)
+  const io = useApi(on ? apiPath(db, '/io-stats') : null)
+  const ioSeries = useApi(series('/io-stats/timeseries'))
   const ioPoints = useMemo(() => ioTotals(ioSeries.data), [ioSeries.data])
   if (!on) return <NoDataYet db={db} />
   const ioLoaded: Loaded<IoTotal[]> = { ...ioSeries, data: ioPoints }

@@ -216,8 +216,8 @@ function History({ loaded }: { loaded: Loaded<Alert[]> }) {
 
 export function IssuesPage({ db, doctor, query }: PageProps) {
   const wanted = query.get('finding') ?? query.get('issue')
-  const openAlerts = useApi<Alert[]>(apiPath(db, '/alerts?status=open&limit=500'))
-  const resolved = useApi<Alert[]>(apiPath(db, '/alerts?status=resolved&limit=50'))
+  const openAlerts = useApi(apiPath(db, '/alerts?status=open&limit=500'))
+  const resolved = useApi(apiPath(db, '/alerts?status=resolved&limit=50'))
   const target = doctor.data ? groupOfFinding(doctor.data.groups, wanted) : undefined
   useEffect(() => {
     if (target) document.getElementById(`issue-${target.key}`)?.scrollIntoView({ block: 'start' })

@@ -62,7 +62,7 @@ export function LocksPage({ db, query, setQuery }: PageProps) {
   // A past snapshot (?at=, from the time slider): its locks are those that waited or blocked.
   const at = atOf(query)
   const setAt = (value: number | undefined) => setQuery({ at: value === undefined ? undefined : String(value) }, { replace: true })
-  const locks = useApi<Lock[]>(db.last_seen_at ? apiPath(db, at === undefined ? '/locks?limit=500' : `/locks?at=${at}&limit=500`) : null)
+  const locks = useApi(db.last_seen_at ? apiPath(db, at === undefined ? '/locks?limit=500' : `/locks?at=${at}&limit=500`) : null)
   const reloadLive = useCallback(() => {
     if (at === undefined) locks.reload()
   }, [at, locks.reload])

@@ -103,12 +103,12 @@ export function lockMomentAt(e: Pick<LogEventEntry, 'kind' | 'ts'>, snapshots: r
  */
 function LockMoment({ db, e }: { db: PageProps['db']; e: LogEventEntry }) {
   const ts = Date.parse(e.ts)
-  const history = useApi<SnapshotTimes>(
+  const history = useApi(
     e.kind !== 'lock_wait' ? null : apiPath(db, `/active/history?since=${encodeURIComponent(new Date(ts).toISOString())}&until=${encodeURIComponent(new Date(ts + SNAPSHOT_AFTER_MS).toISOString())}&limit=1000`),
   )
   const at = history.data ? lockMomentAt(e, history.data.snapshots) : ts
   const found = e.kind === 'lock_wait' && history.data?.snapshots.some((s) => s.at === at)
-  const locks = useApi<LockRow[]>(found && e.pid !== null && typeof e.fields.relation === 'number' ? apiPath(db, `/locks?at=${at}&limit=500`) : null)
+  const locks = useApi(found && e.pid !== null && typeof e.fields.relation === 'number' ? apiPath(db, `/locks?at=${at}&limit=500`) : null)
   const name = locks.data?.find((l) => l.pid === e.pid && !l.granted && l.relation_name)?.relation_name ?? null
   // The link once the snapshots are known (or could not be read: the entry's own time).
   if (e.kind === 'lock_wait' && !history.data && !history.error) return <span class="muted">Locks at that moment…</span>
@@ -238,9 +238,9 @@ export function LogsPage({ db, query, setQuery }: PageProps) {
     .join('&')
   // The counts take the same kind, category and severity filters as the list (not q: counts keep no text).
   const countFilters = filters.replace(/(^|&)q=[^&]*/, '').replace(/^&/, '')
-  const summary = useApi<LogEventSummary>(db.last_seen_at ? apiPath(db, `/log-events/summary?${tw.params}${countFilters ? `&${countFilters}` : ''}`) : null)
+  const summary = useApi(db.last_seen_at ? apiPath(db, `/log-events/summary?${tw.params}${countFilters ? `&${countFilters}` : ''}`) : null)
   const filteredCounts = [kind && kindLabel(kind), category && (CATEGORY_LABELS[category] ?? category), severity && (SEVERITIES.find(([v]) => v === severity)?.[1] ?? severity).toLowerCase()].filter(Boolean)
-  const first = useApi<LogEventList>(db.last_seen_at ? apiPath(db, `/log-events?${tw.params}&limit=${PAGE}${filters ? `&${filters}` : ''}`) : null)
+  const first = useApi(db.last_seen_at ? apiPath(db, `/log-events?${tw.params}&limit=${PAGE}${filters ? `&${filters}` : ''}`) : null)
   const [older, setOlder] = useState<{ entries: LogEventEntry[]; cursor: string | null; loading: boolean; error?: string }>({ entries: [], cursor: null, loading: false })
   useEffect(() => setOlder({ entries: [], cursor: first.data?.next_cursor ?? null, loading: false }), [first.data])
   useEvery(60_000, useCallback(() => {
@@ -250,7 +250,7 @@ export function LogsPage({ db, query, setQuery }: PageProps) {
   const loadOlder = () => {
     if (!older.cursor) return
     setOlder((o) => ({ ...o, loading: true }))
-    get<LogEventList>(apiPath(db, `/log-events?${tw.params}&limit=${PAGE}${filters ? `&${filters}` : ''}&cursor=${encodeURIComponent(older.cursor)}`)).then(
+    get(apiPath(db, `/log-events?${tw.params}&limit=${PAGE}${filters ? `&${filters}` : ''}&cursor=${encodeURIComponent(older.cursor)}`)).then(
       (page) => setOlder((o) => ({ entries: [...o.entries, ...page.entries], cursor: page.next_cursor, loading: false })),
       (e: Error) => setOlder((o) => ({ ...o, loading: false, error: e.message })),
     )
@@ -306,7 +306,7 @@ export function LogsPage({ db, query, setQuery }: PageProps) {
                 {db.engine === 'postgres' ? (
                   <>
                     from the files in <code>pg_log_dir</code> when it runs beside the server, or over SQL with <code>pg_read_binary_file</code> when its role
-                    is granted it (README: Server log). <code>dbm agent --check</code> says which, and what the server's <code>log_line_prefix</code>{' '}
+                    is granted it (docs/server-log.md). <code>dbm agent --check</code> says which, and what the server's <code>log_line_prefix</code>{' '}
                     lacks.
                   </>
                 ) : (

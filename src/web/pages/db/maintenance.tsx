@@ -118,7 +118,7 @@ const BLOAT: Column<Estimate>[] = [
 ]
 
 function Progress({ db }: { db: PageProps['db'] }) {
-  const found = useApi<Progress>(apiPath(db, '/progress'))
+  const found = useApi(apiPath(db, '/progress'))
   const reload = useCallback(() => found.reload(), [found.reload])
   useEvery(15_000, reload)
   return (
@@ -138,7 +138,7 @@ function Progress({ db }: { db: PageProps['db'] }) {
 }
 
 function Bloat({ db }: { db: PageProps['db'] }) {
-  const found = useApi<Bloat>(apiPath(db, '/bloat?limit=100'))
+  const found = useApi(apiPath(db, '/bloat?limit=100'))
   return (
     <Async loaded={found}>
       {(b) => (
@@ -167,7 +167,7 @@ function Bloat({ db }: { db: PageProps['db'] }) {
 }
 
 function Constraints({ db }: { db: PageProps['db'] }) {
-  const found = useApi<InvalidConstraints>(apiPath(db, '/constraints/invalid'))
+  const found = useApi(apiPath(db, '/constraints/invalid'))
   return (
     <Async loaded={found}>
       {(c) =>

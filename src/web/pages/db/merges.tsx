@@ -42,7 +42,7 @@ const MERGES: Column<Merge>[] = [
 ]
 
 export function MergesPage({ db }: PageProps) {
-  const merges = useApi<Merges>(db.last_seen_at ? apiPath(db, '/merges?limit=1000') : null)
+  const merges = useApi(db.last_seen_at ? apiPath(db, '/merges?limit=1000') : null)
   useEvery(15_000, merges.reload)
   if (!db.last_seen_at) return <NoDataYet db={db} />
   return (
@@ -119,7 +119,7 @@ const MUTATIONS: Column<Mutation>[] = [
 
 export function MutationsPage({ db }: PageProps) {
   const [includeDone, setIncludeDone] = useState(true)
-  const mutations = useApi<Mutations>(db.last_seen_at ? apiPath(db, `/mutations?limit=1000&include_done=${includeDone}`) : null)
+  const mutations = useApi(db.last_seen_at ? apiPath(db, `/mutations?limit=1000&include_done=${includeDone}`) : null)
   useEvery(15_000, mutations.reload)
   if (!db.last_seen_at) return <NoDataYet db={db} />
   return (

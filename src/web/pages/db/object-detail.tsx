@@ -7,7 +7,7 @@ import { SIZE_HINTS, SIZE_LABELS, SIZE_PARTS } from './table-size.ts'
 import { ApiError } from '../../api.ts'
 import { Chart, type ChartSeries, type Unit } from '../../components/chart.tsx'
 import { DbText } from '../../components/invisible.tsx'
-import { Async, Code, Empty, ago, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
+import { Async, Code, Empty, type Loaded, ago, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
 import { TimeRangePicker, apiPath, dbHref, fmtRatio, perBucket, useWindow, withWindow } from './common.tsx'
 import type { IndexDetail, TableDetail } from '../../../shared/api/objects.ts'
 import { SEQ_SCAN_TITLE, fullReads } from './objects.tsx'
@@ -98,7 +98,8 @@ function ObjectDetail<D extends Detail>({ db, item, query, setQuery, kind, specs
   const [schema, name] = splitItem(item)
   const tw = useWindow(query)
   const list = kind === 'table' ? 'tables' : 'indexes'
-  const detail = useApi<D>(apiPath(db, `/${list}/${encodeURIComponent(schema)}/${encodeURIComponent(name)}?${tw.params}`))
+  // The route's answer is a table's or an index's detail (`list`); D is the one this page was given.
+  const detail = useApi(apiPath(db, `/${list}/${encodeURIComponent(schema)}/${encodeURIComponent(name)}?${tw.params}`)) as Loaded<D>
   const back = withWindow(dbHref(db, list), query)
   if (detail.error instanceof ApiError && detail.error.status === 404) return <NotFound what={kind} back={back} />
   return (

@@ -133,7 +133,7 @@ function tableColumns(db: Database, query: URLSearchParams): Column<TableRow>[] 
 export function TablesPage({ db, query, setQuery }: PageProps) {
   const sort = query.get('sort') ?? 'total_size'
   const limit = LIMITS.includes(query.get('limit') ?? '') ? query.get('limit')! : '50'
-  const tables = useApi<TableRow[]>(db.last_seen_at ? apiPath(db, `/tables?sort_by=${encodeURIComponent(sort)}&limit=${limit}`) : null)
+  const tables = useApi(db.last_seen_at ? apiPath(db, `/tables?sort_by=${encodeURIComponent(sort)}&limit=${limit}`) : null)
   if (!db.last_seen_at) return <NoDataYet db={db} />
   return (
     <section>
@@ -213,7 +213,7 @@ export function IndexesPage({ db, query, setQuery }: PageProps) {
   const sort = query.get('sort') ?? 'size'
   const limit = LIMITS.includes(query.get('limit') ?? '') ? query.get('limit')! : '50'
   const unused = query.get('view') === 'unused'
-  const indexes = useApi<IndexRow[]>(db.last_seen_at ? apiPath(db, `/indexes${unused ? '/unused' : ''}?sort_by=${encodeURIComponent(sort)}&limit=${limit}`) : null)
+  const indexes = useApi(db.last_seen_at ? apiPath(db, `/indexes${unused ? '/unused' : ''}?sort_by=${encodeURIComponent(sort)}&limit=${limit}`) : null)
   if (!db.last_seen_at) return <NoDataYet db={db} />
   return (
     <section>

@@ -38,6 +38,7 @@ import { AsOf } from './doctor.tsx'
 import { useEventMarks } from './events.tsx'
 import { SeriesChart, type SeriesSpec } from './series-chart.tsx'
 import type { Database, Doctor, Finding, FindingGroup, PageProps } from './types.ts'
+import { DATABASE_METRICS, SERVER_METRICS, legends } from '../../../shared/metrics.ts'
 import type { Static } from '@sinclair/typebox'
 import type { Overview as OverviewSchema, TopQuery as TopQuerySchema } from '../../../shared/api/doctor.ts'
 import type { DatabaseStatsPoint } from '../../../shared/api/internals.ts'
@@ -48,13 +49,13 @@ type Overview = Static<typeof OverviewSchema>
 type Point = { ts: string }
 
 const POSTGRES_ACTIVITY: SeriesSpec[] = [
-  { name: 'overview-transactions', title: 'Transactions per second', unit: 'per_s', rate: true, keys: [['xact_commit', 'commits'], ['xact_rollback', 'rollbacks']] },
-  { name: 'overview-connections', title: 'Connections', unit: 'count', keys: [['numbackends', 'backends']] },
+  { name: 'overview-transactions', title: 'Transactions per second', unit: 'per_s', rate: true, keys: legends(DATABASE_METRICS, 'xact_commit', 'xact_rollback') },
+  { name: 'overview-connections', title: 'Connections', unit: 'count', keys: legends(DATABASE_METRICS, 'numbackends') },
 ]
 
 const CLICKHOUSE_ACTIVITY: SeriesSpec[] = [
   { name: 'overview-queries', title: 'Queries per second', unit: 'per_s', perBucket: true, keys: [['queries_per_s', 'queries'], ['failed_queries_per_s', 'failed']] },
-  { name: 'overview-connections', title: 'Connections', unit: 'count', keys: [['tcp_connections', 'TCP'], ['http_connections', 'HTTP']] },
+  { name: 'overview-connections', title: 'Connections', unit: 'count', keys: legends(SERVER_METRICS, 'tcp_connections', 'http_connections') },
 ]
 
 /** The window in words: "the last 6 hours", or "14:00 to 18:00" for a custom one. */
@@ -77,12 +78,12 @@ function ActivityCharts({ db, loaded, specs, bucket, bounds }: { db: Database; l
 }
 
 function PostgresActivity({ db, tw }: { db: Database; tw: TimeWindow }) {
-  const points = useApi<Static<typeof DatabaseStatsPoint>[]>(apiPath(db, `/database-stats/timeseries?${tw.params}&bucket=${tw.bucket}`))
+  const points = useApi(apiPath(db, `/database-stats/timeseries?${tw.params}&bucket=${tw.bucket}`))
   return <ActivityCharts db={db} loaded={points} specs={POSTGRES_ACTIVITY} bucket={tw.bucket} bounds={tw.bounds} />
 }
 
 function ClickHouseActivity({ db, tw }: { db: Database; tw: TimeWindow }) {
-  const metrics = useApi<Static<typeof ServerMetrics>>(apiPath(db, `/server-metrics?${tw.params}&bucket=${tw.bucket}`))
+  const metrics = useApi(apiPath(db, `/server-metrics?${tw.params}&bucket=${tw.bucket}`))
   const loaded: Loaded<Point[]> = { ...metrics, data: metrics.data?.timeseries }
   return <ActivityCharts db={db} loaded={loaded} specs={CLICKHOUSE_ACTIVITY} bucket={metrics.data?.bucket_seconds ?? tw.bucket} bounds={tw.bounds} />
 }
@@ -183,7 +184,7 @@ interface FigureCard {
 
 function Figures({ db, o, doctor, tw }: { db: Database; o: Overview; doctor: Doctor | undefined; tw: TimeWindow }) {
   // The connections against max_connections (PostgreSQL), as the Connections page counts them.
-  const connections = useApi<Connections>(db.engine === 'postgres' ? apiPath(db, '/connections?limit=1') : null)
+  const connections = useApi(db.engine === 'postgres' ? apiPath(db, '/connections?limit=1') : null)
   const slots = connections.data?.slots ?? null
   const longest = o.longest_query_ms ?? 0
   const cards: FigureCard[] = [
@@ -317,7 +318,7 @@ function TopIssues({ db, doctor }: PageProps) {
 export function OverviewPage(props: PageProps) {
   const { db, query, setQuery } = props
   const tw = useWindow(query)
-  const overview = useApi<Overview>(db.last_seen_at ? apiPath(db, `/overview?${tw.params}`) : null)
+  const overview = useApi(db.last_seen_at ? apiPath(db, `/overview?${tw.params}`) : null)
   // A relative range moves to now with each reload; a custom one stays where it is.
   useEvery(30_000, tw.range === 'custom' ? overview.reload : tw.refresh)
   if (!db.last_seen_at) return <NoDataYet db={db} />

@@ -74,8 +74,8 @@ const PART_CHARTS: SeriesSpec[] = [
 export function PartsPage({ db, query, setQuery }: PageProps) {
   const sort = query.get('sort') ?? 'active_parts'
   const tw = useWindow(query)
-  const parts = useApi<Parts>(db.last_seen_at ? apiPath(db, `/parts?sort_by=${encodeURIComponent(sort)}&limit=200`) : null)
-  const history = useApi<Static<typeof PartsPoint>[]>(db.last_seen_at ? apiPath(db, `/parts/timeseries?${tw.params}&bucket=${tw.bucket}`) : null)
+  const parts = useApi(db.last_seen_at ? apiPath(db, `/parts?sort_by=${encodeURIComponent(sort)}&limit=200`) : null)
+  const history = useApi(db.last_seen_at ? apiPath(db, `/parts/timeseries?${tw.params}&bucket=${tw.bucket}`) : null)
   const specs = useMemo(() => PART_CHARTS, [])
   if (!db.last_seen_at) return <NoDataYet db={db} />
   return (

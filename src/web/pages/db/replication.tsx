@@ -75,9 +75,9 @@ function LagCharts({ points, slots, step, range }: { points: LagPoint[]; slots: 
 
 export function ReplicationPage({ db, query, setQuery }: PageProps) {
   const tw = useWindow(query)
-  const status = useApi<Status>(db.last_seen_at ? apiPath(db, '/replication') : null)
-  const history = useApi<LagPoint[]>(db.last_seen_at ? apiPath(db, `/replication/history?${tw.params}&bucket=${tw.bucket}`) : null)
-  const slots = useApi<SlotPoint[]>(db.last_seen_at ? apiPath(db, `/replication/slots/history?${tw.params}&bucket=${tw.bucket}`) : null)
+  const status = useApi(db.last_seen_at ? apiPath(db, '/replication') : null)
+  const history = useApi(db.last_seen_at ? apiPath(db, `/replication/history?${tw.params}&bucket=${tw.bucket}`) : null)
+  const slots = useApi(db.last_seen_at ? apiPath(db, `/replication/slots/history?${tw.params}&bucket=${tw.bucket}`) : null)
   if (!db.last_seen_at) return <NoDataYet db={db} />
   return (
     <section>

@@ -4,6 +4,7 @@ import { useMemo } from 'preact/hooks'
 import { Chart, type ChartSeries, formatValue } from '../../components/chart.tsx'
 import { DbText } from '../../components/invisible.tsx'
 import { Async, Empty, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
+import { SERVER_METRICS, legends } from '../../../shared/metrics.ts'
 import { Card, Meter, NoDataYet, TimeRangePicker, apiPath, fmtDuration, fmtRatio, useWindow } from './common.tsx'
 import { SeriesChart, type SeriesSpec } from './series-chart.tsx'
 import type { PageProps } from './types.ts'
@@ -16,7 +17,7 @@ const CHARTS: SeriesSpec[] = [
   // Used against the limit as a share: bytes of used and a limit 100× larger would draw used as a flat zero line.
   { name: 'server-memory', title: 'Memory used', unit: 'pct', keys: [['memory_used_pct', 'ClickHouse, of max_server_memory_usage'], ['os_memory_used_pct', 'machine']] },
   { name: 'server-queries', title: 'Queries per second', unit: 'per_s', perBucket: true, keys: [['queries_per_s', 'queries'], ['failed_queries_per_s', 'failed']] },
-  { name: 'server-connections', title: 'Connections', unit: 'count', keys: [['tcp_connections', 'TCP'], ['http_connections', 'HTTP']] },
+  { name: 'server-connections', title: 'Connections', unit: 'count', keys: legends(SERVER_METRICS, 'tcp_connections', 'http_connections') },
 ]
 
 function DiskChart({ points, step, range }: { points: ServerMetrics['timeseries']; step: number; range: [number, number] }) {
@@ -33,7 +34,7 @@ function DiskChart({ points, step, range }: { points: ServerMetrics['timeseries'
 
 export function ServerPage({ db, query, setQuery }: PageProps) {
   const tw = useWindow(query)
-  const metrics = useApi<ServerMetrics>(db.last_seen_at ? apiPath(db, `/server-metrics?${tw.params}&bucket=${tw.bucket}`) : null)
+  const metrics = useApi(db.last_seen_at ? apiPath(db, `/server-metrics?${tw.params}&bucket=${tw.bucket}`) : null)
   if (!db.last_seen_at) return <NoDataYet db={db} />
   return (
     <Async loaded={metrics}>

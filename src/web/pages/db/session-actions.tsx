@@ -14,8 +14,7 @@ import { api } from '../../api.ts'
 import { DbText } from '../../components/invisible.tsx'
 import { Code, useApi } from '../../components/ui.tsx'
 import { apiPath } from './common.tsx'
-import type { Database } from './types.ts'
-import type { Session } from './active.tsx'
+import type { Database, Session } from './types.ts'
 
 export type Action = Static<typeof ActionView>
 export type KillKind = 'cancel' | 'terminate'
@@ -43,7 +42,7 @@ export function killCommand(kind: KillKind, s: Session): string {
 
 /** What the database's agent allows, refreshed when asked. */
 export function useAllowedActions(db: Database, enabled: boolean) {
-  return useApi<Static<typeof ActionList>>(enabled ? apiPath(db, '/actions') : null)
+  return useApi(enabled ? apiPath(db, '/actions') : null)
 }
 
 /** The action, re-read every second until it settled. */
@@ -55,7 +54,7 @@ function useAction(db: Database, id: string | undefined): Action | undefined {
     let timer: ReturnType<typeof setTimeout>
     const read = async () => {
       try {
-        const a = await api<Action>('GET', apiPath(db, `/actions/${id}`))
+        const a = await api('GET', apiPath(db, `/actions/${id}`))
         if (stop) return
         setAction(a)
         if (a.state !== 'pending' && a.state !== 'running') return
@@ -92,7 +91,7 @@ export function KillPanel({ db, target, allowed, onClose }: { db: Database; targ
   const confirm = async () => {
     setError(undefined)
     try {
-      const a = await api<Action>('POST', apiPath(db, '/actions'), {
+      const a = await api('POST', apiPath(db, '/actions'), {
         kind,
         statement: s.query_text,
         session: {

@@ -2,7 +2,8 @@
 // plan and replication collection, the collectors to leave off), which only owners change (members see
 // them read-only, with a note), and deleting the database, after typing its name to confirm (Esc cancels),
 // also an owner's alone: members see a line saying so instead of the button. Under `dbm local` the notes
-// speak of its command line, not of an agent config file it does not have.
+// speak of its command line, not of an agent config file it does not have. Between them, the doctor's
+// thresholds of the database (thresholds.tsx).
 import { useEffect, useRef, useState } from 'preact/hooks'
 import { api } from '../../api.ts'
 import { DbText, escapeInvisible } from '../../components/invisible.tsx'
@@ -13,6 +14,7 @@ import { isOwner } from '../members.tsx'
 import { useLocalMode } from '../auth.tsx'
 import { collectorNames } from '../../../shared/collectors.ts'
 import { apiPath, engineName } from './common.tsx'
+import { ThresholdsSection } from './thresholds.tsx'
 import type { Database, PageProps } from './types.ts'
 
 function SettingsForm({ db, reloadDb }: { db: Database; reloadDb(): void }) {
@@ -200,6 +202,7 @@ export function SettingsPage({ db, reloadDb }: PageProps) {
         <h2>Collection</h2>
         <SettingsForm db={db} reloadDb={reloadDb} />
       </section>
+      <ThresholdsSection db={db} />
       {owner ? (
         <DeleteDatabase db={db} />
       ) : (

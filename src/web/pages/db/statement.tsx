@@ -157,8 +157,8 @@ function SpreadText({ s, format }: { s: Spread | undefined; format(n: number): s
 }
 
 /** The plans of the statement in the window, newest first: PLAN_PAGE at a time, `loadOlder` asks for the ones before. */
-function usePlans(base: string, tw: { since: string; until: string; params: string }, on: boolean) {
-  const first = useApi<Plan[]>(on ? `${base}/explain?${tw.params}&limit=${PLAN_PAGE}` : null)
+function usePlans(base: `/databases/${string}/queries/${string}`, tw: { since: string; until: string; params: string }, on: boolean) {
+  const first = useApi(on ? `${base}/explain?${tw.params}&limit=${PLAN_PAGE}` : null)
   const [older, setOlder] = useState<{ plans: Plan[]; more: boolean; busy?: boolean; error?: string }>({ plans: [], more: true })
   useEffect(() => setOlder({ plans: [], more: true }), [first.data])
   const all = useMemo(() => [...(first.data ?? []), ...older.plans], [first.data, older.plans])
@@ -168,7 +168,7 @@ function usePlans(base: string, tw: { since: string; until: string; params: stri
     if (!oldest) return
     setOlder((o) => ({ ...o, busy: true, error: undefined }))
     try {
-      const page = await get<Plan[]>(`${base}/explain?since=${encodeURIComponent(tw.since)}&until=${encodeURIComponent(oldest.ts)}&limit=${PLAN_PAGE}`)
+      const page = await get(`${base}/explain?since=${encodeURIComponent(tw.since)}&until=${encodeURIComponent(oldest.ts)}&limit=${PLAN_PAGE}`)
       setOlder((o) => ({ plans: [...o.plans, ...page], more: page.length >= PLAN_PAGE }))
     } catch (e) {
       setOlder((o) => ({ ...o, busy: false, error: (e as Error).message }))
@@ -368,7 +368,7 @@ function Plans({
 export function StatementPage({ db, item, query, setQuery }: PageProps) {
   const tw = useWindow(query)
   const base = apiPath(db, `/queries/${encodeURIComponent(item ?? '')}`)
-  const detail = useApi<Detail>(`${base}?${tw.params}`)
+  const detail = useApi(`${base}?${tw.params}`)
   const plans = usePlans(base, tw, db.engine === 'postgres')
   const marks = useMemo<ChartMark[]>(
     () => groupPlans(plans.all).flatMap((g) => g.changedAt.map((ts) => ({ ts, label: 'plan changed' }))),

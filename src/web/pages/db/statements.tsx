@@ -198,7 +198,7 @@ export function notesTitle(collectors: string[], statementFindings: number): str
 
 /** The agent's notes about statements and plans, and the doctor's finding that pg_stat_statements is missing. */
 function StatementNotes({ db, doctor }: { db: Database; doctor: PageProps['doctor'] }) {
-  const overview = useApi<{ agent_notes?: AgentNote[] }>(apiPath(db, '/overview'))
+  const overview = useApi(apiPath(db, '/overview'))
   const notes = (overview.data?.agent_notes ?? []).filter((n) => STATEMENT_COLLECTORS.includes(n.collector))
   const findings = (doctor.data?.top_issues ?? []).filter((f: Finding) => f.key.endsWith(':pg_stat_statements') || f.objects.includes('pg_stat_statements'))
   const extra = findings.length
@@ -236,9 +236,9 @@ export function StatementsPage({ db, query, setQuery, doctor }: PageProps) {
   const sorts = sortsOf(db.engine)
   const sort = sorts.some(([v]) => v === query.get('sort')) ? query.get('sort')! : 'total_time'
   const limit = LIMITS.includes(query.get('limit') ?? '') ? query.get('limit')! : '25'
-  const list = useApi<StatementRow[]>(db.last_seen_at ? apiPath(db, `/queries?${tw.params}&sort_by=${sort}&limit=${limit}`) : null)
+  const list = useApi(db.last_seen_at ? apiPath(db, `/queries?${tw.params}&sort_by=${sort}&limit=${limit}`) : null)
   // track_io_timing, where the agent reports it (database_stats' track_io_timing_on gauge).
-  const stats = useApi<{ track_io_timing_on?: number | null }>(db.last_seen_at && db.engine === 'postgres' ? apiPath(db, '/database-stats') : null)
+  const stats = useApi(db.last_seen_at && db.engine === 'postgres' ? apiPath(db, '/database-stats') : null)
   // The filter is kept in the route (?q=) by replacing it: a reload or a link keeps it, typing adds no
   // history entry per key. The field has its own state so that typing never waits for the route.
   const routeFilter = query.get('q') ?? ''

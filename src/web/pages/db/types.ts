@@ -4,7 +4,9 @@
 import type { Static } from '@sinclair/typebox'
 import type { Loaded } from '../../components/ui.tsx'
 import type { Database as DatabaseSchema, Engine as EngineSchema } from '../../../shared/api/databases.ts'
-import type { Doctor as DoctorSchema, Finding as FindingSchema, FindingGroup as FindingGroupSchema, Severity as SeveritySchema } from '../../../shared/api/doctor.ts'
+import type { ActiveSession } from '../../../shared/api/objects.ts'
+import type { Severity as SeveritySchema } from '../../../shared/api/common.ts'
+import type { Doctor as DoctorSchema, Finding as FindingSchema, FindingGroup as FindingGroupSchema } from '../../../shared/api/doctor.ts'
 
 export type Engine = Static<typeof EngineSchema>
 export type Severity = Static<typeof SeveritySchema>
@@ -16,6 +18,9 @@ export type Finding = Static<typeof FindingSchema>
 
 export type Doctor = Static<typeof DoctorSchema>
 export type FindingGroup = Static<typeof FindingGroupSchema>
+
+/** One session of the Active page's list (its kill panel takes one too). */
+export type Session = Static<typeof ActiveSession>
 
 /** What every tab's page is given by the database layout. */
 export interface PageProps {

@@ -71,7 +71,7 @@ const COLUMNS: Column<EventTotal>[] = [
 
 export function WaitsPage({ db, query, setQuery }: PageProps) {
   const tw = useWindow(query)
-  const waits = useApi<WaitPoint[]>(db.last_seen_at ? apiPath(db, `/waits?${tw.params}&bucket=${tw.bucket}`) : null)
+  const waits = useApi(db.last_seen_at ? apiPath(db, `/waits?${tw.params}&bucket=${tw.bucket}`) : null)
   const chart = useMemo(() => (waits.data ? series(waits.data, tw.bucket) : undefined), [waits.data, tw.bucket])
   const rows = useMemo(() => (waits.data ? totals(waits.data) : []), [waits.data])
   if (!db.last_seen_at) return <NoDataYet db={db} />

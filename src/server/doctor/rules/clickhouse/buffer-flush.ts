@@ -6,6 +6,8 @@ import { signalRule } from './signals.ts'
 
 export const bufferFlush = signalRule({
   id: 'ch_buffer_flush_errors',
+  summary: 'Buffer tables that cannot flush into their destination: the rows stay in memory and are lost if the server stops.',
+  collectors: ['server_metrics', 'log_events'],
   category: 'reliability',
   thresholds: { window_s: 600, warning: 1, critical: 20 },
   signals: [{ key: 'buffer_flush_errors', kind: 'counter', name: 'StorageBufferErrorOnFlush', what: 'failed flushes of Buffer tables', warning: 'warning', critical: 'critical' }],

@@ -20,6 +20,8 @@ const defaults = {
 
 export const delayedInserts: Rule<typeof defaults> = {
   id: 'ch_delayed_inserts',
+  summary: 'INSERTs ClickHouse slowed down or refused with "Too many parts" over the last minutes.',
+  collectors: ['server_metrics', 'parts'],
   engine: 'clickhouse',
   category: 'reliability',
   thresholds: defaults,

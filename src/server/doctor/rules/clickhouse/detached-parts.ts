@@ -13,6 +13,8 @@ const defaults = {
 
 export const detachedParts: Rule<typeof defaults> = {
   id: 'ch_detached_parts',
+  summary: 'Parts in the tables\' detached directories: data no query reads that still takes disk space.',
+  collectors: ['server_metrics'],
   engine: 'clickhouse',
   category: 'reliability',
   thresholds: defaults,

@@ -34,6 +34,8 @@ interface Disk {
 
 export const diskSpace: Rule<typeof defaults> = {
   id: 'ch_disk_space',
+  summary: 'A ClickHouse disk low on free space, or filling within days at the last day\'s rate, naming the biggest tables.',
+  collectors: ['server_metrics', 'host', 'parts'],
   engine: 'clickhouse',
   category: 'capacity',
   thresholds: defaults,

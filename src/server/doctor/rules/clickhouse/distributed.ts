@@ -9,6 +9,8 @@ import { signalRule } from './signals.ts'
 
 export const distributed = signalRule({
   id: 'ch_distributed',
+  summary: 'Distributed tables that cannot reach their shards, or whose asynchronous inserts pile up as files.',
+  collectors: ['server_metrics', 'log_events'],
   category: 'availability',
   thresholds: { window_s: 600, fail_try_warning: 1, fail_try_critical: 1000, fail_at_all_warning: 1, fail_at_all_critical: 1, files_warning: 50, files_critical: 1000 },
   signals: [

@@ -46,6 +46,8 @@ export function failingQueries(ctx: DoctorContext): Promise<Verdict | null> {
 
 export const failedQueries: Rule<typeof defaults> = {
   id: 'ch_failed_queries',
+  summary: 'A high share of queries failed over the last hour, with the statements that failed most.',
+  collectors: ['server_metrics', 'query_stats'],
   engine: 'clickhouse',
   category: 'reliability',
   thresholds: defaults,

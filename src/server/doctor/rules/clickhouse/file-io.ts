@@ -6,6 +6,8 @@ import { signalRule } from './signals.ts'
 
 export const fileIo = signalRule({
   id: 'ch_file_io_errors',
+  summary: 'Reads and writes of files that failed: a failing disk, a full or read-only filesystem.',
+  collectors: ['server_metrics', 'log_events'],
   category: 'reliability',
   thresholds: { window_s: 600, read_warning: 1, read_critical: 10, write_warning: 1, write_critical: 10 },
   signals: [

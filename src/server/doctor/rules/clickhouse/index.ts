@@ -1,4 +1,5 @@
-// The ClickHouse rules, one per file (load.ts holds the two load rules: queries and connections against their limits).
+// The ClickHouse rules, one per file (load.ts holds the two load rules: queries and connections against
+// their limits; users.ts the two security rules on users: without a password, open to every network).
 import type { Rule } from '../../types.ts'
 import { bufferFlush } from './buffer-flush.ts'
 import { delayedInserts } from './delayed-inserts.ts'
@@ -23,6 +24,7 @@ import { slowReads } from './slow-reads.ts'
 import { smallInserts } from './small-inserts.ts'
 import { stuckMutations } from './stuck-mutations.ts'
 import { totalParts } from './total-parts.ts'
+import { usersOpenToEveryNetwork, usersWithoutPassword } from './users.ts'
 
 export const clickhouseRules: Rule[] = [
   partsPerPartition,
@@ -50,4 +52,7 @@ export const clickhouseRules: Rule[] = [
   slowReads,
   runningQueries,
   connections,
+  // Security advisors (system.users).
+  usersWithoutPassword,
+  usersOpenToEveryNetwork,
 ]

@@ -5,7 +5,7 @@
 // "double-quoted" with backslash escapes. A name without its database matches a table of that name in
 // any database (the session's current database is not in query_log's text). INSERT INTO FUNCTION
 // writes to no table here and is left out.
-import type { QueryStatsRow } from '../../../store/sql-statement-reads.ts'
+import type { QueryStatsRow } from '../../../store/statements/reads.ts'
 import type { DoctorContext } from '../../context.ts'
 
 export const HOUR_MS = 3_600_000

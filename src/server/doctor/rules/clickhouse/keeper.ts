@@ -7,6 +7,8 @@ import { signalRule } from './signals.ts'
 
 export const keeper = signalRule({
   id: 'ch_keeper',
+  summary: 'Trouble with ZooKeeper or ClickHouse Keeper: several open sessions at once, or hardware exceptions talking to it.',
+  collectors: ['server_metrics', 'log_events'],
   category: 'replication',
   thresholds: { window_s: 600, sessions_warning: 2, sessions_critical: 2, hardware_exceptions_warning: 1, hardware_exceptions_critical: 10 },
   signals: [

@@ -38,6 +38,8 @@ const known = (v: number | null | undefined): v is number => typeof v === 'numbe
 
 export const runningQueries: Rule<typeof queryDefaults> = {
   id: 'ch_running_queries',
+  summary: 'Running queries near max_concurrent_queries, past which ClickHouse refuses new ones.',
+  collectors: ['server_metrics', 'activity'],
   engine: 'clickhouse',
   category: 'capacity',
   thresholds: queryDefaults,
@@ -82,6 +84,8 @@ export const runningQueries: Rule<typeof queryDefaults> = {
 
 export const connections: Rule<typeof connectionDefaults> = {
   id: 'ch_connections',
+  summary: 'Open connections of every protocol near max_connections.',
+  collectors: ['server_metrics'],
   engine: 'clickhouse',
   category: 'capacity',
   thresholds: connectionDefaults,

@@ -19,6 +19,8 @@ const remaining = (m: MergeEntry) => (m.progress > 0 && m.progress < 1 ? (m.elap
 
 export const longMerges: Rule<typeof defaults> = {
   id: 'ch_long_merges',
+  summary: 'Merges (and mutation rewrites) running a long time, holding a pool slot and disk space meanwhile.',
+  collectors: ['merges'],
   engine: 'clickhouse',
   category: 'performance',
   thresholds: defaults,

@@ -17,6 +17,8 @@ const who = (a: ActiveQuery) => [a.user && `user ${a.user}`, a.client_addr && `f
 
 export const longRunningQueries: Rule<typeof defaults> = {
   id: 'ch_long_running_queries',
+  summary: 'Queries running for a long time, holding memory, threads and the parts they read.',
+  collectors: ['activity'],
   engine: 'clickhouse',
   category: 'performance',
   thresholds: defaults,

@@ -16,6 +16,8 @@ const defaults = {
 
 export const memory: Rule<typeof defaults> = {
   id: 'ch_memory',
+  summary: 'The server\'s memory near its limit, past which queries fail with MEMORY_LIMIT_EXCEEDED.',
+  collectors: ['server_metrics'],
   engine: 'clickhouse',
   category: 'capacity',
   thresholds: defaults,

@@ -5,6 +5,8 @@ import { signalRule } from './signals.ts'
 
 export const dnsErrors = signalRule({
   id: 'ch_dns_errors',
+  summary: 'Host names the server could not resolve (remote servers, replicas, Keeper, dictionary sources).',
+  collectors: ['server_metrics', 'log_events'],
   category: 'availability',
   thresholds: { window_s: 600, warning: 1, critical: 100 },
   signals: [{ key: 'dns_errors', kind: 'counter', name: 'DNSError', what: 'failed host name resolutions', warning: 'warning', critical: 'critical' }],

@@ -24,6 +24,8 @@ const defaults = {
 
 export const partsPerPartition: Rule<typeof defaults> = {
   id: 'ch_parts_per_partition',
+  summary: 'Active parts in one partition near the table\'s parts_to_delay_insert or parts_to_throw_insert, past which inserts slow down or fail.',
+  collectors: ['parts'],
   engine: 'clickhouse',
   category: 'performance',
   thresholds: defaults,

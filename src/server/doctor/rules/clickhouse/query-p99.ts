@@ -4,7 +4,7 @@
 // the hour slow but a slow half hour does. The statements with the highest p99 are named. No standard
 // number exists for an analytics server: dashboards expect answers within a second, so dbm warns from
 // 1 s and calls 10 s critical; fewer than 100 queries or 10 minutes with queries say nothing.
-import type { MetricPoint } from '../../../store/sql-internals.ts'
+import type { MetricPoint } from '../../../store/internals/types.ts'
 import { commentText } from '../../sql-text.ts'
 import { type Rule, duration, severityAbove } from '../../types.ts'
 import { count, counted, short } from './common.ts'
@@ -27,6 +27,8 @@ const median = (values: number[]) => {
 
 export const queryP99: Rule<typeof defaults> = {
   id: 'ch_query_p99',
+  summary: 'The server\'s query latency (the median minute\'s p99 over the last hour) too high, naming the slowest statements.',
+  collectors: ['server_metrics', 'query_stats'],
   engine: 'clickhouse',
   category: 'performance',
   thresholds: defaults,

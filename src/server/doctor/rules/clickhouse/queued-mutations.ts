@@ -15,6 +15,8 @@ const defaults = {
 
 export const queuedMutations: Rule<typeof defaults> = {
   id: 'ch_queued_mutations',
+  summary: 'Too many mutations waiting on one table while none fails: a queue that takes hours and competes with merges.',
+  collectors: ['mutations'],
   engine: 'clickhouse',
   category: 'maintenance',
   thresholds: defaults,

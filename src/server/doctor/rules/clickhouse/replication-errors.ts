@@ -8,6 +8,8 @@ import { signalRule } from './signals.ts'
 
 export const replicationErrors = signalRule({
   id: 'ch_replication_errors',
+  summary: 'Replicated tables\' error counters: failed part checks, failed fetches and parts no replica has any more.',
+  collectors: ['server_metrics', 'log_events'],
   category: 'replication',
   thresholds: { window_s: 600, checks_warning: 1, checks_critical: 100, fetches_warning: 1, fetches_critical: 100, data_loss_warning: 1, data_loss_critical: 1 },
   signals: [

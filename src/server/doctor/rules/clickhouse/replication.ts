@@ -24,6 +24,8 @@ const INVESTIGATE = [
 
 export const replication: Rule<typeof defaults> = {
   id: 'ch_replication',
+  summary: 'Replicated tables with a read-only replica, a long replication queue or a large replication delay.',
+  collectors: ['server_metrics'],
   engine: 'clickhouse',
   category: 'replication',
   thresholds: defaults,

@@ -29,6 +29,8 @@ export interface Signal {
 export interface SignalRuleSpec {
   id: string
   category: Category
+  summary: string
+  collectors: readonly string[]
   /** The thresholds: window_s and each signal's warning and critical (counts in the window, or gauge values). */
   thresholds: Record<string, number> & { window_s: number }
   signals: Signal[]
@@ -78,6 +80,8 @@ function describe(hit: Hit, windowS: number): string {
 export function signalRule(spec: SignalRuleSpec): Rule {
   const rule: Rule = {
     id: spec.id,
+    summary: spec.summary,
+    collectors: spec.collectors,
     engine: 'clickhouse',
     category: spec.category,
     thresholds: spec.thresholds,

@@ -7,6 +7,8 @@ import { signalRule } from './signals.ts'
 
 export const slowReads = signalRule({
   id: 'ch_slow_reads',
+  summary: 'An overloaded server: slow file reads and queries paused by the priority setting.',
+  collectors: ['server_metrics', 'log_events'],
   category: 'performance',
   thresholds: { window_s: 600, slow_reads_warning: 10, slow_reads_critical: 1000, preempted_warning: 1, preempted_critical: 10 },
   signals: [

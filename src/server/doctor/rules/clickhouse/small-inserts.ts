@@ -44,6 +44,8 @@ interface TableInserts {
 
 export const smallInserts: Rule<typeof defaults> = {
   id: 'ch_small_inserts',
+  summary: 'Many small INSERTs into one table, filling its partitions with parts long before the data is large.',
+  collectors: ['query_stats', 'server_metrics'],
   engine: 'clickhouse',
   category: 'performance',
   thresholds: defaults,

@@ -65,6 +65,8 @@ interface TableCase {
 
 export const stuckMutations: Rule<typeof defaults> = {
   id: 'ch_stuck_mutations',
+  summary: 'Mutations that do not finish (the latest attempt failed, or over an hour old), one finding per table led by its oldest failing mutation.',
+  collectors: ['mutations'],
   engine: 'clickhouse',
   category: 'maintenance',
   thresholds: defaults,

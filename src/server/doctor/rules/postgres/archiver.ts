@@ -38,6 +38,8 @@ const INVESTIGATE = [
 
 export const archiverFailing: Rule<typeof defaults> = {
   id: 'pg_archiver_failing',
+  summary: 'The WAL archiver failing or falling behind: pg_wal grows until the disk fills, and recovery from the archive stops at the last file archived.',
+  collectors: ['archiver', 'log_events'],
   engine: 'postgres',
   category: 'reliability',
   thresholds: defaults,

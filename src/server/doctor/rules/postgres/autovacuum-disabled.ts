@@ -6,7 +6,7 @@
 // harm it does shows as dead rows, which pg_dead_tuples rates; a table that rule flags is left to its
 // finding, which names the setting and gives the same fix. The server-wide autovacuum setting is
 // pg_risky_settings'.
-import type { TableRow } from '../../../store/sql-objects.ts'
+import type { TableRow } from '../../../store/objects/types.ts'
 import { type FindingDraft, type Rule, duration } from '../../types.ts'
 import { tableSizeMetrics, tableSizeText } from '../../table-size-text.ts'
 import { pgQualified, pgRegclass, pgObject } from '../../sql-text.ts'
@@ -21,6 +21,8 @@ const n = (v: number) => v.toLocaleString('en-US')
 
 export const autovacuumDisabled: Rule<typeof defaults> = {
   id: 'pg_autovacuum_disabled',
+  summary: 'Tables whose storage parameters turn autovacuum off, so dead rows pile up and statistics go stale.',
+  collectors: ['tables'],
   engine: 'postgres',
   category: 'maintenance',
   thresholds: defaults,

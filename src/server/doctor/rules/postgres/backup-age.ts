@@ -65,6 +65,8 @@ const describeBackup = (b: BackupEntry) => {
 
 export const backupAge: Rule<typeof defaults> = {
   id: 'pg_backup_age',
+  summary: 'Backups too old, failing or unreadable, from the backup tool\'s own listing (pgBackRest or WAL-G).',
+  collectors: ['backups'],
   engine: 'postgres',
   category: 'reliability',
   thresholds: defaults,

@@ -35,6 +35,8 @@ const nameOf = (b: BloatEstimate) => (b.index_name === null ? pgObject(b.schema_
 
 export const bloatEstimates: Rule<typeof defaults> = {
   id: 'pg_bloat',
+  summary: 'Tables and B-tree indexes whose estimated bloat is large both as a share and in bytes.',
+  collectors: ['bloat'],
   engine: 'postgres',
   category: 'maintenance',
   thresholds: defaults,

@@ -23,6 +23,8 @@ const short = (text: string, max = 200) => (text.length > max ? `${text.slice(0,
 
 export const blockedSessions: Rule<typeof defaults> = {
   id: 'pg_blocked_sessions',
+  summary: 'Sessions waiting for a lock, grouped by the root blocker to act on.',
+  collectors: ['activity', 'locks'],
   engine: 'postgres',
   category: 'performance',
   thresholds: defaults,

@@ -95,6 +95,8 @@ function regularity(times: number[]): number | null {
 
 export const requestedCheckpoints: Rule<typeof defaults> = {
   id: 'pg_requested_checkpoints',
+  summary: 'Checkpoints requested rather than timed (WAL-driven ones call for a larger max_wal_size, computed), with the log\'s own reasons when it has them.',
+  collectors: ['bgwriter', 'wal_stats', 'log_events'],
   engine: 'postgres',
   category: 'configuration',
   thresholds: defaults,

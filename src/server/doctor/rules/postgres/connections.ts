@@ -12,6 +12,8 @@ const defaults = {
 
 export const connections: Rule<typeof defaults> = {
   id: 'pg_connections',
+  summary: 'Client connections near the slots max_connections leaves to ordinary roles: past them new connections fail.',
+  collectors: ['activity', 'database_stats'],
   engine: 'postgres',
   category: 'capacity',
   thresholds: defaults,

@@ -10,11 +10,19 @@
 // until the holder goes: the finding then names the holder and leads with what ends it instead of
 // "vacuum the table". Its severity stays that of the dead rows (the harm, which grows while the holder
 // stays); pg_xmin_horizon raises the holder itself to the same severity.
+// When no VACUUM has run since the holder began (a table never vacuumed, say), the holder is named as
+// a cause only of the dead rows that arose after it began: the table's n_dead_tup series says how many
+// it had before (its last bucket that ended before the holder began). Rows that were there before are
+// not the holder's doing: the finding then says why they stay (autovacuum off, below autovacuum's
+// trigger, never reached by autovacuum). When the series does not reach back that far, the finding says
+// only what the holder keeps from now on, and that the rows' origin is not known.
 import { type FindingDraft, type Rule, type Severity, duration, pct, severityAbove } from '../../types.ts'
 import { tableSizeMetrics, tableSizeText } from '../../table-size-text.ts'
 import { pgQualified, pgRegclass, pgObject } from '../../sql-text.ts'
-import type { TableRow } from '../../../store/sql-objects.ts'
+import type { TableRow } from '../../../store/objects/types.ts'
 import { type Holder, heldBy, oldestDataHolder } from '../../xmin-holders.ts'
+import { minuteFloor } from '../../../store/window.ts'
+import { settings, settingNumber } from './log-evidence.ts'
 
 const defaults = {
   /** Dead rows as a share of live + dead. */
@@ -53,11 +61,49 @@ export function flaggedTables(ctx: Parameters<Rule['check']>[0], t: typeof defau
   })
 }
 
+/**
+ * The table's dead rows when `since` began, from its n_dead_tup series: the last bucket that ended by
+ * then (a bucket keeps the last value sampled in it, so one still open at `since` may hold a later
+ * sample). Null when the series has no bucket from before then (the table was not sampled yet, or was
+ * sampled in that same minute only).
+ */
+export function deadRowsBefore(ctx: Parameters<Rule['check']>[0], table: TableRow, since: number): Promise<number | null> {
+  return ctx.once(`dead_tuples:before:${table.schema_name}.${table.table_name}:${since}`, async () => {
+    // An hour before is enough: every sampled hour has a row of each table (its first report of the hour).
+    const window = { since: since - 3_600_000, until: Math.max(since, Math.min(ctx.now, since + 60_000)), minuteFloor: minuteFloor(ctx.now) }
+    const series = await ctx.store.objects.tableSeries(ctx.db.id, table.schema_name, table.table_name, window)
+    let before: number | null = null
+    for (const p of series.points) if (p.ts + series.resolution * 1000 <= since && p.n_dead_tup !== null) before = p.n_dead_tup
+    return before
+  })
+}
+
+/** Autovacuum's trigger for the table: autovacuum_vacuum_threshold + autovacuum_vacuum_scale_factor × its rows (server-wide values). */
+export function vacuumTrigger(table: TableRow, s: Record<string, string> | null): { threshold: number; base: number; factor: number } {
+  const base = settingNumber(s?.autovacuum_vacuum_threshold) ?? 50
+  const factor = settingNumber(s?.autovacuum_vacuum_scale_factor) ?? 0.2
+  return { base, factor, threshold: Math.round(base + factor * (table.n_live_tup ?? 0)) }
+}
+
+/** Why a table's dead rows stay when no holder of the horizon is their cause: autovacuum off, below its trigger, not reached yet. */
+export function whyTheyStay(table: TableRow, s: Record<string, string> | null): string {
+  if (table.autovacuum_enabled === false) return 'autovacuum is turned off for the table, and no manual VACUUM has removed them'
+  if (s?.autovacuum === 'off') return 'autovacuum is off for the whole server (autovacuum = off), and no manual VACUUM has removed them'
+  const { threshold, base, factor } = vacuumTrigger(table, s)
+  const dead = table.n_dead_tup ?? 0
+  const trigger = `autovacuum_vacuum_threshold ${n(base)} + autovacuum_vacuum_scale_factor ${factor} × ${n(table.n_live_tup ?? 0)} rows = ${n(threshold)} dead rows`
+  if (dead < threshold) return `they are below autovacuum's trigger for the table (${trigger}), so autovacuum leaves them`
+  const never = table.last_vacuum === null && table.last_autovacuum === null
+  return `${never ? 'the table has never been vacuumed: ' : ''}autovacuum has not reached it since they passed its trigger (${trigger}; a per-table setting may raise it): its workers may be busy with other tables or throttled (autovacuum_vacuum_cost_limit)`
+}
+
 /** Turns autovacuum back on for a table whose storage parameters turned it off (for the table or its TOAST table). */
 export const resetAutovacuum = (name: string) => `ALTER TABLE ${name} RESET (autovacuum_enabled, toast.autovacuum_enabled);`
 
 export const deadTuples: Rule<typeof defaults> = {
   id: 'pg_dead_tuples',
+  summary: 'Tables carrying many dead rows: autovacuum is behind, off for them, or held back by whatever holds the xmin horizon (named).',
+  collectors: ['tables', 'database_stats'],
   engine: 'postgres',
   category: 'maintenance',
   thresholds: defaults,
@@ -66,11 +112,40 @@ export const deadTuples: Rule<typeof defaults> = {
     const flagged = await flaggedTables(ctx, t)
     // A holder of the horizon that no VACUUM of the table has run into yet: named as a likely cause (the
     // rows deleted after it began are beyond VACUUM's reach), with its commands among the investigation.
+    // It is named as the cause only of the dead rows that arose after it began (deadRowsBefore); rows
+    // that were there before stay for reasons of their own (whyTheyStay).
     const standing = await oldestDataHolder(ctx)
-    const mayHold = (table: TableRow) =>
-      standing && standing.since !== null && (lastVacuumAt(table) ?? Number.NEGATIVE_INFINITY) < standing.since
-        ? ` ${standing.about} has held back the xmin horizon since ${duration(Math.max(0, ctx.now - standing.since))} ago: no VACUUM can remove the rows deleted or updated after that until ${standing.ends}.`
-        : ''
+    const serverSettings = standing ? await settings(ctx) : null
+    const standingHolds = new Map<TableRow, { text: string; blamed: boolean; before: number | null }>()
+    for (const { table, holder } of flagged.slice(0, t.max_findings)) {
+      if (holder || !standing || standing.since === null || (lastVacuumAt(table) ?? Number.NEGATIVE_INFINITY) >= standing.since) continue
+      const since = standing.since
+      const ago = duration(Math.max(0, ctx.now - since))
+      const keeps = `no VACUUM can remove the rows deleted or updated after that until ${standing.ends}`
+      const before = await deadRowsBefore(ctx, table, since)
+      const dead = table.n_dead_tup ?? 0
+      const arose = before === null ? null : Math.max(0, dead - before)
+      if (arose === null) {
+        standingHolds.set(table, {
+          blamed: false,
+          before,
+          text: ` ${standing.about} has held back the xmin horizon since ${ago} ago: ${keeps}. Whether these dead rows arose before or after it began is not known (the table has no sample from before then).`,
+        })
+      } else if (arose >= t.min_dead_rows) {
+        standingHolds.set(table, {
+          blamed: true,
+          before,
+          text: ` ${n(arose)} of them arose after ${standing.about} began holding back the xmin horizon, ${ago} ago (the table had ${n(before!)} then): ${keeps}.`,
+        })
+      } else {
+        standingHolds.set(table, {
+          blamed: false,
+          before,
+          text: ` They were there before ${standing.name} began holding back the xmin horizon ${ago} ago (the table had ${n(before!)} dead rows then), so it is not their cause: ${whyTheyStay(table, serverSettings)}.`,
+        })
+      }
+    }
+    const mayHold = (table: TableRow) => standingHolds.get(table)?.text ?? ''
 
     const lastVacuum = (table: TableRow) => {
       const auto = table.last_autovacuum
@@ -133,7 +208,7 @@ export const deadTuples: Rule<typeof defaults> = {
           'SELECT pid, state, xact_start, backend_xmin, left(query, 80) AS query FROM pg_stat_activity WHERE backend_xmin IS NOT NULL ORDER BY age(backend_xmin) DESC LIMIT 5;   -- old snapshots keep dead rows alive',
           'SELECT slot_name, active, xmin, catalog_xmin FROM pg_replication_slots ORDER BY age(xmin) DESC NULLS LAST;',
           'SELECT * FROM pg_stat_progress_vacuum;',
-          ...(mayHold(table) ? standing!.investigate.slice(0, 1) : []),
+          ...(standingHolds.get(table)?.blamed === false && standingHolds.get(table)?.before !== null ? [] : mayHold(table) ? standing!.investigate.slice(0, 1) : []),
         ],
         how_to_fix: [
           `VACUUM (ANALYZE, VERBOSE) ${name};`,
@@ -141,7 +216,9 @@ export const deadTuples: Rule<typeof defaults> = {
           ...(off ? [`${resetAutovacuum(name)}   -- autovacuum is turned off for it`] : table.autovacuum_enabled === null ? [`${resetAutovacuum(name)}   -- if autovacuum was turned off for it`] : []),
           `ALTER TABLE ${name} SET (autovacuum_vacuum_scale_factor = 0.05);   -- vacuum after 5 % of the rows changed instead of 20 %`,
         ],
-        metrics,
+        metrics: standingHolds.has(table)
+          ? { ...metrics, standing_holder: standing!.object, standing_holder_since: standing!.since, dead_rows_before_holder: standingHolds.get(table)!.before, holder_blamed: standingHolds.get(table)!.blamed ? 1 : 0 }
+          : metrics,
       }
     })
 

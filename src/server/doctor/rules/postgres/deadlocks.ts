@@ -24,6 +24,8 @@ async function deadlocksOver(ctx: DoctorContext, windowMs: number): Promise<numb
 
 export const deadlocks: Rule<typeof defaults> = {
   id: 'pg_deadlocks',
+  summary: 'Deadlocks detected in the database over the last hour and day: each one is a failed transaction.',
+  collectors: ['database_stats'],
   engine: 'postgres',
   category: 'reliability',
   thresholds: defaults,

@@ -24,6 +24,8 @@ const TABLES_NAMED = 3
 
 export const diskFill: Rule<typeof defaults> = {
   id: 'pg_disk_fill',
+  summary: 'A filesystem holding the data directory, the WAL, a tablespace or the log fills soon at the last day\'s rate, or has little free space left.',
+  collectors: ['host'],
   engine: 'postgres',
   category: 'capacity',
   thresholds: defaults,

@@ -5,7 +5,7 @@
 // identical plain indexes the one with fewer scans is (queries use the other), and of two equally
 // scanned the one with the greater name. Read from the indexes' definitions. pg_unused_indexes leaves
 // the indexes named here (either side) to this rule, so following both never drops every copy.
-import type { IndexRow } from '../../../store/sql-objects.ts'
+import type { IndexRow } from '../../../store/objects/types.ts'
 import { type FindingDraft, type Rule, bytes } from '../../types.ts'
 import { pgQualified, pgRegclass, pgObject } from '../../sql-text.ts'
 
@@ -115,6 +115,8 @@ export function redundantIndexes(rows: IndexRow[]): { index: Parsed; cover: Pars
 
 export const duplicateIndexes: Rule<typeof defaults> = {
   id: 'pg_duplicate_indexes',
+  summary: 'Redundant indexes: another valid index of the same table covers every query they serve.',
+  collectors: ['indexes'],
   engine: 'postgres',
   category: 'performance',
   thresholds: defaults,

@@ -20,6 +20,8 @@ const short = (text: string, max = 300) => (text.length > max ? `${text.slice(0,
 
 export const idleInTransaction: Rule<typeof defaults> = {
   id: 'pg_idle_in_transaction',
+  summary: 'Sessions idle in a transaction, holding its locks and snapshot while the application does nothing.',
+  collectors: ['activity', 'locks'],
   engine: 'postgres',
   category: 'reliability',
   thresholds: defaults,

@@ -25,6 +25,8 @@ const BROKEN = ['unreserved', 'lost']
 
 export const inactiveSlots: Rule<typeof defaults> = {
   id: 'pg_inactive_replication_slot',
+  summary: 'Replication slots nobody consumes, keeping WAL (and, for logical slots, holding back vacuum) until the disk fills.',
+  collectors: ['replication'],
   engine: 'postgres',
   category: 'replication',
   thresholds: defaults,

@@ -34,6 +34,13 @@ import { logErrorRate } from './log-error-rate.ts'
 import { logAuthFailures } from './log-auth-failures.ts'
 import { logAutovacuumCancelled } from './log-autovacuum-cancelled.ts'
 import { logResourceFaults } from './log-resource-faults.ts'
+import { disabledTriggers } from './disabled-triggers.ts'
+import { preparedTransactions } from './prepared-transactions.ts'
+import { rollbackRatio } from './rollback-ratio.ts'
+import { staleStatistics } from './stale-statistics.ts'
+import { walSize } from './wal-size.ts'
+import { checkpointOverdue } from './checkpoint-overdue.ts'
+import { securityRules } from './security/index.ts'
 
 export const postgresRules: Rule[] = [
   cacheHitRatio,
@@ -70,4 +77,11 @@ export const postgresRules: Rule[] = [
   logAuthFailures,
   logAutovacuumCancelled,
   logResourceFaults,
+  preparedTransactions,
+  disabledTriggers,
+  rollbackRatio,
+  staleStatistics,
+  walSize,
+  checkpointOverdue,
+  ...securityRules,
 ]

@@ -22,6 +22,8 @@ const LIST_SQL =
 
 export const invalidConstraints: Rule<typeof defaults> = {
   id: 'pg_invalid_constraints',
+  summary: 'Constraints added NOT VALID and never validated: the rows that were there may break them, and the planner does not trust them.',
+  collectors: ['constraints'],
   engine: 'postgres',
   category: 'schema',
   thresholds: defaults,

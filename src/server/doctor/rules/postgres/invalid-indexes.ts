@@ -10,7 +10,7 @@
 // second invalid copy (`<name>_ccnew`): its fix resolves the duplicates first, drops the index (and any
 // such leftover, named in its finding rather than in one of its own) and creates it again.
 import type { ProgressEntry } from '../../../../shared/wire.ts'
-import type { IndexRow } from '../../../store/sql-objects.ts'
+import type { IndexRow } from '../../../store/objects/types.ts'
 import { type FindingDraft, type Rule } from '../../types.ts'
 import { pgIdent, pgIndexDefinition, pgQualified, pgRegclass, pgObject } from '../../sql-text.ts'
 import { parseIndexDef } from './duplicate-indexes.ts'
@@ -33,6 +33,8 @@ function duplicatesQuery(def: string, table: string): string | undefined {
 
 export const invalidIndexes: Rule<typeof defaults> = {
   id: 'pg_invalid_indexes',
+  summary: 'Invalid indexes left behind by a failed CREATE INDEX CONCURRENTLY or REINDEX CONCURRENTLY: never used by the planner, still maintained.',
+  collectors: ['indexes'],
   engine: 'postgres',
   category: 'schema',
   thresholds: defaults,

@@ -17,6 +17,8 @@ const MINUTE = 60_000
 
 export const logAuthFailures: Rule<typeof defaults> = {
   id: 'pg_log_auth_failures',
+  summary: 'Bursts of failed logins in the server log, naming the user and client that failed most.',
+  collectors: ['log_events'],
   engine: 'postgres',
   category: 'availability',
   thresholds: defaults,

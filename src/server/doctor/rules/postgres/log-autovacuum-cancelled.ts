@@ -10,7 +10,7 @@
 // relation" at the same moment, listing the autovacuum's pid among the lock's holders, with its own pid
 // and statement: that entry is joined to the cancel (holders containing the cancelled worker's pid
 // within a minute, or, when the wait names no holders, a wait logged within a second before the cancel).
-import type { StoredLogEntry } from '../../../store/sql-log-events.ts'
+import type { StoredLogEntry } from '../../../store/logs/types.ts'
 import { commentText, pgQualified, pgRegclass } from '../../sql-text.ts'
 import type { FindingDraft, Rule } from '../../types.ts'
 import { logEntries, logExcerpt, numberField, settings, textField } from './log-evidence.ts'
@@ -57,6 +57,8 @@ export function tableParts(logged: string, known: readonly { schema_name: string
 
 export const logAutovacuumCancelled: Rule<typeof defaults> = {
   id: 'pg_log_autovacuum_cancelled',
+  summary: 'Autovacuum on a table cancelled again and again by sessions asking for conflicting locks (named from the log).',
+  collectors: ['log_events', 'tables'],
   engine: 'postgres',
   category: 'maintenance',
   thresholds: defaults,

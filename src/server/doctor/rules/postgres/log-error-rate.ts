@@ -21,6 +21,8 @@ const OWN_RULE_KINDS = new Set(['auth_failed', 'deadlock', 'out_of_memory', 'cou
 
 export const logErrorRate: Rule<typeof defaults> = {
   id: 'pg_log_error_rate',
+  summary: 'Errors in the server log far above their own baseline of the day before, naming the top SQLSTATE, message and statement.',
+  collectors: ['log_events'],
   engine: 'postgres',
   category: 'reliability',
   thresholds: defaults,

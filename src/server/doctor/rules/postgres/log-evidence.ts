@@ -1,8 +1,8 @@
-// What the log-based rules read of the server log (store/sql-log-events.ts), once per diagnosis: entries
+// What the log-based rules read of the server log (store/logs/), once per diagnosis: entries
 // of some kinds over a trailing window, and the exact counts per kind and severity over a span (from the
 // count table, so they include the entries the agent counted but did not send whole); and the server's
 // settings as it last reported them (parsed from SHOW's text: '5min', '1GB').
-import type { StoredLogEntry } from '../../../store/sql-log-events.ts'
+import type { StoredLogEntry } from '../../../store/logs/types.ts'
 import { minuteFloor } from '../../../store/window.ts'
 import type { DoctorContext } from '../../context.ts'
 
@@ -57,6 +57,12 @@ export function settingBytes(value: string | undefined, bareUnit: number): numbe
   const m = value === undefined ? null : /^\s*(\d+(?:\.\d+)?)\s*(B|kB|MB|GB|TB)?\s*$/.exec(value)
   if (!m) return undefined
   return Number(m[1]) * (m[2] ? SIZE_UNITS[m[2]]! : bareUnit)
+}
+
+/** A plain number setting as SHOW prints it ('0.2', '50'); undefined when it is not one. */
+export function settingNumber(value: string | undefined): number | undefined {
+  const m = value === undefined ? null : /^\s*(-?\d+(?:\.\d+)?)\s*$/.exec(value)
+  return m ? Number(m[1]) : undefined
 }
 
 /** A size for a setting's text: whole MB below 1 GB, whole GB from there, rounded up. */

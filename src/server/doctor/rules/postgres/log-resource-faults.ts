@@ -5,7 +5,7 @@
 // from the log's counts). One finding per cause: out of memory while the host swaps is
 // host_memory_pressure's evidence, so this rule leaves it out then; a crash that restarted the server in
 // the last minutes is server_restarted's, so this rule leaves server_crash out then.
-import type { StoredLogEntry } from '../../../store/sql-log-events.ts'
+import type { StoredLogEntry } from '../../../store/logs/types.ts'
 import { LOG_KINDS, type LogKind } from '../../../../shared/log-kinds.ts'
 import type { Rule } from '../../types.ts'
 import { memoryPressure } from '../host-memory.ts'
@@ -31,6 +31,8 @@ const iso = (ms: number) => new Date(ms).toISOString()
 
 export const logResourceFaults: Rule<typeof defaults> = {
   id: 'pg_log_resource_faults',
+  summary: 'The server ran out of something (memory, processes, disk) or a server process crashed, from its log.',
+  collectors: ['log_events'],
   engine: 'postgres',
   category: 'availability',
   thresholds: defaults,

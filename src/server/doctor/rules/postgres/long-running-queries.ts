@@ -25,6 +25,8 @@ function who(a: ActiveQuery): string {
 
 export const longRunningQueries: Rule<typeof defaults> = {
   id: 'pg_long_running_queries',
+  summary: 'Statements running for a long time, holding their locks and snapshot all along.',
+  collectors: ['activity', 'locks'],
   engine: 'postgres',
   category: 'performance',
   thresholds: defaults,

@@ -4,7 +4,7 @@
 // rows. A note for any such table; a warning from a million rows, where adding a key later means a
 // long build and, without a natural key, a table rewrite (the pganalyze and PgHero schema checks list
 // such tables without a size cut-off).
-import type { TableRow } from '../../../store/sql-objects.ts'
+import type { TableRow } from '../../../store/objects/types.ts'
 import { type FindingDraft, type Rule } from '../../types.ts'
 import { tableSizeMetrics, tableSizeText } from '../../table-size-text.ts'
 import { pgIdent, pgQualified, pgRegclass, pgString, pgObject } from '../../sql-text.ts'
@@ -22,6 +22,8 @@ const n = (v: number) => v.toLocaleString('en-US')
 
 export const missingPrimaryKey: Rule<typeof defaults> = {
   id: 'pg_missing_primary_key',
+  summary: 'Tables without a primary key: logical replication, pg_repack and most ORMs need one, and nothing stops duplicate rows.',
+  collectors: ['tables'],
   engine: 'postgres',
   category: 'schema',
   thresholds: defaults,

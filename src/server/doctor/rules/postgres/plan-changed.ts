@@ -4,7 +4,7 @@
 // dropped or statistics went stale are the classic sudden regression (pganalyze's plan statistics and
 // pg_store_plans exist to catch them); dbm warns when the new plan is estimated at twice the old cost
 // and is critical at ten times.
-import type { StoredPlan } from '../../../store/sql-plans.ts'
+import type { StoredPlan } from '../../../store/statements/plans.ts'
 import { type FindingDraft, type Rule, severityAbove } from '../../types.ts'
 import { pgIdent, pgNumber, pgRegclass, pgString, urlSegment } from '../../sql-text.ts'
 
@@ -40,6 +40,8 @@ const shape = (p: StoredPlan) => `${p.seq_scans} sequential and ${p.index_scans}
 
 export const planChanged: Rule<typeof defaults> = {
   id: 'pg_plan_changed',
+  summary: 'A costly statement whose newest plan has another shape and a higher estimated cost than the plan before it.',
+  collectors: ['query_stats', 'explain_plans'],
   engine: 'postgres',
   category: 'performance',
   thresholds: defaults,

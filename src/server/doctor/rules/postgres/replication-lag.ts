@@ -34,6 +34,8 @@ const REPLICA_FIX = [
 
 export const replicationLag: Rule<typeof defaults> = {
   id: 'pg_replication_lag',
+  summary: 'Replication falling behind, on a replica (WAL not replayed, time since the last replayed transaction) or per replica on a primary.',
+  collectors: ['replication'],
   engine: 'postgres',
   category: 'replication',
   thresholds: defaults,

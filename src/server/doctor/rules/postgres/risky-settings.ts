@@ -15,6 +15,8 @@ const defaults = {}
 
 export const riskySettings: Rule<typeof defaults> = {
   id: 'pg_risky_settings',
+  summary: 'Settings that put the data or the database\'s upkeep at risk now (fsync off, track_counts off, autovacuum off, ...).',
+  collectors: ['database_stats'],
   engine: 'postgres',
   category: 'configuration',
   thresholds: defaults,

@@ -25,6 +25,8 @@ function upperLimit(s: SequenceStat): number {
 
 export const sequenceExhaustion: Rule<typeof defaults> = {
   id: 'pg_sequence_exhaustion',
+  summary: 'Sequences close to their maximum, or to the maximum of the column they feed: at the limit every INSERT fails.',
+  collectors: ['tables'],
   engine: 'postgres',
   category: 'capacity',
   thresholds: defaults,

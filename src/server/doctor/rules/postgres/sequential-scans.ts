@@ -23,8 +23,8 @@
 //   index is proposed).
 // - Without a plan that says either, the statistics alone decide: more than half of the scans
 //   sequential is a note, and a warning on tables of 100 MB or more, where each scan reads that much.
-import type { StoredPlan } from '../../../store/sql-plans.ts'
-import type { IndexRow, TableRow } from '../../../store/sql-objects.ts'
+import type { StoredPlan } from '../../../store/statements/plans.ts'
+import type { IndexRow, TableRow } from '../../../store/objects/types.ts'
 import type { ColumnStat } from '../../../../shared/wire.ts'
 import type { DoctorContext } from '../../context.ts'
 import { type ColumnCondition, type IndexAdvice, type IndexShapeAdvice, type PlanNode, adviseIndex, indexShape, scanConditions, seqScanNodes } from '../../index-advice.ts'
@@ -146,6 +146,8 @@ function advise(table: TableRow, filtering: SeqScanNode[], indexes: IndexRow[], 
 
 export const sequentialScans: Rule<typeof defaults> = {
   id: 'pg_sequential_scans',
+  summary: 'Large tables read by frequent full sequential scans, with the index to create from the sampled plans and column statistics.',
+  collectors: ['tables', 'indexes', 'query_stats', 'explain_plans', 'column_stats'],
   engine: 'postgres',
   category: 'performance',
   thresholds: defaults,

@@ -28,6 +28,8 @@ const excerpt = (text: string, n: number) => {
 
 export const slowStatements: Rule<typeof defaults> = {
   id: 'pg_slow_statements',
+  summary: 'Statements slow on average that cost a meaningful share of the statement time over the last hour, with the index or work_mem that would help.',
+  collectors: ['query_stats', 'explain_plans'],
   engine: 'postgres',
   category: 'performance',
   thresholds: defaults,

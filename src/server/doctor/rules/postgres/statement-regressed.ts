@@ -5,8 +5,8 @@
 // threshold catches on a statement that was fast (0.36 → 4.1 ms is slow for nobody but ten times
 // the work). Names both means and call counts, exact from pg_stat_statements' deltas, and the plan
 // change the stored plans show, if any, with the statement's page.
-import type { StoredPlan } from '../../../store/sql-plans.ts'
-import type { QueryStatsRow } from '../../../store/sql-statement-reads.ts'
+import type { StoredPlan } from '../../../store/statements/plans.ts'
+import type { QueryStatsRow } from '../../../store/statements/reads.ts'
 import { minuteFloor } from '../../../store/window.ts'
 import type { DoctorContext } from '../../context.ts'
 import { type FindingDraft, type Rule, severityAbove } from '../../types.ts'
@@ -58,6 +58,8 @@ function planChange(plans: StoredPlan[]): { before: StoredPlan; after: StoredPla
 
 export const statementRegressed: Rule<typeof defaults> = {
   id: 'pg_statement_regressed',
+  summary: 'A statement whose mean time over the last hour is several times its own mean over the day before.',
+  collectors: ['query_stats', 'explain_plans'],
   engine: 'postgres',
   category: 'performance',
   thresholds: defaults,

@@ -12,7 +12,7 @@
 // Logged spills also count when pg_stat_database's counters are not collected. When one statement wrote at
 // least half of the window's bytes (by pg_stat_statements, else by the log), the finding names it in its
 // metric `statement`: its spills are then that statement's issue, grouped with its other findings.
-import type { StoredLogEntry } from '../../../store/sql-log-events.ts'
+import type { StoredLogEntry } from '../../../store/logs/types.ts'
 import { type Rule, bytes, severityAbove } from '../../types.ts'
 import { commentText, pgNumber } from '../../sql-text.ts'
 import { type MemoryAdvice, memoryAdvice, memoryCommand, memoryNeedText, memoryReason } from '../../work-mem.ts'
@@ -65,6 +65,8 @@ function loggedSpills(entries: StoredLogEntry[]): LoggedSpill[] {
 
 export const tempFiles: Rule<typeof defaults> = {
   id: 'pg_temp_files',
+  summary: 'Temporary files written over the last hour by sorts and hashes that outgrew work_mem, with the statements that spill and the memory they need.',
+  collectors: ['database_stats', 'query_stats', 'explain_plans', 'log_events'],
   engine: 'postgres',
   category: 'performance',
   thresholds: defaults,

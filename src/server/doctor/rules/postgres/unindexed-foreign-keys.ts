@@ -21,6 +21,8 @@ const n = (v: number) => v.toLocaleString('en-US')
 
 export const unindexedForeignKeys: Rule<typeof defaults> = {
   id: 'pg_unindexed_foreign_keys',
+  summary: 'Foreign keys whose referencing columns lead no index: each delete or key update of a referenced row scans the referencing table.',
+  collectors: ['tables'],
   engine: 'postgres',
   category: 'performance',
   thresholds: defaults,

@@ -6,7 +6,7 @@
 // that is redundant with another, or covers a redundant one, is left to pg_duplicate_indexes, which
 // names the copy to drop: dropping every unused copy would leave the columns with no index at all.
 import { unusedIndexMinBytes } from '../../../limits.ts'
-import type { IndexRow } from '../../../store/sql-objects.ts'
+import type { IndexRow } from '../../../store/objects/types.ts'
 import { redundantIndexes } from './duplicate-indexes.ts'
 import { type FindingDraft, type Rule, bytes } from '../../types.ts'
 import { pgIndexDefinition, pgQualified, pgRegclass, pgObject } from '../../sql-text.ts'
@@ -22,6 +22,8 @@ const defaults = {
 
 export const unusedIndexes: Rule<typeof defaults> = {
   id: 'pg_unused_indexes',
+  summary: 'Indexes never scanned (neither primary nor unique, larger than 1 MB): they cost every write and serve no read.',
+  collectors: ['indexes'],
   engine: 'postgres',
   category: 'performance',
   thresholds: defaults,

@@ -25,6 +25,8 @@ const n = (v: number) => v.toLocaleString('en-US')
 
 export const wraparound: Rule<typeof defaults> = {
   id: 'pg_wraparound',
+  summary: 'Transaction ID or multixact ID age near wraparound, past which the database goes read-only until VACUUM freezes old rows.',
+  collectors: ['database_stats'],
   engine: 'postgres',
   category: 'maintenance',
   thresholds: defaults,

@@ -35,6 +35,8 @@ const CLEANUP =
 
 export const xminHorizon: Rule<typeof defaults> = {
   id: 'pg_xmin_horizon',
+  summary: 'The xmin horizon held back by a session, WAL sender, replication slot or prepared transaction (named), so VACUUM can neither clean nor freeze.',
+  collectors: ['database_stats', 'replication'],
   engine: 'postgres',
   category: 'maintenance',
   thresholds: defaults,
