@@ -232,7 +232,7 @@ let binaryReady: Promise<unknown> = Promise.resolve()
 let postgresReady: Promise<unknown> = Promise.resolve()
 if (!values.unit) {
   if (!values['no-typecheck']) steps.push(runStep('type check (tsc)', ['bunx', 'tsc', '--noEmit', '-p', '.']))
-  if (!values['no-lint']) steps.push(runStep('lint (biome)', ['bunx', 'biome', 'check', '.']))
+  if (!values['no-lint']) steps.push(runStep('lint (biome)', ['bunx', 'biome', 'lint', '.']))
   if (files.some((f) => needsBinary.test(sourceOf(f)))) {
     const build = runStep('build dist/dbm once', ['bun', 'run', 'build'])
     steps.push(build)
