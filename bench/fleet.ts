@@ -60,7 +60,6 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Value } from '@sinclair/typebox/value'
-import postgres from 'postgres'
 import type { Subprocess } from 'bun'
 import { createMonitor } from '../src/server/monitor/index.ts'
 import { openStore } from '../src/server/store/open.ts'
@@ -294,7 +293,7 @@ export class SimulatedDatabase {
       const last = this.seqValues[i]!
       sequences.push(
         `{"schema_name":"public","sequence_name":"${name}_id_seq","data_type":"bigint","last_value":${last},"max_value":9223372036854775807,"increment_by":1,` +
-          `"used_ratio":${(last / 9223372036854775807).toExponential(6)},"owned_by":{"schema_name":"public","table_name":"${name}","column_name":"id","column_type":"bigint"}}`,
+          `"used_ratio":${(last / 2 ** 63).toExponential(6)},"owned_by":{"schema_name":"public","table_name":"${name}","column_name":"id","column_type":"bigint"}}`,
       )
     }
     const minute = Math.floor(now / MINUTE) * MINUTE
@@ -785,7 +784,7 @@ async function main(): Promise<number> {
     return n === 0 ? '0' : `${n}: ${other.map(([s, c]) => `${c} × ${s}`).join(', ')}`
   }
   const ingestP99 = percentile(lat, 0.99)
-  const readP99 = Math.max(p(queries, 0.99), p(overview, 0.99))
+  const _readP99 = Math.max(p(queries, 0.99), p(overview, 0.99))
   const command = ['bun bench/fleet.ts', ...process.argv.slice(2)].join(' ')
   const storeLabel = o.store === 'sqlite' ? 'SQLite' : `PostgreSQL 17, ${serves} serve${serves === 1 ? '' : 's'}`
   const lines = [

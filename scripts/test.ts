@@ -4,6 +4,7 @@
 //   bun scripts/test.ts --unit          the unit tier: files that need no database, server, process or browser
 //   bun scripts/test.ts test/api ...    only these files or folders
 //   --workers N (default 3, or DBM_TEST_WORKERS)   --record (write test/timings.json from this run)
+//   --no-typecheck, --no-lint   skip the type check (tsc) or the lint (biome check) that the whole run starts with
 //
 // Each long file runs in a `bun test` process of its own (test/setup.ts preloaded, 30 s test timeout), the
 // short ones a few to a process, at most N processes at once, longest first by test/timings.json, so the
@@ -40,6 +41,7 @@ const { values, positionals } = parseArgs({
     workers: { type: 'string' },
     record: { type: 'boolean', default: false },
     'no-typecheck': { type: 'boolean', default: false },
+    'no-lint': { type: 'boolean', default: false },
   },
 })
 
@@ -230,6 +232,7 @@ let binaryReady: Promise<unknown> = Promise.resolve()
 let postgresReady: Promise<unknown> = Promise.resolve()
 if (!values.unit) {
   if (!values['no-typecheck']) steps.push(runStep('type check (tsc)', ['bunx', 'tsc', '--noEmit', '-p', '.']))
+  if (!values['no-lint']) steps.push(runStep('lint (biome)', ['bunx', 'biome', 'lint', '.']))
   if (files.some((f) => needsBinary.test(sourceOf(f)))) {
     const build = runStep('build dist/dbm once', ['bun', 'run', 'build'])
     steps.push(build)

@@ -146,7 +146,7 @@ async function generate(kind: 'sqlite' | 'postgres', binary: string, monitored: 
   mkdirSync(dataDir, { recursive: true })
   const storeUrl = kind === 'postgres' ? await storeServer.freshDatabase() : undefined
   const env: Record<string, string> = storeUrl ? { DBM_DATABASE_URL: storeUrl } : {}
-  let serve: ServeProcess = await startServe([binary], { dataDir, env })
+  const serve: ServeProcess = await startServe([binary], { dataDir, env })
   const proxy = recordingProxy(() => serve.base)
   const owner = { email: `owner-${kind}@example.com`, password: 'upgrade correct horse battery', name: 'Olga Owner', org_name: `Upgrade ${kind}` }
   const signup = await request(serve.base, 'POST', '/api/v1/auth/signup', { body: owner })

@@ -133,7 +133,7 @@ export class Agent {
 
   private async startDatabase(config: AgentConfig, db: DatabaseConfig, delayMs = 0) {
     const Engine = await this.runnerClass(db)
-    let runner: Runner<unknown> | undefined = undefined
+    let runner: Runner<unknown> | undefined 
     let accepted = false
     const actions =
       db.engine === 'postgres' ? new ActionPoller({ endpoint: config.api.endpoint, apiKey: config.api.key, database: db, log: this.options.log, waitSeconds: this.timings.actionWaitSeconds }) : undefined

@@ -131,7 +131,7 @@ const nameOf = (t: Token): string => (t.kind === 'qident' ? t.text.slice(t.text.
 // and a doubled quote (a quote inside a standard string) is part of it.
 const CONNINFO_PASSWORD = /(\b(?:password|passwd|sslpassword|pwd)\s*=\s*)(''(?:''''|[^'])*''|\\'(?:\\\\|\\[^'\\]|[^\\'])*\\'|'(?:\\.|[^'\\])*'|(?:\\.|''|[^\s'\\])+)/gi
 /** The password of a URL's user information (`scheme://user:password@host`), found from each `://` only. */
-const URL_PASSWORD = /:\/\/([^\s\/@:'"]*):[^\s\/@'"]+@/g
+const URL_PASSWORD = /:\/\/([^\s/@:'"]*):[^\s/@'"]+@/g
 const maskBody = (body: string) => {
   const out = body.replace(CONNINFO_PASSWORD, `$1${MASK}`)
   return out.includes('://') ? out.replace(URL_PASSWORD, `://$1:${MASK}@`) : out
@@ -210,7 +210,7 @@ function maskStatement(s: Token[], masked: Set<Token>): void {
 /** Whether a text that could not be tokenised may hold a secret: conservative, by its words. */
 function looksSecret(text: string): boolean {
   // A URL with user information (its password perhaps cut off before the `@`), found without backtracking.
-  if (/:\/\/[^\s\/@:]*:/.test(text) || /\bprogram\b/i.test(text)) return true
+  if (/:\/\/[^\s/@:]*:/.test(text) || /\bprogram\b/i.test(text)) return true
   return (text.match(/[A-Za-z_][A-Za-z0-9_.]*/g) ?? []).some((w) => isSecretSetting(w) || w.split('.').some(isSecretSetting))
 }
 

@@ -72,7 +72,10 @@ export function explainLine(config: AgentConfig, roles: readonly string[]): stri
 
 /** Runs `f` (which spawns synchronously) under `umask`, when one is given. */
 function withUmask(umask: number | undefined, f: () => void): void {
-  if (umask === undefined) return f()
+  if (umask === undefined) {
+    f()
+    return
+  }
   const own = process.umask(umask)
   try {
     f()

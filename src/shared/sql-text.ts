@@ -215,7 +215,7 @@ function indexDefTokens(def: string): Token[] | undefined {
       i = j + 1
     } else {
       const word = /^[A-Za-z_][A-Za-z0-9_]*|^[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/.exec(def.slice(i))
-      const other = word ? undefined : /^(?:::|[()\[\],.]|[+\-*/<>=~!@#%^&|`?:]+)/.exec(def.slice(i))
+      const other = word ? undefined : /^(?:::|[()[\],.]|[+\-*/<>=~!@#%^&|`?:]+)/.exec(def.slice(i))
       const text = word?.[0] ?? other?.[0]
       if (!text || text.includes('--') || text.includes('/*') || text.includes('*/')) return undefined
       tokens.push({ kind: word ? 'word' : 'other', value: text, spaced })

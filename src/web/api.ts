@@ -130,13 +130,13 @@ export async function api<M extends Method, const P extends string>(method: M, p
   }
   if (res.status === 204) return undefined as T
   const text = await res.text()
-  let parsed: any
+  let parsed: unknown
   try {
     parsed = text ? JSON.parse(text) : undefined
   } catch {
     parsed = undefined
   }
-  if (!res.ok) throw new ApiError(res.status, parsed?.error ?? `${res.status} ${res.statusText}`)
+  if (!res.ok) throw new ApiError(res.status, (parsed as { error?: string } | undefined)?.error ?? `${res.status} ${res.statusText}`)
   return parsed as T
 }
 

@@ -100,7 +100,7 @@ describe('DiskBuffer', () => {
       events: { fault: (operation) => faults.push(operation), working: () => {} },
     }))
     const aside = `${path}.corrupt-2026-11-02T10-20-30-456Z`
-    expect(readdirSync(dir).sort()).toEqual([bufferFileName('damaged') + '.corrupt-2026-11-02T10-20-30-456Z'])
+    expect(readdirSync(dir).sort()).toEqual([`${bufferFileName('damaged')}.corrupt-2026-11-02T10-20-30-456Z`])
     expect(readFileSync(aside, 'utf8')).toStartWith('this is not an SQLite database')
     expect(logs).toHaveLength(1)
     expect(logs[0]).toContain('ERROR the buffer file is corrupt or unreadable; moved aside, its batches will not be sent')

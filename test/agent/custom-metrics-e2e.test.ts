@@ -126,9 +126,9 @@ test('/metrics: dbm_custom_<name> with the database and the metric\'s labels, es
   expect(res.status).toBe(200)
   const text = await res.text()
   expect(text).toContain('# TYPE dbm_custom_outbox_rows gauge\ndbm_custom_outbox_rows{database="custom"} 12345\n')
-  const escape = (v: string) => v.replace(/[\\"\n]/g, (c) => (c === '\\' ? '\\\\' : c === '"' ? '\\"' : '\\n'))
+  const escapeLabel = (v: string) => v.replace(/[\\"\n]/g, (c) => (c === '\\' ? '\\\\' : c === '"' ? '\\"' : '\\n'))
   for (const [i, state] of HOSTILE.entries()) {
-    expect(text).toContain(`dbm_custom_jobs_n{database="custom",state="${escape(state)}"} ${i + 1}\n`)
+    expect(text).toContain(`dbm_custom_jobs_n{database="custom",state="${escapeLabel(state)}"} ${i + 1}\n`)
   }
   expect(text).toContain('dbm_custom_jobs_n{database="custom",state="quote\\"d \'single\'"} 1\n')
   expect(text).toContain('dbm_custom_jobs_n{database="custom",state="new\\nline"} 2\n')

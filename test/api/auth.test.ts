@@ -170,7 +170,7 @@ for (const kind of storeKinds) {
       expect(again.status).toBe(200)
       expect(again.body).toEqual({ verified: true, message: 'email already verified' })
       // An unknown token is still a 400.
-      const unknown = await server.call('GET', link.replace(/token=[^&]+/, 'token=' + 'x'.repeat(43)))
+      const unknown = await server.call('GET', link.replace(/token=[^&]+/, `token=${'x'.repeat(43)}`))
       expect(unknown.status).toBe(400)
       expect(unknown.body).toEqual({ error: 'invalid or expired verification token' })
       expect((await server.call('GET', '/api/v1/auth/verify-email')).status).toBe(400)

@@ -205,7 +205,7 @@ const limitCases: Case[] = limitedLists.flatMap(([path, list, endpoint, seeded])
   }))
   if (seeded) {
     // Over the maximum, however far: clamped to it; a valid limit is taken as given.
-    for (const limit of [max + 1, '0' + max, '9'.repeat(20)]) cases.push({ path: `${path}?limit=${limit}`, list, want: { status: 200, rows: max } })
+    for (const limit of [max + 1, `0${max}`, '9'.repeat(20)]) cases.push({ path: `${path}?limit=${limit}`, list, want: { status: 200, rows: max } })
     cases.push({ path: `${path}?limit=2`, list, want: { status: 200, rows: 2 } })
   }
   return cases

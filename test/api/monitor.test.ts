@@ -9,7 +9,7 @@ import { type Monitor, alertMail, createMonitor } from '../../src/server/monitor
 import { TEST_NOT_DELIVERED } from '../../src/server/routes/alerts.ts'
 import type { IngestBatch } from '../../src/shared/wire.ts'
 import { pgBatch } from '../support/batches.ts'
-import { type Account, type TestServer, agentAccount, createApiKey, signup, startTestServer, storeKinds, verify } from '../support/server.ts'
+import { type Account, type TestServer, agentAccount, createApiKey, signup, startTestServer, storeKinds, } from '../support/server.ts'
 import { startSmtpReceiver } from '../support/smtp.ts'
 import { until } from '../support/wait.ts'
 import { startWebhookReceiver } from '../support/webhook.ts'

@@ -64,7 +64,7 @@ describe('an answer that does not match its response schema', () => {
 
   test('a field the schema does not name is refused too (500, logged), not passed on', async () => {
     const before = errorLines().length
-    const res = await fetch(base + '/test/unnamed-field')
+    const res = await fetch(`${base}/test/unnamed-field`)
     expect(res.status).toBe(500)
     expect(await res.json()).toEqual({ error: 'internal server error' })
     const lines = errorLines().slice(before)

@@ -33,7 +33,7 @@ describe('release archive names', () => {
 
 const host = hostTarget()
 
-describe.skipIf(!host || host.archive !== 'tar.gz')('the host archive from dist/dbm', () => {
+describe.skipIf(host?.archive !== 'tar.gz')('the host archive from dist/dbm', () => {
   const outDir = join(tmpRoot, 'release')
   const extracted = join(tmpRoot, 'extracted')
   let binary = ''

@@ -46,7 +46,7 @@ afterAll(async () => {
 describe('ClickHouse users', () => {
   test('without a password: critical when open to every network, a warning when restricted; with the users.xml fix', async () => {
     const snapshot = await rig.server.store.latestSnapshot(rig.dbId, 'clickhouse_users')
-    const users = (snapshot?.payload as { users: { name: string; auth_type: string[]; host_ip: string[]; host_names: string[]; storage: string }[] }).users
+    const users = (snapshot!.payload as { users: { name: string; auth_type: string[]; host_ip: string[]; host_names: string[]; storage: string }[] }).users
     // A loopback address is this machine: ClickHouse shows it as the host name localhost.
     expect(users.map((u) => [u.name, u.auth_type, u.host_ip, u.host_names, u.storage])).toEqual([
       ['app', ['sha256_password'], ['10.0.0.0/8'], [], 'users_xml'],

@@ -150,7 +150,7 @@ test('slow statements: named with their numbers, critical past the critical mean
   const after = await later(HOUR + 2 * 60_000, async () => {
     for (let i = 0; i < 4; i++) await sql`SELECT pg_sleep(${0.001})`
     await rig!.cycle()
-    const recent = (await rig!.api('/queries?sort_by=total_time&since=' + new Date(Date.now() - HOUR).toISOString())) as { query_hash: string; total_calls: number }[]
+    const recent = (await rig!.api(`/queries?sort_by=total_time&since=${new Date(Date.now() - HOUR).toISOString()}`)) as { query_hash: string; total_calls: number }[]
     expect(recent.find((q) => q.query_hash === sleepy)?.total_calls).toBe(4)
     return rig!.findings('pg_slow_statements')
   })

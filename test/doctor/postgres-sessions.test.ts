@@ -233,7 +233,7 @@ test('blocked sessions: the root blocker named with the sessions queued behind i
     return (row?.waited_s ?? 0) >= 1 ? true : undefined
   }, { everyMs: 20 })
   await rig.cycle()
-  let findings = await rig.findings('pg_blocked_sessions')
+  const findings = await rig.findings('pg_blocked_sessions')
   expect(findings).toHaveLength(1)
   let [finding] = findings
   expect(finding).toMatchObject({

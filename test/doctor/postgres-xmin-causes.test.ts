@@ -140,7 +140,7 @@ describe("the issue's case: a session idle in a REPEATABLE READ transaction hold
     expect(terminate).toContain(
       `')) < 0.001 AND usename = ${pgString(session.usename)} AND application_name = ${pgString(session.application_name)} AND abs(extract(epoch FROM xact_start - timestamptz '`,
     )
-    expect(terminate).toEndWith("')) < 0.001;   -- ends that session and rolls back its open transaction (its uncommitted work is lost: check with its owner first); returns no row if that session has already ended or its transaction has; run it as a superuser, a member of pg_read_all_stats or the session\'s own role (to others its start times are hidden, and it finds no row)")
+    expect(terminate).toEndWith("')) < 0.001;   -- ends that session and rolls back its open transaction (its uncommitted work is lost: check with its owner first); returns no row if that session has already ended or its transaction has; run it as a superuser, a member of pg_read_all_stats or the session's own role (to others its start times are hidden, and it finds no row)")
     expect(vacuum).toBe('VACUUM (ANALYZE, VERBOSE) public.orders;   -- once the holder has gone')
 
     // The cause raised as soon as it holds back dead rows, at their severity (the default thresholds wait an hour).

@@ -66,7 +66,7 @@ for (const major of [13, 17] as const) {
       // Only the pid known (a blocker outside the activity snapshot): a backend that started after the report is left out.
       const startedMs = truncated(us.backend_start)
       const after = terminateSession({ pid }, { seenAt: startedMs + 5_000, effect })
-      expect(after).toEndWith("-- test; returns no row if that session has already ended (its start was not reported: any backend of that pid that started before dbm's report, by the agent's clock, matches); run it as a superuser, a member of pg_read_all_stats or the session\'s own role (to others its start times are hidden, and it finds no row)")
+      expect(after).toEndWith("-- test; returns no row if that session has already ended (its start was not reported: any backend of that pid that started before dbm's report, by the agent's clock, matches); run it as a superuser, a member of pg_read_all_stats or the session's own role (to others its start times are hidden, and it finds no row)")
       expect(await matched(admin, after)).toEqual([pid])
       expect(await matched(admin, terminateSession({ pid }, { seenAt: startedMs - 1_000, effect }))).toEqual([])
       await session`ROLLBACK`

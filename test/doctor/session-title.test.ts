@@ -16,7 +16,7 @@ test('hostile names are shown escaped, plain ones as they are', () => {
 })
 
 test('names are cut by characters, never inside a surrogate pair', () => {
-  expect(titleText('a'.repeat(39) + '\u{1f600}tail', 40)).toBe(`${'a'.repeat(39)}\u{1f600}…`)
+  expect(titleText(`${'a'.repeat(39)}\u{1f600}tail`, 40)).toBe(`${'a'.repeat(39)}\u{1f600}…`)
   expect(titleText('short', 40)).toBe('short')
 })
 

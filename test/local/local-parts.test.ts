@@ -391,7 +391,7 @@ test('--open hands the browser a 0600 file, never the token; the file leads to t
   const root = mkdtempSync(join(tmpdir(), 'dbm-local-parts-'))
   try {
     const dir = prepareDataDir(join(root, 'dbm'))
-    const token = 'tok_' + 'A'.repeat(39)
+    const token = `tok_${'A'.repeat(39)}`
     const link = `http://dbm-abc.localhost:1234/local-sign-in?token=${token}`
     const file = writeLinkFile(dir, link)
     expect(statSync(file.path).mode & 0o777).toBe(0o600)

@@ -537,7 +537,7 @@ test('--listen whose [::1] another process holds: refused, nothing printed; an o
     })
     expect(printed).not.toContain('token=')
     expect(printed).not.toContain('.localhost')
-    const [, file] = printed.match(/^Sign in:   open (\S+) in the browser, or read the link in it$/m)!
+    const [, file] = printed.match(/^Sign in: {3}open (\S+) in the browser, or read the link in it$/m)!
     expect(printed).toContain(`Dashboard: its address is in ${file} (standard output is a file that others may read (mode 0644): neither it nor the link is printed here)\n`)
     expect(file).toStartWith(`${dataDir}/sign-in-`)
     expect(statSync(file!).mode & 0o777).toBe(0o600)

@@ -16,7 +16,9 @@ import { freshStoreLocation, storeKinds } from '../support/server.ts'
 import { columnsOf } from '../support/store-schema.ts'
 
 const cleanups: (() => void)[] = []
-afterAll(() => cleanups.forEach((c) => c()))
+afterAll(() => {
+  for (const c of cleanups) c()
+})
 
 async function freshDriver(kind: (typeof storeKinds)[number]): Promise<SqlDriver> {
   const where = await freshStoreLocation(kind)

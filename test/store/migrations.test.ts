@@ -403,7 +403,7 @@ for (const kind of storeKinds) {
         }
         // The same DDL but for WITHOUT ROWID and the name SQLite's rename quotes (whitespace aside: the
         // column migration 8 added sits on a line of its own now); the indexes exactly as they were.
-        const spaced = (sql: string | null) => sql && sql.replace(/\s+/g, ' ')
+        const spaced = (sql: string | null) => sql?.replace(/\s+/g, ' ')
         const expected = before.schema.objects.map((o) =>
           WITHOUT_ROWID_SINCE_10.includes(o.name)
             ? { ...o, sql: `${spaced(o.sql)!.replace(`CREATE TABLE ${o.name} (`, `CREATE TABLE "${o.name}" (`)} WITHOUT ROWID` }

@@ -342,6 +342,6 @@ describe('the rollup lock (postgres)', () => {
     const first = await Promise.race([ingest, sweep, Bun.sleep(1000).then(() => 'both waited')])
     release()
     await holder
-    expect({ first, then: [await ingest, await sweep] }).toEqual({ first: 'both waited', then: ['ingested', 'swept'] })
+    expect({ first, after: [await ingest, await sweep] }).toEqual({ first: 'both waited', after: ['ingested', 'swept'] })
   })
 })

@@ -177,7 +177,7 @@ export function agentBatch(name: string, collectedAt: number, cycle: number, sha
       sequence_name: `pgbench_t${i}_aid_seq`,
       data_type: 'bigint',
       last_value: 100_000 + i + cycle,
-      max_value: 9_223_372_036_854_775_807,
+      max_value: 2 ** 63,
       increment_by: 1,
       used_ratio: (100_000 + i) / 9.2e18,
       owned_by: { schema_name: 'public', table_name: `pgbench_t${i}`, column_name: 'aid', column_type: 'bigint' },

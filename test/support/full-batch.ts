@@ -47,24 +47,24 @@ const ENTRIES = 2
  */
 export function fullBatch(name: string, collectedAt: number, engine: 'postgres' | 'clickhouse' = 'postgres'): IngestBatch {
   let counter = 0
-  const valueOf = (schema: TSchema, path: string, key: string, index: number): unknown => {
+  const sampleValue = (schema: TSchema, path: string, key: string, index: number): unknown => {
     switch (schema[Kind]) {
       case 'Object':
         return Object.fromEntries(
-          Object.entries(schema.properties as Record<string, TSchema>).map(([k, s]) => [k, valueOf(s, path ? `${path}.${k}` : k, k, index)]),
+          Object.entries(schema.properties as Record<string, TSchema>).map(([k, s]) => [k, sampleValue(s, path ? `${path}.${k}` : k, k, index)]),
         )
       case 'Array':
-        return Array.from({ length: ENTRIES }, (_, i) => valueOf(schema.items, `${path}[]`, key, i))
+        return Array.from({ length: ENTRIES }, (_, i) => sampleValue(schema.items, `${path}[]`, key, i))
       case 'Record': {
         const keys = RECORD_KEYS[path]
         if (!keys) throw new Error(`fullBatch: no keys known for the map at ${path}: add them to RECORD_KEYS`)
         const [valueSchema] = Object.values(schema.patternProperties as Record<string, TSchema>)
-        return Object.fromEntries(keys.map((k) => [k, valueOf(valueSchema!, `${path}.${k}`, k, index)]))
+        return Object.fromEntries(keys.map((k) => [k, sampleValue(valueSchema!, `${path}.${k}`, k, index)]))
       }
       case 'Union': {
         const variant = (schema.anyOf as TSchema[]).find((s) => s[Kind] !== 'Null')
         if (!variant) throw new Error(`fullBatch: only null allowed at ${path}`)
-        return valueOf(variant, path, key, index)
+        return sampleValue(variant, path, key, index)
       }
       case 'Literal':
         return schema.const
@@ -91,7 +91,7 @@ export function fullBatch(name: string, collectedAt: number, engine: 'postgres' 
         throw new Error(`fullBatch: no value for a ${String(schema[Kind])} at ${path}`)
     }
   }
-  const batch = valueOf(IngestBatch, '', '', 0) as IngestBatch
+  const batch = sampleValue(IngestBatch, '', '', 0) as IngestBatch
   batch.batch_id = crypto.randomUUID()
   batch.collected_at = collectedAt
   batch.interval_seconds = 10

@@ -94,7 +94,9 @@ function hostileBatch(name: string, engine: 'postgres' | 'clickhouse', at: numbe
     for (const l of b.locks!) Object.assign(l, { pid: 4002, blocked_by_pid: 4001, granted: false })
   } else {
     // ClickHouse sessions are named by their query id; disks by name
-    b.activity!.forEach((a, i) => Object.assign(a, { pid: hostile(`query-id-${i}`), blocking_pids: [] }))
+    b.activity!.forEach((a, i) => {
+      Object.assign(a, { pid: hostile(`query-id-${i}`), blocking_pids: [] })
+    })
     for (const key of ['free_bytes', 'total_bytes'] as const) b.server_metrics![diskMetricKey(hostile('disk'), key)] = key === 'free_bytes' ? 10 : 1000
     for (const m of b.mutations!) Object.assign(m, { create_time: now - 3 * 60 * MINUTE, is_done: false, stuck: true })
   }

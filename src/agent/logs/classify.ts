@@ -99,7 +99,7 @@ export function raisedByUser(e: RawLogEntry): boolean {
 export function ownSession(e: RawLogEntry): boolean {
   if (e.application === 'dbm-agent' || e.application === 'dbm-agent-check') return true
   const text = e.statement ?? e.internalQuery
-  if (text !== null && text.startsWith(OWN_MARKER)) return true
+  if (text?.startsWith(OWN_MARKER)) return true
   // `duration: 1 ms  statement: /* dbm-agent */ ...` and `execute <name>: /* dbm-agent */ ...` (anchored: a
   // message of another shape fails at its first characters).
   return OWN_IN_MESSAGE.test(e.message)

@@ -43,7 +43,7 @@ export interface ParseOptions {
 }
 
 /** Takes one entry and where it ends in the slice; false refuses it, and the parse stops before it. */
-export type ParsedEntryHandler = (entry: RawLogEntry, end: number) => boolean | void
+export type ParsedEntryHandler = (entry: RawLogEntry, end: number) => boolean | undefined
 
 export interface ParsedChunk {
   entries: RawLogEntry[]
@@ -72,7 +72,7 @@ function append(existing: string | null, more: string): string {
  * Calls `each(start, end, next)` for every line of `buf`; a last line without newline only when `closed`.
  * `each` answering false stops it.
  */
-function forEachLine(buf: Buffer, closed: boolean, each: (start: number, end: number, next: number) => boolean | void): void {
+function forEachLine(buf: Buffer, closed: boolean, each: (start: number, end: number, next: number) => boolean | undefined): void {
   let pos = 0
   while (pos < buf.length) {
     const nl = buf.indexOf(10, pos)

@@ -69,7 +69,7 @@ export function endPosition(files: LogFile[]): LogPosition {
 }
 
 /** Takes one entry; false refuses it, and the read stops before it. */
-export type EntryHandler = (entry: RawLogEntry) => boolean | void
+export type EntryHandler = (entry: RawLogEntry) => boolean | undefined
 
 export async function readLogs(source: LogSource, previous: LogPosition | undefined, options: ReadOptions, onEntry: EntryHandler): Promise<ReadResult> {
   const all = await source.list()

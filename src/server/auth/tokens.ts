@@ -71,7 +71,7 @@ export class TokenService {
 
   async verifyAccess(token: string): Promise<AccessClaims | undefined> {
     const p = await this.verify(token)
-    if (!p || p.typ !== 'access' || typeof p.sub !== 'string' || typeof p.org !== 'string' || typeof p.sid !== 'string' || typeof p.iat !== 'number') {
+    if (p?.typ !== 'access' || typeof p.sub !== 'string' || typeof p.org !== 'string' || typeof p.sid !== 'string' || typeof p.iat !== 'number') {
       return undefined
     }
     return { sub: p.sub, org: p.org, sid: p.sid, typ: 'access', iat: p.iat }
@@ -79,7 +79,7 @@ export class TokenService {
 
   async verifyRefresh(token: string): Promise<RefreshClaims | undefined> {
     const p = await this.verify(token)
-    if (!p || p.typ !== 'refresh' || typeof p.sub !== 'string' || typeof p.jti !== 'string') return undefined
+    if (p?.typ !== 'refresh' || typeof p.sub !== 'string' || typeof p.jti !== 'string') return undefined
     return { sub: p.sub, jti: p.jti, typ: 'refresh' }
   }
 }

@@ -7,7 +7,6 @@
 // not started; the monitor logs it and tries the database at its next pass). When the worker cannot
 // start, or stops, the monitor diagnoses on the main thread as before (logged once).
 import type { LogLevel, Logger } from '../../shared/log.ts'
-import type { RegisteredDatabase } from '../store/types.ts'
 import type { Diagnoser, Diagnosis } from './diagnosis.ts'
 import type { WorkerRequest } from './worker.ts'
 

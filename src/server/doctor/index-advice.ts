@@ -316,7 +316,7 @@ export function adviseIndex(schema: string, table: string, columns: string[], in
   for (const index of indexes) {
     if (!index.is_valid) continue
     const shape = parseIndexDef(index.index_def)
-    if (!shape || shape.method !== 'btree' || shape.predicate !== null) continue
+    if (shape?.method !== 'btree' || shape.predicate !== null) continue
     // Key columns as pg_get_indexdef writes them (quoted when needed, maybe followed by a collation, an
     // opclass or an ordering) by name; an expression key is none.
     const keys = shape.columns.map((k) => {

@@ -8,7 +8,7 @@ import { HIDDEN_CHARACTERS } from '../../shared/invisible.ts'
 
 const UNSHOWN = new RegExp(`[\\u0000-\\u001f\\u007f-\\u009f${HIDDEN_CHARACTERS}]`, 'gu')
 
-const escape = (c: string) => {
+const visibleEscape = (c: string) => {
   const code = c.codePointAt(0)!
   return code > 0xffff ? `\\u{${code.toString(16).toUpperCase()}}` : `\\u${code.toString(16).toUpperCase().padStart(4, '0')}`
 }
@@ -17,7 +17,7 @@ const escape = (c: string) => {
 export function titleText(text: string, max: number): string {
   const chars = Array.from(text)
   const cut = chars.length > max ? `${chars.slice(0, max).join('')}…` : text
-  return cut.replace(UNSHOWN, escape)
+  return cut.replace(UNSHOWN, visibleEscape)
 }
 
 export interface TitledSession {

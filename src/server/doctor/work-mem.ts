@@ -92,7 +92,7 @@ export interface PlanNeed {
 const processesText = (n: number) => `${n} processes (the leader and ${n - 1} worker${n === 2 ? '' : 's'})`
 
 /** One node's (or one worker's) need when it spilled, in bytes. `shared`: the processes a Parallel Hash's table is shared by. */
-function nodeNeed(n: PlanNode, type: string, hashMultiplier: number, shared: number): { bytes: number; figure: string } | undefined {
+function nodeNeed(n: PlanNode, _type: string, hashMultiplier: number, shared: number): { bytes: number; figure: string } | undefined {
   if (n['Sort Space Type'] === 'Disk' && typeof n['Sort Space Used'] === 'number') {
     return { bytes: n['Sort Space Used'] * KB * SORT_FACTOR, figure: `${n['Sort Space Used']} kB on disk` }
   }

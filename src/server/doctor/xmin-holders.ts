@@ -74,7 +74,7 @@ interface SessionInfo {
 
 function backendHolder(
   h: { pid: number; age: number; since: number | null; ageS: number | null; session: SessionInfo | undefined; walsender: boolean; seenAt: number },
-  now: number,
+  _now: number,
 ): Holder {
   const { pid, age, since, ageS, session } = h
   if (h.walsender) {

@@ -81,7 +81,7 @@ export function createNotifier(deps: Deps, options: { evaluateEveryMs: number; w
   async function deliverToDestination(n: PendingNotification, now: number): Promise<'sent' | 'failed' | 'given_up'> {
     const id = n.channel.slice('destination:'.length)
     const destination = await store.alertDestinations.getDestination(n.org_id, id)
-    if (!destination || !destination.enabled) {
+    if (!destination?.enabled) {
       await health.giveUpNotification(n.id, destination ? 'destination disabled' : 'destination deleted', now)
       return 'given_up'
     }

@@ -53,7 +53,7 @@ export function authRoutes(deps: Deps) {
   }
 
   /** The user behind a Bearer or cookie access token; API keys are refused here. */
-  const requireUser = async (request: Request, cookie: CookieJar) => {
+  const requireUser = async (request: Request, _cookie: CookieJar) => {
     const principal = await authenticate(deps, request)
     if (principal.kind !== 'user') throw unauthorized('this endpoint needs a user access token, not an API key')
     const user = await store.getUser(principal.userId)

@@ -3,7 +3,7 @@
 // forecast of the last day, the host's series over the window (since/until/bucket as the other
 // series), and the database's size trend from database_stats, which an agent anywhere sends: what
 // growth dbm can show when no agent runs beside the database (then `note` says why, as the agent did).
-import { Elysia, t } from 'elysia'
+import { Elysia, } from 'elysia'
 import { authenticate } from '../auth/principal.ts'
 import type { Deps } from '../context.ts'
 import { type Trend, filesystemForecasts, fitTrend, forecastIntervals } from '../doctor/disk-forecast.ts'

@@ -89,7 +89,10 @@ class Builder {
     else if (value instanceof Param) this.value(value.value)
     else if (Array.isArray(value)) {
       // An empty list would be `IN ()`, which PostgreSQL refuses: `IN (NULL)` matches nothing.
-      if (value.length === 0) return this.text('(NULL)')
+      if (value.length === 0) {
+        this.text('(NULL)')
+        return
+      }
       this.text('(')
       value.forEach((item, i) => {
         if (i > 0) this.text(', ')

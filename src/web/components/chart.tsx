@@ -242,7 +242,9 @@ export function withGaps(times: number[], series: ChartSeries[], stepMs: number 
       for (const y of ys) y.push(null)
     }
     xs.push(t / 1000)
-    series.forEach((s, j) => ys[j]!.push(s.values[i] ?? null))
+    series.forEach((s, j) => {
+      ys[j]!.push(s.values[i] ?? null)
+    })
   }
   let from: number
   let to: number
@@ -481,7 +483,7 @@ export function Chart(props: ChartProps) {
 
   const d = drawn.current
   const at = cursor !== null && d ? cursor : null
-  const valueOf = (i: number) => formatValue(unit, at !== null ? d!.ys[i]?.[at] : latestAndMax(shown.series[i]?.values ?? []).latest)
+  const legendValue = (i: number) => formatValue(unit, at !== null ? d!.ys[i]?.[at] : latestAndMax(shown.series[i]?.values ?? []).latest)
   return (
     <figure class="chart-box" data-chart={props.name}>
       <figcaption>
@@ -522,7 +524,7 @@ export function Chart(props: ChartProps) {
                     <span class="swatch" aria-hidden="true" style={{ background: `var(--series-${(i % FALLBACK_COLOURS.length) + 1}, ${FALLBACK_COLOURS[i % FALLBACK_COLOURS.length]})` }} />
                     <DbText text={s.label} />
                   </button>{' '}
-                  <span class="legend-value">{on ? valueOf(i) : 'hidden'}</span>
+                  <span class="legend-value">{on ? legendValue(i) : 'hidden'}</span>
                 </li>
               )
             })}

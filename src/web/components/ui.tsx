@@ -4,7 +4,7 @@
 // the Esc key.
 import type { ComponentChildren, RefObject } from 'preact'
 import { useCallback, useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks'
-import { ApiError, get, isUnreachable } from '../api.ts'
+import { type ApiError, get, isUnreachable } from '../api.ts'
 import type { GetAnswer, Served } from '../api-routes.ts'
 import { DbText, hasInvisible, revealInvisible } from './invisible.tsx'
 

@@ -5,7 +5,7 @@
 // Only SHA-256 of a key's secret is stored.
 import type { ApiKeyScope } from '../../../shared/api/api-keys.ts'
 import { API_KEY_SCOPES } from '../../../shared/api/api-keys.ts'
-import { num, numOrNull } from '../rows.ts'
+import { num, numOrNull, type DbRow } from '../rows.ts'
 import type { SqlDriver } from '../driver.ts'
 
 export type { ApiKeyScope }
@@ -79,7 +79,7 @@ export function parseScopes(text: unknown): ApiKeyScope[] {
   return API_KEY_SCOPES.filter((s) => names.has(s))
 }
 
-function toApiKey(r: any): ApiKey {
+function toApiKey(r: DbRow): ApiKey {
   return {
     id: r.id,
     org_id: r.org_id,
@@ -158,7 +158,7 @@ export class SqlApiKeys implements ApiKeyStore {
        WHERE k.org_id = CAST($1 AS TEXT) ${includeRevoked ? '' : 'AND k.revoked_at IS NULL'} ORDER BY k.created_at, k.id`,
       [orgId],
     )
-    return rows.map((r: any) => ({
+    return rows.map((r: DbRow) => ({
       ...toApiKey(r),
       creator: r.creator_email == null ? null : { id: r.created_by, email: r.creator_email, name: r.creator_name },
     }))

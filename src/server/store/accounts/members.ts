@@ -9,7 +9,7 @@
 // demoted owner's pending invites are revoked too, and an invite is accepted only while its inviter is
 // still an owner of the organization: a demoted owner cannot make themselves owner again through an
 // invite they sent before (to a second address of their own, say).
-import { num } from '../rows.ts'
+import { num, type DbRow } from '../rows.ts'
 import { toOrg, toUser } from './rows.ts'
 import { type SqlDriver, UniqueViolation } from '../driver.ts'
 import { membersLock, revokeKeysCreatedBy } from './api-keys.ts'
@@ -68,7 +68,7 @@ const INVITE_SELECT = `SELECT i.id, i.org_id, i.email, i.role, i.invited_by, u.n
   FROM invites i LEFT JOIN users u ON u.id = i.invited_by`
 const USER_COLUMNS = 'id, org_id, email, name, role, email_verified_at, created_at'
 
-function toInvite(r: any): Invite {
+function toInvite(r: DbRow): Invite {
   return {
     id: r.id,
     org_id: r.org_id,
@@ -116,7 +116,7 @@ export function membersStore(driver: SqlDriver, keysRevoked: (keyIds: string[]) 
           'INSERT INTO invites (id, org_id, email, role, token_hash, invited_by, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)',
           [id, input.orgId, input.email, input.role, input.tokenHash, input.invitedBy, input.now, input.expiresAt],
         )
-        return toInvite(await tx.get(`${INVITE_SELECT} WHERE i.id = $1`, [id]))
+        return toInvite((await tx.get<DbRow>(`${INVITE_SELECT} WHERE i.id = $1`, [id]))!)
       }, membersLock(input.orgId))
     },
 
@@ -189,9 +189,9 @@ export function membersStore(driver: SqlDriver, keysRevoked: (keyIds: string[]) 
           await tx.run('UPDATE invites SET accepted_at = $1, accepted_by = $2 WHERE id = $3', [input.now, user.id, invite.id])
           // An owner who verified their address verifies the organization (as the verification mail does).
           if (invite.role === 'owner') await tx.run('UPDATE organizations SET verified = $1 WHERE id = $2', [true, invite.org_id])
-          const org = await tx.get<any>('SELECT id, name, slug, plan, verified, created_at FROM organizations WHERE id = $1', [invite.org_id])
+          const org = await tx.get<DbRow>('SELECT id, name, slug, plan, verified, created_at FROM organizations WHERE id = $1', [invite.org_id])
           return {
-            org: toOrg(org),
+            org: toOrg(org!),
             user,
           }
         }, membersLock(found.org_id))

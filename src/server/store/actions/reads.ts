@@ -2,6 +2,7 @@
 import type { SqlDriver } from '../driver.ts'
 import { COLUMNS, RUNNING_GRACE_MS, readListener, toAction } from './rows.ts'
 import type { ActionListener, ActionReads, StoredAction } from './types.ts'
+import type { DbRow } from '../rows.ts'
 
 export function actionReads(driver: SqlDriver): ActionReads {
   return {
@@ -15,7 +16,7 @@ export function actionReads(driver: SqlDriver): ActionReads {
 
     async listActions(databaseId: string, limit: number, now: number): Promise<StoredAction[]> {
       const rows = await driver.all(`SELECT ${COLUMNS} FROM actions WHERE database_id = $1 ORDER BY requested_at DESC, id LIMIT $2`, [databaseId, limit])
-      return rows.map((r: any) => toAction(r, r.state === 'running' ? now - RUNNING_GRACE_MS : now))
+      return rows.map((r: DbRow) => toAction(r, r.state === 'running' ? now - RUNNING_GRACE_MS : now))
     },
 
     async pendingActions(databaseId: string, now: number): Promise<number> {

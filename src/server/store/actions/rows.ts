@@ -4,6 +4,7 @@ import { ACTION_KINDS } from '../../../shared/action-kinds.ts'
 import type { ActionKind } from '../../../shared/wire.ts'
 import { num, numOrNull } from '../rows.ts'
 import type { ActionListener, ActionRequest, ActionResult, StoredAction } from './types.ts'
+import type { DbRow } from '../rows.ts'
 
 export const COLUMNS = 'id, org_id, database_id, kind, state, request, requested_by, requested_at, expires_at, claimed_at, finished_at, result'
 
@@ -16,7 +17,7 @@ const parse = <T>(text: unknown): T | null => {
   }
 }
 
-export function toAction(r: any, now?: number): StoredAction {
+export function toAction(r: DbRow, now?: number): StoredAction {
   const action: StoredAction = {
     id: r.id,
     org_id: r.org_id,

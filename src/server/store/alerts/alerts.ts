@@ -8,8 +8,8 @@
 import type { SqlDriver } from '../driver.ts'
 import { alertEvent, recordEventsNow } from '../events/record.ts'
 import { sql } from '../sql.ts'
-import type { Alert, AlertChanges, AlertConsequence, AlertInput, AlertNotification, AlertReads, AlertStatus, AlertWrites, NotificationChannel, NotificationEvent } from './types.ts'
-import { num, numOrNull } from '../rows.ts'
+import type { AlertChanges, AlertConsequence, AlertInput, AlertNotification, AlertReads, AlertStatus, AlertWrites, NotificationChannel, NotificationEvent } from './types.ts'
+import { num, numOrNull, type DbRow } from '../rows.ts'
 
 /**
  * The monitor's lock of one database's evaluation (shared with monitor/evaluations.ts's recommendations).
@@ -29,7 +29,7 @@ export function consequencesOf(text: unknown): AlertConsequence[] {
   }
 }
 
-function toNotification(r: any): AlertNotification {
+function toNotification(r: DbRow): AlertNotification {
   return {
     event: r.event,
     channel: r.channel,
@@ -91,7 +91,7 @@ export function alertReads(driver: SqlDriver): AlertReads {
         list.push(toNotification(n))
         byAlert.set(String(n.alert_id), list)
       }
-      return rows.map((r: any) => ({
+      return rows.map((r: DbRow) => ({
         id: r.id,
         database_id: r.database_id,
         key: r.key,

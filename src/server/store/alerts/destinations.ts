@@ -4,7 +4,7 @@
 // signing secret, routing key, API key, or a URL that is itself the credential), which only the
 // delivery reads. Reads (the routes' lists, the monitor's enabled destinations) are apart from writes
 // (the routes' changes, and each delivery's outcome and counts).
-import { num, numOrNull } from '../rows.ts'
+import { num, numOrNull, type DbRow } from '../rows.ts'
 import type { SqlDriver } from '../driver.ts'
 import { UniqueViolation } from '../driver.ts'
 import { consequencesOf } from './alerts.ts'
@@ -108,7 +108,7 @@ function settingsOf(text: unknown): AlertDestinationSettings {
   }
 }
 
-function toDestination(r: any): AlertDestination {
+function toDestination(r: DbRow): AlertDestination {
   return {
     id: r.id,
     org_id: r.org_id,
@@ -170,7 +170,7 @@ export class SqlAlertDestinations implements AlertDestinationStore {
        WHERE d.org_id = $1 AND a.resolved_at IS NULL ORDER BY a.opened_at, a.id LIMIT $2`,
       [orgId, limit],
     )
-    return rows.map((r: any) => ({
+    return rows.map((r: DbRow) => ({
       alert: { id: r.id, key: r.key, rule: r.rule, severity: r.severity, title: r.title, detail: r.detail, opened_at: num(r.opened_at), resolved_at: null, consequences: consequencesOf(r.consequences) },
       database: { id: r.database_id, name: r.database_name, engine: r.engine, host: r.host, port: num(r.port) },
     }))

@@ -7,7 +7,7 @@
 // `repeated` row per alert and channel, queued again once the last send is older than the interval:
 // the store, not a process's memory, says when an alert was last sent, so repeats hold across restarts
 // and several `serve` processes. Reads apart from writes.
-import { num, numOrNull } from '../rows.ts'
+import { num, numOrNull, type DbRow } from '../rows.ts'
 import type { SqlDriver } from '../driver.ts'
 import type { AlertRoute, NotificationChannel, RouteMatch, Silence, SilenceAuthor, SilenceMatchers } from './types.ts'
 
@@ -76,7 +76,7 @@ function json<T>(text: unknown, fallback: T): T {
   }
 }
 
-function toSilence(r: any): Silence {
+function toSilence(r: DbRow): Silence {
   const created_by: SilenceAuthor = r.created_by_user ? { kind: 'user', id: r.created_by_user } : { kind: 'api_key', id: r.created_by_key ?? '' }
   return {
     id: r.id,
@@ -94,7 +94,7 @@ function toSilence(r: any): Silence {
   }
 }
 
-function toRoute(r: any): AlertRoute {
+function toRoute(r: DbRow): AlertRoute {
   const destinations = json<unknown>(r.destinations, [])
   const match = json<unknown>(r.match, {})
   return {
@@ -189,7 +189,7 @@ export class SqlAlertRouting implements AlertRoutingStore {
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)`,
         [r.id, r.org_id, position, r.name, JSON.stringify(r.match), JSON.stringify(r.destinations), r.continue, r.repeat_interval_s, r.created_at],
       )
-      return toRoute(await tx.get('SELECT * FROM alert_routes WHERE id = $1', [r.id]))
+      return toRoute((await tx.get<DbRow>('SELECT * FROM alert_routes WHERE id = $1', [r.id]))!)
     }, `dbm:alert-routes:${r.org_id}`)
   }
 
@@ -213,7 +213,7 @@ export class SqlAlertRouting implements AlertRoutingStore {
         order.splice(Math.min(change.position, order.length), 0, current)
         for (const [i, r] of order.entries()) if (r.position !== i) await tx.run('UPDATE alert_routes SET position = $1 WHERE id = $2', [i, r.id])
       }
-      return toRoute(await tx.get('SELECT * FROM alert_routes WHERE id = $1', [id]))
+      return toRoute((await tx.get<DbRow>('SELECT * FROM alert_routes WHERE id = $1', [id]))!)
     }, `dbm:alert-routes:${orgId}`)
   }
 

@@ -1,9 +1,9 @@
 // A databases row as the stores give it (SQLite integers, PostgreSQL BIGINT strings, JSON text) made
 // into its record: read by the list and by ingest.
-import { num, numOrNull } from '../rows.ts'
+import { num, numOrNull, type DbRow } from '../rows.ts'
 import type { RegisteredDatabase } from './types.ts'
 
-export function toDatabase(r: any): RegisteredDatabase {
+export function toDatabase(r: DbRow): RegisteredDatabase {
   return {
     id: r.id,
     org_id: r.org_id,

@@ -12,7 +12,7 @@ import type { Severity } from '../../../shared/api/common.ts'
 import type { SqlDriver } from '../driver.ts'
 import { alertReads, alertWrites, consequencesOf, evaluationLockFor } from '../alerts/alerts.ts'
 import type { Alert, AlertReads, AlertWrites, NotificationChannel, NotificationEvent } from '../alerts/types.ts'
-import { num, numOrNull } from '../rows.ts'
+import { num, numOrNull, type DbRow } from '../rows.ts'
 
 export type { Alert, AlertConsequence, AlertInput, AlertNotification, NotificationChannel, NotificationEvent } from '../alerts/types.ts'
 /** A finding's severity: the API's (src/shared/api/doctor.ts), not a copy of it. */
@@ -113,7 +113,7 @@ const ORDER_SQL = `ORDER BY CASE WHEN resolved_at IS NULL THEN 0 ELSE 1 END,
   CASE WHEN resolved_at IS NOT NULL THEN 0 WHEN severity = 'critical' THEN 0 WHEN severity = 'warning' THEN 1 ELSE 2 END,
   resolved_at DESC, first_seen_at, id`
 
-function toRecommendation(r: any): Recommendation {
+function toRecommendation(r: DbRow): Recommendation {
   return {
     id: r.id,
     database_id: r.database_id,
@@ -132,7 +132,7 @@ function toRecommendation(r: any): Recommendation {
   }
 }
 
-function toWebhook(r: any): Webhook {
+function toWebhook(r: DbRow): Webhook {
   return {
     org_id: r.org_id,
     url: r.url,
@@ -200,7 +200,7 @@ async function pendingNotifications(driver: SqlDriver, now: number, limit: numbe
      ORDER BY n.created_at, n.id LIMIT $2`,
     [now, limit],
   )
-  return rows.map((r: any) => ({
+  return rows.map((r: DbRow) => ({
     id: r.id,
     event: r.event,
     channel: r.channel,
@@ -419,7 +419,7 @@ export function monitorStore(driver: SqlDriver): MonitorStore {
           await tx.run('INSERT INTO organization_webhooks (org_id, url, secret, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)', [orgId, url, newSecret, now])
         }
         const row = await tx.get('SELECT * FROM organization_webhooks WHERE org_id = $1', [orgId])
-        return { webhook: toWebhook(row), created: changed === 0 }
+        return { webhook: toWebhook(row!), created: changed === 0 }
       }, `dbm:webhook:${orgId}`)
     },
     async deleteWebhook(orgId: string): Promise<boolean> {

@@ -161,8 +161,12 @@ async function series<C extends string>(
       points.push(point)
     } else if (gauges) {
       const point: Record<string, number | null> = { ts: bucket }
-      spec.counters.forEach((c, i) => (point[c] = known[i] ? 0 : null))
-      spec.gauges.forEach((g, i) => (point[g] = gauges![i]!))
+      spec.counters.forEach((c, i) => {
+        point[c] = known[i] ? 0 : null
+      })
+      spec.gauges.forEach((g, i) => {
+        point[g] = gauges![i]!
+      })
       points.push(point as Point<C>)
     }
   }

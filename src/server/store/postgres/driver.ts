@@ -86,6 +86,7 @@ function driverOver(sql: Sql, root: PostgresDriver): SqlDriver {
     dialect: 'postgres',
     sqlDialect: postgresDialect,
     all: q,
+    // biome-ignore lint/suspicious/noExplicitAny: the caller names the row's type (get<T>); postgres.js rows are untyped
     get: async (text, params) => (await q(text, params))[0] as any,
     run: async (text, params = []) => {
       try {
@@ -198,6 +199,7 @@ export class PostgresDriver implements SqlDriver {
           serialize: (x: number | bigint) => x.toString(),
           parse: (x: string) => Number(x),
         },
+        // biome-ignore lint/suspicious/noExplicitAny: postgres.js types its custom types' options loosely
       } as any,
     })
   }

@@ -191,7 +191,10 @@ function cover(out: StatRange[], from: number, to: number, marks: RollupMarks, l
   }
   const start = ceilTo(from, l.ms)
   const end = Math.min(floorTo(to, l.ms), l.mark(marks))
-  if (end <= start) return cover(out, from, to, marks, level + 1)
+  if (end <= start) {
+    cover(out, from, to, marks, level + 1)
+    return
+  }
   cover(out, from, start, marks, level + 1)
   out.push({ resolution: l.resolution, from: start, to: end })
   cover(out, end, to, marks, level + 1)

@@ -70,6 +70,7 @@ export async function startCheckpointer(
   workerUrl ??= URL.createObjectURL(new Blob([WORKER_SOURCE], { type: 'application/javascript' }))
   const worker = new Worker(workerUrl)
   /** Callers waiting for an answer, by the kind of answer they wait for (scheduled checkpoints answer nobody). */
+  // biome-ignore lint/suspicious/noExplicitAny: the worker's answers are messages of several shapes, read by kind
   const waiting: { kind: string; resolve: (m: any) => void }[] = []
   let closed = false
   worker.onmessage = (event: MessageEvent) => {
@@ -83,6 +84,7 @@ export async function startCheckpointer(
   // whose answer is awaited would let the process end in the middle of that await).
   const handle = worker as unknown as { ref(): void; unref(): void }
   const ask = (message: { kind: string }, answer: string) =>
+    // biome-ignore lint/suspicious/noExplicitAny: as above, an answer of the kind asked for
     new Promise<any>((resolve) => {
       handle.ref()
       waiting.push({

@@ -18,6 +18,7 @@ function toSqlite(sql: string): string {
  * needs changing: bulk upserts bind thousands of numbers and strings per statement. They are passed as
  * one array, which bun:sqlite binds positionally, and cheaper than spreading thousands of arguments.
  */
+// biome-ignore lint/suspicious/noExplicitAny: bun:sqlite's bindings type (SQLQueryBindings) is what these become
 function bindable(params: unknown[]): any[] {
   for (let i = 0; i < params.length; i++) {
     const p = params[i]
@@ -161,7 +162,6 @@ export class SqliteDriver implements SqlDriver {
 
   private direct(): SqlDriver {
     const db = this.db
-    const self = this
     const prepare = (sql: string) => this.prepare(sql)
     return {
       dialect: 'sqlite',
@@ -211,9 +211,9 @@ export class SqliteDriver implements SqlDriver {
           throw wrap(e, script)
         }
       },
-      ping: () => self.ping(),
-      transaction: (fn) => self.transaction(fn),
-      close: () => self.close(),
+      ping: () => this.ping(),
+      transaction: (fn) => this.transaction(fn),
+      close: () => this.close(),
     }
   }
 

@@ -153,7 +153,9 @@ const SORT_KEY: Record<QuerySort, (v: StatementSums) => number> = {
 
 function sumsRow(hash: string, text: string, v: StatementSums): QueryStatsRow {
   const row: Record<string, unknown> = { query_hash: hash, query_text: text, first_bucket: v[FIRST], p99_ms: Number.isNaN(v[P99]!) ? null : v[P99] }
-  SUM_NAMES.forEach((name, i) => (row[name] = v[i]))
+  SUM_NAMES.forEach((name, i) => {
+    row[name] = v[i]
+  })
   return toQueryRow({ ...row, mean_time_ms: SORT_KEY.mean_time(v) })
 }
 

@@ -13,13 +13,11 @@ import type { Database, PageProps } from './types.ts'
 import type { Static } from '@sinclair/typebox'
 import type {
   CustomMetricLatest as CustomMetricLatestSchema,
-  CustomMetricList as CustomMetricListSchema,
   CustomMetricSeries as CustomMetricSeriesSchema,
   CustomMetricView as CustomMetricViewSchema,
 } from '../../../shared/api/custom-metrics.ts'
 
 type CustomMetric = Static<typeof CustomMetricViewSchema>
-type CustomMetricList = Static<typeof CustomMetricListSchema>
 type CustomMetricSeries = Static<typeof CustomMetricSeriesSchema>
 type Latest = Static<typeof CustomMetricLatestSchema>
 

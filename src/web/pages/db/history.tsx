@@ -5,7 +5,7 @@
 // or a long statement (the README's Session history), so older windows have gaps.
 import type { Static } from '@sinclair/typebox'
 import { useEffect, useMemo, useState } from 'preact/hooks'
-import type { LockChain, SnapshotTime as SnapshotTimeSchema, SnapshotTimes as SnapshotTimesSchema } from '../../../shared/api/session-history.ts'
+import type { LockChain, SnapshotTime as SnapshotTimeSchema, } from '../../../shared/api/session-history.ts'
 import { Collapsible } from '../../components/collapsible.tsx'
 import { DbText, escapeInvisible } from '../../components/invisible.tsx'
 import { Async, Empty, fmtClock, fmtTime, useApi } from '../../components/ui.tsx'
@@ -13,7 +13,6 @@ import { SelectField, apiPath, fmtDuration, isStale } from './common.tsx'
 import type { Database } from './types.ts'
 
 export type SnapshotTime = Static<typeof SnapshotTimeSchema>
-type SnapshotTimes = Static<typeof SnapshotTimesSchema>
 
 const SPANS: [string, string][] = [
   ['3600000', 'Last hour'],

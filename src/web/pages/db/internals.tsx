@@ -23,10 +23,8 @@ import type {
   Backups as BackupsSchema,
   BgwriterPoint as BgwriterPointSchema,
   DatabaseStats as DatabaseStatsSchema,
-  DatabaseStatsPoint,
   IoPoint as IoPointSchema,
   IoStats as IoStatsSchema,
-  WalPoint,
   WalStats as WalStatsSchema,
 } from '../../../shared/api/internals.ts'
 

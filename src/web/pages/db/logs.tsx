@@ -6,9 +6,7 @@
 import type { Static } from '@sinclair/typebox'
 import { Fragment } from 'preact'
 import { useCallback, useEffect, useMemo, useState } from 'preact/hooks'
-import type { LogEventEntry as LogEventEntrySchema, LogEventList as LogEventListSchema, LogEventSummary as LogEventSummarySchema } from '../../../shared/api/log-events.ts'
-import type { Lock as LockSchema } from '../../../shared/api/objects.ts'
-import type { SnapshotTimes as SnapshotTimesSchema } from '../../../shared/api/session-history.ts'
+import type { LogEventEntry as LogEventEntrySchema, LogEventSummary as LogEventSummarySchema } from '../../../shared/api/log-events.ts'
 import { LOG_CATEGORIES, LOG_KINDS } from '../../../shared/log-kinds.ts'
 import { get } from '../../api.ts'
 import { Chart, type ChartSeries } from '../../components/chart.tsx'
@@ -18,10 +16,7 @@ import { Field, NoDataYet, SelectField, TimeRangePicker, apiPath, dbHref, fmtDur
 import type { PageProps } from './types.ts'
 
 type LogEventEntry = Static<typeof LogEventEntrySchema>
-type LogEventList = Static<typeof LogEventListSchema>
 type LogEventSummary = Static<typeof LogEventSummarySchema>
-type SnapshotTimes = Static<typeof SnapshotTimesSchema>
-type LockRow = Static<typeof LockSchema>
 
 const MAX_SERIES = 6
 const PAGE = 100

@@ -6,7 +6,7 @@
 import { useCallback } from 'preact/hooks'
 import { type Column, DataTable } from '../../components/data-table.tsx'
 import { DbText, escapeInvisible } from '../../components/invisible.tsx'
-import { Async, Code, Empty, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
+import { Async, Code, fmtBytes, fmtNum, fmtTime, useApi } from '../../components/ui.tsx'
 import { Meter, NoDataYet, apiPath, fmtDuration, fmtRatio, useEvery } from './common.tsx'
 import type { PageProps } from './types.ts'
 import type { Static } from '@sinclair/typebox'
@@ -17,7 +17,6 @@ type Operation = Progress['operations'][number]
 type Bloat = Static<typeof BloatSchema>
 type Estimate = Bloat['entries'][number]
 type InvalidConstraints = Static<typeof InvalidConstraintsSchema>
-type InvalidConstraint = InvalidConstraints['constraints'][number]
 
 const qualified = (schema: string | null, name: string | null) => (name === null ? '—' : schema === null ? name : `${schema}.${name}`)
 
@@ -50,7 +49,7 @@ const OPERATIONS: Column<Operation>[] = [
 /** "idle in transaction for 11 min", "active for 3 s": the blocker's state (the database's words) and how long it has been in it. */
 function BlockerState({ b }: { b: NonNullable<Operation['blocker']> }) {
   const state = b.state === null ? 'state not visible to the agent' : <DbText text={b.state} />
-  return b.state_age_ms === null ? <>{state}</> : <>{state} for {fmtDuration(b.state_age_ms)}</>
+  return b.state_age_ms === null ? state : <>{state} for {fmtDuration(b.state_age_ms)}</>
 }
 
 /**

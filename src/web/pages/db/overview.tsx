@@ -33,7 +33,7 @@ import {
   warningNotes,
   windowQuery,
 } from './common.tsx'
-import { type Connections, slotsTone } from './connections.tsx'
+import { slotsTone } from './connections.tsx'
 import { AsOf } from './doctor.tsx'
 import { useEventMarks } from './events.tsx'
 import { SeriesChart, type SeriesSpec } from './series-chart.tsx'
@@ -41,8 +41,6 @@ import type { Database, Doctor, Finding, FindingGroup, PageProps } from './types
 import { DATABASE_METRICS, SERVER_METRICS, legends } from '../../../shared/metrics.ts'
 import type { Static } from '@sinclair/typebox'
 import type { Overview as OverviewSchema, TopQuery as TopQuerySchema } from '../../../shared/api/doctor.ts'
-import type { DatabaseStatsPoint } from '../../../shared/api/internals.ts'
-import type { ServerMetrics } from '../../../shared/api/clickhouse.ts'
 
 type TopQuery = Static<typeof TopQuerySchema>
 type Overview = Static<typeof OverviewSchema>

@@ -9,7 +9,7 @@ import { Card, Meter, NoDataYet, SelectField, TableName, TimeRangePicker, apiPat
 import { SeriesChart, type SeriesSpec } from './series-chart.tsx'
 import type { PageProps } from './types.ts'
 import type { Static } from '@sinclair/typebox'
-import type { Parts as PartsSchema, PartsPoint } from '../../../shared/api/clickhouse.ts'
+import type { Parts as PartsSchema, } from '../../../shared/api/clickhouse.ts'
 
 type Parts = Static<typeof PartsSchema>
 type TableParts = Parts['tables'][number]

@@ -9,7 +9,7 @@
 import type { Static } from '@sinclair/typebox'
 import { useEffect, useState } from 'preact/hooks'
 import { cancelStatement, terminateSession } from '../../../shared/session-commands.ts'
-import type { ActionList, ActionView } from '../../../shared/api/actions.ts'
+import type { ActionView } from '../../../shared/api/actions.ts'
 import { api } from '../../api.ts'
 import { DbText } from '../../components/invisible.tsx'
 import { Code, useApi } from '../../components/ui.tsx'

@@ -16,7 +16,7 @@ import { TimeRangePicker, apiPath, dbHref, fmtRatio, perBucket, useWindow } from
 import { type PlanGroup, type Spread, groupPlans } from './plan-groups.ts'
 import { PlanTree } from './plan-tree.tsx'
 import { ExplainForm } from './explain.tsx'
-import { type StatementRow, countedSince, ioTime, listQuery, tempBytes } from './statements.tsx'
+import { countedSince, ioTime, listQuery, tempBytes } from './statements.tsx'
 import type { Database, PageProps } from './types.ts'
 import { useSignupMode } from '../auth.tsx'
 

@@ -14,7 +14,7 @@ import type { QueryStats } from '../../../shared/api/queries.ts'
 import { DbText, escapeInvisible } from '../../components/invisible.tsx'
 import { Async, Empty, fmtBytes, fmtClock, fmtMs, fmtNum, useApi } from '../../components/ui.tsx'
 import { type Column, DataTable } from '../../components/data-table.tsx'
-import { type AgentNote, AgentNotes, Field, NoDataYet, SelectField, TimeRangePicker, apiPath, dbHref, fmtRatio, issuesHref, useWindow, windowQuery } from './common.tsx'
+import { AgentNotes, Field, NoDataYet, SelectField, TimeRangePicker, apiPath, dbHref, fmtRatio, issuesHref, useWindow, windowQuery } from './common.tsx'
 import type { Database, Finding, PageProps } from './types.ts'
 
 /**

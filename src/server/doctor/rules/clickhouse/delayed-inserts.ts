@@ -8,7 +8,7 @@
 // back under its table's threshold (merged down), even while the window still holds the counts; it
 // is judged on the counts alone only when the parts are not known (no parts section, or a partition
 // whose threshold the agent could not read).
-import { type Rule } from '../../types.ts'
+import type { Rule } from '../../types.ts'
 import { count, counted, tableSql } from './common.ts'
 
 const defaults = {

@@ -10,7 +10,7 @@
 import { parseDiskMetricKey } from '../../../../shared/metrics.ts'
 import { filesystemForecasts } from '../../disk-forecast.ts'
 import { chString, chTable } from '../../sql-text.ts'
-import { bytes, duration, type FindingDraft, pct, type Rule, type Severity, severityBelow, worseSeverity } from '../../types.ts'
+import { bytes, duration, type FindingDraft, pct, type Rule, severityBelow, worseSeverity } from '../../types.ts'
 import { count } from './common.ts'
 
 const defaults = {

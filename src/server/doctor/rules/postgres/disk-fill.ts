@@ -8,7 +8,7 @@
 import type { ArchiverStatus } from '../../../../shared/wire.ts'
 import { FORECAST_WINDOW_MS, filesystemForecasts } from '../../disk-forecast.ts'
 import { commentText, pgQualified, pgRegclass, pgString } from '../../sql-text.ts'
-import { bytes, duration, type FindingDraft, pct, type Rule, type Severity, worseSeverity } from '../../types.ts'
+import { bytes, duration, type FindingDraft, pct, type Rule, worseSeverity } from '../../types.ts'
 import { TABLE_SIZE_LABELS, tableTotalBytes } from '../../../../shared/table-size.ts'
 
 const defaults = {

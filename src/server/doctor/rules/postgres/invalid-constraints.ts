@@ -7,7 +7,7 @@
 // (reads and writes go on) and fails, naming a row, if one breaks it.
 import type { InvalidConstraint } from '../../../../shared/wire.ts'
 import type { Snapshot } from '../../context.ts'
-import { type FindingDraft, type Rule } from '../../types.ts'
+import type { FindingDraft, Rule } from '../../types.ts'
 import { pgIdent, pgQualified, pgRegclass, pgString, pgObject } from '../../sql-text.ts'
 
 const defaults = {

@@ -11,7 +11,7 @@
 // such leftover, named in its finding rather than in one of its own) and creates it again.
 import type { ProgressEntry } from '../../../../shared/wire.ts'
 import type { IndexRow } from '../../../store/objects/types.ts'
-import { type FindingDraft, type Rule } from '../../types.ts'
+import type { FindingDraft, Rule } from '../../types.ts'
 import { pgIdent, pgIndexDefinition, pgQualified, pgRegclass, pgObject } from '../../sql-text.ts'
 import { parseIndexDef } from './duplicate-indexes.ts'
 

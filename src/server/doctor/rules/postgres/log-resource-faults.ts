@@ -63,7 +63,7 @@ export const logResourceFaults: Rule<typeof defaults> = {
               (first.statement ? `, while running: ${logExcerpt(first.statement)}` : '') +
               '.'
             : ''),
-        recommendation: byKind.map((k) => ADVICE[k.kind]).join('. ') + '.',
+        recommendation: `${byKind.map((k) => ADVICE[k.kind]).join('. ')}.`,
         how_to_investigate: [
           "SELECT name, setting, unit FROM pg_settings WHERE name IN ('max_connections', 'work_mem', 'maintenance_work_mem', 'shared_buffers', 'temp_file_limit');",
           'SELECT pg_postmaster_start_time();   -- a recent start follows a crash',

@@ -5,7 +5,7 @@
 // long build and, without a natural key, a table rewrite (the pganalyze and PgHero schema checks list
 // such tables without a size cut-off).
 import type { TableRow } from '../../../store/objects/types.ts'
-import { type FindingDraft, type Rule } from '../../types.ts'
+import type { FindingDraft, Rule } from '../../types.ts'
 import { tableSizeMetrics, tableSizeText } from '../../table-size-text.ts'
 import { pgIdent, pgQualified, pgRegclass, pgString, pgObject } from '../../sql-text.ts'
 

@@ -14,7 +14,7 @@ const defaults = {
   max_findings: 10,
 }
 
-const TYPE_MAX: Record<string, number> = { smallint: 32_767, integer: 2_147_483_647, bigint: 9_223_372_036_854_775_807 }
+const TYPE_MAX: Record<string, number> = { smallint: 32_767, integer: 2_147_483_647, bigint: 2 ** 63 }
 const n = (v: number) => v.toLocaleString('en-US')
 
 /** The value the sequence can count up to: its own maximum or its column type's, the lower. */

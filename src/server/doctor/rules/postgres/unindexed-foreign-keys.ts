@@ -4,7 +4,7 @@
 // cannot use an index either. pganalyze's schema check and postgres-checkup (H003) list them; a note
 // for a small referencing table, a warning from 10,000 rows or 10 MB, where those scans start to hurt.
 import type { UnindexedForeignKey } from '../../../../shared/wire.ts'
-import { type FindingDraft, type Rule } from '../../types.ts'
+import type { FindingDraft, Rule } from '../../types.ts'
 import { tableSizeText } from '../../table-size-text.ts'
 import { pgIdent, pgQualified, pgRegclass, pgString, pgObject } from '../../sql-text.ts'
 

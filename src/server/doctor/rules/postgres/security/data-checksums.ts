@@ -16,7 +16,7 @@ export const dataChecksums: Rule<typeof defaults> = {
   thresholds: defaults,
   async check(ctx) {
     const found = await ctx.security()
-    if (!found || found.status.data_checksums?.trim().toLowerCase() !== 'off') return []
+    if (found?.status.data_checksums?.trim().toLowerCase() !== 'off') return []
     return [
       {
         severity: 'info',

@@ -41,7 +41,7 @@ export const hbaMethods: Rule<typeof defaults> = {
   async check(ctx) {
     const t = ctx.thresholds(hbaMethods)
     const found = await ctx.security()
-    if (!found || !found.status.hba_rules) return []
+    if (!found?.status.hba_rules) return []
     const findings: FindingDraft[] = []
     for (const rule of found.status.hba_rules.slice(0, t.max_findings)) {
       const trust = rule.auth_method === 'trust'
