@@ -38,7 +38,7 @@ describe('config location and errors', () => {
     const dir = tempDir()
     const path = join(dir, 'agent.yaml')
     writeFileSync(path, `api:\n  key: ${KEY}\ndatabases:\n  - name: a\n    dsn: postgres://u:secret@h/db?sslmode=bogus\n  - name: c\n    dsn: clickhouse://u:secret@ch/db?skip_verify=true\n`)
-    const [check, run] = await Promise.all([runCommand([...CLI, '--check', '--config', path]), runCommand([...CLI, '--config', path])])
+    const [check, run] = await Promise.all([runCommand([...CLI, '--check', '--config', path]), runCommand([...CLI, '--config', path, '--buffer-dir', dir])])
     const line = 'databases[0].dsn: sslmode: expected one of disable, allow, prefer, require, verify-ca, verify-full, got "bogus"\n'
     expect([check.exitCode, check.stdout, check.stderr]).toEqual([1, '', line])
     expect([run.exitCode, run.stderr]).toEqual([1, line])
@@ -51,7 +51,7 @@ describe('config location and errors', () => {
     const dir = tempDir()
     const path = join(dir, 'agent.yaml')
     writeFileSync(path, `api:\n  key: ${KEY}\ndatabases:\n  - name: a\n    dsn: postgres://u:secret@h/db\n  - name: a\n    dsn: postgres://u:secret@h/db2\n`)
-    const res = await runCommand(CLI, { env: { SERVICE_CONFIG: path } })
+    const res = await runCommand([...CLI, '--buffer-dir', dir], { env: { SERVICE_CONFIG: path } })
     expect(res.exitCode).toBe(1)
     expect(res.stderr).toBe('databases[1].name: duplicate name "a"\n')
   })
