@@ -55,7 +55,7 @@ export const disabledTriggers: Rule<typeof defaults> = {
         ],
         how_to_fix: [
           ...on.map((o) => `ALTER TABLE ${o} ENABLE TRIGGER ALL;   -- needs a superuser for the internal triggers`),
-          `SELECT format('ALTER TABLE %s DROP CONSTRAINT %I, ADD CONSTRAINT %I %s NOT VALID', conrelid::regclass, conname, conname, pg_get_constraintdef(oid)) FROM pg_constraint WHERE conrelid = ${rel} AND conname = ${pgString(first.constraint_name!)} \\gexec   -- in psql: the key again, unchecked`,
+          `SELECT format('ALTER TABLE %s DROP CONSTRAINT %I, ADD CONSTRAINT %I %s NOT VALID', conrelid::regclass, conname, conname, pg_get_constraintdef(oid)) FROM pg_constraint WHERE conrelid = ${rel} AND conname = ${pgString(first.constraint_name!)} /* in psql: the key again, unchecked */ \\gexec`,
           `ALTER TABLE ${table} VALIDATE CONSTRAINT ${pgIdent(first.constraint_name!)};   -- checks the rows written meanwhile: fails naming a row that breaks the key`,
         ],
         metrics: { constraint_name: first.constraint_name, table: pgObject(first.constraint_schema!, first.constraint_table!), disabled_triggers: triggers.length },

@@ -11,7 +11,9 @@ import { commentText, pgString } from '../../sql-text.ts'
 import { type FindingDraft, type Rule, duration, severityAbove } from '../../types.ts'
 
 const defaults = {
+  /** Seconds a prepared transaction may stay open before a warning (5 minutes). */
   warning_s: 300,
+  /** Seconds before the finding is critical (an hour). */
   critical_s: 3600,
 }
 
@@ -21,7 +23,7 @@ export const preparedTransactions: Rule<typeof defaults> = {
   id: 'pg_prepared_transactions',
   engine: 'postgres',
   category: 'reliability',
-  summary: 'Prepared transactions (PREPARE TRANSACTION) left open past minutes: orphans outside a two-phase-commit system, holding their locks and the xmin horizon (named by gid, owner and database).',
+  summary: 'Prepared transactions (PREPARE TRANSACTION) left open past 5 minutes (warning_s): orphans outside a two-phase-commit system, holding their locks and the xmin horizon (named by gid, owner and database).',
   collectors: ['database_stats'],
   thresholds: defaults,
   // From any prepared transaction at all (0) to a month.

@@ -13,11 +13,13 @@ const defaults = {
   /** Committed share of transactions at or below which the finding is raised. */
   warning_commit_ratio: 0.9,
   critical_commit_ratio: 0.5,
-  /** Real volume: rollbacks a second, or transactions in the window (either is enough). */
+  /** Real volume: rollbacks a second in the window (this or min_transactions is enough). */
   min_rollbacks_per_s: 1,
+  /** Real volume: transactions in the window (this or min_rollbacks_per_s is enough). */
   min_transactions: 10_000,
-  /** Against the previous week: the rollback share this many times the week's, and at least this much higher. */
+  /** Against the previous week: the rollback share at least this many times the week's (with baseline_min_increase). */
   baseline_factor: 3,
+  /** Against the previous week: the rollback share at least this much higher than the week's (0.05: 5 points). */
   baseline_min_increase: 0.05,
 }
 
@@ -69,7 +71,7 @@ export const rollbackRatio: Rule<typeof defaults> = {
         : ` In the previous week ${pct(weekShare)} of its ${n(weekTotal)} transactions were rolled back${risen ? `: the share is ${(share / Math.max(weekShare, 1e-9)).toFixed(weekShare > 0 ? 1 : 0)} times that now` : ''}.`
     const finding: FindingDraft = {
       severity,
-      title: absolute ? `Only ${pct(ratio)} of transactions commit: ${rate.toFixed(1)} rollbacks a second` : `Rollbacks rose to ${pct(share)} of transactions from ${pct(weekShare!)} last week`,
+      title: absolute ? `Only ${pct(ratio)} of transactions committed in ${t.window_minutes} min: ${rate.toFixed(1)} rollbacks a second` : `Rollbacks rose to ${pct(share)} of transactions from ${pct(weekShare!)} last week`,
       detail:
         `In the last ${minutes} this database committed ${n(commits)} transactions and rolled back ${n(rollbacks)} (${pct(ratio)} committed, ${rate.toFixed(1)} rollbacks a second).${against} ` +
         'Each rollback is work thrown away: a failed statement, an aborted request, or a client that rolls back what it could have committed.',

@@ -9,6 +9,7 @@
 // close to the reltuples autovacuum uses): the tables collector does not read a table's own
 // autovacuum_analyze_* storage parameters, and the finding says so.
 import type { TableRow } from '../../../store/objects/types.ts'
+import { minuteFloor } from '../../../store/window.ts'
 import { pgObject, pgQualified, pgRegclass } from '../../sql-text.ts'
 import { type FindingDraft, type Rule, duration } from '../../types.ts'
 import { resetAutovacuum } from './dead-tuples.ts'
@@ -17,7 +18,7 @@ import { settingNumber, settings } from './log-evidence.ts'
 const defaults = {
   /** A never-analyzed table is named from this many live rows (the planner's guesses matter little below). */
   min_rows: 1_000,
-  /** A table analyzed less than this long ago is left to autovacuum, which is keeping up with it. */
+  /** A table analyzed less than this long ago (or never analyzed, loaded less than this long ago, autovacuum on) is left to autovacuum. */
   grace_minutes: 10,
   /** Tables named one finding each, the largest first; the rest are counted in one more. */
   max_findings: 10,
@@ -28,6 +29,13 @@ const DEFAULT_THRESHOLD = 50
 const DEFAULT_SCALE_FACTOR = 0.1
 
 const n = (v: number) => Math.round(v).toLocaleString('en-US')
+
+/** Whether the table's series shows at least `rows` live rows at or before `at` (an hour's look back). */
+async function hadRowsBefore(ctx: Parameters<Rule['check']>[0], table: TableRow, at: number, rows: number): Promise<boolean> {
+  const window = { since: at - 3_600_000, until: at, minuteFloor: minuteFloor(ctx.now) }
+  const series = await ctx.store.objects.tableSeries(ctx.db.id, table.schema_name, table.table_name, window)
+  return series.points.some((p) => p.ts + series.resolution * 1000 <= at && (p.n_live_tup ?? 0) >= rows)
+}
 
 interface Stale {
   table: TableRow
@@ -58,7 +66,11 @@ export const staleStatistics: Rule<typeof defaults> = {
       const analyzed = latest(table.last_analyze, table.last_autoanalyze)
       const line = base + scale * rows
       if (analyzed === null) {
-        if (rows >= t.min_rows) stale.push({ table, never: true, mods, line })
+        // With autovacuum on, a table just loaded is autovacuum's to analyze first (its naptime is a minute):
+        // named only once it had its rows grace_minutes ago.
+        const autovacuumOn = !serverOff && table.autovacuum_enabled !== false
+        if (rows >= t.min_rows && (!autovacuumOn || (await hadRowsBefore(ctx, table, ctx.now - t.grace_minutes * 60_000, t.min_rows))))
+          stale.push({ table, never: true, mods, line })
         continue
       }
       if (mods === null || mods <= line || ctx.now - analyzed < t.grace_minutes * 60_000) continue

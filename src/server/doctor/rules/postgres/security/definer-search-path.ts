@@ -52,7 +52,7 @@ export const definerSearchPath: Rule<typeof defaults> = {
           `SELECT pg_get_functiondef(p.oid) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE ${which(f)};   -- the names its body uses`,
         ],
         how_to_fix: [
-          `SELECT format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp', p.oid::regprocedure, n.nspname) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE ${which(f)} \\gexec   -- in psql; add the other schemas it uses, pg_temp last`,
+          `SELECT format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp', p.oid::regprocedure, n.nspname) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE ${which(f)} /* in psql; add the other schemas it uses, pg_temp last */ \\gexec`,
         ],
         metrics: { owner: f.owner, owner_superuser: f.owner_superuser ? 1 : 0 },
         as_of: found.ts,
