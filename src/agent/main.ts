@@ -38,6 +38,10 @@ export async function runAgent(flags: AgentFlags, env: Record<string, string | u
   // Two agents on one buffer and state directory would both send every delta (double counts): the
   // second one stops here, before it reads any state. The lock goes with the process.
   const lock = lockDirectory(bufferDir, 'agent')
+  if ('problem' in lock) {
+    process.stderr.write(`dbm agent: ${lock.problem}\n`)
+    return 1
+  }
   if (!('release' in lock)) {
     process.stderr.write(
       `dbm agent: another dbm agent${lock.holder ? ` (pid ${lock.holder})` : ''} is running on ${bufferDir}; stop it first, or give this one another --buffer-dir\n`,

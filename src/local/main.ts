@@ -112,6 +112,10 @@ async function runInDataDir(flags: LocalFlags, config: ServeConfig, agentConfig:
   }
   config.dataDir = dataDir
   const lock = lockDataDir(dataDir)
+  if ('problem' in lock) {
+    process.stderr.write(`dbm local: ${lock.problem}\n`)
+    return 1
+  }
   if (!('release' in lock)) {
     process.stderr.write(`dbm local: another dbm local${lock.holder ? ` (pid ${lock.holder})` : ''} is running on ${dataDir}; stop it first, or give this one another --data-dir\n`)
     return 1

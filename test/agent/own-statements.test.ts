@@ -143,6 +143,24 @@ describe.each([18, 17, 13])('the agent connected as the owner or a superuser on 
       }
     })
   }
+
+  // An application role cannot hide a statement by ending it with the agent's marker: pg_stat_statements
+  // files the marked call and the unmarked ones under one entry (comments do not change the queryid) with
+  // the first text, and only entries of the agent's own role are taken for the agent's.
+  test.if(major >= 17)("another role's statement ending with the agent's marker is counted, every call", async () => {
+    const { admin, app, superUrl, database } = await ownedDatabase()
+    const cycle = await agent(superUrl, database)
+    expect(await cycle()).toBeUndefined() // the baseline
+    await app.unsafe(`SELECT count(*) FROM app_orders WHERE id > 0 ${OWN_MARKER}`)
+    for (let i = 0; i < 300; i++) await app.unsafe('SELECT count(*) FROM app_orders WHERE id > 0')
+    const stats = (await cycle()) ?? []
+    const [entry] = await admin`SELECT queryid::text AS hash, query, calls::int AS calls FROM pg_stat_statements
+      WHERE query LIKE 'SELECT count(*) FROM app_orders%' AND userid <> (SELECT oid FROM pg_roles WHERE rolname = current_user)`
+    expect(entry).toMatchObject({ calls: 301, query: `SELECT count(*) FROM app_orders WHERE id > $1 ${OWN_MARKER}` })
+    expect(stats.filter((s) => s.query_hash === entry!.hash).map((s) => s.calls)).toEqual([301])
+    // The agent's own statements (as the superuser) are still left out.
+    expect(stats.filter((s) => s.query_hash !== entry!.hash)).toEqual([])
+  })
 })
 
 describe('markOwnStatements', () => {

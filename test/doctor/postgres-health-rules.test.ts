@@ -5,7 +5,7 @@
 // and the finding goes once the state is cured.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import postgres from 'postgres'
-import { pgObject, pgString } from '../../src/server/doctor/sql-text.ts'
+import { pgIdent, pgObject, pgString } from '../../src/server/doctor/sql-text.ts'
 import { type DoctorRig, watchDatabase, workload } from '../support/doctor.ts'
 import { type PostgresServer, startPostgres } from '../support/postgres.ts'
 import { until } from '../support/wait.ts'
@@ -99,8 +99,10 @@ describe('prepared transactions pending past the threshold', () => {
       severity: 'warning',
       metrics: { gid: prepared!.gid, owner: prepared!.owner, database: prepared!.database, locks: prepared!.locks },
     })
-    expect(finding.title).toStartWith(`Prepared transaction "${prepared!.gid}" pending for `)
-    expect(finding.detail).toContain(`(owner ${prepared!.owner} in database ${prepared!.database}) was prepared `)
+    // The hostile gid quoted as a string constant, the names as identifiers: one line, nothing forged.
+    expect(finding.title).toStartWith(`Prepared transaction ${pgString(prepared!.gid)} pending for `)
+    expect(finding.title).not.toMatch(/[\n\r\u2028]/)
+    expect(finding.detail).toContain(`(owner ${pgIdent(prepared!.owner)} in database ${pgIdent(prepared!.database)}) was prepared `)
     expect(finding.detail).toContain(`It holds ${prepared!.locks} locks and the xmin horizon `)
     for (const command of [...finding.how_to_fix, ...finding.how_to_investigate]) expect(command).not.toMatch(/[\n\r\u2028]/)
     await sql.unsafe(finding.how_to_investigate[1])

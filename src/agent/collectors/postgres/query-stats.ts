@@ -14,7 +14,8 @@
 // Counters are read without query texts; texts are fetched only for statements not seen before.
 // A missing extension is one clear warning, not an error every cycle. The agent's own statements are
 // left out whatever role it connects with: each starts and ends with OWN_MARKER (own-statements.ts),
-// and an entry whose text does either is the agent's (PostgreSQL 18 drops the leading comment). That
+// and an entry of the agent's role (current_user) whose text does either is the agent's (PostgreSQL 18
+// drops the leading comment); another role's entries are never taken for the agent's, whatever their text. That
 // includes the entries its EXPLAIN EXECUTE of a prepared statement makes when nested statements are
 // tracked, or utilities not (their text is the agent's PREPARE; their queryid is the application's
 // statement's only when the application sent parameters, not literals). Which entries those are is learnt once per entry (texts are
@@ -68,10 +69,15 @@ interface Evictions {
 
 const STATE = 'query_stats'
 const TEXTS = 'cache:query_stats:texts'
-/** SQL: true when pg_stat_statements' `query` is the agent's own (OWN_MARKER, bound as $2, at its start or end). */
-const IS_OWN = '(starts_with(query, $2) OR right(query, length($2)) = $2)'
+/**
+ * SQL: true when a pg_stat_statements entry is the agent's own: its role is the one the agent connects as
+ * and its `query` starts or ends with OWN_MARKER (bound as $2). Another role's entry is never the agent's,
+ * whatever its text: an application that ends one statement with the marker must not hide the statement
+ * (comments do not change the queryid, so its later calls without the marker go to the same entry).
+ */
+const IS_OWN = '(userid = (SELECT oid FROM pg_roles WHERE rolname = current_user) AND (starts_with(query, $2) OR right(query, length($2)) = $2))'
 
-/** Per entry key: true when its text starts or ends with OWN_MARKER (the agent's own statement). */
+/** Per entry key: true when it is of the agent's role and its text starts or ends with OWN_MARKER (the agent's own statement). */
 const OWN = 'cache:query_stats:own'
 const UNAVAILABLE = 'query_stats:unavailable'
 const EVICTIONS = 'query_stats:evictions'
@@ -123,7 +129,7 @@ export async function ownStatementsRole(ctx: PostgresContext): Promise<string | 
 }
 
 /**
- * The keys of `rows` whose statement is the agent's own (its text starts or ends with OWN_MARKER). Each entry
+ * The keys of `rows` whose statement is the agent's own (IS_OWN: its role's, its text starting or ending with OWN_MARKER). Each entry
  * is judged once, when first seen: its text is read then (entries whose text pg_stat_statements no
  * longer has are judged again at the next cycle). Keys that left pg_stat_statements are forgotten.
  */
