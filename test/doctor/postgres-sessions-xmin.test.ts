@@ -268,7 +268,7 @@ describe('xmin horizon held by a prepared transaction and by a replication slot 
     })
     expect(finding.metrics.xmin_age_xids).toBeGreaterThanOrEqual(151)
     expect(finding.metrics.prepared_age_s).toBeGreaterThanOrEqual(1)
-    expect(finding.detail).toContain('1 prepared transaction (PREPARE TRANSACTION, two-phase commit) is pending in this database; the oldest is prepared transaction "dbm_test_prepared" (PREPARE TRANSACTION, two-phase commit, owner postgres, prepared ')
+    expect(finding.detail).toContain('1 prepared transaction (PREPARE TRANSACTION, two-phase commit) is pending in this database; the oldest is prepared transaction \'dbm_test_prepared\' (PREPARE TRANSACTION, two-phase commit, owner postgres, prepared ')
 
     const [blocked] = await findings('pg_blocked_sessions')
     expect(blocked).toMatchObject({ key: 'pg_blocked_sessions:prepared transaction', severity: 'warning', metrics: { root_pid: 0, blocked_sessions: 1 } })

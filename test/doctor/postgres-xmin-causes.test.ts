@@ -227,11 +227,11 @@ describe("a prepared transaction and a standby's feedback (through a slot, throu
     expect(finding).toMatchObject({
       key: 'pg_dead_tuples:public.ledger',
       severity: 'critical',
-      title: `Vacuum cannot clean public.ledger until prepared transaction "${gid}" is committed or rolled back`,
+      title: `Vacuum cannot clean public.ledger until prepared transaction ${pgString(gid)} is committed or rolled back`,
       objects: ['public.ledger', `prepared transaction ${gid}`],
       metrics: { n_dead_tup: 19_990, held_by: `prepared transaction ${gid}`, holder_kind: 'prepared' },
     })
-    expect(finding.detail).toContain(`The holder: prepared transaction "${gid}" (PREPARE TRANSACTION, two-phase commit, owner ${prepared!.owner}, prepared `)
+    expect(finding.detail).toContain(`The holder: prepared transaction ${pgString(gid)} (PREPARE TRANSACTION, two-phase commit, owner ${prepared!.owner}, prepared `)
     const rollback = finding.how_to_fix[0] as string
     expect(rollback).toBe(`ROLLBACK PREPARED ${pgString(gid)};   -- in this database; write COMMIT PREPARED instead to keep its changes`)
     expect(rollback).not.toMatch(/[\n\r\u2028]/)

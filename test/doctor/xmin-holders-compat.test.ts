@@ -110,7 +110,7 @@ for (const kind of storeKinds) {
       const holders: XminHolder[] = [{ kind: 'prepared', xmin_age: 7_000, since: now - 30 * MINUTE, gid: 'billing-42', owner: 'billing', database: 'app', prepared_at: now - 30 * MINUTE }]
       const id = await s.ingest(pgBatch('newer-agent', now - 65_000, { database_stats: { ...gauges, xmin_backend_age: null, xmin_backend_pid: null }, xmin_holders: holders, tables: [table('ledger', now - 70_000)] }))
       let dead = (await s.ok(id, '/doctor')).top_issues.find((f: { rule: string }) => f.rule === 'pg_dead_tuples')
-      expect(dead).toMatchObject({ title: 'Vacuum cannot clean public.ledger until prepared transaction "billing-42" is committed or rolled back' })
+      expect(dead).toMatchObject({ title: "Vacuum cannot clean public.ledger until prepared transaction 'billing-42' is committed or rolled back" })
       expect(dead.how_to_fix[0]).toBe("ROLLBACK PREPARED 'billing-42';   -- in this database; write COMMIT PREPARED instead to keep its changes")
       // The same agent downgraded: gauges only from now on, which say nothing holds the horizon.
       await s.ingest(pgBatch('newer-agent', now - 5_000, { database_stats: { ...gauges, xmin_backend_age: null, xmin_backend_pid: null } }))

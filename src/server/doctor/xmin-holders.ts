@@ -26,7 +26,7 @@ export interface Holder {
   ageS: number | null
   /** Its name as a finding's object: `pid 3161`, `slot name`, `prepared transaction gid`. */
   object: string
-  /** Short, for a title: `pid 3161`, `replication slot "name"`, `prepared transaction "gid"`. */
+  /** Short, for a title: `pid 3161`, `replication slot "name"`, `prepared transaction 'gid'` (quoted as a string). */
   name: string
   /** Who it is, in full: the session's user, application, state, transaction age and statement; the slot's type and state. */
   about: string
@@ -155,7 +155,8 @@ function slotHolder(h: XminHolder, name: string): Holder {
 
 function preparedHolder(h: { gid: string | null; owner?: string | null; age: number; since: number | null; preparedAt: number | null; ageS: number | null }, now: number): Holder {
   const named = h.gid !== null
-  const label = named ? `prepared transaction "${h.gid}"` : 'the oldest prepared transaction'
+  // The gid is any text its author chose: quoted as a string, so it cannot forge the title around it.
+  const label = named ? `prepared transaction ${pgString(h.gid!)}` : 'the oldest prepared transaction'
   return {
     kind: 'prepared',
     dataAge: h.age,
