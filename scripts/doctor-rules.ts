@@ -60,7 +60,7 @@ function listsSource(rule: Rule, text: string): string {
 /** The values a database's own threshold takes, in words. */
 function rangeText(rule: Rule, key: string): string {
   const r = rangeOf(rule, key)
-  const n = (v: number) => (v >= 1e15 ? 'any' : String(v))
+  const n = (v: number) => (v >= 1e12 && Number.isInteger(Math.log10(v)) ? `10^${Math.log10(v)}` : String(v))
   return `${n(r.min)} to ${n(r.max)}${r.whole ? ', whole' : ''}`
 }
 

@@ -32,6 +32,8 @@ export interface Deps {
   loopLag?: LoopLag
   /** The diagnosis worker (`dbm serve` starts one): the health monitor's diagnoses run there. */
   diagnoser?: Diagnoser
+  /** How long an API request waits for a diagnosis before its 503 (default API_WAIT_MS; tests shorten it). */
+  diagnosisWaitMs?: number
   /** DBM_METRICS_TOKEN: the bearer token of GET /metrics' server-wide view; absent: that view is off. */
   metricsToken?: string
   /**

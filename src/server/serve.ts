@@ -23,7 +23,7 @@ import { createLogger } from '../shared/log.ts'
 import { healthz, signupGate } from './healthz.ts'
 import { rateEventRetentionMs } from './limits.ts'
 import { startLoopLag } from './loop-lag.ts'
-import { serverOptions } from './server-options.ts'
+import { IDLE_TIMEOUT_S, serverOptions } from './server-options.ts'
 import { isStoreUnreachable } from './store/reachability.ts'
 import { openDriver } from './store/open.ts'
 import type { SqlStore } from './store/sql-store.ts'
@@ -183,9 +183,9 @@ export async function serve(config: ServeConfig, hooks: ServeHooks = {}): Promis
     return handle(request, server)
   }
   // reusePort off: a second dbm on a taken port must fail, not split requests between two stores.
-  // idleTimeout 30 s as Elysia's own listen has it.
+  // idleTimeout 30 s as Elysia's own listen has it (a request waiting for a diagnosis is answered before: API_WAIT_MS).
   const open = (hostname: string, port: number) =>
-    Bun.serve({ ...serverOptions, hostname, port, reusePort: false, idleTimeout: 30, fetch: through(starting) as never })
+    Bun.serve({ ...serverOptions, hostname, port, reusePort: false, idleTimeout: IDLE_TIMEOUT_S, fetch: through(starting) as never })
   let servers: Server<unknown>[]
   try {
     servers = hooks.listen ? hooks.listen(open) : [open(config.hostname, config.port)]

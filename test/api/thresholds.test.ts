@@ -124,6 +124,15 @@ for (const kind of storeKinds) {
         [{ thresholds: { pg_prepared_transactions: { warning_minutes: 5 } } }, 'pg_prepared_transactions.warning_minutes: no such threshold (pg_prepared_transactions has warning_s, critical_s)'],
         [{ thresholds: { pg_rollback_ratio: { warning_commit_ratio: 1.5 } } }, 'pg_rollback_ratio.warning_commit_ratio must be from 0 to 1'],
         [{ thresholds: { pg_prepared_transactions: { warning_s: -1 } } }, 'pg_prepared_transactions.warning_s must be from 0 to 2592000'],
+        // A window is at most 7 days (a longer one once made a diagnosis walk hours for ever), in its unit.
+        [{ thresholds: { pg_cache_hit_ratio: { window_s: 1e15 } } }, 'pg_cache_hit_ratio.window_s must be from 1 to 604800'],
+        [{ thresholds: { pg_log_error_rate: { baseline_hours: 169 } } }, 'pg_log_error_rate.baseline_hours must be from 1 to 168'],
+        [{ thresholds: { pg_statement_regressed: { recent_s: 0 } } }, 'pg_statement_regressed.recent_s must be from 1 to 604800'],
+        // Every other number is bounded by what it is: an age, a size, a count of findings.
+        [{ thresholds: { pg_long_running_queries: { critical_s: 1e15 } } }, 'pg_long_running_queries.critical_s must be from 0 to 31536000'],
+        [{ thresholds: { pg_wraparound: { critical_age: 3e9 } } }, 'pg_wraparound.critical_age must be from 0 to 2147483648'],
+        [{ thresholds: { pg_dead_tuples: { max_findings: 1e6 } } }, 'pg_dead_tuples.max_findings must be from 0 to 1000'],
+        [{ thresholds: { pg_dead_tuples: { min_dead_rows: 1e15 } } }, 'pg_dead_tuples.min_dead_rows must be from 0 to 1000000000000'],
         [{ thresholds: { pg_superusers: { allowed_superusers: 1.5 } } }, 'pg_superusers.allowed_superusers must be a whole number'],
         [{ thresholds: { pg_superusers: { allowed_superusers: ['dba'] } } }, 'pg_superusers.allowed_superusers must be a number or null'],
         [{ thresholds: { pg_superusers: { allowed_names: 3 } } }, 'pg_superusers.allowed_names must be a list of at most 100 names of 1 to 63 bytes, or null'],
@@ -152,6 +161,18 @@ for (const kind of storeKinds) {
         expect({ method, status: res.status, body: res.body }).toEqual({ method, status: 404, body: { error: 'database not found' } })
       }
     })
+
+    test('a value stored before its range narrowed is left out: the default applies, and the doctor answers', async () => {
+      await server.store.thresholds.changeThresholds(id, [{ rule: 'pg_cache_hit_ratio', key: 'window_s', value: 1e15 }], Date.now())
+      try {
+        const entry = rulesOf((await call('GET', { apiKey: adminKey })).body).get('pg_cache_hit_ratio')!.get('window_s')
+        expect(entry).toMatchObject({ value: 3600, default: 3600, overridden: false, minimum: 1, maximum: 604_800 })
+        const started = performance.now()
+        expect((await server.call('GET', `/api/v1/databases/${id}/doctor`, { token: owner.token })).status).toBe(200)
+        expect(performance.now() - started).toBeLessThan(10_000)
+      } finally {
+        await server.store.thresholds.clearThresholds(id)
+      }
+    })
   })
 }
-

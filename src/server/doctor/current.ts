@@ -5,17 +5,20 @@
 // the database's own included (its basis, so a change of them makes the stored one stale), and is under REUSE_MS old. Else it diagnoses now, records the result as the latest (the
 // later one wins when several `serve` processes write at once) and answers what it recorded, so a fresh
 // answer and a reused one are the same JSON. The monitor asks for a new diagnosis at every pass (maxAgeMs
-// 0): its pass is the moment the list and the pages then show until the next batch or REUSE_MS.
+// 0): its pass is the moment the list and the pages then show until the next batch or REUSE_MS. An API
+// caller waits at most API_WAIT_MS (Deps.diagnosisWaitMs in tests) for it, on either thread, then gets
+// DiagnosisBusy (the routes' 503), before the HTTP server would close its idle connection.
 import type { Deps } from '../context.ts'
 import type { RegisteredDatabase } from '../store/types.ts'
 import type { StoredDiagnosis } from '../store/diagnoses/types.ts'
 import { type Diagnosis, breathe, diagnose } from './index.ts'
+import { API_WAIT_MS, DiagnosisBusy } from './diagnosis-worker.ts'
 import { type ThresholdOverrides, overridesOf } from './thresholds.ts'
 
 /** How long a diagnosis is reused while its basis holds (a page polls the overview and the doctor at once). */
 export const REUSE_MS = 5_000
 
-type CurrentDeps = Parameters<typeof diagnose>[0] & Pick<Deps, 'diagnoser'>
+type CurrentDeps = Parameters<typeof diagnose>[0] & Pick<Deps, 'diagnoser' | 'diagnosisWaitMs'>
 
 export interface CurrentOptions {
   /** Reuse a stored diagnosis at most this old (default REUSE_MS; 0: always diagnose anew). */
@@ -99,10 +102,25 @@ async function diagnoseAndRecord(deps: CurrentDeps, db: RegisteredDatabase, basi
 
 /**
  * The database's diagnosis at `now`: the stored one while it is current (see the header), else a new one,
- * recorded. A rule that fails is left out (and logged) as diagnose() does; a busy diagnosis worker
- * rejects with DiagnosisBusy (the routes answer 503).
+ * recorded. A rule that fails is left out (and logged) as diagnose() does; a busy diagnosis worker, or
+ * no answer within the API's wait (callers other than the monitor), rejects with DiagnosisBusy (the
+ * routes answer 503).
  */
-export async function currentDiagnosis(deps: CurrentDeps, db: RegisteredDatabase, now: number, options: CurrentOptions = {}): Promise<Diagnosis> {
+export function currentDiagnosis(deps: CurrentDeps, db: RegisteredDatabase, now: number, options: CurrentOptions = {}): Promise<Diagnosis> {
+  const answer = storedOrNew(deps, db, now, options)
+  return (options.by ?? 'api') === 'api' ? within(answer, deps.diagnosisWaitMs ?? API_WAIT_MS) : answer
+}
+
+/** `answer`, or DiagnosisBusy once `ms` passed without it (the diagnosis goes on, and is recorded, unwaited). */
+function within(answer: Promise<Diagnosis>, ms: number): Promise<Diagnosis> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new DiagnosisBusy(`no diagnosis within ${ms / 1000} s; try again in a few seconds`)), ms)
+  })
+  return Promise.race([answer, late]).finally(() => clearTimeout(timer))
+}
+
+async function storedOrNew(deps: CurrentDeps, db: RegisteredDatabase, now: number, options: CurrentOptions): Promise<Diagnosis> {
   const maxAgeMs = options.maxAgeMs ?? REUSE_MS
   const by = options.by ?? 'api'
   const own = overridesOf(await deps.store.thresholds.databaseThresholds(db.id))

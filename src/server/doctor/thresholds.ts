@@ -15,8 +15,23 @@ export type { ThresholdOverrides }
 /** The most names a list takes, and the longest name (PostgreSQL's identifiers are at most 63 bytes). */
 export const MAX_NAMES = 100
 export const MAX_NAME_BYTES = 63
-/** The largest number any threshold takes (a petabyte, in bytes). */
-const MAX_VALUE = 1e15
+/**
+ * The bounds of the ranges read from a threshold's name (rangeOf). A window (how far back a rule reads:
+ * `window_*`, `recent_*`, `baseline_*`, `keep_*`, `*_lookback_*`) is at most 7 days: the rules judge what
+ * happens now against at most a week before; minute rows are kept 48 hours and an unverified organization's
+ * data 24 hours, so a longer window reads no more than a shorter one there, and each window's reads (the
+ * buckets summed, the log lines counted) grow with it. Another duration (an age, a wait) is at most a year,
+ * a transaction-ID age at most 2^31 (PostgreSQL's wraparound limit), a size at most a petabyte, a number of
+ * findings, statements or tables named at most 1000, any other count or rate at most 10^12.
+ */
+export const MAX_WINDOW_DAYS = 7
+const MAX_DURATION_DAYS = 365
+const MAX_XID_AGE = 2 ** 31
+const MAX_BYTES = 1e15
+const MAX_LISTED = 1000
+const MAX_COUNT = 1e12
+/** Seconds in each unit a threshold's name may end with. */
+const UNIT_SECONDS: Record<string, number> = { ms: 0.001, s: 1, seconds: 1, minutes: 60, hours: 3600, days: 86_400 }
 
 /** One threshold of a rule as the API shows it: its default, the database's value and the range it takes. */
 export interface ThresholdEntry {
@@ -37,8 +52,11 @@ export interface ThresholdEntry {
 
 /**
  * The range a number of `rule` takes under `key`: the rule's own (its `ranges`), else one read from the
- * name: a share (`*ratio*`, `*share*`, `*below*` whose default is at most 1) from 0 to 1, a window
- * (`window_*`) at least 1, a count (`max_*`, `top_*`, `*_named`) whole; anything else from 0.
+ * name (the bounds above): a share (`*ratio*`, `*share*`, `*below*` whose default is at most 1) from 0 to
+ * 1; a window from 1 to 7 days in its unit (`_s`, `_minutes`, `_hours`...); another duration from 0 to a
+ * year; a size (`*_bytes`), a transaction-ID age (`*_age`, `*_xids`) or a number named (`max_findings`,
+ * `top_statements`, `*_named`) from 0 to its bound; anything else from 0 to 10^12. Counts (`max_*`,
+ * `top_*`, `*_named`) are whole.
  */
 export function rangeOf(rule: Rule, key: string): ThresholdRange {
   const ranges = rule.ranges as Record<string, ThresholdRange | undefined> | undefined
@@ -46,8 +64,20 @@ export function rangeOf(rule: Rule, key: string): ThresholdRange {
   const fallback = rule.thresholds[key] ?? 0
   const whole = /^(max|top)_|_named$/.test(key)
   if (/ratio|share|below/.test(key) && fallback <= 1) return { min: 0, max: 1 }
-  if (/^window_/.test(key)) return { min: 1, max: MAX_VALUE, whole }
-  return { min: 0, max: MAX_VALUE, whole }
+  const unit = /_(ms|s|seconds|minutes|hours|days)$/.exec(key)?.[1]
+  const perUnit = unit === undefined ? undefined : 86_400 / UNIT_SECONDS[unit]!
+  if (/^(window|recent|baseline|keep)_|_lookback_/.test(key)) return { min: 1, max: MAX_WINDOW_DAYS * (perUnit ?? 86_400), whole }
+  if (perUnit !== undefined) return { min: 0, max: MAX_DURATION_DAYS * perUnit, whole }
+  if (/_bytes$/.test(key)) return { min: 0, max: MAX_BYTES, whole }
+  if (/_age$|_xids$/.test(key)) return { min: 0, max: MAX_XID_AGE, whole }
+  if (/^(max|top)_[a-z]+$|_named$/.test(key)) return { min: 0, max: MAX_LISTED, whole }
+  return { min: 0, max: MAX_COUNT, whole }
+}
+
+/** Whether a number lies in the key's range (and is whole where it must be). */
+function inRange(rule: Rule, key: string, value: number): boolean {
+  const range = rangeOf(rule, key)
+  return Number.isFinite(value) && value >= range.min && value <= range.max && (!range.whole || Number.isInteger(value))
 }
 
 /** The rules of a database's engine. */
@@ -55,7 +85,10 @@ export function rulesOfEngine(engine: Engine, rules: readonly Rule[] = allRules)
   return rules.filter((r) => r.engine === 'any' || r.engine === engine)
 }
 
-/** The stored overrides as the diagnosis applies them; a value of the wrong kind for its key is left out. */
+/**
+ * The stored overrides as the diagnosis applies them; a value of the wrong kind for its key, or a number
+ * outside its range (stored before the range narrowed), is left out: the default applies.
+ */
 export function overridesOf(stored: readonly StoredThreshold[], rules: readonly Rule[] = allRules): ThresholdOverrides {
   const byId = new Map(rules.map((r) => [r.id, r]))
   const out: ThresholdOverrides = {}
@@ -81,7 +114,7 @@ const isNumberKey = (rule: Rule, key: string) => Object.hasOwn(rule.thresholds, 
 const isListKey = (rule: Rule, key: string) => rule.lists !== undefined && Object.hasOwn(rule.lists, key)
 
 function fitsKind(rule: Rule, key: string, value: ThresholdValue): boolean {
-  if (typeof value === 'number') return isNumberKey(rule, key)
+  if (typeof value === 'number') return isNumberKey(rule, key) && inRange(rule, key, value)
   return Array.isArray(value) && isListKey(rule, key)
 }
 

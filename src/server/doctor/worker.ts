@@ -3,7 +3,8 @@
 // ingest. It opens its own connection to the store (SQLite: a query-only second connection to the
 // file; PostgreSQL: a small pool of its own) and answers each `diagnose` message with the diagnosis,
 // reading the database's thresholds from that store as diagnose() does on the main thread.
-// The monitor applies what was found (recommendations, alerts, notifications) on the main thread.
+// The monitor applies what was found (recommendations, alerts, notifications) on the main thread. It says
+// when each diagnosis starts: the main thread ends a worker whose diagnosis overruns, and starts another.
 // Started by diagnosis-worker.ts; an entry point of the build of its own (scripts/build.ts).
 import { join } from 'node:path'
 import { createLogger, type LogLevel } from '../../shared/log.ts'
@@ -67,6 +68,8 @@ async function drain() {
       if (Date.now() > m.deadline) continue // its caller stopped waiting
       try {
         if (!deps) throw new Error('the diagnosis worker has no store')
+        // The main thread ends this thread if the diagnosis runs past its limit (diagnosis-worker.ts).
+        postMessage({ kind: 'started', id: m.id, database: m.db.id })
         const { context: _context, ...diagnosis } = await diagnose(deps, m.db, m.now)
         postMessage({ kind: 'diagnosis', id: m.id, diagnosis })
       } catch (e) {

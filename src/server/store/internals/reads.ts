@@ -96,7 +96,10 @@ function collectPoints(points: Map<string, MetricPoint>, rows: Record<string, un
 /**
  * Counters a family reported in an hour but whose delta was zero have no minute row (writeMetrics): an
  * interval read from minute rows gets 0 for every counter its hours' rows name for the subject (the
- * hourly rows name every counter reported in the hour, zeros included).
+ * hourly rows name every counter reported in the hour, zeros included). The work is the rows': each
+ * interval visits only the hours that have rows (a binary search into its subject's hours), never every
+ * hour it spans, so an interval of any length costs no more than the rows it reads (an hourly row is
+ * visited by at most the HOUR / interval + 1 intervals it overlaps).
  */
 async function fillQuietCounters(driver: SqlDriver, databaseId: string, source: MetricSource, intervals: Intervals, points: Map<string, MetricPoint>) {
   if (points.size === 0) return
@@ -105,16 +108,37 @@ async function fillQuietCounters(driver: SqlDriver, databaseId: string, source: 
     [databaseId, source, floorTo(intervals.since, HOUR_MS), intervals.until],
   )
   const byHour = new Map<string, string[]>()
+  /** The hours with rows, by subject, in order. */
+  const hoursOf = new Map<string, number[]>()
   for (const r of named) {
-    const key = JSON.stringify([Number(r.bucket), String(r.subject)])
+    const hour = Number(r.bucket)
+    const subject = String(r.subject)
+    const key = JSON.stringify([hour, subject])
     const metrics = byHour.get(key)
     if (metrics) metrics.push(String(r.metric))
-    else byHour.set(key, [String(r.metric)])
+    else {
+      byHour.set(key, [String(r.metric)])
+      const hours = hoursOf.get(subject)
+      if (hours) hours.push(hour)
+      else hoursOf.set(subject, [hour])
+    }
   }
+  for (const hours of hoursOf.values()) hours.sort((a, b) => a - b)
   const span = intervals.bucketSeconds * 1000
   for (const point of points.values()) {
-    for (let hour = floorTo(point.ts, HOUR_MS); hour < point.ts + span; hour += HOUR_MS) {
-      for (const metric of byHour.get(JSON.stringify([hour, point.subject])) ?? []) point.values[metric] ??= 0
+    const hours = hoursOf.get(point.subject)
+    if (!hours) continue
+    // The first hour at or after the one the interval starts in; then each hour with rows before its end.
+    const first = floorTo(point.ts, HOUR_MS)
+    let lo = 0
+    let hi = hours.length
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1
+      if (hours[mid]! < first) lo = mid + 1
+      else hi = mid
+    }
+    for (let i = lo; i < hours.length && hours[i]! < point.ts + span; i++) {
+      for (const metric of byHour.get(JSON.stringify([hours[i], point.subject]))!) point.values[metric] ??= 0
     }
   }
 }
