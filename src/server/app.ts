@@ -13,7 +13,7 @@ import { type Deps, clientAddress } from './context.ts'
 import { healthz, signupGate } from './healthz.ts'
 import { HttpError, tooManyRequests } from './http-error.ts'
 import { IngestAdmission, countUnauthenticated } from './ingest-admission.ts'
-import { parseJsonBody } from './json-body.ts'
+import { parseJsonBody, tooLarge } from './json-body.ts'
 import { rateLimitSubject } from './rate-limit-address.ts'
 import { type RateLimitedEndpoint, authRateLimits, bodyLimits, headerLimits } from './limits.ts'
 import { alertRoutes } from './routes/alerts.ts'
@@ -155,6 +155,8 @@ export function createApp(deps: Deps, routes?: AnyElysia) {
           if (e instanceof HttpError && (e.status === 401 || e.status === 403)) countUnauthenticated(e.status)
           throw e
         })
+        // A body declared over the cap is refused here, before it takes a place (it would be refused unread).
+        if (Number(request.headers.get('content-length') ?? 0) > bodyLimits.ingest) throw tooLarge(bodyLimits.ingest)
         admission.admit(request, principal.orgId, performance.now())
         return
       }

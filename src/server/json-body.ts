@@ -34,7 +34,8 @@ function holdsNul(value: unknown, depth = 0): boolean {
   return false
 }
 
-function tooLarge(limit: number) {
+/** The 413 of a body over `limit` bytes (declared or read). */
+export function tooLarge(limit: number) {
   return new HttpError(413, `request body is larger than the ${Math.round(limit / 1024)} KiB limit`)
 }
 

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { contentSecurityPolicy } from '../../src/server/web/security-headers.ts'
 import { builtBinary } from '../support/binary.ts'
-import { startServe, stopAllServers } from '../support/process.ts'
+import { request, startServe, stopAllServers } from '../support/process.ts'
 import { startTestServer } from '../support/server.ts'
 
 interface Target {
@@ -107,8 +107,15 @@ for (const [name, start] of targets) {
     })
 
     test('a body over the cap is a JSON 413 however large it is declared, and the connection serves the next request', async () => {
+      // An ingest is admitted only with a valid ingest key (a keyless one is a 401 before its size is looked at).
+      const signup = await request(target.base, 'POST', '/api/v1/auth/signup', {
+        body: { email: `edges-${crypto.randomUUID()}@example.com`, password: 'edges password 1', name: 'Edges', org_name: 'Edges' },
+      })
+      expect(signup.status).toBe(201)
+      const created = await request(target.base, 'POST', '/api/v1/api-keys', { token: signup.body.access_token, body: { name: 'edges', scopes: ['ingest'] } })
+      expect(created.status).toBe(201)
       const declared = (path: string, length: number) =>
-        raw(target.base, `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`, '{')
+        raw(target.base, `POST ${path} HTTP/1.1\r\nHost: x\r\nX-API-Key: ${created.body.key}\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`, '{')
       // Past what Bun refused by itself before (4 x the ingest cap), and far past it.
       expect(jsonError(await declared('/api/v1/ingest', 200 * 1024 * 1024))).toEqual(errorOf(413, 'request body is larger than the 16384 KiB limit'))
       expect(jsonError(await declared('/api/v1/ingest', 1e15))).toEqual(errorOf(413, 'request body is larger than the 16384 KiB limit'))

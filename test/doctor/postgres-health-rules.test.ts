@@ -148,7 +148,7 @@ describe('disabled triggers', () => {
     const user = findings.find((f) => f.severity === 'warning')
     expect(findings.length).toBe(2)
     expect(fk.metrics).toMatchObject({ constraint_name: key, disabled_triggers: 2 })
-    expect(fk.title).toContain(' not enforced (triggers off)')
+    expect(fk.title).toEndWith(' unchecked')
     expect(user.how_to_fix.length).toBe(1)
     for (const command of [...fk.how_to_fix, ...user.how_to_fix, ...fk.how_to_investigate, ...user.how_to_investigate]) expect(command).not.toMatch(/[\n\r\u2028]/)
     for (const query of [...fk.how_to_investigate, ...user.how_to_investigate]) await sql.unsafe(query)

@@ -42,7 +42,7 @@ export const disabledTriggers: Rule<typeof defaults> = {
         severity: 'critical',
         object: `${pgObject(first.constraint_schema!, first.constraint_table!)} ${pgIdent(first.constraint_name!)}`,
         objects: [pgObject(first.constraint_schema!, first.constraint_table!), ...on.filter((o) => o !== table)],
-        title: `Foreign key ${pgIdent(first.constraint_name!)} on ${table} not enforced (triggers off)`,
+        title: `Foreign key ${pgIdent(first.constraint_name!)} on ${table} unchecked`,
         detail:
           `The internal triggers that enforce foreign key ${pgIdent(first.constraint_name!)} of ${table} are switched off on ${on.join(' and ')} ` +
           `(${triggers.length} trigger${triggers.length === 1 ? '' : 's'}; ALTER TABLE ... DISABLE TRIGGER ALL does this). Until they are on again, rows may be written that reference rows that do not exist, ` +

@@ -40,7 +40,7 @@ export const definerSearchPath: Rule<typeof defaults> = {
       findings.push({
         severity: f.owner_superuser ? 'critical' : 'warning',
         object: fn,
-        title: `SECURITY DEFINER function ${fn} without a fixed search_path${f.owner_superuser ? ', owned by a superuser' : ''}`,
+        title: `${fn}: SECURITY DEFINER without a fixed search_path`,
         detail:
           `${fn} runs with the rights of its owner ${pgIdent(f.owner)}${f.owner_superuser ? ' (a superuser)' : ''} but finds tables, functions and operators through the caller's search_path. ` +
           'A caller who may create objects in a schema on that path (public before PostgreSQL 15, or pg_temp, which is searched first for tables) can place an object of the same name there and have the function use it with the owner\'s rights' +
