@@ -62,7 +62,7 @@ export const RETAINED_TABLES: readonly string[] = [
 ]
 
 /** Per-database state that is not telemetry: one row per database, gone with it (ON DELETE CASCADE). */
-export const KEPT_WITH_DATABASE: readonly string[] = ['query_rollups', 'database_health', 'diagnoses', 'event_baselines', 'database_availability', 'server_settings', 'action_listeners', 'custom_metrics']
+export const KEPT_WITH_DATABASE: readonly string[] = ['query_rollups', 'database_health', 'diagnoses', 'event_baselines', 'database_availability', 'server_settings', 'action_listeners', 'custom_metrics', 'database_thresholds']
 
 /**
  * The primary key of each table retention deletes from that SQLite stores WITHOUT ROWID (migration 10):
