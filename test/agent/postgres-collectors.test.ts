@@ -204,6 +204,22 @@ for (const major of postgresMajors) {
       })
     })
 
+    test('tables: DDL between two cycles shows in the next one (the catalog facts are kept while the catalogs stay)', async () => {
+      await agent.sql`CREATE TABLE t_ddl (id int NOT NULL, note text)`
+      const ctx = agent.ctx({ state: new Map() })
+      const collect = async () => (await run(tables, ctx)).tables!.find((t) => t.table_name === 't_ddl')!
+      expect(await collect()).toMatchObject({ has_primary_key: false, autovacuum_enabled: true, index_size_bytes: 0 })
+      // A unique index made the primary key changes pg_index alone; a storage parameter of the TOAST table, pg_class alone.
+      await agent.sql`CREATE UNIQUE INDEX t_ddl_id ON t_ddl (id)`
+      await agent.sql`ALTER TABLE t_ddl ADD PRIMARY KEY USING INDEX t_ddl_id`
+      const keyed = await collect()
+      expect(keyed).toMatchObject({ has_primary_key: true, autovacuum_enabled: true, index_size_bytes: 8192 })
+      await agent.sql`ALTER TABLE t_ddl SET (toast.autovacuum_enabled = off)`
+      expect(await collect()).toMatchObject({ has_primary_key: true, autovacuum_enabled: false })
+      await agent.sql`ALTER TABLE t_ddl DROP CONSTRAINT t_ddl_id`
+      expect(await collect()).toMatchObject({ has_primary_key: false, index_size_bytes: 0 })
+    })
+
     test('tables: exact counter deltas of a known workload', async () => {
       // Building the primary key scans the new table once; the baseline waits until that scan shows.
       const setup = connect(url)
