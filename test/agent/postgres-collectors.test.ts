@@ -413,6 +413,17 @@ for (const major of postgresMajors) {
       expect(after.get('t_idx_payload_idx')!.delta).toEqual({ idx_scan: 0, idx_tup_read: 0, idx_tup_fetch: 0 })
       expect(after.get('t_idx_code_key')!.delta).toEqual({ idx_scan: 0, idx_tup_read: 0, idx_tup_fetch: 0 })
       expect(after.get('t_idx_pkey')!.index_def).toBe('CREATE UNIQUE INDEX t_idx_pkey ON public.t_idx USING btree (id)')
+      // Sizes are kept while nothing grows the index; rows inserted into its table have it sized again.
+      expect(after.get('t_idx_payload_idx')!.size_bytes).toBe(first.get('t_idx_payload_idx')!.size_bytes)
+      const grow = connect(url)
+      await grow`INSERT INTO t_idx SELECT g, 'c' || g, md5(g::text) FROM generate_series(40001, 60000) g`
+      await finish(grow, major)
+      const [real] = await agent.sql<{ n: string }[]>`SELECT pg_relation_size('t_idx_payload_idx')::text AS n`
+      const grown = await eventually('the inserts in pg_stat_user_tables', async () => {
+        const size = byName((await run(indexes, ctx)).indexes).get('t_idx_payload_idx')!.size_bytes
+        return size === Number(real!.n) ? size : undefined
+      })
+      expect(grown).toBeGreaterThan(first.get('t_idx_payload_idx')!.size_bytes!)
 
       // Definitions are remembered between cycles; a rename makes the agent deparse them again.
       await agent.sql`ALTER INDEX t_idx_code_key RENAME TO t_idx_code_uq`
