@@ -782,6 +782,11 @@ for (const major of postgresMajors) {
       expect(second.blks_hit).toBeGreaterThan(0)
       expect(second.deadlocks).toBe(0)
       expect(second.pg_stat_statements_installed).toBe(1)
+      // The size is read again once rows were written (a table created and filled), and kept while none
+      // are (an autovacuum's ANALYZE writes pg_statistic rows: then it is read again).
+      expect(second.database_size_bytes).toBeGreaterThan(first.database_size_bytes!)
+      const [size] = await admin<{ n: string }[]>`SELECT pg_database_size(${ctx.database})::text AS n`
+      expect([second.database_size_bytes, Number(size!.n)]).toContain((await run(databaseStats, ctx)).database_stats!.database_size_bytes)
 
       // A transaction with a transaction ID, left open while 5 more are assigned: it holds the xmin horizon.
       const open = connect(dbUrl)
