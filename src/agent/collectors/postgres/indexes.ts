@@ -37,12 +37,11 @@ const statsSqlFor = (major: number) => `
   SELECT s.indexrelid, s.schemaname, s.relname, s.indexrelname, ${pgSelectList(INDEX_FIELDS, major, 's.')},
          (s.indexrelid IN (SELECT relation FROM busy) OR s.relid IN (SELECT relation FROM busy)) AS busy,
          i.indisunique, i.indisprimary, i.indisvalid,
-         concat_ws(',', c.relfilenode, pg_stat_get_tuples_inserted(s.relid), pg_stat_get_tuples_updated(s.relid),
+         concat_ws(',', pg_relation_filenode(s.indexrelid), pg_stat_get_tuples_inserted(s.relid), pg_stat_get_tuples_updated(s.relid),
            pg_stat_get_vacuum_count(s.relid), pg_stat_get_autovacuum_count(s.relid),
            pg_stat_get_analyze_count(s.relid), pg_stat_get_autoanalyze_count(s.relid)) AS fingerprint
   FROM (SELECT s.*, NULL::int8 AS size_bytes FROM pg_stat_user_indexes s) s
-  JOIN pg_index i ON i.indexrelid = s.indexrelid
-  JOIN pg_class c ON c.oid = s.indexrelid`
+  JOIN pg_index i ON i.indexrelid = s.indexrelid`
 
 /** Sizes of the indexes named by $1 (an array literal of OIDs) but busy ones (none returned for those, nor for dropped ones). */
 const SIZES_SQL = `
