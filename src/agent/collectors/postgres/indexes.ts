@@ -43,13 +43,13 @@ const statsSqlFor = (major: number) => `
   FROM (SELECT s.*, NULL::int8 AS size_bytes FROM pg_stat_user_indexes s) s
   JOIN pg_index i ON i.indexrelid = s.indexrelid`
 
-/** Sizes of the indexes named by $1 (an array literal of OIDs) but busy ones (none returned for those, nor for dropped ones). */
+/** Sizes of the indexes named by $1 (an array literal of OIDs, joined: `= ANY` compares every row with every element) but busy ones (none returned for those, nor for dropped ones). */
 const SIZES_SQL = `
   WITH busy AS (${BUSY})
   SELECT i.indexrelid, pg_relation_size(i.indexrelid) AS size_bytes
-  FROM pg_index i
-  WHERE i.indexrelid = ANY ($1::text::oid[])
-    AND i.indexrelid NOT IN (SELECT relation FROM busy) AND i.indrelid NOT IN (SELECT relation FROM busy)`
+  FROM unnest($1::text::oid[]) AS u(oid)
+  JOIN pg_index i ON i.indexrelid = u.oid
+  WHERE i.indexrelid NOT IN (SELECT relation FROM busy) AND i.indrelid NOT IN (SELECT relation FROM busy)`
 
 /** Definitions of the indexes named by $1, an array literal of OIDs. */
 const DEFINITIONS_SQL = `
