@@ -15,6 +15,7 @@ import type { ColumnStat } from '../../../shared/wire.ts'
 import { num } from '../delta.ts'
 import type { PostgresContext } from '../types.ts'
 import { registerCollector } from '../registry.ts'
+import { type SeqRead, SEQ_READ, byBytes } from './tables.ts'
 
 /** Tables read, the most rows read by sequential scans first. */
 export const MAX_TABLES = 50
@@ -28,13 +29,21 @@ const RECOMPUTE_MS = 3600_000
 // also joins and groups every index (12 ms against 4 ms with 1,000 tables, PostgreSQL 17).
 const TOP_TABLES_SQL = `
   SELECT c.oid::int8::text AS relid, n.nspname::text AS schemaname, c.relname::text AS relname,
-         coalesce(greatest(pg_stat_get_last_analyze_time(c.oid), pg_stat_get_last_autoanalyze_time(c.oid))::text, '') AS analyzed,
+         coalesce(floor(extract(epoch FROM greatest(pg_stat_get_last_analyze_time(c.oid), pg_stat_get_last_autoanalyze_time(c.oid))) * 1000)::int8::text, '') AS analyzed,
          has_any_column_privilege(c.oid, 'SELECT') AS readable, c.reltuples::float8 AS reltuples
   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
   WHERE c.relkind IN ('r', 't', 'm', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_toast'
     AND pg_stat_get_tuples_returned(c.oid) > 0
   ORDER BY pg_stat_get_tuples_returned(c.oid) DESC, n.nspname, c.relname
   LIMIT $1`
+
+// Whether the role may read each of the tables named by $1 (an array literal of OIDs), with reltuples:
+// what TOP_TABLES_SQL adds to the tables, for tables taken from the tables collector's read (SEQ_READ).
+const TOP_FACTS_SQL = `
+  SELECT u.ord, has_any_column_privilege(c.oid, 'SELECT') AS readable, c.reltuples::float8 AS reltuples
+  FROM unnest($1::text::oid[]) WITH ORDINALITY AS u(oid, ord)
+  JOIN pg_class c ON c.oid = u.oid
+  ORDER BY u.ord`
 
 // The tables' column statistics (those of each table itself, not of its inheritance tree, when it has
 // both), in one statement: the tables come as a JSON list (names travel as parameters) and pg_stats is
@@ -97,12 +106,32 @@ function reportUnreadable(ctx: PostgresContext, unreadable: number, of: number):
   ctx.state.set('column_stats:unreadable', unreadable)
 }
 
+/**
+ * The tables most read by sequential scans: from the tables collector's statistics of this cycle when
+ * it ran before (its pg_stat_user_tables read, in the order TOP_TABLES_SQL gives: seq_tup_read, then
+ * names in byte order), else read here.
+ */
+async function topTables(ctx: PostgresContext): Promise<TopRow[]> {
+  const shared = ctx.state.get(SEQ_READ) as SeqRead | undefined
+  ctx.state.delete(SEQ_READ)
+  if (!shared || shared.at !== ctx.now) return ctx.sql.unsafe<TopRow[]>(TOP_TABLES_SQL, [MAX_TABLES])
+  const picked = shared.tables
+    .map((t) => ({ t, reads: BigInt(t.seq_tup_read) }))
+    .sort((a, b) => (a.reads !== b.reads ? (b.reads > a.reads ? 1 : -1) : byBytes(a.t.schemaname, b.t.schemaname) || byBytes(a.t.relname, b.t.relname)))
+    .slice(0, MAX_TABLES)
+    .map(({ t }) => t)
+  if (picked.length === 0) return []
+  const facts = await ctx.sql.unsafe<{ ord: string; readable: boolean; reltuples: number | null }[]>(TOP_FACTS_SQL, [`{${picked.map((t) => t.relid).join(',')}}`])
+  // A table dropped since the statistics were read has no row: left out, as TOP_TABLES_SQL would.
+  return facts.map((f) => ({ ...picked[Number(f.ord) - 1]!, readable: f.readable, reltuples: f.reltuples }))
+}
+
 export const columnStats = registerCollector<PostgresContext>({
   name: 'column_stats',
   engine: 'postgres',
   defaultEnabled: true,
   async collect(ctx) {
-    const top = await ctx.sql.unsafe<TopRow[]>(TOP_TABLES_SQL, [MAX_TABLES])
+    const top = await topTables(ctx)
     const readable = top.filter((t) => t.readable)
     reportUnreadable(ctx, top.length - readable.length, top.length)
     const fingerprint = top

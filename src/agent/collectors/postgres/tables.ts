@@ -120,8 +120,25 @@ interface Facts {
 }
 const FACTS = 'cache:tables:facts'
 
+/**
+ * The tables read by sequential scans in this cycle's statistics, for column_stats (which runs after
+ * tables in the same cycle) to pick its tables from rather than read pg_stat_user_tables again: a
+ * cache taken once, at the cycle whose `now` it carries.
+ */
+export const SEQ_READ = 'cache:tables:seq_read'
+export interface SeqRead {
+  at: number
+  tables: { relid: string; schemaname: string; relname: string; seq_tup_read: string; analyzed: string }[]
+}
+
+/** The later of a table's last analyze and autoanalyze as epoch ms text ('' when never), as column_stats' TOP_TABLES_SQL gives it. */
+export const analyzedOf = (a: Date | null, b: Date | null): string => {
+  const times = [a, b].filter((d): d is Date => d !== null).map((d) => d.getTime())
+  return times.length > 0 ? String(Math.max(...times)) : ''
+}
+
 /** Byte order of the UTF-8 text, as PostgreSQL orders `name` (C collation). */
-const byBytes = (a: string, b: string) => (a === b ? 0 : Buffer.compare(Buffer.from(a), Buffer.from(b)))
+export const byBytes = (a: string, b: string) => (a === b ? 0 : Buffer.compare(Buffer.from(a), Buffer.from(b)))
 
 // pg_sequences' columns, read as that view does but skipping, rather than waiting for, a sequence
 // locked against reading its last value (ALTER SEQUENCE in an open transaction), one without
@@ -325,6 +342,12 @@ export const tables = registerCollector<PostgresContext>({
       fingerprints.set(String(r.relid), `${f.files},${counters}${f.index_files === null ? '' : `,${f.index_files}`}`)
       return true
     })
+    ctx.state.set(SEQ_READ, {
+      at: ctx.now,
+      tables: all
+        .filter((r) => r.seq_tup_read !== null && BigInt(r.seq_tup_read) > 0n)
+        .map((r) => ({ relid: String(r.relid), schemaname: r.schemaname, relname: r.relname, seq_tup_read: r.seq_tup_read!, analyzed: analyzedOf(r.last_analyze, r.last_autoanalyze) })),
+    } satisfies SeqRead)
     const stale = all.filter((r) => !r.busy && known.tables.get(String(r.relid))?.fingerprint !== fingerprints.get(String(r.relid)))
     const fresh = new Map<string, SizedTable['sizes']>()
     if (stale.length > 0) {
