@@ -8,6 +8,7 @@ import { afterAll, beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
 import { Value } from '@sinclair/typebox/value'
 import postgres from 'postgres'
 import { MAX_COLUMNS, columnStats } from '../../src/agent/collectors/postgres/column-stats.ts'
+import { SEQ_READ, tables as tablesCollector } from '../../src/agent/collectors/postgres/tables.ts'
 import type { BatchSections, PostgresContext } from '../../src/agent/collectors/types.ts'
 import { createLogger } from '../../src/shared/log.ts'
 import { IngestBatch } from '../../src/shared/wire.ts'
@@ -216,4 +217,10 @@ test('PostgreSQL 17: the 50 tables most read by sequential scans (seq_tup_read),
     ['id', -1, 62],
     ['kind', 2, 62],
   ])
+  // In a cycle where the tables collector ran first, the tables come from its read of pg_stat_user_tables: the same section.
+  const cycle = contextFor(sql, 17)
+  await tablesCollector.collect(cycle)
+  expect(cycle.state.has(SEQ_READ)).toBe(true)
+  expect((await run(cycle)).column_stats).toEqual(rows)
+  expect(cycle.state.has(SEQ_READ)).toBe(false)
 })

@@ -203,6 +203,22 @@ for (const major of postgresMajors) {
       })
     })
 
+    test('tables: DDL between two cycles shows in the next one (the catalog facts are kept while the catalogs stay)', async () => {
+      await agent.sql`CREATE TABLE t_ddl (id int NOT NULL, note text)`
+      const ctx = agent.ctx({ state: new Map() })
+      const collect = async () => (await run(tables, ctx)).tables!.find((t) => t.table_name === 't_ddl')!
+      expect(await collect()).toMatchObject({ has_primary_key: false, autovacuum_enabled: true, index_size_bytes: 0 })
+      // A unique index made the primary key changes pg_index alone; a storage parameter of the TOAST table, pg_class alone.
+      await agent.sql`CREATE UNIQUE INDEX t_ddl_id ON t_ddl (id)`
+      await agent.sql`ALTER TABLE t_ddl ADD PRIMARY KEY USING INDEX t_ddl_id`
+      const keyed = await collect()
+      expect(keyed).toMatchObject({ has_primary_key: true, autovacuum_enabled: true, index_size_bytes: 8192 })
+      await agent.sql`ALTER TABLE t_ddl SET (toast.autovacuum_enabled = off)`
+      expect(await collect()).toMatchObject({ has_primary_key: true, autovacuum_enabled: false })
+      await agent.sql`ALTER TABLE t_ddl DROP CONSTRAINT t_ddl_id`
+      expect(await collect()).toMatchObject({ has_primary_key: false, index_size_bytes: 0 })
+    })
+
     test('tables: exact counter deltas of a known workload', async () => {
       // Building the primary key scans the new table once; the baseline waits until that scan shows.
       const setup = connect(url)
@@ -396,6 +412,17 @@ for (const major of postgresMajors) {
       expect(after.get('t_idx_payload_idx')!.delta).toEqual({ idx_scan: 0, idx_tup_read: 0, idx_tup_fetch: 0 })
       expect(after.get('t_idx_code_key')!.delta).toEqual({ idx_scan: 0, idx_tup_read: 0, idx_tup_fetch: 0 })
       expect(after.get('t_idx_pkey')!.index_def).toBe('CREATE UNIQUE INDEX t_idx_pkey ON public.t_idx USING btree (id)')
+      // Sizes are kept while nothing grows the index; rows inserted into its table have it sized again.
+      expect(after.get('t_idx_payload_idx')!.size_bytes).toBe(first.get('t_idx_payload_idx')!.size_bytes)
+      const grow = connect(url)
+      await grow`INSERT INTO t_idx SELECT g, 'c' || g, md5(g::text) FROM generate_series(40001, 60000) g`
+      await finish(grow, major)
+      const [real] = await agent.sql<{ n: string }[]>`SELECT pg_relation_size('t_idx_payload_idx')::text AS n`
+      const grown = await eventually('the inserts in pg_stat_user_tables', async () => {
+        const size = byName((await run(indexes, ctx)).indexes).get('t_idx_payload_idx')!.size_bytes
+        return size === Number(real!.n) ? size : undefined
+      })
+      expect(grown).toBeGreaterThan(first.get('t_idx_payload_idx')!.size_bytes!)
 
       // Definitions are remembered between cycles; a rename makes the agent deparse them again.
       await agent.sql`ALTER INDEX t_idx_code_key RENAME TO t_idx_code_uq`
@@ -754,6 +781,11 @@ for (const major of postgresMajors) {
       expect(second.blks_hit).toBeGreaterThan(0)
       expect(second.deadlocks).toBe(0)
       expect(second.pg_stat_statements_installed).toBe(1)
+      // The size is read again once rows were written (a table created and filled), and kept while none
+      // are (an autovacuum's ANALYZE writes pg_statistic rows: then it is read again).
+      expect(second.database_size_bytes).toBeGreaterThan(first.database_size_bytes!)
+      const [size] = await admin<{ n: string }[]>`SELECT pg_database_size(${ctx.database})::text AS n`
+      expect([second.database_size_bytes, Number(size!.n)]).toContain((await run(databaseStats, ctx)).database_stats!.database_size_bytes)
 
       // A transaction with a transaction ID, left open while 5 more are assigned: it holds the xmin horizon.
       const open = connect(dbUrl)

@@ -27,10 +27,15 @@ import { registerCollector } from '../registry.ts'
 const MAX_ESTIMATES = Math.min(ingestMaxItems.bloat, 5_000)
 const RECOMPUTE_MS = 3600_000
 
+// The last (auto)vacuum and (auto)analyze of pg_stat_all_tables, read from the functions that view reads
+// them from on pg_class (its relkinds): the view also joins and groups every index, which made this
+// fingerprint 14 ms a cycle with 1,000 tables (PostgreSQL 17); 3 ms so.
 const FINGERPRINT_SQL = `
   SELECT (SELECT count(*) || ':' || coalesce(sum(relpages), 0) || ':' || coalesce(sum(reltuples), 0)
           FROM pg_class WHERE relkind IN ('r', 'm', 'i')) || '|' ||
-         coalesce((SELECT max(greatest(last_vacuum, last_autovacuum, last_analyze, last_autoanalyze))::text FROM pg_stat_all_tables), '') AS fingerprint`
+         coalesce((SELECT max(greatest(pg_stat_get_last_vacuum_time(c.oid), pg_stat_get_last_autovacuum_time(c.oid),
+                                       pg_stat_get_last_analyze_time(c.oid), pg_stat_get_last_autoanalyze_time(c.oid)))::text
+                   FROM pg_class c WHERE c.relkind IN ('r', 't', 'm', 'p')), '') AS fingerprint`
 
 // Each relation with its columns in order: average width, null fraction, type length and alignment.
 // An index's columns are its own attributes (an expression's type), with the statistics of the table

@@ -15,6 +15,7 @@ import type { ColumnStat } from '../../../shared/wire.ts'
 import { num } from '../delta.ts'
 import type { PostgresContext } from '../types.ts'
 import { registerCollector } from '../registry.ts'
+import { type SeqRead, SEQ_READ, byBytes } from './tables.ts'
 
 /** Tables read, the most rows read by sequential scans first. */
 export const MAX_TABLES = 50
@@ -22,27 +23,45 @@ export const MAX_TABLES = 50
 export const MAX_COLUMNS = 64
 const RECOMPUTE_MS = 3600_000
 
-// The tables, with what says their statistics changed: the last (auto)analyze and whether the role may read them.
+// The tables, with what says their statistics changed: the last (auto)analyze and whether the role may
+// read them. The tables of pg_stat_user_tables (its relkinds and schemas), with its seq_tup_read,
+// last_analyze and last_autoanalyze read from the functions that view reads them from: the view itself
+// also joins and groups every index (12 ms against 4 ms with 1,000 tables, PostgreSQL 17).
 const TOP_TABLES_SQL = `
-  SELECT s.relid::int8::text AS relid, s.schemaname::text AS schemaname, s.relname::text AS relname,
-         coalesce(greatest(s.last_analyze, s.last_autoanalyze)::text, '') AS analyzed,
-         has_any_column_privilege(s.relid, 'SELECT') AS readable, c.reltuples::float8 AS reltuples
-  FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
-  WHERE s.seq_tup_read > 0
-  ORDER BY s.seq_tup_read DESC, s.schemaname, s.relname
+  SELECT c.oid::int8::text AS relid, n.nspname::text AS schemaname, c.relname::text AS relname,
+         coalesce(floor(extract(epoch FROM greatest(pg_stat_get_last_analyze_time(c.oid), pg_stat_get_last_autoanalyze_time(c.oid))) * 1000)::int8::text, '') AS analyzed,
+         has_any_column_privilege(c.oid, 'SELECT') AS readable, c.reltuples::float8 AS reltuples
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+  WHERE c.relkind IN ('r', 't', 'm', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_toast'
+    AND pg_stat_get_tuples_returned(c.oid) > 0
+  ORDER BY pg_stat_get_tuples_returned(c.oid) DESC, n.nspname, c.relname
   LIMIT $1`
 
-// One table's column statistics, its own (not those of its inheritance tree) when it has both. Asked
-// table by table with the names as parameters, so that pg_stats is read through the catalogs' name
-// index: joined with a list of tables, the planner may compute every column's privilege check in the
-// database first (130 ms for 16,000 columns, measured on PostgreSQL 17).
+// Whether the role may read each of the tables named by $1 (an array literal of OIDs), with reltuples:
+// what TOP_TABLES_SQL adds to the tables, for tables taken from the tables collector's read (SEQ_READ).
+const TOP_FACTS_SQL = `
+  SELECT u.ord, has_any_column_privilege(c.oid, 'SELECT') AS readable, c.reltuples::float8 AS reltuples
+  FROM unnest($1::text::oid[]) WITH ORDINALITY AS u(oid, ord)
+  JOIN pg_class c ON c.oid = u.oid
+  ORDER BY u.ord`
+
+// The tables' column statistics (those of each table itself, not of its inheritance tree, when it has
+// both), in one statement: the tables come as a JSON list (names travel as parameters) and pg_stats is
+// read table by table in a LATERAL subquery, through the catalogs' name index: joined with the list as
+// a whole, the planner may compute every column's privilege check in the database first (130 ms for
+// 16,000 columns, measured on PostgreSQL 17). One statement per table cost 50 × 0.9 ms; this one 3 ms.
 const STATS_SQL = `
-  SELECT DISTINCT ON (a.attnum) s.attname::text AS column_name, s.n_distinct, s.null_frac, s.correlation
-  FROM pg_stats s
-  JOIN pg_attribute a ON a.attrelid = $1::text::oid AND a.attname = s.attname AND a.attnum > 0 AND NOT a.attisdropped
-  WHERE s.schemaname = $2 AND s.tablename = $3
-  ORDER BY a.attnum, s.inherited
-  LIMIT $4`
+  SELECT t.ord, x.column_name, x.n_distinct, x.null_frac, x.correlation
+  FROM json_to_recordset($1::text::json) AS t(ord int, relid oid, schemaname name, relname name)
+  CROSS JOIN LATERAL (
+    SELECT DISTINCT ON (a.attnum) s.attname::text AS column_name, s.n_distinct, s.null_frac, s.correlation, a.attnum
+    FROM pg_stats s
+    JOIN pg_attribute a ON a.attrelid = t.relid AND a.attname = s.attname AND a.attnum > 0 AND NOT a.attisdropped
+    WHERE s.schemaname = t.schemaname AND s.tablename = t.relname
+    ORDER BY a.attnum, s.inherited
+    LIMIT $2
+  ) x
+  ORDER BY t.ord, x.attnum`
 
 interface TopRow {
   relid: string
@@ -54,6 +73,7 @@ interface TopRow {
 }
 
 interface StatRow {
+  ord: number
   column_name: string
   n_distinct: number | string | null
   null_frac: number | string | null
@@ -86,12 +106,32 @@ function reportUnreadable(ctx: PostgresContext, unreadable: number, of: number):
   ctx.state.set('column_stats:unreadable', unreadable)
 }
 
+/**
+ * The tables most read by sequential scans: from the tables collector's statistics of this cycle when
+ * it ran before (its pg_stat_user_tables read, in the order TOP_TABLES_SQL gives: seq_tup_read, then
+ * names in byte order), else read here.
+ */
+async function topTables(ctx: PostgresContext): Promise<TopRow[]> {
+  const shared = ctx.state.get(SEQ_READ) as SeqRead | undefined
+  ctx.state.delete(SEQ_READ)
+  if (!shared || shared.at !== ctx.now) return ctx.sql.unsafe<TopRow[]>(TOP_TABLES_SQL, [MAX_TABLES])
+  const picked = shared.tables
+    .map((t) => ({ t, reads: BigInt(t.seq_tup_read) }))
+    .sort((a, b) => (a.reads !== b.reads ? (b.reads > a.reads ? 1 : -1) : byBytes(a.t.schemaname, b.t.schemaname) || byBytes(a.t.relname, b.t.relname)))
+    .slice(0, MAX_TABLES)
+    .map(({ t }) => t)
+  if (picked.length === 0) return []
+  const facts = await ctx.sql.unsafe<{ ord: string; readable: boolean; reltuples: number | null }[]>(TOP_FACTS_SQL, [`{${picked.map((t) => t.relid).join(',')}}`])
+  // A table dropped since the statistics were read has no row: left out, as TOP_TABLES_SQL would.
+  return facts.map((f) => ({ ...picked[Number(f.ord) - 1]!, readable: f.readable, reltuples: f.reltuples }))
+}
+
 export const columnStats = registerCollector<PostgresContext>({
   name: 'column_stats',
   engine: 'postgres',
   defaultEnabled: true,
   async collect(ctx) {
-    const top = await ctx.sql.unsafe<TopRow[]>(TOP_TABLES_SQL, [MAX_TABLES])
+    const top = await topTables(ctx)
     const readable = top.filter((t) => t.readable)
     reportUnreadable(ctx, top.length - readable.length, top.length)
     const fingerprint = top
@@ -100,22 +140,20 @@ export const columnStats = registerCollector<PostgresContext>({
       .join(',')
     const last = ctx.state.get('column_stats') as { fingerprint: string; at: number } | undefined
     if (last && last.fingerprint === fingerprint && ctx.now - last.at < RECOMPUTE_MS) return {}
-    // Sent together: postgres.js pipelines them on the pool's connections.
-    const perTable = await Promise.all(readable.map((t) => ctx.sql.unsafe<StatRow[]>(STATS_SQL, [t.relid, t.schemaname, t.relname, MAX_COLUMNS])))
+    const list = readable.map((t, ord) => ({ ord, relid: t.relid, schemaname: t.schemaname, relname: t.relname }))
+    const rows = readable.length > 0 ? await ctx.sql.unsafe<StatRow[]>(STATS_SQL, [JSON.stringify(list), MAX_COLUMNS]) : []
     const stats: ColumnStat[] = []
-    for (const [i, t] of readable.entries()) {
-      const reltuples = Math.max(-1, num(t.reltuples) ?? -1)
-      for (const r of perTable[i]!) {
-        stats.push({
-          schema_name: t.schemaname,
-          table_name: t.relname,
-          column_name: r.column_name,
-          n_distinct: Math.max(-1, num(r.n_distinct) ?? 0),
-          null_frac: clamp(num(r.null_frac) ?? 0, 0, 1),
-          correlation: r.correlation === null ? null : clamp(num(r.correlation) ?? 0, -1, 1),
-          reltuples,
-        })
-      }
+    for (const r of rows) {
+      const t = readable[r.ord]!
+      stats.push({
+        schema_name: t.schemaname,
+        table_name: t.relname,
+        column_name: r.column_name,
+        n_distinct: Math.max(-1, num(r.n_distinct) ?? 0),
+        null_frac: clamp(num(r.null_frac) ?? 0, 0, 1),
+        correlation: r.correlation === null ? null : clamp(num(r.correlation) ?? 0, -1, 1),
+        reltuples: Math.max(-1, num(t.reltuples) ?? -1),
+      })
     }
     ctx.state.set('column_stats', { fingerprint, at: ctx.now })
     return { column_stats: stats.slice(0, ingestMaxItems.column_stats) }
