@@ -77,7 +77,9 @@ describe('config location and errors', () => {
       await until('the next agent takes the dead one\'s lock', async () => ((await holder(third.pid)) ? true : undefined))
     } finally {
       third.kill('SIGTERM')
-      expect(await third.exited).toBe(0)
+      // 0 once the agent's handler is installed; 143 (the signal's default) when SIGTERM lands in the moment
+      // between taking the lock and starting, which is all this test waits for.
+      expect([0, 143]).toContain(await third.exited)
     }
   })
 
